@@ -1,0 +1,1 @@
+//! Black-box tests live in `tests/`; this crate has no library code.

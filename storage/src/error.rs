@@ -1,0 +1,91 @@
+//! The one error type of the storage crate.
+//!
+//! Every variant carries the context an operator needs to act on it: which
+//! file, which position, what was wrong. There is no catch-all variant.
+
+use std::path::PathBuf;
+
+/// Result alias used throughout the storage crate.
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// An operating-system call on a file failed.
+    #[error("I/O error on {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// Bytes on disk do not decode as what they claim to be.
+    #[error("corruption in {file} at byte {position}: {reason}")]
+    Corruption {
+        file: PathBuf,
+        position: u64,
+        reason: String,
+    },
+
+    /// A caller handed the store something it refuses (bad name, too large).
+    #[error("invalid input: {reason}")]
+    InvalidInput { reason: String },
+
+    /// A record is larger than the configured `max_message_bytes`.
+    #[error("record of {size} bytes exceeds the limit of {limit} bytes")]
+    RecordTooLarge { size: u64, limit: u64 },
+
+    /// An earlier write or fsync failed; the log refuses appends rather than
+    /// guess what reached the disk. Restart (which runs recovery) to clear it.
+    #[error("the commit log refuses appends after an earlier failure: {reason}")]
+    Poisoned { reason: String },
+
+    /// Another process holds the data directory's lock file.
+    #[error("data directory {path} is locked by another tidelog process")]
+    Locked { path: PathBuf },
+
+    /// The store is shutting down or has shut down.
+    #[error("the store is closed")]
+    Closed,
+
+    /// Writes are refused because the data directory's disk is nearly full.
+    #[error("disk full: {reason}")]
+    DiskFull { reason: String },
+}
+
+impl StoreError {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        StoreError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    pub(crate) fn invalid(reason: impl Into<String>) -> Self {
+        StoreError::InvalidInput {
+            reason: reason.into(),
+        }
+    }
+
+    pub(crate) fn corruption(
+        file: impl Into<PathBuf>,
+        position: u64,
+        reason: impl Into<String>,
+    ) -> Self {
+        StoreError::Corruption {
+            file: file.into(),
+            position,
+            reason: reason.into(),
+        }
+    }
+}
+
+/// Attach a path to an `io::Result`.
+pub(crate) trait IoContext<T> {
+    fn at(self, path: &std::path::Path) -> Result<T>;
+}
+
+impl<T> IoContext<T> for std::io::Result<T> {
+    fn at(self, path: &std::path::Path) -> Result<T> {
+        self.map_err(|e| StoreError::io(path, e))
+    }
+}

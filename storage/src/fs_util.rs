@@ -1,0 +1,117 @@
+//! Small filesystem helpers shared by every file type.
+//!
+//! Metadata files (checkpoints, configs) are replaced atomically: write a
+//! temporary file, fsync it, rename it over the target, fsync the directory.
+//! A crash at any point leaves either the old or the new file, never a mix.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::path::Path;
+
+use crate::error::{IoContext, Result, StoreError};
+
+/// Width of the zero-padded decimal numbers that name segment files.
+pub const FILE_NAME_DIGITS: usize = 20;
+
+/// `00000000000000001024` for 1024: names sort in numeric order.
+pub fn offset_file_name(offset: u64) -> String {
+    format!("{offset:0width$}", width = FILE_NAME_DIGITS)
+}
+
+/// Parse a name made by [`offset_file_name`] (optionally followed by
+/// `suffix`). Anything else is `None`, so stray files are never mistaken for
+/// segments.
+pub fn parse_offset_file_name(name: &str, suffix: &str) -> Option<u64> {
+    let digits = name.strip_suffix(suffix)?;
+    if digits.len() != FILE_NAME_DIGITS || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// fsync a directory so that renames and creations inside it are durable.
+pub fn fsync_dir(dir: &Path) -> Result<()> {
+    File::open(dir).and_then(|d| d.sync_all()).at(dir)
+}
+
+/// Replace `path` with `contents` atomically and durably.
+pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<()> {
+    let dir = path
+        .parent()
+        .ok_or_else(|| StoreError::invalid(format!("{} has no parent", path.display())))?;
+    let mut tmp_name = path
+        .file_name()
+        .ok_or_else(|| StoreError::invalid(format!("{} has no file name", path.display())))?
+        .to_os_string();
+    tmp_name.push(".tmp");
+    let tmp = dir.join(tmp_name);
+    {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)
+            .at(&tmp)?;
+        f.write_all(contents).at(&tmp)?;
+        f.sync_all().at(&tmp)?;
+    }
+    fs::rename(&tmp, path).at(path)?;
+    fsync_dir(dir)
+}
+
+/// Create `dir` and its parents, then fsync the parent so the entry survives.
+pub fn create_dir_durable(dir: &Path) -> Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    fs::create_dir_all(dir).at(dir)?;
+    if let Some(parent) = dir.parent() {
+        fsync_dir(parent)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offset_names_round_trip_and_sort() {
+        assert_eq!(offset_file_name(1024), "00000000000000001024");
+        assert_eq!(
+            parse_offset_file_name("00000000000000001024", ""),
+            Some(1024)
+        );
+        assert_eq!(
+            parse_offset_file_name("00000000000000001024.log", ".log"),
+            Some(1024)
+        );
+        assert!(offset_file_name(9) < offset_file_name(10));
+        assert_eq!(offset_file_name(u64::MAX).len(), FILE_NAME_DIGITS);
+    }
+
+    #[test]
+    fn stray_names_are_not_offsets() {
+        for bad in [
+            "",
+            "1024",
+            "0000000000000000102x",
+            "00000000000000001024.tmp",
+            "../00000000000000001024",
+        ] {
+            assert_eq!(parse_offset_file_name(bad, ""), None, "{bad}");
+        }
+        // 20 digits that overflow u64.
+        assert_eq!(parse_offset_file_name("99999999999999999999", ""), None);
+    }
+
+    #[test]
+    fn write_atomic_replaces_whole_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("meta");
+        write_atomic(&p, b"first version, long").unwrap();
+        write_atomic(&p, b"second").unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"second");
+        assert!(!dir.path().join("meta.tmp").exists());
+    }
+}
