@@ -1,1 +1,33 @@
-//! placeholder
+//! tidelog-cleaner: Kafka's LogCleaner for compact topics.
+//!
+//! Records of a compact topic are copied by the dispatcher into a
+//! per-partition CompactedLog (the shared CommitLog is deleted by age and
+//! disk pressure, a compacted topic must keep each key's latest value
+//! forever). The cleaner, on `cleaner.threads` named OS threads, picks the
+//! filthiest log whose dirty ratio exceeds `min.cleanable.dirty.ratio`; its
+//! dirty range runs from the offset in the [`checkpoint`] to the first
+//! uncleanable segment (the active one, or one younger than
+//! `min.compaction.lag.ms`). It scans that range into an [`offset_map`] of
+//! key fingerprint → newest offset, bounded by its share of
+//! `dedupe_buffer_bytes`; when the map fills, the pass ends early and the
+//! rest waits for the next pass. It then rewrites segments, in groups up to
+//! the segment size, keeping a record only if no newer record of its key
+//! exists (tombstones survive `delete.retention.ms`), writes each group to a
+//! `.cleaned` file, renames it to `.swap`, swaps it in, drops the old files
+//! and renames into place, so a crash at any step is completed or rolled
+//! back at startup; finally it advances the checkpoint. Queue offsets never
+//! change, so cleaned logs have gaps. A partition that fails is marked
+//! uncleanable and retried after a backoff.
+//!
+//! This crate so far holds the two self-contained pieces: the offset map and
+//! the checkpoint file. Neither takes locks; each cleaner thread owns its map
+//! and the checkpoint is loaded and stored by whoever coordinates the threads.
+
+pub mod checkpoint;
+pub mod error;
+mod fingerprint;
+pub mod offset_map;
+
+pub use checkpoint::CleanerCheckpoint;
+pub use error::{CleanerError, Result};
+pub use offset_map::{OffsetMap, PutOutcome};

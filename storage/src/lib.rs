@@ -1,10 +1,32 @@
 //! tidelog-storage: everything tidelog keeps on disk.
 //!
+//! A RocketMQ-style store: one CommitLog shared by every topic, per-partition
+//! ConsumeQueues of 20-byte units pointing into it, IndexFiles for lookup by
+//! key, a dispatcher thread that builds those indexes from committed records,
+//! a checkpoint of durable positions and crash recovery.
+//!
 //! No async runtime lives here: the store runs on named OS threads and its
 //! blocking calls are meant to be reached from `spawn_blocking` or plain
-//! threads. Readers that wait for new records get a runtime-agnostic future.
+//! threads. Readers that wait for new records get an `EventListener`, which
+//! can be awaited on any runtime or waited on with a timeout.
 
+pub mod checkpoint;
+pub mod commit_log;
+pub mod config;
+pub mod consume_queue;
+pub mod dispatch;
 pub mod error;
+pub mod fault;
 pub mod fs_util;
+pub mod index_file;
+mod recovery;
+pub mod store;
+pub mod types;
 
+pub use commit_log::{AppendRecord, Appended, Header, StoredRecord};
+pub use config::{FlushMode, RecoveryMode, StoreConfig};
+pub use dispatch::DispatchSink;
 pub use error::{Result, StoreError};
+pub use event_listener::{EventListener, Listener};
+pub use store::{ReadResult, RecoveryReport, Store, StoreStats};
+pub use types::{validate_topic_name, PhysicalOffset, QueueOffset, TopicPartition};

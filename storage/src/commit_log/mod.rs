@@ -1,0 +1,597 @@
+//! The CommitLog: one append-only log shared by every topic and partition.
+//!
+//! Bytes `[min_offset, committed)` are whole, valid records (and
+//! end-of-segment markers); everything a reader sees lies below
+//! `committed`. One writer at a time (the `writer` mutex) assigns queue and
+//! physical offsets, copies records into the mapped segment, then publishes
+//! the new `committed` position.
+//!
+//! Lock order: `writer` → `segments` → `flush_state`. No lock is held while
+//! waiting for an fsync except `flush_state`'s condition variable.
+
+pub mod format;
+pub mod record;
+pub mod segment;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
+
+use event_listener::Event;
+
+pub use self::format::Header;
+use self::format::{Decoded, Invalid, RecordFields, END_MARKER_LEN};
+pub use self::record::{AppendRecord, Appended, StoredRecord};
+use self::segment::Segment;
+use crate::config::StoreConfig;
+use crate::error::{Result, StoreError};
+use crate::fault::{self, FaultPoint};
+use crate::types::{now_ms, PhysicalOffset, QueueOffset, TopicPartition};
+
+/// Per-partition counters of the next queue offset, owned by the writer.
+pub type NextOffsets = HashMap<TopicPartition, u64, ahash::RandomState>;
+
+struct WriterState {
+    /// Where the next record goes; equals `committed` between appends.
+    write_pos: u64,
+    next_offsets: NextOffsets,
+}
+
+#[derive(Default)]
+struct FlushState {
+    in_progress: bool,
+}
+
+/// What starts at a physical offset, for sequential readers.
+pub enum Next {
+    Record(StoredRecord),
+    /// No record here; continue at this offset (after an end marker).
+    Skip(u64),
+    /// Nothing committed at or after this offset yet.
+    End,
+}
+
+pub struct CommitLog {
+    dir: PathBuf,
+    segment_bytes: u64,
+    max_message_bytes: u64,
+    preallocate: bool,
+    faults: Option<Arc<crate::fault::Faults>>,
+    segments: RwLock<Vec<Arc<Segment>>>,
+    writer: Mutex<WriterState>,
+    committed: AtomicU64,
+    flushed: AtomicU64,
+    poisoned: AtomicBool,
+    poison_reason: Mutex<String>,
+    flush_state: Mutex<FlushState>,
+    flush_done: Condvar,
+    /// Notified after every append, for the dispatcher.
+    appended: Event,
+    prealloc: Preallocator,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding one of our locks leaves plain data behind (no
+    // half-applied invariants: every update is a single assignment), so
+    // continuing with the inner value is sound.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl CommitLog {
+    /// Build a log over recovered `segments` (sorted, contiguous) whose valid
+    /// bytes end at `end`. Recovery has already checked and truncated them.
+    pub(crate) fn new(
+        config: &StoreConfig,
+        dir: PathBuf,
+        segments: Vec<Arc<Segment>>,
+        end: u64,
+        next_offsets: NextOffsets,
+    ) -> Arc<CommitLog> {
+        let log = Arc::new(CommitLog {
+            dir,
+            segment_bytes: config.commitlog_segment_bytes,
+            max_message_bytes: config.max_message_bytes,
+            preallocate: config.preallocate_next_segment,
+            faults: config.faults.clone(),
+            segments: RwLock::new(segments),
+            writer: Mutex::new(WriterState {
+                write_pos: end,
+                next_offsets,
+            }),
+            committed: AtomicU64::new(end),
+            flushed: AtomicU64::new(end),
+            poisoned: AtomicBool::new(false),
+            poison_reason: Mutex::new(String::new()),
+            flush_state: Mutex::new(FlushState::default()),
+            flush_done: Condvar::new(),
+            appended: Event::new(),
+            prealloc: Preallocator::default(),
+        });
+        if log.preallocate {
+            log.request_next_segment(end);
+        }
+        log
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// One past the last committed byte.
+    pub fn committed(&self) -> u64 {
+        self.committed.load(Ordering::Acquire)
+    }
+
+    /// Everything below this is on disk.
+    pub fn flushed(&self) -> u64 {
+        self.flushed.load(Ordering::Acquire)
+    }
+
+    /// First byte still in the log (the oldest segment's base).
+    pub fn min_offset(&self) -> u64 {
+        let segs = self.segments.read().unwrap_or_else(|e| e.into_inner());
+        segs.first().map_or_else(|| self.committed(), |s| s.base())
+    }
+
+    pub fn segment_count(&self) -> usize {
+        self.segments
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
+    }
+
+    /// A snapshot of the segment list, oldest first.
+    pub fn segments(&self) -> Vec<Arc<Segment>> {
+        self.segments
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The event the dispatcher listens on.
+    pub(crate) fn appended_event(&self) -> &Event {
+        &self.appended
+    }
+
+    /// Recovery: where each partition's queue offsets continue.
+    pub(crate) fn set_next_offsets(&self, next: NextOffsets) {
+        lock(&self.writer).next_offsets = next;
+    }
+
+    /// The next queue offset the writer will assign in `tp`.
+    pub fn next_queue_offset(&self, tp: &TopicPartition) -> u64 {
+        lock(&self.writer)
+            .next_offsets
+            .get(tp)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    fn check_poisoned(&self) -> Result<()> {
+        if self.poisoned.load(Ordering::Acquire) {
+            return Err(StoreError::Poisoned {
+                reason: lock(&self.poison_reason).clone(),
+            });
+        }
+        Ok(())
+    }
+
+    fn poison(&self, reason: String) {
+        tracing::error!(%reason, "commit log refuses further appends");
+        *lock(&self.poison_reason) = reason;
+        self.poisoned.store(true, Ordering::Release);
+    }
+
+    /// Check a record against the limits before anything is written.
+    fn validate(&self, r: &AppendRecord) -> Result<usize> {
+        crate::types::validate_topic_name(&r.topic)?;
+        if r.headers.len() > format::HEADER_COUNT_MAX {
+            return Err(StoreError::invalid(format!(
+                "{} headers; at most {} allowed",
+                r.headers.len(),
+                format::HEADER_COUNT_MAX
+            )));
+        }
+        if let Some(h) = r
+            .headers
+            .iter()
+            .find(|h| h.name.len() > format::HEADER_NAME_MAX)
+        {
+            return Err(StoreError::invalid(format!(
+                "header name of {} bytes; at most {} allowed",
+                h.name.len(),
+                format::HEADER_NAME_MAX
+            )));
+        }
+        let key_len = r.key.as_ref().map_or(0, |k| k.len());
+        let value_len = r.value.as_ref().map_or(0, |v| v.len());
+        let payload =
+            key_len as u64 + value_len as u64 + format::headers_block_len(&r.headers) as u64;
+        if payload > self.max_message_bytes {
+            return Err(StoreError::RecordTooLarge {
+                size: payload,
+                limit: self.max_message_bytes,
+            });
+        }
+        let len = format::encoded_len(r.topic.len(), key_len, value_len, &r.headers);
+        if len > format::RECORD_LEN_MAX || (len + END_MARKER_LEN) as u64 > self.segment_bytes {
+            return Err(StoreError::RecordTooLarge {
+                size: len as u64,
+                limit: (self.segment_bytes.saturating_sub(END_MARKER_LEN as u64))
+                    .min(format::RECORD_LEN_MAX as u64),
+            });
+        }
+        Ok(len)
+    }
+
+    /// Append a batch (one produce request) as one unit: every record is
+    /// validated first, so either all of it is appended or none. Returns
+    /// where each record landed and the log position after the batch. Does
+    /// not wait for a flush; see [`CommitLog::wait_flushed`].
+    pub fn append(&self, batch: &[AppendRecord]) -> Result<(Vec<Appended>, u64)> {
+        let lens = batch
+            .iter()
+            .map(|r| self.validate(r))
+            .collect::<Result<Vec<_>>>()?;
+        let mut w = lock(&self.writer);
+        self.check_poisoned()?;
+
+        // Plan: where every record goes, and which segments that needs.
+        let mut plan = Vec::with_capacity(batch.len());
+        let mut pos = w.write_pos;
+        let mut seg = self.segment_for_write(pos)?;
+        for &len in &lens {
+            if pos + (len + END_MARKER_LEN) as u64 > seg.end() {
+                pos = seg.end();
+                seg = self.segment_for_write(pos)?;
+            }
+            plan.push(pos);
+            pos += len as u64;
+        }
+        let end = pos;
+
+        // Write. Nothing below can fail: every segment exists and every
+        // length was checked.
+        let store_ts = now_ms();
+        let mut out = Vec::with_capacity(batch.len());
+        let mut cursor = w.write_pos;
+        let mut seg: Option<Arc<Segment>> = None;
+        for ((r, &len), &at) in batch.iter().zip(&lens).zip(&plan) {
+            if at != cursor {
+                // The record did not fit: mark the rest of the old segment.
+                if let Some(s) = self.segment_containing(cursor) {
+                    let rel = (cursor - s.base()) as usize;
+                    // SAFETY: beyond `committed`, we are the only writer.
+                    let buf = unsafe { s.slice_mut(rel, (s.end() - cursor) as usize) };
+                    format::encode_end_marker(buf, cursor);
+                }
+            }
+            if !seg.as_ref().is_some_and(|s| s.contains(at)) {
+                seg = self.segment_containing(at);
+            }
+            let Some(s) = &seg else {
+                debug_assert!(false, "planned segment at {at} is missing");
+                return Err(StoreError::invalid("internal: planned segment missing"));
+            };
+            let tp_next = next_offset_entry(&mut w.next_offsets, &r.topic, r.partition)?;
+            let queue_offset = *tp_next;
+            *tp_next += 1;
+            let fields = RecordFields {
+                physical_offset: at,
+                queue_offset,
+                store_timestamp_ms: store_ts,
+                producer_timestamp_ms: r.timestamp_ms.unwrap_or(store_ts),
+                topic: &r.topic,
+                partition: r.partition,
+                key: r.key.as_deref(),
+                value: r.value.as_deref(),
+                headers: &r.headers,
+            };
+            // SAFETY: beyond `committed`, we are the only writer.
+            let buf = unsafe { s.slice_mut((at - s.base()) as usize, len) };
+            format::encode(buf, &fields);
+            out.push(Appended {
+                queue_offset: QueueOffset(queue_offset),
+                physical_offset: PhysicalOffset(at),
+                size: len as u32,
+            });
+            cursor = at + len as u64;
+        }
+        w.write_pos = end;
+        self.committed.store(end, Ordering::Release);
+        drop(w);
+        self.appended.notify(usize::MAX);
+        Ok((out, end))
+    }
+
+    fn segment_containing(&self, pos: u64) -> Option<Arc<Segment>> {
+        let segs = self.segments.read().unwrap_or_else(|e| e.into_inner());
+        find_segment(&segs, pos).cloned()
+    }
+
+    /// The segment that `pos` falls in, creating it (at `pos`) if the log
+    /// ends exactly there. Called with the writer lock held.
+    fn segment_for_write(&self, pos: u64) -> Result<Arc<Segment>> {
+        if let Some(s) = self.segment_containing(pos) {
+            return Ok(s);
+        }
+        let seg = match self.prealloc.take(pos) {
+            Some(s) => s,
+            None => Arc::new(Segment::create(
+                &self.dir,
+                pos,
+                self.segment_bytes,
+                self.preallocate,
+                &self.faults,
+            )?),
+        };
+        tracing::debug!(base = pos, "commit log rolled to a new segment");
+        self.segments
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Arc::clone(&seg));
+        if self.preallocate {
+            self.request_next_segment(seg.end());
+        }
+        Ok(seg)
+    }
+
+    fn request_next_segment(&self, base: u64) {
+        self.prealloc.request(base);
+    }
+
+    /// Run the preallocation loop on the calling thread until `stop` is set.
+    pub(crate) fn run_preallocator(&self, stop: &AtomicBool) {
+        self.prealloc.run(stop, |base| {
+            if self.segment_containing(base).is_some() {
+                return None;
+            }
+            match Segment::create(&self.dir, base, self.segment_bytes, true, &self.faults) {
+                Ok(s) => Some(Arc::new(s)),
+                Err(e) => {
+                    tracing::warn!(error = %e, base, "could not preallocate the next segment; the writer will create it");
+                    None
+                }
+            }
+        });
+    }
+
+    pub(crate) fn stop_preallocator(&self) {
+        self.prealloc.stop();
+    }
+
+    /// Block until everything below `target` is on disk. Concurrent callers
+    /// share one flush (group commit): the first to arrive flushes all that is
+    /// committed at that moment, the others wait for it and are usually
+    /// covered by it.
+    pub fn wait_flushed(&self, target: u64) -> Result<()> {
+        loop {
+            if self.flushed.load(Ordering::Acquire) >= target {
+                return Ok(());
+            }
+            self.check_poisoned()?;
+            let mut st = lock(&self.flush_state);
+            if st.in_progress {
+                let _st = self.flush_done.wait(st).unwrap_or_else(|e| e.into_inner());
+                continue;
+            }
+            st.in_progress = true;
+            drop(st);
+            let upto = self.committed.load(Ordering::Acquire);
+            let res = self.flush_range(self.flushed.load(Ordering::Acquire), upto);
+            let mut st = lock(&self.flush_state);
+            st.in_progress = false;
+            match &res {
+                Ok(()) => {
+                    self.flushed.fetch_max(upto, Ordering::AcqRel);
+                }
+                Err(e) => self.poison(format!("flush failed: {e}")),
+            }
+            drop(st);
+            self.flush_done.notify_all();
+            res?;
+        }
+    }
+
+    /// Flush everything committed so far.
+    pub fn flush_all(&self) -> Result<()> {
+        self.wait_flushed(self.committed())
+    }
+
+    fn flush_range(&self, from: u64, to: u64) -> Result<()> {
+        if from >= to {
+            return Ok(());
+        }
+        let segs = self.segments();
+        for s in segs.iter().filter(|s| s.end() > from && s.base() < to) {
+            let start = from.max(s.base());
+            let end = to.min(s.end());
+            fault::check(&self.faults, FaultPoint::CommitLogFlush)
+                .map_err(|e| StoreError::io(s.path(), e))?;
+            s.flush((start - s.base()) as usize, (end - start) as usize)?;
+        }
+        Ok(())
+    }
+
+    /// What starts at `pos`: a record, a marker to skip, or the end.
+    /// `verify_crc` is for bytes whose origin is not trusted.
+    pub fn read_next(&self, pos: u64, verify_crc: bool) -> Result<Next> {
+        let committed = self.committed();
+        if pos >= committed {
+            return Ok(Next::End);
+        }
+        let Some(seg) = self.segment_containing(pos) else {
+            return Err(StoreError::invalid(format!(
+                "physical offset {pos} is not in the log (minimum {})",
+                self.min_offset()
+            )));
+        };
+        let rel = (pos - seg.base()) as usize;
+        let avail = (committed.min(seg.end()) - pos) as usize;
+        // SAFETY: `[pos, pos + avail)` is below `committed`.
+        let buf = unsafe { seg.slice(rel, avail) };
+        match format::decode(buf, pos, verify_crc) {
+            Ok(Decoded::Record(view)) => {
+                // SAFETY: committed bytes, and `view` came from them.
+                Ok(Next::Record(unsafe {
+                    StoredRecord::from_segment(&seg, rel, view)
+                }))
+            }
+            Ok(Decoded::EndOfSegment { .. }) => Ok(Next::Skip(seg.end())),
+            Ok(Decoded::Empty) => Err(StoreError::corruption(
+                seg.path(),
+                rel as u64,
+                "zero bytes below the committed position",
+            )),
+            Err(why) => Err(StoreError::corruption(
+                seg.path(),
+                rel as u64,
+                why.to_string(),
+            )),
+        }
+    }
+
+    /// The record that starts exactly at `pos`, verified (CRC, stored
+    /// offset): safe for offsets that come from clients. `None` if no record
+    /// starts there.
+    pub fn read_at(&self, pos: u64) -> Result<Option<StoredRecord>> {
+        if pos < self.min_offset() || pos >= self.committed() {
+            return Ok(None);
+        }
+        match self.read_next(pos, true) {
+            Ok(Next::Record(r)) => Ok(Some(r)),
+            Ok(_) | Err(StoreError::Corruption { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Read the record at `pos` of `size` bytes, as a ConsumeQueue unit
+    /// points at it. The CRC was checked when the record was written or
+    /// recovered; lengths and the stored offset are still checked.
+    pub fn read_unit(&self, pos: u64, size: u32) -> Result<Option<StoredRecord>> {
+        if pos < self.min_offset() {
+            return Ok(None);
+        }
+        match self.read_next(pos, false)? {
+            Next::Record(r) if r.size() == size => Ok(Some(r)),
+            Next::Record(r) => Err(StoreError::invalid(format!(
+                "queue unit says {size} bytes at {pos}, record has {}",
+                r.size()
+            ))),
+            _ => Ok(None),
+        }
+    }
+}
+
+fn next_offset_entry<'a>(
+    map: &'a mut NextOffsets,
+    topic: &Arc<str>,
+    partition: u32,
+) -> Result<&'a mut u64> {
+    // Build the key once per partition; lookups after that do not allocate.
+    let tp = TopicPartition::new(topic, partition)?;
+    Ok(map.entry(tp).or_insert(0))
+}
+
+/// The segment containing `pos` in a sorted list.
+pub(crate) fn find_segment(segs: &[Arc<Segment>], pos: u64) -> Option<&Arc<Segment>> {
+    let idx = segs.partition_point(|s| s.base() <= pos);
+    let s = segs.get(idx.checked_sub(1)?)?;
+    s.contains(pos).then_some(s)
+}
+
+/// Decode at `pos` of `seg` during recovery (single-threaded, full checks).
+pub(crate) fn decode_for_recovery(
+    seg: &Segment,
+    pos: u64,
+) -> std::result::Result<Decoded, Invalid> {
+    let rel = (pos - seg.base()) as usize;
+    // SAFETY: recovery runs before any reader or writer exists.
+    let buf = unsafe { seg.slice(rel, (seg.end() - pos) as usize) };
+    format::decode(buf, pos, true)
+}
+
+/// Hands the writer a ready-made next segment, created on a background
+/// thread so that rolling never waits for file creation and first touch.
+#[derive(Default)]
+struct Preallocator {
+    state: Mutex<PreState>,
+    cv: Condvar,
+}
+
+#[derive(Default)]
+struct PreState {
+    requested: Option<u64>,
+    ready: Option<Arc<Segment>>,
+    busy_with: Option<u64>,
+    stopped: bool,
+}
+
+impl Preallocator {
+    fn request(&self, base: u64) {
+        let mut st = lock(&self.state);
+        st.requested = Some(base);
+        self.cv.notify_all();
+    }
+
+    fn take(&self, base: u64) -> Option<Arc<Segment>> {
+        let mut st = lock(&self.state);
+        // If the thread is making exactly this segment, wait for it rather
+        // than race it for the file name.
+        while st.busy_with == Some(base) {
+            st = self.cv.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+        if st.requested == Some(base) {
+            // Not started yet: the writer makes it itself, so cancel.
+            st.requested = None;
+        }
+        match st.ready.take() {
+            Some(s) if s.base() == base => Some(s),
+            Some(stale) => {
+                // A segment for another position (the log was truncated);
+                // remove it so its name is free.
+                let _ = std::fs::remove_file(stale.path());
+                None
+            }
+            None => None,
+        }
+    }
+
+    fn stop(&self) {
+        let mut st = lock(&self.state);
+        st.stopped = true;
+        self.cv.notify_all();
+    }
+
+    fn run(&self, stop: &AtomicBool, make: impl Fn(u64) -> Option<Arc<Segment>>) {
+        loop {
+            let base = {
+                let mut st = lock(&self.state);
+                loop {
+                    if st.stopped || stop.load(Ordering::Acquire) {
+                        return;
+                    }
+                    let wanted = st
+                        .requested
+                        .filter(|b| st.ready.as_ref().map(|s| s.base()) != Some(*b));
+                    if let Some(b) = wanted {
+                        st.requested = None;
+                        st.busy_with = Some(b);
+                        break b;
+                    }
+                    st = self.cv.wait(st).unwrap_or_else(|e| e.into_inner());
+                }
+            };
+            let seg = make(base);
+            let mut st = lock(&self.state);
+            st.busy_with = None;
+            if let Some(s) = seg {
+                if let Some(old) = st.ready.replace(s) {
+                    let _ = std::fs::remove_file(old.path());
+                }
+            }
+            self.cv.notify_all();
+        }
+    }
+}

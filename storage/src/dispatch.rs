@@ -1,0 +1,267 @@
+//! The dispatcher: follows the CommitLog's committed position and feeds
+//! every record, in physical order, to a list of sinks (ConsumeQueue,
+//! IndexFile, and whatever other crates register, such as the compacted
+//! logs of compact topics).
+//!
+//! Invariant: `dispatched` is a record boundary, and every record below it
+//! has been handed to every sink. Sinks must be idempotent for records they
+//! already hold, because recovery replays from the last checkpoint.
+
+use std::ops::ControlFlow;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use event_listener::{Event, Listener};
+
+use crate::commit_log::{CommitLog, Next, StoredRecord};
+use crate::consume_queue::{format::key_hash, ConsumeQueues, Unit};
+use crate::error::Result;
+use crate::index_file::IndexService;
+
+/// A consumer of dispatched records.
+pub trait DispatchSink: Send + Sync {
+    /// Short name for logs and metrics.
+    fn name(&self) -> &str;
+
+    /// Take one record. Called from the dispatcher thread only, in physical
+    /// order; a record the sink already has must be accepted silently.
+    fn dispatch(&self, record: &StoredRecord) -> Result<()>;
+
+    /// Make everything dispatched so far durable. Called before the
+    /// checkpoint records a dispatched position.
+    fn flush(&self) -> Result<()>;
+
+    /// Recovery: the CommitLog's valid end is `physical_end`; forget
+    /// anything at or past it. Return the physical offset from which the
+    /// sink needs records replayed if that is earlier than the checkpoint
+    /// (e.g. it had to drop damaged state), else `physical_end`.
+    fn truncate(&self, physical_end: u64) -> Result<u64> {
+        Ok(physical_end)
+    }
+}
+
+/// Builds ConsumeQueue units.
+pub struct ConsumeQueueSink {
+    pub queues: Arc<ConsumeQueues>,
+}
+
+impl DispatchSink for ConsumeQueueSink {
+    fn name(&self) -> &str {
+        "consume-queue"
+    }
+
+    fn dispatch(&self, r: &StoredRecord) -> Result<()> {
+        let q = self.queues.get_or_create(r.topic(), r.partition())?;
+        q.put(
+            r.queue_offset().0,
+            Unit {
+                physical_offset: r.physical_offset().0,
+                size: r.size(),
+                key_hash: key_hash(r.key().as_deref()),
+            },
+        )?;
+        Ok(())
+    }
+
+    fn flush(&self) -> Result<()> {
+        self.queues.flush()
+    }
+
+    fn truncate(&self, physical_end: u64) -> Result<u64> {
+        for q in self.queues.all() {
+            let dropped = q.truncate_from_physical(physical_end)?;
+            if dropped > 0 {
+                tracing::info!(tp = %q.topic_partition(), dropped, "dropped queue units past the recovered log end");
+            }
+        }
+        Ok(physical_end)
+    }
+}
+
+/// Builds IndexFile entries for keyed records.
+pub struct IndexSink {
+    pub index: Arc<IndexService>,
+}
+
+impl DispatchSink for IndexSink {
+    fn name(&self) -> &str {
+        "index-file"
+    }
+
+    fn dispatch(&self, r: &StoredRecord) -> Result<()> {
+        match r.key() {
+            Some(key) => self.index.put(
+                r.topic(),
+                &key,
+                r.physical_offset().0,
+                r.store_timestamp_ms(),
+            ),
+            None => Ok(()),
+        }
+    }
+
+    fn flush(&self) -> Result<()> {
+        self.index.flush()
+    }
+
+    fn truncate(&self, physical_end: u64) -> Result<u64> {
+        self.index.truncate_from_physical(physical_end)
+    }
+}
+
+pub(crate) struct Dispatcher {
+    log: Arc<CommitLog>,
+    sinks: Vec<Arc<dyn DispatchSink>>,
+    dispatched: AtomicU64,
+    progressed: Event,
+    errors: AtomicU64,
+}
+
+/// How long the dispatcher sleeps after a sink error before retrying.
+const ERROR_BACKOFF: Duration = Duration::from_millis(500);
+/// Upper bound on one wait for new appends (a safety net, not a poll: the
+/// writer notifies on every append).
+const IDLE_WAIT: Duration = Duration::from_millis(200);
+
+impl Dispatcher {
+    pub(crate) fn new(
+        log: Arc<CommitLog>,
+        sinks: Vec<Arc<dyn DispatchSink>>,
+        from: u64,
+    ) -> Dispatcher {
+        Dispatcher {
+            log,
+            sinks,
+            dispatched: AtomicU64::new(from),
+            progressed: Event::new(),
+            errors: AtomicU64::new(0),
+        }
+    }
+
+    pub(crate) fn dispatched(&self) -> u64 {
+        self.dispatched.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn error_count(&self) -> u64 {
+        self.errors.load(Ordering::Relaxed)
+    }
+
+    /// Dispatch everything committed now; with `progress`, log how far it
+    /// got about once a second (recovery replays can be long).
+    pub(crate) fn catch_up(&self, progress: bool) -> Result<u64> {
+        let mut pos = self.dispatched();
+        let target = self.log.committed();
+        let start = pos;
+        let began = Instant::now();
+        let mut last_log = began;
+        let mut records = 0u64;
+        while pos < target {
+            match self.log.read_next(pos, false)? {
+                Next::Record(r) => {
+                    for s in &self.sinks {
+                        s.dispatch(&r)?;
+                    }
+                    pos += r.size() as u64;
+                    records += 1;
+                }
+                Next::Skip(next) => pos = next,
+                Next::End => break,
+            }
+            self.dispatched.store(pos, Ordering::Release);
+            if progress && last_log.elapsed() >= Duration::from_secs(1) {
+                last_log = Instant::now();
+                tracing::info!(
+                    done_bytes = pos - start,
+                    total_bytes = target - start,
+                    records,
+                    "replaying records into the indexes"
+                );
+            }
+        }
+        if records > 0 {
+            self.progressed.notify(usize::MAX);
+        }
+        if progress {
+            tracing::info!(
+                records,
+                bytes = pos - start,
+                elapsed_ms = began.elapsed().as_millis() as u64,
+                "index replay done"
+            );
+        }
+        Ok(records)
+    }
+
+    /// The dispatcher thread's loop.
+    pub(crate) fn run(&self, stop: &AtomicBool) {
+        loop {
+            let listener = self.log.appended_event().listen();
+            match self.catch_up(false) {
+                Ok(_) => {}
+                Err(e) => {
+                    self.errors.fetch_add(1, Ordering::Relaxed);
+                    tracing::error!(error = %e, position = self.dispatched(), "dispatch failed; retrying");
+                    std::thread::sleep(ERROR_BACKOFF);
+                    continue;
+                }
+            }
+            if stop.load(Ordering::Acquire) {
+                return;
+            }
+            if self.dispatched() >= self.log.committed() {
+                let _ = listener.wait_timeout(IDLE_WAIT);
+            }
+        }
+    }
+
+    /// Wake the loop (shutdown).
+    pub(crate) fn wake(&self) {
+        self.log.appended_event().notify(usize::MAX);
+    }
+
+    /// Block until everything below `target` is dispatched, or `timeout`.
+    pub(crate) fn wait_dispatched(&self, target: u64, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let listener = self.progressed.listen();
+            if self.dispatched() >= target {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            let _ = listener.wait_timeout((deadline - now).min(Duration::from_millis(50)));
+        }
+    }
+
+    pub(crate) fn flush_sinks(&self) -> Result<()> {
+        for s in &self.sinks {
+            s.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Recovery: truncate every sink to `end`, return where replay starts.
+    pub(crate) fn truncate_sinks(&self, end: u64) -> Result<u64> {
+        let mut from = end;
+        for s in &self.sinks {
+            from = from.min(s.truncate(end)?);
+        }
+        Ok(from)
+    }
+
+    pub(crate) fn set_position(&self, pos: u64) {
+        self.dispatched.store(pos, Ordering::Release);
+    }
+}
+
+/// `ControlFlow` helper for key queries.
+pub(crate) fn keep_going(more: bool) -> ControlFlow<()> {
+    if more {
+        ControlFlow::Continue(())
+    } else {
+        ControlFlow::Break(())
+    }
+}

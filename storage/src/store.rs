@@ -1,0 +1,575 @@
+//! The store: opens the data directory, runs recovery, owns the CommitLog,
+//! ConsumeQueues, IndexFiles and the background threads, and offers the
+//! operations the server needs.
+//!
+//! Threads (all named, so `top -H` and stack dumps say who is who):
+//! - `tidelog-dispatch`: builds indexes from committed records;
+//! - `tidelog-flush`: flushes (async mode) and writes the checkpoint every
+//!   `flush_interval_ms`;
+//! - `tidelog-prealloc`: creates the next CommitLog segment ahead of time.
+//!
+//! A background thread that panics is logged, counted and restarted.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use event_listener::EventListener;
+
+use crate::checkpoint::Checkpoint;
+use crate::commit_log::{AppendRecord, Appended, CommitLog, NextOffsets, StoredRecord};
+use crate::config::{FlushMode, StoreConfig};
+use crate::consume_queue::ConsumeQueues;
+use crate::dispatch::{keep_going, ConsumeQueueSink, DispatchSink, Dispatcher, IndexSink};
+use crate::error::{IoContext, Result, StoreError};
+use crate::fs_util;
+use crate::index_file::IndexService;
+use crate::recovery;
+use crate::types::{now_ms, validate_topic_name, TopicPartition};
+
+pub const LOCK_FILE: &str = "lock";
+pub const ABORT_FILE: &str = "abort";
+pub const COMMITLOG_DIR: &str = "commitlog";
+pub const CONSUMEQUEUE_DIR: &str = "consumequeue";
+pub const INDEX_DIR: &str = "index";
+
+/// Records read from one partition.
+#[derive(Debug, Default)]
+pub struct ReadResult {
+    pub records: Vec<StoredRecord>,
+    /// Where the next read should start (last offset + 1, or the request's
+    /// offset moved up to the partition's beginning).
+    pub next_offset: u64,
+}
+
+/// What recovery did at open.
+#[derive(Clone, Debug, Default)]
+pub struct RecoveryReport {
+    pub clean_shutdown: bool,
+    pub scanned_from: u64,
+    pub end: u64,
+    pub records_scanned: u64,
+    pub truncated_bytes: u64,
+    pub records_replayed: u64,
+    pub elapsed: Duration,
+}
+
+/// A point-in-time view for stats and metrics.
+#[derive(Clone, Debug, Default)]
+pub struct StoreStats {
+    pub commitlog_segments: usize,
+    pub commitlog_min_offset: u64,
+    pub commitlog_max_offset: u64,
+    pub commitlog_flushed_offset: u64,
+    pub dispatched_offset: u64,
+    pub dispatch_lag_bytes: u64,
+    pub dispatch_errors: u64,
+    pub index_files: usize,
+    pub partitions: usize,
+    pub thread_restarts: u64,
+}
+
+struct Inner {
+    config: StoreConfig,
+    log: Arc<CommitLog>,
+    queues: Arc<ConsumeQueues>,
+    index: Arc<IndexService>,
+    dispatcher: Dispatcher,
+    stop: AtomicBool,
+    thread_restarts: AtomicU64,
+    /// Serialises checkpoint writers (flush thread and shutdown).
+    checkpoint_lock: Mutex<()>,
+    /// Wakes sleeping background threads at shutdown.
+    wake: event_listener::Event,
+}
+
+pub struct Store {
+    inner: Arc<Inner>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    recovery: RecoveryReport,
+    closed: AtomicBool,
+    // Held for the store's lifetime: flock on `<data_dir>/lock`.
+    _lock: File,
+}
+
+impl Store {
+    /// Open (or create) the store in `config.data_dir`, recovering as needed.
+    pub fn open(config: StoreConfig) -> Result<Store> {
+        Self::open_with_sinks(config, Vec::new())
+    }
+
+    /// Open with extra dispatch sinks (e.g. compacted logs), which receive
+    /// every record after the built-in ConsumeQueue and IndexFile sinks.
+    pub fn open_with_sinks(
+        config: StoreConfig,
+        extra_sinks: Vec<Arc<dyn DispatchSink>>,
+    ) -> Result<Store> {
+        let began = Instant::now();
+        validate_config(&config)?;
+        let dir = config.data_dir.clone();
+        fs_util::create_dir_durable(&dir)?;
+        let lock = acquire_lock(&dir)?;
+        let abort_path = dir.join(ABORT_FILE);
+        let checkpoint = Checkpoint::load(&dir)?;
+        let clean = !abort_path.exists() && checkpoint.is_some();
+        if !clean {
+            tracing::warn!(data_dir = %dir.display(), "previous run did not shut down cleanly; running full recovery");
+        }
+        std::fs::write(&abort_path, b"").at(&abort_path)?;
+        fs_util::fsync_dir(&dir)?;
+        let checkpoint = checkpoint.unwrap_or_default();
+
+        // CommitLog: find the valid end.
+        let cl_dir = dir.join(COMMITLOG_DIR);
+        let segments = recovery::load_segments(&cl_dir)?;
+        let recovered = recovery::recover_log(
+            &cl_dir,
+            segments,
+            checkpoint.dispatched,
+            config.recovery_mode,
+        )?;
+        let end = recovered.end;
+        let log = CommitLog::new(
+            &config,
+            cl_dir,
+            recovered.segments,
+            end,
+            NextOffsets::default(),
+        );
+
+        // Indexes: drop what points past the end, then replay what is missing.
+        let queues = Arc::new(ConsumeQueues::load(
+            &dir.join(CONSUMEQUEUE_DIR),
+            config.consume_queue_units_per_file,
+        )?);
+        let index = Arc::new(IndexService::load(
+            &dir.join(INDEX_DIR),
+            config.index_slots,
+            config.index_entries,
+        )?);
+        let mut sinks: Vec<Arc<dyn DispatchSink>> = vec![
+            Arc::new(ConsumeQueueSink {
+                queues: Arc::clone(&queues),
+            }),
+            Arc::new(IndexSink {
+                index: Arc::clone(&index),
+            }),
+        ];
+        sinks.extend(extra_sinks);
+        let dispatcher = Dispatcher::new(Arc::clone(&log), sinks, end);
+        let replay_from = dispatcher
+            .truncate_sinks(end)?
+            .min(recovered.scanned_from)
+            .max(log.min_offset());
+        dispatcher.set_position(replay_from);
+        let replayed = dispatcher.catch_up(true)?;
+
+        // Queue offsets continue where each partition's queue ends.
+        let mut next = NextOffsets::default();
+        for q in queues.all() {
+            next.insert(q.topic_partition().clone(), q.max_offset());
+        }
+        log.set_next_offsets(next);
+
+        let inner = Arc::new(Inner {
+            config,
+            log,
+            queues,
+            index,
+            dispatcher,
+            stop: AtomicBool::new(false),
+            thread_restarts: AtomicU64::new(0),
+            checkpoint_lock: Mutex::new(()),
+            wake: event_listener::Event::new(),
+        });
+        // Everything is consistent now: record it, so a crash right after
+        // open does not repeat this work.
+        inner.checkpoint()?;
+        let report = RecoveryReport {
+            clean_shutdown: clean,
+            scanned_from: recovered.scanned_from,
+            end,
+            records_scanned: recovered.records_scanned,
+            truncated_bytes: recovered.truncated_bytes,
+            records_replayed: replayed,
+            elapsed: began.elapsed(),
+        };
+        tracing::info!(?report, "store open");
+        let store = Store {
+            inner,
+            threads: Mutex::new(Vec::new()),
+            recovery: report,
+            closed: AtomicBool::new(false),
+            _lock: lock,
+        };
+        store.start_threads()?;
+        Ok(store)
+    }
+
+    fn start_threads(&self) -> Result<()> {
+        let mut threads = self.threads.lock().unwrap_or_else(|e| e.into_inner());
+        threads.push(spawn_supervised(
+            "tidelog-dispatch",
+            &self.inner,
+            |inner| inner.dispatcher.run(&inner.stop),
+        )?);
+        threads.push(spawn_supervised("tidelog-flush", &self.inner, |inner| {
+            inner.run_flusher()
+        })?);
+        if self.inner.config.preallocate_next_segment {
+            threads.push(spawn_supervised(
+                "tidelog-prealloc",
+                &self.inner,
+                |inner| inner.log.run_preallocator(&inner.stop),
+            )?);
+        }
+        Ok(())
+    }
+
+    pub fn config(&self) -> &StoreConfig {
+        &self.inner.config
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        &self.inner.config.data_dir
+    }
+
+    pub fn recovery_report(&self) -> &RecoveryReport {
+        &self.recovery
+    }
+
+    pub fn commit_log(&self) -> &Arc<CommitLog> {
+        &self.inner.log
+    }
+
+    pub fn consume_queues(&self) -> &Arc<ConsumeQueues> {
+        &self.inner.queues
+    }
+
+    /// Append one batch (one produce request). Under `flush: sync` this
+    /// returns only after an fsync covers the batch.
+    pub fn append(&self, batch: &[AppendRecord]) -> Result<Vec<Appended>> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(StoreError::Closed);
+        }
+        let (appended, end) = self.inner.log.append(batch)?;
+        if self.inner.config.flush == FlushMode::Sync {
+            self.inner.log.wait_flushed(end)?;
+        }
+        Ok(appended)
+    }
+
+    /// `[beginning, end)` queue offsets of a partition; `(0, 0)` if nothing
+    /// was ever written to it.
+    pub fn offsets(&self, topic: &str, partition: u32) -> (u64, u64) {
+        match self.inner.queues.get(topic, partition) {
+            Some(q) => (q.min_offset(), q.max_offset()),
+            None => (0, 0),
+        }
+    }
+
+    /// Up to `max_records` records of a partition from queue offset `from`
+    /// on (or from the beginning, if `from` was deleted), stopping before
+    /// `max_bytes` is exceeded but always returning at least one record if
+    /// there is one (so a large record cannot block a consumer).
+    pub fn read(
+        &self,
+        topic: &str,
+        partition: u32,
+        from: u64,
+        max_records: usize,
+        max_bytes: usize,
+    ) -> Result<ReadResult> {
+        let Some(q) = self.inner.queues.get(topic, partition) else {
+            return Ok(ReadResult {
+                records: Vec::new(),
+                next_offset: from,
+            });
+        };
+        let start = from.max(q.min_offset());
+        let end = q.max_offset();
+        let mut out = ReadResult {
+            records: Vec::new(),
+            next_offset: start,
+        };
+        let mut bytes = 0usize;
+        let mut offset = start;
+        while offset < end && out.records.len() < max_records {
+            let Some(unit) = q.get(offset)? else {
+                offset += 1;
+                continue;
+            };
+            let Some(rec) = self.inner.log.read_unit(unit.physical_offset, unit.size)? else {
+                // Deleted by retention since we looked at the beginning.
+                offset += 1;
+                continue;
+            };
+            if rec.queue_offset().0 != offset
+                || rec.topic() != topic
+                || rec.partition() != partition
+            {
+                return Err(StoreError::corruption(
+                    self.inner.log.dir(),
+                    unit.physical_offset,
+                    format!("queue {topic}-{partition} unit {offset} points at a record of {}-{} offset {}", rec.topic(), rec.partition(), rec.queue_offset()),
+                ));
+            }
+            let size = rec.size() as usize;
+            if !out.records.is_empty() && bytes + size > max_bytes {
+                break;
+            }
+            bytes += size;
+            out.records.push(rec);
+            offset += 1;
+        }
+        out.next_offset = offset;
+        Ok(out)
+    }
+
+    /// A listener that fires when a record is added to the partition's
+    /// queue. Register, re-check with [`Store::offsets`], then await (async)
+    /// or `wait_timeout` (blocking): no wake-up is missed in between.
+    pub fn listen(&self, topic: &str, partition: u32) -> Result<EventListener> {
+        Ok(self.inner.queues.get_or_create(topic, partition)?.listen())
+    }
+
+    /// The record starting exactly at physical offset `pos`, fully verified;
+    /// `None` if no record starts there (safe for client-supplied offsets).
+    pub fn read_at(&self, pos: u64) -> Result<Option<StoredRecord>> {
+        self.inner.log.read_at(pos)
+    }
+
+    /// Records of `topic` whose key is exactly `key` and whose store time is
+    /// within `[begin_ms, end_ms]`, newest first, at most `max`.
+    pub fn query_by_key(
+        &self,
+        topic: &str,
+        key: &[u8],
+        begin_ms: i64,
+        end_ms: i64,
+        max: usize,
+    ) -> Result<Vec<StoredRecord>> {
+        validate_topic_name(topic)?;
+        let mut out = Vec::new();
+        if max == 0 {
+            return Ok(out);
+        }
+        let log = &self.inner.log;
+        self.inner
+            .index
+            .query(topic, key, begin_ms, end_ms, &mut |pos| {
+                if let Some(rec) = log.read_at(pos)? {
+                    let ts = rec.store_timestamp_ms();
+                    if rec.topic() == topic
+                        && rec.key().as_deref() == Some(key)
+                        && ts >= begin_ms
+                        && ts <= end_ms
+                    {
+                        out.push(rec);
+                    }
+                }
+                Ok(keep_going(out.len() < max))
+            })?;
+        Ok(out)
+    }
+
+    /// Every partition the store has records (or a queue) for.
+    pub fn partitions(&self) -> Vec<TopicPartition> {
+        let mut v: Vec<_> = self
+            .inner
+            .queues
+            .all()
+            .iter()
+            .map(|q| q.topic_partition().clone())
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// Block until the dispatcher has indexed everything appended so far
+    /// (tests and tools; the produce path does not wait for it).
+    pub fn wait_dispatched(&self, timeout: Duration) -> bool {
+        self.inner
+            .dispatcher
+            .wait_dispatched(self.inner.log.committed(), timeout)
+    }
+
+    pub fn stats(&self) -> StoreStats {
+        let log = &self.inner.log;
+        let committed = log.committed();
+        let dispatched = self.inner.dispatcher.dispatched();
+        StoreStats {
+            commitlog_segments: log.segment_count(),
+            commitlog_min_offset: log.min_offset(),
+            commitlog_max_offset: committed,
+            commitlog_flushed_offset: log.flushed(),
+            dispatched_offset: dispatched,
+            dispatch_lag_bytes: committed.saturating_sub(dispatched),
+            dispatch_errors: self.inner.dispatcher.error_count(),
+            index_files: self.inner.index.file_count(),
+            partitions: self.inner.queues.all().len(),
+            thread_restarts: self.inner.thread_restarts.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Flush everything and write a checkpoint now.
+    pub fn checkpoint(&self) -> Result<()> {
+        self.inner.log.flush_all()?;
+        self.inner.checkpoint()
+    }
+
+    /// Stop the threads, index everything, flush, write the checkpoint and
+    /// remove the `abort` marker, so the next open is quick.
+    pub fn shutdown(self) -> Result<()> {
+        self.stop_threads();
+        let inner = &self.inner;
+        inner.dispatcher.catch_up(false)?;
+        inner.log.flush_all()?;
+        inner.checkpoint()?;
+        let abort = inner.config.data_dir.join(ABORT_FILE);
+        std::fs::remove_file(&abort).at(&abort)?;
+        fs_util::fsync_dir(&inner.config.data_dir)?;
+        tracing::info!(end = inner.log.committed(), "store shut down cleanly");
+        Ok(())
+    }
+
+    /// Stop the threads and drop everything without flushing, checkpointing
+    /// or removing `abort`: what a crash leaves behind, minus lost page
+    /// cache. For crash tests.
+    #[doc(hidden)]
+    pub fn close_uncleanly(self) {
+        self.stop_threads();
+    }
+
+    fn stop_threads(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.inner.stop.store(true, Ordering::Release);
+        self.inner.dispatcher.wake();
+        self.inner.wake.notify(usize::MAX);
+        self.inner.log.stop_preallocator();
+        let mut threads = self.threads.lock().unwrap_or_else(|e| e.into_inner());
+        for t in threads.drain(..) {
+            let _ = t.join();
+        }
+        for q in self.inner.queues.all() {
+            q.wake_all();
+        }
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        // Threads hold `Arc<Inner>`; stop them so nothing outlives the store.
+        // Dropping without `shutdown` counts as unclean: `abort` stays.
+        self.stop_threads();
+    }
+}
+
+impl Inner {
+    /// Write the checkpoint: flush the indexes first, so that everything
+    /// below the recorded dispatched position is durable in them.
+    fn checkpoint(&self) -> Result<()> {
+        let _g = self
+            .checkpoint_lock
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let dispatched = self.dispatcher.dispatched();
+        self.dispatcher.flush_sinks()?;
+        let flushed = self.log.flushed();
+        Checkpoint {
+            commitlog_flushed: flushed,
+            dispatched: dispatched.min(flushed.max(dispatched)),
+            written_at_ms: now_ms(),
+        }
+        .store(&self.config.data_dir)
+    }
+
+    fn run_flusher(&self) {
+        let interval = Duration::from_millis(self.config.flush_interval_ms);
+        loop {
+            let listener = self.wake.listen();
+            if self.stop.load(Ordering::Acquire) {
+                return;
+            }
+            let _ = event_listener::Listener::wait_timeout(listener, interval);
+            if self.stop.load(Ordering::Acquire) {
+                return;
+            }
+            if let Err(e) = self.log.flush_all().and_then(|_| self.checkpoint()) {
+                tracing::error!(error = %e, "periodic flush failed");
+            }
+        }
+    }
+}
+
+fn spawn_supervised(
+    name: &'static str,
+    inner: &Arc<Inner>,
+    body: fn(&Inner),
+) -> Result<JoinHandle<()>> {
+    let inner = Arc::clone(inner);
+    std::thread::Builder::new()
+        .name(name.to_string())
+        .spawn(move || loop {
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(&inner)));
+            if r.is_ok() || inner.stop.load(Ordering::Acquire) {
+                return;
+            }
+            inner.thread_restarts.fetch_add(1, Ordering::Relaxed);
+            tracing::error!(thread = name, "background thread panicked; restarting it");
+            std::thread::sleep(Duration::from_millis(100));
+        })
+        .map_err(|e| StoreError::io(PathBuf::from(name), e))
+}
+
+fn validate_config(c: &StoreConfig) -> Result<()> {
+    let min_segment = (crate::commit_log::format::HEADER_LEN
+        + crate::commit_log::format::END_MARKER_LEN) as u64
+        * 4;
+    if c.commitlog_segment_bytes < min_segment.max(4096) {
+        return Err(StoreError::invalid(format!(
+            "commitlog_segment_bytes must be at least 4096, got {}",
+            c.commitlog_segment_bytes
+        )));
+    }
+    if c.consume_queue_units_per_file == 0 || c.consume_queue_units_per_file > (1 << 26) {
+        return Err(StoreError::invalid(
+            "consume_queue_units_per_file must be in [1, 67108864]",
+        ));
+    }
+    if c.flush_interval_ms == 0 {
+        return Err(StoreError::invalid("flush_interval_ms must be at least 1"));
+    }
+    Ok(())
+}
+
+/// Take `<dir>/lock` with flock, so two servers never share a data dir.
+fn acquire_lock(dir: &Path) -> Result<File> {
+    let path = dir.join(LOCK_FILE);
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .at(&path)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::io::AsRawFd;
+        // SAFETY: plain syscall on an fd we own.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc != 0 {
+            let err = std::io::Error::last_os_error();
+            if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
+                return Err(StoreError::Locked {
+                    path: dir.to_path_buf(),
+                });
+            }
+            return Err(StoreError::io(&path, err));
+        }
+    }
+    Ok(file)
+}

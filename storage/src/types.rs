@@ -1,0 +1,144 @@
+//! Newtypes for the two integers that are easiest to mix up, and the name of
+//! a partition.
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::error::{Result, StoreError};
+
+/// A byte position in the shared CommitLog. Segment files are named by the
+/// physical offset of their first byte.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PhysicalOffset(pub u64);
+
+/// A record's number within its topic-partition: 0, 1, 2, ... with no gaps
+/// at write time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct QueueOffset(pub u64);
+
+impl fmt::Display for PhysicalOffset {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+impl fmt::Display for QueueOffset {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// Longest topic name, as in Kafka.
+pub const TOPIC_NAME_MAX: usize = 249;
+
+/// Check a topic name against Kafka's rules: `[a-zA-Z0-9._-]{1,249}`, and not
+/// `.` or `..`. The store uses topic names as directory names, so this is a
+/// safety check, not a nicety: it runs on names from clients and from disk.
+pub fn validate_topic_name(name: &str) -> Result<()> {
+    if name.is_empty() || name.len() > TOPIC_NAME_MAX {
+        return Err(StoreError::invalid(format!(
+            "topic name must be 1 to {TOPIC_NAME_MAX} characters, got {}",
+            name.len()
+        )));
+    }
+    if name == "." || name == ".." {
+        return Err(StoreError::invalid(format!(
+            "topic name {name:?} is reserved"
+        )));
+    }
+    if let Some(bad) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+    {
+        return Err(StoreError::invalid(format!(
+            "topic name {name:?} has the character {bad:?}; allowed are ASCII letters, digits, '.', '_' and '-'"
+        )));
+    }
+    Ok(())
+}
+
+/// A topic and one of its partitions. Cheap to clone.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TopicPartition {
+    topic: Arc<str>,
+    partition: u32,
+}
+
+impl TopicPartition {
+    /// Validates the topic name (see [`validate_topic_name`]).
+    pub fn new(topic: &str, partition: u32) -> Result<Self> {
+        validate_topic_name(topic)?;
+        Ok(TopicPartition {
+            topic: Arc::from(topic),
+            partition,
+        })
+    }
+
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    pub fn topic_arc(&self) -> &Arc<str> {
+        &self.topic
+    }
+
+    pub fn partition(&self) -> u32 {
+        self.partition
+    }
+}
+
+impl fmt::Debug for TopicPartition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}-{}", self.topic, self.partition)
+    }
+}
+
+impl fmt::Display for TopicPartition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}-{}", self.topic, self.partition)
+    }
+}
+
+/// Milliseconds since the Unix epoch, from the system clock.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn good_topic_names() {
+        for ok in [
+            "a",
+            "events",
+            "__consumer_offsets",
+            "A.b-c_9",
+            &"x".repeat(249),
+        ] {
+            validate_topic_name(ok).unwrap();
+        }
+    }
+
+    #[test]
+    fn hostile_topic_names_are_refused() {
+        for bad in [
+            "",
+            ".",
+            "..",
+            "../x",
+            "a/b",
+            "a\\b",
+            "a b",
+            "é",
+            "a\0b",
+            &"x".repeat(250),
+        ] {
+            assert!(validate_topic_name(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+}

@@ -1,0 +1,377 @@
+//! Store behaviour through its public API: append, read by queue offset,
+//! read by physical offset, query by key, segment rolls, flush modes,
+//! locking, failures.
+
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use tidelog_storage::fault::{FaultPoint, Faults};
+use tidelog_storage::{FlushMode, Listener, Store, StoreError};
+
+#[test]
+fn append_then_read_back_every_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(small_config(dir.path())).unwrap();
+    let mut r = with_headers(
+        record("orders", 2, Some("k"), Some("v1")),
+        &[("h", b"x"), ("h", b"")],
+    );
+    r.timestamp_ms = Some(1234);
+    let out = store
+        .append(&[
+            r,
+            record("orders", 2, None, Some("v2")),
+            record("orders", 2, Some("k"), None),
+        ])
+        .unwrap();
+    assert_eq!(
+        out.iter().map(|a| a.queue_offset.0).collect::<Vec<_>>(),
+        vec![0, 1, 2]
+    );
+    assert!(store.wait_dispatched(Duration::from_secs(5)));
+    assert_eq!(store.offsets("orders", 2), (0, 3));
+    let got = store.read("orders", 2, 0, 100, 1 << 20).unwrap();
+    assert_eq!(got.next_offset, 3);
+    let recs = got.records;
+    assert_eq!(recs.len(), 3);
+    assert_eq!(recs[0].topic(), "orders");
+    assert_eq!(recs[0].partition(), 2);
+    assert_eq!(recs[0].key().as_deref(), Some(b"k".as_slice()));
+    assert_eq!(recs[0].value().as_deref(), Some(b"v1".as_slice()));
+    assert_eq!(recs[0].timestamp_ms(), 1234);
+    let h = recs[0].headers();
+    assert_eq!(h.len(), 2);
+    assert_eq!(
+        (h[0].name.as_str(), &h[0].value[..]),
+        ("h", b"x".as_slice())
+    );
+    assert_eq!((h[1].name.as_str(), &h[1].value[..]), ("h", b"".as_slice()));
+    assert_eq!(recs[1].key(), None);
+    assert!(recs[2].is_tombstone());
+    assert_eq!(recs[2].value(), None);
+    // Read by physical offset: exact starts only.
+    let p = out[1].physical_offset.0;
+    assert_eq!(store.read_at(p).unwrap().unwrap().queue_offset().0, 1);
+    assert!(store.read_at(p + 1).unwrap().is_none());
+    assert!(store.read_at(u64::MAX).unwrap().is_none());
+    store.shutdown().unwrap();
+}
+
+#[test]
+fn offsets_are_per_partition_and_continue_after_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(small_config(dir.path())).unwrap();
+    for i in 0..5 {
+        store
+            .append(&[
+                record("a", 0, None, Some("x")),
+                record("a", 1, None, Some("y")),
+                record("b", 0, None, Some(&i.to_string())),
+            ])
+            .unwrap();
+    }
+    store.shutdown().unwrap();
+    let store = Store::open(small_config(dir.path())).unwrap();
+    assert!(store.recovery_report().clean_shutdown);
+    let out = store
+        .append(&[
+            record("a", 1, None, Some("z")),
+            record("c", 0, None, Some("new")),
+        ])
+        .unwrap();
+    assert_eq!(out[0].queue_offset.0, 5);
+    assert_eq!(out[1].queue_offset.0, 0);
+    assert!(store.wait_dispatched(Duration::from_secs(5)));
+    assert_eq!(store.offsets("b", 0), (0, 5));
+    assert_eq!(store.offsets("a", 1), (0, 6));
+    assert_eq!(store.offsets("nope", 0), (0, 0));
+}
+
+#[test]
+fn many_small_segments_and_reads_across_boundaries() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = small_config(dir.path());
+    cfg.commitlog_segment_bytes = 4096;
+    let store = Store::open(cfg.clone()).unwrap();
+    let value = "v".repeat(300);
+    for i in 0..200 {
+        store
+            .append(&[record(
+                "t",
+                0,
+                Some(&format!("k{i}")),
+                Some(&format!("{i}:{value}")),
+            )])
+            .unwrap();
+    }
+    // Batches that straddle segment ends.
+    let batch: Vec<_> = (200..260)
+        .map(|i| record("t", 0, None, Some(&format!("{i}:{value}"))))
+        .collect();
+    store.append(&batch).unwrap();
+    assert!(store.wait_dispatched(Duration::from_secs(5)));
+    assert!(store.stats().commitlog_segments > 20, "{:?}", store.stats());
+    let recs = store.read("t", 0, 0, 1000, usize::MAX).unwrap().records;
+    assert_eq!(recs.len(), 260);
+    for (i, r) in recs.iter().enumerate() {
+        assert_eq!(r.queue_offset().0, i as u64);
+        assert!(r.value().unwrap().starts_with(format!("{i}:").as_bytes()));
+    }
+    // max_bytes bounds a read, but never below one record.
+    let one = store.read("t", 0, 10, 1000, 1).unwrap();
+    assert_eq!(one.records.len(), 1);
+    assert_eq!(one.next_offset, 11);
+    let some = store.read("t", 0, 10, 1000, 3 * 400).unwrap();
+    assert_eq!(some.records.len(), 3);
+    store.shutdown().unwrap();
+    // And the same after reopening.
+    let store = Store::open(cfg).unwrap();
+    let recs = store.read("t", 0, 250, 1000, usize::MAX).unwrap().records;
+    assert_eq!(recs.len(), 10);
+    assert_eq!(recs[9].queue_offset().0, 259);
+}
+
+#[test]
+fn record_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = small_config(dir.path());
+    cfg.max_message_bytes = 1000;
+    let store = Store::open(cfg).unwrap();
+    let big = "x".repeat(1001);
+    let err = store
+        .append(&[
+            record("t", 0, None, Some("ok")),
+            record("t", 0, None, Some(&big)),
+        ])
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            StoreError::RecordTooLarge {
+                size: 1001,
+                limit: 1000
+            }
+        ),
+        "{err}"
+    );
+    // Nothing of the rejected batch was written.
+    assert_eq!(store.commit_log().committed(), 0);
+    let err = store
+        .append(&[record("../etc", 0, None, Some("x"))])
+        .unwrap_err();
+    assert!(matches!(err, StoreError::InvalidInput { .. }), "{err}");
+    let ok = "y".repeat(1000);
+    store.append(&[record("t", 0, None, Some(&ok))]).unwrap();
+}
+
+#[test]
+fn query_by_key_confirms_exact_keys_newest_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(small_config(dir.path())).unwrap();
+    for i in 0..50 {
+        store
+            .append(&[record(
+                "t",
+                (i % 3) as u32,
+                Some(&format!("user-{}", i % 5)),
+                Some(&i.to_string()),
+            )])
+            .unwrap();
+    }
+    store
+        .append(&[record("other", 0, Some("user-1"), Some("elsewhere"))])
+        .unwrap();
+    assert!(store.wait_dispatched(Duration::from_secs(5)));
+    let got = store
+        .query_by_key("t", b"user-1", 0, i64::MAX, 100)
+        .unwrap();
+    let values: Vec<String> = got
+        .iter()
+        .map(|r| String::from_utf8(r.value().unwrap().to_vec()).unwrap())
+        .collect();
+    let expected: Vec<String> = (0..50)
+        .rev()
+        .filter(|i| i % 5 == 1)
+        .map(|i| i.to_string())
+        .collect();
+    assert_eq!(values, expected);
+    assert_eq!(
+        store
+            .query_by_key("t", b"user-1", 0, i64::MAX, 2)
+            .unwrap()
+            .len(),
+        2
+    );
+    assert!(store
+        .query_by_key("t", b"user-9", 0, i64::MAX, 10)
+        .unwrap()
+        .is_empty());
+    // A time window entirely in the past finds nothing.
+    assert!(store
+        .query_by_key("t", b"user-1", 0, 1000, 10)
+        .unwrap()
+        .is_empty());
+    assert!(store.query_by_key("../x", b"k", 0, i64::MAX, 10).is_err());
+}
+
+#[test]
+fn second_open_of_the_same_dir_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let _store = Store::open(small_config(dir.path())).unwrap();
+    match Store::open(small_config(dir.path())) {
+        Err(StoreError::Locked { .. }) => {}
+        other => panic!("expected Locked, got {:?}", other.map(|_| ())),
+    }
+}
+
+#[test]
+fn sync_flush_group_commit_from_many_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = small_config(dir.path());
+    cfg.flush = FlushMode::Sync;
+    let store = Arc::new(Store::open(cfg.clone()).unwrap());
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            let store = Arc::clone(&store);
+            std::thread::spawn(move || {
+                for i in 0..50 {
+                    let a = store
+                        .append(&[record("t", t, None, Some(&format!("{t}-{i}")))])
+                        .unwrap();
+                    // Acknowledged means flushed.
+                    assert!(store.commit_log().flushed() > a[0].physical_offset.0);
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let store = Arc::try_unwrap(store).ok().unwrap();
+    assert!(store.wait_dispatched(Duration::from_secs(5)));
+    for t in 0..8 {
+        assert_eq!(store.offsets("t", t), (0, 50));
+    }
+    store.close_uncleanly();
+    let store = Store::open(cfg).unwrap();
+    assert!(!store.recovery_report().clean_shutdown);
+    for t in 0..8 {
+        assert_eq!(store.offsets("t", t), (0, 50));
+    }
+}
+
+#[test]
+fn failed_fsync_poisons_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let faults = Arc::new(Faults::default());
+    let mut cfg = small_config(dir.path());
+    cfg.flush = FlushMode::Sync;
+    cfg.faults = Some(Arc::clone(&faults));
+    let store = Store::open(cfg.clone()).unwrap();
+    store
+        .append(&[record("t", 0, None, Some("durable"))])
+        .unwrap();
+    faults.fail_after(FaultPoint::CommitLogFlush, 0);
+    let err = store
+        .append(&[record("t", 0, None, Some("not acknowledged"))])
+        .unwrap_err();
+    assert!(
+        matches!(err, StoreError::Io { .. } | StoreError::Poisoned { .. }),
+        "{err}"
+    );
+    // Even with the disk healthy again, appends stay refused until restart.
+    faults.heal(FaultPoint::CommitLogFlush);
+    let err = store
+        .append(&[record("t", 0, None, Some("later"))])
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Poisoned { .. }), "{err}");
+    // Reads still work.
+    assert!(store.wait_dispatched(Duration::from_secs(5)));
+    assert_eq!(store.read("t", 0, 0, 10, 1 << 20).unwrap().records.len(), 2);
+    store.close_uncleanly();
+    let store = Store::open(cfg).unwrap();
+    store
+        .append(&[record("t", 0, None, Some("after restart"))])
+        .unwrap();
+}
+
+#[test]
+fn failed_segment_creation_is_an_error_not_a_poison() {
+    let dir = tempfile::tempdir().unwrap();
+    let faults = Arc::new(Faults::default());
+    let mut cfg = small_config(dir.path());
+    cfg.commitlog_segment_bytes = 4096;
+    cfg.faults = Some(Arc::clone(&faults));
+    let store = Store::open(cfg).unwrap();
+    store
+        .append(&[record("t", 0, None, Some("first"))])
+        .unwrap();
+    faults.fail_after(FaultPoint::SegmentCreate, 0);
+    let big = "x".repeat(3000);
+    // Fits the first segment? No: needs a new one, which fails.
+    store.append(&[record("t", 0, None, Some(&big))]).unwrap();
+    let err = store
+        .append(&[record("t", 0, None, Some(&big))])
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Io { .. }), "{err}");
+    faults.heal(FaultPoint::SegmentCreate);
+    let a = store.append(&[record("t", 0, None, Some(&big))]).unwrap();
+    // The failed append consumed no queue offset.
+    assert_eq!(a[0].queue_offset.0, 2);
+}
+
+#[test]
+fn listener_wakes_on_new_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(Store::open(small_config(dir.path())).unwrap());
+    let listener = store.listen("t", 0).unwrap();
+    assert_eq!(store.offsets("t", 0).1, 0);
+    let s2 = Arc::clone(&store);
+    let writer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(50));
+        s2.append(&[record("t", 0, None, Some("wake"))]).unwrap();
+    });
+    assert!(
+        listener.wait_timeout(Duration::from_secs(10)).is_some(),
+        "not woken"
+    );
+    assert_eq!(store.offsets("t", 0).1, 1);
+    writer.join().unwrap();
+    // With nothing new, a wait times out.
+    let listener = store.listen("t", 0).unwrap();
+    assert!(listener.wait_timeout(Duration::from_millis(50)).is_none());
+}
+
+#[test]
+fn preallocation_prepares_the_next_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = small_config(dir.path());
+    cfg.commitlog_segment_bytes = 8192;
+    cfg.preallocate_next_segment = true;
+    let store = Store::open(cfg.clone()).unwrap();
+    let v = "p".repeat(1000);
+    for _ in 0..40 {
+        store.append(&[record("t", 0, None, Some(&v))]).unwrap();
+    }
+    assert!(store.wait_dispatched(Duration::from_secs(5)));
+    assert_eq!(
+        store
+            .read("t", 0, 0, 100, usize::MAX)
+            .unwrap()
+            .records
+            .len(),
+        40
+    );
+    store.shutdown().unwrap();
+    // A preallocated, never-written segment at the end is harmless.
+    let store = Store::open(cfg).unwrap();
+    assert_eq!(store.offsets("t", 0), (0, 40));
+    store.append(&[record("t", 0, None, Some(&v))]).unwrap();
+    assert!(store.wait_dispatched(Duration::from_secs(5)));
+    assert_eq!(store.offsets("t", 0), (0, 41));
+}
