@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::commit_log::format::{self, Decoded, HEADER_LEN};
-use crate::commit_log::segment::Segment;
+use crate::commit_log::segment::{self, Segment};
 use crate::commit_log::{decode_for_recovery, find_segment};
 use crate::config::RecoveryMode;
 use crate::error::{IoContext, Result, StoreError};
@@ -43,15 +43,16 @@ pub(crate) fn load_segments(dir: &Path) -> Result<Vec<Arc<Segment>>> {
     let mut bases = Vec::new();
     for entry in std::fs::read_dir(dir).at(dir)? {
         let entry = entry.at(dir)?;
-        match entry
-            .file_name()
-            .to_str()
-            .and_then(|n| fs_util::parse_offset_file_name(n, ""))
-        {
-            Some(b) => bases.push(b),
-            None => {
-                tracing::warn!(path = %entry.path().display(), "ignoring a stray file in commitlog/")
-            }
+        let name = entry.file_name();
+        let name = name.to_str().unwrap_or_default();
+        if let Some(b) = fs_util::parse_offset_file_name(name, "") {
+            bases.push(b);
+        } else if fs_util::parse_offset_file_name(name, segment::TMP_SUFFIX).is_some() {
+            // A segment whose creation a crash interrupted: never used.
+            tracing::info!(path = %entry.path().display(), "removing a half-created segment");
+            std::fs::remove_file(entry.path()).at(&entry.path())?;
+        } else {
+            tracing::warn!(path = %entry.path().display(), "ignoring a stray file in commitlog/");
         }
     }
     bases.sort_unstable();

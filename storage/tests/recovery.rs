@@ -284,3 +284,18 @@ fn lost_index_tail_is_rebuilt_from_the_log() {
     );
     assert!(store.recovery_report().records_replayed >= 15);
 }
+
+#[test]
+fn half_created_segment_is_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    write_and_crash(dir.path(), 5);
+    // A crash between creating a segment file and renaming it into place.
+    let tmp = dir
+        .path()
+        .join("commitlog")
+        .join(format!("{:020}.creating", 64 * 1024));
+    std::fs::write(&tmp, b"").unwrap();
+    let store = reopen_and_expect(dir.path(), 5);
+    assert!(!tmp.exists());
+    drop(store);
+}

@@ -22,6 +22,9 @@ use crate::error::{IoContext, Result, StoreError};
 use crate::fault::{self, FaultPoint, Faults};
 use crate::fs_util;
 
+/// Suffix of a segment file still being created; recovery removes these.
+pub const TMP_SUFFIX: &str = ".creating";
+
 pub struct Segment {
     base: u64,
     size: u64,
@@ -55,30 +58,39 @@ impl Segment {
     ) -> Result<Segment> {
         let path = dir.join(fs_util::offset_file_name(base));
         fault::check(faults, FaultPoint::SegmentCreate).at(&path)?;
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .at(&path)?;
+        if path.exists() {
+            return Err(StoreError::io(
+                &path,
+                std::io::Error::new(
+                    std::io::ErrorKind::AlreadyExists,
+                    "segment file already exists",
+                ),
+            ));
+        }
+        // Built under a temporary name and renamed into place only when
+        // whole, so a crash mid-creation never leaves a short segment file.
+        let tmp = dir.join(format!("{}{TMP_SUFFIX}", fs_util::offset_file_name(base)));
         let setup = || -> Result<Segment> {
-            preallocate(&file, size).at(&path)?;
-            file.sync_all().at(&path)?;
-            fs_util::fsync_dir(dir)?;
-            let seg = Self::map(file.try_clone().at(&path)?, path.clone(), base, size)?;
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&tmp)
+                .at(&tmp)?;
+            preallocate(&file, size).at(&tmp)?;
+            file.sync_all().at(&tmp)?;
+            let seg = Self::map(file, path.clone(), base, size)?;
             if prefault {
                 seg.prefault();
             }
+            std::fs::rename(&tmp, &path).at(&path)?;
+            fs_util::fsync_dir(dir)?;
             Ok(seg)
         };
-        match setup() {
-            Ok(seg) => Ok(seg),
-            Err(e) => {
-                // Leave no half-made segment behind for recovery to puzzle over.
-                let _ = std::fs::remove_file(&path);
-                Err(e)
-            }
-        }
+        setup().inspect_err(|_| {
+            let _ = std::fs::remove_file(&tmp);
+        })
     }
 
     /// Map an existing segment file; its size is the file's length.

@@ -24,6 +24,9 @@ use self::format::{Entry, IndexHeader, ENTRY_LEN, HEADER_LEN, SLOT_LEN};
 use crate::error::{IoContext, Result, StoreError};
 use crate::fs_util;
 
+/// Suffix of an index file still being created; `load` removes these.
+const TMP_SUFFIX: &str = ".creating";
+
 pub struct IndexFile {
     path: PathBuf,
     slot_count: u32,
@@ -33,31 +36,41 @@ pub struct IndexFile {
 }
 
 impl IndexFile {
+    /// Create a file with its header written, under a temporary name that
+    /// is renamed into place only when whole: a crash mid-creation never
+    /// leaves a short index file behind.
     fn create(path: PathBuf, slot_count: u32, entry_capacity: u32) -> Result<IndexFile> {
         let header = IndexHeader::new(slot_count, entry_capacity);
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .at(&path)?;
-        file.set_len(header.file_len() as u64).at(&path)?;
-        let map = MmapOptions::new()
-            .len(header.file_len())
-            .map_raw(&file)
-            .at(&path)?;
-        let f = IndexFile {
-            path,
-            slot_count,
-            entry_capacity,
-            map,
-            _file: file,
+        let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
+        tmp_name.push(TMP_SUFFIX);
+        let tmp = path.with_file_name(tmp_name);
+        let build = || -> Result<IndexFile> {
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&tmp)
+                .at(&tmp)?;
+            file.set_len(header.file_len() as u64).at(&tmp)?;
+            std::os::unix::fs::FileExt::write_all_at(&file, &header.encode(), 0).at(&tmp)?;
+            file.sync_all().at(&tmp)?;
+            let map = MmapOptions::new()
+                .len(header.file_len())
+                .map_raw(&file)
+                .at(&tmp)?;
+            std::fs::rename(&tmp, &path).at(&path)?;
+            Ok(IndexFile {
+                path: path.clone(),
+                slot_count,
+                entry_capacity,
+                map,
+                _file: file,
+            })
         };
-        // SAFETY: brand-new file, nobody else has it.
-        unsafe {
-            std::ptr::copy_nonoverlapping(header.encode().as_ptr(), f.map.as_mut_ptr(), HEADER_LEN)
-        };
-        Ok(f)
+        build().inspect_err(|_| {
+            let _ = std::fs::remove_file(&tmp);
+        })
     }
 
     fn open(path: PathBuf) -> Result<IndexFile> {
@@ -342,11 +355,14 @@ impl IndexService {
         let mut names = Vec::new();
         for entry in std::fs::read_dir(dir).at(dir)? {
             let entry = entry.at(dir)?;
-            match entry
-                .file_name()
-                .to_str()
-                .and_then(|n| fs_util::parse_offset_file_name(n, ""))
-            {
+            let name = entry.file_name();
+            let name = name.to_str().unwrap_or_default();
+            if fs_util::parse_offset_file_name(name, TMP_SUFFIX).is_some() {
+                tracing::info!(path = %entry.path().display(), "removing a half-created index file");
+                std::fs::remove_file(entry.path()).at(&entry.path())?;
+                continue;
+            }
+            match fs_util::parse_offset_file_name(name, "") {
                 Some(n) => names.push(n),
                 None => {
                     tracing::warn!(path = %entry.path().display(), "ignoring a stray file in index/")
@@ -587,6 +603,18 @@ mod tests {
         drop(f);
         assert_eq!(svc.truncate_from_physical(10_000).unwrap(), 500);
         assert_eq!(svc.file_count(), 0);
+    }
+
+    #[test]
+    fn half_created_file_is_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let tmp = dir
+            .path()
+            .join(format!("{}{TMP_SUFFIX}", fs_util::offset_file_name(5)));
+        std::fs::write(&tmp, b"").unwrap();
+        let svc = IndexService::load(dir.path(), 2, 100).unwrap();
+        assert_eq!(svc.file_count(), 0);
+        assert!(!tmp.exists());
     }
 
     #[test]
