@@ -1,0 +1,215 @@
+//! Validation of names and numbers that arrive in URL paths and queries.
+//!
+//! Topic names become directory names under `consumequeue/` and
+//! `compacted/`, so they follow Kafka's rule exactly
+//! (`[a-zA-Z0-9._-]{1,249}`, not `.` or `..`): nothing that can climb out of
+//! the data directory, no separators, no bytes a filesystem might fold or
+//! reject. Every check runs before a name reaches storage.
+//!
+//! Consumer group names are never paths (they are keys in the compacted
+//! `__consumer_offsets` topic), so, as in Kafka, they are almost free-form:
+//! 1 to 249 characters, any Unicode except control characters and the path
+//! separators `/` and `\`, and not `.` or `..`. The separator and dot rules
+//! are defence in depth: should a group ever reach a file name or a log line,
+//! it cannot traverse or forge lines.
+//!
+//! An invalid name is 400/40002 rather than 404: such a topic or group can
+//! never exist, and the message says what is wrong with the name.
+
+use crate::error::ApiError;
+
+/// Kafka's `Topic.MAX_NAME_LENGTH`.
+pub const TOPIC_NAME_MAX_CHARS: usize = 249;
+
+/// Same bound as topics, so a group name fits wherever a topic name does.
+pub const GROUP_NAME_MAX_CHARS: usize = 249;
+
+/// The largest queue offset a client may ask for: 2^63 − 1, Kafka's
+/// `Long.MAX_VALUE`, so offsets round-trip through every Kafka client.
+pub const OFFSET_MAX: u64 = i64::MAX as u64;
+
+/// Checks a topic name against Kafka's rule.
+pub fn validate_topic_name(name: &str) -> Result<(), ApiError> {
+    let invalid = |reason: String| ApiError::InvalidName {
+        kind: "topic",
+        name: name.to_string(),
+        reason,
+    };
+    if name.is_empty() {
+        return Err(invalid("must not be empty".into()));
+    }
+    if name == "." || name == ".." {
+        return Err(invalid("must not be \".\" or \"..\"".into()));
+    }
+    // Characters first: a 300-byte Unicode name should be told about its
+    // characters, which is the more useful complaint.
+    if let Some(bad) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+    {
+        return Err(invalid(format!(
+            "character {bad:?} is not allowed (only ASCII letters, digits, '.', '_' and '-')"
+        )));
+    }
+    if name.len() > TOPIC_NAME_MAX_CHARS {
+        return Err(invalid(format!(
+            "is {} characters long, the maximum is {TOPIC_NAME_MAX_CHARS}",
+            name.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Checks a consumer group name (rules in the module doc).
+pub fn validate_group_name(name: &str) -> Result<(), ApiError> {
+    let invalid = |reason: String| ApiError::InvalidName {
+        kind: "consumer group",
+        name: name.to_string(),
+        reason,
+    };
+    if name.is_empty() {
+        return Err(invalid("must not be empty".into()));
+    }
+    if name == "." || name == ".." {
+        return Err(invalid("must not be \".\" or \"..\"".into()));
+    }
+    if let Some(bad) = name
+        .chars()
+        .find(|c| c.is_control() || matches!(c, '/' | '\\'))
+    {
+        return Err(invalid(format!(
+            "character {bad:?} is not allowed (no control characters, '/' or '\\')"
+        )));
+    }
+    let chars = name.chars().count();
+    if chars > GROUP_NAME_MAX_CHARS {
+        return Err(invalid(format!(
+            "is {chars} characters long, the maximum is {GROUP_NAME_MAX_CHARS}"
+        )));
+    }
+    Ok(())
+}
+
+/// Parses a partition number: plain decimal digits, no sign, no spaces,
+/// fitting in a `u32`.
+pub fn parse_partition(text: &str) -> Result<u32, ApiError> {
+    parse_decimal(text)
+        .and_then(|n| u32::try_from(n).ok())
+        .ok_or_else(|| ApiError::BadRequest {
+            message: format!(
+                "partition {text:?} is not a partition number (decimal digits, 0 to {})",
+                u32::MAX
+            ),
+        })
+}
+
+/// Parses a queue offset (`offset` query parameter): plain decimal digits in
+/// [0, 2^63 − 1]. Negative or unparseable offsets are 400/40002 (API.md).
+pub fn parse_offset(text: &str) -> Result<u64, ApiError> {
+    parse_decimal(text)
+        .filter(|n| *n <= OFFSET_MAX)
+        .ok_or_else(|| ApiError::BadRequest {
+            message: format!("offset {text:?} is not a decimal integer in [0, {OFFSET_MAX}]"),
+        })
+}
+
+/// Digits only, because `str::parse::<u64>` also takes a leading `+`, which
+/// would let two spellings name the same partition.
+fn parse_decimal(text: &str) -> Option<u64> {
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reason(err: ApiError) -> String {
+        assert_eq!(err.error_code(), 40002);
+        match err {
+            ApiError::InvalidName { reason, .. } => reason,
+            other => panic!("expected InvalidName, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn topic_names_kafka_accepts() {
+        for name in [
+            "a",
+            "events",
+            "Users.v2",
+            "my_topic-1",
+            "__consumer_offsets",
+            "...",
+        ] {
+            validate_topic_name(name).unwrap();
+        }
+        validate_topic_name(&"x".repeat(249)).unwrap();
+    }
+
+    #[test]
+    fn hostile_topic_names_are_rejected_with_a_reason() {
+        assert!(reason(validate_topic_name("").unwrap_err()).contains("empty"));
+        assert!(reason(validate_topic_name(".").unwrap_err()).contains("\"..\""));
+        assert!(reason(validate_topic_name("..").unwrap_err()).contains("\"..\""));
+        assert!(reason(validate_topic_name("../x").unwrap_err()).contains("'/'"));
+        assert!(reason(validate_topic_name("a/b").unwrap_err()).contains("'/'"));
+        assert!(reason(validate_topic_name("a\\b").unwrap_err()).contains("'\\\\'"));
+        assert!(reason(validate_topic_name("a\0b").unwrap_err()).contains("'\\0'"));
+        assert!(reason(validate_topic_name("a b").unwrap_err()).contains("' '"));
+        assert!(reason(validate_topic_name("tópico").unwrap_err()).contains("'ó'"));
+        assert!(reason(validate_topic_name("a\nb").unwrap_err()).contains("'\\n'"));
+        assert!(reason(validate_topic_name(&"x".repeat(250)).unwrap_err()).contains("250"));
+    }
+
+    #[test]
+    fn group_names_are_free_form_but_not_hostile() {
+        for name in ["g", "my group", "grüppe", "a.b:c@d", "..."] {
+            validate_group_name(name).unwrap();
+        }
+        validate_group_name(&"é".repeat(249)).unwrap();
+
+        assert!(reason(validate_group_name("").unwrap_err()).contains("empty"));
+        assert!(reason(validate_group_name("..").unwrap_err()).contains("\"..\""));
+        assert!(reason(validate_group_name("../x").unwrap_err()).contains("'/'"));
+        assert!(reason(validate_group_name("a\\b").unwrap_err()).contains("'\\\\'"));
+        assert!(reason(validate_group_name("a\0").unwrap_err()).contains("'\\0'"));
+        assert!(reason(validate_group_name("a\r\nb").unwrap_err()).contains("'\\r'"));
+        assert!(reason(validate_group_name(&"é".repeat(250)).unwrap_err()).contains("250"));
+    }
+
+    #[test]
+    fn partitions_are_plain_decimal_u32() {
+        assert_eq!(parse_partition("0").unwrap(), 0);
+        assert_eq!(parse_partition("17").unwrap(), 17);
+        assert_eq!(parse_partition("4294967295").unwrap(), u32::MAX);
+        for bad in ["", "-1", "+1", " 1", "1 ", "0x1", "1.0", "4294967296", "١"] {
+            let err = parse_partition(bad).unwrap_err();
+            assert_eq!(err.error_code(), 40002, "{bad:?}");
+            assert!(err.to_string().contains(&format!("{bad:?}")), "{err}");
+        }
+    }
+
+    #[test]
+    fn offsets_are_decimal_in_zero_to_i64_max() {
+        assert_eq!(parse_offset("0").unwrap(), 0);
+        assert_eq!(parse_offset("9223372036854775807").unwrap(), OFFSET_MAX);
+        for bad in [
+            "",
+            "-1",
+            "+5",
+            "9223372036854775808",
+            "18446744073709551616",
+            "1e3",
+            "abc",
+        ] {
+            assert_eq!(
+                parse_offset(bad).unwrap_err().error_code(),
+                40002,
+                "{bad:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,1001 @@
+//! Record bodies: decoding produce requests and rendering fetched records.
+//!
+//! Two embedded formats, as in Confluent REST Proxy v2:
+//!
+//! * **json** (`application/vnd.kafka.json.v2+json` or `application/json`):
+//!   key and value are any JSON value. They are stored as their compact
+//!   serde_json text with object members sorted, so JSON that is equal as a
+//!   value is equal as bytes: `{"b":1,"a":2}` and `{ "a": 2, "b": 1 }` are the
+//!   same key to the partitioner and to compaction.
+//! * **binary** (`application/vnd.kafka.binary.v2+json`): key and value are
+//!   base64 strings (standard alphabet, padded) and stored as the decoded
+//!   bytes.
+//!
+//! Header values are base64 in both formats (API.md). The format of a
+//! produce request comes from `Content-Type`; the format of a fetch answer
+//! from `Accept`.
+//!
+//! Decisions where API.md is silent, chosen so mistakes fail loudly:
+//! * A missing `value` is 42202: API.md marks it required, and a tombstone is
+//!   spelled `"value": null`.
+//! * A record with a field other than `key`, `value`, `partition`, `headers`,
+//!   `timestamp` is 42206, so a typo (`"valeu"`) is not a silent tombstone.
+//!   Unknown fields at the top level (`key_schema_id` and friends that
+//!   Confluent clients send) are ignored.
+//! * In the binary format, a key or value that is not a string or null is
+//!   42201/42202 (the key or value is wrong); a string that is not base64 is
+//!   42206, as API.md lists bad base64 under payload malformed. The message
+//!   names the field either way: `records[3].key: ...`.
+//! * `partition` must be an integer in the `u32` range and `timestamp` an
+//!   integer ≥ 0 (milliseconds since the epoch); anything else is 42206.
+//!   Kafka reserves negative timestamps (−1 is "none"), so none are accepted.
+//! * A header needs a string `name` and a base64 string `value`; a null header
+//!   value is 42206, because stored headers always have bytes.
+//! * An empty `records` array is valid and produces nothing.
+//! * A missing `Content-Type` is 41501 like any other unsupported type.
+//! * `Accept` is read left to right and the first record format named wins
+//!   (quality values are ignored); with none named, json.
+
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine as _;
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::error::ApiError;
+
+/// `Content-Type` of the json embedded format.
+pub const JSON_V2: &str = "application/vnd.kafka.json.v2+json";
+/// `Content-Type` of the binary embedded format.
+pub const BINARY_V2: &str = "application/vnd.kafka.binary.v2+json";
+/// The content type of every v2 answer (API.md conventions).
+pub const V2_RESPONSE: &str = "application/vnd.kafka.v2+json";
+
+/// How keys and values are embedded in the JSON of a request or answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EmbeddedFormat {
+    Json,
+    Binary,
+}
+
+impl EmbeddedFormat {
+    /// The format of a produce body, from its `Content-Type`. Parameters such
+    /// as `; charset=utf-8` are ignored; the media type is case-insensitive.
+    pub fn from_content_type(content_type: Option<&str>) -> Result<Self, ApiError> {
+        let Some(raw) = content_type else {
+            return Err(ApiError::UnsupportedContentType {
+                message: format!(
+                    "missing Content-Type: use {JSON_V2}, {BINARY_V2} or application/json"
+                ),
+            });
+        };
+        match media_type(raw).as_str() {
+            JSON_V2 | "application/json" => Ok(EmbeddedFormat::Json),
+            BINARY_V2 => Ok(EmbeddedFormat::Binary),
+            _ => Err(ApiError::UnsupportedContentType {
+                message: format!(
+                    "Content-Type {raw:?} is not supported: use {JSON_V2}, {BINARY_V2} or application/json"
+                ),
+            }),
+        }
+    }
+
+    /// The format of a fetch answer, from `Accept`: binary only when asked
+    /// for; json for the json types, `*/*`, a missing header, and anything
+    /// unrecognised (we only ever answer JSON, so json is the honest guess).
+    pub fn from_accept(accept: Option<&str>) -> Self {
+        let Some(accept) = accept else {
+            return EmbeddedFormat::Json;
+        };
+        for range in accept.split(',') {
+            match media_type(range).as_str() {
+                BINARY_V2 => return EmbeddedFormat::Binary,
+                JSON_V2 | "application/json" | V2_RESPONSE | "*/*" | "application/*" => {
+                    return EmbeddedFormat::Json
+                }
+                _ => {}
+            }
+        }
+        EmbeddedFormat::Json
+    }
+
+    /// The format named by a `format` query parameter (`json`, `binary`, or
+    /// absent for json), used by the query-by-key endpoint.
+    pub fn from_query(format: Option<&str>) -> Result<Self, ApiError> {
+        match format {
+            None | Some("json") => Ok(EmbeddedFormat::Json),
+            Some("binary") => Ok(EmbeddedFormat::Binary),
+            Some(other) => Err(ApiError::BadRequest {
+                message: format!("format {other:?} is not supported: use json or binary"),
+            }),
+        }
+    }
+}
+
+/// `type/subtype` of a media type or media range, lower-cased, without
+/// parameters or surrounding spaces.
+fn media_type(raw: &str) -> String {
+    raw.split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase()
+}
+
+/// One record of a produce request, decoded and ready to append.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProduceRecord {
+    /// `None`: keyless (key absent or null); partitioned round-robin.
+    pub key: Option<Bytes>,
+    /// `None`: a tombstone (`"value": null`).
+    pub value: Option<Bytes>,
+    /// The partition the client asked for, not yet checked against the topic.
+    pub partition: Option<u32>,
+    /// In request order, duplicates kept.
+    pub headers: Vec<(String, Bytes)>,
+    /// Client-supplied create time in ms since the epoch; `None`: use the
+    /// append time.
+    pub timestamp_ms: Option<i64>,
+}
+
+const RECORD_FIELDS: [&str; 5] = ["key", "value", "partition", "headers", "timestamp"];
+
+/// Decodes a produce body in `format` (see the module doc for the rules).
+/// The caller has already bounded the body's size.
+pub fn decode_produce(format: EmbeddedFormat, body: &[u8]) -> Result<Vec<ProduceRecord>, ApiError> {
+    let root: Value =
+        serde_json::from_slice(body).map_err(|e| malformed(format!("body is not JSON: {e}")))?;
+    let Value::Object(mut root) = root else {
+        return Err(malformed(format!(
+            "body must be a JSON object with a \"records\" array, not {}",
+            kind(&root)
+        )));
+    };
+    let records = match root.remove("records") {
+        Some(Value::Array(records)) => records,
+        Some(other) => {
+            return Err(malformed(format!(
+                "\"records\" must be an array, not {}",
+                kind(&other)
+            )))
+        }
+        None => return Err(malformed("body has no \"records\" array".into())),
+    };
+    records
+        .into_iter()
+        .enumerate()
+        .map(|(index, record)| decode_record(format, index, record))
+        .collect()
+}
+
+fn decode_record(
+    format: EmbeddedFormat,
+    index: usize,
+    record: Value,
+) -> Result<ProduceRecord, ApiError> {
+    let at = format!("records[{index}]");
+    let Value::Object(mut fields) = record else {
+        return Err(malformed(format!(
+            "{at} must be an object, not {}",
+            kind(&record)
+        )));
+    };
+    if let Some(unknown) = fields.keys().find(|k| !RECORD_FIELDS.contains(&k.as_str())) {
+        return Err(malformed(format!(
+            "{at}: unknown field {unknown:?} (expected key, value, partition, headers, timestamp)"
+        )));
+    }
+
+    let key = match fields.remove("key") {
+        None | Some(Value::Null) => None,
+        Some(key) => Some(embedded_bytes(
+            format,
+            &format!("{at}.key"),
+            key,
+            |message| ApiError::KeyInvalid { message },
+        )?),
+    };
+    let value = match fields.remove("value") {
+        None => {
+            return Err(ApiError::ValueInvalid {
+                message: format!("{at}.value is missing (send \"value\": null for a tombstone)"),
+            })
+        }
+        Some(Value::Null) => None,
+        Some(value) => Some(embedded_bytes(
+            format,
+            &format!("{at}.value"),
+            value,
+            |message| ApiError::ValueInvalid { message },
+        )?),
+    };
+    let partition = match fields.remove("partition") {
+        None | Some(Value::Null) => None,
+        Some(p) => Some(
+            p.as_u64()
+                .and_then(|p| u32::try_from(p).ok())
+                .ok_or_else(|| {
+                    malformed(format!(
+                        "{at}.partition must be an integer from 0 to {}, not {p}",
+                        u32::MAX
+                    ))
+                })?,
+        ),
+    };
+    let timestamp_ms = match fields.remove("timestamp") {
+        None | Some(Value::Null) => None,
+        Some(t) => Some(t.as_i64().filter(|t| *t >= 0).ok_or_else(|| {
+            malformed(format!(
+                "{at}.timestamp must be milliseconds since the epoch (an integer >= 0), not {t}"
+            ))
+        })?),
+    };
+    let headers = match fields.remove("headers") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(headers)) => headers
+            .into_iter()
+            .enumerate()
+            .map(|(h, header)| decode_header(&format!("{at}.headers[{h}]"), header))
+            .collect::<Result<_, _>>()?,
+        Some(other) => {
+            return Err(malformed(format!(
+                "{at}.headers must be an array, not {}",
+                kind(&other)
+            )))
+        }
+    };
+    Ok(ProduceRecord {
+        key,
+        value,
+        partition,
+        headers,
+        timestamp_ms,
+    })
+}
+
+/// A non-null key or value as stored bytes. `invalid` builds the 42201 or
+/// 42202 error for a value of the wrong JSON type.
+fn embedded_bytes(
+    format: EmbeddedFormat,
+    at: &str,
+    value: Value,
+    invalid: impl FnOnce(String) -> ApiError,
+) -> Result<Bytes, ApiError> {
+    match format {
+        EmbeddedFormat::Json => canonical_json(&value),
+        EmbeddedFormat::Binary => match value {
+            Value::String(text) => decode_base64(at, &text),
+            other => Err(invalid(format!(
+                "{at} must be a base64 string or null in the binary format, not {}",
+                kind(&other)
+            ))),
+        },
+    }
+}
+
+fn decode_header(at: &str, header: Value) -> Result<(String, Bytes), ApiError> {
+    let Value::Object(mut fields) = header else {
+        return Err(malformed(format!(
+            "{at} must be an object {{\"name\",\"value\"}}, not {}",
+            kind(&header)
+        )));
+    };
+    if let Some(unknown) = fields.keys().find(|k| *k != "name" && *k != "value") {
+        return Err(malformed(format!(
+            "{at}: unknown field {unknown:?} (expected name, value)"
+        )));
+    }
+    let name = match fields.remove("name") {
+        Some(Value::String(name)) => name,
+        other => {
+            return Err(malformed(format!(
+                "{at}.name must be a string, not {}",
+                other.as_ref().map_or("missing", kind)
+            )))
+        }
+    };
+    let value = match fields.remove("value") {
+        Some(Value::String(value)) => decode_base64(&format!("{at}.value"), &value)?,
+        other => {
+            return Err(malformed(format!(
+                "{at}.value must be a base64 string, not {}",
+                other.as_ref().map_or("missing", kind)
+            )))
+        }
+    };
+    Ok((name, value))
+}
+
+/// Compact serde_json text of `value`. serde_json's `Map` is a `BTreeMap`
+/// (the `preserve_order` feature is off in this workspace; a test guards
+/// it), so object members come out sorted.
+pub fn canonical_json(value: &Value) -> Result<Bytes, ApiError> {
+    serde_json::to_vec(value)
+        .map(Bytes::from)
+        .map_err(|e| ApiError::Internal {
+            message: format!("cannot serialize a JSON value: {e}"),
+        })
+}
+
+fn decode_base64(at: &str, text: &str) -> Result<Bytes, ApiError> {
+    BASE64.decode(text).map(Bytes::from).map_err(|e| {
+        malformed(format!(
+            "{at} is not valid base64 (standard alphabet, padded): {e}"
+        ))
+    })
+}
+
+fn malformed(message: String) -> ApiError {
+    ApiError::PayloadMalformed { message }
+}
+
+/// The JSON type of `value`, for messages.
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// The `key` query parameter of the query-by-key endpoint as stored key
+/// bytes: JSON text in the json format (normalized like a produced key, so
+/// `{"b":1, "a":2}` finds `{"a":2,"b":1}`), base64 in the binary format.
+pub fn decode_key_query(format: EmbeddedFormat, text: &str) -> Result<Bytes, ApiError> {
+    let bad = |why: String| ApiError::BadRequest {
+        message: format!("query parameter key: {why}"),
+    };
+    match format {
+        EmbeddedFormat::Json => match serde_json::from_str::<Value>(text) {
+            Ok(Value::Null) => Err(bad(
+                "null is not a key (keyless records cannot be looked up)".into(),
+            )),
+            Ok(value) => canonical_json(&value),
+            Err(e) => Err(bad(format!(
+                "{text:?} is not JSON text (a string key needs its quotes, e.g. \"user-1\"): {e}"
+            ))),
+        },
+        EmbeddedFormat::Binary => BASE64
+            .decode(text)
+            .map(Bytes::from)
+            .map_err(|e| bad(format!("{text:?} is not valid base64: {e}"))),
+    }
+}
+
+/// Which half of a record is being rendered, for 42203 messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordField {
+    Key,
+    Value,
+}
+
+/// Stored key or value bytes as the JSON value of a fetch answer: parsed
+/// JSON in the json format (42203 if the bytes are not JSON, e.g. produced
+/// in binary), a base64 string in the binary format, `null` for none.
+pub fn render_embedded(
+    format: EmbeddedFormat,
+    field: RecordField,
+    bytes: Option<&[u8]>,
+) -> Result<Value, ApiError> {
+    let Some(bytes) = bytes else {
+        return Ok(Value::Null);
+    };
+    match format {
+        EmbeddedFormat::Binary => Ok(Value::String(BASE64.encode(bytes))),
+        EmbeddedFormat::Json => serde_json::from_slice(bytes).map_err(|e| {
+            let field = match field {
+                RecordField::Key => "key",
+                RecordField::Value => "value",
+            };
+            ApiError::JsonConversion {
+                message: format!(
+                    "stored {field} is not valid JSON ({e}); fetch with Accept: {BINARY_V2}"
+                ),
+            }
+        }),
+    }
+}
+
+/// One entry of a produce answer's `offsets`, in record order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionOffset {
+    pub partition: u32,
+    pub offset: u64,
+    /// Always null: a request is validated whole, so per-record errors do not
+    /// occur. Present because Confluent clients read it.
+    pub error_code: Option<u32>,
+    pub error: Option<String>,
+}
+
+impl PartitionOffset {
+    pub fn new(partition: u32, offset: u64) -> Self {
+        PartitionOffset {
+            partition,
+            offset,
+            error_code: None,
+            error: None,
+        }
+    }
+}
+
+/// The answer to a produce request (API.md), schema ids always null.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProduceResponse {
+    pub offsets: Vec<PartitionOffset>,
+    pub key_schema_id: Option<u32>,
+    pub value_schema_id: Option<u32>,
+}
+
+impl ProduceResponse {
+    pub fn new(offsets: Vec<PartitionOffset>) -> Self {
+        ProduceResponse {
+            offsets,
+            key_schema_id: None,
+            value_schema_id: None,
+        }
+    }
+}
+
+/// The answer of `GET /topics/{topic}/partitions/{p}/offsets`.
+/// `end_offset` is the offset the next record will get.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionOffsets {
+    pub beginning_offset: u64,
+    pub end_offset: u64,
+}
+
+/// A header as it travels in JSON: `{"name","value":b64}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeaderJson {
+    pub name: String,
+    pub value: String,
+}
+
+/// One record of a fetch or query answer.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FetchedRecord {
+    pub topic: String,
+    pub key: Value,
+    pub value: Value,
+    pub partition: u32,
+    pub offset: u64,
+    pub timestamp: i64,
+    pub headers: Vec<HeaderJson>,
+    /// Only on the ext endpoints (query by key, read by physical offset).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub physical_offset: Option<u64>,
+}
+
+/// A stored record, borrowed, as the renderer needs it. Storage's own types
+/// convert into this, which keeps this crate's encoding independent of them.
+#[derive(Debug, Clone, Copy)]
+pub struct RecordView<'a> {
+    pub topic: &'a str,
+    pub partition: u32,
+    pub offset: u64,
+    pub timestamp_ms: i64,
+    pub key: Option<&'a [u8]>,
+    pub value: Option<&'a [u8]>,
+    pub headers: &'a [(String, Bytes)],
+    pub physical_offset: Option<u64>,
+}
+
+/// Renders a stored record in `format`. A 42203 names the record's offset,
+/// so a client can skip it or refetch in binary.
+pub fn render_record(
+    format: EmbeddedFormat,
+    record: &RecordView<'_>,
+) -> Result<FetchedRecord, ApiError> {
+    let with_position = |e: ApiError| match e {
+        ApiError::JsonConversion { message } => ApiError::JsonConversion {
+            message: format!(
+                "record at offset {} of {}/{}: {message}",
+                record.offset, record.topic, record.partition
+            ),
+        },
+        other => other,
+    };
+    Ok(FetchedRecord {
+        topic: record.topic.to_string(),
+        key: render_embedded(format, RecordField::Key, record.key).map_err(with_position)?,
+        value: render_embedded(format, RecordField::Value, record.value).map_err(with_position)?,
+        partition: record.partition,
+        offset: record.offset,
+        timestamp: record.timestamp_ms,
+        headers: record
+            .headers
+            .iter()
+            .map(|(name, value)| HeaderJson {
+                name: name.clone(),
+                value: BASE64.encode(value),
+            })
+            .collect(),
+        physical_offset: record.physical_offset,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{json, Map};
+
+    const JSON: EmbeddedFormat = EmbeddedFormat::Json;
+    const BINARY: EmbeddedFormat = EmbeddedFormat::Binary;
+
+    fn decode(format: EmbeddedFormat, body: Value) -> Result<Vec<ProduceRecord>, ApiError> {
+        decode_produce(format, body.to_string().as_bytes())
+    }
+
+    fn code_and_message(result: Result<Vec<ProduceRecord>, ApiError>) -> (u32, String) {
+        let err = result.unwrap_err();
+        (err.error_code(), err.to_string())
+    }
+
+    #[test]
+    fn content_types_pick_the_format() {
+        let cases = [
+            (JSON_V2, JSON),
+            ("application/json", JSON),
+            (BINARY_V2, BINARY),
+            ("application/vnd.kafka.json.v2+json; charset=utf-8", JSON),
+            ("application/json;charset=UTF-8", JSON),
+            (
+                "Application/Vnd.Kafka.Binary.V2+Json ; charset=utf-8",
+                BINARY,
+            ),
+            (" application/json ", JSON),
+        ];
+        for (ct, format) in cases {
+            assert_eq!(
+                EmbeddedFormat::from_content_type(Some(ct)).unwrap(),
+                format,
+                "{ct}"
+            );
+        }
+    }
+
+    #[test]
+    fn other_content_types_are_41501() {
+        for ct in [
+            "text/plain",
+            "application/vnd.kafka.avro.v2+json",
+            "application/vnd.kafka.v2+json",
+            "application/x-www-form-urlencoded",
+            "",
+            "application/jsonx",
+        ] {
+            let err = EmbeddedFormat::from_content_type(Some(ct)).unwrap_err();
+            assert_eq!(err.error_code(), 41501, "{ct}");
+            assert!(err.to_string().contains(&format!("{ct:?}")), "{err}");
+        }
+        let err = EmbeddedFormat::from_content_type(None).unwrap_err();
+        assert_eq!(err.error_code(), 41501);
+        assert!(err.to_string().contains("missing Content-Type"));
+    }
+
+    #[test]
+    fn accept_picks_the_fetch_format() {
+        assert_eq!(EmbeddedFormat::from_accept(None), JSON);
+        assert_eq!(EmbeddedFormat::from_accept(Some("*/*")), JSON);
+        assert_eq!(EmbeddedFormat::from_accept(Some("application/json")), JSON);
+        assert_eq!(EmbeddedFormat::from_accept(Some(JSON_V2)), JSON);
+        assert_eq!(EmbeddedFormat::from_accept(Some(BINARY_V2)), BINARY);
+        assert_eq!(
+            EmbeddedFormat::from_accept(Some("application/vnd.kafka.binary.v2+json; q=0.9")),
+            BINARY
+        );
+        assert_eq!(
+            EmbeddedFormat::from_accept(Some(
+                "text/html, application/vnd.kafka.binary.v2+json, */*"
+            )),
+            BINARY
+        );
+        assert_eq!(
+            EmbeddedFormat::from_accept(Some("*/*, application/vnd.kafka.binary.v2+json")),
+            JSON,
+            "first named format wins"
+        );
+        assert_eq!(EmbeddedFormat::from_accept(Some("text/html")), JSON);
+    }
+
+    #[test]
+    fn format_query_parameter() {
+        assert_eq!(EmbeddedFormat::from_query(None).unwrap(), JSON);
+        assert_eq!(EmbeddedFormat::from_query(Some("json")).unwrap(), JSON);
+        assert_eq!(EmbeddedFormat::from_query(Some("binary")).unwrap(), BINARY);
+        assert_eq!(
+            EmbeddedFormat::from_query(Some("avro"))
+                .unwrap_err()
+                .error_code(),
+            40002
+        );
+    }
+
+    #[test]
+    fn json_format_stores_compact_sorted_json() {
+        let records = decode(
+            JSON,
+            json!({"records": [
+                {"key": {"b": 1, "a": [true, null, {"z": 0, "y": "s"}]}, "value": "hello"},
+                {"value": 12.5},
+                {"key": "k", "value": {"nested": {"d": 1, "c": 2}}, "partition": 3, "timestamp": 1700000000000u64},
+            ]}),
+        )
+        .unwrap();
+        assert_eq!(records.len(), 3);
+        assert_eq!(
+            records[0].key.as_deref(),
+            Some(&br#"{"a":[true,null,{"y":"s","z":0}],"b":1}"#[..])
+        );
+        assert_eq!(records[0].value.as_deref(), Some(&br#""hello""#[..]));
+        assert_eq!(records[0].partition, None);
+        assert_eq!(records[1].key, None);
+        assert_eq!(records[1].value.as_deref(), Some(&b"12.5"[..]));
+        assert_eq!(records[2].key.as_deref(), Some(&br#""k""#[..]));
+        assert_eq!(
+            records[2].value.as_deref(),
+            Some(&br#"{"nested":{"c":2,"d":1}}"#[..])
+        );
+        assert_eq!(records[2].partition, Some(3));
+        assert_eq!(records[2].timestamp_ms, Some(1_700_000_000_000));
+    }
+
+    #[test]
+    fn equal_json_keys_are_equal_bytes_whatever_the_spelling() {
+        // Raw bodies, so member order and whitespace really differ on the wire.
+        let a = decode_produce(JSON, br#"{"records":[{"key":{"b":1,"a":2},"value":1}]}"#).unwrap();
+        let b = decode_produce(
+            JSON,
+            br#"{"records":[{"key": { "a" : 2 ,
+            "b": 1 }, "value": 1}]}"#,
+        )
+        .unwrap();
+        assert_eq!(a[0].key, b[0].key);
+        assert_eq!(a[0].key.as_deref(), Some(&br#"{"a":2,"b":1}"#[..]));
+        // Guards the assumption that serde_json's Map is sorted (no
+        // `preserve_order` feature unified in by another crate).
+        let map: Map<String, Value> = serde_json::from_str(r#"{"z":1,"a":2}"#).unwrap();
+        assert_eq!(map.keys().collect::<Vec<_>>(), ["a", "z"]);
+    }
+
+    #[test]
+    fn null_value_is_a_tombstone_and_null_key_is_keyless() {
+        for format in [JSON, BINARY] {
+            let records =
+                decode(format, json!({"records": [{"key": null, "value": null}]})).unwrap();
+            assert_eq!(records[0].key, None);
+            assert_eq!(records[0].value, None);
+        }
+        let records = decode(BINARY, json!({"records": [{"key": "a2V5", "value": null}]})).unwrap();
+        assert_eq!(records[0].key.as_deref(), Some(&b"key"[..]));
+        assert_eq!(records[0].value, None);
+    }
+
+    #[test]
+    fn missing_value_is_42202_not_a_silent_tombstone() {
+        let (code, message) = code_and_message(decode(
+            JSON,
+            json!({"records": [{"value": 1}, {"key": "k"}]}),
+        ));
+        assert_eq!(code, 42202);
+        assert!(message.contains("records[1].value is missing"), "{message}");
+    }
+
+    #[test]
+    fn binary_format_decodes_base64() {
+        let records = decode(
+            BINARY,
+            json!({"records": [{"key": "AAEC/w==", "value": "aGVsbG8=", "headers": [
+                {"name": "trace", "value": "AQ=="}, {"name": "trace", "value": ""}
+            ]}]}),
+        )
+        .unwrap();
+        assert_eq!(records[0].key.as_deref(), Some(&[0u8, 1, 2, 255][..]));
+        assert_eq!(records[0].value.as_deref(), Some(&b"hello"[..]));
+        assert_eq!(
+            records[0].headers,
+            vec![
+                ("trace".to_string(), Bytes::from_static(&[1])),
+                ("trace".to_string(), Bytes::new()),
+            ]
+        );
+    }
+
+    #[test]
+    fn bad_base64_is_42206_naming_the_field() {
+        let cases = [
+            (
+                json!({"key": "not base64!", "value": "aGk="}),
+                "records[0].key",
+            ),
+            (json!({"value": "aGk"}), "records[0].value"),
+            (
+                json!({"value": "aGk=", "headers": [{"name": "h", "value": "%%"}]}),
+                "records[0].headers[0].value",
+            ),
+        ];
+        for (record, field) in cases {
+            let (code, message) = code_and_message(decode(BINARY, json!({"records": [record]})));
+            assert_eq!(code, 42206, "{message}");
+            assert!(
+                message.starts_with(&format!("{field} is not valid base64")),
+                "{message}"
+            );
+        }
+    }
+
+    #[test]
+    fn binary_key_or_value_of_wrong_type_is_42201_or_42202() {
+        let (code, message) = code_and_message(decode(
+            BINARY,
+            json!({"records": [{"key": 5, "value": "aGk="}]}),
+        ));
+        assert_eq!(code, 42201);
+        assert!(
+            message.contains("records[0].key must be a base64 string"),
+            "{message}"
+        );
+        let (code, message) =
+            code_and_message(decode(BINARY, json!({"records": [{"value": {"a": 1}}]})));
+        assert_eq!(code, 42202);
+        assert!(
+            message.contains("records[0].value must be a base64 string"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn headers_are_decoded_in_order_in_the_json_format_too() {
+        let records = decode(
+            JSON,
+            json!({"records": [{"value": 1, "headers": [{"name": "b", "value": "Yg=="}, {"name": "a", "value": "YQ=="}]}]}),
+        )
+        .unwrap();
+        let names: Vec<&str> = records[0].headers.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["b", "a"]);
+        assert_eq!(records[0].headers[1].1, Bytes::from_static(b"a"));
+    }
+
+    #[test]
+    fn malformed_bodies_are_42206() {
+        let cases: [(&[u8], &str); 9] = [
+            (b"", "not JSON"),
+            (b"{\"records\": [", "not JSON"),
+            (b"\xff\xfe", "not JSON"),
+            (b"[]", "must be a JSON object"),
+            (b"{}", "no \"records\""),
+            (b"{\"records\": {}}", "must be an array, not an object"),
+            (b"{\"records\": null}", "must be an array, not null"),
+            (b"{\"records\": [1]}", "records[0] must be an object"),
+            (
+                b"{\"records\": [{\"value\": 1, \"valeu\": 2}]}",
+                "unknown field \"valeu\"",
+            ),
+        ];
+        for (body, expected) in cases {
+            for format in [JSON, BINARY] {
+                let err = decode_produce(format, body).unwrap_err();
+                assert_eq!(err.error_code(), 42206, "{body:?}");
+                assert!(err.to_string().contains(expected), "{body:?}: {err}");
+            }
+        }
+    }
+
+    #[test]
+    fn deeply_nested_json_is_rejected_not_a_stack_overflow() {
+        let body = format!(
+            "{{\"records\":[{{\"value\":{}1{}}}]}}",
+            "[".repeat(10_000),
+            "]".repeat(10_000)
+        );
+        assert_eq!(
+            decode_produce(JSON, body.as_bytes())
+                .unwrap_err()
+                .error_code(),
+            42206
+        );
+    }
+
+    #[test]
+    fn bad_partition_timestamp_and_headers_are_42206() {
+        let cases = [
+            (json!({"value": 1, "partition": -1}), "records[0].partition"),
+            (
+                json!({"value": 1, "partition": "0"}),
+                "records[0].partition",
+            ),
+            (
+                json!({"value": 1, "partition": 1.5}),
+                "records[0].partition",
+            ),
+            (
+                json!({"value": 1, "partition": 4294967296u64}),
+                "records[0].partition",
+            ),
+            (json!({"value": 1, "timestamp": -1}), "records[0].timestamp"),
+            (
+                json!({"value": 1, "timestamp": "now"}),
+                "records[0].timestamp",
+            ),
+            (
+                json!({"value": 1, "headers": {"a": "b"}}),
+                "records[0].headers must be an array",
+            ),
+            (
+                json!({"value": 1, "headers": ["h"]}),
+                "records[0].headers[0] must be an object",
+            ),
+            (
+                json!({"value": 1, "headers": [{"value": "YQ=="}]}),
+                "records[0].headers[0].name",
+            ),
+            (
+                json!({"value": 1, "headers": [{"name": "h", "value": null}]}),
+                "records[0].headers[0].value",
+            ),
+            (
+                json!({"value": 1, "headers": [{"name": "h", "value": "", "x": 1}]}),
+                "unknown field \"x\"",
+            ),
+        ];
+        for (record, expected) in cases {
+            let (code, message) = code_and_message(decode(JSON, json!({"records": [record]})));
+            assert_eq!(code, 42206, "{message}");
+            assert!(message.contains(expected), "{expected}: {message}");
+        }
+    }
+
+    #[test]
+    fn empty_records_and_extra_top_level_fields_are_accepted() {
+        assert!(decode(JSON, json!({"records": []})).unwrap().is_empty());
+        let records = decode(
+            BINARY,
+            json!({"key_schema_id": null, "records": [{"value": "eA=="}]}),
+        )
+        .unwrap();
+        assert_eq!(records[0].value.as_deref(), Some(&b"x"[..]));
+    }
+
+    #[test]
+    fn render_json_and_binary() {
+        let stored_key = br#"{"a":1}"#;
+        assert_eq!(
+            render_embedded(JSON, RecordField::Key, Some(stored_key)).unwrap(),
+            json!({"a": 1})
+        );
+        assert_eq!(
+            render_embedded(BINARY, RecordField::Key, Some(stored_key)).unwrap(),
+            json!(BASE64.encode(stored_key))
+        );
+        for format in [JSON, BINARY] {
+            assert_eq!(
+                render_embedded(format, RecordField::Value, None).unwrap(),
+                Value::Null
+            );
+        }
+        let err = render_embedded(JSON, RecordField::Value, Some(&[0xff, 0x00])).unwrap_err();
+        assert_eq!(err.error_code(), 42203);
+        assert!(
+            err.to_string().contains("stored value is not valid JSON"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn produce_then_render_round_trips_in_both_formats() {
+        let json_records = decode(
+            JSON,
+            json!({"records": [{"key": {"id": 7}, "value": [1, "two"], "headers": [{"name": "h", "value": "AAE="}]}]}),
+        )
+        .unwrap();
+        let binary_records = decode(
+            BINARY,
+            json!({"records": [{"key": "AP8=", "value": "aGk="}]}),
+        )
+        .unwrap();
+        for (format, record, key, value) in [
+            (JSON, &json_records[0], json!({"id": 7}), json!([1, "two"])),
+            (BINARY, &binary_records[0], json!("AP8="), json!("aGk=")),
+        ] {
+            let view = RecordView {
+                topic: "t",
+                partition: 2,
+                offset: 41,
+                timestamp_ms: 5,
+                key: record.key.as_deref(),
+                value: record.value.as_deref(),
+                headers: &record.headers,
+                physical_offset: None,
+            };
+            let rendered = serde_json::to_value(render_record(format, &view).unwrap()).unwrap();
+            let headers: Vec<Value> = record
+                .headers
+                .iter()
+                .map(|(n, v)| json!({"name": n, "value": BASE64.encode(v)}))
+                .collect();
+            assert_eq!(
+                rendered,
+                json!({"topic": "t", "key": key, "value": value, "partition": 2, "offset": 41, "timestamp": 5, "headers": headers})
+            );
+        }
+    }
+
+    #[test]
+    fn render_record_names_the_offset_on_42203_and_shows_physical_offset() {
+        let view = RecordView {
+            topic: "t",
+            partition: 1,
+            offset: 9,
+            timestamp_ms: 0,
+            key: Some(b"raw bytes"),
+            value: None,
+            headers: &[],
+            physical_offset: Some(4096),
+        };
+        let err = render_record(JSON, &view).unwrap_err();
+        assert_eq!(err.error_code(), 42203);
+        assert!(
+            err.to_string()
+                .starts_with("record at offset 9 of t/1: stored key"),
+            "{err}"
+        );
+        let rendered = serde_json::to_value(render_record(BINARY, &view).unwrap()).unwrap();
+        assert_eq!(rendered["physical_offset"], 4096);
+        assert_eq!(rendered["value"], Value::Null);
+    }
+
+    #[test]
+    fn key_query_matches_produced_key_bytes() {
+        let produced = decode(
+            JSON,
+            json!({"records": [{"key": {"b": 1, "a": "x"}, "value": 1}]}),
+        )
+        .unwrap();
+        let queried = decode_key_query(JSON, r#"{ "a": "x", "b": 1 }"#).unwrap();
+        assert_eq!(produced[0].key.as_ref(), Some(&queried));
+        assert_eq!(
+            decode_key_query(BINARY, "AP8=").unwrap(),
+            Bytes::from_static(&[0, 255])
+        );
+        assert_eq!(
+            decode_key_query(JSON, "user-1").unwrap_err().error_code(),
+            40002
+        );
+        assert_eq!(
+            decode_key_query(JSON, "null").unwrap_err().error_code(),
+            40002
+        );
+        assert_eq!(
+            decode_key_query(BINARY, "@@").unwrap_err().error_code(),
+            40002
+        );
+    }
+
+    #[test]
+    fn response_shapes_match_api_md() {
+        let response =
+            ProduceResponse::new(vec![PartitionOffset::new(0, 7), PartitionOffset::new(3, 0)]);
+        assert_eq!(
+            serde_json::to_value(&response).unwrap(),
+            json!({
+                "offsets": [
+                    {"partition": 0, "offset": 7, "error_code": null, "error": null},
+                    {"partition": 3, "offset": 0, "error_code": null, "error": null},
+                ],
+                "key_schema_id": null,
+                "value_schema_id": null,
+            })
+        );
+        assert_eq!(
+            serde_json::to_value(PartitionOffsets {
+                beginning_offset: 3,
+                end_offset: 10
+            })
+            .unwrap(),
+            json!({"beginning_offset": 3, "end_offset": 10})
+        );
+    }
+}

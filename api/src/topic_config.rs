@@ -1,0 +1,573 @@
+//! Per-topic configs: the Kafka names tidelog understands, their types,
+//! bounds and defaults.
+//!
+//! One table ([`SPECS`]) serves the YAML loader (`topics[i].configs`), topic
+//! creation and the config-alter endpoints, so a value accepted in one place
+//! is accepted in all. Values travel as strings, as in Kafka's admin API; the
+//! YAML loader turns scalars into strings first.
+//!
+//! What is stored per topic is the *overrides* map (name → canonical value);
+//! the effective [`TopicConfig`] is computed from it. As in Kafka, a topic
+//! that never set a config follows the default, and `is_default` means "not
+//! overridden", not "equal to the default".
+//!
+//! Bounds follow Kafka's `LogConfig` where it has one: `-1` means unbounded
+//! for `retention.ms` and `retention.bytes` only; `max.compaction.lag.ms`
+//! is unbounded at `i64::MAX` (Kafka's `Long.MAX_VALUE`), not `-1`.
+//! `segment.bytes` must be at least 1024 (CONFIG.md) and, like Kafka's `int`,
+//! at most 2^31 − 1. `min.compaction.lag.ms` may not exceed
+//! `max.compaction.lag.ms` (Kafka rejects that pair too).
+
+use std::collections::BTreeMap;
+
+use crate::error::ApiError;
+
+/// What happens to old records of a topic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CleanupPolicy {
+    /// CommitLog retention only.
+    Delete,
+    /// Key compaction of the topic's CompactedLog; keyless records rejected.
+    Compact,
+    /// Both: compaction, then `retention.ms`/`retention.bytes` on the
+    /// CompactedLog.
+    CompactDelete,
+}
+
+impl CleanupPolicy {
+    /// The canonical spelling, as answered by the API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CleanupPolicy::Delete => "delete",
+            CleanupPolicy::Compact => "compact",
+            CleanupPolicy::CompactDelete => "compact,delete",
+        }
+    }
+
+    /// Whether records of this topic go to a CompactedLog and are cleaned.
+    pub fn compacts(self) -> bool {
+        matches!(self, CleanupPolicy::Compact | CleanupPolicy::CompactDelete)
+    }
+
+    /// Kafka takes a list in any order (`delete,compact` too), with spaces
+    /// around commas; duplicates and empty items are mistakes.
+    fn parse(text: &str) -> Result<Self, String> {
+        let mut compact = false;
+        let mut delete = false;
+        for item in text.split(',').map(str::trim) {
+            let seen = match item {
+                "compact" => &mut compact,
+                "delete" => &mut delete,
+                _ => {
+                    return Err(format!(
+                        "{item:?} is not a cleanup policy (use delete, compact or compact,delete)"
+                    ))
+                }
+            };
+            if *seen {
+                return Err(format!("{item:?} is listed twice"));
+            }
+            *seen = true;
+        }
+        Ok(match (compact, delete) {
+            (true, true) => CleanupPolicy::CompactDelete,
+            (true, false) => CleanupPolicy::Compact,
+            // The loop sets at least one flag or returns an error.
+            _ => CleanupPolicy::Delete,
+        })
+    }
+}
+
+/// The type and bounds of one config.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ConfigKind {
+    Policy,
+    /// An integer in `[min, max]`.
+    Integer {
+        min: i64,
+        max: i64,
+    },
+    /// A ratio in `[0, 1]`.
+    Ratio,
+}
+
+/// A known topic config: name, type and Kafka's default (canonical text).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ConfigSpec {
+    pub name: &'static str,
+    pub kind: ConfigKind,
+    pub default: &'static str,
+}
+
+const DAY_MS: i64 = 86_400_000;
+const INT_MAX: i64 = i32::MAX as i64;
+
+/// Every topic config tidelog knows, in the order the API lists them.
+pub const SPECS: [ConfigSpec; 10] = [
+    ConfigSpec {
+        name: "cleanup.policy",
+        kind: ConfigKind::Policy,
+        default: "delete",
+    },
+    // 7 days, Kafka's default; governs CompactedLogs of compact,delete topics
+    // (the shared CommitLog follows `retention.file_reserved_hours`).
+    ConfigSpec {
+        name: "retention.ms",
+        kind: ConfigKind::Integer {
+            min: -1,
+            max: i64::MAX,
+        },
+        default: "604800000",
+    },
+    ConfigSpec {
+        name: "retention.bytes",
+        kind: ConfigKind::Integer {
+            min: -1,
+            max: i64::MAX,
+        },
+        default: "-1",
+    },
+    ConfigSpec {
+        name: "segment.bytes",
+        kind: ConfigKind::Integer {
+            min: 1024,
+            max: INT_MAX,
+        },
+        default: "1073741824",
+    },
+    ConfigSpec {
+        name: "segment.ms",
+        kind: ConfigKind::Integer {
+            min: 1,
+            max: i64::MAX,
+        },
+        default: "604800000",
+    },
+    ConfigSpec {
+        name: "min.cleanable.dirty.ratio",
+        kind: ConfigKind::Ratio,
+        default: "0.5",
+    },
+    ConfigSpec {
+        name: "min.compaction.lag.ms",
+        kind: ConfigKind::Integer {
+            min: 0,
+            max: i64::MAX,
+        },
+        default: "0",
+    },
+    ConfigSpec {
+        name: "max.compaction.lag.ms",
+        kind: ConfigKind::Integer {
+            min: 1,
+            max: i64::MAX,
+        },
+        default: "9223372036854775807",
+    },
+    ConfigSpec {
+        name: "delete.retention.ms",
+        kind: ConfigKind::Integer {
+            min: 0,
+            max: i64::MAX,
+        },
+        default: "86400000",
+    },
+    ConfigSpec {
+        name: "max.message.bytes",
+        kind: ConfigKind::Integer {
+            min: 0,
+            max: INT_MAX,
+        },
+        default: "1048576",
+    },
+];
+
+const _: () = assert!(SPECS.len() == 10);
+const _: () = assert!(DAY_MS == 24 * 60 * 60 * 1000);
+
+/// The spec for `name`, if tidelog knows it.
+pub fn spec(name: &str) -> Option<&'static ConfigSpec> {
+    SPECS.iter().find(|s| s.name == name)
+}
+
+/// Checks one config and returns its canonical text (trimmed, policy
+/// normalized to `compact,delete`, numbers re-printed).
+pub fn validate(name: &str, value: &str) -> Result<String, ApiError> {
+    let invalid = |reason: String| ApiError::InvalidTopicConfig {
+        name: name.to_string(),
+        reason,
+    };
+    let Some(spec) = spec(name) else {
+        let known: Vec<&str> = SPECS.iter().map(|s| s.name).collect();
+        return Err(invalid(format!(
+            "unknown config (known: {})",
+            known.join(", ")
+        )));
+    };
+    let text = value.trim();
+    match spec.kind {
+        ConfigKind::Policy => CleanupPolicy::parse(text)
+            .map(|p| p.as_str().to_string())
+            .map_err(invalid),
+        ConfigKind::Integer { min, max } => {
+            let n: i64 = text
+                .parse()
+                .map_err(|_| invalid(format!("{value:?} is not an integer")))?;
+            if n < min || n > max {
+                let unbounded = if min == -1 {
+                    " (-1 means unbounded)"
+                } else {
+                    ""
+                };
+                return Err(invalid(format!(
+                    "{n} is out of range [{min}, {max}]{unbounded}"
+                )));
+            }
+            Ok(n.to_string())
+        }
+        ConfigKind::Ratio => {
+            let r: f64 = text
+                .parse()
+                .map_err(|_| invalid(format!("{value:?} is not a number")))?;
+            // `contains` is false for NaN, so NaN is rejected here too.
+            if !(0.0..=1.0).contains(&r) {
+                return Err(invalid(format!("{value:?} is not a ratio in [0, 1]")));
+            }
+            Ok(r.to_string())
+        }
+    }
+}
+
+/// Validated overrides of one topic: config name → canonical value. This is
+/// what gets persisted; defaults are not copied in.
+pub type Overrides = BTreeMap<String, String>;
+
+/// Applies `changes` to `overrides` all or nothing: every name and value is
+/// validated, `None` removes an override (Kafka's `DELETE` operation), and
+/// the result must be consistent, else `overrides` is left untouched.
+pub fn apply<'a>(
+    overrides: &mut Overrides,
+    changes: impl IntoIterator<Item = (&'a str, Option<&'a str>)>,
+) -> Result<(), ApiError> {
+    let mut next = overrides.clone();
+    for (name, value) in changes {
+        match value {
+            Some(value) => {
+                let canonical = validate(name, value)?;
+                next.insert(name.to_string(), canonical);
+            }
+            None => {
+                validate_name(name)?;
+                next.remove(name);
+            }
+        }
+    }
+    TopicConfig::from_overrides(&next)?;
+    *overrides = next;
+    Ok(())
+}
+
+fn validate_name(name: &str) -> Result<(), ApiError> {
+    match spec(name) {
+        Some(_) => Ok(()),
+        // Reuse validate's message for unknown names.
+        None => validate(name, "").map(|_| ()),
+    }
+}
+
+/// One row of `GET .../configs`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ConfigEntry {
+    pub name: &'static str,
+    pub value: String,
+    pub is_default: bool,
+}
+
+/// Every known config of a topic with its effective value, in [`SPECS`]
+/// order.
+pub fn entries(overrides: &Overrides) -> Vec<ConfigEntry> {
+    SPECS
+        .iter()
+        .map(|spec| match overrides.get(spec.name) {
+            Some(value) => ConfigEntry {
+                name: spec.name,
+                value: value.clone(),
+                is_default: false,
+            },
+            None => ConfigEntry {
+                name: spec.name,
+                value: spec.default.to_string(),
+                is_default: true,
+            },
+        })
+        .collect()
+}
+
+/// The effective, typed config of a topic.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TopicConfig {
+    pub cleanup_policy: CleanupPolicy,
+    /// −1: unbounded.
+    pub retention_ms: i64,
+    /// −1: unbounded.
+    pub retention_bytes: i64,
+    pub segment_bytes: u32,
+    pub segment_ms: u64,
+    pub min_cleanable_dirty_ratio: f64,
+    pub min_compaction_lag_ms: u64,
+    pub max_compaction_lag_ms: u64,
+    pub delete_retention_ms: u64,
+    pub max_message_bytes: u32,
+}
+
+impl Default for TopicConfig {
+    fn default() -> Self {
+        TopicConfig {
+            cleanup_policy: CleanupPolicy::Delete,
+            retention_ms: 7 * DAY_MS,
+            retention_bytes: -1,
+            segment_bytes: 1 << 30,
+            segment_ms: 7 * DAY_MS as u64,
+            min_cleanable_dirty_ratio: 0.5,
+            min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: i64::MAX as u64,
+            delete_retention_ms: DAY_MS as u64,
+            max_message_bytes: 1_048_576,
+        }
+    }
+}
+
+impl TopicConfig {
+    /// The effective config from validated or unvalidated overrides; checks
+    /// each value and the min/max compaction lag pair.
+    pub fn from_overrides(overrides: &Overrides) -> Result<Self, ApiError> {
+        let mut config = TopicConfig::default();
+        for (name, value) in overrides {
+            let canonical = validate(name, value)?;
+            config.set_canonical(name, &canonical)?;
+        }
+        if config.min_compaction_lag_ms > config.max_compaction_lag_ms {
+            return Err(ApiError::InvalidTopicConfig {
+                name: "min.compaction.lag.ms".into(),
+                reason: format!(
+                    "{} is greater than max.compaction.lag.ms {}",
+                    config.min_compaction_lag_ms, config.max_compaction_lag_ms
+                ),
+            });
+        }
+        Ok(config)
+    }
+
+    /// Stores a value that `validate` already accepted, so parse failures
+    /// here are bugs; they still become errors rather than panics.
+    fn set_canonical(&mut self, name: &str, value: &str) -> Result<(), ApiError> {
+        let bug = || ApiError::Internal {
+            message: format!("validated topic config {name}={value:?} failed to convert"),
+        };
+        let int = || value.parse::<i64>().map_err(|_| bug());
+        let unsigned = || value.parse::<u64>().map_err(|_| bug());
+        match name {
+            "cleanup.policy" => {
+                self.cleanup_policy = CleanupPolicy::parse(value).map_err(|_| bug())?
+            }
+            "retention.ms" => self.retention_ms = int()?,
+            "retention.bytes" => self.retention_bytes = int()?,
+            "segment.bytes" => self.segment_bytes = value.parse().map_err(|_| bug())?,
+            "segment.ms" => self.segment_ms = unsigned()?,
+            "min.cleanable.dirty.ratio" => {
+                self.min_cleanable_dirty_ratio = value.parse().map_err(|_| bug())?
+            }
+            "min.compaction.lag.ms" => self.min_compaction_lag_ms = unsigned()?,
+            "max.compaction.lag.ms" => self.max_compaction_lag_ms = unsigned()?,
+            "delete.retention.ms" => self.delete_retention_ms = unsigned()?,
+            "max.message.bytes" => self.max_message_bytes = value.parse().map_err(|_| bug())?,
+            _ => return Err(bug()),
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reason(err: ApiError) -> (String, String) {
+        assert_eq!(err.error_code(), 40002);
+        match err {
+            ApiError::InvalidTopicConfig { name, reason } => (name, reason),
+            other => panic!("expected InvalidTopicConfig, got {other:?}"),
+        }
+    }
+
+    fn overrides(pairs: &[(&str, &str)]) -> Overrides {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn defaults_table_agrees_with_typed_defaults() {
+        let from_table = TopicConfig::from_overrides(
+            &SPECS
+                .iter()
+                .map(|s| (s.name.to_string(), s.default.to_string()))
+                .collect(),
+        )
+        .unwrap();
+        assert_eq!(from_table, TopicConfig::default());
+        for spec in SPECS {
+            assert_eq!(
+                validate(spec.name, spec.default).unwrap(),
+                spec.default,
+                "{}",
+                spec.name
+            );
+        }
+    }
+
+    #[test]
+    fn cleanup_policy_spellings() {
+        assert_eq!(validate("cleanup.policy", "delete").unwrap(), "delete");
+        assert_eq!(validate("cleanup.policy", "compact").unwrap(), "compact");
+        assert_eq!(
+            validate("cleanup.policy", "compact,delete").unwrap(),
+            "compact,delete"
+        );
+        assert_eq!(
+            validate("cleanup.policy", "delete, compact").unwrap(),
+            "compact,delete"
+        );
+        for bad in ["", "Compact", "compact,compact", "compact,", "purge"] {
+            let (name, why) = reason(validate("cleanup.policy", bad).unwrap_err());
+            assert_eq!(name, "cleanup.policy");
+            assert!(!why.is_empty());
+        }
+        assert!(CleanupPolicy::CompactDelete.compacts());
+        assert!(!CleanupPolicy::Delete.compacts());
+    }
+
+    #[test]
+    fn integer_bounds_follow_kafka() {
+        assert_eq!(validate("retention.ms", "-1").unwrap(), "-1");
+        assert_eq!(validate("retention.bytes", " 42 ").unwrap(), "42");
+        assert!(reason(validate("retention.ms", "-2").unwrap_err())
+            .1
+            .contains("-1 means unbounded"));
+        assert!(reason(validate("delete.retention.ms", "-1").unwrap_err())
+            .1
+            .contains("out of range"));
+        assert!(reason(validate("segment.bytes", "1023").unwrap_err())
+            .1
+            .contains("[1024, 2147483647]"));
+        assert_eq!(validate("segment.bytes", "1024").unwrap(), "1024");
+        assert!(reason(validate("segment.bytes", "2147483648").unwrap_err())
+            .1
+            .contains("out of range"));
+        assert!(reason(validate("segment.ms", "0").unwrap_err())
+            .1
+            .contains("out of range"));
+        assert!(reason(validate("max.compaction.lag.ms", "-1").unwrap_err())
+            .1
+            .contains("out of range"));
+        assert!(reason(validate("max.message.bytes", "1.5").unwrap_err())
+            .1
+            .contains("not an integer"));
+        assert!(
+            reason(validate("retention.ms", "9223372036854775808").unwrap_err())
+                .1
+                .contains("not an integer")
+        );
+    }
+
+    #[test]
+    fn ratio_is_zero_to_one() {
+        assert_eq!(validate("min.cleanable.dirty.ratio", "0").unwrap(), "0");
+        assert_eq!(validate("min.cleanable.dirty.ratio", "1").unwrap(), "1");
+        assert_eq!(
+            validate("min.cleanable.dirty.ratio", "0.25").unwrap(),
+            "0.25"
+        );
+        for bad in ["-0.1", "1.01", "NaN", "inf", "half"] {
+            reason(validate("min.cleanable.dirty.ratio", bad).unwrap_err());
+        }
+    }
+
+    #[test]
+    fn unknown_names_are_rejected_listing_the_known_ones() {
+        let (name, why) = reason(validate("cleanup.polcy", "delete").unwrap_err());
+        assert_eq!(name, "cleanup.polcy");
+        assert!(
+            why.contains("unknown config") && why.contains("cleanup.policy"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn apply_is_all_or_nothing() {
+        let mut current = overrides(&[("cleanup.policy", "compact")]);
+        apply(
+            &mut current,
+            [("retention.ms", Some("1000")), ("cleanup.policy", None)],
+        )
+        .unwrap();
+        assert_eq!(current, overrides(&[("retention.ms", "1000")]));
+
+        let before = current.clone();
+        let err = apply(
+            &mut current,
+            [("segment.ms", Some("5")), ("bogus", Some("1"))],
+        )
+        .unwrap_err();
+        assert_eq!(reason(err).0, "bogus");
+        assert_eq!(current, before, "a failed batch changes nothing");
+        let err = apply(&mut current, [("bogus", None)]).unwrap_err();
+        assert_eq!(reason(err).0, "bogus");
+    }
+
+    #[test]
+    fn min_compaction_lag_may_not_exceed_max() {
+        let mut current = Overrides::new();
+        let err = apply(
+            &mut current,
+            [
+                ("min.compaction.lag.ms", Some("10")),
+                ("max.compaction.lag.ms", Some("5")),
+            ],
+        )
+        .unwrap_err();
+        assert!(reason(err).1.contains("greater than max.compaction.lag.ms"));
+        assert!(current.is_empty());
+    }
+
+    #[test]
+    fn effective_config_and_entries_reflect_overrides() {
+        let current = overrides(&[
+            ("cleanup.policy", "compact"),
+            ("delete.retention.ms", "86400000"),
+        ]);
+        let config = TopicConfig::from_overrides(&current).unwrap();
+        assert_eq!(config.cleanup_policy, CleanupPolicy::Compact);
+        assert_eq!(config.delete_retention_ms, 86_400_000);
+        assert_eq!(config.segment_bytes, 1 << 30);
+
+        let rows = entries(&current);
+        assert_eq!(rows.len(), SPECS.len());
+        let policy = rows.iter().find(|r| r.name == "cleanup.policy").unwrap();
+        assert_eq!(
+            (policy.value.as_str(), policy.is_default),
+            ("compact", false)
+        );
+        // Overridden with the default value is still an override, as in Kafka.
+        let delete_retention = rows
+            .iter()
+            .find(|r| r.name == "delete.retention.ms")
+            .unwrap();
+        assert!(!delete_retention.is_default);
+        let ratio = rows
+            .iter()
+            .find(|r| r.name == "min.cleanable.dirty.ratio")
+            .unwrap();
+        assert_eq!((ratio.value.as_str(), ratio.is_default), ("0.5", true));
+    }
+}

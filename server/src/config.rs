@@ -1,0 +1,946 @@
+//! The broker configuration of CONFIG.md: schema, defaults, loading and
+//! validation.
+//!
+//! Precedence is built-in defaults < YAML file < command-line flags
+//! (`--data-dir`, `--listen`). Every key of CONFIG.md is a field here with
+//! CONFIG.md's default; unknown keys are errors (`deny_unknown_fields`), so a
+//! typo such as `retention.dlete_when` stops start-up instead of silently
+//! running with the default.
+//!
+//! Every error names the file, the key as a dotted path
+//! (`retention.disk_full_ratio`, `topics[1].configs.cleanup.policy`; list
+//! indices count from 0) and what is wrong, and stops start-up.
+//!
+//! Decisions where CONFIG.md is silent:
+//! * A relative `data_dir` is relative to the working directory, not to the
+//!   config file, as with RocketMQ's and Kafka's property files.
+//! * An empty file means "all defaults".
+//! * A topic entry without `partitions` gets `default_partitions`.
+//! * Topic config values may be YAML strings or numbers; they are validated
+//!   with the API's rules (`tidelog_api::topic_config`) and kept in their
+//!   canonical string form.
+//! * Lower bounds that keep the server sane: at least one partition, at most
+//!   [`PARTITIONS_MAX`]; segments of at least [`COMMITLOG_SEGMENT_BYTES_MIN`];
+//!   `max_message_bytes` smaller than a segment (a record must fit in one);
+//!   intervals, counts and thread numbers of at least 1.
+//! * The effective config printed by `check-config` and logged by `serve`
+//!   shows `admin_token` as `<redacted>`, so it does not end up in logs.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use tidelog_api::topic_config::{self, TopicConfig};
+use tidelog_api::{names, ApiError};
+
+/// Upper bound on partitions per topic: each is a directory and a set of
+/// open files, so a typo like `4000000` must not be taken literally.
+pub const PARTITIONS_MAX: u32 = 10_000;
+
+/// Smallest CommitLog segment: room for a few records after the header.
+pub const COMMITLOG_SEGMENT_BYTES_MIN: u64 = 4096;
+
+/// Why start-up stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{file}: cannot read: {source}")]
+    Read {
+        file: String,
+        source: std::io::Error,
+    },
+    #[error("{file}: {key}: {reason}")]
+    Invalid {
+        file: String,
+        key: String,
+        reason: String,
+    },
+}
+
+/// Values given on the command line; they win over the file.
+#[derive(Debug, Clone, Default)]
+pub struct CliOverrides {
+    pub data_dir: Option<PathBuf>,
+    pub listen: Option<SocketAddr>,
+}
+
+/// The whole broker configuration (CONFIG.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub data_dir: PathBuf,
+    pub cluster_id: String,
+    /// When set, mutating admin calls need `Authorization: Bearer <token>`.
+    pub admin_token: Option<String>,
+    /// Produce to an unknown topic creates it instead of answering 40401.
+    pub auto_create_topics: bool,
+    pub default_partitions: u32,
+    pub store: StoreConfig,
+    pub retention: RetentionConfig,
+    pub cleaner: CleanerConfig,
+    /// Created at start if absent; their configs applied if present.
+    pub topics: Vec<TopicDecl>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            data_dir: PathBuf::from("./data"),
+            cluster_id: "tidelog".into(),
+            admin_token: None,
+            auto_create_topics: false,
+            default_partitions: 4,
+            store: StoreConfig::default(),
+            retention: RetentionConfig::default(),
+            cleaner: CleanerConfig::default(),
+            topics: Vec::new(),
+        }
+    }
+}
+
+/// CommitLog, ConsumeQueue and IndexFile sizing and flushing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreConfig {
+    pub commitlog_segment_bytes: u64,
+    /// 20-byte units per ConsumeQueue file.
+    pub consume_queue_units_per_file: u64,
+    pub index_slots: u64,
+    pub index_entries: u64,
+    pub flush: FlushMode,
+    pub flush_interval_ms: u64,
+    pub max_message_bytes: u64,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            commitlog_segment_bytes: 1 << 30,
+            consume_queue_units_per_file: 300_000,
+            index_slots: 500_000,
+            index_entries: 2_000_000,
+            flush: FlushMode::Async,
+            flush_interval_ms: 500,
+            max_message_bytes: 1_048_576,
+        }
+    }
+}
+
+/// When a produce is acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FlushMode {
+    /// After the append; a background flush every `flush_interval_ms`.
+    Async,
+    /// After the fsync that covers the records (group commit).
+    Sync,
+}
+
+/// CommitLog segment deletion, RocketMQ's rules and defaults.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RetentionConfig {
+    pub file_reserved_hours: u64,
+    pub delete_when: DeleteWhen,
+    pub check_interval_ms: u64,
+    pub disk_max_used_ratio: f64,
+    pub disk_force_clean_ratio: f64,
+    pub disk_full_ratio: f64,
+}
+
+impl Default for RetentionConfig {
+    fn default() -> Self {
+        RetentionConfig {
+            file_reserved_hours: 72,
+            delete_when: DeleteWhen { hours: vec![4] },
+            check_interval_ms: 10_000,
+            disk_max_used_ratio: 0.75,
+            disk_force_clean_ratio: 0.85,
+            disk_full_ratio: 0.90,
+        }
+    }
+}
+
+/// Hours of the day (0..=23) in which expired segments are deleted,
+/// RocketMQ's `deleteWhen`: written `"04"` or `"04;16"`, sorted and
+/// deduplicated when parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeleteWhen {
+    hours: Vec<u8>,
+}
+
+impl DeleteWhen {
+    /// Parses `"04"`, `"4;16"`, ... An empty list or item is an error: an
+    /// operator who wants no time window should say so with a wide one.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let mut hours = Vec::new();
+        for item in text.split(';').map(str::trim) {
+            let hour: u8 = item
+                .parse()
+                .ok()
+                .filter(|h| *h <= 23)
+                .ok_or_else(|| {
+                    let within = if item == text { String::new() } else { format!(" in {text:?}") };
+                    format!("{item:?}{within} is not an hour 0..=23 (hours are \";\"-separated, e.g. \"04;16\")")
+                })?;
+            hours.push(hour);
+        }
+        hours.sort_unstable();
+        hours.dedup();
+        Ok(DeleteWhen { hours })
+    }
+
+    /// The hours, sorted, each in 0..=23, at least one.
+    // Read by the retention wiring that lands with the storage crate.
+    #[allow(dead_code)]
+    pub fn hours(&self) -> &[u8] {
+        &self.hours
+    }
+}
+
+impl fmt::Display for DeleteWhen {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let text: Vec<String> = self.hours.iter().map(|h| format!("{h:02}")).collect();
+        f.write_str(&text.join(";"))
+    }
+}
+
+impl Serialize for DeleteWhen {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for DeleteWhen {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        // A visitor rather than an untagged enum: errors raised while the
+        // YAML deserializer is on this scalar carry its path
+        // (`retention.delete_when`), and an unquoted `delete_when: 4` (a YAML
+        // integer) is accepted too.
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = DeleteWhen;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("hours of the day as a string, e.g. \"04;16\"")
+            }
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<DeleteWhen, E> {
+                DeleteWhen::parse(text).map_err(E::custom)
+            }
+            fn visit_u64<E: serde::de::Error>(self, hour: u64) -> Result<DeleteWhen, E> {
+                self.visit_str(&hour.to_string())
+            }
+            fn visit_i64<E: serde::de::Error>(self, hour: i64) -> Result<DeleteWhen, E> {
+                self.visit_str(&hour.to_string())
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
+}
+
+/// LogCleaner settings, Kafka's defaults.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CleanerConfig {
+    pub threads: u32,
+    pub dedupe_buffer_bytes: u64,
+    pub backoff_ms: u64,
+    /// `None`: cleaner I/O is not throttled.
+    pub io_max_bytes_per_second: Option<u64>,
+}
+
+impl Default for CleanerConfig {
+    fn default() -> Self {
+        CleanerConfig {
+            threads: 1,
+            dedupe_buffer_bytes: 128 << 20,
+            backoff_ms: 15_000,
+            io_max_bytes_per_second: None,
+        }
+    }
+}
+
+/// A topic declared in the file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TopicDecl {
+    pub name: String,
+    /// `None` in the file: `default_partitions` (filled in by validation).
+    #[serde(default)]
+    pub partitions: Option<u32>,
+    /// Kafka topic config name → value, canonical after validation.
+    #[serde(default)]
+    pub configs: BTreeMap<String, ConfigValue>,
+}
+
+/// A topic config value as a string, the form the API and storage use.
+/// YAML numbers and booleans are accepted (`delete.retention.ms: 86400000`)
+/// and turned into their text; lists and maps are type errors that serde
+/// reports at the value's own path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct ConfigValue(pub String);
+
+impl<'de> Deserialize<'de> for ConfigValue {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = ConfigValue;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string or a number")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<ConfigValue, E> {
+                Ok(ConfigValue(v.to_string()))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<ConfigValue, E> {
+                Ok(ConfigValue(v.to_string()))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<ConfigValue, E> {
+                Ok(ConfigValue(v.to_string()))
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<ConfigValue, E> {
+                Ok(ConfigValue(v.to_string()))
+            }
+            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<ConfigValue, E> {
+                Ok(ConfigValue(v.to_string()))
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
+}
+
+impl TopicDecl {
+    /// The declared configs as the api crate's overrides map.
+    pub fn overrides(&self) -> topic_config::Overrides {
+        self.configs
+            .iter()
+            .map(|(name, value)| (name.clone(), value.0.clone()))
+            .collect()
+    }
+}
+
+impl Config {
+    /// Loads the effective config: defaults, then `file` if given, then the
+    /// command-line overrides; validates the result.
+    pub fn load(file: Option<&Path>, cli: &CliOverrides) -> Result<Config, ConfigError> {
+        let (label, mut config) = match file {
+            None => ("built-in defaults".to_string(), Config::default()),
+            Some(path) => {
+                let label = path.display().to_string();
+                let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                    file: label.clone(),
+                    source,
+                })?;
+                let config = Config::parse_yaml(&label, &text)?;
+                (label, config)
+            }
+        };
+        if let Some(data_dir) = &cli.data_dir {
+            config.data_dir = data_dir.clone();
+        }
+        if let Some(listen) = cli.listen {
+            config.listen = listen;
+        }
+        config.validate(&label)?;
+        Ok(config)
+    }
+
+    /// Parses YAML text into a config, defaults for absent keys, without the
+    /// cross-field checks of [`Config::validate`]. `file` labels errors.
+    pub fn parse_yaml(file: &str, text: &str) -> Result<Config, ConfigError> {
+        if text.trim().is_empty() {
+            return Ok(Config::default());
+        }
+        serde_yaml::from_str(text).map_err(|e| yaml_error(file, &e))
+    }
+
+    /// Cross-field and range checks; fills in topic partitions and
+    /// canonicalizes topic config values.
+    pub fn validate(&mut self, file: &str) -> Result<(), ConfigError> {
+        let bad = |key: &str, reason: String| ConfigError::Invalid {
+            file: file.to_string(),
+            key: key.to_string(),
+            reason,
+        };
+        let at_least = |key: &str, value: u64, min: u64| {
+            if value < min {
+                Err(bad(
+                    key,
+                    format!("{value} is too small, the minimum is {min}"),
+                ))
+            } else {
+                Ok(())
+            }
+        };
+
+        if self.cluster_id.is_empty()
+            || self
+                .cluster_id
+                .chars()
+                .any(|c| c.is_control() || c.is_whitespace())
+        {
+            return Err(bad(
+                "cluster_id",
+                format!(
+                    "{:?} must be non-empty, without spaces or control characters",
+                    self.cluster_id
+                ),
+            ));
+        }
+        if self.admin_token.as_deref() == Some("") {
+            return Err(bad(
+                "admin_token",
+                "must not be empty (use null to disable auth)".into(),
+            ));
+        }
+        check_partitions(self.default_partitions).map_err(|r| bad("default_partitions", r))?;
+
+        let store = &self.store;
+        at_least(
+            "store.commitlog_segment_bytes",
+            store.commitlog_segment_bytes,
+            COMMITLOG_SEGMENT_BYTES_MIN,
+        )?;
+        at_least(
+            "store.consume_queue_units_per_file",
+            store.consume_queue_units_per_file,
+            1,
+        )?;
+        at_least("store.index_slots", store.index_slots, 1)?;
+        at_least("store.index_entries", store.index_entries, 1)?;
+        at_least("store.flush_interval_ms", store.flush_interval_ms, 1)?;
+        at_least("store.max_message_bytes", store.max_message_bytes, 1)?;
+        if store.max_message_bytes >= store.commitlog_segment_bytes {
+            return Err(bad(
+                "store.max_message_bytes",
+                format!(
+                    "{} must be smaller than store.commitlog_segment_bytes {} (a record must fit in a segment)",
+                    store.max_message_bytes, store.commitlog_segment_bytes
+                ),
+            ));
+        }
+
+        let retention = &self.retention;
+        at_least(
+            "retention.check_interval_ms",
+            retention.check_interval_ms,
+            1,
+        )?;
+        let ratios = [
+            (
+                "retention.disk_max_used_ratio",
+                retention.disk_max_used_ratio,
+            ),
+            (
+                "retention.disk_force_clean_ratio",
+                retention.disk_force_clean_ratio,
+            ),
+            ("retention.disk_full_ratio", retention.disk_full_ratio),
+        ];
+        for (key, ratio) in ratios {
+            // Written so that NaN fails too.
+            if !(ratio > 0.0 && ratio <= 1.0) {
+                return Err(bad(key, format!("{ratio} is not a ratio in (0, 1]")));
+            }
+        }
+        for pair in ratios.windows(2) {
+            let [(low_key, low), (high_key, high)] = [pair[0], pair[1]];
+            if low > high {
+                return Err(bad(
+                    high_key,
+                    format!("{high} is below {low_key} {low}; the order must be disk_max_used_ratio <= disk_force_clean_ratio <= disk_full_ratio"),
+                ));
+            }
+        }
+
+        let cleaner = &self.cleaner;
+        at_least("cleaner.threads", u64::from(cleaner.threads), 1)?;
+        at_least(
+            "cleaner.dedupe_buffer_bytes",
+            cleaner.dedupe_buffer_bytes,
+            1024,
+        )?;
+        if let Some(rate) = cleaner.io_max_bytes_per_second {
+            at_least("cleaner.io_max_bytes_per_second", rate, 1)?;
+        }
+
+        let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+        for (i, topic) in self.topics.iter_mut().enumerate() {
+            let key = |field: &str| format!("topics[{i}].{field}");
+            names::validate_topic_name(&topic.name)
+                .map_err(|e| bad(&key("name"), api_reason(e)))?;
+            if let Some(first) = seen.insert(topic.name.clone(), i) {
+                return Err(bad(
+                    &key("name"),
+                    format!(
+                        "topic {:?} is already declared at topics[{first}]",
+                        topic.name
+                    ),
+                ));
+            }
+            let partitions = topic.partitions.unwrap_or(self.default_partitions);
+            check_partitions(partitions).map_err(|r| bad(&key("partitions"), r))?;
+            topic.partitions = Some(partitions);
+
+            for (name, value) in topic.configs.iter_mut() {
+                value.0 = topic_config::validate(name, &value.0)
+                    .map_err(|e| bad(&key(&format!("configs.{name}")), api_reason(e)))?;
+            }
+            if let Err(e) = TopicConfig::from_overrides(&topic.overrides()) {
+                let name = match &e {
+                    ApiError::InvalidTopicConfig { name, .. } => name.clone(),
+                    _ => String::new(),
+                };
+                return Err(bad(&key(&format!("configs.{name}")), api_reason(e)));
+            }
+        }
+        Ok(())
+    }
+
+    /// The config as YAML, with `admin_token` redacted.
+    pub fn to_redacted_yaml(&self) -> Result<String, serde_yaml::Error> {
+        let mut shown = self.clone();
+        if shown.admin_token.is_some() {
+            shown.admin_token = Some("<redacted>".into());
+        }
+        serde_yaml::to_string(&shown)
+    }
+}
+
+fn check_partitions(partitions: u32) -> Result<(), String> {
+    if partitions == 0 || partitions > PARTITIONS_MAX {
+        return Err(format!(
+            "{partitions} is not a partition count in 1..={PARTITIONS_MAX}"
+        ));
+    }
+    Ok(())
+}
+
+/// The reason part of a validation error from the api crate (the key is
+/// ours to name).
+fn api_reason(e: ApiError) -> String {
+    match e {
+        ApiError::InvalidName { reason, .. } | ApiError::InvalidTopicConfig { reason, .. } => {
+            reason
+        }
+        other => other.to_string(),
+    }
+}
+
+/// Turns a serde_yaml error into file + dotted key + reason. serde_yaml
+/// prints `path: message at line L column C`; for unknown fields the path is
+/// the parent map, so the field is appended to name the offending key.
+fn yaml_error(file: &str, e: &serde_yaml::Error) -> ConfigError {
+    let text = e.to_string();
+    let (body, position) = match e.location() {
+        Some(loc) => {
+            let suffix = format!(" at line {} column {}", loc.line(), loc.column());
+            let body = text.strip_suffix(&suffix).unwrap_or(&text).to_string();
+            (
+                body,
+                format!(" (line {}, column {})", loc.line(), loc.column()),
+            )
+        }
+        None => (text, String::new()),
+    };
+    let (path, message) = match body.split_once(": ") {
+        Some((path, message)) if is_path(path) => (Some(path.to_string()), message.to_string()),
+        _ => (None, body.clone()),
+    };
+    let unknown_field = message
+        .strip_prefix("unknown field `")
+        .and_then(|rest| rest.split_once('`'))
+        .map(|(field, _)| field.to_string());
+    let key = match (path, unknown_field) {
+        (Some(path), Some(field)) => format!("{path}.{field}"),
+        (None, Some(field)) => field,
+        (Some(path), None) => path,
+        (None, None) => "(document)".to_string(),
+    };
+    ConfigError::Invalid {
+        file: file.to_string(),
+        key,
+        reason: format!("{message}{position}"),
+    }
+}
+
+/// Whether `s` looks like a serde_yaml path (`store.flush`, `topics[1].name`).
+fn is_path(s: &str) -> bool {
+    !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '[' | ']' | '-' | '?'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FILE: &str = "test.yaml";
+
+    fn load_str(text: &str) -> Result<Config, ConfigError> {
+        let mut config = Config::parse_yaml(FILE, text)?;
+        config.validate(FILE)?;
+        Ok(config)
+    }
+
+    /// Asserts `text` fails naming `key` and a reason containing `why`.
+    fn assert_rejects(text: &str, key: &str, why: &str) {
+        let err = load_str(text).unwrap_err();
+        let message = err.to_string();
+        let ConfigError::Invalid { key: got, .. } = &err else {
+            panic!("expected an invalid key, got {message}");
+        };
+        assert_eq!(got, key, "{message}");
+        assert!(
+            message.starts_with(&format!("{FILE}: {key}: ")),
+            "{message}"
+        );
+        assert!(message.contains(why), "expected {why:?} in {message}");
+    }
+
+    #[test]
+    fn shipped_broker_yaml_loads_and_matches_config_md() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/broker.yaml");
+        let config = Config::load(Some(&path), &CliOverrides::default()).unwrap();
+        let expected_topics = Config::parse_yaml(
+            FILE,
+            "topics:\n  - {name: events, partitions: 4, configs: {cleanup.policy: delete}}\n  - {name: users, partitions: 4, configs: {cleanup.policy: compact, delete.retention.ms: 86400000}}\n",
+        )
+        .unwrap()
+        .topics;
+        // The shipped file is CONFIG.md's: defaults plus the two example topics.
+        assert_eq!(
+            config,
+            Config {
+                topics: expected_topics,
+                ..Config::default()
+            }
+        );
+        assert_eq!(
+            config.topics[1].configs["delete.retention.ms"].0,
+            "86400000"
+        );
+    }
+
+    #[test]
+    fn defaults_are_config_md() {
+        let config = load_str("").unwrap();
+        assert_eq!(config.listen.to_string(), "127.0.0.1:8080");
+        assert_eq!(config.data_dir, PathBuf::from("./data"));
+        assert_eq!(config.cluster_id, "tidelog");
+        assert_eq!(config.admin_token, None);
+        assert!(!config.auto_create_topics);
+        assert_eq!(config.default_partitions, 4);
+        assert_eq!(config.store.commitlog_segment_bytes, 1_073_741_824);
+        assert_eq!(config.store.consume_queue_units_per_file, 300_000);
+        assert_eq!(config.store.index_slots, 500_000);
+        assert_eq!(config.store.index_entries, 2_000_000);
+        assert_eq!(config.store.flush, FlushMode::Async);
+        assert_eq!(config.store.flush_interval_ms, 500);
+        assert_eq!(config.store.max_message_bytes, 1_048_576);
+        assert_eq!(config.retention.file_reserved_hours, 72);
+        assert_eq!(config.retention.delete_when.hours(), [4]);
+        assert_eq!(config.retention.check_interval_ms, 10_000);
+        assert_eq!(config.retention.disk_max_used_ratio, 0.75);
+        assert_eq!(config.retention.disk_force_clean_ratio, 0.85);
+        assert_eq!(config.retention.disk_full_ratio, 0.90);
+        assert_eq!(config.cleaner.threads, 1);
+        assert_eq!(config.cleaner.dedupe_buffer_bytes, 134_217_728);
+        assert_eq!(config.cleaner.backoff_ms, 15_000);
+        assert_eq!(config.cleaner.io_max_bytes_per_second, None);
+        assert!(config.topics.is_empty());
+        assert_eq!(
+            Config::load(None, &CliOverrides::default()).unwrap(),
+            config
+        );
+    }
+
+    #[test]
+    fn partial_sections_keep_other_defaults() {
+        let config =
+            load_str("store:\n  flush: sync\nretention:\n  delete_when: \"04;16;4\"\n").unwrap();
+        assert_eq!(config.store.flush, FlushMode::Sync);
+        assert_eq!(config.store.flush_interval_ms, 500);
+        assert_eq!(config.retention.delete_when.hours(), [4, 16]);
+        assert_eq!(config.retention.delete_when.to_string(), "04;16");
+        assert_eq!(config.retention.file_reserved_hours, 72);
+        assert_eq!(
+            load_str("retention: {delete_when: 4}")
+                .unwrap()
+                .retention
+                .delete_when
+                .hours(),
+            [4]
+        );
+    }
+
+    #[test]
+    fn flags_override_the_file_which_overrides_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b.yaml");
+        std::fs::write(
+            &path,
+            "listen: 127.0.0.1:9000\ndata_dir: /from/file\ncluster_id: c1\n",
+        )
+        .unwrap();
+
+        let from_file = Config::load(Some(&path), &CliOverrides::default()).unwrap();
+        assert_eq!(from_file.listen.to_string(), "127.0.0.1:9000");
+        assert_eq!(from_file.data_dir, PathBuf::from("/from/file"));
+
+        let cli = CliOverrides {
+            data_dir: Some("/from/flag".into()),
+            listen: Some("0.0.0.0:1234".parse().unwrap()),
+        };
+        let both = Config::load(Some(&path), &cli).unwrap();
+        assert_eq!(both.listen.to_string(), "0.0.0.0:1234");
+        assert_eq!(both.data_dir, PathBuf::from("/from/flag"));
+        assert_eq!(
+            both.cluster_id, "c1",
+            "keys without a flag still come from the file"
+        );
+    }
+
+    #[test]
+    fn missing_file_names_the_file() {
+        let err = Config::load(
+            Some(Path::new("/nonexistent/tidelog.yaml")),
+            &CliOverrides::default(),
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("/nonexistent/tidelog.yaml: cannot read"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn unknown_keys_are_named_with_their_path() {
+        assert_rejects("lisen: 127.0.0.1:1\n", "lisen", "unknown field");
+        assert_rejects(
+            "store:\n  flush_intervall_ms: 5\n",
+            "store.flush_intervall_ms",
+            "unknown field",
+        );
+        assert_rejects(
+            "retention:\n  dlete_when: \"04\"\n",
+            "retention.dlete_when",
+            "unknown field",
+        );
+        assert_rejects(
+            "topics:\n  - name: a\n    partition: 3\n",
+            "topics[0].partition",
+            "unknown field",
+        );
+    }
+
+    #[test]
+    fn bad_types_and_enums_name_the_key() {
+        assert_rejects(
+            "store:\n  flush: sometimes\n",
+            "store.flush",
+            "unknown variant `sometimes`",
+        );
+        assert_rejects(
+            "default_partitions: -1\n",
+            "default_partitions",
+            "expected u32",
+        );
+        assert_rejects(
+            "cleaner:\n  threads: many\n",
+            "cleaner.threads",
+            "invalid type",
+        );
+    }
+
+    #[test]
+    fn bad_listen_is_rejected() {
+        assert_rejects("listen: localhost\n", "listen", "invalid socket address");
+        assert_rejects(
+            "listen: 127.0.0.1:99999\n",
+            "listen",
+            "invalid socket address",
+        );
+    }
+
+    #[test]
+    fn bad_delete_when_is_rejected() {
+        assert_rejects(
+            "retention:\n  delete_when: \"24\"\n",
+            "retention.delete_when",
+            "not an hour 0..=23",
+        );
+        assert_rejects(
+            "retention:\n  delete_when: \"04,16\"\n",
+            "retention.delete_when",
+            "\"04,16\"",
+        );
+        assert_rejects(
+            "retention:\n  delete_when: \"04;\"\n",
+            "retention.delete_when",
+            "not an hour",
+        );
+        assert_rejects(
+            "retention:\n  delete_when: \"\"\n",
+            "retention.delete_when",
+            "not an hour",
+        );
+    }
+
+    #[test]
+    fn ratios_must_be_in_range_and_ordered() {
+        assert_rejects(
+            "retention:\n  disk_full_ratio: 1.5\n",
+            "retention.disk_full_ratio",
+            "not a ratio in (0, 1]",
+        );
+        assert_rejects(
+            "retention:\n  disk_max_used_ratio: 0\n",
+            "retention.disk_max_used_ratio",
+            "not a ratio",
+        );
+        assert_rejects(
+            "retention:\n  disk_max_used_ratio: .nan\n",
+            "retention.disk_max_used_ratio",
+            "not a ratio",
+        );
+        assert_rejects(
+            "retention:\n  disk_force_clean_ratio: 0.95\n",
+            "retention.disk_full_ratio",
+            "must be disk_max_used_ratio <= disk_force_clean_ratio <= disk_full_ratio",
+        );
+        assert_rejects(
+            "retention:\n  disk_max_used_ratio: 0.9\n",
+            "retention.disk_force_clean_ratio",
+            "is below retention.disk_max_used_ratio",
+        );
+        // Equal ratios are allowed.
+        load_str("retention: {disk_max_used_ratio: 0.9, disk_force_clean_ratio: 0.9, disk_full_ratio: 0.9}").unwrap();
+    }
+
+    #[test]
+    fn store_and_cleaner_bounds() {
+        assert_rejects(
+            "store: {commitlog_segment_bytes: 100}\n",
+            "store.commitlog_segment_bytes",
+            "minimum is 4096",
+        );
+        assert_rejects(
+            "store: {commitlog_segment_bytes: 65536, max_message_bytes: 65536}\n",
+            "store.max_message_bytes",
+            "must be smaller than store.commitlog_segment_bytes",
+        );
+        assert_rejects(
+            "store: {flush_interval_ms: 0}\n",
+            "store.flush_interval_ms",
+            "minimum is 1",
+        );
+        assert_rejects("cleaner: {threads: 0}\n", "cleaner.threads", "minimum is 1");
+        assert_rejects(
+            "cleaner: {io_max_bytes_per_second: 0}\n",
+            "cleaner.io_max_bytes_per_second",
+            "minimum is 1",
+        );
+        assert_rejects("admin_token: \"\"\n", "admin_token", "must not be empty");
+        assert_rejects("cluster_id: \"a b\"\n", "cluster_id", "without spaces");
+        assert_rejects("default_partitions: 0\n", "default_partitions", "1..=10000");
+        load_str("store: {commitlog_segment_bytes: 65536, max_message_bytes: 4096}\n").unwrap();
+    }
+
+    #[test]
+    fn bad_topic_names_are_rejected() {
+        assert_rejects("topics:\n  - name: ../x\n", "topics[0].name", "'/'");
+        assert_rejects(
+            "topics:\n  - name: ok\n  - name: \"\"\n",
+            "topics[1].name",
+            "empty",
+        );
+        assert_rejects(
+            "topics:\n  - name: a\n  - name: a\n",
+            "topics[1].name",
+            "already declared at topics[0]",
+        );
+        assert_rejects(
+            "topics:\n  - name: a\n    partitions: 0\n",
+            "topics[0].partitions",
+            "1..=10000",
+        );
+        assert_rejects(
+            "topics:\n  - partitions: 1\n",
+            "topics[0]",
+            "missing field `name`",
+        );
+    }
+
+    #[test]
+    fn bad_topic_configs_name_the_config_key() {
+        assert_rejects(
+            "topics:\n  - name: a\n  - name: b\n    configs: {cleanup.policy: purge}\n",
+            "topics[1].configs.cleanup.policy",
+            "\"purge\" is not a cleanup policy",
+        );
+        assert_rejects(
+            "topics:\n  - name: a\n    configs: {retention.mss: 5}\n",
+            "topics[0].configs.retention.mss",
+            "unknown config",
+        );
+        assert_rejects(
+            "topics:\n  - name: a\n    configs: {segment.bytes: 10}\n",
+            "topics[0].configs.segment.bytes",
+            "out of range [1024",
+        );
+        assert_rejects(
+            "topics:\n  - name: a\n    configs: {min.cleanable.dirty.ratio: 2}\n",
+            "topics[0].configs.min.cleanable.dirty.ratio",
+            "not a ratio",
+        );
+        assert_rejects(
+            "topics:\n  - name: a\n    configs: {min.compaction.lag.ms: 10, max.compaction.lag.ms: 5}\n",
+            "topics[0].configs.min.compaction.lag.ms",
+            "greater than max.compaction.lag.ms",
+        );
+        assert_rejects(
+            "topics:\n  - name: a\n    configs: {retention.ms: [1]}\n",
+            "topics[0].configs.retention.ms",
+            "expected a string or a number",
+        );
+    }
+
+    #[test]
+    fn topic_configs_are_canonicalized_and_partitions_defaulted() {
+        let config = load_str(
+            "default_partitions: 3\ntopics:\n  - name: t\n    configs: {cleanup.policy: 'delete, compact', min.cleanable.dirty.ratio: 0.25}\n",
+        )
+        .unwrap();
+        assert_eq!(config.topics[0].partitions, Some(3));
+        assert_eq!(
+            config.topics[0].configs["cleanup.policy"].0,
+            "compact,delete"
+        );
+        assert_eq!(
+            config.topics[0].configs["min.cleanable.dirty.ratio"].0,
+            "0.25"
+        );
+    }
+
+    #[test]
+    fn yaml_syntax_errors_name_a_position() {
+        let err = load_str("store: {flush: sync\n").unwrap_err();
+        assert!(err.to_string().starts_with(&format!("{FILE}: ")), "{err}");
+        assert!(err.to_string().contains("line"), "{err}");
+    }
+
+    #[test]
+    fn effective_yaml_round_trips_and_redacts_the_token() {
+        let config = load_str("admin_token: s3cret\nretention: {delete_when: '16;04'}\ntopics:\n  - {name: u, configs: {cleanup.policy: compact}}\n").unwrap();
+        let yaml = config.to_redacted_yaml().unwrap();
+        assert!(!yaml.contains("s3cret"), "{yaml}");
+        assert!(yaml.contains("<redacted>"), "{yaml}");
+        let mut again = load_str(&yaml).unwrap();
+        again.admin_token = config.admin_token.clone();
+        assert_eq!(again, config);
+    }
+}
