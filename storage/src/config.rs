@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::fault::Faults;
+use crate::retention::RetentionConfig;
 
 /// When an append counts as done.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,6 +53,8 @@ pub struct StoreConfig {
     /// Create the next CommitLog segment ahead of time and fault its pages in,
     /// so the append path never pays for file creation or first touch.
     pub preallocate_next_segment: bool,
+    /// CommitLog segment deletion and disk-full protection.
+    pub retention: RetentionConfig,
     /// Test seam: injected I/O failures. `None` in production.
     pub faults: Option<Arc<Faults>>,
 }
@@ -70,6 +73,7 @@ impl StoreConfig {
             max_message_bytes: 1 << 20,
             recovery_mode: RecoveryMode::Strict,
             preallocate_next_segment: true,
+            retention: RetentionConfig::default(),
             faults: None,
         }
     }

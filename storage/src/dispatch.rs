@@ -202,7 +202,10 @@ impl Dispatcher {
                 Err(e) => {
                     self.errors.fetch_add(1, Ordering::Relaxed);
                     tracing::error!(error = %e, position = self.dispatched(), "dispatch failed; retrying");
-                    std::thread::sleep(ERROR_BACKOFF);
+                    if stop.load(Ordering::Acquire) {
+                        return;
+                    }
+                    let _ = listener.wait_timeout(ERROR_BACKOFF);
                     continue;
                 }
             }

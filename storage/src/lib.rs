@@ -20,6 +20,7 @@ pub mod fault;
 pub mod fs_util;
 pub mod index_file;
 mod recovery;
+pub mod retention;
 pub mod store;
 pub mod types;
 
@@ -28,5 +29,6 @@ pub use config::{FlushMode, RecoveryMode, StoreConfig};
 pub use dispatch::DispatchSink;
 pub use error::{Result, StoreError};
 pub use event_listener::{EventListener, Listener};
+pub use retention::{PassOutcome, RetentionConfig, Trigger};
 pub use store::{ReadResult, RecoveryReport, Store, StoreStats};
 pub use types::{validate_topic_name, PhysicalOffset, QueueOffset, TopicPartition};

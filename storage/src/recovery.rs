@@ -108,6 +108,7 @@ pub(crate) fn recover_log(
     while let Some(seg) = find_segment(&segments, pos).cloned() {
         match decode_for_recovery(&seg, pos) {
             Ok(Decoded::Record(v)) => {
+                seg.note_store_ts(v.store_timestamp_ms);
                 pos += v.total_len as u64;
                 records += 1;
             }

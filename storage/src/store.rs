@@ -12,7 +12,7 @@
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -70,6 +70,29 @@ pub struct StoreStats {
     pub index_files: usize,
     pub partitions: usize,
     pub thread_restarts: u64,
+    pub disk_used_ratio: f64,
+    pub disk_full: bool,
+    pub retention_segments_deleted: u64,
+    pub retention_bytes_freed: u64,
+    pub retention_failures: u64,
+    /// Wall-clock time of the last retention pass (ms; 0 = none yet).
+    pub retention_last_pass_ms: i64,
+}
+
+/// Counters and flags of retention, shared by its threads and stats.
+#[derive(Default)]
+struct RetentionState {
+    /// Serialises passes (scheduled and manual).
+    pass_lock: Mutex<()>,
+    /// Everything below this is durably in every index and sink: the
+    /// checkpoint's dispatched position. Segments ending above it stay.
+    durable_dispatched: AtomicU64,
+    disk_full: AtomicBool,
+    disk_used_ratio_bits: AtomicU64,
+    segments_deleted: AtomicU64,
+    bytes_freed: AtomicU64,
+    failures: AtomicU64,
+    last_pass_ms: AtomicI64,
 }
 
 struct Inner {
@@ -84,6 +107,7 @@ struct Inner {
     checkpoint_lock: Mutex<()>,
     /// Wakes sleeping background threads at shutdown.
     wake: event_listener::Event,
+    retention: RetentionState,
 }
 
 pub struct Store {
@@ -184,10 +208,15 @@ impl Store {
             thread_restarts: AtomicU64::new(0),
             checkpoint_lock: Mutex::new(()),
             wake: event_listener::Event::new(),
+            retention: RetentionState::default(),
         });
         // Everything is consistent now: record it, so a crash right after
         // open does not repeat this work.
         inner.checkpoint()?;
+        // Beginning offsets follow the CommitLog's first segment (retention
+        // may have deleted segments before the restart).
+        inner.cleanup_indexes_below_log_start()?;
+        inner.check_disk();
         let report = RecoveryReport {
             clean_shutdown: clean,
             scanned_from: recovered.scanned_from,
@@ -218,6 +247,23 @@ impl Store {
         )?);
         threads.push(spawn_supervised("tidelog-flush", &self.inner, |inner| {
             inner.run_flusher()
+        })?);
+        threads.push(spawn_supervised(
+            "tidelog-retention",
+            &self.inner,
+            |inner| {
+                inner.run_every(inner.config.retention.check_interval_ms, |i| {
+                    if let Err(e) = i.retention_pass(crate::retention::Trigger::Scheduled) {
+                        tracing::error!(error = %e, "retention pass failed");
+                    }
+                })
+            },
+        )?);
+        threads.push(spawn_supervised("tidelog-disk", &self.inner, |inner| {
+            inner.run_every(
+                inner.config.retention.disk_check_interval_ms,
+                Inner::check_disk,
+            )
         })?);
         if self.inner.config.preallocate_next_segment {
             threads.push(spawn_supervised(
@@ -254,6 +300,21 @@ impl Store {
     pub fn append(&self, batch: &[AppendRecord]) -> Result<Vec<Appended>> {
         if self.closed.load(Ordering::Acquire) {
             return Err(StoreError::Closed);
+        }
+        if self.inner.retention.disk_full.load(Ordering::Acquire) {
+            let ratio = f64::from_bits(
+                self.inner
+                    .retention
+                    .disk_used_ratio_bits
+                    .load(Ordering::Acquire),
+            );
+            return Err(StoreError::DiskFull {
+                reason: format!(
+                    "the data directory's disk is {:.1}% used, above disk_full_ratio {:.1}%; writes resume when usage falls below it (delete old segments or free space)",
+                    ratio * 100.0,
+                    self.inner.config.retention.disk_full_ratio * 100.0
+                ),
+            });
         }
         let (appended, end) = self.inner.log.append(batch)?;
         if self.inner.config.flush == FlushMode::Sync {
@@ -412,7 +473,46 @@ impl Store {
             index_files: self.inner.index.file_count(),
             partitions: self.inner.queues.all().len(),
             thread_restarts: self.inner.thread_restarts.load(Ordering::Relaxed),
+            disk_used_ratio: f64::from_bits(
+                self.inner
+                    .retention
+                    .disk_used_ratio_bits
+                    .load(Ordering::Acquire),
+            ),
+            disk_full: self.inner.retention.disk_full.load(Ordering::Acquire),
+            retention_segments_deleted: self
+                .inner
+                .retention
+                .segments_deleted
+                .load(Ordering::Relaxed),
+            retention_bytes_freed: self.inner.retention.bytes_freed.load(Ordering::Relaxed),
+            retention_failures: self.inner.retention.failures.load(Ordering::Relaxed),
+            retention_last_pass_ms: self.inner.retention.last_pass_ms.load(Ordering::Relaxed),
         }
+    }
+
+    /// Run a retention pass now. `Trigger::Manual` deletes expired segments
+    /// whatever the hour; `Trigger::ManualForce` deletes every sealed
+    /// segment the indexes hold durably (RocketMQ's manual delete). The
+    /// segment being written is never deleted.
+    pub fn run_retention(
+        &self,
+        trigger: crate::retention::Trigger,
+    ) -> Result<crate::retention::PassOutcome> {
+        if trigger != crate::retention::Trigger::Scheduled {
+            // Make everything dispatched so far durable, so the pass may
+            // delete every segment the dispatcher has passed.
+            self.inner
+                .dispatcher
+                .wait_dispatched(self.inner.log.committed(), Duration::from_secs(5));
+            self.inner.checkpoint()?;
+        }
+        self.inner.retention_pass(trigger)
+    }
+
+    /// Re-evaluate the disk-full flag now (it is also kept by a thread).
+    pub fn check_disk(&self) {
+        self.inner.check_disk();
     }
 
     /// Flush everything and write a checkpoint now.
@@ -481,10 +581,149 @@ impl Inner {
         let flushed = self.log.flushed();
         Checkpoint {
             commitlog_flushed: flushed,
-            dispatched: dispatched.min(flushed.max(dispatched)),
+            dispatched,
             written_at_ms: now_ms(),
         }
-        .store(&self.config.data_dir)
+        .store(&self.config.data_dir)?;
+        self.retention
+            .durable_dispatched
+            .fetch_max(dispatched, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Call `f` every `interval_ms` until the store stops.
+    fn run_every(&self, interval_ms: u64, f: impl Fn(&Inner)) {
+        let interval = Duration::from_millis(interval_ms.max(1));
+        loop {
+            let listener = self.wake.listen();
+            if self.stop.load(Ordering::Acquire) {
+                return;
+            }
+            let _ = event_listener::Listener::wait_timeout(listener, interval);
+            if self.stop.load(Ordering::Acquire) {
+                return;
+            }
+            f(self);
+        }
+    }
+
+    /// Update the disk-used ratio and the disk-full flag.
+    fn check_disk(&self) {
+        let cfg = &self.config.retention;
+        let ratio = match cfg.disk.used_ratio(&self.config.data_dir) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read disk usage of the data directory");
+                return;
+            }
+        };
+        self.retention
+            .disk_used_ratio_bits
+            .store(ratio.to_bits(), Ordering::Release);
+        let full = ratio > cfg.disk_full_ratio;
+        let was = self.retention.disk_full.swap(full, Ordering::AcqRel);
+        if full && !was {
+            tracing::error!(
+                disk_used_ratio = ratio,
+                disk_full_ratio = cfg.disk_full_ratio,
+                "disk nearly full: refusing produce until usage falls below disk_full_ratio"
+            );
+        } else if was && !full {
+            tracing::warn!(
+                disk_used_ratio = ratio,
+                "disk usage back below disk_full_ratio: accepting produce again"
+            );
+        }
+    }
+
+    /// One retention pass (see `retention.rs` for the rules).
+    fn retention_pass(
+        &self,
+        trigger: crate::retention::Trigger,
+    ) -> Result<crate::retention::PassOutcome> {
+        use crate::retention::{plan, Mode, PassOutcome};
+        let _pass = self
+            .retention
+            .pass_lock
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let cfg = &self.config.retention;
+        let ratio = cfg
+            .disk
+            .used_ratio(&self.config.data_dir)
+            .unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "cannot read disk usage; treating it as 0");
+                0.0
+            });
+        let mut out = PassOutcome {
+            disk_used_ratio: ratio,
+            ..PassOutcome::default()
+        };
+        self.retention
+            .last_pass_ms
+            .store(cfg.clock.now_ms(), Ordering::Relaxed);
+        let Some((mode, reason)) = plan(cfg, trigger, ratio) else {
+            return Ok(out);
+        };
+        out.reason = Some(reason);
+        let now = cfg.clock.now_ms();
+        let reserved_ms = cfg
+            .file_reserved_hours
+            .saturating_mul(3_600_000)
+            .min(i64::MAX as u64) as i64;
+        let durable = self.retention.durable_dispatched.load(Ordering::Acquire);
+        let segments = self.log.segments();
+        for (i, seg) in segments.iter().enumerate() {
+            if i + 1 == segments.len() || seg.end() > durable {
+                break; // the active segment, or not yet durably indexed
+            }
+            match mode {
+                Mode::Expired if seg.last_store_ts_ms().saturating_add(reserved_ms) > now => break,
+                Mode::Pressure { limit } if out.deleted_segments >= limit => break,
+                _ => {}
+            }
+            match self.log.delete_oldest_segment(seg.base()) {
+                Ok(Some(freed)) => {
+                    out.deleted_segments += 1;
+                    out.freed_bytes += freed;
+                    tracing::info!(segment = %seg.path().display(), reason, "deleted commit log segment");
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    self.retention.failures.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(segment = %seg.path().display(), error = %e, "could not delete segment; a later pass retries");
+                    break;
+                }
+            }
+            if matches!(mode, Mode::Pressure { .. }) && cfg.pause_between_deletes_ms > 0 {
+                std::thread::sleep(Duration::from_millis(cfg.pause_between_deletes_ms));
+            }
+        }
+        if out.deleted_segments > 0 {
+            let (q, i) = self.cleanup_indexes_below_log_start()?;
+            out.queue_files_deleted = q;
+            out.index_files_deleted = i;
+            self.retention
+                .segments_deleted
+                .fetch_add(out.deleted_segments as u64, Ordering::Relaxed);
+            self.retention
+                .bytes_freed
+                .fetch_add(out.freed_bytes, Ordering::Relaxed);
+            tracing::info!(?out, "retention pass done");
+        }
+        Ok(out)
+    }
+
+    /// Move every partition's beginning up to the CommitLog's first byte and
+    /// delete queue and index files that only point below it.
+    fn cleanup_indexes_below_log_start(&self) -> Result<(usize, usize)> {
+        let min = self.log.min_offset();
+        let mut queue_files = 0;
+        for q in self.queues.all() {
+            queue_files += q.advance_min(min)?;
+        }
+        let index_files = self.index.delete_files_below(min)?;
+        Ok((queue_files, index_files))
     }
 
     fn run_flusher(&self) {

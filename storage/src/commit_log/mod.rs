@@ -149,6 +149,30 @@ impl CommitLog {
             .clone()
     }
 
+    /// Retention: delete the oldest segment if it is still `base` and is
+    /// not the one being written. Its file is unlinked now; its mapping goes
+    /// away when the last reader drops it. Returns the bytes freed.
+    pub fn delete_oldest_segment(&self, base: u64) -> Result<Option<u64>> {
+        let write_pos = lock(&self.writer).write_pos;
+        let mut segs = self.segments.write().unwrap_or_else(|e| e.into_inner());
+        match segs.first() {
+            Some(s) if s.base() == base && s.end() <= write_pos && segs.len() > 1 => {}
+            _ => return Ok(None),
+        }
+        let seg = segs.remove(0);
+        drop(segs);
+        if let Err(e) = std::fs::remove_file(seg.path()) {
+            // Put it back: nothing was deleted, a later pass retries.
+            self.segments
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(0, Arc::clone(&seg));
+            return Err(StoreError::io(seg.path(), e));
+        }
+        crate::fs_util::fsync_dir(&self.dir)?;
+        Ok(Some(seg.size()))
+    }
+
     /// The event the dispatcher listens on.
     pub(crate) fn appended_event(&self) -> &Event {
         &self.appended
@@ -265,6 +289,7 @@ impl CommitLog {
                     // SAFETY: beyond `committed`, we are the only writer.
                     let buf = unsafe { s.slice_mut(rel, (s.end() - cursor) as usize) };
                     format::encode_end_marker(buf, cursor);
+                    s.seal();
                 }
             }
             if !seg.as_ref().is_some_and(|s| s.contains(at)) {
@@ -291,6 +316,7 @@ impl CommitLog {
             // SAFETY: beyond `committed`, we are the only writer.
             let buf = unsafe { s.slice_mut((at - s.base()) as usize, len) };
             format::encode(buf, &fields);
+            s.note_store_ts(store_ts);
             out.push(Appended {
                 queue_offset: QueueOffset(queue_offset),
                 physical_offset: PhysicalOffset(at),

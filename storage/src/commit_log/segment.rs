@@ -13,6 +13,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -29,6 +30,9 @@ pub struct Segment {
     base: u64,
     size: u64,
     path: PathBuf,
+    /// Store time of the newest record written here (ms; 0 = unknown).
+    /// Retention reads it to decide whether a sealed segment has expired.
+    last_store_ts_ms: AtomicI64,
     map: MmapRaw,
     // Kept open so the mapping's file stays valid for msync on every platform.
     _file: File,
@@ -116,10 +120,19 @@ impl Segment {
             .len(size as usize)
             .map_raw(&file)
             .at(&path)?;
+        // Until a scan or an append says better, the file's mtime stands for
+        // its newest record: sealing sets it to exactly that.
+        let mtime_ms = file
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_millis() as i64);
         Ok(Segment {
             base,
             size,
             path,
+            last_store_ts_ms: AtomicI64::new(mtime_ms),
             map,
             _file: file,
         })
@@ -169,6 +182,26 @@ impl Segment {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Store time of the newest record in this segment (ms since epoch).
+    pub fn last_store_ts_ms(&self) -> i64 {
+        self.last_store_ts_ms.load(Ordering::Acquire)
+    }
+
+    /// Note a record's store time (the writer and recovery call this).
+    pub fn note_store_ts(&self, ts_ms: i64) {
+        self.last_store_ts_ms.fetch_max(ts_ms, Ordering::AcqRel);
+    }
+
+    /// The segment is full: stamp its mtime with its newest record's store
+    /// time, so after a restart retention knows its age without a scan.
+    pub fn seal(&self) {
+        let ts = self.last_store_ts_ms().max(0) as u64;
+        let when = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ts);
+        if let Err(e) = self._file.set_modified(when) {
+            tracing::warn!(segment = %self.path.display(), error = %e, "could not stamp the sealed segment's mtime");
+        }
     }
 
     pub fn contains(&self, physical: u64) -> bool {

@@ -322,6 +322,46 @@ impl ConsumeQueue {
         Ok(())
     }
 
+    /// Retention: move the beginning up to the first unit that points at or
+    /// past `commitlog_min` (the CommitLog's new first byte), then delete
+    /// queue files that hold only units below it. The file holding the end
+    /// is always kept, so a partition's offsets continue after a restart
+    /// even when all its records are gone. Returns files deleted.
+    pub fn advance_min(&self, commitlog_min: u64) -> Result<usize> {
+        let mut lo = self.min_offset();
+        let max = self.max_offset();
+        // Units point forward in the log as offsets grow: binary search for
+        // the first unit at or past `commitlog_min`, treating holes as below.
+        let mut hi = max;
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let below = match self.file_for(mid) {
+                Some(f) => match f.decode(mid)? {
+                    Some(u) => u.physical_offset < commitlog_min,
+                    None => true,
+                },
+                None => true,
+            };
+            if below {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        if lo > self.min_offset() {
+            self.min_offset.store(lo, Ordering::Release);
+        }
+        let min = self.min_offset();
+        let mut deleted = 0;
+        let mut files = self.files.write().unwrap_or_else(|e| e.into_inner());
+        while files.len() > 1 && files[0].first_unit + files[0].units() <= min {
+            let f = files.remove(0);
+            std::fs::remove_file(&f.path).at(&f.path)?;
+            deleted += 1;
+        }
+        Ok(deleted)
+    }
+
     /// Recovery: drop every unit that points at or past `physical_end` (the
     /// CommitLog's valid end). Runs before any reader exists.
     pub(crate) fn truncate_from_physical(&self, physical_end: u64) -> Result<usize> {
@@ -535,6 +575,32 @@ mod tests {
         let q = qs.get("t", 0).unwrap();
         assert_eq!((q.min_offset(), q.max_offset()), (6, 8));
         assert_eq!(q.get(5).unwrap(), None);
+    }
+
+    #[test]
+    fn advance_min_moves_the_beginning_and_deletes_old_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let qs = ConsumeQueues::load(dir.path(), 4).unwrap();
+        let q = qs.get_or_create("t", 0).unwrap();
+        for i in 0..10 {
+            q.put(i, unit(i * 100)).unwrap();
+        }
+        // The log now starts at 550: units 0..=5 point below it.
+        assert_eq!(q.advance_min(550).unwrap(), 1);
+        assert_eq!((q.min_offset(), q.max_offset()), (6, 10));
+        assert_eq!(q.get(5).unwrap(), None);
+        assert_eq!(q.get(6).unwrap(), Some(unit(600)));
+        // Everything gone: the last file stays, the end is kept.
+        assert_eq!(q.advance_min(10_000).unwrap(), 1);
+        assert_eq!((q.min_offset(), q.max_offset()), (10, 10));
+        drop(q);
+        drop(qs);
+        let qs = ConsumeQueues::load(dir.path(), 4).unwrap();
+        let q = qs.get("t", 0).unwrap();
+        q.advance_min(10_000).unwrap();
+        assert_eq!((q.min_offset(), q.max_offset()), (10, 10));
+        q.put(10, unit(20_000)).unwrap();
+        assert_eq!(q.get(10).unwrap(), Some(unit(20_000)));
     }
 
     #[test]

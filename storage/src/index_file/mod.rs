@@ -483,6 +483,20 @@ impl IndexService {
         Ok(())
     }
 
+    /// Retention: delete index files whose entries all point below
+    /// `commitlog_min`. The newest file is kept (it takes new entries).
+    /// Returns files deleted.
+    pub fn delete_files_below(&self, commitlog_min: u64) -> Result<usize> {
+        let mut files = self.files.write().unwrap_or_else(|e| e.into_inner());
+        let mut deleted = 0;
+        while files.len() > 1 && files[0].end_physical() < commitlog_min {
+            let f = files.remove(0);
+            std::fs::remove_file(f.path()).at(f.path())?;
+            deleted += 1;
+        }
+        Ok(deleted)
+    }
+
     /// Recovery: forget entries for records at or past `physical_end`.
     /// Returns the physical offset from which records must be re-indexed:
     /// `physical_end` normally, or the start of a file whose chains were
@@ -548,6 +562,24 @@ mod tests {
         let svc = IndexService::load(dir.path(), 4, 5).unwrap();
         assert_eq!(collect(&svc, "t", b"odd"), vec![90, 70, 50, 30, 10]);
         assert_eq!(svc.last_indexed(), Some(90));
+    }
+
+    #[test]
+    fn files_wholly_below_the_log_start_are_deleted() {
+        let dir = tempfile::tempdir().unwrap();
+        let svc = IndexService::load(dir.path(), 4, 5).unwrap();
+        for i in 0..10u64 {
+            svc.put("t", b"k", i * 10, 1_000_000).unwrap();
+        }
+        // Files hold offsets 0..=30, 40..=70, 80..=90.
+        assert_eq!(svc.delete_files_below(35).unwrap(), 1);
+        assert_eq!(svc.delete_files_below(75).unwrap(), 1);
+        assert_eq!(
+            svc.delete_files_below(u64::MAX).unwrap(),
+            0,
+            "the newest file stays"
+        );
+        assert_eq!(collect(&svc, "t", b"k"), vec![90, 80]);
     }
 
     #[test]

@@ -5,6 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use tidelog_storage::retention::FixedDiskUsage;
 use tidelog_storage::{AppendRecord, FlushMode, Header, StoreConfig};
 
 /// Small files everywhere, so tests roll segments and queue files often.
@@ -17,6 +18,8 @@ pub fn small_config(dir: &Path) -> StoreConfig {
     c.flush = FlushMode::Async;
     c.flush_interval_ms = 50;
     c.preallocate_next_segment = false;
+    // Tests must not depend on how full this machine's disk is.
+    c.retention.disk = Arc::new(FixedDiskUsage::new(0.1));
     c
 }
 

@@ -1,0 +1,303 @@
+//! Retention of the CommitLog: delete old segments by age and by disk usage,
+//! and refuse writes when the disk is nearly full. RocketMQ's
+//! CleanCommitLogService and CleanConsumeQueueService, with its defaults.
+//!
+//! A pass deletes segments when a trigger holds: the current hour is in
+//! `delete_when`, the disk is above `disk_max_used_ratio`, or an operator
+//! asked. A normal pass deletes *expired* segments (newest record older than
+//! `file_reserved_hours`) oldest first and stops at the first one that is
+//! not expired, so the log never has a hole. Above `disk_force_clean_ratio`
+//! it deletes the oldest segments whatever their age, at most
+//! `force_max_segments_per_pass` with a pause between files. A manual pass
+//! with `force` deletes every deletable segment (RocketMQ's manual delete).
+//!
+//! Never deleted: the segment being written, and any segment with bytes the
+//! indexes do not yet hold durably (past the checkpoint's dispatched
+//! position). Extra dispatch sinks, such as the compacted logs of compact
+//! topics, flush before that position is recorded, so a record is never
+//! deleted from the CommitLog before its compacted copy is on disk.
+//!
+//! The disk-full flag is kept by its own thread on its own schedule, so a
+//! long deletion pass never delays it.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Time, as retention sees it. Tests substitute a [`ManualClock`].
+pub trait Clock: Send + Sync + std::fmt::Debug {
+    fn now_ms(&self) -> i64;
+    /// Hour of the day (0..=23) in local time, for `delete_when`.
+    fn local_hour(&self) -> u32;
+}
+
+/// Disk usage of the data directory's filesystem. Tests substitute a
+/// [`FixedDiskUsage`].
+pub trait DiskUsage: Send + Sync + std::fmt::Debug {
+    /// Used fraction in [0, 1], as `df` computes it: used / (used + available).
+    fn used_ratio(&self, path: &Path) -> std::io::Result<f64>;
+}
+
+#[derive(Debug, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_ms(&self) -> i64 {
+        crate::types::now_ms()
+    }
+
+    fn local_hour(&self) -> u32 {
+        let secs = (self.now_ms() / 1000) as libc::time_t;
+        // SAFETY: localtime_r writes only into the `tm` we pass.
+        unsafe {
+            let mut tm: libc::tm = std::mem::zeroed();
+            if libc::localtime_r(&secs, &mut tm).is_null() {
+                return ((secs / 3600) % 24) as u32;
+            }
+            tm.tm_hour as u32
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct StatvfsDiskUsage;
+
+impl DiskUsage for StatvfsDiskUsage {
+    fn used_ratio(&self, path: &Path) -> std::io::Result<f64> {
+        use std::os::unix::ffi::OsStrExt;
+        let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+        // SAFETY: statvfs writes only into the struct we pass.
+        let st = unsafe {
+            let mut st: libc::statvfs = std::mem::zeroed();
+            if libc::statvfs(c.as_ptr(), &mut st) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            st
+        };
+        let used = (st.f_blocks as f64 - st.f_bfree as f64).max(0.0);
+        let denom = used + st.f_bavail as f64;
+        Ok(if denom > 0.0 { used / denom } else { 0.0 })
+    }
+}
+
+/// A clock that tests set by hand.
+#[derive(Debug)]
+pub struct ManualClock {
+    now_ms: AtomicI64,
+    hour: AtomicU32,
+}
+
+impl ManualClock {
+    pub fn new(now_ms: i64, hour: u32) -> Self {
+        ManualClock {
+            now_ms: AtomicI64::new(now_ms),
+            hour: AtomicU32::new(hour),
+        }
+    }
+
+    pub fn set_now_ms(&self, ms: i64) {
+        self.now_ms.store(ms, Ordering::SeqCst);
+    }
+
+    pub fn advance(&self, d: Duration) {
+        self.now_ms
+            .fetch_add(d.as_millis() as i64, Ordering::SeqCst);
+    }
+
+    pub fn set_hour(&self, hour: u32) {
+        self.hour.store(hour, Ordering::SeqCst);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now_ms(&self) -> i64 {
+        self.now_ms.load(Ordering::SeqCst)
+    }
+
+    fn local_hour(&self) -> u32 {
+        self.hour.load(Ordering::SeqCst)
+    }
+}
+
+/// A disk-usage source that tests set by hand.
+#[derive(Debug)]
+pub struct FixedDiskUsage(AtomicU64);
+
+impl FixedDiskUsage {
+    pub fn new(ratio: f64) -> Self {
+        FixedDiskUsage(AtomicU64::new(ratio.to_bits()))
+    }
+
+    pub fn set(&self, ratio: f64) {
+        self.0.store(ratio.to_bits(), Ordering::SeqCst);
+    }
+}
+
+impl DiskUsage for FixedDiskUsage {
+    fn used_ratio(&self, _: &Path) -> std::io::Result<f64> {
+        Ok(f64::from_bits(self.0.load(Ordering::SeqCst)))
+    }
+}
+
+/// Retention settings (`retention:` in broker.yaml), with RocketMQ's
+/// defaults.
+#[derive(Clone, Debug)]
+pub struct RetentionConfig {
+    /// A sealed segment expires this long after its newest record.
+    pub file_reserved_hours: u64,
+    /// Hours of the day (local time) when expired segments are deleted.
+    pub delete_when: Vec<u32>,
+    pub check_interval_ms: u64,
+    /// Above: delete expired segments now, whatever the hour.
+    pub disk_max_used_ratio: f64,
+    /// Above: delete the oldest segments even if not expired.
+    pub disk_force_clean_ratio: f64,
+    /// Above: refuse appends until usage falls below.
+    pub disk_full_ratio: f64,
+    /// Most segments one pressure-forced pass deletes.
+    pub force_max_segments_per_pass: usize,
+    /// Pause between deleting two files in a forced pass, so the unlink
+    /// and page-cache work does not spike produce latency.
+    pub pause_between_deletes_ms: u64,
+    /// How often the disk-full flag is re-evaluated.
+    pub disk_check_interval_ms: u64,
+    pub clock: Arc<dyn Clock>,
+    pub disk: Arc<dyn DiskUsage>,
+}
+
+impl Default for RetentionConfig {
+    fn default() -> Self {
+        RetentionConfig {
+            file_reserved_hours: 72,
+            delete_when: vec![4],
+            check_interval_ms: 10_000,
+            disk_max_used_ratio: 0.75,
+            disk_force_clean_ratio: 0.85,
+            disk_full_ratio: 0.90,
+            force_max_segments_per_pass: 10,
+            pause_between_deletes_ms: 100,
+            disk_check_interval_ms: 1_000,
+            clock: Arc::new(SystemClock),
+            disk: Arc::new(StatvfsDiskUsage),
+        }
+    }
+}
+
+/// Why a pass runs (or may run).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Trigger {
+    /// The periodic check: deletes only if an hour or disk trigger holds.
+    Scheduled,
+    /// An operator's request: deletes expired segments now.
+    Manual,
+    /// An operator's forced request: every deletable segment, any age.
+    ManualForce,
+}
+
+/// What one pass did.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PassOutcome {
+    pub deleted_segments: usize,
+    pub freed_bytes: u64,
+    pub queue_files_deleted: usize,
+    pub index_files_deleted: usize,
+    pub disk_used_ratio: f64,
+    /// Why the pass deleted (or `None` when no trigger held).
+    pub reason: Option<&'static str>,
+}
+
+/// How a pass chooses segments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// Oldest first, expired only, stop at the first unexpired.
+    Expired,
+    /// Oldest first regardless of age, at most `limit`, pausing between.
+    Pressure { limit: usize },
+    /// Every deletable segment.
+    All,
+}
+
+/// Decide whether and how a pass deletes, from the trigger, the hour and the
+/// disk usage.
+pub(crate) fn plan(
+    cfg: &RetentionConfig,
+    trigger: Trigger,
+    used_ratio: f64,
+) -> Option<(Mode, &'static str)> {
+    if trigger == Trigger::ManualForce {
+        return Some((Mode::All, "forced by an operator"));
+    }
+    if used_ratio > cfg.disk_force_clean_ratio {
+        return Some((
+            Mode::Pressure {
+                limit: cfg.force_max_segments_per_pass,
+            },
+            "disk above disk_force_clean_ratio",
+        ));
+    }
+    if trigger == Trigger::Manual {
+        return Some((Mode::Expired, "requested by an operator"));
+    }
+    if used_ratio > cfg.disk_max_used_ratio {
+        return Some((Mode::Expired, "disk above disk_max_used_ratio"));
+    }
+    if cfg.delete_when.contains(&cfg.clock.local_hour()) {
+        return Some((Mode::Expired, "delete_when hour"));
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(hour: u32) -> RetentionConfig {
+        RetentionConfig {
+            clock: Arc::new(ManualClock::new(0, hour)),
+            ..RetentionConfig::default()
+        }
+    }
+
+    #[test]
+    fn plan_follows_the_tiers() {
+        let c = cfg(12);
+        assert_eq!(plan(&c, Trigger::Scheduled, 0.5), None);
+        assert_eq!(
+            plan(&c, Trigger::Scheduled, 0.80).map(|p| p.0),
+            Some(Mode::Expired)
+        );
+        assert_eq!(
+            plan(&c, Trigger::Scheduled, 0.86).map(|p| p.0),
+            Some(Mode::Pressure { limit: 10 })
+        );
+        assert_eq!(
+            plan(&c, Trigger::Manual, 0.1).map(|p| p.0),
+            Some(Mode::Expired)
+        );
+        assert_eq!(
+            plan(&c, Trigger::ManualForce, 0.1).map(|p| p.0),
+            Some(Mode::All)
+        );
+        let at_four = cfg(4);
+        assert_eq!(
+            plan(&at_four, Trigger::Scheduled, 0.1).map(|p| p.0),
+            Some(Mode::Expired)
+        );
+    }
+
+    #[test]
+    fn statvfs_reads_a_real_ratio() {
+        let r = StatvfsDiskUsage.used_ratio(Path::new("/")).unwrap();
+        assert!((0.0..=1.0).contains(&r), "{r}");
+        assert!(StatvfsDiskUsage
+            .used_ratio(Path::new("/no/such/dir"))
+            .is_err());
+    }
+
+    #[test]
+    fn system_clock_hour_is_an_hour() {
+        assert!(SystemClock.local_hour() < 24);
+    }
+}
