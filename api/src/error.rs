@@ -33,6 +33,14 @@ pub enum ApiError {
     /// 40002: an unknown topic config name or a bad value for a known one.
     #[error("invalid topic config {name:?}: {reason}")]
     InvalidTopicConfig { name: String, reason: String },
+    /// 40400: no such route or resource that has no code of its own
+    /// (unknown cluster id, nothing at a physical offset). Not in API.md's
+    /// list; the status is still the code's first three digits.
+    #[error("{message}")]
+    NotFound { message: String },
+    /// 40500: the route exists but not with this method.
+    #[error("{message}")]
+    MethodNotAllowed { message: String },
     /// 40101: missing or wrong bearer token.
     #[error("{message}")]
     Unauthorized { message: String },
@@ -119,6 +127,8 @@ impl ApiError {
             | ApiError::InvalidName { .. }
             | ApiError::InvalidTopicConfig { .. } => 40002,
             ApiError::Unauthorized { .. } => 40101,
+            ApiError::NotFound { .. } => 40400,
+            ApiError::MethodNotAllowed { .. } => 40500,
             ApiError::UnknownTopic { .. } => 40401,
             ApiError::UnknownPartition { .. } => 40402,
             ApiError::UnknownConsumerGroup { .. } => 40403,
@@ -142,6 +152,7 @@ impl ApiError {
             400 => StatusCode::BAD_REQUEST,
             401 => StatusCode::UNAUTHORIZED,
             404 => StatusCode::NOT_FOUND,
+            405 => StatusCode::METHOD_NOT_ALLOWED,
             409 => StatusCode::CONFLICT,
             413 => StatusCode::PAYLOAD_TOO_LARGE,
             415 => StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -163,6 +174,63 @@ impl ApiError {
             "message": self.to_string(),
         })
         .to_string()
+    }
+}
+
+/// The one mapping of storage errors to API errors.
+///
+/// * `RecordTooLarge`: 41301, the client sent a record over a limit (the API
+///   checks limits first, so this is the store's own segment bound).
+/// * `DiskFull`: 50701, writes refused until space is freed.
+/// * `Closed`: 50301, the server is shutting down; a retry elsewhere or later
+///   will do.
+/// * `InvalidInput`: 40002; the API validates first, so reaching this means a
+///   limit the store has and the API does not know about.
+/// * `Io`, `Corruption`, `Poisoned`, `Locked`: 50001 with the store's own
+///   message, which names the file and position; after `Poisoned` every
+///   write fails until a restart runs recovery.
+impl From<tidelog_storage::StoreError> for ApiError {
+    fn from(e: tidelog_storage::StoreError) -> Self {
+        use tidelog_storage::StoreError as S;
+        let message = e.to_string();
+        match e {
+            S::RecordTooLarge { .. } => ApiError::TooLarge { message },
+            S::DiskFull { .. } => ApiError::DiskFull { message },
+            S::Closed => ApiError::NotReady {
+                message: format!("{message}: the server is shutting down"),
+            },
+            S::InvalidInput { .. } => ApiError::BadRequest { message },
+            S::Io { .. } | S::Corruption { .. } | S::Poisoned { .. } | S::Locked { .. } => {
+                ApiError::Internal { message }
+            }
+        }
+    }
+}
+
+/// Axum's body rejections: over the body limit is 413/41301 with our body
+/// (instead of axum's plain-text 413); a body that breaks off is 400.
+impl From<axum::extract::rejection::BytesRejection> for ApiError {
+    fn from(e: axum::extract::rejection::BytesRejection) -> Self {
+        use axum::extract::rejection::{BytesRejection, FailedToBufferBody};
+        match e {
+            BytesRejection::FailedToBufferBody(FailedToBufferBody::LengthLimitError(e)) => {
+                ApiError::TooLarge {
+                    message: format!("request body is larger than the server's limit ({e})"),
+                }
+            }
+            other => ApiError::BadRequest {
+                message: format!("cannot read the request body: {}", other.body_text()),
+            },
+        }
+    }
+}
+
+/// A task of `spawn_blocking` that panicked or was cancelled: a bug.
+impl From<tokio::task::JoinError> for ApiError {
+    fn from(e: tokio::task::JoinError) -> Self {
+        ApiError::Internal {
+            message: format!("a storage task failed: {e}"),
+        }
     }
 }
 
@@ -224,6 +292,20 @@ mod tests {
                 },
                 40101,
                 401,
+            ),
+            (
+                ApiError::NotFound {
+                    message: msg("no route"),
+                },
+                40400,
+                404,
+            ),
+            (
+                ApiError::MethodNotAllowed {
+                    message: msg("use GET"),
+                },
+                40500,
+                405,
             ),
             (ApiError::unknown_topic("t"), 40401, 404),
             (ApiError::unknown_partition("t", 9, 4), 40402, 404),
@@ -326,6 +408,51 @@ mod tests {
             err.to_string(),
             "invalid topic config \"segment.bytes\": must be at least 1024"
         );
+    }
+
+    #[test]
+    fn store_errors_map_to_their_codes() {
+        use tidelog_storage::StoreError as S;
+        let io = || std::io::Error::other("boom");
+        let cases = [
+            (S::RecordTooLarge { size: 9, limit: 1 }, 41301),
+            (
+                S::DiskFull {
+                    reason: "95%".into(),
+                },
+                50701,
+            ),
+            (S::Closed, 50301),
+            (S::InvalidInput { reason: "x".into() }, 40002),
+            (
+                S::Io {
+                    path: "/d/f".into(),
+                    source: io(),
+                },
+                50001,
+            ),
+            (
+                S::Corruption {
+                    file: "/d/f".into(),
+                    position: 3,
+                    reason: "crc".into(),
+                },
+                50001,
+            ),
+            (
+                S::Poisoned {
+                    reason: "fsync".into(),
+                },
+                50001,
+            ),
+            (S::Locked { path: "/d".into() }, 50001),
+        ];
+        for (store, code) in cases {
+            let text = store.to_string();
+            let api = ApiError::from(store);
+            assert_eq!(api.error_code(), code, "{text}");
+            assert!(api.to_string().contains(&text), "{api} lacks {text}");
+        }
     }
 
     #[test]

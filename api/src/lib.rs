@@ -1,7 +1,9 @@
 //! tidelog's HTTP API layer: the Confluent REST Proxy dialect of API.md.
 //!
 //! This crate turns HTTP requests into storage calls and storage results into
-//! HTTP answers. It holds no state of its own beyond a round-robin counter.
+//! HTTP answers. Its own state is topic metadata (the store knows nothing of
+//! partition counts or configs), consumer offsets mirrored from their topic,
+//! and counters.
 //!
 //! * [`error`]: every API error and its single mapping to status and body.
 //! * [`names`]: validation of topic and group names, partitions and offsets
@@ -12,12 +14,29 @@
 //! * [`topic_config`]: known Kafka topic configs, their bounds and defaults;
 //!   shared with the server's YAML loader.
 //!
-//! The axum router comes with the storage wiring; nothing here fakes storage.
+//! * [`registry`]: topics, partition counts and config overrides, persisted
+//!   in `<data_dir>/config/topics.json`.
+//! * [`groups`]: consumer group offsets, kept in `__consumer_offsets`.
+//! * [`state`]: shared handler state and start-up ([`Ready::open`]).
+//! * [`router`] and [`handlers`]: the routes of API.md.
+//! * [`metrics`], [`disk`]: `/metrics` and the disk-full gate.
 
+pub mod disk;
 pub mod error;
+mod extract;
+pub mod groups;
+pub mod handlers;
+pub mod metrics;
 pub mod names;
 pub mod partitioner;
 pub mod records;
+pub mod registry;
+pub mod router;
+pub mod settings;
+pub mod state;
 pub mod topic_config;
 
 pub use error::ApiError;
+pub use router::router;
+pub use settings::{ApiSettings, DeclaredTopic};
+pub use state::{AppState, Ready, StartupError};

@@ -35,9 +35,8 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use tidelog_api::topic_config::{self, TopicConfig};
 use tidelog_api::{names, ApiError};
 
-/// Upper bound on partitions per topic: each is a directory and a set of
-/// open files, so a typo like `4000000` must not be taken literally.
-pub const PARTITIONS_MAX: u32 = 10_000;
+/// Upper bound on partitions per topic (one bound for the file and the API).
+pub use tidelog_api::registry::PARTITIONS_MAX;
 
 /// Smallest CommitLog segment: room for a few records after the header.
 pub const COMMITLOG_SEGMENT_BYTES_MIN: u64 = 4096;
@@ -80,6 +79,8 @@ pub struct Config {
     pub store: StoreConfig,
     pub retention: RetentionConfig,
     pub cleaner: CleanerConfig,
+    /// HTTP request limits (not in CONFIG.md's list; added keys).
+    pub http: HttpConfig,
     /// Created at start if absent; their configs applied if present.
     pub topics: Vec<TopicDecl>,
 }
@@ -96,6 +97,7 @@ impl Default for Config {
             store: StoreConfig::default(),
             retention: RetentionConfig::default(),
             cleaner: CleanerConfig::default(),
+            http: HttpConfig::default(),
             topics: Vec::new(),
         }
     }
@@ -262,6 +264,35 @@ impl Default for CleanerConfig {
     }
 }
 
+/// Limits of the HTTP API: every queue and buffer has a bound.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpConfig {
+    /// Largest request body; larger ones answer 413/41301.
+    pub max_request_bytes: u64,
+    /// Most records in one produce request; more answer 413/41301.
+    pub max_records_per_request: u64,
+    /// Requests served at once, long-polls included; more answer 429/42901.
+    pub max_concurrent_requests: u64,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            max_request_bytes: tidelog_api::settings::MAX_REQUEST_BYTES_DEFAULT as u64,
+            max_records_per_request: tidelog_api::settings::MAX_RECORDS_PER_REQUEST_DEFAULT as u64,
+            max_concurrent_requests: tidelog_api::settings::MAX_CONCURRENT_REQUESTS_DEFAULT as u64,
+        }
+    }
+}
+
+/// Largest `http.max_request_bytes`: bodies are buffered whole.
+pub const MAX_REQUEST_BYTES_MAX: u64 = 1 << 30;
+
+/// Largest `http.max_concurrent_requests` (tokio's semaphore bound is far
+/// higher; this keeps a typo from disabling the limit).
+pub const MAX_CONCURRENT_REQUESTS_MAX: u64 = 1 << 20;
+
 /// A topic declared in the file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -410,6 +441,17 @@ impl Config {
         )?;
         at_least("store.index_slots", store.index_slots, 1)?;
         at_least("store.index_entries", store.index_entries, 1)?;
+        for (key, value) in [
+            ("store.index_slots", store.index_slots),
+            ("store.index_entries", store.index_entries),
+        ] {
+            if value > u64::from(u32::MAX) {
+                return Err(bad(
+                    key,
+                    format!("{value} is too large, the maximum is {}", u32::MAX),
+                ));
+            }
+        }
         at_least("store.flush_interval_ms", store.flush_interval_ms, 1)?;
         at_least("store.max_message_bytes", store.max_message_bytes, 1)?;
         if store.max_message_bytes >= store.commitlog_segment_bytes {
@@ -466,6 +508,32 @@ impl Config {
             at_least("cleaner.io_max_bytes_per_second", rate, 1)?;
         }
 
+        let http = &self.http;
+        let in_range = |key: &str, value: u64, min: u64, max: u64| {
+            if (min..=max).contains(&value) {
+                Ok(())
+            } else {
+                Err(bad(key, format!("{value} is not in [{min}, {max}]")))
+            }
+        };
+        in_range(
+            "http.max_request_bytes",
+            http.max_request_bytes,
+            1024,
+            MAX_REQUEST_BYTES_MAX,
+        )?;
+        in_range(
+            "http.max_records_per_request",
+            http.max_records_per_request,
+            1,
+            u64::from(u32::MAX),
+        )?;
+        in_range(
+            "http.max_concurrent_requests",
+            http.max_concurrent_requests,
+            1,
+            MAX_CONCURRENT_REQUESTS_MAX,
+        )?;
         let mut seen: BTreeMap<String, usize> = BTreeMap::new();
         for (i, topic) in self.topics.iter_mut().enumerate() {
             let key = |field: &str| format!("topics[{i}].{field}");
@@ -497,6 +565,53 @@ impl Config {
             }
         }
         Ok(())
+    }
+
+    /// The store's settings: every key of the `store` section.
+    pub fn store_config(&self) -> tidelog_storage::StoreConfig {
+        let s = &self.store;
+        let mut c = tidelog_storage::StoreConfig::new(self.data_dir.clone());
+        c.commitlog_segment_bytes = s.commitlog_segment_bytes;
+        c.consume_queue_units_per_file = s.consume_queue_units_per_file;
+        // `validate` bounds both by u32::MAX.
+        c.index_slots = u32::try_from(s.index_slots).unwrap_or(u32::MAX);
+        c.index_entries = u32::try_from(s.index_entries).unwrap_or(u32::MAX);
+        c.flush = match s.flush {
+            FlushMode::Async => tidelog_storage::FlushMode::Async,
+            FlushMode::Sync => tidelog_storage::FlushMode::Sync,
+        };
+        c.flush_interval_ms = s.flush_interval_ms;
+        c.max_message_bytes = s.max_message_bytes;
+        c
+    }
+
+    /// The HTTP API's settings.
+    pub fn api_settings(&self) -> tidelog_api::ApiSettings {
+        let to_usize = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+        tidelog_api::ApiSettings {
+            cluster_id: self.cluster_id.clone(),
+            admin_token: self.admin_token.clone(),
+            auto_create_topics: self.auto_create_topics,
+            default_partitions: self.default_partitions,
+            declared_topics: self
+                .topics
+                .iter()
+                .map(|t| tidelog_api::DeclaredTopic {
+                    name: t.name.clone(),
+                    partitions: t.partitions.unwrap_or(self.default_partitions),
+                    overrides: t.overrides(),
+                })
+                .collect(),
+            disk_full_ratio: self.retention.disk_full_ratio,
+            // Writes must stop soon after the disk crosses the line, so the
+            // gate is checked at least every second whatever the retention
+            // pass's own interval.
+            disk_check_interval_ms: self.retention.check_interval_ms.min(1000),
+            max_request_bytes: to_usize(self.http.max_request_bytes),
+            max_records_per_request: to_usize(self.http.max_records_per_request),
+            max_concurrent_requests: to_usize(self.http.max_concurrent_requests),
+            max_message_bytes: self.store.max_message_bytes,
+        }
     }
 
     /// The config as YAML, with `admin_token` redacted.
@@ -942,5 +1057,84 @@ mod tests {
         let mut again = load_str(&yaml).unwrap();
         again.admin_token = config.admin_token.clone();
         assert_eq!(again, config);
+    }
+
+    #[test]
+    fn http_limits_and_index_bounds_are_checked() {
+        let config = load_str("http:\n  max_concurrent_requests: 8\n").unwrap();
+        assert_eq!(config.http.max_concurrent_requests, 8);
+        assert_eq!(config.http.max_request_bytes, 16 << 20);
+        assert_rejects(
+            "http:\n  max_request_bytes: 10\n",
+            "http.max_request_bytes",
+            "not in",
+        );
+        assert_rejects(
+            "http:\n  max_concurrent_requests: 0\n",
+            "http.max_concurrent_requests",
+            "not in",
+        );
+        assert_rejects(
+            "http:\n  max_records_per_request: 0\n",
+            "http.max_records_per_request",
+            "not in",
+        );
+        assert_rejects("http:\n  max_reqs: 1\n", "http.max_reqs", "unknown field");
+        assert_rejects(
+            "store:\n  index_slots: 4294967296\n",
+            "store.index_slots",
+            "too large",
+        );
+    }
+
+    #[test]
+    fn store_and_api_settings_carry_every_key() {
+        let mut config = load_str(
+            "cluster_id: c1\nadmin_token: t\nauto_create_topics: true\ndefault_partitions: 2\n\
+             store:\n  commitlog_segment_bytes: 65536\n  consume_queue_units_per_file: 7\n  index_slots: 11\n  \
+             index_entries: 13\n  flush: sync\n  flush_interval_ms: 17\n  max_message_bytes: 19\n\
+             retention:\n  check_interval_ms: 300\n  disk_full_ratio: 0.95\n\
+             http:\n  max_request_bytes: 2048\n  max_records_per_request: 3\n  max_concurrent_requests: 5\n\
+             topics:\n  - name: a\n    configs: {cleanup.policy: compact}\n",
+        )
+        .unwrap();
+        config.data_dir = PathBuf::from("/d");
+        let store = config.store_config();
+        assert_eq!(store.data_dir, PathBuf::from("/d"));
+        assert_eq!(store.commitlog_segment_bytes, 65536);
+        assert_eq!(store.consume_queue_units_per_file, 7);
+        assert_eq!(store.index_slots, 11);
+        assert_eq!(store.index_entries, 13);
+        assert_eq!(store.flush, tidelog_storage::FlushMode::Sync);
+        assert_eq!(store.flush_interval_ms, 17);
+        assert_eq!(store.max_message_bytes, 19);
+        let api = config.api_settings();
+        assert_eq!(api.cluster_id, "c1");
+        assert_eq!(api.admin_token.as_deref(), Some("t"));
+        assert!(api.auto_create_topics);
+        assert_eq!(api.default_partitions, 2);
+        assert_eq!(api.disk_full_ratio, 0.95);
+        assert_eq!(api.disk_check_interval_ms, 300);
+        assert_eq!(
+            (
+                api.max_request_bytes,
+                api.max_records_per_request,
+                api.max_concurrent_requests
+            ),
+            (2048, 3, 5)
+        );
+        assert_eq!(api.max_message_bytes, 19);
+        assert_eq!(api.declared_topics.len(), 1);
+        assert_eq!(
+            api.declared_topics[0].partitions, 2,
+            "default_partitions filled in"
+        );
+        assert_eq!(
+            api.declared_topics[0]
+                .overrides
+                .get("cleanup.policy")
+                .map(String::as_str),
+            Some("compact")
+        );
     }
 }

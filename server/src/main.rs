@@ -1,11 +1,12 @@
-//! The `tidelog` binary: command line, configuration, and (once storage
-//! lands) wiring of storage, cleaner and HTTP API.
+//! The `tidelog` binary: command line, configuration, and the wiring of
+//! storage and HTTP API (`serve.rs`).
 //!
 //! Exit codes: 0 success, 1 runtime failure, 2 bad configuration or usage
 //! (clap also uses 2 for usage errors), so scripts can tell "fix the file"
 //! from "look at the logs".
 
 mod config;
+mod serve;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -47,7 +48,7 @@ enum Command {
     },
 }
 
-const EXIT_RUNTIME: u8 = 1;
+pub(crate) const EXIT_RUNTIME: u8 = 1;
 const EXIT_CONFIG: u8 = 2;
 
 fn main() -> ExitCode {
@@ -99,11 +100,22 @@ fn serve(file: Option<PathBuf>, cli: CliOverrides) -> ExitCode {
         Ok(yaml) => tracing::info!("effective config:\n{yaml}"),
         Err(e) => tracing::warn!("cannot render the effective config: {e}"),
     }
-    // Honest placeholder until tidelog-storage's API lands: the server cannot
-    // serve without it, so it says so instead of pretending to run.
-    tracing::error!("storage wiring not yet available: `serve` cannot start in this build");
-    eprintln!("tidelog: storage wiring not yet available: `serve` cannot start in this build");
-    ExitCode::from(EXIT_RUNTIME)
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("tidelog-http")
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("tidelog: cannot start the async runtime: {e}");
+            return ExitCode::from(EXIT_RUNTIME);
+        }
+    };
+    let code = runtime.block_on(serve::run(config));
+    // Blocking tasks still running (none after a clean shutdown) must not
+    // hold the exit up.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    code
 }
 
 /// Logs to stderr; `RUST_LOG` filters (default `info`).

@@ -6,6 +6,9 @@
 //! (`<target>/<profile>/deps/<test>-<hash>`), so a fresh clone needs nothing
 //! but `cargo test`, and a `CARGO_TARGET_DIR` is honoured without being read.
 //! The build runs once per test process.
+//!
+//! Each test file includes this module and uses a different part of it.
+#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -85,10 +88,6 @@ pub fn run_tidelog(args: &[&str]) -> Output {
 
 /// A `tidelog serve` on a free 127.0.0.1 port with a temporary data dir,
 /// killed when dropped.
-///
-/// Not used yet: `serve` exits until the storage wiring lands. Kept compiled
-/// so the server work can start with it (and so it cannot rot).
-#[allow(dead_code)]
 pub struct TidelogProcess {
     child: Option<Child>,
     pub addr: std::net::SocketAddr,
@@ -99,7 +98,6 @@ pub struct TidelogProcess {
     extra_args: Vec<String>,
 }
 
-#[allow(dead_code)]
 impl TidelogProcess {
     /// How long `start` waits for `/status/ready` (recovery included).
     pub const READY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -119,6 +117,104 @@ impl TidelogProcess {
         };
         process.spawn_and_wait();
         process
+    }
+
+    /// Starts with `yaml` as the config file (written next to the data
+    /// dir; `--data-dir` and `--listen` still override it).
+    pub fn start_with_config(yaml: &str) -> TidelogProcess {
+        let data_dir = tempfile::tempdir().expect("temp data dir");
+        let config_path = data_dir.path().with_extension("yaml");
+        std::fs::write(&config_path, yaml).expect("write config");
+        let addr = free_local_addr();
+        let log_path = data_dir.path().with_extension("log");
+        let mut process = TidelogProcess {
+            child: None,
+            addr,
+            data_dir,
+            log_path,
+            extra_args: vec!["--config".into(), config_path.display().to_string()],
+        };
+        process.spawn_and_wait();
+        process
+    }
+
+    /// SIGTERM, then wait (bounded) for the exit; returns the exit status.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let mut child = self.child.take().expect("server is running");
+        let pid = libc::pid_t::try_from(child.id()).expect("pid fits pid_t");
+        // SAFETY: plain syscall on a child we own and have not reaped.
+        let rc = unsafe { libc::kill(pid, libc::SIGTERM) };
+        assert_eq!(rc, 0, "kill(SIGTERM) failed");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(status) = child.try_wait().expect("try_wait") {
+                return status;
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "tidelog did not exit within 60 s of SIGTERM\n--- server log ---\n{}",
+                    self.log()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Starts again on the same port and data dir after `terminate` or
+    /// `kill_9`.
+    pub fn start_again(&mut self) {
+        assert!(self.child.is_none(), "still running");
+        self.spawn_and_wait();
+    }
+
+    /// Length of the log so far, to read only what a later run writes.
+    pub fn log_len(&self) -> usize {
+        self.log().len()
+    }
+
+    /// `GET path`.
+    pub fn get(&self, path: &str) -> Response {
+        http(self.addr, "GET", path, &[], None)
+    }
+
+    /// `GET path` with extra headers.
+    pub fn get_with(&self, path: &str, headers: &[(&str, &str)]) -> Response {
+        http(self.addr, "GET", path, headers, None)
+    }
+
+    /// `method path` with a JSON body (`Content-Type: application/json`).
+    pub fn send_json(&self, method: &str, path: &str, body: &serde_json::Value) -> Response {
+        http(
+            self.addr,
+            method,
+            path,
+            &[("Content-Type", "application/json")],
+            Some(body.to_string().as_bytes()),
+        )
+    }
+
+    /// `POST path` with a raw body and content type.
+    pub fn post_raw(&self, path: &str, content_type: &str, body: &[u8]) -> Response {
+        http(
+            self.addr,
+            "POST",
+            path,
+            &[("Content-Type", content_type)],
+            Some(body),
+        )
+    }
+
+    /// Any request.
+    pub fn request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<&[u8]>,
+    ) -> Response {
+        http(self.addr, method, path, headers, body)
     }
 
     /// Base URL, e.g. `http://127.0.0.1:41234`.
@@ -203,20 +299,172 @@ impl Drop for TidelogProcess {
             let _ = child.wait();
         }
         let _ = std::fs::remove_file(&self.log_path);
+        let _ = std::fs::remove_file(self.data_dir.path().with_extension("yaml"));
     }
 }
 
 /// A 127.0.0.1 address nobody listens on right now. Another process could
 /// take it before the server binds; start() then fails loudly, not flakily.
-#[allow(dead_code)]
 pub fn free_local_addr() -> std::net::SocketAddr {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
     listener.local_addr().expect("local_addr")
 }
 
+/// An HTTP answer.
+#[derive(Debug)]
+pub struct Response {
+    pub status: u16,
+    /// Lower-cased names.
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        let name = name.to_ascii_lowercase();
+        self.headers
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    /// The body as JSON; panics with the body if it is not.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("body is not JSON ({e}): {:?}", self.text()))
+    }
+
+    /// Asserts the status and returns the JSON body.
+    pub fn expect(&self, status: u16) -> serde_json::Value {
+        assert_eq!(self.status, status, "unexpected answer: {}", self.text());
+        if self.body.is_empty() {
+            serde_json::Value::Null
+        } else {
+            self.json()
+        }
+    }
+
+    /// Asserts an API error: status, `error_code`, JSON content type and a
+    /// non-empty message; returns the message.
+    pub fn expect_error(&self, status: u16, code: u64) -> String {
+        assert_eq!(self.status, status, "unexpected answer: {}", self.text());
+        assert_eq!(
+            self.header("content-type"),
+            Some("application/json"),
+            "{}",
+            self.text()
+        );
+        let body = self.json();
+        assert_eq!(body["error_code"], code, "{body}");
+        let message = body["message"].as_str().unwrap_or_default().to_string();
+        assert!(!message.is_empty(), "{body}");
+        message
+    }
+}
+
+/// One HTTP/1.1 request on a fresh connection (`Connection: close`), read
+/// to the end. std only, so the harness needs no HTTP client crate. Write
+/// errors are ignored so that a server answering early (413 before the
+/// whole body arrived) is still read.
+pub fn http(
+    addr: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<&[u8]>,
+) -> Response {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr)
+        .unwrap_or_else(|e| panic!("connect {addr} for {method} {path}: {e}"));
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .expect("read timeout");
+    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    if let Some(body) = body {
+        head.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
+    head.push_str("\r\n");
+    let mut request = head.into_bytes();
+    request.extend_from_slice(body.unwrap_or_default());
+    let _ = stream.write_all(&request);
+    let mut raw = Vec::new();
+    if let Err(e) = stream.read_to_end(&mut raw) {
+        // A reset after a complete early answer still leaves the answer.
+        assert!(!raw.is_empty(), "{method} {path}: reading the answer: {e}");
+    }
+    parse_response(&raw).unwrap_or_else(|why| {
+        panic!(
+            "{method} {path}: bad HTTP answer ({why}): {:?}",
+            String::from_utf8_lossy(&raw)
+        )
+    })
+}
+
+fn parse_response(raw: &[u8]) -> Result<Response, String> {
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or("no end of headers")?;
+    let head = std::str::from_utf8(&raw[..split]).map_err(|e| e.to_string())?;
+    let mut lines = head.split("\r\n");
+    let status_line = lines.next().ok_or("no status line")?;
+    let status: u16 = status_line
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or("bad status line")?;
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    let rest = &raw[split + 4..];
+    let chunked = headers
+        .iter()
+        .any(|(n, v)| n == "transfer-encoding" && v.eq_ignore_ascii_case("chunked"));
+    let body = if chunked {
+        dechunk(rest)?
+    } else {
+        rest.to_vec()
+    };
+    Ok(Response {
+        status,
+        headers,
+        body,
+    })
+}
+
+fn dechunk(mut data: &[u8]) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    loop {
+        let line_end = data
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .ok_or("chunk size line")?;
+        let size_text = std::str::from_utf8(&data[..line_end]).map_err(|e| e.to_string())?;
+        let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16)
+            .map_err(|e| e.to_string())?;
+        data = &data[line_end + 2..];
+        if size == 0 {
+            return Ok(out);
+        }
+        if data.len() < size + 2 {
+            return Err("short chunk".into());
+        }
+        out.extend_from_slice(&data[..size]);
+        data = &data[size + 2..];
+    }
+}
+
 /// The status code of `GET path` over plain HTTP/1.0, `None` if the server
-/// is not answering. std only, so the harness needs no HTTP client.
-#[allow(dead_code)]
+/// is not answering. Used while waiting for start-up, where a refused
+/// connection is expected.
 pub fn http_get_status(addr: std::net::SocketAddr, path: &str) -> Option<u16> {
     use std::io::{Read, Write};
     let mut stream =

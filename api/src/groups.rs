@@ -1,0 +1,259 @@
+//! Consumer group offsets, stored in the compacted internal topic
+//! `__consumer_offsets` and mirrored in memory.
+//!
+//! A commit of N offsets is one append of N records. Record key:
+//! `<group>/<topic>/<partition>` as UTF-8, unambiguous because neither a
+//! group nor a topic name may contain `/` (see [`crate::names`]), and stable,
+//! so compaction keeps exactly the latest commit of each group, topic and
+//! partition. Record value: `{"offset":<u64>,"metadata":"<text>"}`; a null
+//! value (tombstone) forgets the entry.
+//!
+//! The in-memory state is rebuilt at start by reading the topic from its
+//! beginning, and updated after each append. Each entry remembers the queue
+//! offset of the record it came from and an update only wins if it is newer,
+//! so two concurrent commits to the same key end in memory exactly as they
+//! are ordered in the log, which is what a rebuild after a restart sees.
+//! (The topic has one partition, so queue offsets order every commit.)
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::RwLock;
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use tidelog_storage::{Store, StoreError, StoredRecord};
+
+use crate::registry::{CONSUMER_OFFSETS_PARTITIONS, CONSUMER_OFFSETS_TOPIC};
+
+/// Kafka's `offset.metadata.max.bytes`.
+pub const METADATA_MAX_BYTES: usize = 4096;
+
+/// Records read per batch while rebuilding at start.
+const REBUILD_BATCH_RECORDS: usize = 10_000;
+const REBUILD_BATCH_BYTES: usize = 16 << 20;
+
+/// The stored value of one commit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommitValue {
+    pub offset: u64,
+    #[serde(default)]
+    pub metadata: String,
+}
+
+/// One committed offset as the API answers it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CommittedOffset {
+    pub topic: String,
+    pub partition: u32,
+    pub offset: u64,
+    pub metadata: String,
+}
+
+#[derive(Debug, Clone)]
+struct Entry {
+    value: CommitValue,
+    /// Queue offset in `__consumer_offsets` of the record this came from.
+    log_offset: u64,
+}
+
+type GroupState = BTreeMap<(String, u32), Entry>;
+
+#[derive(Debug, Default)]
+pub struct GroupOffsets {
+    groups: RwLock<HashMap<String, GroupState>>,
+}
+
+/// The record key of a commit.
+pub fn record_key(group: &str, topic: &str, partition: u32) -> Bytes {
+    Bytes::from(format!("{group}/{topic}/{partition}"))
+}
+
+/// Splits a record key back into group, topic and partition.
+fn parse_key(key: &[u8]) -> Option<(String, String, u32)> {
+    let text = std::str::from_utf8(key).ok()?;
+    let mut parts = text.split('/');
+    let (group, topic, partition) = (parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some() || group.is_empty() || topic.is_empty() {
+        return None;
+    }
+    Some((
+        group.to_string(),
+        topic.to_string(),
+        partition.parse().ok()?,
+    ))
+}
+
+/// The record value of a commit.
+pub fn record_value(value: &CommitValue) -> Result<Bytes, serde_json::Error> {
+    serde_json::to_vec(value).map(Bytes::from)
+}
+
+impl GroupOffsets {
+    /// Reads `__consumer_offsets` from its beginning. Blocking. Records that
+    /// do not decode are logged and skipped: they cannot come from this
+    /// server, and one bad record must not keep every group from starting.
+    pub fn rebuild(store: &Store, base_offset: &dyn Fn(u32) -> u64) -> Result<Self, StoreError> {
+        let state = GroupOffsets::default();
+        let mut applied = 0u64;
+        for partition in 0..CONSUMER_OFFSETS_PARTITIONS {
+            let (_, end) = store.offsets(CONSUMER_OFFSETS_TOPIC, partition);
+            let mut from = base_offset(partition);
+            while from < end {
+                let batch = store.read(
+                    CONSUMER_OFFSETS_TOPIC,
+                    partition,
+                    from,
+                    REBUILD_BATCH_RECORDS,
+                    REBUILD_BATCH_BYTES,
+                )?;
+                if batch.records.is_empty() {
+                    break;
+                }
+                for record in &batch.records {
+                    state.apply_record(record);
+                    applied += 1;
+                }
+                from = batch.next_offset;
+            }
+        }
+        tracing::info!(
+            records = applied,
+            groups = state.group_count(),
+            "consumer offsets rebuilt"
+        );
+        Ok(state)
+    }
+
+    fn apply_record(&self, record: &StoredRecord) {
+        let log_offset = record.queue_offset().0;
+        let Some((group, topic, partition)) = record.key().as_deref().and_then(parse_key) else {
+            tracing::warn!(
+                log_offset,
+                "skipping a {CONSUMER_OFFSETS_TOPIC} record with a bad key"
+            );
+            return;
+        };
+        let value = match record.value() {
+            None => None,
+            Some(bytes) => match serde_json::from_slice::<CommitValue>(&bytes) {
+                Ok(v) => Some(v),
+                Err(e) => {
+                    tracing::warn!(log_offset, error = %e, "skipping a {CONSUMER_OFFSETS_TOPIC} record with a bad value");
+                    return;
+                }
+            },
+        };
+        self.apply(&group, &topic, partition, value, log_offset);
+    }
+
+    /// Records one commit (or a tombstone, `None`) that the log holds at
+    /// `log_offset`, unless a newer one is already known.
+    pub fn apply(
+        &self,
+        group: &str,
+        topic: &str,
+        partition: u32,
+        value: Option<CommitValue>,
+        log_offset: u64,
+    ) {
+        let mut groups = self.groups.write().unwrap_or_else(|e| e.into_inner());
+        let key = (topic.to_string(), partition);
+        match value {
+            Some(value) => {
+                let state = groups.entry(group.to_string()).or_default();
+                match state.get(&key) {
+                    Some(existing) if existing.log_offset > log_offset => {}
+                    _ => {
+                        state.insert(key, Entry { value, log_offset });
+                    }
+                }
+            }
+            None => {
+                if let Some(state) = groups.get_mut(group) {
+                    if state.get(&key).is_some_and(|e| e.log_offset < log_offset) {
+                        state.remove(&key);
+                    }
+                    if state.is_empty() {
+                        groups.remove(group);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The group's offsets (of `topic` only, if given), sorted by topic and
+    /// partition; `None` if the group has none at all.
+    pub fn get(&self, group: &str, topic: Option<&str>) -> Option<Vec<CommittedOffset>> {
+        let groups = self.groups.read().unwrap_or_else(|e| e.into_inner());
+        let state = groups.get(group)?;
+        Some(
+            state
+                .iter()
+                .filter(|((t, _), _)| topic.is_none_or(|want| want == t))
+                .map(|((t, p), e)| CommittedOffset {
+                    topic: t.clone(),
+                    partition: *p,
+                    offset: e.value.offset,
+                    metadata: e.value.metadata.clone(),
+                })
+                .collect(),
+        )
+    }
+
+    pub fn group_count(&self) -> usize {
+        self.groups.read().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn v(offset: u64) -> Option<CommitValue> {
+        Some(CommitValue {
+            offset,
+            metadata: String::new(),
+        })
+    }
+
+    #[test]
+    fn keys_round_trip() {
+        let key = record_key("my group:1", "orders.v2", 7);
+        assert_eq!(
+            parse_key(&key),
+            Some(("my group:1".into(), "orders.v2".into(), 7))
+        );
+        for bad in [&b"a/b"[..], b"a/b/c/d", b"/t/1", b"g/t/x", b"\xff/t/1"] {
+            assert_eq!(parse_key(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn newer_log_position_wins_whatever_the_arrival_order() {
+        let g = GroupOffsets::default();
+        g.apply("g", "t", 0, v(20), 5);
+        g.apply("g", "t", 0, v(10), 4); // older commit applied late
+        assert_eq!(g.get("g", None).unwrap()[0].offset, 20);
+        g.apply("g", "t", 0, None, 3); // older tombstone
+        assert_eq!(g.get("g", None).unwrap().len(), 1);
+        g.apply("g", "t", 0, None, 6);
+        assert!(g.get("g", None).is_none(), "empty group is unknown again");
+    }
+
+    #[test]
+    fn topic_filter() {
+        let g = GroupOffsets::default();
+        g.apply("g", "a", 1, v(1), 0);
+        g.apply("g", "b", 0, v(2), 1);
+        g.apply("g", "a", 0, v(3), 2);
+        let all = g.get("g", None).unwrap();
+        let order: Vec<(&str, u32)> = all
+            .iter()
+            .map(|o| (o.topic.as_str(), o.partition))
+            .collect();
+        assert_eq!(order, [("a", 0), ("a", 1), ("b", 0)]);
+        assert_eq!(g.get("g", Some("b")).unwrap().len(), 1);
+        assert!(g.get("g", Some("c")).unwrap().is_empty());
+        assert!(g.get("h", None).is_none());
+    }
+}

@@ -1,0 +1,336 @@
+//! Reads: partition fetch with long-poll, partition offsets, query by key
+//! (ext) and read by physical offset (ext).
+//!
+//! Long-poll: a fetch that finds nothing at or after `offset` registers a
+//! listener on the partition's ConsumeQueue, re-checks the end offset (a
+//! record dispatched between the read and the registration is caught here),
+//! then awaits the listener, the deadline or server shutdown, whichever
+//! comes first. No polling loop: the dispatcher wakes the fetch.
+//!
+//! Every read respects the topic's base offsets (see `registry.rs`): records
+//! of an earlier topic of the same name are never served.
+//!
+//! Decisions where API.md is silent:
+//! * `max_records` is 1..=10000, `max_bytes` 1..=64 MiB, `timeout` 0..=30000
+//!   (0: answer at once); out of range is 40002, not clamped, so a client
+//!   learns its request was not what it meant.
+//! * Query by key renders in the format of its `format` parameter (the one
+//!   that also decodes `key`); timestamps filter on the store's append time,
+//!   which is what the IndexFile records; `max_records` is 1..=1000.
+//! * Read by physical offset renders by `Accept` like fetch, and answers
+//!   404/40400 for an offset where no record of a live topic starts.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::extract::State;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use tidelog_storage::StoredRecord;
+
+use super::{blocking, bytes_with, json, v2_json};
+use crate::error::ApiError;
+use crate::extract::{ApiPath, ApiQuery};
+use crate::names;
+use crate::records::{
+    decode_key_query, render_record, EmbeddedFormat, FetchedRecord, PartitionOffsets, RecordView,
+    V2_RESPONSE,
+};
+use crate::registry::Topic;
+use crate::state::{AppState, Ready};
+
+pub const FETCH_MAX_RECORDS_DEFAULT: u64 = 500;
+pub const FETCH_MAX_RECORDS_MAX: u64 = 10_000;
+pub const FETCH_MAX_BYTES_DEFAULT: u64 = 1 << 20;
+pub const FETCH_MAX_BYTES_MAX: u64 = 64 << 20;
+pub const FETCH_TIMEOUT_MS_DEFAULT: u64 = 1000;
+pub const FETCH_TIMEOUT_MS_MAX: u64 = 30_000;
+pub const QUERY_MAX_RECORDS_DEFAULT: u64 = 32;
+pub const QUERY_MAX_RECORDS_MAX: u64 = 1000;
+
+/// `GET /topics/{topic}/partitions/{p}/records`
+pub async fn fetch(
+    State(state): State<AppState>,
+    ApiPath((topic, partition)): ApiPath<(String, String)>,
+    query: ApiQuery,
+    headers: HeaderMap,
+) -> Response {
+    let started = Instant::now();
+    let result = fetch_inner(&state, &topic, &partition, &query, &headers).await;
+    let metrics = &state.shared().metrics.fetch;
+    match result {
+        Ok((response, records, bytes)) => {
+            metrics.finish(true, records, bytes, started.elapsed());
+            response
+        }
+        Err(e) => {
+            metrics.finish(false, 0, 0, started.elapsed());
+            e.into_response()
+        }
+    }
+}
+
+/// One read, rendered: the encoded answer (`None` if there were no
+/// records), where the next read starts, records and payload bytes.
+struct Rendered {
+    body: Option<Vec<u8>>,
+    next_offset: u64,
+    records: u64,
+    bytes: u64,
+}
+
+async fn fetch_inner(
+    state: &AppState,
+    topic: &str,
+    partition: &str,
+    query: &ApiQuery,
+    headers: &HeaderMap,
+) -> Result<(Response, u64, u64), ApiError> {
+    names::validate_topic_name(topic)?;
+    let partition = names::parse_partition(partition)?;
+    let offset = match query.get("offset") {
+        Some(text) => names::parse_offset(text)?,
+        None => {
+            return Err(ApiError::BadRequest {
+                message: "query parameter offset is required (a decimal integer >= 0)".into(),
+            })
+        }
+    };
+    let max_records = query.u64_in(
+        "max_records",
+        FETCH_MAX_RECORDS_DEFAULT,
+        1,
+        FETCH_MAX_RECORDS_MAX,
+    )?;
+    let max_bytes = query.u64_in("max_bytes", FETCH_MAX_BYTES_DEFAULT, 1, FETCH_MAX_BYTES_MAX)?;
+    let timeout_ms = query.u64_in("timeout", FETCH_TIMEOUT_MS_DEFAULT, 0, FETCH_TIMEOUT_MS_MAX)?;
+    let format = EmbeddedFormat::from_accept(accept(headers));
+    let ready = state.ready()?;
+    let topic = ready.registry.require(topic)?;
+    topic.check_partition(partition)?;
+
+    let deadline = Instant::now() + Duration::from_millis(timeout_ms);
+    let mut shutdown = state.shutdown_signal();
+    let mut from = offset.max(topic.base_offset(partition));
+    loop {
+        let rendered = read_rendered(
+            &ready,
+            &topic,
+            partition,
+            from,
+            max_records,
+            max_bytes,
+            format,
+        )
+        .await?;
+        if let Some(body) = rendered.body {
+            let response = bytes_with(StatusCode::OK, V2_RESPONSE, body);
+            return Ok((response, rendered.records, rendered.bytes));
+        }
+        from = from.max(rendered.next_offset);
+        if Instant::now() >= deadline || *shutdown.borrow() {
+            break;
+        }
+        // Register first, then re-check: a record dispatched in between
+        // either shows in the re-check or fires the listener.
+        let listener = ready.store.listen(&topic.name, partition)?;
+        let (_, end) = ready.store.offsets(&topic.name, partition);
+        if end > from {
+            continue;
+        }
+        tokio::select! {
+            _ = listener => {}
+            _ = tokio::time::sleep_until(deadline.into()) => break,
+            _ = shutdown.wait_for(|stopping| *stopping) => break,
+        }
+    }
+    Ok((v2_json(StatusCode::OK, &Vec::<FetchedRecord>::new())?, 0, 0))
+}
+
+/// Reads and renders on a blocking thread (mapped pages may fault in, and
+/// json rendering parses every value).
+async fn read_rendered(
+    ready: &Arc<Ready>,
+    topic: &Arc<Topic>,
+    partition: u32,
+    from: u64,
+    max_records: u64,
+    max_bytes: u64,
+    format: EmbeddedFormat,
+) -> Result<Rendered, ApiError> {
+    let ready = Arc::clone(ready);
+    let topic = Arc::clone(topic);
+    blocking(move || {
+        let read = ready.store.read(
+            &topic.name,
+            partition,
+            from,
+            usize::try_from(max_records).unwrap_or(usize::MAX),
+            usize::try_from(max_bytes).unwrap_or(usize::MAX),
+        )?;
+        if read.records.is_empty() {
+            return Ok(Rendered {
+                body: None,
+                next_offset: read.next_offset,
+                records: 0,
+                bytes: 0,
+            });
+        }
+        let bytes = read.records.iter().map(payload_bytes).sum();
+        let rendered = read
+            .records
+            .iter()
+            .map(|r| render(format, r, false))
+            .collect::<Result<Vec<_>, _>>()?;
+        let body = serde_json::to_vec(&rendered).map_err(|e| ApiError::Internal {
+            message: format!("cannot encode the answer: {e}"),
+        })?;
+        Ok(Rendered {
+            body: Some(body),
+            next_offset: read.next_offset,
+            records: rendered.len() as u64,
+            bytes,
+        })
+    })
+    .await
+}
+
+fn payload_bytes(r: &StoredRecord) -> u64 {
+    r.key().map_or(0, |k| k.len() as u64) + r.value().map_or(0, |v| v.len() as u64)
+}
+
+/// A stored record in `format`; with its physical offset on ext routes.
+fn render(
+    format: EmbeddedFormat,
+    r: &StoredRecord,
+    with_physical_offset: bool,
+) -> Result<FetchedRecord, ApiError> {
+    let key = r.key();
+    let value = r.value();
+    let headers: Vec<(String, bytes::Bytes)> =
+        r.headers().into_iter().map(|h| (h.name, h.value)).collect();
+    render_record(
+        format,
+        &RecordView {
+            topic: r.topic(),
+            partition: r.partition(),
+            offset: r.queue_offset().0,
+            timestamp_ms: r.timestamp_ms(),
+            key: key.as_deref(),
+            value: value.as_deref(),
+            headers: &headers,
+            physical_offset: with_physical_offset.then_some(r.physical_offset().0),
+        },
+    )
+}
+
+fn accept(headers: &HeaderMap) -> Option<&str> {
+    headers.get(header::ACCEPT).and_then(|v| v.to_str().ok())
+}
+
+/// `GET /topics/{topic}/partitions/{p}/offsets`
+pub async fn offsets(
+    State(state): State<AppState>,
+    ApiPath((topic, partition)): ApiPath<(String, String)>,
+) -> Result<Response, ApiError> {
+    names::validate_topic_name(&topic)?;
+    let partition = names::parse_partition(&partition)?;
+    let ready = state.ready()?;
+    let topic = ready.registry.require(&topic)?;
+    topic.check_partition(partition)?;
+    let base = topic.base_offset(partition);
+    let (beginning, end) = ready.store.offsets(&topic.name, partition);
+    v2_json(
+        StatusCode::OK,
+        &PartitionOffsets {
+            beginning_offset: beginning.max(base),
+            end_offset: end.max(base),
+        },
+    )
+}
+
+/// `GET /topics/{topic}/records?key=...` (ext)
+pub async fn query_by_key(
+    State(state): State<AppState>,
+    ApiPath(topic): ApiPath<String>,
+    query: ApiQuery,
+) -> Result<Response, ApiError> {
+    names::validate_topic_name(&topic)?;
+    let format = EmbeddedFormat::from_query(query.get("format"))?;
+    let Some(key_text) = query.get("key") else {
+        return Err(ApiError::BadRequest {
+            message: "query parameter key is required (JSON text, or base64 with format=binary)"
+                .into(),
+        });
+    };
+    let key = decode_key_query(format, key_text)?;
+    let ts_max = i64::MAX as u64;
+    let begin = query.u64_in("begin_timestamp", 0, 0, ts_max)?;
+    let end = query.u64_in("end_timestamp", ts_max, 0, ts_max)?;
+    if begin > end {
+        return Err(ApiError::BadRequest {
+            message: format!("begin_timestamp {begin} is after end_timestamp {end}"),
+        });
+    }
+    let max = query.u64_in(
+        "max_records",
+        QUERY_MAX_RECORDS_DEFAULT,
+        1,
+        QUERY_MAX_RECORDS_MAX,
+    )?;
+    let ready = state.ready()?;
+    let topic = ready.registry.require(&topic)?;
+    let body = blocking(move || {
+        let found = ready.store.query_by_key(
+            &topic.name,
+            &key,
+            begin as i64,
+            end as i64,
+            usize::try_from(max).unwrap_or(usize::MAX),
+        )?;
+        let rendered = found
+            .iter()
+            .filter(|r| is_live(&topic, r))
+            .map(|r| render(format, r, true))
+            .collect::<Result<Vec<_>, _>>()?;
+        serde_json::to_vec(&rendered).map_err(|e| ApiError::Internal {
+            message: format!("cannot encode the answer: {e}"),
+        })
+    })
+    .await?;
+    Ok(bytes_with(StatusCode::OK, "application/json", body))
+}
+
+/// Whether `r` belongs to the current incarnation of `topic`.
+fn is_live(topic: &Topic, r: &StoredRecord) -> bool {
+    r.partition() < topic.partitions.get() && r.queue_offset().0 >= topic.base_offset(r.partition())
+}
+
+/// `GET /commitlog/{physical_offset}` (ext)
+pub async fn read_physical(
+    State(state): State<AppState>,
+    ApiPath(position): ApiPath<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let position = names::parse_offset(&position).map_err(|_| ApiError::BadRequest {
+        message: format!(
+            "physical offset {position:?} is not a decimal integer in [0, {}]",
+            names::OFFSET_MAX
+        ),
+    })?;
+    let format = EmbeddedFormat::from_accept(accept(&headers));
+    let ready = state.ready()?;
+    let found = {
+        let ready = Arc::clone(&ready);
+        blocking(move || Ok(ready.store.read_at(position)?)).await?
+    };
+    let nothing = || ApiError::NotFound {
+        message: format!("no record of a live topic starts at physical offset {position}"),
+    };
+    let record = found.ok_or_else(nothing)?;
+    let topic = ready.registry.get(record.topic()).ok_or_else(nothing)?;
+    if !is_live(&topic, &record) {
+        return Err(nothing());
+    }
+    json(StatusCode::OK, &render(format, &record, true)?)
+}

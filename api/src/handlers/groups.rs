@@ -1,0 +1,153 @@
+//! `POST` and `GET /consumer-groups/{group}/offsets` (ext).
+//!
+//! A commit is validated whole (group name, every topic and partition,
+//! offsets in [0, 2^63 − 1], metadata at most 4096 bytes), appended to
+//! `__consumer_offsets` as one batch, and then applied in memory (see
+//! `groups.rs` for why concurrent commits cannot disagree with the log).
+//!
+//! Decisions where API.md is silent: a commit body that is not JSON or has
+//! the wrong shape is 42206, like a produce body; bad values are 40002. An
+//! empty `offsets` list is 204 and writes nothing. Committing is not an
+//! admin call, so it needs no token; it is a write, so a full disk refuses
+//! it with 507. `GET` of an unknown topic filter is 40002 for a bad name
+//! and an empty list otherwise (offsets of deleted topics stay visible).
+
+use std::sync::Arc;
+
+use axum::extract::rejection::BytesRejection;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use tidelog_storage::AppendRecord;
+
+use super::{blocking, json};
+use crate::error::ApiError;
+use crate::extract::{json_body, ApiPath, ApiQuery};
+use crate::groups::{record_key, record_value, CommitValue, CommittedOffset, METADATA_MAX_BYTES};
+use crate::names;
+use crate::registry::CONSUMER_OFFSETS_TOPIC;
+use crate::state::AppState;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CommitRequest {
+    offsets: Vec<CommitEntry>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CommitEntry {
+    topic: String,
+    partition: serde_json::Number,
+    offset: serde_json::Number,
+    #[serde(default)]
+    metadata: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct OffsetsAnswer {
+    offsets: Vec<CommittedOffset>,
+}
+
+pub async fn commit(
+    State(state): State<AppState>,
+    ApiPath(group): ApiPath<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    names::validate_group_name(&group)?;
+    let body = body?;
+    let request: CommitRequest = json_body(&body)?;
+    let ready = state.ready()?;
+    let internal = ready.registry.require(CONSUMER_OFFSETS_TOPIC)?;
+    let mut batch = Vec::with_capacity(request.offsets.len());
+    let mut applied = Vec::with_capacity(request.offsets.len());
+    for (i, e) in request.offsets.into_iter().enumerate() {
+        names::validate_topic_name(&e.topic)?;
+        let topic = ready.registry.require(&e.topic)?;
+        let partition = e
+            .partition
+            .as_u64()
+            .and_then(|p| u32::try_from(p).ok())
+            .ok_or_else(|| ApiError::BadRequest {
+                message: format!(
+                    "offsets[{i}].partition {} is not a partition number",
+                    e.partition
+                ),
+            })?;
+        topic.check_partition(partition)?;
+        let offset = e
+            .offset
+            .as_u64()
+            .filter(|o| *o <= names::OFFSET_MAX)
+            .ok_or_else(|| ApiError::BadRequest {
+                message: format!(
+                    "offsets[{i}].offset {} is not an integer in [0, {}]",
+                    e.offset,
+                    names::OFFSET_MAX
+                ),
+            })?;
+        let metadata = e.metadata.unwrap_or_default();
+        if metadata.len() > METADATA_MAX_BYTES {
+            return Err(ApiError::BadRequest {
+                message: format!(
+                    "offsets[{i}].metadata is {} bytes; at most {METADATA_MAX_BYTES} are allowed",
+                    metadata.len()
+                ),
+            });
+        }
+        let value = CommitValue { offset, metadata };
+        let bytes = record_value(&value).map_err(|e| ApiError::Internal {
+            message: format!("cannot encode an offset commit: {e}"),
+        })?;
+        batch.push(AppendRecord {
+            topic: Arc::clone(&internal.name),
+            partition: 0,
+            key: Some(record_key(&group, &e.topic, partition)),
+            value: Some(bytes),
+            headers: Vec::new(),
+            timestamp_ms: None,
+        });
+        applied.push((e.topic, partition, value));
+    }
+    if batch.is_empty() {
+        return Ok(StatusCode::NO_CONTENT.into_response());
+    }
+    if state.shared().disk.is_full() {
+        return Err(ApiError::DiskFull {
+            message: "the data directory's disk is above disk_full_ratio; offset commits are refused until space is freed".into(),
+        });
+    }
+    let writer = Arc::clone(&ready);
+    let appended = blocking(move || Ok(writer.store.append(&batch)?)).await?;
+    for ((topic, partition, value), a) in applied.into_iter().zip(appended) {
+        ready
+            .groups
+            .apply(&group, &topic, partition, Some(value), a.queue_offset.0);
+    }
+    state
+        .shared()
+        .metrics
+        .offset_commits
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+pub async fn get(
+    State(state): State<AppState>,
+    ApiPath(group): ApiPath<String>,
+    query: ApiQuery,
+) -> Result<Response, ApiError> {
+    names::validate_group_name(&group)?;
+    let topic = query.get("topic");
+    if let Some(topic) = topic {
+        names::validate_topic_name(topic)?;
+    }
+    let ready = state.ready()?;
+    let offsets = ready
+        .groups
+        .get(&group, topic)
+        .ok_or_else(|| ApiError::unknown_consumer_group(&group))?;
+    json(StatusCode::OK, &OffsetsAnswer { offsets })
+}

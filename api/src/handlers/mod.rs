@@ -1,0 +1,59 @@
+//! The route handlers, one file per area of API.md.
+//!
+//! Every handler returns `Result<Response, ApiError>`; the error side is
+//! turned into its status and body in one place (`error.rs`). Blocking store
+//! calls run in `spawn_blocking`; no lock is held across an `.await`.
+
+pub mod fetch;
+pub mod groups;
+pub mod produce;
+pub mod status;
+pub mod topics;
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+use crate::error::ApiError;
+use crate::records::V2_RESPONSE;
+
+/// `body` as JSON with `content_type`.
+fn json_with(
+    status: StatusCode,
+    content_type: &'static str,
+    body: &impl Serialize,
+) -> Result<Response, ApiError> {
+    let bytes = serde_json::to_vec(body).map_err(|e| ApiError::Internal {
+        message: format!("cannot encode the answer: {e}"),
+    })?;
+    Ok(bytes_with(status, content_type, bytes))
+}
+
+/// Already-encoded JSON with `content_type`.
+fn bytes_with(status: StatusCode, content_type: &'static str, bytes: Vec<u8>) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, HeaderValue::from_static(content_type))],
+        bytes,
+    )
+        .into_response()
+}
+
+/// A v2 answer (`application/vnd.kafka.v2+json`).
+pub(crate) fn v2_json(status: StatusCode, body: &impl Serialize) -> Result<Response, ApiError> {
+    json_with(status, V2_RESPONSE, body)
+}
+
+/// A v3 or ext answer (`application/json`).
+pub(crate) fn json(status: StatusCode, body: &impl Serialize) -> Result<Response, ApiError> {
+    json_with(status, "application/json", body)
+}
+
+/// Runs a blocking closure on tokio's blocking pool.
+pub(crate) async fn blocking<T, F>(f: F) -> Result<T, ApiError>
+where
+    F: FnOnce() -> Result<T, ApiError> + Send + 'static,
+    T: Send + 'static,
+{
+    tokio::task::spawn_blocking(f).await?
+}

@@ -1,0 +1,82 @@
+//! `/status/ready`, `/metrics`, `GET /v3/clusters` and
+//! `GET /v3/clusters/{c}/stats`.
+
+use axum::extract::State;
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::json as json_value;
+
+use super::json;
+use crate::error::ApiError;
+use crate::extract::ApiPath;
+use crate::state::AppState;
+
+/// `GET /status/ready`: 200 once recovery is done, 503/50301 before.
+pub async fn ready(State(state): State<AppState>) -> Result<Response, ApiError> {
+    state.ready()?;
+    json(StatusCode::OK, &json_value!({"ready": true}))
+}
+
+/// `GET /metrics`: Prometheus text format 0.0.4. Answers during recovery
+/// too (`tidelog_ready 0`), so a scraper sees the server come up.
+pub async fn metrics(State(state): State<AppState>) -> Response {
+    let text = state.shared().metrics.render(&state.snapshot());
+    (
+        StatusCode::OK,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+        )],
+        text,
+    )
+        .into_response()
+}
+
+/// `GET /v3/clusters`
+pub async fn clusters(State(state): State<AppState>) -> Result<Response, ApiError> {
+    let cluster_id = &state.settings().cluster_id;
+    json(
+        StatusCode::OK,
+        &json_value!({
+            "kind": "KafkaClusterList",
+            "data": [{"kind": "KafkaCluster", "cluster_id": cluster_id}],
+        }),
+    )
+}
+
+/// `GET /v3/clusters/{c}/stats`: the store's counters, disk usage and the
+/// registry's size. Everything here is a cheap in-memory read.
+pub async fn stats(
+    State(state): State<AppState>,
+    ApiPath(cluster): ApiPath<String>,
+) -> Result<Response, ApiError> {
+    let ours = &state.settings().cluster_id;
+    if &cluster != ours {
+        return Err(ApiError::NotFound {
+            message: format!("cluster {cluster:?} not found; this cluster is {ours:?}"),
+        });
+    }
+    let ready = state.ready()?;
+    let s = ready.store.stats();
+    let disk = &state.shared().disk;
+    json(
+        StatusCode::OK,
+        &json_value!({
+            "commitlog_segments": s.commitlog_segments,
+            "commitlog_min_offset": s.commitlog_min_offset,
+            "commitlog_max_offset": s.commitlog_max_offset,
+            "commitlog_flushed_offset": s.commitlog_flushed_offset,
+            "dispatched_offset": s.dispatched_offset,
+            "dispatch_lag_bytes": s.dispatch_lag_bytes,
+            "dispatch_errors": s.dispatch_errors,
+            "disk_used_ratio": disk.used_ratio(),
+            "disk_full": disk.is_full(),
+            "disk_full_ratio": disk.full_ratio(),
+            "index_files": s.index_files,
+            "partitions": s.partitions,
+            "thread_restarts": s.thread_restarts,
+            "topics": ready.registry.len(),
+            "consumer_groups": ready.groups.group_count(),
+        }),
+    )
+}

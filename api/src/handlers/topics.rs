@@ -1,0 +1,348 @@
+//! Topics and configs: v2 `GET /topics`, `GET /topics/{topic}`, and the v3
+//! topic and config admin routes.
+//!
+//! Decisions where API.md is silent:
+//! * An unknown `{cluster}` is 404/40400 (there is one cluster and its id is
+//!   the configured `cluster_id`).
+//! * v2 `GET /topics` lists user topics only, as Kafka's `listTopics` does;
+//!   v3 lists every topic with `is_internal`.
+//! * `partitions_count` of a create defaults to `default_partitions`;
+//!   `replication_factor`, if sent, must be 1 or -1 (single node).
+//! * A create or alter body that is not JSON or has the wrong shape is 42206;
+//!   bad values (name, partition count, configs) are 40002.
+//! * `configs:alter` with `operation` `DELETE` removes the override; `SET`
+//!   (the default) needs a `value`. The whole alter applies or none of it.
+//! * The internal topic `__consumer_offsets` cannot be deleted and its
+//!   configs cannot be changed (40002).
+//! * A deleted topic's records stay in the store until retention removes
+//!   them but are never served again, also not to a new topic of the same
+//!   name (see `registry.rs`).
+
+use std::sync::Arc;
+
+use axum::extract::rejection::BytesRejection;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use serde_json::{json as json_value, Value};
+
+use super::{blocking, json, v2_json};
+use crate::error::ApiError;
+use crate::extract::{json_body, ApiPath};
+use crate::names;
+use crate::registry::{check_partitions, Topic};
+use crate::state::AppState;
+use crate::topic_config::{self, entries, Overrides};
+
+/// `GET /topics` (v2)
+pub async fn list_v2(State(state): State<AppState>) -> Result<Response, ApiError> {
+    let ready = state.ready()?;
+    let names: Vec<String> = ready
+        .registry
+        .all()
+        .iter()
+        .filter(|t| !t.is_internal())
+        .map(|t| t.name.to_string())
+        .collect();
+    v2_json(StatusCode::OK, &names)
+}
+
+/// `GET /topics/{topic}` (v2)
+pub async fn get_v2(
+    State(state): State<AppState>,
+    ApiPath(topic): ApiPath<String>,
+) -> Result<Response, ApiError> {
+    names::validate_topic_name(&topic)?;
+    let ready = state.ready()?;
+    let topic = ready.registry.require(&topic)?;
+    let configs: serde_json::Map<String, Value> = entries(&topic.overrides)
+        .into_iter()
+        .map(|e| (e.name.to_string(), Value::String(e.value)))
+        .collect();
+    let partitions: Vec<Value> = (0..topic.partitions.get())
+        .map(|p| {
+            json_value!({
+                "partition": p,
+                "leader": 0,
+                "replicas": [{"broker": 0, "leader": true, "in_sync": true}],
+            })
+        })
+        .collect();
+    v2_json(
+        StatusCode::OK,
+        &json_value!({"name": &*topic.name, "configs": configs, "partitions": partitions}),
+    )
+}
+
+/// 404/40400 unless `cluster` is ours.
+fn check_cluster(state: &AppState, cluster: &str) -> Result<(), ApiError> {
+    let ours = &state.settings().cluster_id;
+    if cluster == ours {
+        Ok(())
+    } else {
+        Err(ApiError::NotFound {
+            message: format!("cluster {cluster:?} not found; this cluster is {ours:?}"),
+        })
+    }
+}
+
+/// The v3 shape of a topic.
+#[derive(Debug, Serialize)]
+struct TopicData<'a> {
+    kind: &'static str,
+    cluster_id: &'a str,
+    topic_name: &'a str,
+    is_internal: bool,
+    replication_factor: u32,
+    partitions_count: u32,
+}
+
+fn topic_data<'a>(cluster_id: &'a str, topic: &'a Topic) -> TopicData<'a> {
+    TopicData {
+        kind: "KafkaTopic",
+        cluster_id,
+        topic_name: &topic.name,
+        is_internal: topic.is_internal(),
+        replication_factor: 1,
+        partitions_count: topic.partitions.get(),
+    }
+}
+
+/// `GET /v3/clusters/{c}/topics`
+pub async fn list_v3(
+    State(state): State<AppState>,
+    ApiPath(cluster): ApiPath<String>,
+) -> Result<Response, ApiError> {
+    check_cluster(&state, &cluster)?;
+    let ready = state.ready()?;
+    let topics = ready.registry.all();
+    let cluster_id = &state.settings().cluster_id;
+    let data: Vec<TopicData<'_>> = topics.iter().map(|t| topic_data(cluster_id, t)).collect();
+    json(
+        StatusCode::OK,
+        &json_value!({"kind": "KafkaTopicList", "data": data}),
+    )
+}
+
+#[derive(Debug, Deserialize)]
+struct CreateTopic {
+    topic_name: String,
+    #[serde(default)]
+    partitions_count: Option<i64>,
+    #[serde(default)]
+    replication_factor: Option<i64>,
+    #[serde(default)]
+    configs: Vec<ConfigSet>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigSet {
+    name: String,
+    value: ConfigText,
+}
+
+/// A config value sent as a JSON string or number (Kafka sends strings;
+/// people type numbers).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum ConfigText {
+    Text(String),
+    Number(serde_json::Number),
+}
+
+impl ConfigText {
+    fn into_string(self) -> String {
+        match self {
+            ConfigText::Text(s) => s,
+            ConfigText::Number(n) => n.to_string(),
+        }
+    }
+}
+
+/// `POST /v3/clusters/{c}/topics`
+pub async fn create_v3(
+    State(state): State<AppState>,
+    ApiPath(cluster): ApiPath<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    check_cluster(&state, &cluster)?;
+    let body = body?;
+    let request: CreateTopic = json_body(&body)?;
+    names::validate_topic_name(&request.topic_name)?;
+    let partitions = match request.partitions_count {
+        None => state.settings().default_partitions,
+        Some(n) => u32::try_from(n).map_err(|_| ApiError::BadRequest {
+            message: format!("partitions_count {n} is not a partition count"),
+        })?,
+    };
+    check_partitions(partitions)?;
+    if let Some(rf) = request.replication_factor {
+        if rf != 1 && rf != -1 {
+            return Err(ApiError::BadRequest {
+                message: format!(
+                    "replication_factor {rf} is impossible on a single node; use 1 or leave it out"
+                ),
+            });
+        }
+    }
+    let mut overrides = Overrides::new();
+    topic_config::apply(
+        &mut overrides,
+        request
+            .configs
+            .into_iter()
+            .map(|c| (c.name, c.value.into_string()))
+            .collect::<Vec<_>>()
+            .iter()
+            .map(|(n, v)| (n.as_str(), Some(v.as_str()))),
+    )?;
+    let ready = state.ready()?;
+    let name = request.topic_name;
+    let topic = {
+        let ready = Arc::clone(&ready);
+        blocking(move || {
+            ready.registry.create(&name, partitions, overrides, &|p| {
+                crate::state::next_offset(&ready.store, &name, p)
+            })
+        })
+        .await?
+    };
+    tracing::info!(topic = %topic.name, partitions, "created topic");
+    json(
+        StatusCode::CREATED,
+        &topic_data(&state.settings().cluster_id, &topic),
+    )
+}
+
+/// `GET /v3/clusters/{c}/topics/{topic}`
+pub async fn get_v3(
+    State(state): State<AppState>,
+    ApiPath((cluster, topic)): ApiPath<(String, String)>,
+) -> Result<Response, ApiError> {
+    check_cluster(&state, &cluster)?;
+    names::validate_topic_name(&topic)?;
+    let ready = state.ready()?;
+    let topic = ready.registry.require(&topic)?;
+    json(
+        StatusCode::OK,
+        &topic_data(&state.settings().cluster_id, &topic),
+    )
+}
+
+/// `DELETE /v3/clusters/{c}/topics/{topic}`
+pub async fn delete_v3(
+    State(state): State<AppState>,
+    ApiPath((cluster, topic)): ApiPath<(String, String)>,
+) -> Result<Response, ApiError> {
+    check_cluster(&state, &cluster)?;
+    names::validate_topic_name(&topic)?;
+    let ready = state.ready()?;
+    let name = topic.clone();
+    blocking(move || ready.registry.delete(&name)).await?;
+    tracing::info!(%topic, "deleted topic");
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// `GET /v3/clusters/{c}/topics/{topic}/configs`
+pub async fn configs_v3(
+    State(state): State<AppState>,
+    ApiPath((cluster, topic)): ApiPath<(String, String)>,
+) -> Result<Response, ApiError> {
+    check_cluster(&state, &cluster)?;
+    names::validate_topic_name(&topic)?;
+    let ready = state.ready()?;
+    let topic = ready.registry.require(&topic)?;
+    json(
+        StatusCode::OK,
+        &json_value!({"kind": "KafkaTopicConfigList", "data": entries(&topic.overrides)}),
+    )
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PutConfig {
+    value: ConfigText,
+}
+
+/// `PUT /v3/clusters/{c}/topics/{topic}/configs/{name}`
+pub async fn put_config_v3(
+    State(state): State<AppState>,
+    ApiPath((cluster, topic, name)): ApiPath<(String, String, String)>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    check_cluster(&state, &cluster)?;
+    names::validate_topic_name(&topic)?;
+    let body = body?;
+    let request: PutConfig = json_body(&body)?;
+    // Name and value are checked before the topic, so a typo is reported
+    // as such even for a topic that does not exist.
+    let value = request.value.into_string();
+    topic_config::validate(&name, &value)?;
+    alter(&state, topic, vec![(name, Some(value))]).await
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AlterConfigs {
+    data: Vec<AlterEntry>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AlterEntry {
+    name: String,
+    #[serde(default)]
+    value: Option<ConfigText>,
+    #[serde(default)]
+    operation: Option<String>,
+}
+
+/// `POST /v3/clusters/{c}/topics/{topic}/configs:alter`
+pub async fn alter_configs_v3(
+    State(state): State<AppState>,
+    ApiPath((cluster, topic)): ApiPath<(String, String)>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    check_cluster(&state, &cluster)?;
+    names::validate_topic_name(&topic)?;
+    let body = body?;
+    let request: AlterConfigs = json_body(&body)?;
+    let mut changes = Vec::with_capacity(request.data.len());
+    for (i, e) in request.data.into_iter().enumerate() {
+        let op = e.operation.as_deref().unwrap_or("SET");
+        let change = match (op.to_ascii_uppercase().as_str(), e.value) {
+            ("SET", Some(value)) => Some(value.into_string()),
+            ("SET", None) => {
+                return Err(ApiError::BadRequest {
+                    message: format!("data[{i}] ({}): SET needs a value", e.name),
+                })
+            }
+            ("DELETE", _) => None,
+            (other, _) => {
+                return Err(ApiError::BadRequest {
+                    message: format!(
+                        "data[{i}] ({}): operation {other:?} is not SET or DELETE",
+                        e.name
+                    ),
+                })
+            }
+        };
+        changes.push((e.name, change));
+    }
+    alter(&state, topic, changes).await
+}
+
+async fn alter(
+    state: &AppState,
+    topic: String,
+    changes: Vec<(String, Option<String>)>,
+) -> Result<Response, ApiError> {
+    let ready = state.ready()?;
+    let name = topic.clone();
+    blocking(move || ready.registry.alter(&name, &changes)).await?;
+    tracing::info!(%topic, "altered topic configs");
+    Ok(StatusCode::NO_CONTENT.into_response())
+}

@@ -1,0 +1,332 @@
+//! Counters and histograms for `/metrics`, in Prometheus' text format.
+//!
+//! Hand-written exposition (format 0.0.4): a handful of atomics updated on
+//! the request path, rendered on scrape together with a snapshot of the
+//! store's stats. Every update is a relaxed atomic add; nothing here locks.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use tidelog_storage::StoreStats;
+
+/// Upper bounds of the latency buckets, in seconds: 250 µs to 30 s, so both
+/// a page-cache produce and a long-poll that runs to its timeout land in a
+/// bucket of their own.
+pub const LATENCY_BUCKETS_SECONDS: [f64; 16] = [
+    0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+    30.0,
+];
+
+/// A cumulative latency histogram with fixed buckets.
+#[derive(Debug, Default)]
+pub struct Histogram {
+    /// Per bucket (not cumulative; summed on render), plus +Inf.
+    buckets: [AtomicU64; LATENCY_BUCKETS_SECONDS.len() + 1],
+    count: AtomicU64,
+    sum_micros: AtomicU64,
+}
+
+impl Histogram {
+    pub fn observe(&self, elapsed: Duration) {
+        let seconds = elapsed.as_secs_f64();
+        let i = LATENCY_BUCKETS_SECONDS
+            .iter()
+            .position(|bound| seconds <= *bound)
+            .unwrap_or(LATENCY_BUCKETS_SECONDS.len());
+        self.buckets[i].fetch_add(1, Ordering::Relaxed);
+        self.count.fetch_add(1, Ordering::Relaxed);
+        let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
+        self.sum_micros.fetch_add(micros, Ordering::Relaxed);
+    }
+
+    fn render(&self, out: &mut String, name: &str, help: &str) {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} histogram");
+        let mut cumulative = 0u64;
+        for (i, bound) in LATENCY_BUCKETS_SECONDS.iter().enumerate() {
+            cumulative += self.buckets[i].load(Ordering::Relaxed);
+            let _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {cumulative}");
+        }
+        cumulative += self.buckets[LATENCY_BUCKETS_SECONDS.len()].load(Ordering::Relaxed);
+        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {cumulative}");
+        let sum = self.sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
+        let _ = writeln!(out, "{name}_sum {sum}");
+        let _ = writeln!(out, "{name}_count {}", self.count.load(Ordering::Relaxed));
+    }
+}
+
+/// Counters of one kind of request (produce or fetch).
+#[derive(Debug, Default)]
+pub struct RequestMetrics {
+    pub ok: AtomicU64,
+    pub errors: AtomicU64,
+    pub records: AtomicU64,
+    /// Key + value + header bytes of the records.
+    pub bytes: AtomicU64,
+    pub latency: Histogram,
+}
+
+impl RequestMetrics {
+    /// Counts one finished request; `records` and `bytes` only when it
+    /// succeeded.
+    pub fn finish(&self, ok: bool, records: u64, bytes: u64, elapsed: Duration) {
+        if ok {
+            self.ok.fetch_add(1, Ordering::Relaxed);
+            self.records.fetch_add(records, Ordering::Relaxed);
+            self.bytes.fetch_add(bytes, Ordering::Relaxed);
+        } else {
+            self.errors.fetch_add(1, Ordering::Relaxed);
+        }
+        self.latency.observe(elapsed);
+    }
+}
+
+/// Everything `/metrics` shows that the API itself counts.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    pub produce: RequestMetrics,
+    pub fetch: RequestMetrics,
+    /// Responses by status class: 1xx..5xx (index 0..4).
+    responses: [AtomicU64; 5],
+    /// Requests answered 429 because `max_concurrent_requests` were busy.
+    pub rejected_overload: AtomicU64,
+    /// Offset commits written.
+    pub offset_commits: AtomicU64,
+}
+
+/// A point-in-time view of the parts `/metrics` reads from elsewhere.
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    pub ready: bool,
+    pub store: Option<StoreStats>,
+    pub disk_used_ratio: f64,
+    pub disk_full: bool,
+    pub disk_check_errors: u64,
+    pub topics: usize,
+    pub consumer_groups: usize,
+    pub in_flight_requests: usize,
+}
+
+impl Metrics {
+    pub fn count_response(&self, status: u16) {
+        let class = usize::from(status / 100).clamp(1, 5) - 1;
+        self.responses[class].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The exposition text.
+    pub fn render(&self, snap: &Snapshot) -> String {
+        let mut out = String::with_capacity(8 << 10);
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+
+        let _ = writeln!(
+            out,
+            "# HELP tidelog_ready 1 once recovery has finished and the API serves."
+        );
+        let _ = writeln!(out, "# TYPE tidelog_ready gauge");
+        let _ = writeln!(out, "tidelog_ready {}", u8::from(snap.ready));
+
+        for (kind, m) in [("produce", &self.produce), ("fetch", &self.fetch)] {
+            let name = format!("tidelog_{kind}_requests_total");
+            let _ = writeln!(out, "# HELP {name} {kind} requests answered, by result.");
+            let _ = writeln!(out, "# TYPE {name} counter");
+            let _ = writeln!(out, "{name}{{result=\"ok\"}} {}", load(&m.ok));
+            let _ = writeln!(out, "{name}{{result=\"error\"}} {}", load(&m.errors));
+            counter(
+                &mut out,
+                &format!("tidelog_{kind}_records_total"),
+                &format!("records of successful {kind} requests."),
+                load(&m.records),
+            );
+            counter(
+                &mut out,
+                &format!("tidelog_{kind}_bytes_total"),
+                &format!("key, value and header bytes of successful {kind} requests."),
+                load(&m.bytes),
+            );
+            m.latency.render(
+                &mut out,
+                &format!("tidelog_{kind}_latency_seconds"),
+                &format!("time to answer a {kind} request (fetch: long-poll wait included)."),
+            );
+        }
+
+        let _ = writeln!(
+            out,
+            "# HELP tidelog_http_responses_total HTTP responses by status class."
+        );
+        let _ = writeln!(out, "# TYPE tidelog_http_responses_total counter");
+        for (i, n) in self.responses.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "tidelog_http_responses_total{{class=\"{}xx\"}} {}",
+                i + 1,
+                load(n)
+            );
+        }
+        counter(
+            &mut out,
+            "tidelog_http_rejected_overload_total",
+            "requests answered 429 because max_concurrent_requests were in flight.",
+            load(&self.rejected_overload),
+        );
+        gauge(
+            &mut out,
+            "tidelog_http_in_flight_requests",
+            "requests being served now (long-polls included).",
+            snap.in_flight_requests as f64,
+        );
+        counter(
+            &mut out,
+            "tidelog_offset_commits_total",
+            "consumer group offset commit requests written.",
+            load(&self.offset_commits),
+        );
+        gauge(
+            &mut out,
+            "tidelog_topics",
+            "topics in the registry, internal ones included.",
+            snap.topics as f64,
+        );
+        gauge(
+            &mut out,
+            "tidelog_consumer_groups",
+            "consumer groups with committed offsets.",
+            snap.consumer_groups as f64,
+        );
+        gauge(
+            &mut out,
+            "tidelog_disk_used_ratio",
+            "used fraction of the data directory's filesystem.",
+            snap.disk_used_ratio,
+        );
+        gauge(
+            &mut out,
+            "tidelog_disk_full",
+            "1 while writes are refused because the disk is above disk_full_ratio.",
+            f64::from(u8::from(snap.disk_full)),
+        );
+        counter(
+            &mut out,
+            "tidelog_disk_check_errors_total",
+            "failed statvfs calls on the data directory.",
+            snap.disk_check_errors,
+        );
+
+        if let Some(s) = &snap.store {
+            gauge(
+                &mut out,
+                "tidelog_commitlog_segments",
+                "CommitLog segment files.",
+                s.commitlog_segments as f64,
+            );
+            gauge(
+                &mut out,
+                "tidelog_commitlog_min_offset_bytes",
+                "physical offset of the oldest CommitLog byte kept.",
+                s.commitlog_min_offset as f64,
+            );
+            gauge(
+                &mut out,
+                "tidelog_commitlog_max_offset_bytes",
+                "physical offset after the last committed record.",
+                s.commitlog_max_offset as f64,
+            );
+            gauge(
+                &mut out,
+                "tidelog_commitlog_flushed_offset_bytes",
+                "physical offset up to which the CommitLog is on disk.",
+                s.commitlog_flushed_offset as f64,
+            );
+            gauge(
+                &mut out,
+                "tidelog_dispatch_lag_bytes",
+                "committed CommitLog bytes not yet indexed (not yet fetchable).",
+                s.dispatch_lag_bytes as f64,
+            );
+            counter(
+                &mut out,
+                "tidelog_dispatch_errors_total",
+                "errors of the dispatcher thread.",
+                s.dispatch_errors,
+            );
+            gauge(
+                &mut out,
+                "tidelog_index_files",
+                "IndexFile files.",
+                s.index_files as f64,
+            );
+            gauge(
+                &mut out,
+                "tidelog_partitions",
+                "partitions with a ConsumeQueue.",
+                s.partitions as f64,
+            );
+            counter(
+                &mut out,
+                "tidelog_thread_restarts_total",
+                "store background threads restarted after a panic.",
+                s.thread_restarts,
+            );
+        }
+        out
+    }
+}
+
+fn counter(out: &mut String, name: &str, help: &str, value: u64) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} counter");
+    let _ = writeln!(out, "{name} {value}");
+}
+
+fn gauge(out: &mut String, name: &str, help: &str, value: f64) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} gauge");
+    let _ = writeln!(out, "{name} {value}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_buckets_are_cumulative() {
+        let h = Histogram::default();
+        h.observe(Duration::from_micros(100));
+        h.observe(Duration::from_millis(3));
+        h.observe(Duration::from_secs(60));
+        let mut out = String::new();
+        h.render(&mut out, "x", "help");
+        assert!(out.contains("x_bucket{le=\"0.00025\"} 1\n"), "{out}");
+        assert!(out.contains("x_bucket{le=\"0.005\"} 2\n"), "{out}");
+        assert!(out.contains("x_bucket{le=\"30\"} 2\n"), "{out}");
+        assert!(out.contains("x_bucket{le=\"+Inf\"} 3\n"), "{out}");
+        assert!(out.contains("x_count 3\n"), "{out}");
+    }
+
+    #[test]
+    fn render_has_the_families_the_issue_names() {
+        let m = Metrics::default();
+        m.produce.finish(true, 3, 30, Duration::from_millis(1));
+        m.count_response(200);
+        m.count_response(429);
+        let text = m.render(&Snapshot {
+            ready: true,
+            store: Some(StoreStats::default()),
+            disk_used_ratio: 0.5,
+            ..Snapshot::default()
+        });
+        for needle in [
+            "tidelog_produce_requests_total{result=\"ok\"} 1",
+            "tidelog_produce_records_total 3",
+            "tidelog_produce_bytes_total 30",
+            "tidelog_fetch_latency_seconds_bucket",
+            "tidelog_dispatch_lag_bytes 0",
+            "tidelog_commitlog_segments 0",
+            "tidelog_disk_used_ratio 0.5",
+            "tidelog_http_responses_total{class=\"4xx\"} 1",
+        ] {
+            assert!(text.contains(needle), "missing {needle}:\n{text}");
+        }
+    }
+}

@@ -1,0 +1,616 @@
+//! The topic registry: which topics exist, their partition counts and config
+//! overrides. The store knows nothing of topics beyond the names on its
+//! records; this is the only authority on them.
+//!
+//! Persisted as one JSON file, `<data_dir>/config/topics.json`, replaced
+//! atomically (temp → fsync → rename → fsync dir) on every change, so a
+//! crash leaves the old or the new registry, never a mix. A change is made
+//! durable first and published in memory second: nothing a client was told
+//! succeeded can be missing after a restart.
+//!
+//! Invariants:
+//! * every name passes [`names::validate_topic_name`] and every override
+//!   passes [`TopicConfig::from_overrides`], whether it came from a client,
+//!   the YAML file or the registry file on disk;
+//! * a topic's `base_offsets` has one entry per partition.
+//!
+//! Why `base_offsets`: the store cannot delete a partition's ConsumeQueue
+//! (yet), so a topic deleted and created again would see its predecessor's
+//! records and continue its offsets. Instead, a topic records, per partition,
+//! the end offset the store had when the topic was created; everything below
+//! is a previous incarnation's and is never served (fetch, offsets, query by
+//! key and read by physical offset all respect it). Offsets therefore keep
+//! rising across incarnations, which Kafka clients handle like any gap.
+//!
+//! Locks: `write` (a mutex) serialises mutations and file writes, and is
+//! taken before `topics` (an RwLock held only to clone or swap an `Arc`).
+//! Mutations block on fsync: call them from `spawn_blocking`.
+
+use std::collections::BTreeMap;
+use std::num::NonZeroU32;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::ApiError;
+use crate::names;
+use crate::partitioner::RoundRobin;
+use crate::settings::DeclaredTopic;
+use crate::topic_config::{self, Overrides, TopicConfig};
+
+/// Upper bound on partitions per topic: each is a directory and a set of
+/// open files, so a typo like `4000000` must not be taken literally.
+pub const PARTITIONS_MAX: u32 = 10_000;
+
+/// The internal topic that stores consumer group offsets.
+pub const CONSUMER_OFFSETS_TOPIC: &str = "__consumer_offsets";
+
+/// Partitions of [`CONSUMER_OFFSETS_TOPIC`]. One: every commit is one small
+/// append to the shared CommitLog whatever the partition, so more partitions
+/// would buy nothing, and one partition gives every commit a single total
+/// order that the in-memory state and the rebuild at start agree on.
+pub const CONSUMER_OFFSETS_PARTITIONS: u32 = 1;
+
+/// The registry file under `<data_dir>/config/`.
+pub const REGISTRY_FILE: &str = "topics.json";
+
+/// Version of the registry file's layout.
+const REGISTRY_VERSION: u32 = 1;
+
+/// Largest registry file read at start, checked before reading: 10,000
+/// topics with every config overridden fit easily.
+const REGISTRY_FILE_MAX_BYTES: u64 = 64 << 20;
+
+/// A topic as the handlers see it: an immutable snapshot. A config change
+/// publishes a new `Arc<Topic>`; requests already holding the old one finish
+/// with it.
+#[derive(Debug)]
+pub struct Topic {
+    pub name: Arc<str>,
+    pub partitions: NonZeroU32,
+    pub overrides: Overrides,
+    pub config: TopicConfig,
+    /// Per partition: offsets below this belong to an earlier topic of the
+    /// same name and are never served.
+    pub base_offsets: Vec<u64>,
+    /// Shared by every snapshot of the topic, so round-robin continues
+    /// across config changes.
+    pub round_robin: Arc<RoundRobin>,
+}
+
+impl Topic {
+    pub fn is_internal(&self) -> bool {
+        is_internal(&self.name)
+    }
+
+    /// 40402 unless `partition` exists.
+    pub fn check_partition(&self, partition: u32) -> Result<(), ApiError> {
+        if partition < self.partitions.get() {
+            Ok(())
+        } else {
+            Err(ApiError::unknown_partition(
+                &self.name,
+                partition,
+                self.partitions.get(),
+            ))
+        }
+    }
+
+    pub fn base_offset(&self, partition: u32) -> u64 {
+        self.base_offsets
+            .get(partition as usize)
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
+/// Whether `name` is one of tidelog's own topics.
+pub fn is_internal(name: &str) -> bool {
+    name == CONSUMER_OFFSETS_TOPIC
+}
+
+/// One topic in the registry file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TopicEntry {
+    partitions: u32,
+    #[serde(default)]
+    configs: Overrides,
+    #[serde(default)]
+    base_offsets: Vec<u64>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RegistryFile {
+    version: u32,
+    topics: BTreeMap<String, TopicEntry>,
+}
+
+/// Why the registry could not be loaded or prepared at start.
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    #[error("{path}: {reason}")]
+    File { path: PathBuf, reason: String },
+    #[error("{path}: topic {topic:?}: {reason}")]
+    Topic {
+        path: PathBuf,
+        topic: String,
+        reason: String,
+    },
+    #[error("declared topic {topic:?}: {reason}")]
+    Declared { topic: String, reason: String },
+}
+
+pub struct TopicRegistry {
+    path: PathBuf,
+    /// Serialises mutations; taken before `topics`.
+    write: Mutex<()>,
+    topics: RwLock<BTreeMap<String, Arc<Topic>>>,
+}
+
+impl std::fmt::Debug for TopicRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TopicRegistry")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TopicRegistry {
+    /// Loads `<config_dir>/topics.json`, or starts empty if there is none.
+    /// Creates `config_dir`. Blocking.
+    pub fn load(config_dir: &Path) -> Result<TopicRegistry, RegistryError> {
+        let path = config_dir.join(REGISTRY_FILE);
+        let file_err = |reason: String| RegistryError::File {
+            path: path.clone(),
+            reason,
+        };
+        tidelog_storage::fs_util::create_dir_durable(config_dir)
+            .map_err(|e| file_err(e.to_string()))?;
+        let mut topics = BTreeMap::new();
+        match std::fs::metadata(&path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(file_err(e.to_string())),
+            Ok(meta) if meta.len() > REGISTRY_FILE_MAX_BYTES => {
+                return Err(file_err(format!(
+                    "{} bytes, more than the {REGISTRY_FILE_MAX_BYTES} a registry can be",
+                    meta.len()
+                )))
+            }
+            Ok(_) => {
+                let bytes = std::fs::read(&path).map_err(|e| file_err(e.to_string()))?;
+                let file: RegistryFile = serde_json::from_slice(&bytes)
+                    .map_err(|e| file_err(format!("not a topic registry: {e}")))?;
+                if file.version != REGISTRY_VERSION {
+                    return Err(file_err(format!(
+                        "version {} is not the supported {REGISTRY_VERSION}",
+                        file.version
+                    )));
+                }
+                for (name, entry) in file.topics {
+                    let topic = build(&name, &entry, None).map_err(|e| RegistryError::Topic {
+                        path: path.clone(),
+                        topic: name.clone(),
+                        reason: e.to_string(),
+                    })?;
+                    topics.insert(name, Arc::new(topic));
+                }
+            }
+        }
+        Ok(TopicRegistry {
+            path,
+            write: Mutex::new(()),
+            topics: RwLock::new(topics),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The topic named `name`, if it exists.
+    pub fn get(&self, name: &str) -> Option<Arc<Topic>> {
+        self.read().get(name).cloned()
+    }
+
+    /// The topic, or 40401.
+    pub fn require(&self, name: &str) -> Result<Arc<Topic>, ApiError> {
+        self.get(name).ok_or_else(|| ApiError::unknown_topic(name))
+    }
+
+    /// Every topic, sorted by name.
+    pub fn all(&self) -> Vec<Arc<Topic>> {
+        self.read().values().cloned().collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.read().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.read().is_empty()
+    }
+
+    /// Creates a topic. `end_offset(p)` is the store's end offset of
+    /// partition `p` now (see the module doc on base offsets). Blocking.
+    pub fn create(
+        &self,
+        name: &str,
+        partitions: u32,
+        overrides: Overrides,
+        end_offset: &dyn Fn(u32) -> u64,
+    ) -> Result<Arc<Topic>, ApiError> {
+        names::validate_topic_name(name)?;
+        check_partitions(partitions)?;
+        let _w = self.lock_write();
+        if self.read().contains_key(name) {
+            return Err(ApiError::topic_exists(name));
+        }
+        let entry = TopicEntry {
+            partitions,
+            configs: overrides,
+            base_offsets: (0..partitions).map(end_offset).collect(),
+        };
+        let topic = Arc::new(build(name, &entry, None)?);
+        self.commit(|topics| {
+            topics.insert(name.to_string(), Arc::clone(&topic));
+        })?;
+        Ok(topic)
+    }
+
+    /// Removes a topic; its records become unreachable. Blocking.
+    pub fn delete(&self, name: &str) -> Result<(), ApiError> {
+        let _w = self.lock_write();
+        let topic = self.require(name)?;
+        if topic.is_internal() {
+            return Err(ApiError::BadRequest {
+                message: format!("topic {name:?} is internal and cannot be deleted"),
+            });
+        }
+        self.commit(|topics| {
+            topics.remove(name);
+        })
+    }
+
+    /// Applies config changes all or nothing (`None` removes an override).
+    /// Blocking.
+    pub fn alter(&self, name: &str, changes: &[(String, Option<String>)]) -> Result<(), ApiError> {
+        let _w = self.lock_write();
+        let topic = self.require(name)?;
+        if topic.is_internal() {
+            return Err(ApiError::BadRequest {
+                message: format!("topic {name:?} is internal; its configs are fixed"),
+            });
+        }
+        let mut overrides = topic.overrides.clone();
+        topic_config::apply(
+            &mut overrides,
+            changes.iter().map(|(n, v)| (n.as_str(), v.as_deref())),
+        )?;
+        let entry = TopicEntry {
+            partitions: topic.partitions.get(),
+            configs: overrides,
+            base_offsets: topic.base_offsets.clone(),
+        };
+        let next = Arc::new(build(name, &entry, Some(&topic.round_robin))?);
+        self.commit(|topics| {
+            topics.insert(name.to_string(), next);
+        })
+    }
+
+    /// Creates `__consumer_offsets` (compact) if absent. Blocking.
+    pub fn ensure_internal(&self, end_offset: &dyn Fn(u32) -> u64) -> Result<(), RegistryError> {
+        if self.get(CONSUMER_OFFSETS_TOPIC).is_some() {
+            return Ok(());
+        }
+        let overrides = Overrides::from([("cleanup.policy".to_string(), "compact".to_string())]);
+        self.create(
+            CONSUMER_OFFSETS_TOPIC,
+            CONSUMER_OFFSETS_PARTITIONS,
+            overrides,
+            end_offset,
+        )
+        .map(|_| ())
+        .map_err(|e| RegistryError::Declared {
+            topic: CONSUMER_OFFSETS_TOPIC.into(),
+            reason: e.to_string(),
+        })
+    }
+
+    /// Applies the topics of the config file (CONFIG.md): created if absent;
+    /// if present, the configs the file names are set (the file wins for
+    /// those keys, API changes to other keys stay). A larger partition count
+    /// adds partitions (as Kafka's `--alter --partitions`); a smaller one is
+    /// refused, because partitions cannot be removed. Blocking.
+    pub fn apply_declared(
+        &self,
+        declared: &[DeclaredTopic],
+        end_offset: &dyn Fn(&str, u32) -> u64,
+    ) -> Result<(), RegistryError> {
+        for d in declared {
+            let bad = |reason: String| RegistryError::Declared {
+                topic: d.name.clone(),
+                reason,
+            };
+            if is_internal(&d.name) {
+                return Err(bad("is an internal topic and cannot be declared".into()));
+            }
+            let Some(existing) = self.get(&d.name) else {
+                self.create(&d.name, d.partitions, d.overrides.clone(), &|p| {
+                    end_offset(&d.name, p)
+                })
+                .map_err(|e| bad(e.to_string()))?;
+                tracing::info!(topic = %d.name, partitions = d.partitions, "created declared topic");
+                continue;
+            };
+            let current = existing.partitions.get();
+            if d.partitions < current {
+                return Err(bad(format!(
+                    "declares {} partitions but the topic has {current}; partitions cannot be removed",
+                    d.partitions
+                )));
+            }
+            let mut overrides = existing.overrides.clone();
+            overrides.extend(d.overrides.clone());
+            if overrides == existing.overrides && d.partitions == current {
+                continue;
+            }
+            let _w = self.lock_write();
+            let mut base_offsets = existing.base_offsets.clone();
+            base_offsets.extend((current..d.partitions).map(|p| end_offset(&d.name, p)));
+            if d.partitions > current {
+                tracing::warn!(
+                    topic = %d.name,
+                    from = current,
+                    to = d.partitions,
+                    "adding partitions to a declared topic: keys now map to different partitions"
+                );
+            }
+            let entry = TopicEntry {
+                partitions: d.partitions,
+                configs: overrides,
+                base_offsets,
+            };
+            let next = Arc::new(
+                build(&d.name, &entry, Some(&existing.round_robin))
+                    .map_err(|e| bad(e.to_string()))?,
+            );
+            self.commit(|topics| {
+                topics.insert(d.name.clone(), next);
+            })
+            .map_err(|e| bad(e.to_string()))?;
+            tracing::info!(topic = %d.name, "applied declared configs");
+        }
+        Ok(())
+    }
+
+    /// Writes the registry with `change` applied, then publishes it. The
+    /// caller holds `write`.
+    fn commit(
+        &self,
+        change: impl FnOnce(&mut BTreeMap<String, Arc<Topic>>),
+    ) -> Result<(), ApiError> {
+        let mut next = self.read().clone();
+        change(&mut next);
+        let file = RegistryFile {
+            version: REGISTRY_VERSION,
+            topics: next
+                .iter()
+                .map(|(name, t)| {
+                    (
+                        name.clone(),
+                        TopicEntry {
+                            partitions: t.partitions.get(),
+                            configs: t.overrides.clone(),
+                            base_offsets: t.base_offsets.clone(),
+                        },
+                    )
+                })
+                .collect(),
+        };
+        let bytes = serde_json::to_vec_pretty(&file).map_err(|e| ApiError::Internal {
+            message: format!("cannot encode the topic registry: {e}"),
+        })?;
+        tidelog_storage::fs_util::write_atomic(&self.path, &bytes).map_err(|e| {
+            ApiError::Internal {
+                message: format!("cannot write the topic registry: {e}"),
+            }
+        })?;
+        *self.topics.write().unwrap_or_else(|e| e.into_inner()) = next;
+        Ok(())
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Arc<Topic>>> {
+        // A panic while holding the lock cannot leave the map half-changed
+        // (it is only ever swapped whole), so poisoning is ignored.
+        self.topics.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn lock_write(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.write.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// 40002 unless `partitions` is in `1..=PARTITIONS_MAX`.
+pub fn check_partitions(partitions: u32) -> Result<(), ApiError> {
+    if partitions == 0 || partitions > PARTITIONS_MAX {
+        return Err(ApiError::BadRequest {
+            message: format!("{partitions} is not a partition count in 1..={PARTITIONS_MAX}"),
+        });
+    }
+    Ok(())
+}
+
+fn build(
+    name: &str,
+    entry: &TopicEntry,
+    round_robin: Option<&Arc<RoundRobin>>,
+) -> Result<Topic, ApiError> {
+    names::validate_topic_name(name)?;
+    check_partitions(entry.partitions)?;
+    let partitions = NonZeroU32::new(entry.partitions).ok_or_else(|| ApiError::BadRequest {
+        message: "a topic needs at least one partition".into(),
+    })?;
+    let config = TopicConfig::from_overrides(&entry.configs)?;
+    // Canonicalize, so what is stored and shown is the validated form.
+    let mut overrides = Overrides::new();
+    for (k, v) in &entry.configs {
+        overrides.insert(k.clone(), topic_config::validate(k, v)?);
+    }
+    let mut base_offsets = entry.base_offsets.clone();
+    base_offsets.resize(entry.partitions as usize, 0);
+    Ok(Topic {
+        name: Arc::from(name),
+        partitions,
+        overrides,
+        config,
+        base_offsets,
+        round_robin: round_robin.cloned().unwrap_or_default(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn zero(_: u32) -> u64 {
+        0
+    }
+
+    #[test]
+    fn create_alter_delete_survive_a_reload() {
+        let dir = tempfile::tempdir().unwrap();
+        let reg = TopicRegistry::load(dir.path()).unwrap();
+        assert!(reg.is_empty());
+        reg.create("orders", 3, Overrides::new(), &zero).unwrap();
+        reg.create("gone", 1, Overrides::new(), &|_| 7).unwrap();
+        assert_eq!(
+            reg.create("orders", 1, Overrides::new(), &zero)
+                .unwrap_err()
+                .error_code(),
+            40901
+        );
+        reg.alter("orders", &[("retention.ms".into(), Some(" 1000 ".into()))])
+            .unwrap();
+        reg.delete("gone").unwrap();
+        assert_eq!(reg.delete("gone").unwrap_err().error_code(), 40401);
+
+        let again = TopicRegistry::load(dir.path()).unwrap();
+        let t = again.require("orders").unwrap();
+        assert_eq!(t.partitions.get(), 3);
+        assert_eq!(
+            t.overrides.get("retention.ms").map(String::as_str),
+            Some("1000")
+        );
+        assert_eq!(t.config.retention_ms, 1000);
+        assert!(again.get("gone").is_none());
+    }
+
+    #[test]
+    fn bad_alters_change_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let reg = TopicRegistry::load(dir.path()).unwrap();
+        reg.create("t", 1, Overrides::new(), &zero).unwrap();
+        let err = reg
+            .alter(
+                "t",
+                &[
+                    ("retention.ms".into(), Some("5".into())),
+                    ("nope".into(), Some("1".into())),
+                ],
+            )
+            .unwrap_err();
+        assert_eq!(err.error_code(), 40002);
+        assert!(reg.require("t").unwrap().overrides.is_empty());
+    }
+
+    #[test]
+    fn recreated_topic_starts_above_its_predecessor() {
+        let dir = tempfile::tempdir().unwrap();
+        let reg = TopicRegistry::load(dir.path()).unwrap();
+        reg.create("t", 2, Overrides::new(), &zero).unwrap();
+        reg.delete("t").unwrap();
+        let t = reg
+            .create("t", 2, Overrides::new(), &|p| 10 + u64::from(p))
+            .unwrap();
+        assert_eq!(t.base_offsets, vec![10, 11]);
+    }
+
+    #[test]
+    fn declared_topics_are_created_then_file_wins_for_named_keys() {
+        let dir = tempfile::tempdir().unwrap();
+        let reg = TopicRegistry::load(dir.path()).unwrap();
+        let declared = vec![DeclaredTopic {
+            name: "users".into(),
+            partitions: 2,
+            overrides: Overrides::from([("cleanup.policy".into(), "compact".into())]),
+        }];
+        reg.apply_declared(&declared, &|_, _| 0).unwrap();
+        // An API change to another key and to the declared key.
+        reg.alter(
+            "users",
+            &[
+                ("retention.ms".into(), Some("5".into())),
+                ("cleanup.policy".into(), Some("delete".into())),
+            ],
+        )
+        .unwrap();
+        let reg = TopicRegistry::load(dir.path()).unwrap();
+        reg.apply_declared(&declared, &|_, _| 0).unwrap();
+        let t = reg.require("users").unwrap();
+        assert_eq!(
+            t.overrides.get("cleanup.policy").map(String::as_str),
+            Some("compact")
+        );
+        assert_eq!(
+            t.overrides.get("retention.ms").map(String::as_str),
+            Some("5")
+        );
+
+        let fewer = vec![DeclaredTopic {
+            partitions: 1,
+            ..declared[0].clone()
+        }];
+        assert!(reg.apply_declared(&fewer, &|_, _| 0).is_err());
+        let internal = vec![DeclaredTopic {
+            name: CONSUMER_OFFSETS_TOPIC.into(),
+            ..declared[0].clone()
+        }];
+        assert!(reg.apply_declared(&internal, &|_, _| 0).is_err());
+    }
+
+    #[test]
+    fn internal_topic_is_protected() {
+        let dir = tempfile::tempdir().unwrap();
+        let reg = TopicRegistry::load(dir.path()).unwrap();
+        reg.ensure_internal(&zero).unwrap();
+        reg.ensure_internal(&zero).unwrap();
+        let t = reg.require(CONSUMER_OFFSETS_TOPIC).unwrap();
+        assert!(t.is_internal());
+        assert!(t.config.cleanup_policy.compacts());
+        assert_eq!(
+            reg.delete(CONSUMER_OFFSETS_TOPIC).unwrap_err().error_code(),
+            40002
+        );
+    }
+
+    #[test]
+    fn a_corrupt_or_hostile_registry_file_stops_start_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(REGISTRY_FILE);
+        for bad in [
+            "not json",
+            r#"{"version":2,"topics":{}}"#,
+            r#"{"version":1,"topics":{"../x":{"partitions":1}}}"#,
+            r#"{"version":1,"topics":{"t":{"partitions":0}}}"#,
+            r#"{"version":1,"topics":{"t":{"partitions":1,"configs":{"cleanup.policy":"purge"}}}}"#,
+        ] {
+            std::fs::write(&path, bad).unwrap();
+            let err = TopicRegistry::load(dir.path()).unwrap_err();
+            assert!(err.to_string().contains("topics.json"), "{err}");
+        }
+    }
+}

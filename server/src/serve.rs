@@ -1,0 +1,182 @@
+//! `tidelog serve`: bind, recover, serve, shut down.
+//!
+//! Order of events:
+//! 1. Bind the listener and start serving at once, so `/status/ready`
+//!    answers 503 (and `/metrics` answers) while the store recovers.
+//! 2. Open the store on a blocking thread (recovery can take a while), load
+//!    the topic registry, create declared topics, rebuild consumer offsets;
+//!    then the API serves. A failure here stops the server with exit 1.
+//! 3. On SIGINT or SIGTERM: stop accepting, wake long-polls, let requests in
+//!    flight finish, then `Store::shutdown` (flush, checkpoint, remove
+//!    `abort`) and exit 0. A second signal exits at once with 1, leaving
+//!    `abort` behind so the next start runs full recovery.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use tidelog_api::{AppState, Ready};
+use tokio::signal::unix::{signal, Signal, SignalKind};
+use tokio::sync::watch;
+
+use crate::config::Config;
+use crate::EXIT_RUNTIME;
+
+/// How long shutdown waits for blocking store calls of abandoned requests.
+const STORE_RELEASE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// SIGTERM and SIGINT, whichever comes first.
+struct Signals {
+    term: Signal,
+    int: Signal,
+}
+
+impl Signals {
+    fn new() -> std::io::Result<Signals> {
+        Ok(Signals {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+        })
+    }
+
+    async fn recv(&mut self) -> &'static str {
+        tokio::select! {
+            _ = self.term.recv() => "SIGTERM",
+            _ = self.int.recv() => "SIGINT",
+        }
+    }
+}
+
+pub async fn run(config: Config) -> ExitCode {
+    let failed = ExitCode::from(EXIT_RUNTIME);
+    let mut signals = match Signals::new() {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot install signal handlers");
+            return failed;
+        }
+    };
+    let listener = match tokio::net::TcpListener::bind(config.listen).await {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::error!(listen = %config.listen, error = %e, "cannot listen");
+            eprintln!("tidelog: cannot listen on {}: {e}", config.listen);
+            return failed;
+        }
+    };
+    let settings = config.api_settings();
+    let state = AppState::new(settings.clone(), config.data_dir.clone());
+    let app = tidelog_api::router(state.clone());
+    let (stop_tx, mut stop_rx) = watch::channel(false);
+    let mut server = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                let _ = stop_rx.wait_for(|stop| *stop).await;
+            })
+            .await
+    });
+    tracing::info!(listen = %config.listen, data_dir = %config.data_dir.display(), "listening; opening the store");
+
+    let store_config = config.store_config();
+    let mut opening = tokio::task::spawn_blocking(move || Ready::open(&settings, store_config));
+    let mut exit = ExitCode::SUCCESS;
+    let mut server_done = false;
+    // Phase 1: recovery, unless a signal comes first.
+    let mut still_opening = true;
+    let first_signal = tokio::select! {
+        opened = &mut opening => {
+            still_opening = false;
+            match opened {
+                Ok(Ok(ready)) => {
+                    state.set_ready(ready);
+                    None
+                }
+                Ok(Err(e)) => {
+                    tracing::error!(error = %e, "start-up failed");
+                    eprintln!("tidelog: {e}");
+                    exit = failed;
+                    Some("start-up failure")
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "start-up task failed");
+                    exit = ExitCode::from(EXIT_RUNTIME);
+                    Some("start-up failure")
+                }
+            }
+        }
+        name = signals.recv() => Some(name),
+    };
+    // Phase 2: serve until a signal (or the server fails on its own).
+    let reason = match first_signal {
+        Some(reason) => reason,
+        None => tokio::select! {
+            name = signals.recv() => name,
+            result = &mut server => {
+                server_done = true;
+                tracing::error!(?result, "the HTTP server stopped on its own");
+                exit = ExitCode::from(EXIT_RUNTIME);
+                "server failure"
+            }
+        },
+    };
+    tracing::info!(
+        reason,
+        "shutting down: no new connections, finishing requests in flight"
+    );
+    tokio::spawn(async move {
+        let name = signals.recv().await;
+        tracing::warn!(signal = name, "second signal: exiting at once");
+        eprintln!("tidelog: second signal ({name}): exiting without a clean shutdown");
+        std::process::exit(i32::from(EXIT_RUNTIME));
+    });
+    state.begin_shutdown();
+    let _ = stop_tx.send(true);
+    if !server_done {
+        match server.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::error!(error = %e, "HTTP server error during shutdown"),
+            Err(e) => tracing::error!(error = %e, "HTTP server task failed"),
+        }
+    }
+
+    // A signal during recovery: let it finish, then close what it opened
+    // cleanly (recovery's work is then not repeated at the next start).
+    if still_opening {
+        match opening.await {
+            Ok(Ok(ready)) => state.set_ready(ready),
+            Ok(Err(e)) => {
+                tracing::error!(error = %e, "start-up failed");
+                exit = ExitCode::from(EXIT_RUNTIME);
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "start-up task failed");
+                exit = ExitCode::from(EXIT_RUNTIME);
+            }
+        }
+    }
+    match state.take_ready(STORE_RELEASE_TIMEOUT).await {
+        None => {}
+        Some(Ok(ready)) => match tokio::task::spawn_blocking(move || ready.shutdown()).await {
+            Ok(Ok(())) => tracing::info!("clean shutdown"),
+            Ok(Err(e)) => {
+                tracing::error!(error = %e, "store shutdown failed");
+                exit = ExitCode::from(EXIT_RUNTIME);
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "store shutdown task failed");
+                exit = ExitCode::from(EXIT_RUNTIME);
+            }
+        },
+        Some(Err(still_shared)) => {
+            // Something still holds the store: flush what we can; `abort`
+            // stays, so the next start checks everything.
+            tracing::error!("store still in use after {STORE_RELEASE_TIMEOUT:?}; flushing without a clean shutdown");
+            match tokio::task::spawn_blocking(move || still_shared.store.checkpoint()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::error!(error = %e, "final checkpoint failed"),
+                Err(e) => tracing::error!(error = %e, "final checkpoint task failed"),
+            }
+            exit = ExitCode::from(EXIT_RUNTIME);
+        }
+    }
+    exit
+}
