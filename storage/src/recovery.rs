@@ -81,6 +81,7 @@ pub(crate) fn recover_log(
     mut segments: Vec<Arc<Segment>>,
     start: u64,
     mode: RecoveryMode,
+    clean_shutdown: bool,
 ) -> Result<RecoveredLog> {
     let Some(first) = segments.first() else {
         return Ok(RecoveredLog {
@@ -137,7 +138,8 @@ pub(crate) fn recover_log(
     }
     let end = pos;
     let mut truncated = 0;
-    if let Some((seg, why)) = bad {
+    let clean_end = clean_shutdown && end == scanned_from;
+    if let Some((seg, why)) = bad.filter(|(_, why)| !(clean_end && why.starts_with("no record"))) {
         if let Some(evidence) = valid_data_after(&segments, &seg, end) {
             let msg = format!(
                 "invalid record ({why}) with valid data after it at {evidence}: this is corruption in the middle of the log, not a torn tail"
@@ -200,35 +202,42 @@ fn valid_data_after(segments: &[Arc<Segment>], seg: &Arc<Segment>, at: u64) -> O
         }
     }
     // A record can start at any byte; it stores its own offset at +12, which
-    // makes a cheap filter before the full check. Skip zero runs quickly.
-    let rel_start = (at - seg.base()) as usize + 1;
+    // makes a cheap filter before the full check. Only ranges that may hold
+    // data are read; zero runs inside them are skipped quickly.
     let size = seg.size() as usize;
     // SAFETY: recovery runs before any reader or writer exists.
     let bytes = unsafe { seg.slice(0, size) };
-    let mut rel = rel_start;
-    while rel + HEADER_LEN <= size {
-        if bytes[rel..].len() >= 8 && bytes[rel..rel + 8] == [0u8; 8] {
-            // Jump to the next non-zero byte.
-            match bytes[rel..].iter().position(|&b| b != 0) {
-                Some(skip) => {
-                    rel += skip.saturating_sub(11).max(1);
-                    continue;
+    let from = at - seg.base() + 1;
+    for (start, end) in seg.data_ranges(from) {
+        // A record that starts up to a header before a data range begins
+        // would have its length bytes inside it: start a little early.
+        let mut rel = (start as usize)
+            .saturating_sub(HEADER_LEN)
+            .max(from as usize);
+        let end = end as usize;
+        while rel < end && rel + HEADER_LEN <= size {
+            if bytes[rel..rel + 8] == [0u8; 8] {
+                match bytes[rel..end].iter().position(|&b| b != 0) {
+                    Some(skip) => {
+                        rel += skip.saturating_sub(11).max(1);
+                        continue;
+                    }
+                    None => break,
                 }
-                None => return None,
             }
+            let pos = seg.base() + rel as u64;
+            let mut stored = [0u8; 8];
+            stored.copy_from_slice(&bytes[rel + 12..rel + 20]);
+            if u64::from_le_bytes(stored) == pos
+                && matches!(
+                    format::decode(&bytes[rel..], pos, true),
+                    Ok(Decoded::Record(_) | Decoded::EndOfSegment { .. })
+                )
+            {
+                return Some(pos);
+            }
+            rel += 1;
         }
-        let pos = seg.base() + rel as u64;
-        let mut stored = [0u8; 8];
-        stored.copy_from_slice(&bytes[rel + 12..rel + 20]);
-        if u64::from_le_bytes(stored) == pos
-            && matches!(
-                format::decode(&bytes[rel..], pos, true),
-                Ok(Decoded::Record(_) | Decoded::EndOfSegment { .. })
-            )
-        {
-            return Some(pos);
-        }
-        rel += 1;
     }
     None
 }
@@ -237,28 +246,33 @@ fn valid_data_after(segments: &[Arc<Segment>], seg: &Arc<Segment>, at: u64) -> O
 /// durable, so stale bytes can never be read back as records.
 fn zero_from(seg: &Segment, from: u64) -> Result<u64> {
     const CHUNK: usize = 64 << 10;
-    let mut rel = (from - seg.base()) as usize;
-    let size = seg.size() as usize;
     let mut zeroed = 0u64;
-    while rel < size {
-        let len = CHUNK.min(size - rel);
-        // SAFETY: recovery runs before any reader or writer exists.
-        let chunk = unsafe { seg.slice_mut(rel, len) };
-        if chunk.iter().any(|&b| b != 0) {
-            chunk.fill(0);
-            seg.flush(rel, len)?;
-            zeroed += len as u64;
+    for (start, end) in seg.data_ranges(from - seg.base()) {
+        let mut rel = start as usize;
+        while rel < end as usize {
+            let len = CHUNK.min(end as usize - rel);
+            // SAFETY: recovery runs before any reader or writer exists.
+            let chunk = unsafe { seg.slice_mut(rel, len) };
+            if chunk.iter().any(|&b| b != 0) {
+                chunk.fill(0);
+                seg.flush(rel, len)?;
+                zeroed += len as u64;
+            }
+            rel += len;
         }
-        rel += len;
     }
     Ok(zeroed)
 }
 
+/// Bytes a removed trailing segment held: its size if anything was written
+/// at its start, else 0 (a preallocated, never-used segment). Looks at the
+/// first bytes only, so removing a spare 1 GiB segment reads nothing more.
 fn nonzero_len(seg: &Segment) -> u64 {
     // SAFETY: recovery runs before any reader or writer exists.
-    let bytes = unsafe { seg.slice(0, seg.size() as usize) };
-    bytes
-        .iter()
-        .rposition(|&b| b != 0)
-        .map_or(0, |p| p as u64 + 1)
+    let head = unsafe { seg.slice(0, (seg.size() as usize).min(format::END_MARKER_LEN)) };
+    if head.iter().any(|&b| b != 0) {
+        seg.size()
+    } else {
+        0
+    }
 }

@@ -154,6 +154,7 @@ impl Store {
             segments,
             checkpoint.dispatched,
             config.recovery_mode,
+            clean,
         )?;
         let end = recovered.end;
         let log = CommitLog::new(

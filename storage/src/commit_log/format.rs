@@ -418,7 +418,7 @@ pub fn decode(buf: &[u8], expected_offset: u64, verify_crc: bool) -> Result<Deco
 
 /// Walk a header block and check it holds exactly `count` well-formed
 /// entries with UTF-8 names.
-fn validate_headers(block: &[u8], count: usize) -> Result<(), Invalid> {
+pub fn validate_headers(block: &[u8], count: usize) -> Result<(), Invalid> {
     let mut at = 0;
     for i in 0..count {
         if block.len() - at < HEADER_ENTRY_FIXED {

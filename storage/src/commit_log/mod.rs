@@ -344,11 +344,13 @@ impl CommitLog {
         }
         let seg = match self.prealloc.take(pos) {
             Some(s) => s,
+            // Made here, on the append path: no warm-up, which would stall
+            // this append for as long as it takes to fault the pages in.
             None => Arc::new(Segment::create(
                 &self.dir,
                 pos,
                 self.segment_bytes,
-                self.preallocate,
+                None,
                 &self.faults,
             )?),
         };
@@ -373,7 +375,7 @@ impl CommitLog {
             if self.segment_containing(base).is_some() {
                 return None;
             }
-            match Segment::create(&self.dir, base, self.segment_bytes, true, &self.faults) {
+            match Segment::create(&self.dir, base, self.segment_bytes, Some(stop), &self.faults) {
                 Ok(s) => Some(Arc::new(s)),
                 Err(e) => {
                     tracing::warn!(error = %e, base, "could not preallocate the next segment; the writer will create it");

@@ -114,6 +114,15 @@ impl StoredRecord {
         )
     }
 
+    /// The encoded header block and its entry count, for copying a record's
+    /// headers verbatim into another log (see `format::decode_headers`).
+    pub fn headers_block(&self) -> (Bytes, usize) {
+        (
+            self.bytes.slice(self.view.headers.clone()),
+            self.view.header_count,
+        )
+    }
+
     /// The whole encoded record, as it sits in the log.
     pub fn raw(&self) -> &Bytes {
         &self.bytes
