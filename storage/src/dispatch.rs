@@ -156,8 +156,9 @@ impl Dispatcher {
         let began = Instant::now();
         let mut last_log = began;
         let mut records = 0u64;
+        let mut segment = None;
         while pos < target {
-            match self.log.read_next(pos, false)? {
+            match self.log.read_next_cached(pos, false, &mut segment)? {
                 Next::Record(r) => {
                     for s in &self.sinks {
                         s.dispatch(&r)?;

@@ -195,7 +195,7 @@ impl Store {
         // Queue offsets continue where each partition's queue ends.
         let mut next = NextOffsets::default();
         for q in queues.all() {
-            next.insert(q.topic_partition().clone(), q.max_offset());
+            next.insert(q.topic_partition(), q.max_offset());
         }
         log.set_next_offsets(next);
 

@@ -29,8 +29,36 @@ use crate::error::{Result, StoreError};
 use crate::fault::{self, FaultPoint};
 use crate::types::{now_ms, PhysicalOffset, QueueOffset, TopicPartition};
 
-/// Per-partition counters of the next queue offset, owned by the writer.
-pub type NextOffsets = HashMap<TopicPartition, u64, ahash::RandomState>;
+/// Per-partition counters of the next queue offset, owned by the writer:
+/// topic → partition → next offset. Keyed by topic first so the append
+/// path looks a partition up by `&str` without allocating.
+#[derive(Default)]
+pub struct NextOffsets(
+    HashMap<Arc<str>, HashMap<u32, u64, ahash::RandomState>, ahash::RandomState>,
+);
+
+impl NextOffsets {
+    pub fn insert(&mut self, tp: &TopicPartition, next: u64) {
+        self.0
+            .entry(Arc::clone(tp.topic_arc()))
+            .or_default()
+            .insert(tp.partition(), next);
+    }
+
+    pub fn get(&self, topic: &str, partition: u32) -> Option<u64> {
+        self.0.get(topic)?.get(&partition).copied()
+    }
+
+    fn entry(&mut self, topic: &Arc<str>, partition: u32) -> &mut u64 {
+        // Cloning the record's `Arc<str>` is a reference-count increment,
+        // not an allocation.
+        self.0
+            .entry(Arc::clone(topic))
+            .or_default()
+            .entry(partition)
+            .or_insert(0)
+    }
+}
 
 struct WriterState {
     /// Where the next record goes; equals `committed` between appends.
@@ -187,8 +215,7 @@ impl CommitLog {
     pub fn next_queue_offset(&self, tp: &TopicPartition) -> u64 {
         lock(&self.writer)
             .next_offsets
-            .get(tp)
-            .copied()
+            .get(tp.topic(), tp.partition())
             .unwrap_or(0)
     }
 
@@ -299,7 +326,7 @@ impl CommitLog {
                 debug_assert!(false, "planned segment at {at} is missing");
                 return Err(StoreError::invalid("internal: planned segment missing"));
             };
-            let tp_next = next_offset_entry(&mut w.next_offsets, &r.topic, r.partition)?;
+            let tp_next = w.next_offsets.entry(&r.topic, r.partition);
             let queue_offset = *tp_next;
             *tp_next += 1;
             let fields = RecordFields {
@@ -445,11 +472,26 @@ impl CommitLog {
     /// What starts at `pos`: a record, a marker to skip, or the end.
     /// `verify_crc` is for bytes whose origin is not trusted.
     pub fn read_next(&self, pos: u64, verify_crc: bool) -> Result<Next> {
+        self.read_next_cached(pos, verify_crc, &mut None)
+    }
+
+    /// [`CommitLog::read_next`] for sequential readers: `cache` keeps the
+    /// segment of the previous read, so walking a segment record by record
+    /// takes the segment-list lock once, not once per record.
+    pub fn read_next_cached(
+        &self,
+        pos: u64,
+        verify_crc: bool,
+        cache: &mut Option<Arc<Segment>>,
+    ) -> Result<Next> {
         let committed = self.committed();
         if pos >= committed {
             return Ok(Next::End);
         }
-        let Some(seg) = self.segment_containing(pos) else {
+        if !cache.as_ref().is_some_and(|s| s.contains(pos)) {
+            *cache = self.segment_containing(pos);
+        }
+        let Some(seg) = cache.as_ref() else {
             return Err(StoreError::invalid(format!(
                 "physical offset {pos} is not in the log (minimum {})",
                 self.min_offset()
@@ -463,7 +505,7 @@ impl CommitLog {
             Ok(Decoded::Record(view)) => {
                 // SAFETY: committed bytes, and `view` came from them.
                 Ok(Next::Record(unsafe {
-                    StoredRecord::from_segment(&seg, rel, view)
+                    StoredRecord::from_segment(seg, rel, view)
                 }))
             }
             Ok(Decoded::EndOfSegment { .. }) => Ok(Next::Skip(seg.end())),
@@ -510,16 +552,6 @@ impl CommitLog {
             _ => Ok(None),
         }
     }
-}
-
-fn next_offset_entry<'a>(
-    map: &'a mut NextOffsets,
-    topic: &Arc<str>,
-    partition: u32,
-) -> Result<&'a mut u64> {
-    // Build the key once per partition; lookups after that do not allocate.
-    let tp = TopicPartition::new(topic, partition)?;
-    Ok(map.entry(tp).or_insert(0))
 }
 
 /// The segment containing `pos` in a sorted list.
