@@ -19,15 +19,20 @@
 //! change, so cleaned logs have gaps. A partition that fails is marked
 //! uncleanable and retried after a backoff.
 //!
-//! This crate so far holds the two self-contained pieces: the offset map and
-//! the checkpoint file. Neither takes locks; each cleaner thread owns its map
-//! and the checkpoint is loaded and stored by whoever coordinates the threads.
+//! Modules: [`compacted`] (the logs, their format and the dispatcher sink),
+//! [`cleaner`] (threads, selection, the pass and the crash-safe swap),
+//! [`offset_map`], [`checkpoint`], [`throttle`].
 
 pub mod checkpoint;
+pub mod cleaner;
+pub mod compacted;
 pub mod error;
 mod fingerprint;
 pub mod offset_map;
+pub mod throttle;
 
 pub use checkpoint::CleanerCheckpoint;
+pub use cleaner::{CleanerConfig, LogCleaner, PartitionStatus, RunStats};
+pub use compacted::{CompactTopicConfig, CompactedLog, CompactedLogs, CompactedRecord};
 pub use error::{CleanerError, Result};
 pub use offset_map::{OffsetMap, PutOutcome};

@@ -1,0 +1,980 @@
+//! The LogCleaner: Kafka's log compaction over tidelog's compacted logs.
+//!
+//! Each of `cleaner.threads` named threads (`tidelog-cleaner-N`) loops:
+//! housekeeping (roll idle active segments, retention of `compact,delete`
+//! topics), then pick the filthiest log that is not in progress, paused or
+//! uncleanable, clean it, advance the cleaner checkpoint. With nothing
+//! eligible it sleeps `cleaner.backoff_ms` (an admin request wakes it).
+//!
+//! One pass over a log:
+//! 1. Dirty range `[first_dirty, first_uncleanable)`: `first_dirty` from the
+//!    cleaner-offset checkpoint (reset to the log start if out of range);
+//!    `first_uncleanable` is the active segment's base or the first segment
+//!    with a record newer than `min.compaction.lag.ms`, whichever is lower.
+//! 2. Build key fingerprint → newest offset over the dirty range, in the
+//!    thread's share of `dedupe_buffer_bytes`. If the map fills, the pass
+//!    covers only what it mapped (a partial pass); the next pass continues.
+//! 3. Group the segments below the mapped end so a cleaned segment stays
+//!    under `segment.bytes`; rewrite each group keeping a record unless a
+//!    newer record of its key exists, or it is a tombstone whose delete
+//!    horizon has passed. A tombstone kept for the first time is stamped
+//!    with horizon now + `delete.retention.ms`.
+//! 4. Swap each group in crash-safely (below), then store the checkpoint.
+//!
+//! The swap, and what a crash at each step leaves:
+//! - write `<base>.log.cleaned`, fsync → crash: startup deletes `.cleaned`,
+//!   the old segments are whole;
+//! - rename to `<base>-<end>.swap`, fsync dir → from here the new data is
+//!   the truth: startup deletes old segments with base in `[base, end)`
+//!   and renames the swap file to `<base>.log`;
+//! - swap in memory, delete the old files, rename `.swap` → `<base>.log`,
+//!   fsync dir → crash anywhere here is finished the same way.
+//!
+//! So a crash leaves either the old segments or the new one, never both
+//! (which would duplicate keys) and never neither (which would lose them).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::checkpoint::CleanerCheckpoint;
+use crate::compacted::log::{lock, swap_file_name, CompactedLog};
+use crate::compacted::segment::{Segment, CLEANED_SUFFIX, LOG_SUFFIX};
+use crate::compacted::{CompactTopicConfig, CompactedLogs};
+use crate::error::{CleanerError, Result};
+use crate::offset_map::{OffsetMap, PutOutcome, DEFAULT_LOAD_FACTOR};
+use crate::throttle::Throttle;
+use tidelog_storage::fs_util::{self, offset_file_name};
+
+/// `cleaner:` settings of broker.yaml (Kafka's defaults).
+#[derive(Clone, Debug)]
+pub struct CleanerConfig {
+    pub threads: usize,
+    /// Offset-map memory for all threads together.
+    pub dedupe_buffer_bytes: usize,
+    pub backoff_ms: u64,
+    pub io_max_bytes_per_second: Option<u64>,
+    pub load_factor: f64,
+    /// Test seam: stop a swap at this step, as a crash would.
+    pub crash_at: Option<SwapStep>,
+}
+
+impl Default for CleanerConfig {
+    fn default() -> Self {
+        CleanerConfig {
+            threads: 1,
+            dedupe_buffer_bytes: 128 << 20,
+            backoff_ms: 15_000,
+            io_max_bytes_per_second: None,
+            load_factor: DEFAULT_LOAD_FACTOR,
+            crash_at: None,
+        }
+    }
+}
+
+/// Steps of a segment swap, for crash tests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SwapStep {
+    /// `.cleaned` written and fsynced, not renamed.
+    CleanedWritten,
+    /// Renamed to `.swap`, old segments still present.
+    SwapRenamed,
+    /// Some old segment files deleted.
+    OldPartlyDeleted,
+    /// All old files deleted, `.swap` not yet renamed to `.log`.
+    OldDeleted,
+}
+
+/// Statistics of one cleaning pass (API.md's `last_run`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RunStats {
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    pub records_kept: u64,
+    pub records_removed: u64,
+    pub duration_ms: u64,
+    /// Fraction of the offset map used.
+    pub map_utilization: f64,
+    /// Keys the map held.
+    pub keys: u64,
+    pub first_dirty: u64,
+    /// The checkpoint after the pass (end of what the map covered).
+    pub end_offset: u64,
+    /// The map filled before the dirty range ended.
+    pub partial: bool,
+    pub segments_cleaned: u64,
+}
+
+/// What an operator sees of one partition (API.md's compaction status).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PartitionStatus {
+    pub partition: u32,
+    /// `idle`, `in_progress`, `paused` or `uncleanable: <reason>`.
+    pub state: String,
+    pub dirty_ratio: f64,
+    pub checkpoint_offset: Option<u64>,
+    pub last_run: Option<RunStats>,
+    pub runs: u64,
+}
+
+#[derive(Default)]
+struct PartitionState {
+    in_progress: bool,
+    paused: bool,
+    forced: bool,
+    uncleanable: Option<(String, i64)>,
+    last_run: Option<RunStats>,
+    /// Passes started and finished; one at a time per partition, so the
+    /// first pass to start after a request is number `started + 1`.
+    started: u64,
+    runs: u64,
+}
+
+/// Kafka's cleaner metrics.
+#[derive(Debug, Default)]
+pub struct CleanerMetrics {
+    pub max_dirty_percent: AtomicU64,
+    pub recopy_percent: AtomicU64,
+    pub max_clean_time_ms: AtomicU64,
+    pub max_compaction_delay_ms: AtomicU64,
+    pub last_run_end_ms: AtomicU64,
+    pub thread_restarts: AtomicU64,
+    pub buffer_utilization_permille: AtomicU64,
+    pub runs: AtomicU64,
+    pub failures: AtomicU64,
+}
+
+/// A snapshot for `/metrics`.
+#[derive(Clone, Debug, Default)]
+pub struct CleanerMetricsSnapshot {
+    pub max_dirty_percent: u64,
+    pub recopy_percent: u64,
+    pub max_clean_time_ms: u64,
+    pub max_compaction_delay_ms: u64,
+    pub time_since_last_run_ms: u64,
+    pub uncleanable_partitions: u64,
+    pub uncleanable_bytes: u64,
+    pub thread_restarts: u64,
+    pub buffer_utilization: f64,
+    pub runs: u64,
+    pub failures: u64,
+}
+
+struct Shared {
+    logs: Arc<CompactedLogs>,
+    config: CleanerConfig,
+    data_dir: PathBuf,
+    checkpoint: Mutex<CleanerCheckpoint>,
+    states: Mutex<HashMap<(String, u32), PartitionState>>,
+    /// Signalled when work is requested or a run ends.
+    changed: Condvar,
+    stop: AtomicBool,
+    throttle: Throttle,
+    housekeeping: Mutex<()>,
+    metrics: CleanerMetrics,
+}
+
+/// Dirty-range facts about one log.
+#[derive(Clone, Debug)]
+struct Cleanable {
+    first_dirty: u64,
+    first_uncleanable: u64,
+    dirty_bytes: u64,
+    ratio: f64,
+    max_lag_due: bool,
+    tombstones_due: bool,
+    first_dirty_ts: Option<i64>,
+}
+
+pub struct LogCleaner {
+    shared: Arc<Shared>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl LogCleaner {
+    /// Load the cleaner checkpoint. Threads start with [`LogCleaner::start`].
+    pub fn new(
+        logs: Arc<CompactedLogs>,
+        data_dir: PathBuf,
+        config: CleanerConfig,
+    ) -> Result<LogCleaner> {
+        if config.threads == 0 {
+            return Err(CleanerError::InvalidConfig {
+                setting: "cleaner.threads",
+                reason: "must be at least 1".into(),
+            });
+        }
+        let checkpoint = CleanerCheckpoint::load(&data_dir)?;
+        Ok(LogCleaner {
+            shared: Arc::new(Shared {
+                throttle: Throttle::new(config.io_max_bytes_per_second),
+                logs,
+                config,
+                data_dir,
+                checkpoint: Mutex::new(checkpoint),
+                states: Mutex::new(HashMap::new()),
+                changed: Condvar::new(),
+                stop: AtomicBool::new(false),
+                housekeeping: Mutex::new(()),
+                metrics: CleanerMetrics::default(),
+            }),
+            threads: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Start `cleaner.threads` threads, each with its share of the buffer.
+    pub fn start(&self) -> Result<()> {
+        let per_thread = self.shared.config.dedupe_buffer_bytes / self.shared.config.threads;
+        let mut threads = lock(&self.threads);
+        for i in 0..self.shared.config.threads {
+            let shared = Arc::clone(&self.shared);
+            // Allocate before spawning, so a too-large buffer is a clear
+            // startup error rather than a dead thread.
+            let map = OffsetMap::new(per_thread, shared.config.load_factor)?;
+            let name = format!("tidelog-cleaner-{i}");
+            let handle = std::thread::Builder::new()
+                .name(name.clone())
+                .spawn(move || supervise(&shared, &name, map))
+                .map_err(|e| CleanerError::Io {
+                    path: PathBuf::from("thread"),
+                    source: e,
+                })?;
+            threads.push(handle);
+        }
+        Ok(())
+    }
+
+    pub fn stop(&self) {
+        self.shared.stop.store(true, Ordering::Release);
+        self.shared.changed.notify_all();
+        for t in lock(&self.threads).drain(..) {
+            let _ = t.join();
+        }
+    }
+
+    pub fn logs(&self) -> &Arc<CompactedLogs> {
+        &self.shared.logs
+    }
+
+    /// Ask for a pass over every partition of `topic` now, whatever the
+    /// dirty ratio; with `roll_active`, the active segments roll first so
+    /// everything written so far can be cleaned. Returns each partition with
+    /// the number of passes started before the request (for
+    /// [`LogCleaner::wait`]: a pass in progress now does not count).
+    pub fn request(&self, topic: &str, roll_active: bool) -> Result<Vec<(u32, u64)>> {
+        let now = self.shared.logs.now_ms();
+        let mut out = Vec::new();
+        let logs: Vec<_> = self
+            .shared
+            .logs
+            .compact_logs()
+            .into_iter()
+            .filter(|(l, _)| l.topic_partition().topic() == topic)
+            .collect();
+        for (log, _) in &logs {
+            if roll_active {
+                log.roll(now)?;
+            }
+        }
+        let mut states = lock(&self.shared.states);
+        for (log, _) in &logs {
+            let p = log.topic_partition().partition();
+            let st = states.entry((topic.to_string(), p)).or_default();
+            st.forced = true;
+            st.uncleanable = None;
+            out.push((p, st.started));
+        }
+        drop(states);
+        self.shared.changed.notify_all();
+        out.sort_unstable();
+        Ok(out)
+    }
+
+    /// Wait until each `(partition, runs_before)` has finished a run after
+    /// the request, or `timeout`. Returns each partition's last run.
+    pub fn wait(
+        &self,
+        topic: &str,
+        requested: &[(u32, u64)],
+        timeout: Duration,
+    ) -> Vec<(u32, Option<RunStats>)> {
+        let deadline = Instant::now() + timeout;
+        let mut states = lock(&self.shared.states);
+        loop {
+            let done = requested.iter().all(|(p, before)| {
+                states
+                    .get(&(topic.to_string(), *p))
+                    .is_none_or(|s| s.runs > *before || s.uncleanable.is_some())
+            });
+            let now = Instant::now();
+            if done || now >= deadline || self.shared.stop.load(Ordering::Acquire) {
+                return requested
+                    .iter()
+                    .map(|(p, _)| {
+                        (
+                            *p,
+                            states
+                                .get(&(topic.to_string(), *p))
+                                .and_then(|s| s.last_run.clone()),
+                        )
+                    })
+                    .collect();
+            }
+            states = self
+                .shared
+                .changed
+                .wait_timeout(states, deadline - now)
+                .map(|(g, _)| g)
+                .unwrap_or_else(|e| e.into_inner().0);
+        }
+    }
+
+    /// Stop cleaning a partition until [`LogCleaner::resume`]; waits for a
+    /// pass in progress to end.
+    pub fn pause(&self, topic: &str, partition: u32) {
+        let mut states = lock(&self.shared.states);
+        states
+            .entry((topic.to_string(), partition))
+            .or_default()
+            .paused = true;
+        while states
+            .get(&(topic.to_string(), partition))
+            .is_some_and(|s| s.in_progress)
+        {
+            states = self
+                .shared
+                .changed
+                .wait(states)
+                .unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    pub fn resume(&self, topic: &str, partition: u32) {
+        let mut states = lock(&self.shared.states);
+        states
+            .entry((topic.to_string(), partition))
+            .or_default()
+            .paused = false;
+        drop(states);
+        self.shared.changed.notify_all();
+    }
+
+    /// A topic is deleted: pause its partitions, drop its logs and its
+    /// checkpoint entries.
+    pub fn remove_topic(&self, topic: &str) -> Result<()> {
+        let partitions: Vec<u32> = self
+            .shared
+            .logs
+            .all_logs()
+            .iter()
+            .filter(|l| l.topic_partition().topic() == topic)
+            .map(|l| l.topic_partition().partition())
+            .collect();
+        for &p in &partitions {
+            self.pause(topic, p);
+        }
+        self.shared.logs.remove_topic(topic)?;
+        {
+            let mut cp = lock(&self.shared.checkpoint);
+            cp.remove_topic(topic);
+            cp.store(&self.shared.data_dir)?;
+        }
+        let mut states = lock(&self.shared.states);
+        states.retain(|(t, _), _| t != topic);
+        Ok(())
+    }
+
+    /// Per-partition status of a topic, for the admin API.
+    pub fn status(&self, topic: &str) -> Vec<PartitionStatus> {
+        let now = self.shared.logs.now_ms();
+        let logs: Vec<_> = self
+            .shared
+            .logs
+            .compact_logs()
+            .into_iter()
+            .filter(|(l, _)| l.topic_partition().topic() == topic)
+            .collect();
+        let cp = lock(&self.shared.checkpoint).clone();
+        let states = lock(&self.shared.states);
+        let mut out: Vec<_> = logs
+            .iter()
+            .map(|(log, cfg)| {
+                let p = log.topic_partition().partition();
+                let st = states.get(&(topic.to_string(), p));
+                let state = match st {
+                    Some(s) if s.in_progress => "in_progress".to_string(),
+                    Some(s) if s.paused => "paused".to_string(),
+                    Some(PartitionState {
+                        uncleanable: Some((why, _)),
+                        ..
+                    }) => format!("uncleanable: {why}"),
+                    _ => "idle".to_string(),
+                };
+                PartitionStatus {
+                    partition: p,
+                    state,
+                    dirty_ratio: cleanable(log, cfg, cp.get(topic, p), now).ratio,
+                    checkpoint_offset: cp.get(topic, p),
+                    last_run: st.and_then(|s| s.last_run.clone()),
+                    runs: st.map_or(0, |s| s.runs),
+                }
+            })
+            .collect();
+        out.sort_by_key(|s| s.partition);
+        out
+    }
+
+    pub fn metrics(&self) -> CleanerMetricsSnapshot {
+        let m = &self.shared.metrics;
+        let now = self.shared.logs.now_ms().max(0) as u64;
+        let last = m.last_run_end_ms.load(Ordering::Relaxed);
+        let states = lock(&self.shared.states);
+        let mut uncleanable = 0;
+        let mut uncleanable_bytes = 0;
+        for ((t, p), s) in states.iter() {
+            if s.uncleanable.is_some() {
+                uncleanable += 1;
+                uncleanable_bytes += self.shared.logs.log(t, *p).map_or(0, |l| l.size_bytes());
+            }
+        }
+        CleanerMetricsSnapshot {
+            max_dirty_percent: m.max_dirty_percent.load(Ordering::Relaxed),
+            recopy_percent: m.recopy_percent.load(Ordering::Relaxed),
+            max_clean_time_ms: m.max_clean_time_ms.load(Ordering::Relaxed),
+            max_compaction_delay_ms: m.max_compaction_delay_ms.load(Ordering::Relaxed),
+            time_since_last_run_ms: if last == 0 {
+                0
+            } else {
+                now.saturating_sub(last)
+            },
+            uncleanable_partitions: uncleanable,
+            uncleanable_bytes,
+            thread_restarts: m.thread_restarts.load(Ordering::Relaxed),
+            buffer_utilization: m.buffer_utilization_permille.load(Ordering::Relaxed) as f64
+                / 1000.0,
+            runs: m.runs.load(Ordering::Relaxed),
+            failures: m.failures.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Run one pass on the calling thread (tests and tools): housekeeping,
+    /// then clean the filthiest eligible log with `map`. Returns what it
+    /// cleaned.
+    pub fn clean_once(&self, map: &mut OffsetMap) -> Result<Option<(String, u32, RunStats)>> {
+        self.shared.housekeeping()?;
+        let Some((log, cfg, info)) = self.shared.pick() else {
+            return Ok(None);
+        };
+        let tp = log.topic_partition().clone();
+        let res = self.shared.run(&log, &cfg, &info, map);
+        self.shared.finish(&log, &res);
+        res.map(|s| Some((tp.topic().to_string(), tp.partition(), s)))
+    }
+}
+
+impl Drop for LogCleaner {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Run the loop; a panic is caught, counted, and the loop restarted.
+fn supervise(shared: &Arc<Shared>, name: &str, mut map: OffsetMap) {
+    loop {
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            shared.thread_loop(&mut map)
+        }));
+        if r.is_ok() || shared.stop.load(Ordering::Acquire) {
+            return;
+        }
+        shared
+            .metrics
+            .thread_restarts
+            .fetch_add(1, Ordering::Relaxed);
+        tracing::error!(thread = name, "cleaner thread panicked; restarting it");
+        // Whatever it held is released: clear in-progress marks it left.
+        for s in lock(&shared.states).values_mut() {
+            s.in_progress = false;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The dirty range and ratio of a log (see the module doc).
+fn cleanable(
+    log: &CompactedLog,
+    cfg: &CompactTopicConfig,
+    checkpoint: Option<u64>,
+    now: i64,
+) -> Cleanable {
+    let segments = log.segments();
+    let start = log.beginning_offset();
+    let end = log.next_offset();
+    let first_dirty = match checkpoint {
+        Some(c) if c >= start && c <= end => c,
+        Some(c) => {
+            tracing::info!(tp = %log.topic_partition(), checkpoint = c, start, end, "cleaner checkpoint out of range; resetting to the log start");
+            start
+        }
+        None => start,
+    };
+    let active_base = segments.last().map_or(end, |s| s.base_offset());
+    let lag_limit = now.saturating_sub(cfg.min_compaction_lag_ms);
+    let first_young = segments
+        .iter()
+        .find(|s| s.stats().max_store_ts_ms > lag_limit && !s.is_empty())
+        .map_or(u64::MAX, |s| s.base_offset());
+    let first_uncleanable = active_base.min(first_young);
+    let mut clean_bytes = 0;
+    let mut dirty_bytes = 0;
+    let mut first_dirty_ts = None;
+    let mut tombstones_due = false;
+    for s in segments
+        .iter()
+        .filter(|s| s.base_offset() < first_uncleanable)
+    {
+        let st = s.stats();
+        match st.last_offset {
+            Some(last) if last >= first_dirty => {
+                dirty_bytes += s.len();
+                if first_dirty_ts.is_none() {
+                    first_dirty_ts = st.first_store_ts_ms;
+                }
+            }
+            Some(_) => clean_bytes += s.len(),
+            None => {}
+        }
+        if st.min_tombstone_horizon_ms <= now {
+            tombstones_due = true;
+        }
+    }
+    let total = clean_bytes + dirty_bytes;
+    let ratio = if total == 0 {
+        0.0
+    } else {
+        dirty_bytes as f64 / total as f64
+    };
+    let max_lag_due = cfg.max_compaction_lag_ms != i64::MAX
+        && first_dirty_ts.is_some_and(|t| t <= now.saturating_sub(cfg.max_compaction_lag_ms));
+    Cleanable {
+        first_dirty,
+        first_uncleanable,
+        dirty_bytes,
+        ratio,
+        max_lag_due,
+        tombstones_due,
+        first_dirty_ts,
+    }
+}
+
+impl Shared {
+    fn thread_loop(&self, map: &mut OffsetMap) {
+        while !self.stop.load(Ordering::Acquire) {
+            if let Err(e) = self.housekeeping() {
+                tracing::warn!(error = %e, "cleaner housekeeping failed");
+            }
+            match self.pick() {
+                Some((log, cfg, info)) => {
+                    let res = self.run(&log, &cfg, &info, map);
+                    self.finish(&log, &res);
+                }
+                None => {
+                    let states = lock(&self.states);
+                    if self.stop.load(Ordering::Acquire) {
+                        return;
+                    }
+                    let _ = self
+                        .changed
+                        .wait_timeout(states, Duration::from_millis(self.config.backoff_ms.max(1)));
+                }
+            }
+        }
+    }
+
+    /// Roll idle active segments and apply `compact,delete` retention. One
+    /// thread at a time; others skip it.
+    fn housekeeping(&self) -> Result<()> {
+        let Ok(_g) = self.housekeeping.try_lock() else {
+            return Ok(());
+        };
+        let now = self.logs.now_ms();
+        for (log, cfg) in self.logs.compact_logs() {
+            log.roll_if_old(cfg.roll_policy().segment_ms, now)?;
+            if !cfg.delete_too {
+                continue;
+            }
+            let key = (
+                log.topic_partition().topic().to_string(),
+                log.topic_partition().partition(),
+            );
+            {
+                let mut states = lock(&self.states);
+                let st = states.entry(key.clone()).or_default();
+                if st.in_progress || st.paused {
+                    continue;
+                }
+                st.in_progress = true;
+            }
+            let res = self.apply_retention(&log, &cfg, now);
+            lock(&self.states).entry(key).or_default().in_progress = false;
+            self.changed.notify_all();
+            res?;
+        }
+        Ok(())
+    }
+
+    fn apply_retention(
+        &self,
+        log: &CompactedLog,
+        cfg: &CompactTopicConfig,
+        now: i64,
+    ) -> Result<()> {
+        let segments = log.segments();
+        let sealed = &segments[..segments.len().saturating_sub(1)];
+        let mut total: u64 = segments.iter().map(|s| s.len()).sum();
+        let mut n = 0;
+        for s in sealed {
+            let st = s.stats();
+            let too_old = cfg.retention_ms >= 0
+                && !s.is_empty()
+                && st.max_store_ts_ms < now.saturating_sub(cfg.retention_ms);
+            let too_big = cfg.retention_bytes >= 0 && total > cfg.retention_bytes as u64;
+            if !(too_old || too_big) {
+                break;
+            }
+            total -= s.len();
+            n += 1;
+        }
+        if n > 0 {
+            let (segs, bytes) = log.delete_oldest(n)?;
+            tracing::info!(tp = %log.topic_partition(), segments = segs, bytes, "compact,delete retention removed old compacted segments");
+        }
+        Ok(())
+    }
+
+    /// The filthiest eligible log, marked in progress.
+    fn pick(&self) -> Option<(Arc<CompactedLog>, CompactTopicConfig, Cleanable)> {
+        let now = self.logs.now_ms();
+        let cp = lock(&self.checkpoint).clone();
+        let mut states = lock(&self.states);
+        let mut best: Option<(bool, f64, Arc<CompactedLog>, CompactTopicConfig, Cleanable)> = None;
+        let mut max_dirty = 0f64;
+        for (log, cfg) in self.logs.compact_logs() {
+            let tp = log.topic_partition();
+            let st = states
+                .entry((tp.topic().to_string(), tp.partition()))
+                .or_default();
+            if st.in_progress || st.paused {
+                continue;
+            }
+            if let Some((_, retry_at)) = &st.uncleanable {
+                if *retry_at > now && !st.forced {
+                    continue;
+                }
+            }
+            let info = cleanable(&log, &cfg, cp.get(tp.topic(), tp.partition()), now);
+            max_dirty = max_dirty.max(info.ratio);
+            let eligible = st.forced
+                || (info.dirty_bytes > 0 && info.ratio > cfg.min_cleanable_dirty_ratio)
+                || info.max_lag_due
+                || info.tombstones_due;
+            if !eligible {
+                continue;
+            }
+            let better = match &best {
+                None => true,
+                Some((forced, ratio, ..)) => (st.forced, info.ratio) > (*forced, *ratio),
+            };
+            if better {
+                best = Some((st.forced, info.ratio, Arc::clone(&log), cfg, info));
+            }
+        }
+        self.metrics
+            .max_dirty_percent
+            .store((max_dirty * 100.0) as u64, Ordering::Relaxed);
+        let (_, _, log, cfg, info) = best?;
+        let tp = log.topic_partition();
+        if let Some(st) = states.get_mut(&(tp.topic().to_string(), tp.partition())) {
+            st.in_progress = true;
+            st.forced = false;
+            st.started += 1;
+        }
+        if let Some(ts) = info.first_dirty_ts {
+            let delay = now
+                .saturating_sub(ts)
+                .saturating_sub(cfg.min_compaction_lag_ms)
+                .max(0) as u64;
+            self.metrics
+                .max_compaction_delay_ms
+                .store(delay, Ordering::Relaxed);
+        }
+        Some((log, cfg, info))
+    }
+
+    /// Record the end of a pass: stats, checkpoint, or the failure.
+    fn finish(&self, log: &CompactedLog, res: &Result<RunStats>) {
+        let tp = log.topic_partition();
+        let key = (tp.topic().to_string(), tp.partition());
+        let now = self.logs.now_ms();
+        match res {
+            Ok(stats) => {
+                let stored = {
+                    let mut cp = lock(&self.checkpoint);
+                    cp.set(tp.topic(), tp.partition(), stats.end_offset)
+                        .and_then(|_| cp.store(&self.data_dir))
+                };
+                if let Err(e) = stored {
+                    tracing::error!(error = %e, "could not store the cleaner checkpoint");
+                }
+                let m = &self.metrics;
+                m.runs.fetch_add(1, Ordering::Relaxed);
+                m.last_run_end_ms
+                    .store(now.max(0) as u64, Ordering::Relaxed);
+                m.max_clean_time_ms
+                    .store(stats.duration_ms, Ordering::Relaxed);
+                m.buffer_utilization_permille
+                    .store((stats.map_utilization * 1000.0) as u64, Ordering::Relaxed);
+                if let Some(pct) = (stats.bytes_written * 100).checked_div(stats.bytes_read) {
+                    m.recopy_percent.store(pct, Ordering::Relaxed);
+                }
+                tracing::info!(tp = %tp, ?stats, "cleaned");
+            }
+            Err(e) => {
+                self.metrics.failures.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(tp = %tp, error = %e, backoff_ms = self.config.backoff_ms, "cleaning failed; partition marked uncleanable and retried after the backoff");
+            }
+        }
+        let mut states = lock(&self.states);
+        let st = states.entry(key).or_default();
+        st.in_progress = false;
+        st.runs += 1;
+        match res {
+            Ok(stats) => {
+                st.last_run = Some(stats.clone());
+                st.uncleanable = None;
+            }
+            Err(e) => {
+                st.uncleanable = Some((
+                    e.to_string(),
+                    now.saturating_add(self.config.backoff_ms as i64),
+                ));
+            }
+        }
+        drop(states);
+        self.changed.notify_all();
+    }
+
+    /// One cleaning pass over `log`.
+    fn run(
+        &self,
+        log: &CompactedLog,
+        cfg: &CompactTopicConfig,
+        info: &Cleanable,
+        map: &mut OffsetMap,
+    ) -> Result<RunStats> {
+        let began = Instant::now();
+        let now = self.logs.now_ms();
+        let mut stats = RunStats {
+            first_dirty: info.first_dirty,
+            end_offset: info.first_dirty,
+            ..RunStats::default()
+        };
+        map.clear();
+        // 1. Map the dirty range.
+        let segments = log.segments();
+        'build: for seg in segments.iter().filter(|s| {
+            s.base_offset() < info.first_uncleanable
+                && s.stats().last_offset.is_some_and(|l| l >= info.first_dirty)
+        }) {
+            let mut reader = seg.reader(seg.position_for(info.first_dirty));
+            loop {
+                let rec = match reader.next_record() {
+                    Ok(Some(r)) => r,
+                    Ok(None) => break,
+                    Err(why) => return Err(corrupt(seg, reader.position(), why)),
+                };
+                stats.bytes_read += rec.len() as u64;
+                self.throttle.account(rec.len() as u64);
+                if rec.offset < info.first_dirty {
+                    continue;
+                }
+                if rec.offset >= info.first_uncleanable {
+                    break 'build;
+                }
+                let Some(key) = rec.key() else { continue };
+                match map.put(&key, rec.offset) {
+                    PutOutcome::Stored => stats.end_offset = rec.offset + 1,
+                    PutOutcome::Full => {
+                        stats.partial = true;
+                        break 'build;
+                    }
+                    PutOutcome::BelowBase => {
+                        return Err(corrupt(
+                            seg,
+                            reader.position(),
+                            format!("offset {} out of order", rec.offset),
+                        ));
+                    }
+                }
+            }
+        }
+        stats.keys = map.len() as u64;
+        stats.map_utilization = map.utilization();
+        // 2. Which segments to rewrite: everything below the mapped end; on
+        // a tombstone-only pass, everything cleanable.
+        let upper = if info.tombstones_due {
+            stats.end_offset.max(info.first_uncleanable)
+        } else {
+            stats.end_offset
+        };
+        let active_base = segments.last().map_or(u64::MAX, |s| s.base_offset());
+        let to_clean: Vec<Arc<Segment>> = segments
+            .iter()
+            .filter(|s| s.base_offset() < upper && s.base_offset() < active_base)
+            .cloned()
+            .collect();
+        // 3. Group adjacent segments so each cleaned one stays under
+        // segment.bytes.
+        let mut groups: Vec<Vec<Arc<Segment>>> = Vec::new();
+        let mut size = 0;
+        for s in to_clean {
+            match groups.last_mut() {
+                Some(g) if size + s.len() <= cfg.segment_bytes => {
+                    size += s.len();
+                    g.push(s);
+                }
+                _ => {
+                    size = s.len();
+                    groups.push(vec![s]);
+                }
+            }
+        }
+        for group in groups {
+            self.clean_group(log, cfg, &group, &segments, map, now, &mut stats)?;
+            stats.segments_cleaned += group.len() as u64;
+            if self.stop.load(Ordering::Acquire) {
+                break;
+            }
+        }
+        stats.duration_ms = began.elapsed().as_millis() as u64;
+        Ok(stats)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn clean_group(
+        &self,
+        log: &CompactedLog,
+        cfg: &CompactTopicConfig,
+        group: &[Arc<Segment>],
+        all: &[Arc<Segment>],
+        map: &OffsetMap,
+        now: i64,
+        stats: &mut RunStats,
+    ) -> Result<()> {
+        let Some(first) = group.first() else {
+            return Ok(());
+        };
+        let base = first.base_offset();
+        let last_base = group.last().map_or(base, |s| s.base_offset());
+        // The segment after the group bounds what the swap replaces. It
+        // exists: the active segment is never in a group.
+        let end = all
+            .iter()
+            .find(|s| s.base_offset() > last_base)
+            .map(|s| s.base_offset())
+            .ok_or_else(|| CleanerError::InvalidConfig {
+                setting: "internal",
+                reason: "a cleaning group reached the active segment".into(),
+            })?;
+        let dir = log.dir();
+        let cleaned_path = dir.join(format!(
+            "{}{LOG_SUFFIX}{CLEANED_SUFFIX}",
+            offset_file_name(base)
+        ));
+        let _ = std::fs::remove_file(&cleaned_path);
+        let cleaned = Arc::new(Segment::create(cleaned_path, base, first.created_ms())?);
+        for seg in group {
+            let mut reader = seg.reader(0);
+            loop {
+                let rec = match reader.next_record() {
+                    Ok(Some(r)) => r,
+                    Ok(None) => break,
+                    Err(why) => return Err(corrupt(seg, reader.position(), why)),
+                };
+                stats.bytes_read += rec.len() as u64;
+                self.throttle.account(rec.len() as u64);
+                if !keep(&rec, map, now) {
+                    stats.records_removed += 1;
+                    continue;
+                }
+                let rec = if rec.is_tombstone() && rec.delete_horizon_ms == 0 {
+                    rec.with_delete_horizon(now.saturating_add(cfg.delete_retention_ms))
+                } else {
+                    rec
+                };
+                cleaned.append(&rec)?;
+                stats.records_kept += 1;
+                stats.bytes_written += rec.len() as u64;
+                self.throttle.account(rec.len() as u64);
+            }
+        }
+        cleaned.flush()?;
+        self.crash_point(SwapStep::CleanedWritten)?;
+        let swap_path = dir.join(swap_file_name(base, end));
+        cleaned.rename(swap_path)?;
+        fsync_dir(dir)?;
+        self.crash_point(SwapStep::SwapRenamed)?;
+        let old = log.swap_in(base, end, Arc::clone(&cleaned));
+        for (i, o) in old.iter().enumerate() {
+            let p = o.path();
+            std::fs::remove_file(&p).map_err(|e| CleanerError::Io { path: p, source: e })?;
+            if i == 0 && old.len() > 1 {
+                self.crash_point(SwapStep::OldPartlyDeleted)?;
+            }
+        }
+        self.crash_point(SwapStep::OldDeleted)?;
+        cleaned.rename(dir.join(format!("{}{LOG_SUFFIX}", offset_file_name(base))))?;
+        fsync_dir(dir)?;
+        Ok(())
+    }
+
+    fn crash_point(&self, step: SwapStep) -> Result<()> {
+        if self.config.crash_at == Some(step) {
+            return Err(CleanerError::InvalidConfig {
+                setting: "crash_at",
+                reason: format!("simulated crash at {step:?}"),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Kafka's retention rule for a record being rewritten.
+fn keep(rec: &crate::compacted::CompactedRecord, map: &OffsetMap, now: i64) -> bool {
+    let Some(key) = rec.key() else { return true };
+    if map.get(&key).is_some_and(|latest| latest > rec.offset) {
+        return false; // a newer record of this key exists
+    }
+    if rec.is_tombstone() && rec.delete_horizon_ms != 0 && rec.delete_horizon_ms <= now {
+        return false; // tombstone kept long enough
+    }
+    true
+}
+
+fn corrupt(seg: &Segment, position: u64, why: String) -> CleanerError {
+    CleanerError::Corruption {
+        path: seg.path(),
+        line: 0,
+        reason: format!("at byte {position}: {why}"),
+    }
+}
+
+fn fsync_dir(dir: &std::path::Path) -> Result<()> {
+    fs_util::fsync_dir(dir).map_err(|e| CleanerError::Store {
+        path: dir.to_path_buf(),
+        source: e,
+    })
+}

@@ -1,0 +1,398 @@
+//! The compacted log of one partition of a compact topic:
+//! `compacted/<topic>/<partition>/<20-digit base offset>.log`.
+//!
+//! Queue offsets never change: the dispatcher appends every record with the
+//! offset the CommitLog gave it, and cleaning only removes records. Fetch
+//! returns the first record at or after the requested offset; gaps are
+//! normal after cleaning.
+//!
+//! Lock order: `append_lock` → `segments`. Readers take only a read lock on
+//! `segments`, long enough to clone the list.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+use event_listener::{Event, EventListener};
+use tidelog_storage::fs_util::{self, offset_file_name, parse_offset_file_name};
+use tidelog_storage::TopicPartition;
+
+use super::format::CompactedRecord;
+use super::segment::{Segment, CLEANED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX};
+use crate::error::{CleanerError, Result};
+
+fn io_err(path: &Path, source: std::io::Error) -> CleanerError {
+    CleanerError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// When the active segment rolls.
+#[derive(Clone, Copy, Debug)]
+pub struct RollPolicy {
+    pub segment_bytes: u64,
+    /// Roll a non-empty active segment this long after its first record
+    /// (`segment.ms`, capped by `max.compaction.lag.ms`).
+    pub segment_ms: i64,
+}
+
+pub struct CompactedLog {
+    tp: TopicPartition,
+    dir: PathBuf,
+    append_lock: Mutex<()>,
+    segments: RwLock<Vec<Arc<Segment>>>,
+    /// One past the last offset appended: the log end offset.
+    next_offset: AtomicU64,
+    appended: Event,
+}
+
+impl std::fmt::Debug for CompactedLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CompactedLog({})", self.tp)
+    }
+}
+
+/// Name of a swap file: `<base>-<end>.swap` replaces the segments whose
+/// base offsets lie in `[base, end)`.
+pub(crate) fn swap_file_name(base: u64, end: u64) -> String {
+    format!(
+        "{}-{}{SWAP_SUFFIX}",
+        offset_file_name(base),
+        offset_file_name(end)
+    )
+}
+
+fn parse_swap_name(name: &str) -> Option<(u64, u64)> {
+    let stem = name.strip_suffix(SWAP_SUFFIX)?;
+    let (a, b) = stem.split_once('-')?;
+    Some((
+        parse_offset_file_name(a, "")?,
+        parse_offset_file_name(b, "")?,
+    ))
+}
+
+impl CompactedLog {
+    /// Open (or create) the log in `dir`: finish or roll back an interrupted
+    /// swap, drop leftover `.cleaned` files, open the segments.
+    pub fn open(tp: TopicPartition, dir: PathBuf) -> Result<CompactedLog> {
+        fs_util::create_dir_durable(&dir).map_err(|e| CleanerError::Store {
+            path: dir.clone(),
+            source: e,
+        })?;
+        let mut bases = Vec::new();
+        let mut swaps = Vec::new();
+        for entry in std::fs::read_dir(&dir).map_err(|e| io_err(&dir, e))? {
+            let entry = entry.map_err(|e| io_err(&dir, e))?;
+            let name = entry.file_name();
+            let name = name.to_str().unwrap_or_default();
+            if let Some(base) = parse_offset_file_name(name, LOG_SUFFIX) {
+                bases.push(base);
+            } else if name.ends_with(CLEANED_SUFFIX) {
+                // A cleaning that had not reached its swap point: the old
+                // segments are whole, the new file is thrown away.
+                tracing::info!(path = %entry.path().display(), "removing an unfinished .cleaned file");
+                std::fs::remove_file(entry.path()).map_err(|e| io_err(&entry.path(), e))?;
+            } else if let Some(range) = parse_swap_name(name) {
+                swaps.push((range, entry.path()));
+            } else {
+                tracing::warn!(path = %entry.path().display(), "ignoring a stray file in a compacted log directory");
+            }
+        }
+        // A .swap file means its cleaning was complete and durable: finish
+        // the swap (delete what it replaces, rename it into place).
+        for ((base, end), path) in swaps {
+            tracing::info!(path = %path.display(), "completing an interrupted segment swap");
+            for &b in bases.iter().filter(|&&b| b >= base && b < end) {
+                let old = dir.join(format!("{}{LOG_SUFFIX}", offset_file_name(b)));
+                std::fs::remove_file(&old).map_err(|e| io_err(&old, e))?;
+            }
+            bases.retain(|&b| b < base || b >= end);
+            let to = dir.join(format!("{}{LOG_SUFFIX}", offset_file_name(base)));
+            std::fs::rename(&path, &to).map_err(|e| io_err(&to, e))?;
+            bases.push(base);
+        }
+        fs_util::fsync_dir(&dir).map_err(|e| CleanerError::Store {
+            path: dir.clone(),
+            source: e,
+        })?;
+        bases.sort_unstable();
+        let mut segments = Vec::with_capacity(bases.len());
+        for (i, &base) in bases.iter().enumerate() {
+            let path = dir.join(format!("{}{LOG_SUFFIX}", offset_file_name(base)));
+            let newest = i + 1 == bases.len();
+            segments.push(Arc::new(Segment::open(path, base, newest)?));
+        }
+        let next = segments.last().map_or(0, |s| {
+            s.stats().last_offset.map_or(s.base_offset(), |o| o + 1)
+        });
+        Ok(CompactedLog {
+            tp,
+            dir,
+            append_lock: Mutex::new(()),
+            segments: RwLock::new(segments),
+            next_offset: AtomicU64::new(next),
+            appended: Event::new(),
+        })
+    }
+
+    pub fn topic_partition(&self) -> &TopicPartition {
+        &self.tp
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// One past the last offset appended (the end offset).
+    pub fn next_offset(&self) -> u64 {
+        self.next_offset.load(Ordering::Acquire)
+    }
+
+    /// Offset of the first record still in the log (the end offset when the
+    /// log is empty).
+    pub fn beginning_offset(&self) -> u64 {
+        self.segments()
+            .iter()
+            .find_map(|s| s.stats().first_offset)
+            .unwrap_or_else(|| self.next_offset())
+    }
+
+    pub fn segments(&self) -> Vec<Arc<Segment>> {
+        self.segments
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub fn size_bytes(&self) -> u64 {
+        self.segments().iter().map(|s| s.len()).sum()
+    }
+
+    /// A listener that fires when a record is appended. Register, re-check
+    /// `next_offset`, then wait.
+    pub fn listen(&self) -> EventListener {
+        self.appended.listen()
+    }
+
+    pub fn wake_all(&self) {
+        self.appended.notify(usize::MAX);
+    }
+
+    /// Append a record copied from the CommitLog. Records at offsets already
+    /// in the log (a replay after a crash) are skipped. Returns whether it
+    /// was appended.
+    pub fn append(&self, record: &CompactedRecord, roll: RollPolicy, now_ms: i64) -> Result<bool> {
+        let _g = lock(&self.append_lock);
+        if record.offset < self.next_offset() {
+            return Ok(false);
+        }
+        let active = self.segments().last().cloned();
+        let active = match active {
+            Some(s)
+                if s.is_empty()
+                    || (s.len() + record.len() as u64 <= roll.segment_bytes
+                        && now_ms.saturating_sub(s.created_ms()) < roll.segment_ms) =>
+            {
+                s
+            }
+            _ => self.roll_locked(record.offset, now_ms)?,
+        };
+        active.append(record)?;
+        self.next_offset.store(record.offset + 1, Ordering::Release);
+        self.appended.notify(usize::MAX);
+        Ok(true)
+    }
+
+    /// Start a new, empty active segment at the end offset (if the current
+    /// one holds anything), so everything before it becomes cleanable.
+    pub fn roll(&self, now_ms: i64) -> Result<bool> {
+        let _g = lock(&self.append_lock);
+        match self.segments().last() {
+            Some(s) if s.is_empty() => Ok(false),
+            None => Ok(false),
+            Some(_) => {
+                self.roll_locked(self.next_offset(), now_ms)?;
+                Ok(true)
+            }
+        }
+    }
+
+    /// Roll if the active segment is older than `segment_ms` (idle logs).
+    pub fn roll_if_old(&self, segment_ms: i64, now_ms: i64) -> Result<bool> {
+        let old = self
+            .segments()
+            .last()
+            .is_some_and(|s| !s.is_empty() && now_ms.saturating_sub(s.created_ms()) >= segment_ms);
+        if old {
+            self.roll(now_ms)
+        } else {
+            Ok(false)
+        }
+    }
+
+    fn roll_locked(&self, base: u64, now_ms: i64) -> Result<Arc<Segment>> {
+        if let Some(prev) = self.segments().last() {
+            prev.flush()?;
+        }
+        let path = self
+            .dir
+            .join(format!("{}{LOG_SUFFIX}", offset_file_name(base)));
+        let seg = Arc::new(Segment::create(path, base, now_ms)?);
+        fs_util::fsync_dir(&self.dir).map_err(|e| CleanerError::Store {
+            path: self.dir.clone(),
+            source: e,
+        })?;
+        self.segments
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Arc::clone(&seg));
+        tracing::debug!(tp = %self.tp, base, "compacted log rolled");
+        Ok(seg)
+    }
+
+    /// Make every appended record durable.
+    pub fn flush(&self) -> Result<()> {
+        if let Some(s) = self.segments().last() {
+            s.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Up to `max_records` records with offset ≥ `from`, in order, stopping
+    /// before `max_bytes` (but always at least one record if there is one).
+    pub fn read(
+        &self,
+        from: u64,
+        max_records: usize,
+        max_bytes: usize,
+    ) -> Result<Vec<CompactedRecord>> {
+        let mut out = Vec::new();
+        let mut bytes = 0usize;
+        let segments = self.segments();
+        // The last segment whose base is ≤ from holds the first candidate;
+        // if `from` is before the first segment, start at the beginning.
+        let start = segments
+            .partition_point(|s| s.base_offset() <= from)
+            .saturating_sub(1);
+        for seg in &segments[start..] {
+            let mut reader = seg.reader(seg.position_for(from));
+            loop {
+                let rec = match reader.next_record() {
+                    Ok(Some(r)) => r,
+                    Ok(None) => break,
+                    Err(why) => {
+                        return Err(CleanerError::Corruption {
+                            path: seg.path(),
+                            line: 0,
+                            reason: format!("at byte {}: {why}", reader.position()),
+                        })
+                    }
+                };
+                if rec.offset < from {
+                    continue;
+                }
+                if out.len() >= max_records || (!out.is_empty() && bytes + rec.len() > max_bytes) {
+                    return Ok(out);
+                }
+                bytes += rec.len();
+                out.push(rec);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Recovery: drop records whose CommitLog copy is at or past
+    /// `physical_end` (lost in a crash). They can only be at the tail of
+    /// the active segment, which is rewritten without them.
+    pub fn truncate_from_physical(&self, physical_end: u64) -> Result<usize> {
+        let _g = lock(&self.append_lock);
+        let Some(active) = self.segments().last().cloned() else {
+            return Ok(0);
+        };
+        let mut reader = active.reader(0);
+        let mut keep_len = 0;
+        let mut last_kept = None;
+        let mut dropped = 0;
+        while let Ok(Some(r)) = reader.next_record() {
+            if r.physical_offset >= physical_end {
+                dropped += 1;
+                continue;
+            }
+            if dropped == 0 {
+                keep_len = reader.position();
+                last_kept = Some(r.offset);
+            }
+        }
+        if dropped == 0 {
+            return Ok(0);
+        }
+        let path = active.path();
+        drop(active);
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .map_err(|e| io_err(&path, e))?;
+        f.set_len(keep_len).map_err(|e| io_err(&path, e))?;
+        f.sync_all().map_err(|e| io_err(&path, e))?;
+        let base = path_base(&path)?;
+        let reopened = Arc::new(Segment::open(path, base, true)?);
+        let mut segs = self.segments.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(last) = segs.last_mut() {
+            *last = reopened;
+        }
+        drop(segs);
+        self.next_offset
+            .store(last_kept.map_or(base, |o| o + 1), Ordering::Release);
+        tracing::warn!(tp = %self.tp, dropped, "dropped compacted copies of records the commit log lost");
+        Ok(dropped)
+    }
+
+    /// Swap `replacement` in for the segments with base offsets in
+    /// `[base, end)`. The caller has written and fsynced the replacement and
+    /// renamed it to its `.swap` name; see `cleaner.rs` for the protocol.
+    pub(crate) fn swap_in(
+        &self,
+        base: u64,
+        end: u64,
+        replacement: Arc<Segment>,
+    ) -> Vec<Arc<Segment>> {
+        let mut segs = self.segments.write().unwrap_or_else(|e| e.into_inner());
+        let first = segs.partition_point(|s| s.base_offset() < base);
+        let last = segs.partition_point(|s| s.base_offset() < end);
+        let old: Vec<_> = segs.splice(first..last, [replacement]).collect();
+        old
+    }
+
+    /// Remove the oldest segments (retention of `compact,delete` topics),
+    /// never the active one. Returns (segments, bytes) removed.
+    pub(crate) fn delete_oldest(&self, count: usize) -> Result<(usize, u64)> {
+        let _g = lock(&self.append_lock);
+        let mut segs = self.segments.write().unwrap_or_else(|e| e.into_inner());
+        let n = count.min(segs.len().saturating_sub(1));
+        let removed: Vec<_> = segs.drain(..n).collect();
+        drop(segs);
+        let mut bytes = 0;
+        for s in &removed {
+            bytes += s.len();
+            let p = s.path();
+            std::fs::remove_file(&p).map_err(|e| io_err(&p, e))?;
+        }
+        Ok((removed.len(), bytes))
+    }
+}
+
+fn path_base(path: &Path) -> Result<u64> {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| parse_offset_file_name(n, LOG_SUFFIX))
+        .ok_or_else(|| CleanerError::Corruption {
+            path: path.to_path_buf(),
+            line: 0,
+            reason: "not a segment file name".into(),
+        })
+}

@@ -1,0 +1,348 @@
+//! Compacted logs: the per-partition copies of compact topics' records,
+//! fed by a dispatcher sink, read by fetch, rewritten by the LogCleaner.
+//!
+//! Why a copy: the CommitLog is shared by every topic and its segments are
+//! deleted by age and disk pressure, while a compact topic must keep the
+//! latest value of every key for as long as the topic lives. The sink's
+//! `flush` runs before the store records a dispatched position in its
+//! checkpoint, and the store never deletes CommitLog bytes past that
+//! position, so a record leaves the CommitLog only once its copy here is
+//! durable.
+
+pub mod format;
+pub mod log;
+pub mod segment;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+use tidelog_storage::{DispatchSink, StoreError, StoredRecord, TopicPartition};
+
+pub use self::format::CompactedRecord;
+pub use self::log::{CompactedLog, RollPolicy};
+use crate::error::{CleanerError, Result};
+
+/// Directory under the data dir that holds compacted logs.
+pub const COMPACTED_DIR: &str = "compacted";
+
+/// What the cleaner and the sink need to know about a compact topic (Kafka
+/// topic configs with Kafka's defaults).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CompactTopicConfig {
+    pub segment_bytes: u64,
+    pub segment_ms: i64,
+    pub min_cleanable_dirty_ratio: f64,
+    pub min_compaction_lag_ms: i64,
+    /// `i64::MAX`: unbounded.
+    pub max_compaction_lag_ms: i64,
+    pub delete_retention_ms: i64,
+    /// `compact,delete`: also delete old segments by age and size.
+    pub delete_too: bool,
+    /// -1: unbounded.
+    pub retention_ms: i64,
+    /// -1: unbounded.
+    pub retention_bytes: i64,
+}
+
+impl Default for CompactTopicConfig {
+    fn default() -> Self {
+        CompactTopicConfig {
+            segment_bytes: 1 << 30,
+            segment_ms: 7 * 24 * 3_600_000,
+            min_cleanable_dirty_ratio: 0.5,
+            min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: i64::MAX,
+            delete_retention_ms: 24 * 3_600_000,
+            delete_too: false,
+            retention_ms: 7 * 24 * 3_600_000,
+            retention_bytes: -1,
+        }
+    }
+}
+
+impl CompactTopicConfig {
+    /// The active segment rolls at `segment.bytes`, or after `segment.ms`,
+    /// and no later than `max.compaction.lag.ms`, so records of an idle
+    /// topic still become cleanable in time.
+    pub fn roll_policy(&self) -> RollPolicy {
+        RollPolicy {
+            segment_bytes: self.segment_bytes,
+            segment_ms: self.segment_ms.min(self.max_compaction_lag_ms),
+        }
+    }
+}
+
+/// Every compacted log, and which topics are compact.
+pub struct CompactedLogs {
+    root: PathBuf,
+    topics: RwLock<HashMap<String, CompactTopicConfig>>,
+    logs: RwLock<HashMap<(String, u32), Arc<CompactedLog>>>,
+    clock: Arc<dyn Fn() -> i64 + Send + Sync>,
+}
+
+impl std::fmt::Debug for CompactedLogs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompactedLogs")
+            .field("root", &self.root)
+            .finish()
+    }
+}
+
+impl CompactedLogs {
+    /// Open every compacted log under `<data_dir>/compacted`.
+    pub fn open(data_dir: &Path) -> Result<Arc<CompactedLogs>> {
+        Self::open_with_clock(data_dir, Arc::new(tidelog_storage::types::now_ms))
+    }
+
+    /// As [`CompactedLogs::open`], with the clock used for roll decisions.
+    pub fn open_with_clock(
+        data_dir: &Path,
+        clock: Arc<dyn Fn() -> i64 + Send + Sync>,
+    ) -> Result<Arc<CompactedLogs>> {
+        let root = data_dir.join(COMPACTED_DIR);
+        tidelog_storage::fs_util::create_dir_durable(&root).map_err(|e| CleanerError::Store {
+            path: root.clone(),
+            source: e,
+        })?;
+        let mut logs = HashMap::new();
+        for topic_entry in std::fs::read_dir(&root).map_err(|e| io_err(&root, e))? {
+            let topic_entry = topic_entry.map_err(|e| io_err(&root, e))?;
+            let Some(topic) = topic_entry.file_name().to_str().map(str::to_owned) else {
+                continue;
+            };
+            if tidelog_storage::validate_topic_name(&topic).is_err() || !topic_entry.path().is_dir()
+            {
+                tracing::warn!(path = %topic_entry.path().display(), "ignoring a stray entry in compacted/");
+                continue;
+            }
+            for part in
+                std::fs::read_dir(topic_entry.path()).map_err(|e| io_err(&topic_entry.path(), e))?
+            {
+                let part = part.map_err(|e| io_err(&topic_entry.path(), e))?;
+                let name = part.file_name();
+                let Some(p) = name
+                    .to_str()
+                    .filter(|n| {
+                        !n.is_empty() && n.len() <= 10 && n.bytes().all(|b| b.is_ascii_digit())
+                    })
+                    .and_then(|n| n.parse::<u32>().ok())
+                else {
+                    tracing::warn!(path = %part.path().display(), "ignoring a stray entry in a compacted topic directory");
+                    continue;
+                };
+                let tp = TopicPartition::new(&topic, p).map_err(|e| CleanerError::Store {
+                    path: part.path(),
+                    source: e,
+                })?;
+                logs.insert(
+                    (topic.clone(), p),
+                    Arc::new(CompactedLog::open(tp, part.path())?),
+                );
+            }
+        }
+        Ok(Arc::new(CompactedLogs {
+            root,
+            topics: RwLock::new(HashMap::new()),
+            logs: RwLock::new(logs),
+            clock,
+        }))
+    }
+
+    pub fn now_ms(&self) -> i64 {
+        (self.clock)()
+    }
+
+    /// Declare `topic` compact with `config` (at start, on create, on config
+    /// change). From now on its records are copied here.
+    pub fn set_topic(&self, topic: &str, config: CompactTopicConfig) {
+        self.topics
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(topic.to_string(), config);
+    }
+
+    /// `topic` is no longer compact (deleted): stop copying and delete its
+    /// compacted logs.
+    pub fn remove_topic(&self, topic: &str) -> Result<()> {
+        self.topics
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(topic);
+        let removed: Vec<_> = {
+            let mut logs = self.logs.write().unwrap_or_else(|e| e.into_inner());
+            let keys: Vec<_> = logs.keys().filter(|(t, _)| t == topic).cloned().collect();
+            keys.into_iter().filter_map(|k| logs.remove(&k)).collect()
+        };
+        for l in removed {
+            l.wake_all();
+        }
+        let dir = self.root.join(topic);
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir).map_err(|e| io_err(&dir, e))?;
+        }
+        Ok(())
+    }
+
+    pub fn topic_config(&self, topic: &str) -> Option<CompactTopicConfig> {
+        self.topics
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(topic)
+            .cloned()
+    }
+
+    pub fn is_compact(&self, topic: &str) -> bool {
+        self.topics
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains_key(topic)
+    }
+
+    pub fn log(&self, topic: &str, partition: u32) -> Option<Arc<CompactedLog>> {
+        self.logs
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&(topic.to_string(), partition))
+            .cloned()
+    }
+
+    /// The log of a compact topic's partition, created if new.
+    pub fn log_or_create(&self, topic: &str, partition: u32) -> Result<Arc<CompactedLog>> {
+        if let Some(l) = self.log(topic, partition) {
+            return Ok(l);
+        }
+        let mut logs = self.logs.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(l) = logs.get(&(topic.to_string(), partition)) {
+            return Ok(Arc::clone(l));
+        }
+        let tp = TopicPartition::new(topic, partition).map_err(|e| CleanerError::Store {
+            path: self.root.join(topic),
+            source: e,
+        })?;
+        let dir = self.root.join(topic).join(partition.to_string());
+        let l = Arc::new(CompactedLog::open(tp, dir)?);
+        logs.insert((topic.to_string(), partition), Arc::clone(&l));
+        Ok(l)
+    }
+
+    /// Every log of a compact topic (declared compact), with its config.
+    pub fn compact_logs(&self) -> Vec<(Arc<CompactedLog>, CompactTopicConfig)> {
+        let topics = self
+            .topics
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let logs = self.logs.read().unwrap_or_else(|e| e.into_inner());
+        logs.iter()
+            .filter_map(|((t, _), l)| topics.get(t).map(|c| (Arc::clone(l), c.clone())))
+            .collect()
+    }
+
+    pub fn all_logs(&self) -> Vec<Arc<CompactedLog>> {
+        self.logs
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// The dispatcher sink that copies compact topics' records here.
+    pub fn sink(self: &Arc<Self>) -> Arc<dyn DispatchSink> {
+        Arc::new(CompactedSink {
+            logs: Arc::clone(self),
+        })
+    }
+
+    /// Copy one CommitLog record into its compacted log (if its topic is
+    /// compact). Idempotent.
+    pub fn copy_record(&self, r: &StoredRecord) -> Result<bool> {
+        let Some(config) = self.topic_config(r.topic()) else {
+            return Ok(false);
+        };
+        if r.key().is_none() {
+            // The API refuses keyless records on compact topics; one that
+            // got here anyway (e.g. written before the topic became
+            // compact) has no key to compact by, so it is not copied.
+            return Ok(false);
+        }
+        let (headers, header_count) = r.headers_block();
+        let key = r.key();
+        let value = r.value();
+        let bytes = bytes::Bytes::from(format::encode(&format::Fields {
+            offset: r.queue_offset().0,
+            timestamp_ms: r.timestamp_ms(),
+            store_timestamp_ms: r.store_timestamp_ms(),
+            delete_horizon_ms: 0,
+            physical_offset: r.physical_offset().0,
+            key: key.as_deref(),
+            value: value.as_deref(),
+            headers_block: &headers,
+            header_count,
+        }));
+        let rec = match format::decode(&bytes) {
+            Ok(format::Decoded::Record(rec)) => rec,
+            other => {
+                return Err(CleanerError::Corruption {
+                    path: self.root.clone(),
+                    line: 0,
+                    reason: format!("record just encoded does not decode: {other:?}"),
+                })
+            }
+        };
+        let log = self.log_or_create(r.topic(), r.partition())?;
+        log.append(&rec, config.roll_policy(), self.now_ms())
+    }
+}
+
+fn io_err(path: &Path, source: std::io::Error) -> CleanerError {
+    CleanerError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn to_store_error(e: CleanerError) -> StoreError {
+    match e {
+        CleanerError::Io { path, source } => StoreError::Io { path, source },
+        CleanerError::Store { source, .. } => source,
+        other => StoreError::Corruption {
+            file: PathBuf::from(COMPACTED_DIR),
+            position: 0,
+            reason: other.to_string(),
+        },
+    }
+}
+
+struct CompactedSink {
+    logs: Arc<CompactedLogs>,
+}
+
+impl DispatchSink for CompactedSink {
+    fn name(&self) -> &str {
+        "compacted-log"
+    }
+
+    fn dispatch(&self, record: &StoredRecord) -> tidelog_storage::Result<()> {
+        self.logs
+            .copy_record(record)
+            .map(|_| ())
+            .map_err(to_store_error)
+    }
+
+    fn flush(&self) -> tidelog_storage::Result<()> {
+        for l in self.logs.all_logs() {
+            l.flush().map_err(to_store_error)?;
+        }
+        Ok(())
+    }
+
+    fn truncate(&self, physical_end: u64) -> tidelog_storage::Result<u64> {
+        for l in self.logs.all_logs() {
+            l.truncate_from_physical(physical_end)
+                .map_err(to_store_error)?;
+        }
+        Ok(physical_end)
+    }
+}

@@ -1,0 +1,420 @@
+//! One segment of a compacted log: `<base offset>.log`, records in offset
+//! order, appended with positioned writes and read with positioned reads.
+//!
+//! Invariants:
+//! - `len` is published (`Release`) after the bytes below it are written;
+//!   readers load it (`Acquire`) and read only below it.
+//! - Only the log's appender writes to the active segment; sealed and
+//!   cleaned segments are never written again.
+//! - A sparse index (offset → byte position, one entry per
+//!   `INDEX_INTERVAL_BYTES`) is kept in memory and rebuilt by a scan at open.
+//! - Unix semantics keep a deleted segment's data readable through its open
+//!   file until the last `Arc` drops, so readers finish safely while the
+//!   cleaner swaps segments.
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Mutex, RwLock};
+
+use bytes::{Bytes, BytesMut};
+
+use super::format::{self, CompactedRecord, Decoded};
+use crate::error::{CleanerError, Result};
+
+/// One sparse-index entry per this many bytes of log.
+pub const INDEX_INTERVAL_BYTES: u64 = 4096;
+/// Reads fetch at least this much at a time.
+const READ_CHUNK: usize = 256 << 10;
+
+pub const LOG_SUFFIX: &str = ".log";
+pub const CLEANED_SUFFIX: &str = ".cleaned";
+pub const SWAP_SUFFIX: &str = ".swap";
+
+fn io_err(path: &Path, source: std::io::Error) -> CleanerError {
+    CleanerError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Summary of a segment's records, kept up to date on append.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SegmentStats {
+    pub records: u64,
+    pub tombstones: u64,
+    /// Offset of the first record (None when empty).
+    pub first_offset: Option<u64>,
+    /// Offset of the last record (None when empty).
+    pub last_offset: Option<u64>,
+    pub first_store_ts_ms: Option<i64>,
+    pub max_store_ts_ms: i64,
+    /// Earliest delete horizon among stamped tombstones (i64::MAX: none).
+    pub min_tombstone_horizon_ms: i64,
+    /// Tombstones not yet stamped with a horizon.
+    pub unstamped_tombstones: u64,
+}
+
+pub struct Segment {
+    base_offset: u64,
+    path: RwLock<PathBuf>,
+    file: File,
+    len: AtomicU64,
+    /// Creation time (ms), for `segment.ms` rolling of idle logs.
+    created_ms: AtomicI64,
+    index: RwLock<Vec<(u64, u64)>>,
+    stats: Mutex<SegmentStats>,
+}
+
+impl std::fmt::Debug for Segment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Segment")
+            .field("base_offset", &self.base_offset)
+            .field("len", &self.len())
+            .field("path", &self.path())
+            .finish()
+    }
+}
+
+impl Segment {
+    fn new(base_offset: u64, path: PathBuf, file: File, created_ms: i64) -> Segment {
+        Segment {
+            base_offset,
+            path: RwLock::new(path),
+            file,
+            len: AtomicU64::new(0),
+            created_ms: AtomicI64::new(created_ms),
+            index: RwLock::new(Vec::new()),
+            stats: Mutex::new(SegmentStats {
+                min_tombstone_horizon_ms: i64::MAX,
+                ..SegmentStats::default()
+            }),
+        }
+    }
+
+    /// Create an empty segment file at `path` (which must not exist).
+    pub fn create(path: PathBuf, base_offset: u64, now_ms: i64) -> Result<Segment> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(|e| io_err(&path, e))?;
+        Ok(Segment::new(base_offset, path, file, now_ms))
+    }
+
+    /// Open a segment file and scan it to rebuild the index and stats. With
+    /// `repair_tail` (the newest segment), a torn or zero tail is truncated
+    /// away; elsewhere an invalid record is corruption.
+    pub fn open(path: PathBuf, base_offset: u64, repair_tail: bool) -> Result<Segment> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .map_err(|e| io_err(&path, e))?;
+        let meta = file.metadata().map_err(|e| io_err(&path, e))?;
+        let file_len = meta.len();
+        let created_ms = meta
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_millis() as i64);
+        let seg = Segment::new(base_offset, path, file, created_ms);
+        seg.len.store(file_len, Ordering::Release);
+        let mut pos = 0u64;
+        let mut stats = SegmentStats {
+            min_tombstone_horizon_ms: i64::MAX,
+            ..SegmentStats::default()
+        };
+        let mut index = Vec::new();
+        let mut last_indexed: Option<u64> = None;
+        let mut reader = seg.reader(0);
+        loop {
+            match reader.next_record() {
+                Ok(Some(r)) => {
+                    if stats.last_offset.is_some_and(|l| r.offset <= l) || r.offset < base_offset {
+                        return Err(seg.corrupt(pos, format!("offset {} out of order", r.offset)));
+                    }
+                    if last_indexed.is_none_or(|p| pos >= p + INDEX_INTERVAL_BYTES) {
+                        index.push((r.offset, pos));
+                        last_indexed = Some(pos);
+                    }
+                    note(&mut stats, &r);
+                    pos += r.len() as u64;
+                }
+                Ok(None) => break,
+                Err(why) => {
+                    if !repair_tail {
+                        return Err(seg.corrupt(pos, why));
+                    }
+                    tracing::warn!(segment = %seg.path().display(), position = pos, %why, "torn record at the tail of a compacted log; truncating");
+                    break;
+                }
+            }
+        }
+        if pos != file_len {
+            if !repair_tail {
+                return Err(seg.corrupt(pos, "bytes after the last record".into()));
+            }
+            seg.file.set_len(pos).map_err(|e| io_err(&seg.path(), e))?;
+            seg.file.sync_all().map_err(|e| io_err(&seg.path(), e))?;
+        }
+        if let Some(first) = stats.first_store_ts_ms {
+            seg.created_ms.store(first, Ordering::Release);
+        }
+        seg.len.store(pos, Ordering::Release);
+        *seg.index.write().unwrap_or_else(|e| e.into_inner()) = index;
+        *seg.stats.lock().unwrap_or_else(|e| e.into_inner()) = stats;
+        Ok(seg)
+    }
+
+    fn corrupt(&self, position: u64, reason: String) -> CleanerError {
+        CleanerError::Corruption {
+            path: self.path(),
+            line: 0,
+            reason: format!("at byte {position}: {reason}"),
+        }
+    }
+
+    pub fn base_offset(&self) -> u64 {
+        self.base_offset
+    }
+
+    pub fn path(&self) -> PathBuf {
+        self.path.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Rename the file (swap completion); the open handle is unaffected.
+    pub fn rename(&self, to: PathBuf) -> Result<()> {
+        let mut p = self.path.write().unwrap_or_else(|e| e.into_inner());
+        std::fs::rename(&*p, &to).map_err(|e| io_err(&to, e))?;
+        *p = to;
+        Ok(())
+    }
+
+    pub fn len(&self) -> u64 {
+        self.len.load(Ordering::Acquire)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn created_ms(&self) -> i64 {
+        self.created_ms.load(Ordering::Acquire)
+    }
+
+    pub fn stats(&self) -> SegmentStats {
+        *self.stats.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Append one encoded record (the single appender only).
+    pub fn append(&self, record: &CompactedRecord) -> Result<()> {
+        let pos = self.len();
+        self.file
+            .write_all_at(record.raw(), pos)
+            .map_err(|e| io_err(&self.path(), e))?;
+        {
+            let mut index = self.index.write().unwrap_or_else(|e| e.into_inner());
+            if index
+                .last()
+                .is_none_or(|&(_, p)| pos >= p + INDEX_INTERVAL_BYTES)
+            {
+                index.push((record.offset, pos));
+            }
+        }
+        {
+            let mut stats = self.stats.lock().unwrap_or_else(|e| e.into_inner());
+            if stats.first_store_ts_ms.is_none() {
+                self.created_ms
+                    .store(record.store_timestamp_ms, Ordering::Release);
+            }
+            note(&mut stats, record);
+        }
+        self.len.store(pos + record.len() as u64, Ordering::Release);
+        Ok(())
+    }
+
+    pub fn flush(&self) -> Result<()> {
+        self.file.sync_data().map_err(|e| io_err(&self.path(), e))
+    }
+
+    /// Byte position to start scanning for the first record with offset ≥
+    /// `offset` (from the sparse index).
+    pub fn position_for(&self, offset: u64) -> u64 {
+        let index = self.index.read().unwrap_or_else(|e| e.into_inner());
+        let i = index.partition_point(|&(o, _)| o <= offset);
+        if i == 0 {
+            0
+        } else {
+            index[i - 1].1
+        }
+    }
+
+    /// A sequential reader from byte `pos`.
+    pub fn reader(&self, pos: u64) -> SegmentReader<'_> {
+        SegmentReader {
+            seg: self,
+            pos,
+            end: self.len(),
+            buf: Bytes::new(),
+            buf_start: pos,
+        }
+    }
+}
+
+fn note(stats: &mut SegmentStats, r: &CompactedRecord) {
+    stats.records += 1;
+    stats.first_offset.get_or_insert(r.offset);
+    stats.last_offset = Some(r.offset);
+    stats.first_store_ts_ms.get_or_insert(r.store_timestamp_ms);
+    stats.max_store_ts_ms = stats.max_store_ts_ms.max(r.store_timestamp_ms);
+    if r.is_tombstone() {
+        stats.tombstones += 1;
+        if r.delete_horizon_ms == 0 {
+            stats.unstamped_tombstones += 1;
+        } else {
+            stats.min_tombstone_horizon_ms =
+                stats.min_tombstone_horizon_ms.min(r.delete_horizon_ms);
+        }
+    }
+}
+
+/// Reads records front to back with large positioned reads.
+pub struct SegmentReader<'a> {
+    seg: &'a Segment,
+    pos: u64,
+    end: u64,
+    buf: Bytes,
+    buf_start: u64,
+}
+
+impl SegmentReader<'_> {
+    /// Byte position of the next record.
+    pub fn position(&self) -> u64 {
+        self.pos
+    }
+
+    fn fill(&mut self, need: usize) -> std::result::Result<(), String> {
+        let have_from = (self.pos - self.buf_start) as usize;
+        if self.buf.len() >= have_from + need {
+            return Ok(());
+        }
+        let want = need.max(READ_CHUNK).min((self.end - self.pos) as usize);
+        let mut b = BytesMut::zeroed(want);
+        self.seg
+            .file
+            .read_exact_at(&mut b, self.pos)
+            .map_err(|e| format!("read failed: {e}"))?;
+        self.buf = b.freeze();
+        self.buf_start = self.pos;
+        Ok(())
+    }
+
+    /// The next record, `None` at the end, `Err(reason)` on damage.
+    pub fn next_record(&mut self) -> std::result::Result<Option<CompactedRecord>, String> {
+        if self.pos >= self.end {
+            return Ok(None);
+        }
+        let remaining = (self.end - self.pos) as usize;
+        self.fill(format::HEADER_LEN.min(remaining))?;
+        let at = (self.pos - self.buf_start) as usize;
+        let len_bytes = &self.buf[at..(at + 4).min(self.buf.len())];
+        let total = if len_bytes.len() == 4 {
+            u32::from_le_bytes([len_bytes[0], len_bytes[1], len_bytes[2], len_bytes[3]]) as usize
+        } else {
+            0
+        };
+        if total > format::RECORD_LEN_MAX {
+            return Err(format!(
+                "record length {total} exceeds {}",
+                format::RECORD_LEN_MAX
+            ));
+        }
+        if total > 0 && total <= remaining {
+            self.fill(total)?;
+        }
+        let at = (self.pos - self.buf_start) as usize;
+        let avail = self.buf.slice(at..self.buf.len().min(at + remaining));
+        match format::decode(&avail)? {
+            Decoded::End => Err("zeros where a record should be".into()),
+            Decoded::Record(r) => {
+                self.pos += r.len() as u64;
+                Ok(Some(r))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compacted::format::{encode, Fields};
+
+    pub(crate) fn rec(offset: u64, key: &str, value: Option<&str>) -> CompactedRecord {
+        let b = Bytes::from(encode(&Fields {
+            offset,
+            timestamp_ms: 1,
+            store_timestamp_ms: 1000 + offset as i64,
+            delete_horizon_ms: 0,
+            physical_offset: offset * 100,
+            key: Some(key.as_bytes()),
+            value: value.map(str::as_bytes),
+            headers_block: &[],
+            header_count: 0,
+        }));
+        match format::decode(&b) {
+            Ok(Decoded::Record(r)) => r,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn append_read_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("00000000000000000010.log");
+        let seg = Segment::create(path.clone(), 10, 0).unwrap();
+        let big = "x".repeat(3000);
+        for o in 10..30 {
+            seg.append(&rec(o, &format!("k{o}"), Some(&big))).unwrap();
+        }
+        seg.append(&rec(31, "k1", None)).unwrap();
+        let st = seg.stats();
+        assert_eq!(
+            (st.records, st.tombstones, st.last_offset),
+            (21, 1, Some(31))
+        );
+        let mut r = seg.reader(seg.position_for(25));
+        let mut first = r.next_record().unwrap().unwrap();
+        while first.offset < 25 {
+            first = r.next_record().unwrap().unwrap();
+        }
+        assert_eq!(first.offset, 25);
+        drop(seg);
+        let seg = Segment::open(path, 10, false).unwrap();
+        assert_eq!(seg.stats().records, 21);
+        assert!(seg.index.read().unwrap().len() > 5);
+    }
+
+    #[test]
+    fn torn_tail_is_repaired_only_where_allowed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("00000000000000000000.log");
+        let seg = Segment::create(path.clone(), 0, 0).unwrap();
+        for o in 0..5 {
+            seg.append(&rec(o, "k", Some("v"))).unwrap();
+        }
+        let good_len = seg.len();
+        drop(seg);
+        // Half of another record.
+        let extra = rec(5, "k", Some("vvvvvvvv"));
+        let f = OpenOptions::new().append(true).open(&path).unwrap();
+        f.write_all_at(&extra.raw()[..20], good_len).unwrap();
+        assert!(Segment::open(path.clone(), 0, false).is_err());
+        let seg = Segment::open(path.clone(), 0, true).unwrap();
+        assert_eq!(seg.len(), good_len);
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), good_len);
+        assert_eq!(seg.stats().last_offset, Some(4));
+    }
+}

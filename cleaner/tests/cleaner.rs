@@ -1,0 +1,539 @@
+//! Kafka's LogCleaner behaviour, one test per property, driven one pass at
+//! a time (`clean_once`) with a clock the test sets.
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tidelog_cleaner::cleaner::SwapStep;
+use tidelog_cleaner::compacted::format::{decode, encode, Decoded, Fields};
+use tidelog_cleaner::{
+    CleanerConfig, CompactTopicConfig, CompactedLog, CompactedLogs, CompactedRecord, LogCleaner,
+    OffsetMap,
+};
+
+const T0: i64 = 1_700_000_000_000;
+
+struct Harness {
+    dir: tempfile::TempDir,
+    clock: Arc<AtomicI64>,
+    logs: Arc<CompactedLogs>,
+    cleaner: LogCleaner,
+}
+
+fn topic_config() -> CompactTopicConfig {
+    CompactTopicConfig {
+        segment_bytes: 2048,
+        min_cleanable_dirty_ratio: 0.5,
+        delete_retention_ms: 60_000,
+        ..CompactTopicConfig::default()
+    }
+}
+
+fn harness_in(
+    dir: tempfile::TempDir,
+    clock: Arc<AtomicI64>,
+    crash_at: Option<SwapStep>,
+) -> Harness {
+    let c = Arc::clone(&clock);
+    let logs =
+        CompactedLogs::open_with_clock(dir.path(), Arc::new(move || c.load(Ordering::SeqCst)))
+            .unwrap();
+    logs.set_topic("t", topic_config());
+    let cleaner = LogCleaner::new(
+        Arc::clone(&logs),
+        dir.path().to_path_buf(),
+        CleanerConfig {
+            crash_at,
+            ..CleanerConfig::default()
+        },
+    )
+    .unwrap();
+    Harness {
+        dir,
+        clock,
+        logs,
+        cleaner,
+    }
+}
+
+fn harness() -> Harness {
+    harness_in(
+        tempfile::tempdir().unwrap(),
+        Arc::new(AtomicI64::new(T0)),
+        None,
+    )
+}
+
+fn record(offset: u64, key: &str, value: Option<&str>, store_ts: i64) -> CompactedRecord {
+    let b = Bytes::from(encode(&Fields {
+        offset,
+        timestamp_ms: store_ts,
+        store_timestamp_ms: store_ts,
+        delete_horizon_ms: 0,
+        physical_offset: offset * 1000,
+        key: Some(key.as_bytes()),
+        value: value.map(str::as_bytes),
+        headers_block: &[],
+        header_count: 0,
+    }));
+    match decode(&b).unwrap() {
+        Decoded::Record(r) => r,
+        Decoded::End => panic!(),
+    }
+}
+
+impl Harness {
+    fn now(&self) -> i64 {
+        self.clock.load(Ordering::SeqCst)
+    }
+
+    fn log(&self, p: u32) -> Arc<CompactedLog> {
+        self.logs.log_or_create("t", p).unwrap()
+    }
+
+    /// Append `versions` versions of `keys` keys to partition `p`,
+    /// round-robin, values `k{key}-v{version}`.
+    fn fill(&self, p: u32, keys: u64, versions: u64) {
+        let log = self.log(p);
+        let mut offset = log.next_offset();
+        for v in 0..versions {
+            for k in 0..keys {
+                let r = record(
+                    offset,
+                    &format!("k{k}"),
+                    Some(&format!("k{k}-v{v}")),
+                    self.now(),
+                );
+                log.append(&r, topic_config().roll_policy(), self.now())
+                    .unwrap();
+                offset += 1;
+            }
+        }
+    }
+
+    fn put(&self, p: u32, key: &str, value: Option<&str>) -> u64 {
+        let log = self.log(p);
+        let offset = log.next_offset();
+        log.append(
+            &record(offset, key, value, self.now()),
+            topic_config().roll_policy(),
+            self.now(),
+        )
+        .unwrap();
+        offset
+    }
+
+    fn all(&self, p: u32) -> Vec<CompactedRecord> {
+        self.log(p).read(0, usize::MAX, usize::MAX).unwrap()
+    }
+
+    /// key → (offset, value) of the newest record per key.
+    fn latest(&self, p: u32) -> BTreeMap<String, (u64, Option<String>)> {
+        let mut m = BTreeMap::new();
+        for r in self.all(p) {
+            let k = String::from_utf8(r.key().unwrap().to_vec()).unwrap();
+            let v = r.value().map(|v| String::from_utf8(v.to_vec()).unwrap());
+            m.insert(k, (r.offset, v));
+        }
+        m
+    }
+
+    fn clean(&self) -> Option<(String, u32, tidelog_cleaner::RunStats)> {
+        let mut map = OffsetMap::new(1 << 20, 0.9).unwrap();
+        self.cleaner.clean_once(&mut map).unwrap()
+    }
+
+    fn clean_with(&self, map: &mut OffsetMap) -> Option<(String, u32, tidelog_cleaner::RunStats)> {
+        self.cleaner.clean_once(map).unwrap()
+    }
+}
+
+fn assert_strictly_increasing(recs: &[CompactedRecord]) {
+    for w in recs.windows(2) {
+        assert!(
+            w[0].offset < w[1].offset,
+            "{} then {}",
+            w[0].offset,
+            w[1].offset
+        );
+    }
+}
+
+#[test]
+fn latest_value_per_key_survives_at_its_original_offset() {
+    let h = harness();
+    h.fill(0, 10, 20);
+    let before = h.latest(0);
+    let end = h.log(0).next_offset();
+    let size_before = h.log(0).size_bytes();
+    h.log(0).roll(h.now()).unwrap();
+    let (_, _, stats) = h.clean().expect("dirty enough to clean");
+    assert!(stats.records_removed > 0);
+    let after = h.all(0);
+    assert_eq!(after.len(), 10, "one record per key");
+    assert_strictly_increasing(&after);
+    assert_eq!(h.latest(0), before, "same latest value at the same offset");
+    assert_eq!(h.log(0).next_offset(), end, "end offset unchanged");
+    assert!(h.log(0).size_bytes() < size_before / 5);
+    // Gaps: offsets are the originals, not renumbered.
+    assert_eq!(after.last().unwrap().offset, end - 1);
+    assert!(after[0].offset >= 190 - 10);
+}
+
+#[test]
+fn tombstones_are_kept_for_delete_retention_then_removed() {
+    let h = harness();
+    h.fill(0, 5, 4);
+    h.put(0, "k1", None);
+    h.put(0, "k3", None);
+    h.log(0).roll(h.now()).unwrap();
+    h.clean().unwrap();
+    let latest = h.latest(0);
+    assert_eq!(latest["k1"].1, None, "tombstone kept as the latest for k1");
+    assert_eq!(latest.len(), 5);
+    // Stamped with a horizon on that first pass.
+    let tomb = h.all(0).into_iter().find(|r| r.is_tombstone()).unwrap();
+    assert_eq!(tomb.delete_horizon_ms, h.now() + 60_000);
+    // Within delete.retention.ms: a forced pass keeps them.
+    h.clock.fetch_add(30_000, Ordering::SeqCst);
+    h.cleaner.request("t", true).unwrap();
+    h.clean().unwrap();
+    assert_eq!(h.all(0).iter().filter(|r| r.is_tombstone()).count(), 2);
+    // After it: a pass is scheduled by itself (no new dirt) and drops them.
+    h.clock.fetch_add(31_000, Ordering::SeqCst);
+    let ran = h.clean();
+    assert!(
+        ran.is_some(),
+        "an expired tombstone schedules a pass on its own"
+    );
+    let latest = h.latest(0);
+    assert!(!latest.contains_key("k1") && !latest.contains_key("k3"));
+    assert_eq!(latest.len(), 3);
+}
+
+#[test]
+fn partial_passes_with_a_two_key_map_converge() {
+    let h = harness();
+    h.fill(0, 6, 5);
+    let want = h.latest(0);
+    h.log(0).roll(h.now()).unwrap();
+    // Room for two keys (load factor 0.9 of three slots of 20 bytes).
+    let mut map = OffsetMap::new(60, 0.9).unwrap();
+    assert!(map.max_entries() <= 2);
+    let mut passes = 0;
+    while h.all(0).len() > 6 {
+        h.cleaner.request("t", false).unwrap();
+        let (_, _, stats) = h.clean_with(&mut map).expect("a pass");
+        assert!(stats.partial || h.all(0).len() == 6);
+        passes += 1;
+        assert!(passes < 100, "did not converge");
+    }
+    assert!(passes > 1, "needed partial passes");
+    assert_eq!(h.latest(0), want);
+    assert_strictly_increasing(&h.all(0));
+}
+
+#[test]
+fn the_active_segment_and_young_segments_are_untouched() {
+    let h = harness();
+    let mut cfg = topic_config();
+    cfg.min_compaction_lag_ms = 10_000;
+    h.logs.set_topic("t", cfg);
+    // Old records, then (20 s later, in their own segments) fresh ones.
+    h.fill(0, 4, 30);
+    let log = h.log(0);
+    log.roll(h.now()).unwrap();
+    h.clock.fetch_add(20_000, Ordering::SeqCst);
+    let fresh_from = log.next_offset();
+    h.fill(0, 4, 30);
+    let untouchable: Vec<_> = log
+        .segments()
+        .into_iter()
+        .filter(|s| s.base_offset() >= fresh_from)
+        .map(|s| (s.path(), std::fs::read(s.path()).unwrap()))
+        .collect();
+    assert!(
+        untouchable.len() >= 2,
+        "young sealed segments and the active one"
+    );
+    h.cleaner.request("t", false).unwrap();
+    h.clean().unwrap();
+    // Segments past firstUncleanable (young ones, the active one) are
+    // byte-for-byte untouched.
+    for (path, bytes) in &untouchable {
+        assert_eq!(&std::fs::read(path).unwrap(), bytes, "{}", path.display());
+    }
+    // The old part was cleaned down to one record per key.
+    let old: Vec<_> = h
+        .all(0)
+        .into_iter()
+        .filter(|r| r.offset < fresh_from)
+        .collect();
+    assert_eq!(old.len(), 4);
+}
+
+#[test]
+fn min_compaction_lag_holds_fresh_records_back() {
+    let h = harness();
+    let mut cfg = topic_config();
+    cfg.min_compaction_lag_ms = 60_000;
+    h.logs.set_topic("t", cfg);
+    h.fill(0, 3, 20);
+    h.log(0).roll(h.now()).unwrap();
+    h.cleaner.request("t", false).unwrap();
+    let before = h.all(0).len();
+    let ran = h.clean();
+    // Everything is younger than the lag: nothing cleaned.
+    assert_eq!(h.all(0).len(), before);
+    assert!(ran.is_none_or(|(_, _, s)| s.records_removed == 0));
+    h.clock.fetch_add(61_000, Ordering::SeqCst);
+    h.cleaner.request("t", false).unwrap();
+    h.clean().unwrap();
+    assert_eq!(h.all(0).len(), 3);
+}
+
+#[test]
+fn max_compaction_lag_forces_a_clean_even_at_dirty_ratio_one() {
+    let h = harness();
+    let mut cfg = topic_config();
+    cfg.min_cleanable_dirty_ratio = 1.0; // the ratio alone never qualifies
+    cfg.max_compaction_lag_ms = 60_000;
+    h.logs.set_topic("t", cfg);
+    h.fill(0, 3, 20);
+    h.log(0).roll(h.now()).unwrap();
+    assert!(h.clean().is_none(), "not eligible yet");
+    h.clock.fetch_add(61_000, Ordering::SeqCst);
+    h.clean().expect("max lag forces it");
+    assert_eq!(h.all(0).len(), 3);
+}
+
+#[test]
+fn the_filthiest_log_is_picked_first() {
+    let h = harness();
+    // Partition 0: few duplicates; partition 1: mostly duplicates.
+    h.fill(0, 40, 2);
+    h.fill(1, 2, 40);
+    for p in [0, 1] {
+        h.log(p).roll(h.now()).unwrap();
+    }
+    // Make both eligible by ratio; 1 is dirtier only by bytes-to-remove,
+    // so first clean 0 once to give it a clean part, then compare.
+    let (_, p, _) = h.clean().unwrap();
+    let (_, q, _) = h.clean().unwrap();
+    assert_ne!(p, q, "both get cleaned");
+    // Now add dirt: much more to partition 1 than 0.
+    h.fill(0, 40, 1);
+    h.fill(1, 2, 200);
+    for p in [0, 1] {
+        h.log(p).roll(h.now()).unwrap();
+    }
+    let status: BTreeMap<u32, f64> = h
+        .cleaner
+        .status("t")
+        .iter()
+        .map(|s| (s.partition, s.dirty_ratio))
+        .collect();
+    assert!(status[&1] > status[&0], "{status:?}");
+    let (_, first, _) = h.clean().unwrap();
+    assert_eq!(first, 1, "{status:?}");
+}
+
+#[test]
+fn out_of_range_checkpoints_are_reset() {
+    let dir = tempfile::tempdir().unwrap();
+    // A checkpoint far past the log's end (e.g. a log recreated).
+    std::fs::write(
+        dir.path().join("cleaner-offset-checkpoint"),
+        "0\n1\nt 0 999999\n",
+    )
+    .unwrap();
+    let h = harness_in(dir, Arc::new(AtomicI64::new(T0)), None);
+    h.fill(0, 3, 10);
+    h.log(0).roll(h.now()).unwrap();
+    let (_, _, stats) = h.clean().expect("reset to the log start, so dirty");
+    assert_eq!(stats.first_dirty, 0);
+    assert_eq!(h.all(0).len(), 3);
+    assert_eq!(h.cleaner.status("t")[0].checkpoint_offset, Some(30));
+}
+
+fn check_after_crash(step: SwapStep) {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(AtomicI64::new(T0));
+    let h = harness_in(dir, Arc::clone(&clock), Some(step));
+    h.fill(0, 7, 30);
+    let want = h.latest(0);
+    h.log(0).roll(h.now()).unwrap();
+    // Small segments were written; cleaning may merge them (so a group has
+    // several old segments to delete at the crash points between deletes).
+    let mut cfg = topic_config();
+    cfg.segment_bytes = 1 << 20;
+    h.logs.set_topic("t", cfg);
+    let mut map = OffsetMap::new(1 << 20, 0.9).unwrap();
+    assert!(h.cleaner.clean_once(&mut map).is_err(), "crash at {step:?}");
+    // "Restart": reopen everything from disk.
+    let Harness {
+        dir, cleaner, logs, ..
+    } = h;
+    drop(cleaner);
+    drop(logs);
+    let h = harness_in(dir, clock, None);
+    let mut cfg = topic_config();
+    cfg.segment_bytes = 1 << 20;
+    h.logs.set_topic("t", cfg);
+    let recs = h.all(0);
+    assert_strictly_increasing(&recs); // no duplicate offsets or keys twice in a row
+    assert_eq!(h.latest(0), want, "after crash at {step:?}");
+    // No leftovers, and a later pass finishes the job.
+    let names: Vec<_> = std::fs::read_dir(h.dir.path().join("compacted/t/0"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert!(names.iter().all(|n| n.ends_with(".log")), "{names:?}");
+    h.cleaner.request("t", false).unwrap();
+    h.clean();
+    assert_eq!(h.all(0).len(), 7);
+    assert_eq!(h.latest(0), want);
+}
+
+#[test]
+fn crash_after_cleaned_file_written() {
+    check_after_crash(SwapStep::CleanedWritten);
+}
+
+#[test]
+fn crash_after_swap_rename() {
+    check_after_crash(SwapStep::SwapRenamed);
+}
+
+#[test]
+fn crash_with_old_segments_partly_deleted() {
+    check_after_crash(SwapStep::OldPartlyDeleted);
+}
+
+#[test]
+fn crash_with_old_segments_deleted() {
+    check_after_crash(SwapStep::OldDeleted);
+}
+
+#[test]
+fn a_fetch_running_during_a_swap_reads_correct_records() {
+    let h = harness();
+    h.fill(0, 5, 40);
+    let log = h.log(0);
+    log.roll(h.now()).unwrap();
+    // A reader holds the pre-clean segments (as a fetch in progress does).
+    let held = log.segments();
+    let expected: Vec<u64> = h.all(0).iter().map(|r| r.offset).collect();
+    h.clean().unwrap();
+    // The old segment files are gone, but reads through the held handles
+    // still return every original record, whole.
+    let mut offsets = Vec::new();
+    for s in &held {
+        let mut r = s.reader(0);
+        while let Some(rec) = r.next_record().unwrap() {
+            offsets.push(rec.offset);
+        }
+    }
+    assert_eq!(offsets, expected);
+    // And a fetch after the swap sees the cleaned log.
+    assert_eq!(h.all(0).len(), 5);
+}
+
+#[test]
+fn records_near_the_size_limit_are_cleaned_whole() {
+    let h = harness();
+    let mut cfg = topic_config();
+    cfg.segment_bytes = 3 << 20;
+    h.logs.set_topic("t", cfg);
+    let big = "B".repeat(1 << 20);
+    for i in 0..6 {
+        let key = if i % 2 == 0 { "a" } else { "b" };
+        h.put(0, key, Some(&format!("{i}{big}")));
+    }
+    h.log(0).roll(h.now()).unwrap();
+    h.cleaner.request("t", false).unwrap();
+    h.clean().unwrap();
+    let recs = h.all(0);
+    assert_eq!(recs.len(), 2);
+    assert_eq!(recs[0].value().unwrap().len(), (1 << 20) + 1);
+    assert!(recs[1].value().unwrap().starts_with(b"5"));
+}
+
+#[test]
+fn restart_resumes_from_the_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(AtomicI64::new(T0));
+    let h = harness_in(dir, Arc::clone(&clock), None);
+    h.fill(0, 5, 20);
+    h.log(0).roll(h.now()).unwrap();
+    let (_, _, first) = h.clean().unwrap();
+    assert_eq!(first.first_dirty, 0);
+    let end = first.end_offset;
+    let Harness {
+        dir, cleaner, logs, ..
+    } = h;
+    drop(cleaner);
+    drop(logs);
+    let h = harness_in(dir, clock, None);
+    assert_eq!(h.cleaner.status("t")[0].checkpoint_offset, Some(end));
+    // Nothing new: nothing to do.
+    assert!(h.clean().is_none());
+    // New dirt: the next pass starts at the checkpoint, not at 0.
+    h.fill(0, 5, 20);
+    h.log(0).roll(h.now()).unwrap();
+    let (_, _, second) = h.clean().unwrap();
+    assert_eq!(second.first_dirty, end);
+    assert_eq!(h.all(0).len(), 5);
+}
+
+#[test]
+fn compact_delete_applies_retention_to_old_segments() {
+    let h = harness();
+    let mut cfg = topic_config();
+    cfg.delete_too = true;
+    cfg.retention_ms = 60_000;
+    h.logs.set_topic("t", cfg);
+    h.fill(0, 50, 2); // distinct keys: cleaning alone would keep them all
+    h.clock.fetch_add(120_000, Ordering::SeqCst);
+    h.put(0, "fresh", Some("v"));
+    h.log(0).roll(h.now()).unwrap();
+    let segs_before = h.log(0).segments().len();
+    h.clean();
+    let recs = h.all(0);
+    assert!(h.log(0).segments().len() < segs_before);
+    assert!(recs
+        .iter()
+        .any(|r| r.key().as_deref() == Some(b"fresh".as_slice())));
+    assert!(
+        recs.len() < 50,
+        "old keys deleted by retention.ms: {}",
+        recs.len()
+    );
+}
+
+#[test]
+fn threads_clean_on_request_and_report_status() {
+    let h = harness();
+    h.fill(0, 4, 25);
+    h.fill(1, 4, 25);
+    h.cleaner.start().unwrap();
+    let requested = h.cleaner.request("t", true).unwrap();
+    assert_eq!(requested.len(), 2);
+    let runs = h.cleaner.wait("t", &requested, Duration::from_secs(30));
+    for (p, last) in runs {
+        let last = last.unwrap_or_else(|| panic!("partition {p} did not run"));
+        assert!(last.records_removed > 0);
+        assert_eq!(h.all(p).len(), 4);
+    }
+    let status = h.cleaner.status("t");
+    assert!(status
+        .iter()
+        .all(|s| s.state == "idle" && s.last_run.is_some()));
+    let m = h.cleaner.metrics();
+    assert!(m.runs >= 2);
+    h.cleaner.stop();
+}
