@@ -120,6 +120,23 @@ impl ApiError {
         }
     }
 
+    /// 50701 worded exactly as `Store::append` words its refusal, for checks
+    /// that read the store's disk-full flag before anything is written
+    /// (produce before auto-creating a topic). `used_ratio` and
+    /// `disk_full_ratio` are the store's (`StoreStats::disk_used_ratio`,
+    /// `retention.disk_full_ratio`). A unit test pins the wording to the
+    /// store's.
+    pub fn disk_full(used_ratio: f64, disk_full_ratio: f64) -> Self {
+        tidelog_storage::StoreError::DiskFull {
+            reason: format!(
+                "the data directory's disk is {:.1}% used, above disk_full_ratio {:.1}%; writes resume when usage falls below it (delete old segments or free space)",
+                used_ratio * 100.0,
+                disk_full_ratio * 100.0
+            ),
+        }
+        .into()
+    }
+
     /// Confluent's five-digit code: HTTP status × 100 + a sub-code.
     pub fn error_code(&self) -> u32 {
         match self {
@@ -236,8 +253,18 @@ impl From<tokio::task::JoinError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        if self.error_code() >= 50000 {
-            tracing::warn!(error_code = self.error_code(), "{self}");
+        match self {
+            // Expected while the disk is full, possibly for every produce:
+            // the store logs the transition once at error, and the 5xx
+            // counters count the answers. A warn line per request would
+            // grow the logs on the disk that is already full.
+            ApiError::DiskFull { .. } => {
+                tracing::debug!(error_code = self.error_code(), "{self}");
+            }
+            _ if self.error_code() >= 50000 => {
+                tracing::warn!(error_code = self.error_code(), "{self}");
+            }
+            _ => {}
         }
         (
             self.status(),
@@ -449,10 +476,59 @@ mod tests {
         ];
         for (store, code) in cases {
             let text = store.to_string();
+            let verbatim = matches!(store, S::DiskFull { .. });
             let api = ApiError::from(store);
+            if verbatim {
+                assert_eq!(
+                    api.to_string(),
+                    text,
+                    "507 carries the store's message as is"
+                );
+            }
             assert_eq!(api.error_code(), code, "{text}");
             assert!(api.to_string().contains(&text), "{api} lacks {text}");
         }
+    }
+
+    /// The produce pre-check words 507 as the store does: one message
+    /// whichever of the two refuses, and OPERATIONS.md quotes it.
+    #[test]
+    fn disk_full_is_worded_as_the_store_words_it() {
+        use std::sync::Arc;
+        use tidelog_storage::retention::FixedDiskUsage;
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = tidelog_storage::StoreConfig::new(dir.path());
+        config.commitlog_segment_bytes = 64 * 1024;
+        config.consume_queue_units_per_file = 64;
+        config.index_slots = 64;
+        config.index_entries = 256;
+        config.preallocate_next_segment = false;
+        config.retention.disk = Arc::new(FixedDiskUsage::new(0.953));
+        let store = tidelog_storage::Store::open(config).unwrap();
+        let stats = store.stats();
+        assert!(stats.disk_full, "the store measures the disk while opening");
+        let refused = store
+            .append(&[tidelog_storage::AppendRecord {
+                topic: Arc::from("t"),
+                partition: 0,
+                key: None,
+                value: Some(bytes::Bytes::from_static(b"v")),
+                headers: Vec::new(),
+                timestamp_ms: None,
+            }])
+            .unwrap_err();
+        let from_store = ApiError::from(refused);
+        assert_eq!(from_store.error_code(), 50701);
+        assert_eq!(
+            ApiError::disk_full(stats.disk_used_ratio, 0.90),
+            from_store,
+            "the pre-check's wording drifted from Store::append's"
+        );
+        assert_eq!(
+            from_store.to_string(),
+            "disk full: the data directory's disk is 95.3% used, above disk_full_ratio 90.0%; writes resume when usage falls below it (delete old segments or free space)"
+        );
+        store.shutdown().unwrap();
     }
 
     #[test]

@@ -19,9 +19,13 @@
 //! * [`groups`]: consumer group offsets, kept in `__consumer_offsets`.
 //! * [`state`]: shared handler state and start-up ([`Ready::open`]).
 //! * [`router`] and [`handlers`]: the routes of API.md.
-//! * [`metrics`], [`disk`]: `/metrics` and the disk-full gate.
+//! * [`metrics`] renders `/metrics`: its own counters and the store's stats.
+//!
+//! The disk-full gate is the store's (`retention.disk_full_ratio`, measured
+//! by its `tidelog-disk` thread): `Store::append` refuses with
+//! `StoreError::DiskFull`, which `error.rs` maps to 507/50701. The API only
+//! reads the store's flag, never the disk.
 
-pub mod disk;
 pub mod error;
 mod extract;
 pub mod groups;

@@ -99,10 +99,9 @@ pub struct Metrics {
 #[derive(Debug, Default)]
 pub struct Snapshot {
     pub ready: bool,
+    /// The store's counters, disk usage and retention (`None` during
+    /// recovery: those families are absent until the store is open).
     pub store: Option<StoreStats>,
-    pub disk_used_ratio: f64,
-    pub disk_full: bool,
-    pub disk_check_errors: u64,
     pub topics: usize,
     pub consumer_groups: usize,
     pub in_flight_requests: usize,
@@ -194,24 +193,6 @@ impl Metrics {
             "consumer groups with committed offsets.",
             snap.consumer_groups as f64,
         );
-        gauge(
-            &mut out,
-            "tidelog_disk_used_ratio",
-            "used fraction of the data directory's filesystem.",
-            snap.disk_used_ratio,
-        );
-        gauge(
-            &mut out,
-            "tidelog_disk_full",
-            "1 while writes are refused because the disk is above disk_full_ratio.",
-            f64::from(u8::from(snap.disk_full)),
-        );
-        counter(
-            &mut out,
-            "tidelog_disk_check_errors_total",
-            "failed statvfs calls on the data directory.",
-            snap.disk_check_errors,
-        );
 
         if let Some(s) = &snap.store {
             gauge(
@@ -268,6 +249,42 @@ impl Metrics {
                 "store background threads restarted after a panic.",
                 s.thread_restarts,
             );
+            gauge(
+                &mut out,
+                "tidelog_disk_used_ratio",
+                "used fraction of the data directory's filesystem, as the store last measured it.",
+                s.disk_used_ratio,
+            );
+            gauge(
+                &mut out,
+                "tidelog_disk_full",
+                "1 while produce is refused because the disk is above retention.disk_full_ratio.",
+                f64::from(u8::from(s.disk_full)),
+            );
+            counter(
+                &mut out,
+                "tidelog_retention_segments_deleted_total",
+                "CommitLog segments deleted by retention passes.",
+                s.retention_segments_deleted,
+            );
+            counter(
+                &mut out,
+                "tidelog_retention_bytes_freed_total",
+                "bytes of CommitLog segments deleted by retention passes.",
+                s.retention_bytes_freed,
+            );
+            counter(
+                &mut out,
+                "tidelog_retention_failures_total",
+                "segment deletions that failed (retried by a later pass).",
+                s.retention_failures,
+            );
+            gauge(
+                &mut out,
+                "tidelog_retention_last_pass_timestamp_seconds",
+                "Unix time of the last retention pass, scheduled or manual (0: none yet).",
+                s.retention_last_pass_ms as f64 / 1000.0,
+            );
         }
         out
     }
@@ -312,8 +329,15 @@ mod tests {
         m.count_response(429);
         let text = m.render(&Snapshot {
             ready: true,
-            store: Some(StoreStats::default()),
-            disk_used_ratio: 0.5,
+            store: Some(StoreStats {
+                disk_used_ratio: 0.5,
+                disk_full: true,
+                retention_segments_deleted: 7,
+                retention_bytes_freed: 65536,
+                retention_failures: 2,
+                retention_last_pass_ms: 1_700_000_000_500,
+                ..StoreStats::default()
+            }),
             ..Snapshot::default()
         });
         for needle in [
@@ -323,7 +347,13 @@ mod tests {
             "tidelog_fetch_latency_seconds_bucket",
             "tidelog_dispatch_lag_bytes 0",
             "tidelog_commitlog_segments 0",
-            "tidelog_disk_used_ratio 0.5",
+            "tidelog_disk_used_ratio 0.5\n",
+            "tidelog_disk_full 1\n",
+            "tidelog_retention_segments_deleted_total 7\n",
+            "tidelog_retention_bytes_freed_total 65536\n",
+            "tidelog_retention_failures_total 2\n",
+            "tidelog_retention_last_pass_timestamp_seconds 1700000000.5\n",
+            "# TYPE tidelog_retention_segments_deleted_total counter\n",
             "tidelog_http_responses_total{class=\"4xx\"} 1",
         ] {
             assert!(text.contains(needle), "missing {needle}:\n{text}");

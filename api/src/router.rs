@@ -24,7 +24,7 @@ use axum::Router;
 
 use crate::error::ApiError;
 use crate::extract::check_bearer;
-use crate::handlers::{fetch, groups, produce, status, topics};
+use crate::handlers::{fetch, groups, produce, retention, status, topics};
 use crate::state::AppState;
 
 /// The whole API.
@@ -79,6 +79,7 @@ pub fn router(state: AppState) -> Router {
             post(topics::alter_configs_v3),
         )
         .route("/v3/clusters/{cluster}/stats", get(status::stats))
+        .route("/v3/clusters/{cluster}/retention", post(retention::run))
         // Operations.
         .route("/status/ready", get(status::ready))
         .route("/metrics", get(status::metrics))

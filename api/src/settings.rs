@@ -25,11 +25,6 @@ pub struct ApiSettings {
     pub auto_create_topics: bool,
     pub default_partitions: u32,
     pub declared_topics: Vec<DeclaredTopic>,
-    /// Above this used ratio of the data dir's filesystem, produce and
-    /// offset commits answer 507/50701.
-    pub disk_full_ratio: f64,
-    /// How often the disk monitor runs `statvfs` on the data dir.
-    pub disk_check_interval_ms: u64,
     /// Largest request body; larger ones answer 413/41301.
     pub max_request_bytes: usize,
     /// Most records in one produce request; more answer 413/41301.
@@ -55,8 +50,6 @@ impl Default for ApiSettings {
             auto_create_topics: false,
             default_partitions: 4,
             declared_topics: Vec::new(),
-            disk_full_ratio: 0.90,
-            disk_check_interval_ms: 1000,
             max_request_bytes: MAX_REQUEST_BYTES_DEFAULT,
             max_records_per_request: MAX_RECORDS_PER_REQUEST_DEFAULT,
             max_concurrent_requests: MAX_CONCURRENT_REQUESTS_DEFAULT,

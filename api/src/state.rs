@@ -15,7 +15,6 @@ use std::time::Duration;
 use tidelog_storage::{Store, StoreConfig, StoreError};
 use tokio::sync::{watch, Semaphore};
 
-use crate::disk::DiskState;
 use crate::error::ApiError;
 use crate::groups::GroupOffsets;
 use crate::metrics::{Metrics, Snapshot};
@@ -126,10 +125,9 @@ pub struct AppState {
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) settings: ApiSettings,
-    pub(crate) data_dir: PathBuf,
+    data_dir: PathBuf,
     ready: RwLock<Option<Arc<Ready>>>,
     pub(crate) metrics: Metrics,
-    pub(crate) disk: Arc<DiskState>,
     pub(crate) limiter: Arc<Semaphore>,
     /// Becomes `true` when the server starts shutting down; wakes
     /// long-polling fetches so they answer at once.
@@ -138,7 +136,6 @@ pub(crate) struct Shared {
 
 impl AppState {
     pub fn new(settings: ApiSettings, data_dir: PathBuf) -> Self {
-        let disk = Arc::new(DiskState::new(settings.disk_full_ratio));
         let limiter = Arc::new(Semaphore::new(settings.max_concurrent_requests.max(1)));
         AppState {
             inner: Arc::new(Shared {
@@ -146,7 +143,6 @@ impl AppState {
                 data_dir,
                 ready: RwLock::new(None),
                 metrics: Metrics::default(),
-                disk,
                 limiter,
                 shutdown: watch::channel(false).0,
             }),
@@ -161,14 +157,16 @@ impl AppState {
         &self.inner.settings
     }
 
-    /// Publishes the opened store: from now on the API serves. Takes the
-    /// first disk measurement before that, so the disk-full gate is right
-    /// from the first request, and starts the disk monitor. Call on a tokio
-    /// runtime. (The first `statvfs` runs inline: one syscall, once.)
+    /// The data directory the store is (being) opened in.
+    pub fn data_dir(&self) -> &std::path::Path {
+        &self.inner.data_dir
+    }
+
+    /// Publishes the opened store: from now on the API serves. The store
+    /// measured the disk while opening, so its disk-full flag is right from
+    /// the first request.
     pub fn set_ready(&self, ready: Ready) {
-        self.inner.disk.refresh(&self.inner.data_dir);
         *self.inner.ready.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(ready));
-        self.spawn_disk_monitor();
         tracing::info!("ready");
     }
 
@@ -192,7 +190,7 @@ impl AppState {
             .is_some()
     }
 
-    /// Wakes long-polls and stops the disk monitor. The HTTP server's own
+    /// Wakes long-polls. The HTTP server's own
     /// graceful shutdown stops accepting and waits for requests in flight.
     pub fn begin_shutdown(&self) {
         self.inner.shutdown.send_replace(true);
@@ -234,13 +232,9 @@ impl AppState {
     /// What `/metrics` shows besides the API's own counters.
     pub(crate) fn snapshot(&self) -> Snapshot {
         let ready = self.ready().ok();
-        let disk = &self.inner.disk;
         Snapshot {
             ready: ready.is_some(),
             store: ready.as_ref().map(|r| r.store.stats()),
-            disk_used_ratio: disk.used_ratio(),
-            disk_full: disk.is_full(),
-            disk_check_errors: disk.errors(),
             topics: ready.as_ref().map_or(0, |r| r.registry.len()),
             consumer_groups: ready.as_ref().map_or(0, |r| r.groups.group_count()),
             in_flight_requests: self
@@ -250,31 +244,5 @@ impl AppState {
                 .max(1)
                 .saturating_sub(self.inner.limiter.available_permits()),
         }
-    }
-
-    fn spawn_disk_monitor(&self) {
-        let disk = Arc::clone(&self.inner.disk);
-        let dir = self.inner.data_dir.clone();
-        let mut stop = self.shutdown_signal();
-        let period = Duration::from_millis(self.inner.settings.disk_check_interval_ms.max(1));
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(period);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tokio::select! {
-                    _ = tick.tick() => {}
-                    _ = stop.wait_for(|stopping| *stopping) => return,
-                }
-                let disk = Arc::clone(&disk);
-                let dir = dir.clone();
-                // statvfs is a syscall that can block (network filesystems).
-                if tokio::task::spawn_blocking(move || disk.refresh(&dir))
-                    .await
-                    .is_err()
-                {
-                    tracing::error!("disk monitor check panicked");
-                }
-            }
-        });
     }
 }

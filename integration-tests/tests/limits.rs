@@ -2,6 +2,12 @@
 //! a graceful shutdown with long-polls in flight, against one server whose
 //! config makes each of them reachable: a token, two concurrent requests,
 //! and a disk-full ratio every real disk is above.
+//!
+//! The disk-full gate is the store's: its `tidelog-disk` thread measures the
+//! real disk against `retention.disk_full_ratio`, and `Store::append`
+//! refuses. With the force-clean ratio as tiny, the store's retention would
+//! also delete the oldest sealed segments; nothing can be written here, so
+//! there are none, and a manual pass says why it ran and deletes nothing.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -13,6 +19,7 @@ use serde_json::json;
 
 const CONFIG: &str = "
 admin_token: s3cret
+auto_create_topics: true
 store:
   commitlog_segment_bytes: 1048576
   consume_queue_units_per_file: 1000
@@ -79,6 +86,11 @@ fn auth_overload_disk_full_and_shutdown_with_requests_in_flight() {
         .expect(201);
     s.request("DELETE", &format!("{topics}/made"), &[AUTH], None)
         .expect(204);
+    let retention = "/v3/clusters/tidelog/retention";
+    s.request("POST", retention, &[JSON], Some(b"{\"force\":true}"))
+        .expect_error(401, 40101);
+    s.request("POST", retention, &[], None)
+        .expect_error(401, 40101);
 
     // 507: the disk is "full", so writes are refused and nothing is written
     // (not even an auto-created topic); reads still work.
@@ -89,7 +101,22 @@ fn auth_overload_disk_full_and_shutdown_with_requests_in_flight() {
             b"{\"records\":[{\"value\":1}]}",
         )
         .expect_error(507, 50701);
-    assert!(m.contains("disk_full_ratio"), "{m}");
+    assert!(
+        m.starts_with("disk full: the data directory's disk is "),
+        "{m}"
+    );
+    assert!(m.contains("above disk_full_ratio 0.0%"), "{m}");
+    assert!(m.contains("writes resume when usage falls below it"), "{m}");
+    // An unknown topic is not auto-created for a refused request.
+    let m = s
+        .post_raw(
+            "/topics/fresh",
+            "application/json",
+            b"{\"records\":[{\"value\":1}]}",
+        )
+        .expect_error(507, 50701);
+    assert!(m.starts_with("disk full: "), "{m}");
+    s.get("/topics/fresh").expect_error(404, 40401);
     s.send_json(
         "POST",
         "/consumer-groups/g/offsets",
@@ -102,7 +129,26 @@ fn auth_overload_disk_full_and_shutdown_with_requests_in_flight() {
     );
     let stats = s.get("/v3/clusters/tidelog/stats").expect(200);
     assert_eq!(stats["disk_full"], true, "{stats}");
+    assert!(
+        stats["disk_used_ratio"].as_f64().unwrap() > 0.000001,
+        "{stats}"
+    );
     assert!(s.get("/metrics").text().contains("tidelog_disk_full 1"));
+    // An operator's pass runs under the disk-pressure rule; with nothing
+    // sealed it deletes nothing, and the disk stays "full".
+    let pass = s.request("POST", retention, &[AUTH], None).expect(200);
+    assert_eq!(pass["deleted_segments"], 0, "{pass}");
+    assert_eq!(pass["freed_bytes"], 0, "{pass}");
+    assert_eq!(
+        pass["reason"], "disk above disk_force_clean_ratio",
+        "{pass}"
+    );
+    s.post_raw(
+        "/topics/t",
+        "application/json",
+        b"{\"records\":[{\"value\":1}]}",
+    )
+    .expect_error(507, 50701);
 
     // 429: two long-polls take both slots; the next request is refused at
     // once, while health checks and scrapes still answer.

@@ -41,6 +41,10 @@ pub use tidelog_api::registry::PARTITIONS_MAX;
 /// Smallest CommitLog segment: room for a few records after the header.
 pub const COMMITLOG_SEGMENT_BYTES_MIN: u64 = 4096;
 
+/// Longest time between two disk-full checks of the store, whatever
+/// `retention.check_interval_ms` says.
+const DISK_CHECK_INTERVAL_MS_MAX: u64 = 1000;
+
 /// Why start-up stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -196,8 +200,6 @@ impl DeleteWhen {
     }
 
     /// The hours, sorted, each in 0..=23, at least one.
-    // Read by the retention wiring that lands with the storage crate.
-    #[allow(dead_code)]
     pub fn hours(&self) -> &[u8] {
         &self.hours
     }
@@ -567,7 +569,10 @@ impl Config {
         Ok(())
     }
 
-    /// The store's settings: every key of the `store` section.
+    /// The store's settings: every key of the `store` and `retention`
+    /// sections. Retention keeps the production clock and disk-usage source
+    /// (the defaults) and the knobs CONFIG.md does not name
+    /// (`force_max_segments_per_pass`, `pause_between_deletes_ms`).
     pub fn store_config(&self) -> tidelog_storage::StoreConfig {
         let s = &self.store;
         let mut c = tidelog_storage::StoreConfig::new(self.data_dir.clone());
@@ -582,6 +587,23 @@ impl Config {
         };
         c.flush_interval_ms = s.flush_interval_ms;
         c.max_message_bytes = s.max_message_bytes;
+        let r = &self.retention;
+        let retention = &mut c.retention;
+        retention.file_reserved_hours = r.file_reserved_hours;
+        retention.delete_when = r
+            .delete_when
+            .hours()
+            .iter()
+            .map(|&h| u32::from(h))
+            .collect();
+        retention.check_interval_ms = r.check_interval_ms;
+        retention.disk_max_used_ratio = r.disk_max_used_ratio;
+        retention.disk_force_clean_ratio = r.disk_force_clean_ratio;
+        retention.disk_full_ratio = r.disk_full_ratio;
+        // Writes must stop soon after the disk crosses the line, so the
+        // disk-full flag is re-evaluated at least every second whatever the
+        // retention pass's own interval.
+        retention.disk_check_interval_ms = r.check_interval_ms.min(DISK_CHECK_INTERVAL_MS_MAX);
         c
     }
 
@@ -602,11 +624,6 @@ impl Config {
                     overrides: t.overrides(),
                 })
                 .collect(),
-            disk_full_ratio: self.retention.disk_full_ratio,
-            // Writes must stop soon after the disk crosses the line, so the
-            // gate is checked at least every second whatever the retention
-            // pass's own interval.
-            disk_check_interval_ms: self.retention.check_interval_ms.min(1000),
             max_request_bytes: to_usize(self.http.max_request_bytes),
             max_records_per_request: to_usize(self.http.max_records_per_request),
             max_concurrent_requests: to_usize(self.http.max_concurrent_requests),
@@ -1093,7 +1110,8 @@ mod tests {
             "cluster_id: c1\nadmin_token: t\nauto_create_topics: true\ndefault_partitions: 2\n\
              store:\n  commitlog_segment_bytes: 65536\n  consume_queue_units_per_file: 7\n  index_slots: 11\n  \
              index_entries: 13\n  flush: sync\n  flush_interval_ms: 17\n  max_message_bytes: 19\n\
-             retention:\n  check_interval_ms: 300\n  disk_full_ratio: 0.95\n\
+             retention:\n  file_reserved_hours: 5\n  delete_when: \"16;04\"\n  check_interval_ms: 300\n  \
+             disk_max_used_ratio: 0.5\n  disk_force_clean_ratio: 0.6\n  disk_full_ratio: 0.95\n\
              http:\n  max_request_bytes: 2048\n  max_records_per_request: 3\n  max_concurrent_requests: 5\n\
              topics:\n  - name: a\n    configs: {cleanup.policy: compact}\n",
         )
@@ -1108,13 +1126,27 @@ mod tests {
         assert_eq!(store.flush, tidelog_storage::FlushMode::Sync);
         assert_eq!(store.flush_interval_ms, 17);
         assert_eq!(store.max_message_bytes, 19);
+        let r = &store.retention;
+        assert_eq!(r.file_reserved_hours, 5);
+        assert_eq!(r.delete_when, vec![4, 16]);
+        assert_eq!(r.check_interval_ms, 300);
+        assert_eq!(
+            (
+                r.disk_max_used_ratio,
+                r.disk_force_clean_ratio,
+                r.disk_full_ratio
+            ),
+            (0.5, 0.6, 0.95)
+        );
+        assert_eq!(r.disk_check_interval_ms, 300, "at most check_interval_ms");
+        let defaults = Config::default().store_config().retention;
+        assert_eq!(defaults.disk_check_interval_ms, 1000, "at most a second");
+        assert_eq!(defaults.delete_when, vec![4]);
         let api = config.api_settings();
         assert_eq!(api.cluster_id, "c1");
         assert_eq!(api.admin_token.as_deref(), Some("t"));
         assert!(api.auto_create_topics);
         assert_eq!(api.default_partitions, 2);
-        assert_eq!(api.disk_full_ratio, 0.95);
-        assert_eq!(api.disk_check_interval_ms, 300);
         assert_eq!(
             (
                 api.max_request_bytes,

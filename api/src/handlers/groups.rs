@@ -114,11 +114,6 @@ pub async fn commit(
     if batch.is_empty() {
         return Ok(StatusCode::NO_CONTENT.into_response());
     }
-    if state.shared().disk.is_full() {
-        return Err(ApiError::DiskFull {
-            message: "the data directory's disk is above disk_full_ratio; offset commits are refused until space is freed".into(),
-        });
-    }
     let writer = Arc::clone(&ready);
     let appended = blocking(move || Ok(writer.store.append(&batch)?)).await?;
     for ((topic, partition, value), a) in applied.into_iter().zip(appended) {

@@ -7,6 +7,7 @@
 pub mod fetch;
 pub mod groups;
 pub mod produce;
+pub mod retention;
 pub mod status;
 pub mod topics;
 
@@ -16,6 +17,20 @@ use serde::Serialize;
 
 use crate::error::ApiError;
 use crate::records::V2_RESPONSE;
+use crate::state::AppState;
+
+/// 404/40400 unless `cluster` is ours (there is one cluster and its id is
+/// the configured `cluster_id`).
+pub(crate) fn check_cluster(state: &AppState, cluster: &str) -> Result<(), ApiError> {
+    let ours = &state.settings().cluster_id;
+    if cluster == ours {
+        Ok(())
+    } else {
+        Err(ApiError::NotFound {
+            message: format!("cluster {cluster:?} not found; this cluster is {ours:?}"),
+        })
+    }
+}
 
 /// `body` as JSON with `content_type`.
 fn json_with(

@@ -13,8 +13,12 @@
 //! * An empty `records` array answers 200 with no offsets and writes
 //!   nothing, even when the disk is full.
 //! * Check order: name, partition, content type (415), body size (413),
-//!   body (42206/42201/42202), record count (413), disk full (507), topic
-//!   (404, or auto-create), then every record (40402, 42201, 413).
+//!   body (42206/42201/42202), record count (413), topic (404, or 507 if
+//!   it would be auto-created on a full disk, else auto-create), every
+//!   record (40402, 42201, 413), then the store's own disk-full gate in
+//!   `Store::append` (507). The disk-full flag is the store's alone (its
+//!   `tidelog-disk` thread measures the disk); this handler only reads it,
+//!   so that a full disk never creates topics for requests it refuses.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -104,19 +108,7 @@ async fn produce_inner(
         });
     }
     let ready = state.ready()?;
-    // Before the topic is resolved, so a full disk does not auto-create
-    // topics for requests it then refuses.
-    if !produced.is_empty() && state.shared().disk.is_full() {
-        let disk = &state.shared().disk;
-        return Err(ApiError::DiskFull {
-            message: format!(
-                "the data directory's disk is {:.1}% used, above disk_full_ratio {:.1}%; writes are refused until space is freed",
-                disk.used_ratio() * 100.0,
-                disk.full_ratio() * 100.0
-            ),
-        });
-    }
-    let topic = resolve_topic(state, &ready, &topic).await?;
+    let topic = resolve_topic(state, &ready, &topic, !produced.is_empty()).await?;
     if topic.is_internal() {
         // Its records must stay decodable: only this server writes them.
         return Err(ApiError::BadRequest {
@@ -150,11 +142,13 @@ async fn produce_inner(
     Ok((response, count, payload_bytes))
 }
 
-/// The topic, created first if it is unknown and `auto_create_topics` is on.
+/// The topic, created first if it is unknown and `auto_create_topics` is on
+/// (not when the disk is full and the request would write something).
 async fn resolve_topic(
     state: &AppState,
     ready: &Arc<Ready>,
     name: &str,
+    writes: bool,
 ) -> Result<Arc<Topic>, ApiError> {
     if let Some(topic) = ready.registry.get(name) {
         return Ok(topic);
@@ -162,6 +156,17 @@ async fn resolve_topic(
     let settings = state.settings();
     if !settings.auto_create_topics {
         return Err(ApiError::unknown_topic(name));
+    }
+    if writes {
+        // The store's flag, not a new measurement: the append would be
+        // refused anyway, and the topic should not outlive the refusal.
+        let stats = ready.store.stats();
+        if stats.disk_full {
+            return Err(ApiError::disk_full(
+                stats.disk_used_ratio,
+                ready.store.config().retention.disk_full_ratio,
+            ));
+        }
     }
     let partitions = settings.default_partitions;
     let ready = Arc::clone(ready);

@@ -6,7 +6,7 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::json as json_value;
 
-use super::json;
+use super::{check_cluster, json};
 use crate::error::ApiError;
 use crate::extract::ApiPath;
 use crate::state::AppState;
@@ -44,21 +44,17 @@ pub async fn clusters(State(state): State<AppState>) -> Result<Response, ApiErro
     )
 }
 
-/// `GET /v3/clusters/{c}/stats`: the store's counters, disk usage and the
-/// registry's size. Everything here is a cheap in-memory read.
+/// `GET /v3/clusters/{c}/stats`: the store's counters, disk usage and
+/// retention totals, and the registry's size. Everything here is a cheap
+/// in-memory read; the disk figures are the store's last measurement.
 pub async fn stats(
     State(state): State<AppState>,
     ApiPath(cluster): ApiPath<String>,
 ) -> Result<Response, ApiError> {
-    let ours = &state.settings().cluster_id;
-    if &cluster != ours {
-        return Err(ApiError::NotFound {
-            message: format!("cluster {cluster:?} not found; this cluster is {ours:?}"),
-        });
-    }
+    check_cluster(&state, &cluster)?;
     let ready = state.ready()?;
     let s = ready.store.stats();
-    let disk = &state.shared().disk;
+    let retention = &ready.store.config().retention;
     json(
         StatusCode::OK,
         &json_value!({
@@ -69,9 +65,13 @@ pub async fn stats(
             "dispatched_offset": s.dispatched_offset,
             "dispatch_lag_bytes": s.dispatch_lag_bytes,
             "dispatch_errors": s.dispatch_errors,
-            "disk_used_ratio": disk.used_ratio(),
-            "disk_full": disk.is_full(),
-            "disk_full_ratio": disk.full_ratio(),
+            "disk_used_ratio": s.disk_used_ratio,
+            "disk_full": s.disk_full,
+            "disk_full_ratio": retention.disk_full_ratio,
+            "retention_segments_deleted": s.retention_segments_deleted,
+            "retention_bytes_freed": s.retention_bytes_freed,
+            "retention_failures": s.retention_failures,
+            "retention_last_pass_ms": s.retention_last_pass_ms,
             "index_files": s.index_files,
             "partitions": s.partitions,
             "thread_restarts": s.thread_restarts,

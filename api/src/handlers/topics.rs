@@ -28,7 +28,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use serde_json::{json as json_value, Value};
 
-use super::{blocking, json, v2_json};
+use super::{blocking, check_cluster, json, v2_json};
 use crate::error::ApiError;
 use crate::extract::{json_body, ApiPath};
 use crate::names;
@@ -74,18 +74,6 @@ pub async fn get_v2(
         StatusCode::OK,
         &json_value!({"name": &*topic.name, "configs": configs, "partitions": partitions}),
     )
-}
-
-/// 404/40400 unless `cluster` is ours.
-fn check_cluster(state: &AppState, cluster: &str) -> Result<(), ApiError> {
-    let ours = &state.settings().cluster_id;
-    if cluster == ours {
-        Ok(())
-    } else {
-        Err(ApiError::NotFound {
-            message: format!("cluster {cluster:?} not found; this cluster is {ours:?}"),
-        })
-    }
 }
 
 /// The v3 shape of a topic.
