@@ -246,19 +246,6 @@ impl Dispatcher {
         }
         Ok(())
     }
-
-    /// Recovery: truncate every sink to `end`, return where replay starts.
-    pub(crate) fn truncate_sinks(&self, end: u64) -> Result<u64> {
-        let mut from = end;
-        for s in &self.sinks {
-            from = from.min(s.truncate(end)?);
-        }
-        Ok(from)
-    }
-
-    pub(crate) fn set_position(&self, pos: u64) {
-        self.dispatched.store(pos, Ordering::Release);
-    }
 }
 
 /// `ControlFlow` helper for key queries.

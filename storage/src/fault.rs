@@ -12,6 +12,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub enum FaultPoint {
     /// msync/fsync of CommitLog bytes.
     CommitLogFlush,
+    /// Writing a batch's bytes into a CommitLog segment.
+    CommitLogWrite,
     /// Creating and preallocating a CommitLog segment file.
     SegmentCreate,
 }
@@ -21,6 +23,7 @@ pub enum FaultPoint {
 #[derive(Debug)]
 pub struct Faults {
     flush_successes_left: AtomicU64,
+    write_successes_left: AtomicU64,
     create_successes_left: AtomicU64,
 }
 
@@ -28,6 +31,7 @@ impl Default for Faults {
     fn default() -> Self {
         Faults {
             flush_successes_left: AtomicU64::new(u64::MAX),
+            write_successes_left: AtomicU64::new(u64::MAX),
             create_successes_left: AtomicU64::new(u64::MAX),
         }
     }
@@ -47,6 +51,7 @@ impl Faults {
     fn counter(&self, point: FaultPoint) -> &AtomicU64 {
         match point {
             FaultPoint::CommitLogFlush => &self.flush_successes_left,
+            FaultPoint::CommitLogWrite => &self.write_successes_left,
             FaultPoint::SegmentCreate => &self.create_successes_left,
         }
     }

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use crate::commit_log::format::{self, Decoded, HEADER_LEN};
 use crate::commit_log::segment::{self, Segment};
-use crate::commit_log::{decode_for_recovery, find_segment};
+use crate::commit_log::{decode_for_recovery, find_segment, StoredRecord};
 use crate::config::RecoveryMode;
 use crate::error::{IoContext, Result, StoreError};
 use crate::fs_util;
@@ -82,6 +82,7 @@ pub(crate) fn recover_log(
     start: u64,
     mode: RecoveryMode,
     clean_shutdown: bool,
+    on_record: &mut dyn FnMut(&StoredRecord) -> Result<()>,
 ) -> Result<RecoveredLog> {
     let Some(first) = segments.first() else {
         return Ok(RecoveredLog {
@@ -110,7 +111,13 @@ pub(crate) fn recover_log(
         match decode_for_recovery(&seg, pos) {
             Ok(Decoded::Record(v)) => {
                 seg.note_store_ts(v.store_timestamp_ms);
-                pos += v.total_len as u64;
+                let len = v.total_len as u64;
+                // SAFETY: recovery runs before any reader or writer exists,
+                // and these bytes were just verified and are never rewritten.
+                let record =
+                    unsafe { StoredRecord::from_segment(&seg, (pos - seg.base()) as usize, v) };
+                on_record(&record)?;
+                pos += len;
                 records += 1;
             }
             Ok(Decoded::EndOfSegment { .. }) => {

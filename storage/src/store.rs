@@ -146,26 +146,7 @@ impl Store {
         fs_util::fsync_dir(&dir)?;
         let checkpoint = checkpoint.unwrap_or_default();
 
-        // CommitLog: find the valid end.
-        let cl_dir = dir.join(COMMITLOG_DIR);
-        let segments = recovery::load_segments(&cl_dir)?;
-        let recovered = recovery::recover_log(
-            &cl_dir,
-            segments,
-            checkpoint.dispatched,
-            config.recovery_mode,
-            clean,
-        )?;
-        let end = recovered.end;
-        let log = CommitLog::new(
-            &config,
-            cl_dir,
-            recovered.segments,
-            end,
-            NextOffsets::default(),
-        );
-
-        // Indexes: drop what points past the end, then replay what is missing.
+        // Indexes and sinks first: recovery feeds them while it verifies.
         let queues = Arc::new(ConsumeQueues::load(
             &dir.join(CONSUMEQUEUE_DIR),
             config.consume_queue_units_per_file,
@@ -184,13 +165,45 @@ impl Store {
             }),
         ];
         sinks.extend(extra_sinks);
+
+        // Everything past the checkpoint's dispatched position is re-derived
+        // from the log: sinks forget it now, and the recovery scan hands
+        // them each record it verifies, so the log is read once, not twice
+        // (scan, then replay). A sink that lost more (a damaged index file)
+        // moves the start back for everyone, keeping dispatch in order.
+        let cl_dir = dir.join(COMMITLOG_DIR);
+        let segments = recovery::load_segments(&cl_dir)?;
+        let log_min = segments.first().map_or(0, |s| s.base());
+        let mut start = checkpoint.dispatched.max(log_min);
+        let wanted = truncate_all(&sinks, start)?.max(log_min);
+        if wanted < start {
+            start = wanted;
+            truncate_all(&sinks, start)?;
+        }
+        let mut replayed = 0u64;
+        let recovered = recovery::recover_log(
+            &cl_dir,
+            segments,
+            start,
+            config.recovery_mode,
+            clean,
+            &mut |record| {
+                replayed += 1;
+                sinks.iter().try_for_each(|s| s.dispatch(record))
+            },
+        )?;
+        let end = recovered.end;
+        // Records dispatched during the scan all lie below the valid end;
+        // this only drops what sinks held past it from before the crash.
+        truncate_all(&sinks, end)?;
+        let log = CommitLog::new(
+            &config,
+            cl_dir,
+            recovered.segments,
+            end,
+            NextOffsets::default(),
+        );
         let dispatcher = Dispatcher::new(Arc::clone(&log), sinks, end);
-        let replay_from = dispatcher
-            .truncate_sinks(end)?
-            .min(recovered.scanned_from)
-            .max(log.min_offset());
-        dispatcher.set_position(replay_from);
-        let replayed = dispatcher.catch_up(true)?;
 
         // Queue offsets continue where each partition's queue ends.
         let mut next = NextOffsets::default();
@@ -784,6 +797,16 @@ fn validate_config(c: &StoreConfig) -> Result<()> {
         return Err(StoreError::invalid("flush_interval_ms must be at least 1"));
     }
     Ok(())
+}
+
+/// Truncate every sink at `physical_end`; the earliest position any of them
+/// needs replayed from.
+fn truncate_all(sinks: &[Arc<dyn DispatchSink>], physical_end: u64) -> Result<u64> {
+    let mut from = physical_end;
+    for s in sinks {
+        from = from.min(s.truncate(physical_end)?);
+    }
+    Ok(from)
 }
 
 /// Take `<dir>/lock` with flock, so two servers never share a data dir.

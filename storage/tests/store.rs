@@ -301,6 +301,42 @@ fn failed_fsync_poisons_the_log() {
 }
 
 #[test]
+fn failed_write_poisons_the_log_and_publishes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let faults = Arc::new(Faults::default());
+    let mut cfg = small_config(dir.path());
+    cfg.faults = Some(Arc::clone(&faults));
+    let store = Store::open(cfg.clone()).unwrap();
+    store.append(&[record("t", 0, None, Some("kept"))]).unwrap();
+    let committed = store.commit_log().committed();
+    faults.fail_after(FaultPoint::CommitLogWrite, 0);
+    let err = store
+        .append(&[record("t", 0, None, Some("lost"))])
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Io { .. }), "{err}");
+    assert_eq!(
+        store.commit_log().committed(),
+        committed,
+        "nothing published"
+    );
+    faults.heal(FaultPoint::CommitLogWrite);
+    assert!(matches!(
+        store
+            .append(&[record("t", 0, None, Some("x"))])
+            .unwrap_err(),
+        StoreError::Poisoned { .. }
+    ));
+    store.close_uncleanly();
+    // After a restart the failed batch is not there and appends work.
+    let store = Store::open(cfg).unwrap();
+    assert_eq!(store.offsets("t", 0), (0, 1));
+    let a = store
+        .append(&[record("t", 0, None, Some("after"))])
+        .unwrap();
+    assert_eq!(a[0].queue_offset.0, 1);
+}
+
+#[test]
 fn failed_segment_creation_is_an_error_not_a_poison() {
     let dir = tempfile::tempdir().unwrap();
     let faults = Arc::new(Faults::default());

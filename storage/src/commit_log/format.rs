@@ -292,6 +292,23 @@ pub fn encode_end_marker(buf: &mut [u8], physical_offset: u64) {
     put_u32(buf, OFF_CRC, crc);
 }
 
+/// Encode the 20 bytes of an end-of-segment marker at `physical_offset`
+/// that says `remaining` bytes are left in the segment (for writers that
+/// write the marker's header only, leaving the zeros after it).
+pub fn encode_end_marker_header(
+    buf: &mut [u8; END_MARKER_LEN],
+    physical_offset: u64,
+    remaining: u64,
+) {
+    put_u32(buf, OFF_TOTAL_LEN, remaining.min(u32::MAX as u64) as u32);
+    put_u16(buf, OFF_MAGIC, END_MAGIC);
+    buf[OFF_VERSION] = VERSION;
+    buf[OFF_FLAGS] = 0;
+    put_u64(buf, OFF_PHYSICAL, physical_offset);
+    let crc = crc32c::crc32c(&buf[CRC_START..END_MARKER_LEN]);
+    put_u32(buf, OFF_CRC, crc);
+}
+
 /// Decode what starts at `buf[0]`, where `buf` runs to the end of the
 /// readable region (the segment end, or the committed position) and
 /// `expected_offset` is the physical offset of `buf[0]`.

@@ -314,6 +314,26 @@ impl Segment {
         whole
     }
 
+    /// Write `bytes` at `at` (relative) with pwrite(2). The single writer
+    /// calls this only past the committed position; readers see the bytes
+    /// through the map (one page cache) once the position is published.
+    pub fn write_at(&self, at: u64, bytes: &[u8]) -> std::io::Result<()> {
+        if at
+            .checked_add(bytes.len() as u64)
+            .is_none_or(|end| end > self.size)
+        {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "write of {} bytes at {at} runs past the segment end {}",
+                    bytes.len(),
+                    self.size
+                ),
+            ));
+        }
+        std::os::unix::fs::FileExt::write_all_at(&self._file, bytes, at)
+    }
+
     /// msync `[at, at + len)` to disk.
     pub fn flush(&self, at: usize, len: usize) -> Result<()> {
         if len == 0 {
