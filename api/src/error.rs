@@ -224,6 +224,30 @@ impl From<tidelog_storage::StoreError> for ApiError {
     }
 }
 
+/// The cleaner crate's errors (compacted logs, the LogCleaner): a failure
+/// of the store underneath maps as the store's own; a topic name the
+/// cleaner checkpoint cannot hold is 40002; everything else (I/O, a damaged
+/// compacted segment, a bad setting) is 50001 with the cleaner's message,
+/// which names the file.
+impl From<tidelog_cleaner::CleanerError> for ApiError {
+    fn from(e: tidelog_cleaner::CleanerError) -> Self {
+        use tidelog_cleaner::CleanerError as C;
+        match e {
+            C::Store { source, .. } => source.into(),
+            C::InvalidTopic { .. } => ApiError::BadRequest {
+                message: e.to_string(),
+            },
+            C::Io { .. }
+            | C::Corruption { .. }
+            | C::InvalidConfig { .. }
+            | C::OutOfMemory { .. }
+            | C::CheckpointTooLarge { .. } => ApiError::Internal {
+                message: e.to_string(),
+            },
+        }
+    }
+}
+
 /// Axum's body rejections: over the body limit is 413/41301 with our body
 /// (instead of axum's plain-text 413); a body that breaks off is 400.
 impl From<axum::extract::rejection::BytesRejection> for ApiError {

@@ -8,8 +8,10 @@
 //! partition. Record value: `{"offset":<u64>,"metadata":"<text>"}`; a null
 //! value (tombstone) forgets the entry.
 //!
-//! The in-memory state is rebuilt at start by reading the topic from its
-//! beginning, and updated after each append. Each entry remembers the queue
+//! The in-memory state is rebuilt at start by reading the topic's
+//! compacted log from its beginning (not its ConsumeQueue: CommitLog
+//! retention deletes old records, while the compacted log keeps at least
+//! the latest commit of every key), and updated after each append. Each entry remembers the queue
 //! offset of the record it came from and an update only wins if it is newer,
 //! so two concurrent commits to the same key end in memory exactly as they
 //! are ordered in the log, which is what a rebuild after a restart sees.
@@ -20,7 +22,7 @@ use std::sync::RwLock;
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
-use tidelog_storage::{Store, StoreError, StoredRecord};
+use tidelog_cleaner::{CleanerError, CompactedLogs};
 
 use crate::registry::{CONSUMER_OFFSETS_PARTITIONS, CONSUMER_OFFSETS_TOPIC};
 
@@ -88,31 +90,37 @@ pub fn record_value(value: &CommitValue) -> Result<Bytes, serde_json::Error> {
 }
 
 impl GroupOffsets {
-    /// Reads `__consumer_offsets` from its beginning. Blocking. Records that
-    /// do not decode are logged and skipped: they cannot come from this
-    /// server, and one bad record must not keep every group from starting.
-    pub fn rebuild(store: &Store, base_offset: &dyn Fn(u32) -> u64) -> Result<Self, StoreError> {
+    /// Reads the compacted log of `__consumer_offsets` from its beginning
+    /// (or the partition's base offset, whichever is later). Blocking.
+    /// Records that do not decode are logged and skipped: they cannot come
+    /// from this server, and one bad record must not keep every group from
+    /// starting.
+    pub fn rebuild(
+        logs: &CompactedLogs,
+        base_offset: &dyn Fn(u32) -> u64,
+    ) -> Result<Self, CleanerError> {
         let state = GroupOffsets::default();
         let mut applied = 0u64;
         for partition in 0..CONSUMER_OFFSETS_PARTITIONS {
-            let (_, end) = store.offsets(CONSUMER_OFFSETS_TOPIC, partition);
+            let Some(log) = logs.log(CONSUMER_OFFSETS_TOPIC, partition) else {
+                continue;
+            };
+            let end = log.next_offset();
             let mut from = base_offset(partition);
             while from < end {
-                let batch = store.read(
-                    CONSUMER_OFFSETS_TOPIC,
-                    partition,
-                    from,
-                    REBUILD_BATCH_RECORDS,
-                    REBUILD_BATCH_BYTES,
-                )?;
-                if batch.records.is_empty() {
+                let batch = log.read(from, REBUILD_BATCH_RECORDS, REBUILD_BATCH_BYTES)?;
+                let Some(last) = batch.last() else {
                     break;
-                }
-                for record in &batch.records {
-                    state.apply_record(record);
+                };
+                from = last.offset + 1;
+                for record in &batch {
+                    state.apply_record(
+                        record.key().as_deref(),
+                        record.value().as_deref(),
+                        record.offset,
+                    );
                     applied += 1;
                 }
-                from = batch.next_offset;
             }
         }
         tracing::info!(
@@ -123,18 +131,17 @@ impl GroupOffsets {
         Ok(state)
     }
 
-    fn apply_record(&self, record: &StoredRecord) {
-        let log_offset = record.queue_offset().0;
-        let Some((group, topic, partition)) = record.key().as_deref().and_then(parse_key) else {
+    fn apply_record(&self, key: Option<&[u8]>, value: Option<&[u8]>, log_offset: u64) {
+        let Some((group, topic, partition)) = key.and_then(parse_key) else {
             tracing::warn!(
                 log_offset,
                 "skipping a {CONSUMER_OFFSETS_TOPIC} record with a bad key"
             );
             return;
         };
-        let value = match record.value() {
+        let value = match value {
             None => None,
-            Some(bytes) => match serde_json::from_slice::<CommitValue>(&bytes) {
+            Some(bytes) => match serde_json::from_slice::<CommitValue>(bytes) {
                 Ok(v) => Some(v),
                 Err(e) => {
                     tracing::warn!(log_offset, error = %e, "skipping a {CONSUMER_OFFSETS_TOPIC} record with a bad value");

@@ -16,10 +16,17 @@
 //!
 //! * [`registry`]: topics, partition counts and config overrides, persisted
 //!   in `<data_dir>/config/topics.json`.
-//! * [`groups`]: consumer group offsets, kept in `__consumer_offsets`.
-//! * [`state`]: shared handler state and start-up ([`Ready::open`]).
+//! * [`groups`]: consumer group offsets, kept in `__consumer_offsets` and
+//!   rebuilt from its compacted log.
+//! * [`state`]: shared handler state, start-up ([`Ready::open`]: compacted
+//!   logs declared before the store recovers, the LogCleaner started after)
+//!   and keeping the compacted logs in line with the registry.
 //! * [`router`] and [`handlers`]: the routes of API.md.
-//! * [`metrics`] renders `/metrics`: its own counters and the store's stats.
+//! * [`metrics`] renders `/metrics`: its own counters, the store's stats and
+//!   the LogCleaner's metrics.
+//!
+//! Compact topics are read from their compacted logs (`handlers/fetch.rs`)
+//! and compacted on request (`handlers/compaction.rs`).
 //!
 //! The disk-full gate is the store's (`retention.disk_full_ratio`, measured
 //! by its `tidelog-disk` thread): `Store::append` refuses with

@@ -8,6 +8,7 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use tidelog_cleaner::cleaner::CleanerMetricsSnapshot;
 use tidelog_storage::StoreStats;
 
 /// Upper bounds of the latency buckets, in seconds: 250 µs to 30 s, so both
@@ -105,6 +106,11 @@ pub struct Snapshot {
     pub topics: usize,
     pub consumer_groups: usize,
     pub in_flight_requests: usize,
+    /// The LogCleaner's metrics (`None` during recovery).
+    pub cleaner: Option<CleanerMetricsSnapshot>,
+    /// Compacted logs (partitions of compact topics) and their bytes.
+    pub compacted_logs: usize,
+    pub compacted_log_bytes: u64,
 }
 
 impl Metrics {
@@ -286,8 +292,96 @@ impl Metrics {
                 s.retention_last_pass_ms as f64 / 1000.0,
             );
         }
+        if let Some(c) = &snap.cleaner {
+            render_cleaner(&mut out, c, snap);
+        }
         out
     }
+}
+
+/// The LogCleaner's families, with Kafka's meanings (`kafka.log:type=
+/// LogCleaner` and `LogCleanerManager`), in seconds and ratios as
+/// Prometheus prefers.
+fn render_cleaner(out: &mut String, c: &CleanerMetricsSnapshot, snap: &Snapshot) {
+    let seconds = |ms: u64| ms as f64 / 1000.0;
+    gauge(
+        out,
+        "tidelog_cleaner_max_dirty_percent",
+        "highest dirty ratio (dirty bytes / cleanable bytes) of any compacted log, in percent, as of the last selection.",
+        c.max_dirty_percent as f64,
+    );
+    gauge(
+        out,
+        "tidelog_cleaner_recopy_percent",
+        "bytes written / bytes read by the last cleaning pass, in percent.",
+        c.recopy_percent as f64,
+    );
+    gauge(
+        out,
+        "tidelog_cleaner_max_clean_time_seconds",
+        "duration of the last cleaning pass.",
+        seconds(c.max_clean_time_ms),
+    );
+    gauge(
+        out,
+        "tidelog_cleaner_max_compaction_delay_seconds",
+        "how long the oldest dirty record of the last cleaned log waited beyond min.compaction.lag.ms.",
+        seconds(c.max_compaction_delay_ms),
+    );
+    gauge(
+        out,
+        "tidelog_cleaner_time_since_last_run_seconds",
+        "time since the last cleaning pass ended (0 before the first).",
+        seconds(c.time_since_last_run_ms),
+    );
+    gauge(
+        out,
+        "tidelog_cleaner_uncleanable_partitions",
+        "partitions whose last pass failed; retried after cleaner.backoff_ms.",
+        c.uncleanable_partitions as f64,
+    );
+    gauge(
+        out,
+        "tidelog_cleaner_uncleanable_bytes",
+        "bytes of the compacted logs of uncleanable partitions.",
+        c.uncleanable_bytes as f64,
+    );
+    counter(
+        out,
+        "tidelog_cleaner_thread_restarts_total",
+        "cleaner threads restarted after a panic.",
+        c.thread_restarts,
+    );
+    gauge(
+        out,
+        "tidelog_cleaner_buffer_utilization",
+        "fraction of the offset map (dedupe buffer) the last pass used.",
+        c.buffer_utilization,
+    );
+    counter(
+        out,
+        "tidelog_cleaner_runs_total",
+        "cleaning passes finished.",
+        c.runs,
+    );
+    counter(
+        out,
+        "tidelog_cleaner_failures_total",
+        "cleaning passes that failed (the partition is marked uncleanable).",
+        c.failures,
+    );
+    gauge(
+        out,
+        "tidelog_compacted_logs",
+        "compacted logs (partitions of compact topics).",
+        snap.compacted_logs as f64,
+    );
+    gauge(
+        out,
+        "tidelog_compacted_log_bytes",
+        "bytes of every compacted log segment.",
+        snap.compacted_log_bytes as f64,
+    );
 }
 
 fn counter(out: &mut String, name: &str, help: &str, value: u64) {
@@ -338,6 +432,16 @@ mod tests {
                 retention_last_pass_ms: 1_700_000_000_500,
                 ..StoreStats::default()
             }),
+            cleaner: Some(CleanerMetricsSnapshot {
+                max_dirty_percent: 75,
+                max_clean_time_ms: 1500,
+                uncleanable_partitions: 1,
+                thread_restarts: 2,
+                buffer_utilization: 0.25,
+                runs: 9,
+                ..CleanerMetricsSnapshot::default()
+            }),
+            compacted_log_bytes: 4096,
             ..Snapshot::default()
         });
         for needle in [
@@ -355,6 +459,19 @@ mod tests {
             "tidelog_retention_last_pass_timestamp_seconds 1700000000.5\n",
             "# TYPE tidelog_retention_segments_deleted_total counter\n",
             "tidelog_http_responses_total{class=\"4xx\"} 1",
+            "tidelog_cleaner_max_dirty_percent 75\n",
+            "tidelog_cleaner_recopy_percent 0\n",
+            "tidelog_cleaner_max_clean_time_seconds 1.5\n",
+            "tidelog_cleaner_max_compaction_delay_seconds 0\n",
+            "tidelog_cleaner_time_since_last_run_seconds 0\n",
+            "tidelog_cleaner_uncleanable_partitions 1\n",
+            "tidelog_cleaner_uncleanable_bytes 0\n",
+            "# TYPE tidelog_cleaner_thread_restarts_total counter\n",
+            "tidelog_cleaner_thread_restarts_total 2\n",
+            "tidelog_cleaner_buffer_utilization 0.25\n",
+            "tidelog_cleaner_runs_total 9\n",
+            "tidelog_cleaner_failures_total 0\n",
+            "tidelog_compacted_log_bytes 4096\n",
         ] {
             assert!(text.contains(needle), "missing {needle}:\n{text}");
         }

@@ -274,9 +274,17 @@ impl TopicRegistry {
         })
     }
 
-    /// Applies config changes all or nothing (`None` removes an override).
-    /// Blocking.
-    pub fn alter(&self, name: &str, changes: &[(String, Option<String>)]) -> Result<(), ApiError> {
+    /// Applies config changes all or nothing (`None` removes an override)
+    /// and returns the topic as it is now. `end_offset(p)` is the store's
+    /// end offset of partition `p`: a change of `cleanup.policy` between
+    /// `delete` and a compacting policy is refused once the topic has
+    /// records ([`check_policy_change`]). Blocking.
+    pub fn alter(
+        &self,
+        name: &str,
+        changes: &[(String, Option<String>)],
+        end_offset: &dyn Fn(u32) -> u64,
+    ) -> Result<Arc<Topic>, ApiError> {
         let _w = self.lock_write();
         let topic = self.require(name)?;
         if topic.is_internal() {
@@ -295,9 +303,11 @@ impl TopicRegistry {
             base_offsets: topic.base_offsets.clone(),
         };
         let next = Arc::new(build(name, &entry, Some(&topic.round_robin))?);
+        check_policy_change(&topic, &next.config, end_offset)?;
         self.commit(|topics| {
-            topics.insert(name.to_string(), next);
-        })
+            topics.insert(name.to_string(), Arc::clone(&next));
+        })?;
+        Ok(next)
     }
 
     /// Creates `__consumer_offsets` (compact) if absent. Blocking.
@@ -377,6 +387,8 @@ impl TopicRegistry {
                 build(&d.name, &entry, Some(&existing.round_robin))
                     .map_err(|e| bad(e.to_string()))?,
             );
+            check_policy_change(&existing, &next.config, &|p| end_offset(&d.name, p))
+                .map_err(|e| bad(e.to_string()))?;
             self.commit(|topics| {
                 topics.insert(d.name.clone(), next);
             })
@@ -431,6 +443,47 @@ impl TopicRegistry {
     fn lock_write(&self) -> std::sync::MutexGuard<'_, ()> {
         self.write.lock().unwrap_or_else(|e| e.into_inner())
     }
+}
+
+/// 40002 if `next` moves `topic` between `delete` and a compacting
+/// `cleanup.policy` while any partition holds a record (end offset above
+/// its base). Records of a compact topic are served from its compacted
+/// logs, which only get records written while the topic compacts: records
+/// written under `delete` were never copied (and may already be gone from
+/// the CommitLog), and records of a compact topic would be left to CommitLog
+/// retention, their compacted copies no longer served. On an empty topic
+/// nothing is lost, so the change is allowed. `compact` ↔ `compact,delete`
+/// is always allowed (docs/compaction.md).
+pub fn check_policy_change(
+    topic: &Topic,
+    next: &TopicConfig,
+    end_offset: &dyn Fn(u32) -> u64,
+) -> Result<(), ApiError> {
+    let (from, to) = (topic.config.cleanup_policy, next.cleanup_policy);
+    if from.compacts() == to.compacts() {
+        return Ok(());
+    }
+    let holding = (0..topic.partitions.get()).find_map(|p| {
+        let (base, end) = (topic.base_offset(p), end_offset(p));
+        (end > base).then_some((p, end - base))
+    });
+    let Some((partition, records)) = holding else {
+        return Ok(());
+    };
+    let why = if to.compacts() {
+        "records written under the delete policy were not copied to a compacted log, so a compact topic could not serve them"
+    } else {
+        "its records live in compacted logs that a delete topic does not serve"
+    };
+    Err(ApiError::BadRequest {
+        message: format!(
+            "cleanup.policy of topic {:?} cannot change from {} to {} because the topic already has records (partition {partition} holds {records}): {why}. The policy can change only while a topic is empty; create a new topic with cleanup.policy={} and copy the records instead",
+            &*topic.name,
+            from.as_str(),
+            to.as_str(),
+            to.as_str(),
+        ),
+    })
 }
 
 /// 40002 unless `partitions` is in `1..=PARTITIONS_MAX`.
@@ -493,8 +546,12 @@ mod tests {
                 .error_code(),
             40901
         );
-        reg.alter("orders", &[("retention.ms".into(), Some(" 1000 ".into()))])
-            .unwrap();
+        reg.alter(
+            "orders",
+            &[("retention.ms".into(), Some(" 1000 ".into()))],
+            &zero,
+        )
+        .unwrap();
         reg.delete("gone").unwrap();
         assert_eq!(reg.delete("gone").unwrap_err().error_code(), 40401);
 
@@ -521,6 +578,7 @@ mod tests {
                     ("retention.ms".into(), Some("5".into())),
                     ("nope".into(), Some("1".into())),
                 ],
+                &zero,
             )
             .unwrap_err();
         assert_eq!(err.error_code(), 40002);
@@ -556,6 +614,7 @@ mod tests {
                 ("retention.ms".into(), Some("5".into())),
                 ("cleanup.policy".into(), Some("delete".into())),
             ],
+            &zero,
         )
         .unwrap();
         let reg = TopicRegistry::load(dir.path()).unwrap();
@@ -580,6 +639,48 @@ mod tests {
             ..declared[0].clone()
         }];
         assert!(reg.apply_declared(&internal, &|_, _| 0).is_err());
+    }
+
+    #[test]
+    fn policy_changes_between_delete_and_compact_need_an_empty_topic() {
+        let dir = tempfile::tempdir().unwrap();
+        let reg = TopicRegistry::load(dir.path()).unwrap();
+        reg.create("t", 2, Overrides::new(), &|p| u64::from(p) * 10)
+            .unwrap();
+        let to = |policy: &str| vec![("cleanup.policy".to_string(), Some(policy.to_string()))];
+        // Partition 1 has one record above its base of 10.
+        let has_records = |p: u32| if p == 1 { 11 } else { 0 };
+        let m = reg
+            .alter("t", &to("compact"), &has_records)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            m.contains("already has records") && m.contains("create a new topic"),
+            "{m}"
+        );
+        assert!(!reg.require("t").unwrap().config.cleanup_policy.compacts());
+        // Empty (end offsets at the bases): allowed, and compact <-> compact,delete always.
+        let empty = |p: u32| u64::from(p) * 10;
+        reg.alter("t", &to("compact"), &empty).unwrap();
+        reg.alter("t", &to("compact,delete"), &has_records).unwrap();
+        reg.alter("t", &to("compact"), &has_records).unwrap();
+        assert_eq!(
+            reg.alter("t", &to("delete"), &has_records)
+                .unwrap_err()
+                .error_code(),
+            40002
+        );
+        // The config file follows the same rule.
+        let declared = vec![DeclaredTopic {
+            name: "t".into(),
+            partitions: 2,
+            overrides: Overrides::from([("cleanup.policy".into(), "delete".into())]),
+        }];
+        let err = reg
+            .apply_declared(&declared, &|_, p| has_records(p))
+            .unwrap_err();
+        assert!(err.to_string().contains("already has records"), "{err}");
+        reg.apply_declared(&declared, &|_, p| empty(p)).unwrap();
     }
 
     #[test]

@@ -24,7 +24,7 @@ use axum::Router;
 
 use crate::error::ApiError;
 use crate::extract::check_bearer;
-use crate::handlers::{fetch, groups, produce, retention, status, topics};
+use crate::handlers::{compaction, fetch, groups, produce, retention, status, topics};
 use crate::state::AppState;
 
 /// The whole API.
@@ -77,6 +77,10 @@ pub fn router(state: AppState) -> Router {
         .route(
             "/v3/clusters/{cluster}/topics/{topic}/configs:alter",
             post(topics::alter_configs_v3),
+        )
+        .route(
+            "/v3/clusters/{cluster}/topics/{topic}/compaction",
+            get(compaction::status).post(compaction::request),
         )
         .route("/v3/clusters/{cluster}/stats", get(status::stats))
         .route("/v3/clusters/{cluster}/retention", post(retention::run))

@@ -358,6 +358,26 @@ impl TopicConfig {
         Ok(config)
     }
 
+    /// What the compacted logs and the LogCleaner need of a compact topic:
+    /// the one mapping from the API's configs to the cleaner's. Unsigned
+    /// millisecond values beyond `i64::MAX` saturate (they mean "never"
+    /// either way); `max.compaction.lag.ms` at its default `i64::MAX` stays
+    /// the cleaner's "unbounded".
+    pub fn compact_config(&self) -> tidelog_cleaner::CompactTopicConfig {
+        let ms = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        tidelog_cleaner::CompactTopicConfig {
+            segment_bytes: u64::from(self.segment_bytes),
+            segment_ms: ms(self.segment_ms),
+            min_cleanable_dirty_ratio: self.min_cleanable_dirty_ratio,
+            min_compaction_lag_ms: ms(self.min_compaction_lag_ms),
+            max_compaction_lag_ms: ms(self.max_compaction_lag_ms),
+            delete_retention_ms: ms(self.delete_retention_ms),
+            delete_too: self.cleanup_policy == CleanupPolicy::CompactDelete,
+            retention_ms: self.retention_ms,
+            retention_bytes: self.retention_bytes,
+        }
+    }
+
     /// Stores a value that `validate` already accepted, so parse failures
     /// here are bugs; they still become errors rather than panics.
     fn set_canonical(&mut self, name: &str, value: &str) -> Result<(), ApiError> {
@@ -404,6 +424,42 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+
+    #[test]
+    fn compact_config_maps_every_cleaner_setting() {
+        assert_eq!(
+            TopicConfig::default().compact_config(),
+            tidelog_cleaner::CompactTopicConfig::default(),
+            "Kafka's defaults agree on both sides"
+        );
+        let c = TopicConfig::from_overrides(&overrides(&[
+            ("cleanup.policy", "delete,compact"),
+            ("segment.bytes", "4096"),
+            ("segment.ms", "9223372036854775807"),
+            ("min.cleanable.dirty.ratio", "0.25"),
+            ("min.compaction.lag.ms", "10"),
+            ("max.compaction.lag.ms", "20"),
+            ("delete.retention.ms", "30"),
+            ("retention.ms", "-1"),
+            ("retention.bytes", "50"),
+        ]))
+        .unwrap()
+        .compact_config();
+        assert_eq!(
+            c,
+            tidelog_cleaner::CompactTopicConfig {
+                segment_bytes: 4096,
+                segment_ms: i64::MAX,
+                min_cleanable_dirty_ratio: 0.25,
+                min_compaction_lag_ms: 10,
+                max_compaction_lag_ms: 20,
+                delete_retention_ms: 30,
+                delete_too: true,
+                retention_ms: -1,
+                retention_bytes: 50,
+            }
+        );
     }
 
     #[test]

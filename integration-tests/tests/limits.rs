@@ -1,4 +1,4 @@
-//! Admin auth (401/40101), overload (429/42901), disk full (507/50701) and
+//! Admin auth (401/40101, compaction requests included), overload (429/42901), disk full (507/50701) and
 //! a graceful shutdown with long-polls in flight, against one server whose
 //! config makes each of them reachable: a token, two concurrent requests,
 //! and a disk-full ratio every real disk is above.
@@ -91,6 +91,16 @@ fn auth_overload_disk_full_and_shutdown_with_requests_in_flight() {
         .expect_error(401, 40101);
     s.request("POST", retention, &[], None)
         .expect_error(401, 40101);
+    // Compaction requests are admin calls too; with the token, a topic that
+    // does not compact is refused (400), and reading the status needs none.
+    let compaction = format!("{topics}/t/compaction");
+    s.request("POST", &compaction, &[JSON], Some(b"{\"wait\":true}"))
+        .expect_error(401, 40101);
+    let m = s
+        .request("POST", &compaction, &[JSON, AUTH], Some(b"{}"))
+        .expect_error(400, 40002);
+    assert!(m.contains("cleanup.policy=delete"), "{m}");
+    s.get(&compaction).expect_error(400, 40002);
 
     // 507: the disk is "full", so writes are refused and nothing is written
     // (not even an auto-created topic); reads still work.

@@ -607,6 +607,20 @@ impl Config {
         c
     }
 
+    /// The LogCleaner's settings (`cleaner:`); the load factor and the
+    /// crash seam keep the cleaner's defaults.
+    pub fn cleaner_config(&self) -> tidelog_cleaner::CleanerConfig {
+        let c = &self.cleaner;
+        tidelog_cleaner::CleanerConfig {
+            threads: usize::try_from(c.threads).unwrap_or(usize::MAX),
+            // `validate` bounds it; a 32-bit host gets what it can address.
+            dedupe_buffer_bytes: usize::try_from(c.dedupe_buffer_bytes).unwrap_or(usize::MAX),
+            backoff_ms: c.backoff_ms,
+            io_max_bytes_per_second: c.io_max_bytes_per_second,
+            ..tidelog_cleaner::CleanerConfig::default()
+        }
+    }
+
     /// The HTTP API's settings.
     pub fn api_settings(&self) -> tidelog_api::ApiSettings {
         let to_usize = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
@@ -1167,6 +1181,37 @@ mod tests {
                 .get("cleanup.policy")
                 .map(String::as_str),
             Some("compact")
+        );
+    }
+
+    #[test]
+    fn cleaner_section_maps_to_the_cleaner_config() {
+        let config = load_str(
+            "cleaner:\n  threads: 3\n  dedupe_buffer_bytes: 65536\n  backoff_ms: 250\n  io_max_bytes_per_second: 1000000\n",
+        )
+        .unwrap();
+        let c = config.cleaner_config();
+        assert_eq!(
+            (c.threads, c.dedupe_buffer_bytes, c.backoff_ms),
+            (3, 65536, 250)
+        );
+        assert_eq!(c.io_max_bytes_per_second, Some(1_000_000));
+        let d = Config::default().cleaner_config();
+        let want = tidelog_cleaner::CleanerConfig::default();
+        assert_eq!(
+            (
+                d.threads,
+                d.dedupe_buffer_bytes,
+                d.backoff_ms,
+                d.io_max_bytes_per_second
+            ),
+            (
+                want.threads,
+                want.dedupe_buffer_bytes,
+                want.backoff_ms,
+                want.io_max_bytes_per_second
+            ),
+            "CONFIG.md's defaults are the cleaner's"
         );
     }
 }

@@ -3,11 +3,16 @@
 //! Order of events:
 //! 1. Bind the listener and start serving at once, so `/status/ready`
 //!    answers 503 (and `/metrics` answers) while the store recovers.
-//! 2. Open the store on a blocking thread (recovery can take a while), load
-//!    the topic registry, create declared topics, rebuild consumer offsets;
-//!    then the API serves. A failure here stops the server with exit 1.
+//! 2. On a blocking thread (recovery can take a while): load the topic
+//!    registry, open the compacted logs and declare compact topics to them,
+//!    open the store with their dispatcher sink (recovery copies replayed
+//!    records too), create declared topics, rebuild consumer offsets from
+//!    `__consumer_offsets`' compacted log, start the LogCleaner threads
+//!    (`Ready::open`); then the API serves. A failure here stops the server
+//!    with exit 1.
 //! 3. On SIGINT or SIGTERM: stop accepting, wake long-polls, let requests in
-//!    flight finish, then `Store::shutdown` (flush, checkpoint, remove
+//!    flight finish, stop the LogCleaner (joining its threads, so no pass
+//!    is half-way), then `Store::shutdown` (flush, checkpoint, remove
 //!    `abort`) and exit 0. A second signal exits at once with 1, leaving
 //!    `abort` behind so the next start runs full recovery.
 
@@ -77,7 +82,9 @@ pub async fn run(config: Config) -> ExitCode {
     tracing::info!(listen = %config.listen, data_dir = %config.data_dir.display(), "listening; opening the store");
 
     let store_config = config.store_config();
-    let mut opening = tokio::task::spawn_blocking(move || Ready::open(&settings, store_config));
+    let cleaner_config = config.cleaner_config();
+    let mut opening =
+        tokio::task::spawn_blocking(move || Ready::open(&settings, store_config, cleaner_config));
     let mut exit = ExitCode::SUCCESS;
     let mut server_done = false;
     // Phase 1: recovery, unless a signal comes first.

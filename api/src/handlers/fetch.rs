@@ -7,6 +7,16 @@
 //! then awaits the listener, the deadline or server shutdown, whichever
 //! comes first. No polling loop: the dispatcher wakes the fetch.
 //!
+//! Compact topics (`cleanup.policy` with `compact`) are read from their
+//! compacted logs, not the ConsumeQueue: fetch returns the records with
+//! offset ≥ max(requested, base offset) that survived cleaning (gaps are
+//! normal), rendered exactly like CommitLog records; `offsets` answers the
+//! compacted log's beginning and end; query by key scans the compacted
+//! logs. A compact fetch long-polls on the compacted log's own listener and
+//! re-checks its end offset: the dispatcher appends the compacted copy after
+//! the ConsumeQueue unit, so the queue's listener could fire before the copy
+//! is readable.
+//!
 //! Every read respects the topic's base offsets (see `registry.rs`): records
 //! of an earlier topic of the same name are never served.
 //!
@@ -17,6 +27,12 @@
 //! * Query by key renders in the format of its `format` parameter (the one
 //!   that also decodes `key`); timestamps filter on the store's append time,
 //!   which is what the IndexFile records; `max_records` is 1..=1000.
+//! * Query by key on a compact topic scans every partition's compacted log
+//!   (no index): linear in the compacted logs' size, which cleaning keeps
+//!   near one record per key. Newest first means latest appended first
+//!   (highest CommitLog position). `physical_offset` is where the record
+//!   was in the CommitLog; after CommitLog retention, reading it there
+//!   answers 404.
 //! * Read by physical offset renders by `Accept` like fetch, and answers
 //!   404/40400 for an offset where no record of a live topic starts.
 
@@ -26,6 +42,7 @@ use std::time::{Duration, Instant};
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use tidelog_cleaner::{CompactedLog, CompactedRecord};
 use tidelog_storage::StoredRecord;
 
 use super::{blocking, bytes_with, json, v2_json};
@@ -112,6 +129,44 @@ async fn fetch_inner(
     let deadline = Instant::now() + Duration::from_millis(timeout_ms);
     let mut shutdown = state.shutdown_signal();
     let mut from = offset.max(topic.base_offset(partition));
+    if topic.config.cleanup_policy.compacts() {
+        // `log_or_create`, so there is a listener to wait on before the
+        // partition's first record.
+        let log = {
+            let (ready, name) = (Arc::clone(&ready), Arc::clone(&topic.name));
+            blocking(move || Ok(ready.logs.log_or_create(&name, partition)?)).await?
+        };
+        loop {
+            let rendered = read_compacted_rendered(
+                &log,
+                &topic,
+                partition,
+                from,
+                max_records,
+                max_bytes,
+                format,
+            )
+            .await?;
+            if let Some(body) = rendered.body {
+                let response = bytes_with(StatusCode::OK, V2_RESPONSE, body);
+                return Ok((response, rendered.records, rendered.bytes));
+            }
+            from = from.max(rendered.next_offset);
+            if Instant::now() >= deadline || *shutdown.borrow() {
+                break;
+            }
+            let listener = log.listen();
+            if log.next_offset() > from {
+                continue;
+            }
+            tokio::select! {
+                _ = listener => {}
+                _ = tokio::time::sleep_until(deadline.into()) => break,
+                _ = shutdown.wait_for(|stopping| *stopping) => break,
+            }
+        }
+        return Ok((v2_json(StatusCode::OK, &Vec::<FetchedRecord>::new())?, 0, 0));
+    }
     loop {
         let rendered = read_rendered(
             &ready,
@@ -195,6 +250,86 @@ async fn read_rendered(
     .await
 }
 
+/// As [`read_rendered`], from a compact topic's compacted log. With
+/// nothing at or after `from`, `next_offset` is the log's end as it was
+/// before the read: nothing lies in `[from, end)` then, and every later
+/// record gets an offset ≥ end.
+async fn read_compacted_rendered(
+    log: &Arc<CompactedLog>,
+    topic: &Arc<Topic>,
+    partition: u32,
+    from: u64,
+    max_records: u64,
+    max_bytes: u64,
+    format: EmbeddedFormat,
+) -> Result<Rendered, ApiError> {
+    let log = Arc::clone(log);
+    let topic = Arc::clone(topic);
+    blocking(move || {
+        let end = log.next_offset();
+        let records = log.read(
+            from,
+            usize::try_from(max_records).unwrap_or(usize::MAX),
+            usize::try_from(max_bytes).unwrap_or(usize::MAX),
+        )?;
+        let Some(last) = records.last() else {
+            return Ok(Rendered {
+                body: None,
+                next_offset: end,
+                records: 0,
+                bytes: 0,
+            });
+        };
+        let next_offset = last.offset + 1;
+        let bytes = records.iter().map(compacted_payload_bytes).sum();
+        let rendered = records
+            .iter()
+            .map(|r| render_compacted(format, &topic.name, partition, r, false))
+            .collect::<Result<Vec<_>, _>>()?;
+        let body = serde_json::to_vec(&rendered).map_err(|e| ApiError::Internal {
+            message: format!("cannot encode the answer: {e}"),
+        })?;
+        Ok(Rendered {
+            body: Some(body),
+            next_offset,
+            records: rendered.len() as u64,
+            bytes,
+        })
+    })
+    .await
+}
+
+fn compacted_payload_bytes(r: &CompactedRecord) -> u64 {
+    r.key().map_or(0, |k| k.len() as u64) + r.value().map_or(0, |v| v.len() as u64)
+}
+
+/// A compacted record in `format`, in the same shape as a CommitLog record.
+fn render_compacted(
+    format: EmbeddedFormat,
+    topic: &str,
+    partition: u32,
+    r: &CompactedRecord,
+    with_physical_offset: bool,
+) -> Result<FetchedRecord, ApiError> {
+    let key = r.key();
+    let value = r.value();
+    let headers: Vec<(String, bytes::Bytes)> =
+        r.headers().into_iter().map(|h| (h.name, h.value)).collect();
+    render_record(
+        format,
+        &RecordView {
+            topic,
+            partition,
+            offset: r.offset,
+            timestamp_ms: r.timestamp_ms,
+            key: key.as_deref(),
+            value: value.as_deref(),
+            headers: &headers,
+            physical_offset: with_physical_offset.then_some(r.physical_offset),
+        },
+    )
+}
+
 fn payload_bytes(r: &StoredRecord) -> u64 {
     r.key().map_or(0, |k| k.len() as u64) + r.value().map_or(0, |v| v.len() as u64)
 }
@@ -239,7 +374,16 @@ pub async fn offsets(
     let topic = ready.registry.require(&topic)?;
     topic.check_partition(partition)?;
     let base = topic.base_offset(partition);
-    let (beginning, end) = ready.store.offsets(&topic.name, partition);
+    let (beginning, end) = if topic.config.cleanup_policy.compacts() {
+        ready
+            .logs
+            .log(&topic.name, partition)
+            .map_or((base, base), |log| {
+                (log.beginning_offset(), log.next_offset())
+            })
+    } else {
+        ready.store.offsets(&topic.name, partition)
+    };
     v2_json(
         StatusCode::OK,
         &PartitionOffsets {
@@ -280,6 +424,27 @@ pub async fn query_by_key(
     )?;
     let ready = state.ready()?;
     let topic = ready.registry.require(&topic)?;
+    if topic.config.cleanup_policy.compacts() {
+        let body = blocking(move || {
+            let found = query_compacted(
+                &ready,
+                &topic,
+                &key,
+                begin as i64,
+                end as i64,
+                usize::try_from(max).unwrap_or(usize::MAX),
+            )?;
+            let rendered = found
+                .iter()
+                .map(|(p, r)| render_compacted(format, &topic.name, *p, r, true))
+                .collect::<Result<Vec<_>, _>>()?;
+            serde_json::to_vec(&rendered).map_err(|e| ApiError::Internal {
+                message: format!("cannot encode the answer: {e}"),
+            })
+        })
+        .await?;
+        return Ok(bytes_with(StatusCode::OK, "application/json", body));
+    }
     let body = blocking(move || {
         let found = ready.store.query_by_key(
             &topic.name,
@@ -299,6 +464,78 @@ pub async fn query_by_key(
     })
     .await?;
     Ok(bytes_with(StatusCode::OK, "application/json", body))
+}
+
+/// Records read per batch while a key query scans a compacted log.
+const QUERY_SCAN_BATCH_RECORDS: usize = 4096;
+const QUERY_SCAN_BATCH_BYTES: usize = 4 << 20;
+
+/// Records of a compact topic with exactly `key` and a store time within
+/// `[begin_ms, end_ms]`, newest (highest CommitLog position) first, at most
+/// `max`: a scan of every partition's compacted log from its base offset,
+/// keeping the `max` newest in a bounded heap. Linear in the compacted
+/// logs' size (module doc). Blocking.
+fn query_compacted(
+    ready: &Ready,
+    topic: &Topic,
+    key: &[u8],
+    begin_ms: i64,
+    end_ms: i64,
+    max: usize,
+) -> Result<Vec<(u32, CompactedRecord)>, ApiError> {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+
+    struct Found(u32, CompactedRecord);
+    impl PartialEq for Found {
+        fn eq(&self, other: &Self) -> bool {
+            self.1.physical_offset == other.1.physical_offset
+        }
+    }
+    impl Eq for Found {}
+    impl PartialOrd for Found {
+        fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+            Some(self.cmp(other))
+        }
+    }
+    impl Ord for Found {
+        fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+            self.1.physical_offset.cmp(&other.1.physical_offset)
+        }
+    }
+
+    // A min-heap of the `max` newest so far.
+    let mut newest: BinaryHeap<Reverse<Found>> = BinaryHeap::new();
+    for partition in 0..topic.partitions.get() {
+        let Some(log) = ready.logs.log(&topic.name, partition) else {
+            continue;
+        };
+        let end = log.next_offset();
+        let mut from = topic.base_offset(partition);
+        while from < end {
+            let batch = log.read(from, QUERY_SCAN_BATCH_RECORDS, QUERY_SCAN_BATCH_BYTES)?;
+            let Some(last) = batch.last() else {
+                break;
+            };
+            from = last.offset + 1;
+            for r in batch {
+                let ts = r.store_timestamp_ms;
+                if ts < begin_ms || ts > end_ms || r.key().as_deref() != Some(key) {
+                    continue;
+                }
+                newest.push(Reverse(Found(partition, r)));
+                if newest.len() > max {
+                    newest.pop();
+                }
+            }
+        }
+    }
+    // Ascending in `Reverse` order: the newest first.
+    Ok(newest
+        .into_sorted_vec()
+        .into_iter()
+        .map(|Reverse(Found(p, r))| (p, r))
+        .collect())
 }
 
 /// Whether `r` belongs to the current incarnation of `topic`.

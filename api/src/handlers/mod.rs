@@ -4,6 +4,7 @@
 //! turned into its status and body in one place (`error.rs`). Blocking store
 //! calls run in `spawn_blocking`; no lock is held across an `.await`.
 
+pub mod compaction;
 pub mod fetch;
 pub mod groups;
 pub mod produce;

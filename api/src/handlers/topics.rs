@@ -16,7 +16,16 @@
 //!   configs cannot be changed (40002).
 //! * A deleted topic's records stay in the store until retention removes
 //!   them but are never served again, also not to a new topic of the same
-//!   name (see `registry.rs`).
+//!   name (see `registry.rs`). A deleted compact topic's compacted logs
+//!   and cleaner checkpoint entries are removed at once.
+//! * `cleanup.policy` may change between `delete` and a compacting policy
+//!   only while the topic has no records (40002 otherwise, saying why);
+//!   `compact` ↔ `compact,delete` always (docs/compaction.md).
+//!
+//! Compacted logs follow the registry: a create or alter that makes a
+//! topic compact declares it to them *before* the registry publishes it, so
+//! a record produced the moment the topic exists is copied; a create or
+//! alter that then fails brings them back in line with the registry.
 
 use std::sync::Arc;
 
@@ -34,7 +43,7 @@ use crate::extract::{json_body, ApiPath};
 use crate::names;
 use crate::registry::{check_partitions, Topic};
 use crate::state::AppState;
-use crate::topic_config::{self, entries, Overrides};
+use crate::topic_config::{self, entries, Overrides, TopicConfig};
 
 /// `GET /topics` (v2)
 pub async fn list_v2(State(state): State<AppState>) -> Result<Response, ApiError> {
@@ -187,14 +196,31 @@ pub async fn create_v3(
             .iter()
             .map(|(n, v)| (n.as_str(), Some(v.as_str()))),
     )?;
+    let config = TopicConfig::from_overrides(&overrides)?;
     let ready = state.ready()?;
     let name = request.topic_name;
     let topic = {
         let ready = Arc::clone(&ready);
         blocking(move || {
-            ready.registry.create(&name, partitions, overrides, &|p| {
+            let compacts = config.cleanup_policy.compacts();
+            if compacts && ready.registry.get(&name).is_none() {
+                ready.logs.set_topic(&name, config.compact_config());
+            }
+            let created = ready.registry.create(&name, partitions, overrides, &|p| {
                 crate::state::next_offset(&ready.store, &name, p)
-            })
+            });
+            match created {
+                Ok(topic) => {
+                    ready.sync_compaction(&topic)?;
+                    Ok(topic)
+                }
+                Err(e) => {
+                    if compacts {
+                        ready.resync_compaction(&name);
+                    }
+                    Err(e)
+                }
+            }
         })
         .await?
     };
@@ -229,7 +255,14 @@ pub async fn delete_v3(
     names::validate_topic_name(&topic)?;
     let ready = state.ready()?;
     let name = topic.clone();
-    blocking(move || ready.registry.delete(&name)).await?;
+    blocking(move || {
+        ready.registry.delete(&name)?;
+        if ready.has_compaction_state(&name) {
+            ready.drop_compaction(&name)?;
+        }
+        Ok(())
+    })
+    .await?;
     tracing::info!(%topic, "deleted topic");
     Ok(StatusCode::NO_CONTENT.into_response())
 }
@@ -330,7 +363,35 @@ async fn alter(
 ) -> Result<Response, ApiError> {
     let ready = state.ready()?;
     let name = topic.clone();
-    blocking(move || ready.registry.alter(&name, &changes)).await?;
+    blocking(move || {
+        let current = ready.registry.require(&name)?;
+        let mut overrides = current.overrides.clone();
+        topic_config::apply(
+            &mut overrides,
+            changes.iter().map(|(n, v)| (n.as_str(), v.as_deref())),
+        )?;
+        let next = TopicConfig::from_overrides(&overrides)?;
+        // Becoming compact: copy records from now on, before the registry
+        // checks the topic is empty, so none produced in between is missed.
+        let becomes_compact =
+            next.cleanup_policy.compacts() && !current.config.cleanup_policy.compacts();
+        if becomes_compact {
+            ready.logs.set_topic(&name, next.compact_config());
+        }
+        let altered = ready.registry.alter(&name, &changes, &|p| {
+            crate::state::next_offset(&ready.store, &name, p)
+        });
+        match altered {
+            Ok(topic) => ready.sync_compaction(&topic),
+            Err(e) => {
+                if becomes_compact {
+                    ready.resync_compaction(&name);
+                }
+                Err(e)
+            }
+        }
+    })
+    .await?;
     tracing::info!(%topic, "altered topic configs");
     Ok(StatusCode::NO_CONTENT.into_response())
 }
