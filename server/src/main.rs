@@ -5,6 +5,7 @@
 //! (clap also uses 2 for usage errors), so scripts can tell "fix the file"
 //! from "look at the logs".
 
+mod bench;
 mod config;
 mod serve;
 
@@ -40,6 +41,10 @@ enum Command {
         #[arg(long, value_name = "ADDR")]
         listen: Option<std::net::SocketAddr>,
     },
+    /// HTTP load test: produce, fetch and long-poll visibility against a
+    /// tidelog (started with a temp data dir, or --url) and a bare axum
+    /// endpoint as the machine's HTTP ceiling.
+    Bench(bench::BenchArgs),
     /// Load and validate a config file, print the effective config as YAML.
     CheckConfig {
         /// YAML config file.
@@ -55,6 +60,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::CheckConfig { file } => check_config(&file),
+        Command::Bench(args) => bench::main(args),
         Command::Serve {
             config,
             data_dir,

@@ -1,0 +1,98 @@
+//! `tidelog bench` as a real process, with tiny durations: it starts its own
+//! server and bare endpoint, runs every phase and prints the expected
+//! lines with nonzero rates. No timing is asserted (numbers on a shared
+//! machine say nothing in a test); docs/BENCHMARKS.md has the real run.
+
+mod common;
+
+use common::run_tidelog;
+
+/// The records/s column of the result row `phase target`.
+fn records_per_s(stdout: &str, phase: &str, target: &str) -> f64 {
+    let line = stdout
+        .lines()
+        .find(|l| {
+            let mut words = l.split_whitespace();
+            words.next() == Some(phase) && words.next() == Some(target)
+        })
+        .unwrap_or_else(|| panic!("no result row for {phase} {target} in\n{stdout}"));
+    line.split_whitespace()
+        .nth(2)
+        .and_then(|w| w.parse().ok())
+        .unwrap_or_else(|| panic!("no records/s in {line:?}"))
+}
+
+#[test]
+fn bench_runs_every_phase_and_reports_rates() {
+    let dir = tempfile::tempdir().unwrap();
+    // Small segments: a fresh 1 GiB segment takes seconds to prepare on a
+    // cold machine, and the phases here last a fraction of a second.
+    let config = dir.path().join("bench.yaml");
+    std::fs::write(&config, "store:\n  commitlog_segment_bytes: 4194304\n").unwrap();
+    let out = run_tidelog(&[
+        "bench",
+        "--duration-ms",
+        "300",
+        "--warmup-ms",
+        "100",
+        "--connections",
+        "4",
+        "--visibility-samples",
+        "20",
+        "--server-config",
+        config.to_str().unwrap(),
+        "--data-dir",
+        dir.path().to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "status {}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status
+    );
+    for phase in ["produce", "fetch"] {
+        for target in ["tidelog", "ceiling"] {
+            let rate = records_per_s(&stdout, phase, target);
+            assert!(rate > 0.0, "{phase} {target}: {rate} records/s\n{stdout}");
+        }
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.starts_with(&format!("goal {phase}: tidelog / ceiling = "))),
+            "no {phase} ratio in\n{stdout}"
+        );
+    }
+    let visibility = stdout
+        .lines()
+        .find(|l| l.starts_with("visibility: p50 "))
+        .unwrap_or_else(|| panic!("no visibility line in\n{stdout}"));
+    let samples: u64 = visibility
+        .split(" samples")
+        .next()
+        .and_then(|head| head.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no sample count in {visibility:?}"));
+    assert!(samples > 0, "no visibility sample answered: {visibility}");
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("goal visibility: p99 ")),
+        "{stdout}"
+    );
+    // The started server and its data dir are gone afterwards.
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|name| name != "bench.yaml")
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+#[test]
+fn bench_refuses_hosts_other_than_localhost() {
+    let out = run_tidelog(&["bench", "--url", "http://192.0.2.1:8080"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("127.0.0.1"), "{stderr}");
+}
