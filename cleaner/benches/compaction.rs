@@ -1,0 +1,916 @@
+//! Compaction benchmark (issue 5): one full LogCleaner pass over ~1 GiB of
+//! compacted log beside `cp -r` of the same segment files, the offset map's
+//! bytes per key and keys per pass, and produce throughput through the real
+//! store + compacted-log sink with the cleaner idle and busy.
+//!
+//! A plain bench binary rather than a criterion group: one measurement needs
+//! ~1 GiB of setup and an emptied page cache, and destroys its input.
+//!
+//! Steps (everything in one tempdir, on the disk of `TIDELOG_BENCH_DIR`):
+//! 1. Build log A: 1 KiB values, 12-byte keys drawn uniformly from a key
+//!    space of 10 % of the record count (≈ 97 k keys over ≈ 973 k records),
+//!    128 MiB segments, appended with `CompactedLog::append`, then rolled so
+//!    every byte is cleanable. A 64 MiB log is cleaned first as a warm-up.
+//! 2. Cold, same cache state for both: drop the page cache, time
+//!    `cp -r A B` + `sync B/*`; drop the page cache, time
+//!    `LogCleaner::clean_once` on A with the default config (128 MiB dedupe
+//!    buffer, one thread). The result is checked: exactly one record per
+//!    key, at the key's newest offset.
+//! 3. Warm, same again on B: `cat B/*` twice, reopen B (the open scans and
+//!    CRC-checks every record), scan-only / map-build / map-lookup passes
+//!    over B to split the cleaner's time, `cp -r B C`, clean B.
+//! 4. Produce: a `Store` with the compacted-log sink; C becomes the dirty
+//!    log of a second compact topic. Batches of 100 × 1 KiB records for
+//!    `TIDELOG_COMPACTION_PRODUCE_SECS` each: to a delete-policy topic (no
+//!    copy: the store alone), to a compact topic with the `LogCleaner`
+//!    thread idle, then again while it cleans C (started with `request`),
+//!    until the time is up or that pass ends, whichever is first. Each phase
+//!    also waits until the dispatcher has caught up, and reports that rate.
+//!
+//! Runs the full size only under `cargo bench` (which passes `--bench`);
+//! under `cargo test --benches` or nextest it runs a tiny version (4 MiB,
+//! no cache drops) that takes seconds.
+//!
+//! Environment: `TIDELOG_BENCH_DIR` (default: the system temp dir; keep it
+//! on the disk you mean to measure), `TIDELOG_COMPACTION_MIB` (1024),
+//! `TIDELOG_COMPACTION_SEGMENT_MIB` (128), `TIDELOG_COMPACTION_DISTINCT_PCT`
+//! (10), `TIDELOG_COMPACTION_PRODUCE_SECS` (10). Worker threads are named
+//! (`bench-clean`, `bench-scan`, `bench-produce`) for `perf report --comm`.
+
+// A benchmark is not a library: a failed setup step should stop it loudly.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tidelog_cleaner::compacted::format::{decode, encode, Decoded, Fields, HEADER_LEN};
+use tidelog_cleaner::{
+    CleanerConfig, CompactTopicConfig, CompactedLog, CompactedLogs, CompactedRecord, LogCleaner,
+    OffsetMap, RunStats,
+};
+use tidelog_storage::{AppendRecord, FlushMode, Store, StoreConfig};
+
+const VALUE_BYTES: usize = 1024;
+const BATCH_RECORDS: u64 = 100;
+const PRODUCE_PARTITIONS: u64 = 4;
+const TOPIC: &str = "bench";
+const BG_TOPIC: &str = "bench-bg";
+/// A delete-policy topic (not copied): the store and dispatcher alone. Same
+/// name length as `TOPIC`, so records have the same size.
+const PLAIN_TOPIC: &str = "plain";
+/// Kafka's SkimpyOffsetMap: 16-byte MD5 + 8-byte offset per slot.
+const KAFKA_BYTES_PER_ENTRY: usize = 24;
+const PROGRESS_EVERY: Duration = Duration::from_secs(2);
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Sizes of one run: the full benchmark or the tiny smoke version.
+#[derive(Clone, Copy, Debug)]
+struct Plan {
+    full: bool,
+    log_bytes: u64,
+    segment_bytes: u64,
+    distinct_pct: u64,
+    produce: Duration,
+    warmup_log_bytes: u64,
+}
+
+fn mb(bytes: u64) -> f64 {
+    bytes as f64 / 1e6
+}
+
+fn mbps(bytes: u64, d: Duration) -> f64 {
+    mb(bytes) / d.as_secs_f64()
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into())
+}
+
+/// `sync; echo 3 > /proc/sys/vm/drop_caches`. False if not permitted.
+fn drop_caches(plan: &Plan) -> bool {
+    if !plan.full {
+        return false;
+    }
+    let synced = Command::new("sync").status().is_ok_and(|s| s.success());
+    synced && std::fs::write("/proc/sys/vm/drop_caches", b"3").is_ok()
+}
+
+fn note_cold(plan: &Plan, what: &str) {
+    if plan.full && !drop_caches(plan) {
+        eprintln!(
+            "  WARNING: could not drop the page cache before {what} (not root?): it is not cold"
+        );
+    }
+}
+
+fn sh(script: &str) -> Duration {
+    let began = Instant::now();
+    let ok = Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "`{script}` failed");
+    began.elapsed()
+}
+
+/// `cp -r src dst` then fsync of every copied file and the directory.
+fn cp_r(src: &Path, dst: &Path) -> Duration {
+    std::fs::create_dir_all(dst.parent().unwrap()).unwrap();
+    sh(&format!(
+        "cp -r '{}' '{}' && sync '{}' '{}'/*",
+        src.display(),
+        dst.display(),
+        dst.display(),
+        dst.display()
+    ))
+}
+
+fn dir_bytes(dir: &Path) -> (u64, usize) {
+    let mut bytes = 0;
+    let mut files = 0;
+    for e in std::fs::read_dir(dir).unwrap() {
+        let m = e.unwrap().metadata().unwrap();
+        if m.is_file() {
+            bytes += m.len();
+            files += 1;
+        }
+    }
+    (bytes, files)
+}
+
+/// Bytes of `.cleaned`/`.swap` files in `dir`: the cleaner's output so far.
+fn cleaning_output(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .filter(|e| {
+                    let n = e.file_name();
+                    let n = n.to_string_lossy();
+                    n.ends_with(".cleaned") || n.ends_with(".swap")
+                })
+                .filter_map(|e| e.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// SplitMix64: reproducible key choice.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+}
+
+fn key_bytes(k: u64) -> Vec<u8> {
+    format!("key-{k:08}").into_bytes()
+}
+
+fn record(offset: u64, key: &[u8], value: &[u8], now: i64) -> CompactedRecord {
+    let b = Bytes::from(encode(&Fields {
+        offset,
+        timestamp_ms: now,
+        store_timestamp_ms: now,
+        delete_horizon_ms: 0,
+        physical_offset: offset * 1200,
+        key: Some(key),
+        value: Some(value),
+        headers_block: &[],
+        header_count: 0,
+    }));
+    match decode(&b).unwrap() {
+        Decoded::Record(r) => r,
+        Decoded::End => unreachable!(),
+    }
+}
+
+fn topic_config(plan: &Plan) -> CompactTopicConfig {
+    CompactTopicConfig {
+        segment_bytes: plan.segment_bytes,
+        min_compaction_lag_ms: 0,
+        ..CompactTopicConfig::default()
+    }
+}
+
+/// What was written: newest offset per key (u64::MAX: never written).
+struct Built {
+    latest: Vec<u64>,
+    records: u64,
+    bytes: u64,
+}
+
+impl Built {
+    fn distinct(&self) -> u64 {
+        self.latest.iter().filter(|&&o| o != u64::MAX).count() as u64
+    }
+}
+
+/// Append `target` bytes of records to `log`, then roll it.
+fn build_log(log: &CompactedLog, plan: &Plan, target: u64, seed: u64, verbose: bool) -> Built {
+    let rec_len = (HEADER_LEN + key_bytes(0).len() + VALUE_BYTES) as u64;
+    let records = target / rec_len;
+    let keys = (records * plan.distinct_pct / 100).max(1);
+    let policy = topic_config(plan).roll_policy();
+    let mut rng = Rng(seed);
+    let mut value: Vec<u8> = (0..VALUE_BYTES)
+        .map(|i| (i as u8).wrapping_mul(31) ^ 0x5a)
+        .collect();
+    let mut latest = vec![u64::MAX; keys as usize];
+    let began = Instant::now();
+    let mut last_report = began;
+    let mut bytes = 0;
+    for offset in 0..records {
+        let k = rng.next() % keys;
+        value[..8].copy_from_slice(&offset.to_le_bytes());
+        let now = tidelog_storage::types::now_ms();
+        let rec = record(offset, &key_bytes(k), &value, now);
+        bytes += rec.len() as u64;
+        assert!(log.append(&rec, policy, now).unwrap());
+        latest[k as usize] = offset;
+        if verbose && last_report.elapsed() >= PROGRESS_EVERY {
+            last_report = Instant::now();
+            eprintln!(
+                "  build: {} / {records} records, {:.0} MB, {:.1} s, {:.0} MB/s",
+                offset + 1,
+                mb(bytes),
+                began.elapsed().as_secs_f64(),
+                mbps(bytes, began.elapsed())
+            );
+        }
+    }
+    log.roll(tidelog_storage::types::now_ms()).unwrap();
+    if verbose {
+        eprintln!(
+            "  built {records} records over {keys} keys, {:.0} MB in {} segments, in {:.1} s ({:.0} MB/s through CompactedLog::append)",
+            mb(bytes),
+            log.segments().len() - 1,
+            began.elapsed().as_secs_f64(),
+            mbps(bytes, began.elapsed())
+        );
+    }
+    Built {
+        latest,
+        records,
+        bytes,
+    }
+}
+
+/// Every record left is the newest of its key, and every key is there.
+fn verify(log: &CompactedLog, built: &Built) {
+    let mut seen = 0u64;
+    for seg in log.segments() {
+        let mut r = seg.reader(0);
+        while let Some(rec) = r.next_record().unwrap() {
+            let key = rec.key().unwrap();
+            let k: usize = std::str::from_utf8(&key[4..]).unwrap().parse().unwrap();
+            assert_eq!(built.latest[k], rec.offset, "record of key {k} kept");
+            assert_eq!(&rec.value().unwrap()[..8], &rec.offset.to_le_bytes());
+            seen += 1;
+        }
+    }
+    assert_eq!(seen, built.distinct(), "one record per key");
+    assert_eq!(log.next_offset(), built.records, "end offset unchanged");
+}
+
+/// One `clean_once` with the default config and map, on a thread named
+/// `bench-clean`, printing progress. Returns (wall time, stats).
+fn clean(logs: &Arc<CompactedLogs>, data_dir: &Path, label: &str) -> (Duration, RunStats) {
+    let config = CleanerConfig::default();
+    let cleaner =
+        LogCleaner::new(Arc::clone(logs), data_dir.to_path_buf(), config.clone()).unwrap();
+    let mut map = OffsetMap::new(
+        config.dedupe_buffer_bytes / config.threads,
+        config.load_factor,
+    )
+    .unwrap();
+    let part_dir = logs.log(TOPIC, 0).unwrap().dir().to_path_buf();
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let worker = std::thread::Builder::new()
+            .name("bench-clean".into())
+            .spawn_scoped(s, || {
+                let began = Instant::now();
+                let out = cleaner.clean_once(&mut map).unwrap();
+                let took = began.elapsed();
+                done.store(true, Ordering::Release);
+                let (_, _, stats) = out.expect("the log was eligible");
+                (took, stats)
+            })
+            .unwrap();
+        let began = Instant::now();
+        let mut last_report = began;
+        while !done.load(Ordering::Acquire) {
+            std::thread::sleep(Duration::from_millis(20));
+            if last_report.elapsed() >= PROGRESS_EVERY {
+                last_report = Instant::now();
+                eprintln!(
+                    "  {label}: cleaning, {:.1} s, output file being written: {:.1} MB, segments now {}",
+                    began.elapsed().as_secs_f64(),
+                    mb(cleaning_output(&part_dir)),
+                    dir_bytes(&part_dir).1
+                );
+            }
+        }
+        worker.join().unwrap()
+    })
+}
+
+#[derive(Default)]
+struct Scan {
+    records: u64,
+    bytes: u64,
+    took: Duration,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum ScanMode {
+    /// Read + decode (CRC, header checks) only.
+    Decode,
+    /// Plus `OffsetMap::put` of every key (the cleaner's map build).
+    Put,
+    /// Plus `OffsetMap::get` of every key (the rewrite's filter, no write).
+    Get,
+}
+
+/// Walk every sealed segment of `log` the way the cleaner does.
+fn scan(log: &CompactedLog, mode: ScanMode, map: &mut OffsetMap) -> Scan {
+    let mut out = Scan::default();
+    let began = Instant::now();
+    if mode == ScanMode::Put {
+        map.clear();
+    }
+    for seg in log.segments() {
+        let mut r = seg.reader(0);
+        while let Some(rec) = r.next_record().unwrap() {
+            out.records += 1;
+            out.bytes += rec.len() as u64;
+            match mode {
+                ScanMode::Decode => {}
+                ScanMode::Put => {
+                    let k = rec.key().unwrap();
+                    assert_eq!(map.put(&k, rec.offset), tidelog_cleaner::PutOutcome::Stored);
+                }
+                ScanMode::Get => {
+                    let k = rec.key().unwrap();
+                    std::hint::black_box(map.get(&k));
+                }
+            }
+        }
+    }
+    out.took = began.elapsed();
+    out
+}
+
+struct Produced {
+    records: u64,
+    bytes: u64,
+    window: Duration,
+    /// From the start until the sink had copied everything appended.
+    dispatched_after: Duration,
+    lag_at_end: u64,
+}
+
+/// Append 100-record batches of 1 KiB values to `TOPIC` until `duration`
+/// passes or `stop` is set.
+#[allow(clippy::too_many_arguments)]
+fn produce(
+    store: &Store,
+    topic: &str,
+    rng: &mut Rng,
+    keys: u64,
+    duration: Duration,
+    stop: &AtomicBool,
+    label: &str,
+    progress: &dyn Fn() -> String,
+) -> Produced {
+    let topic: Arc<str> = Arc::from(topic);
+    let value = Bytes::from(vec![0xa5u8; VALUE_BYTES]);
+    let began = Instant::now();
+    let mut last_report = began;
+    let mut records = 0;
+    let mut bytes = 0;
+    while began.elapsed() < duration && !stop.load(Ordering::Acquire) {
+        let batch: Vec<AppendRecord> = (0..BATCH_RECORDS)
+            .map(|_| {
+                let k = rng.next() % keys;
+                AppendRecord {
+                    topic: Arc::clone(&topic),
+                    partition: (k % PRODUCE_PARTITIONS) as u32,
+                    key: Some(Bytes::from(key_bytes(k))),
+                    value: Some(value.clone()),
+                    headers: Vec::new(),
+                    timestamp_ms: None,
+                }
+            })
+            .collect();
+        let out = store.append(&batch).unwrap();
+        records += out.len() as u64;
+        bytes += out.iter().map(|a| u64::from(a.size)).sum::<u64>();
+        if last_report.elapsed() >= PROGRESS_EVERY {
+            last_report = Instant::now();
+            let st = store.stats();
+            eprintln!(
+                "  {label}: {:.1} s, {records} records appended ({:.0} k/s), dispatch lag {:.1} MB; {}",
+                began.elapsed().as_secs_f64(),
+                records as f64 / began.elapsed().as_secs_f64() / 1e3,
+                mb(st.dispatch_lag_bytes),
+                progress()
+            );
+        }
+    }
+    let window = began.elapsed();
+    let lag_at_end = store.stats().dispatch_lag_bytes;
+    assert!(store.wait_dispatched(Duration::from_secs(300)));
+    Produced {
+        records,
+        bytes,
+        window,
+        dispatched_after: began.elapsed(),
+        lag_at_end,
+    }
+}
+
+fn store_config(dir: &Path, plan: &Plan) -> StoreConfig {
+    let mut c = StoreConfig::new(dir);
+    c.flush = FlushMode::Async;
+    if plan.full {
+        c.commitlog_segment_bytes = 256 << 20;
+    } else {
+        c.commitlog_segment_bytes = 16 << 20;
+        c.preallocate_next_segment = false;
+    }
+    c
+}
+
+fn same_device(a: &Path, b: &Path) -> Option<bool> {
+    Some(std::fs::metadata(a).ok()?.dev() == std::fs::metadata(b).ok()?.dev())
+}
+
+fn df(path: &Path) -> String {
+    Command::new("df")
+        .arg("-P")
+        .arg(path)
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.lines().nth(1).map(str::to_owned))
+        .unwrap_or_default()
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--list") {
+        return;
+    }
+    let full = args.iter().any(|a| a == "--bench");
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .init();
+    let plan = if full {
+        Plan {
+            full,
+            log_bytes: env_u64("TIDELOG_COMPACTION_MIB", 1024) << 20,
+            segment_bytes: env_u64("TIDELOG_COMPACTION_SEGMENT_MIB", 128) << 20,
+            distinct_pct: env_u64("TIDELOG_COMPACTION_DISTINCT_PCT", 10).clamp(1, 100),
+            produce: Duration::from_secs(env_u64("TIDELOG_COMPACTION_PRODUCE_SECS", 10)),
+            warmup_log_bytes: 64 << 20,
+        }
+    } else {
+        eprintln!("compaction bench: tiny smoke run (the full run needs `cargo bench`)");
+        Plan {
+            full,
+            log_bytes: 4 << 20,
+            segment_bytes: 512 << 10,
+            distinct_pct: 10,
+            produce: Duration::from_millis(300),
+            warmup_log_bytes: 1 << 20,
+        }
+    };
+    let root = std::env::var_os("TIDELOG_BENCH_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir);
+    let tmp = tempfile::Builder::new()
+        .prefix("tidelog-compaction-")
+        .tempdir_in(&root)
+        .unwrap();
+    let base = tmp.path();
+    eprintln!("== compaction bench: {plan:?}");
+    eprintln!("  data in {} ({})", base.display(), df(base));
+    if let Some(same) = same_device(base, Path::new("/work")) {
+        eprintln!("  same filesystem as /work: {same}");
+    }
+    eprintln!("  load average at start: {}", loadavg());
+
+    // ---- offset map at the default buffer
+    let config = CleanerConfig::default();
+    let budget = config.dedupe_buffer_bytes / config.threads;
+    let map = OffsetMap::new(budget, config.load_factor).unwrap();
+    let kafka_slots = budget / KAFKA_BYTES_PER_ENTRY;
+    let kafka_max = (kafka_slots as f64 * config.load_factor) as usize;
+    let map_row = format!(
+        "offset map at the default buffer ({budget} B per thread, {} thread(s), load factor {}): \
+         {} B per slot (Kafka {KAFKA_BYTES_PER_ENTRY}), {} B allocated, {} slots, {} keys per pass \
+         (Kafka {kafka_max}); allocated / keys per pass = {:.2} B per key (Kafka {:.2})",
+        config.threads,
+        config.load_factor,
+        map.bytes_per_entry(),
+        map.allocated_bytes(),
+        map.slots(),
+        map.max_entries(),
+        map.allocated_bytes() as f64 / map.max_entries() as f64,
+        budget as f64 / kafka_max as f64,
+    );
+    eprintln!("  {map_row}");
+    drop(map);
+
+    // ---- 1. build log A
+    let dir_a = base.join("a");
+    let logs_a = CompactedLogs::open(&dir_a).unwrap();
+    logs_a.set_topic(TOPIC, topic_config(&plan));
+    let log_a = logs_a.log_or_create(TOPIC, 0).unwrap();
+    eprintln!("== build {:.0} MB of compacted log", mb(plan.log_bytes));
+    let built = build_log(&log_a, &plan, plan.log_bytes, 42, true);
+    let part_a = log_a.dir().to_path_buf();
+    let (log_bytes, files) = dir_bytes(&part_a);
+    eprintln!(
+        "  {files} files, {log_bytes} B; {} distinct keys",
+        built.distinct()
+    );
+
+    // Warm-up: a small log cleaned start to end (code, allocator, the map's
+    // 128 MiB, fresh memory).
+    {
+        let dir_w = base.join("warmup");
+        let logs_w = CompactedLogs::open(&dir_w).unwrap();
+        logs_w.set_topic(TOPIC, topic_config(&plan));
+        let log_w = logs_w.log_or_create(TOPIC, 0).unwrap();
+        let w = build_log(&log_w, &plan, plan.warmup_log_bytes, 7, false);
+        let (took, _) = clean(&logs_w, &dir_w, "warm-up");
+        verify(&log_w, &w);
+        eprintln!(
+            "  warm-up: cleaned {:.0} MB in {:.2} s",
+            mb(w.bytes),
+            took.as_secs_f64()
+        );
+        std::fs::remove_dir_all(&dir_w).unwrap();
+    }
+
+    // ---- 2. cold: cp, then the cleaner, each after dropping the cache
+    let dir_b = base.join("b");
+    let part_b = dir_b.join("compacted").join(TOPIC).join("0");
+    eprintln!("== cold (load {})", loadavg());
+    note_cold(&plan, "cp");
+    let cp_cold = cp_r(&part_a, &part_b);
+    eprintln!(
+        "  cp -r + sync: {:.2} s, {:.0} MB/s",
+        cp_cold.as_secs_f64(),
+        mbps(log_bytes, cp_cold)
+    );
+    note_cold(&plan, "the cleaner");
+    let (clean_cold, stats_cold) = clean(&logs_a, &dir_a, "cold");
+    eprintln!(
+        "  cleaner: {:.2} s, {:.0} MB/s of log; {stats_cold:?}",
+        clean_cold.as_secs_f64(),
+        mbps(log_bytes, clean_cold)
+    );
+    assert!(!stats_cold.partial, "one pass covers the log");
+    verify(&log_a, &built);
+
+    // ---- 3. warm, on B
+    eprintln!("== warm (load {})", loadavg());
+    let cat_cmd = format!("cat '{}'/* > /dev/null", part_b.display());
+    let cat_first = sh(&cat_cmd);
+    let cat_warm = sh(&cat_cmd);
+    eprintln!(
+        "  cat: {:.0} MB/s (first, B just written), {:.0} MB/s (warm)",
+        mbps(log_bytes, cat_first),
+        mbps(log_bytes, cat_warm)
+    );
+    let began = Instant::now();
+    let logs_b = CompactedLogs::open(&dir_b).unwrap();
+    let open_b = began.elapsed();
+    logs_b.set_topic(TOPIC, topic_config(&plan));
+    let log_b = logs_b.log(TOPIC, 0).unwrap();
+    eprintln!(
+        "  CompactedLogs::open (scans + CRCs every record): {:.2} s, {:.0} MB/s",
+        open_b.as_secs_f64(),
+        mbps(log_bytes, open_b)
+    );
+    // Split the cleaner's work, warm, on a thread named bench-scan.
+    let mut map = OffsetMap::new(budget, config.load_factor).unwrap();
+    let scans = std::thread::Builder::new()
+        .name("bench-scan".into())
+        .spawn({
+            let log_b = Arc::clone(&log_b);
+            move || {
+                let mut out = Vec::new();
+                for (mode, label) in [
+                    (ScanMode::Decode, "read + decode (CRC) only"),
+                    (ScanMode::Put, "read + decode + map put (map build)"),
+                    (ScanMode::Get, "read + decode + map get (rewrite filter)"),
+                ] {
+                    let s = scan(&log_b, mode, &mut map);
+                    eprintln!(
+                        "  scan, {label}: {} records in {:.2} s, {:.0} MB/s, {:.0} ns/record",
+                        s.records,
+                        s.took.as_secs_f64(),
+                        mbps(s.bytes, s.took),
+                        s.took.as_nanos() as f64 / s.records as f64
+                    );
+                    out.push((label, s));
+                }
+                // Raw CRC32C speed over memory, for scale.
+                let buf = vec![0x5au8; 64 << 20];
+                let began = Instant::now();
+                let mut acc = 0u32;
+                for _ in 0..8 {
+                    acc ^= crc32c::crc32c(std::hint::black_box(&buf));
+                }
+                std::hint::black_box(acc);
+                let crc = began.elapsed();
+                eprintln!(
+                    "  crc32c over memory: {:.0} MB/s",
+                    mbps(8 * buf.len() as u64, crc)
+                );
+                (out, mbps(8 * buf.len() as u64, crc))
+            }
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    let dir_p = base.join("p");
+    let part_c = dir_p.join("compacted").join(BG_TOPIC).join("0");
+    let cp_warm = cp_r(&part_b, &part_c);
+    eprintln!(
+        "  cp -r + sync (warm source): {:.2} s, {:.0} MB/s",
+        cp_warm.as_secs_f64(),
+        mbps(log_bytes, cp_warm)
+    );
+    let (clean_warm, stats_warm) = clean(&logs_b, &dir_b, "warm");
+    eprintln!(
+        "  cleaner: {:.2} s, {:.0} MB/s of log; {stats_warm:?}",
+        clean_warm.as_secs_f64(),
+        mbps(log_bytes, clean_warm)
+    );
+    verify(&log_b, &built);
+    drop((log_b, logs_b, log_a, logs_a));
+
+    // ---- 4. produce with the cleaner idle, then busy on C
+    eprintln!("== produce (load {})", loadavg());
+    let logs_p = CompactedLogs::open(&dir_p).unwrap();
+    // Produced records are never cleaned here (min lag: forever), and the
+    // background log only when requested (ratio > 1 never holds), so the
+    // cleaner is idle until `request`.
+    logs_p.set_topic(
+        TOPIC,
+        CompactTopicConfig {
+            min_compaction_lag_ms: i64::MAX,
+            ..topic_config(&plan)
+        },
+    );
+    logs_p.set_topic(
+        BG_TOPIC,
+        CompactTopicConfig {
+            min_cleanable_dirty_ratio: 1.0,
+            ..topic_config(&plan)
+        },
+    );
+    let cleaner =
+        LogCleaner::new(Arc::clone(&logs_p), dir_p.clone(), CleanerConfig::default()).unwrap();
+    cleaner.start().unwrap();
+    let store = Store::open_with_sinks(store_config(&dir_p, &plan), vec![logs_p.sink()]).unwrap();
+    let keys = 100_000;
+    let never = AtomicBool::new(false);
+    let bg_dir = part_c.clone();
+    let status = || {
+        let st = cleaner.status(BG_TOPIC);
+        format!(
+            "background log: {} ({:.0} MB written by the cleaner so far)",
+            st.first().map_or("?".into(), |s| s.state.clone()),
+            mb(cleaning_output(&bg_dir))
+        )
+    };
+    let (warm_records, plain, idle, busy, bg_stats) = std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .name("bench-produce".into())
+            .spawn_scoped(s, || {
+                let mut rng = Rng(99);
+                let warm = produce(
+                    &store,
+                    TOPIC,
+                    &mut rng,
+                    keys,
+                    plan.produce.min(Duration::from_secs(3)),
+                    &never,
+                    "warm-up",
+                    &status,
+                );
+                eprintln!(
+                    "  warm-up: {:.0} k records/s",
+                    warm.records as f64 / warm.window.as_secs_f64() / 1e3
+                );
+                eprintln!("  non-compact topic (load {})", loadavg());
+                let plain = produce(
+                    &store,
+                    PLAIN_TOPIC,
+                    &mut rng,
+                    keys,
+                    plan.produce,
+                    &never,
+                    "non-compact",
+                    &status,
+                );
+                eprintln!("  idle phase (load {})", loadavg());
+                let idle = produce(
+                    &store,
+                    TOPIC,
+                    &mut rng,
+                    keys,
+                    plan.produce,
+                    &never,
+                    "idle",
+                    &status,
+                );
+                eprintln!("  busy phase (load {})", loadavg());
+                let requested = cleaner.request(BG_TOPIC, false).unwrap();
+                let bg_done = AtomicBool::new(false);
+                let (busy, bg) = std::thread::scope(|s2| {
+                    let waiter = s2.spawn(|| {
+                        let began = Instant::now();
+                        let r = cleaner.wait(BG_TOPIC, &requested, Duration::from_secs(900));
+                        bg_done.store(true, Ordering::Release);
+                        (began.elapsed(), r)
+                    });
+                    let busy = produce(
+                        &store,
+                        TOPIC,
+                        &mut rng,
+                        keys,
+                        plan.produce,
+                        &bg_done,
+                        "busy",
+                        &status,
+                    );
+                    (busy, waiter.join().unwrap())
+                });
+                let bg_stats = bg.1.into_iter().next().and_then(|(_, s)| s);
+                (warm.records, plain, idle, busy, (bg.0, bg_stats))
+            })
+            .unwrap()
+            .join()
+            .unwrap()
+    });
+    cleaner.stop();
+    let produced_total: u64 = (0..PRODUCE_PARTITIONS as u32)
+        .filter_map(|p| logs_p.log(TOPIC, p))
+        .map(|l| l.next_offset())
+        .sum();
+    store.shutdown().unwrap();
+    eprintln!("  load at end: {}", loadavg());
+
+    // ---- summary (stdout)
+    let (bg_took, bg_stats) = bg_stats;
+    let bg_stats = bg_stats.expect("the background pass finished");
+    let row = |name: &str, d: Duration, read: u64, written: u64| {
+        format!(
+            "| {name} | {:.2} | {:.0} | {:.0} | {:.0} |",
+            d.as_secs_f64(),
+            mbps(log_bytes, d),
+            mbps(read, d),
+            mbps(written, d)
+        )
+    };
+    println!();
+    println!(
+        "log: {} records, {} distinct keys, {log_bytes} B in {files} files (segment.bytes {} KiB)",
+        built.records,
+        built.distinct(),
+        plan.segment_bytes >> 10
+    );
+    println!("| step | s | MB/s of log | MB/s read | MB/s written |");
+    println!("|---|---|---|---|---|");
+    println!(
+        "{}",
+        row("cp -r + sync, cold", cp_cold, log_bytes, log_bytes)
+    );
+    println!(
+        "{}",
+        row(
+            "cleaner, cold",
+            clean_cold,
+            stats_cold.bytes_read,
+            stats_cold.bytes_written
+        )
+    );
+    println!(
+        "{}",
+        row("cp -r + sync, warm", cp_warm, log_bytes, log_bytes)
+    );
+    println!(
+        "{}",
+        row(
+            "cleaner, warm",
+            clean_warm,
+            stats_warm.bytes_read,
+            stats_warm.bytes_written
+        )
+    );
+    println!(
+        "cleaner / cp: cold {:.2}x, warm {:.2}x (MB/s of log)",
+        cp_cold.as_secs_f64() / clean_cold.as_secs_f64(),
+        cp_warm.as_secs_f64() / clean_warm.as_secs_f64()
+    );
+    for (name, s) in [("cold", &stats_cold), ("warm", &stats_warm)] {
+        println!(
+            "{name} pass: kept {} removed {} records, read {} B, wrote {} B, keys {}, map utilisation {:.4}, {} segments cleaned, partial {}, duration_ms {}",
+            s.records_kept,
+            s.records_removed,
+            s.bytes_read,
+            s.bytes_written,
+            s.keys,
+            s.map_utilization,
+            s.segments_cleaned,
+            s.partial,
+            s.duration_ms
+        );
+    }
+    println!(
+        "cat warm {:.0} MB/s; open (scan+CRC) {:.0} MB/s; crc32c memory {:.0} MB/s",
+        mbps(log_bytes, cat_warm),
+        mbps(log_bytes, open_b),
+        scans.1
+    );
+    for (label, s) in &scans.0 {
+        println!(
+            "scan {label}: {:.2} s, {:.0} MB/s, {:.0} ns/record",
+            s.took.as_secs_f64(),
+            mbps(s.bytes, s.took),
+            s.took.as_nanos() as f64 / s.records as f64
+        );
+    }
+    println!("{map_row}");
+    let rate = |p: &Produced| p.records as f64 / p.window.as_secs_f64();
+    let sink_rate = |p: &Produced| p.records as f64 / p.dispatched_after.as_secs_f64();
+    for (name, p) in [
+        ("non-compact topic (no copy)", &plain),
+        ("compact topic, cleaner idle", &idle),
+        ("compact topic, cleaner busy", &busy),
+    ] {
+        println!(
+            "produce, {name}: {} records in {:.2} s = {:.0} records/s appended ({:.0} MB/s of CommitLog); all dispatched (indexes and any compacted copy) after {:.2} s = {:.0} records/s (lag at end {:.1} MB)",
+            p.records,
+            p.window.as_secs_f64(),
+            rate(p),
+            mbps(p.bytes, p.window),
+            p.dispatched_after.as_secs_f64(),
+            sink_rate(p),
+            mb(p.lag_at_end)
+        );
+    }
+    println!(
+        "produce busy / idle: {:.2}x appended, {:.2}x through the sink",
+        rate(&busy) / rate(&idle),
+        sink_rate(&busy) / sink_rate(&idle)
+    );
+    println!(
+        "background pass: {:.2} s wall ({:.0} MB/s of log), duration_ms {}, kept {}, removed {}",
+        bg_took.as_secs_f64(),
+        mbps(log_bytes, bg_took),
+        bg_stats.duration_ms,
+        bg_stats.records_kept,
+        bg_stats.records_removed
+    );
+    println!("compacted copies of produced records: {produced_total}");
+    assert_eq!(
+        produced_total,
+        warm_records + idle.records + busy.records,
+        "every produced record was copied"
+    );
+}
