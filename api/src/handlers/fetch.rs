@@ -202,8 +202,11 @@ async fn fetch_inner(
     Ok((v2_json(StatusCode::OK, &Vec::<FetchedRecord>::new())?, 0, 0))
 }
 
-/// Reads and renders on a blocking thread (mapped pages may fault in, and
-/// json rendering parses every value).
+/// Reads and renders on the calling worker: records come from the page
+/// cache through the map and rendering is plain CPU work, both shorter than
+/// a hand-off to the blocking pool and back (the profile in
+/// docs/BENCHMARKS.md). A read of cold pages can stall this worker for a
+/// disk read; the other workers keep serving meanwhile.
 async fn read_rendered(
     ready: &Arc<Ready>,
     topic: &Arc<Topic>,
@@ -213,9 +216,7 @@ async fn read_rendered(
     max_bytes: u64,
     format: EmbeddedFormat,
 ) -> Result<Rendered, ApiError> {
-    let ready = Arc::clone(ready);
-    let topic = Arc::clone(topic);
-    blocking(move || {
+    let run = || -> Result<Rendered, ApiError> {
         let read = ready.store.read(
             &topic.name,
             partition,
@@ -246,8 +247,8 @@ async fn read_rendered(
             records: rendered.len() as u64,
             bytes,
         })
-    })
-    .await
+    };
+    run()
 }
 
 /// As [`read_rendered`], from a compact topic's compacted log. With

@@ -131,8 +131,16 @@ async fn produce_inner(
     }
     let partitions: Vec<u32> = batch.iter().map(|r| r.partition).collect();
     let count = batch.len() as u64;
-    let store = Arc::clone(&ready);
-    let appended = blocking(move || Ok(store.store.append(&batch)?)).await?;
+    // Under async flush an append is a copy into the page cache: it takes
+    // microseconds, less than handing it to the blocking pool and waking
+    // this task again (the profile in docs/BENCHMARKS.md), so it runs here.
+    // Under sync flush it waits for an fsync, which must not hold a worker.
+    let appended = if ready.store.config().flush == tidelog_storage::FlushMode::Sync {
+        let store = Arc::clone(&ready);
+        blocking(move || Ok(store.store.append(&batch)?)).await?
+    } else {
+        ready.store.append(&batch)?
+    };
     let offsets = partitions
         .into_iter()
         .zip(appended)
