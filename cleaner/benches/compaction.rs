@@ -260,6 +260,7 @@ fn build_log(log: &CompactedLog, plan: &Plan, target: u64, seed: u64, verbose: b
             );
         }
     }
+    log.end_batch().unwrap();
     log.roll(tidelog_storage::types::now_ms()).unwrap();
     if verbose {
         eprintln!(

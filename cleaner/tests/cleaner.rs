@@ -113,6 +113,7 @@ impl Harness {
                 offset += 1;
             }
         }
+        log.end_batch().unwrap();
     }
 
     fn put(&self, p: u32, key: &str, value: Option<&str>) -> u64 {
@@ -124,6 +125,7 @@ impl Harness {
             self.now(),
         )
         .unwrap();
+        log.end_batch().unwrap();
         offset
     }
 

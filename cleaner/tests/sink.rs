@@ -42,7 +42,14 @@ fn open(dir: &std::path::Path) -> (Arc<CompactedLogs>, Store) {
     // Compact topics are declared before the store opens, so records
     // replayed by recovery are copied too.
     let logs = CompactedLogs::open(dir).unwrap();
-    logs.set_topic("users", CompactTopicConfig::default());
+    // Small compacted segments, so replays cross sealed segments too.
+    logs.set_topic(
+        "users",
+        CompactTopicConfig {
+            segment_bytes: 512,
+            ..CompactTopicConfig::default()
+        },
+    );
     let store = Store::open_with_sinks(config(dir), vec![logs.sink()]).unwrap();
     (logs, store)
 }
@@ -94,6 +101,7 @@ fn replay_after_a_crash_is_idempotent() {
         .unwrap()
         .read(0, 1000, usize::MAX)
         .unwrap();
+    assert!(logs.log("users", 0).unwrap().segments().len() > 3);
     assert_eq!(recs.len(), 50, "no duplicates");
     for (i, r) in recs.iter().enumerate() {
         assert_eq!(r.offset, i as u64);

@@ -32,6 +32,13 @@ pub trait DispatchSink: Send + Sync {
     /// checkpoint records a dispatched position.
     fn flush(&self) -> Result<()>;
 
+    /// The dispatcher has handed over every record committed so far: a sink
+    /// that buffers (to write a batch with one system call) makes what it
+    /// holds visible now.
+    fn end_batch(&self) -> Result<()> {
+        Ok(())
+    }
+
     /// Recovery: the CommitLog's valid end is `physical_end`; forget
     /// anything at or past it. Return the physical offset from which the
     /// sink needs records replayed if that is earlier than the checkpoint
@@ -181,6 +188,9 @@ impl Dispatcher {
             }
         }
         if records > 0 {
+            for s in &self.sinks {
+                s.end_batch()?;
+            }
             self.progressed.notify(usize::MAX);
         }
         if progress {

@@ -193,6 +193,7 @@ impl Store {
             },
         )?;
         let end = recovered.end;
+        sinks.iter().try_for_each(|s| s.end_batch())?;
         // Records dispatched during the scan all lie below the valid end;
         // this only drops what sinks held past it from before the crash.
         truncate_all(&sinks, end)?;

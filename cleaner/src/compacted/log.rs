@@ -6,6 +6,10 @@
 //! returns the first record at or after the requested offset; gaps are
 //! normal after cleaning.
 //!
+//! Appends are buffered and written in batches (one positioned write per
+//! dispatch batch, or per `PENDING_MAX_*`), then published: readers see a
+//! record once it is in the segment file, never before.
+//!
 //! Lock order: `append_lock` → `segments`. Readers take only a read lock on
 //! `segments`, long enough to clone the list.
 
@@ -41,10 +45,24 @@ pub struct RollPolicy {
     pub segment_ms: i64,
 }
 
+/// Pending appends are written once they reach either bound (or at the end
+/// of a dispatch batch, or before a flush or roll).
+const PENDING_MAX_BYTES: u64 = 256 << 10;
+const PENDING_MAX_RECORDS: usize = 1024;
+
+/// The appender's state, under `append_lock`.
+struct AppendState {
+    /// Copied but not yet written to the active segment.
+    pending: Vec<CompactedRecord>,
+    pending_bytes: u64,
+    /// One past the last offset taken (pending included), for replay checks.
+    next: u64,
+}
+
 pub struct CompactedLog {
     tp: TopicPartition,
     dir: PathBuf,
-    append_lock: Mutex<()>,
+    append_lock: Mutex<AppendState>,
     segments: RwLock<Vec<Arc<Segment>>>,
     /// One past the last offset appended: the log end offset.
     next_offset: AtomicU64,
@@ -133,7 +151,11 @@ impl CompactedLog {
         Ok(CompactedLog {
             tp,
             dir,
-            append_lock: Mutex::new(()),
+            append_lock: Mutex::new(AppendState {
+                pending: Vec::new(),
+                pending_bytes: 0,
+                next,
+            }),
             segments: RwLock::new(segments),
             next_offset: AtomicU64::new(next),
             appended: Event::new(),
@@ -185,33 +207,64 @@ impl CompactedLog {
 
     /// Append a record copied from the CommitLog. Records at offsets already
     /// in the log (a replay after a crash) are skipped. Returns whether it
-    /// was appended.
+    /// was taken. It becomes visible when the pending batch is written
+    /// ([`CompactedLog::end_batch`], or when the batch is full).
     pub fn append(&self, record: &CompactedRecord, roll: RollPolicy, now_ms: i64) -> Result<bool> {
-        let _g = lock(&self.append_lock);
-        if record.offset < self.next_offset() {
+        let mut st = lock(&self.append_lock);
+        if record.offset < st.next {
             return Ok(false);
         }
-        let active = self.segments().last().cloned();
-        let active = match active {
-            Some(s)
-                if s.is_empty()
-                    || (s.len() + record.len() as u64 <= roll.segment_bytes
-                        && now_ms.saturating_sub(s.created_ms()) < roll.segment_ms) =>
-            {
-                s
+        let fits = match self.segments().last() {
+            None => false,
+            Some(s) => {
+                let len = s.len() + st.pending_bytes;
+                len == 0
+                    || (len + record.len() as u64 <= roll.segment_bytes
+                        && now_ms.saturating_sub(s.created_ms()) < roll.segment_ms)
             }
-            _ => self.roll_locked(record.offset, now_ms)?,
         };
-        active.append(record)?;
-        self.next_offset.store(record.offset + 1, Ordering::Release);
-        self.appended.notify(usize::MAX);
+        if !fits {
+            self.write_pending(&mut st)?;
+            self.roll_locked(record.offset, now_ms)?;
+        }
+        st.pending_bytes += record.len() as u64;
+        st.pending.push(record.clone());
+        st.next = record.offset + 1;
+        if st.pending_bytes >= PENDING_MAX_BYTES || st.pending.len() >= PENDING_MAX_RECORDS {
+            self.write_pending(&mut st)?;
+        }
         Ok(true)
+    }
+
+    /// Write and publish the pending records (end of a dispatch batch).
+    pub fn end_batch(&self) -> Result<()> {
+        let mut st = lock(&self.append_lock);
+        self.write_pending(&mut st)
+    }
+
+    fn write_pending(&self, st: &mut AppendState) -> Result<()> {
+        let Some(last) = st.pending.last().map(|r| r.offset) else {
+            return Ok(());
+        };
+        let Some(active) = self.segments().last().cloned() else {
+            return Err(CleanerError::InvalidConfig {
+                setting: "internal",
+                reason: "pending compacted records with no segment".into(),
+            });
+        };
+        active.append_batch(&st.pending)?;
+        st.pending.clear();
+        st.pending_bytes = 0;
+        self.next_offset.store(last + 1, Ordering::Release);
+        self.appended.notify(usize::MAX);
+        Ok(())
     }
 
     /// Start a new, empty active segment at the end offset (if the current
     /// one holds anything), so everything before it becomes cleanable.
     pub fn roll(&self, now_ms: i64) -> Result<bool> {
-        let _g = lock(&self.append_lock);
+        let mut st = lock(&self.append_lock);
+        self.write_pending(&mut st)?;
         match self.segments().last() {
             Some(s) if s.is_empty() => Ok(false),
             None => Ok(false),
@@ -257,6 +310,8 @@ impl CompactedLog {
 
     /// Make every appended record durable.
     pub fn flush(&self) -> Result<()> {
+        let mut st = lock(&self.append_lock);
+        self.write_pending(&mut st)?;
         if let Some(s) = self.segments().last() {
             s.flush()?;
         }
@@ -307,10 +362,13 @@ impl CompactedLog {
     }
 
     /// Recovery: drop records whose CommitLog copy is at or past
-    /// `physical_end` (lost in a crash). They can only be at the tail of
-    /// the active segment, which is rewritten without them.
+    /// `physical_end`: lost in a crash, or past the checkpoint and about to
+    /// be replayed. Only the active segment is rewritten; records of sealed
+    /// segments were flushed when their segment rolled, and a replay skips
+    /// them by offset.
     pub fn truncate_from_physical(&self, physical_end: u64) -> Result<usize> {
-        let _g = lock(&self.append_lock);
+        let mut st = lock(&self.append_lock);
+        self.write_pending(&mut st)?;
         let Some(active) = self.segments().last().cloned() else {
             return Ok(0);
         };
@@ -346,8 +404,9 @@ impl CompactedLog {
             *last = reopened;
         }
         drop(segs);
-        self.next_offset
-            .store(last_kept.map_or(base, |o| o + 1), Ordering::Release);
+        let next = last_kept.map_or(base, |o| o + 1);
+        st.next = next;
+        self.next_offset.store(next, Ordering::Release);
         tracing::warn!(tp = %self.tp, dropped, "dropped compacted copies of records the commit log lost");
         Ok(dropped)
     }
@@ -371,7 +430,8 @@ impl CompactedLog {
     /// Remove the oldest segments (retention of `compact,delete` topics),
     /// never the active one. Returns (segments, bytes) removed.
     pub(crate) fn delete_oldest(&self, count: usize) -> Result<(usize, u64)> {
-        let _g = lock(&self.append_lock);
+        let mut st = lock(&self.append_lock);
+        self.write_pending(&mut st)?;
         let mut segs = self.segments.write().unwrap_or_else(|e| e.into_inner());
         let n = count.min(segs.len().saturating_sub(1));
         let removed: Vec<_> = segs.drain(..n).collect();

@@ -77,7 +77,9 @@ impl CompactTopicConfig {
 pub struct CompactedLogs {
     root: PathBuf,
     topics: RwLock<HashMap<String, CompactTopicConfig>>,
-    logs: RwLock<HashMap<(String, u32), Arc<CompactedLog>>>,
+    /// topic → partition → log; keyed by topic first so the copy path looks
+    /// a log up by `&str` without allocating.
+    logs: RwLock<HashMap<String, HashMap<u32, Arc<CompactedLog>>>>,
     clock: Arc<dyn Fn() -> i64 + Send + Sync>,
 }
 
@@ -105,7 +107,7 @@ impl CompactedLogs {
             path: root.clone(),
             source: e,
         })?;
-        let mut logs = HashMap::new();
+        let mut logs: HashMap<String, HashMap<u32, Arc<CompactedLog>>> = HashMap::new();
         for topic_entry in std::fs::read_dir(&root).map_err(|e| io_err(&root, e))? {
             let topic_entry = topic_entry.map_err(|e| io_err(&root, e))?;
             let Some(topic) = topic_entry.file_name().to_str().map(str::to_owned) else {
@@ -135,10 +137,9 @@ impl CompactedLogs {
                     path: part.path(),
                     source: e,
                 })?;
-                logs.insert(
-                    (topic.clone(), p),
-                    Arc::new(CompactedLog::open(tp, part.path())?),
-                );
+                logs.entry(topic.clone())
+                    .or_default()
+                    .insert(p, Arc::new(CompactedLog::open(tp, part.path())?));
             }
         }
         Ok(Arc::new(CompactedLogs {
@@ -171,8 +172,9 @@ impl CompactedLogs {
             .remove(topic);
         let removed: Vec<_> = {
             let mut logs = self.logs.write().unwrap_or_else(|e| e.into_inner());
-            let keys: Vec<_> = logs.keys().filter(|(t, _)| t == topic).cloned().collect();
-            keys.into_iter().filter_map(|k| logs.remove(&k)).collect()
+            logs.remove(topic)
+                .map(|p| p.into_values().collect())
+                .unwrap_or_default()
         };
         for l in removed {
             l.wake_all();
@@ -203,7 +205,8 @@ impl CompactedLogs {
         self.logs
             .read()
             .unwrap_or_else(|e| e.into_inner())
-            .get(&(topic.to_string(), partition))
+            .get(topic)?
+            .get(&partition)
             .cloned()
     }
 
@@ -213,7 +216,7 @@ impl CompactedLogs {
             return Ok(l);
         }
         let mut logs = self.logs.write().unwrap_or_else(|e| e.into_inner());
-        if let Some(l) = logs.get(&(topic.to_string(), partition)) {
+        if let Some(l) = logs.get(topic).and_then(|p| p.get(&partition)) {
             return Ok(Arc::clone(l));
         }
         let tp = TopicPartition::new(topic, partition).map_err(|e| CleanerError::Store {
@@ -222,7 +225,9 @@ impl CompactedLogs {
         })?;
         let dir = self.root.join(topic).join(partition.to_string());
         let l = Arc::new(CompactedLog::open(tp, dir)?);
-        logs.insert((topic.to_string(), partition), Arc::clone(&l));
+        logs.entry(topic.to_string())
+            .or_default()
+            .insert(partition, Arc::clone(&l));
         Ok(l)
     }
 
@@ -235,7 +240,8 @@ impl CompactedLogs {
             .clone();
         let logs = self.logs.read().unwrap_or_else(|e| e.into_inner());
         logs.iter()
-            .filter_map(|((t, _), l)| topics.get(t).map(|c| (Arc::clone(l), c.clone())))
+            .filter_map(|(t, parts)| topics.get(t).map(|c| (parts, c)))
+            .flat_map(|(parts, c)| parts.values().map(move |l| (Arc::clone(l), c.clone())))
             .collect()
     }
 
@@ -244,8 +250,16 @@ impl CompactedLogs {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .values()
-            .cloned()
+            .flat_map(|p| p.values().cloned())
             .collect()
+    }
+
+    /// Write every log's pending appends (end of a dispatch batch).
+    pub fn end_batch(&self) -> Result<()> {
+        for l in self.all_logs() {
+            l.end_batch()?;
+        }
+        Ok(())
     }
 
     /// The dispatcher sink that copies compact topics' records here.
@@ -270,7 +284,7 @@ impl CompactedLogs {
         let (headers, header_count) = r.headers_block();
         let key = r.key();
         let value = r.value();
-        let bytes = bytes::Bytes::from(format::encode(&format::Fields {
+        let rec = format::encode_record(&format::Fields {
             offset: r.queue_offset().0,
             timestamp_ms: r.timestamp_ms(),
             store_timestamp_ms: r.store_timestamp_ms(),
@@ -280,17 +294,7 @@ impl CompactedLogs {
             value: value.as_deref(),
             headers_block: &headers,
             header_count,
-        }));
-        let rec = match format::decode(&bytes) {
-            Ok(format::Decoded::Record(rec)) => rec,
-            other => {
-                return Err(CleanerError::Corruption {
-                    path: self.root.clone(),
-                    line: 0,
-                    reason: format!("record just encoded does not decode: {other:?}"),
-                })
-            }
-        };
+        });
         let log = self.log_or_create(r.topic(), r.partition())?;
         log.append(&rec, config.roll_policy(), self.now_ms())
     }
@@ -329,6 +333,10 @@ impl DispatchSink for CompactedSink {
             .copy_record(record)
             .map(|_| ())
             .map_err(to_store_error)
+    }
+
+    fn end_batch(&self) -> tidelog_storage::Result<()> {
+        self.logs.end_batch().map_err(to_store_error)
     }
 
     fn flush(&self) -> tidelog_storage::Result<()> {

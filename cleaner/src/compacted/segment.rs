@@ -236,6 +236,47 @@ impl Segment {
         Ok(())
     }
 
+    /// Append several records with one positioned write (the single
+    /// appender only); published together.
+    pub fn append_batch(&self, records: &[CompactedRecord]) -> Result<()> {
+        let Some(first) = records.first() else {
+            return Ok(());
+        };
+        if records.len() == 1 {
+            return self.append(first);
+        }
+        let start = self.len();
+        let total: usize = records.iter().map(CompactedRecord::len).sum();
+        let mut buf = Vec::with_capacity(total);
+        for r in records {
+            buf.extend_from_slice(r.raw());
+        }
+        self.file
+            .write_all_at(&buf, start)
+            .map_err(|e| io_err(&self.path(), e))?;
+        let mut pos = start;
+        {
+            let mut index = self.index.write().unwrap_or_else(|e| e.into_inner());
+            let mut stats = self.stats.lock().unwrap_or_else(|e| e.into_inner());
+            for r in records {
+                if index
+                    .last()
+                    .is_none_or(|&(_, p)| pos >= p + INDEX_INTERVAL_BYTES)
+                {
+                    index.push((r.offset, pos));
+                }
+                if stats.first_store_ts_ms.is_none() {
+                    self.created_ms
+                        .store(r.store_timestamp_ms, Ordering::Release);
+                }
+                note(&mut stats, r);
+                pos += r.len() as u64;
+            }
+        }
+        self.len.store(pos, Ordering::Release);
+        Ok(())
+    }
+
     pub fn flush(&self) -> Result<()> {
         self.file.sync_data().map_err(|e| io_err(&self.path(), e))
     }
