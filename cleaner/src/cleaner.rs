@@ -60,6 +60,8 @@ pub struct CleanerConfig {
     pub load_factor: f64,
     /// Test seam: stop a swap at this step, as a crash would.
     pub crash_at: Option<SwapStep>,
+    /// Test seam: panic at this step, to exercise thread supervision.
+    pub panic_at: Option<SwapStep>,
 }
 
 impl Default for CleanerConfig {
@@ -71,6 +73,7 @@ impl Default for CleanerConfig {
             io_max_bytes_per_second: None,
             load_factor: DEFAULT_LOAD_FACTOR,
             crash_at: None,
+            panic_at: None,
         }
     }
 }
@@ -942,6 +945,9 @@ impl Shared {
     }
 
     fn crash_point(&self, step: SwapStep) -> Result<()> {
+        if self.config.panic_at == Some(step) {
+            panic!("simulated panic at {step:?} (CleanerConfig::panic_at)");
+        }
         if self.config.crash_at == Some(step) {
             return Err(CleanerError::InvalidConfig {
                 setting: "crash_at",
