@@ -37,6 +37,7 @@ pub mod error;
 mod extract;
 pub mod groups;
 pub mod handlers;
+mod json_fast;
 pub mod metrics;
 pub mod names;
 pub mod partitioner;

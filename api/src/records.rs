@@ -143,6 +143,20 @@ const RECORD_FIELDS: [&str; 5] = ["key", "value", "partition", "headers", "times
 /// Decodes a produce body in `format` (see the module doc for the rules).
 /// The caller has already bounded the body's size.
 pub fn decode_produce(format: EmbeddedFormat, body: &[u8]) -> Result<Vec<ProduceRecord>, ApiError> {
+    // Plain, valid requests take the scanner of `json_fast`; it hands every
+    // other body (errors included) to the general decoder below.
+    match crate::json_fast::decode_produce_fast(format, body) {
+        Some(records) => Ok(records),
+        None => decode_produce_general(format, body),
+    }
+}
+
+/// The general decoder, through `serde_json::Value` trees: the reference for
+/// every answer and message of [`decode_produce`].
+pub(crate) fn decode_produce_general(
+    format: EmbeddedFormat,
+    body: &[u8],
+) -> Result<Vec<ProduceRecord>, ApiError> {
     let root: Value =
         serde_json::from_slice(body).map_err(|e| malformed(format!("body is not JSON: {e}")))?;
     let Value::Object(mut root) = root else {
@@ -515,6 +529,90 @@ pub fn render_record(
             .collect(),
         physical_offset: record.physical_offset,
     })
+}
+
+/// Appends `record` in `format` to `out` as JSON: the exact bytes of
+/// `serde_json::to_vec(&render_record(format, record)?)`, written directly.
+/// Key and value bytes that are already canonical JSON (json format) and
+/// base64 (binary format, headers) are copied without a `Value` or escaping
+/// pass. On a 42203, `out` holds a partial record: discard it.
+pub fn write_record(
+    out: &mut Vec<u8>,
+    format: EmbeddedFormat,
+    record: &RecordView<'_>,
+) -> Result<(), ApiError> {
+    use crate::json_fast::{push_base64_str, push_i64, push_json_str, push_u64};
+    out.extend_from_slice(b"{\"topic\":");
+    push_json_str(out, record.topic);
+    out.extend_from_slice(b",\"key\":");
+    write_embedded(out, format, RecordField::Key, record)?;
+    out.extend_from_slice(b",\"value\":");
+    write_embedded(out, format, RecordField::Value, record)?;
+    out.extend_from_slice(b",\"partition\":");
+    push_u64(out, u64::from(record.partition));
+    out.extend_from_slice(b",\"offset\":");
+    push_u64(out, record.offset);
+    out.extend_from_slice(b",\"timestamp\":");
+    push_i64(out, record.timestamp_ms);
+    out.extend_from_slice(b",\"headers\":[");
+    for (i, (name, value)) in record.headers.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(b"{\"name\":");
+        push_json_str(out, name);
+        out.extend_from_slice(b",\"value\":");
+        push_base64_str(out, value);
+        out.push(b'}');
+    }
+    out.push(b']');
+    if let Some(physical) = record.physical_offset {
+        out.extend_from_slice(b",\"physical_offset\":");
+        push_u64(out, physical);
+    }
+    out.push(b'}');
+    Ok(())
+}
+
+fn write_embedded(
+    out: &mut Vec<u8>,
+    format: EmbeddedFormat,
+    field: RecordField,
+    record: &RecordView<'_>,
+) -> Result<(), ApiError> {
+    let bytes = match field {
+        RecordField::Key => record.key,
+        RecordField::Value => record.value,
+    };
+    match (format, bytes) {
+        (_, None) => out.extend_from_slice(b"null"),
+        (EmbeddedFormat::Binary, Some(bytes)) => crate::json_fast::push_base64_str(out, bytes),
+        (EmbeddedFormat::Json, Some(bytes)) if crate::json_fast::is_canonical_json(bytes) => {
+            out.extend_from_slice(bytes)
+        }
+        (EmbeddedFormat::Json, Some(bytes)) => {
+            let value = render_embedded(format, field, Some(bytes))
+                .map_err(|e| with_position(record, e))?;
+            serde_json::to_writer(&mut *out, &value).map_err(|e| ApiError::Internal {
+                message: format!("cannot encode the answer: {e}"),
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// Names the record in a 42203, so a client can skip it or refetch in
+/// binary.
+fn with_position(record: &RecordView<'_>, e: ApiError) -> ApiError {
+    match e {
+        ApiError::JsonConversion { message } => ApiError::JsonConversion {
+            message: format!(
+                "record at offset {} of {}/{}: {message}",
+                record.offset, record.topic, record.partition
+            ),
+        },
+        other => other,
+    }
 }
 
 #[cfg(test)]
@@ -996,6 +1094,416 @@ mod tests {
             })
             .unwrap(),
             json!({"beginning_offset": 3, "end_offset": 10})
+        );
+    }
+    // ---- fast paths against the general ones (json_fast.rs) ----
+
+    /// Stored key/value texts: canonical and not, valid and not.
+    fn json_samples() -> Vec<Vec<u8>> {
+        let mut samples: Vec<Vec<u8>> = [
+            "null",
+            "true",
+            "false",
+            "0",
+            "-0",
+            "7",
+            "-7",
+            "123456789012345678",
+            "1234567890123456789",
+            "12345678901234567890",
+            "-9223372036854775808",
+            "184467440737095516150",
+            "1.5",
+            "1.0",
+            "1e2",
+            "1E+2",
+            "-0.0",
+            "1e400",
+            "01",
+            "\"\"",
+            "\"s\"",
+            "\"a\\\"b\\\\c\\n\\r\\t\\b\\f\"",
+            "\"\\/\"",
+            "\"\\u00e9\"",
+            "\"\\u0001\"",
+            "\"\\ud800\"",
+            "\"é ü 日本\"",
+            "\"\x7f\"",
+            "[]",
+            "{}",
+            "[1,2,[3]]",
+            "[1, 2]",
+            " 1",
+            "1 ",
+            "{\"a\":1,\"b\":2}",
+            "{\"b\":1,\"a\":2}",
+            "{\"a\":1,\"a\":2}",
+            "{\"a\" :1}",
+            "{\"a\": 1}",
+            "{\"\\u0061\":1}",
+            "{\"a\\n\":1,\"a\":2}",
+            "{\"a\":{\"z\":[true,null,{\"y\":\"s\"}],\"c\":1}}",
+            "{\"ab\":1,\"b\":2}",
+            "{\"b\":1,\"ab\":2}",
+            "{\"é\":1,\"z\":2}",
+            "{\"z\":1,\"é\":2}",
+            "[1,]",
+            "{\"a\":1,}",
+            "[",
+            "\"unterminated",
+            "nul",
+            "-",
+            "1.",
+            "1e",
+            "tru",
+            "[1 2]",
+            "{1:2}",
+            "\"tab\there\"",
+            "",
+            " ",
+            "raw bytes",
+            "\"\\x\"",
+            "[-0,1]",
+        ]
+        .iter()
+        .map(|s| s.as_bytes().to_vec())
+        .collect();
+        samples.push(vec![0xff, 0x00]);
+        samples.push(b"\"\xc3\x28\"".to_vec());
+        samples.push(format!("{}1{}", "[".repeat(99), "]".repeat(99)).into_bytes());
+        samples.push(format!("{}1{}", "[".repeat(101), "]".repeat(101)).into_bytes());
+        samples.push(format!("{}1{}", "[".repeat(130), "]".repeat(130)).into_bytes());
+        samples
+    }
+
+    #[test]
+    fn canonical_json_is_its_own_serde_json_rendering() {
+        for sample in json_samples() {
+            let parsed = serde_json::from_slice::<Value>(&sample);
+            if crate::json_fast::is_canonical_json(&sample) {
+                let value = parsed
+                    .as_ref()
+                    .unwrap_or_else(|e| panic!("{sample:?}: {e}"));
+                assert_eq!(serde_json::to_vec(value).unwrap(), sample, "{sample:?}");
+            }
+            // Whatever serde_json writes (integers of up to 18 digits, no
+            // escapes, moderate nesting) is recognised.
+            if let Ok(value) = parsed {
+                let text = serde_json::to_vec(&value).unwrap();
+                let has_float = text.iter().any(|b| matches!(b, b'.' | b'e'));
+                let has_escape = text.contains(&b'\\');
+                let long_integer = text
+                    .split(|b| !b.is_ascii_digit())
+                    .any(|run| run.len() > 18);
+                let deep = text.starts_with(b"[[[[[[[[[[[[[[[[[[[[[");
+                if !has_float && !has_escape && !long_integer && !deep {
+                    assert!(crate::json_fast::is_canonical_json(&text), "{text:?}");
+                }
+            }
+        }
+    }
+
+    fn views<'a>(
+        key: Option<&'a [u8]>,
+        value: Option<&'a [u8]>,
+        headers: &'a [(String, Bytes)],
+    ) -> Vec<RecordView<'a>> {
+        let base = RecordView {
+            topic: "orders.v1-x_y",
+            partition: 3,
+            offset: 12_345_678_901,
+            timestamp_ms: 1_700_000_000_123,
+            key,
+            value,
+            headers,
+            physical_offset: None,
+        };
+        vec![
+            base,
+            RecordView {
+                timestamp_ms: -1,
+                offset: 0,
+                partition: u32::MAX,
+                physical_offset: Some(4096),
+                ..base
+            },
+            RecordView {
+                topic: "we\"ird\\top\nic",
+                timestamp_ms: i64::MIN,
+                offset: u64::MAX,
+                physical_offset: Some(0),
+                ..base
+            },
+        ]
+    }
+
+    #[test]
+    fn write_record_is_byte_identical_to_serde_of_render_record() {
+        let header_sets: Vec<Vec<(String, Bytes)>> = vec![
+            vec![],
+            vec![("trace".into(), Bytes::from_static(&[0, 1, 255]))],
+            vec![
+                ("a\"b\\c\u{1}é".into(), Bytes::new()),
+                ("a\"b\\c\u{1}é".into(), Bytes::from_static(b"xy")),
+                ("".into(), Bytes::from_static(b"\xff")),
+            ],
+        ];
+        let mut samples: Vec<Option<Vec<u8>>> = json_samples().into_iter().map(Some).collect();
+        samples.push(None);
+        samples.push(Some((0..=255u8).collect()));
+        let mut compared = 0;
+        for headers in &header_sets {
+            for key in &samples {
+                for value in [&None, &Some(b"{\"v\":1}".to_vec()), key] {
+                    for view in views(key.as_deref(), value.as_deref(), headers) {
+                        for format in [JSON, BINARY] {
+                            let old = render_record(format, &view)
+                                .map(|r| serde_json::to_vec(&r).unwrap());
+                            let mut new = b"prefix".to_vec();
+                            let result = write_record(&mut new, format, &view);
+                            match (old, result) {
+                                (Ok(old), Ok(())) => assert_eq!(
+                                    String::from_utf8_lossy(&new[6..]),
+                                    String::from_utf8_lossy(&old),
+                                    "{view:?}"
+                                ),
+                                (Err(old), Err(new)) => {
+                                    assert_eq!(old.error_code(), new.error_code());
+                                    assert_eq!(old.to_string(), new.to_string());
+                                }
+                                (old, new) => panic!("{view:?}: {old:?} vs {new:?}"),
+                            }
+                            compared += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert!(compared > 1000, "{compared}");
+    }
+
+    #[test]
+    fn write_record_pins_the_fetch_answer_shape() {
+        let headers = vec![
+            ("h".to_string(), Bytes::from_static(b"ab")),
+            ("h".to_string(), Bytes::new()),
+        ];
+        let render = |format, key: Option<&[u8]>, value: Option<&[u8]>, headers| {
+            let mut out = Vec::new();
+            write_record(
+                &mut out,
+                format,
+                &RecordView {
+                    topic: "t",
+                    partition: 2,
+                    offset: 41,
+                    timestamp_ms: 5,
+                    key,
+                    value,
+                    headers,
+                    physical_offset: None,
+                },
+            )
+            .unwrap();
+            String::from_utf8(out).unwrap()
+        };
+        assert_eq!(
+            render(JSON, Some(br#"{"id":7}"#), Some(br#"[1,"two"]"#), &headers),
+            r#"{"topic":"t","key":{"id":7},"value":[1,"two"],"partition":2,"offset":41,"timestamp":5,"headers":[{"name":"h","value":"YWI="},{"name":"h","value":""}]}"#
+        );
+        // Not canonical as stored: rendered through serde_json.
+        assert_eq!(
+            render(JSON, None, Some(br#" {"b": 1.0, "a": "\/"} "#), &[]),
+            r#"{"topic":"t","key":null,"value":{"a":"/","b":1.0},"partition":2,"offset":41,"timestamp":5,"headers":[]}"#
+        );
+        // Keyless tombstone.
+        assert_eq!(
+            render(BINARY, None, None, &[]),
+            r#"{"topic":"t","key":null,"value":null,"partition":2,"offset":41,"timestamp":5,"headers":[]}"#
+        );
+        assert_eq!(
+            render(BINARY, Some(&[0, 255]), Some(b"hi"), &headers[..1]),
+            r#"{"topic":"t","key":"AP8=","value":"aGk=","partition":2,"offset":41,"timestamp":5,"headers":[{"name":"h","value":"YWI="}]}"#
+        );
+        let mut out = Vec::new();
+        let err = write_record(
+            &mut out,
+            JSON,
+            &RecordView {
+                topic: "t",
+                partition: 1,
+                offset: 9,
+                timestamp_ms: 0,
+                key: Some(b"{\"a\":1}"),
+                value: Some(b"raw bytes"),
+                headers: &[],
+                physical_offset: None,
+            },
+        )
+        .unwrap_err();
+        assert_eq!(err.error_code(), 42203);
+        assert!(
+            err.to_string()
+                .starts_with("record at offset 9 of t/1: stored value is not valid JSON"),
+            "{err}"
+        );
+    }
+
+    /// Produce bodies covering every shape the decoders handle.
+    fn produce_bodies() -> Vec<Vec<u8>> {
+        let mut bodies: Vec<Vec<u8>> = [
+            r#"{"records":[]}"#,
+            r#"{"records":[{"value":"aGk="}]}"#,
+            r#"{"records":[{"key":"AAEC/w==","value":"aGVsbG8=","headers":[{"name":"trace","value":"AQ=="},{"value":"","name":"trace"}]}]}"#,
+            r#" { "records" : [ { "key" : null , "value" : null , "partition" : 0 , "timestamp" : 0 , "headers" : null } ] } "#,
+            r#"{"records":[{"value":"eA==","partition":4294967295,"timestamp":9223372036854775807}]}"#,
+            r#"{"records":[{"value":"eA==","partition":4294967296}]}"#,
+            r#"{"records":[{"value":"eA==","timestamp":9223372036854775808}]}"#,
+            r#"{"records":[{"value":"eA==","partition":-1}]}"#,
+            r#"{"records":[{"value":"eA==","partition":-0}]}"#,
+            r#"{"records":[{"value":"eA==","partition":1.0}]}"#,
+            r#"{"records":[{"value":"eA==","partition":1e1}]}"#,
+            r#"{"records":[{"value":"eA==","partition":"0"}]}"#,
+            r#"{"records":[{"value":"eA==","timestamp":-1}]}"#,
+            r#"{"records":[{"value":"eA==","timestamp":"now"}]}"#,
+            r#"{"records":[{"value":"eA==","partition":01}]}"#,
+            r#"{"key_schema_id":null,"records":[{"value":"eA=="}],"value_schema":{"x":[1,2.5,"\u00e9"]}}"#,
+            r#"{"records":[{"value":"eA=="}],"records":[{"value":"eQ=="}]}"#,
+            r#"{"records":[{"value":"eA==","value":"eQ=="}]}"#,
+            r#"{"records":[{"key":"eA==","key":null,"value":"eQ=="}]}"#,
+            r#"{"records":[{"value":"eA==","valeu":1}]}"#,
+            r#"{"records":[{"key":"eA=="}]}"#,
+            r#"{"records":[{"value":"not base64!"}]}"#,
+            r#"{"records":[{"value":"aGk"}]}"#,
+            r#"{"records":[{"value":"aGk=\n"}]}"#,
+            r#"{"records":[{"value":"aG\u0073="}]}"#,
+            r#"{"records":[{"value":"aGk\/"}]}"#,
+            r#"{"records":[{"key":5,"value":"aGk="}]}"#,
+            r#"{"records":[{"value":{"a":1}}]}"#,
+            r#"{"records":[{"value":1,"headers":{"a":"b"}}]}"#,
+            r#"{"records":[{"value":1,"headers":["h"]}]}"#,
+            r#"{"records":[{"value":1,"headers":[{"value":"YQ=="}]}]}"#,
+            r#"{"records":[{"value":1,"headers":[{"name":"h"}]}]}"#,
+            r#"{"records":[{"value":1,"headers":[{"name":"h","value":null}]}]}"#,
+            r#"{"records":[{"value":1,"headers":[{"name":"h","value":"","x":1}]}]}"#,
+            r#"{"records":[{"value":1,"headers":[{"name":"h","name":"i","value":""}]}]}"#,
+            r#"{"records":[{"value":1,"headers":[{"name":"a\"b\\c\né","value":"YQ=="}]}]}"#,
+            r#"{"records":[{"value":1,"headers":[{"name":"\u0061","value":"YQ=="}]}]}"#,
+            r#"{"records":[{"value":1,"headers":[{"name":"\ud800","value":"YQ=="}]}]}"#,
+            r#"{"records":[{"key":{"b":1,"a":[true,null,{"z":0,"y":"s"}]},"value":"hello"},{"value":12.5},{"key":"k","value":{"nested":{"d":1,"c":2}},"partition":3,"timestamp":1700000000000}]}"#,
+            r#"{"records":[{"key":{"a":2,"b":1},"value":{"a":[1,-2,"x\ty"],"b":{}}}]}"#,
+            r#"{"records":[{"key":{ "a" : 2 , "b": 1 },"value":[1 ,2]}]}"#,
+            r#"{"records":[{"key":{"a":1,"a":2},"value":-0}]}"#,
+            r#"{"records":[{"key":"\/","value":1e400}]}"#,
+            r#"{"records":[{"key":"é日本","value":"\u00e9"}]}"#,
+            r#"{"records":[{"key":"\ud800","value":1}]}"#,
+            r#"{"records":[{"value":12345678901234567890}]}"#,
+            r#"{"records":[{"value":123456789012345678901234}]}"#,
+            r#"{"records":[{"value":[1,]}]}"#,
+            r#"{"records":[1]}"#,
+            r#"{"records":[null]}"#,
+            r#"{"records":{}}"#,
+            r#"{"records":null}"#,
+            r#"{}"#,
+            r#"[]"#,
+            r#""#,
+            r#"{"records":["#,
+            r#"{"records":[]} x"#,
+            r#"{"records":[]},"#,
+            r#"{"records":[],}"#,
+            r#"{"rec\u006frds":[]}"#,
+            r#"{"rec\u006frds":[{"value":"eA=="}]}"#,
+            "{\"records\":[{\"value\":\"a\tb\"}]}",
+            "{\"records\":[{\"value\":\"\x7f\"}]}",
+        ]
+        .iter()
+        .map(|s| s.as_bytes().to_vec())
+        .collect();
+        bodies.push(b"\xff\xfe".to_vec());
+        bodies.push(b"{\"records\":[{\"value\":\"\xc3\x28\"}]}".to_vec());
+        bodies.push(b"{\"x\":\"\xc3\x28\",\"records\":[]}".to_vec());
+        // Escapes, quotes and control characters at every position of a
+        // string longer than the scanner's 8-byte steps.
+        for at in 0..20 {
+            for special in [
+                "\\\"", "\\n", "\\\\", "\\/", "\\u0041", "\t", "\u{1}", "é", "\u{7f}",
+            ] {
+                let text = format!("{}{special}{}", "a".repeat(at), "b".repeat(20 - at));
+                bodies.push(
+                    format!("{{\"records\":[{{\"key\":\"{text}\",\"value\":{{\"{text}\":1}},\"headers\":[{{\"name\":\"{text}\",\"value\":\"\"}}]}}]}}")
+                        .into_bytes(),
+                );
+                bodies.push(
+                    format!(
+                        "{{\"records\":[{{\"key\":[\"{text}\"],\"value\":{{\"k\":\"{text}\"}}}}]}}"
+                    )
+                    .into_bytes(),
+                );
+            }
+        }
+        for depth in [90, 97, 98, 120, 124, 125, 126, 127, 130, 10_000] {
+            let nested = format!("{}1{}", "[".repeat(depth), "]".repeat(depth));
+            bodies.push(format!("{{\"records\":[{{\"value\":{nested}}}]}}").into_bytes());
+            bodies.push(format!("{{\"x\":{nested},\"records\":[]}}").into_bytes());
+        }
+        bodies
+    }
+
+    fn same_outcome(
+        body: &[u8],
+        format: EmbeddedFormat,
+        new: Result<Vec<ProduceRecord>, ApiError>,
+        old: Result<Vec<ProduceRecord>, ApiError>,
+    ) {
+        let body = String::from_utf8_lossy(body);
+        match (new, old) {
+            (Ok(new), Ok(old)) => assert_eq!(new, old, "{format:?} {body}"),
+            (Err(new), Err(old)) => {
+                assert_eq!(new.error_code(), old.error_code(), "{format:?} {body}");
+                assert_eq!(new.to_string(), old.to_string(), "{format:?} {body}");
+            }
+            (new, old) => panic!("{format:?} {body}: {new:?} vs {old:?}"),
+        }
+    }
+
+    #[test]
+    fn fast_produce_decoding_matches_the_general_decoder() {
+        let mut fast = 0;
+        for body in produce_bodies() {
+            for format in [JSON, BINARY] {
+                let old = decode_produce_general(format, &body);
+                if let Some(records) = crate::json_fast::decode_produce_fast(format, &body) {
+                    fast += 1;
+                    same_outcome(
+                        &body,
+                        format,
+                        Ok(records),
+                        decode_produce_general(format, &body),
+                    );
+                }
+                same_outcome(&body, format, decode_produce(format, &body), old);
+            }
+        }
+        assert!(fast >= 100, "{fast}");
+    }
+
+    #[test]
+    fn plain_requests_take_the_fast_path() {
+        let binary = br#"{"records":[{"value":"aGk="},{"key":"eA==","value":null,"headers":[{"name":"h","value":"YQ=="}]}]}"#;
+        let records = crate::json_fast::decode_produce_fast(BINARY, binary).unwrap();
+        assert_eq!(records[0].value.as_deref(), Some(&b"hi"[..]));
+        assert_eq!(records[1].key.as_deref(), Some(&b"x"[..]));
+        assert_eq!(records[1].value, None);
+        assert_eq!(
+            records[1].headers,
+            vec![("h".into(), Bytes::from_static(b"a"))]
+        );
+        let json = br#"{"records":[{"key":{"a":1},"value":{"b":2,"a":1.5}}]}"#;
+        let records = crate::json_fast::decode_produce_fast(JSON, json).unwrap();
+        assert_eq!(records[0].key.as_deref(), Some(&br#"{"a":1}"#[..]));
+        assert_eq!(
+            records[0].value.as_deref(),
+            Some(&br#"{"a":1.5,"b":2}"#[..])
         );
     }
 }

@@ -50,8 +50,8 @@ use crate::error::ApiError;
 use crate::extract::{ApiPath, ApiQuery};
 use crate::names;
 use crate::records::{
-    decode_key_query, render_record, EmbeddedFormat, FetchedRecord, PartitionOffsets, RecordView,
-    V2_RESPONSE,
+    decode_key_query, render_record, write_record, EmbeddedFormat, FetchedRecord, PartitionOffsets,
+    RecordView, V2_RESPONSE,
 };
 use crate::registry::Topic;
 use crate::state::{AppState, Ready};
@@ -233,18 +233,19 @@ async fn read_rendered(
             });
         }
         let bytes = read.records.iter().map(payload_bytes).sum();
-        let rendered = read
-            .records
-            .iter()
-            .map(|r| render(format, r, false))
-            .collect::<Result<Vec<_>, _>>()?;
-        let body = serde_json::to_vec(&rendered).map_err(|e| ApiError::Internal {
-            message: format!("cannot encode the answer: {e}"),
-        })?;
+        let mut body = Vec::with_capacity(answer_capacity(format, read.records.len(), bytes));
+        body.push(b'[');
+        for (i, r) in read.records.iter().enumerate() {
+            if i > 0 {
+                body.push(b',');
+            }
+            write_stored(&mut body, format, r)?;
+        }
+        body.push(b']');
         Ok(Rendered {
             body: Some(body),
             next_offset: read.next_offset,
-            records: rendered.len() as u64,
+            records: read.records.len() as u64,
             bytes,
         })
     };
@@ -283,17 +284,35 @@ async fn read_compacted_rendered(
         };
         let next_offset = last.offset + 1;
         let bytes = records.iter().map(compacted_payload_bytes).sum();
-        let rendered = records
-            .iter()
-            .map(|r| render_compacted(format, &topic.name, partition, r, false))
-            .collect::<Result<Vec<_>, _>>()?;
-        let body = serde_json::to_vec(&rendered).map_err(|e| ApiError::Internal {
-            message: format!("cannot encode the answer: {e}"),
-        })?;
+        let mut body = Vec::with_capacity(answer_capacity(format, records.len(), bytes));
+        body.push(b'[');
+        for (i, r) in records.iter().enumerate() {
+            if i > 0 {
+                body.push(b',');
+            }
+            let headers: Vec<(String, bytes::Bytes)> =
+                r.headers().into_iter().map(|h| (h.name, h.value)).collect();
+            let (key, value) = (r.key(), r.value());
+            write_record(
+                &mut body,
+                format,
+                &RecordView {
+                    topic: &topic.name,
+                    partition,
+                    offset: r.offset,
+                    timestamp_ms: r.timestamp_ms,
+                    key: key.as_deref(),
+                    value: value.as_deref(),
+                    headers: &headers,
+                    physical_offset: None,
+                },
+            )?;
+        }
+        body.push(b']');
         Ok(Rendered {
             body: Some(body),
             next_offset,
-            records: rendered.len() as u64,
+            records: records.len() as u64,
             bytes,
         })
     })
@@ -327,6 +346,44 @@ fn render_compacted(
             value: value.as_deref(),
             headers: &headers,
             physical_offset: with_physical_offset.then_some(r.physical_offset),
+        },
+    )
+}
+
+/// A first guess at a fetch answer's size: base64 takes 4/3 of the
+/// payload, and each record's fields and topic about 128 bytes.
+fn answer_capacity(format: EmbeddedFormat, records: usize, payload: u64) -> usize {
+    let payload = usize::try_from(payload).unwrap_or(usize::MAX);
+    let payload = match format {
+        EmbeddedFormat::Binary => payload / 3 * 4 + records * 8,
+        EmbeddedFormat::Json => payload,
+    };
+    payload.saturating_add(records * 128).saturating_add(2)
+}
+
+/// A stored record of a fetch answer, appended to `out` (no physical
+/// offset): the bytes [`render`] would give, without the intermediate
+/// record.
+fn write_stored(
+    out: &mut Vec<u8>,
+    format: EmbeddedFormat,
+    r: &StoredRecord,
+) -> Result<(), ApiError> {
+    let (key, value) = (r.key(), r.value());
+    let headers: Vec<(String, bytes::Bytes)> =
+        r.headers().into_iter().map(|h| (h.name, h.value)).collect();
+    write_record(
+        out,
+        format,
+        &RecordView {
+            topic: r.topic(),
+            partition: r.partition(),
+            offset: r.queue_offset().0,
+            timestamp_ms: r.timestamp_ms(),
+            key: key.as_deref(),
+            value: value.as_deref(),
+            headers: &headers,
+            physical_offset: None,
         },
     )
 }

@@ -1,0 +1,600 @@
+//! Fast paths for the produce and fetch hot paths (docs/BENCHMARKS.md,
+//! "after the hot-path work").
+//!
+//! Both are *sound by fallback*: they only take a body or a stored value
+//! they can prove they handle exactly like the general path in `records.rs`
+//! (serde_json `Value` trees), and hand everything else back to it. So every
+//! answer, error code and message is the general path's.
+//!
+//! * [`decode_produce_fast`] reads a produce body with a strict hand-written
+//!   scanner and answers `None` (use the general decoder) for anything that
+//!   is not a well-formed, valid request in the plain shape: an unknown or
+//!   repeated field, a `\u` escape in any string, an escape in a field name or a
+//!   base64 string, bad base64, a wrong type, nesting deeper than
+//!   [`MAX_DEPTH`], invalid UTF-8. Base64 is decoded into one buffer for the
+//!   whole request, which the records then share.
+//! * [`is_canonical_json`] tells whether bytes are exactly what serde_json
+//!   writes for the `Value` they parse to (compact, object members sorted,
+//!   integers only, strings in serde_json's escaping): such bytes are their
+//!   own canonical form and can be stored or sent as they are.
+
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine as _;
+use bytes::Bytes;
+
+use crate::records::{EmbeddedFormat, ProduceRecord};
+
+/// Deeper nesting (counted from the body's root) goes to the general path,
+/// which enforces serde_json's own limit of 128 with its own message.
+pub(crate) const MAX_DEPTH: usize = 100;
+
+struct Scanner<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+/// What [`Scanner::value`] found.
+struct Scanned {
+    start: usize,
+    end: usize,
+    /// The text is serde_json's compact, sorted rendering of itself.
+    canonical: bool,
+}
+
+impl<'a> Scanner<'a> {
+    fn new(bytes: &'a [u8]) -> Self {
+        Scanner { bytes, pos: 0 }
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.pos).copied()
+    }
+
+    /// Skips JSON whitespace; true if there was any.
+    fn ws(&mut self) -> bool {
+        let start = self.pos;
+        while let Some(b' ' | b'\n' | b'\r' | b'\t') = self.peek() {
+            self.pos += 1;
+        }
+        self.pos != start
+    }
+
+    fn eat(&mut self, byte: u8) -> Option<()> {
+        if self.peek() == Some(byte) {
+            self.pos += 1;
+            Some(())
+        } else {
+            None
+        }
+    }
+
+    fn literal(&mut self, text: &[u8]) -> Option<()> {
+        if self.bytes.get(self.pos..self.pos + text.len()) == Some(text) {
+            self.pos += text.len();
+            Some(())
+        } else {
+            None
+        }
+    }
+
+    /// Skips string bytes that need no attention (not `"`, `\\` or a
+    /// control character), eight at a time.
+    fn skip_plain(&mut self) {
+        const ONES: u64 = 0x0101_0101_0101_0101;
+        const HIGH: u64 = 0x8080_8080_8080_8080;
+        let has_zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGH;
+        while let Some(chunk) = self.bytes.get(self.pos..self.pos + 8) {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            let x = u64::from_le_bytes(word);
+            // Any byte that is `"`, `\\`, or below 0x20 stops the skip.
+            let special = has_zero(x ^ (ONES * u64::from(b'"')))
+                | has_zero(x ^ (ONES * u64::from(b'\\')))
+                | (x.wrapping_sub(ONES * 0x20) & !x & HIGH);
+            if special != 0 {
+                return;
+            }
+            self.pos += 8;
+        }
+    }
+
+    /// A string at the cursor (on its opening quote). Returns the raw
+    /// contents between the quotes, whether they contain an escape, and
+    /// whether they are in serde_json's output escaping. `None` for invalid
+    /// strings and for `\u` escapes (left to serde_json: surrogates).
+    fn string(&mut self) -> Option<(&'a [u8], bool, bool)> {
+        self.eat(b'"')?;
+        let start = self.pos;
+        let mut escaped = false;
+        let mut canonical = true;
+        loop {
+            self.skip_plain();
+            let b = self.peek()?;
+            match b {
+                b'"' => {
+                    let raw = &self.bytes[start..self.pos];
+                    self.pos += 1;
+                    return Some((raw, escaped, canonical));
+                }
+                b'\\' => {
+                    escaped = true;
+                    self.pos += 1;
+                    match self.peek()? {
+                        b'"' | b'\\' | b'b' | b'f' | b'n' | b'r' | b't' => {}
+                        b'/' => canonical = false,
+                        _ => return None,
+                    }
+                    self.pos += 1;
+                }
+                0x00..=0x1f => return None,
+                _ => self.pos += 1,
+            }
+        }
+    }
+
+    /// An integer or other number; canonical only for integers of at most
+    /// 18 digits (they stay integers through serde_json and print the same)
+    /// other than `-0`.
+    fn number(&mut self) -> Option<bool> {
+        let start = self.pos;
+        let negative = self.eat(b'-').is_some();
+        let digits_start = self.pos;
+        match self.peek()? {
+            b'0' => self.pos += 1,
+            b'1'..=b'9' => {
+                while let Some(b'0'..=b'9') = self.peek() {
+                    self.pos += 1;
+                }
+            }
+            _ => return None,
+        }
+        let digits = self.pos - digits_start;
+        let mut canonical = digits <= 18 && !(negative && self.bytes[digits_start] == b'0');
+        if self.eat(b'.').is_some() {
+            canonical = false;
+            let frac = self.pos;
+            while let Some(b'0'..=b'9') = self.peek() {
+                self.pos += 1;
+            }
+            if self.pos == frac {
+                return None;
+            }
+        }
+        if let Some(b'e' | b'E') = self.peek() {
+            canonical = false;
+            self.pos += 1;
+            if let Some(b'+' | b'-') = self.peek() {
+                self.pos += 1;
+            }
+            let exp = self.pos;
+            while let Some(b'0'..=b'9') = self.peek() {
+                self.pos += 1;
+            }
+            if self.pos == exp {
+                return None;
+            }
+        }
+        debug_assert!(self.pos > start);
+        Some(canonical)
+    }
+
+    /// One JSON value at the cursor (no leading whitespace), `depth` being
+    /// the nesting of its container. `None`: invalid, unsupported or too
+    /// deep.
+    fn value(&mut self, depth: usize) -> Option<Scanned> {
+        let start = self.pos;
+        let canonical = match self.peek()? {
+            b'n' => self.literal(b"null").map(|()| true)?,
+            b't' => self.literal(b"true").map(|()| true)?,
+            b'f' => self.literal(b"false").map(|()| true)?,
+            b'"' => self.string().map(|(_, _, canonical)| canonical)?,
+            b'-' | b'0'..=b'9' => self.number()?,
+            b'[' => {
+                if depth + 1 > MAX_DEPTH {
+                    return None;
+                }
+                self.pos += 1;
+                let mut canonical = !self.ws();
+                if self.eat(b']').is_none() {
+                    loop {
+                        let item = self.value(depth + 1)?;
+                        canonical &= item.canonical;
+                        canonical &= !self.ws();
+                        match self.peek()? {
+                            b',' => {
+                                self.pos += 1;
+                                canonical &= !self.ws();
+                            }
+                            b']' => {
+                                self.pos += 1;
+                                break;
+                            }
+                            _ => return None,
+                        }
+                    }
+                }
+                canonical
+            }
+            b'{' => {
+                if depth + 1 > MAX_DEPTH {
+                    return None;
+                }
+                self.pos += 1;
+                let mut canonical = !self.ws();
+                if self.eat(b'}').is_none() {
+                    let mut previous: Option<&[u8]> = None;
+                    loop {
+                        let (key, escaped, _) = self.string()?;
+                        // Sorted and unique as raw bytes is sorted and unique
+                        // as strings when there is no escape.
+                        canonical &= !escaped && previous.is_none_or(|p| p < key);
+                        previous = Some(key);
+                        canonical &= !self.ws();
+                        self.eat(b':')?;
+                        canonical &= !self.ws();
+                        let item = self.value(depth + 1)?;
+                        canonical &= item.canonical;
+                        canonical &= !self.ws();
+                        match self.peek()? {
+                            b',' => {
+                                self.pos += 1;
+                                canonical &= !self.ws();
+                            }
+                            b'}' => {
+                                self.pos += 1;
+                                break;
+                            }
+                            _ => return None,
+                        }
+                    }
+                }
+                canonical
+            }
+            _ => return None,
+        };
+        Some(Scanned {
+            start,
+            end: self.pos,
+            canonical,
+        })
+    }
+
+    /// A field name of a known object: a string without escapes.
+    fn field_name(&mut self) -> Option<&'a [u8]> {
+        let (name, escaped, _) = self.string()?;
+        (!escaped).then_some(name)
+    }
+
+    /// Iterates the members of an object at the cursor, calling `member`
+    /// with each name, the cursor on its value.
+    fn object(&mut self, mut member: impl FnMut(&mut Self, &'a [u8]) -> Option<()>) -> Option<()> {
+        self.eat(b'{')?;
+        self.ws();
+        if self.eat(b'}').is_some() {
+            return Some(());
+        }
+        loop {
+            let name = self.field_name()?;
+            self.ws();
+            self.eat(b':')?;
+            self.ws();
+            member(self, name)?;
+            self.ws();
+            match self.peek()? {
+                b',' => {
+                    self.pos += 1;
+                    self.ws();
+                }
+                b'}' => {
+                    self.pos += 1;
+                    return Some(());
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// Iterates the elements of an array at the cursor.
+    fn array(&mut self, mut element: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
+        self.eat(b'[')?;
+        self.ws();
+        if self.eat(b']').is_some() {
+            return Some(());
+        }
+        loop {
+            element(self)?;
+            self.ws();
+            match self.peek()? {
+                b',' => {
+                    self.pos += 1;
+                    self.ws();
+                }
+                b']' => {
+                    self.pos += 1;
+                    return Some(());
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// A non-negative integer without fraction or exponent that fits `u64`.
+    fn unsigned(&mut self) -> Option<u64> {
+        let start = self.pos;
+        match self.peek()? {
+            b'0' => self.pos += 1,
+            b'1'..=b'9' => {
+                while let Some(b'0'..=b'9') = self.peek() {
+                    self.pos += 1;
+                }
+            }
+            _ => return None,
+        }
+        if let Some(b'.' | b'e' | b'E') = self.peek() {
+            return None;
+        }
+        let mut n: u64 = 0;
+        for &d in &self.bytes[start..self.pos] {
+            n = n.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
+        }
+        Some(n)
+    }
+
+    /// A base64 string (no escapes), decoded onto the end of `out`; the
+    /// range it took.
+    fn base64_into(&mut self, out: &mut Vec<u8>) -> Option<(usize, usize)> {
+        let (text, escaped, _) = self.string()?;
+        if escaped {
+            return None;
+        }
+        let start = out.len();
+        BASE64.decode_vec(text, out).ok()?;
+        Some((start, out.len()))
+    }
+}
+
+/// Where a record's key or value is while the request is decoded.
+enum Slot {
+    None,
+    /// A range of the shared decode buffer.
+    Shared(usize, usize),
+    Own(Bytes),
+}
+
+impl Slot {
+    fn into_bytes(self, shared: &Bytes) -> Option<Bytes> {
+        match self {
+            Slot::None => None,
+            Slot::Shared(start, end) => Some(shared.slice(start..end)),
+            Slot::Own(bytes) => Some(bytes),
+        }
+    }
+}
+
+struct Pending {
+    key: Slot,
+    value: Slot,
+    partition: Option<u32>,
+    headers: Vec<(String, (usize, usize))>,
+    timestamp_ms: Option<i64>,
+}
+
+/// `decode_produce` for the requests it can prove it decodes exactly like
+/// the general path; `None` for every other body (see the module doc).
+pub(crate) fn decode_produce_fast(
+    format: EmbeddedFormat,
+    body: &[u8],
+) -> Option<Vec<ProduceRecord>> {
+    // serde_json rejects invalid UTF-8 in any string, and checks `\u`
+    // escapes (surrogates) that this scanner does not decode.
+    // Every string of the body goes through `Scanner::string`, which
+    // refuses `\u` escapes.
+    std::str::from_utf8(body).ok()?;
+    let mut s = Scanner::new(body);
+    let mut shared: Vec<u8> = Vec::new();
+    let mut pending: Option<Vec<Pending>> = None;
+    s.ws();
+    s.object(|s, name| {
+        if name != b"records" {
+            // Ignored like the general path does, but it must be valid.
+            s.value(1)?;
+            return Some(());
+        }
+        if pending.is_some() {
+            return None; // repeated: the last one would win
+        }
+        if shared.capacity() == 0 {
+            shared.reserve(body.len() * 3 / 4);
+        }
+        let mut records = Vec::new();
+        s.array(|s| {
+            records.push(record(s, format, &mut shared)?);
+            Some(())
+        })?;
+        pending = Some(records);
+        Some(())
+    })?;
+    s.ws();
+    if s.pos != body.len() {
+        return None;
+    }
+    let pending = pending?;
+    let shared = Bytes::from(shared);
+    Some(
+        pending
+            .into_iter()
+            .map(|p| ProduceRecord {
+                key: p.key.into_bytes(&shared),
+                value: p.value.into_bytes(&shared),
+                partition: p.partition,
+                headers: p
+                    .headers
+                    .into_iter()
+                    .map(|(name, (start, end))| (name, shared.slice(start..end)))
+                    .collect(),
+                timestamp_ms: p.timestamp_ms,
+            })
+            .collect(),
+    )
+}
+
+fn record(s: &mut Scanner<'_>, format: EmbeddedFormat, shared: &mut Vec<u8>) -> Option<Pending> {
+    let mut seen = [false; 5];
+    let mut p = Pending {
+        key: Slot::None,
+        value: Slot::None,
+        partition: None,
+        headers: Vec::new(),
+        timestamp_ms: None,
+    };
+    let mut once = |i: usize| {
+        if seen[i] {
+            None
+        } else {
+            seen[i] = true;
+            Some(())
+        }
+    };
+    s.object(|s, name| {
+        match name {
+            b"key" => {
+                once(0)?;
+                p.key = embedded(s, format, shared)?;
+            }
+            b"value" => {
+                once(1)?;
+                p.value = embedded(s, format, shared)?;
+            }
+            b"partition" => {
+                once(2)?;
+                if s.literal(b"null").is_none() {
+                    p.partition = Some(u32::try_from(s.unsigned()?).ok()?);
+                }
+            }
+            b"timestamp" => {
+                once(3)?;
+                if s.literal(b"null").is_none() {
+                    p.timestamp_ms = Some(i64::try_from(s.unsigned()?).ok()?);
+                }
+            }
+            b"headers" => {
+                once(4)?;
+                if s.literal(b"null").is_none() {
+                    s.array(|s| {
+                        p.headers.push(header(s, shared)?);
+                        Some(())
+                    })?;
+                }
+            }
+            _ => return None,
+        }
+        Some(())
+    })?;
+    // A missing value is an error of the general path.
+    seen[1].then_some(p)
+}
+
+fn embedded(s: &mut Scanner<'_>, format: EmbeddedFormat, shared: &mut Vec<u8>) -> Option<Slot> {
+    if s.literal(b"null").is_some() {
+        return Some(Slot::None);
+    }
+    match format {
+        EmbeddedFormat::Binary => {
+            let (start, end) = s.base64_into(shared)?;
+            Some(Slot::Shared(start, end))
+        }
+        EmbeddedFormat::Json => {
+            // The body's root object and the records array hold it.
+            let scanned = s.value(2)?;
+            let text = &s.bytes[scanned.start..scanned.end];
+            if scanned.canonical {
+                let start = shared.len();
+                shared.extend_from_slice(text);
+                Some(Slot::Shared(start, shared.len()))
+            } else {
+                let value: serde_json::Value = serde_json::from_slice(text).ok()?;
+                Some(Slot::Own(Bytes::from(serde_json::to_vec(&value).ok()?)))
+            }
+        }
+    }
+}
+
+fn header(s: &mut Scanner<'_>, shared: &mut Vec<u8>) -> Option<(String, (usize, usize))> {
+    let mut name: Option<String> = None;
+    let mut value: Option<(usize, usize)> = None;
+    s.object(|s, field| {
+        match field {
+            b"name" if name.is_none() => {
+                let raw = s.field_name()?;
+                name = Some(std::str::from_utf8(raw).ok()?.to_owned());
+            }
+            b"value" if value.is_none() => value = Some(s.base64_into(shared)?),
+            _ => return None,
+        }
+        Some(())
+    })?;
+    Some((name?, value?))
+}
+
+/// True if `bytes` is one JSON value exactly as serde_json writes the
+/// `Value` it parses to (module doc), so it can be used as is.
+pub(crate) fn is_canonical_json(bytes: &[u8]) -> bool {
+    if std::str::from_utf8(bytes).is_err() {
+        return false;
+    }
+    let mut s = Scanner::new(bytes);
+    match s.value(0) {
+        Some(scanned) => scanned.canonical && s.pos == bytes.len(),
+        None => false,
+    }
+}
+
+/// Appends `text` as a JSON string, escaped like serde_json does.
+pub(crate) fn push_json_str(out: &mut Vec<u8>, text: &str) {
+    if text.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.push(b'"');
+        out.extend_from_slice(text.as_bytes());
+        out.push(b'"');
+    } else {
+        // Writing into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut *out, text);
+    }
+}
+
+/// Appends `bytes` base64-encoded (standard, padded) between quotes: base64
+/// never needs JSON escaping.
+pub(crate) fn push_base64_str(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.push(b'"');
+    let start = out.len();
+    let len = base64::encoded_len(bytes.len(), true).unwrap_or(0);
+    out.resize(start + len, 0);
+    match BASE64.encode_slice(bytes, &mut out[start..]) {
+        Ok(written) => out.truncate(start + written),
+        Err(_) => {
+            out.truncate(start);
+            out.extend_from_slice(BASE64.encode(bytes).as_bytes());
+        }
+    }
+    out.push(b'"');
+}
+
+pub(crate) fn push_u64(out: &mut Vec<u8>, mut n: u64) {
+    let mut buf = [0u8; 20];
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&buf[at..]);
+}
+
+pub(crate) fn push_i64(out: &mut Vec<u8>, n: i64) {
+    if n < 0 {
+        out.push(b'-');
+    }
+    push_u64(out, n.unsigned_abs());
+}
