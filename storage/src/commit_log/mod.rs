@@ -140,6 +140,12 @@ impl CommitLog {
             prealloc: Preallocator::default(),
         });
         if log.preallocate {
+            if let Some(active) = log.segment_containing(end) {
+                // After a restart the active segment's unwritten pages are
+                // cold: warm them before the writer gets there.
+                let from = end - active.base();
+                log.prealloc.warm(active, from);
+            }
             log.request_next_segment(end);
         }
         log
@@ -413,6 +419,12 @@ impl CommitLog {
                 &self.faults,
             )?),
         };
+        if self.preallocate && seg.is_cold() {
+            // Made on the append path without a warm-up: warm the rest in
+            // the background so later writes land on pages already in the
+            // page cache.
+            self.prealloc.warm(Arc::clone(&seg), 0);
+        }
         tracing::debug!(base = pos, "commit log rolled to a new segment");
         self.segments
             .write()
@@ -614,6 +626,10 @@ struct Preallocator {
 
 #[derive(Default)]
 struct PreState {
+    /// A segment in use whose unwritten pages should be warmed (one the
+    /// writer had to create itself, or the active one after a restart),
+    /// and the relative offset to start at.
+    warm: Option<(Arc<Segment>, u64)>,
     requested: Option<u64>,
     ready: Option<Arc<Segment>>,
     busy_with: Option<u64>,
@@ -624,6 +640,13 @@ impl Preallocator {
     fn request(&self, base: u64) {
         let mut st = lock(&self.state);
         st.requested = Some(base);
+        self.cv.notify_all();
+    }
+
+    /// Warm `seg` from `from` on, in the background.
+    fn warm(&self, seg: Arc<Segment>, from: u64) {
+        let mut st = lock(&self.state);
+        st.warm = Some((seg, from));
         self.cv.notify_all();
     }
 
@@ -663,6 +686,13 @@ impl Preallocator {
                 loop {
                     if st.stopped || stop.load(Ordering::Acquire) {
                         return;
+                    }
+                    // The segment being written first: the writer is in it.
+                    if let Some((seg, from)) = st.warm.take() {
+                        drop(st);
+                        seg.prefault_from(from, stop);
+                        st = lock(&self.state);
+                        continue;
                     }
                     let wanted = st
                         .requested

@@ -33,6 +33,8 @@ pub struct Segment {
     /// Store time of the newest record written here (ms; 0 = unknown).
     /// Retention reads it to decide whether a sealed segment has expired.
     last_store_ts_ms: AtomicI64,
+    /// Pages were faulted in at creation (see `prefault`).
+    warmed: AtomicBool,
     map: MmapRaw,
     // Kept open so the mapping's file stays valid for msync on every platform.
     _file: File,
@@ -133,6 +135,7 @@ impl Segment {
             size,
             path,
             last_store_ts_ms: AtomicI64::new(mtime_ms),
+            warmed: AtomicBool::new(false),
             map,
             _file: file,
         })
@@ -145,10 +148,23 @@ impl Segment {
     /// written twice (zeros now, data later). Works in chunks and gives up
     /// when `stop` is set, so shutdown never waits for a 1 GiB warm-up.
     fn prefault(&self, stop: &AtomicBool) {
+        self.prefault_from(0, stop);
+        self.warmed.store(true, Ordering::Release);
+    }
+
+    /// Was this segment created without a warm-up?
+    pub fn is_cold(&self) -> bool {
+        !self.warmed.load(Ordering::Acquire)
+    }
+
+    /// [`Segment::prefault`] from relative offset `from` on (page-aligned
+    /// down). Safe while the writer writes the segment: it only brings
+    /// pages into the page cache.
+    pub fn prefault_from(&self, from: u64, stop: &AtomicBool) {
         const CHUNK: usize = 32 << 20;
         const PAGE: usize = 4096;
         let size = self.size as usize;
-        let mut at = 0;
+        let mut at = (from as usize / PAGE * PAGE).min(size);
         while at < size {
             if stop.load(Ordering::Acquire) {
                 return;
