@@ -119,6 +119,8 @@ pub struct StoreConfig {
     pub flush: FlushMode,
     pub flush_interval_ms: u64,
     pub max_message_bytes: u64,
+    /// What recovery does with damage in the middle of the log.
+    pub recovery_mode: RecoveryMode,
 }
 
 impl Default for StoreConfig {
@@ -131,8 +133,20 @@ impl Default for StoreConfig {
             flush: FlushMode::Async,
             flush_interval_ms: 500,
             max_message_bytes: 1_048_576,
+            recovery_mode: RecoveryMode::Strict,
         }
     }
+}
+
+/// What recovery does when it finds an invalid record with valid records
+/// after it (docs/recovery.md has the trade-off).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RecoveryMode {
+    /// Refuse to start, naming the segment and position.
+    Strict,
+    /// Cut the log at the first invalid record, losing what follows.
+    Truncate,
 }
 
 /// When a produce is acknowledged.
@@ -587,6 +601,10 @@ impl Config {
         };
         c.flush_interval_ms = s.flush_interval_ms;
         c.max_message_bytes = s.max_message_bytes;
+        c.recovery_mode = match s.recovery_mode {
+            RecoveryMode::Strict => tidelog_storage::RecoveryMode::Strict,
+            RecoveryMode::Truncate => tidelog_storage::RecoveryMode::TruncateAtCorruption,
+        };
         let r = &self.retention;
         let retention = &mut c.retention;
         retention.file_reserved_hours = r.file_reserved_hours;
@@ -1123,7 +1141,8 @@ mod tests {
         let mut config = load_str(
             "cluster_id: c1\nadmin_token: t\nauto_create_topics: true\ndefault_partitions: 2\n\
              store:\n  commitlog_segment_bytes: 65536\n  consume_queue_units_per_file: 7\n  index_slots: 11\n  \
-             index_entries: 13\n  flush: sync\n  flush_interval_ms: 17\n  max_message_bytes: 19\n\
+             index_entries: 13\n  flush: sync\n  flush_interval_ms: 17\n  max_message_bytes: 19\n  \
+             recovery_mode: truncate\n\
              retention:\n  file_reserved_hours: 5\n  delete_when: \"16;04\"\n  check_interval_ms: 300\n  \
              disk_max_used_ratio: 0.5\n  disk_force_clean_ratio: 0.6\n  disk_full_ratio: 0.95\n\
              http:\n  max_request_bytes: 2048\n  max_records_per_request: 3\n  max_concurrent_requests: 5\n\
@@ -1140,6 +1159,14 @@ mod tests {
         assert_eq!(store.flush, tidelog_storage::FlushMode::Sync);
         assert_eq!(store.flush_interval_ms, 17);
         assert_eq!(store.max_message_bytes, 19);
+        assert_eq!(
+            store.recovery_mode,
+            tidelog_storage::RecoveryMode::TruncateAtCorruption
+        );
+        assert_eq!(
+            Config::default().store_config().recovery_mode,
+            tidelog_storage::RecoveryMode::Strict
+        );
         let r = &store.retention;
         assert_eq!(r.file_reserved_hours, 5);
         assert_eq!(r.delete_when, vec![4, 16]);
