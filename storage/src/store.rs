@@ -373,12 +373,18 @@ impl Store {
         };
         let mut bytes = 0usize;
         let mut offset = start;
+        let mut queue_cursor = crate::consume_queue::QueueCursor::default();
+        let mut segment = None;
         while offset < end && out.records.len() < max_records {
-            let Some(unit) = q.get(offset)? else {
+            let Some(unit) = q.get_cached(offset, &mut queue_cursor)? else {
                 offset += 1;
                 continue;
             };
-            let Some(rec) = self.inner.log.read_unit(unit.physical_offset, unit.size)? else {
+            let Some(rec) =
+                self.inner
+                    .log
+                    .read_unit_cached(unit.physical_offset, unit.size, &mut segment)?
+            else {
                 // Deleted by retention since we looked at the beginning.
                 offset += 1;
                 continue;

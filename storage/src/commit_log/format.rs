@@ -409,8 +409,10 @@ pub fn decode(buf: &[u8], expected_offset: u64, verify_crc: bool) -> Result<Deco
         }
     }
     let topic = HEADER_LEN..HEADER_LEN + topic_len;
+    // The full name check is for bytes of unknown origin; trusted reads
+    // (the writer's own committed bytes) only need valid UTF-8.
     match std::str::from_utf8(&rec[topic.clone()]) {
-        Ok(name) if crate::types::validate_topic_name(name).is_ok() => {}
+        Ok(name) if !verify_crc || crate::types::validate_topic_name(name).is_ok() => {}
         _ => return Err(Invalid::BadTopic),
     }
     let key = topic.end..topic.end + key_len;
@@ -658,9 +660,16 @@ mod tests {
             decode(&buf, 4096, false),
             Err(Invalid::BadHeaders(_))
         ));
-        // A bad topic name never reaches the caller.
+        // A bad topic name in bytes of unknown origin (even with a valid
+        // CRC) never reaches the caller.
         let mut buf = encode_vec(&fields(&[]));
         buf[HEADER_LEN] = b'/';
+        let crc = crc32c::crc32c(&buf[CRC_START..]);
+        put_u32(&mut buf, OFF_CRC, crc);
+        assert_eq!(decode(&buf, 4096, true), Err(Invalid::BadTopic));
+        // Trusted reads check only UTF-8 (callers compare the name anyway).
+        let mut buf = encode_vec(&fields(&[]));
+        buf[HEADER_LEN] = 0xff;
         assert_eq!(decode(&buf, 4096, false), Err(Invalid::BadTopic));
     }
 }

@@ -584,10 +584,23 @@ impl CommitLog {
     /// points at it. The CRC was checked when the record was written or
     /// recovered; lengths and the stored offset are still checked.
     pub fn read_unit(&self, pos: u64, size: u32) -> Result<Option<StoredRecord>> {
-        if pos < self.min_offset() {
+        self.read_unit_cached(pos, size, &mut None)
+    }
+
+    /// [`CommitLog::read_unit`] for a run of reads: `cache` keeps the
+    /// segment of the previous read (see [`CommitLog::read_next_cached`]).
+    pub fn read_unit_cached(
+        &self,
+        pos: u64,
+        size: u32,
+        cache: &mut Option<Arc<Segment>>,
+    ) -> Result<Option<StoredRecord>> {
+        // A cached segment is still in the log or its Arc keeps its bytes
+        // readable; otherwise check the log's start (retention).
+        if !cache.as_ref().is_some_and(|s| s.contains(pos)) && pos < self.min_offset() {
             return Ok(None);
         }
-        match self.read_next(pos, false)? {
+        match self.read_next_cached(pos, false, cache)? {
             Next::Record(r) if r.size() == size => Ok(Some(r)),
             Next::Record(r) => Err(StoreError::invalid(format!(
                 "queue unit says {size} bytes at {pos}, record has {}",

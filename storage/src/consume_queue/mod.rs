@@ -99,6 +99,12 @@ impl QueueFile {
     }
 }
 
+/// Where a sequential reader of a queue is: the file it read last.
+#[derive(Default)]
+pub struct QueueCursor {
+    file: Option<Arc<QueueFile>>,
+}
+
 /// The queue of one topic-partition.
 pub struct ConsumeQueue {
     tp: TopicPartition,
@@ -280,10 +286,24 @@ impl ConsumeQueue {
 
     /// The unit at `offset`, or `None` outside `[min, max)` or at a hole.
     pub fn get(&self, offset: u64) -> Result<Option<Unit>> {
+        self.get_cached(offset, &mut QueueCursor::default())
+    }
+
+    /// [`ConsumeQueue::get`] for a run of reads: the cursor keeps the file
+    /// of the previous read, so reading a range takes the file-list lock
+    /// once per file, not once per unit.
+    pub fn get_cached(&self, offset: u64, cursor: &mut QueueCursor) -> Result<Option<Unit>> {
         if offset < self.min_offset() || offset >= self.max_offset() {
             return Ok(None);
         }
-        match self.file_for(offset) {
+        let hit = cursor
+            .file
+            .as_ref()
+            .is_some_and(|f| offset >= f.first_unit && offset < f.first_unit + f.units());
+        if !hit {
+            cursor.file = self.file_for(offset);
+        }
+        match &cursor.file {
             Some(f) => f.decode(offset),
             None => Ok(None),
         }
