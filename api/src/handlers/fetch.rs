@@ -290,22 +290,10 @@ async fn read_compacted_rendered(
             if i > 0 {
                 body.push(b',');
             }
-            let headers: Vec<(String, bytes::Bytes)> =
-                r.headers().into_iter().map(|h| (h.name, h.value)).collect();
-            let (key, value) = (r.key(), r.value());
             write_record(
                 &mut body,
                 format,
-                &RecordView {
-                    topic: &topic.name,
-                    partition,
-                    offset: r.offset,
-                    timestamp_ms: r.timestamp_ms,
-                    key: key.as_deref(),
-                    value: value.as_deref(),
-                    headers: &headers,
-                    physical_offset: None,
-                },
+                &Parts::compacted(&topic.name, partition, r).view(false),
             )?;
         }
         body.push(b']');
@@ -331,22 +319,9 @@ fn render_compacted(
     r: &CompactedRecord,
     with_physical_offset: bool,
 ) -> Result<FetchedRecord, ApiError> {
-    let key = r.key();
-    let value = r.value();
-    let headers: Vec<(String, bytes::Bytes)> =
-        r.headers().into_iter().map(|h| (h.name, h.value)).collect();
     render_record(
         format,
-        &RecordView {
-            topic,
-            partition,
-            offset: r.offset,
-            timestamp_ms: r.timestamp_ms,
-            key: key.as_deref(),
-            value: value.as_deref(),
-            headers: &headers,
-            physical_offset: with_physical_offset.then_some(r.physical_offset),
-        },
+        &Parts::compacted(topic, partition, r).view(with_physical_offset),
     )
 }
 
@@ -369,23 +344,7 @@ fn write_stored(
     format: EmbeddedFormat,
     r: &StoredRecord,
 ) -> Result<(), ApiError> {
-    let (key, value) = (r.key(), r.value());
-    let headers: Vec<(String, bytes::Bytes)> =
-        r.headers().into_iter().map(|h| (h.name, h.value)).collect();
-    write_record(
-        out,
-        format,
-        &RecordView {
-            topic: r.topic(),
-            partition: r.partition(),
-            offset: r.queue_offset().0,
-            timestamp_ms: r.timestamp_ms(),
-            key: key.as_deref(),
-            value: value.as_deref(),
-            headers: &headers,
-            physical_offset: None,
-        },
-    )
+    write_record(out, format, &Parts::stored(r).view(false))
 }
 
 fn payload_bytes(r: &StoredRecord) -> u64 {
@@ -398,23 +357,61 @@ fn render(
     r: &StoredRecord,
     with_physical_offset: bool,
 ) -> Result<FetchedRecord, ApiError> {
-    let key = r.key();
-    let value = r.value();
-    let headers: Vec<(String, bytes::Bytes)> =
-        r.headers().into_iter().map(|h| (h.name, h.value)).collect();
-    render_record(
-        format,
-        &RecordView {
+    render_record(format, &Parts::stored(r).view(with_physical_offset))
+}
+
+/// What an answer shows of a record, from either log: the owned parts a
+/// [`RecordView`] borrows.
+struct Parts<'a> {
+    topic: &'a str,
+    partition: u32,
+    offset: u64,
+    timestamp_ms: i64,
+    key: Option<bytes::Bytes>,
+    value: Option<bytes::Bytes>,
+    headers: Vec<(String, bytes::Bytes)>,
+    physical_offset: u64,
+}
+
+impl<'a> Parts<'a> {
+    fn stored(r: &'a StoredRecord) -> Self {
+        Parts {
             topic: r.topic(),
             partition: r.partition(),
             offset: r.queue_offset().0,
             timestamp_ms: r.timestamp_ms(),
-            key: key.as_deref(),
-            value: value.as_deref(),
-            headers: &headers,
-            physical_offset: with_physical_offset.then_some(r.physical_offset().0),
-        },
-    )
+            key: r.key(),
+            value: r.value(),
+            headers: r.headers().into_iter().map(|h| (h.name, h.value)).collect(),
+            physical_offset: r.physical_offset().0,
+        }
+    }
+
+    fn compacted(topic: &'a str, partition: u32, r: &CompactedRecord) -> Self {
+        Parts {
+            topic,
+            partition,
+            offset: r.offset,
+            timestamp_ms: r.timestamp_ms,
+            key: r.key(),
+            value: r.value(),
+            headers: r.headers().into_iter().map(|h| (h.name, h.value)).collect(),
+            physical_offset: r.physical_offset,
+        }
+    }
+
+    fn view(&self, with_physical_offset: bool) -> RecordView<'_> {
+        RecordView {
+            topic: self.topic,
+            partition: self.partition,
+            offset: self.offset,
+            timestamp_ms: self.timestamp_ms,
+            key: self.key.as_deref(),
+            value: self.value.as_deref(),
+            headers: &self.headers,
+            physical_offset: with_physical_offset.then_some(self.physical_offset),
+        }
+    }
 }
 
 fn accept(headers: &HeaderMap) -> Option<&str> {
