@@ -47,7 +47,7 @@ pub const CHECKPOINT_VERSION: u32 = 0;
 pub const CHECKPOINT_ENTRIES_MAX: usize = 100_000;
 
 /// Longest topic name, as in Kafka.
-pub const TOPIC_NAME_BYTES_MAX: usize = 249;
+pub const TOPIC_NAME_BYTES_MAX: usize = tidelog_storage::types::TOPIC_NAME_MAX;
 
 /// Longest entry line: topic, space, u32, space, u64, newline.
 const ENTRY_LINE_BYTES_MAX: usize = TOPIC_NAME_BYTES_MAX + 1 + 10 + 1 + 20 + 1;
@@ -300,28 +300,13 @@ fn parse_entry(line: &str) -> Result<(&str, u32, u64), String> {
     Ok((topic, partition, offset))
 }
 
-/// Kafka's topic-name rules: `[a-zA-Z0-9._-]{1,249}`, and not `.` or `..`
-/// (legal characters, but path components with a meaning).
+/// Kafka's topic-name rules, as the store applies them (one definition:
+/// `tidelog_storage::validate_topic_name`).
 fn check_topic_name(topic: &str) -> Result<(), String> {
-    if topic.is_empty() || topic.len() > TOPIC_NAME_BYTES_MAX {
-        return Err(format!(
-            "topic name must be 1 to {TOPIC_NAME_BYTES_MAX} characters, got {}",
-            topic.len()
-        ));
-    }
-    if topic == "." || topic == ".." {
-        return Err(format!("topic name {topic:?} is reserved"));
-    }
-    if let Some(bad) = topic
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
-    {
-        return Err(format!(
-            "topic name {:?} has the character {bad:?}; allowed are ASCII letters, digits, '.', '_' and '-'",
-            excerpt(topic)
-        ));
-    }
-    Ok(())
+    tidelog_storage::validate_topic_name(topic).map_err(|e| match e {
+        tidelog_storage::StoreError::InvalidInput { reason } => reason,
+        other => other.to_string(),
+    })
 }
 
 /// A number exactly as the writer prints it: ASCII digits, no sign, no
