@@ -129,55 +129,43 @@ async fn fetch_inner(
     let deadline = Instant::now() + Duration::from_millis(timeout_ms);
     let mut shutdown = state.shutdown_signal();
     let mut from = offset.max(topic.base_offset(partition));
-    if topic.config.cleanup_policy.compacts() {
+    // Compact topics are read from their compacted log, others through the
+    // ConsumeQueue; the long-poll is the same for both.
+    let source = if topic.config.cleanup_policy.compacts() {
         // `log_or_create`, so there is a listener to wait on before the
         // partition's first record.
-        let log = {
-            let (ready, name) = (Arc::clone(&ready), Arc::clone(&topic.name));
-            blocking(move || Ok(ready.logs.log_or_create(&name, partition)?)).await?
-        };
-        loop {
-            let rendered = read_compacted_rendered(
-                &log,
-                &topic,
-                partition,
-                from,
-                max_records,
-                max_bytes,
-                format,
-            )
-            .await?;
-            if let Some(body) = rendered.body {
-                let response = bytes_with(StatusCode::OK, V2_RESPONSE, body);
-                return Ok((response, rendered.records, rendered.bytes));
-            }
-            from = from.max(rendered.next_offset);
-            if Instant::now() >= deadline || *shutdown.borrow() {
-                break;
-            }
-            let listener = log.listen();
-            if log.next_offset() > from {
-                continue;
-            }
-            tokio::select! {
-                _ = listener => {}
-                _ = tokio::time::sleep_until(deadline.into()) => break,
-                _ = shutdown.wait_for(|stopping| *stopping) => break,
-            }
-        }
-        return Ok((v2_json(StatusCode::OK, &Vec::<FetchedRecord>::new())?, 0, 0));
-    }
+        let (ready, name) = (Arc::clone(&ready), Arc::clone(&topic.name));
+        Source::Compacted(blocking(move || Ok(ready.logs.log_or_create(&name, partition)?)).await?)
+    } else {
+        Source::Queue
+    };
     loop {
-        let rendered = read_rendered(
-            &ready,
-            &topic,
-            partition,
-            from,
-            max_records,
-            max_bytes,
-            format,
-        )
-        .await?;
+        let rendered = match &source {
+            Source::Queue => {
+                read_rendered(
+                    &ready,
+                    &topic,
+                    partition,
+                    from,
+                    max_records,
+                    max_bytes,
+                    format,
+                )
+                .await?
+            }
+            Source::Compacted(log) => {
+                read_compacted_rendered(
+                    log,
+                    &topic,
+                    partition,
+                    from,
+                    max_records,
+                    max_bytes,
+                    format,
+                )
+                .await?
+            }
+        };
         if let Some(body) = rendered.body {
             let response = bytes_with(StatusCode::OK, V2_RESPONSE, body);
             return Ok((response, rendered.records, rendered.bytes));
@@ -186,10 +174,17 @@ async fn fetch_inner(
         if Instant::now() >= deadline || *shutdown.borrow() {
             break;
         }
-        // Register first, then re-check: a record dispatched in between
-        // either shows in the re-check or fires the listener.
-        let listener = ready.store.listen(&topic.name, partition)?;
-        let (_, end) = ready.store.offsets(&topic.name, partition);
+        // Register first, then re-check: a record added in between either
+        // shows in the re-check or fires the listener. A compacted copy is
+        // appended after the queue unit, so compact topics wait on their
+        // compacted log's own listener.
+        let (listener, end) = match &source {
+            Source::Queue => (
+                ready.store.listen(&topic.name, partition)?,
+                ready.store.offsets(&topic.name, partition).1,
+            ),
+            Source::Compacted(log) => (log.listen(), log.next_offset()),
+        };
         if end > from {
             continue;
         }
@@ -200,6 +195,14 @@ async fn fetch_inner(
         }
     }
     Ok((v2_json(StatusCode::OK, &Vec::<FetchedRecord>::new())?, 0, 0))
+}
+
+/// Where a fetch reads a partition from.
+enum Source {
+    /// The ConsumeQueue and CommitLog (delete topics).
+    Queue,
+    /// The partition's compacted log (compact topics).
+    Compacted(Arc<CompactedLog>),
 }
 
 /// Reads and renders on the calling worker: records come from the page
