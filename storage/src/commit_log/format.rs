@@ -279,27 +279,10 @@ pub fn encode(buf: &mut [u8], r: &RecordFields<'_>) {
     put_u32(buf, OFF_CRC, crc);
 }
 
-/// Encode an end-of-segment marker that fills `buf` (the rest of a segment;
-/// at least `END_MARKER_LEN` bytes). Only the first 20 bytes are written.
-pub fn encode_end_marker(buf: &mut [u8], physical_offset: u64) {
-    debug_assert!(buf.len() >= END_MARKER_LEN);
-    put_u32(buf, OFF_TOTAL_LEN, buf.len().min(u32::MAX as usize) as u32);
-    put_u16(buf, OFF_MAGIC, END_MAGIC);
-    buf[OFF_VERSION] = VERSION;
-    buf[OFF_FLAGS] = 0;
-    put_u64(buf, OFF_PHYSICAL, physical_offset);
-    let crc = crc32c::crc32c(&buf[CRC_START..END_MARKER_LEN]);
-    put_u32(buf, OFF_CRC, crc);
-}
-
 /// Encode the 20 bytes of an end-of-segment marker at `physical_offset`
 /// that says `remaining` bytes are left in the segment (for writers that
 /// write the marker's header only, leaving the zeros after it).
-pub fn encode_end_marker_header(
-    buf: &mut [u8; END_MARKER_LEN],
-    physical_offset: u64,
-    remaining: u64,
-) {
+pub fn encode_end_marker(buf: &mut [u8; END_MARKER_LEN], physical_offset: u64, remaining: u64) {
     put_u32(buf, OFF_TOTAL_LEN, remaining.min(u32::MAX as u64) as u32);
     put_u16(buf, OFF_MAGIC, END_MAGIC);
     buf[OFF_VERSION] = VERSION;
@@ -580,7 +563,9 @@ mod tests {
     #[test]
     fn end_marker_round_trip() {
         let mut buf = vec![0u8; 100];
-        encode_end_marker(&mut buf, 900);
+        let mut marker = [0u8; END_MARKER_LEN];
+        encode_end_marker(&mut marker, 900, 100);
+        buf[..END_MARKER_LEN].copy_from_slice(&marker);
         assert_eq!(
             decode(&buf, 900, true).unwrap(),
             Decoded::EndOfSegment { len: 100 }

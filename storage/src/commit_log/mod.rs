@@ -330,7 +330,7 @@ impl CommitLog {
                 // and write out what this segment got.
                 let mut marker = [0u8; END_MARKER_LEN];
                 let seg_end = at;
-                format::encode_end_marker_header(&mut marker, cursor, seg_end - cursor);
+                format::encode_end_marker(&mut marker, cursor, seg_end - cursor);
                 scratch.extend_from_slice(&marker);
                 self.write_run(run_start, &scratch)?;
                 if let Some(s) = self.segment_containing(run_start) {
