@@ -50,8 +50,9 @@ pub struct StoreConfig {
     /// Largest key + value + headers of one record.
     pub max_message_bytes: u64,
     pub recovery_mode: RecoveryMode,
-    /// Create the next CommitLog segment ahead of time and fault its pages in,
-    /// so the append path never pays for file creation or first touch.
+    /// Create the next CommitLog segment ahead of time and keep the pages
+    /// just ahead of the writer in the page cache, so the append path pays
+    /// for neither file creation nor page allocation.
     pub preallocate_next_segment: bool,
     /// CommitLog segment deletion and disk-full protection.
     pub retention: RetentionConfig,

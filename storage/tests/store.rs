@@ -411,3 +411,69 @@ fn preallocation_prepares_the_next_segment() {
     assert!(store.wait_dispatched(Duration::from_secs(5)));
     assert_eq!(store.offsets("t", 0), (0, 41));
 }
+
+/// Which pages of `file`'s byte range `from..to` are in the page cache.
+fn resident_pages(file: &std::path::Path, from: u64, to: u64) -> Vec<bool> {
+    const PAGE: u64 = 4096;
+    let f = std::fs::File::open(file).unwrap();
+    // SAFETY: a read-only view used only for mincore; nothing is read.
+    let map = unsafe {
+        memmap2::MmapOptions::new()
+            .offset(from)
+            .len((to - from) as usize)
+            .map(&f)
+            .unwrap()
+    };
+    let pages = (to - from).div_ceil(PAGE) as usize;
+    let mut vec = vec![0u8; pages];
+    // SAFETY: `map` is a live mapping of `to - from` bytes and `vec` has one
+    // byte per page of it.
+    let rc = unsafe { libc::mincore(map.as_ptr() as *mut _, map.len(), vec.as_mut_ptr()) };
+    assert_eq!(rc, 0, "mincore: {}", std::io::Error::last_os_error());
+    vec.iter().map(|b| b & 1 == 1).collect()
+}
+
+/// Poll (bounded) until every page of `from..to` is in the page cache.
+fn wait_resident(file: &std::path::Path, from: u64, to: u64) -> bool {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while std::time::Instant::now() < deadline {
+        if resident_pages(file, from, to).iter().all(|&r| r) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+#[test]
+fn preallocation_warms_a_window_that_follows_the_writer() {
+    const MIB: u64 = 1 << 20;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = small_config(dir.path());
+    cfg.commitlog_segment_bytes = 256 * MIB;
+    cfg.preallocate_next_segment = true;
+    let store = Store::open(cfg).unwrap();
+    let seg = dir.path().join("commitlog").join(format!("{:020}", 0));
+
+    store.append(&[record("t", 0, None, Some("x"))]).unwrap();
+    let pos = store.stats().commitlog_max_offset;
+    // The pages just ahead of the writer are warmed in the background...
+    assert!(wait_resident(&seg, pos / 4096 * 4096, pos + 56 * MIB));
+    // ...but not the whole segment: far ahead stays untouched.
+    let far = resident_pages(&seg, 128 * MIB, 256 * MIB);
+    assert!(
+        far.iter().all(|&r| !r),
+        "pages far ahead of the writer were warmed"
+    );
+
+    // The window moves with the writer.
+    let v = "w".repeat(512 << 10);
+    for _ in 0..160 {
+        store.append(&[record("t", 0, None, Some(&v))]).unwrap();
+    }
+    let pos = store.stats().commitlog_max_offset;
+    assert!(pos > 80 * MIB, "wrote up to {pos}");
+    assert!(wait_resident(&seg, pos / 4096 * 4096, pos + 56 * MIB));
+    assert!(store.wait_dispatched(Duration::from_secs(30)));
+    assert_eq!(store.offsets("t", 0), (0, 161));
+}

@@ -140,12 +140,9 @@ impl CommitLog {
             prealloc: Preallocator::default(),
         });
         if log.preallocate {
-            if let Some(active) = log.segment_containing(end) {
-                // After a restart the active segment's unwritten pages are
-                // cold: warm them before the writer gets there.
-                let from = end - active.base();
-                log.prealloc.warm(active, from);
-            }
+            // The warm-up window starts at the write position: after a
+            // restart the active segment's unwritten pages are cold too.
+            log.prealloc.warmed_to.store(end, Ordering::Release);
             log.request_next_segment(end);
         }
         log
@@ -243,9 +240,10 @@ impl CommitLog {
         self.poisoned.store(true, Ordering::Release);
     }
 
-    /// Check a record against the limits before anything is written.
+    /// Check a record against the limits before anything is written. The
+    /// topic name is checked by the caller, once per run of records of
+    /// one topic.
     fn validate(&self, r: &AppendRecord) -> Result<usize> {
-        crate::types::validate_topic_name(&r.topic)?;
         if r.headers.len() > format::HEADER_COUNT_MAX {
             return Err(StoreError::invalid(format!(
                 "{} headers; at most {} allowed",
@@ -290,9 +288,16 @@ impl CommitLog {
     /// where each record landed and the log position after the batch. Does
     /// not wait for a flush; see [`CommitLog::wait_flushed`].
     pub fn append(&self, batch: &[AppendRecord]) -> Result<(Vec<Appended>, u64)> {
+        let mut checked_topic: Option<&str> = None;
         let lens = batch
             .iter()
-            .map(|r| self.validate(r))
+            .map(|r| {
+                if checked_topic != Some(&*r.topic) {
+                    crate::types::validate_topic_name(&r.topic)?;
+                    checked_topic = Some(&r.topic);
+                }
+                self.validate(r)
+            })
             .collect::<Result<Vec<_>>>()?;
         let mut w = lock(&self.writer);
         self.check_poisoned()?;
@@ -375,6 +380,9 @@ impl CommitLog {
         self.committed.store(end, Ordering::Release);
         drop(w);
         self.appended.notify(usize::MAX);
+        if self.preallocate {
+            self.prealloc.writer_at(end);
+        }
         Ok((out, end))
     }
 
@@ -409,22 +417,13 @@ impl CommitLog {
         }
         let seg = match self.prealloc.take(pos) {
             Some(s) => s,
-            // Made here, on the append path: no warm-up, which would stall
-            // this append for as long as it takes to fault the pages in.
             None => Arc::new(Segment::create(
                 &self.dir,
                 pos,
                 self.segment_bytes,
-                None,
                 &self.faults,
             )?),
         };
-        if self.preallocate && seg.is_cold() {
-            // Made on the append path without a warm-up: warm the rest in
-            // the background so later writes land on pages already in the
-            // page cache.
-            self.prealloc.warm(Arc::clone(&seg), 0);
-        }
         tracing::debug!(base = pos, "commit log rolled to a new segment");
         self.segments
             .write()
@@ -440,20 +439,36 @@ impl CommitLog {
         self.prealloc.request(base);
     }
 
-    /// Run the preallocation loop on the calling thread until `stop` is set.
+    /// Run the preallocation loop on the calling thread until `stop` is
+    /// set: create the next segment when asked, and keep the pages just
+    /// ahead of the writer warm (see [`Preallocator`]).
     pub(crate) fn run_preallocator(&self, stop: &AtomicBool) {
-        self.prealloc.run(stop, |base| {
+        let create = |base: u64| {
             if self.segment_containing(base).is_some() {
                 return None;
             }
-            match Segment::create(&self.dir, base, self.segment_bytes, Some(stop), &self.faults) {
+            match Segment::create(&self.dir, base, self.segment_bytes, &self.faults) {
                 Ok(s) => Some(Arc::new(s)),
                 Err(e) => {
                     tracing::warn!(error = %e, base, "could not preallocate the next segment; the writer will create it");
                     None
                 }
             }
-        });
+        };
+        let warm = |from: u64, ready: Option<&Arc<Segment>>| -> Option<u64> {
+            let seg = self
+                .segment_containing(from)
+                .or_else(|| ready.filter(|s| s.contains(from)).cloned())?;
+            let to = (from + WARM_CHUNK).min(seg.end());
+            seg.warm(from - seg.base(), to - seg.base());
+            Some(to)
+        };
+        self.prealloc.run(
+            stop,
+            || self.committed.load(Ordering::Acquire),
+            create,
+            warm,
+        );
     }
 
     pub(crate) fn stop_preallocator(&self) {
@@ -629,20 +644,39 @@ pub(crate) fn decode_for_recovery(
     format::decode(buf, pos, true)
 }
 
-/// Hands the writer a ready-made next segment, created on a background
-/// thread so that rolling never waits for file creation and first touch.
+/// How far ahead of the writer the preallocator keeps pages warm. Far
+/// enough that the writer does not catch up between two wake-ups of the
+/// thread, near enough that warm pages are written within moments (idle
+/// memory goes cold again on some VMs) and that a slow producer never
+/// makes the thread warm a whole segment it will not reach for minutes.
+const WARM_AHEAD: u64 = 64 << 20;
+/// One step of warming: the writer nudges the thread each time it has
+/// used up this much of the window.
+const WARM_CHUNK: u64 = 4 << 20;
+
+/// The writer's helper thread. It does two things off the append path:
+/// - creates the next segment (file, preallocation, name) before the
+///   writer reaches the end of the active one, so rolling never waits for
+///   file creation;
+/// - keeps the `WARM_AHEAD` bytes after the write position in the page
+///   cache, across a segment boundary if the next segment is ready, so the
+///   writer copies into existing pages instead of allocating them. Warming
+///   follows the writer in `WARM_CHUNK` steps, so its cost is proportional
+///   to what is written and runs beside the writer, never in front of it:
+///   the writer never waits for a warm-up.
 #[derive(Default)]
 struct Preallocator {
     state: Mutex<PreState>,
     cv: Condvar,
+    /// Absolute position below which pages are warm (or written).
+    warmed_to: AtomicU64,
+    /// The writer asked for more warming and the thread has not yet
+    /// picked that up; keeps the writer from locking `state` per append.
+    nudged: AtomicBool,
 }
 
 #[derive(Default)]
 struct PreState {
-    /// A segment in use whose unwritten pages should be warmed (one the
-    /// writer had to create itself, or the active one after a restart),
-    /// and the relative offset to start at.
-    warm: Option<(Arc<Segment>, u64)>,
     requested: Option<u64>,
     ready: Option<Arc<Segment>>,
     busy_with: Option<u64>,
@@ -656,17 +690,22 @@ impl Preallocator {
         self.cv.notify_all();
     }
 
-    /// Warm `seg` from `from` on, in the background.
-    fn warm(&self, seg: Arc<Segment>, from: u64) {
-        let mut st = lock(&self.state);
-        st.warm = Some((seg, from));
+    /// The writer is at `pos`: wake the thread if the warm window ahead of
+    /// it has shrunk by a chunk. Lock-free unless a wake-up is due.
+    fn writer_at(&self, pos: u64) {
+        let warmed = self.warmed_to.load(Ordering::Acquire);
+        if warmed >= pos + WARM_AHEAD - WARM_CHUNK || self.nudged.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let _st = lock(&self.state);
         self.cv.notify_all();
     }
 
     fn take(&self, base: u64) -> Option<Arc<Segment>> {
         let mut st = lock(&self.state);
         // If the thread is making exactly this segment, wait for it rather
-        // than race it for the file name.
+        // than race it for the file name. Making one is quick: the pages
+        // are warmed later, as the writer approaches them.
         while st.busy_with == Some(base) {
             st = self.cv.wait(st).unwrap_or_else(|e| e.into_inner());
         }
@@ -692,41 +731,62 @@ impl Preallocator {
         self.cv.notify_all();
     }
 
-    fn run(&self, stop: &AtomicBool, make: impl Fn(u64) -> Option<Arc<Segment>>) {
+    /// The thread's loop. `writer` reads the write position; `create`
+    /// makes a segment; `warm` warms one step from an absolute position
+    /// (in a segment of the log, or in the ready next one) and says where
+    /// it stopped, or `None` if no segment holds that position yet.
+    fn run(
+        &self,
+        stop: &AtomicBool,
+        writer: impl Fn() -> u64,
+        create: impl Fn(u64) -> Option<Arc<Segment>>,
+        warm: impl Fn(u64, Option<&Arc<Segment>>) -> Option<u64>,
+    ) {
+        let mut st = lock(&self.state);
         loop {
-            let base = {
-                let mut st = lock(&self.state);
-                loop {
-                    if st.stopped || stop.load(Ordering::Acquire) {
-                        return;
-                    }
-                    // The segment being written first: the writer is in it.
-                    if let Some((seg, from)) = st.warm.take() {
-                        drop(st);
-                        seg.prefault_from(from, stop);
-                        st = lock(&self.state);
-                        continue;
-                    }
-                    let wanted = st
-                        .requested
-                        .filter(|b| st.ready.as_ref().map(|s| s.base()) != Some(*b));
-                    if let Some(b) = wanted {
-                        st.requested = None;
-                        st.busy_with = Some(b);
-                        break b;
-                    }
-                    st = self.cv.wait(st).unwrap_or_else(|e| e.into_inner());
-                }
-            };
-            let seg = make(base);
-            let mut st = lock(&self.state);
-            st.busy_with = None;
-            if let Some(s) = seg {
-                if let Some(old) = st.ready.replace(s) {
-                    let _ = std::fs::remove_file(old.path());
-                }
+            if st.stopped || stop.load(Ordering::Acquire) {
+                return;
             }
-            self.cv.notify_all();
+            self.nudged.store(false, Ordering::Release);
+            // The next segment first: the writer may be about to roll.
+            let wanted = st
+                .requested
+                .filter(|b| st.ready.as_ref().map(|s| s.base()) != Some(*b));
+            if let Some(base) = wanted {
+                st.requested = None;
+                st.busy_with = Some(base);
+                drop(st);
+                let seg = create(base);
+                st = lock(&self.state);
+                st.busy_with = None;
+                if let Some(s) = seg {
+                    if let Some(old) = st.ready.replace(s) {
+                        let _ = std::fs::remove_file(old.path());
+                    }
+                }
+                self.cv.notify_all();
+                continue;
+            }
+            // Then one step of warming, if the window is not full. Pages
+            // the writer has passed need none, and if it has caught up,
+            // warming restarts a little ahead of it: two threads faulting
+            // the same pages would only wait for each other.
+            let at = writer();
+            let warmed = self.warmed_to.load(Ordering::Acquire);
+            let from = if warmed > at { warmed } else { at + WARM_CHUNK };
+            if from < at + WARM_AHEAD {
+                let ready = st.ready.clone();
+                drop(st);
+                let reached = warm(from, ready.as_ref());
+                st = lock(&self.state);
+                if let Some(to) = reached {
+                    self.warmed_to.store(to, Ordering::Release);
+                    continue;
+                }
+                // Past the last segment and the next is not made yet: the
+                // request (or the writer's roll) wakes us.
+            }
+            st = self.cv.wait(st).unwrap_or_else(|e| e.into_inner());
         }
     }
 }

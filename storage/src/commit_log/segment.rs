@@ -13,7 +13,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -33,8 +33,6 @@ pub struct Segment {
     /// Store time of the newest record written here (ms; 0 = unknown).
     /// Retention reads it to decide whether a sealed segment has expired.
     last_store_ts_ms: AtomicI64,
-    /// Pages were faulted in at creation (see `prefault`).
-    warmed: AtomicBool,
     map: MmapRaw,
     // Kept open so the mapping's file stays valid for msync on every platform.
     _file: File,
@@ -51,15 +49,14 @@ impl std::fmt::Debug for Segment {
 }
 
 impl Segment {
-    /// Create `dir/<base>` preallocated to `size` bytes, map it, and (if
-    /// `prefault`) fault every page in now so the append path never pays for
-    /// first touch. Preallocation also means a full disk is reported here,
-    /// as an error, instead of as SIGBUS on a later write through the map.
+    /// Create `dir/<base>` preallocated to `size` bytes and map it.
+    /// Preallocation means a full disk is reported here, as an error,
+    /// instead of as SIGBUS on a later write through the map. Pages are not
+    /// touched: [`Segment::warm`] does that just ahead of the writer.
     pub fn create(
         dir: &Path,
         base: u64,
         size: u64,
-        prefault: Option<&AtomicBool>,
         faults: &Option<Arc<Faults>>,
     ) -> Result<Segment> {
         let path = dir.join(fs_util::offset_file_name(base));
@@ -87,9 +84,6 @@ impl Segment {
             preallocate(&file, size).at(&tmp)?;
             file.sync_all().at(&tmp)?;
             let seg = Self::map(file, path.clone(), base, size)?;
-            if let Some(stop) = prefault {
-                seg.prefault(stop);
-            }
             std::fs::rename(&tmp, &path).at(&path)?;
             fs_util::fsync_dir(dir)?;
             Ok(seg)
@@ -135,65 +129,44 @@ impl Segment {
             size,
             path,
             last_store_ts_ms: AtomicI64::new(mtime_ms),
-            warmed: AtomicBool::new(false),
             map,
             _file: file,
         })
     }
 
-    /// Fault every page into the page cache now, so the first write to
-    /// each page later is a cheap minor fault instead of an allocation on
-    /// the append path. Reads, not writes: MADV_POPULATE_READ (Linux 5.14+)
-    /// maps the zero-filled pages without dirtying them, so the disk is not
-    /// written twice (zeros now, data later). Works in chunks and gives up
-    /// when `stop` is set, so shutdown never waits for a 1 GiB warm-up.
-    fn prefault(&self, stop: &AtomicBool) {
-        self.prefault_from(0, stop);
-        self.warmed.store(true, Ordering::Release);
-    }
-
-    /// Was this segment created without a warm-up?
-    pub fn is_cold(&self) -> bool {
-        !self.warmed.load(Ordering::Acquire)
-    }
-
-    /// [`Segment::prefault`] from relative offset `from` on (page-aligned
-    /// down). Safe while the writer writes the segment: it only brings
-    /// pages into the page cache.
-    pub fn prefault_from(&self, from: u64, stop: &AtomicBool) {
-        const CHUNK: usize = 32 << 20;
-        const PAGE: usize = 4096;
-        let size = self.size as usize;
-        let mut at = (from as usize / PAGE * PAGE).min(size);
-        while at < size {
-            if stop.load(Ordering::Acquire) {
+    /// Bring the pages of the relative range `from..to` (widened to whole
+    /// pages) into the page cache and map them, so the writer's first
+    /// write to each is a copy into a page that exists instead of a page
+    /// allocation on the append path. Reads, not writes: MADV_POPULATE_READ
+    /// (Linux 5.14+) maps zero-filled pages without dirtying them, so the
+    /// disk is not written twice (zeros now, data later). Safe while the
+    /// writer writes the same range: it only brings pages into the cache.
+    pub fn warm(&self, from: u64, to: u64) {
+        const PAGE: u64 = 4096;
+        let at = (from / PAGE * PAGE).min(self.size) as usize;
+        let end = to.div_ceil(PAGE).saturating_mul(PAGE).min(self.size) as usize;
+        if at >= end {
+            return;
+        }
+        #[cfg(target_os = "linux")]
+        {
+            const MADV_POPULATE_READ: libc::c_int = 22;
+            // SAFETY: the range is inside our own live mapping.
+            let rc = unsafe {
+                libc::madvise(
+                    self.map.as_mut_ptr().add(at).cast(),
+                    end - at,
+                    MADV_POPULATE_READ,
+                )
+            };
+            if rc == 0 {
                 return;
             }
-            let len = CHUNK.min(size - at);
-            #[cfg(target_os = "linux")]
-            {
-                const MADV_POPULATE_READ: libc::c_int = 22;
-                // SAFETY: the range is inside our own live mapping.
-                let rc = unsafe {
-                    libc::madvise(
-                        self.map.as_mut_ptr().add(at).cast(),
-                        len,
-                        MADV_POPULATE_READ,
-                    )
-                };
-                if rc == 0 {
-                    at += len;
-                    continue;
-                }
-            }
-            // Older kernels: touch one byte per page.
-            let mut p = at;
-            while p < at + len {
-                // SAFETY: inside the mapping; reading a new segment's zeros.
-                unsafe { std::ptr::read_volatile(self.map.as_ptr().add(p)) };
-                p += PAGE;
-            }
-            at += len;
+        }
+        // Older kernels: touch one byte per page.
+        for p in (at..end).step_by(PAGE as usize) {
+            // SAFETY: inside the mapping; reading never changes the bytes.
+            unsafe { std::ptr::read_volatile(self.map.as_ptr().add(p)) };
         }
     }
 
@@ -399,9 +372,7 @@ mod tests {
     #[test]
     fn create_write_read_reopen() {
         let dir = tempfile::tempdir().unwrap();
-        let seg = Arc::new(
-            Segment::create(dir.path(), 4096, 8192, Some(&AtomicBool::new(false)), &None).unwrap(),
-        );
+        let seg = Arc::new(Segment::create(dir.path(), 4096, 8192, &None).unwrap());
         assert_eq!(seg.end(), 4096 + 8192);
         assert_eq!(std::fs::metadata(seg.path()).unwrap().len(), 8192);
         // SAFETY: test owns the only handle.
@@ -419,8 +390,8 @@ mod tests {
     #[test]
     fn create_refuses_existing_file() {
         let dir = tempfile::tempdir().unwrap();
-        Segment::create(dir.path(), 0, 4096, None, &None).unwrap();
-        assert!(Segment::create(dir.path(), 0, 4096, None, &None).is_err());
+        Segment::create(dir.path(), 0, 4096, &None).unwrap();
+        assert!(Segment::create(dir.path(), 0, 4096, &None).is_err());
     }
 
     #[test]
@@ -428,7 +399,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let faults = Arc::new(Faults::default());
         faults.fail_after(FaultPoint::SegmentCreate, 0);
-        assert!(Segment::create(dir.path(), 0, 4096, None, &Some(faults)).is_err());
+        assert!(Segment::create(dir.path(), 0, 4096, &Some(faults)).is_err());
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }
 }
