@@ -157,9 +157,7 @@ impl Store {
             config.index_entries,
         )?);
         let mut sinks: Vec<Arc<dyn DispatchSink>> = vec![
-            Arc::new(ConsumeQueueSink {
-                queues: Arc::clone(&queues),
-            }),
+            Arc::new(ConsumeQueueSink::new(Arc::clone(&queues))),
             Arc::new(IndexSink {
                 index: Arc::clone(&index),
             }),

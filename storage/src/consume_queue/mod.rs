@@ -244,9 +244,27 @@ impl ConsumeQueue {
         Ok(f)
     }
 
-    /// Record that queue offset `offset` is `unit`. Idempotent: replaying a
-    /// unit that is already there does nothing. Called by the dispatcher only.
+    /// Record that queue offset `offset` is `unit` and wake readers.
+    /// Idempotent: replaying a unit that is already there does nothing.
+    /// Called by the dispatcher only.
     pub fn put(&self, offset: u64, unit: Unit) -> Result<PutOutcome> {
+        let out = self.put_cached(offset, unit, &mut QueueCursor::default())?;
+        self.notify_readers();
+        Ok(out)
+    }
+
+    /// [`ConsumeQueue::put`] for a run of puts: the cursor keeps the file
+    /// of the previous put, and readers are not woken: the caller calls
+    /// [`ConsumeQueue::notify_readers`] once after the run. A reader that
+    /// checks `max_offset` after registering its listener (as
+    /// [`ConsumeQueue::listen`] asks) still sees every unit at once; one
+    /// already waiting wakes at the end of the run.
+    pub fn put_cached(
+        &self,
+        offset: u64,
+        unit: Unit,
+        cursor: &mut QueueCursor,
+    ) -> Result<PutOutcome> {
         debug_assert!(unit.size > 0);
         let max = self.max_offset();
         let encoded = unit.encode();
@@ -273,15 +291,23 @@ impl ConsumeQueue {
                 tracing::warn!(tp = %self.tp, expected = max, got = offset, "gap in queue offsets; the missing units read as holes");
             }
         }
-        let f = self.file_for_write(offset)?;
+        let f = match cursor.file.take() {
+            Some(f) if offset >= f.first_unit && offset < f.first_unit + f.units() => f,
+            _ => self.file_for_write(offset)?,
+        };
         f.write(offset, &encoded);
+        cursor.file = Some(f);
         if offset >= max && max == self.min_offset() {
             // First unit of an empty queue (possibly not at 0, after retention).
             self.min_offset.store(offset, Ordering::Release);
         }
         self.max_offset.store(offset + 1, Ordering::Release);
-        self.new_records.notify(usize::MAX);
         Ok(PutOutcome::Written)
+    }
+
+    /// Wake the readers waiting for new units.
+    pub fn notify_readers(&self) {
+        self.new_records.notify(usize::MAX);
     }
 
     /// The unit at `offset`, or `None` outside `[min, max)` or at a hole.
