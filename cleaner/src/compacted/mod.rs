@@ -76,7 +76,8 @@ impl CompactTopicConfig {
 /// Every compacted log, and which topics are compact.
 pub struct CompactedLogs {
     root: PathBuf,
-    topics: RwLock<HashMap<String, CompactTopicConfig>>,
+    /// Looked up for every dispatched record, so hashed with ahash.
+    topics: RwLock<HashMap<String, CompactTopicConfig, ahash::RandomState>>,
     /// topic → partition → log; keyed by topic first so the copy path looks
     /// a log up by `&str` without allocating.
     logs: RwLock<HashMap<String, HashMap<u32, Arc<CompactedLog>>>>,
@@ -144,7 +145,7 @@ impl CompactedLogs {
         }
         Ok(Arc::new(CompactedLogs {
             root,
-            topics: RwLock::new(HashMap::new()),
+            topics: RwLock::new(HashMap::default()),
             logs: RwLock::new(logs),
             clock,
         }))
