@@ -633,6 +633,30 @@ mod tests {
     }
 
     #[test]
+    fn direct_produce_answer_matches_serde() {
+        let cases: [&[(u32, u64)]; 4] = [
+            &[],
+            &[(0, 0)],
+            &[(3, 17), (0, 18), (7, 9_999_999)],
+            &[(u32::MAX, u64::MAX), (0, 1 << 40)],
+        ];
+        for offsets in cases {
+            let direct = crate::json_fast::produce_answer(offsets.iter().copied());
+            let serde = serde_json::to_vec(&ProduceResponse::new(
+                offsets
+                    .iter()
+                    .map(|&(p, o)| PartitionOffset::new(p, o))
+                    .collect(),
+            ))
+            .unwrap();
+            assert_eq!(
+                String::from_utf8(direct).unwrap(),
+                String::from_utf8(serde).unwrap()
+            );
+        }
+    }
+
+    #[test]
     fn content_types_pick_the_format() {
         let cases = [
             (JSON_V2, JSON),

@@ -60,6 +60,11 @@ pub(crate) fn v2_json(status: StatusCode, body: &impl Serialize) -> Result<Respo
     json_with(status, V2_RESPONSE, body)
 }
 
+/// A v2 answer already encoded as JSON.
+pub(crate) fn v2_bytes(status: StatusCode, bytes: Vec<u8>) -> Response {
+    bytes_with(status, V2_RESPONSE, bytes)
+}
+
 /// A v3 or ext answer (`application/json`).
 pub(crate) fn json(status: StatusCode, body: &impl Serialize) -> Result<Response, ApiError> {
     json_with(status, "application/json", body)

@@ -31,12 +31,13 @@ use bytes::Bytes;
 use tidelog_storage::commit_log::format::{headers_block_len, HEADER_COUNT_MAX, HEADER_NAME_MAX};
 use tidelog_storage::{AppendRecord, Header};
 
-use super::{blocking, v2_json};
+use super::{blocking, v2_bytes, v2_json};
 use crate::error::ApiError;
 use crate::extract::{content_type, ApiPath};
+use crate::json_fast;
 use crate::names;
 use crate::partitioner::partition_for_key;
-use crate::records::{self, EmbeddedFormat, PartitionOffset, ProduceRecord, ProduceResponse};
+use crate::records::{self, EmbeddedFormat, ProduceRecord, ProduceResponse};
 use crate::registry::Topic;
 use crate::state::{AppState, Ready};
 
@@ -141,13 +142,13 @@ async fn produce_inner(
     } else {
         ready.store.append(&batch)?
     };
-    let offsets = partitions
-        .into_iter()
-        .zip(appended)
-        .map(|(p, a)| PartitionOffset::new(p, a.queue_offset.0))
-        .collect();
-    let response = v2_json(StatusCode::OK, &ProduceResponse::new(offsets))?;
-    Ok((response, count, payload_bytes))
+    let answer = json_fast::produce_answer(
+        partitions
+            .into_iter()
+            .zip(appended)
+            .map(|(p, a)| (p, a.queue_offset.0)),
+    );
+    Ok((v2_bytes(StatusCode::OK, answer), count, payload_bytes))
 }
 
 /// The topic, created first if it is unknown and `auto_create_topics` is on
