@@ -15,7 +15,7 @@ pub mod segment;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use tidelog_storage::{DispatchSink, StoreError, StoredRecord, TopicPartition};
 
@@ -267,6 +267,7 @@ impl CompactedLogs {
     pub fn sink(self: &Arc<Self>) -> Arc<dyn DispatchSink> {
         Arc::new(CompactedSink {
             logs: Arc::clone(self),
+            last_topic: Mutex::default(),
         })
     }
 
@@ -322,6 +323,32 @@ fn to_store_error(e: CleanerError) -> StoreError {
 
 struct CompactedSink {
     logs: Arc<CompactedLogs>,
+    /// Within one dispatch batch: the previous record's topic and whether
+    /// it is compact. Most records are of delete topics and come in runs
+    /// of one topic, so most need no map lookup. Cleared at the end of
+    /// every batch, so a topic's policy change is seen by the next one.
+    last_topic: Mutex<Option<(String, bool)>>,
+}
+
+impl CompactedSink {
+    fn is_compact(&self, topic: &str) -> bool {
+        let mut last = self.last_topic.lock().unwrap_or_else(|e| e.into_inner());
+        match &mut *last {
+            Some((name, compact)) if name == topic => *compact,
+            Some((name, compact)) => {
+                // Reuse the buffer: no allocation per change of topic.
+                name.clear();
+                name.push_str(topic);
+                *compact = self.logs.is_compact(topic);
+                *compact
+            }
+            None => {
+                let compact = self.logs.is_compact(topic);
+                *last = Some((topic.to_owned(), compact));
+                compact
+            }
+        }
+    }
 }
 
 impl DispatchSink for CompactedSink {
@@ -330,6 +357,9 @@ impl DispatchSink for CompactedSink {
     }
 
     fn dispatch(&self, record: &StoredRecord) -> tidelog_storage::Result<()> {
+        if !self.is_compact(record.topic()) {
+            return Ok(());
+        }
         self.logs
             .copy_record(record)
             .map(|_| ())
@@ -337,6 +367,7 @@ impl DispatchSink for CompactedSink {
     }
 
     fn end_batch(&self) -> tidelog_storage::Result<()> {
+        *self.last_topic.lock().unwrap_or_else(|e| e.into_inner()) = None;
         self.logs.end_batch().map_err(to_store_error)
     }
 
