@@ -16,6 +16,13 @@ use clap::{Parser, Subcommand};
 
 use crate::config::{CliOverrides, Config};
 
+/// mimalloc instead of glibc's malloc: the server allocates on tokio
+/// workers and frees on other threads (answers, records handed between the
+/// HTTP and storage sides), which glibc handles with arena locks and
+/// consolidation; profiles and the measurements in docs/BENCHMARKS.md.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "tidelog",
