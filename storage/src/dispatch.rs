@@ -91,7 +91,7 @@ impl DispatchSink for ConsumeQueueSink {
         let batch = &mut *batch;
         let same = batch.last.as_ref().is_some_and(|(q, _)| {
             let tp = q.topic_partition();
-            tp.partition() == r.partition() && tp.topic() == r.topic()
+            tp.partition() == r.partition() && tp.topic().as_bytes() == r.topic_bytes()
         });
         if !same {
             let q = self.queues.get_or_create(r.topic(), r.partition())?;

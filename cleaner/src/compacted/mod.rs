@@ -331,10 +331,15 @@ struct CompactedSink {
 }
 
 impl CompactedSink {
-    fn is_compact(&self, topic: &str) -> bool {
+    fn is_compact(&self, record: &StoredRecord) -> bool {
         let mut last = self.last_topic.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((name, compact)) = &*last {
+            if name.as_bytes() == record.topic_bytes() {
+                return *compact;
+            }
+        }
+        let topic = record.topic();
         match &mut *last {
-            Some((name, compact)) if name == topic => *compact,
             Some((name, compact)) => {
                 // Reuse the buffer: no allocation per change of topic.
                 name.clear();
@@ -357,7 +362,7 @@ impl DispatchSink for CompactedSink {
     }
 
     fn dispatch(&self, record: &StoredRecord) -> tidelog_storage::Result<()> {
-        if !self.is_compact(record.topic()) {
+        if !self.is_compact(record) {
             return Ok(());
         }
         self.logs

@@ -64,6 +64,12 @@ impl StoredRecord {
         StoredRecord { bytes, view }
     }
 
+    /// The topic's bytes (valid UTF-8), for cheap comparisons on hot paths:
+    /// [`StoredRecord::topic`] checks the UTF-8 again on every call.
+    pub fn topic_bytes(&self) -> &[u8] {
+        &self.bytes[self.view.topic.clone()]
+    }
+
     pub fn topic(&self) -> &str {
         // Validated as a topic name (ASCII) when decoded.
         std::str::from_utf8(&self.bytes[self.view.topic.clone()]).unwrap_or_default()
