@@ -604,23 +604,11 @@ pub(crate) fn produce_answer(offsets: impl ExactSizeIterator<Item = (u32, u64)>)
     out
 }
 
-pub(crate) fn push_u64(out: &mut Vec<u8>, mut n: u64) {
-    let mut buf = [0u8; 20];
-    let mut at = buf.len();
-    loop {
-        at -= 1;
-        buf[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&buf[at..]);
+/// Decimal digits, as serde_json writes them (it uses itoa too).
+pub(crate) fn push_u64(out: &mut Vec<u8>, n: u64) {
+    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
 }
 
 pub(crate) fn push_i64(out: &mut Vec<u8>, n: i64) {
-    if n < 0 {
-        out.push(b'-');
-    }
-    push_u64(out, n.unsigned_abs());
+    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
 }

@@ -633,6 +633,20 @@ mod tests {
     }
 
     #[test]
+    fn direct_integers_match_serde() {
+        for n in [0u64, 9, 10, 99, 12_345, u64::from(u32::MAX), u64::MAX] {
+            let mut out = Vec::new();
+            crate::json_fast::push_u64(&mut out, n);
+            assert_eq!(out, serde_json::to_vec(&n).unwrap());
+        }
+        for n in [0i64, -1, 1_700_000_000_000, i64::MIN, i64::MAX] {
+            let mut out = Vec::new();
+            crate::json_fast::push_i64(&mut out, n);
+            assert_eq!(out, serde_json::to_vec(&n).unwrap());
+        }
+    }
+
+    #[test]
     fn direct_produce_answer_matches_serde() {
         let cases: [&[(u32, u64)]; 4] = [
             &[],

@@ -388,7 +388,7 @@ impl Store {
                 continue;
             };
             if rec.queue_offset().0 != offset
-                || rec.topic() != topic
+                || rec.topic_bytes() != topic.as_bytes()
                 || rec.partition() != partition
             {
                 return Err(StoreError::corruption(

@@ -99,6 +99,16 @@ impl CompactedRecord {
         (self.flags & FLAG_HAS_VALUE != 0).then(|| self.bytes.slice(self.value.clone()))
     }
 
+    /// The key, borrowed: no reference count taken.
+    pub fn key_slice(&self) -> Option<&[u8]> {
+        (self.flags & FLAG_HAS_KEY != 0).then(|| &self.bytes[self.key.clone()])
+    }
+
+    /// The value, borrowed (`None` for a tombstone).
+    pub fn value_slice(&self) -> Option<&[u8]> {
+        (self.flags & FLAG_HAS_VALUE != 0).then(|| &self.bytes[self.value.clone()])
+    }
+
     pub fn is_tombstone(&self) -> bool {
         self.flags & FLAG_HAS_VALUE == 0
     }

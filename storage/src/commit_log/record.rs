@@ -109,6 +109,17 @@ impl StoredRecord {
         self.view.value.clone().map(|r| self.bytes.slice(r))
     }
 
+    /// The key, borrowed: no reference count taken, for callers that only
+    /// copy or encode it.
+    pub fn key_slice(&self) -> Option<&[u8]> {
+        self.view.key.clone().map(|r| &self.bytes[r])
+    }
+
+    /// The value, borrowed (`None` for a tombstone).
+    pub fn value_slice(&self) -> Option<&[u8]> {
+        self.view.value.clone().map(|r| &self.bytes[r])
+    }
+
     pub fn is_tombstone(&self) -> bool {
         self.view.flags & format::FLAG_HAS_VALUE == 0
     }
