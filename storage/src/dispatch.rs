@@ -59,13 +59,12 @@ pub struct ConsumeQueueSink {
 /// its only user; the mutex is never contended).
 #[derive(Default)]
 struct QueueBatch {
-    /// The queue of the previous record and where in it the last put
-    /// went: a produce request's records usually share one partition, so
-    /// most records need no map lookup and no file-list lock.
-    last: Option<(Arc<ConsumeQueue>, QueueCursor)>,
-    /// Queues that got units in this batch, keyed by address, to wake
-    /// their readers once at its end rather than once per record.
-    touched: HashMap<usize, Arc<ConsumeQueue>, ahash::RandomState>,
+    /// Every queue that got units in this batch, with where in it the last
+    /// put went, by partition number (then topic): records of a batch go
+    /// to a few partitions, so most need neither the queue map's lookup
+    /// nor the queue's file-list lock. At the end of the batch each of
+    /// these wakes its readers once, rather than once per record.
+    queues: HashMap<u32, Vec<(Arc<ConsumeQueue>, QueueCursor)>, ahash::RandomState>,
 }
 
 impl ConsumeQueueSink {
@@ -88,22 +87,19 @@ impl DispatchSink for ConsumeQueueSink {
 
     fn dispatch(&self, r: &StoredRecord) -> Result<()> {
         let mut batch = self.batch();
-        let batch = &mut *batch;
-        let same = batch.last.as_ref().is_some_and(|(q, _)| {
-            let tp = q.topic_partition();
-            tp.partition() == r.partition() && tp.topic().as_bytes() == r.topic_bytes()
-        });
-        if !same {
-            let q = self.queues.get_or_create(r.topic(), r.partition())?;
-            batch
-                .touched
-                .entry(Arc::as_ptr(&q) as usize)
-                .or_insert_with(|| Arc::clone(&q));
-            batch.last = Some((q, QueueCursor::default()));
-        }
-        let Some((q, cursor)) = batch.last.as_mut() else {
-            return Ok(());
+        let same_partition = batch.queues.entry(r.partition()).or_default();
+        let at = match same_partition
+            .iter()
+            .position(|(q, _)| q.topic_partition().topic().as_bytes() == r.topic_bytes())
+        {
+            Some(at) => at,
+            None => {
+                let q = self.queues.get_or_create(r.topic(), r.partition())?;
+                same_partition.push((q, QueueCursor::default()));
+                same_partition.len() - 1
+            }
         };
+        let (q, cursor) = &mut same_partition[at];
         q.put_cached(
             r.queue_offset().0,
             Unit {
@@ -118,9 +114,10 @@ impl DispatchSink for ConsumeQueueSink {
 
     fn end_batch(&self) -> Result<()> {
         let mut batch = self.batch();
-        batch.last = None;
-        for (_, q) in batch.touched.drain() {
-            q.notify_readers();
+        for (_, queues) in batch.queues.drain() {
+            for (q, _) in queues {
+                q.notify_readers();
+            }
         }
         Ok(())
     }

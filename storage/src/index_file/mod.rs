@@ -404,17 +404,25 @@ impl IndexService {
     /// Index a keyed record. Records arrive in physical order; one at or
     /// below the newest indexed offset is a replay and is skipped.
     pub fn put(&self, topic: &str, key: &[u8], physical: u64, store_ts_ms: i64) -> Result<()> {
-        let files = self.files();
-        if let Some(last) = files.iter().rev().find(|f| !f.is_empty()) {
-            if physical <= last.end_physical() {
-                return Ok(());
+        // Under the read lock, without copying the file list: this runs
+        // for every keyed record.
+        let (writable, full) = {
+            let files = self.files.read().unwrap_or_else(|e| e.into_inner());
+            if let Some(last) = files.iter().rev().find(|f| !f.is_empty()) {
+                if physical <= last.end_physical() {
+                    return Ok(());
+                }
             }
-        }
+            match files.last() {
+                Some(f) if !f.is_full() => (Some(Arc::clone(f)), None),
+                last => (None, last.cloned()),
+            }
+        };
         let hash = format::key_hash(topic, key);
-        let file = match files.last() {
-            Some(f) if !f.is_full() => Arc::clone(f),
-            _ => {
-                if let Some(full) = files.last() {
+        let file = match writable {
+            Some(f) => f,
+            None => {
+                if let Some(full) = full {
                     full.flush()?;
                 }
                 self.new_file()?
