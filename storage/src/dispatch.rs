@@ -223,11 +223,22 @@ impl Dispatcher {
         let mut last_log = began;
         let mut records = 0u64;
         let mut segment = None;
+        let mut failed = None;
         while pos < target {
-            match self.log.read_next_cached(pos, false, &mut segment)? {
+            let next = match self.log.read_next_cached(pos, false, &mut segment) {
+                Ok(next) => next,
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            };
+            match next {
                 Next::Record(r) => {
-                    for s in &self.sinks {
-                        s.dispatch(&r)?;
+                    if let Err(e) = self.sinks.iter().try_for_each(|s| s.dispatch(&r)) {
+                        // Retried from this record after a back-off; the
+                        // sinks accept replays of what they already took.
+                        failed = Some(e);
+                        break;
                     }
                     pos += r.size() as u64;
                     records += 1;
@@ -247,10 +258,15 @@ impl Dispatcher {
             }
         }
         if records > 0 {
+            // Also after a failure: what was dispatched before it is
+            // published (sinks batch their wake-ups and writes).
             for s in &self.sinks {
                 s.end_batch()?;
             }
             self.progressed.notify(usize::MAX);
+        }
+        if let Some(e) = failed {
+            return Err(e);
         }
         if progress {
             tracing::info!(

@@ -383,6 +383,63 @@ fn listener_wakes_on_new_records() {
     assert!(listener.wait_timeout(Duration::from_millis(50)).is_none());
 }
 
+/// A sink that refuses every record from queue offset `from` on, until
+/// released.
+struct StuckFrom {
+    from: u64,
+    released: std::sync::atomic::AtomicBool,
+}
+
+impl tidelog_storage::DispatchSink for StuckFrom {
+    fn name(&self) -> &str {
+        "stuck-from"
+    }
+    fn dispatch(&self, r: &tidelog_storage::StoredRecord) -> tidelog_storage::Result<()> {
+        if r.queue_offset().0 >= self.from
+            && !self.released.load(std::sync::atomic::Ordering::SeqCst)
+        {
+            return Err(StoreError::InvalidInput {
+                reason: "stuck on purpose".into(),
+            });
+        }
+        Ok(())
+    }
+    fn flush(&self) -> tidelog_storage::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_failing_sink_does_not_hide_what_was_dispatched_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let sink = Arc::new(StuckFrom {
+        from: 3,
+        released: std::sync::atomic::AtomicBool::new(false),
+    });
+    let store = Store::open_with_sinks(small_config(dir.path()), vec![sink.clone()]).unwrap();
+    let listener = store.listen("t", 0).unwrap();
+    let batch: Vec<_> = (0..5).map(|_| record("t", 0, None, Some("v"))).collect();
+    store.append(&batch).unwrap();
+    // Readers are woken for the records before the failure (the queue
+    // sink wakes them at the end of a round, which a failure ends too)...
+    assert!(
+        listener.wait_timeout(Duration::from_secs(10)).is_some(),
+        "readers not woken while a later sink fails"
+    );
+    assert!(store.offsets("t", 0).1 >= 3);
+    assert!(!store.wait_dispatched(Duration::from_millis(100)));
+    assert!(store.stats().dispatch_errors >= 1);
+    // ...and once the sink recovers, the retry completes the batch.
+    sink.released
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    assert!(store.wait_dispatched(Duration::from_secs(10)));
+    assert_eq!(store.offsets("t", 0), (0, 5));
+    assert_eq!(
+        store.read("t", 0, 0, 10, usize::MAX).unwrap().records.len(),
+        5
+    );
+}
+
 #[test]
 fn preallocation_prepares_the_next_segment() {
     let dir = tempfile::tempdir().unwrap();
