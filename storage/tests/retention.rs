@@ -4,13 +4,12 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::*;
 use tidelog_storage::retention::{FixedDiskUsage, ManualClock};
-use tidelog_storage::{DispatchSink, Store, StoreConfig, StoreError, StoredRecord, Trigger};
+use tidelog_storage::{Store, StoreConfig, StoreError, Trigger};
 
 const HOUR_MS: i64 = 3_600_000;
 const SEGMENT: u64 = 4096;
@@ -252,36 +251,15 @@ fn forced_pass_never_takes_the_active_segment() {
     assert_eq!(store.stats().commitlog_segments, 1);
 }
 
-/// A sink that stops accepting records once told to, like a compacted log
-/// that cannot keep up.
-struct StuckSink(AtomicBool);
-
-impl DispatchSink for StuckSink {
-    fn name(&self) -> &str {
-        "stuck"
-    }
-    fn dispatch(&self, _: &StoredRecord) -> tidelog_storage::Result<()> {
-        if self.0.load(Ordering::SeqCst) {
-            return Err(StoreError::InvalidInput {
-                reason: "stuck on purpose".into(),
-            });
-        }
-        Ok(())
-    }
-    fn flush(&self) -> tidelog_storage::Result<()> {
-        Ok(())
-    }
-}
-
 #[test]
 fn segments_past_the_durable_dispatch_position_are_kept() {
     let dir = tempfile::tempdir().unwrap();
     let (cfg, knobs) = config(dir.path());
-    let sink = Arc::new(StuckSink(AtomicBool::new(false)));
+    let sink = StuckSink::new(0, false);
     let store = Store::open_with_sinks(cfg, vec![sink.clone()]).unwrap();
     fill(&store, 3);
     let dispatched_before = store.stats().dispatched_offset;
-    sink.0.store(true, Ordering::SeqCst);
+    sink.set_stuck(true);
     fill_then(&store, 6, false);
     assert_eq!(
         store.stats().dispatched_offset,

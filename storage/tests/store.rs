@@ -383,39 +383,10 @@ fn listener_wakes_on_new_records() {
     assert!(listener.wait_timeout(Duration::from_millis(50)).is_none());
 }
 
-/// A sink that refuses every record from queue offset `from` on, until
-/// released.
-struct StuckFrom {
-    from: u64,
-    released: std::sync::atomic::AtomicBool,
-}
-
-impl tidelog_storage::DispatchSink for StuckFrom {
-    fn name(&self) -> &str {
-        "stuck-from"
-    }
-    fn dispatch(&self, r: &tidelog_storage::StoredRecord) -> tidelog_storage::Result<()> {
-        if r.queue_offset().0 >= self.from
-            && !self.released.load(std::sync::atomic::Ordering::SeqCst)
-        {
-            return Err(StoreError::InvalidInput {
-                reason: "stuck on purpose".into(),
-            });
-        }
-        Ok(())
-    }
-    fn flush(&self) -> tidelog_storage::Result<()> {
-        Ok(())
-    }
-}
-
 #[test]
 fn a_failing_sink_does_not_hide_what_was_dispatched_before_it() {
     let dir = tempfile::tempdir().unwrap();
-    let sink = Arc::new(StuckFrom {
-        from: 3,
-        released: std::sync::atomic::AtomicBool::new(false),
-    });
+    let sink = StuckSink::new(3, true);
     let store = Store::open_with_sinks(small_config(dir.path()), vec![sink.clone()]).unwrap();
     let listener = store.listen("t", 0).unwrap();
     let batch: Vec<_> = (0..5).map(|_| record("t", 0, None, Some("v"))).collect();
@@ -430,8 +401,7 @@ fn a_failing_sink_does_not_hide_what_was_dispatched_before_it() {
     assert!(!store.wait_dispatched(Duration::from_millis(100)));
     assert!(store.stats().dispatch_errors >= 1);
     // ...and once the sink recovers, the retry completes the batch.
-    sink.released
-        .store(true, std::sync::atomic::Ordering::SeqCst);
+    sink.set_stuck(false);
     assert!(store.wait_dispatched(Duration::from_secs(10)));
     assert_eq!(store.offsets("t", 0), (0, 5));
     assert_eq!(

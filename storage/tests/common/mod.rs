@@ -2,11 +2,51 @@
 #![allow(dead_code, clippy::unwrap_used)]
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
 use tidelog_storage::retention::FixedDiskUsage;
-use tidelog_storage::{AppendRecord, FlushMode, Header, StoreConfig};
+use tidelog_storage::{
+    AppendRecord, DispatchSink, FlushMode, Header, StoreConfig, StoreError, StoredRecord,
+};
+
+/// A dispatch sink that, while `stuck`, refuses every record from queue
+/// offset `from` on, like a compacted log that cannot keep up.
+pub struct StuckSink {
+    pub from: u64,
+    pub stuck: AtomicBool,
+}
+
+impl StuckSink {
+    pub fn new(from: u64, stuck: bool) -> Arc<StuckSink> {
+        Arc::new(StuckSink {
+            from,
+            stuck: AtomicBool::new(stuck),
+        })
+    }
+
+    pub fn set_stuck(&self, stuck: bool) {
+        self.stuck.store(stuck, Ordering::SeqCst);
+    }
+}
+
+impl DispatchSink for StuckSink {
+    fn name(&self) -> &str {
+        "stuck"
+    }
+    fn dispatch(&self, r: &StoredRecord) -> tidelog_storage::Result<()> {
+        if r.queue_offset().0 >= self.from && self.stuck.load(Ordering::SeqCst) {
+            return Err(StoreError::InvalidInput {
+                reason: "stuck on purpose".into(),
+            });
+        }
+        Ok(())
+    }
+    fn flush(&self) -> tidelog_storage::Result<()> {
+        Ok(())
+    }
+}
 
 /// Small files everywhere, so tests roll segments and queue files often.
 pub fn small_config(dir: &Path) -> StoreConfig {
