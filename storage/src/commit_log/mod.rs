@@ -662,8 +662,13 @@ const WARM_CHUNK: u64 = 4 << 20;
 ///   cache, across a segment boundary if the next segment is ready, so the
 ///   writer copies into existing pages instead of allocating them. Warming
 ///   follows the writer in `WARM_CHUNK` steps, so its cost is proportional
-///   to what is written and runs beside the writer, never in front of it:
+///   to what is written, and it runs on this thread, off the append path:
 ///   the writer never waits for a warm-up.
+///
+/// Warming is an optimisation only: a nudge lost to a race between the
+/// writer's flag and the thread's read of the write position leaves the
+/// window one chunk short until the next append nudges again, and a page
+/// the writer reaches cold is merely slower to write.
 #[derive(Default)]
 struct Preallocator {
     state: Mutex<PreState>,
