@@ -41,11 +41,11 @@ use std::time::{Duration, Instant};
 
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use tidelog_cleaner::{CompactedLog, CompactedRecord};
 use tidelog_storage::StoredRecord;
 
-use super::{blocking, bytes_with, json, v2_json};
+use super::{blocking, bytes_with, json, timed, v2_json};
 use crate::error::ApiError;
 use crate::extract::{ApiPath, ApiQuery};
 use crate::names;
@@ -72,19 +72,12 @@ pub async fn fetch(
     query: ApiQuery,
     headers: HeaderMap,
 ) -> Response {
-    let started = Instant::now();
-    let result = fetch_inner(&state, &topic, &partition, &query, &headers).await;
     let metrics = &state.shared().metrics.fetch;
-    match result {
-        Ok((response, records, bytes)) => {
-            metrics.finish(true, records, bytes, started.elapsed());
-            response
-        }
-        Err(e) => {
-            metrics.finish(false, 0, 0, started.elapsed());
-            e.into_response()
-        }
-    }
+    timed(
+        metrics,
+        fetch_inner(&state, &topic, &partition, &query, &headers),
+    )
+    .await
 }
 
 /// One read, rendered: the encoded answer (`None` if there were no
@@ -219,40 +212,37 @@ async fn read_rendered(
     max_bytes: u64,
     format: EmbeddedFormat,
 ) -> Result<Rendered, ApiError> {
-    let run = || -> Result<Rendered, ApiError> {
-        let read = ready.store.read(
-            &topic.name,
-            partition,
-            from,
-            usize::try_from(max_records).unwrap_or(usize::MAX),
-            usize::try_from(max_bytes).unwrap_or(usize::MAX),
-        )?;
-        if read.records.is_empty() {
-            return Ok(Rendered {
-                body: None,
-                next_offset: read.next_offset,
-                records: 0,
-                bytes: 0,
-            });
-        }
-        let bytes = read.records.iter().map(payload_bytes).sum();
-        let mut body = Vec::with_capacity(answer_capacity(format, read.records.len(), bytes));
-        body.push(b'[');
-        for (i, r) in read.records.iter().enumerate() {
-            if i > 0 {
-                body.push(b',');
-            }
-            write_stored(&mut body, format, &topic.name, r)?;
-        }
-        body.push(b']');
-        Ok(Rendered {
-            body: Some(body),
+    let read = ready.store.read(
+        &topic.name,
+        partition,
+        from,
+        usize::try_from(max_records).unwrap_or(usize::MAX),
+        usize::try_from(max_bytes).unwrap_or(usize::MAX),
+    )?;
+    if read.records.is_empty() {
+        return Ok(Rendered {
+            body: None,
             next_offset: read.next_offset,
-            records: read.records.len() as u64,
-            bytes,
-        })
-    };
-    run()
+            records: 0,
+            bytes: 0,
+        });
+    }
+    let bytes = read.records.iter().map(payload_bytes).sum();
+    let mut body = Vec::with_capacity(answer_capacity(format, read.records.len(), bytes));
+    body.push(b'[');
+    for (i, r) in read.records.iter().enumerate() {
+        if i > 0 {
+            body.push(b',');
+        }
+        write_stored(&mut body, format, &topic.name, r)?;
+    }
+    body.push(b']');
+    Ok(Rendered {
+        body: Some(body),
+        next_offset: read.next_offset,
+        records: read.records.len() as u64,
+        bytes,
+    })
 }
 
 /// As [`read_rendered`], from a compact topic's compacted log. With
@@ -311,7 +301,7 @@ async fn read_compacted_rendered(
 }
 
 fn compacted_payload_bytes(r: &CompactedRecord) -> u64 {
-    r.key().map_or(0, |k| k.len() as u64) + r.value().map_or(0, |v| v.len() as u64)
+    r.key_slice().map_or(0, |k| k.len() as u64) + r.value_slice().map_or(0, |v| v.len() as u64)
 }
 
 /// A compacted record in `format`, in the same shape as a CommitLog record.
@@ -353,7 +343,7 @@ fn write_stored(
 }
 
 fn payload_bytes(r: &StoredRecord) -> u64 {
-    r.key().map_or(0, |k| k.len() as u64) + r.value().map_or(0, |v| v.len() as u64)
+    r.key_slice().map_or(0, |k| k.len() as u64) + r.value_slice().map_or(0, |v| v.len() as u64)
 }
 
 /// A stored record in `format`; with its physical offset on ext routes.

@@ -70,6 +70,26 @@ pub(crate) fn json(status: StatusCode, body: &impl Serialize) -> Result<Response
     json_with(status, "application/json", body)
 }
 
+/// Runs a produce or fetch and counts it in `metrics`: the answer, the
+/// records and payload bytes it moved (on success), and its latency.
+pub(crate) async fn timed(
+    metrics: &crate::metrics::RequestMetrics,
+    work: impl std::future::Future<Output = Result<(Response, u64, u64), ApiError>>,
+) -> Response {
+    let started = std::time::Instant::now();
+    let result = work.await;
+    match result {
+        Ok((response, records, bytes)) => {
+            metrics.finish(true, records, bytes, started.elapsed());
+            response
+        }
+        Err(e) => {
+            metrics.finish(false, 0, 0, started.elapsed());
+            e.into_response()
+        }
+    }
+}
+
 /// Runs a blocking closure on tokio's blocking pool.
 pub(crate) async fn blocking<T, F>(f: F) -> Result<T, ApiError>
 where

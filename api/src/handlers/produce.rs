@@ -21,17 +21,16 @@
 //!   so that a full disk never creates topics for requests it refuses.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use bytes::Bytes;
 use tidelog_storage::commit_log::format::{headers_block_len, HEADER_COUNT_MAX, HEADER_NAME_MAX};
 use tidelog_storage::{AppendRecord, Header};
 
-use super::{blocking, v2_bytes, v2_json};
+use super::{blocking, timed, v2_bytes, v2_json};
 use crate::error::ApiError;
 use crate::extract::{content_type, ApiPath};
 use crate::json_fast;
@@ -47,7 +46,8 @@ pub async fn produce(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    timed(&state, produce_inner(&state, topic, None, &headers, body)).await
+    let metrics = &state.shared().metrics.produce;
+    timed(metrics, produce_inner(&state, topic, None, &headers, body)).await
 }
 
 pub async fn produce_to_partition(
@@ -56,30 +56,12 @@ pub async fn produce_to_partition(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    let metrics = &state.shared().metrics.produce;
     timed(
-        &state,
+        metrics,
         produce_inner(&state, topic, Some(partition), &headers, body),
     )
     .await
-}
-
-async fn timed(
-    state: &AppState,
-    work: impl std::future::Future<Output = Result<(Response, u64, u64), ApiError>>,
-) -> Response {
-    let started = Instant::now();
-    let result = work.await;
-    let metrics = &state.shared().metrics.produce;
-    match result {
-        Ok((response, records, bytes)) => {
-            metrics.finish(true, records, bytes, started.elapsed());
-            response
-        }
-        Err(e) => {
-            metrics.finish(false, 0, 0, started.elapsed());
-            e.into_response()
-        }
-    }
 }
 
 /// Answers with the response, the number of records and their payload bytes.
