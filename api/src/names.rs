@@ -16,10 +16,12 @@
 //! An invalid name is 400/40002 rather than 404: such a topic or group can
 //! never exist, and the message says what is wrong with the name.
 
+use tidelog_storage::{topic_name_problem, TopicNameProblem};
+
 use crate::error::ApiError;
 
 /// Kafka's `Topic.MAX_NAME_LENGTH`.
-pub const TOPIC_NAME_MAX_CHARS: usize = 249;
+pub const TOPIC_NAME_MAX_CHARS: usize = tidelog_storage::types::TOPIC_NAME_MAX;
 
 /// Same bound as topics, so a group name fits wherever a topic name does.
 pub const GROUP_NAME_MAX_CHARS: usize = 249;
@@ -28,36 +30,26 @@ pub const GROUP_NAME_MAX_CHARS: usize = 249;
 /// `Long.MAX_VALUE`, so offsets round-trip through every Kafka client.
 pub const OFFSET_MAX: u64 = i64::MAX as u64;
 
-/// Checks a topic name against Kafka's rule.
+/// Checks a topic name against Kafka's rule (storage's one definition),
+/// worded for an HTTP client.
 pub fn validate_topic_name(name: &str) -> Result<(), ApiError> {
-    let invalid = |reason: String| ApiError::InvalidName {
+    let Some(problem) = topic_name_problem(name) else {
+        return Ok(());
+    };
+    Err(ApiError::InvalidName {
         kind: "topic",
         name: name.to_string(),
-        reason,
-    };
-    if name.is_empty() {
-        return Err(invalid("must not be empty".into()));
-    }
-    if name == "." || name == ".." {
-        return Err(invalid("must not be \".\" or \"..\"".into()));
-    }
-    // Characters first: a 300-byte Unicode name should be told about its
-    // characters, which is the more useful complaint.
-    if let Some(bad) = name
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
-    {
-        return Err(invalid(format!(
-            "character {bad:?} is not allowed (only ASCII letters, digits, '.', '_' and '-')"
-        )));
-    }
-    if name.len() > TOPIC_NAME_MAX_CHARS {
-        return Err(invalid(format!(
-            "is {} characters long, the maximum is {TOPIC_NAME_MAX_CHARS}",
-            name.len()
-        )));
-    }
-    Ok(())
+        reason: match problem {
+            TopicNameProblem::Empty => "must not be empty".into(),
+            TopicNameProblem::Reserved => "must not be \".\" or \"..\"".into(),
+            TopicNameProblem::Character(bad) => format!(
+                "character {bad:?} is not allowed (only ASCII letters, digits, '.', '_' and '-')"
+            ),
+            TopicNameProblem::TooLong(len) => {
+                format!("is {len} characters long, the maximum is {TOPIC_NAME_MAX_CHARS}")
+            }
+        },
+    })
 }
 
 /// Checks a consumer group name (rules in the module doc).

@@ -31,4 +31,7 @@ pub use error::{Result, StoreError};
 pub use event_listener::{EventListener, Listener};
 pub use retention::{PassOutcome, RetentionConfig, Trigger};
 pub use store::{ReadResult, RecoveryReport, Store, StoreStats};
-pub use types::{validate_topic_name, PhysicalOffset, QueueOffset, TopicPartition};
+pub use types::{
+    topic_name_problem, validate_topic_name, PhysicalOffset, QueueOffset, TopicNameProblem,
+    TopicPartition,
+};

@@ -31,30 +31,60 @@ impl fmt::Display for QueueOffset {
 /// Longest topic name, as in Kafka.
 pub const TOPIC_NAME_MAX: usize = 249;
 
-/// Check a topic name against Kafka's rules: `[a-zA-Z0-9._-]{1,249}`, and not
-/// `.` or `..`. The store uses topic names as directory names, so this is a
-/// safety check, not a nicety: it runs on names from clients and from disk.
-pub fn validate_topic_name(name: &str) -> Result<()> {
-    if name.is_empty() || name.len() > TOPIC_NAME_MAX {
-        return Err(StoreError::invalid(format!(
-            "topic name must be 1 to {TOPIC_NAME_MAX} characters, got {}",
-            name.len()
-        )));
+/// What breaks Kafka's topic name rule, `[a-zA-Z0-9._-]{1,249}` and not
+/// `.` or `..`; the one definition of the rule, which the HTTP API words
+/// in its own messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TopicNameProblem {
+    Empty,
+    /// `.` or `..`.
+    Reserved,
+    /// The first character outside `[a-zA-Z0-9._-]`.
+    Character(char),
+    /// Longer than [`TOPIC_NAME_MAX`] (bytes, which are characters once
+    /// every character is ASCII).
+    TooLong(usize),
+}
+
+/// The first problem of `name` under the topic name rule, checked in this
+/// order: empty, reserved, characters, length (a long name of foreign
+/// characters hears about its characters, the more useful complaint).
+pub fn topic_name_problem(name: &str) -> Option<TopicNameProblem> {
+    if name.is_empty() {
+        return Some(TopicNameProblem::Empty);
     }
     if name == "." || name == ".." {
-        return Err(StoreError::invalid(format!(
-            "topic name {name:?} is reserved"
-        )));
+        return Some(TopicNameProblem::Reserved);
     }
     if let Some(bad) = name
         .chars()
         .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
     {
-        return Err(StoreError::invalid(format!(
-            "topic name {name:?} has the character {bad:?}; allowed are ASCII letters, digits, '.', '_' and '-'"
-        )));
+        return Some(TopicNameProblem::Character(bad));
     }
-    Ok(())
+    if name.len() > TOPIC_NAME_MAX {
+        return Some(TopicNameProblem::TooLong(name.len()));
+    }
+    None
+}
+
+/// Check a topic name against Kafka's rules (see [`topic_name_problem`]).
+/// The store uses topic names as directory names, so this is a safety
+/// check, not a nicety: it runs on names from clients and from disk.
+pub fn validate_topic_name(name: &str) -> Result<()> {
+    let Some(problem) = topic_name_problem(name) else {
+        return Ok(());
+    };
+    Err(StoreError::invalid(match problem {
+        TopicNameProblem::Empty | TopicNameProblem::TooLong(_) => format!(
+            "topic name must be 1 to {TOPIC_NAME_MAX} characters, got {}",
+            name.len()
+        ),
+        TopicNameProblem::Reserved => format!("topic name {name:?} is reserved"),
+        TopicNameProblem::Character(bad) => format!(
+            "topic name {name:?} has the character {bad:?}; allowed are ASCII letters, digits, '.', '_' and '-'"
+        ),
+    }))
 }
 
 /// A topic and one of its partitions. Cheap to clone.
