@@ -746,20 +746,11 @@ impl Inner {
     }
 
     fn run_flusher(&self) {
-        let interval = Duration::from_millis(self.config.flush_interval_ms);
-        loop {
-            let listener = self.wake.listen();
-            if self.stop.load(Ordering::Acquire) {
-                return;
-            }
-            let _ = event_listener::Listener::wait_timeout(listener, interval);
-            if self.stop.load(Ordering::Acquire) {
-                return;
-            }
-            if let Err(e) = self.log.flush_all().and_then(|_| self.checkpoint()) {
+        self.run_every(self.config.flush_interval_ms, |inner| {
+            if let Err(e) = inner.log.flush_all().and_then(|_| inner.checkpoint()) {
                 tracing::error!(error = %e, "periodic flush failed");
             }
-        }
+        });
     }
 }
 
