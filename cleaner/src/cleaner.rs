@@ -41,8 +41,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::checkpoint::CleanerCheckpoint;
+use crate::compacted::format::CompactedRecord;
 use crate::compacted::log::{lock, swap_file_name, CompactedLog};
-use crate::compacted::segment::{Segment, CLEANED_SUFFIX, LOG_SUFFIX};
+use crate::compacted::segment::{Segment, SegmentReader, CLEANED_SUFFIX, LOG_SUFFIX};
 use crate::compacted::{CompactTopicConfig, CompactedLogs};
 use crate::error::{CleanerError, Result};
 use crate::offset_map::{OffsetMap, PutOutcome, DEFAULT_LOAD_FACTOR};
@@ -770,6 +771,24 @@ impl Shared {
         self.changed.notify_all();
     }
 
+    /// The next record of `seg` through `reader`, counted in `stats` and
+    /// the throttle as read.
+    fn read_counted(
+        &self,
+        seg: &Segment,
+        reader: &mut SegmentReader<'_>,
+        stats: &mut RunStats,
+    ) -> Result<Option<CompactedRecord>> {
+        let rec = match reader.next_record() {
+            Ok(Some(r)) => r,
+            Ok(None) => return Ok(None),
+            Err(why) => return Err(corrupt(seg, reader.position(), why)),
+        };
+        stats.bytes_read += rec.len() as u64;
+        self.throttle.account(rec.len() as u64);
+        Ok(Some(rec))
+    }
+
     /// One cleaning pass over `log`.
     fn run(
         &self,
@@ -793,14 +812,7 @@ impl Shared {
                 && s.stats().last_offset.is_some_and(|l| l >= info.first_dirty)
         }) {
             let mut reader = seg.reader(seg.position_for(info.first_dirty));
-            loop {
-                let rec = match reader.next_record() {
-                    Ok(Some(r)) => r,
-                    Ok(None) => break,
-                    Err(why) => return Err(corrupt(seg, reader.position(), why)),
-                };
-                stats.bytes_read += rec.len() as u64;
-                self.throttle.account(rec.len() as u64);
+            while let Some(rec) = self.read_counted(seg, &mut reader, &mut stats)? {
                 if rec.offset < info.first_dirty {
                     continue;
                 }
@@ -901,14 +913,7 @@ impl Shared {
         let cleaned = Arc::new(Segment::create(cleaned_path, base, first.created_ms())?);
         for seg in group {
             let mut reader = seg.reader(0);
-            loop {
-                let rec = match reader.next_record() {
-                    Ok(Some(r)) => r,
-                    Ok(None) => break,
-                    Err(why) => return Err(corrupt(seg, reader.position(), why)),
-                };
-                stats.bytes_read += rec.len() as u64;
-                self.throttle.account(rec.len() as u64);
+            while let Some(rec) = self.read_counted(seg, &mut reader, stats)? {
                 if !keep(&rec, map, now) {
                     stats.records_removed += 1;
                     continue;
