@@ -189,49 +189,27 @@ impl<'a> Scanner<'a> {
             b'f' => self.literal(b"false").map(|()| true)?,
             b'"' => self.string().map(|(_, _, canonical)| canonical)?,
             b'-' | b'0'..=b'9' => self.number()?,
-            b'[' => {
+            open @ (b'[' | b'{') => {
                 if depth + 1 > MAX_DEPTH {
                     return None;
                 }
+                let object = open == b'{';
+                let close = if object { b'}' } else { b']' };
                 self.pos += 1;
                 let mut canonical = !self.ws();
-                if self.eat(b']').is_none() {
-                    loop {
-                        let item = self.value(depth + 1)?;
-                        canonical &= item.canonical;
-                        canonical &= !self.ws();
-                        match self.peek()? {
-                            b',' => {
-                                self.pos += 1;
-                                canonical &= !self.ws();
-                            }
-                            b']' => {
-                                self.pos += 1;
-                                break;
-                            }
-                            _ => return None,
-                        }
-                    }
-                }
-                canonical
-            }
-            b'{' => {
-                if depth + 1 > MAX_DEPTH {
-                    return None;
-                }
-                self.pos += 1;
-                let mut canonical = !self.ws();
-                if self.eat(b'}').is_none() {
+                if self.eat(close).is_none() {
                     let mut previous: Option<&[u8]> = None;
                     loop {
-                        let (key, escaped, _) = self.string()?;
-                        // Sorted and unique as raw bytes is sorted and unique
-                        // as strings when there is no escape.
-                        canonical &= !escaped && previous.is_none_or(|p| p < key);
-                        previous = Some(key);
-                        canonical &= !self.ws();
-                        self.eat(b':')?;
-                        canonical &= !self.ws();
+                        if object {
+                            let (key, escaped, _) = self.string()?;
+                            // Sorted and unique as raw bytes is sorted and
+                            // unique as strings when there is no escape.
+                            canonical &= !escaped && previous.is_none_or(|p| p < key);
+                            previous = Some(key);
+                            canonical &= !self.ws();
+                            self.eat(b':')?;
+                            canonical &= !self.ws();
+                        }
                         let item = self.value(depth + 1)?;
                         canonical &= item.canonical;
                         canonical &= !self.ws();
@@ -240,7 +218,7 @@ impl<'a> Scanner<'a> {
                                 self.pos += 1;
                                 canonical &= !self.ws();
                             }
-                            b'}' => {
+                            c if c == close => {
                                 self.pos += 1;
                                 break;
                             }
