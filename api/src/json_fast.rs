@@ -213,17 +213,10 @@ impl<'a> Scanner<'a> {
                         let item = self.value(depth + 1)?;
                         canonical &= item.canonical;
                         canonical &= !self.ws();
-                        match self.peek()? {
-                            b',' => {
-                                self.pos += 1;
-                                canonical &= !self.ws();
-                            }
-                            c if c == close => {
-                                self.pos += 1;
-                                break;
-                            }
-                            _ => return None,
+                        if !self.separator(close)? {
+                            break;
                         }
+                        canonical &= !self.ws();
                     }
                 }
                 canonical
@@ -258,17 +251,10 @@ impl<'a> Scanner<'a> {
             self.ws();
             member(self, name)?;
             self.ws();
-            match self.peek()? {
-                b',' => {
-                    self.pos += 1;
-                    self.ws();
-                }
-                b'}' => {
-                    self.pos += 1;
-                    return Some(());
-                }
-                _ => return None,
+            if !self.separator(b'}')? {
+                return Some(());
             }
+            self.ws();
         }
     }
 
@@ -282,18 +268,23 @@ impl<'a> Scanner<'a> {
         loop {
             element(self)?;
             self.ws();
-            match self.peek()? {
-                b',' => {
-                    self.pos += 1;
-                    self.ws();
-                }
-                b']' => {
-                    self.pos += 1;
-                    return Some(());
-                }
-                _ => return None,
+            if !self.separator(b']')? {
+                return Some(());
             }
+            self.ws();
         }
+    }
+
+    /// After an element of a container: `Some(true)` past a `,` (another
+    /// element follows), `Some(false)` past `close`, `None` otherwise.
+    fn separator(&mut self, close: u8) -> Option<bool> {
+        let more = match self.peek()? {
+            b',' => true,
+            c if c == close => false,
+            _ => return None,
+        };
+        self.pos += 1;
+        Some(more)
     }
 
     /// A non-negative integer without fraction or exponent that fits `u64`.
