@@ -13,13 +13,19 @@
 //!   base64 string, bad base64, a wrong type, nesting deeper than
 //!   [`MAX_DEPTH`], invalid UTF-8. Base64 is decoded into one buffer for the
 //!   whole request, which the records then share.
+//! * Base64 here is base64-simd's: ~19 ns per 100-byte value where the
+//!   scalar `base64` crate takes ~75 ns (measured on the bench machine), and
+//!   produce decodes, fetch encodes, every value. It is exactly as strict as
+//!   the general path's `base64` STANDARD engine (padding required and
+//!   canonical, no trailing bits, no whitespace): the decode tests in
+//!   `records.rs` run both over the same texts, and invalid base64 falls
+//!   back to the general path for its error message.
 //! * [`is_canonical_json`] tells whether bytes are exactly what serde_json
 //!   writes for the `Value` they parse to (compact, object members sorted,
 //!   integers only, strings in serde_json's escaping): such bytes are their
 //!   own canonical form and can be stored or sent as they are.
 
-use base64::engine::general_purpose::STANDARD as BASE64;
-use base64::Engine as _;
+use base64_simd::STANDARD as BASE64;
 use bytes::Bytes;
 
 use crate::records::{EmbeddedFormat, ProduceRecord};
@@ -317,7 +323,10 @@ impl<'a> Scanner<'a> {
             return None;
         }
         let start = out.len();
-        BASE64.decode_vec(text, out).ok()?;
+        // decode_append grows the buffer by exactly what it needs; reserve
+        // first so a long run of values still grows it geometrically.
+        out.reserve(BASE64.estimated_decoded_length(text.len()));
+        BASE64.decode_append(text, out).ok()?;
         Some((start, out.len()))
     }
 }
@@ -534,16 +543,8 @@ pub(crate) fn push_json_str(out: &mut Vec<u8>, text: &str) {
 /// never needs JSON escaping.
 pub(crate) fn push_base64_str(out: &mut Vec<u8>, bytes: &[u8]) {
     out.push(b'"');
-    let start = out.len();
-    let len = base64::encoded_len(bytes.len(), true).unwrap_or(0);
-    out.resize(start + len, 0);
-    match BASE64.encode_slice(bytes, &mut out[start..]) {
-        Ok(written) => out.truncate(start + written),
-        Err(_) => {
-            out.truncate(start);
-            out.extend_from_slice(BASE64.encode(bytes).as_bytes());
-        }
-    }
+    out.reserve(BASE64.encoded_length(bytes.len()) + 1);
+    BASE64.encode_append(bytes, out);
     out.push(b'"');
 }
 

@@ -1479,6 +1479,35 @@ mod tests {
                 );
             }
         }
+        // Base64 the fast path decodes with base64-simd and the general path
+        // with the base64 crate: every length around the SIMD block sizes,
+        // and each of those with one character spoilt (padding, trailing
+        // bits, characters outside the alphabet, whitespace).
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        for len in 0..=100usize {
+            let bytes: Vec<u8> = (0..len).map(|i| (i as u64 * 131 + seed) as u8).collect();
+            let text = BASE64.encode(&bytes);
+            bodies.push(format!("{{\"records\":[{{\"value\":\"{text}\"}}]}}").into_bytes());
+            if text.is_empty() {
+                continue;
+            }
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let mut spoilt = text.into_bytes();
+            let at = seed as usize % spoilt.len();
+            spoilt[at] = b"=A/+-_ .\x7f"[(seed >> 32) as usize % 9];
+            let spoilt = String::from_utf8(spoilt).unwrap();
+            bodies.push(
+                format!("{{\"records\":[{{\"key\":\"{spoilt}\",\"value\":\"eA==\"}}]}}")
+                    .into_bytes(),
+            );
+        }
+        for text in [
+            "QR==", "QUJ=", "QUJDRB==", "Q===", "====", "QQ==QQ==", "QQ=", "=QUJ",
+        ] {
+            bodies.push(format!("{{\"records\":[{{\"value\":\"{text}\"}}]}}").into_bytes());
+        }
         for depth in [90, 97, 98, 120, 124, 125, 126, 127, 130, 10_000] {
             let nested = format!("{}1{}", "[".repeat(depth), "]".repeat(depth));
             bodies.push(format!("{{\"records\":[{{\"value\":{nested}}}]}}").into_bytes());
@@ -1523,6 +1552,20 @@ mod tests {
             }
         }
         assert!(fast >= 100, "{fast}");
+    }
+
+    #[test]
+    fn fast_base64_encoding_matches_the_base64_crate() {
+        for len in 0..=200usize {
+            let bytes: Vec<u8> = (0..len).map(|i| (i * 251 + len) as u8).collect();
+            let mut out = b"x".to_vec();
+            crate::json_fast::push_base64_str(&mut out, &bytes);
+            assert_eq!(
+                out,
+                format!("x\"{}\"", BASE64.encode(&bytes)).into_bytes(),
+                "{len}"
+            );
+        }
     }
 
     #[test]
