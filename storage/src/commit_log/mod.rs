@@ -49,14 +49,13 @@ impl NextOffsets {
         self.0.get(topic)?.get(&partition).copied()
     }
 
-    fn entry(&mut self, topic: &Arc<str>, partition: u32) -> &mut u64 {
-        // Cloning the record's `Arc<str>` is a reference-count increment,
-        // not an allocation.
-        self.0
-            .entry(Arc::clone(topic))
-            .or_default()
-            .entry(partition)
-            .or_insert(0)
+    /// The counters of `topic`'s partitions, created empty if it has none.
+    /// The append path looks the topic up once per run of its records.
+    fn topic_mut(&mut self, topic: &Arc<str>) -> &mut HashMap<u32, u64, ahash::RandomState> {
+        if !self.0.contains_key(&**topic) {
+            self.0.insert(Arc::clone(topic), HashMap::default());
+        }
+        self.0.get_mut(&**topic).expect("inserted above")
     }
 }
 
@@ -329,6 +328,9 @@ impl CommitLog {
         let mut run_start = cursor;
         let mut scratch = std::mem::take(&mut w.scratch);
         scratch.clear();
+        let WriterState { next_offsets, .. } = &mut *w;
+        // The partition counters of the topic of the current run of records.
+        let mut counters: Option<(&str, &mut HashMap<u32, u64, ahash::RandomState>)> = None;
         for ((r, &len), &at) in batch.iter().zip(&lens).zip(&plan) {
             if at != cursor {
                 // The record did not fit: mark the rest of the old segment,
@@ -345,7 +347,14 @@ impl CommitLog {
                 scratch.clear();
                 run_start = at;
             }
-            let tp_next = w.next_offsets.entry(&r.topic, r.partition);
+            if counters
+                .as_ref()
+                .is_none_or(|(topic, _)| *topic != &*r.topic)
+            {
+                counters = Some((&r.topic, next_offsets.topic_mut(&r.topic)));
+            }
+            let (_, topic_counters) = counters.as_mut().expect("set above");
+            let tp_next = topic_counters.entry(r.partition).or_insert(0);
             let queue_offset = *tp_next;
             *tp_next += 1;
             let fields = RecordFields {
