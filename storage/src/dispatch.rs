@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use event_listener::{Event, Listener};
 
-use crate::commit_log::{CommitLog, Next, StoredRecord};
+use crate::commit_log::{CommitLog, Next, ReadCache, StoredRecord};
 use crate::consume_queue::{format::key_hash, ConsumeQueue, ConsumeQueues, QueueCursor, Unit};
 use crate::error::Result;
 use crate::index_file::IndexService;
@@ -105,7 +105,7 @@ impl DispatchSink for ConsumeQueueSink {
             Unit {
                 physical_offset: r.physical_offset().0,
                 size: r.size(),
-                key_hash: key_hash(r.key().as_deref()),
+                key_hash: key_hash(r.key_slice()),
             },
             cursor,
         )?;
@@ -148,10 +148,10 @@ impl DispatchSink for IndexSink {
     }
 
     fn dispatch(&self, r: &StoredRecord) -> Result<()> {
-        match r.key() {
+        match r.key_slice() {
             Some(key) => self.index.put(
                 r.topic(),
-                &key,
+                key,
                 r.physical_offset().0,
                 r.store_timestamp_ms(),
             ),
@@ -222,10 +222,10 @@ impl Dispatcher {
         let began = Instant::now();
         let mut last_log = began;
         let mut records = 0u64;
-        let mut segment = None;
+        let mut cache = ReadCache::default();
         let mut failed = None;
         while pos < target {
-            let next = match self.log.read_next_cached(pos, false, &mut segment) {
+            let next = match self.log.read_next_cached(pos, false, &mut cache) {
                 Ok(next) => next,
                 Err(e) => {
                     failed = Some(e);

@@ -372,7 +372,7 @@ impl Store {
         let mut bytes = 0usize;
         let mut offset = start;
         let mut queue_cursor = crate::consume_queue::QueueCursor::default();
-        let mut segment = None;
+        let mut segment = crate::commit_log::ReadCache::default();
         while offset < end && out.records.len() < max_records {
             let Some(unit) = q.get_cached(offset, &mut queue_cursor)? else {
                 offset += 1;

@@ -504,3 +504,48 @@ fn preallocation_warms_a_window_that_follows_the_writer() {
     assert!(store.wait_dispatched(Duration::from_secs(30)));
     assert_eq!(store.offsets("t", 0), (0, 161));
 }
+
+#[test]
+fn a_sequential_reader_sees_records_committed_after_it_started() {
+    // One ReadCache across reads, with appends (and segment rolls) between
+    // them: the reader's view of committed bytes must follow the log.
+    use tidelog_storage::commit_log::{Next, ReadCache};
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = small_config(dir.path());
+    cfg.commitlog_segment_bytes = 4096;
+    let store = Store::open(cfg).unwrap();
+    let log = store.commit_log();
+    let mut cache = ReadCache::default();
+    let mut pos = 0;
+    let mut seen = 0u64;
+    for round in 0..40u64 {
+        let batch: Vec<_> = (0..round % 5 + 1)
+            .map(|i| {
+                record(
+                    "t",
+                    0,
+                    None,
+                    Some(&format!("{round}.{i}:{}", "x".repeat(200))),
+                )
+            })
+            .collect();
+        store.append(&batch).unwrap();
+        loop {
+            match log.read_next_cached(pos, false, &mut cache).unwrap() {
+                Next::Record(r) => {
+                    assert_eq!(r.queue_offset().0, seen);
+                    assert_eq!(r.physical_offset().0, pos);
+                    let value = r.value().unwrap();
+                    assert!(value.starts_with(format!("{round}.").as_bytes()), "{round}");
+                    pos += u64::from(r.size());
+                    seen += 1;
+                }
+                Next::Skip(next) => pos = next,
+                Next::End => break,
+            }
+        }
+        assert_eq!(pos, log.committed());
+    }
+    assert_eq!(seen, (0..40u64).map(|r| r % 5 + 1).sum::<u64>());
+    assert!(store.stats().commitlog_segments > 5, "{:?}", store.stats());
+}
