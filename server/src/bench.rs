@@ -35,6 +35,7 @@
 
 mod ceiling;
 mod client;
+mod cpu;
 mod histogram;
 
 use std::net::{Ipv4Addr, SocketAddr};
@@ -52,7 +53,11 @@ use hyper::StatusCode;
 use tidelog_api::records::BINARY_V2;
 
 use self::client::{count_occurrences, Conn};
+use self::cpu::CpuSource;
 use self::histogram::Histogram;
+
+/// Threads of the load generator's runtime (their CPU time is reported).
+const CLIENT_THREAD_NAME: &str = "tidelog-bench";
 
 /// Goal of issue 3: produce and fetch reach at least this share of the
 /// bare endpoint's records/s.
@@ -143,7 +148,7 @@ fn run(args: BenchArgs) -> anyhow::Result<()> {
     let ceiling = ceiling::start(&topic, args.batch, args.record_bytes)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
-        .thread_name("tidelog-bench")
+        .thread_name(CLIENT_THREAD_NAME)
         .build()
         .context("starting the client runtime")?;
     let result = runtime.block_on(bench(&args, &topic, ceiling.addr));
@@ -209,13 +214,13 @@ async fn bench(args: &BenchArgs, topic: &str, ceiling_addr: SocketAddr) -> anyho
         cores
     );
     let started_server;
-    let tidelog_addr = match &args.url {
+    let (tidelog_addr, tidelog_cpu) = match &args.url {
         Some(url) => {
             started_server = None;
             let addr = parse_local_url(url)?;
             client::wait_ready(addr, Duration::from_secs(10), || Ok(())).await?;
-            println!("tidelog: {url} (running server)");
-            addr
+            println!("tidelog: {url} (running server; its CPU time is not reported)");
+            (addr, CpuSource::Unknown)
         }
         None => {
             let mut server = ChildServer::start(args)?;
@@ -226,13 +231,16 @@ async fn bench(args: &BenchArgs, topic: &str, ceiling_addr: SocketAddr) -> anyho
                 server.child.id(),
                 server.data_dir.path().display()
             );
+            let cpu = CpuSource::Process(server.child.id());
             started_server = Some(server);
-            addr
+            (addr, cpu)
         }
     };
     println!("ceiling: http://{ceiling_addr} (bare axum endpoint in this process: parse + base64-decode, store nothing)");
 
-    let outcome = measure_all(args, topic, tidelog_addr, ceiling_addr).await;
+    let tidelog = (tidelog_addr, tidelog_cpu);
+    let ceiling = (ceiling_addr, CpuSource::Threads(ceiling::THREAD_NAME));
+    let outcome = measure_all(args, topic, tidelog, ceiling).await;
     if let Some(mut server) = started_server {
         server.stop();
         if outcome.is_err() {
@@ -248,10 +256,10 @@ async fn bench(args: &BenchArgs, topic: &str, ceiling_addr: SocketAddr) -> anyho
 async fn measure_all(
     args: &BenchArgs,
     topic: &str,
-    tidelog: SocketAddr,
-    ceiling: SocketAddr,
+    tidelog: Target,
+    ceiling: Target,
 ) -> anyhow::Result<()> {
-    let mut admin = Conn::connect(tidelog).await?;
+    let mut admin = Conn::connect(tidelog.0).await?;
     let cluster = cluster_id(&mut admin).await?;
     let partitions = ensure_topic(&mut admin, &cluster, topic, args.partitions).await?;
     let visibility_topic = format!("{topic}-visibility");
@@ -278,7 +286,7 @@ async fn measure_all(
     });
     let (tidelog_fetch, ceiling_fetch) = alternate("fetch", tidelog, ceiling, &fetch, args).await?;
 
-    let visibility = visibility(tidelog, &visibility_topic, args).await?;
+    let visibility = visibility(tidelog.0, &visibility_topic, args).await?;
 
     report(
         args,
@@ -566,11 +574,19 @@ impl Measured {
     }
 }
 
+/// CPU time spent during a measured window (`None`: not measurable).
+#[derive(Clone, Copy, Default)]
+struct CpuSpent {
+    server: Option<Duration>,
+    client: Option<Duration>,
+}
+
 /// A finished phase.
 struct PhaseResult {
     measured: Measured,
     elapsed: Duration,
     record_bytes: usize,
+    cpu: CpuSpent,
 }
 
 impl PhaseResult {
@@ -579,6 +595,10 @@ impl PhaseResult {
             measured: Measured::default(),
             elapsed: Duration::ZERO,
             record_bytes,
+            cpu: CpuSpent {
+                server: Some(Duration::ZERO),
+                client: Some(Duration::ZERO),
+            },
         }
     }
 
@@ -586,6 +606,9 @@ impl PhaseResult {
     fn absorb(&mut self, slice: PhaseResult) {
         self.measured.merge(slice.measured);
         self.elapsed += slice.elapsed;
+        let add = |a: Option<Duration>, b: Option<Duration>| Some(a? + b?);
+        self.cpu.server = add(self.cpu.server, slice.cpu.server);
+        self.cpu.client = add(self.cpu.client, slice.cpu.client);
     }
 
     fn records_per_s(&self) -> f64 {
@@ -606,12 +629,15 @@ impl PhaseResult {
 /// `--warmup-ms`).
 const REWARM_MS_MAX: u64 = 1000;
 
+/// A server under test: where it listens, and whose CPU time is its own.
+type Target = (SocketAddr, CpuSource);
+
 /// Runs `op` against tidelog and the ceiling in `--rounds` alternating
 /// slices; returns (tidelog, ceiling), each the sum of its slices.
 async fn alternate(
     op: &str,
-    tidelog: SocketAddr,
-    ceiling: SocketAddr,
+    tidelog: Target,
+    ceiling: Target,
     job: &Arc<Job>,
     args: &BenchArgs,
 ) -> anyhow::Result<(PhaseResult, PhaseResult)> {
@@ -633,7 +659,7 @@ async fn alternate(
         } else {
             slice_ms
         };
-        for (result, (target, addr)) in results
+        for (result, (target, server)) in results
             .iter_mut()
             .zip([("tidelog", tidelog), ("ceiling", ceiling)])
         {
@@ -646,7 +672,7 @@ async fn alternate(
                 Duration::from_millis(warmup_ms),
                 Duration::from_millis(measure_ms),
             );
-            result.absorb(run_phase(&label, addr, job, timing, args).await?);
+            result.absorb(run_phase(&label, server, job, timing, args).await?);
         }
     }
     let [tidelog, ceiling] = results;
@@ -656,7 +682,7 @@ async fn alternate(
 /// One slice: `timing` is (warm-up, measured time).
 async fn run_phase(
     label: &str,
-    addr: SocketAddr,
+    (addr, server_cpu): Target,
     job: &Arc<Job>,
     timing: (Duration, Duration),
     args: &BenchArgs,
@@ -701,6 +727,11 @@ async fn run_phase(
         end: start + warmup + duration,
     };
     let progress = Arc::new(AtomicU64::new(0));
+    let client_cpu = CpuSource::Threads(CLIENT_THREAD_NAME);
+    let cpu_at_start = tokio::spawn(async move {
+        tokio::time::sleep_until(clock.measure_from.into()).await;
+        (server_cpu.cpu_time(), client_cpu.cpu_time())
+    });
     let workers: Vec<_> = conns
         .into_iter()
         .enumerate()
@@ -725,6 +756,15 @@ async fn run_phase(
         measured.merge(worker.await.context("a load connection panicked")?);
     }
     reporter.abort();
+    let (server_at_start, client_at_start) =
+        cpu_at_start.await.context("the CPU sampler panicked")?;
+    let spent = |at_start: Option<Duration>, source: CpuSource| {
+        Some(source.cpu_time()?.saturating_sub(at_start?))
+    };
+    let cpu = CpuSpent {
+        server: spent(server_at_start, server_cpu),
+        client: spent(client_at_start, client_cpu),
+    };
     let elapsed = measured.last_answer.map_or(Duration::ZERO, |last| {
         last.saturating_duration_since(clock.measure_from)
     });
@@ -739,6 +779,7 @@ async fn run_phase(
         measured,
         elapsed,
         record_bytes: args.record_bytes,
+        cpu,
     })
 }
 
@@ -1029,6 +1070,22 @@ fn report(args: &BenchArgs, phases: [(&str, &PhaseResult, &PhaseResult); 2], vis
             verdict(ratio >= RATIO_GOAL)
         );
     }
+    println!();
+    println!("CPU per record (µs of user + system time over the measured windows, from /proc):");
+    let micros = |cpu: Option<Duration>, r: &PhaseResult| {
+        cpu::micros_per_record(cpu, r.measured.records)
+            .map_or_else(|| "n/a".to_string(), |us| format!("{us:.3}"))
+    };
+    for (phase, tidelog, ceiling) in &phases {
+        println!(
+            "{phase:<8} server: tidelog {}, ceiling {}; load generator: {} against tidelog, {} against the ceiling",
+            micros(tidelog.cpu.server, tidelog),
+            micros(ceiling.cpu.server, ceiling),
+            micros(tidelog.cpu.client, tidelog),
+            micros(ceiling.cpu.client, ceiling),
+        );
+    }
+    println!();
     let p99 = vis.after_ack.quantile(0.99);
     println!(
         "visibility: p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms after the produce ack (p50 {:.3} ms, p99 {:.3} ms after the produce was sent); {} samples, {} answered before the ack, {} missed",

@@ -59,6 +59,9 @@ struct BareHeader {
     value: String,
 }
 
+/// Threads of the bare endpoint's runtime (their CPU time is reported).
+pub const THREAD_NAME: &str = "tidelog-bench-ceiling";
+
 /// A running bare endpoint; stops when dropped (with its runtime).
 pub struct CeilingServer {
     pub addr: SocketAddr,
@@ -88,7 +91,7 @@ pub fn start(topic: &str, batch: usize, record_bytes: usize) -> anyhow::Result<C
         .with_state(state);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
-        .thread_name("tidelog-bench-ceiling")
+        .thread_name(THREAD_NAME)
         .build()
         .context("starting the bare endpoint's runtime")?;
     let listener = runtime
