@@ -226,7 +226,8 @@ impl From<tidelog_storage::StoreError> for ApiError {
 
 /// The cleaner crate's errors (compacted logs, the LogCleaner): a failure
 /// of the store underneath maps as the store's own; a topic name the
-/// cleaner checkpoint cannot hold is 40002; everything else (I/O, a damaged
+/// cleaner checkpoint cannot hold is 40002; a topic that stopped being
+/// compact under a request (deleted) is 40401; everything else (I/O, a damaged
 /// compacted segment, a bad setting) is 50001 with the cleaner's message,
 /// which names the file.
 impl From<tidelog_cleaner::CleanerError> for ApiError {
@@ -237,6 +238,8 @@ impl From<tidelog_cleaner::CleanerError> for ApiError {
             C::InvalidTopic { .. } => ApiError::BadRequest {
                 message: e.to_string(),
             },
+            // Deleted (or made non-compact) while the request was running.
+            C::NotCompact { topic } => ApiError::unknown_topic(&topic),
             C::Io { .. }
             | C::Corruption { .. }
             | C::InvalidConfig { .. }
@@ -516,6 +519,15 @@ mod tests {
 
     /// The produce pre-check words 507 as the store does: one message
     /// whichever of the two refuses, and OPERATIONS.md quotes it.
+    #[test]
+    fn a_topic_that_stopped_being_compact_is_unknown() {
+        let e = ApiError::from(tidelog_cleaner::CleanerError::NotCompact {
+            topic: "users".into(),
+        });
+        assert_eq!((e.error_code(), e.status().as_u16()), (40401, 404));
+        assert!(e.to_string().contains("users"), "{e}");
+    }
+
     #[test]
     fn disk_full_is_worded_as_the_store_words_it() {
         use std::sync::Arc;

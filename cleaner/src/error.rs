@@ -58,6 +58,11 @@ pub enum CleanerError {
     #[error("invalid topic name {topic:?}: {reason}")]
     InvalidTopic { topic: String, reason: String },
 
+    /// A compacted log was asked for a topic that is not (or no longer)
+    /// declared compact, e.g. one deleted while a fetch was starting.
+    #[error("topic {topic:?} is not a compact topic")]
+    NotCompact { topic: String },
+
     /// The checkpoint holds more entries than a reader accepts, so writing
     /// it would produce a file that the next startup refuses.
     #[error("cleaner checkpoint has {entries} entries; at most {max} can be stored")]

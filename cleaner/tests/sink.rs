@@ -173,3 +173,63 @@ fn commitlog_retention_keeps_what_the_copy_does_not_hold_durably() {
         40
     );
 }
+
+#[test]
+fn a_removed_topic_gets_no_new_compacted_log() {
+    use tidelog_cleaner::CleanerError;
+    let dir = tempfile::tempdir().unwrap();
+    let (logs, store) = open(dir.path());
+    let topic_dir = dir.path().join("compacted").join("users");
+    // Never declared compact: no log, no directory.
+    assert!(matches!(
+        logs.log_or_create("orders", 0),
+        Err(CleanerError::NotCompact { .. })
+    ));
+    assert!(!dir.path().join("compacted/orders").exists());
+
+    store.append(&[rec("users", "k", Some("v"))]).unwrap();
+    assert!(store.wait_dispatched(Duration::from_secs(10)));
+    assert!(topic_dir.exists());
+
+    // Fetches that looked the topic up before its removal keep asking for
+    // its logs while it is removed; none of them may bring it back.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let askers: Vec<_> = (0..2u32)
+        .map(|p| {
+            let (logs, stop) = (Arc::clone(&logs), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                let mut refused = 0u32;
+                // Bounded: a few hundred asks after the removal at most.
+                for _ in 0..1_000_000 {
+                    match logs.log_or_create("users", p) {
+                        Ok(_) => {}
+                        Err(CleanerError::NotCompact { .. }) => refused += 1,
+                        Err(e) => panic!("{e}"),
+                    }
+                    if stop.load(std::sync::atomic::Ordering::Acquire) && refused >= 100 {
+                        break;
+                    }
+                }
+                refused
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(20));
+    logs.remove_topic("users").unwrap();
+    stop.store(true, std::sync::atomic::Ordering::Release);
+    for asker in askers {
+        assert!(asker.join().unwrap() >= 100);
+    }
+    assert!(
+        !topic_dir.exists(),
+        "the removed topic's directory came back"
+    );
+    assert!(logs.log("users", 0).is_none());
+
+    // Records of the topic still being dispatched are not copied anywhere
+    // (and do not stop the dispatcher).
+    store.append(&[rec("users", "k2", Some("v2"))]).unwrap();
+    assert!(store.wait_dispatched(Duration::from_secs(10)));
+    assert!(!topic_dir.exists());
+    assert_eq!(store.stats().dispatch_errors, 0);
+}

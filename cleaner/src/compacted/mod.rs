@@ -166,25 +166,35 @@ impl CompactedLogs {
 
     /// `topic` is no longer compact (deleted): stop copying and delete its
     /// compacted logs.
+    ///
+    /// The logs' lock is held until the directory is gone, and
+    /// [`CompactedLogs::log_or_create`] creates logs only for topics declared
+    /// compact, which it checks under that lock. So a fetch or a dispatch
+    /// that looked the topic up just before cannot bring its directory back
+    /// afterwards. (Lock order: `logs`, then `topics`.)
     pub fn remove_topic(&self, topic: &str) -> Result<()> {
-        self.topics
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(topic);
-        let removed: Vec<_> = {
+        let (removed, deleted): (Vec<_>, Result<()>) = {
             let mut logs = self.logs.write().unwrap_or_else(|e| e.into_inner());
-            logs.remove(topic)
+            self.topics
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(topic);
+            let removed = logs
+                .remove(topic)
                 .map(|p| p.into_values().collect())
-                .unwrap_or_default()
+                .unwrap_or_default();
+            let dir = self.root.join(topic);
+            let deleted = match std::fs::remove_dir_all(&dir) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io_err(&dir, e)),
+                _ => Ok(()),
+            };
+            (removed, deleted)
         };
+        // Long-polls on the removed logs wake and find them gone.
         for l in removed {
             l.wake_all();
         }
-        let dir = self.root.join(topic);
-        if dir.exists() {
-            std::fs::remove_dir_all(&dir).map_err(|e| io_err(&dir, e))?;
-        }
-        Ok(())
+        deleted
     }
 
     pub fn topic_config(&self, topic: &str) -> Option<CompactTopicConfig> {
@@ -211,7 +221,9 @@ impl CompactedLogs {
             .cloned()
     }
 
-    /// The log of a compact topic's partition, created if new.
+    /// The log of a compact topic's partition, created if new. A topic not
+    /// declared compact (never, or no longer: deleted meanwhile) gets no new
+    /// log: [`CleanerError::NotCompact`].
     pub fn log_or_create(&self, topic: &str, partition: u32) -> Result<Arc<CompactedLog>> {
         if let Some(l) = self.log(topic, partition) {
             return Ok(l);
@@ -219,6 +231,12 @@ impl CompactedLogs {
         let mut logs = self.logs.write().unwrap_or_else(|e| e.into_inner());
         if let Some(l) = logs.get(topic).and_then(|p| p.get(&partition)) {
             return Ok(Arc::clone(l));
+        }
+        // Under the logs' lock, as `remove_topic` changes it (see there).
+        if !self.is_compact(topic) {
+            return Err(CleanerError::NotCompact {
+                topic: topic.to_string(),
+            });
         }
         let tp = TopicPartition::new(topic, partition).map_err(|e| CleanerError::Store {
             path: self.root.join(topic),
@@ -297,7 +315,12 @@ impl CompactedLogs {
             headers_block: &headers,
             header_count,
         });
-        let log = self.log_or_create(r.topic(), r.partition())?;
+        let log = match self.log_or_create(r.topic(), r.partition()) {
+            Ok(log) => log,
+            // Deleted since `topic_config` above: nothing to copy into.
+            Err(CleanerError::NotCompact { .. }) => return Ok(false),
+            Err(e) => return Err(e),
+        };
         log.append(&rec, config.roll_policy(), self.now_ms())
     }
 }
