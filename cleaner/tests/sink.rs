@@ -150,6 +150,63 @@ fn lost_commitlog_tail_is_dropped_from_the_copy() {
 }
 
 #[test]
+fn lost_commitlog_tail_is_dropped_from_sealed_copies_too() {
+    // A compacted roll fsyncs the copy at once; the CommitLog it came from
+    // may still be in the page cache when the power goes. Then the lost
+    // records' copies sit in a sealed compacted segment, not only in the
+    // active one.
+    let dir = tempfile::tempdir().unwrap();
+    let (logs, store) = open(dir.path());
+    let appended: Vec<_> = (0..12)
+        .map(|i| {
+            store
+                .append(&[rec("users", &format!("k{i}"), Some(&format!("value-{i}")))])
+                .unwrap()[0]
+        })
+        .collect();
+    assert!(store.wait_dispatched(Duration::from_secs(5)));
+    let log = logs.log("users", 0).unwrap();
+    assert!(
+        log.segments().len() >= 3,
+        "{} segments",
+        log.segments().len()
+    );
+    // Lose every record from the one at the start of the second-newest
+    // compacted segment on, and one more before it.
+    let segments = log.segments();
+    let first_of_sealed = segments[segments.len() - 2].base_offset();
+    let lost_from = first_of_sealed as usize - 1;
+    drop((segments, log));
+    store.close_uncleanly();
+    drop(logs);
+    let seg = dir.path().join("commitlog").join(format!("{:020}", 0));
+    let f = std::fs::OpenOptions::new().write(true).open(&seg).unwrap();
+    let from = appended[lost_from].physical_offset.0;
+    let end = appended[11].physical_offset.0 + u64::from(appended[11].size);
+    std::os::unix::fs::FileExt::write_all_at(&f, &vec![0u8; (end - from) as usize], from).unwrap();
+
+    let (logs, store) = open(dir.path());
+    let log = logs.log("users", 0).unwrap();
+    assert_eq!(log.next_offset(), lost_from as u64);
+    let kept = log.read(0, 100, usize::MAX).unwrap();
+    assert_eq!(kept.len(), lost_from);
+    assert!(kept.iter().all(|r| r.physical_offset < from));
+    // The offsets are handed out again, and their new copies are taken.
+    let again = store.append(&[rec("users", "k-new", Some("new"))]).unwrap();
+    assert_eq!(again[0].queue_offset.0, lost_from as u64);
+    assert!(store.wait_dispatched(Duration::from_secs(5)));
+    let recs = log.read(lost_from as u64, 10, usize::MAX).unwrap();
+    assert_eq!(recs.len(), 1);
+    assert_eq!(recs[0].value().as_deref(), Some(b"new".as_slice()));
+    // And the same after another restart.
+    store.close_uncleanly();
+    drop((log, logs));
+    let (logs, _store) = open(dir.path());
+    let log = logs.log("users", 0).unwrap();
+    assert_eq!(log.next_offset(), lost_from as u64 + 1);
+}
+
+#[test]
 fn commitlog_retention_keeps_what_the_copy_does_not_hold_durably() {
     let dir = tempfile::tempdir().unwrap();
     let (logs, store) = open(dir.path());

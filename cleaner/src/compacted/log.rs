@@ -363,51 +363,77 @@ impl CompactedLog {
 
     /// Recovery: drop records whose CommitLog copy is at or past
     /// `physical_end`: lost in a crash, or past the checkpoint and about to
-    /// be replayed. Only the active segment is rewritten; records of sealed
-    /// segments were flushed when their segment rolled, and a replay skips
-    /// them by offset.
+    /// be replayed.
+    ///
+    /// They can be in sealed segments too, not just the active one. A roll
+    /// fsyncs the compacted segment at once, while the CommitLog bytes it
+    /// was copied from may still be in the page cache. A power loss then
+    /// keeps the copy and loses the original. Left in place, such a copy
+    /// would be served, and the offsets it holds would be handed out again
+    /// to new records, whose copies the log would then skip as replays.
+    /// Copies are in CommitLog order (within a partition, physical offsets
+    /// grow with offsets, and cleaning keeps that order), so what goes is a
+    /// tail: the newest segments whole and the end of one more, which
+    /// becomes the active segment again. Newer segments are deleted before
+    /// that one is cut, and a crash in between leaves a state the next
+    /// recovery finishes.
     pub fn truncate_from_physical(&self, physical_end: u64) -> Result<usize> {
         let mut st = lock(&self.append_lock);
         self.write_pending(&mut st)?;
-        let Some(active) = self.segments().last().cloned() else {
-            return Ok(0);
-        };
-        let mut reader = active.reader(0);
-        let mut keep_len = 0;
-        let mut last_kept = None;
-        let mut dropped = 0;
-        while let Ok(Some(r)) = reader.next_record() {
-            if r.physical_offset >= physical_end {
-                dropped += 1;
-                continue;
-            }
-            if dropped == 0 {
-                keep_len = reader.position();
-                last_kept = Some(r.offset);
+        let segments = self.segments();
+        // Newest first: how each segment would be cut, up to the first one
+        // whose last record stays (all older records stay too).
+        let mut cuts = Vec::new();
+        for seg in segments.iter().rev() {
+            let cut = Cut::scan(seg, physical_end);
+            let keeps_its_last = cut.dropped == 0 && cut.last_kept.is_some();
+            cuts.push(cut);
+            if keeps_its_last {
+                break;
             }
         }
+        let dropped: usize = cuts.iter().map(|c| c.dropped).sum();
         if dropped == 0 {
             return Ok(0);
         }
-        let path = active.path();
-        drop(active);
+        // The segment to cut: the oldest scanned one that loses records.
+        // Those after it lose everything they hold.
+        let at = cuts
+            .iter()
+            .rposition(|c| c.dropped > 0)
+            .expect("something is dropped");
+        let keep = segments.len() - 1 - at;
+        let whole: Vec<_> = segments[keep + 1..].to_vec();
+        for s in &whole {
+            let p = s.path();
+            std::fs::remove_file(&p).map_err(|e| io_err(&p, e))?;
+        }
+        if !whole.is_empty() {
+            fs_util::fsync_dir(&self.dir).map_err(|e| CleanerError::Store {
+                path: self.dir.clone(),
+                source: e,
+            })?;
+        }
+        let cut = &cuts[at];
+        let path = segments[keep].path();
+        let base = segments[keep].base_offset();
+        drop(whole);
+        drop(segments);
         let f = std::fs::OpenOptions::new()
             .write(true)
             .open(&path)
             .map_err(|e| io_err(&path, e))?;
-        f.set_len(keep_len).map_err(|e| io_err(&path, e))?;
+        f.set_len(cut.keep_len).map_err(|e| io_err(&path, e))?;
         f.sync_all().map_err(|e| io_err(&path, e))?;
-        let base = path_base(&path)?;
         let reopened = Arc::new(Segment::open(path, base, true)?);
         let mut segs = self.segments.write().unwrap_or_else(|e| e.into_inner());
-        if let Some(last) = segs.last_mut() {
-            *last = reopened;
-        }
+        segs.truncate(keep);
+        segs.push(reopened);
         drop(segs);
-        let next = last_kept.map_or(base, |o| o + 1);
+        let next = cut.last_kept.map_or(base, |o| o + 1);
         st.next = next;
         self.next_offset.store(next, Ordering::Release);
-        tracing::warn!(tp = %self.tp, dropped, "dropped compacted copies of records the commit log lost");
+        tracing::warn!(tp = %self.tp, dropped, segments_deleted = at, "dropped compacted copies of records the commit log lost");
         Ok(dropped)
     }
 
@@ -446,13 +472,32 @@ impl CompactedLog {
     }
 }
 
-fn path_base(path: &Path) -> Result<u64> {
-    path.file_name()
-        .and_then(|n| n.to_str())
-        .and_then(|n| parse_offset_file_name(n, LOG_SUFFIX))
-        .ok_or_else(|| CleanerError::Corruption {
-            path: path.to_path_buf(),
-            line: 0,
-            reason: "not a segment file name".into(),
-        })
+/// How recovery would cut one segment at a CommitLog position.
+struct Cut {
+    /// Bytes of the records that stay (they come first).
+    keep_len: u64,
+    /// Offset of the last record that stays.
+    last_kept: Option<u64>,
+    /// Records at or past the position.
+    dropped: usize,
+}
+
+impl Cut {
+    fn scan(seg: &Segment, physical_end: u64) -> Cut {
+        let mut cut = Cut {
+            keep_len: 0,
+            last_kept: None,
+            dropped: 0,
+        };
+        let mut reader = seg.reader(0);
+        while let Ok(Some(r)) = reader.next_record() {
+            if r.physical_offset >= physical_end {
+                cut.dropped += 1;
+            } else if cut.dropped == 0 {
+                cut.keep_len = reader.position();
+                cut.last_kept = Some(r.offset);
+            }
+        }
+        cut
+    }
 }
