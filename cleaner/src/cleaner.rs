@@ -211,7 +211,8 @@ impl LogCleaner {
                 reason: "must be at least 1".into(),
             });
         }
-        let checkpoint = CleanerCheckpoint::load(&data_dir)?;
+        let mut checkpoint = CleanerCheckpoint::load(&data_dir)?;
+        lower_past_the_end(&mut checkpoint, &logs, &data_dir)?;
         Ok(LogCleaner {
             shared: Arc::new(Shared {
                 throttle: Throttle::new(config.io_max_bytes_per_second),
@@ -505,6 +506,41 @@ fn supervise(shared: &Arc<Shared>, name: &str, mut map: OffsetMap) {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// Recovery may have cut a compacted log below its cleaner checkpoint
+/// (copies of records the CommitLog lost, see
+/// `CompactedLog::truncate_from_physical`). A checkpoint past the end would
+/// take the records that reuse those offsets for clean ones, and never
+/// deduplicate them among themselves. So it is lowered to the end, and
+/// stored, before the cleaner runs (Kafka lowers its checkpoint when it
+/// truncates a log).
+fn lower_past_the_end(
+    checkpoint: &mut CleanerCheckpoint,
+    logs: &CompactedLogs,
+    data_dir: &std::path::Path,
+) -> Result<()> {
+    let past: Vec<(String, u32, u64, u64)> = checkpoint
+        .iter()
+        .filter_map(|(topic, p, offset)| {
+            let end = logs.log(topic, p)?.next_offset();
+            (offset > end).then(|| (topic.to_string(), p, offset, end))
+        })
+        .collect();
+    for (topic, p, offset, end) in &past {
+        tracing::info!(
+            topic,
+            partition = p,
+            checkpoint = offset,
+            end,
+            "cleaner checkpoint past the compacted log's end (cut by recovery); lowered to the end"
+        );
+        checkpoint.set(topic, *p, *end)?;
+    }
+    if !past.is_empty() {
+        checkpoint.store(data_dir)?;
+    }
+    Ok(())
 }
 
 /// The dirty range and ratio of a log (see the module doc).

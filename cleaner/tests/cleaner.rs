@@ -601,3 +601,31 @@ fn a_panicking_cleaner_thread_is_restarted_and_counted() {
     // Nothing was swapped in: the data is whole.
     assert_eq!(h.latest(0), want);
 }
+
+#[test]
+fn a_checkpoint_past_the_log_end_is_lowered_at_start() {
+    // Recovery can cut a compacted log below its cleaner checkpoint (copies
+    // of records the CommitLog lost). The records that reuse those offsets
+    // must count as dirty, so the checkpoint comes down to the end.
+    let h = harness();
+    h.fill(0, 4, 2); // offsets 0..8
+    let end = h.log(0).next_offset();
+    assert_eq!(end, 8);
+    let mut cp = tidelog_cleaner::CleanerCheckpoint::new();
+    cp.set("t", 0, 50).unwrap();
+    cp.set("t", 1, 3).unwrap(); // no such log: left alone
+    cp.store(h.dir.path()).unwrap();
+    let cleaner = LogCleaner::new(
+        Arc::clone(&h.logs),
+        h.dir.path().to_path_buf(),
+        CleanerConfig::default(),
+    )
+    .unwrap();
+    let status = cleaner.status("t");
+    let p0 = status.iter().find(|s| s.partition == 0).unwrap();
+    assert_eq!(p0.checkpoint_offset, Some(end));
+    // Stored, so a restart after new records pass 50 does not bring it back.
+    let stored = tidelog_cleaner::CleanerCheckpoint::load(h.dir.path()).unwrap();
+    assert_eq!(stored.get("t", 0), Some(end));
+    assert_eq!(stored.get("t", 1), Some(3));
+}
