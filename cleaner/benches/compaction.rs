@@ -194,7 +194,11 @@ fn record(offset: u64, key: &[u8], value: &[u8], now: i64) -> CompactedRecord {
         timestamp_ms: now,
         store_timestamp_ms: now,
         delete_horizon_ms: 0,
-        physical_offset: offset * 1200,
+        // Copies of records the CommitLog took long ago: below any store's
+        // dispatched position, so the background log planted into a store's
+        // data dir survives its recovery, which drops copies at or past the
+        // CommitLog's end (copies of records it lost).
+        physical_offset: 0,
         key: Some(key),
         value: Some(value),
         headers_block: &[],
@@ -685,6 +689,22 @@ fn main() {
 
     // ---- 4. produce with the cleaner idle, then busy on C
     eprintln!("== produce (load {})", loadavg());
+    {
+        // Give the store a CommitLog that has dispatched something, so the
+        // planted background log's copies (physical offset 0) lie below it.
+        let store = Store::open(store_config(&dir_p, &plan)).unwrap();
+        store
+            .append(&[AppendRecord {
+                topic: Arc::from(PLAIN_TOPIC),
+                partition: 0,
+                key: Some(Bytes::from(key_bytes(0))),
+                value: Some(Bytes::from_static(b"first")),
+                headers: Vec::new(),
+                timestamp_ms: None,
+            }])
+            .unwrap();
+        store.shutdown().unwrap();
+    }
     let logs_p = CompactedLogs::open(&dir_p).unwrap();
     // Produced records are never cleaned here (min lag: forever), and the
     // background log only when requested (ratio > 1 never holds), so the
@@ -799,6 +819,13 @@ fn main() {
     // ---- summary (stdout)
     let (bg_took, bg_stats) = bg_stats;
     let bg_stats = bg_stats.expect("the background pass finished");
+    // The planted log is B's copy: the pass must have had all of it to
+    // clean (a store that dropped it at open would leave an empty pass).
+    assert_eq!(
+        bg_stats.records_kept + bg_stats.records_removed,
+        built.records,
+        "the background pass saw the whole planted log"
+    );
     let row = |name: &str, d: Duration, read: u64, written: u64| {
         format!(
             "| {name} | {:.2} | {:.0} | {:.0} | {:.0} |",
