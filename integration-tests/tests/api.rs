@@ -628,6 +628,32 @@ fn clusters_and_topic_lists(s: &TidelogProcess) {
     assert_eq!(body["kind"], "KafkaClusterList");
     assert_eq!(body["data"][0]["cluster_id"], "tidelog");
     s.get("/v3/clusters/other/topics").expect_error(404, 40400);
+    // Every route under a cluster checks it first, then the topic name.
+    for path in [
+        "/v3/clusters/other/topics/events",
+        "/v3/clusters/other/topics/a%2Fb",
+        "/v3/clusters/other/topics/events/configs",
+        "/v3/clusters/other/topics/events/compaction",
+        "/v3/clusters/other/retention",
+    ] {
+        let method = if path.ends_with("retention") {
+            "POST"
+        } else {
+            "GET"
+        };
+        s.request(method, path, &[], None).expect_error(404, 40400);
+    }
+    for (method, path) in [
+        ("GET", "/v3/clusters/tidelog/topics/a%2Fb"),
+        ("GET", "/v3/clusters/tidelog/topics/..%2Fx/configs"),
+        ("GET", "/v3/clusters/tidelog/topics/a%2Fb/compaction"),
+        (
+            "PUT",
+            "/v3/clusters/tidelog/topics/a%2Fb/configs/retention.ms",
+        ),
+    ] {
+        s.request(method, path, &[], None).expect_error(400, 40002);
+    }
 
     let list = s.get("/v3/clusters/tidelog/topics").expect(200);
     assert_eq!(list["kind"], "KafkaTopicList");

@@ -37,10 +37,9 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use tidelog_cleaner::{PartitionStatus, RunStats};
 
-use super::{blocking, check_cluster, json};
+use super::{blocking, json, TopicPath};
 use crate::error::ApiError;
-use crate::extract::{json_body, ApiPath};
-use crate::names;
+use crate::extract::json_body;
 use crate::registry::Topic;
 use crate::state::{AppState, Ready};
 
@@ -164,11 +163,9 @@ fn compact_topic(ready: &Ready, name: &str) -> Result<Arc<Topic>, ApiError> {
 /// `POST /v3/clusters/{c}/topics/{t}/compaction`
 pub async fn request(
     State(state): State<AppState>,
-    ApiPath((cluster, topic)): ApiPath<(String, String)>,
+    TopicPath(topic): TopicPath,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    check_cluster(&state, &cluster)?;
-    names::validate_topic_name(&topic)?;
     let (wait, roll_active) = parse_request(&body?)?;
     let ready = state.ready()?;
     let topic = compact_topic(&ready, &topic)?;
@@ -241,10 +238,8 @@ pub async fn request(
 /// `GET /v3/clusters/{c}/topics/{t}/compaction`
 pub async fn status(
     State(state): State<AppState>,
-    ApiPath((cluster, topic)): ApiPath<(String, String)>,
+    TopicPath(topic): TopicPath,
 ) -> Result<Response, ApiError> {
-    check_cluster(&state, &cluster)?;
-    names::validate_topic_name(&topic)?;
     let ready = state.ready()?;
     let topic = compact_topic(&ready, &topic)?;
     let statuses = {

@@ -12,13 +12,71 @@ pub mod retention;
 pub mod status;
 pub mod topics;
 
+use std::collections::HashMap;
+
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
 use crate::error::ApiError;
+use crate::extract::ApiPath;
+use crate::names;
 use crate::records::V2_RESPONSE;
 use crate::state::AppState;
+
+/// A `/v3/clusters/{cluster}/...` route whose `{cluster}` is ours (else
+/// 40400, see [`check_cluster`]). Extracted first, so it is the first check
+/// of every v3 handler, as in REST Proxy.
+pub struct ClusterPath;
+
+/// The `{topic}` of a `/v3/clusters/{cluster}/topics/{topic}/...` route:
+/// the cluster checked first (40400), then the topic name (40002).
+pub struct TopicPath(pub String);
+
+/// The route's parameters by name (any number of them; 40002 if they do not
+/// decode).
+async fn path_params(
+    parts: &mut Parts,
+    state: &AppState,
+) -> Result<HashMap<String, String>, ApiError> {
+    ApiPath::<HashMap<String, String>>::from_request_parts(parts, state)
+        .await
+        .map(|ApiPath(params)| params)
+}
+
+/// A route parameter the router always provides; its absence is a bug.
+fn param<'a>(params: &'a HashMap<String, String>, name: &str) -> Result<&'a str, ApiError> {
+    params
+        .get(name)
+        .map(String::as_str)
+        .ok_or_else(|| ApiError::Internal {
+            message: format!("route has no {{{name}}} parameter"),
+        })
+}
+
+impl FromRequestParts<AppState> for ClusterPath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let params = path_params(parts, state).await?;
+        check_cluster(state, param(&params, "cluster")?)?;
+        Ok(ClusterPath)
+    }
+}
+
+impl FromRequestParts<AppState> for TopicPath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let params = path_params(parts, state).await?;
+        check_cluster(state, param(&params, "cluster")?)?;
+        let topic = param(&params, "topic")?;
+        names::validate_topic_name(topic)?;
+        Ok(TopicPath(topic.to_string()))
+    }
+}
 
 /// 404/40400 unless `cluster` is ours (there is one cluster and its id is
 /// the configured `cluster_id`).

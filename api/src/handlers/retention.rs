@@ -28,9 +28,9 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use tidelog_storage::{PassOutcome, Trigger};
 
-use super::{blocking, check_cluster, json};
+use super::{blocking, json, ClusterPath};
 use crate::error::ApiError;
-use crate::extract::{json_body, ApiPath};
+use crate::extract::json_body;
 use crate::state::AppState;
 
 /// The request body.
@@ -80,10 +80,9 @@ fn parse_force(body: &[u8]) -> Result<bool, ApiError> {
 /// `POST /v3/clusters/{c}/retention`
 pub async fn run(
     State(state): State<AppState>,
-    ApiPath(cluster): ApiPath<String>,
+    _: ClusterPath,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    check_cluster(&state, &cluster)?;
     let force = parse_force(&body?)?;
     let ready = state.ready()?;
     let trigger = if force {

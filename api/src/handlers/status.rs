@@ -6,9 +6,8 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::json as json_value;
 
-use super::{check_cluster, json};
+use super::{json, ClusterPath};
 use crate::error::ApiError;
-use crate::extract::ApiPath;
 use crate::state::AppState;
 
 /// `GET /status/ready`: 200 once recovery is done, 503/50301 before.
@@ -47,11 +46,7 @@ pub async fn clusters(State(state): State<AppState>) -> Result<Response, ApiErro
 /// `GET /v3/clusters/{c}/stats`: the store's counters, disk usage and
 /// retention totals, and the registry's size. Everything here is a cheap
 /// in-memory read; the disk figures are the store's last measurement.
-pub async fn stats(
-    State(state): State<AppState>,
-    ApiPath(cluster): ApiPath<String>,
-) -> Result<Response, ApiError> {
-    check_cluster(&state, &cluster)?;
+pub async fn stats(State(state): State<AppState>, _: ClusterPath) -> Result<Response, ApiError> {
     let ready = state.ready()?;
     let s = ready.store.stats();
     let retention = &ready.store.config().retention;

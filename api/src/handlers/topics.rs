@@ -37,7 +37,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use serde_json::{json as json_value, Value};
 
-use super::{blocking, check_cluster, json, v2_json};
+use super::{blocking, json, v2_json, ClusterPath, TopicPath};
 use crate::error::ApiError;
 use crate::extract::{json_body, ApiPath};
 use crate::names;
@@ -108,11 +108,7 @@ fn topic_data<'a>(cluster_id: &'a str, topic: &'a Topic) -> TopicData<'a> {
 }
 
 /// `GET /v3/clusters/{c}/topics`
-pub async fn list_v3(
-    State(state): State<AppState>,
-    ApiPath(cluster): ApiPath<String>,
-) -> Result<Response, ApiError> {
-    check_cluster(&state, &cluster)?;
+pub async fn list_v3(State(state): State<AppState>, _: ClusterPath) -> Result<Response, ApiError> {
     let ready = state.ready()?;
     let topics = ready.registry.all();
     let cluster_id = &state.settings().cluster_id;
@@ -162,10 +158,9 @@ impl ConfigText {
 /// `POST /v3/clusters/{c}/topics`
 pub async fn create_v3(
     State(state): State<AppState>,
-    ApiPath(cluster): ApiPath<String>,
+    _: ClusterPath,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    check_cluster(&state, &cluster)?;
     let body = body?;
     let request: CreateTopic = json_body(&body)?;
     names::validate_topic_name(&request.topic_name)?;
@@ -234,10 +229,8 @@ pub async fn create_v3(
 /// `GET /v3/clusters/{c}/topics/{topic}`
 pub async fn get_v3(
     State(state): State<AppState>,
-    ApiPath((cluster, topic)): ApiPath<(String, String)>,
+    TopicPath(topic): TopicPath,
 ) -> Result<Response, ApiError> {
-    check_cluster(&state, &cluster)?;
-    names::validate_topic_name(&topic)?;
     let ready = state.ready()?;
     let topic = ready.registry.require(&topic)?;
     json(
@@ -249,10 +242,8 @@ pub async fn get_v3(
 /// `DELETE /v3/clusters/{c}/topics/{topic}`
 pub async fn delete_v3(
     State(state): State<AppState>,
-    ApiPath((cluster, topic)): ApiPath<(String, String)>,
+    TopicPath(topic): TopicPath,
 ) -> Result<Response, ApiError> {
-    check_cluster(&state, &cluster)?;
-    names::validate_topic_name(&topic)?;
     let ready = state.ready()?;
     let name = topic.clone();
     blocking(move || {
@@ -270,10 +261,8 @@ pub async fn delete_v3(
 /// `GET /v3/clusters/{c}/topics/{topic}/configs`
 pub async fn configs_v3(
     State(state): State<AppState>,
-    ApiPath((cluster, topic)): ApiPath<(String, String)>,
+    TopicPath(topic): TopicPath,
 ) -> Result<Response, ApiError> {
-    check_cluster(&state, &cluster)?;
-    names::validate_topic_name(&topic)?;
     let ready = state.ready()?;
     let topic = ready.registry.require(&topic)?;
     json(
@@ -291,11 +280,10 @@ struct PutConfig {
 /// `PUT /v3/clusters/{c}/topics/{topic}/configs/{name}`
 pub async fn put_config_v3(
     State(state): State<AppState>,
-    ApiPath((cluster, topic, name)): ApiPath<(String, String, String)>,
+    TopicPath(topic): TopicPath,
+    ApiPath((_, _, name)): ApiPath<(String, String, String)>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    check_cluster(&state, &cluster)?;
-    names::validate_topic_name(&topic)?;
     let body = body?;
     let request: PutConfig = json_body(&body)?;
     // Name and value are checked before the topic, so a typo is reported
@@ -324,11 +312,9 @@ struct AlterEntry {
 /// `POST /v3/clusters/{c}/topics/{topic}/configs:alter`
 pub async fn alter_configs_v3(
     State(state): State<AppState>,
-    ApiPath((cluster, topic)): ApiPath<(String, String)>,
+    TopicPath(topic): TopicPath,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    check_cluster(&state, &cluster)?;
-    names::validate_topic_name(&topic)?;
     let body = body?;
     let request: AlterConfigs = json_body(&body)?;
     let mut changes = Vec::with_capacity(request.data.len());
