@@ -403,21 +403,19 @@ impl CompactedLog {
             .rposition(|c| c.dropped > 0)
             .expect("something is dropped");
         let keep = segments.len() - 1 - at;
-        let whole: Vec<_> = segments[keep + 1..].to_vec();
-        for s in &whole {
+        let newer = &segments[keep + 1..];
+        for s in newer {
             let p = s.path();
             std::fs::remove_file(&p).map_err(|e| io_err(&p, e))?;
         }
-        if !whole.is_empty() {
+        if !newer.is_empty() {
             fs_util::fsync_dir(&self.dir).map_err(|e| CleanerError::Store {
                 path: self.dir.clone(),
                 source: e,
             })?;
         }
         let cut = &cuts[at];
-        let path = segments[keep].path();
-        let base = segments[keep].base_offset();
-        drop(whole);
+        let (path, base) = (segments[keep].path(), segments[keep].base_offset());
         drop(segments);
         let f = std::fs::OpenOptions::new()
             .write(true)
