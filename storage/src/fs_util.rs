@@ -30,6 +30,20 @@ pub fn parse_offset_file_name(name: &str, suffix: &str) -> Option<u64> {
 }
 
 /// fsync a directory so that renames and creations inside it are durable.
+/// The system's page size: what `madvise` ranges must be aligned to
+/// (4 KiB where it cannot be read).
+pub fn page_size() -> usize {
+    #[cfg(unix)]
+    {
+        // SAFETY: sysconf only reads a constant of the running system.
+        let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        if let Ok(size @ 1..) = usize::try_from(size) {
+            return size;
+        }
+    }
+    4096
+}
+
 pub fn fsync_dir(dir: &Path) -> Result<()> {
     File::open(dir).and_then(|d| d.sync_all()).at(dir)
 }

@@ -142,9 +142,9 @@ impl Segment {
     /// disk is not written twice (zeros now, data later). Safe while the
     /// writer writes the same range: it only brings pages into the cache.
     pub fn warm(&self, from: u64, to: u64) {
-        const PAGE: u64 = 4096;
-        let at = (from / PAGE * PAGE).min(self.size) as usize;
-        let end = to.div_ceil(PAGE).saturating_mul(PAGE).min(self.size) as usize;
+        let page = crate::fs_util::page_size() as u64;
+        let at = (from / page * page).min(self.size) as usize;
+        let end = to.div_ceil(page).saturating_mul(page).min(self.size) as usize;
         if at >= end {
             return;
         }
@@ -164,7 +164,7 @@ impl Segment {
             }
         }
         // Older kernels: touch one byte per page.
-        for p in (at..end).step_by(PAGE as usize) {
+        for p in (at..end).step_by(page as usize) {
             // SAFETY: inside the mapping; reading never changes the bytes.
             unsafe { std::ptr::read_volatile(self.map.as_ptr().add(p)) };
         }

@@ -26,17 +26,6 @@ use crate::error::{IoContext, Result, StoreError};
 use crate::fs_util;
 use crate::types::{validate_topic_name, TopicPartition};
 
-/// The system's page size (what `madvise` ranges must align to).
-#[cfg(target_os = "linux")]
-fn page_size() -> usize {
-    // SAFETY: sysconf only reads a constant of the running system.
-    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    usize::try_from(size)
-        .ok()
-        .filter(|&s| s > 0)
-        .unwrap_or(4096)
-}
-
 struct QueueFile {
     first_unit: u64,
     path: PathBuf,
@@ -120,7 +109,7 @@ impl QueueFile {
         let to = end as usize * UNIT_LEN;
         #[cfg(target_os = "linux")]
         {
-            let page = page_size();
+            let page = fs_util::page_size();
             let (zap_from, zap_to) = (from / page * page, to / page * page);
             if zap_to > zap_from {
                 // SAFETY: a page-aligned range inside our own mapping. No
