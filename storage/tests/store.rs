@@ -95,8 +95,7 @@ fn offsets_are_per_partition_and_continue_after_reopen() {
 #[test]
 fn many_small_segments_and_reads_across_boundaries() {
     let dir = tempfile::tempdir().unwrap();
-    let mut cfg = small_config(dir.path());
-    cfg.commitlog_segment_bytes = 4096;
+    let cfg = config_with_segments(dir.path(), 4096);
     let store = Store::open(cfg.clone()).unwrap();
     let value = "v".repeat(300);
     for i in 0..200 {
@@ -340,8 +339,7 @@ fn failed_write_poisons_the_log_and_publishes_nothing() {
 fn failed_segment_creation_is_an_error_not_a_poison() {
     let dir = tempfile::tempdir().unwrap();
     let faults = Arc::new(Faults::default());
-    let mut cfg = small_config(dir.path());
-    cfg.commitlog_segment_bytes = 4096;
+    let mut cfg = config_with_segments(dir.path(), 4096);
     cfg.faults = Some(Arc::clone(&faults));
     let store = Store::open(cfg).unwrap();
     store
@@ -413,8 +411,7 @@ fn a_failing_sink_does_not_hide_what_was_dispatched_before_it() {
 #[test]
 fn preallocation_prepares_the_next_segment() {
     let dir = tempfile::tempdir().unwrap();
-    let mut cfg = small_config(dir.path());
-    cfg.commitlog_segment_bytes = 8192;
+    let mut cfg = config_with_segments(dir.path(), 8192);
     cfg.preallocate_next_segment = true;
     let store = Store::open(cfg.clone()).unwrap();
     let v = "p".repeat(1000);
@@ -476,8 +473,7 @@ fn wait_resident(file: &std::path::Path, from: u64, to: u64) -> bool {
 fn preallocation_warms_a_window_that_follows_the_writer() {
     const MIB: u64 = 1 << 20;
     let dir = tempfile::tempdir().unwrap();
-    let mut cfg = small_config(dir.path());
-    cfg.commitlog_segment_bytes = 256 * MIB;
+    let mut cfg = config_with_segments(dir.path(), 256 * MIB);
     cfg.preallocate_next_segment = true;
     let store = Store::open(cfg).unwrap();
     let seg = dir.path().join("commitlog").join(format!("{:020}", 0));
@@ -511,8 +507,7 @@ fn a_sequential_reader_sees_records_committed_after_it_started() {
     // them: the reader's view of committed bytes must follow the log.
     use tidelog_storage::commit_log::{Next, ReadCache};
     let dir = tempfile::tempdir().unwrap();
-    let mut cfg = small_config(dir.path());
-    cfg.commitlog_segment_bytes = 4096;
+    let cfg = config_with_segments(dir.path(), 4096);
     let store = Store::open(cfg).unwrap();
     let log = store.commit_log();
     let mut cache = ReadCache::default();

@@ -63,6 +63,13 @@ pub fn small_config(dir: &Path) -> StoreConfig {
     c
 }
 
+/// [`small_config`] with CommitLog segments of `segment_bytes`.
+pub fn config_with_segments(dir: &Path, segment_bytes: u64) -> StoreConfig {
+    let mut c = small_config(dir);
+    c.commitlog_segment_bytes = segment_bytes;
+    c
+}
+
 pub fn record(topic: &str, partition: u32, key: Option<&str>, value: Option<&str>) -> AppendRecord {
     AppendRecord {
         topic: Arc::from(topic),
