@@ -724,6 +724,14 @@ struct PreState {
     stopped: bool,
 }
 
+impl PreState {
+    /// The segment the writer asked for, unless it is the one ready.
+    fn wanted(&self) -> Option<u64> {
+        self.requested
+            .filter(|b| self.ready.as_ref().map(|s| s.base()) != Some(*b))
+    }
+}
+
 impl Preallocator {
     fn request(&self, base: u64) {
         let mut st = lock(&self.state);
@@ -790,10 +798,7 @@ impl Preallocator {
             }
             self.nudged.store(false, Ordering::Release);
             // The next segment first: the writer may be about to roll.
-            let wanted = st
-                .requested
-                .filter(|b| st.ready.as_ref().map(|s| s.base()) != Some(*b));
-            if let Some(base) = wanted {
+            if let Some(base) = st.wanted() {
                 st.requested = None;
                 st.busy_with = Some(base);
                 drop(st);
@@ -825,9 +830,68 @@ impl Preallocator {
                     continue;
                 }
                 // Past the last segment and the next is not made yet: the
-                // request (or the writer's roll) wakes us.
+                // request (or the writer's roll) wakes us. Unless it came,
+                // or a stop or a nudge did, while the lock was dropped:
+                // its notification found nobody waiting.
+                if st.stopped || st.wanted().is_some() || self.nudged.load(Ordering::Acquire) {
+                    continue;
+                }
             }
             st = self.cv.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// A stop (or a segment request) that arrives while the thread warms,
+    /// with the lock dropped, must not be lost: the thread would then
+    /// wait for a notification that already happened, and shutdown would
+    /// hang joining it.
+    #[test]
+    fn the_preallocator_sees_a_stop_or_request_made_while_it_warmed() {
+        for request_too in [false, true] {
+            let pre = Arc::new(Preallocator::default());
+            let stop = AtomicBool::new(false);
+            let (done_tx, done_rx) = std::sync::mpsc::channel();
+            let runner = Arc::clone(&pre);
+            let created = Arc::new(AtomicU64::new(0));
+            let made = Arc::clone(&created);
+            std::thread::spawn(move || {
+                let warmer = Arc::clone(&runner);
+                runner.run(
+                    &stop,
+                    || 0,
+                    |base| {
+                        made.store(base + 1, Ordering::Release);
+                        // Nothing to hand over: the test only needs the
+                        // thread to notice the request.
+                        warmer.stop();
+                        None
+                    },
+                    |_, _| {
+                        // No segment holds the position; meanwhile the
+                        // writer asks for one, or the store stops.
+                        if request_too {
+                            warmer.request(7);
+                        } else {
+                            warmer.stop();
+                        }
+                        None
+                    },
+                );
+                let _ = done_tx.send(());
+            });
+            assert!(
+                done_rx.recv_timeout(Duration::from_secs(10)).is_ok(),
+                "the preallocator missed a wake-up (request_too: {request_too})"
+            );
+            if request_too {
+                assert_eq!(created.load(Ordering::Acquire), 8, "request 7 not served");
+            }
         }
     }
 }
