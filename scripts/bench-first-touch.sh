@@ -8,7 +8,7 @@
 #   scripts/bench-first-touch.sh [dir on the disk the benchmarks use]
 #
 # Default dir: $TIDELOG_BENCH_DIR, else ${TMPDIR:-/tmp}. Needs a C compiler
-# (cc). Writes at most 3 GiB there, and removes it. Each step is printed as
+# (cc). Writes at most 4 GiB there, and removes it. Each step is printed as
 # MB/s:
 #   1. MADV_POPULATE_READ of a new sparse 512 MiB file (what tidelog's
 #      warm-up does), then the same for a second file right after the first
@@ -16,7 +16,14 @@
 #   2. pwrite of 512 MiB into a new file, no warm-up, after 30 s idle;
 #   3. anonymous memory: first touch of 512 MiB, a second pass;
 #   4. pwrite of 3 GiB, with and without dropping the page cache 256 MiB
-#      behind the writer (sync_file_range, then POSIX_FADV_DONTNEED).
+#      behind the writer (sync_file_range, then POSIX_FADV_DONTNEED);
+#   5. what tidelog's warm-up and writer do, over 4 GiB (fourth session):
+#      warm 4 MiB (POSIX_FADV_WILLNEED: single-page folios; or, as before,
+#      MADV_POPULATE_READ through a map: large folios), then pwrite it in
+#      18 KiB steps (one produce request). Printed as us per 18 KiB for
+#      each, over the first 2 GiB and over the rest: the VM keeps a pool of
+#      still-backed small free blocks (~1.5 GiB here) that single pages
+#      can use and large folios cannot; past it both are equally slow.
 set -euo pipefail
 
 dir="${1:-${TIDELOG_BENCH_DIR:-${TMPDIR:-/tmp}}}"
@@ -58,6 +65,40 @@ static double populate(const char *path, size_t n, int keep) {
     close(fd);
     if (!keep) unlink(path);
     return mbs;
+}
+
+/* Step 5: warm 4 MiB, then pwrite it in 18 KiB steps, over n bytes of a
+ * preallocated file; single = POSIX_FADV_WILLNEED, else MADV_POPULATE_READ
+ * through a map. Prints us per 18 KiB, over the first 2 GiB and the rest. */
+static void warm_and_write(const char *path, size_t n, int single) {
+    const size_t req = 18 * 1024, half = 2048 * MIB;
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0 || posix_fallocate(fd, 0, n)) die(path);
+    char *map = mmap(0, n, PROT_READ, MAP_SHARED, fd, 0);
+    if (map == MAP_FAILED) die("mmap");
+    char *buf = malloc(req);
+    memset(buf, 7, req);
+    double warm[2] = {0, 0}, write[2] = {0, 0};
+    size_t count[2] = {0, 0};
+    for (size_t o = 0; o < n; o += 4 * MIB) {
+        int part = o >= half;
+        double t = now();
+        if (single) posix_fadvise(fd, o, 4 * MIB, POSIX_FADV_WILLNEED);
+        else madvise(map + o, 4 * MIB, MADV_POPULATE_READ);
+        warm[part] += now() - t;
+        t = now();
+        for (size_t k = 0; k + req <= 4 * MIB; k += req, count[part]++)
+            if (pwrite(fd, buf, req, o + k) != (ssize_t)req) die("pwrite");
+        write[part] += now() - t;
+    }
+    printf("%s: warm %.1f us, pwrite %.2f us per 18 KiB over the first 2 GiB; %.1f and %.2f us after\n",
+           single ? "POSIX_FADV_WILLNEED (single pages)" : "MADV_POPULATE_READ (large folios) ",
+           warm[0] / count[0] * 1e6, write[0] / count[0] * 1e6,
+           warm[1] / count[1] * 1e6, write[1] / count[1] * 1e6);
+    free(buf);
+    munmap(map, n);
+    close(fd);
+    unlink(path);
 }
 
 /* pwrite n bytes in 4 MiB steps; with window > 0, drop the page cache that
@@ -117,6 +158,11 @@ int main(int argc, char **argv) {
     double plain = write_file(a, 3072 * MIB, 0);
     printf("pwrite of 3 GiB: page cache dropped 256 MiB behind %.0f MB/s, kept %.0f MB/s\n",
            windowed, plain);
+
+    for (int single = 1; single >= 0; single--) {
+        sleep(22);
+        warm_and_write(a, 4096 * MIB, single);
+    }
     return 0;
 }
 EOF

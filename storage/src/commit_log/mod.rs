@@ -814,12 +814,11 @@ impl Preallocator {
                 continue;
             }
             // Then one step of warming, if the window is not full. Pages
-            // the writer has passed need none, and if it has caught up,
-            // warming restarts a little ahead of it: two threads faulting
-            // the same pages would only wait for each other.
+            // the writer has passed need none: if it has caught up,
+            // warming goes on from where it writes (readahead skips the
+            // pages it has already made).
             let at = writer();
-            let warmed = self.warmed_to.load(Ordering::Acquire);
-            let from = if warmed > at { warmed } else { at + WARM_CHUNK };
+            let from = self.warmed_to.load(Ordering::Acquire).max(at);
             if from < at + WARM_AHEAD {
                 let ready = st.ready.clone();
                 drop(st);
