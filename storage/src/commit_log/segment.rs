@@ -147,7 +147,7 @@ impl Segment {
     /// are single-page folios. The way this did it before,
     /// `MADV_POPULATE_READ` through the segment's map, let fault readahead
     /// build large folios, and ext4's buffered write walks every block of
-    /// each folio it touches: measured on our VM, a 18 KiB `pwrite` (one
+    /// each folio it touches: measured on our VM, an 18 KiB `pwrite` (one
     /// produce request) took 6.5 us into single pages against 10.4 us into
     /// large folios (docs/BENCHMARKS.md, fourth session).
     pub fn warm(&self, from: u64, to: u64) {
