@@ -436,18 +436,25 @@ fn preallocation_prepares_the_next_segment() {
     assert_eq!(store.offsets("t", 0), (0, 41));
 }
 
-/// Which pages of `file`'s byte range `from..to` are in the page cache.
-fn resident_pages(file: &std::path::Path, from: u64, to: u64) -> Vec<bool> {
-    const PAGE: u64 = 4096;
+/// A read-only view of `file`'s byte range `from..to` (`from` page-aligned).
+/// Only ever read, never written: the file's pages stay as they are.
+fn file_view(file: &std::path::Path, from: u64, to: u64) -> memmap2::Mmap {
     let f = std::fs::File::open(file).unwrap();
-    // SAFETY: a read-only view used only for mincore; nothing is read.
-    let map = unsafe {
+    // SAFETY: read-only; the callers read at most one byte per page of
+    // bytes the store has already made or written.
+    unsafe {
         memmap2::MmapOptions::new()
             .offset(from)
             .len((to - from) as usize)
             .map(&f)
             .unwrap()
-    };
+    }
+}
+
+/// Which pages of `file`'s byte range `from..to` are in the page cache.
+fn resident_pages(file: &std::path::Path, from: u64, to: u64) -> Vec<bool> {
+    const PAGE: u64 = 4096;
+    let map = file_view(file, from, to);
     let pages = (to - from).div_ceil(PAGE) as usize;
     let mut vec = vec![0u8; pages];
     // SAFETY: `map` is a live mapping of `to - from` bytes and `vec` has one
@@ -482,16 +489,8 @@ fn pages_in_large_folios(file: &std::path::Path, from: u64, to: u64) -> Option<u
     const COMPOUND_TAIL: u64 = 1 << 16;
     let pagemap = std::fs::File::open("/proc/self/pagemap").ok()?;
     let kpageflags = std::fs::File::open("/proc/kpageflags").ok()?;
-    let f = std::fs::File::open(file).unwrap();
-    // SAFETY: a read-only view of pages already in the page cache; reading
-    // one byte of each maps it without changing it.
-    let map = unsafe {
-        memmap2::MmapOptions::new()
-            .offset(from)
-            .len((to - from) as usize)
-            .map(&f)
-            .unwrap()
-    };
+    // Reading one byte of each (resident) page maps it, so pagemap has it.
+    let map = file_view(file, from, to);
     let mut large = 0;
     let mut word = [0u8; 8];
     for at in (0..map.len()).step_by(PAGE as usize) {
