@@ -148,7 +148,7 @@ impl Segment {
     /// `MADV_POPULATE_READ` through the segment's map, let fault readahead
     /// build large folios, and ext4's buffered write walks every block of
     /// each folio it touches: measured on our VM, an 18 KiB `pwrite` (one
-    /// produce request) took 6.5 us into single pages against 10.4 us into
+    /// produce request) took 6.2-6.4 us into single pages against ~10 us into
     /// large folios (docs/BENCHMARKS.md, fourth session).
     pub fn warm(&self, from: u64, to: u64) {
         let page = crate::fs_util::page_size() as u64;
