@@ -31,11 +31,9 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, Criterion, SamplingMode, Throughput};
-use tidelog_storage::commit_log::format::encoded_len;
 use tidelog_storage::{AppendRecord, FlushMode, Store, StoreConfig};
 
 const TOPIC: &str = "bench";
-const KEY_BYTES: usize = 16;
 
 /// `cargo bench` passes `--bench` (and not `--test`); anything else (test
 /// mode, `--list`) gets tiny sizes so it finishes in a moment.
@@ -74,6 +72,7 @@ fn record(partition: u32, seq: u64, value: &Bytes) -> AppendRecord {
     AppendRecord {
         topic: Arc::from(TOPIC),
         partition,
+        // A 16-byte key.
         key: Some(Bytes::from(format!("key-{seq:012}"))),
         value: Some(value.clone()),
         headers: Vec::new(),
@@ -81,9 +80,13 @@ fn record(partition: u32, seq: u64, value: &Bytes) -> AppendRecord {
     }
 }
 
-/// Bytes one record with a `value_bytes` value occupies in the CommitLog.
-fn log_bytes(value_bytes: usize) -> u64 {
-    encoded_len(TOPIC.len(), KEY_BYTES, value_bytes, &[]) as u64
+/// Bytes `batch` took in `store`'s CommitLog when appended once, as a
+/// measured throughput's byte count (entry headers included; ConsumeQueue
+/// units not).
+fn log_bytes(store: &Store, batch: &[AppendRecord]) -> u64 {
+    let before = store.commit_log().committed();
+    store.append(batch).unwrap();
+    store.commit_log().committed() - before
 }
 
 /// A value that does not compress to nothing, should anyone ever add that.
@@ -113,7 +116,7 @@ fn append_async(c: &mut Criterion) {
             .collect();
         group.throughput(Throughput::ElementsAndBytes {
             elements: batch_records as u64,
-            bytes: batch_records as u64 * log_bytes(value_bytes),
+            bytes: log_bytes(&store, &batch),
         });
         group.bench_function(format!("{value_bytes}B_x{batch_records}"), |b| {
             b.iter(|| black_box(store.append(&batch).unwrap()))
@@ -138,7 +141,7 @@ fn append_sync(c: &mut Criterion) {
         let value = value(value_bytes);
         group.throughput(Throughput::ElementsAndBytes {
             elements: 1,
-            bytes: log_bytes(value_bytes),
+            bytes: log_bytes(&store, &[record(0, 0, &value)]),
         });
         group.bench_function(format!("1KiB_{writers}_writers"), |b| {
             // `iters` records in total, spread over the writers, each
@@ -201,7 +204,7 @@ fn read(c: &mut Criterion) {
                 .unwrap()
                 .next_offset;
         }
-        let bytes = per_read as u64 * log_bytes(value_bytes);
+        let bytes = per_read as u64 * store.commit_log().committed() / total;
         group.throughput(Throughput::ElementsAndBytes {
             elements: per_read as u64,
             bytes,

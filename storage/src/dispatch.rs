@@ -17,7 +17,7 @@ use event_listener::{Event, Listener};
 
 use crate::commit_log::{CommitLog, Next, ReadCache, StoredRecord};
 use crate::consume_queue::{format::key_hash, ConsumeQueue, ConsumeQueues, QueueCursor, Unit};
-use crate::error::Result;
+use crate::error::{Result, StoreError};
 use crate::index_file::IndexService;
 
 /// A consumer of dispatched records.
@@ -223,6 +223,8 @@ impl Dispatcher {
         let mut last_log = began;
         let mut records = 0u64;
         let mut cache = ReadCache::default();
+        // The records of the entry at hand.
+        let mut batch: Vec<StoredRecord> = Vec::new();
         let mut failed = None;
         while pos < target {
             let next = match self.log.read_next_cached(pos, false, &mut cache) {
@@ -233,15 +235,29 @@ impl Dispatcher {
                 }
             };
             match next {
-                Next::Record(r) => {
-                    if let Err(e) = self.sinks.iter().try_for_each(|s| s.dispatch(&r)) {
-                        // Retried from this record after a back-off; the
+                Next::Entry(entry) => {
+                    let decoded = entry.records().try_for_each(|r| {
+                        let r = r.map_err(|why| {
+                            StoreError::corruption(self.log.dir(), pos, why.to_string())
+                        })?;
+                        batch.push(r);
+                        Ok(())
+                    });
+                    let dispatched = decoded.and_then(|()| {
+                        batch
+                            .iter()
+                            .try_for_each(|r| self.sinks.iter().try_for_each(|s| s.dispatch(r)))
+                    });
+                    let decoded_records = batch.len() as u64;
+                    batch.clear();
+                    if let Err(e) = dispatched {
+                        // Retried from this entry after a back-off; the
                         // sinks accept replays of what they already took.
                         failed = Some(e);
                         break;
                     }
-                    pos += r.size() as u64;
-                    records += 1;
+                    records += decoded_records;
+                    pos += entry.size();
                 }
                 Next::Skip(next) => pos = next,
                 Next::End => break,
@@ -257,9 +273,10 @@ impl Dispatcher {
                 );
             }
         }
-        if records > 0 {
+        if records > 0 || failed.is_some() {
             // Also after a failure: what was dispatched before it is
-            // published (sinks batch their wake-ups and writes).
+            // published (sinks batch their wake-ups and writes), including
+            // what the sinks before the failing one took of its entry.
             for s in &self.sinks {
                 s.end_batch()?;
             }

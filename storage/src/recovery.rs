@@ -3,14 +3,16 @@
 //! Crash model: the process can die at any instruction (kill -9), and the
 //! machine can lose power, losing page-cache bytes that were not fsynced, in
 //! any order. The log is written front to back, so after a process crash
-//! the bytes past the last whole record are a torn record followed by zeros;
+//! the bytes past the last whole entry are a torn entry followed by zeros;
 //! after a power loss they can be any mix of old zeros and new bytes.
 //!
 //! Recovery scans from the checkpoint's dispatched position, verifying every
-//! record (CRC and its stored physical offset), and stops at the first
-//! invalid one. That is the valid end if nothing valid follows it (a torn
-//! tail): the rest is zeroed so stale bytes can never be read back, and
-//! segments after it are removed. If valid records do follow, the damage is
+//! entry (CRC, its stored physical offset, every record in it), and stops
+//! at the first invalid one. That is the valid end if nothing valid follows
+//! it (a torn tail): the rest is zeroed so stale bytes can never be read
+//! back, and segments after it are removed. An entry is the unit: the
+//! records of one append to one partition survive whole or not at all. If
+//! valid entries do follow, the damage is
 //! in the middle of the log; `RecoveryMode::Strict` refuses to open and
 //! names the segment and position, `TruncateAtCorruption` cuts the log there.
 
@@ -18,9 +20,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::commit_log::format::{self, Decoded, HEADER_LEN};
+use crate::commit_log::format::{self, Decoded, Invalid, ENTRY_HEADER_LEN};
 use crate::commit_log::segment::{self, Segment};
-use crate::commit_log::{decode_for_recovery, find_segment, StoredRecord};
+use crate::commit_log::{decode_for_recovery, find_segment, Entry, StoredRecord};
 use crate::config::RecoveryMode;
 use crate::error::{IoContext, Result, StoreError};
 use crate::fs_util;
@@ -74,7 +76,7 @@ pub(crate) fn load_segments(dir: &Path) -> Result<Vec<Arc<Segment>>> {
     Ok(segs)
 }
 
-/// Scan from `start` (a record boundary from the checkpoint) to the valid
+/// Scan from `start` (an entry boundary from the checkpoint) to the valid
 /// end, then make the end durable.
 pub(crate) fn recover_log(
     dir: &Path,
@@ -109,16 +111,24 @@ pub(crate) fn recover_log(
     let mut bad: Option<(Arc<Segment>, String)> = None;
     while let Some(seg) = find_segment(&segments, pos).cloned() {
         match decode_for_recovery(&seg, pos) {
-            Ok(Decoded::Record(v)) => {
+            Ok(Decoded::Entry(v)) => {
                 seg.note_store_ts(v.store_timestamp_ms);
-                let len = v.total_len as u64;
                 // SAFETY: recovery runs before any reader or writer exists,
                 // and these bytes were just verified and are never rewritten.
-                let record =
-                    unsafe { StoredRecord::from_segment(&seg, (pos - seg.base()) as usize, v) };
-                on_record(&record)?;
-                pos += len;
-                records += 1;
+                let bytes = unsafe { seg.bytes((pos - seg.base()) as usize, v.total_len) };
+                let entry = Entry::new(bytes, v);
+                for record in entry.records() {
+                    // The decode above walked every record already.
+                    let record = record.map_err(|why| {
+                        StoreError::corruption(seg.path(), pos - seg.base(), why.to_string())
+                    })?;
+                    on_record(&record)?;
+                }
+                pos += entry.size();
+                records += u64::from(entry.record_count());
+            }
+            Err(Invalid::BadVersion(v)) => {
+                return Err(older_format(&seg, pos, v));
             }
             Ok(Decoded::EndOfSegment { .. }) => {
                 tracing::debug!(segment = %seg.path().display(), "segment verified");
@@ -149,7 +159,7 @@ pub(crate) fn recover_log(
     if let Some((seg, why)) = bad.filter(|(_, why)| !(clean_end && why.starts_with("no record"))) {
         if let Some(evidence) = valid_data_after(&segments, &seg, end) {
             let msg = format!(
-                "invalid record ({why}) with valid data after it at {evidence}: this is corruption in the middle of the log, not a torn tail"
+                "invalid entry ({why}) with valid data after it at {evidence}: this is corruption in the middle of the log, not a torn tail"
             );
             match mode {
                 RecoveryMode::Strict => {
@@ -166,7 +176,7 @@ pub(crate) fn recover_log(
         } else if why.starts_with("no record") {
             tracing::debug!(end, "log ends cleanly");
         } else {
-            tracing::warn!(segment = %seg.path().display(), position = end - seg.base(), %why, "torn record at the log tail; truncating");
+            tracing::warn!(segment = %seg.path().display(), position = end - seg.base(), %why, "torn entry at the log tail; truncating");
         }
         truncated += zero_from(&seg, end)?;
     }
@@ -197,18 +207,45 @@ pub(crate) fn recover_log(
     })
 }
 
-/// Is there a valid record after the invalid position `at` of `seg`: in
+/// The error for a log written in another format version: it is refused
+/// whole, never truncated as if it were torn.
+fn older_format(seg: &Segment, pos: u64, version: u8) -> StoreError {
+    StoreError::corruption(
+        seg.path(),
+        pos - seg.base(),
+        format!(
+            "the CommitLog holds format version {version}, this tidelog reads version {} only; \
+             start the old version to drain it, or move the data dir aside",
+            format::VERSION
+        ),
+    )
+}
+
+/// Refuse a log whose first segment was written in another format version,
+/// before anything reads it: with a clean checkpoint, recovery scans
+/// nothing and the first read would find it.
+pub(crate) fn check_format_version(segments: &[Arc<Segment>]) -> Result<()> {
+    let Some(first) = segments.first() else {
+        return Ok(());
+    };
+    match decode_for_recovery(first, first.base()) {
+        Err(Invalid::BadVersion(v)) => Err(older_format(first, first.base(), v)),
+        _ => Ok(()),
+    }
+}
+
+/// Is there a valid entry after the invalid position `at` of `seg`: in
 /// the rest of `seg` or at the start of a later segment? Returns where.
 fn valid_data_after(segments: &[Arc<Segment>], seg: &Arc<Segment>, at: u64) -> Option<u64> {
     for later in segments.iter().filter(|s| s.base() > seg.base()) {
         if matches!(
             decode_for_recovery(later, later.base()),
-            Ok(Decoded::Record(_) | Decoded::EndOfSegment { .. })
+            Ok(Decoded::Entry(_) | Decoded::EndOfSegment { .. })
         ) {
             return Some(later.base());
         }
     }
-    // A record can start at any byte; it stores its own offset at +12, which
+    // An entry can start at any byte; it stores its own offset at +12, which
     // makes a cheap filter before the full check. Only ranges that may hold
     // data are read; zero runs inside them are skipped quickly.
     let size = seg.size() as usize;
@@ -216,13 +253,13 @@ fn valid_data_after(segments: &[Arc<Segment>], seg: &Arc<Segment>, at: u64) -> O
     let bytes = unsafe { seg.slice(0, size) };
     let from = at - seg.base() + 1;
     for (start, end) in seg.data_ranges(from) {
-        // A record that starts up to a header before a data range begins
+        // An entry that starts up to a header before a data range begins
         // would have its length bytes inside it: start a little early.
         let mut rel = (start as usize)
-            .saturating_sub(HEADER_LEN)
+            .saturating_sub(ENTRY_HEADER_LEN)
             .max(from as usize);
         let end = end as usize;
-        while rel < end && rel + HEADER_LEN <= size {
+        while rel < end && rel + ENTRY_HEADER_LEN <= size {
             if bytes[rel..rel + 8] == [0u8; 8] {
                 match bytes[rel..end].iter().position(|&b| b != 0) {
                     Some(skip) => {
@@ -238,7 +275,7 @@ fn valid_data_after(segments: &[Arc<Segment>], seg: &Arc<Segment>, at: u64) -> O
             if u64::from_le_bytes(stored) == pos
                 && matches!(
                     format::decode(&bytes[rel..], pos, true),
-                    Ok(Decoded::Record(_) | Decoded::EndOfSegment { .. })
+                    Ok(Decoded::Entry(_) | Decoded::EndOfSegment { .. })
                 )
             {
                 return Some(pos);

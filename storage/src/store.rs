@@ -171,6 +171,7 @@ impl Store {
         // moves the start back for everyone, keeping dispatch in order.
         let cl_dir = dir.join(COMMITLOG_DIR);
         let segments = recovery::load_segments(&cl_dir)?;
+        recovery::check_format_version(&segments)?;
         let log_min = segments.first().map_or(0, |s| s.base());
         let mut start = checkpoint.dispatched.max(log_min);
         let wanted = truncate_all(&sinks, start)?.max(log_min);
@@ -775,7 +776,7 @@ fn spawn_supervised(
 }
 
 fn validate_config(c: &StoreConfig) -> Result<()> {
-    let min_segment = (crate::commit_log::format::HEADER_LEN
+    let min_segment = (crate::commit_log::format::ENTRY_HEADER_LEN
         + crate::commit_log::format::END_MARKER_LEN) as u64
         * 4;
     if c.commitlog_segment_bytes < min_segment.max(4096) {

@@ -81,9 +81,16 @@ fn check_partition(
     }
 }
 
-fn check_key(store: &Store, model: &HashMap<(usize, u32), Vec<ModelRecord>>, t: usize, k: u64) {
+/// `appends[seq]`: which append call wrote record `seq`, and to which
+/// partition.
+fn check_key(
+    store: &Store,
+    model: &HashMap<(usize, u32), Vec<ModelRecord>>,
+    appends: &[(u64, u32)],
+    t: usize,
+    k: u64,
+) {
     let key = format!("key-{k}");
-    // Newest first across partitions means newest by append order.
     let mut want: Vec<u64> = model
         .iter()
         .filter(|((mt, _), _)| *mt == t)
@@ -91,14 +98,29 @@ fn check_key(store: &Store, model: &HashMap<(usize, u32), Vec<ModelRecord>>, t: 
         .filter(|r| r.key.as_deref() == Some(key.as_str()))
         .map(|r| r.seq)
         .collect();
-    want.sort_by_key(|&s| std::cmp::Reverse(s));
+    want.sort_unstable();
     let got: Vec<u64> = store
         .query_by_key(TOPICS[t], key.as_bytes(), 0, i64::MAX, 1000)
         .unwrap()
         .iter()
         .map(|r| from_stored(r).seq)
         .collect();
-    assert_eq!(got, want, "key query {}/{key}", TOPICS[t]);
+    let mut got_sorted = got.clone();
+    got_sorted.sort_unstable();
+    assert_eq!(got_sorted, want, "key query {}/{key}", TOPICS[t]);
+    // Newest first: by append call, and within a call by record order in
+    // each partition. The order of one call's partitions among themselves
+    // is the store's (it writes each partition's records together).
+    for pair in got.windows(2) {
+        let (newer, older) = (appends[pair[0] as usize], appends[pair[1] as usize]);
+        assert!(
+            newer.0 > older.0
+                || newer == older && pair[0] > pair[1]
+                || newer.0 == older.0 && newer.1 != older.1,
+            "key query {}/{key}: {got:?} is not newest first",
+            TOPICS[t]
+        );
+    }
 }
 
 #[test]
@@ -110,6 +132,7 @@ fn random_appends_reads_and_reopens_match_the_model() {
     let mut store = Some(Store::open(cfg.clone()).unwrap());
     let mut model: HashMap<(usize, u32), Vec<ModelRecord>> = HashMap::new();
     let mut seq = 0u64;
+    let mut appends = vec![(0, 0)];
     for step in 0..400 {
         let s = store.as_ref().unwrap();
         match rng.below(100) {
@@ -121,6 +144,7 @@ fn random_appends_reads_and_reopens_match_the_model() {
                     seq += 1;
                     let t = rng.below(TOPICS.len() as u64) as usize;
                     let p = rng.below(PARTITIONS as u64) as u32;
+                    appends.push((step, p));
                     let keyed = rng.chance(80);
                     let key = keyed.then(|| format!("key-{}", rng.below(KEYS)));
                     // Tombstones (no value) only for keyed records.
@@ -146,7 +170,7 @@ fn random_appends_reads_and_reopens_match_the_model() {
             80..=89 => {
                 assert!(s.wait_dispatched(Duration::from_secs(10)));
                 let t = rng.below(TOPICS.len() as u64) as usize;
-                check_key(s, &model, t, rng.below(KEYS));
+                check_key(s, &model, &appends, t, rng.below(KEYS));
             }
             _ => {
                 let s = store.take().unwrap();
@@ -166,7 +190,7 @@ fn random_appends_reads_and_reopens_match_the_model() {
             check_partition(s, &model, t, p, &mut rng);
         }
         for k in 0..KEYS {
-            check_key(s, &model, t, k);
+            check_key(s, &model, &appends, t, k);
         }
     }
 }

@@ -23,8 +23,11 @@ fn cfg(dir: &Path) -> StoreConfig {
     c
 }
 
-/// Append `n` records `0..n` to t-0 and crash. Returns the physical offset
-/// and size of each.
+/// Bytes of the header of an entry of topic "t", before its first record.
+const T_HEADER: u64 = tidelog_storage::commit_log::format::ENTRY_HEADER_LEN as u64 + 1;
+
+/// Append `n` records `0..n` to t-0, one append (so one CommitLog entry)
+/// each, and crash. Returns where each entry starts and its length.
 fn write_and_crash(dir: &Path, n: usize) -> Vec<(u64, u32)> {
     let store = Store::open(cfg(dir)).unwrap();
     let mut out = Vec::new();
@@ -37,7 +40,10 @@ fn write_and_crash(dir: &Path, n: usize) -> Vec<(u64, u32)> {
                 Some(&format!("value-{i}-{}", "z".repeat(i % 7 * 10))),
             )])
             .unwrap();
-        out.push((a[0].physical_offset.0, a[0].size));
+        out.push((
+            a[0].physical_offset.0 - T_HEADER,
+            a[0].size + T_HEADER as u32,
+        ));
     }
     assert!(store.wait_dispatched(Duration::from_secs(5)));
     store.close_uncleanly();
@@ -92,7 +98,7 @@ fn torn_last_record_is_dropped() {
         .append(&[record("t", 0, Some("k9"), Some("value-9-again"))])
         .unwrap();
     assert_eq!(a[0].queue_offset.0, 9);
-    assert_eq!(a[0].physical_offset.0, pos);
+    assert_eq!(a[0].physical_offset.0, pos + T_HEADER);
     assert!(store.wait_dispatched(Duration::from_secs(5)));
     let q = store.query_by_key("t", b"k9", 0, i64::MAX, 10).unwrap();
     assert_eq!(q.len(), 1);
@@ -143,8 +149,8 @@ fn stale_bytes_of_a_longer_record_never_come_back() {
     let a = store
         .append(&[record("t", 0, None, Some("value-5-"))])
         .unwrap();
-    assert_eq!(a[0].physical_offset.0, pos5);
-    assert!(a[0].size < size5);
+    assert_eq!(a[0].physical_offset.0, pos5 + T_HEADER);
+    assert!(a[0].size + (T_HEADER as u32) < size5);
     store.close_uncleanly();
     // ...and after another crash nothing of the old one is parsed behind it.
     reopen_and_expect(dir.path(), 6);
@@ -161,6 +167,7 @@ fn stale_bytes_of_a_longer_record_never_come_back() {
     poke(&seg, p3 + s3 as u64, &copy);
     let store = reopen_and_expect(dir.path(), 4);
     assert!(store.read_at(p3 + s3 as u64).unwrap().is_none());
+    assert!(store.read_at(p3 + s3 as u64 + T_HEADER).unwrap().is_none());
 }
 
 #[test]
@@ -279,7 +286,12 @@ fn lost_index_tail_is_rebuilt_from_the_log() {
     poke(&qfile, 5 * 20, &vec![0u8; 15 * 20]);
     let store = reopen_and_expect(dir.path(), 20);
     assert_eq!(
-        store.read_at(recs[19].0).unwrap().unwrap().queue_offset().0,
+        store
+            .read_at(recs[19].0 + T_HEADER)
+            .unwrap()
+            .unwrap()
+            .queue_offset()
+            .0,
         19
     );
     assert!(store.recovery_report().records_replayed >= 15);

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use common::*;
 use tidelog_storage::fault::{FaultPoint, Faults};
-use tidelog_storage::{FlushMode, Listener, Store, StoreError};
+use tidelog_storage::{AppendRecord, FlushMode, Listener, Store, StoreError};
 
 #[test]
 fn append_then_read_back_every_field() {
@@ -60,6 +60,160 @@ fn append_then_read_back_every_field() {
     assert!(store.read_at(p + 1).unwrap().is_none());
     assert!(store.read_at(u64::MAX).unwrap().is_none());
     store.shutdown().unwrap();
+}
+
+#[test]
+fn one_append_is_one_entry_per_partition_and_every_record_keeps_its_address() {
+    use tidelog_storage::commit_log::Next;
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(small_config(dir.path())).unwrap();
+    // Partitions interleaved in the request: each partition's records keep
+    // their order and offsets; the answer is in request order.
+    let batch = [
+        record("t", 1, None, Some("a")),
+        record("t", 0, None, Some("b")),
+        record("t", 1, Some("k"), Some("c")),
+        record("t", 0, None, None),
+        record("u", 0, None, Some("e")),
+    ];
+    let out = store.append(&batch).unwrap();
+    let offsets: Vec<u64> = out.iter().map(|a| a.queue_offset.0).collect();
+    assert_eq!(offsets, vec![0, 0, 1, 1, 0]);
+    // Three entries: t-0, t-1, u-0, each holding its partition's records.
+    let log = store.commit_log();
+    let mut pos = log.min_offset();
+    let mut entries = Vec::new();
+    while let Next::Entry(e) = log.read_next(pos, true).unwrap() {
+        let recs: Vec<_> = e.records().map(Result::unwrap).collect();
+        entries.push(
+            recs.iter()
+                .map(|r| (r.topic().to_owned(), r.partition(), r.queue_offset().0))
+                .collect::<Vec<_>>(),
+        );
+        pos += e.size();
+    }
+    assert_eq!(pos, log.committed());
+    assert_eq!(
+        entries,
+        vec![
+            vec![("t".into(), 0, 0), ("t".into(), 0, 1)],
+            vec![("t".into(), 1, 0), ("t".into(), 1, 1)],
+            vec![("u".into(), 0, 0)],
+        ]
+    );
+    // Every record answers at its own physical offset, and nothing else
+    // in the log does.
+    for (a, r) in out.iter().zip(&batch) {
+        let got = store.read_at(a.physical_offset.0).unwrap().unwrap();
+        assert_eq!(got.value(), r.value);
+        assert_eq!(got.size(), a.size);
+    }
+    let starts: Vec<u64> = out.iter().map(|a| a.physical_offset.0).collect();
+    for p in log.min_offset()..log.committed() + 2 {
+        assert_eq!(
+            store.read_at(p).unwrap().is_some(),
+            starts.contains(&p),
+            "position {p}"
+        );
+    }
+    store.shutdown().unwrap();
+}
+
+#[test]
+fn an_append_larger_than_a_segment_splits_into_entries_across_segments() {
+    use tidelog_storage::commit_log::Next;
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(config_with_segments(dir.path(), 4096)).unwrap();
+    let value = "v".repeat(300);
+    // ~12 KiB for one partition: no entry can hold it in a 4 KiB segment.
+    let batch: Vec<_> = (0..40)
+        .map(|_| record("t", 0, None, Some(&value)))
+        .collect();
+    let out = store.append(&batch).unwrap();
+    assert_eq!(
+        out.iter().map(|a| a.queue_offset.0).collect::<Vec<_>>(),
+        (0..40).collect::<Vec<_>>()
+    );
+    assert!(store.stats().commitlog_segments >= 3);
+    let log = store.commit_log();
+    let (mut pos, mut entries, mut seen) = (log.min_offset(), 0, 0u64);
+    loop {
+        match log.read_next(pos, true).unwrap() {
+            Next::Entry(e) => {
+                assert!(e.size() <= 4096 - 20);
+                for r in e.records() {
+                    assert_eq!(r.unwrap().queue_offset().0, seen);
+                    seen += 1;
+                }
+                entries += 1;
+                pos += e.size();
+            }
+            Next::Skip(next) => pos = next,
+            Next::End => break,
+        }
+    }
+    assert_eq!(seen, 40);
+    assert!(entries >= 3, "{entries} entries");
+    assert!(store.wait_dispatched(Duration::from_secs(5)));
+    let got = store.read("t", 0, 0, 100, usize::MAX).unwrap().records;
+    assert_eq!(got.len(), 40);
+    for (a, r) in out.iter().zip(&got) {
+        assert_eq!(a.physical_offset, r.physical_offset());
+    }
+    store.shutdown().unwrap();
+}
+
+#[test]
+fn a_value_that_looks_like_a_record_is_not_one() {
+    use tidelog_storage::commit_log::format;
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(small_config(dir.path())).unwrap();
+    // The log starts at 0 and the entry header of topic "t" takes 47 bytes;
+    // a 200-byte keyless value starts 7 bytes into its record (distance,
+    // flags, offset delta, timestamp delta, two-byte length, header
+    // count), at 54. Put a well-formed record there that says so.
+    let mut value = vec![0u8; 200];
+    value[..7].copy_from_slice(&[54, 0b10, 0, 0, 1, 0, b'x']);
+    let r = AppendRecord {
+        value: Some(bytes::Bytes::from(value)),
+        ..record("t", 0, None, None)
+    };
+    let a = store.append(&[r]).unwrap()[0];
+    assert_eq!(a.physical_offset.0, 47);
+    // Decoded on its own, the forged record passes...
+    let log = store.commit_log();
+    let tidelog_storage::commit_log::Next::Entry(entry) = log.read_next(0, true).unwrap() else {
+        panic!("an entry at 0");
+    };
+    let forged = entry.record_at(54).unwrap();
+    assert_eq!(forged.value().as_deref(), Some(b"x".as_slice()));
+    assert_eq!(format::ENTRY_HEADER_LEN + 1, 47);
+    // ...but a client's physical offset is checked by walking the entry.
+    assert!(store.read_at(54).unwrap().is_none());
+    assert_eq!(store.read_at(47).unwrap().unwrap().size(), a.size);
+    store.shutdown().unwrap();
+}
+
+#[test]
+fn a_log_of_another_format_version_is_refused_not_truncated() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(small_config(dir.path())).unwrap();
+    store.append(&[record("t", 0, None, Some("v"))]).unwrap();
+    store.shutdown().unwrap();
+    let seg = dir.path().join("commitlog").join("00000000000000000000");
+    let mut bytes = std::fs::read(&seg).unwrap();
+    let len = u32::from_le_bytes(bytes[..4].try_into().unwrap()) as usize;
+    bytes[10] = 1; // the version byte of the first entry
+    std::fs::write(&seg, &bytes).unwrap();
+    for _ in 0..2 {
+        let err = Store::open(small_config(dir.path()))
+            .err()
+            .expect("refused");
+        assert!(err.to_string().contains("format version 1"), "{err}");
+        // Nothing was cut.
+        let now = std::fs::read(&seg).unwrap();
+        assert_eq!(&now[..len], &bytes[..len]);
+    }
 }
 
 #[test]
@@ -575,13 +729,19 @@ fn a_sequential_reader_sees_records_committed_after_it_started() {
         store.append(&batch).unwrap();
         loop {
             match log.read_next_cached(pos, false, &mut cache).unwrap() {
-                Next::Record(r) => {
-                    assert_eq!(r.queue_offset().0, seen);
-                    assert_eq!(r.physical_offset().0, pos);
-                    let value = r.value().unwrap();
-                    assert!(value.starts_with(format!("{round}.").as_bytes()), "{round}");
-                    pos += u64::from(r.size());
-                    seen += 1;
+                Next::Entry(entry) => {
+                    assert_eq!(entry.physical_offset(), pos);
+                    let mut at = pos;
+                    for r in entry.records() {
+                        let r = r.unwrap();
+                        assert_eq!(r.queue_offset().0, seen);
+                        assert!(r.physical_offset().0 > at, "records lie in order");
+                        at = r.physical_offset().0;
+                        let value = r.value().unwrap();
+                        assert!(value.starts_with(format!("{round}.").as_bytes()), "{round}");
+                        seen += 1;
+                    }
+                    pos += entry.size();
                 }
                 Next::Skip(next) => pos = next,
                 Next::End => break,

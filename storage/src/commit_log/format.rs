@@ -1,26 +1,42 @@
-//! Byte layout of a CommitLog record and of the end-of-segment marker.
+//! Byte layout of a CommitLog entry and of the end-of-segment marker.
 //!
-//! All integers are little-endian.
+//! An entry holds one or more records of one partition with consecutive
+//! queue offsets: the records of one produce request to that partition, as
+//! Kafka's record batch holds them. What is the same for all of them (topic,
+//! partition, store time, physical position) is written once in the entry
+//! header; each record carries only what is its own, with variable-length
+//! integers. One CRC covers the whole entry, so a produce request to a
+//! partition reaches the log whole or not at all.
+//!
+//! Fixed-width integers are little-endian; `varint` is unsigned LEB128
+//! (at most 10 bytes), `zigzag` a signed value folded onto it.
 //!
 //! ```text
-//! record
+//! entry
 //! offset  size  field
-//!      0     4  total_len          u32, whole record including this field
+//!      0     4  total_len          u32, whole entry including this field
 //!      4     4  crc                u32, CRC32C of bytes [8, total_len)
 //!      8     2  magic              u16, RECORD_MAGIC
 //!     10     1  version            u8,  VERSION
-//!     11     1  flags              u8,  FLAG_HAS_KEY | FLAG_HAS_VALUE
-//!     12     8  physical_offset    u64, where this record starts in the log
-//!     20     8  queue_offset       u64, its number within the partition
+//!     11     1  flags              u8,  0 (reserved)
+//!     12     8  physical_offset    u64, where this entry starts in the log
+//!     20     8  base_queue_offset  u64, queue offset of its first record
 //!     28     8  store_timestamp    i64, ms since epoch, set by the store
-//!     36     8  producer_timestamp i64, ms since epoch, set by the client
-//!     44     4  partition          u32
-//!     48     2  topic_len          u16
-//!     50     2  header_count       u16
-//!     52     4  key_len            u32 (0 when FLAG_HAS_KEY is clear)
-//!     56     4  value_len          u32 (0 when FLAG_HAS_VALUE is clear)
-//!     60     4  headers_len        u32, bytes of the header block
-//!     64        topic | key | value | header block
+//!     36     4  partition          u32
+//!     40     4  record_count       u32, at least 1
+//!     44     2  topic_len          u16
+//!     46        topic | record_count records
+//!
+//! record (at `distance` bytes from the entry's first byte)
+//!   varint  distance           its own position in the entry
+//!   u8      flags              FLAG_HAS_KEY | FLAG_HAS_VALUE
+//!   varint  offset_delta       queue offset - base_queue_offset
+//!   zigzag  timestamp_delta    producer timestamp - store timestamp
+//!   varint  key_len            only with FLAG_HAS_KEY
+//!   varint  value_len          only with FLAG_HAS_VALUE
+//!   varint  header_count
+//!   varint  headers_len        only when header_count > 0
+//!           key | value | header block
 //! header block: header_count times
 //!          2  name_len u16 | 4 value_len u32 | name (UTF-8) | value
 //!
@@ -33,25 +49,37 @@
 //!     12     8  physical_offset    u64
 //! ```
 //!
-//! A record with no value (FLAG_HAS_VALUE clear) is a tombstone. Each record
-//! carries its own physical offset: recovery and reads by physical offset
-//! check it, so stale bytes of an older record at another position, or a
-//! client-supplied offset into the middle of a record, are never taken for a
-//! record. The CRC covers everything after itself, so a torn write fails it.
+//! A record's physical offset is the position of its own first byte, so
+//! every record has an address of its own (ConsumeQueue units, IndexFile
+//! entries and `GET /commitlog/{physical_offset}` use it); its `distance`
+//! leads back to the entry header, which must hold its own position in
+//! turn. A record with no value (FLAG_HAS_VALUE clear) is a tombstone.
+//!
+//! Each entry carries its own physical offset: recovery and reads by
+//! physical offset check it, so stale bytes of an older entry at another
+//! position, or a client-supplied offset into the middle of a record, are
+//! never taken for a record. The CRC covers everything after itself, so a
+//! torn write fails it.
+//!
+//! Version 1 (before this layout) wrote a 64-byte header per record; a
+//! version-1 log is refused, not read (see `recovery`).
+
+use std::ops::Range;
 
 use bytes::Bytes;
 
-/// Magic of a record ("TIDE" squeezed into 16 bits).
+/// Magic of an entry ("TIDE" squeezed into 16 bits).
 pub const RECORD_MAGIC: u16 = 0x7D1E;
 /// Magic of the end-of-segment marker.
 pub const END_MAGIC: u16 = 0xE0F5;
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 
 pub const FLAG_HAS_KEY: u8 = 0b01;
 pub const FLAG_HAS_VALUE: u8 = 0b10;
 const FLAGS_KNOWN: u8 = FLAG_HAS_KEY | FLAG_HAS_VALUE;
 
-pub const HEADER_LEN: usize = 64;
+/// Fixed part of an entry header; the topic name follows it.
+pub const ENTRY_HEADER_LEN: usize = 46;
 pub const END_MARKER_LEN: usize = 20;
 
 const OFF_TOTAL_LEN: usize = 0;
@@ -60,31 +88,32 @@ const OFF_MAGIC: usize = 8;
 const OFF_VERSION: usize = 10;
 const OFF_FLAGS: usize = 11;
 const OFF_PHYSICAL: usize = 12;
-const OFF_QUEUE: usize = 20;
+const OFF_BASE_QUEUE: usize = 20;
 const OFF_STORE_TS: usize = 28;
-const OFF_PRODUCER_TS: usize = 36;
-const OFF_PARTITION: usize = 44;
-const OFF_TOPIC_LEN: usize = 48;
-const OFF_HEADER_COUNT: usize = 50;
-const OFF_KEY_LEN: usize = 52;
-const OFF_VALUE_LEN: usize = 56;
-const OFF_HEADERS_LEN: usize = 60;
-/// The CRC covers the record from here to its end.
+const OFF_PARTITION: usize = 36;
+const OFF_RECORD_COUNT: usize = 40;
+const OFF_TOPIC_LEN: usize = 44;
+/// The CRC covers the entry from here to its end.
 pub const CRC_START: usize = 8;
 
 const HEADER_ENTRY_FIXED: usize = 6;
+/// The smallest record: distance, flags, offset delta, timestamp delta and
+/// header count, one byte each.
+const RECORD_LEN_MIN: usize = 5;
+const VARINT_MAX: usize = 10;
 
-const _: () = assert!(OFF_HEADERS_LEN + 4 == HEADER_LEN);
+const _: () = assert!(OFF_TOPIC_LEN + 2 == ENTRY_HEADER_LEN);
 const _: () = assert!(OFF_PHYSICAL + 8 == END_MARKER_LEN);
 
-/// Longest topic name a record may carry (Kafka's limit).
+/// Longest topic name an entry may carry (Kafka's limit).
 pub const TOPIC_LEN_MAX: usize = crate::types::TOPIC_NAME_MAX;
 /// Most headers on one record.
 pub const HEADER_COUNT_MAX: usize = u16::MAX as usize;
 /// Longest header name.
 pub const HEADER_NAME_MAX: usize = u16::MAX as usize;
-/// Hard ceiling on one record, whatever `max_message_bytes` says; lengths
-/// read from disk are checked against it before anything is sliced.
+/// Hard ceiling on one entry (and so on one record), whatever
+/// `max_message_bytes` says; lengths read from disk are checked against it
+/// before anything is sliced.
 pub const RECORD_LEN_MAX: usize = 256 << 20;
 
 /// One record header, as clients send them: a name and opaque bytes.
@@ -94,15 +123,19 @@ pub struct Header {
     pub value: Bytes,
 }
 
-/// Everything needed to encode one record.
+/// What every record of an entry shares.
 #[derive(Clone, Copy, Debug)]
-pub struct RecordFields<'a> {
-    pub physical_offset: u64,
-    pub queue_offset: u64,
+pub struct EntryFields<'a> {
+    pub base_queue_offset: u64,
     pub store_timestamp_ms: i64,
-    pub producer_timestamp_ms: i64,
     pub topic: &'a str,
     pub partition: u32,
+}
+
+/// What one record of an entry has of its own.
+#[derive(Clone, Copy, Debug)]
+pub struct RecordFields<'a> {
+    pub producer_timestamp_ms: i64,
     pub key: Option<&'a [u8]>,
     pub value: Option<&'a [u8]>,
     pub headers: &'a [Header],
@@ -116,92 +149,62 @@ pub fn headers_block_len(headers: &[Header]) -> usize {
         .sum()
 }
 
-/// Bytes a record with these parts occupies in the log.
-pub fn encoded_len(
-    topic_len: usize,
-    key_len: usize,
-    value_len: usize,
+/// Bytes an entry header takes with a topic name of `topic_len` bytes.
+pub fn entry_header_len(topic_len: usize) -> usize {
+    ENTRY_HEADER_LEN + topic_len
+}
+
+/// Bytes `v` takes as a varint.
+pub fn varint_len(v: u64) -> usize {
+    // Seven bits a byte; zero still takes one.
+    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
+}
+
+fn zigzag(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64
+}
+
+fn unzigzag(v: u64) -> i64 {
+    ((v >> 1) as i64) ^ -((v & 1) as i64)
+}
+
+/// Bytes a record takes at `distance` from its entry's start, as the
+/// `offset_delta`-th record of an entry stored at `store_ts`.
+pub fn record_len(
+    distance: usize,
+    offset_delta: u64,
+    store_ts: i64,
+    r: &RecordFields<'_>,
+) -> usize {
+    let headers_len = headers_block_len(r.headers);
+    varint_len(distance as u64)
+        + 1
+        + varint_len(offset_delta)
+        + varint_len(zigzag(r.producer_timestamp_ms.wrapping_sub(store_ts)))
+        + r.key.map_or(0, |k| varint_len(k.len() as u64) + k.len())
+        + r.value.map_or(0, |v| varint_len(v.len() as u64) + v.len())
+        + varint_len(r.headers.len() as u64)
+        + if r.headers.is_empty() {
+            0
+        } else {
+            varint_len(headers_len as u64) + headers_len
+        }
+}
+
+/// The most bytes a record with these parts can take, wherever it lands:
+/// for checking limits before positions are known.
+pub fn record_len_bound(
+    key_len: Option<usize>,
+    value_len: Option<usize>,
     headers: &[Header],
 ) -> usize {
-    HEADER_LEN + topic_len + key_len + value_len + headers_block_len(headers)
-}
-
-/// Why bytes are not a valid record.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Invalid {
-    /// Fewer bytes than a header needs.
-    Truncated {
-        needed: usize,
-        available: usize,
-    },
-    BadMagic(u16),
-    BadVersion(u8),
-    BadFlags(u8),
-    BadLength(String),
-    OffsetMismatch {
-        stored: u64,
-        expected: u64,
-    },
-    CrcMismatch {
-        stored: u32,
-        computed: u32,
-    },
-    BadTopic,
-    BadHeaders(String),
-}
-
-impl std::fmt::Display for Invalid {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Invalid::Truncated { needed, available } => {
-                write!(f, "truncated: needs {needed} bytes, {available} available")
-            }
-            Invalid::BadMagic(m) => write!(f, "bad magic {m:#06x}"),
-            Invalid::BadVersion(v) => write!(f, "unknown version {v}"),
-            Invalid::BadFlags(x) => write!(f, "unknown flags {x:#04x}"),
-            Invalid::BadLength(s) => write!(f, "bad length: {s}"),
-            Invalid::OffsetMismatch { stored, expected } => {
-                write!(f, "record says it starts at {stored}, found at {expected}")
-            }
-            Invalid::CrcMismatch { stored, computed } => {
-                write!(
-                    f,
-                    "CRC mismatch: stored {stored:#010x}, computed {computed:#010x}"
-                )
-            }
-            Invalid::BadTopic => write!(f, "topic name is not valid"),
-            Invalid::BadHeaders(s) => write!(f, "bad header block: {s}"),
-        }
-    }
-}
-
-/// What starts at a position of a segment.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Decoded {
-    /// Zero length: nothing was ever written here.
-    Empty,
-    /// End-of-segment marker; the next record is in the next segment.
-    EndOfSegment {
-        len: usize,
-    },
-    Record(RecordView),
-}
-
-/// Field positions of a decoded record, relative to the record's first byte.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RecordView {
-    pub total_len: usize,
-    pub flags: u8,
-    pub physical_offset: u64,
-    pub queue_offset: u64,
-    pub store_timestamp_ms: i64,
-    pub producer_timestamp_ms: i64,
-    pub partition: u32,
-    pub topic: std::ops::Range<usize>,
-    pub key: Option<std::ops::Range<usize>>,
-    pub value: Option<std::ops::Range<usize>>,
-    pub headers: std::ops::Range<usize>,
-    pub header_count: usize,
+    let headers_len = headers_block_len(headers);
+    3 * VARINT_MAX
+        + 1
+        + key_len.map_or(0, |k| VARINT_MAX + k)
+        + value_len.map_or(0, |v| VARINT_MAX + v)
+        + 2 * VARINT_MAX
+        + headers_len
 }
 
 fn put_u16(buf: &mut [u8], at: usize, v: u16) {
@@ -227,56 +230,156 @@ fn get_u64(buf: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(b)
 }
 
-/// Encode `r` into `buf`, which must be exactly `encoded_len(..)` bytes.
-/// The caller has validated every length (see `CommitLog::append`); these
-/// are programmer invariants, hence debug assertions.
-pub fn encode(buf: &mut [u8], r: &RecordFields<'_>) {
-    let key = r.key.unwrap_or_default();
-    let value = r.value.unwrap_or_default();
-    let headers_len = headers_block_len(r.headers);
-    debug_assert_eq!(
-        buf.len(),
-        encoded_len(r.topic.len(), key.len(), value.len(), r.headers)
-    );
-    debug_assert!(r.topic.len() <= TOPIC_LEN_MAX && r.headers.len() <= HEADER_COUNT_MAX);
-    let mut flags = 0;
-    if r.key.is_some() {
-        flags |= FLAG_HAS_KEY;
+fn push_varint(buf: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        buf.push(v as u8 | 0x80);
+        v >>= 7;
     }
-    if r.value.is_some() {
-        flags |= FLAG_HAS_VALUE;
+    buf.push(v as u8);
+}
+
+/// Read a varint at `*at`, advancing past it. Refuses one that runs past
+/// `buf`, is longer than ten bytes or overflows 64 bits.
+#[inline]
+fn get_varint(buf: &[u8], at: &mut usize) -> Result<u64, Invalid> {
+    // Most are one byte (flags-sized counts, small deltas).
+    match buf.get(*at) {
+        Some(&b) if b < 0x80 => {
+            *at += 1;
+            Ok(u64::from(b))
+        }
+        _ => get_varint_long(buf, at),
     }
-    put_u32(buf, OFF_TOTAL_LEN, buf.len() as u32);
-    put_u16(buf, OFF_MAGIC, RECORD_MAGIC);
-    buf[OFF_VERSION] = VERSION;
-    buf[OFF_FLAGS] = flags;
-    put_u64(buf, OFF_PHYSICAL, r.physical_offset);
-    put_u64(buf, OFF_QUEUE, r.queue_offset);
-    put_u64(buf, OFF_STORE_TS, r.store_timestamp_ms as u64);
-    put_u64(buf, OFF_PRODUCER_TS, r.producer_timestamp_ms as u64);
-    put_u32(buf, OFF_PARTITION, r.partition);
-    put_u16(buf, OFF_TOPIC_LEN, r.topic.len() as u16);
-    put_u16(buf, OFF_HEADER_COUNT, r.headers.len() as u16);
-    put_u32(buf, OFF_KEY_LEN, key.len() as u32);
-    put_u32(buf, OFF_VALUE_LEN, value.len() as u32);
-    put_u32(buf, OFF_HEADERS_LEN, headers_len as u32);
-    let mut at = HEADER_LEN;
-    for part in [r.topic.as_bytes(), key, value] {
-        buf[at..at + part.len()].copy_from_slice(part);
-        at += part.len();
+}
+
+fn get_varint_long(buf: &[u8], at: &mut usize) -> Result<u64, Invalid> {
+    let mut v = 0u64;
+    for i in 0..VARINT_MAX {
+        let Some(&b) = buf.get(*at + i) else {
+            return Err(Invalid::BadLength("a varint runs past the entry".into()));
+        };
+        let bits = u64::from(b & 0x7f);
+        if i == VARINT_MAX - 1 && b > 1 {
+            return Err(Invalid::BadLength("a varint overflows 64 bits".into()));
+        }
+        v |= bits << (7 * i);
+        if b & 0x80 == 0 {
+            *at += i + 1;
+            return Ok(v);
+        }
     }
-    for h in r.headers {
-        put_u16(buf, at, h.name.len() as u16);
-        put_u32(buf, at + 2, h.value.len() as u32);
-        at += HEADER_ENTRY_FIXED;
-        buf[at..at + h.name.len()].copy_from_slice(h.name.as_bytes());
-        at += h.name.len();
-        buf[at..at + h.value.len()].copy_from_slice(&h.value);
-        at += h.value.len();
+    Err(Invalid::BadLength(
+        "a varint is longer than 10 bytes".into(),
+    ))
+}
+
+/// A varint that is a length or count: at most `max`.
+fn get_len(buf: &[u8], at: &mut usize, max: usize, what: &str) -> Result<usize, Invalid> {
+    let v = get_varint(buf, at)?;
+    if v > max as u64 {
+        return Err(Invalid::BadLength(format!("{what} {v} exceeds {max}")));
     }
-    debug_assert_eq!(at, buf.len());
-    let crc = crc32c::crc32c(&buf[CRC_START..]);
-    put_u32(buf, OFF_CRC, crc);
+    Ok(v as usize)
+}
+
+/// Builds entries in a byte buffer: [`EntryBuilder::begin`], then
+/// [`EntryBuilder::push`] per record, then [`EntryBuilder::finish`] once the
+/// entry's position in the log is known.
+pub struct EntryBuilder {
+    start: usize,
+    store_ts: i64,
+    count: u32,
+}
+
+impl EntryBuilder {
+    /// Start an entry at the end of `buf`.
+    pub fn begin(buf: &mut Vec<u8>, e: &EntryFields<'_>) -> EntryBuilder {
+        debug_assert!(e.topic.len() <= TOPIC_LEN_MAX);
+        let start = buf.len();
+        buf.resize(start + ENTRY_HEADER_LEN, 0);
+        let h = &mut buf[start..];
+        put_u16(h, OFF_MAGIC, RECORD_MAGIC);
+        h[OFF_VERSION] = VERSION;
+        h[OFF_FLAGS] = 0;
+        put_u64(h, OFF_BASE_QUEUE, e.base_queue_offset);
+        put_u64(h, OFF_STORE_TS, e.store_timestamp_ms as u64);
+        put_u32(h, OFF_PARTITION, e.partition);
+        put_u16(h, OFF_TOPIC_LEN, e.topic.len() as u16);
+        buf.extend_from_slice(e.topic.as_bytes());
+        EntryBuilder {
+            start,
+            store_ts: e.store_timestamp_ms,
+            count: 0,
+        }
+    }
+
+    /// Bytes of the entry so far: where the next record would start.
+    pub fn len(&self, buf: &[u8]) -> usize {
+        buf.len() - self.start
+    }
+
+    /// Records pushed so far.
+    pub fn count(&self) -> u32 {
+        self.count
+    }
+
+    /// Append the next record; returns where it starts in the entry and
+    /// its length. The caller has validated every length (see
+    /// `CommitLog::append`).
+    pub fn push(&mut self, buf: &mut Vec<u8>, r: &RecordFields<'_>) -> (usize, usize) {
+        let distance = buf.len() - self.start;
+        let mut flags = 0;
+        if r.key.is_some() {
+            flags |= FLAG_HAS_KEY;
+        }
+        if r.value.is_some() {
+            flags |= FLAG_HAS_VALUE;
+        }
+        push_varint(buf, distance as u64);
+        buf.push(flags);
+        push_varint(buf, u64::from(self.count));
+        push_varint(
+            buf,
+            zigzag(r.producer_timestamp_ms.wrapping_sub(self.store_ts)),
+        );
+        if let Some(k) = r.key {
+            push_varint(buf, k.len() as u64);
+        }
+        if let Some(v) = r.value {
+            push_varint(buf, v.len() as u64);
+        }
+        push_varint(buf, r.headers.len() as u64);
+        if !r.headers.is_empty() {
+            push_varint(buf, headers_block_len(r.headers) as u64);
+        }
+        buf.extend_from_slice(r.key.unwrap_or_default());
+        buf.extend_from_slice(r.value.unwrap_or_default());
+        for h in r.headers {
+            buf.extend_from_slice(&(h.name.len() as u16).to_le_bytes());
+            buf.extend_from_slice(&(h.value.len() as u32).to_le_bytes());
+            buf.extend_from_slice(h.name.as_bytes());
+            buf.extend_from_slice(&h.value);
+        }
+        self.count += 1;
+        let len = buf.len() - self.start - distance;
+        debug_assert_eq!(
+            len,
+            record_len(distance, u64::from(self.count - 1), self.store_ts, r)
+        );
+        (distance, len)
+    }
+
+    /// Close the entry (at least one record) as starting at
+    /// `physical_offset`: lengths, position and CRC.
+    pub fn finish(self, buf: &mut [u8], physical_offset: u64) {
+        debug_assert!(self.count > 0);
+        let e = &mut buf[self.start..];
+        put_u32(e, OFF_TOTAL_LEN, e.len() as u32);
+        put_u64(e, OFF_PHYSICAL, physical_offset);
+        put_u32(e, OFF_RECORD_COUNT, self.count);
+        let crc = crc32c::crc32c(&e[CRC_START..]);
+        put_u32(e, OFF_CRC, crc);
+    }
 }
 
 /// Encode the 20 bytes of an end-of-segment marker at `physical_offset`
@@ -292,14 +395,120 @@ pub fn encode_end_marker(buf: &mut [u8; END_MARKER_LEN], physical_offset: u64, r
     put_u32(buf, OFF_CRC, crc);
 }
 
+/// Why bytes are not a valid entry or record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Invalid {
+    /// Fewer bytes than a header needs.
+    Truncated {
+        needed: usize,
+        available: usize,
+    },
+    BadMagic(u16),
+    BadVersion(u8),
+    BadFlags(u8),
+    BadLength(String),
+    OffsetMismatch {
+        stored: u64,
+        expected: u64,
+    },
+    CrcMismatch {
+        stored: u32,
+        computed: u32,
+    },
+    BadTopic,
+    BadHeaders(String),
+    /// No record starts at this position of the entry.
+    NotARecord(String),
+}
+
+impl std::fmt::Display for Invalid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Invalid::Truncated { needed, available } => {
+                write!(f, "truncated: needs {needed} bytes, {available} available")
+            }
+            Invalid::BadMagic(m) => write!(f, "bad magic {m:#06x}"),
+            Invalid::BadVersion(v) => write!(f, "unknown version {v}"),
+            Invalid::BadFlags(x) => write!(f, "unknown flags {x:#04x}"),
+            Invalid::BadLength(s) => write!(f, "bad length: {s}"),
+            Invalid::OffsetMismatch { stored, expected } => {
+                write!(f, "entry says it starts at {stored}, found at {expected}")
+            }
+            Invalid::CrcMismatch { stored, computed } => {
+                write!(
+                    f,
+                    "CRC mismatch: stored {stored:#010x}, computed {computed:#010x}"
+                )
+            }
+            Invalid::BadTopic => write!(f, "topic name is not valid"),
+            Invalid::BadHeaders(s) => write!(f, "bad header block: {s}"),
+            Invalid::NotARecord(s) => write!(f, "no record starts here: {s}"),
+        }
+    }
+}
+
+/// What starts at a position of a segment.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Decoded {
+    /// Zero length: nothing was ever written here.
+    Empty,
+    /// End-of-segment marker; the next entry is in the next segment.
+    EndOfSegment {
+        len: usize,
+    },
+    Entry(EntryView),
+}
+
+/// The header of a decoded entry; ranges are relative to its first byte.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EntryView {
+    pub total_len: usize,
+    pub physical_offset: u64,
+    pub base_queue_offset: u64,
+    pub store_timestamp_ms: i64,
+    pub partition: u32,
+    pub record_count: u32,
+    pub topic: Range<usize>,
+}
+
+impl EntryView {
+    /// Where the entry's first record starts.
+    pub fn first_record(&self) -> usize {
+        self.topic.end
+    }
+}
+
+/// Field positions of a decoded record, relative to its entry's first
+/// byte.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordView {
+    /// Where the record starts in its entry, and its length.
+    pub at: usize,
+    pub len: usize,
+    pub flags: u8,
+    pub physical_offset: u64,
+    pub queue_offset: u64,
+    pub store_timestamp_ms: i64,
+    pub producer_timestamp_ms: i64,
+    pub partition: u32,
+    pub topic: Range<usize>,
+    pub key: Option<Range<usize>>,
+    pub value: Option<Range<usize>>,
+    pub headers: Range<usize>,
+    pub header_count: usize,
+}
+
 /// Decode what starts at `buf[0]`, where `buf` runs to the end of the
 /// readable region (the segment end, or the committed position) and
 /// `expected_offset` is the physical offset of `buf[0]`.
 ///
-/// With `verify_crc` false the CRC is skipped (used on bytes that were
-/// already verified, e.g. reads through the ConsumeQueue); every length is
-/// still checked, so a bad length can never slice out of bounds.
-pub fn decode(buf: &[u8], expected_offset: u64, verify_crc: bool) -> Result<Decoded, Invalid> {
+/// With `verify` the entry's CRC and topic name are checked and every
+/// record in it is walked, for bytes of unknown origin (recovery, offsets
+/// from clients). Without it (bytes this process wrote, or recovery already
+/// checked) only the header is decoded; every length is still checked
+/// against `buf`, and [`decode_record`] checks each record's, so a bad
+/// length can never slice out of bounds.
+pub fn decode(buf: &[u8], expected_offset: u64, verify: bool) -> Result<Decoded, Invalid> {
     if buf.len() < 4 {
         // Too short to hold even a length: treat zeros as empty, else torn.
         return if buf.iter().all(|&b| b == 0) {
@@ -351,9 +560,10 @@ pub fn decode(buf: &[u8], expected_offset: u64, verify_crc: bool) -> Result<Deco
         }
         return Ok(Decoded::EndOfSegment { len: total_len });
     }
-    if !(HEADER_LEN..=RECORD_LEN_MAX).contains(&total_len) {
+    if !(ENTRY_HEADER_LEN + RECORD_LEN_MIN..=RECORD_LEN_MAX).contains(&total_len) {
         return Err(Invalid::BadLength(format!(
-            "total length {total_len} outside [{HEADER_LEN}, {RECORD_LEN_MAX}]"
+            "total length {total_len} outside [{}, {RECORD_LEN_MAX}]",
+            ENTRY_HEADER_LEN + RECORD_LEN_MIN
         )));
     }
     if total_len > buf.len() {
@@ -362,65 +572,169 @@ pub fn decode(buf: &[u8], expected_offset: u64, verify_crc: bool) -> Result<Deco
             available: buf.len(),
         });
     }
-    let rec = &buf[..total_len];
-    let flags = rec[OFF_FLAGS];
-    if flags & !FLAGS_KNOWN != 0 {
+    let entry = &buf[..total_len];
+    let flags = entry[OFF_FLAGS];
+    if flags != 0 {
         return Err(Invalid::BadFlags(flags));
     }
-    let topic_len = get_u16(rec, OFF_TOPIC_LEN) as usize;
-    let header_count = get_u16(rec, OFF_HEADER_COUNT) as usize;
-    let key_len = get_u32(rec, OFF_KEY_LEN) as usize;
-    let value_len = get_u32(rec, OFF_VALUE_LEN) as usize;
-    let headers_len = get_u32(rec, OFF_HEADERS_LEN) as usize;
-    let body = topic_len as u64 + key_len as u64 + value_len as u64 + headers_len as u64;
-    if HEADER_LEN as u64 + body != total_len as u64 {
+    let topic_len = get_u16(entry, OFF_TOPIC_LEN) as usize;
+    let record_count = get_u32(entry, OFF_RECORD_COUNT);
+    let topic = ENTRY_HEADER_LEN..ENTRY_HEADER_LEN + topic_len;
+    let room = total_len.saturating_sub(topic.end);
+    if topic_len > TOPIC_LEN_MAX
+        || record_count == 0
+        || room < record_count as usize * RECORD_LEN_MIN
+    {
         return Err(Invalid::BadLength(format!(
-            "parts add up to {} bytes, record says {total_len}",
-            HEADER_LEN as u64 + body
+            "{record_count} records and a {topic_len}-byte topic do not fit {total_len} bytes"
         )));
     }
-    if flags & FLAG_HAS_KEY == 0 && key_len != 0 || flags & FLAG_HAS_VALUE == 0 && value_len != 0 {
-        return Err(Invalid::BadLength(
-            "length given for an absent key or value".into(),
-        ));
+    let view = EntryView {
+        total_len,
+        physical_offset: stored_offset,
+        base_queue_offset: get_u64(entry, OFF_BASE_QUEUE),
+        store_timestamp_ms: get_u64(entry, OFF_STORE_TS) as i64,
+        partition: get_u32(entry, OFF_PARTITION),
+        record_count,
+        topic,
+    };
+    if view
+        .base_queue_offset
+        .checked_add(u64::from(record_count))
+        .is_none()
+    {
+        return Err(Invalid::BadLength("queue offsets overflow".into()));
     }
-    if verify_crc {
-        let computed = crc32c::crc32c(&rec[CRC_START..]);
-        let stored = get_u32(rec, OFF_CRC);
+    if verify {
+        let computed = crc32c::crc32c(&entry[CRC_START..]);
+        let stored = get_u32(entry, OFF_CRC);
         if computed != stored {
             return Err(Invalid::CrcMismatch { stored, computed });
         }
-    }
-    let topic = HEADER_LEN..HEADER_LEN + topic_len;
-    // The name check is for bytes of unknown origin. Trusted reads (the
-    // writer's own committed bytes, whose names it checked, or bytes that
-    // recovery read with the full check) skip it: it was a tenth of the
-    // dispatcher's time. `StoredRecord::topic` stays safe regardless.
-    if verify_crc
-        && std::str::from_utf8(&rec[topic.clone()]).map_or(true, |name| {
+        // The name check is for bytes of unknown origin. Trusted reads (the
+        // writer's own committed bytes, whose names it checked, or bytes that
+        // recovery read with the full check) skip it. `StoredRecord::topic`
+        // stays safe regardless.
+        if std::str::from_utf8(&entry[view.topic.clone()]).map_or(true, |name| {
             crate::types::validate_topic_name(name).is_err()
-        })
-    {
-        return Err(Invalid::BadTopic);
+        }) {
+            return Err(Invalid::BadTopic);
+        }
+        let mut at = view.first_record();
+        for i in 0..record_count {
+            let r = decode_record(entry, &view, at)?;
+            if r.queue_offset != view.base_queue_offset + u64::from(i) {
+                return Err(Invalid::BadLength(format!(
+                    "record {i} of the entry has offset delta {}",
+                    r.queue_offset - view.base_queue_offset
+                )));
+            }
+            at += r.len;
+        }
+        if at != total_len {
+            return Err(Invalid::BadLength(format!(
+                "{} bytes left after {record_count} records",
+                total_len - at
+            )));
+        }
     }
-    let key = topic.end..topic.end + key_len;
-    let value = key.end..key.end + value_len;
-    let headers = value.end..value.end + headers_len;
-    validate_headers(&rec[headers.clone()], header_count)?;
-    Ok(Decoded::Record(RecordView {
-        total_len,
+    Ok(Decoded::Entry(view))
+}
+
+/// Decode the record that starts `at` bytes into `entry` (whose header is
+/// `view`). Every length is checked against the entry, and the record's
+/// stored distance must be `at`: a position inside another record is
+/// refused.
+pub fn decode_record(entry: &[u8], view: &EntryView, at: usize) -> Result<RecordView, Invalid> {
+    let entry = entry.get(..view.total_len).ok_or(Invalid::Truncated {
+        needed: view.total_len,
+        available: entry.len(),
+    })?;
+    if at < view.first_record() || at >= entry.len() {
+        return Err(Invalid::NotARecord(format!(
+            "position {at} is outside the records of a {}-byte entry",
+            entry.len()
+        )));
+    }
+    let mut cur = at;
+    let distance = get_varint(entry, &mut cur)?;
+    if distance != at as u64 {
+        return Err(Invalid::NotARecord(format!(
+            "the bytes at {at} say {distance}"
+        )));
+    }
+    let Some(&flags) = entry.get(cur) else {
+        return Err(Invalid::BadLength("a record runs past the entry".into()));
+    };
+    cur += 1;
+    if flags & !FLAGS_KNOWN != 0 {
+        return Err(Invalid::BadFlags(flags));
+    }
+    let offset_delta = get_varint(entry, &mut cur)?;
+    if offset_delta >= u64::from(view.record_count) {
+        return Err(Invalid::BadLength(format!(
+            "offset delta {offset_delta} in an entry of {} records",
+            view.record_count
+        )));
+    }
+    let ts_delta = unzigzag(get_varint(entry, &mut cur)?);
+    // Lengths are bounded by the entry first (no overflow below), then
+    // their sum by what is left of it.
+    let left = |cur: usize| entry.len().saturating_sub(cur);
+    let key_len = if flags & FLAG_HAS_KEY != 0 {
+        Some(get_len(entry, &mut cur, entry.len(), "key length")?)
+    } else {
+        None
+    };
+    let value_len = if flags & FLAG_HAS_VALUE != 0 {
+        Some(get_len(entry, &mut cur, entry.len(), "value length")?)
+    } else {
+        None
+    };
+    let header_count = get_len(entry, &mut cur, HEADER_COUNT_MAX, "header count")?;
+    let headers_len = if header_count > 0 {
+        get_len(entry, &mut cur, entry.len(), "header block length")?
+    } else {
+        0
+    };
+    let body = key_len.unwrap_or(0) as u64 + value_len.unwrap_or(0) as u64 + headers_len as u64;
+    if body > left(cur) as u64 {
+        return Err(Invalid::BadLength(format!(
+            "a record of {body} bytes runs past the entry"
+        )));
+    }
+    let key = key_len.map(|k| cur..cur + k);
+    let value_start = key.as_ref().map_or(cur, |k| k.end);
+    let value = value_len.map(|v| value_start..value_start + v);
+    let headers_start = value.as_ref().map_or(value_start, |v| v.end);
+    let headers = headers_start..headers_start + headers_len;
+    validate_headers(&entry[headers.clone()], header_count)?;
+    Ok(RecordView {
+        at,
+        len: headers.end - at,
         flags,
-        physical_offset: stored_offset,
-        queue_offset: get_u64(rec, OFF_QUEUE),
-        store_timestamp_ms: get_u64(rec, OFF_STORE_TS) as i64,
-        producer_timestamp_ms: get_u64(rec, OFF_PRODUCER_TS) as i64,
-        partition: get_u32(rec, OFF_PARTITION),
-        topic,
-        key: (flags & FLAG_HAS_KEY != 0).then_some(key),
-        value: (flags & FLAG_HAS_VALUE != 0).then_some(value),
+        physical_offset: view.physical_offset + at as u64,
+        queue_offset: view.base_queue_offset + offset_delta,
+        store_timestamp_ms: view.store_timestamp_ms,
+        producer_timestamp_ms: view.store_timestamp_ms.wrapping_add(ts_delta),
+        partition: view.partition,
+        topic: view.topic.clone(),
+        key,
+        value,
         headers,
         header_count,
-    }))
+    })
+}
+
+/// How far before `bytes` (which start where a record is said to start)
+/// that record says its entry starts, for a reader that holds a record's
+/// position only (a ConsumeQueue unit, an IndexFile entry, a client's
+/// physical offset). `None` if the bytes cannot start a record. The entry
+/// found there must still be decoded and checked, and
+/// [`decode_record`] checks the distance again.
+pub fn distance_at(bytes: &[u8]) -> Option<u64> {
+    let mut at = 0;
+    get_varint(bytes, &mut at).ok()
 }
 
 /// Walk a header block and check it holds exactly `count` well-formed
@@ -455,8 +769,8 @@ pub fn validate_headers(block: &[u8], count: usize) -> Result<(), Invalid> {
     Ok(())
 }
 
-/// Decode a validated header block (see [`decode`]) into owned headers whose
-/// values share `block`'s memory.
+/// Decode a validated header block (see [`decode_record`]) into owned
+/// headers whose values share `block`'s memory.
 pub fn decode_headers(block: &Bytes, count: usize) -> Vec<Header> {
     let mut out = Vec::with_capacity(count);
     let mut at = 0;
@@ -482,6 +796,8 @@ pub fn decode_headers(block: &Bytes, count: usize) -> Vec<Header> {
 mod tests {
     use super::*;
 
+    const STORE_TS: i64 = 1_700_000_000_000;
+
     fn sample_headers() -> Vec<Header> {
         vec![
             Header {
@@ -499,70 +815,117 @@ mod tests {
         ]
     }
 
-    fn encode_vec(f: &RecordFields<'_>) -> Vec<u8> {
-        let len = encoded_len(
-            f.topic.len(),
-            f.key.map_or(0, |k| k.len()),
-            f.value.map_or(0, |v| v.len()),
-            f.headers,
-        );
-        let mut buf = vec![0u8; len];
-        encode(&mut buf, f);
-        buf
-    }
-
-    fn fields<'a>(headers: &'a [Header]) -> RecordFields<'a> {
-        RecordFields {
-            physical_offset: 4096,
-            queue_offset: 7,
-            store_timestamp_ms: 1_700_000_000_000,
-            producer_timestamp_ms: -1,
+    fn entry_fields() -> EntryFields<'static> {
+        EntryFields {
+            base_queue_offset: 7,
+            store_timestamp_ms: STORE_TS,
             topic: "orders",
             partition: 3,
+        }
+    }
+
+    fn record<'a>(headers: &'a [Header]) -> RecordFields<'a> {
+        RecordFields {
+            producer_timestamp_ms: STORE_TS,
             key: Some(b"k1"),
             value: Some(b"hello"),
             headers,
         }
     }
 
-    #[test]
-    fn record_round_trip() {
-        let headers = sample_headers();
-        let f = fields(&headers);
-        let buf = encode_vec(&f);
-        let Decoded::Record(v) = decode(&buf, 4096, true).unwrap() else {
-            panic!("not a record")
-        };
-        assert_eq!(v.total_len, buf.len());
-        assert_eq!(v.queue_offset, 7);
-        assert_eq!(v.partition, 3);
-        assert_eq!(v.store_timestamp_ms, 1_700_000_000_000);
-        assert_eq!(v.producer_timestamp_ms, -1);
-        assert_eq!(&buf[v.topic.clone()], b"orders");
-        assert_eq!(&buf[v.key.clone().unwrap()], b"k1");
-        assert_eq!(&buf[v.value.clone().unwrap()], b"hello");
-        let block = Bytes::copy_from_slice(&buf[v.headers.clone()]);
-        assert_eq!(decode_headers(&block, v.header_count), headers);
+    /// Encode an entry of `records` at physical offset 4096; returns the
+    /// bytes and each record's (position, length).
+    fn encode_entry(records: &[RecordFields<'_>]) -> (Vec<u8>, Vec<(usize, usize)>) {
+        let mut buf = Vec::new();
+        let mut b = EntryBuilder::begin(&mut buf, &entry_fields());
+        let placed = records.iter().map(|r| b.push(&mut buf, r)).collect();
+        b.finish(&mut buf, 4096);
+        (buf, placed)
+    }
+
+    fn entry_view(buf: &[u8]) -> EntryView {
+        match decode(buf, 4096, true) {
+            Ok(Decoded::Entry(v)) => v,
+            other => panic!("not an entry: {other:?}"),
+        }
     }
 
     #[test]
-    fn tombstone_and_keyless_round_trip() {
-        let mut f = fields(&[]);
-        f.key = None;
-        f.value = None;
-        let buf = encode_vec(&f);
-        let Decoded::Record(v) = decode(&buf, 4096, true).unwrap() else {
-            panic!("not a record")
-        };
-        assert_eq!(v.key, None);
-        assert_eq!(v.value, None);
-        // An empty value is not a tombstone.
-        f.value = Some(b"");
-        let buf = encode_vec(&f);
-        let Decoded::Record(v) = decode(&buf, 4096, true).unwrap() else {
-            panic!("not a record")
-        };
-        assert_eq!(v.value.map(|r| r.len()), Some(0));
+    fn entry_round_trip() {
+        let headers = sample_headers();
+        let mut tombstone = record(&[]);
+        tombstone.value = None;
+        tombstone.producer_timestamp_ms = STORE_TS + 5;
+        let mut keyless = record(&[]);
+        keyless.key = None;
+        keyless.value = Some(b"");
+        keyless.producer_timestamp_ms = i64::MIN;
+        let records = [record(&headers), tombstone, keyless];
+        let (buf, placed) = encode_entry(&records);
+        let v = entry_view(&buf);
+        assert_eq!(v.total_len, buf.len());
+        assert_eq!(v.record_count, 3);
+        assert_eq!(v.partition, 3);
+        assert_eq!(&buf[v.topic.clone()], b"orders");
+        assert_eq!(placed[0].0, v.first_record());
+        for (i, (r, &(at, len))) in records.iter().zip(&placed).enumerate() {
+            let got = decode_record(&buf, &v, at).unwrap();
+            assert_eq!((got.at, got.len), (at, len));
+            assert_eq!(got.queue_offset, 7 + i as u64);
+            assert_eq!(got.physical_offset, 4096 + at as u64);
+            assert_eq!(got.store_timestamp_ms, STORE_TS);
+            assert_eq!(got.producer_timestamp_ms, r.producer_timestamp_ms);
+            assert_eq!(got.key.map(|k| &buf[k]), r.key);
+            assert_eq!(got.value.map(|k| &buf[k]), r.value);
+            let block = Bytes::copy_from_slice(&buf[got.headers.clone()]);
+            assert_eq!(decode_headers(&block, got.header_count), r.headers);
+            assert_eq!(len, record_len(at, i as u64, STORE_TS, r));
+            assert!(
+                len <= record_len_bound(
+                    r.key.map(<[u8]>::len),
+                    r.value.map(<[u8]>::len),
+                    r.headers
+                )
+            );
+        }
+        // A 100-byte keyless value costs 7 bytes of its own, not 64.
+        let mut plain = record(&[]);
+        plain.key = None;
+        plain.value = Some(&[b'x'; 100]);
+        plain.producer_timestamp_ms = STORE_TS;
+        assert_eq!(record_len(200, 5, STORE_TS, &plain), 107);
+    }
+
+    #[test]
+    fn varints_round_trip_at_their_edges() {
+        for v in [
+            0,
+            1,
+            127,
+            128,
+            16_383,
+            16_384,
+            u32::MAX as u64,
+            u64::MAX - 1,
+            u64::MAX,
+        ] {
+            let mut buf = Vec::new();
+            push_varint(&mut buf, v);
+            assert_eq!(buf.len(), varint_len(v), "{v}");
+            let mut at = 0;
+            assert_eq!(get_varint(&buf, &mut at), Ok(v));
+            assert_eq!(at, buf.len());
+        }
+        for v in [0, -1, 1, i64::MIN, i64::MAX] {
+            assert_eq!(unzigzag(zigzag(v)), v);
+        }
+        // Eleven bytes, or a tenth byte with more than the last bit: refused.
+        let mut at = 0;
+        assert!(get_varint(&[0xff; 11], &mut at).is_err());
+        let mut long = vec![0xffu8; 9];
+        long.push(0x02);
+        assert!(get_varint(&long, &mut at).is_err());
+        assert!(get_varint(&[0x80, 0x80], &mut at).is_err());
     }
 
     #[test]
@@ -591,13 +954,13 @@ mod tests {
     #[test]
     fn every_flipped_byte_is_detected() {
         let headers = sample_headers();
-        let buf = encode_vec(&fields(&headers));
+        let (buf, _) = encode_entry(&[record(&headers), record(&[])]);
         for i in 0..buf.len() {
             let mut bad = buf.clone();
             bad[i] ^= 0x40;
             match decode(&bad, 4096, true) {
                 Err(_) => {}
-                // A flipped length byte can make the record look empty or
+                // A flipped length byte can make the entry look empty or
                 // too long; both are refusals, never a wrong record.
                 Ok(Decoded::Empty) => assert!(i < 4),
                 Ok(other) => panic!("flip at byte {i} decoded as {other:?}"),
@@ -606,8 +969,8 @@ mod tests {
     }
 
     #[test]
-    fn torn_record_is_truncated() {
-        let buf = encode_vec(&fields(&[]));
+    fn torn_entry_is_truncated() {
+        let (buf, _) = encode_entry(&[record(&[]), record(&[])]);
         for cut in 1..buf.len() {
             let r = decode(&buf[..cut], 4096, true);
             assert!(r.is_err(), "cut at {cut} gave {r:?}");
@@ -615,8 +978,8 @@ mod tests {
     }
 
     #[test]
-    fn record_at_wrong_position_is_refused() {
-        let buf = encode_vec(&fields(&[]));
+    fn entry_at_wrong_position_is_refused() {
+        let (buf, _) = encode_entry(&[record(&[])]);
         assert_eq!(
             decode(&buf, 8192, true),
             Err(Invalid::OffsetMismatch {
@@ -627,45 +990,85 @@ mod tests {
     }
 
     #[test]
+    fn a_version_1_log_is_named_as_such() {
+        let (mut buf, _) = encode_entry(&[record(&[])]);
+        buf[OFF_VERSION] = 1;
+        assert_eq!(decode(&buf, 4096, false), Err(Invalid::BadVersion(1)));
+    }
+
+    #[test]
+    fn only_record_starts_decode_as_records() {
+        let headers = sample_headers();
+        let (buf, placed) = encode_entry(&[record(&headers), record(&[]), record(&[])]);
+        let v = entry_view(&buf);
+        let starts: Vec<usize> = placed.iter().map(|p| p.0).collect();
+        for at in 0..buf.len() + 2 {
+            let r = decode_record(&buf, &v, at);
+            if starts.contains(&at) {
+                assert!(r.is_ok(), "record at {at}: {r:?}");
+            } else {
+                assert!(r.is_err(), "position {at} decoded as {r:?}");
+            }
+        }
+    }
+
+    #[test]
     fn hostile_lengths_are_bounded() {
-        let mut buf = encode_vec(&fields(&[]));
         // Claim a gigantic total length.
+        let (mut buf, placed) = encode_entry(&[record(&[])]);
         buf[0..4].copy_from_slice(&u32::MAX.to_le_bytes());
         assert!(matches!(
             decode(&buf, 4096, false),
             Err(Invalid::BadLength(_))
         ));
-        // Key length that overflows the record, with the CRC check off.
-        let mut buf = encode_vec(&fields(&[]));
-        buf[OFF_KEY_LEN..OFF_KEY_LEN + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+        // More records than the bytes could hold.
+        let (mut buf, _) = encode_entry(&[record(&[])]);
+        buf[OFF_RECORD_COUNT..OFF_RECORD_COUNT + 4].copy_from_slice(&1000u32.to_le_bytes());
         assert!(matches!(
             decode(&buf, 4096, false),
             Err(Invalid::BadLength(_))
         ));
-        // Header count larger than the block holds.
-        let headers = sample_headers();
-        let mut buf = encode_vec(&fields(&headers));
-        buf[OFF_HEADER_COUNT..OFF_HEADER_COUNT + 2].copy_from_slice(&9u16.to_le_bytes());
+        // A key length that overflows the entry, with the CRC check off:
+        // the record decode refuses it.
+        let (mut buf, _) = encode_entry(&[record(&[])]);
+        let v = entry_view(&buf);
+        let key_len_at = placed[0].0 + 4;
+        assert_eq!(buf[key_len_at], 2);
+        buf[key_len_at] = 0x7f;
         assert!(matches!(
-            decode(&buf, 4096, false),
+            decode_record(&buf, &v, placed[0].0),
+            Err(Invalid::BadLength(_))
+        ));
+        // A header count larger than the block holds.
+        let headers = sample_headers();
+        let (buf, placed) = encode_entry(&[record(&headers)]);
+        let v = entry_view(&buf);
+        let mut bad = buf.clone();
+        // distance, flags, delta, ts, key len, value len, then the count.
+        let count_at = placed[0].0 + 6;
+        assert_eq!(bad[count_at], 3);
+        bad[count_at] = 4;
+        assert!(matches!(
+            decode_record(&bad, &v, placed[0].0),
             Err(Invalid::BadHeaders(_))
         ));
         // A bad topic name in bytes of unknown origin (even with a valid
         // CRC) never reaches the caller.
-        let mut buf = encode_vec(&fields(&[]));
-        buf[HEADER_LEN] = b'/';
+        let (mut buf, _) = encode_entry(&[record(&[])]);
+        buf[ENTRY_HEADER_LEN] = b'/';
         let crc = crc32c::crc32c(&buf[CRC_START..]);
         put_u32(&mut buf, OFF_CRC, crc);
         assert_eq!(decode(&buf, 4096, true), Err(Invalid::BadTopic));
         // Trusted reads (bytes this process wrote or recovery checked) skip
         // the name check; a name that is not UTF-8 still never reaches a
         // caller as a `str`.
-        let mut buf = encode_vec(&fields(&[]));
-        buf[HEADER_LEN] = 0xff;
-        let Ok(Decoded::Record(view)) = decode(&buf, 4096, false) else {
-            panic!("a trusted read decodes the record");
+        let (mut buf, placed) = encode_entry(&[record(&[])]);
+        buf[ENTRY_HEADER_LEN] = 0xff;
+        let Ok(Decoded::Entry(view)) = decode(&buf, 4096, false) else {
+            panic!("a trusted read decodes the entry");
         };
-        let record = super::super::StoredRecord::from_bytes(Bytes::from(buf), view);
+        let rec = decode_record(&buf, &view, placed[0].0).unwrap();
+        let record = super::super::StoredRecord::from_bytes(Bytes::from(buf), rec);
         assert_eq!(record.topic(), "");
     }
 }

@@ -1,10 +1,11 @@
 //! The CommitLog: one append-only log shared by every topic and partition.
 //!
-//! Bytes `[min_offset, committed)` are whole, valid records (and
-//! end-of-segment markers); everything a reader sees lies below
+//! Bytes `[min_offset, committed)` are whole, valid entries (each the
+//! records of one partition from one append, see [`format`]) and
+//! end-of-segment markers; everything a reader sees lies below
 //! `committed`. One writer at a time (the `writer` mutex) assigns queue and
-//! physical offsets, copies records into the mapped segment, then publishes
-//! the new `committed` position.
+//! physical offsets, writes entries into the segment, then publishes the
+//! new `committed` position.
 //!
 //! Lock order: `writer` → `segments` → `flush_state`. No lock is held while
 //! waiting for an fsync except `flush_state`'s condition variable.
@@ -22,8 +23,8 @@ use bytes::Bytes;
 use event_listener::Event;
 
 pub use self::format::Header;
-use self::format::{Decoded, Invalid, RecordFields, END_MARKER_LEN};
-pub use self::record::{AppendRecord, Appended, StoredRecord};
+use self::format::{Decoded, EntryBuilder, EntryFields, Invalid, RecordFields, END_MARKER_LEN};
+pub use self::record::{AppendRecord, Appended, Entry, StoredRecord};
 use self::segment::Segment;
 use crate::config::StoreConfig;
 use crate::error::{Result, StoreError};
@@ -73,9 +74,36 @@ struct FlushState {
     in_progress: bool,
 }
 
+/// Largest entry the writer builds: the records of one partition in one
+/// append beyond it continue in another entry. A reader by physical offset
+/// walks (and checks) at most one entry, and the whole-or-nothing unit of a
+/// torn write stays small.
+pub const ENTRY_BYTES_TARGET: usize = 1 << 20;
+
+/// One entry of an append being planned: which records (a range of the
+/// batch's partition order), its length, where it goes.
+struct PlannedEntry {
+    records: std::ops::Range<usize>,
+    len: usize,
+    at: u64,
+}
+
+fn record_fields(r: &AppendRecord, store_ts: i64) -> RecordFields<'_> {
+    RecordFields {
+        producer_timestamp_ms: r.timestamp_ms.unwrap_or(store_ts),
+        key: r.key.as_deref(),
+        value: r.value.as_deref(),
+        headers: &r.headers,
+    }
+}
+
+fn same_partition(a: &AppendRecord, b: &AppendRecord) -> bool {
+    a.partition == b.partition && a.topic == b.topic
+}
+
 /// What starts at a physical offset, for sequential readers.
 pub enum Next {
-    Record(StoredRecord),
+    Entry(Entry),
     /// No record here; continue at this offset (after an end marker).
     Skip(u64),
     /// Nothing committed at or after this offset yet.
@@ -243,7 +271,7 @@ impl CommitLog {
     /// Check a record against the limits before anything is written. The
     /// topic name is checked by the caller, once per run of records of
     /// one topic.
-    fn validate(&self, r: &AppendRecord) -> Result<usize> {
+    fn validate(&self, r: &AppendRecord) -> Result<()> {
         if r.headers.len() > format::HEADER_COUNT_MAX {
             return Err(StoreError::invalid(format!(
                 "{} headers; at most {} allowed",
@@ -262,17 +290,20 @@ impl CommitLog {
                 format::HEADER_NAME_MAX
             )));
         }
-        let key_len = r.key.as_ref().map_or(0, |k| k.len());
-        let value_len = r.value.as_ref().map_or(0, |v| v.len());
-        let payload =
-            key_len as u64 + value_len as u64 + format::headers_block_len(&r.headers) as u64;
+        let key_len = r.key.as_ref().map(|k| k.len());
+        let value_len = r.value.as_ref().map(|v| v.len());
+        let payload = key_len.unwrap_or(0) as u64
+            + value_len.unwrap_or(0) as u64
+            + format::headers_block_len(&r.headers) as u64;
         if payload > self.max_message_bytes {
             return Err(StoreError::RecordTooLarge {
                 size: payload,
                 limit: self.max_message_bytes,
             });
         }
-        let len = format::encoded_len(r.topic.len(), key_len, value_len, &r.headers);
+        // The record must fit an entry of its own in an empty segment.
+        let len = format::entry_header_len(r.topic.len())
+            + format::record_len_bound(key_len, value_len, &r.headers);
         if len > format::RECORD_LEN_MAX || (len + END_MARKER_LEN) as u64 > self.segment_bytes {
             return Err(StoreError::RecordTooLarge {
                 size: len as u64,
@@ -280,65 +311,99 @@ impl CommitLog {
                     .min(format::RECORD_LEN_MAX as u64),
             });
         }
-        Ok(len)
+        Ok(())
     }
 
     /// Append a batch (one produce request) as one unit: every record is
     /// validated first, so either all of it is appended or none. Returns
-    /// where each record landed and the log position after the batch. Does
-    /// not wait for a flush; see [`CommitLog::wait_flushed`].
+    /// where each record landed, in the batch's order, and the log position
+    /// after the batch. Does not wait for a flush; see
+    /// [`CommitLog::wait_flushed`].
+    ///
+    /// The records of one partition go into one entry (see [`format`]),
+    /// or several if they exceed [`ENTRY_BYTES_TARGET`]; each partition's
+    /// records keep the batch's order, and so do their queue offsets.
     pub fn append(&self, batch: &[AppendRecord]) -> Result<(Vec<Appended>, u64)> {
         let mut checked_topic: Option<&str> = None;
-        let lens = batch
-            .iter()
-            .map(|r| {
-                if checked_topic != Some(&*r.topic) {
-                    crate::types::validate_topic_name(&r.topic)?;
-                    checked_topic = Some(&r.topic);
-                }
-                self.validate(r)
-            })
-            .collect::<Result<Vec<_>>>()?;
+        for r in batch {
+            if checked_topic != Some(&*r.topic) {
+                crate::types::validate_topic_name(&r.topic)?;
+                checked_topic = Some(&r.topic);
+            }
+            self.validate(r)?;
+        }
+        // A produce request usually goes to one partition; a mixed batch is
+        // grouped by partition (a stable sort keeps each one's order).
+        let mut order: Vec<usize> = (0..batch.len()).collect();
+        if !batch.windows(2).all(|w| same_partition(&w[0], &w[1])) {
+            order.sort_by(|&a, &b| {
+                let (a, b) = (&batch[a], &batch[b]);
+                (&*a.topic, a.partition).cmp(&(&*b.topic, b.partition))
+            });
+        }
         let mut w = lock(&self.writer);
         self.check_poisoned()?;
+        let store_ts = now_ms();
+        let fields = |r| record_fields(r, store_ts);
 
-        // Plan: where every record goes, and which segments that needs.
-        let mut plan = Vec::with_capacity(batch.len());
+        // Plan: the entries (their records and exact lengths), where each
+        // goes and which segments that needs, before anything is written.
+        let cap = ENTRY_BYTES_TARGET.min(self.segment_bytes as usize - END_MARKER_LEN);
+        let mut plan: Vec<PlannedEntry> = Vec::new();
         let mut pos = w.write_pos;
         let mut seg = self.segment_for_write(pos)?;
-        for &len in &lens {
+        let mut i = 0;
+        while i < order.len() {
+            let first = &batch[order[i]];
+            let mut len = format::entry_header_len(first.topic.len());
+            let mut j = i;
+            while j < order.len() {
+                let r = &batch[order[j]];
+                if j > i && !same_partition(first, r) {
+                    break;
+                }
+                let rec_len = format::record_len(len, (j - i) as u64, store_ts, &fields(r));
+                if j > i && len + rec_len > cap {
+                    break;
+                }
+                len += rec_len;
+                j += 1;
+            }
             if pos + (len + END_MARKER_LEN) as u64 > seg.end() {
                 pos = seg.end();
                 seg = self.segment_for_write(pos)?;
             }
-            plan.push(pos);
+            plan.push(PlannedEntry {
+                records: i..j,
+                len,
+                at: pos,
+            });
             pos += len as u64;
+            i = j;
         }
         let end = pos;
 
-        // Encode the batch into the scratch buffer, one contiguous run per
+        // Encode the entries into the scratch buffer, one contiguous run per
         // segment, and hand each run to the kernel with one positioned
         // write. Writing through write(2) rather than through the map is
         // what makes appends run near the disk's bandwidth: a store into a
         // mapped page takes a page fault per page, write(2) copies into the
         // page cache in bulk. Readers still read through the map, which
         // sees the same page cache.
-        let store_ts = now_ms();
-        let mut out = Vec::with_capacity(batch.len());
+        let mut out = vec![Appended::default(); batch.len()];
         let mut cursor = w.write_pos;
         let mut run_start = cursor;
         let mut scratch = std::mem::take(&mut w.scratch);
         scratch.clear();
         let WriterState { next_offsets, .. } = &mut *w;
-        // The partition counters of the topic of the current run of records.
+        // The partition counters of the topic of the current run of entries.
         let mut counters: Option<(&str, &mut HashMap<u32, u64, ahash::RandomState>)> = None;
-        for ((r, &len), &at) in batch.iter().zip(&lens).zip(&plan) {
-            if at != cursor {
-                // The record did not fit: mark the rest of the old segment,
+        for e in &plan {
+            if e.at != cursor {
+                // The entry did not fit: mark the rest of the old segment,
                 // and write out what this segment got.
                 let mut marker = [0u8; END_MARKER_LEN];
-                let seg_end = at;
-                format::encode_end_marker(&mut marker, cursor, seg_end - cursor);
+                format::encode_end_marker(&mut marker, cursor, e.at - cursor);
                 scratch.extend_from_slice(&marker);
                 self.write_run(run_start, &scratch)?;
                 if let Some(s) = self.segment_containing(run_start) {
@@ -346,38 +411,40 @@ impl CommitLog {
                     s.seal();
                 }
                 scratch.clear();
-                run_start = at;
+                run_start = e.at;
             }
+            let first = &batch[order[e.records.start]];
             if counters
                 .as_ref()
-                .is_none_or(|(topic, _)| *topic != &*r.topic)
+                .is_none_or(|(topic, _)| *topic != &*first.topic)
             {
-                counters = Some((&r.topic, next_offsets.topic_mut(&r.topic)));
+                counters = Some((&first.topic, next_offsets.topic_mut(&first.topic)));
             }
             let (_, topic_counters) = counters.as_mut().expect("set above");
-            let tp_next = topic_counters.entry(r.partition).or_insert(0);
-            let queue_offset = *tp_next;
-            *tp_next += 1;
-            let fields = RecordFields {
-                physical_offset: at,
-                queue_offset,
-                store_timestamp_ms: store_ts,
-                producer_timestamp_ms: r.timestamp_ms.unwrap_or(store_ts),
-                topic: &r.topic,
-                partition: r.partition,
-                key: r.key.as_deref(),
-                value: r.value.as_deref(),
-                headers: &r.headers,
-            };
-            let from = scratch.len();
-            scratch.resize(from + len, 0);
-            format::encode(&mut scratch[from..], &fields);
-            out.push(Appended {
-                queue_offset: QueueOffset(queue_offset),
-                physical_offset: PhysicalOffset(at),
-                size: len as u32,
-            });
-            cursor = at + len as u64;
+            let tp_next = topic_counters.entry(first.partition).or_insert(0);
+            let base = *tp_next;
+            *tp_next += e.records.len() as u64;
+            let start = scratch.len();
+            let mut entry = EntryBuilder::begin(
+                &mut scratch,
+                &EntryFields {
+                    base_queue_offset: base,
+                    store_timestamp_ms: store_ts,
+                    topic: &first.topic,
+                    partition: first.partition,
+                },
+            );
+            for (k, &idx) in order[e.records.clone()].iter().enumerate() {
+                let (at, len) = entry.push(&mut scratch, &fields(&batch[idx]));
+                out[idx] = Appended {
+                    queue_offset: QueueOffset(base + k as u64),
+                    physical_offset: PhysicalOffset(e.at + at as u64),
+                    size: len as u32,
+                };
+            }
+            entry.finish(&mut scratch, e.at);
+            debug_assert_eq!(scratch.len() - start, e.len);
+            cursor = e.at + e.len as u64;
         }
         if !scratch.is_empty() {
             self.write_run(run_start, &scratch)?;
@@ -538,50 +605,29 @@ impl CommitLog {
         Ok(())
     }
 
-    /// What starts at `pos`: a record, a marker to skip, or the end.
-    /// `verify_crc` is for bytes whose origin is not trusted.
-    pub fn read_next(&self, pos: u64, verify_crc: bool) -> Result<Next> {
-        self.read_next_cached(pos, verify_crc, &mut ReadCache::default())
+    /// What starts at `pos`: an entry, a marker to skip, or the end.
+    /// `verify` is for bytes whose origin is not trusted (see
+    /// [`format::decode`]).
+    pub fn read_next(&self, pos: u64, verify: bool) -> Result<Next> {
+        self.read_next_cached(pos, verify, &mut ReadCache::default())
     }
 
     /// [`CommitLog::read_next`] for sequential readers (the dispatcher, a
     /// fetch): see [`ReadCache`].
-    pub fn read_next_cached(
-        &self,
-        pos: u64,
-        verify_crc: bool,
-        cache: &mut ReadCache,
-    ) -> Result<Next> {
+    pub fn read_next_cached(&self, pos: u64, verify: bool, cache: &mut ReadCache) -> Result<Next> {
         let committed = self.committed();
         if pos >= committed {
             return Ok(Next::End);
         }
-        if !cache.holds(pos) {
-            if !cache.segment.as_ref().is_some_and(|s| s.contains(pos)) {
-                cache.segment = self.segment_containing(pos);
-            }
-            let Some(seg) = cache.segment.as_ref() else {
-                cache.chunk = Bytes::new();
-                return Err(StoreError::invalid(format!(
-                    "physical offset {pos} is not in the log (minimum {})",
-                    self.min_offset()
-                )));
-            };
-            let rel = (pos - seg.base()) as usize;
-            let avail = (committed.min(seg.end()) - pos) as usize;
-            // SAFETY: `[pos, pos + avail)` is below `committed`.
-            cache.chunk = unsafe { seg.bytes(rel, avail) };
-            cache.chunk_at = pos;
-        }
+        let at = self.cache_at(pos, committed, cache)?;
         let seg = (cache.segment.as_ref()).expect("a cache that holds bytes holds their segment");
         let rel = (pos - seg.base()) as usize;
-        // Records are committed whole, so one that starts in the chunk
+        // Entries are committed whole, so one that starts in the chunk
         // (committed bytes when it was taken) ends in it.
-        let at = (pos - cache.chunk_at) as usize;
-        match format::decode(&cache.chunk[at..], pos, verify_crc) {
-            Ok(Decoded::Record(view)) => {
+        match format::decode(&cache.chunk[at..], pos, verify) {
+            Ok(Decoded::Entry(view)) => {
                 let bytes = cache.chunk.slice(at..at + view.total_len);
-                Ok(Next::Record(StoredRecord::from_bytes(bytes, view)))
+                Ok(Next::Entry(Entry::new(bytes, view)))
             }
             Ok(Decoded::EndOfSegment { .. }) => Ok(Next::Skip(seg.end())),
             Ok(Decoded::Empty) => Err(StoreError::corruption(
@@ -597,23 +643,109 @@ impl CommitLog {
         }
     }
 
+    /// Make `cache` hold the committed bytes at `pos` (below `committed`);
+    /// returns where `pos` is in its chunk.
+    fn cache_at(&self, pos: u64, committed: u64, cache: &mut ReadCache) -> Result<usize> {
+        if !cache.holds(pos) {
+            if !cache.segment.as_ref().is_some_and(|s| s.contains(pos)) {
+                cache.segment = self.segment_containing(pos);
+                cache.entry = None;
+            }
+            let Some(seg) = cache.segment.as_ref() else {
+                cache.chunk = Bytes::new();
+                return Err(StoreError::invalid(format!(
+                    "physical offset {pos} is not in the log (minimum {})",
+                    self.min_offset()
+                )));
+            };
+            let rel = (pos - seg.base()) as usize;
+            let avail = (committed.min(seg.end()) - pos) as usize;
+            // SAFETY: `[pos, pos + avail)` is below `committed`.
+            cache.chunk = unsafe { seg.bytes(rel, avail) };
+            cache.chunk_at = pos;
+        }
+        Ok((pos - cache.chunk_at) as usize)
+    }
+
+    /// The record that starts at `pos`: its distance leads to its entry,
+    /// which must start there. With `verify` (positions from clients) the
+    /// entry is checked whole and `pos` must be one of the record starts
+    /// found by walking it; without (positions from the ConsumeQueue or the
+    /// IndexFile) only the entry header and the record are decoded.
+    fn record_at(&self, pos: u64, verify: bool, cache: &mut ReadCache) -> Result<StoredRecord> {
+        if !verify {
+            // A run of reads (a fetch) finds most records in the entry of
+            // the one before. Entries never overlap, so the entry that
+            // holds `pos` is the only one a record there can belong to.
+            if let Some(entry) = cache.entry.as_ref().filter(|e| e.holds(pos)) {
+                let at = (pos - entry.physical_offset()) as usize;
+                return entry.record_at(at).map_err(|why| {
+                    let seg = cache
+                        .segment
+                        .as_ref()
+                        .expect("an entry's segment is cached with it");
+                    StoreError::corruption(seg.path(), pos - seg.base(), why.to_string())
+                });
+            }
+        }
+        let committed = self.committed();
+        let at = self.cache_at(pos, committed, cache)?;
+        let seg = Arc::clone(cache.segment.as_ref().expect("cached above"));
+        let corrupt = |why: String| StoreError::corruption(seg.path(), pos - seg.base(), why);
+        let distance = format::distance_at(&cache.chunk[at..])
+            .filter(|&d| d <= pos - seg.base())
+            .ok_or_else(|| corrupt("no record starts here".into()))?;
+        let entry_pos = pos - distance;
+        let entry_at = if entry_pos >= cache.chunk_at {
+            (entry_pos - cache.chunk_at) as usize
+        } else {
+            self.cache_at(entry_pos, committed, cache)?
+        };
+        let Decoded::Entry(view) = format::decode(&cache.chunk[entry_at..], entry_pos, verify)
+            .map_err(|why| corrupt(format!("its entry at {entry_pos}: {why}")))?
+        else {
+            return Err(corrupt(format!("no entry at {entry_pos}")));
+        };
+        let bytes = cache.chunk.slice(entry_at..entry_at + view.total_len);
+        let entry = Entry::new(bytes, view);
+        let record = if verify {
+            // A value can hold bytes that look like a record; only the
+            // walk from the entry's first record finds the real starts.
+            entry
+                .records()
+                .map(|r| r.map_err(|why| corrupt(why.to_string())))
+                .find(|r| r.as_ref().map_or(true, |r| r.physical_offset().0 >= pos))
+                .unwrap_or_else(|| Err(corrupt("past the entry's last record".into())))?
+        } else {
+            let record = entry
+                .record_at(distance as usize)
+                .map_err(|why| corrupt(why.to_string()))?;
+            cache.entry = Some(entry);
+            record
+        };
+        if record.physical_offset().0 != pos {
+            return Err(corrupt("inside a record".into()));
+        }
+        Ok(record)
+    }
+
     /// The record that starts exactly at `pos`, verified (CRC, stored
-    /// offset): safe for offsets that come from clients. `None` if no record
-    /// starts there.
+    /// offsets, the entry's record starts): safe for offsets that come from
+    /// clients. `None` if no record starts there.
     pub fn read_at(&self, pos: u64) -> Result<Option<StoredRecord>> {
         if pos < self.min_offset() || pos >= self.committed() {
             return Ok(None);
         }
-        match self.read_next(pos, true) {
-            Ok(Next::Record(r)) => Ok(Some(r)),
-            Ok(_) | Err(StoreError::Corruption { .. }) => Ok(None),
+        match self.record_at(pos, true, &mut ReadCache::default()) {
+            Ok(r) => Ok(Some(r)),
+            Err(StoreError::Corruption { .. }) => Ok(None),
             Err(e) => Err(e),
         }
     }
 
     /// Read the record at `pos` of `size` bytes, as a ConsumeQueue unit
     /// points at it. The CRC was checked when the record was written or
-    /// recovered; lengths and the stored offset are still checked.
+    /// recovered; lengths and the stored offsets are still checked.
     pub fn read_unit(&self, pos: u64, size: u32) -> Result<Option<StoredRecord>> {
         self.read_unit_cached(pos, size, &mut ReadCache::default())
     }
@@ -630,14 +762,17 @@ impl CommitLog {
         if !cache.segment.as_ref().is_some_and(|s| s.contains(pos)) && pos < self.min_offset() {
             return Ok(None);
         }
-        match self.read_next_cached(pos, false, cache)? {
-            Next::Record(r) if r.size() == size => Ok(Some(r)),
-            Next::Record(r) => Err(StoreError::invalid(format!(
+        if pos >= self.committed() {
+            return Ok(None);
+        }
+        let r = self.record_at(pos, false, cache)?;
+        if r.size() != size {
+            return Err(StoreError::invalid(format!(
                 "queue unit says {size} bytes at {pos}, record has {}",
                 r.size()
-            ))),
-            _ => Ok(None),
+            )));
         }
+        Ok(Some(r))
     }
 }
 
@@ -654,6 +789,8 @@ pub struct ReadCache {
     /// they were when taken; empty when there are none.
     chunk: Bytes,
     chunk_at: u64,
+    /// The entry of the last record read by position (in `segment`).
+    entry: Option<Entry>,
 }
 
 impl ReadCache {

@@ -4,8 +4,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::format::{self, Header, RecordView};
-use super::segment::Segment;
+use super::format::{self, EntryView, Header, Invalid, RecordView};
 use crate::types::{PhysicalOffset, QueueOffset};
 
 /// One record to append. `value: None` is a tombstone.
@@ -21,7 +20,7 @@ pub struct AppendRecord {
 }
 
 /// Where an appended record landed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Appended {
     pub queue_offset: QueueOffset,
     pub physical_offset: PhysicalOffset,
@@ -30,6 +29,8 @@ pub struct Appended {
 
 /// A record read back from the log. Key, value and headers share the mapped
 /// segment's memory: no copy, and the segment stays mapped while they live.
+/// `bytes` is the record's whole entry (its header holds the topic), `view`
+/// the record's place in it.
 #[derive(Clone)]
 pub struct StoredRecord {
     bytes: Bytes,
@@ -50,16 +51,8 @@ impl std::fmt::Debug for StoredRecord {
 }
 
 impl StoredRecord {
-    /// # Safety
-    /// `[at, at + view.total_len)` of `segment` is committed (see
-    /// `Segment::bytes`) and `view` was decoded from exactly those bytes.
-    pub(crate) unsafe fn from_segment(segment: &Arc<Segment>, at: usize, view: RecordView) -> Self {
-        // SAFETY: forwarded from the caller.
-        let bytes = unsafe { segment.bytes(at, view.total_len) };
-        StoredRecord { bytes, view }
-    }
-
-    /// Build from an owned copy of the record's bytes (tests, tools).
+    /// Build from the bytes of the record's entry and the record's view
+    /// decoded from them.
     pub fn from_bytes(bytes: Bytes, view: RecordView) -> Self {
         StoredRecord { bytes, view }
     }
@@ -87,9 +80,10 @@ impl StoredRecord {
         PhysicalOffset(self.view.physical_offset)
     }
 
-    /// Bytes the record occupies in the log.
+    /// Bytes the record occupies in the log (its share of the entry
+    /// header not counted).
     pub fn size(&self) -> u32 {
-        self.view.total_len as u32
+        self.view.len as u32
     }
 
     pub fn store_timestamp_ms(&self) -> i64 {
@@ -139,9 +133,96 @@ impl StoredRecord {
             self.view.header_count,
         )
     }
+}
 
-    /// The whole encoded record, as it sits in the log.
-    pub fn raw(&self) -> &Bytes {
-        &self.bytes
+/// An entry read back from the log: the records of one partition written
+/// together (see [`format`]), sharing one header.
+#[derive(Clone)]
+pub struct Entry {
+    bytes: Bytes,
+    view: EntryView,
+}
+
+impl Entry {
+    /// `bytes` are exactly the entry's, `view` decoded from them.
+    pub fn new(bytes: Bytes, view: EntryView) -> Entry {
+        debug_assert_eq!(bytes.len(), view.total_len);
+        Entry { bytes, view }
+    }
+
+    /// Bytes the entry occupies in the log.
+    pub fn size(&self) -> u64 {
+        self.view.total_len as u64
+    }
+
+    pub fn physical_offset(&self) -> u64 {
+        self.view.physical_offset
+    }
+
+    /// Does the entry's span in the log include `pos`?
+    pub fn holds(&self, pos: u64) -> bool {
+        pos >= self.view.physical_offset && pos - self.view.physical_offset < self.size()
+    }
+
+    pub fn store_timestamp_ms(&self) -> i64 {
+        self.view.store_timestamp_ms
+    }
+
+    pub fn record_count(&self) -> u32 {
+        self.view.record_count
+    }
+
+    /// The record that starts `at` bytes into the entry.
+    pub fn record_at(&self, at: usize) -> Result<StoredRecord, Invalid> {
+        let view = format::decode_record(&self.bytes, &self.view, at)?;
+        Ok(StoredRecord::from_bytes(self.bytes.clone(), view))
+    }
+
+    /// The entry's records in order. Each is decoded with every length
+    /// checked; a bad one ends the walk with its error.
+    pub fn records(&self) -> Records<'_> {
+        Records {
+            entry: self,
+            at: self.view.first_record(),
+            index: 0,
+        }
+    }
+}
+
+/// Iterator over an [`Entry`]'s records.
+pub struct Records<'a> {
+    entry: &'a Entry,
+    at: usize,
+    index: u32,
+}
+
+impl Iterator for Records<'_> {
+    type Item = Result<StoredRecord, Invalid>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.index >= self.entry.view.record_count {
+            return None;
+        }
+        let record = self.entry.record_at(self.at).and_then(|r| {
+            let expected = self.entry.view.base_queue_offset + u64::from(self.index);
+            if r.queue_offset().0 == expected {
+                Ok(r)
+            } else {
+                Err(Invalid::BadLength(format!(
+                    "record {} of the entry has queue offset {}, not {expected}",
+                    self.index,
+                    r.queue_offset().0
+                )))
+            }
+        });
+        match &record {
+            Ok(r) => {
+                self.at += r.size() as usize;
+                self.index += 1;
+            }
+            // Nothing after a bad record can be found.
+            Err(_) => self.index = self.entry.view.record_count,
+        }
+        Some(record)
     }
 }
