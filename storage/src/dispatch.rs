@@ -29,6 +29,14 @@ pub trait DispatchSink: Send + Sync {
     /// order; a record the sink already has must be accepted silently.
     fn dispatch(&self, record: &StoredRecord) -> Result<()>;
 
+    /// Take the records of one CommitLog entry: one partition's, with
+    /// consecutive queue offsets, in order, at least one. The default hands
+    /// them to [`DispatchSink::dispatch`] one by one; a sink with work per
+    /// partition (finding its queue, checking its topic) does that once.
+    fn dispatch_entry(&self, records: &[StoredRecord]) -> Result<()> {
+        records.iter().try_for_each(|r| self.dispatch(r))
+    }
+
     /// Make everything dispatched so far durable. Called before the
     /// checkpoint records a dispatched position.
     fn flush(&self) -> Result<()>;
@@ -86,29 +94,43 @@ impl DispatchSink for ConsumeQueueSink {
     }
 
     fn dispatch(&self, r: &StoredRecord) -> Result<()> {
+        self.dispatch_entry(std::slice::from_ref(r))
+    }
+
+    fn dispatch_entry(&self, records: &[StoredRecord]) -> Result<()> {
+        let Some(first) = records.first() else {
+            return Ok(());
+        };
         let mut batch = self.batch();
-        let same_partition = batch.queues.entry(r.partition()).or_default();
+        let same_partition = batch.queues.entry(first.partition()).or_default();
         let at = match same_partition
             .iter()
-            .position(|(q, _)| q.topic_partition().topic().as_bytes() == r.topic_bytes())
+            .position(|(q, _)| q.topic_partition().topic().as_bytes() == first.topic_bytes())
         {
             Some(at) => at,
             None => {
-                let q = self.queues.get_or_create(r.topic(), r.partition())?;
+                let q = self
+                    .queues
+                    .get_or_create(first.topic(), first.partition())?;
                 same_partition.push((q, QueueCursor::default()));
                 same_partition.len() - 1
             }
         };
         let (q, cursor) = &mut same_partition[at];
-        q.put_cached(
-            r.queue_offset().0,
-            Unit {
-                physical_offset: r.physical_offset().0,
-                size: r.size(),
-                key_hash: key_hash(r.key_slice()),
-            },
-            cursor,
-        )?;
+        for r in records {
+            debug_assert!(
+                r.partition() == first.partition() && r.topic_bytes() == first.topic_bytes()
+            );
+            q.put_cached(
+                r.queue_offset().0,
+                Unit {
+                    physical_offset: r.physical_offset().0,
+                    size: r.size(),
+                    key_hash: key_hash(r.key_slice()),
+                },
+                cursor,
+            )?;
+        }
         Ok(())
     }
 
@@ -223,7 +245,7 @@ impl Dispatcher {
         let mut last_log = began;
         let mut records = 0u64;
         let mut cache = ReadCache::default();
-        // The records of the entry at hand.
+        // The records of the entry at hand, handed to every sink at once.
         let mut batch: Vec<StoredRecord> = Vec::new();
         let mut failed = None;
         while pos < target {
@@ -244,9 +266,7 @@ impl Dispatcher {
                         Ok(())
                     });
                     let dispatched = decoded.and_then(|()| {
-                        batch
-                            .iter()
-                            .try_for_each(|r| self.sinks.iter().try_for_each(|s| s.dispatch(r)))
+                        self.sinks.iter().try_for_each(|s| s.dispatch_entry(&batch))
                     });
                     let decoded_records = batch.len() as u64;
                     batch.clear();

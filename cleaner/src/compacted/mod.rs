@@ -385,13 +385,17 @@ impl DispatchSink for CompactedSink {
     }
 
     fn dispatch(&self, record: &StoredRecord) -> tidelog_storage::Result<()> {
-        if !self.is_compact(record) {
+        self.dispatch_entry(std::slice::from_ref(record))
+    }
+
+    fn dispatch_entry(&self, records: &[StoredRecord]) -> tidelog_storage::Result<()> {
+        // One entry is one partition's: one policy check for all of it.
+        if !records.first().is_some_and(|r| self.is_compact(r)) {
             return Ok(());
         }
-        self.logs
-            .copy_record(record)
-            .map(|_| ())
-            .map_err(to_store_error)
+        records
+            .iter()
+            .try_for_each(|r| self.logs.copy_record(r).map(|_| ()).map_err(to_store_error))
     }
 
     fn end_batch(&self) -> tidelog_storage::Result<()> {
