@@ -242,11 +242,16 @@ fn push_varint(buf: &mut Vec<u8>, mut v: u64) {
 /// `buf`, is longer than ten bytes or overflows 64 bits.
 #[inline]
 fn get_varint(buf: &[u8], at: &mut usize) -> Result<u64, Invalid> {
-    // Most are one byte (flags-sized counts, small deltas).
-    match buf.get(*at) {
-        Some(&b) if b < 0x80 => {
+    // Most are one byte (counts, small deltas and lengths) or two (a
+    // record's distance into its entry, past its first 127 bytes).
+    match buf.get(*at..*at + 2) {
+        Some(&[b, _]) if b < 0x80 => {
             *at += 1;
             Ok(u64::from(b))
+        }
+        Some(&[b0, b1]) if b1 < 0x80 => {
+            *at += 2;
+            Ok(u64::from(b0 & 0x7f) | u64::from(b1) << 7)
         }
         _ => get_varint_long(buf, at),
     }
