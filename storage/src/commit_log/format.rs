@@ -240,7 +240,7 @@ fn push_varint(buf: &mut Vec<u8>, mut v: u64) {
 
 /// Read a varint at `*at`, advancing past it. Refuses one that runs past
 /// `buf`, is longer than ten bytes or overflows 64 bits.
-#[inline]
+#[inline(always)]
 fn get_varint(buf: &[u8], at: &mut usize) -> Result<u64, Invalid> {
     // Most are one byte (counts, small deltas and lengths) or two (a
     // record's distance into its entry, past its first 127 bytes).
@@ -257,6 +257,7 @@ fn get_varint(buf: &[u8], at: &mut usize) -> Result<u64, Invalid> {
     }
 }
 
+#[cold]
 fn get_varint_long(buf: &[u8], at: &mut usize) -> Result<u64, Invalid> {
     let mut v = 0u64;
     for i in 0..VARINT_MAX {
@@ -279,6 +280,7 @@ fn get_varint_long(buf: &[u8], at: &mut usize) -> Result<u64, Invalid> {
 }
 
 /// A varint that is a length or count: at most `max`.
+#[inline(always)]
 fn get_len(buf: &[u8], at: &mut usize, max: usize, what: &str) -> Result<usize, Invalid> {
     let v = get_varint(buf, at)?;
     if v > max as u64 {
@@ -483,25 +485,55 @@ impl EntryView {
     }
 }
 
-/// Field positions of a decoded record, relative to its entry's first
-/// byte.
+/// A decoded record: its own fields, and where its parts are relative to
+/// its entry's first byte. Positions are `u32` (an entry is at most
+/// `RECORD_LEN_MAX`): a fetch holds hundreds of these and moves them by
+/// value, so the view is kept to 72 bytes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RecordView {
-    /// Where the record starts in its entry, and its length.
-    pub at: usize,
-    pub len: usize,
-    pub flags: u8,
     pub physical_offset: u64,
     pub queue_offset: u64,
     pub store_timestamp_ms: i64,
     pub producer_timestamp_ms: i64,
     pub partition: u32,
-    pub topic: Range<usize>,
-    pub key: Option<Range<usize>>,
-    pub value: Option<Range<usize>>,
-    pub headers: Range<usize>,
-    pub header_count: usize,
+    /// Where the record starts in its entry.
+    pub at: u32,
+    /// The record's length.
+    pub len: u32,
+    /// Where its key (or, without one, its value) starts.
+    body: u32,
+    key_len: u32,
+    value_len: u32,
+    headers_len: u32,
+    topic_len: u16,
+    pub header_count: u16,
+    pub flags: u8,
 }
+
+impl RecordView {
+    pub fn topic(&self) -> Range<usize> {
+        ENTRY_HEADER_LEN..ENTRY_HEADER_LEN + usize::from(self.topic_len)
+    }
+
+    pub fn key(&self) -> Option<Range<usize>> {
+        let start = self.body as usize;
+        (self.flags & FLAG_HAS_KEY != 0).then(|| start..start + self.key_len as usize)
+    }
+
+    /// `None` for a tombstone.
+    pub fn value(&self) -> Option<Range<usize>> {
+        let start = self.body as usize + self.key_len as usize;
+        (self.flags & FLAG_HAS_VALUE != 0).then(|| start..start + self.value_len as usize)
+    }
+
+    /// The header block (`header_count` entries).
+    pub fn headers(&self) -> Range<usize> {
+        let start = self.body as usize + self.key_len as usize + self.value_len as usize;
+        start..start + self.headers_len as usize
+    }
+}
+
+const _: () = assert!(std::mem::size_of::<RecordView>() == 72);
 
 /// Decode what starts at `buf[0]`, where `buf` runs to the end of the
 /// readable region (the segment end, or the committed position) and
@@ -634,7 +666,7 @@ pub fn decode(buf: &[u8], expected_offset: u64, verify: bool) -> Result<Decoded,
                     r.queue_offset - view.base_queue_offset
                 )));
             }
-            at += r.len;
+            at += r.len as usize;
         }
         if at != total_len {
             return Err(Invalid::BadLength(format!(
@@ -708,26 +740,26 @@ pub fn decode_record(entry: &[u8], view: &EntryView, at: usize) -> Result<Record
             "a record of {body} bytes runs past the entry"
         )));
     }
-    let key = key_len.map(|k| cur..cur + k);
-    let value_start = key.as_ref().map_or(cur, |k| k.end);
-    let value = value_len.map(|v| value_start..value_start + v);
-    let headers_start = value.as_ref().map_or(value_start, |v| v.end);
+    let headers_start = cur + key_len.unwrap_or(0) + value_len.unwrap_or(0);
     let headers = headers_start..headers_start + headers_len;
     validate_headers(&entry[headers.clone()], header_count)?;
+    // Every position is below the entry's length, itself at most
+    // RECORD_LEN_MAX (< 2^32), and header_count at most HEADER_COUNT_MAX.
     Ok(RecordView {
-        at,
-        len: headers.end - at,
-        flags,
         physical_offset: view.physical_offset + at as u64,
         queue_offset: view.base_queue_offset + offset_delta,
         store_timestamp_ms: view.store_timestamp_ms,
         producer_timestamp_ms: view.store_timestamp_ms.wrapping_add(ts_delta),
         partition: view.partition,
-        topic: view.topic.clone(),
-        key,
-        value,
-        headers,
-        header_count,
+        at: at as u32,
+        len: (headers.end - at) as u32,
+        body: cur as u32,
+        key_len: key_len.unwrap_or(0) as u32,
+        value_len: value_len.unwrap_or(0) as u32,
+        headers_len: headers_len as u32,
+        topic_len: view.topic.len() as u16,
+        header_count: header_count as u16,
+        flags,
     })
 }
 
@@ -875,15 +907,15 @@ mod tests {
         assert_eq!(placed[0].0, v.first_record());
         for (i, (r, &(at, len))) in records.iter().zip(&placed).enumerate() {
             let got = decode_record(&buf, &v, at).unwrap();
-            assert_eq!((got.at, got.len), (at, len));
+            assert_eq!((got.at as usize, got.len as usize), (at, len));
             assert_eq!(got.queue_offset, 7 + i as u64);
             assert_eq!(got.physical_offset, 4096 + at as u64);
             assert_eq!(got.store_timestamp_ms, STORE_TS);
             assert_eq!(got.producer_timestamp_ms, r.producer_timestamp_ms);
-            assert_eq!(got.key.map(|k| &buf[k]), r.key);
-            assert_eq!(got.value.map(|k| &buf[k]), r.value);
-            let block = Bytes::copy_from_slice(&buf[got.headers.clone()]);
-            assert_eq!(decode_headers(&block, got.header_count), r.headers);
+            assert_eq!(got.key().map(|k| &buf[k]), r.key);
+            assert_eq!(got.value().map(|k| &buf[k]), r.value);
+            let block = Bytes::copy_from_slice(&buf[got.headers()]);
+            assert_eq!(decode_headers(&block, got.header_count.into()), r.headers);
             assert_eq!(len, record_len(at, i as u64, STORE_TS, r));
             assert!(
                 len <= record_len_bound(

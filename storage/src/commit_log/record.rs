@@ -60,12 +60,12 @@ impl StoredRecord {
     /// The topic's bytes (valid UTF-8), for cheap comparisons on hot paths:
     /// [`StoredRecord::topic`] checks the UTF-8 again on every call.
     pub fn topic_bytes(&self) -> &[u8] {
-        &self.bytes[self.view.topic.clone()]
+        &self.bytes[self.view.topic()]
     }
 
     pub fn topic(&self) -> &str {
         // Validated as a topic name (ASCII) when decoded.
-        std::str::from_utf8(&self.bytes[self.view.topic.clone()]).unwrap_or_default()
+        std::str::from_utf8(&self.bytes[self.view.topic()]).unwrap_or_default()
     }
 
     pub fn partition(&self) -> u32 {
@@ -83,7 +83,7 @@ impl StoredRecord {
     /// Bytes the record occupies in the log (its share of the entry
     /// header not counted).
     pub fn size(&self) -> u32 {
-        self.view.len as u32
+        self.view.len
     }
 
     pub fn store_timestamp_ms(&self) -> i64 {
@@ -95,23 +95,23 @@ impl StoredRecord {
     }
 
     pub fn key(&self) -> Option<Bytes> {
-        self.view.key.clone().map(|r| self.bytes.slice(r))
+        self.view.key().map(|r| self.bytes.slice(r))
     }
 
     /// `None` for a tombstone.
     pub fn value(&self) -> Option<Bytes> {
-        self.view.value.clone().map(|r| self.bytes.slice(r))
+        self.view.value().map(|r| self.bytes.slice(r))
     }
 
     /// The key, borrowed: no reference count taken, for callers that only
     /// copy or encode it.
     pub fn key_slice(&self) -> Option<&[u8]> {
-        self.view.key.clone().map(|r| &self.bytes[r])
+        self.view.key().map(|r| &self.bytes[r])
     }
 
     /// The value, borrowed (`None` for a tombstone).
     pub fn value_slice(&self) -> Option<&[u8]> {
-        self.view.value.clone().map(|r| &self.bytes[r])
+        self.view.value().map(|r| &self.bytes[r])
     }
 
     pub fn is_tombstone(&self) -> bool {
@@ -120,8 +120,8 @@ impl StoredRecord {
 
     pub fn headers(&self) -> Vec<Header> {
         format::decode_headers(
-            &self.bytes.slice(self.view.headers.clone()),
-            self.view.header_count,
+            &self.bytes.slice(self.view.headers()),
+            self.view.header_count.into(),
         )
     }
 
@@ -129,8 +129,8 @@ impl StoredRecord {
     /// headers verbatim into another log (see `format::decode_headers`).
     pub fn headers_block(&self) -> (Bytes, usize) {
         (
-            self.bytes.slice(self.view.headers.clone()),
-            self.view.header_count,
+            self.bytes.slice(self.view.headers()),
+            self.view.header_count.into(),
         )
     }
 }
