@@ -320,16 +320,6 @@ impl EntryBuilder {
         }
     }
 
-    /// Bytes of the entry so far: where the next record would start.
-    pub fn len(&self, buf: &[u8]) -> usize {
-        buf.len() - self.start
-    }
-
-    /// Records pushed so far.
-    pub fn count(&self) -> u32 {
-        self.count
-    }
-
     /// Append the next record; returns where it starts in the entry and
     /// its length. The caller has validated every length (see
     /// `CommitLog::append`).

@@ -164,10 +164,6 @@ impl Entry {
         pos >= self.view.physical_offset && pos - self.view.physical_offset < self.size()
     }
 
-    pub fn store_timestamp_ms(&self) -> i64 {
-        self.view.store_timestamp_ms
-    }
-
     pub fn record_count(&self) -> u32 {
         self.view.record_count
     }
