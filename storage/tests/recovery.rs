@@ -118,6 +118,30 @@ fn flipped_byte_in_the_tail_is_dropped() {
 }
 
 #[test]
+fn a_torn_append_to_a_partition_is_dropped_whole() {
+    // Three single-record appends, then one append of five records (one
+    // entry). Damage to its third record's value takes all five: the
+    // request was never acknowledged, and none of it may be half-served.
+    let dir = tempfile::tempdir().unwrap();
+    write_and_crash(dir.path(), 3);
+    let store = Store::open(cfg(dir.path())).unwrap();
+    let batch: Vec<_> = (3..8)
+        .map(|i| record("t", 0, Some(&format!("k{i}")), Some(&format!("value-{i}-"))))
+        .collect();
+    let a = store.append(&batch).unwrap();
+    let entry_start = a[0].physical_offset.0 - T_HEADER;
+    assert!(store.wait_dispatched(Duration::from_secs(5)));
+    store.close_uncleanly();
+    let seg = first_segment(dir.path());
+    let at = a[2].physical_offset.0 + u64::from(a[2].size) - 1;
+    let b = peek(&seg, at, 1)[0];
+    poke(&seg, at, &[b ^ 0x01]);
+    let store = reopen_and_expect(dir.path(), 3);
+    assert_eq!(store.commit_log().committed(), entry_start);
+    assert!(store.read_at(a[0].physical_offset.0).unwrap().is_none());
+}
+
+#[test]
 fn zeroed_tail_is_the_end() {
     let dir = tempfile::tempdir().unwrap();
     let recs = write_and_crash(dir.path(), 10);
