@@ -35,6 +35,11 @@ pub const ABORT_FILE: &str = "abort";
 pub const COMMITLOG_DIR: &str = "commitlog";
 pub const CONSUMEQUEUE_DIR: &str = "consumequeue";
 pub const INDEX_DIR: &str = "index";
+/// A read reserves room for at most this many records up front (~100 KiB;
+/// more grow the vector as usual): a fetch at the API's default
+/// `max_records` (500) never reallocates, and one whose `max_bytes` stops
+/// it after a few records wastes little.
+const READ_RESERVE_MAX: usize = 1000;
 
 /// Records read from one partition.
 #[derive(Debug, Default)]
@@ -366,27 +371,44 @@ impl Store {
         };
         let start = from.max(q.min_offset());
         let end = q.max_offset();
+        let wanted = usize::try_from(end.saturating_sub(start)).unwrap_or(usize::MAX);
         let mut out = ReadResult {
-            records: Vec::new(),
+            records: Vec::with_capacity(wanted.min(max_records).min(READ_RESERVE_MAX)),
             next_offset: start,
         };
         let mut bytes = 0usize;
         let mut offset = start;
         let mut queue_cursor = crate::consume_queue::QueueCursor::default();
         let mut segment = crate::commit_log::ReadCache::default();
+        // Is the last record in `out` the one at `offset - 1`? Then the
+        // next is usually in the same entry, found without the queue.
+        let mut follows = false;
         while offset < end && out.records.len() < max_records {
-            let Some(unit) = q.get_cached(offset, &mut queue_cursor)? else {
-                offset += 1;
-                continue;
+            let in_entry = match out.records.last().filter(|_| follows) {
+                Some(prev) => self.inner.log.next_in_entry(prev, &segment)?,
+                None => None,
             };
-            let Some(rec) =
-                self.inner
-                    .log
-                    .read_unit_cached(unit.physical_offset, unit.size, &mut segment)?
-            else {
-                // Deleted by retention since we looked at the beginning.
-                offset += 1;
-                continue;
+            let rec = match in_entry {
+                Some(rec) => rec,
+                None => {
+                    let Some(unit) = q.get_cached(offset, &mut queue_cursor)? else {
+                        offset += 1;
+                        follows = false;
+                        continue;
+                    };
+                    let Some(rec) = self.inner.log.read_unit_cached(
+                        unit.physical_offset,
+                        unit.size,
+                        &mut segment,
+                    )?
+                    else {
+                        // Deleted by retention since we looked at the beginning.
+                        offset += 1;
+                        follows = false;
+                        continue;
+                    };
+                    rec
+                }
             };
             if rec.queue_offset().0 != offset
                 || rec.topic_bytes() != topic.as_bytes()
@@ -394,8 +416,8 @@ impl Store {
             {
                 return Err(StoreError::corruption(
                     self.inner.log.dir(),
-                    unit.physical_offset,
-                    format!("queue {topic}-{partition} unit {offset} points at a record of {}-{} offset {}", rec.topic(), rec.partition(), rec.queue_offset()),
+                    rec.physical_offset().0,
+                    format!("queue {topic}-{partition} offset {offset} leads to a record of {}-{} offset {}", rec.topic(), rec.partition(), rec.queue_offset()),
                 ));
             }
             let size = rec.size() as usize;
@@ -405,6 +427,7 @@ impl Store {
             bytes += size;
             out.records.push(rec);
             offset += 1;
+            follows = true;
         }
         out.next_offset = offset;
         Ok(out)

@@ -290,6 +290,113 @@ fn many_small_segments_and_reads_across_boundaries() {
 }
 
 #[test]
+fn reads_walk_entries_from_any_offset_and_stop_where_asked() {
+    // Appends of 1..=7 records to each of two partitions, interleaved, so
+    // every entry of t-0 lies between entries of t-1: a read walks each
+    // entry it meets and goes back to the ConsumeQueue for the next one.
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(small_config(dir.path())).unwrap();
+    let mut expected: Vec<String> = Vec::new();
+    for round in 0..12usize {
+        let n = round % 7 + 1;
+        let values: Vec<String> = (0..n)
+            .map(|i| format!("{}:{}", expected.len() + i, "v".repeat(round * 3)))
+            .collect();
+        let batch: Vec<_> = values
+            .iter()
+            .flat_map(|v| {
+                [
+                    record("t", 0, None, Some(v)),
+                    record("t", 1, None, Some("other")),
+                ]
+            })
+            .collect();
+        store.append(&batch).unwrap();
+        expected.extend(values);
+    }
+    assert!(store.wait_dispatched(Duration::from_secs(5)));
+    let total = expected.len() as u64;
+    let sizes: Vec<usize> = store
+        .read("t", 0, 0, 1000, usize::MAX)
+        .unwrap()
+        .records
+        .iter()
+        .map(|r| r.size() as usize)
+        .collect();
+    assert_eq!(sizes.len() as u64, total);
+    for from in 0..=total {
+        for max_records in [1usize, 2, 3, 5, 8, 1000] {
+            for max_bytes in [1usize, 40, 150, usize::MAX] {
+                let got = store.read("t", 0, from, max_records, max_bytes).unwrap();
+                // What the contract says: records from `from` on, as many as
+                // max_records allows and max_bytes holds, at least one.
+                let mut want = 0usize;
+                let mut bytes = 0usize;
+                for &size in &sizes[from as usize..] {
+                    if want == max_records || (want > 0 && bytes + size > max_bytes) {
+                        break;
+                    }
+                    bytes += size;
+                    want += 1;
+                }
+                let case = format!("from {from}, max_records {max_records}, max_bytes {max_bytes}");
+                assert_eq!(got.records.len(), want, "{case}");
+                assert_eq!(got.next_offset, from + want as u64, "{case}");
+                for (i, r) in got.records.iter().enumerate() {
+                    let offset = from as usize + i;
+                    assert_eq!(r.queue_offset().0, offset as u64, "{case}");
+                    assert_eq!(
+                        r.value().as_deref(),
+                        Some(expected[offset].as_bytes()),
+                        "{case}"
+                    );
+                }
+            }
+        }
+    }
+    store.shutdown().unwrap();
+}
+
+#[test]
+fn a_read_inside_an_entry_checks_each_record_it_walks_to() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(small_config(dir.path())).unwrap();
+    let batch: Vec<_> = (0..4)
+        .map(|i| record("t", 0, None, Some(&format!("value {i}"))))
+        .collect();
+    let out = store.append(&batch).unwrap();
+    assert!(store.wait_dispatched(Duration::from_secs(5)));
+    assert_eq!(
+        store
+            .read("t", 0, 0, 100, usize::MAX)
+            .unwrap()
+            .records
+            .len(),
+        4
+    );
+    // The third record's offset delta (after its one-byte distance and its
+    // flags) says 0: decoded alone it is well-formed, but it claims the
+    // first record's offset. A read that walks to it from the first record
+    // must refuse it, not serve it as offset 2.
+    let third = out[2].physical_offset.0;
+    let file = &segment_files(dir.path())[0];
+    assert_eq!(peek(file, third + 2, 1), vec![2]);
+    poke(file, third + 2, &[0]);
+    for from in [0, 1] {
+        let err = store.read("t", 0, from, 100, usize::MAX).unwrap_err();
+        assert!(
+            matches!(err, StoreError::Corruption { .. }),
+            "from {from}: {err}"
+        );
+    }
+    // Up to the bad record, reads still answer.
+    let first_two = store.read("t", 0, 0, 2, usize::MAX).unwrap();
+    assert_eq!(first_two.records.len(), 2);
+    assert_eq!(first_two.next_offset, 2);
+    store.shutdown().unwrap();
+}
+
+#[test]
 fn record_limits() {
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = small_config(dir.path());

@@ -774,6 +774,26 @@ impl CommitLog {
         }
         Ok(Some(r))
     }
+
+    /// The record right after `prev` in the entry `cache` holds, if `prev`
+    /// was the last record read through `cache` and is not its entry's
+    /// last: a fetch reads the rest of an entry this way, without a
+    /// ConsumeQueue lookup per record. The record is decoded with every
+    /// length checked, as [`CommitLog::read_unit`] does.
+    pub fn next_in_entry(
+        &self,
+        prev: &StoredRecord,
+        cache: &ReadCache,
+    ) -> Result<Option<StoredRecord>> {
+        let Some(entry) = cache.entry.as_ref() else {
+            return Ok(None);
+        };
+        entry.record_after(prev).map_err(|why| {
+            let seg = (cache.segment.as_ref()).expect("an entry's segment is cached with it");
+            let pos = prev.physical_offset().0 + u64::from(prev.size());
+            StoreError::corruption(seg.path(), pos - seg.base(), why.to_string())
+        })
+    }
 }
 
 /// What a sequential reader of the log keeps between reads: the segment of

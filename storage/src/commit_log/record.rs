@@ -168,6 +168,21 @@ impl Entry {
         self.view.record_count
     }
 
+    /// The record after `prev` (one of this entry's), or `None` if `prev`
+    /// is its last. Records of an entry are contiguous and their queue
+    /// offsets consecutive, so the next one starts where `prev` ends.
+    pub fn record_after(&self, prev: &StoredRecord) -> Result<Option<StoredRecord>, Invalid> {
+        let index = prev
+            .queue_offset()
+            .0
+            .wrapping_sub(self.view.base_queue_offset);
+        if !self.holds(prev.physical_offset().0) || index + 1 >= u64::from(self.view.record_count) {
+            return Ok(None);
+        }
+        let at = prev.physical_offset().0 - self.view.physical_offset + u64::from(prev.size());
+        self.record_at(at as usize).map(Some)
+    }
+
     /// The record that starts `at` bytes into the entry.
     pub fn record_at(&self, at: usize) -> Result<StoredRecord, Invalid> {
         let view = format::decode_record(&self.bytes, &self.view, at)?;
