@@ -119,6 +119,9 @@ impl StoredRecord {
     }
 
     pub fn headers(&self) -> Vec<Header> {
+        if self.view.header_count == 0 {
+            return Vec::new();
+        }
         format::decode_headers(
             &self.bytes.slice(self.view.headers()),
             self.view.header_count.into(),
