@@ -94,6 +94,26 @@ pub struct Metrics {
     pub rejected_overload: AtomicU64,
     /// Offset commits written.
     pub offset_commits: AtomicU64,
+    /// Fetches parked now, waiting for a record or their timeout (Kafka's
+    /// fetch purgatory size).
+    pub fetches_waiting: AtomicU64,
+}
+
+/// Counts one in a gauge while it lives: a request dropped mid-wait (its
+/// client went away) is uncounted too.
+pub struct GaugeGuard<'a>(&'a AtomicU64);
+
+impl<'a> GaugeGuard<'a> {
+    pub fn new(gauge: &'a AtomicU64) -> Self {
+        gauge.fetch_add(1, Ordering::Relaxed);
+        GaugeGuard(gauge)
+    }
+}
+
+impl Drop for GaugeGuard<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// A point-in-time view of the parts `/metrics` reads from elsewhere.
@@ -180,6 +200,12 @@ impl Metrics {
             "tidelog_http_in_flight_requests",
             "requests being served now (long-polls included).",
             snap.in_flight_requests as f64,
+        );
+        gauge(
+            &mut out,
+            "tidelog_fetch_long_polls_waiting",
+            "fetches parked now until a record arrives or their timeout ends.",
+            load(&self.fetches_waiting) as f64,
         );
         counter(
             &mut out,
@@ -413,6 +439,25 @@ mod tests {
         assert!(out.contains("x_bucket{le=\"30\"} 2\n"), "{out}");
         assert!(out.contains("x_bucket{le=\"+Inf\"} 3\n"), "{out}");
         assert!(out.contains("x_count 3\n"), "{out}");
+    }
+
+    #[test]
+    fn a_gauge_guard_counts_while_it_lives() {
+        let m = Metrics::default();
+        let waiting = |m: &Metrics| {
+            m.render(&Snapshot::default()).lines().find_map(|l| {
+                l.strip_prefix("tidelog_fetch_long_polls_waiting ")
+                    .map(str::to_owned)
+            })
+        };
+        assert_eq!(waiting(&m).as_deref(), Some("0"));
+        let a = GaugeGuard::new(&m.fetches_waiting);
+        let b = GaugeGuard::new(&m.fetches_waiting);
+        assert_eq!(waiting(&m).as_deref(), Some("2"));
+        drop(a);
+        assert_eq!(waiting(&m).as_deref(), Some("1"));
+        drop(b);
+        assert_eq!(waiting(&m).as_deref(), Some("0"));
     }
 
     #[test]

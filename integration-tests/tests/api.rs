@@ -26,7 +26,7 @@ store:
   index_slots: 1000
   index_entries: 4000
   flush_interval_ms: 50
-  max_message_bytes: 65536
+  max_message_bytes: 16384
 http:
   max_request_bytes: 65536
   max_records_per_request: 50
@@ -95,6 +95,7 @@ fn metric(s: &TidelogProcess, name: &str) -> f64 {
 fn records_produce_fetch_query_and_their_errors() {
     let s = TidelogProcess::start_with_config(CONFIG);
     produce_and_fetch(&s);
+    fetch_counts_what_produce_counted(&s);
     long_poll(&s);
     query_by_key_and_physical_offset(&s);
     record_errors(&s);
@@ -260,6 +261,50 @@ fn produce_and_fetch(s: &TidelogProcess) {
     assert_eq!(r.expect(200)["offsets"], json!([]));
 }
 
+/// A record's key, value and header bytes count the same in the produce and
+/// the fetch byte counters (binary format: the stored bytes are the raw
+/// ones). Nothing else runs against this server meanwhile.
+fn fetch_counts_what_produce_counted(s: &TidelogProcess) {
+    let counters = || {
+        [
+            metric(s, "tidelog_produce_records_total"),
+            metric(s, "tidelog_produce_bytes_total"),
+            metric(s, "tidelog_fetch_records_total"),
+            metric(s, "tidelog_fetch_bytes_total"),
+        ]
+    };
+    let [p_records, p_bytes, ..] = counters();
+    let r = produce(
+        s,
+        "/topics/events/partitions/2",
+        BINARY_V2,
+        json!({"records": [{
+            "key": B64.encode("ab"),
+            "value": B64.encode("hello"),
+            "headers": [{"name": "h1", "value": B64.encode("xyz")}]
+        }]}),
+    );
+    let offset = r.expect(200)["offsets"][0]["offset"].as_u64().unwrap();
+    wait_visible(s, "events", 2, offset);
+    let [p_records2, p_bytes2, f_records, f_bytes] = counters();
+    assert_eq!(p_records2 - p_records, 1.0);
+    let produced = p_bytes2 - p_bytes;
+    // Key and value are 7 bytes; the header block (name, value and their
+    // lengths) counts too.
+    assert!(produced > 7.0 + 5.0, "produce counted {produced} bytes");
+    let got = fetch(
+        s,
+        "events",
+        2,
+        &format!("offset={offset}&max_records=1"),
+        BINARY_V2,
+    );
+    assert_eq!(got.len(), 1);
+    let [.., f_records2, f_bytes2] = counters();
+    assert_eq!(f_records2 - f_records, 1.0);
+    assert_eq!(f_bytes2 - f_bytes, produced);
+}
+
 fn long_poll(s: &TidelogProcess) {
     let before = end_offsets(s, "events", 4)[0];
     // Times out empty.
@@ -273,7 +318,9 @@ fn long_poll(s: &TidelogProcess) {
     .is_empty());
 
     // Wakes on a produce: the fetch waits (up to 30 s) in another thread;
-    // once it is in flight, a produce must wake it with the record.
+    // once it is parked (it has found nothing and waits on the partition),
+    // a produce must wake it with the record: without the wake-up it would
+    // answer empty after 30 s.
     let addr = s.addr;
     let waiter = std::thread::spawn(move || {
         common::http(
@@ -285,11 +332,8 @@ fn long_poll(s: &TidelogProcess) {
         )
     });
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while metric(s, "tidelog_http_in_flight_requests") < 1.0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "fetch never went in flight"
-        );
+    while metric(s, "tidelog_fetch_long_polls_waiting") < 1.0 {
+        assert!(std::time::Instant::now() < deadline, "fetch never parked");
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
     produce(
@@ -302,6 +346,7 @@ fn long_poll(s: &TidelogProcess) {
     let woken = waiter.join().unwrap().expect(200);
     assert_eq!(woken[0]["value"], "wake", "{woken}");
     assert_eq!(woken[0]["offset"], before);
+    assert_eq!(metric(s, "tidelog_fetch_long_polls_waiting"), 0.0);
 }
 
 fn query_by_key_and_physical_offset(s: &TidelogProcess) {
@@ -427,9 +472,27 @@ fn record_errors(s: &TidelogProcess) {
     )
     .expect_error(404, 40402);
 
-    // 41301: body, record count, per-topic max.message.bytes.
+    // 41301: body, record count, the store's and the topic's
+    // max.message.bytes.
     let big = json!({"records": [{"value": "x".repeat(70_000)}]});
     produce(s, "/topics/events", JSON_V2, big).expect_error(413, 41301);
+    let ends = end_offsets(s, "events", 4);
+    let m = produce(
+        s,
+        "/topics/events/partitions/1",
+        JSON_V2,
+        json!({"records": [{"value": "ok"}, {"value": "z".repeat(20_000)}]}),
+    )
+    .expect_error(413, 41301);
+    assert!(
+        m.contains("records[1]") && m.contains("store.max_message_bytes"),
+        "{m}"
+    );
+    assert_eq!(
+        end_offsets(s, "events", 4),
+        ends,
+        "nothing of the request written"
+    );
     let many = json!({"records": (0..51).map(|i| json!({"value": i})).collect::<Vec<_>>()});
     produce(s, "/topics/events", JSON_V2, many).expect_error(413, 41301);
     let m = produce(

@@ -48,6 +48,7 @@ use tidelog_storage::StoredRecord;
 use super::{blocking, bytes_with, json, timed, v2_json};
 use crate::error::ApiError;
 use crate::extract::{ApiPath, ApiQuery};
+use crate::metrics::GaugeGuard;
 use crate::names;
 use crate::records::{
     decode_key_query, render_record, write_record, EmbeddedFormat, FetchedRecord, PartitionOffsets,
@@ -181,6 +182,7 @@ async fn fetch_inner(
         if end > from {
             continue;
         }
+        let _waiting = GaugeGuard::new(&state.shared().metrics.fetches_waiting);
         tokio::select! {
             _ = listener => {}
             _ = tokio::time::sleep_until(deadline.into()) => break,
@@ -300,8 +302,11 @@ async fn read_compacted_rendered(
     .await
 }
 
+/// Key, value and header bytes, as a produce counts them.
 fn compacted_payload_bytes(r: &CompactedRecord) -> u64 {
-    r.key_slice().map_or(0, |k| k.len() as u64) + r.value_slice().map_or(0, |v| v.len() as u64)
+    r.key_slice().map_or(0, |k| k.len() as u64)
+        + r.value_slice().map_or(0, |v| v.len() as u64)
+        + r.headers_len() as u64
 }
 
 /// A compacted record in `format`, in the same shape as a CommitLog record.
@@ -342,8 +347,11 @@ fn write_stored(
     write_record(out, format, &Parts::stored(topic, r).view(false))
 }
 
+/// Key, value and header bytes, as a produce counts them.
 fn payload_bytes(r: &StoredRecord) -> u64 {
-    r.key_slice().map_or(0, |k| k.len() as u64) + r.value_slice().map_or(0, |v| v.len() as u64)
+    r.key_slice().map_or(0, |k| k.len() as u64)
+        + r.value_slice().map_or(0, |v| v.len() as u64)
+        + r.headers_len() as u64
 }
 
 /// A stored record in `format`; with its physical offset on ext routes.

@@ -113,6 +113,13 @@ impl CompactedRecord {
         self.flags & FLAG_HAS_VALUE == 0
     }
 
+    /// Bytes of the encoded header block (as [`StoredRecord::headers_len`]).
+    ///
+    /// [`StoredRecord::headers_len`]: tidelog_storage::StoredRecord::headers_len
+    pub fn headers_len(&self) -> usize {
+        self.headers.len()
+    }
+
     pub fn headers(&self) -> Vec<Header> {
         tidelog_storage::commit_log::format::decode_headers(
             &self.bytes.slice(self.headers.clone()),

@@ -128,6 +128,12 @@ impl StoredRecord {
         )
     }
 
+    /// Bytes of the encoded header block (what a produce's size limit and
+    /// byte counters count for headers).
+    pub fn headers_len(&self) -> usize {
+        self.view.headers().len()
+    }
+
     /// The encoded header block and its entry count, for copying a record's
     /// headers verbatim into another log (see `format::decode_headers`).
     pub fn headers_block(&self) -> (Bytes, usize) {
