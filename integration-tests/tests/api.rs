@@ -682,6 +682,7 @@ fn topics_configs_groups_and_a_graceful_restart() {
     consumer_groups(&s);
     stats_and_metrics(&s);
     restart_keeps_everything(&mut s);
+    a_crash_keeps_acknowledged_admin_changes(&mut s);
 }
 
 fn clusters_and_topic_lists(s: &TidelogProcess) {
@@ -1126,4 +1127,54 @@ fn restart_keeps_everything(s: &mut TidelogProcess) {
         s.get("/consumer-groups/g1/offsets").expect(200)["offsets"][0]["offset"],
         8
     );
+}
+
+/// Topic and config changes answered before a `kill -9` are there after it:
+/// the registry is written (temp file, fsync, rename) before the answer.
+fn a_crash_keeps_acknowledged_admin_changes(s: &mut TidelogProcess) {
+    let base = "/v3/clusters/tidelog/topics";
+    s.send_json(
+        "PUT",
+        &format!("{base}/orders/configs/retention.ms"),
+        &json!({"value": "240000"}),
+    )
+    .expect(204);
+    s.send_json(
+        "POST",
+        base,
+        &json!({"topic_name": "after-crash", "partitions_count": 2, "configs": [
+            {"name": "segment.ms", "value": "5000"},
+        ]}),
+    )
+    .expect(201);
+    s.request("DELETE", &format!("{base}/defaults"), &[], None)
+        .expect(204);
+    let log_before = s.log_len();
+    s.restart();
+    let new_log = s.log()[log_before..].to_string();
+    assert!(
+        new_log.contains("did not shut down cleanly"),
+        "the start after kill -9 is an unclean one:\n{new_log}"
+    );
+    let configs = s.get(&format!("{base}/orders/configs")).expect(200);
+    let retention = configs["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "retention.ms")
+        .unwrap()["value"]
+        .clone();
+    assert_eq!(retention, "240000");
+    let created = s.get(&format!("{base}/after-crash")).expect(200);
+    assert_eq!(created["partitions_count"], 2);
+    let created_configs = s.get(&format!("{base}/after-crash/configs")).expect(200);
+    assert!(
+        created_configs["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["name"] == "segment.ms" && e["value"] == "5000"),
+        "{created_configs}"
+    );
+    s.get(&format!("{base}/defaults")).expect_error(404, 40401);
 }
