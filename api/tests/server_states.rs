@@ -1,0 +1,189 @@
+//! Answers that depend on the server's state, not on the request: 503/50301
+//! while recovery runs, then 200 once the store is published; 500/50001
+//! when the store fails under a request, and the server still answering
+//! after it. The router runs in process (the real binary finishes recovery
+//! too fast to catch it in the act, and cannot be made to fail a write).
+
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use axum::Router;
+use serde_json::{json, Value};
+use tidelog_api::{ApiSettings, AppState, Ready};
+use tidelog_cleaner::CleanerConfig;
+use tidelog_storage::fault::{FaultPoint, Faults};
+use tidelog_storage::StoreConfig;
+use tower::ServiceExt as _;
+
+const JSON_V2: &str = "application/vnd.kafka.json.v2+json";
+
+async fn call(
+    router: &Router,
+    method: &str,
+    uri: &str,
+    body: Option<Value>,
+) -> (StatusCode, String) {
+    let mut request = Request::builder().method(method).uri(uri);
+    let body = match body {
+        Some(b) => {
+            request = request.header("content-type", JSON_V2);
+            Body::from(b.to_string())
+        }
+        None => Body::empty(),
+    };
+    let response = router
+        .clone()
+        .oneshot(request.body(body).unwrap())
+        .await
+        .unwrap();
+    let status = response.status();
+    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    (status, String::from_utf8(bytes.to_vec()).unwrap())
+}
+
+/// Status and error code of an error answer.
+fn error_code(answer: &(StatusCode, String)) -> (u16, u64) {
+    let body: Value =
+        serde_json::from_str(&answer.1).unwrap_or_else(|e| panic!("not JSON ({e}): {}", answer.1));
+    (answer.0.as_u16(), body["error_code"].as_u64().unwrap_or(0))
+}
+
+fn settings() -> ApiSettings {
+    ApiSettings {
+        auto_create_topics: true,
+        default_partitions: 1,
+        ..ApiSettings::default()
+    }
+}
+
+fn store_config(dir: &std::path::Path, faults: Option<Arc<Faults>>) -> StoreConfig {
+    let mut c = StoreConfig::new(dir);
+    c.commitlog_segment_bytes = 1 << 20;
+    c.consume_queue_units_per_file = 1000;
+    c.index_slots = 1000;
+    c.index_entries = 4000;
+    c.preallocate_next_segment = false;
+    c.faults = faults;
+    c
+}
+
+async fn open(dir: &std::path::Path, faults: Option<Arc<Faults>>) -> Ready {
+    let config = store_config(dir, faults);
+    let cleaner = CleanerConfig {
+        dedupe_buffer_bytes: 1 << 20,
+        ..CleanerConfig::default()
+    };
+    tokio::task::spawn_blocking(move || Ready::open(&settings(), config, cleaner))
+        .await
+        .unwrap()
+        .unwrap()
+}
+
+async fn close(state: &AppState) -> Result<(), tidelog_storage::StoreError> {
+    let ready = state.take_ready(Duration::from_secs(10)).await.unwrap();
+    let ready = ready.unwrap_or_else(|_| panic!("a request still holds the store"));
+    tokio::task::spawn_blocking(move || ready.shutdown())
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn during_recovery_every_store_route_is_503_50301_then_all_serve() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = AppState::new(settings(), dir.path().to_path_buf());
+    let router = tidelog_api::router(state.clone());
+
+    // Before the store is published: readiness, records, admin and offsets
+    // answer 503/50301; metrics answer, saying not ready.
+    let produce = json!({"records": [{"value": "v"}]});
+    for (method, uri, body) in [
+        ("GET", "/status/ready", None),
+        ("POST", "/topics/t", Some(produce.clone())),
+        ("GET", "/topics/t/partitions/0/records?offset=0", None),
+        ("GET", "/topics", None),
+        ("GET", "/v3/clusters/tidelog/topics", None),
+        ("GET", "/v3/clusters/tidelog/stats", None),
+        ("GET", "/consumer-groups/g/offsets", None),
+    ] {
+        let answer = call(&router, method, uri, body).await;
+        assert_eq!(
+            error_code(&answer),
+            (503, 50301),
+            "{method} {uri}: {}",
+            answer.1
+        );
+    }
+    let (status, text) = call(&router, "GET", "/metrics", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(text.contains("\ntidelog_ready 0\n"), "{text}");
+
+    state.set_ready(open(dir.path(), None).await);
+    let (status, body) = call(&router, "GET", "/status/ready", None).await;
+    assert_eq!(
+        (status, body.as_str()),
+        (StatusCode::OK, r#"{"ready":true}"#)
+    );
+    let (status, body) = call(&router, "POST", "/topics/t", Some(produce)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (_, text) = call(&router, "GET", "/metrics", None).await;
+    assert!(text.contains("\ntidelog_ready 1\n"), "{text}");
+    close(&state).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_write_is_500_50001_and_the_server_still_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let faults = Arc::new(Faults::default());
+    let state = AppState::new(settings(), dir.path().to_path_buf());
+    state.set_ready(open(dir.path(), Some(Arc::clone(&faults))).await);
+    let router = tidelog_api::router(state.clone());
+    let produce = |v: &str| Some(json!({"records": [{"value": v}]}));
+
+    let (status, body) = call(&router, "POST", "/topics/t", produce("kept")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    // The disk refuses the next write: the request fails with the store's
+    // message, and the log refuses writes from then on (poisoned until a
+    // restart runs recovery) with the same code: no hang, nothing
+    // half-written.
+    faults.fail_after(FaultPoint::CommitLogWrite, 0);
+    for attempt in ["lost", "after"] {
+        let answer = call(&router, "POST", "/topics/t", produce(attempt)).await;
+        assert_eq!(error_code(&answer), (500, 50001), "{attempt}: {}", answer.1);
+    }
+    // Reads, admin and readiness keep answering; only the acknowledged
+    // record is there.
+    let (status, body) = call(
+        &router,
+        "GET",
+        "/topics/t/partitions/0/records?offset=0&timeout=10000",
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let records: Value = serde_json::from_str(&body).unwrap();
+    let values: Vec<&Value> = records
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| &r["value"])
+        .collect();
+    assert_eq!(values, [&json!("kept")]);
+    let (status, _) = call(&router, "GET", "/status/ready", None).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _) = call(&router, "GET", "/v3/clusters/tidelog/topics/t", None).await;
+    assert_eq!(status, StatusCode::OK);
+    let (_, text) = call(&router, "GET", "/metrics", None).await;
+    assert!(
+        text.contains("tidelog_http_responses_total{class=\"5xx\"} 2"),
+        "{text}"
+    );
+    // A poisoned log cannot write its checkpoint: shutdown may say so; the
+    // next start runs recovery.
+    let _ = close(&state).await;
+}
