@@ -130,6 +130,7 @@ pub struct Snapshot {
     pub cleaner: Option<CleanerMetricsSnapshot>,
     /// Compacted logs (partitions of compact topics) and their bytes.
     pub compacted_logs: usize,
+    pub compacted_log_segments: usize,
     pub compacted_log_bytes: u64,
 }
 
@@ -271,6 +272,12 @@ impl Metrics {
             );
             gauge(
                 &mut out,
+                "tidelog_consumequeue_files",
+                "ConsumeQueue files of every partition.",
+                s.consume_queue_files as f64,
+            );
+            gauge(
+                &mut out,
                 "tidelog_partitions",
                 "partitions with a ConsumeQueue.",
                 s.partitions as f64,
@@ -404,6 +411,12 @@ fn render_cleaner(out: &mut String, c: &CleanerMetricsSnapshot, snap: &Snapshot)
     );
     gauge(
         out,
+        "tidelog_compacted_log_segments",
+        "segments of every compacted log.",
+        snap.compacted_log_segments as f64,
+    );
+    gauge(
+        out,
         "tidelog_compacted_log_bytes",
         "bytes of every compacted log segment.",
         snap.compacted_log_bytes as f64,
@@ -517,6 +530,8 @@ mod tests {
             "tidelog_cleaner_runs_total 9\n",
             "tidelog_cleaner_failures_total 0\n",
             "tidelog_compacted_log_bytes 4096\n",
+            "tidelog_compacted_log_segments 0\n",
+            "tidelog_consumequeue_files 0\n",
         ] {
             assert!(text.contains(needle), "missing {needle}:\n{text}");
         }

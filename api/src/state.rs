@@ -472,6 +472,9 @@ impl AppState {
             consumer_groups: ready.as_ref().map_or(0, |r| r.groups.group_count()),
             cleaner: ready.as_ref().map(|r| r.cleaner.metrics()),
             compacted_logs: ready.as_ref().map_or(0, |r| r.logs.all_logs().len()),
+            compacted_log_segments: ready.as_ref().map_or(0, |r| {
+                r.logs.all_logs().iter().map(|l| l.segments().len()).sum()
+            }),
             compacted_log_bytes: ready.as_ref().map_or(0, |r| {
                 r.logs.all_logs().iter().map(|l| l.size_bytes()).sum()
             }),

@@ -1043,10 +1043,17 @@ fn stats_and_metrics(s: &TidelogProcess) {
         "disk_used_ratio",
         "disk_full",
         "index_files",
+        "consume_queue_files",
     ] {
         assert!(!stats[field].is_null(), "{field} missing in {stats}");
     }
     assert!(stats["commitlog_segments"].as_u64().unwrap() >= 1);
+    // Offset commits went to __consumer_offsets: a queue file and a
+    // compacted log segment at least.
+    assert!(
+        stats["consume_queue_files"].as_u64().unwrap() >= 1,
+        "{stats}"
+    );
     assert_eq!(stats["disk_full"], false);
     s.get("/v3/clusters/other/stats").expect_error(404, 40400);
 
@@ -1068,6 +1075,8 @@ fn stats_and_metrics(s: &TidelogProcess) {
         assert!(text.contains(family), "missing {family}:\n{text}");
     }
     assert!(metric(s, "tidelog_offset_commits_total") >= 2.0);
+    assert!(metric(s, "tidelog_consumequeue_files") >= 1.0);
+    assert!(metric(s, "tidelog_compacted_log_segments") >= 1.0);
 }
 
 fn restart_keeps_everything(s: &mut TidelogProcess) {

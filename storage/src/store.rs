@@ -74,6 +74,8 @@ pub struct StoreStats {
     pub dispatch_errors: u64,
     pub index_files: usize,
     pub partitions: usize,
+    /// ConsumeQueue files of every partition.
+    pub consume_queue_files: usize,
     pub thread_restarts: u64,
     pub disk_used_ratio: f64,
     pub disk_full: bool,
@@ -505,6 +507,7 @@ impl Store {
         let log = &self.inner.log;
         let committed = log.committed();
         let dispatched = self.inner.dispatcher.dispatched();
+        let queues = self.inner.queues.all();
         StoreStats {
             commitlog_segments: log.segment_count(),
             commitlog_min_offset: log.min_offset(),
@@ -514,7 +517,8 @@ impl Store {
             dispatch_lag_bytes: committed.saturating_sub(dispatched),
             dispatch_errors: self.inner.dispatcher.error_count(),
             index_files: self.inner.index.file_count(),
-            partitions: self.inner.queues.all().len(),
+            partitions: queues.len(),
+            consume_queue_files: queues.iter().map(|q| q.file_count()).sum(),
             thread_restarts: self.inner.thread_restarts.load(Ordering::Relaxed),
             disk_used_ratio: f64::from_bits(
                 self.inner

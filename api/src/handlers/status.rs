@@ -69,6 +69,7 @@ pub async fn stats(State(state): State<AppState>, _: ClusterPath) -> Result<Resp
             "retention_last_pass_ms": s.retention_last_pass_ms,
             "index_files": s.index_files,
             "partitions": s.partitions,
+            "consume_queue_files": s.consume_queue_files,
             "thread_restarts": s.thread_restarts,
             "topics": ready.registry.len(),
             "consumer_groups": ready.groups.group_count(),

@@ -374,6 +374,11 @@ impl ConsumeQueue {
         }
     }
 
+    /// Queue files this partition has now.
+    pub fn file_count(&self) -> usize {
+        self.files.read().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
     /// A listener that fires when a unit is added. Register it, re-check
     /// `max_offset`, then wait: no wake-up can be missed in between.
     pub fn listen(&self) -> EventListener {
