@@ -476,41 +476,35 @@ fn record_errors(s: &TidelogProcess) {
     // max.message.bytes.
     let big = json!({"records": [{"value": "x".repeat(70_000)}]});
     produce(s, "/topics/events", JSON_V2, big).expect_error(413, 41301);
-    let ends = end_offsets(s, "events", 4);
-    let m = produce(
-        s,
-        "/topics/events/partitions/1",
-        JSON_V2,
-        json!({"records": [{"value": "ok"}, {"value": "z".repeat(20_000)}]}),
-    )
-    .expect_error(413, 41301);
-    assert!(
-        m.contains("records[1]") && m.contains("store.max_message_bytes"),
-        "{m}"
-    );
-    assert_eq!(
-        end_offsets(s, "events", 4),
-        ends,
-        "nothing of the request written"
-    );
     let many = json!({"records": (0..51).map(|i| json!({"value": i})).collect::<Vec<_>>()});
     produce(s, "/topics/events", JSON_V2, many).expect_error(413, 41301);
-    let m = produce(
-        s,
-        "/topics/small",
-        JSON_V2,
-        json!({"records": [{"value": "ok"}, {"value": "y".repeat(200)}]}),
-    )
-    .expect_error(413, 41301);
-    assert!(
-        m.contains("records[1]") && m.contains("max.message.bytes"),
-        "{m}"
-    );
-    assert_eq!(
-        end_offsets(s, "small", 1),
-        [0],
-        "nothing of the request written"
-    );
+    // A record over the store's limit (16 KiB here), then one over a
+    // topic's own: the second record of each request is refused by name,
+    // and nothing of its request is written.
+    for (topic, partitions, big, limit) in [
+        ("events", 4, "z".repeat(20_000), "store.max_message_bytes"),
+        (
+            "small",
+            1,
+            "y".repeat(200),
+            "topic \"small\" max.message.bytes",
+        ),
+    ] {
+        let ends = end_offsets(s, topic, partitions);
+        let m = produce(
+            s,
+            &format!("/topics/{topic}/partitions/0"),
+            JSON_V2,
+            json!({"records": [{"value": "ok"}, {"value": big}]}),
+        )
+        .expect_error(413, 41301);
+        assert!(m.contains("records[1]") && m.contains(limit), "{m}");
+        assert_eq!(
+            end_offsets(s, topic, partitions),
+            ends,
+            "nothing of the request written"
+        );
+    }
 
     // 41501
     s.post_raw("/topics/events", "text/plain", b"{\"records\":[]}")
