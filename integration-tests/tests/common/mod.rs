@@ -140,12 +140,31 @@ impl TidelogProcess {
 
     /// SIGTERM, then wait (bounded) for the exit; returns the exit status.
     pub fn terminate(&mut self) -> std::process::ExitStatus {
-        let mut child = self.child.take().expect("server is running");
+        self.signal(libc::SIGTERM);
+        self.wait_exit(Duration::from_secs(60))
+    }
+
+    /// Has the server not exited (yet)?
+    pub fn is_running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| c.try_wait().expect("try_wait").is_none())
+    }
+
+    /// Sends `signal` to the running server; does not wait.
+    pub fn signal(&self, signal: libc::c_int) {
+        let child = self.child.as_ref().expect("server is running");
         let pid = libc::pid_t::try_from(child.id()).expect("pid fits pid_t");
         // SAFETY: plain syscall on a child we own and have not reaped.
-        let rc = unsafe { libc::kill(pid, libc::SIGTERM) };
-        assert_eq!(rc, 0, "kill(SIGTERM) failed");
-        let deadline = Instant::now() + Duration::from_secs(60);
+        let rc = unsafe { libc::kill(pid, signal) };
+        assert_eq!(rc, 0, "kill({signal}) failed");
+    }
+
+    /// Waits up to `timeout` for the server to exit (then kills it and
+    /// fails, printing its log); returns the exit status.
+    pub fn wait_exit(&mut self, timeout: Duration) -> std::process::ExitStatus {
+        let mut child = self.child.take().expect("server is running");
+        let deadline = Instant::now() + timeout;
         loop {
             if let Some(status) = child.try_wait().expect("try_wait") {
                 return status;
@@ -154,7 +173,7 @@ impl TidelogProcess {
                 let _ = child.kill();
                 let _ = child.wait();
                 panic!(
-                    "tidelog did not exit within 60 s of SIGTERM\n--- server log ---\n{}",
+                    "tidelog did not exit within {timeout:?}\n--- server log ---\n{}",
                     self.log()
                 );
             }
