@@ -184,8 +184,10 @@ impl Entry {
         let index = prev
             .queue_offset()
             .0
-            .wrapping_sub(self.view.base_queue_offset);
-        if !self.holds(prev.physical_offset().0) || index + 1 >= u64::from(self.view.record_count) {
+            .checked_sub(self.view.base_queue_offset);
+        let has_next =
+            index.is_some_and(|i| i.saturating_add(1) < u64::from(self.view.record_count));
+        if !self.holds(prev.physical_offset().0) || !has_next {
             return Ok(None);
         }
         let at = prev.physical_offset().0 - self.view.physical_offset + u64::from(prev.size());
