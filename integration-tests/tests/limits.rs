@@ -20,12 +20,6 @@ use serde_json::json;
 const CONFIG: &str = "
 admin_token: s3cret
 auto_create_topics: true
-store:
-  commitlog_segment_bytes: 1048576
-  consume_queue_units_per_file: 1000
-  index_slots: 1000
-  index_entries: 4000
-  max_message_bytes: 65536
 retention:
   disk_max_used_ratio: 0.000001
   disk_force_clean_ratio: 0.000001
@@ -42,7 +36,7 @@ const JSON: (&str, &str) = ("Content-Type", "application/json");
 
 #[test]
 fn auth_overload_disk_full_and_shutdown_with_requests_in_flight() {
-    let mut s = TidelogProcess::start_with_config(CONFIG);
+    let mut s = TidelogProcess::start_with_config(&format!("{}{CONFIG}", common::SMALL_STORE));
     let topics = "/v3/clusters/tidelog/topics";
     let create = json!({"topic_name": "made", "partitions_count": 1}).to_string();
 

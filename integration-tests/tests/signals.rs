@@ -15,12 +15,6 @@ use serde_json::{json, Value};
 const CONFIG: &str = "
 auto_create_topics: true
 default_partitions: 1
-store:
-  commitlog_segment_bytes: 1048576
-  consume_queue_units_per_file: 1000
-  index_slots: 1000
-  index_entries: 4000
-  max_message_bytes: 65536
 ";
 
 fn produce(s: &TidelogProcess, value: &str) {
@@ -60,7 +54,7 @@ fn wait_for_log(s: &TidelogProcess, from: usize, needle: &str) {
 
 #[test]
 fn sigint_is_graceful_and_a_second_signal_exits_at_once() {
-    let mut s = TidelogProcess::start_with_config(CONFIG);
+    let mut s = TidelogProcess::start_with_config(&format!("{}{CONFIG}", common::SMALL_STORE));
     let abort = s.data_dir.path().join("abort");
     produce(&s, "one");
 

@@ -15,6 +15,16 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+/// The `store:` section of a test config: files small enough that a server
+/// starts fast and rolls segments within a test.
+pub const SMALL_STORE: &str = "store:
+  commitlog_segment_bytes: 1048576
+  consume_queue_units_per_file: 1000
+  index_slots: 1000
+  index_entries: 4000
+  max_message_bytes: 65536
+";
+
 /// The workspace root (the integration-tests crate's parent).
 pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
