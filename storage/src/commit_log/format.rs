@@ -648,15 +648,9 @@ pub fn decode(buf: &[u8], expected_offset: u64, verify: bool) -> Result<Decoded,
             return Err(Invalid::BadTopic);
         }
         let mut at = view.first_record();
-        for i in 0..record_count {
-            let r = decode_record(entry, &view, at)?;
-            if r.queue_offset != view.base_queue_offset + u64::from(i) {
-                return Err(Invalid::BadLength(format!(
-                    "record {i} of the entry has offset delta {}",
-                    r.queue_offset - view.base_queue_offset
-                )));
-            }
-            at += r.len as usize;
+        for r in RecordWalk::new(entry, &view) {
+            let r = r?;
+            at = (r.at + r.len) as usize;
         }
         if at != total_len {
             return Err(Invalid::BadLength(format!(
@@ -666,6 +660,56 @@ pub fn decode(buf: &[u8], expected_offset: u64, verify: bool) -> Result<Decoded,
         }
     }
     Ok(Decoded::Entry(view))
+}
+
+/// The records of an entry in order, from its first: each decoded with
+/// [`decode_record`] and required to hold the next queue offset. A bad one
+/// ends the walk with its error (nothing after it can be found).
+pub struct RecordWalk<'a> {
+    entry: &'a [u8],
+    view: &'a EntryView,
+    at: usize,
+    index: u32,
+}
+
+impl<'a> RecordWalk<'a> {
+    pub fn new(entry: &'a [u8], view: &'a EntryView) -> Self {
+        RecordWalk {
+            entry,
+            view,
+            at: view.first_record(),
+            index: 0,
+        }
+    }
+}
+
+impl Iterator for RecordWalk<'_> {
+    type Item = Result<RecordView, Invalid>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.index >= self.view.record_count {
+            return None;
+        }
+        let expected = self.view.base_queue_offset + u64::from(self.index);
+        let record = decode_record(self.entry, self.view, self.at).and_then(|r| {
+            if r.queue_offset == expected {
+                Ok(r)
+            } else {
+                Err(Invalid::BadLength(format!(
+                    "record {} of the entry has queue offset {}, not {expected}",
+                    self.index, r.queue_offset
+                )))
+            }
+        });
+        match &record {
+            Ok(r) => {
+                self.at += r.len as usize;
+                self.index += 1;
+            }
+            Err(_) => self.index = self.view.record_count,
+        }
+        Some(record)
+    }
 }
 
 /// Decode the record that starts `at` bytes into `entry` (whose header is

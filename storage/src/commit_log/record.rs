@@ -201,50 +201,10 @@ impl Entry {
     }
 
     /// The entry's records in order. Each is decoded with every length
-    /// checked; a bad one ends the walk with its error.
-    pub fn records(&self) -> Records<'_> {
-        Records {
-            entry: self,
-            at: self.view.first_record(),
-            index: 0,
-        }
-    }
-}
-
-/// Iterator over an [`Entry`]'s records.
-pub struct Records<'a> {
-    entry: &'a Entry,
-    at: usize,
-    index: u32,
-}
-
-impl Iterator for Records<'_> {
-    type Item = Result<StoredRecord, Invalid>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.index >= self.entry.view.record_count {
-            return None;
-        }
-        let record = self.entry.record_at(self.at).and_then(|r| {
-            let expected = self.entry.view.base_queue_offset + u64::from(self.index);
-            if r.queue_offset().0 == expected {
-                Ok(r)
-            } else {
-                Err(Invalid::BadLength(format!(
-                    "record {} of the entry has queue offset {}, not {expected}",
-                    self.index,
-                    r.queue_offset().0
-                )))
-            }
-        });
-        match &record {
-            Ok(r) => {
-                self.at += r.size() as usize;
-                self.index += 1;
-            }
-            // Nothing after a bad record can be found.
-            Err(_) => self.index = self.entry.view.record_count,
-        }
-        Some(record)
+    /// checked and must hold the next queue offset; a bad one ends the walk
+    /// with its error.
+    pub fn records(&self) -> impl Iterator<Item = Result<StoredRecord, Invalid>> + '_ {
+        format::RecordWalk::new(&self.bytes, &self.view)
+            .map(|r| r.map(|view| StoredRecord::from_bytes(self.bytes.clone(), view)))
     }
 }
