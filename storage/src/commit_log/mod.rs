@@ -679,13 +679,9 @@ impl CommitLog {
             // holds `pos` is the only one a record there can belong to.
             if let Some(entry) = cache.entry.as_ref().filter(|e| e.holds(pos)) {
                 let at = (pos - entry.physical_offset()) as usize;
-                return entry.record_at(at).map_err(|why| {
-                    let seg = cache
-                        .segment
-                        .as_ref()
-                        .expect("an entry's segment is cached with it");
-                    StoreError::corruption(seg.path(), pos - seg.base(), why.to_string())
-                });
+                return entry
+                    .record_at(at)
+                    .map_err(|why| cache.entry_corruption(pos, why));
             }
         }
         let committed = self.committed();
@@ -789,9 +785,7 @@ impl CommitLog {
             return Ok(None);
         };
         entry.record_after(prev).map_err(|why| {
-            let seg = (cache.segment.as_ref()).expect("an entry's segment is cached with it");
-            let pos = prev.physical_offset().0 + u64::from(prev.size());
-            StoreError::corruption(seg.path(), pos - seg.base(), why.to_string())
+            cache.entry_corruption(prev.physical_offset().0 + u64::from(prev.size()), why)
         })
     }
 }
@@ -816,6 +810,12 @@ pub struct ReadCache {
 impl ReadCache {
     fn holds(&self, pos: u64) -> bool {
         pos >= self.chunk_at && pos - self.chunk_at < self.chunk.len() as u64
+    }
+
+    /// The error for bad bytes at `pos` inside the cached entry.
+    fn entry_corruption(&self, pos: u64, why: Invalid) -> StoreError {
+        let seg = (self.segment.as_ref()).expect("an entry's segment is cached with it");
+        StoreError::corruption(seg.path(), pos - seg.base(), why.to_string())
     }
 }
 
