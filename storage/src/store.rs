@@ -382,35 +382,33 @@ impl Store {
         let mut offset = start;
         let mut queue_cursor = crate::consume_queue::QueueCursor::default();
         let mut segment = crate::commit_log::ReadCache::default();
-        // Is the last record in `out` the one at `offset - 1`? Then the
-        // next is usually in the same entry, found without the queue.
-        let mut follows = false;
         while offset < end && out.records.len() < max_records {
-            let in_entry = match out.records.last().filter(|_| follows) {
-                Some(prev) => self.inner.log.next_in_entry(prev, &segment)?,
+            // The record after the one just read is usually the next of its
+            // entry, found without the queue.
+            let after_last = out
+                .records
+                .last()
+                .filter(|last| last.queue_offset().0 + 1 == offset);
+            let rec = match after_last {
+                Some(last) => self.inner.log.next_in_entry(last, &segment)?,
                 None => None,
             };
-            let rec = match in_entry {
-                Some(rec) => rec,
-                None => {
-                    let Some(unit) = q.get_cached(offset, &mut queue_cursor)? else {
-                        offset += 1;
-                        follows = false;
-                        continue;
-                    };
-                    let Some(rec) = self.inner.log.read_unit_cached(
+            let rec = match rec {
+                Some(rec) => Some(rec),
+                None => match q.get_cached(offset, &mut queue_cursor)? {
+                    Some(unit) => self.inner.log.read_unit_cached(
                         unit.physical_offset,
                         unit.size,
                         &mut segment,
-                    )?
-                    else {
-                        // Deleted by retention since we looked at the beginning.
-                        offset += 1;
-                        follows = false;
-                        continue;
-                    };
-                    rec
-                }
+                    )?,
+                    None => None,
+                },
+            };
+            let Some(rec) = rec else {
+                // A hole in the queue, or deleted by retention since we
+                // looked at the beginning.
+                offset += 1;
+                continue;
             };
             if rec.queue_offset().0 != offset
                 || rec.topic_bytes() != topic.as_bytes()
@@ -429,7 +427,6 @@ impl Store {
             bytes += size;
             out.records.push(rec);
             offset += 1;
-            follows = true;
         }
         out.next_offset = offset;
         Ok(out)
