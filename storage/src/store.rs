@@ -414,6 +414,8 @@ impl Store {
                 || rec.topic_bytes() != topic.as_bytes()
                 || rec.partition() != partition
             {
+                // Bytes the reads do not CRC-check disagree with the
+                // queue: damage in the log (or the queue), reported as such.
                 return Err(StoreError::corruption(
                     self.inner.log.dir(),
                     rec.physical_offset().0,
@@ -857,3 +859,7 @@ fn acquire_lock(dir: &Path) -> Result<File> {
     }
     Ok(file)
 }
+
+#[cfg(test)]
+#[path = "store_tests.rs"]
+mod tests;
