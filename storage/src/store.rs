@@ -145,10 +145,8 @@ impl Store {
         let lock = acquire_lock(&dir)?;
         let abort_path = dir.join(ABORT_FILE);
         let checkpoint = Checkpoint::load(&dir)?;
-        let clean = !abort_path.exists() && checkpoint.is_some();
-        if !clean {
-            tracing::warn!(data_dir = %dir.display(), "previous run did not shut down cleanly; running full recovery");
-        }
+        let aborted = abort_path.exists();
+        let clean = !aborted && checkpoint.is_some();
         std::fs::write(&abort_path, b"").at(&abort_path)?;
         fs_util::fsync_dir(&dir)?;
         let checkpoint = checkpoint.unwrap_or_default();
@@ -179,11 +177,28 @@ impl Store {
         let cl_dir = dir.join(COMMITLOG_DIR);
         let segments = recovery::load_segments(&cl_dir)?;
         recovery::check_format_version(&segments)?;
+        // A data dir with no log, no checkpoint and no `abort` is new (or
+        // empty): nothing was lost, and saying otherwise would only worry.
+        let fresh = !aborted && segments.is_empty();
+        if !clean && !fresh {
+            tracing::warn!(data_dir = %dir.display(), "previous run did not shut down cleanly; running full recovery");
+        }
         let log_min = segments.first().map_or(0, |s| s.base());
-        let mut start = checkpoint.dispatched.max(log_min);
+        // Never past what reached the disk: after a power loss the bytes
+        // past `commitlog_flushed` may be zeros, and the indexes must not
+        // keep pointing at them (a checkpoint of an older tidelog could
+        // record `dispatched` above `commitlog_flushed`).
+        let mut start = checkpoint
+            .dispatched
+            .min(checkpoint.commitlog_flushed)
+            .max(log_min);
         let wanted = truncate_all(&sinks, start)?.max(log_min);
         if wanted < start {
-            start = wanted;
+            // Recovery scans whole entries: start at the beginning of the
+            // segment that holds `wanted`, the nearest entry boundary
+            // known without a scan (entries never straddle segments).
+            start = recovery::segment_base_at(&segments, wanted);
+            tracing::warn!(from = start, "an index lost units; re-dispatching from an earlier position");
             truncate_all(&sinks, start)?;
         }
         let mut replayed = 0u64;
@@ -551,6 +566,7 @@ impl Store {
             self.inner
                 .dispatcher
                 .wait_dispatched(self.inner.log.committed(), Duration::from_secs(5));
+            self.inner.log.flush_all()?;
             self.inner.checkpoint()?;
         }
         self.inner.retention_pass(trigger)
@@ -625,6 +641,10 @@ impl Inner {
         let dispatched = self.dispatcher.dispatched();
         self.dispatcher.flush_sinks()?;
         let flushed = self.log.flushed();
+        // Claim only what is on disk in the log too: recovery and retention
+        // trust `dispatched`, and indexes pointing past the flushed log
+        // would point at zeros after a power loss.
+        let dispatched = dispatched.min(flushed);
         Checkpoint {
             commitlog_flushed: flushed,
             dispatched,
