@@ -154,6 +154,7 @@ impl Store {
         // Indexes and sinks first: recovery feeds them while it verifies.
         let queues = Arc::new(ConsumeQueues::load(
             &dir.join(CONSUMEQUEUE_DIR),
+            &dir.join(crate::consume_queue::deleted::FILE_NAME),
             config.consume_queue_units_per_file,
         )?);
         let index = Arc::new(IndexService::load(
@@ -198,7 +199,10 @@ impl Store {
             // segment that holds `wanted`, the nearest entry boundary
             // known without a scan (entries never straddle segments).
             start = recovery::segment_base_at(&segments, wanted);
-            tracing::warn!(from = start, "an index lost units; re-dispatching from an earlier position");
+            tracing::warn!(
+                from = start,
+                "an index lost units; re-dispatching from an earlier position"
+            );
             truncate_all(&sinks, start)?;
         }
         let mut replayed = 0u64;
@@ -227,10 +231,16 @@ impl Store {
         );
         let dispatcher = Dispatcher::new(Arc::clone(&log), sinks, end);
 
-        // Queue offsets continue where each partition's queue ends.
+        // Queue offsets continue where each partition's queue ends, or, for
+        // a deleted partition, where it ended.
         let mut next = NextOffsets::default();
+        for (tp, n) in queues.deleted_partitions() {
+            next.insert(&tp, n);
+        }
         for q in queues.all() {
-            next.insert(q.topic_partition(), q.max_offset());
+            let tp = q.topic_partition();
+            let n = next.get(tp.topic(), tp.partition()).unwrap_or(0);
+            next.insert(tp, n.max(q.max_offset()));
         }
         log.set_next_offsets(next);
 
@@ -360,12 +370,30 @@ impl Store {
     }
 
     /// `[beginning, end)` queue offsets of a partition; `(0, 0)` if nothing
-    /// was ever written to it.
+    /// was ever written to it, `(next, next)` if its topic was deleted.
     pub fn offsets(&self, topic: &str, partition: u32) -> (u64, u64) {
         match self.inner.queues.get(topic, partition) {
             Some(q) => (q.min_offset(), q.max_offset()),
-            None => (0, 0),
+            None => match self.inner.queues.deleted_next_offset(topic, partition) {
+                Some(next) => (next, next),
+                None => (0, 0),
+            },
         }
+    }
+
+    /// Delete `topic` from the store: its ConsumeQueue files are removed and
+    /// closed now, and its records are never indexed or served by queue
+    /// offset again, also not after a crash and a recovery replay (they stay
+    /// in the CommitLog until retention deletes their segments). Each
+    /// partition's next offset is kept durably, so a topic created again
+    /// under the name continues its offsets. Returns the partitions whose
+    /// queues were deleted. Blocking (fsyncs).
+    pub fn delete_topic(&self, topic: &str) -> Result<usize> {
+        validate_topic_name(topic)?;
+        let writer_next = self.inner.log.next_queue_offsets_of(topic);
+        let deleted = self.inner.queues.delete_topic(topic, &writer_next)?;
+        tracing::info!(topic, partitions = deleted, "deleted the topic's queues");
+        Ok(deleted)
     }
 
     /// Up to `max_records` records of a partition from queue offset `from`

@@ -192,3 +192,91 @@ fn a_corrupt_checkpoint_falls_back_to_a_full_scan() {
     assert_eq!(values(&store, 0).len(), 10);
     assert_eq!(append(&store, 10), 10);
 }
+
+fn queue_file(dir: &Path, topic: &str, partition: u32) -> std::path::PathBuf {
+    dir.join(format!("consumequeue/{topic}/{partition}"))
+        .join(tidelog_storage::fs_util::offset_file_name(0))
+}
+
+/// The last unit half written, as a power loss can leave it: its physical
+/// offset, but no size or key hash.
+fn tear_unit(dir: &Path, unit: u64) {
+    let unit_len = tidelog_storage::consume_queue::format::UNIT_LEN as u64;
+    poke(&queue_file(dir, "t", 0), unit * unit_len + 8, &[0u8; 12]);
+}
+
+#[test]
+fn a_torn_queue_unit_does_not_stop_start_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(cfg(dir.path())).unwrap();
+    for i in 0..20 {
+        append(&store, i);
+    }
+    assert!(store.wait_dispatched(Duration::from_secs(5)));
+    store.close_uncleanly();
+    tear_unit(dir.path(), 19);
+    let (store, log) = logged(|| Store::open(cfg(dir.path())).unwrap());
+    assert!(log.contains("invalid consume queue unit"), "{log}");
+    assert_eq!(store.offsets("t", 0), (0, 20));
+    let want: Vec<String> = (0..20).map(|i| format!("value-{i}")).collect();
+    assert_eq!(values(&store, 0), want);
+    assert_eq!(append(&store, 20), 20);
+}
+
+#[test]
+fn a_torn_queue_unit_behind_the_checkpoint_moves_the_replay_back() {
+    // The checkpoint says everything was indexed (a clean shutdown), yet
+    // the queue's last unit is torn: recovery re-dispatches from before it.
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(cfg(dir.path())).unwrap();
+    for i in 0..20 {
+        append(&store, i);
+    }
+    store.shutdown().unwrap();
+    tear_unit(dir.path(), 19);
+    let store = Store::open(cfg(dir.path())).unwrap();
+    let report = store.recovery_report();
+    assert!(
+        report.scanned_from < store.commit_log().committed(),
+        "{report:?}"
+    );
+    assert!(report.records_replayed >= 1, "{report:?}");
+    assert_eq!(store.offsets("t", 0), (0, 20));
+    assert_eq!(values(&store, 19), vec!["value-19".to_string()]);
+}
+
+#[test]
+fn a_deleted_topic_stays_deleted_through_an_unclean_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(cfg(dir.path())).unwrap();
+    for i in 0..3 {
+        append(&store, i);
+        store.append(&[record("t", 1, None, Some("p1"))]).unwrap();
+    }
+    store.append(&[record("u", 0, None, Some("kept"))]).unwrap();
+    assert!(store.wait_dispatched(Duration::from_secs(5)));
+    assert_eq!(store.delete_topic("t").unwrap(), 2);
+    assert!(!dir.path().join("consumequeue/t").exists());
+    assert_eq!(store.offsets("t", 0), (3, 3));
+    assert!(values(&store, 0).is_empty());
+    // A crash: `abort` stays, and the checkpoint (written at open) is
+    // older than every record, so recovery replays the deleted topic's.
+    store.close_uncleanly();
+    let store = Store::open(cfg(dir.path())).unwrap();
+    assert!(store.recovery_report().records_replayed >= 7);
+    assert!(!dir.path().join("consumequeue/t").exists());
+    let partitions: Vec<String> = store.partitions().iter().map(|tp| tp.to_string()).collect();
+    assert_eq!(partitions.len(), 1, "{partitions:?}");
+    assert_eq!(store.offsets("t", 0), (3, 3));
+    assert_eq!(store.offsets("t", 1), (3, 3));
+    assert_eq!(store.offsets("u", 0), (0, 1));
+    // A topic created again continues the offsets, and shows only its own.
+    assert_eq!(append(&store, 100), 3);
+    assert!(store.wait_dispatched(Duration::from_secs(5)));
+    assert_eq!(values(&store, 0), vec!["value-100".to_string()]);
+    store.close_uncleanly();
+    let store = Store::open(cfg(dir.path())).unwrap();
+    assert_eq!(store.offsets("t", 0), (3, 4));
+    assert_eq!(values(&store, 0), vec!["value-100".to_string()]);
+    assert_eq!(append(&store, 101), 4);
+}

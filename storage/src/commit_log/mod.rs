@@ -253,6 +253,17 @@ impl CommitLog {
             .unwrap_or(0)
     }
 
+    /// The writer's next queue offset of every partition of `topic` it has
+    /// assigned offsets in (or was told of at open).
+    pub fn next_queue_offsets_of(&self, topic: &str) -> Vec<(u32, u64)> {
+        lock(&self.writer)
+            .next_offsets
+            .0
+            .get(topic)
+            .map(|parts| parts.iter().map(|(&p, &n)| (p, n)).collect())
+            .unwrap_or_default()
+    }
+
     fn check_poisoned(&self) -> Result<()> {
         if self.poisoned.load(Ordering::Acquire) {
             return Err(StoreError::Poisoned {
