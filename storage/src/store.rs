@@ -439,11 +439,22 @@ impl Store {
             let rec = match rec {
                 Some(rec) => Some(rec),
                 None => match q.get_cached(offset, &mut queue_cursor)? {
-                    Some(unit) => self.inner.log.read_unit_cached(
+                    Some(unit) => match self.inner.log.read_unit_cached(
                         unit.physical_offset,
                         unit.size,
                         &mut segment,
-                    )?,
+                    )? {
+                        None if unit.physical_offset < self.inner.log.min_offset() => {
+                            // Retention deleted it since we read the
+                            // beginning (the queue's beginning follows a
+                            // moment later): go on from the new beginning
+                            // rather than unit by unit.
+                            let log_min = self.inner.log.min_offset();
+                            offset = q.first_offset_at_or_past(log_min).max(offset + 1);
+                            continue;
+                        }
+                        rec => rec,
+                    },
                     None => None,
                 },
             };

@@ -524,11 +524,16 @@ impl ConsumeQueue {
     /// is always kept, so a partition's offsets continue after a restart
     /// even when all its records are gone. Returns files deleted.
     pub fn advance_min(&self, commitlog_min: u64) -> Result<usize> {
+        self.hide_below(self.first_offset_at_or_past(commitlog_min))
+    }
+
+    /// The first queue offset (from the beginning on) whose unit points at
+    /// or past CommitLog position `commitlog_min`; the end if none does.
+    pub fn first_offset_at_or_past(&self, commitlog_min: u64) -> u64 {
         let mut lo = self.min_offset();
-        let max = self.max_offset();
         // Units point forward in the log as offsets grow: binary search for
         // the first unit at or past `commitlog_min`, treating holes as below.
-        let mut hi = max;
+        let mut hi = self.max_offset();
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
             // An invalid unit counts as a hole: it is reported when read,
@@ -543,7 +548,7 @@ impl ConsumeQueue {
                 hi = mid;
             }
         }
-        self.hide_below(lo)
+        lo
     }
 
     /// Move the beginning up to queue offset `offset` (if it is below) and
