@@ -570,6 +570,32 @@ impl ConsumeQueue {
         Ok(deleted)
     }
 
+    /// `unit` (at `offset`) if it points past the unit before it, as every
+    /// unit does (a partition's records are dispatched in log order). A
+    /// unit torn across a page boundary by a power loss can decode with
+    /// zeros for the high bytes of its position; this catches it.
+    fn check_order(&self, offset: u64, unit: Option<Unit>) -> Result<Option<Unit>> {
+        let (Some(u), Some(before)) = (unit, offset.checked_sub(1)) else {
+            return Ok(unit);
+        };
+        if before < self.min_offset() {
+            return Ok(unit);
+        }
+        match self.file_for(before).map(|f| f.decode(before)) {
+            Some(Ok(Some(prev))) if prev.physical_offset >= u.physical_offset => {
+                Err(StoreError::corruption(
+                    &self.dir,
+                    offset * UNIT_LEN as u64,
+                    format!(
+                        "unit points at {} but the unit before it at {}",
+                        u.physical_offset, prev.physical_offset
+                    ),
+                ))
+            }
+            _ => Ok(unit),
+        }
+    }
+
     /// Whether the topic was deleted (the queue is no longer in the map).
     pub fn is_deleted(&self) -> bool {
         self.deleted.load(Ordering::Acquire)
@@ -599,7 +625,7 @@ impl ConsumeQueue {
             let Some(f) = self.file_for(max - 1) else {
                 break;
             };
-            match f.decode(max - 1) {
+            match f.decode(max - 1).and_then(|u| self.check_order(max - 1, u)) {
                 Ok(Some(u)) if u.physical_offset < physical_end => {
                     if torn {
                         out.replay_from = Some(u.physical_offset + u64::from(u.size));
@@ -1151,6 +1177,21 @@ mod tests {
             }
         );
         assert_eq!(q.max_offset(), 8);
+        // A unit whose position lost its low bytes (torn across a page
+        // boundary) points before the unit ahead of it.
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[7 * UNIT_LEN..7 * UNIT_LEN + 6].fill(0);
+        std::fs::write(&path, &bytes).unwrap();
+        let q = open(dir.path(), 64).unwrap().get("t", 0).unwrap();
+        assert_eq!(q.max_offset(), 8);
+        assert_eq!(
+            q.truncate_from_physical(10_000).unwrap(),
+            Truncated {
+                dropped: 1,
+                replay_from: Some(700)
+            }
+        );
+        assert_eq!(q.get(6).unwrap(), Some(unit(600)));
         // Without a torn unit there is nothing to replay.
         assert_eq!(q.truncate_from_physical(850).unwrap(), Truncated::default());
     }
