@@ -203,9 +203,12 @@ impl ApiError {
 ///   will do.
 /// * `InvalidInput`: 40002; the API validates first, so reaching this means a
 ///   limit the store has and the API does not know about.
-/// * `Io`, `Corruption`, `Poisoned`, `Locked`: 50001 with the store's own
-///   message, which names the file and position; after `Poisoned` every
-///   write fails until a restart runs recovery.
+/// * `Io`, `Corruption`, `Inconsistent`, `Poisoned`, `Locked`: 50001 with
+///   the store's own message, which names the file and position (logged at
+///   warn with every 5xx answer); after `Poisoned` every write fails until
+///   a restart runs recovery. `Inconsistent` is the store's structures
+///   disagreeing (a queue unit and its record): a bug or damage, never the
+///   client's mistake.
 impl From<tidelog_storage::StoreError> for ApiError {
     fn from(e: tidelog_storage::StoreError) -> Self {
         use tidelog_storage::StoreError as S;
@@ -217,9 +220,11 @@ impl From<tidelog_storage::StoreError> for ApiError {
                 message: format!("{message}: the server is shutting down"),
             },
             S::InvalidInput { .. } => ApiError::BadRequest { message },
-            S::Io { .. } | S::Corruption { .. } | S::Poisoned { .. } | S::Locked { .. } => {
-                ApiError::Internal { message }
-            }
+            S::Io { .. }
+            | S::Corruption { .. }
+            | S::Inconsistent { .. }
+            | S::Poisoned { .. }
+            | S::Locked { .. } => ApiError::Internal { message },
         }
     }
 }
@@ -490,6 +495,14 @@ mod tests {
                     file: "/d/f".into(),
                     position: 3,
                     reason: "crc".into(),
+                },
+                50001,
+            ),
+            (
+                S::Inconsistent {
+                    file: "/d/commitlog".into(),
+                    position: 4096,
+                    reason: "queue unit says 9 bytes, record has 7".into(),
                 },
                 50001,
             ),

@@ -14,13 +14,14 @@
 //!   the YAML file or the registry file on disk;
 //! * a topic's `base_offsets` has one entry per partition.
 //!
-//! Why `base_offsets`: the store cannot delete a partition's ConsumeQueue
-//! (yet), so a topic deleted and created again would see its predecessor's
-//! records and continue its offsets. Instead, a topic records, per partition,
-//! the end offset the store had when the topic was created; everything below
-//! is a previous incarnation's and is never served (fetch, offsets, query by
-//! key and read by physical offset all respect it). Offsets therefore keep
-//! rising across incarnations, which Kafka clients handle like any gap.
+//! Why `base_offsets`: a deleted topic's records stay in the CommitLog until
+//! retention removes them, and the store continues a partition's offsets
+//! across a deletion (`Store::delete_topic` keeps each partition's next
+//! offset). So a topic records, per partition, the end offset the store had
+//! when the topic was created; everything below is a previous
+//! incarnation's and is never served (fetch, offsets, query by key and read
+//! by physical offset all respect it). Offsets therefore keep rising across
+//! incarnations, which Kafka clients handle like any gap.
 //!
 //! Locks: `write` (a mutex) serialises mutations and file writes, and is
 //! taken before `topics` (an RwLock held only to clone or swap an `Arc`).

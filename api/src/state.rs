@@ -151,6 +151,25 @@ impl Ready {
     ) -> Result<(GroupOffsets, LogCleaner), StartupError> {
         registry.ensure_internal(&|p| next_offset(store, CONSUMER_OFFSETS_TOPIC, p))?;
         registry.apply_declared(&settings.declared_topics, &|t, p| next_offset(store, t, p))?;
+        // Queues of topics the registry no longer has: left by a crash
+        // between a topic's deletion from the registry and from the store
+        // (or by a tidelog that did not delete them).
+        let mut orphans: Vec<String> = store
+            .partitions()
+            .iter()
+            .map(|tp| tp.topic().to_string())
+            .filter(|t| registry.get(t).is_none())
+            .collect();
+        orphans.dedup();
+        for topic in &orphans {
+            tracing::info!(%topic, "removing the queues of a deleted topic");
+            store
+                .delete_topic(topic)
+                .map_err(|source| StartupError::Store {
+                    data_dir: store.data_dir().to_path_buf(),
+                    source,
+                })?;
+        }
         for topic in registry.all() {
             if topic.config.cleanup_policy.compacts() {
                 logs.set_topic(&topic.name, topic.config.compact_config());

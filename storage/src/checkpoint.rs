@@ -13,11 +13,14 @@
 //!     32     4  crc                 u32, CRC32C of bytes [0, 32)
 //! ```
 //! Written with temp → fsync → rename → fsync dir, so it is always whole.
-//! Positions, not timestamps: recovery starts scanning at `dispatched`.
+//! Positions, not timestamps: recovery starts scanning at
+//! min(`dispatched`, `commitlog_flushed`), and `dispatched` is never
+//! written above `commitlog_flushed`. A damaged checkpoint is ignored (with
+//! a warning): recovery then scans the whole log, which is always right.
 
 use std::path::Path;
 
-use crate::error::{IoContext, Result, StoreError};
+use crate::error::{IoContext, Result};
 use crate::fs_util;
 
 pub const FILE_NAME: &str = "checkpoint";
@@ -76,15 +79,27 @@ impl Checkpoint {
         })
     }
 
-    /// Read `<dir>/checkpoint`; `None` if there is none yet.
+    /// Read `<dir>/checkpoint`; `None` if there is none yet, or if it is
+    /// damaged. The checkpoint only bounds recovery work: without it
+    /// recovery scans the whole CommitLog and rebuilds every index from it,
+    /// which is slower but always right, so a damaged one is logged and
+    /// treated as missing rather than stopping start-up.
     pub fn load(dir: &Path) -> Result<Option<Checkpoint>> {
         let path = dir.join(FILE_NAME);
-        match std::fs::read(&path) {
-            Ok(b) => Checkpoint::decode(&b)
-                .map(Some)
-                .map_err(|why| StoreError::corruption(&path, 0, why)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e).at(&path),
+        let bytes = match std::fs::metadata(&path) {
+            Ok(meta) if meta.len() != LEN as u64 => {
+                Err(format!("{} bytes, expected {LEN}", meta.len()))
+            }
+            Ok(_) => Ok(std::fs::read(&path).at(&path)?),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e).at(&path),
+        };
+        match bytes.and_then(|b| Checkpoint::decode(&b)) {
+            Ok(cp) => Ok(Some(cp)),
+            Err(why) => {
+                tracing::warn!(path = %path.display(), %why, "the checkpoint is damaged; ignoring it and recovering with a full scan of the commit log");
+                Ok(None)
+            }
         }
     }
 
@@ -111,7 +126,7 @@ mod tests {
     }
 
     #[test]
-    fn bad_checkpoints_are_refused() {
+    fn bad_checkpoints_are_refused_and_read_as_missing() {
         let good = Checkpoint {
             commitlog_flushed: 1,
             dispatched: 2,
@@ -125,11 +140,13 @@ mod tests {
         }
         assert!(Checkpoint::decode(&good[..LEN - 1]).is_err());
         assert!(Checkpoint::decode(&[]).is_err());
+        // On disk: a short file, and a whole one with a flipped byte.
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join(FILE_NAME), b"garbage").unwrap();
-        assert!(matches!(
-            Checkpoint::load(dir.path()),
-            Err(StoreError::Corruption { .. })
-        ));
+        assert_eq!(Checkpoint::load(dir.path()).unwrap(), None);
+        let mut flipped = good;
+        flipped[17] ^= 0x40;
+        std::fs::write(dir.path().join(FILE_NAME), flipped).unwrap();
+        assert_eq!(Checkpoint::load(dir.path()).unwrap(), None);
     }
 }

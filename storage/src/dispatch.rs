@@ -101,17 +101,23 @@ impl DispatchSink for ConsumeQueueSink {
         let Some(first) = records.first() else {
             return Ok(());
         };
+        // Held while the entry is indexed: a topic deletion waits for it,
+        // and this sees a deletion whole (see `ConsumeQueues`).
+        let deleted = self.queues.deleted();
+        // An entry's records are of one append, so of one incarnation.
+        if deleted.covers(first) {
+            return Ok(()); // of a deleted topic: replayed, or not indexed before the deletion
+        }
         let mut batch = self.batch();
         let same_partition = batch.queues.entry(first.partition()).or_default();
-        let at = match same_partition
-            .iter()
-            .position(|(q, _)| q.topic_partition().topic().as_bytes() == first.topic_bytes())
-        {
+        let at = match same_partition.iter().position(|(q, _)| {
+            q.topic_partition().topic().as_bytes() == first.topic_bytes() && !q.is_deleted()
+        }) {
             Some(at) => at,
             None => {
                 let q = self
                     .queues
-                    .get_or_create(first.topic(), first.partition())?;
+                    .create(&deleted, first.topic(), first.partition())?;
                 same_partition.push((q, QueueCursor::default()));
                 same_partition.len() - 1
             }
@@ -149,13 +155,16 @@ impl DispatchSink for ConsumeQueueSink {
     }
 
     fn truncate(&self, physical_end: u64) -> Result<u64> {
+        let mut replay_from = physical_end;
         for q in self.queues.all() {
-            let dropped = q.truncate_from_physical(physical_end)?;
-            if dropped > 0 {
-                tracing::info!(tp = %q.topic_partition(), dropped, "dropped queue units past the recovered log end");
+            let t = q.truncate_from_physical(physical_end)?;
+            if t.dropped > 0 {
+                tracing::info!(tp = %q.topic_partition(), dropped = t.dropped, "dropped queue units past the recovered log end");
             }
+            // Torn units: their records may lie before `physical_end`.
+            replay_from = replay_from.min(t.replay_from.unwrap_or(physical_end));
         }
-        Ok(physical_end)
+        Ok(replay_from)
     }
 }
 

@@ -26,6 +26,18 @@ pub enum StoreError {
         reason: String,
     },
 
+    /// The store's own structures disagree with each other (a queue unit
+    /// and the record it points at, a position the log does not hold, a
+    /// segment the writer planned and cannot find): a bug or damage, never
+    /// the caller's mistake. `file` is the file (or directory) concerned,
+    /// `position` the byte position in it (or in the CommitLog).
+    #[error("internal inconsistency in {file} at {position}: {reason}")]
+    Inconsistent {
+        file: PathBuf,
+        position: u64,
+        reason: String,
+    },
+
     /// A caller handed the store something it refuses (bad name, too large).
     #[error("invalid input: {reason}")]
     InvalidInput { reason: String },
@@ -62,6 +74,18 @@ impl StoreError {
 
     pub(crate) fn invalid(reason: impl Into<String>) -> Self {
         StoreError::InvalidInput {
+            reason: reason.into(),
+        }
+    }
+
+    pub(crate) fn inconsistent(
+        file: impl Into<PathBuf>,
+        position: u64,
+        reason: impl Into<String>,
+    ) -> Self {
+        StoreError::Inconsistent {
+            file: file.into(),
+            position,
             reason: reason.into(),
         }
     }

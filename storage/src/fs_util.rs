@@ -73,6 +73,55 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<()> {
     fsync_dir(dir)
 }
 
+/// Ranges of `file` in `[from, size)` that may hold non-zero bytes, found
+/// with `SEEK_DATA`/`SEEK_HOLE`: space never written reads as a hole, so a
+/// reader can skip the untouched part of a preallocated or sparse file
+/// without reading (or faulting in) a page of it. Pages written but not yet
+/// written back count as data. Where the filesystem cannot tell, the whole
+/// rest of the file is one range, which is always correct.
+pub fn data_ranges(file: &File, from: u64, size: u64) -> Vec<(u64, u64)> {
+    if from >= size {
+        return Vec::new();
+    }
+    let whole = vec![(from, size)];
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::io::AsRawFd;
+        let fd = file.as_raw_fd();
+        let mut out = Vec::new();
+        let mut pos = from;
+        while pos < size {
+            // SAFETY: plain syscalls on an fd the caller owns.
+            let data = unsafe { libc::lseek(fd, pos as libc::off_t, libc::SEEK_DATA) };
+            if data < 0 {
+                let err = std::io::Error::last_os_error();
+                if err.raw_os_error() == Some(libc::ENXIO) {
+                    break; // no data past `pos`
+                }
+                return whole;
+            }
+            // SAFETY: as above.
+            let hole = unsafe { libc::lseek(fd, data, libc::SEEK_HOLE) };
+            let end = if hole < 0 {
+                size
+            } else {
+                (hole as u64).min(size)
+            };
+            if (data as u64) >= end {
+                break;
+            }
+            out.push((data as u64, end));
+            pos = end;
+        }
+        out
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = file;
+        whole
+    }
+}
+
 /// Create `dir` and its parents, then fsync the parent so the entry survives.
 pub fn create_dir_durable(dir: &Path) -> Result<()> {
     if dir.is_dir() {

@@ -76,6 +76,15 @@ pub(crate) fn load_segments(dir: &Path) -> Result<Vec<Arc<Segment>>> {
     Ok(segs)
 }
 
+/// The base of the segment holding `pos` (an entry boundary at or before
+/// it), or the log's first byte if no segment holds it.
+pub(crate) fn segment_base_at(segments: &[Arc<Segment>], pos: u64) -> u64 {
+    match find_segment(segments, pos) {
+        Some(s) => s.base(),
+        None => segments.last().map_or(pos, |s| s.end()).min(pos),
+    }
+}
+
 /// Scan from `start` (an entry boundary from the checkpoint) to the valid
 /// end, then make the end durable.
 pub(crate) fn recover_log(

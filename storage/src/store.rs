@@ -145,10 +145,8 @@ impl Store {
         let lock = acquire_lock(&dir)?;
         let abort_path = dir.join(ABORT_FILE);
         let checkpoint = Checkpoint::load(&dir)?;
-        let clean = !abort_path.exists() && checkpoint.is_some();
-        if !clean {
-            tracing::warn!(data_dir = %dir.display(), "previous run did not shut down cleanly; running full recovery");
-        }
+        let aborted = abort_path.exists();
+        let clean = !aborted && checkpoint.is_some();
         std::fs::write(&abort_path, b"").at(&abort_path)?;
         fs_util::fsync_dir(&dir)?;
         let checkpoint = checkpoint.unwrap_or_default();
@@ -156,6 +154,7 @@ impl Store {
         // Indexes and sinks first: recovery feeds them while it verifies.
         let queues = Arc::new(ConsumeQueues::load(
             &dir.join(CONSUMEQUEUE_DIR),
+            &dir.join(crate::consume_queue::deleted::FILE_NAME),
             config.consume_queue_units_per_file,
         )?);
         let index = Arc::new(IndexService::load(
@@ -179,11 +178,31 @@ impl Store {
         let cl_dir = dir.join(COMMITLOG_DIR);
         let segments = recovery::load_segments(&cl_dir)?;
         recovery::check_format_version(&segments)?;
+        // A data dir with no log, no checkpoint and no `abort` is new (or
+        // empty): nothing was lost, and saying otherwise would only worry.
+        let fresh = !aborted && segments.is_empty();
+        if !clean && !fresh {
+            tracing::warn!(data_dir = %dir.display(), "previous run did not shut down cleanly; running full recovery");
+        }
         let log_min = segments.first().map_or(0, |s| s.base());
-        let mut start = checkpoint.dispatched.max(log_min);
+        // Never past what reached the disk: after a power loss the bytes
+        // past `commitlog_flushed` may be zeros, and the indexes must not
+        // keep pointing at them (a checkpoint of an older tidelog could
+        // record `dispatched` above `commitlog_flushed`).
+        let mut start = checkpoint
+            .dispatched
+            .min(checkpoint.commitlog_flushed)
+            .max(log_min);
         let wanted = truncate_all(&sinks, start)?.max(log_min);
         if wanted < start {
-            start = wanted;
+            // Recovery scans whole entries: start at the beginning of the
+            // segment that holds `wanted`, the nearest entry boundary
+            // known without a scan (entries never straddle segments).
+            start = recovery::segment_base_at(&segments, wanted);
+            tracing::warn!(
+                from = start,
+                "an index lost units; re-dispatching from an earlier position"
+            );
             truncate_all(&sinks, start)?;
         }
         let mut replayed = 0u64;
@@ -212,10 +231,16 @@ impl Store {
         );
         let dispatcher = Dispatcher::new(Arc::clone(&log), sinks, end);
 
-        // Queue offsets continue where each partition's queue ends.
+        // Queue offsets continue where each partition's queue ends, or, for
+        // a deleted partition, where it ended.
         let mut next = NextOffsets::default();
+        for (tp, n) in queues.deleted_partitions() {
+            next.insert(&tp, n);
+        }
         for q in queues.all() {
-            next.insert(q.topic_partition(), q.max_offset());
+            let tp = q.topic_partition();
+            let n = next.get(tp.topic(), tp.partition()).unwrap_or(0);
+            next.insert(tp, n.max(q.max_offset()));
         }
         log.set_next_offsets(next);
 
@@ -345,12 +370,30 @@ impl Store {
     }
 
     /// `[beginning, end)` queue offsets of a partition; `(0, 0)` if nothing
-    /// was ever written to it.
+    /// was ever written to it, `(next, next)` if its topic was deleted.
     pub fn offsets(&self, topic: &str, partition: u32) -> (u64, u64) {
         match self.inner.queues.get(topic, partition) {
             Some(q) => (q.min_offset(), q.max_offset()),
-            None => (0, 0),
+            None => match self.inner.queues.deleted_next_offset(topic, partition) {
+                Some(next) => (next, next),
+                None => (0, 0),
+            },
         }
+    }
+
+    /// Delete `topic` from the store: its ConsumeQueue files are removed and
+    /// closed now, and its records are never indexed or served by queue
+    /// offset again, also not after a crash and a recovery replay (they stay
+    /// in the CommitLog until retention deletes their segments). Each
+    /// partition's next offset is kept durably, so a topic created again
+    /// under the name continues its offsets. Returns the partitions whose
+    /// queues were deleted. Blocking (fsyncs).
+    pub fn delete_topic(&self, topic: &str) -> Result<usize> {
+        validate_topic_name(topic)?;
+        let writer_next = self.inner.log.next_queue_offsets_of(topic);
+        let deleted = self.inner.queues.delete_topic(topic, &writer_next)?;
+        tracing::info!(topic, partitions = deleted, "deleted the topic's queues");
+        Ok(deleted)
     }
 
     /// Up to `max_records` records of a partition from queue offset `from`
@@ -396,11 +439,22 @@ impl Store {
             let rec = match rec {
                 Some(rec) => Some(rec),
                 None => match q.get_cached(offset, &mut queue_cursor)? {
-                    Some(unit) => self.inner.log.read_unit_cached(
+                    Some(unit) => match self.inner.log.read_unit_cached(
                         unit.physical_offset,
                         unit.size,
                         &mut segment,
-                    )?,
+                    )? {
+                        None if unit.physical_offset < self.inner.log.min_offset() => {
+                            // Retention deleted it since we read the
+                            // beginning (the queue's beginning follows a
+                            // moment later): go on from the new beginning
+                            // rather than unit by unit.
+                            let log_min = self.inner.log.min_offset();
+                            offset = q.first_offset_at_or_past(log_min).max(offset + 1);
+                            continue;
+                        }
+                        rec => rec,
+                    },
                     None => None,
                 },
             };
@@ -414,6 +468,8 @@ impl Store {
                 || rec.topic_bytes() != topic.as_bytes()
                 || rec.partition() != partition
             {
+                // Bytes the reads do not CRC-check disagree with the
+                // queue: damage in the log (or the queue), reported as such.
                 return Err(StoreError::corruption(
                     self.inner.log.dir(),
                     rec.physical_offset().0,
@@ -549,6 +605,7 @@ impl Store {
             self.inner
                 .dispatcher
                 .wait_dispatched(self.inner.log.committed(), Duration::from_secs(5));
+            self.inner.log.flush_all()?;
             self.inner.checkpoint()?;
         }
         self.inner.retention_pass(trigger)
@@ -623,6 +680,10 @@ impl Inner {
         let dispatched = self.dispatcher.dispatched();
         self.dispatcher.flush_sinks()?;
         let flushed = self.log.flushed();
+        // Claim only what is on disk in the log too: recovery and retention
+        // trust `dispatched`, and indexes pointing past the flushed log
+        // would point at zeros after a power loss.
+        let dispatched = dispatched.min(flushed);
         Checkpoint {
             commitlog_flushed: flushed,
             dispatched,
@@ -857,3 +918,7 @@ fn acquire_lock(dir: &Path) -> Result<File> {
     }
     Ok(file)
 }
+
+#[cfg(test)]
+#[path = "store_tests.rs"]
+mod tests;

@@ -14,10 +14,11 @@
 //!   (the default) needs a `value`. The whole alter applies or none of it.
 //! * The internal topic `__consumer_offsets` cannot be deleted and its
 //!   configs cannot be changed (40002).
-//! * A deleted topic's records stay in the store until retention removes
-//!   them but are never served again, also not to a new topic of the same
-//!   name (see `registry.rs`). A deleted compact topic's compacted logs
-//!   and cleaner checkpoint entries are removed at once.
+//! * A deleted topic's records stay in the CommitLog until retention
+//!   removes them but are never served again, also not to a new topic of
+//!   the same name (see `registry.rs`). Its ConsumeQueue files (and a
+//!   compact topic's compacted logs and cleaner checkpoint entries) are
+//!   removed at once (`Store::delete_topic`).
 //! * `cleanup.policy` may change between `delete` and a compacting policy
 //!   only while the topic has no records (40002 otherwise, saying why);
 //!   `compact` ↔ `compact,delete` always (docs/compaction.md).
@@ -251,6 +252,9 @@ pub async fn delete_v3(
         if ready.has_compaction_state(&name) {
             ready.drop_compaction(&name)?;
         }
+        // Its ConsumeQueue files are removed and closed; a crash before
+        // this is finished at the next start (`Ready::open`).
+        ready.store.delete_topic(&name)?;
         Ok(())
     })
     .await?;

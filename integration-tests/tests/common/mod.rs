@@ -198,6 +198,11 @@ impl TidelogProcess {
         self.spawn_and_wait();
     }
 
+    /// The running server's process id (for `/proc/<pid>/…`).
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("server is running").id()
+    }
+
     /// Length of the log so far, to read only what a later run writes.
     pub fn log_len(&self) -> usize {
         self.log().len()

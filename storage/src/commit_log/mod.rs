@@ -253,6 +253,17 @@ impl CommitLog {
             .unwrap_or(0)
     }
 
+    /// The writer's next queue offset of every partition of `topic` it has
+    /// assigned offsets in (or was told of at open).
+    pub fn next_queue_offsets_of(&self, topic: &str) -> Vec<(u32, u64)> {
+        lock(&self.writer)
+            .next_offsets
+            .0
+            .get(topic)
+            .map(|parts| parts.iter().map(|(&p, &n)| (p, n)).collect())
+            .unwrap_or_default()
+    }
+
     fn check_poisoned(&self) -> Result<()> {
         if self.poisoned.load(Ordering::Acquire) {
             return Err(StoreError::Poisoned {
@@ -470,7 +481,11 @@ impl CommitLog {
     fn write_run(&self, pos: u64, bytes: &[u8]) -> Result<()> {
         let Some(s) = self.segment_containing(pos) else {
             debug_assert!(false, "planned segment at {pos} is missing");
-            return Err(StoreError::invalid("internal: planned segment missing"));
+            return Err(StoreError::inconsistent(
+                &self.dir,
+                pos,
+                "the segment planned for this write is missing",
+            ));
         };
         let res = fault::check(&self.faults, FaultPoint::CommitLogWrite)
             .and_then(|_| s.write_at(pos - s.base(), bytes));
@@ -648,15 +663,21 @@ impl CommitLog {
     fn cache_at(&self, pos: u64, committed: u64, cache: &mut ReadCache) -> Result<usize> {
         if !cache.holds(pos) {
             if !cache.segment.as_ref().is_some_and(|s| s.contains(pos)) {
+                #[cfg(test)]
+                run_before_segment_lookup();
                 cache.segment = self.segment_containing(pos);
                 cache.entry = None;
             }
             let Some(seg) = cache.segment.as_ref() else {
                 cache.chunk = Bytes::new();
-                return Err(StoreError::invalid(format!(
-                    "physical offset {pos} is not in the log (minimum {})",
-                    self.min_offset()
-                )));
+                return Err(StoreError::inconsistent(
+                    &self.dir,
+                    pos,
+                    format!(
+                        "physical offset {pos} is not in the log (minimum {})",
+                        self.min_offset()
+                    ),
+                ));
             };
             let rel = (pos - seg.base()) as usize;
             let avail = (committed.min(seg.end()) - pos) as usize;
@@ -735,6 +756,8 @@ impl CommitLog {
         match self.record_at(pos, true, &mut ReadCache::default()) {
             Ok(r) => Ok(Some(r)),
             Err(StoreError::Corruption { .. }) => Ok(None),
+            // Deleted by retention since the check above.
+            Err(StoreError::Inconsistent { .. }) if pos < self.min_offset() => Ok(None),
             Err(e) => Err(e),
         }
     }
@@ -761,12 +784,19 @@ impl CommitLog {
         if pos >= self.committed() {
             return Ok(None);
         }
-        let r = self.record_at(pos, false, cache)?;
+        let r = match self.record_at(pos, false, cache) {
+            Ok(r) => r,
+            // Retention deleted the segment between the check above and
+            // the lookup: the record is gone, as if the check had seen it.
+            Err(StoreError::Inconsistent { .. }) if pos < self.min_offset() => return Ok(None),
+            Err(e) => return Err(e),
+        };
         if r.size() != size {
-            return Err(StoreError::invalid(format!(
-                "queue unit says {size} bytes at {pos}, record has {}",
-                r.size()
-            )));
+            return Err(StoreError::inconsistent(
+                &self.dir,
+                pos,
+                format!("queue unit says {size} bytes, record has {}", r.size()),
+            ));
         }
         Ok(Some(r))
     }
@@ -816,6 +846,22 @@ impl ReadCache {
     fn entry_corruption(&self, pos: u64, why: Invalid) -> StoreError {
         let seg = (self.segment.as_ref()).expect("an entry's segment is cached with it");
         StoreError::corruption(seg.path(), pos - seg.base(), why.to_string())
+    }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Runs once, right before this thread's next segment lookup of a
+    /// read: lets a test delete a segment exactly between a reader's
+    /// check of the log's start and its lookup.
+    pub(crate) static BEFORE_SEGMENT_LOOKUP: std::cell::RefCell<Option<Box<dyn FnOnce()>>> =
+        std::cell::RefCell::new(None);
+}
+
+#[cfg(test)]
+fn run_before_segment_lookup() {
+    if let Some(hook) = BEFORE_SEGMENT_LOOKUP.with(|h| h.borrow_mut().take()) {
+        hook();
     }
 }
 

@@ -268,49 +268,10 @@ impl Segment {
     }
 
     /// Ranges at or after `from` (relative offsets) that may hold non-zero
-    /// bytes, found with `SEEK_DATA`/`SEEK_HOLE`: preallocated space never
-    /// written reads as a hole, so recovery can skip the untouched part of a
-    /// 1 GiB segment without faulting it in. Pages written but not yet
-    /// written back count as data. Where the filesystem cannot tell, the
-    /// whole rest of the file is one range, which is always correct.
+    /// bytes ([`fs_util::data_ranges`]): recovery skips the untouched part
+    /// of a preallocated 1 GiB segment without faulting it in.
     pub fn data_ranges(&self, from: u64) -> Vec<(u64, u64)> {
-        let whole = vec![(from, self.size)];
-        if from >= self.size {
-            return Vec::new();
-        }
-        #[cfg(target_os = "linux")]
-        {
-            use std::os::unix::io::AsRawFd;
-            let fd = self._file.as_raw_fd();
-            let mut out = Vec::new();
-            let mut pos = from;
-            while pos < self.size {
-                // SAFETY: plain syscalls on an fd we own.
-                let data = unsafe { libc::lseek(fd, pos as libc::off_t, libc::SEEK_DATA) };
-                if data < 0 {
-                    let err = std::io::Error::last_os_error();
-                    if err.raw_os_error() == Some(libc::ENXIO) {
-                        break; // no data past `pos`
-                    }
-                    return whole;
-                }
-                // SAFETY: as above.
-                let hole = unsafe { libc::lseek(fd, data, libc::SEEK_HOLE) };
-                let end = if hole < 0 {
-                    self.size
-                } else {
-                    (hole as u64).min(self.size)
-                };
-                if (data as u64) >= end {
-                    break;
-                }
-                out.push((data as u64, end));
-                pos = end;
-            }
-            out
-        }
-        #[cfg(not(target_os = "linux"))]
-        whole
+        fs_util::data_ranges(&self._file, from, self.size)
     }
 
     /// Write `bytes` at `at` (relative) with pwrite(2). The single writer

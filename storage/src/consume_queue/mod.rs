@@ -8,29 +8,45 @@
 //!   `Release` after the unit is written; readers load it with `Acquire`
 //!   and read only units below it.
 //! - Units of queue offsets below `min_offset` point at CommitLog bytes that
-//!   retention has deleted (or were never written).
+//!   retention has deleted (or were never written), or belong to a deleted
+//!   incarnation of the topic.
+//! - Opening a queue reads only its files' written ranges, with `pread`,
+//!   never through the maps: a sparse 6 MB queue file holding one unit
+//!   costs one page of page cache at open and nothing resident; pages are
+//!   mapped in when read.
+//! - A deleted topic's queues are gone from the map and from disk; its
+//!   partitions' next offsets are in `deleted-partitions` ([`deleted`]), and
+//!   records of the deleted incarnation (queue offset below that) are never
+//!   indexed again, also not by a recovery replay.
 
+pub mod deleted;
 pub mod format;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock, RwLockReadGuard};
 
 use event_listener::{Event, EventListener};
 use memmap2::{MmapOptions, MmapRaw};
 
+use self::deleted::DeletedPartitions;
 pub use self::format::Unit;
 use self::format::UNIT_LEN;
+use crate::commit_log::StoredRecord;
 use crate::error::{IoContext, Result, StoreError};
 use crate::fs_util;
 use crate::types::{validate_topic_name, TopicPartition};
+
+/// Bytes read per system call when a queue file is scanned at open (about
+/// 64 KiB, whole units).
+const SCAN_CHUNK: u64 = UNIT_LEN as u64 * 3277;
 
 struct QueueFile {
     first_unit: u64,
     path: PathBuf,
     map: MmapRaw,
-    _file: std::fs::File,
+    file: std::fs::File,
 }
 
 impl QueueFile {
@@ -62,8 +78,52 @@ impl QueueFile {
             first_unit,
             path,
             map,
-            _file: file,
+            file,
         })
+    }
+
+    /// The first unit of the file (or, with `last`, the last) whose bytes
+    /// are not all zero, as a queue offset. Reads the file's data ranges
+    /// only, with `pread`: holes are skipped, and the map is not touched,
+    /// so nothing becomes resident in this process.
+    fn find_written_unit(&self, last: bool) -> Result<Option<u64>> {
+        use std::os::unix::fs::FileExt;
+        // Read exactly what is asked: readahead around a queue file's
+        // first written page would fill the page cache with its holes
+        // (6 MB per partition, at every open).
+        let _random = ReadRandomly::new(&self.file);
+        let unit = UNIT_LEN as u64;
+        let len = self.map.len() as u64;
+        let mut windows = Vec::new();
+        for (start, end) in fs_util::data_ranges(&self.file, 0, len) {
+            // Ranges are in blocks; widen them to whole units.
+            let mut lo = start / unit * unit;
+            let end = end.div_ceil(unit).saturating_mul(unit).min(len);
+            while lo < end {
+                let hi = (lo + SCAN_CHUNK).min(end);
+                windows.push((lo, hi));
+                lo = hi;
+            }
+        }
+        if last {
+            windows.reverse();
+        }
+        let mut buf = vec![0u8; SCAN_CHUNK as usize];
+        let written = |(_, u): &(usize, &[u8])| u.iter().any(|&b| b != 0);
+        for (lo, hi) in windows {
+            let buf = &mut buf[..(hi - lo) as usize];
+            self.file.read_exact_at(buf, lo).at(&self.path)?;
+            let mut units = buf.chunks_exact(UNIT_LEN).enumerate();
+            let found = if last {
+                units.rfind(written)
+            } else {
+                units.find(written)
+            };
+            if let Some((i, _)) = found {
+                return Ok(Some(self.first_unit + lo / unit + i as u64));
+            }
+        }
+        Ok(None)
     }
 
     fn units(&self) -> u64 {
@@ -138,6 +198,40 @@ impl QueueFile {
     }
 }
 
+/// Turns readahead off for a file while it lives (`POSIX_FADV_RANDOM`),
+/// back to normal when dropped. Advice only: failures change nothing but
+/// speed.
+struct ReadRandomly<'a>(&'a std::fs::File);
+
+impl<'a> ReadRandomly<'a> {
+    fn new(file: &'a std::fs::File) -> ReadRandomly<'a> {
+        Self::advise(file, true);
+        ReadRandomly(file)
+    }
+
+    fn advise(file: &std::fs::File, random: bool) {
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::unix::io::AsRawFd;
+            let advice = if random {
+                libc::POSIX_FADV_RANDOM
+            } else {
+                libc::POSIX_FADV_NORMAL
+            };
+            // SAFETY: plain syscall on an fd the caller owns.
+            unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, advice) };
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = (file, random);
+    }
+}
+
+impl Drop for ReadRandomly<'_> {
+    fn drop(&mut self) {
+        Self::advise(self.0, false);
+    }
+}
+
 /// Where a sequential reader of a queue is: the file it read last.
 #[derive(Default)]
 pub struct QueueCursor {
@@ -155,6 +249,20 @@ pub struct ConsumeQueue {
     /// Units below this are on disk.
     flushed_offset: AtomicU64,
     new_records: Event,
+    /// Set when the topic is deleted: holders of this queue (the
+    /// dispatcher's batch) look it up again.
+    deleted: AtomicBool,
+}
+
+/// What [`ConsumeQueue::truncate_from_physical`] did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct Truncated {
+    /// Units dropped from the tail.
+    pub dropped: usize,
+    /// Set when invalid (torn) units were among them: where the records
+    /// after the last unit kept begin, so recovery can re-dispatch from
+    /// there (0 when no unit was kept).
+    pub replay_from: Option<u64>,
 }
 
 /// What `put` did with a unit.
@@ -166,22 +274,24 @@ pub enum PutOutcome {
 }
 
 impl ConsumeQueue {
-    fn empty(tp: TopicPartition, dir: PathBuf, units_per_file: u64) -> ConsumeQueue {
+    /// A queue with no units whose offsets start at `next`.
+    fn empty(tp: TopicPartition, dir: PathBuf, units_per_file: u64, next: u64) -> ConsumeQueue {
         ConsumeQueue {
             tp,
             dir,
             units_per_file,
             files: RwLock::new(Vec::new()),
-            min_offset: AtomicU64::new(0),
-            max_offset: AtomicU64::new(0),
-            flushed_offset: AtomicU64::new(0),
+            min_offset: AtomicU64::new(next),
+            max_offset: AtomicU64::new(next),
+            flushed_offset: AtomicU64::new(next),
             new_records: Event::new(),
+            deleted: AtomicBool::new(false),
         }
     }
 
     /// Load a partition's queue files from `dir`.
     fn load(tp: TopicPartition, dir: PathBuf, units_per_file: u64) -> Result<ConsumeQueue> {
-        let q = Self::empty(tp, dir, units_per_file);
+        let q = Self::empty(tp, dir, units_per_file, 0);
         let mut names = Vec::new();
         for entry in std::fs::read_dir(&q.dir).at(&q.dir)? {
             let entry = entry.at(&q.dir)?;
@@ -215,23 +325,21 @@ impl ConsumeQueue {
                 units_per_file,
             )?));
         }
-        // max: one past the last non-empty unit; min: the first non-empty one.
+        // max: one past the last written unit; min: the first written one.
+        // Whether they are valid is for recovery to decide: it drops torn
+        // units at the tail (`truncate_from_physical`).
         let mut max = files.first().map_or(0, |f| f.first_unit);
-        'outer: for f in files.iter().rev() {
-            for u in (f.first_unit..f.first_unit + f.units()).rev() {
-                if f.decode(u)?.is_some() {
-                    max = u + 1;
-                    break 'outer;
-                }
+        for f in files.iter().rev() {
+            if let Some(u) = f.find_written_unit(true)? {
+                max = u + 1;
+                break;
             }
         }
         let mut min = max;
-        'outer2: for f in files.iter() {
-            for u in f.first_unit..(f.first_unit + f.units()).min(max) {
-                if f.decode(u)?.is_some() {
-                    min = u;
-                    break 'outer2;
-                }
+        for f in files.iter().take_while(|f| f.first_unit < max) {
+            if let Some(u) = f.find_written_unit(false)? {
+                min = u.min(max);
+                break;
             }
         }
         q.min_offset.store(min, Ordering::Release);
@@ -416,19 +524,23 @@ impl ConsumeQueue {
     /// is always kept, so a partition's offsets continue after a restart
     /// even when all its records are gone. Returns files deleted.
     pub fn advance_min(&self, commitlog_min: u64) -> Result<usize> {
+        self.hide_below(self.first_offset_at_or_past(commitlog_min))
+    }
+
+    /// The first queue offset (from the beginning on) whose unit points at
+    /// or past CommitLog position `commitlog_min`; the end if none does.
+    pub fn first_offset_at_or_past(&self, commitlog_min: u64) -> u64 {
         let mut lo = self.min_offset();
-        let max = self.max_offset();
         // Units point forward in the log as offsets grow: binary search for
         // the first unit at or past `commitlog_min`, treating holes as below.
-        let mut hi = max;
+        let mut hi = self.max_offset();
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            let below = match self.file_for(mid) {
-                Some(f) => match f.decode(mid)? {
-                    Some(u) => u.physical_offset < commitlog_min,
-                    None => true,
-                },
-                None => true,
+            // An invalid unit counts as a hole: it is reported when read,
+            // and must not stop retention (or start-up, which runs this).
+            let below = match self.file_for(mid).map(|f| f.decode(mid)) {
+                Some(Ok(Some(u))) => u.physical_offset < commitlog_min,
+                _ => true,
             };
             if below {
                 lo = mid + 1;
@@ -436,8 +548,16 @@ impl ConsumeQueue {
                 hi = mid;
             }
         }
-        if lo > self.min_offset() {
-            self.min_offset.store(lo, Ordering::Release);
+        lo
+    }
+
+    /// Move the beginning up to queue offset `offset` (if it is below) and
+    /// delete the files that hold only units below the beginning, except
+    /// the one holding the end. Returns files deleted.
+    fn hide_below(&self, offset: u64) -> Result<usize> {
+        let offset = offset.min(self.max_offset());
+        if offset > self.min_offset() {
+            self.min_offset.store(offset, Ordering::Release);
         }
         let min = self.min_offset();
         let mut deleted = 0;
@@ -450,24 +570,78 @@ impl ConsumeQueue {
         Ok(deleted)
     }
 
-    /// Recovery: drop every unit that points at or past `physical_end` (the
-    /// CommitLog's valid end). Runs before any reader exists.
-    pub(crate) fn truncate_from_physical(&self, physical_end: u64) -> Result<usize> {
+    /// `unit` (at `offset`) if it points past the unit before it, as every
+    /// unit does (a partition's records are dispatched in log order). A
+    /// unit torn across a page boundary by a power loss can decode with
+    /// zeros for the high bytes of its position; this catches it.
+    fn check_order(&self, offset: u64, unit: Option<Unit>) -> Result<Option<Unit>> {
+        let (Some(u), Some(before)) = (unit, offset.checked_sub(1)) else {
+            return Ok(unit);
+        };
+        if before < self.min_offset() {
+            return Ok(unit);
+        }
+        match self.file_for(before).map(|f| f.decode(before)) {
+            Some(Ok(Some(prev))) if prev.physical_offset >= u.physical_offset => {
+                Err(StoreError::corruption(
+                    &self.dir,
+                    offset * UNIT_LEN as u64,
+                    format!(
+                        "unit points at {} but the unit before it at {}",
+                        u.physical_offset, prev.physical_offset
+                    ),
+                ))
+            }
+            _ => Ok(unit),
+        }
+    }
+
+    /// Whether the topic was deleted (the queue is no longer in the map).
+    pub fn is_deleted(&self) -> bool {
+        self.deleted.load(Ordering::Acquire)
+    }
+
+    /// Deletion: forget the files (each closes when its last reader lets
+    /// go of it) and wake waiting readers. The caller removes the files.
+    fn close_deleted(&self) {
+        self.deleted.store(true, Ordering::Release);
+        self.files
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        self.wake_all();
+    }
+
+    /// Recovery: drop every unit at the tail that points at or past
+    /// `physical_end` (the CommitLog's valid end), or that is invalid: a
+    /// unit torn by a crash is rebuilt from the CommitLog, not a reason to
+    /// refuse to start. Runs before any reader exists.
+    pub(crate) fn truncate_from_physical(&self, physical_end: u64) -> Result<Truncated> {
         let min = self.min_offset();
         let mut max = self.max_offset();
-        let mut dropped = 0;
+        let mut out = Truncated::default();
+        let mut torn = false;
         while max > min {
             let Some(f) = self.file_for(max - 1) else {
                 break;
             };
-            match f.decode(max - 1)? {
-                Some(u) if u.physical_offset < physical_end => break,
-                _ => {
-                    f.write(max - 1, &[0u8; UNIT_LEN]);
-                    max -= 1;
-                    dropped += 1;
+            match f.decode(max - 1).and_then(|u| self.check_order(max - 1, u)) {
+                Ok(Some(u)) if u.physical_offset < physical_end => {
+                    if torn {
+                        out.replay_from = Some(u.physical_offset + u64::from(u.size));
+                    }
+                    break;
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(tp = %self.tp, offset = max - 1, error = %e, "invalid consume queue unit; truncating the queue before it and rebuilding from the commit log");
+                    torn = true;
+                    out.replay_from = Some(0);
                 }
             }
+            f.write(max - 1, &[0u8; UNIT_LEN]);
+            max -= 1;
+            out.dropped += 1;
         }
         self.max_offset.store(max, Ordering::Release);
         self.flushed_offset.store(
@@ -487,24 +661,50 @@ impl ConsumeQueue {
                 std::fs::remove_file(&f.path).at(&f.path)?;
             }
         }
-        Ok(dropped)
+        Ok(out)
     }
 }
 
 /// Queues of one topic, by partition.
 type TopicQueues = HashMap<u32, Arc<ConsumeQueue>>;
 
+/// The deleted partitions and the file that keeps them.
+pub(crate) struct Deleted {
+    path: PathBuf,
+    partitions: DeletedPartitions,
+}
+
+impl Deleted {
+    /// Is `record` one of a deleted incarnation (never to be indexed
+    /// again)? Costs one branch while nothing was ever deleted.
+    pub(crate) fn covers(&self, record: &StoredRecord) -> bool {
+        !self.partitions.is_empty()
+            && self
+                .partitions
+                .covers(record.topic(), record.partition(), record.queue_offset().0)
+    }
+}
+
 /// Every ConsumeQueue of the store, by topic and partition.
+///
+/// Lock order: `deleted` before `queues`. The dispatcher holds `deleted`
+/// (read) while it indexes an entry, and a topic deletion holds it (write)
+/// throughout, so no unit of a deleted incarnation is written after the
+/// deletion began.
 pub struct ConsumeQueues {
     root: PathBuf,
     units_per_file: u64,
+    deleted: RwLock<Deleted>,
     queues: RwLock<HashMap<Box<str>, TopicQueues>>,
 }
 
 impl ConsumeQueues {
-    /// Load every queue under `root` (`<root>/<topic>/<partition>/`).
-    pub fn load(root: &Path, units_per_file: u64) -> Result<ConsumeQueues> {
+    /// Load every queue under `root` (`<root>/<topic>/<partition>/`) and the
+    /// deleted partitions from `deleted_path`. A deletion that a crash
+    /// interrupted (its partitions recorded, some files left) is finished.
+    pub fn load(root: &Path, deleted_path: &Path, units_per_file: u64) -> Result<ConsumeQueues> {
         fs_util::create_dir_durable(root)?;
+        let deleted = DeletedPartitions::load(deleted_path)?;
         let mut queues: HashMap<Box<str>, TopicQueues> = HashMap::new();
         for topic_entry in std::fs::read_dir(root).at(root)? {
             let topic_entry = topic_entry.at(root)?;
@@ -515,6 +715,7 @@ impl ConsumeQueues {
                 tracing::warn!(path = %topic_entry.path().display(), "ignoring a stray entry in consumequeue/");
                 continue;
             }
+            let mut finished_deletion = false;
             for part_entry in std::fs::read_dir(topic_entry.path()).at(&topic_entry.path())? {
                 let part_entry = part_entry.at(&topic_entry.path())?;
                 let name = part_entry.file_name();
@@ -530,15 +731,35 @@ impl ConsumeQueues {
                 };
                 let tp = TopicPartition::new(&topic, partition)?;
                 let q = ConsumeQueue::load(tp, part_entry.path(), units_per_file)?;
+                if let Some(next) = deleted.next_offset(&topic, partition) {
+                    if q.max_offset() <= next {
+                        // Deleted, and nothing written since: finish it.
+                        tracing::info!(path = %part_entry.path().display(), "removing the queue of a deleted topic");
+                        drop(q);
+                        remove_queue_dir(&part_entry.path())?;
+                        finished_deletion = true;
+                        continue;
+                    }
+                    // Written again after the deletion: only the new units
+                    // count.
+                    q.hide_below(next)?;
+                }
                 queues
                     .entry(topic.as_str().into())
                     .or_default()
                     .insert(partition, Arc::new(q));
             }
+            if finished_deletion && !queues.contains_key(topic.as_str()) {
+                remove_queue_dir(&topic_entry.path())?;
+            }
         }
         Ok(ConsumeQueues {
             root: root.to_path_buf(),
             units_per_file,
+            deleted: RwLock::new(Deleted {
+                path: deleted_path.to_path_buf(),
+                partitions: deleted,
+            }),
             queues: RwLock::new(queues),
         })
     }
@@ -548,19 +769,94 @@ impl ConsumeQueues {
         q.get(topic)?.get(&partition).cloned()
     }
 
-    /// The queue for `tp`, created (empty, no files yet) if new.
+    /// The queue for `tp`, created (empty, no files yet) if new. A deleted
+    /// partition's queue starts at its next offset.
     pub fn get_or_create(&self, topic: &str, partition: u32) -> Result<Arc<ConsumeQueue>> {
         if let Some(q) = self.get(topic, partition) {
             return Ok(q);
         }
+        self.create(&self.deleted(), topic, partition)
+    }
+
+    /// [`ConsumeQueues::get_or_create`] for a caller that holds `deleted`.
+    pub(crate) fn create(
+        &self,
+        deleted: &Deleted,
+        topic: &str,
+        partition: u32,
+    ) -> Result<Arc<ConsumeQueue>> {
         let tp = TopicPartition::new(topic, partition)?;
+        let next = deleted
+            .partitions
+            .next_offset(topic, partition)
+            .unwrap_or(0);
         let mut all = self.queues.write().unwrap_or_else(|e| e.into_inner());
         let parts = all.entry(topic.into()).or_default();
         let q = parts.entry(partition).or_insert_with(|| {
             let dir = self.root.join(topic).join(partition.to_string());
-            Arc::new(ConsumeQueue::empty(tp, dir, self.units_per_file))
+            Arc::new(ConsumeQueue::empty(tp, dir, self.units_per_file, next))
         });
         Ok(Arc::clone(q))
+    }
+
+    /// The deleted partitions, held for reading (see the lock order).
+    pub(crate) fn deleted(&self) -> RwLockReadGuard<'_, Deleted> {
+        self.deleted.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Where a deleted partition's offsets continue; `None` if it was
+    /// never deleted.
+    pub fn deleted_next_offset(&self, topic: &str, partition: u32) -> Option<u64> {
+        self.deleted().partitions.next_offset(topic, partition)
+    }
+
+    /// Every deleted partition with its next offset.
+    pub fn deleted_partitions(&self) -> Vec<(TopicPartition, u64)> {
+        self.deleted()
+            .partitions
+            .iter()
+            .filter_map(|(t, p, n)| Some((TopicPartition::new(t, p).ok()?, n)))
+            .collect()
+    }
+
+    /// Delete every queue of `topic`: record each partition's next offset
+    /// (the larger of its queue's end and `writer_next`, the writer's next
+    /// offsets of the topic, which count records not yet indexed) durably
+    /// first, then drop the queues and remove their files. A crash in
+    /// between is finished at the next open. Returns the partitions whose
+    /// queues were deleted.
+    pub fn delete_topic(&self, topic: &str, writer_next: &[(u32, u64)]) -> Result<usize> {
+        validate_topic_name(topic)?;
+        let mut deleted = self.deleted.write().unwrap_or_else(|e| e.into_inner());
+        let queues: Vec<Arc<ConsumeQueue>> = {
+            let all = self.queues.read().unwrap_or_else(|e| e.into_inner());
+            all.get(topic)
+                .map(|parts| parts.values().cloned().collect())
+                .unwrap_or_default()
+        };
+        let mut next = deleted.partitions.clone();
+        for &(partition, n) in writer_next {
+            next.raise(topic, partition, n);
+        }
+        for q in &queues {
+            next.raise(topic, q.tp.partition(), q.max_offset());
+        }
+        if next != deleted.partitions {
+            next.store(&deleted.path)?;
+            deleted.partitions = next;
+        }
+        self.queues
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(topic);
+        for q in &queues {
+            q.close_deleted();
+        }
+        let dir = self.root.join(topic);
+        if dir.exists() {
+            remove_queue_dir(&dir)?;
+        }
+        Ok(queues.len())
     }
 
     pub fn all(&self) -> Vec<Arc<ConsumeQueue>> {
@@ -576,9 +872,27 @@ impl ConsumeQueues {
     }
 }
 
+/// Remove a queue's (or a topic's) directory with everything in it, durably.
+fn remove_queue_dir(dir: &Path) -> Result<()> {
+    std::fs::remove_dir_all(dir).at(dir)?;
+    match dir.parent() {
+        Some(parent) => fs_util::fsync_dir(parent),
+        None => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Queues under `<dir>/cq`, deleted partitions in `<dir>`.
+    fn open(dir: &Path, units_per_file: u64) -> Result<ConsumeQueues> {
+        ConsumeQueues::load(
+            &dir.join("cq"),
+            &dir.join(deleted::FILE_NAME),
+            units_per_file,
+        )
+    }
 
     fn unit(p: u64) -> Unit {
         Unit {
@@ -591,7 +905,7 @@ mod tests {
     #[test]
     fn put_get_across_files_and_reload() {
         let dir = tempfile::tempdir().unwrap();
-        let qs = ConsumeQueues::load(dir.path(), 4).unwrap();
+        let qs = open(dir.path(), 4).unwrap();
         let q = qs.get_or_create("t", 1).unwrap();
         for i in 0..10 {
             assert_eq!(q.put(i, unit(i * 100)).unwrap(), PutOutcome::Written);
@@ -601,14 +915,14 @@ mod tests {
         assert_eq!(q.get(10).unwrap(), None);
         qs.flush().unwrap();
         // 10 units at 4 per file: three files named by byte offset.
-        let names: Vec<_> = std::fs::read_dir(dir.path().join("t/1"))
+        let names: Vec<_> = std::fs::read_dir(dir.path().join("cq/t/1"))
             .unwrap()
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names.len(), 3);
         drop(q);
         drop(qs);
-        let qs = ConsumeQueues::load(dir.path(), 4).unwrap();
+        let qs = open(dir.path(), 4).unwrap();
         let q = qs.get("t", 1).unwrap();
         assert_eq!((q.min_offset(), q.max_offset()), (0, 10));
         for i in 0..10 {
@@ -623,7 +937,7 @@ mod tests {
         // read back the same, now and after a reopen.
         let dir = tempfile::tempdir().unwrap();
         let per_file = 2 * 4096;
-        let qs = ConsumeQueues::load(dir.path(), per_file).unwrap();
+        let qs = open(dir.path(), per_file).unwrap();
         let q = qs.get_or_create("t", 0).unwrap();
         let mut cursor = QueueCursor::default();
         let mut next = 0u64;
@@ -644,7 +958,7 @@ mod tests {
         }
         drop(q);
         drop(qs);
-        let qs = ConsumeQueues::load(dir.path(), per_file).unwrap();
+        let qs = open(dir.path(), per_file).unwrap();
         let q = qs.get("t", 0).unwrap();
         assert_eq!(q.max_offset(), next);
         for i in 0..next {
@@ -659,7 +973,7 @@ mod tests {
     #[test]
     fn replay_is_idempotent() {
         let dir = tempfile::tempdir().unwrap();
-        let qs = ConsumeQueues::load(dir.path(), 8).unwrap();
+        let qs = open(dir.path(), 8).unwrap();
         let q = qs.get_or_create("t", 0).unwrap();
         q.put(0, unit(0)).unwrap();
         q.put(1, unit(100)).unwrap();
@@ -671,18 +985,18 @@ mod tests {
     #[test]
     fn truncate_drops_units_past_the_log_end() {
         let dir = tempfile::tempdir().unwrap();
-        let qs = ConsumeQueues::load(dir.path(), 4).unwrap();
+        let qs = open(dir.path(), 4).unwrap();
         let q = qs.get_or_create("t", 0).unwrap();
         for i in 0..10 {
             q.put(i, unit(i * 100)).unwrap();
         }
-        assert_eq!(q.truncate_from_physical(450).unwrap(), 5);
+        assert_eq!(q.truncate_from_physical(450).unwrap().dropped, 5);
         assert_eq!(q.max_offset(), 5);
         assert_eq!(q.get(5).unwrap(), None);
         // The file holding units 8..12 is gone; reload agrees.
         drop(q);
         drop(qs);
-        let qs = ConsumeQueues::load(dir.path(), 4).unwrap();
+        let qs = open(dir.path(), 4).unwrap();
         let q = qs.get("t", 0).unwrap();
         assert_eq!((q.min_offset(), q.max_offset()), (0, 5));
         q.put(5, unit(777)).unwrap();
@@ -692,14 +1006,14 @@ mod tests {
     #[test]
     fn queue_starting_past_zero() {
         let dir = tempfile::tempdir().unwrap();
-        let qs = ConsumeQueues::load(dir.path(), 4).unwrap();
+        let qs = open(dir.path(), 4).unwrap();
         let q = qs.get_or_create("t", 0).unwrap();
         q.put(6, unit(600)).unwrap();
         q.put(7, unit(700)).unwrap();
         assert_eq!((q.min_offset(), q.max_offset()), (6, 8));
         drop(q);
         drop(qs);
-        let qs = ConsumeQueues::load(dir.path(), 4).unwrap();
+        let qs = open(dir.path(), 4).unwrap();
         let q = qs.get("t", 0).unwrap();
         assert_eq!((q.min_offset(), q.max_offset()), (6, 8));
         assert_eq!(q.get(5).unwrap(), None);
@@ -708,7 +1022,7 @@ mod tests {
     #[test]
     fn advance_min_moves_the_beginning_and_deletes_old_files() {
         let dir = tempfile::tempdir().unwrap();
-        let qs = ConsumeQueues::load(dir.path(), 4).unwrap();
+        let qs = open(dir.path(), 4).unwrap();
         let q = qs.get_or_create("t", 0).unwrap();
         for i in 0..10 {
             q.put(i, unit(i * 100)).unwrap();
@@ -723,7 +1037,7 @@ mod tests {
         assert_eq!((q.min_offset(), q.max_offset()), (10, 10));
         drop(q);
         drop(qs);
-        let qs = ConsumeQueues::load(dir.path(), 4).unwrap();
+        let qs = open(dir.path(), 4).unwrap();
         let q = qs.get("t", 0).unwrap();
         q.advance_min(10_000).unwrap();
         assert_eq!((q.min_offset(), q.max_offset()), (10, 10));
@@ -734,18 +1048,209 @@ mod tests {
     #[test]
     fn wrong_file_size_is_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let qs = ConsumeQueues::load(dir.path(), 4).unwrap();
+        let qs = open(dir.path(), 4).unwrap();
         qs.get_or_create("t", 0).unwrap().put(0, unit(0)).unwrap();
         drop(qs);
-        assert!(ConsumeQueues::load(dir.path(), 8).is_err());
+        assert!(open(dir.path(), 8).is_err());
     }
 
     #[test]
     fn stray_directories_are_ignored() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join("bad name/0")).unwrap();
-        std::fs::create_dir_all(dir.path().join("t/not-a-number")).unwrap();
-        let qs = ConsumeQueues::load(dir.path(), 4).unwrap();
+        std::fs::create_dir_all(dir.path().join("cq/bad name/0")).unwrap();
+        std::fs::create_dir_all(dir.path().join("cq/t/not-a-number")).unwrap();
+        let qs = open(dir.path(), 4).unwrap();
         assert!(qs.all().is_empty());
+    }
+
+    /// Pages of `q`'s files in the page cache (mincore over their maps).
+    #[cfg(target_os = "linux")]
+    fn resident_pages(q: &ConsumeQueue) -> usize {
+        let page = fs_util::page_size();
+        let files = q.files.read().unwrap();
+        files
+            .iter()
+            .map(|f| {
+                let pages = f.map.len().div_ceil(page);
+                let mut vec = vec![0u8; pages];
+                // SAFETY: our own mapping, and a vector of one byte per page.
+                let rc = unsafe {
+                    libc::mincore(f.map.as_mut_ptr().cast(), f.map.len(), vec.as_mut_ptr())
+                };
+                assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
+                vec.iter().filter(|&&b| b & 1 != 0).count()
+            })
+            .sum()
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn opening_a_sparse_queue_file_reads_only_what_was_written() {
+        // A default-sized (6 MB) file with two units: opening it must not
+        // read (and so cache, or map in) its holes.
+        let dir = tempfile::tempdir().unwrap();
+        let per_file = 300_000;
+        let qs = open(dir.path(), per_file).unwrap();
+        let q = qs.get_or_create("t", 0).unwrap();
+        q.put(0, unit(100)).unwrap();
+        q.put(1, unit(200)).unwrap();
+        qs.flush().unwrap();
+        // Forget the file's cached pages (the first write fault read the
+        // file ahead), so what opening reads shows.
+        let files = q.files.read().unwrap().clone();
+        for f in &files {
+            use std::os::unix::io::AsRawFd;
+            // SAFETY: plain syscall on an fd the file owns.
+            let rc =
+                unsafe { libc::posix_fadvise(f.file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+            assert_eq!(rc, 0);
+        }
+        assert!(
+            resident_pages(&q) <= 2,
+            "{} pages still cached",
+            resident_pages(&q)
+        );
+        drop(files);
+        drop(q);
+        drop(qs);
+        let qs = open(dir.path(), per_file).unwrap();
+        let q = qs.get("t", 0).unwrap();
+        assert_eq!((q.min_offset(), q.max_offset()), (0, 2));
+        let resident = resident_pages(&q);
+        assert!(
+            resident <= 16,
+            "{resident} pages of a 6 MB file read at open"
+        );
+        assert_eq!(q.get(1).unwrap(), Some(unit(200)));
+    }
+
+    #[test]
+    fn the_end_is_found_across_empty_files_and_in_a_later_page() {
+        let dir = tempfile::tempdir().unwrap();
+        let per_file = 4096;
+        let qs = open(dir.path(), per_file).unwrap();
+        let q = qs.get_or_create("t", 0).unwrap();
+        // Units in the first file and far into the second one.
+        for i in (0..10).chain(per_file + 3000..per_file + 3010) {
+            q.put(i, unit(i * 10 + 1)).unwrap();
+        }
+        qs.flush().unwrap();
+        drop(q);
+        drop(qs);
+        let qs = open(dir.path(), per_file).unwrap();
+        let q = qs.get("t", 0).unwrap();
+        assert_eq!((q.min_offset(), q.max_offset()), (0, per_file + 3010));
+        assert_eq!(
+            q.get(per_file + 3009).unwrap(),
+            Some(unit((per_file + 3009) * 10 + 1))
+        );
+    }
+
+    #[test]
+    fn recovery_truncates_at_a_torn_unit_and_asks_for_a_replay() {
+        let dir = tempfile::tempdir().unwrap();
+        let qs = open(dir.path(), 64).unwrap();
+        let q = qs.get_or_create("t", 0).unwrap();
+        for i in 0..10 {
+            q.put(i, unit(i * 100)).unwrap();
+        }
+        qs.flush().unwrap();
+        drop(q);
+        drop(qs);
+        // Unit 8 half written: its offset but no size.
+        let path = dir.path().join("cq/t/0").join(fs_util::offset_file_name(0));
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[8 * UNIT_LEN + 8..9 * UNIT_LEN].fill(0);
+        std::fs::write(&path, &bytes).unwrap();
+        let qs = open(dir.path(), 64).unwrap();
+        let q = qs.get("t", 0).unwrap();
+        assert_eq!(q.max_offset(), 10, "opening does not judge units");
+        // Recovery starts at 850: unit 9 points past it, unit 8 is torn.
+        let t = q.truncate_from_physical(850).unwrap();
+        // Units 8 and 9 are gone; records after unit 7 (at 700, 100
+        // bytes) are to be replayed.
+        assert_eq!(
+            t,
+            Truncated {
+                dropped: 2,
+                replay_from: Some(800)
+            }
+        );
+        assert_eq!(q.max_offset(), 8);
+        // A unit whose position lost its low bytes (torn across a page
+        // boundary) points before the unit ahead of it.
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[7 * UNIT_LEN..7 * UNIT_LEN + 6].fill(0);
+        std::fs::write(&path, &bytes).unwrap();
+        let q = open(dir.path(), 64).unwrap().get("t", 0).unwrap();
+        assert_eq!(q.max_offset(), 8);
+        assert_eq!(
+            q.truncate_from_physical(10_000).unwrap(),
+            Truncated {
+                dropped: 1,
+                replay_from: Some(700)
+            }
+        );
+        assert_eq!(q.get(6).unwrap(), Some(unit(600)));
+        // Without a torn unit there is nothing to replay.
+        assert_eq!(q.truncate_from_physical(850).unwrap(), Truncated::default());
+    }
+
+    #[test]
+    fn delete_topic_removes_its_queues_and_offsets_continue() {
+        let dir = tempfile::tempdir().unwrap();
+        let qs = open(dir.path(), 4).unwrap();
+        for p in 0..2 {
+            let q = qs.get_or_create("t", p).unwrap();
+            for i in 0..6 {
+                q.put(i, unit(i * 100 + u64::from(p))).unwrap();
+            }
+        }
+        qs.get_or_create("u", 0).unwrap().put(0, unit(1)).unwrap();
+        let held = qs.get("t", 0).unwrap();
+        // Partition 2 has records the writer numbered but nobody indexed.
+        assert_eq!(qs.delete_topic("t", &[(0, 3), (2, 4)]).unwrap(), 2);
+        assert!(held.is_deleted());
+        assert_eq!(held.file_count(), 0);
+        assert!(qs.get("t", 0).is_none());
+        assert!(!dir.path().join("cq/t").exists());
+        assert_eq!(qs.deleted_next_offset("t", 0), Some(6));
+        assert_eq!(qs.deleted_next_offset("t", 2), Some(4));
+        // A new incarnation starts where the old one ended.
+        let q = qs.get_or_create("t", 0).unwrap();
+        assert_eq!((q.min_offset(), q.max_offset()), (6, 6));
+        q.put(6, unit(5000)).unwrap();
+        drop(q);
+        drop(held);
+        drop(qs);
+        let qs = open(dir.path(), 4).unwrap();
+        let q = qs.get("t", 0).unwrap();
+        assert_eq!((q.min_offset(), q.max_offset()), (6, 7));
+        assert_eq!(q.get(5).unwrap(), None);
+        assert!(qs.get("t", 1).is_none());
+        assert_eq!(qs.deleted_next_offset("t", 1), Some(6));
+        assert_eq!(qs.get("u", 0).unwrap().max_offset(), 1);
+    }
+
+    #[test]
+    fn a_deletion_cut_short_by_a_crash_is_finished_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let qs = open(dir.path(), 4).unwrap();
+        let q = qs.get_or_create("t", 0).unwrap();
+        for i in 0..6 {
+            q.put(i, unit(i * 100)).unwrap();
+        }
+        qs.flush().unwrap();
+        drop(q);
+        drop(qs);
+        // The crash came after the deleted partitions were written and
+        // before the files were removed.
+        let mut deleted = DeletedPartitions::default();
+        deleted.raise("t", 0, 6);
+        deleted.store(&dir.path().join(deleted::FILE_NAME)).unwrap();
+        let qs = open(dir.path(), 4).unwrap();
+        assert!(qs.get("t", 0).is_none());
+        assert!(!dir.path().join("cq/t").exists());
+        assert_eq!(qs.deleted_next_offset("t", 0), Some(6));
     }
 }
