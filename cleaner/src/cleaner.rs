@@ -199,7 +199,9 @@ pub struct LogCleaner {
 }
 
 impl LogCleaner {
-    /// Load the cleaner checkpoint. Threads start with [`LogCleaner::start`].
+    /// Load the cleaner checkpoint (a corrupt one reads as empty: every log
+    /// is cleaned again, which is always safe). Threads start with
+    /// [`LogCleaner::start`].
     pub fn new(
         logs: Arc<CompactedLogs>,
         data_dir: PathBuf,
@@ -211,7 +213,7 @@ impl LogCleaner {
                 reason: "must be at least 1".into(),
             });
         }
-        let mut checkpoint = CleanerCheckpoint::load(&data_dir)?;
+        let mut checkpoint = CleanerCheckpoint::load_or_empty(&data_dir)?;
         lower_past_the_end(&mut checkpoint, &logs, &data_dir)?;
         Ok(LogCleaner {
             shared: Arc::new(Shared {

@@ -365,6 +365,27 @@ fn out_of_range_checkpoints_are_reset() {
     assert_eq!(h.cleaner.status("t")[0].checkpoint_offset, Some(30));
 }
 
+#[test]
+fn a_corrupt_checkpoint_is_read_as_empty_and_the_logs_cleaned_from_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    // Damaged from outside: the count says two entries, there is one.
+    std::fs::write(
+        dir.path().join("cleaner-offset-checkpoint"),
+        "0\n2\nt 0 25\n",
+    )
+    .unwrap();
+    let h = harness_in(dir, Arc::new(AtomicI64::new(T0)), None);
+    assert_eq!(h.cleaner.status("t").len(), 0);
+    h.fill(0, 3, 10);
+    h.log(0).roll(h.now()).unwrap();
+    let (_, _, stats) = h.clean().expect("everything is dirty");
+    assert_eq!(stats.first_dirty, 0, "not the 25 of the damaged file");
+    assert_eq!(h.all(0).len(), 3);
+    // The next store replaces the damaged file with a good one.
+    let stored = tidelog_cleaner::CleanerCheckpoint::load(h.dir.path()).unwrap();
+    assert_eq!(stored.get("t", 0), Some(30));
+}
+
 fn check_after_crash(step: SwapStep) {
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(AtomicI64::new(T0));
