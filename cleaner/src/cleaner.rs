@@ -32,6 +32,15 @@
 //!
 //! So a crash leaves either the old segments or the new one, never both
 //! (which would duplicate keys) and never neither (which would lose them).
+//!
+//! A pass that fails instead (an I/O error, a panic) leaves the same files
+//! a crash would, while the process goes on. Before the partition's next
+//! pass its files are reconciled exactly as startup does
+//! (`CompactedLog::reconcile`, which calls the same function as
+//! `CompactedLog::open`) and its segment list rebuilt from them, so a retry
+//! starts from a state with no `.cleaned` or `.swap` file: it cannot rename
+//! onto an earlier pass's `.swap` and then delete it as an old segment, and
+//! no stale `.swap` is left for a later open to apply over newer data.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -42,10 +51,11 @@ use std::time::{Duration, Instant};
 
 use crate::checkpoint::CleanerCheckpoint;
 use crate::compacted::format::CompactedRecord;
-use crate::compacted::log::{lock, swap_file_name, CompactedLog};
+use crate::compacted::log::{lock, segment_file_name, swap_file_name, CompactedLog};
 use crate::compacted::segment::{Segment, SegmentReader, CLEANED_SUFFIX, LOG_SUFFIX};
 use crate::compacted::{CompactTopicConfig, CompactedLogs};
 use crate::error::{CleanerError, Result};
+use crate::fault::{self, FaultPoint, Faults};
 use crate::offset_map::{OffsetMap, PutOutcome, DEFAULT_LOAD_FACTOR};
 use crate::throttle::Throttle;
 use tidelog_storage::fs_util::{self, offset_file_name};
@@ -59,10 +69,9 @@ pub struct CleanerConfig {
     pub backoff_ms: u64,
     pub io_max_bytes_per_second: Option<u64>,
     pub load_factor: f64,
-    /// Test seam: stop a swap at this step, as a crash would.
-    pub crash_at: Option<SwapStep>,
-    /// Test seam: panic at this step, to exercise thread supervision.
-    pub panic_at: Option<SwapStep>,
+    /// Test seam: fail or panic at steps of the swap ([`crate::fault`]).
+    /// `None` in production.
+    pub faults: Option<Arc<Faults>>,
 }
 
 impl Default for CleanerConfig {
@@ -73,23 +82,9 @@ impl Default for CleanerConfig {
             backoff_ms: 15_000,
             io_max_bytes_per_second: None,
             load_factor: DEFAULT_LOAD_FACTOR,
-            crash_at: None,
-            panic_at: None,
+            faults: None,
         }
     }
-}
-
-/// Steps of a segment swap, for crash tests.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SwapStep {
-    /// `.cleaned` written and fsynced, not renamed.
-    CleanedWritten,
-    /// Renamed to `.swap`, old segments still present.
-    SwapRenamed,
-    /// Some old segment files deleted.
-    OldPartlyDeleted,
-    /// All old files deleted, `.swap` not yet renamed to `.log`.
-    OldDeleted,
 }
 
 /// Statistics of one cleaning pass (API.md's `last_run`).
@@ -135,6 +130,9 @@ struct PartitionState {
     /// first pass to start after a request is number `started + 1`.
     started: u64,
     runs: u64,
+    /// The last pass failed or panicked, possibly in the middle of a swap:
+    /// the next one reconciles the files first (see the module doc).
+    reconcile_first: bool,
 }
 
 /// Kafka's cleaner metrics.
@@ -503,8 +501,12 @@ fn supervise(shared: &Arc<Shared>, name: &str, mut map: OffsetMap) {
             .fetch_add(1, Ordering::Relaxed);
         tracing::error!(thread = name, "cleaner thread panicked; restarting it");
         // Whatever it held is released: clear in-progress marks it left.
+        // A pass it was running may have stopped mid-swap.
         for s in lock(&shared.states).values_mut() {
-            s.in_progress = false;
+            if s.in_progress {
+                s.in_progress = false;
+                s.reconcile_first = true;
+            }
         }
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -803,6 +805,7 @@ impl Shared {
                     e.to_string(),
                     now.saturating_add(self.config.backoff_ms as i64),
                 ));
+                st.reconcile_first = true;
             }
         }
         drop(states);
@@ -827,6 +830,27 @@ impl Shared {
         Ok(Some(rec))
     }
 
+    /// If the partition's last pass failed, reconcile its files and
+    /// segment list (module doc) and return its dirty range anew, computed
+    /// over the segments as they are now. `None`: nothing to do. A failure
+    /// here fails the pass, and the next one tries again.
+    fn reconcile_after_failure(
+        &self,
+        log: &CompactedLog,
+        cfg: &CompactTopicConfig,
+        now: i64,
+    ) -> Result<Option<Cleanable>> {
+        let tp = log.topic_partition();
+        let key = (tp.topic().to_string(), tp.partition());
+        if !lock(&self.states).get(&key).is_some_and(|s| s.reconcile_first) {
+            return Ok(None);
+        }
+        log.reconcile()?;
+        lock(&self.states).entry(key).or_default().reconcile_first = false;
+        let checkpoint = lock(&self.checkpoint).get(tp.topic(), tp.partition());
+        Ok(Some(cleanable(log, cfg, checkpoint, now)))
+    }
+
     /// One cleaning pass over `log`.
     fn run(
         &self,
@@ -837,6 +861,14 @@ impl Shared {
     ) -> Result<RunStats> {
         let began = Instant::now();
         let now = self.logs.now_ms();
+        let refreshed;
+        let info = match self.reconcile_after_failure(log, cfg, now)? {
+            Some(fresh) => {
+                refreshed = fresh;
+                &refreshed
+            }
+            None => info,
+        };
         let mut stats = RunStats {
             first_dirty: info.first_dirty,
             end_offset: info.first_dirty,
@@ -948,7 +980,11 @@ impl Shared {
             offset_file_name(base)
         ));
         let _ = std::fs::remove_file(&cleaned_path);
-        let cleaned = Arc::new(Segment::create(cleaned_path, base, first.created_ms())?);
+        let cleaned = Arc::new(Segment::create(
+            cleaned_path.clone(),
+            base,
+            first.created_ms(),
+        )?);
         for seg in group {
             let mut reader = seg.reader(0);
             while let Some(rec) = self.read_counted(seg, &mut reader, stats)? {
@@ -961,43 +997,48 @@ impl Shared {
                 } else {
                     rec
                 };
+                self.fault(FaultPoint::WriteCleaned, &cleaned_path)?;
                 cleaned.append(&rec)?;
                 stats.records_kept += 1;
                 stats.bytes_written += rec.len() as u64;
                 self.throttle.account(rec.len() as u64);
             }
         }
+        self.fault(FaultPoint::SyncCleaned, &cleaned_path)?;
         cleaned.flush()?;
-        self.crash_point(SwapStep::CleanedWritten)?;
         let swap_path = dir.join(swap_file_name(base, end));
-        cleaned.rename(swap_path)?;
-        fsync_dir(dir)?;
-        self.crash_point(SwapStep::SwapRenamed)?;
-        let old = log.swap_in(base, end, Arc::clone(&cleaned));
-        for (i, o) in old.iter().enumerate() {
-            let p = o.path();
-            std::fs::remove_file(&p).map_err(|e| CleanerError::Io { path: p, source: e })?;
-            if i == 0 && old.len() > 1 {
-                self.crash_point(SwapStep::OldPartlyDeleted)?;
-            }
+        // Renaming over an earlier pass's swap file would replace a segment
+        // that may be in the list, and then delete it as an old one. The
+        // reconcile before a retry removes every such file; this is the
+        // check that it did.
+        if swap_path.exists() {
+            return Err(CleanerError::LeftoverSwap { path: swap_path });
         }
-        self.crash_point(SwapStep::OldDeleted)?;
-        cleaned.rename(dir.join(format!("{}{LOG_SUFFIX}", offset_file_name(base))))?;
+        self.fault(FaultPoint::RenameToSwap, &swap_path)?;
+        cleaned.rename(swap_path)?;
+        self.fault(FaultPoint::SyncDirAfterSwap, dir)?;
+        fsync_dir(dir)?;
+        let old = log.swap_in(base, end, Arc::clone(&cleaned));
+        for o in &old {
+            let p = o.path();
+            self.fault(FaultPoint::DeleteOld, &p)?;
+            std::fs::remove_file(&p).map_err(|e| CleanerError::Io { path: p, source: e })?;
+        }
+        let log_path = dir.join(segment_file_name(base));
+        self.fault(FaultPoint::RenameToLog, &log_path)?;
+        cleaned.rename(log_path)?;
+        self.fault(FaultPoint::SyncDirAfterLog, dir)?;
         fsync_dir(dir)?;
         Ok(())
     }
 
-    fn crash_point(&self, step: SwapStep) -> Result<()> {
-        if self.config.panic_at == Some(step) {
-            panic!("simulated panic at {step:?} (CleanerConfig::panic_at)");
-        }
-        if self.config.crash_at == Some(step) {
-            return Err(CleanerError::InvalidConfig {
-                setting: "crash_at",
-                reason: format!("simulated crash at {step:?}"),
-            });
-        }
-        Ok(())
+    /// The test seam ([`crate::fault`]): an I/O error on `path` if the
+    /// operation at `point` is to fail.
+    fn fault(&self, point: FaultPoint, path: &std::path::Path) -> Result<()> {
+        fault::check(&self.config.faults, point).map_err(|source| CleanerError::Io {
+            path: path.to_path_buf(),
+            source,
+        })
     }
 }
 
