@@ -513,12 +513,18 @@ fn supervise(shared: &Arc<Shared>, name: &str, mut map: OffsetMap) {
 }
 
 /// Recovery may have cut a compacted log below its cleaner checkpoint
-/// (copies of records the CommitLog lost, see
-/// `CompactedLog::truncate_from_physical`). A checkpoint past the end would
-/// take the records that reuse those offsets for clean ones, and never
-/// deduplicate them among themselves. So it is lowered to the end, and
-/// stored, before the cleaner runs (Kafka lowers its checkpoint when it
-/// truncates a log).
+/// (`CompactedLog::truncate_from_physical`): copies of records the CommitLog
+/// lost, and copies past the store checkpoint, which its replay then copies
+/// again. Either way the records from the cut on were never cleaned: those
+/// that reuse lost offsets, and the replayed copies, superseded values
+/// included, even where the replay brought the log's end back past the
+/// checkpoint. Left above the cut, the checkpoint would take them for clean
+/// ones: they would never be deduplicated among themselves, and a tombstone
+/// among them could expire while an older value of its key stays, bringing
+/// the key back. So the checkpoint is lowered to the cut (or to the end, if
+/// that is lower), and stored, before the cleaner runs (Kafka lowers its
+/// checkpoint when it truncates a log). The cleaner is created after the
+/// store opened, so every cut of this start is known by then.
 fn lower_past_the_end(
     checkpoint: &mut CleanerCheckpoint,
     logs: &CompactedLogs,
@@ -527,7 +533,10 @@ fn lower_past_the_end(
     let past: Vec<(String, u32, u64, u64)> = checkpoint
         .iter()
         .filter_map(|(topic, p, offset)| {
-            let end = logs.log(topic, p)?.next_offset();
+            let log = logs.log(topic, p)?;
+            let end = log
+                .recovery_cut()
+                .map_or(log.next_offset(), |cut| cut.min(log.next_offset()));
             (offset > end).then(|| (topic.to_string(), p, offset, end))
         })
         .collect();
@@ -537,7 +546,7 @@ fn lower_past_the_end(
             partition = p,
             checkpoint = offset,
             end,
-            "cleaner checkpoint past the compacted log's end (cut by recovery); lowered to the end"
+            "cleaner checkpoint past where recovery cut the compacted log; lowered to the cut"
         );
         checkpoint.set(topic, *p, *end)?;
     }
@@ -842,7 +851,10 @@ impl Shared {
     ) -> Result<Option<Cleanable>> {
         let tp = log.topic_partition();
         let key = (tp.topic().to_string(), tp.partition());
-        if !lock(&self.states).get(&key).is_some_and(|s| s.reconcile_first) {
+        if !lock(&self.states)
+            .get(&key)
+            .is_some_and(|s| s.reconcile_first)
+        {
             return Ok(None);
         }
         log.reconcile()?;

@@ -66,6 +66,10 @@ pub struct CompactedLog {
     segments: RwLock<Vec<Arc<Segment>>>,
     /// One past the last offset appended: the log end offset.
     next_offset: AtomicU64,
+    /// The lowest end offset recovery cut this log to since it was opened
+    /// (`u64::MAX`: never cut). The records from there on were copied again
+    /// from the CommitLog, uncleaned, whatever the cleaner checkpoint says.
+    recovery_cut: AtomicU64,
     appended: Event,
 }
 
@@ -189,6 +193,7 @@ impl CompactedLog {
             }),
             segments: RwLock::new(segments),
             next_offset: AtomicU64::new(next),
+            recovery_cut: AtomicU64::new(u64::MAX),
             appended: Event::new(),
         })
     }
@@ -204,6 +209,15 @@ impl CompactedLog {
     /// One past the last offset appended (the end offset).
     pub fn next_offset(&self) -> u64 {
         self.next_offset.load(Ordering::Acquire)
+    }
+
+    /// The lowest end offset recovery cut this log to since it was opened,
+    /// if it cut it ([`CompactedLog::truncate_from_physical`]). Records from
+    /// there on are copies made again by the replay, which no pass has
+    /// cleaned, even where the log's end is back past the cleaner checkpoint.
+    pub fn recovery_cut(&self) -> Option<u64> {
+        let cut = self.recovery_cut.load(Ordering::Acquire);
+        (cut != u64::MAX).then_some(cut)
     }
 
     /// Offset of the first record still in the log (the end offset when the
@@ -462,6 +476,7 @@ impl CompactedLog {
         let next = cut.last_kept.map_or(base, |o| o + 1);
         st.next = next;
         self.next_offset.store(next, Ordering::Release);
+        self.recovery_cut.fetch_min(next, Ordering::AcqRel);
         tracing::warn!(tp = %self.tp, dropped, segments_deleted = at, "dropped compacted copies of records the commit log lost");
         Ok(dropped)
     }
