@@ -1000,7 +1000,7 @@ impl Shared {
         for seg in group {
             let mut reader = seg.reader(0);
             while let Some(rec) = self.read_counted(seg, &mut reader, stats)? {
-                if !keep(&rec, map, now) {
+                if !keep(&rec, map, stats.end_offset, now) {
                     stats.records_removed += 1;
                     continue;
                 }
@@ -1054,13 +1054,33 @@ impl Shared {
     }
 }
 
-/// Kafka's retention rule for a record being rewritten.
-fn keep(rec: &crate::compacted::CompactedRecord, map: &OffsetMap, now: i64) -> bool {
+/// Kafka's retention rule for a record being rewritten by a pass whose map
+/// covers the offsets below `mapped_end`.
+///
+/// An expired tombstone goes only if it is below `mapped_end`. Then every
+/// older record of its key goes in the same pass or went before: the map of
+/// this pass or of an earlier one (the mapped ranges follow each other from
+/// the checkpoint) holds the key at the tombstone's offset or later, and
+/// every pass rewrites the log from its start. A tombstone past the mapped
+/// end (in the segment where a full map stopped, or one a tombstone pass
+/// reaches) is kept: this map may not know its key, so an older value of
+/// the key can be kept by this pass, and dropping the tombstone would bring
+/// the deleted key back. A later pass maps it and drops both.
+fn keep(
+    rec: &crate::compacted::CompactedRecord,
+    map: &OffsetMap,
+    mapped_end: u64,
+    now: i64,
+) -> bool {
     let Some(key) = rec.key() else { return true };
     if map.get(&key).is_some_and(|latest| latest > rec.offset) {
         return false; // a newer record of this key exists
     }
-    if rec.is_tombstone() && rec.delete_horizon_ms != 0 && rec.delete_horizon_ms <= now {
+    if rec.is_tombstone()
+        && rec.delete_horizon_ms != 0
+        && rec.delete_horizon_ms <= now
+        && rec.offset < mapped_end
+    {
         return false; // tombstone kept long enough
     }
     true

@@ -243,6 +243,46 @@ fn partial_passes_with_a_two_key_map_converge() {
 }
 
 #[test]
+fn an_expired_tombstone_past_a_partial_map_stays_until_its_key_is_mapped() {
+    // Found by the compaction model (tests/model.rs): a pass whose map
+    // filled before a tombstone still rewrites the tombstone's segment. If
+    // it dropped the expired tombstone there, the older value of its key,
+    // which that map does not know, would stay: the deleted key would come
+    // back.
+    let h = harness();
+    h.put(0, "a", Some("old"));
+    for k in ["b", "c", "d"] {
+        h.put(0, k, Some("v"));
+    }
+    let tombstone = h.put(0, "a", None);
+    h.log(0).roll(h.now()).unwrap();
+    // Room for two keys: each pass maps two and stops at the third.
+    let mut map = OffsetMap::new(60, 0.9).unwrap();
+    assert_eq!(map.max_entries(), 2);
+    h.cleaner.request("t", false).unwrap();
+    let (_, _, first) = h.clean_with(&mut map).unwrap();
+    assert!(first.partial && first.end_offset < tombstone);
+    // The tombstone was kept and stamped; its horizon passes.
+    h.clock.fetch_add(61_000, Ordering::SeqCst);
+    let mut passes = 0;
+    loop {
+        let latest = h.latest(0);
+        assert!(
+            latest.get("a").is_none_or(|(o, _)| *o == tombstone),
+            "key a came back: {latest:?}"
+        );
+        if !latest.contains_key("a") {
+            break;
+        }
+        h.cleaner.request("t", false).unwrap();
+        h.clean_with(&mut map).unwrap();
+        passes += 1;
+        assert!(passes < 10, "the tombstone never went: {latest:?}");
+    }
+    assert_eq!(h.latest(0).keys().collect::<Vec<_>>(), ["b", "c", "d"]);
+}
+
+#[test]
 fn the_active_segment_and_young_segments_are_untouched() {
     let h = harness();
     let mut cfg = topic_config();
