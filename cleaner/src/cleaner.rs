@@ -17,7 +17,9 @@
 //! 3. Group the segments below the mapped end so a cleaned segment stays
 //!    under `segment.bytes`; rewrite each group keeping a record unless a
 //!    newer record of its key exists, or it is a tombstone whose delete
-//!    horizon has passed. A tombstone kept for the first time is stamped
+//!    horizon has passed and that lies below the mapped end (past it, the
+//!    map may not know its key, whose older value this pass may keep: see
+//!    `keep`). A tombstone kept for the first time is stamped
 //!    with horizon now + `delete.retention.ms`.
 //! 4. Swap each group in crash-safely (below), then store the checkpoint.
 //!
