@@ -155,6 +155,22 @@ impl Harness {
     fn clean_with(&self, map: &mut OffsetMap) -> Option<(String, u32, tidelog_cleaner::RunStats)> {
         self.cleaner.clean_once(map).unwrap()
     }
+
+    /// "Restart": drop the cleaner and the logs, reopen everything from
+    /// disk, declare the topic with `config`.
+    fn restart(self, config: CompactTopicConfig) -> Harness {
+        let Harness {
+            dir,
+            clock,
+            cleaner,
+            logs,
+        } = self;
+        drop(cleaner);
+        drop(logs);
+        let h = harness_in(dir, clock, None);
+        h.logs.set_topic("t", config);
+        h
+    }
 }
 
 fn assert_strictly_increasing(recs: &[CompactedRecord]) {
@@ -387,38 +403,31 @@ fn the_filthiest_log_is_picked_first() {
     assert_eq!(first, 1, "{status:?}");
 }
 
-#[test]
-fn out_of_range_checkpoints_are_reset() {
+/// A harness started with `text` as its cleaner-offset-checkpoint file,
+/// 3 keys × 10 versions in partition 0, rolled, and its first pass.
+fn first_pass_after_checkpoint_file(text: &str) -> (Harness, tidelog_cleaner::RunStats) {
     let dir = tempfile::tempdir().unwrap();
-    // A checkpoint far past the log's end (e.g. a log recreated).
-    std::fs::write(
-        dir.path().join("cleaner-offset-checkpoint"),
-        "0\n1\nt 0 999999\n",
-    )
-    .unwrap();
+    std::fs::write(dir.path().join("cleaner-offset-checkpoint"), text).unwrap();
     let h = harness_in(dir, Arc::new(AtomicI64::new(T0)), None);
     h.fill(0, 3, 10);
     h.log(0).roll(h.now()).unwrap();
-    let (_, _, stats) = h.clean().expect("reset to the log start, so dirty");
-    assert_eq!(stats.first_dirty, 0);
+    let (_, _, stats) = h.clean().expect("everything is dirty");
+    (h, stats)
+}
+
+#[test]
+fn out_of_range_checkpoints_are_reset() {
+    // A checkpoint far past the log's end (e.g. a log recreated).
+    let (h, stats) = first_pass_after_checkpoint_file("0\n1\nt 0 999999\n");
+    assert_eq!(stats.first_dirty, 0, "reset to the log start");
     assert_eq!(h.all(0).len(), 3);
     assert_eq!(h.cleaner.status("t")[0].checkpoint_offset, Some(30));
 }
 
 #[test]
 fn a_corrupt_checkpoint_is_read_as_empty_and_the_logs_cleaned_from_the_start() {
-    let dir = tempfile::tempdir().unwrap();
     // Damaged from outside: the count says two entries, there is one.
-    std::fs::write(
-        dir.path().join("cleaner-offset-checkpoint"),
-        "0\n2\nt 0 25\n",
-    )
-    .unwrap();
-    let h = harness_in(dir, Arc::new(AtomicI64::new(T0)), None);
-    assert_eq!(h.cleaner.status("t").len(), 0);
-    h.fill(0, 3, 10);
-    h.log(0).roll(h.now()).unwrap();
-    let (_, _, stats) = h.clean().expect("everything is dirty");
+    let (h, stats) = first_pass_after_checkpoint_file("0\n2\nt 0 25\n");
     assert_eq!(stats.first_dirty, 0, "not the 25 of the damaged file");
     assert_eq!(h.all(0).len(), 3);
     // The next store replaces the damaged file with a good one.
@@ -432,7 +441,7 @@ fn check_after_crash(point: FaultPoint, successes: u64) {
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(AtomicI64::new(T0));
     let faults = Arc::new(Faults::default());
-    let h = harness_in(dir, Arc::clone(&clock), Some(Arc::clone(&faults)));
+    let h = harness_in(dir, clock, Some(Arc::clone(&faults)));
     h.fill(0, 7, 30);
     let want = h.latest(0);
     h.log(0).roll(h.now()).unwrap();
@@ -440,23 +449,14 @@ fn check_after_crash(point: FaultPoint, successes: u64) {
     // several old segments to delete at the crash points between deletes).
     let mut cfg = topic_config();
     cfg.segment_bytes = 1 << 20;
-    h.logs.set_topic("t", cfg);
+    h.logs.set_topic("t", cfg.clone());
     faults.fail_after(point, successes);
     let mut map = OffsetMap::new(1 << 20, 0.9).unwrap();
     assert!(
         h.cleaner.clean_once(&mut map).is_err(),
         "crash at {point:?}"
     );
-    // "Restart": reopen everything from disk.
-    let Harness {
-        dir, cleaner, logs, ..
-    } = h;
-    drop(cleaner);
-    drop(logs);
-    let h = harness_in(dir, clock, None);
-    let mut cfg = topic_config();
-    cfg.segment_bytes = 1 << 20;
-    h.logs.set_topic("t", cfg);
+    let h = h.restart(cfg);
     let recs = h.all(0);
     assert_strictly_increasing(&recs); // no duplicate offsets or keys twice in a row
     assert_eq!(h.latest(0), want, "after crash at {point:?}");
@@ -531,7 +531,7 @@ fn check_retry_after_failure(point: FaultPoint, successes: u64, newer_records: b
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(AtomicI64::new(T0));
     let faults = Arc::new(Faults::default());
-    let h = harness_in(dir, Arc::clone(&clock), Some(Arc::clone(&faults)));
+    let h = harness_in(dir, clock, Some(Arc::clone(&faults)));
     let mut cfg = topic_config();
     cfg.segment_bytes = 1 << 20; // groups merge several small segments
     h.logs.set_topic("t", cfg.clone());
@@ -560,14 +560,7 @@ fn check_retry_after_failure(point: FaultPoint, successes: u64, newer_records: b
     assert_eq!(h.latest(0), want, "{context}: before the restart");
     assert_eq!(h.all(0).len(), want.len(), "{context}: one record per key");
     assert_only_segment_files(&h);
-    // Restart.
-    let Harness {
-        dir, cleaner, logs, ..
-    } = h;
-    drop(cleaner);
-    drop(logs);
-    let h = harness_in(dir, clock, None);
-    h.logs.set_topic("t", cfg);
+    let h = h.restart(cfg);
     assert_only_segment_files(&h);
     assert_strictly_increasing(&h.all(0));
     assert_eq!(h.latest(0), want, "{context}: after the restart");

@@ -63,6 +63,8 @@ const CI_SEEDS: u64 = 24;
 const FINAL_PASSES_MAX: usize = 2_000;
 
 /// A tiny seeded PRNG (xorshift64*), so failures reproduce from the seed.
+/// The generator of `storage/tests/common` (the test binaries of two crates
+/// share no module), with `pick` and a seed spread added.
 struct Rng(u64);
 
 impl Rng {
