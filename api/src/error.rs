@@ -249,7 +249,8 @@ impl From<tidelog_cleaner::CleanerError> for ApiError {
             | C::Corruption { .. }
             | C::InvalidConfig { .. }
             | C::OutOfMemory { .. }
-            | C::CheckpointTooLarge { .. } => ApiError::Internal {
+            | C::CheckpointTooLarge { .. }
+            | C::LeftoverSwap { .. } => ApiError::Internal {
                 message: e.to_string(),
             },
         }

@@ -20,6 +20,12 @@
 //!   (temp → fsync → rename → fsync dir), so a torn or half-written file can
 //!   only come from outside damage, and guessing at it could make the cleaner
 //!   skip records that were never cleaned.
+//! - The cleaner starts from a corrupt file as from an empty one
+//!   ([`CleanerCheckpoint::load_or_empty`], as Kafka does): every log is
+//!   then dirty from its start, and a re-clean is always safe (cleaning
+//!   only removes what a newer record or an expired tombstone makes
+//!   redundant). Dropping some entries and keeping others would be the
+//!   guess the previous rule forbids; dropping all of them is not a guess.
 //! - No file means nothing was cleaned yet. A leftover
 //!   `cleaner-offset-checkpoint.tmp` (a crash before the rename) is never
 //!   read; the next store overwrites it.
@@ -111,6 +117,25 @@ impl CleanerCheckpoint {
             return Err(too_large(&path, bytes.len() as u64));
         }
         Self::decode(&path, &bytes)
+    }
+
+    /// As [`CleanerCheckpoint::load`], but a file that does not parse is
+    /// logged at warn and read as empty (see the module doc for why that is
+    /// safe). A file that cannot be read at all is still an error: the disk
+    /// under it needs an operator.
+    pub fn load_or_empty(dir: &Path) -> Result<Self> {
+        match Self::load(dir) {
+            Err(CleanerError::Corruption { path, line, reason }) => {
+                tracing::warn!(
+                    path = %path.display(),
+                    line,
+                    %reason,
+                    "corrupt cleaner checkpoint; starting from an empty one (every compacted log is cleaned again from its start)"
+                );
+                Ok(Self::new())
+            }
+            other => other,
+        }
     }
 
     /// Replace `dir/cleaner-offset-checkpoint` atomically and durably.
@@ -502,6 +527,29 @@ mod tests {
                 other => panic!("{shown:?} gave {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn load_or_empty_reads_a_corrupt_file_as_empty_but_not_an_unreadable_one() {
+        for text in [&b"0\n2\nt 0 1\n"[..], b"", b"\xff\xfe", b"0\n1\nt 0 -1\n"] {
+            let dir = tempfile::tempdir().unwrap();
+            fs::write(CleanerCheckpoint::path(dir.path()), text).unwrap();
+            assert!(CleanerCheckpoint::load(dir.path()).is_err());
+            let cp = CleanerCheckpoint::load_or_empty(dir.path()).unwrap();
+            assert!(cp.is_empty(), "{:?}", String::from_utf8_lossy(text));
+        }
+        // A good file reads as itself.
+        let dir = tempfile::tempdir().unwrap();
+        sample().store(dir.path()).unwrap();
+        assert_eq!(
+            CleanerCheckpoint::load_or_empty(dir.path()).unwrap(),
+            sample()
+        );
+        // The checkpoint path is a directory: an I/O error, not "empty".
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir(CleanerCheckpoint::path(dir.path())).unwrap();
+        let err = CleanerCheckpoint::load_or_empty(dir.path()).unwrap_err();
+        assert!(matches!(err, CleanerError::Io { .. }), "{err}");
     }
 
     #[test]

@@ -17,7 +17,9 @@
 //! 3. Group the segments below the mapped end so a cleaned segment stays
 //!    under `segment.bytes`; rewrite each group keeping a record unless a
 //!    newer record of its key exists, or it is a tombstone whose delete
-//!    horizon has passed. A tombstone kept for the first time is stamped
+//!    horizon has passed and that lies below the mapped end (past it, the
+//!    map may not know its key, whose older value this pass may keep: see
+//!    `keep`). A tombstone kept for the first time is stamped
 //!    with horizon now + `delete.retention.ms`.
 //! 4. Swap each group in crash-safely (below), then store the checkpoint.
 //!
@@ -32,6 +34,15 @@
 //!
 //! So a crash leaves either the old segments or the new one, never both
 //! (which would duplicate keys) and never neither (which would lose them).
+//!
+//! A pass that fails instead (an I/O error, a panic) leaves the same files
+//! a crash would, while the process goes on. Before the partition's next
+//! pass its files are reconciled exactly as startup does
+//! (`CompactedLog::reconcile`, which calls the same function as
+//! `CompactedLog::open`) and its segment list rebuilt from them, so a retry
+//! starts from a state with no `.cleaned` or `.swap` file: it cannot rename
+//! onto an earlier pass's `.swap` and then delete it as an old segment, and
+//! no stale `.swap` is left for a later open to apply over newer data.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -42,10 +53,11 @@ use std::time::{Duration, Instant};
 
 use crate::checkpoint::CleanerCheckpoint;
 use crate::compacted::format::CompactedRecord;
-use crate::compacted::log::{lock, swap_file_name, CompactedLog};
+use crate::compacted::log::{lock, segment_file_name, swap_file_name, CompactedLog};
 use crate::compacted::segment::{Segment, SegmentReader, CLEANED_SUFFIX, LOG_SUFFIX};
 use crate::compacted::{CompactTopicConfig, CompactedLogs};
 use crate::error::{CleanerError, Result};
+use crate::fault::{self, FaultPoint, Faults};
 use crate::offset_map::{OffsetMap, PutOutcome, DEFAULT_LOAD_FACTOR};
 use crate::throttle::Throttle;
 use tidelog_storage::fs_util::{self, offset_file_name};
@@ -59,10 +71,9 @@ pub struct CleanerConfig {
     pub backoff_ms: u64,
     pub io_max_bytes_per_second: Option<u64>,
     pub load_factor: f64,
-    /// Test seam: stop a swap at this step, as a crash would.
-    pub crash_at: Option<SwapStep>,
-    /// Test seam: panic at this step, to exercise thread supervision.
-    pub panic_at: Option<SwapStep>,
+    /// Test seam: fail or panic at steps of the swap ([`crate::fault`]).
+    /// `None` in production.
+    pub faults: Option<Arc<Faults>>,
 }
 
 impl Default for CleanerConfig {
@@ -73,23 +84,9 @@ impl Default for CleanerConfig {
             backoff_ms: 15_000,
             io_max_bytes_per_second: None,
             load_factor: DEFAULT_LOAD_FACTOR,
-            crash_at: None,
-            panic_at: None,
+            faults: None,
         }
     }
-}
-
-/// Steps of a segment swap, for crash tests.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SwapStep {
-    /// `.cleaned` written and fsynced, not renamed.
-    CleanedWritten,
-    /// Renamed to `.swap`, old segments still present.
-    SwapRenamed,
-    /// Some old segment files deleted.
-    OldPartlyDeleted,
-    /// All old files deleted, `.swap` not yet renamed to `.log`.
-    OldDeleted,
 }
 
 /// Statistics of one cleaning pass (API.md's `last_run`).
@@ -135,6 +132,9 @@ struct PartitionState {
     /// first pass to start after a request is number `started + 1`.
     started: u64,
     runs: u64,
+    /// The last pass failed or panicked, possibly in the middle of a swap:
+    /// the next one reconciles the files first (see the module doc).
+    reconcile_first: bool,
 }
 
 /// Kafka's cleaner metrics.
@@ -199,7 +199,9 @@ pub struct LogCleaner {
 }
 
 impl LogCleaner {
-    /// Load the cleaner checkpoint. Threads start with [`LogCleaner::start`].
+    /// Load the cleaner checkpoint (a corrupt one reads as empty: every log
+    /// is cleaned again, which is always safe). Threads start with
+    /// [`LogCleaner::start`].
     pub fn new(
         logs: Arc<CompactedLogs>,
         data_dir: PathBuf,
@@ -211,7 +213,7 @@ impl LogCleaner {
                 reason: "must be at least 1".into(),
             });
         }
-        let mut checkpoint = CleanerCheckpoint::load(&data_dir)?;
+        let mut checkpoint = CleanerCheckpoint::load_or_empty(&data_dir)?;
         lower_past_the_end(&mut checkpoint, &logs, &data_dir)?;
         Ok(LogCleaner {
             shared: Arc::new(Shared {
@@ -501,20 +503,30 @@ fn supervise(shared: &Arc<Shared>, name: &str, mut map: OffsetMap) {
             .fetch_add(1, Ordering::Relaxed);
         tracing::error!(thread = name, "cleaner thread panicked; restarting it");
         // Whatever it held is released: clear in-progress marks it left.
+        // A pass it was running may have stopped mid-swap.
         for s in lock(&shared.states).values_mut() {
-            s.in_progress = false;
+            if s.in_progress {
+                s.in_progress = false;
+                s.reconcile_first = true;
+            }
         }
         std::thread::sleep(Duration::from_millis(100));
     }
 }
 
 /// Recovery may have cut a compacted log below its cleaner checkpoint
-/// (copies of records the CommitLog lost, see
-/// `CompactedLog::truncate_from_physical`). A checkpoint past the end would
-/// take the records that reuse those offsets for clean ones, and never
-/// deduplicate them among themselves. So it is lowered to the end, and
-/// stored, before the cleaner runs (Kafka lowers its checkpoint when it
-/// truncates a log).
+/// (`CompactedLog::truncate_from_physical`): copies of records the CommitLog
+/// lost, and copies past the store checkpoint, which its replay then copies
+/// again. Either way the records from the cut on were never cleaned: those
+/// that reuse lost offsets, and the replayed copies, superseded values
+/// included, even where the replay brought the log's end back past the
+/// checkpoint. Left above the cut, the checkpoint would take them for clean
+/// ones: they would never be deduplicated among themselves, and a tombstone
+/// among them could expire while an older value of its key stays, bringing
+/// the key back. So the checkpoint is lowered to the cut (or to the end, if
+/// that is lower), and stored, before the cleaner runs (Kafka lowers its
+/// checkpoint when it truncates a log). The cleaner is created after the
+/// store opened, so every cut of this start is known by then.
 fn lower_past_the_end(
     checkpoint: &mut CleanerCheckpoint,
     logs: &CompactedLogs,
@@ -523,7 +535,10 @@ fn lower_past_the_end(
     let past: Vec<(String, u32, u64, u64)> = checkpoint
         .iter()
         .filter_map(|(topic, p, offset)| {
-            let end = logs.log(topic, p)?.next_offset();
+            let log = logs.log(topic, p)?;
+            let end = log
+                .recovery_cut()
+                .map_or(log.next_offset(), |cut| cut.min(log.next_offset()));
             (offset > end).then(|| (topic.to_string(), p, offset, end))
         })
         .collect();
@@ -533,7 +548,7 @@ fn lower_past_the_end(
             partition = p,
             checkpoint = offset,
             end,
-            "cleaner checkpoint past the compacted log's end (cut by recovery); lowered to the end"
+            "cleaner checkpoint past where recovery cut the compacted log; lowered to the cut"
         );
         checkpoint.set(topic, *p, *end)?;
     }
@@ -801,6 +816,7 @@ impl Shared {
                     e.to_string(),
                     now.saturating_add(self.config.backoff_ms as i64),
                 ));
+                st.reconcile_first = true;
             }
         }
         drop(states);
@@ -825,6 +841,30 @@ impl Shared {
         Ok(Some(rec))
     }
 
+    /// If the partition's last pass failed, reconcile its files and
+    /// segment list (module doc) and return its dirty range anew, computed
+    /// over the segments as they are now. `None`: nothing to do. A failure
+    /// here fails the pass, and the next one tries again.
+    fn reconcile_after_failure(
+        &self,
+        log: &CompactedLog,
+        cfg: &CompactTopicConfig,
+        now: i64,
+    ) -> Result<Option<Cleanable>> {
+        let tp = log.topic_partition();
+        let key = (tp.topic().to_string(), tp.partition());
+        if !lock(&self.states)
+            .get(&key)
+            .is_some_and(|s| s.reconcile_first)
+        {
+            return Ok(None);
+        }
+        log.reconcile()?;
+        lock(&self.states).entry(key).or_default().reconcile_first = false;
+        let checkpoint = lock(&self.checkpoint).get(tp.topic(), tp.partition());
+        Ok(Some(cleanable(log, cfg, checkpoint, now)))
+    }
+
     /// One cleaning pass over `log`.
     fn run(
         &self,
@@ -835,6 +875,14 @@ impl Shared {
     ) -> Result<RunStats> {
         let began = Instant::now();
         let now = self.logs.now_ms();
+        let refreshed;
+        let info = match self.reconcile_after_failure(log, cfg, now)? {
+            Some(fresh) => {
+                refreshed = fresh;
+                &refreshed
+            }
+            None => info,
+        };
         let mut stats = RunStats {
             first_dirty: info.first_dirty,
             end_offset: info.first_dirty,
@@ -946,11 +994,15 @@ impl Shared {
             offset_file_name(base)
         ));
         let _ = std::fs::remove_file(&cleaned_path);
-        let cleaned = Arc::new(Segment::create(cleaned_path, base, first.created_ms())?);
+        let cleaned = Arc::new(Segment::create(
+            cleaned_path.clone(),
+            base,
+            first.created_ms(),
+        )?);
         for seg in group {
             let mut reader = seg.reader(0);
             while let Some(rec) = self.read_counted(seg, &mut reader, stats)? {
-                if !keep(&rec, map, now) {
+                if !keep(&rec, map, stats.end_offset, now) {
                     stats.records_removed += 1;
                     continue;
                 }
@@ -959,53 +1011,78 @@ impl Shared {
                 } else {
                     rec
                 };
+                self.fault(FaultPoint::WriteCleaned, &cleaned_path)?;
                 cleaned.append(&rec)?;
                 stats.records_kept += 1;
                 stats.bytes_written += rec.len() as u64;
                 self.throttle.account(rec.len() as u64);
             }
         }
+        self.fault(FaultPoint::SyncCleaned, &cleaned_path)?;
         cleaned.flush()?;
-        self.crash_point(SwapStep::CleanedWritten)?;
         let swap_path = dir.join(swap_file_name(base, end));
-        cleaned.rename(swap_path)?;
-        fsync_dir(dir)?;
-        self.crash_point(SwapStep::SwapRenamed)?;
-        let old = log.swap_in(base, end, Arc::clone(&cleaned));
-        for (i, o) in old.iter().enumerate() {
-            let p = o.path();
-            std::fs::remove_file(&p).map_err(|e| CleanerError::Io { path: p, source: e })?;
-            if i == 0 && old.len() > 1 {
-                self.crash_point(SwapStep::OldPartlyDeleted)?;
-            }
+        // Renaming over an earlier pass's swap file would replace a segment
+        // that may be in the list, and then delete it as an old one. The
+        // reconcile before a retry removes every such file; this is the
+        // check that it did.
+        if swap_path.exists() {
+            return Err(CleanerError::LeftoverSwap { path: swap_path });
         }
-        self.crash_point(SwapStep::OldDeleted)?;
-        cleaned.rename(dir.join(format!("{}{LOG_SUFFIX}", offset_file_name(base))))?;
+        self.fault(FaultPoint::RenameToSwap, &swap_path)?;
+        cleaned.rename(swap_path)?;
+        self.fault(FaultPoint::SyncDirAfterSwap, dir)?;
+        fsync_dir(dir)?;
+        let old = log.swap_in(base, end, Arc::clone(&cleaned));
+        for o in &old {
+            let p = o.path();
+            self.fault(FaultPoint::DeleteOld, &p)?;
+            std::fs::remove_file(&p).map_err(|e| CleanerError::Io { path: p, source: e })?;
+        }
+        let log_path = dir.join(segment_file_name(base));
+        self.fault(FaultPoint::RenameToLog, &log_path)?;
+        cleaned.rename(log_path)?;
+        self.fault(FaultPoint::SyncDirAfterLog, dir)?;
         fsync_dir(dir)?;
         Ok(())
     }
 
-    fn crash_point(&self, step: SwapStep) -> Result<()> {
-        if self.config.panic_at == Some(step) {
-            panic!("simulated panic at {step:?} (CleanerConfig::panic_at)");
-        }
-        if self.config.crash_at == Some(step) {
-            return Err(CleanerError::InvalidConfig {
-                setting: "crash_at",
-                reason: format!("simulated crash at {step:?}"),
-            });
-        }
-        Ok(())
+    /// The test seam ([`crate::fault`]): an I/O error on `path` if the
+    /// operation at `point` is to fail.
+    fn fault(&self, point: FaultPoint, path: &std::path::Path) -> Result<()> {
+        fault::check(&self.config.faults, point).map_err(|source| CleanerError::Io {
+            path: path.to_path_buf(),
+            source,
+        })
     }
 }
 
-/// Kafka's retention rule for a record being rewritten.
-fn keep(rec: &crate::compacted::CompactedRecord, map: &OffsetMap, now: i64) -> bool {
+/// Kafka's retention rule for a record being rewritten by a pass whose map
+/// covers the offsets below `mapped_end`.
+///
+/// An expired tombstone goes only if it is below `mapped_end`. Then every
+/// older record of its key goes in the same pass or went before: the map of
+/// this pass or of an earlier one (the mapped ranges follow each other from
+/// the checkpoint) holds the key at the tombstone's offset or later, and
+/// every pass rewrites the log from its start. A tombstone past the mapped
+/// end (in the segment where a full map stopped, or one a tombstone pass
+/// reaches) is kept: this map may not know its key, so an older value of
+/// the key can be kept by this pass, and dropping the tombstone would bring
+/// the deleted key back. A later pass maps it and drops both.
+fn keep(
+    rec: &crate::compacted::CompactedRecord,
+    map: &OffsetMap,
+    mapped_end: u64,
+    now: i64,
+) -> bool {
     let Some(key) = rec.key() else { return true };
     if map.get(&key).is_some_and(|latest| latest > rec.offset) {
         return false; // a newer record of this key exists
     }
-    if rec.is_tombstone() && rec.delete_horizon_ms != 0 && rec.delete_horizon_ms <= now {
+    if rec.is_tombstone()
+        && rec.delete_horizon_ms != 0
+        && rec.delete_horizon_ms <= now
+        && rec.offset < mapped_end
+    {
         return false; // tombstone kept long enough
     }
     true

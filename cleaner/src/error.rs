@@ -63,6 +63,12 @@ pub enum CleanerError {
     #[error("topic {topic:?} is not a compact topic")]
     NotCompact { topic: String },
 
+    /// A cleaning pass found a swap file of an earlier pass where it was
+    /// about to rename its own (the reconcile before a retry should have
+    /// finished it). The pass stops rather than replace it.
+    #[error("a swap file of an earlier cleaning is still there: {path}")]
+    LeftoverSwap { path: PathBuf },
+
     /// The checkpoint holds more entries than a reader accepts, so writing
     /// it would produce a file that the next startup refuses.
     #[error("cleaner checkpoint has {entries} entries; at most {max} can be stored")]

@@ -21,12 +21,14 @@
 //!
 //! Modules: [`compacted`] (the logs, their format and the dispatcher sink),
 //! [`cleaner`] (threads, selection, the pass and the crash-safe swap),
-//! [`offset_map`], [`checkpoint`], [`throttle`].
+//! [`offset_map`], [`checkpoint`], [`throttle`], [`fault`] (the swap's
+//! fault-injection seam for tests).
 
 pub mod checkpoint;
 pub mod cleaner;
 pub mod compacted;
 pub mod error;
+pub mod fault;
 mod fingerprint;
 pub mod offset_map;
 pub mod throttle;

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use tidelog_cleaner::cleaner::SwapStep;
 use tidelog_cleaner::compacted::format::{decode, encode, Decoded, Fields};
+use tidelog_cleaner::fault::{FaultPoint, Faults};
 use tidelog_cleaner::{
     CleanerConfig, CompactTopicConfig, CompactedLog, CompactedLogs, CompactedRecord, LogCleaner,
     OffsetMap,
@@ -36,13 +36,13 @@ fn topic_config() -> CompactTopicConfig {
 fn harness_in(
     dir: tempfile::TempDir,
     clock: Arc<AtomicI64>,
-    crash_at: Option<SwapStep>,
+    faults: Option<Arc<Faults>>,
 ) -> Harness {
     harness_with(
         dir,
         clock,
         CleanerConfig {
-            crash_at,
+            faults,
             ..CleanerConfig::default()
         },
     )
@@ -155,6 +155,22 @@ impl Harness {
     fn clean_with(&self, map: &mut OffsetMap) -> Option<(String, u32, tidelog_cleaner::RunStats)> {
         self.cleaner.clean_once(map).unwrap()
     }
+
+    /// "Restart": drop the cleaner and the logs, reopen everything from
+    /// disk, declare the topic with `config`.
+    fn restart(self, config: CompactTopicConfig) -> Harness {
+        let Harness {
+            dir,
+            clock,
+            cleaner,
+            logs,
+        } = self;
+        drop(cleaner);
+        drop(logs);
+        let h = harness_in(dir, clock, None);
+        h.logs.set_topic("t", config);
+        h
+    }
 }
 
 fn assert_strictly_increasing(recs: &[CompactedRecord]) {
@@ -240,6 +256,46 @@ fn partial_passes_with_a_two_key_map_converge() {
     assert!(passes > 1, "needed partial passes");
     assert_eq!(h.latest(0), want);
     assert_strictly_increasing(&h.all(0));
+}
+
+#[test]
+fn an_expired_tombstone_past_a_partial_map_stays_until_its_key_is_mapped() {
+    // Found by the compaction model (tests/model.rs): a pass whose map
+    // filled before a tombstone still rewrites the tombstone's segment. If
+    // it dropped the expired tombstone there, the older value of its key,
+    // which that map does not know, would stay: the deleted key would come
+    // back.
+    let h = harness();
+    h.put(0, "a", Some("old"));
+    for k in ["b", "c", "d"] {
+        h.put(0, k, Some("v"));
+    }
+    let tombstone = h.put(0, "a", None);
+    h.log(0).roll(h.now()).unwrap();
+    // Room for two keys: each pass maps two and stops at the third.
+    let mut map = OffsetMap::new(60, 0.9).unwrap();
+    assert_eq!(map.max_entries(), 2);
+    h.cleaner.request("t", false).unwrap();
+    let (_, _, first) = h.clean_with(&mut map).unwrap();
+    assert!(first.partial && first.end_offset < tombstone);
+    // The tombstone was kept and stamped; its horizon passes.
+    h.clock.fetch_add(61_000, Ordering::SeqCst);
+    let mut passes = 0;
+    loop {
+        let latest = h.latest(0);
+        assert!(
+            latest.get("a").is_none_or(|(o, _)| *o == tombstone),
+            "key a came back: {latest:?}"
+        );
+        if !latest.contains_key("a") {
+            break;
+        }
+        h.cleaner.request("t", false).unwrap();
+        h.clean_with(&mut map).unwrap();
+        passes += 1;
+        assert!(passes < 10, "the tombstone never went: {latest:?}");
+    }
+    assert_eq!(h.latest(0).keys().collect::<Vec<_>>(), ["b", "c", "d"]);
 }
 
 #[test]
@@ -347,28 +403,45 @@ fn the_filthiest_log_is_picked_first() {
     assert_eq!(first, 1, "{status:?}");
 }
 
-#[test]
-fn out_of_range_checkpoints_are_reset() {
+/// A harness started with `text` as its cleaner-offset-checkpoint file,
+/// 3 keys × 10 versions in partition 0, rolled, and its first pass.
+fn first_pass_after_checkpoint_file(text: &str) -> (Harness, tidelog_cleaner::RunStats) {
     let dir = tempfile::tempdir().unwrap();
-    // A checkpoint far past the log's end (e.g. a log recreated).
-    std::fs::write(
-        dir.path().join("cleaner-offset-checkpoint"),
-        "0\n1\nt 0 999999\n",
-    )
-    .unwrap();
+    std::fs::write(dir.path().join("cleaner-offset-checkpoint"), text).unwrap();
     let h = harness_in(dir, Arc::new(AtomicI64::new(T0)), None);
     h.fill(0, 3, 10);
     h.log(0).roll(h.now()).unwrap();
-    let (_, _, stats) = h.clean().expect("reset to the log start, so dirty");
-    assert_eq!(stats.first_dirty, 0);
+    let (_, _, stats) = h.clean().expect("everything is dirty");
+    (h, stats)
+}
+
+#[test]
+fn out_of_range_checkpoints_are_reset() {
+    // A checkpoint far past the log's end (e.g. a log recreated).
+    let (h, stats) = first_pass_after_checkpoint_file("0\n1\nt 0 999999\n");
+    assert_eq!(stats.first_dirty, 0, "reset to the log start");
     assert_eq!(h.all(0).len(), 3);
     assert_eq!(h.cleaner.status("t")[0].checkpoint_offset, Some(30));
 }
 
-fn check_after_crash(step: SwapStep) {
+#[test]
+fn a_corrupt_checkpoint_is_read_as_empty_and_the_logs_cleaned_from_the_start() {
+    // Damaged from outside: the count says two entries, there is one.
+    let (h, stats) = first_pass_after_checkpoint_file("0\n2\nt 0 25\n");
+    assert_eq!(stats.first_dirty, 0, "not the 25 of the damaged file");
+    assert_eq!(h.all(0).len(), 3);
+    // The next store replaces the damaged file with a good one.
+    let stored = tidelog_cleaner::CleanerCheckpoint::load(h.dir.path()).unwrap();
+    assert_eq!(stored.get("t", 0), Some(30));
+}
+
+/// Stop a swap at `point` after `successes` operations there succeeded,
+/// as a crash would (nothing after it runs), then reopen from disk.
+fn check_after_crash(point: FaultPoint, successes: u64) {
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(AtomicI64::new(T0));
-    let h = harness_in(dir, Arc::clone(&clock), Some(step));
+    let faults = Arc::new(Faults::default());
+    let h = harness_in(dir, clock, Some(Arc::clone(&faults)));
     h.fill(0, 7, 30);
     let want = h.latest(0);
     h.log(0).roll(h.now()).unwrap();
@@ -376,52 +449,132 @@ fn check_after_crash(step: SwapStep) {
     // several old segments to delete at the crash points between deletes).
     let mut cfg = topic_config();
     cfg.segment_bytes = 1 << 20;
-    h.logs.set_topic("t", cfg);
+    h.logs.set_topic("t", cfg.clone());
+    faults.fail_after(point, successes);
     let mut map = OffsetMap::new(1 << 20, 0.9).unwrap();
-    assert!(h.cleaner.clean_once(&mut map).is_err(), "crash at {step:?}");
-    // "Restart": reopen everything from disk.
-    let Harness {
-        dir, cleaner, logs, ..
-    } = h;
-    drop(cleaner);
-    drop(logs);
-    let h = harness_in(dir, clock, None);
-    let mut cfg = topic_config();
-    cfg.segment_bytes = 1 << 20;
-    h.logs.set_topic("t", cfg);
+    assert!(
+        h.cleaner.clean_once(&mut map).is_err(),
+        "crash at {point:?}"
+    );
+    let h = h.restart(cfg);
     let recs = h.all(0);
     assert_strictly_increasing(&recs); // no duplicate offsets or keys twice in a row
-    assert_eq!(h.latest(0), want, "after crash at {step:?}");
+    assert_eq!(h.latest(0), want, "after crash at {point:?}");
     // No leftovers, and a later pass finishes the job.
-    let names: Vec<_> = std::fs::read_dir(h.dir.path().join("compacted/t/0"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    assert!(names.iter().all(|n| n.ends_with(".log")), "{names:?}");
+    assert_only_segment_files(&h);
     h.cleaner.request("t", false).unwrap();
     h.clean();
     assert_eq!(h.all(0).len(), 7);
     assert_eq!(h.latest(0), want);
 }
 
-#[test]
-fn crash_after_cleaned_file_written() {
-    check_after_crash(SwapStep::CleanedWritten);
+fn assert_only_segment_files(h: &Harness) {
+    let names: Vec<_> = std::fs::read_dir(h.dir.path().join("compacted/t/0"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert!(names.iter().all(|n| n.ends_with(".log")), "{names:?}");
+}
+
+/// Every swap operation, and the second delete of old segments (the first
+/// is gone, the others are not).
+fn swap_faults() -> Vec<(FaultPoint, u64)> {
+    let mut v: Vec<_> = FaultPoint::ALL.iter().map(|&p| (p, 0)).collect();
+    v.push((FaultPoint::DeleteOld, 1));
+    v
 }
 
 #[test]
-fn crash_after_swap_rename() {
-    check_after_crash(SwapStep::SwapRenamed);
+fn a_crash_at_any_swap_step_leaves_the_old_segments_or_the_new_one() {
+    for (point, successes) in swap_faults() {
+        check_after_crash(point, successes);
+    }
+}
+
+/// Key → (offset, value) as `Harness::latest` gives it, from the raw
+/// records produced; and every produced record by offset.
+type Produced = BTreeMap<u64, CompactedRecord>;
+
+fn produced(h: &Harness, into: &mut Produced) {
+    for r in h.all(0) {
+        into.entry(r.offset).or_insert(r);
+    }
+}
+
+/// Every record the log serves is one that was produced, byte for byte
+/// (a tombstone may have gained its delete horizon).
+fn assert_served_as_produced(h: &Harness, produced: &Produced, context: &str) {
+    for r in h.all(0) {
+        let p = produced
+            .get(&r.offset)
+            .unwrap_or_else(|| panic!("{context}: offset {} was never produced", r.offset));
+        if r.is_tombstone() {
+            assert_eq!(r.key(), p.key(), "{context}: offset {}", r.offset);
+            assert_eq!(
+                r.with_delete_horizon(0).raw(),
+                p.with_delete_horizon(0).raw(),
+                "{context}: offset {}",
+                r.offset
+            );
+        } else {
+            assert_eq!(r.raw(), p.raw(), "{context}: offset {}", r.offset);
+        }
+    }
+}
+
+/// A pass fails at `point` (an I/O error); new records may arrive before
+/// the retry; the retry runs after the backoff; then a restart. The log
+/// must still serve every key's latest record, once, as produced, and leave
+/// no `.cleaned` or `.swap` file behind.
+fn check_retry_after_failure(point: FaultPoint, successes: u64, newer_records: bool) {
+    let context = format!("{point:?} after {successes}, newer records: {newer_records}");
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(AtomicI64::new(T0));
+    let faults = Arc::new(Faults::default());
+    let h = harness_in(dir, clock, Some(Arc::clone(&faults)));
+    let mut cfg = topic_config();
+    cfg.segment_bytes = 1 << 20; // groups merge several small segments
+    h.logs.set_topic("t", cfg.clone());
+    let mut all = Produced::new();
+    h.fill(0, 7, 30);
+    h.log(0).roll(h.now()).unwrap();
+    produced(&h, &mut all);
+    faults.fail_after(point, successes);
+    let mut map = OffsetMap::new(1 << 20, 0.9).unwrap();
+    assert!(h.cleaner.clean_once(&mut map).is_err(), "{context}");
+    faults.heal();
+    if newer_records {
+        // Newer values of old keys, two new keys and a tombstone, in new
+        // sealed segments: the retry's group reaches further than the
+        // failed one did.
+        h.fill(0, 9, 3);
+        h.put(0, "k2", None);
+        h.log(0).roll(h.now()).unwrap();
+        produced(&h, &mut all);
+    }
+    let want = h.latest(0);
+    // The retry, after the backoff.
+    h.clock.fetch_add(16_000, Ordering::SeqCst);
+    h.clean_with(&mut map)
+        .unwrap_or_else(|| panic!("{context}: the retry did not run"));
+    assert_eq!(h.latest(0), want, "{context}: before the restart");
+    assert_eq!(h.all(0).len(), want.len(), "{context}: one record per key");
+    assert_only_segment_files(&h);
+    let h = h.restart(cfg);
+    assert_only_segment_files(&h);
+    assert_strictly_increasing(&h.all(0));
+    assert_eq!(h.latest(0), want, "{context}: after the restart");
+    assert_served_as_produced(&h, &all, &context);
+    assert_eq!(h.all(0).len(), want.len(), "{context}: one record per key");
 }
 
 #[test]
-fn crash_with_old_segments_partly_deleted() {
-    check_after_crash(SwapStep::OldPartlyDeleted);
-}
-
-#[test]
-fn crash_with_old_segments_deleted() {
-    check_after_crash(SwapStep::OldDeleted);
+fn a_retry_after_an_io_error_at_any_swap_step_reconciles_first() {
+    for (point, successes) in swap_faults() {
+        for newer_records in [false, true] {
+            check_retry_after_failure(point, successes, newer_records);
+        }
+    }
 }
 
 #[test]
@@ -574,11 +727,13 @@ fn a_failing_partition_is_marked_uncleanable_and_retried_after_the_backoff() {
 fn a_panicking_cleaner_thread_is_restarted_and_counted() {
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(AtomicI64::new(T0));
+    let faults = Arc::new(Faults::default());
+    faults.panic_after(FaultPoint::RenameToSwap, 0);
     let h = harness_with(
         dir,
         clock,
         CleanerConfig {
-            panic_at: Some(SwapStep::CleanedWritten),
+            faults: Some(Arc::clone(&faults)),
             backoff_ms: 10,
             ..CleanerConfig::default()
         },

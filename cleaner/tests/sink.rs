@@ -292,3 +292,114 @@ fn a_removed_topic_gets_no_new_compacted_log() {
     assert!(!topic_dir.exists());
     assert_eq!(store.stats().dispatch_errors, 0);
 }
+
+/// Wait until `users`-0's compacted log ends at `end` (the sink writes its
+/// copies at the end of a dispatch batch, just after the dispatched
+/// position moves).
+fn wait_copied(store: &Store, logs: &CompactedLogs, end: u64) {
+    assert!(store.wait_dispatched(Duration::from_secs(10)));
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while logs.log("users", 0).is_none_or(|l| l.next_offset() < end) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never copied up to {end}"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn a_replay_below_the_cleaner_checkpoint_is_cleaned_again_and_no_deleted_key_comes_back() {
+    // Found by the compaction model (tests/model.rs). After a kill -9,
+    // recovery cuts the compacted log back to the store checkpoint and the
+    // replay copies the records again, uncleaned, up to where the log
+    // ended. The cleaner checkpoint, further on, must come down to the cut:
+    // otherwise the replayed copies count as clean, and once a tombstone
+    // among them expires, the older value of its key stays and the key
+    // comes back.
+    use std::sync::atomic::{AtomicI64, Ordering};
+    use tidelog_cleaner::{CleanerConfig, LogCleaner, OffsetMap};
+    let dir = tempfile::tempdir().unwrap();
+    let skew = Arc::new(AtomicI64::new(0));
+    // An hour ahead of the store's clock, so every record is old enough.
+    let base = tidelog_storage::types::now_ms() + 3_600_000;
+    let open_all = || {
+        let s = Arc::clone(&skew);
+        let logs = CompactedLogs::open_with_clock(
+            dir.path(),
+            Arc::new(move || base + s.load(Ordering::SeqCst)),
+        )
+        .unwrap();
+        logs.set_topic(
+            "users",
+            CompactTopicConfig {
+                delete_retention_ms: 60_000,
+                ..CompactTopicConfig::default()
+            },
+        );
+        let store = Store::open_with_sinks(config(dir.path()), vec![logs.sink()]).unwrap();
+        let cleaner = LogCleaner::new(
+            Arc::clone(&logs),
+            dir.path().to_path_buf(),
+            CleanerConfig::default(),
+        )
+        .unwrap();
+        (logs, store, cleaner)
+    };
+    let mut map = OffsetMap::new(1 << 16, 0.9).unwrap();
+    let pass = |cleaner: &LogCleaner, map: &mut OffsetMap| {
+        cleaner.request("users", true).unwrap();
+        cleaner.clean_once(map).unwrap().expect("a pass");
+    };
+    let value_of_a = |logs: &CompactedLogs| {
+        let recs = logs
+            .log("users", 0)
+            .unwrap()
+            .read(0, 100, usize::MAX)
+            .unwrap();
+        recs.iter()
+            .rev()
+            .find(|r| r.key().as_deref() == Some(b"a".as_slice()))
+            .map(|r| r.value())
+    };
+
+    let (logs, store, cleaner) = open_all();
+    store
+        .append(&[
+            rec("users", "a", Some("old")),
+            rec("users", "x", Some("1")),
+            rec("users", "a", None),
+            rec("users", "y", Some("1")),
+        ])
+        .unwrap();
+    wait_copied(&store, &logs, 4);
+    pass(&cleaner, &mut map);
+    assert_eq!(value_of_a(&logs), Some(None), "a is deleted");
+    assert_eq!(cleaner.status("users")[0].checkpoint_offset, Some(4));
+    // kill -9: the store checkpoint is the one written at open, so the
+    // replay copies all four records again.
+    drop(cleaner);
+    store.close_uncleanly();
+    drop(logs);
+    let (logs, store, cleaner) = open_all();
+    assert!(store.recovery_report().records_replayed >= 4);
+    assert_eq!(logs.log("users", 0).unwrap().recovery_cut(), Some(0));
+    assert_eq!(
+        cleaner.status("users")[0].checkpoint_offset,
+        Some(0),
+        "lowered to where recovery cut the log"
+    );
+    // Passes after new records, until the tombstone's horizon has passed.
+    for (i, key) in ["z", "w"].into_iter().enumerate() {
+        store.append(&[rec("users", key, Some("1"))]).unwrap();
+        wait_copied(&store, &logs, 5 + i as u64);
+        pass(&cleaner, &mut map);
+        skew.fetch_add(61_000, Ordering::SeqCst);
+    }
+    pass(&cleaner, &mut map);
+    let a = value_of_a(&logs);
+    assert!(
+        a.is_none() || a == Some(None),
+        "the deleted key a came back: {a:?}"
+    );
+}

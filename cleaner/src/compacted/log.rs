@@ -66,6 +66,10 @@ pub struct CompactedLog {
     segments: RwLock<Vec<Arc<Segment>>>,
     /// One past the last offset appended: the log end offset.
     next_offset: AtomicU64,
+    /// The lowest end offset recovery cut this log to since it was opened
+    /// (`u64::MAX`: never cut). The records from there on were copied again
+    /// from the CommitLog, uncleaned, whatever the cleaner checkpoint says.
+    recovery_cut: AtomicU64,
     appended: Event,
 }
 
@@ -94,54 +98,85 @@ fn parse_swap_name(name: &str) -> Option<(u64, u64)> {
     ))
 }
 
+/// What [`reconcile_dir`] found and left.
+pub(crate) struct Reconciled {
+    /// Base offsets of the `<base>.log` segments, ascending.
+    pub bases: Vec<u64>,
+    /// Whether a file was removed or renamed.
+    pub changed: bool,
+}
+
+/// `<20-digit base>.log`.
+pub(crate) fn segment_file_name(base: u64) -> String {
+    format!("{}{LOG_SUFFIX}", offset_file_name(base))
+}
+
+/// Finish or roll back what an interrupted swap left in a log directory:
+/// what startup does, and what a cleaning pass does before it retries after
+/// a failure (one function, so the two can never disagree).
+///
+/// - `.cleaned`: its cleaning had not reached the swap point; the old
+///   segments are whole, so it is deleted.
+/// - `<base>-<end>.swap`: its cleaning was complete and durable (written
+///   and fsynced before the rename), so it is the truth: the segments with
+///   base offsets in `[base, end)` are deleted and it is renamed to
+///   `<base>.log`.
+///
+/// Ends with an fsync of the directory, so what it did is durable before
+/// anything else happens to the log.
+pub(crate) fn reconcile_dir(dir: &Path) -> Result<Reconciled> {
+    let mut bases = Vec::new();
+    let mut swaps = Vec::new();
+    let mut changed = false;
+    for entry in std::fs::read_dir(dir).map_err(|e| io_err(dir, e))? {
+        let entry = entry.map_err(|e| io_err(dir, e))?;
+        let name = entry.file_name();
+        let name = name.to_str().unwrap_or_default();
+        if let Some(base) = parse_offset_file_name(name, LOG_SUFFIX) {
+            bases.push(base);
+        } else if name.ends_with(CLEANED_SUFFIX) {
+            tracing::info!(path = %entry.path().display(), "removing an unfinished .cleaned file");
+            std::fs::remove_file(entry.path()).map_err(|e| io_err(&entry.path(), e))?;
+            changed = true;
+        } else if let Some(range) = parse_swap_name(name) {
+            swaps.push((range, entry.path()));
+        } else {
+            tracing::warn!(path = %entry.path().display(), "ignoring a stray file in a compacted log directory");
+        }
+    }
+    for ((base, end), path) in swaps {
+        tracing::info!(path = %path.display(), "completing an interrupted segment swap");
+        for &b in bases.iter().filter(|&&b| b >= base && b < end) {
+            let old = dir.join(segment_file_name(b));
+            std::fs::remove_file(&old).map_err(|e| io_err(&old, e))?;
+        }
+        bases.retain(|&b| b < base || b >= end);
+        let to = dir.join(segment_file_name(base));
+        std::fs::rename(&path, &to).map_err(|e| io_err(&to, e))?;
+        bases.push(base);
+        changed = true;
+    }
+    fs_util::fsync_dir(dir).map_err(|e| CleanerError::Store {
+        path: dir.to_path_buf(),
+        source: e,
+    })?;
+    bases.sort_unstable();
+    Ok(Reconciled { bases, changed })
+}
+
 impl CompactedLog {
     /// Open (or create) the log in `dir`: finish or roll back an interrupted
-    /// swap, drop leftover `.cleaned` files, open the segments.
+    /// swap and drop leftover `.cleaned` files ([`reconcile_dir`]), then
+    /// open the segments.
     pub fn open(tp: TopicPartition, dir: PathBuf) -> Result<CompactedLog> {
         fs_util::create_dir_durable(&dir).map_err(|e| CleanerError::Store {
             path: dir.clone(),
             source: e,
         })?;
-        let mut bases = Vec::new();
-        let mut swaps = Vec::new();
-        for entry in std::fs::read_dir(&dir).map_err(|e| io_err(&dir, e))? {
-            let entry = entry.map_err(|e| io_err(&dir, e))?;
-            let name = entry.file_name();
-            let name = name.to_str().unwrap_or_default();
-            if let Some(base) = parse_offset_file_name(name, LOG_SUFFIX) {
-                bases.push(base);
-            } else if name.ends_with(CLEANED_SUFFIX) {
-                // A cleaning that had not reached its swap point: the old
-                // segments are whole, the new file is thrown away.
-                tracing::info!(path = %entry.path().display(), "removing an unfinished .cleaned file");
-                std::fs::remove_file(entry.path()).map_err(|e| io_err(&entry.path(), e))?;
-            } else if let Some(range) = parse_swap_name(name) {
-                swaps.push((range, entry.path()));
-            } else {
-                tracing::warn!(path = %entry.path().display(), "ignoring a stray file in a compacted log directory");
-            }
-        }
-        // A .swap file means its cleaning was complete and durable: finish
-        // the swap (delete what it replaces, rename it into place).
-        for ((base, end), path) in swaps {
-            tracing::info!(path = %path.display(), "completing an interrupted segment swap");
-            for &b in bases.iter().filter(|&&b| b >= base && b < end) {
-                let old = dir.join(format!("{}{LOG_SUFFIX}", offset_file_name(b)));
-                std::fs::remove_file(&old).map_err(|e| io_err(&old, e))?;
-            }
-            bases.retain(|&b| b < base || b >= end);
-            let to = dir.join(format!("{}{LOG_SUFFIX}", offset_file_name(base)));
-            std::fs::rename(&path, &to).map_err(|e| io_err(&to, e))?;
-            bases.push(base);
-        }
-        fs_util::fsync_dir(&dir).map_err(|e| CleanerError::Store {
-            path: dir.clone(),
-            source: e,
-        })?;
-        bases.sort_unstable();
+        let bases = reconcile_dir(&dir)?.bases;
         let mut segments = Vec::with_capacity(bases.len());
         for (i, &base) in bases.iter().enumerate() {
-            let path = dir.join(format!("{}{LOG_SUFFIX}", offset_file_name(base)));
+            let path = dir.join(segment_file_name(base));
             let newest = i + 1 == bases.len();
             segments.push(Arc::new(Segment::open(path, base, newest)?));
         }
@@ -158,6 +193,7 @@ impl CompactedLog {
             }),
             segments: RwLock::new(segments),
             next_offset: AtomicU64::new(next),
+            recovery_cut: AtomicU64::new(u64::MAX),
             appended: Event::new(),
         })
     }
@@ -173,6 +209,15 @@ impl CompactedLog {
     /// One past the last offset appended (the end offset).
     pub fn next_offset(&self) -> u64 {
         self.next_offset.load(Ordering::Acquire)
+    }
+
+    /// The lowest end offset recovery cut this log to since it was opened,
+    /// if it cut it ([`CompactedLog::truncate_from_physical`]). Records from
+    /// there on are copies made again by the replay, which no pass has
+    /// cleaned, even where the log's end is back past the cleaner checkpoint.
+    pub fn recovery_cut(&self) -> Option<u64> {
+        let cut = self.recovery_cut.load(Ordering::Acquire);
+        (cut != u64::MAX).then_some(cut)
     }
 
     /// Offset of the first record still in the log (the end offset when the
@@ -431,8 +476,63 @@ impl CompactedLog {
         let next = cut.last_kept.map_or(base, |o| o + 1);
         st.next = next;
         self.next_offset.store(next, Ordering::Release);
+        self.recovery_cut.fetch_min(next, Ordering::AcqRel);
         tracing::warn!(tp = %self.tp, dropped, segments_deleted = at, "dropped compacted copies of records the commit log lost");
         Ok(dropped)
+    }
+
+    /// Before a cleaning pass retries after a failed one: bring the files
+    /// to what startup would make of them ([`reconcile_dir`], the same
+    /// function), then make the segment list match them.
+    ///
+    /// A pass can fail at any step of its swap, leaving a `.cleaned` file, a
+    /// `.swap` file, old segments partly deleted, and a segment list that
+    /// may or may not have the new segment in it. Retrying from that state
+    /// could rename onto the `.swap` file of the segment it is replacing and
+    /// then delete it as an old file, or leave a `.swap` that the next open
+    /// applies over what later passes wrote. After this there is no leftover
+    /// file, and every listed segment is the `<base>.log` on disk.
+    ///
+    /// Holds the append lock, so no append or roll changes the list while it
+    /// is rebuilt. The active segment is kept as it is: a swap never covers
+    /// it. Sealed segments are reopened (a scan each) when anything was
+    /// changed on disk or a listed segment is not its `<base>.log`; that only
+    /// happens after a failure. Returns whether the list was rebuilt.
+    pub(crate) fn reconcile(&self) -> Result<bool> {
+        let _appends = lock(&self.append_lock);
+        let found = reconcile_dir(&self.dir)?;
+        let current = self.segments();
+        let agrees = !found.changed
+            && current.len() == found.bases.len()
+            && current.iter().zip(&found.bases).all(|(s, &b)| {
+                s.base_offset() == b && s.path() == self.dir.join(segment_file_name(b))
+            });
+        if agrees {
+            return Ok(false);
+        }
+        let Some(active) = current.last() else {
+            return Err(self.vanished("the log has no active segment"));
+        };
+        if found.bases.last() != Some(&active.base_offset()) {
+            return Err(self.vanished("the active segment is not the newest file"));
+        }
+        let mut segments = Vec::with_capacity(found.bases.len());
+        for &base in &found.bases[..found.bases.len() - 1] {
+            let path = self.dir.join(segment_file_name(base));
+            segments.push(Arc::new(Segment::open(path, base, false)?));
+        }
+        segments.push(Arc::clone(active));
+        *self.segments.write().unwrap_or_else(|e| e.into_inner()) = segments;
+        tracing::info!(tp = %self.tp, "compacted log reconciled with its files after a failed cleaning");
+        Ok(true)
+    }
+
+    fn vanished(&self, why: &str) -> CleanerError {
+        CleanerError::Corruption {
+            path: self.dir.clone(),
+            line: 0,
+            reason: format!("cannot reconcile the segment list with the files: {why}"),
+        }
     }
 
     /// Swap `replacement` in for the segments with base offsets in

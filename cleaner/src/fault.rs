@@ -1,0 +1,146 @@
+//! Fault injection seam for the cleaner's segment swap (the house style of
+//! `tidelog_storage::fault`).
+//!
+//! Tests hand the cleaner a [`Faults`] through `CleanerConfig::faults` to
+//! make the Nth operation at a step of the swap fail with an I/O error (or
+//! panic), then check what a retry, or a restart, makes of the files left
+//! behind. An operation that fails is not performed; a failing directory
+//! fsync fails after the rename before it, which is what a real one leaves
+//! (the rename visible, its durability unknown). A test that stops at a
+//! step and reopens the directory without retrying simulates a crash there.
+//! Production passes `None`, and every check is a single branch.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// The operations of one swap, in the order a pass performs them (see
+/// `cleaner.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultPoint {
+    /// Writing a kept record into `<base>.log.cleaned`.
+    WriteCleaned,
+    /// fsync of the `.cleaned` file.
+    SyncCleaned,
+    /// Renaming `.cleaned` to `<base>-<end>.swap`.
+    RenameToSwap,
+    /// fsync of the directory after that rename (the rename is done).
+    SyncDirAfterSwap,
+    /// Deleting one of the segment files the swap replaces.
+    DeleteOld,
+    /// Renaming `.swap` to `<base>.log`.
+    RenameToLog,
+    /// fsync of the directory after that rename (the swap is done).
+    SyncDirAfterLog,
+}
+
+impl FaultPoint {
+    /// Every point, in swap order.
+    pub const ALL: [FaultPoint; 7] = [
+        FaultPoint::WriteCleaned,
+        FaultPoint::SyncCleaned,
+        FaultPoint::RenameToSwap,
+        FaultPoint::SyncDirAfterSwap,
+        FaultPoint::DeleteOld,
+        FaultPoint::RenameToLog,
+        FaultPoint::SyncDirAfterLog,
+    ];
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// For each point, how many more operations succeed (`u64::MAX`: never
+/// fails) and whether the failure is a panic rather than an error.
+#[derive(Debug)]
+pub struct Faults {
+    successes_left: [AtomicU64; FaultPoint::ALL.len()],
+    panics: [AtomicBool; FaultPoint::ALL.len()],
+}
+
+impl Default for Faults {
+    fn default() -> Self {
+        Faults {
+            successes_left: std::array::from_fn(|_| AtomicU64::new(u64::MAX)),
+            panics: std::array::from_fn(|_| AtomicBool::new(false)),
+        }
+    }
+}
+
+impl Faults {
+    /// Let `n` more operations at `point` succeed, then fail every later
+    /// one with an I/O error.
+    pub fn fail_after(&self, point: FaultPoint, n: u64) {
+        self.panics[point.index()].store(false, Ordering::SeqCst);
+        self.successes_left[point.index()].store(n, Ordering::SeqCst);
+    }
+
+    /// As [`Faults::fail_after`], but the failure is a panic (thread
+    /// supervision tests).
+    pub fn panic_after(&self, point: FaultPoint, n: u64) {
+        self.panics[point.index()].store(true, Ordering::SeqCst);
+        self.successes_left[point.index()].store(n, Ordering::SeqCst);
+    }
+
+    /// Stop failing at every point.
+    pub fn heal(&self) {
+        for left in &self.successes_left {
+            left.store(u64::MAX, Ordering::SeqCst);
+        }
+    }
+
+    /// `Err` (or a panic) if the operation at `point` is to fail now.
+    fn check(&self, point: FaultPoint) -> std::io::Result<()> {
+        let counter = &self.successes_left[point.index()];
+        let left = counter.load(Ordering::SeqCst);
+        if left == u64::MAX {
+            return Ok(());
+        }
+        if left == 0 {
+            if self.panics[point.index()].load(Ordering::SeqCst) {
+                panic!("injected panic at {point:?} (cleaner Faults)");
+            }
+            return Err(std::io::Error::other(format!(
+                "injected fault at {point:?}"
+            )));
+        }
+        counter.fetch_sub(1, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+/// Check an optional fault plan.
+pub(crate) fn check(faults: &Option<Arc<Faults>>, point: FaultPoint) -> std::io::Result<()> {
+    match faults {
+        Some(f) => f.check(point),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fails_after_n_successes_until_healed() {
+        let faults = Arc::new(Faults::default());
+        let f = Some(Arc::clone(&faults));
+        assert!(check(&f, FaultPoint::DeleteOld).is_ok());
+        faults.fail_after(FaultPoint::DeleteOld, 1);
+        assert!(check(&f, FaultPoint::DeleteOld).is_ok());
+        assert!(check(&f, FaultPoint::DeleteOld).is_err());
+        assert!(check(&f, FaultPoint::DeleteOld).is_err());
+        assert!(check(&f, FaultPoint::RenameToLog).is_ok(), "other points");
+        faults.heal();
+        assert!(check(&f, FaultPoint::DeleteOld).is_ok());
+        assert!(check(&None, FaultPoint::DeleteOld).is_ok());
+    }
+
+    #[test]
+    #[should_panic(expected = "injected panic at SyncCleaned")]
+    fn panics_when_asked() {
+        let f = Arc::new(Faults::default());
+        f.panic_after(FaultPoint::SyncCleaned, 0);
+        let _ = check(&Some(f), FaultPoint::SyncCleaned);
+    }
+}
