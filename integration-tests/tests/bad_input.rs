@@ -1,0 +1,188 @@
+//! Bad input that used to be accepted, against the real binary: every JSON
+//! body must be an object where API.md says object (a sequence is not read
+//! as the fields in order), and a refused request changes nothing.
+//!
+//! One server, small CommitLog segments so a few hundred KiB make several
+//! of them; every disk ratio at 1.0 and an hour between scheduled retention
+//! passes, so every deletion would be a request's.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::TidelogProcess;
+use serde_json::{json, Value};
+
+const CONFIG: &str = "
+store:
+  commitlog_segment_bytes: 65536
+  consume_queue_units_per_file: 1000
+  index_slots: 1000
+  index_entries: 4000
+  flush_interval_ms: 50
+  max_message_bytes: 16384
+retention:
+  check_interval_ms: 3600000
+  disk_max_used_ratio: 1.0
+  disk_force_clean_ratio: 1.0
+  disk_full_ratio: 1.0
+cleaner:
+  backoff_ms: 100
+  dedupe_buffer_bytes: 1048576
+topics:
+  - name: plain
+    partitions: 1
+  - name: table
+    partitions: 1
+    configs: { cleanup.policy: compact, segment.bytes: 1048576 }
+";
+
+const JSON_V2: &str = "application/vnd.kafka.json.v2+json";
+const CLUSTER: &str = "/v3/clusters/tidelog";
+
+/// `method path` with `body` sent as it is (`Content-Type: application/json`).
+fn send(s: &TidelogProcess, method: &str, path: &str, body: &str) -> common::Response {
+    s.request(
+        method,
+        path,
+        &[("Content-Type", "application/json")],
+        Some(body.as_bytes()),
+    )
+}
+
+fn produce(s: &TidelogProcess, topic: &str, records: Value) -> Value {
+    let body = json!({ "records": records }).to_string();
+    s.post_raw(&format!("/topics/{topic}"), JSON_V2, body.as_bytes())
+        .expect(200)
+}
+
+/// The config entry `name` of `topic`: `(value, is_default)`.
+fn config(s: &TidelogProcess, topic: &str, name: &str) -> (Value, bool) {
+    let answer = s
+        .get(&format!("{CLUSTER}/topics/{topic}/configs"))
+        .expect(200);
+    let entry = answer["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == name)
+        .unwrap_or_else(|| panic!("no {name} in {answer}"))
+        .clone();
+    (
+        entry["value"].clone(),
+        entry["is_default"].as_bool().unwrap(),
+    )
+}
+
+#[test]
+fn a_sequence_where_an_object_belongs_is_42206_and_changes_nothing() {
+    let s = TidelogProcess::start_with_config(CONFIG);
+
+    // Retention: `[true]` was a forced pass. Several sealed segments are
+    // there to delete.
+    let filler: Vec<Value> = (0..40)
+        .map(|i| json!({"value": format!("{i}-{}", "x".repeat(1000))}))
+        .collect();
+    for _ in 0..8 {
+        produce(&s, "plain", Value::Array(filler.clone()));
+    }
+    let segments = s.get(&format!("{CLUSTER}/stats")).expect(200)["commitlog_segments"].clone();
+    assert!(segments.as_u64().unwrap() >= 4, "{segments}");
+    for body in ["[true]", "[]", "true", "\"force\"", "[{\"force\":true}]"] {
+        let message =
+            send(&s, "POST", &format!("{CLUSTER}/retention"), body).expect_error(422, 42206);
+        assert!(
+            message.contains("must be a JSON object"),
+            "{body}: {message}"
+        );
+    }
+    assert_eq!(
+        s.get(&format!("{CLUSTER}/stats")).expect(200)["commitlog_segments"],
+        segments
+    );
+    let offsets = s.get("/topics/plain/partitions/0/offsets").expect(200);
+    assert_eq!(offsets["beginning_offset"], 0, "{offsets}");
+
+    // Compaction: `[true,true]` was a waited pass after a roll. The
+    // table's records all sit in its active segment, so no pass runs by
+    // itself.
+    produce(
+        &s,
+        "table",
+        json!([{"key": "a", "value": 1}, {"key": "a", "value": 2}]),
+    );
+    let compaction = format!("{CLUSTER}/topics/table/compaction");
+    for body in ["[true,true]", "[true]", "[]", "1"] {
+        send(&s, "POST", &compaction, body).expect_error(422, 42206);
+    }
+    let status = s.get(&compaction).expect(200);
+    assert_eq!(status["partitions"][0]["runs"], 0, "{status}");
+    assert!(status["partitions"][0]["last_run"].is_null(), "{status}");
+
+    // Offsets commit: neither the body nor an entry may be an array.
+    let commits = "/consumer-groups/g1/offsets";
+    for body in [
+        r#"[[{"topic":"plain","partition":0,"offset":5}]]"#,
+        r#"{"offsets":[["plain",0,5]]}"#,
+        r#"{"offsets":[{"topic":"plain","partition":0,"offset":5},["plain",0,6]]}"#,
+    ] {
+        let message = send(&s, "POST", commits, body).expect_error(422, 42206);
+        assert!(
+            message.contains("must be a JSON object"),
+            "{body}: {message}"
+        );
+    }
+    assert_eq!(s.get(commits).status, 404);
+
+    // PUT one config, alter configs (body and each `data` item).
+    let retention_bytes = format!("{CLUSTER}/topics/plain/configs/retention.bytes");
+    for body in [r#"["4242"]"#, r#""4242""#, "4242"] {
+        send(&s, "PUT", &retention_bytes, body).expect_error(422, 42206);
+    }
+    let alter = format!("{CLUSTER}/topics/plain/configs:alter");
+    for body in [
+        r#"{"data":[["retention.bytes","4444","SET"]]}"#,
+        r#"[[{"name":"retention.bytes","value":"4444"}]]"#,
+        r#"{"data":[{"name":"segment.ms","value":"3600000"},["retention.bytes","4444"]]}"#,
+    ] {
+        let message = send(&s, "POST", &alter, body).expect_error(422, 42206);
+        assert!(
+            message.contains("must be a JSON object"),
+            "{body}: {message}"
+        );
+    }
+    assert!(config(&s, "plain", "retention.bytes").1);
+    assert!(config(&s, "plain", "segment.ms").1);
+
+    // Topic create (body and each `configs` item).
+    let topics = format!("{CLUSTER}/topics");
+    for body in [
+        r#"["made",1]"#,
+        r#"{"topic_name":"made","configs":[["retention.ms","5"]]}"#,
+    ] {
+        send(&s, "POST", &topics, body).expect_error(422, 42206);
+    }
+    s.get(&format!("{CLUSTER}/topics/made"))
+        .expect_error(404, 40401);
+
+    // Produce already refused these; it still does.
+    for body in [r#"[[{"value":1}]]"#, r#"{"records":[[1]]}"#] {
+        s.post_raw("/topics/plain", JSON_V2, body.as_bytes())
+            .expect_error(422, 42206);
+    }
+
+    // The same calls as objects do what the sequences were taken for, so
+    // the checks above would have seen it.
+    send(&s, "PUT", &retention_bytes, r#"{"value":"4242"}"#).expect(204);
+    assert_eq!(
+        config(&s, "plain", "retention.bytes"),
+        (json!("4242"), false)
+    );
+    let forced = send(
+        &s,
+        "POST",
+        &format!("{CLUSTER}/retention"),
+        r#"{"force":true}"#,
+    )
+    .expect(200);
+    assert!(forced["deleted_segments"].as_u64().unwrap() > 0, "{forced}");
+}
