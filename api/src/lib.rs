@@ -11,6 +11,8 @@
 //! * [`partitioner`]: Kafka's murmur2 partitioner and round-robin.
 //! * `json_body`: the decoder of every other JSON body (admin, configs,
 //!   commits), which reads a struct from a JSON object only.
+//! * `canonical_json`: the stored text of json-format keys and values
+//!   (members sorted, numbers as written).
 //! * [`records`]: produce bodies in the json and binary embedded formats,
 //!   fetch rendering, and the answer shapes.
 //! * [`topic_config`]: known Kafka topic configs, their bounds and defaults;
@@ -35,6 +37,7 @@
 //! `StoreError::DiskFull`, which `error.rs` maps to 507/50701. The API only
 //! reads the store's flag, never the disk.
 
+mod canonical_json;
 pub mod error;
 mod extract;
 pub mod groups;

@@ -186,3 +186,130 @@ fn a_sequence_where_an_object_belongs_is_42206_and_changes_nothing() {
     .expect(200);
     assert!(forced["deleted_segments"].as_u64().unwrap() > 0, "{forced}");
 }
+
+/// Blocks (long-poll) until the record at `offset` is readable.
+fn await_offset(s: &TidelogProcess, topic: &str, offset: u64) {
+    let got = s
+        .get(&format!(
+            "/topics/{topic}/partitions/0/records?offset={offset}&timeout=30000&max_records=1"
+        ))
+        .expect(200);
+    assert_eq!(got[0]["offset"], offset, "{got}");
+}
+
+/// Produces raw JSON text (serde_json would respell the numbers).
+fn produce_text(s: &TidelogProcess, topic: &str, records: &str) {
+    let body = format!(r#"{{"records":[{records}]}}"#);
+    s.post_raw(&format!("/topics/{topic}"), JSON_V2, body.as_bytes())
+        .expect(200);
+}
+
+#[test]
+fn json_numbers_keep_their_text_as_keys_and_values() {
+    let s = TidelogProcess::start_with_config(CONFIG);
+    const BIG: &str = "18446744073709551616"; // 2^64
+    const BIG_1: &str = "18446744073709551617"; // 2^64 + 1
+
+    // A compact topic: keys that are different JSON text are different
+    // keys, even where an f64 cannot tell them apart.
+    produce_text(
+        &s,
+        "table",
+        &format!(
+            r#"{{"key":{BIG},"value":"big-1"}},
+            {{"key":{BIG_1},"value":"big+1"}},
+            {{"key":{BIG},"value":"big-2"}},
+            {{"key":-0,"value":"minus zero"}},
+            {{"key":0,"value":"zero"}},
+            {{"key":1e2,"value":"1e2"}},
+            {{"key":100,"value":"100"}},
+            {{"key":{{ "b" : 1, "a" : {BIG_1} }},"value":{{"z": 1.50, "y": -0, "x": 1E+2}}}}"#
+        ),
+    );
+    await_offset(&s, "table", 7);
+    let answer = s
+        .send_json(
+            "POST",
+            &format!("{CLUSTER}/topics/table/compaction"),
+            &json!({"wait": true, "roll_active": true}),
+        )
+        .expect(200);
+    assert_eq!(answer["timed_out"], false, "{answer}");
+    assert_eq!(answer["partitions"][0]["completed"], true, "{answer}");
+    let fetched = s.get("/topics/table/partitions/0/records?offset=0&timeout=0");
+    let records = fetched.expect(200);
+    let offsets: Vec<u64> = records
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["offset"].as_u64().unwrap())
+        .collect();
+    // Only the first version of 2^64 is gone.
+    assert_eq!(offsets, [1, 2, 3, 4, 5, 6, 7], "{}", fetched.text());
+    // The text comes back as written (members sorted, spaces gone).
+    let text = fetched.text();
+    for expected in [
+        format!(r#""key":{BIG_1},"value":"big+1""#),
+        format!(r#""key":{BIG},"value":"big-2""#),
+        r#""key":-0,"value":"minus zero""#.to_string(),
+        r#""key":1e2,"value":"1e2""#.to_string(),
+        r#""key":100,"value":"100""#.to_string(),
+        format!(r#""key":{{"a":{BIG_1},"b":1}},"value":{{"x":1E+2,"y":-0,"z":1.50}}"#),
+    ] {
+        assert!(text.contains(&expected), "{expected} not in {text}");
+    }
+
+    // Key queries find exactly the key written, on a compact topic and on
+    // a delete topic (the IndexFile).
+    produce_text(
+        &s,
+        "plain",
+        &format!(r#"{{"key":{BIG},"value":1}},{{"key":1e2,"value":2}}"#),
+    );
+    await_offset(&s, "plain", 1);
+    for (topic, key, found) in [
+        ("plain", BIG, Some("1")),
+        ("plain", BIG_1, None),
+        ("plain", "1e2", Some("2")),
+        ("plain", "100", None),
+        ("table", BIG_1, Some(r#""big+1""#)),
+        ("table", "-0", Some(r#""minus zero""#)),
+        ("table", "1E2", None),
+        // `{"b":1,"a":2^64+1}`, spaced, in another order.
+        (
+            "table",
+            "%7B%22b%22%3A1%2C%20%22a%22%3A18446744073709551617%7D",
+            Some(r#"{"x":1E+2,"y":-0,"z":1.50}"#),
+        ),
+    ] {
+        let answer = s.get(&format!("/topics/{topic}/records?key={key}"));
+        let text = answer.text();
+        let records = answer.expect(200);
+        match found {
+            None => assert_eq!(records, json!([]), "{topic} {key}: {text}"),
+            Some(value) => {
+                assert_eq!(
+                    records.as_array().unwrap().len(),
+                    1,
+                    "{topic} {key}: {text}"
+                );
+                assert!(
+                    text.contains(&format!(r#""value":{value}"#)),
+                    "{topic} {key}: {text}"
+                );
+            }
+        }
+    }
+    // Bad JSON as a key is refused, whatever a lenient parser would make
+    // of it.
+    for key in ["%7B%22a%22%3A1%2C%7D", "01", "1e400", "%22unterminated"] {
+        s.get(&format!("/topics/plain/records?key={key}"))
+            .expect_error(400, 40002);
+    }
+    // So is bad JSON in a record, and a number beyond an f64.
+    for record in [r#"{"key":01,"value":1}"#, r#"{"key":1e400,"value":1}"#] {
+        let body = format!(r#"{{"records":[{record}]}}"#);
+        s.post_raw("/topics/plain", JSON_V2, body.as_bytes())
+            .expect_error(422, 42206);
+    }
+}
