@@ -313,3 +313,107 @@ fn json_numbers_keep_their_text_as_keys_and_values() {
             .expect_error(422, 42206);
     }
 }
+
+#[test]
+fn lenient_values_and_names_are_refused_naming_the_field() {
+    let s = TidelogProcess::start_with_config(CONFIG);
+    let put = |name: &str, value: Value| {
+        s.send_json(
+            "PUT",
+            &format!("{CLUSTER}/topics/plain/configs/{name}"),
+            &json!({ "value": value }),
+        )
+    };
+
+    // Config values: whitespace around them, a ratio that an f64 rounds
+    // to 0 (or that is not a plain decimal), a record limit of 0.
+    for (name, value) in [
+        ("retention.ms", json!(" 1000 ")),
+        ("retention.bytes", json!("4444\n")),
+        ("cleanup.policy", json!(" delete")),
+        ("min.cleanable.dirty.ratio", json!("1e-400")),
+        ("min.cleanable.dirty.ratio", json!("5e-1")),
+        ("min.cleanable.dirty.ratio", json!("NaN")),
+        ("max.message.bytes", json!("0")),
+        ("max.message.bytes", json!(0)),
+    ] {
+        let message = put(name, value.clone()).expect_error(400, 40002);
+        assert!(message.contains(name), "{name} {value}: {message}");
+    }
+    for name in [
+        "retention.ms",
+        "retention.bytes",
+        "cleanup.policy",
+        "min.cleanable.dirty.ratio",
+        "max.message.bytes",
+    ] {
+        assert!(config(&s, "plain", name).1, "{name} changed");
+    }
+    put("min.cleanable.dirty.ratio", json!("0.05")).expect(204);
+    put("max.message.bytes", json!(1)).expect(204);
+
+    // Alter operations are Confluent's upper-case SET and DELETE only.
+    let alter = format!("{CLUSTER}/topics/plain/configs:alter");
+    for operation in ["set", "Set", "delete", "REMOVE"] {
+        let message = s
+            .send_json(
+                "POST",
+                &alter,
+                &json!({"data": [{"name": "retention.ms", "value": "1000", "operation": operation}]}),
+            )
+            .expect_error(400, 40002);
+        assert!(
+            message.contains("data[0].operation") && message.contains(operation),
+            "{message}"
+        );
+    }
+    assert!(config(&s, "plain", "retention.ms").1);
+    s.send_json(
+        "POST",
+        &alter,
+        &json!({"data": [{"name": "retention.ms", "value": "1000", "operation": "SET"}]}),
+    )
+    .expect(204);
+
+    // A create with a spaced config value creates nothing.
+    let message = s
+        .send_json(
+            "POST",
+            &format!("{CLUSTER}/topics"),
+            &json!({"topic_name": "made", "configs": [{"name": "retention.ms", "value": " 5"}]}),
+        )
+        .expect_error(400, 40002);
+    assert!(message.contains("retention.ms"), "{message}");
+    s.get(&format!("{CLUSTER}/topics/made"))
+        .expect_error(404, 40401);
+
+    // Group names: API.md's characters, and not the internal prefix.
+    let commit = json!({"offsets": [{"topic": "plain", "partition": 0, "offset": 1}]});
+    for group in ["__consumer_offsets", "__mine", "my%20group", "gr%C3%BCppe"] {
+        let path = format!("/consumer-groups/{group}/offsets");
+        let message = s.send_json("POST", &path, &commit).expect_error(400, 40002);
+        assert!(message.contains("consumer group"), "{group}: {message}");
+        s.get(&path).expect_error(400, 40002);
+    }
+    s.send_json("POST", "/consumer-groups/app_1.v2:x@y/offsets", &commit)
+        .expect(204);
+
+    // A commit is bounded like a produce: 100,000 entries are refused
+    // whole (http.max_records_per_request, 10,000 by default).
+    let entries: Vec<Value> = (0..100_000u64)
+        .map(|o| json!({"topic": "plain", "partition": 0, "offset": o}))
+        .collect();
+    let message = s
+        .send_json(
+            "POST",
+            "/consumer-groups/many/offsets",
+            &json!({ "offsets": entries }),
+        )
+        .expect_error(400, 40002);
+    assert!(
+        message.contains("offsets has 100000 entries")
+            && message.contains("http.max_records_per_request"),
+        "{message}"
+    );
+    assert_eq!(s.get("/consumer-groups/many/offsets").status, 404);
+}
