@@ -23,6 +23,8 @@ use serde::de::{self, DeserializeOwned, DeserializeSeed, IntoDeserializer, MapAc
 use serde::de::{Deserializer, Visitor};
 use serde_json::Value;
 
+use crate::records::kind;
+
 /// Why a body does not decode, with where when known.
 #[derive(Debug)]
 pub(crate) struct BodyError {
@@ -79,18 +81,6 @@ impl fmt::Display for Path<'_> {
             Path::Field(parent, name) => write!(f, "{parent}.{name}"),
             Path::Index(parent, i) => write!(f, "{parent}[{i}]"),
         }
-    }
-}
-
-/// The JSON type of `value`, for messages.
-fn kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 

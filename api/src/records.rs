@@ -366,7 +366,7 @@ fn malformed(message: String) -> ApiError {
 }
 
 /// The JSON type of `value`, for messages.
-fn kind(value: &Value) -> &'static str {
+pub(crate) fn kind(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
