@@ -1519,6 +1519,16 @@ mod tests {
         let mut bodies: Vec<Vec<u8>> = [
             r#"{"records":[]}"#,
             r#"{"records":[{"value":"aGk="}]}"#,
+            // Numbers as written, and `\u` escapes, in json keys and values.
+            r#"{"records":[{"key":18446744073709551617,"value":{"b":-0,"a":1E+2,"c":1.50}}]}"#,
+            r#"{"records":[{"key":"\u00e9\ud83d\ude00","value":["\u0041\/",{"\u0062":1,"a":2}]}]}"#,
+            r#"{"records":[{"key":"\ud800","value":1}]}"#,
+            r#"{"records":[{"key":"\udc00","value":1}]}"#,
+            r#"{"records":[{"key":"\ud800\u0041","value":1}]}"#,
+            r#"{"records":[{"key":"\u12","value":1}]}"#,
+            r#"{"records":[{"key":1e400,"value":1}]}"#,
+            r#"{"records":[{"key":1,"value":-1e-400}]}"#,
+            r#"{"records":[{"key":1,"value":1}],"x":"\ud800"}"#,
             r#"{"records":[{"key":"AAEC/w==","value":"aGVsbG8=","headers":[{"name":"trace","value":"AQ=="},{"value":"","name":"trace"}]}]}"#,
             r#" { "records" : [ { "key" : null , "value" : null , "partition" : 0 , "timestamp" : 0 , "headers" : null } ] } "#,
             r#"{"records":[{"value":"eA==","partition":4294967295,"timestamp":9223372036854775807}]}"#,
