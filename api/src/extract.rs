@@ -73,10 +73,12 @@ impl ApiQuery {
     }
 }
 
-/// A JSON admin or commit body as `T`: not JSON or the wrong shape is
-/// 42206 (payload malformed), with serde's message saying where.
+/// A JSON admin or commit body as `T`, the one decoder of every JSON body
+/// but produce's: not JSON, the wrong shape, or anything but an object
+/// where `T` has a struct (`json_body.rs`) is 42206 (payload malformed),
+/// with the path of the value at fault.
 pub fn json_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
-    serde_json::from_slice(body).map_err(|e| ApiError::PayloadMalformed {
+    crate::json_body::decode(body).map_err(|e| ApiError::PayloadMalformed {
         message: format!("request body: {e}"),
     })
 }

@@ -9,9 +9,10 @@
 //! * [`decode_produce_fast`] reads a produce body with a strict hand-written
 //!   scanner and answers `None` (use the general decoder) for anything that
 //!   is not a well-formed, valid request in the plain shape: an unknown or
-//!   repeated field, a `\u` escape in any string, an escape in a field name or a
-//!   base64 string, bad base64, a wrong type, nesting deeper than
-//!   [`MAX_DEPTH`], invalid UTF-8. Base64 is decoded into one buffer for the
+//!   repeated field, an escape in a field name or a base64 string, bad
+//!   base64, a wrong type, nesting deeper than [`MAX_DEPTH`], invalid
+//!   UTF-8. A json-format key or value already in canonical form is copied
+//!   as it is; any other is put in it by `canonical_json`. Base64 is decoded into one buffer for the
 //!   whole request, which the records then share.
 //! * Base64 here is base64-simd's: decoding a 100-byte value onto a shared
 //!   buffer takes ~32 ns where the scalar `base64` crate takes ~80 ns, and
@@ -21,10 +22,13 @@
 //!   canonical, no trailing bits, no whitespace): the decode tests in
 //!   `records.rs` run both over the same texts, and invalid base64 falls
 //!   back to the general path for its error message.
-//! * [`is_canonical_json`] tells whether bytes are exactly what serde_json
-//!   writes for the `Value` they parse to (compact, object members sorted,
-//!   integers only, strings in serde_json's escaping): such bytes are their
-//!   own canonical form and can be stored or sent as they are.
+//! * [`is_canonical_json`] tells whether bytes are exactly what
+//!   `canonical_json::canonicalize` makes of them (compact, object members
+//!   sorted and without escapes in their names, strings in serde_json's
+//!   escaping, numbers in any valid spelling): such bytes are their own
+//!   canonical form and can be stored or sent as they are. It may answer
+//!   false for some canonical text (a member name with an escape); that
+//!   only costs a canonicalisation.
 
 use base64_simd::STANDARD as BASE64;
 use bytes::Bytes;
@@ -33,6 +37,8 @@ use crate::records::{EmbeddedFormat, ProduceRecord};
 
 /// Deeper nesting (counted from the body's root) goes to the general path,
 /// which enforces serde_json's own limit of 128 with its own message.
+/// Below `canonical_json::MAX_DEPTH`, so a value this scanner accepts is
+/// never too deep to canonicalise.
 pub(crate) const MAX_DEPTH: usize = 100;
 
 struct Scanner<'a> {
@@ -108,7 +114,8 @@ impl<'a> Scanner<'a> {
     /// A string at the cursor (on its opening quote). Returns the raw
     /// contents between the quotes, whether they contain an escape, and
     /// whether they are in serde_json's output escaping. `None` for invalid
-    /// strings and for `\u` escapes (left to serde_json: surrogates).
+    /// strings, with `\u` escapes checked as serde_json and
+    /// `canonical_json` do (four hex digits, surrogates in pairs).
     fn string(&mut self) -> Option<(&'a [u8], bool, bool)> {
         self.eat(b'"')?;
         let start = self.pos;
@@ -129,6 +136,12 @@ impl<'a> Scanner<'a> {
                     match self.peek()? {
                         b'"' | b'\\' | b'b' | b'f' | b'n' | b'r' | b't' => {}
                         b'/' => canonical = false,
+                        b'u' => {
+                            canonical = false;
+                            self.pos += 1;
+                            self.unicode_escape()?;
+                            continue;
+                        }
                         _ => return None,
                     }
                     self.pos += 1;
@@ -139,13 +152,35 @@ impl<'a> Scanner<'a> {
         }
     }
 
-    /// An integer or other number; canonical only for integers of at most
-    /// 18 digits (they stay integers through serde_json and print the same)
-    /// other than `-0`.
+    /// Four hex digits.
+    fn hex4(&mut self) -> Option<u32> {
+        let hex = self.bytes.get(self.pos..self.pos + 4)?;
+        let mut n = 0;
+        for &b in hex {
+            n = n * 16 + char::from(b).to_digit(16)?;
+        }
+        self.pos += 4;
+        Some(n)
+    }
+
+    /// The rest of a `\u` escape (cursor after the `u`): a UTF-16
+    /// surrogate must come as a high-low pair.
+    fn unicode_escape(&mut self) -> Option<()> {
+        match self.hex4()? {
+            0xD800..=0xDBFF => {
+                self.literal(b"\\u")?;
+                (0xDC00..=0xDFFF).contains(&self.hex4()?).then_some(())
+            }
+            0xDC00..=0xDFFF => None,
+            _ => Some(()),
+        }
+    }
+
+    /// A number in RFC 8259's grammar, within an f64's range as serde_json
+    /// requires. Always canonical: canonical text keeps numbers as written.
     fn number(&mut self) -> Option<bool> {
         let start = self.pos;
-        let negative = self.eat(b'-').is_some();
-        let digits_start = self.pos;
+        self.eat(b'-');
         match self.peek()? {
             b'0' => self.pos += 1,
             b'1'..=b'9' => {
@@ -155,10 +190,7 @@ impl<'a> Scanner<'a> {
             }
             _ => return None,
         }
-        let digits = self.pos - digits_start;
-        let mut canonical = digits <= 18 && !(negative && self.bytes[digits_start] == b'0');
         if self.eat(b'.').is_some() {
-            canonical = false;
             let frac = self.pos;
             while let Some(b'0'..=b'9') = self.peek() {
                 self.pos += 1;
@@ -168,7 +200,6 @@ impl<'a> Scanner<'a> {
             }
         }
         if let Some(b'e' | b'E') = self.peek() {
-            canonical = false;
             self.pos += 1;
             if let Some(b'+' | b'-') = self.peek() {
                 self.pos += 1;
@@ -182,7 +213,8 @@ impl<'a> Scanner<'a> {
             }
         }
         debug_assert!(self.pos > start);
-        Some(canonical)
+        let token = std::str::from_utf8(&self.bytes[start..self.pos]).ok()?;
+        crate::canonical_json::number_in_range(token).then_some(true)
     }
 
     /// One JSON value at the cursor (no leading whitespace), `depth` being
@@ -364,10 +396,9 @@ pub(crate) fn decode_produce_fast(
     format: EmbeddedFormat,
     body: &[u8],
 ) -> Option<Vec<ProduceRecord>> {
-    // serde_json rejects invalid UTF-8 in any string, and checks `\u`
-    // escapes (surrogates) that this scanner does not decode.
-    // Every string of the body goes through `Scanner::string`, which
-    // refuses `\u` escapes.
+    // serde_json rejects invalid UTF-8 in any string; every string of the
+    // body goes through `Scanner::string`, which checks `\u` escapes as
+    // serde_json does.
     std::str::from_utf8(body).ok()?;
     let mut s = Scanner::new(body);
     let mut shared: Vec<u8> = Vec::new();
@@ -491,8 +522,8 @@ fn embedded(s: &mut Scanner<'_>, format: EmbeddedFormat, shared: &mut Vec<u8>) -
                 shared.extend_from_slice(text);
                 Some(Slot::Shared(start, shared.len()))
             } else {
-                let value: serde_json::Value = serde_json::from_slice(text).ok()?;
-                Some(Slot::Own(Bytes::from(serde_json::to_vec(&value).ok()?)))
+                let canonical = crate::canonical_json::canonicalize(text).ok()?;
+                Some(Slot::Own(Bytes::from(canonical)))
             }
         }
     }

@@ -9,6 +9,10 @@
 //! * [`names`]: validation of topic and group names, partitions and offsets
 //!   taken from paths and queries, before anything reaches storage.
 //! * [`partitioner`]: Kafka's murmur2 partitioner and round-robin.
+//! * `json_body`: the decoder of every other JSON body (admin, configs,
+//!   commits), which reads a struct from a JSON object only.
+//! * `canonical_json`: the stored text of json-format keys and values
+//!   (members sorted, numbers as written).
 //! * [`records`]: produce bodies in the json and binary embedded formats,
 //!   fetch rendering, and the answer shapes.
 //! * [`topic_config`]: known Kafka topic configs, their bounds and defaults;
@@ -33,10 +37,12 @@
 //! `StoreError::DiskFull`, which `error.rs` maps to 507/50701. The API only
 //! reads the store's flag, never the disk.
 
+mod canonical_json;
 pub mod error;
 mod extract;
 pub mod groups;
 pub mod handlers;
+mod json_body;
 mod json_fast;
 pub mod metrics;
 pub mod names;

@@ -6,12 +6,14 @@
 //! the data directory, no separators, no bytes a filesystem might fold or
 //! reject. Every check runs before a name reaches storage.
 //!
-//! Consumer group names are never paths (they are keys in the compacted
-//! `__consumer_offsets` topic), so, as in Kafka, they are almost free-form:
-//! 1 to 249 characters, any Unicode except control characters and the path
-//! separators `/` and `\`, and not `.` or `..`. The separator and dot rules
-//! are defence in depth: should a group ever reach a file name or a log line,
-//! it cannot traverse or forge lines.
+//! Consumer group names follow API.md's rule (all routes and the Kafka
+//! protocol): 1 to 249 characters of `[a-zA-Z0-9._-]`, `:` and `@`. Kafka
+//! itself takes any non-empty string; the narrower set keeps a name safe in
+//! a URL path, a log line and the `group/topic/partition` keys of
+//! `__consumer_offsets` (no `/`). One more rule of tidelog's own: a name
+//! may not start with `__`, the prefix of internal names
+//! (`__consumer_offsets`), which Kafka reserves for its internal topics but
+//! not for groups; so no client group can be taken for an internal one.
 //!
 //! An invalid name is 400/40002 rather than 404: such a topic or group can
 //! never exist, and the message says what is wrong with the name.
@@ -25,6 +27,9 @@ pub const TOPIC_NAME_MAX_CHARS: usize = tidelog_storage::types::TOPIC_NAME_MAX;
 
 /// Same bound as topics, so a group name fits wherever a topic name does.
 pub const GROUP_NAME_MAX_CHARS: usize = 249;
+
+/// The prefix of internal names, refused at the start of a group name.
+pub const INTERNAL_PREFIX: &str = "__";
 
 /// The largest queue offset a client may ask for: 2^63 − 1, Kafka's
 /// `Long.MAX_VALUE`, so offsets round-trip through every Kafka client.
@@ -62,21 +67,24 @@ pub fn validate_group_name(name: &str) -> Result<(), ApiError> {
     if name.is_empty() {
         return Err(invalid("must not be empty".into()));
     }
-    if name == "." || name == ".." {
-        return Err(invalid("must not be \".\" or \"..\"".into()));
-    }
     if let Some(bad) = name
         .chars()
-        .find(|c| c.is_control() || matches!(c, '/' | '\\'))
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':' | '@')))
     {
         return Err(invalid(format!(
-            "character {bad:?} is not allowed (no control characters, '/' or '\\')"
+            "character {bad:?} is not allowed (only ASCII letters, digits, '.', '_', '-', ':' and '@')"
         )));
     }
-    let chars = name.chars().count();
-    if chars > GROUP_NAME_MAX_CHARS {
+    // ASCII only from here, so bytes are characters.
+    if name.len() > GROUP_NAME_MAX_CHARS {
         return Err(invalid(format!(
-            "is {chars} characters long, the maximum is {GROUP_NAME_MAX_CHARS}"
+            "is {} characters long, the maximum is {GROUP_NAME_MAX_CHARS}",
+            name.len()
+        )));
+    }
+    if name.starts_with(INTERNAL_PREFIX) {
+        return Err(invalid(format!(
+            "must not start with {INTERNAL_PREFIX:?}, the prefix of internal names such as __consumer_offsets"
         )));
     }
     Ok(())
@@ -157,19 +165,42 @@ mod tests {
     }
 
     #[test]
-    fn group_names_are_free_form_but_not_hostile() {
-        for name in ["g", "my group", "grüppe", "a.b:c@d", "..."] {
+    fn group_names_follow_the_api_md_rule() {
+        for name in [
+            "g",
+            "billing-v2",
+            "a.b:c@d",
+            "...",
+            "_one_underscore",
+            "group__with__underscores",
+            "Z9",
+        ] {
             validate_group_name(name).unwrap();
         }
-        validate_group_name(&"é".repeat(249)).unwrap();
+        validate_group_name(&"g".repeat(249)).unwrap();
 
         assert!(reason(validate_group_name("").unwrap_err()).contains("empty"));
-        assert!(reason(validate_group_name("..").unwrap_err()).contains("\"..\""));
-        assert!(reason(validate_group_name("../x").unwrap_err()).contains("'/'"));
-        assert!(reason(validate_group_name("a\\b").unwrap_err()).contains("'\\\\'"));
-        assert!(reason(validate_group_name("a\0").unwrap_err()).contains("'\\0'"));
-        assert!(reason(validate_group_name("a\r\nb").unwrap_err()).contains("'\\r'"));
-        assert!(reason(validate_group_name(&"é".repeat(250)).unwrap_err()).contains("250"));
+        for (bad, shown) in [
+            ("my group", "' '"),
+            ("grüppe", "'ü'"),
+            ("../x", "'/'"),
+            ("a\\b", "'\\\\'"),
+            ("a\0", "'\\0'"),
+            ("a\r\nb", "'\\r'"),
+            ("a%2Fb", "'%'"),
+        ] {
+            assert!(
+                reason(validate_group_name(bad).unwrap_err()).contains(shown),
+                "{bad:?}"
+            );
+        }
+        assert!(reason(validate_group_name(&"g".repeat(250)).unwrap_err()).contains("250"));
+        for internal in ["__consumer_offsets", "__", "__x"] {
+            assert!(
+                reason(validate_group_name(internal).unwrap_err()).contains("internal"),
+                "{internal:?}"
+            );
+        }
     }
 
     #[test]

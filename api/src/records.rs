@@ -3,10 +3,12 @@
 //! Two embedded formats, as in Confluent REST Proxy v2:
 //!
 //! * **json** (`application/vnd.kafka.json.v2+json` or `application/json`):
-//!   key and value are any JSON value. They are stored as their compact
-//!   serde_json text with object members sorted, so JSON that is equal as a
-//!   value is equal as bytes: `{"b":1,"a":2}` and `{ "a": 2, "b": 1 }` are the
-//!   same key to the partitioner and to compaction.
+//!   key and value are any JSON value. They are stored as canonical text
+//!   (`canonical_json.rs`): compact, object members sorted, numbers exactly
+//!   as written. So `{"b":1,"a":2}` and `{ "a": 2, "b": 1 }` are the same
+//!   key to the partitioner and to compaction, while `1e2` and `100`, or
+//!   2^64 and 2^64 + 1, are not (a number's spelling is part of the key),
+//!   and a fetch gives back the number text that was produced.
 //! * **binary** (`application/vnd.kafka.binary.v2+json`): key and value are
 //!   base64 strings (standard alphabet, padded) and stored as the decoded
 //!   bytes.
@@ -159,6 +161,21 @@ pub(crate) fn decode_produce_general(
 ) -> Result<Vec<ProduceRecord>, ApiError> {
     let root: Value =
         serde_json::from_slice(body).map_err(|e| malformed(format!("body is not JSON: {e}")))?;
+    // json-format keys and values are stored from their text, which the
+    // `Value` tree has lost (numbers became f64s): the same body as a tree
+    // of canonical parts, navigated alongside. It picks the same members
+    // as serde_json (names decoded, the last of a repeated name wins).
+    let raw = match format {
+        EmbeddedFormat::Json => Some(
+            crate::canonical_json::Node::parse(body)
+                .map_err(|e| malformed(format!("body is not JSON: {e}")))?,
+        ),
+        EmbeddedFormat::Binary => None,
+    };
+    let raw_records = raw
+        .as_ref()
+        .and_then(|r| r.member("records"))
+        .and_then(|r| r.items());
     let Value::Object(mut root) = root else {
         return Err(malformed(format!(
             "body must be a JSON object with a \"records\" array, not {}",
@@ -178,14 +195,19 @@ pub(crate) fn decode_produce_general(
     records
         .into_iter()
         .enumerate()
-        .map(|(index, record)| decode_record(format, index, record))
+        .map(|(index, record)| {
+            let raw = raw_records.and_then(|r| r.get(index));
+            decode_record(format, index, record, raw)
+        })
         .collect()
 }
 
+/// `raw` is the record's canonical parts (json format only).
 fn decode_record(
     format: EmbeddedFormat,
     index: usize,
     record: Value,
+    raw: Option<&crate::canonical_json::Node<'_>>,
 ) -> Result<ProduceRecord, ApiError> {
     let at = format!("records[{index}]");
     let Value::Object(mut fields) = record else {
@@ -206,6 +228,7 @@ fn decode_record(
             format,
             &format!("{at}.key"),
             key,
+            raw.and_then(|r| r.member("key")),
             |message| ApiError::KeyInvalid { message },
         )?),
     };
@@ -220,6 +243,7 @@ fn decode_record(
             format,
             &format!("{at}.value"),
             value,
+            raw.and_then(|r| r.member("value")),
             |message| ApiError::ValueInvalid { message },
         )?),
     };
@@ -267,16 +291,25 @@ fn decode_record(
     })
 }
 
-/// A non-null key or value as stored bytes. `invalid` builds the 42201 or
-/// 42202 error for a value of the wrong JSON type.
+/// A non-null key or value as stored bytes: in the json format the
+/// canonical text of `raw`, its parts. `invalid` builds the 42201 or 42202
+/// error for a value of the wrong JSON type.
 fn embedded_bytes(
     format: EmbeddedFormat,
     at: &str,
     value: Value,
+    raw: Option<&crate::canonical_json::Node<'_>>,
     invalid: impl FnOnce(String) -> ApiError,
 ) -> Result<Bytes, ApiError> {
     match format {
-        EmbeddedFormat::Json => canonical_json(&value),
+        EmbeddedFormat::Json => {
+            let raw = raw.ok_or_else(|| ApiError::Internal {
+                message: format!("{at}: the canonical parts of the body do not hold it"),
+            })?;
+            let mut text = Vec::new();
+            raw.write(&mut text);
+            Ok(Bytes::from(text))
+        }
         EmbeddedFormat::Binary => match value {
             Value::String(text) => decode_base64(at, &text),
             other => Err(invalid(format!(
@@ -320,17 +353,6 @@ fn decode_header(at: &str, header: Value) -> Result<(String, Bytes), ApiError> {
     Ok((name, value))
 }
 
-/// Compact serde_json text of `value`. serde_json's `Map` is a `BTreeMap`
-/// (the `preserve_order` feature is off in this workspace; a test guards
-/// it), so object members come out sorted.
-pub fn canonical_json(value: &Value) -> Result<Bytes, ApiError> {
-    serde_json::to_vec(value)
-        .map(Bytes::from)
-        .map_err(|e| ApiError::Internal {
-            message: format!("cannot serialize a JSON value: {e}"),
-        })
-}
-
 fn decode_base64(at: &str, text: &str) -> Result<Bytes, ApiError> {
     BASE64.decode(text).map(Bytes::from).map_err(|e| {
         malformed(format!(
@@ -344,7 +366,7 @@ fn malformed(message: String) -> ApiError {
 }
 
 /// The JSON type of `value`, for messages.
-fn kind(value: &Value) -> &'static str {
+pub(crate) fn kind(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
@@ -356,18 +378,19 @@ fn kind(value: &Value) -> &'static str {
 }
 
 /// The `key` query parameter of the query-by-key endpoint as stored key
-/// bytes: JSON text in the json format (normalized like a produced key, so
-/// `{"b":1, "a":2}` finds `{"a":2,"b":1}`), base64 in the binary format.
+/// bytes: JSON text in the json format (canonical like a produced key, so
+/// `{"b":1, "a":2}` finds `{"a":2,"b":1}` and `1e2` does not find `100`),
+/// base64 in the binary format.
 pub fn decode_key_query(format: EmbeddedFormat, text: &str) -> Result<Bytes, ApiError> {
     let bad = |why: String| ApiError::BadRequest {
         message: format!("query parameter key: {why}"),
     };
     match format {
-        EmbeddedFormat::Json => match serde_json::from_str::<Value>(text) {
-            Ok(Value::Null) => Err(bad(
+        EmbeddedFormat::Json => match crate::canonical_json::canonicalize(text.as_bytes()) {
+            Ok(key) if key == b"null" => Err(bad(
                 "null is not a key (keyless records cannot be looked up)".into(),
             )),
-            Ok(value) => canonical_json(&value),
+            Ok(key) => Ok(Bytes::from(key)),
             Err(e) => Err(bad(format!(
                 "{text:?} is not JSON text (a string key needs its quotes, e.g. \"user-1\"): {e}"
             ))),
@@ -389,7 +412,10 @@ pub enum RecordField {
 /// Stored key or value bytes as the JSON value of a fetch answer: parsed
 /// JSON in the json format (42203 if the bytes are not JSON, e.g. produced
 /// in binary), a base64 string in the binary format, `null` for none.
-pub fn render_embedded(
+/// Through `serde_json::Value`, so numbers become f64s: the reference
+/// shape for the tests of [`write_record`], which answers use.
+#[cfg(test)]
+pub(crate) fn render_embedded(
     format: EmbeddedFormat,
     field: RecordField,
     bytes: Option<&[u8]>,
@@ -399,17 +425,7 @@ pub fn render_embedded(
     };
     match format {
         EmbeddedFormat::Binary => Ok(Value::String(BASE64.encode(bytes))),
-        EmbeddedFormat::Json => serde_json::from_slice(bytes).map_err(|e| {
-            let field = match field {
-                RecordField::Key => "key",
-                RecordField::Value => "value",
-            };
-            ApiError::JsonConversion {
-                message: format!(
-                    "stored {field} is not valid JSON ({e}); fetch with Accept: {BINARY_V2}"
-                ),
-            }
-        }),
+        EmbeddedFormat::Json => serde_json::from_slice(bytes).map_err(|e| not_json(field, &e)),
     }
 }
 
@@ -498,8 +514,10 @@ pub struct RecordView<'a> {
 }
 
 /// Renders a stored record in `format`. A 42203 names the record's offset,
-/// so a client can skip it or refetch in binary.
-pub fn render_record(
+/// so a client can skip it or refetch in binary. Numbers become f64s (see
+/// [`render_embedded`]): test reference only.
+#[cfg(test)]
+pub(crate) fn render_record(
     format: EmbeddedFormat,
     record: &RecordView<'_>,
 ) -> Result<FetchedRecord, ApiError> {
@@ -531,11 +549,11 @@ pub fn render_record(
     })
 }
 
-/// Appends `record` in `format` to `out` as JSON: the exact bytes of
-/// `serde_json::to_vec(&render_record(format, record)?)`, written directly.
-/// Key and value bytes that are already canonical JSON (json format) and
-/// base64 (binary format, headers) are copied without a `Value` or escaping
-/// pass. On a 42203, `out` holds a partial record: discard it.
+/// Appends `record` in `format` to `out` as JSON, in the shape of
+/// [`FetchedRecord`]. Key and value bytes that are already canonical JSON
+/// (json format) and base64 (binary format, headers) are copied without an
+/// escaping pass; other JSON is canonicalised, so numbers keep their text.
+/// On a 42203, `out` holds a partial record: discard it.
 pub fn write_record(
     out: &mut Vec<u8>,
     format: EmbeddedFormat,
@@ -591,14 +609,23 @@ fn write_embedded(
             out.extend_from_slice(bytes)
         }
         (EmbeddedFormat::Json, Some(bytes)) => {
-            let value = render_embedded(format, field, Some(bytes))
-                .map_err(|e| with_position(record, e))?;
-            serde_json::to_writer(&mut *out, &value).map_err(|e| ApiError::Internal {
-                message: format!("cannot encode the answer: {e}"),
-            })?;
+            let text = crate::canonical_json::canonicalize(bytes)
+                .map_err(|e| with_position(record, not_json(field, &e)))?;
+            out.extend_from_slice(&text);
         }
     }
     Ok(())
+}
+
+/// The 42203 of stored bytes that are not JSON.
+fn not_json(field: RecordField, e: &dyn std::fmt::Display) -> ApiError {
+    let field = match field {
+        RecordField::Key => "key",
+        RecordField::Value => "value",
+    };
+    ApiError::JsonConversion {
+        message: format!("stored {field} is not valid JSON ({e}); fetch with Accept: {BINARY_V2}"),
+    }
 }
 
 /// Names the record in a 42203, so a client can skip it or refetch in
@@ -777,6 +804,59 @@ mod tests {
         );
         assert_eq!(records[2].partition, Some(3));
         assert_eq!(records[2].timestamp_ms, Some(1_700_000_000_000));
+    }
+
+    #[test]
+    fn json_numbers_keep_their_text_in_both_decoders() {
+        let cases = [
+            ("18446744073709551616", "18446744073709551616"),
+            ("18446744073709551617", "18446744073709551617"),
+            ("-0", "-0"),
+            ("1e2", "1e2"),
+            ("100", "100"),
+            ("1.50", "1.50"),
+            (
+                r#"{"z": 1E+2, "a": [-0.0, 18446744073709551617]}"#,
+                r#"{"a":[-0.0,18446744073709551617],"z":1E+2}"#,
+            ),
+        ];
+        for (key, stored) in cases {
+            // The fast path, and the general one (a repeated `records`
+            // member sends a body there; the last one wins).
+            for body in [
+                format!(r#"{{"records":[{{"key":{key},"value":{key}}}]}}"#),
+                format!(r#"{{"records":[],"records":[{{"key":{key},"value":{key}}}]}}"#),
+                format!(r#"{{"records":[{{"k\u0065y":{key},"value":{key}}}]}}"#),
+            ] {
+                let records = decode_produce(JSON, body.as_bytes()).unwrap();
+                assert_eq!(records[0].key.as_deref(), Some(stored.as_bytes()), "{body}");
+                assert_eq!(
+                    records[0].value.as_deref(),
+                    Some(stored.as_bytes()),
+                    "{body}"
+                );
+            }
+            assert_eq!(decode_key_query(JSON, key).unwrap(), stored.as_bytes());
+        }
+        assert_ne!(
+            decode_key_query(JSON, "18446744073709551616").unwrap(),
+            decode_key_query(JSON, "18446744073709551617").unwrap()
+        );
+        assert_ne!(
+            decode_key_query(JSON, "1e2").unwrap(),
+            decode_key_query(JSON, "100").unwrap()
+        );
+        // Beyond an f64 is refused, as serde_json does.
+        for key in ["1e400", "-1e309"] {
+            let body = format!(r#"{{"records":[{{"key":{key},"value":1}}]}}"#);
+            assert_eq!(
+                decode_produce(JSON, body.as_bytes())
+                    .unwrap_err()
+                    .error_code(),
+                42206
+            );
+            assert_eq!(decode_key_query(JSON, key).unwrap_err().error_code(), 40002);
+        }
     }
 
     #[test]
@@ -1215,28 +1295,50 @@ mod tests {
     }
 
     #[test]
-    fn canonical_json_is_its_own_serde_json_rendering() {
+    fn canonical_json_is_recognised_and_agrees_with_serde_json() {
+        use crate::canonical_json::canonicalize;
         for sample in json_samples() {
             let parsed = serde_json::from_slice::<Value>(&sample);
+            let canonical = canonicalize(&sample);
+            // Text recognised as canonical is its own canonical form.
             if crate::json_fast::is_canonical_json(&sample) {
-                let value = parsed
-                    .as_ref()
-                    .unwrap_or_else(|e| panic!("{sample:?}: {e}"));
-                assert_eq!(serde_json::to_vec(value).unwrap(), sample, "{sample:?}");
+                assert_eq!(canonical.as_deref().ok(), Some(&sample[..]), "{sample:?}");
             }
-            // Whatever serde_json writes (integers of up to 18 digits, no
-            // escapes, moderate nesting) is recognised.
-            if let Ok(value) = parsed {
-                let text = serde_json::to_vec(&value).unwrap();
-                let has_float = text.iter().any(|b| matches!(b, b'.' | b'e'));
-                let has_escape = text.contains(&b'\\');
-                let long_integer = text
-                    .split(|b| !b.is_ascii_digit())
-                    .any(|run| run.len() > 18);
-                let deep = text.starts_with(b"[[[[[[[[[[[[[[[[[[[[[");
-                if !has_float && !has_escape && !long_integer && !deep {
-                    assert!(crate::json_fast::is_canonical_json(&text), "{text:?}");
-                }
+            // The same texts are JSON to both (below serde_json's depth).
+            let shallow = !sample.starts_with(b"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[");
+            if shallow {
+                assert_eq!(canonical.is_ok(), parsed.is_ok(), "{sample:?}");
+            }
+            let Ok(text) = canonical else { continue };
+            // Canonical text is a fixed point, recognised as such unless it
+            // has a `\u` escape or a member name with an escape (the scanner
+            // is conservative there) or nests deeper than the scanner goes,
+            // and the same value as serde_json reads from the sample.
+            assert_eq!(canonicalize(&text).unwrap(), text, "{sample:?}");
+            let deep = text.starts_with(b"[[[[[[[[[[[[[[[[[[[[[");
+            let unicode_escape = text.windows(2).any(|w| w == b"\\u");
+            let escaped_name = text.windows(2).any(|w| w == b"\\n");
+            if !deep && !escaped_name && !unicode_escape {
+                assert!(crate::json_fast::is_canonical_json(&text), "{text:?}");
+            }
+            if shallow {
+                assert_eq!(
+                    serde_json::from_slice::<Value>(&text).unwrap(),
+                    parsed.unwrap(),
+                    "{sample:?}"
+                );
+            }
+            // Without floats or integers beyond 64 bits, it is exactly
+            // serde_json's rendering: what was stored before numbers were
+            // kept as written keeps its bytes.
+            let has_float = text.iter().any(|b| matches!(b, b'.' | b'e' | b'E'));
+            let long_integer = text
+                .split(|b| !b.is_ascii_digit())
+                .any(|run| run.len() > 18);
+            let negative_zero = text.windows(2).any(|w| w == b"-0");
+            if shallow && !has_float && !long_integer && !negative_zero {
+                let value: Value = serde_json::from_slice(&text).unwrap();
+                assert_eq!(serde_json::to_vec(&value).unwrap(), text, "{sample:?}");
             }
         }
     }
@@ -1275,8 +1377,12 @@ mod tests {
         ]
     }
 
+    /// `write_record` against serde_json's rendering of the same record:
+    /// the same JSON value (numbers compare as the f64s serde_json makes of
+    /// both), and the same bytes when the key and value have no number
+    /// that serde_json respells.
     #[test]
-    fn write_record_is_byte_identical_to_serde_of_render_record() {
+    fn write_record_matches_serde_of_render_record() {
         let header_sets: Vec<Vec<(String, Bytes)>> = vec![
             vec![],
             vec![("trace".into(), Bytes::from_static(&[0, 1, 255]))],
@@ -1300,14 +1406,35 @@ mod tests {
                             let mut new = b"prefix".to_vec();
                             let result = write_record(&mut new, format, &view);
                             match (old, result) {
-                                (Ok(old), Ok(())) => assert_eq!(
-                                    String::from_utf8_lossy(&new[6..]),
-                                    String::from_utf8_lossy(&old),
-                                    "{view:?}"
-                                ),
+                                (Ok(old), Ok(())) => {
+                                    let new = &new[6..];
+                                    assert_eq!(
+                                        serde_json::from_slice::<Value>(new).unwrap(),
+                                        serde_json::from_slice::<Value>(&old).unwrap(),
+                                        "{view:?}"
+                                    );
+                                    let respelled = |b: Option<&[u8]>| {
+                                        b.is_some_and(|b| {
+                                            b.iter().any(|c| matches!(c, b'.' | b'e' | b'E'))
+                                                || b.windows(2).any(|w| w == b"-0")
+                                                || b.len() > 18
+                                        })
+                                    };
+                                    if !respelled(view.key) && !respelled(view.value) {
+                                        assert_eq!(
+                                            String::from_utf8_lossy(new),
+                                            String::from_utf8_lossy(&old),
+                                            "{view:?}"
+                                        );
+                                    }
+                                }
                                 (Err(old), Err(new)) => {
                                     assert_eq!(old.error_code(), new.error_code());
-                                    assert_eq!(old.to_string(), new.to_string());
+                                    let prefix = |e: &ApiError| {
+                                        let m = e.to_string();
+                                        m[..m.find('(').unwrap_or(m.len())].to_string()
+                                    };
+                                    assert_eq!(prefix(&old), prefix(&new));
                                 }
                                 (old, new) => panic!("{view:?}: {old:?} vs {new:?}"),
                             }
@@ -1392,6 +1519,16 @@ mod tests {
         let mut bodies: Vec<Vec<u8>> = [
             r#"{"records":[]}"#,
             r#"{"records":[{"value":"aGk="}]}"#,
+            // Numbers as written, and `\u` escapes, in json keys and values.
+            r#"{"records":[{"key":18446744073709551617,"value":{"b":-0,"a":1E+2,"c":1.50}}]}"#,
+            r#"{"records":[{"key":"\u00e9\ud83d\ude00","value":["\u0041\/",{"\u0062":1,"a":2}]}]}"#,
+            r#"{"records":[{"key":"\ud800","value":1}]}"#,
+            r#"{"records":[{"key":"\udc00","value":1}]}"#,
+            r#"{"records":[{"key":"\ud800\u0041","value":1}]}"#,
+            r#"{"records":[{"key":"\u12","value":1}]}"#,
+            r#"{"records":[{"key":1e400,"value":1}]}"#,
+            r#"{"records":[{"key":1,"value":-1e-400}]}"#,
+            r#"{"records":[{"key":1,"value":1}],"x":"\ud800"}"#,
             r#"{"records":[{"key":"AAEC/w==","value":"aGVsbG8=","headers":[{"name":"trace","value":"AQ=="},{"value":"","name":"trace"}]}]}"#,
             r#" { "records" : [ { "key" : null , "value" : null , "partition" : 0 , "timestamp" : 0 , "headers" : null } ] } "#,
             r#"{"records":[{"value":"eA==","partition":4294967295,"timestamp":9223372036854775807}]}"#,

@@ -549,7 +549,7 @@ mod tests {
         );
         reg.alter(
             "orders",
-            &[("retention.ms".into(), Some(" 1000 ".into()))],
+            &[("retention.ms".into(), Some("1000".into()))],
             &zero,
         )
         .unwrap();

@@ -17,6 +17,17 @@
 //! `segment.bytes` must be at least 1024 (CONFIG.md) and, like Kafka's `int`,
 //! at most 2^31 − 1. `min.compaction.lag.ms` may not exceed
 //! `max.compaction.lag.ms` (Kafka rejects that pair too).
+//!
+//! Stricter than Kafka, so that what is stored is what was meant:
+//! * A value with whitespace around it is refused (Kafka trims it); inside
+//!   a `cleanup.policy` list, spaces around commas are Kafka's list syntax
+//!   and accepted.
+//! * `min.cleanable.dirty.ratio` is a plain decimal in [0, 1] (`0.5`,
+//!   `1`, `0.05`): no sign, exponent, `NaN` or `Infinity`, and none that
+//!   an f64 rounds to 0 while its digits are not all zero (Kafka's
+//!   `Double.parseDouble` takes `1e-400` as 0, "clean always").
+//! * `max.message.bytes` is at least 1, like the store's
+//!   `max_message_bytes` (Kafka accepts 0, where no record fits).
 
 use std::collections::BTreeMap;
 
@@ -172,10 +183,11 @@ pub const SPECS: [ConfigSpec; 10] = [
         },
         default: "86400000",
     },
+    // At least 1, as the store's `max_message_bytes` (module doc).
     ConfigSpec {
         name: "max.message.bytes",
         kind: ConfigKind::Integer {
-            min: 0,
+            min: 1,
             max: INT_MAX,
         },
         default: "1048576",
@@ -205,6 +217,11 @@ pub fn validate(name: &str, value: &str) -> Result<String, ApiError> {
         )));
     };
     let text = value.trim();
+    if text != value {
+        return Err(invalid(format!(
+            "{value:?} has whitespace around it; send the value alone"
+        )));
+    }
     match spec.kind {
         ConfigKind::Policy => CleanupPolicy::parse(text)
             .map(|p| p.as_str().to_string())
@@ -226,12 +243,26 @@ pub fn validate(name: &str, value: &str) -> Result<String, ApiError> {
             Ok(n.to_string())
         }
         ConfigKind::Ratio => {
+            let plain = |part: &str| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit());
+            let decimal = match text.split_once('.') {
+                Some((whole, fraction)) => plain(whole) && plain(fraction),
+                None => plain(text),
+            };
+            if !decimal {
+                return Err(invalid(format!(
+                    "{value:?} is not a plain decimal ratio in [0, 1] (such as 0.5)"
+                )));
+            }
             let r: f64 = text
                 .parse()
                 .map_err(|_| invalid(format!("{value:?} is not a number")))?;
-            // `contains` is false for NaN, so NaN is rejected here too.
-            if !(0.0..=1.0).contains(&r) {
+            if r > 1.0 {
                 return Err(invalid(format!("{value:?} is not a ratio in [0, 1]")));
+            }
+            if r == 0.0 && text.bytes().any(|b| matches!(b, b'1'..=b'9')) {
+                return Err(invalid(format!(
+                    "{value:?} is too small to tell from 0; send 0 if that is meant"
+                )));
             }
             Ok(r.to_string())
         }
@@ -506,7 +537,11 @@ mod tests {
     #[test]
     fn integer_bounds_follow_kafka() {
         assert_eq!(validate("retention.ms", "-1").unwrap(), "-1");
-        assert_eq!(validate("retention.bytes", " 42 ").unwrap(), "42");
+        assert_eq!(validate("retention.bytes", "42").unwrap(), "42");
+        assert_eq!(validate("max.message.bytes", "1").unwrap(), "1");
+        assert!(reason(validate("max.message.bytes", "0").unwrap_err())
+            .1
+            .contains("[1, 2147483647]"));
         assert!(reason(validate("retention.ms", "-2").unwrap_err())
             .1
             .contains("-1 means unbounded"));
@@ -544,9 +579,42 @@ mod tests {
             validate("min.cleanable.dirty.ratio", "0.25").unwrap(),
             "0.25"
         );
-        for bad in ["-0.1", "1.01", "NaN", "inf", "half"] {
-            reason(validate("min.cleanable.dirty.ratio", bad).unwrap_err());
+        assert_eq!(validate("min.cleanable.dirty.ratio", "0.000").unwrap(), "0");
+        assert_eq!(validate("min.cleanable.dirty.ratio", "1.0").unwrap(), "1");
+        for bad in [
+            "-0.1", "1.01", "NaN", "inf", "half", "1e-400", "5e-1", "+0.5", ".5", "0.", "",
+        ] {
+            let (name, why) = reason(validate("min.cleanable.dirty.ratio", bad).unwrap_err());
+            assert_eq!(name, "min.cleanable.dirty.ratio");
+            assert!(why.contains(&format!("{bad:?}")), "{why}");
         }
+        // An f64 rounds it to 0, but it is not 0.
+        let tiny = format!("0.{}1", "0".repeat(400));
+        assert!(
+            reason(validate("min.cleanable.dirty.ratio", &tiny).unwrap_err())
+                .1
+                .contains("too small")
+        );
+    }
+
+    #[test]
+    fn values_with_whitespace_around_them_are_refused() {
+        for (name, value) in [
+            ("retention.bytes", " 42 "),
+            ("retention.ms", "1000\n"),
+            ("min.cleanable.dirty.ratio", " 0.5"),
+            ("cleanup.policy", "compact "),
+            ("segment.ms", "\t3600000"),
+        ] {
+            let (at, why) = reason(validate(name, value).unwrap_err());
+            assert_eq!(at, name);
+            assert!(why.contains("whitespace"), "{why}");
+        }
+        // Kafka's list syntax: spaces around commas.
+        assert_eq!(
+            validate("cleanup.policy", "delete , compact").unwrap(),
+            "compact,delete"
+        );
     }
 
     #[test]

@@ -987,15 +987,16 @@ fn consumer_groups(s: &TidelogProcess) {
     );
     let only = s.get(&format!("{path}?topic=users")).expect(200);
     assert_eq!(only["offsets"].as_array().unwrap().len(), 1);
-    // Group names are free-form but not hostile.
+    // Group names: API.md's characters, `:` and `@` included.
     s.send_json(
         "POST",
-        "/consumer-groups/my%20group/offsets",
+        "/consumer-groups/my.group:v2@host/offsets",
         &json!({"offsets": [{"topic": "events", "partition": 2, "offset": 0}]}),
     )
     .expect(204);
     assert_eq!(
-        s.get("/consumer-groups/my%20group/offsets").expect(200)["offsets"][0]["partition"],
+        s.get("/consumer-groups/my.group:v2@host/offsets")
+            .expect(200)["offsets"][0]["partition"],
         2
     );
 
@@ -1121,7 +1122,8 @@ fn restart_keeps_everything(s: &mut TidelogProcess) {
         6
     );
     assert_eq!(
-        s.get("/consumer-groups/my%20group/offsets").expect(200)["offsets"][0]["partition"],
+        s.get("/consumer-groups/my.group:v2@host/offsets")
+            .expect(200)["offsets"][0]["partition"],
         2
     );
     // The recreated topic keeps hiding its predecessor's records.

@@ -45,14 +45,14 @@ use axum::response::Response;
 use tidelog_cleaner::{CompactedLog, CompactedRecord};
 use tidelog_storage::StoredRecord;
 
-use super::{blocking, bytes_with, json, timed, v2_json};
+use super::{blocking, bytes_with, timed, v2_json};
 use crate::error::ApiError;
 use crate::extract::{ApiPath, ApiQuery};
 use crate::metrics::GaugeGuard;
 use crate::names;
 use crate::records::{
-    decode_key_query, render_record, write_record, EmbeddedFormat, FetchedRecord, PartitionOffsets,
-    RecordView, V2_RESPONSE,
+    decode_key_query, write_record, EmbeddedFormat, FetchedRecord, PartitionOffsets, RecordView,
+    V2_RESPONSE,
 };
 use crate::registry::Topic;
 use crate::state::{AppState, Ready};
@@ -309,18 +309,21 @@ fn compacted_payload_bytes(r: &CompactedRecord) -> u64 {
         + r.headers_len() as u64
 }
 
-/// A compacted record in `format`, in the same shape as a CommitLog record.
-fn render_compacted(
+/// A JSON array of `records` in `format`, each with its physical offset
+/// (the ext routes' shape).
+fn render_array<'a>(
     format: EmbeddedFormat,
-    topic: &str,
-    partition: u32,
-    r: &CompactedRecord,
-    with_physical_offset: bool,
-) -> Result<FetchedRecord, ApiError> {
-    render_record(
-        format,
-        &Parts::compacted(topic, partition, r).view(with_physical_offset),
-    )
+    records: impl Iterator<Item = Parts<'a>>,
+) -> Result<Vec<u8>, ApiError> {
+    let mut out = vec![b'['];
+    for (i, parts) in records.enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_record(&mut out, format, &parts.view(true))?;
+    }
+    out.push(b']');
+    Ok(out)
 }
 
 /// A first guess at a fetch answer's size: base64 takes 4/3 of the
@@ -352,18 +355,6 @@ fn payload_bytes(r: &StoredRecord) -> u64 {
     r.key_slice().map_or(0, |k| k.len() as u64)
         + r.value_slice().map_or(0, |v| v.len() as u64)
         + r.headers_len() as u64
-}
-
-/// A stored record in `format`; with its physical offset on ext routes.
-fn render(
-    format: EmbeddedFormat,
-    r: &StoredRecord,
-    with_physical_offset: bool,
-) -> Result<FetchedRecord, ApiError> {
-    render_record(
-        format,
-        &Parts::stored(r.topic(), r).view(with_physical_offset),
-    )
 }
 
 /// What an answer shows of a record, from either log: the parts a
@@ -498,13 +489,12 @@ pub async fn query_by_key(
                 end as i64,
                 usize::try_from(max).unwrap_or(usize::MAX),
             )?;
-            let rendered = found
-                .iter()
-                .map(|(p, r)| render_compacted(format, &topic.name, *p, r, true))
-                .collect::<Result<Vec<_>, _>>()?;
-            serde_json::to_vec(&rendered).map_err(|e| ApiError::Internal {
-                message: format!("cannot encode the answer: {e}"),
-            })
+            render_array(
+                format,
+                found
+                    .iter()
+                    .map(|(p, r)| Parts::compacted(&topic.name, *p, r)),
+            )
         })
         .await?;
         return Ok(bytes_with(StatusCode::OK, "application/json", body));
@@ -517,14 +507,13 @@ pub async fn query_by_key(
             end as i64,
             usize::try_from(max).unwrap_or(usize::MAX),
         )?;
-        let rendered = found
-            .iter()
-            .filter(|r| is_live(&topic, r))
-            .map(|r| render(format, r, true))
-            .collect::<Result<Vec<_>, _>>()?;
-        serde_json::to_vec(&rendered).map_err(|e| ApiError::Internal {
-            message: format!("cannot encode the answer: {e}"),
-        })
+        render_array(
+            format,
+            found
+                .iter()
+                .filter(|r| is_live(&topic, r))
+                .map(|r| Parts::stored(r.topic(), r)),
+        )
     })
     .await?;
     Ok(bytes_with(StatusCode::OK, "application/json", body))
@@ -633,5 +622,11 @@ pub async fn read_physical(
     if !is_live(&topic, &record) {
         return Err(nothing());
     }
-    json(StatusCode::OK, &render(format, &record, true)?)
+    let mut body = Vec::new();
+    write_record(
+        &mut body,
+        format,
+        &Parts::stored(record.topic(), &record).view(true),
+    )?;
+    Ok(bytes_with(StatusCode::OK, "application/json", body))
 }

@@ -1,6 +1,7 @@
 //! `POST` and `GET /consumer-groups/{group}/offsets` (ext).
 //!
-//! A commit is validated whole (group name, every topic and partition,
+//! A commit is validated whole (group name, at most
+//! `http.max_records_per_request` entries, every topic and partition,
 //! offsets in [0, 2^63 − 1], metadata at most 4096 bytes), appended to
 //! `__consumer_offsets` as one batch, and then applied in memory (see
 //! `groups.rs` for why concurrent commits cannot disagree with the log).
@@ -59,6 +60,16 @@ pub async fn commit(
     names::validate_group_name(&group)?;
     let body = body?;
     let request: CommitRequest = json_body(&body)?;
+    // One record per entry, appended at once: the bound of a produce.
+    let max_entries = state.settings().max_records_per_request;
+    if request.offsets.len() > max_entries {
+        return Err(ApiError::BadRequest {
+            message: format!(
+                "offsets has {} entries; at most {max_entries} are allowed in one commit (http.max_records_per_request)",
+                request.offsets.len()
+            ),
+        });
+    }
     let ready = state.ready()?;
     let internal = ready.registry.require(CONSUMER_OFFSETS_TOPIC)?;
     let mut batch = Vec::with_capacity(request.offsets.len());

@@ -11,7 +11,9 @@
 //! * A create or alter body that is not JSON or has the wrong shape is 42206;
 //!   bad values (name, partition count, configs) are 40002.
 //! * `configs:alter` with `operation` `DELETE` removes the override; `SET`
-//!   (the default) needs a `value`. The whole alter applies or none of it.
+//!   (the default) needs a `value`. Only these upper-case spellings, as
+//!   Confluent's REST Proxy reads them. The whole alter applies or none of
+//!   it.
 //! * The internal topic `__consumer_offsets` cannot be deleted and its
 //!   configs cannot be changed (40002).
 //! * A deleted topic's records stay in the CommitLog until retention
@@ -324,7 +326,9 @@ pub async fn alter_configs_v3(
     let mut changes = Vec::with_capacity(request.data.len());
     for (i, e) in request.data.into_iter().enumerate() {
         let op = e.operation.as_deref().unwrap_or("SET");
-        let change = match (op.to_ascii_uppercase().as_str(), e.value) {
+        // Exactly Confluent's spellings: its REST Proxy reads `operation`
+        // as a case-sensitive enum, so `set` is a mistake, not a SET.
+        let change = match (op, e.value) {
             ("SET", Some(value)) => Some(value.into_string()),
             ("SET", None) => {
                 return Err(ApiError::BadRequest {
@@ -335,7 +339,7 @@ pub async fn alter_configs_v3(
             (other, _) => {
                 return Err(ApiError::BadRequest {
                     message: format!(
-                        "data[{i}] ({}): operation {other:?} is not SET or DELETE",
+                        "data[{i}].operation ({}): {other:?} is not SET or DELETE (upper case)",
                         e.name
                     ),
                 })
