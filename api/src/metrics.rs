@@ -97,6 +97,31 @@ pub struct Metrics {
     /// Fetches parked now, waiting for a record or their timeout (Kafka's
     /// fetch purgatory size).
     pub fetches_waiting: AtomicU64,
+    /// Requests whose headers are in and whose body is still arriving (not
+    /// yet counted against `max_concurrent_requests`).
+    pub requests_reading_body: AtomicU64,
+    /// Requests answered 503/50305: their body would have passed
+    /// `http.max_inflight_bytes`.
+    pub rejected_inflight_bytes: AtomicU64,
+    /// Requests answered 408/40801: their body did not arrive within
+    /// `http.body_read_timeout_ms`.
+    pub body_read_timeouts: AtomicU64,
+    pub connections: ConnectionMetrics,
+}
+
+/// The HTTP listener's connections (the server's accept loop counts them).
+#[derive(Debug, Default)]
+pub struct ConnectionMetrics {
+    /// Connections open now.
+    pub open: AtomicU64,
+    /// Connections closed at once because `http.max_connections` were open.
+    pub rejected_over_limit: AtomicU64,
+    /// Connections closed because a request's headers did not arrive within
+    /// `http.header_read_timeout_ms`.
+    pub header_read_timeouts: AtomicU64,
+    /// Keep-alive connections closed after `http.idle_timeout_ms` without a
+    /// request.
+    pub idle_timeouts: AtomicU64,
 }
 
 /// Counts one in a gauge while it lives: a request dropped mid-wait (its
@@ -126,6 +151,8 @@ pub struct Snapshot {
     pub topics: usize,
     pub consumer_groups: usize,
     pub in_flight_requests: usize,
+    /// Request body bytes held now (`http.max_inflight_bytes`' budget).
+    pub inflight_bytes: u64,
     /// The LogCleaner's metrics (`None` during recovery).
     pub cleaner: Option<CleanerMetricsSnapshot>,
     /// Compacted logs (partitions of compact topics) and their bytes.
@@ -202,6 +229,50 @@ impl Metrics {
             "requests being served now (long-polls included).",
             snap.in_flight_requests as f64,
         );
+        gauge(
+            &mut out,
+            "tidelog_http_requests_reading_body",
+            "requests whose body is still arriving (not yet in flight).",
+            load(&self.requests_reading_body) as f64,
+        );
+        gauge(
+            &mut out,
+            "tidelog_http_inflight_bytes",
+            "request body bytes held in memory now (http.max_inflight_bytes).",
+            snap.inflight_bytes as f64,
+        );
+        counter(
+            &mut out,
+            "tidelog_http_rejected_inflight_bytes_total",
+            "requests answered 503 because their body would pass max_inflight_bytes.",
+            load(&self.rejected_inflight_bytes),
+        );
+        let c = &self.connections;
+        gauge(
+            &mut out,
+            "tidelog_http_connections",
+            "HTTP connections open now.",
+            load(&c.open) as f64,
+        );
+        counter(
+            &mut out,
+            "tidelog_http_connections_rejected_total",
+            "connections closed at once because max_connections were open.",
+            load(&c.rejected_over_limit),
+        );
+        let name = "tidelog_http_timeouts_total";
+        let _ = writeln!(
+            out,
+            "# HELP {name} requests and connections ended by a read timeout, by phase."
+        );
+        let _ = writeln!(out, "# TYPE {name} counter");
+        for (phase, n) in [
+            ("header", &c.header_read_timeouts),
+            ("body", &self.body_read_timeouts),
+            ("idle", &c.idle_timeouts),
+        ] {
+            let _ = writeln!(out, "{name}{{phase=\"{phase}\"}} {}", load(n));
+        }
         gauge(
             &mut out,
             "tidelog_fetch_long_polls_waiting",
