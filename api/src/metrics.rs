@@ -226,7 +226,7 @@ impl Metrics {
         gauge(
             &mut out,
             "tidelog_http_in_flight_requests",
-            "requests being served now (long-polls included).",
+            "requests holding a max_concurrent_requests slot now: bodies read, long-polls included.",
             snap.in_flight_requests as f64,
         );
         gauge(
@@ -603,6 +603,40 @@ mod tests {
             "tidelog_compacted_log_bytes 4096\n",
             "tidelog_compacted_log_segments 0\n",
             "tidelog_consumequeue_files 0\n",
+        ] {
+            assert!(text.contains(needle), "missing {needle}:\n{text}");
+        }
+    }
+
+    #[test]
+    fn listener_families_render_their_counters() {
+        let m = Metrics::default();
+        m.connections.open.store(3, Ordering::Relaxed);
+        m.connections
+            .rejected_over_limit
+            .store(2, Ordering::Relaxed);
+        m.connections
+            .header_read_timeouts
+            .store(5, Ordering::Relaxed);
+        m.body_read_timeouts.store(7, Ordering::Relaxed);
+        m.connections.idle_timeouts.store(11, Ordering::Relaxed);
+        m.rejected_inflight_bytes.store(13, Ordering::Relaxed);
+        let _reading = GaugeGuard::new(&m.requests_reading_body);
+        let text = m.render(&Snapshot {
+            inflight_bytes: 4096,
+            ..Snapshot::default()
+        });
+        for needle in [
+            "tidelog_http_connections 3\n",
+            "# TYPE tidelog_http_connections_rejected_total counter\n",
+            "tidelog_http_connections_rejected_total 2\n",
+            "# TYPE tidelog_http_timeouts_total counter\n",
+            "tidelog_http_timeouts_total{phase=\"header\"} 5\n",
+            "tidelog_http_timeouts_total{phase=\"body\"} 7\n",
+            "tidelog_http_timeouts_total{phase=\"idle\"} 11\n",
+            "tidelog_http_rejected_inflight_bytes_total 13\n",
+            "tidelog_http_inflight_bytes 4096\n",
+            "tidelog_http_requests_reading_body 1\n",
         ] {
             assert!(text.contains(needle), "missing {needle}:\n{text}");
         }
