@@ -207,36 +207,20 @@ async fn read_body(
     }
     let settings = state.settings();
     let limit_bytes = settings.max_request_bytes as u64;
-    let too_large = |what: String| {
-        ApiError::TooLarge {
-        message: format!(
-            "request body {what} bytes, more than the server's limit of {limit_bytes} (http.max_request_bytes)"
-        ),
-    }
-    };
     // hyper's exact size hint is the request's validated Content-Length.
     let declared_bytes = body.size_hint().exact();
     if let Some(declared) = declared_bytes.filter(|n| *n > limit_bytes) {
-        return Err(too_large(format!("declares {declared}")));
+        return Err(ApiError::TooLarge {
+            message: format!(
+                "request body declares {declared} bytes, more than the server's limit of {limit_bytes} (http.max_request_bytes)"
+            ),
+        });
     }
     let shared = state.shared();
-    let over_budget = |bytes: u64| {
-        shared
-            .metrics
-            .rejected_inflight_bytes
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        ApiError::InflightBytesExhausted {
-            message: format!(
-                "a request body of {bytes} bytes would pass the server's budget of {} bytes held in memory for all requests (http.max_inflight_bytes); retry shortly",
-                shared.inflight_bytes.limit_bytes()
-            ),
-        }
-    };
-    let declared_or_zero = declared_bytes.unwrap_or(0);
     let mut reservation = shared
         .inflight_bytes
-        .try_reserve(declared_or_zero)
-        .ok_or_else(|| over_budget(declared_or_zero))?;
+        .try_reserve(declared_bytes.unwrap_or(0))
+        .ok_or_else(|| over_budget(state, declared_bytes.unwrap_or(0)))?;
     let _reading = GaugeGuard::new(&shared.metrics.requests_reading_body);
     let collect = async {
         // One frame is the whole body more often than not: kept as it is,
@@ -254,25 +238,26 @@ async fn read_body(
             };
             total_bytes += data.len() as u64;
             if total_bytes > limit_bytes {
-                return Err(too_large(format!("passed {limit_bytes}")));
+                return Err(ApiError::TooLarge {
+                    message: format!(
+                        "request body is larger than the server's limit of {limit_bytes} bytes (http.max_request_bytes)"
+                    ),
+                });
             }
             let more_bytes = total_bytes.saturating_sub(reservation.bytes());
             if more_bytes > 0 && !reservation.try_grow(more_bytes) {
-                return Err(over_budget(total_bytes));
+                return Err(over_budget(state, total_bytes));
             }
-            if single.is_none() && joined.is_empty() {
-                single = Some(data);
-                continue;
+            match single.take() {
+                None if joined.is_empty() => single = Some(data),
+                None => joined.extend_from_slice(&data),
+                Some(first) => {
+                    let capacity = usize::try_from(reservation.bytes()).unwrap_or(0);
+                    joined.reserve(capacity.max(first.len() + data.len()));
+                    joined.extend_from_slice(&first);
+                    joined.extend_from_slice(&data);
+                }
             }
-            if let Some(first) = single.take() {
-                joined.reserve(
-                    usize::try_from(declared_or_zero)
-                        .unwrap_or(0)
-                        .max(first.len() + data.len()),
-                );
-                joined.extend_from_slice(&first);
-            }
-            joined.extend_from_slice(&data);
         }
         Ok(single.unwrap_or_else(|| joined.freeze()))
     };
@@ -290,5 +275,21 @@ async fn read_body(
                 ),
             })
         }
+    }
+}
+
+/// 50305 for a body of `bytes` that does not fit in the in-flight budget,
+/// counted.
+fn over_budget(state: &AppState, bytes: u64) -> ApiError {
+    let shared = state.shared();
+    shared
+        .metrics
+        .rejected_inflight_bytes
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    ApiError::InflightBytesExhausted {
+        message: format!(
+            "a request body of {bytes} bytes would pass the server's budget of {} bytes held in memory for all requests (http.max_inflight_bytes); retry shortly",
+            shared.inflight_bytes.limit_bytes()
+        ),
     }
 }
