@@ -3,8 +3,9 @@
 //! the request slots, each is closed by the server, a connection past
 //! `max_connections` is closed at once, an idle keep-alive connection lives
 //! past the header timeout and closes after the idle one, bodies held in
-//! memory stay within `max_inflight_bytes`, and a declared length over
-//! `max_request_bytes` is refused before its body is read.
+//! memory stay within `max_inflight_bytes`, a declared length over
+//! `max_request_bytes` is refused before its body is read, and a shutdown
+//! waits for a body being read but not for connections without a request.
 //!
 //! Nothing here measures time: each wait is for a condition (a metric, an
 //! answer, a close) with a deadline far above the configured timeouts, so
@@ -193,7 +194,7 @@ const STALL_CONFIG: &str = "
 http:
   max_concurrent_requests: 4
   header_read_timeout_ms: 1000
-  body_read_timeout_ms: 5000
+  body_read_timeout_ms: 10000
   idle_timeout_ms: 3000
 topics:
   - name: t
@@ -233,8 +234,9 @@ fn stalled_clients_take_no_slots_and_are_closed() {
         idle.push(stream);
     }
 
-    // Every body is being read, none holds a slot: requests are answered
-    // (more of them than there are slots), health checks too.
+    // Every body is being read (the body timeout leaves ample time to see
+    // it), none holds a slot: requests are answered (more of them than
+    // there are slots), health checks too.
     wait_for("every stalled body being read", || {
         metric(&s, "tidelog_http_requests_reading_body") >= (3 * EACH) as f64
     });
@@ -418,16 +420,28 @@ fn a_declared_length_over_max_request_bytes_is_refused_before_its_body() {
 
 #[test]
 fn shutdown_does_not_wait_for_connections_without_a_request_in_flight() {
-    // Timeouts far beyond the test's patience: only the shutdown closes.
-    let mut s = start("http:\n  header_read_timeout_ms: 600000\n  idle_timeout_ms: 600000\n");
+    // Header and idle timeouts far beyond the test's patience: only the
+    // shutdown closes those connections. A body stalled half-way is a
+    // request in flight: the shutdown waits for it, as long as the body
+    // timeout.
+    let mut s = start(
+        "http:\n  header_read_timeout_ms: 600000\n  idle_timeout_ms: 600000\n  \
+         body_read_timeout_ms: 2000\ntopics:\n  - name: t\n    partitions: 1\n",
+    );
     let _fresh = connect(s.addr);
     let _half_headers = stalled(s.addr, PRODUCE_HEAD);
     let mut kept = connect(s.addr);
     keep_alive_get(&mut kept, "/status/ready").expect(200);
-    wait_for("all three connections", || {
-        metric(&s, "tidelog_http_connections") == 4.0
+    let mut half_body = stalled(
+        s.addr,
+        &format!("{PRODUCE_HEAD}Content-Length: 100\r\n\r\n{{\"records\":["),
+    );
+    wait_for("all four connections, the body being read", || {
+        metric(&s, "tidelog_http_connections") == 5.0
+            && metric(&s, "tidelog_http_requests_reading_body") == 1.0
     });
     let status = s.terminate();
     assert!(status.success(), "{status:?}\n{}", s.log());
     assert!(!s.data_dir.path().join("abort").exists());
+    answer_then_close(&mut half_body).expect_error(408, 40801);
 }
