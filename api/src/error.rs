@@ -56,6 +56,9 @@ pub enum ApiError {
     /// 40901
     #[error("{message}")]
     TopicExists { message: String },
+    /// 40801: the body did not arrive within `http.body_read_timeout_ms`.
+    #[error("{message}")]
+    RequestTimeout { message: String },
     /// 41301: body or a single record too large.
     #[error("{message}")]
     TooLarge { message: String },
@@ -83,6 +86,10 @@ pub enum ApiError {
     /// 50301: recovery has not finished.
     #[error("{message}")]
     NotReady { message: String },
+    /// 50305: the body would pass `http.max_inflight_bytes`, the budget of
+    /// request bytes all connections may hold in memory; retry shortly.
+    #[error("{message}")]
+    InflightBytesExhausted { message: String },
     /// 50701: disk above `retention.disk_full_ratio`; writes refused.
     #[error("{message}")]
     DiskFull { message: String },
@@ -150,6 +157,7 @@ impl ApiError {
             ApiError::UnknownPartition { .. } => 40402,
             ApiError::UnknownConsumerGroup { .. } => 40403,
             ApiError::TopicExists { .. } => 40901,
+            ApiError::RequestTimeout { .. } => 40801,
             ApiError::TooLarge { .. } => 41301,
             ApiError::UnsupportedContentType { .. } => 41501,
             ApiError::KeyInvalid { .. } => 42201,
@@ -159,6 +167,7 @@ impl ApiError {
             ApiError::TooManyRequests { .. } => 42901,
             ApiError::Internal { .. } => 50001,
             ApiError::NotReady { .. } => 50301,
+            ApiError::InflightBytesExhausted { .. } => 50305,
             ApiError::DiskFull { .. } => 50701,
         }
     }
@@ -170,6 +179,7 @@ impl ApiError {
             401 => StatusCode::UNAUTHORIZED,
             404 => StatusCode::NOT_FOUND,
             405 => StatusCode::METHOD_NOT_ALLOWED,
+            408 => StatusCode::REQUEST_TIMEOUT,
             409 => StatusCode::CONFLICT,
             413 => StatusCode::PAYLOAD_TOO_LARGE,
             415 => StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -290,8 +300,10 @@ impl IntoResponse for ApiError {
             // Expected while the disk is full, possibly for every produce:
             // the store logs the transition once at error, and the 5xx
             // counters count the answers. A warn line per request would
-            // grow the logs on the disk that is already full.
-            ApiError::DiskFull { .. } => {
+            // grow the logs on the disk that is already full. A body over
+            // the in-flight byte budget is load shedding, like a 429:
+            // counted in `/metrics`, not logged per request.
+            ApiError::DiskFull { .. } | ApiError::InflightBytesExhausted { .. } => {
                 tracing::debug!(error_code = self.error_code(), "{self}");
             }
             _ if self.error_code() >= 50000 => {
@@ -372,6 +384,13 @@ mod tests {
             (ApiError::unknown_consumer_group("g"), 40403, 404),
             (ApiError::topic_exists("t"), 40901, 409),
             (
+                ApiError::RequestTimeout {
+                    message: msg("slow body"),
+                },
+                40801,
+                408,
+            ),
+            (
                 ApiError::TooLarge {
                     message: msg("big"),
                 },
@@ -408,6 +427,13 @@ mod tests {
                     message: msg("recovering"),
                 },
                 50301,
+                503,
+            ),
+            (
+                ApiError::InflightBytesExhausted {
+                    message: msg("budget"),
+                },
+                50305,
                 503,
             ),
             (

@@ -5,6 +5,8 @@
 //! partition counts or configs), consumer offsets mirrored from their topic,
 //! and counters.
 //!
+//! * [`budget`]: the global budget of request bytes held in memory, not
+//!   tied to HTTP so other listeners can share it.
 //! * [`error`]: every API error and its single mapping to status and body.
 //! * [`names`]: validation of topic and group names, partitions and offsets
 //!   taken from paths and queries, before anything reaches storage.
@@ -37,6 +39,7 @@
 //! `StoreError::DiskFull`, which `error.rs` maps to 507/50701. The API only
 //! reads the store's flag, never the disk.
 
+pub mod budget;
 mod canonical_json;
 pub mod error;
 mod extract;

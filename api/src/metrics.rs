@@ -97,6 +97,31 @@ pub struct Metrics {
     /// Fetches parked now, waiting for a record or their timeout (Kafka's
     /// fetch purgatory size).
     pub fetches_waiting: AtomicU64,
+    /// Requests whose headers are in and whose body is still arriving (not
+    /// yet counted against `max_concurrent_requests`).
+    pub requests_reading_body: AtomicU64,
+    /// Requests answered 503/50305: their body would have passed
+    /// `http.max_inflight_bytes`.
+    pub rejected_inflight_bytes: AtomicU64,
+    /// Requests answered 408/40801: their body did not arrive within
+    /// `http.body_read_timeout_ms`.
+    pub body_read_timeouts: AtomicU64,
+    pub connections: ConnectionMetrics,
+}
+
+/// The HTTP listener's connections (the server's accept loop counts them).
+#[derive(Debug, Default)]
+pub struct ConnectionMetrics {
+    /// Connections open now.
+    pub open: AtomicU64,
+    /// Connections closed at once because `http.max_connections` were open.
+    pub rejected_over_limit: AtomicU64,
+    /// Connections closed because a request's headers did not arrive within
+    /// `http.header_read_timeout_ms`.
+    pub header_read_timeouts: AtomicU64,
+    /// Keep-alive connections closed after `http.idle_timeout_ms` without a
+    /// request.
+    pub idle_timeouts: AtomicU64,
 }
 
 /// Counts one in a gauge while it lives: a request dropped mid-wait (its
@@ -126,6 +151,8 @@ pub struct Snapshot {
     pub topics: usize,
     pub consumer_groups: usize,
     pub in_flight_requests: usize,
+    /// Request body bytes held now (`http.max_inflight_bytes`' budget).
+    pub inflight_bytes: u64,
     /// The LogCleaner's metrics (`None` during recovery).
     pub cleaner: Option<CleanerMetricsSnapshot>,
     /// Compacted logs (partitions of compact topics) and their bytes.
@@ -199,9 +226,53 @@ impl Metrics {
         gauge(
             &mut out,
             "tidelog_http_in_flight_requests",
-            "requests being served now (long-polls included).",
+            "requests holding a max_concurrent_requests slot now: bodies read, long-polls included.",
             snap.in_flight_requests as f64,
         );
+        gauge(
+            &mut out,
+            "tidelog_http_requests_reading_body",
+            "requests whose body is still arriving (not yet in flight).",
+            load(&self.requests_reading_body) as f64,
+        );
+        gauge(
+            &mut out,
+            "tidelog_http_inflight_bytes",
+            "request body bytes held in memory now (http.max_inflight_bytes).",
+            snap.inflight_bytes as f64,
+        );
+        counter(
+            &mut out,
+            "tidelog_http_rejected_inflight_bytes_total",
+            "requests answered 503 because their body would pass max_inflight_bytes.",
+            load(&self.rejected_inflight_bytes),
+        );
+        let c = &self.connections;
+        gauge(
+            &mut out,
+            "tidelog_http_connections",
+            "HTTP connections open now.",
+            load(&c.open) as f64,
+        );
+        counter(
+            &mut out,
+            "tidelog_http_connections_rejected_total",
+            "connections closed at once because max_connections were open.",
+            load(&c.rejected_over_limit),
+        );
+        let name = "tidelog_http_timeouts_total";
+        let _ = writeln!(
+            out,
+            "# HELP {name} requests and connections ended by a read timeout, by phase."
+        );
+        let _ = writeln!(out, "# TYPE {name} counter");
+        for (phase, n) in [
+            ("header", &c.header_read_timeouts),
+            ("body", &self.body_read_timeouts),
+            ("idle", &c.idle_timeouts),
+        ] {
+            let _ = writeln!(out, "{name}{{phase=\"{phase}\"}} {}", load(n));
+        }
         gauge(
             &mut out,
             "tidelog_fetch_long_polls_waiting",
@@ -532,6 +603,40 @@ mod tests {
             "tidelog_compacted_log_bytes 4096\n",
             "tidelog_compacted_log_segments 0\n",
             "tidelog_consumequeue_files 0\n",
+        ] {
+            assert!(text.contains(needle), "missing {needle}:\n{text}");
+        }
+    }
+
+    #[test]
+    fn listener_families_render_their_counters() {
+        let m = Metrics::default();
+        m.connections.open.store(3, Ordering::Relaxed);
+        m.connections
+            .rejected_over_limit
+            .store(2, Ordering::Relaxed);
+        m.connections
+            .header_read_timeouts
+            .store(5, Ordering::Relaxed);
+        m.body_read_timeouts.store(7, Ordering::Relaxed);
+        m.connections.idle_timeouts.store(11, Ordering::Relaxed);
+        m.rejected_inflight_bytes.store(13, Ordering::Relaxed);
+        let _reading = GaugeGuard::new(&m.requests_reading_body);
+        let text = m.render(&Snapshot {
+            inflight_bytes: 4096,
+            ..Snapshot::default()
+        });
+        for needle in [
+            "tidelog_http_connections 3\n",
+            "# TYPE tidelog_http_connections_rejected_total counter\n",
+            "tidelog_http_connections_rejected_total 2\n",
+            "# TYPE tidelog_http_timeouts_total counter\n",
+            "tidelog_http_timeouts_total{phase=\"header\"} 5\n",
+            "tidelog_http_timeouts_total{phase=\"body\"} 7\n",
+            "tidelog_http_timeouts_total{phase=\"idle\"} 11\n",
+            "tidelog_http_rejected_inflight_bytes_total 13\n",
+            "tidelog_http_inflight_bytes 4096\n",
+            "tidelog_http_requests_reading_body 1\n",
         ] {
             assert!(text.contains(needle), "missing {needle}:\n{text}");
         }

@@ -4,32 +4,45 @@
 //! The middleware, in order:
 //! 1. admin auth: with `admin_token` set, `POST`, `PUT`, `DELETE` and
 //!    `PATCH` under `/v3/` need the bearer token (401/40101);
-//! 2. overload: at most `max_concurrent_requests` requests are served at
+//! 2. the body, read whole before any handler runs: a declared
+//!    `Content-Length` above `max_request_bytes` is 413/41301 at once,
+//!    without reading a byte of it, and a chunked body is 413 as soon as it
+//!    passes the limit; its bytes are taken from the global in-flight budget
+//!    (`max_inflight_bytes`, [`crate::budget`]) before they are buffered,
+//!    503/50305 if it has not enough left; a body still arriving
+//!    `body_read_timeout` after the headers is 408/40801. The bytes go back
+//!    to the budget when the request is answered;
+//! 3. overload: at most `max_concurrent_requests` requests are served at
 //!    once; one more gets 429/42901 at once rather than a place in an
-//!    unbounded queue. `/status/ready` and `/metrics` are exempt, so health
-//!    checks and scrapes still answer under overload;
-//! 3. a request log line at debug level, and the response-class counters.
+//!    unbounded queue. A request counts from the end of its body, so
+//!    clients that stall while sending cannot take the slots (the budget
+//!    and the timeouts bound them instead). `/status/ready` and `/metrics`
+//!    are exempt, so health checks and scrapes still answer under overload;
+//! 4. a request log line at debug level, and the response-class counters.
 //!
-//! Request bodies are capped at `max_request_bytes` by axum's body limit;
-//! handlers turn its rejection into 413/41301 with our JSON body.
+//! Handlers then take the body as `Bytes`, already in memory.
 
+use std::pin::Pin;
 use std::time::Instant;
 
+use axum::body::{Body, HttpBody};
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::Method;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::Router;
+use bytes::{Bytes, BytesMut};
 
+use crate::budget::Reservation;
 use crate::error::ApiError;
 use crate::extract::check_bearer;
 use crate::handlers::{compaction, fetch, groups, produce, retention, status, topics};
+use crate::metrics::GaugeGuard;
 use crate::state::AppState;
 
 /// The whole API.
 pub fn router(state: AppState) -> Router {
-    let body_limit = state.settings().max_request_bytes;
     Router::new()
         // Records (v2 and ext).
         .route("/topics", get(topics::list_v2))
@@ -89,7 +102,9 @@ pub fn router(state: AppState) -> Router {
         .route("/metrics", get(status::metrics))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(DefaultBodyLimit::max(body_limit))
+        // `guard` has read and limited the body already; axum's own limit
+        // (2 MiB unless set) would only repeat the rule.
+        .layer(DefaultBodyLimit::disable())
         .layer(middleware::from_fn_with_state(state.clone(), guard))
         .with_state(state)
 }
@@ -115,11 +130,12 @@ async fn guard(State(state): State<AppState>, request: Request, next: Next) -> R
     let started = Instant::now();
     let method = request.method().clone();
     let path = request.uri().path().to_string();
-    let response = match admit(&state, &request) {
+    let response = match admit(&state, request).await {
         Err(e) => e.into_response(),
-        Ok(permit) => {
+        Ok((request, permit, body_bytes)) => {
             let response = next.run(request).await;
             drop(permit);
+            drop(body_bytes);
             response
         }
     };
@@ -135,26 +151,34 @@ async fn guard(State(state): State<AppState>, request: Request, next: Next) -> R
     response
 }
 
-/// Checks auth and takes a concurrency permit (`None` for exempt routes).
-fn admit(
+/// A concurrency permit (`None` for exempt routes).
+type Permit = Option<tokio::sync::OwnedSemaphorePermit>;
+
+/// Checks auth, reads the body and takes a concurrency permit (module doc):
+/// the request with its body in memory, the permit, and the body's bytes
+/// in the in-flight budget.
+async fn admit(
     state: &AppState,
-    request: &Request,
-) -> Result<Option<tokio::sync::OwnedSemaphorePermit>, ApiError> {
-    let path = request.uri().path();
+    request: Request,
+) -> Result<(Request, Permit, Option<Reservation>), ApiError> {
     if let Some(token) = &state.settings().admin_token {
         let mutating = matches!(
             *request.method(),
             Method::POST | Method::PUT | Method::DELETE | Method::PATCH
         );
-        if mutating && path.starts_with("/v3/") {
+        if mutating && request.uri().path().starts_with("/v3/") {
             check_bearer(request.headers(), token)?;
         }
     }
+    let (parts, body) = request.into_parts();
+    let (body, body_bytes) = read_body(state, body).await?;
+    let request = Request::from_parts(parts, Body::from(body));
+    let path = request.uri().path();
     if path == "/status/ready" || path == "/metrics" {
-        return Ok(None);
+        return Ok((request, None, body_bytes));
     }
     match std::sync::Arc::clone(&state.shared().limiter).try_acquire_owned() {
-        Ok(permit) => Ok(Some(permit)),
+        Ok(permit) => Ok((request, Some(permit), body_bytes)),
         Err(_) => {
             state
                 .shared()
@@ -168,5 +192,104 @@ fn admit(
                 ),
             })
         }
+    }
+}
+
+/// The whole body, within `max_request_bytes`, the in-flight budget and
+/// `body_read_timeout` (module doc), and its bytes' reservation in the
+/// budget (`None` for an empty body).
+async fn read_body(
+    state: &AppState,
+    mut body: Body,
+) -> Result<(Bytes, Option<Reservation>), ApiError> {
+    if body.is_end_stream() {
+        return Ok((Bytes::new(), None));
+    }
+    let settings = state.settings();
+    let limit_bytes = settings.max_request_bytes as u64;
+    // hyper's exact size hint is the request's validated Content-Length.
+    let declared_bytes = body.size_hint().exact();
+    if let Some(declared) = declared_bytes.filter(|n| *n > limit_bytes) {
+        return Err(ApiError::TooLarge {
+            message: format!(
+                "request body declares {declared} bytes, more than the server's limit of {limit_bytes} (http.max_request_bytes)"
+            ),
+        });
+    }
+    let shared = state.shared();
+    let mut reservation = shared
+        .inflight_bytes
+        .try_reserve(declared_bytes.unwrap_or(0))
+        .ok_or_else(|| over_budget(state, declared_bytes.unwrap_or(0)))?;
+    let _reading = GaugeGuard::new(&shared.metrics.requests_reading_body);
+    let collect = async {
+        // One frame is the whole body more often than not: kept as it is,
+        // copied only when a second one comes.
+        let mut single: Option<Bytes> = None;
+        let mut joined = BytesMut::new();
+        let mut total_bytes = 0u64;
+        while let Some(frame) = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await
+        {
+            let frame = frame.map_err(|e| ApiError::BadRequest {
+                message: format!("cannot read the request body: {e}"),
+            })?;
+            let Ok(data) = frame.into_data() else {
+                continue; // trailers
+            };
+            total_bytes += data.len() as u64;
+            if total_bytes > limit_bytes {
+                return Err(ApiError::TooLarge {
+                    message: format!(
+                        "request body is larger than the server's limit of {limit_bytes} bytes (http.max_request_bytes)"
+                    ),
+                });
+            }
+            let more_bytes = total_bytes.saturating_sub(reservation.bytes());
+            if more_bytes > 0 && !reservation.try_grow(more_bytes) {
+                return Err(over_budget(state, total_bytes));
+            }
+            match single.take() {
+                None if joined.is_empty() => single = Some(data),
+                None => joined.extend_from_slice(&data),
+                Some(first) => {
+                    let capacity = usize::try_from(reservation.bytes()).unwrap_or(0);
+                    joined.reserve(capacity.max(first.len() + data.len()));
+                    joined.extend_from_slice(&first);
+                    joined.extend_from_slice(&data);
+                }
+            }
+        }
+        Ok(single.unwrap_or_else(|| joined.freeze()))
+    };
+    match tokio::time::timeout(settings.body_read_timeout, collect).await {
+        Ok(body) => Ok((body?, Some(reservation))),
+        Err(_) => {
+            shared
+                .metrics
+                .body_read_timeouts
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            Err(ApiError::RequestTimeout {
+                message: format!(
+                    "the request body did not arrive within {} ms of its headers (http.body_read_timeout_ms)",
+                    settings.body_read_timeout.as_millis()
+                ),
+            })
+        }
+    }
+}
+
+/// 50305 for a body of `bytes` that does not fit in the in-flight budget,
+/// counted.
+fn over_budget(state: &AppState, bytes: u64) -> ApiError {
+    let shared = state.shared();
+    shared
+        .metrics
+        .rejected_inflight_bytes
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    ApiError::InflightBytesExhausted {
+        message: format!(
+            "a request body of {bytes} bytes would pass the server's budget of {} bytes held in memory for all requests (http.max_inflight_bytes); retry shortly",
+            shared.inflight_bytes.limit_bytes()
+        ),
     }
 }

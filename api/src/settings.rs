@@ -4,6 +4,8 @@
 //! keeping it here, as plain data, means the api crate does not depend on the
 //! server's config types and its tests can build one directly.
 
+use std::time::Duration;
+
 use crate::topic_config::Overrides;
 
 /// A topic declared in the config file (`topics:`), already validated.
@@ -30,8 +32,15 @@ pub struct ApiSettings {
     /// Most records in one produce request; more answer 413/41301.
     pub max_records_per_request: usize,
     /// Requests served at once (long-polling fetches included); one more
-    /// answers 429/42901 at once instead of queueing without bound.
+    /// answers 429/42901 at once instead of queueing without bound. A
+    /// request counts once its body is in, not while it waits for bytes.
     pub max_concurrent_requests: usize,
+    /// Request body bytes held in memory by all connections together; a
+    /// body that would pass it answers 503/50305.
+    pub max_inflight_bytes: u64,
+    /// From the end of a request's headers to the end of its body; a body
+    /// still arriving then answers 408/40801 and the connection closes.
+    pub body_read_timeout: Duration,
     /// The store's `max_message_bytes`: a record larger than this or than
     /// its topic's `max.message.bytes` is refused with 413/41301.
     pub max_message_bytes: u64,
@@ -41,6 +50,8 @@ pub struct ApiSettings {
 pub const MAX_REQUEST_BYTES_DEFAULT: usize = 16 << 20;
 pub const MAX_RECORDS_PER_REQUEST_DEFAULT: usize = 10_000;
 pub const MAX_CONCURRENT_REQUESTS_DEFAULT: usize = 1024;
+pub const MAX_INFLIGHT_BYTES_DEFAULT: u64 = 256 << 20;
+pub const BODY_READ_TIMEOUT_MS_DEFAULT: u64 = 30_000;
 
 impl Default for ApiSettings {
     fn default() -> Self {
@@ -53,6 +64,8 @@ impl Default for ApiSettings {
             max_request_bytes: MAX_REQUEST_BYTES_DEFAULT,
             max_records_per_request: MAX_RECORDS_PER_REQUEST_DEFAULT,
             max_concurrent_requests: MAX_CONCURRENT_REQUESTS_DEFAULT,
+            max_inflight_bytes: MAX_INFLIGHT_BYTES_DEFAULT,
+            body_read_timeout: Duration::from_millis(BODY_READ_TIMEOUT_MS_DEFAULT),
             max_message_bytes: 1 << 20,
         }
     }

@@ -16,9 +16,10 @@ use tidelog_cleaner::{CleanerConfig, CleanerError, CompactTopicConfig, Compacted
 use tidelog_storage::{Store, StoreConfig, StoreError};
 use tokio::sync::{watch, Semaphore};
 
+use crate::budget::ByteBudget;
 use crate::error::ApiError;
 use crate::groups::GroupOffsets;
-use crate::metrics::{Metrics, Snapshot};
+use crate::metrics::{ConnectionMetrics, Metrics, Snapshot};
 use crate::registry::{RegistryError, Topic, TopicRegistry, CONSUMER_OFFSETS_TOPIC};
 use crate::settings::{ApiSettings, DeclaredTopic};
 use crate::topic_config::TopicConfig;
@@ -381,6 +382,8 @@ pub(crate) struct Shared {
     ready: RwLock<Option<Arc<Ready>>>,
     pub(crate) metrics: Metrics,
     pub(crate) limiter: Arc<Semaphore>,
+    /// `http.max_inflight_bytes`: request bodies held in memory.
+    pub(crate) inflight_bytes: Arc<ByteBudget>,
     /// Becomes `true` when the server starts shutting down; wakes
     /// long-polling fetches so they answer at once.
     shutdown: watch::Sender<bool>,
@@ -389,6 +392,7 @@ pub(crate) struct Shared {
 impl AppState {
     pub fn new(settings: ApiSettings, data_dir: PathBuf) -> Self {
         let limiter = Arc::new(Semaphore::new(settings.max_concurrent_requests.max(1)));
+        let inflight_bytes = ByteBudget::new(settings.max_inflight_bytes);
         AppState {
             inner: Arc::new(Shared {
                 settings,
@@ -396,6 +400,7 @@ impl AppState {
                 ready: RwLock::new(None),
                 metrics: Metrics::default(),
                 limiter,
+                inflight_bytes,
                 shutdown: watch::channel(false).0,
             }),
         }
@@ -407,6 +412,17 @@ impl AppState {
 
     pub fn settings(&self) -> &ApiSettings {
         &self.inner.settings
+    }
+
+    /// The budget of request bytes held in memory, for other listeners to
+    /// share with the HTTP API.
+    pub fn inflight_bytes_budget(&self) -> Arc<ByteBudget> {
+        Arc::clone(&self.inner.inflight_bytes)
+    }
+
+    /// The counters the HTTP listener keeps of its connections.
+    pub fn connection_metrics(&self) -> &ConnectionMetrics {
+        &self.inner.metrics.connections
     }
 
     /// The data directory the store is (being) opened in.
@@ -497,6 +513,7 @@ impl AppState {
             compacted_log_bytes: ready.as_ref().map_or(0, |r| {
                 r.logs.all_logs().iter().map(|l| l.size_bytes()).sum()
             }),
+            inflight_bytes: self.inner.inflight_bytes.used_bytes(),
             in_flight_requests: self
                 .inner
                 .settings

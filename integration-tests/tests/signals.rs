@@ -67,8 +67,9 @@ fn sigint_is_graceful_and_a_second_signal_exits_at_once() {
     assert_eq!(values(&s), [json!("one")]);
     produce(&s, "two");
 
-    // A produce whose body stops half-way stays in flight, so the shutdown
-    // that SIGTERM starts waits for it; a second signal ends the wait.
+    // A produce whose body stops half-way stays in progress (for
+    // http.body_read_timeout_ms, 30 s here), so the shutdown that SIGTERM
+    // starts waits for it; a second signal ends the wait.
     let mut stalled = std::net::TcpStream::connect(s.addr).unwrap();
     let head = format!(
         "POST /topics/t/partitions/0 HTTP/1.1\r\nHost: {}\r\n\
@@ -81,12 +82,11 @@ fn sigint_is_graceful_and_a_second_signal_exits_at_once() {
     while !s
         .get("/metrics")
         .text()
-        .contains("\ntidelog_http_in_flight_requests 1\n")
+        .contains("\ntidelog_http_requests_reading_body 1\n")
     {
-        // Scrapes are not counted: the 1 is the stalled produce.
         assert!(
             Instant::now() < deadline,
-            "the stalled produce never went in flight"
+            "the stalled produce never started reading its body"
         );
         std::thread::sleep(Duration::from_millis(10));
     }

@@ -289,7 +289,19 @@ pub struct HttpConfig {
     /// Most records in one produce request; more answer 413/41301.
     pub max_records_per_request: u64,
     /// Requests served at once, long-polls included; more answer 429/42901.
+    /// A request counts once its body is in.
     pub max_concurrent_requests: u64,
+    /// Open connections; one more is closed at once and counted.
+    pub max_connections: u64,
+    /// Request body bytes held in memory by all connections together; a
+    /// body that would pass it answers 503/50305.
+    pub max_inflight_bytes: u64,
+    /// From a request's first byte to the end of its headers.
+    pub header_read_timeout_ms: u64,
+    /// From the end of a request's headers to the end of its body (408/40801).
+    pub body_read_timeout_ms: u64,
+    /// A connection idle longer between requests (or after accept) is closed.
+    pub idle_timeout_ms: u64,
 }
 
 impl Default for HttpConfig {
@@ -298,6 +310,11 @@ impl Default for HttpConfig {
             max_request_bytes: tidelog_api::settings::MAX_REQUEST_BYTES_DEFAULT as u64,
             max_records_per_request: tidelog_api::settings::MAX_RECORDS_PER_REQUEST_DEFAULT as u64,
             max_concurrent_requests: tidelog_api::settings::MAX_CONCURRENT_REQUESTS_DEFAULT as u64,
+            max_connections: 10_000,
+            max_inflight_bytes: tidelog_api::settings::MAX_INFLIGHT_BYTES_DEFAULT,
+            header_read_timeout_ms: 10_000,
+            body_read_timeout_ms: tidelog_api::settings::BODY_READ_TIMEOUT_MS_DEFAULT,
+            idle_timeout_ms: 60_000,
         }
     }
 }
@@ -308,6 +325,13 @@ pub const MAX_REQUEST_BYTES_MAX: u64 = 1 << 30;
 /// Largest `http.max_concurrent_requests` (tokio's semaphore bound is far
 /// higher; this keeps a typo from disabling the limit).
 pub const MAX_CONCURRENT_REQUESTS_MAX: u64 = 1 << 20;
+
+/// Largest `http.max_connections` (each is a file descriptor; this keeps a
+/// typo from disabling the limit).
+pub const MAX_CONNECTIONS_MAX: u64 = 1 << 20;
+
+/// Largest `http.*_timeout_ms`: a day.
+pub const HTTP_TIMEOUT_MS_MAX: u64 = 86_400_000;
 
 /// A topic declared in the file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -550,6 +574,29 @@ impl Config {
             1,
             MAX_CONCURRENT_REQUESTS_MAX,
         )?;
+        in_range(
+            "http.max_connections",
+            http.max_connections,
+            1,
+            MAX_CONNECTIONS_MAX,
+        )?;
+        // Any body within max_request_bytes must fit in an empty budget.
+        if http.max_inflight_bytes < http.max_request_bytes {
+            return Err(bad(
+                "http.max_inflight_bytes",
+                format!(
+                    "{} is less than http.max_request_bytes ({}): a body of the largest allowed size could never be read",
+                    http.max_inflight_bytes, http.max_request_bytes
+                ),
+            ));
+        }
+        for (key, value) in [
+            ("http.header_read_timeout_ms", http.header_read_timeout_ms),
+            ("http.body_read_timeout_ms", http.body_read_timeout_ms),
+            ("http.idle_timeout_ms", http.idle_timeout_ms),
+        ] {
+            in_range(key, value, 1, HTTP_TIMEOUT_MS_MAX)?;
+        }
         let mut seen: BTreeMap<String, usize> = BTreeMap::new();
         for (i, topic) in self.topics.iter_mut().enumerate() {
             let key = |field: &str| format!("topics[{i}].{field}");
@@ -639,6 +686,15 @@ impl Config {
         }
     }
 
+    /// The HTTP listener's connection limits.
+    pub fn listener_limits(&self) -> crate::listener::ListenerLimits {
+        crate::listener::ListenerLimits {
+            max_connections: self.http.max_connections,
+            header_read_timeout: std::time::Duration::from_millis(self.http.header_read_timeout_ms),
+            idle_timeout: std::time::Duration::from_millis(self.http.idle_timeout_ms),
+        }
+    }
+
     /// The HTTP API's settings.
     pub fn api_settings(&self) -> tidelog_api::ApiSettings {
         let to_usize = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
@@ -659,6 +715,8 @@ impl Config {
             max_request_bytes: to_usize(self.http.max_request_bytes),
             max_records_per_request: to_usize(self.http.max_records_per_request),
             max_concurrent_requests: to_usize(self.http.max_concurrent_requests),
+            max_inflight_bytes: self.http.max_inflight_bytes,
+            body_read_timeout: std::time::Duration::from_millis(self.http.body_read_timeout_ms),
             max_message_bytes: self.store.max_message_bytes,
         }
     }
@@ -1134,6 +1192,57 @@ mod tests {
             "store.index_slots",
             "too large",
         );
+    }
+
+    #[test]
+    fn http_connection_limits_are_checked_and_carried() {
+        let config = load_str(
+            "http:\n  max_connections: 7\n  max_inflight_bytes: 4096\n  max_request_bytes: 2048\n  \
+             header_read_timeout_ms: 11\n  body_read_timeout_ms: 13\n  idle_timeout_ms: 17\n",
+        )
+        .unwrap();
+        let limits = config.listener_limits();
+        assert_eq!(limits.max_connections, 7);
+        assert_eq!(
+            limits.header_read_timeout,
+            std::time::Duration::from_millis(11)
+        );
+        assert_eq!(limits.idle_timeout, std::time::Duration::from_millis(17));
+        let api = config.api_settings();
+        assert_eq!(api.max_inflight_bytes, 4096);
+        assert_eq!(api.body_read_timeout, std::time::Duration::from_millis(13));
+        let defaults = Config::default();
+        assert_eq!(defaults.http.max_connections, 10_000);
+        assert_eq!(defaults.http.max_inflight_bytes, 256 << 20);
+        assert_eq!(
+            (
+                defaults.http.header_read_timeout_ms,
+                defaults.http.body_read_timeout_ms,
+                defaults.http.idle_timeout_ms
+            ),
+            (10_000, 30_000, 60_000)
+        );
+        assert_rejects(
+            "http:\n  max_connections: 0\n",
+            "http.max_connections",
+            "not in",
+        );
+        assert_rejects(
+            "http:\n  max_inflight_bytes: 2047\n  max_request_bytes: 2048\n",
+            "http.max_inflight_bytes",
+            "less than http.max_request_bytes",
+        );
+        for key in [
+            "header_read_timeout_ms",
+            "body_read_timeout_ms",
+            "idle_timeout_ms",
+        ] {
+            assert_rejects(
+                &format!("http:\n  {key}: 0\n"),
+                &format!("http.{key}"),
+                "not in",
+            );
+        }
     }
 
     #[test]

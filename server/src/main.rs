@@ -7,6 +7,7 @@
 
 mod bench;
 mod config;
+mod listener;
 mod serve;
 
 use std::path::PathBuf;

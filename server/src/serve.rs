@@ -11,7 +11,9 @@
 //!    (`Ready::open`); then the API serves. A failure here stops the server
 //!    with exit 1.
 //! 3. On SIGINT or SIGTERM: stop accepting, wake long-polls, let requests in
-//!    flight finish, stop the LogCleaner (joining its threads, so no pass
+//!    flight finish (a body still arriving has `http.body_read_timeout_ms`;
+//!    connections without a request in flight close at once, see
+//!    `listener.rs`), stop the LogCleaner (joining its threads, so no pass
 //!    is half-way), then `Store::shutdown` (flush, checkpoint, remove
 //!    `abort`) and exit 0. A second signal exits at once with 1, leaving
 //!    `abort` behind so the next start runs full recovery.
@@ -24,6 +26,7 @@ use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::sync::watch;
 
 use crate::config::Config;
+use crate::listener;
 use crate::EXIT_RUNTIME;
 
 /// How long shutdown waits for blocking store calls of abandoned requests.
@@ -71,14 +74,14 @@ pub async fn run(config: Config) -> ExitCode {
     let settings = config.api_settings();
     let state = AppState::new(settings.clone(), config.data_dir.clone());
     let app = tidelog_api::router(state.clone());
-    let (stop_tx, mut stop_rx) = watch::channel(false);
-    let mut server = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move {
-                let _ = stop_rx.wait_for(|stop| *stop).await;
-            })
-            .await
-    });
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut server = tokio::spawn(listener::serve(
+        listener,
+        app,
+        state.clone(),
+        config.listener_limits(),
+        stop_rx,
+    ));
     tracing::info!(listen = %config.listen, data_dir = %config.data_dir.display(), "listening; opening the store");
 
     let store_config = config.store_config();
@@ -138,10 +141,8 @@ pub async fn run(config: Config) -> ExitCode {
     state.begin_shutdown();
     let _ = stop_tx.send(true);
     if !server_done {
-        match server.await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::error!(error = %e, "HTTP server error during shutdown"),
-            Err(e) => tracing::error!(error = %e, "HTTP server task failed"),
+        if let Err(e) = server.await {
+            tracing::error!(error = %e, "HTTP server task failed");
         }
     }
 

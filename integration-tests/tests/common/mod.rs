@@ -441,7 +441,8 @@ pub fn http(
     })
 }
 
-fn parse_response(raw: &[u8]) -> Result<Response, String> {
+/// Parses one whole HTTP/1.1 answer (status line, headers, body).
+pub fn parse_response(raw: &[u8]) -> Result<Response, String> {
     let split = raw
         .windows(4)
         .position(|w| w == b"\r\n\r\n")

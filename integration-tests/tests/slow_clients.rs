@@ -1,0 +1,447 @@
+//! Clients that stall, trickle, hold connections or declare huge bodies,
+//! against the real binary (CONFIG.md `http:` limits): none of them takes
+//! the request slots, each is closed by the server, a connection past
+//! `max_connections` is closed at once, an idle keep-alive connection lives
+//! past the header timeout and closes after the idle one, bodies held in
+//! memory stay within `max_inflight_bytes`, a declared length over
+//! `max_request_bytes` is refused before its body is read, and a shutdown
+//! waits for a body being read but not for connections without a request.
+//!
+//! Nothing here measures time: each wait is for a condition (a metric, an
+//! answer, a close) with a deadline far above the configured timeouts, so
+//! only a server that never acts fails it.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use common::{Response, TidelogProcess};
+use serde_json::json;
+
+/// How long a test waits for the server to close a connection or answer.
+const GENEROUS: Duration = Duration::from_secs(30);
+
+/// Headers of a produce to `t`, without their end.
+const PRODUCE_HEAD: &str = "POST /topics/t/partitions/0 HTTP/1.1\r\nHost: tidelog\r\n\
+                            Content-Type: application/vnd.kafka.json.v2+json\r\n";
+
+fn start(config: &str) -> TidelogProcess {
+    TidelogProcess::start_with_config(&format!("{}{config}", common::SMALL_STORE))
+}
+
+fn connect(addr: SocketAddr) -> TcpStream {
+    let stream = TcpStream::connect(addr).unwrap();
+    // Short reads, so the loops below check their deadline.
+    stream
+        .set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    stream
+}
+
+/// A connection that has sent `sent` and then waits. A write error is
+/// ignored: a server that closes the connection at once (over
+/// `max_connections`) is seen by the read that follows.
+fn stalled(addr: SocketAddr, sent: &str) -> TcpStream {
+    let mut stream = connect(addr);
+    let _ = stream.write_all(sent.as_bytes());
+    stream
+}
+
+/// A connection that sends `head` at once, then `slow` one byte per 0.2 s
+/// until the server closes it (or `slow` runs out).
+fn trickle(addr: SocketAddr, head: &str, slow: Vec<u8>) -> (TcpStream, JoinHandle<()>) {
+    let stream = stalled(addr, head);
+    let mut writer = stream.try_clone().unwrap();
+    let sender = std::thread::spawn(move || {
+        for byte in slow {
+            if writer.write_all(&[byte]).is_err() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    });
+    (stream, sender)
+}
+
+/// Reads until the server closes `stream` (end of file or reset); what it
+/// sent before, or `Err` if it is still open after [`GENEROUS`].
+fn read_until_closed(stream: &mut TcpStream) -> Result<Vec<u8>, String> {
+    let deadline = Instant::now() + GENEROUS;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 16 << 10];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => return Ok(got),
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                if Instant::now() >= deadline {
+                    return Err(format!(
+                        "still open after {GENEROUS:?}, having sent {:?}",
+                        String::from_utf8_lossy(&got)
+                    ));
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            // Reset: closed.
+            Err(_) => return Ok(got),
+        }
+    }
+}
+
+/// The one answer the server sends before it closes `stream`.
+fn answer_then_close(stream: &mut TcpStream) -> Response {
+    let raw = read_until_closed(stream).unwrap();
+    common::parse_response(&raw)
+        .unwrap_or_else(|why| panic!("{why}: {:?}", String::from_utf8_lossy(&raw)))
+}
+
+/// Reads one `Content-Length` framed answer from a keep-alive connection.
+fn read_answer(stream: &mut TcpStream) -> Response {
+    let deadline = Instant::now() + GENEROUS;
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 16 << 10];
+    loop {
+        if let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
+            let length: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .map_or(0, |v| v.trim().parse().unwrap());
+            if raw.len() >= end + 4 + length {
+                return common::parse_response(&raw).unwrap();
+            }
+        }
+        assert!(Instant::now() < deadline, "no whole answer: {raw:?}");
+        match stream.read(&mut buf) {
+            Ok(0) => panic!("closed mid-answer: {:?}", String::from_utf8_lossy(&raw)),
+            Ok(n) => raw.extend_from_slice(&buf[..n]),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Err(e) => panic!("reading an answer: {e}"),
+        }
+    }
+}
+
+/// A request that keeps its connection open.
+fn keep_alive_get(stream: &mut TcpStream, path: &str) -> Response {
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: tidelog\r\n\r\n").unwrap();
+    read_answer(stream)
+}
+
+/// The value of the `/metrics` line that starts with `series` (name and
+/// labels).
+fn metric(s: &TidelogProcess, series: &str) -> f64 {
+    let text = s.get("/metrics").text();
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("no {series} in /metrics:\n{text}"))
+}
+
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + GENEROUS;
+    while !done() {
+        assert!(Instant::now() < deadline, "{what}: not within {GENEROUS:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn produce(s: &TidelogProcess, value: &str) -> Response {
+    s.post_raw(
+        "/topics/t/partitions/0",
+        "application/vnd.kafka.json.v2+json",
+        json!({"records": [{"value": value}]})
+            .to_string()
+            .as_bytes(),
+    )
+}
+
+/// One chunk of a chunked body.
+fn chunk(data: &[u8]) -> Vec<u8> {
+    let mut out = format!("{:x}\r\n", data.len()).into_bytes();
+    out.extend_from_slice(data);
+    out.extend_from_slice(b"\r\n");
+    out
+}
+
+/// Sends a chunked produce `chunk_bytes` at a time (at most `max_chunks`)
+/// until the server answers; that answer.
+fn chunked_until_answered(addr: SocketAddr, chunk_bytes: usize, max_chunks: usize) -> Response {
+    let mut stream = stalled(
+        addr,
+        &format!("{PRODUCE_HEAD}Transfer-Encoding: chunked\r\n\r\n"),
+    );
+    let data = chunk(&vec![b'a'; chunk_bytes]);
+    for _ in 0..max_chunks {
+        if stream.write_all(&data).is_err() {
+            break; // closed after answering
+        }
+        // Give the server the chunk before the next one, so that what it
+        // answers is what this client reads.
+        let mut peek = [0u8; 1];
+        match stream.peek(&mut peek) {
+            Ok(_) => break,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Err(_) => break,
+        }
+    }
+    answer_then_close(&mut stream)
+}
+
+const STALL_CONFIG: &str = "
+http:
+  max_concurrent_requests: 4
+  header_read_timeout_ms: 1000
+  body_read_timeout_ms: 10000
+  idle_timeout_ms: 3000
+topics:
+  - name: t
+    partitions: 1
+";
+
+#[test]
+fn stalled_clients_take_no_slots_and_are_closed() {
+    let s = start(STALL_CONFIG);
+    // Of each kind, more than max_concurrent_requests (4).
+    const EACH: usize = 5;
+    let head_cut = format!("{PRODUCE_HEAD}Content-Le");
+    let body_cut = format!("{PRODUCE_HEAD}Content-Length: 1000\r\n\r\n{{\"records\":[");
+    // 33 bytes of a declared million.
+    let first_33 = format!("{{\"records\":[{{\"value\":\"{}", "x".repeat(11));
+    assert_eq!(first_33.len(), 33);
+    let million_cut = format!("{PRODUCE_HEAD}Content-Length: 1000000\r\n\r\n{first_33}");
+    let mut heads: Vec<TcpStream> = (0..EACH).map(|_| stalled(s.addr, &head_cut)).collect();
+    let mut bodies: Vec<TcpStream> = (0..EACH)
+        .flat_map(|_| [stalled(s.addr, &body_cut), stalled(s.addr, &million_cut)])
+        .collect();
+    let mut senders = Vec::new();
+    for _ in 0..EACH {
+        let (stream, sender) = trickle(s.addr, PRODUCE_HEAD, b"X-Slow: ".repeat(20));
+        heads.push(stream);
+        senders.push(sender);
+        let body_head = format!("{PRODUCE_HEAD}Content-Length: 1000\r\n\r\n");
+        let (stream, sender) = trickle(s.addr, &body_head, vec![b' '; 200]);
+        bodies.push(stream);
+        senders.push(sender);
+    }
+    // Silent connections: fresh ones, and keep-alive ones after an answer.
+    let mut idle: Vec<TcpStream> = (0..EACH).map(|_| connect(s.addr)).collect();
+    for _ in 0..EACH {
+        let mut stream = connect(s.addr);
+        keep_alive_get(&mut stream, "/status/ready").expect(200);
+        idle.push(stream);
+    }
+
+    // Every body is being read (the body timeout leaves ample time to see
+    // it), none holds a slot: requests are answered (more of them than
+    // there are slots), health checks too.
+    wait_for("every stalled body being read", || {
+        metric(&s, "tidelog_http_requests_reading_body") >= (3 * EACH) as f64
+    });
+    for i in 0..8 {
+        produce(&s, &format!("v{i}")).expect(200);
+    }
+    s.get("/status/ready").expect(200);
+    let fetched = s.get("/topics/t/partitions/0/records?offset=0").expect(200);
+    assert_eq!(fetched.as_array().unwrap().len(), 8, "{fetched}");
+
+    // Each stalled connection is closed by the server: unfinished headers
+    // and silence without an answer, unfinished bodies with 408.
+    for (i, stream) in heads.iter_mut().chain(idle.iter_mut()).enumerate() {
+        let sent = read_until_closed(stream).unwrap_or_else(|e| panic!("{i}: {e}"));
+        assert!(sent.is_empty(), "{:?}", String::from_utf8_lossy(&sent));
+    }
+    for stream in &mut bodies {
+        let m = answer_then_close(stream).expect_error(408, 40801);
+        assert!(m.contains("http.body_read_timeout_ms"), "{m}");
+    }
+    for sender in senders {
+        sender.join().unwrap();
+    }
+    let timeouts = |phase: &str| {
+        metric(
+            &s,
+            &format!("tidelog_http_timeouts_total{{phase=\"{phase}\"}}"),
+        )
+    };
+    assert_eq!(timeouts("header"), (2 * EACH) as f64);
+    assert_eq!(timeouts("body"), (3 * EACH) as f64);
+    assert_eq!(timeouts("idle"), (2 * EACH) as f64);
+    // All given back: one connection (this scrape), no body bytes held.
+    wait_for("connections to close", || {
+        metric(&s, "tidelog_http_connections") == 1.0
+    });
+    assert_eq!(metric(&s, "tidelog_http_inflight_bytes"), 0.0);
+    assert_eq!(metric(&s, "tidelog_http_requests_reading_body"), 0.0);
+    assert_eq!(metric(&s, "tidelog_http_rejected_overload_total"), 0.0);
+}
+
+#[test]
+fn a_connection_past_max_connections_is_closed_at_once_and_counted() {
+    let s = start("http:\n  max_connections: 4\n");
+    // Only the scrape itself: the start-up probes have gone.
+    wait_for("start-up probes to close", || {
+        metric(&s, "tidelog_http_connections") == 1.0
+    });
+    let mut kept: Vec<TcpStream> = (0..4)
+        .map(|_| {
+            let mut stream = connect(s.addr);
+            keep_alive_get(&mut stream, "/status/ready").expect(200);
+            stream
+        })
+        .collect();
+    // The idle timeout (60 s) is far away: only the cap closes this one.
+    let mut over = stalled(s.addr, "GET /metrics HTTP/1.1\r\nHost: tidelog\r\n\r\n");
+    let sent = read_until_closed(&mut over).unwrap();
+    assert!(sent.is_empty(), "{:?}", String::from_utf8_lossy(&sent));
+    // The connections within the cap still serve.
+    keep_alive_get(&mut kept[0], "/status/ready").expect(200);
+
+    // One closes; new connections are served again (once the server has
+    // seen the close) and the refusal is counted.
+    drop(kept.pop());
+    let mut metrics = None;
+    wait_for("a free connection", || {
+        let mut stream = stalled(
+            s.addr,
+            "GET /metrics HTTP/1.1\r\nHost: tidelog\r\nConnection: close\r\n\r\n",
+        );
+        let raw = read_until_closed(&mut stream).unwrap();
+        metrics = (!raw.is_empty()).then(|| common::parse_response(&raw).unwrap());
+        metrics.is_some()
+    });
+    let text = metrics.unwrap().text();
+    let value = |series: &str| -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or_else(|| panic!("no {series}:\n{text}"))
+    };
+    assert!(
+        value("tidelog_http_connections_rejected_total") >= 1.0,
+        "{text}"
+    );
+    assert_eq!(value("tidelog_http_connections"), 4.0, "{text}");
+}
+
+#[test]
+fn an_idle_keep_alive_connection_outlives_the_header_timeout_not_the_idle_one() {
+    let s = start("http:\n  header_read_timeout_ms: 1000\n  idle_timeout_ms: 5000\n");
+    let mut stream = connect(s.addr);
+    keep_alive_get(&mut stream, "/status/ready").expect(200);
+    // Idle for more than the header timeout: still open.
+    std::thread::sleep(Duration::from_millis(2500));
+    keep_alive_get(&mut stream, "/status/ready").expect(200);
+    // Idle for longer than the idle timeout: closed, and counted as idle.
+    let sent = read_until_closed(&mut stream).unwrap();
+    assert!(sent.is_empty(), "{:?}", String::from_utf8_lossy(&sent));
+    assert_eq!(
+        metric(&s, "tidelog_http_timeouts_total{phase=\"idle\"}"),
+        1.0
+    );
+    assert_eq!(
+        metric(&s, "tidelog_http_timeouts_total{phase=\"header\"}"),
+        0.0
+    );
+}
+
+const BUDGET_CONFIG: &str = "
+http:
+  max_request_bytes: 262144
+  max_inflight_bytes: 1048576
+  body_read_timeout_ms: 60000
+topics:
+  - name: t
+    partitions: 1
+";
+
+#[test]
+fn bodies_held_in_memory_stay_within_max_inflight_bytes() {
+    let s = start(BUDGET_CONFIG);
+    let big_head = format!("{PRODUCE_HEAD}Content-Length: 262144\r\n\r\n");
+    let part = format!("{big_head}{}", "x".repeat(1024));
+
+    // Four slow bodies of the largest size take the whole budget.
+    let mut holding: Vec<TcpStream> = (0..4).map(|_| stalled(s.addr, &part)).collect();
+    wait_for("four bodies in the budget", || {
+        metric(&s, "tidelog_http_inflight_bytes") == 1048576.0
+    });
+    // Any more, large or small, declared or chunked, is refused at once.
+    let m = answer_then_close(&mut stalled(s.addr, &part)).expect_error(503, 50305);
+    assert!(m.contains("http.max_inflight_bytes"), "{m}");
+    produce(&s, "small").expect_error(503, 50305);
+    chunked_until_answered(s.addr, 1024, 8).expect_error(503, 50305);
+    assert_eq!(metric(&s, "tidelog_http_inflight_bytes"), 1048576.0);
+    assert_eq!(
+        metric(&s, "tidelog_http_rejected_inflight_bytes_total"),
+        3.0
+    );
+    // Reads without a body still answer.
+    s.get("/topics/t/partitions/0/offsets").expect(200);
+
+    // One gives up: its bytes come back, and a produce fits again.
+    drop(holding.pop());
+    wait_for("the budget to have room", || {
+        metric(&s, "tidelog_http_inflight_bytes") == 786432.0
+    });
+    produce(&s, "fits").expect(200);
+    drop(holding);
+    wait_for("the budget to be empty", || {
+        metric(&s, "tidelog_http_inflight_bytes") == 0.0
+    });
+}
+
+#[test]
+fn a_declared_length_over_max_request_bytes_is_refused_before_its_body() {
+    let s = start(BUDGET_CONFIG);
+    // 2^30 declared, two bytes sent: answered without waiting for the rest
+    // (the body timeout is a minute, twice the test's patience).
+    let mut huge = stalled(
+        s.addr,
+        &format!("{PRODUCE_HEAD}Content-Length: 1073741824\r\n\r\n{{}}"),
+    );
+    let m = answer_then_close(&mut huge).expect_error(413, 41301);
+    assert!(
+        m.contains("1073741824") && m.contains("http.max_request_bytes"),
+        "{m}"
+    );
+    // A chunked body has no declared length: refused once it passes the
+    // limit, while it streams.
+    let m = chunked_until_answered(s.addr, 64 << 10, 16).expect_error(413, 41301);
+    assert!(m.contains("http.max_request_bytes"), "{m}");
+    // Nothing of either is held or written.
+    assert_eq!(metric(&s, "tidelog_http_inflight_bytes"), 0.0);
+    assert_eq!(
+        s.get("/topics/t/partitions/0/offsets").expect(200),
+        json!({"beginning_offset": 0, "end_offset": 0})
+    );
+}
+
+#[test]
+fn shutdown_does_not_wait_for_connections_without_a_request_in_flight() {
+    // Header and idle timeouts far beyond the test's patience: only the
+    // shutdown closes those connections. A body stalled half-way is a
+    // request in flight: the shutdown waits for it, as long as the body
+    // timeout.
+    let mut s = start(
+        "http:\n  header_read_timeout_ms: 600000\n  idle_timeout_ms: 600000\n  \
+         body_read_timeout_ms: 2000\ntopics:\n  - name: t\n    partitions: 1\n",
+    );
+    let _fresh = connect(s.addr);
+    let _half_headers = stalled(s.addr, PRODUCE_HEAD);
+    let mut kept = connect(s.addr);
+    keep_alive_get(&mut kept, "/status/ready").expect(200);
+    let mut half_body = stalled(
+        s.addr,
+        &format!("{PRODUCE_HEAD}Content-Length: 100\r\n\r\n{{\"records\":["),
+    );
+    wait_for("all four connections, the body being read", || {
+        metric(&s, "tidelog_http_connections") == 5.0
+            && metric(&s, "tidelog_http_requests_reading_body") == 1.0
+    });
+    let status = s.terminate();
+    assert!(status.success(), "{status:?}\n{}", s.log());
+    assert!(!s.data_dir.path().join("abort").exists());
+    answer_then_close(&mut half_body).expect_error(408, 40801);
+}

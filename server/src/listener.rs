@@ -1,0 +1,449 @@
+//! The HTTP listener: tidelog's own accept loop over hyper's HTTP/1.1
+//! connections, serving the axum router. `axum::serve` has no place for
+//! the limits below, and hyper's own header timeout also runs while a
+//! keep-alive connection waits for its next request, so a short header
+//! timeout would close idle connections long before `idle_timeout_ms`.
+//!
+//! Limits (CONFIG.md `http:`):
+//! * `max_connections`: one more connection is closed at once, before a
+//!   byte is read, and counted (`tidelog_http_connections_rejected_total`).
+//! * A connection's clock ([`Phase`]) decides which read timeout applies:
+//!   from accept, and again from the end of each response, it is idle and
+//!   closed after `idle_timeout_ms` without a byte; from the first byte of
+//!   a request to the end of its headers, it is closed after
+//!   `header_read_timeout_ms` (a deadline, so a trickle of bytes does not
+//!   extend it). Once hyper hands the request to the router, the connection
+//!   has no read deadline here: the router reads the body within
+//!   `body_read_timeout_ms` (answering 408 otherwise), and the handler may
+//!   take as long as it needs (long-polls).
+//!
+//! The timeouts are enforced inside the connection's reads ([`TimedIo`]):
+//! hyper is waiting on a read exactly when the connection is idle or its
+//! headers are incomplete, so a read that finds no bytes after the
+//! deadline fails with `TimedOut` and hyper closes the connection.
+//!
+//! Shutdown: [`serve`] stops accepting when `stop` turns `true`, starts a
+//! graceful shutdown of every connection (hyper closes idle ones and lets a
+//! request in progress finish, answered with `Connection: close`), closes
+//! connections that have not handed a request to the router yet (fresh ones
+//! and half-sent headers: nothing of theirs is in flight), and returns when
+//! every connection has ended.
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::Router;
+use bytes::Bytes;
+use hyper::body::{Frame, Incoming, SizeHint};
+use hyper::server::conn::http1;
+use hyper_util::rt::TokioIo;
+use hyper_util::service::TowerToHyperService;
+use tidelog_api::AppState;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tokio::time::{Instant, Sleep};
+
+/// How long the accept loop pauses after an error that is not one
+/// connection's (out of file descriptors, say), so it does not spin.
+const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(100);
+
+/// The listener's limits (CONFIG.md `http:`); the body timeout is the
+/// router's (`ApiSettings::body_read_timeout`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ListenerLimits {
+    pub max_connections: u64,
+    pub header_read_timeout: Duration,
+    pub idle_timeout: Duration,
+}
+
+/// Serves `app` on `listener` until `stop` turns `true` and every
+/// connection has ended (module doc). Connection counters go to `state`'s
+/// metrics.
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    state: AppState,
+    limits: ListenerLimits,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut connections = JoinSet::new();
+    // Logged once each time the cap is reached, not once per connection.
+    let mut at_cap = false;
+    loop {
+        tokio::select! {
+            () = stopped(&mut stop) => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    let metrics = state.connection_metrics();
+                    // Only this loop adds to `open`, so the check holds
+                    // until the increment below.
+                    if metrics.open.load(Ordering::Relaxed) >= limits.max_connections {
+                        metrics.rejected_over_limit.fetch_add(1, Ordering::Relaxed);
+                        if !at_cap {
+                            at_cap = true;
+                            tracing::warn!(
+                                max_connections = limits.max_connections,
+                                "http.max_connections reached: closing new connections at once"
+                            );
+                        }
+                        drop(stream);
+                        continue;
+                    }
+                    at_cap = false;
+                    let open = OpenConnection::count(state.clone());
+                    let conn = serve_connection(stream, app.clone(), open, limits, stop.clone());
+                    connections.spawn(async move {
+                        if let Err(e) = conn.await {
+                            tracing::debug!(%peer, error = %e, "connection ended with an error");
+                        }
+                    });
+                }
+                Err(e) if is_connection_error(&e) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "accepting a connection failed");
+                    tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
+                }
+            },
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
+    }
+    drop(listener);
+    tracing::info!(
+        open = connections.len(),
+        "no longer accepting; waiting for open connections"
+    );
+    while connections.join_next().await.is_some() {}
+}
+
+/// Returns once `stop` is `true` (or its sender is gone).
+async fn stopped(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|stop| *stop).await;
+}
+
+/// An error of one connection that went away before it was accepted.
+fn is_connection_error(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionRefused
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::ConnectionReset
+    )
+}
+
+/// One HTTP/1.1 connection, until it closes, times out or shuts down.
+async fn serve_connection(
+    stream: TcpStream,
+    app: Router,
+    open: OpenConnection,
+    limits: ListenerLimits,
+    mut stop: watch::Receiver<bool>,
+) -> Result<(), hyper::Error> {
+    let clock = Arc::new(Clock::new(Instant::now()));
+    let io = TokioIo::new(TimedIo {
+        stream,
+        clock: Arc::clone(&clock),
+        limits,
+        state: open.state.clone(),
+        stop: stop.clone(),
+        timer: Box::pin(tokio::time::sleep(limits.idle_timeout)),
+    });
+    let app = TowerToHyperService::new(app);
+    let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+        // hyper calls the service once the headers are in.
+        clock.busy();
+        let response_done = ResponseDone(Arc::clone(&clock));
+        let answer = hyper::service::Service::call(&app, request);
+        async move {
+            let response = answer.await?;
+            Ok::<_, std::convert::Infallible>(response.map(|body| TrackedBody {
+                body,
+                _done: response_done,
+            }))
+        }
+    });
+    let mut builder = http1::Builder::new();
+    // The header and idle timeouts are `TimedIo`'s (module doc).
+    builder.header_read_timeout(None);
+    let conn = builder.serve_connection(io, service);
+    tokio::pin!(conn);
+    let result = tokio::select! {
+        result = conn.as_mut() => result,
+        () = stopped(&mut stop) => {
+            conn.as_mut().graceful_shutdown();
+            conn.as_mut().await
+        }
+    };
+    drop(open);
+    result
+}
+
+/// Counts a connection in `tidelog_http_connections` while it lives.
+struct OpenConnection {
+    state: AppState,
+}
+
+impl OpenConnection {
+    fn count(state: AppState) -> OpenConnection {
+        state
+            .connection_metrics()
+            .open
+            .fetch_add(1, Ordering::Relaxed);
+        OpenConnection { state }
+    }
+}
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.state
+            .connection_metrics()
+            .open
+            .fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Where a connection is between its requests (module doc).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Phase {
+    /// Accepted, no byte yet (since then).
+    Fresh(Instant),
+    /// A response was written and no byte of the next request came yet.
+    Idle(Instant),
+    /// Part of a request's headers came (its first byte then).
+    Headers(Instant),
+    /// The router has the request: reading its body, handling it or
+    /// writing its response.
+    Busy,
+}
+
+/// A connection's [`Phase`], shared by its reads, its service and its
+/// response bodies (all polled by the connection's one task).
+#[derive(Debug)]
+struct Clock {
+    state: Mutex<ClockState>,
+}
+
+#[derive(Debug)]
+struct ClockState {
+    phase: Phase,
+    /// The waker of the last read that found no bytes. hyper may have
+    /// polled its read (and got `Pending` without a deadline) before the
+    /// response ended; becoming idle wakes it, so the read runs again and
+    /// arms the idle deadline.
+    reader: Option<Waker>,
+}
+
+impl Clock {
+    fn new(accepted: Instant) -> Clock {
+        Clock {
+            state: Mutex::new(ClockState {
+                phase: Phase::Fresh(accepted),
+                reader: None,
+            }),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, ClockState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn phase(&self) -> Phase {
+        self.lock().phase
+    }
+
+    /// The router has the request.
+    fn busy(&self) {
+        self.lock().phase = Phase::Busy;
+    }
+
+    /// The response was written.
+    fn idle(&self, now: Instant) {
+        let mut state = self.lock();
+        state.phase = Phase::Idle(now);
+        if let Some(reader) = &state.reader {
+            reader.wake_by_ref();
+        }
+    }
+
+    /// Bytes came: the first byte of a request starts its header clock.
+    fn bytes_read(&self, now: Instant) {
+        let mut state = self.lock();
+        if let Phase::Fresh(_) | Phase::Idle(_) = state.phase {
+            state.phase = Phase::Headers(now);
+        }
+    }
+
+    fn read_pending(&self, waker: &Waker) {
+        let mut state = self.lock();
+        if !state.reader.as_ref().is_some_and(|w| w.will_wake(waker)) {
+            state.reader = Some(waker.clone());
+        }
+    }
+}
+
+/// Moves the clock to idle when the response body is dropped: hyper drops
+/// it once the last frame is written.
+struct ResponseDone(Arc<Clock>);
+
+impl Drop for ResponseDone {
+    fn drop(&mut self) {
+        self.0.idle(Instant::now());
+    }
+}
+
+/// The router's response body, unchanged, with a [`ResponseDone`].
+struct TrackedBody {
+    body: Body,
+    _done: ResponseDone,
+}
+
+impl hyper::body::Body for TrackedBody {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// The connection's socket, whose reads fail with `TimedOut` once the
+/// phase's deadline has passed with no byte to read (module doc).
+struct TimedIo {
+    stream: TcpStream,
+    clock: Arc<Clock>,
+    limits: ListenerLimits,
+    state: AppState,
+    stop: watch::Receiver<bool>,
+    /// Wakes the connection at the current deadline; reset when it moves.
+    timer: Pin<Box<Sleep>>,
+}
+
+/// Which timeout closed a connection.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Expired {
+    Headers,
+    Idle,
+    /// Shutting down: a connection that has not handed a request to the
+    /// router is closed at once (module doc).
+    Shutdown,
+}
+
+impl TimedIo {
+    /// The current deadline and what it is, `None` while busy.
+    fn deadline(&self) -> Option<(Instant, Expired)> {
+        let phase = self.clock.phase();
+        if *self.stop.borrow() {
+            if let Phase::Fresh(_) | Phase::Headers(_) = phase {
+                return Some((Instant::now(), Expired::Shutdown));
+            }
+        }
+        match phase {
+            Phase::Fresh(since) | Phase::Idle(since) => {
+                Some((since + self.limits.idle_timeout, Expired::Idle))
+            }
+            Phase::Headers(since) => {
+                Some((since + self.limits.header_read_timeout, Expired::Headers))
+            }
+            Phase::Busy => None,
+        }
+    }
+
+    fn expire(&self, why: Expired) -> io::Error {
+        let metrics = self.state.connection_metrics();
+        let (counter, message) = match why {
+            Expired::Headers => (
+                Some(&metrics.header_read_timeouts),
+                "request headers not received within http.header_read_timeout_ms",
+            ),
+            Expired::Idle => (
+                Some(&metrics.idle_timeouts),
+                "connection idle for http.idle_timeout_ms",
+            ),
+            Expired::Shutdown => (None, "shutting down before a request was received"),
+        };
+        if let Some(counter) = counter {
+            counter.fetch_add(1, Ordering::Relaxed);
+        }
+        io::Error::new(io::ErrorKind::TimedOut, message)
+    }
+}
+
+impl AsyncRead for TimedIo {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let filled_before = buf.filled().len();
+        if let Poll::Ready(result) = Pin::new(&mut this.stream).poll_read(cx, buf) {
+            if buf.filled().len() > filled_before {
+                this.clock.bytes_read(Instant::now());
+            }
+            return Poll::Ready(result);
+        }
+        // No byte to read: past the deadline, the connection ends.
+        this.clock.read_pending(cx.waker());
+        let Some((deadline, why)) = this.deadline() else {
+            return Poll::Pending;
+        };
+        if deadline <= Instant::now() {
+            return Poll::Ready(Err(this.expire(why)));
+        }
+        if this.timer.deadline() != deadline {
+            this.timer.as_mut().reset(deadline);
+        }
+        match this.timer.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(this.expire(why))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl AsyncWrite for TimedIo {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().stream).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
+    }
+}
