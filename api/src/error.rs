@@ -122,19 +122,10 @@ impl ApiError {
 
     /// 50701 worded exactly as `Store::append` words its refusal, for checks
     /// that read the store's disk-full flag before anything is written
-    /// (produce before auto-creating a topic). `used_ratio` and
-    /// `disk_full_ratio` are the store's (`StoreStats::disk_used_ratio`,
-    /// `retention.disk_full_ratio`). A unit test pins the wording to the
-    /// store's.
-    pub fn disk_full(used_ratio: f64, disk_full_ratio: f64) -> Self {
-        tidelog_storage::StoreError::DiskFull {
-            reason: format!(
-                "the data directory's disk is {:.1}% used, above disk_full_ratio {:.1}%; writes resume when usage falls below it (delete old segments or free space)",
-                used_ratio * 100.0,
-                disk_full_ratio * 100.0
-            ),
-        }
-        .into()
+    /// (produce before auto-creating a topic). `used_ratio` and `retention`
+    /// are the store's (`StoreStats::disk_used_ratio`, its config).
+    pub fn disk_full(used_ratio: f64, retention: &tidelog_storage::RetentionConfig) -> Self {
+        tidelog_storage::StoreError::disk_full(used_ratio, retention).into()
     }
 
     /// Confluent's five-digit code: HTTP status × 100 + a sub-code.
@@ -556,13 +547,13 @@ mod tests {
         let from_store = ApiError::from(refused);
         assert_eq!(from_store.error_code(), 50701);
         assert_eq!(
-            ApiError::disk_full(stats.disk_used_ratio, 0.90),
+            ApiError::disk_full(stats.disk_used_ratio, &store.config().retention),
             from_store,
             "the pre-check's wording drifted from Store::append's"
         );
         assert_eq!(
             from_store.to_string(),
-            "disk full: the data directory's disk is 95.3% used, above disk_full_ratio 90.0%; writes resume when usage falls below it (delete old segments or free space)"
+            "disk full: the data directory's disk is 95.3% used; writes stopped above disk_full_ratio 90.0% and resume when usage falls to disk_force_clean_ratio 85.0% or below (delete old segments or free space)"
         );
         store.shutdown().unwrap();
     }

@@ -586,7 +586,7 @@ impl Config {
     /// The store's settings: every key of the `store` and `retention`
     /// sections. Retention keeps the production clock and disk-usage source
     /// (the defaults) and the knobs CONFIG.md does not name
-    /// (`force_max_segments_per_pass`, `pause_between_deletes_ms`).
+    /// (`max_segments_per_pass`, `pause_between_deletes_ms`).
     pub fn store_config(&self) -> tidelog_storage::StoreConfig {
         let s = &self.store;
         let mut c = tidelog_storage::StoreConfig::new(self.data_dir.clone());

@@ -329,13 +329,7 @@ impl Store {
                     .disk_used_ratio_bits
                     .load(Ordering::Acquire),
             );
-            return Err(StoreError::DiskFull {
-                reason: format!(
-                    "the data directory's disk is {:.1}% used, above disk_full_ratio {:.1}%; writes resume when usage falls below it (delete old segments or free space)",
-                    ratio * 100.0,
-                    self.inner.config.retention.disk_full_ratio * 100.0
-                ),
-            });
+            return Err(StoreError::disk_full(ratio, &self.inner.config.retention));
         }
         let (appended, end) = self.inner.log.append(batch)?;
         if self.inner.config.flush == FlushMode::Sync {
@@ -664,18 +658,28 @@ impl Inner {
         self.retention
             .disk_used_ratio_bits
             .store(ratio.to_bits(), Ordering::Release);
-        let full = ratio > cfg.disk_full_ratio;
-        let was = self.retention.disk_full.swap(full, Ordering::AcqRel);
+        // Hysteresis (RocketMQ's): full above disk_full_ratio, and full
+        // until usage is back at disk_force_clean_ratio or below, so
+        // produce does not flap while usage hovers around the mark.
+        let was = self.retention.disk_full.load(Ordering::Acquire);
+        let full = if was {
+            ratio > cfg.disk_force_clean_ratio
+        } else {
+            ratio > cfg.disk_full_ratio
+        };
+        self.retention.disk_full.store(full, Ordering::Release);
         if full && !was {
             tracing::error!(
                 disk_used_ratio = ratio,
                 disk_full_ratio = cfg.disk_full_ratio,
-                "disk nearly full: refusing produce until usage falls below disk_full_ratio"
+                disk_force_clean_ratio = cfg.disk_force_clean_ratio,
+                "disk nearly full: refusing produce until usage falls to disk_force_clean_ratio"
             );
         } else if was && !full {
             tracing::warn!(
                 disk_used_ratio = ratio,
-                "disk usage back below disk_full_ratio: accepting produce again"
+                disk_force_clean_ratio = cfg.disk_force_clean_ratio,
+                "disk usage back at disk_force_clean_ratio or below: accepting produce again"
             );
         }
     }
@@ -716,15 +720,24 @@ impl Inner {
             .saturating_mul(3_600_000)
             .min(i64::MAX as u64) as i64;
         let durable = self.retention.durable_dispatched.load(Ordering::Acquire);
+        let limit = crate::retention::segments_per_pass(cfg, trigger);
         let segments = self.log.segments();
         for (i, seg) in segments.iter().enumerate() {
             if i + 1 == segments.len() || seg.end() > durable {
                 break; // the active segment, or not yet durably indexed
             }
-            match mode {
-                Mode::Expired if seg.last_store_ts_ms().saturating_add(reserved_ms) > now => break,
-                Mode::Pressure { limit } if out.deleted_segments >= limit => break,
-                _ => {}
+            if mode == Mode::Expired && seg.last_store_ts_ms().saturating_add(reserved_ms) > now {
+                break;
+            }
+            if limit.is_some_and(|limit| out.deleted_segments >= limit) {
+                break;
+            }
+            if out.deleted_segments > 0 && cfg.pause_between_deletes_ms > 0 {
+                // Between two deleted files, in every pass: unlinking a
+                // large file and dropping its page cache is heavy work for
+                // the file system, and produce shares it.
+                cfg.clock
+                    .pause(Duration::from_millis(cfg.pause_between_deletes_ms));
             }
             match self.log.delete_oldest_segment(seg.base()) {
                 Ok(Some(freed)) => {
@@ -738,9 +751,6 @@ impl Inner {
                     tracing::warn!(segment = %seg.path().display(), error = %e, "could not delete segment; a later pass retries");
                     break;
                 }
-            }
-            if matches!(mode, Mode::Pressure { .. }) && cfg.pause_between_deletes_ms > 0 {
-                std::thread::sleep(Duration::from_millis(cfg.pause_between_deletes_ms));
             }
         }
         if out.deleted_segments > 0 {

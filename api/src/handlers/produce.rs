@@ -155,7 +155,7 @@ async fn resolve_topic(
         if stats.disk_full {
             return Err(ApiError::disk_full(
                 stats.disk_used_ratio,
-                ready.store.config().retention.disk_full_ratio,
+                &ready.store.config().retention,
             ));
         }
     }
