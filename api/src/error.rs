@@ -194,6 +194,7 @@ impl ApiError {
 ///   will do.
 /// * `InvalidInput`: 40002; the API validates first, so reaching this means a
 ///   limit the store has and the API does not know about.
+/// * `InvalidConfig`: 50001; only `Store::open` returns it.
 /// * `Io`, `Corruption`, `Poisoned`, `Locked`: 50001 with the store's own
 ///   message, which names the file and position; after `Poisoned` every
 ///   write fails until a restart runs recovery.
@@ -208,9 +209,11 @@ impl From<tidelog_storage::StoreError> for ApiError {
                 message: format!("{message}: the server is shutting down"),
             },
             S::InvalidInput { .. } => ApiError::BadRequest { message },
-            S::Io { .. } | S::Corruption { .. } | S::Poisoned { .. } | S::Locked { .. } => {
-                ApiError::Internal { message }
-            }
+            S::Io { .. }
+            | S::Corruption { .. }
+            | S::Poisoned { .. }
+            | S::Locked { .. }
+            | S::InvalidConfig { .. } => ApiError::Internal { message },
         }
     }
 }
@@ -491,6 +494,13 @@ mod tests {
                 50001,
             ),
             (S::Locked { path: "/d".into() }, 50001),
+            (
+                S::InvalidConfig {
+                    key: "store.index_slots",
+                    reason: "too large".into(),
+                },
+                50001,
+            ),
         ];
         for (store, code) in cases {
             let text = store.to_string();

@@ -32,9 +32,6 @@ pub struct ApiSettings {
     /// Requests served at once (long-polling fetches included); one more
     /// answers 429/42901 at once instead of queueing without bound.
     pub max_concurrent_requests: usize,
-    /// The store's `max_message_bytes`: a record larger than this or than
-    /// its topic's `max.message.bytes` is refused with 413/41301.
-    pub max_message_bytes: u64,
 }
 
 /// Defaults of CONFIG.md's keys and of the `http` section.
@@ -53,7 +50,6 @@ impl Default for ApiSettings {
             max_request_bytes: MAX_REQUEST_BYTES_DEFAULT,
             max_records_per_request: MAX_RECORDS_PER_REQUEST_DEFAULT,
             max_concurrent_requests: MAX_CONCURRENT_REQUESTS_DEFAULT,
-            max_message_bytes: 1 << 20,
         }
     }
 }

@@ -1,7 +1,7 @@
 //! Answers that depend on the server's state, not on the request: 503/50301
 //! while recovery runs, then 200 once the store is published; 500/50001
 //! when the store fails under a request, and the server still answering
-//! after it. The router runs in process (the real binary finishes recovery
+//! after it; 413/41301 at the record limit a small segment allows. The router runs in process (the real binary finishes recovery
 //! too fast to catch it in the act, and cannot be made to fail a write).
 
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
@@ -74,7 +74,10 @@ fn store_config(dir: &std::path::Path, faults: Option<Arc<Faults>>) -> StoreConf
 }
 
 async fn open(dir: &std::path::Path, faults: Option<Arc<Faults>>) -> Ready {
-    let config = store_config(dir, faults);
+    open_with(store_config(dir, faults)).await
+}
+
+async fn open_with(config: StoreConfig) -> Ready {
     let cleaner = CleanerConfig {
         dedupe_buffer_bytes: 1 << 20,
         ..CleanerConfig::default()
@@ -186,4 +189,34 @@ async fn a_failed_write_is_500_50001_and_the_server_still_answers() {
     // A poisoned log cannot write its checkpoint: shutdown may say so; the
     // next start runs recovery.
     let _ = close(&state).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_segments_start_with_the_default_record_limit_clamped_and_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = store_config(dir.path(), None);
+    config.commitlog_segment_bytes = 65536;
+    assert_eq!(config.max_message_bytes, 1 << 20, "the default");
+    let limit = config.record_payload_max();
+    assert!(limit < 65536);
+    let state = AppState::new(settings(), dir.path().to_path_buf());
+    state.set_ready(open_with(config).await);
+    let router = tidelog_api::router(state.clone());
+    // A JSON string value is stored with its quotes.
+    let record = |len: u64| Some(json!({"records": [{"value": "x".repeat(len as usize - 2)}]}));
+    let (status, body) = call(&router, "POST", "/topics/t", record(limit)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    // The topic's max.message.bytes (1 MiB) is larger: the store's clamped
+    // limit is the one named.
+    let answer = call(&router, "POST", "/topics/t", record(limit + 1)).await;
+    assert_eq!(error_code(&answer), (413, 41301), "{}", answer.1);
+    assert!(
+        answer
+            .1
+            .contains(&format!("over the {limit} of the store's record limit")),
+        "{}",
+        answer.1
+    );
+    assert!(answer.1.contains("clamped"), "{}", answer.1);
+    close(&state).await.unwrap();
 }

@@ -20,9 +20,12 @@
 //!   with the API's rules (`tidelog_api::topic_config`) and kept in their
 //!   canonical string form.
 //! * Lower bounds that keep the server sane: at least one partition, at most
-//!   [`PARTITIONS_MAX`]; segments of at least [`COMMITLOG_SEGMENT_BYTES_MIN`];
-//!   `max_message_bytes` smaller than a segment (a record must fit in one);
-//!   intervals, counts and thread numbers of at least 1.
+//!   [`PARTITIONS_MAX`]; intervals, counts and thread numbers of at least 1.
+//! * The `store:` and `retention:` sections are checked by the store's own
+//!   `StoreConfig::validate`, the one `Store::open` runs, so `check-config`
+//!   and `serve` accept and refuse the same files. A `max_message_bytes`
+//!   larger than a segment can hold is not an error: the store clamps it
+//!   (and warns once at start).
 //! * The effective config printed by `check-config` and logged by `serve`
 //!   shows `admin_token` as `<redacted>`, so it does not end up in logs.
 
@@ -37,9 +40,6 @@ use tidelog_api::{names, ApiError};
 
 /// Upper bound on partitions per topic (one bound for the file and the API).
 pub use tidelog_api::registry::PARTITIONS_MAX;
-
-/// Smallest CommitLog segment: room for a few records after the header.
-pub const COMMITLOG_SEGMENT_BYTES_MIN: u64 = 4096;
 
 /// Longest time between two disk-full checks of the store, whatever
 /// `retention.check_interval_ms` says.
@@ -445,18 +445,8 @@ impl Config {
         check_partitions(self.default_partitions).map_err(|r| bad("default_partitions", r))?;
 
         let store = &self.store;
-        at_least(
-            "store.commitlog_segment_bytes",
-            store.commitlog_segment_bytes,
-            COMMITLOG_SEGMENT_BYTES_MIN,
-        )?;
-        at_least(
-            "store.consume_queue_units_per_file",
-            store.consume_queue_units_per_file,
-            1,
-        )?;
-        at_least("store.index_slots", store.index_slots, 1)?;
-        at_least("store.index_entries", store.index_entries, 1)?;
+        // The storage types are u32; everything else about the `store:` and
+        // `retention:` sections is the store's own check.
         for (key, value) in [
             ("store.index_slots", store.index_slots),
             ("store.index_entries", store.index_entries),
@@ -468,50 +458,10 @@ impl Config {
                 ));
             }
         }
-        at_least("store.flush_interval_ms", store.flush_interval_ms, 1)?;
-        at_least("store.max_message_bytes", store.max_message_bytes, 1)?;
-        if store.max_message_bytes >= store.commitlog_segment_bytes {
-            return Err(bad(
-                "store.max_message_bytes",
-                format!(
-                    "{} must be smaller than store.commitlog_segment_bytes {} (a record must fit in a segment)",
-                    store.max_message_bytes, store.commitlog_segment_bytes
-                ),
-            ));
-        }
-
-        let retention = &self.retention;
-        at_least(
-            "retention.check_interval_ms",
-            retention.check_interval_ms,
-            1,
-        )?;
-        let ratios = [
-            (
-                "retention.disk_max_used_ratio",
-                retention.disk_max_used_ratio,
-            ),
-            (
-                "retention.disk_force_clean_ratio",
-                retention.disk_force_clean_ratio,
-            ),
-            ("retention.disk_full_ratio", retention.disk_full_ratio),
-        ];
-        for (key, ratio) in ratios {
-            // Written so that NaN fails too.
-            if !(ratio > 0.0 && ratio <= 1.0) {
-                return Err(bad(key, format!("{ratio} is not a ratio in (0, 1]")));
-            }
-        }
-        for pair in ratios.windows(2) {
-            let [(low_key, low), (high_key, high)] = [pair[0], pair[1]];
-            if low > high {
-                return Err(bad(
-                    high_key,
-                    format!("{high} is below {low_key} {low}; the order must be disk_max_used_ratio <= disk_force_clean_ratio <= disk_full_ratio"),
-                ));
-            }
-        }
+        self.store_config().validate().map_err(|e| match e {
+            tidelog_storage::StoreError::InvalidConfig { key, reason } => bad(key, reason),
+            other => bad("store", other.to_string()),
+        })?;
 
         let cleaner = &self.cleaner;
         at_least("cleaner.threads", u64::from(cleaner.threads), 1)?;
@@ -659,7 +609,6 @@ impl Config {
             max_request_bytes: to_usize(self.http.max_request_bytes),
             max_records_per_request: to_usize(self.http.max_records_per_request),
             max_concurrent_requests: to_usize(self.http.max_concurrent_requests),
-            max_message_bytes: self.store.max_message_bytes,
         }
     }
 
@@ -990,18 +939,32 @@ mod tests {
         assert_rejects(
             "store: {commitlog_segment_bytes: 100}\n",
             "store.commitlog_segment_bytes",
-            "minimum is 4096",
-        );
-        assert_rejects(
-            "store: {commitlog_segment_bytes: 65536, max_message_bytes: 65536}\n",
-            "store.max_message_bytes",
-            "must be smaller than store.commitlog_segment_bytes",
+            "not in [4096, ",
         );
         assert_rejects(
             "store: {flush_interval_ms: 0}\n",
             "store.flush_interval_ms",
-            "minimum is 1",
+            "not in [1, ",
         );
+        // The store's own bounds, which `serve` would hit at open.
+        assert_rejects(
+            "store: {index_slots: 100000000}\n",
+            "store.index_slots",
+            "not in [1, 67108864]",
+        );
+        assert_rejects(
+            "store: {index_entries: 1}\n",
+            "store.index_entries",
+            "not in [2, ",
+        );
+        assert_rejects(
+            "store: {consume_queue_units_per_file: 100000000}\n",
+            "store.consume_queue_units_per_file",
+            "not in [1, 67108864]",
+        );
+        // A record limit larger than a segment is clamped, not refused.
+        load_str("store: {commitlog_segment_bytes: 65536, max_message_bytes: 65536}\n").unwrap();
+        load_str("store: {commitlog_segment_bytes: 65536}\n").unwrap();
         assert_rejects("cleaner: {threads: 0}\n", "cleaner.threads", "minimum is 1");
         assert_rejects(
             "cleaner: {io_max_bytes_per_second: 0}\n",
@@ -1196,7 +1159,6 @@ mod tests {
             ),
             (2048, 3, 5)
         );
-        assert_eq!(api.max_message_bytes, 19);
         assert_eq!(api.declared_topics.len(), 1);
         assert_eq!(
             api.declared_topics[0].partitions, 2,

@@ -50,6 +50,11 @@ pub enum StoreError {
     /// Writes are refused because the data directory's disk is nearly full.
     #[error("disk full: {reason}")]
     DiskFull { reason: String },
+
+    /// A setting of the `store:` or `retention:` section is out of range;
+    /// `key` is its path as CONFIG.md spells it (`store.index_slots`).
+    #[error("{key}: {reason}")]
+    InvalidConfig { key: &'static str, reason: String },
 }
 
 impl StoreError {

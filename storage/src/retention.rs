@@ -31,6 +31,8 @@ use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::error::{Result, StoreError};
+
 /// Time, as retention sees it. Tests substitute a [`ManualClock`].
 pub trait Clock: Send + Sync + std::fmt::Debug {
     fn now_ms(&self) -> i64;
@@ -280,6 +282,46 @@ pub(crate) fn segments_per_pass(cfg: &RetentionConfig, trigger: Trigger) -> Opti
     match trigger {
         Trigger::Scheduled => Some(cfg.max_segments_per_pass),
         Trigger::Manual | Trigger::ManualForce => None,
+    }
+}
+
+impl RetentionConfig {
+    /// Range and order checks of the `retention:` section (part of
+    /// `StoreConfig::validate`).
+    pub fn validate(&self) -> Result<()> {
+        if self.check_interval_ms == 0 {
+            return Err(StoreError::InvalidConfig {
+                key: "retention.check_interval_ms",
+                reason: "0 is too small, the minimum is 1".into(),
+            });
+        }
+        let ratios = [
+            ("retention.disk_max_used_ratio", self.disk_max_used_ratio),
+            (
+                "retention.disk_force_clean_ratio",
+                self.disk_force_clean_ratio,
+            ),
+            ("retention.disk_full_ratio", self.disk_full_ratio),
+        ];
+        for (key, ratio) in ratios {
+            // Written so that NaN fails too.
+            if !(ratio > 0.0 && ratio <= 1.0) {
+                return Err(StoreError::InvalidConfig {
+                    key,
+                    reason: format!("{ratio} is not a ratio in (0, 1]"),
+                });
+            }
+        }
+        for pair in ratios.windows(2) {
+            let [(low_key, low), (high_key, high)] = [pair[0], pair[1]];
+            if low > high {
+                return Err(StoreError::InvalidConfig {
+                    key: high_key,
+                    reason: format!("{high} is below {low_key} {low}; the order must be disk_max_used_ratio <= disk_force_clean_ratio <= disk_full_ratio"),
+                });
+            }
+        }
+        Ok(())
     }
 }
 

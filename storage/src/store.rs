@@ -139,7 +139,16 @@ impl Store {
         extra_sinks: Vec<Arc<dyn DispatchSink>>,
     ) -> Result<Store> {
         let began = Instant::now();
-        validate_config(&config)?;
+        config.validate()?;
+        let record_limit = config.record_payload_max();
+        if record_limit < config.max_message_bytes {
+            tracing::warn!(
+                max_message_bytes = config.max_message_bytes,
+                commitlog_segment_bytes = config.commitlog_segment_bytes,
+                record_limit,
+                "store.max_message_bytes does not fit in one CommitLog segment; records are limited to {record_limit} bytes"
+            );
+        }
         let dir = config.data_dir.clone();
         fs_util::create_dir_durable(&dir)?;
         let lock = acquire_lock(&dir)?;
@@ -807,27 +816,6 @@ fn spawn_supervised(
             std::thread::sleep(Duration::from_millis(100));
         })
         .map_err(|e| StoreError::io(PathBuf::from(name), e))
-}
-
-fn validate_config(c: &StoreConfig) -> Result<()> {
-    let min_segment = (crate::commit_log::format::ENTRY_HEADER_LEN
-        + crate::commit_log::format::END_MARKER_LEN) as u64
-        * 4;
-    if c.commitlog_segment_bytes < min_segment.max(4096) {
-        return Err(StoreError::invalid(format!(
-            "commitlog_segment_bytes must be at least 4096, got {}",
-            c.commitlog_segment_bytes
-        )));
-    }
-    if c.consume_queue_units_per_file == 0 || c.consume_queue_units_per_file > (1 << 26) {
-        return Err(StoreError::invalid(
-            "consume_queue_units_per_file must be in [1, 67108864]",
-        ));
-    }
-    if c.flush_interval_ms == 0 {
-        return Err(StoreError::invalid("flush_interval_ms must be at least 1"));
-    }
-    Ok(())
 }
 
 /// Truncate every sink at `physical_end`; the earliest position any of them

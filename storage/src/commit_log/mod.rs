@@ -149,7 +149,7 @@ impl CommitLog {
         let log = Arc::new(CommitLog {
             dir,
             segment_bytes: config.commitlog_segment_bytes,
-            max_message_bytes: config.max_message_bytes,
+            max_message_bytes: config.record_payload_max(),
             preallocate: config.preallocate_next_segment,
             faults: config.faults.clone(),
             segments: RwLock::new(segments),
