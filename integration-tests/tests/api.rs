@@ -1070,7 +1070,16 @@ fn stats_and_metrics(s: &TidelogProcess) {
     }
     assert!(metric(s, "tidelog_offset_commits_total") >= 2.0);
     assert!(metric(s, "tidelog_consumequeue_files") >= 1.0);
-    assert!(metric(s, "tidelog_compacted_log_segments") >= 1.0);
+    // The compacted copy is made by the dispatcher, after the commit's
+    // answer: wait for it (bounded) rather than race it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while metric(s, "tidelog_compacted_log_segments") < 1.0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no compacted log segment for __consumer_offsets"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
 }
 
 fn restart_keeps_everything(s: &mut TidelogProcess) {
