@@ -83,6 +83,10 @@ pub enum ApiError {
     /// 50301: recovery has not finished.
     #[error("{message}")]
     NotReady { message: String },
+    /// 50303: `flush: sync` and the flush did not finish within
+    /// `store.sync_flush_timeout_ms`: appended, durability unknown.
+    #[error("{message}")]
+    FlushTimedOut { message: String },
     /// 50701: disk above `retention.disk_full_ratio`; writes refused.
     #[error("{message}")]
     DiskFull { message: String },
@@ -150,6 +154,7 @@ impl ApiError {
             ApiError::TooManyRequests { .. } => 42901,
             ApiError::Internal { .. } => 50001,
             ApiError::NotReady { .. } => 50301,
+            ApiError::FlushTimedOut { .. } => 50303,
             ApiError::DiskFull { .. } => 50701,
         }
     }
@@ -194,6 +199,8 @@ impl ApiError {
 ///   will do.
 /// * `InvalidInput`: 40002; the API validates first, so reaching this means a
 ///   limit the store has and the API does not know about.
+/// * `FlushTimedOut`: 50303 (appended, durability unknown: the client may
+///   retry, and may then find the record twice).
 /// * `InvalidConfig`: 50001; only `Store::open` returns it.
 /// * `Io`, `Corruption`, `Poisoned`, `Locked`: 50001 with the store's own
 ///   message, which names the file and position; after `Poisoned` every
@@ -209,6 +216,7 @@ impl From<tidelog_storage::StoreError> for ApiError {
                 message: format!("{message}: the server is shutting down"),
             },
             S::InvalidInput { .. } => ApiError::BadRequest { message },
+            S::FlushTimedOut { .. } => ApiError::FlushTimedOut { message },
             S::Io { .. }
             | S::Corruption { .. }
             | S::Poisoned { .. }
@@ -399,6 +407,13 @@ mod tests {
                 503,
             ),
             (
+                ApiError::FlushTimedOut {
+                    message: msg("slow disk"),
+                },
+                50303,
+                503,
+            ),
+            (
                 ApiError::DiskFull {
                     message: msg("full"),
                 },
@@ -494,6 +509,7 @@ mod tests {
                 50001,
             ),
             (S::Locked { path: "/d".into() }, 50001),
+            (S::FlushTimedOut { timeout_ms: 5000 }, 50303),
             (
                 S::InvalidConfig {
                     key: "store.index_slots",

@@ -1,7 +1,7 @@
 //! Answers that depend on the server's state, not on the request: 503/50301
 //! while recovery runs, then 200 once the store is published; 500/50001
 //! when the store fails under a request, and the server still answering
-//! after it; 413/41301 at the record limit a small segment allows. The router runs in process (the real binary finishes recovery
+//! after it; 503/50303 when a sync flush hangs, 413/41301 at the record limit a small segment allows. The router runs in process (the real binary finishes recovery
 //! too fast to catch it in the act, and cannot be made to fail a write).
 
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
@@ -189,6 +189,65 @@ async fn a_failed_write_is_500_50001_and_the_server_still_answers() {
     // A poisoned log cannot write its checkpoint: shutdown may say so; the
     // next start runs recovery.
     let _ = close(&state).await;
+}
+
+async fn values(router: &Router) -> Vec<Value> {
+    let (status, body) = call(
+        router,
+        "GET",
+        "/topics/t/partitions/0/records?offset=0&timeout=10000",
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let records: Value = serde_json::from_str(&body).unwrap();
+    records
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["value"].clone())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_sync_flush_is_503_50303_and_the_record_is_still_appended() {
+    let dir = tempfile::tempdir().unwrap();
+    let faults = Arc::new(Faults::default());
+    let mut config = store_config(dir.path(), Some(Arc::clone(&faults)));
+    config.flush = tidelog_storage::FlushMode::Sync;
+    config.sync_flush_timeout_ms = 100;
+    let state = AppState::new(settings(), dir.path().to_path_buf());
+    state.set_ready(open_with(config).await);
+    let router = tidelog_api::router(state.clone());
+    let produce = |v: &str| Some(json!({"records": [{"value": v}]}));
+    let (status, body) = call(&router, "POST", "/topics/t", produce("durable")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+
+    faults.hang(FaultPoint::CommitLogFlush);
+    let answer = tokio::time::timeout(
+        Duration::from_secs(30),
+        call(&router, "POST", "/topics/t", produce("unknown")),
+    )
+    .await
+    .expect("a produce hung with the fsync");
+    assert_eq!(error_code(&answer), (503, 50303), "{}", answer.1);
+    assert!(
+        answer
+            .1
+            .contains("flush timed out: the record is appended but its durability is unknown"),
+        "{}",
+        answer.1
+    );
+    // The fsync returns: the server goes on, and the timed-out record is
+    // there (a client that retried would see it twice).
+    faults.heal(FaultPoint::CommitLogFlush);
+    let (status, body) = call(&router, "POST", "/topics/t", produce("later")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        values(&router).await,
+        [json!("durable"), json!("unknown"), json!("later")]
+    );
+    close(&state).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -119,6 +119,9 @@ pub struct StoreConfig {
     pub flush: FlushMode,
     pub flush_interval_ms: u64,
     pub max_message_bytes: u64,
+    /// `flush: sync`: an append waits this long for its flush, then answers
+    /// 503/50303.
+    pub sync_flush_timeout_ms: u64,
     /// What recovery does with damage in the middle of the log.
     pub recovery_mode: RecoveryMode,
 }
@@ -133,6 +136,7 @@ impl Default for StoreConfig {
             flush: FlushMode::Async,
             flush_interval_ms: 500,
             max_message_bytes: 1_048_576,
+            sync_flush_timeout_ms: 5_000,
             recovery_mode: RecoveryMode::Strict,
         }
     }
@@ -551,6 +555,7 @@ impl Config {
         };
         c.flush_interval_ms = s.flush_interval_ms;
         c.max_message_bytes = s.max_message_bytes;
+        c.sync_flush_timeout_ms = s.sync_flush_timeout_ms;
         c.recovery_mode = match s.recovery_mode {
             RecoveryMode::Strict => tidelog_storage::RecoveryMode::Strict,
             RecoveryMode::Truncate => tidelog_storage::RecoveryMode::TruncateAtCorruption,
@@ -753,6 +758,7 @@ mod tests {
         assert_eq!(config.store.flush, FlushMode::Async);
         assert_eq!(config.store.flush_interval_ms, 500);
         assert_eq!(config.store.max_message_bytes, 1_048_576);
+        assert_eq!(config.store.sync_flush_timeout_ms, 5_000);
         assert_eq!(config.retention.file_reserved_hours, 72);
         assert_eq!(config.retention.delete_when.hours(), [4]);
         assert_eq!(config.retention.check_interval_ms, 10_000);
@@ -946,6 +952,11 @@ mod tests {
             "store.flush_interval_ms",
             "not in [1, ",
         );
+        assert_rejects(
+            "store: {sync_flush_timeout_ms: 0}\n",
+            "store.sync_flush_timeout_ms",
+            "not in [1, ",
+        );
         // The store's own bounds, which `serve` would hit at open.
         assert_rejects(
             "store: {index_slots: 100000000}\n",
@@ -1105,7 +1116,7 @@ mod tests {
             "cluster_id: c1\nadmin_token: t\nauto_create_topics: true\ndefault_partitions: 2\n\
              store:\n  commitlog_segment_bytes: 65536\n  consume_queue_units_per_file: 7\n  index_slots: 11\n  \
              index_entries: 13\n  flush: sync\n  flush_interval_ms: 17\n  max_message_bytes: 19\n  \
-             recovery_mode: truncate\n\
+             sync_flush_timeout_ms: 23\n  recovery_mode: truncate\n\
              retention:\n  file_reserved_hours: 5\n  delete_when: \"16;04\"\n  check_interval_ms: 300\n  \
              disk_max_used_ratio: 0.5\n  disk_force_clean_ratio: 0.6\n  disk_full_ratio: 0.95\n\
              http:\n  max_request_bytes: 2048\n  max_records_per_request: 3\n  max_concurrent_requests: 5\n\
@@ -1122,6 +1133,7 @@ mod tests {
         assert_eq!(store.flush, tidelog_storage::FlushMode::Sync);
         assert_eq!(store.flush_interval_ms, 17);
         assert_eq!(store.max_message_bytes, 19);
+        assert_eq!(store.sync_flush_timeout_ms, 23);
         assert_eq!(
             store.recovery_mode,
             tidelog_storage::RecoveryMode::TruncateAtCorruption

@@ -59,6 +59,10 @@ pub struct StoreConfig {
     /// limit the store enforces is [`StoreConfig::record_payload_max`]: this,
     /// or less if a record this large would not fit in one segment.
     pub max_message_bytes: u64,
+    /// `flush: sync`: how long an append waits for the flush that covers
+    /// it before it gives up with [`StoreError::FlushTimedOut`] (RocketMQ's
+    /// `syncFlushTimeout`). The bytes stay appended; only the wait ends.
+    pub sync_flush_timeout_ms: u64,
     pub recovery_mode: RecoveryMode,
     /// Create the next CommitLog segment ahead of time and keep the pages
     /// just ahead of the writer in the page cache, so the append path pays
@@ -82,6 +86,7 @@ impl StoreConfig {
             flush: FlushMode::Async,
             flush_interval_ms: 500,
             max_message_bytes: 1 << 20,
+            sync_flush_timeout_ms: 5_000,
             recovery_mode: RecoveryMode::Strict,
             preallocate_next_segment: true,
             retention: RetentionConfig::default(),
@@ -143,6 +148,12 @@ impl StoreConfig {
             1,
             u64::MAX,
         )?;
+        in_range(
+            "store.sync_flush_timeout_ms",
+            self.sync_flush_timeout_ms,
+            1,
+            u64::MAX,
+        )?;
         self.retention.validate()
     }
 
@@ -199,6 +210,10 @@ mod tests {
         assert_eq!(
             refused(|c| c.consume_queue_units_per_file = 1 << 27),
             "store.consume_queue_units_per_file"
+        );
+        assert_eq!(
+            refused(|c| c.sync_flush_timeout_ms = 0),
+            "store.sync_flush_timeout_ms"
         );
         assert_eq!(
             refused(|c| c.retention.disk_full_ratio = 0.5),

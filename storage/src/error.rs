@@ -55,6 +55,12 @@ pub enum StoreError {
     /// `key` is its path as CONFIG.md spells it (`store.index_slots`).
     #[error("{key}: {reason}")]
     InvalidConfig { key: &'static str, reason: String },
+
+    /// `flush: sync`: the flush covering an append did not finish within
+    /// `store.sync_flush_timeout_ms`. The records are appended (and will be
+    /// visible); whether they reached the disk is unknown.
+    #[error("flush timed out: the record is appended but its durability is unknown (no flush covered it within {timeout_ms} ms)")]
+    FlushTimedOut { timeout_ms: u64 },
 }
 
 impl StoreError {

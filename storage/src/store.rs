@@ -295,6 +295,13 @@ impl Store {
                 Inner::check_disk,
             )
         })?);
+        if self.inner.config.flush == FlushMode::Sync {
+            threads.push(spawn_supervised(
+                "tidelog-sync-flush",
+                &self.inner,
+                |inner| inner.log.run_sync_flusher(&inner.stop),
+            )?);
+        }
         if self.inner.config.preallocate_next_segment {
             threads.push(spawn_supervised(
                 "tidelog-prealloc",
@@ -326,7 +333,10 @@ impl Store {
     }
 
     /// Append one batch (one produce request). Under `flush: sync` this
-    /// returns only after an fsync covers the batch.
+    /// returns only after an fsync covers the batch, or
+    /// [`StoreError::FlushTimedOut`] after `sync_flush_timeout_ms` (the
+    /// batch is appended then, its durability unknown). Refused while the
+    /// disk is full.
     pub fn append(&self, batch: &[AppendRecord]) -> Result<Vec<Appended>> {
         if self.closed.load(Ordering::Acquire) {
             return Err(StoreError::Closed);
@@ -342,7 +352,10 @@ impl Store {
         }
         let (appended, end) = self.inner.log.append(batch)?;
         if self.inner.config.flush == FlushMode::Sync {
-            self.inner.log.wait_flushed(end)?;
+            self.inner.log.wait_flushed(
+                end,
+                Duration::from_millis(self.inner.config.sync_flush_timeout_ms),
+            )?;
         }
         Ok(appended)
     }
@@ -597,6 +610,7 @@ impl Store {
         self.inner.dispatcher.wake();
         self.inner.wake.notify(usize::MAX);
         self.inner.log.stop_preallocator();
+        self.inner.log.stop_sync_flusher();
         let mut threads = self.threads.lock().unwrap_or_else(|e| e.into_inner());
         for t in threads.drain(..) {
             let _ = t.join();
