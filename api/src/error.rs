@@ -83,6 +83,10 @@ pub enum ApiError {
     /// 50301: recovery has not finished.
     #[error("{message}")]
     NotReady { message: String },
+    /// 50302: dispatch has failed for `store.dispatch_stall_ms`; produce is
+    /// refused, since its records would not become visible.
+    #[error("{message}")]
+    DispatchStalled { message: String },
     /// 50303: `flush: sync` and the flush did not finish within
     /// `store.sync_flush_timeout_ms`: appended, durability unknown.
     #[error("{message}")]
@@ -154,6 +158,7 @@ impl ApiError {
             ApiError::TooManyRequests { .. } => 42901,
             ApiError::Internal { .. } => 50001,
             ApiError::NotReady { .. } => 50301,
+            ApiError::DispatchStalled { .. } => 50302,
             ApiError::FlushTimedOut { .. } => 50303,
             ApiError::DiskFull { .. } => 50701,
         }
@@ -199,8 +204,8 @@ impl ApiError {
 ///   will do.
 /// * `InvalidInput`: 40002; the API validates first, so reaching this means a
 ///   limit the store has and the API does not know about.
-/// * `FlushTimedOut`: 50303 (appended, durability unknown: the client may
-///   retry, and may then find the record twice).
+/// * `DispatchStalled`: 50302; `FlushTimedOut`: 50303 (appended, durability
+///   unknown: the client may retry, and may then find the record twice).
 /// * `InvalidConfig`: 50001; only `Store::open` returns it.
 /// * `Io`, `Corruption`, `Poisoned`, `Locked`: 50001 with the store's own
 ///   message, which names the file and position; after `Poisoned` every
@@ -216,6 +221,7 @@ impl From<tidelog_storage::StoreError> for ApiError {
                 message: format!("{message}: the server is shutting down"),
             },
             S::InvalidInput { .. } => ApiError::BadRequest { message },
+            S::DispatchStalled { .. } => ApiError::DispatchStalled { message },
             S::FlushTimedOut { .. } => ApiError::FlushTimedOut { message },
             S::Io { .. }
             | S::Corruption { .. }
@@ -407,6 +413,13 @@ mod tests {
                 503,
             ),
             (
+                ApiError::DispatchStalled {
+                    message: msg("stalled"),
+                },
+                50302,
+                503,
+            ),
+            (
                 ApiError::FlushTimedOut {
                     message: msg("slow disk"),
                 },
@@ -509,6 +522,14 @@ mod tests {
                 50001,
             ),
             (S::Locked { path: "/d".into() }, 50001),
+            (
+                S::DispatchStalled {
+                    sink: "compacted-logs".into(),
+                    failing_ms: 30_000,
+                    error: "boom".into(),
+                },
+                50302,
+            ),
             (S::FlushTimedOut { timeout_ms: 5000 }, 50303),
             (
                 S::InvalidConfig {

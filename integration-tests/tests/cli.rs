@@ -210,6 +210,10 @@ fn check_config_and_serve_accept_and_refuse_the_same_files() {
             Some("store.sync_flush_timeout_ms"),
         ),
         (
+            "store:\n  commitlog_segment_bytes: 65536\n  dispatch_stall_ms: 0\n",
+            Some("store.dispatch_stall_ms"),
+        ),
+        (
             "store:\n  commitlog_segment_bytes: 65536\nretention:\n  disk_force_clean_ratio: 0.95\n",
             Some("retention.disk_full_ratio"),
         ),

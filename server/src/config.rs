@@ -122,6 +122,8 @@ pub struct StoreConfig {
     /// `flush: sync`: an append waits this long for its flush, then answers
     /// 503/50303.
     pub sync_flush_timeout_ms: u64,
+    /// Dispatch failing this long refuses produce with 503/50302.
+    pub dispatch_stall_ms: u64,
     /// What recovery does with damage in the middle of the log.
     pub recovery_mode: RecoveryMode,
 }
@@ -137,6 +139,7 @@ impl Default for StoreConfig {
             flush_interval_ms: 500,
             max_message_bytes: 1_048_576,
             sync_flush_timeout_ms: 5_000,
+            dispatch_stall_ms: 30_000,
             recovery_mode: RecoveryMode::Strict,
         }
     }
@@ -556,6 +559,7 @@ impl Config {
         c.flush_interval_ms = s.flush_interval_ms;
         c.max_message_bytes = s.max_message_bytes;
         c.sync_flush_timeout_ms = s.sync_flush_timeout_ms;
+        c.dispatch_stall_ms = s.dispatch_stall_ms;
         c.recovery_mode = match s.recovery_mode {
             RecoveryMode::Strict => tidelog_storage::RecoveryMode::Strict,
             RecoveryMode::Truncate => tidelog_storage::RecoveryMode::TruncateAtCorruption,
@@ -759,6 +763,7 @@ mod tests {
         assert_eq!(config.store.flush_interval_ms, 500);
         assert_eq!(config.store.max_message_bytes, 1_048_576);
         assert_eq!(config.store.sync_flush_timeout_ms, 5_000);
+        assert_eq!(config.store.dispatch_stall_ms, 30_000);
         assert_eq!(config.retention.file_reserved_hours, 72);
         assert_eq!(config.retention.delete_when.hours(), [4]);
         assert_eq!(config.retention.check_interval_ms, 10_000);
@@ -957,6 +962,11 @@ mod tests {
             "store.sync_flush_timeout_ms",
             "not in [1, ",
         );
+        assert_rejects(
+            "store: {dispatch_stall_ms: 0}\n",
+            "store.dispatch_stall_ms",
+            "not in [1, ",
+        );
         // The store's own bounds, which `serve` would hit at open.
         assert_rejects(
             "store: {index_slots: 100000000}\n",
@@ -1116,7 +1126,7 @@ mod tests {
             "cluster_id: c1\nadmin_token: t\nauto_create_topics: true\ndefault_partitions: 2\n\
              store:\n  commitlog_segment_bytes: 65536\n  consume_queue_units_per_file: 7\n  index_slots: 11\n  \
              index_entries: 13\n  flush: sync\n  flush_interval_ms: 17\n  max_message_bytes: 19\n  \
-             sync_flush_timeout_ms: 23\n  recovery_mode: truncate\n\
+             sync_flush_timeout_ms: 23\n  dispatch_stall_ms: 29\n  recovery_mode: truncate\n\
              retention:\n  file_reserved_hours: 5\n  delete_when: \"16;04\"\n  check_interval_ms: 300\n  \
              disk_max_used_ratio: 0.5\n  disk_force_clean_ratio: 0.6\n  disk_full_ratio: 0.95\n\
              http:\n  max_request_bytes: 2048\n  max_records_per_request: 3\n  max_concurrent_requests: 5\n\
@@ -1134,6 +1144,7 @@ mod tests {
         assert_eq!(store.flush_interval_ms, 17);
         assert_eq!(store.max_message_bytes, 19);
         assert_eq!(store.sync_flush_timeout_ms, 23);
+        assert_eq!(store.dispatch_stall_ms, 29);
         assert_eq!(
             store.recovery_mode,
             tidelog_storage::RecoveryMode::TruncateAtCorruption

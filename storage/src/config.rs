@@ -63,6 +63,10 @@ pub struct StoreConfig {
     /// it before it gives up with [`StoreError::FlushTimedOut`] (RocketMQ's
     /// `syncFlushTimeout`). The bytes stay appended; only the wait ends.
     pub sync_flush_timeout_ms: u64,
+    /// After dispatch has failed for this long without a success in
+    /// between, appends are refused with [`StoreError::DispatchStalled`]:
+    /// their records would not become visible to fetches.
+    pub dispatch_stall_ms: u64,
     pub recovery_mode: RecoveryMode,
     /// Create the next CommitLog segment ahead of time and keep the pages
     /// just ahead of the writer in the page cache, so the append path pays
@@ -87,6 +91,7 @@ impl StoreConfig {
             flush_interval_ms: 500,
             max_message_bytes: 1 << 20,
             sync_flush_timeout_ms: 5_000,
+            dispatch_stall_ms: 30_000,
             recovery_mode: RecoveryMode::Strict,
             preallocate_next_segment: true,
             retention: RetentionConfig::default(),
@@ -151,6 +156,12 @@ impl StoreConfig {
         in_range(
             "store.sync_flush_timeout_ms",
             self.sync_flush_timeout_ms,
+            1,
+            u64::MAX,
+        )?;
+        in_range(
+            "store.dispatch_stall_ms",
+            self.dispatch_stall_ms,
             1,
             u64::MAX,
         )?;

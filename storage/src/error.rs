@@ -56,6 +56,16 @@ pub enum StoreError {
     #[error("{key}: {reason}")]
     InvalidConfig { key: &'static str, reason: String },
 
+    /// Dispatch has failed for longer than `store.dispatch_stall_ms`, so
+    /// appended records would not become visible to fetches; appends are
+    /// refused until a retry succeeds.
+    #[error("dispatch stalled: records would not become visible (sink {sink} failing for {failing_ms} ms: {error})")]
+    DispatchStalled {
+        sink: String,
+        failing_ms: u64,
+        error: String,
+    },
+
     /// `flush: sync`: the flush covering an append did not finish within
     /// `store.sync_flush_timeout_ms`. The records are appended (and will be
     /// visible); whether they reached the disk is unknown.

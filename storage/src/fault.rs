@@ -19,10 +19,12 @@ pub enum FaultPoint {
     CommitLogWrite,
     /// Creating and preallocating a CommitLog segment file.
     SegmentCreate,
+    /// The dispatcher handing an entry's records to the sinks.
+    Dispatch,
 }
 
 /// Every point, for the per-point hang flags.
-const POINTS: usize = 3;
+const POINTS: usize = 4;
 
 /// Counters for each fault point: the operation fails once its counter of
 /// remaining successes reaches zero (`u64::MAX` = never fails).
@@ -31,6 +33,7 @@ pub struct Faults {
     flush_successes_left: AtomicU64,
     write_successes_left: AtomicU64,
     create_successes_left: AtomicU64,
+    dispatch_successes_left: AtomicU64,
     /// Points whose operations block until healed, and how many are blocked
     /// now (by point).
     hangs: Mutex<Hangs>,
@@ -49,6 +52,7 @@ impl Default for Faults {
             flush_successes_left: AtomicU64::new(u64::MAX),
             write_successes_left: AtomicU64::new(u64::MAX),
             create_successes_left: AtomicU64::new(u64::MAX),
+            dispatch_successes_left: AtomicU64::new(u64::MAX),
             hangs: Mutex::new(Hangs::default()),
             healed: Condvar::new(),
         }
@@ -100,6 +104,7 @@ impl Faults {
             FaultPoint::CommitLogFlush => &self.flush_successes_left,
             FaultPoint::CommitLogWrite => &self.write_successes_left,
             FaultPoint::SegmentCreate => &self.create_successes_left,
+            FaultPoint::Dispatch => &self.dispatch_successes_left,
         }
     }
 

@@ -72,6 +72,10 @@ pub struct StoreStats {
     pub dispatched_offset: u64,
     pub dispatch_lag_bytes: u64,
     pub dispatch_errors: u64,
+    /// Dispatch has failed for `dispatch_stall_ms`: produce is refused.
+    pub dispatch_stalled: bool,
+    /// How many times dispatch became stalled.
+    pub dispatch_stalls: u64,
     pub index_files: usize,
     pub partitions: usize,
     /// ConsumeQueue files of every partition.
@@ -219,7 +223,13 @@ impl Store {
             end,
             NextOffsets::default(),
         );
-        let dispatcher = Dispatcher::new(Arc::clone(&log), sinks, end);
+        let dispatcher = Dispatcher::new(
+            Arc::clone(&log),
+            sinks,
+            end,
+            Duration::from_millis(config.dispatch_stall_ms),
+            config.faults.clone(),
+        );
 
         // Queue offsets continue where each partition's queue ends.
         let mut next = NextOffsets::default();
@@ -336,7 +346,7 @@ impl Store {
     /// returns only after an fsync covers the batch, or
     /// [`StoreError::FlushTimedOut`] after `sync_flush_timeout_ms` (the
     /// batch is appended then, its durability unknown). Refused while the
-    /// disk is full.
+    /// disk is full or dispatch is stalled.
     pub fn append(&self, batch: &[AppendRecord]) -> Result<Vec<Appended>> {
         if self.closed.load(Ordering::Acquire) {
             return Err(StoreError::Closed);
@@ -350,6 +360,9 @@ impl Store {
             );
             return Err(StoreError::disk_full(ratio, &self.inner.config.retention));
         }
+        if let Some(stalled) = self.inner.dispatcher.stall() {
+            return Err(stalled);
+        }
         let (appended, end) = self.inner.log.append(batch)?;
         if self.inner.config.flush == FlushMode::Sync {
             self.inner.log.wait_flushed(
@@ -358,6 +371,12 @@ impl Store {
             )?;
         }
         Ok(appended)
+    }
+
+    /// `Some` while dispatch is stalled: the error appends are refused with
+    /// (for readiness checks).
+    pub fn dispatch_stall(&self) -> Option<StoreError> {
+        self.inner.dispatcher.stall()
     }
 
     /// `[beginning, end)` queue offsets of a partition; `(0, 0)` if nothing
@@ -529,6 +548,8 @@ impl Store {
             dispatched_offset: dispatched,
             dispatch_lag_bytes: committed.saturating_sub(dispatched),
             dispatch_errors: self.inner.dispatcher.error_count(),
+            dispatch_stalled: self.inner.dispatcher.stall().is_some(),
+            dispatch_stalls: self.inner.dispatcher.stall_count(),
             index_files: self.inner.index.file_count(),
             partitions: queues.len(),
             consume_queue_files: queues.iter().map(|q| q.file_count()).sum(),

@@ -1,13 +1,14 @@
-//! A store whose work stops making progress answers in bounded time: a hung
-//! fsync makes sync-flush waiters time out instead of hanging (the log
-//! stays sane when the fsync returns).
+//! A store whose work stops making progress answers in bounded time: a sink
+//! that keeps failing makes dispatch *stalled* (appends refused, recovered
+//! by itself), and a hung fsync makes sync-flush waiters time out instead
+//! of hanging (the log stays sane when the fsync returns).
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
 mod common;
 
 use std::sync::mpsc;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::*;
 use tidelog_storage::fault::{FaultPoint, Faults};
@@ -15,6 +16,84 @@ use tidelog_storage::{Appended, FlushMode, Store, StoreError};
 
 /// Generous bound on waits for background threads (a shared, noisy machine).
 const DEADLINE: Duration = Duration::from_secs(30);
+
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + DEADLINE;
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn a_failing_sink_stalls_dispatch_refuses_appends_and_recovers_by_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = small_config(dir.path());
+    cfg.dispatch_stall_ms = 200;
+    let sink = StuckSink::new(0, true);
+    let store = Store::open_with_sinks(cfg, vec![sink.clone()]).unwrap();
+
+    // Failing, but not for long yet: the append is taken.
+    store.append(&[record("t", 0, None, Some("0"))]).unwrap();
+    wait_for("the stall", || store.stats().dispatch_stalled);
+    let err = store
+        .append(&[record("t", 0, None, Some("refused"))])
+        .unwrap_err();
+    match &err {
+        StoreError::DispatchStalled { sink, error, .. } => {
+            assert_eq!(sink, "stuck");
+            assert!(error.contains("stuck on purpose"), "{err}");
+        }
+        other => panic!("expected DispatchStalled, got {other}"),
+    }
+    assert!(err
+        .to_string()
+        .starts_with("dispatch stalled: records would not become visible"));
+    assert!(store.dispatch_stall().is_some());
+    let stats = store.stats();
+    assert_eq!(stats.dispatch_stalls, 1, "one stall, counted once");
+    assert!(stats.dispatch_errors >= 1);
+    assert_eq!(stats.commitlog_max_offset, {
+        // Nothing of the refused append was written.
+        store.commit_log().committed()
+    });
+
+    // The sink heals: the retry dispatches, appends are taken again.
+    sink.set_stuck(false);
+    wait_for("the recovery", || !store.stats().dispatch_stalled);
+    assert!(store.dispatch_stall().is_none());
+    store.append(&[record("t", 0, None, Some("1"))]).unwrap();
+    assert!(store.wait_dispatched(DEADLINE));
+    let values: Vec<_> = store
+        .read("t", 0, 0, 10, usize::MAX)
+        .unwrap()
+        .records
+        .iter()
+        .map(|r| r.value().unwrap())
+        .collect();
+    assert_eq!(
+        values,
+        ["0", "1"],
+        "visible, and the refused one is not there"
+    );
+    assert_eq!(store.stats().dispatch_stalls, 1);
+}
+
+#[test]
+fn a_short_failure_is_no_stall() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = small_config(dir.path());
+    assert_eq!(cfg.dispatch_stall_ms, 30_000, "CONFIG.md's default");
+    let sink = StuckSink::new(0, true);
+    let store = Store::open_with_sinks(cfg, vec![sink.clone()]).unwrap();
+    store.append(&[record("t", 0, None, Some("0"))]).unwrap();
+    wait_for("a failed round", || store.stats().dispatch_errors >= 2);
+    assert!(!store.stats().dispatch_stalled);
+    store.append(&[record("t", 0, None, Some("1"))]).unwrap();
+    sink.set_stuck(false);
+    assert!(store.wait_dispatched(DEADLINE));
+    assert_eq!(store.stats().dispatch_stalls, 0);
+}
 
 fn sync_store(dir: &std::path::Path, faults: &Arc<Faults>) -> Store {
     let mut cfg = small_config(dir);
