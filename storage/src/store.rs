@@ -6,6 +6,8 @@
 //! - `tidelog-dispatch`: builds indexes from committed records;
 //! - `tidelog-flush`: flushes (async mode) and writes the checkpoint every
 //!   `flush_interval_ms`;
+//! - `tidelog-sync-flush` (sync mode): the group-commit flush that appends
+//!   wait for, at most `sync_flush_timeout_ms`;
 //! - `tidelog-prealloc`: creates the next CommitLog segment ahead of time.
 //!
 //! A background thread that panics is logged, counted and restarted.
