@@ -90,6 +90,14 @@ pub enum ApiError {
     /// request bytes all connections may hold in memory; retry shortly.
     #[error("{message}")]
     InflightBytesExhausted { message: String },
+    /// 50302: dispatch has failed for `store.dispatch_stall_ms`; produce is
+    /// refused, since its records would not become visible.
+    #[error("{message}")]
+    DispatchStalled { message: String },
+    /// 50303: `flush: sync` and the flush did not finish within
+    /// `store.sync_flush_timeout_ms`: appended, durability unknown.
+    #[error("{message}")]
+    FlushTimedOut { message: String },
     /// 50701: disk above `retention.disk_full_ratio`; writes refused.
     #[error("{message}")]
     DiskFull { message: String },
@@ -129,19 +137,10 @@ impl ApiError {
 
     /// 50701 worded exactly as `Store::append` words its refusal, for checks
     /// that read the store's disk-full flag before anything is written
-    /// (produce before auto-creating a topic). `used_ratio` and
-    /// `disk_full_ratio` are the store's (`StoreStats::disk_used_ratio`,
-    /// `retention.disk_full_ratio`). A unit test pins the wording to the
-    /// store's.
-    pub fn disk_full(used_ratio: f64, disk_full_ratio: f64) -> Self {
-        tidelog_storage::StoreError::DiskFull {
-            reason: format!(
-                "the data directory's disk is {:.1}% used, above disk_full_ratio {:.1}%; writes resume when usage falls below it (delete old segments or free space)",
-                used_ratio * 100.0,
-                disk_full_ratio * 100.0
-            ),
-        }
-        .into()
+    /// (produce before auto-creating a topic). `used_ratio` and `retention`
+    /// are the store's (`StoreStats::disk_used_ratio`, its config).
+    pub fn disk_full(used_ratio: f64, retention: &tidelog_storage::RetentionConfig) -> Self {
+        tidelog_storage::StoreError::disk_full(used_ratio, retention).into()
     }
 
     /// Confluent's five-digit code: HTTP status × 100 + a sub-code.
@@ -168,6 +167,8 @@ impl ApiError {
             ApiError::Internal { .. } => 50001,
             ApiError::NotReady { .. } => 50301,
             ApiError::InflightBytesExhausted { .. } => 50305,
+            ApiError::DispatchStalled { .. } => 50302,
+            ApiError::FlushTimedOut { .. } => 50303,
             ApiError::DiskFull { .. } => 50701,
         }
     }
@@ -213,6 +214,9 @@ impl ApiError {
 ///   will do.
 /// * `InvalidInput`: 40002; the API validates first, so reaching this means a
 ///   limit the store has and the API does not know about.
+/// * `DispatchStalled`: 50302; `FlushTimedOut`: 50303 (appended, durability
+///   unknown: the client may retry, and may then find the record twice).
+/// * `InvalidConfig`: 50001; only `Store::open` returns it.
 /// * `Io`, `Corruption`, `Inconsistent`, `Poisoned`, `Locked`: 50001 with
 ///   the store's own message, which names the file and position (logged at
 ///   warn with every 5xx answer); after `Poisoned` every write fails until
@@ -230,11 +234,14 @@ impl From<tidelog_storage::StoreError> for ApiError {
                 message: format!("{message}: the server is shutting down"),
             },
             S::InvalidInput { .. } => ApiError::BadRequest { message },
+            S::DispatchStalled { .. } => ApiError::DispatchStalled { message },
+            S::FlushTimedOut { .. } => ApiError::FlushTimedOut { message },
             S::Io { .. }
             | S::Corruption { .. }
             | S::Inconsistent { .. }
             | S::Poisoned { .. }
-            | S::Locked { .. } => ApiError::Internal { message },
+            | S::Locked { .. }
+            | S::InvalidConfig { .. } => ApiError::Internal { message },
         }
     }
 }
@@ -437,6 +444,20 @@ mod tests {
                 503,
             ),
             (
+                ApiError::DispatchStalled {
+                    message: msg("stalled"),
+                },
+                50302,
+                503,
+            ),
+            (
+                ApiError::FlushTimedOut {
+                    message: msg("slow disk"),
+                },
+                50303,
+                503,
+            ),
+            (
                 ApiError::DiskFull {
                     message: msg("full"),
                 },
@@ -540,6 +561,22 @@ mod tests {
                 50001,
             ),
             (S::Locked { path: "/d".into() }, 50001),
+            (
+                S::DispatchStalled {
+                    sink: "compacted-logs".into(),
+                    failing_ms: 30_000,
+                    error: "boom".into(),
+                },
+                50302,
+            ),
+            (S::FlushTimedOut { timeout_ms: 5000 }, 50303),
+            (
+                S::InvalidConfig {
+                    key: "store.index_slots",
+                    reason: "too large".into(),
+                },
+                50001,
+            ),
         ];
         for (store, code) in cases {
             let text = store.to_string();
@@ -596,13 +633,13 @@ mod tests {
         let from_store = ApiError::from(refused);
         assert_eq!(from_store.error_code(), 50701);
         assert_eq!(
-            ApiError::disk_full(stats.disk_used_ratio, 0.90),
+            ApiError::disk_full(stats.disk_used_ratio, &store.config().retention),
             from_store,
             "the pre-check's wording drifted from Store::append's"
         );
         assert_eq!(
             from_store.to_string(),
-            "disk full: the data directory's disk is 95.3% used, above disk_full_ratio 90.0%; writes resume when usage falls below it (delete old segments or free space)"
+            "disk full: the data directory's disk is 95.3% used; writes stopped above disk_full_ratio 90.0% and resume when usage falls to disk_force_clean_ratio 85.0% or below (delete old segments or free space)"
         );
         store.shutdown().unwrap();
     }

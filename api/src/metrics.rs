@@ -337,6 +337,18 @@ impl Metrics {
             );
             gauge(
                 &mut out,
+                "tidelog_dispatch_stalled",
+                "1 while produce is refused because dispatch has failed for store.dispatch_stall_ms.",
+                f64::from(u8::from(s.dispatch_stalled)),
+            );
+            counter(
+                &mut out,
+                "tidelog_dispatch_stalls_total",
+                "times dispatch became stalled.",
+                s.dispatch_stalls,
+            );
+            gauge(
+                &mut out,
                 "tidelog_index_files",
                 "IndexFile files.",
                 s.index_files as f64,
@@ -555,6 +567,8 @@ mod tests {
             store: Some(StoreStats {
                 disk_used_ratio: 0.5,
                 disk_full: true,
+                dispatch_stalled: true,
+                dispatch_stalls: 3,
                 retention_segments_deleted: 7,
                 retention_bytes_freed: 65536,
                 retention_failures: 2,
@@ -582,6 +596,9 @@ mod tests {
             "tidelog_commitlog_segments 0",
             "tidelog_disk_used_ratio 0.5\n",
             "tidelog_disk_full 1\n",
+            "tidelog_dispatch_stalled 1\n",
+            "# TYPE tidelog_dispatch_stalls_total counter\n",
+            "tidelog_dispatch_stalls_total 3\n",
             "tidelog_retention_segments_deleted_total 7\n",
             "tidelog_retention_bytes_freed_total 65536\n",
             "tidelog_retention_failures_total 2\n",

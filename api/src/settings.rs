@@ -41,9 +41,6 @@ pub struct ApiSettings {
     /// From the end of a request's headers to the end of its body; a body
     /// still arriving then answers 408/40801 and the connection closes.
     pub body_read_timeout: Duration,
-    /// The store's `max_message_bytes`: a record larger than this or than
-    /// its topic's `max.message.bytes` is refused with 413/41301.
-    pub max_message_bytes: u64,
 }
 
 /// Defaults of CONFIG.md's keys and of the `http` section.
@@ -66,7 +63,6 @@ impl Default for ApiSettings {
             max_concurrent_requests: MAX_CONCURRENT_REQUESTS_DEFAULT,
             max_inflight_bytes: MAX_INFLIGHT_BYTES_DEFAULT,
             body_read_timeout: Duration::from_millis(BODY_READ_TIMEOUT_MS_DEFAULT),
-            max_message_bytes: 1 << 20,
         }
     }
 }

@@ -1,7 +1,8 @@
 //! Answers that depend on the server's state, not on the request: 503/50301
 //! while recovery runs, then 200 once the store is published; 500/50001
 //! when the store fails under a request, and the server still answering
-//! after it. The router runs in process (the real binary finishes recovery
+//! after it; 503/50302 while dispatch is stalled, 503/50303 when a sync
+//! flush hangs, 413/41301 at the record limit a small segment allows. The router runs in process (the real binary finishes recovery
 //! too fast to catch it in the act, and cannot be made to fail a write).
 
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
@@ -74,7 +75,10 @@ fn store_config(dir: &std::path::Path, faults: Option<Arc<Faults>>) -> StoreConf
 }
 
 async fn open(dir: &std::path::Path, faults: Option<Arc<Faults>>) -> Ready {
-    let config = store_config(dir, faults);
+    open_with(store_config(dir, faults)).await
+}
+
+async fn open_with(config: StoreConfig) -> Ready {
     let cleaner = CleanerConfig {
         dedupe_buffer_bytes: 1 << 20,
         ..CleanerConfig::default()
@@ -186,4 +190,175 @@ async fn a_failed_write_is_500_50001_and_the_server_still_answers() {
     // A poisoned log cannot write its checkpoint: shutdown may say so; the
     // next start runs recovery.
     let _ = close(&state).await;
+}
+
+/// A published store over `config` and the router in front of it.
+async fn serving(config: StoreConfig) -> (AppState, Router) {
+    let state = AppState::new(settings(), config.data_dir.clone());
+    state.set_ready(open_with(config).await);
+    let router = tidelog_api::router(state.clone());
+    (state, router)
+}
+
+/// A produce body of one record with the JSON string `value`.
+fn one_record(value: &str) -> Option<Value> {
+    Some(json!({"records": [{"value": value}]}))
+}
+
+/// Polls `GET uri` until its status is `want` (bounded; a noisy machine).
+async fn wait_status(router: &Router, uri: &str, want: StatusCode) -> (StatusCode, String) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let answer = call(router, "GET", uri, None).await;
+        if answer.0 == want {
+            return answer;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{uri} never answered {want}: {}",
+            answer.1
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+async fn values(router: &Router) -> Vec<Value> {
+    let (status, body) = call(
+        router,
+        "GET",
+        "/topics/t/partitions/0/records?offset=0&timeout=10000",
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let records: Value = serde_json::from_str(&body).unwrap();
+    records
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["value"].clone())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_dispatch_is_503_50302_for_produce_and_readiness_until_it_heals() {
+    let dir = tempfile::tempdir().unwrap();
+    let faults = Arc::new(Faults::default());
+    let mut config = store_config(dir.path(), Some(Arc::clone(&faults)));
+    config.dispatch_stall_ms = 200;
+    let (state, router) = serving(config).await;
+    let (status, body) = call(&router, "POST", "/topics/t", one_record("before")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(values(&router).await, [json!("before")]);
+
+    // Every sink hand-over fails from now on. Not yet stalled: taken.
+    faults.fail_after(FaultPoint::Dispatch, 0);
+    let (status, body) = call(&router, "POST", "/topics/t", one_record("late")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let answer = wait_status(&router, "/status/ready", StatusCode::SERVICE_UNAVAILABLE).await;
+    assert_eq!(error_code(&answer), (503, 50302), "{}", answer.1);
+    assert!(answer.1.contains("dispatch stalled"), "{}", answer.1);
+    let answer = call(&router, "POST", "/topics/t", one_record("refused")).await;
+    assert_eq!(error_code(&answer), (503, 50302), "{}", answer.1);
+    assert!(
+        answer
+            .1
+            .contains("dispatch stalled: records would not become visible"),
+        "{}",
+        answer.1
+    );
+    let (status, body) = call(&router, "GET", "/v3/clusters/tidelog/stats", None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let stats: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(stats["dispatch_stalled"], json!(true), "{body}");
+    assert_eq!(stats["dispatch_stalls"], json!(1), "{body}");
+    let (_, text) = call(&router, "GET", "/metrics", None).await;
+    assert!(text.contains("\ntidelog_dispatch_stalled 1\n"), "{text}");
+    assert!(
+        text.contains("\ntidelog_dispatch_stalls_total 1\n"),
+        "{text}"
+    );
+
+    // The sink heals: the retry dispatches what was taken, produce and
+    // readiness answer again, by themselves.
+    faults.heal(FaultPoint::Dispatch);
+    wait_status(&router, "/status/ready", StatusCode::OK).await;
+    let (status, body) = call(&router, "POST", "/topics/t", one_record("after")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let mut seen = values(&router).await;
+    while seen.len() < 3 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        seen = values(&router).await;
+    }
+    assert_eq!(seen, [json!("before"), json!("late"), json!("after")]);
+    let (_, text) = call(&router, "GET", "/metrics", None).await;
+    assert!(text.contains("\ntidelog_dispatch_stalled 0\n"), "{text}");
+    close(&state).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_sync_flush_is_503_50303_and_the_record_is_still_appended() {
+    let dir = tempfile::tempdir().unwrap();
+    let faults = Arc::new(Faults::default());
+    let mut config = store_config(dir.path(), Some(Arc::clone(&faults)));
+    config.flush = tidelog_storage::FlushMode::Sync;
+    config.sync_flush_timeout_ms = 100;
+    let (state, router) = serving(config).await;
+    let (status, body) = call(&router, "POST", "/topics/t", one_record("durable")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+
+    faults.hang(FaultPoint::CommitLogFlush);
+    let answer = tokio::time::timeout(
+        Duration::from_secs(30),
+        call(&router, "POST", "/topics/t", one_record("unknown")),
+    )
+    .await
+    .expect("a produce hung with the fsync");
+    assert_eq!(error_code(&answer), (503, 50303), "{}", answer.1);
+    assert!(
+        answer
+            .1
+            .contains("flush timed out: the record is appended but its durability is unknown"),
+        "{}",
+        answer.1
+    );
+    // The fsync returns: the server goes on, and the timed-out record is
+    // there (a client that retried would see it twice).
+    faults.heal(FaultPoint::CommitLogFlush);
+    let (status, body) = call(&router, "POST", "/topics/t", one_record("later")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        values(&router).await,
+        [json!("durable"), json!("unknown"), json!("later")]
+    );
+    close(&state).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_segments_start_with_the_default_record_limit_clamped_and_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = store_config(dir.path(), None);
+    config.commitlog_segment_bytes = 65536;
+    assert_eq!(config.max_message_bytes, 1 << 20, "the default");
+    let limit = config.record_payload_max();
+    assert!(limit < 65536);
+    let (state, router) = serving(config).await;
+    // A JSON string value is stored with its quotes.
+    let record = |len: u64| Some(json!({"records": [{"value": "x".repeat(len as usize - 2)}]}));
+    let (status, body) = call(&router, "POST", "/topics/t", record(limit)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    // The topic's max.message.bytes (1 MiB) is larger: the store's clamped
+    // limit is the one named.
+    let answer = call(&router, "POST", "/topics/t", record(limit + 1)).await;
+    assert_eq!(error_code(&answer), (413, 41301), "{}", answer.1);
+    assert!(
+        answer
+            .1
+            .contains(&format!("over the {limit} of the store's record limit")),
+        "{}",
+        answer.1
+    );
+    assert!(answer.1.contains("clamped"), "{}", answer.1);
+    close(&state).await.unwrap();
 }

@@ -109,8 +109,10 @@ fn auth_overload_disk_full_and_shutdown_with_requests_in_flight() {
         m.starts_with("disk full: the data directory's disk is "),
         "{m}"
     );
-    assert!(m.contains("above disk_full_ratio 0.0%"), "{m}");
-    assert!(m.contains("writes resume when usage falls below it"), "{m}");
+    assert!(
+        m.contains("writes stopped above disk_full_ratio 0.0% and resume when usage falls to disk_force_clean_ratio 0.0% or below"),
+        "{m}"
+    );
     // An unknown topic is not auto-created for a refused request.
     let m = s
         .post_raw(

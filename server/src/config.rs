@@ -20,9 +20,12 @@
 //!   with the API's rules (`tidelog_api::topic_config`) and kept in their
 //!   canonical string form.
 //! * Lower bounds that keep the server sane: at least one partition, at most
-//!   [`PARTITIONS_MAX`]; segments of at least [`COMMITLOG_SEGMENT_BYTES_MIN`];
-//!   `max_message_bytes` smaller than a segment (a record must fit in one);
-//!   intervals, counts and thread numbers of at least 1.
+//!   [`PARTITIONS_MAX`]; intervals, counts and thread numbers of at least 1.
+//! * The `store:` and `retention:` sections are checked by the store's own
+//!   `StoreConfig::validate`, the one `Store::open` runs, so `check-config`
+//!   and `serve` accept and refuse the same files. A `max_message_bytes`
+//!   larger than a segment can hold is not an error: the store clamps it
+//!   (and warns once at start).
 //! * The effective config printed by `check-config` and logged by `serve`
 //!   shows `admin_token` as `<redacted>`, so it does not end up in logs.
 
@@ -37,9 +40,6 @@ use tidelog_api::{names, ApiError};
 
 /// Upper bound on partitions per topic (one bound for the file and the API).
 pub use tidelog_api::registry::PARTITIONS_MAX;
-
-/// Smallest CommitLog segment: room for a few records after the header.
-pub const COMMITLOG_SEGMENT_BYTES_MIN: u64 = 4096;
 
 /// Longest time between two disk-full checks of the store, whatever
 /// `retention.check_interval_ms` says.
@@ -119,6 +119,11 @@ pub struct StoreConfig {
     pub flush: FlushMode,
     pub flush_interval_ms: u64,
     pub max_message_bytes: u64,
+    /// `flush: sync`: an append waits this long for its flush, then answers
+    /// 503/50303.
+    pub sync_flush_timeout_ms: u64,
+    /// Dispatch failing this long refuses produce with 503/50302.
+    pub dispatch_stall_ms: u64,
     /// What recovery does with damage in the middle of the log.
     pub recovery_mode: RecoveryMode,
 }
@@ -133,6 +138,8 @@ impl Default for StoreConfig {
             flush: FlushMode::Async,
             flush_interval_ms: 500,
             max_message_bytes: 1_048_576,
+            sync_flush_timeout_ms: 5_000,
+            dispatch_stall_ms: 30_000,
             recovery_mode: RecoveryMode::Strict,
         }
     }
@@ -469,18 +476,8 @@ impl Config {
         check_partitions(self.default_partitions).map_err(|r| bad("default_partitions", r))?;
 
         let store = &self.store;
-        at_least(
-            "store.commitlog_segment_bytes",
-            store.commitlog_segment_bytes,
-            COMMITLOG_SEGMENT_BYTES_MIN,
-        )?;
-        at_least(
-            "store.consume_queue_units_per_file",
-            store.consume_queue_units_per_file,
-            1,
-        )?;
-        at_least("store.index_slots", store.index_slots, 1)?;
-        at_least("store.index_entries", store.index_entries, 1)?;
+        // The storage types are u32; everything else about the `store:` and
+        // `retention:` sections is the store's own check.
         for (key, value) in [
             ("store.index_slots", store.index_slots),
             ("store.index_entries", store.index_entries),
@@ -492,50 +489,10 @@ impl Config {
                 ));
             }
         }
-        at_least("store.flush_interval_ms", store.flush_interval_ms, 1)?;
-        at_least("store.max_message_bytes", store.max_message_bytes, 1)?;
-        if store.max_message_bytes >= store.commitlog_segment_bytes {
-            return Err(bad(
-                "store.max_message_bytes",
-                format!(
-                    "{} must be smaller than store.commitlog_segment_bytes {} (a record must fit in a segment)",
-                    store.max_message_bytes, store.commitlog_segment_bytes
-                ),
-            ));
-        }
-
-        let retention = &self.retention;
-        at_least(
-            "retention.check_interval_ms",
-            retention.check_interval_ms,
-            1,
-        )?;
-        let ratios = [
-            (
-                "retention.disk_max_used_ratio",
-                retention.disk_max_used_ratio,
-            ),
-            (
-                "retention.disk_force_clean_ratio",
-                retention.disk_force_clean_ratio,
-            ),
-            ("retention.disk_full_ratio", retention.disk_full_ratio),
-        ];
-        for (key, ratio) in ratios {
-            // Written so that NaN fails too.
-            if !(ratio > 0.0 && ratio <= 1.0) {
-                return Err(bad(key, format!("{ratio} is not a ratio in (0, 1]")));
-            }
-        }
-        for pair in ratios.windows(2) {
-            let [(low_key, low), (high_key, high)] = [pair[0], pair[1]];
-            if low > high {
-                return Err(bad(
-                    high_key,
-                    format!("{high} is below {low_key} {low}; the order must be disk_max_used_ratio <= disk_force_clean_ratio <= disk_full_ratio"),
-                ));
-            }
-        }
+        self.store_config().validate().map_err(|e| match e {
+            tidelog_storage::StoreError::InvalidConfig { key, reason } => bad(key, reason),
+            other => bad("store", other.to_string()),
+        })?;
 
         let cleaner = &self.cleaner;
         at_least("cleaner.threads", u64::from(cleaner.threads), 1)?;
@@ -633,7 +590,7 @@ impl Config {
     /// The store's settings: every key of the `store` and `retention`
     /// sections. Retention keeps the production clock and disk-usage source
     /// (the defaults) and the knobs CONFIG.md does not name
-    /// (`force_max_segments_per_pass`, `pause_between_deletes_ms`).
+    /// (`max_segments_per_pass`, `pause_between_deletes_ms`).
     pub fn store_config(&self) -> tidelog_storage::StoreConfig {
         let s = &self.store;
         let mut c = tidelog_storage::StoreConfig::new(self.data_dir.clone());
@@ -648,6 +605,8 @@ impl Config {
         };
         c.flush_interval_ms = s.flush_interval_ms;
         c.max_message_bytes = s.max_message_bytes;
+        c.sync_flush_timeout_ms = s.sync_flush_timeout_ms;
+        c.dispatch_stall_ms = s.dispatch_stall_ms;
         c.recovery_mode = match s.recovery_mode {
             RecoveryMode::Strict => tidelog_storage::RecoveryMode::Strict,
             RecoveryMode::Truncate => tidelog_storage::RecoveryMode::TruncateAtCorruption,
@@ -717,7 +676,6 @@ impl Config {
             max_concurrent_requests: to_usize(self.http.max_concurrent_requests),
             max_inflight_bytes: self.http.max_inflight_bytes,
             body_read_timeout: std::time::Duration::from_millis(self.http.body_read_timeout_ms),
-            max_message_bytes: self.store.max_message_bytes,
         }
     }
 
@@ -862,6 +820,8 @@ mod tests {
         assert_eq!(config.store.flush, FlushMode::Async);
         assert_eq!(config.store.flush_interval_ms, 500);
         assert_eq!(config.store.max_message_bytes, 1_048_576);
+        assert_eq!(config.store.sync_flush_timeout_ms, 5_000);
+        assert_eq!(config.store.dispatch_stall_ms, 30_000);
         assert_eq!(config.retention.file_reserved_hours, 72);
         assert_eq!(config.retention.delete_when.hours(), [4]);
         assert_eq!(config.retention.check_interval_ms, 10_000);
@@ -1048,18 +1008,42 @@ mod tests {
         assert_rejects(
             "store: {commitlog_segment_bytes: 100}\n",
             "store.commitlog_segment_bytes",
-            "minimum is 4096",
-        );
-        assert_rejects(
-            "store: {commitlog_segment_bytes: 65536, max_message_bytes: 65536}\n",
-            "store.max_message_bytes",
-            "must be smaller than store.commitlog_segment_bytes",
+            "not in [4096, ",
         );
         assert_rejects(
             "store: {flush_interval_ms: 0}\n",
             "store.flush_interval_ms",
-            "minimum is 1",
+            "not in [1, ",
         );
+        assert_rejects(
+            "store: {sync_flush_timeout_ms: 0}\n",
+            "store.sync_flush_timeout_ms",
+            "not in [1, ",
+        );
+        assert_rejects(
+            "store: {dispatch_stall_ms: 0}\n",
+            "store.dispatch_stall_ms",
+            "not in [1, ",
+        );
+        // The store's own bounds, which `serve` would hit at open.
+        assert_rejects(
+            "store: {index_slots: 100000000}\n",
+            "store.index_slots",
+            "not in [1, 67108864]",
+        );
+        assert_rejects(
+            "store: {index_entries: 1}\n",
+            "store.index_entries",
+            "not in [2, ",
+        );
+        assert_rejects(
+            "store: {consume_queue_units_per_file: 100000000}\n",
+            "store.consume_queue_units_per_file",
+            "not in [1, 67108864]",
+        );
+        // A record limit larger than a segment is clamped, not refused.
+        load_str("store: {commitlog_segment_bytes: 65536, max_message_bytes: 65536}\n").unwrap();
+        load_str("store: {commitlog_segment_bytes: 65536}\n").unwrap();
         assert_rejects("cleaner: {threads: 0}\n", "cleaner.threads", "minimum is 1");
         assert_rejects(
             "cleaner: {io_max_bytes_per_second: 0}\n",
@@ -1251,7 +1235,7 @@ mod tests {
             "cluster_id: c1\nadmin_token: t\nauto_create_topics: true\ndefault_partitions: 2\n\
              store:\n  commitlog_segment_bytes: 65536\n  consume_queue_units_per_file: 7\n  index_slots: 11\n  \
              index_entries: 13\n  flush: sync\n  flush_interval_ms: 17\n  max_message_bytes: 19\n  \
-             recovery_mode: truncate\n\
+             sync_flush_timeout_ms: 23\n  dispatch_stall_ms: 29\n  recovery_mode: truncate\n\
              retention:\n  file_reserved_hours: 5\n  delete_when: \"16;04\"\n  check_interval_ms: 300\n  \
              disk_max_used_ratio: 0.5\n  disk_force_clean_ratio: 0.6\n  disk_full_ratio: 0.95\n\
              http:\n  max_request_bytes: 2048\n  max_records_per_request: 3\n  max_concurrent_requests: 5\n\
@@ -1268,6 +1252,8 @@ mod tests {
         assert_eq!(store.flush, tidelog_storage::FlushMode::Sync);
         assert_eq!(store.flush_interval_ms, 17);
         assert_eq!(store.max_message_bytes, 19);
+        assert_eq!(store.sync_flush_timeout_ms, 23);
+        assert_eq!(store.dispatch_stall_ms, 29);
         assert_eq!(
             store.recovery_mode,
             tidelog_storage::RecoveryMode::TruncateAtCorruption
@@ -1305,7 +1291,6 @@ mod tests {
             ),
             (2048, 3, 5)
         );
-        assert_eq!(api.max_message_bytes, 19);
         assert_eq!(api.declared_topics.len(), 1);
         assert_eq!(
             api.declared_topics[0].partitions, 2,

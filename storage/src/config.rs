@@ -4,8 +4,16 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::commit_log::format;
+use crate::error::{Result, StoreError};
 use crate::fault::Faults;
+use crate::index_file::format::{ENTRY_CAPACITY_MAX, SLOT_COUNT_MAX};
 use crate::retention::RetentionConfig;
+
+/// Smallest CommitLog segment: room for a few records after the header.
+pub const COMMITLOG_SEGMENT_BYTES_MIN: u64 = 4096;
+/// Most units per ConsumeQueue file (a 1.25 GiB file).
+pub const CONSUME_QUEUE_UNITS_PER_FILE_MAX: u64 = 1 << 26;
 
 /// When an append counts as done.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,8 +55,18 @@ pub struct StoreConfig {
     /// Async mode: how often dirty bytes are flushed. Both modes: how often
     /// the checkpoint is written.
     pub flush_interval_ms: u64,
-    /// Largest key + value + headers of one record.
+    /// Largest key + value + headers of one record, as configured. The
+    /// limit the store enforces is [`StoreConfig::record_payload_max`]: this,
+    /// or less if a record this large would not fit in one segment.
     pub max_message_bytes: u64,
+    /// `flush: sync`: how long an append waits for the flush that covers
+    /// it before it gives up with [`StoreError::FlushTimedOut`] (RocketMQ's
+    /// `syncFlushTimeout`). The bytes stay appended; only the wait ends.
+    pub sync_flush_timeout_ms: u64,
+    /// After dispatch has failed for this long without a success in
+    /// between, appends are refused with [`StoreError::DispatchStalled`]:
+    /// their records would not become visible to fetches.
+    pub dispatch_stall_ms: u64,
     pub recovery_mode: RecoveryMode,
     /// Create the next CommitLog segment ahead of time and keep the pages
     /// just ahead of the writer in the page cache, so the append path pays
@@ -72,10 +90,145 @@ impl StoreConfig {
             flush: FlushMode::Async,
             flush_interval_ms: 500,
             max_message_bytes: 1 << 20,
+            sync_flush_timeout_ms: 5_000,
+            dispatch_stall_ms: 30_000,
             recovery_mode: RecoveryMode::Strict,
             preallocate_next_segment: true,
             retention: RetentionConfig::default(),
             faults: None,
         }
+    }
+}
+
+impl StoreConfig {
+    /// Every range and cross-field rule of the `store:` and `retention:`
+    /// sections. `Store::open` calls it, and so does the server's config
+    /// loader (`tidelog check-config` and `serve`), so the two accept and
+    /// refuse exactly the same settings. The error names the key as
+    /// CONFIG.md spells it.
+    pub fn validate(&self) -> Result<()> {
+        let in_range = |key: &'static str, value: u64, min: u64, max: u64| {
+            if (min..=max).contains(&value) {
+                Ok(())
+            } else {
+                Err(StoreError::InvalidConfig {
+                    key,
+                    reason: format!("{value} is not in [{min}, {max}]"),
+                })
+            }
+        };
+        in_range(
+            "store.commitlog_segment_bytes",
+            self.commitlog_segment_bytes,
+            COMMITLOG_SEGMENT_BYTES_MIN,
+            u64::MAX,
+        )?;
+        in_range(
+            "store.consume_queue_units_per_file",
+            self.consume_queue_units_per_file,
+            1,
+            CONSUME_QUEUE_UNITS_PER_FILE_MAX,
+        )?;
+        in_range(
+            "store.index_slots",
+            u64::from(self.index_slots),
+            1,
+            u64::from(SLOT_COUNT_MAX),
+        )?;
+        in_range(
+            "store.index_entries",
+            u64::from(self.index_entries),
+            2,
+            u64::from(ENTRY_CAPACITY_MAX),
+        )?;
+        in_range(
+            "store.flush_interval_ms",
+            self.flush_interval_ms,
+            1,
+            u64::MAX,
+        )?;
+        in_range(
+            "store.max_message_bytes",
+            self.max_message_bytes,
+            1,
+            u64::MAX,
+        )?;
+        in_range(
+            "store.sync_flush_timeout_ms",
+            self.sync_flush_timeout_ms,
+            1,
+            u64::MAX,
+        )?;
+        in_range(
+            "store.dispatch_stall_ms",
+            self.dispatch_stall_ms,
+            1,
+            u64::MAX,
+        )?;
+        self.retention.validate()
+    }
+
+    /// The largest key + value + headers of one record the store accepts:
+    /// `max_message_bytes`, clamped to what fits in one segment whatever
+    /// the topic name and the split between key, value and headers (see
+    /// [`format::payload_max_in_segment`]).
+    pub fn record_payload_max(&self) -> u64 {
+        self.max_message_bytes
+            .min(format::payload_max_in_segment(self.commitlog_segment_bytes))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_record_limit_is_clamped_to_a_segment() {
+        let mut c = StoreConfig::new("/nowhere");
+        assert_eq!(
+            c.record_payload_max(),
+            1 << 20,
+            "1 GiB segments clamp nothing"
+        );
+        c.commitlog_segment_bytes = 65536;
+        c.validate().unwrap();
+        let clamped = c.record_payload_max();
+        assert_eq!(clamped, format::payload_max_in_segment(65536));
+        assert!(clamped < 65536 && clamped > 65000, "{clamped}");
+        c.max_message_bytes = 100;
+        assert_eq!(c.record_payload_max(), 100);
+    }
+
+    #[test]
+    fn validate_names_the_key() {
+        let refused = |change: fn(&mut StoreConfig)| {
+            let mut c = StoreConfig::new("/nowhere");
+            change(&mut c);
+            match c.validate() {
+                Err(StoreError::InvalidConfig { key, .. }) => key,
+                other => panic!("expected InvalidConfig, got {other:?}"),
+            }
+        };
+        assert_eq!(
+            refused(|c| c.index_slots = 100_000_000),
+            "store.index_slots"
+        );
+        assert_eq!(refused(|c| c.index_entries = 1), "store.index_entries");
+        assert_eq!(
+            refused(|c| c.commitlog_segment_bytes = 100),
+            "store.commitlog_segment_bytes"
+        );
+        assert_eq!(
+            refused(|c| c.consume_queue_units_per_file = 1 << 27),
+            "store.consume_queue_units_per_file"
+        );
+        assert_eq!(
+            refused(|c| c.sync_flush_timeout_ms = 0),
+            "store.sync_flush_timeout_ms"
+        );
+        assert_eq!(
+            refused(|c| c.retention.disk_full_ratio = 0.5),
+            "retention.disk_full_ratio"
+        );
     }
 }

@@ -6,6 +6,12 @@
 //! Invariant: `dispatched` is a record boundary, and every record below it
 //! has been handed to every sink. Sinks must be idempotent for records they
 //! already hold, because recovery replays from the last checkpoint.
+//!
+//! A failing sink stops dispatch at the failing entry; the thread retries it
+//! with a growing back-off. Once dispatch has failed without a success for
+//! `dispatch_stall_ms` it is *stalled*: [`Dispatcher::stall`] answers with
+//! the error that appends are refused with (their records would not become
+//! visible), counted once per stall. The first success ends it.
 
 use std::collections::HashMap;
 use std::ops::ControlFlow;
@@ -18,6 +24,7 @@ use event_listener::{Event, Listener};
 use crate::commit_log::{CommitLog, Next, ReadCache, StoredRecord};
 use crate::consume_queue::{format::key_hash, ConsumeQueue, ConsumeQueues, QueueCursor, Unit};
 use crate::error::{Result, StoreError};
+use crate::fault::{self, FaultPoint, Faults};
 use crate::index_file::IndexService;
 
 /// A consumer of dispatched records.
@@ -205,10 +212,39 @@ pub(crate) struct Dispatcher {
     dispatched: AtomicU64,
     progressed: Event,
     errors: AtomicU64,
+    /// Failing for this long makes dispatch stalled.
+    stall_after: Duration,
+    /// Set while `failure` holds a failure: the append path reads only this
+    /// while dispatch is healthy.
+    failing: AtomicBool,
+    failure: Mutex<Option<Failure>>,
+    /// How many times dispatch became stalled.
+    stalls: AtomicU64,
+    /// Test seam: [`FaultPoint::Dispatch`] fails the hand-over to the sinks.
+    faults: Option<Arc<Faults>>,
 }
 
-/// How long the dispatcher sleeps after a sink error before retrying.
-const ERROR_BACKOFF: Duration = Duration::from_millis(500);
+/// The run of failures since the last successful dispatch round.
+struct Failure {
+    since: Instant,
+    /// The sink that failed last (`commit-log` for a failed read).
+    sink: String,
+    error: String,
+    retries: u64,
+    last_logged: Instant,
+    /// This run has been counted in `stalls` (and logged as a stall).
+    stall_counted: bool,
+}
+
+/// The first back-off after a failed dispatch round; it doubles with each
+/// further failure up to [`ERROR_BACKOFF_MAX`].
+const ERROR_BACKOFF_MIN: Duration = Duration::from_millis(50);
+const ERROR_BACKOFF_MAX: Duration = Duration::from_secs(2);
+/// While the same error repeats, one warning per this long (the first
+/// failure, a changed error and the stall are always logged).
+const FAILURE_LOG_EVERY: Duration = Duration::from_secs(10);
+/// Name of the dispatcher's own reads in failure reports.
+const COMMIT_LOG_SOURCE: &str = "commit-log";
 /// Upper bound on one wait for new appends (a safety net, not a poll: the
 /// writer notifies on every append).
 const IDLE_WAIT: Duration = Duration::from_millis(200);
@@ -226,6 +262,8 @@ impl Dispatcher {
         log: Arc<CommitLog>,
         sinks: Vec<Arc<dyn DispatchSink>>,
         from: u64,
+        stall_after: Duration,
+        faults: Option<Arc<Faults>>,
     ) -> Dispatcher {
         Dispatcher {
             log,
@@ -233,7 +271,111 @@ impl Dispatcher {
             dispatched: AtomicU64::new(from),
             progressed: Event::new(),
             errors: AtomicU64::new(0),
+            stall_after,
+            failing: AtomicBool::new(false),
+            failure: Mutex::new(None),
+            stalls: AtomicU64::new(0),
+            faults,
         }
+    }
+
+    fn failure(&self) -> MutexGuard<'_, Option<Failure>> {
+        self.failure.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// `Some(DispatchStalled)` while dispatch has failed for at least
+    /// `dispatch_stall_ms`: what appends are refused with. The first caller
+    /// to see a stall counts and logs it.
+    pub(crate) fn stall(&self) -> Option<StoreError> {
+        if !self.failing.load(Ordering::Acquire) {
+            return None;
+        }
+        let mut failure = self.failure();
+        let f = failure.as_mut()?;
+        let failing_for = f.since.elapsed();
+        if failing_for < self.stall_after {
+            return None;
+        }
+        let failing_ms = u64::try_from(failing_for.as_millis()).unwrap_or(u64::MAX);
+        if !f.stall_counted {
+            f.stall_counted = true;
+            self.stalls.fetch_add(1, Ordering::Relaxed);
+            tracing::error!(
+                sink = %f.sink,
+                error = %f.error,
+                failing_ms,
+                position = self.dispatched(),
+                "dispatch stalled: refusing produce until the sink recovers"
+            );
+        }
+        Some(StoreError::DispatchStalled {
+            sink: f.sink.clone(),
+            failing_ms,
+            error: f.error.clone(),
+        })
+    }
+
+    /// How many times dispatch became stalled.
+    pub(crate) fn stall_count(&self) -> u64 {
+        self.stalls.load(Ordering::Relaxed)
+    }
+
+    /// A dispatch round failed in `sink`: start or extend the run of
+    /// failures; returns how many retries it has had.
+    fn note_failure(&self, sink: &str, error: &StoreError) -> u64 {
+        let error = error.to_string();
+        let now = Instant::now();
+        let mut failure = self.failure();
+        match failure.as_mut() {
+            None => {
+                tracing::error!(sink, %error, position = self.dispatched(), "dispatch failed; retrying with back-off");
+                *failure = Some(Failure {
+                    since: now,
+                    sink: sink.to_string(),
+                    error,
+                    retries: 0,
+                    last_logged: now,
+                    stall_counted: false,
+                });
+                self.failing.store(true, Ordering::Release);
+                0
+            }
+            Some(f) => {
+                f.retries += 1;
+                let changed = f.sink != sink || f.error != error;
+                if changed || now.duration_since(f.last_logged) >= FAILURE_LOG_EVERY {
+                    tracing::warn!(
+                        sink,
+                        %error,
+                        retries = f.retries,
+                        failing_ms = now.duration_since(f.since).as_millis() as u64,
+                        "dispatch still failing"
+                    );
+                    f.last_logged = now;
+                }
+                if changed {
+                    f.sink = sink.to_string();
+                    f.error = error;
+                }
+                f.retries
+            }
+        }
+    }
+
+    /// A dispatch round succeeded: end the run of failures, if any.
+    fn note_success(&self) {
+        if !self.failing.load(Ordering::Acquire) {
+            return;
+        }
+        if let Some(f) = self.failure().take() {
+            tracing::warn!(
+                sink = %f.sink,
+                retries = f.retries,
+                failing_ms = f.since.elapsed().as_millis() as u64,
+                "dispatch recovered; accepting produce again"
+            );
+        }
+        self.failing.store(false, Ordering::Release);
     }
 
     pub(crate) fn dispatched(&self) -> u64 {
@@ -247,6 +389,11 @@ impl Dispatcher {
     /// Dispatch everything committed now; with `progress`, log how far it
     /// got about once a second (recovery replays can be long).
     pub(crate) fn catch_up(&self, progress: bool) -> Result<u64> {
+        self.catch_up_from_sinks(progress).map_err(|(_, e)| e)
+    }
+
+    /// [`Dispatcher::catch_up`], naming the sink of a failure.
+    fn catch_up_from_sinks(&self, progress: bool) -> Result<u64, (String, StoreError)> {
         let mut pos = self.dispatched();
         let target = self.log.committed();
         let start = pos;
@@ -261,7 +408,7 @@ impl Dispatcher {
             let next = match self.log.read_next_cached(pos, false, &mut cache) {
                 Ok(next) => next,
                 Err(e) => {
-                    failed = Some(e);
+                    failed = Some((COMMIT_LOG_SOURCE.to_string(), e));
                     break;
                 }
             };
@@ -269,13 +416,25 @@ impl Dispatcher {
                 Next::Entry(entry) => {
                     let decoded = entry.records().try_for_each(|r| {
                         let r = r.map_err(|why| {
-                            StoreError::corruption(self.log.dir(), pos, why.to_string())
+                            (
+                                COMMIT_LOG_SOURCE.to_string(),
+                                StoreError::corruption(self.log.dir(), pos, why.to_string()),
+                            )
                         })?;
                         batch.push(r);
                         Ok(())
                     });
                     let dispatched = decoded.and_then(|()| {
-                        self.sinks.iter().try_for_each(|s| s.dispatch_entry(&batch))
+                        fault::check(&self.faults, FaultPoint::Dispatch).map_err(|e| {
+                            (
+                                "fault-injection".to_string(),
+                                StoreError::io(self.log.dir(), e),
+                            )
+                        })?;
+                        self.sinks.iter().try_for_each(|s| {
+                            s.dispatch_entry(&batch)
+                                .map_err(|e| (s.name().to_string(), e))
+                        })
                     });
                     let decoded_records = batch.len() as u64;
                     batch.clear();
@@ -307,7 +466,7 @@ impl Dispatcher {
             // published (sinks batch their wake-ups and writes), including
             // what the sinks before the failing one took of its entry.
             for s in &self.sinks {
-                s.end_batch()?;
+                s.end_batch().map_err(|e| (s.name().to_string(), e))?;
             }
             self.progressed.notify(usize::MAX);
         }
@@ -329,15 +488,24 @@ impl Dispatcher {
     pub(crate) fn run(&self, stop: &AtomicBool) {
         loop {
             let listener = self.log.appended_event().listen();
-            let dispatched_some = match self.catch_up(false) {
-                Ok(records) => records > 0,
-                Err(e) => {
+            let dispatched_some = match self.catch_up_from_sinks(false) {
+                Ok(records) => {
+                    self.note_success();
+                    records > 0
+                }
+                Err((sink, e)) => {
+                    drop(listener);
                     self.errors.fetch_add(1, Ordering::Relaxed);
-                    tracing::error!(error = %e, position = self.dispatched(), "dispatch failed; retrying");
-                    if stop.load(Ordering::Acquire) {
+                    let retries = self.note_failure(&sink, &e);
+                    // Notices (counts, logs) a stall even while no append
+                    // asks.
+                    let _ = self.stall();
+                    let backoff = ERROR_BACKOFF_MIN
+                        .saturating_mul(1 << retries.min(16))
+                        .min(ERROR_BACKOFF_MAX);
+                    if self.sleep_unless_stopped(backoff, stop) {
                         return;
                     }
-                    let _ = listener.wait_timeout(ERROR_BACKOFF);
                     continue;
                 }
             };
@@ -354,6 +522,24 @@ impl Dispatcher {
                     let _ = listener.wait_timeout(IDLE_WAIT);
                 }
             }
+        }
+    }
+
+    /// Sleep for `pause` (appends do not cut it short: a failing sink is
+    /// retried on its back-off, not on every append); `true` if the store
+    /// stops meanwhile.
+    fn sleep_unless_stopped(&self, pause: Duration, stop: &AtomicBool) -> bool {
+        let deadline = Instant::now() + pause;
+        loop {
+            let listener = self.log.appended_event().listen();
+            if stop.load(Ordering::Acquire) {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            let _ = listener.wait_timeout(deadline - now);
         }
     }
 

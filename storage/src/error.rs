@@ -62,6 +62,27 @@ pub enum StoreError {
     /// Writes are refused because the data directory's disk is nearly full.
     #[error("disk full: {reason}")]
     DiskFull { reason: String },
+
+    /// A setting of the `store:` or `retention:` section is out of range;
+    /// `key` is its path as CONFIG.md spells it (`store.index_slots`).
+    #[error("{key}: {reason}")]
+    InvalidConfig { key: &'static str, reason: String },
+
+    /// Dispatch has failed for longer than `store.dispatch_stall_ms`, so
+    /// appended records would not become visible to fetches; appends are
+    /// refused until a retry succeeds.
+    #[error("dispatch stalled: records would not become visible (sink {sink} failing for {failing_ms} ms: {error})")]
+    DispatchStalled {
+        sink: String,
+        failing_ms: u64,
+        error: String,
+    },
+
+    /// `flush: sync`: the flush covering an append did not finish within
+    /// `store.sync_flush_timeout_ms`. The records are appended (and will be
+    /// visible); whether they reached the disk is unknown.
+    #[error("flush timed out: the record is appended but its durability is unknown (no flush covered it within {timeout_ms} ms)")]
+    FlushTimedOut { timeout_ms: u64 },
 }
 
 impl StoreError {
@@ -69,6 +90,19 @@ impl StoreError {
         StoreError::Io {
             path: path.into(),
             source,
+        }
+    }
+
+    /// The refusal of an append while the disk is full at `used_ratio`
+    /// (the API's pre-check words it the same way).
+    pub fn disk_full(used_ratio: f64, retention: &crate::retention::RetentionConfig) -> Self {
+        StoreError::DiskFull {
+            reason: format!(
+                "the data directory's disk is {:.1}% used; writes stopped above disk_full_ratio {:.1}% and resume when usage falls to disk_force_clean_ratio {:.1}% or below (delete old segments or free space)",
+                used_ratio * 100.0,
+                retention.disk_full_ratio * 100.0,
+                retention.disk_force_clean_ratio * 100.0
+            ),
         }
     }
 

@@ -1,11 +1,14 @@
 //! Fault injection seam.
 //!
 //! Tests hand the store a [`Faults`] through `StoreConfig::faults` to make
-//! the Nth flush or segment creation fail, then check that the store reacts
-//! as promised (refuses appends after a failed fsync, reports clean errors).
-//! Production passes `None`, and every check is a single branch.
+//! the Nth flush or segment creation fail, or an operation hang until
+//! healed, then check that the store reacts as promised (refuses appends
+//! after a failed fsync, answers sync-flush waiters in time while an fsync
+//! hangs, reports clean errors). Production passes `None`, and every check
+//! is a single branch.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex};
 
 /// Operations a test can make fail.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -16,7 +19,12 @@ pub enum FaultPoint {
     CommitLogWrite,
     /// Creating and preallocating a CommitLog segment file.
     SegmentCreate,
+    /// The dispatcher handing an entry's records to the sinks.
+    Dispatch,
 }
+
+/// Every point, for the per-point hang flags.
+const POINTS: usize = 4;
 
 /// Counters for each fault point: the operation fails once its counter of
 /// remaining successes reaches zero (`u64::MAX` = never fails).
@@ -25,6 +33,17 @@ pub struct Faults {
     flush_successes_left: AtomicU64,
     write_successes_left: AtomicU64,
     create_successes_left: AtomicU64,
+    dispatch_successes_left: AtomicU64,
+    /// Points whose operations block until healed, and how many are blocked
+    /// now (by point).
+    hangs: Mutex<Hangs>,
+    healed: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct Hangs {
+    hanging: [bool; POINTS],
+    blocked: [u64; POINTS],
 }
 
 impl Default for Faults {
@@ -33,6 +52,9 @@ impl Default for Faults {
             flush_successes_left: AtomicU64::new(u64::MAX),
             write_successes_left: AtomicU64::new(u64::MAX),
             create_successes_left: AtomicU64::new(u64::MAX),
+            dispatch_successes_left: AtomicU64::new(u64::MAX),
+            hangs: Mutex::new(Hangs::default()),
+            healed: Condvar::new(),
         }
     }
 }
@@ -43,9 +65,38 @@ impl Faults {
         self.counter(point).store(n, Ordering::SeqCst);
     }
 
-    /// Stop failing at `point`.
+    /// Stop failing at `point`, and let operations blocked there by
+    /// [`Faults::hang`] go on (they then succeed or fail as planned).
     pub fn heal(&self, point: FaultPoint) {
         self.counter(point).store(u64::MAX, Ordering::SeqCst);
+        let mut hangs = self.hangs();
+        hangs.hanging[point as usize] = false;
+        self.healed.notify_all();
+    }
+
+    /// Make operations at `point` block (a hung fsync) until
+    /// [`Faults::heal`] lets them succeed or [`Faults::release_failing`]
+    /// lets them fail.
+    pub fn hang(&self, point: FaultPoint) {
+        self.hangs().hanging[point as usize] = true;
+    }
+
+    /// How many operations are blocked at `point` now.
+    pub fn blocked(&self, point: FaultPoint) -> u64 {
+        self.hangs().blocked[point as usize]
+    }
+
+    /// End a hang at `point` and let what was blocked there fail (a hung
+    /// fsync that finally returns an error).
+    pub fn release_failing(&self, point: FaultPoint) {
+        self.fail_after(point, 0);
+        let mut hangs = self.hangs();
+        hangs.hanging[point as usize] = false;
+        self.healed.notify_all();
+    }
+
+    fn hangs(&self) -> std::sync::MutexGuard<'_, Hangs> {
+        self.hangs.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn counter(&self, point: FaultPoint) -> &AtomicU64 {
@@ -53,11 +104,23 @@ impl Faults {
             FaultPoint::CommitLogFlush => &self.flush_successes_left,
             FaultPoint::CommitLogWrite => &self.write_successes_left,
             FaultPoint::SegmentCreate => &self.create_successes_left,
+            FaultPoint::Dispatch => &self.dispatch_successes_left,
         }
     }
 
-    /// `Err` if the operation at `point` is to fail now.
+    /// Block while `point` hangs; then `Err` if the operation at `point`
+    /// is to fail now.
     pub(crate) fn check(&self, point: FaultPoint) -> std::io::Result<()> {
+        {
+            let mut hangs = self.hangs();
+            if hangs.hanging[point as usize] {
+                hangs.blocked[point as usize] += 1;
+                while hangs.hanging[point as usize] {
+                    hangs = self.healed.wait(hangs).unwrap_or_else(|e| e.into_inner());
+                }
+                hangs.blocked[point as usize] -= 1;
+            }
+        }
         let counter = self.counter(point);
         let left = counter.load(Ordering::SeqCst);
         if left == u64::MAX {

@@ -7,9 +7,13 @@
 //! asked. A normal pass deletes *expired* segments (newest record older than
 //! `file_reserved_hours`) oldest first and stops at the first one that is
 //! not expired, so the log never has a hole. Above `disk_force_clean_ratio`
-//! it deletes the oldest segments whatever their age, at most
-//! `force_max_segments_per_pass` with a pause between files. A manual pass
-//! with `force` deletes every deletable segment (RocketMQ's manual delete).
+//! it deletes the oldest segments whatever their age. A manual pass with
+//! `force` deletes every deletable segment (RocketMQ's manual delete).
+//!
+//! Pacing (RocketMQ's rules): every pass pauses `pause_between_deletes_ms`
+//! between two deleted files; a scheduled pass (by the hour or by disk
+//! pressure) deletes at most `max_segments_per_pass`, and the next pass
+//! goes on; an operator's pass deletes everything eligible, paced.
 //!
 //! Never deleted: the segment being written, and any segment with bytes the
 //! indexes do not yet hold durably (past the checkpoint's dispatched
@@ -18,18 +22,26 @@
 //! deleted from the CommitLog before its compacted copy is on disk.
 //!
 //! The disk-full flag is kept by its own thread on its own schedule, so a
-//! long deletion pass never delays it.
+//! long deletion pass never delays it. It is set above `disk_full_ratio` and
+//! cleared only at `disk_force_clean_ratio` or below (hysteresis), so
+//! produce does not flap while usage hovers around the mark.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::error::{Result, StoreError};
+
 /// Time, as retention sees it. Tests substitute a [`ManualClock`].
 pub trait Clock: Send + Sync + std::fmt::Debug {
     fn now_ms(&self) -> i64;
     /// Hour of the day (0..=23) in local time, for `delete_when`.
     fn local_hour(&self) -> u32;
+    /// The pause between two deleted files.
+    fn pause(&self, d: Duration) {
+        std::thread::sleep(d);
+    }
 }
 
 /// Disk usage of the data directory's filesystem. Tests substitute a
@@ -82,11 +94,13 @@ impl DiskUsage for StatvfsDiskUsage {
     }
 }
 
-/// A clock that tests set by hand.
+/// A clock that tests set by hand. Its pauses do not sleep: they advance
+/// the clock and are counted.
 #[derive(Debug)]
 pub struct ManualClock {
     now_ms: AtomicI64,
     hour: AtomicU32,
+    pauses: AtomicU64,
 }
 
 impl ManualClock {
@@ -94,7 +108,13 @@ impl ManualClock {
         ManualClock {
             now_ms: AtomicI64::new(now_ms),
             hour: AtomicU32::new(hour),
+            pauses: AtomicU64::new(0),
         }
+    }
+
+    /// How many pauses retention has taken on this clock.
+    pub fn pauses(&self) -> u64 {
+        self.pauses.load(Ordering::SeqCst)
     }
 
     pub fn set_now_ms(&self, ms: i64) {
@@ -119,6 +139,11 @@ impl Clock for ManualClock {
     fn local_hour(&self) -> u32 {
         self.hour.load(Ordering::SeqCst)
     }
+
+    fn pause(&self, d: Duration) {
+        self.pauses.fetch_add(1, Ordering::SeqCst);
+        self.advance(d);
+    }
 }
 
 /// A disk-usage source that tests set by hand.
@@ -141,6 +166,11 @@ impl DiskUsage for FixedDiskUsage {
     }
 }
 
+/// RocketMQ's `deleteCommitLogFilesInterval`.
+pub const PAUSE_BETWEEN_DELETES_MS_DEFAULT: u64 = 100;
+/// RocketMQ's `deleteFileBatchMax`.
+pub const MAX_SEGMENTS_PER_PASS_DEFAULT: usize = 10;
+
 /// Retention settings (`retention:` in broker.yaml), with RocketMQ's
 /// defaults.
 #[derive(Clone, Debug)]
@@ -154,12 +184,14 @@ pub struct RetentionConfig {
     pub disk_max_used_ratio: f64,
     /// Above: delete the oldest segments even if not expired.
     pub disk_force_clean_ratio: f64,
-    /// Above: refuse appends until usage falls below.
+    /// Above: refuse appends until usage is back at
+    /// `disk_force_clean_ratio` or below.
     pub disk_full_ratio: f64,
-    /// Most segments one pressure-forced pass deletes.
-    pub force_max_segments_per_pass: usize,
-    /// Pause between deleting two files in a forced pass, so the unlink
-    /// and page-cache work does not spike produce latency.
+    /// Most segments one scheduled pass (by the hour or by disk pressure)
+    /// deletes; an operator's pass is not capped.
+    pub max_segments_per_pass: usize,
+    /// Pause between deleting two files, in every pass, so the unlink and
+    /// page-cache work does not spike produce latency.
     pub pause_between_deletes_ms: u64,
     /// How often the disk-full flag is re-evaluated.
     pub disk_check_interval_ms: u64,
@@ -176,8 +208,8 @@ impl Default for RetentionConfig {
             disk_max_used_ratio: 0.75,
             disk_force_clean_ratio: 0.85,
             disk_full_ratio: 0.90,
-            force_max_segments_per_pass: 10,
-            pause_between_deletes_ms: 100,
+            max_segments_per_pass: MAX_SEGMENTS_PER_PASS_DEFAULT,
+            pause_between_deletes_ms: PAUSE_BETWEEN_DELETES_MS_DEFAULT,
             disk_check_interval_ms: 1_000,
             clock: Arc::new(SystemClock),
             disk: Arc::new(StatvfsDiskUsage),
@@ -213,8 +245,8 @@ pub struct PassOutcome {
 pub(crate) enum Mode {
     /// Oldest first, expired only, stop at the first unexpired.
     Expired,
-    /// Oldest first regardless of age, at most `limit`, pausing between.
-    Pressure { limit: usize },
+    /// Oldest first regardless of age.
+    Pressure,
     /// Every deletable segment.
     All,
 }
@@ -230,12 +262,7 @@ pub(crate) fn plan(
         return Some((Mode::All, "forced by an operator"));
     }
     if used_ratio > cfg.disk_force_clean_ratio {
-        return Some((
-            Mode::Pressure {
-                limit: cfg.force_max_segments_per_pass,
-            },
-            "disk above disk_force_clean_ratio",
-        ));
+        return Some((Mode::Pressure, "disk above disk_force_clean_ratio"));
     }
     if trigger == Trigger::Manual {
         return Some((Mode::Expired, "requested by an operator"));
@@ -247,6 +274,55 @@ pub(crate) fn plan(
         return Some((Mode::Expired, "delete_when hour"));
     }
     None
+}
+
+/// The most segments a pass of `trigger` deletes: scheduled passes are
+/// capped, an operator's are not (`None`).
+pub(crate) fn segments_per_pass(cfg: &RetentionConfig, trigger: Trigger) -> Option<usize> {
+    match trigger {
+        Trigger::Scheduled => Some(cfg.max_segments_per_pass),
+        Trigger::Manual | Trigger::ManualForce => None,
+    }
+}
+
+impl RetentionConfig {
+    /// Range and order checks of the `retention:` section (part of
+    /// `StoreConfig::validate`).
+    pub fn validate(&self) -> Result<()> {
+        if self.check_interval_ms == 0 {
+            return Err(StoreError::InvalidConfig {
+                key: "retention.check_interval_ms",
+                reason: "0 is too small, the minimum is 1".into(),
+            });
+        }
+        let ratios = [
+            ("retention.disk_max_used_ratio", self.disk_max_used_ratio),
+            (
+                "retention.disk_force_clean_ratio",
+                self.disk_force_clean_ratio,
+            ),
+            ("retention.disk_full_ratio", self.disk_full_ratio),
+        ];
+        for (key, ratio) in ratios {
+            // Written so that NaN fails too.
+            if !(ratio > 0.0 && ratio <= 1.0) {
+                return Err(StoreError::InvalidConfig {
+                    key,
+                    reason: format!("{ratio} is not a ratio in (0, 1]"),
+                });
+            }
+        }
+        for pair in ratios.windows(2) {
+            let [(low_key, low), (high_key, high)] = [pair[0], pair[1]];
+            if low > high {
+                return Err(StoreError::InvalidConfig {
+                    key: high_key,
+                    reason: format!("{high} is below {low_key} {low}; the order must be disk_max_used_ratio <= disk_force_clean_ratio <= disk_full_ratio"),
+                });
+            }
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -270,8 +346,11 @@ mod tests {
         );
         assert_eq!(
             plan(&c, Trigger::Scheduled, 0.86).map(|p| p.0),
-            Some(Mode::Pressure { limit: 10 })
+            Some(Mode::Pressure)
         );
+        assert_eq!(segments_per_pass(&c, Trigger::Scheduled), Some(10));
+        assert_eq!(segments_per_pass(&c, Trigger::Manual), None);
+        assert_eq!(segments_per_pass(&c, Trigger::ManualForce), None);
         assert_eq!(
             plan(&c, Trigger::Manual, 0.1).map(|p| p.0),
             Some(Mode::Expired)

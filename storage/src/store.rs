@@ -6,6 +6,8 @@
 //! - `tidelog-dispatch`: builds indexes from committed records;
 //! - `tidelog-flush`: flushes (async mode) and writes the checkpoint every
 //!   `flush_interval_ms`;
+//! - `tidelog-sync-flush` (sync mode): the group-commit flush that appends
+//!   wait for, at most `sync_flush_timeout_ms`;
 //! - `tidelog-prealloc`: creates the next CommitLog segment ahead of time.
 //!
 //! A background thread that panics is logged, counted and restarted.
@@ -72,6 +74,10 @@ pub struct StoreStats {
     pub dispatched_offset: u64,
     pub dispatch_lag_bytes: u64,
     pub dispatch_errors: u64,
+    /// Dispatch has failed for `dispatch_stall_ms`: produce is refused.
+    pub dispatch_stalled: bool,
+    /// How many times dispatch became stalled.
+    pub dispatch_stalls: u64,
     pub index_files: usize,
     pub partitions: usize,
     /// ConsumeQueue files of every partition.
@@ -139,7 +145,16 @@ impl Store {
         extra_sinks: Vec<Arc<dyn DispatchSink>>,
     ) -> Result<Store> {
         let began = Instant::now();
-        validate_config(&config)?;
+        config.validate()?;
+        let record_limit = config.record_payload_max();
+        if record_limit < config.max_message_bytes {
+            tracing::warn!(
+                max_message_bytes = config.max_message_bytes,
+                commitlog_segment_bytes = config.commitlog_segment_bytes,
+                record_limit,
+                "store.max_message_bytes does not fit in one CommitLog segment; records are limited to {record_limit} bytes"
+            );
+        }
         let dir = config.data_dir.clone();
         fs_util::create_dir_durable(&dir)?;
         let lock = acquire_lock(&dir)?;
@@ -229,7 +244,13 @@ impl Store {
             end,
             NextOffsets::default(),
         );
-        let dispatcher = Dispatcher::new(Arc::clone(&log), sinks, end);
+        let dispatcher = Dispatcher::new(
+            Arc::clone(&log),
+            sinks,
+            end,
+            Duration::from_millis(config.dispatch_stall_ms),
+            config.faults.clone(),
+        );
 
         // Queue offsets continue where each partition's queue ends, or, for
         // a deleted partition, where it ended.
@@ -311,6 +332,13 @@ impl Store {
                 Inner::check_disk,
             )
         })?);
+        if self.inner.config.flush == FlushMode::Sync {
+            threads.push(spawn_supervised(
+                "tidelog-sync-flush",
+                &self.inner,
+                |inner| inner.log.run_sync_flusher(&inner.stop),
+            )?);
+        }
         if self.inner.config.preallocate_next_segment {
             threads.push(spawn_supervised(
                 "tidelog-prealloc",
@@ -342,7 +370,10 @@ impl Store {
     }
 
     /// Append one batch (one produce request). Under `flush: sync` this
-    /// returns only after an fsync covers the batch.
+    /// returns only after an fsync covers the batch, or
+    /// [`StoreError::FlushTimedOut`] after `sync_flush_timeout_ms` (the
+    /// batch is appended then, its durability unknown). Refused while the
+    /// disk is full or dispatch is stalled.
     pub fn append(&self, batch: &[AppendRecord]) -> Result<Vec<Appended>> {
         if self.closed.load(Ordering::Acquire) {
             return Err(StoreError::Closed);
@@ -354,19 +385,25 @@ impl Store {
                     .disk_used_ratio_bits
                     .load(Ordering::Acquire),
             );
-            return Err(StoreError::DiskFull {
-                reason: format!(
-                    "the data directory's disk is {:.1}% used, above disk_full_ratio {:.1}%; writes resume when usage falls below it (delete old segments or free space)",
-                    ratio * 100.0,
-                    self.inner.config.retention.disk_full_ratio * 100.0
-                ),
-            });
+            return Err(StoreError::disk_full(ratio, &self.inner.config.retention));
+        }
+        if let Some(stalled) = self.inner.dispatcher.stall() {
+            return Err(stalled);
         }
         let (appended, end) = self.inner.log.append(batch)?;
         if self.inner.config.flush == FlushMode::Sync {
-            self.inner.log.wait_flushed(end)?;
+            self.inner.log.wait_flushed(
+                end,
+                Duration::from_millis(self.inner.config.sync_flush_timeout_ms),
+            )?;
         }
         Ok(appended)
+    }
+
+    /// `Some` while dispatch is stalled: the error appends are refused with
+    /// (for readiness checks).
+    pub fn dispatch_stall(&self) -> Option<StoreError> {
+        self.inner.dispatcher.stall()
     }
 
     /// `[beginning, end)` queue offsets of a partition; `(0, 0)` if nothing
@@ -569,6 +606,8 @@ impl Store {
             dispatched_offset: dispatched,
             dispatch_lag_bytes: committed.saturating_sub(dispatched),
             dispatch_errors: self.inner.dispatcher.error_count(),
+            dispatch_stalled: self.inner.dispatcher.stall().is_some(),
+            dispatch_stalls: self.inner.dispatcher.stall_count(),
             index_files: self.inner.index.file_count(),
             partitions: queues.len(),
             consume_queue_files: queues.iter().map(|q| q.file_count()).sum(),
@@ -651,6 +690,7 @@ impl Store {
         self.inner.dispatcher.wake();
         self.inner.wake.notify(usize::MAX);
         self.inner.log.stop_preallocator();
+        self.inner.log.stop_sync_flusher();
         let mut threads = self.threads.lock().unwrap_or_else(|e| e.into_inner());
         for t in threads.drain(..) {
             let _ = t.join();
@@ -725,18 +765,28 @@ impl Inner {
         self.retention
             .disk_used_ratio_bits
             .store(ratio.to_bits(), Ordering::Release);
-        let full = ratio > cfg.disk_full_ratio;
-        let was = self.retention.disk_full.swap(full, Ordering::AcqRel);
+        // Hysteresis (RocketMQ's): full above disk_full_ratio, and full
+        // until usage is back at disk_force_clean_ratio or below, so
+        // produce does not flap while usage hovers around the mark.
+        let was = self.retention.disk_full.load(Ordering::Acquire);
+        let full = if was {
+            ratio > cfg.disk_force_clean_ratio
+        } else {
+            ratio > cfg.disk_full_ratio
+        };
+        self.retention.disk_full.store(full, Ordering::Release);
         if full && !was {
             tracing::error!(
                 disk_used_ratio = ratio,
                 disk_full_ratio = cfg.disk_full_ratio,
-                "disk nearly full: refusing produce until usage falls below disk_full_ratio"
+                disk_force_clean_ratio = cfg.disk_force_clean_ratio,
+                "disk nearly full: refusing produce until usage falls to disk_force_clean_ratio"
             );
         } else if was && !full {
             tracing::warn!(
                 disk_used_ratio = ratio,
-                "disk usage back below disk_full_ratio: accepting produce again"
+                disk_force_clean_ratio = cfg.disk_force_clean_ratio,
+                "disk usage back at disk_force_clean_ratio or below: accepting produce again"
             );
         }
     }
@@ -777,15 +827,24 @@ impl Inner {
             .saturating_mul(3_600_000)
             .min(i64::MAX as u64) as i64;
         let durable = self.retention.durable_dispatched.load(Ordering::Acquire);
+        let limit = crate::retention::segments_per_pass(cfg, trigger);
         let segments = self.log.segments();
         for (i, seg) in segments.iter().enumerate() {
             if i + 1 == segments.len() || seg.end() > durable {
                 break; // the active segment, or not yet durably indexed
             }
-            match mode {
-                Mode::Expired if seg.last_store_ts_ms().saturating_add(reserved_ms) > now => break,
-                Mode::Pressure { limit } if out.deleted_segments >= limit => break,
-                _ => {}
+            if mode == Mode::Expired && seg.last_store_ts_ms().saturating_add(reserved_ms) > now {
+                break;
+            }
+            if limit.is_some_and(|limit| out.deleted_segments >= limit) {
+                break;
+            }
+            if out.deleted_segments > 0 && cfg.pause_between_deletes_ms > 0 {
+                // Between two deleted files, in every pass: unlinking a
+                // large file and dropping its page cache is heavy work for
+                // the file system, and produce shares it.
+                cfg.clock
+                    .pause(Duration::from_millis(cfg.pause_between_deletes_ms));
             }
             match self.log.delete_oldest_segment(seg.base()) {
                 Ok(Some(freed)) => {
@@ -799,9 +858,6 @@ impl Inner {
                     tracing::warn!(segment = %seg.path().display(), error = %e, "could not delete segment; a later pass retries");
                     break;
                 }
-            }
-            if matches!(mode, Mode::Pressure { .. }) && cfg.pause_between_deletes_ms > 0 {
-                std::thread::sleep(Duration::from_millis(cfg.pause_between_deletes_ms));
             }
         }
         if out.deleted_segments > 0 {
@@ -858,27 +914,6 @@ fn spawn_supervised(
             std::thread::sleep(Duration::from_millis(100));
         })
         .map_err(|e| StoreError::io(PathBuf::from(name), e))
-}
-
-fn validate_config(c: &StoreConfig) -> Result<()> {
-    let min_segment = (crate::commit_log::format::ENTRY_HEADER_LEN
-        + crate::commit_log::format::END_MARKER_LEN) as u64
-        * 4;
-    if c.commitlog_segment_bytes < min_segment.max(4096) {
-        return Err(StoreError::invalid(format!(
-            "commitlog_segment_bytes must be at least 4096, got {}",
-            c.commitlog_segment_bytes
-        )));
-    }
-    if c.consume_queue_units_per_file == 0 || c.consume_queue_units_per_file > (1 << 26) {
-        return Err(StoreError::invalid(
-            "consume_queue_units_per_file must be in [1, 67108864]",
-        ));
-    }
-    if c.flush_interval_ms == 0 {
-        return Err(StoreError::invalid("flush_interval_ms must be at least 1"));
-    }
-    Ok(())
 }
 
 /// Truncate every sink at `physical_end`; the earliest position any of them

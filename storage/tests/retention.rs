@@ -199,6 +199,74 @@ fn disk_pressure_deletes_unexpired_segments_ten_per_pass() {
 }
 
 #[test]
+fn every_pass_pauses_between_deleted_files_and_only_scheduled_passes_are_capped() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut cfg, knobs) = config(dir.path());
+    cfg.retention.pause_between_deletes_ms = 100;
+    let store = Store::open(cfg).unwrap();
+    fill(&store, 32);
+    let deleted_with_pauses = |trigger| {
+        let pauses = knobs.clock.pauses();
+        let out = store.run_retention(trigger).unwrap();
+        (out.deleted_segments, knobs.clock.pauses() - pauses)
+    };
+    // Expired by the hour: capped at 10, paced.
+    knobs.clock.set_now_ms(now() + 2 * HOUR_MS);
+    knobs.clock.set_hour(4);
+    assert_eq!(deleted_with_pauses(Trigger::Scheduled), (10, 9));
+    // Under disk pressure: capped, paced.
+    knobs.clock.set_hour(12);
+    knobs.disk.set(0.86);
+    assert_eq!(deleted_with_pauses(Trigger::Scheduled), (10, 9));
+    // An operator's pass takes everything eligible (the active segment
+    // stays), still paced.
+    knobs.disk.set(0.5);
+    let left = store.stats().commitlog_segments - 1;
+    assert!(left > 10, "{left}");
+    assert_eq!(
+        deleted_with_pauses(Trigger::ManualForce),
+        (left, left as u64 - 1)
+    );
+    assert_eq!(store.stats().commitlog_segments, 1);
+}
+
+#[test]
+fn a_full_disk_accepts_writes_again_only_at_the_force_clean_ratio() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cfg, knobs) = config(dir.path());
+    let store = Store::open(cfg).unwrap();
+    let refused = |store: &Store| {
+        matches!(
+            store.append(&[record("t", 0, None, Some("v"))]),
+            Err(StoreError::DiskFull { .. })
+        )
+    };
+    knobs.disk.set(0.90);
+    store.check_disk();
+    assert!(!refused(&store), "at disk_full_ratio: not full yet");
+    knobs.disk.set(0.91);
+    store.check_disk();
+    assert!(refused(&store));
+    // Back below disk_full_ratio, but above disk_force_clean_ratio: still
+    // full, so produce does not flap around the mark.
+    knobs.disk.set(0.89);
+    store.check_disk();
+    assert!(store.stats().disk_full);
+    assert!(refused(&store));
+    knobs.disk.set(0.851);
+    store.check_disk();
+    assert!(refused(&store));
+    knobs.disk.set(0.85);
+    store.check_disk();
+    assert!(!store.stats().disk_full);
+    assert!(!refused(&store));
+    // And between the two marks, a disk that was not full stays accepted.
+    knobs.disk.set(0.89);
+    store.check_disk();
+    assert!(!refused(&store));
+}
+
+#[test]
 fn disk_full_refuses_appends_and_recovers_by_itself() {
     let dir = tempfile::tempdir().unwrap();
     let (mut cfg, knobs) = config(dir.path());
@@ -213,9 +281,9 @@ fn disk_full_refuses_appends_and_recovers_by_itself() {
         .append(&[record("t", 0, None, Some("1:refused"))])
         .unwrap_err();
     match &err {
-        StoreError::DiskFull { reason } => assert!(
-            reason.contains("95.0%") && reason.contains("90.0%"),
-            "{reason}"
+        StoreError::DiskFull { reason } => assert_eq!(
+            reason,
+            "the data directory's disk is 95.0% used; writes stopped above disk_full_ratio 90.0% and resume when usage falls to disk_force_clean_ratio 85.0% or below (delete old segments or free space)"
         ),
         other => panic!("expected DiskFull, got {other}"),
     }

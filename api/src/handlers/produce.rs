@@ -104,7 +104,7 @@ async fn produce_inner(
     if let Some(p) = path_partition {
         topic.check_partition(p)?;
     }
-    let (batch, payload_bytes) = plan(state, &topic, path_partition, produced)?;
+    let (batch, payload_bytes) = plan(ready.store.config(), &topic, path_partition, produced)?;
     if batch.is_empty() {
         return Ok((
             v2_json(StatusCode::OK, &ProduceResponse::new(Vec::new()))?,
@@ -155,7 +155,7 @@ async fn resolve_topic(
         if stats.disk_full {
             return Err(ApiError::disk_full(
                 stats.disk_used_ratio,
-                ready.store.config().retention.disk_full_ratio,
+                &ready.store.config().retention,
             ));
         }
     }
@@ -182,14 +182,16 @@ async fn resolve_topic(
 }
 
 /// Checks every record and turns it into an append; returns the batch and
-/// its payload bytes (key + value + headers).
+/// its payload bytes (key + value + headers). The record limit is the
+/// topic's `max.message.bytes` or the store's effective limit, whichever is
+/// smaller.
 fn plan(
-    state: &AppState,
+    store: &tidelog_storage::StoreConfig,
     topic: &Topic,
     path_partition: Option<u32>,
     produced: Vec<ProduceRecord>,
 ) -> Result<(Vec<AppendRecord>, u64), ApiError> {
-    let store_limit = state.settings().max_message_bytes;
+    let store_limit = store.record_payload_max();
     let topic_limit = u64::from(topic.config.max_message_bytes);
     let limit = store_limit.min(topic_limit);
     let compacts = topic.config.cleanup_policy.compacts();
@@ -251,6 +253,11 @@ fn plan(
         if size > limit {
             let which = if topic_limit <= store_limit {
                 format!("topic {:?} max.message.bytes", topic.name)
+            } else if store_limit < store.max_message_bytes {
+                format!(
+                    "the store's record limit (store.max_message_bytes {}, clamped to what fits in a store.commitlog_segment_bytes segment of {})",
+                    store.max_message_bytes, store.commitlog_segment_bytes
+                )
             } else {
                 "store.max_message_bytes".to_string()
             };

@@ -10,9 +10,14 @@ use super::{json, ClusterPath};
 use crate::error::ApiError;
 use crate::state::AppState;
 
-/// `GET /status/ready`: 200 once recovery is done, 503/50301 before.
+/// `GET /status/ready`: 200 once recovery is done, 503/50301 before;
+/// 503/50302 while dispatch is stalled (produce is refused then, so a load
+/// balancer should send writes elsewhere).
 pub async fn ready(State(state): State<AppState>) -> Result<Response, ApiError> {
-    state.ready()?;
+    let ready = state.ready()?;
+    if let Some(stalled) = ready.store.dispatch_stall() {
+        return Err(stalled.into());
+    }
     json(StatusCode::OK, &json_value!({"ready": true}))
 }
 
@@ -60,6 +65,8 @@ pub async fn stats(State(state): State<AppState>, _: ClusterPath) -> Result<Resp
             "dispatched_offset": s.dispatched_offset,
             "dispatch_lag_bytes": s.dispatch_lag_bytes,
             "dispatch_errors": s.dispatch_errors,
+            "dispatch_stalled": s.dispatch_stalled,
+            "dispatch_stalls": s.dispatch_stalls,
             "disk_used_ratio": s.disk_used_ratio,
             "disk_full": s.disk_full,
             "disk_full_ratio": retention.disk_full_ratio,

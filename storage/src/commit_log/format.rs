@@ -207,6 +207,20 @@ pub fn record_len_bound(
         + headers_len
 }
 
+/// The most framing one record adds to its key + value + header block:
+/// [`record_len_bound`] with a key, a value and headers.
+pub const RECORD_FRAMING_MAX: usize = 3 * VARINT_MAX + 1 + 2 * VARINT_MAX + 2 * VARINT_MAX;
+
+/// The largest key + value + header block of a record that fits, as an
+/// entry of its own, in an empty segment of `segment_bytes` with room for
+/// the end marker, under any topic name: the record limit a segment size
+/// allows. Also bounded by [`RECORD_LEN_MAX`].
+pub fn payload_max_in_segment(segment_bytes: u64) -> u64 {
+    let framing = (entry_header_len(TOPIC_LEN_MAX) + RECORD_FRAMING_MAX + END_MARKER_LEN) as u64;
+    let fits = segment_bytes.min(RECORD_LEN_MAX as u64 + END_MARKER_LEN as u64);
+    fits.saturating_sub(framing)
+}
+
 fn put_u16(buf: &mut [u8], at: usize, v: u16) {
     buf[at..at + 2].copy_from_slice(&v.to_le_bytes());
 }
@@ -868,6 +882,34 @@ mod tests {
     use super::*;
 
     const STORE_TS: i64 = 1_700_000_000_000;
+
+    #[test]
+    fn the_segment_payload_limit_fits_and_is_tight() {
+        for segment in [4096u64, 65536, 1 << 20] {
+            let payload = payload_max_in_segment(segment) as usize;
+            // The worst split: key, value and one header share the payload.
+            let header_value = 10;
+            let headers = vec![Header {
+                name: "h".into(),
+                value: Bytes::from(vec![0u8; header_value]),
+            }];
+            let key = 7;
+            let value = payload - key - headers_block_len(&headers);
+            let len = entry_header_len(TOPIC_LEN_MAX)
+                + record_len_bound(Some(key), Some(value), &headers);
+            assert!((len + END_MARKER_LEN) as u64 <= segment, "{segment}");
+            assert_eq!(
+                len + END_MARKER_LEN,
+                segment as usize,
+                "one more byte would not fit"
+            );
+        }
+        // Large segments: the entry ceiling bounds it.
+        assert_eq!(
+            payload_max_in_segment(1 << 30) as usize,
+            RECORD_LEN_MAX - entry_header_len(TOPIC_LEN_MAX) - RECORD_FRAMING_MAX
+        );
+    }
 
     fn sample_headers() -> Vec<Header> {
         vec![

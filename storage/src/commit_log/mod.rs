@@ -7,8 +7,17 @@
 //! physical offsets, writes entries into the segment, then publishes the
 //! new `committed` position.
 //!
-//! Lock order: `writer` → `segments` → `flush_state`. No lock is held while
-//! waiting for an fsync except `flush_state`'s condition variable.
+//! Lock order: `writer` → `segments` → `flush_state` → `poison_reason`. No
+//! lock is held while waiting for an fsync except `flush_state`'s condition
+//! variables.
+//!
+//! Flushing under `flush: sync`: appenders do not flush themselves. They
+//! raise `FlushState::requested` and wait, for at most
+//! `sync_flush_timeout_ms`, for `flushed` to pass their end; the
+//! `tidelog-sync-flush` thread flushes everything committed whenever a
+//! request is above `flushed` (RocketMQ's GroupCommitService). So a hung
+//! fsync holds up that thread only, and every appender gets its answer in
+//! time: [`StoreError::FlushTimedOut`] if the flush has not returned.
 
 pub mod format;
 pub mod record;
@@ -72,7 +81,13 @@ struct WriterState {
 #[derive(Default)]
 struct FlushState {
     in_progress: bool,
+    /// The highest position a sync-flush waiter asked to see flushed.
+    requested: u64,
 }
+
+/// Longest the sync flusher sleeps without a request (a safety net: every
+/// request notifies it).
+const SYNC_FLUSH_IDLE_WAIT: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// Largest entry the writer builds: the records of one partition in one
 /// append beyond it continue in another entry. A reader by physical offset
@@ -124,6 +139,8 @@ pub struct CommitLog {
     poison_reason: Mutex<String>,
     flush_state: Mutex<FlushState>,
     flush_done: Condvar,
+    /// Wakes the sync flusher: a new request, or the store stops.
+    flush_wanted: Condvar,
     /// Notified after every append, for the dispatcher.
     appended: Event,
     prealloc: Preallocator,
@@ -149,7 +166,7 @@ impl CommitLog {
         let log = Arc::new(CommitLog {
             dir,
             segment_bytes: config.commitlog_segment_bytes,
-            max_message_bytes: config.max_message_bytes,
+            max_message_bytes: config.record_payload_max(),
             preallocate: config.preallocate_next_segment,
             faults: config.faults.clone(),
             segments: RwLock::new(segments),
@@ -164,6 +181,7 @@ impl CommitLog {
             poison_reason: Mutex::new(String::new()),
             flush_state: Mutex::new(FlushState::default()),
             flush_done: Condvar::new(),
+            flush_wanted: Condvar::new(),
             appended: Event::new(),
             prealloc: Preallocator::default(),
         });
@@ -329,7 +347,7 @@ impl CommitLog {
     /// validated first, so either all of it is appended or none. Returns
     /// where each record landed, in the batch's order, and the log position
     /// after the batch. Does not wait for a flush; see
-    /// [`CommitLog::wait_flushed`].
+    /// [`CommitLog::wait_flushed`] and [`CommitLog::flush_all`].
     ///
     /// The records of one partition go into one entry (see [`format`]),
     /// or several if they exceed [`ENTRY_BYTES_TARGET`]; each partition's
@@ -567,11 +585,78 @@ impl CommitLog {
         self.prealloc.stop();
     }
 
-    /// Block until everything below `target` is on disk. Concurrent callers
-    /// share one flush (group commit): the first to arrive flushes all that is
-    /// committed at that moment, the others wait for it and are usually
-    /// covered by it.
-    pub fn wait_flushed(&self, target: u64) -> Result<()> {
+    /// `flush: sync`: block until everything below `target` is on disk, for
+    /// at most `timeout`. The `tidelog-sync-flush` thread
+    /// ([`CommitLog::run_sync_flusher`]) does the flushing; one flush
+    /// covers every waiter whose records were committed when it began
+    /// (group commit). After `timeout` the answer is
+    /// [`StoreError::FlushTimedOut`]: the records stay appended, and the
+    /// flush, when it returns, still covers them (or poisons the log).
+    pub fn wait_flushed(&self, target: u64, timeout: std::time::Duration) -> Result<()> {
+        let deadline = std::time::Instant::now() + timeout;
+        let mut st = lock(&self.flush_state);
+        loop {
+            if self.flushed.load(Ordering::Acquire) >= target {
+                return Ok(());
+            }
+            self.check_poisoned()?;
+            if st.requested < target {
+                st.requested = target;
+                self.flush_wanted.notify_one();
+            }
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                return Err(StoreError::FlushTimedOut {
+                    timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+                });
+            }
+            st = self
+                .flush_done
+                .wait_timeout(st, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// The `tidelog-sync-flush` thread: flush whenever a waiter of
+    /// [`CommitLog::wait_flushed`] asks for more than is flushed, until
+    /// `stop`. A poisoned log is not flushed again (its waiters get the
+    /// poison error).
+    pub(crate) fn run_sync_flusher(&self, stop: &AtomicBool) {
+        loop {
+            let mut st = lock(&self.flush_state);
+            loop {
+                if stop.load(Ordering::Acquire) {
+                    return;
+                }
+                let wanted = st.requested > self.flushed.load(Ordering::Acquire);
+                if wanted && !self.poisoned.load(Ordering::Acquire) {
+                    break;
+                }
+                st = self
+                    .flush_wanted
+                    .wait_timeout(st, SYNC_FLUSH_IDLE_WAIT)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+            }
+            drop(st);
+            // A failure has poisoned the log and been logged; the waiters
+            // see it.
+            let _ = self.flush_all();
+        }
+    }
+
+    /// Wake the sync flusher so it sees the store stopping.
+    pub(crate) fn stop_sync_flusher(&self) {
+        let _st = lock(&self.flush_state);
+        self.flush_wanted.notify_all();
+    }
+
+    /// Block until everything below `target` is on disk, flushing in the
+    /// calling thread. Concurrent callers share one flush (group commit):
+    /// the first to arrive flushes all that is committed at that moment,
+    /// the others wait for it and are usually covered by it.
+    fn flush_through(&self, target: u64) -> Result<()> {
         loop {
             if self.flushed.load(Ordering::Acquire) >= target {
                 return Ok(());
@@ -602,7 +687,7 @@ impl CommitLog {
 
     /// Flush everything committed so far.
     pub fn flush_all(&self) -> Result<()> {
-        self.wait_flushed(self.committed())
+        self.flush_through(self.committed())
     }
 
     fn flush_range(&self, from: u64, to: u64) -> Result<()> {

@@ -1,0 +1,190 @@
+//! A store whose work stops making progress answers in bounded time: a sink
+//! that keeps failing makes dispatch *stalled* (appends refused, recovered
+//! by itself), and a hung fsync makes sync-flush waiters time out instead
+//! of hanging (the log stays sane when the fsync returns).
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+
+mod common;
+
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::*;
+use tidelog_storage::fault::{FaultPoint, Faults};
+use tidelog_storage::{Appended, FlushMode, Store, StoreError};
+
+/// Generous bound on waits for background threads (a shared, noisy machine).
+const DEADLINE: Duration = Duration::from_secs(30);
+
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + DEADLINE;
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn a_failing_sink_stalls_dispatch_refuses_appends_and_recovers_by_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = small_config(dir.path());
+    cfg.dispatch_stall_ms = 200;
+    let sink = StuckSink::new(0, true);
+    let store = Store::open_with_sinks(cfg, vec![sink.clone()]).unwrap();
+
+    // Failing, but not for long yet: the append is taken.
+    store.append(&[record("t", 0, None, Some("0"))]).unwrap();
+    wait_for("the stall", || store.stats().dispatch_stalled);
+    let err = store
+        .append(&[record("t", 0, None, Some("refused"))])
+        .unwrap_err();
+    match &err {
+        StoreError::DispatchStalled { sink, error, .. } => {
+            assert_eq!(sink, "stuck");
+            assert!(error.contains("stuck on purpose"), "{err}");
+        }
+        other => panic!("expected DispatchStalled, got {other}"),
+    }
+    assert!(err
+        .to_string()
+        .starts_with("dispatch stalled: records would not become visible"));
+    assert!(store.dispatch_stall().is_some());
+    let stats = store.stats();
+    assert_eq!(stats.dispatch_stalls, 1, "one stall, counted once");
+    assert!(stats.dispatch_errors >= 1);
+    assert_eq!(stats.commitlog_max_offset, {
+        // Nothing of the refused append was written.
+        store.commit_log().committed()
+    });
+
+    // The sink heals: the retry dispatches, appends are taken again.
+    sink.set_stuck(false);
+    wait_for("the recovery", || !store.stats().dispatch_stalled);
+    assert!(store.dispatch_stall().is_none());
+    store.append(&[record("t", 0, None, Some("1"))]).unwrap();
+    assert!(store.wait_dispatched(DEADLINE));
+    let values: Vec<_> = store
+        .read("t", 0, 0, 10, usize::MAX)
+        .unwrap()
+        .records
+        .iter()
+        .map(|r| r.value().unwrap())
+        .collect();
+    assert_eq!(
+        values,
+        ["0", "1"],
+        "visible, and the refused one is not there"
+    );
+    assert_eq!(store.stats().dispatch_stalls, 1);
+}
+
+#[test]
+fn a_short_failure_is_no_stall() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = small_config(dir.path());
+    assert_eq!(cfg.dispatch_stall_ms, 30_000, "CONFIG.md's default");
+    let sink = StuckSink::new(0, true);
+    let store = Store::open_with_sinks(cfg, vec![sink.clone()]).unwrap();
+    store.append(&[record("t", 0, None, Some("0"))]).unwrap();
+    wait_for("a failed round", || store.stats().dispatch_errors >= 2);
+    assert!(!store.stats().dispatch_stalled);
+    store.append(&[record("t", 0, None, Some("1"))]).unwrap();
+    sink.set_stuck(false);
+    assert!(store.wait_dispatched(DEADLINE));
+    assert_eq!(store.stats().dispatch_stalls, 0);
+}
+
+fn sync_store(dir: &std::path::Path, faults: &Arc<Faults>) -> Store {
+    let mut cfg = small_config(dir);
+    cfg.flush = FlushMode::Sync;
+    cfg.sync_flush_timeout_ms = 100;
+    cfg.faults = Some(Arc::clone(faults));
+    Store::open(cfg).unwrap()
+}
+
+/// Appends `value` on another thread; the answer arrives on the receiver.
+fn append_async(
+    store: &Arc<Store>,
+    value: &str,
+) -> mpsc::Receiver<tidelog_storage::Result<Vec<Appended>>> {
+    let (tx, rx) = mpsc::channel();
+    let store = Arc::clone(store);
+    let value = value.to_string();
+    std::thread::spawn(move || {
+        let _ = tx.send(store.append(&[record("t", 0, None, Some(&value))]));
+    });
+    rx
+}
+
+fn timed_out(answer: tidelog_storage::Result<Vec<Appended>>) -> bool {
+    match answer {
+        Err(StoreError::FlushTimedOut { timeout_ms }) => {
+            assert_eq!(timeout_ms, 100);
+            true
+        }
+        other => panic!("expected FlushTimedOut, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_hung_fsync_times_sync_waiters_out_and_the_log_goes_on_when_it_returns() {
+    let dir = tempfile::tempdir().unwrap();
+    let faults = Arc::new(Faults::default());
+    let store = Arc::new(sync_store(dir.path(), &faults));
+    store.append(&[record("t", 0, None, Some("0"))]).unwrap();
+
+    faults.hang(FaultPoint::CommitLogFlush);
+    // Every waiter gets its answer in bounded time, the one whose flush
+    // hangs and those behind it alike.
+    let first = append_async(&store, "1");
+    let second = append_async(&store, "2");
+    assert!(timed_out(
+        first.recv_timeout(DEADLINE).expect("a waiter hung")
+    ));
+    assert!(timed_out(
+        second.recv_timeout(DEADLINE).expect("a waiter hung")
+    ));
+    assert_eq!(
+        faults.blocked(FaultPoint::CommitLogFlush),
+        1,
+        "one fsync hangs"
+    );
+    let err = StoreError::FlushTimedOut { timeout_ms: 100 };
+    assert!(err
+        .to_string()
+        .starts_with("flush timed out: the record is appended but its durability is unknown"));
+
+    // The fsync returns: what was appended is flushed, appends go on.
+    faults.heal(FaultPoint::CommitLogFlush);
+    store.append(&[record("t", 0, None, Some("3"))]).unwrap();
+    assert!(store.commit_log().flushed() >= store.commit_log().committed());
+    assert!(store.wait_dispatched(DEADLINE));
+    assert_eq!(
+        store.read("t", 0, 0, 10, usize::MAX).unwrap().records.len(),
+        4,
+        "timed-out appends are appended"
+    );
+}
+
+#[test]
+fn a_hung_fsync_that_fails_poisons_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let faults = Arc::new(Faults::default());
+    let store = Arc::new(sync_store(dir.path(), &faults));
+    faults.hang(FaultPoint::CommitLogFlush);
+    let waiter = append_async(&store, "1");
+    assert!(timed_out(
+        waiter.recv_timeout(DEADLINE).expect("a waiter hung")
+    ));
+    // The fsync returns an error: the log is poisoned, as after any failed
+    // flush, and the next append is refused (at once or in its wait).
+    faults.release_failing(FaultPoint::CommitLogFlush);
+    let answer = append_async(&store, "2")
+        .recv_timeout(DEADLINE)
+        .expect("an append hung");
+    assert!(
+        matches!(answer, Err(StoreError::Poisoned { .. })),
+        "{answer:?}"
+    );
+}
