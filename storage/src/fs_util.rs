@@ -4,10 +4,11 @@
 //! temporary file, fsync it, rename it over the target, fsync the directory.
 //! A crash at any point leaves either the old or the new file, never a mix.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::path::Path;
 
+use crate::durability;
 use crate::error::{IoContext, Result, StoreError};
 
 /// Width of the zero-padded decimal numbers that name segment files.
@@ -45,7 +46,7 @@ pub fn page_size() -> usize {
 }
 
 pub fn fsync_dir(dir: &Path) -> Result<()> {
-    File::open(dir).and_then(|d| d.sync_all()).at(dir)
+    durability::sync_dir(dir).at(dir)
 }
 
 /// Replace `path` with `contents` atomically and durably.
@@ -67,7 +68,7 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<()> {
             .open(&tmp)
             .at(&tmp)?;
         f.write_all(contents).at(&tmp)?;
-        f.sync_all().at(&tmp)?;
+        durability::sync_all(&f, &tmp).at(&tmp)?;
     }
     fs::rename(&tmp, path).at(path)?;
     fsync_dir(dir)
@@ -128,4 +129,5 @@ mod tests {
         assert_eq!(fs::read(&p).unwrap(), b"second");
         assert!(!dir.path().join("meta.tmp").exists());
     }
+
 }
