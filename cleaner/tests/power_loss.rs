@@ -221,9 +221,12 @@ fn writer(store: &Store, shared: &Shared, id_prefix: String, mut rng: Rng) {
             shared.attempts.lock().unwrap().insert(id.clone(), attempt);
             ids.push(id);
         }
-        let appended = store
-            .append(&batch)
-            .unwrap_or_else(|e| panic!("append failed: {e}"));
+        let appended = {
+            let _gate = shared.gate.read().unwrap();
+            store
+                .append(&batch)
+                .unwrap_or_else(|e| panic!("append failed: {e}"))
+        };
         let mut acked = shared.acked.lock().unwrap();
         for ((id, r), a) in ids.into_iter().zip(&batch).zip(appended) {
             acked.push(Acked {
@@ -705,6 +708,10 @@ fn start_recovery_at_flushed(dir: &Path) {
 }
 
 fn run(variant: Variant) {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter("warn")
+        .with_test_writer()
+        .try_init();
     let seed = env_u64("TIDELOG_TEST_SEED").unwrap_or_else(|| {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
