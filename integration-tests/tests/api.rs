@@ -1070,7 +1070,16 @@ fn stats_and_metrics(s: &TidelogProcess) {
     }
     assert!(metric(s, "tidelog_offset_commits_total") >= 2.0);
     assert!(metric(s, "tidelog_consumequeue_files") >= 1.0);
-    assert!(metric(s, "tidelog_compacted_log_segments") >= 1.0);
+    // The offset commits reach `__consumer_offsets`' compacted log through
+    // the dispatcher, after the commit has answered: wait for it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while metric(s, "tidelog_compacted_log_segments") < 1.0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no compacted log segment 30 s after the offset commits"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
 
 fn restart_keeps_everything(s: &mut TidelogProcess) {
