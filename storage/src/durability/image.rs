@@ -429,6 +429,26 @@ mod tests {
         assert_eq!(got.len(), 5596);
         assert!(got[..5000].iter().all(|&b| b == 1));
         assert!(got[5000..].iter().all(|&b| b == 2));
+        // A later file of the same directory with unsynced bytes is torn
+        // only out of order.
+        let q = root.path().join("log2");
+        let g = File::create(&q).unwrap();
+        sync_dir(root.path()).unwrap();
+        g.write_all_at(&[3; 100], 0).unwrap();
+        for (out_of_order, want_log2) in [(false, false), (true, true)] {
+            let torn_log2 = (0..8).any(|pick| {
+                let d = dest.path().join(format!("o{out_of_order}{pick}"));
+                let tear = Tear {
+                    file_pick: pick,
+                    prefix_pick: 0,
+                    out_of_order,
+                    spare: &[],
+                };
+                image.snapshot(&d, Some(tear)).unwrap();
+                fs::read(d.join("log2")).unwrap() != b""
+            });
+            assert_eq!(torn_log2, want_log2, "out_of_order {out_of_order}");
+        }
     }
 
     #[test]

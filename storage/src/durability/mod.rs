@@ -27,23 +27,26 @@ pub mod image;
 
 /// fsync `file` (data and metadata).
 pub fn sync_all(file: &File, path: &Path) -> io::Result<()> {
-    #[cfg(feature = "durable-image")]
-    if let Some(image) = image::covering(path) {
-        return image.sync_file(file, path, None, || file.sync_all());
-    }
-    let _ = path;
-    file.sync_all()
+    sync_whole_file(file, path, || file.sync_all())
 }
 
 /// fdatasync `file`. The image treats it as [`sync_all`]: fdatasync also
 /// makes the file's size durable, which is all a reader needs.
 pub fn sync_data(file: &File, path: &Path) -> io::Result<()> {
+    sync_whole_file(file, path, || file.sync_data())
+}
+
+fn sync_whole_file(
+    file: &File,
+    path: &Path,
+    sync: impl FnOnce() -> io::Result<()>,
+) -> io::Result<()> {
     #[cfg(feature = "durable-image")]
     if let Some(image) = image::covering(path) {
-        return image.sync_file(file, path, None, || file.sync_data());
+        return image.sync_file(file, path, None, sync);
     }
-    let _ = path;
-    file.sync_data()
+    let _ = (file, path);
+    sync()
 }
 
 /// msync `[offset, offset + len)` of a mapping of `file`; `msync` is the
