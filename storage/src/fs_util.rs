@@ -8,6 +8,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::Path;
 
+use crate::durability;
 use crate::error::{IoContext, Result, StoreError};
 
 /// Width of the zero-padded decimal numbers that name segment files.
@@ -45,7 +46,7 @@ pub fn page_size() -> usize {
 }
 
 pub fn fsync_dir(dir: &Path) -> Result<()> {
-    File::open(dir).and_then(|d| d.sync_all()).at(dir)
+    durability::sync_dir(dir).at(dir)
 }
 
 /// Replace `path` with `contents` atomically and durably.
@@ -67,7 +68,7 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<()> {
             .open(&tmp)
             .at(&tmp)?;
         f.write_all(contents).at(&tmp)?;
-        f.sync_all().at(&tmp)?;
+        durability::sync_all(&f, &tmp).at(&tmp)?;
     }
     fs::rename(&tmp, path).at(path)?;
     fsync_dir(dir)
@@ -122,13 +123,22 @@ pub fn data_ranges(file: &File, from: u64, size: u64) -> Vec<(u64, u64)> {
     }
 }
 
-/// Create `dir` and its parents, then fsync the parent so the entry survives.
+/// Create `dir` and its missing parents, fsyncing the parent of each one
+/// created so that every new entry survives a power loss (not only the
+/// last: `consumequeue/<topic>/<partition>` makes two).
 pub fn create_dir_durable(dir: &Path) -> Result<()> {
     if dir.is_dir() {
         return Ok(());
     }
-    fs::create_dir_all(dir).at(dir)?;
-    if let Some(parent) = dir.parent() {
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        create_dir_durable(parent)?;
+    }
+    match fs::create_dir(dir) {
+        // Another thread made it meanwhile; its creator syncs the parent.
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
+        other => other.at(dir),
+    }?;
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
         fsync_dir(parent)?;
     }
     Ok(())
@@ -176,5 +186,19 @@ mod tests {
         write_atomic(&p, b"second").unwrap();
         assert_eq!(fs::read(&p).unwrap(), b"second");
         assert!(!dir.path().join("meta.tmp").exists());
+    }
+
+    /// Every directory `create_dir_durable` makes survives a power loss, not
+    /// only the last one (`consumequeue/<topic>/<partition>` makes two).
+    #[cfg(feature = "durable-image")]
+    #[test]
+    fn every_created_directory_is_durable() {
+        let root = tempfile::tempdir().unwrap();
+        let image = crate::durability::image::install(root.path()).unwrap();
+        create_dir_durable(&root.path().join("queues/topic/0")).unwrap();
+        let snap = tempfile::tempdir().unwrap();
+        let after = snap.path().join("after");
+        image.snapshot(&after, None).unwrap();
+        assert!(after.join("queues/topic/0").is_dir());
     }
 }

@@ -15,6 +15,7 @@ pub mod commit_log;
 pub mod config;
 pub mod consume_queue;
 pub mod dispatch;
+pub mod durability;
 pub mod error;
 pub mod fault;
 pub mod fs_util;

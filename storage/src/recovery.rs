@@ -136,7 +136,9 @@ pub(crate) fn recover_log(
                 pos += entry.size();
                 records += u64::from(entry.record_count());
             }
-            Err(Invalid::BadVersion(v)) => {
+            // Version 0 was never written: it is a header torn after its
+            // magic (the rest still zeros), which the torn-tail check judges.
+            Err(Invalid::BadVersion(v)) if v != 0 => {
                 return Err(older_format(&seg, pos, v));
             }
             Ok(Decoded::EndOfSegment { .. }) => {
@@ -238,7 +240,7 @@ pub(crate) fn check_format_version(segments: &[Arc<Segment>]) -> Result<()> {
         return Ok(());
     };
     match decode_for_recovery(first, first.base()) {
-        Err(Invalid::BadVersion(v)) => Err(older_format(first, first.base(), v)),
+        Err(Invalid::BadVersion(v)) if v != 0 => Err(older_format(first, first.base(), v)),
         _ => Ok(()),
     }
 }

@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use event_listener::{Event, EventListener};
+use tidelog_storage::durability;
 use tidelog_storage::fs_util::{self, offset_file_name, parse_offset_file_name};
 use tidelog_storage::TopicPartition;
 
@@ -467,7 +468,7 @@ impl CompactedLog {
             .open(&path)
             .map_err(|e| io_err(&path, e))?;
         f.set_len(cut.keep_len).map_err(|e| io_err(&path, e))?;
-        f.sync_all().map_err(|e| io_err(&path, e))?;
+        durability::sync_all(&f, &path).map_err(|e| io_err(&path, e))?;
         let reopened = Arc::new(Segment::open(path, base, true)?);
         let mut segs = self.segments.write().unwrap_or_else(|e| e.into_inner());
         segs.truncate(keep);

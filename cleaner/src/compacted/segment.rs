@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Mutex, RwLock};
 
 use bytes::{Bytes, BytesMut};
+use tidelog_storage::durability;
 
 use super::format::{self, CompactedRecord, Decoded};
 use crate::error::{CleanerError, Result};
@@ -158,7 +159,7 @@ impl Segment {
                 return Err(seg.corrupt(pos, "bytes after the last record".into()));
             }
             seg.file.set_len(pos).map_err(|e| io_err(&seg.path(), e))?;
-            seg.file.sync_all().map_err(|e| io_err(&seg.path(), e))?;
+            durability::sync_all(&seg.file, &seg.path()).map_err(|e| io_err(&seg.path(), e))?;
         }
         if let Some(first) = stats.first_store_ts_ms {
             seg.created_ms.store(first, Ordering::Release);
@@ -278,7 +279,7 @@ impl Segment {
     }
 
     pub fn flush(&self) -> Result<()> {
-        self.file.sync_data().map_err(|e| io_err(&self.path(), e))
+        durability::sync_data(&self.file, &self.path()).map_err(|e| io_err(&self.path(), e))
     }
 
     /// Byte position to start scanning for the first record with offset ≥

@@ -82,7 +82,7 @@ impl Segment {
                 .open(&tmp)
                 .at(&tmp)?;
             preallocate(&file, size).at(&tmp)?;
-            file.sync_all().at(&tmp)?;
+            crate::durability::sync_all(&file, &tmp).at(&tmp)?;
             let seg = Self::map(file, path.clone(), base, size)?;
             std::fs::rename(&tmp, &path).at(&path)?;
             fs_util::fsync_dir(dir)?;
@@ -299,7 +299,10 @@ impl Segment {
         if len == 0 {
             return Ok(());
         }
-        self.map.flush_range(at, len).at(&self.path)
+        crate::durability::sync_map_range(&self._file, &self.path, at, len, || {
+            self.map.flush_range(at, len)
+        })
+        .at(&self.path)
     }
 }
 

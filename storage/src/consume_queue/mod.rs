@@ -188,7 +188,10 @@ impl QueueFile {
                 }
             }
         }
-        self.map.flush_range(from, to - from).at(&self.path)
+        crate::durability::sync_map_range(&self.file, &self.path, from, to - from, || {
+            self.map.flush_range(from, to - from)
+        })
+        .at(&self.path)
     }
 
     fn decode(&self, unit: u64) -> Result<Option<Unit>> {

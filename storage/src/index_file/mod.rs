@@ -54,7 +54,7 @@ impl IndexFile {
                 .at(&tmp)?;
             file.set_len(header.file_len() as u64).at(&tmp)?;
             std::os::unix::fs::FileExt::write_all_at(&file, &header.encode(), 0).at(&tmp)?;
-            file.sync_all().at(&tmp)?;
+            crate::durability::sync_all(&file, &tmp).at(&tmp)?;
             let map = MmapOptions::new()
                 .len(header.file_len())
                 .map_raw(&file)
@@ -262,7 +262,10 @@ impl IndexFile {
     }
 
     fn flush(&self) -> Result<()> {
-        self.map.flush().at(&self.path)
+        crate::durability::sync_map_range(&self._file, &self.path, 0, self.map.len(), || {
+            self.map.flush()
+        })
+        .at(&self.path)
     }
 
     /// Recovery: remove entries for records at or past `physical_end`.

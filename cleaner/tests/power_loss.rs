@@ -1,0 +1,826 @@
+//! Power loss, simulated: writers produce to a delete and a compact topic
+//! while the cleaner and retention run; at a random moment the test takes
+//! the data directory's *durable image* (what was fsynced or msynced, with
+//! names as of their directory's last fsync: `tidelog_storage::durability`),
+//! optionally tearing one unsynced page, and opens a store, with the
+//! compacted logs as its sink (as the server wires it), on that image alone.
+//! Each round runs several such crashes back to back, each era starting from
+//! the previous era's image.
+//!
+//! After every crash it checks:
+//! - the store opens (strict recovery);
+//! - `flush: sync`: every record acknowledged before the snapshot is served
+//!   unchanged (offset, key, value, headers); `flush: async`: every
+//!   acknowledged record below the CommitLog's flushed position at the
+//!   snapshot is; in both modes every record served before the crash still
+//!   is (unless retention deleted its segment or the cleaner superseded it);
+//! - every record served is one a writer attempted, whole, at a queue offset
+//!   that follows the previous one (the ConsumeQueue), and every IndexFile
+//!   hit is such a record with the key asked for;
+//! - every compacted record is one the CommitLog serves at its offset (or
+//!   one retention deleted there), and every record the CommitLog serves of
+//!   the compact topic is in the compacted log or superseded by its key.
+//!
+//! Seeded: the seed is printed; rerun with `TIDELOG_TEST_SEED=<seed>`.
+//! `TIDELOG_POWER_LOSS_ROUNDS` sets the number of rounds.
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tidelog_cleaner::{CleanerConfig, CompactTopicConfig, CompactedLogs, LogCleaner, OffsetMap};
+use tidelog_storage::durability::image::{self, Tear};
+use tidelog_storage::retention::FixedDiskUsage;
+use tidelog_storage::{AppendRecord, FlushMode, Header, Store, StoreConfig, Trigger};
+
+const DELETE_TOPIC: &str = "events";
+const DELETE_PARTITIONS: u32 = 2;
+const COMPACT_TOPIC: &str = "users";
+const KEYS: u64 = 8;
+const ERAS_PER_ROUND: usize = 4;
+/// 200 power losses in CI (about 25 s of a loaded 2-core machine).
+const DEFAULT_ROUNDS: usize = 50;
+const WRITERS: usize = 2;
+
+/// splitmix64: small, seedable, good enough to pick test moves.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    fn chance(&mut self, one_in: u64) -> bool {
+        self.below(one_in) == 0
+    }
+}
+
+fn env_u64(name: &str) -> Option<u64> {
+    std::env::var(name).ok().and_then(|v| v.parse().ok())
+}
+
+/// What a writer tried to append, by the id in its `id` header.
+#[derive(Clone, Debug)]
+struct Attempt {
+    topic: &'static str,
+    partition: u32,
+    key: Option<Bytes>,
+    value: Option<Bytes>,
+    headers: Vec<Header>,
+}
+
+/// A record acknowledged by `Store::append`.
+struct Acked {
+    id: String,
+    partition: u32,
+    topic: &'static str,
+    offset: u64,
+    physical: u64,
+    physical_end: u64,
+}
+
+#[derive(Default)]
+struct Shared {
+    attempts: Mutex<HashMap<String, Attempt>>,
+    acked: Mutex<Vec<Acked>>,
+    stop: AtomicBool,
+    /// Appends hold it shared; a cleaner pass that must see only durable
+    /// copies holds it exclusively (see [`Variant`]).
+    gate: RwLock<()>,
+    coverage: Coverage,
+}
+
+/// What a run exercised, so a change that makes the test check nothing
+/// fails it.
+#[derive(Default, Debug)]
+struct Coverage {
+    power_losses: AtomicU64,
+    tears: AtomicU64,
+    promised_records: AtomicU64,
+    cleaned_records_removed: AtomicU64,
+    retention_segments_deleted: AtomicU64,
+}
+
+/// A record the model holds durable: the store must serve it after the next
+/// crash unless retention or the cleaner removed it legitimately.
+#[derive(Clone, Debug)]
+struct Durable {
+    id: String,
+    physical: u64,
+}
+
+/// Per partition, queue offset → record known to be durable; for the
+/// compact topic also its compacted log (offset → id).
+#[derive(Default)]
+struct Model {
+    log: HashMap<(&'static str, u32), BTreeMap<u64, Durable>>,
+    compacted: BTreeMap<u64, String>,
+}
+
+fn partitions() -> Vec<(&'static str, u32)> {
+    let mut v: Vec<_> = (0..DELETE_PARTITIONS).map(|p| (DELETE_TOPIC, p)).collect();
+    v.push((COMPACT_TOPIC, 0));
+    v
+}
+
+fn store_config(dir: &Path, flush: FlushMode) -> StoreConfig {
+    let mut c = StoreConfig::new(dir);
+    // Tiny files: rolls of every file type within a few hundred records.
+    c.commitlog_segment_bytes = 16 * 1024;
+    c.max_message_bytes = 2 * 1024;
+    c.consume_queue_units_per_file = 64;
+    c.index_slots = 16;
+    c.index_entries = 128;
+    c.preallocate_next_segment = false;
+    c.flush = flush;
+    c.flush_interval_ms = 5;
+    c.retention.disk = Arc::new(FixedDiskUsage::new(0.1));
+    // A forced pass may delete every segment; unpaced, it ends within the
+    // era instead of holding the crash up.
+    c.retention.pause_between_deletes_ms = 0;
+    c
+}
+
+fn compact_config() -> CompactTopicConfig {
+    CompactTopicConfig {
+        segment_bytes: 4096,
+        min_cleanable_dirty_ratio: 0.0,
+        min_compaction_lag_ms: 0,
+        ..CompactTopicConfig::default()
+    }
+}
+
+/// Open as the server does: compacted logs first, the compact topic declared,
+/// then the store with the compacted logs as its sink (recovery replays into
+/// them).
+fn open(dir: &Path, flush: FlushMode) -> Result<(Arc<CompactedLogs>, Store), String> {
+    let logs = CompactedLogs::open(dir).map_err(|e| format!("compacted logs: {e}"))?;
+    logs.set_topic(COMPACT_TOPIC, compact_config());
+    let store = Store::open_with_sinks(store_config(dir, flush), vec![logs.sink()])
+        .map_err(|e| format!("store: {e}"))?;
+    Ok((logs, store))
+}
+
+fn writer(store: &Store, shared: &Shared, id_prefix: String, mut rng: Rng) {
+    let mut seq = 0u64;
+    while !shared.stop.load(Ordering::Relaxed) {
+        let mut batch = Vec::new();
+        let mut ids = Vec::new();
+        for _ in 0..=rng.below(4) {
+            let id = format!("{id_prefix}s{seq}");
+            seq += 1;
+            let compact = rng.chance(2);
+            let (topic, partition) = if compact {
+                (COMPACT_TOPIC, 0)
+            } else {
+                (DELETE_TOPIC, rng.below(DELETE_PARTITIONS as u64) as u32)
+            };
+            let key =
+                (compact || !rng.chance(4)).then(|| Bytes::from(format!("k{}", rng.below(KEYS))));
+            let value = (!compact || !rng.chance(6)).then(|| {
+                let len = rng.below(400) as usize;
+                Bytes::from(format!("{id}:").repeat(len / (id.len() + 1) + 1))
+            });
+            let mut headers = vec![Header {
+                name: "id".into(),
+                value: Bytes::from(id.clone()),
+            }];
+            if rng.chance(3) {
+                headers.push(Header {
+                    name: "extra".into(),
+                    value: Bytes::from(vec![rng.below(256) as u8; rng.below(20) as usize]),
+                });
+            }
+            let attempt = Attempt {
+                topic,
+                partition,
+                key,
+                value,
+                headers,
+            };
+            batch.push(AppendRecord {
+                topic: Arc::from(topic),
+                partition,
+                key: attempt.key.clone(),
+                value: attempt.value.clone(),
+                headers: attempt.headers.clone(),
+                timestamp_ms: Some(1_700_000_000_000),
+            });
+            shared.attempts.lock().unwrap().insert(id.clone(), attempt);
+            ids.push(id);
+        }
+        let appended = {
+            let _gate = shared.gate.read().unwrap();
+            store
+                .append(&batch)
+                .unwrap_or_else(|e| panic!("append failed: {e}"))
+        };
+        let mut acked = shared.acked.lock().unwrap();
+        for ((id, r), a) in ids.into_iter().zip(&batch).zip(appended) {
+            acked.push(Acked {
+                id,
+                topic: if &*r.topic == COMPACT_TOPIC {
+                    COMPACT_TOPIC
+                } else {
+                    DELETE_TOPIC
+                },
+                partition: r.partition,
+                offset: a.queue_offset.0,
+                physical: a.physical_offset.0,
+                physical_end: a.physical_offset.0 + u64::from(a.size),
+            });
+        }
+    }
+}
+
+/// The `id` header of a record.
+fn id_of(headers: &[Header]) -> Option<String> {
+    let h = headers.iter().find(|h| h.name == "id")?;
+    String::from_utf8(h.value.to_vec()).ok()
+}
+
+/// Checks one reopened store against the model, then makes everything it
+/// serves the model (it is all on disk now).
+struct Checker<'a> {
+    store: &'a Store,
+    logs: &'a CompactedLogs,
+    attempts: &'a HashMap<String, Attempt>,
+    context: &'a str,
+}
+
+impl Checker<'_> {
+    fn fail(&self, what: String) -> ! {
+        let compacted = self.logs.log(COMPACT_TOPIC, 0).map(|l| {
+            let segments: Vec<_> = l
+                .segments()
+                .iter()
+                .map(|s| (s.base_offset(), s.len()))
+                .collect();
+            format!(
+                "next {}, segments (base, bytes) {segments:?}",
+                l.next_offset()
+            )
+        });
+        panic!(
+            "{what}\n{}\nrecovery: {:?}\ncompacted log: {compacted:?}",
+            self.context,
+            self.store.recovery_report(),
+        )
+    }
+
+    /// `id` is an attempt for `(topic, partition)` with exactly these fields.
+    fn whole(
+        &self,
+        topic: &str,
+        partition: u32,
+        key: Option<Bytes>,
+        value: Option<Bytes>,
+        headers: &[Header],
+        where_: &str,
+    ) -> String {
+        let Some(id) = id_of(headers) else {
+            self.fail(format!(
+                "{where_}: a record without an id header: {headers:?}"
+            ));
+        };
+        let Some(a) = self.attempts.get(&id) else {
+            self.fail(format!("{where_}: id {id} was never attempted"));
+        };
+        if a.topic != topic || a.partition != partition {
+            self.fail(format!(
+                "{where_}: {id} was written to {}/{}",
+                a.topic, a.partition
+            ));
+        }
+        if a.key != key || a.value != value || a.headers != headers {
+            self.fail(format!(
+                "{where_}: {id} is served changed: key {key:?} value {value:?} headers {headers:?}, written {a:?}"
+            ));
+        }
+        id
+    }
+
+    /// Every record of a partition the ConsumeQueue serves, checked whole.
+    fn served(&self, topic: &'static str, partition: u32) -> BTreeMap<u64, Durable> {
+        let (min, max) = self.store.offsets(topic, partition);
+        let mut out = BTreeMap::new();
+        let mut from = min;
+        while from < max {
+            let read = self
+                .store
+                .read(topic, partition, from, 500, usize::MAX)
+                .unwrap_or_else(|e| self.fail(format!("{topic}/{partition} read at {from}: {e}")));
+            if read.records.is_empty() {
+                self.fail(format!(
+                    "{topic}/{partition}: nothing served at {from} below the end {max}"
+                ));
+            }
+            for r in &read.records {
+                let offset = r.queue_offset().0;
+                let where_ = format!("{topic}/{partition} offset {offset}");
+                if offset != from || r.topic() != topic || r.partition() != partition {
+                    self.fail(format!(
+                        "{where_}: expected offset {from}, got {}/{} {offset}",
+                        r.topic(),
+                        r.partition()
+                    ));
+                }
+                let id = self.whole(topic, partition, r.key(), r.value(), &r.headers(), &where_);
+                out.insert(
+                    offset,
+                    Durable {
+                        id,
+                        physical: r.physical_offset().0,
+                    },
+                );
+                from += 1;
+            }
+        }
+        out
+    }
+
+    fn index_hits(&self, served: &HashMap<(&'static str, u32), BTreeMap<u64, Durable>>) {
+        for topic in [DELETE_TOPIC, COMPACT_TOPIC] {
+            for k in 0..KEYS {
+                let key = format!("k{k}");
+                let hits = self
+                    .store
+                    .query_by_key(topic, key.as_bytes(), 0, i64::MAX, 100_000)
+                    .unwrap_or_else(|e| self.fail(format!("query {topic} {key}: {e}")));
+                for r in hits {
+                    let where_ = format!("index hit {topic} {key} at {}", r.physical_offset().0);
+                    if r.topic() != topic || r.key_slice() != Some(key.as_bytes()) {
+                        self.fail(format!("{where_}: is {}, key {:?}", r.topic(), r.key()));
+                    }
+                    let id = self.whole(
+                        topic,
+                        r.partition(),
+                        r.key(),
+                        r.value(),
+                        &r.headers(),
+                        &where_,
+                    );
+                    let o = r.queue_offset().0;
+                    if let Some(s) = served[&(topic, r.partition())].get(&o) {
+                        if s.id != id {
+                            self.fail(format!("{where_}: {id}, the queue serves {} at {o}", s.id));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn compacted(&self, served: &BTreeMap<u64, Durable>) -> BTreeMap<u64, String> {
+        let mut out = BTreeMap::new();
+        let Some(log) = self.logs.log(COMPACT_TOPIC, 0) else {
+            return out;
+        };
+        let (_, store_end) = self.store.offsets(COMPACT_TOPIC, 0);
+        let records = log
+            .read(0, usize::MAX, usize::MAX)
+            .unwrap_or_else(|e| self.fail(format!("compacted read: {e}")));
+        for r in records {
+            let where_ = format!("compacted offset {}", r.offset);
+            if out.last_key_value().is_some_and(|(&o, _)| o >= r.offset) {
+                self.fail(format!("{where_}: offsets out of order"));
+            }
+            if r.offset >= store_end {
+                self.fail(format!("{where_}: past the CommitLog's end {store_end}"));
+            }
+            let id = self.whole(COMPACT_TOPIC, 0, r.key(), r.value(), &r.headers(), &where_);
+            if let Some(s) = served.get(&r.offset) {
+                if s.id != id {
+                    self.fail(format!("{where_}: {id}, the CommitLog serves {}", s.id));
+                }
+            }
+            out.insert(r.offset, id);
+        }
+        out
+    }
+
+    /// The newest compacted offset of each key.
+    fn newest_by_key(&self, compacted: &BTreeMap<u64, String>) -> HashMap<Option<Bytes>, u64> {
+        compacted
+            .iter()
+            .map(|(&o, id)| (self.attempts[id].key.clone(), o))
+            .collect()
+    }
+
+    fn check(&self, model: &mut Model) {
+        let log_min = self.store.commit_log().min_offset();
+        let served: HashMap<_, _> = partitions()
+            .into_iter()
+            .map(|tp| (tp, self.served(tp.0, tp.1)))
+            .collect();
+        self.index_hits(&served);
+        for (tp, durable) in &model.log {
+            for (o, d) in durable {
+                match served[tp].get(o) {
+                    Some(s) if s.id == d.id => {}
+                    // Its CommitLog segment was deleted by retention.
+                    None if d.physical < log_min => {}
+                    got => self.fail(format!(
+                        "{}/{} offset {o}: durable {} (at {}) is lost: served {got:?}, log starts at {log_min}",
+                        tp.0, tp.1, d.id, d.physical
+                    )),
+                }
+            }
+        }
+        let served_compact = &served[&(COMPACT_TOPIC, 0)];
+        let compacted = self.compacted(served_compact);
+        let newest = self.newest_by_key(&compacted);
+        let kept = |o: u64, id: &String| {
+            compacted.get(&o) == Some(id)
+                || newest.get(&self.attempts[id].key).is_some_and(|&n| n > o)
+        };
+        for (o, d) in served_compact {
+            if !kept(*o, &d.id) {
+                self.fail(format!(
+                    "the CommitLog serves {} at {o}, the compacted log neither has it nor a newer record of its key",
+                    d.id
+                ));
+            }
+        }
+        for (o, id) in &model.compacted {
+            if !kept(*o, id) {
+                self.fail(format!("compacted {id} at {o} is lost and not superseded"));
+            }
+        }
+        model.log = served;
+        model.compacted = compacted;
+    }
+}
+
+/// One era: open `dir` (checking it against the model), produce, crash into
+/// `next`. Returns what the crash tore.
+#[allow(clippy::too_many_arguments)]
+fn era(
+    dir: &Path,
+    next: &Path,
+    flush: FlushMode,
+    rng: &mut Rng,
+    model: &mut Model,
+    shared: &Arc<Shared>,
+    era_id: &str,
+    context: &str,
+    variant: Variant,
+) -> String {
+    let image = image::install(dir).unwrap();
+    let (logs, store) =
+        open(dir, flush).unwrap_or_else(|e| panic!("the store does not open: {e}\n{context}"));
+    {
+        let attempts = shared.attempts.lock().unwrap();
+        Checker {
+            store: &store,
+            logs: &logs,
+            attempts: &attempts,
+            context,
+        }
+        .check(model);
+    }
+    let cleaner = LogCleaner::new(
+        Arc::clone(&logs),
+        dir.to_path_buf(),
+        CleanerConfig {
+            dedupe_buffer_bytes: 1 << 20,
+            ..CleanerConfig::default()
+        },
+    )
+    .unwrap();
+    shared.stop.store(false, Ordering::SeqCst);
+    shared.acked.lock().unwrap().clear();
+    let run_ms = 1 + rng.below(40);
+    let retention = rng.chance(3);
+    let (flushed, acked_before, torn) = std::thread::scope(|s| {
+        for w in 0..WRITERS {
+            let (store, shared) = (&store, &**shared);
+            let rng = Rng(rng.next());
+            let prefix = format!("{era_id}w{w}");
+            s.spawn(move || writer(store, shared, prefix, rng));
+        }
+        s.spawn(|| {
+            let mut map = OffsetMap::new(1 << 20, 0.75).unwrap();
+            while !shared.stop.load(Ordering::Relaxed) {
+                let _gate = (!variant.cleaner_sees_unflushed).then(|| {
+                    let gate = shared.gate.write().unwrap();
+                    store.commit_log().flush_all().unwrap();
+                    assert!(store.wait_dispatched(Duration::from_secs(30)));
+                    gate
+                });
+                let cleaned = cleaner
+                    .clean_once(&mut map)
+                    .unwrap_or_else(|e| panic!("cleaner pass failed: {e}"));
+                if let Some((_, _, stats)) = cleaned {
+                    shared
+                        .coverage
+                        .cleaned_records_removed
+                        .fetch_add(stats.records_removed, Ordering::Relaxed);
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        });
+        if retention {
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(run_ms / 2));
+                if !shared.stop.load(Ordering::Relaxed) {
+                    let outcome = store
+                        .run_retention(Trigger::ManualForce)
+                        .unwrap_or_else(|e| panic!("retention failed: {e}"));
+                    shared
+                        .coverage
+                        .retention_segments_deleted
+                        .fetch_add(outcome.deleted_segments as u64, Ordering::Relaxed);
+                }
+            });
+        }
+        std::thread::sleep(Duration::from_millis(run_ms));
+        // The power goes: whatever the flush thread finished before it is
+        // durable, and so is every record acknowledged before it.
+        let flushed = store.commit_log().flushed();
+        let acked_before = shared.acked.lock().unwrap().len();
+        let tear = rng.chance(2).then(|| Tear {
+            file_pick: rng.next(),
+            prefix_pick: rng.next(),
+            out_of_order: variant.out_of_order,
+            spare: variant.spare,
+        });
+        let torn = image.snapshot(next, tear).unwrap();
+        shared.stop.store(true, Ordering::SeqCst);
+        if !variant.item_7_fixed {
+            start_recovery_at_flushed(next);
+        }
+        (flushed, acked_before, torn)
+    });
+    store.close_uncleanly();
+    drop(cleaner);
+    drop(logs);
+    drop(image);
+    let acked = shared.acked.lock().unwrap();
+    for a in &acked[..acked_before] {
+        let promised = match flush {
+            FlushMode::Sync => true,
+            FlushMode::Async => a.physical_end <= flushed,
+        };
+        if promised {
+            shared
+                .coverage
+                .promised_records
+                .fetch_add(1, Ordering::Relaxed);
+            model.log.entry((a.topic, a.partition)).or_default().insert(
+                a.offset,
+                Durable {
+                    id: a.id.clone(),
+                    physical: a.physical,
+                },
+            );
+        }
+    }
+    shared.coverage.power_losses.fetch_add(1, Ordering::Relaxed);
+    if torn.is_some() {
+        shared.coverage.tears.fetch_add(1, Ordering::Relaxed);
+    }
+    torn.unwrap_or_else(|| "no tear".into())
+}
+
+fn round(seed: u64, root: &Path, variant: Variant, coverage: &Coverage) {
+    let mut rng = Rng(seed);
+    let flush = if rng.chance(2) {
+        FlushMode::Sync
+    } else {
+        FlushMode::Async
+    };
+    let shared = Arc::new(Shared::default());
+    let mut model = Model::default();
+    let mut dir: PathBuf = root.join("era0");
+    std::fs::create_dir(&dir).unwrap();
+    let rerun = format!("rerun with TIDELOG_TEST_SEED={seed} TIDELOG_POWER_LOSS_ROUNDS=1");
+    let mut opening = "opening an empty data dir".to_string();
+    for e in 0..ERAS_PER_ROUND {
+        let next = root.join(format!("era{}", e + 1));
+        let context = format!("round seed {seed} ({flush:?}), {opening}: {rerun}");
+        let torn = era(
+            &dir,
+            &next,
+            flush,
+            &mut rng,
+            &mut model,
+            &shared,
+            &format!("e{e}"),
+            &context,
+            variant,
+        );
+        opening = format!("opening after power loss {} ({torn})", e + 1);
+        std::fs::remove_dir_all(&dir).unwrap();
+        dir = next;
+    }
+    // The last power loss's image opens and holds everything promised.
+    let context = format!("round seed {seed} ({flush:?}), {opening}: {rerun}");
+    let (logs, store) =
+        open(&dir, flush).unwrap_or_else(|e| panic!("the store does not open: {e}\n{context}"));
+    let attempts = shared.attempts.lock().unwrap();
+    Checker {
+        store: &store,
+        logs: &logs,
+        attempts: &attempts,
+        context: &context,
+    }
+    .check(&mut model);
+    store.close_uncleanly();
+    for (total, this) in [
+        (&coverage.power_losses, &shared.coverage.power_losses),
+        (&coverage.tears, &shared.coverage.tears),
+        (
+            &coverage.promised_records,
+            &shared.coverage.promised_records,
+        ),
+        (
+            &coverage.cleaned_records_removed,
+            &shared.coverage.cleaned_records_removed,
+        ),
+        (
+            &coverage.retention_segments_deleted,
+            &shared.coverage.retention_segments_deleted,
+        ),
+    ] {
+        total.fetch_add(this.load(Ordering::Relaxed), Ordering::Relaxed);
+    }
+}
+
+/// A directory on tmpfs where there is one: the image, not the disk, is what
+/// the test is about, and fsyncs on tmpfs cost nothing.
+fn scratch() -> tempfile::TempDir {
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() {
+        if let Ok(d) = tempfile::tempdir_in(shm) {
+            return d;
+        }
+    }
+    tempfile::tempdir().unwrap()
+}
+
+/// Which tears a run makes (see [`Tear`]), and whether it relies on issue
+/// 13 item 7.
+#[derive(Clone, Copy)]
+struct Variant {
+    out_of_order: bool,
+    spare: &'static [&'static str],
+    item_7_fixed: bool,
+    /// Known failure, not an item of issue 13: the cleaner compacts with
+    /// copies whose CommitLog bytes are not durable yet. A power loss then
+    /// loses the newer copy (recovery drops compacted copies past the
+    /// CommitLog's valid end) after the cleaner has already removed the
+    /// older, durable record of the same key: the key is gone from the
+    /// compacted log while the CommitLog still holds it. When false, each
+    /// cleaner pass runs with appends held off and the CommitLog flushed
+    /// and dispatched, so it sees durable copies only; crashes still land
+    /// anywhere in a pass.
+    cleaner_sees_unflushed: bool,
+}
+
+/// Known failure until issue 13 item 7: recovery starts at the checkpoint's
+/// `dispatched`, which can be ahead of its `commitlog_flushed`, so after a
+/// power loss the indexes point at CommitLog bytes that never reached the
+/// disk. Until the fix is merged, the image's checkpoint is made to start
+/// where the fix will (`min(dispatched, flushed)`; recovery then drops the
+/// index entries past it and dispatches again, as the fix does), so the rest
+/// of the checks keep running; `power_loss_before_item_7` runs without it.
+fn start_recovery_at_flushed(dir: &Path) {
+    use tidelog_storage::checkpoint::Checkpoint;
+    if let Some(mut cp) = Checkpoint::load(dir).unwrap() {
+        if cp.dispatched > cp.commitlog_flushed {
+            cp.dispatched = cp.commitlog_flushed;
+            cp.store(dir).unwrap();
+        }
+    }
+}
+
+fn run(variant: Variant) {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter("warn")
+        .with_test_writer()
+        .try_init();
+    let seed = env_u64("TIDELOG_TEST_SEED").unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64
+    });
+    let rounds = env_u64("TIDELOG_POWER_LOSS_ROUNDS").map_or(DEFAULT_ROUNDS, |n| n as usize);
+    eprintln!(
+        "power-loss test: seed {seed}, {rounds} rounds (rerun with TIDELOG_TEST_SEED={seed})"
+    );
+    let mut rng = Rng(seed);
+    let coverage = Coverage::default();
+    for r in 0..rounds {
+        // Round 0 uses the printed seed itself, so one round reruns alone.
+        let round_seed = if r == 0 { seed } else { rng.next() };
+        let root = scratch();
+        round(round_seed, root.path(), variant, &coverage);
+    }
+    eprintln!("power-loss test exercised: {coverage:?}");
+    if rounds >= DEFAULT_ROUNDS {
+        for (what, n) in [
+            ("power losses", &coverage.power_losses),
+            ("tears", &coverage.tears),
+            ("records promised durable", &coverage.promised_records),
+            (
+                "records removed by the cleaner",
+                &coverage.cleaned_records_removed,
+            ),
+            (
+                "segments deleted by retention",
+                &coverage.retention_segments_deleted,
+            ),
+        ] {
+            assert!(
+                n.load(Ordering::Relaxed) > 0,
+                "no {what} in {rounds} rounds (seed {seed})"
+            );
+        }
+    }
+}
+
+/// Tears follow the order the log writes its files in (the tail page of
+/// the first file of a directory with unsynced bytes). ConsumeQueue files
+/// are not torn until issue 13 item 8 is merged (the ignored test below).
+#[test]
+fn acknowledged_records_survive_power_loss() {
+    run(Variant {
+        out_of_order: false,
+        spare: &["consumequeue"],
+        item_7_fixed: false,
+        cleaner_sees_unflushed: false,
+    });
+}
+
+/// Known failure, issue 13 item 7 (see [`start_recovery_at_flushed`]):
+/// "corruption … no entry at …" on a fetch, or a compact topic's record
+/// missing from its compacted log. Enable with item 7 and make it the
+/// default (`item_7_fixed: true` above).
+#[test]
+#[ignore = "known failure until issue 13 item 7: recovery starts past unflushed bytes"]
+fn power_loss_before_item_7() {
+    run(Variant {
+        out_of_order: false,
+        spare: &["consumequeue"],
+        item_7_fixed: true,
+        cleaner_sees_unflushed: false,
+    });
+}
+
+/// Known failure, issue 13 item 8: a torn ConsumeQueue unit stops start-up
+/// ("unit has zero size but other fields set"), although the queue can be
+/// rebuilt from the CommitLog. Enable (and drop `spare` above) with item 8.
+#[test]
+#[ignore = "known failure until issue 13 item 8: a torn ConsumeQueue unit stops start-up"]
+fn power_loss_with_torn_consume_queue_units() {
+    run(Variant {
+        out_of_order: false,
+        spare: &[],
+        item_7_fixed: false,
+        cleaner_sees_unflushed: false,
+    });
+}
+
+/// Known failure, not an item of issue 13: when write-back reaches the
+/// next CommitLog segment before the unsynced tail of the previous one,
+/// strict recovery sees a valid entry after zeros and refuses to open
+/// ("corruption in the middle of the log"), although every byte involved
+/// was unacknowledged and unsynced. See docs/recovery.md.
+#[test]
+#[ignore = "known failure: strict recovery refuses out-of-order write-back of unsynced bytes"]
+fn power_loss_with_out_of_order_write_back() {
+    run(Variant {
+        out_of_order: true,
+        spare: &["consumequeue"],
+        item_7_fixed: false,
+        cleaner_sees_unflushed: false,
+    });
+}
+
+/// Known failure, not an item of issue 13 (see
+/// [`Variant::cleaner_sees_unflushed`]): "the CommitLog serves … at …, the
+/// compacted log neither has it nor a newer record of its key".
+#[test]
+#[ignore = "known failure: the cleaner compacts with copies whose CommitLog bytes are not durable"]
+fn power_loss_with_cleaner_using_unflushed_copies() {
+    run(Variant {
+        out_of_order: false,
+        spare: &["consumequeue"],
+        item_7_fixed: false,
+        cleaner_sees_unflushed: true,
+    });
+}
