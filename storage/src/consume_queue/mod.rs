@@ -487,6 +487,11 @@ impl ConsumeQueue {
                     // file was damaged. Repair it and say so.
                     tracing::warn!(tp = %self.tp, offset, ?other, new = ?unit, "consume queue unit disagreed with the commit log; rewritten");
                     f.write(offset, &encoded);
+                    // Below the end, so possibly below what the next flush
+                    // starts at: move that back, or the repair never
+                    // reaches the disk and a power loss brings the damage
+                    // back.
+                    self.flushed_offset.fetch_min(offset, Ordering::AcqRel);
                     if offset < self.min_offset() {
                         self.min_offset.store(offset, Ordering::Release);
                     }
@@ -982,6 +987,26 @@ mod tests {
             size: 100,
             key_hash: p ^ 7,
         }
+    }
+
+    #[test]
+    fn a_repaired_unit_below_the_end_is_flushed_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let qs = open(dir.path(), 4).unwrap();
+        let q = qs.get_or_create("t", 0).unwrap();
+        for i in 0..6 {
+            q.put(i, unit(i * 100)).unwrap();
+        }
+        q.flush().unwrap();
+        // A unit below the end lost (a hole), then replayed.
+        q.file_for(1).unwrap().write(1, &[0u8; UNIT_LEN]);
+        assert_eq!(q.put(1, unit(100)).unwrap(), PutOutcome::Written);
+        assert!(
+            q.flushed_offset.load(Ordering::Acquire) <= 1,
+            "the next flush must cover the repaired unit"
+        );
+        q.flush().unwrap();
+        assert_eq!(q.flushed_offset.load(Ordering::Acquire), 6);
     }
 
     #[test]
