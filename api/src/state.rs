@@ -184,6 +184,7 @@ impl Ready {
             Arc::clone(logs),
             store.data_dir().to_path_buf(),
             cleaner_config,
+            Arc::clone(store.commit_log()),
         )
         .map_err(compaction_err)?;
         // Compacted logs of topics that are gone or no longer compact: left

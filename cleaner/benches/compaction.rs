@@ -303,8 +303,15 @@ fn verify(log: &CompactedLog, built: &Built) {
 /// `bench-clean`, printing progress. Returns (wall time, stats).
 fn clean(logs: &Arc<CompactedLogs>, data_dir: &Path, label: &str) -> (Duration, RunStats) {
     let config = CleanerConfig::default();
-    let cleaner =
-        LogCleaner::new(Arc::clone(logs), data_dir.to_path_buf(), config.clone()).unwrap();
+    // Compacted logs filled directly: no CommitLog to make durable.
+    let no_commit_log = Arc::new(|| Ok::<(), tidelog_storage::StoreError>(()));
+    let cleaner = LogCleaner::new(
+        Arc::clone(logs),
+        data_dir.to_path_buf(),
+        config.clone(),
+        no_commit_log,
+    )
+    .unwrap();
     let mut map = OffsetMap::new(
         config.dedupe_buffer_bytes / config.threads,
         config.load_factor,
@@ -732,10 +739,15 @@ fn main() {
             ..topic_config(&plan)
         },
     );
-    let cleaner =
-        LogCleaner::new(Arc::clone(&logs_p), dir_p.clone(), CleanerConfig::default()).unwrap();
-    cleaner.start().unwrap();
     let store = Store::open_with_sinks(store_config(&dir_p, &plan), vec![logs_p.sink()]).unwrap();
+    let cleaner = LogCleaner::new(
+        Arc::clone(&logs_p),
+        dir_p.clone(),
+        CleanerConfig::default(),
+        Arc::clone(store.commit_log()),
+    )
+    .unwrap();
+    cleaner.start().unwrap();
     let keys = 100_000;
     let never = AtomicBool::new(false);
     let bg_dir = part_c.clone();

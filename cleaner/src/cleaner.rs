@@ -9,8 +9,9 @@
 //! One pass over a log:
 //! 1. Dirty range `[first_dirty, first_uncleanable)`: `first_dirty` from the
 //!    cleaner-offset checkpoint (reset to the log start if out of range);
-//!    `first_uncleanable` is the active segment's base or the first segment
-//!    with a record newer than `min.compaction.lag.ms`, whichever is lower.
+//!    `first_uncleanable` is the lowest of the active segment's base, the
+//!    first segment with a record newer than `min.compaction.lag.ms`, and
+//!    the end of the copies known durable (below).
 //! 2. Build key fingerprint → newest offset over the dirty range, in the
 //!    thread's share of `dedupe_buffer_bytes`. If the map fills, the pass
 //!    covers only what it mapped (a partial pass); the next pass continues.
@@ -31,6 +32,19 @@
 //!   and renames the swap file to `<base>.log`;
 //! - swap in memory, delete the old files, rename `.swap` → `<base>.log`,
 //!   fsync dir → crash anywhere here is finished the same way.
+//!
+//! Durable copies only. The dispatcher copies a record into its compacted
+//! log as soon as the record is in the CommitLog's page cache, before the
+//! CommitLog is flushed (always under `flush: async`, and under `sync` until
+//! the group commit returns). After a power loss recovery drops the copies
+//! whose CommitLog bytes were lost (`CompactedLog::truncate_from_physical`).
+//! A pass that let such a copy supersede an older, durable record of its key
+//! would lose the key: the older record cleaned away, the newer one dropped.
+//! So a pass first notes the log's end, then makes the CommitLog durable
+//! ([`CopySource::make_durable`]), and bounds `first_uncleanable` by the
+//! noted end: every copy below it was dispatched from CommitLog bytes
+//! written before that flush, so only durable copies are mapped, supersede
+//! older records, or are rewritten.
 //!
 //! So a crash leaves either the old segments or the new one, never both
 //! (which would duplicate keys) and never neither (which would lose them).
@@ -60,7 +74,33 @@ use crate::error::{CleanerError, Result};
 use crate::fault::{self, FaultPoint, Faults};
 use crate::offset_map::{OffsetMap, PutOutcome, DEFAULT_LOAD_FACTOR};
 use crate::throttle::Throttle;
+use tidelog_storage::commit_log::CommitLog;
 use tidelog_storage::fs_util::{self, offset_file_name};
+use tidelog_storage::StoreError;
+
+/// Where the compacted logs' copies come from: the CommitLog. A pass makes
+/// it durable before it trusts any copy (module doc, "Durable copies only").
+pub trait CopySource: Send + Sync {
+    /// Make every CommitLog byte written so far durable.
+    fn make_durable(&self) -> std::result::Result<(), StoreError>;
+}
+
+impl CopySource for CommitLog {
+    fn make_durable(&self) -> std::result::Result<(), StoreError> {
+        self.flush_all()
+    }
+}
+
+/// A closure, for a cleaner whose compacted logs are fed without a
+/// CommitLog (tests, tools).
+impl<F> CopySource for F
+where
+    F: Fn() -> std::result::Result<(), StoreError> + Send + Sync,
+{
+    fn make_durable(&self) -> std::result::Result<(), StoreError> {
+        self()
+    }
+}
 
 /// `cleaner:` settings of broker.yaml (Kafka's defaults).
 #[derive(Clone, Debug)]
@@ -169,6 +209,7 @@ pub struct CleanerMetricsSnapshot {
 
 struct Shared {
     logs: Arc<CompactedLogs>,
+    source: Arc<dyn CopySource>,
     config: CleanerConfig,
     data_dir: PathBuf,
     checkpoint: Mutex<CleanerCheckpoint>,
@@ -200,12 +241,13 @@ pub struct LogCleaner {
 
 impl LogCleaner {
     /// Load the cleaner checkpoint (a corrupt one reads as empty: every log
-    /// is cleaned again, which is always safe). Threads start with
-    /// [`LogCleaner::start`].
-    pub fn new(
+    /// is cleaned again, which is always safe). `source` is the CommitLog
+    /// the logs' copies come from. Threads start with [`LogCleaner::start`].
+    pub fn new<S: CopySource + 'static>(
         logs: Arc<CompactedLogs>,
         data_dir: PathBuf,
         config: CleanerConfig,
+        source: Arc<S>,
     ) -> Result<LogCleaner> {
         if config.threads == 0 {
             return Err(CleanerError::InvalidConfig {
@@ -219,6 +261,7 @@ impl LogCleaner {
             shared: Arc::new(Shared {
                 throttle: Throttle::new(config.io_max_bytes_per_second),
                 logs,
+                source,
                 config,
                 data_dir,
                 checkpoint: Mutex::new(checkpoint),
@@ -883,6 +926,19 @@ impl Shared {
             }
             None => info,
         };
+        // Durable copies only (module doc): note the end, then flush.
+        let durable_end = log.next_offset();
+        self.source
+            .make_durable()
+            .map_err(|source| CleanerError::Store {
+                path: self.data_dir.join(tidelog_storage::store::COMMITLOG_DIR),
+                source,
+            })?;
+        let bounded = Cleanable {
+            first_uncleanable: info.first_uncleanable.min(durable_end),
+            ..info.clone()
+        };
+        let info = &bounded;
         let mut stats = RunStats {
             first_dirty: info.first_dirty,
             end_offset: info.first_dirty,

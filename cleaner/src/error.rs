@@ -32,7 +32,9 @@ pub enum CleanerError {
         reason: String,
     },
 
-    /// The storage layer failed to write a file for us (atomic replace).
+    /// The storage layer failed to write a file for us (atomic replace), or
+    /// to flush the CommitLog before a pass (which then cleans nothing: it
+    /// cannot tell which copies would survive a power loss).
     #[error("could not write {path}: {source}")]
     Store {
         path: PathBuf,

@@ -7,7 +7,8 @@
 //! filthiest log whose dirty ratio exceeds `min.cleanable.dirty.ratio`; its
 //! dirty range runs from the offset in the [`checkpoint`] to the first
 //! uncleanable segment (the active one, or one younger than
-//! `min.compaction.lag.ms`). It scans that range into an [`offset_map`] of
+//! `min.compaction.lag.ms`), and never past the copies whose CommitLog
+//! bytes it has made durable (see [`cleaner`]). It scans that range into an [`offset_map`] of
 //! key fingerprint → newest offset, bounded by its share of
 //! `dedupe_buffer_bytes`; when the map fills, the pass ends early and the
 //! rest waits for the next pass. It then rewrites segments, in groups up to
@@ -34,7 +35,7 @@ pub mod offset_map;
 pub mod throttle;
 
 pub use checkpoint::CleanerCheckpoint;
-pub use cleaner::{CleanerConfig, LogCleaner, PartitionStatus, RunStats};
+pub use cleaner::{CleanerConfig, CopySource, LogCleaner, PartitionStatus, RunStats};
 pub use compacted::{CompactTopicConfig, CompactedLog, CompactedLogs, CompactedRecord};
 pub use error::{CleanerError, Result};
 pub use offset_map::{OffsetMap, PutOutcome};

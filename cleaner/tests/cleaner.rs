@@ -48,13 +48,25 @@ fn harness_in(
     )
 }
 
+/// The compacted logs here are filled directly: there is no CommitLog for
+/// a pass to make durable.
+fn no_commit_log() -> Arc<impl tidelog_cleaner::CopySource> {
+    Arc::new(|| Ok::<(), tidelog_storage::StoreError>(()))
+}
+
 fn harness_with(dir: tempfile::TempDir, clock: Arc<AtomicI64>, config: CleanerConfig) -> Harness {
     let c = Arc::clone(&clock);
     let logs =
         CompactedLogs::open_with_clock(dir.path(), Arc::new(move || c.load(Ordering::SeqCst)))
             .unwrap();
     logs.set_topic("t", topic_config());
-    let cleaner = LogCleaner::new(Arc::clone(&logs), dir.path().to_path_buf(), config).unwrap();
+    let cleaner = LogCleaner::new(
+        Arc::clone(&logs),
+        dir.path().to_path_buf(),
+        config,
+        no_commit_log(),
+    )
+    .unwrap();
     Harness {
         dir,
         clock,
@@ -774,6 +786,7 @@ fn a_checkpoint_past_the_log_end_is_lowered_at_start() {
         Arc::clone(&h.logs),
         h.dir.path().to_path_buf(),
         CleanerConfig::default(),
+        no_commit_log(),
     )
     .unwrap();
     let status = cleaner.status("t");

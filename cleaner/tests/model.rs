@@ -254,6 +254,7 @@ impl World {
                 faults: Some(Arc::clone(&self.faults)),
                 ..CleanerConfig::default()
             },
+            Arc::clone(store.commit_log()),
         )
         .unwrap();
         self.store = Some(store);

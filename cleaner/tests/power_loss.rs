@@ -28,7 +28,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -96,9 +96,6 @@ struct Shared {
     attempts: Mutex<HashMap<String, Attempt>>,
     acked: Mutex<Vec<Acked>>,
     stop: AtomicBool,
-    /// Appends hold it shared; a cleaner pass that must see only durable
-    /// copies holds it exclusively (see [`Variant`]).
-    gate: RwLock<()>,
     coverage: Coverage,
 }
 
@@ -221,12 +218,9 @@ fn writer(store: &Store, shared: &Shared, id_prefix: String, mut rng: Rng) {
             shared.attempts.lock().unwrap().insert(id.clone(), attempt);
             ids.push(id);
         }
-        let appended = {
-            let _gate = shared.gate.read().unwrap();
-            store
-                .append(&batch)
-                .unwrap_or_else(|e| panic!("append failed: {e}"))
-        };
+        let appended = store
+            .append(&batch)
+            .unwrap_or_else(|e| panic!("append failed: {e}"));
         let mut acked = shared.acked.lock().unwrap();
         for ((id, r), a) in ids.into_iter().zip(&batch).zip(appended) {
             acked.push(Acked {
@@ -476,7 +470,6 @@ fn era(
     shared: &Arc<Shared>,
     era_id: &str,
     context: &str,
-    variant: Variant,
 ) -> String {
     let image = image::install(dir).unwrap();
     let (logs, store) =
@@ -498,6 +491,7 @@ fn era(
             dedupe_buffer_bytes: 1 << 20,
             ..CleanerConfig::default()
         },
+        Arc::clone(store.commit_log()),
     )
     .unwrap();
     shared.stop.store(false, Ordering::SeqCst);
@@ -514,12 +508,6 @@ fn era(
         s.spawn(|| {
             let mut map = OffsetMap::new(1 << 20, 0.75).unwrap();
             while !shared.stop.load(Ordering::Relaxed) {
-                let _gate = (!variant.cleaner_sees_unflushed).then(|| {
-                    let gate = shared.gate.write().unwrap();
-                    store.commit_log().flush_all().unwrap();
-                    assert!(store.wait_dispatched(Duration::from_secs(30)));
-                    gate
-                });
                 let cleaned = cleaner
                     .clean_once(&mut map)
                     .unwrap_or_else(|e| panic!("cleaner pass failed: {e}"));
@@ -551,17 +539,19 @@ fn era(
         // durable, and so is every record acknowledged before it.
         let flushed = store.commit_log().flushed();
         let acked_before = shared.acked.lock().unwrap().len();
+        // Half the tears follow the order the log writes its files in (the
+        // tail page of the first file of a directory with unsynced bytes);
+        // the others tear any file with unsynced bytes, as a kernel's
+        // write-back may reach a later file (the next CommitLog segment)
+        // before an earlier one's tail.
         let tear = rng.chance(2).then(|| Tear {
             file_pick: rng.next(),
             prefix_pick: rng.next(),
-            out_of_order: variant.out_of_order,
-            spare: variant.spare,
+            out_of_order: rng.chance(2),
+            spare: &[],
         });
         let torn = image.snapshot(next, tear).unwrap();
         shared.stop.store(true, Ordering::SeqCst);
-        if !variant.item_7_fixed {
-            start_recovery_at_flushed(next);
-        }
         (flushed, acked_before, torn)
     });
     store.close_uncleanly();
@@ -595,7 +585,7 @@ fn era(
     torn.unwrap_or_else(|| "no tear".into())
 }
 
-fn round(seed: u64, root: &Path, variant: Variant, coverage: &Coverage) {
+fn round(seed: u64, root: &Path, coverage: &Coverage) {
     let mut rng = Rng(seed);
     let flush = if rng.chance(2) {
         FlushMode::Sync
@@ -620,7 +610,6 @@ fn round(seed: u64, root: &Path, variant: Variant, coverage: &Coverage) {
             &shared,
             &format!("e{e}"),
             &context,
-            variant,
         );
         opening = format!("opening after power loss {} ({torn})", e + 1);
         std::fs::remove_dir_all(&dir).unwrap();
@@ -671,43 +660,7 @@ fn scratch() -> tempfile::TempDir {
     tempfile::tempdir().unwrap()
 }
 
-/// Which tears a run makes (see [`Tear`]), and whether it relies on issue
-/// 13 item 7.
-#[derive(Clone, Copy)]
-struct Variant {
-    out_of_order: bool,
-    spare: &'static [&'static str],
-    item_7_fixed: bool,
-    /// Known failure, not an item of issue 13: the cleaner compacts with
-    /// copies whose CommitLog bytes are not durable yet. A power loss then
-    /// loses the newer copy (recovery drops compacted copies past the
-    /// CommitLog's valid end) after the cleaner has already removed the
-    /// older, durable record of the same key: the key is gone from the
-    /// compacted log while the CommitLog still holds it. When false, each
-    /// cleaner pass runs with appends held off and the CommitLog flushed
-    /// and dispatched, so it sees durable copies only; crashes still land
-    /// anywhere in a pass.
-    cleaner_sees_unflushed: bool,
-}
-
-/// Known failure until issue 13 item 7: recovery starts at the checkpoint's
-/// `dispatched`, which can be ahead of its `commitlog_flushed`, so after a
-/// power loss the indexes point at CommitLog bytes that never reached the
-/// disk. Until the fix is merged, the image's checkpoint is made to start
-/// where the fix will (`min(dispatched, flushed)`; recovery then drops the
-/// index entries past it and dispatches again, as the fix does), so the rest
-/// of the checks keep running; `power_loss_before_item_7` runs without it.
-fn start_recovery_at_flushed(dir: &Path) {
-    use tidelog_storage::checkpoint::Checkpoint;
-    if let Some(mut cp) = Checkpoint::load(dir).unwrap() {
-        if cp.dispatched > cp.commitlog_flushed {
-            cp.dispatched = cp.commitlog_flushed;
-            cp.store(dir).unwrap();
-        }
-    }
-}
-
-fn run(variant: Variant) {
+fn run() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter("warn")
         .with_test_writer()
@@ -728,7 +681,7 @@ fn run(variant: Variant) {
         // Round 0 uses the printed seed itself, so one round reruns alone.
         let round_seed = if r == 0 { seed } else { rng.next() };
         let root = scratch();
-        round(round_seed, root.path(), variant, &coverage);
+        round(round_seed, root.path(), &coverage);
     }
     eprintln!("power-loss test exercised: {coverage:?}");
     if rounds >= DEFAULT_ROUNDS {
@@ -753,74 +706,195 @@ fn run(variant: Variant) {
     }
 }
 
-/// Tears follow the order the log writes its files in (the tail page of
-/// the first file of a directory with unsynced bytes). ConsumeQueue files
-/// are not torn until issue 13 item 8 is merged (the ignored test below).
 #[test]
 fn acknowledged_records_survive_power_loss() {
-    run(Variant {
-        out_of_order: false,
-        spare: &["consumequeue"],
-        item_7_fixed: false,
-        cleaner_sees_unflushed: false,
-    });
+    run();
 }
 
-/// Known failure, issue 13 item 7 (see [`start_recovery_at_flushed`]):
-/// "corruption … no entry at …" on a fetch, or a compact topic's record
-/// missing from its compacted log. Enable with item 7 and make it the
-/// default (`item_7_fixed: true` above).
+/// A cleaner pass trusts only copies whose CommitLog bytes are durable.
+/// The dispatcher copies a record into the compacted log before the
+/// CommitLog is flushed; if a pass let that copy supersede the older,
+/// durable record of its key, a power loss would drop the copy (recovery
+/// cuts compacted copies past the CommitLog's valid end) after the older
+/// record was cleaned away, and the key would be gone from the compacted
+/// log while the CommitLog still serves it.
 #[test]
-#[ignore = "known failure until issue 13 item 7: recovery starts past unflushed bytes"]
-fn power_loss_before_item_7() {
-    run(Variant {
-        out_of_order: false,
-        spare: &["consumequeue"],
-        item_7_fixed: true,
-        cleaner_sees_unflushed: false,
-    });
+fn cleaning_supersedes_only_with_durable_copies() {
+    let root = scratch();
+    let dir = root.path().join("live");
+    std::fs::create_dir(&dir).unwrap();
+    let image = image::install(&dir).unwrap();
+    let logs = CompactedLogs::open(&dir).unwrap();
+    logs.set_topic(COMPACT_TOPIC, compact_config());
+    let mut config = store_config(&dir, FlushMode::Async);
+    // No periodic flush: only what this test (or the cleaner) flushes is
+    // durable.
+    config.flush_interval_ms = 3_600_000;
+    let store = Store::open_with_sinks(config, vec![logs.sink()]).unwrap();
+    let append = |value: &str| {
+        store
+            .append(&[AppendRecord {
+                topic: Arc::from(COMPACT_TOPIC),
+                partition: 0,
+                key: Some(Bytes::from_static(b"k")),
+                value: Some(Bytes::from(value.to_string())),
+                headers: Vec::new(),
+                timestamp_ms: Some(1_700_000_000_000),
+            }])
+            .unwrap();
+    };
+    append("old");
+    // Durable, and past the checkpoint: recovery will not copy it again.
+    assert!(store.wait_dispatched(Duration::from_secs(30)));
+    store.checkpoint().unwrap();
+    append("new");
+    assert!(store.wait_dispatched(Duration::from_secs(30)));
+    let cleaner = LogCleaner::new(
+        Arc::clone(&logs),
+        dir.clone(),
+        CleanerConfig::default(),
+        Arc::clone(store.commit_log()),
+    )
+    .unwrap();
+    // Roll, so both copies are cleanable, and clean.
+    cleaner.request(COMPACT_TOPIC, true).unwrap();
+    let mut map = OffsetMap::new(1 << 20, 0.75).unwrap();
+    let (_, _, stats) = cleaner.clean_once(&mut map).unwrap().unwrap();
+    assert_eq!(stats.records_removed, 1, "{stats:?}");
+    let crashed = root.path().join("crashed");
+    image.snapshot(&crashed, None).unwrap();
+    drop(cleaner);
+    store.close_uncleanly();
+    drop(logs);
+    drop(image);
+
+    let (logs, store) = open(&crashed, FlushMode::Async).unwrap();
+    let served = store.read(COMPACT_TOPIC, 0, 0, 10, usize::MAX).unwrap();
+    let latest = served.records.last().and_then(|r| r.value());
+    assert!(latest.is_some(), "the CommitLog lost the durable record");
+    let compacted: Vec<_> = logs
+        .log(COMPACT_TOPIC, 0)
+        .map(|l| l.read(0, usize::MAX, usize::MAX).unwrap())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|r| r.value())
+        .collect();
+    // Recovery may copy the older record again (its replay), but the
+    // newest copy must be the record the CommitLog serves last.
+    assert_eq!(
+        compacted.last(),
+        Some(&latest),
+        "the compacted log lost the key: it holds {compacted:?}"
+    );
+    store.close_uncleanly();
 }
 
-/// Known failure, issue 13 item 8: a torn ConsumeQueue unit stops start-up
-/// ("unit has zero size but other fields set"), although the queue can be
-/// rebuilt from the CommitLog. Enable (and drop `spare` above) with item 8.
+/// Queue units that recovery drops stay dropped through the next power
+/// loss. The queue's flushes start at its end, so units zeroed in the page
+/// cache only would come back from the disk, pointing at CommitLog
+/// positions that later records reuse.
 #[test]
-#[ignore = "known failure until issue 13 item 8: a torn ConsumeQueue unit stops start-up"]
-fn power_loss_with_torn_consume_queue_units() {
-    run(Variant {
-        out_of_order: false,
-        spare: &[],
-        item_7_fixed: false,
-        cleaner_sees_unflushed: false,
-    });
+fn queue_units_dropped_by_recovery_stay_dropped() {
+    let root = scratch();
+    let dir = root.path().join("live");
+    std::fs::create_dir(&dir).unwrap();
+    let append = |store: &Store, partition: u32, n: usize| -> Vec<u64> {
+        (0..n)
+            .map(|i| {
+                store
+                    .append(&[AppendRecord {
+                        topic: Arc::from(DELETE_TOPIC),
+                        partition,
+                        key: None,
+                        value: Some(Bytes::from(format!("p{partition}-{i}"))),
+                        headers: Vec::new(),
+                        timestamp_ms: Some(1_700_000_000_000),
+                    }])
+                    .unwrap()[0]
+                    .physical_offset
+                    .0
+            })
+            .collect()
+    };
+    let store = Store::open(store_config(&dir, FlushMode::Async)).unwrap();
+    let positions = append(&store, 0, 10);
+    store.shutdown().unwrap();
+    // A power loss kept the queue's units 5..10 but lost their records:
+    // the log past record 5 is zeros and the checkpoint stops there.
+    let kept_end = positions[5];
+    let segment = dir
+        .join("commitlog")
+        .join(tidelog_storage::fs_util::offset_file_name(0));
+    let mut log = std::fs::read(&segment).unwrap();
+    log[kept_end as usize..].fill(0);
+    std::fs::write(&segment, &log).unwrap();
+    tidelog_storage::checkpoint::Checkpoint {
+        commitlog_flushed: kept_end,
+        dispatched: kept_end,
+        written_at_ms: 1,
+    }
+    .store(&dir)
+    .unwrap();
+
+    // Recovery drops units 5..10; the log then reuses their positions for
+    // another partition's records, all made durable.
+    let image = image::install(&dir).unwrap();
+    let store = Store::open(store_config(&dir, FlushMode::Async)).unwrap();
+    assert_eq!(store.offsets(DELETE_TOPIC, 0), (0, 5));
+    append(&store, 1, 10);
+    assert!(store.wait_dispatched(Duration::from_secs(30)));
+    store.checkpoint().unwrap();
+    let crashed = root.path().join("crashed");
+    image.snapshot(&crashed, None).unwrap();
+    store.close_uncleanly();
+    drop(image);
+
+    let store = Store::open(store_config(&crashed, FlushMode::Async)).unwrap();
+    assert_eq!(store.offsets(DELETE_TOPIC, 0), (0, 5));
+    let values: Vec<_> = store
+        .read(DELETE_TOPIC, 0, 0, 100, usize::MAX)
+        .unwrap()
+        .records
+        .iter()
+        .map(|r| r.value().unwrap())
+        .collect();
+    let want: Vec<_> = (0..5).map(|i| Bytes::from(format!("p0-{i}"))).collect();
+    assert_eq!(values, want);
+    store.close_uncleanly();
 }
 
-/// Known failure, not an item of issue 13: when write-back reaches the
-/// next CommitLog segment before the unsynced tail of the previous one,
-/// strict recovery sees a valid entry after zeros and refuses to open
-/// ("corruption in the middle of the log"), although every byte involved
-/// was unacknowledged and unsynced. See docs/recovery.md.
+/// A new queue file is durable at its full size from the moment its name
+/// is: a power loss cannot leave it short (a tear over a durable empty file
+/// was a 46-byte queue file that stopped start-up).
 #[test]
-#[ignore = "known failure: strict recovery refuses out-of-order write-back of unsynced bytes"]
-fn power_loss_with_out_of_order_write_back() {
-    run(Variant {
-        out_of_order: true,
-        spare: &["consumequeue"],
-        item_7_fixed: false,
-        cleaner_sees_unflushed: false,
-    });
-}
-
-/// Known failure, not an item of issue 13 (see
-/// [`Variant::cleaner_sees_unflushed`]): "the CommitLog serves … at …, the
-/// compacted log neither has it nor a newer record of its key".
-#[test]
-#[ignore = "known failure: the cleaner compacts with copies whose CommitLog bytes are not durable"]
-fn power_loss_with_cleaner_using_unflushed_copies() {
-    run(Variant {
-        out_of_order: false,
-        spare: &["consumequeue"],
-        item_7_fixed: false,
-        cleaner_sees_unflushed: true,
-    });
+fn a_new_queue_file_is_durable_at_its_size() {
+    let root = scratch();
+    let dir = root.path().join("live");
+    std::fs::create_dir(&dir).unwrap();
+    let image = image::install(&dir).unwrap();
+    let mut config = store_config(&dir, FlushMode::Async);
+    config.flush_interval_ms = 3_600_000;
+    let units = config.consume_queue_units_per_file;
+    let store = Store::open(config).unwrap();
+    store
+        .append(&[AppendRecord {
+            topic: Arc::from(DELETE_TOPIC),
+            partition: 0,
+            key: None,
+            value: Some(Bytes::from_static(b"v")),
+            headers: Vec::new(),
+            timestamp_ms: Some(1_700_000_000_000),
+        }])
+        .unwrap();
+    assert!(store.wait_dispatched(Duration::from_secs(30)));
+    let crashed = root.path().join("crashed");
+    image.snapshot(&crashed, None).unwrap();
+    store.close_uncleanly();
+    let queue = crashed
+        .join("consumequeue")
+        .join(DELETE_TOPIC)
+        .join("0")
+        .join(tidelog_storage::fs_util::offset_file_name(0));
+    let unit_len = tidelog_storage::consume_queue::format::UNIT_LEN as u64;
+    assert_eq!(std::fs::metadata(&queue).unwrap().len(), units * unit_len);
 }

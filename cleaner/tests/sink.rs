@@ -342,6 +342,7 @@ fn a_replay_below_the_cleaner_checkpoint_is_cleaned_again_and_no_deleted_key_com
             Arc::clone(&logs),
             dir.path().to_path_buf(),
             CleanerConfig::default(),
+            Arc::clone(store.commit_log()),
         )
         .unwrap();
         (logs, store, cleaner)

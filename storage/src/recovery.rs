@@ -12,9 +12,20 @@
 //! it (a torn tail): the rest is zeroed so stale bytes can never be read
 //! back, and segments after it are removed. An entry is the unit: the
 //! records of one append to one partition survive whole or not at all. If
-//! valid entries do follow, the damage is
-//! in the middle of the log; `RecoveryMode::Strict` refuses to open and
-//! names the segment and position, `TruncateAtCorruption` cuts the log there.
+//! valid entries do follow, it depends on where:
+//! - at or past the checkpoint's `commitlog_flushed`, it is an unsynced
+//!   tail that write-back reached out of order (a later page, or the next
+//!   segment, on disk before the page at the invalid entry). Flushes are
+//!   prefix-ordered (one at a time, from the flushed position up, segment
+//!   by segment), so bytes that a power loss left invalid were never
+//!   covered by a completed flush, and neither was anything after them:
+//!   nothing past them was acknowledged under `flush: sync`, or was inside
+//!   the last completed flush under `async`. The log is cut there like a
+//!   torn tail, logged at error with what is dropped;
+//! - below it, those bytes had been made durable: the damage is in the
+//!   middle of the log, not a power loss. `RecoveryMode::Strict` refuses to
+//!   open and names the segment and position, `TruncateAtCorruption` cuts
+//!   the log there.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -86,11 +97,14 @@ pub(crate) fn segment_base_at(segments: &[Arc<Segment>], pos: u64) -> u64 {
 }
 
 /// Scan from `start` (an entry boundary from the checkpoint) to the valid
-/// end, then make the end durable.
+/// end, then make the end durable. `synced_below` is the checkpoint's
+/// `commitlog_flushed` (`None` without a checkpoint: then any invalid entry
+/// followed by valid data is middle corruption).
 pub(crate) fn recover_log(
     dir: &Path,
     mut segments: Vec<Arc<Segment>>,
     start: u64,
+    synced_below: Option<u64>,
     mode: RecoveryMode,
     clean_shutdown: bool,
     on_record: &mut dyn FnMut(&StoredRecord) -> Result<()>,
@@ -168,7 +182,19 @@ pub(crate) fn recover_log(
     let mut truncated = 0;
     let clean_end = clean_shutdown && end == scanned_from;
     if let Some((seg, why)) = bad.filter(|(_, why)| !(clean_end && why.starts_with("no record"))) {
-        if let Some(evidence) = valid_data_after(&segments, &seg, end) {
+        let evidence = valid_data_after(&segments, &seg, end);
+        if let Some(evidence) = evidence.filter(|_| synced_below.is_some_and(|s| end >= s)) {
+            tracing::error!(
+                segment = %seg.path().display(),
+                position = end - seg.base(),
+                %why,
+                valid_entry_at = evidence,
+                dropped_bytes = log_end - end,
+                "invalid entry past the last checkpoint's flushed position with valid data after it: \
+                 write-back of unsynced bytes out of order before a power loss; cutting the log here \
+                 and dropping everything after it (never acknowledged under flush: sync)"
+            );
+        } else if let Some(evidence) = evidence {
             let msg = format!(
                 "invalid entry ({why}) with valid data after it at {evidence}: this is corruption in the middle of the log, not a torn tail"
             );

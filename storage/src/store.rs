@@ -164,6 +164,8 @@ impl Store {
         let clean = !aborted && checkpoint.is_some();
         std::fs::write(&abort_path, b"").at(&abort_path)?;
         fs_util::fsync_dir(&dir)?;
+        // Past this, no durable byte is known to the checkpoint (recovery).
+        let synced_below = checkpoint.as_ref().map(|c| c.commitlog_flushed);
         let checkpoint = checkpoint.unwrap_or_default();
 
         // Indexes and sinks first: recovery feeds them while it verifies.
@@ -225,6 +227,7 @@ impl Store {
             &cl_dir,
             segments,
             start,
+            synced_below,
             config.recovery_mode,
             clean,
             &mut |record| {

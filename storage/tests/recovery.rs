@@ -13,6 +13,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::*;
+use tidelog_storage::checkpoint::Checkpoint;
 use tidelog_storage::{RecoveryMode, Store, StoreConfig, StoreError};
 
 /// No periodic checkpoint: recovery scans the whole log, so damage
@@ -62,6 +63,23 @@ fn values(store: &Store) -> Vec<String> {
 
 fn first_segment(dir: &Path) -> std::path::PathBuf {
     segment_files(dir).into_iter().next().unwrap()
+}
+
+/// A checkpoint that says the whole log (up to its files' end) was flushed,
+/// and nothing indexed: recovery scans everything, and damage anywhere is
+/// in bytes that had been made durable, so not a power loss.
+fn everything_synced(dir: &Path) {
+    let end = segment_files(dir)
+        .iter()
+        .map(|s| std::fs::metadata(s).unwrap().len())
+        .sum();
+    Checkpoint {
+        commitlog_flushed: end,
+        dispatched: 0,
+        written_at_ms: 1,
+    }
+    .store(dir)
+    .unwrap();
 }
 
 fn reopen_and_expect(dir: &Path, n: usize) -> Store {
@@ -233,6 +251,7 @@ fn stale_bytes_of_a_longer_record_never_come_back() {
 fn corruption_in_the_middle_refuses_to_open() {
     let dir = tempfile::tempdir().unwrap();
     let recs = write_and_crash(dir.path(), 10);
+    everything_synced(dir.path());
     let seg = first_segment(dir.path());
     let (pos, _) = recs[3];
     let b = peek(&seg, pos + 30, 1)[0];
@@ -269,6 +288,7 @@ fn corruption_in_an_earlier_segment_refuses_to_open() {
         store.append(&[record("t", 0, None, Some(&v))]).unwrap();
     }
     store.close_uncleanly();
+    everything_synced(dir.path());
     let segs = segment_files(dir.path());
     assert!(segs.len() >= 3);
     poke(&segs[0], 1000, b"\xde\xad\xbe\xef");
@@ -277,6 +297,62 @@ fn corruption_in_an_earlier_segment_refuses_to_open() {
         err.to_string().contains(&segs[0].display().to_string()),
         "{err}"
     );
+}
+
+#[test]
+fn an_unsynced_page_lost_before_later_ones_is_an_unsynced_tail() {
+    // Past the checkpoint's flushed position (0 here: the one written at
+    // open), write-back reached record 3's page after the power went and
+    // later ones before: zeros, then valid entries. Nothing there was
+    // flushed, so nothing there was promised: strict recovery cuts the log
+    // at the zeros, and says so at error.
+    let dir = tempfile::tempdir().unwrap();
+    let recs = write_and_crash(dir.path(), 10);
+    let seg = first_segment(dir.path());
+    let (pos, size) = recs[3];
+    poke(&seg, pos, &vec![0u8; size as usize]);
+    let (store, log) = logged(|| reopen_and_expect(dir.path(), 3));
+    assert!(
+        log.contains("write-back of unsynced bytes out of order"),
+        "{log}"
+    );
+    assert_eq!(peek(&seg, recs[9].0, 4), vec![0u8; 4], "dropped for good");
+    drop(store);
+    // Without a checkpoint nothing is known unsynced: strict refuses.
+    let dir = tempfile::tempdir().unwrap();
+    let recs = write_and_crash(dir.path(), 10);
+    std::fs::remove_file(dir.path().join("checkpoint")).unwrap();
+    let seg = first_segment(dir.path());
+    let (pos, size) = recs[3];
+    poke(&seg, pos, &vec![0u8; size as usize]);
+    let err = Store::open(cfg(dir.path())).err().expect("must refuse");
+    assert!(err.to_string().contains("middle"), "{err}");
+}
+
+#[test]
+fn the_next_segment_on_disk_before_the_unsynced_tail_is_an_unsynced_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(cfg(dir.path())).unwrap();
+    let v = "m".repeat(2000);
+    for _ in 0..100 {
+        store.append(&[record("t", 0, None, Some(&v))]).unwrap();
+    }
+    assert!(store.wait_dispatched(Duration::from_secs(5)));
+    store.close_uncleanly();
+    let segs = segment_files(dir.path());
+    assert!(segs.len() >= 3);
+    // The first segment's last page never reached the disk.
+    let len = std::fs::metadata(&segs[0]).unwrap().len();
+    poke(&segs[0], len - 4096, &[0u8; 4096]);
+    let (store, log) = logged(|| Store::open(cfg(dir.path())).unwrap());
+    assert!(
+        log.contains("write-back of unsynced bytes out of order"),
+        "{log}"
+    );
+    let kept = values(&store).len();
+    assert!(kept > 0 && kept < 100, "{kept}");
+    assert_eq!(store.offsets("t", 0), (0, kept as u64));
+    assert_eq!(segment_files(dir.path()).len(), 1);
 }
 
 #[test]

@@ -38,6 +38,9 @@ use crate::error::{IoContext, Result, StoreError};
 use crate::fs_util;
 use crate::types::{validate_topic_name, TopicPartition};
 
+/// A queue file being created ([`QueueFile::create`]).
+const TMP_SUFFIX: &str = ".creating";
+
 /// Bytes read per system call when a queue file is scanned at open (about
 /// 64 KiB, whole units).
 const SCAN_CHUNK: u64 = UNIT_LEN as u64 * 3277;
@@ -50,28 +53,76 @@ struct QueueFile {
 }
 
 impl QueueFile {
-    fn create_or_open(path: PathBuf, first_unit: u64, units: u64) -> Result<QueueFile> {
+    /// A new, empty queue file of `units` units, made durable as the other
+    /// files of the store are: sized (sparse) under a temporary name,
+    /// fsynced, renamed into place, its directory fsynced. So a power loss
+    /// never leaves a queue file of the wrong size under its name, only a
+    /// leftover temporary file, which [`ConsumeQueue::load`] removes.
+    fn create(dir: &Path, first_unit: u64, units: u64) -> Result<QueueFile> {
+        let path = dir.join(fs_util::offset_file_name(first_unit * UNIT_LEN as u64));
+        let tmp = dir.join(format!(
+            "{}{TMP_SUFFIX}",
+            fs_util::offset_file_name(first_unit * UNIT_LEN as u64)
+        ));
+        let build = || -> Result<QueueFile> {
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&tmp)
+                .at(&tmp)?;
+            file.set_len(units * UNIT_LEN as u64).at(&tmp)?;
+            crate::durability::sync_all(&file, &tmp).at(&tmp)?;
+            std::fs::rename(&tmp, &path).at(&path)?;
+            fs_util::fsync_dir(dir)?;
+            Self::map(file, path.clone(), first_unit, units)
+        };
+        build().inspect_err(|_| {
+            let _ = std::fs::remove_file(&tmp);
+        })
+    }
+
+    /// An existing queue file. One of the wrong size is corruption (or a
+    /// changed `consume_queue_units_per_file`), except a queue's `last`
+    /// file when it is shorter: a power loss can leave that (a file of an
+    /// older tidelog, created without its size made durable, then torn), so
+    /// it is extended to its size and its tail left to recovery, which drops
+    /// the invalid units and dispatches them again from the CommitLog. (A
+    /// queue of one file whose setting grew is extended the same way, which
+    /// keeps its units; with more files the names no longer fit the setting
+    /// and `load` refuses them.) An empty file reads as one that was never
+    /// written.
+    fn open(path: PathBuf, first_unit: u64, units: u64, last: bool) -> Result<QueueFile> {
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
-            .create(true)
-            .truncate(false)
             .open(&path)
             .at(&path)?;
         let want = units * UNIT_LEN as u64;
         let len = file.metadata().at(&path)?.len();
         if len != want {
-            if len != 0 {
+            if len != 0 && !(last && len < want) {
                 return Err(StoreError::corruption(
                     &path,
                     0,
                     format!("queue file is {len} bytes, expected {want} (consume_queue_units_per_file changed?)"),
                 ));
             }
+            if len != 0 {
+                tracing::warn!(path = %path.display(), len, expected = want, "the last queue file is short (torn by a power loss, or consume_queue_units_per_file grew); extending it and rebuilding its tail from the commit log");
+            }
+            // Durable with the first msync of its units (msync writes the
+            // file's size with them); until then a power loss leaves it
+            // short again, and this runs again.
             file.set_len(want).at(&path)?;
         }
+        Self::map(file, path, first_unit, units)
+    }
+
+    fn map(file: std::fs::File, path: PathBuf, first_unit: u64, units: u64) -> Result<QueueFile> {
         let map = MmapOptions::new()
-            .len(want as usize)
+            .len((units * UNIT_LEN as u64) as usize)
             .map_raw(&file)
             .at(&path)?;
         Ok(QueueFile {
@@ -299,6 +350,16 @@ impl ConsumeQueue {
         for entry in std::fs::read_dir(&q.dir).at(&q.dir)? {
             let entry = entry.at(&q.dir)?;
             let name = entry.file_name();
+            if name
+                .to_str()
+                .and_then(|n| fs_util::parse_offset_file_name(n, TMP_SUFFIX))
+                .is_some()
+            {
+                // A creation a crash interrupted: never used.
+                tracing::info!(path = %entry.path().display(), "removing a half-created queue file");
+                std::fs::remove_file(entry.path()).at(&entry.path())?;
+                continue;
+            }
             let Some(byte_offset) = name
                 .to_str()
                 .and_then(|n| fs_util::parse_offset_file_name(n, ""))
@@ -318,14 +379,16 @@ impl ConsumeQueue {
         }
         names.sort_unstable();
         let mut files = Vec::with_capacity(names.len());
+        let last = names.last().copied();
         for first_unit in names {
             let path = q
                 .dir
                 .join(fs_util::offset_file_name(first_unit * UNIT_LEN as u64));
-            files.push(Arc::new(QueueFile::create_or_open(
+            files.push(Arc::new(QueueFile::open(
                 path,
                 first_unit,
                 units_per_file,
+                Some(first_unit) == last,
             )?));
         }
         // max: one past the last written unit; min: the first written one.
@@ -379,15 +442,11 @@ impl ConsumeQueue {
         }
         let first_unit = unit / self.units_per_file * self.units_per_file;
         fs_util::create_dir_durable(&self.dir)?;
-        let path = self
-            .dir
-            .join(fs_util::offset_file_name(first_unit * UNIT_LEN as u64));
-        let f = Arc::new(QueueFile::create_or_open(
-            path,
+        let f = Arc::new(QueueFile::create(
+            &self.dir,
             first_unit,
             self.units_per_file,
         )?);
-        fs_util::fsync_dir(&self.dir)?;
         let mut files = self.files.write().unwrap_or_else(|e| e.into_inner());
         let idx = files.partition_point(|x| x.first_unit < first_unit);
         files.insert(idx, Arc::clone(&f));
@@ -428,6 +487,11 @@ impl ConsumeQueue {
                     // file was damaged. Repair it and say so.
                     tracing::warn!(tp = %self.tp, offset, ?other, new = ?unit, "consume queue unit disagreed with the commit log; rewritten");
                     f.write(offset, &encoded);
+                    // Below the end, so possibly below what the next flush
+                    // starts at: move that back, or the repair never
+                    // reaches the disk and a power loss brings the damage
+                    // back.
+                    self.flushed_offset.fetch_min(offset, Ordering::AcqRel);
                     if offset < self.min_offset() {
                         self.min_offset.store(offset, Ordering::Release);
                     }
@@ -619,9 +683,16 @@ impl ConsumeQueue {
     /// `physical_end` (the CommitLog's valid end), or that is invalid: a
     /// unit torn by a crash is rebuilt from the CommitLog, not a reason to
     /// refuse to start. Runs before any reader exists.
+    ///
+    /// The dropped units are zeroed durably (msynced, and removed files'
+    /// directory fsynced). Zeroed in the page cache only, a dropped unit
+    /// would come back after the next power loss, pointing at a position
+    /// the log has since reused for other records, if nothing rewrote its
+    /// offset before that: the queue's later flushes start at its end.
     pub(crate) fn truncate_from_physical(&self, physical_end: u64) -> Result<Truncated> {
         let min = self.min_offset();
-        let mut max = self.max_offset();
+        let old_max = self.max_offset();
+        let mut max = old_max;
         let mut out = Truncated::default();
         let mut torn = false;
         while max > min {
@@ -654,15 +725,28 @@ impl ConsumeQueue {
         if max == min {
             self.min_offset.store(max, Ordering::Release);
         }
-        // Files wholly past the end hold nothing now.
         let mut files = self.files.write().unwrap_or_else(|e| e.into_inner());
+        for f in files
+            .iter()
+            .filter(|f| f.first_unit < old_max && f.first_unit + f.units() > max)
+        {
+            let start = max.max(f.first_unit) - f.first_unit;
+            let end = old_max.min(f.first_unit + f.units()) - f.first_unit;
+            f.flush_units(start, end)?;
+        }
+        // Files wholly past the end hold nothing now.
+        let mut removed = false;
         while files
             .last()
             .is_some_and(|f| f.first_unit >= max && f.first_unit > 0)
         {
             if let Some(f) = files.pop() {
                 std::fs::remove_file(&f.path).at(&f.path)?;
+                removed = true;
             }
+        }
+        if removed {
+            fs_util::fsync_dir(&self.dir)?;
         }
         Ok(out)
     }
@@ -906,6 +990,26 @@ mod tests {
     }
 
     #[test]
+    fn a_repaired_unit_below_the_end_is_flushed_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let qs = open(dir.path(), 4).unwrap();
+        let q = qs.get_or_create("t", 0).unwrap();
+        for i in 0..6 {
+            q.put(i, unit(i * 100)).unwrap();
+        }
+        q.flush().unwrap();
+        // A unit below the end lost (a hole), then replayed.
+        q.file_for(1).unwrap().write(1, &[0u8; UNIT_LEN]);
+        assert_eq!(q.put(1, unit(100)).unwrap(), PutOutcome::Written);
+        assert!(
+            q.flushed_offset.load(Ordering::Acquire) <= 1,
+            "the next flush must cover the repaired unit"
+        );
+        q.flush().unwrap();
+        assert_eq!(q.flushed_offset.load(Ordering::Acquire), 6);
+    }
+
+    #[test]
     fn put_get_across_files_and_reload() {
         let dir = tempfile::tempdir().unwrap();
         let qs = open(dir.path(), 4).unwrap();
@@ -1052,8 +1156,15 @@ mod tests {
     fn wrong_file_size_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let qs = open(dir.path(), 4).unwrap();
-        qs.get_or_create("t", 0).unwrap().put(0, unit(0)).unwrap();
+        let q = qs.get_or_create("t", 0).unwrap();
+        for i in 0..5 {
+            q.put(i, unit(i)).unwrap();
+        }
+        drop(q);
         drop(qs);
+        // Files longer than the setting makes them, and (the name check) a
+        // second file where a larger setting puts none.
+        assert!(open(dir.path(), 2).is_err());
         assert!(open(dir.path(), 8).is_err());
     }
 
