@@ -362,10 +362,11 @@ impl CompactedLock {
 /// The queue offset the next record of a partition will get: the base of a
 /// topic created now (see `registry.rs`). Read from the CommitLog's writer,
 /// not the ConsumeQueue, so records appended but not yet dispatched are
-/// counted too.
+/// counted too. Called only when a partition is created: it also lets the
+/// store accept appends to a topic it deleted earlier in this run.
 pub fn next_offset(store: &Store, topic: &str, partition: u32) -> u64 {
     tidelog_storage::TopicPartition::new(topic, partition)
-        .map(|tp| store.commit_log().next_queue_offset(&tp))
+        .map(|tp| store.commit_log().open_partition(&tp))
         .unwrap_or(0)
 }
 

@@ -427,7 +427,11 @@ impl Store {
     /// queues were deleted. Blocking (fsyncs).
     pub fn delete_topic(&self, topic: &str) -> Result<usize> {
         validate_topic_name(topic)?;
-        let writer_next = self.inner.log.next_queue_offsets_of(topic);
+        // Appends of the topic are refused from the snapshot on, so the
+        // offsets kept cover every record of it that can be dispatched.
+        let writer_next = self.inner.log.close_topic(topic);
+        #[cfg(test)]
+        run_before_queues_delete();
         let deleted = self.inner.queues.delete_topic(topic, &writer_next)?;
         tracing::info!(topic, partitions = deleted, "deleted the topic's queues");
         Ok(deleted)
@@ -957,3 +961,18 @@ fn acquire_lock(dir: &Path) -> Result<File> {
 #[cfg(test)]
 #[path = "store_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+thread_local! {
+    /// Runs once, in `Store::delete_topic` between the writer's snapshot and
+    /// the queues' deletion: lets a test append exactly there.
+    pub(crate) static BEFORE_QUEUES_DELETE: std::cell::RefCell<Option<Box<dyn FnOnce()>>> =
+        std::cell::RefCell::new(None);
+}
+
+#[cfg(test)]
+fn run_before_queues_delete() {
+    if let Some(hook) = BEFORE_QUEUES_DELETE.with(|h| h.borrow_mut().take()) {
+        hook();
+    }
+}
