@@ -302,9 +302,7 @@ impl CommitLog {
     pub fn open_partition(&self, tp: &TopicPartition) -> u64 {
         let mut w = lock(&self.writer);
         w.closed_topics.remove(tp.topic());
-        w.next_offsets
-            .get(tp.topic(), tp.partition())
-            .unwrap_or(0)
+        w.next_offsets.get(tp.topic(), tp.partition()).unwrap_or(0)
     }
 
     fn check_poisoned(&self) -> Result<()> {
