@@ -196,8 +196,18 @@ impl Store {
         // A data dir with no log, no checkpoint and no `abort` is new (or
         // empty): nothing was lost, and saying otherwise would only worry.
         let fresh = !aborted && segments.is_empty();
-        if !clean && !fresh {
+        // Worded by the cause: an unclean exit leaves `abort` behind; a
+        // clean one whose checkpoint is missing or damaged (`Checkpoint::load`
+        // says which file and why) only costs a full scan.
+        if aborted {
             tracing::warn!(data_dir = %dir.display(), "previous run did not shut down cleanly; running full recovery");
+        } else if !clean && !fresh {
+            let why = if dir.join(crate::checkpoint::FILE_NAME).exists() {
+                "damaged"
+            } else {
+                "missing"
+            };
+            tracing::warn!(data_dir = %dir.display(), "no usable checkpoint ({why}) after a clean shutdown; running full recovery");
         }
         let log_min = segments.first().map_or(0, |s| s.base());
         // Never past what reached the disk: after a power loss the bytes
@@ -235,8 +245,11 @@ impl Store {
         let end = recovered.end;
         sinks.iter().try_for_each(|s| s.end_batch())?;
         // Records dispatched during the scan all lie below the valid end;
-        // this only drops what sinks held past it from before the crash.
-        truncate_all(&sinks, end)?;
+        // this only drops what sinks held past it from before the crash
+        // (records the CommitLog lost).
+        for s in &sinks {
+            s.truncate_lost(end)?;
+        }
         let log = CommitLog::new(
             &config,
             cl_dir,
