@@ -8,6 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+#[path = "../../storage/tests/common/log_capture.rs"]
+mod log_capture;
+use log_capture::logged;
 use tidelog_cleaner::{CompactTopicConfig, CompactedLogs};
 use tidelog_storage::retention::FixedDiskUsage;
 use tidelog_storage::{AppendRecord, Store, StoreConfig, Trigger};
@@ -402,33 +405,6 @@ fn a_replay_below_the_cleaner_checkpoint_is_cleaned_again_and_no_deleted_key_com
         a.is_none() || a == Some(None),
         "the deleted key a came back: {a:?}"
     );
-}
-
-/// Log lines written while `f` runs on this thread.
-fn logged<T>(f: impl FnOnce() -> T) -> (T, String) {
-    use std::io::Write;
-    use std::sync::Mutex;
-    #[derive(Clone, Default)]
-    struct Capture(Arc<Mutex<Vec<u8>>>);
-    impl Write for Capture {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let capture = Capture::default();
-    let writer = capture.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .with_max_level(tracing::Level::INFO)
-        .finish();
-    let out = tracing::subscriber::with_default(subscriber, f);
-    let text = String::from_utf8(capture.0.lock().unwrap().clone()).unwrap();
-    (out, text)
 }
 
 #[test]

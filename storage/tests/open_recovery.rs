@@ -11,11 +11,10 @@
 
 mod common;
 
-use std::io::Write;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use common::log_capture::logged;
 use common::*;
 use tidelog_storage::checkpoint::Checkpoint;
 use tidelog_storage::{Store, StoreConfig};
@@ -48,31 +47,6 @@ fn values(store: &Store, from: u64) -> Vec<String> {
         .iter()
         .map(|r| String::from_utf8(r.value().unwrap().to_vec()).unwrap())
         .collect()
-}
-
-/// Log lines written while `f` runs on this thread.
-fn logged<T>(f: impl FnOnce() -> T) -> (T, String) {
-    #[derive(Clone, Default)]
-    struct Capture(Arc<Mutex<Vec<u8>>>);
-    impl Write for Capture {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let capture = Capture::default();
-    let writer = capture.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .with_max_level(tracing::Level::INFO)
-        .finish();
-    let out = tracing::subscriber::with_default(subscriber, f);
-    let text = String::from_utf8(capture.0.lock().unwrap().clone()).unwrap();
-    (out, text)
 }
 
 const UNCLEAN: &str = "did not shut down cleanly";
