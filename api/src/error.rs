@@ -236,6 +236,7 @@ impl From<tidelog_storage::StoreError> for ApiError {
             S::InvalidInput { .. } => ApiError::BadRequest { message },
             S::DispatchStalled { .. } => ApiError::DispatchStalled { message },
             S::FlushTimedOut { .. } => ApiError::FlushTimedOut { message },
+            S::TopicDeleted { topic } => ApiError::unknown_topic(&topic),
             S::Io { .. }
             | S::Corruption { .. }
             | S::Inconsistent { .. }

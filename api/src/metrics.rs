@@ -122,6 +122,9 @@ pub struct ConnectionMetrics {
     /// Keep-alive connections closed after `http.idle_timeout_ms` without a
     /// request.
     pub idle_timeouts: AtomicU64,
+    /// Connections closed because writing a response made no progress for
+    /// `http.write_timeout_ms` (the client does not read).
+    pub write_timeouts: AtomicU64,
 }
 
 /// Counts one in a gauge while it lives: a request dropped mid-wait (its
@@ -263,13 +266,14 @@ impl Metrics {
         let name = "tidelog_http_timeouts_total";
         let _ = writeln!(
             out,
-            "# HELP {name} requests and connections ended by a read timeout, by phase."
+            "# HELP {name} requests and connections ended by a read or write timeout, by phase."
         );
         let _ = writeln!(out, "# TYPE {name} counter");
         for (phase, n) in [
             ("header", &c.header_read_timeouts),
             ("body", &self.body_read_timeouts),
             ("idle", &c.idle_timeouts),
+            ("write", &c.write_timeouts),
         ] {
             let _ = writeln!(out, "{name}{{phase=\"{phase}\"}} {}", load(n));
         }
@@ -637,6 +641,7 @@ mod tests {
             .store(5, Ordering::Relaxed);
         m.body_read_timeouts.store(7, Ordering::Relaxed);
         m.connections.idle_timeouts.store(11, Ordering::Relaxed);
+        m.connections.write_timeouts.store(17, Ordering::Relaxed);
         m.rejected_inflight_bytes.store(13, Ordering::Relaxed);
         let _reading = GaugeGuard::new(&m.requests_reading_body);
         let text = m.render(&Snapshot {
@@ -651,6 +656,7 @@ mod tests {
             "tidelog_http_timeouts_total{phase=\"header\"} 5\n",
             "tidelog_http_timeouts_total{phase=\"body\"} 7\n",
             "tidelog_http_timeouts_total{phase=\"idle\"} 11\n",
+            "tidelog_http_timeouts_total{phase=\"write\"} 17\n",
             "tidelog_http_rejected_inflight_bytes_total 13\n",
             "tidelog_http_inflight_bytes 4096\n",
             "tidelog_http_requests_reading_body 1\n",

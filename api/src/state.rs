@@ -150,8 +150,10 @@ impl Ready {
         declared_early: &[String],
         cleaner_config: CleanerConfig,
     ) -> Result<(GroupOffsets, LogCleaner), StartupError> {
-        registry.ensure_internal(&|p| next_offset(store, CONSUMER_OFFSETS_TOPIC, p))?;
-        registry.apply_declared(&settings.declared_topics, &|t, p| next_offset(store, t, p))?;
+        registry.ensure_internal(&|p| new_partition_base(store, CONSUMER_OFFSETS_TOPIC, p))?;
+        registry.apply_declared(&settings.declared_topics, &|t, p| {
+            new_partition_base(store, t, p)
+        })?;
         // Queues of topics the registry no longer has: left by a crash
         // between a topic's deletion from the registry and from the store
         // (or by a tidelog that did not delete them).
@@ -360,13 +362,22 @@ impl CompactedLock {
     }
 }
 
-/// The queue offset the next record of a partition will get: the base of a
-/// topic created now (see `registry.rs`). Read from the CommitLog's writer,
-/// not the ConsumeQueue, so records appended but not yet dispatched are
-/// counted too.
+/// The queue offset the next record of a partition will get. Read from the
+/// CommitLog's writer, not the ConsumeQueue, so records appended but not
+/// yet dispatched are counted too.
 pub fn next_offset(store: &Store, topic: &str, partition: u32) -> u64 {
     tidelog_storage::TopicPartition::new(topic, partition)
         .map(|tp| store.commit_log().next_queue_offset(&tp))
+        .unwrap_or(0)
+}
+
+/// [`next_offset`] for a partition being created: the base of a topic (or
+/// partition) created now (see `registry.rs`). It also lets the store
+/// accept appends to a topic it deleted earlier in this run (until then
+/// they are refused, `CommitLog::close_topic`), so only creation calls it.
+pub fn new_partition_base(store: &Store, topic: &str, partition: u32) -> u64 {
+    tidelog_storage::TopicPartition::new(topic, partition)
+        .map(|tp| store.commit_log().open_partition(&tp))
         .unwrap_or(0)
 }
 

@@ -8,6 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+#[path = "../../storage/tests/common/log_capture.rs"]
+mod log_capture;
+use log_capture::logged;
 use tidelog_cleaner::{CompactTopicConfig, CompactedLogs};
 use tidelog_storage::retention::FixedDiskUsage;
 use tidelog_storage::{AppendRecord, Store, StoreConfig, Trigger};
@@ -403,4 +406,74 @@ fn a_replay_below_the_cleaner_checkpoint_is_cleaned_again_and_no_deleted_key_com
         a.is_none() || a == Some(None),
         "the deleted key a came back: {a:?}"
     );
+}
+
+#[test]
+fn an_ignored_checkpoint_re_makes_the_copies_and_says_so_not_that_records_were_lost() {
+    // A clean shutdown, then the checkpoint is damaged: recovery scans the
+    // whole CommitLog, so the compacted log is cut to its start and every
+    // copy is made again. Nothing was lost, and the log must not say so.
+    let dir = tempfile::tempdir().unwrap();
+    let (logs, store) = open(dir.path());
+    for i in 0..20 {
+        store
+            .append(&[rec("users", &format!("k{i}"), Some("v"))])
+            .unwrap();
+    }
+    wait_copied(&store, &logs, 20);
+    store.shutdown().unwrap();
+    drop(logs);
+    let path = dir.path().join(tidelog_storage::checkpoint::FILE_NAME);
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[20] ^= 0xff;
+    std::fs::write(&path, bytes).unwrap();
+
+    let ((logs, store), log) = logged(|| open(dir.path()));
+    assert!(!log.contains("lost"), "{log}");
+    assert!(!log.contains("did not shut down cleanly"), "{log}");
+    assert!(log.contains("re-made the compacted copies"), "{log}");
+    assert!(log.contains("no usable checkpoint (damaged)"), "{log}");
+    wait_copied(&store, &logs, 20);
+}
+
+#[test]
+fn copies_of_records_the_commit_log_lost_are_warned_about() {
+    // A power loss keeps compacted copies (a compacted roll fsyncs at once)
+    // of records whose CommitLog bytes never reached the disk: recovery
+    // drops them and cannot re-make them, which is a loss and is warned.
+    let dir = tempfile::tempdir().unwrap();
+    let (logs, store) = open(dir.path());
+    let put = |from: usize, to: usize| {
+        for i in from..to {
+            store
+                .append(&[rec("users", &format!("k{i}"), Some("v"))])
+                .unwrap();
+        }
+    };
+    put(0, 10);
+    store.checkpoint().unwrap();
+    let flushed = store.commit_log().committed();
+    put(10, 20);
+    wait_copied(&store, &logs, 20);
+    let end = store.commit_log().committed();
+    assert_eq!(store.commit_log().segment_count(), 1);
+    store.close_uncleanly();
+    drop(logs);
+    // What the power loss left of the CommitLog: nothing past the flush.
+    let seg = dir
+        .path()
+        .join("commitlog")
+        .join(tidelog_storage::fs_util::offset_file_name(0));
+    let f = std::fs::OpenOptions::new().write(true).open(&seg).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&f, &vec![0u8; (end - flushed) as usize], flushed)
+        .unwrap();
+    drop(f);
+
+    let ((logs, _store), log) = logged(|| open(dir.path()));
+    assert!(
+        log.contains("dropped compacted copies of records the commit log lost"),
+        "{log}"
+    );
+    assert!(!log.contains("re-made the compacted copies"), "{log}");
+    assert_eq!(logs.log("users", 0).unwrap().next_offset(), 10);
 }

@@ -4,7 +4,8 @@
 //! `max_connections` is closed at once, an idle keep-alive connection lives
 //! past the header timeout and closes after the idle one, bodies held in
 //! memory stay within `max_inflight_bytes`, a declared length over
-//! `max_request_bytes` is refused before its body is read, and a shutdown
+//! `max_request_bytes` is refused before its body is read, a client that
+//! never reads its answer is closed after `write_timeout_ms`, and a shutdown
 //! waits for a body being read but not for connections without a request.
 //!
 //! Nothing here measures time: each wait is for a condition (a metric, an
@@ -444,4 +445,63 @@ fn shutdown_does_not_wait_for_connections_without_a_request_in_flight() {
     assert!(status.success(), "{status:?}\n{}", s.log());
     assert!(!s.data_dir.path().join("abort").exists());
     answer_then_close(&mut half_body).expect_error(408, 40801);
+}
+
+/// A client that asks for a large fetch answer and never reads it: once the
+/// socket buffers are full the server's write blocks, and after
+/// `http.write_timeout_ms` without progress the connection is closed (the
+/// answer's memory freed) and counted, while other requests are answered.
+#[test]
+fn a_client_that_never_reads_its_answer_is_closed_after_the_write_timeout() {
+    let s = start("http:\n  write_timeout_ms: 1000\ntopics:\n  - name: t\n    partitions: 1\n");
+    // 40 × 5 records of 60 kB: a 12 MB answer, far more than the socket
+    // buffers of both ends hold.
+    let value = "x".repeat(60_000);
+    for _ in 0..40 {
+        let records: Vec<_> = (0..5).map(|_| json!({"value": value})).collect();
+        s.post_raw(
+            "/topics/t/partitions/0",
+            "application/vnd.kafka.json.v2+json",
+            json!({ "records": records }).to_string().as_bytes(),
+        )
+        .expect(200);
+    }
+    let mut reader = connect(s.addr);
+    // A small receive buffer (set explicitly, so the kernel does not grow
+    // it), so the server's writes block soon.
+    let rcvbuf: libc::c_int = 4096;
+    // SAFETY: a valid socket descriptor and a c_int option of its size.
+    let rc = unsafe {
+        libc::setsockopt(
+            std::os::fd::AsRawFd::as_raw_fd(&reader),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&rcvbuf as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
+    write!(
+        reader,
+        "GET /topics/t/partitions/0/records?offset=0&max_records=200&max_bytes=67108864&timeout=0 \
+         HTTP/1.1\r\nHost: tidelog\r\n\r\n"
+    )
+    .unwrap();
+    let series = "tidelog_http_timeouts_total{phase=\"write\"}";
+    wait_for("the stalled write is timed out", || {
+        // Answered while the stalled answer waits.
+        s.get("/status/ready").expect(200);
+        metric(&s, series) >= 1.0
+    });
+    // Closed on the server's side: only the `/metrics` request that asks
+    // is open. (Not read to its end here: what the kernel still sends
+    // through a 4 kB window would take minutes.)
+    wait_for("the stalled connection is closed", || {
+        metric(&s, "tidelog_http_connections") <= 1.0
+    });
+    let mut head = [0u8; 12];
+    reader.read_exact(&mut head).unwrap();
+    assert_eq!(&head, b"HTTP/1.1 200", "the answer had begun");
+    assert_eq!(metric(&s, series), 1.0);
+    produce(&s, "after").expect(200);
 }

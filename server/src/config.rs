@@ -309,6 +309,9 @@ pub struct HttpConfig {
     pub body_read_timeout_ms: u64,
     /// A connection idle longer between requests (or after accept) is closed.
     pub idle_timeout_ms: u64,
+    /// A response write that makes no progress for this long (the client
+    /// does not read) closes the connection.
+    pub write_timeout_ms: u64,
 }
 
 impl Default for HttpConfig {
@@ -322,6 +325,7 @@ impl Default for HttpConfig {
             header_read_timeout_ms: 10_000,
             body_read_timeout_ms: tidelog_api::settings::BODY_READ_TIMEOUT_MS_DEFAULT,
             idle_timeout_ms: 60_000,
+            write_timeout_ms: 30_000,
         }
     }
 }
@@ -551,6 +555,7 @@ impl Config {
             ("http.header_read_timeout_ms", http.header_read_timeout_ms),
             ("http.body_read_timeout_ms", http.body_read_timeout_ms),
             ("http.idle_timeout_ms", http.idle_timeout_ms),
+            ("http.write_timeout_ms", http.write_timeout_ms),
         ] {
             in_range(key, value, 1, HTTP_TIMEOUT_MS_MAX)?;
         }
@@ -651,6 +656,7 @@ impl Config {
             max_connections: self.http.max_connections,
             header_read_timeout: std::time::Duration::from_millis(self.http.header_read_timeout_ms),
             idle_timeout: std::time::Duration::from_millis(self.http.idle_timeout_ms),
+            write_timeout: std::time::Duration::from_millis(self.http.write_timeout_ms),
         }
     }
 
@@ -1182,7 +1188,8 @@ mod tests {
     fn http_connection_limits_are_checked_and_carried() {
         let config = load_str(
             "http:\n  max_connections: 7\n  max_inflight_bytes: 4096\n  max_request_bytes: 2048\n  \
-             header_read_timeout_ms: 11\n  body_read_timeout_ms: 13\n  idle_timeout_ms: 17\n",
+             header_read_timeout_ms: 11\n  body_read_timeout_ms: 13\n  idle_timeout_ms: 17\n  \
+             write_timeout_ms: 19\n",
         )
         .unwrap();
         let limits = config.listener_limits();
@@ -1192,11 +1199,13 @@ mod tests {
             std::time::Duration::from_millis(11)
         );
         assert_eq!(limits.idle_timeout, std::time::Duration::from_millis(17));
+        assert_eq!(limits.write_timeout, std::time::Duration::from_millis(19));
         let api = config.api_settings();
         assert_eq!(api.max_inflight_bytes, 4096);
         assert_eq!(api.body_read_timeout, std::time::Duration::from_millis(13));
         let defaults = Config::default();
         assert_eq!(defaults.http.max_connections, 10_000);
+        assert_eq!(defaults.http.write_timeout_ms, 30_000);
         assert_eq!(defaults.http.max_inflight_bytes, 256 << 20);
         assert_eq!(
             (
@@ -1220,6 +1229,7 @@ mod tests {
             "header_read_timeout_ms",
             "body_read_timeout_ms",
             "idle_timeout_ms",
+            "write_timeout_ms",
         ] {
             assert_rejects(
                 &format!("http:\n  {key}: 0\n"),

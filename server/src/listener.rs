@@ -16,6 +16,13 @@
 //!   has no read deadline here: the router reads the body within
 //!   `body_read_timeout_ms` (answering 408 otherwise), and the handler may
 //!   take as long as it needs (long-polls).
+//! * Writes, in every phase: a write the socket cannot take (the client
+//!   does not read, its receive window is full) that stays blocked for
+//!   `write_timeout_ms` fails with `TimedOut`, closing the connection and
+//!   freeing the answer it held (`tidelog_http_timeouts_total{phase=
+//!   "write"}`). The clock runs from the first blocked write and restarts
+//!   with every byte the socket takes, so a slow reader that keeps reading
+//!   is never cut off.
 //!
 //! The timeouts are enforced inside the connection's reads ([`TimedIo`]):
 //! hyper is waiting on a read exactly when the connection is idle or its
@@ -62,6 +69,7 @@ pub struct ListenerLimits {
     pub max_connections: u64,
     pub header_read_timeout: Duration,
     pub idle_timeout: Duration,
+    pub write_timeout: Duration,
 }
 
 /// Serves `app` on `listener` until `stop` turns `true` and every
@@ -154,6 +162,8 @@ async fn serve_connection(
         state: open.state.clone(),
         stop: stop.clone(),
         timer: Box::pin(tokio::time::sleep(limits.idle_timeout)),
+        write_blocked_since: None,
+        write_timer: Box::pin(tokio::time::sleep(limits.write_timeout)),
     });
     let app = TowerToHyperService::new(app);
     let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
@@ -334,6 +344,13 @@ struct TimedIo {
     stop: watch::Receiver<bool>,
     /// Wakes the connection at the current deadline; reset when it moves.
     timer: Pin<Box<Sleep>>,
+    /// When a write last found the socket full with no byte taken since;
+    /// `None` while writes make progress.
+    write_blocked_since: Option<Instant>,
+    /// Wakes the connection at the write deadline (its own timer: hyper
+    /// polls a read and a write of one connection in the same task, and
+    /// one timer for both would be reset back and forth).
+    write_timer: Pin<Box<Sleep>>,
 }
 
 /// Which timeout closed a connection.
@@ -418,13 +435,49 @@ impl AsyncRead for TimedIo {
     }
 }
 
+impl TimedIo {
+    /// A write's outcome, with the write deadline applied: progress clears
+    /// the clock, a blocked write starts it (if not running) and fails
+    /// once it has run for `write_timeout` (module doc).
+    fn timed_write(
+        &mut self,
+        cx: &mut Context<'_>,
+        written: Poll<io::Result<usize>>,
+    ) -> Poll<io::Result<usize>> {
+        if written.is_ready() {
+            self.write_blocked_since = None;
+            return written;
+        }
+        let now = Instant::now();
+        let deadline = *self.write_blocked_since.get_or_insert(now) + self.limits.write_timeout;
+        if deadline > now {
+            if self.write_timer.deadline() != deadline {
+                self.write_timer.as_mut().reset(deadline);
+            }
+            if self.write_timer.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+        }
+        self.state
+            .connection_metrics()
+            .write_timeouts
+            .fetch_add(1, Ordering::Relaxed);
+        Poll::Ready(Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            "response write made no progress for http.write_timeout_ms",
+        )))
+    }
+}
+
 impl AsyncWrite for TimedIo {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().stream).poll_write(cx, buf)
+        let this = self.get_mut();
+        let written = Pin::new(&mut this.stream).poll_write(cx, buf);
+        this.timed_write(cx, written)
     }
 
     fn poll_write_vectored(
@@ -432,7 +485,9 @@ impl AsyncWrite for TimedIo {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().stream).poll_write_vectored(cx, bufs)
+        let this = self.get_mut();
+        let written = Pin::new(&mut this.stream).poll_write_vectored(cx, bufs);
+        this.timed_write(cx, written)
     }
 
     fn is_write_vectored(&self) -> bool {

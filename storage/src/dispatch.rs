@@ -62,6 +62,15 @@ pub trait DispatchSink: Send + Sync {
     fn truncate(&self, physical_end: u64) -> Result<u64> {
         Ok(physical_end)
     }
+
+    /// Recovery, after its scan: the CommitLog's valid end is `physical_end`
+    /// for good, so anything a sink still holds past it belongs to records
+    /// the CommitLog lost (where [`DispatchSink::truncate`], before the
+    /// scan, drops what the scan hands over again). Same contract as
+    /// `truncate`; a sink that reports the two differently overrides it.
+    fn truncate_lost(&self, physical_end: u64) -> Result<u64> {
+        self.truncate(physical_end)
+    }
 }
 
 /// Builds ConsumeQueue units.

@@ -83,6 +83,11 @@ pub enum StoreError {
     /// visible); whether they reached the disk is unknown.
     #[error("flush timed out: the record is appended but its durability is unknown (no flush covered it within {timeout_ms} ms)")]
     FlushTimedOut { timeout_ms: u64 },
+
+    /// An append to a topic deleted while the request was under way (it
+    /// passed the caller's existence check before the deletion).
+    #[error("topic {topic:?} does not exist (deleted)")]
+    TopicDeleted { topic: String },
 }
 
 impl StoreError {

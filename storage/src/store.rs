@@ -198,8 +198,18 @@ impl Store {
         // A data dir with no log, no checkpoint and no `abort` is new (or
         // empty): nothing was lost, and saying otherwise would only worry.
         let fresh = !aborted && segments.is_empty();
-        if !clean && !fresh {
+        // Worded by the cause: an unclean exit leaves `abort` behind; a
+        // clean one whose checkpoint is missing or damaged (`Checkpoint::load`
+        // says which file and why) only costs a full scan.
+        if aborted {
             tracing::warn!(data_dir = %dir.display(), "previous run did not shut down cleanly; running full recovery");
+        } else if !clean && !fresh {
+            let why = if dir.join(crate::checkpoint::FILE_NAME).exists() {
+                "damaged"
+            } else {
+                "missing"
+            };
+            tracing::warn!(data_dir = %dir.display(), "no usable checkpoint ({why}) after a clean shutdown; running full recovery");
         }
         let log_min = segments.first().map_or(0, |s| s.base());
         // Never past what reached the disk: after a power loss the bytes
@@ -238,8 +248,11 @@ impl Store {
         let end = recovered.end;
         sinks.iter().try_for_each(|s| s.end_batch())?;
         // Records dispatched during the scan all lie below the valid end;
-        // this only drops what sinks held past it from before the crash.
-        truncate_all(&sinks, end)?;
+        // this only drops what sinks held past it from before the crash
+        // (records the CommitLog lost).
+        for s in &sinks {
+            s.truncate_lost(end)?;
+        }
         let log = CommitLog::new(
             &config,
             cl_dir,
@@ -430,7 +443,11 @@ impl Store {
     /// queues were deleted. Blocking (fsyncs).
     pub fn delete_topic(&self, topic: &str) -> Result<usize> {
         validate_topic_name(topic)?;
-        let writer_next = self.inner.log.next_queue_offsets_of(topic);
+        // Appends of the topic are refused from the snapshot on, so the
+        // offsets kept cover every record of it that can be dispatched.
+        let writer_next = self.inner.log.close_topic(topic);
+        #[cfg(test)]
+        run_before_queues_delete();
         let deleted = self.inner.queues.delete_topic(topic, &writer_next)?;
         tracing::info!(topic, partitions = deleted, "deleted the topic's queues");
         Ok(deleted)
@@ -960,3 +977,18 @@ fn acquire_lock(dir: &Path) -> Result<File> {
 #[cfg(test)]
 #[path = "store_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+thread_local! {
+    /// Runs once, in `Store::delete_topic` between the writer's snapshot and
+    /// the queues' deletion: lets a test append exactly there.
+    pub(crate) static BEFORE_QUEUES_DELETE: std::cell::RefCell<Option<Box<dyn FnOnce()>>> =
+        std::cell::RefCell::new(None);
+}
+
+#[cfg(test)]
+fn run_before_queues_delete() {
+    if let Some(hook) = BEFORE_QUEUES_DELETE.with(|h| h.borrow_mut().take()) {
+        hook();
+    }
+}

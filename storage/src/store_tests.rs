@@ -68,3 +68,50 @@ fn a_read_racing_retention_answers_from_the_new_beginning() {
     assert!(offsets.windows(2).all(|w| w[1] == w[0] + 1), "{offsets:?}");
     assert_eq!(read.next_offset, 40);
 }
+
+/// A produce that passed its topic check just before the topic's deletion
+/// appends between the deletion's snapshot of the writer's next offsets and
+/// the queues' deletion (forced with the hook): it is refused, so the
+/// deleted topic's queue is not created again (now or after a restart), and
+/// a topic created again continues past every record the old one got.
+#[test]
+fn an_append_racing_a_topic_deletion_is_refused_not_indexed() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(Store::open(small_config(dir.path())).unwrap());
+    for i in 0..3 {
+        store.append(&[record("t", 0, &format!("v{i}"))]).unwrap();
+    }
+    assert!(store.wait_dispatched(Duration::from_secs(10)));
+    let racer = Arc::clone(&store);
+    let raced: Arc<std::sync::Mutex<Option<Result<Vec<Appended>>>>> = Arc::default();
+    let raced_out = Arc::clone(&raced);
+    crate::store::BEFORE_QUEUES_DELETE.with(|h| {
+        *h.borrow_mut() = Some(Box::new(move || {
+            let r = racer.append(&[record("t", 0, "late")]);
+            *raced_out.lock().unwrap() = Some(r);
+        }))
+    });
+    assert_eq!(store.delete_topic("t").unwrap(), 1);
+    let raced = raced.lock().unwrap().take().expect("the hook ran");
+    assert!(
+        matches!(raced, Err(StoreError::TopicDeleted { ref topic }) if topic == "t"),
+        "{raced:?}"
+    );
+    assert!(store.wait_dispatched(Duration::from_secs(10)));
+    assert!(store.inner.queues.get("t", 0).is_none());
+    assert_eq!(store.inner.queues.deleted_next_offset("t", 0), Some(3));
+    // Still refused until the topic is created again.
+    assert!(store.append(&[record("t", 0, "later")]).is_err());
+    let store = Arc::into_inner(store).unwrap();
+    store.shutdown().unwrap();
+    let store = Store::open(small_config(dir.path())).unwrap();
+    assert!(store.inner.queues.get("t", 0).is_none());
+    // Created again: offsets continue where the deleted topic's ended.
+    let tp = TopicPartition::new("t", 0).unwrap();
+    assert_eq!(store.commit_log().open_partition(&tp), 3);
+    let a = store.append(&[record("t", 0, "new")]).unwrap();
+    assert_eq!(a[0].queue_offset.0, 3);
+    assert!(store.wait_dispatched(Duration::from_secs(10)));
+    let read = store.read("t", 0, 3, 10, usize::MAX).unwrap();
+    assert_eq!(read.records.len(), 1);
+}

@@ -14,6 +14,7 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
+use common::log_capture::logged;
 use common::*;
 use tidelog_storage::checkpoint::Checkpoint;
 use tidelog_storage::{Store, StoreConfig};
@@ -158,6 +159,10 @@ fn a_corrupt_checkpoint_falls_back_to_a_full_scan() {
 
     let (store, log) = logged(|| Store::open(cfg(dir.path())).unwrap());
     assert!(log.contains("checkpoint is damaged"), "{log}");
+    // The previous run shut down cleanly: the start-up line says why it
+    // scans everything, not that it crashed.
+    assert!(!log.contains(UNCLEAN), "{log}");
+    assert!(log.contains("no usable checkpoint (damaged)"), "{log}");
     let report = store.recovery_report();
     assert!(!report.clean_shutdown);
     assert_eq!(report.scanned_from, 0);
@@ -322,4 +327,19 @@ fn a_deleted_topic_stays_deleted_through_an_unclean_reopen() {
     assert_eq!(store.offsets("t", 0), (3, 4));
     assert_eq!(values(&store, 0), vec!["value-100".to_string()]);
     assert_eq!(append(&store, 101), 4);
+}
+
+#[test]
+fn a_missing_checkpoint_after_a_clean_shutdown_is_not_called_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(cfg(dir.path())).unwrap();
+    for i in 0..10 {
+        append(&store, i);
+    }
+    store.shutdown().unwrap();
+    std::fs::remove_file(dir.path().join(tidelog_storage::checkpoint::FILE_NAME)).unwrap();
+    let (store, log) = logged(|| Store::open(cfg(dir.path())).unwrap());
+    assert!(!log.contains(UNCLEAN), "{log}");
+    assert!(log.contains("no usable checkpoint (missing)"), "{log}");
+    assert_eq!(store.recovery_report().records_scanned, 10);
 }

@@ -166,7 +166,7 @@ async fn resolve_topic(
         let created = ready
             .registry
             .create(&name, partitions, Default::default(), &|p| {
-                crate::state::next_offset(&ready.store, &name, p)
+                crate::state::new_partition_base(&ready.store, &name, p)
             });
         match created {
             Ok(topic) => {

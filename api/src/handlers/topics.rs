@@ -205,7 +205,7 @@ pub async fn create_v3(
                 ready.logs.set_topic(&name, config.compact_config());
             }
             let created = ready.registry.create(&name, partitions, overrides, &|p| {
-                crate::state::next_offset(&ready.store, &name, p)
+                crate::state::new_partition_base(&ready.store, &name, p)
             });
             match created {
                 Ok(topic) => {

@@ -478,7 +478,7 @@ impl CompactedLog {
         st.next = next;
         self.next_offset.store(next, Ordering::Release);
         self.recovery_cut.fetch_min(next, Ordering::AcqRel);
-        tracing::warn!(tp = %self.tp, dropped, segments_deleted = at, "dropped compacted copies of records the commit log lost");
+        tracing::debug!(tp = %self.tp, dropped, segments_deleted = at, "cut the compacted log");
         Ok(dropped)
     }
 

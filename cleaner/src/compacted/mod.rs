@@ -286,6 +286,7 @@ impl CompactedLogs {
         Arc::new(CompactedSink {
             logs: Arc::clone(self),
             last_topic: Mutex::default(),
+            cut_from: Mutex::default(),
         })
     }
 
@@ -351,6 +352,10 @@ struct CompactedSink {
     /// of one topic, so most need no map lookup. Cleared at the end of
     /// every batch, so a topic's policy change is seen by the next one.
     last_topic: Mutex<Option<(String, bool)>>,
+    /// Recovery: each log cut before the scan, with its end offset before
+    /// the cut. After the scan, a log that ends below that lost copies
+    /// the CommitLog could not give back (see `truncate_lost`).
+    cut_from: Mutex<Vec<(Arc<CompactedLog>, u64)>>,
 }
 
 impl CompactedSink {
@@ -410,10 +415,45 @@ impl DispatchSink for CompactedSink {
         Ok(())
     }
 
+    /// Before the recovery scan, at its start: the copies past it are of
+    /// records the scan hands over again, and are re-made from the
+    /// CommitLog as far as it still holds them. Whether it did is known
+    /// only after the scan ([`DispatchSink::truncate_lost`]).
     fn truncate(&self, physical_end: u64) -> tidelog_storage::Result<u64> {
+        let mut cut = self.cut_from.lock().unwrap_or_else(|e| e.into_inner());
         for l in self.logs.all_logs() {
-            l.truncate_from_physical(physical_end)
+            let end = l.next_offset();
+            let dropped = l
+                .truncate_from_physical(physical_end)
                 .map_err(to_store_error)?;
+            if dropped > 0 {
+                cut.push((l, end));
+            }
+        }
+        Ok(physical_end)
+    }
+
+    /// After the scan: the CommitLog ends at `physical_end` for good. A
+    /// copy past it, or a log the scan did not bring back to where it ended
+    /// before the cut, is of records the CommitLog lost: warned. A log the
+    /// scan brought back lost nothing: said at info.
+    fn truncate_lost(&self, physical_end: u64) -> tidelog_storage::Result<u64> {
+        for l in self.logs.all_logs() {
+            let dropped = l
+                .truncate_from_physical(physical_end)
+                .map_err(to_store_error)?;
+            if dropped > 0 {
+                tracing::warn!(tp = %l.topic_partition(), dropped, "dropped compacted copies of records the commit log lost");
+            }
+        }
+        let cut = std::mem::take(&mut *self.cut_from.lock().unwrap_or_else(|e| e.into_inner()));
+        for (l, end_before) in cut {
+            let end = l.next_offset();
+            if end < end_before {
+                tracing::warn!(tp = %l.topic_partition(), offsets = ?(end..end_before), "dropped compacted copies of records the commit log lost");
+            } else {
+                tracing::info!(tp = %l.topic_partition(), "re-made the compacted copies past the recovery start from the commit log");
+            }
         }
         Ok(physical_end)
     }

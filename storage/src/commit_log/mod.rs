@@ -23,7 +23,7 @@ pub mod format;
 pub mod record;
 pub mod segment;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
@@ -74,6 +74,10 @@ struct WriterState {
     /// Where the next record goes; equals `committed` between appends.
     write_pos: u64,
     next_offsets: NextOffsets,
+    /// Topics deleted in this run and not created again: their appends are
+    /// refused, so no record gets an offset past the next offsets the
+    /// deletion kept (see [`CommitLog::close_topic`]).
+    closed_topics: HashSet<Arc<str>, ahash::RandomState>,
     /// Reused encoding buffer, so appends do not allocate.
     scratch: Vec<u8>,
 }
@@ -173,6 +177,7 @@ impl CommitLog {
             writer: Mutex::new(WriterState {
                 write_pos: end,
                 next_offsets,
+                closed_topics: HashSet::default(),
                 scratch: Vec::new(),
             }),
             committed: AtomicU64::new(end),
@@ -271,15 +276,33 @@ impl CommitLog {
             .unwrap_or(0)
     }
 
-    /// The writer's next queue offset of every partition of `topic` it has
-    /// assigned offsets in (or was told of at open).
-    pub fn next_queue_offsets_of(&self, topic: &str) -> Vec<(u32, u64)> {
-        lock(&self.writer)
-            .next_offsets
+    /// A topic is being deleted: from now on its appends are refused (until
+    /// [`CommitLog::open_partition`]), and the writer's next queue offset
+    /// of every partition of `topic` it has assigned offsets in (or was
+    /// told of at open) is returned. Both happen under the writer's lock,
+    /// so every record of the topic either got its offset before and is
+    /// counted in what is returned, or is refused: none can take an offset
+    /// at or past what the deletion keeps and be indexed as a new
+    /// incarnation of the deleted topic.
+    pub fn close_topic(&self, topic: &str) -> Vec<(u32, u64)> {
+        let mut w = lock(&self.writer);
+        w.closed_topics.insert(Arc::from(topic));
+        w.next_offsets
             .0
             .get(topic)
             .map(|parts| parts.iter().map(|(&p, &n)| (p, n)).collect())
             .unwrap_or_default()
+    }
+
+    /// A partition of `tp`'s topic is created (or the topic created again
+    /// after a deletion): appends to the topic are accepted again, and the
+    /// queue offset its next record gets is returned (the base of the new
+    /// incarnation). One lock for both, so no refused-then-accepted record
+    /// can slip below the returned base.
+    pub fn open_partition(&self, tp: &TopicPartition) -> u64 {
+        let mut w = lock(&self.writer);
+        w.closed_topics.remove(tp.topic());
+        w.next_offsets.get(tp.topic(), tp.partition()).unwrap_or(0)
     }
 
     fn check_poisoned(&self) -> Result<()> {
@@ -372,6 +395,13 @@ impl CommitLog {
         }
         let mut w = lock(&self.writer);
         self.check_poisoned()?;
+        if !w.closed_topics.is_empty() {
+            if let Some(r) = batch.iter().find(|r| w.closed_topics.contains(&*r.topic)) {
+                return Err(StoreError::TopicDeleted {
+                    topic: r.topic.to_string(),
+                });
+            }
+        }
         let store_ts = now_ms();
         let fields = |r| record_fields(r, store_ts);
 

@@ -1,6 +1,8 @@
 //! Helpers shared by the storage integration tests.
 #![allow(dead_code, clippy::unwrap_used)]
 
+pub mod log_capture;
+
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
