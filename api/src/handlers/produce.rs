@@ -27,6 +27,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use bytes::Bytes;
+use tidelog_broker::BrokerError;
 use tidelog_storage::commit_log::format::{headers_block_len, HEADER_COUNT_MAX, HEADER_NAME_MAX};
 use tidelog_storage::{AppendRecord, Header};
 
@@ -174,8 +175,8 @@ async fn resolve_topic(
                 Ok(topic)
             }
             // Another request created it first: use theirs.
-            Err(ApiError::TopicExists { .. }) => ready.registry.require(&name),
-            Err(e) => Err(e),
+            Err(BrokerError::TopicExists { .. }) => Ok(ready.registry.require(&name)?),
+            Err(e) => Err(e.into()),
         }
     })
     .await

@@ -216,7 +216,7 @@ pub async fn create_v3(
                     if compacts {
                         ready.resync_compaction(&name);
                     }
-                    Err(e)
+                    Err(e.into())
                 }
             }
         })
@@ -381,7 +381,7 @@ async fn alter(
                 if becomes_compact {
                     ready.resync_compaction(&name);
                 }
-                Err(e)
+                Err(e.into())
             }
         }
     })
