@@ -20,9 +20,9 @@
 //! The topic registry, topic configs, consumer group offsets and the
 //! partitioner are the broker's (`tidelog_broker`), re-exported here under
 //! their old paths; its `BrokerError` becomes an HTTP answer in `error.rs`.
-//! * [`state`]: shared handler state, start-up ([`Ready::open`]: compacted
-//!   logs declared before the store recovers, the LogCleaner started after)
-//!   and keeping the compacted logs in line with the registry.
+//!
+//! * [`state`]: shared handler state and the broker once it is open
+//!   (start-up, [`Broker::open`], is the broker's).
 //! * [`router`] and [`handlers`]: the routes of API.md.
 //! * [`metrics`] renders `/metrics`: its own counters, the store's stats and
 //!   the LogCleaner's metrics.
@@ -54,4 +54,5 @@ pub use tidelog_broker::{groups, partitioner, registry, topic_config};
 pub use error::ApiError;
 pub use router::router;
 pub use settings::{ApiSettings, DeclaredTopic};
-pub use state::{AppState, Ready, StartupError};
+pub use state::AppState;
+pub use tidelog_broker::{Broker, StartupError};

@@ -13,7 +13,10 @@
 //! * [`groups`]: consumer group offsets, kept in `__consumer_offsets` and
 //!   rebuilt from its compacted log.
 //! * [`settings`]: what the broker is told at start ([`DeclaredTopic`]).
+//! * [`broker`]: start-up and shutdown order ([`Broker::open`]), keeping
+//!   the compacted logs in line with the registry.
 
+pub mod broker;
 pub mod error;
 pub mod groups;
 pub mod names;
@@ -22,5 +25,6 @@ pub mod registry;
 pub mod settings;
 pub mod topic_config;
 
+pub use broker::{next_offset, Broker, StartupError};
 pub use error::BrokerError;
 pub use settings::DeclaredTopic;

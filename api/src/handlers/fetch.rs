@@ -55,7 +55,7 @@ use crate::records::{
     V2_RESPONSE,
 };
 use crate::registry::Topic;
-use crate::state::{AppState, Ready};
+use crate::state::{AppState, Broker};
 
 pub const FETCH_MAX_RECORDS_DEFAULT: u64 = 500;
 pub const FETCH_MAX_RECORDS_MAX: u64 = 10_000;
@@ -206,7 +206,7 @@ enum Source {
 /// docs/BENCHMARKS.md). A read of cold pages can stall this worker for a
 /// disk read; the other workers keep serving meanwhile.
 async fn read_rendered(
-    ready: &Arc<Ready>,
+    ready: &Arc<Broker>,
     topic: &Arc<Topic>,
     partition: u32,
     from: u64,
@@ -529,7 +529,7 @@ const QUERY_SCAN_BATCH_BYTES: usize = 4 << 20;
 /// keeping the `max` newest in a bounded heap. Linear in the compacted
 /// logs' size (module doc). Blocking.
 fn query_compacted(
-    ready: &Ready,
+    ready: &Broker,
     topic: &Topic,
     key: &[u8],
     begin_ms: i64,

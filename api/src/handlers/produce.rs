@@ -39,7 +39,7 @@ use crate::names;
 use crate::partitioner::partition_for_key;
 use crate::records::{self, EmbeddedFormat, ProduceRecord, ProduceResponse};
 use crate::registry::Topic;
-use crate::state::{AppState, Ready};
+use crate::state::{AppState, Broker};
 
 pub async fn produce(
     State(state): State<AppState>,
@@ -138,7 +138,7 @@ async fn produce_inner(
 /// (not when the disk is full and the request would write something).
 async fn resolve_topic(
     state: &AppState,
-    ready: &Arc<Ready>,
+    ready: &Arc<Broker>,
     name: &str,
     writes: bool,
 ) -> Result<Arc<Topic>, ApiError> {

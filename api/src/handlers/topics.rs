@@ -255,7 +255,7 @@ pub async fn delete_v3(
             ready.drop_compaction(&name)?;
         }
         // Its ConsumeQueue files are removed and closed; a crash before
-        // this is finished at the next start (`Ready::open`).
+        // this is finished at the next start (`Broker::open`).
         ready.store.delete_topic(&name)?;
         Ok(())
     })
@@ -376,7 +376,7 @@ async fn alter(
             crate::state::next_offset(&ready.store, &name, p)
         });
         match altered {
-            Ok(topic) => ready.sync_compaction(&topic),
+            Ok(topic) => Ok(ready.sync_compaction(&topic)?),
             Err(e) => {
                 if becomes_compact {
                     ready.resync_compaction(&name);
