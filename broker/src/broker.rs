@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use tidelog_cleaner::{CleanerConfig, CleanerError, CompactTopicConfig, CompactedLogs, LogCleaner};
-use tidelog_storage::{Store, StoreConfig, StoreError};
+use tidelog_storage::{DataDirLock, Store, StoreConfig, StoreError};
 
 use crate::error::BrokerError;
 use crate::groups::GroupOffsets;
@@ -19,10 +19,6 @@ use crate::topic_config::TopicConfig;
 
 /// Directory under the data dir that holds the topic registry.
 pub const CONFIG_DIR: &str = "config";
-
-/// Lock file taken before the compacted logs are opened (see
-/// [`CompactedLock`]).
-pub const COMPACTED_LOCK_FILE: &str = "compacted.lock";
 
 /// Why the server could not get ready.
 #[derive(Debug, thiserror::Error)]
@@ -46,8 +42,6 @@ pub enum StartupError {
         #[source]
         source: CleanerError,
     },
-    #[error("cannot lock {path}: {reason}")]
-    Locked { path: PathBuf, reason: String },
 }
 
 /// Everything that exists once recovery is done.
@@ -62,7 +56,6 @@ pub struct Broker {
     /// store: shutdown can take the store back and stop the cleaner, which
     /// ends such waits.
     pub cleaner: Arc<LogCleaner>,
-    _lock: CompactedLock,
 }
 
 impl std::fmt::Debug for Broker {
@@ -76,9 +69,11 @@ impl std::fmt::Debug for Broker {
 
 impl Broker {
     /// Start-up, blocking. Order matters:
-    /// 1. lock the data dir's compacted logs, load the topic registry and
-    ///    open the compacted logs (finishing or rolling back interrupted
-    ///    segment swaps);
+    /// 1. lock the data dir (the store's one lock, `<data_dir>/lock`, taken
+    ///    here because the compacted logs open before the store and finish
+    ///    or roll back interrupted segment swaps as they do: a second server
+    ///    on the same data dir must stop before touching them), load the
+    ///    topic registry and open the compacted logs;
     /// 2. declare every compact topic to them (registry, `__consumer_offsets`,
     ///    compact topics of the config file), so that records recovery
     ///    replays are copied too;
@@ -94,19 +89,18 @@ impl Broker {
         cleaner_config: CleanerConfig,
     ) -> Result<Broker, StartupError> {
         let data_dir = store_config.data_dir.clone();
-        let lock = CompactedLock::acquire(&data_dir)?;
+        let store_err = |source| StartupError::Store {
+            data_dir: data_dir.clone(),
+            source,
+        };
+        let lock = DataDirLock::acquire(&data_dir).map_err(store_err)?;
         let registry = TopicRegistry::load(&data_dir.join(CONFIG_DIR))?;
         let logs = CompactedLogs::open(&data_dir).map_err(|source| StartupError::Compaction {
             data_dir: data_dir.clone(),
             source,
         })?;
         let declared_early = declare_before_recovery(&logs, &registry, declared_topics);
-        let store = Store::open_with_sinks(store_config, vec![logs.sink()]).map_err(|source| {
-            StartupError::Store {
-                data_dir: data_dir.clone(),
-                source,
-            }
-        })?;
+        let store = Store::open_locked(store_config, vec![logs.sink()], lock).map_err(store_err)?;
         let prepared = Self::prepare(
             declared_topics,
             &store,
@@ -122,7 +116,6 @@ impl Broker {
                 groups,
                 logs,
                 cleaner: Arc::new(cleaner),
-                _lock: lock,
             }),
             Err(e) => {
                 // Leave the store as a clean shutdown would: the failure was
@@ -307,51 +300,6 @@ fn declare_before_recovery(
     early
 }
 
-/// An exclusive `flock` on `<data_dir>/compacted.lock`, held while the
-/// server runs. The store locks the data dir too, but only once it opens,
-/// and the compacted logs open before it (recovery copies into them) and
-/// finish or roll back interrupted segment swaps as they do: a second
-/// server on the same data dir must stop before touching them.
-#[derive(Debug)]
-pub struct CompactedLock {
-    _file: std::fs::File,
-}
-
-impl CompactedLock {
-    pub fn acquire(data_dir: &std::path::Path) -> Result<CompactedLock, StartupError> {
-        let path = data_dir.join(COMPACTED_LOCK_FILE);
-        let locked = |reason: String| StartupError::Locked {
-            path: path.clone(),
-            reason,
-        };
-        tidelog_storage::fs_util::create_dir_durable(data_dir)
-            .map_err(|e| locked(e.to_string()))?;
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(|e| locked(e.to_string()))?;
-        #[cfg(unix)]
-        {
-            use std::os::unix::io::AsRawFd;
-            // SAFETY: a plain syscall on a file descriptor we own; the lock
-            // is released when the file is closed.
-            let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-            if rc != 0 {
-                let err = std::io::Error::last_os_error();
-                return Err(locked(if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
-                    "another tidelog server is using this data directory".into()
-                } else {
-                    err.to_string()
-                }));
-            }
-        }
-        Ok(CompactedLock { _file: file })
-    }
-}
-
 /// The queue offset the next record of a partition will get: the base of a
 /// topic created now (see `registry.rs`). Read from the CommitLog's writer,
 /// not the ConsumeQueue, so records appended but not yet dispatched are
@@ -360,4 +308,55 @@ pub fn next_offset(store: &Store, topic: &str, partition: u32) -> u64 {
     tidelog_storage::TopicPartition::new(topic, partition)
         .map(|tp| store.commit_log().next_queue_offset(&tp))
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store_config(dir: &std::path::Path) -> StoreConfig {
+        let mut c = StoreConfig::new(dir);
+        c.commitlog_segment_bytes = 1 << 20;
+        c.consume_queue_units_per_file = 1000;
+        c.index_slots = 1000;
+        c.index_entries = 4000;
+        c.preallocate_next_segment = false;
+        c
+    }
+
+    fn cleaner_config() -> CleanerConfig {
+        CleanerConfig {
+            dedupe_buffer_bytes: 1 << 20,
+            ..CleanerConfig::default()
+        }
+    }
+
+    /// One lock per data dir, the store's, taken before the compacted logs
+    /// open: a second broker on the same dir stops at it, and no second
+    /// lock file is left in the data dir.
+    #[test]
+    fn a_second_broker_on_the_same_data_dir_stops_at_the_one_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = Broker::open(&[], store_config(dir.path()), cleaner_config()).unwrap();
+        let second = Broker::open(&[], store_config(dir.path()), cleaner_config());
+        assert!(
+            matches!(
+                second,
+                Err(StartupError::Store {
+                    source: StoreError::Locked { .. },
+                    ..
+                })
+            ),
+            "{:?}",
+            second.map(|_| ())
+        );
+        assert!(dir.path().join(tidelog_storage::store::LOCK_FILE).exists());
+        assert!(!dir.path().join("compacted.lock").exists());
+        first.shutdown().unwrap();
+        // Released with the store: the data dir opens again.
+        Broker::open(&[], store_config(dir.path()), cleaner_config())
+            .unwrap()
+            .shutdown()
+            .unwrap();
+    }
 }
