@@ -254,7 +254,8 @@ impl From<tidelog_storage::StoreError> for ApiError {
 /// which names the file.
 /// The broker's errors, one HTTP code each: a refused request is 40002, an
 /// unknown topic or partition 40401/40402, an existing topic 40901, a bug or
-/// I/O failure 50001. The validation variants keep their parts.
+/// I/O failure 50001, the store's errors as the store's. The validation
+/// variants keep their parts.
 impl From<tidelog_broker::BrokerError> for ApiError {
     fn from(e: tidelog_broker::BrokerError) -> Self {
         use tidelog_broker::BrokerError as B;
@@ -267,6 +268,7 @@ impl From<tidelog_broker::BrokerError> for ApiError {
             B::UnknownPartition { .. } => ApiError::UnknownPartition { message },
             B::TopicExists { .. } => ApiError::TopicExists { message },
             B::Internal { .. } => ApiError::Internal { message },
+            B::Store { source } => source.into(),
         }
     }
 }

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-pub use tidelog_broker::{next_offset, Broker, StartupError};
+pub use tidelog_broker::Broker;
 use tokio::sync::{watch, Semaphore};
 
 use crate::budget::ByteBudget;

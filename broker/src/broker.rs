@@ -15,7 +15,7 @@ use crate::error::BrokerError;
 use crate::groups::GroupOffsets;
 use crate::registry::{RegistryError, Topic, TopicRegistry, CONSUMER_OFFSETS_TOPIC};
 use crate::settings::DeclaredTopic;
-use crate::topic_config::TopicConfig;
+use crate::topic_config::{self, Overrides, TopicConfig};
 
 /// Directory under the data dir that holds the topic registry.
 pub const CONFIG_DIR: &str = "config";
@@ -200,11 +200,115 @@ impl Broker {
         Ok((groups, cleaner))
     }
 
+    /// Creates a topic (already validated `overrides`) and makes the
+    /// compacted logs follow it. A compact topic is declared to them before
+    /// the registry has it, so no record produced in between is missed; a
+    /// failed create takes the declaration back. Blocking.
+    pub fn create_topic(
+        &self,
+        name: &str,
+        partitions: u32,
+        overrides: Overrides,
+    ) -> Result<Arc<Topic>, BrokerError> {
+        let config = TopicConfig::from_overrides(&overrides)?;
+        let compacts = config.cleanup_policy.compacts();
+        if compacts && self.registry.get(name).is_none() {
+            self.logs.set_topic(name, config.compact_config());
+        }
+        let created = self.registry.create(name, partitions, overrides, &|p| {
+            next_offset(&self.store, name, p)
+        });
+        match created {
+            Ok(topic) => {
+                self.sync_compaction(&topic)?;
+                Ok(topic)
+            }
+            Err(e) => {
+                if compacts {
+                    self.resync_compaction(name);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// The topic `name`, created with `partitions` and default configs if
+    /// it does not exist (auto-create); a create racing this one wins and
+    /// its topic is returned. Blocking.
+    pub fn get_or_create_topic(
+        &self,
+        name: &str,
+        partitions: u32,
+    ) -> Result<Arc<Topic>, BrokerError> {
+        let created = self
+            .registry
+            .create(name, partitions, Overrides::new(), &|p| {
+                next_offset(&self.store, name, p)
+            });
+        match created {
+            Ok(topic) => {
+                tracing::info!(topic = %name, partitions, "auto-created topic");
+                Ok(topic)
+            }
+            // Another request created it first: use theirs.
+            Err(BrokerError::TopicExists { .. }) => self.registry.require(name),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Applies config changes all or nothing (`None` removes an override)
+    /// and makes the compacted logs follow. Blocking.
+    pub fn alter_topic(
+        &self,
+        name: &str,
+        changes: &[(String, Option<String>)],
+    ) -> Result<(), BrokerError> {
+        let current = self.registry.require(name)?;
+        let mut overrides = current.overrides.clone();
+        topic_config::apply(
+            &mut overrides,
+            changes.iter().map(|(n, v)| (n.as_str(), v.as_deref())),
+        )?;
+        let next = TopicConfig::from_overrides(&overrides)?;
+        // Becoming compact: copy records from now on, before the registry
+        // checks the topic is empty, so none produced in between is missed.
+        let becomes_compact =
+            next.cleanup_policy.compacts() && !current.config.cleanup_policy.compacts();
+        if becomes_compact {
+            self.logs.set_topic(name, next.compact_config());
+        }
+        let altered = self
+            .registry
+            .alter(name, changes, &|p| next_offset(&self.store, name, p));
+        match altered {
+            Ok(topic) => self.sync_compaction(&topic),
+            Err(e) => {
+                if becomes_compact {
+                    self.resync_compaction(name);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Deletes a topic: from the registry, its compacted logs, then its
+    /// queues. Blocking.
+    pub fn delete_topic(&self, name: &str) -> Result<(), BrokerError> {
+        self.registry.delete(name)?;
+        if self.has_compaction_state(name) {
+            self.drop_compaction(name)?;
+        }
+        // Its ConsumeQueue files are removed and closed; a crash before
+        // this is finished at the next start (`Broker::open`).
+        self.store.delete_topic(name)?;
+        Ok(())
+    }
+
     /// Makes the compacted logs follow `topic` as the registry has it now
     /// (after a create or a config change): a compact topic is declared
     /// with its current config; one that no longer compacts (an empty
     /// topic changed to `delete`) loses its compacted logs. Blocking.
-    pub fn sync_compaction(&self, topic: &Topic) -> Result<(), BrokerError> {
+    fn sync_compaction(&self, topic: &Topic) -> Result<(), BrokerError> {
         if topic.config.cleanup_policy.compacts() {
             self.logs
                 .set_topic(&topic.name, topic.config.compact_config());
@@ -218,7 +322,7 @@ impl Broker {
 
     /// Makes the compacted logs follow the registry for `name` after a
     /// failed create or alter that declared it early. Blocking.
-    pub fn resync_compaction(&self, name: &str) {
+    fn resync_compaction(&self, name: &str) {
         let result = match self.registry.get(name) {
             Some(topic) => self.sync_compaction(&topic),
             None if self.has_compaction_state(name) => self.drop_compaction(name),
@@ -230,7 +334,7 @@ impl Broker {
     }
 
     /// Whether the compacted logs know `name` (declared or with logs).
-    pub fn has_compaction_state(&self, name: &str) -> bool {
+    fn has_compaction_state(&self, name: &str) -> bool {
         self.logs.is_compact(name)
             || self
                 .logs
@@ -242,7 +346,7 @@ impl Broker {
     /// Stops compacting `name` and deletes its compacted logs and cleaner
     /// checkpoint entries (the topic was deleted). Blocking: waits for a
     /// pass in progress.
-    pub fn drop_compaction(&self, name: &str) -> Result<(), BrokerError> {
+    fn drop_compaction(&self, name: &str) -> Result<(), BrokerError> {
         self.cleaner
             .remove_topic(name)
             .map_err(|e| BrokerError::Internal {

@@ -3,13 +3,14 @@
 //! Every front-end maps it in one place (the HTTP API in `api/src/error.rs`).
 //! A client mistake (`Invalid`, `InvalidName`, `InvalidTopicConfig`,
 //! `UnknownTopic`, `UnknownPartition`, `TopicExists`) and an internal
-//! inconsistency (`Internal`, to be logged) are different variants. The
+//! inconsistency (`Internal`, to be logged) are different variants; the
+//! store's own errors pass through whole (`Store`). The
 //! validation variants keep their parts apart so that the server's config
 //! loader can put them under its own key path
 //! (`topics[1].configs.cleanup.policy: ...`) without parsing a string.
 
 /// What a broker operation refused, and why.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum BrokerError {
     /// A request that can never succeed as sent (a bad partition count, a
     /// change to an internal topic, a policy change on a topic with records).
@@ -41,6 +42,13 @@ pub enum BrokerError {
     /// A bug or an I/O failure; the message says which.
     #[error("{message}")]
     Internal { message: String },
+    /// The store refused or failed (disk full, I/O, a poisoned log, ...);
+    /// kept whole so a front-end maps it as it maps the store's errors.
+    #[error("{source}")]
+    Store {
+        #[from]
+        source: tidelog_storage::StoreError,
+    },
 }
 
 impl BrokerError {

@@ -27,7 +27,6 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use bytes::Bytes;
-use tidelog_broker::BrokerError;
 use tidelog_storage::commit_log::format::{headers_block_len, HEADER_COUNT_MAX, HEADER_NAME_MAX};
 use tidelog_storage::{AppendRecord, Header};
 
@@ -163,23 +162,7 @@ async fn resolve_topic(
     let partitions = settings.default_partitions;
     let ready = Arc::clone(ready);
     let name = name.to_string();
-    blocking(move || {
-        let created = ready
-            .registry
-            .create(&name, partitions, Default::default(), &|p| {
-                crate::state::next_offset(&ready.store, &name, p)
-            });
-        match created {
-            Ok(topic) => {
-                tracing::info!(topic = %name, partitions, "auto-created topic");
-                Ok(topic)
-            }
-            // Another request created it first: use theirs.
-            Err(BrokerError::TopicExists { .. }) => Ok(ready.registry.require(&name)?),
-            Err(e) => Err(e.into()),
-        }
-    })
-    .await
+    blocking(move || Ok(ready.get_or_create_topic(&name, partitions)?)).await
 }
 
 /// Checks every record and turns it into an append; returns the batch and
