@@ -269,6 +269,7 @@ impl From<tidelog_broker::BrokerError> for ApiError {
             B::TopicExists { .. } => ApiError::TopicExists { message },
             B::Internal { .. } => ApiError::Internal { message },
             B::Store { source } => source.into(),
+            B::Compaction { source } => source.into(),
         }
     }
 }

@@ -4,7 +4,8 @@
 //! A client mistake (`Invalid`, `InvalidName`, `InvalidTopicConfig`,
 //! `UnknownTopic`, `UnknownPartition`, `TopicExists`) and an internal
 //! inconsistency (`Internal`, to be logged) are different variants; the
-//! store's own errors pass through whole (`Store`). The
+//! store's and the cleaner's own errors pass through whole (`Store`,
+//! `Compaction`). The
 //! validation variants keep their parts apart so that the server's config
 //! loader can put them under its own key path
 //! (`topics[1].configs.cleanup.policy: ...`) without parsing a string.
@@ -48,6 +49,12 @@ pub enum BrokerError {
     Store {
         #[from]
         source: tidelog_storage::StoreError,
+    },
+    /// A compacted log or the LogCleaner failed; kept whole likewise.
+    #[error("{source}")]
+    Compaction {
+        #[from]
+        source: tidelog_cleaner::CleanerError,
     },
 }
 

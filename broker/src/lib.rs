@@ -13,6 +13,8 @@
 //! * [`groups`]: consumer group offsets, kept in `__consumer_offsets` and
 //!   rebuilt from its compacted log.
 //! * [`settings`]: what the broker is told at start ([`DeclaredTopic`]).
+//! * [`read`]: reads that hide where records live (offsets, query by key,
+//!   read by physical offset).
 //! * [`broker`]: start-up and shutdown order ([`Broker::open`]), keeping
 //!   the compacted logs in line with the registry.
 
@@ -21,6 +23,7 @@ pub mod error;
 pub mod groups;
 pub mod names;
 pub mod partitioner;
+pub mod read;
 pub mod registry;
 pub mod settings;
 pub mod topic_config;
