@@ -253,6 +253,28 @@ impl From<tidelog_storage::StoreError> for ApiError {
 /// compact under a request (deleted) is 40401; everything else (I/O, a damaged
 /// compacted segment, a bad setting) is 50001 with the cleaner's message,
 /// which names the file.
+/// The broker's errors, one HTTP code each: a refused request is 40002, an
+/// unknown topic or partition 40401/40402, an existing topic 40901, a bug or
+/// I/O failure 50001, the store's errors as the store's. The validation
+/// variants keep their parts.
+impl From<tidelog_broker::BrokerError> for ApiError {
+    fn from(e: tidelog_broker::BrokerError) -> Self {
+        use tidelog_broker::BrokerError as B;
+        let message = e.to_string();
+        match e {
+            B::Invalid { .. } => ApiError::BadRequest { message },
+            B::InvalidName { kind, name, reason } => ApiError::InvalidName { kind, name, reason },
+            B::InvalidTopicConfig { name, reason } => ApiError::InvalidTopicConfig { name, reason },
+            B::UnknownTopic { .. } => ApiError::UnknownTopic { message },
+            B::UnknownPartition { .. } => ApiError::UnknownPartition { message },
+            B::TopicExists { .. } => ApiError::TopicExists { message },
+            B::Internal { .. } => ApiError::Internal { message },
+            B::Store { source } => source.into(),
+            B::Compaction { source } => source.into(),
+        }
+    }
+}
+
 impl From<tidelog_cleaner::CleanerError> for ApiError {
     fn from(e: tidelog_cleaner::CleanerError) -> Self {
         use tidelog_cleaner::CleanerError as C;

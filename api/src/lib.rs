@@ -8,25 +8,21 @@
 //! * [`budget`]: the global budget of request bytes held in memory, not
 //!   tied to HTTP so other listeners can share it.
 //! * [`error`]: every API error and its single mapping to status and body.
-//! * [`names`]: validation of topic and group names, partitions and offsets
-//!   taken from paths and queries, before anything reaches storage.
-//! * [`partitioner`]: Kafka's murmur2 partitioner and round-robin.
+//! * [`names`]: validation of partitions and offsets taken from paths and
+//!   queries; the name rules are the broker's, re-exported.
 //! * `json_body`: the decoder of every other JSON body (admin, configs,
 //!   commits), which reads a struct from a JSON object only.
 //! * `canonical_json`: the stored text of json-format keys and values
 //!   (members sorted, numbers as written).
 //! * [`records`]: produce bodies in the json and binary embedded formats,
 //!   fetch rendering, and the answer shapes.
-//! * [`topic_config`]: known Kafka topic configs, their bounds and defaults;
-//!   shared with the server's YAML loader.
 //!
-//! * [`registry`]: topics, partition counts and config overrides, persisted
-//!   in `<data_dir>/config/topics.json`.
-//! * [`groups`]: consumer group offsets, kept in `__consumer_offsets` and
-//!   rebuilt from its compacted log.
-//! * [`state`]: shared handler state, start-up ([`Ready::open`]: compacted
-//!   logs declared before the store recovers, the LogCleaner started after)
-//!   and keeping the compacted logs in line with the registry.
+//! The topic registry, topic configs, consumer group offsets and the
+//! partitioner are the broker's (`tidelog_broker`), re-exported here under
+//! their old paths; its `BrokerError` becomes an HTTP answer in `error.rs`.
+//!
+//! * [`state`]: shared handler state and the broker once it is open
+//!   (start-up, [`Broker::open`], is the broker's).
 //! * [`router`] and [`handlers`]: the routes of API.md.
 //! * [`metrics`] renders `/metrics`: its own counters, the store's stats and
 //!   the LogCleaner's metrics.
@@ -43,21 +39,20 @@ pub mod budget;
 mod canonical_json;
 pub mod error;
 mod extract;
-pub mod groups;
 pub mod handlers;
 mod json_body;
 mod json_fast;
 pub mod metrics;
 pub mod names;
-pub mod partitioner;
 pub mod records;
-pub mod registry;
 pub mod router;
 pub mod settings;
 pub mod state;
-pub mod topic_config;
+
+pub use tidelog_broker::{groups, partitioner, registry, topic_config};
 
 pub use error::ApiError;
 pub use router::router;
 pub use settings::{ApiSettings, DeclaredTopic};
-pub use state::{AppState, Ready, StartupError};
+pub use state::AppState;
+pub use tidelog_broker::{Broker, StartupError};

@@ -6,16 +6,7 @@
 
 use std::time::Duration;
 
-use crate::topic_config::Overrides;
-
-/// A topic declared in the config file (`topics:`), already validated.
-#[derive(Debug, Clone, PartialEq)]
-pub struct DeclaredTopic {
-    pub name: String,
-    pub partitions: u32,
-    /// Canonical config values; the file wins for these keys at start.
-    pub overrides: Overrides,
-}
+pub use tidelog_broker::DeclaredTopic;
 
 /// Settings of the HTTP API.
 #[derive(Debug, Clone, PartialEq)]

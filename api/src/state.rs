@@ -1,4 +1,5 @@
-//! Shared state of the handlers, and start-up.
+//! Shared state of the handlers; start-up itself is the broker's
+//! ([`Broker::open`]).
 //!
 //! The server binds its listener first and opens the store afterwards (on a
 //! blocking thread: recovery can take a while), so `/status/ready` can answer
@@ -12,374 +13,13 @@ use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use tidelog_cleaner::{CleanerConfig, CleanerError, CompactTopicConfig, CompactedLogs, LogCleaner};
-use tidelog_storage::{Store, StoreConfig, StoreError};
+pub use tidelog_broker::Broker;
 use tokio::sync::{watch, Semaphore};
 
 use crate::budget::ByteBudget;
 use crate::error::ApiError;
-use crate::groups::GroupOffsets;
 use crate::metrics::{ConnectionMetrics, Metrics, Snapshot};
-use crate::registry::{RegistryError, Topic, TopicRegistry, CONSUMER_OFFSETS_TOPIC};
-use crate::settings::{ApiSettings, DeclaredTopic};
-use crate::topic_config::TopicConfig;
-
-/// Directory under the data dir that holds the topic registry.
-pub const CONFIG_DIR: &str = "config";
-
-/// Lock file taken before the compacted logs are opened (see
-/// [`CompactedLock`]).
-pub const COMPACTED_LOCK_FILE: &str = "compacted.lock";
-
-/// Why the server could not get ready.
-#[derive(Debug, thiserror::Error)]
-pub enum StartupError {
-    #[error("cannot open the store in {data_dir}: {source}")]
-    Store {
-        data_dir: PathBuf,
-        #[source]
-        source: StoreError,
-    },
-    #[error("topic registry: {0}")]
-    Registry(#[from] RegistryError),
-    #[error("cannot rebuild consumer offsets from {CONSUMER_OFFSETS_TOPIC}: {source}")]
-    ConsumerOffsets {
-        #[source]
-        source: CleanerError,
-    },
-    #[error("compacted logs in {data_dir}: {source}")]
-    Compaction {
-        data_dir: PathBuf,
-        #[source]
-        source: CleanerError,
-    },
-    #[error("cannot lock {path}: {reason}")]
-    Locked { path: PathBuf, reason: String },
-}
-
-/// Everything that exists once recovery is done.
-pub struct Ready {
-    pub store: Store,
-    pub registry: TopicRegistry,
-    pub groups: GroupOffsets,
-    /// Compacted logs of compact topics (fetch, offsets and key query of
-    /// those topics read here).
-    pub logs: Arc<CompactedLogs>,
-    /// An `Arc` so a request waiting for a pass holds the cleaner, not the
-    /// store: shutdown can take the store back and stop the cleaner, which
-    /// ends such waits.
-    pub cleaner: Arc<LogCleaner>,
-    _lock: CompactedLock,
-}
-
-impl std::fmt::Debug for Ready {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Ready")
-            .field("data_dir", &self.store.data_dir())
-            .field("registry", &self.registry)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Ready {
-    /// Start-up, blocking. Order matters:
-    /// 1. lock the data dir's compacted logs, load the topic registry and
-    ///    open the compacted logs (finishing or rolling back interrupted
-    ///    segment swaps);
-    /// 2. declare every compact topic to them (registry, `__consumer_offsets`,
-    ///    compact topics of the config file), so that records recovery
-    ///    replays are copied too;
-    /// 3. open the store with the compacted logs' dispatcher sink (recovery);
-    /// 4. create the internal and declared topics, declare compact topics
-    ///    again with their final configs, and drop compacted logs of topics
-    ///    that no longer exist or no longer compact;
-    /// 5. rebuild consumer offsets from `__consumer_offsets`' compacted log;
-    /// 6. start the LogCleaner threads.
-    pub fn open(
-        settings: &ApiSettings,
-        store_config: StoreConfig,
-        cleaner_config: CleanerConfig,
-    ) -> Result<Ready, StartupError> {
-        let data_dir = store_config.data_dir.clone();
-        let lock = CompactedLock::acquire(&data_dir)?;
-        let registry = TopicRegistry::load(&data_dir.join(CONFIG_DIR))?;
-        let logs = CompactedLogs::open(&data_dir).map_err(|source| StartupError::Compaction {
-            data_dir: data_dir.clone(),
-            source,
-        })?;
-        let declared_early = declare_before_recovery(&logs, &registry, &settings.declared_topics);
-        let store = Store::open_with_sinks(store_config, vec![logs.sink()]).map_err(|source| {
-            StartupError::Store {
-                data_dir: data_dir.clone(),
-                source,
-            }
-        })?;
-        let prepared = Self::prepare(
-            settings,
-            &store,
-            &registry,
-            &logs,
-            &declared_early,
-            cleaner_config,
-        );
-        match prepared {
-            Ok((groups, cleaner)) => Ok(Ready {
-                store,
-                registry,
-                groups,
-                logs,
-                cleaner: Arc::new(cleaner),
-                _lock: lock,
-            }),
-            Err(e) => {
-                // Leave the store as a clean shutdown would: the failure was
-                // ours, not the log's, and the next start should be quick.
-                if let Err(close) = store.shutdown() {
-                    tracing::error!(error = %close, "closing the store after a failed start");
-                }
-                Err(e)
-            }
-        }
-    }
-
-    fn prepare(
-        settings: &ApiSettings,
-        store: &Store,
-        registry: &TopicRegistry,
-        logs: &Arc<CompactedLogs>,
-        declared_early: &[String],
-        cleaner_config: CleanerConfig,
-    ) -> Result<(GroupOffsets, LogCleaner), StartupError> {
-        registry.ensure_internal(&|p| new_partition_base(store, CONSUMER_OFFSETS_TOPIC, p))?;
-        registry.apply_declared(&settings.declared_topics, &|t, p| {
-            new_partition_base(store, t, p)
-        })?;
-        // Queues of topics the registry no longer has: left by a crash
-        // between a topic's deletion from the registry and from the store
-        // (or by a tidelog that did not delete them).
-        let mut orphans: Vec<String> = store
-            .partitions()
-            .iter()
-            .map(|tp| tp.topic().to_string())
-            .filter(|t| registry.get(t).is_none())
-            .collect();
-        orphans.dedup();
-        for topic in &orphans {
-            tracing::info!(%topic, "removing the queues of a deleted topic");
-            store
-                .delete_topic(topic)
-                .map_err(|source| StartupError::Store {
-                    data_dir: store.data_dir().to_path_buf(),
-                    source,
-                })?;
-        }
-        for topic in registry.all() {
-            if topic.config.cleanup_policy.compacts() {
-                logs.set_topic(&topic.name, topic.config.compact_config());
-            }
-        }
-        let compaction_err = |source| StartupError::Compaction {
-            data_dir: store.data_dir().to_path_buf(),
-            source,
-        };
-        let cleaner = LogCleaner::new(
-            Arc::clone(logs),
-            store.data_dir().to_path_buf(),
-            cleaner_config,
-            Arc::clone(store.commit_log()),
-        )
-        .map_err(compaction_err)?;
-        // Compacted logs of topics that are gone or no longer compact: left
-        // by a crash during a delete, a fetch racing one, or a declaration
-        // the config file took back.
-        let mut stale: Vec<String> = logs
-            .all_logs()
-            .iter()
-            .map(|l| l.topic_partition().topic().to_string())
-            .chain(declared_early.iter().cloned())
-            .filter(|t| {
-                registry
-                    .get(t)
-                    .is_none_or(|t| !t.config.cleanup_policy.compacts())
-            })
-            .collect();
-        stale.sort_unstable();
-        stale.dedup();
-        for topic in &stale {
-            tracing::info!(%topic, "removing compacted logs of a topic that is not compact");
-            cleaner.remove_topic(topic).map_err(compaction_err)?;
-        }
-        let internal = registry.get(CONSUMER_OFFSETS_TOPIC);
-        let groups =
-            GroupOffsets::rebuild(logs, &|p| internal.as_ref().map_or(0, |t| t.base_offset(p)))
-                .map_err(|source| StartupError::ConsumerOffsets { source })?;
-        cleaner.start().map_err(compaction_err)?;
-        Ok((groups, cleaner))
-    }
-
-    /// Makes the compacted logs follow `topic` as the registry has it now
-    /// (after a create or a config change): a compact topic is declared
-    /// with its current config; one that no longer compacts (an empty
-    /// topic changed to `delete`) loses its compacted logs. Blocking.
-    pub fn sync_compaction(&self, topic: &Topic) -> Result<(), ApiError> {
-        if topic.config.cleanup_policy.compacts() {
-            self.logs
-                .set_topic(&topic.name, topic.config.compact_config());
-            Ok(())
-        } else if self.has_compaction_state(&topic.name) {
-            self.drop_compaction(&topic.name)
-        } else {
-            Ok(())
-        }
-    }
-
-    /// Makes the compacted logs follow the registry for `name` after a
-    /// failed create or alter that declared it early. Blocking.
-    pub fn resync_compaction(&self, name: &str) {
-        let result = match self.registry.get(name) {
-            Some(topic) => self.sync_compaction(&topic),
-            None if self.has_compaction_state(name) => self.drop_compaction(name),
-            None => Ok(()),
-        };
-        if let Err(e) = result {
-            tracing::error!(topic = name, error = %e, "cannot bring the compacted logs in line with the registry");
-        }
-    }
-
-    /// Whether the compacted logs know `name` (declared or with logs).
-    pub fn has_compaction_state(&self, name: &str) -> bool {
-        self.logs.is_compact(name)
-            || self
-                .logs
-                .all_logs()
-                .iter()
-                .any(|l| l.topic_partition().topic() == name)
-    }
-
-    /// Stops compacting `name` and deletes its compacted logs and cleaner
-    /// checkpoint entries (the topic was deleted). Blocking: waits for a
-    /// pass in progress.
-    pub fn drop_compaction(&self, name: &str) -> Result<(), ApiError> {
-        self.cleaner
-            .remove_topic(name)
-            .map_err(|e| ApiError::Internal {
-                message: format!("cannot remove the compacted logs of topic {name:?}: {e}"),
-            })
-    }
-
-    /// Stops the cleaner (joining its threads), then flushes, checkpoints
-    /// and removes `abort` (Store::shutdown).
-    pub fn shutdown(self) -> Result<(), StoreError> {
-        self.cleaner.stop();
-        self.store.shutdown()
-    }
-}
-
-/// Declares compact topics to the compacted logs before recovery, so the
-/// records it replays are copied: the registry's compact topics,
-/// `__consumer_offsets`, and compact topics of the config file that are new
-/// or already compact (a declared change from `delete` is checked by
-/// `apply_declared`, and an allowed one finds the topic empty, so there is
-/// nothing to replay). Returns the declared topics' names.
-fn declare_before_recovery(
-    logs: &CompactedLogs,
-    registry: &TopicRegistry,
-    declared: &[DeclaredTopic],
-) -> Vec<String> {
-    for topic in registry.all() {
-        if topic.config.cleanup_policy.compacts() {
-            logs.set_topic(&topic.name, topic.config.compact_config());
-        }
-    }
-    if registry.get(CONSUMER_OFFSETS_TOPIC).is_none() {
-        // What `ensure_internal` creates: compact with default configs.
-        logs.set_topic(CONSUMER_OFFSETS_TOPIC, CompactTopicConfig::default());
-    }
-    let mut early = Vec::new();
-    for d in declared {
-        let existing = registry.get(&d.name);
-        let mut overrides = existing
-            .as_ref()
-            .map(|t| t.overrides.clone())
-            .unwrap_or_default();
-        overrides.extend(d.overrides.clone());
-        // A bad value is reported by `apply_declared`.
-        let Ok(config) = TopicConfig::from_overrides(&overrides) else {
-            continue;
-        };
-        if config.cleanup_policy.compacts()
-            && existing.is_none_or(|t| t.config.cleanup_policy.compacts())
-        {
-            logs.set_topic(&d.name, config.compact_config());
-            early.push(d.name.clone());
-        }
-    }
-    early
-}
-
-/// An exclusive `flock` on `<data_dir>/compacted.lock`, held while the
-/// server runs. The store locks the data dir too, but only once it opens,
-/// and the compacted logs open before it (recovery copies into them) and
-/// finish or roll back interrupted segment swaps as they do: a second
-/// server on the same data dir must stop before touching them.
-#[derive(Debug)]
-pub struct CompactedLock {
-    _file: std::fs::File,
-}
-
-impl CompactedLock {
-    pub fn acquire(data_dir: &std::path::Path) -> Result<CompactedLock, StartupError> {
-        let path = data_dir.join(COMPACTED_LOCK_FILE);
-        let locked = |reason: String| StartupError::Locked {
-            path: path.clone(),
-            reason,
-        };
-        tidelog_storage::fs_util::create_dir_durable(data_dir)
-            .map_err(|e| locked(e.to_string()))?;
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(|e| locked(e.to_string()))?;
-        #[cfg(unix)]
-        {
-            use std::os::unix::io::AsRawFd;
-            // SAFETY: a plain syscall on a file descriptor we own; the lock
-            // is released when the file is closed.
-            let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-            if rc != 0 {
-                let err = std::io::Error::last_os_error();
-                return Err(locked(if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
-                    "another tidelog server is using this data directory".into()
-                } else {
-                    err.to_string()
-                }));
-            }
-        }
-        Ok(CompactedLock { _file: file })
-    }
-}
-
-/// The queue offset the next record of a partition will get. Read from the
-/// CommitLog's writer, not the ConsumeQueue, so records appended but not
-/// yet dispatched are counted too.
-pub fn next_offset(store: &Store, topic: &str, partition: u32) -> u64 {
-    tidelog_storage::TopicPartition::new(topic, partition)
-        .map(|tp| store.commit_log().next_queue_offset(&tp))
-        .unwrap_or(0)
-}
-
-/// [`next_offset`] for a partition being created: the base of a topic (or
-/// partition) created now (see `registry.rs`). It also lets the store
-/// accept appends to a topic it deleted earlier in this run (until then
-/// they are refused, `CommitLog::close_topic`), so only creation calls it.
-pub fn new_partition_base(store: &Store, topic: &str, partition: u32) -> u64 {
-    tidelog_storage::TopicPartition::new(topic, partition)
-        .map(|tp| store.commit_log().open_partition(&tp))
-        .unwrap_or(0)
-}
+use crate::settings::ApiSettings;
 
 /// State shared by every handler; cheap to clone.
 #[derive(Clone, Debug)]
@@ -391,7 +31,7 @@ pub struct AppState {
 pub(crate) struct Shared {
     pub(crate) settings: ApiSettings,
     data_dir: PathBuf,
-    ready: RwLock<Option<Arc<Ready>>>,
+    ready: RwLock<Option<Arc<Broker>>>,
     pub(crate) metrics: Metrics,
     pub(crate) limiter: Arc<Semaphore>,
     /// `http.max_inflight_bytes`: request bodies held in memory.
@@ -445,13 +85,13 @@ impl AppState {
     /// Publishes the opened store: from now on the API serves. The store
     /// measured the disk while opening, so its disk-full flag is right from
     /// the first request.
-    pub fn set_ready(&self, ready: Ready) {
+    pub fn set_ready(&self, ready: Broker) {
         *self.inner.ready.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(ready));
         tracing::info!("ready");
     }
 
     /// The opened store and registry, or 503/50301 during recovery.
-    pub fn ready(&self) -> Result<Arc<Ready>, ApiError> {
+    pub fn ready(&self) -> Result<Arc<Broker>, ApiError> {
         self.inner
             .ready
             .read()
@@ -484,7 +124,7 @@ impl AppState {
     /// any more. Waits for blocking calls still running (an append whose
     /// client went away, say) for at most `timeout`; `Err` gives the
     /// `Arc` back if some still hold it then.
-    pub async fn take_ready(&self, timeout: Duration) -> Option<Result<Ready, Arc<Ready>>> {
+    pub async fn take_ready(&self, timeout: Duration) -> Option<Result<Broker, Arc<Broker>>> {
         let taken = self
             .inner
             .ready

@@ -14,7 +14,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use axum::Router;
 use serde_json::{json, Value};
-use tidelog_api::{ApiSettings, AppState, Ready};
+use tidelog_api::{ApiSettings, AppState, Broker};
 use tidelog_cleaner::CleanerConfig;
 use tidelog_storage::fault::{FaultPoint, Faults};
 use tidelog_storage::StoreConfig;
@@ -74,16 +74,16 @@ fn store_config(dir: &std::path::Path, faults: Option<Arc<Faults>>) -> StoreConf
     c
 }
 
-async fn open(dir: &std::path::Path, faults: Option<Arc<Faults>>) -> Ready {
+async fn open(dir: &std::path::Path, faults: Option<Arc<Faults>>) -> Broker {
     open_with(store_config(dir, faults)).await
 }
 
-async fn open_with(config: StoreConfig) -> Ready {
+async fn open_with(config: StoreConfig) -> Broker {
     let cleaner = CleanerConfig {
         dedupe_buffer_bytes: 1 << 20,
         ..CleanerConfig::default()
     };
-    tokio::task::spawn_blocking(move || Ready::open(&settings(), config, cleaner))
+    tokio::task::spawn_blocking(move || Broker::open(&settings().declared_topics, config, cleaner))
         .await
         .unwrap()
         .unwrap()

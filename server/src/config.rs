@@ -17,10 +17,10 @@
 //! * An empty file means "all defaults".
 //! * A topic entry without `partitions` gets `default_partitions`.
 //! * Topic config values may be YAML strings or numbers; they are validated
-//!   with the API's rules (`tidelog_api::topic_config`) and kept in their
+//!   with the API's rules (`tidelog_broker::topic_config`) and kept in their
 //!   canonical string form.
 //! * Lower bounds that keep the server sane: at least one partition, at most
-//!   [`PARTITIONS_MAX`]; intervals, counts and thread numbers of at least 1.
+//!   [`PARTITIONS_MAX`](tidelog_broker::registry::PARTITIONS_MAX); intervals, counts and thread numbers of at least 1.
 //! * The `store:` and `retention:` sections are checked by the store's own
 //!   `StoreConfig::validate`, the one `Store::open` runs, so `check-config`
 //!   and `serve` accept and refuse the same files. A `max_message_bytes`
@@ -35,11 +35,9 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use tidelog_api::topic_config::{self, TopicConfig};
-use tidelog_api::{names, ApiError};
-
-/// Upper bound on partitions per topic (one bound for the file and the API).
-pub use tidelog_api::registry::PARTITIONS_MAX;
+use tidelog_broker::registry::check_partitions;
+use tidelog_broker::topic_config::{self, TopicConfig};
+use tidelog_broker::{names, BrokerError};
 
 /// Longest time between two disk-full checks of the store, whatever
 /// `retention.check_interval_ms` says.
@@ -477,7 +475,8 @@ impl Config {
                 "must not be empty (use null to disable auth)".into(),
             ));
         }
-        check_partitions(self.default_partitions).map_err(|r| bad("default_partitions", r))?;
+        check_partitions(self.default_partitions)
+            .map_err(|e| bad("default_partitions", broker_reason(e)))?;
 
         let store = &self.store;
         // The storage types are u32; everything else about the `store:` and
@@ -563,7 +562,7 @@ impl Config {
         for (i, topic) in self.topics.iter_mut().enumerate() {
             let key = |field: &str| format!("topics[{i}].{field}");
             names::validate_topic_name(&topic.name)
-                .map_err(|e| bad(&key("name"), api_reason(e)))?;
+                .map_err(|e| bad(&key("name"), broker_reason(e)))?;
             if let Some(first) = seen.insert(topic.name.clone(), i) {
                 return Err(bad(
                     &key("name"),
@@ -574,19 +573,19 @@ impl Config {
                 ));
             }
             let partitions = topic.partitions.unwrap_or(self.default_partitions);
-            check_partitions(partitions).map_err(|r| bad(&key("partitions"), r))?;
+            check_partitions(partitions).map_err(|e| bad(&key("partitions"), broker_reason(e)))?;
             topic.partitions = Some(partitions);
 
             for (name, value) in topic.configs.iter_mut() {
                 value.0 = topic_config::validate(name, &value.0)
-                    .map_err(|e| bad(&key(&format!("configs.{name}")), api_reason(e)))?;
+                    .map_err(|e| bad(&key(&format!("configs.{name}")), broker_reason(e)))?;
             }
             if let Err(e) = TopicConfig::from_overrides(&topic.overrides()) {
                 let name = match &e {
-                    ApiError::InvalidTopicConfig { name, .. } => name.clone(),
+                    BrokerError::InvalidTopicConfig { name, .. } => name.clone(),
                     _ => String::new(),
                 };
-                return Err(bad(&key(&format!("configs.{name}")), api_reason(e)));
+                return Err(bad(&key(&format!("configs.{name}")), broker_reason(e)));
             }
         }
         Ok(())
@@ -671,7 +670,7 @@ impl Config {
             declared_topics: self
                 .topics
                 .iter()
-                .map(|t| tidelog_api::DeclaredTopic {
+                .map(|t| tidelog_broker::DeclaredTopic {
                     name: t.name.clone(),
                     partitions: t.partitions.unwrap_or(self.default_partitions),
                     overrides: t.overrides(),
@@ -695,22 +694,12 @@ impl Config {
     }
 }
 
-fn check_partitions(partitions: u32) -> Result<(), String> {
-    if partitions == 0 || partitions > PARTITIONS_MAX {
-        return Err(format!(
-            "{partitions} is not a partition count in 1..={PARTITIONS_MAX}"
-        ));
-    }
-    Ok(())
-}
-
-/// The reason part of a validation error from the api crate (the key is
-/// ours to name).
-fn api_reason(e: ApiError) -> String {
+/// The reason part of a validation error from the broker (the key is ours
+/// to name).
+fn broker_reason(e: BrokerError) -> String {
     match e {
-        ApiError::InvalidName { reason, .. } | ApiError::InvalidTopicConfig { reason, .. } => {
-            reason
-        }
+        BrokerError::InvalidName { reason, .. }
+        | BrokerError::InvalidTopicConfig { reason, .. } => reason,
         other => other.to_string(),
     }
 }

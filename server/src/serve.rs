@@ -8,7 +8,7 @@
 //!    open the store with their dispatcher sink (recovery copies replayed
 //!    records too), create declared topics, rebuild consumer offsets from
 //!    `__consumer_offsets`' compacted log, start the LogCleaner threads
-//!    (`Ready::open`); then the API serves. A failure here stops the server
+//!    (`Broker::open`); then the API serves. A failure here stops the server
 //!    with exit 1.
 //! 3. On SIGINT or SIGTERM: stop accepting, wake long-polls, let requests in
 //!    flight finish (a body still arriving has `http.body_read_timeout_ms`;
@@ -21,7 +21,7 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use tidelog_api::{AppState, Ready};
+use tidelog_api::{AppState, Broker};
 use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::sync::watch;
 
@@ -86,8 +86,9 @@ pub async fn run(config: Config) -> ExitCode {
 
     let store_config = config.store_config();
     let cleaner_config = config.cleaner_config();
-    let mut opening =
-        tokio::task::spawn_blocking(move || Ready::open(&settings, store_config, cleaner_config));
+    let mut opening = tokio::task::spawn_blocking(move || {
+        Broker::open(&settings.declared_topics, store_config, cleaner_config)
+    });
     let mut exit = ExitCode::SUCCESS;
     let mut server_done = false;
     // Phase 1: recovery, unless a signal comes first.

@@ -31,7 +31,7 @@ pub use dispatch::DispatchSink;
 pub use error::{Result, StoreError};
 pub use event_listener::{EventListener, Listener};
 pub use retention::{PassOutcome, RetentionConfig, Trigger};
-pub use store::{ReadResult, RecoveryReport, Store, StoreStats};
+pub use store::{DataDirLock, ReadResult, RecoveryReport, Store, StoreStats};
 pub use types::{
     topic_name_problem, validate_topic_name, PhysicalOffset, QueueOffset, TopicNameProblem,
     TopicPartition,

@@ -129,7 +129,7 @@ pub struct Store {
     recovery: RecoveryReport,
     closed: AtomicBool,
     // Held for the store's lifetime: flock on `<data_dir>/lock`.
-    _lock: File,
+    _lock: DataDirLock,
 }
 
 impl Store {
@@ -144,6 +144,19 @@ impl Store {
         config: StoreConfig,
         extra_sinks: Vec<Arc<dyn DispatchSink>>,
     ) -> Result<Store> {
+        let lock = DataDirLock::acquire(&config.data_dir)?;
+        Self::open_locked(config, extra_sinks, lock)
+    }
+
+    /// [`Store::open_with_sinks`] under a lock of `config.data_dir` its
+    /// caller took before (to open files of its own in the data dir, such
+    /// as the compacted logs, before the store recovers); the store holds it
+    /// from then on.
+    pub fn open_locked(
+        config: StoreConfig,
+        extra_sinks: Vec<Arc<dyn DispatchSink>>,
+        lock: DataDirLock,
+    ) -> Result<Store> {
         let began = Instant::now();
         config.validate()?;
         let record_limit = config.record_payload_max();
@@ -156,8 +169,13 @@ impl Store {
             );
         }
         let dir = config.data_dir.clone();
-        fs_util::create_dir_durable(&dir)?;
-        let lock = acquire_lock(&dir)?;
+        if lock.dir != dir {
+            return Err(StoreError::inconsistent(
+                &dir,
+                0,
+                format!("opened under the lock of {}", lock.dir.display()),
+            ));
+        }
         let abort_path = dir.join(ABORT_FILE);
         let checkpoint = Checkpoint::load(&dir)?;
         let aborted = abort_path.exists();
@@ -944,6 +962,27 @@ fn truncate_all(sinks: &[Arc<dyn DispatchSink>], physical_end: u64) -> Result<u6
         from = from.min(s.truncate(physical_end)?);
     }
     Ok(from)
+}
+
+/// An exclusive flock on `<data_dir>/lock`, so two servers never share a
+/// data dir; released when dropped. Taken once per server, before anything
+/// in the data dir is opened (the store's own files and its callers').
+#[derive(Debug)]
+pub struct DataDirLock {
+    dir: PathBuf,
+    _file: File,
+}
+
+impl DataDirLock {
+    /// Creates `dir` (durably) if needed and locks it; `StoreError::Locked`
+    /// if another process holds the lock.
+    pub fn acquire(dir: &Path) -> Result<DataDirLock> {
+        fs_util::create_dir_durable(dir)?;
+        Ok(DataDirLock {
+            dir: dir.to_path_buf(),
+            _file: acquire_lock(dir)?,
+        })
+    }
 }
 
 /// Take `<dir>/lock` with flock, so two servers never share a data dir.

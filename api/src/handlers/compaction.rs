@@ -41,7 +41,7 @@ use super::{blocking, json, TopicPath};
 use crate::error::ApiError;
 use crate::extract::json_body;
 use crate::registry::Topic;
-use crate::state::{AppState, Ready};
+use crate::state::{AppState, Broker};
 
 /// Longest a `wait` request blocks before answering with what it has.
 pub const WAIT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -147,7 +147,7 @@ struct WaitedPartition {
 }
 
 /// The topic, if it exists and compacts.
-fn compact_topic(ready: &Ready, name: &str) -> Result<Arc<Topic>, ApiError> {
+fn compact_topic(ready: &Broker, name: &str) -> Result<Arc<Topic>, ApiError> {
     let topic = ready.registry.require(name)?;
     if !topic.config.cleanup_policy.compacts() {
         return Err(ApiError::BadRequest {

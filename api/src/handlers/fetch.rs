@@ -42,6 +42,7 @@ use std::time::{Duration, Instant};
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::Response;
+use tidelog_broker::read::KeyRecords;
 use tidelog_cleaner::{CompactedLog, CompactedRecord};
 use tidelog_storage::StoredRecord;
 
@@ -55,7 +56,7 @@ use crate::records::{
     V2_RESPONSE,
 };
 use crate::registry::Topic;
-use crate::state::{AppState, Ready};
+use crate::state::{AppState, Broker};
 
 pub const FETCH_MAX_RECORDS_DEFAULT: u64 = 500;
 pub const FETCH_MAX_RECORDS_MAX: u64 = 10_000;
@@ -206,7 +207,7 @@ enum Source {
 /// docs/BENCHMARKS.md). A read of cold pages can stall this worker for a
 /// disk read; the other workers keep serving meanwhile.
 async fn read_rendered(
-    ready: &Arc<Ready>,
+    ready: &Arc<Broker>,
     topic: &Arc<Topic>,
     partition: u32,
     from: u64,
@@ -428,22 +429,12 @@ pub async fn offsets(
     let ready = state.ready()?;
     let topic = ready.registry.require(&topic)?;
     topic.check_partition(partition)?;
-    let base = topic.base_offset(partition);
-    let (beginning, end) = if topic.config.cleanup_policy.compacts() {
-        ready
-            .logs
-            .log(&topic.name, partition)
-            .map_or((base, base), |log| {
-                (log.beginning_offset(), log.next_offset())
-            })
-    } else {
-        ready.store.offsets(&topic.name, partition)
-    };
+    let (beginning, end) = ready.offsets(&topic, partition);
     v2_json(
         StatusCode::OK,
         &PartitionOffsets {
-            beginning_offset: beginning.max(base),
-            end_offset: end.max(base),
+            beginning_offset: beginning,
+            end_offset: end,
         },
     )
 }
@@ -479,121 +470,28 @@ pub async fn query_by_key(
     )?;
     let ready = state.ready()?;
     let topic = ready.registry.require(&topic)?;
-    if topic.config.cleanup_policy.compacts() {
-        let body = blocking(move || {
-            let found = query_compacted(
-                &ready,
-                &topic,
-                &key,
-                begin as i64,
-                end as i64,
-                usize::try_from(max).unwrap_or(usize::MAX),
-            )?;
-            render_array(
-                format,
-                found
-                    .iter()
-                    .map(|(p, r)| Parts::compacted(&topic.name, *p, r)),
-            )
-        })
-        .await?;
-        return Ok(bytes_with(StatusCode::OK, "application/json", body));
-    }
     let body = blocking(move || {
-        let found = ready.store.query_by_key(
-            &topic.name,
+        let found = ready.query_by_key(
+            &topic,
             &key,
             begin as i64,
             end as i64,
             usize::try_from(max).unwrap_or(usize::MAX),
         )?;
-        render_array(
-            format,
-            found
-                .iter()
-                .filter(|r| is_live(&topic, r))
-                .map(|r| Parts::stored(r.topic(), r)),
-        )
+        match &found {
+            KeyRecords::Stored(records) => {
+                render_array(format, records.iter().map(|r| Parts::stored(r.topic(), r)))
+            }
+            KeyRecords::Compacted(records) => render_array(
+                format,
+                records
+                    .iter()
+                    .map(|(p, r)| Parts::compacted(&topic.name, *p, r)),
+            ),
+        }
     })
     .await?;
     Ok(bytes_with(StatusCode::OK, "application/json", body))
-}
-
-/// Records read per batch while a key query scans a compacted log.
-const QUERY_SCAN_BATCH_RECORDS: usize = 4096;
-const QUERY_SCAN_BATCH_BYTES: usize = 4 << 20;
-
-/// Records of a compact topic with exactly `key` and a store time within
-/// `[begin_ms, end_ms]`, newest (highest CommitLog position) first, at most
-/// `max`: a scan of every partition's compacted log from its base offset,
-/// keeping the `max` newest in a bounded heap. Linear in the compacted
-/// logs' size (module doc). Blocking.
-fn query_compacted(
-    ready: &Ready,
-    topic: &Topic,
-    key: &[u8],
-    begin_ms: i64,
-    end_ms: i64,
-    max: usize,
-) -> Result<Vec<(u32, CompactedRecord)>, ApiError> {
-    use std::cmp::Reverse;
-    use std::collections::BinaryHeap;
-
-    struct Found(u32, CompactedRecord);
-    impl PartialEq for Found {
-        fn eq(&self, other: &Self) -> bool {
-            self.1.physical_offset == other.1.physical_offset
-        }
-    }
-    impl Eq for Found {}
-    impl PartialOrd for Found {
-        fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-            Some(self.cmp(other))
-        }
-    }
-    impl Ord for Found {
-        fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-            self.1.physical_offset.cmp(&other.1.physical_offset)
-        }
-    }
-
-    // A min-heap of the `max` newest so far.
-    let mut newest: BinaryHeap<Reverse<Found>> = BinaryHeap::new();
-    for partition in 0..topic.partitions.get() {
-        let Some(log) = ready.logs.log(&topic.name, partition) else {
-            continue;
-        };
-        let end = log.next_offset();
-        let mut from = topic.base_offset(partition);
-        while from < end {
-            let batch = log.read(from, QUERY_SCAN_BATCH_RECORDS, QUERY_SCAN_BATCH_BYTES)?;
-            let Some(last) = batch.last() else {
-                break;
-            };
-            from = last.offset + 1;
-            for r in batch {
-                let ts = r.store_timestamp_ms;
-                if ts < begin_ms || ts > end_ms || r.key().as_deref() != Some(key) {
-                    continue;
-                }
-                newest.push(Reverse(Found(partition, r)));
-                if newest.len() > max {
-                    newest.pop();
-                }
-            }
-        }
-    }
-    // Ascending in `Reverse` order: the newest first.
-    Ok(newest
-        .into_sorted_vec()
-        .into_iter()
-        .map(|Reverse(Found(p, r))| (p, r))
-        .collect())
-}
-
-/// Whether `r` belongs to the current incarnation of `topic`.
-fn is_live(topic: &Topic, r: &StoredRecord) -> bool {
-    r.partition() < topic.partitions.get() && r.queue_offset().0 >= topic.base_offset(r.partition())
 }
 
 /// `GET /commitlog/{physical_offset}` (ext)
@@ -610,18 +508,10 @@ pub async fn read_physical(
     })?;
     let format = EmbeddedFormat::from_accept(accept(&headers));
     let ready = state.ready()?;
-    let found = {
-        let ready = Arc::clone(&ready);
-        blocking(move || Ok(ready.store.read_at(position)?)).await?
-    };
-    let nothing = || ApiError::NotFound {
+    let found = blocking(move || Ok(ready.read_physical(position)?)).await?;
+    let record = found.ok_or_else(|| ApiError::NotFound {
         message: format!("no record of a live topic starts at physical offset {position}"),
-    };
-    let record = found.ok_or_else(nothing)?;
-    let topic = ready.registry.get(record.topic()).ok_or_else(nothing)?;
-    if !is_live(&topic, &record) {
-        return Err(nothing());
-    }
+    })?;
     let mut body = Vec::new();
     write_record(
         &mut body,

@@ -38,7 +38,7 @@ use crate::names;
 use crate::partitioner::partition_for_key;
 use crate::records::{self, EmbeddedFormat, ProduceRecord, ProduceResponse};
 use crate::registry::Topic;
-use crate::state::{AppState, Ready};
+use crate::state::{AppState, Broker};
 
 pub async fn produce(
     State(state): State<AppState>,
@@ -137,7 +137,7 @@ async fn produce_inner(
 /// (not when the disk is full and the request would write something).
 async fn resolve_topic(
     state: &AppState,
-    ready: &Arc<Ready>,
+    ready: &Arc<Broker>,
     name: &str,
     writes: bool,
 ) -> Result<Arc<Topic>, ApiError> {
@@ -162,23 +162,7 @@ async fn resolve_topic(
     let partitions = settings.default_partitions;
     let ready = Arc::clone(ready);
     let name = name.to_string();
-    blocking(move || {
-        let created = ready
-            .registry
-            .create(&name, partitions, Default::default(), &|p| {
-                crate::state::new_partition_base(&ready.store, &name, p)
-            });
-        match created {
-            Ok(topic) => {
-                tracing::info!(topic = %name, partitions, "auto-created topic");
-                Ok(topic)
-            }
-            // Another request created it first: use theirs.
-            Err(ApiError::TopicExists { .. }) => ready.registry.require(&name),
-            Err(e) => Err(e),
-        }
-    })
-    .await
+    blocking(move || Ok(ready.get_or_create_topic(&name, partitions)?)).await
 }
 
 /// Checks every record and turns it into an append; returns the batch and

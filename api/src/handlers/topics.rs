@@ -46,7 +46,7 @@ use crate::extract::{json_body, ApiPath};
 use crate::names;
 use crate::registry::{check_partitions, Topic};
 use crate::state::AppState;
-use crate::topic_config::{self, entries, Overrides, TopicConfig};
+use crate::topic_config::{self, entries, Overrides};
 
 /// `GET /topics` (v2)
 pub async fn list_v2(State(state): State<AppState>) -> Result<Response, ApiError> {
@@ -194,33 +194,11 @@ pub async fn create_v3(
             .iter()
             .map(|(n, v)| (n.as_str(), Some(v.as_str()))),
     )?;
-    let config = TopicConfig::from_overrides(&overrides)?;
     let ready = state.ready()?;
     let name = request.topic_name;
     let topic = {
         let ready = Arc::clone(&ready);
-        blocking(move || {
-            let compacts = config.cleanup_policy.compacts();
-            if compacts && ready.registry.get(&name).is_none() {
-                ready.logs.set_topic(&name, config.compact_config());
-            }
-            let created = ready.registry.create(&name, partitions, overrides, &|p| {
-                crate::state::new_partition_base(&ready.store, &name, p)
-            });
-            match created {
-                Ok(topic) => {
-                    ready.sync_compaction(&topic)?;
-                    Ok(topic)
-                }
-                Err(e) => {
-                    if compacts {
-                        ready.resync_compaction(&name);
-                    }
-                    Err(e)
-                }
-            }
-        })
-        .await?
+        blocking(move || Ok(ready.create_topic(&name, partitions, overrides)?)).await?
     };
     tracing::info!(topic = %topic.name, partitions, "created topic");
     json(
@@ -249,17 +227,7 @@ pub async fn delete_v3(
 ) -> Result<Response, ApiError> {
     let ready = state.ready()?;
     let name = topic.clone();
-    blocking(move || {
-        ready.registry.delete(&name)?;
-        if ready.has_compaction_state(&name) {
-            ready.drop_compaction(&name)?;
-        }
-        // Its ConsumeQueue files are removed and closed; a crash before
-        // this is finished at the next start (`Ready::open`).
-        ready.store.delete_topic(&name)?;
-        Ok(())
-    })
-    .await?;
+    blocking(move || Ok(ready.delete_topic(&name)?)).await?;
     tracing::info!(%topic, "deleted topic");
     Ok(StatusCode::NO_CONTENT.into_response())
 }
@@ -357,35 +325,7 @@ async fn alter(
 ) -> Result<Response, ApiError> {
     let ready = state.ready()?;
     let name = topic.clone();
-    blocking(move || {
-        let current = ready.registry.require(&name)?;
-        let mut overrides = current.overrides.clone();
-        topic_config::apply(
-            &mut overrides,
-            changes.iter().map(|(n, v)| (n.as_str(), v.as_deref())),
-        )?;
-        let next = TopicConfig::from_overrides(&overrides)?;
-        // Becoming compact: copy records from now on, before the registry
-        // checks the topic is empty, so none produced in between is missed.
-        let becomes_compact =
-            next.cleanup_policy.compacts() && !current.config.cleanup_policy.compacts();
-        if becomes_compact {
-            ready.logs.set_topic(&name, next.compact_config());
-        }
-        let altered = ready.registry.alter(&name, &changes, &|p| {
-            crate::state::next_offset(&ready.store, &name, p)
-        });
-        match altered {
-            Ok(topic) => ready.sync_compaction(&topic),
-            Err(e) => {
-                if becomes_compact {
-                    ready.resync_compaction(&name);
-                }
-                Err(e)
-            }
-        }
-    })
-    .await?;
+    blocking(move || Ok(ready.alter_topic(&name, &changes)?)).await?;
     tracing::info!(%topic, "altered topic configs");
     Ok(StatusCode::NO_CONTENT.into_response())
 }

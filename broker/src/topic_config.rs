@@ -31,7 +31,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::error::ApiError;
+use crate::error::BrokerError;
 
 /// What happens to old records of a topic.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -204,8 +204,8 @@ pub fn spec(name: &str) -> Option<&'static ConfigSpec> {
 
 /// Checks one config and returns its canonical text (trimmed, policy
 /// normalized to `compact,delete`, numbers re-printed).
-pub fn validate(name: &str, value: &str) -> Result<String, ApiError> {
-    let invalid = |reason: String| ApiError::InvalidTopicConfig {
+pub fn validate(name: &str, value: &str) -> Result<String, BrokerError> {
+    let invalid = |reason: String| BrokerError::InvalidTopicConfig {
         name: name.to_string(),
         reason,
     };
@@ -279,7 +279,7 @@ pub type Overrides = BTreeMap<String, String>;
 pub fn apply<'a>(
     overrides: &mut Overrides,
     changes: impl IntoIterator<Item = (&'a str, Option<&'a str>)>,
-) -> Result<(), ApiError> {
+) -> Result<(), BrokerError> {
     let mut next = overrides.clone();
     for (name, value) in changes {
         match value {
@@ -298,7 +298,7 @@ pub fn apply<'a>(
     Ok(())
 }
 
-fn validate_name(name: &str) -> Result<(), ApiError> {
+fn validate_name(name: &str) -> Result<(), BrokerError> {
     match spec(name) {
         Some(_) => Ok(()),
         // Reuse validate's message for unknown names.
@@ -371,14 +371,14 @@ impl Default for TopicConfig {
 impl TopicConfig {
     /// The effective config from validated or unvalidated overrides; checks
     /// each value and the min/max compaction lag pair.
-    pub fn from_overrides(overrides: &Overrides) -> Result<Self, ApiError> {
+    pub fn from_overrides(overrides: &Overrides) -> Result<Self, BrokerError> {
         let mut config = TopicConfig::default();
         for (name, value) in overrides {
             let canonical = validate(name, value)?;
             config.set_canonical(name, &canonical)?;
         }
         if config.min_compaction_lag_ms > config.max_compaction_lag_ms {
-            return Err(ApiError::InvalidTopicConfig {
+            return Err(BrokerError::InvalidTopicConfig {
                 name: "min.compaction.lag.ms".into(),
                 reason: format!(
                     "{} is greater than max.compaction.lag.ms {}",
@@ -411,8 +411,8 @@ impl TopicConfig {
 
     /// Stores a value that `validate` already accepted, so parse failures
     /// here are bugs; they still become errors rather than panics.
-    fn set_canonical(&mut self, name: &str, value: &str) -> Result<(), ApiError> {
-        let bug = || ApiError::Internal {
+    fn set_canonical(&mut self, name: &str, value: &str) -> Result<(), BrokerError> {
+        let bug = || BrokerError::Internal {
             message: format!("validated topic config {name}={value:?} failed to convert"),
         };
         let int = || value.parse::<i64>().map_err(|_| bug());
@@ -442,10 +442,9 @@ impl TopicConfig {
 mod tests {
     use super::*;
 
-    fn reason(err: ApiError) -> (String, String) {
-        assert_eq!(err.error_code(), 40002);
+    fn reason(err: BrokerError) -> (String, String) {
         match err {
-            ApiError::InvalidTopicConfig { name, reason } => (name, reason),
+            BrokerError::InvalidTopicConfig { name, reason } => (name, reason),
             other => panic!("expected InvalidTopicConfig, got {other:?}"),
         }
     }

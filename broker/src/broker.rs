@@ -1,0 +1,476 @@
+//! Start-up and shutdown of the broker: the store, the compacted logs of
+//! compact topics, the topic registry, consumer group offsets and the
+//! LogCleaner, opened in the order recovery needs ([`Broker::open`]) and
+//! kept in line with each other while topics come and go.
+//!
+//! Blocking throughout: a front-end calls it from a blocking thread.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tidelog_cleaner::{CleanerConfig, CleanerError, CompactTopicConfig, CompactedLogs, LogCleaner};
+use tidelog_storage::{DataDirLock, Store, StoreConfig, StoreError};
+
+use crate::error::BrokerError;
+use crate::groups::GroupOffsets;
+use crate::registry::{RegistryError, Topic, TopicRegistry, CONSUMER_OFFSETS_TOPIC};
+use crate::settings::DeclaredTopic;
+use crate::topic_config::{self, Overrides, TopicConfig};
+
+/// Directory under the data dir that holds the topic registry.
+pub const CONFIG_DIR: &str = "config";
+
+/// Why the server could not get ready.
+#[derive(Debug, thiserror::Error)]
+pub enum StartupError {
+    #[error("cannot open the store in {data_dir}: {source}")]
+    Store {
+        data_dir: PathBuf,
+        #[source]
+        source: StoreError,
+    },
+    #[error("topic registry: {0}")]
+    Registry(#[from] RegistryError),
+    #[error("cannot rebuild consumer offsets from {CONSUMER_OFFSETS_TOPIC}: {source}")]
+    ConsumerOffsets {
+        #[source]
+        source: CleanerError,
+    },
+    #[error("compacted logs in {data_dir}: {source}")]
+    Compaction {
+        data_dir: PathBuf,
+        #[source]
+        source: CleanerError,
+    },
+}
+
+/// Everything that exists once recovery is done.
+pub struct Broker {
+    pub store: Store,
+    pub registry: TopicRegistry,
+    pub groups: GroupOffsets,
+    /// Compacted logs of compact topics (fetch, offsets and key query of
+    /// those topics read here).
+    pub logs: Arc<CompactedLogs>,
+    /// An `Arc` so a request waiting for a pass holds the cleaner, not the
+    /// store: shutdown can take the store back and stop the cleaner, which
+    /// ends such waits.
+    pub cleaner: Arc<LogCleaner>,
+}
+
+impl std::fmt::Debug for Broker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Broker")
+            .field("data_dir", &self.store.data_dir())
+            .field("registry", &self.registry)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Broker {
+    /// Start-up, blocking. Order matters:
+    /// 1. lock the data dir (the store's one lock, `<data_dir>/lock`, taken
+    ///    here because the compacted logs open before the store and finish
+    ///    or roll back interrupted segment swaps as they do: a second server
+    ///    on the same data dir must stop before touching them), load the
+    ///    topic registry and open the compacted logs;
+    /// 2. declare every compact topic to them (registry, `__consumer_offsets`,
+    ///    compact topics of the config file), so that records recovery
+    ///    replays are copied too;
+    /// 3. open the store with the compacted logs' dispatcher sink (recovery);
+    /// 4. create the internal and declared topics, declare compact topics
+    ///    again with their final configs, and drop compacted logs of topics
+    ///    that no longer exist or no longer compact;
+    /// 5. rebuild consumer offsets from `__consumer_offsets`' compacted log;
+    /// 6. start the LogCleaner threads.
+    pub fn open(
+        declared_topics: &[DeclaredTopic],
+        store_config: StoreConfig,
+        cleaner_config: CleanerConfig,
+    ) -> Result<Broker, StartupError> {
+        let data_dir = store_config.data_dir.clone();
+        let store_err = |source| StartupError::Store {
+            data_dir: data_dir.clone(),
+            source,
+        };
+        let lock = DataDirLock::acquire(&data_dir).map_err(store_err)?;
+        let registry = TopicRegistry::load(&data_dir.join(CONFIG_DIR))?;
+        let logs = CompactedLogs::open(&data_dir).map_err(|source| StartupError::Compaction {
+            data_dir: data_dir.clone(),
+            source,
+        })?;
+        let declared_early = declare_before_recovery(&logs, &registry, declared_topics);
+        let store = Store::open_locked(store_config, vec![logs.sink()], lock).map_err(store_err)?;
+        let prepared = Self::prepare(
+            declared_topics,
+            &store,
+            &registry,
+            &logs,
+            &declared_early,
+            cleaner_config,
+        );
+        match prepared {
+            Ok((groups, cleaner)) => Ok(Broker {
+                store,
+                registry,
+                groups,
+                logs,
+                cleaner: Arc::new(cleaner),
+            }),
+            Err(e) => {
+                // Leave the store as a clean shutdown would: the failure was
+                // ours, not the log's, and the next start should be quick.
+                if let Err(close) = store.shutdown() {
+                    tracing::error!(error = %close, "closing the store after a failed start");
+                }
+                Err(e)
+            }
+        }
+    }
+
+    fn prepare(
+        declared_topics: &[DeclaredTopic],
+        store: &Store,
+        registry: &TopicRegistry,
+        logs: &Arc<CompactedLogs>,
+        declared_early: &[String],
+        cleaner_config: CleanerConfig,
+    ) -> Result<(GroupOffsets, LogCleaner), StartupError> {
+        registry.ensure_internal(&|p| new_partition_base(store, CONSUMER_OFFSETS_TOPIC, p))?;
+        registry.apply_declared(declared_topics, &|t, p| new_partition_base(store, t, p))?;
+        // Queues of topics the registry no longer has: left by a crash
+        // between a topic's deletion from the registry and from the store
+        // (or by a tidelog that did not delete them).
+        let mut orphans: Vec<String> = store
+            .partitions()
+            .iter()
+            .map(|tp| tp.topic().to_string())
+            .filter(|t| registry.get(t).is_none())
+            .collect();
+        orphans.dedup();
+        for topic in &orphans {
+            tracing::info!(%topic, "removing the queues of a deleted topic");
+            store
+                .delete_topic(topic)
+                .map_err(|source| StartupError::Store {
+                    data_dir: store.data_dir().to_path_buf(),
+                    source,
+                })?;
+        }
+        for topic in registry.all() {
+            if topic.config.cleanup_policy.compacts() {
+                logs.set_topic(&topic.name, topic.config.compact_config());
+            }
+        }
+        let compaction_err = |source| StartupError::Compaction {
+            data_dir: store.data_dir().to_path_buf(),
+            source,
+        };
+        let cleaner = LogCleaner::new(
+            Arc::clone(logs),
+            store.data_dir().to_path_buf(),
+            cleaner_config,
+            Arc::clone(store.commit_log()),
+        )
+        .map_err(compaction_err)?;
+        // Compacted logs of topics that are gone or no longer compact: left
+        // by a crash during a delete, a fetch racing one, or a declaration
+        // the config file took back.
+        let mut stale: Vec<String> = logs
+            .all_logs()
+            .iter()
+            .map(|l| l.topic_partition().topic().to_string())
+            .chain(declared_early.iter().cloned())
+            .filter(|t| {
+                registry
+                    .get(t)
+                    .is_none_or(|t| !t.config.cleanup_policy.compacts())
+            })
+            .collect();
+        stale.sort_unstable();
+        stale.dedup();
+        for topic in &stale {
+            tracing::info!(%topic, "removing compacted logs of a topic that is not compact");
+            cleaner.remove_topic(topic).map_err(compaction_err)?;
+        }
+        let internal = registry.get(CONSUMER_OFFSETS_TOPIC);
+        let groups =
+            GroupOffsets::rebuild(logs, &|p| internal.as_ref().map_or(0, |t| t.base_offset(p)))
+                .map_err(|source| StartupError::ConsumerOffsets { source })?;
+        cleaner.start().map_err(compaction_err)?;
+        Ok((groups, cleaner))
+    }
+
+    /// Creates a topic (already validated `overrides`) and makes the
+    /// compacted logs follow it. A compact topic is declared to them before
+    /// the registry has it, so no record produced in between is missed; a
+    /// failed create takes the declaration back. Blocking.
+    pub fn create_topic(
+        &self,
+        name: &str,
+        partitions: u32,
+        overrides: Overrides,
+    ) -> Result<Arc<Topic>, BrokerError> {
+        let config = TopicConfig::from_overrides(&overrides)?;
+        let compacts = config.cleanup_policy.compacts();
+        if compacts && self.registry.get(name).is_none() {
+            self.logs.set_topic(name, config.compact_config());
+        }
+        let created = self.registry.create(name, partitions, overrides, &|p| {
+            new_partition_base(&self.store, name, p)
+        });
+        match created {
+            Ok(topic) => {
+                self.sync_compaction(&topic)?;
+                Ok(topic)
+            }
+            Err(e) => {
+                if compacts {
+                    self.resync_compaction(name);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// The topic `name`, created with `partitions` and default configs if
+    /// it does not exist (auto-create); a create racing this one wins and
+    /// its topic is returned. Blocking.
+    pub fn get_or_create_topic(
+        &self,
+        name: &str,
+        partitions: u32,
+    ) -> Result<Arc<Topic>, BrokerError> {
+        let created = self
+            .registry
+            .create(name, partitions, Overrides::new(), &|p| {
+                new_partition_base(&self.store, name, p)
+            });
+        match created {
+            Ok(topic) => {
+                tracing::info!(topic = %name, partitions, "auto-created topic");
+                Ok(topic)
+            }
+            // Another request created it first: use theirs.
+            Err(BrokerError::TopicExists { .. }) => self.registry.require(name),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Applies config changes all or nothing (`None` removes an override)
+    /// and makes the compacted logs follow. Blocking.
+    pub fn alter_topic(
+        &self,
+        name: &str,
+        changes: &[(String, Option<String>)],
+    ) -> Result<(), BrokerError> {
+        let current = self.registry.require(name)?;
+        let mut overrides = current.overrides.clone();
+        topic_config::apply(
+            &mut overrides,
+            changes.iter().map(|(n, v)| (n.as_str(), v.as_deref())),
+        )?;
+        let next = TopicConfig::from_overrides(&overrides)?;
+        // Becoming compact: copy records from now on, before the registry
+        // checks the topic is empty, so none produced in between is missed.
+        let becomes_compact =
+            next.cleanup_policy.compacts() && !current.config.cleanup_policy.compacts();
+        if becomes_compact {
+            self.logs.set_topic(name, next.compact_config());
+        }
+        let altered = self
+            .registry
+            .alter(name, changes, &|p| next_offset(&self.store, name, p));
+        match altered {
+            Ok(topic) => self.sync_compaction(&topic),
+            Err(e) => {
+                if becomes_compact {
+                    self.resync_compaction(name);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Deletes a topic: from the registry, its compacted logs, then its
+    /// queues. Blocking.
+    pub fn delete_topic(&self, name: &str) -> Result<(), BrokerError> {
+        self.registry.delete(name)?;
+        if self.has_compaction_state(name) {
+            self.drop_compaction(name)?;
+        }
+        // Its ConsumeQueue files are removed and closed; a crash before
+        // this is finished at the next start (`Broker::open`).
+        self.store.delete_topic(name)?;
+        Ok(())
+    }
+
+    /// Makes the compacted logs follow `topic` as the registry has it now
+    /// (after a create or a config change): a compact topic is declared
+    /// with its current config; one that no longer compacts (an empty
+    /// topic changed to `delete`) loses its compacted logs. Blocking.
+    fn sync_compaction(&self, topic: &Topic) -> Result<(), BrokerError> {
+        if topic.config.cleanup_policy.compacts() {
+            self.logs
+                .set_topic(&topic.name, topic.config.compact_config());
+            Ok(())
+        } else if self.has_compaction_state(&topic.name) {
+            self.drop_compaction(&topic.name)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Makes the compacted logs follow the registry for `name` after a
+    /// failed create or alter that declared it early. Blocking.
+    fn resync_compaction(&self, name: &str) {
+        let result = match self.registry.get(name) {
+            Some(topic) => self.sync_compaction(&topic),
+            None if self.has_compaction_state(name) => self.drop_compaction(name),
+            None => Ok(()),
+        };
+        if let Err(e) = result {
+            tracing::error!(topic = name, error = %e, "cannot bring the compacted logs in line with the registry");
+        }
+    }
+
+    /// Whether the compacted logs know `name` (declared or with logs).
+    fn has_compaction_state(&self, name: &str) -> bool {
+        self.logs.is_compact(name)
+            || self
+                .logs
+                .all_logs()
+                .iter()
+                .any(|l| l.topic_partition().topic() == name)
+    }
+
+    /// Stops compacting `name` and deletes its compacted logs and cleaner
+    /// checkpoint entries (the topic was deleted). Blocking: waits for a
+    /// pass in progress.
+    fn drop_compaction(&self, name: &str) -> Result<(), BrokerError> {
+        self.cleaner
+            .remove_topic(name)
+            .map_err(|e| BrokerError::Internal {
+                message: format!("cannot remove the compacted logs of topic {name:?}: {e}"),
+            })
+    }
+
+    /// Stops the cleaner (joining its threads), then flushes, checkpoints
+    /// and removes `abort` (Store::shutdown).
+    pub fn shutdown(self) -> Result<(), StoreError> {
+        self.cleaner.stop();
+        self.store.shutdown()
+    }
+}
+
+/// Declares compact topics to the compacted logs before recovery, so the
+/// records it replays are copied: the registry's compact topics,
+/// `__consumer_offsets`, and compact topics of the config file that are new
+/// or already compact (a declared change from `delete` is checked by
+/// `apply_declared`, and an allowed one finds the topic empty, so there is
+/// nothing to replay). Returns the declared topics' names.
+fn declare_before_recovery(
+    logs: &CompactedLogs,
+    registry: &TopicRegistry,
+    declared: &[DeclaredTopic],
+) -> Vec<String> {
+    for topic in registry.all() {
+        if topic.config.cleanup_policy.compacts() {
+            logs.set_topic(&topic.name, topic.config.compact_config());
+        }
+    }
+    if registry.get(CONSUMER_OFFSETS_TOPIC).is_none() {
+        // What `ensure_internal` creates: compact with default configs.
+        logs.set_topic(CONSUMER_OFFSETS_TOPIC, CompactTopicConfig::default());
+    }
+    let mut early = Vec::new();
+    for d in declared {
+        let existing = registry.get(&d.name);
+        let mut overrides = existing
+            .as_ref()
+            .map(|t| t.overrides.clone())
+            .unwrap_or_default();
+        overrides.extend(d.overrides.clone());
+        // A bad value is reported by `apply_declared`.
+        let Ok(config) = TopicConfig::from_overrides(&overrides) else {
+            continue;
+        };
+        if config.cleanup_policy.compacts()
+            && existing.is_none_or(|t| t.config.cleanup_policy.compacts())
+        {
+            logs.set_topic(&d.name, config.compact_config());
+            early.push(d.name.clone());
+        }
+    }
+    early
+}
+
+/// The queue offset the next record of a partition will get. Read from the
+/// CommitLog's writer, not the ConsumeQueue, so records appended but not
+/// yet dispatched are counted too.
+pub fn next_offset(store: &Store, topic: &str, partition: u32) -> u64 {
+    tidelog_storage::TopicPartition::new(topic, partition)
+        .map(|tp| store.commit_log().next_queue_offset(&tp))
+        .unwrap_or(0)
+}
+
+/// [`next_offset`] for a partition being created: the base of a topic (or
+/// partition) created now (see `registry.rs`). It also lets the store
+/// accept appends to a topic it deleted earlier in this run (until then
+/// they are refused, `CommitLog::close_topic`), so only creation calls it.
+pub fn new_partition_base(store: &Store, topic: &str, partition: u32) -> u64 {
+    tidelog_storage::TopicPartition::new(topic, partition)
+        .map(|tp| store.commit_log().open_partition(&tp))
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store_config(dir: &std::path::Path) -> StoreConfig {
+        let mut c = StoreConfig::new(dir);
+        c.commitlog_segment_bytes = 1 << 20;
+        c.consume_queue_units_per_file = 1000;
+        c.index_slots = 1000;
+        c.index_entries = 4000;
+        c.preallocate_next_segment = false;
+        c
+    }
+
+    fn cleaner_config() -> CleanerConfig {
+        CleanerConfig {
+            dedupe_buffer_bytes: 1 << 20,
+            ..CleanerConfig::default()
+        }
+    }
+
+    /// One lock per data dir, the store's, taken before the compacted logs
+    /// open: a second broker on the same dir stops at it, and no second
+    /// lock file is left in the data dir.
+    #[test]
+    fn a_second_broker_on_the_same_data_dir_stops_at_the_one_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = Broker::open(&[], store_config(dir.path()), cleaner_config()).unwrap();
+        let second = Broker::open(&[], store_config(dir.path()), cleaner_config());
+        assert!(
+            matches!(
+                second,
+                Err(StartupError::Store {
+                    source: StoreError::Locked { .. },
+                    ..
+                })
+            ),
+            "{:?}",
+            second.map(|_| ())
+        );
+        assert!(dir.path().join(tidelog_storage::store::LOCK_FILE).exists());
+        assert!(!dir.path().join("compacted.lock").exists());
+        first.shutdown().unwrap();
+        // Released with the store: the data dir opens again.
+        Broker::open(&[], store_config(dir.path()), cleaner_config())
+            .unwrap()
+            .shutdown()
+            .unwrap();
+    }
+}

@@ -1,0 +1,33 @@
+//! tidelog's broker core: what every front-end (the HTTP API today, the
+//! Kafka protocol later) shares, with no HTTP types in it.
+//!
+//! * [`error`]: [`BrokerError`], the one error of this crate; each
+//!   front-end maps it in one file.
+//! * [`names`]: validation of topic and group names before anything
+//!   reaches storage.
+//! * [`partitioner`]: Kafka's murmur2 partitioner and round-robin.
+//! * [`topic_config`]: known Kafka topic configs, their bounds and defaults;
+//!   shared with the server's YAML loader.
+//! * [`registry`]: topics, partition counts and config overrides, persisted
+//!   in `<data_dir>/config/topics.json`.
+//! * [`groups`]: consumer group offsets, kept in `__consumer_offsets` and
+//!   rebuilt from its compacted log.
+//! * [`settings`]: what the broker is told at start ([`DeclaredTopic`]).
+//! * [`read`]: reads that hide where records live (offsets, query by key,
+//!   read by physical offset).
+//! * [`broker`]: start-up and shutdown order ([`Broker::open`]), keeping
+//!   the compacted logs in line with the registry.
+
+pub mod broker;
+pub mod error;
+pub mod groups;
+pub mod names;
+pub mod partitioner;
+pub mod read;
+pub mod registry;
+pub mod settings;
+pub mod topic_config;
+
+pub use broker::{next_offset, Broker, StartupError};
+pub use error::BrokerError;
+pub use settings::DeclaredTopic;
