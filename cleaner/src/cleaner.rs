@@ -116,6 +116,59 @@ pub struct CleanerConfig {
     pub faults: Option<Arc<Faults>>,
 }
 
+/// Most cleaner threads (`cleaner.threads`): far more than a single node's
+/// disks can keep busy, and each holds a share of the offset map.
+pub const THREADS_MAX: usize = 64;
+
+/// Most offset-map memory one thread may hold: Kafka's cap, 2 GiB per
+/// cleaner thread (its map is indexed by a 32-bit int). A larger
+/// `dedupe_buffer_bytes` would be allocated at start and could take the
+/// machine's memory before anything is cleaned.
+pub const DEDUPE_BUFFER_BYTES_PER_THREAD_MAX: usize = 2 << 30;
+
+/// Smallest offset map: room for a few dozen keys.
+pub const DEDUPE_BUFFER_BYTES_MIN: usize = 1024;
+
+impl CleanerConfig {
+    /// The one range check of the `cleaner:` settings, used by
+    /// `LogCleaner::new`, `tidelog serve` and `tidelog check-config`, so
+    /// they accept and refuse the same values.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |setting: &'static str, reason: String| {
+            Err(CleanerError::InvalidConfig { setting, reason })
+        };
+        if !(1..=THREADS_MAX).contains(&self.threads) {
+            return bad(
+                "cleaner.threads",
+                format!("{} is not in [1, {THREADS_MAX}]", self.threads),
+            );
+        }
+        let buffer_max = DEDUPE_BUFFER_BYTES_PER_THREAD_MAX.saturating_mul(self.threads);
+        if !(DEDUPE_BUFFER_BYTES_MIN..=buffer_max).contains(&self.dedupe_buffer_bytes) {
+            return bad(
+                "cleaner.dedupe_buffer_bytes",
+                format!(
+                    "{} is not in [{DEDUPE_BUFFER_BYTES_MIN}, {buffer_max}] (at most 2 GiB per cleaner thread, as in Kafka)",
+                    self.dedupe_buffer_bytes
+                ),
+            );
+        }
+        if self.io_max_bytes_per_second == Some(0) {
+            return bad(
+                "cleaner.io_max_bytes_per_second",
+                "0 is too small, the minimum is 1 (null: unthrottled)".into(),
+            );
+        }
+        if !(self.load_factor > 0.0 && self.load_factor <= 1.0) {
+            return bad(
+                "cleaner.load_factor",
+                format!("{} is not in (0, 1]", self.load_factor),
+            );
+        }
+        Ok(())
+    }
+}
+
 impl Default for CleanerConfig {
     fn default() -> Self {
         CleanerConfig {
@@ -249,12 +302,7 @@ impl LogCleaner {
         config: CleanerConfig,
         source: Arc<S>,
     ) -> Result<LogCleaner> {
-        if config.threads == 0 {
-            return Err(CleanerError::InvalidConfig {
-                setting: "cleaner.threads",
-                reason: "must be at least 1".into(),
-            });
-        }
+        config.validate()?;
         let mut checkpoint = CleanerCheckpoint::load_or_empty(&data_dir)?;
         lower_past_the_end(&mut checkpoint, &logs, &data_dir)?;
         Ok(LogCleaner {

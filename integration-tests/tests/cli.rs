@@ -201,6 +201,13 @@ fn check_config_and_serve_accept_and_refuse_the_same_files() {
             "store:\n  commitlog_segment_bytes: 65536\n  consume_queue_units_per_file: 100000000\n",
             Some("store.consume_queue_units_per_file"),
         ),
+        // The cleaner's bounds: its offset map is allocated at start, so a
+        // huge buffer must be refused before serve tries to take it.
+        (
+            "cleaner:\n  dedupe_buffer_bytes: 1000000000000\n",
+            Some("cleaner.dedupe_buffer_bytes"),
+        ),
+        ("cleaner:\n  threads: 1000\n", Some("cleaner.threads")),
         (
             "store:\n  commitlog_segment_bytes: 4095\n",
             Some("store.commitlog_segment_bytes"),

@@ -444,16 +444,6 @@ impl Config {
             key: key.to_string(),
             reason,
         };
-        let at_least = |key: &str, value: u64, min: u64| {
-            if value < min {
-                Err(bad(
-                    key,
-                    format!("{value} is too small, the minimum is {min}"),
-                ))
-            } else {
-                Ok(())
-            }
-        };
 
         if self.cluster_id.is_empty()
             || self
@@ -497,16 +487,12 @@ impl Config {
             other => bad("store", other.to_string()),
         })?;
 
-        let cleaner = &self.cleaner;
-        at_least("cleaner.threads", u64::from(cleaner.threads), 1)?;
-        at_least(
-            "cleaner.dedupe_buffer_bytes",
-            cleaner.dedupe_buffer_bytes,
-            1024,
-        )?;
-        if let Some(rate) = cleaner.io_max_bytes_per_second {
-            at_least("cleaner.io_max_bytes_per_second", rate, 1)?;
-        }
+        self.cleaner_config().validate().map_err(|e| match e {
+            tidelog_cleaner::CleanerError::InvalidConfig { setting, reason } => {
+                bad(setting, reason)
+            }
+            other => bad("cleaner", other.to_string()),
+        })?;
 
         let http = &self.http;
         let in_range = |key: &str, value: u64, min: u64, max: u64| {
@@ -1039,7 +1025,28 @@ mod tests {
         // A record limit larger than a segment is clamped, not refused.
         load_str("store: {commitlog_segment_bytes: 65536, max_message_bytes: 65536}\n").unwrap();
         load_str("store: {commitlog_segment_bytes: 65536}\n").unwrap();
-        assert_rejects("cleaner: {threads: 0}\n", "cleaner.threads", "minimum is 1");
+        assert_rejects(
+            "cleaner: {threads: 0}\n",
+            "cleaner.threads",
+            "not in [1, 64]",
+        );
+        assert_rejects(
+            "cleaner: {threads: 1000}\n",
+            "cleaner.threads",
+            "not in [1, 64]",
+        );
+        assert_rejects(
+            "cleaner: {dedupe_buffer_bytes: 1000000000000}\n",
+            "cleaner.dedupe_buffer_bytes",
+            "at most 2 GiB per cleaner thread",
+        );
+        assert_rejects(
+            "cleaner: {dedupe_buffer_bytes: 100}\n",
+            "cleaner.dedupe_buffer_bytes",
+            "not in [1024, ",
+        );
+        // Each thread may hold 2 GiB: four threads may hold 8.
+        load_str("cleaner: {threads: 4, dedupe_buffer_bytes: 8589934592}\n").unwrap();
         assert_rejects(
             "cleaner: {io_max_bytes_per_second: 0}\n",
             "cleaner.io_max_bytes_per_second",
