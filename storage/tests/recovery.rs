@@ -12,6 +12,7 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
+use common::log_capture::logged;
 use common::*;
 use tidelog_storage::checkpoint::Checkpoint;
 use tidelog_storage::{RecoveryMode, Store, StoreConfig, StoreError};
