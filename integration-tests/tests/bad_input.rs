@@ -13,18 +13,6 @@ use common::TidelogProcess;
 use serde_json::{json, Value};
 
 const CONFIG: &str = "
-store:
-  commitlog_segment_bytes: 65536
-  consume_queue_units_per_file: 1000
-  index_slots: 1000
-  index_entries: 4000
-  flush_interval_ms: 50
-  max_message_bytes: 16384
-retention:
-  check_interval_ms: 3600000
-  disk_max_used_ratio: 1.0
-  disk_force_clean_ratio: 1.0
-  disk_full_ratio: 1.0
 cleaner:
   backoff_ms: 100
   dedupe_buffer_bytes: 1048576
@@ -75,7 +63,10 @@ fn config(s: &TidelogProcess, topic: &str, name: &str) -> (Value, bool) {
 
 #[test]
 fn a_sequence_where_an_object_belongs_is_42206_and_changes_nothing() {
-    let s = TidelogProcess::start_with_config(CONFIG);
+    let s = TidelogProcess::start_with_config(&format!(
+        "{}{CONFIG}",
+        common::SMALL_SEGMENTS_MANUAL_RETENTION
+    ));
 
     // Retention: `[true]` was a forced pass. Several sealed segments are
     // there to delete.
@@ -206,7 +197,10 @@ fn produce_text(s: &TidelogProcess, topic: &str, records: &str) {
 
 #[test]
 fn json_numbers_keep_their_text_as_keys_and_values() {
-    let s = TidelogProcess::start_with_config(CONFIG);
+    let s = TidelogProcess::start_with_config(&format!(
+        "{}{CONFIG}",
+        common::SMALL_SEGMENTS_MANUAL_RETENTION
+    ));
     const BIG: &str = "18446744073709551616"; // 2^64
     const BIG_1: &str = "18446744073709551617"; // 2^64 + 1
 
@@ -316,7 +310,10 @@ fn json_numbers_keep_their_text_as_keys_and_values() {
 
 #[test]
 fn lenient_values_and_names_are_refused_naming_the_field() {
-    let s = TidelogProcess::start_with_config(CONFIG);
+    let s = TidelogProcess::start_with_config(&format!(
+        "{}{CONFIG}",
+        common::SMALL_SEGMENTS_MANUAL_RETENTION
+    ));
     let put = |name: &str, value: Value| {
         s.send_json(
             "PUT",

@@ -16,18 +16,6 @@ use common::TidelogProcess;
 use serde_json::{json, Value};
 
 const CONFIG: &str = "
-store:
-  commitlog_segment_bytes: 65536
-  consume_queue_units_per_file: 1000
-  index_slots: 1000
-  index_entries: 4000
-  flush_interval_ms: 50
-  max_message_bytes: 16384
-retention:
-  check_interval_ms: 3600000
-  disk_max_used_ratio: 1.0
-  disk_force_clean_ratio: 1.0
-  disk_full_ratio: 1.0
 topics:
   - name: r
     partitions: 2
@@ -123,7 +111,10 @@ fn metric(s: &TidelogProcess, name: &str) -> f64 {
 
 #[test]
 fn forced_retention_moves_beginnings_and_survives_restarts() {
-    let mut s = TidelogProcess::start_with_config(CONFIG);
+    let mut s = TidelogProcess::start_with_config(&format!(
+        "{}{CONFIG}",
+        common::SMALL_SEGMENTS_MANUAL_RETENTION
+    ));
 
     // Nothing written yet: a normal pass has nothing to delete.
     let first = retention_pass(&s, None);

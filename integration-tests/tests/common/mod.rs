@@ -25,6 +25,24 @@ pub const SMALL_STORE: &str = "store:
   max_message_bytes: 65536
 ";
 
+/// `store:` and `retention:` sections for tests of deletion: 64 KiB
+/// segments, so a few hundred KiB make several; every disk ratio at 1.0, so
+/// how full this machine's disk is never triggers a pass or refuses a write;
+/// an hour between scheduled passes, so every deletion is a request's.
+pub const SMALL_SEGMENTS_MANUAL_RETENTION: &str = "store:
+  commitlog_segment_bytes: 65536
+  consume_queue_units_per_file: 1000
+  index_slots: 1000
+  index_entries: 4000
+  flush_interval_ms: 50
+  max_message_bytes: 16384
+retention:
+  check_interval_ms: 3600000
+  disk_max_used_ratio: 1.0
+  disk_force_clean_ratio: 1.0
+  disk_full_ratio: 1.0
+";
+
 /// The workspace root (the integration-tests crate's parent).
 pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
