@@ -565,7 +565,10 @@ mod tests {
                 S::Corruption {
                     file: "/d/f".into(),
                     position: 3,
-                    reason: "crc".into(),
+                    kind: tidelog_storage::CorruptionKind::CrcMismatch {
+                        stored: 1,
+                        computed: 2,
+                    },
                 },
                 50001,
             ),

@@ -20,7 +20,7 @@
 
 use std::path::Path;
 
-use crate::error::{IoContext, Result};
+use crate::error::{CorruptionKind, IoContext, Result};
 use crate::fs_util;
 
 pub const FILE_NAME: &str = "checkpoint";
@@ -48,9 +48,12 @@ impl Checkpoint {
         b
     }
 
-    pub fn decode(b: &[u8]) -> std::result::Result<Checkpoint, String> {
+    pub fn decode(b: &[u8]) -> std::result::Result<Checkpoint, CorruptionKind> {
         if b.len() != LEN {
-            return Err(format!("{} bytes, expected {LEN}", b.len()));
+            return Err(CorruptionKind::FileLength {
+                len: b.len() as u64,
+                expected: LEN as u64,
+            });
         }
         let u64_at = |at: usize| {
             let mut x = [0u8; 8];
@@ -59,18 +62,16 @@ impl Checkpoint {
         };
         let magic = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
         if magic != MAGIC {
-            return Err(format!("bad magic {magic:#010x}"));
+            return Err(CorruptionKind::BadMagic { found: magic });
         }
         let version = u16::from_le_bytes([b[4], b[5]]);
         if version != VERSION {
-            return Err(format!("unknown version {version}"));
+            return Err(CorruptionKind::UnknownVersion { found: version });
         }
         let stored = u32::from_le_bytes([b[32], b[33], b[34], b[35]]);
         let computed = crc32c::crc32c(&b[..32]);
         if stored != computed {
-            return Err(format!(
-                "CRC mismatch: stored {stored:#010x}, computed {computed:#010x}"
-            ));
+            return Err(CorruptionKind::CrcMismatch { stored, computed });
         }
         Ok(Checkpoint {
             commitlog_flushed: u64_at(8),
@@ -87,9 +88,10 @@ impl Checkpoint {
     pub fn load(dir: &Path) -> Result<Option<Checkpoint>> {
         let path = dir.join(FILE_NAME);
         let bytes = match std::fs::metadata(&path) {
-            Ok(meta) if meta.len() != LEN as u64 => {
-                Err(format!("{} bytes, expected {LEN}", meta.len()))
-            }
+            Ok(meta) if meta.len() != LEN as u64 => Err(CorruptionKind::FileLength {
+                len: meta.len(),
+                expected: LEN as u64,
+            }),
             Ok(_) => Ok(std::fs::read(&path).at(&path)?),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e).at(&path),

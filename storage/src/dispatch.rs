@@ -427,7 +427,7 @@ impl Dispatcher {
                         let r = r.map_err(|why| {
                             (
                                 COMMIT_LOG_SOURCE.to_string(),
-                                StoreError::corruption(self.log.dir(), pos, why.to_string()),
+                                StoreError::corruption(self.log.dir(), pos, why),
                             )
                         })?;
                         batch.push(r);

@@ -5,6 +5,8 @@
 
 use std::path::PathBuf;
 
+use crate::commit_log::format::Invalid;
+
 /// Result alias used throughout the storage crate.
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
@@ -19,11 +21,11 @@ pub enum StoreError {
     },
 
     /// Bytes on disk do not decode as what they claim to be.
-    #[error("corruption in {file} at byte {position}: {reason}")]
+    #[error("corruption in {file} at byte {position}: {kind}")]
     Corruption {
         file: PathBuf,
         position: u64,
-        reason: String,
+        kind: CorruptionKind,
     },
 
     /// The store's own structures disagree with each other (a queue unit
@@ -132,14 +134,162 @@ impl StoreError {
     pub(crate) fn corruption(
         file: impl Into<PathBuf>,
         position: u64,
-        reason: impl Into<String>,
+        kind: impl Into<CorruptionKind>,
     ) -> Self {
         StoreError::Corruption {
             file: file.into(),
             position,
-            reason: reason.into(),
+            kind: kind.into(),
         }
     }
+}
+
+/// What was wrong with the bytes of a [`StoreError::Corruption`]: every
+/// decoder of an on-disk format returns one, so callers (recovery above
+/// all) decide by variant, never by the message. `Display` is the message
+/// the operator reads; the file and position are on the error around it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CorruptionKind {
+    /// A CommitLog entry or record does not decode (the log's own reason;
+    /// boxed, like the other large fields: this error travels in every
+    /// `Result` of the crate).
+    #[error("{0}")]
+    Entry(Box<Invalid>),
+    /// Zeros where recovery scans for the next entry: nothing was written
+    /// here (the log's clean end, or a hole if valid data follows).
+    #[error("no record here (zeros)")]
+    Empty,
+    /// A read found zeros below the committed position.
+    #[error("zero bytes below the committed position")]
+    ZerosBelowCommitted,
+    /// A client's physical offset is not where a record starts.
+    #[error("no record starts here")]
+    NoRecordHere,
+    /// The entry a record's distance leads to does not decode.
+    #[error("its entry at {entry_pos}: {found}")]
+    RecordEntry { entry_pos: u64, found: Box<Invalid> },
+    /// A record's distance leads to an end marker or zeros, not an entry.
+    #[error("no entry at {entry_pos}")]
+    NoEntryAt { entry_pos: u64 },
+    /// A position past the last record of the entry it falls in.
+    #[error("past the entry's last record")]
+    PastLastRecord,
+    /// A position inside a record, not at its start.
+    #[error("inside a record")]
+    InsideRecord,
+    /// A CommitLog segment file's size cannot be mapped.
+    #[error("segment size {size} is not usable")]
+    SegmentSize { size: u64 },
+    /// A gap between two CommitLog segments.
+    #[error("segment starts at {base} but the previous one ends at {previous_end}: a segment is missing")]
+    SegmentMissing { base: u64, previous_end: u64 },
+    /// The CommitLog was written in another format version.
+    #[error(
+        "the CommitLog holds format version {version}, this tidelog reads version {} only; \
+         start the old version to drain it, or move the data dir aside",
+        crate::commit_log::format::VERSION
+    )]
+    LogFormatVersion { version: u8 },
+    /// The checkpoint claims more was dispatched than the log holds.
+    #[error(
+        "checkpoint says records up to {dispatched} were dispatched, but the log ends at {log_end}"
+    )]
+    CheckpointPastEnd { dispatched: u64, log_end: u64 },
+    /// An invalid entry (`found`) with a valid one after it, below the
+    /// last flushed position: damage in the middle of the log, which
+    /// `store.recovery_mode: strict` refuses.
+    #[error("invalid entry ({found}) with valid data after it at {valid_at}: this is corruption in the middle of the log, not a torn tail; refusing to open (set store.recovery_mode: truncate to cut the log here and lose what follows)")]
+    MiddleOfLog {
+        found: Box<CorruptionKind>,
+        valid_at: u64,
+    },
+    /// A queue unit leads to a record of another queue or offset.
+    #[error("queue {queue} leads to a record of {found}")]
+    QueueMismatch {
+        queue: Box<QueuePosition>,
+        found: Box<QueuePosition>,
+    },
+    /// A queue unit points at or before the unit before it.
+    #[error("unit points at {physical} but the unit before it at {previous}")]
+    UnitOrder { physical: u64, previous: u64 },
+    /// A queue unit with a zero size and other fields set.
+    #[error("unit has zero size but other fields set")]
+    UnitZeroSize,
+    /// A queue unit's size beyond any record's.
+    #[error("unit size {size} exceeds {max}")]
+    UnitTooLarge { size: u32, max: usize },
+    /// A queue file's length is not the configured one.
+    #[error(
+        "queue file is {len} bytes, expected {expected} (consume_queue_units_per_file changed?)"
+    )]
+    QueueFileLength { len: u64, expected: u64 },
+    /// A queue file's name is not at a file boundary.
+    #[error("queue file name {byte_offset} is not a multiple of the file size {file_bytes}")]
+    QueueFileName { byte_offset: u64, file_bytes: u64 },
+    /// A fixed-size file (the checkpoint) of the wrong length.
+    #[error("{len} bytes, expected {expected}")]
+    FileLength { len: u64, expected: u64 },
+    /// A file too short for its header (`what` names the file kind).
+    #[error("{what} of {len} bytes has no header")]
+    NoHeader { what: &'static str, len: u64 },
+    /// A file larger than its format allows.
+    #[error("{len} bytes, more than the {max} the file can be")]
+    FileTooLarge { len: u64, max: u64 },
+    /// A file's bytes end before a field.
+    #[error("truncated at byte {at}")]
+    Truncated { at: usize },
+    #[error("bad magic {found:#010x}")]
+    BadMagic { found: u32 },
+    #[error("unknown version {found}")]
+    UnknownVersion { found: u16 },
+    #[error("CRC mismatch: stored {stored:#010x}, computed {computed:#010x}")]
+    CrcMismatch { stored: u32, computed: u32 },
+    /// A header field outside its range (`field` as the message names it).
+    #[error("{field} {value} outside [{min}, {max}]")]
+    OutOfRange {
+        field: &'static str,
+        value: u32,
+        min: u32,
+        max: u32,
+    },
+    /// An index file's length disagrees with its header.
+    #[error("file is {len} bytes, header implies {implied}")]
+    IndexFileLength { len: u64, implied: u64 },
+    /// An index file's physical range runs backwards.
+    #[error("end physical offset before begin")]
+    IndexRangeBackwards,
+    /// A table with more entries than it may hold.
+    #[error("{count} entries, more than {max}")]
+    TooManyEntries { count: u32, max: u32 },
+    /// An entry of the deleted-partitions table names no valid topic.
+    #[error("entry {entry}: {reason}")]
+    BadTopicEntry { entry: u32, reason: String },
+    /// Bytes left over after a table's last entry.
+    #[error("{count} bytes after the last entry")]
+    TrailingBytes { count: usize },
+    /// Damage the cleaner found in a compacted log, in the cleaner's words
+    /// (its own error type carries the detail).
+    #[error("{reason}")]
+    CompactedLog { reason: String },
+}
+
+// Every `Result` of the crate (and of the crates above it) carries a
+// `StoreError`: large fields of a kind are boxed to keep it this size.
+const _: () = assert!(std::mem::size_of::<StoreError>() <= 64);
+
+impl From<Invalid> for CorruptionKind {
+    fn from(why: Invalid) -> Self {
+        CorruptionKind::Entry(Box::new(why))
+    }
+}
+
+/// A record's place in its queue, as a corruption message names it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{topic}-{partition} offset {offset}")]
+pub struct QueuePosition {
+    pub topic: String,
+    pub partition: u32,
+    pub offset: u64,
 }
 
 /// Attach a path to an `io::Result`.

@@ -35,7 +35,7 @@ use crate::commit_log::format::{self, Decoded, Invalid, ENTRY_HEADER_LEN};
 use crate::commit_log::segment::{self, Segment};
 use crate::commit_log::{decode_for_recovery, find_segment, Entry, StoredRecord};
 use crate::config::RecoveryMode;
-use crate::error::{IoContext, Result, StoreError};
+use crate::error::{CorruptionKind, IoContext, Result, StoreError};
 use crate::fs_util;
 
 /// What recovery learnt about the CommitLog.
@@ -78,7 +78,10 @@ pub(crate) fn load_segments(dir: &Path) -> Result<Vec<Arc<Segment>>> {
                 return Err(StoreError::corruption(
                     &path,
                     0,
-                    format!("segment starts at {base} but the previous one ends at {}: a segment is missing", prev.end()),
+                    CorruptionKind::SegmentMissing {
+                        base,
+                        previous_end: prev.end(),
+                    },
                 ));
             }
         }
@@ -124,14 +127,17 @@ pub(crate) fn recover_log(
         return Err(StoreError::corruption(
             dir,
             pos,
-            format!("checkpoint says records up to {pos} were dispatched, but the log ends at {log_end}"),
+            CorruptionKind::CheckpointPastEnd {
+                dispatched: pos,
+                log_end,
+            },
         ));
     }
     let scanned_from = pos;
     let began = Instant::now();
     let mut last_log = began;
     let mut records = 0u64;
-    let mut bad: Option<(Arc<Segment>, String)> = None;
+    let mut bad: Option<(Arc<Segment>, CorruptionKind)> = None;
     while let Some(seg) = find_segment(&segments, pos).cloned() {
         match decode_for_recovery(&seg, pos) {
             Ok(Decoded::Entry(v)) => {
@@ -142,9 +148,8 @@ pub(crate) fn recover_log(
                 let entry = Entry::new(bytes, v);
                 for record in entry.records() {
                     // The decode above walked every record already.
-                    let record = record.map_err(|why| {
-                        StoreError::corruption(seg.path(), pos - seg.base(), why.to_string())
-                    })?;
+                    let record = record
+                        .map_err(|why| StoreError::corruption(seg.path(), pos - seg.base(), why))?;
                     on_record(&record)?;
                 }
                 pos += entry.size();
@@ -160,11 +165,11 @@ pub(crate) fn recover_log(
                 pos = seg.end();
             }
             Ok(Decoded::Empty) => {
-                bad = Some((seg, "no record here (zeros)".into()));
+                bad = Some((seg, CorruptionKind::Empty));
                 break;
             }
             Err(why) => {
-                bad = Some((seg, why.to_string()));
+                bad = Some((seg, why.into()));
                 break;
             }
         }
@@ -181,7 +186,10 @@ pub(crate) fn recover_log(
     let end = pos;
     let mut truncated = 0;
     let clean_end = clean_shutdown && end == scanned_from;
-    if let Some((seg, why)) = bad.filter(|(_, why)| !(clean_end && why.starts_with("no record"))) {
+    // Zeros right at a clean shutdown's end are the expected end: nothing
+    // to zero, and a large segment is not rewritten for it.
+    let clean_zeros = |why: &CorruptionKind| clean_end && *why == CorruptionKind::Empty;
+    if let Some((seg, why)) = bad.filter(|(_, why)| !clean_zeros(why)) {
         let evidence = valid_data_after(&segments, &seg, end);
         if let Some(evidence) = evidence.filter(|_| synced_below.is_some_and(|s| end >= s)) {
             tracing::error!(
@@ -195,22 +203,22 @@ pub(crate) fn recover_log(
                  and dropping everything after it (never acknowledged under flush: sync)"
             );
         } else if let Some(evidence) = evidence {
-            let msg = format!(
-                "invalid entry ({why}) with valid data after it at {evidence}: this is corruption in the middle of the log, not a torn tail"
-            );
             match mode {
                 RecoveryMode::Strict => {
                     return Err(StoreError::corruption(
                         seg.path(),
                         end - seg.base(),
-                        format!("{msg}; refusing to open (set store.recovery_mode: truncate to cut the log here and lose what follows)"),
+                        CorruptionKind::MiddleOfLog {
+                            found: Box::new(why),
+                            valid_at: evidence,
+                        },
                     ));
                 }
                 RecoveryMode::TruncateAtCorruption => {
-                    tracing::error!(segment = %seg.path().display(), position = end - seg.base(), %msg, "truncating the log at the corruption as configured");
+                    tracing::error!(segment = %seg.path().display(), position = end - seg.base(), %why, valid_entry_at = evidence, "invalid entry with valid data after it: corruption in the middle of the log, not a torn tail; truncating the log at the corruption as configured");
                 }
             }
-        } else if why.starts_with("no record") {
+        } else if why == CorruptionKind::Empty {
             tracing::debug!(end, "log ends cleanly");
         } else {
             tracing::warn!(segment = %seg.path().display(), position = end - seg.base(), %why, "torn entry at the log tail; truncating");
@@ -250,11 +258,7 @@ fn older_format(seg: &Segment, pos: u64, version: u8) -> StoreError {
     StoreError::corruption(
         seg.path(),
         pos - seg.base(),
-        format!(
-            "the CommitLog holds format version {version}, this tidelog reads version {} only; \
-             start the old version to drain it, or move the data dir aside",
-            format::VERSION
-        ),
+        CorruptionKind::LogFormatVersion { version },
     )
 }
 

@@ -26,7 +26,7 @@ use crate::commit_log::{AppendRecord, Appended, CommitLog, NextOffsets, StoredRe
 use crate::config::{FlushMode, StoreConfig};
 use crate::consume_queue::ConsumeQueues;
 use crate::dispatch::{keep_going, ConsumeQueueSink, DispatchSink, Dispatcher, IndexSink};
-use crate::error::{IoContext, Result, StoreError};
+use crate::error::{CorruptionKind, IoContext, QueuePosition, Result, StoreError};
 use crate::fs_util;
 use crate::index_file::IndexService;
 use crate::recovery;
@@ -548,7 +548,18 @@ impl Store {
                 return Err(StoreError::corruption(
                     self.inner.log.dir(),
                     rec.physical_offset().0,
-                    format!("queue {topic}-{partition} offset {offset} leads to a record of {}-{} offset {}", rec.topic(), rec.partition(), rec.queue_offset()),
+                    CorruptionKind::QueueMismatch {
+                        queue: Box::new(QueuePosition {
+                            topic: topic.to_string(),
+                            partition,
+                            offset,
+                        }),
+                        found: Box::new(QueuePosition {
+                            topic: rec.topic().to_string(),
+                            partition: rec.partition(),
+                            offset: rec.queue_offset().0,
+                        }),
+                    },
                 ));
             }
             let size = rec.size() as usize;

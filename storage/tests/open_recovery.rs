@@ -17,7 +17,7 @@ use std::time::Duration;
 use common::log_capture::logged;
 use common::*;
 use tidelog_storage::checkpoint::Checkpoint;
-use tidelog_storage::{Store, StoreConfig};
+use tidelog_storage::{CorruptionKind, Store, StoreConfig, StoreError};
 
 /// No periodic checkpoint, so each test decides what the checkpoint says.
 fn cfg(dir: &Path) -> StoreConfig {
@@ -274,8 +274,21 @@ fn a_queue_file_of_another_size_is_refused_unless_it_is_the_last_and_short() {
         }
         store.shutdown().unwrap();
         set_len(&nth_queue_file(dir.path(), file), len);
-        let err = Store::open(cfg(dir.path())).err().unwrap().to_string();
-        assert!(err.contains("queue file is"), "file {file}: {err}");
+        let err = Store::open(cfg(dir.path())).err().unwrap();
+        assert!(
+            matches!(
+                err,
+                StoreError::Corruption {
+                    kind: CorruptionKind::QueueFileLength { .. },
+                    ..
+                }
+            ),
+            "file {file}: {err:?}"
+        );
+        assert!(
+            err.to_string().contains("queue file is"),
+            "file {file}: {err}"
+        );
     }
 }
 

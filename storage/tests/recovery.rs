@@ -15,7 +15,8 @@ use std::time::Duration;
 use common::log_capture::logged;
 use common::*;
 use tidelog_storage::checkpoint::Checkpoint;
-use tidelog_storage::{RecoveryMode, Store, StoreConfig, StoreError};
+use tidelog_storage::commit_log::format::Invalid;
+use tidelog_storage::{CorruptionKind, RecoveryMode, Store, StoreConfig, StoreError};
 
 /// No periodic checkpoint: recovery scans the whole log, so damage
 /// anywhere in it is seen.
@@ -261,11 +262,18 @@ fn corruption_in_the_middle_refuses_to_open() {
         Err(StoreError::Corruption {
             file,
             position,
-            reason,
+            kind,
         }) => {
             assert_eq!(file, seg);
             assert_eq!(position, pos);
-            assert!(reason.contains("middle"), "{reason}");
+            // The flipped byte fails the entry's CRC; records follow it.
+            assert!(
+                matches!(&kind, CorruptionKind::MiddleOfLog { found, valid_at }
+                    if matches!(&**found, CorruptionKind::Entry(why) if matches!(**why, Invalid::CrcMismatch { .. }))
+                        && *valid_at > pos),
+                "{kind:?}"
+            );
+            assert!(kind.to_string().contains("middle"), "{kind}");
         }
         other => panic!("expected corruption, got {:?}", other.map(|_| ())),
     }
@@ -327,7 +335,11 @@ fn an_unsynced_page_lost_before_later_ones_is_an_unsynced_tail() {
     let (pos, size) = recs[3];
     poke(&seg, pos, &vec![0u8; size as usize]);
     let err = Store::open(cfg(dir.path())).err().expect("must refuse");
-    assert!(err.to_string().contains("middle"), "{err}");
+    assert!(
+        matches!(&err, StoreError::Corruption { kind: CorruptionKind::MiddleOfLog { found, .. }, .. }
+            if **found == CorruptionKind::Empty),
+        "{err:?}"
+    );
 }
 
 #[test]
@@ -368,6 +380,16 @@ fn missing_segment_refuses_to_open() {
     let segs = segment_files(dir.path());
     std::fs::remove_file(&segs[1]).unwrap();
     let err = Store::open(cfg(dir.path())).err().expect("must refuse");
+    assert!(
+        matches!(
+            err,
+            StoreError::Corruption {
+                kind: CorruptionKind::SegmentMissing { .. },
+                ..
+            }
+        ),
+        "{err:?}"
+    );
     assert!(err.to_string().contains("missing"), "{err}");
 }
 
@@ -404,6 +426,43 @@ fn clean_restart_scans_nothing() {
     assert_eq!(r.records_scanned, 0);
     assert_eq!(r.records_replayed, 0);
     assert_eq!(values(&store).len(), 100);
+}
+
+#[test]
+fn a_bad_entry_at_a_clean_end_is_a_torn_tail_and_zeroed() {
+    // After a clean shutdown recovery scans nothing, and zeros at the end
+    // are the end: nothing is rewritten. Any other invalid bytes there, here
+    // an entry whose CRC holds but whose first record does not start where
+    // it says (`Invalid::NotARecord`), are a torn tail: cut and zeroed, so
+    // they can never be read back.
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(cfg(dir.path())).unwrap();
+    let mut entries = Vec::new();
+    for i in 0..2 {
+        let a = store
+            .append(&[record("t", 0, None, Some(&format!("value-{i}-")))])
+            .unwrap();
+        entries.push((
+            a[0].physical_offset.0 - T_HEADER,
+            a[0].size as usize + T_HEADER as usize,
+        ));
+    }
+    store.shutdown().unwrap();
+    let seg = first_segment(dir.path());
+    let (last, size) = entries[1];
+    let end = last + size as u64;
+    let mut forged = peek(&seg, last, size);
+    forged[12..20].copy_from_slice(&end.to_le_bytes()); // its own position
+    forged[T_HEADER as usize] ^= 0x02; // the first record's distance
+    let crc = crc32c::crc32c(&forged[tidelog_storage::commit_log::format::CRC_START..]);
+    forged[4..8].copy_from_slice(&crc.to_le_bytes());
+    poke(&seg, end, &forged);
+
+    let (store, log) = logged(|| Store::open(cfg(dir.path())).unwrap());
+    assert!(store.recovery_report().clean_shutdown);
+    assert!(log.contains("torn entry at the log tail"), "{log}");
+    assert_eq!(peek(&seg, end, size), vec![0u8; size], "zeroed");
+    assert_eq!(values(&store), ["value-0-", "value-1-"]);
 }
 
 #[test]

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use common::*;
 use tidelog_storage::fault::{FaultPoint, Faults};
-use tidelog_storage::{AppendRecord, FlushMode, Listener, Store, StoreError};
+use tidelog_storage::{AppendRecord, CorruptionKind, FlushMode, Listener, Store, StoreError};
 
 #[test]
 fn append_then_read_back_every_field() {
@@ -209,6 +209,16 @@ fn a_log_of_another_format_version_is_refused_not_truncated() {
         let err = Store::open(small_config(dir.path()))
             .err()
             .expect("refused");
+        assert!(
+            matches!(
+                err,
+                StoreError::Corruption {
+                    kind: CorruptionKind::LogFormatVersion { version: 1 },
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
         assert!(err.to_string().contains("format version 1"), "{err}");
         // Nothing was cut.
         let now = std::fs::read(&seg).unwrap();

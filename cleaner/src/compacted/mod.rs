@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
-use tidelog_storage::{DispatchSink, StoreError, StoredRecord, TopicPartition};
+use tidelog_storage::{CorruptionKind, DispatchSink, StoreError, StoredRecord, TopicPartition};
 
 pub use self::format::CompactedRecord;
 pub use self::log::{CompactedLog, RollPolicy};
@@ -340,7 +340,9 @@ fn to_store_error(e: CleanerError) -> StoreError {
         other => StoreError::Corruption {
             file: PathBuf::from(COMPACTED_DIR),
             position: 0,
-            reason: other.to_string(),
+            kind: CorruptionKind::CompactedLog {
+                reason: other.to_string(),
+            },
         },
     }
 }

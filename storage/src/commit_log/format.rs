@@ -458,6 +458,8 @@ impl std::fmt::Display for Invalid {
     }
 }
 
+impl std::error::Error for Invalid {}
+
 /// What starts at a position of a segment.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Decoded {

@@ -36,7 +36,7 @@ use self::format::{Decoded, EntryBuilder, EntryFields, Invalid, RecordFields, EN
 pub use self::record::{AppendRecord, Appended, Entry, StoredRecord};
 use self::segment::Segment;
 use crate::config::StoreConfig;
-use crate::error::{Result, StoreError};
+use crate::error::{CorruptionKind, Result, StoreError};
 use crate::fault::{self, FaultPoint};
 use crate::types::{now_ms, PhysicalOffset, QueueOffset, TopicPartition};
 
@@ -763,13 +763,9 @@ impl CommitLog {
             Ok(Decoded::Empty) => Err(StoreError::corruption(
                 seg.path(),
                 rel as u64,
-                "zero bytes below the committed position",
+                CorruptionKind::ZerosBelowCommitted,
             )),
-            Err(why) => Err(StoreError::corruption(
-                seg.path(),
-                rel as u64,
-                why.to_string(),
-            )),
+            Err(why) => Err(StoreError::corruption(seg.path(), rel as u64, why)),
         }
     }
 
@@ -823,10 +819,11 @@ impl CommitLog {
         let committed = self.committed();
         let at = self.cache_at(pos, committed, cache)?;
         let seg = Arc::clone(cache.segment.as_ref().expect("cached above"));
-        let corrupt = |why: String| StoreError::corruption(seg.path(), pos - seg.base(), why);
+        let corrupt =
+            |why: CorruptionKind| StoreError::corruption(seg.path(), pos - seg.base(), why);
         let distance = format::distance_at(&cache.chunk[at..])
             .filter(|&d| d <= pos - seg.base())
-            .ok_or_else(|| corrupt("no record starts here".into()))?;
+            .ok_or_else(|| corrupt(CorruptionKind::NoRecordHere))?;
         let entry_pos = pos - distance;
         let entry_at = if entry_pos >= cache.chunk_at {
             (entry_pos - cache.chunk_at) as usize
@@ -834,9 +831,14 @@ impl CommitLog {
             self.cache_at(entry_pos, committed, cache)?
         };
         let Decoded::Entry(view) = format::decode(&cache.chunk[entry_at..], entry_pos, verify)
-            .map_err(|why| corrupt(format!("its entry at {entry_pos}: {why}")))?
+            .map_err(|why| {
+                corrupt(CorruptionKind::RecordEntry {
+                    entry_pos,
+                    found: Box::new(why),
+                })
+            })?
         else {
-            return Err(corrupt(format!("no entry at {entry_pos}")));
+            return Err(corrupt(CorruptionKind::NoEntryAt { entry_pos }));
         };
         let bytes = cache.chunk.slice(entry_at..entry_at + view.total_len);
         let entry = Entry::new(bytes, view);
@@ -845,18 +847,18 @@ impl CommitLog {
             // walk from the entry's first record finds the real starts.
             entry
                 .records()
-                .map(|r| r.map_err(|why| corrupt(why.to_string())))
+                .map(|r| r.map_err(|why| corrupt(why.into())))
                 .find(|r| r.as_ref().map_or(true, |r| r.physical_offset().0 >= pos))
-                .unwrap_or_else(|| Err(corrupt("past the entry's last record".into())))?
+                .unwrap_or_else(|| Err(corrupt(CorruptionKind::PastLastRecord)))?
         } else {
             let record = entry
                 .record_at(distance as usize)
-                .map_err(|why| corrupt(why.to_string()))?;
+                .map_err(|why| corrupt(why.into()))?;
             cache.entry = Some(entry);
             record
         };
         if record.physical_offset().0 != pos {
-            return Err(corrupt("inside a record".into()));
+            return Err(corrupt(CorruptionKind::InsideRecord));
         }
         Ok(record)
     }
@@ -960,7 +962,7 @@ impl ReadCache {
     /// The error for bad bytes at `pos` inside the cached entry.
     fn entry_corruption(&self, pos: u64, why: Invalid) -> StoreError {
         let seg = (self.segment.as_ref()).expect("an entry's segment is cached with it");
-        StoreError::corruption(seg.path(), pos - seg.base(), why.to_string())
+        StoreError::corruption(seg.path(), pos - seg.base(), why)
     }
 }
 

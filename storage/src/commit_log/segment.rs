@@ -19,7 +19,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use memmap2::{MmapOptions, MmapRaw};
 
-use crate::error::{IoContext, Result, StoreError};
+use crate::error::{CorruptionKind, IoContext, Result, StoreError};
 use crate::fault::{self, FaultPoint, Faults};
 use crate::fs_util;
 
@@ -109,7 +109,7 @@ impl Segment {
             return Err(StoreError::corruption(
                 &path,
                 0,
-                format!("segment size {size} is not usable"),
+                CorruptionKind::SegmentSize { size },
             ));
         }
         let map = MmapOptions::new()

@@ -31,7 +31,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::error::{IoContext, Result, StoreError};
+use crate::error::{CorruptionKind, IoContext, Result, StoreError};
 use crate::fs_util;
 use crate::types::{validate_topic_name, TOPIC_NAME_MAX};
 
@@ -120,47 +120,57 @@ impl DeletedPartitions {
         b
     }
 
-    pub fn decode(b: &[u8]) -> std::result::Result<DeletedPartitions, String> {
+    pub fn decode(b: &[u8]) -> std::result::Result<DeletedPartitions, CorruptionKind> {
         if b.len() < HEADER_LEN + CRC_LEN {
-            return Err(format!("{} bytes, shorter than the smallest file", b.len()));
+            return Err(CorruptionKind::NoHeader {
+                what: "deleted-partitions table",
+                len: b.len() as u64,
+            });
         }
         let (body, crc) = b.split_at(b.len() - CRC_LEN);
         let stored = u32::from_le_bytes([crc[0], crc[1], crc[2], crc[3]]);
         let computed = crc32c::crc32c(body);
         if stored != computed {
-            return Err(format!(
-                "CRC mismatch: stored {stored:#010x}, computed {computed:#010x}"
-            ));
+            return Err(CorruptionKind::CrcMismatch { stored, computed });
         }
         let mut r = Reader { b: body, at: 0 };
         let magic = r.u32()?;
         if magic != MAGIC {
-            return Err(format!("bad magic {magic:#010x}"));
+            return Err(CorruptionKind::BadMagic { found: magic });
         }
         let version = r.u16()?;
         if version != VERSION {
-            return Err(format!("unknown version {version}"));
+            return Err(CorruptionKind::UnknownVersion { found: version });
         }
         r.u16()?;
         let count = r.u32()?;
         if count > ENTRIES_MAX {
-            return Err(format!("{count} entries, more than {ENTRIES_MAX}"));
+            return Err(CorruptionKind::TooManyEntries {
+                count,
+                max: ENTRIES_MAX,
+            });
         }
         let mut out = DeletedPartitions::default();
         for i in 0..count {
             let topic_len = r.u16()? as usize;
             if topic_len == 0 || topic_len > TOPIC_LEN_MAX {
-                return Err(format!("entry {i}: topic of {topic_len} bytes"));
+                return Err(CorruptionKind::BadTopicEntry {
+                    entry: i,
+                    reason: format!("topic of {topic_len} bytes"),
+                });
             }
+            let bad_topic = |reason: String| CorruptionKind::BadTopicEntry { entry: i, reason };
             let topic = std::str::from_utf8(r.take(topic_len)?)
-                .map_err(|_| format!("entry {i}: topic is not UTF-8"))?;
-            validate_topic_name(topic).map_err(|e| format!("entry {i}: {e}"))?;
+                .map_err(|_| bad_topic("topic is not UTF-8".into()))?;
+            validate_topic_name(topic).map_err(|e| bad_topic(e.to_string()))?;
             let partition = r.u32()?;
             let next = r.u64()?;
             out.raise(topic, partition, next);
         }
         if r.at != body.len() {
-            return Err(format!("{} bytes after the last entry", body.len() - r.at));
+            return Err(CorruptionKind::TrailingBytes {
+                count: body.len() - r.at,
+            });
         }
         Ok(out)
     }
@@ -177,10 +187,10 @@ impl DeletedPartitions {
                 return Err(StoreError::corruption(
                     path,
                     0,
-                    format!(
-                        "{} bytes, more than the {FILE_LEN_MAX} the file can be",
-                        meta.len()
-                    ),
+                    CorruptionKind::FileTooLarge {
+                        len: meta.len(),
+                        max: FILE_LEN_MAX,
+                    },
                 ))
             }
             Ok(_) => {}
@@ -208,27 +218,27 @@ struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> std::result::Result<&'a [u8], String> {
+    fn take(&mut self, n: usize) -> std::result::Result<&'a [u8], CorruptionKind> {
         let end = self.at.checked_add(n).filter(|&e| e <= self.b.len());
         let Some(end) = end else {
-            return Err(format!("truncated at byte {}", self.at));
+            return Err(CorruptionKind::Truncated { at: self.at });
         };
         let s = &self.b[self.at..end];
         self.at = end;
         Ok(s)
     }
 
-    fn u16(&mut self) -> std::result::Result<u16, String> {
+    fn u16(&mut self) -> std::result::Result<u16, CorruptionKind> {
         let s = self.take(2)?;
         Ok(u16::from_le_bytes([s[0], s[1]]))
     }
 
-    fn u32(&mut self) -> std::result::Result<u32, String> {
+    fn u32(&mut self) -> std::result::Result<u32, CorruptionKind> {
         let s = self.take(4)?;
         Ok(u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
     }
 
-    fn u64(&mut self) -> std::result::Result<u64, String> {
+    fn u64(&mut self) -> std::result::Result<u64, CorruptionKind> {
         let mut x = [0u8; 8];
         x.copy_from_slice(self.take(8)?);
         Ok(u64::from_le_bytes(x))
@@ -304,11 +314,23 @@ mod tests {
         let crc = crc32c::crc32c(&b);
         b.extend_from_slice(&crc.to_le_bytes());
         let err = DeletedPartitions::decode(&b).unwrap_err();
-        assert!(err.contains("more than"), "{err}");
+        assert!(
+            matches!(
+                err,
+                CorruptionKind::TooManyEntries {
+                    count: u32::MAX,
+                    max: ENTRIES_MAX
+                }
+            ),
+            "{err}"
+        );
         // A name that is no topic name.
         let mut d = DeletedPartitions::default();
         d.raise("../x", 0, 1);
-        assert!(DeletedPartitions::decode(&d.encode()).is_err());
+        assert!(matches!(
+            DeletedPartitions::decode(&d.encode()),
+            Err(CorruptionKind::BadTopicEntry { entry: 0, .. })
+        ));
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(FILE_NAME);
         std::fs::write(&path, b"garbage").unwrap();

@@ -12,6 +12,7 @@
 //! left by a gap or a truncation), so readers skip it.
 
 use crate::commit_log::format::RECORD_LEN_MAX;
+use crate::error::CorruptionKind;
 
 pub const UNIT_LEN: usize = 20;
 
@@ -33,7 +34,7 @@ impl Unit {
 
     /// `Ok(None)` for an empty unit; `Err` with the reason for a unit that
     /// cannot be real.
-    pub fn decode(b: &[u8; UNIT_LEN]) -> Result<Option<Unit>, String> {
+    pub fn decode(b: &[u8; UNIT_LEN]) -> Result<Option<Unit>, CorruptionKind> {
         let mut u64b = [0u8; 8];
         u64b.copy_from_slice(&b[0..8]);
         let physical_offset = u64::from_le_bytes(u64b);
@@ -44,11 +45,14 @@ impl Unit {
             return if physical_offset == 0 && key_hash == 0 {
                 Ok(None)
             } else {
-                Err("unit has zero size but other fields set".into())
+                Err(CorruptionKind::UnitZeroSize)
             };
         }
         if size as usize > RECORD_LEN_MAX {
-            return Err(format!("unit size {size} exceeds {RECORD_LEN_MAX}"));
+            return Err(CorruptionKind::UnitTooLarge {
+                size,
+                max: RECORD_LEN_MAX,
+            });
         }
         Ok(Some(Unit {
             physical_offset,

@@ -34,7 +34,7 @@ use self::deleted::DeletedPartitions;
 pub use self::format::Unit;
 use self::format::UNIT_LEN;
 use crate::commit_log::StoredRecord;
-use crate::error::{IoContext, Result, StoreError};
+use crate::error::{CorruptionKind, IoContext, Result, StoreError};
 use crate::fs_util;
 use crate::types::{validate_topic_name, TopicPartition};
 
@@ -106,7 +106,10 @@ impl QueueFile {
                 return Err(StoreError::corruption(
                     &path,
                     0,
-                    format!("queue file is {len} bytes, expected {want} (consume_queue_units_per_file changed?)"),
+                    CorruptionKind::QueueFileLength {
+                        len,
+                        expected: want,
+                    },
                 ));
             }
             if len != 0 {
@@ -372,7 +375,10 @@ impl ConsumeQueue {
                 return Err(StoreError::corruption(
                     entry.path(),
                     0,
-                    format!("queue file name {byte_offset} is not a multiple of the file size {file_bytes}"),
+                    CorruptionKind::QueueFileName {
+                        byte_offset,
+                        file_bytes,
+                    },
                 ));
             }
             names.push(byte_offset / UNIT_LEN as u64);
@@ -653,10 +659,10 @@ impl ConsumeQueue {
                 Err(StoreError::corruption(
                     &self.dir,
                     offset * UNIT_LEN as u64,
-                    format!(
-                        "unit points at {} but the unit before it at {}",
-                        u.physical_offset, prev.physical_offset
-                    ),
+                    CorruptionKind::UnitOrder {
+                        physical: u.physical_offset,
+                        previous: prev.physical_offset,
+                    },
                 ))
             }
             _ => Ok(unit),

@@ -26,6 +26,8 @@
 //! Chains run newest first and `prev` is always smaller than the entry's own
 //! index, so a walk terminates even over damaged data.
 
+use crate::error::CorruptionKind;
+
 pub const MAGIC: u32 = 0x5449_4458; // "TIDX"
 pub const VERSION: u16 = 1;
 pub const HEADER_LEN: usize = 56;
@@ -92,9 +94,12 @@ impl IndexHeader {
     }
 
     /// Decode and check a header; `file_len` is the file's actual length.
-    pub fn decode(b: &[u8], file_len: u64) -> Result<IndexHeader, String> {
+    pub fn decode(b: &[u8], file_len: u64) -> Result<IndexHeader, CorruptionKind> {
         if b.len() < HEADER_LEN {
-            return Err(format!("{} bytes, header needs {HEADER_LEN}", b.len()));
+            return Err(CorruptionKind::NoHeader {
+                what: "index header",
+                len: b.len() as u64,
+            });
         }
         let u32_at = |at: usize| u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
         let u64_at = |at: usize| {
@@ -103,11 +108,11 @@ impl IndexHeader {
             u64::from_le_bytes(x)
         };
         if u32_at(0) != MAGIC {
-            return Err(format!("bad magic {:#010x}", u32_at(0)));
+            return Err(CorruptionKind::BadMagic { found: u32_at(0) });
         }
         let version = u16::from_le_bytes([b[4], b[5]]);
         if version != VERSION {
-            return Err(format!("unknown version {version}"));
+            return Err(CorruptionKind::UnknownVersion { found: version });
         }
         let h = IndexHeader {
             begin_timestamp_ms: u64_at(OFF_BEGIN_TS) as i64,
@@ -119,31 +124,37 @@ impl IndexHeader {
             entry_count: u32_at(OFF_ENTRY_COUNT),
         };
         if h.slot_count == 0 || h.slot_count > SLOT_COUNT_MAX {
-            return Err(format!(
-                "slot count {} outside [1, {SLOT_COUNT_MAX}]",
-                h.slot_count
-            ));
+            return Err(CorruptionKind::OutOfRange {
+                field: "slot count",
+                value: h.slot_count,
+                min: 1,
+                max: SLOT_COUNT_MAX,
+            });
         }
         if h.entry_capacity < 2 || h.entry_capacity > ENTRY_CAPACITY_MAX {
-            return Err(format!(
-                "entry capacity {} outside [2, {ENTRY_CAPACITY_MAX}]",
-                h.entry_capacity
-            ));
+            return Err(CorruptionKind::OutOfRange {
+                field: "entry capacity",
+                value: h.entry_capacity,
+                min: 2,
+                max: ENTRY_CAPACITY_MAX,
+            });
         }
         if h.entry_count == 0 || h.entry_count > h.entry_capacity {
-            return Err(format!(
-                "entry count {} outside [1, {}]",
-                h.entry_count, h.entry_capacity
-            ));
+            return Err(CorruptionKind::OutOfRange {
+                field: "entry count",
+                value: h.entry_count,
+                min: 1,
+                max: h.entry_capacity,
+            });
         }
         if h.file_len() as u64 != file_len {
-            return Err(format!(
-                "file is {file_len} bytes, header implies {}",
-                h.file_len()
-            ));
+            return Err(CorruptionKind::IndexFileLength {
+                len: file_len,
+                implied: h.file_len() as u64,
+            });
         }
         if h.entry_count > 1 && h.end_physical < h.begin_physical {
-            return Err("end physical offset before begin".into());
+            return Err(CorruptionKind::IndexRangeBackwards);
         }
         Ok(h)
     }

@@ -21,7 +21,7 @@ use std::sync::{Arc, RwLock};
 use memmap2::{MmapOptions, MmapRaw};
 
 use self::format::{Entry, IndexHeader, ENTRY_LEN, HEADER_LEN, SLOT_LEN};
-use crate::error::{IoContext, Result, StoreError};
+use crate::error::{CorruptionKind, IoContext, Result, StoreError};
 use crate::fs_util;
 
 /// Suffix of an index file still being created; `load` removes these.
@@ -85,7 +85,10 @@ impl IndexFile {
             return Err(StoreError::corruption(
                 &path,
                 0,
-                format!("index file of {len} bytes has no header"),
+                CorruptionKind::NoHeader {
+                    what: "index file",
+                    len,
+                },
             ));
         }
         std::io::Read::read_exact(&mut &file, &mut head).at(&path)?;
