@@ -240,6 +240,18 @@ async fn values(router: &Router) -> Vec<Value> {
         .collect()
 }
 
+/// [`values`] once at least `n` records are visible (dispatch makes them
+/// so a moment after a produce is answered), or what is there after 30 s.
+async fn values_once_there(router: &Router, n: usize) -> Vec<Value> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let mut seen = values(router).await;
+    while seen.len() < n && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        seen = values(router).await;
+    }
+    seen
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_dispatch_is_503_50302_for_produce_and_readiness_until_it_heals() {
     let dir = tempfile::tempdir().unwrap();
@@ -285,13 +297,10 @@ async fn a_stalled_dispatch_is_503_50302_for_produce_and_readiness_until_it_heal
     wait_status(&router, "/status/ready", StatusCode::OK).await;
     let (status, body) = call(&router, "POST", "/topics/t", one_record("after")).await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    let mut seen = values(&router).await;
-    while seen.len() < 3 && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-        seen = values(&router).await;
-    }
-    assert_eq!(seen, [json!("before"), json!("late"), json!("after")]);
+    assert_eq!(
+        values_once_there(&router, 3).await,
+        [json!("before"), json!("late"), json!("after")]
+    );
     let (_, text) = call(&router, "GET", "/metrics", None).await;
     assert!(text.contains("\ntidelog_dispatch_stalled 0\n"), "{text}");
     close(&state).await.unwrap();
@@ -328,8 +337,9 @@ async fn a_hung_sync_flush_is_503_50303_and_the_record_is_still_appended() {
     faults.heal(FaultPoint::CommitLogFlush);
     let (status, body) = call(&router, "POST", "/topics/t", one_record("later")).await;
     assert_eq!(status, StatusCode::OK, "{body}");
+    // Visible once dispatched, a moment after the answer.
     assert_eq!(
-        values(&router).await,
+        values_once_there(&router, 3).await,
         [json!("durable"), json!("unknown"), json!("later")]
     );
     close(&state).await.unwrap();
