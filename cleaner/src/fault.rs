@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// The operations of one swap, in the order a pass performs them (see
-/// `cleaner.rs`).
+/// `cleaner/swap.rs`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FaultPoint {
     /// Writing a kept record into `<base>.log.cleaned`.

@@ -21,9 +21,9 @@
 //! uncleanable and retried after a backoff.
 //!
 //! Modules: [`compacted`] (the logs, their format and the dispatcher sink),
-//! [`cleaner`] (threads, selection, the pass and the crash-safe swap),
-//! [`offset_map`], [`checkpoint`], [`throttle`], [`fault`] (the swap's
-//! fault-injection seam for tests).
+//! [`cleaner`] (selection, the pass, the crash-safe swap and the threads,
+//! one file each), [`offset_map`], [`checkpoint`], [`throttle`], [`fault`]
+//! (the swap's fault-injection seam for tests).
 
 pub mod checkpoint;
 pub mod cleaner;

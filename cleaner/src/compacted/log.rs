@@ -114,7 +114,9 @@ pub(crate) fn segment_file_name(base: u64) -> String {
 
 /// Finish or roll back what an interrupted swap left in a log directory:
 /// what startup does, and what a cleaning pass does before it retries after
-/// a failure (one function, so the two can never disagree).
+/// a failure (one function, so the two can never disagree). The swap's
+/// forward steps, and what a crash after each leaves, are in
+/// `cleaner/swap.rs`; the two change together.
 ///
 /// - `.cleaned`: its cleaning had not reached the swap point; the old
 ///   segments are whole, so it is deleted.
@@ -538,7 +540,7 @@ impl CompactedLog {
 
     /// Swap `replacement` in for the segments with base offsets in
     /// `[base, end)`. The caller has written and fsynced the replacement and
-    /// renamed it to its `.swap` name; see `cleaner.rs` for the protocol.
+    /// renamed it to its `.swap` name; see `cleaner/swap.rs` for the protocol.
     pub(crate) fn swap_in(
         &self,
         base: u64,
