@@ -5,7 +5,6 @@
 //! (clap also uses 2 for usage errors), so scripts can tell "fix the file"
 //! from "look at the logs".
 
-mod bench;
 mod config;
 mod listener;
 mod serve;
@@ -52,7 +51,7 @@ enum Command {
     /// HTTP load test: produce, fetch and long-poll visibility against a
     /// tidelog (started with a temp data dir, or --url) and a bare axum
     /// endpoint as the machine's HTTP ceiling.
-    Bench(bench::BenchArgs),
+    Bench(tidelog_bench::BenchArgs),
     /// Load and validate a config file, print the effective config as YAML.
     CheckConfig {
         /// YAML config file.
@@ -68,12 +67,23 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::CheckConfig { file } => check_config(&file),
-        Command::Bench(args) => bench::main(args),
+        Command::Bench(args) => bench(args),
         Command::Serve {
             config,
             data_dir,
             listen,
         } => serve(config, CliOverrides { data_dir, listen }),
+    }
+}
+
+/// `tidelog bench` (the `tidelog-bench` crate).
+fn bench(args: tidelog_bench::BenchArgs) -> ExitCode {
+    match tidelog_bench::run(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("tidelog bench: {e:#}");
+            ExitCode::from(EXIT_RUNTIME)
+        }
     }
 }
 

@@ -118,7 +118,8 @@ pub fn fetch_shaped_body(
     batch: usize,
     record_bytes: usize,
 ) -> anyhow::Result<Vec<u8>> {
-    let value = serde_json::Value::String(BASE64.encode(super::record_value(record_bytes, 0)));
+    let value =
+        serde_json::Value::String(BASE64.encode(crate::body::record_value(record_bytes, 0)));
     let timestamp = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
@@ -185,4 +186,18 @@ fn bad_request(message: String) -> Response {
         body,
     )
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::count_occurrences;
+
+    #[test]
+    fn bare_fetch_answer_has_the_batch() {
+        let body = fetch_shaped_body("t", 5, 10).unwrap();
+        assert_eq!(count_occurrences(&body, b"\"offset\":"), 5);
+        let parsed: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(parsed.as_array().map(Vec::len), Some(5));
+    }
 }

@@ -8,8 +8,8 @@
 //!
 //! Sources: the tidelog server the bench started (a child process: the
 //! whole process), the bare endpoint (this process's threads named
-//! [`super::ceiling::THREAD_NAME`]) and the load generator (this process's
-//! threads named [`super::CLIENT_THREAD_NAME`]). A server given with `--url`
+//! [`crate::ceiling::THREAD_NAME`]) and the load generator (this process's
+//! threads named [`crate::run::CLIENT_THREAD_NAME`]). A server given with `--url`
 //! is another process the bench cannot attribute, so its CPU is not
 //! reported. Elsewhere than Linux nothing is reported.
 

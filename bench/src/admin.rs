@@ -1,0 +1,76 @@
+//! The REST calls a run makes around the load: the cluster id, creating
+//! the bench topics, and a partition's offsets.
+
+use anyhow::{anyhow, bail, ensure, Context as _};
+use bytes::Bytes;
+use hyper::StatusCode;
+
+use crate::client::{self, Conn};
+
+pub(crate) async fn cluster_id(conn: &mut Conn) -> anyhow::Result<String> {
+    let answer = conn.get("/v3/clusters", "application/json").await?;
+    let body = expect_json(&answer, StatusCode::OK, "GET /v3/clusters")?;
+    body["data"][0]["cluster_id"]
+        .as_str()
+        .map(str::to_string)
+        .ok_or_else(|| anyhow!("GET /v3/clusters: no cluster_id in {body}"))
+}
+
+/// Creates `topic` with `partitions`; an existing topic is used as it is.
+/// Returns its partition count.
+pub(crate) async fn ensure_topic(
+    conn: &mut Conn,
+    cluster: &str,
+    topic: &str,
+    partitions: u32,
+) -> anyhow::Result<u32> {
+    let body = serde_json::json!({"topic_name": topic, "partitions_count": partitions});
+    let path = format!("/v3/clusters/{cluster}/topics");
+    let answer = conn
+        .post(&path, "application/json", Bytes::from(body.to_string()))
+        .await?;
+    if answer.status == StatusCode::CONFLICT {
+        let path = format!("/v3/clusters/{cluster}/topics/{topic}");
+        let answer = conn.get(&path, "application/json").await?;
+        let body = expect_json(&answer, StatusCode::OK, &path)?;
+        return body["partitions_count"]
+            .as_u64()
+            .and_then(|n| u32::try_from(n).ok())
+            .filter(|n| *n > 0)
+            .ok_or_else(|| anyhow!("GET {path}: no partitions_count in {body}"));
+    }
+    expect_json(&answer, StatusCode::CREATED, &format!("POST {path}"))?;
+    Ok(partitions)
+}
+
+/// `[beginning_offset, end_offset)` of a partition.
+pub(crate) async fn partition_offsets(
+    conn: &mut Conn,
+    topic: &str,
+    partition: u32,
+) -> anyhow::Result<(u64, u64)> {
+    let path = format!("/topics/{topic}/partitions/{partition}/offsets");
+    let answer = conn.get(&path, "application/json").await?;
+    let body = expect_json(&answer, StatusCode::OK, &path)?;
+    match (
+        body["beginning_offset"].as_u64(),
+        body["end_offset"].as_u64(),
+    ) {
+        (Some(begin), Some(end)) => Ok((begin, end)),
+        _ => bail!("GET {path}: unexpected answer {body}"),
+    }
+}
+
+fn expect_json(
+    answer: &client::Answer,
+    status: StatusCode,
+    what: &str,
+) -> anyhow::Result<serde_json::Value> {
+    ensure!(
+        answer.status == status,
+        "{what}: expected {status}, got {}: {}",
+        answer.status,
+        String::from_utf8_lossy(&answer.body)
+    );
+    serde_json::from_slice(&answer.body).with_context(|| format!("{what}: the answer is not JSON"))
+}

@@ -1,0 +1,106 @@
+//! `tidelog bench`: an HTTP load generator for produce, fetch and
+//! long-poll visibility, with the machine's HTTP ceiling measured in the
+//! same run (issue 3, "Benchmark"; results in docs/BENCHMARKS.md).
+//!
+//! One run:
+//! 1. Starts the targets: tidelog (a child `tidelog serve` with a temporary
+//!    data dir on a free 127.0.0.1 port, or `--url` for a running one) and
+//!    the bare endpoint (`ceiling.rs`, in this process on its own
+//!    runtime), and creates a fresh topic with `--partitions` partitions.
+//! 2. Produce: `--connections` keep-alive connections, each POSTing
+//!    `--batch` binary records of `--record-bytes` to
+//!    `/topics/{t}/partitions/{conn % partitions}` back to back, for
+//!    `--warmup-ms` (not counted; this VM's memory goes cold when idle) and
+//!    then `--duration-ms` (counted). The measured time is cut into
+//!    `--rounds` slices that alternate tidelog, ceiling, tidelog, ... (each
+//!    later slice re-warms for up to 1 s), so other processes' load, which
+//!    comes and goes on a shared machine, falls on both targets alike.
+//! 3. Fetch, the same way: the connections GET `max_records=batch` from
+//!    their partition over what phase 2 wrote, starting spread out and
+//!    wrapping around at the end.
+//! 4. Visibility (tidelog only): one fetcher waits in a long-poll
+//!    (`timeout=1000`) at the end of an otherwise idle partition, one
+//!    producer sends a record; the sample is the time from the produce
+//!    acknowledgement to the fetch answer, both seen by this client.
+//!
+//! It prints a progress line per second of every phase, then a table:
+//! records/s and MB/s (record values only, 10^6 B/s), and the p50/p99/p999
+//! of request latency (send to last byte of the answer), tidelog beside the
+//! ceiling with their ratio, and the goals of issue 3.
+//!
+//! Every loop is bounded by time and by a count; only 127.0.0.1 is ever
+//! contacted. The client shares the machine's cores with the server it
+//! measures, as the ceiling does; the ratio is between two equally loaded
+//! runs, not an absolute server cost.
+//!
+//! The crate's modules, by role: `run` (the orchestration above),
+//! `target` (the child server and its temporary data dir, `--url`),
+//! `admin` (cluster, topic and offset lookups), `load` (the produce and
+//! fetch phases), `visibility`, `body` (request bodies), `report` (the
+//! table and goals), with `client` (one bare hyper HTTP/1.1 connection),
+//! `ceiling`, `cpu` and `histogram` beneath them. The `tidelog` binary
+//! calls [`run`] from its `bench` subcommand.
+
+mod admin;
+mod body;
+mod ceiling;
+mod client;
+mod cpu;
+mod histogram;
+mod load;
+mod report;
+mod run;
+mod target;
+mod visibility;
+
+use std::path::PathBuf;
+
+pub use self::run::run;
+
+/// `tidelog bench` options.
+#[derive(Debug, Clone, clap::Args)]
+pub struct BenchArgs {
+    /// A running tidelog to measure, e.g. http://127.0.0.1:8080 (127.0.0.1
+    /// only). Default: start `tidelog serve` with a temporary data dir on a
+    /// free port.
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+    /// Concurrent keep-alive connections of the produce and fetch phases.
+    #[arg(long, default_value_t = 64)]
+    pub connections: usize,
+    /// Records per produce request, and `max_records` of each fetch.
+    #[arg(long, default_value_t = 100)]
+    pub batch: usize,
+    /// Bytes of each record value (keyless, no headers).
+    #[arg(long, default_value_t = 100)]
+    pub record_bytes: usize,
+    /// Measured time of each produce and fetch phase.
+    #[arg(long, default_value_t = 10_000)]
+    pub duration_ms: u64,
+    /// Unmeasured load before each produce and fetch phase.
+    #[arg(long, default_value_t = 3_000)]
+    pub warmup_ms: u64,
+    /// Partitions of the bench topic; connection i uses partition i % n.
+    #[arg(long, default_value_t = 8)]
+    pub partitions: u32,
+    /// Slices each measured phase into this many, alternating tidelog and
+    /// ceiling, so load from other processes that comes and goes hits both
+    /// alike. Rounds after the first re-warm for at most 1 s.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: u32,
+    /// Measured visibility samples (plus a tenth, at least 1, of warm-up).
+    #[arg(long, default_value_t = 300)]
+    pub visibility_samples: usize,
+    /// Topic to create (default `bench-<unix ms>`); an existing one is used
+    /// as it is.
+    #[arg(long, value_name = "NAME")]
+    pub topic: Option<String>,
+    /// Where the started server's temporary data dir goes (default: the
+    /// system temp dir). Ignored with --url.
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Config file for the started server (`tidelog serve --config`).
+    /// Ignored with --url.
+    #[arg(long, value_name = "FILE")]
+    pub server_config: Option<PathBuf>,
+}

@@ -1,0 +1,430 @@
+//! The produce and fetch phases: load connections sending back to back,
+//! alternating slices between tidelog and the ceiling, per-second
+//! progress, and what each phase measured.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{ensure, Context as _};
+use bytes::Bytes;
+use hyper::StatusCode;
+use tidelog_api::records::BINARY_V2;
+
+use crate::client::{self, count_occurrences, Conn};
+use crate::cpu::CpuSource;
+use crate::histogram::Histogram;
+use crate::run::CLIENT_THREAD_NAME;
+use crate::BenchArgs;
+
+/// Hard cap of requests per connection and phase, beside the time bound.
+const REQUESTS_PER_CONNECTION_MAX: u64 = 50_000_000;
+/// Transport failures a load connection survives (by reconnecting).
+const RECONNECTS_MAX: u32 = 3;
+
+/// What every connection of a phase sends.
+pub(crate) enum Job {
+    /// The same body to `/topics/{topic}/partitions/{conn % partitions}`.
+    Produce {
+        topic: String,
+        partitions: u32,
+        body: Bytes,
+    },
+    /// Fetches of `batch` records over `ranges[conn % ranges.len()]`,
+    /// wrapping around at the end.
+    Fetch {
+        topic: String,
+        ranges: Vec<(u64, u64)>,
+        batch: usize,
+    },
+}
+
+impl Job {
+    /// Where connection `index` starts fetching: the connections sharing a
+    /// partition start spread over it.
+    fn first_offset(&self, index: usize) -> u64 {
+        match self {
+            Job::Fetch { ranges, .. } => {
+                let (begin, end) = ranges[index % ranges.len()];
+                let sharing = (index / ranges.len()) as u64 % 8;
+                begin + (end - begin) / 8 * sharing
+            }
+            Job::Produce { .. } => 0,
+        }
+    }
+}
+
+/// One request of `job` for connection `index` (`fetch_at`: fetch offset).
+async fn send_one(
+    conn: &mut Conn,
+    job: &Job,
+    index: usize,
+    fetch_at: u64,
+) -> anyhow::Result<client::Answer> {
+    match job {
+        Job::Produce {
+            topic,
+            partitions,
+            body,
+        } => {
+            let partition = index as u32 % partitions;
+            let path = format!("/topics/{topic}/partitions/{partition}");
+            conn.post(&path, BINARY_V2, body.clone()).await
+        }
+        Job::Fetch {
+            topic,
+            ranges,
+            batch,
+        } => {
+            let partition = index % ranges.len();
+            let path = format!(
+                "/topics/{topic}/partitions/{partition}/records?offset={fetch_at}&max_records={batch}&timeout=0"
+            );
+            conn.get(&path, BINARY_V2).await
+        }
+    }
+}
+
+/// When a phase's warm-up ends and measuring starts, and when it ends.
+#[derive(Clone, Copy)]
+struct Clock {
+    pub(crate) measure_from: Instant,
+    pub(crate) end: Instant,
+}
+
+/// What one connection (or, merged, a phase) measured.
+#[derive(Default)]
+pub(crate) struct Measured {
+    pub(crate) requests: u64,
+    pub(crate) records: u64,
+    pub(crate) wire_bytes: u64,
+    pub(crate) latency: Histogram,
+    pub(crate) errors: u64,
+    pub(crate) first_error: Option<String>,
+    /// When the last measured answer arrived.
+    pub(crate) last_answer: Option<Instant>,
+}
+
+impl Measured {
+    fn merge(&mut self, other: Measured) {
+        self.requests += other.requests;
+        self.records += other.records;
+        self.wire_bytes += other.wire_bytes;
+        self.latency.merge(&other.latency);
+        self.errors += other.errors;
+        if self.first_error.is_none() {
+            self.first_error = other.first_error;
+        }
+        self.last_answer = self.last_answer.max(other.last_answer);
+    }
+
+    fn error(&mut self, what: String) {
+        self.errors += 1;
+        if self.first_error.is_none() {
+            self.first_error = Some(what);
+        }
+    }
+}
+
+/// CPU time spent during a measured window (`None`: not measurable).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct CpuSpent {
+    pub(crate) server: Option<Duration>,
+    pub(crate) client: Option<Duration>,
+}
+
+/// A finished phase.
+pub(crate) struct PhaseResult {
+    pub(crate) measured: Measured,
+    pub(crate) elapsed: Duration,
+    pub(crate) record_bytes: usize,
+    pub(crate) cpu: CpuSpent,
+}
+
+impl PhaseResult {
+    pub(crate) fn empty(record_bytes: usize) -> PhaseResult {
+        PhaseResult {
+            measured: Measured::default(),
+            elapsed: Duration::ZERO,
+            record_bytes,
+            cpu: CpuSpent {
+                server: Some(Duration::ZERO),
+                client: Some(Duration::ZERO),
+            },
+        }
+    }
+
+    /// Adds another slice of the same phase and target.
+    pub(crate) fn absorb(&mut self, slice: PhaseResult) {
+        self.measured.merge(slice.measured);
+        self.elapsed += slice.elapsed;
+        let add = |a: Option<Duration>, b: Option<Duration>| Some(a? + b?);
+        self.cpu.server = add(self.cpu.server, slice.cpu.server);
+        self.cpu.client = add(self.cpu.client, slice.cpu.client);
+    }
+
+    pub(crate) fn records_per_s(&self) -> f64 {
+        let secs = self.elapsed.as_secs_f64();
+        if secs > 0.0 {
+            self.measured.records as f64 / secs
+        } else {
+            0.0
+        }
+    }
+
+    pub(crate) fn mb_per_s(&self) -> f64 {
+        self.records_per_s() * self.record_bytes as f64 / 1e6
+    }
+}
+
+/// Unmeasured load before each slice after the first (the first gets
+/// `--warmup-ms`).
+const REWARM_MS_MAX: u64 = 1000;
+
+/// A server under test: where it listens, and whose CPU time is its own.
+pub(crate) type Target = (SocketAddr, CpuSource);
+
+/// Runs `op` against tidelog and the ceiling in `--rounds` alternating
+/// slices; returns (tidelog, ceiling), each the sum of its slices.
+pub(crate) async fn alternate(
+    op: &str,
+    tidelog: Target,
+    ceiling: Target,
+    job: &Arc<Job>,
+    args: &BenchArgs,
+) -> anyhow::Result<(PhaseResult, PhaseResult)> {
+    let rounds = u64::from(args.rounds);
+    let slice_ms = args.duration_ms / rounds;
+    let mut results = [
+        PhaseResult::empty(args.record_bytes),
+        PhaseResult::empty(args.record_bytes),
+    ];
+    for round in 0..rounds {
+        let warmup_ms = if round == 0 {
+            args.warmup_ms
+        } else {
+            args.warmup_ms.min(REWARM_MS_MAX)
+        };
+        // The last slice takes the remainder, so the slices add up.
+        let measure_ms = if round + 1 == rounds {
+            args.duration_ms - slice_ms * (rounds - 1)
+        } else {
+            slice_ms
+        };
+        for (result, (target, server)) in results
+            .iter_mut()
+            .zip([("tidelog", tidelog), ("ceiling", ceiling)])
+        {
+            let label = if rounds > 1 {
+                format!("{op} {target} {}/{rounds}", round + 1)
+            } else {
+                format!("{op} {target}")
+            };
+            let timing = (
+                Duration::from_millis(warmup_ms),
+                Duration::from_millis(measure_ms),
+            );
+            result.absorb(run_phase(&label, server, job, timing, args).await?);
+        }
+    }
+    let [tidelog, ceiling] = results;
+    Ok((tidelog, ceiling))
+}
+
+/// One slice: `timing` is (warm-up, measured time).
+async fn run_phase(
+    label: &str,
+    (addr, server_cpu): Target,
+    job: &Arc<Job>,
+    timing: (Duration, Duration),
+    args: &BenchArgs,
+) -> anyhow::Result<PhaseResult> {
+    // Connect everything and send one unmeasured request on each first, so
+    // connection set-up and one-off work (the first segment of a fresh data
+    // dir) fall before the warm-up clock starts.
+    let mut conns = Vec::with_capacity(args.connections);
+    for _ in 0..args.connections {
+        conns.push(Conn::connect(addr).await?);
+    }
+    let priming: Vec<_> = conns
+        .into_iter()
+        .enumerate()
+        .map(|(index, conn)| {
+            let job = Arc::clone(job);
+            tokio::spawn(async move {
+                let mut conn = conn;
+                let answer = send_one(&mut conn, &job, index, job.first_offset(index)).await?;
+                ensure!(
+                    answer.status == StatusCode::OK,
+                    "status {}: {}",
+                    answer.status,
+                    String::from_utf8_lossy(&answer.body[..answer.body.len().min(300)])
+                );
+                Ok(conn)
+            })
+        })
+        .collect();
+    let mut conns = Vec::with_capacity(args.connections);
+    for primed in priming {
+        let conn = primed
+            .await
+            .context("a load connection panicked")?
+            .with_context(|| format!("[{label}] first request"))?;
+        conns.push(conn);
+    }
+    let start = Instant::now();
+    let (warmup, duration) = timing;
+    let clock = Clock {
+        measure_from: start + warmup,
+        end: start + warmup + duration,
+    };
+    let progress = Arc::new(AtomicU64::new(0));
+    let client_cpu = CpuSource::Threads(CLIENT_THREAD_NAME);
+    let cpu_at_start = tokio::spawn(async move {
+        tokio::time::sleep_until(clock.measure_from.into()).await;
+        (server_cpu.cpu_time(), client_cpu.cpu_time())
+    });
+    let workers: Vec<_> = conns
+        .into_iter()
+        .enumerate()
+        .map(|(index, conn)| {
+            tokio::spawn(load_connection(
+                index,
+                conn,
+                Arc::clone(job),
+                clock,
+                Arc::clone(&progress),
+            ))
+        })
+        .collect();
+    let reporter = tokio::spawn(report_progress(
+        label.to_string(),
+        start,
+        clock,
+        Arc::clone(&progress),
+    ));
+    let mut measured = Measured::default();
+    for worker in workers {
+        measured.merge(worker.await.context("a load connection panicked")?);
+    }
+    reporter.abort();
+    let (server_at_start, client_at_start) =
+        cpu_at_start.await.context("the CPU sampler panicked")?;
+    let spent = |at_start: Option<Duration>, source: CpuSource| {
+        Some(source.cpu_time()?.saturating_sub(at_start?))
+    };
+    let cpu = CpuSpent {
+        server: spent(server_at_start, server_cpu),
+        client: spent(client_at_start, client_cpu),
+    };
+    let elapsed = measured.last_answer.map_or(Duration::ZERO, |last| {
+        last.saturating_duration_since(clock.measure_from)
+    });
+    if measured.errors > 0 {
+        println!(
+            "  [{label}] {} failed requests; first: {}",
+            measured.errors,
+            measured.first_error.as_deref().unwrap_or("?")
+        );
+    }
+    Ok(PhaseResult {
+        measured,
+        elapsed,
+        record_bytes: args.record_bytes,
+        cpu,
+    })
+}
+
+/// Prints the records answered so far and the rate of the last second,
+/// once a second until the phase ends.
+async fn report_progress(label: String, start: Instant, clock: Clock, records: Arc<AtomicU64>) {
+    let mut tick = tokio::time::interval_at(
+        tokio::time::Instant::from_std(start + Duration::from_secs(1)),
+        Duration::from_secs(1),
+    );
+    let ticks_max = clock.end.saturating_duration_since(start).as_secs();
+    let mut previous = 0u64;
+    for second in 1..=ticks_max {
+        tick.tick().await;
+        let now = records.load(Ordering::Relaxed);
+        // The second that just ended, not the instant of the tick.
+        let stage = if start + Duration::from_secs(second) <= clock.measure_from {
+            "warm-up"
+        } else {
+            "measure"
+        };
+        println!(
+            "  [{label}] {second:>3} s {stage}: {now} records, {} rec/s",
+            now - previous
+        );
+        previous = now;
+    }
+}
+
+/// One load connection: requests back to back until the phase ends.
+async fn load_connection(
+    index: usize,
+    mut conn: Conn,
+    job: Arc<Job>,
+    clock: Clock,
+    progress: Arc<AtomicU64>,
+) -> Measured {
+    let mut measured = Measured::default();
+    let mut reconnects = 0u32;
+    let mut fetch_at = job.first_offset(index);
+    for _ in 0..REQUESTS_PER_CONNECTION_MAX {
+        let sent = Instant::now();
+        if sent >= clock.end {
+            break;
+        }
+        let result = send_one(&mut conn, &job, index, fetch_at).await;
+        let answered = Instant::now();
+        let answer = match result {
+            Ok(answer) => answer,
+            Err(e) => {
+                measured.error(format!("{e:#}"));
+                if reconnects >= RECONNECTS_MAX {
+                    break;
+                }
+                reconnects += 1;
+                match Conn::connect(conn.addr()).await {
+                    Ok(fresh) => conn = fresh,
+                    Err(e) => {
+                        measured.error(format!("reconnecting: {e:#}"));
+                        break;
+                    }
+                }
+                continue;
+            }
+        };
+        if answer.status != StatusCode::OK {
+            measured.error(format!(
+                "status {}: {}",
+                answer.status,
+                String::from_utf8_lossy(&answer.body[..answer.body.len().min(300)])
+            ));
+            continue;
+        }
+        let records = count_occurrences(&answer.body, b"\"offset\":") as u64;
+        match &*job {
+            Job::Produce { .. } => {}
+            Job::Fetch { ranges, .. } => {
+                let (begin, end) = ranges[index % ranges.len()];
+                fetch_at += records;
+                if records == 0 || fetch_at >= end {
+                    fetch_at = begin;
+                }
+            }
+        }
+        progress.fetch_add(records, Ordering::Relaxed);
+        if sent >= clock.measure_from {
+            measured.requests += 1;
+            measured.records += records;
+            measured.wire_bytes += answer.body.len() as u64;
+            measured.latency.record(answered - sent);
+            measured.last_answer = Some(answered);
+        }
+    }
+    measured
+}

@@ -1,0 +1,121 @@
+//! The table printed at the end of a run, with the goals of issue 3.
+
+use std::time::Duration;
+
+use crate::cpu;
+use crate::load::PhaseResult;
+use crate::visibility::Visibility;
+use crate::BenchArgs;
+
+/// Goal of issue 3: produce and fetch reach at least this share of the
+/// bare endpoint's records/s.
+const RATIO_GOAL: f64 = 0.5;
+/// Goal of issue 3: p99 visibility latency at moderate load.
+const VISIBILITY_P99_GOAL: Duration = Duration::from_millis(5);
+
+pub(crate) fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn verdict(met: bool) -> &'static str {
+    if met {
+        "MET"
+    } else {
+        "MISSED"
+    }
+}
+
+pub(crate) fn report(
+    args: &BenchArgs,
+    phases: [(&str, &PhaseResult, &PhaseResult); 2],
+    vis: &Visibility,
+) {
+    println!();
+    println!(
+        "results ({} connections, {} records x {} B per request; MB/s = record values, 10^6 B/s; latency per request):",
+        args.connections, args.batch, args.record_bytes
+    );
+    println!(
+        "{:<8} {:<8} {:>12} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>7}",
+        "phase",
+        "target",
+        "records/s",
+        "MB/s",
+        "p50_ms",
+        "p99_ms",
+        "p999_ms",
+        "max_ms",
+        "requests",
+        "errors"
+    );
+    for (phase, tidelog, ceiling) in &phases {
+        for (target, r) in [("tidelog", tidelog), ("ceiling", ceiling)] {
+            let h = &r.measured.latency;
+            println!(
+                "{:<8} {:<8} {:>12.0} {:>9.2} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>10} {:>7}",
+                phase,
+                target,
+                r.records_per_s(),
+                r.mb_per_s(),
+                ms(h.quantile(0.5)),
+                ms(h.quantile(0.99)),
+                ms(h.quantile(0.999)),
+                ms(h.quantile(1.0)),
+                r.measured.requests,
+                r.measured.errors
+            );
+        }
+    }
+    println!();
+    for (phase, tidelog, ceiling) in &phases {
+        let ratio = if ceiling.records_per_s() > 0.0 {
+            tidelog.records_per_s() / ceiling.records_per_s()
+        } else {
+            0.0
+        };
+        println!(
+            "goal {phase}: tidelog / ceiling = {:.1} % (goal >= {:.0} %): {}",
+            ratio * 100.0,
+            RATIO_GOAL * 100.0,
+            verdict(ratio >= RATIO_GOAL)
+        );
+    }
+    println!();
+    println!("CPU per record (µs of user + system time over the measured windows, from /proc):");
+    let micros = |cpu: Option<Duration>, r: &PhaseResult| {
+        cpu::micros_per_record(cpu, r.measured.records)
+            .map_or_else(|| "n/a".to_string(), |us| format!("{us:.3}"))
+    };
+    for (phase, tidelog, ceiling) in &phases {
+        println!(
+            "{phase:<8} server: tidelog {}, ceiling {}; load generator: {} against tidelog, {} against the ceiling",
+            micros(tidelog.cpu.server, tidelog),
+            micros(ceiling.cpu.server, ceiling),
+            micros(tidelog.cpu.client, tidelog),
+            micros(ceiling.cpu.client, ceiling),
+        );
+    }
+    println!();
+    let p99 = vis.after_ack.quantile(0.99);
+    println!(
+        "visibility: p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms after the produce ack (p50 {:.3} ms, p99 {:.3} ms after the produce was sent); {} samples, {} answered before the ack, {} missed",
+        ms(vis.after_ack.quantile(0.5)),
+        ms(p99),
+        ms(vis.after_ack.quantile(1.0)),
+        ms(vis.after_send.quantile(0.5)),
+        ms(vis.after_send.quantile(0.99)),
+        vis.after_ack.count(),
+        vis.before_ack,
+        vis.missed
+    );
+    if let Some(e) = &vis.first_error {
+        println!("visibility: first failure: {e}");
+    }
+    let met = vis.after_ack.count() > 0 && vis.missed == 0 && p99 <= VISIBILITY_P99_GOAL;
+    println!(
+        "goal visibility: p99 {:.3} ms (goal <= {} ms): {}",
+        ms(p99),
+        VISIBILITY_P99_GOAL.as_millis(),
+        verdict(met)
+    );
+}

@@ -1,0 +1,200 @@
+//! One `tidelog bench` run: checks the options, starts both targets and
+//! the client runtime, runs the phases in order and prints the report.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{ensure, Context as _};
+use bytes::Bytes;
+
+use crate::admin::{cluster_id, ensure_topic, partition_offsets};
+use crate::body::produce_body;
+use crate::ceiling;
+use crate::client::{self, Conn};
+use crate::cpu::CpuSource;
+use crate::load::{alternate, Job, Target};
+use crate::report::report;
+use crate::target::{parse_local_url, ChildServer};
+use crate::visibility::visibility;
+use crate::BenchArgs;
+
+/// Threads of the load generator's runtime (their CPU time is reported).
+pub(crate) const CLIENT_THREAD_NAME: &str = "tidelog-bench";
+/// Ready wait for the started server (recovery of an empty dir is instant;
+/// preallocating the first segment is not, on a cold VM).
+const READY_TIMEOUT: Duration = Duration::from_secs(60);
+/// Longest phase accepted (warm-up or measurement).
+const PHASE_MS_MAX: u64 = 3_600_000;
+
+/// The whole run; the caller prints the error and picks the exit code.
+pub fn run(args: BenchArgs) -> anyhow::Result<()> {
+    check_args(&args)?;
+    let topic = match &args.topic {
+        Some(topic) => topic.clone(),
+        None => format!("bench-{}", unix_ms()),
+    };
+    // Started before the client runtime; dropped (stopped) after it.
+    let ceiling = ceiling::start(&topic, args.batch, args.record_bytes)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name(CLIENT_THREAD_NAME)
+        .build()
+        .context("starting the client runtime")?;
+    let result = runtime.block_on(bench(&args, &topic, ceiling.addr));
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    drop(ceiling);
+    result
+}
+
+fn check_args(args: &BenchArgs) -> anyhow::Result<()> {
+    if let Some(url) = &args.url {
+        parse_local_url(url)?;
+    }
+    ensure!(
+        (1..=1000).contains(&args.connections),
+        "--connections must be 1..=1000 (the server's default limit is 1024 requests at once)"
+    );
+    ensure!(
+        (1..=10_000).contains(&args.batch),
+        "--batch must be 1..=10000 (the server's records-per-request and max_records limit)"
+    );
+    ensure!(
+        (1..=512 * 1024).contains(&args.record_bytes),
+        "--record-bytes must be 1..=524288"
+    );
+    ensure!(
+        args.batch * args.record_bytes <= 8 << 20,
+        "--batch x --record-bytes must stay within 8 MiB (base64 of it must fit the 16 MiB request limit)"
+    );
+    ensure!(
+        (1..=PHASE_MS_MAX).contains(&args.duration_ms),
+        "--duration-ms must be 1..={PHASE_MS_MAX}"
+    );
+    ensure!(
+        args.warmup_ms <= PHASE_MS_MAX,
+        "--warmup-ms must be at most {PHASE_MS_MAX}"
+    );
+    ensure!(
+        (1..=100).contains(&args.rounds) && u64::from(args.rounds) <= args.duration_ms,
+        "--rounds must be 1..=100 and at most --duration-ms"
+    );
+    ensure!(
+        (1..=1024).contains(&args.partitions),
+        "--partitions must be 1..=1024"
+    );
+    ensure!(
+        (1..=100_000).contains(&args.visibility_samples),
+        "--visibility-samples must be 1..=100000"
+    );
+    Ok(())
+}
+
+pub(crate) async fn bench(
+    args: &BenchArgs,
+    topic: &str,
+    ceiling_addr: SocketAddr,
+) -> anyhow::Result<()> {
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    println!(
+        "tidelog bench: {} connections, batches of {} records x {} B, {} ms warm-up + {} ms measured per phase and target in {} alternating rounds, {} partitions, {} cores",
+        args.connections,
+        args.batch,
+        args.record_bytes,
+        args.warmup_ms,
+        args.duration_ms,
+        args.rounds,
+        args.partitions,
+        cores
+    );
+    let started_server;
+    let (tidelog_addr, tidelog_cpu) = match &args.url {
+        Some(url) => {
+            started_server = None;
+            let addr = parse_local_url(url)?;
+            client::wait_ready(addr, Duration::from_secs(10), || Ok(())).await?;
+            println!("tidelog: {url} (running server; its CPU time is not reported)");
+            (addr, CpuSource::Unknown)
+        }
+        None => {
+            let mut server = ChildServer::start(args)?;
+            let addr = server.addr;
+            client::wait_ready(addr, READY_TIMEOUT, || server.check_alive()).await?;
+            println!(
+                "tidelog: http://{addr} (child process {}, data dir {})",
+                server.child.id(),
+                server.data_dir.path().display()
+            );
+            let cpu = CpuSource::Process(server.child.id());
+            started_server = Some(server);
+            (addr, cpu)
+        }
+    };
+    println!("ceiling: http://{ceiling_addr} (bare axum endpoint in this process: parse + base64-decode, store nothing)");
+
+    let tidelog = (tidelog_addr, tidelog_cpu);
+    let ceiling = (ceiling_addr, CpuSource::Threads(ceiling::THREAD_NAME));
+    let outcome = measure_all(args, topic, tidelog, ceiling).await;
+    if let Some(mut server) = started_server {
+        server.stop();
+        if outcome.is_err() {
+            eprintln!(
+                "--- server log ---\n{}",
+                std::fs::read_to_string(&server.log_path).unwrap_or_default()
+            );
+        }
+    }
+    outcome
+}
+
+async fn measure_all(
+    args: &BenchArgs,
+    topic: &str,
+    tidelog: Target,
+    ceiling: Target,
+) -> anyhow::Result<()> {
+    let mut admin = Conn::connect(tidelog.0).await?;
+    let cluster = cluster_id(&mut admin).await?;
+    let partitions = ensure_topic(&mut admin, &cluster, topic, args.partitions).await?;
+    let visibility_topic = format!("{topic}-visibility");
+    ensure_topic(&mut admin, &cluster, &visibility_topic, 1).await?;
+    println!("topic: {topic} ({partitions} partitions), visibility topic: {visibility_topic}");
+
+    let produce_body = Bytes::from(produce_body(args.batch, args.record_bytes)?);
+    let produce = Arc::new(Job::Produce {
+        topic: topic.to_string(),
+        partitions,
+        body: produce_body,
+    });
+    let (tidelog_produce, ceiling_produce) =
+        alternate("produce", tidelog, ceiling, &produce, args).await?;
+
+    let mut ranges = Vec::with_capacity(partitions as usize);
+    for p in 0..partitions {
+        ranges.push(partition_offsets(&mut admin, topic, p).await?);
+    }
+    let fetch = Arc::new(Job::Fetch {
+        topic: topic.to_string(),
+        ranges,
+        batch: args.batch,
+    });
+    let (tidelog_fetch, ceiling_fetch) = alternate("fetch", tidelog, ceiling, &fetch, args).await?;
+
+    let visibility = visibility(tidelog.0, &visibility_topic, args).await?;
+
+    report(
+        args,
+        [
+            ("produce", &tidelog_produce, &ceiling_produce),
+            ("fetch", &tidelog_fetch, &ceiling_fetch),
+        ],
+        &visibility,
+    );
+    Ok(())
+}
+
+fn unix_ms() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis())
+}

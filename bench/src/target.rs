@@ -1,0 +1,122 @@
+//! The servers under test that are not in this process: a child
+//! `tidelog serve` with a temporary data dir, or a running one (`--url`).
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+
+use anyhow::{anyhow, ensure, Context as _};
+
+use crate::BenchArgs;
+
+/// `tidelog serve` as a child process on a free port with a temporary data
+/// dir; killed when stopped or dropped (the data dir goes with it).
+pub(crate) struct ChildServer {
+    pub(crate) child: std::process::Child,
+    pub(crate) addr: SocketAddr,
+    pub(crate) data_dir: tempfile::TempDir,
+    pub(crate) log_path: PathBuf,
+}
+
+impl ChildServer {
+    pub(crate) fn start(args: &BenchArgs) -> anyhow::Result<ChildServer> {
+        let exe = std::env::current_exe().context("locating the tidelog binary")?;
+        let data_dir = match &args.data_dir {
+            Some(parent) => tempfile::Builder::new()
+                .prefix("tidelog-bench-")
+                .tempdir_in(parent),
+            None => tempfile::Builder::new().prefix("tidelog-bench-").tempdir(),
+        }
+        .context("creating the temporary data dir")?;
+        let log_path = data_dir.path().join("server.log");
+        let data_path = data_dir.path().join("data");
+        let addr = free_local_addr()?;
+        let log = std::fs::File::create(&log_path)
+            .with_context(|| format!("creating {}", log_path.display()))?;
+        let mut command = std::process::Command::new(&exe);
+        command
+            .arg("serve")
+            .arg("--data-dir")
+            .arg(&data_path)
+            .arg("--listen")
+            .arg(addr.to_string());
+        if let Some(config) = &args.server_config {
+            command.arg("--config").arg(config);
+        }
+        let child = command
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(log)
+            .spawn()
+            .with_context(|| format!("starting {} serve", exe.display()))?;
+        Ok(ChildServer {
+            child,
+            addr,
+            data_dir,
+            log_path,
+        })
+    }
+
+    pub(crate) fn check_alive(&mut self) -> anyhow::Result<()> {
+        match self.child.try_wait() {
+            Ok(None) => Ok(()),
+            Ok(Some(status)) => Err(anyhow!(
+                "the tidelog server exited with {status}; its log:\n{}",
+                std::fs::read_to_string(&self.log_path).unwrap_or_default()
+            )),
+            Err(e) => Err(anyhow!("checking on the tidelog server: {e}")),
+        }
+    }
+
+    pub(crate) fn stop(&mut self) {
+        // Its data is thrown away, so there is nothing to shut down cleanly.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for ChildServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn free_local_addr() -> anyhow::Result<SocketAddr> {
+    let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .context("finding a free port on 127.0.0.1")?;
+    listener.local_addr().context("finding a free port")
+}
+
+/// `http://127.0.0.1:PORT` (or `localhost`), with an optional trailing `/`.
+pub(crate) fn parse_local_url(url: &str) -> anyhow::Result<SocketAddr> {
+    let rest = url
+        .strip_prefix("http://")
+        .ok_or_else(|| anyhow!("--url {url:?}: only http://127.0.0.1:PORT is supported"))?;
+    let rest = rest.strip_suffix('/').unwrap_or(rest);
+    let (host, port) = rest
+        .rsplit_once(':')
+        .ok_or_else(|| anyhow!("--url {url:?}: no port"))?;
+    ensure!(
+        host == "127.0.0.1" || host == "localhost",
+        "--url {url:?}: the bench only talks to 127.0.0.1"
+    );
+    let port: u16 = port
+        .parse()
+        .map_err(|_| anyhow!("--url {url:?}: bad port {port:?}"))?;
+    Ok(SocketAddr::from((Ipv4Addr::LOCALHOST, port)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn local_urls_only() {
+        let local = SocketAddr::from((Ipv4Addr::LOCALHOST, 8080));
+        assert_eq!(parse_local_url("http://127.0.0.1:8080").unwrap(), local);
+        assert_eq!(parse_local_url("http://localhost:8080/").unwrap(), local);
+        assert!(parse_local_url("http://10.0.0.1:8080").is_err());
+        assert!(parse_local_url("https://127.0.0.1:8080").is_err());
+        assert!(parse_local_url("http://127.0.0.1").is_err());
+        assert!(parse_local_url("http://127.0.0.1:99999").is_err());
+    }
+}
