@@ -49,6 +49,33 @@ pub fn fsync_dir(dir: &Path) -> Result<()> {
     durability::sync_dir(dir).at(dir)
 }
 
+/// Create a file of the store under the temporary name `tmp`: `prepare`
+/// sizes it (and writes what it must hold), it is made durable, then
+/// `finish` takes it (maps it, renames it into place). If any step fails,
+/// `tmp` is removed, so a failed or crashed creation leaves at most a
+/// temporary file, which the file's loader removes at open.
+pub fn create_via_temp<T>(
+    tmp: &Path,
+    prepare: impl FnOnce(&File) -> std::io::Result<()>,
+    finish: impl FnOnce(File) -> Result<T>,
+) -> Result<T> {
+    let build = || -> Result<T> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(tmp)
+            .at(tmp)?;
+        prepare(&file).at(tmp)?;
+        durability::sync_all(&file, tmp).at(tmp)?;
+        finish(file)
+    };
+    build().inspect_err(|_| {
+        let _ = fs::remove_file(tmp);
+    })
+}
+
 /// Replace `path` with `contents` atomically and durably.
 pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<()> {
     let dir = path

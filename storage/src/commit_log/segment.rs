@@ -73,24 +73,16 @@ impl Segment {
         // Built under a temporary name and renamed into place only when
         // whole, so a crash mid-creation never leaves a short segment file.
         let tmp = dir.join(format!("{}{TMP_SUFFIX}", fs_util::offset_file_name(base)));
-        let setup = || -> Result<Segment> {
-            let file = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .open(&tmp)
-                .at(&tmp)?;
-            preallocate(&file, size).at(&tmp)?;
-            crate::durability::sync_all(&file, &tmp).at(&tmp)?;
-            let seg = Self::map(file, path.clone(), base, size)?;
-            std::fs::rename(&tmp, &path).at(&path)?;
-            fs_util::fsync_dir(dir)?;
-            Ok(seg)
-        };
-        setup().inspect_err(|_| {
-            let _ = std::fs::remove_file(&tmp);
-        })
+        fs_util::create_via_temp(
+            &tmp,
+            |file| preallocate(file, size),
+            |file| {
+                let seg = Self::map(file, path.clone(), base, size)?;
+                std::fs::rename(&tmp, &path).at(&path)?;
+                fs_util::fsync_dir(dir)?;
+                Ok(seg)
+            },
+        )
     }
 
     /// Map an existing segment file; its size is the file's length.

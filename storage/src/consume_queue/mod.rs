@@ -64,23 +64,15 @@ impl QueueFile {
             "{}{TMP_SUFFIX}",
             fs_util::offset_file_name(first_unit * UNIT_LEN as u64)
         ));
-        let build = || -> Result<QueueFile> {
-            let file = std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .open(&tmp)
-                .at(&tmp)?;
-            file.set_len(units * UNIT_LEN as u64).at(&tmp)?;
-            crate::durability::sync_all(&file, &tmp).at(&tmp)?;
-            std::fs::rename(&tmp, &path).at(&path)?;
-            fs_util::fsync_dir(dir)?;
-            Self::map(file, path.clone(), first_unit, units)
-        };
-        build().inspect_err(|_| {
-            let _ = std::fs::remove_file(&tmp);
-        })
+        fs_util::create_via_temp(
+            &tmp,
+            |file| file.set_len(units * UNIT_LEN as u64),
+            |file| {
+                std::fs::rename(&tmp, &path).at(&path)?;
+                fs_util::fsync_dir(dir)?;
+                Self::map(file, path.clone(), first_unit, units)
+            },
+        )
     }
 
     /// An existing queue file. One of the wrong size is corruption (or a

@@ -44,33 +44,27 @@ impl IndexFile {
         let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
         tmp_name.push(TMP_SUFFIX);
         let tmp = path.with_file_name(tmp_name);
-        let build = || -> Result<IndexFile> {
-            let file = std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .open(&tmp)
-                .at(&tmp)?;
-            file.set_len(header.file_len() as u64).at(&tmp)?;
-            std::os::unix::fs::FileExt::write_all_at(&file, &header.encode(), 0).at(&tmp)?;
-            crate::durability::sync_all(&file, &tmp).at(&tmp)?;
-            let map = MmapOptions::new()
-                .len(header.file_len())
-                .map_raw(&file)
-                .at(&tmp)?;
-            std::fs::rename(&tmp, &path).at(&path)?;
-            Ok(IndexFile {
-                path: path.clone(),
-                slot_count,
-                entry_capacity,
-                map,
-                _file: file,
-            })
-        };
-        build().inspect_err(|_| {
-            let _ = std::fs::remove_file(&tmp);
-        })
+        fs_util::create_via_temp(
+            &tmp,
+            |file| {
+                file.set_len(header.file_len() as u64)?;
+                std::os::unix::fs::FileExt::write_all_at(file, &header.encode(), 0)
+            },
+            |file| {
+                let map = MmapOptions::new()
+                    .len(header.file_len())
+                    .map_raw(&file)
+                    .at(&tmp)?;
+                std::fs::rename(&tmp, &path).at(&path)?;
+                Ok(IndexFile {
+                    path: path.clone(),
+                    slot_count,
+                    entry_capacity,
+                    map,
+                    _file: file,
+                })
+            },
+        )
     }
 
     fn open(path: PathBuf) -> Result<IndexFile> {
