@@ -275,12 +275,14 @@ pub struct CleanerConfig {
 }
 
 impl Default for CleanerConfig {
+    /// The cleaner's own defaults, so they are written once.
     fn default() -> Self {
+        let c = tidelog_cleaner::CleanerConfig::default();
         CleanerConfig {
-            threads: 1,
-            dedupe_buffer_bytes: 128 << 20,
-            backoff_ms: 15_000,
-            io_max_bytes_per_second: None,
+            threads: u32::try_from(c.threads).unwrap_or(u32::MAX),
+            dedupe_buffer_bytes: c.dedupe_buffer_bytes as u64,
+            backoff_ms: c.backoff_ms,
+            io_max_bytes_per_second: c.io_max_bytes_per_second,
         }
     }
 }
