@@ -600,6 +600,85 @@ fn failed_write_poisons_the_log_and_publishes_nothing() {
     assert_eq!(a[0].queue_offset.0, 1);
 }
 
+/// A failed write must leave every partition's next queue offset as it
+/// was: the broker reads them for topic changes, and a topic deletion keeps
+/// them durably, so an offset counted for a record that was never written
+/// would outlive the restart as a gap in the partition.
+#[test]
+fn failed_write_leaves_the_next_offsets_as_they_were() {
+    let dir = tempfile::tempdir().unwrap();
+    let faults = Arc::new(Faults::default());
+    let mut cfg = small_config(dir.path());
+    cfg.faults = Some(Arc::clone(&faults));
+    let store = Store::open(cfg.clone()).unwrap();
+    let kept = store
+        .append(&[
+            record("t", 0, None, Some("kept")),
+            record("gone", 0, None, Some("kept")),
+        ])
+        .unwrap();
+    assert_eq!(
+        kept.iter().map(|a| a.queue_offset.0).collect::<Vec<_>>(),
+        vec![0, 0]
+    );
+    faults.fail_after(FaultPoint::CommitLogWrite, 0);
+    let err = store
+        .append(&[
+            record("t", 0, None, Some("lost")),
+            record("t", 0, None, Some("lost")),
+            record("t", 1, None, Some("lost")),
+            record("gone", 0, None, Some("lost")),
+        ])
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Io { .. }), "{err}");
+    faults.heal(FaultPoint::CommitLogWrite);
+    let next = |topic: &str, partition: u32| {
+        let tp = tidelog_storage::TopicPartition::new(topic, partition).unwrap();
+        store.commit_log().next_queue_offset(&tp)
+    };
+    assert_eq!(
+        (next("t", 0), next("t", 1), next("gone", 0)),
+        (1, 0, 1),
+        "the failed append moved the next offsets"
+    );
+    // Deleting a topic now keeps its next offsets through the restart.
+    assert!(store.wait_dispatched(Duration::from_secs(5)));
+    store.delete_topic("gone").unwrap();
+    store.close_uncleanly();
+
+    let store = Store::open(cfg).unwrap();
+    assert_eq!(store.offsets("gone", 0), (1, 1), "a gap after the deletion");
+    let tp = tidelog_storage::TopicPartition::new("gone", 0).unwrap();
+    assert_eq!(store.commit_log().open_partition(&tp), 1);
+    let after = store
+        .append(&[
+            record("t", 0, None, Some("after")),
+            record("t", 1, None, Some("after")),
+            record("gone", 0, None, Some("after")),
+        ])
+        .unwrap();
+    assert_eq!(
+        after.iter().map(|a| a.queue_offset.0).collect::<Vec<_>>(),
+        vec![1, 0, 1],
+        "offsets continue with no gap"
+    );
+    assert!(store.wait_dispatched(Duration::from_secs(5)));
+    let values = |topic: &str, partition: u32| {
+        let got = store.read(topic, partition, 0, 100, 1 << 20).unwrap();
+        got.records
+            .iter()
+            .map(|r| (r.queue_offset().0, r.value().unwrap()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        values("t", 0),
+        vec![(0, "kept".into()), (1, "after".into())],
+        "every acknowledged record, nothing of the failed append"
+    );
+    assert_eq!(values("t", 1), vec![(0, "after".into())]);
+    assert_eq!(values("gone", 0), vec![(1, "after".into())]);
+}
+
 #[test]
 fn failed_segment_creation_is_an_error_not_a_poison() {
     let dir = tempfile::tempdir().unwrap();

@@ -69,11 +69,13 @@ pub(super) struct WriterState {
 pub const ENTRY_BYTES_TARGET: usize = 1 << 20;
 
 /// One entry of an append being planned: which records (a range of the
-/// batch's partition order), its length, where it goes.
+/// batch's partition order), its length, where it goes, and the queue
+/// offset of its first record.
 struct PlannedEntry {
     records: std::ops::Range<usize>,
     len: usize,
     at: u64,
+    base_queue_offset: u64,
 }
 
 fn record_fields(r: &AppendRecord, store_ts: i64) -> RecordFields<'_> {
@@ -244,10 +246,22 @@ impl CommitLog {
                 pos = seg.end();
                 seg = self.segment_for_write(pos)?;
             }
+            // Read, not taken: the counters move only once every write of
+            // the batch succeeded (below).
+            let base_queue_offset = match plan.last() {
+                Some(prev) if same_partition(&batch[order[prev.records.start]], first) => {
+                    prev.base_queue_offset + prev.records.len() as u64
+                }
+                _ => w
+                    .next_offsets
+                    .get(&first.topic, first.partition)
+                    .unwrap_or(0),
+            };
             plan.push(PlannedEntry {
                 records: i..j,
                 len,
                 at: pos,
+                base_queue_offset,
             });
             pos += len as u64;
             i = j;
@@ -266,9 +280,6 @@ impl CommitLog {
         let mut run_start = cursor;
         let mut scratch = std::mem::take(&mut w.scratch);
         scratch.clear();
-        let WriterState { next_offsets, .. } = &mut *w;
-        // The partition counters of the topic of the current run of entries.
-        let mut counters: Option<(&str, &mut HashMap<u32, u64, ahash::RandomState>)> = None;
         for e in &plan {
             if e.at != cursor {
                 // The entry did not fit: mark the rest of the old segment,
@@ -285,16 +296,7 @@ impl CommitLog {
                 run_start = e.at;
             }
             let first = &batch[order[e.records.start]];
-            if counters
-                .as_ref()
-                .is_none_or(|(topic, _)| *topic != &*first.topic)
-            {
-                counters = Some((&first.topic, next_offsets.topic_mut(&first.topic)));
-            }
-            let (_, topic_counters) = counters.as_mut().expect("set above");
-            let tp_next = topic_counters.entry(first.partition).or_insert(0);
-            let base = *tp_next;
-            *tp_next += e.records.len() as u64;
+            let base = e.base_queue_offset;
             let start = scratch.len();
             let mut entry = EntryBuilder::begin(
                 &mut scratch,
@@ -322,6 +324,25 @@ impl CommitLog {
             if let Some(s) = self.segment_containing(run_start) {
                 s.note_store_ts(store_ts);
             }
+        }
+        // Every write succeeded: only now do the partitions' next offsets
+        // move, so a failed append leaves them exactly as they were (a
+        // topic deletion keeps them durably, and a counted offset that was
+        // never written would be a gap).
+        let mut counters: Option<(&str, &mut HashMap<u32, u64, ahash::RandomState>)> = None;
+        for e in &plan {
+            let first = &batch[order[e.records.start]];
+            if counters
+                .as_ref()
+                .is_none_or(|(topic, _)| *topic != &*first.topic)
+            {
+                counters = Some((&first.topic, w.next_offsets.topic_mut(&first.topic)));
+            }
+            let (_, topic_counters) = counters.as_mut().expect("set above");
+            topic_counters.insert(
+                first.partition,
+                e.base_queue_offset + e.records.len() as u64,
+            );
         }
         w.scratch = scratch;
         w.write_pos = end;
