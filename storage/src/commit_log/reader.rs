@@ -15,6 +15,7 @@ use super::record::{Entry, StoredRecord};
 use super::segment::Segment;
 use super::CommitLog;
 use crate::error::{CorruptionKind, Result, StoreError};
+use crate::types::PhysicalOffset;
 
 /// What starts at a physical offset, for sequential readers.
 pub enum Next {
@@ -139,7 +140,10 @@ impl CommitLog {
             entry
                 .records()
                 .map(|r| r.map_err(|why| corrupt(why.into())))
-                .find(|r| r.as_ref().map_or(true, |r| r.physical_offset().0 >= pos))
+                .find(|r| {
+                    r.as_ref()
+                        .map_or(true, |r| r.physical_offset().get() >= pos)
+                })
                 .unwrap_or_else(|| Err(corrupt(CorruptionKind::PastLastRecord)))?
         } else {
             let record = entry
@@ -148,7 +152,7 @@ impl CommitLog {
             cache.entry = Some(entry);
             record
         };
-        if record.physical_offset().0 != pos {
+        if record.physical_offset().get() != pos {
             return Err(corrupt(CorruptionKind::InsideRecord));
         }
         Ok(record)
@@ -157,7 +161,8 @@ impl CommitLog {
     /// The record that starts exactly at `pos`, verified (CRC, stored
     /// offsets, the entry's record starts): safe for offsets that come from
     /// clients. `None` if no record starts there.
-    pub fn read_at(&self, pos: u64) -> Result<Option<StoredRecord>> {
+    pub fn read_at(&self, pos: PhysicalOffset) -> Result<Option<StoredRecord>> {
+        let pos = pos.get();
         if pos < self.min_offset() || pos >= self.committed() {
             return Ok(None);
         }
@@ -223,7 +228,7 @@ impl CommitLog {
             return Ok(None);
         };
         entry.record_after(prev).map_err(|why| {
-            cache.entry_corruption(prev.physical_offset().0 + u64::from(prev.size()), why)
+            cache.entry_corruption(prev.physical_offset().get() + u64::from(prev.size()), why)
         })
     }
 }

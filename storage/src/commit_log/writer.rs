@@ -310,8 +310,8 @@ impl CommitLog {
             for (k, &idx) in order[e.records.clone()].iter().enumerate() {
                 let (at, len) = entry.push(&mut scratch, &fields(&batch[idx]));
                 out[idx] = Appended {
-                    queue_offset: QueueOffset(base + k as u64),
-                    physical_offset: PhysicalOffset(e.at + at as u64),
+                    queue_offset: QueueOffset::new(base + k as u64),
+                    physical_offset: PhysicalOffset::new(e.at + at as u64),
                     size: len as u32,
                 };
             }
