@@ -6,7 +6,9 @@
 //!
 //! Invariant: a batch is planned whole (lengths, positions, segments)
 //! before a byte is written, so it lands whole or not at all; a failed
-//! write poisons the log and publishes nothing of the batch.
+//! write poisons the log and publishes nothing of the batch. The
+//! partitions' next queue offsets move only after every write of the batch
+//! succeeded, so a failed append leaves them as they were.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
