@@ -112,12 +112,12 @@ impl GroupOffsets {
                 let Some(last) = batch.last() else {
                     break;
                 };
-                from = last.offset + 1;
+                from = last.offset.get() + 1;
                 for record in &batch {
                     state.apply_record(
                         record.key().as_deref(),
                         record.value().as_deref(),
-                        record.offset,
+                        record.offset.get(),
                     );
                     applied += 1;
                 }

@@ -71,7 +71,10 @@ impl Broker {
     /// one and it belongs to a live topic (the current incarnation of a
     /// topic the registry has). Blocking.
     pub fn read_physical(&self, position: u64) -> Result<Option<StoredRecord>, BrokerError> {
-        let Some(record) = self.store.read_at(position)? else {
+        let Some(record) = self
+            .store
+            .read_at(tidelog_storage::PhysicalOffset::new(position))?
+        else {
             return Ok(None);
         };
         let live = self
@@ -125,7 +128,7 @@ impl Broker {
                 let Some(last) = batch.last() else {
                     break;
                 };
-                from = last.offset + 1;
+                from = last.offset.get() + 1;
                 for r in batch {
                     let ts = r.store_timestamp_ms;
                     if ts < begin_ms || ts > end_ms || r.key().as_deref() != Some(key) {
@@ -149,5 +152,6 @@ impl Broker {
 
 /// Whether `r` belongs to the current incarnation of `topic`.
 fn is_live(topic: &Topic, r: &StoredRecord) -> bool {
-    r.partition() < topic.partitions.get() && r.queue_offset().0 >= topic.base_offset(r.partition())
+    r.partition() < topic.partitions.get()
+        && r.queue_offset().get() >= topic.base_offset(r.partition())
 }

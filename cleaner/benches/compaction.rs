@@ -53,7 +53,7 @@ use tidelog_cleaner::{
     CleanerConfig, CompactTopicConfig, CompactedLog, CompactedLogs, CompactedRecord, LogCleaner,
     OffsetMap, RunStats,
 };
-use tidelog_storage::{AppendRecord, FlushMode, Store, StoreConfig};
+use tidelog_storage::{AppendRecord, FlushMode, PhysicalOffset, QueueOffset, Store, StoreConfig};
 
 const VALUE_BYTES: usize = 1024;
 const BATCH_RECORDS: u64 = 100;
@@ -190,7 +190,7 @@ fn key_bytes(k: u64) -> Vec<u8> {
 
 fn record(offset: u64, key: &[u8], value: &[u8], now: i64) -> CompactedRecord {
     let b = Bytes::from(encode(&Fields {
-        offset,
+        offset: QueueOffset::new(offset),
         timestamp_ms: now,
         store_timestamp_ms: now,
         delete_horizon_ms: 0,
@@ -198,7 +198,7 @@ fn record(offset: u64, key: &[u8], value: &[u8], now: i64) -> CompactedRecord {
         // dispatched position, so the background log planted into a store's
         // data dir survives its recovery, which drops copies at or past the
         // CommitLog's end (copies of records it lost).
-        physical_offset: 0,
+        physical_offset: PhysicalOffset::new(0),
         key: Some(key),
         value: Some(value),
         headers_block: &[],
@@ -290,8 +290,8 @@ fn verify(log: &CompactedLog, built: &Built) {
         while let Some(rec) = r.next_record().unwrap() {
             let key = rec.key().unwrap();
             let k: usize = std::str::from_utf8(&key[4..]).unwrap().parse().unwrap();
-            assert_eq!(built.latest[k], rec.offset, "record of key {k} kept");
-            assert_eq!(&rec.value().unwrap()[..8], &rec.offset.to_le_bytes());
+            assert_eq!(built.latest[k], rec.offset.get(), "record of key {k} kept");
+            assert_eq!(&rec.value().unwrap()[..8], &rec.offset.get().to_le_bytes());
             seen += 1;
         }
     }
@@ -382,7 +382,10 @@ fn scan(log: &CompactedLog, mode: ScanMode, map: &mut OffsetMap) -> Scan {
                 ScanMode::Decode => {}
                 ScanMode::Put => {
                     let k = rec.key().unwrap();
-                    assert_eq!(map.put(&k, rec.offset), tidelog_cleaner::PutOutcome::Stored);
+                    assert_eq!(
+                        map.put(&k, rec.offset.get()),
+                        tidelog_cleaner::PutOutcome::Stored
+                    );
                 }
                 ScanMode::Get => {
                     let k = rec.key().unwrap();

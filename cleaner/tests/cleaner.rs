@@ -14,6 +14,7 @@ use tidelog_cleaner::{
     CleanerConfig, CompactTopicConfig, CompactedLog, CompactedLogs, CompactedRecord, LogCleaner,
     OffsetMap,
 };
+use tidelog_storage::{PhysicalOffset, QueueOffset};
 
 const T0: i64 = 1_700_000_000_000;
 
@@ -85,11 +86,11 @@ fn harness() -> Harness {
 
 fn record(offset: u64, key: &str, value: Option<&str>, store_ts: i64) -> CompactedRecord {
     let b = Bytes::from(encode(&Fields {
-        offset,
+        offset: QueueOffset::new(offset),
         timestamp_ms: store_ts,
         store_timestamp_ms: store_ts,
         delete_horizon_ms: 0,
-        physical_offset: offset * 1000,
+        physical_offset: PhysicalOffset::new(offset * 1000),
         key: Some(key.as_bytes()),
         value: value.map(str::as_bytes),
         headers_block: &[],
@@ -154,7 +155,7 @@ impl Harness {
         for r in self.all(p) {
             let k = String::from_utf8(r.key().unwrap().to_vec()).unwrap();
             let v = r.value().map(|v| String::from_utf8(v.to_vec()).unwrap());
-            m.insert(k, (r.offset, v));
+            m.insert(k, (r.offset.get(), v));
         }
         m
     }
@@ -213,8 +214,8 @@ fn latest_value_per_key_survives_at_its_original_offset() {
     assert_eq!(h.log(0).next_offset(), end, "end offset unchanged");
     assert!(h.log(0).size_bytes() < size_before / 5);
     // Gaps: offsets are the originals, not renumbered.
-    assert_eq!(after.last().unwrap().offset, end - 1);
-    assert!(after[0].offset >= 190 - 10);
+    assert_eq!(after.last().unwrap().offset.get(), end - 1);
+    assert!(after[0].offset.get() >= 190 - 10);
 }
 
 #[test]
@@ -344,7 +345,7 @@ fn the_active_segment_and_young_segments_are_untouched() {
     let old: Vec<_> = h
         .all(0)
         .into_iter()
-        .filter(|r| r.offset < fresh_from)
+        .filter(|r| r.offset.get() < fresh_from)
         .collect();
     assert_eq!(old.len(), 4);
 }
@@ -509,7 +510,7 @@ type Produced = BTreeMap<u64, CompactedRecord>;
 
 fn produced(h: &Harness, into: &mut Produced) {
     for r in h.all(0) {
-        into.entry(r.offset).or_insert(r);
+        into.entry(r.offset.get()).or_insert(r);
     }
 }
 
@@ -518,7 +519,7 @@ fn produced(h: &Harness, into: &mut Produced) {
 fn assert_served_as_produced(h: &Harness, produced: &Produced, context: &str) {
     for r in h.all(0) {
         let p = produced
-            .get(&r.offset)
+            .get(&r.offset.get())
             .unwrap_or_else(|| panic!("{context}: offset {} was never produced", r.offset));
         if r.is_tombstone() {
             assert_eq!(r.key(), p.key(), "{context}: offset {}", r.offset);
@@ -597,7 +598,7 @@ fn a_fetch_running_during_a_swap_reads_correct_records() {
     log.roll(h.now()).unwrap();
     // A reader holds the pre-clean segments (as a fetch in progress does).
     let held = log.segments();
-    let expected: Vec<u64> = h.all(0).iter().map(|r| r.offset).collect();
+    let expected: Vec<u64> = h.all(0).iter().map(|r| r.offset.get()).collect();
     h.clean().unwrap();
     // The old segment files are gone, but reads through the held handles
     // still return every original record, whole.
@@ -605,7 +606,7 @@ fn a_fetch_running_during_a_swap_reads_correct_records() {
     for s in &held {
         let mut r = s.reader(0);
         while let Some(rec) = r.next_record().unwrap() {
-            offsets.push(rec.offset);
+            offsets.push(rec.offset.get());
         }
     }
     assert_eq!(offsets, expected);

@@ -357,7 +357,7 @@ impl World {
         let now = self.now();
         for (a, (p, key, value, headers, seq)) in out.iter().zip(pending) {
             let m = &mut self.model[p as usize];
-            let offset = a.queue_offset.0;
+            let offset = a.queue_offset.get();
             assert_eq!(
                 offset,
                 m.records.len() as u64,
@@ -372,7 +372,7 @@ impl World {
                     value,
                     headers,
                     timestamp_ms: seq,
-                    physical_offset: a.physical_offset.0,
+                    physical_offset: a.physical_offset.get(),
                     at_ms: now,
                 },
             );
@@ -383,14 +383,14 @@ impl World {
     fn check_record(&mut self, p: u32, r: &CompactedRecord) {
         let context = self.context();
         let m = &mut self.model[p as usize];
-        let Some(want) = m.records.get(&r.offset) else {
+        let Some(want) = m.records.get(&r.offset.get()) else {
             panic!("offset {} was never produced: {context}", r.offset);
         };
         let what = format!("partition {p} offset {}: {context}", r.offset);
         assert_eq!(r.key().as_deref(), Some(want.key.as_slice()), "{what}");
         assert_eq!(r.value().map(|v| v.to_vec()), want.value, "{what}");
         assert_eq!(r.timestamp_ms, want.timestamp_ms, "{what}");
-        assert_eq!(r.physical_offset, want.physical_offset, "{what}");
+        assert_eq!(r.physical_offset.get(), want.physical_offset, "{what}");
         let headers: Vec<_> = r
             .headers()
             .into_iter()
@@ -410,7 +410,10 @@ impl World {
         } else {
             r.raw().clone()
         };
-        let first = m.served.entry(r.offset).or_insert_with(|| bytes.clone());
+        let first = m
+            .served
+            .entry(r.offset.get())
+            .or_insert_with(|| bytes.clone());
         assert_eq!(*first, bytes, "the same bytes every time: {what}");
     }
 
@@ -449,7 +452,7 @@ impl World {
         }
         let mut newest_served: HashMap<Vec<u8>, u64> = HashMap::new();
         for r in &all {
-            newest_served.insert(r.key().unwrap().to_vec(), r.offset);
+            newest_served.insert(r.key().unwrap().to_vec(), r.offset.get());
         }
         let latest: Vec<(Vec<u8>, u64)> = self.model[p as usize]
             .latest
@@ -488,11 +491,11 @@ impl World {
         let got = log.read(from, max_records, max_bytes).unwrap();
         let want: Vec<u64> = all
             .iter()
-            .map(|r| r.offset)
+            .map(|r| r.offset.get())
             .filter(|&o| o >= from)
             .take(got.len().max(1))
             .collect();
-        let got_offsets: Vec<u64> = got.iter().map(|r| r.offset).collect();
+        let got_offsets: Vec<u64> = got.iter().map(|r| r.offset.get()).collect();
         if got.is_empty() {
             assert!(
                 want.is_empty(),

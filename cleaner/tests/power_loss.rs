@@ -35,7 +35,7 @@ use bytes::Bytes;
 use tidelog_cleaner::{CleanerConfig, CompactTopicConfig, CompactedLogs, LogCleaner, OffsetMap};
 use tidelog_storage::durability::image::{self, Tear};
 use tidelog_storage::retention::FixedDiskUsage;
-use tidelog_storage::{AppendRecord, FlushMode, Header, Store, StoreConfig, Trigger};
+use tidelog_storage::{AppendRecord, FlushMode, Header, QueueOffset, Store, StoreConfig, Trigger};
 
 const DELETE_TOPIC: &str = "events";
 const DELETE_PARTITIONS: u32 = 2;
@@ -231,9 +231,9 @@ fn writer(store: &Store, shared: &Shared, id_prefix: String, mut rng: Rng) {
                     DELETE_TOPIC
                 },
                 partition: r.partition,
-                offset: a.queue_offset.0,
-                physical: a.physical_offset.0,
-                physical_end: a.physical_offset.0 + u64::from(a.size),
+                offset: a.queue_offset.get(),
+                physical: a.physical_offset.get(),
+                physical_end: a.physical_offset.get() + u64::from(a.size),
             });
         }
     }
@@ -314,7 +314,7 @@ impl Checker<'_> {
         while from < max {
             let read = self
                 .store
-                .read(topic, partition, from, 500, usize::MAX)
+                .read(topic, partition, QueueOffset::new(from), 500, usize::MAX)
                 .unwrap_or_else(|e| self.fail(format!("{topic}/{partition} read at {from}: {e}")));
             if read.records.is_empty() {
                 self.fail(format!(
@@ -322,7 +322,7 @@ impl Checker<'_> {
                 ));
             }
             for r in &read.records {
-                let offset = r.queue_offset().0;
+                let offset = r.queue_offset().get();
                 let where_ = format!("{topic}/{partition} offset {offset}");
                 if offset != from || r.topic() != topic || r.partition() != partition {
                     self.fail(format!(
@@ -336,7 +336,7 @@ impl Checker<'_> {
                     offset,
                     Durable {
                         id,
-                        physical: r.physical_offset().0,
+                        physical: r.physical_offset().get(),
                     },
                 );
                 from += 1;
@@ -354,7 +354,8 @@ impl Checker<'_> {
                     .query_by_key(topic, key.as_bytes(), 0, i64::MAX, 100_000)
                     .unwrap_or_else(|e| self.fail(format!("query {topic} {key}: {e}")));
                 for r in hits {
-                    let where_ = format!("index hit {topic} {key} at {}", r.physical_offset().0);
+                    let where_ =
+                        format!("index hit {topic} {key} at {}", r.physical_offset().get());
                     if r.topic() != topic || r.key_slice() != Some(key.as_bytes()) {
                         self.fail(format!("{where_}: is {}, key {:?}", r.topic(), r.key()));
                     }
@@ -366,7 +367,7 @@ impl Checker<'_> {
                         &r.headers(),
                         &where_,
                     );
-                    let o = r.queue_offset().0;
+                    let o = r.queue_offset().get();
                     if let Some(s) = served[&(topic, r.partition())].get(&o) {
                         if s.id != id {
                             self.fail(format!("{where_}: {id}, the queue serves {} at {o}", s.id));
@@ -388,19 +389,22 @@ impl Checker<'_> {
             .unwrap_or_else(|e| self.fail(format!("compacted read: {e}")));
         for r in records {
             let where_ = format!("compacted offset {}", r.offset);
-            if out.last_key_value().is_some_and(|(&o, _)| o >= r.offset) {
+            if out
+                .last_key_value()
+                .is_some_and(|(&o, _)| o >= r.offset.get())
+            {
                 self.fail(format!("{where_}: offsets out of order"));
             }
-            if r.offset >= store_end {
+            if r.offset.get() >= store_end {
                 self.fail(format!("{where_}: past the CommitLog's end {store_end}"));
             }
             let id = self.whole(COMPACT_TOPIC, 0, r.key(), r.value(), &r.headers(), &where_);
-            if let Some(s) = served.get(&r.offset) {
+            if let Some(s) = served.get(&r.offset.get()) {
                 if s.id != id {
                     self.fail(format!("{where_}: {id}, the CommitLog serves {}", s.id));
                 }
             }
-            out.insert(r.offset, id);
+            out.insert(r.offset.get(), id);
         }
         out
     }
@@ -769,7 +773,9 @@ fn cleaning_supersedes_only_with_durable_copies() {
     drop(image);
 
     let (logs, store) = open(&crashed, FlushMode::Async).unwrap();
-    let served = store.read(COMPACT_TOPIC, 0, 0, 10, usize::MAX).unwrap();
+    let served = store
+        .read(COMPACT_TOPIC, 0, QueueOffset::new(0), 10, usize::MAX)
+        .unwrap();
     let latest = served.records.last().and_then(|r| r.value());
     assert!(latest.is_some(), "the CommitLog lost the durable record");
     let compacted: Vec<_> = logs
@@ -812,7 +818,7 @@ fn queue_units_dropped_by_recovery_stay_dropped() {
                     }])
                     .unwrap()[0]
                     .physical_offset
-                    .0
+                    .get()
             })
             .collect()
     };
@@ -852,7 +858,7 @@ fn queue_units_dropped_by_recovery_stay_dropped() {
     let store = Store::open(store_config(&crashed, FlushMode::Async)).unwrap();
     assert_eq!(store.offsets(DELETE_TOPIC, 0), (0, 5));
     let values: Vec<_> = store
-        .read(DELETE_TOPIC, 0, 0, 100, usize::MAX)
+        .read(DELETE_TOPIC, 0, QueueOffset::new(0), 100, usize::MAX)
         .unwrap()
         .records
         .iter()

@@ -76,7 +76,7 @@ fn compact_topics_are_copied_with_their_offsets() {
     let log = logs.log("users", 0).unwrap();
     let recs = log.read(0, 100, usize::MAX).unwrap();
     assert_eq!(recs.len(), 2);
-    assert_eq!((recs[0].offset, recs[1].offset), (0, 1));
+    assert_eq!((recs[0].offset.get(), recs[1].offset.get()), (0, 1));
     assert_eq!(recs[0].value().as_deref(), Some(b"a".as_slice()));
     assert_eq!(recs[0].timestamp_ms, 42);
     assert_eq!(recs[0].headers()[0].name, "h");
@@ -107,7 +107,7 @@ fn replay_after_a_crash_is_idempotent() {
     assert!(logs.log("users", 0).unwrap().segments().len() > 3);
     assert_eq!(recs.len(), 50, "no duplicates");
     for (i, r) in recs.iter().enumerate() {
-        assert_eq!(r.offset, i as u64);
+        assert_eq!(r.offset.get(), i as u64);
     }
     store.append(&[rec("users", "u1", Some("next"))]).unwrap();
     assert!(store.wait_dispatched(Duration::from_secs(5)));
@@ -136,7 +136,7 @@ fn lost_commitlog_tail_is_dropped_from_the_copy() {
     std::os::unix::fs::FileExt::write_all_at(
         &f,
         &vec![0u8; last.size as usize],
-        last.physical_offset.0,
+        last.physical_offset.get(),
     )
     .unwrap();
     let (logs, store) = open(dir.path());
@@ -145,7 +145,7 @@ fn lost_commitlog_tail_is_dropped_from_the_copy() {
     assert_eq!(log.read(0, 100, usize::MAX).unwrap().len(), 9);
     // The offset is reused by the next append, once, in both logs.
     let a = store.append(&[rec("users", "k", Some("again"))]).unwrap();
-    assert_eq!(a[0].queue_offset.0, 9);
+    assert_eq!(a[0].queue_offset.get(), 9);
     assert!(store.wait_dispatched(Duration::from_secs(5)));
     let recs = log.read(9, 10, usize::MAX).unwrap();
     assert_eq!(recs.len(), 1);
@@ -184,8 +184,8 @@ fn lost_commitlog_tail_is_dropped_from_sealed_copies_too() {
     drop(logs);
     let seg = dir.path().join("commitlog").join(format!("{:020}", 0));
     let f = std::fs::OpenOptions::new().write(true).open(&seg).unwrap();
-    let from = appended[lost_from].physical_offset.0;
-    let end = appended[11].physical_offset.0 + u64::from(appended[11].size);
+    let from = appended[lost_from].physical_offset.get();
+    let end = appended[11].physical_offset.get() + u64::from(appended[11].size);
     std::os::unix::fs::FileExt::write_all_at(&f, &vec![0u8; (end - from) as usize], from).unwrap();
 
     let (logs, store) = open(dir.path());
@@ -193,10 +193,10 @@ fn lost_commitlog_tail_is_dropped_from_sealed_copies_too() {
     assert_eq!(log.next_offset(), lost_from as u64);
     let kept = log.read(0, 100, usize::MAX).unwrap();
     assert_eq!(kept.len(), lost_from);
-    assert!(kept.iter().all(|r| r.physical_offset < from));
+    assert!(kept.iter().all(|r| r.physical_offset.get() < from));
     // The offsets are handed out again, and their new copies are taken.
     let again = store.append(&[rec("users", "k-new", Some("new"))]).unwrap();
-    assert_eq!(again[0].queue_offset.0, lost_from as u64);
+    assert_eq!(again[0].queue_offset.get(), lost_from as u64);
     assert!(store.wait_dispatched(Duration::from_secs(5)));
     let recs = log.read(lost_from as u64, 10, usize::MAX).unwrap();
     assert_eq!(recs.len(), 1);

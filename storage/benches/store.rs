@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, Criterion, SamplingMode, Throughput};
-use tidelog_storage::{AppendRecord, FlushMode, Store, StoreConfig};
+use tidelog_storage::{AppendRecord, FlushMode, QueueOffset, Store, StoreConfig};
 
 const TOPIC: &str = "bench";
 
@@ -200,9 +200,10 @@ fn read(c: &mut Criterion) {
         let mut from = 0;
         while from < total {
             from = store
-                .read(TOPIC, 0, from, per_read, usize::MAX)
+                .read(TOPIC, 0, QueueOffset::new(from), per_read, usize::MAX)
                 .unwrap()
-                .next_offset;
+                .next_offset
+                .get();
         }
         let bytes = per_read as u64 * store.commit_log().committed() / total;
         group.throughput(Throughput::ElementsAndBytes {
@@ -216,8 +217,10 @@ fn read(c: &mut Criterion) {
                 if from + per_read as u64 > total {
                     from = 0;
                 }
-                let r = store.read(TOPIC, 0, from, per_read, usize::MAX).unwrap();
-                from = r.next_offset;
+                let r = store
+                    .read(TOPIC, 0, QueueOffset::new(from), per_read, usize::MAX)
+                    .unwrap();
+                from = r.next_offset.get();
                 black_box(r)
             })
         });
@@ -230,8 +233,10 @@ fn read(c: &mut Criterion) {
                 if from + per_read as u64 > total {
                     from = 0;
                 }
-                let r = store.read(TOPIC, 0, from, per_read, usize::MAX).unwrap();
-                from = r.next_offset;
+                let r = store
+                    .read(TOPIC, 0, QueueOffset::new(from), per_read, usize::MAX)
+                    .unwrap();
+                from = r.next_offset.get();
                 out.clear();
                 for rec in &r.records {
                     out.extend_from_slice(&rec.value().unwrap());

@@ -26,6 +26,7 @@ use crate::consume_queue::{format::key_hash, ConsumeQueue, ConsumeQueues, QueueC
 use crate::error::{Result, StoreError};
 use crate::fault::{self, FaultPoint, Faults};
 use crate::index_file::IndexService;
+use crate::types::PhysicalOffset;
 
 /// A consumer of dispatched records.
 pub trait DispatchSink: Send + Sync {
@@ -59,7 +60,7 @@ pub trait DispatchSink: Send + Sync {
     /// anything at or past it. Return the physical offset from which the
     /// sink needs records replayed if that is earlier than the checkpoint
     /// (e.g. it had to drop damaged state), else `physical_end`.
-    fn truncate(&self, physical_end: u64) -> Result<u64> {
+    fn truncate(&self, physical_end: PhysicalOffset) -> Result<PhysicalOffset> {
         Ok(physical_end)
     }
 
@@ -68,7 +69,7 @@ pub trait DispatchSink: Send + Sync {
     /// the CommitLog lost (where [`DispatchSink::truncate`], before the
     /// scan, drops what the scan hands over again). Same contract as
     /// `truncate`; a sink that reports the two differently overrides it.
-    fn truncate_lost(&self, physical_end: u64) -> Result<u64> {
+    fn truncate_lost(&self, physical_end: PhysicalOffset) -> Result<PhysicalOffset> {
         self.truncate(physical_end)
     }
 }
@@ -144,9 +145,9 @@ impl DispatchSink for ConsumeQueueSink {
                 r.partition() == first.partition() && r.topic_bytes() == first.topic_bytes()
             );
             q.put_cached(
-                r.queue_offset().0,
+                r.queue_offset(),
                 Unit {
-                    physical_offset: r.physical_offset().0,
+                    physical_offset: r.physical_offset().get(),
                     size: r.size(),
                     key_hash: key_hash(r.key_slice()),
                 },
@@ -170,15 +171,15 @@ impl DispatchSink for ConsumeQueueSink {
         self.queues.flush()
     }
 
-    fn truncate(&self, physical_end: u64) -> Result<u64> {
+    fn truncate(&self, physical_end: PhysicalOffset) -> Result<PhysicalOffset> {
         let mut replay_from = physical_end;
         for q in self.queues.all() {
-            let t = q.truncate_from_physical(physical_end)?;
+            let t = q.truncate_from_physical(physical_end.get())?;
             if t.dropped > 0 {
                 tracing::info!(tp = %q.topic_partition(), dropped = t.dropped, "dropped queue units past the recovered log end");
             }
             // Torn units: their records may lie before `physical_end`.
-            replay_from = replay_from.min(t.replay_from.unwrap_or(physical_end));
+            replay_from = replay_from.min(t.replay_from.map_or(physical_end, PhysicalOffset::new));
         }
         Ok(replay_from)
     }
@@ -199,7 +200,7 @@ impl DispatchSink for IndexSink {
             Some(key) => self.index.put(
                 r.topic(),
                 key,
-                r.physical_offset().0,
+                r.physical_offset().get(),
                 r.store_timestamp_ms(),
             ),
             None => Ok(()),
@@ -210,8 +211,10 @@ impl DispatchSink for IndexSink {
         self.index.flush()
     }
 
-    fn truncate(&self, physical_end: u64) -> Result<u64> {
-        self.index.truncate_from_physical(physical_end)
+    fn truncate(&self, physical_end: PhysicalOffset) -> Result<PhysicalOffset> {
+        self.index
+            .truncate_from_physical(physical_end.get())
+            .map(PhysicalOffset::new)
     }
 }
 

@@ -30,7 +30,7 @@ use crate::error::{CorruptionKind, IoContext, QueuePosition, Result, StoreError}
 use crate::fs_util;
 use crate::index_file::IndexService;
 use crate::recovery;
-use crate::types::{now_ms, validate_topic_name, TopicPartition};
+use crate::types::{now_ms, validate_topic_name, PhysicalOffset, QueueOffset, TopicPartition};
 
 pub const LOCK_FILE: &str = "lock";
 pub const ABORT_FILE: &str = "abort";
@@ -49,7 +49,7 @@ pub struct ReadResult {
     pub records: Vec<StoredRecord>,
     /// Where the next read should start (last offset + 1, or the request's
     /// offset moved up to the partition's beginning).
-    pub next_offset: u64,
+    pub next_offset: QueueOffset,
 }
 
 /// What recovery did at open.
@@ -269,7 +269,7 @@ impl Store {
         // this only drops what sinks held past it from before the crash
         // (records the CommitLog lost).
         for s in &sinks {
-            s.truncate_lost(end)?;
+            s.truncate_lost(PhysicalOffset::new(end))?;
         }
         let log = CommitLog::new(
             &config,
@@ -479,7 +479,7 @@ impl Store {
         &self,
         topic: &str,
         partition: u32,
-        from: u64,
+        from: QueueOffset,
         max_records: usize,
         max_bytes: usize,
     ) -> Result<ReadResult> {
@@ -489,12 +489,12 @@ impl Store {
                 next_offset: from,
             });
         };
-        let start = from.max(q.min_offset());
+        let start = from.get().max(q.min_offset());
         let end = q.max_offset();
         let wanted = usize::try_from(end.saturating_sub(start)).unwrap_or(usize::MAX);
         let mut out = ReadResult {
             records: Vec::with_capacity(wanted.min(max_records).min(READ_RESERVE_MAX)),
-            next_offset: start,
+            next_offset: QueueOffset::new(start),
         };
         let mut bytes = 0usize;
         let mut offset = start;
@@ -506,7 +506,7 @@ impl Store {
             let after_last = out
                 .records
                 .last()
-                .filter(|last| last.queue_offset().0 + 1 == offset);
+                .filter(|last| last.queue_offset().get() + 1 == offset);
             let rec = match after_last {
                 Some(last) => self.inner.log.next_in_entry(last, &segment)?,
                 None => None,
@@ -539,7 +539,7 @@ impl Store {
                 offset += 1;
                 continue;
             };
-            if rec.queue_offset().0 != offset
+            if rec.queue_offset().get() != offset
                 || rec.topic_bytes() != topic.as_bytes()
                 || rec.partition() != partition
             {
@@ -547,7 +547,7 @@ impl Store {
                 // queue: damage in the log (or the queue), reported as such.
                 return Err(StoreError::corruption(
                     self.inner.log.dir(),
-                    rec.physical_offset().0,
+                    rec.physical_offset().get(),
                     CorruptionKind::QueueMismatch {
                         queue: Box::new(QueuePosition {
                             topic: topic.to_string(),
@@ -557,7 +557,7 @@ impl Store {
                         found: Box::new(QueuePosition {
                             topic: rec.topic().to_string(),
                             partition: rec.partition(),
-                            offset: rec.queue_offset().0,
+                            offset: rec.queue_offset().get(),
                         }),
                     },
                 ));
@@ -570,7 +570,7 @@ impl Store {
             out.records.push(rec);
             offset += 1;
         }
-        out.next_offset = offset;
+        out.next_offset = QueueOffset::new(offset);
         Ok(out)
     }
 
@@ -583,7 +583,7 @@ impl Store {
 
     /// The record starting exactly at physical offset `pos`, fully verified;
     /// `None` if no record starts there (safe for client-supplied offsets).
-    pub fn read_at(&self, pos: u64) -> Result<Option<StoredRecord>> {
+    pub fn read_at(&self, pos: PhysicalOffset) -> Result<Option<StoredRecord>> {
         self.inner.log.read_at(pos)
     }
 
@@ -606,7 +606,7 @@ impl Store {
         self.inner
             .index
             .query(topic, key, begin_ms, end_ms, &mut |pos| {
-                if let Some(rec) = log.read_at(pos)? {
+                if let Some(rec) = log.read_at(PhysicalOffset::new(pos))? {
                     let ts = rec.store_timestamp_ms();
                     if rec.topic() == topic
                         && rec.key().as_deref() == Some(key)
@@ -968,11 +968,12 @@ fn spawn_supervised(
 /// Truncate every sink at `physical_end`; the earliest position any of them
 /// needs replayed from.
 fn truncate_all(sinks: &[Arc<dyn DispatchSink>], physical_end: u64) -> Result<u64> {
+    let physical_end = PhysicalOffset::new(physical_end);
     let mut from = physical_end;
     for s in sinks {
         from = from.min(s.truncate(physical_end)?);
     }
-    Ok(from)
+    Ok(from.get())
 }
 
 /// An exclusive flock on `<data_dir>/lock`, so two servers never share a

@@ -54,19 +54,25 @@ fn a_read_racing_retention_answers_from_the_new_beginning() {
             assert!(deleter.delete_oldest_segment(first).unwrap().is_some());
         }))
     });
-    let read = store.read("t", 0, 0, 1000, usize::MAX).unwrap();
+    let read = store
+        .read("t", 0, QueueOffset::new(0), 1000, usize::MAX)
+        .unwrap();
     assert!(
         BEFORE_SEGMENT_LOOKUP.with(|h| h.borrow().is_none()),
         "the hook ran"
     );
     let new_min = log.min_offset();
     assert!(new_min > first);
-    let offsets: Vec<u64> = read.records.iter().map(|r| r.queue_offset().0).collect();
+    let offsets: Vec<u64> = read
+        .records
+        .iter()
+        .map(|r| r.queue_offset().get())
+        .collect();
     assert!(!offsets.is_empty());
-    assert!(read.records[0].physical_offset().0 >= new_min);
+    assert!(read.records[0].physical_offset().get() >= new_min);
     assert_eq!(*offsets.last().unwrap(), 39);
     assert!(offsets.windows(2).all(|w| w[1] == w[0] + 1), "{offsets:?}");
-    assert_eq!(read.next_offset, 40);
+    assert_eq!(read.next_offset.get(), 40);
 }
 
 /// A produce that passed its topic check just before the topic's deletion
@@ -110,8 +116,10 @@ fn an_append_racing_a_topic_deletion_is_refused_not_indexed() {
     let tp = TopicPartition::new("t", 0).unwrap();
     assert_eq!(store.commit_log().open_partition(&tp), 3);
     let a = store.append(&[record("t", 0, "new")]).unwrap();
-    assert_eq!(a[0].queue_offset.0, 3);
+    assert_eq!(a[0].queue_offset.get(), 3);
     assert!(store.wait_dispatched(Duration::from_secs(10)));
-    let read = store.read("t", 0, 3, 10, usize::MAX).unwrap();
+    let read = store
+        .read("t", 0, QueueOffset::new(3), 10, usize::MAX)
+        .unwrap();
     assert_eq!(read.records.len(), 1);
 }

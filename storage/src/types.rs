@@ -6,15 +6,48 @@ use std::sync::Arc;
 
 use crate::error::{Result, StoreError};
 
-/// A byte position in the shared CommitLog. Segment files are named by the
-/// physical offset of their first byte.
+/// A byte position in the shared CommitLog: the position of a record's
+/// (or an entry's, or a segment's) first byte, counted from the start of
+/// the log across every segment, never reset. Segment files are named by
+/// the physical offset of their first byte; ConsumeQueue units, IndexFile
+/// entries, compacted records, `/commitlog/{pos}` and the checkpoint's
+/// positions hold these. Not comparable with a [`QueueOffset`]: the
+/// constructor and [`PhysicalOffset::get`] are the only ways in and out,
+/// so the two never mix silently. `repr(transparent)`: as cheap as a `u64`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct PhysicalOffset(pub u64);
+#[repr(transparent)]
+pub struct PhysicalOffset(u64);
 
 /// A record's number within its topic-partition: 0, 1, 2, ... with no gaps
-/// at write time.
+/// at write time (a compacted log keeps the numbers of the records it
+/// keeps, so it has gaps). What Kafka calls an offset: what a client
+/// fetches from and commits. Not comparable with a [`PhysicalOffset`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct QueueOffset(pub u64);
+#[repr(transparent)]
+pub struct QueueOffset(u64);
+
+impl PhysicalOffset {
+    pub const fn new(pos: u64) -> Self {
+        PhysicalOffset(pos)
+    }
+
+    /// The byte position as a plain integer (for arithmetic on positions,
+    /// file names and encoding).
+    pub const fn get(self) -> u64 {
+        self.0
+    }
+}
+
+impl QueueOffset {
+    pub const fn new(offset: u64) -> Self {
+        QueueOffset(offset)
+    }
+
+    /// The record number as a plain integer.
+    pub const fn get(self) -> u64 {
+        self.0
+    }
+}
 
 impl fmt::Display for PhysicalOffset {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

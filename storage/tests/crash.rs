@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
-use tidelog_storage::{Store, StoreConfig};
+use tidelog_storage::{QueueOffset, Store, StoreConfig};
 
 const ROUNDS: u64 = 6;
 
@@ -118,13 +118,13 @@ fn sigkill_during_sync_produce_loses_no_acknowledged_record() {
         assert!(store.wait_dispatched(Duration::from_secs(10)));
         for ((topic, partition, offset), seq) in &acked {
             let got = store
-                .read(topic, *partition, *offset, 1, usize::MAX)
+                .read(topic, *partition, QueueOffset::new(*offset), 1, usize::MAX)
                 .unwrap();
             let rec = got
                 .records
                 .first()
                 .unwrap_or_else(|| panic!("acknowledged {topic}-{partition}@{offset} is missing"));
-            assert_eq!(rec.queue_offset().0, *offset);
+            assert_eq!(rec.queue_offset().get(), *offset);
             assert_eq!(
                 rec.value().as_deref(),
                 Some(expected_value(*seq).as_slice()),
@@ -136,7 +136,13 @@ fn sigkill_during_sync_produce_loses_no_acknowledged_record() {
         for tp in store.partitions() {
             let (begin, end) = store.offsets(tp.topic(), tp.partition());
             let recs = store
-                .read(tp.topic(), tp.partition(), begin, usize::MAX, usize::MAX)
+                .read(
+                    tp.topic(),
+                    tp.partition(),
+                    QueueOffset::new(begin),
+                    usize::MAX,
+                    usize::MAX,
+                )
                 .unwrap()
                 .records;
             assert_eq!(recs.len() as u64, end - begin, "{tp}");

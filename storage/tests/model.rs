@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use common::*;
-use tidelog_storage::{Store, StoreConfig};
+use tidelog_storage::{QueueOffset, Store, StoreConfig};
 
 const TOPICS: [&str; 3] = ["alpha", "beta", "gamma.v2"];
 const PARTITIONS: u32 = 3;
@@ -66,11 +66,13 @@ fn check_partition(
     }
     let from = rng.below(expected.len() as u64);
     let max = 1 + rng.below(20) as usize;
-    let got = store.read(TOPICS[t], p, from, max, usize::MAX).unwrap();
+    let got = store
+        .read(TOPICS[t], p, QueueOffset::new(from), max, usize::MAX)
+        .unwrap();
     let want = &expected[from as usize..(from as usize + max).min(expected.len())];
     assert_eq!(got.records.len(), want.len());
     for (i, (r, m)) in got.records.iter().zip(want).enumerate() {
-        assert_eq!(r.queue_offset().0, from + i as u64);
+        assert_eq!(r.queue_offset().get(), from + i as u64);
         assert_eq!(
             &from_stored(r),
             m,
@@ -157,7 +159,7 @@ fn random_appends_reads_and_reopens_match_the_model() {
                 let out = s.append(&batch).unwrap();
                 for (a, (tp, m)) in out.iter().zip(pending) {
                     let list = model.entry(tp).or_default();
-                    assert_eq!(a.queue_offset.0, list.len() as u64, "step {step}");
+                    assert_eq!(a.queue_offset.get(), list.len() as u64, "step {step}");
                     list.push(m);
                 }
             }

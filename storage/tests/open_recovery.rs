@@ -17,7 +17,7 @@ use std::time::Duration;
 use common::log_capture::logged;
 use common::*;
 use tidelog_storage::checkpoint::Checkpoint;
-use tidelog_storage::{CorruptionKind, Store, StoreConfig, StoreError};
+use tidelog_storage::{CorruptionKind, QueueOffset, Store, StoreConfig, StoreError};
 
 /// No periodic checkpoint, so each test decides what the checkpoint says.
 fn cfg(dir: &Path) -> StoreConfig {
@@ -36,12 +36,12 @@ fn append(store: &Store, i: usize) -> u64 {
         )])
         .unwrap()[0]
         .queue_offset
-        .0
+        .get()
 }
 
 fn values(store: &Store, from: u64) -> Vec<String> {
     store
-        .read("t", 0, from, 10_000, usize::MAX)
+        .read("t", 0, QueueOffset::new(from), 10_000, usize::MAX)
         .unwrap()
         .records
         .iter()

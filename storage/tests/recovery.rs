@@ -16,7 +16,9 @@ use common::log_capture::logged;
 use common::*;
 use tidelog_storage::checkpoint::Checkpoint;
 use tidelog_storage::commit_log::format::Invalid;
-use tidelog_storage::{CorruptionKind, RecoveryMode, Store, StoreConfig, StoreError};
+use tidelog_storage::{
+    CorruptionKind, PhysicalOffset, QueueOffset, RecoveryMode, Store, StoreConfig, StoreError,
+};
 
 /// No periodic checkpoint: recovery scans the whole log, so damage
 /// anywhere in it is seen.
@@ -44,7 +46,7 @@ fn write_and_crash(dir: &Path, n: usize) -> Vec<(u64, u32)> {
             )])
             .unwrap();
         out.push((
-            a[0].physical_offset.0 - T_HEADER,
+            a[0].physical_offset.get() - T_HEADER,
             a[0].size + T_HEADER as u32,
         ));
     }
@@ -55,7 +57,7 @@ fn write_and_crash(dir: &Path, n: usize) -> Vec<(u64, u32)> {
 
 fn values(store: &Store) -> Vec<String> {
     store
-        .read("t", 0, 0, 10_000, usize::MAX)
+        .read("t", 0, QueueOffset::new(0), 10_000, usize::MAX)
         .unwrap()
         .records
         .iter()
@@ -117,8 +119,8 @@ fn torn_last_record_is_dropped() {
     let a = store
         .append(&[record("t", 0, Some("k9"), Some("value-9-again"))])
         .unwrap();
-    assert_eq!(a[0].queue_offset.0, 9);
-    assert_eq!(a[0].physical_offset.0, pos + T_HEADER);
+    assert_eq!(a[0].queue_offset.get(), 9);
+    assert_eq!(a[0].physical_offset.get(), pos + T_HEADER);
     assert!(store.wait_dispatched(Duration::from_secs(5)));
     let q = store.query_by_key("t", b"k9", 0, i64::MAX, 10).unwrap();
     assert_eq!(q.len(), 1);
@@ -184,16 +186,16 @@ fn a_torn_append_to_a_partition_is_dropped_whole() {
         .map(|i| record("t", 0, Some(&format!("k{i}")), Some(&format!("value-{i}-"))))
         .collect();
     let a = store.append(&batch).unwrap();
-    let entry_start = a[0].physical_offset.0 - T_HEADER;
+    let entry_start = a[0].physical_offset.get() - T_HEADER;
     assert!(store.wait_dispatched(Duration::from_secs(5)));
     store.close_uncleanly();
     let seg = first_segment(dir.path());
-    let at = a[2].physical_offset.0 + u64::from(a[2].size) - 1;
+    let at = a[2].physical_offset.get() + u64::from(a[2].size) - 1;
     let b = peek(&seg, at, 1)[0];
     poke(&seg, at, &[b ^ 0x01]);
     let store = reopen_and_expect(dir.path(), 3);
     assert_eq!(store.commit_log().committed(), entry_start);
-    assert!(store.read_at(a[0].physical_offset.0).unwrap().is_none());
+    assert!(store.read_at(a[0].physical_offset).unwrap().is_none());
 }
 
 #[test]
@@ -228,7 +230,7 @@ fn stale_bytes_of_a_longer_record_never_come_back() {
     let a = store
         .append(&[record("t", 0, None, Some("value-5-"))])
         .unwrap();
-    assert_eq!(a[0].physical_offset.0, pos5 + T_HEADER);
+    assert_eq!(a[0].physical_offset.get(), pos5 + T_HEADER);
     assert!(a[0].size + (T_HEADER as u32) < size5);
     store.close_uncleanly();
     // ...and after another crash nothing of the old one is parsed behind it.
@@ -245,8 +247,14 @@ fn stale_bytes_of_a_longer_record_never_come_back() {
     let copy = peek(&seg, p1, s1 as usize);
     poke(&seg, p3 + s3 as u64, &copy);
     let store = reopen_and_expect(dir.path(), 4);
-    assert!(store.read_at(p3 + s3 as u64).unwrap().is_none());
-    assert!(store.read_at(p3 + s3 as u64 + T_HEADER).unwrap().is_none());
+    assert!(store
+        .read_at(PhysicalOffset::new(p3 + s3 as u64))
+        .unwrap()
+        .is_none());
+    assert!(store
+        .read_at(PhysicalOffset::new(p3 + s3 as u64 + T_HEADER))
+        .unwrap()
+        .is_none());
 }
 
 #[test]
@@ -443,7 +451,7 @@ fn a_bad_entry_at_a_clean_end_is_a_torn_tail_and_zeroed() {
             .append(&[record("t", 0, None, Some(&format!("value-{i}-")))])
             .unwrap();
         entries.push((
-            a[0].physical_offset.0 - T_HEADER,
+            a[0].physical_offset.get() - T_HEADER,
             a[0].size as usize + T_HEADER as usize,
         ));
     }
@@ -482,11 +490,11 @@ fn lost_index_tail_is_rebuilt_from_the_log() {
     let store = reopen_and_expect(dir.path(), 20);
     assert_eq!(
         store
-            .read_at(recs[19].0 + T_HEADER)
+            .read_at(PhysicalOffset::new(recs[19].0 + T_HEADER))
             .unwrap()
             .unwrap()
             .queue_offset()
-            .0,
+            .get(),
         19
     );
     assert!(store.recovery_report().records_replayed >= 15);

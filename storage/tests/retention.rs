@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::*;
 use tidelog_storage::retention::{FixedDiskUsage, ManualClock};
-use tidelog_storage::{Store, StoreConfig, StoreError, Trigger};
+use tidelog_storage::{QueueOffset, Store, StoreConfig, StoreError, Trigger};
 
 const HOUR_MS: i64 = 3_600_000;
 const SEGMENT: u64 = 4096;
@@ -71,7 +71,9 @@ fn fill_then(store: &Store, segments: usize, wait_for_dispatch: bool) {
 }
 
 fn first_value(store: &Store) -> u64 {
-    let r = store.read("t", 0, 0, 1, usize::MAX).unwrap();
+    let r = store
+        .read("t", 0, QueueOffset::new(0), 1, usize::MAX)
+        .unwrap();
     let v = r.records[0].value().unwrap();
     std::str::from_utf8(&v)
         .unwrap()
@@ -291,7 +293,11 @@ fn disk_full_refuses_appends_and_recovers_by_itself() {
     // Reads keep working.
     assert!(store.wait_dispatched(Duration::from_secs(5)));
     assert_eq!(
-        store.read("t", 0, 0, 10, usize::MAX).unwrap().records.len(),
+        store
+            .read("t", 0, QueueOffset::new(0), 10, usize::MAX)
+            .unwrap()
+            .records
+            .len(),
         1
     );
     // The disk thread notices space coming back without any call.
@@ -354,7 +360,10 @@ fn a_reader_holding_a_deleted_segment_still_gets_its_bytes() {
     let store = Store::open(cfg).unwrap();
     fill(&store, 3);
     // A fetch in progress holds records of the first segment...
-    let held = store.read("t", 0, 0, 3, usize::MAX).unwrap().records;
+    let held = store
+        .read("t", 0, QueueOffset::new(0), 3, usize::MAX)
+        .unwrap()
+        .records;
     let expected: Vec<_> = held.iter().map(|r| r.value().unwrap().to_vec()).collect();
     // ...while retention deletes it.
     assert_eq!(
@@ -369,7 +378,7 @@ fn a_reader_holding_a_deleted_segment_still_gets_its_bytes() {
         .any(|p| p.ends_with(format!("{:020}", 0))));
     for (r, e) in held.iter().zip(&expected) {
         assert_eq!(&r.value().unwrap()[..], &e[..]);
-        assert!(r.value().unwrap().starts_with(b"0:") || r.queue_offset().0 > 0);
+        assert!(r.value().unwrap().starts_with(b"0:") || r.queue_offset().get() > 0);
     }
 }
 
@@ -402,12 +411,14 @@ fn beginning_offsets_move_up_and_survive_a_restart() {
     let (begin, end) = store.offsets("t", 0);
     assert!(begin > 0 && end == 120, "({begin}, {end})");
     // Fetch from 0 returns from the first surviving record on.
-    let first = store.read("t", 0, 0, 1, usize::MAX).unwrap();
-    assert_eq!(first.records[0].queue_offset().0, begin);
+    let first = store
+        .read("t", 0, QueueOffset::new(0), 1, usize::MAX)
+        .unwrap();
+    assert_eq!(first.records[0].queue_offset().get(), begin);
     assert_eq!(first_value(&store), begin);
     // Key lookups only find surviving records.
     for r in store.query_by_key("t", b"k1", 0, i64::MAX, 1000).unwrap() {
-        assert!(r.queue_offset().0 >= begin);
+        assert!(r.queue_offset().get() >= begin);
     }
     let u = store.offsets("u", 0);
     store.close_uncleanly();
@@ -418,5 +429,5 @@ fn beginning_offsets_move_up_and_survive_a_restart() {
     let a = store
         .append(&[record("t", 0, None, Some("120:next"))])
         .unwrap();
-    assert_eq!(a[0].queue_offset.0, 120);
+    assert_eq!(a[0].queue_offset.get(), 120);
 }

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use tidelog_storage::fault::{FaultPoint, Faults};
-use tidelog_storage::{Appended, FlushMode, Store, StoreError};
+use tidelog_storage::{Appended, FlushMode, QueueOffset, Store, StoreError};
 
 /// Generous bound on waits for background threads (a shared, noisy machine).
 const DEADLINE: Duration = Duration::from_secs(30);
@@ -65,7 +65,7 @@ fn a_failing_sink_stalls_dispatch_refuses_appends_and_recovers_by_itself() {
     store.append(&[record("t", 0, None, Some("1"))]).unwrap();
     assert!(store.wait_dispatched(DEADLINE));
     let values: Vec<_> = store
-        .read("t", 0, 0, 10, usize::MAX)
+        .read("t", 0, QueueOffset::new(0), 10, usize::MAX)
         .unwrap()
         .records
         .iter()
@@ -161,7 +161,11 @@ fn a_hung_fsync_times_sync_waiters_out_and_the_log_goes_on_when_it_returns() {
     assert!(store.commit_log().flushed() >= store.commit_log().committed());
     assert!(store.wait_dispatched(DEADLINE));
     assert_eq!(
-        store.read("t", 0, 0, 10, usize::MAX).unwrap().records.len(),
+        store
+            .read("t", 0, QueueOffset::new(0), 10, usize::MAX)
+            .unwrap()
+            .records
+            .len(),
         4,
         "timed-out appends are appended"
     );

@@ -11,7 +11,10 @@ use std::time::Duration;
 
 use common::*;
 use tidelog_storage::fault::{FaultPoint, Faults};
-use tidelog_storage::{AppendRecord, CorruptionKind, FlushMode, Listener, Store, StoreError};
+use tidelog_storage::{
+    AppendRecord, CorruptionKind, FlushMode, Listener, PhysicalOffset, QueueOffset, Store,
+    StoreError,
+};
 
 #[test]
 fn append_then_read_back_every_field() {
@@ -30,13 +33,15 @@ fn append_then_read_back_every_field() {
         ])
         .unwrap();
     assert_eq!(
-        out.iter().map(|a| a.queue_offset.0).collect::<Vec<_>>(),
+        out.iter().map(|a| a.queue_offset.get()).collect::<Vec<_>>(),
         vec![0, 1, 2]
     );
     assert!(store.wait_dispatched(Duration::from_secs(5)));
     assert_eq!(store.offsets("orders", 2), (0, 3));
-    let got = store.read("orders", 2, 0, 100, 1 << 20).unwrap();
-    assert_eq!(got.next_offset, 3);
+    let got = store
+        .read("orders", 2, QueueOffset::new(0), 100, 1 << 20)
+        .unwrap();
+    assert_eq!(got.next_offset.get(), 3);
     let recs = got.records;
     assert_eq!(recs.len(), 3);
     assert_eq!(recs[0].topic(), "orders");
@@ -55,10 +60,21 @@ fn append_then_read_back_every_field() {
     assert!(recs[2].is_tombstone());
     assert_eq!(recs[2].value(), None);
     // Read by physical offset: exact starts only.
-    let p = out[1].physical_offset.0;
-    assert_eq!(store.read_at(p).unwrap().unwrap().queue_offset().0, 1);
-    assert!(store.read_at(p + 1).unwrap().is_none());
-    assert!(store.read_at(u64::MAX).unwrap().is_none());
+    let p = out[1].physical_offset.get();
+    assert_eq!(
+        store
+            .read_at(PhysicalOffset::new(p))
+            .unwrap()
+            .unwrap()
+            .queue_offset()
+            .get(),
+        1
+    );
+    assert!(store.read_at(PhysicalOffset::new(p + 1)).unwrap().is_none());
+    assert!(store
+        .read_at(PhysicalOffset::new(u64::MAX))
+        .unwrap()
+        .is_none());
     store.shutdown().unwrap();
 }
 
@@ -77,7 +93,7 @@ fn one_append_is_one_entry_per_partition_and_every_record_keeps_its_address() {
         record("u", 0, None, Some("e")),
     ];
     let out = store.append(&batch).unwrap();
-    let offsets: Vec<u64> = out.iter().map(|a| a.queue_offset.0).collect();
+    let offsets: Vec<u64> = out.iter().map(|a| a.queue_offset.get()).collect();
     assert_eq!(offsets, vec![0, 0, 1, 1, 0]);
     // Three entries: t-0, t-1, u-0, each holding its partition's records.
     let log = store.commit_log();
@@ -87,7 +103,7 @@ fn one_append_is_one_entry_per_partition_and_every_record_keeps_its_address() {
         let recs: Vec<_> = e.records().map(Result::unwrap).collect();
         entries.push(
             recs.iter()
-                .map(|r| (r.topic().to_owned(), r.partition(), r.queue_offset().0))
+                .map(|r| (r.topic().to_owned(), r.partition(), r.queue_offset().get()))
                 .collect::<Vec<_>>(),
         );
         pos += e.size();
@@ -104,14 +120,14 @@ fn one_append_is_one_entry_per_partition_and_every_record_keeps_its_address() {
     // Every record answers at its own physical offset, and nothing else
     // in the log does.
     for (a, r) in out.iter().zip(&batch) {
-        let got = store.read_at(a.physical_offset.0).unwrap().unwrap();
+        let got = store.read_at(a.physical_offset).unwrap().unwrap();
         assert_eq!(got.value(), r.value);
         assert_eq!(got.size(), a.size);
     }
-    let starts: Vec<u64> = out.iter().map(|a| a.physical_offset.0).collect();
+    let starts: Vec<u64> = out.iter().map(|a| a.physical_offset.get()).collect();
     for p in log.min_offset()..log.committed() + 2 {
         assert_eq!(
-            store.read_at(p).unwrap().is_some(),
+            store.read_at(PhysicalOffset::new(p)).unwrap().is_some(),
             starts.contains(&p),
             "position {p}"
         );
@@ -131,7 +147,7 @@ fn an_append_larger_than_a_segment_splits_into_entries_across_segments() {
         .collect();
     let out = store.append(&batch).unwrap();
     assert_eq!(
-        out.iter().map(|a| a.queue_offset.0).collect::<Vec<_>>(),
+        out.iter().map(|a| a.queue_offset.get()).collect::<Vec<_>>(),
         (0..40).collect::<Vec<_>>()
     );
     assert!(store.stats().commitlog_segments >= 3);
@@ -142,7 +158,7 @@ fn an_append_larger_than_a_segment_splits_into_entries_across_segments() {
             Next::Entry(e) => {
                 assert!(e.size() <= 4096 - 20);
                 for r in e.records() {
-                    assert_eq!(r.unwrap().queue_offset().0, seen);
+                    assert_eq!(r.unwrap().queue_offset().get(), seen);
                     seen += 1;
                 }
                 entries += 1;
@@ -155,7 +171,10 @@ fn an_append_larger_than_a_segment_splits_into_entries_across_segments() {
     assert_eq!(seen, 40);
     assert!(entries >= 3, "{entries} entries");
     assert!(store.wait_dispatched(Duration::from_secs(5)));
-    let got = store.read("t", 0, 0, 100, usize::MAX).unwrap().records;
+    let got = store
+        .read("t", 0, QueueOffset::new(0), 100, usize::MAX)
+        .unwrap()
+        .records;
     assert_eq!(got.len(), 40);
     for (a, r) in out.iter().zip(&got) {
         assert_eq!(a.physical_offset, r.physical_offset());
@@ -179,7 +198,7 @@ fn a_value_that_looks_like_a_record_is_not_one() {
         ..record("t", 0, None, None)
     };
     let a = store.append(&[r]).unwrap()[0];
-    assert_eq!(a.physical_offset.0, 47);
+    assert_eq!(a.physical_offset.get(), 47);
     // Decoded on its own, the forged record passes...
     let log = store.commit_log();
     let tidelog_storage::commit_log::Next::Entry(entry) = log.read_next(0, true).unwrap() else {
@@ -189,8 +208,15 @@ fn a_value_that_looks_like_a_record_is_not_one() {
     assert_eq!(forged.value().as_deref(), Some(b"x".as_slice()));
     assert_eq!(format::ENTRY_HEADER_LEN + 1, 47);
     // ...but a client's physical offset is checked by walking the entry.
-    assert!(store.read_at(54).unwrap().is_none());
-    assert_eq!(store.read_at(47).unwrap().unwrap().size(), a.size);
+    assert!(store.read_at(PhysicalOffset::new(54)).unwrap().is_none());
+    assert_eq!(
+        store
+            .read_at(PhysicalOffset::new(47))
+            .unwrap()
+            .unwrap()
+            .size(),
+        a.size
+    );
     store.shutdown().unwrap();
 }
 
@@ -248,8 +274,8 @@ fn offsets_are_per_partition_and_continue_after_reopen() {
             record("c", 0, None, Some("new")),
         ])
         .unwrap();
-    assert_eq!(out[0].queue_offset.0, 5);
-    assert_eq!(out[1].queue_offset.0, 0);
+    assert_eq!(out[0].queue_offset.get(), 5);
+    assert_eq!(out[1].queue_offset.get(), 0);
     assert!(store.wait_dispatched(Duration::from_secs(5)));
     assert_eq!(store.offsets("b", 0), (0, 5));
     assert_eq!(store.offsets("a", 1), (0, 6));
@@ -279,24 +305,32 @@ fn many_small_segments_and_reads_across_boundaries() {
     store.append(&batch).unwrap();
     assert!(store.wait_dispatched(Duration::from_secs(5)));
     assert!(store.stats().commitlog_segments > 20, "{:?}", store.stats());
-    let recs = store.read("t", 0, 0, 1000, usize::MAX).unwrap().records;
+    let recs = store
+        .read("t", 0, QueueOffset::new(0), 1000, usize::MAX)
+        .unwrap()
+        .records;
     assert_eq!(recs.len(), 260);
     for (i, r) in recs.iter().enumerate() {
-        assert_eq!(r.queue_offset().0, i as u64);
+        assert_eq!(r.queue_offset().get(), i as u64);
         assert!(r.value().unwrap().starts_with(format!("{i}:").as_bytes()));
     }
     // max_bytes bounds a read, but never below one record.
-    let one = store.read("t", 0, 10, 1000, 1).unwrap();
+    let one = store.read("t", 0, QueueOffset::new(10), 1000, 1).unwrap();
     assert_eq!(one.records.len(), 1);
-    assert_eq!(one.next_offset, 11);
-    let some = store.read("t", 0, 10, 1000, 3 * 400).unwrap();
+    assert_eq!(one.next_offset.get(), 11);
+    let some = store
+        .read("t", 0, QueueOffset::new(10), 1000, 3 * 400)
+        .unwrap();
     assert_eq!(some.records.len(), 3);
     store.shutdown().unwrap();
     // And the same after reopening.
     let store = Store::open(cfg).unwrap();
-    let recs = store.read("t", 0, 250, 1000, usize::MAX).unwrap().records;
+    let recs = store
+        .read("t", 0, QueueOffset::new(250), 1000, usize::MAX)
+        .unwrap()
+        .records;
     assert_eq!(recs.len(), 10);
-    assert_eq!(recs[9].queue_offset().0, 259);
+    assert_eq!(recs[9].queue_offset().get(), 259);
 }
 
 #[test]
@@ -327,7 +361,7 @@ fn reads_walk_entries_from_any_offset_and_stop_where_asked() {
     assert!(store.wait_dispatched(Duration::from_secs(5)));
     let total = expected.len() as u64;
     let sizes: Vec<usize> = store
-        .read("t", 0, 0, 1000, usize::MAX)
+        .read("t", 0, QueueOffset::new(0), 1000, usize::MAX)
         .unwrap()
         .records
         .iter()
@@ -337,7 +371,9 @@ fn reads_walk_entries_from_any_offset_and_stop_where_asked() {
     for from in 0..=total {
         for max_records in [1usize, 2, 3, 5, 8, 1000] {
             for max_bytes in [1usize, 40, 150, usize::MAX] {
-                let got = store.read("t", 0, from, max_records, max_bytes).unwrap();
+                let got = store
+                    .read("t", 0, QueueOffset::new(from), max_records, max_bytes)
+                    .unwrap();
                 // What the contract says: records from `from` on, as many as
                 // max_records allows and max_bytes holds, at least one.
                 let mut want = 0usize;
@@ -351,10 +387,10 @@ fn reads_walk_entries_from_any_offset_and_stop_where_asked() {
                 }
                 let case = format!("from {from}, max_records {max_records}, max_bytes {max_bytes}");
                 assert_eq!(got.records.len(), want, "{case}");
-                assert_eq!(got.next_offset, from + want as u64, "{case}");
+                assert_eq!(got.next_offset.get(), from + want as u64, "{case}");
                 for (i, r) in got.records.iter().enumerate() {
                     let offset = from as usize + i;
-                    assert_eq!(r.queue_offset().0, offset as u64, "{case}");
+                    assert_eq!(r.queue_offset().get(), offset as u64, "{case}");
                     assert_eq!(
                         r.value().as_deref(),
                         Some(expected[offset].as_bytes()),
@@ -376,27 +412,33 @@ fn a_read_inside_an_entry_checks_each_record_it_walks_to() {
         .collect();
     let out = store.append(&batch).unwrap();
     assert!(store.wait_dispatched(Duration::from_secs(5)));
-    let intact = store.read("t", 0, 0, 100, usize::MAX).unwrap();
-    assert_eq!(intact.next_offset, 4);
+    let intact = store
+        .read("t", 0, QueueOffset::new(0), 100, usize::MAX)
+        .unwrap();
+    assert_eq!(intact.next_offset.get(), 4);
     // The third record's offset delta (after its one-byte distance and its
     // flags) says 0: decoded alone it is well-formed, but it claims the
     // first record's offset. A read that walks to it from the first record
     // must refuse it, not serve it as offset 2.
-    let third = out[2].physical_offset.0;
+    let third = out[2].physical_offset.get();
     let file = &segment_files(dir.path())[0];
     assert_eq!(peek(file, third + 2, 1), vec![2]);
     poke(file, third + 2, &[0]);
     for from in [0, 1] {
-        let err = store.read("t", 0, from, 100, usize::MAX).unwrap_err();
+        let err = store
+            .read("t", 0, QueueOffset::new(from), 100, usize::MAX)
+            .unwrap_err();
         assert!(
             matches!(err, StoreError::Corruption { .. }),
             "from {from}: {err}"
         );
     }
     // Up to the bad record, reads still answer.
-    let first_two = store.read("t", 0, 0, 2, usize::MAX).unwrap();
+    let first_two = store
+        .read("t", 0, QueueOffset::new(0), 2, usize::MAX)
+        .unwrap();
     assert_eq!(first_two.records.len(), 2);
-    assert_eq!(first_two.next_offset, 2);
+    assert_eq!(first_two.next_offset.get(), 2);
     store.shutdown().unwrap();
 }
 
@@ -508,7 +550,7 @@ fn sync_flush_group_commit_from_many_threads() {
                         .append(&[record("t", t, None, Some(&format!("{t}-{i}")))])
                         .unwrap();
                     // Acknowledged means flushed.
-                    assert!(store.commit_log().flushed() > a[0].physical_offset.0);
+                    assert!(store.commit_log().flushed() > a[0].physical_offset.get());
                 }
             })
         })
@@ -556,7 +598,14 @@ fn failed_fsync_poisons_the_log() {
     assert!(matches!(err, StoreError::Poisoned { .. }), "{err}");
     // Reads still work.
     assert!(store.wait_dispatched(Duration::from_secs(5)));
-    assert_eq!(store.read("t", 0, 0, 10, 1 << 20).unwrap().records.len(), 2);
+    assert_eq!(
+        store
+            .read("t", 0, QueueOffset::new(0), 10, 1 << 20)
+            .unwrap()
+            .records
+            .len(),
+        2
+    );
     store.close_uncleanly();
     let store = Store::open(cfg).unwrap();
     store
@@ -597,7 +646,93 @@ fn failed_write_poisons_the_log_and_publishes_nothing() {
     let a = store
         .append(&[record("t", 0, None, Some("after"))])
         .unwrap();
-    assert_eq!(a[0].queue_offset.0, 1);
+    assert_eq!(a[0].queue_offset.get(), 1);
+}
+
+/// A failed write must leave every partition's next queue offset as it
+/// was: the broker reads them for topic changes, and a topic deletion keeps
+/// them durably, so an offset counted for a record that was never written
+/// would outlive the restart as a gap in the partition.
+#[test]
+fn failed_write_leaves_the_next_offsets_as_they_were() {
+    let dir = tempfile::tempdir().unwrap();
+    let faults = Arc::new(Faults::default());
+    let mut cfg = small_config(dir.path());
+    cfg.faults = Some(Arc::clone(&faults));
+    let store = Store::open(cfg.clone()).unwrap();
+    let kept = store
+        .append(&[
+            record("t", 0, None, Some("kept")),
+            record("gone", 0, None, Some("kept")),
+        ])
+        .unwrap();
+    assert_eq!(
+        kept.iter()
+            .map(|a| a.queue_offset.get())
+            .collect::<Vec<_>>(),
+        vec![0, 0]
+    );
+    faults.fail_after(FaultPoint::CommitLogWrite, 0);
+    let err = store
+        .append(&[
+            record("t", 0, None, Some("lost")),
+            record("t", 0, None, Some("lost")),
+            record("t", 1, None, Some("lost")),
+            record("gone", 0, None, Some("lost")),
+        ])
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Io { .. }), "{err}");
+    faults.heal(FaultPoint::CommitLogWrite);
+    let next = |topic: &str, partition: u32| {
+        let tp = tidelog_storage::TopicPartition::new(topic, partition).unwrap();
+        store.commit_log().next_queue_offset(&tp)
+    };
+    assert_eq!(
+        (next("t", 0), next("t", 1), next("gone", 0)),
+        (1, 0, 1),
+        "the failed append moved the next offsets"
+    );
+    // Deleting a topic now keeps its next offsets through the restart.
+    assert!(store.wait_dispatched(Duration::from_secs(5)));
+    store.delete_topic("gone").unwrap();
+    store.close_uncleanly();
+
+    let store = Store::open(cfg).unwrap();
+    assert_eq!(store.offsets("gone", 0), (1, 1), "a gap after the deletion");
+    let tp = tidelog_storage::TopicPartition::new("gone", 0).unwrap();
+    assert_eq!(store.commit_log().open_partition(&tp), 1);
+    let after = store
+        .append(&[
+            record("t", 0, None, Some("after")),
+            record("t", 1, None, Some("after")),
+            record("gone", 0, None, Some("after")),
+        ])
+        .unwrap();
+    assert_eq!(
+        after
+            .iter()
+            .map(|a| a.queue_offset.get())
+            .collect::<Vec<_>>(),
+        vec![1, 0, 1],
+        "offsets continue with no gap"
+    );
+    assert!(store.wait_dispatched(Duration::from_secs(5)));
+    let values = |topic: &str, partition: u32| {
+        let got = store
+            .read(topic, partition, QueueOffset::new(0), 100, 1 << 20)
+            .unwrap();
+        got.records
+            .iter()
+            .map(|r| (r.queue_offset().get(), r.value().unwrap()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        values("t", 0),
+        vec![(0, "kept".into()), (1, "after".into())],
+        "every acknowledged record, nothing of the failed append"
+    );
+    assert_eq!(values("t", 1), vec![(0, "after".into())]);
+    assert_eq!(values("gone", 0), vec![(1, "after".into())]);
 }
 
 #[test]
@@ -621,7 +756,7 @@ fn failed_segment_creation_is_an_error_not_a_poison() {
     faults.heal(FaultPoint::SegmentCreate);
     let a = store.append(&[record("t", 0, None, Some(&big))]).unwrap();
     // The failed append consumed no queue offset.
-    assert_eq!(a[0].queue_offset.0, 2);
+    assert_eq!(a[0].queue_offset.get(), 2);
 }
 
 #[test]
@@ -668,7 +803,11 @@ fn a_failing_sink_does_not_hide_what_was_dispatched_before_it() {
     assert!(store.wait_dispatched(Duration::from_secs(10)));
     assert_eq!(store.offsets("t", 0), (0, 5));
     assert_eq!(
-        store.read("t", 0, 0, 10, usize::MAX).unwrap().records.len(),
+        store
+            .read("t", 0, QueueOffset::new(0), 10, usize::MAX)
+            .unwrap()
+            .records
+            .len(),
         5
     );
 }
@@ -686,7 +825,7 @@ fn preallocation_prepares_the_next_segment() {
     assert!(store.wait_dispatched(Duration::from_secs(5)));
     assert_eq!(
         store
-            .read("t", 0, 0, 100, usize::MAX)
+            .read("t", 0, QueueOffset::new(0), 100, usize::MAX)
             .unwrap()
             .records
             .len(),
@@ -845,9 +984,9 @@ fn a_sequential_reader_sees_records_committed_after_it_started() {
                     let mut at = pos;
                     for r in entry.records() {
                         let r = r.unwrap();
-                        assert_eq!(r.queue_offset().0, seen);
-                        assert!(r.physical_offset().0 > at, "records lie in order");
-                        at = r.physical_offset().0;
+                        assert_eq!(r.queue_offset().get(), seen);
+                        assert!(r.physical_offset().get() > at, "records lie in order");
+                        at = r.physical_offset().get();
                         let value = r.value().unwrap();
                         assert!(value.starts_with(format!("{round}.").as_bytes()), "{round}");
                         seen += 1;

@@ -218,14 +218,14 @@ async fn read_rendered(
     let read = ready.store.read(
         &topic.name,
         partition,
-        from,
+        tidelog_storage::QueueOffset::new(from),
         usize::try_from(max_records).unwrap_or(usize::MAX),
         usize::try_from(max_bytes).unwrap_or(usize::MAX),
     )?;
     if read.records.is_empty() {
         return Ok(Rendered {
             body: None,
-            next_offset: read.next_offset,
+            next_offset: read.next_offset.get(),
             records: 0,
             bytes: 0,
         });
@@ -242,7 +242,7 @@ async fn read_rendered(
     body.push(b']');
     Ok(Rendered {
         body: Some(body),
-        next_offset: read.next_offset,
+        next_offset: read.next_offset.get(),
         records: read.records.len() as u64,
         bytes,
     })
@@ -278,7 +278,7 @@ async fn read_compacted_rendered(
                 bytes: 0,
             });
         };
-        let next_offset = last.offset + 1;
+        let next_offset = last.offset.get() + 1;
         let bytes = records.iter().map(compacted_payload_bytes).sum();
         let mut body = Vec::with_capacity(answer_capacity(format, records.len(), bytes));
         body.push(b'[');
@@ -379,12 +379,12 @@ impl<'a> Parts<'a> {
         Parts {
             topic,
             partition: r.partition(),
-            offset: r.queue_offset().0,
+            offset: r.queue_offset().get(),
             timestamp_ms: r.timestamp_ms(),
             key: r.key_slice(),
             value: r.value_slice(),
             headers: r.headers().into_iter().map(|h| (h.name, h.value)).collect(),
-            physical_offset: r.physical_offset().0,
+            physical_offset: r.physical_offset().get(),
         }
     }
 
@@ -392,12 +392,12 @@ impl<'a> Parts<'a> {
         Parts {
             topic,
             partition,
-            offset: r.offset,
+            offset: r.offset.get(),
             timestamp_ms: r.timestamp_ms,
             key: r.key_slice(),
             value: r.value_slice(),
             headers: r.headers().into_iter().map(|h| (h.name, h.value)).collect(),
-            physical_offset: r.physical_offset,
+            physical_offset: r.physical_offset.get(),
         }
     }
 

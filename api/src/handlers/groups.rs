@@ -130,7 +130,7 @@ pub async fn commit(
     for ((topic, partition, value), a) in applied.into_iter().zip(appended) {
         ready
             .groups
-            .apply(&group, &topic, partition, Some(value), a.queue_offset.0);
+            .apply(&group, &topic, partition, Some(value), a.queue_offset.get());
     }
     state
         .shared()

@@ -128,7 +128,7 @@ async fn produce_inner(
         partitions
             .into_iter()
             .zip(appended)
-            .map(|(p, a)| (p, a.queue_offset.0)),
+            .map(|(p, a)| (p, a.queue_offset.get())),
     );
     Ok((v2_bytes(StatusCode::OK, answer), count, payload_bytes))
 }

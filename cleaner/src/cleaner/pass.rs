@@ -132,15 +132,15 @@ impl Shared {
         }) {
             let mut reader = seg.reader(seg.position_for(info.first_dirty));
             while let Some(rec) = self.read_counted(seg, &mut reader, &mut stats)? {
-                if rec.offset < info.first_dirty {
+                if rec.offset.get() < info.first_dirty {
                     continue;
                 }
-                if rec.offset >= info.first_uncleanable {
+                if rec.offset.get() >= info.first_uncleanable {
                     break 'build;
                 }
                 let Some(key) = rec.key() else { continue };
-                match map.put(&key, rec.offset) {
-                    PutOutcome::Stored => stats.end_offset = rec.offset + 1,
+                match map.put(&key, rec.offset.get()) {
+                    PutOutcome::Stored => stats.end_offset = rec.offset.get() + 1,
                     PutOutcome::Full => {
                         stats.partial = true;
                         break 'build;
@@ -276,13 +276,16 @@ fn keep(
     now: i64,
 ) -> bool {
     let Some(key) = rec.key() else { return true };
-    if map.get(&key).is_some_and(|latest| latest > rec.offset) {
+    if map
+        .get(&key)
+        .is_some_and(|latest| latest > rec.offset.get())
+    {
         return false; // a newer record of this key exists
     }
     if rec.is_tombstone()
         && rec.delete_horizon_ms != 0
         && rec.delete_horizon_ms <= now
-        && rec.offset < mapped_end
+        && rec.offset.get() < mapped_end
     {
         return false; // tombstone kept long enough
     }

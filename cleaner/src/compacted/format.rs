@@ -29,6 +29,7 @@
 
 use bytes::Bytes;
 use tidelog_storage::commit_log::format::{validate_headers, Header};
+use tidelog_storage::{PhysicalOffset, QueueOffset};
 
 pub const MAGIC: u16 = 0xC0A7;
 pub const VERSION: u8 = 1;
@@ -58,11 +59,11 @@ const _: () = assert!(OFF_HEADERS_LEN + 4 == HEADER_LEN);
 #[derive(Clone, PartialEq, Eq)]
 pub struct CompactedRecord {
     bytes: Bytes,
-    pub offset: u64,
+    pub offset: QueueOffset,
     pub timestamp_ms: i64,
     pub store_timestamp_ms: i64,
     pub delete_horizon_ms: i64,
-    pub physical_offset: u64,
+    pub physical_offset: PhysicalOffset,
     flags: u8,
     key: std::ops::Range<usize>,
     value: std::ops::Range<usize>,
@@ -147,11 +148,11 @@ impl CompactedRecord {
 
 /// The parts of a record to encode.
 pub struct Fields<'a> {
-    pub offset: u64,
+    pub offset: QueueOffset,
     pub timestamp_ms: i64,
     pub store_timestamp_ms: i64,
     pub delete_horizon_ms: i64,
-    pub physical_offset: u64,
+    pub physical_offset: PhysicalOffset,
     pub key: Option<&'a [u8]>,
     pub value: Option<&'a [u8]>,
     /// An encoded header block (CommitLog encoding) and its entry count.
@@ -183,11 +184,11 @@ pub fn encode(f: &Fields<'_>) -> Vec<u8> {
     b[OFF_MAGIC..OFF_MAGIC + 2].copy_from_slice(&MAGIC.to_le_bytes());
     b[OFF_VERSION] = VERSION;
     b[OFF_FLAGS] = flags;
-    b[OFF_OFFSET..OFF_OFFSET + 8].copy_from_slice(&f.offset.to_le_bytes());
+    b[OFF_OFFSET..OFF_OFFSET + 8].copy_from_slice(&f.offset.get().to_le_bytes());
     b[OFF_TS..OFF_TS + 8].copy_from_slice(&f.timestamp_ms.to_le_bytes());
     b[OFF_STORE_TS..OFF_STORE_TS + 8].copy_from_slice(&f.store_timestamp_ms.to_le_bytes());
     b[OFF_HORIZON..OFF_HORIZON + 8].copy_from_slice(&f.delete_horizon_ms.to_le_bytes());
-    b[OFF_PHYSICAL..OFF_PHYSICAL + 8].copy_from_slice(&f.physical_offset.to_le_bytes());
+    b[OFF_PHYSICAL..OFF_PHYSICAL + 8].copy_from_slice(&f.physical_offset.get().to_le_bytes());
     b[OFF_KEY_LEN..OFF_KEY_LEN + 4].copy_from_slice(&(key.len() as u32).to_le_bytes());
     b[OFF_VALUE_LEN..OFF_VALUE_LEN + 4].copy_from_slice(&(value.len() as u32).to_le_bytes());
     b[OFF_HEADER_COUNT..OFF_HEADER_COUNT + 2]
@@ -303,11 +304,11 @@ pub fn decode(buf: &Bytes) -> Result<Decoded, String> {
     let headers = value.end..total;
     validate_headers(&b[headers.clone()], header_count).map_err(|e| e.to_string())?;
     Ok(Decoded::Record(CompactedRecord {
-        offset: u64_at(&b, OFF_OFFSET),
+        offset: QueueOffset::new(u64_at(&b, OFF_OFFSET)),
         timestamp_ms: u64_at(&b, OFF_TS) as i64,
         store_timestamp_ms: u64_at(&b, OFF_STORE_TS) as i64,
         delete_horizon_ms: u64_at(&b, OFF_HORIZON) as i64,
-        physical_offset: u64_at(&b, OFF_PHYSICAL),
+        physical_offset: PhysicalOffset::new(u64_at(&b, OFF_PHYSICAL)),
         flags,
         key,
         value,
@@ -328,11 +329,11 @@ mod tests {
         count: usize,
     ) -> Fields<'a> {
         Fields {
-            offset: 42,
+            offset: QueueOffset::new(42),
             timestamp_ms: 7,
             store_timestamp_ms: 8,
             delete_horizon_ms: 0,
-            physical_offset: 1000,
+            physical_offset: PhysicalOffset::new(1000),
             key,
             value,
             headers_block: headers,
@@ -348,7 +349,7 @@ mod tests {
         let Decoded::Record(r) = decode(&enc).unwrap() else {
             panic!()
         };
-        assert_eq!(r.offset, 42);
+        assert_eq!(r.offset.get(), 42);
         assert_eq!(r.key().as_deref(), Some(b"k".as_slice()));
         assert_eq!(r.value().as_deref(), Some(b"v".as_slice()));
         assert_eq!(r.headers().len(), 1);

@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use event_listener::{Event, EventListener};
 use tidelog_storage::durability;
 use tidelog_storage::fs_util::{self, offset_file_name, parse_offset_file_name};
-use tidelog_storage::TopicPartition;
+use tidelog_storage::{PhysicalOffset, TopicPartition};
 
 use super::format::CompactedRecord;
 use super::segment::{Segment, CLEANED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX};
@@ -259,7 +259,7 @@ impl CompactedLog {
     /// ([`CompactedLog::end_batch`], or when the batch is full).
     pub fn append(&self, record: &CompactedRecord, roll: RollPolicy, now_ms: i64) -> Result<bool> {
         let mut st = lock(&self.append_lock);
-        if record.offset < st.next {
+        if record.offset.get() < st.next {
             return Ok(false);
         }
         let fits = match self.segments().last() {
@@ -273,11 +273,11 @@ impl CompactedLog {
         };
         if !fits {
             self.write_pending(&mut st)?;
-            self.roll_locked(record.offset, now_ms)?;
+            self.roll_locked(record.offset.get(), now_ms)?;
         }
         st.pending_bytes += record.len() as u64;
         st.pending.push(record.clone());
-        st.next = record.offset + 1;
+        st.next = record.offset.get() + 1;
         if st.pending_bytes >= PENDING_MAX_BYTES || st.pending.len() >= PENDING_MAX_RECORDS {
             self.write_pending(&mut st)?;
         }
@@ -291,7 +291,7 @@ impl CompactedLog {
     }
 
     fn write_pending(&self, st: &mut AppendState) -> Result<()> {
-        let Some(last) = st.pending.last().map(|r| r.offset) else {
+        let Some(last) = st.pending.last().map(|r| r.offset.get()) else {
             return Ok(());
         };
         let Some(active) = self.segments().last().cloned() else {
@@ -396,7 +396,7 @@ impl CompactedLog {
                         })
                     }
                 };
-                if rec.offset < from {
+                if rec.offset.get() < from {
                     continue;
                 }
                 if out.len() >= max_records || (!out.is_empty() && bytes + rec.len() > max_bytes) {
@@ -425,7 +425,7 @@ impl CompactedLog {
     /// becomes the active segment again. Newer segments are deleted before
     /// that one is cut, and a crash in between leaves a state the next
     /// recovery finishes.
-    pub fn truncate_from_physical(&self, physical_end: u64) -> Result<usize> {
+    pub fn truncate_from_physical(&self, physical_end: PhysicalOffset) -> Result<usize> {
         let mut st = lock(&self.append_lock);
         self.write_pending(&mut st)?;
         let segments = self.segments();
@@ -584,7 +584,7 @@ struct Cut {
 }
 
 impl Cut {
-    fn scan(seg: &Segment, physical_end: u64) -> Cut {
+    fn scan(seg: &Segment, physical_end: PhysicalOffset) -> Cut {
         let mut cut = Cut {
             keep_len: 0,
             last_kept: None,
@@ -596,7 +596,7 @@ impl Cut {
                 cut.dropped += 1;
             } else if cut.dropped == 0 {
                 cut.keep_len = reader.position();
-                cut.last_kept = Some(r.offset);
+                cut.last_kept = Some(r.offset.get());
             }
         }
         cut

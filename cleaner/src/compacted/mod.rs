@@ -17,7 +17,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
-use tidelog_storage::{CorruptionKind, DispatchSink, StoreError, StoredRecord, TopicPartition};
+use tidelog_storage::{
+    CorruptionKind, DispatchSink, PhysicalOffset, StoreError, StoredRecord, TopicPartition,
+};
 
 pub use self::format::CompactedRecord;
 pub use self::log::{CompactedLog, RollPolicy};
@@ -306,11 +308,11 @@ impl CompactedLogs {
         let key = r.key();
         let value = r.value();
         let rec = format::encode_record(&format::Fields {
-            offset: r.queue_offset().0,
+            offset: r.queue_offset(),
             timestamp_ms: r.timestamp_ms(),
             store_timestamp_ms: r.store_timestamp_ms(),
             delete_horizon_ms: 0,
-            physical_offset: r.physical_offset().0,
+            physical_offset: r.physical_offset(),
             key: key.as_deref(),
             value: value.as_deref(),
             headers_block: &headers,
@@ -421,7 +423,7 @@ impl DispatchSink for CompactedSink {
     /// records the scan hands over again, and are re-made from the
     /// CommitLog as far as it still holds them. Whether it did is known
     /// only after the scan ([`DispatchSink::truncate_lost`]).
-    fn truncate(&self, physical_end: u64) -> tidelog_storage::Result<u64> {
+    fn truncate(&self, physical_end: PhysicalOffset) -> tidelog_storage::Result<PhysicalOffset> {
         let mut cut = self.cut_from.lock().unwrap_or_else(|e| e.into_inner());
         for l in self.logs.all_logs() {
             let end = l.next_offset();
@@ -439,7 +441,10 @@ impl DispatchSink for CompactedSink {
     /// copy past it, or a log the scan did not bring back to where it ended
     /// before the cut, is of records the CommitLog lost: warned. A log the
     /// scan brought back lost nothing: said at info.
-    fn truncate_lost(&self, physical_end: u64) -> tidelog_storage::Result<u64> {
+    fn truncate_lost(
+        &self,
+        physical_end: PhysicalOffset,
+    ) -> tidelog_storage::Result<PhysicalOffset> {
         for l in self.logs.all_logs() {
             let dropped = l
                 .truncate_from_physical(physical_end)

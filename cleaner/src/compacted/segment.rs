@@ -134,11 +134,13 @@ impl Segment {
         loop {
             match reader.next_record() {
                 Ok(Some(r)) => {
-                    if stats.last_offset.is_some_and(|l| r.offset <= l) || r.offset < base_offset {
+                    if stats.last_offset.is_some_and(|l| r.offset.get() <= l)
+                        || r.offset.get() < base_offset
+                    {
                         return Err(seg.corrupt(pos, format!("offset {} out of order", r.offset)));
                     }
                     if last_indexed.is_none_or(|p| pos >= p + INDEX_INTERVAL_BYTES) {
-                        index.push((r.offset, pos));
+                        index.push((r.offset.get(), pos));
                         last_indexed = Some(pos);
                     }
                     note(&mut stats, &r);
@@ -222,7 +224,7 @@ impl Segment {
                 .last()
                 .is_none_or(|&(_, p)| pos >= p + INDEX_INTERVAL_BYTES)
             {
-                index.push((record.offset, pos));
+                index.push((record.offset.get(), pos));
             }
         }
         {
@@ -264,7 +266,7 @@ impl Segment {
                     .last()
                     .is_none_or(|&(_, p)| pos >= p + INDEX_INTERVAL_BYTES)
                 {
-                    index.push((r.offset, pos));
+                    index.push((r.offset.get(), pos));
                 }
                 if stats.first_store_ts_ms.is_none() {
                     self.created_ms
@@ -308,8 +310,8 @@ impl Segment {
 
 fn note(stats: &mut SegmentStats, r: &CompactedRecord) {
     stats.records += 1;
-    stats.first_offset.get_or_insert(r.offset);
-    stats.last_offset = Some(r.offset);
+    stats.first_offset.get_or_insert(r.offset.get());
+    stats.last_offset = Some(r.offset.get());
     stats.first_store_ts_ms.get_or_insert(r.store_timestamp_ms);
     stats.max_store_ts_ms = stats.max_store_ts_ms.max(r.store_timestamp_ms);
     if r.is_tombstone() {
@@ -393,14 +395,15 @@ impl SegmentReader<'_> {
 mod tests {
     use super::*;
     use crate::compacted::format::{encode, Fields};
+    use tidelog_storage::{PhysicalOffset, QueueOffset};
 
     pub(crate) fn rec(offset: u64, key: &str, value: Option<&str>) -> CompactedRecord {
         let b = Bytes::from(encode(&Fields {
-            offset,
+            offset: QueueOffset::new(offset),
             timestamp_ms: 1,
             store_timestamp_ms: 1000 + offset as i64,
             delete_horizon_ms: 0,
-            physical_offset: offset * 100,
+            physical_offset: PhysicalOffset::new(offset * 100),
             key: Some(key.as_bytes()),
             value: value.map(str::as_bytes),
             headers_block: &[],
@@ -429,10 +432,10 @@ mod tests {
         );
         let mut r = seg.reader(seg.position_for(25));
         let mut first = r.next_record().unwrap().unwrap();
-        while first.offset < 25 {
+        while first.offset.get() < 25 {
             first = r.next_record().unwrap().unwrap();
         }
-        assert_eq!(first.offset, 25);
+        assert_eq!(first.offset.get(), 25);
         drop(seg);
         let seg = Segment::open(path, 10, false).unwrap();
         assert_eq!(seg.stats().records, 21);

@@ -64,7 +64,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             writeln!(
                 lock,
                 "ack {} {} {} {}",
-                r.topic, r.partition, a.queue_offset.0, seq
+                r.topic,
+                r.partition,
+                a.queue_offset.get(),
+                seq
             )?;
             seq += 1;
         }

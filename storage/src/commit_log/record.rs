@@ -73,11 +73,11 @@ impl StoredRecord {
     }
 
     pub fn queue_offset(&self) -> QueueOffset {
-        QueueOffset(self.view.queue_offset)
+        QueueOffset::new(self.view.queue_offset)
     }
 
     pub fn physical_offset(&self) -> PhysicalOffset {
-        PhysicalOffset(self.view.physical_offset)
+        PhysicalOffset::new(self.view.physical_offset)
     }
 
     /// Bytes the record occupies in the log (its share of the entry
@@ -183,14 +183,14 @@ impl Entry {
     pub fn record_after(&self, prev: &StoredRecord) -> Result<Option<StoredRecord>, Invalid> {
         let index = prev
             .queue_offset()
-            .0
+            .get()
             .checked_sub(self.view.base_queue_offset);
         let has_next =
             index.is_some_and(|i| i.saturating_add(1) < u64::from(self.view.record_count));
-        if !self.holds(prev.physical_offset().0) || !has_next {
+        if !self.holds(prev.physical_offset().get()) || !has_next {
             return Ok(None);
         }
-        let at = prev.physical_offset().0 - self.view.physical_offset + u64::from(prev.size());
+        let at = prev.physical_offset().get() - self.view.physical_offset + u64::from(prev.size());
         self.record_at(at as usize).map(Some)
     }
 

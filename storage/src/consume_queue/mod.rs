@@ -36,7 +36,7 @@ use self::format::UNIT_LEN;
 use crate::commit_log::StoredRecord;
 use crate::error::{CorruptionKind, IoContext, Result, StoreError};
 use crate::fs_util;
-use crate::types::{validate_topic_name, TopicPartition};
+use crate::types::{validate_topic_name, QueueOffset, TopicPartition};
 
 /// A queue file being created ([`QueueFile::create`]).
 const TMP_SUFFIX: &str = ".creating";
@@ -454,7 +454,7 @@ impl ConsumeQueue {
     /// Record that queue offset `offset` is `unit` and wake readers.
     /// Idempotent: replaying a unit that is already there does nothing.
     /// Called by the dispatcher only.
-    pub fn put(&self, offset: u64, unit: Unit) -> Result<PutOutcome> {
+    pub fn put(&self, offset: QueueOffset, unit: Unit) -> Result<PutOutcome> {
         let out = self.put_cached(offset, unit, &mut QueueCursor::default())?;
         self.notify_readers();
         Ok(out)
@@ -468,10 +468,11 @@ impl ConsumeQueue {
     /// already waiting wakes at the end of the run.
     pub fn put_cached(
         &self,
-        offset: u64,
+        offset: QueueOffset,
         unit: Unit,
         cursor: &mut QueueCursor,
     ) -> Result<PutOutcome> {
+        let offset = offset.get();
         debug_assert!(unit.size > 0);
         let max = self.max_offset();
         let encoded = unit.encode();
@@ -764,9 +765,11 @@ impl Deleted {
     /// again)? Costs one branch while nothing was ever deleted.
     pub(crate) fn covers(&self, record: &StoredRecord) -> bool {
         !self.partitions.is_empty()
-            && self
-                .partitions
-                .covers(record.topic(), record.partition(), record.queue_offset().0)
+            && self.partitions.covers(
+                record.topic(),
+                record.partition(),
+                record.queue_offset().get(),
+            )
     }
 }
 
@@ -993,12 +996,15 @@ mod tests {
         let qs = open(dir.path(), 4).unwrap();
         let q = qs.get_or_create("t", 0).unwrap();
         for i in 0..6 {
-            q.put(i, unit(i * 100)).unwrap();
+            q.put(QueueOffset::new(i), unit(i * 100)).unwrap();
         }
         q.flush().unwrap();
         // A unit below the end lost (a hole), then replayed.
         q.file_for(1).unwrap().write(1, &[0u8; UNIT_LEN]);
-        assert_eq!(q.put(1, unit(100)).unwrap(), PutOutcome::Written);
+        assert_eq!(
+            q.put(QueueOffset::new(1), unit(100)).unwrap(),
+            PutOutcome::Written
+        );
         assert!(
             q.flushed_offset.load(Ordering::Acquire) <= 1,
             "the next flush must cover the repaired unit"
@@ -1013,7 +1019,10 @@ mod tests {
         let qs = open(dir.path(), 4).unwrap();
         let q = qs.get_or_create("t", 1).unwrap();
         for i in 0..10 {
-            assert_eq!(q.put(i, unit(i * 100)).unwrap(), PutOutcome::Written);
+            assert_eq!(
+                q.put(QueueOffset::new(i), unit(i * 100)).unwrap(),
+                PutOutcome::Written
+            );
         }
         assert_eq!((q.min_offset(), q.max_offset()), (0, 10));
         assert_eq!(q.get(9).unwrap(), Some(unit(900)));
@@ -1049,7 +1058,8 @@ mod tests {
         // Flush points inside pages, on page ends, and across a file end.
         for flush_at in [100u64, 204, 205, 1000, 4096, 8191, 8192, 9000, 12_000] {
             while next < flush_at {
-                q.put_cached(next, unit(next * 100), &mut cursor).unwrap();
+                q.put_cached(QueueOffset::new(next), unit(next * 100), &mut cursor)
+                    .unwrap();
                 next += 1;
             }
             qs.flush().unwrap();
@@ -1080,10 +1090,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let qs = open(dir.path(), 8).unwrap();
         let q = qs.get_or_create("t", 0).unwrap();
-        q.put(0, unit(0)).unwrap();
-        q.put(1, unit(100)).unwrap();
-        assert_eq!(q.put(0, unit(0)).unwrap(), PutOutcome::AlreadyPresent);
-        assert_eq!(q.put(1, unit(100)).unwrap(), PutOutcome::AlreadyPresent);
+        q.put(QueueOffset::new(0), unit(0)).unwrap();
+        q.put(QueueOffset::new(1), unit(100)).unwrap();
+        assert_eq!(
+            q.put(QueueOffset::new(0), unit(0)).unwrap(),
+            PutOutcome::AlreadyPresent
+        );
+        assert_eq!(
+            q.put(QueueOffset::new(1), unit(100)).unwrap(),
+            PutOutcome::AlreadyPresent
+        );
         assert_eq!(q.max_offset(), 2);
     }
 
@@ -1093,7 +1109,7 @@ mod tests {
         let qs = open(dir.path(), 4).unwrap();
         let q = qs.get_or_create("t", 0).unwrap();
         for i in 0..10 {
-            q.put(i, unit(i * 100)).unwrap();
+            q.put(QueueOffset::new(i), unit(i * 100)).unwrap();
         }
         assert_eq!(q.truncate_from_physical(450).unwrap().dropped, 5);
         assert_eq!(q.max_offset(), 5);
@@ -1104,7 +1120,7 @@ mod tests {
         let qs = open(dir.path(), 4).unwrap();
         let q = qs.get("t", 0).unwrap();
         assert_eq!((q.min_offset(), q.max_offset()), (0, 5));
-        q.put(5, unit(777)).unwrap();
+        q.put(QueueOffset::new(5), unit(777)).unwrap();
         assert_eq!(q.get(5).unwrap(), Some(unit(777)));
     }
 
@@ -1113,8 +1129,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let qs = open(dir.path(), 4).unwrap();
         let q = qs.get_or_create("t", 0).unwrap();
-        q.put(6, unit(600)).unwrap();
-        q.put(7, unit(700)).unwrap();
+        q.put(QueueOffset::new(6), unit(600)).unwrap();
+        q.put(QueueOffset::new(7), unit(700)).unwrap();
         assert_eq!((q.min_offset(), q.max_offset()), (6, 8));
         drop(q);
         drop(qs);
@@ -1130,7 +1146,7 @@ mod tests {
         let qs = open(dir.path(), 4).unwrap();
         let q = qs.get_or_create("t", 0).unwrap();
         for i in 0..10 {
-            q.put(i, unit(i * 100)).unwrap();
+            q.put(QueueOffset::new(i), unit(i * 100)).unwrap();
         }
         // The log now starts at 550: units 0..=5 point below it.
         assert_eq!(q.advance_min(550).unwrap(), 1);
@@ -1146,7 +1162,7 @@ mod tests {
         let q = qs.get("t", 0).unwrap();
         q.advance_min(10_000).unwrap();
         assert_eq!((q.min_offset(), q.max_offset()), (10, 10));
-        q.put(10, unit(20_000)).unwrap();
+        q.put(QueueOffset::new(10), unit(20_000)).unwrap();
         assert_eq!(q.get(10).unwrap(), Some(unit(20_000)));
     }
 
@@ -1156,7 +1172,7 @@ mod tests {
         let qs = open(dir.path(), 4).unwrap();
         let q = qs.get_or_create("t", 0).unwrap();
         for i in 0..5 {
-            q.put(i, unit(i)).unwrap();
+            q.put(QueueOffset::new(i), unit(i)).unwrap();
         }
         drop(q);
         drop(qs);
@@ -1204,8 +1220,8 @@ mod tests {
         let per_file = 300_000;
         let qs = open(dir.path(), per_file).unwrap();
         let q = qs.get_or_create("t", 0).unwrap();
-        q.put(0, unit(100)).unwrap();
-        q.put(1, unit(200)).unwrap();
+        q.put(QueueOffset::new(0), unit(100)).unwrap();
+        q.put(QueueOffset::new(1), unit(200)).unwrap();
         qs.flush().unwrap();
         // Forget the file's cached pages (the first write fault read the
         // file ahead), so what opening reads shows.
@@ -1244,7 +1260,7 @@ mod tests {
         let q = qs.get_or_create("t", 0).unwrap();
         // Units in the first file and far into the second one.
         for i in (0..10).chain(per_file + 3000..per_file + 3010) {
-            q.put(i, unit(i * 10 + 1)).unwrap();
+            q.put(QueueOffset::new(i), unit(i * 10 + 1)).unwrap();
         }
         qs.flush().unwrap();
         drop(q);
@@ -1264,7 +1280,7 @@ mod tests {
         let qs = open(dir.path(), 64).unwrap();
         let q = qs.get_or_create("t", 0).unwrap();
         for i in 0..10 {
-            q.put(i, unit(i * 100)).unwrap();
+            q.put(QueueOffset::new(i), unit(i * 100)).unwrap();
         }
         qs.flush().unwrap();
         drop(q);
@@ -1315,10 +1331,14 @@ mod tests {
         for p in 0..2 {
             let q = qs.get_or_create("t", p).unwrap();
             for i in 0..6 {
-                q.put(i, unit(i * 100 + u64::from(p))).unwrap();
+                q.put(QueueOffset::new(i), unit(i * 100 + u64::from(p)))
+                    .unwrap();
             }
         }
-        qs.get_or_create("u", 0).unwrap().put(0, unit(1)).unwrap();
+        qs.get_or_create("u", 0)
+            .unwrap()
+            .put(QueueOffset::new(0), unit(1))
+            .unwrap();
         let held = qs.get("t", 0).unwrap();
         // Partition 2 has records the writer numbered but nobody indexed.
         assert_eq!(qs.delete_topic("t", &[(0, 3), (2, 4)]).unwrap(), 2);
@@ -1331,7 +1351,7 @@ mod tests {
         // A new incarnation starts where the old one ended.
         let q = qs.get_or_create("t", 0).unwrap();
         assert_eq!((q.min_offset(), q.max_offset()), (6, 6));
-        q.put(6, unit(5000)).unwrap();
+        q.put(QueueOffset::new(6), unit(5000)).unwrap();
         drop(q);
         drop(held);
         drop(qs);
@@ -1350,7 +1370,7 @@ mod tests {
         let qs = open(dir.path(), 4).unwrap();
         let q = qs.get_or_create("t", 0).unwrap();
         for i in 0..6 {
-            q.put(i, unit(i * 100)).unwrap();
+            q.put(QueueOffset::new(i), unit(i * 100)).unwrap();
         }
         qs.flush().unwrap();
         drop(q);

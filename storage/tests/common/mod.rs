@@ -38,7 +38,7 @@ impl DispatchSink for StuckSink {
         "stuck"
     }
     fn dispatch(&self, r: &StoredRecord) -> tidelog_storage::Result<()> {
-        if r.queue_offset().0 >= self.from && self.stuck.load(Ordering::SeqCst) {
+        if r.queue_offset().get() >= self.from && self.stuck.load(Ordering::SeqCst) {
             return Err(StoreError::InvalidInput {
                 reason: "stuck on purpose".into(),
             });

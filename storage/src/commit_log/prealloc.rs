@@ -1,0 +1,267 @@
+//! The preallocator (`tidelog-prealloc`): creates the next CommitLog
+//! segment before the writer needs it and keeps the pages just ahead of
+//! the writer warm. Warming is an optimisation only; creation is what the
+//! writer would otherwise do itself on its roll.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+
+use super::segment::Segment;
+use super::{lock, CommitLog};
+
+impl CommitLog {
+    pub(super) fn request_next_segment(&self, base: u64) {
+        self.prealloc.request(base);
+    }
+
+    /// Run the preallocation loop on the calling thread until `stop` is
+    /// set: create the next segment when asked, and keep the pages just
+    /// ahead of the writer warm (see [`Preallocator`]).
+    pub(crate) fn run_preallocator(&self, stop: &AtomicBool) {
+        let create = |base: u64| {
+            if self.segment_containing(base).is_some() {
+                return None;
+            }
+            match Segment::create(&self.dir, base, self.segment_bytes, &self.faults) {
+                Ok(s) => Some(Arc::new(s)),
+                Err(e) => {
+                    tracing::warn!(error = %e, base, "could not preallocate the next segment; the writer will create it");
+                    None
+                }
+            }
+        };
+        let warm = |from: u64, ready: Option<&Arc<Segment>>| -> Option<u64> {
+            let seg = self
+                .segment_containing(from)
+                .or_else(|| ready.filter(|s| s.contains(from)).cloned())?;
+            let to = (from + WARM_CHUNK).min(seg.end());
+            seg.warm(from - seg.base(), to - seg.base());
+            Some(to)
+        };
+        self.prealloc.run(
+            stop,
+            || self.committed.load(Ordering::Acquire),
+            create,
+            warm,
+        );
+    }
+
+    pub(crate) fn stop_preallocator(&self) {
+        self.prealloc.stop();
+    }
+}
+
+/// How far ahead of the writer the preallocator keeps pages warm. Far
+/// enough that the writer does not catch up between two wake-ups of the
+/// thread, near enough that warm pages are written within moments (idle
+/// memory goes cold again on some VMs) and that a slow producer never
+/// makes the thread warm a whole segment it will not reach for minutes.
+const WARM_AHEAD: u64 = 64 << 20;
+/// One step of warming: the writer nudges the thread each time it has
+/// used up this much of the window.
+const WARM_CHUNK: u64 = 4 << 20;
+
+/// The writer's helper thread. It does two things off the append path:
+/// - creates the next segment (file, preallocation, name) before the
+///   writer reaches the end of the active one, so rolling never waits for
+///   file creation;
+/// - keeps the `WARM_AHEAD` bytes after the write position in the page
+///   cache, across a segment boundary if the next segment is ready, so the
+///   writer copies into existing pages instead of allocating them. Warming
+///   follows the writer in `WARM_CHUNK` steps, so its cost is proportional
+///   to what is written, and it runs on this thread, off the append path:
+///   the writer never waits for a warm-up.
+///
+/// Warming is an optimisation only: a nudge lost to a race between the
+/// writer's flag and the thread's read of the write position leaves the
+/// window one chunk short until the next append nudges again, and a page
+/// the writer reaches cold is merely slower to write.
+#[derive(Default)]
+pub(super) struct Preallocator {
+    state: Mutex<PreState>,
+    cv: Condvar,
+    /// Absolute position below which pages are warm (or written).
+    pub(super) warmed_to: AtomicU64,
+    /// The writer asked for more warming and the thread has not yet
+    /// picked that up; keeps the writer from locking `state` per append.
+    nudged: AtomicBool,
+}
+
+#[derive(Default)]
+struct PreState {
+    requested: Option<u64>,
+    ready: Option<Arc<Segment>>,
+    busy_with: Option<u64>,
+    stopped: bool,
+}
+
+impl PreState {
+    /// The segment the writer asked for, unless it is the one ready.
+    fn wanted(&self) -> Option<u64> {
+        self.requested
+            .filter(|b| self.ready.as_ref().map(|s| s.base()) != Some(*b))
+    }
+}
+
+impl Preallocator {
+    fn request(&self, base: u64) {
+        let mut st = lock(&self.state);
+        st.requested = Some(base);
+        self.cv.notify_all();
+    }
+
+    /// The writer is at `pos`: wake the thread if the warm window ahead of
+    /// it has shrunk by a chunk. Lock-free unless a wake-up is due.
+    pub(super) fn writer_at(&self, pos: u64) {
+        let warmed = self.warmed_to.load(Ordering::Acquire);
+        if warmed >= pos + WARM_AHEAD - WARM_CHUNK || self.nudged.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let _st = lock(&self.state);
+        self.cv.notify_all();
+    }
+
+    pub(super) fn take(&self, base: u64) -> Option<Arc<Segment>> {
+        let mut st = lock(&self.state);
+        // If the thread is making exactly this segment, wait for it rather
+        // than race it for the file name. Making one is quick: the pages
+        // are warmed later, as the writer approaches them.
+        while st.busy_with == Some(base) {
+            st = self.cv.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+        if st.requested == Some(base) {
+            // Not started yet: the writer makes it itself, so cancel.
+            st.requested = None;
+        }
+        match st.ready.take() {
+            Some(s) if s.base() == base => Some(s),
+            Some(stale) => {
+                // A segment for another position (the log was truncated);
+                // remove it so its name is free.
+                let _ = std::fs::remove_file(stale.path());
+                None
+            }
+            None => None,
+        }
+    }
+
+    fn stop(&self) {
+        let mut st = lock(&self.state);
+        st.stopped = true;
+        self.cv.notify_all();
+    }
+
+    /// The thread's loop. `writer` reads the write position; `create`
+    /// makes a segment; `warm` warms one step from an absolute position
+    /// (in a segment of the log, or in the ready next one) and says where
+    /// it stopped, or `None` if no segment holds that position yet.
+    fn run(
+        &self,
+        stop: &AtomicBool,
+        writer: impl Fn() -> u64,
+        create: impl Fn(u64) -> Option<Arc<Segment>>,
+        warm: impl Fn(u64, Option<&Arc<Segment>>) -> Option<u64>,
+    ) {
+        let mut st = lock(&self.state);
+        loop {
+            if st.stopped || stop.load(Ordering::Acquire) {
+                return;
+            }
+            self.nudged.store(false, Ordering::Release);
+            // The next segment first: the writer may be about to roll.
+            if let Some(base) = st.wanted() {
+                st.requested = None;
+                st.busy_with = Some(base);
+                drop(st);
+                let seg = create(base);
+                st = lock(&self.state);
+                st.busy_with = None;
+                if let Some(s) = seg {
+                    if let Some(old) = st.ready.replace(s) {
+                        let _ = std::fs::remove_file(old.path());
+                    }
+                }
+                self.cv.notify_all();
+                continue;
+            }
+            // Then one step of warming, if the window is not full. Pages
+            // the writer has passed need none: if it has caught up,
+            // warming goes on from where it writes (readahead skips the
+            // pages it has already made).
+            let at = writer();
+            let from = self.warmed_to.load(Ordering::Acquire).max(at);
+            if from < at + WARM_AHEAD {
+                let ready = st.ready.clone();
+                drop(st);
+                let reached = warm(from, ready.as_ref());
+                st = lock(&self.state);
+                if let Some(to) = reached {
+                    self.warmed_to.store(to, Ordering::Release);
+                    continue;
+                }
+                // Past the last segment and the next is not made yet: the
+                // request (or the writer's roll) wakes us. Unless it came,
+                // or a stop or a nudge did, while the lock was dropped:
+                // its notification found nobody waiting.
+                if st.stopped || st.wanted().is_some() || self.nudged.load(Ordering::Acquire) {
+                    continue;
+                }
+            }
+            st = self.cv.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// A stop (or a segment request) that arrives while the thread warms,
+    /// with the lock dropped, must not be lost: the thread would then
+    /// wait for a notification that already happened, and shutdown would
+    /// hang joining it.
+    #[test]
+    fn the_preallocator_sees_a_stop_or_request_made_while_it_warmed() {
+        for request_too in [false, true] {
+            let pre = Arc::new(Preallocator::default());
+            let stop = AtomicBool::new(false);
+            let (done_tx, done_rx) = std::sync::mpsc::channel();
+            let runner = Arc::clone(&pre);
+            let created = Arc::new(AtomicU64::new(0));
+            let made = Arc::clone(&created);
+            std::thread::spawn(move || {
+                let warmer = Arc::clone(&runner);
+                runner.run(
+                    &stop,
+                    || 0,
+                    |base| {
+                        made.store(base + 1, Ordering::Release);
+                        // Nothing to hand over: the test only needs the
+                        // thread to notice the request.
+                        warmer.stop();
+                        None
+                    },
+                    |_, _| {
+                        // No segment holds the position; meanwhile the
+                        // writer asks for one, or the store stops.
+                        if request_too {
+                            warmer.request(7);
+                        } else {
+                            warmer.stop();
+                        }
+                        None
+                    },
+                );
+                let _ = done_tx.send(());
+            });
+            assert!(
+                done_rx.recv_timeout(Duration::from_secs(10)).is_ok(),
+                "the preallocator missed a wake-up (request_too: {request_too})"
+            );
+            if request_too {
+                assert_eq!(created.load(Ordering::Acquire), 8, "request 7 not served");
+            }
+        }
+    }
+}

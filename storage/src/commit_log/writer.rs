@@ -1,0 +1,407 @@
+//! The CommitLog's writer: validating a batch, planning its entries and
+//! the segments they need, encoding them and writing each segment's run
+//! with one positioned write, then publishing the new committed position.
+//! Also the per-partition next queue offsets it assigns, and the topic
+//! close/open that topic deletion needs under the writer's lock.
+//!
+//! Invariant: a batch is planned whole (lengths, positions, segments)
+//! before a byte is written, so it lands whole or not at all; a failed
+//! write poisons the log and publishes nothing of the batch. The
+//! partitions' next queue offsets move only after every write of the batch
+//! succeeded, so a failed append leaves them as they were.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::format::{self, EntryBuilder, EntryFields, RecordFields, END_MARKER_LEN};
+use super::record::{AppendRecord, Appended};
+use super::segment::Segment;
+use super::{lock, CommitLog};
+use crate::error::{Result, StoreError};
+use crate::fault::{self, FaultPoint};
+use crate::types::{now_ms, PhysicalOffset, QueueOffset, TopicPartition};
+
+/// Per-partition counters of the next queue offset, owned by the writer:
+/// topic → partition → next offset. Keyed by topic first so the append
+/// path looks a partition up by `&str` without allocating.
+#[derive(Default)]
+pub struct NextOffsets(
+    HashMap<Arc<str>, HashMap<u32, u64, ahash::RandomState>, ahash::RandomState>,
+);
+
+impl NextOffsets {
+    pub fn insert(&mut self, tp: &TopicPartition, next: u64) {
+        self.0
+            .entry(Arc::clone(tp.topic_arc()))
+            .or_default()
+            .insert(tp.partition(), next);
+    }
+
+    pub fn get(&self, topic: &str, partition: u32) -> Option<u64> {
+        self.0.get(topic)?.get(&partition).copied()
+    }
+
+    /// The counters of `topic`'s partitions, created empty if it has none.
+    /// The append path looks the topic up once per run of its records.
+    fn topic_mut(&mut self, topic: &Arc<str>) -> &mut HashMap<u32, u64, ahash::RandomState> {
+        if !self.0.contains_key(&**topic) {
+            self.0.insert(Arc::clone(topic), HashMap::default());
+        }
+        self.0.get_mut(&**topic).expect("inserted above")
+    }
+}
+
+pub(super) struct WriterState {
+    /// Where the next record goes; equals `committed` between appends.
+    pub(super) write_pos: u64,
+    pub(super) next_offsets: NextOffsets,
+    /// Topics deleted in this run and not created again: their appends are
+    /// refused, so no record gets an offset past the next offsets the
+    /// deletion kept (see [`CommitLog::close_topic`]).
+    pub(super) closed_topics: HashSet<Arc<str>, ahash::RandomState>,
+    /// Reused encoding buffer, so appends do not allocate.
+    pub(super) scratch: Vec<u8>,
+}
+
+/// Largest entry the writer builds: the records of one partition in one
+/// append beyond it continue in another entry. A reader by physical offset
+/// walks (and checks) at most one entry, and the whole-or-nothing unit of a
+/// torn write stays small.
+pub const ENTRY_BYTES_TARGET: usize = 1 << 20;
+
+/// One entry of an append being planned: which records (a range of the
+/// batch's partition order), its length, where it goes, and the queue
+/// offset of its first record.
+struct PlannedEntry {
+    records: std::ops::Range<usize>,
+    len: usize,
+    at: u64,
+    base_queue_offset: u64,
+}
+
+fn record_fields(r: &AppendRecord, store_ts: i64) -> RecordFields<'_> {
+    RecordFields {
+        producer_timestamp_ms: r.timestamp_ms.unwrap_or(store_ts),
+        key: r.key.as_deref(),
+        value: r.value.as_deref(),
+        headers: &r.headers,
+    }
+}
+
+fn same_partition(a: &AppendRecord, b: &AppendRecord) -> bool {
+    a.partition == b.partition && a.topic == b.topic
+}
+
+impl CommitLog {
+    /// Recovery: where each partition's queue offsets continue.
+    pub(crate) fn set_next_offsets(&self, next: NextOffsets) {
+        lock(&self.writer).next_offsets = next;
+    }
+
+    /// The next queue offset the writer will assign in `tp`.
+    pub fn next_queue_offset(&self, tp: &TopicPartition) -> u64 {
+        lock(&self.writer)
+            .next_offsets
+            .get(tp.topic(), tp.partition())
+            .unwrap_or(0)
+    }
+
+    /// A topic is being deleted: from now on its appends are refused (until
+    /// [`CommitLog::open_partition`]), and the writer's next queue offset
+    /// of every partition of `topic` it has assigned offsets in (or was
+    /// told of at open) is returned. Both happen under the writer's lock,
+    /// so every record of the topic either got its offset before and is
+    /// counted in what is returned, or is refused: none can take an offset
+    /// at or past what the deletion keeps and be indexed as a new
+    /// incarnation of the deleted topic.
+    pub fn close_topic(&self, topic: &str) -> Vec<(u32, u64)> {
+        let mut w = lock(&self.writer);
+        w.closed_topics.insert(Arc::from(topic));
+        w.next_offsets
+            .0
+            .get(topic)
+            .map(|parts| parts.iter().map(|(&p, &n)| (p, n)).collect())
+            .unwrap_or_default()
+    }
+
+    /// A partition of `tp`'s topic is created (or the topic created again
+    /// after a deletion): appends to the topic are accepted again, and the
+    /// queue offset its next record gets is returned (the base of the new
+    /// incarnation). One lock for both, so no refused-then-accepted record
+    /// can slip below the returned base.
+    pub fn open_partition(&self, tp: &TopicPartition) -> u64 {
+        let mut w = lock(&self.writer);
+        w.closed_topics.remove(tp.topic());
+        w.next_offsets.get(tp.topic(), tp.partition()).unwrap_or(0)
+    }
+
+    /// Check a record against the limits before anything is written. The
+    /// topic name is checked by the caller, once per run of records of
+    /// one topic.
+    fn validate(&self, r: &AppendRecord) -> Result<()> {
+        if r.headers.len() > format::HEADER_COUNT_MAX {
+            return Err(StoreError::invalid(format!(
+                "{} headers; at most {} allowed",
+                r.headers.len(),
+                format::HEADER_COUNT_MAX
+            )));
+        }
+        if let Some(h) = r
+            .headers
+            .iter()
+            .find(|h| h.name.len() > format::HEADER_NAME_MAX)
+        {
+            return Err(StoreError::invalid(format!(
+                "header name of {} bytes; at most {} allowed",
+                h.name.len(),
+                format::HEADER_NAME_MAX
+            )));
+        }
+        let key_len = r.key.as_ref().map(|k| k.len());
+        let value_len = r.value.as_ref().map(|v| v.len());
+        let payload = key_len.unwrap_or(0) as u64
+            + value_len.unwrap_or(0) as u64
+            + format::headers_block_len(&r.headers) as u64;
+        if payload > self.max_message_bytes {
+            return Err(StoreError::RecordTooLarge {
+                size: payload,
+                limit: self.max_message_bytes,
+            });
+        }
+        // The record must fit an entry of its own in an empty segment.
+        let len = format::entry_header_len(r.topic.len())
+            + format::record_len_bound(key_len, value_len, &r.headers);
+        if len > format::RECORD_LEN_MAX || (len + END_MARKER_LEN) as u64 > self.segment_bytes {
+            return Err(StoreError::RecordTooLarge {
+                size: len as u64,
+                limit: (self.segment_bytes.saturating_sub(END_MARKER_LEN as u64))
+                    .min(format::RECORD_LEN_MAX as u64),
+            });
+        }
+        Ok(())
+    }
+
+    /// Append a batch (one produce request) as one unit: every record is
+    /// validated first, so either all of it is appended or none. Returns
+    /// where each record landed, in the batch's order, and the log position
+    /// after the batch. Does not wait for a flush; see
+    /// [`CommitLog::wait_flushed`] and [`CommitLog::flush_all`].
+    ///
+    /// The records of one partition go into one entry (see [`format`]),
+    /// or several if they exceed [`ENTRY_BYTES_TARGET`]; each partition's
+    /// records keep the batch's order, and so do their queue offsets.
+    pub fn append(&self, batch: &[AppendRecord]) -> Result<(Vec<Appended>, u64)> {
+        let mut checked_topic: Option<&str> = None;
+        for r in batch {
+            if checked_topic != Some(&*r.topic) {
+                crate::types::validate_topic_name(&r.topic)?;
+                checked_topic = Some(&r.topic);
+            }
+            self.validate(r)?;
+        }
+        // A produce request usually goes to one partition; a mixed batch is
+        // grouped by partition (a stable sort keeps each one's order).
+        let mut order: Vec<usize> = (0..batch.len()).collect();
+        if !batch.windows(2).all(|w| same_partition(&w[0], &w[1])) {
+            order.sort_by(|&a, &b| {
+                let (a, b) = (&batch[a], &batch[b]);
+                (&*a.topic, a.partition).cmp(&(&*b.topic, b.partition))
+            });
+        }
+        let mut w = lock(&self.writer);
+        self.check_poisoned()?;
+        if !w.closed_topics.is_empty() {
+            if let Some(r) = batch.iter().find(|r| w.closed_topics.contains(&*r.topic)) {
+                return Err(StoreError::TopicDeleted {
+                    topic: r.topic.to_string(),
+                });
+            }
+        }
+        let store_ts = now_ms();
+        let fields = |r| record_fields(r, store_ts);
+
+        // Plan: the entries (their records and exact lengths), where each
+        // goes and which segments that needs, before anything is written.
+        let cap = ENTRY_BYTES_TARGET.min(self.segment_bytes as usize - END_MARKER_LEN);
+        let mut plan: Vec<PlannedEntry> = Vec::new();
+        let mut pos = w.write_pos;
+        let mut seg = self.segment_for_write(pos)?;
+        let mut i = 0;
+        while i < order.len() {
+            let first = &batch[order[i]];
+            let mut len = format::entry_header_len(first.topic.len());
+            let mut j = i;
+            while j < order.len() {
+                let r = &batch[order[j]];
+                if j > i && !same_partition(first, r) {
+                    break;
+                }
+                let rec_len = format::record_len(len, (j - i) as u64, store_ts, &fields(r));
+                if j > i && len + rec_len > cap {
+                    break;
+                }
+                len += rec_len;
+                j += 1;
+            }
+            if pos + (len + END_MARKER_LEN) as u64 > seg.end() {
+                pos = seg.end();
+                seg = self.segment_for_write(pos)?;
+            }
+            // Read, not taken: the counters move only once every write of
+            // the batch succeeded (below).
+            let base_queue_offset = match plan.last() {
+                Some(prev) if same_partition(&batch[order[prev.records.start]], first) => {
+                    prev.base_queue_offset + prev.records.len() as u64
+                }
+                _ => w
+                    .next_offsets
+                    .get(&first.topic, first.partition)
+                    .unwrap_or(0),
+            };
+            plan.push(PlannedEntry {
+                records: i..j,
+                len,
+                at: pos,
+                base_queue_offset,
+            });
+            pos += len as u64;
+            i = j;
+        }
+        let end = pos;
+
+        // Encode the entries into the scratch buffer, one contiguous run per
+        // segment, and hand each run to the kernel with one positioned
+        // write. Writing through write(2) rather than through the map is
+        // what makes appends run near the disk's bandwidth: a store into a
+        // mapped page takes a page fault per page, write(2) copies into the
+        // page cache in bulk. Readers still read through the map, which
+        // sees the same page cache.
+        let mut out = vec![Appended::default(); batch.len()];
+        let mut cursor = w.write_pos;
+        let mut run_start = cursor;
+        let mut scratch = std::mem::take(&mut w.scratch);
+        scratch.clear();
+        for e in &plan {
+            if e.at != cursor {
+                // The entry did not fit: mark the rest of the old segment,
+                // and write out what this segment got.
+                let mut marker = [0u8; END_MARKER_LEN];
+                format::encode_end_marker(&mut marker, cursor, e.at - cursor);
+                scratch.extend_from_slice(&marker);
+                self.write_run(run_start, &scratch)?;
+                if let Some(s) = self.segment_containing(run_start) {
+                    s.note_store_ts(store_ts);
+                    s.seal();
+                }
+                scratch.clear();
+                run_start = e.at;
+            }
+            let first = &batch[order[e.records.start]];
+            let base = e.base_queue_offset;
+            let start = scratch.len();
+            let mut entry = EntryBuilder::begin(
+                &mut scratch,
+                &EntryFields {
+                    base_queue_offset: base,
+                    store_timestamp_ms: store_ts,
+                    topic: &first.topic,
+                    partition: first.partition,
+                },
+            );
+            for (k, &idx) in order[e.records.clone()].iter().enumerate() {
+                let (at, len) = entry.push(&mut scratch, &fields(&batch[idx]));
+                out[idx] = Appended {
+                    queue_offset: QueueOffset::new(base + k as u64),
+                    physical_offset: PhysicalOffset::new(e.at + at as u64),
+                    size: len as u32,
+                };
+            }
+            entry.finish(&mut scratch, e.at);
+            debug_assert_eq!(scratch.len() - start, e.len);
+            cursor = e.at + e.len as u64;
+        }
+        if !scratch.is_empty() {
+            self.write_run(run_start, &scratch)?;
+            if let Some(s) = self.segment_containing(run_start) {
+                s.note_store_ts(store_ts);
+            }
+        }
+        // Every write succeeded: only now do the partitions' next offsets
+        // move, so a failed append leaves them exactly as they were (a
+        // topic deletion keeps them durably, and a counted offset that was
+        // never written would be a gap).
+        let mut counters: Option<(&str, &mut HashMap<u32, u64, ahash::RandomState>)> = None;
+        for e in &plan {
+            let first = &batch[order[e.records.start]];
+            if counters
+                .as_ref()
+                .is_none_or(|(topic, _)| *topic != &*first.topic)
+            {
+                counters = Some((&first.topic, w.next_offsets.topic_mut(&first.topic)));
+            }
+            let (_, topic_counters) = counters.as_mut().expect("set above");
+            topic_counters.insert(
+                first.partition,
+                e.base_queue_offset + e.records.len() as u64,
+            );
+        }
+        w.scratch = scratch;
+        w.write_pos = end;
+        self.committed.store(end, Ordering::Release);
+        drop(w);
+        self.appended.notify(usize::MAX);
+        if self.preallocate {
+            self.prealloc.writer_at(end);
+        }
+        Ok((out, end))
+    }
+
+    /// Write `bytes` at physical offset `pos` (all inside one segment, past
+    /// the committed position). A failed write poisons the log: nobody
+    /// knows what reached the page cache, and nothing of the batch is
+    /// published.
+    fn write_run(&self, pos: u64, bytes: &[u8]) -> Result<()> {
+        let Some(s) = self.segment_containing(pos) else {
+            debug_assert!(false, "planned segment at {pos} is missing");
+            return Err(StoreError::inconsistent(
+                &self.dir,
+                pos,
+                "the segment planned for this write is missing",
+            ));
+        };
+        let res = fault::check(&self.faults, FaultPoint::CommitLogWrite)
+            .and_then(|_| s.write_at(pos - s.base(), bytes));
+        if let Err(e) = res {
+            self.poison(format!("write to {} failed: {e}", s.path().display()));
+            return Err(StoreError::io(s.path(), e));
+        }
+        Ok(())
+    }
+
+    /// The segment that `pos` falls in, creating it (at `pos`) if the log
+    /// ends exactly there. Called with the writer lock held.
+    fn segment_for_write(&self, pos: u64) -> Result<Arc<Segment>> {
+        if let Some(s) = self.segment_containing(pos) {
+            return Ok(s);
+        }
+        let seg = match self.prealloc.take(pos) {
+            Some(s) => s,
+            None => Arc::new(Segment::create(
+                &self.dir,
+                pos,
+                self.segment_bytes,
+                &self.faults,
+            )?),
+        };
+        tracing::debug!(base = pos, "commit log rolled to a new segment");
+        self.segments
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Arc::clone(&seg));
+        if self.preallocate {
+            self.request_next_segment(seg.end());
+        }
+        Ok(seg)
+    }
+}
