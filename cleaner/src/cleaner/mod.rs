@@ -32,7 +32,7 @@ use crate::checkpoint::CleanerCheckpoint;
 use crate::compacted::CompactedLogs;
 use crate::error::{CleanerError, Result};
 use crate::fault::Faults;
-use crate::offset_map::DEFAULT_LOAD_FACTOR;
+use crate::offset_map::{self, BYTES_PER_ENTRY, DEFAULT_LOAD_FACTOR};
 use crate::throttle::Throttle;
 use tidelog_storage::commit_log::CommitLog;
 use tidelog_storage::StoreError;
@@ -119,10 +119,22 @@ impl CleanerConfig {
                 "0 is too small, the minimum is 1 (null: unthrottled)".into(),
             );
         }
-        if !(self.load_factor > 0.0 && self.load_factor <= 1.0) {
+        if !offset_map::load_factor_is_usable(self.load_factor) {
             return bad(
                 "cleaner.load_factor",
-                format!("{} is not in (0, 1]", self.load_factor),
+                format!("{} is not in (0, 1)", self.load_factor),
+            );
+        }
+        // Each thread builds its map from its share at start; a share that
+        // holds no key would fail there, after the config was accepted.
+        let per_thread = self.dedupe_buffer_bytes / self.threads;
+        if offset_map::max_entries(per_thread, self.load_factor) == 0 {
+            return bad(
+                "cleaner.dedupe_buffer_bytes",
+                format!(
+                    "{} is too small for {} cleaner threads: a thread's share of {per_thread} bytes holds no key (each takes {BYTES_PER_ENTRY} bytes)",
+                    self.dedupe_buffer_bytes, self.threads
+                ),
             );
         }
         Ok(())
@@ -203,4 +215,54 @@ struct Shared {
     throttle: Throttle,
     housekeeping: Mutex<()>,
     metrics: CleanerMetrics,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::offset_map::OffsetMap;
+
+    /// `validate` accepts a buffer exactly when every thread can build its
+    /// map from its share, as `LogCleaner::start` does.
+    #[test]
+    fn validate_accepts_what_every_thread_can_build() {
+        for threads in [1, 2, 25, 26, 51, 52, THREADS_MAX] {
+            for dedupe_buffer_bytes in [1024, 2048, 4096] {
+                let config = CleanerConfig {
+                    threads,
+                    dedupe_buffer_bytes,
+                    ..CleanerConfig::default()
+                };
+                let per_thread = dedupe_buffer_bytes / threads;
+                let builds = OffsetMap::new(per_thread, config.load_factor).is_ok();
+                match config.validate() {
+                    Ok(()) => assert!(builds, "{threads} threads, {dedupe_buffer_bytes} bytes"),
+                    Err(CleanerError::InvalidConfig { setting, .. }) => {
+                        assert!(!builds, "{threads} threads, {dedupe_buffer_bytes} bytes");
+                        assert_eq!(setting, "cleaner.dedupe_buffer_bytes");
+                    }
+                    Err(other) => panic!("{other}"),
+                }
+            }
+        }
+        let edge = |threads| CleanerConfig {
+            threads,
+            dedupe_buffer_bytes: 1024,
+            ..CleanerConfig::default()
+        };
+        edge(25).validate().unwrap();
+        assert!(edge(26).validate().is_err(), "39 bytes hold no key");
+    }
+
+    #[test]
+    fn load_factor_bounds_are_the_maps() {
+        for load_factor in [0.0, 1.0, f64::NAN] {
+            let config = CleanerConfig {
+                load_factor,
+                ..CleanerConfig::default()
+            };
+            assert!(config.validate().is_err(), "{load_factor}");
+            assert!(OffsetMap::new(1 << 20, load_factor).is_err());
+        }
+    }
 }
