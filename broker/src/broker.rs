@@ -12,6 +12,7 @@ use tidelog_cleaner::{CleanerConfig, CleanerError, CompactTopicConfig, Compacted
 use tidelog_storage::{DataDirLock, Store, StoreConfig, StoreError};
 
 use crate::error::BrokerError;
+use crate::fault::{self, Faults};
 use crate::groups::GroupOffsets;
 use crate::registry::{RegistryError, Topic, TopicRegistry, CONSUMER_OFFSETS_TOPIC};
 use crate::settings::DeclaredTopic;
@@ -88,6 +89,32 @@ impl Broker {
         store_config: StoreConfig,
         cleaner_config: CleanerConfig,
     ) -> Result<Broker, StartupError> {
+        Self::open_inner(
+            declared_topics,
+            store_config,
+            cleaner_config,
+            Faults::default(),
+        )
+    }
+
+    /// [`Broker::open`] with fault plans for the store and the cleaner
+    /// (tests only: the `failpoints` feature).
+    #[cfg(feature = "failpoints")]
+    pub fn open_with_faults(
+        declared_topics: &[DeclaredTopic],
+        store_config: StoreConfig,
+        cleaner_config: CleanerConfig,
+        faults: Faults,
+    ) -> Result<Broker, StartupError> {
+        Self::open_inner(declared_topics, store_config, cleaner_config, faults)
+    }
+
+    fn open_inner(
+        declared_topics: &[DeclaredTopic],
+        store_config: StoreConfig,
+        cleaner_config: CleanerConfig,
+        faults: Faults,
+    ) -> Result<Broker, StartupError> {
         let data_dir = store_config.data_dir.clone();
         let store_err = |source| StartupError::Store {
             data_dir: data_dir.clone(),
@@ -100,7 +127,8 @@ impl Broker {
             source,
         })?;
         let declared_early = declare_before_recovery(&logs, &registry, declared_topics);
-        let store = Store::open_locked(store_config, vec![logs.sink()], lock).map_err(store_err)?;
+        let store =
+            fault::open_store(store_config, vec![logs.sink()], lock, &faults).map_err(store_err)?;
         let prepared = Self::prepare(
             declared_topics,
             &store,
@@ -108,6 +136,7 @@ impl Broker {
             &logs,
             &declared_early,
             cleaner_config,
+            &faults,
         );
         match prepared {
             Ok((groups, cleaner)) => Ok(Broker {
@@ -135,6 +164,7 @@ impl Broker {
         logs: &Arc<CompactedLogs>,
         declared_early: &[String],
         cleaner_config: CleanerConfig,
+        faults: &Faults,
     ) -> Result<(GroupOffsets, LogCleaner), StartupError> {
         registry.ensure_internal(&|p| new_partition_base(store, CONSUMER_OFFSETS_TOPIC, p))?;
         registry.apply_declared(declared_topics, &|t, p| new_partition_base(store, t, p))?;
@@ -166,11 +196,12 @@ impl Broker {
             data_dir: store.data_dir().to_path_buf(),
             source,
         };
-        let cleaner = LogCleaner::new(
+        let cleaner = fault::new_cleaner(
             Arc::clone(logs),
             store.data_dir().to_path_buf(),
             cleaner_config,
             Arc::clone(store.commit_log()),
+            faults,
         )
         .map_err(compaction_err)?;
         // Compacted logs of topics that are gone or no longer compact: left

@@ -15,11 +15,14 @@
 //! * [`settings`]: what the broker is told at start ([`DeclaredTopic`]).
 //! * [`read`]: reads that hide where records live (offsets, query by key,
 //!   read by physical offset).
+//! * [`fault`]: the fault plans tests open the broker with (the
+//!   `failpoints` feature only).
 //! * [`broker`]: start-up and shutdown order ([`Broker::open`]), keeping
 //!   the compacted logs in line with the registry.
 
 pub mod broker;
 pub mod error;
+pub mod fault;
 pub mod groups;
 pub mod names;
 pub mod partitioner;

@@ -2,11 +2,9 @@
 //! section; defaults match CONFIG.md.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use crate::commit_log::format;
 use crate::error::{Result, StoreError};
-use crate::fault::Faults;
 use crate::index_file::format::{ENTRY_CAPACITY_MAX, SLOT_COUNT_MAX};
 use crate::retention::RetentionConfig;
 
@@ -74,8 +72,6 @@ pub struct StoreConfig {
     pub preallocate_next_segment: bool,
     /// CommitLog segment deletion and disk-full protection.
     pub retention: RetentionConfig,
-    /// Test seam: injected I/O failures. `None` in production.
-    pub faults: Option<Arc<Faults>>,
 }
 
 impl StoreConfig {
@@ -95,7 +91,6 @@ impl StoreConfig {
             recovery_mode: RecoveryMode::Strict,
             preallocate_next_segment: true,
             retention: RetentionConfig::default(),
-            faults: None,
         }
     }
 }

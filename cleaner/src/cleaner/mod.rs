@@ -31,7 +31,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use crate::checkpoint::CleanerCheckpoint;
 use crate::compacted::CompactedLogs;
 use crate::error::{CleanerError, Result};
-use crate::fault::Faults;
+use crate::fault::FaultHandle;
 use crate::offset_map::{self, BYTES_PER_ENTRY, DEFAULT_LOAD_FACTOR};
 use crate::throttle::Throttle;
 use tidelog_storage::commit_log::CommitLog;
@@ -71,9 +71,6 @@ pub struct CleanerConfig {
     pub backoff_ms: u64,
     pub io_max_bytes_per_second: Option<u64>,
     pub load_factor: f64,
-    /// Test seam: fail or panic at steps of the swap ([`crate::fault`]).
-    /// `None` in production.
-    pub faults: Option<Arc<Faults>>,
 }
 
 /// Most cleaner threads (`cleaner.threads`): far more than a single node's
@@ -149,7 +146,6 @@ impl Default for CleanerConfig {
             backoff_ms: 15_000,
             io_max_bytes_per_second: None,
             load_factor: DEFAULT_LOAD_FACTOR,
-            faults: None,
         }
     }
 }
@@ -206,6 +202,8 @@ struct Shared {
     logs: Arc<CompactedLogs>,
     source: Arc<dyn CopySource>,
     config: CleanerConfig,
+    /// The swap's fault plan ([`crate::fault`]; empty in a release build).
+    faults: FaultHandle,
     data_dir: PathBuf,
     checkpoint: Mutex<CleanerCheckpoint>,
     states: Mutex<HashMap<(String, u32), PartitionState>>,
