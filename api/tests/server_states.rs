@@ -15,6 +15,7 @@ use axum::http::{Request, StatusCode};
 use axum::Router;
 use serde_json::{json, Value};
 use tidelog_api::{ApiSettings, AppState, Broker};
+use tidelog_broker::BrokerConfig;
 use tidelog_cleaner::CleanerConfig;
 use tidelog_storage::fault::{FaultPoint, Faults};
 use tidelog_storage::StoreConfig;
@@ -57,8 +58,11 @@ fn error_code(answer: &(StatusCode, String)) -> (u16, u64) {
 
 fn settings() -> ApiSettings {
     ApiSettings {
-        auto_create_topics: true,
-        default_partitions: 1,
+        broker: BrokerConfig {
+            auto_create_topics: true,
+            default_partitions: 1,
+            ..BrokerConfig::default()
+        },
         ..ApiSettings::default()
     }
 }
@@ -88,7 +92,12 @@ async fn open_with(config: StoreConfig, faults: Option<Arc<Faults>>) -> Broker {
         cleaner: None,
     };
     tokio::task::spawn_blocking(move || {
-        Broker::open_with_faults(&settings().declared_topics, config, cleaner, faults)
+        Broker::open_with_faults(
+            &settings().broker.declared_topics(),
+            config,
+            cleaner,
+            faults,
+        )
     })
     .await
     .unwrap()

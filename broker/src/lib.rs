@@ -12,6 +12,8 @@
 //!   in `<data_dir>/config/topics.json`.
 //! * [`groups`]: consumer group offsets, kept in `__consumer_offsets` and
 //!   rebuilt from its compacted log.
+//! * [`config`]: [`BrokerConfig`], the broker's settings (cluster id,
+//!   auto-create, declared topics), their defaults and their one check.
 //! * [`settings`]: what the broker is told at start ([`DeclaredTopic`]).
 //! * [`read`]: reads that hide where records live (offsets, query by key,
 //!   read by physical offset).
@@ -21,6 +23,7 @@
 //!   the compacted logs in line with the registry.
 
 pub mod broker;
+pub mod config;
 pub mod error;
 pub mod fault;
 pub mod groups;
@@ -32,5 +35,6 @@ pub mod settings;
 pub mod topic_config;
 
 pub use broker::{next_offset, Broker, StartupError};
+pub use config::BrokerConfig;
 pub use error::BrokerError;
 pub use settings::DeclaredTopic;

@@ -397,7 +397,7 @@ impl Store {
         )?);
         threads.push(spawn_supervised("tidelog-disk", &self.inner, |inner| {
             inner.run_every(
-                inner.config.retention.disk_check_interval_ms,
+                inner.config.retention.disk_check_every_ms(),
                 Inner::check_disk,
             )
         })?);
