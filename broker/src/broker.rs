@@ -70,8 +70,9 @@ impl std::fmt::Debug for Broker {
 
 impl Broker {
     /// Start-up, blocking. Order matters:
-    /// 1. lock the data dir (the store's one lock, `<data_dir>/lock`, taken
-    ///    here because the compacted logs open before the store and finish
+    /// 1. check the store's and the cleaner's settings (so a refused one
+    ///    touches nothing), lock the data dir (the store's one lock,
+    ///    `<data_dir>/lock`, taken here because the compacted logs open before the store and finish
     ///    or roll back interrupted segment swaps as they do: a second server
     ///    on the same data dir must stop before touching them), load the
     ///    topic registry and open the compacted logs;
@@ -120,6 +121,17 @@ impl Broker {
             data_dir: data_dir.clone(),
             source,
         };
+        // The store and the cleaner check their settings again when they
+        // open; checked here first, a refused setting leaves the data dir
+        // untouched (the compacted logs open, and may reconcile swaps,
+        // before the store does).
+        store_config.validate().map_err(store_err)?;
+        cleaner_config
+            .validate()
+            .map_err(|source| StartupError::Compaction {
+                data_dir: data_dir.clone(),
+                source,
+            })?;
         let lock = DataDirLock::acquire(&data_dir).map_err(store_err)?;
         let registry = TopicRegistry::load(&data_dir.join(CONFIG_DIR))?;
         let logs = CompactedLogs::open(&data_dir).map_err(|source| StartupError::Compaction {
@@ -474,6 +486,52 @@ mod tests {
             dedupe_buffer_bytes: 1 << 20,
             ..CleanerConfig::default()
         }
+    }
+
+    /// The components' own checks run before anything is created: a
+    /// refused setting of either leaves no data dir behind.
+    #[test]
+    fn refused_settings_leave_the_data_dir_untouched() {
+        let dir = tempfile::tempdir().unwrap();
+        let data_dir = dir.path().join("d");
+        let mut store = store_config(&data_dir);
+        store.index_entries = 1;
+        let opened = Broker::open(&[], store, cleaner_config());
+        assert!(
+            matches!(
+                opened,
+                Err(StartupError::Store {
+                    source: StoreError::InvalidConfig {
+                        key: "store.index_entries",
+                        ..
+                    },
+                    ..
+                })
+            ),
+            "{:?}",
+            opened.map(|_| ())
+        );
+        assert!(!data_dir.exists());
+        let cleaner = CleanerConfig {
+            threads: 0,
+            ..cleaner_config()
+        };
+        let opened = Broker::open(&[], store_config(&data_dir), cleaner);
+        assert!(
+            matches!(
+                opened,
+                Err(StartupError::Compaction {
+                    source: CleanerError::InvalidConfig {
+                        setting: "cleaner.threads",
+                        ..
+                    },
+                    ..
+                })
+            ),
+            "{:?}",
+            opened.map(|_| ())
+        );
+        assert!(!data_dir.exists());
     }
 
     /// One lock per data dir, the store's, taken before the compacted logs

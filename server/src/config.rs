@@ -607,6 +607,51 @@ mod tests {
         load_str("store: {commitlog_segment_bytes: 65536, max_message_bytes: 4096}\n").unwrap();
     }
 
+    /// The loader adds the file and the key and nothing else: for each
+    /// section, what the component's own `validate()` refuses (with the
+    /// same key and reason) is what `check-config` and `serve` refuse.
+    #[test]
+    fn each_section_is_checked_by_its_components_validate() {
+        let reason_of = |text: &str| match load_str(text).unwrap_err() {
+            ConfigError::Invalid { key, reason, .. } => (key, reason),
+            other => panic!("{other}"),
+        };
+        let parsed = |text: &str| Config::parse_yaml(FILE, text).unwrap();
+
+        let text = "store: {index_entries: 1}\n";
+        let Err(StoreError::InvalidConfig { key, reason }) = parsed(text).store_config().validate()
+        else {
+            panic!("the store accepted {text:?}");
+        };
+        assert_eq!(reason_of(text), (key.to_string(), reason));
+
+        let text = "retention: {disk_max_used_ratio: 0.95}\n";
+        let Err(StoreError::InvalidConfig { key, reason }) = parsed(text).store_config().validate()
+        else {
+            panic!("the store accepted {text:?}");
+        };
+        assert_eq!(reason_of(text), (key.to_string(), reason));
+
+        let text = "cleaner: {threads: 26, dedupe_buffer_bytes: 1024}\n";
+        let Err(CleanerError::InvalidConfig { setting, reason }) = parsed(text).cleaner.validate()
+        else {
+            panic!("the cleaner accepted {text:?}");
+        };
+        assert_eq!(reason_of(text), (setting.to_string(), reason));
+
+        let text = "topics:\n  - {name: a, configs: {segment.bytes: 10}}\n";
+        let Err(BrokerError::InvalidConfig { key, reason }) =
+            parsed(text).broker_config().validate()
+        else {
+            panic!("the broker accepted {text:?}");
+        };
+        assert_eq!(reason_of(text), (key, reason));
+
+        let text = "http: {max_connections: 0}\n";
+        let e = parsed(text).http.validate().unwrap_err();
+        assert_eq!(reason_of(text), (e.key.to_string(), e.reason));
+    }
+
     #[test]
     fn bad_topic_names_are_rejected() {
         assert_rejects("topics:\n  - name: ../x\n", "topics[0].name", "'/'");
