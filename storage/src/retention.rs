@@ -171,10 +171,10 @@ pub const PAUSE_BETWEEN_DELETES_MS_DEFAULT: u64 = 100;
 /// RocketMQ's `deleteFileBatchMax`.
 pub const MAX_SEGMENTS_PER_PASS_DEFAULT: usize = 10;
 
-/// Longest time between two disk-full checks: however long
-/// `check_interval_ms` is, writes stop soon after the disk crosses
-/// `disk_full_ratio` (the default of `disk_check_interval_ms`).
-pub const DISK_CHECK_INTERVAL_MS_MAX: u64 = 1000;
+/// `disk_check_interval_ms` unless a test says otherwise: however long
+/// `check_interval_ms` is, writes stop within a second of the disk
+/// crossing `disk_full_ratio`.
+pub const DISK_CHECK_INTERVAL_MS_DEFAULT: u64 = 1000;
 
 /// Retention settings (`retention:` in broker.yaml), with RocketMQ's
 /// defaults. With the `serde` feature it is that section: the keys are
@@ -228,7 +228,7 @@ impl Default for RetentionConfig {
             disk_full_ratio: 0.90,
             max_segments_per_pass: MAX_SEGMENTS_PER_PASS_DEFAULT,
             pause_between_deletes_ms: PAUSE_BETWEEN_DELETES_MS_DEFAULT,
-            disk_check_interval_ms: DISK_CHECK_INTERVAL_MS_MAX,
+            disk_check_interval_ms: DISK_CHECK_INTERVAL_MS_DEFAULT,
             clock: Arc::new(SystemClock),
             disk: Arc::new(StatvfsDiskUsage),
         }
@@ -403,7 +403,8 @@ impl RetentionConfig {
     /// The disk-full check's period: `disk_check_interval_ms`, or
     /// `check_interval_ms` if that is shorter, so a short retention interval
     /// shortens it too and a long one never delays it past
-    /// [`DISK_CHECK_INTERVAL_MS_MAX`] (the default).
+    /// `disk_check_interval_ms` ([`DISK_CHECK_INTERVAL_MS_DEFAULT`] unless a
+    /// test sets it).
     pub fn disk_check_every_ms(&self) -> u64 {
         self.disk_check_interval_ms.min(self.check_interval_ms)
     }
