@@ -268,7 +268,8 @@ impl From<tidelog_broker::BrokerError> for ApiError {
             B::UnknownTopic { .. } => ApiError::UnknownTopic { message },
             B::UnknownPartition { .. } => ApiError::UnknownPartition { message },
             B::TopicExists { .. } => ApiError::TopicExists { message },
-            B::Internal { .. } => ApiError::Internal { message },
+            // Start-up settings are checked before anything serves.
+            B::Internal { .. } | B::InvalidConfig { .. } => ApiError::Internal { message },
             B::Store { source } => source.into(),
             B::Compaction { source } => source.into(),
         }

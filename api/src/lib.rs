@@ -53,6 +53,6 @@ pub use tidelog_broker::{groups, partitioner, registry, topic_config};
 
 pub use error::ApiError;
 pub use router::router;
-pub use settings::{ApiSettings, DeclaredTopic};
+pub use settings::{ApiSettings, DeclaredTopic, HttpConfig};
 pub use state::AppState;
 pub use tidelog_broker::{Broker, StartupError};

@@ -1,23 +1,166 @@
-//! What the HTTP layer needs to know from the broker configuration.
+//! What the HTTP layer is configured with: the `http:` section of
+//! broker.yaml ([`HttpConfig`], CONFIG.md's keys and units, its defaults
+//! written once in `Default`, its one check [`HttpConfig::validate`]) and
+//! the settings the router runs with ([`ApiSettings`]), built from it, the
+//! admin token and the broker's settings.
 //!
-//! The server crate owns the YAML schema (CONFIG.md) and fills this struct;
-//! keeping it here, as plain data, means the api crate does not depend on the
-//! server's config types and its tests can build one directly.
+//! The server crate owns the file (CONFIG.md) and composes the sections;
+//! the api crate does not depend on it, and its tests build settings
+//! directly.
 
 use std::time::Duration;
 
-pub use tidelog_broker::DeclaredTopic;
+use serde::{Deserialize, Serialize};
 
-/// Settings of the HTTP API.
+pub use tidelog_broker::{BrokerConfig, DeclaredTopic};
+
+/// Largest `http.max_request_bytes`: bodies are buffered whole.
+pub const MAX_REQUEST_BYTES_MAX: u64 = 1 << 30;
+
+/// Smallest `http.max_request_bytes`.
+pub const MAX_REQUEST_BYTES_MIN: u64 = 1024;
+
+/// Largest `http.max_concurrent_requests` (tokio's semaphore bound is far
+/// higher; this keeps a typo from disabling the limit).
+pub const MAX_CONCURRENT_REQUESTS_MAX: u64 = 1 << 20;
+
+/// Largest `http.max_connections` (each is a file descriptor; this keeps a
+/// typo from disabling the limit).
+pub const MAX_CONNECTIONS_MAX: u64 = 1 << 20;
+
+/// Largest `http.*_timeout_ms`: a day.
+pub const HTTP_TIMEOUT_MS_MAX: u64 = 86_400_000;
+
+/// The `http:` section: every queue and buffer of the HTTP side has a
+/// bound. Absent keys keep the defaults, unknown keys are errors.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpConfig {
+    /// Largest request body; larger ones answer 413/41301.
+    pub max_request_bytes: u64,
+    /// Most records in one produce request; more answer 413/41301.
+    pub max_records_per_request: u64,
+    /// Requests served at once, long-polls included; more answer 429/42901.
+    /// A request counts once its body is in.
+    pub max_concurrent_requests: u64,
+    /// Open connections; one more is closed at once and counted.
+    pub max_connections: u64,
+    /// Request body bytes held in memory by all connections together; a
+    /// body that would pass it answers 503/50305.
+    pub max_inflight_bytes: u64,
+    /// From a request's first byte to the end of its headers.
+    pub header_read_timeout_ms: u64,
+    /// From the end of a request's headers to the end of its body (408/40801).
+    pub body_read_timeout_ms: u64,
+    /// A connection idle longer between requests (or after accept) is closed.
+    pub idle_timeout_ms: u64,
+    /// A response write that makes no progress for this long (the client
+    /// does not read) closes the connection.
+    pub write_timeout_ms: u64,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            max_request_bytes: 16 << 20,
+            max_records_per_request: 10_000,
+            max_concurrent_requests: 1024,
+            max_connections: 10_000,
+            max_inflight_bytes: 256 << 20,
+            header_read_timeout_ms: 10_000,
+            body_read_timeout_ms: 30_000,
+            idle_timeout_ms: 60_000,
+            write_timeout_ms: 30_000,
+        }
+    }
+}
+
+/// A refused setting of the HTTP side; `key` is its path in broker.yaml.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{key}: {reason}")]
+pub struct InvalidSetting {
+    pub key: &'static str,
+    pub reason: String,
+}
+
+impl HttpConfig {
+    /// Range and cross-field checks of the `http:` section.
+    pub fn validate(&self) -> Result<(), InvalidSetting> {
+        let in_range = |key: &'static str, value: u64, min: u64, max: u64| {
+            if (min..=max).contains(&value) {
+                Ok(())
+            } else {
+                Err(InvalidSetting {
+                    key,
+                    reason: format!("{value} is not in [{min}, {max}]"),
+                })
+            }
+        };
+        in_range(
+            "http.max_request_bytes",
+            self.max_request_bytes,
+            MAX_REQUEST_BYTES_MIN,
+            MAX_REQUEST_BYTES_MAX,
+        )?;
+        in_range(
+            "http.max_records_per_request",
+            self.max_records_per_request,
+            1,
+            u64::from(u32::MAX),
+        )?;
+        in_range(
+            "http.max_concurrent_requests",
+            self.max_concurrent_requests,
+            1,
+            MAX_CONCURRENT_REQUESTS_MAX,
+        )?;
+        in_range(
+            "http.max_connections",
+            self.max_connections,
+            1,
+            MAX_CONNECTIONS_MAX,
+        )?;
+        // Any body within max_request_bytes must fit in an empty budget.
+        if self.max_inflight_bytes < self.max_request_bytes {
+            return Err(InvalidSetting {
+                key: "http.max_inflight_bytes",
+                reason: format!(
+                    "{} is less than http.max_request_bytes ({}): a body of the largest allowed size could never be read",
+                    self.max_inflight_bytes, self.max_request_bytes
+                ),
+            });
+        }
+        for (key, value) in [
+            ("http.header_read_timeout_ms", self.header_read_timeout_ms),
+            ("http.body_read_timeout_ms", self.body_read_timeout_ms),
+            ("http.idle_timeout_ms", self.idle_timeout_ms),
+            ("http.write_timeout_ms", self.write_timeout_ms),
+        ] {
+            in_range(key, value, 1, HTTP_TIMEOUT_MS_MAX)?;
+        }
+        Ok(())
+    }
+}
+
+/// The `admin_token` rule: `None` (no auth) or a non-empty token.
+pub fn validate_admin_token(token: Option<&str>) -> Result<(), InvalidSetting> {
+    if token == Some("") {
+        return Err(InvalidSetting {
+            key: "admin_token",
+            reason: "must not be empty (use null to disable auth)".into(),
+        });
+    }
+    Ok(())
+}
+
+/// Settings of the HTTP API, as the router uses them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApiSettings {
-    pub cluster_id: String,
+    /// The broker's settings the HTTP side answers with (cluster id,
+    /// auto-create, the default partition count).
+    pub broker: BrokerConfig,
     /// `Some`: mutating v3 calls need `Authorization: Bearer <token>`.
     pub admin_token: Option<String>,
-    /// Produce to an unknown topic creates it with `default_partitions`.
-    pub auto_create_topics: bool,
-    pub default_partitions: u32,
-    pub declared_topics: Vec<DeclaredTopic>,
     /// Largest request body; larger ones answer 413/41301.
     pub max_request_bytes: usize,
     /// Most records in one produce request; more answer 413/41301.
@@ -34,26 +177,69 @@ pub struct ApiSettings {
     pub body_read_timeout: Duration,
 }
 
-/// Defaults of CONFIG.md's keys and of the `http` section.
-pub const MAX_REQUEST_BYTES_DEFAULT: usize = 16 << 20;
-pub const MAX_RECORDS_PER_REQUEST_DEFAULT: usize = 10_000;
-pub const MAX_CONCURRENT_REQUESTS_DEFAULT: usize = 1024;
-pub const MAX_INFLIGHT_BYTES_DEFAULT: u64 = 256 << 20;
-pub const BODY_READ_TIMEOUT_MS_DEFAULT: u64 = 30_000;
+impl ApiSettings {
+    /// The router's settings from the broker's, the admin token and the
+    /// `http:` section (validated: its bounds fit in `usize`).
+    pub fn new(broker: BrokerConfig, admin_token: Option<String>, http: &HttpConfig) -> Self {
+        let to_usize = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+        ApiSettings {
+            broker,
+            admin_token,
+            max_request_bytes: to_usize(http.max_request_bytes),
+            max_records_per_request: to_usize(http.max_records_per_request),
+            max_concurrent_requests: to_usize(http.max_concurrent_requests),
+            max_inflight_bytes: http.max_inflight_bytes,
+            body_read_timeout: Duration::from_millis(http.body_read_timeout_ms),
+        }
+    }
+}
 
 impl Default for ApiSettings {
+    /// Every default is its section's.
     fn default() -> Self {
-        ApiSettings {
-            cluster_id: "tidelog".into(),
-            admin_token: None,
-            auto_create_topics: false,
-            default_partitions: 4,
-            declared_topics: Vec::new(),
-            max_request_bytes: MAX_REQUEST_BYTES_DEFAULT,
-            max_records_per_request: MAX_RECORDS_PER_REQUEST_DEFAULT,
-            max_concurrent_requests: MAX_CONCURRENT_REQUESTS_DEFAULT,
-            max_inflight_bytes: MAX_INFLIGHT_BYTES_DEFAULT,
-            body_read_timeout: Duration::from_millis(BODY_READ_TIMEOUT_MS_DEFAULT),
-        }
+        ApiSettings::new(BrokerConfig::default(), None, &HttpConfig::default())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_carry_the_sections_defaults() {
+        let s = ApiSettings::default();
+        let http = HttpConfig::default();
+        assert_eq!(s.max_request_bytes, 16 << 20);
+        assert_eq!(s.max_records_per_request, 10_000);
+        assert_eq!(s.max_concurrent_requests, 1024);
+        assert_eq!(s.max_inflight_bytes, http.max_inflight_bytes);
+        assert_eq!(s.body_read_timeout, Duration::from_millis(30_000));
+        assert_eq!(s.broker, BrokerConfig::default());
+        http.validate().unwrap();
+    }
+
+    #[test]
+    fn validate_names_the_key() {
+        let refused = |change: fn(&mut HttpConfig)| {
+            let mut c = HttpConfig::default();
+            change(&mut c);
+            c.validate().unwrap_err().key
+        };
+        assert_eq!(
+            refused(|c| c.max_request_bytes = 10),
+            "http.max_request_bytes"
+        );
+        assert_eq!(refused(|c| c.max_connections = 0), "http.max_connections");
+        assert_eq!(
+            refused(|c| c.max_inflight_bytes = c.max_request_bytes - 1),
+            "http.max_inflight_bytes"
+        );
+        assert_eq!(refused(|c| c.idle_timeout_ms = 0), "http.idle_timeout_ms");
+        assert_eq!(
+            validate_admin_token(Some("")).unwrap_err().key,
+            "admin_token"
+        );
+        validate_admin_token(None).unwrap();
+        validate_admin_token(Some("t")).unwrap();
     }
 }

@@ -15,6 +15,7 @@ use axum::http::{Request, StatusCode};
 use axum::Router;
 use serde_json::{json, Value};
 use tidelog_api::{ApiSettings, AppState, Broker};
+use tidelog_broker::BrokerConfig;
 use tidelog_cleaner::CleanerConfig;
 use tidelog_storage::fault::{FaultPoint, Faults};
 use tidelog_storage::StoreConfig;
@@ -57,36 +58,50 @@ fn error_code(answer: &(StatusCode, String)) -> (u16, u64) {
 
 fn settings() -> ApiSettings {
     ApiSettings {
-        auto_create_topics: true,
-        default_partitions: 1,
+        broker: BrokerConfig {
+            auto_create_topics: true,
+            default_partitions: 1,
+            ..BrokerConfig::default()
+        },
         ..ApiSettings::default()
     }
 }
 
-fn store_config(dir: &std::path::Path, faults: Option<Arc<Faults>>) -> StoreConfig {
+fn store_config(dir: &std::path::Path) -> StoreConfig {
     let mut c = StoreConfig::new(dir);
     c.commitlog_segment_bytes = 1 << 20;
     c.consume_queue_units_per_file = 1000;
     c.index_slots = 1000;
     c.index_entries = 4000;
     c.preallocate_next_segment = false;
-    c.faults = faults;
     c
 }
 
 async fn open(dir: &std::path::Path, faults: Option<Arc<Faults>>) -> Broker {
-    open_with(store_config(dir, faults)).await
+    open_with(store_config(dir), faults).await
 }
 
-async fn open_with(config: StoreConfig) -> Broker {
+/// Opens the broker, with `faults` installed in its store if given.
+async fn open_with(config: StoreConfig, faults: Option<Arc<Faults>>) -> Broker {
     let cleaner = CleanerConfig {
         dedupe_buffer_bytes: 1 << 20,
         ..CleanerConfig::default()
     };
-    tokio::task::spawn_blocking(move || Broker::open(&settings().declared_topics, config, cleaner))
-        .await
-        .unwrap()
-        .unwrap()
+    let faults = tidelog_broker::fault::Faults {
+        store: faults,
+        cleaner: None,
+    };
+    tokio::task::spawn_blocking(move || {
+        Broker::open_with_faults(
+            &settings().broker.declared_topics(),
+            config,
+            cleaner,
+            faults,
+        )
+    })
+    .await
+    .unwrap()
+    .unwrap()
 }
 
 async fn close(state: &AppState) -> Result<(), tidelog_storage::StoreError> {
@@ -193,9 +208,9 @@ async fn a_failed_write_is_500_50001_and_the_server_still_answers() {
 }
 
 /// A published store over `config` and the router in front of it.
-async fn serving(config: StoreConfig) -> (AppState, Router) {
+async fn serving(config: StoreConfig, faults: Option<Arc<Faults>>) -> (AppState, Router) {
     let state = AppState::new(settings(), config.data_dir.clone());
-    state.set_ready(open_with(config).await);
+    state.set_ready(open_with(config, faults).await);
     let router = tidelog_api::router(state.clone());
     (state, router)
 }
@@ -256,9 +271,9 @@ async fn values_once_there(router: &Router, n: usize) -> Vec<Value> {
 async fn a_stalled_dispatch_is_503_50302_for_produce_and_readiness_until_it_heals() {
     let dir = tempfile::tempdir().unwrap();
     let faults = Arc::new(Faults::default());
-    let mut config = store_config(dir.path(), Some(Arc::clone(&faults)));
+    let mut config = store_config(dir.path());
     config.dispatch_stall_ms = 200;
-    let (state, router) = serving(config).await;
+    let (state, router) = serving(config, Some(Arc::clone(&faults))).await;
     let (status, body) = call(&router, "POST", "/topics/t", one_record("before")).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(values(&router).await, [json!("before")]);
@@ -310,10 +325,10 @@ async fn a_stalled_dispatch_is_503_50302_for_produce_and_readiness_until_it_heal
 async fn a_hung_sync_flush_is_503_50303_and_the_record_is_still_appended() {
     let dir = tempfile::tempdir().unwrap();
     let faults = Arc::new(Faults::default());
-    let mut config = store_config(dir.path(), Some(Arc::clone(&faults)));
+    let mut config = store_config(dir.path());
     config.flush = tidelog_storage::FlushMode::Sync;
     config.sync_flush_timeout_ms = 100;
-    let (state, router) = serving(config).await;
+    let (state, router) = serving(config, Some(Arc::clone(&faults))).await;
     let (status, body) = call(&router, "POST", "/topics/t", one_record("durable")).await;
     assert_eq!(status, StatusCode::OK, "{body}");
 
@@ -348,12 +363,12 @@ async fn a_hung_sync_flush_is_503_50303_and_the_record_is_still_appended() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn small_segments_start_with_the_default_record_limit_clamped_and_named() {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = store_config(dir.path(), None);
+    let mut config = store_config(dir.path());
     config.commitlog_segment_bytes = 65536;
     assert_eq!(config.max_message_bytes, 1 << 20, "the default");
     let limit = config.record_payload_max();
     assert!(limit < 65536);
-    let (state, router) = serving(config).await;
+    let (state, router) = serving(config, None).await;
     // A JSON string value is stored with its quotes.
     let record = |len: u64| Some(json!({"records": [{"value": "x".repeat(len as usize - 2)}]}));
     let (status, body) = call(&router, "POST", "/topics/t", record(limit)).await;

@@ -12,6 +12,7 @@ use tidelog_cleaner::{CleanerConfig, CleanerError, CompactTopicConfig, Compacted
 use tidelog_storage::{DataDirLock, Store, StoreConfig, StoreError};
 
 use crate::error::BrokerError;
+use crate::fault::{self, Faults};
 use crate::groups::GroupOffsets;
 use crate::registry::{RegistryError, Topic, TopicRegistry, CONSUMER_OFFSETS_TOPIC};
 use crate::settings::DeclaredTopic;
@@ -69,8 +70,9 @@ impl std::fmt::Debug for Broker {
 
 impl Broker {
     /// Start-up, blocking. Order matters:
-    /// 1. lock the data dir (the store's one lock, `<data_dir>/lock`, taken
-    ///    here because the compacted logs open before the store and finish
+    /// 1. check the store's and the cleaner's settings (so a refused one
+    ///    touches nothing), lock the data dir (the store's one lock,
+    ///    `<data_dir>/lock`, taken here because the compacted logs open before the store and finish
     ///    or roll back interrupted segment swaps as they do: a second server
     ///    on the same data dir must stop before touching them), load the
     ///    topic registry and open the compacted logs;
@@ -88,11 +90,48 @@ impl Broker {
         store_config: StoreConfig,
         cleaner_config: CleanerConfig,
     ) -> Result<Broker, StartupError> {
+        Self::open_inner(
+            declared_topics,
+            store_config,
+            cleaner_config,
+            Faults::default(),
+        )
+    }
+
+    /// [`Broker::open`] with fault plans for the store and the cleaner
+    /// (tests only: the `failpoints` feature).
+    #[cfg(feature = "failpoints")]
+    pub fn open_with_faults(
+        declared_topics: &[DeclaredTopic],
+        store_config: StoreConfig,
+        cleaner_config: CleanerConfig,
+        faults: Faults,
+    ) -> Result<Broker, StartupError> {
+        Self::open_inner(declared_topics, store_config, cleaner_config, faults)
+    }
+
+    fn open_inner(
+        declared_topics: &[DeclaredTopic],
+        store_config: StoreConfig,
+        cleaner_config: CleanerConfig,
+        faults: Faults,
+    ) -> Result<Broker, StartupError> {
         let data_dir = store_config.data_dir.clone();
         let store_err = |source| StartupError::Store {
             data_dir: data_dir.clone(),
             source,
         };
+        // The store and the cleaner check their settings again when they
+        // open; checked here first, a refused setting leaves the data dir
+        // untouched (the compacted logs open, and may reconcile swaps,
+        // before the store does).
+        store_config.validate().map_err(store_err)?;
+        cleaner_config
+            .validate()
+            .map_err(|source| StartupError::Compaction {
+                data_dir: data_dir.clone(),
+                source,
+            })?;
         let lock = DataDirLock::acquire(&data_dir).map_err(store_err)?;
         let registry = TopicRegistry::load(&data_dir.join(CONFIG_DIR))?;
         let logs = CompactedLogs::open(&data_dir).map_err(|source| StartupError::Compaction {
@@ -100,7 +139,8 @@ impl Broker {
             source,
         })?;
         let declared_early = declare_before_recovery(&logs, &registry, declared_topics);
-        let store = Store::open_locked(store_config, vec![logs.sink()], lock).map_err(store_err)?;
+        let store =
+            fault::open_store(store_config, vec![logs.sink()], lock, &faults).map_err(store_err)?;
         let prepared = Self::prepare(
             declared_topics,
             &store,
@@ -108,6 +148,7 @@ impl Broker {
             &logs,
             &declared_early,
             cleaner_config,
+            &faults,
         );
         match prepared {
             Ok((groups, cleaner)) => Ok(Broker {
@@ -135,6 +176,7 @@ impl Broker {
         logs: &Arc<CompactedLogs>,
         declared_early: &[String],
         cleaner_config: CleanerConfig,
+        faults: &Faults,
     ) -> Result<(GroupOffsets, LogCleaner), StartupError> {
         registry.ensure_internal(&|p| new_partition_base(store, CONSUMER_OFFSETS_TOPIC, p))?;
         registry.apply_declared(declared_topics, &|t, p| new_partition_base(store, t, p))?;
@@ -166,11 +208,12 @@ impl Broker {
             data_dir: store.data_dir().to_path_buf(),
             source,
         };
-        let cleaner = LogCleaner::new(
+        let cleaner = fault::new_cleaner(
             Arc::clone(logs),
             store.data_dir().to_path_buf(),
             cleaner_config,
             Arc::clone(store.commit_log()),
+            faults,
         )
         .map_err(compaction_err)?;
         // Compacted logs of topics that are gone or no longer compact: left
@@ -443,6 +486,52 @@ mod tests {
             dedupe_buffer_bytes: 1 << 20,
             ..CleanerConfig::default()
         }
+    }
+
+    /// The components' own checks run before anything is created: a
+    /// refused setting of either leaves no data dir behind.
+    #[test]
+    fn refused_settings_leave_the_data_dir_untouched() {
+        let dir = tempfile::tempdir().unwrap();
+        let data_dir = dir.path().join("d");
+        let mut store = store_config(&data_dir);
+        store.index_entries = 1;
+        let opened = Broker::open(&[], store, cleaner_config());
+        assert!(
+            matches!(
+                opened,
+                Err(StartupError::Store {
+                    source: StoreError::InvalidConfig {
+                        key: "store.index_entries",
+                        ..
+                    },
+                    ..
+                })
+            ),
+            "{:?}",
+            opened.map(|_| ())
+        );
+        assert!(!data_dir.exists());
+        let cleaner = CleanerConfig {
+            threads: 0,
+            ..cleaner_config()
+        };
+        let opened = Broker::open(&[], store_config(&data_dir), cleaner);
+        assert!(
+            matches!(
+                opened,
+                Err(StartupError::Compaction {
+                    source: CleanerError::InvalidConfig {
+                        setting: "cleaner.threads",
+                        ..
+                    },
+                    ..
+                })
+            ),
+            "{:?}",
+            opened.map(|_| ())
+        );
+        assert!(!data_dir.exists());
     }
 
     /// One lock per data dir, the store's, taken before the compacted logs

@@ -56,6 +56,11 @@ pub enum BrokerError {
         #[from]
         source: tidelog_cleaner::CleanerError,
     },
+    /// A setting of [`BrokerConfig`](crate::config::BrokerConfig) is
+    /// refused; `key` is its path in broker.yaml
+    /// (`topics[1].configs.cleanup.policy`).
+    #[error("{key}: {reason}")]
+    InvalidConfig { key: String, reason: String },
 }
 
 impl BrokerError {

@@ -12,14 +12,20 @@
 //!   in `<data_dir>/config/topics.json`.
 //! * [`groups`]: consumer group offsets, kept in `__consumer_offsets` and
 //!   rebuilt from its compacted log.
+//! * [`config`]: [`BrokerConfig`], the broker's settings (cluster id,
+//!   auto-create, declared topics), their defaults and their one check.
 //! * [`settings`]: what the broker is told at start ([`DeclaredTopic`]).
 //! * [`read`]: reads that hide where records live (offsets, query by key,
 //!   read by physical offset).
+//! * [`fault`]: the fault plans tests open the broker with (the
+//!   `failpoints` feature only).
 //! * [`broker`]: start-up and shutdown order ([`Broker::open`]), keeping
 //!   the compacted logs in line with the registry.
 
 pub mod broker;
+pub mod config;
 pub mod error;
+pub mod fault;
 pub mod groups;
 pub mod names;
 pub mod partitioner;
@@ -29,5 +35,6 @@ pub mod settings;
 pub mod topic_config;
 
 pub use broker::{next_offset, Broker, StartupError};
+pub use config::BrokerConfig;
 pub use error::BrokerError;
 pub use settings::DeclaredTopic;

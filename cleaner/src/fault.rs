@@ -1,16 +1,24 @@
 //! Fault injection seam for the cleaner's segment swap (the house style of
 //! `tidelog_storage::fault`).
 //!
-//! Tests hand the cleaner a [`Faults`] through `CleanerConfig::faults` to
+//! Tests start the cleaner with a [`Faults`] plan
+//! (`LogCleaner::new_with_faults`, or the broker's `open_with_faults`) to
 //! make the Nth operation at a step of the swap fail with an I/O error (or
 //! panic), then check what a retry, or a restart, makes of the files left
 //! behind. An operation that fails is not performed; a failing directory
 //! fsync fails after the rename before it, which is what a real one leaves
 //! (the rename visible, its durability unknown). A test that stops at a
 //! step and reopens the directory without retrying simulates a crash there.
-//! Production passes `None`, and every check is a single branch.
+//!
+//! The plan exists only with the `failpoints` cargo feature, which only
+//! dev-dependencies enable. Without it [`FaultHandle`] is empty, [`check`]
+//! is an inlined `Ok(())`, and neither [`Faults`] nor a way to install one
+//! exists in the build. Check sites read the same either way:
+//! `fault::check(&self.faults, FaultPoint::X)`.
 
+#[cfg(feature = "failpoints")]
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+#[cfg(feature = "failpoints")]
 use std::sync::Arc;
 
 /// The operations of one swap, in the order a pass performs them (see
@@ -45,6 +53,7 @@ impl FaultPoint {
         FaultPoint::SyncDirAfterLog,
     ];
 
+    #[cfg(feature = "failpoints")]
     fn index(self) -> usize {
         self as usize
     }
@@ -52,12 +61,14 @@ impl FaultPoint {
 
 /// For each point, how many more operations succeed (`u64::MAX`: never
 /// fails) and whether the failure is a panic rather than an error.
+#[cfg(feature = "failpoints")]
 #[derive(Debug)]
 pub struct Faults {
     successes_left: [AtomicU64; FaultPoint::ALL.len()],
     panics: [AtomicBool; FaultPoint::ALL.len()],
 }
 
+#[cfg(feature = "failpoints")]
 impl Default for Faults {
     fn default() -> Self {
         Faults {
@@ -67,6 +78,7 @@ impl Default for Faults {
     }
 }
 
+#[cfg(feature = "failpoints")]
 impl Faults {
     /// Let `n` more operations at `point` succeed, then fail every later
     /// one with an I/O error.
@@ -109,22 +121,42 @@ impl Faults {
     }
 }
 
-/// Check an optional fault plan.
-pub(crate) fn check(faults: &Option<Arc<Faults>>, point: FaultPoint) -> std::io::Result<()> {
-    match faults {
+/// What the cleaner holds: the plan it was started with, if any. Without
+/// `failpoints` it is empty (zero-sized), and so is every check of it.
+#[derive(Clone, Debug, Default)]
+pub struct FaultHandle(#[cfg(feature = "failpoints")] Option<Arc<Faults>>);
+
+#[cfg(feature = "failpoints")]
+impl FaultHandle {
+    pub(crate) fn new(faults: Arc<Faults>) -> Self {
+        FaultHandle(Some(faults))
+    }
+}
+
+/// Check the plan the cleaner was started with, if any.
+#[cfg(feature = "failpoints")]
+pub(crate) fn check(faults: &FaultHandle, point: FaultPoint) -> std::io::Result<()> {
+    match &faults.0 {
         Some(f) => f.check(point),
         None => Ok(()),
     }
 }
 
-#[cfg(test)]
+/// Without `failpoints`: nothing to check, nothing left after inlining.
+#[cfg(not(feature = "failpoints"))]
+#[inline(always)]
+pub(crate) fn check(_: &FaultHandle, _: FaultPoint) -> std::io::Result<()> {
+    Ok(())
+}
+
+#[cfg(all(test, feature = "failpoints"))]
 mod tests {
     use super::*;
 
     #[test]
     fn fails_after_n_successes_until_healed() {
         let faults = Arc::new(Faults::default());
-        let f = Some(Arc::clone(&faults));
+        let f = FaultHandle::new(Arc::clone(&faults));
         assert!(check(&f, FaultPoint::DeleteOld).is_ok());
         faults.fail_after(FaultPoint::DeleteOld, 1);
         assert!(check(&f, FaultPoint::DeleteOld).is_ok());
@@ -133,7 +165,7 @@ mod tests {
         assert!(check(&f, FaultPoint::RenameToLog).is_ok(), "other points");
         faults.heal();
         assert!(check(&f, FaultPoint::DeleteOld).is_ok());
-        assert!(check(&None, FaultPoint::DeleteOld).is_ok());
+        assert!(check(&FaultHandle::default(), FaultPoint::DeleteOld).is_ok());
     }
 
     #[test]
@@ -141,6 +173,6 @@ mod tests {
     fn panics_when_asked() {
         let f = Arc::new(Faults::default());
         f.panic_after(FaultPoint::SyncCleaned, 0);
-        let _ = check(&Some(f), FaultPoint::SyncCleaned);
+        let _ = check(&FaultHandle::new(f), FaultPoint::SyncCleaned);
     }
 }

@@ -20,7 +20,8 @@
 //! change, so cleaned logs have gaps. A partition that fails is marked
 //! uncleanable and retried after a backoff.
 //!
-//! Modules: [`compacted`] (the logs, their format and the dispatcher sink),
+//! Modules: [`config`] (the `cleaner:` settings and their check),
+//! [`compacted`] (the logs, their format and the dispatcher sink),
 //! [`cleaner`] (selection, the pass, the crash-safe swap and the threads,
 //! one file each), [`offset_map`], [`checkpoint`], [`throttle`], [`fault`]
 //! (the swap's fault-injection seam for tests).
@@ -28,6 +29,7 @@
 pub mod checkpoint;
 pub mod cleaner;
 pub mod compacted;
+pub mod config;
 pub mod error;
 pub mod fault;
 mod fingerprint;

@@ -139,6 +139,25 @@ impl std::fmt::Debug for OffsetMap {
     }
 }
 
+/// Whether a map can work at `load_factor`: in (0, 1), since at 1 the last
+/// insert would probe forever. Written so that NaN fails too. One rule for
+/// [`OffsetMap::new`] and `CleanerConfig::validate`.
+pub(crate) fn load_factor_is_usable(load_factor: f64) -> bool {
+    load_factor > 0.0 && load_factor < 1.0
+}
+
+/// How many keys a map of `budget_bytes` holds at `load_factor` (0: none,
+/// the budget is unusable). One rule for [`OffsetMap::new`] and
+/// `CleanerConfig::validate`, so a buffer the config check accepts is one
+/// every cleaner thread can build its map from.
+pub(crate) fn max_entries(budget_bytes: usize, load_factor: f64) -> usize {
+    let slot_count = budget_bytes / BYTES_PER_ENTRY;
+    // f64 has 53 bits of mantissa, exact for any slot count a machine can
+    // allocate; the `min` guards the one-empty-slot invariant against
+    // rounding up at load factors just below 1.
+    ((slot_count as f64 * load_factor).floor() as usize).min(slot_count.saturating_sub(1))
+}
+
 impl OffsetMap {
     /// A map using at most `budget_bytes` of memory (Kafka's per-thread
     /// share of `dedupe_buffer_bytes`) that holds up to
@@ -167,18 +186,14 @@ impl OffsetMap {
         hash_key: [u64; 2],
         fixed_hash_key: bool,
     ) -> Result<Self> {
-        if !(load_factor > 0.0 && load_factor < 1.0) {
+        if !load_factor_is_usable(load_factor) {
             return Err(CleanerError::InvalidConfig {
                 setting: "load_factor",
                 reason: format!("must be greater than 0 and less than 1, got {load_factor}"),
             });
         }
         let slot_count = budget_bytes / BYTES_PER_ENTRY;
-        // f64 has 53 bits of mantissa, exact for any slot count a machine
-        // can allocate; the `min` guards the one-empty-slot invariant
-        // against rounding up at load factors just below 1.
-        let max_entries =
-            ((slot_count as f64 * load_factor).floor() as usize).min(slot_count.saturating_sub(1));
+        let max_entries = max_entries(budget_bytes, load_factor);
         if max_entries == 0 {
             return Err(CleanerError::InvalidConfig {
                 setting: "dedupe_buffer_bytes",

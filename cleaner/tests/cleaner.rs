@@ -39,14 +39,7 @@ fn harness_in(
     clock: Arc<AtomicI64>,
     faults: Option<Arc<Faults>>,
 ) -> Harness {
-    harness_with(
-        dir,
-        clock,
-        CleanerConfig {
-            faults,
-            ..CleanerConfig::default()
-        },
-    )
+    harness_with_faults(dir, clock, CleanerConfig::default(), faults)
 }
 
 /// The compacted logs here are filled directly: there is no CommitLog for
@@ -55,18 +48,28 @@ fn no_commit_log() -> Arc<impl tidelog_cleaner::CopySource> {
     Arc::new(|| Ok::<(), tidelog_storage::StoreError>(()))
 }
 
-fn harness_with(dir: tempfile::TempDir, clock: Arc<AtomicI64>, config: CleanerConfig) -> Harness {
+fn harness_with_faults(
+    dir: tempfile::TempDir,
+    clock: Arc<AtomicI64>,
+    config: CleanerConfig,
+    faults: Option<Arc<Faults>>,
+) -> Harness {
     let c = Arc::clone(&clock);
     let logs =
         CompactedLogs::open_with_clock(dir.path(), Arc::new(move || c.load(Ordering::SeqCst)))
             .unwrap();
     logs.set_topic("t", topic_config());
-    let cleaner = LogCleaner::new(
-        Arc::clone(&logs),
-        dir.path().to_path_buf(),
-        config,
-        no_commit_log(),
-    )
+    let data_dir = dir.path().to_path_buf();
+    let cleaner = match faults {
+        None => LogCleaner::new(Arc::clone(&logs), data_dir, config, no_commit_log()),
+        Some(faults) => LogCleaner::new_with_faults(
+            Arc::clone(&logs),
+            data_dir,
+            config,
+            no_commit_log(),
+            faults,
+        ),
+    }
     .unwrap();
     Harness {
         dir,
@@ -742,14 +745,14 @@ fn a_panicking_cleaner_thread_is_restarted_and_counted() {
     let clock = Arc::new(AtomicI64::new(T0));
     let faults = Arc::new(Faults::default());
     faults.panic_after(FaultPoint::RenameToSwap, 0);
-    let h = harness_with(
+    let h = harness_with_faults(
         dir,
         clock,
         CleanerConfig {
-            faults: Some(Arc::clone(&faults)),
             backoff_ms: 10,
             ..CleanerConfig::default()
         },
+        Some(Arc::clone(&faults)),
     );
     h.fill(0, 4, 30);
     let want = h.latest(0);

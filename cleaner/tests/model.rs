@@ -246,15 +246,15 @@ impl World {
     fn open_rest(&mut self) {
         let store =
             Store::open_with_sinks(store_config(self.dir.path()), vec![self.logs.sink()]).unwrap();
-        let cleaner = LogCleaner::new(
+        let cleaner = LogCleaner::new_with_faults(
             Arc::clone(&self.logs),
             self.dir.path().to_path_buf(),
             CleanerConfig {
                 backoff_ms: BACKOFF_MS,
-                faults: Some(Arc::clone(&self.faults)),
                 ..CleanerConfig::default()
             },
             Arc::clone(store.commit_log()),
+            Arc::clone(&self.faults),
         )
         .unwrap();
         self.store = Some(store);

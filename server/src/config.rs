@@ -1,13 +1,30 @@
-//! The broker configuration of CONFIG.md: schema, defaults, loading and
-//! validation.
+//! The broker configuration of CONFIG.md: the file's schema, composed of
+//! the components' own sections, loading, and the file/key context of its
+//! errors.
 //!
 //! Precedence is built-in defaults < YAML file < command-line flags
-//! (`--data-dir`, `--listen`). Every key of CONFIG.md is a field here with
-//! CONFIG.md's default; unknown keys are errors (`deny_unknown_fields`), so a
-//! typo such as `retention.dlete_when` stops start-up instead of silently
-//! running with the default.
+//! (`--data-dir`, `--listen`). Every key of CONFIG.md is a field here or in
+//! a section type with CONFIG.md's default; unknown keys are errors
+//! (`deny_unknown_fields`, here and in every section), so a typo such as
+//! `retention.dlete_when` stops start-up instead of silently running with
+//! the default.
 //!
-//! Every error names the file, the key as a dotted path
+//! Each section lives with its component, with its defaults (written once,
+//! in its `Default`) and its one `validate()`, which the component runs
+//! too when it starts:
+//! * `store:` — [`tidelog_storage::StoreConfig`], `retention:` —
+//!   [`tidelog_storage::RetentionConfig`] (both checked by
+//!   `StoreConfig::validate`, the one `Store::open` runs);
+//! * `cleaner:` — [`tidelog_cleaner::CleanerConfig`] (`LogCleaner::new`
+//!   runs its `validate`);
+//! * `cluster_id`, `auto_create_topics`, `default_partitions`, `topics` —
+//!   [`tidelog_broker::BrokerConfig`], top-level keys listed here (serde's
+//!   `flatten` cannot be combined with `deny_unknown_fields`);
+//! * `http:` and `admin_token` — [`tidelog_api::settings`].
+//!
+//! So `check-config` and `serve` accept and refuse the same files. This
+//! file adds only `listen` and `data_dir`, and the context of a message:
+//! every error names the file, the key as a dotted path
 //! (`retention.disk_full_ratio`, `topics[1].configs.cleanup.policy`; list
 //! indices count from 0) and what is wrong, and stops start-up.
 //!
@@ -19,29 +36,20 @@
 //! * Topic config values may be YAML strings or numbers; they are validated
 //!   with the API's rules (`tidelog_broker::topic_config`) and kept in their
 //!   canonical string form.
-//! * Lower bounds that keep the server sane: at least one partition, at most
-//!   [`PARTITIONS_MAX`](tidelog_broker::registry::PARTITIONS_MAX); intervals, counts and thread numbers of at least 1.
-//! * The `store:` and `retention:` sections are checked by the store's own
-//!   `StoreConfig::validate`, the one `Store::open` runs, so `check-config`
-//!   and `serve` accept and refuse the same files. A `max_message_bytes`
-//!   larger than a segment can hold is not an error: the store clamps it
-//!   (and warns once at start).
+//! * A `max_message_bytes` larger than a segment can hold is not an error:
+//!   the store clamps it (and warns once at start).
 //! * The effective config printed by `check-config` and logged by `serve`
 //!   shows `admin_token` as `<redacted>`, so it does not end up in logs.
 
-use std::collections::BTreeMap;
-use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use tidelog_broker::registry::check_partitions;
-use tidelog_broker::topic_config::{self, TopicConfig};
-use tidelog_broker::{names, BrokerError};
-
-/// Longest time between two disk-full checks of the store, whatever
-/// `retention.check_interval_ms` says.
-const DISK_CHECK_INTERVAL_MS_MAX: u64 = 1000;
+use serde::{Deserialize, Serialize};
+use tidelog_api::settings::{validate_admin_token, HttpConfig, InvalidSetting};
+use tidelog_broker::config::TopicDecl;
+use tidelog_broker::{BrokerConfig, BrokerError};
+use tidelog_cleaner::{CleanerConfig, CleanerError};
+use tidelog_storage::{RetentionConfig, StoreConfig, StoreError};
 
 /// Why start-up stopped.
 #[derive(Debug, thiserror::Error)]
@@ -67,7 +75,7 @@ pub struct CliOverrides {
 }
 
 /// The whole broker configuration (CONFIG.md).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     pub listen: SocketAddr,
@@ -88,318 +96,23 @@ pub struct Config {
 }
 
 impl Default for Config {
+    /// The components' defaults; only `listen` is this file's.
     fn default() -> Self {
+        let broker = BrokerConfig::default();
+        let store = StoreConfig::default();
         Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
-            data_dir: PathBuf::from("./data"),
-            cluster_id: "tidelog".into(),
+            data_dir: store.data_dir.clone(),
+            cluster_id: broker.cluster_id,
             admin_token: None,
-            auto_create_topics: false,
-            default_partitions: 4,
-            store: StoreConfig::default(),
+            auto_create_topics: broker.auto_create_topics,
+            default_partitions: broker.default_partitions,
+            store,
             retention: RetentionConfig::default(),
             cleaner: CleanerConfig::default(),
             http: HttpConfig::default(),
-            topics: Vec::new(),
+            topics: broker.topics,
         }
-    }
-}
-
-/// CommitLog, ConsumeQueue and IndexFile sizing and flushing.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct StoreConfig {
-    pub commitlog_segment_bytes: u64,
-    /// 20-byte units per ConsumeQueue file.
-    pub consume_queue_units_per_file: u64,
-    pub index_slots: u64,
-    pub index_entries: u64,
-    pub flush: FlushMode,
-    pub flush_interval_ms: u64,
-    pub max_message_bytes: u64,
-    /// `flush: sync`: an append waits this long for its flush, then answers
-    /// 503/50303.
-    pub sync_flush_timeout_ms: u64,
-    /// Dispatch failing this long refuses produce with 503/50302.
-    pub dispatch_stall_ms: u64,
-    /// What recovery does with damage in the middle of the log.
-    pub recovery_mode: RecoveryMode,
-}
-
-impl Default for StoreConfig {
-    fn default() -> Self {
-        StoreConfig {
-            commitlog_segment_bytes: 1 << 30,
-            consume_queue_units_per_file: 300_000,
-            index_slots: 500_000,
-            index_entries: 2_000_000,
-            flush: FlushMode::Async,
-            flush_interval_ms: 500,
-            max_message_bytes: 1_048_576,
-            sync_flush_timeout_ms: 5_000,
-            dispatch_stall_ms: 30_000,
-            recovery_mode: RecoveryMode::Strict,
-        }
-    }
-}
-
-/// What recovery does when it finds an invalid record with valid records
-/// after it (docs/recovery.md has the trade-off).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RecoveryMode {
-    /// Refuse to start, naming the segment and position.
-    Strict,
-    /// Cut the log at the first invalid record, losing what follows.
-    Truncate,
-}
-
-/// When a produce is acknowledged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum FlushMode {
-    /// After the append; a background flush every `flush_interval_ms`.
-    Async,
-    /// After the fsync that covers the records (group commit).
-    Sync,
-}
-
-/// CommitLog segment deletion, RocketMQ's rules and defaults.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct RetentionConfig {
-    pub file_reserved_hours: u64,
-    pub delete_when: DeleteWhen,
-    pub check_interval_ms: u64,
-    pub disk_max_used_ratio: f64,
-    pub disk_force_clean_ratio: f64,
-    pub disk_full_ratio: f64,
-}
-
-impl Default for RetentionConfig {
-    fn default() -> Self {
-        RetentionConfig {
-            file_reserved_hours: 72,
-            delete_when: DeleteWhen { hours: vec![4] },
-            check_interval_ms: 10_000,
-            disk_max_used_ratio: 0.75,
-            disk_force_clean_ratio: 0.85,
-            disk_full_ratio: 0.90,
-        }
-    }
-}
-
-/// Hours of the day (0..=23) in which expired segments are deleted,
-/// RocketMQ's `deleteWhen`: written `"04"` or `"04;16"`, sorted and
-/// deduplicated when parsed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DeleteWhen {
-    hours: Vec<u8>,
-}
-
-impl DeleteWhen {
-    /// Parses `"04"`, `"4;16"`, ... An empty list or item is an error: an
-    /// operator who wants no time window should say so with a wide one.
-    pub fn parse(text: &str) -> Result<Self, String> {
-        let mut hours = Vec::new();
-        for item in text.split(';').map(str::trim) {
-            let hour: u8 = item
-                .parse()
-                .ok()
-                .filter(|h| *h <= 23)
-                .ok_or_else(|| {
-                    let within = if item == text { String::new() } else { format!(" in {text:?}") };
-                    format!("{item:?}{within} is not an hour 0..=23 (hours are \";\"-separated, e.g. \"04;16\")")
-                })?;
-            hours.push(hour);
-        }
-        hours.sort_unstable();
-        hours.dedup();
-        Ok(DeleteWhen { hours })
-    }
-
-    /// The hours, sorted, each in 0..=23, at least one.
-    pub fn hours(&self) -> &[u8] {
-        &self.hours
-    }
-}
-
-impl fmt::Display for DeleteWhen {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let text: Vec<String> = self.hours.iter().map(|h| format!("{h:02}")).collect();
-        f.write_str(&text.join(";"))
-    }
-}
-
-impl Serialize for DeleteWhen {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-impl<'de> Deserialize<'de> for DeleteWhen {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        // A visitor rather than an untagged enum: errors raised while the
-        // YAML deserializer is on this scalar carry its path
-        // (`retention.delete_when`), and an unquoted `delete_when: 4` (a YAML
-        // integer) is accepted too.
-        struct Visitor;
-        impl serde::de::Visitor<'_> for Visitor {
-            type Value = DeleteWhen;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("hours of the day as a string, e.g. \"04;16\"")
-            }
-            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<DeleteWhen, E> {
-                DeleteWhen::parse(text).map_err(E::custom)
-            }
-            fn visit_u64<E: serde::de::Error>(self, hour: u64) -> Result<DeleteWhen, E> {
-                self.visit_str(&hour.to_string())
-            }
-            fn visit_i64<E: serde::de::Error>(self, hour: i64) -> Result<DeleteWhen, E> {
-                self.visit_str(&hour.to_string())
-            }
-        }
-        d.deserialize_any(Visitor)
-    }
-}
-
-/// LogCleaner settings, Kafka's defaults.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct CleanerConfig {
-    pub threads: u32,
-    pub dedupe_buffer_bytes: u64,
-    pub backoff_ms: u64,
-    /// `None`: cleaner I/O is not throttled.
-    pub io_max_bytes_per_second: Option<u64>,
-}
-
-impl Default for CleanerConfig {
-    /// The cleaner's own defaults, so they are written once.
-    fn default() -> Self {
-        let c = tidelog_cleaner::CleanerConfig::default();
-        CleanerConfig {
-            threads: u32::try_from(c.threads).unwrap_or(u32::MAX),
-            dedupe_buffer_bytes: c.dedupe_buffer_bytes as u64,
-            backoff_ms: c.backoff_ms,
-            io_max_bytes_per_second: c.io_max_bytes_per_second,
-        }
-    }
-}
-
-/// Limits of the HTTP API: every queue and buffer has a bound.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct HttpConfig {
-    /// Largest request body; larger ones answer 413/41301.
-    pub max_request_bytes: u64,
-    /// Most records in one produce request; more answer 413/41301.
-    pub max_records_per_request: u64,
-    /// Requests served at once, long-polls included; more answer 429/42901.
-    /// A request counts once its body is in.
-    pub max_concurrent_requests: u64,
-    /// Open connections; one more is closed at once and counted.
-    pub max_connections: u64,
-    /// Request body bytes held in memory by all connections together; a
-    /// body that would pass it answers 503/50305.
-    pub max_inflight_bytes: u64,
-    /// From a request's first byte to the end of its headers.
-    pub header_read_timeout_ms: u64,
-    /// From the end of a request's headers to the end of its body (408/40801).
-    pub body_read_timeout_ms: u64,
-    /// A connection idle longer between requests (or after accept) is closed.
-    pub idle_timeout_ms: u64,
-    /// A response write that makes no progress for this long (the client
-    /// does not read) closes the connection.
-    pub write_timeout_ms: u64,
-}
-
-impl Default for HttpConfig {
-    fn default() -> Self {
-        HttpConfig {
-            max_request_bytes: tidelog_api::settings::MAX_REQUEST_BYTES_DEFAULT as u64,
-            max_records_per_request: tidelog_api::settings::MAX_RECORDS_PER_REQUEST_DEFAULT as u64,
-            max_concurrent_requests: tidelog_api::settings::MAX_CONCURRENT_REQUESTS_DEFAULT as u64,
-            max_connections: 10_000,
-            max_inflight_bytes: tidelog_api::settings::MAX_INFLIGHT_BYTES_DEFAULT,
-            header_read_timeout_ms: 10_000,
-            body_read_timeout_ms: tidelog_api::settings::BODY_READ_TIMEOUT_MS_DEFAULT,
-            idle_timeout_ms: 60_000,
-            write_timeout_ms: 30_000,
-        }
-    }
-}
-
-/// Largest `http.max_request_bytes`: bodies are buffered whole.
-pub const MAX_REQUEST_BYTES_MAX: u64 = 1 << 30;
-
-/// Largest `http.max_concurrent_requests` (tokio's semaphore bound is far
-/// higher; this keeps a typo from disabling the limit).
-pub const MAX_CONCURRENT_REQUESTS_MAX: u64 = 1 << 20;
-
-/// Largest `http.max_connections` (each is a file descriptor; this keeps a
-/// typo from disabling the limit).
-pub const MAX_CONNECTIONS_MAX: u64 = 1 << 20;
-
-/// Largest `http.*_timeout_ms`: a day.
-pub const HTTP_TIMEOUT_MS_MAX: u64 = 86_400_000;
-
-/// A topic declared in the file.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TopicDecl {
-    pub name: String,
-    /// `None` in the file: `default_partitions` (filled in by validation).
-    #[serde(default)]
-    pub partitions: Option<u32>,
-    /// Kafka topic config name → value, canonical after validation.
-    #[serde(default)]
-    pub configs: BTreeMap<String, ConfigValue>,
-}
-
-/// A topic config value as a string, the form the API and storage use.
-/// YAML numbers and booleans are accepted (`delete.retention.ms: 86400000`)
-/// and turned into their text; lists and maps are type errors that serde
-/// reports at the value's own path.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(transparent)]
-pub struct ConfigValue(pub String);
-
-impl<'de> Deserialize<'de> for ConfigValue {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Visitor;
-        impl serde::de::Visitor<'_> for Visitor {
-            type Value = ConfigValue;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a string or a number")
-            }
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<ConfigValue, E> {
-                Ok(ConfigValue(v.to_string()))
-            }
-            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<ConfigValue, E> {
-                Ok(ConfigValue(v.to_string()))
-            }
-            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<ConfigValue, E> {
-                Ok(ConfigValue(v.to_string()))
-            }
-            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<ConfigValue, E> {
-                Ok(ConfigValue(v.to_string()))
-            }
-            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<ConfigValue, E> {
-                Ok(ConfigValue(v.to_string()))
-            }
-        }
-        d.deserialize_any(Visitor)
-    }
-}
-
-impl TopicDecl {
-    /// The declared configs as the api crate's overrides map.
-    pub fn overrides(&self) -> topic_config::Overrides {
-        self.configs
-            .iter()
-            .map(|(name, value)| (name.clone(), value.0.clone()))
-            .collect()
     }
 }
 
@@ -438,202 +151,58 @@ impl Config {
         serde_yaml::from_str(text).map_err(|e| yaml_error(file, &e))
     }
 
-    /// Cross-field and range checks; fills in topic partitions and
-    /// canonicalizes topic config values.
+    /// Every section's own `validate()`, with the file named in the error;
+    /// fills in topic partitions and canonicalizes topic config values.
     pub fn validate(&mut self, file: &str) -> Result<(), ConfigError> {
         let bad = |key: &str, reason: String| ConfigError::Invalid {
             file: file.to_string(),
             key: key.to_string(),
             reason,
         };
-
-        if self.cluster_id.is_empty()
-            || self
-                .cluster_id
-                .chars()
-                .any(|c| c.is_control() || c.is_whitespace())
-        {
-            return Err(bad(
-                "cluster_id",
-                format!(
-                    "{:?} must be non-empty, without spaces or control characters",
-                    self.cluster_id
-                ),
-            ));
-        }
-        if self.admin_token.as_deref() == Some("") {
-            return Err(bad(
-                "admin_token",
-                "must not be empty (use null to disable auth)".into(),
-            ));
-        }
-        check_partitions(self.default_partitions)
-            .map_err(|e| bad("default_partitions", broker_reason(e)))?;
-
-        let store = &self.store;
-        // The storage types are u32; everything else about the `store:` and
-        // `retention:` sections is the store's own check.
-        for (key, value) in [
-            ("store.index_slots", store.index_slots),
-            ("store.index_entries", store.index_entries),
-        ] {
-            if value > u64::from(u32::MAX) {
-                return Err(bad(
-                    key,
-                    format!("{value} is too large, the maximum is {}", u32::MAX),
-                ));
-            }
-        }
+        let mut broker = self.broker_config();
+        broker.validate().map_err(|e| match e {
+            BrokerError::InvalidConfig { key, reason } => bad(&key, reason),
+            other => bad("(document)", other.to_string()),
+        })?;
+        self.topics = broker.topics;
+        let setting = |e: InvalidSetting| bad(e.key, e.reason);
+        validate_admin_token(self.admin_token.as_deref()).map_err(setting)?;
         self.store_config().validate().map_err(|e| match e {
-            tidelog_storage::StoreError::InvalidConfig { key, reason } => bad(key, reason),
+            StoreError::InvalidConfig { key, reason } => bad(key, reason),
             other => bad("store", other.to_string()),
         })?;
-
-        self.cleaner_config().validate().map_err(|e| match e {
-            tidelog_cleaner::CleanerError::InvalidConfig { setting, reason } => {
-                bad(setting, reason)
-            }
+        self.cleaner.validate().map_err(|e| match e {
+            CleanerError::InvalidConfig { setting, reason } => bad(setting, reason),
             other => bad("cleaner", other.to_string()),
         })?;
-
-        let http = &self.http;
-        let in_range = |key: &str, value: u64, min: u64, max: u64| {
-            if (min..=max).contains(&value) {
-                Ok(())
-            } else {
-                Err(bad(key, format!("{value} is not in [{min}, {max}]")))
-            }
-        };
-        in_range(
-            "http.max_request_bytes",
-            http.max_request_bytes,
-            1024,
-            MAX_REQUEST_BYTES_MAX,
-        )?;
-        in_range(
-            "http.max_records_per_request",
-            http.max_records_per_request,
-            1,
-            u64::from(u32::MAX),
-        )?;
-        in_range(
-            "http.max_concurrent_requests",
-            http.max_concurrent_requests,
-            1,
-            MAX_CONCURRENT_REQUESTS_MAX,
-        )?;
-        in_range(
-            "http.max_connections",
-            http.max_connections,
-            1,
-            MAX_CONNECTIONS_MAX,
-        )?;
-        // Any body within max_request_bytes must fit in an empty budget.
-        if http.max_inflight_bytes < http.max_request_bytes {
-            return Err(bad(
-                "http.max_inflight_bytes",
-                format!(
-                    "{} is less than http.max_request_bytes ({}): a body of the largest allowed size could never be read",
-                    http.max_inflight_bytes, http.max_request_bytes
-                ),
-            ));
-        }
-        for (key, value) in [
-            ("http.header_read_timeout_ms", http.header_read_timeout_ms),
-            ("http.body_read_timeout_ms", http.body_read_timeout_ms),
-            ("http.idle_timeout_ms", http.idle_timeout_ms),
-            ("http.write_timeout_ms", http.write_timeout_ms),
-        ] {
-            in_range(key, value, 1, HTTP_TIMEOUT_MS_MAX)?;
-        }
-        let mut seen: BTreeMap<String, usize> = BTreeMap::new();
-        for (i, topic) in self.topics.iter_mut().enumerate() {
-            let key = |field: &str| format!("topics[{i}].{field}");
-            names::validate_topic_name(&topic.name)
-                .map_err(|e| bad(&key("name"), broker_reason(e)))?;
-            if let Some(first) = seen.insert(topic.name.clone(), i) {
-                return Err(bad(
-                    &key("name"),
-                    format!(
-                        "topic {:?} is already declared at topics[{first}]",
-                        topic.name
-                    ),
-                ));
-            }
-            let partitions = topic.partitions.unwrap_or(self.default_partitions);
-            check_partitions(partitions).map_err(|e| bad(&key("partitions"), broker_reason(e)))?;
-            topic.partitions = Some(partitions);
-
-            for (name, value) in topic.configs.iter_mut() {
-                value.0 = topic_config::validate(name, &value.0)
-                    .map_err(|e| bad(&key(&format!("configs.{name}")), broker_reason(e)))?;
-            }
-            if let Err(e) = TopicConfig::from_overrides(&topic.overrides()) {
-                let name = match &e {
-                    BrokerError::InvalidTopicConfig { name, .. } => name.clone(),
-                    _ => String::new(),
-                };
-                return Err(bad(&key(&format!("configs.{name}")), broker_reason(e)));
-            }
-        }
+        self.http.validate().map_err(setting)?;
         Ok(())
     }
 
-    /// The store's settings: every key of the `store` and `retention`
-    /// sections. Retention keeps the production clock and disk-usage source
-    /// (the defaults) and the knobs CONFIG.md does not name
+    /// The store's settings: the `store` and `retention` sections, in
+    /// `data_dir`. Retention keeps the production clock and disk-usage
+    /// source (the defaults) and the knobs CONFIG.md does not name
     /// (`max_segments_per_pass`, `pause_between_deletes_ms`).
-    pub fn store_config(&self) -> tidelog_storage::StoreConfig {
-        let s = &self.store;
-        let mut c = tidelog_storage::StoreConfig::new(self.data_dir.clone());
-        c.commitlog_segment_bytes = s.commitlog_segment_bytes;
-        c.consume_queue_units_per_file = s.consume_queue_units_per_file;
-        // `validate` bounds both by u32::MAX.
-        c.index_slots = u32::try_from(s.index_slots).unwrap_or(u32::MAX);
-        c.index_entries = u32::try_from(s.index_entries).unwrap_or(u32::MAX);
-        c.flush = match s.flush {
-            FlushMode::Async => tidelog_storage::FlushMode::Async,
-            FlushMode::Sync => tidelog_storage::FlushMode::Sync,
-        };
-        c.flush_interval_ms = s.flush_interval_ms;
-        c.max_message_bytes = s.max_message_bytes;
-        c.sync_flush_timeout_ms = s.sync_flush_timeout_ms;
-        c.dispatch_stall_ms = s.dispatch_stall_ms;
-        c.recovery_mode = match s.recovery_mode {
-            RecoveryMode::Strict => tidelog_storage::RecoveryMode::Strict,
-            RecoveryMode::Truncate => tidelog_storage::RecoveryMode::TruncateAtCorruption,
-        };
-        let r = &self.retention;
-        let retention = &mut c.retention;
-        retention.file_reserved_hours = r.file_reserved_hours;
-        retention.delete_when = r
-            .delete_when
-            .hours()
-            .iter()
-            .map(|&h| u32::from(h))
-            .collect();
-        retention.check_interval_ms = r.check_interval_ms;
-        retention.disk_max_used_ratio = r.disk_max_used_ratio;
-        retention.disk_force_clean_ratio = r.disk_force_clean_ratio;
-        retention.disk_full_ratio = r.disk_full_ratio;
-        // Writes must stop soon after the disk crosses the line, so the
-        // disk-full flag is re-evaluated at least every second whatever the
-        // retention pass's own interval.
-        retention.disk_check_interval_ms = r.check_interval_ms.min(DISK_CHECK_INTERVAL_MS_MAX);
-        c
+    pub fn store_config(&self) -> StoreConfig {
+        StoreConfig {
+            data_dir: self.data_dir.clone(),
+            retention: self.retention.clone(),
+            ..self.store.clone()
+        }
     }
 
-    /// The LogCleaner's settings (`cleaner:`); the load factor and the
-    /// crash seam keep the cleaner's defaults.
-    pub fn cleaner_config(&self) -> tidelog_cleaner::CleanerConfig {
-        let c = &self.cleaner;
-        tidelog_cleaner::CleanerConfig {
-            threads: usize::try_from(c.threads).unwrap_or(usize::MAX),
-            // `validate` bounds it; a 32-bit host gets what it can address.
-            dedupe_buffer_bytes: usize::try_from(c.dedupe_buffer_bytes).unwrap_or(usize::MAX),
-            backoff_ms: c.backoff_ms,
-            io_max_bytes_per_second: c.io_max_bytes_per_second,
-            ..tidelog_cleaner::CleanerConfig::default()
+    /// The LogCleaner's settings (`cleaner:`).
+    pub fn cleaner_config(&self) -> CleanerConfig {
+        self.cleaner.clone()
+    }
+
+    /// The broker's settings (the top-level keys it owns).
+    pub fn broker_config(&self) -> BrokerConfig {
+        BrokerConfig {
+            cluster_id: self.cluster_id.clone(),
+            auto_create_topics: self.auto_create_topics,
+            default_partitions: self.default_partitions,
+            topics: self.topics.clone(),
         }
     }
 
@@ -649,27 +218,7 @@ impl Config {
 
     /// The HTTP API's settings.
     pub fn api_settings(&self) -> tidelog_api::ApiSettings {
-        let to_usize = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
-        tidelog_api::ApiSettings {
-            cluster_id: self.cluster_id.clone(),
-            admin_token: self.admin_token.clone(),
-            auto_create_topics: self.auto_create_topics,
-            default_partitions: self.default_partitions,
-            declared_topics: self
-                .topics
-                .iter()
-                .map(|t| tidelog_broker::DeclaredTopic {
-                    name: t.name.clone(),
-                    partitions: t.partitions.unwrap_or(self.default_partitions),
-                    overrides: t.overrides(),
-                })
-                .collect(),
-            max_request_bytes: to_usize(self.http.max_request_bytes),
-            max_records_per_request: to_usize(self.http.max_records_per_request),
-            max_concurrent_requests: to_usize(self.http.max_concurrent_requests),
-            max_inflight_bytes: self.http.max_inflight_bytes,
-            body_read_timeout: std::time::Duration::from_millis(self.http.body_read_timeout_ms),
-        }
+        tidelog_api::ApiSettings::new(self.broker_config(), self.admin_token.clone(), &self.http)
     }
 
     /// The config as YAML, with `admin_token` redacted.
@@ -679,16 +228,6 @@ impl Config {
             shown.admin_token = Some("<redacted>".into());
         }
         serde_yaml::to_string(&shown)
-    }
-}
-
-/// The reason part of a validation error from the broker (the key is ours
-/// to name).
-fn broker_reason(e: BrokerError) -> String {
-    match e {
-        BrokerError::InvalidName { reason, .. }
-        | BrokerError::InvalidTopicConfig { reason, .. } => reason,
-        other => other.to_string(),
     }
 }
 
@@ -739,8 +278,16 @@ fn is_path(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tidelog_storage::FlushMode;
 
     const FILE: &str = "test.yaml";
+
+    /// A config as the file it stands for: every key, section types
+    /// included (some hold fields, such as retention's clock, that have no
+    /// equality).
+    fn as_yaml(config: &Config) -> String {
+        serde_yaml::to_string(config).unwrap()
+    }
 
     fn load_str(text: &str) -> Result<Config, ConfigError> {
         let mut config = Config::parse_yaml(FILE, text)?;
@@ -775,11 +322,11 @@ mod tests {
         .topics;
         // The shipped file is CONFIG.md's: defaults plus the two example topics.
         assert_eq!(
-            config,
-            Config {
+            as_yaml(&config),
+            as_yaml(&Config {
                 topics: expected_topics,
                 ..Config::default()
-            }
+            })
         );
         assert_eq!(
             config.topics[1].configs["delete.retention.ms"].0,
@@ -817,8 +364,8 @@ mod tests {
         assert_eq!(config.cleaner.io_max_bytes_per_second, None);
         assert!(config.topics.is_empty());
         assert_eq!(
-            Config::load(None, &CliOverrides::default()).unwrap(),
-            config
+            as_yaml(&Config::load(None, &CliOverrides::default()).unwrap()),
+            as_yaml(&config)
         );
     }
 
@@ -1060,6 +607,51 @@ mod tests {
         load_str("store: {commitlog_segment_bytes: 65536, max_message_bytes: 4096}\n").unwrap();
     }
 
+    /// The loader adds the file and the key and nothing else: for each
+    /// section, what the component's own `validate()` refuses (with the
+    /// same key and reason) is what `check-config` and `serve` refuse.
+    #[test]
+    fn each_section_is_checked_by_its_components_validate() {
+        let reason_of = |text: &str| match load_str(text).unwrap_err() {
+            ConfigError::Invalid { key, reason, .. } => (key, reason),
+            other => panic!("{other}"),
+        };
+        let parsed = |text: &str| Config::parse_yaml(FILE, text).unwrap();
+
+        let text = "store: {index_entries: 1}\n";
+        let Err(StoreError::InvalidConfig { key, reason }) = parsed(text).store_config().validate()
+        else {
+            panic!("the store accepted {text:?}");
+        };
+        assert_eq!(reason_of(text), (key.to_string(), reason));
+
+        let text = "retention: {disk_max_used_ratio: 0.95}\n";
+        let Err(StoreError::InvalidConfig { key, reason }) = parsed(text).store_config().validate()
+        else {
+            panic!("the store accepted {text:?}");
+        };
+        assert_eq!(reason_of(text), (key.to_string(), reason));
+
+        let text = "cleaner: {threads: 26, dedupe_buffer_bytes: 1024}\n";
+        let Err(CleanerError::InvalidConfig { setting, reason }) = parsed(text).cleaner.validate()
+        else {
+            panic!("the cleaner accepted {text:?}");
+        };
+        assert_eq!(reason_of(text), (setting.to_string(), reason));
+
+        let text = "topics:\n  - {name: a, configs: {segment.bytes: 10}}\n";
+        let Err(BrokerError::InvalidConfig { key, reason }) =
+            parsed(text).broker_config().validate()
+        else {
+            panic!("the broker accepted {text:?}");
+        };
+        assert_eq!(reason_of(text), (key, reason));
+
+        let text = "http: {max_connections: 0}\n";
+        let e = parsed(text).http.validate().unwrap_err();
+        assert_eq!(reason_of(text), (e.key.to_string(), e.reason));
+    }
+
     #[test]
     fn bad_topic_names_are_rejected() {
         assert_rejects("topics:\n  - name: ../x\n", "topics[0].name", "'/'");
@@ -1151,7 +743,7 @@ mod tests {
         assert!(yaml.contains("<redacted>"), "{yaml}");
         let mut again = load_str(&yaml).unwrap();
         again.admin_token = config.admin_token.clone();
-        assert_eq!(again, config);
+        assert_eq!(as_yaml(&again), as_yaml(&config));
     }
 
     #[test]
@@ -1175,10 +767,11 @@ mod tests {
             "not in",
         );
         assert_rejects("http:\n  max_reqs: 1\n", "http.max_reqs", "unknown field");
+        // The store's field is a u32: serde refuses more, naming the key.
         assert_rejects(
             "store:\n  index_slots: 4294967296\n",
             "store.index_slots",
-            "too large",
+            "expected u32",
         );
     }
 
@@ -1272,7 +865,7 @@ mod tests {
         );
         let r = &store.retention;
         assert_eq!(r.file_reserved_hours, 5);
-        assert_eq!(r.delete_when, vec![4, 16]);
+        assert_eq!(r.delete_when.hours(), [4, 16]);
         assert_eq!(r.check_interval_ms, 300);
         assert_eq!(
             (
@@ -1282,15 +875,15 @@ mod tests {
             ),
             (0.5, 0.6, 0.95)
         );
-        assert_eq!(r.disk_check_interval_ms, 300, "at most check_interval_ms");
+        assert_eq!(r.disk_check_every_ms(), 300, "at most check_interval_ms");
         let defaults = Config::default().store_config().retention;
-        assert_eq!(defaults.disk_check_interval_ms, 1000, "at most a second");
-        assert_eq!(defaults.delete_when, vec![4]);
+        assert_eq!(defaults.disk_check_every_ms(), 1000, "at most a second");
+        assert_eq!(defaults.delete_when.hours(), [4]);
         let api = config.api_settings();
-        assert_eq!(api.cluster_id, "c1");
+        assert_eq!(api.broker.cluster_id, "c1");
         assert_eq!(api.admin_token.as_deref(), Some("t"));
-        assert!(api.auto_create_topics);
-        assert_eq!(api.default_partitions, 2);
+        assert!(api.broker.auto_create_topics);
+        assert_eq!(api.broker.default_partitions, 2);
         assert_eq!(
             (
                 api.max_request_bytes,
@@ -1299,13 +892,11 @@ mod tests {
             ),
             (2048, 3, 5)
         );
-        assert_eq!(api.declared_topics.len(), 1);
+        let declared = api.broker.declared_topics();
+        assert_eq!(declared.len(), 1);
+        assert_eq!(declared[0].partitions, 2, "default_partitions filled in");
         assert_eq!(
-            api.declared_topics[0].partitions, 2,
-            "default_partitions filled in"
-        );
-        assert_eq!(
-            api.declared_topics[0]
+            declared[0]
                 .overrides
                 .get("cleanup.policy")
                 .map(String::as_str),

@@ -1,12 +1,19 @@
-//! Settings of the store. The server fills these from `broker.yaml`'s `store`
-//! section; defaults match CONFIG.md.
+//! Settings of the store: the `store:` section of `broker.yaml` (and, in
+//! [`RetentionConfig`], the `retention:` one), with CONFIG.md's defaults
+//! (written here once, in [`StoreConfig::new`]) and their one check,
+//! [`StoreConfig::validate`], which both `Store::open` and the server's
+//! config loader run.
+//!
+//! With the `serde` feature (enabled by the crate that loads YAML) the
+//! structs deserialize from those sections: CONFIG.md's keys and units,
+//! absent keys keep the defaults, unknown keys are errors. Fields that are
+//! not keys (`data_dir`, a top-level key the server fills in;
+//! `preallocate_next_segment`; `retention`, its own section) are skipped.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use crate::commit_log::format;
 use crate::error::{Result, StoreError};
-use crate::fault::Faults;
 use crate::index_file::format::{ENTRY_CAPACITY_MAX, SLOT_COUNT_MAX};
 use crate::retention::RetentionConfig;
 
@@ -15,8 +22,13 @@ pub const COMMITLOG_SEGMENT_BYTES_MIN: u64 = 4096;
 /// Most units per ConsumeQueue file (a 1.25 GiB file).
 pub const CONSUME_QUEUE_UNITS_PER_FILE_MAX: u64 = 1 << 26;
 
-/// When an append counts as done.
+/// When an append counts as done (`store.flush`: `async` or `sync`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(rename_all = "lowercase")
+)]
 pub enum FlushMode {
     /// Appends return once the bytes are in the page cache; a flush thread
     /// makes them durable every `flush_interval_ms`. A crash of the process
@@ -29,7 +41,13 @@ pub enum FlushMode {
 
 /// What recovery does when it finds an invalid record with valid records
 /// after it (corruption in the middle of the log rather than a torn tail).
+/// `store.recovery_mode`: `strict` or `truncate`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(rename_all = "lowercase")
+)]
 pub enum RecoveryMode {
     /// Refuse to open, naming the segment and position. Nothing is lost
     /// silently; the operator decides.
@@ -37,11 +55,22 @@ pub enum RecoveryMode {
     /// Truncate the log at the first invalid record, dropping everything
     /// after it (including valid records). Brings the store up at the cost
     /// of those records.
+    #[cfg_attr(feature = "serde", serde(rename = "truncate"))]
     TruncateAtCorruption,
 }
 
+/// Where the data lives when nothing says otherwise (CONFIG.md's
+/// `data_dir`), relative to the working directory.
+pub const DATA_DIR_DEFAULT: &str = "./data";
+
 #[derive(Clone, Debug)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(deny_unknown_fields, default)
+)]
 pub struct StoreConfig {
+    #[cfg_attr(feature = "serde", serde(skip))]
     pub data_dir: PathBuf,
     /// Size every new CommitLog segment is preallocated to.
     pub commitlog_segment_bytes: u64,
@@ -71,11 +100,18 @@ pub struct StoreConfig {
     /// Create the next CommitLog segment ahead of time and keep the pages
     /// just ahead of the writer in the page cache, so the append path pays
     /// for neither file creation nor page allocation.
+    #[cfg_attr(feature = "serde", serde(skip))]
     pub preallocate_next_segment: bool,
     /// CommitLog segment deletion and disk-full protection.
+    #[cfg_attr(feature = "serde", serde(skip))]
     pub retention: RetentionConfig,
-    /// Test seam: injected I/O failures. `None` in production.
-    pub faults: Option<Arc<Faults>>,
+}
+
+/// CONFIG.md's defaults with data in [`DATA_DIR_DEFAULT`].
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig::new(DATA_DIR_DEFAULT)
+    }
 }
 
 impl StoreConfig {
@@ -95,7 +131,6 @@ impl StoreConfig {
             recovery_mode: RecoveryMode::Strict,
             preallocate_next_segment: true,
             retention: RetentionConfig::default(),
-            faults: None,
         }
     }
 }

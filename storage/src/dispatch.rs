@@ -24,7 +24,7 @@ use event_listener::{Event, Listener};
 use crate::commit_log::{CommitLog, Next, ReadCache, StoredRecord};
 use crate::consume_queue::{format::key_hash, ConsumeQueue, ConsumeQueues, QueueCursor, Unit};
 use crate::error::{Result, StoreError};
-use crate::fault::{self, FaultPoint, Faults};
+use crate::fault::{self, FaultHandle, FaultPoint};
 use crate::index_file::IndexService;
 use crate::types::PhysicalOffset;
 
@@ -233,7 +233,7 @@ pub(crate) struct Dispatcher {
     /// How many times dispatch became stalled.
     stalls: AtomicU64,
     /// Test seam: [`FaultPoint::Dispatch`] fails the hand-over to the sinks.
-    faults: Option<Arc<Faults>>,
+    faults: FaultHandle,
 }
 
 /// The run of failures since the last successful dispatch round.
@@ -275,7 +275,7 @@ impl Dispatcher {
         sinks: Vec<Arc<dyn DispatchSink>>,
         from: u64,
         stall_after: Duration,
-        faults: Option<Arc<Faults>>,
+        faults: FaultHandle,
     ) -> Dispatcher {
         Dispatcher {
             log,

@@ -1,14 +1,21 @@
-//! Fault injection seam.
+//! Fault injection seam (failpoints).
 //!
-//! Tests hand the store a [`Faults`] through `StoreConfig::faults` to make
-//! the Nth flush or segment creation fail, or an operation hang until
-//! healed, then check that the store reacts as promised (refuses appends
-//! after a failed fsync, answers sync-flush waiters in time while an fsync
-//! hangs, reports clean errors). Production passes `None`, and every check
-//! is a single branch.
+//! Tests open the store with a [`Faults`] plan (`Store::open_with_faults`,
+//! or the broker's `open_with_faults`) to make the Nth flush or segment
+//! creation fail, or an operation hang until healed, then check that the
+//! store reacts as promised (refuses appends after a failed fsync, answers
+//! sync-flush waiters in time while an fsync hangs, reports clean errors).
+//!
+//! All of it exists only with the `failpoints` cargo feature, which only
+//! dev-dependencies enable. Without it [`FaultHandle`] is empty, [`check`]
+//! is an inlined `Ok(())`, and neither [`Faults`] nor a way to install one
+//! exists: a release build carries no fault switch. Check sites read the
+//! same either way: `fault::check(&self.faults, FaultPoint::X)`.
 
+#[cfg(feature = "failpoints")]
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex};
+#[cfg(feature = "failpoints")]
+use std::sync::{Arc, Condvar, Mutex};
 
 /// Operations a test can make fail.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -24,10 +31,12 @@ pub enum FaultPoint {
 }
 
 /// Every point, for the per-point hang flags.
+#[cfg(feature = "failpoints")]
 const POINTS: usize = 4;
 
 /// Counters for each fault point: the operation fails once its counter of
 /// remaining successes reaches zero (`u64::MAX` = never fails).
+#[cfg(feature = "failpoints")]
 #[derive(Debug)]
 pub struct Faults {
     flush_successes_left: AtomicU64,
@@ -40,12 +49,14 @@ pub struct Faults {
     healed: Condvar,
 }
 
+#[cfg(feature = "failpoints")]
 #[derive(Debug, Default)]
 struct Hangs {
     hanging: [bool; POINTS],
     blocked: [u64; POINTS],
 }
 
+#[cfg(feature = "failpoints")]
 impl Default for Faults {
     fn default() -> Self {
         Faults {
@@ -59,6 +70,7 @@ impl Default for Faults {
     }
 }
 
+#[cfg(feature = "failpoints")]
 impl Faults {
     /// Let `n` more operations at `point` succeed, then fail every later one.
     pub fn fail_after(&self, point: FaultPoint, n: u64) {
@@ -136,13 +148,31 @@ impl Faults {
     }
 }
 
-/// Check an optional fault plan.
-pub(crate) fn check(
-    faults: &Option<std::sync::Arc<Faults>>,
-    point: FaultPoint,
-) -> std::io::Result<()> {
-    match faults {
+/// What the store's parts hold: the plan the store was opened with, if
+/// any. Without `failpoints` it is empty (zero-sized), and so is every
+/// check of it.
+#[derive(Clone, Debug, Default)]
+pub struct FaultHandle(#[cfg(feature = "failpoints")] Option<Arc<Faults>>);
+
+#[cfg(feature = "failpoints")]
+impl FaultHandle {
+    pub(crate) fn new(faults: Arc<Faults>) -> Self {
+        FaultHandle(Some(faults))
+    }
+}
+
+/// Check the plan the store was opened with, if any.
+#[cfg(feature = "failpoints")]
+pub(crate) fn check(faults: &FaultHandle, point: FaultPoint) -> std::io::Result<()> {
+    match &faults.0 {
         Some(f) => f.check(point),
         None => Ok(()),
     }
+}
+
+/// Without `failpoints`: nothing to check, nothing left after inlining.
+#[cfg(not(feature = "failpoints"))]
+#[inline(always)]
+pub(crate) fn check(_: &FaultHandle, _: FaultPoint) -> std::io::Result<()> {
+    Ok(())
 }

@@ -30,7 +30,7 @@ pub use config::{FlushMode, RecoveryMode, StoreConfig};
 pub use dispatch::DispatchSink;
 pub use error::{CorruptionKind, Result, StoreError};
 pub use event_listener::{EventListener, Listener};
-pub use retention::{PassOutcome, RetentionConfig, Trigger};
+pub use retention::{DeleteWhen, PassOutcome, RetentionConfig, Trigger};
 pub use store::{DataDirLock, ReadResult, RecoveryReport, Store, StoreStats};
 pub use types::{
     topic_name_problem, validate_topic_name, PhysicalOffset, QueueOffset, TopicNameProblem,

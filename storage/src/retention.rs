@@ -171,14 +171,26 @@ pub const PAUSE_BETWEEN_DELETES_MS_DEFAULT: u64 = 100;
 /// RocketMQ's `deleteFileBatchMax`.
 pub const MAX_SEGMENTS_PER_PASS_DEFAULT: usize = 10;
 
+/// `disk_check_interval_ms` unless a test says otherwise: however long
+/// `check_interval_ms` is, writes stop within a second of the disk
+/// crossing `disk_full_ratio`.
+pub const DISK_CHECK_INTERVAL_MS_DEFAULT: u64 = 1000;
+
 /// Retention settings (`retention:` in broker.yaml), with RocketMQ's
-/// defaults.
+/// defaults. With the `serde` feature it is that section: the keys are
+/// CONFIG.md's, absent ones keep the defaults below, unknown ones are
+/// errors; the other fields are not keys (tests set them).
 #[derive(Clone, Debug)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(deny_unknown_fields, default)
+)]
 pub struct RetentionConfig {
     /// A sealed segment expires this long after its newest record.
     pub file_reserved_hours: u64,
     /// Hours of the day (local time) when expired segments are deleted.
-    pub delete_when: Vec<u32>,
+    pub delete_when: DeleteWhen,
     pub check_interval_ms: u64,
     /// Above: delete expired segments now, whatever the hour.
     pub disk_max_used_ratio: f64,
@@ -189,13 +201,19 @@ pub struct RetentionConfig {
     pub disk_full_ratio: f64,
     /// Most segments one scheduled pass (by the hour or by disk pressure)
     /// deletes; an operator's pass is not capped.
+    #[cfg_attr(feature = "serde", serde(skip))]
     pub max_segments_per_pass: usize,
     /// Pause between deleting two files, in every pass, so the unlink and
     /// page-cache work does not spike produce latency.
+    #[cfg_attr(feature = "serde", serde(skip))]
     pub pause_between_deletes_ms: u64,
-    /// How often the disk-full flag is re-evaluated.
+    /// How often the disk-full flag is re-evaluated, at most: the check
+    /// runs every [`RetentionConfig::disk_check_every_ms`].
+    #[cfg_attr(feature = "serde", serde(skip))]
     pub disk_check_interval_ms: u64,
+    #[cfg_attr(feature = "serde", serde(skip))]
     pub clock: Arc<dyn Clock>,
+    #[cfg_attr(feature = "serde", serde(skip))]
     pub disk: Arc<dyn DiskUsage>,
 }
 
@@ -203,17 +221,113 @@ impl Default for RetentionConfig {
     fn default() -> Self {
         RetentionConfig {
             file_reserved_hours: 72,
-            delete_when: vec![4],
+            delete_when: DeleteWhen { hours: vec![4] },
             check_interval_ms: 10_000,
             disk_max_used_ratio: 0.75,
             disk_force_clean_ratio: 0.85,
             disk_full_ratio: 0.90,
             max_segments_per_pass: MAX_SEGMENTS_PER_PASS_DEFAULT,
             pause_between_deletes_ms: PAUSE_BETWEEN_DELETES_MS_DEFAULT,
-            disk_check_interval_ms: 1_000,
+            disk_check_interval_ms: DISK_CHECK_INTERVAL_MS_DEFAULT,
             clock: Arc::new(SystemClock),
             disk: Arc::new(StatvfsDiskUsage),
         }
+    }
+}
+
+/// Hours of the day (0..=23) in which expired segments are deleted,
+/// RocketMQ's `deleteWhen`: written `"04"` or `"04;16"`, sorted and
+/// deduplicated when parsed, at least one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeleteWhen {
+    hours: Vec<u8>,
+}
+
+impl DeleteWhen {
+    /// Parses `"04"`, `"4;16"`, ... An empty list or item is an error: an
+    /// operator who wants no time window should say so with a wide one.
+    pub fn parse(text: &str) -> Result<Self> {
+        let mut hours = Vec::new();
+        for item in text.split(';').map(str::trim) {
+            let hour: u8 = item
+                .parse()
+                .ok()
+                .filter(|h| *h <= 23)
+                .ok_or_else(|| {
+                    let within = if item == text { String::new() } else { format!(" in {text:?}") };
+                    StoreError::InvalidConfig {
+                        key: "retention.delete_when",
+                        reason: format!("{item:?}{within} is not an hour 0..=23 (hours are \";\"-separated, e.g. \"04;16\")"),
+                    }
+                })?;
+            hours.push(hour);
+        }
+        hours.sort_unstable();
+        hours.dedup();
+        Ok(DeleteWhen { hours })
+    }
+
+    /// The hours, sorted, each in 0..=23, at least one.
+    pub fn hours(&self) -> &[u8] {
+        &self.hours
+    }
+
+    /// Whether `hour` (of [`Clock::local_hour`]) is one of them.
+    pub fn contains(&self, hour: u32) -> bool {
+        self.hours.iter().any(|&h| u32::from(h) == hour)
+    }
+}
+
+impl std::fmt::Display for DeleteWhen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let text: Vec<String> = self.hours.iter().map(|h| format!("{h:02}")).collect();
+        f.write_str(&text.join(";"))
+    }
+}
+
+#[cfg(feature = "serde")]
+impl serde::Serialize for DeleteWhen {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+#[cfg(feature = "serde")]
+impl<'de> serde::Deserialize<'de> for DeleteWhen {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        // A visitor rather than an untagged enum: errors raised while the
+        // YAML deserializer is on this scalar carry its path
+        // (`retention.delete_when`), and an unquoted `delete_when: 4` (a YAML
+        // integer) is accepted too.
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = DeleteWhen;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("hours of the day as a string, e.g. \"04;16\"")
+            }
+            fn visit_str<E: serde::de::Error>(
+                self,
+                text: &str,
+            ) -> std::result::Result<DeleteWhen, E> {
+                DeleteWhen::parse(text).map_err(|e| match e {
+                    StoreError::InvalidConfig { reason, .. } => E::custom(reason),
+                    other => E::custom(other),
+                })
+            }
+            fn visit_u64<E: serde::de::Error>(
+                self,
+                hour: u64,
+            ) -> std::result::Result<DeleteWhen, E> {
+                self.visit_str(&hour.to_string())
+            }
+            fn visit_i64<E: serde::de::Error>(
+                self,
+                hour: i64,
+            ) -> std::result::Result<DeleteWhen, E> {
+                self.visit_str(&hour.to_string())
+            }
+        }
+        d.deserialize_any(Visitor)
     }
 }
 
@@ -270,7 +384,7 @@ pub(crate) fn plan(
     if used_ratio > cfg.disk_max_used_ratio {
         return Some((Mode::Expired, "disk above disk_max_used_ratio"));
     }
-    if cfg.delete_when.contains(&cfg.clock.local_hour()) {
+    if cfg.delete_when.contains(cfg.clock.local_hour()) {
         return Some((Mode::Expired, "delete_when hour"));
     }
     None
@@ -286,6 +400,15 @@ pub(crate) fn segments_per_pass(cfg: &RetentionConfig, trigger: Trigger) -> Opti
 }
 
 impl RetentionConfig {
+    /// The disk-full check's period: `disk_check_interval_ms`, or
+    /// `check_interval_ms` if that is shorter, so a short retention interval
+    /// shortens it too and a long one never delays it past
+    /// `disk_check_interval_ms` ([`DISK_CHECK_INTERVAL_MS_DEFAULT`] unless a
+    /// test sets it).
+    pub fn disk_check_every_ms(&self) -> u64 {
+        self.disk_check_interval_ms.min(self.check_interval_ms)
+    }
+
     /// Range and order checks of the `retention:` section (part of
     /// `StoreConfig::validate`).
     pub fn validate(&self) -> Result<()> {
@@ -373,6 +496,23 @@ mod tests {
         assert!(StatvfsDiskUsage
             .used_ratio(Path::new("/no/such/dir"))
             .is_err());
+    }
+
+    #[test]
+    fn delete_when_parses_sorts_and_refuses_non_hours() {
+        let d = DeleteWhen::parse("16; 04;4").unwrap();
+        assert_eq!(d.hours(), [4, 16]);
+        assert_eq!(d.to_string(), "04;16");
+        assert!(d.contains(4) && d.contains(16) && !d.contains(5));
+        for bad in ["24", "04,16", "04;", "", "-1"] {
+            match DeleteWhen::parse(bad) {
+                Err(StoreError::InvalidConfig { key, reason }) => {
+                    assert_eq!(key, "retention.delete_when");
+                    assert!(reason.contains("not an hour 0..=23"), "{reason}");
+                }
+                other => panic!("{bad:?}: {other:?}"),
+            }
+        }
     }
 
     #[test]

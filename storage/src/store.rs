@@ -27,6 +27,7 @@ use crate::config::{FlushMode, StoreConfig};
 use crate::consume_queue::ConsumeQueues;
 use crate::dispatch::{keep_going, ConsumeQueueSink, DispatchSink, Dispatcher, IndexSink};
 use crate::error::{CorruptionKind, IoContext, QueuePosition, Result, StoreError};
+use crate::fault::FaultHandle;
 use crate::fs_util;
 use crate::index_file::IndexService;
 use crate::recovery;
@@ -157,6 +158,39 @@ impl Store {
         extra_sinks: Vec<Arc<dyn DispatchSink>>,
         lock: DataDirLock,
     ) -> Result<Store> {
+        Self::open_inner(config, extra_sinks, lock, FaultHandle::default())
+    }
+
+    /// [`Store::open`] with a fault plan its parts check at each
+    /// [`FaultPoint`](crate::fault::FaultPoint) (tests only: the
+    /// `failpoints` feature).
+    #[cfg(feature = "failpoints")]
+    pub fn open_with_faults(
+        config: StoreConfig,
+        faults: Arc<crate::fault::Faults>,
+    ) -> Result<Store> {
+        let lock = DataDirLock::acquire(&config.data_dir)?;
+        Self::open_locked_with_faults(config, Vec::new(), lock, faults)
+    }
+
+    /// [`Store::open_locked`] with a fault plan (tests only: the
+    /// `failpoints` feature).
+    #[cfg(feature = "failpoints")]
+    pub fn open_locked_with_faults(
+        config: StoreConfig,
+        extra_sinks: Vec<Arc<dyn DispatchSink>>,
+        lock: DataDirLock,
+        faults: Arc<crate::fault::Faults>,
+    ) -> Result<Store> {
+        Self::open_inner(config, extra_sinks, lock, FaultHandle::new(faults))
+    }
+
+    fn open_inner(
+        config: StoreConfig,
+        extra_sinks: Vec<Arc<dyn DispatchSink>>,
+        lock: DataDirLock,
+        faults: FaultHandle,
+    ) -> Result<Store> {
         let began = Instant::now();
         config.validate()?;
         let record_limit = config.record_payload_max();
@@ -277,13 +311,14 @@ impl Store {
             recovered.segments,
             end,
             NextOffsets::default(),
+            faults.clone(),
         );
         let dispatcher = Dispatcher::new(
             Arc::clone(&log),
             sinks,
             end,
             Duration::from_millis(config.dispatch_stall_ms),
-            config.faults.clone(),
+            faults,
         );
 
         // Queue offsets continue where each partition's queue ends, or, for
@@ -362,7 +397,7 @@ impl Store {
         )?);
         threads.push(spawn_supervised("tidelog-disk", &self.inner, |inner| {
             inner.run_every(
-                inner.config.retention.disk_check_interval_ms,
+                inner.config.retention.disk_check_every_ms(),
                 Inner::check_disk,
             )
         })?);

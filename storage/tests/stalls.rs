@@ -99,8 +99,7 @@ fn sync_store(dir: &std::path::Path, faults: &Arc<Faults>) -> Store {
     let mut cfg = small_config(dir);
     cfg.flush = FlushMode::Sync;
     cfg.sync_flush_timeout_ms = 100;
-    cfg.faults = Some(Arc::clone(faults));
-    Store::open(cfg).unwrap()
+    Store::open_with_faults(cfg, Arc::clone(faults)).unwrap()
 }
 
 /// Appends `value` on another thread; the answer arrives on the receiver.

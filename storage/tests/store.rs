@@ -577,8 +577,7 @@ fn failed_fsync_poisons_the_log() {
     let faults = Arc::new(Faults::default());
     let mut cfg = small_config(dir.path());
     cfg.flush = FlushMode::Sync;
-    cfg.faults = Some(Arc::clone(&faults));
-    let store = Store::open(cfg.clone()).unwrap();
+    let store = Store::open_with_faults(cfg.clone(), Arc::clone(&faults)).unwrap();
     store
         .append(&[record("t", 0, None, Some("durable"))])
         .unwrap();
@@ -607,7 +606,7 @@ fn failed_fsync_poisons_the_log() {
         2
     );
     store.close_uncleanly();
-    let store = Store::open(cfg).unwrap();
+    let store = Store::open_with_faults(cfg, Arc::clone(&faults)).unwrap();
     store
         .append(&[record("t", 0, None, Some("after restart"))])
         .unwrap();
@@ -617,9 +616,8 @@ fn failed_fsync_poisons_the_log() {
 fn failed_write_poisons_the_log_and_publishes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let faults = Arc::new(Faults::default());
-    let mut cfg = small_config(dir.path());
-    cfg.faults = Some(Arc::clone(&faults));
-    let store = Store::open(cfg.clone()).unwrap();
+    let cfg = small_config(dir.path());
+    let store = Store::open_with_faults(cfg.clone(), Arc::clone(&faults)).unwrap();
     store.append(&[record("t", 0, None, Some("kept"))]).unwrap();
     let committed = store.commit_log().committed();
     faults.fail_after(FaultPoint::CommitLogWrite, 0);
@@ -641,7 +639,7 @@ fn failed_write_poisons_the_log_and_publishes_nothing() {
     ));
     store.close_uncleanly();
     // After a restart the failed batch is not there and appends work.
-    let store = Store::open(cfg).unwrap();
+    let store = Store::open_with_faults(cfg, Arc::clone(&faults)).unwrap();
     assert_eq!(store.offsets("t", 0), (0, 1));
     let a = store
         .append(&[record("t", 0, None, Some("after"))])
@@ -657,9 +655,8 @@ fn failed_write_poisons_the_log_and_publishes_nothing() {
 fn failed_write_leaves_the_next_offsets_as_they_were() {
     let dir = tempfile::tempdir().unwrap();
     let faults = Arc::new(Faults::default());
-    let mut cfg = small_config(dir.path());
-    cfg.faults = Some(Arc::clone(&faults));
-    let store = Store::open(cfg.clone()).unwrap();
+    let cfg = small_config(dir.path());
+    let store = Store::open_with_faults(cfg.clone(), Arc::clone(&faults)).unwrap();
     let kept = store
         .append(&[
             record("t", 0, None, Some("kept")),
@@ -739,9 +736,8 @@ fn failed_write_leaves_the_next_offsets_as_they_were() {
 fn failed_segment_creation_is_an_error_not_a_poison() {
     let dir = tempfile::tempdir().unwrap();
     let faults = Arc::new(Faults::default());
-    let mut cfg = config_with_segments(dir.path(), 4096);
-    cfg.faults = Some(Arc::clone(&faults));
-    let store = Store::open(cfg).unwrap();
+    let cfg = config_with_segments(dir.path(), 4096);
+    let store = Store::open_with_faults(cfg, Arc::clone(&faults)).unwrap();
     store
         .append(&[record("t", 0, None, Some("first"))])
         .unwrap();

@@ -81,7 +81,7 @@ impl FromRequestParts<AppState> for TopicPath {
 /// 404/40400 unless `cluster` is ours (there is one cluster and its id is
 /// the configured `cluster_id`).
 pub(crate) fn check_cluster(state: &AppState, cluster: &str) -> Result<(), ApiError> {
-    let ours = &state.settings().cluster_id;
+    let ours = &state.settings().broker.cluster_id;
     if cluster == ours {
         Ok(())
     } else {

@@ -145,7 +145,7 @@ async fn resolve_topic(
         return Ok(topic);
     }
     let settings = state.settings();
-    if !settings.auto_create_topics {
+    if !settings.broker.auto_create_topics {
         return Err(ApiError::unknown_topic(name));
     }
     if writes {
@@ -159,7 +159,7 @@ async fn resolve_topic(
             ));
         }
     }
-    let partitions = settings.default_partitions;
+    let partitions = settings.broker.default_partitions;
     let ready = Arc::clone(ready);
     let name = name.to_string();
     blocking(move || Ok(ready.get_or_create_topic(&name, partitions)?)).await

@@ -38,7 +38,7 @@ pub async fn metrics(State(state): State<AppState>) -> Response {
 
 /// `GET /v3/clusters`
 pub async fn clusters(State(state): State<AppState>) -> Result<Response, ApiError> {
-    let cluster_id = &state.settings().cluster_id;
+    let cluster_id = &state.settings().broker.cluster_id;
     json(
         StatusCode::OK,
         &json_value!({

@@ -114,7 +114,7 @@ fn topic_data<'a>(cluster_id: &'a str, topic: &'a Topic) -> TopicData<'a> {
 pub async fn list_v3(State(state): State<AppState>, _: ClusterPath) -> Result<Response, ApiError> {
     let ready = state.ready()?;
     let topics = ready.registry.all();
-    let cluster_id = &state.settings().cluster_id;
+    let cluster_id = &state.settings().broker.cluster_id;
     let data: Vec<TopicData<'_>> = topics.iter().map(|t| topic_data(cluster_id, t)).collect();
     json(
         StatusCode::OK,
@@ -168,7 +168,7 @@ pub async fn create_v3(
     let request: CreateTopic = json_body(&body)?;
     names::validate_topic_name(&request.topic_name)?;
     let partitions = match request.partitions_count {
-        None => state.settings().default_partitions,
+        None => state.settings().broker.default_partitions,
         Some(n) => u32::try_from(n).map_err(|_| ApiError::BadRequest {
             message: format!("partitions_count {n} is not a partition count"),
         })?,
@@ -203,7 +203,7 @@ pub async fn create_v3(
     tracing::info!(topic = %topic.name, partitions, "created topic");
     json(
         StatusCode::CREATED,
-        &topic_data(&state.settings().cluster_id, &topic),
+        &topic_data(&state.settings().broker.cluster_id, &topic),
     )
 }
 
@@ -216,7 +216,7 @@ pub async fn get_v3(
     let topic = ready.registry.require(&topic)?;
     json(
         StatusCode::OK,
-        &topic_data(&state.settings().cluster_id, &topic),
+        &topic_data(&state.settings().broker.cluster_id, &topic),
     )
 }
 

@@ -12,7 +12,7 @@
 //! - `threads.rs`: [`LogCleaner`], its named threads, their supervision
 //!   and scheduling, housekeeping and the metrics.
 //!
-//! This file holds the public settings and results, and the state the
+//! This file holds the public results, and the state the
 //! threads share (`Shared`, one `PartitionState` per partition); each part
 //! above is an `impl Shared` block over it.
 
@@ -30,9 +30,8 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use crate::checkpoint::CleanerCheckpoint;
 use crate::compacted::CompactedLogs;
-use crate::error::{CleanerError, Result};
-use crate::fault::Faults;
-use crate::offset_map::DEFAULT_LOAD_FACTOR;
+pub use crate::config::CleanerConfig;
+use crate::fault::FaultHandle;
 use crate::throttle::Throttle;
 use tidelog_storage::commit_log::CommitLog;
 use tidelog_storage::StoreError;
@@ -59,86 +58,6 @@ where
 {
     fn make_durable(&self) -> std::result::Result<(), StoreError> {
         self()
-    }
-}
-
-/// `cleaner:` settings of broker.yaml (Kafka's defaults).
-#[derive(Clone, Debug)]
-pub struct CleanerConfig {
-    pub threads: usize,
-    /// Offset-map memory for all threads together.
-    pub dedupe_buffer_bytes: usize,
-    pub backoff_ms: u64,
-    pub io_max_bytes_per_second: Option<u64>,
-    pub load_factor: f64,
-    /// Test seam: fail or panic at steps of the swap ([`crate::fault`]).
-    /// `None` in production.
-    pub faults: Option<Arc<Faults>>,
-}
-
-/// Most cleaner threads (`cleaner.threads`): far more than a single node's
-/// disks can keep busy, and each holds a share of the offset map.
-pub const THREADS_MAX: usize = 64;
-
-/// Most offset-map memory one thread may hold: Kafka's cap, 2 GiB per
-/// cleaner thread (its map is indexed by a 32-bit int). A larger
-/// `dedupe_buffer_bytes` would be allocated at start and could take the
-/// machine's memory before anything is cleaned.
-pub const DEDUPE_BUFFER_BYTES_PER_THREAD_MAX: usize = 2 << 30;
-
-/// Smallest offset map: room for a few dozen keys.
-pub const DEDUPE_BUFFER_BYTES_MIN: usize = 1024;
-
-impl CleanerConfig {
-    /// The one range check of the `cleaner:` settings, used by
-    /// `LogCleaner::new`, `tidelog serve` and `tidelog check-config`, so
-    /// they accept and refuse the same values.
-    pub fn validate(&self) -> Result<()> {
-        let bad = |setting: &'static str, reason: String| {
-            Err(CleanerError::InvalidConfig { setting, reason })
-        };
-        if !(1..=THREADS_MAX).contains(&self.threads) {
-            return bad(
-                "cleaner.threads",
-                format!("{} is not in [1, {THREADS_MAX}]", self.threads),
-            );
-        }
-        let buffer_max = DEDUPE_BUFFER_BYTES_PER_THREAD_MAX.saturating_mul(self.threads);
-        if !(DEDUPE_BUFFER_BYTES_MIN..=buffer_max).contains(&self.dedupe_buffer_bytes) {
-            return bad(
-                "cleaner.dedupe_buffer_bytes",
-                format!(
-                    "{} is not in [{DEDUPE_BUFFER_BYTES_MIN}, {buffer_max}] (at most 2 GiB per cleaner thread, as in Kafka)",
-                    self.dedupe_buffer_bytes
-                ),
-            );
-        }
-        if self.io_max_bytes_per_second == Some(0) {
-            return bad(
-                "cleaner.io_max_bytes_per_second",
-                "0 is too small, the minimum is 1 (null: unthrottled)".into(),
-            );
-        }
-        if !(self.load_factor > 0.0 && self.load_factor <= 1.0) {
-            return bad(
-                "cleaner.load_factor",
-                format!("{} is not in (0, 1]", self.load_factor),
-            );
-        }
-        Ok(())
-    }
-}
-
-impl Default for CleanerConfig {
-    fn default() -> Self {
-        CleanerConfig {
-            threads: 1,
-            dedupe_buffer_bytes: 128 << 20,
-            backoff_ms: 15_000,
-            io_max_bytes_per_second: None,
-            load_factor: DEFAULT_LOAD_FACTOR,
-            faults: None,
-        }
     }
 }
 
@@ -194,6 +113,8 @@ struct Shared {
     logs: Arc<CompactedLogs>,
     source: Arc<dyn CopySource>,
     config: CleanerConfig,
+    /// The swap's fault plan ([`crate::fault`]; empty in a release build).
+    faults: FaultHandle,
     data_dir: PathBuf,
     checkpoint: Mutex<CleanerCheckpoint>,
     states: Mutex<HashMap<(String, u32), PartitionState>>,

@@ -80,7 +80,7 @@ impl Shared {
     /// The test seam ([`crate::fault`]): an I/O error on `path` if the
     /// operation at `point` is to fail.
     pub(super) fn fault(&self, point: FaultPoint, path: &std::path::Path) -> Result<()> {
-        fault::check(&self.config.faults, point).map_err(|source| CleanerError::Io {
+        fault::check(&self.faults, point).map_err(|source| CleanerError::Io {
             path: path.to_path_buf(),
             source,
         })

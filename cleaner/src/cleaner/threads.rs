@@ -25,6 +25,7 @@ use crate::checkpoint::CleanerCheckpoint;
 use crate::compacted::log::{lock, CompactedLog};
 use crate::compacted::{CompactTopicConfig, CompactedLogs};
 use crate::error::{CleanerError, Result};
+use crate::fault::FaultHandle;
 use crate::offset_map::OffsetMap;
 use crate::throttle::Throttle;
 
@@ -73,6 +74,30 @@ impl LogCleaner {
         config: CleanerConfig,
         source: Arc<S>,
     ) -> Result<LogCleaner> {
+        Self::new_inner(logs, data_dir, config, source, FaultHandle::default())
+    }
+
+    /// [`LogCleaner::new`] with a fault plan the swap checks at each
+    /// [`FaultPoint`](crate::fault::FaultPoint) (tests only: the
+    /// `failpoints` feature).
+    #[cfg(feature = "failpoints")]
+    pub fn new_with_faults<S: CopySource + 'static>(
+        logs: Arc<CompactedLogs>,
+        data_dir: PathBuf,
+        config: CleanerConfig,
+        source: Arc<S>,
+        faults: Arc<crate::fault::Faults>,
+    ) -> Result<LogCleaner> {
+        Self::new_inner(logs, data_dir, config, source, FaultHandle::new(faults))
+    }
+
+    fn new_inner<S: CopySource + 'static>(
+        logs: Arc<CompactedLogs>,
+        data_dir: PathBuf,
+        config: CleanerConfig,
+        source: Arc<S>,
+        faults: FaultHandle,
+    ) -> Result<LogCleaner> {
         config.validate()?;
         let mut checkpoint = CleanerCheckpoint::load_or_empty(&data_dir)?;
         lower_past_the_end(&mut checkpoint, &logs, &data_dir)?;
@@ -82,6 +107,7 @@ impl LogCleaner {
                 logs,
                 source,
                 config,
+                faults,
                 data_dir,
                 checkpoint: Mutex::new(checkpoint),
                 states: Mutex::new(HashMap::new()),

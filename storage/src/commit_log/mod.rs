@@ -61,7 +61,7 @@ pub struct CommitLog {
     segment_bytes: u64,
     max_message_bytes: u64,
     preallocate: bool,
-    faults: Option<Arc<crate::fault::Faults>>,
+    faults: crate::fault::FaultHandle,
     segments: RwLock<Vec<Arc<Segment>>>,
     writer: Mutex<WriterState>,
     committed: AtomicU64,
@@ -93,13 +93,14 @@ impl CommitLog {
         segments: Vec<Arc<Segment>>,
         end: u64,
         next_offsets: NextOffsets,
+        faults: crate::fault::FaultHandle,
     ) -> Arc<CommitLog> {
         let log = Arc::new(CommitLog {
             dir,
             segment_bytes: config.commitlog_segment_bytes,
             max_message_bytes: config.record_payload_max(),
             preallocate: config.preallocate_next_segment,
-            faults: config.faults.clone(),
+            faults,
             segments: RwLock::new(segments),
             writer: Mutex::new(WriterState {
                 write_pos: end,

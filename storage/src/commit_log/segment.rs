@@ -20,7 +20,7 @@ use bytes::Bytes;
 use memmap2::{MmapOptions, MmapRaw};
 
 use crate::error::{CorruptionKind, IoContext, Result, StoreError};
-use crate::fault::{self, FaultPoint, Faults};
+use crate::fault::{self, FaultHandle, FaultPoint};
 use crate::fs_util;
 
 /// Suffix of a segment file still being created; recovery removes these.
@@ -53,12 +53,7 @@ impl Segment {
     /// Preallocation means a full disk is reported here, as an error,
     /// instead of as SIGBUS on a later write through the map. Pages are not
     /// touched: [`Segment::warm`] does that just ahead of the writer.
-    pub fn create(
-        dir: &Path,
-        base: u64,
-        size: u64,
-        faults: &Option<Arc<Faults>>,
-    ) -> Result<Segment> {
+    pub fn create(dir: &Path, base: u64, size: u64, faults: &FaultHandle) -> Result<Segment> {
         let path = dir.join(fs_util::offset_file_name(base));
         fault::check(faults, FaultPoint::SegmentCreate).at(&path)?;
         if path.exists() {
@@ -338,7 +333,8 @@ mod tests {
     #[test]
     fn create_write_read_reopen() {
         let dir = tempfile::tempdir().unwrap();
-        let seg = Arc::new(Segment::create(dir.path(), 4096, 8192, &None).unwrap());
+        let seg =
+            Arc::new(Segment::create(dir.path(), 4096, 8192, &FaultHandle::default()).unwrap());
         assert_eq!(seg.end(), 4096 + 8192);
         assert_eq!(std::fs::metadata(seg.path()).unwrap().len(), 8192);
         // SAFETY: test owns the only handle.
@@ -356,16 +352,18 @@ mod tests {
     #[test]
     fn create_refuses_existing_file() {
         let dir = tempfile::tempdir().unwrap();
-        Segment::create(dir.path(), 0, 4096, &None).unwrap();
-        assert!(Segment::create(dir.path(), 0, 4096, &None).is_err());
+        let no_faults = FaultHandle::default();
+        Segment::create(dir.path(), 0, 4096, &no_faults).unwrap();
+        assert!(Segment::create(dir.path(), 0, 4096, &no_faults).is_err());
     }
 
+    #[cfg(feature = "failpoints")]
     #[test]
     fn injected_create_failure_leaves_no_file() {
         let dir = tempfile::tempdir().unwrap();
-        let faults = Arc::new(Faults::default());
+        let faults = Arc::new(crate::fault::Faults::default());
         faults.fail_after(FaultPoint::SegmentCreate, 0);
-        assert!(Segment::create(dir.path(), 0, 4096, &Some(faults)).is_err());
+        assert!(Segment::create(dir.path(), 0, 4096, &FaultHandle::new(faults)).is_err());
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }
 }
