@@ -381,6 +381,11 @@ mod tests {
         let text = fs::read_to_string(CleanerCheckpoint::path(dir.path())).unwrap();
         // Partitions sort numerically, not as text.
         assert_eq!(text, "0\n3\nclicks 0 42\norders 2 7\norders 10 0\n");
+        // The golden text decodes back (docs/formats.md).
+        assert_eq!(
+            load_text(b"0\n3\nclicks 0 42\norders 2 7\norders 10 0\n").unwrap(),
+            cp
+        );
         let empty = tempfile::tempdir().unwrap();
         CleanerCheckpoint::new().store(empty.path()).unwrap();
         let text = fs::read_to_string(CleanerCheckpoint::path(empty.path())).unwrap();
