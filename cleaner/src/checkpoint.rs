@@ -40,7 +40,7 @@ use std::path::{Path, PathBuf};
 
 use tidelog_storage::fs_util::write_atomic;
 
-use crate::error::{CleanerError, Result};
+use crate::error::{CleanerError, CorruptionKind, Location, Result};
 
 /// Name of the file in the data directory.
 pub const CHECKPOINT_FILE_NAME: &str = "cleaner-offset-checkpoint";
@@ -125,11 +125,11 @@ impl CleanerCheckpoint {
     /// under it needs an operator.
     pub fn load_or_empty(dir: &Path) -> Result<Self> {
         match Self::load(dir) {
-            Err(CleanerError::Corruption { path, line, reason }) => {
+            Err(CleanerError::Corruption { path, at, kind }) => {
                 tracing::warn!(
                     path = %path.display(),
-                    line,
-                    %reason,
+                    at = %at,
+                    reason = %kind,
                     "corrupt cleaner checkpoint; starting from an empty one (every compacted log is cleaned again from its start)"
                 );
                 Ok(Self::new())
@@ -160,10 +160,10 @@ impl CleanerCheckpoint {
     /// name the file could not hold is refused here rather than at `store`,
     /// so the caller learns which topic is at fault.
     pub fn set(&mut self, topic: &str, partition: u32, offset: u64) -> Result<Option<u64>> {
-        if let Err(reason) = check_topic_name(topic) {
+        if let Err(kind) = check_topic_name(topic) {
             return Err(CleanerError::InvalidTopic {
                 topic: topic.to_owned(),
-                reason,
+                reason: kind.to_string(),
             });
         }
         Ok(self.entries.insert((topic.to_owned(), partition), offset))
@@ -210,79 +210,67 @@ impl CleanerCheckpoint {
 
     /// Parse the file's bytes; `path` is only for error messages.
     fn decode(path: &Path, bytes: &[u8]) -> Result<Self> {
-        let corrupt = |line: usize, reason: String| CleanerError::Corruption {
+        Self::parse(bytes).map_err(|(at, kind)| CleanerError::Corruption {
             path: path.to_path_buf(),
-            line,
-            reason,
-        };
+            at,
+            kind,
+        })
+    }
+
+    /// Parse the file's bytes; `Err` says where and why.
+    fn parse(bytes: &[u8]) -> std::result::Result<Self, (Location, CorruptionKind)> {
         let text = std::str::from_utf8(bytes).map_err(|err| {
             let valid = &bytes[..err.valid_up_to()];
             let line = 1 + valid.iter().filter(|&&b| b == b'\n').count();
-            corrupt(line, "not valid UTF-8".to_owned())
+            (Location::Line(line), CorruptionKind::NotUtf8)
         })?;
         if text.is_empty() {
-            return Err(corrupt(0, "file is empty".to_owned()));
+            return Err((Location::Whole, CorruptionKind::Empty));
         }
         let body = text
             .strip_suffix('\n')
-            .ok_or_else(|| corrupt(0, "last line does not end with a newline".to_owned()))?;
-        let mut lines = body.split('\n').enumerate().map(|(i, line)| (i + 1, line));
+            .ok_or((Location::Whole, CorruptionKind::NoFinalNewline))?;
+        let mut lines = body
+            .split('\n')
+            .enumerate()
+            .map(|(i, line)| (Location::Line(i + 1), line));
 
         // `split` yields at least one piece, so line 1 always exists.
-        let (number, version) = lines.next().unwrap_or((1, ""));
+        let (at, version) = lines.next().unwrap_or((Location::Line(1), ""));
         if parse_decimal::<u32>(version) != Some(CHECKPOINT_VERSION) {
-            return Err(corrupt(
-                number,
-                format!(
-                    "unsupported version {:?}, expected {CHECKPOINT_VERSION}",
-                    excerpt(version)
-                ),
-            ));
+            let found = excerpt(version).to_owned();
+            return Err((at, CorruptionKind::Version { found }));
         }
 
-        let Some((number, count)) = lines.next() else {
-            return Err(corrupt(2, "missing the entry count line".to_owned()));
+        let Some((at, count)) = lines.next() else {
+            return Err((Location::Line(2), CorruptionKind::NoCountLine));
         };
         let expected = parse_decimal::<usize>(count).ok_or_else(|| {
-            corrupt(
-                number,
-                format!("entry count {:?} is not a decimal number", excerpt(count)),
-            )
+            let found = excerpt(count).to_owned();
+            (at, CorruptionKind::Count { found })
         })?;
         if expected > CHECKPOINT_ENTRIES_MAX {
-            return Err(corrupt(
-                number,
-                format!("entry count {expected} exceeds the limit of {CHECKPOINT_ENTRIES_MAX}"),
-            ));
+            return Err((at, CorruptionKind::CountOverLimit { count: expected }));
         }
 
         let mut entries = BTreeMap::new();
-        let mut last_line = number;
         for found in 0..expected {
-            let Some((number, line)) = lines.next() else {
-                return Err(corrupt(
-                    last_line + 1,
-                    format!("expected {expected} entries, found {found}"),
-                ));
+            let Some((at, line)) = lines.next() else {
+                // Entries start on line 3.
+                let kind = CorruptionKind::TooFewEntries { expected, found };
+                return Err((Location::Line(3 + found), kind));
             };
-            last_line = number;
-            let (topic, partition, offset) =
-                parse_entry(line).map_err(|reason| corrupt(number, reason))?;
+            let (topic, partition, offset) = parse_entry(line).map_err(|kind| (at, kind))?;
             if entries
                 .insert((topic.to_owned(), partition), offset)
                 .is_some()
             {
-                return Err(corrupt(
-                    number,
-                    format!("second entry for topic {topic} partition {partition}"),
-                ));
+                let topic = topic.to_owned();
+                return Err((at, CorruptionKind::DuplicateEntry { topic, partition }));
             }
         }
-        if let Some((number, _)) = lines.next() {
-            return Err(corrupt(
-                number,
-                format!("expected {expected} entries, found more"),
-            ));
+        if let Some((at, _)) = lines.next() {
+            return Err((at, CorruptionKind::TooManyEntries { expected }));
         }
         Ok(CleanerCheckpoint { entries })
     }
@@ -291,47 +279,40 @@ impl CleanerCheckpoint {
 fn too_large(path: &Path, len: u64) -> CleanerError {
     CleanerError::Corruption {
         path: path.to_path_buf(),
-        line: 0,
-        reason: format!("file is {len} bytes, more than the limit of {CHECKPOINT_FILE_BYTES_MAX}"),
+        at: Location::Whole,
+        kind: CorruptionKind::FileTooLarge { len },
     }
 }
 
 /// `topic partition offset`, separated by single spaces.
-fn parse_entry(line: &str) -> Result<(&str, u32, u64), String> {
+fn parse_entry(line: &str) -> std::result::Result<(&str, u32, u64), CorruptionKind> {
     let mut fields = line.split(' ');
     let (Some(topic), Some(partition), Some(offset), None) =
         (fields.next(), fields.next(), fields.next(), fields.next())
     else {
-        return Err(format!(
-            "expected \"topic partition offset\" separated by single spaces, got {:?}",
-            excerpt(line)
-        ));
+        let line = excerpt(line).to_owned();
+        return Err(CorruptionKind::EntryShape { line });
     };
     check_topic_name(topic)?;
-    let partition = parse_decimal::<u32>(partition).ok_or_else(|| {
-        format!(
-            "partition {:?} is not a decimal number in 0..={}",
-            excerpt(partition),
-            u32::MAX
-        )
+    let partition = parse_decimal::<u32>(partition).ok_or_else(|| CorruptionKind::Partition {
+        found: excerpt(partition).to_owned(),
     })?;
-    let offset = parse_decimal::<u64>(offset).ok_or_else(|| {
-        format!(
-            "offset {:?} is not a decimal number in 0..={}",
-            excerpt(offset),
-            u64::MAX
-        )
+    let offset = parse_decimal::<u64>(offset).ok_or_else(|| CorruptionKind::Offset {
+        found: excerpt(offset).to_owned(),
     })?;
     Ok((topic, partition, offset))
 }
 
 /// Kafka's topic-name rules, as the store applies them (one definition:
-/// `tidelog_storage::validate_topic_name`).
-fn check_topic_name(topic: &str) -> Result<(), String> {
-    tidelog_storage::validate_topic_name(topic).map_err(|e| match e {
-        tidelog_storage::StoreError::InvalidInput { reason } => reason,
-        other => other.to_string(),
-    })
+/// `tidelog_storage::topic_name_problem`).
+fn check_topic_name(topic: &str) -> std::result::Result<(), CorruptionKind> {
+    match tidelog_storage::topic_name_problem(topic) {
+        None => Ok(()),
+        Some(problem) => Err(CorruptionKind::BadTopic {
+            topic: topic.to_owned(),
+            problem,
+        }),
+    }
 }
 
 /// A number exactly as the writer prints it: ASCII digits, no sign, no
@@ -400,6 +381,11 @@ mod tests {
         let text = fs::read_to_string(CleanerCheckpoint::path(dir.path())).unwrap();
         // Partitions sort numerically, not as text.
         assert_eq!(text, "0\n3\nclicks 0 42\norders 2 7\norders 10 0\n");
+        // The golden text decodes back (docs/formats.md).
+        assert_eq!(
+            load_text(b"0\n3\nclicks 0 42\norders 2 7\norders 10 0\n").unwrap(),
+            cp
+        );
         let empty = tempfile::tempdir().unwrap();
         CleanerCheckpoint::new().store(empty.path()).unwrap();
         let text = fs::read_to_string(CleanerCheckpoint::path(empty.path())).unwrap();
@@ -468,59 +454,106 @@ mod tests {
     fn rejects_every_kind_of_bad_input() {
         let long_topic = format!("0\n1\n{} 0 1\n", "x".repeat(TOPIC_NAME_BYTES_MAX + 1));
         let too_many = format!("0\n{}\n", CHECKPOINT_ENTRIES_MAX + 1);
-        let cases: Vec<(&[u8], usize, &str)> = vec![
-            (b"", 0, "empty"),
-            (b"0\n1\nt 0 5", 0, "newline"),
-            (b"1\n0\n", 1, "version"),
-            (b"00\n0\n", 1, "version"),
-            (b"\n0\n", 1, "version"),
-            (b"0\n", 2, "count line"),
-            (b"0\nx\n", 2, "not a decimal"),
-            (b"0\n-1\n", 2, "not a decimal"),
-            (b"0\n+1\nt 0 1\n", 2, "not a decimal"),
-            (b"0\n 1\nt 0 1\n", 2, "not a decimal"),
-            (b"0\n99999999999999999999999\n", 2, "not a decimal"),
-            (too_many.as_bytes(), 2, "exceeds the limit"),
-            (b"0\n2\nt 0 1\n", 4, "expected 2 entries, found 1"),
-            (b"0\n1\n", 3, "expected 1 entries, found 0"),
-            (b"0\n1\nt 0 1\nt 1 2\n", 4, "found more"),
-            (b"0\n0\n\n", 3, "found more"),
-            (b"0\n1\nt 0\n", 3, "single spaces"),
-            (b"0\n1\nt 0 1 2\n", 3, "single spaces"),
-            (b"0\n1\nt  0 1\n", 3, "single spaces"),
-            (b"0\n1\nt 0 1 \n", 3, "single spaces"),
-            (b"0\n1\nt\t0\t1\n", 3, "single spaces"),
-            (b"0\n1\n\n", 3, "single spaces"),
-            (b"0\n1\nt 0 1\r\n", 3, "offset"),
-            (b"0\n1\n 0 1\n", 3, "1 to 249"),
-            (long_topic.as_bytes(), 3, "1 to 249"),
-            (b"0\n1\n../x 0 1\n", 3, "character '/'"),
-            (b"0\n1\n.. 0 1\n", 3, "reserved"),
-            (b"0\n1\n. 0 1\n", 3, "reserved"),
-            (b"0\n1\ntop\xc3\xa9 0 1\n", 3, "character"),
-            (b"0\n1\nt 4294967296 1\n", 3, "partition"),
-            (b"0\n1\nt -1 1\n", 3, "partition"),
-            (b"0\n1\nt 01 1\n", 3, "partition"),
-            (b"0\n1\nt 0 18446744073709551616\n", 3, "offset"),
-            (b"0\n1\nt 0 -1\n", 3, "offset"),
-            (b"0\n1\nt 0 0x10\n", 3, "offset"),
-            (b"0\n1\nt 0 007\n", 3, "offset"),
+        use tidelog_storage::TopicNameProblem;
+        // Each case: the text, the line (0: the file as a whole), the
+        // kind's variant, and a word of its message.
+        type Kind = fn(&CorruptionKind) -> bool;
+        let empty: Kind = |k| matches!(k, CorruptionKind::Empty);
+        let newline: Kind = |k| matches!(k, CorruptionKind::NoFinalNewline);
+        let version: Kind = |k| matches!(k, CorruptionKind::Version { .. });
+        let count_line: Kind = |k| matches!(k, CorruptionKind::NoCountLine);
+        let count: Kind = |k| matches!(k, CorruptionKind::Count { .. });
+        let over: Kind = |k| matches!(k, CorruptionKind::CountOverLimit { .. });
+        let few: Kind = |k| matches!(k, CorruptionKind::TooFewEntries { .. });
+        let more: Kind = |k| matches!(k, CorruptionKind::TooManyEntries { .. });
+        let shape: Kind = |k| matches!(k, CorruptionKind::EntryShape { .. });
+        let offset: Kind = |k| matches!(k, CorruptionKind::Offset { .. });
+        let partition: Kind = |k| matches!(k, CorruptionKind::Partition { .. });
+        let length: Kind = |k| {
+            matches!(
+                k,
+                CorruptionKind::BadTopic {
+                    problem: TopicNameProblem::Empty | TopicNameProblem::TooLong(_),
+                    ..
+                }
+            )
+        };
+        let character: Kind = |k| {
+            matches!(
+                k,
+                CorruptionKind::BadTopic {
+                    problem: TopicNameProblem::Character(_),
+                    ..
+                }
+            )
+        };
+        let reserved: Kind = |k| {
+            matches!(
+                k,
+                CorruptionKind::BadTopic {
+                    problem: TopicNameProblem::Reserved,
+                    ..
+                }
+            )
+        };
+        let duplicate: Kind = |k| matches!(k, CorruptionKind::DuplicateEntry { .. });
+        let utf8: Kind = |k| matches!(k, CorruptionKind::NotUtf8);
+        let cases: Vec<(&[u8], usize, Kind, &str)> = vec![
+            (b"", 0, empty, "empty"),
+            (b"0\n1\nt 0 5", 0, newline, "newline"),
+            (b"1\n0\n", 1, version, "version"),
+            (b"00\n0\n", 1, version, "version"),
+            (b"\n0\n", 1, version, "version"),
+            (b"0\n", 2, count_line, "count line"),
+            (b"0\nx\n", 2, count, "not a decimal"),
+            (b"0\n-1\n", 2, count, "not a decimal"),
+            (b"0\n+1\nt 0 1\n", 2, count, "not a decimal"),
+            (b"0\n 1\nt 0 1\n", 2, count, "not a decimal"),
+            (b"0\n99999999999999999999999\n", 2, count, "not a decimal"),
+            (too_many.as_bytes(), 2, over, "exceeds the limit"),
+            (b"0\n2\nt 0 1\n", 4, few, "expected 2 entries, found 1"),
+            (b"0\n1\n", 3, few, "expected 1 entries, found 0"),
+            (b"0\n1\nt 0 1\nt 1 2\n", 4, more, "found more"),
+            (b"0\n0\n\n", 3, more, "found more"),
+            (b"0\n1\nt 0\n", 3, shape, "single spaces"),
+            (b"0\n1\nt 0 1 2\n", 3, shape, "single spaces"),
+            (b"0\n1\nt  0 1\n", 3, shape, "single spaces"),
+            (b"0\n1\nt 0 1 \n", 3, shape, "single spaces"),
+            (b"0\n1\nt\t0\t1\n", 3, shape, "single spaces"),
+            (b"0\n1\n\n", 3, shape, "single spaces"),
+            (b"0\n1\nt 0 1\r\n", 3, offset, "offset"),
+            (b"0\n1\n 0 1\n", 3, length, "1 to 249"),
+            (long_topic.as_bytes(), 3, length, "1 to 249"),
+            (b"0\n1\n../x 0 1\n", 3, character, "character '/'"),
+            (b"0\n1\n.. 0 1\n", 3, reserved, "reserved"),
+            (b"0\n1\n. 0 1\n", 3, reserved, "reserved"),
+            (b"0\n1\ntop\xc3\xa9 0 1\n", 3, character, "character"),
+            (b"0\n1\nt 4294967296 1\n", 3, partition, "partition"),
+            (b"0\n1\nt -1 1\n", 3, partition, "partition"),
+            (b"0\n1\nt 01 1\n", 3, partition, "partition"),
+            (b"0\n1\nt 0 18446744073709551616\n", 3, offset, "offset"),
+            (b"0\n1\nt 0 -1\n", 3, offset, "offset"),
+            (b"0\n1\nt 0 0x10\n", 3, offset, "offset"),
+            (b"0\n1\nt 0 007\n", 3, offset, "offset"),
             (
                 b"0\n2\nt 0 1\nt 0 2\n",
                 4,
+                duplicate,
                 "second entry for topic t partition 0",
             ),
-            (b"0\n1\n\xff 0 1\n", 3, "UTF-8"),
+            (b"0\n1\n\xff 0 1\n", 3, utf8, "UTF-8"),
         ];
-        for (text, line, needle) in cases {
+        for (text, line, is_kind, needle) in cases {
             let shown = String::from_utf8_lossy(text);
+            let want_at = match line {
+                0 => Location::Whole,
+                line => Location::Line(line),
+            };
             match load_text(text) {
-                Err(CleanerError::Corruption {
-                    path,
-                    line: got_line,
-                    reason,
-                }) => {
-                    assert_eq!(got_line, line, "{shown:?}: {reason}");
+                Err(CleanerError::Corruption { path, at, kind }) => {
+                    let reason = kind.to_string();
+                    assert_eq!(at, want_at, "{shown:?}: {reason}");
+                    assert!(is_kind(&kind), "{shown:?}: {kind:?}");
                     assert!(reason.contains(needle), "{shown:?}: {reason}");
                     assert!(path.ends_with(CHECKPOINT_FILE_NAME));
                 }
@@ -560,7 +593,7 @@ mod tests {
         file.set_len(CHECKPOINT_FILE_BYTES_MAX as u64 + 1).unwrap();
         let err = CleanerCheckpoint::load(dir.path()).unwrap_err();
         assert!(
-            matches!(&err, CleanerError::Corruption { line: 0, reason, .. } if reason.contains("limit")),
+            matches!(&err, CleanerError::Corruption { at: Location::Whole, kind: kind @ CorruptionKind::FileTooLarge { .. }, .. } if kind.to_string().contains("limit")),
             "{err}"
         );
     }

@@ -6,7 +6,10 @@
 
 use std::path::PathBuf;
 
-use tidelog_storage::StoreError;
+use tidelog_storage::{StoreError, TopicNameProblem};
+
+use crate::checkpoint::{CHECKPOINT_ENTRIES_MAX, CHECKPOINT_FILE_BYTES_MAX, CHECKPOINT_VERSION};
+use crate::compacted::format::Invalid;
 
 /// Shorthand used throughout the crate.
 pub type Result<T, E = CleanerError> = std::result::Result<T, E>;
@@ -22,14 +25,14 @@ pub enum CleanerError {
         source: std::io::Error,
     },
 
-    /// A file the cleaner owns does not parse as what it claims to be.
-    /// `line` is 1-based; 0 means the file as a whole (too large, not
-    /// newline-terminated).
-    #[error("corruption in {path} at line {line}: {reason}")]
+    /// A file the cleaner owns does not parse as what it claims to be:
+    /// where in it, and the typed reason (callers and tests decide by
+    /// `kind`, never by the message).
+    #[error("corruption in {path}{at}: {kind}")]
     Corruption {
         path: PathBuf,
-        line: usize,
-        reason: String,
+        at: Location,
+        kind: CorruptionKind,
     },
 
     /// The storage layer failed to write a file for us (atomic replace), or
@@ -75,4 +78,99 @@ pub enum CleanerError {
     /// it would produce a file that the next startup refuses.
     #[error("cleaner checkpoint has {entries} entries; at most {max} can be stored")]
     CheckpointTooLarge { entries: usize, max: usize },
+}
+
+/// Where in a file a [`CleanerError::Corruption`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Location {
+    /// A line of a text file (the cleaner-offset checkpoint), 1-based.
+    Line(usize),
+    /// A byte position (a compacted log segment).
+    Byte(u64),
+    /// The file (or directory) as a whole: too large, not
+    /// newline-terminated, out of step with its neighbours.
+    Whole,
+}
+
+impl std::fmt::Display for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Location::Line(line) => write!(f, " at line {line}"),
+            Location::Byte(position) => write!(f, " at byte {position}"),
+            Location::Whole => Ok(()),
+        }
+    }
+}
+
+/// What was wrong with the bytes of a [`CleanerError::Corruption`], as
+/// storage's `CorruptionKind` does it for the store's files. `Display` is
+/// the message the operator reads.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CorruptionKind {
+    // Compacted log segments.
+    /// A record does not decode (its own reason).
+    #[error("{0}")]
+    Record(#[from] Invalid),
+    /// Zeros inside a segment's length, where a record should start.
+    #[error("zeros where a record should be")]
+    Zeros,
+    /// A record's offset not above the one before it (or below the
+    /// segment's base offset).
+    #[error("offset {offset} out of order")]
+    OffsetOrder { offset: u64 },
+    /// Bytes after a sealed segment's last record.
+    #[error("bytes after the last record")]
+    BytesAfterLastRecord,
+    /// A compacted log's segment list and its files disagree after a
+    /// failed cleaning.
+    #[error("cannot reconcile the segment list with the files: {reason}")]
+    SegmentList { reason: &'static str },
+
+    // The cleaner-offset checkpoint (text).
+    #[error("not valid UTF-8")]
+    NotUtf8,
+    #[error("file is empty")]
+    Empty,
+    #[error("last line does not end with a newline")]
+    NoFinalNewline,
+    #[error("file is {len} bytes, more than the limit of {CHECKPOINT_FILE_BYTES_MAX}")]
+    FileTooLarge { len: u64 },
+    #[error("unsupported version {found:?}, expected {CHECKPOINT_VERSION}")]
+    Version { found: String },
+    #[error("missing the entry count line")]
+    NoCountLine,
+    #[error("entry count {found:?} is not a decimal number")]
+    Count { found: String },
+    #[error("entry count {count} exceeds the limit of {CHECKPOINT_ENTRIES_MAX}")]
+    CountOverLimit { count: usize },
+    #[error("expected {expected} entries, found {found}")]
+    TooFewEntries { expected: usize, found: usize },
+    #[error("expected {expected} entries, found more")]
+    TooManyEntries { expected: usize },
+    /// A line that is not three fields separated by single spaces
+    /// (`line` is an excerpt).
+    #[error("expected \"topic partition offset\" separated by single spaces, got {line:?}")]
+    EntryShape { line: String },
+    /// A topic name the store would refuse (the store's words).
+    #[error("{}", topic_problem_message(.topic))]
+    BadTopic {
+        topic: String,
+        problem: TopicNameProblem,
+    },
+    #[error("partition {found:?} is not a decimal number in 0..={}", u32::MAX)]
+    Partition { found: String },
+    #[error("offset {found:?} is not a decimal number in 0..={}", u64::MAX)]
+    Offset { found: String },
+    #[error("second entry for topic {topic} partition {partition}")]
+    DuplicateEntry { topic: String, partition: u32 },
+}
+
+/// The store's message for a topic name it refuses: the rule and its
+/// wording are the store's (`tidelog_storage::validate_topic_name`).
+pub(crate) fn topic_problem_message(topic: &str) -> String {
+    match tidelog_storage::validate_topic_name(topic) {
+        Err(StoreError::InvalidInput { reason }) => reason,
+        Err(other) => other.to_string(),
+        Ok(()) => format!("topic name {topic:?} is valid"),
+    }
 }

@@ -20,13 +20,25 @@
 
 use std::path::Path;
 
+use crate::codec::{get_i64, get_u16, get_u32, get_u64, put_i64, put_u16, put_u32, put_u64};
+use crate::codec::{U16_LEN, U32_LEN, U64_LEN};
 use crate::error::{CorruptionKind, IoContext, Result};
 use crate::fs_util;
 
 pub const FILE_NAME: &str = "checkpoint";
 pub const MAGIC: u32 = 0x5443_4B50;
 pub const VERSION: u16 = 1;
-pub const LEN: usize = 36;
+
+const OFF_MAGIC: usize = 0;
+const OFF_VERSION: usize = OFF_MAGIC + U32_LEN;
+const OFF_RESERVED: usize = OFF_VERSION + U16_LEN;
+const OFF_FLUSHED: usize = OFF_RESERVED + U16_LEN;
+const OFF_DISPATCHED: usize = OFF_FLUSHED + U64_LEN;
+const OFF_WRITTEN_AT: usize = OFF_DISPATCHED + U64_LEN;
+/// The CRC covers every byte before it.
+const OFF_CRC: usize = OFF_WRITTEN_AT + U64_LEN;
+pub const LEN: usize = OFF_CRC + U32_LEN;
+const _: () = assert!(LEN == 36);
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Checkpoint {
@@ -38,13 +50,13 @@ pub struct Checkpoint {
 impl Checkpoint {
     pub fn encode(&self) -> [u8; LEN] {
         let mut b = [0u8; LEN];
-        b[0..4].copy_from_slice(&MAGIC.to_le_bytes());
-        b[4..6].copy_from_slice(&VERSION.to_le_bytes());
-        b[8..16].copy_from_slice(&self.commitlog_flushed.to_le_bytes());
-        b[16..24].copy_from_slice(&self.dispatched.to_le_bytes());
-        b[24..32].copy_from_slice(&self.written_at_ms.to_le_bytes());
-        let crc = crc32c::crc32c(&b[..32]);
-        b[32..36].copy_from_slice(&crc.to_le_bytes());
+        put_u32(&mut b, OFF_MAGIC, MAGIC);
+        put_u16(&mut b, OFF_VERSION, VERSION);
+        put_u64(&mut b, OFF_FLUSHED, self.commitlog_flushed);
+        put_u64(&mut b, OFF_DISPATCHED, self.dispatched);
+        put_i64(&mut b, OFF_WRITTEN_AT, self.written_at_ms);
+        let crc = crc32c::crc32c(&b[..OFF_CRC]);
+        put_u32(&mut b, OFF_CRC, crc);
         b
     }
 
@@ -55,28 +67,24 @@ impl Checkpoint {
                 expected: LEN as u64,
             });
         }
-        let u64_at = |at: usize| {
-            let mut x = [0u8; 8];
-            x.copy_from_slice(&b[at..at + 8]);
-            u64::from_le_bytes(x)
-        };
-        let magic = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+        // The length is checked: the fixed offsets below are in bounds.
+        let magic = get_u32(b, OFF_MAGIC);
         if magic != MAGIC {
             return Err(CorruptionKind::BadMagic { found: magic });
         }
-        let version = u16::from_le_bytes([b[4], b[5]]);
+        let version = get_u16(b, OFF_VERSION);
         if version != VERSION {
             return Err(CorruptionKind::UnknownVersion { found: version });
         }
-        let stored = u32::from_le_bytes([b[32], b[33], b[34], b[35]]);
-        let computed = crc32c::crc32c(&b[..32]);
+        let stored = get_u32(b, OFF_CRC);
+        let computed = crc32c::crc32c(&b[..OFF_CRC]);
         if stored != computed {
             return Err(CorruptionKind::CrcMismatch { stored, computed });
         }
         Ok(Checkpoint {
-            commitlog_flushed: u64_at(8),
-            dispatched: u64_at(16),
-            written_at_ms: u64_at(24) as i64,
+            commitlog_flushed: get_u64(b, OFF_FLUSHED),
+            dispatched: get_u64(b, OFF_DISPATCHED),
+            written_at_ms: get_i64(b, OFF_WRITTEN_AT),
         })
     }
 
@@ -127,6 +135,27 @@ mod tests {
         assert_eq!(Checkpoint::load(dir.path()).unwrap(), Some(cp));
     }
 
+    /// The file's bytes written out by hand (see docs/formats.md).
+    #[test]
+    fn golden_bytes() {
+        #[rustfmt::skip]
+        let want: [u8; LEN] = [
+            0x50, 0x4b, 0x43, 0x54, // magic "TCKP"
+            0x01, 0x00, 0x00, 0x00, // version 1, reserved
+            0x05, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, // commitlog_flushed 2^32 + 5
+            0x00, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // dispatched 4096
+            0x00, 0x68, 0xe5, 0xcf, 0x8b, 0x01, 0x00, 0x00, // written_at_ms
+            0xb7, 0x40, 0x4c, 0xca, // crc
+        ];
+        let cp = Checkpoint {
+            commitlog_flushed: (1 << 32) + 5,
+            dispatched: 4096,
+            written_at_ms: 1_700_000_000_000,
+        };
+        assert_eq!(cp.encode(), want);
+        assert_eq!(Checkpoint::decode(&want), Ok(cp));
+    }
+
     #[test]
     fn bad_checkpoints_are_refused_and_read_as_missing() {
         let good = Checkpoint {
@@ -141,6 +170,19 @@ mod tests {
             assert!(Checkpoint::decode(&b).is_err(), "flip at {i} accepted");
         }
         assert!(Checkpoint::decode(&good[..LEN - 1]).is_err());
+        assert!(matches!(
+            Checkpoint::decode(&good[..LEN - 1]),
+            Err(CorruptionKind::FileLength {
+                len: 35,
+                expected: 36
+            })
+        ));
+        let mut flipped = good;
+        flipped[OFF_CRC] ^= 1;
+        assert!(matches!(
+            Checkpoint::decode(&flipped),
+            Err(CorruptionKind::CrcMismatch { .. })
+        ));
         assert!(Checkpoint::decode(&[]).is_err());
         // On disk: a short file, and a whole one with a flipped byte.
         let dir = tempfile::tempdir().unwrap();

@@ -277,6 +277,12 @@ pub enum CorruptionKind {
 // `StoreError`: large fields of a kind are boxed to keep it this size.
 const _: () = assert!(std::mem::size_of::<StoreError>() <= 64);
 
+impl From<crate::codec::Truncated> for CorruptionKind {
+    fn from(t: crate::codec::Truncated) -> Self {
+        CorruptionKind::Truncated { at: t.at }
+    }
+}
+
 impl From<Invalid> for CorruptionKind {
     fn from(why: Invalid) -> Self {
         CorruptionKind::Entry(Box::new(why))

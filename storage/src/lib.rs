@@ -11,6 +11,7 @@
 //! can be awaited on any runtime or waited on with a timeout.
 
 pub mod checkpoint;
+pub mod codec;
 pub mod commit_log;
 pub mod config;
 pub mod consume_queue;

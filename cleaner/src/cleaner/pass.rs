@@ -39,7 +39,7 @@ use crate::compacted::format::CompactedRecord;
 use crate::compacted::log::{lock, CompactedLog};
 use crate::compacted::segment::{Segment, SegmentReader, CLEANED_SUFFIX, LOG_SUFFIX};
 use crate::compacted::CompactTopicConfig;
-use crate::error::{CleanerError, Result};
+use crate::error::{CleanerError, CorruptionKind, Result};
 use crate::fault::FaultPoint;
 use crate::offset_map::{OffsetMap, PutOutcome};
 use tidelog_storage::fs_util::offset_file_name;
@@ -49,14 +49,11 @@ impl Shared {
     /// the throttle as read.
     pub(super) fn read_counted(
         &self,
-        seg: &Segment,
         reader: &mut SegmentReader<'_>,
         stats: &mut RunStats,
     ) -> Result<Option<CompactedRecord>> {
-        let rec = match reader.next_record() {
-            Ok(Some(r)) => r,
-            Ok(None) => return Ok(None),
-            Err(why) => return Err(corrupt(seg, reader.position(), why)),
+        let Some(rec) = reader.next_record()? else {
+            return Ok(None);
         };
         stats.bytes_read += rec.len() as u64;
         self.throttle.account(rec.len() as u64);
@@ -131,7 +128,7 @@ impl Shared {
                 && s.stats().last_offset.is_some_and(|l| l >= info.first_dirty)
         }) {
             let mut reader = seg.reader(seg.position_for(info.first_dirty));
-            while let Some(rec) = self.read_counted(seg, &mut reader, &mut stats)? {
+            while let Some(rec) = self.read_counted(&mut reader, &mut stats)? {
                 if rec.offset.get() < info.first_dirty {
                     continue;
                 }
@@ -146,10 +143,11 @@ impl Shared {
                         break 'build;
                     }
                     PutOutcome::BelowBase => {
-                        return Err(corrupt(
-                            seg,
+                        return Err(seg.corrupt(
                             reader.position(),
-                            format!("offset {} out of order", rec.offset),
+                            CorruptionKind::OffsetOrder {
+                                offset: rec.offset.get(),
+                            },
                         ));
                     }
                 }
@@ -236,7 +234,7 @@ impl Shared {
         )?);
         for seg in group {
             let mut reader = seg.reader(0);
-            while let Some(rec) = self.read_counted(seg, &mut reader, stats)? {
+            while let Some(rec) = self.read_counted(&mut reader, stats)? {
                 if !keep(&rec, map, stats.end_offset, now) {
                     stats.records_removed += 1;
                     continue;
@@ -290,12 +288,4 @@ fn keep(
         return false; // tombstone kept long enough
     }
     true
-}
-
-fn corrupt(seg: &Segment, position: u64, why: String) -> CleanerError {
-    CleanerError::Corruption {
-        path: seg.path(),
-        line: 0,
-        reason: format!("at byte {position}: {why}"),
-    }
 }

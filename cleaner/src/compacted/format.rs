@@ -28,32 +28,67 @@
 //! with gaps once cleaned. The topic and partition are the log's directory.
 
 use bytes::Bytes;
-use tidelog_storage::commit_log::format::{validate_headers, Header};
+use tidelog_storage::codec::{
+    get_i64, get_u16, get_u32, get_u64, put_i64, put_u16, put_u32, put_u64, U16_LEN, U32_LEN,
+    U64_LEN, U8_LEN,
+};
+use tidelog_storage::commit_log::format::{self as log_format, validate_headers, Header};
 use tidelog_storage::{PhysicalOffset, QueueOffset};
 
 pub const MAGIC: u16 = 0xC0A7;
 pub const VERSION: u8 = 1;
 pub const FLAG_HAS_KEY: u8 = 0b01;
 pub const FLAG_HAS_VALUE: u8 = 0b10;
-pub const HEADER_LEN: usize = 68;
-pub const CRC_START: usize = 8;
 /// Longest record accepted from disk; lengths are checked against it before
 /// anything is sliced.
 pub const RECORD_LEN_MAX: usize = 256 << 20;
 
-const OFF_MAGIC: usize = 8;
-const OFF_VERSION: usize = 10;
-const OFF_FLAGS: usize = 11;
-const OFF_OFFSET: usize = 12;
-const OFF_TS: usize = 20;
-const OFF_STORE_TS: usize = 28;
-const OFF_HORIZON: usize = 36;
-const OFF_PHYSICAL: usize = 44;
-const OFF_KEY_LEN: usize = 52;
-const OFF_VALUE_LEN: usize = 56;
-const OFF_HEADER_COUNT: usize = 60;
-const OFF_HEADERS_LEN: usize = 64;
-const _: () = assert!(OFF_HEADERS_LEN + 4 == HEADER_LEN);
+// Header fields, each at the end of the one before it.
+pub(crate) const OFF_TOTAL_LEN: usize = 0;
+const OFF_CRC: usize = OFF_TOTAL_LEN + U32_LEN;
+const OFF_MAGIC: usize = OFF_CRC + U32_LEN;
+const OFF_VERSION: usize = OFF_MAGIC + U16_LEN;
+const OFF_FLAGS: usize = OFF_VERSION + U8_LEN;
+const OFF_OFFSET: usize = OFF_FLAGS + U8_LEN;
+const OFF_TS: usize = OFF_OFFSET + U64_LEN;
+const OFF_STORE_TS: usize = OFF_TS + U64_LEN;
+const OFF_HORIZON: usize = OFF_STORE_TS + U64_LEN;
+const OFF_PHYSICAL: usize = OFF_HORIZON + U64_LEN;
+const OFF_KEY_LEN: usize = OFF_PHYSICAL + U64_LEN;
+const OFF_VALUE_LEN: usize = OFF_KEY_LEN + U32_LEN;
+const OFF_HEADER_COUNT: usize = OFF_VALUE_LEN + U32_LEN;
+const OFF_RESERVED: usize = OFF_HEADER_COUNT + U16_LEN;
+const OFF_HEADERS_LEN: usize = OFF_RESERVED + U16_LEN;
+/// The fixed header; key, value and header block follow it.
+pub const HEADER_LEN: usize = OFF_HEADERS_LEN + U32_LEN;
+/// The CRC covers the record from here to its end.
+pub const CRC_START: usize = OFF_CRC + U32_LEN;
+// The size docs/formats.md publishes.
+const _: () = assert!(HEADER_LEN == 68);
+
+/// Why bytes are not a compacted record.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Invalid {
+    /// Fewer bytes than a length field, and not all zeros.
+    #[error("truncated record")]
+    Truncated,
+    #[error("length {total} outside [{HEADER_LEN}, {RECORD_LEN_MAX}]")]
+    BadLength { total: usize },
+    #[error("record of {total} bytes, {available} available")]
+    PastEnd { total: usize, available: usize },
+    #[error("bad magic {magic:#06x} or version {version}")]
+    BadMagic { magic: u16, version: u8 },
+    #[error("CRC mismatch: stored {stored:#010x}, computed {computed:#010x}")]
+    CrcMismatch { stored: u32, computed: u32 },
+    #[error("unknown flags {flags:#04x}")]
+    BadFlags { flags: u8 },
+    #[error("parts do not add up to the record length")]
+    PartsMismatch,
+    /// The header block does not decode (the CommitLog's reason: it is the
+    /// CommitLog's encoding).
+    #[error("{0}")]
+    BadHeaders(log_format::Invalid),
+}
 
 /// A compacted record, owning its bytes (key, value and headers are slices).
 #[derive(Clone, PartialEq, Eq)]
@@ -136,9 +171,9 @@ impl CompactedRecord {
     /// This record re-encoded with another delete horizon (the CRC changes).
     pub fn with_delete_horizon(&self, horizon_ms: i64) -> CompactedRecord {
         let mut b = self.bytes.to_vec();
-        b[OFF_HORIZON..OFF_HORIZON + 8].copy_from_slice(&horizon_ms.to_le_bytes());
+        put_i64(&mut b, OFF_HORIZON, horizon_ms);
         let crc = crc32c::crc32c(&b[CRC_START..]);
-        b[4..8].copy_from_slice(&crc.to_le_bytes());
+        put_u32(&mut b, OFF_CRC, crc);
         let mut r = self.clone();
         r.bytes = Bytes::from(b);
         r.delete_horizon_ms = horizon_ms;
@@ -180,28 +215,26 @@ pub fn encode(f: &Fields<'_>) -> Vec<u8> {
     if f.value.is_some() {
         flags |= FLAG_HAS_VALUE;
     }
-    b[0..4].copy_from_slice(&(len as u32).to_le_bytes());
-    b[OFF_MAGIC..OFF_MAGIC + 2].copy_from_slice(&MAGIC.to_le_bytes());
+    put_u32(&mut b, OFF_TOTAL_LEN, len as u32);
+    put_u16(&mut b, OFF_MAGIC, MAGIC);
     b[OFF_VERSION] = VERSION;
     b[OFF_FLAGS] = flags;
-    b[OFF_OFFSET..OFF_OFFSET + 8].copy_from_slice(&f.offset.get().to_le_bytes());
-    b[OFF_TS..OFF_TS + 8].copy_from_slice(&f.timestamp_ms.to_le_bytes());
-    b[OFF_STORE_TS..OFF_STORE_TS + 8].copy_from_slice(&f.store_timestamp_ms.to_le_bytes());
-    b[OFF_HORIZON..OFF_HORIZON + 8].copy_from_slice(&f.delete_horizon_ms.to_le_bytes());
-    b[OFF_PHYSICAL..OFF_PHYSICAL + 8].copy_from_slice(&f.physical_offset.get().to_le_bytes());
-    b[OFF_KEY_LEN..OFF_KEY_LEN + 4].copy_from_slice(&(key.len() as u32).to_le_bytes());
-    b[OFF_VALUE_LEN..OFF_VALUE_LEN + 4].copy_from_slice(&(value.len() as u32).to_le_bytes());
-    b[OFF_HEADER_COUNT..OFF_HEADER_COUNT + 2]
-        .copy_from_slice(&(f.header_count as u16).to_le_bytes());
-    b[OFF_HEADERS_LEN..OFF_HEADERS_LEN + 4]
-        .copy_from_slice(&(f.headers_block.len() as u32).to_le_bytes());
+    put_u64(&mut b, OFF_OFFSET, f.offset.get());
+    put_i64(&mut b, OFF_TS, f.timestamp_ms);
+    put_i64(&mut b, OFF_STORE_TS, f.store_timestamp_ms);
+    put_i64(&mut b, OFF_HORIZON, f.delete_horizon_ms);
+    put_u64(&mut b, OFF_PHYSICAL, f.physical_offset.get());
+    put_u32(&mut b, OFF_KEY_LEN, key.len() as u32);
+    put_u32(&mut b, OFF_VALUE_LEN, value.len() as u32);
+    put_u16(&mut b, OFF_HEADER_COUNT, f.header_count as u16);
+    put_u32(&mut b, OFF_HEADERS_LEN, f.headers_block.len() as u32);
     let mut at = HEADER_LEN;
     for part in [key, value, f.headers_block] {
         b[at..at + part.len()].copy_from_slice(part);
         at += part.len();
     }
     let crc = crc32c::crc32c(&b[CRC_START..]);
-    b[4..8].copy_from_slice(&crc.to_le_bytes());
+    put_u32(&mut b, OFF_CRC, crc);
     b
 }
 
@@ -244,71 +277,61 @@ pub enum Decoded {
     Record(CompactedRecord),
 }
 
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-
-fn u64_at(b: &[u8], at: usize) -> u64 {
-    let mut x = [0u8; 8];
-    x.copy_from_slice(&b[at..at + 8]);
-    u64::from_le_bytes(x)
-}
-
 /// Decode the record at the start of `buf` (which runs to the end of the
-/// readable bytes), fully checked. `Err` carries the reason.
-pub fn decode(buf: &Bytes) -> Result<Decoded, String> {
-    if buf.len() < 4 || u32_at(buf, 0) == 0 {
+/// readable bytes), fully checked.
+pub fn decode(buf: &Bytes) -> Result<Decoded, Invalid> {
+    if buf.len() < U32_LEN || get_u32(buf, OFF_TOTAL_LEN) == 0 {
         return if buf.iter().take(HEADER_LEN).all(|&b| b == 0) {
             Ok(Decoded::End)
         } else {
-            Err("truncated record".into())
+            Err(Invalid::Truncated)
         };
     }
-    let total = u32_at(buf, 0) as usize;
+    let total = get_u32(buf, OFF_TOTAL_LEN) as usize;
     if !(HEADER_LEN..=RECORD_LEN_MAX).contains(&total) {
-        return Err(format!(
-            "length {total} outside [{HEADER_LEN}, {RECORD_LEN_MAX}]"
-        ));
+        return Err(Invalid::BadLength { total });
     }
     if total > buf.len() {
-        return Err(format!("record of {total} bytes, {} available", buf.len()));
+        return Err(Invalid::PastEnd {
+            total,
+            available: buf.len(),
+        });
     }
+    // `total` ≥ HEADER_LEN bytes are there: the header offsets are in bounds.
     let b = buf.slice(..total);
-    let magic = u16::from_le_bytes([b[OFF_MAGIC], b[OFF_MAGIC + 1]]);
+    let magic = get_u16(&b, OFF_MAGIC);
     if magic != MAGIC || b[OFF_VERSION] != VERSION {
-        return Err(format!(
-            "bad magic {magic:#06x} or version {}",
-            b[OFF_VERSION]
-        ));
+        return Err(Invalid::BadMagic {
+            magic,
+            version: b[OFF_VERSION],
+        });
     }
-    let stored = u32_at(&b, 4);
+    let stored = get_u32(&b, OFF_CRC);
     let computed = crc32c::crc32c(&b[CRC_START..]);
     if stored != computed {
-        return Err(format!(
-            "CRC mismatch: stored {stored:#010x}, computed {computed:#010x}"
-        ));
+        return Err(Invalid::CrcMismatch { stored, computed });
     }
     let flags = b[OFF_FLAGS];
     if flags & !(FLAG_HAS_KEY | FLAG_HAS_VALUE) != 0 {
-        return Err(format!("unknown flags {flags:#04x}"));
+        return Err(Invalid::BadFlags { flags });
     }
-    let key_len = u32_at(&b, OFF_KEY_LEN) as usize;
-    let value_len = u32_at(&b, OFF_VALUE_LEN) as usize;
-    let headers_len = u32_at(&b, OFF_HEADERS_LEN) as usize;
-    let header_count = u16::from_le_bytes([b[OFF_HEADER_COUNT], b[OFF_HEADER_COUNT + 1]]) as usize;
+    let key_len = get_u32(&b, OFF_KEY_LEN) as usize;
+    let value_len = get_u32(&b, OFF_VALUE_LEN) as usize;
+    let headers_len = get_u32(&b, OFF_HEADERS_LEN) as usize;
+    let header_count = get_u16(&b, OFF_HEADER_COUNT) as usize;
     if HEADER_LEN as u64 + key_len as u64 + value_len as u64 + headers_len as u64 != total as u64 {
-        return Err("parts do not add up to the record length".into());
+        return Err(Invalid::PartsMismatch);
     }
     let key = HEADER_LEN..HEADER_LEN + key_len;
     let value = key.end..key.end + value_len;
     let headers = value.end..total;
-    validate_headers(&b[headers.clone()], header_count).map_err(|e| e.to_string())?;
+    validate_headers(&b[headers.clone()], header_count).map_err(Invalid::BadHeaders)?;
     Ok(Decoded::Record(CompactedRecord {
-        offset: QueueOffset::new(u64_at(&b, OFF_OFFSET)),
-        timestamp_ms: u64_at(&b, OFF_TS) as i64,
-        store_timestamp_ms: u64_at(&b, OFF_STORE_TS) as i64,
-        delete_horizon_ms: u64_at(&b, OFF_HORIZON) as i64,
-        physical_offset: PhysicalOffset::new(u64_at(&b, OFF_PHYSICAL)),
+        offset: QueueOffset::new(get_u64(&b, OFF_OFFSET)),
+        timestamp_ms: get_i64(&b, OFF_TS),
+        store_timestamp_ms: get_i64(&b, OFF_STORE_TS),
+        delete_horizon_ms: get_i64(&b, OFF_HORIZON),
+        physical_offset: PhysicalOffset::new(get_u64(&b, OFF_PHYSICAL)),
         flags,
         key,
         value,
@@ -359,6 +382,130 @@ mod tests {
             panic!()
         };
         assert_eq!(r2.delete_horizon_ms, 99);
+    }
+
+    /// A record and a stamped tombstone written out by hand (see
+    /// docs/formats.md).
+    #[test]
+    fn golden_bytes() {
+        #[rustfmt::skip]
+        let record: &[u8] = &[
+            0x4f, 0x00, 0x00, 0x00, // total_len 79
+            0x2c, 0x65, 0x55, 0x61, // crc
+            0xa7, 0xc0, 0x01, 0x03, // magic, version 1, flags key | value
+            0x2a, 0, 0, 0, 0, 0, 0, 0, // offset 42
+            0x07, 0, 0, 0, 0, 0, 0, 0, // timestamp 7
+            0x08, 0, 0, 0, 0, 0, 0, 0, // store_timestamp 8
+            0x00, 0, 0, 0, 0, 0, 0, 0, // delete_horizon 0
+            0xe8, 0x03, 0, 0, 0, 0, 0, 0, // physical_offset 1000
+            0x01, 0x00, 0x00, 0x00, // key_len 1
+            0x01, 0x00, 0x00, 0x00, // value_len 1
+            0x01, 0x00, 0x00, 0x00, // header_count 1, reserved
+            0x09, 0x00, 0x00, 0x00, // headers_len 9
+            b'k', b'v', // key, value
+            0x01, 0x00, 0x02, 0x00, 0x00, 0x00, b'h', b'x', b'y', // header h = xy
+        ];
+        let headers = [1u8, 0, 2, 0, 0, 0, b'h', b'x', b'y'];
+        let f = fields(Some(b"k"), Some(b"v"), &headers, 1);
+        assert_eq!(encode(&f), record);
+        let Decoded::Record(r) = decode(&Bytes::from_static(record)).unwrap() else {
+            panic!()
+        };
+        assert_eq!(r, encode_record(&f));
+        assert_eq!(
+            (
+                r.offset.get(),
+                r.timestamp_ms,
+                r.store_timestamp_ms,
+                r.physical_offset.get()
+            ),
+            (42, 7, 8, 1000)
+        );
+        assert_eq!(r.key_slice(), Some(&b"k"[..]));
+        assert_eq!(r.value_slice(), Some(&b"v"[..]));
+        assert_eq!(r.headers()[0].name, "h");
+
+        #[rustfmt::skip]
+        let tombstone: &[u8] = &[
+            0x45, 0x00, 0x00, 0x00, // total_len 69
+            0x11, 0x8a, 0x78, 0x12, // crc
+            0xa7, 0xc0, 0x01, 0x01, // magic, version 1, flags key only
+            0x2b, 0, 0, 0, 0, 0, 0, 0, // offset 43
+            0x09, 0, 0, 0, 0, 0, 0, 0, // timestamp 9
+            0x0a, 0, 0, 0, 0, 0, 0, 0, // store_timestamp 10
+            0x00, 0xc4, 0x0b, 0xd5, 0x8b, 0x01, 0x00, 0x00, // delete_horizon
+            0x4c, 0x04, 0, 0, 0, 0, 0, 0, // physical_offset 1100
+            0x01, 0x00, 0x00, 0x00, // key_len 1
+            0x00, 0x00, 0x00, 0x00, // value_len 0
+            0x00, 0x00, 0x00, 0x00, // header_count 0, reserved
+            0x00, 0x00, 0x00, 0x00, // headers_len 0
+            b'k',
+        ];
+        let f = Fields {
+            offset: QueueOffset::new(43),
+            timestamp_ms: 9,
+            store_timestamp_ms: 10,
+            delete_horizon_ms: 1_700_086_400_000,
+            physical_offset: PhysicalOffset::new(1100),
+            ..fields(Some(b"k"), None, &[], 0)
+        };
+        assert_eq!(encode(&f), tombstone);
+        let Decoded::Record(t) = decode(&Bytes::from_static(tombstone)).unwrap() else {
+            panic!()
+        };
+        assert!(t.is_tombstone());
+        assert_eq!(
+            (t.offset.get(), t.delete_horizon_ms),
+            (43, 1_700_086_400_000)
+        );
+        // Stamping the horizon later gives the same bytes as writing it.
+        let unstamped = encode_record(&Fields {
+            delete_horizon_ms: 0,
+            ..f
+        });
+        assert_eq!(
+            unstamped.with_delete_horizon(1_700_086_400_000).raw(),
+            tombstone
+        );
+    }
+
+    #[test]
+    fn bad_records_say_why() {
+        let enc = encode(&fields(Some(b"key"), Some(b"value"), &[], 0));
+        let mut bad = enc.clone();
+        bad[CRC_START + 20] ^= 1;
+        assert!(matches!(
+            decode(&Bytes::from(bad)),
+            Err(Invalid::CrcMismatch { .. })
+        ));
+        assert_eq!(
+            decode(&Bytes::copy_from_slice(&enc[..20])),
+            Err(Invalid::PastEnd {
+                total: enc.len(),
+                available: 20
+            })
+        );
+        assert_eq!(
+            decode(&Bytes::from_static(&[1, 0])),
+            Err(Invalid::Truncated)
+        );
+        let mut short = enc.clone();
+        put_u32(&mut short, OFF_TOTAL_LEN, 10);
+        assert_eq!(
+            decode(&Bytes::from(short)),
+            Err(Invalid::BadLength { total: 10 })
+        );
+        // A header count the block does not hold (CRC fixed up): the
+        // CommitLog's header-block reason, kept typed.
+        let headers = [1u8, 0, 2, 0, 0, 0, b'h', b'x', b'y'];
+        let mut b = encode(&fields(Some(b"k"), Some(b"v"), &headers, 1));
+        put_u16(&mut b, OFF_HEADER_COUNT, 2);
+        let crc = crc32c::crc32c(&b[CRC_START..]);
+        put_u32(&mut b, OFF_CRC, crc);
+        assert!(matches!(
+            decode(&Bytes::from(b)),
+            Err(Invalid::BadHeaders(log_format::Invalid::BadHeaders(_)))
+        ));
     }
 
     #[test]

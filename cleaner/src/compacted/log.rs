@@ -24,7 +24,7 @@ use tidelog_storage::{PhysicalOffset, TopicPartition};
 
 use super::format::CompactedRecord;
 use super::segment::{Segment, CLEANED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX};
-use crate::error::{CleanerError, Result};
+use crate::error::{CleanerError, CorruptionKind, Location, Result};
 
 fn io_err(path: &Path, source: std::io::Error) -> CleanerError {
     CleanerError::Io {
@@ -388,13 +388,7 @@ impl CompactedLog {
                 let rec = match reader.next_record() {
                     Ok(Some(r)) => r,
                     Ok(None) => break,
-                    Err(why) => {
-                        return Err(CleanerError::Corruption {
-                            path: seg.path(),
-                            line: 0,
-                            reason: format!("at byte {}: {why}", reader.position()),
-                        })
-                    }
+                    Err(e) => return Err(e),
                 };
                 if rec.offset.get() < from {
                     continue;
@@ -530,11 +524,11 @@ impl CompactedLog {
         Ok(true)
     }
 
-    fn vanished(&self, why: &str) -> CleanerError {
+    fn vanished(&self, reason: &'static str) -> CleanerError {
         CleanerError::Corruption {
             path: self.dir.clone(),
-            line: 0,
-            reason: format!("cannot reconcile the segment list with the files: {why}"),
+            at: Location::Whole,
+            kind: CorruptionKind::SegmentList { reason },
         }
     }
 

@@ -339,6 +339,18 @@ fn to_store_error(e: CleanerError) -> StoreError {
     match e {
         CleanerError::Io { path, source } => StoreError::Io { path, source },
         CleanerError::Store { source, .. } => source,
+        // The file and position survive; the reason crosses into the
+        // store's error as text (storage cannot name the cleaner's kinds).
+        CleanerError::Corruption { path, at, kind } => StoreError::Corruption {
+            file: path,
+            position: match at {
+                crate::error::Location::Byte(position) => position,
+                _ => 0,
+            },
+            kind: CorruptionKind::CompactedLog {
+                reason: kind.to_string(),
+            },
+        },
         other => StoreError::Corruption {
             file: PathBuf::from(COMPACTED_DIR),
             position: 0,

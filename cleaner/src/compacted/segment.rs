@@ -22,7 +22,7 @@ use bytes::{Bytes, BytesMut};
 use tidelog_storage::durability;
 
 use super::format::{self, CompactedRecord, Decoded};
-use crate::error::{CleanerError, Result};
+use crate::error::{CleanerError, CorruptionKind, Location, Result};
 
 /// One sparse-index entry per this many bytes of log.
 pub const INDEX_INTERVAL_BYTES: u64 = 4096;
@@ -137,7 +137,12 @@ impl Segment {
                     if stats.last_offset.is_some_and(|l| r.offset.get() <= l)
                         || r.offset.get() < base_offset
                     {
-                        return Err(seg.corrupt(pos, format!("offset {} out of order", r.offset)));
+                        return Err(seg.corrupt(
+                            pos,
+                            CorruptionKind::OffsetOrder {
+                                offset: r.offset.get(),
+                            },
+                        ));
                     }
                     if last_indexed.is_none_or(|p| pos >= p + INDEX_INTERVAL_BYTES) {
                         index.push((r.offset.get(), pos));
@@ -147,18 +152,18 @@ impl Segment {
                     pos += r.len() as u64;
                 }
                 Ok(None) => break,
-                Err(why) => {
-                    if !repair_tail {
-                        return Err(seg.corrupt(pos, why));
-                    }
-                    tracing::warn!(segment = %seg.path().display(), position = pos, %why, "torn record at the tail of a compacted log; truncating");
+                // Only damage is repaired: a failed read is no evidence
+                // about the bytes, and truncating on one would lose records.
+                Err(CleanerError::Corruption { kind, .. }) if repair_tail => {
+                    tracing::warn!(segment = %seg.path().display(), position = pos, why = %kind, "torn record at the tail of a compacted log; truncating");
                     break;
                 }
+                Err(e) => return Err(e),
             }
         }
         if pos != file_len {
             if !repair_tail {
-                return Err(seg.corrupt(pos, "bytes after the last record".into()));
+                return Err(seg.corrupt(pos, CorruptionKind::BytesAfterLastRecord));
             }
             seg.file.set_len(pos).map_err(|e| io_err(&seg.path(), e))?;
             durability::sync_all(&seg.file, &seg.path()).map_err(|e| io_err(&seg.path(), e))?;
@@ -172,11 +177,12 @@ impl Segment {
         Ok(seg)
     }
 
-    fn corrupt(&self, position: u64, reason: String) -> CleanerError {
+    /// Damage at byte `position` of this segment.
+    pub fn corrupt(&self, position: u64, kind: impl Into<CorruptionKind>) -> CleanerError {
         CleanerError::Corruption {
             path: self.path(),
-            line: 0,
-            reason: format!("at byte {position}: {reason}"),
+            at: Location::Byte(position),
+            kind: kind.into(),
         }
     }
 
@@ -340,7 +346,7 @@ impl SegmentReader<'_> {
         self.pos
     }
 
-    fn fill(&mut self, need: usize) -> std::result::Result<(), String> {
+    fn fill(&mut self, need: usize) -> Result<()> {
         let have_from = (self.pos - self.buf_start) as usize;
         if self.buf.len() >= have_from + need {
             return Ok(());
@@ -350,39 +356,39 @@ impl SegmentReader<'_> {
         self.seg
             .file
             .read_exact_at(&mut b, self.pos)
-            .map_err(|e| format!("read failed: {e}"))?;
+            .map_err(|e| io_err(&self.seg.path(), e))?;
         self.buf = b.freeze();
         self.buf_start = self.pos;
         Ok(())
     }
 
-    /// The next record, `None` at the end, `Err(reason)` on damage.
-    pub fn next_record(&mut self) -> std::result::Result<Option<CompactedRecord>, String> {
+    /// The next record, `None` at the end. Damage is
+    /// [`CleanerError::Corruption`] at the record's position, a failed read
+    /// [`CleanerError::Io`].
+    pub fn next_record(&mut self) -> Result<Option<CompactedRecord>> {
         if self.pos >= self.end {
             return Ok(None);
         }
         let remaining = (self.end - self.pos) as usize;
         self.fill(format::HEADER_LEN.min(remaining))?;
         let at = (self.pos - self.buf_start) as usize;
-        let len_bytes = &self.buf[at..(at + 4).min(self.buf.len())];
-        let total = if len_bytes.len() == 4 {
-            u32::from_le_bytes([len_bytes[0], len_bytes[1], len_bytes[2], len_bytes[3]]) as usize
-        } else {
-            0
-        };
+        // Fewer than four bytes: `decode` says what they are.
+        let total = tidelog_storage::codec::read_u32(&self.buf, at + format::OFF_TOTAL_LEN)
+            .map_or(0, |len| len as usize);
+        // Checked before `fill` allocates for it.
         if total > format::RECORD_LEN_MAX {
-            return Err(format!(
-                "record length {total} exceeds {}",
-                format::RECORD_LEN_MAX
-            ));
+            return Err(self
+                .seg
+                .corrupt(self.pos, format::Invalid::BadLength { total }));
         }
         if total > 0 && total <= remaining {
             self.fill(total)?;
         }
         let at = (self.pos - self.buf_start) as usize;
         let avail = self.buf.slice(at..self.buf.len().min(at + remaining));
-        match format::decode(&avail)? {
-            Decoded::End => Err("zeros where a record should be".into()),
+        let decoded = format::decode(&avail).map_err(|why| self.seg.corrupt(self.pos, why))?;
+        match decoded {
+            Decoded::End => Err(self.seg.corrupt(self.pos, CorruptionKind::Zeros)),
             Decoded::Record(r) => {
                 self.pos += r.len() as u64;
                 Ok(Some(r))
@@ -457,9 +463,33 @@ mod tests {
         let f = OpenOptions::new().append(true).open(&path).unwrap();
         f.write_all_at(&extra.raw()[..20], good_len).unwrap();
         assert!(Segment::open(path.clone(), 0, false).is_err());
+        assert!(matches!(
+            Segment::open(path.clone(), 0, false),
+            Err(CleanerError::Corruption {
+                at: Location::Byte(p),
+                kind: CorruptionKind::Record(format::Invalid::PastEnd { .. }),
+                ..
+            }) if p == good_len
+        ));
         let seg = Segment::open(path.clone(), 0, true).unwrap();
         assert_eq!(seg.len(), good_len);
         assert_eq!(std::fs::metadata(&path).unwrap().len(), good_len);
         assert_eq!(seg.stats().last_offset, Some(4));
+    }
+
+    /// A read that fails is an I/O error, not damage: the reader says so,
+    /// and so opening never truncates a segment over one.
+    #[test]
+    fn a_failed_read_is_io_not_corruption() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("00000000000000000000.log");
+        let seg = Segment::create(path.clone(), 0, 0).unwrap();
+        for o in 0..3 {
+            seg.append(&rec(o, "k", Some("v"))).unwrap();
+        }
+        // The file shrinks under a reader that was told a longer length.
+        seg.file.set_len(10).unwrap();
+        let err = seg.reader(0).next_record().unwrap_err();
+        assert!(matches!(err, CleanerError::Io { .. }), "{err}");
     }
 }

@@ -11,10 +11,16 @@
 //! offset of their first unit. A unit with size 0 was never written (a hole
 //! left by a gap or a truncation), so readers skip it.
 
+use crate::codec::{get_u32, get_u64, put_u32, put_u64, U32_LEN, U64_LEN};
 use crate::commit_log::format::RECORD_LEN_MAX;
 use crate::error::CorruptionKind;
 
-pub const UNIT_LEN: usize = 20;
+const OFF_PHYSICAL: usize = 0;
+const OFF_SIZE: usize = OFF_PHYSICAL + U64_LEN;
+const OFF_KEY_HASH: usize = OFF_SIZE + U32_LEN;
+pub const UNIT_LEN: usize = OFF_KEY_HASH + U64_LEN;
+// DESIGN.md fixes the unit at 20 bytes: unit n is at byte n × 20.
+const _: () = assert!(UNIT_LEN == 20);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Unit {
@@ -26,21 +32,18 @@ pub struct Unit {
 impl Unit {
     pub fn encode(&self) -> [u8; UNIT_LEN] {
         let mut b = [0u8; UNIT_LEN];
-        b[0..8].copy_from_slice(&self.physical_offset.to_le_bytes());
-        b[8..12].copy_from_slice(&self.size.to_le_bytes());
-        b[12..20].copy_from_slice(&self.key_hash.to_le_bytes());
+        put_u64(&mut b, OFF_PHYSICAL, self.physical_offset);
+        put_u32(&mut b, OFF_SIZE, self.size);
+        put_u64(&mut b, OFF_KEY_HASH, self.key_hash);
         b
     }
 
     /// `Ok(None)` for an empty unit; `Err` with the reason for a unit that
     /// cannot be real.
     pub fn decode(b: &[u8; UNIT_LEN]) -> Result<Option<Unit>, CorruptionKind> {
-        let mut u64b = [0u8; 8];
-        u64b.copy_from_slice(&b[0..8]);
-        let physical_offset = u64::from_le_bytes(u64b);
-        let size = u32::from_le_bytes([b[8], b[9], b[10], b[11]]);
-        u64b.copy_from_slice(&b[12..20]);
-        let key_hash = u64::from_le_bytes(u64b);
+        let physical_offset = get_u64(b, OFF_PHYSICAL);
+        let size = get_u32(b, OFF_SIZE);
+        let key_hash = get_u64(b, OFF_KEY_HASH);
         if size == 0 {
             return if physical_offset == 0 && key_hash == 0 {
                 Ok(None)
@@ -88,18 +91,42 @@ mod tests {
         assert_eq!(Unit::decode(&u.encode()), Ok(Some(u)));
     }
 
+    /// A unit's bytes written out by hand (see docs/formats.md).
+    #[test]
+    fn golden_bytes() {
+        #[rustfmt::skip]
+        let want: [u8; UNIT_LEN] = [
+            0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, // physical_offset
+            0x34, 0x12, 0x00, 0x00, // size 0x1234
+            0xd4, 0x4b, 0x4a, 0x75, 0xaa, 0xa2, 0x4b, 0xf8, // key_hash of "user-1"
+        ];
+        let u = Unit {
+            physical_offset: 0x0102_0304_0506_0708,
+            size: 0x1234,
+            key_hash: key_hash(Some(b"user-1")),
+        };
+        assert_eq!(u.key_hash, 0xf84b_a2aa_754a_4bd4);
+        assert_eq!(u.encode(), want);
+        assert_eq!(Unit::decode(&want), Ok(Some(u)));
+    }
+
     #[test]
     fn empty_and_bad_units() {
         assert_eq!(Unit::decode(&[0u8; UNIT_LEN]), Ok(None));
         let mut b = [0u8; UNIT_LEN];
         b[0] = 1;
         assert!(Unit::decode(&b).is_err(), "zero size with an offset");
+        assert_eq!(Unit::decode(&b), Err(CorruptionKind::UnitZeroSize));
         let u = Unit {
             physical_offset: 0,
             size: u32::MAX,
             key_hash: 0,
         };
         assert!(Unit::decode(&u.encode()).is_err(), "size beyond any record");
+        assert!(matches!(
+            Unit::decode(&u.encode()),
+            Err(CorruptionKind::UnitTooLarge { size: u32::MAX, .. })
+        ));
     }
 
     #[test]

@@ -26,27 +26,46 @@
 //! Chains run newest first and `prev` is always smaller than the entry's own
 //! index, so a walk terminates even over damaged data.
 
+use crate::codec::{get_i64, get_u16, get_u32, get_u64, put_i64, put_u16, put_u32, put_u64};
+use crate::codec::{U16_LEN, U32_LEN, U64_LEN};
 use crate::error::CorruptionKind;
 
 pub const MAGIC: u32 = 0x5449_4458; // "TIDX"
 pub const VERSION: u16 = 1;
-pub const HEADER_LEN: usize = 56;
-pub const SLOT_LEN: usize = 4;
-pub const ENTRY_LEN: usize = 20;
 
-pub const OFF_BEGIN_TS: usize = 8;
-pub const OFF_END_TS: usize = 16;
-pub const OFF_BEGIN_PHYS: usize = 24;
-pub const OFF_END_PHYS: usize = 32;
-pub const OFF_SLOT_COUNT: usize = 40;
-pub const OFF_ENTRY_CAPACITY: usize = 44;
-pub const OFF_ENTRY_COUNT: usize = 48;
+// Header fields, each at the end of the one before it.
+const OFF_MAGIC: usize = 0;
+const OFF_VERSION: usize = OFF_MAGIC + U32_LEN;
+const OFF_RESERVED: usize = OFF_VERSION + U16_LEN;
+pub const OFF_BEGIN_TS: usize = OFF_RESERVED + U16_LEN;
+pub const OFF_END_TS: usize = OFF_BEGIN_TS + U64_LEN;
+pub const OFF_BEGIN_PHYS: usize = OFF_END_TS + U64_LEN;
+pub const OFF_END_PHYS: usize = OFF_BEGIN_PHYS + U64_LEN;
+pub const OFF_SLOT_COUNT: usize = OFF_END_PHYS + U64_LEN;
+pub const OFF_ENTRY_CAPACITY: usize = OFF_SLOT_COUNT + U32_LEN;
+pub const OFF_ENTRY_COUNT: usize = OFF_ENTRY_CAPACITY + U32_LEN;
+const OFF_RESERVED_END: usize = OFF_ENTRY_COUNT + U32_LEN;
+pub const HEADER_LEN: usize = OFF_RESERVED_END + U32_LEN;
+
+/// A slot: the index of the newest entry whose hash maps to it.
+pub const SLOT_LEN: usize = U32_LEN;
+
+// Entry fields.
+const OFF_ENTRY_KEY_HASH: usize = 0;
+const OFF_ENTRY_PHYSICAL: usize = OFF_ENTRY_KEY_HASH + U32_LEN;
+const OFF_ENTRY_TIME_DELTA: usize = OFF_ENTRY_PHYSICAL + U64_LEN;
+const OFF_ENTRY_PREV: usize = OFF_ENTRY_TIME_DELTA + U32_LEN;
+pub const ENTRY_LEN: usize = OFF_ENTRY_PREV + U32_LEN;
+
+// The sizes docs/formats.md publishes; the header's 64-bit fields must be
+// 8-aligned for the atomic loads and stores `IndexFile` does on the map.
+const _: () = assert!(HEADER_LEN == 56 && ENTRY_LEN == 20 && SLOT_LEN == 4);
+const _: () = assert!(OFF_BEGIN_TS % 8 == 0 && OFF_ENTRY_COUNT % 4 == 0);
 
 /// Bounds on the sizes read from a header, checked before mapping.
 pub const SLOT_COUNT_MAX: u32 = 1 << 26;
 pub const ENTRY_CAPACITY_MAX: u32 = 1 << 27;
 
-const _: () = assert!(OFF_ENTRY_COUNT + 8 == HEADER_LEN);
 const _: () = assert!(HEADER_LEN % 8 == 0);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,16 +99,15 @@ impl IndexHeader {
 
     pub fn encode(&self) -> [u8; HEADER_LEN] {
         let mut b = [0u8; HEADER_LEN];
-        b[0..4].copy_from_slice(&MAGIC.to_le_bytes());
-        b[4..6].copy_from_slice(&VERSION.to_le_bytes());
-        b[OFF_BEGIN_TS..OFF_BEGIN_TS + 8].copy_from_slice(&self.begin_timestamp_ms.to_le_bytes());
-        b[OFF_END_TS..OFF_END_TS + 8].copy_from_slice(&self.end_timestamp_ms.to_le_bytes());
-        b[OFF_BEGIN_PHYS..OFF_BEGIN_PHYS + 8].copy_from_slice(&self.begin_physical.to_le_bytes());
-        b[OFF_END_PHYS..OFF_END_PHYS + 8].copy_from_slice(&self.end_physical.to_le_bytes());
-        b[OFF_SLOT_COUNT..OFF_SLOT_COUNT + 4].copy_from_slice(&self.slot_count.to_le_bytes());
-        b[OFF_ENTRY_CAPACITY..OFF_ENTRY_CAPACITY + 4]
-            .copy_from_slice(&self.entry_capacity.to_le_bytes());
-        b[OFF_ENTRY_COUNT..OFF_ENTRY_COUNT + 4].copy_from_slice(&self.entry_count.to_le_bytes());
+        put_u32(&mut b, OFF_MAGIC, MAGIC);
+        put_u16(&mut b, OFF_VERSION, VERSION);
+        put_i64(&mut b, OFF_BEGIN_TS, self.begin_timestamp_ms);
+        put_i64(&mut b, OFF_END_TS, self.end_timestamp_ms);
+        put_u64(&mut b, OFF_BEGIN_PHYS, self.begin_physical);
+        put_u64(&mut b, OFF_END_PHYS, self.end_physical);
+        put_u32(&mut b, OFF_SLOT_COUNT, self.slot_count);
+        put_u32(&mut b, OFF_ENTRY_CAPACITY, self.entry_capacity);
+        put_u32(&mut b, OFF_ENTRY_COUNT, self.entry_count);
         b
     }
 
@@ -101,27 +119,23 @@ impl IndexHeader {
                 len: b.len() as u64,
             });
         }
-        let u32_at = |at: usize| u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
-        let u64_at = |at: usize| {
-            let mut x = [0u8; 8];
-            x.copy_from_slice(&b[at..at + 8]);
-            u64::from_le_bytes(x)
-        };
-        if u32_at(0) != MAGIC {
-            return Err(CorruptionKind::BadMagic { found: u32_at(0) });
+        // The length is checked: the fixed offsets below are in bounds.
+        let magic = get_u32(b, OFF_MAGIC);
+        if magic != MAGIC {
+            return Err(CorruptionKind::BadMagic { found: magic });
         }
-        let version = u16::from_le_bytes([b[4], b[5]]);
+        let version = get_u16(b, OFF_VERSION);
         if version != VERSION {
             return Err(CorruptionKind::UnknownVersion { found: version });
         }
         let h = IndexHeader {
-            begin_timestamp_ms: u64_at(OFF_BEGIN_TS) as i64,
-            end_timestamp_ms: u64_at(OFF_END_TS) as i64,
-            begin_physical: u64_at(OFF_BEGIN_PHYS),
-            end_physical: u64_at(OFF_END_PHYS),
-            slot_count: u32_at(OFF_SLOT_COUNT),
-            entry_capacity: u32_at(OFF_ENTRY_CAPACITY),
-            entry_count: u32_at(OFF_ENTRY_COUNT),
+            begin_timestamp_ms: get_i64(b, OFF_BEGIN_TS),
+            end_timestamp_ms: get_i64(b, OFF_END_TS),
+            begin_physical: get_u64(b, OFF_BEGIN_PHYS),
+            end_physical: get_u64(b, OFF_END_PHYS),
+            slot_count: get_u32(b, OFF_SLOT_COUNT),
+            entry_capacity: get_u32(b, OFF_ENTRY_CAPACITY),
+            entry_count: get_u32(b, OFF_ENTRY_COUNT),
         };
         if h.slot_count == 0 || h.slot_count > SLOT_COUNT_MAX {
             return Err(CorruptionKind::OutOfRange {
@@ -175,21 +189,19 @@ pub struct Entry {
 impl Entry {
     pub fn encode(&self) -> [u8; ENTRY_LEN] {
         let mut b = [0u8; ENTRY_LEN];
-        b[0..4].copy_from_slice(&self.key_hash.to_le_bytes());
-        b[4..12].copy_from_slice(&self.physical_offset.to_le_bytes());
-        b[12..16].copy_from_slice(&self.time_delta_s.to_le_bytes());
-        b[16..20].copy_from_slice(&self.prev.to_le_bytes());
+        put_u32(&mut b, OFF_ENTRY_KEY_HASH, self.key_hash);
+        put_u64(&mut b, OFF_ENTRY_PHYSICAL, self.physical_offset);
+        put_u32(&mut b, OFF_ENTRY_TIME_DELTA, self.time_delta_s);
+        put_u32(&mut b, OFF_ENTRY_PREV, self.prev);
         b
     }
 
     pub fn decode(b: &[u8; ENTRY_LEN]) -> Entry {
-        let mut p = [0u8; 8];
-        p.copy_from_slice(&b[4..12]);
         Entry {
-            key_hash: u32::from_le_bytes([b[0], b[1], b[2], b[3]]),
-            physical_offset: u64::from_le_bytes(p),
-            time_delta_s: u32::from_le_bytes([b[12], b[13], b[14], b[15]]),
-            prev: u32::from_le_bytes([b[16], b[17], b[18], b[19]]),
+            key_hash: get_u32(b, OFF_ENTRY_KEY_HASH),
+            physical_offset: get_u64(b, OFF_ENTRY_PHYSICAL),
+            time_delta_s: get_u32(b, OFF_ENTRY_TIME_DELTA),
+            prev: get_u32(b, OFF_ENTRY_PREV),
         }
     }
 }
@@ -221,6 +233,52 @@ mod tests {
         assert_eq!(IndexHeader::decode(&b, h.file_len() as u64), Ok(h));
     }
 
+    /// A header and an entry written out by hand (see docs/formats.md).
+    #[test]
+    fn golden_bytes() {
+        #[rustfmt::skip]
+        let header: [u8; HEADER_LEN] = [
+            0x58, 0x44, 0x49, 0x54, // magic "TIDX"
+            0x01, 0x00, 0x00, 0x00, // version 1, reserved
+            0x00, 0x68, 0xe5, 0xcf, 0x8b, 0x01, 0x00, 0x00, // begin_timestamp
+            0x88, 0x7b, 0xe5, 0xcf, 0x8b, 0x01, 0x00, 0x00, // end_timestamp (+5 s)
+            0x2e, 0, 0, 0, 0, 0, 0, 0, // begin_physical 46
+            0x28, 0x23, 0, 0, 0, 0, 0, 0, // end_physical 9000
+            0x10, 0x00, 0x00, 0x00, // slot_count 16
+            0x40, 0x00, 0x00, 0x00, // entry_capacity 64
+            0x03, 0x00, 0x00, 0x00, // entry_count 3
+            0x00, 0x00, 0x00, 0x00, // reserved
+        ];
+        let h = IndexHeader {
+            begin_timestamp_ms: 1_700_000_000_000,
+            end_timestamp_ms: 1_700_000_005_000,
+            begin_physical: 46,
+            end_physical: 9000,
+            slot_count: 16,
+            entry_capacity: 64,
+            entry_count: 3,
+        };
+        assert_eq!(h.encode(), header);
+        assert_eq!(IndexHeader::decode(&header, 56 + 16 * 4 + 64 * 20), Ok(h));
+
+        #[rustfmt::skip]
+        let entry: [u8; ENTRY_LEN] = [
+            0xba, 0xea, 0xa5, 0x0e, // key_hash of ("orders", "k1")
+            0x2e, 0x10, 0, 0, 0, 0, 0, 0, // physical_offset 4142
+            0x05, 0x00, 0x00, 0x00, // time_delta_s 5
+            0x01, 0x00, 0x00, 0x00, // prev 1
+        ];
+        let e = Entry {
+            key_hash: key_hash("orders", b"k1"),
+            physical_offset: 4142,
+            time_delta_s: 5,
+            prev: 1,
+        };
+        assert_eq!(e.key_hash, 0x0ea5_eaba);
+        assert_eq!(e.encode(), entry);
+        assert_eq!(Entry::decode(&entry), e);
+    }
+
     #[test]
     fn bad_headers() {
         let h = IndexHeader::new(16, 64);
@@ -228,9 +286,21 @@ mod tests {
         let mut b = h.encode();
         b[0] ^= 1;
         assert!(IndexHeader::decode(&b, len).is_err(), "magic");
+        assert!(matches!(
+            IndexHeader::decode(&b, len),
+            Err(CorruptionKind::BadMagic { .. })
+        ));
         let b = h.encode();
         assert!(IndexHeader::decode(&b, len + 1).is_err(), "length");
+        assert!(matches!(
+            IndexHeader::decode(&b, len + 1),
+            Err(CorruptionKind::IndexFileLength { .. })
+        ));
         assert!(IndexHeader::decode(&b[..10], len).is_err(), "short");
+        assert!(matches!(
+            IndexHeader::decode(&b[..10], len),
+            Err(CorruptionKind::NoHeader { len: 10, .. })
+        ));
         let mut bad = h;
         bad.entry_count = 65;
         assert!(
