@@ -12,10 +12,12 @@
 //!   queries; the name rules are the broker's, re-exported.
 //! * `json_body`: the decoder of every other JSON body (admin, configs,
 //!   commits), which reads a struct from a JSON object only.
-//! * `canonical_json`: the stored text of json-format keys and values
-//!   (members sorted, numbers as written).
 //! * [`records`]: produce bodies in the json and binary embedded formats,
-//!   fetch rendering, and the answer shapes.
+//!   fetch rendering, and the answer shapes; inside it `format` (the
+//!   formats and the decoded record), `json_write` (hand-written JSON
+//!   output), `canonical_json` (the stored text of json-format keys and
+//!   values) and `json_fast` (the hot-path scanner), each using only the
+//!   ones before it.
 //!
 //! The topic registry, topic configs, consumer group offsets and the
 //! partitioner are the broker's (`tidelog_broker`), re-exported here under
@@ -36,12 +38,10 @@
 //! reads the store's flag, never the disk.
 
 pub mod budget;
-mod canonical_json;
 pub mod error;
 mod extract;
 pub mod handlers;
 mod json_body;
-mod json_fast;
 pub mod metrics;
 pub mod names;
 pub mod records;

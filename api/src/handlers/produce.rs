@@ -33,7 +33,6 @@ use tidelog_storage::{AppendRecord, Header};
 use super::{blocking, timed, v2_bytes, v2_json};
 use crate::error::ApiError;
 use crate::extract::{content_type, ApiPath};
-use crate::json_fast;
 use crate::names;
 use crate::partitioner::partition_for_key;
 use crate::records::{self, EmbeddedFormat, ProduceRecord, ProduceResponse};
@@ -124,7 +123,7 @@ async fn produce_inner(
     } else {
         ready.store.append(&batch)?
     };
-    let answer = json_fast::produce_answer(
+    let answer = records::produce_answer(
         partitions
             .into_iter()
             .zip(appended)
