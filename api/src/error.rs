@@ -256,7 +256,8 @@ impl From<tidelog_storage::StoreError> for ApiError {
 /// The broker's errors, one HTTP code each: a refused request is 40002, an
 /// unknown topic or partition 40401/40402, an existing topic 40901, a bug or
 /// I/O failure 50001, the store's errors as the store's. The validation
-/// variants keep their parts.
+/// variants keep their parts. Start-up failures never reach a request:
+/// 50001 if one did.
 impl From<tidelog_broker::BrokerError> for ApiError {
     fn from(e: tidelog_broker::BrokerError) -> Self {
         use tidelog_broker::BrokerError as B;
@@ -268,7 +269,13 @@ impl From<tidelog_broker::BrokerError> for ApiError {
             B::UnknownTopic { .. } => ApiError::UnknownTopic { message },
             B::UnknownPartition { .. } => ApiError::UnknownPartition { message },
             B::TopicExists { .. } => ApiError::TopicExists { message },
-            B::Internal { .. } => ApiError::Internal { message },
+            B::Internal { .. }
+            | B::StoreOpen { .. }
+            | B::CompactedLogsOpen { .. }
+            | B::ConsumerOffsets { .. }
+            | B::RegistryFile { .. }
+            | B::RegistryTopic { .. }
+            | B::DeclaredTopic { .. } => ApiError::Internal { message },
             B::Store { source } => source.into(),
             B::Compaction { source } => source.into(),
         }

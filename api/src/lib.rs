@@ -55,4 +55,4 @@ pub use error::ApiError;
 pub use router::router;
 pub use settings::{ApiSettings, DeclaredTopic};
 pub use state::AppState;
-pub use tidelog_broker::{Broker, StartupError};
+pub use tidelog_broker::Broker;

@@ -5,44 +5,19 @@
 //!
 //! Blocking throughout: a front-end calls it from a blocking thread.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
-use tidelog_cleaner::{CleanerConfig, CleanerError, CompactTopicConfig, CompactedLogs, LogCleaner};
+use tidelog_cleaner::{CleanerConfig, CompactTopicConfig, CompactedLogs, LogCleaner};
 use tidelog_storage::{DataDirLock, Store, StoreConfig, StoreError};
 
 use crate::error::BrokerError;
 use crate::groups::GroupOffsets;
-use crate::registry::{RegistryError, Topic, TopicRegistry, CONSUMER_OFFSETS_TOPIC};
+use crate::registry::{Topic, TopicRegistry, CONSUMER_OFFSETS_TOPIC};
 use crate::settings::DeclaredTopic;
 use crate::topic_config::{self, Overrides, TopicConfig};
 
 /// Directory under the data dir that holds the topic registry.
 pub const CONFIG_DIR: &str = "config";
-
-/// Why the server could not get ready.
-#[derive(Debug, thiserror::Error)]
-pub enum StartupError {
-    #[error("cannot open the store in {data_dir}: {source}")]
-    Store {
-        data_dir: PathBuf,
-        #[source]
-        source: StoreError,
-    },
-    #[error("topic registry: {0}")]
-    Registry(#[from] RegistryError),
-    #[error("cannot rebuild consumer offsets from {CONSUMER_OFFSETS_TOPIC}: {source}")]
-    ConsumerOffsets {
-        #[source]
-        source: CleanerError,
-    },
-    #[error("compacted logs in {data_dir}: {source}")]
-    Compaction {
-        data_dir: PathBuf,
-        #[source]
-        source: CleanerError,
-    },
-}
 
 /// Everything that exists once recovery is done.
 pub struct Broker {
@@ -87,18 +62,19 @@ impl Broker {
         declared_topics: &[DeclaredTopic],
         store_config: StoreConfig,
         cleaner_config: CleanerConfig,
-    ) -> Result<Broker, StartupError> {
+    ) -> Result<Broker, BrokerError> {
         let data_dir = store_config.data_dir.clone();
-        let store_err = |source| StartupError::Store {
+        let store_err = |source| BrokerError::StoreOpen {
             data_dir: data_dir.clone(),
             source,
         };
         let lock = DataDirLock::acquire(&data_dir).map_err(store_err)?;
         let registry = TopicRegistry::load(&data_dir.join(CONFIG_DIR))?;
-        let logs = CompactedLogs::open(&data_dir).map_err(|source| StartupError::Compaction {
-            data_dir: data_dir.clone(),
-            source,
-        })?;
+        let logs =
+            CompactedLogs::open(&data_dir).map_err(|source| BrokerError::CompactedLogsOpen {
+                data_dir: data_dir.clone(),
+                source,
+            })?;
         let declared_early = declare_before_recovery(&logs, &registry, declared_topics);
         let store = Store::open_locked(store_config, vec![logs.sink()], lock).map_err(store_err)?;
         let prepared = Self::prepare(
@@ -135,7 +111,7 @@ impl Broker {
         logs: &Arc<CompactedLogs>,
         declared_early: &[String],
         cleaner_config: CleanerConfig,
-    ) -> Result<(GroupOffsets, LogCleaner), StartupError> {
+    ) -> Result<(GroupOffsets, LogCleaner), BrokerError> {
         registry.ensure_internal(&|p| new_partition_base(store, CONSUMER_OFFSETS_TOPIC, p))?;
         registry.apply_declared(declared_topics, &|t, p| new_partition_base(store, t, p))?;
         // Queues of topics the registry no longer has: left by a crash
@@ -152,7 +128,7 @@ impl Broker {
             tracing::info!(%topic, "removing the queues of a deleted topic");
             store
                 .delete_topic(topic)
-                .map_err(|source| StartupError::Store {
+                .map_err(|source| BrokerError::StoreOpen {
                     data_dir: store.data_dir().to_path_buf(),
                     source,
                 })?;
@@ -162,7 +138,7 @@ impl Broker {
                 logs.set_topic(&topic.name, topic.config.compact_config());
             }
         }
-        let compaction_err = |source| StartupError::Compaction {
+        let compaction_err = |source| BrokerError::CompactedLogsOpen {
             data_dir: store.data_dir().to_path_buf(),
             source,
         };
@@ -196,7 +172,7 @@ impl Broker {
         let internal = registry.get(CONSUMER_OFFSETS_TOPIC);
         let groups =
             GroupOffsets::rebuild(logs, &|p| internal.as_ref().map_or(0, |t| t.base_offset(p)))
-                .map_err(|source| StartupError::ConsumerOffsets { source })?;
+                .map_err(|source| BrokerError::ConsumerOffsets { source })?;
         cleaner.start().map_err(compaction_err)?;
         Ok((groups, cleaner))
     }
@@ -456,7 +432,7 @@ mod tests {
         assert!(
             matches!(
                 second,
-                Err(StartupError::Store {
+                Err(BrokerError::StoreOpen {
                     source: StoreError::Locked { .. },
                     ..
                 })
@@ -472,5 +448,27 @@ mod tests {
             .unwrap()
             .shutdown()
             .unwrap();
+    }
+
+    /// Start-up failures are `BrokerError` variants that name what failed:
+    /// a registry file that is not one stops the start with its path.
+    #[test]
+    fn a_damaged_registry_file_stops_the_start_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let config_dir = dir.path().join(CONFIG_DIR);
+        std::fs::create_dir_all(&config_dir).unwrap();
+        let registry = config_dir.join(crate::registry::REGISTRY_FILE);
+        std::fs::write(&registry, b"{not json").unwrap();
+        let opened = Broker::open(&[], store_config(dir.path()), cleaner_config());
+        match opened {
+            Err(e @ BrokerError::RegistryFile { .. }) => {
+                let BrokerError::RegistryFile { path, .. } = &e else {
+                    unreachable!()
+                };
+                assert_eq!(path, &registry);
+                assert!(e.to_string().starts_with("topic registry: "), "{e}");
+            }
+            other => panic!("{:?}", other.map(|_| ())),
+        }
     }
 }

@@ -3,12 +3,16 @@
 //! Every front-end maps it in one place (the HTTP API in `api/src/error.rs`).
 //! A client mistake (`Invalid`, `InvalidName`, `InvalidTopicConfig`,
 //! `UnknownTopic`, `UnknownPartition`, `TopicExists`) and an internal
-//! inconsistency (`Internal`, to be logged) are different variants; the
-//! store's and the cleaner's own errors pass through whole (`Store`,
-//! `Compaction`). The
-//! validation variants keep their parts apart so that the server's config
-//! loader can put them under its own key path
-//! (`topics[1].configs.cleanup.policy: ...`) without parsing a string.
+//! inconsistency (`Internal`, to be logged) are different variants; the store's and the cleaner's own errors pass
+//! through whole (`Store`, `Compaction`). Start-up failures
+//! ([`Broker::open`](crate::Broker::open)) have variants of their own,
+//! which name the file or topic. The validation variants keep their parts
+//! apart so that the server's config loader can put them under its own key
+//! path (`topics[1].configs.cleanup.policy: ...`) without parsing a string.
+
+use std::path::PathBuf;
+
+use crate::registry::CONSUMER_OFFSETS_TOPIC;
 
 /// What a broker operation refused, and why.
 #[derive(Debug, thiserror::Error)]
@@ -56,6 +60,41 @@ pub enum BrokerError {
         #[from]
         source: tidelog_cleaner::CleanerError,
     },
+    /// Start-up: the store could not be opened (recovery failed, the data
+    /// dir is locked by another server, ...).
+    #[error("cannot open the store in {data_dir}: {source}")]
+    StoreOpen {
+        data_dir: PathBuf,
+        #[source]
+        source: tidelog_storage::StoreError,
+    },
+    /// Start-up: the compacted logs could not be opened or prepared.
+    #[error("compacted logs in {data_dir}: {source}")]
+    CompactedLogsOpen {
+        data_dir: PathBuf,
+        #[source]
+        source: tidelog_cleaner::CleanerError,
+    },
+    /// Start-up: consumer group offsets could not be read back.
+    #[error("cannot rebuild consumer offsets from {CONSUMER_OFFSETS_TOPIC}: {source}")]
+    ConsumerOffsets {
+        #[source]
+        source: tidelog_cleaner::CleanerError,
+    },
+    /// Start-up: the topic registry file cannot be read or is not one.
+    #[error("topic registry: {path}: {reason}")]
+    RegistryFile { path: PathBuf, reason: String },
+    /// Start-up: a topic of the registry file is invalid.
+    #[error("topic registry: {path}: topic {topic:?}: {reason}")]
+    RegistryTopic {
+        path: PathBuf,
+        topic: String,
+        reason: String,
+    },
+    /// Start-up: a topic of the config file (or the internal topic) cannot
+    /// be created or changed as declared.
+    #[error("topic registry: declared topic {topic:?}: {reason}")]
+    DeclaredTopic { topic: String, reason: String },
 }
 
 impl BrokerError {

@@ -28,6 +28,6 @@ pub mod registry;
 pub mod settings;
 pub mod topic_config;
 
-pub use broker::{next_offset, Broker, StartupError};
+pub use broker::{next_offset, Broker};
 pub use error::BrokerError;
 pub use settings::DeclaredTopic;
