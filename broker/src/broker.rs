@@ -403,23 +403,7 @@ pub fn new_partition_base(store: &Store, topic: &str, partition: u32) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn store_config(dir: &std::path::Path) -> StoreConfig {
-        let mut c = StoreConfig::new(dir);
-        c.commitlog_segment_bytes = 1 << 20;
-        c.consume_queue_units_per_file = 1000;
-        c.index_slots = 1000;
-        c.index_entries = 4000;
-        c.preallocate_next_segment = false;
-        c
-    }
-
-    fn cleaner_config() -> CleanerConfig {
-        CleanerConfig {
-            dedupe_buffer_bytes: 1 << 20,
-            ..CleanerConfig::default()
-        }
-    }
+    use crate::test_support::{cleaner_config, store_config};
 
     /// One lock per data dir, the store's, taken before the compacted logs
     /// open: a second broker on the same dir stops at it, and no second

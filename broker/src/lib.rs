@@ -13,8 +13,9 @@
 //! * [`groups`]: consumer group offsets, kept in `__consumer_offsets` and
 //!   rebuilt from its compacted log.
 //! * [`settings`]: what the broker is told at start ([`DeclaredTopic`]).
-//! * [`read`]: reads that hide where records live (offsets, query by key,
-//!   read by physical offset).
+//! * [`read`]: reads that hide where records live ([`Broker::partition`]
+//!   with read, listen and offsets; query by key; read by physical
+//!   offset).
 //! * [`broker`]: start-up and shutdown order ([`Broker::open`]), keeping
 //!   the compacted logs in line with the registry.
 
@@ -26,6 +27,8 @@ pub mod partitioner;
 pub mod read;
 pub mod registry;
 pub mod settings;
+#[cfg(test)]
+mod test_support;
 pub mod topic_config;
 
 pub use broker::{next_offset, Broker};
