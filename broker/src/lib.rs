@@ -16,14 +16,18 @@
 //! * [`read`]: reads that hide where records live ([`Broker::partition`]
 //!   with read, listen and offsets; query by key; read by physical
 //!   offset).
+//! * [`produce`]: the record rules and the append ([`Broker::produce`]).
+//! * [`compaction`]: compaction on request.
 //! * [`broker`]: start-up and shutdown order ([`Broker::open`]), keeping
 //!   the compacted logs in line with the registry.
 
 pub mod broker;
+pub mod compaction;
 pub mod error;
 pub mod groups;
 pub mod names;
 pub mod partitioner;
+pub mod produce;
 pub mod read;
 pub mod registry;
 pub mod settings;

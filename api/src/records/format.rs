@@ -2,8 +2,6 @@
 //! that name them, and the decoded produce record: the leaf every other
 //! part of `records/` builds on.
 
-use bytes::Bytes;
-
 use crate::error::ApiError;
 
 /// `Content-Type` of the json embedded format.
@@ -84,18 +82,6 @@ fn media_type(raw: &str) -> String {
         .to_ascii_lowercase()
 }
 
-/// One record of a produce request, decoded and ready to append.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProduceRecord {
-    /// `None`: keyless (key absent or null); partitioned round-robin.
-    pub key: Option<Bytes>,
-    /// `None`: a tombstone (`"value": null`).
-    pub value: Option<Bytes>,
-    /// The partition the client asked for, not yet checked against the topic.
-    pub partition: Option<u32>,
-    /// In request order, duplicates kept.
-    pub headers: Vec<(String, Bytes)>,
-    /// Client-supplied create time in ms since the epoch; `None`: use the
-    /// append time.
-    pub timestamp_ms: Option<i64>,
-}
+/// One record of a produce request, decoded and ready to append: the
+/// broker's type, so decoding hands the broker its records with no copy.
+pub use tidelog_broker::produce::ProduceRecord;
