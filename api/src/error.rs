@@ -215,9 +215,9 @@ impl ApiError {
 ///   a restart runs recovery. `Inconsistent` is the store's structures
 ///   disagreeing (a queue unit and its record): a bug or damage, never the
 ///   client's mistake.
-impl From<tidelog_storage::StoreError> for ApiError {
-    fn from(e: tidelog_storage::StoreError) -> Self {
-        use tidelog_storage::StoreError as S;
+impl From<tidelog_broker::store::StoreError> for ApiError {
+    fn from(e: tidelog_broker::store::StoreError) -> Self {
+        use tidelog_broker::store::StoreError as S;
         let message = e.to_string();
         match e {
             S::RecordTooLarge { .. } => ApiError::TooLarge { message },
@@ -317,9 +317,9 @@ impl From<tidelog_broker::BrokerError> for ApiError {
     }
 }
 
-impl From<tidelog_cleaner::CleanerError> for ApiError {
-    fn from(e: tidelog_cleaner::CleanerError) -> Self {
-        use tidelog_cleaner::CleanerError as C;
+impl From<tidelog_broker::store::CleanerError> for ApiError {
+    fn from(e: tidelog_broker::store::CleanerError) -> Self {
+        use tidelog_broker::store::CleanerError as C;
         match e {
             C::Store { source, .. } => source.into(),
             C::InvalidTopic { .. } => ApiError::BadRequest {
@@ -584,7 +584,7 @@ mod tests {
 
     #[test]
     fn store_errors_map_to_their_codes() {
-        use tidelog_storage::StoreError as S;
+        use tidelog_broker::store::StoreError as S;
         let io = || std::io::Error::other("boom");
         let cases = [
             (S::RecordTooLarge { size: 9, limit: 1 }, 41301),
@@ -607,7 +607,7 @@ mod tests {
                 S::Corruption {
                     file: "/d/f".into(),
                     position: 3,
-                    kind: tidelog_storage::CorruptionKind::CrcMismatch {
+                    kind: tidelog_broker::store::CorruptionKind::CrcMismatch {
                         stored: 1,
                         computed: 2,
                     },
@@ -666,7 +666,7 @@ mod tests {
     /// whichever of the two refuses, and OPERATIONS.md quotes it.
     #[test]
     fn a_topic_that_stopped_being_compact_is_unknown() {
-        let e = ApiError::from(tidelog_cleaner::CleanerError::NotCompact {
+        let e = ApiError::from(tidelog_broker::store::CleanerError::NotCompact {
             topic: "users".into(),
         });
         assert_eq!((e.error_code(), e.status().as_u16()), (40401, 404));
@@ -677,9 +677,7 @@ mod tests {
     fn disk_full_is_worded_as_the_store_words_it() {
         use std::sync::Arc;
         use tidelog_broker::produce::ProduceRecord;
-        use tidelog_cleaner::CleanerConfig;
-        use tidelog_storage::retention::FixedDiskUsage;
-        use tidelog_storage::StoreConfig;
+        use tidelog_broker::store::{CleanerConfig, FixedDiskUsage, StoreConfig};
         let dir = tempfile::tempdir().unwrap();
         let mut config = StoreConfig::new(dir.path());
         config.commitlog_segment_bytes = 64 * 1024;

@@ -18,6 +18,9 @@
 //!   offset).
 //! * [`produce`]: the record rules and the append ([`Broker::produce`]).
 //! * [`compaction`]: compaction on request.
+//! * [`store`]: the store's and the cleaner's types that are part of this
+//!   crate's API (errors, stats, configs), so a front-end needs no
+//!   dependency on those crates.
 //! * [`broker`]: start-up and shutdown order ([`Broker::open`]), keeping
 //!   the compacted logs in line with the registry.
 
@@ -31,6 +34,7 @@ pub mod produce;
 pub mod read;
 pub mod registry;
 pub mod settings;
+pub mod store;
 #[cfg(test)]
 mod test_support;
 pub mod topic_config;

@@ -35,7 +35,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
-use tidelog_cleaner::{PartitionStatus, RunStats};
+use tidelog_broker::store::{PartitionStatus, RunStats};
 
 use super::{blocking, json, TopicPath};
 use crate::error::ApiError;
