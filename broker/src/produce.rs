@@ -84,10 +84,8 @@ impl Broker {
     /// naming a partition must name that one), else each to its own
     /// partition, by murmur2 of its key, or round-robin for a keyless
     /// record. An unknown topic is created with `auto_create` partitions if
-    /// that is `Some`. All or nothing.
-    ///
-    /// Blocking when [`produce_blocks`](Self::produce_blocks) says so;
-    /// otherwise a copy into the page cache.
+    /// that is `Some`. All or nothing. Blocking (it may create the topic,
+    /// and see [`append_blocks`](Self::append_blocks)).
     pub fn produce(
         &self,
         topic: &str,
@@ -96,6 +94,18 @@ impl Broker {
         auto_create: Option<u32>,
     ) -> Result<Produced, BrokerError> {
         let topic = self.produce_topic(topic, !records.is_empty(), auto_create)?;
+        self.produce_to(&topic, partition, records)
+    }
+
+    /// [`produce`](Self::produce) to a topic the caller already looked up
+    /// (a front-end's hot path: one registry lookup per request). Blocking
+    /// only when [`append_blocks`](Self::append_blocks).
+    pub fn produce_to(
+        &self,
+        topic: &Topic,
+        partition: Option<u32>,
+        records: Vec<ProduceRecord>,
+    ) -> Result<Produced, BrokerError> {
         if topic.is_internal() {
             return Err(BrokerError::InternalTopic {
                 topic: topic.name.to_string(),
@@ -104,7 +114,7 @@ impl Broker {
         if let Some(p) = partition {
             topic.check_partition(p)?;
         }
-        let (batch, payload_bytes) = plan(self.store.config(), &topic, partition, records)?;
+        let (batch, payload_bytes) = plan(self.store.config(), topic, partition, records)?;
         if batch.is_empty() {
             return Ok(Produced {
                 batch,
@@ -120,13 +130,11 @@ impl Broker {
         })
     }
 
-    /// Whether a [`produce`](Self::produce) to `topic` blocks: under
-    /// `flush: sync` (it waits for an fsync) or when it creates the topic
-    /// (the registry file is written and synced). Under async flush an
-    /// append to an existing topic is a copy into the page cache, shorter
-    /// than a hand-off to a blocking thread and back (docs/BENCHMARKS.md).
-    pub fn produce_blocks(&self, topic: &str) -> bool {
-        self.store.config().flush == FlushMode::Sync || self.registry.get(topic).is_none()
+    /// Whether an append waits for an fsync (`flush: sync`). Otherwise it
+    /// is a copy into the page cache, shorter than a hand-off to a blocking
+    /// thread and back (docs/BENCHMARKS.md).
+    pub fn append_blocks(&self) -> bool {
+        self.store.config().flush == FlushMode::Sync
     }
 
     /// The topic, created first if it is unknown and `auto_create` is set
@@ -466,14 +474,13 @@ mod tests {
         Arc::try_unwrap(broker).unwrap().shutdown().unwrap();
     }
 
-    /// An unknown topic is refused, or created with the partitions given
-    /// (then the produce blocks: it writes the registry); an internal topic
-    /// is never written by a produce.
+    /// An unknown topic is refused, or created with the partitions given;
+    /// an internal topic is never written by a produce.
     #[test]
     fn unknown_topics_are_auto_created_only_when_asked_and_internal_ones_refused() {
         let dir = tempfile::tempdir().unwrap();
         let broker = open(dir.path());
-        assert!(broker.produce_blocks("new"));
+        assert!(!broker.append_blocks(), "async flush");
         assert!(matches!(
             broker.produce("new", None, vec![record(None, "v")], None),
             Err(BrokerError::UnknownTopic { .. })
@@ -483,7 +490,6 @@ mod tests {
             .produce("new", None, vec![record(None, "v")], Some(3))
             .unwrap();
         assert_eq!(broker.registry.require("new").unwrap().partitions.get(), 3);
-        assert!(!broker.produce_blocks("new"), "async flush, existing topic");
         assert!(matches!(
             broker.produce(
                 CONSUMER_OFFSETS_TOPIC,

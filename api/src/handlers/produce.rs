@@ -8,7 +8,7 @@
 //! The topic, the record rules and the append are the broker's
 //! (`Broker::produce`, `broker/src/produce.rs`); this handler decodes,
 //! renders, and runs the produce inline or on a blocking thread as the
-//! broker says (`Broker::produce_blocks`).
+//! broker says (`Broker::append_blocks`; an auto-create blocks too).
 //!
 //! Decisions where API.md is silent:
 //! * On the partition route, a record may repeat the path's partition; a
@@ -95,16 +95,21 @@ async fn produce_inner(
     let auto_create = settings
         .auto_create_topics
         .then_some(settings.default_partitions);
-    // Under async flush an append is a copy into the page cache: it takes
-    // microseconds, less than handing it to the blocking pool and waking
-    // this task again (the profile in docs/BENCHMARKS.md), so it runs here.
-    // Under sync flush it waits for an fsync, and an auto-create writes the
-    // registry: those must not hold a worker.
-    let produced = if ready.produce_blocks(&topic) {
-        let ready = Arc::clone(&ready);
-        blocking(move || Ok(ready.produce(&topic, path_partition, produced, auto_create)?)).await?
-    } else {
-        ready.produce(&topic, path_partition, produced, auto_create)?
+    // Under async flush an append to a known topic is a copy into the page
+    // cache: it takes microseconds, less than handing it to the blocking
+    // pool and waking this task again (the profile in docs/BENCHMARKS.md),
+    // so it runs here. Under sync flush it waits for an fsync, and an
+    // unknown topic may be auto-created (the registry is written and
+    // synced): those must not hold a worker.
+    let produced = match ready.registry.get(&topic) {
+        Some(known) if !ready.append_blocks() => {
+            ready.produce_to(&known, path_partition, produced)?
+        }
+        _ => {
+            let ready = Arc::clone(&ready);
+            blocking(move || Ok(ready.produce(&topic, path_partition, produced, auto_create)?))
+                .await?
+        }
     };
     if produced.is_empty() {
         return Ok((
