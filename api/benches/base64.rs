@@ -1,7 +1,7 @@
 //! Base64 decoding and encoding of produce-sized values, with the two
 //! crates the API has used: `base64` (scalar, the general path and the
 //! bench's bare endpoint) and `base64-simd` (the hot paths in
-//! `api/src/json_fast.rs`). 1000 values of 100 bytes per iteration, the
+//! `api/src/records/json_fast.rs`). 1000 values of 100 bytes per iteration, the
 //! values of ten produce requests of `tidelog bench`; each is decoded onto
 //! the end of one shared buffer (or encoded into one), as the hot paths do.
 //!
@@ -77,7 +77,7 @@ fn bench(c: &mut Criterion) {
             black_box(out.len())
         })
     });
-    // Both decoders agree here (the strictness tests are in records.rs).
+    // Both decoders agree here (the strictness tests are in records/mod.rs).
     let mut a = Vec::new();
     let mut b = Vec::new();
     for t in &texts {

@@ -135,14 +135,6 @@ impl ApiError {
         }
     }
 
-    /// 50701 worded exactly as `Store::append` words its refusal, for checks
-    /// that read the store's disk-full flag before anything is written
-    /// (produce before auto-creating a topic). `used_ratio` and `retention`
-    /// are the store's (`StoreStats::disk_used_ratio`, its config).
-    pub fn disk_full(used_ratio: f64, retention: &tidelog_storage::RetentionConfig) -> Self {
-        tidelog_storage::StoreError::disk_full(used_ratio, retention).into()
-    }
-
     /// Confluent's five-digit code: HTTP status × 100 + a sub-code.
     pub fn error_code(&self) -> u32 {
         match self {
@@ -223,9 +215,9 @@ impl ApiError {
 ///   a restart runs recovery. `Inconsistent` is the store's structures
 ///   disagreeing (a queue unit and its record): a bug or damage, never the
 ///   client's mistake.
-impl From<tidelog_storage::StoreError> for ApiError {
-    fn from(e: tidelog_storage::StoreError) -> Self {
-        use tidelog_storage::StoreError as S;
+impl From<tidelog_broker::store::StoreError> for ApiError {
+    fn from(e: tidelog_broker::store::StoreError) -> Self {
+        use tidelog_broker::store::StoreError as S;
         let message = e.to_string();
         match e {
             S::RecordTooLarge { .. } => ApiError::TooLarge { message },
@@ -256,7 +248,12 @@ impl From<tidelog_storage::StoreError> for ApiError {
 /// The broker's errors, one HTTP code each: a refused request is 40002, an
 /// unknown topic or partition 40401/40402, an existing topic 40901, a bug or
 /// I/O failure 50001, the store's errors as the store's. The validation
-/// variants keep their parts.
+/// variants keep their parts. The record rules of a produce: a record for
+/// another partition than the route's, too many headers or a header name
+/// too long are 42206, a missing key on a compact topic 42201, a record
+/// over the limit 41301, each message naming the record as the body does
+/// (`records[3]`); a produce to an internal topic is 40002. Start-up
+/// failures never reach a request: 50001 if one did.
 impl From<tidelog_broker::BrokerError> for ApiError {
     fn from(e: tidelog_broker::BrokerError) -> Self {
         use tidelog_broker::BrokerError as B;
@@ -268,17 +265,63 @@ impl From<tidelog_broker::BrokerError> for ApiError {
             B::UnknownTopic { .. } => ApiError::UnknownTopic { message },
             B::UnknownPartition { .. } => ApiError::UnknownPartition { message },
             B::TopicExists { .. } => ApiError::TopicExists { message },
+            B::InternalTopic { topic } => ApiError::BadRequest {
+                message: format!(
+                    "topic {topic:?} is internal; commit offsets with POST /consumer-groups/{{group}}/offsets"
+                ),
+            },
+            B::PartitionMismatch {
+                index,
+                own,
+                requested,
+            } => ApiError::PayloadMalformed {
+                message: format!(
+                    "records[{index}].partition is {own}, but the request is for partition {requested}"
+                ),
+            },
+            B::KeyRequired {
+                index,
+                topic,
+                policy,
+            } => ApiError::KeyInvalid {
+                message: format!(
+                    "records[{index}] has no key, but topic {topic:?} is compacted (cleanup.policy={policy}): every record needs a key; nothing of the request was written"
+                ),
+            },
+            B::TooManyHeaders { index, count, max } => ApiError::PayloadMalformed {
+                message: format!("records[{index}] has {count} headers; at most {max} are allowed"),
+            },
+            B::HeaderNameTooLong { index, header, max } => ApiError::PayloadMalformed {
+                message: format!("records[{index}].headers[{header}].name is longer than {max} bytes"),
+            },
+            B::RecordTooLarge {
+                index,
+                size,
+                limit,
+                limit_source,
+            } => ApiError::TooLarge {
+                message: format!(
+                    "records[{index}] is {size} bytes (key + value + headers), over the {limit} of {limit_source}; nothing of the request was written"
+                ),
+            },
             // Start-up settings are checked before anything serves.
-            B::Internal { .. } | B::InvalidConfig { .. } => ApiError::Internal { message },
+            B::Internal { .. }
+            | B::InvalidConfig { .. }
+            | B::StoreOpen { .. }
+            | B::CompactedLogsOpen { .. }
+            | B::ConsumerOffsets { .. }
+            | B::RegistryFile { .. }
+            | B::RegistryTopic { .. }
+            | B::DeclaredTopic { .. } => ApiError::Internal { message },
             B::Store { source } => source.into(),
             B::Compaction { source } => source.into(),
         }
     }
 }
 
-impl From<tidelog_cleaner::CleanerError> for ApiError {
-    fn from(e: tidelog_cleaner::CleanerError) -> Self {
-        use tidelog_cleaner::CleanerError as C;
+impl From<tidelog_broker::store::CleanerError> for ApiError {
+    fn from(e: tidelog_broker::store::CleanerError) -> Self {
+        use tidelog_broker::store::CleanerError as C;
         match e {
             C::Store { source, .. } => source.into(),
             C::InvalidTopic { .. } => ApiError::BadRequest {
@@ -543,7 +586,7 @@ mod tests {
 
     #[test]
     fn store_errors_map_to_their_codes() {
-        use tidelog_storage::StoreError as S;
+        use tidelog_broker::store::StoreError as S;
         let io = || std::io::Error::other("boom");
         let cases = [
             (S::RecordTooLarge { size: 9, limit: 1 }, 41301),
@@ -566,7 +609,7 @@ mod tests {
                 S::Corruption {
                     file: "/d/f".into(),
                     position: 3,
-                    kind: tidelog_storage::CorruptionKind::CrcMismatch {
+                    kind: tidelog_broker::store::CorruptionKind::CrcMismatch {
                         stored: 1,
                         computed: 2,
                     },
@@ -625,7 +668,7 @@ mod tests {
     /// whichever of the two refuses, and OPERATIONS.md quotes it.
     #[test]
     fn a_topic_that_stopped_being_compact_is_unknown() {
-        let e = ApiError::from(tidelog_cleaner::CleanerError::NotCompact {
+        let e = ApiError::from(tidelog_broker::store::CleanerError::NotCompact {
             topic: "users".into(),
         });
         assert_eq!((e.error_code(), e.status().as_u16()), (40401, 404));
@@ -635,32 +678,45 @@ mod tests {
     #[test]
     fn disk_full_is_worded_as_the_store_words_it() {
         use std::sync::Arc;
-        use tidelog_storage::retention::FixedDiskUsage;
+        use tidelog_broker::produce::ProduceRecord;
+        use tidelog_broker::store::{CleanerConfig, FixedDiskUsage, StoreConfig};
         let dir = tempfile::tempdir().unwrap();
-        let mut config = tidelog_storage::StoreConfig::new(dir.path());
+        let mut config = StoreConfig::new(dir.path());
         config.commitlog_segment_bytes = 64 * 1024;
         config.consume_queue_units_per_file = 64;
         config.index_slots = 64;
         config.index_entries = 256;
         config.preallocate_next_segment = false;
         config.retention.disk = Arc::new(FixedDiskUsage::new(0.953));
-        let store = tidelog_storage::Store::open(config).unwrap();
-        let stats = store.stats();
-        assert!(stats.disk_full, "the store measures the disk while opening");
-        let refused = store
-            .append(&[tidelog_storage::AppendRecord {
-                topic: Arc::from("t"),
-                partition: 0,
+        let cleaner = CleanerConfig {
+            dedupe_buffer_bytes: 1 << 20,
+            ..CleanerConfig::default()
+        };
+        let broker = tidelog_broker::Broker::open(&[], config, cleaner).unwrap();
+        assert!(
+            broker.store.stats().disk_full,
+            "the store measures the disk while opening"
+        );
+        broker.create_topic("t", 1, Default::default()).unwrap();
+        let record = || {
+            vec![ProduceRecord {
                 key: None,
                 value: Some(bytes::Bytes::from_static(b"v")),
+                partition: None,
                 headers: Vec::new(),
                 timestamp_ms: None,
-            }])
-            .unwrap_err();
+            }]
+        };
+        // An existing topic: refused by `Store::append`.
+        let refused = broker.produce("t", None, record(), None).unwrap_err();
         let from_store = ApiError::from(refused);
         assert_eq!(from_store.error_code(), 50701);
+        // An unknown topic that would be auto-created: the broker's
+        // pre-check refuses before creating it.
+        let prechecked = broker.produce("new", None, record(), Some(1)).unwrap_err();
+        assert!(broker.registry.get("new").is_none());
         assert_eq!(
-            ApiError::disk_full(stats.disk_used_ratio, &store.config().retention),
+            ApiError::from(prechecked),
             from_store,
             "the pre-check's wording drifted from Store::append's"
         );
@@ -668,7 +724,7 @@ mod tests {
             from_store.to_string(),
             "disk full: the data directory's disk is 95.3% used; writes stopped above disk_full_ratio 90.0% and resume when usage falls to disk_force_clean_ratio 85.0% or below (delete old segments or free space)"
         );
-        store.shutdown().unwrap();
+        broker.shutdown().unwrap();
     }
 
     #[test]

@@ -14,7 +14,7 @@
 //! [`Node`], a deserializer that knows the path of every value so that
 //! every error says where it is: `data[2]: unknown field "valu"`.
 //!
-//! Produce bodies have their own decoder (`records.rs`), which applies the
+//! Produce bodies have their own decoder (`records/mod.rs`), which applies the
 //! same rule to the body, each record and each header.
 
 use std::fmt;

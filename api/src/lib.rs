@@ -1,9 +1,11 @@
 //! tidelog's HTTP API layer: the Confluent REST Proxy dialect of API.md.
 //!
-//! This crate turns HTTP requests into storage calls and storage results into
-//! HTTP answers. Its own state is topic metadata (the store knows nothing of
-//! partition counts or configs), consumer offsets mirrored from their topic,
-//! and counters.
+//! This crate is a thin front-end over the broker (`tidelog_broker`): it
+//! routes, extracts and decodes requests, calls the broker, and renders
+//! the answers and errors. It never decides where records live (queue or
+//! compacted log), opens a file or holds domain state; its own state is
+//! its settings and counters. It depends on the broker only: the store's
+//! and the cleaner's types it names come through `tidelog_broker::store`.
 //!
 //! * [`budget`]: the global budget of request bytes held in memory, not
 //!   tied to HTTP so other listeners can share it.
@@ -12,14 +14,16 @@
 //!   queries; the name rules are the broker's, re-exported.
 //! * `json_body`: the decoder of every other JSON body (admin, configs,
 //!   commits), which reads a struct from a JSON object only.
-//! * `canonical_json`: the stored text of json-format keys and values
-//!   (members sorted, numbers as written).
 //! * [`records`]: produce bodies in the json and binary embedded formats,
-//!   fetch rendering, and the answer shapes.
+//!   fetch rendering, and the answer shapes; inside it `format` (the
+//!   formats and the decoded record), `json_write` (hand-written JSON
+//!   output), `canonical_json` (the stored text of json-format keys and
+//!   values) and `json_fast` (the hot-path scanner), each using only the
+//!   ones before it.
 //!
 //! The topic registry, topic configs, consumer group offsets and the
-//! partitioner are the broker's (`tidelog_broker`), re-exported here under
-//! their old paths; its `BrokerError` becomes an HTTP answer in `error.rs`.
+//! partitioner are the broker's, re-exported here under their old paths;
+//! its `BrokerError` becomes an HTTP answer in `error.rs`.
 //!
 //! * [`state`]: shared handler state and the broker once it is open
 //!   (start-up, [`Broker::open`], is the broker's).
@@ -27,21 +31,21 @@
 //! * [`metrics`] renders `/metrics`: its own counters, the store's stats and
 //!   the LogCleaner's metrics.
 //!
-//! Compact topics are read from their compacted logs (`handlers/fetch.rs`)
-//! and compacted on request (`handlers/compaction.rs`).
+//! Reads go through `Broker::partition` (`handlers/fetch.rs` runs the
+//! long-poll over its `listen`), produce through `Broker::produce`
+//! (`handlers/produce.rs`), compaction requests through
+//! `Broker::request_compaction` (`handlers/compaction.rs`).
 //!
 //! The disk-full gate is the store's (`retention.disk_full_ratio`, measured
 //! by its `tidelog-disk` thread): `Store::append` refuses with
-//! `StoreError::DiskFull`, which `error.rs` maps to 507/50701. The API only
-//! reads the store's flag, never the disk.
+//! `StoreError::DiskFull`, which `error.rs` maps to 507/50701. Neither the
+//! API nor the broker measures the disk.
 
 pub mod budget;
-mod canonical_json;
 pub mod error;
 mod extract;
 pub mod handlers;
 mod json_body;
-mod json_fast;
 pub mod metrics;
 pub mod names;
 pub mod records;
@@ -55,4 +59,4 @@ pub use error::ApiError;
 pub use router::router;
 pub use settings::{ApiSettings, DeclaredTopic, HttpConfig};
 pub use state::AppState;
-pub use tidelog_broker::{Broker, StartupError};
+pub use tidelog_broker::Broker;

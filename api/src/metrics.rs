@@ -8,8 +8,7 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use tidelog_cleaner::cleaner::CleanerMetricsSnapshot;
-use tidelog_storage::StoreStats;
+use tidelog_broker::store::{CleanerMetricsSnapshot, StoreStats};
 
 /// Upper bounds of the latency buckets, in seconds: 250 µs to 30 s, so both
 /// a page-cache produce and a long-poll that runs to its timeout land in a

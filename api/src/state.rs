@@ -152,19 +152,19 @@ impl AppState {
     /// What `/metrics` shows besides the API's own counters.
     pub(crate) fn snapshot(&self) -> Snapshot {
         let ready = self.ready().ok();
+        let compacted = ready
+            .as_ref()
+            .map(|r| r.compacted_log_totals())
+            .unwrap_or_default();
         Snapshot {
             ready: ready.is_some(),
             store: ready.as_ref().map(|r| r.store.stats()),
             topics: ready.as_ref().map_or(0, |r| r.registry.len()),
             consumer_groups: ready.as_ref().map_or(0, |r| r.groups.group_count()),
             cleaner: ready.as_ref().map(|r| r.cleaner.metrics()),
-            compacted_logs: ready.as_ref().map_or(0, |r| r.logs.all_logs().len()),
-            compacted_log_segments: ready.as_ref().map_or(0, |r| {
-                r.logs.all_logs().iter().map(|l| l.segments().len()).sum()
-            }),
-            compacted_log_bytes: ready.as_ref().map_or(0, |r| {
-                r.logs.all_logs().iter().map(|l| l.size_bytes()).sum()
-            }),
+            compacted_logs: compacted.logs,
+            compacted_log_segments: compacted.segments,
+            compacted_log_bytes: compacted.bytes,
             inflight_bytes: self.inner.inflight_bytes.used_bytes(),
             in_flight_requests: self
                 .inner

@@ -15,10 +15,9 @@ use axum::http::{Request, StatusCode};
 use axum::Router;
 use serde_json::{json, Value};
 use tidelog_api::{ApiSettings, AppState, Broker};
+use tidelog_broker::fault::{StoreFaultPoint as FaultPoint, StoreFaults as Faults};
+use tidelog_broker::store::{CleanerConfig, StoreConfig};
 use tidelog_broker::BrokerConfig;
-use tidelog_cleaner::CleanerConfig;
-use tidelog_storage::fault::{FaultPoint, Faults};
-use tidelog_storage::StoreConfig;
 use tower::ServiceExt as _;
 
 const JSON_V2: &str = "application/vnd.kafka.json.v2+json";
@@ -104,7 +103,7 @@ async fn open_with(config: StoreConfig, faults: Option<Arc<Faults>>) -> Broker {
     .unwrap()
 }
 
-async fn close(state: &AppState) -> Result<(), tidelog_storage::StoreError> {
+async fn close(state: &AppState) -> Result<(), tidelog_broker::store::StoreError> {
     let ready = state.take_ready(Duration::from_secs(10)).await.unwrap();
     let ready = ready.unwrap_or_else(|_| panic!("a request still holds the store"));
     tokio::task::spawn_blocking(move || ready.shutdown())
@@ -326,7 +325,7 @@ async fn a_hung_sync_flush_is_503_50303_and_the_record_is_still_appended() {
     let dir = tempfile::tempdir().unwrap();
     let faults = Arc::new(Faults::default());
     let mut config = store_config(dir.path());
-    config.flush = tidelog_storage::FlushMode::Sync;
+    config.flush = tidelog_broker::store::FlushMode::Sync;
     config.sync_flush_timeout_ms = 100;
     let (state, router) = serving(config, Some(Arc::clone(&faults))).await;
     let (status, body) = call(&router, "POST", "/topics/t", one_record("durable")).await;

@@ -5,45 +5,20 @@
 //!
 //! Blocking throughout: a front-end calls it from a blocking thread.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
-use tidelog_cleaner::{CleanerConfig, CleanerError, CompactTopicConfig, CompactedLogs, LogCleaner};
+use tidelog_cleaner::{CleanerConfig, CompactTopicConfig, CompactedLogs, LogCleaner};
 use tidelog_storage::{DataDirLock, Store, StoreConfig, StoreError};
 
 use crate::error::BrokerError;
 use crate::fault::{self, Faults};
 use crate::groups::GroupOffsets;
-use crate::registry::{RegistryError, Topic, TopicRegistry, CONSUMER_OFFSETS_TOPIC};
+use crate::registry::{Topic, TopicRegistry, CONSUMER_OFFSETS_TOPIC};
 use crate::settings::DeclaredTopic;
 use crate::topic_config::{self, Overrides, TopicConfig};
 
 /// Directory under the data dir that holds the topic registry.
 pub const CONFIG_DIR: &str = "config";
-
-/// Why the server could not get ready.
-#[derive(Debug, thiserror::Error)]
-pub enum StartupError {
-    #[error("cannot open the store in {data_dir}: {source}")]
-    Store {
-        data_dir: PathBuf,
-        #[source]
-        source: StoreError,
-    },
-    #[error("topic registry: {0}")]
-    Registry(#[from] RegistryError),
-    #[error("cannot rebuild consumer offsets from {CONSUMER_OFFSETS_TOPIC}: {source}")]
-    ConsumerOffsets {
-        #[source]
-        source: CleanerError,
-    },
-    #[error("compacted logs in {data_dir}: {source}")]
-    Compaction {
-        data_dir: PathBuf,
-        #[source]
-        source: CleanerError,
-    },
-}
 
 /// Everything that exists once recovery is done.
 pub struct Broker {
@@ -89,7 +64,7 @@ impl Broker {
         declared_topics: &[DeclaredTopic],
         store_config: StoreConfig,
         cleaner_config: CleanerConfig,
-    ) -> Result<Broker, StartupError> {
+    ) -> Result<Broker, BrokerError> {
         Self::open_inner(
             declared_topics,
             store_config,
@@ -106,7 +81,7 @@ impl Broker {
         store_config: StoreConfig,
         cleaner_config: CleanerConfig,
         faults: Faults,
-    ) -> Result<Broker, StartupError> {
+    ) -> Result<Broker, BrokerError> {
         Self::open_inner(declared_topics, store_config, cleaner_config, faults)
     }
 
@@ -115,9 +90,9 @@ impl Broker {
         store_config: StoreConfig,
         cleaner_config: CleanerConfig,
         faults: Faults,
-    ) -> Result<Broker, StartupError> {
+    ) -> Result<Broker, BrokerError> {
         let data_dir = store_config.data_dir.clone();
-        let store_err = |source| StartupError::Store {
+        let store_err = |source| BrokerError::StoreOpen {
             data_dir: data_dir.clone(),
             source,
         };
@@ -128,16 +103,14 @@ impl Broker {
         store_config.validate().map_err(store_err)?;
         cleaner_config
             .validate()
-            .map_err(|source| StartupError::Compaction {
+            .map_err(|source| BrokerError::Compaction { source })?;
+        let lock = DataDirLock::acquire(&data_dir).map_err(store_err)?;
+        let registry = TopicRegistry::load(&data_dir.join(CONFIG_DIR))?;
+        let logs =
+            CompactedLogs::open(&data_dir).map_err(|source| BrokerError::CompactedLogsOpen {
                 data_dir: data_dir.clone(),
                 source,
             })?;
-        let lock = DataDirLock::acquire(&data_dir).map_err(store_err)?;
-        let registry = TopicRegistry::load(&data_dir.join(CONFIG_DIR))?;
-        let logs = CompactedLogs::open(&data_dir).map_err(|source| StartupError::Compaction {
-            data_dir: data_dir.clone(),
-            source,
-        })?;
         let declared_early = declare_before_recovery(&logs, &registry, declared_topics);
         let store =
             fault::open_store(store_config, vec![logs.sink()], lock, &faults).map_err(store_err)?;
@@ -177,7 +150,7 @@ impl Broker {
         declared_early: &[String],
         cleaner_config: CleanerConfig,
         faults: &Faults,
-    ) -> Result<(GroupOffsets, LogCleaner), StartupError> {
+    ) -> Result<(GroupOffsets, LogCleaner), BrokerError> {
         registry.ensure_internal(&|p| new_partition_base(store, CONSUMER_OFFSETS_TOPIC, p))?;
         registry.apply_declared(declared_topics, &|t, p| new_partition_base(store, t, p))?;
         // Queues of topics the registry no longer has: left by a crash
@@ -194,7 +167,7 @@ impl Broker {
             tracing::info!(%topic, "removing the queues of a deleted topic");
             store
                 .delete_topic(topic)
-                .map_err(|source| StartupError::Store {
+                .map_err(|source| BrokerError::StoreOpen {
                     data_dir: store.data_dir().to_path_buf(),
                     source,
                 })?;
@@ -204,7 +177,7 @@ impl Broker {
                 logs.set_topic(&topic.name, topic.config.compact_config());
             }
         }
-        let compaction_err = |source| StartupError::Compaction {
+        let compaction_err = |source| BrokerError::CompactedLogsOpen {
             data_dir: store.data_dir().to_path_buf(),
             source,
         };
@@ -239,7 +212,7 @@ impl Broker {
         let internal = registry.get(CONSUMER_OFFSETS_TOPIC);
         let groups =
             GroupOffsets::rebuild(logs, &|p| internal.as_ref().map_or(0, |t| t.base_offset(p)))
-                .map_err(|source| StartupError::ConsumerOffsets { source })?;
+                .map_err(|source| BrokerError::ConsumerOffsets { source })?;
         cleaner.start().map_err(compaction_err)?;
         Ok((groups, cleaner))
     }
@@ -470,23 +443,8 @@ pub fn new_partition_base(store: &Store, topic: &str, partition: u32) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn store_config(dir: &std::path::Path) -> StoreConfig {
-        let mut c = StoreConfig::new(dir);
-        c.commitlog_segment_bytes = 1 << 20;
-        c.consume_queue_units_per_file = 1000;
-        c.index_slots = 1000;
-        c.index_entries = 4000;
-        c.preallocate_next_segment = false;
-        c
-    }
-
-    fn cleaner_config() -> CleanerConfig {
-        CleanerConfig {
-            dedupe_buffer_bytes: 1 << 20,
-            ..CleanerConfig::default()
-        }
-    }
+    use crate::test_support::{cleaner_config, store_config};
+    use tidelog_cleaner::CleanerError;
 
     /// The components' own checks run before anything is created: a
     /// refused setting of either leaves no data dir behind.
@@ -500,7 +458,7 @@ mod tests {
         assert!(
             matches!(
                 opened,
-                Err(StartupError::Store {
+                Err(BrokerError::StoreOpen {
                     source: StoreError::InvalidConfig {
                         key: "store.index_entries",
                         ..
@@ -520,7 +478,7 @@ mod tests {
         assert!(
             matches!(
                 opened,
-                Err(StartupError::Compaction {
+                Err(BrokerError::Compaction {
                     source: CleanerError::InvalidConfig {
                         setting: "cleaner.threads",
                         ..
@@ -545,7 +503,7 @@ mod tests {
         assert!(
             matches!(
                 second,
-                Err(StartupError::Store {
+                Err(BrokerError::StoreOpen {
                     source: StoreError::Locked { .. },
                     ..
                 })
@@ -561,5 +519,27 @@ mod tests {
             .unwrap()
             .shutdown()
             .unwrap();
+    }
+
+    /// Start-up failures are `BrokerError` variants that name what failed:
+    /// a registry file that is not one stops the start with its path.
+    #[test]
+    fn a_damaged_registry_file_stops_the_start_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let config_dir = dir.path().join(CONFIG_DIR);
+        std::fs::create_dir_all(&config_dir).unwrap();
+        let registry = config_dir.join(crate::registry::REGISTRY_FILE);
+        std::fs::write(&registry, b"{not json").unwrap();
+        let opened = Broker::open(&[], store_config(dir.path()), cleaner_config());
+        match opened {
+            Err(e @ BrokerError::RegistryFile { .. }) => {
+                let BrokerError::RegistryFile { path, .. } = &e else {
+                    unreachable!()
+                };
+                assert_eq!(path, &registry);
+                assert!(e.to_string().starts_with("topic registry: "), "{e}");
+            }
+            other => panic!("{:?}", other.map(|_| ())),
+        }
     }
 }

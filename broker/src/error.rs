@@ -2,13 +2,20 @@
 //!
 //! Every front-end maps it in one place (the HTTP API in `api/src/error.rs`).
 //! A client mistake (`Invalid`, `InvalidName`, `InvalidTopicConfig`,
-//! `UnknownTopic`, `UnknownPartition`, `TopicExists`) and an internal
-//! inconsistency (`Internal`, to be logged) are different variants; the
-//! store's and the cleaner's own errors pass through whole (`Store`,
-//! `Compaction`). The
-//! validation variants keep their parts apart so that the server's config
-//! loader can put them under its own key path
-//! (`topics[1].configs.cleanup.policy: ...`) without parsing a string.
+//! `UnknownTopic`, `UnknownPartition`, `TopicExists`, the record rules of
+//! a produce) and an internal inconsistency (`Internal`, to be logged) are
+//! different variants; the store's and the cleaner's own errors pass
+//! through whole (`Store`, `Compaction`). Start-up failures
+//! ([`Broker::open`](crate::Broker::open)) have variants of their own,
+//! which name the file or topic. The validation variants keep their parts
+//! apart so that the server's config loader can put them under its own key
+//! path (`topics[1].configs.cleanup.policy: ...`) without parsing a string,
+//! and a front-end adds its own field path (`records[3]`) to the record
+//! rules' variants, which carry the record's index.
+
+use std::path::PathBuf;
+
+use crate::registry::CONSUMER_OFFSETS_TOPIC;
 
 /// What a broker operation refused, and why.
 #[derive(Debug, thiserror::Error)]
@@ -40,6 +47,51 @@ pub enum BrokerError {
     },
     #[error("topic {topic:?} already exists")]
     TopicExists { topic: String },
+    /// A produce to one of tidelog's own topics: only the broker writes
+    /// them, so their records stay decodable.
+    #[error("topic {topic:?} is internal")]
+    InternalTopic { topic: String },
+    /// Record `index` of a produce names a partition other than the one the
+    /// whole request is for.
+    #[error("record {index} is for partition {own}, but the request is for partition {requested}")]
+    PartitionMismatch {
+        index: usize,
+        own: u32,
+        requested: u32,
+    },
+    /// Record `index` of a produce to a compact topic has no key.
+    #[error(
+        "record {index} has no key, but topic {topic:?} is compacted (cleanup.policy={policy})"
+    )]
+    KeyRequired {
+        index: usize,
+        topic: String,
+        policy: &'static str,
+    },
+    /// Record `index` has more headers than the store's format holds.
+    #[error("record {index} has {count} headers; at most {max} are allowed")]
+    TooManyHeaders {
+        index: usize,
+        count: usize,
+        max: usize,
+    },
+    /// Header `header` of record `index` has a name longer than the store's
+    /// format holds.
+    #[error("record {index} header {header} has a name longer than {max} bytes")]
+    HeaderNameTooLong {
+        index: usize,
+        header: usize,
+        max: usize,
+    },
+    /// Record `index` is over the record limit; `limit_source` says whose
+    /// limit it is (the topic's `max.message.bytes`, the store's).
+    #[error("record {index} is {size} bytes (key + value + headers), over the {limit} of {limit_source}")]
+    RecordTooLarge {
+        index: usize,
+        size: u64,
+        limit: u64,
+        limit_source: String,
+    },
     /// A bug or an I/O failure; the message says which.
     #[error("{message}")]
     Internal { message: String },
@@ -61,6 +113,41 @@ pub enum BrokerError {
     /// (`topics[1].configs.cleanup.policy`).
     #[error("{key}: {reason}")]
     InvalidConfig { key: String, reason: String },
+    /// Start-up: the store could not be opened (recovery failed, the data
+    /// dir is locked by another server, ...).
+    #[error("cannot open the store in {data_dir}: {source}")]
+    StoreOpen {
+        data_dir: PathBuf,
+        #[source]
+        source: tidelog_storage::StoreError,
+    },
+    /// Start-up: the compacted logs could not be opened or prepared.
+    #[error("compacted logs in {data_dir}: {source}")]
+    CompactedLogsOpen {
+        data_dir: PathBuf,
+        #[source]
+        source: tidelog_cleaner::CleanerError,
+    },
+    /// Start-up: consumer group offsets could not be read back.
+    #[error("cannot rebuild consumer offsets from {CONSUMER_OFFSETS_TOPIC}: {source}")]
+    ConsumerOffsets {
+        #[source]
+        source: tidelog_cleaner::CleanerError,
+    },
+    /// Start-up: the topic registry file cannot be read or is not one.
+    #[error("topic registry: {path}: {reason}")]
+    RegistryFile { path: PathBuf, reason: String },
+    /// Start-up: a topic of the registry file is invalid.
+    #[error("topic registry: {path}: topic {topic:?}: {reason}")]
+    RegistryTopic {
+        path: PathBuf,
+        topic: String,
+        reason: String,
+    },
+    /// Start-up: a topic of the config file (or the internal topic) cannot
+    /// be created or changed as declared.
+    #[error("topic registry: declared topic {topic:?}: {reason}")]
+    DeclaredTopic { topic: String, reason: String },
 }
 
 impl BrokerError {

@@ -11,6 +11,13 @@ use tidelog_cleaner::{CleanerConfig, CompactedLogs, CopySource, LogCleaner};
 use tidelog_storage::DispatchSink;
 use tidelog_storage::{DataDirLock, Store, StoreConfig};
 
+/// The store's and the cleaner's own plans and points, so a front-end's
+/// tests need no dependency on those crates.
+#[cfg(feature = "failpoints")]
+pub use tidelog_cleaner::fault::{FaultPoint as CleanerFaultPoint, Faults as CleanerFaults};
+#[cfg(feature = "failpoints")]
+pub use tidelog_storage::fault::{FaultPoint as StoreFaultPoint, Faults as StoreFaults};
+
 /// Which plans to install; `None`: that part runs without one.
 #[cfg(feature = "failpoints")]
 #[derive(Clone, Debug, Default)]

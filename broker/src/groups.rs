@@ -89,6 +89,56 @@ pub fn record_value(value: &CommitValue) -> Result<Bytes, serde_json::Error> {
     serde_json::to_vec(value).map(Bytes::from)
 }
 
+/// One offset of a commit, checked by the front-end (topic and partition
+/// exist, offset and metadata in range).
+#[derive(Debug, Clone)]
+pub struct OffsetCommit {
+    pub topic: String,
+    pub partition: u32,
+    pub value: CommitValue,
+}
+
+impl crate::Broker {
+    /// Commits `offsets` for `group`: appended to `__consumer_offsets` as
+    /// one batch, then applied in memory (see the module doc for why
+    /// concurrent commits cannot disagree with the log). Blocking.
+    pub fn commit_offsets(
+        &self,
+        group: &str,
+        offsets: Vec<OffsetCommit>,
+    ) -> Result<(), crate::BrokerError> {
+        if offsets.is_empty() {
+            return Ok(());
+        }
+        let internal = self.registry.require(CONSUMER_OFFSETS_TOPIC)?;
+        let mut batch = Vec::with_capacity(offsets.len());
+        for c in &offsets {
+            let value = record_value(&c.value).map_err(|e| crate::BrokerError::Internal {
+                message: format!("cannot encode an offset commit: {e}"),
+            })?;
+            batch.push(tidelog_storage::AppendRecord {
+                topic: std::sync::Arc::clone(&internal.name),
+                partition: 0,
+                key: Some(record_key(group, &c.topic, c.partition)),
+                value: Some(value),
+                headers: Vec::new(),
+                timestamp_ms: None,
+            });
+        }
+        let appended = self.store.append(&batch)?;
+        for (c, a) in offsets.into_iter().zip(appended) {
+            self.groups.apply(
+                group,
+                &c.topic,
+                c.partition,
+                Some(c.value),
+                a.queue_offset.get(),
+            );
+        }
+        Ok(())
+    }
+}
+
 impl GroupOffsets {
     /// Reads the compacted log of `__consumer_offsets` from its beginning
     /// (or the partition's base offset, whichever is later). Blocking.

@@ -15,26 +15,37 @@
 //! * [`config`]: [`BrokerConfig`], the broker's settings (cluster id,
 //!   auto-create, declared topics), their defaults and their one check.
 //! * [`settings`]: what the broker is told at start ([`DeclaredTopic`]).
-//! * [`read`]: reads that hide where records live (offsets, query by key,
-//!   read by physical offset).
+//! * [`read`]: reads that hide where records live ([`Broker::partition`]
+//!   with read, listen and offsets; query by key; read by physical
+//!   offset).
+//! * [`produce`]: the record rules and the append ([`Broker::produce`]).
+//! * [`compaction`]: compaction on request.
+//! * [`store`]: the store's and the cleaner's types that are part of this
+//!   crate's API (errors, stats, configs), so a front-end needs no
+//!   dependency on those crates.
 //! * [`fault`]: the fault plans tests open the broker with (the
 //!   `failpoints` feature only).
 //! * [`broker`]: start-up and shutdown order ([`Broker::open`]), keeping
 //!   the compacted logs in line with the registry.
 
 pub mod broker;
+pub mod compaction;
 pub mod config;
 pub mod error;
 pub mod fault;
 pub mod groups;
 pub mod names;
 pub mod partitioner;
+pub mod produce;
 pub mod read;
 pub mod registry;
 pub mod settings;
+pub mod store;
+#[cfg(test)]
+mod test_support;
 pub mod topic_config;
 
-pub use broker::{next_offset, Broker, StartupError};
+pub use broker::{next_offset, Broker};
 pub use config::BrokerConfig;
 pub use error::BrokerError;
 pub use settings::DeclaredTopic;

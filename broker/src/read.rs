@@ -2,15 +2,28 @@
 //! (`cleanup.policy` with `compact`) is read from its compacted logs, any
 //! other through the ConsumeQueue and CommitLog. Every read respects the
 //! topic's base offsets (`registry.rs`): records of an earlier topic of the
-//! same name are never served.
+//! same name are never served, and no offset answered is below the base.
+//!
+//! A front-end reads a partition through a [`PartitionRef`]
+//! ([`Broker::partition`]): `read`, `listen` and `offsets` answer the same
+//! for both kinds, and the records come back as [`Records`], whose
+//! [`RecordRef`]s borrow from the log's own bytes (no copy per record).
+//! Long-poll: `listen(from)` registers a listener first and re-checks the
+//! end after, so a record added in between either shows in the re-check
+//! (`None`: read again) or fires the listener. A compact partition listens
+//! on its compacted log's own listener and re-checks that log's end: the
+//! dispatcher appends the compacted copy after the ConsumeQueue unit, so
+//! the queue's listener could fire before the copy is readable.
 //!
 //! Query by key on a compact topic scans every partition's compacted log
 //! (no index): linear in the compacted logs' size, which cleaning keeps
 //! near one record per key. Newest first means latest appended first
 //! (highest CommitLog position).
 
-use tidelog_cleaner::CompactedRecord;
-use tidelog_storage::StoredRecord;
+use std::sync::{Arc, OnceLock};
+
+use tidelog_cleaner::{CompactedLog, CompactedRecord};
+use tidelog_storage::{EventListener, Header, PhysicalOffset, QueueOffset, StoredRecord};
 
 use crate::broker::Broker;
 use crate::error::BrokerError;
@@ -24,27 +37,372 @@ pub enum KeyRecords {
     Compacted(Vec<(u32, CompactedRecord)>),
 }
 
+impl KeyRecords {
+    pub fn len(&self) -> usize {
+        match self {
+            KeyRecords::Stored(r) => r.len(),
+            KeyRecords::Compacted(r) => r.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The records, newest first.
+    pub fn iter(&self) -> impl Iterator<Item = RecordRef<'_>> {
+        let (stored, compacted) = match self {
+            KeyRecords::Stored(r) => (&r[..], &[][..]),
+            KeyRecords::Compacted(r) => (&[][..], &r[..]),
+        };
+        stored
+            .iter()
+            .map(RecordRef::Stored)
+            .chain(
+                compacted
+                    .iter()
+                    .map(|(partition, record)| RecordRef::Compacted {
+                        partition: *partition,
+                        record,
+                    }),
+            )
+    }
+}
+
+/// The records of one read of one partition, in offset order, as the log
+/// that holds them returned them.
+#[derive(Debug)]
+pub enum Records {
+    /// Through the ConsumeQueue and CommitLog.
+    Stored(Vec<StoredRecord>),
+    /// From a compact topic's compacted log (gaps where cleaning removed
+    /// records are normal).
+    Compacted {
+        partition: u32,
+        records: Vec<CompactedRecord>,
+    },
+}
+
+impl Records {
+    pub fn len(&self) -> usize {
+        match self {
+            Records::Stored(r) => r.len(),
+            Records::Compacted { records, .. } => records.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn iter(&self) -> RecordsIter<'_> {
+        match self {
+            Records::Stored(r) => RecordsIter::Stored(r.iter()),
+            Records::Compacted { partition, records } => {
+                RecordsIter::Compacted(*partition, records.iter())
+            }
+        }
+    }
+}
+
+/// The iterator of [`Records::iter`].
+pub enum RecordsIter<'a> {
+    Stored(std::slice::Iter<'a, StoredRecord>),
+    Compacted(u32, std::slice::Iter<'a, CompactedRecord>),
+}
+
+impl<'a> Iterator for RecordsIter<'a> {
+    type Item = RecordRef<'a>;
+
+    fn next(&mut self) -> Option<RecordRef<'a>> {
+        match self {
+            RecordsIter::Stored(it) => it.next().map(RecordRef::Stored),
+            RecordsIter::Compacted(partition, it) => it.next().map(|record| RecordRef::Compacted {
+                partition: *partition,
+                record,
+            }),
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        match self {
+            RecordsIter::Stored(it) => it.size_hint(),
+            RecordsIter::Compacted(_, it) => it.size_hint(),
+        }
+    }
+}
+
+impl ExactSizeIterator for RecordsIter<'_> {}
+
+/// One record, borrowed from either log: what a front-end renders. Key,
+/// value and headers are slices of the log's bytes.
+#[derive(Debug, Clone, Copy)]
+pub enum RecordRef<'a> {
+    Stored(&'a StoredRecord),
+    Compacted {
+        partition: u32,
+        record: &'a CompactedRecord,
+    },
+}
+
+impl<'a> RecordRef<'a> {
+    pub fn partition(&self) -> u32 {
+        match self {
+            RecordRef::Stored(r) => r.partition(),
+            RecordRef::Compacted { partition, .. } => *partition,
+        }
+    }
+
+    /// The record's offset in its partition.
+    pub fn offset(&self) -> u64 {
+        match self {
+            RecordRef::Stored(r) => r.queue_offset().get(),
+            RecordRef::Compacted { record, .. } => record.offset.get(),
+        }
+    }
+
+    /// The producer's timestamp (the append time if it sent none).
+    pub fn timestamp_ms(&self) -> i64 {
+        match self {
+            RecordRef::Stored(r) => r.timestamp_ms(),
+            RecordRef::Compacted { record, .. } => record.timestamp_ms,
+        }
+    }
+
+    pub fn key(&self) -> Option<&'a [u8]> {
+        match self {
+            RecordRef::Stored(r) => r.key_slice(),
+            RecordRef::Compacted { record, .. } => record.key_slice(),
+        }
+    }
+
+    /// `None` for a tombstone.
+    pub fn value(&self) -> Option<&'a [u8]> {
+        match self {
+            RecordRef::Stored(r) => r.value_slice(),
+            RecordRef::Compacted { record, .. } => record.value_slice(),
+        }
+    }
+
+    /// The headers, decoded, in the order they were produced.
+    pub fn headers(&self) -> Vec<Header> {
+        match self {
+            RecordRef::Stored(r) => r.headers(),
+            RecordRef::Compacted { record, .. } => record.headers(),
+        }
+    }
+
+    /// Where the record is (or was, for a compacted copy) in the CommitLog.
+    pub fn physical_offset(&self) -> u64 {
+        match self {
+            RecordRef::Stored(r) => r.physical_offset().get(),
+            RecordRef::Compacted { record, .. } => record.physical_offset.get(),
+        }
+    }
+
+    /// Key, value and header bytes, as a produce counts them against the
+    /// record limit.
+    pub fn payload_bytes(&self) -> u64 {
+        let (key, value, headers) = match self {
+            RecordRef::Stored(r) => (r.key_slice(), r.value_slice(), r.headers_len()),
+            RecordRef::Compacted { record, .. } => (
+                record.key_slice(),
+                record.value_slice(),
+                record.headers_len(),
+            ),
+        };
+        key.map_or(0, |k| k.len() as u64) + value.map_or(0, |v| v.len() as u64) + headers as u64
+    }
+}
+
+/// One read of a partition: its records, and where the next read starts.
+#[derive(Debug)]
+pub struct ReadBatch {
+    pub records: Records,
+    /// The offset to read from next. With no records, nothing lies in
+    /// `[from, next_offset)` and every later record gets an offset at or
+    /// after it.
+    pub next_offset: u64,
+}
+
+/// The record found at a CommitLog position ([`Broker::read_physical`]).
+#[derive(Debug)]
+pub struct PhysicalRecord(StoredRecord);
+
+impl PhysicalRecord {
+    /// The topic the record was produced to.
+    pub fn topic(&self) -> &str {
+        self.0.topic()
+    }
+
+    pub fn record(&self) -> RecordRef<'_> {
+        RecordRef::Stored(&self.0)
+    }
+}
+
+/// A partition of a topic, checked to exist, as a front-end reads it
+/// ([`Broker::partition`]). It holds the topic snapshot of its creation
+/// (base offsets, policy) and the broker. Cheap to clone (reference
+/// counts; clones share the compacted log once found).
+#[derive(Debug, Clone)]
+pub struct PartitionRef {
+    broker: Arc<Broker>,
+    topic: Arc<Topic>,
+    partition: u32,
+    /// `Some` for a compact topic: its compacted log, once known (created
+    /// by the first `read` if the partition has none yet, so there is a
+    /// listener to wait on before its first record).
+    compacted: Option<Arc<OnceLock<Arc<CompactedLog>>>>,
+}
+
+impl Broker {
+    /// The partition `partition` of `topic`, for reads; 40401/40402 as
+    /// [`BrokerError::UnknownTopic`]/[`BrokerError::UnknownPartition`].
+    /// Not blocking.
+    pub fn partition(
+        self: &Arc<Self>,
+        topic: &str,
+        partition: u32,
+    ) -> Result<PartitionRef, BrokerError> {
+        let topic = self.registry.require(topic)?;
+        topic.check_partition(partition)?;
+        let compacted = topic.config.cleanup_policy.compacts().then(|| {
+            let log = OnceLock::new();
+            if let Some(existing) = self.logs.log(&topic.name, partition) {
+                let _ = log.set(existing);
+            }
+            Arc::new(log)
+        });
+        Ok(PartitionRef {
+            broker: Arc::clone(self),
+            topic,
+            partition,
+            compacted,
+        })
+    }
+}
+
+impl PartitionRef {
+    pub fn topic(&self) -> &Arc<Topic> {
+        &self.topic
+    }
+
+    pub fn partition(&self) -> u32 {
+        self.partition
+    }
+
+    /// Whether [`read`](Self::read) does file I/O that can block (a
+    /// compacted log is read with `pread`): then run it on a blocking
+    /// thread. Otherwise it reads the mapped page cache and is cheaper
+    /// than a hand-off to a blocking thread and back (docs/BENCHMARKS.md).
+    pub fn read_blocks(&self) -> bool {
+        self.compacted.is_some()
+    }
+
+    /// Up to `max_records` records from offset `from` on (never below the
+    /// topic's base offset), stopping before `max_bytes` but always
+    /// returning at least one record if there is one.
+    pub fn read(
+        &self,
+        from: u64,
+        max_records: usize,
+        max_bytes: usize,
+    ) -> Result<ReadBatch, BrokerError> {
+        let from = from.max(self.topic.base_offset(self.partition));
+        if self.compacted.is_none() {
+            let read = self.broker.store.read(
+                &self.topic.name,
+                self.partition,
+                QueueOffset::new(from),
+                max_records,
+                max_bytes,
+            )?;
+            return Ok(ReadBatch {
+                records: Records::Stored(read.records),
+                next_offset: read.next_offset.get(),
+            });
+        }
+        let log = self.compacted_log()?;
+        // The end before the read: with nothing at or after `from`, nothing
+        // lies in `[from, end)` (and a new log of a topic created again
+        // under an old name ends below its base).
+        let end = log.next_offset().max(from);
+        let records = log.read(from, max_records, max_bytes)?;
+        let next_offset = records.last().map_or(end, |last| last.offset.get() + 1);
+        Ok(ReadBatch {
+            records: Records::Compacted {
+                partition: self.partition,
+                records,
+            },
+            next_offset,
+        })
+    }
+
+    /// For a long-poll after a read found nothing at or after `from`: a
+    /// listener that fires when a record is added, or `None` if one was
+    /// added since (read again). Registered before the re-check, so no
+    /// record is missed in between. Not blocking after a
+    /// [`read`](Self::read) (which found the compacted log of a compact
+    /// partition).
+    pub fn listen(&self, from: u64) -> Result<Option<EventListener>, BrokerError> {
+        let from = from.max(self.topic.base_offset(self.partition));
+        let (listener, end) = match &self.compacted {
+            None => (
+                self.broker.store.listen(&self.topic.name, self.partition)?,
+                self.broker
+                    .store
+                    .offsets(&self.topic.name, self.partition)
+                    .1,
+            ),
+            Some(_) => {
+                let log = self.compacted_log()?;
+                (log.listen(), log.next_offset())
+            }
+        };
+        Ok((end <= from).then_some(listener))
+    }
+
+    /// The beginning and end offsets (the end is the offset the next
+    /// record gets), never below the topic's base offset.
+    pub fn offsets(&self) -> (u64, u64) {
+        let base = self.topic.base_offset(self.partition);
+        let (beginning, end) = match &self.compacted {
+            None => self.broker.store.offsets(&self.topic.name, self.partition),
+            Some(known) => known
+                .get()
+                .cloned()
+                .or_else(|| self.broker.logs.log(&self.topic.name, self.partition))
+                .map_or((base, base), |log| {
+                    (log.beginning_offset(), log.next_offset())
+                }),
+        };
+        (beginning.max(base), end.max(base))
+    }
+
+    /// The compact partition's log, created if it has none yet (blocking
+    /// then: it creates the log's directory).
+    fn compacted_log(&self) -> Result<&Arc<CompactedLog>, BrokerError> {
+        let Some(cell) = &self.compacted else {
+            return Err(BrokerError::Internal {
+                message: format!("topic {:?} is not compacted", self.topic.name),
+            });
+        };
+        if let Some(log) = cell.get() {
+            return Ok(log);
+        }
+        let log = self
+            .broker
+            .logs
+            .log_or_create(&self.topic.name, self.partition)?;
+        Ok(cell.get_or_init(|| log))
+    }
+}
+
 /// Records read per batch while a key query scans a compacted log.
 const QUERY_SCAN_BATCH_RECORDS: usize = 4096;
 const QUERY_SCAN_BATCH_BYTES: usize = 4 << 20;
 
 impl Broker {
-    /// The beginning and end offsets of a partition (`partition` checked by
-    /// the caller), never below the topic's base offset.
-    pub fn offsets(&self, topic: &Topic, partition: u32) -> (u64, u64) {
-        let base = topic.base_offset(partition);
-        let (beginning, end) = if topic.config.cleanup_policy.compacts() {
-            self.logs
-                .log(&topic.name, partition)
-                .map_or((base, base), |log| {
-                    (log.beginning_offset(), log.next_offset())
-                })
-        } else {
-            self.store.offsets(&topic.name, partition)
-        };
-        (beginning.max(base), end.max(base))
-    }
-
     /// Records of `topic` with exactly `key` and a store time within
     /// `[begin_ms, end_ms]`, newest first, at most `max`. Blocking.
     pub fn query_by_key(
@@ -70,18 +428,15 @@ impl Broker {
     /// The record that starts at CommitLog position `position`, if there is
     /// one and it belongs to a live topic (the current incarnation of a
     /// topic the registry has). Blocking.
-    pub fn read_physical(&self, position: u64) -> Result<Option<StoredRecord>, BrokerError> {
-        let Some(record) = self
-            .store
-            .read_at(tidelog_storage::PhysicalOffset::new(position))?
-        else {
+    pub fn read_physical(&self, position: u64) -> Result<Option<PhysicalRecord>, BrokerError> {
+        let Some(record) = self.store.read_at(PhysicalOffset::new(position))? else {
             return Ok(None);
         };
         let live = self
             .registry
             .get(record.topic())
             .is_some_and(|topic| is_live(&topic, &record));
-        Ok(live.then_some(record))
+        Ok(live.then_some(PhysicalRecord(record)))
     }
 
     /// A scan of every partition's compacted log from its base offset,
@@ -154,4 +509,138 @@ impl Broker {
 fn is_live(topic: &Topic, r: &StoredRecord) -> bool {
     r.partition() < topic.partitions.get()
         && r.queue_offset().get() >= topic.base_offset(r.partition())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tidelog_storage::Listener;
+
+    use super::*;
+    use crate::test_support::{append, compact, open, wait_until};
+    use crate::topic_config::Overrides;
+
+    fn offsets_of(records: &Records) -> Vec<u64> {
+        records.iter().map(|r| r.offset()).collect()
+    }
+
+    /// A compact topic is read from its compacted log: after a pass,
+    /// superseded records are gone and the offsets have gaps (a read
+    /// through the ConsumeQueue would still give all three).
+    #[test]
+    fn a_compact_topic_reads_its_compacted_log_with_gaps() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = open(dir.path());
+        broker.create_topic("users", 1, compact()).unwrap();
+        append(&broker, "users", &[("a", "1"), ("b", "2"), ("a", "3")]);
+        let part = broker.partition("users", 0).unwrap();
+        assert!(part.read_blocks(), "a compacted log is read with pread");
+        wait_until("the compacted copies", || part.offsets().1 == 3);
+        let requested = broker.cleaner.request("users", true).unwrap();
+        broker
+            .cleaner
+            .wait("users", &requested, Duration::from_secs(30));
+        wait_until("a cleaning pass", || {
+            part.read(0, 100, 1 << 20).unwrap().records.len() == 2
+        });
+        let read = part.read(0, 100, 1 << 20).unwrap();
+        assert!(matches!(read.records, Records::Compacted { .. }));
+        assert_eq!(offsets_of(&read.records), [1, 2]);
+        assert_eq!(read.next_offset, 3);
+        let values: Vec<&[u8]> = read.records.iter().filter_map(|r| r.value()).collect();
+        assert_eq!(values, [&b"2"[..], b"3"]);
+        // The queue topic beside it reads every record, in order.
+        broker.create_topic("events", 1, Overrides::new()).unwrap();
+        append(&broker, "events", &[("a", "1"), ("a", "2")]);
+        let events = broker.partition("events", 0).unwrap();
+        assert!(!events.read_blocks());
+        wait_until("dispatch", || events.offsets().1 == 2);
+        let read = events.read(0, 100, 1 << 20).unwrap();
+        assert!(matches!(read.records, Records::Stored(_)));
+        assert_eq!(offsets_of(&read.records), [0, 1]);
+        drop((part, events));
+        Arc::try_unwrap(broker).unwrap().shutdown().unwrap();
+    }
+
+    /// `listen` after an empty read gives a listener that an append wakes,
+    /// for both kinds of topic, and after the wake-up the record is
+    /// readable; with a record already there it answers `None`.
+    #[test]
+    fn listen_wakes_on_append_for_queue_and_compact_topics() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = open(dir.path());
+        broker.create_topic("events", 1, Overrides::new()).unwrap();
+        broker.create_topic("users", 1, compact()).unwrap();
+        for topic in ["events", "users"] {
+            let part = broker.partition(topic, 0).unwrap();
+            let read = part.read(0, 100, 1 << 20).unwrap();
+            assert!(read.records.is_empty());
+            let listener = part
+                .listen(read.next_offset)
+                .unwrap()
+                .expect("nothing to read yet: a listener");
+            append(&broker, topic, &[("k", "v")]);
+            assert!(
+                listener.wait_timeout(Duration::from_secs(30)).is_some(),
+                "{topic}: the append did not wake the listener"
+            );
+            let read = part.read(0, 100, 1 << 20).unwrap();
+            assert_eq!(offsets_of(&read.records), [0], "{topic}");
+            assert!(
+                part.listen(0).unwrap().is_none(),
+                "{topic}: a record at 0 is there to read"
+            );
+            assert!(part.listen(1).unwrap().is_some(), "{topic}");
+        }
+        // A `PartitionRef` holds the broker: all are gone by now.
+        Arc::try_unwrap(broker).unwrap().shutdown().unwrap();
+    }
+
+    /// A topic created again under a deleted one's name starts at the old
+    /// end: its offsets, reads and listens never go below that base (a
+    /// listen from 0 that saw the old end would answer "read again"
+    /// forever).
+    #[test]
+    fn offsets_reads_and_listens_never_go_below_the_base_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = open(dir.path());
+        for (t, overrides) in [("queue", Overrides::new()), ("compact", compact())] {
+            broker.create_topic(t, 1, overrides.clone()).unwrap();
+            append(&broker, t, &[("a", "1"), ("b", "2"), ("c", "3")]);
+            let part = broker.partition(t, 0).unwrap();
+            wait_until("dispatch", || part.offsets().1 == 3);
+            broker.delete_topic(t).unwrap();
+            broker.create_topic(t, 1, overrides).unwrap();
+            let part = broker.partition(t, 0).unwrap();
+            let base = part.topic().base_offset(0);
+            assert_eq!(base, 3, "{t}");
+            assert_eq!(part.offsets(), (3, 3), "{t}");
+            let read = part.read(0, 100, 1 << 20).unwrap();
+            assert!(read.records.is_empty(), "{t}");
+            assert!(read.next_offset >= base, "{t}: {}", read.next_offset);
+            assert!(part.listen(0).unwrap().is_some(), "{t}");
+            append(&broker, t, &[("d", "4")]);
+            wait_until("the new record", || part.offsets() == (3, 4));
+            let read = part.read(0, 100, 1 << 20).unwrap();
+            assert_eq!(offsets_of(&read.records), [3], "{t}");
+        }
+        Arc::try_unwrap(broker).unwrap().shutdown().unwrap();
+    }
+
+    #[test]
+    fn unknown_topics_and_partitions_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = open(dir.path());
+        broker.create_topic("t", 2, Overrides::new()).unwrap();
+        assert!(matches!(
+            broker.partition("nope", 0),
+            Err(BrokerError::UnknownTopic { .. })
+        ));
+        assert!(matches!(
+            broker.partition("t", 2),
+            Err(BrokerError::UnknownPartition { partitions: 2, .. })
+        ));
+        Arc::try_unwrap(broker).unwrap().shutdown().unwrap();
+    }
 }

@@ -129,21 +129,6 @@ struct RegistryFile {
     topics: BTreeMap<String, TopicEntry>,
 }
 
-/// Why the registry could not be loaded or prepared at start.
-#[derive(Debug, thiserror::Error)]
-pub enum RegistryError {
-    #[error("{path}: {reason}")]
-    File { path: PathBuf, reason: String },
-    #[error("{path}: topic {topic:?}: {reason}")]
-    Topic {
-        path: PathBuf,
-        topic: String,
-        reason: String,
-    },
-    #[error("declared topic {topic:?}: {reason}")]
-    Declared { topic: String, reason: String },
-}
-
 pub struct TopicRegistry {
     path: PathBuf,
     /// Serialises mutations; taken before `topics`.
@@ -162,9 +147,9 @@ impl std::fmt::Debug for TopicRegistry {
 impl TopicRegistry {
     /// Loads `<config_dir>/topics.json`, or starts empty if there is none.
     /// Creates `config_dir`. Blocking.
-    pub fn load(config_dir: &Path) -> Result<TopicRegistry, RegistryError> {
+    pub fn load(config_dir: &Path) -> Result<TopicRegistry, BrokerError> {
         let path = config_dir.join(REGISTRY_FILE);
-        let file_err = |reason: String| RegistryError::File {
+        let file_err = |reason: String| BrokerError::RegistryFile {
             path: path.clone(),
             reason,
         };
@@ -191,11 +176,12 @@ impl TopicRegistry {
                     )));
                 }
                 for (name, entry) in file.topics {
-                    let topic = build(&name, &entry, None).map_err(|e| RegistryError::Topic {
-                        path: path.clone(),
-                        topic: name.clone(),
-                        reason: e.to_string(),
-                    })?;
+                    let topic =
+                        build(&name, &entry, None).map_err(|e| BrokerError::RegistryTopic {
+                            path: path.clone(),
+                            topic: name.clone(),
+                            reason: e.to_string(),
+                        })?;
                     topics.insert(name, Arc::new(topic));
                 }
             }
@@ -313,7 +299,7 @@ impl TopicRegistry {
     }
 
     /// Creates `__consumer_offsets` (compact) if absent. Blocking.
-    pub fn ensure_internal(&self, end_offset: &dyn Fn(u32) -> u64) -> Result<(), RegistryError> {
+    pub fn ensure_internal(&self, end_offset: &dyn Fn(u32) -> u64) -> Result<(), BrokerError> {
         if self.get(CONSUMER_OFFSETS_TOPIC).is_some() {
             return Ok(());
         }
@@ -325,7 +311,7 @@ impl TopicRegistry {
             end_offset,
         )
         .map(|_| ())
-        .map_err(|e| RegistryError::Declared {
+        .map_err(|e| BrokerError::DeclaredTopic {
             topic: CONSUMER_OFFSETS_TOPIC.into(),
             reason: e.to_string(),
         })
@@ -340,9 +326,9 @@ impl TopicRegistry {
         &self,
         declared: &[DeclaredTopic],
         end_offset: &dyn Fn(&str, u32) -> u64,
-    ) -> Result<(), RegistryError> {
+    ) -> Result<(), BrokerError> {
         for d in declared {
-            let bad = |reason: String| RegistryError::Declared {
+            let bad = |reason: String| BrokerError::DeclaredTopic {
                 topic: d.name.clone(),
                 reason,
             };

@@ -35,7 +35,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
-use tidelog_cleaner::{PartitionStatus, RunStats};
+use tidelog_broker::store::{PartitionStatus, RunStats};
 
 use super::{blocking, json, TopicPath};
 use crate::error::ApiError;
@@ -171,15 +171,7 @@ pub async fn request(
     let topic = compact_topic(&ready, &topic)?;
     let requested = {
         let (ready, topic) = (Arc::clone(&ready), Arc::clone(&topic));
-        blocking(move || {
-            // Every partition gets a log, so every one is requested and
-            // waited for, written to or not.
-            for p in 0..topic.partitions.get() {
-                ready.logs.log_or_create(&topic.name, p)?;
-            }
-            Ok(ready.cleaner.request(&topic.name, roll_active)?)
-        })
-        .await?
+        blocking(move || Ok(ready.request_compaction(&topic, roll_active)?)).await?
     };
     let task_id = format!(
         "{}:{}",

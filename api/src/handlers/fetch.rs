@@ -1,24 +1,22 @@
 //! Reads: partition fetch with long-poll, partition offsets, query by key
 //! (ext) and read by physical offset (ext).
 //!
-//! Long-poll: a fetch that finds nothing at or after `offset` registers a
-//! listener on the partition's ConsumeQueue, re-checks the end offset (a
-//! record dispatched between the read and the registration is caught here),
-//! then awaits the listener, the deadline or server shutdown, whichever
-//! comes first. No polling loop: the dispatcher wakes the fetch.
+//! Where records live is the broker's business (`broker/src/read.rs`):
+//! this file parses the request, runs the long-poll loop and renders.
 //!
-//! Compact topics (`cleanup.policy` with `compact`) are read from their
-//! compacted logs, not the ConsumeQueue: fetch returns the records with
+//! Long-poll: a fetch that finds nothing at or after `offset` asks the
+//! partition for a listener (`PartitionRef::listen`, which registers it and
+//! then re-checks the end, so a record added between the read and the
+//! registration is caught), then awaits the listener, the deadline or
+//! server shutdown, whichever comes first. No polling loop: the dispatcher
+//! wakes the fetch.
+//!
+//! Compact topics (`cleanup.policy` with `compact`) answer the records with
 //! offset ≥ max(requested, base offset) that survived cleaning (gaps are
 //! normal), rendered exactly like CommitLog records; `offsets` answers the
 //! compacted log's beginning and end; query by key scans the compacted
-//! logs. A compact fetch long-polls on the compacted log's own listener and
-//! re-checks its end offset: the dispatcher appends the compacted copy after
-//! the ConsumeQueue unit, so the queue's listener could fire before the copy
-//! is readable.
-//!
-//! Every read respects the topic's base offsets (see `registry.rs`): records
-//! of an earlier topic of the same name are never served.
+//! logs. Every read respects the topic's base offsets: records of an
+//! earlier topic of the same name are never served.
 //!
 //! Decisions where API.md is silent:
 //! * `max_records` is 1..=10000, `max_bytes` 1..=64 MiB, `timeout` 0..=30000
@@ -36,15 +34,12 @@
 //! * Read by physical offset renders by `Accept` like fetch, and answers
 //!   404/40400 for an offset where no record of a live topic starts.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::Response;
-use tidelog_broker::read::KeyRecords;
-use tidelog_cleaner::{CompactedLog, CompactedRecord};
-use tidelog_storage::StoredRecord;
+use tidelog_broker::read::{PartitionRef, RecordRef};
 
 use super::{blocking, bytes_with, timed, v2_json};
 use crate::error::ApiError;
@@ -55,8 +50,7 @@ use crate::records::{
     decode_key_query, write_record, EmbeddedFormat, FetchedRecord, PartitionOffsets, RecordView,
     V2_RESPONSE,
 };
-use crate::registry::Topic;
-use crate::state::{AppState, Broker};
+use crate::state::AppState;
 
 pub const FETCH_MAX_RECORDS_DEFAULT: u64 = 500;
 pub const FETCH_MAX_RECORDS_MAX: u64 = 10_000;
@@ -118,49 +112,18 @@ async fn fetch_inner(
     let timeout_ms = query.u64_in("timeout", FETCH_TIMEOUT_MS_DEFAULT, 0, FETCH_TIMEOUT_MS_MAX)?;
     let format = EmbeddedFormat::from_accept(accept(headers));
     let ready = state.ready()?;
-    let topic = ready.registry.require(topic)?;
-    topic.check_partition(partition)?;
+    let part = ready.partition(topic, partition)?;
+    let limits = ReadLimits {
+        max_records: usize::try_from(max_records).unwrap_or(usize::MAX),
+        max_bytes: usize::try_from(max_bytes).unwrap_or(usize::MAX),
+        format,
+    };
 
     let deadline = Instant::now() + Duration::from_millis(timeout_ms);
     let mut shutdown = state.shutdown_signal();
-    let mut from = offset.max(topic.base_offset(partition));
-    // Compact topics are read from their compacted log, others through the
-    // ConsumeQueue; the long-poll is the same for both.
-    let source = if topic.config.cleanup_policy.compacts() {
-        // `log_or_create`, so there is a listener to wait on before the
-        // partition's first record.
-        let (ready, name) = (Arc::clone(&ready), Arc::clone(&topic.name));
-        Source::Compacted(blocking(move || Ok(ready.logs.log_or_create(&name, partition)?)).await?)
-    } else {
-        Source::Queue
-    };
+    let mut from = offset;
     loop {
-        let rendered = match &source {
-            Source::Queue => {
-                read_rendered(
-                    &ready,
-                    &topic,
-                    partition,
-                    from,
-                    max_records,
-                    max_bytes,
-                    format,
-                )
-                .await?
-            }
-            Source::Compacted(log) => {
-                read_compacted_rendered(
-                    log,
-                    &topic,
-                    partition,
-                    from,
-                    max_records,
-                    max_bytes,
-                    format,
-                )
-                .await?
-            }
-        };
+        let rendered = read_rendered(&part, from, limits).await?;
         if let Some(body) = rendered.body {
             let response = bytes_with(StatusCode::OK, V2_RESPONSE, body);
             return Ok((response, rendered.records, rendered.bytes));
@@ -169,20 +132,9 @@ async fn fetch_inner(
         if Instant::now() >= deadline || *shutdown.borrow() {
             break;
         }
-        // Register first, then re-check: a record added in between either
-        // shows in the re-check or fires the listener. A compacted copy is
-        // appended after the queue unit, so compact topics wait on their
-        // compacted log's own listener.
-        let (listener, end) = match &source {
-            Source::Queue => (
-                ready.store.listen(&topic.name, partition)?,
-                ready.store.offsets(&topic.name, partition).1,
-            ),
-            Source::Compacted(log) => (log.listen(), log.next_offset()),
-        };
-        if end > from {
+        let Some(listener) = part.listen(from)? else {
             continue;
-        }
+        };
         let _waiting = GaugeGuard::new(&state.shared().metrics.fetches_waiting);
         tokio::select! {
             _ = listener => {}
@@ -193,121 +145,68 @@ async fn fetch_inner(
     Ok((v2_json(StatusCode::OK, &Vec::<FetchedRecord>::new())?, 0, 0))
 }
 
-/// Where a fetch reads a partition from.
-enum Source {
-    /// The ConsumeQueue and CommitLog (delete topics).
-    Queue,
-    /// The partition's compacted log (compact topics).
-    Compacted(Arc<CompactedLog>),
+/// What one read of a fetch may return, and how it is rendered.
+#[derive(Clone, Copy)]
+struct ReadLimits {
+    max_records: usize,
+    max_bytes: usize,
+    format: EmbeddedFormat,
 }
 
-/// Reads and renders on the calling worker: records come from the page
-/// cache through the map and rendering is plain CPU work, both shorter than
-/// a hand-off to the blocking pool and back (the profile in
-/// docs/BENCHMARKS.md). A read of cold pages can stall this worker for a
-/// disk read; the other workers keep serving meanwhile.
+/// Reads and renders. A read of the mapped page cache runs on the calling
+/// worker: records come from the page cache through the map and rendering
+/// is plain CPU work, both shorter than a hand-off to the blocking pool and
+/// back (the profile in docs/BENCHMARKS.md); a read of cold pages can stall
+/// this worker for a disk read, while the other workers keep serving. A
+/// read the broker says blocks (`PartitionRef::read_blocks`: a compacted
+/// log's `pread`s) runs on the blocking pool.
 async fn read_rendered(
-    ready: &Arc<Broker>,
-    topic: &Arc<Topic>,
-    partition: u32,
+    part: &PartitionRef,
     from: u64,
-    max_records: u64,
-    max_bytes: u64,
-    format: EmbeddedFormat,
+    limits: ReadLimits,
 ) -> Result<Rendered, ApiError> {
-    let read = ready.store.read(
-        &topic.name,
-        partition,
-        tidelog_storage::QueueOffset::new(from),
-        usize::try_from(max_records).unwrap_or(usize::MAX),
-        usize::try_from(max_bytes).unwrap_or(usize::MAX),
-    )?;
+    if part.read_blocks() {
+        let part = part.clone();
+        blocking(move || read_and_render(&part, from, limits)).await
+    } else {
+        read_and_render(part, from, limits)
+    }
+}
+
+fn read_and_render(
+    part: &PartitionRef,
+    from: u64,
+    limits: ReadLimits,
+) -> Result<Rendered, ApiError> {
+    let read = part.read(from, limits.max_records, limits.max_bytes)?;
     if read.records.is_empty() {
         return Ok(Rendered {
             body: None,
-            next_offset: read.next_offset.get(),
+            next_offset: read.next_offset,
             records: 0,
             bytes: 0,
         });
     }
-    let bytes = read.records.iter().map(payload_bytes).sum();
+    let format = limits.format;
+    let bytes = read.records.iter().map(|r| r.payload_bytes()).sum();
     let mut body = Vec::with_capacity(answer_capacity(format, read.records.len(), bytes));
     body.push(b'[');
+    // Every record read is the asked topic's (`Store::read` checks each
+    // one's topic), so its name is the one the fetch asked for.
+    let topic = &*part.topic().name;
     for (i, r) in read.records.iter().enumerate() {
         if i > 0 {
             body.push(b',');
         }
-        write_stored(&mut body, format, &topic.name, r)?;
+        write_record(&mut body, format, &Parts::new(topic, r).view(false))?;
     }
     body.push(b']');
     Ok(Rendered {
         body: Some(body),
-        next_offset: read.next_offset.get(),
+        next_offset: read.next_offset,
         records: read.records.len() as u64,
         bytes,
     })
-}
-
-/// As [`read_rendered`], from a compact topic's compacted log. With
-/// nothing at or after `from`, `next_offset` is the log's end as it was
-/// before the read: nothing lies in `[from, end)` then, and every later
-/// record gets an offset ≥ end.
-async fn read_compacted_rendered(
-    log: &Arc<CompactedLog>,
-    topic: &Arc<Topic>,
-    partition: u32,
-    from: u64,
-    max_records: u64,
-    max_bytes: u64,
-    format: EmbeddedFormat,
-) -> Result<Rendered, ApiError> {
-    let log = Arc::clone(log);
-    let topic = Arc::clone(topic);
-    blocking(move || {
-        let end = log.next_offset();
-        let records = log.read(
-            from,
-            usize::try_from(max_records).unwrap_or(usize::MAX),
-            usize::try_from(max_bytes).unwrap_or(usize::MAX),
-        )?;
-        let Some(last) = records.last() else {
-            return Ok(Rendered {
-                body: None,
-                next_offset: end,
-                records: 0,
-                bytes: 0,
-            });
-        };
-        let next_offset = last.offset.get() + 1;
-        let bytes = records.iter().map(compacted_payload_bytes).sum();
-        let mut body = Vec::with_capacity(answer_capacity(format, records.len(), bytes));
-        body.push(b'[');
-        for (i, r) in records.iter().enumerate() {
-            if i > 0 {
-                body.push(b',');
-            }
-            write_record(
-                &mut body,
-                format,
-                &Parts::compacted(&topic.name, partition, r).view(false),
-            )?;
-        }
-        body.push(b']');
-        Ok(Rendered {
-            body: Some(body),
-            next_offset,
-            records: records.len() as u64,
-            bytes,
-        })
-    })
-    .await
-}
-
-/// Key, value and header bytes, as a produce counts them.
-fn compacted_payload_bytes(r: &CompactedRecord) -> u64 {
-    r.key_slice().map_or(0, |k| k.len() as u64)
-        + r.value_slice().map_or(0, |v| v.len() as u64)
-        + r.headers_len() as u64
 }
 
 /// A JSON array of `records` in `format`, each with its physical offset
@@ -338,26 +237,6 @@ fn answer_capacity(format: EmbeddedFormat, records: usize, payload: u64) -> usiz
     payload.saturating_add(records * 128).saturating_add(2)
 }
 
-/// A stored record of a fetch answer, appended to `out` (no physical
-/// offset): the bytes [`render`] would give, without the intermediate
-/// record.
-/// `topic` is the one asked for: `Store::read` returns only its records.
-fn write_stored(
-    out: &mut Vec<u8>,
-    format: EmbeddedFormat,
-    topic: &str,
-    r: &StoredRecord,
-) -> Result<(), ApiError> {
-    write_record(out, format, &Parts::stored(topic, r).view(false))
-}
-
-/// Key, value and header bytes, as a produce counts them.
-fn payload_bytes(r: &StoredRecord) -> u64 {
-    r.key_slice().map_or(0, |k| k.len() as u64)
-        + r.value_slice().map_or(0, |v| v.len() as u64)
-        + r.headers_len() as u64
-}
-
 /// What an answer shows of a record, from either log: the parts a
 /// [`RecordView`] borrows. Key and value are borrowed from the record:
 /// taking a reference count on its bytes per field per record showed up
@@ -374,30 +253,17 @@ struct Parts<'a> {
 }
 
 impl<'a> Parts<'a> {
-    /// `topic` is the record's (the caller may know it without decoding).
-    fn stored(topic: &'a str, r: &'a StoredRecord) -> Self {
+    /// `topic` is the record's (the caller knows it without decoding).
+    fn new(topic: &'a str, r: RecordRef<'a>) -> Self {
         Parts {
             topic,
             partition: r.partition(),
-            offset: r.queue_offset().get(),
+            offset: r.offset(),
             timestamp_ms: r.timestamp_ms(),
-            key: r.key_slice(),
-            value: r.value_slice(),
+            key: r.key(),
+            value: r.value(),
             headers: r.headers().into_iter().map(|h| (h.name, h.value)).collect(),
-            physical_offset: r.physical_offset().get(),
-        }
-    }
-
-    fn compacted(topic: &'a str, partition: u32, r: &'a CompactedRecord) -> Self {
-        Parts {
-            topic,
-            partition,
-            offset: r.offset.get(),
-            timestamp_ms: r.timestamp_ms,
-            key: r.key_slice(),
-            value: r.value_slice(),
-            headers: r.headers().into_iter().map(|h| (h.name, h.value)).collect(),
-            physical_offset: r.physical_offset.get(),
+            physical_offset: r.physical_offset(),
         }
     }
 
@@ -427,9 +293,7 @@ pub async fn offsets(
     names::validate_topic_name(&topic)?;
     let partition = names::parse_partition(&partition)?;
     let ready = state.ready()?;
-    let topic = ready.registry.require(&topic)?;
-    topic.check_partition(partition)?;
-    let (beginning, end) = ready.offsets(&topic, partition);
+    let (beginning, end) = ready.partition(&topic, partition)?.offsets();
     v2_json(
         StatusCode::OK,
         &PartitionOffsets {
@@ -478,17 +342,8 @@ pub async fn query_by_key(
             end as i64,
             usize::try_from(max).unwrap_or(usize::MAX),
         )?;
-        match &found {
-            KeyRecords::Stored(records) => {
-                render_array(format, records.iter().map(|r| Parts::stored(r.topic(), r)))
-            }
-            KeyRecords::Compacted(records) => render_array(
-                format,
-                records
-                    .iter()
-                    .map(|(p, r)| Parts::compacted(&topic.name, *p, r)),
-            ),
-        }
+        // The store confirms the exact topic of every record it finds.
+        render_array(format, found.iter().map(|r| Parts::new(&topic.name, r)))
     })
     .await?;
     Ok(bytes_with(StatusCode::OK, "application/json", body))
@@ -516,7 +371,7 @@ pub async fn read_physical(
     write_record(
         &mut body,
         format,
-        &Parts::stored(record.topic(), &record).view(true),
+        &Parts::new(record.topic(), record.record()).view(true),
     )?;
     Ok(bytes_with(StatusCode::OK, "application/json", body))
 }

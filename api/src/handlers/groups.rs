@@ -2,9 +2,11 @@
 //!
 //! A commit is validated whole (group name, at most
 //! `http.max_records_per_request` entries, every topic and partition,
-//! offsets in [0, 2^63 − 1], metadata at most 4096 bytes), appended to
-//! `__consumer_offsets` as one batch, and then applied in memory (see
-//! `groups.rs` for why concurrent commits cannot disagree with the log).
+//! offsets in [0, 2^63 − 1], metadata at most 4096 bytes), then committed
+//! by the broker (`Broker::commit_offsets`: appended to
+//! `__consumer_offsets` as one batch, then applied in memory; see
+//! `broker/src/groups.rs` for why concurrent commits cannot disagree with
+//! the log).
 //!
 //! Decisions where API.md is silent: a commit body that is not JSON or has
 //! the wrong shape is 42206, like a produce body; bad values are 40002. An
@@ -13,22 +15,18 @@
 //! it with 507. `GET` of an unknown topic filter is 40002 for a bad name
 //! and an empty list otherwise (offsets of deleted topics stay visible).
 
-use std::sync::Arc;
-
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
-use tidelog_storage::AppendRecord;
 
 use super::{blocking, json};
 use crate::error::ApiError;
 use crate::extract::{json_body, ApiPath, ApiQuery};
-use crate::groups::{record_key, record_value, CommitValue, CommittedOffset, METADATA_MAX_BYTES};
+use crate::groups::{CommitValue, CommittedOffset, OffsetCommit, METADATA_MAX_BYTES};
 use crate::names;
-use crate::registry::CONSUMER_OFFSETS_TOPIC;
 use crate::state::AppState;
 
 #[derive(Debug, Deserialize)]
@@ -71,9 +69,7 @@ pub async fn commit(
         });
     }
     let ready = state.ready()?;
-    let internal = ready.registry.require(CONSUMER_OFFSETS_TOPIC)?;
-    let mut batch = Vec::with_capacity(request.offsets.len());
-    let mut applied = Vec::with_capacity(request.offsets.len());
+    let mut commits = Vec::with_capacity(request.offsets.len());
     for (i, e) in request.offsets.into_iter().enumerate() {
         names::validate_topic_name(&e.topic)?;
         let topic = ready.registry.require(&e.topic)?;
@@ -108,30 +104,16 @@ pub async fn commit(
                 ),
             });
         }
-        let value = CommitValue { offset, metadata };
-        let bytes = record_value(&value).map_err(|e| ApiError::Internal {
-            message: format!("cannot encode an offset commit: {e}"),
-        })?;
-        batch.push(AppendRecord {
-            topic: Arc::clone(&internal.name),
-            partition: 0,
-            key: Some(record_key(&group, &e.topic, partition)),
-            value: Some(bytes),
-            headers: Vec::new(),
-            timestamp_ms: None,
+        commits.push(OffsetCommit {
+            topic: e.topic,
+            partition,
+            value: CommitValue { offset, metadata },
         });
-        applied.push((e.topic, partition, value));
     }
-    if batch.is_empty() {
+    if commits.is_empty() {
         return Ok(StatusCode::NO_CONTENT.into_response());
     }
-    let writer = Arc::clone(&ready);
-    let appended = blocking(move || Ok(writer.store.append(&batch)?)).await?;
-    for ((topic, partition, value), a) in applied.into_iter().zip(appended) {
-        ready
-            .groups
-            .apply(&group, &topic, partition, Some(value), a.queue_offset.get());
-    }
+    blocking(move || Ok(ready.commit_offsets(&group, commits)?)).await?;
     state
         .shared()
         .metrics

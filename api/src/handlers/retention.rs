@@ -26,7 +26,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
-use tidelog_storage::{PassOutcome, Trigger};
+use tidelog_broker::store::{PassOutcome, Trigger};
 
 use super::{blocking, json, ClusterPath};
 use crate::error::ApiError;

@@ -35,7 +35,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use crate::json_fast::push_json_str;
+use super::json_write::push_json_str;
 
 /// Deepest nesting of arrays and objects accepted. At least serde_json's
 /// own limit (127 for a whole produce body), so the general produce

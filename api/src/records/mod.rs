@@ -46,99 +46,13 @@ use serde_json::Value;
 
 use crate::error::ApiError;
 
-/// `Content-Type` of the json embedded format.
-pub const JSON_V2: &str = "application/vnd.kafka.json.v2+json";
-/// `Content-Type` of the binary embedded format.
-pub const BINARY_V2: &str = "application/vnd.kafka.binary.v2+json";
-/// The content type of every v2 answer (API.md conventions).
-pub const V2_RESPONSE: &str = "application/vnd.kafka.v2+json";
+mod canonical_json;
+mod format;
+mod json_fast;
+mod json_write;
 
-/// How keys and values are embedded in the JSON of a request or answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EmbeddedFormat {
-    Json,
-    Binary,
-}
-
-impl EmbeddedFormat {
-    /// The format of a produce body, from its `Content-Type`. Parameters such
-    /// as `; charset=utf-8` are ignored; the media type is case-insensitive.
-    pub fn from_content_type(content_type: Option<&str>) -> Result<Self, ApiError> {
-        let Some(raw) = content_type else {
-            return Err(ApiError::UnsupportedContentType {
-                message: format!(
-                    "missing Content-Type: use {JSON_V2}, {BINARY_V2} or application/json"
-                ),
-            });
-        };
-        match media_type(raw).as_str() {
-            JSON_V2 | "application/json" => Ok(EmbeddedFormat::Json),
-            BINARY_V2 => Ok(EmbeddedFormat::Binary),
-            _ => Err(ApiError::UnsupportedContentType {
-                message: format!(
-                    "Content-Type {raw:?} is not supported: use {JSON_V2}, {BINARY_V2} or application/json"
-                ),
-            }),
-        }
-    }
-
-    /// The format of a fetch answer, from `Accept`: binary only when asked
-    /// for; json for the json types, `*/*`, a missing header, and anything
-    /// unrecognised (we only ever answer JSON, so json is the honest guess).
-    pub fn from_accept(accept: Option<&str>) -> Self {
-        let Some(accept) = accept else {
-            return EmbeddedFormat::Json;
-        };
-        for range in accept.split(',') {
-            match media_type(range).as_str() {
-                BINARY_V2 => return EmbeddedFormat::Binary,
-                JSON_V2 | "application/json" | V2_RESPONSE | "*/*" | "application/*" => {
-                    return EmbeddedFormat::Json
-                }
-                _ => {}
-            }
-        }
-        EmbeddedFormat::Json
-    }
-
-    /// The format named by a `format` query parameter (`json`, `binary`, or
-    /// absent for json), used by the query-by-key endpoint.
-    pub fn from_query(format: Option<&str>) -> Result<Self, ApiError> {
-        match format {
-            None | Some("json") => Ok(EmbeddedFormat::Json),
-            Some("binary") => Ok(EmbeddedFormat::Binary),
-            Some(other) => Err(ApiError::BadRequest {
-                message: format!("format {other:?} is not supported: use json or binary"),
-            }),
-        }
-    }
-}
-
-/// `type/subtype` of a media type or media range, lower-cased, without
-/// parameters or surrounding spaces.
-fn media_type(raw: &str) -> String {
-    raw.split(';')
-        .next()
-        .unwrap_or_default()
-        .trim()
-        .to_ascii_lowercase()
-}
-
-/// One record of a produce request, decoded and ready to append.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProduceRecord {
-    /// `None`: keyless (key absent or null); partitioned round-robin.
-    pub key: Option<Bytes>,
-    /// `None`: a tombstone (`"value": null`).
-    pub value: Option<Bytes>,
-    /// The partition the client asked for, not yet checked against the topic.
-    pub partition: Option<u32>,
-    /// In request order, duplicates kept.
-    pub headers: Vec<(String, Bytes)>,
-    /// Client-supplied create time in ms since the epoch; `None`: use the
-    /// append time.
-    pub timestamp_ms: Option<i64>,
-}
+pub use format::{EmbeddedFormat, ProduceRecord, BINARY_V2, JSON_V2, V2_RESPONSE};
+pub(crate) use json_write::produce_answer;
 
 const RECORD_FIELDS: [&str; 5] = ["key", "value", "partition", "headers", "timestamp"];
 
@@ -147,7 +61,7 @@ const RECORD_FIELDS: [&str; 5] = ["key", "value", "partition", "headers", "times
 pub fn decode_produce(format: EmbeddedFormat, body: &[u8]) -> Result<Vec<ProduceRecord>, ApiError> {
     // Plain, valid requests take the scanner of `json_fast`; it hands every
     // other body (errors included) to the general decoder below.
-    match crate::json_fast::decode_produce_fast(format, body) {
+    match json_fast::decode_produce_fast(format, body) {
         Some(records) => Ok(records),
         None => decode_produce_general(format, body),
     }
@@ -167,7 +81,7 @@ pub(crate) fn decode_produce_general(
     // as serde_json (names decoded, the last of a repeated name wins).
     let raw = match format {
         EmbeddedFormat::Json => Some(
-            crate::canonical_json::Node::parse(body)
+            canonical_json::Node::parse(body)
                 .map_err(|e| malformed(format!("body is not JSON: {e}")))?,
         ),
         EmbeddedFormat::Binary => None,
@@ -207,7 +121,7 @@ fn decode_record(
     format: EmbeddedFormat,
     index: usize,
     record: Value,
-    raw: Option<&crate::canonical_json::Node<'_>>,
+    raw: Option<&canonical_json::Node<'_>>,
 ) -> Result<ProduceRecord, ApiError> {
     let at = format!("records[{index}]");
     let Value::Object(mut fields) = record else {
@@ -298,7 +212,7 @@ fn embedded_bytes(
     format: EmbeddedFormat,
     at: &str,
     value: Value,
-    raw: Option<&crate::canonical_json::Node<'_>>,
+    raw: Option<&canonical_json::Node<'_>>,
     invalid: impl FnOnce(String) -> ApiError,
 ) -> Result<Bytes, ApiError> {
     match format {
@@ -386,7 +300,7 @@ pub fn decode_key_query(format: EmbeddedFormat, text: &str) -> Result<Bytes, Api
         message: format!("query parameter key: {why}"),
     };
     match format {
-        EmbeddedFormat::Json => match crate::canonical_json::canonicalize(text.as_bytes()) {
+        EmbeddedFormat::Json => match canonical_json::canonicalize(text.as_bytes()) {
             Ok(key) if key == b"null" => Err(bad(
                 "null is not a key (keyless records cannot be looked up)".into(),
             )),
@@ -559,7 +473,7 @@ pub fn write_record(
     format: EmbeddedFormat,
     record: &RecordView<'_>,
 ) -> Result<(), ApiError> {
-    use crate::json_fast::{push_base64_str, push_i64, push_json_str, push_u64};
+    use json_write::{push_base64_str, push_i64, push_json_str, push_u64};
     out.extend_from_slice(b"{\"topic\":");
     push_json_str(out, record.topic);
     out.extend_from_slice(b",\"key\":");
@@ -604,12 +518,12 @@ fn write_embedded(
     };
     match (format, bytes) {
         (_, None) => out.extend_from_slice(b"null"),
-        (EmbeddedFormat::Binary, Some(bytes)) => crate::json_fast::push_base64_str(out, bytes),
-        (EmbeddedFormat::Json, Some(bytes)) if crate::json_fast::is_canonical_json(bytes) => {
+        (EmbeddedFormat::Binary, Some(bytes)) => json_write::push_base64_str(out, bytes),
+        (EmbeddedFormat::Json, Some(bytes)) if json_fast::is_canonical_json(bytes) => {
             out.extend_from_slice(bytes)
         }
         (EmbeddedFormat::Json, Some(bytes)) => {
-            let text = crate::canonical_json::canonicalize(bytes)
+            let text = canonical_json::canonicalize(bytes)
                 .map_err(|e| with_position(record, not_json(field, &e)))?;
             out.extend_from_slice(&text);
         }
@@ -663,12 +577,12 @@ mod tests {
     fn direct_integers_match_serde() {
         for n in [0u64, 9, 10, 99, 12_345, u64::from(u32::MAX), u64::MAX] {
             let mut out = Vec::new();
-            crate::json_fast::push_u64(&mut out, n);
+            json_write::push_u64(&mut out, n);
             assert_eq!(out, serde_json::to_vec(&n).unwrap());
         }
         for n in [0i64, -1, 1_700_000_000_000, i64::MIN, i64::MAX] {
             let mut out = Vec::new();
-            crate::json_fast::push_i64(&mut out, n);
+            json_write::push_i64(&mut out, n);
             assert_eq!(out, serde_json::to_vec(&n).unwrap());
         }
     }
@@ -682,7 +596,7 @@ mod tests {
             &[(u32::MAX, u64::MAX), (0, 1 << 40)],
         ];
         for offsets in cases {
-            let direct = crate::json_fast::produce_answer(offsets.iter().copied());
+            let direct = json_write::produce_answer(offsets.iter().copied());
             let serde = serde_json::to_vec(&ProduceResponse::new(
                 offsets
                     .iter()
@@ -1296,12 +1210,12 @@ mod tests {
 
     #[test]
     fn canonical_json_is_recognised_and_agrees_with_serde_json() {
-        use crate::canonical_json::canonicalize;
+        use canonical_json::canonicalize;
         for sample in json_samples() {
             let parsed = serde_json::from_slice::<Value>(&sample);
             let canonical = canonicalize(&sample);
             // Text recognised as canonical is its own canonical form.
-            if crate::json_fast::is_canonical_json(&sample) {
+            if json_fast::is_canonical_json(&sample) {
                 assert_eq!(canonical.as_deref().ok(), Some(&sample[..]), "{sample:?}");
             }
             // The same texts are JSON to both (below serde_json's depth).
@@ -1319,7 +1233,7 @@ mod tests {
             let unicode_escape = text.windows(2).any(|w| w == b"\\u");
             let escaped_name = text.windows(2).any(|w| w == b"\\n");
             if !deep && !escaped_name && !unicode_escape {
-                assert!(crate::json_fast::is_canonical_json(&text), "{text:?}");
+                assert!(json_fast::is_canonical_json(&text), "{text:?}");
             }
             if shallow {
                 assert_eq!(
@@ -1676,7 +1590,7 @@ mod tests {
         for body in produce_bodies() {
             for format in [JSON, BINARY] {
                 let old = decode_produce_general(format, &body);
-                if let Some(records) = crate::json_fast::decode_produce_fast(format, &body) {
+                if let Some(records) = json_fast::decode_produce_fast(format, &body) {
                     fast += 1;
                     same_outcome(
                         &body,
@@ -1696,7 +1610,7 @@ mod tests {
         for len in 0..=200usize {
             let bytes: Vec<u8> = (0..len).map(|i| (i * 251 + len) as u8).collect();
             let mut out = b"x".to_vec();
-            crate::json_fast::push_base64_str(&mut out, &bytes);
+            json_write::push_base64_str(&mut out, &bytes);
             assert_eq!(
                 out,
                 format!("x\"{}\"", BASE64.encode(&bytes)).into_bytes(),
@@ -1708,7 +1622,7 @@ mod tests {
     #[test]
     fn plain_requests_take_the_fast_path() {
         let binary = br#"{"records":[{"value":"aGk="},{"key":"eA==","value":null,"headers":[{"name":"h","value":"YQ=="}]}]}"#;
-        let records = crate::json_fast::decode_produce_fast(BINARY, binary).unwrap();
+        let records = json_fast::decode_produce_fast(BINARY, binary).unwrap();
         assert_eq!(records[0].value.as_deref(), Some(&b"hi"[..]));
         assert_eq!(records[1].key.as_deref(), Some(&b"x"[..]));
         assert_eq!(records[1].value, None);
@@ -1717,7 +1631,7 @@ mod tests {
             vec![("h".into(), Bytes::from_static(b"a"))]
         );
         let json = br#"{"records":[{"key":{"a":1},"value":{"b":2,"a":1.5}}]}"#;
-        let records = crate::json_fast::decode_produce_fast(JSON, json).unwrap();
+        let records = json_fast::decode_produce_fast(JSON, json).unwrap();
         assert_eq!(records[0].key.as_deref(), Some(&br#"{"a":1}"#[..]));
         assert_eq!(
             records[0].value.as_deref(),

@@ -2,7 +2,7 @@
 //! "after the hot-path work").
 //!
 //! Both are *sound by fallback*: they only take a body or a stored value
-//! they can prove they handle exactly like the general path in `records.rs`
+//! they can prove they handle exactly like the general path in `records/mod.rs`
 //! (serde_json `Value` trees), and hand everything else back to it. So every
 //! answer, error code and message is the general path's.
 //!
@@ -20,7 +20,7 @@
 //!   fetch encodes, every value. It is exactly as strict as
 //!   the general path's `base64` STANDARD engine (padding required and
 //!   canonical, no trailing bits, no whitespace): the decode tests in
-//!   `records.rs` run both over the same texts, and invalid base64 falls
+//!   `records/mod.rs` run both over the same texts, and invalid base64 falls
 //!   back to the general path for its error message.
 //! * [`is_canonical_json`] tells whether bytes are exactly what
 //!   `canonical_json::canonicalize` makes of them (compact, object members
@@ -33,7 +33,7 @@
 use base64_simd::STANDARD as BASE64;
 use bytes::Bytes;
 
-use crate::records::{EmbeddedFormat, ProduceRecord};
+use super::format::{EmbeddedFormat, ProduceRecord};
 
 /// Deeper nesting (counted from the body's root) goes to the general path,
 /// which enforces serde_json's own limit of 128 with its own message.
@@ -214,7 +214,7 @@ impl<'a> Scanner<'a> {
         }
         debug_assert!(self.pos > start);
         let token = std::str::from_utf8(&self.bytes[start..self.pos]).ok()?;
-        crate::canonical_json::number_in_range(token).then_some(true)
+        super::canonical_json::number_in_range(token).then_some(true)
     }
 
     /// One JSON value at the cursor (no leading whitespace), `depth` being
@@ -522,7 +522,7 @@ fn embedded(s: &mut Scanner<'_>, format: EmbeddedFormat, shared: &mut Vec<u8>) -
                 shared.extend_from_slice(text);
                 Some(Slot::Shared(start, shared.len()))
             } else {
-                let canonical = crate::canonical_json::canonicalize(text).ok()?;
+                let canonical = super::canonical_json::canonicalize(text).ok()?;
                 Some(Slot::Own(Bytes::from(canonical)))
             }
         }
@@ -557,60 +557,4 @@ pub(crate) fn is_canonical_json(bytes: &[u8]) -> bool {
         Some(scanned) => scanned.canonical && s.pos == bytes.len(),
         None => false,
     }
-}
-
-/// Appends `text` as a JSON string, escaped like serde_json does.
-pub(crate) fn push_json_str(out: &mut Vec<u8>, text: &str) {
-    if text.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
-        out.push(b'"');
-        out.extend_from_slice(text.as_bytes());
-        out.push(b'"');
-    } else {
-        // Writing into a Vec cannot fail.
-        let _ = serde_json::to_writer(&mut *out, text);
-    }
-}
-
-/// Appends `bytes` base64-encoded (standard, padded) between quotes: base64
-/// never needs JSON escaping.
-pub(crate) fn push_base64_str(out: &mut Vec<u8>, bytes: &[u8]) {
-    out.push(b'"');
-    out.reserve(BASE64.encoded_length(bytes.len()) + 1);
-    BASE64.encode_append(bytes, out);
-    out.push(b'"');
-}
-
-/// The answer to a produce request whose records landed at these
-/// `(partition, offset)`s, written straight into one buffer. Byte for byte
-/// what serde_json makes of the same `records::ProduceResponse` (a test in
-/// records.rs checks that), without serde's per-field escaping checks.
-pub(crate) fn produce_answer(offsets: impl ExactSizeIterator<Item = (u32, u64)>) -> Vec<u8> {
-    const HEAD: &[u8] = b"{\"offsets\":[";
-    const TAIL: &[u8] = b"],\"key_schema_id\":null,\"value_schema_id\":null}";
-    const ENTRY_MAX: usize =
-        r#"{"partition":4294967295,"offset":18446744073709551615,"error_code":null,"error":null},"#
-            .len();
-    let mut out = Vec::with_capacity(HEAD.len() + offsets.len() * ENTRY_MAX + TAIL.len());
-    out.extend_from_slice(HEAD);
-    for (i, (partition, offset)) in offsets.enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        out.extend_from_slice(b"{\"partition\":");
-        push_u64(&mut out, u64::from(partition));
-        out.extend_from_slice(b",\"offset\":");
-        push_u64(&mut out, offset);
-        out.extend_from_slice(b",\"error_code\":null,\"error\":null}");
-    }
-    out.extend_from_slice(TAIL);
-    out
-}
-
-/// Decimal digits, as serde_json writes them (it uses itoa too).
-pub(crate) fn push_u64(out: &mut Vec<u8>, n: u64) {
-    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
-}
-
-pub(crate) fn push_i64(out: &mut Vec<u8>, n: i64) {
-    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
 }

@@ -1,0 +1,533 @@
+//! Produce: the record rules and the append, for every front-end.
+//!
+//! A request is checked whole before anything of it is written: the topic
+//! (auto-created if allowed), then every record's partition, key (compact
+//! topics need one) and limits. Only then is it appended, as one
+//! `Store::append`, which itself is all or nothing.
+//!
+//! The limits are the store's (its header count and name bounds, its
+//! header-block size, its record payload limit clamped to a segment) and
+//! the topic's `max.message.bytes`: [`check_record`] is the one place they
+//! are applied to a client's record, so a front-end never repeats them.
+//! (The store checks again inside `CommitLog::append`, as the guard of its
+//! own format, whoever calls it.)
+//!
+//! Decisions:
+//! * Auto-created topics get the partitions the front-end passes and no
+//!   config overrides; a full disk creates no topic for a request that
+//!   would write (the append would be refused anyway, and the topic
+//!   should not outlive the refusal). The disk-full flag is the store's
+//!   alone: this reads it, never the disk.
+//! * An empty request writes nothing, even when the disk is full (but an
+//!   unknown topic is still auto-created for it, as before).
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tidelog_storage::commit_log::format::{headers_block_len, HEADER_COUNT_MAX, HEADER_NAME_MAX};
+use tidelog_storage::{AppendRecord, Appended, FlushMode, Header, StoreConfig, StoreError};
+
+use crate::broker::Broker;
+use crate::error::BrokerError;
+use crate::partitioner::partition_for_key;
+use crate::registry::Topic;
+
+/// One record of a produce request, decoded by a front-end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProduceRecord {
+    /// `None`: keyless (key absent or null); partitioned round-robin.
+    pub key: Option<Bytes>,
+    /// `None`: a tombstone (`"value": null`).
+    pub value: Option<Bytes>,
+    /// The partition the client asked for, not yet checked against the topic.
+    pub partition: Option<u32>,
+    /// In request order, duplicates kept.
+    pub headers: Vec<(String, Bytes)>,
+    /// Client-supplied create time in ms since the epoch; `None`: use the
+    /// append time.
+    pub timestamp_ms: Option<i64>,
+}
+
+/// What a produce wrote: where each record landed, in request order.
+#[derive(Debug)]
+pub struct Produced {
+    batch: Vec<AppendRecord>,
+    appended: Vec<Appended>,
+    payload_bytes: u64,
+}
+
+impl Produced {
+    /// `(partition, offset)` of every record, in request order.
+    pub fn offsets(&self) -> impl ExactSizeIterator<Item = (u32, u64)> + '_ {
+        self.batch
+            .iter()
+            .zip(&self.appended)
+            .map(|(r, a)| (r.partition, a.queue_offset.get()))
+    }
+
+    pub fn len(&self) -> usize {
+        self.appended.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.appended.is_empty()
+    }
+
+    /// Key, value and header bytes of all records.
+    pub fn payload_bytes(&self) -> u64 {
+        self.payload_bytes
+    }
+}
+
+impl Broker {
+    /// Appends `records` to `topic`: to `partition` if given (every record
+    /// naming a partition must name that one), else each to its own
+    /// partition, by murmur2 of its key, or round-robin for a keyless
+    /// record. An unknown topic is created with `auto_create` partitions if
+    /// that is `Some`. All or nothing. Blocking (it may create the topic,
+    /// and see [`append_blocks`](Self::append_blocks)).
+    pub fn produce(
+        &self,
+        topic: &str,
+        partition: Option<u32>,
+        records: Vec<ProduceRecord>,
+        auto_create: Option<u32>,
+    ) -> Result<Produced, BrokerError> {
+        let topic = self.produce_topic(topic, !records.is_empty(), auto_create)?;
+        self.produce_to(&topic, partition, records)
+    }
+
+    /// [`produce`](Self::produce) to a topic the caller already looked up
+    /// (a front-end's hot path: one registry lookup per request). Blocking
+    /// only when [`append_blocks`](Self::append_blocks).
+    pub fn produce_to(
+        &self,
+        topic: &Topic,
+        partition: Option<u32>,
+        records: Vec<ProduceRecord>,
+    ) -> Result<Produced, BrokerError> {
+        if topic.is_internal() {
+            return Err(BrokerError::InternalTopic {
+                topic: topic.name.to_string(),
+            });
+        }
+        if let Some(p) = partition {
+            topic.check_partition(p)?;
+        }
+        let (batch, payload_bytes) = plan(self.store.config(), topic, partition, records)?;
+        if batch.is_empty() {
+            return Ok(Produced {
+                batch,
+                appended: Vec::new(),
+                payload_bytes,
+            });
+        }
+        let appended = self.store.append(&batch)?;
+        Ok(Produced {
+            batch,
+            appended,
+            payload_bytes,
+        })
+    }
+
+    /// Whether an append waits for an fsync (`flush: sync`). Otherwise it
+    /// is a copy into the page cache, shorter than a hand-off to a blocking
+    /// thread and back (docs/BENCHMARKS.md).
+    pub fn append_blocks(&self) -> bool {
+        self.store.config().flush == FlushMode::Sync
+    }
+
+    /// The topic, created first if it is unknown and `auto_create` is set
+    /// (not when the disk is full and the request would write something).
+    fn produce_topic(
+        &self,
+        name: &str,
+        writes: bool,
+        auto_create: Option<u32>,
+    ) -> Result<Arc<Topic>, BrokerError> {
+        if let Some(topic) = self.registry.get(name) {
+            return Ok(topic);
+        }
+        let Some(partitions) = auto_create else {
+            return Err(BrokerError::unknown_topic(name));
+        };
+        if writes {
+            let stats = self.store.stats();
+            if stats.disk_full {
+                return Err(StoreError::disk_full(
+                    stats.disk_used_ratio,
+                    &self.store.config().retention,
+                )
+                .into());
+            }
+        }
+        self.get_or_create_topic(name, partitions)
+    }
+}
+
+/// Checks every record and turns it into an append; returns the batch and
+/// its payload bytes (key + value + headers).
+fn plan(
+    store: &StoreConfig,
+    topic: &Topic,
+    path_partition: Option<u32>,
+    produced: Vec<ProduceRecord>,
+) -> Result<(Vec<AppendRecord>, u64), BrokerError> {
+    let limit = RecordLimit::new(store, topic);
+    let mut total = 0u64;
+    let mut batch = Vec::with_capacity(produced.len());
+    for (index, r) in produced.into_iter().enumerate() {
+        let partition = match (path_partition, r.partition) {
+            (Some(requested), Some(own)) if own != requested => {
+                return Err(BrokerError::PartitionMismatch {
+                    index,
+                    own,
+                    requested,
+                })
+            }
+            (Some(path), _) => path,
+            (None, Some(own)) => own,
+            (None, None) => match &r.key {
+                Some(key) => partition_for_key(key, topic.partitions),
+                None => topic.round_robin.next(topic.partitions),
+            },
+        };
+        topic.check_partition(partition)?;
+        let (record, size) = check_record(index, topic, &limit, partition, r)?;
+        total += size;
+        batch.push(record);
+    }
+    Ok((batch, total))
+}
+
+/// The record limit of a topic: its `max.message.bytes` or the store's
+/// effective limit, whichever is smaller.
+struct RecordLimit<'a> {
+    store: &'a StoreConfig,
+    store_limit: u64,
+    topic_limit: u64,
+}
+
+impl<'a> RecordLimit<'a> {
+    fn new(store: &'a StoreConfig, topic: &Topic) -> Self {
+        RecordLimit {
+            store,
+            store_limit: store.record_payload_max(),
+            topic_limit: u64::from(topic.config.max_message_bytes),
+        }
+    }
+
+    fn bytes(&self) -> u64 {
+        self.store_limit.min(self.topic_limit)
+    }
+
+    /// Whose limit [`bytes`](Self::bytes) is, for the refusal.
+    fn source(&self, topic: &Topic) -> String {
+        if self.topic_limit <= self.store_limit {
+            format!("topic {:?} max.message.bytes", topic.name)
+        } else if self.store_limit < self.store.max_message_bytes {
+            format!(
+                "the store's record limit (store.max_message_bytes {}, clamped to what fits in a store.commitlog_segment_bytes segment of {})",
+                self.store.max_message_bytes, self.store.commitlog_segment_bytes
+            )
+        } else {
+            "store.max_message_bytes".to_string()
+        }
+    }
+}
+
+/// The record rules, once per record: a key on compact topics, the store's
+/// header bounds, the record limit. Returns the append and its payload
+/// bytes.
+fn check_record(
+    index: usize,
+    topic: &Topic,
+    limit: &RecordLimit<'_>,
+    partition: u32,
+    r: ProduceRecord,
+) -> Result<(AppendRecord, u64), BrokerError> {
+    if r.key.is_none() && topic.config.cleanup_policy.compacts() {
+        return Err(BrokerError::KeyRequired {
+            index,
+            topic: topic.name.to_string(),
+            policy: topic.config.cleanup_policy.as_str(),
+        });
+    }
+    if r.headers.len() > HEADER_COUNT_MAX {
+        return Err(BrokerError::TooManyHeaders {
+            index,
+            count: r.headers.len(),
+            max: HEADER_COUNT_MAX,
+        });
+    }
+    let headers: Vec<Header> = r
+        .headers
+        .into_iter()
+        .map(|(name, value)| Header { name, value })
+        .collect();
+    if let Some(header) = headers.iter().position(|h| h.name.len() > HEADER_NAME_MAX) {
+        return Err(BrokerError::HeaderNameTooLong {
+            index,
+            header,
+            max: HEADER_NAME_MAX,
+        });
+    }
+    let size = r.key.as_ref().map_or(0, |k| k.len() as u64)
+        + r.value.as_ref().map_or(0, |v| v.len() as u64)
+        + headers_block_len(&headers) as u64;
+    if size > limit.bytes() {
+        return Err(BrokerError::RecordTooLarge {
+            index,
+            size,
+            limit: limit.bytes(),
+            limit_source: limit.source(topic),
+        });
+    }
+    let record = AppendRecord {
+        topic: Arc::clone(&topic.name),
+        partition,
+        key: r.key,
+        value: r.value,
+        headers,
+        timestamp_ms: r.timestamp_ms,
+    };
+    Ok((record, size))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::groups::{CommitValue, OffsetCommit};
+    use crate::registry::CONSUMER_OFFSETS_TOPIC;
+    use crate::test_support::{compact, open};
+    use crate::topic_config::Overrides;
+
+    fn record(key: Option<&str>, value: &str) -> ProduceRecord {
+        ProduceRecord {
+            key: key.map(|k| Bytes::copy_from_slice(k.as_bytes())),
+            value: Some(Bytes::copy_from_slice(value.as_bytes())),
+            partition: None,
+            headers: Vec::new(),
+            timestamp_ms: None,
+        }
+    }
+
+    fn end_offsets(broker: &Broker, topic: &str) -> Vec<u64> {
+        let t = broker.registry.require(topic).unwrap();
+        (0..t.partitions.get())
+            .map(|p| crate::next_offset(&broker.store, topic, p))
+            .collect()
+    }
+
+    /// A compact topic needs a key on every record; a keyless one refuses
+    /// the whole request, naming the record, and writes nothing.
+    #[test]
+    fn a_keyless_record_on_a_compact_topic_is_refused_and_nothing_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = open(dir.path());
+        broker.create_topic("users", 1, compact()).unwrap();
+        let refused = broker
+            .produce(
+                "users",
+                None,
+                vec![record(Some("a"), "1"), record(None, "2")],
+                None,
+            )
+            .unwrap_err();
+        match refused {
+            BrokerError::KeyRequired {
+                index,
+                topic,
+                policy,
+            } => assert_eq!((index, topic.as_str(), policy), (1, "users", "compact")),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(end_offsets(&broker, "users"), [0]);
+        // With keys it is written; a delete topic takes keyless records.
+        let produced = broker
+            .produce("users", None, vec![record(Some("a"), "1")], None)
+            .unwrap();
+        assert_eq!(produced.offsets().collect::<Vec<_>>(), [(0, 0)]);
+        broker.create_topic("events", 1, Overrides::new()).unwrap();
+        broker
+            .produce("events", None, vec![record(None, "x")], None)
+            .unwrap();
+        Arc::try_unwrap(broker).unwrap().shutdown().unwrap();
+    }
+
+    /// The record limits, checked for every record before anything is
+    /// written: the store's header bounds and the smaller of the topic's
+    /// `max.message.bytes` and the store's limit.
+    #[test]
+    fn the_record_limits_refuse_the_whole_request() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = open(dir.path());
+        let small = Overrides::from([("max.message.bytes".to_string(), "100".to_string())]);
+        broker.create_topic("small", 1, small).unwrap();
+        let ok = record(Some("k"), "v");
+        // Key 1 + value 100 bytes: one over the topic's limit.
+        let mut big = record(Some("k"), &"x".repeat(100));
+        let too_large = broker
+            .produce("small", None, vec![ok.clone(), big.clone()], None)
+            .unwrap_err();
+        match &too_large {
+            BrokerError::RecordTooLarge {
+                index,
+                size,
+                limit,
+                limit_source,
+            } => {
+                assert_eq!((*index, *size, *limit), (1, 101, 100));
+                assert_eq!(limit_source, "topic \"small\" max.message.bytes");
+            }
+            other => panic!("{other:?}"),
+        }
+        // Key 1 + value 99: exactly the limit, which fits.
+        big.value = Some(Bytes::from("x".repeat(99)));
+        let mut many = ok.clone();
+        many.headers = vec![("h".to_string(), Bytes::new()); HEADER_COUNT_MAX + 1];
+        assert!(matches!(
+            broker.produce("small", None, vec![big.clone(), many], None),
+            Err(BrokerError::TooManyHeaders { index: 1, count, max: HEADER_COUNT_MAX })
+                if count == HEADER_COUNT_MAX + 1
+        ));
+        let mut long_name = ok.clone();
+        long_name.headers = vec![
+            ("fine".to_string(), Bytes::new()),
+            ("n".repeat(HEADER_NAME_MAX + 1), Bytes::new()),
+        ];
+        assert!(matches!(
+            broker.produce("small", None, vec![long_name], None),
+            Err(BrokerError::HeaderNameTooLong {
+                index: 0,
+                header: 1,
+                max: HEADER_NAME_MAX
+            })
+        ));
+        assert_eq!(end_offsets(&broker, "small"), [0], "nothing was written");
+        broker.produce("small", None, vec![ok, big], None).unwrap();
+        assert_eq!(end_offsets(&broker, "small"), [2]);
+        Arc::try_unwrap(broker).unwrap().shutdown().unwrap();
+    }
+
+    /// Without a partition, keyed records go where murmur2 puts their key
+    /// (Kafka's partitioner) and keyless ones round-robin; a partition
+    /// given for the request applies to every record, and a record naming
+    /// another is refused. Offsets come back in request order.
+    #[test]
+    fn records_are_partitioned_by_key_round_robin_or_the_requested_partition() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = open(dir.path());
+        broker.create_topic("t", 4, Overrides::new()).unwrap();
+        let partitions = std::num::NonZeroU32::new(4).unwrap();
+        let keys = ["a", "b", "c", "d", "e", "f"];
+        let produced = broker
+            .produce(
+                "t",
+                None,
+                keys.iter().map(|k| record(Some(k), "v")).collect(),
+                None,
+            )
+            .unwrap();
+        let got: Vec<u32> = produced.offsets().map(|(p, _)| p).collect();
+        let want: Vec<u32> = keys
+            .iter()
+            .map(|k| partition_for_key(k.as_bytes(), partitions))
+            .collect();
+        assert_eq!(got, want);
+        assert_eq!(produced.len(), keys.len());
+        assert_eq!(produced.payload_bytes(), 12);
+        let keyless = broker
+            .produce("t", None, (0..8).map(|_| record(None, "v")).collect(), None)
+            .unwrap();
+        let mut counts = [0; 4];
+        for (p, _) in keyless.offsets() {
+            counts[p as usize] += 1;
+        }
+        assert_eq!(counts, [2, 2, 2, 2], "round-robin spreads evenly");
+        let mut own = record(Some("a"), "v");
+        own.partition = Some(3);
+        let to_2 = broker
+            .produce(
+                "t",
+                Some(2),
+                vec![record(Some("a"), "v"), record(None, "w")],
+                None,
+            )
+            .unwrap();
+        let offsets: Vec<(u32, u64)> = to_2.offsets().collect();
+        assert_eq!(offsets[0].0, 2);
+        assert_eq!(offsets[1], (2, offsets[0].1 + 1));
+        assert!(matches!(
+            broker.produce("t", Some(2), vec![record(None, "v"), own.clone()], None),
+            Err(BrokerError::PartitionMismatch {
+                index: 1,
+                own: 3,
+                requested: 2
+            })
+        ));
+        own.partition = Some(4);
+        assert!(matches!(
+            broker.produce("t", None, vec![own], None),
+            Err(BrokerError::UnknownPartition { partition: 4, .. })
+        ));
+        Arc::try_unwrap(broker).unwrap().shutdown().unwrap();
+    }
+
+    /// An unknown topic is refused, or created with the partitions given;
+    /// an internal topic is never written by a produce.
+    #[test]
+    fn unknown_topics_are_auto_created_only_when_asked_and_internal_ones_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = open(dir.path());
+        assert!(!broker.append_blocks(), "async flush");
+        assert!(matches!(
+            broker.produce("new", None, vec![record(None, "v")], None),
+            Err(BrokerError::UnknownTopic { .. })
+        ));
+        assert!(broker.registry.get("new").is_none());
+        broker
+            .produce("new", None, vec![record(None, "v")], Some(3))
+            .unwrap();
+        assert_eq!(broker.registry.require("new").unwrap().partitions.get(), 3);
+        assert!(matches!(
+            broker.produce(
+                CONSUMER_OFFSETS_TOPIC,
+                None,
+                vec![record(Some("k"), "v")],
+                None
+            ),
+            Err(BrokerError::InternalTopic { .. })
+        ));
+        Arc::try_unwrap(broker).unwrap().shutdown().unwrap();
+    }
+
+    /// A commit is appended to `__consumer_offsets` and applied in memory.
+    #[test]
+    fn committed_offsets_are_appended_and_applied() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = open(dir.path());
+        broker.create_topic("t", 2, Overrides::new()).unwrap();
+        let commit = |partition, offset| OffsetCommit {
+            topic: "t".into(),
+            partition,
+            value: CommitValue {
+                offset,
+                metadata: String::new(),
+            },
+        };
+        broker
+            .commit_offsets("g", vec![commit(0, 5), commit(1, 7)])
+            .unwrap();
+        let got: Vec<(u32, u64)> = broker
+            .groups
+            .get("g", None)
+            .unwrap()
+            .iter()
+            .map(|c| (c.partition, c.offset))
+            .collect();
+        assert_eq!(got, [(0, 5), (1, 7)]);
+        assert_eq!(end_offsets(&broker, CONSUMER_OFFSETS_TOPIC), [2]);
+        Arc::try_unwrap(broker).unwrap().shutdown().unwrap();
+    }
+}

@@ -1,0 +1,21 @@
+//! The types of the store and the cleaner that are part of the broker's
+//! public API, re-exported deliberately: a front-end names these (to map
+//! errors, render stats and pass outcomes, build a config in its tests)
+//! without depending on `tidelog-storage` or `tidelog-cleaner` itself.
+//! Nothing else of those crates is reachable through the broker; a type
+//! a front-end needs is added here, never by a new dependency of the
+//! front-end.
+
+pub use tidelog_cleaner::cleaner::CleanerMetricsSnapshot;
+pub use tidelog_cleaner::{CleanerConfig, CleanerError, PartitionStatus, RunStats};
+/// A fixed disk usage for the store's disk-full gate (tests).
+pub use tidelog_storage::retention::FixedDiskUsage;
+pub use tidelog_storage::{
+    CorruptionKind, FlushMode, PassOutcome, RetentionConfig, StoreConfig, StoreError, StoreStats,
+    Trigger,
+};
+
+/// What a long-polling read awaits ([`PartitionRef::listen`]).
+///
+/// [`PartitionRef::listen`]: crate::read::PartitionRef::listen
+pub use tidelog_storage::EventListener;

@@ -1,0 +1,64 @@
+//! Fixtures of the broker's unit tests: small stores and a bounded wait.
+
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tidelog_cleaner::CleanerConfig;
+use tidelog_storage::{AppendRecord, StoreConfig};
+
+use crate::broker::Broker;
+use crate::topic_config::Overrides;
+
+pub(crate) fn store_config(dir: &std::path::Path) -> StoreConfig {
+    let mut c = StoreConfig::new(dir);
+    c.commitlog_segment_bytes = 1 << 20;
+    c.consume_queue_units_per_file = 1000;
+    c.index_slots = 1000;
+    c.index_entries = 4000;
+    c.preallocate_next_segment = false;
+    c
+}
+
+pub(crate) fn cleaner_config() -> CleanerConfig {
+    CleanerConfig {
+        dedupe_buffer_bytes: 1 << 20,
+        ..CleanerConfig::default()
+    }
+}
+
+pub(crate) fn open(dir: &std::path::Path) -> Arc<Broker> {
+    Arc::new(Broker::open(&[], store_config(dir), cleaner_config()).unwrap())
+}
+
+pub(crate) fn compact() -> Overrides {
+    Overrides::from([("cleanup.policy".to_string(), "compact".to_string())])
+}
+
+/// Appends `(key, value)`s to partition 0 of `topic` straight into the
+/// store (what a produce would append).
+pub(crate) fn append(broker: &Broker, topic: &str, records: &[(&str, &str)]) {
+    let batch: Vec<AppendRecord> = records
+        .iter()
+        .map(|(k, v)| AppendRecord {
+            topic: Arc::from(topic),
+            partition: 0,
+            key: Some(Bytes::copy_from_slice(k.as_bytes())),
+            value: Some(Bytes::copy_from_slice(v.as_bytes())),
+            headers: Vec::new(),
+            timestamp_ms: None,
+        })
+        .collect();
+    broker.store.append(&batch).unwrap();
+}
+
+/// Waits (bounded, generously: the machine is shared) until `done`.
+pub(crate) fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
