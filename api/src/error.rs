@@ -199,8 +199,10 @@ impl ApiError {
 
 /// The one mapping of storage errors to API errors.
 ///
-/// * `RecordTooLarge`: 41301, the client sent a record over a limit (the API
-///   checks limits first, so this is the store's own segment bound).
+/// * `RecordRefused`: 41301 for a record over a limit, 42206 for bad
+///   headers; a produce gets the broker's record variants instead (they say
+///   whose limit), so this is the store's own segment bound or a caller
+///   other than produce.
 /// * `DiskFull`: 50701, writes refused until space is freed.
 /// * `Closed`: 50301, the server is shutting down; a retry elsewhere or later
 ///   will do.
@@ -217,10 +219,17 @@ impl ApiError {
 ///   client's mistake.
 impl From<tidelog_broker::store::StoreError> for ApiError {
     fn from(e: tidelog_broker::store::StoreError) -> Self {
-        use tidelog_broker::store::StoreError as S;
+        use tidelog_broker::store::{RecordProblem, StoreError as S};
         let message = e.to_string();
         match e {
-            S::RecordTooLarge { .. } => ApiError::TooLarge { message },
+            S::RecordRefused { problem, .. } => match problem {
+                RecordProblem::TooLarge { .. } | RecordProblem::LargerThanSegment { .. } => {
+                    ApiError::TooLarge { message }
+                }
+                RecordProblem::TooManyHeaders { .. } | RecordProblem::HeaderNameTooLong { .. } => {
+                    ApiError::PayloadMalformed { message }
+                }
+            },
             S::DiskFull { .. } => ApiError::DiskFull { message },
             S::Closed => ApiError::NotReady {
                 message: format!("{message}: the server is shutting down"),
@@ -586,10 +595,30 @@ mod tests {
 
     #[test]
     fn store_errors_map_to_their_codes() {
-        use tidelog_broker::store::StoreError as S;
+        use tidelog_broker::store::{RecordProblem, StoreError as S};
         let io = || std::io::Error::other("boom");
         let cases = [
-            (S::RecordTooLarge { size: 9, limit: 1 }, 41301),
+            (
+                S::RecordRefused {
+                    index: 0,
+                    problem: RecordProblem::TooLarge { size: 9, limit: 1 },
+                },
+                41301,
+            ),
+            (
+                S::RecordRefused {
+                    index: 3,
+                    problem: RecordProblem::LargerThanSegment { size: 9, limit: 1 },
+                },
+                41301,
+            ),
+            (
+                S::RecordRefused {
+                    index: 1,
+                    problem: RecordProblem::TooManyHeaders { count: 9, max: 1 },
+                },
+                42206,
+            ),
             (
                 S::DiskFull {
                     reason: "95%".into(),

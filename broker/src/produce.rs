@@ -1,16 +1,18 @@
 //! Produce: the record rules and the append, for every front-end.
 //!
 //! A request is checked whole before anything of it is written: the topic
-//! (auto-created if allowed), then every record's partition, key (compact
-//! topics need one) and limits. Only then is it appended, as one
-//! `Store::append`, which itself is all or nothing.
+//! (auto-created if allowed), then every record's partition and key
+//! (compact topics need one). Then it is appended, as one
+//! `Store::append_within`, which checks every record's limits first and is
+//! all or nothing.
 //!
 //! The limits are the store's (its header count and name bounds, its
 //! header-block size, its record payload limit clamped to a segment) and
-//! the topic's `max.message.bytes`: [`check_record`] is the one place they
-//! are applied to a client's record, so a front-end never repeats them.
-//! (The store checks again inside `CommitLog::append`, as the guard of its
-//! own format, whoever calls it.)
+//! the topic's `max.message.bytes`. They are checked once, by the store's
+//! writer, before it writes anything: the broker hands it the topic's limit
+//! (`Store::append_within`) and turns a refusal, which names the record,
+//! into [`BrokerError`]'s record variants. So neither the broker nor a
+//! front-end repeats them, and they cannot drift apart.
 //!
 //! Decisions:
 //! * Auto-created topics get the partitions the front-end passes and no
@@ -24,8 +26,10 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use tidelog_storage::commit_log::format::{headers_block_len, HEADER_COUNT_MAX, HEADER_NAME_MAX};
-use tidelog_storage::{AppendRecord, Appended, FlushMode, Header, StoreConfig, StoreError};
+use tidelog_storage::commit_log::format::headers_block_len;
+use tidelog_storage::{
+    AppendRecord, Appended, FlushMode, Header, RecordProblem, StoreConfig, StoreError,
+};
 
 use crate::broker::Broker;
 use crate::error::BrokerError;
@@ -114,7 +118,7 @@ impl Broker {
         if let Some(p) = partition {
             topic.check_partition(p)?;
         }
-        let (batch, payload_bytes) = plan(self.store.config(), topic, partition, records)?;
+        let (batch, payload_bytes) = plan(topic, partition, records)?;
         if batch.is_empty() {
             return Ok(Produced {
                 batch,
@@ -122,7 +126,11 @@ impl Broker {
                 payload_bytes,
             });
         }
-        let appended = self.store.append(&batch)?;
+        let limit = RecordLimit::new(self.store.config(), topic);
+        let appended = self
+            .store
+            .append_within(&batch, limit.topic_limit)
+            .map_err(|e| limit.refusal(topic, e))?;
         Ok(Produced {
             batch,
             appended,
@@ -168,12 +176,10 @@ impl Broker {
 /// Checks every record and turns it into an append; returns the batch and
 /// its payload bytes (key + value + headers).
 fn plan(
-    store: &StoreConfig,
     topic: &Topic,
     path_partition: Option<u32>,
     produced: Vec<ProduceRecord>,
 ) -> Result<(Vec<AppendRecord>, u64), BrokerError> {
-    let limit = RecordLimit::new(store, topic);
     let mut total = 0u64;
     let mut batch = Vec::with_capacity(produced.len());
     for (index, r) in produced.into_iter().enumerate() {
@@ -193,7 +199,7 @@ fn plan(
             },
         };
         topic.check_partition(partition)?;
-        let (record, size) = check_record(index, topic, &limit, partition, r)?;
+        let (record, size) = check_record(index, topic, partition, r)?;
         total += size;
         batch.push(record);
     }
@@ -217,11 +223,32 @@ impl<'a> RecordLimit<'a> {
         }
     }
 
-    fn bytes(&self) -> u64 {
-        self.store_limit.min(self.topic_limit)
+    /// The store's refusal of a record as the broker's record variant (with
+    /// whose limit it was); any other error passes through.
+    fn refusal(&self, topic: &Topic, e: StoreError) -> BrokerError {
+        let StoreError::RecordRefused { index, problem } = e else {
+            return e.into();
+        };
+        match problem {
+            RecordProblem::TooManyHeaders { count, max } => {
+                BrokerError::TooManyHeaders { index, count, max }
+            }
+            RecordProblem::HeaderNameTooLong { header, max, .. } => {
+                BrokerError::HeaderNameTooLong { index, header, max }
+            }
+            RecordProblem::TooLarge { size, limit } => BrokerError::RecordTooLarge {
+                index,
+                size,
+                limit,
+                limit_source: self.source(topic),
+            },
+            problem @ RecordProblem::LargerThanSegment { .. } => {
+                StoreError::RecordRefused { index, problem }.into()
+            }
+        }
     }
 
-    /// Whose limit [`bytes`](Self::bytes) is, for the refusal.
+    /// Whose limit the smaller of the two is, for the refusal.
     fn source(&self, topic: &Topic) -> String {
         if self.topic_limit <= self.store_limit {
             format!("topic {:?} max.message.bytes", topic.name)
@@ -236,13 +263,12 @@ impl<'a> RecordLimit<'a> {
     }
 }
 
-/// The record rules, once per record: a key on compact topics, the store's
-/// header bounds, the record limit. Returns the append and its payload
-/// bytes.
+/// The broker's record rule, once per record: a key on compact topics
+/// (the limits are the store's to check, in the append). Returns the append
+/// and its payload bytes (key + value + headers, for the metrics).
 fn check_record(
     index: usize,
     topic: &Topic,
-    limit: &RecordLimit<'_>,
     partition: u32,
     r: ProduceRecord,
 ) -> Result<(AppendRecord, u64), BrokerError> {
@@ -253,36 +279,14 @@ fn check_record(
             policy: topic.config.cleanup_policy.as_str(),
         });
     }
-    if r.headers.len() > HEADER_COUNT_MAX {
-        return Err(BrokerError::TooManyHeaders {
-            index,
-            count: r.headers.len(),
-            max: HEADER_COUNT_MAX,
-        });
-    }
     let headers: Vec<Header> = r
         .headers
         .into_iter()
         .map(|(name, value)| Header { name, value })
         .collect();
-    if let Some(header) = headers.iter().position(|h| h.name.len() > HEADER_NAME_MAX) {
-        return Err(BrokerError::HeaderNameTooLong {
-            index,
-            header,
-            max: HEADER_NAME_MAX,
-        });
-    }
     let size = r.key.as_ref().map_or(0, |k| k.len() as u64)
         + r.value.as_ref().map_or(0, |v| v.len() as u64)
         + headers_block_len(&headers) as u64;
-    if size > limit.bytes() {
-        return Err(BrokerError::RecordTooLarge {
-            index,
-            size,
-            limit: limit.bytes(),
-            limit_source: limit.source(topic),
-        });
-    }
     let record = AppendRecord {
         topic: Arc::clone(&topic.name),
         partition,
@@ -296,6 +300,8 @@ fn check_record(
 
 #[cfg(test)]
 mod tests {
+    use tidelog_storage::commit_log::format::{HEADER_COUNT_MAX, HEADER_NAME_MAX};
+
     use super::*;
     use crate::groups::{CommitValue, OffsetCommit};
     use crate::registry::CONSUMER_OFFSETS_TOPIC;

@@ -11,8 +11,8 @@ pub use tidelog_cleaner::{CleanerConfig, CleanerError, PartitionStatus, RunStats
 /// A fixed disk usage for the store's disk-full gate (tests).
 pub use tidelog_storage::retention::FixedDiskUsage;
 pub use tidelog_storage::{
-    CorruptionKind, FlushMode, PassOutcome, RetentionConfig, StoreConfig, StoreError, StoreStats,
-    Trigger,
+    CorruptionKind, FlushMode, PassOutcome, RecordProblem, RetentionConfig, StoreConfig,
+    StoreError, StoreStats, Trigger,
 };
 
 /// What a long-polling read awaits ([`PartitionRef::listen`]).

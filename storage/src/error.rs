@@ -44,9 +44,16 @@ pub enum StoreError {
     #[error("invalid input: {reason}")]
     InvalidInput { reason: String },
 
-    /// A record is larger than the configured `max_message_bytes`.
-    #[error("record of {size} bytes exceeds the limit of {limit} bytes")]
-    RecordTooLarge { size: u64, limit: u64 },
+    /// Record `index` of a batch breaks a record rule; nothing of the batch
+    /// was written. The one check of these rules is the writer's (a
+    /// front-end passes its own, lower payload limit to
+    /// [`Store::append_within`](crate::Store::append_within) rather than
+    /// checking the records a second time).
+    #[error("record {index}: {problem}")]
+    RecordRefused {
+        index: usize,
+        problem: RecordProblem,
+    },
 
     /// An earlier write or fsync failed; the log refuses appends rather than
     /// guess what reached the disk. Restart (which runs recovery) to clear it.
@@ -90,6 +97,29 @@ pub enum StoreError {
     /// passed the caller's existence check before the deletion).
     #[error("topic {topic:?} does not exist (deleted)")]
     TopicDeleted { topic: String },
+}
+
+/// Why the store refuses one record.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RecordProblem {
+    #[error("{count} headers; at most {max} are allowed")]
+    TooManyHeaders { count: usize, max: usize },
+    /// `header` is the header's index in the record.
+    #[error("header {header}'s name is {len} bytes; at most {max} are allowed")]
+    HeaderNameTooLong {
+        header: usize,
+        len: usize,
+        max: usize,
+    },
+    /// Key + value + headers over the limit: the store's
+    /// `max_message_bytes` (clamped to a segment) or the caller's, whichever
+    /// is smaller.
+    #[error("{size} bytes (key + value + headers), over the limit of {limit}")]
+    TooLarge { size: u64, limit: u64 },
+    /// The record with its entry header (which holds the topic name) does
+    /// not fit an empty segment, or is over the format's record length.
+    #[error("{size} bytes with its entry header, over the {limit} an empty segment holds")]
+    LargerThanSegment { size: u64, limit: u64 },
 }
 
 impl StoreError {

@@ -29,7 +29,7 @@ pub mod types;
 pub use commit_log::{AppendRecord, Appended, Header, StoredRecord};
 pub use config::{FlushMode, RecoveryMode, StoreConfig};
 pub use dispatch::DispatchSink;
-pub use error::{CorruptionKind, Result, StoreError};
+pub use error::{CorruptionKind, RecordProblem, Result, StoreError};
 pub use event_listener::{EventListener, Listener};
 pub use retention::{DeleteWhen, PassOutcome, RetentionConfig, Trigger};
 pub use store::{DataDirLock, ReadResult, RecoveryReport, Store, StoreStats};

@@ -444,6 +444,16 @@ impl Store {
     /// batch is appended then, its durability unknown). Refused while the
     /// disk is full or dispatch is stalled.
     pub fn append(&self, batch: &[AppendRecord]) -> Result<Vec<Appended>> {
+        self.append_within(batch, u64::MAX)
+    }
+
+    /// [`append`](Self::append) with a lower record limit for this batch:
+    /// key + value + headers of every record at most `max_payload` bytes
+    /// (or the store's limit, whichever is smaller). A front-end passes a
+    /// topic's `max.message.bytes` here instead of checking the records
+    /// itself, so the record rules are checked once, by the writer, and a
+    /// refusal names the record ([`StoreError::RecordRefused`]).
+    pub fn append_within(&self, batch: &[AppendRecord], max_payload: u64) -> Result<Vec<Appended>> {
         if self.closed.load(Ordering::Acquire) {
             return Err(StoreError::Closed);
         }
@@ -459,7 +469,7 @@ impl Store {
         if let Some(stalled) = self.inner.dispatcher.stall() {
             return Err(stalled);
         }
-        let (appended, end) = self.inner.log.append(batch)?;
+        let (appended, end) = self.inner.log.append(batch, max_payload)?;
         if self.inner.config.flush == FlushMode::Sync {
             self.inner.log.wait_flushed(
                 end,

@@ -12,8 +12,8 @@ use std::time::Duration;
 use common::*;
 use tidelog_storage::fault::{FaultPoint, Faults};
 use tidelog_storage::{
-    AppendRecord, CorruptionKind, FlushMode, Listener, PhysicalOffset, QueueOffset, Store,
-    StoreError,
+    AppendRecord, CorruptionKind, FlushMode, Listener, PhysicalOffset, QueueOffset, RecordProblem,
+    Store, StoreError,
 };
 
 #[test]
@@ -458,9 +458,12 @@ fn record_limits() {
     assert!(
         matches!(
             err,
-            StoreError::RecordTooLarge {
-                size: 1001,
-                limit: 1000
+            StoreError::RecordRefused {
+                index: 1,
+                problem: RecordProblem::TooLarge {
+                    size: 1001,
+                    limit: 1000
+                }
             }
         ),
         "{err}"
@@ -473,6 +476,85 @@ fn record_limits() {
     assert!(matches!(err, StoreError::InvalidInput { .. }), "{err}");
     let ok = "y".repeat(1000);
     store.append(&[record("t", 0, None, Some(&ok))]).unwrap();
+    // A caller's lower limit (a topic's max.message.bytes) applies to that
+    // batch, by the same check; a higher one does not raise the store's.
+    let err = store
+        .append_within(&[record("t", 0, None, Some("abc"))], 2)
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            StoreError::RecordRefused {
+                index: 0,
+                problem: RecordProblem::TooLarge { size: 3, limit: 2 }
+            }
+        ),
+        "{err}"
+    );
+    store
+        .append_within(&[record("t", 0, None, Some("ab"))], 2)
+        .unwrap();
+    let err = store
+        .append_within(&[record("t", 0, None, Some(&big))], u64::MAX)
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            StoreError::RecordRefused {
+                problem: RecordProblem::TooLarge { limit: 1000, .. },
+                ..
+            }
+        ),
+        "{err}"
+    );
+    // The header bounds name the record and the header.
+    let mut many = record("t", 0, None, Some("x"));
+    many.headers = vec![
+        tidelog_storage::Header {
+            name: "h".into(),
+            value: Default::default(),
+        };
+        tidelog_storage::commit_log::format::HEADER_COUNT_MAX + 1
+    ];
+    let mut long_name = record("t", 0, None, Some("x"));
+    long_name.headers = vec![
+        tidelog_storage::Header {
+            name: "fine".into(),
+            value: Default::default(),
+        },
+        tidelog_storage::Header {
+            name: "n".repeat(tidelog_storage::commit_log::format::HEADER_NAME_MAX + 1),
+            value: Default::default(),
+        },
+    ];
+    let before = store.commit_log().committed();
+    let err = store.append(&[ok_record(), many]).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            StoreError::RecordRefused {
+                index: 1,
+                problem: RecordProblem::TooManyHeaders { .. }
+            }
+        ),
+        "{err}"
+    );
+    let err = store.append(&[long_name]).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            StoreError::RecordRefused {
+                index: 0,
+                problem: RecordProblem::HeaderNameTooLong { header: 1, .. }
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(store.commit_log().committed(), before, "nothing written");
+}
+
+fn ok_record() -> AppendRecord {
+    record("t", 0, None, Some("ok"))
 }
 
 #[test]

@@ -18,7 +18,7 @@ use super::format::{self, EntryBuilder, EntryFields, RecordFields, END_MARKER_LE
 use super::record::{AppendRecord, Appended};
 use super::segment::Segment;
 use super::{lock, CommitLog};
-use crate::error::{Result, StoreError};
+use crate::error::{RecordProblem, Result, StoreError};
 use crate::fault::{self, FaultPoint};
 use crate::types::{now_ms, PhysicalOffset, QueueOffset, TopicPartition};
 
@@ -136,44 +136,48 @@ impl CommitLog {
         w.next_offsets.get(tp.topic(), tp.partition()).unwrap_or(0)
     }
 
-    /// Check a record against the limits before anything is written. The
-    /// topic name is checked by the caller, once per run of records of
-    /// one topic.
-    fn validate(&self, r: &AppendRecord) -> Result<()> {
+    /// The record rules, checked once per record before anything is
+    /// written: the header bounds, the payload limit (the store's, or
+    /// `max_payload` if that is smaller), and that the record fits an entry
+    /// of its own in an empty segment. The topic name is checked by the
+    /// caller, once per run of records of one topic.
+    fn validate(&self, index: usize, r: &AppendRecord, max_payload: u64) -> Result<()> {
+        let refuse = |problem| Err(StoreError::RecordRefused { index, problem });
         if r.headers.len() > format::HEADER_COUNT_MAX {
-            return Err(StoreError::invalid(format!(
-                "{} headers; at most {} allowed",
-                r.headers.len(),
-                format::HEADER_COUNT_MAX
-            )));
+            return refuse(RecordProblem::TooManyHeaders {
+                count: r.headers.len(),
+                max: format::HEADER_COUNT_MAX,
+            });
         }
-        if let Some(h) = r
+        if let Some((header, h)) = r
             .headers
             .iter()
-            .find(|h| h.name.len() > format::HEADER_NAME_MAX)
+            .enumerate()
+            .find(|(_, h)| h.name.len() > format::HEADER_NAME_MAX)
         {
-            return Err(StoreError::invalid(format!(
-                "header name of {} bytes; at most {} allowed",
-                h.name.len(),
-                format::HEADER_NAME_MAX
-            )));
+            return refuse(RecordProblem::HeaderNameTooLong {
+                header,
+                len: h.name.len(),
+                max: format::HEADER_NAME_MAX,
+            });
         }
         let key_len = r.key.as_ref().map(|k| k.len());
         let value_len = r.value.as_ref().map(|v| v.len());
         let payload = key_len.unwrap_or(0) as u64
             + value_len.unwrap_or(0) as u64
             + format::headers_block_len(&r.headers) as u64;
-        if payload > self.max_message_bytes {
-            return Err(StoreError::RecordTooLarge {
+        let limit = self.max_message_bytes.min(max_payload);
+        if payload > limit {
+            return refuse(RecordProblem::TooLarge {
                 size: payload,
-                limit: self.max_message_bytes,
+                limit,
             });
         }
         // The record must fit an entry of its own in an empty segment.
         let len = format::entry_header_len(r.topic.len())
             + format::record_len_bound(key_len, value_len, &r.headers);
         if len > format::RECORD_LEN_MAX || (len + END_MARKER_LEN) as u64 > self.segment_bytes {
-            return Err(StoreError::RecordTooLarge {
+            return refuse(RecordProblem::LargerThanSegment {
                 size: len as u64,
                 limit: (self.segment_bytes.saturating_sub(END_MARKER_LEN as u64))
                     .min(format::RECORD_LEN_MAX as u64),
@@ -191,14 +195,17 @@ impl CommitLog {
     /// The records of one partition go into one entry (see [`format`]),
     /// or several if they exceed [`ENTRY_BYTES_TARGET`]; each partition's
     /// records keep the batch's order, and so do their queue offsets.
-    pub fn append(&self, batch: &[AppendRecord]) -> Result<(Vec<Appended>, u64)> {
+    ///
+    /// `max_payload` lowers the store's record limit for this batch (a
+    /// topic's `max.message.bytes`); `u64::MAX` keeps the store's.
+    pub fn append(&self, batch: &[AppendRecord], max_payload: u64) -> Result<(Vec<Appended>, u64)> {
         let mut checked_topic: Option<&str> = None;
-        for r in batch {
+        for (index, r) in batch.iter().enumerate() {
             if checked_topic != Some(&*r.topic) {
                 crate::types::validate_topic_name(&r.topic)?;
                 checked_topic = Some(&r.topic);
             }
-            self.validate(r)?;
+            self.validate(index, r, max_payload)?;
         }
         // A produce request usually goes to one partition; a mixed batch is
         // grouped by partition (a stable sort keeps each one's order).
