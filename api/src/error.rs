@@ -721,7 +721,12 @@ mod tests {
             dedupe_buffer_bytes: 1 << 20,
             ..CleanerConfig::default()
         };
-        let broker = tidelog_broker::Broker::open(&[], config, cleaner).unwrap();
+        let auto_create = tidelog_broker::BrokerConfig {
+            auto_create_topics: true,
+            default_partitions: 1,
+            ..Default::default()
+        };
+        let broker = tidelog_broker::Broker::open(&auto_create, config, cleaner).unwrap();
         assert!(
             broker.store.stats().disk_full,
             "the store measures the disk while opening"
@@ -737,12 +742,12 @@ mod tests {
             }]
         };
         // An existing topic: refused by `Store::append`.
-        let refused = broker.produce("t", None, record(), None).unwrap_err();
+        let refused = broker.produce("t", None, record()).unwrap_err();
         let from_store = ApiError::from(refused);
         assert_eq!(from_store.error_code(), 50701);
         // An unknown topic that would be auto-created: the broker's
         // pre-check refuses before creating it.
-        let prechecked = broker.produce("new", None, record(), Some(1)).unwrap_err();
+        let prechecked = broker.produce("new", None, record()).unwrap_err();
         assert!(broker.registry.get("new").is_none());
         assert_eq!(
             ApiError::from(prechecked),

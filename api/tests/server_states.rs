@@ -91,12 +91,7 @@ async fn open_with(config: StoreConfig, faults: Option<Arc<Faults>>) -> Broker {
         cleaner: None,
     };
     tokio::task::spawn_blocking(move || {
-        Broker::open_with_faults(
-            &settings().broker.declared_topics(),
-            config,
-            cleaner,
-            faults,
-        )
+        Broker::open_with_faults(&settings().broker, config, cleaner, faults)
     })
     .await
     .unwrap()

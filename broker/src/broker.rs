@@ -10,6 +10,7 @@ use std::sync::Arc;
 use tidelog_cleaner::{CleanerConfig, CompactTopicConfig, CompactedLogs, LogCleaner};
 use tidelog_storage::{DataDirLock, Store, StoreConfig, StoreError};
 
+use crate::config::BrokerConfig;
 use crate::error::BrokerError;
 use crate::fault::{self, Faults};
 use crate::groups::GroupOffsets;
@@ -22,6 +23,9 @@ pub const CONFIG_DIR: &str = "config";
 
 /// Everything that exists once recovery is done.
 pub struct Broker {
+    /// As validated at open: auto-create, default partitions, cluster id,
+    /// declared topics.
+    pub config: BrokerConfig,
     pub store: Store,
     pub registry: TopicRegistry,
     pub groups: GroupOffsets,
@@ -61,36 +65,36 @@ impl Broker {
     /// 5. rebuild consumer offsets from `__consumer_offsets`' compacted log;
     /// 6. start the LogCleaner threads.
     pub fn open(
-        declared_topics: &[DeclaredTopic],
+        config: &BrokerConfig,
         store_config: StoreConfig,
         cleaner_config: CleanerConfig,
     ) -> Result<Broker, BrokerError> {
-        Self::open_inner(
-            declared_topics,
-            store_config,
-            cleaner_config,
-            Faults::default(),
-        )
+        Self::open_inner(config, store_config, cleaner_config, Faults::default())
     }
 
     /// [`Broker::open`] with fault plans for the store and the cleaner
     /// (tests only: the `failpoints` feature).
     #[cfg(feature = "failpoints")]
     pub fn open_with_faults(
-        declared_topics: &[DeclaredTopic],
+        config: &BrokerConfig,
         store_config: StoreConfig,
         cleaner_config: CleanerConfig,
         faults: Faults,
     ) -> Result<Broker, BrokerError> {
-        Self::open_inner(declared_topics, store_config, cleaner_config, faults)
+        Self::open_inner(config, store_config, cleaner_config, faults)
     }
 
     fn open_inner(
-        declared_topics: &[DeclaredTopic],
+        config: &BrokerConfig,
         store_config: StoreConfig,
         cleaner_config: CleanerConfig,
         faults: Faults,
     ) -> Result<Broker, BrokerError> {
+        // Its own check first, like the store's and the cleaner's below (it
+        // also fills in declared topics' partition counts).
+        let mut config = config.clone();
+        config.validate()?;
+        let declared_topics = &config.declared_topics()[..];
         let data_dir = store_config.data_dir.clone();
         let store_err = |source| BrokerError::StoreOpen {
             data_dir: data_dir.clone(),
@@ -125,6 +129,7 @@ impl Broker {
         );
         match prepared {
             Ok((groups, cleaner)) => Ok(Broker {
+                config,
                 store,
                 registry,
                 groups,
@@ -454,7 +459,7 @@ mod tests {
         let data_dir = dir.path().join("d");
         let mut store = store_config(&data_dir);
         store.index_entries = 1;
-        let opened = Broker::open(&[], store, cleaner_config());
+        let opened = Broker::open(&BrokerConfig::default(), store, cleaner_config());
         assert!(
             matches!(
                 opened,
@@ -474,7 +479,7 @@ mod tests {
             threads: 0,
             ..cleaner_config()
         };
-        let opened = Broker::open(&[], store_config(&data_dir), cleaner);
+        let opened = Broker::open(&BrokerConfig::default(), store_config(&data_dir), cleaner);
         assert!(
             matches!(
                 opened,
@@ -490,6 +495,20 @@ mod tests {
             opened.map(|_| ())
         );
         assert!(!data_dir.exists());
+        let broker = BrokerConfig {
+            default_partitions: 0,
+            ..BrokerConfig::default()
+        };
+        let opened = Broker::open(&broker, store_config(&data_dir), cleaner_config());
+        assert!(
+            matches!(
+                &opened,
+                Err(BrokerError::InvalidConfig { key, .. }) if key == "default_partitions"
+            ),
+            "{:?}",
+            opened.map(|_| ())
+        );
+        assert!(!data_dir.exists());
     }
 
     /// One lock per data dir, the store's, taken before the compacted logs
@@ -498,8 +517,17 @@ mod tests {
     #[test]
     fn a_second_broker_on_the_same_data_dir_stops_at_the_one_lock() {
         let dir = tempfile::tempdir().unwrap();
-        let first = Broker::open(&[], store_config(dir.path()), cleaner_config()).unwrap();
-        let second = Broker::open(&[], store_config(dir.path()), cleaner_config());
+        let first = Broker::open(
+            &BrokerConfig::default(),
+            store_config(dir.path()),
+            cleaner_config(),
+        )
+        .unwrap();
+        let second = Broker::open(
+            &BrokerConfig::default(),
+            store_config(dir.path()),
+            cleaner_config(),
+        );
         assert!(
             matches!(
                 second,
@@ -515,10 +543,14 @@ mod tests {
         assert!(!dir.path().join("compacted.lock").exists());
         first.shutdown().unwrap();
         // Released with the store: the data dir opens again.
-        Broker::open(&[], store_config(dir.path()), cleaner_config())
-            .unwrap()
-            .shutdown()
-            .unwrap();
+        Broker::open(
+            &BrokerConfig::default(),
+            store_config(dir.path()),
+            cleaner_config(),
+        )
+        .unwrap()
+        .shutdown()
+        .unwrap();
     }
 
     /// Start-up failures are `BrokerError` variants that name what failed:
@@ -530,7 +562,11 @@ mod tests {
         std::fs::create_dir_all(&config_dir).unwrap();
         let registry = config_dir.join(crate::registry::REGISTRY_FILE);
         std::fs::write(&registry, b"{not json").unwrap();
-        let opened = Broker::open(&[], store_config(dir.path()), cleaner_config());
+        let opened = Broker::open(
+            &BrokerConfig::default(),
+            store_config(dir.path()),
+            cleaner_config(),
+        );
         match opened {
             Err(e @ BrokerError::RegistryFile { .. }) => {
                 let BrokerError::RegistryFile { path, .. } = &e else {

@@ -95,8 +95,11 @@ impl Broker {
         topic: &str,
         partition: Option<u32>,
         records: Vec<ProduceRecord>,
-        auto_create: Option<u32>,
     ) -> Result<Produced, BrokerError> {
+        let auto_create = self
+            .config
+            .auto_create_topics
+            .then_some(self.config.default_partitions);
         let topic = self.produce_topic(topic, !records.is_empty(), auto_create)?;
         self.produce_to(&topic, partition, records)
     }
@@ -303,9 +306,10 @@ mod tests {
     use tidelog_storage::commit_log::format::{HEADER_COUNT_MAX, HEADER_NAME_MAX};
 
     use super::*;
+    use crate::config::BrokerConfig;
     use crate::groups::{CommitValue, OffsetCommit};
     use crate::registry::CONSUMER_OFFSETS_TOPIC;
-    use crate::test_support::{compact, open};
+    use crate::test_support::{compact, open, open_with};
     use crate::topic_config::Overrides;
 
     fn record(key: Option<&str>, value: &str) -> ProduceRecord {
@@ -337,7 +341,6 @@ mod tests {
                 "users",
                 None,
                 vec![record(Some("a"), "1"), record(None, "2")],
-                None,
             )
             .unwrap_err();
         match refused {
@@ -351,12 +354,12 @@ mod tests {
         assert_eq!(end_offsets(&broker, "users"), [0]);
         // With keys it is written; a delete topic takes keyless records.
         let produced = broker
-            .produce("users", None, vec![record(Some("a"), "1")], None)
+            .produce("users", None, vec![record(Some("a"), "1")])
             .unwrap();
         assert_eq!(produced.offsets().collect::<Vec<_>>(), [(0, 0)]);
         broker.create_topic("events", 1, Overrides::new()).unwrap();
         broker
-            .produce("events", None, vec![record(None, "x")], None)
+            .produce("events", None, vec![record(None, "x")])
             .unwrap();
         Arc::try_unwrap(broker).unwrap().shutdown().unwrap();
     }
@@ -374,7 +377,7 @@ mod tests {
         // Key 1 + value 100 bytes: one over the topic's limit.
         let mut big = record(Some("k"), &"x".repeat(100));
         let too_large = broker
-            .produce("small", None, vec![ok.clone(), big.clone()], None)
+            .produce("small", None, vec![ok.clone(), big.clone()])
             .unwrap_err();
         match &too_large {
             BrokerError::RecordTooLarge {
@@ -393,7 +396,7 @@ mod tests {
         let mut many = ok.clone();
         many.headers = vec![("h".to_string(), Bytes::new()); HEADER_COUNT_MAX + 1];
         assert!(matches!(
-            broker.produce("small", None, vec![big.clone(), many], None),
+            broker.produce("small", None, vec![big.clone(), many]),
             Err(BrokerError::TooManyHeaders { index: 1, count, max: HEADER_COUNT_MAX })
                 if count == HEADER_COUNT_MAX + 1
         ));
@@ -403,7 +406,7 @@ mod tests {
             ("n".repeat(HEADER_NAME_MAX + 1), Bytes::new()),
         ];
         assert!(matches!(
-            broker.produce("small", None, vec![long_name], None),
+            broker.produce("small", None, vec![long_name]),
             Err(BrokerError::HeaderNameTooLong {
                 index: 0,
                 header: 1,
@@ -411,7 +414,7 @@ mod tests {
             })
         ));
         assert_eq!(end_offsets(&broker, "small"), [0], "nothing was written");
-        broker.produce("small", None, vec![ok, big], None).unwrap();
+        broker.produce("small", None, vec![ok, big]).unwrap();
         assert_eq!(end_offsets(&broker, "small"), [2]);
         Arc::try_unwrap(broker).unwrap().shutdown().unwrap();
     }
@@ -432,7 +435,6 @@ mod tests {
                 "t",
                 None,
                 keys.iter().map(|k| record(Some(k), "v")).collect(),
-                None,
             )
             .unwrap();
         let got: Vec<u32> = produced.offsets().map(|(p, _)| p).collect();
@@ -444,7 +446,7 @@ mod tests {
         assert_eq!(produced.len(), keys.len());
         assert_eq!(produced.payload_bytes(), 12);
         let keyless = broker
-            .produce("t", None, (0..8).map(|_| record(None, "v")).collect(), None)
+            .produce("t", None, (0..8).map(|_| record(None, "v")).collect())
             .unwrap();
         let mut counts = [0; 4];
         for (p, _) in keyless.offsets() {
@@ -458,14 +460,13 @@ mod tests {
                 "t",
                 Some(2),
                 vec![record(Some("a"), "v"), record(None, "w")],
-                None,
             )
             .unwrap();
         let offsets: Vec<(u32, u64)> = to_2.offsets().collect();
         assert_eq!(offsets[0].0, 2);
         assert_eq!(offsets[1], (2, offsets[0].1 + 1));
         assert!(matches!(
-            broker.produce("t", Some(2), vec![record(None, "v"), own.clone()], None),
+            broker.produce("t", Some(2), vec![record(None, "v"), own.clone()]),
             Err(BrokerError::PartitionMismatch {
                 index: 1,
                 own: 3,
@@ -474,7 +475,7 @@ mod tests {
         ));
         own.partition = Some(4);
         assert!(matches!(
-            broker.produce("t", None, vec![own], None),
+            broker.produce("t", None, vec![own]),
             Err(BrokerError::UnknownPartition { partition: 4, .. })
         ));
         Arc::try_unwrap(broker).unwrap().shutdown().unwrap();
@@ -488,21 +489,32 @@ mod tests {
         let broker = open(dir.path());
         assert!(!broker.append_blocks(), "async flush");
         assert!(matches!(
-            broker.produce("new", None, vec![record(None, "v")], None),
+            broker.produce("new", None, vec![record(None, "v")]),
             Err(BrokerError::UnknownTopic { .. })
         ));
         assert!(broker.registry.get("new").is_none());
-        broker
-            .produce("new", None, vec![record(None, "v")], Some(3))
+        let auto = tempfile::tempdir().unwrap();
+        let config = BrokerConfig {
+            auto_create_topics: true,
+            default_partitions: 3,
+            ..BrokerConfig::default()
+        };
+        let auto_broker = open_with(auto.path(), &config);
+        auto_broker
+            .produce("new", None, vec![record(None, "v")])
             .unwrap();
-        assert_eq!(broker.registry.require("new").unwrap().partitions.get(), 3);
+        assert_eq!(
+            auto_broker
+                .registry
+                .require("new")
+                .unwrap()
+                .partitions
+                .get(),
+            3
+        );
+        Arc::try_unwrap(auto_broker).unwrap().shutdown().unwrap();
         assert!(matches!(
-            broker.produce(
-                CONSUMER_OFFSETS_TOPIC,
-                None,
-                vec![record(Some("k"), "v")],
-                None
-            ),
+            broker.produce(CONSUMER_OFFSETS_TOPIC, None, vec![record(Some("k"), "v")]),
             Err(BrokerError::InternalTopic { .. })
         ));
         Arc::try_unwrap(broker).unwrap().shutdown().unwrap();

@@ -10,6 +10,7 @@ use tidelog_cleaner::CleanerConfig;
 use tidelog_storage::{AppendRecord, StoreConfig};
 
 use crate::broker::Broker;
+use crate::config::BrokerConfig;
 use crate::topic_config::Overrides;
 
 pub(crate) fn store_config(dir: &std::path::Path) -> StoreConfig {
@@ -30,7 +31,11 @@ pub(crate) fn cleaner_config() -> CleanerConfig {
 }
 
 pub(crate) fn open(dir: &std::path::Path) -> Arc<Broker> {
-    Arc::new(Broker::open(&[], store_config(dir), cleaner_config()).unwrap())
+    open_with(dir, &BrokerConfig::default())
+}
+
+pub(crate) fn open_with(dir: &std::path::Path, config: &BrokerConfig) -> Arc<Broker> {
+    Arc::new(Broker::open(config, store_config(dir), cleaner_config()).unwrap())
 }
 
 pub(crate) fn compact() -> Overrides {

@@ -86,9 +86,9 @@ pub async fn run(config: Config) -> ExitCode {
 
     let store_config = config.store_config();
     let cleaner_config = config.cleaner_config();
-    let declared_topics = settings.broker.declared_topics();
+    let broker_config = settings.broker.clone();
     let mut opening = tokio::task::spawn_blocking(move || {
-        Broker::open(&declared_topics, store_config, cleaner_config)
+        Broker::open(&broker_config, store_config, cleaner_config)
     });
     let mut exit = ExitCode::SUCCESS;
     let mut server_done = false;

@@ -92,10 +92,6 @@ async fn produce_inner(
         });
     }
     let ready = state.ready()?;
-    let auto_create = settings
-        .broker
-        .auto_create_topics
-        .then_some(settings.broker.default_partitions);
     // Under async flush an append to a known topic is a copy into the page
     // cache: it takes microseconds, less than handing it to the blocking
     // pool and waking this task again (the profile in docs/BENCHMARKS.md),
@@ -108,8 +104,7 @@ async fn produce_inner(
         }
         _ => {
             let ready = Arc::clone(&ready);
-            blocking(move || Ok(ready.produce(&topic, path_partition, produced, auto_create)?))
-                .await?
+            blocking(move || Ok(ready.produce(&topic, path_partition, produced)?)).await?
         }
     };
     if produced.is_empty() {
