@@ -50,7 +50,7 @@ pub enum ApiError {
     /// 40402
     #[error("{message}")]
     UnknownPartition { message: String },
-    /// 40403
+    /// 40405 (Confluent's code; 40403 is its unknown consumer instance)
     #[error("{message}")]
     UnknownConsumerGroup { message: String },
     /// 40901
@@ -121,7 +121,7 @@ impl ApiError {
         }
     }
 
-    /// 40403 for `group`.
+    /// 40405 for `group`.
     pub fn unknown_consumer_group(group: &str) -> Self {
         ApiError::UnknownConsumerGroup {
             message: format!("consumer group {group:?} has no committed offsets"),
@@ -146,7 +146,7 @@ impl ApiError {
             ApiError::MethodNotAllowed { .. } => 40500,
             ApiError::UnknownTopic { .. } => 40401,
             ApiError::UnknownPartition { .. } => 40402,
-            ApiError::UnknownConsumerGroup { .. } => 40403,
+            ApiError::UnknownConsumerGroup { .. } => 40405,
             ApiError::TopicExists { .. } => 40901,
             ApiError::RequestTimeout { .. } => 40801,
             ApiError::TooLarge { .. } => 41301,
@@ -464,7 +464,7 @@ mod tests {
             ),
             (ApiError::unknown_topic("t"), 40401, 404),
             (ApiError::unknown_partition("t", 9, 4), 40402, 404),
-            (ApiError::unknown_consumer_group("g"), 40403, 404),
+            (ApiError::unknown_consumer_group("g"), 40405, 404),
             (ApiError::topic_exists("t"), 40901, 409),
             (
                 ApiError::RequestTimeout {

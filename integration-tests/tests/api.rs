@@ -959,7 +959,7 @@ fn create_get_configs_delete(s: &TidelogProcess) {
 
 fn consumer_groups(s: &TidelogProcess) {
     let path = "/consumer-groups/g1/offsets";
-    s.get(path).expect_error(404, 40403);
+    s.get(path).expect_error(404, 40405);
     s.send_json(
         "POST",
         path,
