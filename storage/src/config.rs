@@ -19,6 +19,10 @@ use crate::retention::RetentionConfig;
 
 /// Smallest CommitLog segment: room for a few records after the header.
 pub const COMMITLOG_SEGMENT_BYTES_MIN: u64 = 4096;
+/// 64 GiB: a segment is preallocated and mapped whole, so a size no disk
+/// or address space can hold would start the server and then fail every
+/// segment creation (EFBIG) instead of being refused here.
+pub const COMMITLOG_SEGMENT_BYTES_MAX: u64 = 1 << 36;
 /// Most units per ConsumeQueue file (a 1.25 GiB file).
 pub const CONSUME_QUEUE_UNITS_PER_FILE_MAX: u64 = 1 << 26;
 
@@ -156,7 +160,7 @@ impl StoreConfig {
             "store.commitlog_segment_bytes",
             self.commitlog_segment_bytes,
             COMMITLOG_SEGMENT_BYTES_MIN,
-            u64::MAX,
+            COMMITLOG_SEGMENT_BYTES_MAX.min(usize::MAX as u64),
         )?;
         in_range(
             "store.consume_queue_units_per_file",
@@ -251,6 +255,14 @@ mod tests {
         assert_eq!(refused(|c| c.index_entries = 1), "store.index_entries");
         assert_eq!(
             refused(|c| c.commitlog_segment_bytes = 100),
+            "store.commitlog_segment_bytes"
+        );
+        assert_eq!(
+            refused(|c| c.commitlog_segment_bytes = 1_000_000_000_000_000_000),
+            "store.commitlog_segment_bytes"
+        );
+        assert_eq!(
+            refused(|c| c.commitlog_segment_bytes = COMMITLOG_SEGMENT_BYTES_MAX + 1),
             "store.commitlog_segment_bytes"
         );
         assert_eq!(
