@@ -24,6 +24,7 @@
 
 pub mod broker;
 pub mod config;
+pub mod coordinator;
 pub mod error;
 pub mod fault;
 pub mod groups;
