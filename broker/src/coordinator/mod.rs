@@ -160,14 +160,32 @@ impl Coordinator {
             return missing();
         };
         let result = f(&mut slot.group, now_ms);
-        Self::publish(slot);
+        Self::publish(group, slot);
         result
     }
 
-    fn publish(slot: &mut Slot) -> Vec<Change> {
+    /// Wakes the group's waiters if it changed, and logs membership
+    /// changes.
+    fn publish(name: &str, slot: &mut Slot) -> Vec<Change> {
         let changes = slot.group.take_changes();
         if !changes.is_empty() {
             slot.changed.notify(usize::MAX);
+        }
+        for change in &changes {
+            match change {
+                Change::MemberRemoved { member_id, reason } => {
+                    tracing::info!(group = name, member_id, ?reason, "member left the group");
+                }
+                Change::JoinCompleted { generation } => tracing::info!(
+                    group = name,
+                    generation,
+                    members = slot.group.member_count(),
+                    "rebalance: join window closed"
+                ),
+                Change::RebalanceStarted | Change::Stable { .. } | Change::Empty { .. } => {
+                    tracing::debug!(group = name, ?change, "group changed");
+                }
+            }
         }
         changes
     }
@@ -219,7 +237,7 @@ impl Coordinator {
         let result = slot
             .group
             .join(req, now_ms, &self.config, inner.ids.as_mut(), topics);
-        Self::publish(slot);
+        Self::publish(group, slot);
         if created && result.is_err() && slot.group.member_count() == 0 {
             // A refused first join leaves nothing behind (a MEMBER_ID_REQUIRED
             // answer keeps the group: it holds the handed-out id).
@@ -329,7 +347,7 @@ impl Coordinator {
             if slot.group.next_deadline_ms().is_some_and(|d| d <= now_ms) {
                 slot.group.tick(now_ms, &self.config, topics);
             }
-            for change in Self::publish(slot) {
+            for change in Self::publish(name, slot) {
                 out.push(GroupChange {
                     group: name.clone(),
                     change,

@@ -628,6 +628,7 @@ impl Group {
         topics: &dyn TopicPartitions,
     ) -> Result<JoinOutcome, BrokerError> {
         let is_leader = self.leader.as_deref() == Some(id);
+        let http = self.kind() == Some(ProtocolKind::Http);
         let state = self.state;
         let err = self.unknown_member(id);
         let member = self.members.get_mut(id).ok_or(err)?;
@@ -639,9 +640,12 @@ impl Group {
         member.protocol = req.protocol;
         match state {
             // Kafka answers a follower's repeated join with the current
-            // generation; the leader's means it wants to reassign.
+            // generation; the leader's means it wants to reassign. An HTTP
+            // group has no assigning leader: the same subscription again
+            // changes nothing.
             GroupState::Stable | GroupState::CompletingRebalance
-                if unchanged && (!is_leader || state == GroupState::CompletingRebalance) =>
+                if unchanged
+                    && (!is_leader || http || state == GroupState::CompletingRebalance) =>
             {
                 return self.outcome(id);
             }

@@ -189,6 +189,26 @@ fn a_second_member_rebalances_and_the_partitions_split() {
 }
 
 #[test]
+fn the_same_subscription_again_changes_nothing_and_another_rebalances() {
+    let mut h = Harness::new(no_delay());
+    let (m1, m2) = two_members(&mut h);
+    let rebalances = h.group.rebalances();
+    // m1 is the leader: in an HTTP group that does not matter.
+    for id in [&m1, &m2] {
+        assert_eq!(joined(h.join(rejoin(id, http(&["a"])), 30)).generation, 2);
+    }
+    assert_eq!(h.group.rebalances(), rebalances);
+    assert_eq!(h.group.state(), GroupState::Stable);
+    pending(h.join(rejoin(&m2, http(&["a", "b"])), 31));
+    assert_eq!(h.group.state(), GroupState::PreparingRebalance);
+    joined(h.join(rejoin(&m1, http(&["a"])), 32));
+    assert_eq!(
+        h.partitions(&m2),
+        tps(&[("a", 2), ("a", 3), ("b", 0), ("b", 1)])
+    );
+}
+
+#[test]
 fn a_leave_rebalances_and_the_last_leave_empties_the_group() {
     let mut h = Harness::new(no_delay());
     let (m1, m2) = two_members(&mut h);
@@ -800,6 +820,8 @@ struct Model {
     history: Vec<(String, u32)>,
     last_generation: u32,
     steps_stable: usize,
+    /// Half the seeds use round-robin (crossed with the initial delay).
+    assignor: Assignor,
 }
 
 const MODEL_TOPICS: [&str; 3] = ["a", "b", "c"];
@@ -825,6 +847,11 @@ impl Model {
             history: Vec::new(),
             last_generation: 0,
             steps_stable: 0,
+            assignor: if seed % 4 < 2 {
+                Assignor::Range
+            } else {
+                Assignor::RoundRobin
+            },
         }
     }
 
@@ -838,7 +865,7 @@ impl Model {
             .collect()
     }
 
-    fn join_request(client: &Client, with_id: bool) -> JoinRequest {
+    fn join_request(client: &Client, with_id: bool, assignor: Assignor) -> JoinRequest {
         JoinRequest {
             member_id: if with_id {
                 client.member_id.clone()
@@ -850,7 +877,10 @@ impl Model {
             host: "/127.0.0.1".into(),
             session_timeout_ms: 6000,
             rebalance_timeout_ms: 8000,
-            protocol: http(&client.topics),
+            protocol: MemberProtocol::Http {
+                topics: client.topics.iter().map(|t| t.to_string()).collect(),
+                assignor,
+            },
             require_known_member_id: false,
         }
     }
@@ -882,6 +912,7 @@ impl Model {
         let request = Self::join_request(
             &self.clients[i],
             with_id && self.clients[i].member_id.is_some(),
+            self.assignor,
         );
         let outcome = self.c.join("g", request, &self.topics);
         self.record(i, outcome);
@@ -1020,6 +1051,10 @@ impl Model {
             match &m.assignment {
                 Some(MemberAssignment::Partitions(list)) => {
                     for tp in list {
+                        assert!(
+                            tp.partition < self.topics[tp.topic.as_str()],
+                            "{tp:?} does not exist"
+                        );
                         assert!(
                             m.subscription.contains(&tp.topic),
                             "{} got {tp:?} it does not subscribe to",
