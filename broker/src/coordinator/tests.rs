@@ -807,7 +807,10 @@ struct Client {
     topics: Vec<&'static str>,
     /// Last generation it joined.
     generation: Option<u32>,
+    /// Waiting on a join.
     waiting: bool,
+    /// A Kafka follower waiting on the leader's assignment.
+    syncing: bool,
 }
 
 struct Model {
@@ -822,6 +825,11 @@ struct Model {
     steps_stable: usize,
     /// Half the seeds use round-robin (crossed with the initial delay).
     assignor: Assignor,
+    /// Kafka members: the leader assigns (with the same assignors) and the
+    /// coordinator relays.
+    kafka: bool,
+    /// Member id → the topics it last joined with.
+    subscriptions: BTreeMap<String, Vec<String>>,
 }
 
 const MODEL_TOPICS: [&str; 3] = ["a", "b", "c"];
@@ -852,6 +860,8 @@ impl Model {
             } else {
                 Assignor::RoundRobin
             },
+            kafka: seed % 5 >= 3,
+            subscriptions: BTreeMap::new(),
         }
     }
 
@@ -865,7 +875,12 @@ impl Model {
             .collect()
     }
 
-    fn join_request(client: &Client, with_id: bool, assignor: Assignor) -> JoinRequest {
+    fn join_request(
+        client: &Client,
+        with_id: bool,
+        assignor: Assignor,
+        kafka: bool,
+    ) -> JoinRequest {
         JoinRequest {
             member_id: if with_id {
                 client.member_id.clone()
@@ -877,9 +892,19 @@ impl Model {
             host: "/127.0.0.1".into(),
             session_timeout_ms: 6000,
             rebalance_timeout_ms: 8000,
-            protocol: MemberProtocol::Http {
-                topics: client.topics.iter().map(|t| t.to_string()).collect(),
-                assignor,
+            protocol: if kafka {
+                MemberProtocol::Kafka {
+                    protocol_type: "consumer".into(),
+                    protocols: vec![(
+                        assignor.name().to_string(),
+                        Bytes::from(client.topics.join(",")),
+                    )],
+                }
+            } else {
+                MemberProtocol::Http {
+                    topics: client.topics.iter().map(|t| t.to_string()).collect(),
+                    assignor,
+                }
             },
             require_known_member_id: false,
         }
@@ -892,7 +917,10 @@ impl Model {
                 client.member_id = Some(r.member_id.clone());
                 client.generation = Some(r.generation);
                 client.waiting = false;
-                self.history.push((r.member_id, r.generation));
+                self.history.push((r.member_id.clone(), r.generation));
+                if self.kafka {
+                    self.sync_after_join(i, &r);
+                }
             }
             Ok(JoinOutcome::Pending { member_id }) => {
                 client.member_id = Some(member_id);
@@ -903,8 +931,58 @@ impl Model {
                 client.member_id = None;
                 client.generation = None;
                 client.waiting = false;
+                client.syncing = false;
             }
             Err(e) => panic!("unexpected join error {e}"),
+        }
+    }
+
+    /// A Kafka member's SyncGroup after its join: the leader assigns from
+    /// the members' metadata, as a Kafka client does.
+    fn sync_after_join(&mut self, i: usize, r: &JoinResponse) {
+        let plan = (r.leader_id == r.member_id).then(|| {
+            let topics: Vec<Vec<String>> = r
+                .members
+                .iter()
+                .map(|m| {
+                    let text = std::str::from_utf8(&m.metadata).unwrap();
+                    text.split(',').map(str::to_string).collect()
+                })
+                .collect();
+            let subscribers: Vec<assignor::Subscriber<'_>> = r
+                .members
+                .iter()
+                .zip(&topics)
+                .map(|(m, topics)| assignor::Subscriber {
+                    member_id: &m.member_id,
+                    instance_id: m.instance_id.as_deref(),
+                    topics,
+                })
+                .collect();
+            assignor::assign(self.assignor, &subscribers, &self.topics)
+                .into_iter()
+                .map(|(id, list)| (id, encode(&list)))
+                .collect()
+        });
+        let instance = self.clients[i].instance_id.clone();
+        let outcome = self
+            .c
+            .sync("g", &r.member_id, instance.as_deref(), r.generation, plan);
+        self.record_sync(i, outcome);
+    }
+
+    fn record_sync(&mut self, i: usize, outcome: Result<SyncOutcome, BrokerError>) {
+        self.clients[i].syncing = matches!(outcome, Ok(SyncOutcome::Pending));
+        match outcome {
+            Ok(_) => {}
+            Err(
+                BrokerError::RebalanceInProgress { .. } | BrokerError::IllegalGeneration { .. },
+            ) => self.join(i, true),
+            Err(BrokerError::UnknownMember { .. } | BrokerError::FencedInstanceId { .. }) => {
+                self.clients[i].member_id = None;
+                self.join(i, false);
+            }
+            Err(e) => panic!("unexpected sync error {e}"),
         }
     }
 
@@ -913,8 +991,22 @@ impl Model {
             &self.clients[i],
             with_id && self.clients[i].member_id.is_some(),
             self.assignor,
+            self.kafka,
         );
         let outcome = self.c.join("g", request, &self.topics);
+        let member_id = match &outcome {
+            Ok(JoinOutcome::Joined(r)) => Some(r.member_id.clone()),
+            Ok(JoinOutcome::Pending { member_id }) => Some(member_id.clone()),
+            Err(_) => None,
+        };
+        if let Some(id) = member_id {
+            let topics = self.clients[i]
+                .topics
+                .iter()
+                .map(|t| t.to_string())
+                .collect();
+            self.subscriptions.insert(id, topics);
+        }
         self.record(i, outcome);
     }
 
@@ -925,11 +1017,15 @@ impl Model {
         let Some(id) = client.member_id.clone() else {
             return self.join(i, false);
         };
+        let generation = client.generation.unwrap_or(0);
         if client.waiting {
             let outcome = self.c.poll_join("g", &id);
             return self.record(i, outcome);
         }
-        let generation = client.generation.unwrap_or(0);
+        if client.syncing {
+            let outcome = self.c.poll_sync("g", &id, generation);
+            return self.record_sync(i, outcome);
+        }
         match self
             .c
             .heartbeat("g", &id, client.instance_id.as_deref(), generation)
@@ -969,6 +1065,7 @@ impl Model {
                     topics,
                     generation: None,
                     waiting: false,
+                    syncing: false,
                 });
                 self.join(live, false);
             }
@@ -1047,16 +1144,36 @@ impl Model {
             }
         }
         let mut owners: BTreeMap<TopicPartition, &str> = BTreeMap::new();
+        let mut subscribed: BTreeSet<&String> = BTreeSet::new();
         for m in &snap.members {
-            match &m.assignment {
+            let topics = if self.kafka {
+                &self.subscriptions[&m.member_id]
+            } else {
+                &m.subscription
+            };
+            subscribed.extend(topics);
+            let decoded;
+            let assignment = match &m.assignment {
+                Some(MemberAssignment::Opaque(bytes)) => {
+                    assert!(self.kafka, "an HTTP group got an opaque assignment");
+                    decoded = decode(bytes);
+                    Some(&decoded)
+                }
                 Some(MemberAssignment::Partitions(list)) => {
+                    assert!(!self.kafka, "a Kafka group got a computed assignment");
+                    Some(list)
+                }
+                None => None,
+            };
+            match assignment {
+                Some(list) => {
                     for tp in list {
                         assert!(
                             tp.partition < self.topics[tp.topic.as_str()],
                             "{tp:?} does not exist"
                         );
                         assert!(
-                            m.subscription.contains(&tp.topic),
+                            topics.contains(&tp.topic),
                             "{} got {tp:?} it does not subscribe to",
                             m.member_id
                         );
@@ -1064,9 +1181,6 @@ impl Model {
                             panic!("{tp:?} owned by {other} and {}", m.member_id);
                         }
                     }
-                }
-                Some(MemberAssignment::Opaque(_)) => {
-                    panic!("an HTTP group got an opaque assignment")
                 }
                 None => assert_ne!(
                     snap.state,
@@ -1077,8 +1191,6 @@ impl Model {
         }
         if snap.state == GroupState::Stable {
             self.steps_stable += 1;
-            let subscribed: BTreeSet<&String> =
-                snap.members.iter().flat_map(|m| &m.subscription).collect();
             for topic in subscribed {
                 for p in 0..self.topics[topic.as_str()] {
                     assert!(
@@ -1110,7 +1222,7 @@ impl Model {
                     && self
                         .clients
                         .iter()
-                        .all(|c| !c.waiting && c.generation == Some(s.generation))
+                        .all(|c| !c.waiting && !c.syncing && c.generation == Some(s.generation))
             });
             if settled
                 || (self.clients.is_empty() && snap.is_none_or(|s| s.state == GroupState::Empty))
@@ -1124,9 +1236,31 @@ impl Model {
     }
 }
 
+/// A Kafka member's assignment as the model's leader writes it:
+/// `topic:partition` joined by `,`.
+fn encode(list: &[TopicPartition]) -> Bytes {
+    let parts: Vec<String> = list
+        .iter()
+        .map(|tp| format!("{}:{}", tp.topic, tp.partition))
+        .collect();
+    Bytes::from(parts.join(","))
+}
+
+fn decode(bytes: &[u8]) -> Vec<TopicPartition> {
+    let text = std::str::from_utf8(bytes).unwrap();
+    text.split(',')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (topic, partition) = p.split_once(':').unwrap();
+            TopicPartition::new(topic, partition.parse().unwrap())
+        })
+        .collect()
+}
+
 #[test]
 fn model_random_joins_leaves_expiries_and_crashes_keep_the_invariants() {
     let mut stable_steps = 0;
+    let mut kafka_stable_steps = 0;
     let mut generations = 0;
     for seed in 0..50u64 {
         let mut model = Model::new(seed);
@@ -1142,9 +1276,16 @@ fn model_random_joins_leaves_expiries_and_crashes_keep_the_invariants() {
             std::panic::resume_unwind(panic);
         }
         stable_steps += model.steps_stable;
+        if model.kafka {
+            kafka_stable_steps += model.steps_stable;
+        }
         generations += model.last_generation;
     }
     // The runs must exercise something: Stable groups and many rebalances.
     assert!(stable_steps > 1000, "only {stable_steps} stable steps");
+    assert!(
+        kafka_stable_steps > 300,
+        "only {kafka_stable_steps} stable steps of Kafka groups"
+    );
     assert!(generations > 500, "only {generations} generations");
 }
