@@ -726,16 +726,20 @@ impl Group {
         self.outcome(member_id)
     }
 
-    /// Starts a join window. `initial_delay_ms` is used only for the first
-    /// window of an empty group.
-    fn prepare_rebalance(&mut self, now_ms: u64, initial_delay_ms: u64) {
-        let timeout_ms = self
-            .members
+    /// How long a rebalance step waits: the longest of the members'
+    /// rebalance timeouts, as in Kafka.
+    fn rebalance_timeout_ms(&self) -> u64 {
+        self.members
             .values()
             .map(|m| m.rebalance_timeout_ms)
             .max()
-            .unwrap_or(0);
-        let limit_ms = now_ms.saturating_add(timeout_ms);
+            .unwrap_or(0)
+    }
+
+    /// Starts a join window. `initial_delay_ms` is used only for the first
+    /// window of an empty group.
+    fn prepare_rebalance(&mut self, now_ms: u64, initial_delay_ms: u64) {
+        let limit_ms = now_ms.saturating_add(self.rebalance_timeout_ms());
         if self.state == GroupState::Empty && initial_delay_ms > 0 {
             self.initial_delay = Some(InitialDelay {
                 limit_ms,
@@ -815,13 +819,7 @@ impl Group {
             });
         } else {
             self.state = GroupState::CompletingRebalance;
-            let timeout_ms = self
-                .members
-                .values()
-                .map(|m| m.rebalance_timeout_ms)
-                .max()
-                .unwrap_or(0);
-            self.sync_deadline_ms = Some(now_ms.saturating_add(timeout_ms));
+            self.sync_deadline_ms = Some(now_ms.saturating_add(self.rebalance_timeout_ms()));
         }
     }
 

@@ -973,16 +973,22 @@ impl Model {
 
     fn record_sync(&mut self, i: usize, outcome: Result<SyncOutcome, BrokerError>) {
         self.clients[i].syncing = matches!(outcome, Ok(SyncOutcome::Pending));
-        match outcome {
-            Ok(_) => {}
-            Err(
-                BrokerError::RebalanceInProgress { .. } | BrokerError::IllegalGeneration { .. },
-            ) => self.join(i, true),
-            Err(BrokerError::UnknownMember { .. } | BrokerError::FencedInstanceId { .. }) => {
+        if let Err(e) = outcome {
+            self.rejoin_after(i, e);
+        }
+    }
+
+    /// A client told by a heartbeat or sync that it must join again.
+    fn rejoin_after(&mut self, i: usize, error: BrokerError) {
+        match error {
+            BrokerError::RebalanceInProgress { .. } | BrokerError::IllegalGeneration { .. } => {
+                self.join(i, true)
+            }
+            BrokerError::UnknownMember { .. } | BrokerError::FencedInstanceId { .. } => {
                 self.clients[i].member_id = None;
                 self.join(i, false);
             }
-            Err(e) => panic!("unexpected sync error {e}"),
+            e => panic!("unexpected error {e}"),
         }
     }
 
@@ -1026,19 +1032,11 @@ impl Model {
             let outcome = self.c.poll_sync("g", &id, generation);
             return self.record_sync(i, outcome);
         }
-        match self
+        let beat = self
             .c
-            .heartbeat("g", &id, client.instance_id.as_deref(), generation)
-        {
-            Ok(()) => {}
-            Err(
-                BrokerError::RebalanceInProgress { .. } | BrokerError::IllegalGeneration { .. },
-            ) => self.join(i, true),
-            Err(BrokerError::UnknownMember { .. } | BrokerError::FencedInstanceId { .. }) => {
-                self.clients[i].member_id = None;
-                self.join(i, false);
-            }
-            Err(e) => panic!("unexpected heartbeat error {e}"),
+            .heartbeat("g", &id, client.instance_id.as_deref(), generation);
+        if let Err(e) = beat {
+            self.rejoin_after(i, e);
         }
     }
 
