@@ -19,6 +19,10 @@
 //! between the two cannot be missed, and awaits the listener (an
 //! `event_listener` future, no runtime needed).
 //!
+//! Lock order: the coordinator's one mutex is held while a rebalance calls
+//! the [`TopicPartitions`] it was given, so that must not call back into
+//! the coordinator (the registry's own locks are fine: they come after).
+//!
 //! Members are not durable: after a restart every group is empty, and
 //! clients join again (committed offsets live in `__consumer_offsets`,
 //! [`crate::groups`]).

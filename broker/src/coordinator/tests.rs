@@ -782,6 +782,12 @@ fn the_coordinator_refuses_bad_groups_and_deleting_a_group_with_members() {
     assert!(!c.offsets_expired("other", c.config().offsets_retention_ms()));
 }
 
+#[test]
+fn the_coordinator_can_be_shared_between_threads() {
+    fn shared<T: Send + Sync>() {}
+    shared::<Coordinator>();
+}
+
 /// splitmix64: a seeded generator for the model test.
 struct Rng(u64);
 
