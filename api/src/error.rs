@@ -324,6 +324,17 @@ impl From<tidelog_broker::BrokerError> for ApiError {
             | B::DeclaredTopic { .. } => ApiError::Internal { message },
             B::Store { source } => source.into(),
             B::Compaction { source } => source.into(),
+            // Not produced by any route yet: the consumer-instance routes
+            // that call the coordinator map these to 40403/40903/42901.
+            B::UnknownMember { .. }
+            | B::IllegalGeneration { .. }
+            | B::RebalanceInProgress { .. }
+            | B::GroupHasMembers { .. }
+            | B::InconsistentGroupProtocol { .. }
+            | B::FencedInstanceId { .. }
+            | B::MemberIdRequired { .. }
+            | B::InvalidSessionTimeout { .. }
+            | B::GroupLimit { .. } => ApiError::Internal { message },
         }
     }
 }

@@ -148,6 +148,54 @@ pub enum BrokerError {
     /// be created or changed as declared.
     #[error("topic registry: declared topic {topic:?}: {reason}")]
     DeclaredTopic { topic: String, reason: String },
+    // The group coordinator's refusals (`crate::coordinator`). Kafka's
+    // error names are given so the Kafka front-end maps them one to one;
+    // over HTTP the membership ones are 409/40903.
+    /// UNKNOWN_MEMBER_ID: the member left, expired or was never in the group.
+    #[error("member {member_id:?} is not in consumer group {group:?}")]
+    UnknownMember { group: String, member_id: String },
+    /// ILLEGAL_GENERATION: a request from a member of another generation.
+    #[error("generation {generation} of consumer group {group:?} is stale (the group is at generation {current})")]
+    IllegalGeneration {
+        group: String,
+        generation: u32,
+        current: u32,
+    },
+    /// REBALANCE_IN_PROGRESS: the member must rejoin first.
+    #[error("consumer group {group:?} is rebalancing: rejoin the group")]
+    RebalanceInProgress { group: String },
+    /// A commit without a membership (or a reset, or a deletion) while the
+    /// group has members.
+    #[error("consumer group {group:?} has {members} members: only they may commit, and it cannot be reset or deleted")]
+    GroupHasMembers { group: String, members: usize },
+    /// INCONSISTENT_GROUP_PROTOCOL: HTTP and Kafka members mixed, or no
+    /// protocol every member supports.
+    #[error("consumer group {group:?}: {reason}")]
+    InconsistentGroupProtocol { group: String, reason: String },
+    /// FENCED_INSTANCE_ID: another member now holds this static instance id.
+    #[error(
+        "group instance id {instance_id:?} of consumer group {group:?} belongs to another member"
+    )]
+    FencedInstanceId { group: String, instance_id: String },
+    /// MEMBER_ID_REQUIRED: rejoin with the member id given.
+    #[error("consumer group {group:?}: rejoin with member id {member_id:?}")]
+    MemberIdRequired { group: String, member_id: String },
+    /// INVALID_SESSION_TIMEOUT: outside `groups.min/max_session_timeout_ms`.
+    #[error("session timeout {timeout_ms} ms is outside [{min_ms}, {max_ms}] ms")]
+    InvalidSessionTimeout {
+        timeout_ms: u64,
+        min_ms: u64,
+        max_ms: u64,
+    },
+    /// GROUP_MAX_SIZE_REACHED, and the other bounds on what a client
+    /// controls in a group (ids' lengths, subscription size, metadata and
+    /// assignment bytes, groups per server).
+    #[error("{what} is {len}, the maximum is {max}")]
+    GroupLimit {
+        what: &'static str,
+        len: usize,
+        max: usize,
+    },
 }
 
 impl BrokerError {

@@ -31,6 +31,7 @@
 pub mod broker;
 pub mod compaction;
 pub mod config;
+pub mod coordinator;
 pub mod error;
 pub mod fault;
 pub mod groups;

@@ -1,0 +1,438 @@
+//! The group coordinator: Kafka's classic group protocol for HTTP consumer
+//! instances and (later) Kafka members, in memory.
+//!
+//! * [`state`]: one group's state machine ([`Group`]), its invariants and
+//!   the offsets-expiry rule.
+//! * [`assignor`]: range and round-robin, the server-side assignment of
+//!   HTTP groups.
+//! * [`member`]: a member, its protocol, member id sources.
+//! * [`config`]: `groups:` of broker.yaml and the bounds on what clients
+//!   control.
+//!
+//! [`Coordinator`] holds every group behind one mutex and never blocks or
+//! sleeps in it: time comes from an injected [`Clock`], and
+//! [`Coordinator::tick`] applies the deadlines that passed (the front-end
+//! calls it when [`Coordinator::next_deadline_ms`] says, or on a short
+//! period). A join or sync that has to wait answers `Pending`; the
+//! front-end takes [`Coordinator::listen`] *before* it polls again
+//! ([`Coordinator::poll_join`], [`Coordinator::poll_sync`]), so a change
+//! between the two cannot be missed, and awaits the listener (an
+//! `event_listener` future, no runtime needed).
+//!
+//! Lock order: the coordinator's one mutex is held while a rebalance calls
+//! the [`TopicPartitions`] it was given, so that must not call back into
+//! the coordinator (the registry's own locks are fine: they come after).
+//!
+//! Members are not durable: after a restart every group is empty, and
+//! clients join again (committed offsets live in `__consumer_offsets`,
+//! [`crate::groups`]).
+
+pub mod assignor;
+pub mod config;
+pub mod member;
+pub mod state;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use event_listener::{Event, EventListener};
+
+pub use assignor::{Assignor, TopicPartition, TopicPartitions};
+pub use config::GroupsConfig;
+pub use member::{
+    MemberAssignment, MemberIdSource, MemberProtocol, ProtocolKind, RandomIds, SequentialIds,
+};
+pub use state::{
+    offsets_expired, Change, CommitOrigin, Group, GroupSnapshot, GroupState, JoinOutcome,
+    JoinRequest, JoinResponse, JoinedMember, MemberSnapshot, Removal, SyncOutcome,
+};
+
+use crate::error::BrokerError;
+use crate::names;
+
+/// Where the coordinator's time comes from, in milliseconds since the Unix
+/// epoch (commit timestamps are compared with it for offsets expiry).
+pub trait Clock: Send + Sync {
+    fn now_ms(&self) -> u64;
+}
+
+/// The system clock.
+#[derive(Debug, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_ms(&self) -> u64 {
+        // Before 1970 only on a broken clock; 0 then.
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    }
+}
+
+/// A clock tests set by hand.
+#[derive(Debug, Default)]
+pub struct ManualClock(AtomicU64);
+
+impl ManualClock {
+    pub fn new(now_ms: u64) -> Self {
+        ManualClock(AtomicU64::new(now_ms))
+    }
+
+    pub fn advance(&self, ms: u64) {
+        self.0.fetch_add(ms, Ordering::SeqCst);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now_ms(&self) -> u64 {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// A change of one group, as [`Coordinator::tick`] reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupChange {
+    pub group: String,
+    pub change: Change,
+}
+
+struct Slot {
+    group: Group,
+    /// Notified after every change of the group; waiters poll again.
+    changed: Arc<Event>,
+}
+
+struct Inner {
+    groups: BTreeMap<String, Slot>,
+    ids: Box<dyn MemberIdSource>,
+}
+
+/// Every consumer group's membership.
+pub struct Coordinator {
+    config: GroupsConfig,
+    clock: Arc<dyn Clock>,
+    /// Groups the coordinator has not seen since it started count as empty
+    /// from here (offsets expiry after a restart).
+    started_ms: u64,
+    inner: Mutex<Inner>,
+}
+
+impl Coordinator {
+    pub fn new(
+        config: GroupsConfig,
+        clock: Arc<dyn Clock>,
+        ids: Box<dyn MemberIdSource>,
+    ) -> Result<Self, BrokerError> {
+        config.validate()?;
+        Ok(Coordinator {
+            config,
+            started_ms: clock.now_ms(),
+            clock,
+            inner: Mutex::new(Inner {
+                groups: BTreeMap::new(),
+                ids,
+            }),
+        })
+    }
+
+    pub fn config(&self) -> &GroupsConfig {
+        &self.config
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // The state machine has no panicking paths on client input; a
+        // panic would be a bug, and the groups stay usable after it.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs `f` on an existing group, then wakes its waiters if it changed.
+    fn with_group<T>(
+        &self,
+        group: &str,
+        missing: impl FnOnce() -> Result<T, BrokerError>,
+        f: impl FnOnce(&mut Group, u64) -> Result<T, BrokerError>,
+    ) -> Result<T, BrokerError> {
+        let now_ms = self.clock.now_ms();
+        let mut inner = self.lock();
+        let Some(slot) = inner.groups.get_mut(group) else {
+            return missing();
+        };
+        let result = f(&mut slot.group, now_ms);
+        Self::publish(group, slot);
+        result
+    }
+
+    /// Wakes the group's waiters if it changed, and logs membership
+    /// changes.
+    fn publish(name: &str, slot: &mut Slot) -> Vec<Change> {
+        let changes = slot.group.take_changes();
+        if !changes.is_empty() {
+            slot.changed.notify(usize::MAX);
+        }
+        for change in &changes {
+            match change {
+                Change::MemberRemoved { member_id, reason } => {
+                    tracing::info!(group = name, member_id, ?reason, "member left the group");
+                }
+                Change::JoinCompleted { generation } => tracing::info!(
+                    group = name,
+                    generation,
+                    members = slot.group.member_count(),
+                    "rebalance: join window closed"
+                ),
+                Change::RebalanceStarted | Change::Stable { .. } | Change::Empty { .. } => {
+                    tracing::debug!(group = name, ?change, "group changed");
+                }
+            }
+        }
+        changes
+    }
+
+    /// A JoinGroup; creates the group if it does not exist. At
+    /// [`config::GROUPS_MAX`] groups the longest-empty one is forgotten to
+    /// make room, or the join is refused if none is empty.
+    pub fn join(
+        &self,
+        group: &str,
+        req: JoinRequest,
+        topics: &dyn TopicPartitions,
+    ) -> Result<JoinOutcome, BrokerError> {
+        names::validate_group_name(group)?;
+        let now_ms = self.clock.now_ms();
+        let mut inner = self.lock();
+        let inner = &mut *inner;
+        let created = !inner.groups.contains_key(group);
+        if created {
+            if inner.groups.len() >= config::GROUPS_MAX {
+                let oldest_empty = inner
+                    .groups
+                    .iter()
+                    .filter(|(_, s)| s.group.member_count() == 0)
+                    .min_by_key(|(_, s)| s.group.empty_since_ms())
+                    .map(|(name, _)| name.clone());
+                let Some(evict) = oldest_empty else {
+                    return Err(BrokerError::GroupLimit {
+                        what: "consumer groups with members",
+                        len: inner.groups.len() + 1,
+                        max: config::GROUPS_MAX,
+                    });
+                };
+                inner.groups.remove(&evict);
+            }
+            inner.groups.insert(
+                group.to_string(),
+                Slot {
+                    group: Group::new(group, now_ms),
+                    changed: Arc::new(Event::new()),
+                },
+            );
+        }
+        let Some(slot) = inner.groups.get_mut(group) else {
+            return Err(BrokerError::Internal {
+                message: format!("consumer group {group:?} vanished under the lock"),
+            });
+        };
+        let result = slot
+            .group
+            .join(req, now_ms, &self.config, inner.ids.as_mut(), topics);
+        Self::publish(group, slot);
+        if created && result.is_err() && slot.group.member_count() == 0 {
+            // A refused first join leaves nothing behind (a MEMBER_ID_REQUIRED
+            // answer keeps the group: it holds the handed-out id).
+            if !matches!(result, Err(BrokerError::MemberIdRequired { .. })) {
+                inner.groups.remove(group);
+            }
+        }
+        result
+    }
+
+    pub fn poll_join(&self, group: &str, member_id: &str) -> Result<JoinOutcome, BrokerError> {
+        self.with_group(
+            group,
+            || Err(unknown_member(group, member_id)),
+            |g, _| g.poll_join(member_id),
+        )
+    }
+
+    pub fn sync(
+        &self,
+        group: &str,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation: u32,
+        assignments: Option<Vec<(String, Bytes)>>,
+    ) -> Result<SyncOutcome, BrokerError> {
+        self.with_group(
+            group,
+            || Err(unknown_member(group, member_id)),
+            |g, now| g.sync(member_id, instance_id, generation, assignments, now),
+        )
+    }
+
+    pub fn poll_sync(
+        &self,
+        group: &str,
+        member_id: &str,
+        generation: u32,
+    ) -> Result<SyncOutcome, BrokerError> {
+        self.with_group(
+            group,
+            || Err(unknown_member(group, member_id)),
+            |g, _| g.poll_sync(member_id, generation),
+        )
+    }
+
+    pub fn heartbeat(
+        &self,
+        group: &str,
+        member_id: &str,
+        instance_id: Option<&str>,
+        generation: u32,
+    ) -> Result<(), BrokerError> {
+        self.with_group(
+            group,
+            || Err(unknown_member(group, member_id)),
+            |g, now| g.heartbeat(member_id, instance_id, generation, now),
+        )
+    }
+
+    pub fn leave(
+        &self,
+        group: &str,
+        member_id: Option<&str>,
+        instance_id: Option<&str>,
+        topics: &dyn TopicPartitions,
+    ) -> Result<(), BrokerError> {
+        let missing = || Err(unknown_member(group, member_id.unwrap_or_default()));
+        self.with_group(group, missing, |g, now| {
+            g.leave(member_id, instance_id, now, topics)
+        })
+    }
+
+    /// Whether a commit to `group` may land; a group the coordinator does
+    /// not hold has no members, so only a stateless commit may.
+    pub fn validate_commit(
+        &self,
+        group: &str,
+        origin: CommitOrigin<'_>,
+    ) -> Result<(), BrokerError> {
+        let missing = || match origin {
+            CommitOrigin::Stateless => Ok(()),
+            CommitOrigin::Member { member_id, .. } => Err(unknown_member(group, member_id)),
+        };
+        self.with_group(group, missing, |g, now| g.validate_commit(origin, now))
+    }
+
+    /// Rebalances `group` (its subscription's partitions changed).
+    pub fn request_rebalance(&self, group: &str) {
+        let _ = self.with_group(
+            group,
+            || Ok(()),
+            |g, now| {
+                g.request_rebalance(now);
+                Ok(())
+            },
+        );
+    }
+
+    /// Applies every deadline that passed, in every group; says what
+    /// changed.
+    pub fn tick(&self, topics: &dyn TopicPartitions) -> Vec<GroupChange> {
+        let now_ms = self.clock.now_ms();
+        let mut inner = self.lock();
+        let mut out = Vec::new();
+        for (name, slot) in inner.groups.iter_mut() {
+            if slot.group.next_deadline_ms().is_some_and(|d| d <= now_ms) {
+                slot.group.tick(now_ms, &self.config, topics);
+            }
+            for change in Self::publish(name, slot) {
+                out.push(GroupChange {
+                    group: name.clone(),
+                    change,
+                });
+            }
+        }
+        out
+    }
+
+    /// When [`Coordinator::tick`] next has something to do.
+    pub fn next_deadline_ms(&self) -> Option<u64> {
+        self.lock()
+            .groups
+            .values()
+            .filter_map(|s| s.group.next_deadline_ms())
+            .min()
+    }
+
+    /// A listener notified at the group's next change; take it before
+    /// polling. `None` if the group does not exist.
+    pub fn listen(&self, group: &str) -> Option<EventListener> {
+        self.lock().groups.get(group).map(|s| s.changed.listen())
+    }
+
+    pub fn describe(&self, group: &str) -> Option<GroupSnapshot> {
+        self.lock().groups.get(group).map(|s| s.group.snapshot())
+    }
+
+    /// Every group the coordinator holds, by name.
+    pub fn list(&self) -> Vec<GroupSnapshot> {
+        self.lock()
+            .groups
+            .values()
+            .map(|s| s.group.snapshot())
+            .collect()
+    }
+
+    /// Forgets an empty group (its offsets are the offsets store's to
+    /// delete); refused while it has members.
+    pub fn delete_group(&self, group: &str) -> Result<(), BrokerError> {
+        let mut inner = self.lock();
+        let Some(slot) = inner.groups.get_mut(group) else {
+            return Ok(());
+        };
+        let members = slot.group.member_count();
+        if members > 0 {
+            return Err(BrokerError::GroupHasMembers {
+                group: group.to_string(),
+                members,
+            });
+        }
+        slot.group.mark_dead();
+        slot.changed.notify(usize::MAX);
+        inner.groups.remove(group);
+        Ok(())
+    }
+
+    /// Whether `group`'s offsets, last committed at `last_commit_ms`, have
+    /// expired ([`offsets_expired`]).
+    pub fn offsets_expired(&self, group: &str, last_commit_ms: u64) -> bool {
+        let now_ms = self.clock.now_ms();
+        let (members, empty_since_ms) = match self.lock().groups.get(group) {
+            Some(s) => (
+                s.group.member_count(),
+                s.group.empty_since_ms().unwrap_or(now_ms),
+            ),
+            None => (0, self.started_ms),
+        };
+        offsets_expired(
+            members,
+            last_commit_ms,
+            empty_since_ms,
+            now_ms,
+            self.config.offsets_retention_ms(),
+        )
+    }
+}
+
+fn unknown_member(group: &str, member_id: &str) -> BrokerError {
+    BrokerError::UnknownMember {
+        group: group.to_string(),
+        member_id: member_id.to_string(),
+    }
+}
