@@ -1,6 +1,8 @@
 //! Compaction on request (a front-end's "compact this topic now"), and
 //! the compacted logs' totals for metrics.
 
+use std::sync::Arc;
+
 use crate::broker::Broker;
 use crate::error::BrokerError;
 use crate::registry::Topic;
@@ -14,6 +16,22 @@ pub struct CompactedLogTotals {
 }
 
 impl Broker {
+    /// The topic `name`, if it exists and its policy compacts: what a
+    /// compaction request or status is about. 40002-style `Invalid`
+    /// otherwise, naming the policy.
+    pub fn compact_topic(&self, name: &str) -> Result<Arc<Topic>, BrokerError> {
+        let topic = self.registry.require(name)?;
+        if !topic.config.cleanup_policy.compacts() {
+            return Err(BrokerError::Invalid {
+                message: format!(
+                    "topic {name:?} has cleanup.policy={}; only topics whose policy contains compact are compacted",
+                    topic.config.cleanup_policy.as_str()
+                ),
+            });
+        }
+        Ok(topic)
+    }
+
     /// Totals over every compacted log, in one walk. Not blocking (sizes
     /// are kept in memory).
     pub fn compacted_log_totals(&self) -> CompactedLogTotals {
@@ -52,6 +70,28 @@ mod tests {
     /// Every partition is requested, also one never written to (it gets
     /// its compacted log first), so a front-end can wait for all of them;
     /// the totals count every log.
+    #[test]
+    fn only_compact_topics_are_compacted() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = open(dir.path());
+        broker.create_topic("users", 1, compact()).unwrap();
+        broker
+            .create_topic("events", 1, crate::topic_config::Overrides::new())
+            .unwrap();
+        assert_eq!(&*broker.compact_topic("users").unwrap().name, "users");
+        match broker.compact_topic("events") {
+            Err(crate::error::BrokerError::Invalid { message }) => {
+                assert!(message.contains("cleanup.policy=delete"), "{message}")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            broker.compact_topic("nope"),
+            Err(crate::error::BrokerError::UnknownTopic { .. })
+        ));
+        Arc::try_unwrap(broker).unwrap().shutdown().unwrap();
+    }
+
     #[test]
     fn a_request_covers_every_partition_and_the_totals_count_every_log() {
         let dir = tempfile::tempdir().unwrap();

@@ -40,8 +40,7 @@ use tidelog_broker::store::{PartitionStatus, RunStats};
 use super::{blocking, json, TopicPath};
 use crate::error::ApiError;
 use crate::extract::json_body;
-use crate::registry::Topic;
-use crate::state::{AppState, Broker};
+use crate::state::AppState;
 
 /// Longest a `wait` request blocks before answering with what it has.
 pub const WAIT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -146,20 +145,6 @@ struct WaitedPartition {
     last_run: Option<LastRun>,
 }
 
-/// The topic, if it exists and compacts.
-fn compact_topic(ready: &Broker, name: &str) -> Result<Arc<Topic>, ApiError> {
-    let topic = ready.registry.require(name)?;
-    if !topic.config.cleanup_policy.compacts() {
-        return Err(ApiError::BadRequest {
-            message: format!(
-                "topic {name:?} has cleanup.policy={}; only topics whose policy contains compact are compacted",
-                topic.config.cleanup_policy.as_str()
-            ),
-        });
-    }
-    Ok(topic)
-}
-
 /// `POST /v3/clusters/{c}/topics/{t}/compaction`
 pub async fn request(
     State(state): State<AppState>,
@@ -168,7 +153,7 @@ pub async fn request(
 ) -> Result<Response, ApiError> {
     let (wait, roll_active) = parse_request(&body?)?;
     let ready = state.ready()?;
-    let topic = compact_topic(&ready, &topic)?;
+    let topic = ready.compact_topic(&topic)?;
     let requested = {
         let (ready, topic) = (Arc::clone(&ready), Arc::clone(&topic));
         blocking(move || Ok(ready.request_compaction(&topic, roll_active)?)).await?
@@ -233,7 +218,7 @@ pub async fn status(
     TopicPath(topic): TopicPath,
 ) -> Result<Response, ApiError> {
     let ready = state.ready()?;
-    let topic = compact_topic(&ready, &topic)?;
+    let topic = ready.compact_topic(&topic)?;
     let statuses = {
         let (ready, name) = (Arc::clone(&ready), Arc::clone(&topic.name));
         // Computes dirty ratios from segment stats under the cleaner's locks.
