@@ -1,1 +1,5 @@
-//! Black-box tests live in `tests/`; this crate has no library code.
+//! Black-box tests live in `tests/`; this library holds what they share
+//! beyond the server harness of `tests/common`: the real client libraries
+//! ([`clients`]).
+
+pub mod clients;

@@ -1,0 +1,94 @@
+"""Shared by the client scripts: talk to a running tidelog with `requests`
+exactly as docs/API.md describes, and fail loudly.
+
+A script exits 0 when every check passed; any mismatch raises Mismatch and
+the script exits 1 with what was expected and what came back.
+"""
+
+import base64
+import sys
+import time
+
+import requests
+
+# Each request is bounded; the Rust test bounds the whole script too.
+REQUEST_TIMEOUT_S = 30
+JSON = "application/vnd.kafka.json.v2+json"
+BINARY = "application/vnd.kafka.binary.v2+json"
+
+
+class Mismatch(Exception):
+    pass
+
+
+def check(condition, message):
+    if not condition:
+        raise Mismatch(message)
+
+
+def expect_status(response, status, what):
+    check(
+        response.status_code == status,
+        f"{what}: expected HTTP {status}, got {response.status_code}: {response.text}",
+    )
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def create_topic(base_url, topic, partitions):
+    response = requests.post(
+        f"{base_url}/v3/clusters/tidelog/topics",
+        json={"topic_name": topic, "partitions_count": partitions},
+        timeout=REQUEST_TIMEOUT_S,
+    )
+    expect_status(response, 201, f"create topic {topic}")
+
+
+def fetch_all(base_url, topic, partition, accept, expected_count, max_records):
+    """Reads a partition from offset 0 with the stateless fetch, page by page
+    (each page continues from the last offset + 1, as API.md says), until
+    `expected_count` records came back; fails if more arrive or the reads
+    stop short within a generous deadline."""
+    records = []
+    offset = 0
+    deadline = time.monotonic() + 60
+    while len(records) < expected_count:
+        check(
+            time.monotonic() < deadline,
+            f"{topic}/{partition}: only {len(records)} of {expected_count} records came back",
+        )
+        response = requests.get(
+            f"{base_url}/topics/{topic}/partitions/{partition}/records",
+            params={"offset": offset, "max_records": max_records, "timeout": 1000},
+            headers={"Accept": accept},
+            timeout=REQUEST_TIMEOUT_S,
+        )
+        expect_status(response, 200, f"fetch {topic}/{partition} at {offset}")
+        page = response.json()
+        check(isinstance(page, list), f"fetch answered {page!r}, not a bare array")
+        check(
+            len(page) <= max_records,
+            f"fetch with max_records={max_records} answered {len(page)} records",
+        )
+        records.extend(page)
+        if page:
+            offset = page[-1]["offset"] + 1
+    check(
+        len(records) == expected_count,
+        f"{topic}/{partition}: {len(records)} records came back, {expected_count} were produced",
+    )
+    return records
+
+
+def run(main):
+    """Runs `main(base_url)` with the URL from argv; exit 1 on a mismatch."""
+    if len(sys.argv) != 2:
+        print(f"usage: {sys.argv[0]} http://127.0.0.1:PORT", file=sys.stderr)
+        sys.exit(2)
+    try:
+        main(sys.argv[1].rstrip("/"))
+    except Mismatch as mismatch:
+        print(f"MISMATCH: {mismatch}", file=sys.stderr)
+        sys.exit(1)
