@@ -268,7 +268,9 @@ impl From<tidelog_broker::BrokerError> for ApiError {
         use tidelog_broker::BrokerError as B;
         let message = e.to_string();
         match e {
-            B::Invalid { .. } => ApiError::BadRequest { message },
+            B::Invalid { .. } | B::CommitMetadataTooLarge { .. } => {
+                ApiError::BadRequest { message }
+            }
             B::InvalidName { kind, name, reason } => ApiError::InvalidName { kind, name, reason },
             B::InvalidTopicConfig { name, reason } => ApiError::InvalidTopicConfig { name, reason },
             B::UnknownTopic { .. } => ApiError::UnknownTopic { message },

@@ -113,6 +113,14 @@ pub enum BrokerError {
     /// (`topics[1].configs.cleanup.policy`).
     #[error("{key}: {reason}")]
     InvalidConfig { key: String, reason: String },
+    /// Entry `index` of an offset commit carries more metadata than a
+    /// commit keeps (Kafka's `offset.metadata.max.bytes`).
+    #[error("offsets[{index}].metadata is {len} bytes; at most {max} are allowed")]
+    CommitMetadataTooLarge {
+        index: usize,
+        len: usize,
+        max: usize,
+    },
     /// Start-up: the store could not be opened (recovery failed, the data
     /// dir is locked by another server, ...).
     #[error("cannot open the store in {data_dir}: {source}")]

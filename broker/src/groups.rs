@@ -89,8 +89,9 @@ pub fn record_value(value: &CommitValue) -> Result<Bytes, serde_json::Error> {
     serde_json::to_vec(value).map(Bytes::from)
 }
 
-/// One offset of a commit, checked by the front-end (topic and partition
-/// exist, offset and metadata in range).
+/// One offset of a commit, as a front-end decoded it (the offset already
+/// in `[0, 2^63 - 1]`); [`Broker::commit_offsets`](crate::Broker::commit_offsets)
+/// checks the rest.
 #[derive(Debug, Clone)]
 pub struct OffsetCommit {
     pub topic: String,
@@ -99,14 +100,31 @@ pub struct OffsetCommit {
 }
 
 impl crate::Broker {
-    /// Commits `offsets` for `group`: appended to `__consumer_offsets` as
-    /// one batch, then applied in memory (see the module doc for why
-    /// concurrent commits cannot disagree with the log). Blocking.
+    /// Commits `offsets` for `group`: checked whole (the group name, each
+    /// topic and partition exists, metadata at most
+    /// [`METADATA_MAX_BYTES`]), appended to `__consumer_offsets` as one
+    /// batch, then applied in memory (see the module doc for why
+    /// concurrent commits cannot disagree with the log). Nothing is
+    /// written if any entry is refused. Blocking.
     pub fn commit_offsets(
         &self,
         group: &str,
         offsets: Vec<OffsetCommit>,
     ) -> Result<(), crate::BrokerError> {
+        crate::names::validate_group_name(group)?;
+        for (index, c) in offsets.iter().enumerate() {
+            crate::names::validate_topic_name(&c.topic)?;
+            self.registry
+                .require(&c.topic)?
+                .check_partition(c.partition)?;
+            if c.value.metadata.len() > METADATA_MAX_BYTES {
+                return Err(crate::BrokerError::CommitMetadataTooLarge {
+                    index,
+                    len: c.value.metadata.len(),
+                    max: METADATA_MAX_BYTES,
+                });
+            }
+        }
         if offsets.is_empty() {
             return Ok(());
         }

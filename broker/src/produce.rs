@@ -546,6 +546,40 @@ mod tests {
             .collect();
         assert_eq!(got, [(0, 5), (1, 7)]);
         assert_eq!(end_offsets(&broker, CONSUMER_OFFSETS_TOPIC), [2]);
+
+        // A commit is checked whole: one bad entry and nothing is written.
+        let mut long = commit(0, 9);
+        long.value.metadata = "m".repeat(crate::groups::METADATA_MAX_BYTES + 1);
+        let refused = [
+            broker.commit_offsets("g", vec![commit(0, 8), commit(2, 8)]),
+            broker.commit_offsets("g", vec![commit(0, 8), long]),
+            broker.commit_offsets(
+                "g",
+                vec![OffsetCommit {
+                    topic: "nope".into(),
+                    ..commit(0, 8)
+                }],
+            ),
+            broker.commit_offsets("bad group", vec![commit(0, 8)]),
+            broker.commit_offsets("bad group", Vec::new()),
+        ];
+        assert!(matches!(
+            &refused[0],
+            Err(BrokerError::UnknownPartition { partition: 2, .. })
+        ));
+        assert!(matches!(
+            &refused[1],
+            Err(BrokerError::CommitMetadataTooLarge { index: 1, .. })
+        ));
+        assert!(matches!(&refused[2], Err(BrokerError::UnknownTopic { .. })));
+        assert!(matches!(&refused[3], Err(BrokerError::InvalidName { .. })));
+        assert!(matches!(&refused[4], Err(BrokerError::InvalidName { .. })));
+        assert_eq!(
+            end_offsets(&broker, CONSUMER_OFFSETS_TOPIC),
+            [2],
+            "nothing written"
+        );
+        assert_eq!(broker.groups.get("g", None).unwrap()[0].offset, 5);
         Arc::try_unwrap(broker).unwrap().shutdown().unwrap();
     }
 }
