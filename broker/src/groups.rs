@@ -32,6 +32,12 @@ use tidelog_cleaner::{CleanerError, CompactedLogs};
 
 use crate::registry::{CONSUMER_OFFSETS_PARTITIONS, CONSUMER_OFFSETS_TOPIC};
 
+/// How often a front-end runs [`crate::Broker::expire_offsets`] (Kafka's
+/// `offsets.retention.check.interval.ms` is 10 minutes; a minute keeps
+/// expiry close to `groups.offsets_retention_minutes`, and a pass over the
+/// groups in memory is cheap).
+pub const OFFSETS_EXPIRY_CHECK_MS: u64 = 60_000;
+
 /// Kafka's `offset.metadata.max.bytes`.
 pub const METADATA_MAX_BYTES: usize = 4096;
 
@@ -207,6 +213,45 @@ impl crate::Broker {
             expired.push(group);
         }
         Ok(expired)
+    }
+}
+
+/// One committed offset against its partition's end.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ConsumerLag {
+    pub group: String,
+    pub topic: String,
+    pub partition: u32,
+    pub committed_offset: u64,
+    /// The offset the partition's next record gets.
+    pub end_offset: u64,
+    /// `end_offset − committed_offset`, 0 if the commit is at or past the
+    /// end.
+    pub lag: u64,
+}
+
+impl crate::Broker {
+    /// The lag of every committed offset of every group whose topic and
+    /// partition still exist, sorted by group, topic and partition. Not
+    /// blocking (in-memory reads).
+    pub fn consumer_lag(self: &std::sync::Arc<Self>) -> Vec<ConsumerLag> {
+        self.groups
+            .all_offsets()
+            .into_iter()
+            .filter_map(|(group, topic, partition, committed_offset)| {
+                // Offsets of deleted topics stay visible in the offsets
+                // route, but have no end to compare with.
+                let end_offset = self.partition(&topic, partition).ok()?.offsets().1;
+                Some(ConsumerLag {
+                    lag: end_offset.saturating_sub(committed_offset),
+                    group,
+                    topic,
+                    partition,
+                    committed_offset,
+                    end_offset,
+                })
+            })
+            .collect()
     }
 }
 
