@@ -582,9 +582,14 @@ mod tests {
 
     const T0_MS: u64 = 1_700_000_000_000;
 
-    fn open_at(dir: &std::path::Path, config: &BrokerConfig, clock: &Arc<ManualClock>) -> Broker {
+    /// A broker with `groups` as its `groups:` section, on `clock`.
+    fn open_at(dir: &std::path::Path, groups: &GroupsConfig, clock: &Arc<ManualClock>) -> Broker {
+        let config = BrokerConfig {
+            groups: groups.clone(),
+            ..BrokerConfig::default()
+        };
         Broker::open_inner(
-            config,
+            &config,
             store_config(dir),
             cleaner_config(),
             Faults::default(),
@@ -613,12 +618,9 @@ mod tests {
     fn the_groups_thread_expires_sessions() {
         let dir = tempfile::tempdir().unwrap();
         let clock = Arc::new(ManualClock::new(T0_MS));
-        let config = BrokerConfig {
-            groups: GroupsConfig {
-                initial_rebalance_delay_ms: 0,
-                ..GroupsConfig::default()
-            },
-            ..BrokerConfig::default()
+        let config = GroupsConfig {
+            initial_rebalance_delay_ms: 0,
+            ..GroupsConfig::default()
         };
         let broker = open_at(dir.path(), &config, &clock);
         broker.create_topic("t", 2, Overrides::new()).unwrap();
@@ -657,12 +659,9 @@ mod tests {
     fn committed_offsets_expire_after_the_retention_and_stay_gone() {
         let dir = tempfile::tempdir().unwrap();
         let clock = Arc::new(ManualClock::new(T0_MS));
-        let config = BrokerConfig {
-            groups: GroupsConfig {
-                offsets_retention_minutes: 1,
-                ..GroupsConfig::default()
-            },
-            ..BrokerConfig::default()
+        let config = GroupsConfig {
+            offsets_retention_minutes: 1,
+            ..GroupsConfig::default()
         };
         let broker = open_at(dir.path(), &config, &clock);
         broker.create_topic("t", 1, Overrides::new()).unwrap();
