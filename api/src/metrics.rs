@@ -8,6 +8,8 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use tidelog_broker::coordinator::{CoordinatorStats, GroupState};
+use tidelog_broker::groups::ConsumerLag;
 use tidelog_broker::store::{CleanerMetricsSnapshot, StoreStats};
 
 /// Upper bounds of the latency buckets, in seconds: 250 µs to 30 s, so both
@@ -161,6 +163,10 @@ pub struct Snapshot {
     pub compacted_logs: usize,
     pub compacted_log_segments: usize,
     pub compacted_log_bytes: u64,
+    /// The group coordinator's counts (`None` during recovery).
+    pub coordinator: Option<CoordinatorStats>,
+    /// Every committed offset against its partition's end.
+    pub consumer_lag: Vec<ConsumerLag>,
 }
 
 impl Metrics {
@@ -414,8 +420,75 @@ impl Metrics {
         if let Some(c) = &snap.cleaner {
             render_cleaner(&mut out, c, snap);
         }
+        if let Some(c) = &snap.coordinator {
+            render_groups(&mut out, c, &snap.consumer_lag);
+        }
         out
     }
+}
+
+/// The group coordinator's families and consumer lag (Kafka exporters'
+/// `kafka_consumergroup_lag` shape: one series per group and partition).
+fn render_groups(out: &mut String, c: &CoordinatorStats, lag: &[ConsumerLag]) {
+    let name = "tidelog_consumer_group_states";
+    let _ = writeln!(
+        out,
+        "# HELP {name} consumer groups the coordinator holds, by state."
+    );
+    let _ = writeln!(out, "# TYPE {name} gauge");
+    for state in [
+        GroupState::Empty,
+        GroupState::PreparingRebalance,
+        GroupState::CompletingRebalance,
+        GroupState::Stable,
+        GroupState::Dead,
+    ] {
+        let n = c.groups_by_state.get(state.name()).copied().unwrap_or(0);
+        let _ = writeln!(out, "{name}{{state=\"{}\"}} {n}", state.name());
+    }
+    gauge(
+        out,
+        "tidelog_consumer_group_members",
+        "members of every consumer group.",
+        c.members as f64,
+    );
+    counter(
+        out,
+        "tidelog_consumer_group_rebalances_total",
+        "rebalances (join windows closed, one generation each) of every group since start.",
+        c.rebalances_total,
+    );
+    let name = "tidelog_consumer_group_generation";
+    let _ = writeln!(out, "# HELP {name} a consumer group's current generation.");
+    let _ = writeln!(out, "# TYPE {name} gauge");
+    for (group, generation) in &c.generations {
+        let _ = writeln!(out, "{name}{{group=\"{}\"}} {generation}", label(group));
+    }
+    let name = "tidelog_consumer_group_lag";
+    let _ = writeln!(
+        out,
+        "# HELP {name} records between a group's committed offset and the partition's end offset (never negative)."
+    );
+    let _ = writeln!(out, "# TYPE {name} gauge");
+    for l in lag {
+        let _ = writeln!(
+            out,
+            "{name}{{group=\"{}\",topic=\"{}\",partition=\"{}\"}} {}",
+            label(&l.group),
+            label(&l.topic),
+            l.partition,
+            l.lag
+        );
+    }
+}
+
+/// A label value escaped as the text format wants (group and topic names
+/// cannot hold these characters, but a damaged offsets log could).
+fn label(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 /// The LogCleaner's families, with Kafka's meanings (`kafka.log:type=

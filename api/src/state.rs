@@ -165,6 +165,8 @@ impl AppState {
             compacted_logs: compacted.logs,
             compacted_log_segments: compacted.segments,
             compacted_log_bytes: compacted.bytes,
+            coordinator: ready.as_ref().map(|r| r.coordinator.stats()),
+            consumer_lag: ready.as_ref().map(|r| r.consumer_lag()).unwrap_or_default(),
             inflight_bytes: self.inner.inflight_bytes.used_bytes(),
             in_flight_requests: self
                 .inner

@@ -2,7 +2,8 @@
 //! while recovery runs, then 200 once the store is published; 500/50001
 //! when the store fails under a request, and the server still answering
 //! after it; 503/50302 while dispatch is stalled, 503/50303 when a sync
-//! flush hangs, 413/41301 at the record limit a small segment allows. The router runs in process (the real binary finishes recovery
+//! flush hangs, 413/41301 at the record limit a small segment allows;
+//! consumer lag in metrics and stats. The router runs in process (the real binary finishes recovery
 //! too fast to catch it in the act, and cannot be made to fail a write).
 
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
@@ -379,5 +380,55 @@ async fn small_segments_start_with_the_default_record_limit_clamped_and_named() 
         answer.1
     );
     assert!(answer.1.contains("clamped"), "{}", answer.1);
+    close(&state).await.unwrap();
+}
+
+/// Consumer lag and the group coordinator's counts in `/metrics` and in
+/// stats: a commit below a partition's end shows `end − committed`, one
+/// past it (the ext route allows it) shows 0, never negative.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumer_lag_is_end_minus_committed_in_metrics_and_stats() {
+    let dir = tempfile::tempdir().unwrap();
+    let (state, router) = serving(store_config(dir.path()), None).await;
+    for value in ["a", "b", "c"] {
+        let (status, body) = call(&router, "POST", "/topics/t", one_record(value)).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+    }
+    // Records count once dispatched (the end the fetch and offsets routes
+    // answer): wait for all three, bounded.
+    assert_eq!(values_once_there(&router, 3).await.len(), 3);
+    for (group, offset) in [("behind", 1), ("ahead", 5)] {
+        let commit = json!({"offsets": [{"topic": "t", "partition": 0, "offset": offset}]});
+        let uri = format!("/consumer-groups/{group}/offsets");
+        let (status, body) = call(&router, "POST", &uri, Some(commit)).await;
+        assert!(status.is_success(), "{status}: {body}");
+    }
+
+    let (status, text) = call(&router, "GET", "/metrics", None).await;
+    assert_eq!(status, StatusCode::OK);
+    for line in [
+        "# TYPE tidelog_consumer_group_lag gauge\n",
+        "\ntidelog_consumer_group_lag{group=\"behind\",topic=\"t\",partition=\"0\"} 2\n",
+        "\ntidelog_consumer_group_lag{group=\"ahead\",topic=\"t\",partition=\"0\"} 0\n",
+        "\ntidelog_consumer_group_states{state=\"Stable\"} 0\n",
+        "\ntidelog_consumer_group_members 0\n",
+        "# TYPE tidelog_consumer_group_rebalances_total counter\n",
+        "\ntidelog_consumer_group_rebalances_total 0\n",
+    ] {
+        assert!(text.contains(line), "missing {line:?} in:\n{text}");
+    }
+
+    let (status, body) = call(&router, "GET", "/v3/clusters/tidelog/stats", None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let stats: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        stats["consumer_group_lag"],
+        json!([
+            {"group": "ahead", "topic": "t", "partition": 0, "committed_offset": 5, "end_offset": 3, "lag": 0},
+            {"group": "behind", "topic": "t", "partition": 0, "committed_offset": 1, "end_offset": 3, "lag": 2},
+        ])
+    );
+    assert_eq!(stats["consumer_group_members"], json!(0));
+    assert_eq!(stats["consumer_group_rebalances"], json!(0));
     close(&state).await.unwrap();
 }

@@ -1,16 +1,28 @@
 //! Start-up and shutdown of the broker: the store, the compacted logs of
-//! compact topics, the topic registry, consumer group offsets and the
-//! LogCleaner, opened in the order recovery needs ([`Broker::open`]) and
-//! kept in line with each other while topics come and go.
+//! compact topics, the topic registry, consumer group offsets, the group
+//! coordinator and the LogCleaner, opened in the order recovery needs
+//! ([`Broker::open`]) and kept in line with each other while topics come
+//! and go.
+//!
+//! The coordinator has no thread of its own: `tidelog-groups` calls its
+//! `tick` at its next deadline (woken early by any call that may have moved
+//! one, never sleeping longer than [`GROUPS_TICK_MAX_MS`]), and is stopped
+//! and joined by [`Broker::shutdown`] before the store closes.
 //!
 //! Blocking throughout: a front-end calls it from a blocking thread.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use event_listener::Listener;
 
 use tidelog_cleaner::{CleanerConfig, CompactTopicConfig, CompactedLogs, LogCleaner};
 use tidelog_storage::{DataDirLock, Store, StoreConfig, StoreError};
 
 use crate::config::BrokerConfig;
+use crate::coordinator::{Clock, Coordinator, RandomIds, SystemClock};
 use crate::error::BrokerError;
 use crate::fault::{self, Faults};
 use crate::groups::GroupOffsets;
@@ -21,14 +33,23 @@ use crate::topic_config::{self, Overrides, TopicConfig};
 /// Directory under the data dir that holds the topic registry.
 pub const CONFIG_DIR: &str = "config";
 
+/// Longest sleep of `tidelog-groups` without a deadline (a bound, in case
+/// a deadline moved without a wake-up; ticking early is harmless).
+pub const GROUPS_TICK_MAX_MS: u64 = 1000;
+
 /// Everything that exists once recovery is done.
 pub struct Broker {
     /// As validated at open: auto-create, default partitions, cluster id,
     /// declared topics.
     pub config: BrokerConfig,
     pub store: Store,
-    pub registry: TopicRegistry,
+    /// An `Arc` so `tidelog-groups` can answer the coordinator's partition
+    /// counts without holding the broker.
+    pub registry: Arc<TopicRegistry>,
     pub groups: GroupOffsets,
+    /// Every consumer group's membership (see [`crate::coordinator`]).
+    pub coordinator: Arc<Coordinator>,
+    groups_thread: GroupsThread,
     /// Compacted logs of compact topics (fetch, offsets and key query of
     /// those topics read here).
     pub logs: Arc<CompactedLogs>,
@@ -69,7 +90,13 @@ impl Broker {
         store_config: StoreConfig,
         cleaner_config: CleanerConfig,
     ) -> Result<Broker, BrokerError> {
-        Self::open_inner(config, store_config, cleaner_config, Faults::default())
+        Self::open_inner(
+            config,
+            store_config,
+            cleaner_config,
+            Faults::default(),
+            Arc::new(SystemClock),
+        )
     }
 
     /// [`Broker::open`] with fault plans for the store and the cleaner
@@ -81,14 +108,21 @@ impl Broker {
         cleaner_config: CleanerConfig,
         faults: Faults,
     ) -> Result<Broker, BrokerError> {
-        Self::open_inner(config, store_config, cleaner_config, faults)
+        Self::open_inner(
+            config,
+            store_config,
+            cleaner_config,
+            faults,
+            Arc::new(SystemClock),
+        )
     }
 
-    fn open_inner(
+    pub(crate) fn open_inner(
         config: &BrokerConfig,
         store_config: StoreConfig,
         cleaner_config: CleanerConfig,
         faults: Faults,
+        clock: Arc<dyn Clock>,
     ) -> Result<Broker, BrokerError> {
         // Its own check first, like the store's and the cleaner's below (it
         // also fills in declared topics' partition counts).
@@ -109,7 +143,12 @@ impl Broker {
             .validate()
             .map_err(|source| BrokerError::Compaction { source })?;
         let lock = DataDirLock::acquire(&data_dir).map_err(store_err)?;
-        let registry = TopicRegistry::load(&data_dir.join(CONFIG_DIR))?;
+        let coordinator = Arc::new(Coordinator::new(
+            config.groups.clone(),
+            clock,
+            Box::new(RandomIds::default()),
+        )?);
+        let registry = Arc::new(TopicRegistry::load(&data_dir.join(CONFIG_DIR))?);
         let logs =
             CompactedLogs::open(&data_dir).map_err(|source| BrokerError::CompactedLogsOpen {
                 data_dir: data_dir.clone(),
@@ -127,12 +166,23 @@ impl Broker {
             cleaner_config,
             &faults,
         );
-        match prepared {
-            Ok((groups, cleaner)) => Ok(Broker {
+        let started = prepared.and_then(|(groups, cleaner)| {
+            match GroupsThread::start(&coordinator, &registry) {
+                Ok(groups_thread) => Ok((groups, cleaner, groups_thread)),
+                Err(e) => {
+                    cleaner.stop();
+                    Err(e)
+                }
+            }
+        });
+        match started {
+            Ok((groups, cleaner, groups_thread)) => Ok(Broker {
                 config,
                 store,
                 registry,
                 groups,
+                coordinator,
+                groups_thread,
                 logs,
                 cleaner: Arc::new(cleaner),
             }),
@@ -376,11 +426,88 @@ impl Broker {
             })
     }
 
-    /// Stops the cleaner (joining its threads), then flushes, checkpoints
-    /// and removes `abort` (Store::shutdown).
+    /// Stops `tidelog-groups` and the cleaner (joining their threads),
+    /// then flushes, checkpoints and removes `abort` (Store::shutdown).
     pub fn shutdown(self) -> Result<(), StoreError> {
+        self.groups_thread.stop(&self.coordinator);
         self.cleaner.stop();
         self.store.shutdown()
+    }
+}
+
+/// `tidelog-groups`: calls [`Coordinator::tick`] at its next deadline.
+struct GroupsThread {
+    stop: Arc<AtomicBool>,
+    handle: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl GroupsThread {
+    fn start(
+        coordinator: &Arc<Coordinator>,
+        registry: &Arc<TopicRegistry>,
+    ) -> Result<GroupsThread, BrokerError> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (c, r, s) = (
+            Arc::clone(coordinator),
+            Arc::clone(registry),
+            Arc::clone(&stop),
+        );
+        let handle = std::thread::Builder::new()
+            .name("tidelog-groups".into())
+            .spawn(move || loop {
+                // Supervised as the store's threads are: a panic (a bug)
+                // is logged and the loop restarts, so deadlines keep being
+                // applied.
+                let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    run_groups_ticks(&c, &r, &s);
+                }));
+                if run.is_ok() || s.load(Ordering::Acquire) {
+                    return;
+                }
+                tracing::error!(
+                    thread = "tidelog-groups",
+                    "background thread panicked; restarting it"
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            })
+            .map_err(|e| BrokerError::Internal {
+                message: format!("cannot start the tidelog-groups thread: {e}"),
+            })?;
+        Ok(GroupsThread {
+            stop,
+            handle: Mutex::new(Some(handle)),
+        })
+    }
+
+    fn stop(&self, coordinator: &Coordinator) {
+        self.stop.store(true, Ordering::Release);
+        coordinator.notify_deadlines();
+        let handle = self.handle.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(handle) = handle {
+            if handle.join().is_err() {
+                tracing::error!("the tidelog-groups thread panicked while stopping");
+            }
+        }
+    }
+}
+
+/// The body of `tidelog-groups`, until `stop`.
+fn run_groups_ticks(coordinator: &Coordinator, registry: &TopicRegistry, stop: &AtomicBool) {
+    let partitions = |topic: &str| registry.get(topic).map(|t| t.partitions.get());
+    while !stop.load(Ordering::Acquire) {
+        // Taken before the deadline is read, so a change in between wakes
+        // the wait below at once.
+        let listener = coordinator.listen_deadlines();
+        coordinator.tick(&partitions);
+        let now_ms = coordinator.now_ms();
+        let wait_ms = coordinator
+            .next_deadline_ms()
+            .map_or(GROUPS_TICK_MAX_MS, |d| d.saturating_sub(now_ms))
+            .clamp(1, GROUPS_TICK_MAX_MS);
+        if stop.load(Ordering::Acquire) {
+            return;
+        }
+        let _ = listener.wait_timeout(Duration::from_millis(wait_ms));
     }
 }
 
@@ -448,8 +575,124 @@ pub fn new_partition_base(store: &Store, topic: &str, partition: u32) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_support::{cleaner_config, store_config};
+    use crate::coordinator::{Assignor, GroupsConfig, JoinRequest, ManualClock, MemberProtocol};
+    use crate::groups::{CommitValue, OffsetCommit};
+    use crate::test_support::{cleaner_config, store_config, wait_until};
     use tidelog_cleaner::CleanerError;
+
+    const T0_MS: u64 = 1_700_000_000_000;
+
+    /// A broker with `groups` as its `groups:` section, on `clock`.
+    fn open_at(dir: &std::path::Path, groups: &GroupsConfig, clock: &Arc<ManualClock>) -> Broker {
+        let config = BrokerConfig {
+            groups: groups.clone(),
+            ..BrokerConfig::default()
+        };
+        Broker::open_inner(
+            &config,
+            store_config(dir),
+            cleaner_config(),
+            Faults::default(),
+            Arc::clone(clock) as Arc<dyn Clock>,
+        )
+        .unwrap()
+    }
+
+    fn commit(broker: &Broker, group: &str, offset: u64) {
+        let value = CommitValue {
+            offset,
+            metadata: String::new(),
+        };
+        let commit = OffsetCommit {
+            topic: "t".into(),
+            partition: 0,
+            value,
+        };
+        broker.commit_offsets(group, vec![commit]).unwrap();
+    }
+
+    /// `tidelog-groups` applies the coordinator's deadlines without any
+    /// request coming: a member that stops heartbeating is removed once
+    /// its session timeout passed by the coordinator's clock.
+    #[test]
+    fn the_groups_thread_expires_sessions() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(T0_MS));
+        let config = GroupsConfig {
+            initial_rebalance_delay_ms: 0,
+            ..GroupsConfig::default()
+        };
+        let broker = open_at(dir.path(), &config, &clock);
+        broker.create_topic("t", 2, Overrides::new()).unwrap();
+        let partitions = |t: &str| broker.registry.get(t).map(|t| t.partitions.get());
+        let join = JoinRequest {
+            member_id: None,
+            instance_id: None,
+            client_id: "c".into(),
+            host: "/127.0.0.1".into(),
+            session_timeout_ms: 10_000,
+            rebalance_timeout_ms: 10_000,
+            protocol: MemberProtocol::Http {
+                topics: vec!["t".into()],
+                assignor: Assignor::Range,
+            },
+            require_known_member_id: false,
+        };
+        broker.coordinator.join("g", join, &partitions).unwrap();
+        let members = || {
+            broker
+                .coordinator
+                .describe("g")
+                .map_or(0, |g| g.members.len())
+        };
+        assert_eq!(members(), 1);
+        clock.advance(10_001);
+        wait_until("the session to expire", || members() == 0);
+        broker.shutdown().unwrap();
+    }
+
+    /// Offsets of a group without members expire
+    /// `groups.offsets_retention_minutes` after its last commit: tombstones
+    /// go to `__consumer_offsets`, so the group stays gone after a restart,
+    /// while a group committed since keeps its offsets.
+    #[test]
+    fn committed_offsets_expire_after_the_retention_and_stay_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(T0_MS));
+        let config = GroupsConfig {
+            offsets_retention_minutes: 1,
+            ..GroupsConfig::default()
+        };
+        let broker = open_at(dir.path(), &config, &clock);
+        broker.create_topic("t", 1, Overrides::new()).unwrap();
+        commit(&broker, "old", 5);
+        commit(&broker, "recent", 7);
+        assert!(broker.expire_offsets().unwrap().is_empty());
+        clock.advance(30_000);
+        commit(&broker, "recent", 8);
+        clock.advance(30_000);
+        assert_eq!(broker.expire_offsets().unwrap(), ["old"]);
+        assert!(broker.groups.get("old", None).is_none());
+        assert_eq!(broker.groups.get("recent", None).unwrap()[0].offset, 8);
+        assert!(broker.expire_offsets().unwrap().is_empty(), "once only");
+        broker.shutdown().unwrap();
+
+        let broker = open_at(dir.path(), &config, &clock);
+        assert!(
+            broker.groups.get("old", None).is_none(),
+            "the tombstone is in the log"
+        );
+        assert_eq!(
+            broker.groups.last_commits(),
+            [crate::groups::GroupCommits {
+                group: "recent".into(),
+                last_commit_ms: T0_MS + 30_000,
+                keys: vec![("t".into(), 0)],
+            }],
+            "the commit time is the record's"
+        );
+        broker.shutdown().unwrap();
+    }
 
     /// The components' own checks run before anything is created: a
     /// refused setting of either leaves no data dir behind.

@@ -8,13 +8,16 @@
 //! their own: the server lists them in its file schema (serde's `flatten`
 //! cannot be combined with `deny_unknown_fields` and loses the key paths of
 //! its errors) and hands them here. A declared topic entry ([`TopicDecl`])
-//! deserializes as CONFIG.md writes it.
+//! deserializes as CONFIG.md writes it. The `groups:` section is the
+//! coordinator's own type ([`GroupsConfig`], its defaults and its check),
+//! carried here so the broker gets it the way it gets the other keys.
 
 use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
+use crate::coordinator::GroupsConfig;
 use crate::error::BrokerError;
 use crate::names;
 use crate::registry::check_partitions;
@@ -35,6 +38,9 @@ pub struct BrokerConfig {
     pub default_partitions: u32,
     /// Created at start if absent; their configs applied if present.
     pub topics: Vec<TopicDecl>,
+    /// `groups:`, the group coordinator's section (checked by its own
+    /// [`GroupsConfig::validate`], from [`BrokerConfig::validate`]).
+    pub groups: GroupsConfig,
 }
 
 impl Default for BrokerConfig {
@@ -44,6 +50,7 @@ impl Default for BrokerConfig {
             auto_create_topics: false,
             default_partitions: 4,
             topics: Vec::new(),
+            groups: GroupsConfig::default(),
         }
     }
 }
@@ -162,6 +169,7 @@ impl BrokerConfig {
                 return Err(bad(key(&format!("configs.{name}")), reason(e)));
             }
         }
+        self.groups.validate()?;
         Ok(())
     }
 

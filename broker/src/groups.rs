@@ -16,6 +16,12 @@
 //! so two concurrent commits to the same key end in memory exactly as they
 //! are ordered in the log, which is what a rebuild after a restart sees.
 //! (The topic has one partition, so queue offsets order every commit.)
+//!
+//! Each entry also remembers when it was committed (the record's timestamp,
+//! set from the coordinator's clock), so offsets of a group without members
+//! expire ([`crate::Broker::expire_offsets`], the coordinator's
+//! `offsets_expired` rule): tombstones for every key of the group are
+//! appended, and compaction then drops the keys from the log as well.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::RwLock;
@@ -25,6 +31,12 @@ use serde::{Deserialize, Serialize};
 use tidelog_cleaner::{CleanerError, CompactedLogs};
 
 use crate::registry::{CONSUMER_OFFSETS_PARTITIONS, CONSUMER_OFFSETS_TOPIC};
+
+/// How often a front-end runs [`crate::Broker::expire_offsets`] (Kafka's
+/// `offsets.retention.check.interval.ms` is 10 minutes; a minute keeps
+/// expiry close to `groups.offsets_retention_minutes`, and a pass over the
+/// groups in memory is cheap).
+pub const OFFSETS_EXPIRY_CHECK_MS: u64 = 60_000;
 
 /// Kafka's `offset.metadata.max.bytes`.
 pub const METADATA_MAX_BYTES: usize = 4096;
@@ -55,9 +67,24 @@ struct Entry {
     value: CommitValue,
     /// Queue offset in `__consumer_offsets` of the record this came from.
     log_offset: u64,
+    /// When it was committed (the record's timestamp, ms since the epoch).
+    committed_ms: u64,
 }
 
 type GroupState = BTreeMap<(String, u32), Entry>;
+
+/// One record of [`crate::Broker::append_offsets`]: topic, partition, and
+/// the commit with its encoded value (`None`: a tombstone).
+type OffsetRecord = (String, u32, Option<(CommitValue, Bytes)>);
+
+/// A group's last commit and the keys it has offsets for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupCommits {
+    pub group: String,
+    pub last_commit_ms: u64,
+    /// (topic, partition), sorted.
+    pub keys: Vec<(String, u32)>,
+}
 
 #[derive(Debug, Default)]
 pub struct GroupOffsets {
@@ -128,32 +155,121 @@ impl crate::Broker {
         if offsets.is_empty() {
             return Ok(());
         }
-        let internal = self.registry.require(CONSUMER_OFFSETS_TOPIC)?;
-        let mut batch = Vec::with_capacity(offsets.len());
-        for c in &offsets {
+        let mut records = Vec::with_capacity(offsets.len());
+        for c in offsets {
             let value = record_value(&c.value).map_err(|e| crate::BrokerError::Internal {
                 message: format!("cannot encode an offset commit: {e}"),
             })?;
-            batch.push(tidelog_storage::AppendRecord {
+            records.push((c.topic, c.partition, Some((c.value, value))));
+        }
+        self.append_offsets(group, records)
+    }
+
+    /// Appends commits (or tombstones, `None`) of `group` to
+    /// `__consumer_offsets` as one batch, stamped with the coordinator's
+    /// clock, then applies them in memory.
+    fn append_offsets(
+        &self,
+        group: &str,
+        records: Vec<OffsetRecord>,
+    ) -> Result<(), crate::BrokerError> {
+        let internal = self.registry.require(CONSUMER_OFFSETS_TOPIC)?;
+        let now_ms = self.coordinator.now_ms();
+        let batch: Vec<_> = records
+            .iter()
+            .map(|(topic, partition, value)| tidelog_storage::AppendRecord {
                 topic: std::sync::Arc::clone(&internal.name),
                 partition: 0,
-                key: Some(record_key(group, &c.topic, c.partition)),
-                value: Some(value),
+                key: Some(record_key(group, topic, *partition)),
+                value: value.as_ref().map(|(_, bytes)| bytes.clone()),
                 headers: Vec::new(),
-                timestamp_ms: None,
-            });
-        }
+                timestamp_ms: Some(i64::try_from(now_ms).unwrap_or(i64::MAX)),
+            })
+            .collect();
         let appended = self.store.append(&batch)?;
-        for (c, a) in offsets.into_iter().zip(appended) {
+        for ((topic, partition, value), a) in records.into_iter().zip(appended) {
             self.groups.apply(
                 group,
-                &c.topic,
-                c.partition,
-                Some(c.value),
+                &topic,
+                partition,
+                value.map(|(v, _)| v),
                 a.queue_offset.get(),
+                now_ms,
             );
         }
         Ok(())
+    }
+
+    /// Deletes the committed offsets of every group whose offsets expired
+    /// (the coordinator's `offsets_expired`: no members, and
+    /// `groups.offsets_retention_minutes` since its last commit or since it
+    /// became empty), by appending a tombstone for each of its keys.
+    /// Returns the groups expired. Blocking.
+    ///
+    /// A stateless commit landing between the check and the tombstones is
+    /// deleted with the rest: it came to a group that had just expired,
+    /// exactly as if it had come a moment earlier.
+    pub fn expire_offsets(&self) -> Result<Vec<String>, crate::BrokerError> {
+        let mut expired = Vec::new();
+        for GroupCommits {
+            group,
+            last_commit_ms,
+            keys,
+        } in self.groups.last_commits()
+        {
+            if !self.coordinator.offsets_expired(&group, last_commit_ms) {
+                continue;
+            }
+            tracing::info!(
+                %group,
+                offsets = keys.len(),
+                last_commit_ms,
+                "committed offsets expired (groups.offsets_retention_minutes)"
+            );
+            let tombstones = keys.into_iter().map(|(t, p)| (t, p, None)).collect();
+            self.append_offsets(&group, tombstones)?;
+            expired.push(group);
+        }
+        Ok(expired)
+    }
+}
+
+/// One committed offset against its partition's end.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ConsumerLag {
+    pub group: String,
+    pub topic: String,
+    pub partition: u32,
+    pub committed_offset: u64,
+    /// The offset the partition's next record gets.
+    pub end_offset: u64,
+    /// `end_offset − committed_offset`, 0 if the commit is at or past the
+    /// end.
+    pub lag: u64,
+}
+
+impl crate::Broker {
+    /// The lag of every committed offset of every group whose topic and
+    /// partition still exist, sorted by group, topic and partition. Not
+    /// blocking (in-memory reads).
+    pub fn consumer_lag(self: &std::sync::Arc<Self>) -> Vec<ConsumerLag> {
+        self.groups
+            .all_offsets()
+            .into_iter()
+            .filter_map(|(group, topic, partition, committed_offset)| {
+                // Offsets of deleted topics stay visible in the offsets
+                // route, but have no end to compare with.
+                let end_offset = self.partition(&topic, partition).ok()?.offsets().1;
+                Some(ConsumerLag {
+                    lag: end_offset.saturating_sub(committed_offset),
+                    group,
+                    topic,
+                    partition,
+                    committed_offset,
+                    end_offset,
+                })
+            })
+            .collect()
     }
 }
 
@@ -186,6 +302,7 @@ impl GroupOffsets {
                         record.key().as_deref(),
                         record.value().as_deref(),
                         record.offset.get(),
+                        u64::try_from(record.timestamp_ms).unwrap_or(0),
                     );
                     applied += 1;
                 }
@@ -199,7 +316,13 @@ impl GroupOffsets {
         Ok(state)
     }
 
-    fn apply_record(&self, key: Option<&[u8]>, value: Option<&[u8]>, log_offset: u64) {
+    fn apply_record(
+        &self,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        log_offset: u64,
+        committed_ms: u64,
+    ) {
         let Some((group, topic, partition)) = key.and_then(parse_key) else {
             tracing::warn!(
                 log_offset,
@@ -217,11 +340,12 @@ impl GroupOffsets {
                 }
             },
         };
-        self.apply(&group, &topic, partition, value, log_offset);
+        self.apply(&group, &topic, partition, value, log_offset, committed_ms);
     }
 
     /// Records one commit (or a tombstone, `None`) that the log holds at
-    /// `log_offset`, unless a newer one is already known.
+    /// `log_offset`, committed at `committed_ms`, unless a newer one is
+    /// already known.
     pub fn apply(
         &self,
         group: &str,
@@ -229,6 +353,7 @@ impl GroupOffsets {
         partition: u32,
         value: Option<CommitValue>,
         log_offset: u64,
+        committed_ms: u64,
     ) {
         let mut groups = self.groups.write().unwrap_or_else(|e| e.into_inner());
         let key = (topic.to_string(), partition);
@@ -238,7 +363,14 @@ impl GroupOffsets {
                 match state.get(&key) {
                     Some(existing) if existing.log_offset > log_offset => {}
                     _ => {
-                        state.insert(key, Entry { value, log_offset });
+                        state.insert(
+                            key,
+                            Entry {
+                                value,
+                                log_offset,
+                                committed_ms,
+                            },
+                        );
                     }
                 }
             }
@@ -274,6 +406,36 @@ impl GroupOffsets {
         )
     }
 
+    /// Every group with its last commit time and its keys (topic,
+    /// partition).
+    pub fn last_commits(&self) -> Vec<GroupCommits> {
+        let groups = self.groups.read().unwrap_or_else(|e| e.into_inner());
+        groups
+            .iter()
+            .map(|(group, state)| GroupCommits {
+                group: group.clone(),
+                last_commit_ms: state.values().map(|e| e.committed_ms).max().unwrap_or(0),
+                keys: state.keys().cloned().collect(),
+            })
+            .collect()
+    }
+
+    /// Every committed offset of every group: (group, topic, partition,
+    /// offset), sorted.
+    pub fn all_offsets(&self) -> Vec<(String, String, u32, u64)> {
+        let groups = self.groups.read().unwrap_or_else(|e| e.into_inner());
+        let mut out: Vec<_> = groups
+            .iter()
+            .flat_map(|(group, state)| {
+                state
+                    .iter()
+                    .map(|((t, p), e)| (group.clone(), t.clone(), *p, e.value.offset))
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
     pub fn group_count(&self) -> usize {
         self.groups.read().unwrap_or_else(|e| e.into_inner()).len()
     }
@@ -306,21 +468,21 @@ mod tests {
     #[test]
     fn newer_log_position_wins_whatever_the_arrival_order() {
         let g = GroupOffsets::default();
-        g.apply("g", "t", 0, v(20), 5);
-        g.apply("g", "t", 0, v(10), 4); // older commit applied late
+        g.apply("g", "t", 0, v(20), 5, 0);
+        g.apply("g", "t", 0, v(10), 4, 0); // older commit applied late
         assert_eq!(g.get("g", None).unwrap()[0].offset, 20);
-        g.apply("g", "t", 0, None, 3); // older tombstone
+        g.apply("g", "t", 0, None, 3, 0); // older tombstone
         assert_eq!(g.get("g", None).unwrap().len(), 1);
-        g.apply("g", "t", 0, None, 6);
+        g.apply("g", "t", 0, None, 6, 0);
         assert!(g.get("g", None).is_none(), "empty group is unknown again");
     }
 
     #[test]
     fn topic_filter() {
         let g = GroupOffsets::default();
-        g.apply("g", "a", 1, v(1), 0);
-        g.apply("g", "b", 0, v(2), 1);
-        g.apply("g", "a", 0, v(3), 2);
+        g.apply("g", "a", 1, v(1), 0, 0);
+        g.apply("g", "b", 0, v(2), 1, 0);
+        g.apply("g", "a", 0, v(3), 2, 0);
         let all = g.get("g", None).unwrap();
         let order: Vec<(&str, u32)> = all
             .iter()

@@ -20,6 +20,8 @@
 //! * `cluster_id`, `auto_create_topics`, `default_partitions`, `topics` —
 //!   [`tidelog_broker::BrokerConfig`], top-level keys listed here (serde's
 //!   `flatten` cannot be combined with `deny_unknown_fields`);
+//! * `groups:` — [`tidelog_broker::coordinator::GroupsConfig`], carried in
+//!   the `BrokerConfig` (whose `validate` runs the section's);
 //! * `http:` and `admin_token` — [`tidelog_api::settings`].
 //!
 //! So `check-config` and `serve` accept and refuse the same files. This
@@ -47,6 +49,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use tidelog_api::settings::{validate_admin_token, HttpConfig, InvalidSetting};
 use tidelog_broker::config::TopicDecl;
+use tidelog_broker::coordinator::GroupsConfig;
 use tidelog_broker::{BrokerConfig, BrokerError};
 use tidelog_cleaner::{CleanerConfig, CleanerError};
 use tidelog_storage::{RetentionConfig, StoreConfig, StoreError};
@@ -91,6 +94,8 @@ pub struct Config {
     pub cleaner: CleanerConfig,
     /// HTTP request limits (not in CONFIG.md's list; added keys).
     pub http: HttpConfig,
+    /// The consumer group coordinator.
+    pub groups: GroupsConfig,
     /// Created at start if absent; their configs applied if present.
     pub topics: Vec<TopicDecl>,
 }
@@ -111,6 +116,7 @@ impl Default for Config {
             retention: RetentionConfig::default(),
             cleaner: CleanerConfig::default(),
             http: HttpConfig::default(),
+            groups: broker.groups,
             topics: broker.topics,
         }
     }
@@ -203,6 +209,7 @@ impl Config {
             auto_create_topics: self.auto_create_topics,
             default_partitions: self.default_partitions,
             topics: self.topics.clone(),
+            groups: self.groups.clone(),
         }
     }
 
@@ -362,6 +369,10 @@ mod tests {
         assert_eq!(config.cleaner.dedupe_buffer_bytes, 134_217_728);
         assert_eq!(config.cleaner.backoff_ms, 15_000);
         assert_eq!(config.cleaner.io_max_bytes_per_second, None);
+        assert_eq!(config.groups.offsets_retention_minutes, 10_080);
+        assert_eq!(config.groups.initial_rebalance_delay_ms, 3_000);
+        assert_eq!(config.groups.min_session_timeout_ms, 6_000);
+        assert_eq!(config.groups.max_session_timeout_ms, 1_800_000);
         assert!(config.topics.is_empty());
         assert_eq!(
             as_yaml(&Config::load(None, &CliOverrides::default()).unwrap()),
@@ -901,6 +912,47 @@ mod tests {
                 .get("cleanup.policy")
                 .map(String::as_str),
             Some("compact")
+        );
+    }
+
+    /// `groups:` reaches the broker's config as written, and the
+    /// coordinator's own check refuses bad values naming `groups.<key>`.
+    #[test]
+    fn groups_section_is_carried_and_checked() {
+        let config = load_str(
+            "groups:\n  offsets_retention_minutes: 60\n  initial_rebalance_delay_ms: 0\n  min_session_timeout_ms: 100\n  max_session_timeout_ms: 200\n",
+        )
+        .unwrap();
+        let groups = config.broker_config().groups;
+        assert_eq!(groups.offsets_retention_minutes, 60);
+        assert_eq!(groups.initial_rebalance_delay_ms, 0);
+        assert_eq!(groups.min_session_timeout_ms, 100);
+        assert_eq!(groups.max_session_timeout_ms, 200);
+        assert_eq!(config.api_settings().broker.groups, groups);
+        assert_rejects(
+            "groups: {offsets_retention_minutes: 0}\n",
+            "groups.offsets_retention_minutes",
+            "at least 1",
+        );
+        assert_rejects(
+            "groups: {min_session_timeout_ms: 7000, max_session_timeout_ms: 6500}\n",
+            "groups.max_session_timeout_ms",
+            "below min_session_timeout_ms",
+        );
+        assert_rejects(
+            "groups: {min_session_timeout_ms: 0}\n",
+            "groups.min_session_timeout_ms",
+            "at least 1",
+        );
+        assert_rejects(
+            "groups: {session_timeout_ms: 1}\n",
+            "groups.session_timeout_ms",
+            "unknown field",
+        );
+        assert_rejects(
+            "groups: {initial_rebalance_delay_ms: soon}\n",
+            "groups.initial_rebalance_delay_ms",
+            "invalid type",
         );
     }
 

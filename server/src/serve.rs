@@ -8,8 +8,11 @@
 //!    open the store with their dispatcher sink (recovery copies replayed
 //!    records too), create declared topics, rebuild consumer offsets from
 //!    `__consumer_offsets`' compacted log, start the LogCleaner threads
-//!    (`Broker::open`); then the API serves. A failure here stops the server
-//!    with exit 1.
+//!    (`Broker::open`, which also starts the group coordinator's
+//!    `tidelog-groups` thread); then the API serves, and a task runs
+//!    `Broker::expire_offsets` every `OFFSETS_EXPIRY_CHECK_MS` (offsets of
+//!    groups without members, after `groups.offsets_retention_minutes`).
+//!    A failure here stops the server with exit 1.
 //! 3. On SIGINT or SIGTERM: stop accepting, wake long-polls, let requests in
 //!    flight finish (a body still arriving has `http.body_read_timeout_ms`;
 //!    connections without a request in flight close at once, see
@@ -100,6 +103,7 @@ pub async fn run(config: Config) -> ExitCode {
             match opened {
                 Ok(Ok(ready)) => {
                     state.set_ready(ready);
+                    tokio::spawn(expire_offsets_periodically(state.clone(), stop_tx.subscribe()));
                     None
                 }
                 Ok(Err(e)) => {
@@ -189,4 +193,28 @@ pub async fn run(config: Config) -> ExitCode {
         }
     }
     exit
+}
+
+/// Runs `Broker::expire_offsets` every `OFFSETS_EXPIRY_CHECK_MS` until
+/// shutdown begins. It holds the broker only during a pass, so shutdown's
+/// `take_ready` gets it back.
+async fn expire_offsets_periodically(state: AppState, mut stop: watch::Receiver<bool>) {
+    let period = Duration::from_millis(tidelog_broker::groups::OFFSETS_EXPIRY_CHECK_MS);
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(period) => {}
+            _ = stop.changed() => return,
+        }
+        if *stop.borrow() {
+            return;
+        }
+        let Ok(broker) = state.ready() else {
+            continue;
+        };
+        match tokio::task::spawn_blocking(move || broker.expire_offsets()).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::error!(error = %e, "committed offsets expiry failed"),
+            Err(e) => tracing::error!(error = %e, "committed offsets expiry task failed"),
+        }
+    }
 }

@@ -49,12 +49,14 @@ pub async fn clusters(State(state): State<AppState>) -> Result<Response, ApiErro
 }
 
 /// `GET /v3/clusters/{c}/stats`: the store's counters, disk usage and
-/// retention totals, and the registry's size. Everything here is a cheap
+/// retention totals, the registry's size, and the group coordinator's
+/// counts with every committed offset's lag. Everything here is a cheap
 /// in-memory read; the disk figures are the store's last measurement.
 pub async fn stats(State(state): State<AppState>, _: ClusterPath) -> Result<Response, ApiError> {
     let ready = state.ready()?;
     let s = ready.store.stats();
     let retention = &ready.store.config().retention;
+    let groups = ready.coordinator.stats();
     json(
         StatusCode::OK,
         &json_value!({
@@ -80,6 +82,10 @@ pub async fn stats(State(state): State<AppState>, _: ClusterPath) -> Result<Resp
             "thread_restarts": s.thread_restarts,
             "topics": ready.registry.len(),
             "consumer_groups": ready.groups.group_count(),
+            "consumer_group_states": groups.groups_by_state,
+            "consumer_group_members": groups.members,
+            "consumer_group_rebalances": groups.rebalances_total,
+            "consumer_group_lag": ready.consumer_lag(),
         }),
     )
 }

@@ -2,7 +2,7 @@
 //! defaults written once) and the bounds on everything a client controls in
 //! a group, which are constants rather than settings.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::BrokerError;
 
@@ -28,7 +28,7 @@ pub const INSTANCE_ID_MAX_BYTES: usize = 249;
 pub const MEMBER_ID_MAX_BYTES: usize = CLIENT_TEXT_MAX_BYTES + 1 + 36;
 
 /// `groups:` in broker.yaml.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct GroupsConfig {
     /// Offsets of a group without members expire this long after its last

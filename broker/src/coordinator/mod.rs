@@ -121,6 +121,27 @@ pub struct Coordinator {
     /// from here (offsets expiry after a restart).
     started_ms: u64,
     inner: Mutex<Inner>,
+    /// Notified after every call that may have moved a deadline earlier
+    /// (joins, syncs, leaves...), so the thread that calls
+    /// [`Coordinator::tick`] sleeps until the next deadline, not a period.
+    deadlines: Event,
+    /// Join windows closed, in every group since start (each is one
+    /// generation, one rebalance); kept here, so a deleted group's do not
+    /// make it go back.
+    rebalances: AtomicU64,
+}
+
+/// The coordinator's numbers for metrics and stats.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CoordinatorStats {
+    /// Groups held, by [`GroupState::name`].
+    pub groups_by_state: BTreeMap<&'static str, usize>,
+    /// Members of every group.
+    pub members: usize,
+    /// Join windows closed since start ([`Change::JoinCompleted`]).
+    pub rebalances_total: u64,
+    /// Each group's current generation, by name.
+    pub generations: BTreeMap<String, u32>,
 }
 
 impl Coordinator {
@@ -138,11 +159,31 @@ impl Coordinator {
                 groups: BTreeMap::new(),
                 ids,
             }),
+            deadlines: Event::new(),
+            rebalances: AtomicU64::new(0),
         })
     }
 
     pub fn config(&self) -> &GroupsConfig {
         &self.config
+    }
+
+    /// Now, by the coordinator's clock (what [`Coordinator::next_deadline_ms`]
+    /// is compared with).
+    pub fn now_ms(&self) -> u64 {
+        self.clock.now_ms()
+    }
+
+    /// A listener notified at the next call that may have moved a
+    /// deadline; take it before reading [`Coordinator::next_deadline_ms`].
+    pub fn listen_deadlines(&self) -> EventListener {
+        self.deadlines.listen()
+    }
+
+    /// Wakes whoever waits on [`Coordinator::listen_deadlines`] (a change,
+    /// or the broker stopping).
+    pub fn notify_deadlines(&self) {
+        self.deadlines.notify(usize::MAX);
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -164,13 +205,15 @@ impl Coordinator {
             return missing();
         };
         let result = f(&mut slot.group, now_ms);
-        Self::publish(group, slot);
+        self.publish(group, slot);
+        drop(inner);
+        self.notify_deadlines();
         result
     }
 
     /// Wakes the group's waiters if it changed, and logs membership
     /// changes.
-    fn publish(name: &str, slot: &mut Slot) -> Vec<Change> {
+    fn publish(&self, name: &str, slot: &mut Slot) -> Vec<Change> {
         let changes = slot.group.take_changes();
         if !changes.is_empty() {
             slot.changed.notify(usize::MAX);
@@ -180,12 +223,15 @@ impl Coordinator {
                 Change::MemberRemoved { member_id, reason } => {
                     tracing::info!(group = name, member_id, ?reason, "member left the group");
                 }
-                Change::JoinCompleted { generation } => tracing::info!(
-                    group = name,
-                    generation,
-                    members = slot.group.member_count(),
-                    "rebalance: join window closed"
-                ),
+                Change::JoinCompleted { generation } => {
+                    self.rebalances.fetch_add(1, Ordering::Relaxed);
+                    tracing::info!(
+                        group = name,
+                        generation,
+                        members = slot.group.member_count(),
+                        "rebalance: join window closed"
+                    );
+                }
                 Change::RebalanceStarted | Change::Stable { .. } | Change::Empty { .. } => {
                     tracing::debug!(group = name, ?change, "group changed");
                 }
@@ -241,7 +287,7 @@ impl Coordinator {
         let result = slot
             .group
             .join(req, now_ms, &self.config, inner.ids.as_mut(), topics);
-        Self::publish(group, slot);
+        self.publish(group, slot);
         if created && result.is_err() && slot.group.member_count() == 0 {
             // A refused first join leaves nothing behind (a MEMBER_ID_REQUIRED
             // answer keeps the group: it holds the handed-out id).
@@ -249,6 +295,7 @@ impl Coordinator {
                 inner.groups.remove(group);
             }
         }
+        self.notify_deadlines();
         result
     }
 
@@ -351,7 +398,7 @@ impl Coordinator {
             if slot.group.next_deadline_ms().is_some_and(|d| d <= now_ms) {
                 slot.group.tick(now_ms, &self.config, topics);
             }
-            for change in Self::publish(name, slot) {
+            for change in self.publish(name, slot) {
                 out.push(GroupChange {
                     group: name.clone(),
                     change,
@@ -387,6 +434,26 @@ impl Coordinator {
             .values()
             .map(|s| s.group.snapshot())
             .collect()
+    }
+
+    /// Group counts by state, members, rebalances and generations.
+    pub fn stats(&self) -> CoordinatorStats {
+        let inner = self.lock();
+        let mut stats = CoordinatorStats {
+            rebalances_total: self.rebalances.load(Ordering::Relaxed),
+            ..CoordinatorStats::default()
+        };
+        for (name, slot) in &inner.groups {
+            *stats
+                .groups_by_state
+                .entry(slot.group.state().name())
+                .or_default() += 1;
+            stats.members += slot.group.member_count();
+            stats
+                .generations
+                .insert(name.clone(), slot.group.generation());
+        }
+        stats
     }
 
     /// Forgets an empty group (its offsets are the offsets store's to
