@@ -143,6 +143,13 @@ fn store_config(dir: &Path, flush: FlushMode) -> StoreConfig {
     c.preallocate_next_segment = false;
     c.flush = flush;
     c.flush_interval_ms = 5;
+    // The store's own deadlines are not under test here: on a loaded
+    // machine the durable image's syncs can hold a sync append past the
+    // 5 s default, which the store rightly answers with FlushTimedOut and
+    // the writers would take for a failure (seen once under a full test
+    // run beside other builds: 218 s instead of 14).
+    c.sync_flush_timeout_ms = 300_000;
+    c.dispatch_stall_ms = 300_000;
     c.retention.disk = Arc::new(FixedDiskUsage::new(0.1));
     // A forced pass may delete every segment; unpaced, it ends within the
     // era instead of holding the crash up.
