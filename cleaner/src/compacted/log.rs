@@ -550,20 +550,36 @@ impl CompactedLog {
 
     /// Remove the oldest segments (retention of `compact,delete` topics),
     /// never the active one. Returns (segments, bytes) removed.
+    ///
+    /// One segment at a time, oldest first: out of the list (so no new
+    /// read starts on it; a read under way keeps its open file), then its
+    /// file deleted. If a deletion fails, that segment goes back at the
+    /// front and the younger ones are not touched, so the list in memory
+    /// and the files on disk agree: records a failed deletion leaves are
+    /// still served, and none come back after a restart that were gone
+    /// before it.
     pub(crate) fn delete_oldest(&self, count: usize) -> Result<(usize, u64)> {
         let mut st = lock(&self.append_lock);
         self.write_pending(&mut st)?;
-        let mut segs = self.segments.write().unwrap_or_else(|e| e.into_inner());
-        let n = count.min(segs.len().saturating_sub(1));
-        let removed: Vec<_> = segs.drain(..n).collect();
-        drop(segs);
-        let mut bytes = 0;
-        for s in &removed {
-            bytes += s.len();
-            let p = s.path();
-            std::fs::remove_file(&p).map_err(|e| io_err(&p, e))?;
+        let (mut removed, mut bytes) = (0, 0);
+        while removed < count {
+            let oldest = {
+                let mut segs = self.segments.write().unwrap_or_else(|e| e.into_inner());
+                if segs.len() <= 1 {
+                    break;
+                }
+                segs.remove(0)
+            };
+            let p = oldest.path();
+            if let Err(e) = std::fs::remove_file(&p) {
+                let mut segs = self.segments.write().unwrap_or_else(|e| e.into_inner());
+                segs.insert(0, oldest);
+                return Err(io_err(&p, e));
+            }
+            removed += 1;
+            bytes += oldest.len();
         }
-        Ok((removed.len(), bytes))
+        Ok((removed, bytes))
     }
 }
 
@@ -594,5 +610,62 @@ impl Cut {
             }
         }
         cut
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tidelog_storage::QueueOffset;
+
+    use super::*;
+    use crate::compacted::format::{encode_record, Fields};
+
+    fn record(offset: u64) -> CompactedRecord {
+        encode_record(&Fields {
+            offset: QueueOffset::new(offset),
+            timestamp_ms: 1,
+            store_timestamp_ms: 1,
+            delete_horizon_ms: 0,
+            physical_offset: PhysicalOffset::new(offset * 100),
+            key: Some(b"k"),
+            value: Some(b"v"),
+            headers_block: &[],
+            header_count: 0,
+        })
+    }
+
+    /// A failed deletion leaves that segment listed and every younger one
+    /// untouched (they were dropped from the list before, and came back
+    /// from disk at the next start).
+    #[test]
+    fn a_failed_deletion_keeps_the_list_and_the_files_in_step() {
+        let dir = tempfile::tempdir().unwrap();
+        let tp = TopicPartition::new("t", 0).unwrap();
+        let log = CompactedLog::open(tp, dir.path().to_path_buf()).unwrap();
+        let roll = RollPolicy {
+            segment_bytes: 1 << 20,
+            segment_ms: i64::MAX,
+        };
+        for offset in 0..4 {
+            log.append(&record(offset), roll, 0).unwrap();
+            log.end_batch().unwrap();
+            log.roll(0).unwrap();
+        }
+        let before: Vec<PathBuf> = log.segments().iter().map(|s| s.path()).collect();
+        assert!(before.len() >= 4, "{before:?}");
+        // The second oldest cannot be deleted: a directory stands at its
+        // path (remove_file refuses a directory, also as root).
+        std::fs::remove_file(&before[1]).unwrap();
+        std::fs::create_dir(&before[1]).unwrap();
+        assert!(log.delete_oldest(3).is_err());
+        let after: Vec<PathBuf> = log.segments().iter().map(|s| s.path()).collect();
+        assert_eq!(after, before[1..], "only the oldest is gone");
+        assert!(!before[0].exists());
+        assert!(before[2..].iter().all(|p| p.exists()));
+        // Once it can be deleted, retention goes on from there.
+        std::fs::remove_dir(&before[1]).unwrap();
+        std::fs::write(&before[1], b"").unwrap();
+        assert_eq!(log.delete_oldest(1).unwrap().0, 1);
+        assert_eq!(log.segments().len(), before.len() - 2);
     }
 }
