@@ -222,6 +222,10 @@ pub(crate) struct Dispatcher {
     log: Arc<CommitLog>,
     sinks: Vec<Arc<dyn DispatchSink>>,
     dispatched: AtomicU64,
+    /// Up to here every sink has also run `end_batch`: what a buffering
+    /// sink took is visible. At most `dispatched`; what
+    /// [`Dispatcher::wait_dispatched`] waits for.
+    published: AtomicU64,
     progressed: Event,
     errors: AtomicU64,
     /// Failing for this long makes dispatch stalled.
@@ -281,6 +285,7 @@ impl Dispatcher {
             log,
             sinks,
             dispatched: AtomicU64::new(from),
+            published: AtomicU64::new(from),
             progressed: Event::new(),
             errors: AtomicU64::new(0),
             stall_after,
@@ -480,8 +485,9 @@ impl Dispatcher {
             for s in &self.sinks {
                 s.end_batch().map_err(|e| (s.name().to_string(), e))?;
             }
-            self.progressed.notify(usize::MAX);
         }
+        self.published.store(pos, Ordering::Release);
+        self.progressed.notify(usize::MAX);
         if let Some(e) = failed {
             return Err(e);
         }
@@ -560,12 +566,13 @@ impl Dispatcher {
         self.log.appended_event().notify(usize::MAX);
     }
 
-    /// Block until everything below `target` is dispatched, or `timeout`.
+    /// Block until everything below `target` is dispatched and published
+    /// by every sink (their `end_batch` ran), or `timeout`.
     pub(crate) fn wait_dispatched(&self, target: u64, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
         loop {
             let listener = self.progressed.listen();
-            if self.dispatched() >= target {
+            if self.published.load(Ordering::Acquire) >= target {
                 return true;
             }
             let now = Instant::now();

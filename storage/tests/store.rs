@@ -1080,3 +1080,51 @@ fn a_sequential_reader_sees_records_committed_after_it_started() {
     assert_eq!(seen, (0..40u64).map(|r| r % 5 + 1).sum::<u64>());
     assert!(store.stats().commitlog_segments > 5, "{:?}", store.stats());
 }
+
+/// A sink that buffers until `end_batch`, and takes its time there.
+#[derive(Default)]
+struct SlowPublisher {
+    taken: std::sync::atomic::AtomicU64,
+    visible: std::sync::atomic::AtomicU64,
+}
+
+impl tidelog_storage::DispatchSink for SlowPublisher {
+    fn name(&self) -> &str {
+        "slow-publisher"
+    }
+    fn dispatch(&self, _: &tidelog_storage::StoredRecord) -> tidelog_storage::Result<()> {
+        self.taken.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
+    }
+    fn end_batch(&self) -> tidelog_storage::Result<()> {
+        let taken = self.taken.load(std::sync::atomic::Ordering::SeqCst);
+        if taken > self.visible.load(std::sync::atomic::Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(300));
+            self.visible
+                .store(taken, std::sync::atomic::Ordering::SeqCst);
+        }
+        Ok(())
+    }
+    fn flush(&self) -> tidelog_storage::Result<()> {
+        Ok(())
+    }
+}
+
+/// `wait_dispatched` returns only once every sink published what it took
+/// (its `end_batch` ran), not as soon as the records were handed over: a
+/// caller that waits and then reads a buffering sink (a compacted log)
+/// must find the records there.
+#[test]
+fn wait_dispatched_waits_for_the_sinks_to_publish() {
+    let dir = tempfile::tempdir().unwrap();
+    let sink = Arc::new(SlowPublisher::default());
+    let store = Store::open_with_sinks(small_config(dir.path()), vec![sink.clone()]).unwrap();
+    store.append(&[record("t", 0, None, Some("v"))]).unwrap();
+    assert!(store.wait_dispatched(Duration::from_secs(60)));
+    assert_eq!(
+        sink.visible.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "wait_dispatched returned before the sink's end_batch published the record"
+    );
+    store.shutdown().unwrap();
+}
