@@ -148,6 +148,7 @@ impl Broker {
             clock,
             Box::new(RandomIds::default()),
         )?);
+        refuse_orphaned_topics(&data_dir)?;
         let registry = Arc::new(TopicRegistry::load(&data_dir.join(CONFIG_DIR))?);
         let logs =
             CompactedLogs::open(&data_dir).map_err(|source| BrokerError::CompactedLogsOpen {
@@ -553,6 +554,46 @@ fn declare_before_recovery(
     early
 }
 
+/// Refuses to start when the topic registry file is gone but the data dir
+/// still holds records of user topics (their ConsumeQueue or compacted-log
+/// directories). Without the file every topic would be unknown, and the
+/// start-up sweep deletes the queues and compacted logs of unknown topics:
+/// a lost `config/topics.json` (an operator's mistake, a bad restore)
+/// would delete every partition's data. The fix is the operator's: restore
+/// the file.
+fn refuse_orphaned_topics(data_dir: &std::path::Path) -> Result<(), BrokerError> {
+    let path = data_dir
+        .join(CONFIG_DIR)
+        .join(crate::registry::REGISTRY_FILE);
+    if path.exists() {
+        return Ok(());
+    }
+    let mut orphans = std::collections::BTreeSet::new();
+    for dir in ["consumequeue", "compacted"] {
+        let Ok(entries) = std::fs::read_dir(data_dir.join(dir)) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if entry.path().is_dir() && !crate::registry::is_internal(&name) {
+                orphans.insert(name);
+            }
+        }
+    }
+    if orphans.is_empty() {
+        return Ok(());
+    }
+    let shown: Vec<&String> = orphans.iter().take(10).collect();
+    Err(BrokerError::RegistryFile {
+        path,
+        reason: format!(
+            "missing, but the data dir holds records of {} topic(s) ({shown:?}{}): restore the file (from a backup) before starting; without it every topic would be unknown and their queues and compacted logs deleted",
+            orphans.len(),
+            if orphans.len() > shown.len() { ", ..." } else { "" }
+        ),
+    })
+}
+
 /// The queue offset the next record of a partition will get. Read from the
 /// CommitLog's writer, not the ConsumeQueue, so records appended but not
 /// yet dispatched are counted too.
@@ -752,6 +793,58 @@ mod tests {
             opened.map(|_| ())
         );
         assert!(!data_dir.exists());
+    }
+
+    /// A lost registry file with topics' data still on disk stops the
+    /// start instead of sweeping their queues away; with the file back,
+    /// every record is there.
+    #[test]
+    fn a_lost_registry_file_stops_the_start_and_deletes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let open = || {
+            Broker::open(
+                &BrokerConfig::default(),
+                store_config(dir.path()),
+                cleaner_config(),
+            )
+        };
+        let broker = open().unwrap();
+        broker.create_topic("events", 1, Overrides::new()).unwrap();
+        broker
+            .store
+            .append(&[tidelog_storage::AppendRecord {
+                topic: Arc::from("events"),
+                partition: 0,
+                key: None,
+                value: Some(bytes::Bytes::from_static(b"v")),
+                headers: Vec::new(),
+                timestamp_ms: None,
+            }])
+            .unwrap();
+        assert!(broker
+            .store
+            .wait_dispatched(std::time::Duration::from_secs(30)));
+        broker.shutdown().unwrap();
+        let registry = dir
+            .path()
+            .join(CONFIG_DIR)
+            .join(crate::registry::REGISTRY_FILE);
+        let saved = std::fs::read(&registry).unwrap();
+        std::fs::remove_file(&registry).unwrap();
+        match open() {
+            Err(BrokerError::RegistryFile { reason, .. }) => {
+                assert!(reason.contains("\"events\""), "{reason}")
+            }
+            other => panic!("{:?}", other.map(|_| ())),
+        }
+        assert!(
+            dir.path().join("consumequeue/events").is_dir(),
+            "nothing deleted"
+        );
+        std::fs::write(&registry, saved).unwrap();
+        let broker = open().unwrap();
+        assert_eq!(broker.store.offsets("events", 0), (0, 1));
+        broker.shutdown().unwrap();
     }
 
     /// One lock per data dir, the store's, taken before the compacted logs
