@@ -486,8 +486,9 @@ impl Dispatcher {
                 s.end_batch().map_err(|e| (s.name().to_string(), e))?;
             }
         }
-        self.published.store(pos, Ordering::Release);
-        self.progressed.notify(usize::MAX);
+        if self.published.swap(pos, Ordering::AcqRel) != pos {
+            self.progressed.notify(usize::MAX);
+        }
         if let Some(e) = failed {
             return Err(e);
         }
