@@ -53,6 +53,7 @@ use tidelog_cleaner::{
     CleanerConfig, CompactTopicConfig, CompactedLog, CompactedLogs, CompactedRecord, LogCleaner,
     OffsetMap, RunStats,
 };
+use tidelog_storage::test_rng::SplitMix64 as Rng;
 use tidelog_storage::{AppendRecord, FlushMode, PhysicalOffset, QueueOffset, Store, StoreConfig};
 
 const VALUE_BYTES: usize = 1024;
@@ -169,19 +170,6 @@ fn cleaning_output(dir: &Path) -> u64 {
                 .sum()
         })
         .unwrap_or(0)
-}
-
-/// SplitMix64: reproducible key choice.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
 }
 
 fn key_bytes(k: u64) -> Vec<u8> {

@@ -35,6 +35,7 @@ use bytes::Bytes;
 use tidelog_cleaner::{CleanerConfig, CompactTopicConfig, CompactedLogs, LogCleaner, OffsetMap};
 use tidelog_storage::durability::image::{self, Tear};
 use tidelog_storage::retention::FixedDiskUsage;
+use tidelog_storage::test_rng::SplitMix64 as Rng;
 use tidelog_storage::{AppendRecord, FlushMode, Header, QueueOffset, Store, StoreConfig, Trigger};
 
 const DELETE_TOPIC: &str = "events";
@@ -45,27 +46,6 @@ const ERAS_PER_ROUND: usize = 4;
 /// 200 power losses in CI (about 25 s of a loaded 2-core machine).
 const DEFAULT_ROUNDS: usize = 50;
 const WRITERS: usize = 2;
-
-/// splitmix64: small, seedable, good enough to pick test moves.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    fn chance(&mut self, one_in: u64) -> bool {
-        self.below(one_in) == 0
-    }
-}
 
 fn env_u64(name: &str) -> Option<u64> {
     std::env::var(name).ok().and_then(|v| v.parse().ok())
@@ -185,15 +165,15 @@ fn writer(store: &Store, shared: &Shared, id_prefix: String, mut rng: Rng) {
         for _ in 0..=rng.below(4) {
             let id = format!("{id_prefix}s{seq}");
             seq += 1;
-            let compact = rng.chance(2);
+            let compact = rng.one_in(2);
             let (topic, partition) = if compact {
                 (COMPACT_TOPIC, 0)
             } else {
                 (DELETE_TOPIC, rng.below(DELETE_PARTITIONS as u64) as u32)
             };
             let key =
-                (compact || !rng.chance(4)).then(|| Bytes::from(format!("k{}", rng.below(KEYS))));
-            let value = (!compact || !rng.chance(6)).then(|| {
+                (compact || !rng.one_in(4)).then(|| Bytes::from(format!("k{}", rng.below(KEYS))));
+            let value = (!compact || !rng.one_in(6)).then(|| {
                 let len = rng.below(400) as usize;
                 Bytes::from(format!("{id}:").repeat(len / (id.len() + 1) + 1))
             });
@@ -201,7 +181,7 @@ fn writer(store: &Store, shared: &Shared, id_prefix: String, mut rng: Rng) {
                 name: "id".into(),
                 value: Bytes::from(id.clone()),
             }];
-            if rng.chance(3) {
+            if rng.one_in(3) {
                 headers.push(Header {
                     name: "extra".into(),
                     value: Bytes::from(vec![rng.below(256) as u8; rng.below(20) as usize]),
@@ -508,7 +488,7 @@ fn era(
     shared.stop.store(false, Ordering::SeqCst);
     shared.acked.lock().unwrap().clear();
     let run_ms = 1 + rng.below(40);
-    let retention = rng.chance(3);
+    let retention = rng.one_in(3);
     let (flushed, acked_before, torn) = std::thread::scope(|s| {
         for w in 0..WRITERS {
             let (store, shared) = (&store, &**shared);
@@ -555,10 +535,10 @@ fn era(
         // the others tear any file with unsynced bytes, as a kernel's
         // write-back may reach a later file (the next CommitLog segment)
         // before an earlier one's tail.
-        let tear = rng.chance(2).then(|| Tear {
+        let tear = rng.one_in(2).then(|| Tear {
             file_pick: rng.next(),
             prefix_pick: rng.next(),
-            out_of_order: rng.chance(2),
+            out_of_order: rng.one_in(2),
             spare: &[],
         });
         let torn = image.snapshot(next, tear).unwrap();
@@ -598,7 +578,7 @@ fn era(
 
 fn round(seed: u64, root: &Path, coverage: &Coverage) {
     let mut rng = Rng(seed);
-    let flush = if rng.chance(2) {
+    let flush = if rng.one_in(2) {
         FlushMode::Sync
     } else {
         FlushMode::Async

@@ -24,6 +24,7 @@ pub mod index_file;
 mod recovery;
 pub mod retention;
 pub mod store;
+pub mod test_rng;
 pub mod types;
 
 pub use commit_log::{AppendRecord, Appended, Header, StoredRecord};

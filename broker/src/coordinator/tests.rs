@@ -10,6 +10,7 @@ use bytes::Bytes;
 use event_listener::Listener;
 
 use super::*;
+use tidelog_storage::test_rng::SplitMix64 as Rng;
 
 const SESSION_MS: u64 = 10_000;
 const REBALANCE_MS: u64 = 30_000;
@@ -786,23 +787,6 @@ fn the_coordinator_refuses_bad_groups_and_deleting_a_group_with_members() {
 fn the_coordinator_can_be_shared_between_threads() {
     fn shared<T: Send + Sync>() {}
     shared::<Coordinator>();
-}
-
-/// splitmix64: a seeded generator for the model test.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
 }
 
 /// A simulated client of the model test.
