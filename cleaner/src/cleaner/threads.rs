@@ -162,13 +162,7 @@ impl LogCleaner {
     pub fn request(&self, topic: &str, roll_active: bool) -> Result<Vec<(u32, u64)>> {
         let now = self.shared.logs.now_ms();
         let mut out = Vec::new();
-        let logs: Vec<_> = self
-            .shared
-            .logs
-            .compact_logs()
-            .into_iter()
-            .filter(|(l, _)| l.topic_partition().topic() == topic)
-            .collect();
+        let logs = self.topic_logs(topic);
         for (log, _) in &logs {
             if roll_active {
                 log.roll(now)?;
@@ -282,16 +276,20 @@ impl LogCleaner {
         Ok(())
     }
 
-    /// Per-partition status of a topic, for the admin API.
-    pub fn status(&self, topic: &str) -> Vec<PartitionStatus> {
-        let now = self.shared.logs.now_ms();
-        let logs: Vec<_> = self
-            .shared
+    /// The compacted logs of `topic`, with their configs.
+    fn topic_logs(&self, topic: &str) -> Vec<(Arc<CompactedLog>, CompactTopicConfig)> {
+        self.shared
             .logs
             .compact_logs()
             .into_iter()
             .filter(|(l, _)| l.topic_partition().topic() == topic)
-            .collect();
+            .collect()
+    }
+
+    /// Per-partition status of a topic, for the admin API.
+    pub fn status(&self, topic: &str) -> Vec<PartitionStatus> {
+        let now = self.shared.logs.now_ms();
+        let logs = self.topic_logs(topic);
         let cp = lock(&self.shared.checkpoint).clone();
         let states = lock(&self.shared.states);
         let mut out: Vec<_> = logs
