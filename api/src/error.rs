@@ -326,6 +326,7 @@ impl From<tidelog_broker::BrokerError> for ApiError {
             | B::DeclaredTopic { .. } => ApiError::Internal { message },
             B::Store { source } => source.into(),
             B::Compaction { source } => source.into(),
+            B::UnknownGroup { .. } => ApiError::UnknownConsumerGroup { message },
             // Not produced by any route yet: the consumer-instance routes
             // that call the coordinator map these to 40403/40903/42901.
             B::UnknownMember { .. }
