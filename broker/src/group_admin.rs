@@ -219,18 +219,10 @@ impl Broker {
         self.coordinator
             .validate_commit(group, CommitOrigin::Stateless)?;
         let mut commits = Vec::new();
-        let mut answer = Vec::new();
         for partition in self.reset_partitions(group, scope)? {
             let offset = reset_offset(&partition, to)?;
-            let topic = partition.topic().name.to_string();
-            answer.push(CommittedOffset {
-                topic: topic.clone(),
-                partition: partition.partition(),
-                offset,
-                metadata: String::new(),
-            });
             commits.push(OffsetCommit {
-                topic,
+                topic: partition.topic().name.to_string(),
                 partition: partition.partition(),
                 value: CommitValue {
                     offset,
@@ -238,6 +230,15 @@ impl Broker {
                 },
             });
         }
+        let answer = commits
+            .iter()
+            .map(|c| CommittedOffset {
+                topic: c.topic.clone(),
+                partition: c.partition,
+                offset: c.value.offset,
+                metadata: c.value.metadata.clone(),
+            })
+            .collect();
         self.commit_offsets(group, commits)?;
         Ok(answer)
     }
@@ -360,34 +361,21 @@ mod tests {
 
     use bytes::Bytes;
 
-    use crate::config::BrokerConfig;
     use crate::coordinator::{
-        Assignor, Clock, GroupsConfig, JoinOutcome, JoinRequest, ManualClock, MemberProtocol,
-        SyncOutcome,
+        Assignor, GroupsConfig, JoinOutcome, ManualClock, MemberProtocol, SyncOutcome,
     };
-    use crate::fault::Faults;
-    use crate::test_support::{append, cleaner_config, store_config};
+    use crate::test_support::{append, join_request, open_at};
     use crate::topic_config::Overrides;
 
     /// A broker whose groups rebalance at once and whose members never
     /// expire by themselves (a manual clock).
     fn open(dir: &std::path::Path) -> Arc<Broker> {
-        let config = BrokerConfig {
-            groups: GroupsConfig {
-                initial_rebalance_delay_ms: 0,
-                ..GroupsConfig::default()
-            },
-            ..BrokerConfig::default()
+        let groups = GroupsConfig {
+            initial_rebalance_delay_ms: 0,
+            ..GroupsConfig::default()
         };
-        let clock = Arc::new(ManualClock::new(1_700_000_000_000)) as Arc<dyn Clock>;
-        let broker = Broker::open_inner(
-            &config,
-            store_config(dir),
-            cleaner_config(),
-            Faults::default(),
-            clock,
-        );
-        Arc::new(broker.unwrap())
+        let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+        Arc::new(open_at(dir, &groups, &clock))
     }
 
     fn shutdown(broker: Arc<Broker>) {
@@ -415,19 +403,6 @@ mod tests {
             })
             .collect();
         broker.commit_offsets(group, commits).unwrap();
-    }
-
-    fn join_request(protocol: MemberProtocol) -> JoinRequest {
-        JoinRequest {
-            member_id: None,
-            instance_id: None,
-            client_id: "c".into(),
-            host: "/127.0.0.1".into(),
-            session_timeout_ms: 10_000,
-            rebalance_timeout_ms: 10_000,
-            protocol,
-            require_known_member_id: false,
-        }
     }
 
     /// An HTTP member of `group` subscribed to `topic`; its member id.
