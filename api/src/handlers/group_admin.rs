@@ -1,8 +1,9 @@
 //! The operator's consumer group routes (ext, API.md "Groups and time
 //! lookups"): `GET /consumer-groups`, `GET` and `DELETE
 //! /consumer-groups/{group}`, `POST /consumer-groups/{group}/offsets:reset`.
-//! What a group is, and when a reset or delete is refused, is the
-//! broker's (`broker/src/group_admin.rs`); this decodes and renders.
+//! What a group is, its name rule, and when a reset or delete is refused,
+//! are the broker's (`broker/src/group_admin.rs`); this decodes and
+//! renders.
 //!
 //! Decisions where API.md is silent:
 //! * `protocol` is the kind of the group's members (`http`, `kafka`, or
@@ -122,7 +123,6 @@ pub async fn describe(
     State(state): State<AppState>,
     ApiPath(group): ApiPath<String>,
 ) -> Result<Response, ApiError> {
-    names::validate_group_name(&group)?;
     let ready = state.ready()?;
     let d: GroupDescription = ready.describe_group(&group)?;
     let answer = DescribeAnswer {
@@ -171,7 +171,6 @@ pub async fn reset(
     ApiPath(group): ApiPath<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    names::validate_group_name(&group)?;
     let body = body?;
     let request: ResetRequest = json_body(&body)?;
     let to = reset_target(&request.to)?;
@@ -186,7 +185,6 @@ pub async fn delete(
     State(state): State<AppState>,
     ApiPath(group): ApiPath<String>,
 ) -> Result<Response, ApiError> {
-    names::validate_group_name(&group)?;
     let ready = state.ready()?;
     blocking(move || Ok(ready.delete_group(&group)?)).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
