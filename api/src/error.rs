@@ -50,12 +50,20 @@ pub enum ApiError {
     /// 40402
     #[error("{message}")]
     UnknownPartition { message: String },
+    /// 40403: the consumer instance (a group member) is not in its group.
+    #[error("{message}")]
+    UnknownConsumerInstance { message: String },
     /// 40405 (Confluent's code; 40403 is its unknown consumer instance)
     #[error("{message}")]
     UnknownConsumerGroup { message: String },
     /// 40901
     #[error("{message}")]
     TopicExists { message: String },
+    /// 40903: the group's state refuses the call (a stale generation, a
+    /// group with members reset, deleted or committed to from outside, a
+    /// group of the other protocol).
+    #[error("{message}")]
+    IllegalConsumerState { message: String },
     /// 40801: the body did not arrive within `http.body_read_timeout_ms`.
     #[error("{message}")]
     RequestTimeout { message: String },
@@ -146,8 +154,10 @@ impl ApiError {
             ApiError::MethodNotAllowed { .. } => 40500,
             ApiError::UnknownTopic { .. } => 40401,
             ApiError::UnknownPartition { .. } => 40402,
+            ApiError::UnknownConsumerInstance { .. } => 40403,
             ApiError::UnknownConsumerGroup { .. } => 40405,
             ApiError::TopicExists { .. } => 40901,
+            ApiError::IllegalConsumerState { .. } => 40903,
             ApiError::RequestTimeout { .. } => 40801,
             ApiError::TooLarge { .. } => 41301,
             ApiError::UnsupportedContentType { .. } => 41501,
@@ -255,8 +265,11 @@ impl From<tidelog_broker::store::StoreError> for ApiError {
 /// compacted segment, a bad setting) is 50001 with the cleaner's message,
 /// which names the file.
 /// The broker's errors, one HTTP code each: a refused request is 40002, an
-/// unknown topic or partition 40401/40402, an existing topic 40901, a bug or
-/// I/O failure 50001, the store's errors as the store's. The validation
+/// unknown topic or partition 40401/40402, an existing topic 40901, an
+/// unknown consumer group 40405, the coordinator's refusals 40403 (a
+/// member that is gone), 40903 (generation, membership, protocol) and
+/// 42901 (group bounds), a bug or I/O failure 50001, the store's errors as
+/// the store's. The validation
 /// variants keep their parts. The record rules of a produce: a record for
 /// another partition than the route's, too many headers or a header name
 /// too long are 42206, a missing key on a compact topic 42201, a record
@@ -326,17 +339,24 @@ impl From<tidelog_broker::BrokerError> for ApiError {
             | B::DeclaredTopic { .. } => ApiError::Internal { message },
             B::Store { source } => source.into(),
             B::Compaction { source } => source.into(),
-            // Not produced by any route yet: the consumer-instance routes
-            // that call the coordinator map these to 40403/40903/42901.
-            B::UnknownMember { .. }
-            | B::IllegalGeneration { .. }
+            B::UnknownGroup { .. } => ApiError::UnknownConsumerGroup { message },
+            // The coordinator's refusals: a member that is gone is an
+            // unknown consumer instance; the membership and generation
+            // refusals are 40903; a bound on groups or members is 429.
+            B::UnknownMember { .. } => ApiError::UnknownConsumerInstance { message },
+            B::IllegalGeneration { .. }
             | B::RebalanceInProgress { .. }
             | B::GroupHasMembers { .. }
             | B::InconsistentGroupProtocol { .. }
-            | B::FencedInstanceId { .. }
-            | B::MemberIdRequired { .. }
-            | B::InvalidSessionTimeout { .. }
-            | B::GroupLimit { .. } => ApiError::Internal { message },
+            | B::FencedInstanceId { .. } => ApiError::IllegalConsumerState { message },
+            B::GroupLimit { .. } => ApiError::TooManyRequests { message },
+            // Kafka-only: HTTP instances never join with
+            // require_known_member_id, and their session timeout is the
+            // server's http.consumer_instance_timeout_ms, so over HTTP
+            // either is a bug.
+            B::MemberIdRequired { .. } | B::InvalidSessionTimeout { .. } => {
+                ApiError::Internal { message }
+            }
         }
     }
 }
@@ -477,8 +497,22 @@ mod tests {
             ),
             (ApiError::unknown_topic("t"), 40401, 404),
             (ApiError::unknown_partition("t", 9, 4), 40402, 404),
+            (
+                ApiError::UnknownConsumerInstance {
+                    message: msg("gone"),
+                },
+                40403,
+                404,
+            ),
             (ApiError::unknown_consumer_group("g"), 40405, 404),
             (ApiError::topic_exists("t"), 40901, 409),
+            (
+                ApiError::IllegalConsumerState {
+                    message: msg("has members"),
+                },
+                40903,
+                409,
+            ),
             (
                 ApiError::RequestTimeout {
                     message: msg("slow body"),
@@ -703,6 +737,81 @@ mod tests {
             }
             assert_eq!(api.error_code(), code, "{text}");
             assert!(api.to_string().contains(&text), "{api} lacks {text}");
+        }
+    }
+
+    #[test]
+    fn coordinator_errors_map_to_their_codes() {
+        use tidelog_broker::BrokerError as B;
+        let g = || "g".to_string();
+        let cases = [
+            (B::UnknownGroup { group: g() }, 40405),
+            (
+                B::UnknownMember {
+                    group: g(),
+                    member_id: "m".into(),
+                },
+                40403,
+            ),
+            (
+                B::IllegalGeneration {
+                    group: g(),
+                    generation: 1,
+                    current: 2,
+                },
+                40903,
+            ),
+            (B::RebalanceInProgress { group: g() }, 40903),
+            (
+                B::GroupHasMembers {
+                    group: g(),
+                    members: 2,
+                },
+                40903,
+            ),
+            (
+                B::InconsistentGroupProtocol {
+                    group: g(),
+                    reason: "kafka members".into(),
+                },
+                40903,
+            ),
+            (
+                B::FencedInstanceId {
+                    group: g(),
+                    instance_id: "i".into(),
+                },
+                40903,
+            ),
+            (
+                B::GroupLimit {
+                    what: "members of a group",
+                    len: 1001,
+                    max: 1000,
+                },
+                42901,
+            ),
+            (
+                B::MemberIdRequired {
+                    group: g(),
+                    member_id: "m".into(),
+                },
+                50001,
+            ),
+            (
+                B::InvalidSessionTimeout {
+                    timeout_ms: 1,
+                    min_ms: 6000,
+                    max_ms: 1_800_000,
+                },
+                50001,
+            ),
+        ];
+        for (broker, code) in cases {
+            let text = broker.to_string();
+            let api = ApiError::from(broker);
+            assert_eq!(api.error_code(), code, "{text}");
+            assert_eq!(api.to_string(), text, "the broker's message is kept");
         }
     }
 

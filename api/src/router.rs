@@ -3,7 +3,10 @@
 //!
 //! The middleware, in order:
 //! 1. admin auth: with `admin_token` set, `POST`, `PUT`, `DELETE` and
-//!    `PATCH` under `/v3/` need the bearer token (401/40101);
+//!    `PATCH` under `/v3/` and under `/consumer-groups/` need the bearer
+//!    token (401/40101), except a commit (`POST
+//!    /consumer-groups/{group}/offsets`), which is a consumer's own call
+//!    ([`needs_admin_token`]);
 //! 2. the body, read whole before any handler runs: a declared
 //!    `Content-Length` above `max_request_bytes` is 413/41301 at once,
 //!    without reading a byte of it, and a chunked body is 413 as soon as it
@@ -37,7 +40,7 @@ use bytes::{Bytes, BytesMut};
 use crate::budget::Reservation;
 use crate::error::ApiError;
 use crate::extract::check_bearer;
-use crate::handlers::{compaction, fetch, groups, produce, retention, status, topics};
+use crate::handlers::{compaction, fetch, group_admin, groups, produce, retention, status, topics};
 use crate::metrics::GaugeGuard;
 use crate::state::AppState;
 
@@ -68,6 +71,16 @@ pub fn router(state: AppState) -> Router {
         .route(
             "/consumer-groups/{group}/offsets",
             get(groups::get).post(groups::commit),
+        )
+        // Consumer groups, the operator's routes (ext).
+        .route("/consumer-groups", get(group_admin::list))
+        .route(
+            "/consumer-groups/{group}",
+            get(group_admin::describe).delete(group_admin::delete),
+        )
+        .route(
+            "/consumer-groups/{group}/offsets:reset",
+            post(group_admin::reset),
         )
         // Topics and configs (v3).
         .route("/v3/clusters", get(status::clusters))
@@ -162,11 +175,7 @@ async fn admit(
     request: Request,
 ) -> Result<(Request, Permit, Option<Reservation>), ApiError> {
     if let Some(token) = &state.settings().admin_token {
-        let mutating = matches!(
-            *request.method(),
-            Method::POST | Method::PUT | Method::DELETE | Method::PATCH
-        );
-        if mutating && request.uri().path().starts_with("/v3/") {
+        if needs_admin_token(request.method(), request.uri().path()) {
             check_bearer(request.headers(), token)?;
         }
     }
@@ -193,6 +202,34 @@ async fn admit(
             })
         }
     }
+}
+
+/// Whether a call needs the admin token (when one is set): every mutating
+/// call under `/v3/` (topics, configs, compaction, retention) and under
+/// `/consumer-groups/` (an operator's reset or delete of a group), but not
+/// a commit, `POST /consumer-groups/{group}/offsets`, which consumers make
+/// as they read. Checked on the raw path before routing, so a path that
+/// routes nowhere is refused first, and the rule covers any operator
+/// route added under the prefix.
+fn needs_admin_token(method: &Method, path: &str) -> bool {
+    let mutating = matches!(
+        *method,
+        Method::POST | Method::PUT | Method::DELETE | Method::PATCH
+    );
+    if !mutating {
+        return false;
+    }
+    if path.starts_with("/v3/") {
+        return true;
+    }
+    let Some(rest) = path.strip_prefix("/consumer-groups/") else {
+        return false;
+    };
+    let commit = *method == Method::POST
+        && rest
+            .strip_suffix("/offsets")
+            .is_some_and(|group| !group.is_empty() && !group.contains('/'));
+    !commit
 }
 
 /// The whole body, within `max_request_bytes`, the in-flight budget and
@@ -291,5 +328,43 @@ fn over_budget(state: &AppState, bytes: u64) -> ApiError {
             "a request body of {bytes} bytes would pass the server's budget of {} bytes held in memory for all requests (http.max_inflight_bytes); retry shortly",
             shared.inflight_bytes.limit_bytes()
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_admin_token_guards_mutating_v3_and_operator_group_calls_but_not_commits() {
+        let guarded = [
+            (Method::POST, "/v3/clusters/tidelog/topics"),
+            (Method::DELETE, "/v3/clusters/tidelog/topics/t"),
+            (
+                Method::PUT,
+                "/v3/clusters/tidelog/topics/t/configs/retention.ms",
+            ),
+            (Method::DELETE, "/consumer-groups/g"),
+            (Method::POST, "/consumer-groups/g/offsets:reset"),
+            (Method::POST, "/consumer-groups/g/offsets%3Areset"),
+            (Method::DELETE, "/consumer-groups/g/offsets"),
+            (Method::POST, "/consumer-groups//offsets"),
+            (Method::POST, "/consumer-groups/a/b/offsets"),
+        ];
+        for (method, path) in guarded {
+            assert!(needs_admin_token(&method, path), "{method} {path}");
+        }
+        let open = [
+            (Method::GET, "/v3/clusters/tidelog/topics"),
+            (Method::GET, "/consumer-groups"),
+            (Method::GET, "/consumer-groups/g"),
+            (Method::GET, "/consumer-groups/g/offsets"),
+            (Method::POST, "/consumer-groups/g/offsets"),
+            (Method::POST, "/topics/t"),
+            (Method::POST, "/consumers/g"),
+        ];
+        for (method, path) in open {
+            assert!(!needs_admin_token(&method, path), "{method} {path}");
+        }
     }
 }

@@ -616,28 +616,12 @@ pub fn new_partition_base(store: &Store, topic: &str, partition: u32) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::coordinator::{Assignor, GroupsConfig, JoinRequest, ManualClock, MemberProtocol};
+    use crate::coordinator::{Assignor, GroupsConfig, ManualClock, MemberProtocol};
     use crate::groups::{CommitValue, OffsetCommit};
-    use crate::test_support::{cleaner_config, store_config, wait_until};
+    use crate::test_support::{cleaner_config, join_request, open_at, store_config, wait_until};
     use tidelog_cleaner::CleanerError;
 
     const T0_MS: u64 = 1_700_000_000_000;
-
-    /// A broker with `groups` as its `groups:` section, on `clock`.
-    fn open_at(dir: &std::path::Path, groups: &GroupsConfig, clock: &Arc<ManualClock>) -> Broker {
-        let config = BrokerConfig {
-            groups: groups.clone(),
-            ..BrokerConfig::default()
-        };
-        Broker::open_inner(
-            &config,
-            store_config(dir),
-            cleaner_config(),
-            Faults::default(),
-            Arc::clone(clock) as Arc<dyn Clock>,
-        )
-        .unwrap()
-    }
 
     fn commit(broker: &Broker, group: &str, offset: u64) {
         let value = CommitValue {
@@ -666,19 +650,10 @@ mod tests {
         let broker = open_at(dir.path(), &config, &clock);
         broker.create_topic("t", 2, Overrides::new()).unwrap();
         let partitions = |t: &str| broker.registry.get(t).map(|t| t.partitions.get());
-        let join = JoinRequest {
-            member_id: None,
-            instance_id: None,
-            client_id: "c".into(),
-            host: "/127.0.0.1".into(),
-            session_timeout_ms: 10_000,
-            rebalance_timeout_ms: 10_000,
-            protocol: MemberProtocol::Http {
-                topics: vec!["t".into()],
-                assignor: Assignor::Range,
-            },
-            require_known_member_id: false,
-        };
+        let join = join_request(MemberProtocol::Http {
+            topics: vec!["t".into()],
+            assignor: Assignor::Range,
+        });
         broker.coordinator.join("g", join, &partitions).unwrap();
         let members = || {
             broker

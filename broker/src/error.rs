@@ -159,6 +159,10 @@ pub enum BrokerError {
     // The group coordinator's refusals (`crate::coordinator`). Kafka's
     // error names are given so the Kafka front-end maps them one to one;
     // over HTTP the membership ones are 409/40903.
+    /// A group with neither members nor committed offsets (describe,
+    /// reset and delete of the operator routes; Kafka: GROUP_ID_NOT_FOUND).
+    #[error("consumer group {group:?} has no members and no committed offsets")]
+    UnknownGroup { group: String },
     /// UNKNOWN_MEMBER_ID: the member left, expired or was never in the group.
     #[error("member {member_id:?} is not in consumer group {group:?}")]
     UnknownMember { group: String, member_id: String },

@@ -226,11 +226,24 @@ impl crate::Broker {
                 last_commit_ms,
                 "committed offsets expired (groups.offsets_retention_minutes)"
             );
-            let tombstones = keys.into_iter().map(|(t, p)| (t, p, None)).collect();
-            self.append_offsets(&group, tombstones)?;
+            self.delete_offsets(&group, keys)?;
             expired.push(group);
         }
         Ok(expired)
+    }
+
+    /// Deletes the committed offsets of `group` at `keys` (topic,
+    /// partition): one tombstone each, appended as one batch.
+    pub(crate) fn delete_offsets(
+        &self,
+        group: &str,
+        keys: Vec<(String, u32)>,
+    ) -> Result<(), crate::BrokerError> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let tombstones = keys.into_iter().map(|(t, p)| (t, p, None)).collect();
+        self.append_offsets(group, tombstones)
     }
 }
 

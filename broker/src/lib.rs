@@ -12,6 +12,10 @@
 //!   in `<data_dir>/config/topics.json`.
 //! * [`groups`]: consumer group offsets, kept in `__consumer_offsets` and
 //!   rebuilt from its compacted log.
+//! * [`group_admin`]: the operator's calls on groups: list, describe (with
+//!   lag), reset offsets, delete.
+//! * [`consumer_protocol`]: Kafka's ConsumerProtocol Assignment, decoded
+//!   for describe.
 //! * [`config`]: [`BrokerConfig`], the broker's settings (cluster id,
 //!   auto-create, declared topics), their defaults and their one check.
 //! * [`settings`]: what the broker is told at start ([`DeclaredTopic`]).
@@ -31,9 +35,11 @@
 pub mod broker;
 pub mod compaction;
 pub mod config;
+pub mod consumer_protocol;
 pub mod coordinator;
 pub mod error;
 pub mod fault;
+pub mod group_admin;
 pub mod groups;
 pub mod names;
 pub mod partitioner;

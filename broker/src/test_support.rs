@@ -11,6 +11,8 @@ use tidelog_storage::{AppendRecord, StoreConfig};
 
 use crate::broker::Broker;
 use crate::config::BrokerConfig;
+use crate::coordinator::{Clock, GroupsConfig, JoinRequest, ManualClock, MemberProtocol};
+use crate::fault::Faults;
 use crate::topic_config::Overrides;
 
 pub(crate) fn store_config(dir: &std::path::Path) -> StoreConfig {
@@ -36,6 +38,41 @@ pub(crate) fn open(dir: &std::path::Path) -> Arc<Broker> {
 
 pub(crate) fn open_with(dir: &std::path::Path, config: &BrokerConfig) -> Arc<Broker> {
     Arc::new(Broker::open(config, store_config(dir), cleaner_config()).unwrap())
+}
+
+/// A broker with `groups` as its `groups:` section, on `clock`.
+pub(crate) fn open_at(
+    dir: &std::path::Path,
+    groups: &GroupsConfig,
+    clock: &Arc<ManualClock>,
+) -> Broker {
+    let config = BrokerConfig {
+        groups: groups.clone(),
+        ..BrokerConfig::default()
+    };
+    Broker::open_inner(
+        &config,
+        store_config(dir),
+        cleaner_config(),
+        Faults::default(),
+        Arc::clone(clock) as Arc<dyn Clock>,
+    )
+    .unwrap()
+}
+
+/// A new dynamic member's join with `protocol`, 10 s session and
+/// rebalance timeouts.
+pub(crate) fn join_request(protocol: MemberProtocol) -> JoinRequest {
+    JoinRequest {
+        member_id: None,
+        instance_id: None,
+        client_id: "c".into(),
+        host: "/127.0.0.1".into(),
+        session_timeout_ms: 10_000,
+        rebalance_timeout_ms: 10_000,
+        protocol,
+        require_known_member_id: false,
+    }
 }
 
 pub(crate) fn compact() -> Overrides {

@@ -6,6 +6,7 @@
 
 pub mod compaction;
 pub mod fetch;
+pub mod group_admin;
 pub mod groups;
 pub mod produce;
 pub mod retention;

@@ -1,0 +1,737 @@
+//! The operator's view of consumer groups (API.md "Groups and time
+//! lookups"): list, describe, reset a group's committed offsets, delete a
+//! group.
+//!
+//! A group exists for these calls while it has members in the coordinator
+//! ([`crate::coordinator`]) or committed offsets in `__consumer_offsets`
+//! ([`crate::groups`]); a group with offsets only is `Empty` and has no
+//! protocol. Anything else is [`BrokerError::UnknownGroup`].
+//!
+//! Reset and delete refuse while the group has members
+//! ([`BrokerError::GroupHasMembers`]): members keep positions of their own
+//! and would commit over a reset, and a delete would pull their offsets
+//! from under them. Both write through `__consumer_offsets` like any
+//! commit (one batch of commits, or of tombstones), so memory and the log
+//! agree and a restart rebuilds the same state. The membership check and
+//! the append are not one atomic step (the coordinator never blocks under
+//! its lock, and an append can): a member that joins in between finds the
+//! offsets as written, as if it had joined a moment later.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use crate::consumer_protocol::decode_assignment;
+use crate::coordinator::{
+    CommitOrigin, GroupSnapshot, GroupState, MemberAssignment, MemberSnapshot, ProtocolKind,
+    TopicPartition,
+};
+use crate::error::BrokerError;
+use crate::groups::{CommitValue, CommittedOffset, OffsetCommit};
+use crate::names;
+use crate::read::PartitionRef;
+use crate::Broker;
+
+/// One group as the list answers it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupSummary {
+    pub group: String,
+    pub state: GroupState,
+    /// `None` without members.
+    pub kind: Option<ProtocolKind>,
+    pub members: usize,
+}
+
+/// One group as describe answers it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupDescription {
+    pub group: String,
+    pub state: GroupState,
+    pub generation: u32,
+    /// `None` without members.
+    pub kind: Option<ProtocolKind>,
+    /// The current generation's protocol: an HTTP group's assignor, the
+    /// protocol a Kafka group's members agreed on.
+    pub selected_protocol: Option<String>,
+    pub members: Vec<MemberDescription>,
+    /// Sorted by topic and partition.
+    pub offsets: Vec<OffsetLag>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberDescription {
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub client_id: String,
+    pub host: String,
+    /// Empty while the group rebalances, and for a Kafka assignment that
+    /// does not decode ([`decode_assignment`]; logged at debug).
+    pub assignments: Vec<TopicPartition>,
+}
+
+/// A committed offset against its partition's end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OffsetLag {
+    pub topic: String,
+    pub partition: u32,
+    pub offset: u64,
+    pub metadata: String,
+    /// `None` when the topic or partition no longer exists (its offsets
+    /// stay until the group is deleted or they expire).
+    pub end_offset: Option<u64>,
+    /// `end_offset − offset`, never negative; `None` with `end_offset`.
+    pub lag: Option<u64>,
+}
+
+/// Which offsets a reset writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResetScope {
+    /// Every topic the group has committed offsets for, each with all its
+    /// partitions (a deleted topic's offsets are left as they are: there
+    /// is no beginning or end to reset them to).
+    Group,
+    /// Every partition of the topic, also those without offsets yet.
+    Topic(String),
+    /// These partitions of the topic.
+    Partitions { topic: String, partitions: Vec<u32> },
+}
+
+/// Where a reset moves each offset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResetTarget {
+    Beginning,
+    End,
+    /// Clamped into `[beginning, end]`, as Kafka's reset tool does: outside
+    /// it a consumer would only be reset again by its `auto.offset.reset`.
+    Offset(u64),
+    /// The first offset whose record timestamp is at least this (ms).
+    Timestamp(i64),
+}
+
+/// The offset `to` names in `partition`: the one place a reset target
+/// becomes an offset.
+pub fn reset_offset(partition: &PartitionRef, to: ResetTarget) -> Result<u64, BrokerError> {
+    let (beginning, end) = partition.offsets();
+    match to {
+        ResetTarget::Beginning => Ok(beginning),
+        ResetTarget::End => Ok(end),
+        ResetTarget::Offset(offset) => Ok(offset.max(beginning).min(end)),
+        ResetTarget::Timestamp(_) => Err(BrokerError::Invalid {
+            message: "a reset to a timestamp needs the partitions' time index, which this server \
+                      does not have yet; reset to \"beginning\", \"end\" or {\"offset\": N}"
+                .into(),
+        }),
+    }
+}
+
+impl Broker {
+    /// Every group with members or committed offsets, by name. Not
+    /// blocking (in-memory reads).
+    pub fn list_groups(&self) -> Vec<GroupSummary> {
+        let mut out: BTreeMap<String, GroupSummary> = self
+            .groups
+            .last_commits()
+            .into_iter()
+            .map(|c| (c.group.clone(), offsets_only(c.group)))
+            .collect();
+        for snapshot in self.coordinator.list() {
+            if snapshot.members.is_empty() && !out.contains_key(&snapshot.group) {
+                continue;
+            }
+            out.insert(
+                snapshot.group.clone(),
+                GroupSummary {
+                    members: snapshot.members.len(),
+                    group: snapshot.group,
+                    state: snapshot.state,
+                    kind: snapshot.kind,
+                },
+            );
+        }
+        out.into_values().collect()
+    }
+
+    /// `group`'s state, members with their assignments, and committed
+    /// offsets with their partitions' ends and lag. Not blocking.
+    pub fn describe_group(self: &Arc<Self>, group: &str) -> Result<GroupDescription, BrokerError> {
+        let (snapshot, offsets) = self.group_parts(group)?;
+        let offsets = offsets
+            .into_iter()
+            .map(|c| {
+                let end_offset = self
+                    .partition(&c.topic, c.partition)
+                    .ok()
+                    .map(|p| p.offsets().1);
+                OffsetLag {
+                    lag: end_offset.map(|end| end.saturating_sub(c.offset)),
+                    end_offset,
+                    topic: c.topic,
+                    partition: c.partition,
+                    offset: c.offset,
+                    metadata: c.metadata,
+                }
+            })
+            .collect();
+        let Some(snapshot) = snapshot else {
+            return Ok(GroupDescription {
+                group: group.to_string(),
+                state: GroupState::Empty,
+                generation: 0,
+                kind: None,
+                selected_protocol: None,
+                members: Vec::new(),
+                offsets,
+            });
+        };
+        let members = snapshot
+            .members
+            .iter()
+            .map(|m| MemberDescription {
+                member_id: m.member_id.clone(),
+                instance_id: m.instance_id.clone(),
+                client_id: m.client_id.clone(),
+                host: m.host.clone(),
+                assignments: assignments(group, m),
+            })
+            .collect();
+        Ok(GroupDescription {
+            group: snapshot.group,
+            state: snapshot.state,
+            generation: snapshot.generation,
+            kind: snapshot.kind,
+            selected_protocol: snapshot.protocol,
+            members,
+            offsets,
+        })
+    }
+
+    /// Moves `group`'s committed offsets in `scope` to `to`, as one commit
+    /// (empty metadata, as Kafka's reset tool writes), and answers the new
+    /// offsets, sorted. Refused while the group has members. With a topic
+    /// it may create a group's first offsets (seeding a group before its
+    /// consumers start). Blocking.
+    pub fn reset_offsets(
+        self: &Arc<Self>,
+        group: &str,
+        scope: ResetScope,
+        to: ResetTarget,
+    ) -> Result<Vec<CommittedOffset>, BrokerError> {
+        names::validate_group_name(group)?;
+        self.coordinator
+            .validate_commit(group, CommitOrigin::Stateless)?;
+        let mut commits = Vec::new();
+        for partition in self.reset_partitions(group, scope)? {
+            let offset = reset_offset(&partition, to)?;
+            commits.push(OffsetCommit {
+                topic: partition.topic().name.to_string(),
+                partition: partition.partition(),
+                value: CommitValue {
+                    offset,
+                    metadata: String::new(),
+                },
+            });
+        }
+        let answer = commits
+            .iter()
+            .map(|c| CommittedOffset {
+                topic: c.topic.clone(),
+                partition: c.partition,
+                offset: c.value.offset,
+                metadata: c.value.metadata.clone(),
+            })
+            .collect();
+        self.commit_offsets(group, commits)?;
+        Ok(answer)
+    }
+
+    /// The partitions `scope` names, sorted by topic and partition.
+    fn reset_partitions(
+        self: &Arc<Self>,
+        group: &str,
+        scope: ResetScope,
+    ) -> Result<Vec<PartitionRef>, BrokerError> {
+        let (topic, only) = match scope {
+            ResetScope::Group => {
+                let (_, offsets) = self.group_parts(group)?;
+                let topics: BTreeSet<String> = offsets.into_iter().map(|c| c.topic).collect();
+                let mut out = Vec::new();
+                for topic in topics {
+                    let Some(known) = self.registry.get(&topic) else {
+                        continue;
+                    };
+                    for p in 0..known.partitions.get() {
+                        out.push(self.partition(&topic, p)?);
+                    }
+                }
+                return Ok(out);
+            }
+            ResetScope::Topic(topic) => (topic, None),
+            ResetScope::Partitions { topic, partitions } => (topic, Some(partitions)),
+        };
+        names::validate_topic_name(&topic)?;
+        let known = self.registry.require(&topic)?;
+        let partitions: BTreeSet<u32> = match only {
+            None => (0..known.partitions.get()).collect(),
+            Some(list) if list.is_empty() => {
+                return Err(BrokerError::Invalid {
+                    message: "partitions is empty; leave it out to reset every partition of the \
+                              topic"
+                        .into(),
+                })
+            }
+            Some(list) => list.into_iter().collect(),
+        };
+        partitions
+            .into_iter()
+            .map(|p| self.partition(&topic, p))
+            .collect()
+    }
+
+    /// Deletes `group`: the coordinator forgets it and every committed
+    /// offset gets a tombstone, so it stays gone after a restart. Refused
+    /// while the group has members. Blocking.
+    pub fn delete_group(&self, group: &str) -> Result<(), BrokerError> {
+        self.group_parts(group)?;
+        self.coordinator.delete_group(group)?;
+        // Read again after the coordinator let go: a commit that landed
+        // since the check is deleted with the rest.
+        let keys = self
+            .groups
+            .get(group, None)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|c| (c.topic, c.partition))
+            .collect();
+        self.delete_offsets(group, keys)?;
+        tracing::info!(group, "consumer group deleted");
+        Ok(())
+    }
+
+    /// The group's membership (if the coordinator holds it) and committed
+    /// offsets; [`BrokerError::UnknownGroup`] without members and offsets.
+    fn group_parts(
+        &self,
+        group: &str,
+    ) -> Result<(Option<GroupSnapshot>, Vec<CommittedOffset>), BrokerError> {
+        names::validate_group_name(group)?;
+        let snapshot = self.coordinator.describe(group);
+        let offsets = self.groups.get(group, None);
+        let members = snapshot.as_ref().map_or(0, |s| s.members.len());
+        match offsets {
+            None if members == 0 => Err(BrokerError::UnknownGroup {
+                group: group.to_string(),
+            }),
+            offsets => Ok((snapshot, offsets.unwrap_or_default())),
+        }
+    }
+}
+
+fn offsets_only(group: String) -> GroupSummary {
+    GroupSummary {
+        group,
+        state: GroupState::Empty,
+        kind: None,
+        members: 0,
+    }
+}
+
+/// A member's partitions: an HTTP member's as the coordinator assigned
+/// them, a Kafka member's decoded from its leader's assignment.
+fn assignments(group: &str, member: &MemberSnapshot) -> Vec<TopicPartition> {
+    match &member.assignment {
+        None => Vec::new(),
+        Some(MemberAssignment::Partitions(partitions)) => partitions.clone(),
+        Some(MemberAssignment::Opaque(bytes)) => decode_assignment(bytes).unwrap_or_else(|e| {
+            tracing::debug!(
+                group,
+                member_id = %member.member_id,
+                error = %e,
+                "a Kafka member's assignment does not decode; described without partitions"
+            );
+            Vec::new()
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    use std::time::Duration;
+
+    use bytes::Bytes;
+
+    use crate::coordinator::{
+        Assignor, GroupsConfig, JoinOutcome, ManualClock, MemberProtocol, SyncOutcome,
+    };
+    use crate::test_support::{append, join_request, open_at};
+    use crate::topic_config::Overrides;
+
+    /// A broker whose groups rebalance at once and whose members never
+    /// expire by themselves (a manual clock).
+    fn open(dir: &std::path::Path) -> Arc<Broker> {
+        let groups = GroupsConfig {
+            initial_rebalance_delay_ms: 0,
+            ..GroupsConfig::default()
+        };
+        let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+        Arc::new(open_at(dir, &groups, &clock))
+    }
+
+    fn shutdown(broker: Arc<Broker>) {
+        Arc::into_inner(broker).unwrap().shutdown().unwrap();
+    }
+
+    /// `n` records in partition 0 of `topic`, dispatched (so they count in
+    /// the partition's end).
+    fn fill(broker: &Broker, topic: &str, n: usize) {
+        let records: Vec<(&str, &str)> = vec![("k", "v"); n];
+        append(broker, topic, &records);
+        assert!(broker.store.wait_dispatched(Duration::from_secs(30)));
+    }
+
+    fn commit(broker: &Broker, group: &str, offsets: &[(&str, u32, u64)]) {
+        let commits = offsets
+            .iter()
+            .map(|(topic, partition, offset)| OffsetCommit {
+                topic: topic.to_string(),
+                partition: *partition,
+                value: CommitValue {
+                    offset: *offset,
+                    metadata: format!("m{offset}"),
+                },
+            })
+            .collect();
+        broker.commit_offsets(group, commits).unwrap();
+    }
+
+    /// An HTTP member of `group` subscribed to `topic`; its member id.
+    fn join_http(broker: &Broker, group: &str, topic: &str) -> String {
+        let partitions = |t: &str| broker.registry.get(t).map(|t| t.partitions.get());
+        let protocol = MemberProtocol::Http {
+            topics: vec![topic.into()],
+            assignor: Assignor::Range,
+        };
+        match broker
+            .coordinator
+            .join(group, join_request(protocol), &partitions)
+            .unwrap()
+        {
+            JoinOutcome::Joined(r) => r.member_id,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// A lone Kafka member of `group`, the leader, synced with
+    /// `assignment` as its own.
+    fn join_kafka(broker: &Broker, group: &str, assignment: Vec<u8>) -> String {
+        let partitions = |t: &str| broker.registry.get(t).map(|t| t.partitions.get());
+        let protocol = MemberProtocol::Kafka {
+            protocol_type: "consumer".into(),
+            protocols: vec![("range".into(), Bytes::new())],
+        };
+        let JoinOutcome::Joined(joined) = broker
+            .coordinator
+            .join(group, join_request(protocol), &partitions)
+            .unwrap()
+        else {
+            panic!("a lone member joins at once")
+        };
+        let plan = vec![(joined.member_id.clone(), Bytes::from(assignment))];
+        let synced = broker
+            .coordinator
+            .sync(
+                group,
+                &joined.member_id,
+                None,
+                joined.generation,
+                Some(plan),
+            )
+            .unwrap();
+        assert!(matches!(synced, SyncOutcome::Synced(_)));
+        joined.member_id
+    }
+
+    /// Kafka's Assignment v1 of `t` partitions 0 and 1, with user data.
+    fn kafka_assignment() -> Vec<u8> {
+        let mut b = vec![0, 1, 0, 0, 0, 1, 0, 1, b't', 0, 0, 0, 2];
+        b.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 1]);
+        b.extend_from_slice(&[0, 0, 0, 2, 7, 7]);
+        b
+    }
+
+    fn offsets_of(broker: &Broker, group: &str) -> Vec<(String, u32, u64)> {
+        broker
+            .groups
+            .get(group, None)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|c| (c.topic, c.partition, c.offset))
+            .collect()
+    }
+
+    fn owned(list: &[(&str, u32, u64)]) -> Vec<(String, u32, u64)> {
+        list.iter()
+            .map(|(t, p, o)| (t.to_string(), *p, *o))
+            .collect()
+    }
+
+    #[test]
+    fn the_list_has_groups_with_members_or_offsets_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = open(dir.path());
+        broker.create_topic("t", 2, Overrides::new()).unwrap();
+        commit(&broker, "only-offsets", &[("t", 0, 1)]);
+        join_http(&broker, "b-members", "t");
+        let left = join_http(&broker, "a-left", "t");
+        let partitions = |t: &str| broker.registry.get(t).map(|t| t.partitions.get());
+        broker
+            .coordinator
+            .leave("a-left", Some(&left), None, &partitions)
+            .unwrap();
+        assert!(broker.coordinator.describe("a-left").is_some());
+
+        let list = broker.list_groups();
+        assert_eq!(
+            list,
+            [
+                GroupSummary {
+                    group: "b-members".into(),
+                    state: GroupState::Stable,
+                    kind: Some(ProtocolKind::Http),
+                    members: 1,
+                },
+                offsets_only("only-offsets".into()),
+            ],
+            "an empty group without offsets is not listed"
+        );
+        assert!(matches!(
+            broker.describe_group("a-left"),
+            Err(BrokerError::UnknownGroup { .. })
+        ));
+        shutdown(broker);
+    }
+
+    #[test]
+    fn describe_gives_assignments_and_lag_against_the_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = open(dir.path());
+        broker.create_topic("t", 2, Overrides::new()).unwrap();
+        broker.create_topic("gone", 1, Overrides::new()).unwrap();
+        fill(&broker, "t", 3);
+        commit(&broker, "g", &[("t", 0, 1), ("t", 1, 5), ("gone", 0, 2)]);
+        broker.delete_topic("gone").unwrap();
+        let member = join_http(&broker, "g", "t");
+
+        let d = broker.describe_group("g").unwrap();
+        assert_eq!((d.state, d.generation), (GroupState::Stable, 1));
+        assert_eq!(d.kind, Some(ProtocolKind::Http));
+        assert_eq!(d.selected_protocol.as_deref(), Some("range"));
+        assert_eq!(d.members.len(), 1);
+        assert_eq!(d.members[0].member_id, member);
+        assert_eq!(
+            d.members[0].assignments,
+            [TopicPartition::new("t", 0), TopicPartition::new("t", 1)]
+        );
+        let lag = |o: &OffsetLag| (o.topic.clone(), o.partition, o.end_offset, o.lag);
+        assert_eq!(
+            d.offsets.iter().map(lag).collect::<Vec<_>>(),
+            [
+                ("gone".to_string(), 0, None, None),
+                ("t".to_string(), 0, Some(3), Some(2)),
+                ("t".to_string(), 1, Some(0), Some(0)),
+            ],
+            "a commit past the end has no negative lag; a deleted topic has no end"
+        );
+        assert_eq!(d.offsets[1].metadata, "m1");
+
+        assert!(matches!(
+            broker.describe_group("nobody"),
+            Err(BrokerError::UnknownGroup { .. })
+        ));
+        assert!(matches!(
+            broker.describe_group("a/b"),
+            Err(BrokerError::InvalidName { .. })
+        ));
+        shutdown(broker);
+    }
+
+    #[test]
+    fn a_kafka_members_assignment_is_decoded_and_a_bad_one_is_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = open(dir.path());
+        broker.create_topic("t", 2, Overrides::new()).unwrap();
+        join_kafka(&broker, "k", kafka_assignment());
+        let d = broker.describe_group("k").unwrap();
+        assert_eq!(d.kind, Some(ProtocolKind::Kafka));
+        assert_eq!(
+            d.members[0].assignments,
+            [TopicPartition::new("t", 0), TopicPartition::new("t", 1)]
+        );
+
+        let mut truncated = kafka_assignment();
+        truncated.truncate(10);
+        join_kafka(&broker, "bad", truncated);
+        let d = broker.describe_group("bad").unwrap();
+        assert_eq!(d.members.len(), 1);
+        assert!(d.members[0].assignments.is_empty());
+        shutdown(broker);
+    }
+
+    #[test]
+    fn reset_each_target_and_scope() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = open(dir.path());
+        broker.create_topic("t", 2, Overrides::new()).unwrap();
+        broker.create_topic("u", 1, Overrides::new()).unwrap();
+        broker
+            .create_topic("untouched", 1, Overrides::new())
+            .unwrap();
+        fill(&broker, "t", 4);
+        fill(&broker, "u", 2);
+        commit(&broker, "g", &[("t", 0, 1), ("u", 0, 1)]);
+
+        // The whole group: every partition of every topic it has offsets
+        // for, also t/1, which had none.
+        let answer = broker
+            .reset_offsets("g", ResetScope::Group, ResetTarget::End)
+            .unwrap();
+        let want = owned(&[("t", 0, 4), ("t", 1, 0), ("u", 0, 2)]);
+        let got: Vec<_> = answer
+            .iter()
+            .map(|c| (c.topic.clone(), c.partition, c.offset))
+            .collect();
+        assert_eq!(got, want);
+        assert_eq!(
+            offsets_of(&broker, "g"),
+            want,
+            "the answer is what is stored"
+        );
+        assert!(answer.iter().all(|c| c.metadata.is_empty()));
+
+        broker
+            .reset_offsets("g", ResetScope::Topic("t".into()), ResetTarget::Beginning)
+            .unwrap();
+        assert_eq!(
+            offsets_of(&broker, "g"),
+            owned(&[("t", 0, 0), ("t", 1, 0), ("u", 0, 2)])
+        );
+        let one = |partitions: Vec<u32>, to| {
+            let scope = ResetScope::Partitions {
+                topic: "t".into(),
+                partitions,
+            };
+            broker.reset_offsets("g", scope, to)
+        };
+        one(vec![0, 0], ResetTarget::Offset(2)).unwrap();
+        assert_eq!(offsets_of(&broker, "g")[0], ("t".into(), 0, 2));
+        one(vec![0], ResetTarget::Offset(99)).unwrap();
+        assert_eq!(offsets_of(&broker, "g")[0], ("t".into(), 0, 4), "clamped");
+
+        // Refusals change nothing.
+        let before = offsets_of(&broker, "g");
+        let cases = [
+            (one(vec![], ResetTarget::End), "empty partitions"),
+            (one(vec![0, 2], ResetTarget::End), "unknown partition"),
+            (one(vec![0], ResetTarget::Timestamp(0)), "no time index yet"),
+            (
+                broker.reset_offsets("g", ResetScope::Topic("nope".into()), ResetTarget::End),
+                "unknown topic",
+            ),
+            (
+                broker.reset_offsets("nobody", ResetScope::Group, ResetTarget::End),
+                "unknown group",
+            ),
+            (
+                broker.reset_offsets("a/b", ResetScope::Group, ResetTarget::End),
+                "bad group name",
+            ),
+        ];
+        for (result, what) in cases {
+            let err = result.unwrap_err();
+            let expected = match what {
+                "unknown partition" => matches!(err, BrokerError::UnknownPartition { .. }),
+                "unknown topic" => matches!(err, BrokerError::UnknownTopic { .. }),
+                "unknown group" => matches!(err, BrokerError::UnknownGroup { .. }),
+                "bad group name" => matches!(err, BrokerError::InvalidName { .. }),
+                _ => matches!(err, BrokerError::Invalid { .. }),
+            };
+            assert!(expected, "{what}: {err:?}");
+        }
+        assert_eq!(offsets_of(&broker, "g"), before);
+
+        // A topic scope seeds a group that has no offsets yet.
+        broker
+            .reset_offsets("new", ResetScope::Topic("u".into()), ResetTarget::End)
+            .unwrap();
+        assert_eq!(offsets_of(&broker, "new"), owned(&[("u", 0, 2)]));
+        shutdown(broker);
+
+        let broker = open(dir.path());
+        assert_eq!(offsets_of(&broker, "g"), before, "written to the log");
+        shutdown(broker);
+    }
+
+    #[test]
+    fn reset_and_delete_are_refused_while_the_group_has_members() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = open(dir.path());
+        broker.create_topic("t", 1, Overrides::new()).unwrap();
+        fill(&broker, "t", 2);
+        commit(&broker, "g", &[("t", 0, 1)]);
+        let member = join_http(&broker, "g", "t");
+        let refused = |e: Option<BrokerError>| {
+            matches!(e, Some(BrokerError::GroupHasMembers { members: 1, .. }))
+        };
+        let reset = broker.reset_offsets("g", ResetScope::Group, ResetTarget::End);
+        assert!(refused(reset.err()));
+        assert!(refused(broker.delete_group("g").err()));
+        assert_eq!(offsets_of(&broker, "g"), owned(&[("t", 0, 1)]));
+        assert_eq!(broker.describe_group("g").unwrap().members.len(), 1);
+
+        let partitions = |t: &str| broker.registry.get(t).map(|t| t.partitions.get());
+        broker
+            .coordinator
+            .leave("g", Some(&member), None, &partitions)
+            .unwrap();
+        broker
+            .reset_offsets("g", ResetScope::Group, ResetTarget::End)
+            .unwrap();
+        assert_eq!(offsets_of(&broker, "g"), owned(&[("t", 0, 2)]));
+        shutdown(broker);
+    }
+
+    #[test]
+    fn a_deleted_group_is_gone_also_after_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = open(dir.path());
+        broker.create_topic("t", 2, Overrides::new()).unwrap();
+        commit(&broker, "g", &[("t", 0, 1), ("t", 1, 2)]);
+        commit(&broker, "kept", &[("t", 0, 3)]);
+        let member = join_http(&broker, "g", "t");
+        let partitions = |t: &str| broker.registry.get(t).map(|t| t.partitions.get());
+        broker
+            .coordinator
+            .leave("g", Some(&member), None, &partitions)
+            .unwrap();
+
+        broker.delete_group("g").unwrap();
+        assert!(broker.coordinator.describe("g").is_none(), "forgotten");
+        assert!(broker.groups.get("g", None).is_none());
+        let names: Vec<_> = broker.list_groups().into_iter().map(|g| g.group).collect();
+        assert_eq!(names, ["kept"]);
+        assert!(matches!(
+            broker.delete_group("g"),
+            Err(BrokerError::UnknownGroup { .. })
+        ));
+        shutdown(broker);
+
+        let broker = open(dir.path());
+        assert!(
+            broker.groups.get("g", None).is_none(),
+            "tombstones in the log"
+        );
+        assert_eq!(offsets_of(&broker, "kept"), owned(&[("t", 0, 3)]));
+        shutdown(broker);
+    }
+}
