@@ -245,8 +245,12 @@ fn stalled_clients_take_no_slots_and_are_closed() {
         produce(&s, &format!("v{i}")).expect(200);
     }
     s.get("/status/ready").expect(200);
-    let fetched = s.get("/topics/t/partitions/0/records?offset=0").expect(200);
-    assert_eq!(fetched.as_array().unwrap().len(), 8, "{fetched}");
+    // A fetch answers what is dispatched when it comes (an acked record
+    // becomes readable a moment later), so wait for all eight.
+    wait_for("the eight records to be fetchable", || {
+        let fetched = s.get("/topics/t/partitions/0/records?offset=0").expect(200);
+        fetched.as_array().map_or(0, Vec::len) == 8
+    });
 
     // Each stalled connection is closed by the server: unfinished headers
     // and silence without an answer, unfinished bodies with 408.
