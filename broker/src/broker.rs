@@ -678,6 +678,7 @@ mod tests {
                 assignor: Assignor::Range,
             },
             require_known_member_id: false,
+            server_side: false,
         };
         broker.coordinator.join("g", join, &partitions).unwrap();
         let members = || {
