@@ -53,9 +53,23 @@ pub enum ApiError {
     /// 40405 (Confluent's code; 40403 is its unknown consumer instance)
     #[error("{message}")]
     UnknownConsumerGroup { message: String },
+    /// 40403: no such consumer instance (deleted, expired, never created).
+    #[error("{message}")]
+    UnknownConsumerInstance { message: String },
+    /// 40601: a records call's `Accept` is not the instance's format.
+    #[error("{message}")]
+    NotAcceptable { message: String },
     /// 40901
     #[error("{message}")]
     TopicExists { message: String },
+    /// 40902
+    #[error("{message}")]
+    ConsumerInstanceExists { message: String },
+    /// 40903: subscribe and assign mixed, a commit of a stale generation or
+    /// of a partition not held, a group of the other protocol, a commit
+    /// without membership while the group has members.
+    #[error("{message}")]
+    IllegalConsumerState { message: String },
     /// 40801: the body did not arrive within `http.body_read_timeout_ms`.
     #[error("{message}")]
     RequestTimeout { message: String },
@@ -74,6 +88,13 @@ pub enum ApiError {
     /// 42203: stored bytes cannot be rendered in the requested format.
     #[error("{message}")]
     JsonConversion { message: String },
+    /// 42204
+    #[error("{message}")]
+    BadConsumerConfig { message: String },
+    /// 42205: no committed offset (or out of range) and
+    /// `auto.offset.reset: none`.
+    #[error("{message}")]
+    NoResetPosition { message: String },
     /// 42206: body is not JSON, lacks `records`, has bad base64, ...
     #[error("{message}")]
     PayloadMalformed { message: String },
@@ -147,7 +168,13 @@ impl ApiError {
             ApiError::UnknownTopic { .. } => 40401,
             ApiError::UnknownPartition { .. } => 40402,
             ApiError::UnknownConsumerGroup { .. } => 40405,
+            ApiError::UnknownConsumerInstance { .. } => 40403,
+            ApiError::NotAcceptable { .. } => 40601,
             ApiError::TopicExists { .. } => 40901,
+            ApiError::ConsumerInstanceExists { .. } => 40902,
+            ApiError::IllegalConsumerState { .. } => 40903,
+            ApiError::BadConsumerConfig { .. } => 42204,
+            ApiError::NoResetPosition { .. } => 42205,
             ApiError::RequestTimeout { .. } => 40801,
             ApiError::TooLarge { .. } => 41301,
             ApiError::UnsupportedContentType { .. } => 41501,
@@ -172,6 +199,7 @@ impl ApiError {
             401 => StatusCode::UNAUTHORIZED,
             404 => StatusCode::NOT_FOUND,
             405 => StatusCode::METHOD_NOT_ALLOWED,
+            406 => StatusCode::NOT_ACCEPTABLE,
             408 => StatusCode::REQUEST_TIMEOUT,
             409 => StatusCode::CONFLICT,
             413 => StatusCode::PAYLOAD_TOO_LARGE,
@@ -326,17 +354,25 @@ impl From<tidelog_broker::BrokerError> for ApiError {
             | B::DeclaredTopic { .. } => ApiError::Internal { message },
             B::Store { source } => source.into(),
             B::Compaction { source } => source.into(),
-            // Not produced by any route yet: the consumer-instance routes
-            // that call the coordinator map these to 40403/40903/42901.
-            B::UnknownMember { .. }
-            | B::IllegalGeneration { .. }
+            // The coordinator's: over HTTP a member is a consumer
+            // instance (40403), and the membership refusals are illegal
+            // consumer states (40903). The Kafka-only ones never reach a
+            // route (a server-side member's join asks for neither).
+            B::UnknownMember { .. } | B::UnknownConsumerInstance { .. } => {
+                ApiError::UnknownConsumerInstance { message }
+            }
+            B::IllegalGeneration { .. }
             | B::RebalanceInProgress { .. }
             | B::GroupHasMembers { .. }
             | B::InconsistentGroupProtocol { .. }
-            | B::FencedInstanceId { .. }
+            | B::ConsumerState { .. } => ApiError::IllegalConsumerState { message },
+            B::GroupLimit { .. } => ApiError::TooManyRequests { message },
+            B::ConsumerInstanceExists { .. } => ApiError::ConsumerInstanceExists { message },
+            B::ConsumerConfig { .. } => ApiError::BadConsumerConfig { message },
+            B::NoResetPosition { .. } => ApiError::NoResetPosition { message },
+            B::FencedInstanceId { .. }
             | B::MemberIdRequired { .. }
-            | B::InvalidSessionTimeout { .. }
-            | B::GroupLimit { .. } => ApiError::Internal { message },
+            | B::InvalidSessionTimeout { .. } => ApiError::Internal { message },
         }
     }
 }
@@ -479,6 +515,28 @@ mod tests {
             (ApiError::unknown_partition("t", 9, 4), 40402, 404),
             (ApiError::unknown_consumer_group("g"), 40405, 404),
             (ApiError::topic_exists("t"), 40901, 409),
+            (
+                ApiError::UnknownConsumerInstance { message: msg("i") },
+                40403,
+                404,
+            ),
+            (ApiError::NotAcceptable { message: msg("a") }, 40601, 406),
+            (
+                ApiError::ConsumerInstanceExists { message: msg("i") },
+                40902,
+                409,
+            ),
+            (
+                ApiError::IllegalConsumerState { message: msg("s") },
+                40903,
+                409,
+            ),
+            (
+                ApiError::BadConsumerConfig { message: msg("c") },
+                42204,
+                422,
+            ),
+            (ApiError::NoResetPosition { message: msg("r") }, 42205, 422),
             (
                 ApiError::RequestTimeout {
                     message: msg("slow body"),
