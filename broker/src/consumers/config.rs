@@ -21,6 +21,9 @@ pub const REQUEST_TIMEOUT_MS_DEFAULT: u64 = 1000;
 /// fetch's `max_bytes` bound.
 pub const FETCH_BYTES_MAX: u64 = 64 << 20;
 
+/// Default records-call `max_bytes` (the stateless fetch's).
+pub const FETCH_BYTES_MAX_DEFAULT: u64 = 1 << 20;
+
 /// Longest `topic_pattern`, and the compiled automaton's size bound, so a
 /// client's regex cannot take the server's memory.
 pub const TOPIC_PATTERN_MAX_BYTES: usize = 1024;
@@ -131,17 +134,18 @@ impl InstanceConfig {
                     config.name = Some(value.to_string());
                 }
                 "format" => {
-                    config.format =
-                        match value {
-                            "binary" => InstanceFormat::Binary,
-                            "json" => InstanceFormat::Json,
-                            _ => return Err(bad(
+                    config.format = match value {
+                        "binary" => InstanceFormat::Binary,
+                        "json" => InstanceFormat::Json,
+                        _ => {
+                            return Err(bad(
                                 field,
                                 format!(
                                     "{value:?} is not binary or json (the formats tidelog stores)"
                                 ),
-                            )),
+                            ))
                         }
+                    }
                 }
                 "auto.offset.reset" => {
                     config.auto_offset_reset = match value {

@@ -64,7 +64,9 @@ use std::time::Duration;
 use event_listener::{Event, EventListener, Listener};
 use regex::Regex;
 
-pub use config::{ConsumersConfig, InstanceConfig, InstanceFormat, OffsetReset};
+pub use config::{
+    ConsumersConfig, InstanceConfig, InstanceFormat, OffsetReset, FETCH_BYTES_MAX_DEFAULT,
+};
 
 use crate::coordinator::{
     Assignor, CommitOrigin, Coordinator, JoinOutcome, JoinRequest, MemberAssignment,
@@ -170,9 +172,9 @@ pub struct PolledRecords {
 
 /// What a records call came to.
 #[derive(Debug)]
-pub enum Poll {
-    /// Records to return (possibly none, on the last try).
-    Records(Vec<PolledRecords>),
+pub enum Poll<R> {
+    /// The records rendered (possibly none, on the last try).
+    Records(R),
     /// Nothing (or less than `fetch.min.bytes`): wait on any of these (the
     /// held partitions, the group), then poll again.
     Wait(Vec<EventListener>),
@@ -702,14 +704,21 @@ impl Consumers {
     /// With nothing (or less than `fetch.min.bytes`) and `last` false: the
     /// listeners to wait on. Blocking (auto commit appends; compacted
     /// partitions are read with `pread`).
-    pub fn poll(
+    ///
+    /// `render` turns the records into the answer before the positions
+    /// move: if it fails (a value the format cannot show), nothing is
+    /// consumed, so no record is skipped.
+    pub fn poll<R, E: From<BrokerError>>(
         &self,
         group: &str,
         name: &str,
         max_bytes: usize,
         last: bool,
-    ) -> Result<Poll, BrokerError> {
-        self.with_instance(group, name, |broker, gi| {
+        render: impl FnOnce(&[PolledRecords]) -> Result<R, E>,
+    ) -> Result<Poll<R>, E> {
+        let mut render = Some(render);
+        let mut rendered = None;
+        let polled = self.with_instance(group, name, |broker, gi| {
             let inst = gi
                 .instances
                 .get_mut(name)
@@ -721,27 +730,47 @@ impl Consumers {
             // A record added between a read and its listener shows in the
             // listener's re-check; then read again (a few times at most,
             // then answer what there is).
+            let mut take = |inst: &mut Instance, read: HeldRead| {
+                let Some(render) = render.take() else {
+                    return;
+                };
+                let result = render(&read.polled);
+                if result.is_ok() {
+                    self.apply_read(inst, &read);
+                }
+                rendered = Some(result);
+            };
             for _ in 0..3 {
                 let read = read_held(broker, group, inst, max_bytes)?;
                 let enough = read.bytes >= inst.config.fetch_min_bytes.max(1);
                 if (enough && !read.batches.is_empty()) || last {
-                    return Ok(Poll::Records(self.take(inst, read)));
+                    take(inst, read);
+                    return Ok(None);
                 }
                 match self.listeners(broker, group, inst, &read)? {
-                    Some(listeners) => return Ok(Poll::Wait(listeners)),
+                    Some(listeners) => return Ok(Some(listeners)),
                     None => continue,
                 }
             }
             let read = read_held(broker, group, inst, max_bytes)?;
-            Ok(Poll::Records(self.take(inst, read)))
-        })
+            take(inst, read);
+            Ok(None)
+        })?;
+        match (polled, rendered) {
+            (Some(listeners), _) => Ok(Poll::Wait(listeners)),
+            (None, Some(result)) => result.map(Poll::Records),
+            (None, None) => Err(BrokerError::Internal {
+                message: "a records call neither waited nor rendered".into(),
+            }
+            .into()),
+        }
     }
 
-    /// Applies a read: positions move, returned and uncommitted offsets
-    /// are noted, the start rotates.
-    fn take(&self, inst: &mut Instance, read: HeldRead) -> Vec<PolledRecords> {
-        let mut out = Vec::with_capacity(read.batches.len());
-        for (tp, next, polled) in read.batches {
+    /// Applies a read that was answered: positions move, returned and
+    /// uncommitted offsets are noted, the start rotates.
+    fn apply_read(&self, inst: &mut Instance, read: &HeldRead) {
+        for (tp, next) in &read.batches {
+            let (tp, next) = (tp.clone(), *next);
             inst.positions.insert(tp.clone(), next);
             inst.returned.insert(tp.clone(), next);
             if inst.config.auto_commit {
@@ -752,12 +781,10 @@ impl Consumers {
                         .saturating_add(AUTO_COMMIT_INTERVAL_MS),
                 );
             }
-            out.push(polled);
         }
         if !inst.held.is_empty() {
             inst.next_start = (read.start + 1) % inst.held.len();
         }
-        out
     }
 
     /// Listeners of every held partition (past what the read found) and of
@@ -1177,8 +1204,10 @@ fn commit_uncommitted(broker: &Broker, group: &str, name: &str, inst: &mut Insta
 
 /// One read over the held partitions, not yet applied.
 struct HeldRead {
-    /// (partition, next offset, its records), partitions with records only.
-    batches: Vec<(TopicPartition, u64, PolledRecords)>,
+    /// (partition, next offset) of the partitions with records, and their
+    /// records, in the same order.
+    batches: Vec<(TopicPartition, u64)>,
+    polled: Vec<PolledRecords>,
     /// Every held partition and where a wait for it starts.
     next: Vec<(TopicPartition, u64)>,
     bytes: u64,
@@ -1206,6 +1235,7 @@ fn read_held(
     };
     let mut read = HeldRead {
         batches: Vec::new(),
+        polled: Vec::new(),
         next: Vec::with_capacity(held.len()),
         bytes: 0,
         start,
@@ -1254,14 +1284,11 @@ fn read_held(
         if kept > 0 {
             records_left -= kept;
             read.bytes += bytes;
-            read.batches.push((
-                tp.clone(),
-                next,
-                PolledRecords {
-                    topic: Arc::clone(&part.topic().name),
-                    records,
-                },
-            ));
+            read.batches.push((tp.clone(), next));
+            read.polled.push(PolledRecords {
+                topic: Arc::clone(&part.topic().name),
+                records,
+            });
         }
     }
     Ok(read)

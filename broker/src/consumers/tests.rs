@@ -79,6 +79,14 @@ fn earliest(name: &str, auto_commit: bool) -> InstanceConfig {
     }
 }
 
+/// A records call's answer as (partition, offset) pairs.
+fn pairs(batches: &[PolledRecords]) -> Result<Vec<(u32, u64)>, BrokerError> {
+    Ok(batches
+        .iter()
+        .flat_map(|b| b.records.iter().map(|r| (r.partition(), r.offset())))
+        .collect())
+}
+
 impl Fixture {
     /// `n` records to each of `partitions` of topic t, visible when it
     /// returns.
@@ -116,11 +124,12 @@ impl Fixture {
 
     /// Every record a last-try records call returns: (partition, offset).
     fn poll(&self, name: &str, max_bytes: usize) -> Vec<(u32, u64)> {
-        match self.consumers.poll("g", name, max_bytes, true).unwrap() {
-            Poll::Records(batches) => batches
-                .iter()
-                .flat_map(|b| b.records.iter().map(|r| (r.partition(), r.offset())))
-                .collect(),
+        match self
+            .consumers
+            .poll("g", name, max_bytes, true, pairs)
+            .unwrap()
+        {
+            Poll::Records(pairs) => pairs,
             Poll::Wait(_) => panic!("a last try waits"),
         }
     }
@@ -187,7 +196,7 @@ fn a_clean_handover_commits_first_and_duplicates_nothing() {
     );
     assert_eq!(seen.len(), 17, "every record once");
     assert!(matches!(
-        f.consumers.poll("g", "b", 1, true),
+        f.consumers.poll("g", "b", 1, true, pairs),
         Err(BrokerError::UnknownConsumerInstance { .. })
     ));
 }
@@ -275,7 +284,7 @@ fn positions_resume_at_commits_else_by_reset() {
     };
     f.consumers.create("g", none).unwrap();
     f.subscribe("n");
-    let refused = f.consumers.poll("g", "n", 1 << 20, true);
+    let refused = f.consumers.poll("g", "n", 1 << 20, true, pairs);
     assert!(
         matches!(
             &refused,
@@ -380,7 +389,7 @@ fn an_empty_records_call_waits_on_listeners_a_produce_fires() {
     let f = fixture(2);
     f.consumers.create("g", earliest("a", true)).unwrap();
     f.subscribe("a");
-    let Poll::Wait(listeners) = f.consumers.poll("g", "a", 1 << 20, false).unwrap() else {
+    let Poll::Wait(listeners) = f.consumers.poll("g", "a", 1 << 20, false, pairs).unwrap() else {
         panic!("nothing to read, yet records");
     };
     assert!(listeners.len() >= 2, "the partitions' and the group's");
@@ -397,6 +406,23 @@ fn an_empty_records_call_waits_on_listeners_a_produce_fires() {
     }
     assert!(woke.recv_timeout(Duration::from_secs(30)).is_ok());
     assert_eq!(f.poll("a", 1 << 20), [(1, 0)]);
+}
+
+/// A records call whose answer cannot be rendered (a value not valid in
+/// the instance's format) moves no position: the records come again.
+#[test]
+fn a_failed_render_consumes_nothing() {
+    let f = fixture(1);
+    f.produce(&[0], 2);
+    f.consumers.create("g", earliest("a", true)).unwrap();
+    f.subscribe("a");
+    let failed = f.consumers.poll("g", "a", 1 << 20, true, |_| {
+        Err::<(), _>(BrokerError::Invalid {
+            message: "cannot render".into(),
+        })
+    });
+    assert!(failed.is_err());
+    assert_eq!(f.poll("a", 1 << 20), [(0, 0), (0, 1)]);
 }
 
 /// Subscribing and assigning cannot be mixed; names are unique per group;
