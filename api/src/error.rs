@@ -664,6 +664,97 @@ mod tests {
         );
     }
 
+    /// The coordinator's and the consumer instances' refusals, as a
+    /// consumer-instance route answers them.
+    #[test]
+    fn consumer_errors_map_to_their_codes() {
+        use tidelog_broker::BrokerError as B;
+        let (g, i) = (|| "g".to_string(), || "i".to_string());
+        let cases = [
+            (
+                B::UnknownMember {
+                    group: g(),
+                    member_id: i(),
+                },
+                40403,
+            ),
+            (
+                B::UnknownConsumerInstance {
+                    group: g(),
+                    instance: i(),
+                },
+                40403,
+            ),
+            (
+                B::ConsumerInstanceExists {
+                    group: g(),
+                    instance: i(),
+                },
+                40902,
+            ),
+            (
+                B::IllegalGeneration {
+                    group: g(),
+                    generation: 1,
+                    current: 2,
+                },
+                40903,
+            ),
+            (B::RebalanceInProgress { group: g() }, 40903),
+            (
+                B::GroupHasMembers {
+                    group: g(),
+                    members: 1,
+                },
+                40903,
+            ),
+            (
+                B::InconsistentGroupProtocol {
+                    group: g(),
+                    reason: i(),
+                },
+                40903,
+            ),
+            (
+                B::ConsumerState {
+                    group: g(),
+                    instance: i(),
+                    reason: i(),
+                },
+                40903,
+            ),
+            (
+                B::ConsumerConfig {
+                    field: i(),
+                    reason: i(),
+                },
+                42204,
+            ),
+            (
+                B::NoResetPosition {
+                    topic: g(),
+                    partition: 3,
+                    reason: i(),
+                },
+                42205,
+            ),
+            (
+                B::GroupLimit {
+                    what: "instances",
+                    len: 2,
+                    max: 1,
+                },
+                42901,
+            ),
+        ];
+        for (e, code) in cases {
+            let text = e.to_string();
+            let api = ApiError::from(e);
+            assert_eq!(api.error_code(), code, "{text}");
+            assert_eq!(api.to_string(), text);
+        }
+    }
+
     #[test]
     fn store_errors_map_to_their_codes() {
         use tidelog_broker::store::{RecordProblem, StoreError as S};

@@ -338,6 +338,27 @@ impl Consumers {
         f(&broker, &mut gi)
     }
 
+    /// [`Consumers::with_instance`] on the instance alone, its assignment
+    /// refreshed first when `refresh` (a completed rebalance taken).
+    fn with_one<T>(
+        &self,
+        group: &str,
+        name: &str,
+        refresh: bool,
+        f: impl FnOnce(&Arc<Broker>, &mut Instance) -> Result<T, BrokerError>,
+    ) -> Result<T, BrokerError> {
+        self.with_instance(group, name, |broker, gi| {
+            let inst = gi
+                .instances
+                .get_mut(name)
+                .ok_or_else(|| unknown(group, name))?;
+            if refresh {
+                self.refresh(broker, group, name, inst)?;
+            }
+            f(broker, inst)
+        })
+    }
+
     /// Creates an instance; its name (generated when `config.name` is
     /// `None`).
     pub fn create(&self, group: &str, config: InstanceConfig) -> Result<String, BrokerError> {
@@ -411,7 +432,7 @@ impl Consumers {
 
     /// The instance's settings (its format, its default records timeout).
     pub fn instance_config(&self, group: &str, name: &str) -> Result<InstanceConfig, BrokerError> {
-        self.with_instance(group, name, |_, gi| Ok(gi.instances[name].config.clone()))
+        self.with_one(group, name, false, |_, inst| Ok(inst.config.clone()))
     }
 
     /// Deletes an instance; its partitions go to the group's others. An
@@ -563,12 +584,7 @@ impl Consumers {
 
     /// The partitions the instance holds now (manual, or from its group).
     pub fn assignments(&self, group: &str, name: &str) -> Result<Vec<TopicPartition>, BrokerError> {
-        self.with_instance(group, name, |broker, gi| {
-            let inst = gi
-                .instances
-                .get_mut(name)
-                .ok_or_else(|| unknown(group, name))?;
-            self.refresh(broker, group, name, inst)?;
+        self.with_one(group, name, true, |_, inst| {
             Ok(if inst.rebalancing {
                 Vec::new()
             } else {
@@ -584,12 +600,7 @@ impl Consumers {
         name: &str,
         offsets: Vec<(TopicPartition, u64)>,
     ) -> Result<(), BrokerError> {
-        self.with_instance(group, name, |broker, gi| {
-            let inst = gi
-                .instances
-                .get_mut(name)
-                .ok_or_else(|| unknown(group, name))?;
-            self.refresh(broker, group, name, inst)?;
+        self.with_one(group, name, true, |_, inst| {
             for (tp, _) in &offsets {
                 check_held(group, name, inst, tp)?;
             }
@@ -608,12 +619,7 @@ impl Consumers {
         partitions: Vec<TopicPartition>,
         to: SeekTo,
     ) -> Result<(), BrokerError> {
-        self.with_instance(group, name, |broker, gi| {
-            let inst = gi
-                .instances
-                .get_mut(name)
-                .ok_or_else(|| unknown(group, name))?;
-            self.refresh(broker, group, name, inst)?;
+        self.with_one(group, name, true, |broker, inst| {
             let mut targets = Vec::with_capacity(partitions.len());
             for tp in partitions {
                 check_held(group, name, inst, &tp)?;
@@ -641,24 +647,9 @@ impl Consumers {
         name: &str,
         offsets: Option<Vec<OffsetCommit>>,
     ) -> Result<(), BrokerError> {
-        self.with_instance(group, name, |broker, gi| {
-            let inst = gi
-                .instances
-                .get_mut(name)
-                .ok_or_else(|| unknown(group, name))?;
+        self.with_one(group, name, false, |broker, inst| {
             let commits: Vec<OffsetCommit> = match offsets {
-                None => inst
-                    .returned
-                    .iter()
-                    .map(|(tp, next)| OffsetCommit {
-                        topic: tp.topic.clone(),
-                        partition: tp.partition,
-                        value: CommitValue {
-                            offset: *next,
-                            metadata: String::new(),
-                        },
-                    })
-                    .collect(),
+                None => next_offsets(&inst.returned),
                 Some(list) => {
                     let mut out = Vec::with_capacity(list.len());
                     for mut c in list {
@@ -718,11 +709,7 @@ impl Consumers {
     ) -> Result<Poll<R>, E> {
         let mut render = Some(render);
         let mut rendered = None;
-        let polled = self.with_instance(group, name, |broker, gi| {
-            let inst = gi
-                .instances
-                .get_mut(name)
-                .ok_or_else(|| unknown(group, name))?;
+        let polled = self.with_one(group, name, false, |broker, inst| {
             if inst.config.auto_commit {
                 commit_uncommitted(broker, group, name, inst);
             }
@@ -1171,15 +1158,9 @@ fn commit_as(
     Ok(())
 }
 
-/// Auto commit of what the instance returned; a refusal (a stale
-/// generation: the partitions moved on) drops them, logged.
-fn commit_uncommitted(broker: &Broker, group: &str, name: &str, inst: &mut Instance) {
-    if inst.uncommitted.is_empty() {
-        inst.auto_commit_due_ms = None;
-        return;
-    }
-    let commits: Vec<OffsetCommit> = inst
-        .uncommitted
+/// Commits of the next offsets to read, without metadata.
+fn next_offsets(offsets: &BTreeMap<TopicPartition, u64>) -> Vec<OffsetCommit> {
+    offsets
         .iter()
         .map(|(tp, next)| OffsetCommit {
             topic: tp.topic.clone(),
@@ -1189,7 +1170,17 @@ fn commit_uncommitted(broker: &Broker, group: &str, name: &str, inst: &mut Insta
                 metadata: String::new(),
             },
         })
-        .collect();
+        .collect()
+}
+
+/// Auto commit of what the instance returned; a refusal (a stale
+/// generation: the partitions moved on) drops them, logged.
+fn commit_uncommitted(broker: &Broker, group: &str, name: &str, inst: &mut Instance) {
+    if inst.uncommitted.is_empty() {
+        inst.auto_commit_due_ms = None;
+        return;
+    }
+    let commits = next_offsets(&inst.uncommitted);
     if let Err(e) = commit_as(broker, group, inst, commits) {
         tracing::warn!(
             group,
