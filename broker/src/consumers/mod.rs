@@ -279,7 +279,9 @@ impl Consumers {
         Ok(consumers)
     }
 
-    /// Stops and joins `tidelog-consumers` (shutdown).
+    /// Stops and joins `tidelog-consumers`, then commits what every
+    /// auto-commit instance returned (a clean shutdown closes its
+    /// consumers, as a Kafka consumer commits on close). Blocking.
     pub fn stop(&self) {
         self.stop.store(true, Ordering::Release);
         self.wake.notify(usize::MAX);
@@ -287,6 +289,14 @@ impl Consumers {
             if handle.join().is_err() {
                 tracing::error!("the tidelog-consumers thread panicked while stopping");
             }
+        }
+        let Ok(broker) = self.broker() else { return };
+        let slots: Vec<(String, Arc<Mutex<GroupInstances>>)> = lock(&self.groups)
+            .iter()
+            .map(|(g, s)| (g.clone(), Arc::clone(s)))
+            .collect();
+        for (group, slot) in slots {
+            self.commit_group_auto(&broker, &group, &mut lock(&slot), None);
         }
     }
 

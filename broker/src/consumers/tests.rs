@@ -365,6 +365,23 @@ fn auto_commit_lands_at_the_next_call_or_within_the_interval() {
     );
 }
 
+/// Stopping the manager (a clean shutdown) commits what auto-commit
+/// instances returned, and only theirs.
+#[test]
+fn stopping_commits_the_auto_commit_instances() {
+    let f = fixture(2);
+    f.produce(&[0, 1], 2);
+    f.consumers.create("g", earliest("a", true)).unwrap();
+    f.consumers.create("g", earliest("m", false)).unwrap();
+    f.subscribe("a");
+    f.subscribe("m");
+    assert_eq!(f.poll("a", 1 << 20).len(), 2);
+    assert_eq!(f.poll("m", 1 << 20).len(), 2);
+    assert!(f.committed().is_empty());
+    f.consumers.stop();
+    assert_eq!(f.committed(), BTreeMap::from([(0, 2)]));
+}
+
 /// With room for one record per call, each call starts one partition
 /// further: both partitions are served evenly, neither starves.
 #[test]
