@@ -160,6 +160,14 @@ fn consumer_instances_split_hand_over_wake_and_refuse_what_api_md_refuses() {
         call(&s, "POST", "/consumers/g", Some(bad)).expect_error(422, 42204);
     }
     call(&s, "POST", "/consumers/bad%20group", None).expect_error(400, 40002);
+    let big = format!("{{\"name\":\"{}\"}}", "x".repeat(70_000));
+    s.request(
+        "POST",
+        "/consumers/g",
+        &[("Content-Type", V2)],
+        Some(big.as_bytes()),
+    )
+    .expect_error(413, 41301);
     s.request(
         "POST",
         "/consumers/g",
@@ -217,6 +225,22 @@ fn consumer_instances_split_hand_over_wake_and_refuse_what_api_md_refuses() {
     assert!(first["timestamp"].as_i64().unwrap() > 0);
     assert_eq!(first["headers"], json!([{"name": "h", "value": "aGk="}]));
     assert_eq!(first["topic"], "events");
+
+    // Bad query parameters are 40002.
+    s.request(
+        "GET",
+        &format!("{}/records?timeout=abc", instance("g", "a")),
+        &[("Accept", JSON_V2)],
+        None,
+    )
+    .expect_error(400, 40002);
+    s.request(
+        "GET",
+        &format!("{}/records?max_bytes=0", instance("g", "a")),
+        &[("Accept", JSON_V2)],
+        None,
+    )
+    .expect_error(400, 40002);
 
     // Accept must be the instance's format.
     s.request(
@@ -507,4 +531,38 @@ fn committed_offsets_resume_after_a_restart_and_over_the_ext_route() {
         &json!({"offsets": [{"topic": "events", "partition": 0, "offset": 7}]}),
     );
     assert_eq!(r.status, 204, "{}", r.text());
+}
+
+/// An instance nobody uses expires after `http.consumer_instance_timeout_ms`
+/// (on `tidelog-consumers`, with no request coming): its name is free
+/// again and its partitions go to the group's other instance.
+#[test]
+fn idle_instances_expire_on_their_own() {
+    let s = TidelogProcess::start_with_config(&CONFIG.replace(
+        "  advertised_url: http://proxy.example:9999\n",
+        "  advertised_url: http://proxy.example:9999\n  consumer_instance_timeout_ms: 1000\n",
+    ));
+    let config =
+        |name: &str| json!({"name": name, "format": "json", "auto.offset.reset": "earliest"});
+    create(&s, "g", config("idle"));
+    subscribe(&s, "g", "idle", &["events"]);
+    create(&s, "g", config("busy"));
+    subscribe(&s, "g", "busy", &["events"]);
+    assert_eq!(assigned(&s, "g", "busy").len(), 2);
+    // Creating the idle one's name again does not use it: 409 while it
+    // lives, 200 once it expired (bounded; the busy one keeps itself
+    // alive by asking for its assignments).
+    let mut expired = false;
+    for _ in 0..300 {
+        let r = call(&s, "POST", "/consumers/g", Some(config("idle")));
+        if r.status == 200 {
+            expired = true;
+            break;
+        }
+        assert_eq!(r.status, 409, "{}", r.text());
+        assert!(!assigned(&s, "g", "busy").is_empty());
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(expired, "the idle instance never expired");
+    assert_eq!(assigned(&s, "g", "busy").len(), 4);
 }
