@@ -1274,10 +1274,12 @@ fn read_held(
         }
         let next = if kept == records.len() {
             batch.next_offset
+        } else if kept == 0 {
+            position
         } else {
             records
                 .iter()
-                .nth(kept.saturating_sub(1))
+                .nth(kept - 1)
                 .map_or(position, |r| r.offset() + 1)
         };
         truncate(&mut records, kept);
