@@ -2,8 +2,9 @@
 //! parses here and calls the broker's consumer-instance manager
 //! (`tidelog_broker::consumers`), which holds all the state and rules.
 //!
-//! * Bodies are `application/vnd.kafka.v2+json` or `application/json` (a
-//!   missing `Content-Type` is taken as JSON; anything else is 41501).
+//! * Bodies are `application/vnd.kafka.v2+json` or `application/json` (the
+//!   embedded-format v2 types too, and a missing `Content-Type` is taken as
+//!   JSON; anything else is 41501).
 //!   Clients send `{}` even on GET and DELETE: an empty body and `{}` are
 //!   both accepted wherever no body is needed. Body size limits are the
 //!   router's (41301).
@@ -51,7 +52,9 @@ use crate::state::AppState;
 fn body_of<'a>(headers: &HeaderMap, body: &'a Bytes) -> Result<Option<&'a [u8]>, ApiError> {
     if let Some(raw) = content_type(headers) {
         let media = media_type(raw);
-        if media != V2_RESPONSE && media != "application/json" {
+        // The embedded-format types are JSON bodies too; some clients
+        // send them on every call.
+        if ![V2_RESPONSE, "application/json", JSON_V2, BINARY_V2].contains(&media.as_str()) {
             return Err(ApiError::UnsupportedContentType {
                 message: format!(
                     "Content-Type {raw:?} is not supported here: use {V2_RESPONSE} or application/json"
