@@ -207,6 +207,7 @@ impl AppState {
             compacted_log_bytes: compacted.bytes,
             coordinator: ready.as_ref().map(|r| r.coordinator.stats()),
             consumer_lag: ready.as_ref().map(|r| r.consumer_lag()).unwrap_or_default(),
+            consumer_instances: self.consumers().map_or(0, |c| c.instance_count()),
             inflight_bytes: self.inner.inflight_bytes.used_bytes(),
             in_flight_requests: self
                 .inner
