@@ -26,7 +26,7 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use axum::extract::State;
+use axum::extract::{FromRequest, FromRequestParts, Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
@@ -77,6 +77,43 @@ fn decode<T: serde::de::DeserializeOwned + Default>(
     match body_of(headers, body)? {
         None => Ok(T::default()),
         Some(bytes) => json_body(bytes),
+    }
+}
+
+/// A call on `/consumers/{group}/instances/{instance}/...`: its path and
+/// its body (checked by [`InstanceCall::no_body`] or decoded by
+/// [`InstanceCall::body`]).
+pub struct InstanceCall {
+    path: (String, String),
+    headers: HeaderMap,
+    body: Bytes,
+}
+
+impl FromRequest<AppState> for InstanceCall {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &AppState) -> Result<Self, ApiError> {
+        let (mut parts, body) = request.into_parts();
+        let ApiPath(path) =
+            ApiPath::<(String, String)>::from_request_parts(&mut parts, state).await?;
+        let headers = parts.headers.clone();
+        let body = Bytes::from_request(Request::from_parts(parts, body), state).await?;
+        Ok(InstanceCall {
+            path,
+            headers,
+            body,
+        })
+    }
+}
+
+impl InstanceCall {
+    /// A route without a body: an empty one or `{}` (what clients send).
+    fn no_body(&self) -> Result<(), ApiError> {
+        body_of(&self.headers, &self.body).map(|_| ())
+    }
+
+    fn body<T: serde::de::DeserializeOwned + Default>(&self) -> Result<T, ApiError> {
+        decode(&self.headers, &self.body)
     }
 }
 
@@ -167,12 +204,10 @@ fn no_content() -> Response {
 /// `DELETE /consumers/{group}/instances/{instance}`
 pub async fn delete(
     State(state): State<AppState>,
-    ApiPath(path): ApiPath<(String, String)>,
-    headers: HeaderMap,
-    body: Bytes,
+    call: InstanceCall,
 ) -> Result<Response, ApiError> {
-    body_of(&headers, &body)?;
-    on_instance(&state, path, |c, g, i| c.delete(g, i)).await?;
+    call.no_body()?;
+    on_instance(&state, call.path, |c, g, i| c.delete(g, i)).await?;
     Ok(no_content())
 }
 
@@ -193,11 +228,9 @@ struct Topics {
 /// `POST …/instances/{instance}/subscription`
 pub async fn subscribe(
     State(state): State<AppState>,
-    ApiPath(path): ApiPath<(String, String)>,
-    headers: HeaderMap,
-    body: Bytes,
+    call: InstanceCall,
 ) -> Result<Response, ApiError> {
-    let request: SubscribeBody = decode(&headers, &body)?;
+    let request: SubscribeBody = call.body()?;
     let subscription = match (request.topics, request.topic_pattern) {
         (Some(topics), None) => Subscription::Topics(topics),
         (None, Some(pattern)) => Subscription::Pattern(pattern),
@@ -207,31 +240,30 @@ pub async fn subscribe(
             })
         }
     };
-    on_instance(&state, path, move |c, g, i| c.subscribe(g, i, subscription)).await?;
+    on_instance(&state, call.path, move |c, g, i| {
+        c.subscribe(g, i, subscription)
+    })
+    .await?;
     Ok(no_content())
 }
 
 /// `GET …/instances/{instance}/subscription`
 pub async fn subscription(
     State(state): State<AppState>,
-    ApiPath(path): ApiPath<(String, String)>,
-    headers: HeaderMap,
-    body: Bytes,
+    call: InstanceCall,
 ) -> Result<Response, ApiError> {
-    body_of(&headers, &body)?;
-    let topics = on_instance(&state, path, |c, g, i| c.subscription(g, i)).await?;
+    call.no_body()?;
+    let topics = on_instance(&state, call.path, |c, g, i| c.subscription(g, i)).await?;
     v2_json(StatusCode::OK, &Topics { topics })
 }
 
 /// `DELETE …/instances/{instance}/subscription`
 pub async fn unsubscribe(
     State(state): State<AppState>,
-    ApiPath(path): ApiPath<(String, String)>,
-    headers: HeaderMap,
-    body: Bytes,
+    call: InstanceCall,
 ) -> Result<Response, ApiError> {
-    body_of(&headers, &body)?;
-    on_instance(&state, path, |c, g, i| c.unsubscribe(g, i)).await?;
+    call.no_body()?;
+    on_instance(&state, call.path, |c, g, i| c.unsubscribe(g, i)).await?;
     Ok(no_content())
 }
 
@@ -296,25 +328,21 @@ fn topic_partitions(list: Vec<PartitionJson>) -> Result<Vec<TopicPartition>, Api
 /// `POST …/instances/{instance}/assignments`
 pub async fn assign(
     State(state): State<AppState>,
-    ApiPath(path): ApiPath<(String, String)>,
-    headers: HeaderMap,
-    body: Bytes,
+    call: InstanceCall,
 ) -> Result<Response, ApiError> {
-    let request: PartitionsBody = decode(&headers, &body)?;
+    let request: PartitionsBody = call.body()?;
     let partitions = topic_partitions(request.partitions)?;
-    on_instance(&state, path, move |c, g, i| c.assign(g, i, partitions)).await?;
+    on_instance(&state, call.path, move |c, g, i| c.assign(g, i, partitions)).await?;
     Ok(no_content())
 }
 
 /// `GET …/instances/{instance}/assignments`
 pub async fn assignments(
     State(state): State<AppState>,
-    ApiPath(path): ApiPath<(String, String)>,
-    headers: HeaderMap,
-    body: Bytes,
+    call: InstanceCall,
 ) -> Result<Response, ApiError> {
-    body_of(&headers, &body)?;
-    let held = on_instance(&state, path, |c, g, i| c.assignments(g, i)).await?;
+    call.no_body()?;
+    let held = on_instance(&state, call.path, |c, g, i| c.assignments(g, i)).await?;
     let partitions = held
         .into_iter()
         .map(|tp| PartitionOut {
@@ -362,11 +390,9 @@ fn offset_commits(list: Vec<OffsetJson>) -> Result<Vec<OffsetCommit>, ApiError> 
 /// `POST …/instances/{instance}/offsets`: 200 (Confluent's answer).
 pub async fn commit(
     State(state): State<AppState>,
-    ApiPath(path): ApiPath<(String, String)>,
-    headers: HeaderMap,
-    body: Bytes,
+    call: InstanceCall,
 ) -> Result<Response, ApiError> {
-    let request: OffsetsBody = decode(&headers, &body)?;
+    let request: OffsetsBody = call.body()?;
     let max_entries = state.settings().max_records_per_request;
     let offsets = match request.offsets {
         Some(list) if list.len() > max_entries => {
@@ -380,7 +406,7 @@ pub async fn commit(
         Some(list) => Some(offset_commits(list)?),
         None => None,
     };
-    on_instance(&state, path, move |c, g, i| c.commit(g, i, offsets)).await?;
+    on_instance(&state, call.path, move |c, g, i| c.commit(g, i, offsets)).await?;
     state
         .shared()
         .metrics
@@ -397,63 +423,52 @@ struct CommittedAnswer {
 /// `GET …/instances/{instance}/offsets` with `{"partitions":[...]}`
 pub async fn committed(
     State(state): State<AppState>,
-    ApiPath(path): ApiPath<(String, String)>,
-    headers: HeaderMap,
-    body: Bytes,
+    call: InstanceCall,
 ) -> Result<Response, ApiError> {
-    let request: PartitionsBody = decode(&headers, &body)?;
+    let request: PartitionsBody = call.body()?;
     let partitions = topic_partitions(request.partitions)?;
-    let offsets = on_instance(&state, path, move |c, g, i| c.committed(g, i, partitions)).await?;
+    let offsets = on_instance(&state, call.path, move |c, g, i| {
+        c.committed(g, i, partitions)
+    })
+    .await?;
     v2_json(StatusCode::OK, &CommittedAnswer { offsets })
 }
 
 /// `POST …/instances/{instance}/positions`
-pub async fn seek(
-    State(state): State<AppState>,
-    ApiPath(path): ApiPath<(String, String)>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    let request: OffsetsBody = decode(&headers, &body)?;
+pub async fn seek(State(state): State<AppState>, call: InstanceCall) -> Result<Response, ApiError> {
+    let request: OffsetsBody = call.body()?;
     let mut targets = Vec::new();
     for c in offset_commits(request.offsets.unwrap_or_default())? {
         targets.push((TopicPartition::new(&c.topic, c.partition), c.value.offset));
     }
-    on_instance(&state, path, move |c, g, i| c.seek(g, i, targets)).await?;
+    on_instance(&state, call.path, move |c, g, i| c.seek(g, i, targets)).await?;
     Ok(no_content())
 }
 
-async fn seek_to(
-    state: AppState,
-    path: (String, String),
-    headers: HeaderMap,
-    body: Bytes,
-    to: SeekTo,
-) -> Result<Response, ApiError> {
-    let request: PartitionsBody = decode(&headers, &body)?;
+async fn seek_to(state: AppState, call: InstanceCall, to: SeekTo) -> Result<Response, ApiError> {
+    let request: PartitionsBody = call.body()?;
     let partitions = topic_partitions(request.partitions)?;
-    on_instance(&state, path, move |c, g, i| c.seek_to(g, i, partitions, to)).await?;
+    on_instance(&state, call.path, move |c, g, i| {
+        c.seek_to(g, i, partitions, to)
+    })
+    .await?;
     Ok(no_content())
 }
 
 /// `POST …/instances/{instance}/positions/beginning`
 pub async fn seek_beginning(
     State(state): State<AppState>,
-    ApiPath(path): ApiPath<(String, String)>,
-    headers: HeaderMap,
-    body: Bytes,
+    call: InstanceCall,
 ) -> Result<Response, ApiError> {
-    seek_to(state, path, headers, body, SeekTo::Beginning).await
+    seek_to(state, call, SeekTo::Beginning).await
 }
 
 /// `POST …/instances/{instance}/positions/end`
 pub async fn seek_end(
     State(state): State<AppState>,
-    ApiPath(path): ApiPath<(String, String)>,
-    headers: HeaderMap,
-    body: Bytes,
+    call: InstanceCall,
 ) -> Result<Response, ApiError> {
-    seek_to(state, path, headers, body, SeekTo::End).await
+    seek_to(state, call, SeekTo::End).await
 }
 
 /// 406/40601 unless `Accept` allows the instance's format (its own media

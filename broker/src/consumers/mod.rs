@@ -850,7 +850,7 @@ impl Consumers {
         inst: &mut Instance,
     ) -> Result<(), BrokerError> {
         let topics = resolve_topics(broker, &inst.mode);
-        let partitions = |t: &str| broker.registry.get(t).map(|t| t.partitions.get());
+        let partitions = |t: &str| partition_count(broker, t);
         let session_ms = self
             .config
             .instance_timeout_ms
@@ -887,7 +887,7 @@ impl Consumers {
 
     fn leave(&self, broker: &Arc<Broker>, group: &str, inst: &Instance) {
         if let Some(m) = &inst.member {
-            let partitions = |t: &str| broker.registry.get(t).map(|t| t.partitions.get());
+            let partitions = |t: &str| partition_count(broker, t);
             // Already gone (the backstop session) is what leaving wants.
             let _ = self
                 .coordinator
@@ -969,8 +969,7 @@ impl Consumers {
                     let result = if before == after {
                         // Same topics, more partitions: the subscription is
                         // unchanged, so ask for the rebalance.
-                        let partitions =
-                            |t: &str| broker.registry.get(t).map(|t| t.partitions.get());
+                        let partitions = |t: &str| partition_count(&broker, t);
                         self.coordinator.request_rebalance(group, &partitions);
                         inst.joined = after.iter().map(|t| (t.clone(), partitions(t))).collect();
                         Ok(())
@@ -1043,14 +1042,21 @@ fn resolve_topics(broker: &Broker, mode: &Mode) -> Vec<String> {
     }
 }
 
+/// A topic's partition count, `None` if it does not exist (what the
+/// coordinator's assignor asks).
+fn partition_count(broker: &Broker, topic: &str) -> Option<u32> {
+    broker.registry.get(topic).map(|t| t.partitions.get())
+}
+
 /// Whether a member's topics or their partition counts moved since it
 /// joined.
 fn topics_changed(broker: &Broker, inst: &Instance) -> bool {
     let now = resolve_topics(broker, &inst.mode);
     now.len() != inst.joined.len()
-        || now.iter().zip(&inst.joined).any(|(t, (joined, count))| {
-            t != joined || broker.registry.get(t).map(|t| t.partitions.get()) != *count
-        })
+        || now
+            .iter()
+            .zip(&inst.joined)
+            .any(|(t, (joined, count))| t != joined || partition_count(broker, t) != *count)
 }
 
 /// Takes a join's or a poll's answer: a completed rebalance's assignment
