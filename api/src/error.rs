@@ -50,18 +50,25 @@ pub enum ApiError {
     /// 40402
     #[error("{message}")]
     UnknownPartition { message: String },
-    /// 40403: the consumer instance (a group member) is not in its group.
-    #[error("{message}")]
-    UnknownConsumerInstance { message: String },
     /// 40405 (Confluent's code; 40403 is its unknown consumer instance)
     #[error("{message}")]
     UnknownConsumerGroup { message: String },
+    /// 40403: no such consumer instance (deleted, expired, never created,
+    /// or a group member the coordinator no longer holds).
+    #[error("{message}")]
+    UnknownConsumerInstance { message: String },
+    /// 40601: a records call's `Accept` is not the instance's format.
+    #[error("{message}")]
+    NotAcceptable { message: String },
     /// 40901
     #[error("{message}")]
     TopicExists { message: String },
-    /// 40903: the group's state refuses the call (a stale generation, a
-    /// group with members reset, deleted or committed to from outside, a
-    /// group of the other protocol).
+    /// 40902
+    #[error("{message}")]
+    ConsumerInstanceExists { message: String },
+    /// 40903: subscribe and assign mixed, a commit of a stale generation or
+    /// of a partition not held, a group of the other protocol, a group with
+    /// members reset, deleted or committed to without membership.
     #[error("{message}")]
     IllegalConsumerState { message: String },
     /// 40801: the body did not arrive within `http.body_read_timeout_ms`.
@@ -82,6 +89,13 @@ pub enum ApiError {
     /// 42203: stored bytes cannot be rendered in the requested format.
     #[error("{message}")]
     JsonConversion { message: String },
+    /// 42204
+    #[error("{message}")]
+    BadConsumerConfig { message: String },
+    /// 42205: no committed offset (or out of range) and
+    /// `auto.offset.reset: none`.
+    #[error("{message}")]
+    NoResetPosition { message: String },
     /// 42206: body is not JSON, lacks `records`, has bad base64, ...
     #[error("{message}")]
     PayloadMalformed { message: String },
@@ -156,8 +170,12 @@ impl ApiError {
             ApiError::UnknownPartition { .. } => 40402,
             ApiError::UnknownConsumerInstance { .. } => 40403,
             ApiError::UnknownConsumerGroup { .. } => 40405,
+            ApiError::NotAcceptable { .. } => 40601,
             ApiError::TopicExists { .. } => 40901,
+            ApiError::ConsumerInstanceExists { .. } => 40902,
             ApiError::IllegalConsumerState { .. } => 40903,
+            ApiError::BadConsumerConfig { .. } => 42204,
+            ApiError::NoResetPosition { .. } => 42205,
             ApiError::RequestTimeout { .. } => 40801,
             ApiError::TooLarge { .. } => 41301,
             ApiError::UnsupportedContentType { .. } => 41501,
@@ -182,6 +200,7 @@ impl ApiError {
             401 => StatusCode::UNAUTHORIZED,
             404 => StatusCode::NOT_FOUND,
             405 => StatusCode::METHOD_NOT_ALLOWED,
+            406 => StatusCode::NOT_ACCEPTABLE,
             408 => StatusCode::REQUEST_TIMEOUT,
             409 => StatusCode::CONFLICT,
             413 => StatusCode::PAYLOAD_TOO_LARGE,
@@ -340,16 +359,23 @@ impl From<tidelog_broker::BrokerError> for ApiError {
             B::Store { source } => source.into(),
             B::Compaction { source } => source.into(),
             B::UnknownGroup { .. } => ApiError::UnknownConsumerGroup { message },
-            // The coordinator's refusals: a member that is gone is an
-            // unknown consumer instance; the membership and generation
-            // refusals are 40903; a bound on groups or members is 429.
-            B::UnknownMember { .. } => ApiError::UnknownConsumerInstance { message },
+            // The coordinator's: over HTTP a member is a consumer
+            // instance (40403), and the membership refusals are illegal
+            // consumer states (40903). The Kafka-only ones never reach a
+            // route (a server-side member's join asks for neither).
+            B::UnknownMember { .. } | B::UnknownConsumerInstance { .. } => {
+                ApiError::UnknownConsumerInstance { message }
+            }
             B::IllegalGeneration { .. }
             | B::RebalanceInProgress { .. }
             | B::GroupHasMembers { .. }
             | B::InconsistentGroupProtocol { .. }
-            | B::FencedInstanceId { .. } => ApiError::IllegalConsumerState { message },
+            | B::FencedInstanceId { .. }
+            | B::ConsumerState { .. } => ApiError::IllegalConsumerState { message },
             B::GroupLimit { .. } => ApiError::TooManyRequests { message },
+            B::ConsumerInstanceExists { .. } => ApiError::ConsumerInstanceExists { message },
+            B::ConsumerConfig { .. } => ApiError::BadConsumerConfig { message },
+            B::NoResetPosition { .. } => ApiError::NoResetPosition { message },
             // Kafka-only: HTTP instances never join with
             // require_known_member_id, and their session timeout is the
             // server's http.consumer_instance_timeout_ms, so over HTTP
@@ -506,13 +532,23 @@ mod tests {
             ),
             (ApiError::unknown_consumer_group("g"), 40405, 404),
             (ApiError::topic_exists("t"), 40901, 409),
+            (ApiError::NotAcceptable { message: msg("a") }, 40601, 406),
             (
-                ApiError::IllegalConsumerState {
-                    message: msg("has members"),
-                },
+                ApiError::ConsumerInstanceExists { message: msg("i") },
+                40902,
+                409,
+            ),
+            (
+                ApiError::IllegalConsumerState { message: msg("s") },
                 40903,
                 409,
             ),
+            (
+                ApiError::BadConsumerConfig { message: msg("c") },
+                42204,
+                422,
+            ),
+            (ApiError::NoResetPosition { message: msg("r") }, 42205, 422),
             (
                 ApiError::RequestTimeout {
                     message: msg("slow body"),
@@ -638,6 +674,97 @@ mod tests {
             err.to_string(),
             "invalid topic config \"segment.bytes\": must be at least 1024"
         );
+    }
+
+    /// The coordinator's and the consumer instances' refusals, as a
+    /// consumer-instance route answers them.
+    #[test]
+    fn consumer_errors_map_to_their_codes() {
+        use tidelog_broker::BrokerError as B;
+        let (g, i) = (|| "g".to_string(), || "i".to_string());
+        let cases = [
+            (
+                B::UnknownMember {
+                    group: g(),
+                    member_id: i(),
+                },
+                40403,
+            ),
+            (
+                B::UnknownConsumerInstance {
+                    group: g(),
+                    instance: i(),
+                },
+                40403,
+            ),
+            (
+                B::ConsumerInstanceExists {
+                    group: g(),
+                    instance: i(),
+                },
+                40902,
+            ),
+            (
+                B::IllegalGeneration {
+                    group: g(),
+                    generation: 1,
+                    current: 2,
+                },
+                40903,
+            ),
+            (B::RebalanceInProgress { group: g() }, 40903),
+            (
+                B::GroupHasMembers {
+                    group: g(),
+                    members: 1,
+                },
+                40903,
+            ),
+            (
+                B::InconsistentGroupProtocol {
+                    group: g(),
+                    reason: i(),
+                },
+                40903,
+            ),
+            (
+                B::ConsumerState {
+                    group: g(),
+                    instance: i(),
+                    reason: i(),
+                },
+                40903,
+            ),
+            (
+                B::ConsumerConfig {
+                    field: i(),
+                    reason: i(),
+                },
+                42204,
+            ),
+            (
+                B::NoResetPosition {
+                    topic: g(),
+                    partition: 3,
+                    reason: i(),
+                },
+                42205,
+            ),
+            (
+                B::GroupLimit {
+                    what: "instances",
+                    len: 2,
+                    max: 1,
+                },
+                42901,
+            ),
+        ];
+        for (e, code) in cases {
+            let text = e.to_string();
+            let api = ApiError::from(e);
+            assert_eq!(api.error_code(), code, "{text}");
+            assert_eq!(api.to_string(), text);
+        }
     }
 
     #[test]

@@ -167,6 +167,8 @@ pub struct Snapshot {
     pub coordinator: Option<CoordinatorStats>,
     /// Every committed offset against its partition's end.
     pub consumer_lag: Vec<ConsumerLag>,
+    /// HTTP consumer instances of every group (`http.max_consumer_instances`).
+    pub consumer_instances: usize,
 }
 
 impl Metrics {
@@ -305,6 +307,12 @@ impl Metrics {
             "tidelog_consumer_groups",
             "consumer groups with committed offsets.",
             snap.consumer_groups as f64,
+        );
+        gauge(
+            &mut out,
+            "tidelog_consumer_instances",
+            "HTTP consumer instances of every group (at most http.max_consumer_instances).",
+            snap.consumer_instances as f64,
         );
 
         if let Some(s) = &snap.store {
@@ -718,9 +726,11 @@ mod tests {
         let _reading = GaugeGuard::new(&m.requests_reading_body);
         let text = m.render(&Snapshot {
             inflight_bytes: 4096,
+            consumer_instances: 3,
             ..Snapshot::default()
         });
         for needle in [
+            "tidelog_consumer_instances 3\n",
             "tidelog_http_connections 3\n",
             "# TYPE tidelog_http_connections_rejected_total counter\n",
             "tidelog_http_connections_rejected_total 2\n",

@@ -33,14 +33,16 @@ use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::Method;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post, put};
+use axum::routing::{delete, get, post, put};
 use axum::Router;
 use bytes::{Bytes, BytesMut};
 
 use crate::budget::Reservation;
 use crate::error::ApiError;
 use crate::extract::check_bearer;
-use crate::handlers::{compaction, fetch, group_admin, groups, produce, retention, status, topics};
+use crate::handlers::{
+    compaction, consumers, fetch, group_admin, groups, produce, retention, status, topics,
+};
 use crate::metrics::GaugeGuard;
 use crate::state::AppState;
 
@@ -81,6 +83,42 @@ pub fn router(state: AppState) -> Router {
         .route(
             "/consumer-groups/{group}/offsets:reset",
             post(group_admin::reset),
+        )
+        // Consumer instances (v2).
+        .route("/consumers/{group}", post(consumers::create))
+        .route(
+            "/consumers/{group}/instances/{instance}",
+            delete(consumers::delete),
+        )
+        .route(
+            "/consumers/{group}/instances/{instance}/subscription",
+            post(consumers::subscribe)
+                .get(consumers::subscription)
+                .delete(consumers::unsubscribe),
+        )
+        .route(
+            "/consumers/{group}/instances/{instance}/assignments",
+            post(consumers::assign).get(consumers::assignments),
+        )
+        .route(
+            "/consumers/{group}/instances/{instance}/records",
+            get(consumers::records),
+        )
+        .route(
+            "/consumers/{group}/instances/{instance}/offsets",
+            post(consumers::commit).get(consumers::committed),
+        )
+        .route(
+            "/consumers/{group}/instances/{instance}/positions",
+            post(consumers::seek),
+        )
+        .route(
+            "/consumers/{group}/instances/{instance}/positions/beginning",
+            post(consumers::seek_beginning),
+        )
+        .route(
+            "/consumers/{group}/instances/{instance}/positions/end",
+            post(consumers::seek_end),
         )
         // Topics and configs (v3).
         .route("/v3/clusters", get(status::clusters))

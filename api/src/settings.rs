@@ -28,6 +28,13 @@ pub const MAX_CONCURRENT_REQUESTS_MAX: u64 = 1 << 20;
 /// typo from disabling the limit).
 pub const MAX_CONNECTIONS_MAX: u64 = 1 << 20;
 
+/// Largest `http.max_consumer_instances` (each holds positions and a
+/// group membership).
+pub const MAX_CONSUMER_INSTANCES_MAX: u64 = 1_000_000;
+
+/// Longest `http.advertised_url`.
+pub const ADVERTISED_URL_MAX_BYTES: usize = 2048;
+
 /// Largest `http.*_timeout_ms`: a day.
 pub const HTTP_TIMEOUT_MS_MAX: u64 = 86_400_000;
 
@@ -57,6 +64,13 @@ pub struct HttpConfig {
     /// A response write that makes no progress for this long (the client
     /// does not read) closes the connection.
     pub write_timeout_ms: u64,
+    /// The base of consumer instances' `base_uri` (clients behind a proxy
+    /// need the proxy's address); `None`: `http://<listen address>`.
+    pub advertised_url: Option<String>,
+    /// A consumer instance idle this long expires.
+    pub consumer_instance_timeout_ms: u64,
+    /// Consumer instances of every group together; one more is 42901.
+    pub max_consumer_instances: u64,
 }
 
 impl Default for HttpConfig {
@@ -71,6 +85,9 @@ impl Default for HttpConfig {
             body_read_timeout_ms: 30_000,
             idle_timeout_ms: 60_000,
             write_timeout_ms: 30_000,
+            advertised_url: None,
+            consumer_instance_timeout_ms: 300_000,
+            max_consumer_instances: 1000,
         }
     }
 }
@@ -138,6 +155,34 @@ impl HttpConfig {
         ] {
             in_range(key, value, 1, HTTP_TIMEOUT_MS_MAX)?;
         }
+        in_range(
+            "http.consumer_instance_timeout_ms",
+            self.consumer_instance_timeout_ms,
+            1000,
+            HTTP_TIMEOUT_MS_MAX,
+        )?;
+        in_range(
+            "http.max_consumer_instances",
+            self.max_consumer_instances,
+            1,
+            MAX_CONSUMER_INSTANCES_MAX,
+        )?;
+        if let Some(url) = &self.advertised_url {
+            let scheme_ok = url.starts_with("http://") || url.starts_with("https://");
+            let host = url.split_once("://").map_or("", |(_, rest)| rest);
+            if !scheme_ok
+                || host.is_empty()
+                || url.len() > ADVERTISED_URL_MAX_BYTES
+                || url.chars().any(|c| c.is_whitespace() || c.is_control())
+            {
+                return Err(InvalidSetting {
+                    key: "http.advertised_url",
+                    reason: format!(
+                        "{url:?} is not an http:// or https:// URL with a host (at most {ADVERTISED_URL_MAX_BYTES} bytes, no spaces)"
+                    ),
+                });
+            }
+        }
         Ok(())
     }
 }
@@ -175,6 +220,13 @@ pub struct ApiSettings {
     /// From the end of a request's headers to the end of its body; a body
     /// still arriving then answers 408/40801 and the connection closes.
     pub body_read_timeout: Duration,
+    /// `http.advertised_url` as configured.
+    pub advertised_url: Option<String>,
+    /// The base of consumer instances' `base_uri`: `advertised_url`, else
+    /// `http://<listen address>` ([`ApiSettings::with_listen`]).
+    pub base_url: String,
+    /// The consumer-instance manager's settings.
+    pub consumers: tidelog_broker::consumers::ConsumersConfig,
 }
 
 impl ApiSettings {
@@ -190,7 +242,25 @@ impl ApiSettings {
             max_concurrent_requests: to_usize(http.max_concurrent_requests),
             max_inflight_bytes: http.max_inflight_bytes,
             body_read_timeout: Duration::from_millis(http.body_read_timeout_ms),
+            advertised_url: http.advertised_url.clone(),
+            base_url: http
+                .advertised_url
+                .clone()
+                .unwrap_or_else(|| "http://127.0.0.1:8080".into()),
+            consumers: tidelog_broker::consumers::ConsumersConfig {
+                instance_timeout_ms: http.consumer_instance_timeout_ms,
+                max_instances: to_usize(http.max_consumer_instances),
+            },
         }
+    }
+
+    /// The settings with the address the server listens on: the default
+    /// `base_uri` base when `http.advertised_url` is not set.
+    pub fn with_listen(mut self, listen: std::net::SocketAddr) -> Self {
+        if self.advertised_url.is_none() {
+            self.base_url = format!("http://{listen}");
+        }
+        self
     }
 }
 
@@ -235,6 +305,33 @@ mod tests {
             "http.max_inflight_bytes"
         );
         assert_eq!(refused(|c| c.idle_timeout_ms = 0), "http.idle_timeout_ms");
+        assert_eq!(
+            refused(|c| c.consumer_instance_timeout_ms = 10),
+            "http.consumer_instance_timeout_ms"
+        );
+        assert_eq!(
+            refused(|c| c.max_consumer_instances = 0),
+            "http.max_consumer_instances"
+        );
+        for bad in ["ftp://x", "http://", "http://a b", "localhost:8080"] {
+            let c = HttpConfig {
+                advertised_url: Some(bad.into()),
+                ..HttpConfig::default()
+            };
+            assert_eq!(
+                c.validate().unwrap_err().key,
+                "http.advertised_url",
+                "{bad}"
+            );
+        }
+        let listen = "127.0.0.1:9".parse().unwrap();
+        let mut http = HttpConfig::default();
+        let s = ApiSettings::new(BrokerConfig::default(), None, &http).with_listen(listen);
+        assert_eq!(s.base_url, "http://127.0.0.1:9");
+        http.advertised_url = Some("https://proxy.example/kafka".into());
+        http.validate().unwrap();
+        let s = ApiSettings::new(BrokerConfig::default(), None, &http).with_listen(listen);
+        assert_eq!(s.base_url, "https://proxy.example/kafka");
         assert_eq!(
             validate_admin_token(Some("")).unwrap_err().key,
             "admin_token"

@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use tidelog_broker::consumers::Consumers;
 pub use tidelog_broker::Broker;
 use tokio::sync::{watch, Semaphore};
 
@@ -32,6 +33,9 @@ pub(crate) struct Shared {
     pub(crate) settings: ApiSettings,
     data_dir: PathBuf,
     ready: RwLock<Option<Arc<Broker>>>,
+    /// The consumer-instance manager, started with the broker (it holds
+    /// the broker weakly) and stopped before the broker is taken back.
+    consumers: RwLock<Option<Arc<Consumers>>>,
     pub(crate) metrics: Metrics,
     pub(crate) limiter: Arc<Semaphore>,
     /// `http.max_inflight_bytes`: request bodies held in memory.
@@ -50,6 +54,7 @@ impl AppState {
                 settings,
                 data_dir,
                 ready: RwLock::new(None),
+                consumers: RwLock::new(None),
                 metrics: Metrics::default(),
                 limiter,
                 inflight_bytes,
@@ -86,8 +91,33 @@ impl AppState {
     /// measured the disk while opening, so its disk-full flag is right from
     /// the first request.
     pub fn set_ready(&self, ready: Broker) {
-        *self.inner.ready.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(ready));
+        let ready = Arc::new(ready);
+        match Consumers::start(&ready, self.inner.settings.consumers.clone()) {
+            Ok(consumers) => {
+                *self
+                    .inner
+                    .consumers
+                    .write()
+                    .unwrap_or_else(|e| e.into_inner()) = Some(consumers);
+            }
+            // The consumer-instance routes answer 503 then; the rest serves.
+            Err(e) => tracing::error!(error = %e, "cannot start the consumer-instance manager"),
+        }
+        *self.inner.ready.write().unwrap_or_else(|e| e.into_inner()) = Some(ready);
         tracing::info!("ready");
+    }
+
+    /// The consumer-instance manager, or 503/50301 during recovery.
+    pub fn consumers(&self) -> Result<Arc<Consumers>, ApiError> {
+        self.inner
+            .consumers
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .ok_or_else(|| ApiError::NotReady {
+                message: "the consumer-instance manager is not running (recovery, or shutdown)"
+                    .into(),
+            })
     }
 
     /// The opened store and registry, or 503/50301 during recovery.
@@ -125,6 +155,16 @@ impl AppState {
     /// client went away, say) for at most `timeout`; `Err` gives the
     /// `Arc` back if some still hold it then.
     pub async fn take_ready(&self, timeout: Duration) -> Option<Result<Broker, Arc<Broker>>> {
+        let consumers = self
+            .inner
+            .consumers
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(consumers) = consumers {
+            // Joins `tidelog-consumers` (at most one pass, milliseconds).
+            let _ = tokio::task::spawn_blocking(move || consumers.stop()).await;
+        }
         let taken = self
             .inner
             .ready
@@ -167,6 +207,7 @@ impl AppState {
             compacted_log_bytes: compacted.bytes,
             coordinator: ready.as_ref().map(|r| r.coordinator.stats()),
             consumer_lag: ready.as_ref().map(|r| r.consumer_lag()).unwrap_or_default(),
+            consumer_instances: self.consumers().map_or(0, |c| c.instance_count()),
             inflight_bytes: self.inner.inflight_bytes.used_bytes(),
             in_flight_requests: self
                 .inner

@@ -124,6 +124,8 @@ async fn during_recovery_every_store_route_is_503_50301_then_all_serve() {
         ("GET", "/v3/clusters/tidelog/topics", None),
         ("GET", "/v3/clusters/tidelog/stats", None),
         ("GET", "/consumer-groups/g/offsets", None),
+        ("POST", "/consumers/g", Some(json!({}))),
+        ("GET", "/consumers/g/instances/i/records", None),
     ] {
         let answer = call(&router, method, uri, body).await;
         assert_eq!(
@@ -147,6 +149,10 @@ async fn during_recovery_every_store_route_is_503_50301_then_all_serve() {
     assert_eq!(status, StatusCode::OK, "{body}");
     let (_, text) = call(&router, "GET", "/metrics", None).await;
     assert!(text.contains("\ntidelog_ready 1\n"), "{text}");
+    // The consumer-instance manager started with the broker, and a clean
+    // close stops it (its weak hold lets the broker be taken back).
+    let (status, body) = call(&router, "POST", "/consumers/g", Some(json!({}))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
     close(&state).await.unwrap();
 }
 

@@ -633,7 +633,13 @@ mod tests {
             partition: 0,
             value,
         };
-        broker.commit_offsets(group, vec![commit]).unwrap();
+        broker
+            .commit_offsets(
+                group,
+                vec![commit],
+                crate::coordinator::CommitOrigin::Stateless,
+            )
+            .unwrap();
     }
 
     /// `tidelog-groups` applies the coordinator's deadlines without any

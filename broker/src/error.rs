@@ -199,6 +199,33 @@ pub enum BrokerError {
         min_ms: u64,
         max_ms: u64,
     },
+    // The HTTP consumer instances' refusals (`crate::consumers`).
+    /// No consumer instance of this name in the group (deleted, expired,
+    /// or never created).
+    #[error("consumer instance {instance:?} of group {group:?} does not exist")]
+    UnknownConsumerInstance { group: String, instance: String },
+    #[error("consumer instance {instance:?} of group {group:?} already exists")]
+    ConsumerInstanceExists { group: String, instance: String },
+    /// A call the instance's state does not allow: subscribe and assign
+    /// mixed, a commit or seek of a partition it does not hold.
+    #[error("consumer instance {instance:?} of group {group:?}: {reason}")]
+    ConsumerState {
+        group: String,
+        instance: String,
+        reason: String,
+    },
+    /// A consumer instance's config (create) or subscription that can
+    /// never be valid.
+    #[error("consumer config {field:?}: {reason}")]
+    ConsumerConfig { field: String, reason: String },
+    /// A partition without a position to start from: no committed offset
+    /// (or a position out of range) and `auto.offset.reset` is `none`.
+    #[error("partition {partition} of topic {topic:?}: {reason}, and auto.offset.reset is none")]
+    NoResetPosition {
+        topic: String,
+        partition: u32,
+        reason: String,
+    },
     /// GROUP_MAX_SIZE_REACHED, and the other bounds on what a client
     /// controls in a group (ids' lengths, subscription size, metadata and
     /// assignment bytes, groups per server).

@@ -239,7 +239,7 @@ impl Broker {
                 metadata: c.value.metadata.clone(),
             })
             .collect();
-        self.commit_offsets(group, commits)?;
+        self.commit_offsets(group, commits, CommitOrigin::Stateless)?;
         Ok(answer)
     }
 
@@ -402,7 +402,9 @@ mod tests {
                 },
             })
             .collect();
-        broker.commit_offsets(group, commits).unwrap();
+        broker
+            .commit_offsets(group, commits, CommitOrigin::Stateless)
+            .unwrap();
     }
 
     /// An HTTP member of `group` subscribed to `topic`; its member id.

@@ -127,8 +127,10 @@ pub struct OffsetCommit {
 }
 
 impl crate::Broker {
-    /// Commits `offsets` for `group`: checked whole (the group name, each
-    /// topic and partition exists, metadata at most
+    /// Commits `offsets` for `group`: checked whole (the group name, that
+    /// the coordinator lets `origin` commit now: a member of the current
+    /// generation, or a commit without membership only while the group has
+    /// no members; each topic and partition exists, metadata at most
     /// [`METADATA_MAX_BYTES`]), appended to `__consumer_offsets` as one
     /// batch, then applied in memory (see the module doc for why
     /// concurrent commits cannot disagree with the log). Nothing is
@@ -137,8 +139,10 @@ impl crate::Broker {
         &self,
         group: &str,
         offsets: Vec<OffsetCommit>,
+        origin: crate::coordinator::CommitOrigin<'_>,
     ) -> Result<(), crate::BrokerError> {
         crate::names::validate_group_name(group)?;
+        self.coordinator.validate_commit(group, origin)?;
         for (index, c) in offsets.iter().enumerate() {
             crate::names::validate_topic_name(&c.topic)?;
             self.registry

@@ -29,6 +29,9 @@
 //!   dependency on those crates.
 //! * [`fault`]: the fault plans tests open the broker with (the
 //!   `failpoints` feature only).
+//! * [`consumers`]: the HTTP consumer instances (REST Proxy v2), server-side
+//!   members of the coordinator's groups, with positions, commits and
+//!   expiry.
 //! * [`broker`]: start-up and shutdown order ([`Broker::open`]), keeping
 //!   the compacted logs in line with the registry.
 
@@ -36,6 +39,7 @@ pub mod broker;
 pub mod compaction;
 pub mod config;
 pub mod consumer_protocol;
+pub mod consumers;
 pub mod coordinator;
 pub mod error;
 pub mod fault;

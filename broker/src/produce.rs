@@ -535,7 +535,11 @@ mod tests {
             },
         };
         broker
-            .commit_offsets("g", vec![commit(0, 5), commit(1, 7)])
+            .commit_offsets(
+                "g",
+                vec![commit(0, 5), commit(1, 7)],
+                crate::coordinator::CommitOrigin::Stateless,
+            )
             .unwrap();
         let got: Vec<(u32, u64)> = broker
             .groups
@@ -551,17 +555,34 @@ mod tests {
         let mut long = commit(0, 9);
         long.value.metadata = "m".repeat(crate::groups::METADATA_MAX_BYTES + 1);
         let refused = [
-            broker.commit_offsets("g", vec![commit(0, 8), commit(2, 8)]),
-            broker.commit_offsets("g", vec![commit(0, 8), long]),
+            broker.commit_offsets(
+                "g",
+                vec![commit(0, 8), commit(2, 8)],
+                crate::coordinator::CommitOrigin::Stateless,
+            ),
+            broker.commit_offsets(
+                "g",
+                vec![commit(0, 8), long],
+                crate::coordinator::CommitOrigin::Stateless,
+            ),
             broker.commit_offsets(
                 "g",
                 vec![OffsetCommit {
                     topic: "nope".into(),
                     ..commit(0, 8)
                 }],
+                crate::coordinator::CommitOrigin::Stateless,
             ),
-            broker.commit_offsets("bad group", vec![commit(0, 8)]),
-            broker.commit_offsets("bad group", Vec::new()),
+            broker.commit_offsets(
+                "bad group",
+                vec![commit(0, 8)],
+                crate::coordinator::CommitOrigin::Stateless,
+            ),
+            broker.commit_offsets(
+                "bad group",
+                Vec::new(),
+                crate::coordinator::CommitOrigin::Stateless,
+            ),
         ];
         assert!(matches!(
             &refused[0],

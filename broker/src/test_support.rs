@@ -72,6 +72,7 @@ pub(crate) fn join_request(protocol: MemberProtocol) -> JoinRequest {
         rebalance_timeout_ms: 10_000,
         protocol,
         require_known_member_id: false,
+        server_side: false,
     }
 }
 

@@ -841,6 +841,40 @@ mod tests {
         }
     }
 
+    /// The consumer-instance keys of `http:` reach the API's settings
+    /// (check-config and serve load the same way) and are checked.
+    #[test]
+    fn consumer_instance_keys_are_checked_and_carried() {
+        let config = load_str(
+            "http:\n  advertised_url: https://proxy.example:8443\n  consumer_instance_timeout_ms: 60000\n  \
+             max_consumer_instances: 7\n",
+        )
+        .unwrap();
+        let api = config.api_settings();
+        assert_eq!(api.base_url, "https://proxy.example:8443");
+        assert_eq!(api.consumers.instance_timeout_ms, 60_000);
+        assert_eq!(api.consumers.max_instances, 7);
+        let defaults = Config::default().api_settings();
+        assert_eq!(
+            (
+                defaults.advertised_url.as_deref(),
+                defaults.consumers.instance_timeout_ms,
+                defaults.consumers.max_instances
+            ),
+            (None, 300_000, 1000)
+        );
+        assert_rejects(
+            "http:\n  advertised_url: proxy:8443\n",
+            "http.advertised_url",
+            "not an http",
+        );
+        assert_rejects(
+            "http:\n  max_consumer_instances: 0\n",
+            "http.max_consumer_instances",
+            "not in",
+        );
+    }
+
     #[test]
     fn store_and_api_settings_carry_every_key() {
         let mut config = load_str(

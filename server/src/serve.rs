@@ -74,7 +74,10 @@ pub async fn run(config: Config) -> ExitCode {
             return failed;
         }
     };
-    let settings = config.api_settings();
+    // The bound address (the default base of consumer instances'
+    // base_uri), which differs from `listen` only for port 0.
+    let bound = listener.local_addr().unwrap_or(config.listen);
+    let settings = config.api_settings().with_listen(bound);
     let state = AppState::new(settings.clone(), config.data_dir.clone());
     let app = tidelog_api::router(state.clone());
     let (stop_tx, stop_rx) = watch::channel(false);

@@ -28,6 +28,7 @@ use crate::extract::{json_body, ApiPath, ApiQuery};
 use crate::groups::{CommitValue, CommittedOffset, OffsetCommit};
 use crate::names;
 use crate::state::AppState;
+use tidelog_broker::coordinator::CommitOrigin;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -103,10 +104,10 @@ pub async fn commit(
     if commits.is_empty() {
         // Nothing to append: the broker only checks the group name, which
         // does not block.
-        ready.commit_offsets(&group, commits)?;
+        ready.commit_offsets(&group, commits, CommitOrigin::Stateless)?;
         return Ok(StatusCode::NO_CONTENT.into_response());
     }
-    blocking(move || Ok(ready.commit_offsets(&group, commits)?)).await?;
+    blocking(move || Ok(ready.commit_offsets(&group, commits, CommitOrigin::Stateless)?)).await?;
     state
         .shared()
         .metrics

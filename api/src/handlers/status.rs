@@ -86,6 +86,7 @@ pub async fn stats(State(state): State<AppState>, _: ClusterPath) -> Result<Resp
             "consumer_group_members": groups.members,
             "consumer_group_rebalances": groups.rebalances_total,
             "consumer_group_lag": ready.consumer_lag(),
+            "consumer_instances": state.consumers().map_or(0, |c| c.instance_count()),
         }),
     )
 }

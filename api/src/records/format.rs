@@ -74,7 +74,7 @@ impl EmbeddedFormat {
 
 /// `type/subtype` of a media type or media range, lower-cased, without
 /// parameters or surrounding spaces.
-fn media_type(raw: &str) -> String {
+pub(crate) fn media_type(raw: &str) -> String {
     raw.split(';')
         .next()
         .unwrap_or_default()

@@ -51,6 +51,7 @@ mod format;
 mod json_fast;
 mod json_write;
 
+pub(crate) use format::media_type;
 pub use format::{EmbeddedFormat, ProduceRecord, BINARY_V2, JSON_V2, V2_RESPONSE};
 pub(crate) use json_write::produce_answer;
 

@@ -78,6 +78,9 @@ pub(crate) struct Member {
     pub session_timeout_ms: u64,
     pub rebalance_timeout_ms: u64,
     pub protocol: MemberProtocol,
+    /// Rejoins on its own behalf when a rebalance starts
+    /// (`JoinRequest::server_side`).
+    pub server_side: bool,
     /// The last heartbeat, join, sync or commit; the session runs from it.
     pub last_seen_ms: u64,
     /// Joined in the current join window and waiting for it to complete.

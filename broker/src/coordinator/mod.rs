@@ -377,12 +377,12 @@ impl Coordinator {
     }
 
     /// Rebalances `group` (its subscription's partitions changed).
-    pub fn request_rebalance(&self, group: &str) {
+    pub fn request_rebalance(&self, group: &str, topics: &dyn TopicPartitions) {
         let _ = self.with_group(
             group,
             || Ok(()),
             |g, now| {
-                g.request_rebalance(now);
+                g.request_rebalance(now, topics);
                 Ok(())
             },
         );

@@ -21,6 +21,10 @@
 //!   deadline; members that did not rejoin are removed then. The first
 //!   window of an empty group only closes at the initial delay, extended
 //!   while new members keep coming, up to the rebalance timeout.
+//! * Server-side members (HTTP consumer instances, which the server runs
+//!   itself) rejoin on their own behalf when a rebalance starts: a group of
+//!   them closes its window as soon as it opens (after the initial delay
+//!   of an empty group), and none is ever removed for missing it.
 //! * Sessions: a member not waiting on a join or a sync is removed
 //!   `session_timeout_ms` after it was last seen; one waiting is kept until
 //!   the window's deadline decides (Kafka's `shouldKeepAlive`).
@@ -87,6 +91,11 @@ pub struct JoinRequest {
     /// JoinGroup v4+: a new dynamic member is answered MEMBER_ID_REQUIRED
     /// with its id and must join again with it.
     pub require_known_member_id: bool,
+    /// A member the server runs itself (an HTTP consumer instance,
+    /// `crate::consumers`; HTTP protocol only): it rejoins on its own
+    /// behalf whenever a rebalance starts, and its session timeout is the
+    /// server's, not bounded by `groups.min/max_session_timeout_ms`.
+    pub server_side: bool,
 }
 
 /// A member and its metadata for the selected protocol, as the leader sees
@@ -333,9 +342,20 @@ impl Group {
                 });
             }
         }
-        if !(config.min_session_timeout_ms..=config.max_session_timeout_ms)
-            .contains(&req.session_timeout_ms)
-        {
+        // The bounds are on what clients ask for; a server-side member's
+        // session is the server's `http.consumer_instance_timeout_ms`
+        // (plus a grace, `crate::consumers`), which its own check bounds.
+        if req.server_side && req.protocol.kind() != ProtocolKind::Http {
+            return Err(BrokerError::Invalid {
+                message: "only an HTTP member can be a server-side member".into(),
+            });
+        }
+        let bounds = if req.server_side {
+            1..=u64::MAX
+        } else {
+            config.min_session_timeout_ms..=config.max_session_timeout_ms
+        };
+        if !bounds.contains(&req.session_timeout_ms) {
             return Err(BrokerError::InvalidSessionTimeout {
                 timeout_ms: req.session_timeout_ms,
                 min_ms: config.min_session_timeout_ms,
@@ -582,6 +602,7 @@ impl Group {
                 req.rebalance_timeout_ms
             },
             protocol: req.protocol,
+            server_side: req.server_side,
             last_seen_ms: now_ms,
             awaiting_join: true,
             awaiting_sync: false,
@@ -756,6 +777,12 @@ impl Group {
             m.awaiting_sync = false;
             m.synced = false;
             m.assignment = None;
+            // Server-side members (HTTP consumer instances) rejoin at once,
+            // on their own behalf, so an instance that is not in a records
+            // call neither holds the window open nor misses it.
+            if m.server_side {
+                m.awaiting_join = true;
+            }
         }
         self.rebalances += 1;
         self.changes.push(Change::RebalanceStarted);
@@ -1098,13 +1125,14 @@ impl Group {
     }
 
     /// Forces a rebalance (a subscribed topic gained partitions, a pattern
-    /// matched a new topic).
-    pub fn request_rebalance(&mut self, now_ms: u64) {
+    /// matched a new topic); an HTTP group completes it at once.
+    pub fn request_rebalance(&mut self, now_ms: u64, topics: &dyn TopicPartitions) {
         if matches!(
             self.state,
             GroupState::Stable | GroupState::CompletingRebalance
         ) {
             self.prepare_rebalance(now_ms, 0);
+            self.try_complete_join(now_ms, topics);
         }
     }
 

@@ -55,6 +55,7 @@ fn req(client: &str, protocol: MemberProtocol) -> JoinRequest {
         rebalance_timeout_ms: REBALANCE_MS,
         protocol,
         require_known_member_id: false,
+        server_side: false,
     }
 }
 
@@ -245,6 +246,54 @@ fn a_member_that_stops_heartbeating_expires_and_the_other_takes_over() {
     let r = joined(h.join(rejoin(&m1, http(&["a"])), SESSION_MS + 30));
     assert_eq!(r.generation, 3);
     assert_eq!(h.partitions(&m1).len(), 4);
+}
+
+/// Server-side members (HTTP consumer instances) rejoin on their own
+/// behalf: a join, a leave or an expiry rebalances the group within the
+/// call, nobody has to poll, and no one is removed for missing the window.
+#[test]
+fn server_side_members_rebalance_at_once_without_rejoining() {
+    let mut h = Harness::new(no_delay());
+    let server = |client: &str| JoinRequest {
+        server_side: true,
+        session_timeout_ms: 100,
+        ..req(client, http(&["a"]))
+    };
+    let m1 = joined(h.join(server("c"), 0)).member_id;
+    let r2 = joined(h.join(server("c"), 10));
+    assert_eq!(h.group.state(), GroupState::Stable);
+    assert_eq!(r2.generation, 2);
+    assert_eq!(joined(h.group.poll_join(&m1)).generation, 2);
+    assert_eq!(h.partitions(&m1), tps(&[("a", 0), ("a", 1)]));
+    assert_eq!(h.partitions(&r2.member_id), tps(&[("a", 2), ("a", 3)]));
+    let m3 = joined(h.join(server("c"), 20)).member_id;
+    h.leave(&r2.member_id, 30);
+    assert_eq!(h.group.state(), GroupState::Stable);
+    assert_eq!(h.group.generation(), 4);
+    assert_eq!(h.partitions(&m1).len() + h.partitions(&m3).len(), 4);
+    // m3 stops being seen: its session (the server's timeout) ends it.
+    h.group.heartbeat(&m1, None, 4, 100).unwrap();
+    h.tick(130);
+    assert_eq!(h.group.state(), GroupState::Stable);
+    assert_eq!(h.partitions(&m1).len(), 4);
+    let changes = h.group.take_changes();
+    assert!(!changes.iter().any(|c| matches!(
+        c,
+        Change::MemberRemoved {
+            reason: Removal::MissedRebalance,
+            ..
+        }
+    )));
+    // Server-side timeouts are not the clients' bounds, and only HTTP
+    // members can be server-side.
+    let kafka_server = JoinRequest {
+        server_side: true,
+        ..req("k", kafka(&[("range", b"")]))
+    };
+    assert!(matches!(
+        Harness::new(no_delay()).join(kafka_server, 0),
+        Err(BrokerError::Invalid { .. })
+    ));
 }
 
 #[test]
@@ -820,6 +869,10 @@ struct Model {
     kafka: bool,
     /// Member id → the topics it last joined with.
     subscriptions: BTreeMap<String, Vec<String>>,
+    initial_delay_ms: u64,
+    /// A third of the HTTP seeds: server-side members (consumer
+    /// instances), which rejoin on their own behalf.
+    server_side: bool,
 }
 
 const MODEL_TOPICS: [&str; 3] = ["a", "b", "c"];
@@ -827,8 +880,9 @@ const MODEL_TOPICS: [&str; 3] = ["a", "b", "c"];
 impl Model {
     fn new(seed: u64) -> Self {
         let clock = Arc::new(ManualClock::new(1_000_000));
+        let initial_delay_ms = if seed % 2 == 0 { 0 } else { 1500 };
         let config = GroupsConfig {
-            initial_rebalance_delay_ms: if seed % 2 == 0 { 0 } else { 1500 },
+            initial_rebalance_delay_ms: initial_delay_ms,
             ..GroupsConfig::default()
         };
         let c =
@@ -852,6 +906,8 @@ impl Model {
             },
             kafka: seed % 5 >= 3,
             subscriptions: BTreeMap::new(),
+            initial_delay_ms,
+            server_side: seed % 5 < 3 && seed % 3 == 0,
         }
     }
 
@@ -870,6 +926,7 @@ impl Model {
         with_id: bool,
         assignor: Assignor,
         kafka: bool,
+        server_side: bool,
     ) -> JoinRequest {
         JoinRequest {
             member_id: if with_id {
@@ -897,6 +954,7 @@ impl Model {
                 }
             },
             require_known_member_id: false,
+            server_side,
         }
     }
 
@@ -988,6 +1046,7 @@ impl Model {
             with_id && self.clients[i].member_id.is_some(),
             self.assignor,
             self.kafka,
+            self.server_side,
         );
         let outcome = self.c.join("g", request, &self.topics);
         let member_id = match &outcome {
@@ -1102,7 +1161,19 @@ impl Model {
             }
             _ => {
                 self.clock.advance(self.rng.below(2500));
-                self.c.tick(&self.topics);
+                let changes = self.c.tick(&self.topics);
+                if self.server_side {
+                    assert!(
+                        !changes.iter().any(|c| matches!(
+                            c.change,
+                            Change::MemberRemoved {
+                                reason: Removal::MissedRebalance,
+                                ..
+                            }
+                        )),
+                        "an HTTP member was removed for missing a join window: {changes:?}"
+                    );
+                }
             }
         }
     }
@@ -1116,6 +1187,15 @@ impl Model {
             "the generation went back"
         );
         self.last_generation = snap.generation;
+        // Server-side members rejoin on their own behalf: without an
+        // initial delay their group never waits in a join window.
+        if self.server_side && self.initial_delay_ms == 0 {
+            assert_ne!(
+                snap.state,
+                GroupState::PreparingRebalance,
+                "an HTTP group waits for members to rejoin"
+            );
+        }
         // Every old generation's commit is refused.
         for (member_id, generation) in &self.history {
             if *generation < snap.generation {
@@ -1250,6 +1330,7 @@ fn model_random_joins_leaves_expiries_and_crashes_keep_the_invariants() {
     let mut stable_steps = 0;
     let mut kafka_stable_steps = 0;
     let mut generations = 0;
+    let mut server_side_stable_steps = 0;
     for seed in 0..50u64 {
         let mut model = Model::new(seed);
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -1267,6 +1348,9 @@ fn model_random_joins_leaves_expiries_and_crashes_keep_the_invariants() {
         if model.kafka {
             kafka_stable_steps += model.steps_stable;
         }
+        if model.server_side {
+            server_side_stable_steps += model.steps_stable;
+        }
         generations += model.last_generation;
     }
     // The runs must exercise something: Stable groups and many rebalances.
@@ -1276,4 +1360,8 @@ fn model_random_joins_leaves_expiries_and_crashes_keep_the_invariants() {
         "only {kafka_stable_steps} stable steps of Kafka groups"
     );
     assert!(generations > 500, "only {generations} generations");
+    assert!(
+        server_side_stable_steps > 300,
+        "only {server_side_stable_steps} stable steps of server-side groups"
+    );
 }
