@@ -4,8 +4,7 @@ fetch; and its error for an unknown topic.
 
 The library's producer posts `{"records":[{"key","value"}]}` to
 `{url}/topics/{topic}`, with the json or binary embedded format. Its
-consumer needs the consumer-instance routes, which tidelog does not serve
-yet, so it is not used here.
+consumer is bridge_consumer.py.
 
 Usage: bridge_producer.py http://127.0.0.1:PORT
 """
