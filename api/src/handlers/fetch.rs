@@ -285,20 +285,34 @@ fn accept(headers: &HeaderMap) -> Option<&str> {
     headers.get(header::ACCEPT).and_then(|v| v.to_str().ok())
 }
 
-/// `GET /topics/{topic}/partitions/{p}/offsets`
+/// `GET /topics/{topic}/partitions/{p}/offsets[?timestamp=ms]`: with
+/// `timestamp`, also the first offset whose record timestamp is at least it
+/// (the broker's time lookup, which reads records: on a blocking thread).
 pub async fn offsets(
     State(state): State<AppState>,
     ApiPath((topic, partition)): ApiPath<(String, String)>,
+    query: ApiQuery,
 ) -> Result<Response, ApiError> {
     names::validate_topic_name(&topic)?;
     let partition = names::parse_partition(&partition)?;
+    let timestamp_ms = query.i64_opt("timestamp")?;
     let ready = state.ready()?;
-    let (beginning, end) = ready.partition(&topic, partition)?.offsets();
+    let part = ready.partition(&topic, partition)?;
+    let offset = match timestamp_ms {
+        Some(ts) => {
+            let part = part.clone();
+            Some(blocking(move || Ok(part.offset_for_timestamp(ts)?)).await?)
+        }
+        None => None,
+    };
+    // After the lookup, so `offset` is never past `end_offset`.
+    let (beginning, end) = part.offsets();
     v2_json(
         StatusCode::OK,
         &PartitionOffsets {
             beginning_offset: beginning,
-            end_offset: end,
+            end_offset: end.max(offset.unwrap_or(0)),
+            offset,
         },
     )
 }
