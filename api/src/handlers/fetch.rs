@@ -22,6 +22,9 @@
 //! * `max_records` is 1..=10000, `max_bytes` 1..=64 MiB, `timeout` 0..=30000
 //!   (0: answer at once); out of range is 40002, not clamped, so a client
 //!   learns its request was not what it meant.
+//! * `offsets?timestamp=` takes a decimal i64 (negative allowed: producers
+//!   may send any timestamp) and answers `offset` beside the usual two
+//!   fields; an absent `timestamp` leaves the answer as it was.
 //! * Query by key renders in the format of its `format` parameter (the one
 //!   that also decodes `key`); timestamps filter on the store's append time,
 //!   which is what the IndexFile records; `max_records` is 1..=1000.
