@@ -591,9 +591,10 @@ impl ConsumeQueue {
         self.new_records.notify(usize::MAX);
     }
 
-    /// msync units written since the last flush.
-    /// Then the time index's entries, so an entry is never durable before
-    /// the units it covers.
+    /// msync units written since the last flush, then sync the time
+    /// index's entries: a checkpoint after this counts no entry whose units
+    /// could still be lost (one that writeback wrote early goes with its
+    /// units in recovery, `TimeIndex::truncate_to`).
     pub fn flush(&self) -> Result<()> {
         let max = self.max_offset();
         let from = self.flushed_offset.load(Ordering::Acquire);

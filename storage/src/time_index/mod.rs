@@ -28,7 +28,9 @@
 //!   before the dispatcher runs) writes, so a record costs a compare and an
 //!   interval one `pwrite`. After a restart the tail is unknown until
 //!   `catch_up` reads its records again (at most one interval).
-//! - Entries are made durable by the queue's flush, after its units.
+//! - Entries are synced by the queue's flush, after its units. An entry
+//!   writeback put on disk before its units is dropped by recovery with
+//!   them (the first invariant).
 
 pub mod format;
 
@@ -192,12 +194,7 @@ impl TimeIndex {
     }
 
     fn open_file(&self, path: PathBuf, first_unit: u64) -> Result<Option<TimeFile>> {
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&path)
-            .at(&path)?;
-        let len = file.metadata().at(&path)?.len();
+        let (file, len) = fs_util::open_read_write(&path)?;
         let cap = format::entries_per_file(self.units_per_file, self.interval);
         // Never more than a full file is read, whatever the length says.
         let want = len.min(HEADER_LEN as u64 + cap * ENTRY_LEN as u64) as usize;
