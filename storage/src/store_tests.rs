@@ -160,10 +160,18 @@ fn check_time_lookups(
         }
         for t in asked {
             let want = first_at_or_after_by_scan(records, min, end, t);
+            crate::time_index::RECORDS_READ.with(|n| n.set(0));
             let got = store.offset_for_timestamp("t", p as u32, t).unwrap();
             assert_eq!(
                 got, want,
                 "{what}: partition {p}, timestamp {t}, offsets [{min}, {end})"
+            );
+            // Through the index: at most the partly retained first
+            // interval and one more (the one found, or the tail), of 8.
+            let read = crate::time_index::RECORDS_READ.with(|n| n.get());
+            assert!(
+                read <= 16,
+                "{what}: partition {p}, timestamp {t}: read {read} records"
             );
         }
     }
@@ -224,6 +232,24 @@ fn time_files(dir: &Path, partition: u32) -> Vec<std::path::PathBuf> {
     files
 }
 
+/// Per partition of `t`, the intervals of 8 offsets its queue files hold
+/// whole (64 units a file): the entries a complete time index has.
+fn complete_intervals(store: &Store, dir: &Path) -> Vec<usize> {
+    (0..3)
+        .map(|p| {
+            let (_, end) = store.offsets("t", p);
+            std::fs::read_dir(dir.join("consumequeue/t").join(p.to_string()))
+                .unwrap()
+                .filter_map(|e| {
+                    let name = e.unwrap().file_name().into_string().unwrap();
+                    crate::fs_util::parse_offset_file_name(&name, "")
+                })
+                .map(|byte_offset| (end.saturating_sub(byte_offset / 20)).min(64) as usize / 8)
+                .sum()
+        })
+        .collect()
+}
+
 fn time_entries(store: &Store, partition: u32) -> usize {
     store
         .inner
@@ -269,6 +295,11 @@ fn time_lookups_match_a_scan_through_rolls_retention_and_crashes() {
 
     store.checkpoint().unwrap();
     let entries: Vec<usize> = (0..3).map(|p| time_entries(&store, p)).collect();
+    assert_eq!(
+        entries,
+        complete_intervals(&store, dir.path()),
+        "indexed as dispatched"
+    );
     store.close_uncleanly();
     // Partition 0: a time file lost; partition 1: a header damaged and a
     // torn last entry; partition 2: an entry for the tail interval, which
@@ -313,7 +344,11 @@ fn time_lookups_match_a_scan_through_rolls_retention_and_crashes() {
 
     let store = Store::open(config.clone()).unwrap();
     let rebuilt: Vec<usize> = (0..3).map(|p| time_entries(&store, p)).collect();
-    assert_eq!(rebuilt, entries, "every complete interval indexed again");
+    assert_eq!(
+        rebuilt,
+        complete_intervals(&store, dir.path()),
+        "every complete interval indexed again (before the crash: {entries:?})"
+    );
     check_time_lookups(&store, &model, &mut rng, "after a crash and damage");
     append_timed(&store, &mut model, &mut rng, &mut clock, 300);
     check_time_lookups(&store, &model, &mut rng, "after the crash and appends");

@@ -871,6 +871,8 @@ impl<'a> QueueTimes<'a> {
 
 impl RecordTimes for QueueTimes<'_> {
     fn timestamp_at(&mut self, offset: u64) -> Result<Option<i64>> {
+        #[cfg(test)]
+        time_index::RECORDS_READ.with(|n| n.set(n.get() + 1));
         let Some(unit) = self.queue.get_cached(offset, &mut self.cursor)? else {
             return Ok(None);
         };

@@ -55,6 +55,9 @@ thread_local! {
     /// Tests: the interval queues loaded on this thread get (the default
     /// needs thousands of records per interval to test).
     pub(crate) static TEST_INTERVAL: std::cell::Cell<Option<u32>> = const { std::cell::Cell::new(None) };
+    /// Tests: records whose timestamp a lookup or a rebuild read on this
+    /// thread (a lookup must read a few intervals, not the partition).
+    pub(crate) static RECORDS_READ: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 /// The interval the queues of a store index with (read once, where the
@@ -268,28 +271,33 @@ impl TimeIndex {
     }
 
     /// The dispatcher put a new unit at `offset` (the queue's end), of a
-    /// record with `timestamp_ms`. One compare while the interval lasts.
+    /// record with `timestamp_ms`. One compare while the interval lasts;
+    /// its last unit appends its entry.
     #[inline]
     pub(crate) fn note(&self, offset: u64, timestamp_ms: i64) -> Result<()> {
         let end = self.tail_end.load(Ordering::Relaxed);
-        if offset < end && offset >= self.tail_start.load(Ordering::Relaxed) {
-            if timestamp_ms > self.tail_max.load(Ordering::Relaxed) {
-                self.tail_max.store(timestamp_ms, Ordering::Relaxed);
-            }
-            return Ok(());
-        }
-        if end == 0 {
-            return Ok(()); // unknown: `catch_up` rebuilds it
-        }
-        if offset != end {
-            // A gap, or a put below the tail: rebuild from the queue.
+        if offset >= end || offset < self.tail_start.load(Ordering::Relaxed) {
+            // Unknown (`end == 0`: `catch_up` rebuilds it), or a gap or a
+            // put outside the tail: rebuilt from the queue.
             self.forget_tail();
             return Ok(());
         }
+        if timestamp_ms > self.tail_max.load(Ordering::Relaxed) {
+            self.tail_max.store(timestamp_ms, Ordering::Relaxed);
+        }
+        if offset + 1 < end {
+            return Ok(());
+        }
+        self.finish_tail()
+    }
+
+    /// The tail interval is complete: append its entry, and the next
+    /// interval becomes the tail.
+    fn finish_tail(&self) -> Result<()> {
         let done = self.interval_of(self.tail_start.load(Ordering::Relaxed));
         let max_ts = self.tail_max.load(Ordering::Relaxed);
-        let next = self.interval_of(offset);
-        self.set_tail(next.start, next.end, timestamp_ms);
+        let next = self.interval_at(done.file_first, done.k + 1);
+        self.set_tail(next.start, next.end, NO_RECORDS);
         let appended = {
             let mut files = self.lock();
             self.append(&mut files, done, max_ts)
