@@ -663,8 +663,12 @@ impl ConsumeQueue {
             std::fs::remove_file(&f.path).at(&f.path)?;
             deleted += 1;
         }
-        if let Some(first) = files.first() {
-            self.time.remove_before(first.first_unit)?;
+        let first_kept = files.first().map(|f| f.first_unit);
+        // The time index's lock comes before the file list (its rebuild
+        // reads units under it): never taken while the list is held.
+        drop(files);
+        if let Some(first) = first_kept {
+            self.time.remove_before(first)?;
         }
         Ok(deleted)
     }

@@ -137,8 +137,10 @@ pub struct TimeIndex {
     dir: PathBuf,
     units_per_file: u64,
     interval: u64,
-    /// Sorted by first unit. Held for an append, a lookup step or a
-    /// truncation; never while waiting for an fsync.
+    /// Sorted by first unit. Held for an append, a lookup step, a
+    /// truncation or a rebuild; never while waiting for an fsync of an
+    /// entry. Lock order: this, then the queue's file list (a rebuild reads
+    /// units under it), so the queue never calls in here holding its list.
     files: Mutex<Vec<TimeFile>>,
     /// The tail interval `[tail_start, tail_end)` and its running maximum;
     /// `tail_end == 0` while unknown.
