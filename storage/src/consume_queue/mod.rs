@@ -1156,6 +1156,52 @@ mod tests {
         }
     }
 
+    /// Timestamps of a test queue's records, by offset.
+    struct Times(std::collections::HashMap<u64, i64>);
+
+    impl RecordTimes for Times {
+        fn timestamp_at(&mut self, offset: u64) -> Result<Option<i64>> {
+            Ok(self.0.get(&offset).copied())
+        }
+    }
+
+    /// A unit rewritten below the end (a repair from the CommitLog) drops
+    /// the time index entries from its interval on: they were built from
+    /// the unit it replaced. The rebuild then indexes them again.
+    #[test]
+    fn a_rewritten_unit_drops_the_time_entries_from_its_interval_on() {
+        time_index::TEST_INTERVAL.with(|c| c.set(Some(4)));
+        let dir = tempfile::tempdir().unwrap();
+        let qs = open(dir.path(), 16).unwrap();
+        let q = qs.get_or_create("t", 0).unwrap();
+        let mut times = Times((0..20).map(|i| (i, 1000 - i as i64)).collect());
+        q.time.catch_up(&[], 0, &mut times).unwrap();
+        for i in 0..20 {
+            q.put(QueueOffset::new(i), unit(i * 100), 1000 - i as i64)
+                .unwrap();
+        }
+        assert_eq!(q.time_index_entries(), 5, "20 units, 4 an entry");
+        assert!(!q.time.needs_catch_up());
+        // Offset 9 (interval 2 of the first file) rewritten.
+        q.put(QueueOffset::new(9), unit(777), 5).unwrap();
+        assert_eq!(q.time_index_entries(), 2, "intervals 0 and 1 kept");
+        assert!(q.time.needs_catch_up());
+        times.0.insert(9, 5);
+        let files: Vec<u64> = q
+            .files
+            .read()
+            .unwrap()
+            .iter()
+            .map(|f| f.first_unit)
+            .collect();
+        assert_eq!(
+            q.time.catch_up(&files, q.max_offset(), &mut times).unwrap(),
+            3
+        );
+        assert_eq!(q.time_index_entries(), 5);
+        time_index::TEST_INTERVAL.with(|c| c.set(None));
+    }
+
     #[test]
     fn a_repaired_unit_below_the_end_is_flushed_again() {
         let dir = tempfile::tempdir().unwrap();
