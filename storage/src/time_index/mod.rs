@@ -99,7 +99,10 @@ struct Interval {
 struct TimeFile {
     first_unit: u64,
     path: PathBuf,
-    file: Arc<File>,
+    /// Open while entries may still be appended or synced: a full, synced
+    /// file is closed (one descriptor per partition, not per queue file,
+    /// beside the queue's own) and opened again only to be truncated.
+    file: Option<Arc<File>>,
     /// Entry k's interval maximum.
     maxima: Vec<i64>,
     /// `running[k]` = max of `maxima[..=k]`: monotonic, for binary search.
@@ -115,6 +118,17 @@ impl TimeFile {
         self.running.push(prev.max(max_ts));
     }
 
+    /// The open file, opened again if it was closed.
+    fn handle(&mut self) -> Result<Arc<File>> {
+        if let Some(file) = &self.file {
+            return Ok(Arc::clone(file));
+        }
+        let (file, _) = fs_util::open_read_write(&self.path)?;
+        let file = Arc::new(file);
+        self.file = Some(Arc::clone(&file));
+        Ok(file)
+    }
+
     /// Keep the first `n` entries, durably (a dropped entry that came back
     /// after a power loss could be stale).
     fn truncate(&mut self, n: usize) -> Result<()> {
@@ -123,10 +137,10 @@ impl TimeFile {
         }
         self.maxima.truncate(n);
         self.running.truncate(n);
-        self.file
-            .set_len((HEADER_LEN + n * ENTRY_LEN) as u64)
+        let file = self.handle()?;
+        file.set_len((HEADER_LEN + n * ENTRY_LEN) as u64)
             .at(&self.path)?;
-        crate::durability::sync_data(&self.file, &self.path).at(&self.path)?;
+        crate::durability::sync_data(&file, &self.path).at(&self.path)?;
         self.synced = self.synced.min(n);
         Ok(())
     }
@@ -214,7 +228,7 @@ impl TimeIndex {
         let mut f = TimeFile {
             first_unit,
             path,
-            file: Arc::new(file),
+            file: None,
             maxima: Vec::new(),
             running: Vec::new(),
             synced: 0,
@@ -230,8 +244,11 @@ impl TimeIndex {
         let valid = (HEADER_LEN + f.maxima.len() * ENTRY_LEN) as u64;
         if len != valid {
             tracing::warn!(path = %f.path.display(), len, valid, "time index file has a torn or damaged tail; truncating it, the rest is rebuilt");
-            f.file.set_len(valid).at(&f.path)?;
-            crate::durability::sync_data(&f.file, &f.path).at(&f.path)?;
+            file.set_len(valid).at(&f.path)?;
+            crate::durability::sync_data(&file, &f.path).at(&f.path)?;
+        }
+        if (f.maxima.len() as u64) < cap {
+            f.file = Some(Arc::new(file)); // entries still to come
         }
         Ok(Some(f))
     }
@@ -351,7 +368,7 @@ impl TimeIndex {
         }
         let bytes = format::encode_entry(iv.file_first, iv.k, max_ts);
         let pos = HEADER_LEN as u64 + iv.k * ENTRY_LEN as u64;
-        f.file.write_all_at(&bytes, pos).at(&f.path)?;
+        f.handle()?.write_all_at(&bytes, pos).at(&f.path)?;
         f.push(max_ts);
         Ok(true)
     }
@@ -374,7 +391,7 @@ impl TimeIndex {
                 Ok(TimeFile {
                     first_unit,
                     path: path.clone(),
-                    file: Arc::new(file),
+                    file: Some(Arc::new(file)),
                     maxima: Vec::new(),
                     running: Vec::new(),
                     synced: 0,
@@ -473,23 +490,18 @@ impl TimeIndex {
     /// Make every entry appended so far durable. The file is synced outside
     /// the lock, so the dispatcher's appends do not wait for the disk.
     pub(crate) fn flush(&self) -> Result<()> {
-        let pending: Vec<(u64, Arc<File>, PathBuf, usize)> = self
-            .lock()
-            .iter()
-            .filter(|f| f.synced < f.maxima.len())
-            .map(|f| {
-                (
-                    f.first_unit,
-                    Arc::clone(&f.file),
-                    f.path.clone(),
-                    f.maxima.len(),
-                )
-            })
-            .collect();
+        let mut pending: Vec<(u64, Arc<File>, PathBuf, usize)> = Vec::new();
+        for f in self.lock().iter_mut().filter(|f| f.synced < f.maxima.len()) {
+            pending.push((f.first_unit, f.handle()?, f.path.clone(), f.maxima.len()));
+        }
+        let cap = format::entries_per_file(self.units_per_file, self.interval) as usize;
         for (first_unit, file, path, n) in pending {
             crate::durability::sync_data(&file, &path).at(&path)?;
             if let Some(f) = self.lock().iter_mut().find(|f| f.first_unit == first_unit) {
                 f.synced = f.synced.max(n.min(f.maxima.len()));
+                if f.synced == cap {
+                    f.file = None; // full and durable: nothing more to write
+                }
             }
         }
         Ok(())
