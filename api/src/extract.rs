@@ -71,6 +71,26 @@ impl ApiQuery {
                 message: format!("{name} {text:?} is not an integer in [{min}, {max}]"),
             })
     }
+
+    /// An optional signed 64-bit integer parameter (decimal digits with an
+    /// optional leading `-`); 40002 naming the parameter otherwise.
+    pub fn i64_opt(&self, name: &str) -> Result<Option<i64>, ApiError> {
+        let Some(text) = self.get(name) else {
+            return Ok(None);
+        };
+        let digits = text.strip_prefix('-').unwrap_or(text);
+        text.parse::<i64>()
+            .ok()
+            .filter(|_| !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
+            .map(Some)
+            .ok_or_else(|| ApiError::BadRequest {
+                message: format!(
+                    "{name} {text:?} is not an integer in [{}, {}]",
+                    i64::MIN,
+                    i64::MAX
+                ),
+            })
+    }
 }
 
 /// A JSON admin or commit body as `T`, the one decoder of every JSON body

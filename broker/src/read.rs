@@ -379,6 +379,34 @@ impl PartitionRef {
         (beginning.max(base), end.max(base))
     }
 
+    /// The first offset whose record's timestamp is at least `timestamp_ms`
+    /// (Kafka's ListOffsets rule; record timestamps are the producers', so
+    /// not monotonic), or the end offset if no record is: the beginning
+    /// offset when T is earlier than every record. Found through the
+    /// partition's time index (a queue's, or a compacted log's sparse index
+    /// over the records compaction kept), never a scan of the partition.
+    /// Blocking: it reads records (a compacted log with `pread`).
+    pub fn offset_for_timestamp(&self, timestamp_ms: i64) -> Result<u64, BrokerError> {
+        let (beginning, base_end) = self.offsets();
+        let found = match &self.compacted {
+            None => self.broker.store.offset_for_timestamp(
+                &self.topic.name,
+                self.partition,
+                timestamp_ms,
+            )?,
+            Some(known) => match known
+                .get()
+                .cloned()
+                .or_else(|| self.broker.logs.log(&self.topic.name, self.partition))
+            {
+                Some(log) => log.offset_for_timestamp(timestamp_ms)?,
+                None => base_end,
+            },
+        };
+        // Never below what `offsets` answers (a topic's base offset).
+        Ok(found.max(beginning))
+    }
+
     /// The compact partition's log, created if it has none yet (blocking
     /// then: it creates the log's directory).
     fn compacted_log(&self) -> Result<&Arc<CompactedLog>, BrokerError> {
@@ -560,6 +588,64 @@ mod tests {
         assert!(matches!(read.records, Records::Stored(_)));
         assert_eq!(offsets_of(&read.records), [0, 1]);
         drop((part, events));
+        Arc::try_unwrap(broker).unwrap().shutdown().unwrap();
+    }
+
+    /// Appends records with these producer timestamps to partition 0.
+    fn append_timed(broker: &Broker, topic: &str, timestamps: &[i64]) {
+        let batch: Vec<tidelog_storage::AppendRecord> = timestamps
+            .iter()
+            .enumerate()
+            .map(|(i, &ts)| tidelog_storage::AppendRecord {
+                topic: Arc::from(topic),
+                partition: 0,
+                key: Some(bytes::Bytes::from(format!("k{i}"))),
+                value: Some(bytes::Bytes::from_static(b"v")),
+                headers: Vec::new(),
+                timestamp_ms: Some(ts),
+            })
+            .collect();
+        broker.store.append(&batch).unwrap();
+    }
+
+    /// The timestamp lookup of both kinds of topic: the first offset whose
+    /// record's timestamp is at least T, with timestamps out of order; the
+    /// beginning before everything, the end after; and never below the
+    /// base offset of a topic created again under a deleted one's name.
+    #[test]
+    fn offset_for_timestamp_follows_kafkas_rule_for_queue_and_compact_topics() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = open(dir.path());
+        for (t, overrides) in [("events", Overrides::new()), ("users", compact())] {
+            broker.create_topic(t, 1, overrides.clone()).unwrap();
+            let part = broker.partition(t, 0).unwrap();
+            assert_eq!(part.offset_for_timestamp(0).unwrap(), 0, "{t}: empty");
+            append_timed(&broker, t, &[10, 50, 30, 70, 20]);
+            wait_until("dispatch", || part.offsets().1 == 5);
+            for (ts, want) in [
+                (i64::MIN, 0),
+                (5, 0),
+                (10, 0),
+                (11, 1),
+                (30, 1),
+                (51, 3),
+                (70, 3),
+                (71, 5),
+                (i64::MAX, 5),
+            ] {
+                assert_eq!(part.offset_for_timestamp(ts).unwrap(), want, "{t}: {ts}");
+            }
+            drop(part);
+            broker.delete_topic(t).unwrap();
+            broker.create_topic(t, 1, overrides).unwrap();
+            let part = broker.partition(t, 0).unwrap();
+            assert_eq!(part.offsets(), (5, 5), "{t}");
+            assert_eq!(part.offset_for_timestamp(0).unwrap(), 5, "{t}: the base");
+            append_timed(&broker, t, &[40]);
+            wait_until("dispatch", || part.offsets().1 == 6);
+            assert_eq!(part.offset_for_timestamp(0).unwrap(), 5, "{t}");
+            assert_eq!(part.offset_for_timestamp(41).unwrap(), 6, "{t}");
+        }
         Arc::try_unwrap(broker).unwrap().shutdown().unwrap();
     }
 

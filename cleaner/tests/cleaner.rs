@@ -801,3 +801,91 @@ fn a_checkpoint_past_the_log_end_is_lowered_at_start() {
     assert_eq!(stored.get("t", 0), Some(end));
     assert_eq!(stored.get("t", 1), Some(3));
 }
+
+/// A record of key `key` whose producer timestamp is `timestamp_ms`.
+fn timed_record(offset: u64, key: &str, timestamp_ms: i64, store_ts: i64) -> CompactedRecord {
+    let value = format!("{key}@{offset}");
+    let b = Bytes::from(encode(&Fields {
+        offset: QueueOffset::new(offset),
+        timestamp_ms,
+        store_timestamp_ms: store_ts,
+        delete_horizon_ms: 0,
+        physical_offset: PhysicalOffset::new(offset * 1000),
+        key: Some(key.as_bytes()),
+        value: Some(value.as_bytes()),
+        headers_block: &[],
+        header_count: 0,
+    }));
+    match decode(&b).unwrap() {
+        Decoded::Record(r) => r,
+        Decoded::End => panic!(),
+    }
+}
+
+/// Lookups of a compacted log against a scan of the records it holds.
+fn check_time_lookups(h: &Harness, rng: &mut tidelog_storage::test_rng::SplitMix64, what: &str) {
+    let held = h.all(0);
+    let end = h.log(0).next_offset();
+    let mut asked = vec![i64::MIN, i64::MAX, 0];
+    for _ in 0..80 {
+        let ts = held[rng.below(held.len() as u64) as usize].timestamp_ms;
+        asked.push(ts + rng.below(3) as i64 - 1);
+    }
+    for t in asked {
+        let want = held
+            .iter()
+            .find(|r| r.timestamp_ms >= t)
+            .map_or(end, |r| r.offset.get());
+        assert_eq!(
+            h.log(0).offset_for_timestamp(t).unwrap(),
+            want,
+            "{what}: timestamp {t}"
+        );
+    }
+}
+
+/// The timestamp lookup of a compact topic answers over the records its
+/// compacted log holds, with non-monotonic timestamps: before cleaning,
+/// after a pass removed most records (the cleaned segments' sparse
+/// indexes are built as they are written), and after a restart (built by
+/// the open's scan).
+#[test]
+fn time_lookups_answer_over_the_records_compaction_kept() {
+    let mut rng = tidelog_storage::test_rng::SplitMix64(0x7135_c0de);
+    let h = harness();
+    // Segments of several sparse-index entries each.
+    let config = CompactTopicConfig {
+        segment_bytes: 24_000,
+        ..topic_config()
+    };
+    h.logs.set_topic("t", config.clone());
+    let log = h.log(0);
+    let mut clock = T0;
+    for offset in 0..2000 {
+        clock += rng.below(10) as i64;
+        // A saw-tooth (runs of records whose timestamps fall back by a
+        // million), jitter, and rare outliers far ahead.
+        let tooth = 1_000_000 * ((offset / 70) % 3) as i64;
+        let ts = if rng.one_in(400) {
+            clock + 10_000_000
+        } else {
+            clock + tooth - rng.below(2000) as i64
+        };
+        let key = format!("k{}", rng.below(700));
+        log.append(
+            &timed_record(offset, &key, ts, h.now()),
+            config.roll_policy(),
+            h.now(),
+        )
+        .unwrap();
+    }
+    log.end_batch().unwrap();
+    assert!(log.segments().len() > 3, "several segments");
+    check_time_lookups(&h, &mut rng, "before cleaning");
+    log.roll(h.now()).unwrap();
+    let (_, _, stats) = h.clean().expect("dirty enough to clean");
+    assert!(stats.records_removed > 500, "{stats:?}");
+    check_time_lookups(&h, &mut rng, "after cleaning");
+    let h = h.restart(config);
+    check_time_lookups(&h, &mut rng, "after a restart");
+}

@@ -276,6 +276,21 @@ fn check(s: &TidelogProcess) {
             .expect(200);
         assert_eq!(offsets["beginning_offset"], 0, "{offsets}");
         assert_eq!(offsets["end_offset"], want.len(), "{offsets}");
+        // Timestamp lookups: this dir has no time index files, so they are
+        // built at open; every answer is the first record at or after T.
+        let mut asked: Vec<(i64, usize)> = vec![(0, 0), (i64::MAX, want.len())];
+        for (offset, w) in want.iter().enumerate() {
+            let ts = w["timestamp"].as_i64().unwrap();
+            asked.extend([(ts, offset), (ts + 1, offset + 1)]);
+        }
+        for (ts, offset) in asked {
+            let got = s
+                .get(&format!(
+                    "/topics/events/partitions/{partition}/offsets?timestamp={ts}"
+                ))
+                .expect(200);
+            assert_eq!(got["offset"], offset, "events-{partition} at {ts}: {got}");
+        }
     }
 
     // Lookup by key through the IndexFile, newest first, at pinned
@@ -325,6 +340,22 @@ fn check(s: &TidelogProcess) {
     assert_eq!(kept, TABLE_CLEANED, "{got}");
     let offsets = s.get("/topics/table/partitions/0/offsets").expect(200);
     assert_eq!(offsets["end_offset"], TABLE.len(), "{offsets}");
+    // Timestamp lookups answer over what the cleaning kept (record i was
+    // produced at TS + 100 + i).
+    for (ts, offset) in [
+        (0, 2),
+        (TS + 100, 2),
+        (TS + 103, 3),
+        (TS + 105, 5),
+        (TS + 106, 6),
+    ] {
+        let got = s
+            .get(&format!(
+                "/topics/table/partitions/0/offsets?timestamp={ts}"
+            ))
+            .expect(200);
+        assert_eq!(got["offset"], offset, "table at {ts}: {got}");
+    }
     // The cleaner-offset checkpoint: the next pass starts past the end.
     let status = s
         .get("/v3/clusters/tidelog/topics/table/compaction")

@@ -16,7 +16,7 @@
 use std::collections::HashMap;
 use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use event_listener::{Event, Listener};
@@ -78,6 +78,9 @@ pub trait DispatchSink: Send + Sync {
 pub struct ConsumeQueueSink {
     queues: Arc<ConsumeQueues>,
     batch: Mutex<QueueBatch>,
+    /// The log the time indexes read records from to rebuild; set once the
+    /// store has recovered it ([`ConsumeQueueSink::set_log`]).
+    log: OnceLock<Arc<CommitLog>>,
 }
 
 /// The sink's state within one dispatch batch (the dispatcher thread is
@@ -97,7 +100,14 @@ impl ConsumeQueueSink {
         ConsumeQueueSink {
             queues,
             batch: Mutex::default(),
+            log: OnceLock::new(),
         }
+    }
+
+    /// The recovered log: from now on a queue whose time index lost its
+    /// tail is caught up as soon as a unit arrives.
+    pub fn set_log(&self, log: &Arc<CommitLog>) {
+        let _ = self.log.set(Arc::clone(log));
     }
 
     fn batch(&self) -> MutexGuard<'_, QueueBatch> {
@@ -151,8 +161,16 @@ impl DispatchSink for ConsumeQueueSink {
                     size: r.size(),
                     key_hash: key_hash(r.key_slice()),
                 },
+                r.timestamp_ms(),
                 cursor,
             )?;
+        }
+        if q.time_index_needs_catch_up() {
+            // A repair or a gap: rebuilt once the log is there (recovery's
+            // replay runs before; the store catches every queue up after).
+            if let Some(log) = self.log.get() {
+                q.catch_up_time_index(log)?;
+            }
         }
         Ok(())
     }

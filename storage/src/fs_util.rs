@@ -76,6 +76,18 @@ pub fn create_via_temp<T>(
     })
 }
 
+/// An existing file of the store opened for reading and writing, with its
+/// length (which its loader checks before it reads).
+pub fn open_read_write(path: &Path) -> Result<(File, u64)> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .at(path)?;
+    let len = file.metadata().at(path)?.len();
+    Ok((file, len))
+}
+
 /// Replace `path` with `contents` atomically and durably.
 pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<()> {
     let dir = path

@@ -25,6 +25,7 @@ mod recovery;
 pub mod retention;
 pub mod store;
 pub mod test_rng;
+pub mod time_index;
 pub mod types;
 
 pub use commit_log::{AppendRecord, Appended, Header, StoredRecord};

@@ -231,8 +231,9 @@ impl Store {
             config.index_slots,
             config.index_entries,
         )?);
+        let queue_sink = Arc::new(ConsumeQueueSink::new(Arc::clone(&queues)));
         let mut sinks: Vec<Arc<dyn DispatchSink>> = vec![
-            Arc::new(ConsumeQueueSink::new(Arc::clone(&queues))),
+            Arc::clone(&queue_sink) as Arc<dyn DispatchSink>,
             Arc::new(IndexSink {
                 index: Arc::clone(&index),
             }),
@@ -313,6 +314,12 @@ impl Store {
             NextOffsets::default(),
             faults.clone(),
         );
+        // The time indexes follow the recovered queues: missing entries
+        // (an old data dir, a lost or damaged time file, a recovery's
+        // truncation) are built from the queues and the log now, before
+        // dispatch resumes; each queue's tail interval is read once.
+        queue_sink.set_log(&log);
+        catch_up_time_indexes(&queues, &log);
         let dispatcher = Dispatcher::new(
             Arc::clone(&log),
             sinks,
@@ -494,6 +501,23 @@ impl Store {
                 Some(next) => (next, next),
                 None => (0, 0),
             },
+        }
+    }
+
+    /// The first queue offset of a partition whose record timestamp is at
+    /// least `timestamp_ms` (Kafka's ListOffsets rule: the producer's
+    /// timestamps, which need not grow with offsets), or the partition's end
+    /// offset if no record is. Found through the partition's time index
+    /// (reads at most about two intervals of records), not a scan.
+    pub fn offset_for_timestamp(
+        &self,
+        topic: &str,
+        partition: u32,
+        timestamp_ms: i64,
+    ) -> Result<u64> {
+        match self.inner.queues.get(topic, partition) {
+            Some(q) => q.offset_for_timestamp(timestamp_ms, &self.inner.log),
+            None => Ok(self.offsets(topic, partition).1),
         }
     }
 
@@ -987,6 +1011,37 @@ impl Inner {
                 tracing::error!(error = %e, "periodic flush failed");
             }
         });
+    }
+}
+
+/// Bring every queue's time index up to its queue (see
+/// [`ConsumeQueue::catch_up_time_index`](crate::consume_queue::ConsumeQueue::catch_up_time_index)),
+/// logging progress. A queue that fails keeps a partial index, which its
+/// lookups make up for by reading the unindexed intervals' records, and the
+/// dispatcher tries again at its next unit: logged, not a reason to refuse
+/// to start.
+fn catch_up_time_indexes(queues: &ConsumeQueues, log: &CommitLog) {
+    let all = queues.all();
+    let began = Instant::now();
+    let mut built = 0u64;
+    for (done, q) in all.iter().enumerate() {
+        match q.catch_up_time_index(log) {
+            Ok(n) => built += n,
+            Err(e) => {
+                tracing::error!(tp = %q.topic_partition(), error = %e, "could not rebuild the time index; its lookups read the unindexed records")
+            }
+        }
+        if began.elapsed() > Duration::from_secs(5) && done % 100 == 99 {
+            tracing::info!(
+                queues = done + 1,
+                of = all.len(),
+                entries = built,
+                "rebuilding time indexes"
+            );
+        }
+    }
+    if built > 0 {
+        tracing::info!(queues = all.len(), entries = built, elapsed = ?began.elapsed(), "time indexes rebuilt");
     }
 }
 

@@ -8,7 +8,7 @@ use bytes::Bytes;
 
 use super::*;
 use crate::commit_log::BEFORE_SEGMENT_LOOKUP;
-use crate::retention::FixedDiskUsage;
+use crate::retention::{FixedDiskUsage, Trigger};
 
 fn small_config(dir: &Path) -> StoreConfig {
     let mut c = StoreConfig::new(dir);
@@ -122,4 +122,249 @@ fn an_append_racing_a_topic_deletion_is_refused_not_indexed() {
         .read("t", 0, QueueOffset::new(3), 10, usize::MAX)
         .unwrap();
     assert_eq!(read.records.len(), 1);
+}
+
+/// The answer a scan gives: the first record at or past `from` whose
+/// timestamp is at least `t`, else `end`.
+fn first_at_or_after_by_scan(model: &[(u64, i64)], from: u64, end: u64, t: i64) -> u64 {
+    model
+        .iter()
+        .filter(|(o, _)| *o >= from)
+        .find(|(_, ts)| *ts >= t)
+        .map_or(end, |(o, _)| *o)
+}
+
+/// Every partition's lookups against the scan of the model: timestamps of
+/// records and their neighbours, before and after everything.
+fn check_time_lookups(
+    store: &Store,
+    model: &[Vec<(u64, i64)>],
+    rng: &mut crate::test_rng::SplitMix64,
+    what: &str,
+) {
+    for (p, records) in model.iter().enumerate() {
+        let (min, end) = store.offsets("t", p as u32);
+        let mut asked = vec![i64::MIN, i64::MAX, -1_000_000, 0];
+        if let (Some(lo), Some(hi)) = (
+            records.iter().map(|r| r.1).min(),
+            records.iter().map(|r| r.1).max(),
+        ) {
+            asked.extend([lo - 1, lo, hi, hi + 1]);
+        }
+        for _ in 0..60 {
+            if records.is_empty() {
+                break;
+            }
+            let (_, ts) = records[rng.below(records.len() as u64) as usize];
+            asked.push(ts + rng.below(3) as i64 - 1);
+        }
+        for t in asked {
+            let want = first_at_or_after_by_scan(records, min, end, t);
+            crate::time_index::RECORDS_READ.with(|n| n.set(0));
+            let got = store.offset_for_timestamp("t", p as u32, t).unwrap();
+            assert_eq!(
+                got, want,
+                "{what}: partition {p}, timestamp {t}, offsets [{min}, {end})"
+            );
+            // Through the index: at most the partly retained first
+            // interval and one more (the one found, or the tail), of 8.
+            let read = crate::time_index::RECORDS_READ.with(|n| n.get());
+            assert!(
+                read <= 16,
+                "{what}: partition {p}, timestamp {t}: read {read} records"
+            );
+        }
+    }
+}
+
+/// Appends `n` records with non-monotonic timestamps (jitter around a
+/// rising clock, outliers far ahead and behind) to random partitions of
+/// `t`, in small batches, and records them in the model.
+fn append_timed(
+    store: &Store,
+    model: &mut [Vec<(u64, i64)>],
+    rng: &mut crate::test_rng::SplitMix64,
+    clock: &mut i64,
+    n: usize,
+) {
+    let mut left = n;
+    while left > 0 {
+        let p = rng.below(model.len() as u64) as u32;
+        let batch = (1 + rng.below(5) as usize).min(left);
+        let records: Vec<AppendRecord> = (0..batch)
+            .map(|_| {
+                *clock += rng.below(20) as i64;
+                let ts = if rng.one_in(25) {
+                    *clock + 1_000_000 // far ahead: raises the running maximum
+                } else if rng.one_in(25) {
+                    -(rng.below(1000) as i64) // before everything
+                } else {
+                    *clock + rng.below(400) as i64 - 200
+                };
+                let mut r = record("t", p, &"v".repeat(20 + rng.below(200) as usize));
+                r.timestamp_ms = Some(ts);
+                r
+            })
+            .collect();
+        let appended = store.append(&records).unwrap();
+        for (a, r) in appended.iter().zip(&records) {
+            model[p as usize].push((a.queue_offset.get(), r.timestamp_ms.unwrap()));
+        }
+        left -= batch;
+    }
+    assert!(store.wait_dispatched(Duration::from_secs(10)));
+}
+
+fn time_files(dir: &Path, partition: u32) -> Vec<std::path::PathBuf> {
+    let dir = dir
+        .join("consumequeue")
+        .join("t")
+        .join(partition.to_string());
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.to_string_lossy()
+                .ends_with(crate::time_index::FILE_SUFFIX)
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+/// Per partition of `t`, the intervals of 8 offsets its queue files hold
+/// whole (64 units a file): the entries a complete time index has.
+fn complete_intervals(store: &Store, dir: &Path) -> Vec<usize> {
+    (0..3)
+        .map(|p| {
+            let (_, end) = store.offsets("t", p);
+            std::fs::read_dir(dir.join("consumequeue/t").join(p.to_string()))
+                .unwrap()
+                .filter_map(|e| {
+                    let name = e.unwrap().file_name().into_string().unwrap();
+                    crate::fs_util::parse_offset_file_name(&name, "")
+                })
+                .map(|byte_offset| (end.saturating_sub(byte_offset / 20)).min(64) as usize / 8)
+                .sum()
+        })
+        .collect()
+}
+
+fn time_entries(store: &Store, partition: u32) -> usize {
+    store
+        .inner
+        .queues
+        .get("t", partition)
+        .map_or(0, |q| q.time_index_entries())
+}
+
+/// Model test of the timestamp lookup: non-monotonic timestamps, across
+/// rolls of queue files and CommitLog segments, after retention deleted
+/// the oldest segments (and their queue and time files), after a crash
+/// with a deleted time file, a damaged header, a torn entry and a stale
+/// entry past the queue's end (each rebuilt or dropped at open), and
+/// after a clean restart: always the answer of a scan.
+#[test]
+fn time_lookups_match_a_scan_through_rolls_retention_and_crashes() {
+    let seed = std::env::var("TIDELOG_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x7135_e1d0);
+    eprintln!("seed {seed} (rerun with TIDELOG_TEST_SEED={seed})");
+    let mut rng = crate::test_rng::SplitMix64(seed);
+    crate::time_index::TEST_INTERVAL.with(|c| c.set(Some(8)));
+    let dir = tempfile::tempdir().unwrap();
+    let config = small_config(dir.path());
+    let mut model = vec![Vec::new(), Vec::new(), Vec::new()];
+    let mut clock = 1_700_000_000_000i64;
+
+    let store = Store::open(config.clone()).unwrap();
+    append_timed(&store, &mut model, &mut rng, &mut clock, 700);
+    assert!(store.commit_log().segment_count() > 5);
+    assert!(time_files(dir.path(), 0).len() > 1, "queue files rolled");
+    // 8 records an entry: the lookups below go through the index.
+    assert!(time_entries(&store, 0) * 8 + 8 >= model[0].len());
+    check_time_lookups(&store, &model, &mut rng, "after rolls");
+
+    let out = store.run_retention(Trigger::ManualForce).unwrap();
+    assert!(out.deleted_segments > 0, "{out:?}");
+    assert!(store.offsets("t", 0).0 > 0, "retention moved the beginning");
+    check_time_lookups(&store, &model, &mut rng, "after retention");
+    append_timed(&store, &mut model, &mut rng, &mut clock, 300);
+    check_time_lookups(&store, &model, &mut rng, "after retention and appends");
+
+    store.checkpoint().unwrap();
+    let entries: Vec<usize> = (0..3).map(|p| time_entries(&store, p)).collect();
+    assert_eq!(
+        entries,
+        complete_intervals(&store, dir.path()),
+        "indexed as dispatched"
+    );
+    store.close_uncleanly();
+    // Partition 0: a time file lost; partition 1: a header damaged and a
+    // torn last entry; partition 2: an entry for the tail interval, which
+    // is not complete (a stale entry, as after records past the flushed
+    // log were lost), claiming no records.
+    let p0 = time_files(dir.path(), 0);
+    std::fs::remove_file(&p0[p0.len() / 2]).unwrap();
+    let p1 = time_files(dir.path(), 1);
+    let mut header = std::fs::read(&p1[0]).unwrap();
+    header[5] ^= 0xff;
+    std::fs::write(&p1[0], &header).unwrap();
+    let last = p1.last().unwrap();
+    let len = std::fs::metadata(last).unwrap().len();
+    assert!(len > 16, "the last time file of partition 1 has entries");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(last)
+        .unwrap()
+        .set_len(len - 5)
+        .unwrap();
+    let (_, end2) = store_offsets_from_model(&model[2]);
+    let units = config.consume_queue_units_per_file;
+    let file_first = end2 / units * units;
+    let path2 = dir.path().join("consumequeue/t/2").join(format!(
+        "{}.time",
+        crate::fs_util::offset_file_name(file_first * 20)
+    ));
+    let k = (end2 - file_first) / 8;
+    if k < units / 8 && path2.exists() {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path2)
+            .unwrap();
+        let stale = crate::time_index::format::encode_entry(
+            file_first,
+            k,
+            crate::time_index::format::NO_RECORDS,
+        );
+        f.write_all_at(&stale, 16 + k * 12).unwrap();
+    }
+
+    let store = Store::open(config.clone()).unwrap();
+    let rebuilt: Vec<usize> = (0..3).map(|p| time_entries(&store, p)).collect();
+    assert_eq!(
+        rebuilt,
+        complete_intervals(&store, dir.path()),
+        "every complete interval indexed again (before the crash: {entries:?})"
+    );
+    check_time_lookups(&store, &model, &mut rng, "after a crash and damage");
+    append_timed(&store, &mut model, &mut rng, &mut clock, 300);
+    check_time_lookups(&store, &model, &mut rng, "after the crash and appends");
+
+    store.shutdown().unwrap();
+    let store = Store::open(config).unwrap();
+    check_time_lookups(&store, &model, &mut rng, "after a clean restart");
+    // Deleted: a deleted partition answers its next offset.
+    store.delete_topic("t").unwrap();
+    let next = model[0].last().unwrap().0 + 1;
+    assert_eq!(store.offset_for_timestamp("t", 0, 0).unwrap(), next);
+    assert_eq!(store.offset_for_timestamp("none", 0, 0).unwrap(), 0);
+}
+
+/// One past the last offset of a partition's model (its end), and that.
+fn store_offsets_from_model(records: &[(u64, i64)]) -> (u64, u64) {
+    let end = records.last().map_or(0, |r| r.0 + 1);
+    (records.first().map_or(0, |r| r.0), end)
 }

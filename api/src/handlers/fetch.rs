@@ -22,6 +22,9 @@
 //! * `max_records` is 1..=10000, `max_bytes` 1..=64 MiB, `timeout` 0..=30000
 //!   (0: answer at once); out of range is 40002, not clamped, so a client
 //!   learns its request was not what it meant.
+//! * `offsets?timestamp=` takes a decimal i64 (negative allowed: producers
+//!   may send any timestamp) and answers `offset` beside the usual two
+//!   fields; an absent `timestamp` leaves the answer as it was.
 //! * Query by key renders in the format of its `format` parameter (the one
 //!   that also decodes `key`); timestamps filter on the store's append time,
 //!   which is what the IndexFile records; `max_records` is 1..=1000.
@@ -285,20 +288,34 @@ fn accept(headers: &HeaderMap) -> Option<&str> {
     headers.get(header::ACCEPT).and_then(|v| v.to_str().ok())
 }
 
-/// `GET /topics/{topic}/partitions/{p}/offsets`
+/// `GET /topics/{topic}/partitions/{p}/offsets[?timestamp=ms]`: with
+/// `timestamp`, also the first offset whose record timestamp is at least it
+/// (the broker's time lookup, which reads records: on a blocking thread).
 pub async fn offsets(
     State(state): State<AppState>,
     ApiPath((topic, partition)): ApiPath<(String, String)>,
+    query: ApiQuery,
 ) -> Result<Response, ApiError> {
     names::validate_topic_name(&topic)?;
     let partition = names::parse_partition(&partition)?;
+    let timestamp_ms = query.i64_opt("timestamp")?;
     let ready = state.ready()?;
-    let (beginning, end) = ready.partition(&topic, partition)?.offsets();
+    let part = ready.partition(&topic, partition)?;
+    let offset = match timestamp_ms {
+        Some(ts) => {
+            let part = part.clone();
+            Some(blocking(move || Ok(part.offset_for_timestamp(ts)?)).await?)
+        }
+        None => None,
+    };
+    // After the lookup, so `offset` is never past `end_offset`.
+    let (beginning, end) = part.offsets();
     v2_json(
         StatusCode::OK,
         &PartitionOffsets {
             beginning_offset: beginning,
-            end_offset: end,
+            end_offset: end.max(offset.unwrap_or(0)),
+            offset,
         },
     )
 }

@@ -385,11 +385,15 @@ impl ProduceResponse {
 }
 
 /// The answer of `GET /topics/{topic}/partitions/{p}/offsets`.
-/// `end_offset` is the offset the next record will get.
+/// `end_offset` is the offset the next record will get; `offset`, only
+/// with `?timestamp=`, the first whose record timestamp is at least it
+/// (`end_offset` if none is).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartitionOffsets {
     pub beginning_offset: u64,
     pub end_offset: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<u64>,
 }
 
 /// A header as it travels in JSON: `{"name","value":b64}`.
@@ -1123,10 +1127,20 @@ mod tests {
         assert_eq!(
             serde_json::to_value(PartitionOffsets {
                 beginning_offset: 3,
-                end_offset: 10
+                end_offset: 10,
+                offset: None,
             })
             .unwrap(),
             json!({"beginning_offset": 3, "end_offset": 10})
+        );
+        assert_eq!(
+            serde_json::to_value(PartitionOffsets {
+                beginning_offset: 3,
+                end_offset: 10,
+                offset: Some(7),
+            })
+            .unwrap(),
+            json!({"beginning_offset": 3, "end_offset": 10, "offset": 7})
         );
     }
     // ---- fast paths against the general ones (json_fast.rs) ----

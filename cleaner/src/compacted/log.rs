@@ -403,6 +403,28 @@ impl CompactedLog {
         Ok(out)
     }
 
+    /// The first offset whose record's timestamp is ≥ `timestamp_ms`
+    /// among the records the log holds (Kafka's ListOffsets rule over what
+    /// compaction kept), or the end offset if none is: each segment's
+    /// sparse index says whether and where (see `segment`), so one segment
+    /// is read from one index entry on.
+    pub fn offset_for_timestamp(&self, timestamp_ms: i64) -> Result<u64> {
+        for seg in self.segments() {
+            let Some(pos) = seg.position_for_timestamp(timestamp_ms) else {
+                continue;
+            };
+            let mut reader = seg.reader(pos);
+            while let Some(rec) = reader.next_record()? {
+                if rec.timestamp_ms >= timestamp_ms {
+                    return Ok(rec.offset.get());
+                }
+            }
+            // Indexed but not yet readable (an append publishing its
+            // length): the next segments, or the end.
+        }
+        Ok(self.next_offset())
+    }
+
     /// Recovery: drop records whose CommitLog copy is at or past
     /// `physical_end`: lost in a crash, or past the checkpoint and about to
     /// be replayed.

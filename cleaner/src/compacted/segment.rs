@@ -7,7 +7,12 @@
 //! - Only the log's appender writes to the active segment; sealed and
 //!   cleaned segments are never written again.
 //! - A sparse index (offset → byte position, one entry per
-//!   `INDEX_INTERVAL_BYTES`) is kept in memory and rebuilt by a scan at open.
+//!   `INDEX_INTERVAL_BYTES`) is kept in memory and rebuilt by a scan at open
+//!   (so also for every segment a cleaning pass writes). Each entry also
+//!   holds the running maximum of record timestamps up to the next entry:
+//!   the first entry whose running maximum reaches T is where the first
+//!   record with a timestamp ≥ T is (Kafka's time index, over exactly the
+//!   records the segment holds).
 //! - Unix semantics keep a deleted segment's data readable through its open
 //!   file until the last `Arc` drops, so readers finish safely while the
 //!   cleaner swaps segments.
@@ -57,6 +62,33 @@ pub struct SegmentStats {
     pub unstamped_tombstones: u64,
 }
 
+/// One entry of a segment's sparse index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct SparseEntry {
+    offset: u64,
+    pos: u64,
+    /// The largest record timestamp from the segment's start up to the next
+    /// entry: monotonic over the entries.
+    running_max_ts_ms: i64,
+}
+
+/// Add `r` at byte `pos` to a sparse index.
+fn index_record(index: &mut Vec<SparseEntry>, r: &CompactedRecord, pos: u64) {
+    match index.last_mut() {
+        Some(last) if pos < last.pos + INDEX_INTERVAL_BYTES => {
+            last.running_max_ts_ms = last.running_max_ts_ms.max(r.timestamp_ms);
+        }
+        last => {
+            let before = last.map_or(i64::MIN, |l| l.running_max_ts_ms);
+            index.push(SparseEntry {
+                offset: r.offset.get(),
+                pos,
+                running_max_ts_ms: before.max(r.timestamp_ms),
+            });
+        }
+    }
+}
+
 pub struct Segment {
     base_offset: u64,
     path: RwLock<PathBuf>,
@@ -64,7 +96,7 @@ pub struct Segment {
     len: AtomicU64,
     /// Creation time (ms), for `segment.ms` rolling of idle logs.
     created_ms: AtomicI64,
-    index: RwLock<Vec<(u64, u64)>>,
+    index: RwLock<Vec<SparseEntry>>,
     stats: Mutex<SegmentStats>,
 }
 
@@ -129,7 +161,6 @@ impl Segment {
             ..SegmentStats::default()
         };
         let mut index = Vec::new();
-        let mut last_indexed: Option<u64> = None;
         let mut reader = seg.reader(0);
         loop {
             match reader.next_record() {
@@ -144,10 +175,7 @@ impl Segment {
                             },
                         ));
                     }
-                    if last_indexed.is_none_or(|p| pos >= p + INDEX_INTERVAL_BYTES) {
-                        index.push((r.offset.get(), pos));
-                        last_indexed = Some(pos);
-                    }
+                    index_record(&mut index, &r, pos);
                     note(&mut stats, &r);
                     pos += r.len() as u64;
                 }
@@ -224,15 +252,11 @@ impl Segment {
         self.file
             .write_all_at(record.raw(), pos)
             .map_err(|e| io_err(&self.path(), e))?;
-        {
-            let mut index = self.index.write().unwrap_or_else(|e| e.into_inner());
-            if index
-                .last()
-                .is_none_or(|&(_, p)| pos >= p + INDEX_INTERVAL_BYTES)
-            {
-                index.push((record.offset.get(), pos));
-            }
-        }
+        index_record(
+            &mut self.index.write().unwrap_or_else(|e| e.into_inner()),
+            record,
+            pos,
+        );
         {
             let mut stats = self.stats.lock().unwrap_or_else(|e| e.into_inner());
             if stats.first_store_ts_ms.is_none() {
@@ -268,12 +292,7 @@ impl Segment {
             let mut index = self.index.write().unwrap_or_else(|e| e.into_inner());
             let mut stats = self.stats.lock().unwrap_or_else(|e| e.into_inner());
             for r in records {
-                if index
-                    .last()
-                    .is_none_or(|&(_, p)| pos >= p + INDEX_INTERVAL_BYTES)
-                {
-                    index.push((r.offset.get(), pos));
-                }
+                index_record(&mut index, r, pos);
                 if stats.first_store_ts_ms.is_none() {
                     self.created_ms
                         .store(r.store_timestamp_ms, Ordering::Release);
@@ -294,12 +313,22 @@ impl Segment {
     /// `offset` (from the sparse index).
     pub fn position_for(&self, offset: u64) -> u64 {
         let index = self.index.read().unwrap_or_else(|e| e.into_inner());
-        let i = index.partition_point(|&(o, _)| o <= offset);
+        let i = index.partition_point(|e| e.offset <= offset);
         if i == 0 {
             0
         } else {
-            index[i - 1].1
+            index[i - 1].pos
         }
+    }
+
+    /// Byte position to start scanning for the first record whose
+    /// timestamp is ≥ `timestamp_ms`: the records before it are all below
+    /// it, and one within `INDEX_INTERVAL_BYTES` (plus one record) after it
+    /// is not. `None` if no record of the segment is.
+    pub fn position_for_timestamp(&self, timestamp_ms: i64) -> Option<u64> {
+        let index = self.index.read().unwrap_or_else(|e| e.into_inner());
+        let i = index.partition_point(|e| e.running_max_ts_ms < timestamp_ms);
+        index.get(i).map(|e| e.pos)
     }
 
     /// A sequential reader from byte `pos`.

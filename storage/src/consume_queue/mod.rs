@@ -33,9 +33,10 @@ use memmap2::{MmapOptions, MmapRaw};
 use self::deleted::DeletedPartitions;
 pub use self::format::Unit;
 use self::format::UNIT_LEN;
-use crate::commit_log::StoredRecord;
+use crate::commit_log::{CommitLog, ReadCache, StoredRecord};
 use crate::error::{CorruptionKind, IoContext, Result, StoreError};
 use crate::fs_util;
+use crate::time_index::{self, RecordTimes, Step, TimeIndex};
 use crate::types::{validate_topic_name, QueueOffset, TopicPartition};
 
 /// A queue file being created ([`QueueFile::create`]).
@@ -301,6 +302,8 @@ pub struct ConsumeQueue {
     /// Set when the topic is deleted: holders of this queue (the
     /// dispatcher's batch) look it up again.
     deleted: AtomicBool,
+    /// Lookup by record timestamp (`time_index`), files beside the queue's.
+    time: TimeIndex,
 }
 
 /// What [`ConsumeQueue::truncate_from_physical`] did.
@@ -324,7 +327,14 @@ pub enum PutOutcome {
 
 impl ConsumeQueue {
     /// A queue with no units whose offsets start at `next`.
-    fn empty(tp: TopicPartition, dir: PathBuf, units_per_file: u64, next: u64) -> ConsumeQueue {
+    fn empty(
+        tp: TopicPartition,
+        dir: PathBuf,
+        units_per_file: u64,
+        time_interval: u32,
+        next: u64,
+    ) -> ConsumeQueue {
+        let dir_for_time = dir.clone();
         ConsumeQueue {
             tp,
             dir,
@@ -335,16 +345,28 @@ impl ConsumeQueue {
             flushed_offset: AtomicU64::new(next),
             new_records: Event::new(),
             deleted: AtomicBool::new(false),
+            time: TimeIndex::empty(dir_for_time, units_per_file, time_interval),
         }
     }
 
     /// Load a partition's queue files from `dir`.
-    fn load(tp: TopicPartition, dir: PathBuf, units_per_file: u64) -> Result<ConsumeQueue> {
-        let q = Self::empty(tp, dir, units_per_file, 0);
+    fn load(
+        tp: TopicPartition,
+        dir: PathBuf,
+        units_per_file: u64,
+        time_interval: u32,
+    ) -> Result<ConsumeQueue> {
+        let mut q = Self::empty(tp, dir, units_per_file, time_interval, 0);
+        q.time = TimeIndex::load(&q.dir, units_per_file, time_interval)?;
         let mut names = Vec::new();
         for entry in std::fs::read_dir(&q.dir).at(&q.dir)? {
             let entry = entry.at(&q.dir)?;
             let name = entry.file_name();
+            if name.to_str().is_some_and(|n| {
+                n.ends_with(time_index::FILE_SUFFIX) || n.ends_with(time_index::TMP_SUFFIX)
+            }) {
+                continue; // the time index's (`TimeIndex::load`)
+            }
             if name
                 .to_str()
                 .and_then(|n| fs_util::parse_offset_file_name(n, TMP_SUFFIX))
@@ -454,8 +476,8 @@ impl ConsumeQueue {
     /// Record that queue offset `offset` is `unit` and wake readers.
     /// Idempotent: replaying a unit that is already there does nothing.
     /// Called by the dispatcher only.
-    pub fn put(&self, offset: QueueOffset, unit: Unit) -> Result<PutOutcome> {
-        let out = self.put_cached(offset, unit, &mut QueueCursor::default())?;
+    pub fn put(&self, offset: QueueOffset, unit: Unit, timestamp_ms: i64) -> Result<PutOutcome> {
+        let out = self.put_cached(offset, unit, timestamp_ms, &mut QueueCursor::default())?;
         self.notify_readers();
         Ok(out)
     }
@@ -465,11 +487,13 @@ impl ConsumeQueue {
     /// [`ConsumeQueue::notify_readers`] once after the run. A reader that
     /// checks `max_offset` after registering its listener (as
     /// [`ConsumeQueue::listen`] asks) still sees every unit at once; one
-    /// already waiting wakes at the end of the run.
+    /// already waiting wakes at the end of the run. `timestamp_ms` is the
+    /// record's (the time index's).
     pub fn put_cached(
         &self,
         offset: QueueOffset,
         unit: Unit,
+        timestamp_ms: i64,
         cursor: &mut QueueCursor,
     ) -> Result<PutOutcome> {
         let offset = offset.get();
@@ -494,6 +518,8 @@ impl ConsumeQueue {
                     if offset < self.min_offset() {
                         self.min_offset.store(offset, Ordering::Release);
                     }
+                    // Its interval's entry (and later ones) may be stale.
+                    self.time.truncate_to(offset)?;
                     return Ok(PutOutcome::Written);
                 }
             }
@@ -515,6 +541,7 @@ impl ConsumeQueue {
             self.min_offset.store(offset, Ordering::Release);
         }
         self.max_offset.store(offset + 1, Ordering::Release);
+        self.time.note(offset, timestamp_ms)?;
         Ok(PutOutcome::Written)
     }
 
@@ -564,12 +591,15 @@ impl ConsumeQueue {
         self.new_records.notify(usize::MAX);
     }
 
-    /// msync units written since the last flush.
+    /// msync units written since the last flush, then sync the time
+    /// index's entries: a checkpoint after this counts no entry whose units
+    /// could still be lost (one that writeback wrote early goes with its
+    /// units in recovery, `TimeIndex::truncate_to`).
     pub fn flush(&self) -> Result<()> {
         let max = self.max_offset();
         let from = self.flushed_offset.load(Ordering::Acquire);
         if from >= max {
-            return Ok(());
+            return self.time.flush();
         }
         let files = self.files.read().unwrap_or_else(|e| e.into_inner()).clone();
         for f in files
@@ -581,7 +611,7 @@ impl ConsumeQueue {
             f.flush_units(start, end)?;
         }
         self.flushed_offset.store(max, Ordering::Release);
-        Ok(())
+        self.time.flush()
     }
 
     /// Retention: move the beginning up to the first unit that points at or
@@ -633,6 +663,13 @@ impl ConsumeQueue {
             std::fs::remove_file(&f.path).at(&f.path)?;
             deleted += 1;
         }
+        let first_kept = files.first().map(|f| f.first_unit);
+        // The time index's lock comes before the file list (its rebuild
+        // reads units under it): never taken while the list is held.
+        drop(files);
+        if let Some(first) = first_kept {
+            self.time.remove_before(first)?;
+        }
         Ok(deleted)
     }
 
@@ -660,6 +697,70 @@ impl ConsumeQueue {
             }
             _ => Ok(unit),
         }
+    }
+
+    /// The first queue offset whose record's timestamp is at least
+    /// `timestamp_ms` (Kafka's ListOffsets rule), or the end if none is:
+    /// through the time index, reading at most about two intervals of
+    /// records while the index is complete (see `time_index`).
+    pub fn offset_for_timestamp(&self, timestamp_ms: i64, log: &CommitLog) -> Result<u64> {
+        let mut times = QueueTimes::new(self, log);
+        let mut from = self.min_offset();
+        loop {
+            let end = self.max_offset();
+            if from >= end {
+                return Ok(end);
+            }
+            match self.time.next_step(from, timestamp_ms, end) {
+                Step::Done => return Ok(end),
+                Step::Scan { from: lo, to } => {
+                    let lo = lo.max(from);
+                    let to = to.min(end);
+                    if let Some(found) =
+                        time_index::first_at_or_after(&mut times, lo, to, timestamp_ms)?
+                    {
+                        return Ok(found);
+                    }
+                    // An interval's maximum reached T but its record is
+                    // gone (retention since): go on after it.
+                    from = to.max(from + 1);
+                }
+            }
+        }
+    }
+
+    /// Whether the time index must be brought up to the queue
+    /// ([`ConsumeQueue::catch_up_time_index`]) before it follows new units.
+    pub fn time_index_needs_catch_up(&self) -> bool {
+        self.time.needs_catch_up()
+    }
+
+    /// Build the time index's missing entries from the queue and `log`
+    /// (recovery, a missing or damaged time file, a repaired unit). Returns
+    /// the entries built. Called by the dispatcher's thread, or before it
+    /// runs.
+    pub fn catch_up_time_index(&self, log: &CommitLog) -> Result<u64> {
+        let queue_files: Vec<u64> = self
+            .files
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|f| f.first_unit)
+            .collect();
+        let end = self.max_offset();
+        let built = self
+            .time
+            .catch_up(&queue_files, end, &mut QueueTimes::new(self, log))?;
+        if built > 0 {
+            tracing::info!(tp = %self.tp, entries = built, "rebuilt time index entries from the consume queue and the commit log");
+        }
+        Ok(built)
+    }
+
+    /// Time index entries held (tests).
+    #[cfg(test)]
+    pub(crate) fn time_index_entries(&self) -> usize {
+        self.time.entries()
     }
 
     /// Whether the topic was deleted (the queue is no longer in the map).
@@ -724,6 +825,8 @@ impl ConsumeQueue {
         if max == min {
             self.min_offset.store(max, Ordering::Release);
         }
+        // Entries of intervals the queue no longer holds whole go too.
+        self.time.truncate_to(max)?;
         let mut files = self.files.write().unwrap_or_else(|e| e.into_inner());
         for f in files
             .iter()
@@ -748,6 +851,59 @@ impl ConsumeQueue {
             fs_util::fsync_dir(&self.dir)?;
         }
         Ok(out)
+    }
+}
+
+/// A queue's records' timestamps, read through its units from the log.
+struct QueueTimes<'a> {
+    queue: &'a ConsumeQueue,
+    log: &'a CommitLog,
+    cursor: QueueCursor,
+    cache: ReadCache,
+}
+
+impl<'a> QueueTimes<'a> {
+    fn new(queue: &'a ConsumeQueue, log: &'a CommitLog) -> QueueTimes<'a> {
+        QueueTimes {
+            queue,
+            log,
+            cursor: QueueCursor::default(),
+            cache: ReadCache::default(),
+        }
+    }
+}
+
+impl RecordTimes for QueueTimes<'_> {
+    fn timestamp_at(&mut self, offset: u64) -> Result<Option<i64>> {
+        #[cfg(test)]
+        time_index::RECORDS_READ.with(|n| n.set(n.get() + 1));
+        let Some(unit) = self.queue.get_cached(offset, &mut self.cursor)? else {
+            return Ok(None);
+        };
+        let Some(record) =
+            self.log
+                .read_unit_cached(unit.physical_offset, unit.size, &mut self.cache)?
+        else {
+            return Ok(None);
+        };
+        if record.queue_offset().get() != offset
+            || record.partition() != self.queue.tp.partition()
+            || record.topic_bytes() != self.queue.tp.topic().as_bytes()
+        {
+            // The queue and the log disagree: damage, which a fetch of the
+            // offset reports; no answer is built on it.
+            return Err(StoreError::inconsistent(
+                &self.queue.dir,
+                offset * UNIT_LEN as u64,
+                format!(
+                    "queue unit points at {}/{}@{}",
+                    record.topic(),
+                    record.partition(),
+                    record.queue_offset().get()
+                ),
+            ));
+        }
+        Ok(Some(record.timestamp_ms()))
     }
 }
 
@@ -782,6 +938,8 @@ impl Deleted {
 pub struct ConsumeQueues {
     root: PathBuf,
     units_per_file: u64,
+    /// Queue offsets per time index entry (`time_index::format`).
+    time_interval: u32,
     deleted: RwLock<Deleted>,
     queues: RwLock<HashMap<Box<str>, TopicQueues>>,
 }
@@ -793,6 +951,7 @@ impl ConsumeQueues {
     pub fn load(root: &Path, deleted_path: &Path, units_per_file: u64) -> Result<ConsumeQueues> {
         fs_util::create_dir_durable(root)?;
         let deleted = DeletedPartitions::load(deleted_path)?;
+        let time_interval = time_index::interval_records();
         let mut queues: HashMap<Box<str>, TopicQueues> = HashMap::new();
         for topic_entry in std::fs::read_dir(root).at(root)? {
             let topic_entry = topic_entry.at(root)?;
@@ -818,7 +977,7 @@ impl ConsumeQueues {
                     continue;
                 };
                 let tp = TopicPartition::new(&topic, partition)?;
-                let q = ConsumeQueue::load(tp, part_entry.path(), units_per_file)?;
+                let q = ConsumeQueue::load(tp, part_entry.path(), units_per_file, time_interval)?;
                 if let Some(next) = deleted.next_offset(&topic, partition) {
                     if q.max_offset() <= next {
                         // Deleted, and nothing written since: finish it.
@@ -844,6 +1003,7 @@ impl ConsumeQueues {
         Ok(ConsumeQueues {
             root: root.to_path_buf(),
             units_per_file,
+            time_interval,
             deleted: RwLock::new(Deleted {
                 path: deleted_path.to_path_buf(),
                 partitions: deleted,
@@ -882,7 +1042,13 @@ impl ConsumeQueues {
         let parts = all.entry(topic.into()).or_default();
         let q = parts.entry(partition).or_insert_with(|| {
             let dir = self.root.join(topic).join(partition.to_string());
-            Arc::new(ConsumeQueue::empty(tp, dir, self.units_per_file, next))
+            Arc::new(ConsumeQueue::empty(
+                tp,
+                dir,
+                self.units_per_file,
+                self.time_interval,
+                next,
+            ))
         });
         Ok(Arc::clone(q))
     }
@@ -990,19 +1156,65 @@ mod tests {
         }
     }
 
+    /// Timestamps of a test queue's records, by offset.
+    struct Times(std::collections::HashMap<u64, i64>);
+
+    impl RecordTimes for Times {
+        fn timestamp_at(&mut self, offset: u64) -> Result<Option<i64>> {
+            Ok(self.0.get(&offset).copied())
+        }
+    }
+
+    /// A unit rewritten below the end (a repair from the CommitLog) drops
+    /// the time index entries from its interval on: they were built from
+    /// the unit it replaced. The rebuild then indexes them again.
+    #[test]
+    fn a_rewritten_unit_drops_the_time_entries_from_its_interval_on() {
+        time_index::TEST_INTERVAL.with(|c| c.set(Some(4)));
+        let dir = tempfile::tempdir().unwrap();
+        let qs = open(dir.path(), 16).unwrap();
+        let q = qs.get_or_create("t", 0).unwrap();
+        let mut times = Times((0..20).map(|i| (i, 1000 - i as i64)).collect());
+        q.time.catch_up(&[], 0, &mut times).unwrap();
+        for i in 0..20 {
+            q.put(QueueOffset::new(i), unit(i * 100), 1000 - i as i64)
+                .unwrap();
+        }
+        assert_eq!(q.time_index_entries(), 5, "20 units, 4 an entry");
+        assert!(!q.time.needs_catch_up());
+        // Offset 9 (interval 2 of the first file) rewritten.
+        q.put(QueueOffset::new(9), unit(777), 5).unwrap();
+        assert_eq!(q.time_index_entries(), 2, "intervals 0 and 1 kept");
+        assert!(q.time.needs_catch_up());
+        times.0.insert(9, 5);
+        let files: Vec<u64> = q
+            .files
+            .read()
+            .unwrap()
+            .iter()
+            .map(|f| f.first_unit)
+            .collect();
+        assert_eq!(
+            q.time.catch_up(&files, q.max_offset(), &mut times).unwrap(),
+            3
+        );
+        assert_eq!(q.time_index_entries(), 5);
+        time_index::TEST_INTERVAL.with(|c| c.set(None));
+    }
+
     #[test]
     fn a_repaired_unit_below_the_end_is_flushed_again() {
         let dir = tempfile::tempdir().unwrap();
         let qs = open(dir.path(), 4).unwrap();
         let q = qs.get_or_create("t", 0).unwrap();
         for i in 0..6 {
-            q.put(QueueOffset::new(i), unit(i * 100)).unwrap();
+            q.put(QueueOffset::new(i), unit(i * 100), 0).unwrap();
         }
         q.flush().unwrap();
         // A unit below the end lost (a hole), then replayed.
         q.file_for(1).unwrap().write(1, &[0u8; UNIT_LEN]);
         assert_eq!(
-            q.put(QueueOffset::new(1), unit(100)).unwrap(),
+            q.put(QueueOffset::new(1), unit(100), 0).unwrap(),
             PutOutcome::Written
         );
         assert!(
@@ -1020,7 +1232,7 @@ mod tests {
         let q = qs.get_or_create("t", 1).unwrap();
         for i in 0..10 {
             assert_eq!(
-                q.put(QueueOffset::new(i), unit(i * 100)).unwrap(),
+                q.put(QueueOffset::new(i), unit(i * 100), 0).unwrap(),
                 PutOutcome::Written
             );
         }
@@ -1058,7 +1270,7 @@ mod tests {
         // Flush points inside pages, on page ends, and across a file end.
         for flush_at in [100u64, 204, 205, 1000, 4096, 8191, 8192, 9000, 12_000] {
             while next < flush_at {
-                q.put_cached(QueueOffset::new(next), unit(next * 100), &mut cursor)
+                q.put_cached(QueueOffset::new(next), unit(next * 100), 0, &mut cursor)
                     .unwrap();
                 next += 1;
             }
@@ -1090,14 +1302,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let qs = open(dir.path(), 8).unwrap();
         let q = qs.get_or_create("t", 0).unwrap();
-        q.put(QueueOffset::new(0), unit(0)).unwrap();
-        q.put(QueueOffset::new(1), unit(100)).unwrap();
+        q.put(QueueOffset::new(0), unit(0), 0).unwrap();
+        q.put(QueueOffset::new(1), unit(100), 0).unwrap();
         assert_eq!(
-            q.put(QueueOffset::new(0), unit(0)).unwrap(),
+            q.put(QueueOffset::new(0), unit(0), 0).unwrap(),
             PutOutcome::AlreadyPresent
         );
         assert_eq!(
-            q.put(QueueOffset::new(1), unit(100)).unwrap(),
+            q.put(QueueOffset::new(1), unit(100), 0).unwrap(),
             PutOutcome::AlreadyPresent
         );
         assert_eq!(q.max_offset(), 2);
@@ -1109,7 +1321,7 @@ mod tests {
         let qs = open(dir.path(), 4).unwrap();
         let q = qs.get_or_create("t", 0).unwrap();
         for i in 0..10 {
-            q.put(QueueOffset::new(i), unit(i * 100)).unwrap();
+            q.put(QueueOffset::new(i), unit(i * 100), 0).unwrap();
         }
         assert_eq!(q.truncate_from_physical(450).unwrap().dropped, 5);
         assert_eq!(q.max_offset(), 5);
@@ -1120,7 +1332,7 @@ mod tests {
         let qs = open(dir.path(), 4).unwrap();
         let q = qs.get("t", 0).unwrap();
         assert_eq!((q.min_offset(), q.max_offset()), (0, 5));
-        q.put(QueueOffset::new(5), unit(777)).unwrap();
+        q.put(QueueOffset::new(5), unit(777), 0).unwrap();
         assert_eq!(q.get(5).unwrap(), Some(unit(777)));
     }
 
@@ -1129,8 +1341,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let qs = open(dir.path(), 4).unwrap();
         let q = qs.get_or_create("t", 0).unwrap();
-        q.put(QueueOffset::new(6), unit(600)).unwrap();
-        q.put(QueueOffset::new(7), unit(700)).unwrap();
+        q.put(QueueOffset::new(6), unit(600), 0).unwrap();
+        q.put(QueueOffset::new(7), unit(700), 0).unwrap();
         assert_eq!((q.min_offset(), q.max_offset()), (6, 8));
         drop(q);
         drop(qs);
@@ -1146,7 +1358,7 @@ mod tests {
         let qs = open(dir.path(), 4).unwrap();
         let q = qs.get_or_create("t", 0).unwrap();
         for i in 0..10 {
-            q.put(QueueOffset::new(i), unit(i * 100)).unwrap();
+            q.put(QueueOffset::new(i), unit(i * 100), 0).unwrap();
         }
         // The log now starts at 550: units 0..=5 point below it.
         assert_eq!(q.advance_min(550).unwrap(), 1);
@@ -1162,7 +1374,7 @@ mod tests {
         let q = qs.get("t", 0).unwrap();
         q.advance_min(10_000).unwrap();
         assert_eq!((q.min_offset(), q.max_offset()), (10, 10));
-        q.put(QueueOffset::new(10), unit(20_000)).unwrap();
+        q.put(QueueOffset::new(10), unit(20_000), 0).unwrap();
         assert_eq!(q.get(10).unwrap(), Some(unit(20_000)));
     }
 
@@ -1172,7 +1384,7 @@ mod tests {
         let qs = open(dir.path(), 4).unwrap();
         let q = qs.get_or_create("t", 0).unwrap();
         for i in 0..5 {
-            q.put(QueueOffset::new(i), unit(i)).unwrap();
+            q.put(QueueOffset::new(i), unit(i), 0).unwrap();
         }
         drop(q);
         drop(qs);
@@ -1220,8 +1432,8 @@ mod tests {
         let per_file = 300_000;
         let qs = open(dir.path(), per_file).unwrap();
         let q = qs.get_or_create("t", 0).unwrap();
-        q.put(QueueOffset::new(0), unit(100)).unwrap();
-        q.put(QueueOffset::new(1), unit(200)).unwrap();
+        q.put(QueueOffset::new(0), unit(100), 0).unwrap();
+        q.put(QueueOffset::new(1), unit(200), 0).unwrap();
         qs.flush().unwrap();
         // Forget the file's cached pages (the first write fault read the
         // file ahead), so what opening reads shows.
@@ -1260,7 +1472,7 @@ mod tests {
         let q = qs.get_or_create("t", 0).unwrap();
         // Units in the first file and far into the second one.
         for i in (0..10).chain(per_file + 3000..per_file + 3010) {
-            q.put(QueueOffset::new(i), unit(i * 10 + 1)).unwrap();
+            q.put(QueueOffset::new(i), unit(i * 10 + 1), 0).unwrap();
         }
         qs.flush().unwrap();
         drop(q);
@@ -1280,7 +1492,7 @@ mod tests {
         let qs = open(dir.path(), 64).unwrap();
         let q = qs.get_or_create("t", 0).unwrap();
         for i in 0..10 {
-            q.put(QueueOffset::new(i), unit(i * 100)).unwrap();
+            q.put(QueueOffset::new(i), unit(i * 100), 0).unwrap();
         }
         qs.flush().unwrap();
         drop(q);
@@ -1331,13 +1543,13 @@ mod tests {
         for p in 0..2 {
             let q = qs.get_or_create("t", p).unwrap();
             for i in 0..6 {
-                q.put(QueueOffset::new(i), unit(i * 100 + u64::from(p)))
+                q.put(QueueOffset::new(i), unit(i * 100 + u64::from(p)), 0)
                     .unwrap();
             }
         }
         qs.get_or_create("u", 0)
             .unwrap()
-            .put(QueueOffset::new(0), unit(1))
+            .put(QueueOffset::new(0), unit(1), 0)
             .unwrap();
         let held = qs.get("t", 0).unwrap();
         // Partition 2 has records the writer numbered but nobody indexed.
@@ -1351,7 +1563,7 @@ mod tests {
         // A new incarnation starts where the old one ended.
         let q = qs.get_or_create("t", 0).unwrap();
         assert_eq!((q.min_offset(), q.max_offset()), (6, 6));
-        q.put(QueueOffset::new(6), unit(5000)).unwrap();
+        q.put(QueueOffset::new(6), unit(5000), 0).unwrap();
         drop(q);
         drop(held);
         drop(qs);
@@ -1370,7 +1582,7 @@ mod tests {
         let qs = open(dir.path(), 4).unwrap();
         let q = qs.get_or_create("t", 0).unwrap();
         for i in 0..6 {
-            q.put(QueueOffset::new(i), unit(i * 100)).unwrap();
+            q.put(QueueOffset::new(i), unit(i * 100), 0).unwrap();
         }
         qs.flush().unwrap();
         drop(q);

@@ -68,12 +68,7 @@ impl IndexFile {
     }
 
     fn open(path: PathBuf) -> Result<IndexFile> {
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&path)
-            .at(&path)?;
-        let len = file.metadata().at(&path)?.len();
+        let (file, len) = fs_util::open_read_write(&path)?;
         let mut head = [0u8; HEADER_LEN];
         if len < HEADER_LEN as u64 {
             return Err(StoreError::corruption(
