@@ -115,11 +115,7 @@ pub fn reset_offset(partition: &PartitionRef, to: ResetTarget) -> Result<u64, Br
         ResetTarget::Beginning => Ok(beginning),
         ResetTarget::End => Ok(end),
         ResetTarget::Offset(offset) => Ok(offset.max(beginning).min(end)),
-        ResetTarget::Timestamp(_) => Err(BrokerError::Invalid {
-            message: "a reset to a timestamp needs the partitions' time index, which this server \
-                      does not have yet; reset to \"beginning\", \"end\" or {\"offset\": N}"
-                .into(),
-        }),
+        ResetTarget::Timestamp(ms) => partition.offset_for_timestamp(ms),
     }
 }
 
@@ -364,7 +360,7 @@ mod tests {
     use crate::coordinator::{
         Assignor, GroupsConfig, JoinOutcome, ManualClock, MemberProtocol, SyncOutcome,
     };
-    use crate::test_support::{append, join_request, open_at};
+    use crate::test_support::{append, append_timed, join_request, open_at};
     use crate::topic_config::Overrides;
 
     /// A broker whose groups rebalance at once and whose members never
@@ -580,6 +576,27 @@ mod tests {
         shutdown(broker);
     }
 
+    /// A reset to a timestamp moves each partition to the first offset
+    /// whose record timestamp is at least it (timestamps out of order, as
+    /// producers may set them), or to the end when none is.
+    #[test]
+    fn a_timestamp_reset_moves_to_the_first_record_at_or_after_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = open(dir.path());
+        broker.create_topic("t", 1, Overrides::new()).unwrap();
+        append_timed(&broker, "t", &[10, 50, 30, 70, 20]);
+        assert!(broker.store.wait_dispatched(Duration::from_secs(30)));
+        commit(&broker, "g", &[("t", 0, 0)]);
+        for (ts, want) in [(0, 0), (11, 1), (30, 1), (51, 3), (71, 5)] {
+            let answer = broker
+                .reset_offsets("g", ResetScope::Group, ResetTarget::Timestamp(ts))
+                .unwrap();
+            let got: Vec<u64> = answer.iter().map(|c| c.offset).collect();
+            assert_eq!(got, vec![want], "timestamp {ts}");
+            assert_eq!(offsets_of(&broker, "g"), owned(&[("t", 0, want)]), "{ts}");
+        }
+    }
+
     #[test]
     fn reset_each_target_and_scope() {
         let dir = tempfile::tempdir().unwrap();
@@ -635,7 +652,6 @@ mod tests {
         let cases = [
             (one(vec![], ResetTarget::End), "empty partitions"),
             (one(vec![0, 2], ResetTarget::End), "unknown partition"),
-            (one(vec![0], ResetTarget::Timestamp(0)), "no time index yet"),
             (
                 broker.reset_offsets("g", ResetScope::Topic("nope".into()), ResetTarget::End),
                 "unknown topic",

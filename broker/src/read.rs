@@ -546,7 +546,7 @@ mod tests {
     use tidelog_storage::Listener;
 
     use super::*;
-    use crate::test_support::{append, compact, open, wait_until};
+    use crate::test_support::{append, append_timed, compact, open, wait_until};
     use crate::topic_config::Overrides;
 
     fn offsets_of(records: &Records) -> Vec<u64> {
@@ -589,23 +589,6 @@ mod tests {
         assert_eq!(offsets_of(&read.records), [0, 1]);
         drop((part, events));
         Arc::try_unwrap(broker).unwrap().shutdown().unwrap();
-    }
-
-    /// Appends records with these producer timestamps to partition 0.
-    fn append_timed(broker: &Broker, topic: &str, timestamps: &[i64]) {
-        let batch: Vec<tidelog_storage::AppendRecord> = timestamps
-            .iter()
-            .enumerate()
-            .map(|(i, &ts)| tidelog_storage::AppendRecord {
-                topic: Arc::from(topic),
-                partition: 0,
-                key: Some(bytes::Bytes::from(format!("k{i}"))),
-                value: Some(bytes::Bytes::from_static(b"v")),
-                headers: Vec::new(),
-                timestamp_ms: Some(ts),
-            })
-            .collect();
-        broker.store.append(&batch).unwrap();
     }
 
     /// The timestamp lookup of both kinds of topic: the first offset whose

@@ -97,6 +97,24 @@ pub(crate) fn append(broker: &Broker, topic: &str, records: &[(&str, &str)]) {
     broker.store.append(&batch).unwrap();
 }
 
+/// Appends records with these producer timestamps to partition 0 of
+/// `topic` (keys `k0`, `k1`, …), straight into the store.
+pub(crate) fn append_timed(broker: &Broker, topic: &str, timestamps: &[i64]) {
+    let batch: Vec<AppendRecord> = timestamps
+        .iter()
+        .enumerate()
+        .map(|(i, &ts)| AppendRecord {
+            topic: Arc::from(topic),
+            partition: 0,
+            key: Some(Bytes::from(format!("k{i}"))),
+            value: Some(Bytes::from_static(b"v")),
+            headers: Vec::new(),
+            timestamp_ms: Some(ts),
+        })
+        .collect();
+    broker.store.append(&batch).unwrap();
+}
+
 /// Waits (bounded, generously: the machine is shared) until `done`.
 pub(crate) fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(30);
