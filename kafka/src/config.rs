@@ -3,14 +3,14 @@
 
 use std::net::SocketAddr;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// Largest `kafka.max_request_bytes`: 1 GiB (a frame is held in memory).
 pub const MAX_REQUEST_BYTES_MAX: u64 = 1 << 30;
 /// Largest `kafka.max_connections` (each is a file descriptor).
 pub const MAX_CONNECTIONS_MAX: u64 = 1_000_000;
 
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct KafkaConfig {
     /// `None`: no Kafka listener.
