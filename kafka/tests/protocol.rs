@@ -36,6 +36,10 @@ struct Server {
 }
 
 async fn server() -> Server {
+    server_with(KafkaConfig::default().max_connections).await
+}
+
+async fn server_with(max_connections: u64) -> Server {
     let dir = tempfile::tempdir().unwrap();
     let mut store = StoreConfig::new(dir.path());
     store.commitlog_segment_bytes = 1 << 20;
@@ -65,6 +69,7 @@ async fn server() -> Server {
     let config = KafkaConfig {
         listen: Some(addr),
         max_request_bytes: MAX_REQUEST_BYTES,
+        max_connections,
         ..KafkaConfig::default()
     };
     tokio::spawn(async move {
@@ -620,4 +625,51 @@ async fn bad_frames_close_their_connection_and_the_server_keeps_serving() {
         &ApiVersionsRequest::default(),
     )
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_beyond_max_connections_are_closed_at_once() {
+    let s = server_with(1).await;
+    let mut first = connect(&s).await;
+    let _: ApiVersionsResponse = call(
+        &mut first,
+        ApiKey::ApiVersions,
+        3,
+        &ApiVersionsRequest::default(),
+    )
+    .await;
+    let mut second = connect(&s).await;
+    send_frame(
+        &mut second,
+        &request_frame(ApiKey::ApiVersions, 3, 1, &ApiVersionsRequest::default()),
+    )
+    .await;
+    assert!(
+        closed(&mut second).await,
+        "the second connection is over the limit"
+    );
+    // The first is still served, and its slot is freed when it closes.
+    let _: ApiVersionsResponse = call(
+        &mut first,
+        ApiKey::ApiVersions,
+        0,
+        &ApiVersionsRequest::default(),
+    )
+    .await;
+    drop(first);
+    let mut served = false;
+    for _ in 0..100 {
+        let mut again = connect(&s).await;
+        send_frame(
+            &mut again,
+            &request_frame(ApiKey::ApiVersions, 3, 1, &ApiVersionsRequest::default()),
+        )
+        .await;
+        if !closed(&mut again).await {
+            served = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(served, "a freed slot is taken again");
 }
