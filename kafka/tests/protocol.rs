@@ -88,13 +88,12 @@ async fn connect(s: &Server) -> TcpStream {
     TcpStream::connect(s.addr).await.unwrap()
 }
 
-/// Sends a request frame; `None` when the server closed the connection.
+/// Sends a request frame. A write error is left to the read that follows
+/// (the server may already have closed the connection: a refused one).
 async fn send_frame(stream: &mut TcpStream, frame: &[u8]) {
-    stream
-        .write_all(&(frame.len() as i32).to_be_bytes())
-        .await
-        .unwrap();
-    stream.write_all(frame).await.unwrap();
+    let mut out = (frame.len() as i32).to_be_bytes().to_vec();
+    out.extend_from_slice(frame);
+    let _ = stream.write_all(&out).await;
 }
 
 async fn read_frame(stream: &mut TcpStream) -> Option<Bytes> {

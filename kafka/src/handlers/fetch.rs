@@ -26,6 +26,7 @@ use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
 use tidelog_broker::read::PartitionRef;
 use tidelog_broker::store::EventListener;
 use tidelog_broker::BrokerError;
+use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::{maybe_blocking, NOT_READY};
@@ -77,13 +78,18 @@ pub async fn handle(ctx: &Context, request: FetchRequest) -> FetchResponse {
         .unwrap_or(0)
         .min(MAX_WAIT_MS);
     let deadline = Instant::now() + Duration::from_millis(wait);
-    let min_bytes = usize::try_from(request.min_bytes.max(0)).unwrap_or(0);
     let max_bytes = usize::try_from(request.max_bytes.max(0)).unwrap_or(0);
+    // At least one byte (a fetch waits for something), at most what the
+    // fetch may carry: else a fetch whose min_bytes cannot be met would
+    // read again and again until its deadline.
+    let min_bytes = usize::try_from(request.min_bytes.max(0))
+        .unwrap_or(0)
+        .clamp(1, max_bytes.max(1));
     let mut stop = ctx.stop.clone();
     let answered = loop {
         let (answered, bytes) = read_all(&asked, max_bytes).await;
         let failed = answered.iter().any(|p| p.error_code != 0);
-        if bytes >= min_bytes.max(1) || failed || Instant::now() >= deadline || *stop.borrow() {
+        if bytes >= min_bytes || failed || Instant::now() >= deadline || *stop.borrow() {
             break answered;
         }
         let listeners = match listeners(&asked, &answered) {
@@ -93,7 +99,7 @@ pub async fn handle(ctx: &Context, request: FetchRequest) -> FetchResponse {
         tokio::select! {
             _ = any_of(listeners) => {}
             _ = tokio::time::sleep_until(deadline) => {}
-            _ = stop.changed() => {}
+            _ = shutdown(&mut stop) => {}
         }
     };
     let mut responses: Vec<FetchableTopicResponse> = topics
@@ -106,6 +112,14 @@ pub async fn handle(ctx: &Context, request: FetchRequest) -> FetchResponse {
     FetchResponse::default().with_responses(responses)
 }
 
+/// Resolves when shutdown begins; never if the sender is gone (then no
+/// shutdown can be signalled, and the deadline ends the wait).
+async fn shutdown(stop: &mut watch::Receiver<bool>) {
+    if stop.wait_for(|stopping| *stopping).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
 /// Every asked partition read once; the answers and the record bytes sent.
 async fn read_all(asked: &[Asked], max_bytes: usize) -> (Vec<PartitionData>, usize) {
     let mut answered = Vec::with_capacity(asked.len());
@@ -114,7 +128,9 @@ async fn read_all(asked: &[Asked], max_bytes: usize) -> (Vec<PartitionData>, usi
     for a in asked {
         let data = match &a.part {
             Err(code) => failed(a.index, *code),
-            Ok(part) => read_one(part, a, left).await,
+            // The first records of a fetch come back even past max_bytes
+            // (Kafka's rule, so a consumer always makes progress).
+            Ok(part) => read_one(part, a, if sent == 0 { left.max(1) } else { left }).await,
         };
         let size = data.records.as_ref().map_or(0, Bytes::len);
         left = left.saturating_sub(size);
