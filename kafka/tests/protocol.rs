@@ -672,3 +672,39 @@ async fn connections_beyond_max_connections_are_closed_at_once() {
     }
     assert!(served, "a freed slot is taken again");
 }
+
+/// While recovery runs (no broker yet) the listener answers: ApiVersions
+/// as always, partitions LEADER_NOT_AVAILABLE (retriable), KAFKA.md "Not
+/// ready".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn before_the_broker_is_ready_partitions_answer_leader_not_available() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (_stop, stop_rx) = watch::channel(false);
+    tokio::spawn(async move {
+        let ready: tidelog_kafka::Ready = Arc::new(|| None);
+        tidelog_kafka::serve(listener, &KafkaConfig::default(), ready, stop_rx).await;
+    });
+    let mut c = TcpStream::connect(addr).await.unwrap();
+    let answer: ApiVersionsResponse = call(
+        &mut c,
+        ApiKey::ApiVersions,
+        3,
+        &ApiVersionsRequest::default(),
+    )
+    .await;
+    assert_eq!(answer.error_code, 0);
+    let answer = metadata(&mut c, 12, &["t"]).await;
+    assert_eq!(answer.topics[0].error_code, 5);
+    let one = [record(Some(b"a"), Some(b"1"), 1)];
+    let answer: ProduceResponse = call(
+        &mut c,
+        ApiKey::Produce,
+        9,
+        &produce_request("t", 0, 1, batch(&one)),
+    )
+    .await;
+    assert_eq!(answer.responses[0].partition_responses[0].error_code, 5);
+    let answer: FetchResponse = call(&mut c, ApiKey::Fetch, 12, &fetch_request("t", 0, 0, 0)).await;
+    assert_eq!(answer.responses[0].partitions[0].error_code, 5);
+}
