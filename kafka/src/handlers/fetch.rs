@@ -29,7 +29,7 @@ use tidelog_broker::BrokerError;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::{maybe_blocking, NOT_READY};
+use super::{maybe_blocking, partition_ref};
 use crate::dispatch::Context;
 use crate::error::broker_code;
 use crate::records::{encode_batch, OutRecord};
@@ -54,15 +54,7 @@ pub async fn handle(ctx: &Context, request: FetchRequest) -> FetchResponse {
     let mut asked = Vec::new();
     for (t, topic) in request.topics.into_iter().enumerate() {
         for p in &topic.partitions {
-            let part = match &broker {
-                None => Err(NOT_READY),
-                Some(b) => u32::try_from(p.partition)
-                    .map_err(|_| ResponseError::UnknownTopicOrPartition.code())
-                    .and_then(|index| {
-                        b.partition(topic.topic.0.as_str(), index)
-                            .map_err(|e| broker_code(&e))
-                    }),
-            };
+            let part = partition_ref(broker.as_ref(), topic.topic.0.as_str(), p.partition);
             asked.push(Asked {
                 topic: t,
                 index: p.partition,

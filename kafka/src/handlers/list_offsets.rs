@@ -9,9 +9,8 @@ use kafka_protocol::messages::list_offsets_response::{
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 use tidelog_broker::read::PartitionRef;
 
-use super::NOT_READY;
+use super::partition_ref;
 use crate::dispatch::Context;
-use crate::error::broker_code;
 
 const EARLIEST: i64 = -2;
 const LATEST: i64 = -1;
@@ -30,15 +29,8 @@ pub async fn handle(
                 .partitions
                 .iter()
                 .map(|p| {
-                    let part = match &broker {
-                        None => Err(NOT_READY),
-                        Some(b) => u32::try_from(p.partition_index)
-                            .map_err(|_| ResponseError::UnknownTopicOrPartition.code())
-                            .and_then(|index| {
-                                b.partition(topic.name.0.as_str(), index)
-                                    .map_err(|e| broker_code(&e))
-                            }),
-                    };
+                    let part =
+                        partition_ref(broker.as_ref(), topic.name.0.as_str(), p.partition_index);
                     let answer = ListOffsetsPartitionResponse::default()
                         .with_partition_index(p.partition_index)
                         .with_timestamp(-1);
