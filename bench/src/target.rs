@@ -38,7 +38,10 @@ impl ChildServer {
             .arg("--data-dir")
             .arg(&data_path)
             .arg("--listen")
-            .arg(addr.to_string());
+            .arg(addr.to_string())
+            // The HTTP bench needs no Kafka listener (and parallel runs
+            // would collide on its default port).
+            .args(["--kafka-listen", "none"]);
         if let Some(config) = &args.server_config {
             command.arg("--config").arg(config);
         }

@@ -139,6 +139,7 @@ fn serve_accepts(file: &std::path::Path, data_dir: &std::path::Path) -> Result<(
         .arg(data_dir)
         .arg("--listen")
         .arg(addr.to_string())
+        .args(["--kafka-listen", "none"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(log)

@@ -3,7 +3,7 @@
 //! errors.
 //!
 //! Precedence is built-in defaults < YAML file < command-line flags
-//! (`--data-dir`, `--listen`). Every key of CONFIG.md is a field here or in
+//! (`--data-dir`, `--listen`, `--kafka-listen`). Every key of CONFIG.md is a field here or in
 //! a section type with CONFIG.md's default; unknown keys are errors
 //! (`deny_unknown_fields`, here and in every section), so a typo such as
 //! `retention.dlete_when` stops start-up instead of silently running with
@@ -22,7 +22,8 @@
 //!   `flatten` cannot be combined with `deny_unknown_fields`);
 //! * `groups:` — [`tidelog_broker::coordinator::GroupsConfig`], carried in
 //!   the `BrokerConfig` (whose `validate` runs the section's);
-//! * `http:` and `admin_token` — [`tidelog_api::settings`].
+//! * `http:` and `admin_token` — [`tidelog_api::settings`];
+//! * `kafka:` — [`tidelog_kafka::KafkaConfig`].
 //!
 //! So `check-config` and `serve` accept and refuse the same files. This
 //! file adds only `listen` and `data_dir`, and the context of a message:
@@ -75,6 +76,8 @@ pub enum ConfigError {
 pub struct CliOverrides {
     pub data_dir: Option<PathBuf>,
     pub listen: Option<SocketAddr>,
+    /// `--kafka-listen ADDR|none`: `Some(None)` turns the listener off.
+    pub kafka_listen: Option<Option<SocketAddr>>,
 }
 
 /// The whole broker configuration (CONFIG.md).
@@ -96,6 +99,8 @@ pub struct Config {
     pub http: HttpConfig,
     /// The consumer group coordinator.
     pub groups: GroupsConfig,
+    /// The Kafka wire protocol listener (KAFKA.md).
+    pub kafka: tidelog_kafka::KafkaConfig,
     /// Created at start if absent; their configs applied if present.
     pub topics: Vec<TopicDecl>,
 }
@@ -117,6 +122,7 @@ impl Default for Config {
             cleaner: CleanerConfig::default(),
             http: HttpConfig::default(),
             groups: broker.groups,
+            kafka: tidelog_kafka::KafkaConfig::default(),
             topics: broker.topics,
         }
     }
@@ -143,6 +149,9 @@ impl Config {
         }
         if let Some(listen) = cli.listen {
             config.listen = listen;
+        }
+        if let Some(kafka_listen) = cli.kafka_listen {
+            config.kafka.listen = kafka_listen;
         }
         config.validate(&label)?;
         Ok(config)
@@ -182,6 +191,15 @@ impl Config {
             other => bad("cleaner", other.to_string()),
         })?;
         self.http.validate().map_err(setting)?;
+        self.kafka
+            .validate()
+            .map_err(|(key, reason)| bad(&format!("kafka.{key}"), reason))?;
+        if self.kafka.listen.is_some() && self.kafka.listen == Some(self.listen) {
+            return Err(bad(
+                "kafka.listen",
+                format!("is the HTTP listen address {}", self.listen),
+            ));
+        }
         Ok(())
     }
 
@@ -342,6 +360,47 @@ mod tests {
     }
 
     #[test]
+    fn kafka_section_null_turns_it_off_and_bad_values_name_their_key() {
+        let config = load_str("kafka:\n  listen: null\n").unwrap();
+        assert_eq!(config.kafka.listen, None);
+        let config = load_str("kafka:\n  advertised_host: broker.example\n").unwrap();
+        assert_eq!(
+            config.kafka.advertised_host.as_deref(),
+            Some("broker.example")
+        );
+        assert_rejects(
+            "kafka:\n  max_request_bytes: 10\n",
+            "kafka.max_request_bytes",
+            "1024",
+        );
+        assert_rejects(
+            "kafka:\n  max_connections: 0\n",
+            "kafka.max_connections",
+            "must be",
+        );
+        assert_rejects(
+            "kafka:\n  advertised_host: \"a b\"\n",
+            "kafka.advertised_host",
+            "host",
+        );
+        assert_rejects("kafka:\n  listen: 127.0.0.1:8080\n", "kafka.listen", "HTTP");
+        assert_rejects(
+            "kafka:\n  lisen: 127.0.0.1:1\n",
+            "kafka.lisen",
+            "unknown field",
+        );
+        // The flag wins over the file, `none` included.
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("k.yaml");
+        std::fs::write(&file, "kafka:\n  listen: 127.0.0.1:19092\n").unwrap();
+        let off = CliOverrides {
+            kafka_listen: Some(None),
+            ..CliOverrides::default()
+        };
+        assert_eq!(Config::load(Some(&file), &off).unwrap().kafka.listen, None);
+    }
+
+    #[test]
     fn defaults_are_config_md() {
         let config = load_str("").unwrap();
         assert_eq!(config.listen.to_string(), "127.0.0.1:8080");
@@ -350,6 +409,10 @@ mod tests {
         assert_eq!(config.admin_token, None);
         assert!(!config.auto_create_topics);
         assert_eq!(config.default_partitions, 4);
+        assert_eq!(config.kafka.listen, Some("127.0.0.1:9092".parse().unwrap()));
+        assert_eq!(config.kafka.advertised_host, None);
+        assert_eq!(config.kafka.max_request_bytes, 104_857_600);
+        assert_eq!(config.kafka.max_connections, 4096);
         assert_eq!(config.store.commitlog_segment_bytes, 1_073_741_824);
         assert_eq!(config.store.consume_queue_units_per_file, 300_000);
         assert_eq!(config.store.index_slots, 500_000);
@@ -416,6 +479,7 @@ mod tests {
         let cli = CliOverrides {
             data_dir: Some("/from/flag".into()),
             listen: Some("0.0.0.0:1234".parse().unwrap()),
+            kafka_listen: None,
         };
         let both = Config::load(Some(&path), &cli).unwrap();
         assert_eq!(both.listen.to_string(), "0.0.0.0:1234");

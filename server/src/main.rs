@@ -47,6 +47,10 @@ enum Command {
         /// Listen address, e.g. 127.0.0.1:8080; overrides `listen` of the file.
         #[arg(long, value_name = "ADDR")]
         listen: Option<std::net::SocketAddr>,
+        /// Kafka listen address, or `none` for no Kafka listener; overrides
+        /// `kafka.listen` of the file.
+        #[arg(long, value_name = "ADDR|none", value_parser = parse_kafka_listen)]
+        kafka_listen: Option<KafkaListen>,
     },
     /// HTTP load test: produce, fetch and long-poll visibility against a
     /// tidelog (started with a temp data dir, or --url) and a bare axum
@@ -72,8 +76,31 @@ fn main() -> ExitCode {
             config,
             data_dir,
             listen,
-        } => serve(config, CliOverrides { data_dir, listen }),
+            kafka_listen,
+        } => serve(
+            config,
+            CliOverrides {
+                data_dir,
+                listen,
+                kafka_listen: kafka_listen.map(|k| k.0),
+            },
+        ),
     }
+}
+
+/// `--kafka-listen`: an address, or `None` for `none` (no Kafka listener).
+/// A type of its own: clap reads `Option<Option<_>>` as a flag with an
+/// optional value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct KafkaListen(Option<std::net::SocketAddr>);
+
+fn parse_kafka_listen(text: &str) -> Result<KafkaListen, String> {
+    if text == "none" {
+        return Ok(KafkaListen(None));
+    }
+    text.parse()
+        .map(|addr| KafkaListen(Some(addr)))
+        .map_err(|e| format!("{e} (an address such as 127.0.0.1:9092, or none)"))
 }
 
 /// `tidelog bench` (the `tidelog-bench` crate).
@@ -173,6 +200,8 @@ mod tests {
             "/d",
             "--listen",
             "127.0.0.1:9",
+            "--kafka-listen",
+            "127.0.0.1:19092",
         ])
         .unwrap();
         match cli.command {
@@ -180,13 +209,27 @@ mod tests {
                 config,
                 data_dir,
                 listen,
+                kafka_listen,
             } => {
                 assert_eq!(config, Some(PathBuf::from("c.yaml")));
                 assert_eq!(data_dir, Some(PathBuf::from("/d")));
                 assert_eq!(listen, Some("127.0.0.1:9".parse().unwrap()));
+                assert_eq!(
+                    kafka_listen,
+                    Some(KafkaListen(Some("127.0.0.1:19092".parse().unwrap())))
+                );
             }
             other => panic!("parsed as {other:?}"),
         }
+        let off = Cli::try_parse_from(["tidelog", "serve", "--kafka-listen", "none"]).unwrap();
+        assert!(matches!(
+            off.command,
+            Command::Serve {
+                kafka_listen: Some(KafkaListen(None)),
+                ..
+            }
+        ));
+        assert!(Cli::try_parse_from(["tidelog", "serve", "--kafka-listen", "nowhere"]).is_err());
         assert!(Cli::try_parse_from(["tidelog", "serve", "--listen", "nowhere"]).is_err());
         assert!(
             Cli::try_parse_from(["tidelog", "check-config"]).is_err(),

@@ -1,8 +1,10 @@
 //! `tidelog serve`: bind, recover, serve, shut down.
 //!
 //! Order of events:
-//! 1. Bind the listener and start serving at once, so `/status/ready`
-//!    answers 503 (and `/metrics` answers) while the store recovers.
+//! 1. Bind the listener (and the Kafka listener, unless `kafka.listen` is
+//!    null) and start serving at once, so `/status/ready` answers 503 (and
+//!    `/metrics` answers, and Kafka partitions LEADER_NOT_AVAILABLE) while
+//!    the store recovers.
 //! 2. On a blocking thread (recovery can take a while): load the topic
 //!    registry, open the compacted logs and declare compact topics to them,
 //!    open the store with their dispatcher sink (recovery copies replayed
@@ -13,7 +15,8 @@
 //!    `Broker::expire_offsets` every `OFFSETS_EXPIRY_CHECK_MS` (offsets of
 //!    groups without members, after `groups.offsets_retention_minutes`).
 //!    A failure here stops the server with exit 1.
-//! 3. On SIGINT or SIGTERM: stop accepting, wake long-polls, let requests in
+//! 3. On SIGINT or SIGTERM: stop accepting (HTTP and Kafka), wake
+//!    long-polls (Kafka fetches answer what they have), let requests in
 //!    flight finish (a body still arriving has `http.body_read_timeout_ms`;
 //!    connections without a request in flight close at once, see
 //!    `listener.rs`), stop the LogCleaner (joining its threads, so no pass
@@ -74,6 +77,17 @@ pub async fn run(config: Config) -> ExitCode {
             return failed;
         }
     };
+    let kafka = match config.kafka.listen {
+        None => None,
+        Some(addr) => match tokio::net::TcpListener::bind(addr).await {
+            Ok(l) => Some(l),
+            Err(e) => {
+                tracing::error!(listen = %addr, error = %e, "cannot listen for Kafka");
+                eprintln!("tidelog: cannot listen for Kafka on {addr}: {e}");
+                return failed;
+            }
+        },
+    };
     // The bound address (the default base of consumer instances'
     // base_uri), which differs from `listen` only for port 0.
     let bound = listener.local_addr().unwrap_or(config.listen);
@@ -88,6 +102,16 @@ pub async fn run(config: Config) -> ExitCode {
         config.listener_limits(),
         stop_rx,
     ));
+    if let Some(kafka) = kafka {
+        // The broker once recovery is done; until then every partition
+        // answers LEADER_NOT_AVAILABLE (KAFKA.md "Not ready").
+        let ready_state = state.clone();
+        let ready: tidelog_kafka::Ready = std::sync::Arc::new(move || ready_state.ready().ok());
+        let kafka_config = config.kafka.clone();
+        let stop = stop_tx.subscribe();
+        tracing::info!(listen = ?kafka.local_addr().ok(), "Kafka listener");
+        tokio::spawn(async move { tidelog_kafka::serve(kafka, &kafka_config, ready, stop).await });
+    }
     tracing::info!(listen = %config.listen, data_dir = %config.data_dir.display(), "listening; opening the store");
 
     let store_config = config.store_config();

@@ -115,10 +115,14 @@ pub fn run_tidelog(args: &[&str]) -> Output {
 }
 
 /// A `tidelog serve` on a free 127.0.0.1 port with a temporary data dir,
-/// killed when dropped.
+/// killed when dropped. Its Kafka listener is on another free port
+/// (`kafka_addr`), unless the extra args pass their own `--kafka-listen`
+/// (`none`, say); so parallel tests never collide on 9092.
 pub struct TidelogProcess {
     child: Option<Child>,
     pub addr: std::net::SocketAddr,
+    /// Where the Kafka listener is; `None` when the test chose its own.
+    pub kafka_addr: Option<std::net::SocketAddr>,
     pub data_dir: tempfile::TempDir,
     /// stderr of the server, a file so a chatty server cannot block on a
     /// full pipe; printed when a wait fails.
@@ -136,12 +140,14 @@ impl TidelogProcess {
         let data_dir = tempfile::tempdir().expect("temp data dir");
         let addr = free_local_addr();
         let log_path = data_dir.path().with_extension("log");
+        let extra_args: Vec<String> = extra_args.iter().map(|s| s.to_string()).collect();
         let mut process = TidelogProcess {
             child: None,
             addr,
+            kafka_addr: kafka_addr_for(&extra_args),
             data_dir,
             log_path,
-            extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
+            extra_args,
         };
         process.spawn_and_wait();
         process
@@ -158,6 +164,7 @@ impl TidelogProcess {
         let mut process = TidelogProcess {
             child: None,
             addr,
+            kafka_addr: Some(free_local_addr()),
             data_dir,
             log_path,
             extra_args: vec!["--config".into(), config_path.display().to_string()],
@@ -307,6 +314,12 @@ impl TidelogProcess {
             .arg(self.data_dir.path())
             .arg("--listen")
             .arg(self.addr.to_string())
+            .args(
+                self.kafka_addr
+                    .map(|kafka| ["--kafka-listen".to_string(), kafka.to_string()])
+                    .into_iter()
+                    .flatten(),
+            )
             .args(&self.extra_args)
             .current_dir(workspace_root())
             .stdin(Stdio::null())
@@ -353,6 +366,12 @@ impl Drop for TidelogProcess {
         let _ = std::fs::remove_file(&self.log_path);
         let _ = std::fs::remove_file(self.data_dir.path().with_extension("yaml"));
     }
+}
+
+/// A free Kafka address, unless `extra_args` name their own
+/// `--kafka-listen`.
+fn kafka_addr_for(extra_args: &[String]) -> Option<std::net::SocketAddr> {
+    (!extra_args.iter().any(|a| a == "--kafka-listen")).then(free_local_addr)
 }
 
 /// A 127.0.0.1 address nobody listens on right now. Another process could

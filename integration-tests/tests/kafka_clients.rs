@@ -1,0 +1,24 @@
+//! Real Kafka clients against the real binary's Kafka listener (the
+//! harness gives every server its own free Kafka port): Python scripts run
+//! with the venv the harness installs (`tidelog_integration_tests::clients`).
+//! Each script checks every record it produced and exits non-zero naming
+//! the first mismatch.
+
+mod common;
+
+use common::TidelogProcess;
+use tidelog_integration_tests::clients;
+
+#[test]
+fn kafka_python_produces_with_acks_1_and_all_and_consumes_with_assign_and_http_records_read_the_same(
+) {
+    let server = TidelogProcess::start(&[]);
+    let kafka = server.kafka_addr.expect("the harness gave it a Kafka port");
+    let mut command = clients::python_command("kafka_python_produce_consume.py");
+    command.arg(server.url()).arg(kafka.to_string());
+    let stdout = clients::run_script(command);
+    assert!(
+        stdout.contains("kafka_python_produce_consume: every record came back"),
+        "kafka_python_produce_consume.py exited 0 without its closing line:\n{stdout}"
+    );
+}

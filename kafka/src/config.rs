@@ -1,0 +1,67 @@
+//! The `kafka:` section of broker.yaml (CONFIG.md), its one `Default`
+//! and its one `validate()`.
+
+use std::net::SocketAddr;
+
+use serde::{Deserialize, Serialize};
+
+/// Largest `kafka.max_request_bytes`: 1 GiB (a frame is held in memory).
+pub const MAX_REQUEST_BYTES_MAX: u64 = 1 << 30;
+/// Largest `kafka.max_connections` (each is a file descriptor).
+pub const MAX_CONNECTIONS_MAX: u64 = 1_000_000;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct KafkaConfig {
+    /// `None`: no Kafka listener.
+    pub listen: Option<SocketAddr>,
+    /// The host Metadata answers name; `None`: the listen host.
+    pub advertised_host: Option<String>,
+    /// Larger frames close the connection; also the budget a request's
+    /// compressed batches may inflate into.
+    pub max_request_bytes: u64,
+    pub max_connections: u64,
+}
+
+impl Default for KafkaConfig {
+    fn default() -> Self {
+        KafkaConfig {
+            listen: Some(SocketAddr::from(([127, 0, 0, 1], 9092))),
+            advertised_host: None,
+            max_request_bytes: 104_857_600,
+            max_connections: 4096,
+        }
+    }
+}
+
+impl KafkaConfig {
+    /// `Err((key, reason))` for the first refused key.
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        if !(1024..=MAX_REQUEST_BYTES_MAX).contains(&self.max_request_bytes) {
+            return Err((
+                "max_request_bytes",
+                format!("must be 1024..={MAX_REQUEST_BYTES_MAX}"),
+            ));
+        }
+        if !(1..=MAX_CONNECTIONS_MAX).contains(&self.max_connections) {
+            return Err((
+                "max_connections",
+                format!("must be 1..={MAX_CONNECTIONS_MAX}"),
+            ));
+        }
+        if let Some(host) = &self.advertised_host {
+            let ok = !host.is_empty()
+                && host.len() <= 253
+                && host
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-.:_".contains(&b));
+            if !ok {
+                return Err((
+                    "advertised_host",
+                    "must be a host name or IP address".into(),
+                ));
+            }
+        }
+        Ok(())
+    }
+}

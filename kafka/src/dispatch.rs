@@ -1,0 +1,178 @@
+//! Dispatch by API key: the served APIs and versions, the request header,
+//! the structural check before decoding, the handler, the answer frame.
+//!
+//! Only the APIs of [`SERVED`] are advertised by ApiVersions and
+//! answered; any other key closes the connection (KAFKA.md "Bad input"),
+//! as does a version outside the served range, except ApiVersions, which
+//! answers an unknown version with UNSUPPORTED_VERSION and its own range
+//! in a v0 body (KIP-511).
+
+use std::sync::Arc;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, FetchRequest, ListOffsetsRequest, MetadataRequest, ProduceRequest,
+    RequestHeader, ResponseHeader,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
+use tidelog_broker::Broker;
+use tokio::sync::watch;
+
+use crate::error::FrameError;
+use crate::handlers;
+use crate::precheck;
+
+/// The served APIs and their version ranges (KAFKA.md's table, this
+/// slice's part of it).
+pub const SERVED: &[(ApiKey, i16, i16)] = &[
+    (ApiKey::Produce, 3, 9),
+    (ApiKey::Fetch, 4, 12),
+    (ApiKey::ListOffsets, 1, 7),
+    (ApiKey::Metadata, 0, 12),
+    (ApiKey::ApiVersions, 0, 3),
+];
+
+/// Where the broker is, once recovery is done.
+pub type Ready = Arc<dyn Fn() -> Option<Arc<Broker>> + Send + Sync>;
+
+/// What every connection shares.
+pub struct Context {
+    pub ready: Ready,
+    pub max_request_bytes: usize,
+    pub max_connections: u64,
+    /// The host and port Metadata names.
+    pub host: String,
+    pub port: i32,
+    /// Turns true at shutdown: long-polls answer at once.
+    pub stop: watch::Receiver<bool>,
+}
+
+impl Context {
+    pub fn broker(&self) -> Option<Arc<Broker>> {
+        (self.ready)()
+    }
+}
+
+fn served(key: ApiKey) -> Option<(i16, i16)> {
+    SERVED
+        .iter()
+        .find(|(k, _, _)| *k == key)
+        .map(|(_, min, max)| (*min, *max))
+}
+
+/// The answer frame (length-prefixed) to one request frame; `None` when
+/// the request gets none (Produce with acks 0).
+pub async fn handle(ctx: &Context, frame: Bytes) -> Result<Option<BytesMut>, FrameError> {
+    let Some(prefix) = frame.get(..4) else {
+        return Err(FrameError::Header {
+            reason: format!("{} bytes, fewer than a key and a version", frame.len()),
+        });
+    };
+    let raw_key = i16::from_be_bytes([prefix[0], prefix[1]]);
+    let version = i16::from_be_bytes([prefix[2], prefix[3]]);
+    let key = ApiKey::try_from(raw_key).map_err(|_| FrameError::UnknownKey { key: raw_key })?;
+    let (min, max) = served(key).ok_or(FrameError::UnknownKey { key: raw_key })?;
+    let api = api_name(key);
+    let mut buf = frame;
+    let header_version = key.request_header_version(version.clamp(min, max));
+    precheck::header(&buf, header_version).map_err(|reason| FrameError::Header { reason })?;
+    let header =
+        RequestHeader::decode(&mut buf, header_version).map_err(|e| FrameError::Header {
+            reason: e.to_string(),
+        })?;
+    let id = header.correlation_id;
+    if !(min..=max).contains(&version) {
+        if key == ApiKey::ApiVersions {
+            let answer = handlers::api_versions::answer(ResponseError::UnsupportedVersion.code());
+            return encode(api, id, key, 0, &answer).map(Some);
+        }
+        return Err(FrameError::Version {
+            api,
+            version,
+            min,
+            max,
+        });
+    }
+    precheck::body(key, version, &buf).map_err(|reason| FrameError::Body {
+        api,
+        version,
+        reason,
+    })?;
+    macro_rules! decode {
+        ($t:ty) => {
+            <$t>::decode(&mut buf, version).map_err(|e| FrameError::Body {
+                api,
+                version,
+                reason: e.to_string(),
+            })?
+        };
+    }
+    match key {
+        ApiKey::ApiVersions => {
+            let _request = decode!(ApiVersionsRequest);
+            let answer = handlers::api_versions::answer(0);
+            encode(api, id, key, version, &answer).map(Some)
+        }
+        ApiKey::Metadata => {
+            let request = decode!(MetadataRequest);
+            let answer = handlers::metadata::handle(ctx, version, request).await;
+            encode(api, id, key, version, &answer).map(Some)
+        }
+        ApiKey::Produce => {
+            let request = decode!(ProduceRequest);
+            match handlers::produce::handle(ctx, request).await {
+                Some(answer) => encode(api, id, key, version, &answer).map(Some),
+                None => Ok(None),
+            }
+        }
+        ApiKey::Fetch => {
+            let request = decode!(FetchRequest);
+            let answer = handlers::fetch::handle(ctx, request).await;
+            encode(api, id, key, version, &answer).map(Some)
+        }
+        ApiKey::ListOffsets => {
+            let request = decode!(ListOffsetsRequest);
+            let answer = handlers::list_offsets::handle(ctx, version, request).await;
+            encode(api, id, key, version, &answer).map(Some)
+        }
+        _ => Err(FrameError::UnknownKey { key: raw_key }),
+    }
+}
+
+fn api_name(key: ApiKey) -> &'static str {
+    match key {
+        ApiKey::Produce => "Produce",
+        ApiKey::Fetch => "Fetch",
+        ApiKey::ListOffsets => "ListOffsets",
+        ApiKey::Metadata => "Metadata",
+        ApiKey::ApiVersions => "ApiVersions",
+        _ => "unserved",
+    }
+}
+
+/// Length prefix, response header, body.
+fn encode<R: Encodable + HeaderVersion>(
+    api: &'static str,
+    correlation_id: i32,
+    key: ApiKey,
+    version: i16,
+    body: &R,
+) -> Result<BytesMut, FrameError> {
+    let failed = |e: anyhow::Error| FrameError::Encode {
+        api,
+        reason: e.to_string(),
+    };
+    let header = ResponseHeader::default().with_correlation_id(correlation_id);
+    let header_version = key.response_header_version(version);
+    let mut out = BytesMut::new();
+    out.put_i32(0);
+    header.encode(&mut out, header_version).map_err(failed)?;
+    body.encode(&mut out, version).map_err(failed)?;
+    let length = i32::try_from(out.len() - 4).map_err(|_| FrameError::Encode {
+        api,
+        reason: format!("{} bytes do not fit a frame", out.len()),
+    })?;
+    out[..4].copy_from_slice(&length.to_be_bytes());
+    Ok(out)
+}

@@ -1,0 +1,119 @@
+//! The crate's errors: a frame the connection cannot go on after
+//! ([`FrameError`]: the connection is closed), and a record batch that
+//! fails its partition ([`RecordError`]: CORRUPT_MESSAGE, nothing written).
+
+use kafka_protocol::error::ResponseError;
+use tidelog_broker::store::StoreError;
+use tidelog_broker::BrokerError;
+
+/// A record batch of a produce request that cannot be taken: its partition
+/// answers CORRUPT_MESSAGE (or INVALID_RECORD) and nothing of it is written.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum RecordError {
+    #[error("{what}: {needed} bytes needed, {left} left")]
+    Truncated {
+        what: &'static str,
+        needed: usize,
+        left: usize,
+    },
+    #[error("{what}: a varint longer than its type")]
+    BadVarint { what: &'static str },
+    #[error("{what} {value} is out of range")]
+    BadLength { what: &'static str, value: i64 },
+    #[error("record batch magic {magic} (only 2 is served)")]
+    Magic { magic: i8 },
+    #[error("record batch CRC32C {stored:#010x}, computed {computed:#010x}")]
+    Crc { stored: u32, computed: u32 },
+    #[error("compression codec {codec} is unknown")]
+    Codec { codec: u8 },
+    #[error("the {codec} batch does not decompress: {reason}")]
+    Decompress { codec: &'static str, reason: String },
+    #[error("the batch inflates past the {budget}-byte frame budget (kafka.max_request_bytes)")]
+    Inflates { budget: usize },
+    #[error("{bytes} bytes follow the last record of the batch")]
+    TrailingBytes { bytes: usize },
+    #[error("a header name is not UTF-8")]
+    HeaderName,
+    #[error("a null header value cannot be stored (header {name:?})")]
+    NullHeaderValue { name: String },
+    #[error("control and transactional batches are not served")]
+    Transactional,
+}
+
+impl RecordError {
+    /// The partition's error code in the Produce answer.
+    pub fn code(&self) -> i16 {
+        match self {
+            RecordError::NullHeaderValue { .. } | RecordError::Transactional => {
+                ResponseError::InvalidRecord.code()
+            }
+            _ => ResponseError::CorruptMessage.code(),
+        }
+    }
+}
+
+/// A frame after which the connection is closed (KAFKA.md "Bad input").
+#[derive(Debug, thiserror::Error)]
+pub enum FrameError {
+    #[error("frame length {length} is over kafka.max_request_bytes {limit}")]
+    TooLarge { length: i64, limit: usize },
+    #[error("the request header does not decode: {reason}")]
+    Header { reason: String },
+    #[error("API key {key} is not served")]
+    UnknownKey { key: i16 },
+    #[error("{api} version {version} is not served ({min}..={max})")]
+    Version {
+        api: &'static str,
+        version: i16,
+        min: i16,
+        max: i16,
+    },
+    #[error("the {api} v{version} request does not decode: {reason}")]
+    Body {
+        api: &'static str,
+        version: i16,
+        reason: String,
+    },
+    #[error("the {api} response does not encode: {reason}")]
+    Encode { api: &'static str, reason: String },
+    #[error("the connection failed: {source}")]
+    Io {
+        #[from]
+        source: std::io::Error,
+    },
+    #[error("{what} timed out")]
+    Timeout { what: &'static str },
+}
+
+/// The Kafka error code of a broker error, for a partition or topic of an
+/// answer. Internal failures are logged here, once, with the request's
+/// context left to the caller.
+pub fn broker_code(e: &BrokerError) -> i16 {
+    use BrokerError as B;
+    let code = match e {
+        B::UnknownTopic { .. } | B::UnknownPartition { .. } => {
+            ResponseError::UnknownTopicOrPartition
+        }
+        B::InvalidName { .. } | B::InternalTopic { .. } => ResponseError::InvalidTopicException,
+        B::KeyRequired { .. } | B::TooManyHeaders { .. } | B::HeaderNameTooLong { .. } => {
+            ResponseError::InvalidRecord
+        }
+        B::RecordTooLarge { .. } => ResponseError::MessageTooLarge,
+        B::Store { source } => match source {
+            StoreError::DiskFull { .. } | StoreError::DispatchStalled { .. } => {
+                ResponseError::KafkaStorageError
+            }
+            StoreError::FlushTimedOut { .. } => ResponseError::RequestTimedOut,
+            StoreError::Closed => ResponseError::LeaderNotAvailable,
+            other => {
+                tracing::error!(error = %other, "store failure answered UNKNOWN_SERVER_ERROR");
+                ResponseError::UnknownServerError
+            }
+        },
+        other => {
+            tracing::error!(error = %other, "broker failure answered UNKNOWN_SERVER_ERROR");
+            ResponseError::UnknownServerError
+        }
+    };
+    code.code()
+}

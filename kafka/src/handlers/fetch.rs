@@ -1,0 +1,220 @@
+//! Fetch (1), sessionless: every asked partition read from its offset,
+//! built back into one uncompressed batch per partition with the records'
+//! own offsets (gaps after compaction), long-polling until `min_bytes`
+//! are there, `max_wait_ms` passes or shutdown begins.
+//!
+//! The wait is on the partitions' listeners (`PartitionRef::listen`, the
+//! wake-up the HTTP long-poll uses), never a polling loop: a listener is
+//! registered, then the end re-checked, so no record is missed between.
+//!
+//! Decisions: a fetch offset below the beginning or above the end is
+//! OFFSET_OUT_OF_RANGE, at the end it waits; `max_bytes` and
+//! `partition_max_bytes` bound what is read, but a partition's first
+//! record comes back even when larger (as Kafka returns its first batch);
+//! `max_wait_ms` is capped at [`MAX_WAIT_MS`]; a session id or epoch is
+//! ignored (answered as a full fetch, session id 0).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
+use tidelog_broker::read::PartitionRef;
+use tidelog_broker::store::EventListener;
+use tidelog_broker::BrokerError;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::{maybe_blocking, partition_ref};
+use crate::dispatch::Context;
+use crate::error::broker_code;
+use crate::records::{encode_batch, OutRecord};
+
+/// The longest wait a fetch is held for (Kafka clients ask 500 ms).
+pub const MAX_WAIT_MS: u64 = 30_000;
+/// Records read per partition and fetch, beside the byte bounds.
+const MAX_RECORDS: usize = 65_536;
+
+/// One asked partition: its reader and where it reads from.
+struct Asked {
+    topic: usize,
+    index: i32,
+    offset: i64,
+    max_bytes: usize,
+    part: Result<PartitionRef, i16>,
+}
+
+pub async fn handle(ctx: &Context, request: FetchRequest) -> FetchResponse {
+    let broker = ctx.broker();
+    let mut topics = Vec::with_capacity(request.topics.len());
+    let mut asked = Vec::new();
+    for (t, topic) in request.topics.into_iter().enumerate() {
+        for p in &topic.partitions {
+            let part = partition_ref(broker.as_ref(), topic.topic.0.as_str(), p.partition);
+            asked.push(Asked {
+                topic: t,
+                index: p.partition,
+                offset: p.fetch_offset,
+                max_bytes: usize::try_from(p.partition_max_bytes.max(0)).unwrap_or(0),
+                part,
+            });
+        }
+        topics.push(topic.topic);
+    }
+    drop(broker);
+    let wait = u64::try_from(request.max_wait_ms.max(0))
+        .unwrap_or(0)
+        .min(MAX_WAIT_MS);
+    let deadline = Instant::now() + Duration::from_millis(wait);
+    let max_bytes = usize::try_from(request.max_bytes.max(0)).unwrap_or(0);
+    // At least one byte (a fetch waits for something), at most what the
+    // fetch may carry: else a fetch whose min_bytes cannot be met would
+    // read again and again until its deadline.
+    let min_bytes = usize::try_from(request.min_bytes.max(0))
+        .unwrap_or(0)
+        .clamp(1, max_bytes.max(1));
+    let mut stop = ctx.stop.clone();
+    let answered = loop {
+        let (answered, bytes) = read_all(&asked, max_bytes).await;
+        let failed = answered.iter().any(|p| p.error_code != 0);
+        if bytes >= min_bytes || failed || Instant::now() >= deadline || *stop.borrow() {
+            break answered;
+        }
+        let listeners = match listeners(&asked, &answered) {
+            Some(listeners) => listeners,
+            None => continue, // a record arrived since the read: read again
+        };
+        tokio::select! {
+            _ = any_of(listeners) => {}
+            _ = tokio::time::sleep_until(deadline) => {}
+            _ = shutdown(&mut stop) => {}
+        }
+    };
+    let mut responses: Vec<FetchableTopicResponse> = topics
+        .into_iter()
+        .map(|name| FetchableTopicResponse::default().with_topic(name))
+        .collect();
+    for (a, data) in asked.iter().zip(answered) {
+        responses[a.topic].partitions.push(data);
+    }
+    FetchResponse::default().with_responses(responses)
+}
+
+/// Resolves when shutdown begins; never if the sender is gone (then no
+/// shutdown can be signalled, and the deadline ends the wait).
+async fn shutdown(stop: &mut watch::Receiver<bool>) {
+    if stop.wait_for(|stopping| *stopping).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// Every asked partition read once; the answers and the record bytes sent.
+async fn read_all(asked: &[Asked], max_bytes: usize) -> (Vec<PartitionData>, usize) {
+    let mut answered = Vec::with_capacity(asked.len());
+    let mut left = max_bytes;
+    let mut sent = 0;
+    for a in asked {
+        let data = match &a.part {
+            Err(code) => failed(a.index, *code),
+            // The first records of a fetch come back even past max_bytes
+            // (Kafka's rule, so a consumer always makes progress).
+            Ok(part) => read_one(part, a, if sent == 0 { left.max(1) } else { left }).await,
+        };
+        let size = data.records.as_ref().map_or(0, Bytes::len);
+        left = left.saturating_sub(size);
+        sent += size;
+        answered.push(data);
+    }
+    (answered, sent)
+}
+
+async fn read_one(part: &PartitionRef, a: &Asked, left: usize) -> PartitionData {
+    let (beginning, end) = part.offsets();
+    let Ok(from) = u64::try_from(a.offset) else {
+        return out_of_range(a.index, beginning, end);
+    };
+    if from < beginning || from > end {
+        return out_of_range(a.index, beginning, end);
+    }
+    let answer = PartitionData::default()
+        .with_partition_index(a.index)
+        .with_high_watermark(end as i64)
+        .with_last_stable_offset(end as i64)
+        .with_log_start_offset(beginning as i64)
+        .with_aborted_transactions(Some(Vec::new()))
+        .with_preferred_read_replica(BrokerId(-1));
+    if from == end || left == 0 {
+        return answer.with_records(Some(Bytes::new()));
+    }
+    let limit = a.max_bytes.min(left).max(1);
+    let reader = part.clone();
+    let read = maybe_blocking(
+        part.read_blocks(),
+        move || -> Result<Vec<u8>, BrokerError> {
+            let batch = reader.read(from, MAX_RECORDS, limit)?;
+            let mut out = Vec::new();
+            encode_batch(&mut out, batch.records.iter().map(OutRecord::from));
+            Ok(out)
+        },
+    )
+    .await;
+    match read {
+        Ok(bytes) => answer.with_records(Some(Bytes::from(bytes))),
+        Err(e) => failed(a.index, broker_code(&e)),
+    }
+}
+
+/// Listeners of the partitions that answered no records, or `None` if one
+/// of them got a record since it was read.
+fn listeners(asked: &[Asked], answered: &[PartitionData]) -> Option<Vec<EventListener>> {
+    let mut listeners = Vec::new();
+    for (a, data) in asked.iter().zip(answered) {
+        let (Ok(part), true) = (&a.part, data.records.as_ref().is_none_or(Bytes::is_empty)) else {
+            continue;
+        };
+        let from = u64::try_from(a.offset).unwrap_or(0);
+        match part.listen(from) {
+            Ok(Some(listener)) => listeners.push(listener),
+            Ok(None) => return None,
+            // Answered with the partition's error at the next read.
+            Err(_) => return None,
+        }
+    }
+    Some(listeners)
+}
+
+/// Resolves when any of `listeners` fires (never, for none: the deadline
+/// or shutdown ends the wait then).
+fn any_of(mut listeners: Vec<EventListener>) -> impl Future<Output = ()> {
+    std::future::poll_fn(move |cx| {
+        for listener in &mut listeners {
+            if Pin::new(listener).poll(cx).is_ready() {
+                return Poll::Ready(());
+            }
+        }
+        Poll::Pending
+    })
+}
+
+fn out_of_range(index: i32, beginning: u64, end: u64) -> PartitionData {
+    failed(index, ResponseError::OffsetOutOfRange.code())
+        .with_high_watermark(end as i64)
+        .with_last_stable_offset(end as i64)
+        .with_log_start_offset(beginning as i64)
+}
+
+fn failed(index: i32, code: i16) -> PartitionData {
+    PartitionData::default()
+        .with_partition_index(index)
+        .with_error_code(code)
+        .with_high_watermark(-1)
+        .with_last_stable_offset(-1)
+        .with_log_start_offset(-1)
+        .with_aborted_transactions(Some(Vec::new()))
+        .with_preferred_read_replica(BrokerId(-1))
+        .with_records(Some(Bytes::new()))
+}

@@ -1,0 +1,106 @@
+//! Metadata (3): one broker (node 0, the advertised host and port), which
+//! leads every partition; all topics or the ones asked, unknown ones
+//! auto-created when `auto_create_topics` and the request allow it.
+//!
+//! Decisions: v0's empty topic list means all topics (v1+: null does);
+//! an unknown topic without auto-create is UNKNOWN_TOPIC_OR_PARTITION, a
+//! bad name INVALID_TOPIC_EXCEPTION; topic ids are zero (tidelog has none,
+//! and the served Fetch versions name topics).
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse};
+use kafka_protocol::protocol::StrBytes;
+use tidelog_broker::registry::Topic;
+use tidelog_broker::{names, Broker, BrokerError};
+
+use super::{maybe_blocking, topic_name, NOT_READY};
+use crate::dispatch::Context;
+use crate::error::broker_code;
+
+pub async fn handle(ctx: &Context, version: i16, request: MetadataRequest) -> MetadataResponse {
+    let node = MetadataResponseBroker::default()
+        .with_node_id(BrokerId(0))
+        .with_host(StrBytes::from_string(ctx.host.clone()))
+        .with_port(ctx.port);
+    let asked: Option<Vec<String>> = request.topics.map(|topics| {
+        topics
+            .into_iter()
+            .filter_map(|t| t.name.map(|n| n.0.as_str().to_owned()))
+            .collect()
+    });
+    let asked = asked.filter(|names| !(version == 0 && names.is_empty()));
+    let answer = MetadataResponse::default()
+        .with_brokers(vec![node])
+        .with_controller_id(BrokerId(0));
+    let Some(broker) = ctx.broker() else {
+        let topics = asked
+            .unwrap_or_default()
+            .iter()
+            .map(|name| failed(name, NOT_READY))
+            .collect();
+        return answer.with_topics(topics);
+    };
+    let answer = answer.with_cluster_id(Some(StrBytes::from_string(
+        broker.config.cluster_id.clone(),
+    )));
+    let topics = match asked {
+        None => broker.registry.all().iter().map(|t| described(t)).collect(),
+        Some(names) => {
+            let create = broker.config.auto_create_topics
+                && (version < 4 || request.allow_auto_topic_creation);
+            let mut topics = Vec::with_capacity(names.len());
+            for name in names {
+                topics.push(match lookup(&broker, &name, create).await {
+                    Ok(topic) => described(&topic),
+                    Err(e) => failed(&name, broker_code(&e)),
+                });
+            }
+            topics
+        }
+    };
+    answer.with_topics(topics)
+}
+
+async fn lookup(broker: &Arc<Broker>, name: &str, create: bool) -> Result<Arc<Topic>, BrokerError> {
+    names::validate_topic_name(name)?;
+    if let Some(topic) = broker.registry.get(name) {
+        return Ok(topic);
+    }
+    if !create {
+        return Err(BrokerError::UnknownTopic {
+            topic: name.to_owned(),
+        });
+    }
+    let (broker, name) = (Arc::clone(broker), name.to_owned());
+    maybe_blocking(true, move || {
+        broker.get_or_create_topic(&name, broker.config.default_partitions)
+    })
+    .await
+}
+
+fn described(topic: &Topic) -> MetadataResponseTopic {
+    let partitions = (0..topic.partitions.get())
+        .map(|p| {
+            MetadataResponsePartition::default()
+                .with_partition_index(p as i32)
+                .with_leader_id(BrokerId(0))
+                .with_leader_epoch(0)
+                .with_replica_nodes(vec![BrokerId(0)])
+                .with_isr_nodes(vec![BrokerId(0)])
+        })
+        .collect();
+    MetadataResponseTopic::default()
+        .with_name(Some(topic_name(&topic.name)))
+        .with_is_internal(topic.is_internal())
+        .with_partitions(partitions)
+}
+
+fn failed(name: &str, code: i16) -> MetadataResponseTopic {
+    MetadataResponseTopic::default()
+        .with_name(Some(topic_name(name)))
+        .with_error_code(code)
+}

@@ -1,0 +1,54 @@
+//! One module per served API, each a thin mapping onto the broker.
+//!
+//! Broker calls that block (a sync-flush append, an auto-create, a
+//! compacted log's read) run on `spawn_blocking`, as the HTTP API runs
+//! them; the rest (page-cache copies) run inline.
+
+pub mod api_versions;
+pub mod fetch;
+pub mod list_offsets;
+pub mod metadata;
+pub mod produce;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::TopicName;
+use kafka_protocol::protocol::StrBytes;
+use tidelog_broker::read::PartitionRef;
+use tidelog_broker::{Broker, BrokerError};
+
+use crate::error::broker_code;
+
+/// Runs `f` on a blocking thread when `blocks`, else inline.
+async fn maybe_blocking<T: Send + 'static>(
+    blocks: bool,
+    f: impl FnOnce() -> Result<T, BrokerError> + Send + 'static,
+) -> Result<T, BrokerError> {
+    if !blocks {
+        return f();
+    }
+    tokio::task::spawn_blocking(f).await.unwrap_or_else(|e| {
+        Err(BrokerError::Internal {
+            message: format!("a blocking broker call failed: {e}"),
+        })
+    })
+}
+
+/// LEADER_NOT_AVAILABLE: what a partition answers while recovery runs
+/// (KAFKA.md "Not ready"; retriable).
+const NOT_READY: i16 = ResponseError::LeaderNotAvailable.code();
+
+/// The partition a request names, or the error code its answer carries
+/// (NOT_READY before the broker is).
+fn partition_ref(
+    broker: Option<&std::sync::Arc<Broker>>,
+    topic: &str,
+    index: i32,
+) -> Result<PartitionRef, i16> {
+    let broker = broker.ok_or(NOT_READY)?;
+    let index = u32::try_from(index).map_err(|_| ResponseError::UnknownTopicOrPartition.code())?;
+    broker.partition(topic, index).map_err(|e| broker_code(&e))
+}
+
+fn topic_name(name: &str) -> TopicName {
+    TopicName(StrBytes::from_string(name.to_owned()))
+}

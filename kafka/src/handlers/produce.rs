@@ -1,0 +1,120 @@
+//! Produce (0): each partition's record batches decoded (`records`), then
+//! appended all or nothing through `Broker::produce_to`.
+//!
+//! Decisions:
+//! * Partitions are independent: one failing (CORRUPT_MESSAGE, an unknown
+//!   partition, a record rule) writes nothing of itself and does not stop
+//!   the others, as Kafka answers per partition.
+//! * Produce does not auto-create (Kafka's clients create through
+//!   Metadata first): an unknown topic is UNKNOWN_TOPIC_OR_PARTITION.
+//! * All of a request's compressed batches share one inflation budget,
+//!   `kafka.max_request_bytes`.
+//! * acks 0 does the same work and answers nothing; acks other than 0, 1,
+//!   -1 is INVALID_REQUIRED_ACKS for every partition.
+//! * Idempotence and transactions are out of this slice: InitProducerId is
+//!   not advertised, so a batch's producer id and sequence are not checked.
+
+use std::sync::Arc;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::produce_request::PartitionProduceData;
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use tidelog_broker::produce::ProduceRecord;
+use tidelog_broker::{Broker, BrokerError};
+
+use super::{maybe_blocking, NOT_READY};
+use crate::dispatch::Context;
+use crate::error::broker_code;
+use crate::records::decode_batches;
+
+/// The answer, or `None` for acks 0.
+pub async fn handle(ctx: &Context, request: ProduceRequest) -> Option<ProduceResponse> {
+    let acks = request.acks;
+    let broker = ctx.broker();
+    let mut budget = ctx.max_request_bytes;
+    let mut responses = Vec::with_capacity(request.topic_data.len());
+    for topic in request.topic_data {
+        let mut partitions = Vec::with_capacity(topic.partition_data.len());
+        for data in topic.partition_data {
+            let index = data.index;
+            let answer = match (&broker, acks) {
+                (_, a) if ![0, 1, -1].contains(&a) => {
+                    failed(index, ResponseError::InvalidRequiredAcks.code(), None)
+                }
+                (None, _) => failed(index, NOT_READY, None),
+                (Some(broker), _) => {
+                    partition(broker, topic.name.0.as_str(), data, &mut budget).await
+                }
+            };
+            partitions.push(answer);
+        }
+        responses.push(
+            TopicProduceResponse::default()
+                .with_name(topic.name)
+                .with_partition_responses(partitions),
+        );
+    }
+    (acks != 0).then(|| ProduceResponse::default().with_responses(responses))
+}
+
+async fn partition(
+    broker: &Arc<Broker>,
+    topic: &str,
+    data: PartitionProduceData,
+    budget: &mut usize,
+) -> PartitionProduceResponse {
+    let index = data.index;
+    let Some(topic) = broker.registry.get(topic) else {
+        return failed(index, ResponseError::UnknownTopicOrPartition.code(), None);
+    };
+    let Ok(p) = u32::try_from(index) else {
+        return failed(index, ResponseError::UnknownTopicOrPartition.code(), None);
+    };
+    let records = match data.records.as_ref().map(|r| decode_batches(r, budget)) {
+        Some(Ok(records)) => records,
+        Some(Err(e)) => {
+            tracing::warn!(topic = %topic.name, partition = index, error = %e, "kafka produce batch refused");
+            return failed(index, e.code(), Some(e.to_string()));
+        }
+        None => return failed(index, ResponseError::CorruptMessage.code(), None),
+    };
+    let records: Vec<ProduceRecord> = records
+        .into_iter()
+        .map(|r| ProduceRecord {
+            key: r.key,
+            value: r.value,
+            partition: Some(p),
+            headers: r.headers,
+            timestamp_ms: r.timestamp_ms,
+        })
+        .collect();
+    let call = {
+        let broker = Arc::clone(broker);
+        let topic = Arc::clone(&topic);
+        move || -> Result<(Option<u64>, u64), BrokerError> {
+            let produced = broker.produce_to(&topic, Some(p), records)?;
+            let first = produced.offsets().next().map(|(_, offset)| offset);
+            let beginning = broker.partition(&topic.name, p)?.offsets().0;
+            Ok((first, beginning))
+        }
+    };
+    match maybe_blocking(broker.append_blocks(), call).await {
+        Ok((first, beginning)) => PartitionProduceResponse::default()
+            .with_index(index)
+            .with_base_offset(first.map_or(-1, |o| o as i64))
+            .with_log_append_time_ms(-1)
+            .with_log_start_offset(beginning as i64),
+        Err(e) => failed(index, broker_code(&e), Some(e.to_string())),
+    }
+}
+
+fn failed(index: i32, code: i16, message: Option<String>) -> PartitionProduceResponse {
+    PartitionProduceResponse::default()
+        .with_index(index)
+        .with_error_code(code)
+        .with_base_offset(-1)
+        .with_log_append_time_ms(-1)
+        .with_log_start_offset(-1)
+        .with_error_message(message.map(kafka_protocol::protocol::StrBytes::from_string))
+}

@@ -1,0 +1,54 @@
+//! tidelog's Kafka wire protocol front-end (KAFKA.md, docs/KAFKA.md).
+//!
+//! A thin mapping onto `tidelog-broker`, beside the HTTP API and never
+//! depending on it: the listener and framing (`listener`), dispatch by
+//! API key (`dispatch`), one handler module per API (`handlers`), and the
+//! record-batch layer (`records`). Request and response envelopes come
+//! from the `kafka-protocol` crate; record batches do not (`records`).
+
+pub mod config;
+pub mod dispatch;
+pub mod error;
+pub mod handlers;
+pub mod listener;
+mod precheck;
+pub mod records;
+
+pub use config::KafkaConfig;
+pub use error::{FrameError, RecordError};
+
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+pub use dispatch::Ready;
+
+/// Serves the Kafka protocol on `listener` (already bound: its port is
+/// the one Metadata advertises) until `stop` turns true. `ready` answers
+/// the broker once recovery is done (`None` before: KAFKA.md "Not
+/// ready").
+pub async fn serve(
+    listener: TcpListener,
+    config: &KafkaConfig,
+    ready: Ready,
+    stop: watch::Receiver<bool>,
+) {
+    let bound = match listener.local_addr() {
+        Ok(bound) => bound,
+        Err(e) => {
+            tracing::error!(error = %e, "the Kafka listener has no local address");
+            return;
+        }
+    };
+    let (host, port) = listener::advertised(bound, config.advertised_host.as_deref());
+    let ctx = Arc::new(dispatch::Context {
+        ready,
+        max_request_bytes: usize::try_from(config.max_request_bytes).unwrap_or(usize::MAX),
+        max_connections: config.max_connections,
+        host,
+        port,
+        stop: stop.clone(),
+    });
+    listener::serve(listener, ctx, stop).await;
+}

@@ -1,0 +1,142 @@
+//! The Kafka listener: accept loop, connection limit, framing.
+//!
+//! Invariants:
+//! * One task per connection; its requests are read, answered and
+//!   written one after another, so answers go out in request order
+//!   (clients may pipeline: later requests wait in the socket).
+//! * A frame's length is checked against `kafka.max_request_bytes`
+//!   before its buffer is allocated; a larger (or negative) one closes
+//!   the connection.
+//! * A slow or stalled client holds only its own task: a started frame
+//!   must arrive within [`FRAME_READ_TIMEOUT`], an answer be taken within
+//!   [`WRITE_TIMEOUT`], and a connection idle for [`IDLE_TIMEOUT`]
+//!   (Kafka's `connections.max.idle.ms`) is closed. Broker calls that
+//!   block run on `spawn_blocking` (handlers).
+//! * Beyond `kafka.max_connections`, new connections are closed at once.
+//! * A bad frame (KAFKA.md "Bad input") closes its connection after one
+//!   warn with the peer; every other connection goes on.
+//! * Shutdown (`stop`): no new connections; a connection between requests
+//!   closes, one with a request in flight finishes it first.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, Semaphore};
+
+use crate::dispatch::{self, Context};
+use crate::error::FrameError;
+
+pub const FRAME_READ_TIMEOUT: Duration = Duration::from_secs(30);
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Serves `listener` until `stop` turns true.
+pub async fn serve(listener: TcpListener, ctx: Arc<Context>, mut stop: watch::Receiver<bool>) {
+    let limit = usize::try_from(ctx.max_connections).unwrap_or(usize::MAX);
+    let slots = Arc::new(Semaphore::new(limit));
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = stop.changed() => return,
+        };
+        if *stop.borrow() {
+            return;
+        }
+        let (stream, peer) = match accepted {
+            Ok(a) => a,
+            Err(e) => {
+                // Out of descriptors and the like: back off, keep serving.
+                tracing::warn!(error = %e, "kafka accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+            tracing::warn!(%peer, max_connections = limit, "kafka connection refused: kafka.max_connections reached");
+            drop(stream);
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let ctx = Arc::clone(&ctx);
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            if let Err(e) = connection(stream, &ctx, stop).await {
+                tracing::warn!(%peer, error = %e, "kafka connection closed");
+            }
+            drop(slot);
+        });
+    }
+}
+
+/// Reads, answers and writes requests in order until the client closes
+/// (`Ok`), a frame is bad or the socket fails (`Err`), or shutdown.
+async fn connection(
+    mut stream: TcpStream,
+    ctx: &Context,
+    mut stop: watch::Receiver<bool>,
+) -> Result<(), FrameError> {
+    loop {
+        let mut len = [0u8; 4];
+        let first = tokio::select! {
+            read = tokio::time::timeout(IDLE_TIMEOUT, stream.read(&mut len[..1])) => read,
+            _ = stop.changed() => return Ok(()),
+        };
+        match first {
+            Err(_) => return Ok(()), // idle: closed as Kafka does, not a warning
+            Ok(Ok(0)) => return Ok(()),
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => return Err(e.into()),
+        }
+        timed(
+            FRAME_READ_TIMEOUT,
+            "reading a frame",
+            stream.read_exact(&mut len[1..]),
+        )
+        .await?;
+        let length = i32::from_be_bytes(len);
+        let size = usize::try_from(length)
+            .ok()
+            .filter(|l| *l <= ctx.max_request_bytes)
+            .ok_or(FrameError::TooLarge {
+                length: i64::from(length),
+                limit: ctx.max_request_bytes,
+            })?;
+        let mut frame = BytesMut::zeroed(size);
+        timed(
+            FRAME_READ_TIMEOUT,
+            "reading a frame",
+            stream.read_exact(&mut frame),
+        )
+        .await?;
+        if let Some(answer) = dispatch::handle(ctx, frame.freeze()).await? {
+            timed(
+                WRITE_TIMEOUT,
+                "writing an answer",
+                stream.write_all(&answer),
+            )
+            .await?;
+        }
+    }
+}
+
+async fn timed<T>(
+    limit: Duration,
+    what: &'static str,
+    io: impl std::future::Future<Output = std::io::Result<T>>,
+) -> Result<T, FrameError> {
+    match tokio::time::timeout(limit, io).await {
+        Ok(done) => Ok(done?),
+        Err(_) => Err(FrameError::Timeout { what }),
+    }
+}
+
+/// The bound address's port and the advertised host (`advertised_host`,
+/// else the listen host) Metadata names.
+pub fn advertised(bound: SocketAddr, advertised_host: Option<&str>) -> (String, i32) {
+    let host = advertised_host.map_or_else(|| bound.ip().to_string(), str::to_owned);
+    (host, i32::from(bound.port()))
+}

@@ -1,0 +1,341 @@
+//! Kafka record batches (magic 2): decoded on produce, built on fetch.
+//!
+//! kafka-protocol's own record layer is not used: its headers are a map
+//! (duplicate names collapse, tidelog keeps them in order), its decoder
+//! reserves capacity from counts read off the wire, and its decompressors
+//! write into unbounded buffers (docs/KAFKA.md).
+//!
+//! Invariants of [`decode_batches`]:
+//! * Every length and count is checked against the bytes left before
+//!   anything is allocated for it: a record count against the fewest
+//!   bytes a record can take, a header count likewise, each key, value
+//!   and header against its record's own length.
+//! * The CRC32C (over attributes to the end of the batch) is checked
+//!   before the batch's records are read.
+//! * A compressed batch inflates into at most the `budget` left (the
+//!   request's `kafka.max_request_bytes`), which each batch spends.
+//! * Keys, values and header values of an uncompressed batch are slices of
+//!   the request's buffer (no copy); of a compressed one, of its inflated
+//!   buffer.
+
+pub mod compression;
+pub mod varint;
+
+use bytes::Bytes;
+use tidelog_broker::read::RecordRef;
+
+use crate::error::RecordError;
+use varint::{put_varint, put_varlong, Cursor};
+
+/// baseOffset (8) and batchLength (4): what precedes the counted bytes.
+const LOG_OVERHEAD: usize = 12;
+/// From partitionLeaderEpoch to the record count, inclusive: the fewest
+/// bytes `batchLength` can count.
+const BATCH_HEADER_AFTER_LENGTH: usize = 49;
+/// Where the CRC'd bytes start (attributes), from the batch's first byte.
+const CRC_START: usize = 21;
+/// The fewest bytes a record takes: length, attributes, timestamp delta,
+/// offset delta, key length, value length and header count, one byte each.
+const MIN_RECORD_BYTES: usize = 7;
+/// The fewest bytes a header takes: its two lengths.
+const MIN_HEADER_BYTES: usize = 2;
+
+const ATTR_CODEC_MASK: i16 = 0x07;
+const ATTR_LOG_APPEND_TIME: i16 = 0x08;
+const ATTR_TRANSACTIONAL: i16 = 0x10;
+const ATTR_CONTROL: i16 = 0x20;
+
+/// One record of a produce batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchRecord {
+    pub key: Option<Bytes>,
+    pub value: Option<Bytes>,
+    /// In batch order, duplicates kept.
+    pub headers: Vec<(String, Bytes)>,
+    /// The CreateTime; `None` when the batch asks for LogAppendTime.
+    pub timestamp_ms: Option<i64>,
+}
+
+/// Every record of every batch in a partition's `records` field, in order.
+pub fn decode_batches(data: &Bytes, budget: &mut usize) -> Result<Vec<BatchRecord>, RecordError> {
+    let mut records = Vec::new();
+    let mut at = 0;
+    while at < data.len() {
+        let used = decode_batch(&data.slice(at..), budget, &mut records)?;
+        at += used;
+    }
+    Ok(records)
+}
+
+/// Decodes the batch at the start of `data` into `out`; the bytes it took.
+fn decode_batch(
+    data: &Bytes,
+    budget: &mut usize,
+    out: &mut Vec<BatchRecord>,
+) -> Result<usize, RecordError> {
+    let mut c = Cursor::new(data);
+    c.take(8, "baseOffset")?;
+    let length = i32::from_be_bytes(fixed(&mut c, "batchLength")?);
+    let length = usize::try_from(length)
+        .ok()
+        .filter(|l| *l >= BATCH_HEADER_AFTER_LENGTH)
+        .ok_or(RecordError::BadLength {
+            what: "batchLength",
+            value: i64::from(length),
+        })?;
+    let total = LOG_OVERHEAD + length;
+    if total > data.len() {
+        return Err(RecordError::Truncated {
+            what: "record batch",
+            needed: total,
+            left: data.len(),
+        });
+    }
+    let batch = data.slice(..total);
+    let mut c = Cursor::new(&batch);
+    c.take(LOG_OVERHEAD + 4, "partitionLeaderEpoch")?;
+    let magic = c.u8("magic")? as i8;
+    if magic != 2 {
+        return Err(RecordError::Magic { magic });
+    }
+    let stored = u32::from_be_bytes(fixed(&mut c, "crc")?);
+    let computed = crc32c::crc32c(&batch[CRC_START..]);
+    if stored != computed {
+        return Err(RecordError::Crc { stored, computed });
+    }
+    let attributes = i16::from_be_bytes(fixed(&mut c, "attributes")?);
+    if attributes & (ATTR_TRANSACTIONAL | ATTR_CONTROL) != 0 {
+        return Err(RecordError::Transactional);
+    }
+    c.take(4, "lastOffsetDelta")?;
+    let base_timestamp = i64::from_be_bytes(fixed(&mut c, "baseTimestamp")?);
+    c.take(8 + 8 + 2 + 4, "maxTimestamp to baseSequence")?;
+    let count = i32::from_be_bytes(fixed(&mut c, "records count")?);
+    let body_start = c.position();
+    let codec = (attributes & ATTR_CODEC_MASK) as u8;
+    let body = if codec == compression::NONE {
+        batch.slice(body_start..)
+    } else {
+        let inflated = compression::decompress(codec, &batch[body_start..], *budget)?;
+        *budget -= inflated.len();
+        Bytes::from(inflated)
+    };
+    let count = usize::try_from(count)
+        .ok()
+        .filter(|n| *n <= body.len() / MIN_RECORD_BYTES)
+        .ok_or(RecordError::BadLength {
+            what: "records count",
+            value: i64::from(count),
+        })?;
+    let log_append_time = attributes & ATTR_LOG_APPEND_TIME != 0;
+    out.reserve(count);
+    let mut c = Cursor::new(&body);
+    for _ in 0..count {
+        out.push(decode_record(
+            &body,
+            &mut c,
+            base_timestamp,
+            log_append_time,
+        )?);
+    }
+    if c.remaining() != 0 {
+        return Err(RecordError::TrailingBytes {
+            bytes: c.remaining(),
+        });
+    }
+    Ok(total)
+}
+
+fn fixed<const N: usize>(c: &mut Cursor<'_>, what: &'static str) -> Result<[u8; N], RecordError> {
+    let mut out = [0u8; N];
+    out.copy_from_slice(c.take(N, what)?);
+    Ok(out)
+}
+
+fn decode_record(
+    body: &Bytes,
+    c: &mut Cursor<'_>,
+    base_timestamp: i64,
+    log_append_time: bool,
+) -> Result<BatchRecord, RecordError> {
+    let length = c.varint("record length")?;
+    let length = usize::try_from(length)
+        .ok()
+        .filter(|l| *l <= c.remaining() && *l >= MIN_RECORD_BYTES - 1)
+        .ok_or(RecordError::BadLength {
+            what: "record length",
+            value: i64::from(length),
+        })?;
+    let start = c.position();
+    let record = body.slice(start..start + length);
+    c.take(length, "record")?;
+    let mut r = Cursor::new(&record);
+    r.u8("record attributes")?;
+    let delta = r.varlong("timestampDelta")?;
+    r.varint("offsetDelta")?;
+    let key = bytes_field(&record, &mut r, "key")?;
+    let value = bytes_field(&record, &mut r, "value")?;
+    let header_count = r.varint("headers count")?;
+    let header_count = usize::try_from(header_count)
+        .ok()
+        .filter(|n| *n <= r.remaining() / MIN_HEADER_BYTES)
+        .ok_or(RecordError::BadLength {
+            what: "headers count",
+            value: i64::from(header_count),
+        })?;
+    let mut headers = Vec::with_capacity(header_count);
+    for _ in 0..header_count {
+        let name = bytes_field(&record, &mut r, "header name")?.unwrap_or_default();
+        let name = String::from_utf8(name.to_vec()).map_err(|_| RecordError::HeaderName)?;
+        match bytes_field(&record, &mut r, "header value")? {
+            Some(v) => headers.push((name, v)),
+            None => return Err(RecordError::NullHeaderValue { name }),
+        }
+    }
+    if r.remaining() != 0 {
+        return Err(RecordError::TrailingBytes {
+            bytes: r.remaining(),
+        });
+    }
+    Ok(BatchRecord {
+        key,
+        value,
+        headers,
+        timestamp_ms: (!log_append_time).then(|| base_timestamp.wrapping_add(delta)),
+    })
+}
+
+/// A varint length (-1: null) and that many bytes, sliced from `whole`.
+fn bytes_field(
+    whole: &Bytes,
+    c: &mut Cursor<'_>,
+    what: &'static str,
+) -> Result<Option<Bytes>, RecordError> {
+    let len = c.varint(what)?;
+    if len == -1 {
+        return Ok(None);
+    }
+    let len = usize::try_from(len).map_err(|_| RecordError::BadLength {
+        what,
+        value: i64::from(len),
+    })?;
+    let start = c.position();
+    c.take(len, what)?;
+    Ok(Some(whole.slice(start..start + len)))
+}
+
+/// One record as a fetch sends it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutRecord<'a> {
+    pub offset: u64,
+    pub timestamp_ms: i64,
+    pub key: Option<&'a [u8]>,
+    pub value: Option<&'a [u8]>,
+    pub headers: Vec<(String, Bytes)>,
+}
+
+impl<'a> From<RecordRef<'a>> for OutRecord<'a> {
+    fn from(r: RecordRef<'a>) -> OutRecord<'a> {
+        OutRecord {
+            offset: r.offset(),
+            timestamp_ms: r.timestamp_ms(),
+            key: r.key(),
+            value: r.value(),
+            headers: r.headers().into_iter().map(|h| (h.name, h.value)).collect(),
+        }
+    }
+}
+
+/// Appends one uncompressed batch holding `records` (in offset order; gaps
+/// allowed, as after compaction) to `out`: their own offsets and
+/// CreateTimes, partition leader epoch -1, no producer. Nothing for no
+/// records.
+pub fn encode_batch<'a>(out: &mut Vec<u8>, records: impl IntoIterator<Item = OutRecord<'a>>) {
+    let mut records = records.into_iter().peekable();
+    let Some(first) = records.peek() else {
+        return;
+    };
+    let (base_offset, base_timestamp) = (first.offset, first.timestamp_ms);
+    let mut body = Vec::new();
+    let mut count: i32 = 0;
+    let mut last_delta = 0;
+    let mut max_timestamp = base_timestamp;
+    let mut record = Vec::new();
+    for r in records {
+        record.clear();
+        record.push(0);
+        put_varlong(&mut record, r.timestamp_ms.wrapping_sub(base_timestamp));
+        // A fetch never spans more offsets than an i32 counts (it is
+        // bounded by bytes far below that).
+        last_delta = (r.offset - base_offset) as i32;
+        put_varint(&mut record, last_delta);
+        put_bytes(&mut record, r.key);
+        put_bytes(&mut record, r.value);
+        put_varint(&mut record, r.headers.len() as i32);
+        for (name, value) in &r.headers {
+            put_bytes(&mut record, Some(name.as_bytes()));
+            put_bytes(&mut record, Some(value));
+        }
+        put_varint(&mut body, record.len() as i32);
+        body.extend_from_slice(&record);
+        max_timestamp = max_timestamp.max(r.timestamp_ms);
+        count += 1;
+    }
+    let header = BatchHeader {
+        base_offset: base_offset as i64,
+        attributes: 0,
+        last_offset_delta: last_delta,
+        base_timestamp,
+        max_timestamp,
+        count,
+    };
+    header.write(out, &body);
+}
+
+/// The fields of a batch header that vary; the rest is a single broker's
+/// constants (leader epoch -1, no producer id, epoch or sequence).
+struct BatchHeader {
+    base_offset: i64,
+    attributes: i16,
+    last_offset_delta: i32,
+    base_timestamp: i64,
+    max_timestamp: i64,
+    count: i32,
+}
+
+impl BatchHeader {
+    fn write(&self, out: &mut Vec<u8>, body: &[u8]) {
+        let start = out.len();
+        out.extend_from_slice(&self.base_offset.to_be_bytes());
+        let length = BATCH_HEADER_AFTER_LENGTH + body.len();
+        out.extend_from_slice(&(length as i32).to_be_bytes());
+        out.extend_from_slice(&(-1i32).to_be_bytes());
+        out.push(2);
+        let crc_at = out.len();
+        out.extend_from_slice(&[0; 4]);
+        out.extend_from_slice(&self.attributes.to_be_bytes());
+        out.extend_from_slice(&self.last_offset_delta.to_be_bytes());
+        out.extend_from_slice(&self.base_timestamp.to_be_bytes());
+        out.extend_from_slice(&self.max_timestamp.to_be_bytes());
+        out.extend_from_slice(&(-1i64).to_be_bytes());
+        out.extend_from_slice(&(-1i16).to_be_bytes());
+        out.extend_from_slice(&(-1i32).to_be_bytes());
+        out.extend_from_slice(&self.count.to_be_bytes());
+        out.extend_from_slice(body);
+        let crc = crc32c::crc32c(&out[start + CRC_START..]);
+        out[crc_at..crc_at + 4].copy_from_slice(&crc.to_be_bytes());
+    }
+}
+
+fn put_bytes(out: &mut Vec<u8>, value: Option<&[u8]>) {
+    match value {
+        None => put_varint(out, -1),
+        Some(v) => {
+            put_varint(out, v.len() as i32);
+            out.extend_from_slice(v);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,710 @@
+//! The Kafka listener over real TCP on 127.0.0.1, against a real broker
+//! in a temporary data dir: each served API at its lowest and highest
+//! version (a non-flexible and a flexible one), and bad frames, after
+//! each of which the server still serves other connections.
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, FetchRequest, FetchResponse,
+    ListOffsetsRequest, ListOffsetsResponse, MetadataRequest, MetadataResponse, ProduceRequest,
+    ProduceResponse, RequestHeader, ResponseHeader, TopicName,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
+use tidelog_broker::store::{CleanerConfig, StoreConfig};
+use tidelog_broker::{Broker, BrokerConfig};
+use tidelog_kafka::records::{decode_batches, encode_batch, BatchRecord, OutRecord};
+use tidelog_kafka::KafkaConfig;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+const MAX_REQUEST_BYTES: u64 = 1 << 20;
+
+struct Server {
+    broker: Arc<Broker>,
+    addr: std::net::SocketAddr,
+    _stop: watch::Sender<bool>,
+    _dir: tempfile::TempDir,
+}
+
+async fn server() -> Server {
+    server_with(KafkaConfig::default().max_connections).await
+}
+
+async fn server_with(max_connections: u64) -> Server {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = StoreConfig::new(dir.path());
+    store.commitlog_segment_bytes = 1 << 20;
+    store.consume_queue_units_per_file = 1024;
+    store.index_slots = 64;
+    store.index_entries = 256;
+    store.preallocate_next_segment = false;
+    let cleaner = CleanerConfig {
+        dedupe_buffer_bytes: 1 << 20,
+        ..CleanerConfig::default()
+    };
+    let config = BrokerConfig {
+        auto_create_topics: true,
+        default_partitions: 2,
+        ..Default::default()
+    };
+    let broker = Arc::new(
+        tokio::task::spawn_blocking(move || Broker::open(&config, store, cleaner))
+            .await
+            .unwrap()
+            .unwrap(),
+    );
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stop_rx) = watch::channel(false);
+    let ready_broker = Arc::clone(&broker);
+    let config = KafkaConfig {
+        listen: Some(addr),
+        max_request_bytes: MAX_REQUEST_BYTES,
+        max_connections,
+        ..KafkaConfig::default()
+    };
+    tokio::spawn(async move {
+        let ready: tidelog_kafka::Ready = Arc::new(move || Some(Arc::clone(&ready_broker)));
+        tidelog_kafka::serve(listener, &config, ready, stop_rx).await;
+    });
+    Server {
+        broker,
+        addr,
+        _stop: stop,
+        _dir: dir,
+    }
+}
+
+async fn connect(s: &Server) -> TcpStream {
+    TcpStream::connect(s.addr).await.unwrap()
+}
+
+/// Sends a request frame. A write error is left to the read that follows
+/// (the server may already have closed the connection: a refused one).
+async fn send_frame(stream: &mut TcpStream, frame: &[u8]) {
+    let mut out = (frame.len() as i32).to_be_bytes().to_vec();
+    out.extend_from_slice(frame);
+    let _ = stream.write_all(&out).await;
+}
+
+async fn read_frame(stream: &mut TcpStream) -> Option<Bytes> {
+    let mut len = [0u8; 4];
+    let read = tokio::time::timeout(Duration::from_secs(60), stream.read_exact(&mut len))
+        .await
+        .expect("an answer or a close within a minute");
+    read.ok()?;
+    let mut body = vec![0u8; i32::from_be_bytes(len) as usize];
+    stream.read_exact(&mut body).await.ok()?;
+    Some(Bytes::from(body))
+}
+
+fn request_frame<R: Encodable>(key: ApiKey, version: i16, correlation: i32, body: &R) -> BytesMut {
+    let header = RequestHeader::default()
+        .with_request_api_key(key as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(correlation)
+        .with_client_id(Some(StrBytes::from_static_str("test")));
+    let mut out = BytesMut::new();
+    header
+        .encode(&mut out, key.request_header_version(version))
+        .unwrap();
+    body.encode(&mut out, version).unwrap();
+    out
+}
+
+async fn call<Q: Encodable, A: Decodable + HeaderVersion>(
+    stream: &mut TcpStream,
+    key: ApiKey,
+    version: i16,
+    body: &Q,
+) -> A {
+    send_frame(stream, &request_frame(key, version, 42, body)).await;
+    let mut answer = read_frame(stream).await.expect("an answer");
+    let header = ResponseHeader::decode(&mut answer, key.response_header_version(version)).unwrap();
+    assert_eq!(header.correlation_id, 42);
+    A::decode(&mut answer, version).unwrap()
+}
+
+/// Whether the server closed `stream` (rather than answering).
+async fn closed(stream: &mut TcpStream) -> bool {
+    read_frame(stream).await.is_none()
+}
+
+fn name(s: &str) -> TopicName {
+    TopicName(StrBytes::from_string(s.to_owned()))
+}
+
+async fn metadata(stream: &mut TcpStream, version: i16, topics: &[&str]) -> MetadataResponse {
+    let topics = topics
+        .iter()
+        .map(|t| MetadataRequestTopic::default().with_name(Some(name(t))))
+        .collect();
+    let request = MetadataRequest::default()
+        .with_topics(Some(topics))
+        .with_allow_auto_topic_creation(true);
+    call(stream, ApiKey::Metadata, version, &request).await
+}
+
+fn batch(records: &[OutRecord<'_>]) -> Bytes {
+    let mut out = Vec::new();
+    encode_batch(&mut out, records.iter().cloned());
+    Bytes::from(out)
+}
+
+fn produce_request(topic: &str, partition: i32, acks: i16, records: Bytes) -> ProduceRequest {
+    ProduceRequest::default()
+        .with_acks(acks)
+        .with_timeout_ms(5000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(name(topic))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(partition)
+                .with_records(Some(records))])])
+}
+
+fn fetch_request(topic: &str, partition: i32, offset: i64, wait_ms: i32) -> FetchRequest {
+    FetchRequest::default()
+        .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+        .with_max_wait_ms(wait_ms)
+        .with_min_bytes(1)
+        .with_max_bytes(1 << 20)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(name(topic))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(partition)
+                .with_fetch_offset(offset)
+                .with_partition_max_bytes(1 << 20)])])
+}
+
+fn records_of(answer: &FetchResponse) -> Vec<BatchRecord> {
+    let data = answer.responses[0].partitions[0]
+        .records
+        .clone()
+        .unwrap_or_default();
+    let mut budget = usize::MAX;
+    decode_batches(&data, &mut budget).unwrap()
+}
+
+/// `n` records from `from` on, fetched with long-polls until all are
+/// there (a produce is acknowledged before the dispatcher indexes it).
+async fn fetch_n(
+    c: &mut TcpStream,
+    version: i16,
+    topic: &str,
+    p: i32,
+    from: i64,
+    n: usize,
+) -> Vec<BatchRecord> {
+    let mut got = Vec::new();
+    for _ in 0..100 {
+        let at = from + got.len() as i64;
+        let answer: FetchResponse = call(
+            c,
+            ApiKey::Fetch,
+            version,
+            &fetch_request(topic, p, at, 5000),
+        )
+        .await;
+        got.extend(records_of(&answer));
+        if got.len() >= n {
+            return got;
+        }
+    }
+    panic!("{n} records from {from} did not arrive: {}", got.len());
+}
+
+fn record<'a>(key: Option<&'a [u8]>, value: Option<&'a [u8]>, ts: i64) -> OutRecord<'a> {
+    OutRecord {
+        offset: 0,
+        timestamp_ms: ts,
+        key,
+        value,
+        headers: vec![
+            ("h".into(), Bytes::from_static(b"1")),
+            ("h".into(), Bytes::from_static(b"2")),
+        ],
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_versions_advertises_only_the_served_apis_and_answers_unknown_versions() {
+    let s = server().await;
+    let mut c = connect(&s).await;
+    for version in [0, 3] {
+        let answer: ApiVersionsResponse = call(
+            &mut c,
+            ApiKey::ApiVersions,
+            version,
+            &ApiVersionsRequest::default(),
+        )
+        .await;
+        assert_eq!(answer.error_code, 0);
+        let keys: Vec<_> = answer
+            .api_keys
+            .iter()
+            .map(|k| (k.api_key, k.min_version, k.max_version))
+            .collect();
+        assert_eq!(
+            keys,
+            [(0, 3, 9), (1, 4, 12), (2, 1, 7), (3, 0, 12), (18, 0, 3)]
+        );
+    }
+    // KIP-511: a version it does not know gets UNSUPPORTED_VERSION and its
+    // range, in a v0 body.
+    let mut frame = request_frame(ApiKey::ApiVersions, 3, 7, &ApiVersionsRequest::default());
+    frame[2..4].copy_from_slice(&99i16.to_be_bytes());
+    send_frame(&mut c, &frame).await;
+    let mut answer = read_frame(&mut c).await.unwrap();
+    assert_eq!(answer.get_i32(), 7);
+    let body = ApiVersionsResponse::decode(&mut answer, 0).unwrap();
+    assert_eq!(body.error_code, 35);
+    assert_eq!(body.api_keys.len(), 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metadata_auto_creates_and_lists_one_leader_for_every_partition() {
+    let s = server().await;
+    let mut c = connect(&s).await;
+    for (version, topic) in [(0, "meta-v0"), (12, "meta-v12")] {
+        let answer = metadata(&mut c, version, &[topic]).await;
+        assert_eq!(answer.brokers.len(), 1);
+        assert_eq!(answer.brokers[0].port, i32::from(s.addr.port()));
+        assert_eq!(answer.brokers[0].host.as_str(), "127.0.0.1");
+        let t = &answer.topics[0];
+        assert_eq!((t.error_code, t.partitions.len()), (0, 2), "v{version}");
+        assert!(t
+            .partitions
+            .iter()
+            .all(|p| p.leader_id.0 == 0 && p.isr_nodes.len() == 1));
+        assert!(s.broker.registry.get(topic).is_some());
+    }
+    // A bad name is refused, and nothing is created for it.
+    let answer = metadata(&mut c, 12, &["bad/name"]).await;
+    assert_eq!(answer.topics[0].error_code, 17);
+    // All topics (null list) lists both, and the internal offsets topic as internal.
+    let request = MetadataRequest::default().with_topics(None);
+    let all: MetadataResponse = call(&mut c, ApiKey::Metadata, 12, &request).await;
+    let names: Vec<_> = all
+        .topics
+        .iter()
+        .filter_map(|t| t.name.clone())
+        .map(|n| n.0.to_string())
+        .collect();
+    assert!(names.contains(&"meta-v0".to_string()) && names.contains(&"meta-v12".to_string()));
+    assert!(all
+        .topics
+        .iter()
+        .all(|t| t.is_internal == t.name.as_ref().unwrap().0.starts_with("__")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn produce_and_fetch_round_trip_at_the_lowest_and_highest_versions() {
+    let s = server().await;
+    let mut c = connect(&s).await;
+    metadata(&mut c, 12, &["rt"]).await;
+    let records = [
+        record(Some(b"k1"), Some(b"v1"), 1_700_000_000_000),
+        record(None, Some(b""), 1_600_000_000_000),
+        record(Some(b"k3"), None, 1_800_000_000_000),
+    ];
+    let mut next = 0;
+    for (produce_v, fetch_v) in [(3, 4), (9, 12)] {
+        let answer: ProduceResponse = call(
+            &mut c,
+            ApiKey::Produce,
+            produce_v,
+            &produce_request("rt", 1, -1, batch(&records)),
+        )
+        .await;
+        let p = &answer.responses[0].partition_responses[0];
+        assert_eq!(
+            (p.error_code, p.base_offset),
+            (0, next),
+            "produce v{produce_v}"
+        );
+        let got = fetch_n(&mut c, fetch_v, "rt", 1, next, 3).await;
+        assert_eq!(got.len(), 3, "fetch v{fetch_v}");
+        for (got, sent) in got.iter().zip(&records) {
+            assert_eq!(got.key.as_deref(), sent.key);
+            assert_eq!(got.value.as_deref(), sent.value);
+            assert_eq!(
+                got.headers, sent.headers,
+                "duplicate header names kept in order"
+            );
+            assert_eq!(got.timestamp_ms, Some(sent.timestamp_ms));
+        }
+        next += 3;
+    }
+    // The offsets each record came back with are its own, and the
+    // watermarks are filled.
+    let answer: FetchResponse =
+        call(&mut c, ApiKey::Fetch, 12, &fetch_request("rt", 1, 4, 0)).await;
+    let part = &answer.responses[0].partitions[0];
+    assert_eq!(
+        (
+            part.error_code,
+            part.high_watermark,
+            part.last_stable_offset,
+            part.log_start_offset
+        ),
+        (0, 6, 6, 0)
+    );
+    let data = part.records.clone().unwrap();
+    assert_eq!(
+        i64::from_be_bytes(data[..8].try_into().unwrap()),
+        4,
+        "base offset"
+    );
+    assert_eq!(records_of(&answer).len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acks_zero_is_not_answered_and_answers_keep_request_order() {
+    let s = server().await;
+    let mut c = connect(&s).await;
+    metadata(&mut c, 12, &["acks"]).await;
+    let one = [record(Some(b"a"), Some(b"1"), 1)];
+    // Pipelined: an acks-0 produce, then an acks-1 produce, then a fetch,
+    // all written before any answer is read.
+    send_frame(
+        &mut c,
+        &request_frame(
+            ApiKey::Produce,
+            9,
+            1,
+            &produce_request("acks", 0, 0, batch(&one)),
+        ),
+    )
+    .await;
+    send_frame(
+        &mut c,
+        &request_frame(
+            ApiKey::Produce,
+            9,
+            2,
+            &produce_request("acks", 0, 1, batch(&one)),
+        ),
+    )
+    .await;
+    send_frame(
+        &mut c,
+        &request_frame(ApiKey::Fetch, 12, 3, &fetch_request("acks", 0, 0, 0)),
+    )
+    .await;
+    let mut first = read_frame(&mut c).await.unwrap();
+    let header = ResponseHeader::decode(&mut first, 1).unwrap();
+    assert_eq!(header.correlation_id, 2, "acks 0 got no answer");
+    let produced = ProduceResponse::decode(&mut first, 9).unwrap();
+    assert_eq!(produced.responses[0].partition_responses[0].base_offset, 1);
+    let mut second = read_frame(&mut c).await.unwrap();
+    assert_eq!(
+        ResponseHeader::decode(&mut second, 1)
+            .unwrap()
+            .correlation_id,
+        3
+    );
+    FetchResponse::decode(&mut second, 12).unwrap();
+    assert_eq!(
+        fetch_n(&mut c, 12, "acks", 0, 0, 2).await.len(),
+        2,
+        "the acks-0 record was written"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fetch_at_the_end_waits_and_is_woken_by_a_produce() {
+    let s = server().await;
+    let mut c = connect(&s).await;
+    metadata(&mut c, 12, &["poll"]).await;
+    let mut waiting = connect(&s).await;
+    // 30 s: far longer than the test needs; the produce must wake it.
+    let fetch = tokio::spawn(async move {
+        call::<_, FetchResponse>(
+            &mut waiting,
+            ApiKey::Fetch,
+            12,
+            &fetch_request("poll", 0, 0, 30_000),
+        )
+        .await
+    });
+    // Give the fetch a moment to start waiting (if the produce comes first
+    // the fetch answers at once: the test passes either way, no timing is
+    // asserted).
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let one = [record(Some(b"a"), Some(b"woken"), 5)];
+    let _: ProduceResponse = call(
+        &mut c,
+        ApiKey::Produce,
+        9,
+        &produce_request("poll", 0, 1, batch(&one)),
+    )
+    .await;
+    let answer = tokio::time::timeout(Duration::from_secs(25), fetch)
+        .await
+        .expect("woken by the produce, before its 30 s wait")
+        .unwrap();
+    assert_eq!(records_of(&answer)[0].value.as_deref(), Some(&b"woken"[..]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_offsets_and_out_of_range_fetches() {
+    let s = server().await;
+    let mut c = connect(&s).await;
+    metadata(&mut c, 12, &["lo"]).await;
+    let two = [
+        record(Some(b"a"), Some(b"1"), 1),
+        record(Some(b"b"), Some(b"2"), 2),
+    ];
+    let _: ProduceResponse = call(
+        &mut c,
+        ApiKey::Produce,
+        9,
+        &produce_request("lo", 0, 1, batch(&two)),
+    )
+    .await;
+    fetch_n(&mut c, 12, "lo", 0, 0, 2).await;
+    for version in [1, 7] {
+        let request = ListOffsetsRequest::default()
+            .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+            .with_topics(vec![ListOffsetsTopic::default()
+                .with_name(name("lo"))
+                .with_partitions(vec![
+                    ListOffsetsPartition::default()
+                        .with_partition_index(0)
+                        .with_timestamp(-2),
+                    ListOffsetsPartition::default()
+                        .with_partition_index(0)
+                        .with_timestamp(-1),
+                    ListOffsetsPartition::default()
+                        .with_partition_index(9)
+                        .with_timestamp(-1),
+                ])]);
+        let answer: ListOffsetsResponse =
+            call(&mut c, ApiKey::ListOffsets, version, &request).await;
+        let got: Vec<_> = answer.topics[0]
+            .partitions
+            .iter()
+            .map(|p| (p.error_code, p.offset))
+            .collect();
+        assert_eq!(got, [(0, 0), (0, 2), (3, -1)], "v{version}");
+    }
+    let answer: FetchResponse =
+        call(&mut c, ApiKey::Fetch, 12, &fetch_request("lo", 0, 3, 0)).await;
+    assert_eq!(
+        answer.responses[0].partitions[0].error_code, 1,
+        "OFFSET_OUT_OF_RANGE"
+    );
+    let answer: FetchResponse =
+        call(&mut c, ApiKey::Fetch, 4, &fetch_request("nope", 0, 0, 0)).await;
+    assert_eq!(answer.responses[0].partitions[0].error_code, 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupt_batch_fails_its_partition_and_writes_nothing() {
+    let s = server().await;
+    let mut c = connect(&s).await;
+    metadata(&mut c, 12, &["bad"]).await;
+    let good = batch(&[record(Some(b"a"), Some(b"1"), 1)]);
+    let mut corrupt = good.to_vec();
+    *corrupt.last_mut().unwrap() ^= 0xff;
+    // Two batches in one partition: the good one is not written either.
+    let both = Bytes::from([good.to_vec(), corrupt].concat());
+    let answer: ProduceResponse = call(
+        &mut c,
+        ApiKey::Produce,
+        9,
+        &produce_request("bad", 0, 1, both),
+    )
+    .await;
+    assert_eq!(
+        answer.responses[0].partition_responses[0].error_code, 2,
+        "CORRUPT_MESSAGE"
+    );
+    assert_eq!(s.broker.partition("bad", 0).unwrap().offsets(), (0, 0));
+    // Unknown topic and partition.
+    let answer: ProduceResponse = call(
+        &mut c,
+        ApiKey::Produce,
+        9,
+        &produce_request("bad", 7, 1, good.clone()),
+    )
+    .await;
+    assert_eq!(answer.responses[0].partition_responses[0].error_code, 3);
+    let answer: ProduceResponse = call(
+        &mut c,
+        ApiKey::Produce,
+        9,
+        &produce_request("absent", 0, 1, good),
+    )
+    .await;
+    assert_eq!(answer.responses[0].partition_responses[0].error_code, 3);
+}
+
+/// After each bad frame its connection is closed and a new one is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_frames_close_their_connection_and_the_server_keeps_serving() {
+    let s = server().await;
+    let api_versions = request_frame(ApiKey::ApiVersions, 3, 1, &ApiVersionsRequest::default());
+    let metadata_v12 = request_frame(
+        ApiKey::Metadata,
+        12,
+        1,
+        &MetadataRequest::default().with_topics(Some(vec![
+            MetadataRequestTopic::default().with_name(Some(name("x")))
+        ])),
+    );
+    let mut unknown_key = api_versions.clone();
+    unknown_key[..2].copy_from_slice(&999i16.to_be_bytes());
+    let mut unserved_key = api_versions.clone();
+    unserved_key[..2].copy_from_slice(&(ApiKey::JoinGroup as i16).to_be_bytes());
+    let mut wrong_version = metadata_v12.clone();
+    wrong_version[2..4].copy_from_slice(&13i16.to_be_bytes());
+    let truncated = metadata_v12[..metadata_v12.len() - 3].to_vec();
+    // The topics array's count (after the header: 8 bytes, client id
+    // "test" as int16 + 4, tagged fields 1) claims 2^31 topics.
+    let mut lying_count = metadata_v12.to_vec();
+    let at = 8 + 2 + 4 + 1;
+    lying_count.splice(at..at + 1, [0xff, 0xff, 0xff, 0xff, 0x07]);
+    let bad: Vec<(&str, Vec<u8>)> = vec![
+        ("unknown key", unknown_key.to_vec()),
+        ("unserved key", unserved_key.to_vec()),
+        ("wrong version", wrong_version.to_vec()),
+        ("truncated", truncated),
+        ("lying array count", lying_count),
+        ("too short for a header", vec![0, 18]),
+    ];
+    for (what, frame) in bad {
+        let mut c = connect(&s).await;
+        send_frame(&mut c, &frame).await;
+        assert!(closed(&mut c).await, "{what}: closed");
+        let mut other = connect(&s).await;
+        let answer: ApiVersionsResponse = call(
+            &mut other,
+            ApiKey::ApiVersions,
+            3,
+            &ApiVersionsRequest::default(),
+        )
+        .await;
+        assert_eq!(answer.error_code, 0, "served after {what}");
+    }
+    // A length over max_request_bytes (and a negative one) closes the
+    // connection before anything that large is read or allocated.
+    for length in [MAX_REQUEST_BYTES as i32 + 1, -1] {
+        let mut c = connect(&s).await;
+        c.write_all(&length.to_be_bytes()).await.unwrap();
+        assert!(closed(&mut c).await, "length {length}");
+    }
+    let mut other = connect(&s).await;
+    let _: ApiVersionsResponse = call(
+        &mut other,
+        ApiKey::ApiVersions,
+        0,
+        &ApiVersionsRequest::default(),
+    )
+    .await;
+    // A stalled client mid-frame does not hold up another connection.
+    let mut stalled = connect(&s).await;
+    let mut half = BytesMut::new();
+    half.put_i32(100);
+    half.put_slice(&[0; 10]);
+    stalled.write_all(&half).await.unwrap();
+    let _: ApiVersionsResponse = call(
+        &mut other,
+        ApiKey::ApiVersions,
+        3,
+        &ApiVersionsRequest::default(),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_beyond_max_connections_are_closed_at_once() {
+    let s = server_with(1).await;
+    let mut first = connect(&s).await;
+    let _: ApiVersionsResponse = call(
+        &mut first,
+        ApiKey::ApiVersions,
+        3,
+        &ApiVersionsRequest::default(),
+    )
+    .await;
+    let mut second = connect(&s).await;
+    send_frame(
+        &mut second,
+        &request_frame(ApiKey::ApiVersions, 3, 1, &ApiVersionsRequest::default()),
+    )
+    .await;
+    assert!(
+        closed(&mut second).await,
+        "the second connection is over the limit"
+    );
+    // The first is still served, and its slot is freed when it closes.
+    let _: ApiVersionsResponse = call(
+        &mut first,
+        ApiKey::ApiVersions,
+        0,
+        &ApiVersionsRequest::default(),
+    )
+    .await;
+    drop(first);
+    let mut served = false;
+    for _ in 0..100 {
+        let mut again = connect(&s).await;
+        send_frame(
+            &mut again,
+            &request_frame(ApiKey::ApiVersions, 3, 1, &ApiVersionsRequest::default()),
+        )
+        .await;
+        if !closed(&mut again).await {
+            served = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(served, "a freed slot is taken again");
+}
+
+/// While recovery runs (no broker yet) the listener answers: ApiVersions
+/// as always, partitions LEADER_NOT_AVAILABLE (retriable), KAFKA.md "Not
+/// ready".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn before_the_broker_is_ready_partitions_answer_leader_not_available() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (_stop, stop_rx) = watch::channel(false);
+    tokio::spawn(async move {
+        let ready: tidelog_kafka::Ready = Arc::new(|| None);
+        tidelog_kafka::serve(listener, &KafkaConfig::default(), ready, stop_rx).await;
+    });
+    let mut c = TcpStream::connect(addr).await.unwrap();
+    let answer: ApiVersionsResponse = call(
+        &mut c,
+        ApiKey::ApiVersions,
+        3,
+        &ApiVersionsRequest::default(),
+    )
+    .await;
+    assert_eq!(answer.error_code, 0);
+    let answer = metadata(&mut c, 12, &["t"]).await;
+    assert_eq!(answer.topics[0].error_code, 5);
+    let one = [record(Some(b"a"), Some(b"1"), 1)];
+    let answer: ProduceResponse = call(
+        &mut c,
+        ApiKey::Produce,
+        9,
+        &produce_request("t", 0, 1, batch(&one)),
+    )
+    .await;
+    assert_eq!(answer.responses[0].partition_responses[0].error_code, 5);
+    let answer: FetchResponse = call(&mut c, ApiKey::Fetch, 12, &fetch_request("t", 0, 0, 0)).await;
+    assert_eq!(answer.responses[0].partitions[0].error_code, 5);
+}
