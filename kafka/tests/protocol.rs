@@ -460,9 +460,10 @@ async fn list_offsets_and_out_of_range_fetches() {
     let s = server().await;
     let mut c = connect(&s).await;
     metadata(&mut c, 12, &["lo"]).await;
+    // Timestamps out of order: 20, then 10.
     let two = [
-        record(Some(b"a"), Some(b"1"), 1),
-        record(Some(b"b"), Some(b"2"), 2),
+        record(Some(b"a"), Some(b"1"), 20),
+        record(Some(b"b"), Some(b"2"), 10),
     ];
     let _: ProduceResponse = call(
         &mut c,
@@ -487,15 +488,42 @@ async fn list_offsets_and_out_of_range_fetches() {
                     ListOffsetsPartition::default()
                         .with_partition_index(9)
                         .with_timestamp(-1),
+                    // By timestamp: the first record at or after it, with
+                    // its timestamp; none after the largest: -1, -1.
+                    ListOffsetsPartition::default()
+                        .with_partition_index(0)
+                        .with_timestamp(5),
+                    ListOffsetsPartition::default()
+                        .with_partition_index(0)
+                        .with_timestamp(20),
+                    ListOffsetsPartition::default()
+                        .with_partition_index(0)
+                        .with_timestamp(21),
+                    // -3 (largest timestamp) is not answered: INVALID_REQUEST.
+                    ListOffsetsPartition::default()
+                        .with_partition_index(0)
+                        .with_timestamp(-3),
                 ])]);
         let answer: ListOffsetsResponse =
             call(&mut c, ApiKey::ListOffsets, version, &request).await;
         let got: Vec<_> = answer.topics[0]
             .partitions
             .iter()
-            .map(|p| (p.error_code, p.offset))
+            .map(|p| (p.error_code, p.offset, p.timestamp))
             .collect();
-        assert_eq!(got, [(0, 0), (0, 2), (3, -1)], "v{version}");
+        assert_eq!(
+            got,
+            [
+                (0, 0, -1),
+                (0, 2, -1),
+                (3, -1, -1),
+                (0, 0, 20),
+                (0, 0, 20),
+                (0, -1, -1),
+                (42, -1, -1)
+            ],
+            "v{version}"
+        );
     }
     let answer: FetchResponse =
         call(&mut c, ApiKey::Fetch, 12, &fetch_request("lo", 0, 3, 0)).await;

@@ -2,7 +2,8 @@
 all (uncompressed and gzip, the codec it has without native add-ons;
 idempotence off, as InitProducerId is not served yet), consume with
 `assign` + `seek` and check every key, value, header (duplicates in order)
-and timestamp at the offset the produce answered; then records produced
+and timestamp at the offset the produce answered, and seek by timestamp
+(`offsets_for_times`); then records produced
 over HTTP (binary embedded format) read by the Kafka consumer with the
 same bytes, headers and timestamps.
 
@@ -85,6 +86,33 @@ def kafka_produce_then_consume(base_url):
         for record, (meta, key, value, headers, timestamp) in zip(got, answered):
             check_record(record, meta.offset, key, value, headers, timestamp, f"{topic}@{meta.offset}")
         print(f"{topic}: 30 records produced with acks={acks}, codec={codec}, consumed back")
+        seek_by_timestamp(topic, 1, [t for *_, t in answered])
+
+
+def seek_by_timestamp(topic, partition, timestamps):
+    """`offsets_for_times` (ListOffsets by timestamp) against a scan of the
+    produced timestamps, which are out of order: the first offset whose
+    timestamp is at least the target, with that timestamp; None past the
+    largest."""
+    consumer = KafkaConsumer(bootstrap_servers=KAFKA, group_id=None, enable_auto_commit=False)
+    try:
+        tp = TopicPartition(topic, partition)
+        targets = [0, min(timestamps), max(timestamps), max(timestamps) + 1]
+        targets += [timestamps[i] + 1 for i in range(0, len(timestamps), 3)]
+        for target in targets:
+            found = consumer.offsets_for_times({tp: target})[tp]
+            first = next((i for i, t in enumerate(timestamps) if t >= target), None)
+            if first is None:
+                check(found is None, f"{topic}: offsets_for_times({target}) = {found}, expected None")
+                continue
+            check(
+                found is not None
+                and (found.offset, found.timestamp) == (first, timestamps[first]),
+                f"{topic}: offsets_for_times({target}) = {found}, "
+                f"expected offset {first} at {timestamps[first]}",
+            )
+    finally:
+        consumer.close()
 
 
 def http_produce_kafka_consume(base_url):

@@ -1,16 +1,20 @@
 //! ListOffsets (2): -2 the beginning, -1 the end (the offset the next
-//! record gets), and a timestamp through one call site,
-//! [`by_timestamp`].
+//! record gets), and a timestamp: the first offset whose record timestamp
+//! is at least it, through the time index ([`by_timestamp`]).
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
-use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
-use tidelog_broker::read::PartitionRef;
+use std::sync::Arc;
 
-use super::partition_ref;
+use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse, TopicName};
+use tidelog_broker::read::PartitionRef;
+use tidelog_broker::Broker;
+
+use super::{maybe_blocking, partition_ref};
 use crate::dispatch::Context;
+use crate::error::broker_code;
 
 const EARLIEST: i64 = -2;
 const LATEST: i64 = -1;
@@ -21,6 +25,54 @@ pub async fn handle(
     request: ListOffsetsRequest,
 ) -> ListOffsetsResponse {
     let broker = ctx.broker();
+    // A timestamp lookup reads records (a compacted log's with pread):
+    // off the runtime's threads, as the HTTP route runs it.
+    let blocks = request
+        .topics
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .any(|p| p.timestamp >= 0);
+    let asked: Vec<(TopicName, Vec<i32>)> = request
+        .topics
+        .iter()
+        .map(|t| {
+            let ids = t.partitions.iter().map(|p| p.partition_index).collect();
+            (t.name.clone(), ids)
+        })
+        .collect();
+    let answer = move || Ok(answer(broker.as_ref(), version, request));
+    match maybe_blocking(blocks, answer).await {
+        Ok(response) => response,
+        Err(e) => {
+            let code = broker_code(&e);
+            let topics = asked
+                .into_iter()
+                .map(|(name, ids)| {
+                    let partitions = ids
+                        .into_iter()
+                        .map(|id| {
+                            ListOffsetsPartitionResponse::default()
+                                .with_partition_index(id)
+                                .with_error_code(code)
+                                .with_timestamp(-1)
+                                .with_offset(-1)
+                        })
+                        .collect();
+                    ListOffsetsTopicResponse::default()
+                        .with_name(name)
+                        .with_partitions(partitions)
+                })
+                .collect();
+            ListOffsetsResponse::default().with_topics(topics)
+        }
+    }
+}
+
+fn answer(
+    broker: Option<&Arc<Broker>>,
+    version: i16,
+    request: ListOffsetsRequest,
+) -> ListOffsetsResponse {
     let topics = request
         .topics
         .into_iter()
@@ -29,17 +81,19 @@ pub async fn handle(
                 .partitions
                 .iter()
                 .map(|p| {
-                    let part =
-                        partition_ref(broker.as_ref(), topic.name.0.as_str(), p.partition_index);
+                    let part = partition_ref(broker, topic.name.0.as_str(), p.partition_index);
                     let answer = ListOffsetsPartitionResponse::default()
-                        .with_partition_index(p.partition_index)
-                        .with_timestamp(-1);
+                        .with_partition_index(p.partition_index);
                     match part.and_then(|part| offset(&part, p.timestamp)) {
                         // The leader epoch is a field from v4 on.
-                        Ok(offset) => answer
+                        Ok(Found { offset, timestamp }) => answer
                             .with_offset(offset)
+                            .with_timestamp(timestamp)
                             .with_leader_epoch(if version >= 4 { 0 } else { -1 }),
-                        Err(code) => answer.with_error_code(code).with_offset(-1),
+                        Err(code) => answer
+                            .with_error_code(code)
+                            .with_offset(-1)
+                            .with_timestamp(-1),
                     }
                 })
                 .collect();
@@ -51,21 +105,60 @@ pub async fn handle(
     ListOffsetsResponse::default().with_topics(topics)
 }
 
-fn offset(part: &PartitionRef, timestamp: i64) -> Result<i64, i16> {
+/// A partition's answer: the offset, and the timestamp of the record found
+/// by a timestamp query (−1 for the earliest and latest queries, and when
+/// no record qualifies, as Kafka answers).
+struct Found {
+    offset: i64,
+    timestamp: i64,
+}
+
+fn offset(part: &PartitionRef, timestamp: i64) -> Result<Found, i16> {
     let (beginning, end) = part.offsets();
+    let at = |offset: u64| Found {
+        offset: i64::try_from(offset).unwrap_or(i64::MAX),
+        timestamp: -1,
+    };
     match timestamp {
-        EARLIEST => Ok(beginning as i64),
-        LATEST => Ok(end as i64),
-        ts => by_timestamp(part, ts),
+        EARLIEST => Ok(at(beginning)),
+        LATEST => Ok(at(end)),
+        ts if ts >= 0 => by_timestamp(part, ts, end),
+        // -3 (the record with the largest timestamp, v7) and other
+        // negative values: not answered rather than guessed.
+        _ => Err(ResponseError::InvalidRequest.code()),
     }
 }
 
-/// The first offset whose record timestamp is ≥ `timestamp`, or the end
-/// when none is. The one call site of the time-index lookup
-/// (`PartitionRef::offset_for_timestamp`, which arrives with the time
-/// index on another branch and is wired here at merge); until then a
-/// timestamp (and -3, the max-timestamp query) is INVALID_REQUEST, so
-/// a client learns the broker cannot answer it rather than get a guess.
-fn by_timestamp(_part: &PartitionRef, _timestamp: i64) -> Result<i64, i16> {
-    Err(ResponseError::InvalidRequest.code())
+/// The first offset whose record timestamp is ≥ `timestamp`
+/// (`PartitionRef::offset_for_timestamp`: the time index's running
+/// maximum, exact for timestamps out of order) with that record's
+/// timestamp; when no record qualifies, offset and timestamp −1, as Kafka
+/// answers (clients read it as "none": kafka-python's `offsets_for_times`
+/// gives `None`).
+fn by_timestamp(part: &PartitionRef, timestamp: i64, end: u64) -> Result<Found, i16> {
+    // The record the lookup finds can be removed (retention, a cleaning
+    // pass) before it is read; the read then shows the next one, which
+    // need not qualify: look up again, a few times at most.
+    for _ in 0..3 {
+        let offset = part
+            .offset_for_timestamp(timestamp)
+            .map_err(|e| broker_code(&e))?;
+        if offset >= end {
+            break;
+        }
+        let batch = part.read(offset, 1, 1).map_err(|e| broker_code(&e))?;
+        let Some(r) = batch.records.iter().next() else {
+            break;
+        };
+        if r.offset() == offset || r.timestamp_ms() >= timestamp {
+            return Ok(Found {
+                offset: i64::try_from(r.offset()).unwrap_or(i64::MAX),
+                timestamp: r.timestamp_ms(),
+            });
+        }
+    }
+    Ok(Found {
+        offset: -1,
+        timestamp: -1,
+    })
 }
