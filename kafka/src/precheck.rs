@@ -165,6 +165,15 @@ pub fn body(key: ApiKey, version: i16, frame: &[u8]) -> Walked {
         ApiKey::Produce => v >= 9,
         ApiKey::Fetch => v >= 12,
         ApiKey::ListOffsets => v >= 6,
+        ApiKey::OffsetCommit => v >= 8,
+        ApiKey::OffsetFetch => v >= 6,
+        ApiKey::FindCoordinator => v >= 3,
+        ApiKey::JoinGroup => v >= 6,
+        ApiKey::Heartbeat => v >= 4,
+        ApiKey::LeaveGroup => v >= 4,
+        ApiKey::SyncGroup => v >= 4,
+        ApiKey::DescribeGroups => v >= 5,
+        ApiKey::ListGroups => v >= 3,
         _ => return Err("not a served API".into()),
     };
     let mut w = Walk {
@@ -261,6 +270,126 @@ pub fn body(key: ApiKey, version: i16, frame: &[u8]) -> Walked {
                 })?;
                 w.tags()
             })?;
+        }
+        ApiKey::OffsetCommit => {
+            w.string()?;
+            w.fixed(4)?;
+            w.string()?;
+            if v >= 7 {
+                w.string()?;
+            }
+            if v <= 4 {
+                w.fixed(8)?;
+            }
+            w.array(|w| {
+                w.string()?;
+                w.array(|w| {
+                    w.fixed(4 + 8)?;
+                    if v >= 6 {
+                        w.fixed(4)?;
+                    }
+                    w.string()?;
+                    w.tags()
+                })?;
+                w.tags()
+            })?;
+        }
+        ApiKey::OffsetFetch if v <= 7 => {
+            w.string()?;
+            w.array(|w| {
+                w.string()?;
+                w.array(|w| w.fixed(4))?;
+                w.tags()
+            })?;
+            if v >= 7 {
+                w.fixed(1)?;
+            }
+        }
+        ApiKey::OffsetFetch => {
+            w.array(|w| {
+                w.string()?;
+                w.array(|w| {
+                    w.string()?;
+                    w.array(|w| w.fixed(4))?;
+                    w.tags()
+                })?;
+                w.tags()
+            })?;
+            w.fixed(1)?;
+        }
+        ApiKey::FindCoordinator => {
+            if v <= 3 {
+                w.string()?;
+            }
+            if v >= 1 {
+                w.fixed(1)?;
+            }
+            if v >= 4 {
+                w.array(|w| w.string())?;
+            }
+        }
+        ApiKey::JoinGroup => {
+            w.string()?;
+            w.fixed(4)?;
+            if v >= 1 {
+                w.fixed(4)?;
+            }
+            w.string()?;
+            if v >= 5 {
+                w.string()?;
+            }
+            w.string()?;
+            w.array(|w| {
+                w.string()?;
+                w.bytes()?;
+                w.tags()
+            })?;
+        }
+        ApiKey::Heartbeat => {
+            w.string()?;
+            w.fixed(4)?;
+            w.string()?;
+            if v >= 3 {
+                w.string()?;
+            }
+        }
+        ApiKey::LeaveGroup => {
+            w.string()?;
+            if v <= 2 {
+                w.string()?;
+            } else {
+                w.array(|w| {
+                    w.string()?;
+                    w.string()?;
+                    w.tags()
+                })?;
+            }
+        }
+        ApiKey::SyncGroup => {
+            w.string()?;
+            w.fixed(4)?;
+            w.string()?;
+            if v >= 3 {
+                w.string()?;
+            }
+            if v >= 5 {
+                w.string()?;
+                w.string()?;
+            }
+            w.array(|w| {
+                w.string()?;
+                w.bytes()?;
+                w.tags()
+            })?;
+        }
+        ApiKey::DescribeGroups => {
+            w.array(|w| w.string())?;
+            if v >= 3 {
+                w.fixed(1)?;
+            }
+        }
+        ApiKey::ListGroups if v >= 4 => {
+            w.array(|w| w.string())?;
         }
         _ => {}
     }
