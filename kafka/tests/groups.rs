@@ -638,6 +638,29 @@ async fn refusals_answer_their_kafka_codes() {
     let mut d = TcpStream::connect(srv.addr).await.unwrap();
     let answer: JoinGroupResponse = call(&mut d, ApiKey::JoinGroup, v.join, &other).await;
     assert_eq!(answer.error_code, INCONSISTENT_GROUP_PROTOCOL);
+    // A Kafka member cannot join an HTTP group with members.
+    let http = tidelog_broker::coordinator::JoinRequest {
+        member_id: None,
+        instance_id: None,
+        client_id: "http-instance".into(),
+        host: "/127.0.0.1".into(),
+        session_timeout_ms: 10_000,
+        rebalance_timeout_ms: 10_000,
+        protocol: tidelog_broker::coordinator::MemberProtocol::Http {
+            topics: vec!["t".into()],
+            assignor: tidelog_broker::coordinator::Assignor::Range,
+        },
+        require_known_member_id: false,
+        server_side: false,
+    };
+    let partitions = |topic: &str| (topic == "t").then_some(2);
+    srv.broker
+        .coordinator
+        .join("g-http", http, &partitions)
+        .unwrap();
+    let kafka = join_request("g-http", "", None, v.join);
+    let answer: JoinGroupResponse = call(&mut d, ApiKey::JoinGroup, v.join, &kafka).await;
+    assert_eq!(answer.error_code, INCONSISTENT_GROUP_PROTOCOL);
     // A stateless commit to an empty group lands.
     let leave = LeaveGroupRequest::default()
         .with_group_id(GroupId(s("g3")))
