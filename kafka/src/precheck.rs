@@ -142,6 +142,40 @@ impl Walk<'_> {
     }
 }
 
+impl Walk<'_> {
+    /// A group member's fields: group id, generation, member id, and the
+    /// instance id when the version has it (Heartbeat, SyncGroup,
+    /// OffsetCommit).
+    fn member(&mut self, instance_id: bool) -> Walked {
+        self.string()?;
+        self.fixed(4)?;
+        self.string()?;
+        if instance_id {
+            self.string()?;
+        }
+        Ok(())
+    }
+
+    /// An array of topics, each a name and partition indexes (OffsetFetch).
+    fn topic_indexes(&mut self) -> Walked {
+        self.array(|w| {
+            w.string()?;
+            w.array(|w| w.fixed(4))?;
+            w.tags()
+        })
+    }
+
+    /// An array of (name, bytes) elements: JoinGroup's protocols,
+    /// SyncGroup's assignments.
+    fn named_bytes(&mut self) -> Walked {
+        self.array(|w| {
+            w.string()?;
+            w.bytes()?;
+            w.tags()
+        })
+    }
+}
+
 /// The request header of `header_version` (1: key, version, correlation
 /// id, client id; 2: and tagged fields).
 pub fn header(frame: &[u8], header_version: i16) -> Walked {
@@ -272,12 +306,7 @@ pub fn body(key: ApiKey, version: i16, frame: &[u8]) -> Walked {
             })?;
         }
         ApiKey::OffsetCommit => {
-            w.string()?;
-            w.fixed(4)?;
-            w.string()?;
-            if v >= 7 {
-                w.string()?;
-            }
+            w.member(v >= 7)?;
             if v <= 4 {
                 w.fixed(8)?;
             }
@@ -296,11 +325,7 @@ pub fn body(key: ApiKey, version: i16, frame: &[u8]) -> Walked {
         }
         ApiKey::OffsetFetch if v <= 7 => {
             w.string()?;
-            w.array(|w| {
-                w.string()?;
-                w.array(|w| w.fixed(4))?;
-                w.tags()
-            })?;
+            w.topic_indexes()?;
             if v >= 7 {
                 w.fixed(1)?;
             }
@@ -308,11 +333,7 @@ pub fn body(key: ApiKey, version: i16, frame: &[u8]) -> Walked {
         ApiKey::OffsetFetch => {
             w.array(|w| {
                 w.string()?;
-                w.array(|w| {
-                    w.string()?;
-                    w.array(|w| w.fixed(4))?;
-                    w.tags()
-                })?;
+                w.topic_indexes()?;
                 w.tags()
             })?;
             w.fixed(1)?;
@@ -339,20 +360,9 @@ pub fn body(key: ApiKey, version: i16, frame: &[u8]) -> Walked {
                 w.string()?;
             }
             w.string()?;
-            w.array(|w| {
-                w.string()?;
-                w.bytes()?;
-                w.tags()
-            })?;
+            w.named_bytes()?;
         }
-        ApiKey::Heartbeat => {
-            w.string()?;
-            w.fixed(4)?;
-            w.string()?;
-            if v >= 3 {
-                w.string()?;
-            }
-        }
+        ApiKey::Heartbeat => w.member(v >= 3)?,
         ApiKey::LeaveGroup => {
             w.string()?;
             if v <= 2 {
@@ -366,21 +376,12 @@ pub fn body(key: ApiKey, version: i16, frame: &[u8]) -> Walked {
             }
         }
         ApiKey::SyncGroup => {
-            w.string()?;
-            w.fixed(4)?;
-            w.string()?;
-            if v >= 3 {
-                w.string()?;
-            }
+            w.member(v >= 3)?;
             if v >= 5 {
                 w.string()?;
                 w.string()?;
             }
-            w.array(|w| {
-                w.string()?;
-                w.bytes()?;
-                w.tags()
-            })?;
+            w.named_bytes()?;
         }
         ApiKey::DescribeGroups => {
             w.array(|w| w.string())?;

@@ -26,6 +26,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
+// The group APIs' tests, on this file's server and framing.
+#[path = "protocol/groups.rs"]
+mod groups;
+
 const MAX_REQUEST_BYTES: u64 = 1 << 20;
 
 struct Server {
@@ -54,6 +58,11 @@ async fn server_with(max_connections: u64) -> Server {
     let config = BrokerConfig {
         auto_create_topics: true,
         default_partitions: 2,
+        // A group's first rebalance does not wait for more members.
+        groups: tidelog_broker::coordinator::GroupsConfig {
+            initial_rebalance_delay_ms: 0,
+            ..Default::default()
+        },
         ..Default::default()
     };
     let broker = Arc::new(

@@ -37,24 +37,21 @@ pub fn handle(ctx: &Context, version: i16, request: OffsetFetchRequest) -> Offse
                         .collect()
                 });
                 let (code, found) = fetch(broker.as_deref(), g.group_id.0.as_str(), asked);
-                let topics = found
-                    .into_iter()
-                    .map(|(name, partitions)| {
-                        let partitions = partitions
-                            .into_iter()
-                            .map(|(index, offset, metadata)| {
-                                OffsetFetchResponsePartitions::default()
-                                    .with_partition_index(index)
-                                    .with_committed_offset(offset)
-                                    .with_committed_leader_epoch(-1)
-                                    .with_metadata(Some(StrBytes::from_string(metadata)))
-                            })
-                            .collect();
+                let topics = answer_topics(
+                    found,
+                    |name, partitions| {
                         OffsetFetchResponseTopics::default()
                             .with_name(name)
                             .with_partitions(partitions)
-                    })
-                    .collect();
+                    },
+                    |(index, offset, metadata)| {
+                        OffsetFetchResponsePartitions::default()
+                            .with_partition_index(index)
+                            .with_committed_offset(offset)
+                            .with_committed_leader_epoch(-1)
+                            .with_metadata(Some(StrBytes::from_string(metadata)))
+                    },
+                );
                 OffsetFetchResponseGroup::default()
                     .with_group_id(g.group_id)
                     .with_topics(topics)
@@ -70,34 +67,42 @@ pub fn handle(ctx: &Context, version: i16, request: OffsetFetchRequest) -> Offse
             .collect()
     });
     let (code, found) = fetch(broker.as_deref(), request.group_id.0.as_str(), asked);
-    let topics = found
-        .into_iter()
-        .map(|(name, partitions)| {
-            let partitions = partitions
-                .into_iter()
-                .map(|(index, offset, metadata)| {
-                    OffsetFetchResponsePartition::default()
-                        .with_partition_index(index)
-                        .with_committed_offset(offset)
-                        // A field from v5 on.
-                        .with_committed_leader_epoch(-1)
-                        .with_metadata(Some(StrBytes::from_string(metadata)))
-                        // v0-1 have no group-level code: each partition
-                        // carries it.
-                        .with_error_code(if version < 2 { code } else { 0 })
-                })
-                .collect();
+    let topics = answer_topics(
+        found,
+        |name, partitions| {
             OffsetFetchResponseTopic::default()
                 .with_name(name)
                 .with_partitions(partitions)
-        })
-        .collect();
+        },
+        |(index, offset, metadata)| {
+            OffsetFetchResponsePartition::default()
+                .with_partition_index(index)
+                .with_committed_offset(offset)
+                // A field from v5 on.
+                .with_committed_leader_epoch(-1)
+                .with_metadata(Some(StrBytes::from_string(metadata)))
+                // v0-1 have no group-level code: each partition carries it.
+                .with_error_code(if version < 2 { code } else { 0 })
+        },
+    );
     let answer = OffsetFetchResponse::default().with_topics(topics);
     if version >= 2 {
         answer.with_error_code(code)
     } else {
         answer
     }
+}
+
+/// `found` in the answer's types (v0-7 and v8 have their own).
+fn answer_topics<T, P>(
+    found: Vec<(TopicName, Vec<Found>)>,
+    topic: impl Fn(TopicName, Vec<P>) -> T,
+    partition: impl Fn(Found) -> P,
+) -> Vec<T> {
+    found
+        .into_iter()
+        .map(|(name, partitions)| topic(name, partitions.into_iter().map(&partition).collect()))
+        .collect()
 }
 
 /// The group's code and, per topic, the asked partitions (`None`: every

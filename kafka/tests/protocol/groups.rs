@@ -3,13 +3,12 @@
 //! (flexible) served version, a follower waiting for its leader's
 //! assignment, the coordinator's refusals as Kafka codes, per-partition
 //! commit answers, answers before the broker is ready, and a lying count
-//! in a group request closing its connection.
-#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
-
+//! in a group request closing its connection. A module of `protocol.rs`,
+//! whose server and framing helpers it uses.
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::leave_group_request::MemberIdentity;
 use kafka_protocol::messages::offset_commit_request::{
@@ -20,14 +19,12 @@ use kafka_protocol::messages::offset_fetch_request::{
 };
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
-use tidelog_broker::coordinator::GroupsConfig;
-use tidelog_broker::store::{CleanerConfig, StoreConfig};
-use tidelog_broker::{Broker, BrokerConfig};
+use kafka_protocol::protocol::StrBytes;
 use tidelog_kafka::KafkaConfig;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
+
+use super::{call, read_frame, request_frame, server, Server};
 
 // Kafka's error codes the tests expect.
 const NONE: i16 = 0;
@@ -44,112 +41,32 @@ const MEMBER_ID_REQUIRED: i16 = 79;
 
 const SESSION_MS: i32 = 10_000;
 
-struct Server {
-    broker: Arc<Broker>,
-    addr: std::net::SocketAddr,
-    _stop: watch::Sender<bool>,
-    _dir: tempfile::TempDir,
-}
-
-/// A broker with topic `t` (2 partitions), a group coordinator that does
-/// not delay first rebalances, and its Kafka listener; `ready: false`
-/// keeps the listener answering as during recovery.
-async fn server(ready: bool) -> Server {
-    let dir = tempfile::tempdir().unwrap();
-    let mut store = StoreConfig::new(dir.path());
-    store.commitlog_segment_bytes = 1 << 20;
-    store.consume_queue_units_per_file = 1024;
-    store.index_slots = 64;
-    store.index_entries = 256;
-    store.preallocate_next_segment = false;
-    let cleaner = CleanerConfig {
-        dedupe_buffer_bytes: 1 << 20,
-        ..CleanerConfig::default()
-    };
-    let config = BrokerConfig {
-        auto_create_topics: true,
-        default_partitions: 2,
-        groups: GroupsConfig {
-            initial_rebalance_delay_ms: 0,
-            ..GroupsConfig::default()
-        },
-        ..Default::default()
-    };
-    let broker = Arc::new(
-        tokio::task::spawn_blocking(move || Broker::open(&config, store, cleaner))
-            .await
-            .unwrap()
-            .unwrap(),
-    );
-    let b = Arc::clone(&broker);
+/// The protocol tests' server (no delay before a group's first rebalance)
+/// with topic `t` of 2 partitions.
+async fn server_with_topic() -> Server {
+    let srv = server().await;
+    let b = Arc::clone(&srv.broker);
     tokio::task::spawn_blocking(move || b.get_or_create_topic("t", 2))
         .await
         .unwrap()
         .unwrap();
+    srv
+}
+
+/// A listener whose broker is not ready (recovery running).
+async fn not_ready_server() -> std::net::SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let (stop, stop_rx) = watch::channel(false);
-    let ready_broker = Arc::clone(&broker);
-    let config = KafkaConfig {
-        listen: Some(addr),
-        ..KafkaConfig::default()
-    };
     tokio::spawn(async move {
-        let ready: tidelog_kafka::Ready =
-            Arc::new(move || ready.then(|| Arc::clone(&ready_broker)));
-        tidelog_kafka::serve(listener, &config, ready, stop_rx).await;
+        let (_stop, stop_rx) = watch::channel(false);
+        let ready: tidelog_kafka::Ready = Arc::new(|| None);
+        tidelog_kafka::serve(listener, &KafkaConfig::default(), ready, stop_rx).await;
     });
-    Server {
-        broker,
-        addr,
-        _stop: stop,
-        _dir: dir,
-    }
+    addr
 }
 
 fn s(text: &str) -> StrBytes {
     StrBytes::from_string(text.to_owned())
-}
-
-fn frame<R: Encodable>(key: ApiKey, version: i16, body: &R) -> BytesMut {
-    let header = RequestHeader::default()
-        .with_request_api_key(key as i16)
-        .with_request_api_version(version)
-        .with_correlation_id(7)
-        .with_client_id(Some(s("groups-test")));
-    let mut body_bytes = BytesMut::new();
-    header
-        .encode(&mut body_bytes, key.request_header_version(version))
-        .unwrap();
-    body.encode(&mut body_bytes, version).unwrap();
-    let mut out = BytesMut::new();
-    out.put_i32(body_bytes.len() as i32);
-    out.extend_from_slice(&body_bytes);
-    out
-}
-
-async fn read_frame(stream: &mut TcpStream) -> Option<Bytes> {
-    let mut len = [0u8; 4];
-    let read = tokio::time::timeout(Duration::from_secs(60), stream.read_exact(&mut len))
-        .await
-        .expect("an answer or a close within a minute");
-    read.ok()?;
-    let mut body = vec![0u8; i32::from_be_bytes(len) as usize];
-    stream.read_exact(&mut body).await.ok()?;
-    Some(Bytes::from(body))
-}
-
-async fn call<Q: Encodable, A: Decodable + HeaderVersion>(
-    stream: &mut TcpStream,
-    key: ApiKey,
-    version: i16,
-    body: &Q,
-) -> A {
-    stream.write_all(&frame(key, version, body)).await.unwrap();
-    let mut answer = read_frame(stream).await.expect("an answer");
-    let header = ResponseHeader::decode(&mut answer, key.response_header_version(version)).unwrap();
-    assert_eq!(header.correlation_id, 7);
-    A::decode(&mut answer, version).unwrap()
 }
 
 /// The served versions one run uses, lowest or highest of each API.
@@ -330,7 +247,7 @@ async fn fetch_offsets(c: &mut TcpStream, group: &str, v: i16) -> (i16, Vec<(i32
 /// coordinator, join, sync its own assignment, heartbeat, commit, fetch
 /// the offsets, list and describe the group, leave.
 async fn one_member_round_trip(v: Versions) {
-    let srv = server(true).await;
+    let srv = server_with_topic().await;
     let mut c = TcpStream::connect(srv.addr).await.unwrap();
     let group = "g1";
 
@@ -368,7 +285,7 @@ async fn one_member_round_trip(v: Versions) {
     assert_eq!(joined.generation_id, 1);
     assert_eq!(joined.leader, joined.member_id);
     assert_eq!(joined.protocol_name.as_ref().unwrap().as_str(), "range");
-    assert!(joined.member_id.starts_with("groups-test-"));
+    assert!(joined.member_id.starts_with("test-"));
     let members: Vec<_> = joined
         .members
         .iter()
@@ -456,7 +373,7 @@ async fn one_member_round_trip(v: Versions) {
     );
     let m = &g.members[0];
     assert_eq!(m.member_id, joined.member_id);
-    assert_eq!(m.client_id.as_str(), "groups-test");
+    assert_eq!(m.client_id.as_str(), "test");
     assert_eq!(m.client_host.as_str(), "/127.0.0.1");
     assert_eq!(m.member_metadata, Bytes::from_static(b"subscription of t"));
     assert_eq!(m.member_assignment, Bytes::from_static(b"t: 0, 1"));
@@ -503,7 +420,7 @@ async fn one_member_round_trip_at_the_highest_versions() {
 /// generation is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_member_rebalances_and_its_sync_waits_for_the_leader() {
-    let srv = server(true).await;
+    let srv = server_with_topic().await;
     let v = HIGHEST;
     let group = "g2";
     let mut a = TcpStream::connect(srv.addr).await.unwrap();
@@ -617,7 +534,7 @@ async fn a_second_member_rebalances_and_its_sync_waits_for_the_leader() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refusals_answer_their_kafka_codes() {
-    let srv = server(true).await;
+    let srv = server_with_topic().await;
     let mut c = TcpStream::connect(srv.addr).await.unwrap();
     let v = LOWEST;
     let bad = join_request("no spaces", "", None, v.join);
@@ -684,8 +601,8 @@ async fn refusals_answer_their_kafka_codes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn before_the_broker_is_ready_group_calls_answer_retriable_codes() {
-    let srv = server(false).await;
-    let mut c = TcpStream::connect(srv.addr).await.unwrap();
+    let addr = not_ready_server().await;
+    let mut c = TcpStream::connect(addr).await.unwrap();
     let find = FindCoordinatorRequest::default().with_key(s("g"));
     let found: FindCoordinatorResponse = call(&mut c, ApiKey::FindCoordinator, 0, &find).await;
     assert_eq!(found.error_code, COORDINATOR_NOT_AVAILABLE);
@@ -714,14 +631,14 @@ async fn before_the_broker_is_ready_group_calls_answer_retriable_codes() {
 /// server goes on serving others.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lying_count_in_a_group_request_closes_its_connection() {
-    let srv = server(true).await;
+    let srv = server_with_topic().await;
     let mut c = TcpStream::connect(srv.addr).await.unwrap();
     let request = join_request("g4", "", None, 0).with_protocols(Vec::new());
-    let mut bytes = frame(ApiKey::JoinGroup, 0, &request);
+    let mut bytes = request_frame(ApiKey::JoinGroup, 0, 7, &request);
     // The empty protocols array is the last four bytes: claim 2^31 - 1.
     let at = bytes.len() - 4;
     bytes[at..].copy_from_slice(&i32::MAX.to_be_bytes());
-    c.write_all(&bytes).await.unwrap();
+    super::send_frame(&mut c, &bytes).await;
     assert!(
         read_frame(&mut c).await.is_none(),
         "the connection was not closed"
