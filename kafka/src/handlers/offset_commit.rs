@@ -7,7 +7,7 @@
 //!
 //! Kafka answers per partition, the broker commits all or nothing: a
 //! partition that fails on its own (unknown, a negative offset, metadata
-//! over `groups::METADATA_MAX_BYTES`) gets its code and the rest are
+//! over `groups::validate_commit_metadata`'s bound) gets its code and the rest are
 //! committed together; a refusal of the commit as a whole (the group or
 //! member, the store) is every remaining partition's code.
 
@@ -19,7 +19,7 @@ use kafka_protocol::messages::offset_commit_response::{
 };
 use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 use tidelog_broker::coordinator::CommitOrigin;
-use tidelog_broker::groups::{CommitValue, OffsetCommit, METADATA_MAX_BYTES};
+use tidelog_broker::groups::{validate_commit_metadata, CommitValue, OffsetCommit};
 use tidelog_broker::BrokerError;
 
 use super::{group, maybe_blocking, partition_ref};
@@ -44,20 +44,20 @@ pub async fn handle(ctx: &Context, request: OffsetCommitRequest) -> OffsetCommit
                 (None, _) => group::NOT_READY,
                 (_, Err(code)) => code,
                 _ if p.committed_offset < 0 => ResponseError::InvalidCommitOffsetSize.code(),
-                _ if metadata.len() > METADATA_MAX_BYTES => {
-                    ResponseError::OffsetMetadataTooLarge.code()
-                }
-                (Some(_), Ok(part)) => {
-                    commits.push(OffsetCommit {
-                        topic: name.to_owned(),
-                        partition: part.partition(),
-                        value: CommitValue {
-                            offset: p.committed_offset.unsigned_abs(),
-                            metadata: metadata.to_owned(),
-                        },
-                    });
-                    0
-                }
+                (Some(_), Ok(part)) => match validate_commit_metadata(commits.len(), metadata) {
+                    Err(e) => broker_code(&e),
+                    Ok(()) => {
+                        commits.push(OffsetCommit {
+                            topic: name.to_owned(),
+                            partition: part.partition(),
+                            value: CommitValue {
+                                offset: p.committed_offset.unsigned_abs(),
+                                metadata: metadata.to_owned(),
+                            },
+                        });
+                        0
+                    }
+                },
             };
             answers.push((t, p.partition_index, code));
         }

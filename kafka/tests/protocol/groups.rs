@@ -38,6 +38,8 @@ const UNKNOWN_MEMBER_ID: i16 = 25;
 const INVALID_SESSION_TIMEOUT: i16 = 26;
 const REBALANCE_IN_PROGRESS: i16 = 27;
 const MEMBER_ID_REQUIRED: i16 = 79;
+const OFFSET_METADATA_TOO_LARGE: i16 = 12;
+const FENCED_INSTANCE_ID: i16 = 82;
 
 const SESSION_MS: i32 = 10_000;
 
@@ -592,6 +594,15 @@ async fn refusals_answer_their_kafka_codes() {
         fetch_offsets(&mut c, "g3", v.fetch).await,
         (NONE, vec![(0, -1), (1, 7)])
     );
+    // Metadata over the bound fails its own partition only.
+    let mut commit = commit_request("g3", -1, "", &[("t", 0, 2), ("t", 1, 8)], v.commit);
+    commit.topics[0].partitions[0].committed_metadata = Some(s(&"m".repeat(4097)));
+    let answer: OffsetCommitResponse = call(&mut c, ApiKey::OffsetCommit, v.commit, &commit).await;
+    assert_eq!(commit_codes(&answer), [OFFSET_METADATA_TOO_LARGE, NONE]);
+    assert_eq!(
+        fetch_offsets(&mut c, "g3", v.fetch).await,
+        (NONE, vec![(0, -1), (1, 8)])
+    );
     // OffsetFetch of a bad group name.
     assert_eq!(
         fetch_offsets(&mut c, "bad name", v.fetch).await.0,
@@ -646,4 +657,45 @@ async fn a_lying_count_in_a_group_request_closes_its_connection() {
     let mut other = TcpStream::connect(srv.addr).await.unwrap();
     let joined = join(&mut other, "g4", 0).await;
     assert_eq!(joined.generation_id, 1);
+}
+
+/// A static member (`group.instance.id`) that joins again without its
+/// member id (a restarted client) takes the place of its old self, whose
+/// calls are then FENCED_INSTANCE_ID.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_static_member_rejoining_fences_its_old_member_id() {
+    let srv = server_with_topic().await;
+    let v = HIGHEST;
+    let mut c = TcpStream::connect(srv.addr).await.unwrap();
+    let first = join_request("g5", "", Some("static-1"), v.join);
+    let old: JoinGroupResponse = call(&mut c, ApiKey::JoinGroup, v.join, &first).await;
+    assert_eq!(old.error_code, NONE, "{old:?}");
+    let sync = sync_request("g5", &old, vec![(old.member_id.clone(), b"p")], v.sync);
+    let synced: SyncGroupResponse = call(&mut c, ApiKey::SyncGroup, v.sync, &sync).await;
+    assert_eq!(synced.error_code, NONE);
+
+    let mut restarted = TcpStream::connect(srv.addr).await.unwrap();
+    let new: JoinGroupResponse = call(&mut restarted, ApiKey::JoinGroup, v.join, &first).await;
+    assert_eq!(new.error_code, NONE, "{new:?}");
+    assert_ne!(new.member_id, old.member_id);
+    let beat = HeartbeatRequest::default()
+        .with_group_id(GroupId(s("g5")))
+        .with_generation_id(old.generation_id)
+        .with_member_id(old.member_id.clone())
+        .with_group_instance_id(Some(s("static-1")));
+    let answer: HeartbeatResponse = call(&mut c, ApiKey::Heartbeat, v.heartbeat, &beat).await;
+    assert_eq!(answer.error_code, FENCED_INSTANCE_ID);
+    let described: DescribeGroupsResponse = call(
+        &mut c,
+        ApiKey::DescribeGroups,
+        v.describe,
+        &DescribeGroupsRequest::default().with_groups(vec![GroupId(s("g5"))]),
+    )
+    .await;
+    let members: Vec<_> = described.groups[0]
+        .members
+        .iter()
+        .map(|m| (m.member_id.clone(), m.group_instance_id.clone()))
+        .collect();
+    assert_eq!(members, [(new.member_id.clone(), Some(s("static-1")))]);
 }
