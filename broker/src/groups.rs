@@ -116,6 +116,21 @@ pub fn record_value(value: &CommitValue) -> Result<Bytes, serde_json::Error> {
     serde_json::to_vec(value).map(Bytes::from)
 }
 
+/// The commit metadata rule: at most [`METADATA_MAX_BYTES`] (`index` is
+/// the entry's place in its commit, for the message). A front-end that
+/// answers per entry (Kafka's OffsetCommit) asks it before committing the
+/// others.
+pub fn validate_commit_metadata(index: usize, metadata: &str) -> Result<(), crate::BrokerError> {
+    if metadata.len() > METADATA_MAX_BYTES {
+        return Err(crate::BrokerError::CommitMetadataTooLarge {
+            index,
+            len: metadata.len(),
+            max: METADATA_MAX_BYTES,
+        });
+    }
+    Ok(())
+}
+
 /// One offset of a commit, as a front-end decoded it (the offset already
 /// in `[0, 2^63 - 1]`); [`Broker::commit_offsets`](crate::Broker::commit_offsets)
 /// checks the rest.
@@ -148,13 +163,7 @@ impl crate::Broker {
             self.registry
                 .require(&c.topic)?
                 .check_partition(c.partition)?;
-            if c.value.metadata.len() > METADATA_MAX_BYTES {
-                return Err(crate::BrokerError::CommitMetadataTooLarge {
-                    index,
-                    len: c.value.metadata.len(),
-                    max: METADATA_MAX_BYTES,
-                });
-            }
+            validate_commit_metadata(index, &c.value.metadata)?;
         }
         if offsets.is_empty() {
             return Ok(());

@@ -22,3 +22,22 @@ fn kafka_python_produces_with_acks_1_and_all_and_consumes_with_assign_and_http_r
         "kafka_python_produce_consume.py exited 0 without its closing line:\n{stdout}"
     );
 }
+
+/// The group's first rebalance waits only briefly for more members.
+const GROUP_CONFIG: &str = "groups:
+  initial_rebalance_delay_ms: 100
+";
+
+#[test]
+fn kafka_python_consumers_in_a_group_rebalance_commit_resume_and_share_offsets_with_http() {
+    let server =
+        TidelogProcess::start_with_config(&format!("{}{GROUP_CONFIG}", common::SMALL_STORE));
+    let kafka = server.kafka_addr.expect("the harness gave it a Kafka port");
+    let mut command = clients::python_command("kafka_python_group.py");
+    command.arg(server.url()).arg(kafka.to_string());
+    let stdout = clients::run_script(command);
+    assert!(
+        stdout.contains("kafka_python_group: every record consumed once per group"),
+        "kafka_python_group.py exited 0 without its closing line:\n{stdout}"
+    );
+}

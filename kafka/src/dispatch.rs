@@ -12,8 +12,10 @@ use std::sync::Arc;
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, FetchRequest, ListOffsetsRequest, MetadataRequest, ProduceRequest,
-    RequestHeader, ResponseHeader,
+    ApiKey, ApiVersionsRequest, DescribeGroupsRequest, FetchRequest, FindCoordinatorRequest,
+    HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest,
+    MetadataRequest, OffsetCommitRequest, OffsetFetchRequest, ProduceRequest, RequestHeader,
+    ResponseHeader, SyncGroupRequest,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
 use tidelog_broker::Broker;
@@ -31,6 +33,16 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ListOffsets, 1, 7),
     (ApiKey::Metadata, 0, 12),
     (ApiKey::ApiVersions, 0, 3),
+    // The group APIs (KAFKA.md "Groups").
+    (ApiKey::OffsetCommit, 2, 8),
+    (ApiKey::OffsetFetch, 1, 8),
+    (ApiKey::FindCoordinator, 0, 4),
+    (ApiKey::JoinGroup, 0, 7),
+    (ApiKey::Heartbeat, 0, 4),
+    (ApiKey::LeaveGroup, 0, 4),
+    (ApiKey::SyncGroup, 0, 5),
+    (ApiKey::DescribeGroups, 0, 5),
+    (ApiKey::ListGroups, 0, 4),
 ];
 
 /// Where the broker is, once recovery is done.
@@ -64,6 +76,16 @@ fn served(key: ApiKey) -> Option<(i16, i16)> {
 /// The answer frame (length-prefixed) to one request frame; `None` when
 /// the request gets none (Produce with acks 0).
 pub async fn handle(ctx: &Context, frame: Bytes) -> Result<Option<BytesMut>, FrameError> {
+    handle_from(ctx, frame, None).await
+}
+
+/// [`handle`] for a request from `peer` (the client host a group member
+/// is described with).
+pub async fn handle_from(
+    ctx: &Context,
+    frame: Bytes,
+    peer: Option<std::net::SocketAddr>,
+) -> Result<Option<BytesMut>, FrameError> {
     let Some(prefix) = frame.get(..4) else {
         return Err(FrameError::Header {
             reason: format!("{} bytes, fewer than a key and a version", frame.len()),
@@ -136,6 +158,57 @@ pub async fn handle(ctx: &Context, frame: Bytes) -> Result<Option<BytesMut>, Fra
             let answer = handlers::list_offsets::handle(ctx, version, request).await;
             encode(api, id, key, version, &answer).map(Some)
         }
+        ApiKey::FindCoordinator => {
+            let request = decode!(FindCoordinatorRequest);
+            let answer = handlers::find_coordinator::handle(ctx, version, request);
+            encode(api, id, key, version, &answer).map(Some)
+        }
+        ApiKey::JoinGroup => {
+            let request = decode!(JoinGroupRequest);
+            // Kafka names a member's host `/<ip>`.
+            let host = peer.map_or_else(String::new, |p| format!("/{}", p.ip()));
+            let caller = handlers::join_group::Caller {
+                client_id: header.client_id.as_ref().map_or("", |c| c.as_str()),
+                host: &host,
+            };
+            let answer = handlers::join_group::handle(ctx, version, caller, request).await;
+            encode(api, id, key, version, &answer).map(Some)
+        }
+        ApiKey::SyncGroup => {
+            let request = decode!(SyncGroupRequest);
+            let answer = handlers::sync_group::handle(ctx, version, request).await;
+            encode(api, id, key, version, &answer).map(Some)
+        }
+        ApiKey::Heartbeat => {
+            let request = decode!(HeartbeatRequest);
+            let answer = handlers::heartbeat::handle(ctx, request);
+            encode(api, id, key, version, &answer).map(Some)
+        }
+        ApiKey::LeaveGroup => {
+            let request = decode!(LeaveGroupRequest);
+            let answer = handlers::leave_group::handle(ctx, version, request);
+            encode(api, id, key, version, &answer).map(Some)
+        }
+        ApiKey::OffsetCommit => {
+            let request = decode!(OffsetCommitRequest);
+            let answer = handlers::offset_commit::handle(ctx, request).await;
+            encode(api, id, key, version, &answer).map(Some)
+        }
+        ApiKey::OffsetFetch => {
+            let request = decode!(OffsetFetchRequest);
+            let answer = handlers::offset_fetch::handle(ctx, version, request);
+            encode(api, id, key, version, &answer).map(Some)
+        }
+        ApiKey::ListGroups => {
+            let request = decode!(ListGroupsRequest);
+            let answer = handlers::list_groups::handle(ctx, version, request);
+            encode(api, id, key, version, &answer).map(Some)
+        }
+        ApiKey::DescribeGroups => {
+            let request = decode!(DescribeGroupsRequest);
+            let answer = handlers::describe_groups::handle(ctx, version, request);
+            encode(api, id, key, version, &answer).map(Some)
+        }
         _ => Err(FrameError::UnknownKey { key: raw_key }),
     }
 }
@@ -147,6 +220,15 @@ fn api_name(key: ApiKey) -> &'static str {
         ApiKey::ListOffsets => "ListOffsets",
         ApiKey::Metadata => "Metadata",
         ApiKey::ApiVersions => "ApiVersions",
+        ApiKey::OffsetCommit => "OffsetCommit",
+        ApiKey::OffsetFetch => "OffsetFetch",
+        ApiKey::FindCoordinator => "FindCoordinator",
+        ApiKey::JoinGroup => "JoinGroup",
+        ApiKey::Heartbeat => "Heartbeat",
+        ApiKey::LeaveGroup => "LeaveGroup",
+        ApiKey::SyncGroup => "SyncGroup",
+        ApiKey::DescribeGroups => "DescribeGroups",
+        ApiKey::ListGroups => "ListGroups",
         _ => "unserved",
     }
 }

@@ -94,11 +94,30 @@ pub fn broker_code(e: &BrokerError) -> i16 {
         B::UnknownTopic { .. } | B::UnknownPartition { .. } => {
             ResponseError::UnknownTopicOrPartition
         }
+        B::InvalidName {
+            kind: "consumer group",
+            ..
+        } => ResponseError::InvalidGroupId,
         B::InvalidName { .. } | B::InternalTopic { .. } => ResponseError::InvalidTopicException,
         B::KeyRequired { .. } | B::TooManyHeaders { .. } | B::HeaderNameTooLong { .. } => {
             ResponseError::InvalidRecord
         }
         B::RecordTooLarge { .. } => ResponseError::MessageTooLarge,
+        // The coordinator's refusals (KAFKA.md "Groups").
+        B::UnknownMember { .. } => ResponseError::UnknownMemberId,
+        // A commit without membership (generation -1) to a group with
+        // members: what Kafka answers it.
+        B::GroupHasMembers { .. } => ResponseError::UnknownMemberId,
+        B::IllegalGeneration { .. } => ResponseError::IllegalGeneration,
+        B::RebalanceInProgress { .. } => ResponseError::RebalanceInProgress,
+        // Also a Kafka member joining an HTTP group with members.
+        B::InconsistentGroupProtocol { .. } => ResponseError::InconsistentGroupProtocol,
+        B::FencedInstanceId { .. } => ResponseError::FencedInstanceId,
+        B::MemberIdRequired { .. } => ResponseError::MemberIdRequired,
+        B::InvalidSessionTimeout { .. } => ResponseError::InvalidSessionTimeout,
+        B::GroupLimit { .. } => ResponseError::GroupMaxSizeReached,
+        B::UnknownGroup { .. } => ResponseError::GroupIdNotFound,
+        B::CommitMetadataTooLarge { .. } => ResponseError::OffsetMetadataTooLarge,
         B::Store { source } => match source {
             StoreError::DiskFull { .. } | StoreError::DispatchStalled { .. } => {
                 ResponseError::KafkaStorageError

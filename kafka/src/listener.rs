@@ -64,7 +64,7 @@ pub async fn serve(listener: TcpListener, ctx: Arc<Context>, mut stop: watch::Re
         let ctx = Arc::clone(&ctx);
         let stop = stop.clone();
         tokio::spawn(async move {
-            if let Err(e) = connection(stream, &ctx, stop).await {
+            if let Err(e) = connection(stream, peer, &ctx, stop).await {
                 tracing::warn!(%peer, error = %e, "kafka connection closed");
             }
             drop(slot);
@@ -76,6 +76,7 @@ pub async fn serve(listener: TcpListener, ctx: Arc<Context>, mut stop: watch::Re
 /// (`Ok`), a frame is bad or the socket fails (`Err`), or shutdown.
 async fn connection(
     mut stream: TcpStream,
+    peer: SocketAddr,
     ctx: &Context,
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), FrameError> {
@@ -112,7 +113,7 @@ async fn connection(
             stream.read_exact(&mut frame),
         )
         .await?;
-        if let Some(answer) = dispatch::handle(ctx, frame.freeze()).await? {
+        if let Some(answer) = dispatch::handle_from(ctx, frame.freeze(), Some(peer)).await? {
             timed(
                 WRITE_TIMEOUT,
                 "writing an answer",

@@ -142,6 +142,40 @@ impl Walk<'_> {
     }
 }
 
+impl Walk<'_> {
+    /// A group member's fields: group id, generation, member id, and the
+    /// instance id when the version has it (Heartbeat, SyncGroup,
+    /// OffsetCommit).
+    fn member(&mut self, instance_id: bool) -> Walked {
+        self.string()?;
+        self.fixed(4)?;
+        self.string()?;
+        if instance_id {
+            self.string()?;
+        }
+        Ok(())
+    }
+
+    /// An array of topics, each a name and partition indexes (OffsetFetch).
+    fn topic_indexes(&mut self) -> Walked {
+        self.array(|w| {
+            w.string()?;
+            w.array(|w| w.fixed(4))?;
+            w.tags()
+        })
+    }
+
+    /// An array of (name, bytes) elements: JoinGroup's protocols,
+    /// SyncGroup's assignments.
+    fn named_bytes(&mut self) -> Walked {
+        self.array(|w| {
+            w.string()?;
+            w.bytes()?;
+            w.tags()
+        })
+    }
+}
+
 /// The request header of `header_version` (1: key, version, correlation
 /// id, client id; 2: and tagged fields).
 pub fn header(frame: &[u8], header_version: i16) -> Walked {
@@ -165,6 +199,15 @@ pub fn body(key: ApiKey, version: i16, frame: &[u8]) -> Walked {
         ApiKey::Produce => v >= 9,
         ApiKey::Fetch => v >= 12,
         ApiKey::ListOffsets => v >= 6,
+        ApiKey::OffsetCommit => v >= 8,
+        ApiKey::OffsetFetch => v >= 6,
+        ApiKey::FindCoordinator => v >= 3,
+        ApiKey::JoinGroup => v >= 6,
+        ApiKey::Heartbeat => v >= 4,
+        ApiKey::LeaveGroup => v >= 4,
+        ApiKey::SyncGroup => v >= 4,
+        ApiKey::DescribeGroups => v >= 5,
+        ApiKey::ListGroups => v >= 3,
         _ => return Err("not a served API".into()),
     };
     let mut w = Walk {
@@ -261,6 +304,93 @@ pub fn body(key: ApiKey, version: i16, frame: &[u8]) -> Walked {
                 })?;
                 w.tags()
             })?;
+        }
+        ApiKey::OffsetCommit => {
+            w.member(v >= 7)?;
+            if v <= 4 {
+                w.fixed(8)?;
+            }
+            w.array(|w| {
+                w.string()?;
+                w.array(|w| {
+                    w.fixed(4 + 8)?;
+                    if v >= 6 {
+                        w.fixed(4)?;
+                    }
+                    w.string()?;
+                    w.tags()
+                })?;
+                w.tags()
+            })?;
+        }
+        ApiKey::OffsetFetch if v <= 7 => {
+            w.string()?;
+            w.topic_indexes()?;
+            if v >= 7 {
+                w.fixed(1)?;
+            }
+        }
+        ApiKey::OffsetFetch => {
+            w.array(|w| {
+                w.string()?;
+                w.topic_indexes()?;
+                w.tags()
+            })?;
+            w.fixed(1)?;
+        }
+        ApiKey::FindCoordinator => {
+            if v <= 3 {
+                w.string()?;
+            }
+            if v >= 1 {
+                w.fixed(1)?;
+            }
+            if v >= 4 {
+                w.array(|w| w.string())?;
+            }
+        }
+        ApiKey::JoinGroup => {
+            w.string()?;
+            w.fixed(4)?;
+            if v >= 1 {
+                w.fixed(4)?;
+            }
+            w.string()?;
+            if v >= 5 {
+                w.string()?;
+            }
+            w.string()?;
+            w.named_bytes()?;
+        }
+        ApiKey::Heartbeat => w.member(v >= 3)?,
+        ApiKey::LeaveGroup => {
+            w.string()?;
+            if v <= 2 {
+                w.string()?;
+            } else {
+                w.array(|w| {
+                    w.string()?;
+                    w.string()?;
+                    w.tags()
+                })?;
+            }
+        }
+        ApiKey::SyncGroup => {
+            w.member(v >= 3)?;
+            if v >= 5 {
+                w.string()?;
+                w.string()?;
+            }
+            w.named_bytes()?;
+        }
+        ApiKey::DescribeGroups => {
+            w.array(|w| w.string())?;
+            if v >= 3 {
+                w.fixed(1)?;
+            }
+        }
+        ApiKey::ListGroups if v >= 4 => {
+            w.array(|w| w.string())?;
         }
         _ => {}
     }

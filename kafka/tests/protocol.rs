@@ -26,6 +26,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
+// The group APIs' tests, on this file's server and framing.
+#[path = "protocol/groups.rs"]
+mod groups;
+
 const MAX_REQUEST_BYTES: u64 = 1 << 20;
 
 struct Server {
@@ -54,6 +58,11 @@ async fn server_with(max_connections: u64) -> Server {
     let config = BrokerConfig {
         auto_create_topics: true,
         default_partitions: 2,
+        // A group's first rebalance does not wait for more members.
+        groups: tidelog_broker::coordinator::GroupsConfig {
+            initial_rebalance_delay_ms: 0,
+            ..Default::default()
+        },
         ..Default::default()
     };
     let broker = Arc::new(
@@ -255,7 +264,22 @@ async fn api_versions_advertises_only_the_served_apis_and_answers_unknown_versio
             .collect();
         assert_eq!(
             keys,
-            [(0, 3, 9), (1, 4, 12), (2, 1, 7), (3, 0, 12), (18, 0, 3)]
+            [
+                (0, 3, 9),
+                (1, 4, 12),
+                (2, 1, 7),
+                (3, 0, 12),
+                (18, 0, 3),
+                (8, 2, 8),
+                (9, 1, 8),
+                (10, 0, 4),
+                (11, 0, 7),
+                (12, 0, 4),
+                (13, 0, 4),
+                (14, 0, 5),
+                (15, 0, 5),
+                (16, 0, 4)
+            ]
         );
     }
     // KIP-511: a version it does not know gets UNSUPPORTED_VERSION and its
@@ -267,7 +291,7 @@ async fn api_versions_advertises_only_the_served_apis_and_answers_unknown_versio
     assert_eq!(answer.get_i32(), 7);
     let body = ApiVersionsResponse::decode(&mut answer, 0).unwrap();
     assert_eq!(body.error_code, 35);
-    assert_eq!(body.api_keys.len(), 5);
+    assert_eq!(body.api_keys.len(), 14);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1204,6 +1204,7 @@ impl Group {
                         MemberProtocol::Kafka { .. } => Vec::new(),
                     },
                     assignment: m.assignment.clone(),
+                    protocol: m.protocol.clone(),
                 })
                 .collect(),
         }
@@ -1238,6 +1239,9 @@ pub struct MemberSnapshot {
     pub subscription: Vec<String>,
     /// `None` while the group rebalances.
     pub assignment: Option<MemberAssignment>,
+    /// What it joined with (a Kafka member's protocol type and each
+    /// protocol's metadata, which DescribeGroups answers).
+    pub protocol: MemberProtocol,
 }
 
 /// Offsets expiry (Kafka's KIP-211 rule): a group without members loses

@@ -5,10 +5,20 @@
 //! them; the rest (page-cache copies) run inline.
 
 pub mod api_versions;
+pub mod describe_groups;
 pub mod fetch;
+pub mod find_coordinator;
+mod group;
+pub mod heartbeat;
+pub mod join_group;
+pub mod leave_group;
+pub mod list_groups;
 pub mod list_offsets;
 pub mod metadata;
+pub mod offset_commit;
+pub mod offset_fetch;
 pub mod produce;
+pub mod sync_group;
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::TopicName;

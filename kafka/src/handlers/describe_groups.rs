@@ -1,0 +1,107 @@
+//! DescribeGroups (15): each group's state, protocol and members with
+//! their metadata for the selected protocol and their assignment bytes
+//! as the leader sent them (`Coordinator::describe`).
+//!
+//! A group without members but with committed offsets is `Empty`; a
+//! group with neither is `Dead` with no error, as Kafka answers it (the
+//! admin clients read the state). An HTTP group's members carry no
+//! metadata or assignment bytes (theirs are the coordinator's own, shown
+//! by HTTP's describe).
+
+use bytes::Bytes;
+use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
+use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse, GroupId};
+use kafka_protocol::protocol::StrBytes;
+use tidelog_broker::coordinator::{
+    GroupSnapshot, MemberAssignment, MemberProtocol, MemberSnapshot,
+};
+use tidelog_broker::names::validate_group_name;
+use tidelog_broker::Broker;
+
+use super::group;
+use super::list_groups::protocol_type;
+use crate::dispatch::Context;
+use crate::error::broker_code;
+
+pub fn handle(
+    ctx: &Context,
+    version: i16,
+    request: DescribeGroupsRequest,
+) -> DescribeGroupsResponse {
+    let broker = ctx.broker();
+    let groups = request
+        .groups
+        .into_iter()
+        .map(|id| describe(broker.as_deref(), version, id))
+        .collect();
+    DescribeGroupsResponse::default().with_groups(groups)
+}
+
+fn describe(broker: Option<&Broker>, version: i16, id: GroupId) -> DescribedGroup {
+    let answer = DescribedGroup::default().with_group_id(id.clone());
+    let Some(broker) = broker else {
+        return answer.with_error_code(group::NOT_READY);
+    };
+    let name = id.0.as_str();
+    if let Err(e) = validate_group_name(name) {
+        return answer.with_error_code(broker_code(&e));
+    }
+    let snapshot = broker.coordinator.describe(name);
+    let Some(snapshot) = snapshot.filter(|s| !s.members.is_empty()) else {
+        let state = if broker.groups.get(name, None).is_some() {
+            "Empty"
+        } else {
+            "Dead"
+        };
+        return answer.with_group_state(StrBytes::from_static_str(state));
+    };
+    let members = snapshot
+        .members
+        .iter()
+        .map(|m| member(&snapshot, m, version))
+        .collect();
+    answer
+        .with_group_state(StrBytes::from_static_str(snapshot.state.name()))
+        .with_protocol_type(StrBytes::from_string(group_protocol_type(&snapshot)))
+        .with_protocol_data(StrBytes::from_string(
+            snapshot.protocol.clone().unwrap_or_default(),
+        ))
+        .with_members(members)
+}
+
+/// The Kafka members' protocol type (`consumer` for consumer clients).
+fn group_protocol_type(snapshot: &GroupSnapshot) -> String {
+    snapshot
+        .members
+        .iter()
+        .find_map(|m| match &m.protocol {
+            MemberProtocol::Kafka { protocol_type, .. } => Some(protocol_type.clone()),
+            MemberProtocol::Http { .. } => None,
+        })
+        .unwrap_or_else(|| protocol_type(snapshot.kind).to_owned())
+}
+
+fn member(snapshot: &GroupSnapshot, m: &MemberSnapshot, version: i16) -> DescribedGroupMember {
+    let metadata = match (&m.protocol, &snapshot.protocol) {
+        (MemberProtocol::Kafka { protocols, .. }, Some(selected)) => protocols
+            .iter()
+            .find(|(name, _)| name == selected)
+            .map(|(_, metadata)| metadata.clone()),
+        _ => None,
+    };
+    let assignment = match &m.assignment {
+        Some(MemberAssignment::Opaque(bytes)) => bytes.clone(),
+        _ => Bytes::new(),
+    };
+    let described = DescribedGroupMember::default()
+        .with_member_id(StrBytes::from_string(m.member_id.clone()))
+        .with_client_id(StrBytes::from_string(m.client_id.clone()))
+        .with_client_host(StrBytes::from_string(m.host.clone()))
+        .with_member_metadata(metadata.unwrap_or_default())
+        .with_member_assignment(assignment);
+    if version >= 4 {
+        described.with_group_instance_id(m.instance_id.clone().map(StrBytes::from_string))
+    } else {
+        described
+    }
+}

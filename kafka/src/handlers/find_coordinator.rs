@@ -1,0 +1,77 @@
+//! FindCoordinator (10): this broker coordinates every group. v0-3 ask
+//! for one key, v4 for a batch (`coordinator_keys`), each answered on its
+//! own. Only group keys (key type 0) are served: transactions are not
+//! (KAFKA.md), so a transaction key is INVALID_REQUEST. A key that breaks
+//! the group-name rule is INVALID_GROUP_ID.
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::find_coordinator_response::Coordinator;
+use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
+use kafka_protocol::protocol::StrBytes;
+use tidelog_broker::names::validate_group_name;
+
+use crate::dispatch::Context;
+use crate::error::broker_code;
+
+const GROUP_KEY: i8 = 0;
+
+pub fn handle(
+    ctx: &Context,
+    version: i16,
+    request: FindCoordinatorRequest,
+) -> FindCoordinatorResponse {
+    let ready = ctx.broker().is_some();
+    let answer = |key: &str| -> (i16, Option<String>) {
+        if request.key_type != GROUP_KEY {
+            return (
+                ResponseError::InvalidRequest.code(),
+                Some(format!(
+                    "key type {} is not served (groups only)",
+                    request.key_type
+                )),
+            );
+        }
+        if !ready {
+            return (ResponseError::CoordinatorNotAvailable.code(), None);
+        }
+        match validate_group_name(key) {
+            Ok(()) => (0, None),
+            Err(e) => (broker_code(&e), Some(e.to_string())),
+        }
+    };
+    let host = StrBytes::from_string(ctx.host.clone());
+    if version >= 4 {
+        let coordinators = request
+            .coordinator_keys
+            .iter()
+            .map(|key| {
+                let (code, message) = answer(key.as_str());
+                let found = code == 0;
+                Coordinator::default()
+                    .with_key(key.clone())
+                    .with_node_id(BrokerId(if found { 0 } else { -1 }))
+                    .with_host(if found {
+                        host.clone()
+                    } else {
+                        StrBytes::default()
+                    })
+                    .with_port(if found { ctx.port } else { -1 })
+                    .with_error_code(code)
+                    .with_error_message(message.map(StrBytes::from_string))
+            })
+            .collect();
+        return FindCoordinatorResponse::default().with_coordinators(coordinators);
+    }
+    let (code, message) = answer(request.key.as_str());
+    let found = code == 0;
+    FindCoordinatorResponse::default()
+        .with_error_code(code)
+        .with_error_message(if version >= 1 {
+            message.map(StrBytes::from_string)
+        } else {
+            None
+        })
+        .with_node_id(BrokerId(if found { 0 } else { -1 }))
+        .with_host(if found { host } else { StrBytes::default() })
+        .with_port(if found { ctx.port } else { -1 })
+}

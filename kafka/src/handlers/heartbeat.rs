@@ -1,0 +1,27 @@
+//! Heartbeat (12): keeps a member's session; REBALANCE_IN_PROGRESS while
+//! its group rebalances (the member joins again), the coordinator's
+//! refusals otherwise (`error::broker_code`).
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse};
+
+use super::group;
+use crate::dispatch::Context;
+use crate::error::broker_code;
+
+pub fn handle(ctx: &Context, request: HeartbeatRequest) -> HeartbeatResponse {
+    let code = match (ctx.broker(), u32::try_from(request.generation_id)) {
+        (None, _) => group::NOT_READY,
+        (Some(_), Err(_)) => ResponseError::IllegalGeneration.code(),
+        (Some(broker), Ok(generation)) => match broker.coordinator.heartbeat(
+            request.group_id.0.as_str(),
+            request.member_id.as_str(),
+            group::id(request.group_instance_id.as_ref()),
+            generation,
+        ) {
+            Ok(()) => 0,
+            Err(e) => broker_code(&e),
+        },
+    };
+    HeartbeatResponse::default().with_error_code(code)
+}

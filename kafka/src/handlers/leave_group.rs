@@ -1,0 +1,43 @@
+//! LeaveGroup (13): v0-2 one member by id, v3+ a batch of members by id
+//! or `group.instance.id` (KIP-345), each answered on its own (the
+//! request's own code is for the group as a whole: 0 once it is served).
+
+use kafka_protocol::messages::leave_group_response::MemberResponse;
+use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
+
+use super::group;
+use crate::dispatch::Context;
+use crate::error::broker_code;
+
+pub fn handle(ctx: &Context, version: i16, request: LeaveGroupRequest) -> LeaveGroupResponse {
+    let Some(broker) = ctx.broker() else {
+        return LeaveGroupResponse::default().with_error_code(group::NOT_READY);
+    };
+    let group_id = request.group_id.0.as_str();
+    let partitions = group::partitions(&broker);
+    let leave = |member_id: Option<&str>, instance_id: Option<&str>| -> i16 {
+        match broker
+            .coordinator
+            .leave(group_id, member_id, instance_id, &partitions)
+        {
+            Ok(()) => 0,
+            Err(e) => broker_code(&e),
+        }
+    };
+    if version < 3 {
+        let code = leave(group::id(Some(&request.member_id)), None);
+        return LeaveGroupResponse::default().with_error_code(code);
+    }
+    let members = request
+        .members
+        .iter()
+        .map(|m| {
+            let instance_id = m.group_instance_id.as_ref();
+            MemberResponse::default()
+                .with_member_id(m.member_id.clone())
+                .with_group_instance_id(instance_id.cloned())
+                .with_error_code(leave(group::id(Some(&m.member_id)), group::id(instance_id)))
+        })
+        .collect();
+    LeaveGroupResponse::default().with_members(members)
+}

@@ -1,0 +1,51 @@
+//! ListGroups (16): every group with members or committed offsets
+//! (`Broker::list_groups`, the list HTTP's `GET /consumer-groups`
+//! answers), filtered by state from v4 (KIP-518; names compared ignoring
+//! case, as Kafka does). A Kafka group's protocol type is `consumer`, an
+//! HTTP group's `http`, an offsets-only group's empty.
+
+use kafka_protocol::messages::list_groups_response::ListedGroup;
+use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
+use kafka_protocol::protocol::StrBytes;
+use tidelog_broker::coordinator::ProtocolKind;
+
+use super::group;
+use crate::dispatch::Context;
+
+pub fn handle(ctx: &Context, version: i16, request: ListGroupsRequest) -> ListGroupsResponse {
+    let Some(broker) = ctx.broker() else {
+        return ListGroupsResponse::default().with_error_code(group::NOT_READY);
+    };
+    let wanted = |state: &str| {
+        request.states_filter.is_empty()
+            || request
+                .states_filter
+                .iter()
+                .any(|s| s.as_str().eq_ignore_ascii_case(state))
+    };
+    let groups = broker
+        .list_groups()
+        .into_iter()
+        .filter(|g| wanted(g.state.name()))
+        .map(|g| {
+            let listed = ListedGroup::default()
+                .with_group_id(GroupId(StrBytes::from_string(g.group)))
+                .with_protocol_type(StrBytes::from_static_str(protocol_type(g.kind)));
+            if version >= 4 {
+                listed.with_group_state(StrBytes::from_static_str(g.state.name()))
+            } else {
+                listed
+            }
+        })
+        .collect();
+    ListGroupsResponse::default().with_groups(groups)
+}
+
+/// The protocol type a group of `kind` answers.
+pub fn protocol_type(kind: Option<ProtocolKind>) -> &'static str {
+    match kind {
+        Some(ProtocolKind::Kafka) => "consumer",
+        Some(ProtocolKind::Http) => "http",
+        None => "",
+    }
+}

@@ -1,0 +1,189 @@
+//! OffsetFetch (9): a group's committed offsets from the same store as
+//! HTTP's (`Broker::groups`): v1-7 one group, v8 a batch of groups, each
+//! with the partitions asked or (null topics, v2+) every committed one.
+//! A partition without a committed offset answers offset -1 and no error,
+//! as Kafka does (the consumer applies `auto.offset.reset`).
+
+use std::collections::BTreeMap;
+
+use kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic, OffsetFetchResponseTopics,
+};
+use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use tidelog_broker::groups::CommittedOffset;
+use tidelog_broker::names::validate_group_name;
+use tidelog_broker::Broker;
+
+use super::{group, topic_name};
+use crate::dispatch::Context;
+use crate::error::broker_code;
+
+/// One partition's answer: index, offset (-1: none), metadata.
+type Found = (i32, i64, String);
+
+pub fn handle(ctx: &Context, version: i16, request: OffsetFetchRequest) -> OffsetFetchResponse {
+    let broker = ctx.broker();
+    if version >= 8 {
+        let groups = request
+            .groups
+            .into_iter()
+            .map(|g| {
+                let asked = g.topics.map(|topics| {
+                    topics
+                        .into_iter()
+                        .map(|t| (t.name, t.partition_indexes))
+                        .collect()
+                });
+                let (code, found) = fetch(broker.as_deref(), g.group_id.0.as_str(), asked);
+                let topics = answer_topics(
+                    found,
+                    |name, partitions| {
+                        OffsetFetchResponseTopics::default()
+                            .with_name(name)
+                            .with_partitions(partitions)
+                    },
+                    |(index, offset, metadata)| {
+                        OffsetFetchResponsePartitions::default()
+                            .with_partition_index(index)
+                            .with_committed_offset(offset)
+                            .with_committed_leader_epoch(-1)
+                            .with_metadata(Some(StrBytes::from_string(metadata)))
+                    },
+                );
+                OffsetFetchResponseGroup::default()
+                    .with_group_id(g.group_id)
+                    .with_topics(topics)
+                    .with_error_code(code)
+            })
+            .collect();
+        return OffsetFetchResponse::default().with_groups(groups);
+    }
+    let asked = request.topics.map(|topics| {
+        topics
+            .into_iter()
+            .map(|t| (t.name, t.partition_indexes))
+            .collect()
+    });
+    let (code, found) = fetch(broker.as_deref(), request.group_id.0.as_str(), asked);
+    let topics = answer_topics(
+        found,
+        |name, partitions| {
+            OffsetFetchResponseTopic::default()
+                .with_name(name)
+                .with_partitions(partitions)
+        },
+        |(index, offset, metadata)| {
+            OffsetFetchResponsePartition::default()
+                .with_partition_index(index)
+                .with_committed_offset(offset)
+                // A field from v5 on.
+                .with_committed_leader_epoch(-1)
+                .with_metadata(Some(StrBytes::from_string(metadata)))
+                // v0-1 have no group-level code: each partition carries it.
+                .with_error_code(if version < 2 { code } else { 0 })
+        },
+    );
+    let answer = OffsetFetchResponse::default().with_topics(topics);
+    if version >= 2 {
+        answer.with_error_code(code)
+    } else {
+        answer
+    }
+}
+
+/// `found` in the answer's types (v0-7 and v8 have their own).
+fn answer_topics<T, P>(
+    found: Vec<(TopicName, Vec<Found>)>,
+    topic: impl Fn(TopicName, Vec<P>) -> T,
+    partition: impl Fn(Found) -> P,
+) -> Vec<T> {
+    found
+        .into_iter()
+        .map(|(name, partitions)| topic(name, partitions.into_iter().map(&partition).collect()))
+        .collect()
+}
+
+/// The group's code and, per topic, the asked partitions (`None`: every
+/// committed one) with their offsets.
+fn fetch(
+    broker: Option<&Broker>,
+    group_id: &str,
+    asked: Option<Vec<(TopicName, Vec<i32>)>>,
+) -> (i16, Vec<(TopicName, Vec<Found>)>) {
+    let refused = match broker.map(|_| validate_group_name(group_id)) {
+        None => Some(group::NOT_READY),
+        Some(Err(e)) => Some(broker_code(&e)),
+        Some(Ok(())) => None,
+    };
+    let (Some(broker), None) = (broker, refused) else {
+        // The asked partitions answer -1 beside the code (v0-1 carry the
+        // code in each partition only).
+        let code = refused.unwrap_or(group::NOT_READY);
+        let none = |indexes: Vec<i32>| {
+            indexes
+                .into_iter()
+                .map(|i| (i, -1, String::new()))
+                .collect()
+        };
+        let asked = asked.unwrap_or_default();
+        return (
+            code,
+            asked
+                .into_iter()
+                .map(|(name, indexes)| (name, none(indexes)))
+                .collect(),
+        );
+    };
+    let committed = broker.groups.get(group_id, None).unwrap_or_default();
+    let Some(asked) = asked else {
+        return (0, every_committed(committed));
+    };
+    // Looked up by (topic, partition): a request may name many.
+    let by_key: BTreeMap<(&str, u32), &CommittedOffset> = committed
+        .iter()
+        .map(|c| ((c.topic.as_str(), c.partition), c))
+        .collect();
+    let found = asked
+        .into_iter()
+        .map(|(name, indexes)| {
+            let partitions = indexes
+                .into_iter()
+                .map(|index| {
+                    let c = u32::try_from(index)
+                        .ok()
+                        .and_then(|p| by_key.get(&(name.0.as_str(), p)));
+                    match c {
+                        Some(c) => (index, offset(c), c.metadata.clone()),
+                        None => (index, -1, String::new()),
+                    }
+                })
+                .collect();
+            (name, partitions)
+        })
+        .collect();
+    (0, found)
+}
+
+/// Every committed offset, grouped by topic (already sorted by topic and
+/// partition).
+fn every_committed(committed: Vec<CommittedOffset>) -> Vec<(TopicName, Vec<Found>)> {
+    let mut out: Vec<(TopicName, Vec<Found>)> = Vec::new();
+    for c in committed {
+        let entry = (
+            i32::try_from(c.partition).unwrap_or(i32::MAX),
+            offset(&c),
+            c.metadata.clone(),
+        );
+        match out.last_mut() {
+            Some((name, partitions)) if name.0.as_str() == c.topic => partitions.push(entry),
+            _ => out.push((topic_name(&c.topic), vec![entry])),
+        }
+    }
+    out
+}
+
+fn offset(c: &CommittedOffset) -> i64 {
+    i64::try_from(c.offset).unwrap_or(i64::MAX)
+}
