@@ -21,6 +21,10 @@ pub struct KafkaConfig {
     /// compressed batches may inflate into.
     pub max_request_bytes: u64,
     pub max_connections: u64,
+    /// Not a YAML key: true when the top-level `admin_token` is set, so
+    /// the mutating admin APIs are refused (`handlers::admin`).
+    #[serde(skip)]
+    pub admin_locked: bool,
 }
 
 impl Default for KafkaConfig {
@@ -30,6 +34,7 @@ impl Default for KafkaConfig {
             advertised_host: None,
             max_request_bytes: 104_857_600,
             max_connections: 4096,
+            admin_locked: false,
         }
     }
 }

@@ -12,10 +12,10 @@ use std::sync::Arc;
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, DescribeGroupsRequest, FetchRequest, FindCoordinatorRequest,
-    HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest,
-    MetadataRequest, OffsetCommitRequest, OffsetFetchRequest, ProduceRequest, RequestHeader,
-    ResponseHeader, SyncGroupRequest,
+    ApiKey, ApiVersionsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeGroupsRequest,
+    FetchRequest, FindCoordinatorRequest, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest,
+    ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
+    OffsetFetchRequest, ProduceRequest, RequestHeader, ResponseHeader, SyncGroupRequest,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
 use tidelog_broker::Broker;
@@ -43,6 +43,9 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::SyncGroup, 0, 5),
     (ApiKey::DescribeGroups, 0, 5),
     (ApiKey::ListGroups, 0, 4),
+    // The admin APIs (KAFKA.md "Admin").
+    (ApiKey::CreateTopics, 2, 7),
+    (ApiKey::DeleteTopics, 1, 6),
 ];
 
 /// Where the broker is, once recovery is done.
@@ -58,6 +61,9 @@ pub struct Context {
     pub port: i32,
     /// Turns true at shutdown: long-polls answer at once.
     pub stop: watch::Receiver<bool>,
+    /// `admin_token` is set: the mutating admin APIs are refused
+    /// (`handlers::admin`).
+    pub admin_locked: bool,
 }
 
 impl Context {
@@ -209,6 +215,16 @@ pub async fn handle_from(
             let answer = handlers::describe_groups::handle(ctx, version, request);
             encode(api, id, key, version, &answer).map(Some)
         }
+        ApiKey::CreateTopics => {
+            let request = decode!(CreateTopicsRequest);
+            let answer = handlers::create_topics::handle(ctx, version, request).await;
+            encode(api, id, key, version, &answer).map(Some)
+        }
+        ApiKey::DeleteTopics => {
+            let request = decode!(DeleteTopicsRequest);
+            let answer = handlers::delete_topics::handle(ctx, version, request).await;
+            encode(api, id, key, version, &answer).map(Some)
+        }
         _ => Err(FrameError::UnknownKey { key: raw_key }),
     }
 }
@@ -229,6 +245,8 @@ fn api_name(key: ApiKey) -> &'static str {
         ApiKey::SyncGroup => "SyncGroup",
         ApiKey::DescribeGroups => "DescribeGroups",
         ApiKey::ListGroups => "ListGroups",
+        ApiKey::CreateTopics => "CreateTopics",
+        ApiKey::DeleteTopics => "DeleteTopics",
         _ => "unserved",
     }
 }

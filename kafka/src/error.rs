@@ -103,6 +103,10 @@ pub fn broker_code(e: &BrokerError) -> i16 {
             ResponseError::InvalidRecord
         }
         B::RecordTooLarge { .. } => ResponseError::MessageTooLarge,
+        // The admin APIs' refusals (KAFKA.md "Admin").
+        B::TopicExists { .. } => ResponseError::TopicAlreadyExists,
+        B::InvalidTopicConfig { .. } => ResponseError::InvalidConfig,
+        B::Invalid { .. } => ResponseError::InvalidRequest,
         // The coordinator's refusals (KAFKA.md "Groups").
         B::UnknownMember { .. } => ResponseError::UnknownMemberId,
         // A commit without membership (generation -1) to a group with

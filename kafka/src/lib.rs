@@ -49,6 +49,7 @@ pub async fn serve(
         host,
         port,
         stop: stop.clone(),
+        admin_locked: config.admin_locked,
     });
     listener::serve(listener, ctx, stop).await;
 }

@@ -208,6 +208,8 @@ pub fn body(key: ApiKey, version: i16, frame: &[u8]) -> Walked {
         ApiKey::SyncGroup => v >= 4,
         ApiKey::DescribeGroups => v >= 5,
         ApiKey::ListGroups => v >= 3,
+        ApiKey::CreateTopics => v >= 5,
+        ApiKey::DeleteTopics => v >= 4,
         _ => return Err("not a served API".into()),
     };
     let mut w = Walk {
@@ -391,6 +393,38 @@ pub fn body(key: ApiKey, version: i16, frame: &[u8]) -> Walked {
         }
         ApiKey::ListGroups if v >= 4 => {
             w.array(|w| w.string())?;
+        }
+        ApiKey::CreateTopics => {
+            w.array(|w| {
+                w.string()?;
+                w.fixed(4 + 2)?;
+                // Assignments: a partition and its broker ids.
+                w.array(|w| {
+                    w.fixed(4)?;
+                    w.array(|w| w.fixed(4))?;
+                    w.tags()
+                })?;
+                // Configs: name and nullable value.
+                w.array(|w| {
+                    w.string()?;
+                    w.string()?;
+                    w.tags()
+                })?;
+                w.tags()
+            })?;
+            w.fixed(4 + 1)?;
+        }
+        ApiKey::DeleteTopics => {
+            if v >= 6 {
+                w.array(|w| {
+                    w.string()?;
+                    w.fixed(16)?;
+                    w.tags()
+                })?;
+            } else {
+                w.array(|w| w.string())?;
+            }
+            w.fixed(4)?;
         }
         _ => {}
     }

@@ -4,7 +4,10 @@
 //! compacted log's read) run on `spawn_blocking`, as the HTTP API runs
 //! them; the rest (page-cache copies) run inline.
 
+mod admin;
 pub mod api_versions;
+pub mod create_topics;
+pub mod delete_topics;
 pub mod describe_groups;
 pub mod fetch;
 pub mod find_coordinator;
