@@ -364,6 +364,32 @@ impl Broker {
         }
     }
 
+    /// Checks config changes as [`Broker::alter_topic`] would (names,
+    /// values, their combination, a policy change on a topic with
+    /// records, an internal topic) and applies nothing: a Kafka alter's
+    /// `validate_only`.
+    pub fn check_alter_topic(
+        &self,
+        name: &str,
+        changes: &[(String, Option<String>)],
+    ) -> Result<(), BrokerError> {
+        let current = self.registry.require(name)?;
+        if current.is_internal() {
+            return Err(BrokerError::Invalid {
+                message: format!("topic {name:?} is internal; its configs are fixed"),
+            });
+        }
+        let mut overrides = current.overrides.clone();
+        topic_config::apply(
+            &mut overrides,
+            changes.iter().map(|(n, v)| (n.as_str(), v.as_deref())),
+        )?;
+        let next = TopicConfig::from_overrides(&overrides)?;
+        crate::registry::check_policy_change(&current, &next, &|p| {
+            next_offset(&self.store, name, p)
+        })
+    }
+
     /// Deletes a topic: from the registry, its compacted logs, then its
     /// queues. Blocking.
     pub fn delete_topic(&self, name: &str) -> Result<(), BrokerError> {

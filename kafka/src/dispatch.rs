@@ -12,9 +12,10 @@ use std::sync::Arc;
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeGroupsRequest,
-    FetchRequest, FindCoordinatorRequest, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest,
-    ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
+    AlterConfigsRequest, ApiKey, ApiVersionsRequest, CreateTopicsRequest, DeleteTopicsRequest,
+    DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest, FetchRequest,
+    FindCoordinatorRequest, HeartbeatRequest, IncrementalAlterConfigsRequest, JoinGroupRequest,
+    LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
     OffsetFetchRequest, ProduceRequest, RequestHeader, ResponseHeader, SyncGroupRequest,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
@@ -46,6 +47,10 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     // The admin APIs (KAFKA.md "Admin").
     (ApiKey::CreateTopics, 2, 7),
     (ApiKey::DeleteTopics, 1, 6),
+    (ApiKey::DescribeConfigs, 1, 4),
+    (ApiKey::AlterConfigs, 0, 2),
+    (ApiKey::IncrementalAlterConfigs, 0, 1),
+    (ApiKey::DescribeCluster, 0, 1),
 ];
 
 /// Where the broker is, once recovery is done.
@@ -225,6 +230,26 @@ pub async fn handle_from(
             let answer = handlers::delete_topics::handle(ctx, version, request).await;
             encode(api, id, key, version, &answer).map(Some)
         }
+        ApiKey::DescribeConfigs => {
+            let request = decode!(DescribeConfigsRequest);
+            let answer = handlers::describe_configs::handle(ctx, version, request);
+            encode(api, id, key, version, &answer).map(Some)
+        }
+        ApiKey::AlterConfigs => {
+            let request = decode!(AlterConfigsRequest);
+            let answer = handlers::alter_configs::handle(ctx, request).await;
+            encode(api, id, key, version, &answer).map(Some)
+        }
+        ApiKey::IncrementalAlterConfigs => {
+            let request = decode!(IncrementalAlterConfigsRequest);
+            let answer = handlers::incremental_alter_configs::handle(ctx, request).await;
+            encode(api, id, key, version, &answer).map(Some)
+        }
+        ApiKey::DescribeCluster => {
+            let request = decode!(DescribeClusterRequest);
+            let answer = handlers::describe_cluster::handle(ctx, version, request);
+            encode(api, id, key, version, &answer).map(Some)
+        }
         _ => Err(FrameError::UnknownKey { key: raw_key }),
     }
 }
@@ -247,6 +272,10 @@ fn api_name(key: ApiKey) -> &'static str {
         ApiKey::ListGroups => "ListGroups",
         ApiKey::CreateTopics => "CreateTopics",
         ApiKey::DeleteTopics => "DeleteTopics",
+        ApiKey::DescribeConfigs => "DescribeConfigs",
+        ApiKey::AlterConfigs => "AlterConfigs",
+        ApiKey::IncrementalAlterConfigs => "IncrementalAlterConfigs",
+        ApiKey::DescribeCluster => "DescribeCluster",
         _ => "unserved",
     }
 }

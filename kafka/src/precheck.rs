@@ -210,6 +210,10 @@ pub fn body(key: ApiKey, version: i16, frame: &[u8]) -> Walked {
         ApiKey::ListGroups => v >= 3,
         ApiKey::CreateTopics => v >= 5,
         ApiKey::DeleteTopics => v >= 4,
+        ApiKey::DescribeConfigs => v >= 4,
+        ApiKey::AlterConfigs => v >= 2,
+        ApiKey::IncrementalAlterConfigs => v >= 1,
+        ApiKey::DescribeCluster => true,
         _ => return Err("not a served API".into()),
     };
     let mut w = Walk {
@@ -425,6 +429,43 @@ pub fn body(key: ApiKey, version: i16, frame: &[u8]) -> Walked {
                 w.array(|w| w.string())?;
             }
             w.fixed(4)?;
+        }
+        ApiKey::DescribeConfigs => {
+            w.array(|w| {
+                w.fixed(1)?;
+                w.string()?;
+                w.array(|w| w.string())?;
+                w.tags()
+            })?;
+            w.fixed(1)?;
+            if v >= 3 {
+                w.fixed(1)?;
+            }
+        }
+        // Resources, each a type, a name and configs: a name, for the
+        // incremental alter an operation, and a nullable value.
+        ApiKey::AlterConfigs | ApiKey::IncrementalAlterConfigs => {
+            let incremental = key == ApiKey::IncrementalAlterConfigs;
+            w.array(|w| {
+                w.fixed(1)?;
+                w.string()?;
+                w.array(|w| {
+                    w.string()?;
+                    if incremental {
+                        w.fixed(1)?;
+                    }
+                    w.string()?;
+                    w.tags()
+                })?;
+                w.tags()
+            })?;
+            w.fixed(1)?;
+        }
+        ApiKey::DescribeCluster => {
+            w.fixed(1)?;
+            if v >= 1 {
+                w.fixed(1)?;
+            }
         }
         _ => {}
     }

@@ -15,6 +15,7 @@ use crate::dispatch::Context;
 pub struct Resource(i16);
 
 pub const TOPIC: Resource = Resource(ResponseError::TopicAuthorizationFailed.code());
+pub const CLUSTER: Resource = Resource(ResponseError::ClusterAuthorizationFailed.code());
 
 /// The code and message a mutating admin request on `resource` is refused
 /// with, or `None` when it may go on.

@@ -18,13 +18,10 @@ use tidelog_broker::registry::check_partitions;
 use tidelog_broker::topic_config::{self, Overrides};
 use tidelog_broker::{names, Broker, BrokerError};
 
+use super::configs::{SOURCE_DEFAULT, SOURCE_TOPIC};
 use super::{admin, maybe_blocking, NOT_READY};
 use crate::dispatch::Context;
 use crate::error::broker_code;
-
-/// Kafka's `ConfigSource`: a topic's own setting, and the default.
-pub const SOURCE_TOPIC: i8 = 1;
-pub const SOURCE_DEFAULT: i8 = 5;
 
 pub async fn handle(
     ctx: &Context,

@@ -5,14 +5,19 @@
 //! them; the rest (page-cache copies) run inline.
 
 mod admin;
+pub mod alter_configs;
 pub mod api_versions;
+mod configs;
 pub mod create_topics;
 pub mod delete_topics;
+pub mod describe_cluster;
+pub mod describe_configs;
 pub mod describe_groups;
 pub mod fetch;
 pub mod find_coordinator;
 mod group;
 pub mod heartbeat;
+pub mod incremental_alter_configs;
 pub mod join_group;
 pub mod leave_group;
 pub mod list_groups;

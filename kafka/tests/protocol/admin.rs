@@ -8,16 +8,17 @@
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::protocol::{Encodable, StrBytes};
 use tidelog_kafka::KafkaConfig;
 use tokio::net::TcpStream;
 
-use super::{call, closed, connect, name, request_frame, send_frame, server, server_configured};
+use super::{call, closed, connect, name, send_frame, server, server_configured};
 
 // Kafka's error codes the tests expect.
 const NONE: i16 = 0;
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
+const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
 const TOPIC_ALREADY_EXISTS: i16 = 36;
 const INVALID_PARTITIONS: i16 = 37;
 const INVALID_REPLICATION_FACTOR: i16 = 38;
@@ -268,35 +269,26 @@ async fn a_lying_count_in_an_admin_request_closes_its_connection() {
         (ApiKey::CreateTopics, 7),
         (ApiKey::DeleteTopics, 1),
         (ApiKey::DeleteTopics, 6),
+        (ApiKey::DescribeConfigs, 1),
+        (ApiKey::DescribeConfigs, 4),
+        (ApiKey::AlterConfigs, 0),
+        (ApiKey::AlterConfigs, 2),
+        (ApiKey::IncrementalAlterConfigs, 0),
+        (ApiKey::IncrementalAlterConfigs, 1),
     ] {
         let mut c = connect(&s).await;
-        // An empty body's first field is the topics array: claim two
-        // billion of them in the bytes of one.
-        let mut frame = match key {
-            ApiKey::CreateTopics => request_frame(key, version, 1, &CreateTopicsRequest::default()),
-            _ => request_frame(key, version, 1, &DeleteTopicsRequest::default()),
-        };
-        let flexible = match key {
-            ApiKey::CreateTopics => version >= 5,
-            _ => version >= 4,
-        };
-        // Rebuild: header, then a lying count, then a few bytes.
-        let empty_body_len = {
-            let mut b = bytes::BytesMut::new();
-            use kafka_protocol::protocol::Encodable;
-            match key {
-                ApiKey::CreateTopics => CreateTopicsRequest::default()
-                    .encode(&mut b, version)
-                    .unwrap(),
-                _ => DeleteTopicsRequest::default()
-                    .encode(&mut b, version)
-                    .unwrap(),
-            }
-            b.len()
-        };
-        frame.truncate(frame.len() - empty_body_len);
+        // Each body's first field is its topics or resources array: claim
+        // four billion of them in the bytes of a few.
+        let mut frame = bytes::BytesMut::new();
+        RequestHeader::default()
+            .with_request_api_key(key as i16)
+            .with_request_api_version(version)
+            .with_correlation_id(1)
+            .encode(&mut frame, key.request_header_version(version))
+            .unwrap();
+        let flexible = key.request_header_version(version) >= 2;
         if flexible {
-            frame.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0x07]);
+            frame.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0x0f]);
         } else {
             frame.extend_from_slice(&0x7fff_ffffi32.to_be_bytes());
         }
@@ -308,4 +300,336 @@ async fn a_lying_count_in_an_admin_request_closes_its_connection() {
     let mut c = connect(&s).await;
     let answer = create(&mut c, 2, false, vec![topic("after", 1, 1, &[])]).await;
     assert_eq!(codes(&answer), [("after".to_owned(), NONE)]);
+}
+
+fn describe_request(resources: &[(i8, &str, Option<&[&str]>)]) -> DescribeConfigsRequest {
+    use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+    DescribeConfigsRequest::default()
+        .with_resources(
+            resources
+                .iter()
+                .map(|(t, n, keys)| {
+                    DescribeConfigsResource::default()
+                        .with_resource_type(*t)
+                        .with_resource_name(StrBytes::from_string((*n).to_owned()))
+                        .with_configuration_keys(keys.map(|k| {
+                            k.iter()
+                                .map(|k| StrBytes::from_string((*k).to_owned()))
+                                .collect()
+                        }))
+                })
+                .collect(),
+        )
+        .with_include_synonyms(true)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn describe_configs_answers_sources_synonyms_and_the_broker() {
+    let s = server().await;
+    let mut c = connect(&s).await;
+    create(
+        &mut c,
+        7,
+        false,
+        vec![topic("described", 1, 1, &[("retention.ms", "60000")])],
+    )
+    .await;
+    for version in [1, 4] {
+        let request = describe_request(&[
+            (2, "described", None),
+            (2, "described", Some(&["retention.ms", "no.such"])),
+            (4, "0", None),
+            (2, "missing", None),
+            (4, "7", None),
+        ]);
+        let answer: DescribeConfigsResponse =
+            call(&mut c, ApiKey::DescribeConfigs, version, &request).await;
+        let codes: Vec<_> = answer.results.iter().map(|r| r.error_code).collect();
+        assert_eq!(
+            codes,
+            [
+                NONE,
+                NONE,
+                NONE,
+                UNKNOWN_TOPIC_OR_PARTITION,
+                INVALID_REQUEST
+            ]
+        );
+        let all = &answer.results[0].configs;
+        // Every known config, as HTTP's configs list has them.
+        assert_eq!(all.len(), tidelog_broker::topic_config::SPECS.len());
+        let retention = all
+            .iter()
+            .find(|e| e.name.as_str() == "retention.ms")
+            .unwrap();
+        assert_eq!(retention.value.as_deref(), Some("60000"));
+        assert_eq!(retention.config_source, 1);
+        assert!(!retention.read_only);
+        let synonyms: Vec<_> = retention
+            .synonyms
+            .iter()
+            .map(|s| (s.value.as_deref().unwrap().to_owned(), s.source))
+            .collect();
+        assert_eq!(
+            synonyms,
+            [("60000".to_owned(), 1), ("604800000".to_owned(), 5)]
+        );
+        let policy = all
+            .iter()
+            .find(|e| e.name.as_str() == "cleanup.policy")
+            .unwrap();
+        assert_eq!(
+            (policy.value.as_deref(), policy.config_source),
+            (Some("delete"), 5)
+        );
+        // The type from v3: retention.ms a LONG (5), cleanup.policy a LIST (7).
+        let types = (retention.config_type, policy.config_type);
+        assert_eq!(types, if version >= 3 { (5, 7) } else { (0, 0) });
+        // Filtered: the unknown key is left out.
+        let names: Vec<_> = answer.results[1]
+            .configs
+            .iter()
+            .map(|e| e.name.as_str())
+            .collect();
+        assert_eq!(names, ["retention.ms"]);
+        let broker: Vec<_> = answer.results[2]
+            .configs
+            .iter()
+            .map(|e| {
+                (
+                    e.name.as_str(),
+                    e.value.as_deref().unwrap(),
+                    e.read_only,
+                    e.config_source,
+                )
+            })
+            .collect();
+        assert!(
+            broker.contains(&("num.partitions", "2", true, 4)),
+            "{broker:?}"
+        );
+        assert!(broker.contains(&("auto.create.topics.enable", "true", true, 4)));
+    }
+}
+
+fn incremental(
+    topic: &str,
+    ops: &[(&str, i8, Option<&str>)],
+    validate_only: bool,
+) -> IncrementalAlterConfigsRequest {
+    use kafka_protocol::messages::incremental_alter_configs_request::{
+        AlterConfigsResource, AlterableConfig,
+    };
+    IncrementalAlterConfigsRequest::default()
+        .with_resources(vec![AlterConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(StrBytes::from_string(topic.to_owned()))
+            .with_configs(
+                ops.iter()
+                    .map(|(n, op, v)| {
+                        AlterableConfig::default()
+                            .with_name(StrBytes::from_string((*n).to_owned()))
+                            .with_config_operation(*op)
+                            .with_value(v.map(|v| StrBytes::from_string(v.to_owned())))
+                    })
+                    .collect(),
+            )])
+        .with_validate_only(validate_only)
+}
+
+fn overrides(s: &super::Server, topic: &str) -> Vec<(String, String)> {
+    s.broker
+        .registry
+        .require(topic)
+        .unwrap()
+        .overrides
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
+    list.iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn incremental_alter_configs_sets_deletes_and_edits_the_list() {
+    let s = server().await;
+    let mut c = connect(&s).await;
+    create(
+        &mut c,
+        7,
+        false,
+        vec![topic("inc", 1, 1, &[("retention.ms", "60000")])],
+    )
+    .await;
+    for version in [0, 1] {
+        // SET and DELETE together, all or nothing.
+        let request = incremental(
+            "inc",
+            &[
+                ("retention.bytes", 0, Some("1000")),
+                ("retention.ms", 1, None),
+            ],
+            false,
+        );
+        let answer: IncrementalAlterConfigsResponse =
+            call(&mut c, ApiKey::IncrementalAlterConfigs, version, &request).await;
+        assert_eq!(answer.responses[0].error_code, NONE);
+        assert_eq!(overrides(&s, "inc"), pairs(&[("retention.bytes", "1000")]));
+        // A bad value refuses the whole request: nothing changes.
+        let request = incremental(
+            "inc",
+            &[
+                ("retention.bytes", 1, None),
+                ("segment.ms", 0, Some("never")),
+            ],
+            false,
+        );
+        let answer: IncrementalAlterConfigsResponse =
+            call(&mut c, ApiKey::IncrementalAlterConfigs, version, &request).await;
+        assert_eq!(answer.responses[0].error_code, INVALID_CONFIG);
+        assert!(answer.responses[0].error_message.is_some());
+        assert_eq!(overrides(&s, "inc"), pairs(&[("retention.bytes", "1000")]));
+        // APPEND on a config that is not a list.
+        let request = incremental("inc", &[("retention.ms", 2, Some("5"))], false);
+        let answer: IncrementalAlterConfigsResponse =
+            call(&mut c, ApiKey::IncrementalAlterConfigs, version, &request).await;
+        assert_eq!(answer.responses[0].error_code, INVALID_REQUEST);
+        // validate_only checks and changes nothing.
+        let request = incremental("inc", &[("retention.ms", 0, Some("5"))], true);
+        let answer: IncrementalAlterConfigsResponse =
+            call(&mut c, ApiKey::IncrementalAlterConfigs, version, &request).await;
+        assert_eq!(answer.responses[0].error_code, NONE);
+        assert_eq!(overrides(&s, "inc"), pairs(&[("retention.bytes", "1000")]));
+        let request = incremental("inc", &[("retention.ms", 0, Some("x"))], true);
+        let answer: IncrementalAlterConfigsResponse =
+            call(&mut c, ApiKey::IncrementalAlterConfigs, version, &request).await;
+        assert_eq!(answer.responses[0].error_code, INVALID_CONFIG);
+        // Unknown topic.
+        let request = incremental("absent", &[("retention.ms", 0, Some("5"))], false);
+        let answer: IncrementalAlterConfigsResponse =
+            call(&mut c, ApiKey::IncrementalAlterConfigs, version, &request).await;
+        assert_eq!(answer.responses[0].error_code, UNKNOWN_TOPIC_OR_PARTITION);
+    }
+    // APPEND and SUBTRACT on cleanup.policy, an empty topic (a policy
+    // change on one with records is refused, as over HTTP).
+    create(&mut c, 7, false, vec![topic("listed", 1, 1, &[])]).await;
+    let request = incremental("listed", &[("cleanup.policy", 2, Some("compact"))], false);
+    let answer: IncrementalAlterConfigsResponse =
+        call(&mut c, ApiKey::IncrementalAlterConfigs, 1, &request).await;
+    assert_eq!(answer.responses[0].error_code, NONE);
+    assert_eq!(
+        overrides(&s, "listed"),
+        pairs(&[("cleanup.policy", "compact,delete")])
+    );
+    let request = incremental("listed", &[("cleanup.policy", 3, Some("delete"))], false);
+    let answer: IncrementalAlterConfigsResponse =
+        call(&mut c, ApiKey::IncrementalAlterConfigs, 1, &request).await;
+    assert_eq!(answer.responses[0].error_code, NONE);
+    assert_eq!(
+        overrides(&s, "listed"),
+        pairs(&[("cleanup.policy", "compact")])
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn alter_configs_replaces_a_topics_configs() {
+    use kafka_protocol::messages::alter_configs_request::{AlterConfigsResource, AlterableConfig};
+    let s = server().await;
+    let mut c = connect(&s).await;
+    create(
+        &mut c,
+        7,
+        false,
+        vec![topic(
+            "legacy",
+            1,
+            1,
+            &[("retention.ms", "60000"), ("segment.ms", "3600000")],
+        )],
+    )
+    .await;
+    for (version, value) in [(0, "1000"), (2, "2000")] {
+        let request = AlterConfigsRequest::default().with_resources(vec![
+            AlterConfigsResource::default()
+                .with_resource_type(2)
+                .with_resource_name(StrBytes::from_static_str("legacy"))
+                .with_configs(vec![AlterableConfig::default()
+                    .with_name(StrBytes::from_static_str("retention.bytes"))
+                    .with_value(Some(StrBytes::from_string(value.to_owned())))]),
+            // The broker's configs are static.
+            AlterConfigsResource::default()
+                .with_resource_type(4)
+                .with_resource_name(StrBytes::from_static_str("0")),
+        ]);
+        let answer: AlterConfigsResponse =
+            call(&mut c, ApiKey::AlterConfigs, version, &request).await;
+        let codes: Vec<_> = answer.responses.iter().map(|r| r.error_code).collect();
+        assert_eq!(codes, [NONE, INVALID_REQUEST]);
+        // Replaced: the overrides not named are gone.
+        assert_eq!(
+            overrides(&s, "legacy"),
+            pairs(&[("retention.bytes", value)])
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn describe_cluster_names_the_one_broker() {
+    let s = server().await;
+    let mut c = connect(&s).await;
+    for version in [0, 1] {
+        let request = DescribeClusterRequest::default().with_endpoint_type(1);
+        let answer: DescribeClusterResponse =
+            call(&mut c, ApiKey::DescribeCluster, version, &request).await;
+        assert_eq!(answer.error_code, NONE);
+        assert_eq!(answer.cluster_id.as_str(), s.broker.config.cluster_id);
+        assert_eq!(answer.controller_id.0, 0);
+        let brokers: Vec<_> = answer
+            .brokers
+            .iter()
+            .map(|b| (b.broker_id.0, b.host.to_string(), b.port))
+            .collect();
+        assert_eq!(
+            brokers,
+            [(0, "127.0.0.1".to_owned(), i32::from(s.addr.port()))]
+        );
+    }
+    let request = DescribeClusterRequest::default().with_endpoint_type(2);
+    let answer: DescribeClusterResponse = call(&mut c, ApiKey::DescribeCluster, 1, &request).await;
+    assert_eq!(answer.error_code, 115);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_admin_token_set_config_alters_are_refused_and_describes_answered() {
+    let s = server_configured(KafkaConfig {
+        admin_locked: true,
+        ..KafkaConfig::default()
+    })
+    .await;
+    s.broker
+        .create_topic("fixed", 1, Default::default())
+        .unwrap();
+    let mut c = connect(&s).await;
+    let request = incremental("fixed", &[("retention.ms", 0, Some("5"))], false);
+    let answer: IncrementalAlterConfigsResponse =
+        call(&mut c, ApiKey::IncrementalAlterConfigs, 1, &request).await;
+    assert_eq!(answer.responses[0].error_code, TOPIC_AUTHORIZATION_FAILED);
+    assert!(overrides(&s, "fixed").is_empty());
+    let mut request = incremental("0", &[], false);
+    request.resources[0].resource_type = 4;
+    let answer: IncrementalAlterConfigsResponse =
+        call(&mut c, ApiKey::IncrementalAlterConfigs, 1, &request).await;
+    assert_eq!(answer.responses[0].error_code, CLUSTER_AUTHORIZATION_FAILED);
+    let answer: DescribeConfigsResponse = call(
+        &mut c,
+        ApiKey::DescribeConfigs,
+        4,
+        &describe_request(&[(2, "fixed", None)]),
+    )
+    .await;
+    assert_eq!(answer.results[0].error_code, NONE);
 }
