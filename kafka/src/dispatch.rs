@@ -16,7 +16,8 @@ use kafka_protocol::messages::{
     DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest, FetchRequest,
     FindCoordinatorRequest, HeartbeatRequest, IncrementalAlterConfigsRequest, JoinGroupRequest,
     LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
-    OffsetFetchRequest, ProduceRequest, RequestHeader, ResponseHeader, SyncGroupRequest,
+    OffsetFetchRequest, ProduceRequest, RequestHeader, ResponseHeader, SaslAuthenticateRequest,
+    SaslHandshakeRequest, SyncGroupRequest,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
 use tidelog_broker::Broker;
@@ -51,6 +52,9 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AlterConfigs, 0, 2),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::DescribeCluster, 0, 1),
+    // SASL/PLAIN for the admin token (KAFKA.md "Security").
+    (ApiKey::SaslHandshake, 0, 1),
+    (ApiKey::SaslAuthenticate, 0, 2),
 ];
 
 /// Where the broker is, once recovery is done.
@@ -66,9 +70,27 @@ pub struct Context {
     pub port: i32,
     /// Turns true at shutdown: long-polls answer at once.
     pub stop: watch::Receiver<bool>,
-    /// `admin_token` is set: the mutating admin APIs are refused
-    /// (`handlers::admin`).
-    pub admin_locked: bool,
+    /// When set, the mutating admin APIs need a SASL/PLAIN login with it
+    /// (`handlers::sasl`, `handlers::admin`).
+    pub admin_token: Option<crate::config::AdminToken>,
+}
+
+/// One connection's state: its SASL login (`handlers::sasl`).
+#[derive(Debug, Default)]
+pub struct Session {
+    /// A SaslHandshake chose PLAIN; the next step is its token (v0: a raw
+    /// frame, v1: SaslAuthenticate).
+    pub handshake: Option<Handshake>,
+    /// Logged in with the admin token.
+    pub authenticated: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Handshake {
+    /// v0: the token comes as a bare frame, answered by a bare frame.
+    Raw,
+    /// v1: the token comes in SaslAuthenticate.
+    Wrapped,
 }
 
 impl Context {
@@ -97,6 +119,21 @@ pub async fn handle_from(
     frame: Bytes,
     peer: Option<std::net::SocketAddr>,
 ) -> Result<Option<BytesMut>, FrameError> {
+    handle_in(ctx, frame, peer, &mut Session::default()).await
+}
+
+/// [`handle_from`] on a connection whose state is `session`.
+pub async fn handle_in(
+    ctx: &Context,
+    frame: Bytes,
+    peer: Option<std::net::SocketAddr>,
+    session: &mut Session,
+) -> Result<Option<BytesMut>, FrameError> {
+    if session.handshake == Some(Handshake::Raw) {
+        // After a v0 handshake the next frame is the bare PLAIN token.
+        return handlers::sasl::raw(ctx, session, &frame).map(Some);
+    }
+    let gate = handlers::admin::Gate::new(ctx, session);
     let Some(prefix) = frame.get(..4) else {
         return Err(FrameError::Header {
             reason: format!("{} bytes, fewer than a key and a version", frame.len()),
@@ -222,12 +259,12 @@ pub async fn handle_from(
         }
         ApiKey::CreateTopics => {
             let request = decode!(CreateTopicsRequest);
-            let answer = handlers::create_topics::handle(ctx, version, request).await;
+            let answer = handlers::create_topics::handle(ctx, gate, version, request).await;
             encode(api, id, key, version, &answer).map(Some)
         }
         ApiKey::DeleteTopics => {
             let request = decode!(DeleteTopicsRequest);
-            let answer = handlers::delete_topics::handle(ctx, version, request).await;
+            let answer = handlers::delete_topics::handle(ctx, gate, version, request).await;
             encode(api, id, key, version, &answer).map(Some)
         }
         ApiKey::DescribeConfigs => {
@@ -237,17 +274,27 @@ pub async fn handle_from(
         }
         ApiKey::AlterConfigs => {
             let request = decode!(AlterConfigsRequest);
-            let answer = handlers::alter_configs::handle(ctx, request).await;
+            let answer = handlers::alter_configs::handle(ctx, gate, request).await;
             encode(api, id, key, version, &answer).map(Some)
         }
         ApiKey::IncrementalAlterConfigs => {
             let request = decode!(IncrementalAlterConfigsRequest);
-            let answer = handlers::incremental_alter_configs::handle(ctx, request).await;
+            let answer = handlers::incremental_alter_configs::handle(ctx, gate, request).await;
             encode(api, id, key, version, &answer).map(Some)
         }
         ApiKey::DescribeCluster => {
             let request = decode!(DescribeClusterRequest);
             let answer = handlers::describe_cluster::handle(ctx, version, request);
+            encode(api, id, key, version, &answer).map(Some)
+        }
+        ApiKey::SaslHandshake => {
+            let request = decode!(SaslHandshakeRequest);
+            let answer = handlers::sasl::handshake(ctx, session, version, request);
+            encode(api, id, key, version, &answer).map(Some)
+        }
+        ApiKey::SaslAuthenticate => {
+            let request = decode!(SaslAuthenticateRequest);
+            let answer = handlers::sasl::authenticate(ctx, session, request);
             encode(api, id, key, version, &answer).map(Some)
         }
         _ => Err(FrameError::UnknownKey { key: raw_key }),
@@ -276,6 +323,8 @@ fn api_name(key: ApiKey) -> &'static str {
         ApiKey::AlterConfigs => "AlterConfigs",
         ApiKey::IncrementalAlterConfigs => "IncrementalAlterConfigs",
         ApiKey::DescribeCluster => "DescribeCluster",
+        ApiKey::SaslHandshake => "SaslHandshake",
+        ApiKey::SaslAuthenticate => "SaslAuthenticate",
         _ => "unserved",
     }
 }

@@ -83,6 +83,10 @@ pub enum FrameError {
     },
     #[error("{what} timed out")]
     Timeout { what: &'static str },
+    /// A bare SASL/PLAIN token (after a v0 handshake) that is not the
+    /// admin token: Kafka closes such a connection.
+    #[error("SASL/PLAIN authentication failed")]
+    Authentication,
 }
 
 /// The Kafka error code of a broker error, for a partition or topic of an

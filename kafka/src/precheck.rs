@@ -214,6 +214,8 @@ pub fn body(key: ApiKey, version: i16, frame: &[u8]) -> Walked {
         ApiKey::AlterConfigs => v >= 2,
         ApiKey::IncrementalAlterConfigs => v >= 1,
         ApiKey::DescribeCluster => true,
+        ApiKey::SaslHandshake => false,
+        ApiKey::SaslAuthenticate => v >= 2,
         _ => return Err("not a served API".into()),
     };
     let mut w = Walk {
@@ -461,6 +463,8 @@ pub fn body(key: ApiKey, version: i16, frame: &[u8]) -> Walked {
             })?;
             w.fixed(1)?;
         }
+        ApiKey::SaslHandshake => w.string()?,
+        ApiKey::SaslAuthenticate => w.bytes()?,
         ApiKey::DescribeCluster => {
             w.fixed(1)?;
             if v >= 1 {

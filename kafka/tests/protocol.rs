@@ -296,7 +296,9 @@ async fn api_versions_advertises_only_the_served_apis_and_answers_unknown_versio
                 (32, 1, 4),
                 (33, 0, 2),
                 (44, 0, 1),
-                (60, 0, 1)
+                (60, 0, 1),
+                (17, 0, 1),
+                (36, 0, 2)
             ]
         );
     }
@@ -309,7 +311,7 @@ async fn api_versions_advertises_only_the_served_apis_and_answers_unknown_versio
     assert_eq!(answer.get_i32(), 7);
     let body = ApiVersionsResponse::decode(&mut answer, 0).unwrap();
     assert_eq!(body.error_code, 35);
-    assert_eq!(body.api_keys.len(), 20);
+    assert_eq!(body.api_keys.len(), 22);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

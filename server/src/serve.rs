@@ -108,7 +108,10 @@ pub async fn run(config: Config) -> ExitCode {
         let ready_state = state.clone();
         let ready: tidelog_kafka::Ready = std::sync::Arc::new(move || ready_state.ready().ok());
         let mut kafka_config = config.kafka.clone();
-        kafka_config.admin_locked = config.admin_token.is_some();
+        kafka_config.admin_token = config
+            .admin_token
+            .clone()
+            .map(tidelog_kafka::config::AdminToken);
         let stop = stop_tx.subscribe();
         tracing::info!(listen = ?kafka.local_addr().ok(), "Kafka listener");
         tokio::spawn(async move { tidelog_kafka::serve(kafka, &kafka_config, ready, stop).await });

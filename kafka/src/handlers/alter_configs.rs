@@ -7,10 +7,15 @@ use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceRespon
 use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use super::admin::Gate;
 use super::configs;
 use crate::dispatch::Context;
 
-pub async fn handle(ctx: &Context, request: AlterConfigsRequest) -> AlterConfigsResponse {
+pub async fn handle(
+    ctx: &Context,
+    gate: Gate,
+    request: AlterConfigsRequest,
+) -> AlterConfigsResponse {
     let mut responses = Vec::with_capacity(request.resources.len());
     for resource in request.resources {
         let name = resource.resource_name.to_string();
@@ -21,6 +26,7 @@ pub async fn handle(ctx: &Context, request: AlterConfigsRequest) -> AlterConfigs
             .collect();
         let outcome = configs::alter(
             ctx,
+            gate,
             resource.resource_type,
             &name,
             request.validate_only,

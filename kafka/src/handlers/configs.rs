@@ -53,6 +53,7 @@ pub fn check_broker_name(name: &str) -> Result<(), Refused> {
 /// all or nothing, or only checked when `validate_only`.
 pub async fn alter(
     ctx: &Context,
+    gate: admin::Gate,
     resource_type: i8,
     name: &str,
     validate_only: bool,
@@ -60,12 +61,12 @@ pub async fn alter(
 ) -> Result<(), Refused> {
     match resource_type {
         TOPIC => {
-            if let Some(refusal) = admin::refusal(ctx, admin::TOPIC) {
+            if let Some(refusal) = gate.refusal(admin::TOPIC) {
                 return Err(refusal);
             }
         }
         BROKER => {
-            if let Some(refusal) = admin::refusal(ctx, admin::CLUSTER) {
+            if let Some(refusal) = gate.refusal(admin::CLUSTER) {
                 return Err(refusal);
             }
             check_broker_name(name)?;

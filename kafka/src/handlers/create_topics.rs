@@ -25,6 +25,7 @@ use crate::error::broker_code;
 
 pub async fn handle(
     ctx: &Context,
+    gate: admin::Gate,
     version: i16,
     request: CreateTopicsRequest,
 ) -> CreateTopicsResponse {
@@ -33,7 +34,7 @@ pub async fn handle(
     for topic in request.topics {
         let name = topic.name.0.to_string();
         let result = CreatableTopicResult::default().with_name(topic.name.clone());
-        let outcome = match (&broker, admin::refusal(ctx, admin::TOPIC)) {
+        let outcome = match (&broker, gate.refusal(admin::TOPIC)) {
             (_, Some(refused)) => Err(refused),
             (None, None) => Err((NOT_READY, "the broker is recovering".to_owned())),
             (Some(broker), None) => create(broker, topic, request.validate_only).await,

@@ -14,6 +14,7 @@ use crate::error::broker_code;
 
 pub async fn handle(
     ctx: &Context,
+    gate: admin::Gate,
     version: i16,
     request: DeleteTopicsRequest,
 ) -> DeleteTopicsResponse {
@@ -37,7 +38,7 @@ pub async fn handle(
         let result = DeletableTopicResult::default()
             .with_name(name.clone())
             .with_topic_id(topic_id);
-        let outcome = match (&broker, admin::refusal(ctx, admin::TOPIC), name) {
+        let outcome = match (&broker, gate.refusal(admin::TOPIC), name) {
             (_, Some(refused), _) => Err(refused),
             (None, None, _) => Err((NOT_READY, "the broker is recovering".to_owned())),
             (Some(_), None, None) => Err((

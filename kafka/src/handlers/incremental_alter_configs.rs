@@ -10,6 +10,7 @@ use kafka_protocol::messages::{IncrementalAlterConfigsRequest, IncrementalAlterC
 use kafka_protocol::protocol::StrBytes;
 use tidelog_broker::registry::Topic;
 
+use super::admin::Gate;
 use super::configs::{self, invalid_request, Refused};
 use crate::dispatch::Context;
 
@@ -23,6 +24,7 @@ const LIST_CONFIG: &str = "cleanup.policy";
 
 pub async fn handle(
     ctx: &Context,
+    gate: Gate,
     request: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
     let mut responses = Vec::with_capacity(request.resources.len());
@@ -31,6 +33,7 @@ pub async fn handle(
         let configs = resource.configs;
         let outcome = configs::alter(
             ctx,
+            gate,
             resource.resource_type,
             &name,
             request.validate_only,

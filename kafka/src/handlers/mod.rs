@@ -4,7 +4,7 @@
 //! compacted log's read) run on `spawn_blocking`, as the HTTP API runs
 //! them; the rest (page-cache copies) run inline.
 
-mod admin;
+pub mod admin;
 pub mod alter_configs;
 pub mod api_versions;
 mod configs;
@@ -26,6 +26,7 @@ pub mod metadata;
 pub mod offset_commit;
 pub mod offset_fetch;
 pub mod produce;
+pub mod sasl;
 pub mod sync_group;
 
 use kafka_protocol::error::ResponseError;

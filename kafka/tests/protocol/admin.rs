@@ -9,13 +9,21 @@ use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableT
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Encodable, StrBytes};
+use tidelog_kafka::config::AdminToken;
 use tidelog_kafka::KafkaConfig;
 use tokio::net::TcpStream;
 
-use super::{call, closed, connect, name, send_frame, server, server_configured};
+use super::{
+    call, closed, connect, name, read_frame, request_frame, send_frame, server, server_configured,
+};
 
 // Kafka's error codes the tests expect.
 const NONE: i16 = 0;
+const UNSUPPORTED_SASL_MECHANISM: i16 = 33;
+const ILLEGAL_SASL_STATE: i16 = 34;
+const SASL_AUTHENTICATION_FAILED: i16 = 58;
+
+const TOKEN: &str = "s3cret-token";
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
 const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
@@ -232,7 +240,7 @@ async fn delete_topics_deletes_and_refuses_per_topic() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_admin_token_set_mutating_admin_apis_are_refused() {
     let s = server_configured(KafkaConfig {
-        admin_locked: true,
+        admin_token: Some(AdminToken(TOKEN.into())),
         ..KafkaConfig::default()
     })
     .await;
@@ -606,7 +614,7 @@ async fn describe_cluster_names_the_one_broker() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_admin_token_set_config_alters_are_refused_and_describes_answered() {
     let s = server_configured(KafkaConfig {
-        admin_locked: true,
+        admin_token: Some(AdminToken(TOKEN.into())),
         ..KafkaConfig::default()
     })
     .await;
@@ -632,4 +640,125 @@ async fn with_admin_token_set_config_alters_are_refused_and_describes_answered()
     )
     .await;
     assert_eq!(answer.results[0].error_code, NONE);
+}
+
+async fn handshake(c: &mut TcpStream, version: i16, mechanism: &str) -> SaslHandshakeResponse {
+    let request =
+        SaslHandshakeRequest::default().with_mechanism(StrBytes::from_string(mechanism.to_owned()));
+    call(c, ApiKey::SaslHandshake, version, &request).await
+}
+
+async fn authenticate(c: &mut TcpStream, version: i16, plain: &[u8]) -> SaslAuthenticateResponse {
+    let request =
+        SaslAuthenticateRequest::default().with_auth_bytes(bytes::Bytes::copy_from_slice(plain));
+    call(c, ApiKey::SaslAuthenticate, version, &request).await
+}
+
+fn plain(password: &str) -> Vec<u8> {
+    format!("\0admin\0{password}").into_bytes()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sasl_plain_login_with_the_token_opens_the_admin_apis_to_its_connection() {
+    let s = server_configured(KafkaConfig {
+        admin_token: Some(AdminToken(TOKEN.into())),
+        ..KafkaConfig::default()
+    })
+    .await;
+    for (handshake_version, auth_version) in [(1, 0), (1, 2)] {
+        let mut c = connect(&s).await;
+        // Authenticate before a handshake is out of order.
+        let answer = authenticate(&mut c, auth_version, &plain(TOKEN)).await;
+        assert_eq!(answer.error_code, ILLEGAL_SASL_STATE);
+        let answer = handshake(&mut c, handshake_version, "SCRAM-SHA-256").await;
+        assert_eq!(answer.error_code, UNSUPPORTED_SASL_MECHANISM);
+        assert_eq!(answer.mechanisms, [StrBytes::from_static_str("PLAIN")]);
+        // A wrong password, an oversized or a malformed message fail.
+        let oversized = plain(&"x".repeat(5000));
+        for bad in [
+            plain("wrong"),
+            oversized,
+            b"admin-no-nul".to_vec(),
+            plain(""),
+        ] {
+            assert_eq!(
+                handshake(&mut c, handshake_version, "PLAIN")
+                    .await
+                    .error_code,
+                NONE
+            );
+            let answer = authenticate(&mut c, auth_version, &bad).await;
+            assert_eq!(answer.error_code, SASL_AUTHENTICATION_FAILED);
+        }
+        let topic_name = format!("sasl-{auth_version}");
+        let refused = create(&mut c, 7, false, vec![topic(&topic_name, 1, 1, &[])]).await;
+        assert_eq!(refused.topics[0].error_code, TOPIC_AUTHORIZATION_FAILED);
+        // The token as password opens the admin APIs to this connection.
+        assert_eq!(
+            handshake(&mut c, handshake_version, "PLAIN")
+                .await
+                .error_code,
+            NONE
+        );
+        let answer = authenticate(&mut c, auth_version, &plain(TOKEN)).await;
+        assert_eq!(answer.error_code, NONE);
+        let made = create(&mut c, 7, false, vec![topic(&topic_name, 1, 1, &[])]).await;
+        assert_eq!(made.topics[0].error_code, NONE);
+        assert!(s.broker.registry.get(&topic_name).is_some());
+        // Only to this one.
+        let mut other = connect(&s).await;
+        let request = DeleteTopicsRequest::default()
+            .with_topic_names(vec![name(&topic_name)])
+            .with_timeout_ms(5000);
+        let answer: DeleteTopicsResponse =
+            call(&mut other, ApiKey::DeleteTopics, 5, &request).await;
+        assert_eq!(answer.responses[0].error_code, TOPIC_AUTHORIZATION_FAILED);
+        let answer: DeleteTopicsResponse = call(&mut c, ApiKey::DeleteTopics, 5, &request).await;
+        assert_eq!(answer.responses[0].error_code, NONE);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_v0_handshake_takes_the_token_as_a_bare_frame() {
+    let s = server_configured(KafkaConfig {
+        admin_token: Some(AdminToken(TOKEN.into())),
+        ..KafkaConfig::default()
+    })
+    .await;
+    let mut c = connect(&s).await;
+    assert_eq!(handshake(&mut c, 0, "PLAIN").await.error_code, NONE);
+    send_frame(&mut c, &plain(TOKEN)).await;
+    assert_eq!(read_frame(&mut c).await.unwrap().len(), 0);
+    let made = create(&mut c, 2, false, vec![topic("bare", 1, 1, &[])]).await;
+    assert_eq!(made.topics[0].error_code, NONE);
+    // A wrong bare token closes the connection; the server goes on.
+    let mut c = connect(&s).await;
+    assert_eq!(handshake(&mut c, 0, "PLAIN").await.error_code, NONE);
+    send_frame(&mut c, &plain("wrong")).await;
+    assert!(closed(&mut c).await);
+    let mut c = connect(&s).await;
+    let refused = create(&mut c, 2, false, vec![topic("bare2", 1, 1, &[])]).await;
+    assert_eq!(refused.topics[0].error_code, TOPIC_AUTHORIZATION_FAILED);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_an_admin_token_sasl_offers_nothing_and_admin_is_open() {
+    let s = server().await;
+    let mut c = connect(&s).await;
+    let answer = handshake(&mut c, 1, "PLAIN").await;
+    assert_eq!(answer.error_code, UNSUPPORTED_SASL_MECHANISM);
+    assert!(answer.mechanisms.is_empty());
+    let made = create(&mut c, 7, false, vec![topic("open", 1, 1, &[])]).await;
+    assert_eq!(made.topics[0].error_code, NONE);
+    // A lying length in a SaslAuthenticate closes its connection.
+    let mut frame = request_frame(
+        ApiKey::SaslAuthenticate,
+        0,
+        1,
+        &SaslAuthenticateRequest::default(),
+    );
+    let len = frame.len();
+    frame[len - 4..].copy_from_slice(&0x7fff_ffffi32.to_be_bytes());
+    send_frame(&mut c, &frame).await;
+    assert!(closed(&mut c).await);
 }
