@@ -5,7 +5,6 @@
 
 use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
-use kafka_protocol::protocol::StrBytes;
 
 use super::admin::Gate;
 use super::configs;
@@ -45,12 +44,8 @@ pub async fn handle(
         let response = AlterConfigsResourceResponse::default()
             .with_resource_type(resource.resource_type)
             .with_resource_name(resource.resource_name);
-        responses.push(match outcome {
-            Ok(()) => response,
-            Err((code, message)) => response
-                .with_error_code(code)
-                .with_error_message(Some(StrBytes::from_string(message))),
-        });
+        let (code, message) = configs::error_parts(outcome);
+        responses.push(response.with_error_code(code).with_error_message(message));
     }
     AlterConfigsResponse::default().with_responses(responses)
 }

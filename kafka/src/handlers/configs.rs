@@ -10,6 +10,7 @@
 use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::protocol::StrBytes;
 use tidelog_broker::registry::Topic;
 use tidelog_broker::{Broker, BrokerError};
 
@@ -28,6 +29,14 @@ pub const SOURCE_DEFAULT: i8 = 5;
 
 /// A refusal: the code and message a resource's answer carries.
 pub type Refused = (i16, String);
+
+/// A resource answer's error code and message (0 and none for success).
+pub fn error_parts(outcome: Result<(), Refused>) -> (i16, Option<StrBytes>) {
+    match outcome {
+        Ok(()) => (0, None),
+        Err((code, message)) => (code, Some(StrBytes::from_string(message))),
+    }
+}
 
 pub fn invalid_request(message: impl Into<String>) -> Refused {
     (ResponseError::InvalidRequest.code(), message.into())

@@ -7,7 +7,6 @@
 use kafka_protocol::messages::incremental_alter_configs_request::AlterableConfig;
 use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse};
-use kafka_protocol::protocol::StrBytes;
 use tidelog_broker::registry::Topic;
 
 use super::admin::Gate;
@@ -43,12 +42,8 @@ pub async fn handle(
         let response = AlterConfigsResourceResponse::default()
             .with_resource_type(resource.resource_type)
             .with_resource_name(resource.resource_name);
-        responses.push(match outcome {
-            Ok(()) => response,
-            Err((code, message)) => response
-                .with_error_code(code)
-                .with_error_message(Some(StrBytes::from_string(message))),
-        });
+        let (code, message) = configs::error_parts(outcome);
+        responses.push(response.with_error_code(code).with_error_message(message));
     }
     IncrementalAlterConfigsResponse::default().with_responses(responses)
 }
