@@ -337,12 +337,7 @@ impl Broker {
         changes: &[(String, Option<String>)],
     ) -> Result<(), BrokerError> {
         let current = self.registry.require(name)?;
-        let mut overrides = current.overrides.clone();
-        topic_config::apply(
-            &mut overrides,
-            changes.iter().map(|(n, v)| (n.as_str(), v.as_deref())),
-        )?;
-        let next = TopicConfig::from_overrides(&overrides)?;
+        let next = changed_config(&current, changes)?;
         // Becoming compact: copy records from now on, before the registry
         // checks the topic is empty, so none produced in between is missed.
         let becomes_compact =
@@ -362,6 +357,27 @@ impl Broker {
                 Err(e)
             }
         }
+    }
+
+    /// Checks config changes as [`Broker::alter_topic`] would (names,
+    /// values, their combination, a policy change on a topic with
+    /// records, an internal topic) and applies nothing: a Kafka alter's
+    /// `validate_only`.
+    pub fn check_alter_topic(
+        &self,
+        name: &str,
+        changes: &[(String, Option<String>)],
+    ) -> Result<(), BrokerError> {
+        let current = self.registry.require(name)?;
+        if current.is_internal() {
+            return Err(BrokerError::Invalid {
+                message: format!("topic {name:?} is internal; its configs are fixed"),
+            });
+        }
+        let next = changed_config(&current, changes)?;
+        crate::registry::check_policy_change(&current, &next, &|p| {
+            next_offset(&self.store, name, p)
+        })
     }
 
     /// Deletes a topic: from the registry, its compacted logs, then its
@@ -592,6 +608,20 @@ fn refuse_orphaned_topics(data_dir: &std::path::Path) -> Result<(), BrokerError>
             if orphans.len() > shown.len() { ", ..." } else { "" }
         ),
     })
+}
+
+/// The typed config `topic` would have with `changes` applied (`None`
+/// removes an override): names, values and their combination checked.
+fn changed_config(
+    topic: &Topic,
+    changes: &[(String, Option<String>)],
+) -> Result<TopicConfig, BrokerError> {
+    let mut overrides = topic.overrides.clone();
+    topic_config::apply(
+        &mut overrides,
+        changes.iter().map(|(n, v)| (n.as_str(), v.as_deref())),
+    )?;
+    TopicConfig::from_overrides(&overrides)
 }
 
 /// The queue offset the next record of a partition will get. Read from the

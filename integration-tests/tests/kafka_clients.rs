@@ -41,3 +41,24 @@ fn kafka_python_consumers_in_a_group_rebalance_commit_resume_and_share_offsets_w
         "kafka_python_group.py exited 0 without its closing line:\n{stdout}"
     );
 }
+
+const ADMIN_TOKEN: &str = "kafka-admin-token-0123456789";
+
+#[test]
+fn kafka_python_admin_client_logs_in_with_sasl_plain_and_creates_describes_alters_and_deletes() {
+    let server = TidelogProcess::start_with_config(&format!(
+        "{}admin_token: {ADMIN_TOKEN}\n",
+        common::SMALL_STORE
+    ));
+    let kafka = server.kafka_addr.expect("the harness gave it a Kafka port");
+    let mut command = clients::python_command("kafka_python_admin.py");
+    command
+        .arg(server.url())
+        .arg(kafka.to_string())
+        .arg(ADMIN_TOKEN);
+    let stdout = clients::run_script(command);
+    assert!(
+        stdout.contains("kafka_python_admin: every admin call checked"),
+        "kafka_python_admin.py exited 0 without its closing line:\n{stdout}"
+    );
+}

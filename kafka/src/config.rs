@@ -21,6 +21,21 @@ pub struct KafkaConfig {
     /// compressed batches may inflate into.
     pub max_request_bytes: u64,
     pub max_connections: u64,
+    /// Not a YAML key: the top-level `admin_token`. When set, the
+    /// mutating admin APIs need a SASL/PLAIN login with it as password
+    /// (`handlers::sasl`, `handlers::admin`).
+    #[serde(skip)]
+    pub admin_token: Option<AdminToken>,
+}
+
+/// The admin token; its `Debug` never shows it (configs are logged).
+#[derive(Clone, PartialEq, Eq, Default)]
+pub struct AdminToken(pub String);
+
+impl std::fmt::Debug for AdminToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<redacted>")
+    }
 }
 
 impl Default for KafkaConfig {
@@ -30,6 +45,7 @@ impl Default for KafkaConfig {
             advertised_host: None,
             max_request_bytes: 104_857_600,
             max_connections: 4096,
+            admin_token: None,
         }
     }
 }

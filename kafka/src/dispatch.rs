@@ -12,10 +12,12 @@ use std::sync::Arc;
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, DescribeGroupsRequest, FetchRequest, FindCoordinatorRequest,
-    HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest,
-    MetadataRequest, OffsetCommitRequest, OffsetFetchRequest, ProduceRequest, RequestHeader,
-    ResponseHeader, SyncGroupRequest,
+    AlterConfigsRequest, ApiKey, ApiVersionsRequest, CreateTopicsRequest, DeleteTopicsRequest,
+    DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest, FetchRequest,
+    FindCoordinatorRequest, HeartbeatRequest, IncrementalAlterConfigsRequest, JoinGroupRequest,
+    LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
+    OffsetFetchRequest, ProduceRequest, RequestHeader, ResponseHeader, SaslAuthenticateRequest,
+    SaslHandshakeRequest, SyncGroupRequest,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
 use tidelog_broker::Broker;
@@ -43,6 +45,16 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::SyncGroup, 0, 5),
     (ApiKey::DescribeGroups, 0, 5),
     (ApiKey::ListGroups, 0, 4),
+    // The admin APIs (KAFKA.md "Admin").
+    (ApiKey::CreateTopics, 2, 7),
+    (ApiKey::DeleteTopics, 1, 6),
+    (ApiKey::DescribeConfigs, 1, 4),
+    (ApiKey::AlterConfigs, 0, 2),
+    (ApiKey::IncrementalAlterConfigs, 0, 1),
+    (ApiKey::DescribeCluster, 0, 1),
+    // SASL/PLAIN for the admin token (KAFKA.md "Security").
+    (ApiKey::SaslHandshake, 0, 1),
+    (ApiKey::SaslAuthenticate, 0, 2),
 ];
 
 /// Where the broker is, once recovery is done.
@@ -58,6 +70,27 @@ pub struct Context {
     pub port: i32,
     /// Turns true at shutdown: long-polls answer at once.
     pub stop: watch::Receiver<bool>,
+    /// When set, the mutating admin APIs need a SASL/PLAIN login with it
+    /// (`handlers::sasl`, `handlers::admin`).
+    pub admin_token: Option<crate::config::AdminToken>,
+}
+
+/// One connection's state: its SASL login (`handlers::sasl`).
+#[derive(Debug, Default)]
+pub struct Session {
+    /// A SaslHandshake chose PLAIN; the next step is its token (v0: a raw
+    /// frame, v1: SaslAuthenticate).
+    pub handshake: Option<Handshake>,
+    /// Logged in with the admin token.
+    pub authenticated: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Handshake {
+    /// v0: the token comes as a bare frame, answered by a bare frame.
+    Raw,
+    /// v1: the token comes in SaslAuthenticate.
+    Wrapped,
 }
 
 impl Context {
@@ -86,6 +119,21 @@ pub async fn handle_from(
     frame: Bytes,
     peer: Option<std::net::SocketAddr>,
 ) -> Result<Option<BytesMut>, FrameError> {
+    handle_in(ctx, frame, peer, &mut Session::default()).await
+}
+
+/// [`handle_from`] on a connection whose state is `session`.
+pub async fn handle_in(
+    ctx: &Context,
+    frame: Bytes,
+    peer: Option<std::net::SocketAddr>,
+    session: &mut Session,
+) -> Result<Option<BytesMut>, FrameError> {
+    if session.handshake == Some(Handshake::Raw) {
+        // After a v0 handshake the next frame is the bare PLAIN token.
+        return handlers::sasl::raw(ctx, session, &frame).map(Some);
+    }
+    let gate = handlers::admin::Gate::new(ctx, session);
     let Some(prefix) = frame.get(..4) else {
         return Err(FrameError::Header {
             reason: format!("{} bytes, fewer than a key and a version", frame.len()),
@@ -209,6 +257,46 @@ pub async fn handle_from(
             let answer = handlers::describe_groups::handle(ctx, version, request);
             encode(api, id, key, version, &answer).map(Some)
         }
+        ApiKey::CreateTopics => {
+            let request = decode!(CreateTopicsRequest);
+            let answer = handlers::create_topics::handle(ctx, gate, version, request).await;
+            encode(api, id, key, version, &answer).map(Some)
+        }
+        ApiKey::DeleteTopics => {
+            let request = decode!(DeleteTopicsRequest);
+            let answer = handlers::delete_topics::handle(ctx, gate, version, request).await;
+            encode(api, id, key, version, &answer).map(Some)
+        }
+        ApiKey::DescribeConfigs => {
+            let request = decode!(DescribeConfigsRequest);
+            let answer = handlers::describe_configs::handle(ctx, version, request);
+            encode(api, id, key, version, &answer).map(Some)
+        }
+        ApiKey::AlterConfigs => {
+            let request = decode!(AlterConfigsRequest);
+            let answer = handlers::alter_configs::handle(ctx, gate, request).await;
+            encode(api, id, key, version, &answer).map(Some)
+        }
+        ApiKey::IncrementalAlterConfigs => {
+            let request = decode!(IncrementalAlterConfigsRequest);
+            let answer = handlers::incremental_alter_configs::handle(ctx, gate, request).await;
+            encode(api, id, key, version, &answer).map(Some)
+        }
+        ApiKey::DescribeCluster => {
+            let request = decode!(DescribeClusterRequest);
+            let answer = handlers::describe_cluster::handle(ctx, version, request);
+            encode(api, id, key, version, &answer).map(Some)
+        }
+        ApiKey::SaslHandshake => {
+            let request = decode!(SaslHandshakeRequest);
+            let answer = handlers::sasl::handshake(ctx, session, version, request);
+            encode(api, id, key, version, &answer).map(Some)
+        }
+        ApiKey::SaslAuthenticate => {
+            let request = decode!(SaslAuthenticateRequest);
+            let answer = handlers::sasl::authenticate(ctx, session, request);
+            encode(api, id, key, version, &answer).map(Some)
+        }
         _ => Err(FrameError::UnknownKey { key: raw_key }),
     }
 }
@@ -229,6 +317,14 @@ fn api_name(key: ApiKey) -> &'static str {
         ApiKey::SyncGroup => "SyncGroup",
         ApiKey::DescribeGroups => "DescribeGroups",
         ApiKey::ListGroups => "ListGroups",
+        ApiKey::CreateTopics => "CreateTopics",
+        ApiKey::DeleteTopics => "DeleteTopics",
+        ApiKey::DescribeConfigs => "DescribeConfigs",
+        ApiKey::AlterConfigs => "AlterConfigs",
+        ApiKey::IncrementalAlterConfigs => "IncrementalAlterConfigs",
+        ApiKey::DescribeCluster => "DescribeCluster",
+        ApiKey::SaslHandshake => "SaslHandshake",
+        ApiKey::SaslAuthenticate => "SaslAuthenticate",
         _ => "unserved",
     }
 }

@@ -83,6 +83,10 @@ pub enum FrameError {
     },
     #[error("{what} timed out")]
     Timeout { what: &'static str },
+    /// A bare SASL/PLAIN token (after a v0 handshake) that is not the
+    /// admin token: Kafka closes such a connection.
+    #[error("SASL/PLAIN authentication failed")]
+    Authentication,
 }
 
 /// The Kafka error code of a broker error, for a partition or topic of an
@@ -103,6 +107,10 @@ pub fn broker_code(e: &BrokerError) -> i16 {
             ResponseError::InvalidRecord
         }
         B::RecordTooLarge { .. } => ResponseError::MessageTooLarge,
+        // The admin APIs' refusals (KAFKA.md "Admin").
+        B::TopicExists { .. } => ResponseError::TopicAlreadyExists,
+        B::InvalidTopicConfig { .. } => ResponseError::InvalidConfig,
+        B::Invalid { .. } => ResponseError::InvalidRequest,
         // The coordinator's refusals (KAFKA.md "Groups").
         B::UnknownMember { .. } => ResponseError::UnknownMemberId,
         // A commit without membership (generation -1) to a group with

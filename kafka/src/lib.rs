@@ -49,6 +49,7 @@ pub async fn serve(
         host,
         port,
         stop: stop.clone(),
+        admin_token: config.admin_token.clone(),
     });
     listener::serve(listener, ctx, stop).await;
 }

@@ -80,6 +80,7 @@ async fn connection(
     ctx: &Context,
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), FrameError> {
+    let mut session = dispatch::Session::default();
     loop {
         let mut len = [0u8; 4];
         let first = tokio::select! {
@@ -113,7 +114,9 @@ async fn connection(
             stream.read_exact(&mut frame),
         )
         .await?;
-        if let Some(answer) = dispatch::handle_from(ctx, frame.freeze(), Some(peer)).await? {
+        if let Some(answer) =
+            dispatch::handle_in(ctx, frame.freeze(), Some(peer), &mut session).await?
+        {
             timed(
                 WRITE_TIMEOUT,
                 "writing an answer",

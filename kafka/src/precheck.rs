@@ -208,6 +208,14 @@ pub fn body(key: ApiKey, version: i16, frame: &[u8]) -> Walked {
         ApiKey::SyncGroup => v >= 4,
         ApiKey::DescribeGroups => v >= 5,
         ApiKey::ListGroups => v >= 3,
+        ApiKey::CreateTopics => v >= 5,
+        ApiKey::DeleteTopics => v >= 4,
+        ApiKey::DescribeConfigs => v >= 4,
+        ApiKey::AlterConfigs => v >= 2,
+        ApiKey::IncrementalAlterConfigs => v >= 1,
+        ApiKey::DescribeCluster => true,
+        ApiKey::SaslHandshake => false,
+        ApiKey::SaslAuthenticate => v >= 2,
         _ => return Err("not a served API".into()),
     };
     let mut w = Walk {
@@ -391,6 +399,77 @@ pub fn body(key: ApiKey, version: i16, frame: &[u8]) -> Walked {
         }
         ApiKey::ListGroups if v >= 4 => {
             w.array(|w| w.string())?;
+        }
+        ApiKey::CreateTopics => {
+            w.array(|w| {
+                w.string()?;
+                w.fixed(4 + 2)?;
+                // Assignments: a partition and its broker ids.
+                w.array(|w| {
+                    w.fixed(4)?;
+                    w.array(|w| w.fixed(4))?;
+                    w.tags()
+                })?;
+                // Configs: name and nullable value.
+                w.array(|w| {
+                    w.string()?;
+                    w.string()?;
+                    w.tags()
+                })?;
+                w.tags()
+            })?;
+            w.fixed(4 + 1)?;
+        }
+        ApiKey::DeleteTopics => {
+            if v >= 6 {
+                w.array(|w| {
+                    w.string()?;
+                    w.fixed(16)?;
+                    w.tags()
+                })?;
+            } else {
+                w.array(|w| w.string())?;
+            }
+            w.fixed(4)?;
+        }
+        ApiKey::DescribeConfigs => {
+            w.array(|w| {
+                w.fixed(1)?;
+                w.string()?;
+                w.array(|w| w.string())?;
+                w.tags()
+            })?;
+            w.fixed(1)?;
+            if v >= 3 {
+                w.fixed(1)?;
+            }
+        }
+        // Resources, each a type, a name and configs: a name, for the
+        // incremental alter an operation, and a nullable value.
+        ApiKey::AlterConfigs | ApiKey::IncrementalAlterConfigs => {
+            let incremental = key == ApiKey::IncrementalAlterConfigs;
+            w.array(|w| {
+                w.fixed(1)?;
+                w.string()?;
+                w.array(|w| {
+                    w.string()?;
+                    if incremental {
+                        w.fixed(1)?;
+                    }
+                    w.string()?;
+                    w.tags()
+                })?;
+                w.tags()
+            })?;
+            w.fixed(1)?;
+        }
+        ApiKey::SaslHandshake => w.string()?,
+        ApiKey::SaslAuthenticate => w.bytes()?,
+        ApiKey::DescribeCluster => {
+            w.fixed(1)?;
+            if v >= 1 {
+                w.fixed(1)?;
+            }
         }
         _ => {}
     }

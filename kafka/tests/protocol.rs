@@ -29,6 +29,9 @@ use tokio::sync::watch;
 // The group APIs' tests, on this file's server and framing.
 #[path = "protocol/groups.rs"]
 mod groups;
+// The admin APIs' tests, likewise.
+#[path = "protocol/admin.rs"]
+mod admin;
 
 const MAX_REQUEST_BYTES: u64 = 1 << 20;
 
@@ -44,6 +47,16 @@ async fn server() -> Server {
 }
 
 async fn server_with(max_connections: u64) -> Server {
+    server_configured(KafkaConfig {
+        max_connections,
+        ..KafkaConfig::default()
+    })
+    .await
+}
+
+/// A server whose listener has `kafka`'s limits and admin lock (its
+/// address and max_request_bytes are the test's).
+async fn server_configured(kafka: KafkaConfig) -> Server {
     let dir = tempfile::tempdir().unwrap();
     let mut store = StoreConfig::new(dir.path());
     store.commitlog_segment_bytes = 1 << 20;
@@ -78,8 +91,7 @@ async fn server_with(max_connections: u64) -> Server {
     let config = KafkaConfig {
         listen: Some(addr),
         max_request_bytes: MAX_REQUEST_BYTES,
-        max_connections,
-        ..KafkaConfig::default()
+        ..kafka
     };
     tokio::spawn(async move {
         let ready: tidelog_kafka::Ready = Arc::new(move || Some(Arc::clone(&ready_broker)));
@@ -278,7 +290,15 @@ async fn api_versions_advertises_only_the_served_apis_and_answers_unknown_versio
                 (13, 0, 4),
                 (14, 0, 5),
                 (15, 0, 5),
-                (16, 0, 4)
+                (16, 0, 4),
+                (19, 2, 7),
+                (20, 1, 6),
+                (32, 1, 4),
+                (33, 0, 2),
+                (44, 0, 1),
+                (60, 0, 1),
+                (17, 0, 1),
+                (36, 0, 2)
             ]
         );
     }
@@ -291,7 +311,7 @@ async fn api_versions_advertises_only_the_served_apis_and_answers_unknown_versio
     assert_eq!(answer.get_i32(), 7);
     let body = ApiVersionsResponse::decode(&mut answer, 0).unwrap();
     assert_eq!(body.error_code, 35);
-    assert_eq!(body.api_keys.len(), 14);
+    assert_eq!(body.api_keys.len(), 22);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -107,7 +107,11 @@ pub async fn run(config: Config) -> ExitCode {
         // answers LEADER_NOT_AVAILABLE (KAFKA.md "Not ready").
         let ready_state = state.clone();
         let ready: tidelog_kafka::Ready = std::sync::Arc::new(move || ready_state.ready().ok());
-        let kafka_config = config.kafka.clone();
+        let mut kafka_config = config.kafka.clone();
+        kafka_config.admin_token = config
+            .admin_token
+            .clone()
+            .map(tidelog_kafka::config::AdminToken);
         let stop = stop_tx.subscribe();
         tracing::info!(listen = ?kafka.local_addr().ok(), "Kafka listener");
         tokio::spawn(async move { tidelog_kafka::serve(kafka, &kafka_config, ready, stop).await });

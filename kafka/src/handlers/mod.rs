@@ -4,12 +4,20 @@
 //! compacted log's read) run on `spawn_blocking`, as the HTTP API runs
 //! them; the rest (page-cache copies) run inline.
 
+pub mod admin;
+pub mod alter_configs;
 pub mod api_versions;
+mod configs;
+pub mod create_topics;
+pub mod delete_topics;
+pub mod describe_cluster;
+pub mod describe_configs;
 pub mod describe_groups;
 pub mod fetch;
 pub mod find_coordinator;
 mod group;
 pub mod heartbeat;
+pub mod incremental_alter_configs;
 pub mod join_group;
 pub mod leave_group;
 pub mod list_groups;
@@ -18,6 +26,7 @@ pub mod metadata;
 pub mod offset_commit;
 pub mod offset_fetch;
 pub mod produce;
+pub mod sasl;
 pub mod sync_group;
 
 use kafka_protocol::error::ResponseError;

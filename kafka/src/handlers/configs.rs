@@ -1,0 +1,112 @@
+//! What the config APIs share: Kafka's resource types and config
+//! sources, and one resource's alter (DescribeConfigs,
+//! IncrementalAlterConfigs, AlterConfigs).
+//!
+//! A topic's configs are the HTTP admin API's (`topic_config`): the same
+//! names, values, validation and persistence (`Broker::alter_topic`, all
+//! or nothing per topic). The broker's own configs come from broker.yaml
+//! and are read-only here; an alter of one is INVALID_REQUEST.
+
+use std::sync::Arc;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::protocol::StrBytes;
+use tidelog_broker::registry::Topic;
+use tidelog_broker::{Broker, BrokerError};
+
+use super::{admin, maybe_blocking, NOT_READY};
+use crate::dispatch::Context;
+use crate::error::broker_code;
+
+/// Kafka's `ConfigResource.Type`.
+pub const TOPIC: i8 = 2;
+pub const BROKER: i8 = 4;
+
+/// Kafka's `ConfigSource`.
+pub const SOURCE_TOPIC: i8 = 1;
+pub const SOURCE_STATIC_BROKER: i8 = 4;
+pub const SOURCE_DEFAULT: i8 = 5;
+
+/// A refusal: the code and message a resource's answer carries.
+pub type Refused = (i16, String);
+
+/// A resource answer's error code and message (0 and none for success).
+pub fn error_parts(outcome: Result<(), Refused>) -> (i16, Option<StrBytes>) {
+    match outcome {
+        Ok(()) => (0, None),
+        Err((code, message)) => (code, Some(StrBytes::from_string(message))),
+    }
+}
+
+pub fn invalid_request(message: impl Into<String>) -> Refused {
+    (ResponseError::InvalidRequest.code(), message.into())
+}
+
+pub fn refused(e: &BrokerError) -> Refused {
+    (broker_code(e), e.to_string())
+}
+
+/// The broker id the one broker resource is named by (`""` is the
+/// cluster-wide default, which tidelog answers the same).
+pub fn check_broker_name(name: &str) -> Result<(), Refused> {
+    if name.is_empty() || name == "0" {
+        return Ok(());
+    }
+    Err(invalid_request(format!(
+        "broker {name:?} does not exist; this is broker 0"
+    )))
+}
+
+/// Alters one resource: a topic's configs by the changes `changes`
+/// computes from the topic as it is (`None` removes an override), applied
+/// all or nothing, or only checked when `validate_only`.
+pub async fn alter(
+    ctx: &Context,
+    gate: admin::Gate,
+    resource_type: i8,
+    name: &str,
+    validate_only: bool,
+    changes: impl FnOnce(&Topic) -> Result<Vec<(String, Option<String>)>, Refused>,
+) -> Result<(), Refused> {
+    match resource_type {
+        TOPIC => {
+            if let Some(refusal) = gate.refusal(admin::TOPIC) {
+                return Err(refusal);
+            }
+        }
+        BROKER => {
+            if let Some(refusal) = gate.refusal(admin::CLUSTER) {
+                return Err(refusal);
+            }
+            check_broker_name(name)?;
+            return Err(invalid_request(
+                "the broker's configs are static (broker.yaml); only topic configs can be altered",
+            ));
+        }
+        other => {
+            return Err(invalid_request(format!(
+                "resource type {other} is not a topic (2) or the broker (4)"
+            )))
+        }
+    }
+    let broker: Arc<Broker> = ctx
+        .broker()
+        .ok_or_else(|| (NOT_READY, "the broker is recovering".to_owned()))?;
+    let topic = broker.registry.require(name).map_err(|e| refused(&e))?;
+    let changes = changes(&topic)?;
+    let name = name.to_owned();
+    let logged = name.clone();
+    maybe_blocking(true, move || {
+        if validate_only {
+            broker.check_alter_topic(&name, &changes)
+        } else {
+            broker.alter_topic(&name, &changes)
+        }
+    })
+    .await
+    .map_err(|e| refused(&e))?;
+    if !validate_only {
+        tracing::info!(topic = %logged, "altered topic configs over Kafka");
+    }
+    Ok(())
+}

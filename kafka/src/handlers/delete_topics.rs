@@ -1,0 +1,70 @@
+//! DeleteTopics (20): each topic through `Broker::delete_topic` (the HTTP
+//! admin API's delete: registry, compacted logs, queues), its own error
+//! code per topic. v6 names topics by name or id; tidelog has no topic
+//! ids, so a topic named only by id is UNKNOWN_TOPIC_ID.
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+
+use super::{admin, maybe_blocking, NOT_READY};
+use crate::dispatch::Context;
+use crate::error::broker_code;
+
+pub async fn handle(
+    ctx: &Context,
+    gate: admin::Gate,
+    version: i16,
+    request: DeleteTopicsRequest,
+) -> DeleteTopicsResponse {
+    let broker = ctx.broker();
+    // v0-5 list names; v6 lists (name, id) states.
+    let named: Vec<(Option<TopicName>, _)> = if version >= 6 {
+        request
+            .topics
+            .into_iter()
+            .map(|t| (t.name, t.topic_id))
+            .collect()
+    } else {
+        request
+            .topic_names
+            .into_iter()
+            .map(|n| (Some(n), Default::default()))
+            .collect()
+    };
+    let mut responses = Vec::with_capacity(named.len());
+    for (name, topic_id) in named {
+        let result = DeletableTopicResult::default()
+            .with_name(name.clone())
+            .with_topic_id(topic_id);
+        let outcome = match (&broker, gate.refusal(admin::TOPIC), name) {
+            (_, Some(refused), _) => Err(refused),
+            (None, None, _) => Err((NOT_READY, "the broker is recovering".to_owned())),
+            (Some(_), None, None) => Err((
+                ResponseError::UnknownTopicId.code(),
+                "tidelog has no topic ids: name the topic".to_owned(),
+            )),
+            (Some(broker), None, Some(name)) => {
+                let broker = std::sync::Arc::clone(broker);
+                let topic = name.0.to_string();
+                maybe_blocking(true, move || broker.delete_topic(&topic))
+                    .await
+                    .map_err(|e| (broker_code(&e), e.to_string()))
+                    .inspect(|()| tracing::info!(topic = %name.0, "DeleteTopics"))
+            }
+        };
+        responses.push(match outcome {
+            Ok(()) => result,
+            Err((code, message)) => {
+                let result = result.with_error_code(code);
+                if version >= 5 {
+                    result.with_error_message(Some(StrBytes::from_string(message)))
+                } else {
+                    result
+                }
+            }
+        });
+    }
+    DeleteTopicsResponse::default().with_responses(responses)
+}

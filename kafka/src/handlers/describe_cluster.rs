@@ -1,0 +1,46 @@
+//! DescribeCluster (60): the one broker (node 0 at the advertised host
+//! and port, as Metadata names it), controller 0, `cluster_id`. v1's
+//! endpoint type must be 1 (brokers); tidelog has no controller
+//! endpoints, so 2 is UNSUPPORTED_ENDPOINT_TYPE.
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
+use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
+use kafka_protocol::protocol::StrBytes;
+
+use super::NOT_READY;
+use crate::dispatch::Context;
+
+/// Kafka's "operations not asked for" marker.
+const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
+
+pub fn handle(
+    ctx: &Context,
+    version: i16,
+    request: DescribeClusterRequest,
+) -> DescribeClusterResponse {
+    let answer = DescribeClusterResponse::default()
+        .with_cluster_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED)
+        .with_endpoint_type(if version >= 1 {
+            request.endpoint_type
+        } else {
+            1
+        });
+    if version >= 1 && request.endpoint_type != 1 {
+        return answer
+            .with_error_code(ResponseError::UnsupportedEndpointType.code())
+            .with_error_message(Some(StrBytes::from_static_str(
+                "only broker endpoints (1) are served",
+            )));
+    }
+    let Some(broker) = ctx.broker() else {
+        return answer.with_error_code(NOT_READY);
+    };
+    answer
+        .with_cluster_id(StrBytes::from_string(broker.config.cluster_id.clone()))
+        .with_controller_id(BrokerId(0))
+        .with_brokers(vec![DescribeClusterBroker::default()
+            .with_broker_id(BrokerId(0))
+            .with_host(StrBytes::from_string(ctx.host.clone()))
+            .with_port(ctx.port)])
+}

@@ -1,0 +1,171 @@
+//! DescribeConfigs (32): a topic's configs (`topic_config::entries`, the
+//! list HTTP's `GET .../configs` answers) with each one's source (the
+//! topic's own or the default), and the broker's read-only configs from
+//! broker.yaml. `configuration_keys` filters (an unknown name is left
+//! out, as Kafka does); synonyms when asked (v1+): a topic's own value
+//! then the default; config types from v3.
+
+use kafka_protocol::messages::describe_configs_response::{
+    DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
+};
+use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
+use kafka_protocol::protocol::StrBytes;
+use tidelog_broker::topic_config::{self, ConfigKind};
+
+use super::configs::{
+    check_broker_name, invalid_request, refused, Refused, BROKER, SOURCE_DEFAULT,
+    SOURCE_STATIC_BROKER, SOURCE_TOPIC, TOPIC,
+};
+use super::NOT_READY;
+use crate::dispatch::Context;
+
+/// Kafka's `ConfigType`.
+const TYPE_BOOLEAN: i8 = 1;
+const TYPE_INT: i8 = 3;
+const TYPE_LONG: i8 = 5;
+const TYPE_DOUBLE: i8 = 6;
+const TYPE_LIST: i8 = 7;
+
+/// One config as described: name, value, source, type, and the default
+/// (for a synonym) when the value is the topic's own.
+struct Described {
+    name: String,
+    value: String,
+    source: i8,
+    config_type: i8,
+    default: Option<&'static str>,
+}
+
+pub fn handle(
+    ctx: &Context,
+    version: i16,
+    request: DescribeConfigsRequest,
+) -> DescribeConfigsResponse {
+    let results = request
+        .resources
+        .into_iter()
+        .map(|resource| {
+            let result = DescribeConfigsResult::default()
+                .with_resource_type(resource.resource_type)
+                .with_resource_name(resource.resource_name.clone());
+            match describe(ctx, resource.resource_type, resource.resource_name.as_str()) {
+                Ok(configs) => {
+                    let wanted = |name: &str| {
+                        resource
+                            .configuration_keys
+                            .as_ref()
+                            .is_none_or(|keys| keys.iter().any(|k| k.as_str() == name))
+                    };
+                    let configs = configs
+                        .into_iter()
+                        .filter(|c| wanted(&c.name))
+                        .map(|c| entry(version, request.include_synonyms, c))
+                        .collect();
+                    result.with_configs(configs)
+                }
+                Err((code, message)) => result
+                    .with_error_code(code)
+                    .with_error_message(Some(StrBytes::from_string(message))),
+            }
+        })
+        .collect();
+    DescribeConfigsResponse::default().with_results(results)
+}
+
+fn describe(ctx: &Context, resource_type: i8, name: &str) -> Result<Vec<Described>, Refused> {
+    let broker = ctx
+        .broker()
+        .ok_or_else(|| (NOT_READY, "the broker is recovering".to_owned()))?;
+    match resource_type {
+        TOPIC => {
+            let topic = broker.registry.require(name).map_err(|e| refused(&e))?;
+            Ok(topic_config::entries(&topic.overrides)
+                .into_iter()
+                .map(|e| {
+                    let spec = topic_config::spec(e.name);
+                    Described {
+                        name: e.name.to_owned(),
+                        value: e.value,
+                        source: if e.is_default {
+                            SOURCE_DEFAULT
+                        } else {
+                            SOURCE_TOPIC
+                        },
+                        config_type: spec.map_or(0, |s| match s.kind {
+                            ConfigKind::Policy => TYPE_LIST,
+                            ConfigKind::Integer { max, .. } if max <= i64::from(i32::MAX) => {
+                                TYPE_INT
+                            }
+                            ConfigKind::Integer { .. } => TYPE_LONG,
+                            ConfigKind::Ratio => TYPE_DOUBLE,
+                        }),
+                        default: (!e.is_default).then(|| spec.map(|s| s.default)).flatten(),
+                    }
+                })
+                .collect())
+        }
+        BROKER => {
+            check_broker_name(name)?;
+            let config = &broker.config;
+            let fixed = |name: &str, value: String, config_type: i8| Described {
+                name: name.to_owned(),
+                value,
+                source: SOURCE_STATIC_BROKER,
+                config_type,
+                default: None,
+            };
+            Ok(vec![
+                fixed(
+                    "auto.create.topics.enable",
+                    config.auto_create_topics.to_string(),
+                    TYPE_BOOLEAN,
+                ),
+                fixed("default.replication.factor", "1".into(), TYPE_INT),
+                fixed(
+                    "num.partitions",
+                    config.default_partitions.to_string(),
+                    TYPE_INT,
+                ),
+                fixed(
+                    "socket.request.max.bytes",
+                    ctx.max_request_bytes.to_string(),
+                    TYPE_INT,
+                ),
+            ])
+        }
+        other => Err(invalid_request(format!(
+            "resource type {other} is not a topic (2) or the broker (4)"
+        ))),
+    }
+}
+
+fn entry(version: i16, synonyms: bool, c: Described) -> DescribeConfigsResourceResult {
+    let synonyms = if synonyms {
+        let mut list = vec![DescribeConfigsSynonym::default()
+            .with_name(StrBytes::from_string(c.name.clone()))
+            .with_value(Some(StrBytes::from_string(c.value.clone())))
+            .with_source(c.source)];
+        if let Some(default) = c.default {
+            list.push(
+                DescribeConfigsSynonym::default()
+                    .with_name(StrBytes::from_string(c.name.clone()))
+                    .with_value(Some(StrBytes::from_static_str(default)))
+                    .with_source(SOURCE_DEFAULT),
+            );
+        }
+        list
+    } else {
+        Vec::new()
+    };
+    let result = DescribeConfigsResourceResult::default()
+        .with_name(StrBytes::from_string(c.name))
+        .with_value(Some(StrBytes::from_string(c.value)))
+        .with_read_only(c.source == SOURCE_STATIC_BROKER)
+        .with_config_source(c.source)
+        .with_synonyms(synonyms);
+    if version >= 3 {
+        result.with_config_type(c.config_type)
+    } else {
+        result
+    }
+}

@@ -1,0 +1,764 @@
+//! The admin APIs over real TCP on 127.0.0.1, against a real broker in a
+//! temporary data dir: each at its lowest (non-flexible) and highest
+//! (flexible) served version, per-topic refusals as Kafka codes, the
+//! same validation and persistence as the HTTP admin API (the broker's
+//! registry is checked, not just the answer), the admin lock when
+//! `admin_token` is set, and a lying count closing its connection. A
+//! module of `protocol.rs`, whose server and framing helpers it uses.
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::{Encodable, StrBytes};
+use tidelog_kafka::config::AdminToken;
+use tidelog_kafka::KafkaConfig;
+use tokio::net::TcpStream;
+
+use super::{
+    call, closed, connect, name, read_frame, request_frame, send_frame, server, server_configured,
+};
+
+// Kafka's error codes the tests expect.
+const NONE: i16 = 0;
+const UNSUPPORTED_SASL_MECHANISM: i16 = 33;
+const ILLEGAL_SASL_STATE: i16 = 34;
+const SASL_AUTHENTICATION_FAILED: i16 = 58;
+
+const TOKEN: &str = "s3cret-token";
+const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
+const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
+const TOPIC_ALREADY_EXISTS: i16 = 36;
+const INVALID_PARTITIONS: i16 = 37;
+const INVALID_REPLICATION_FACTOR: i16 = 38;
+const INVALID_REQUEST: i16 = 42;
+const INVALID_CONFIG: i16 = 40;
+const UNKNOWN_TOPIC_ID: i16 = 100;
+const INVALID_TOPIC_EXCEPTION: i16 = 17;
+
+fn topic(topic: &str, partitions: i32, rf: i16, configs: &[(&str, &str)]) -> CreatableTopic {
+    CreatableTopic::default()
+        .with_name(name(topic))
+        .with_num_partitions(partitions)
+        .with_replication_factor(rf)
+        .with_configs(
+            configs
+                .iter()
+                .map(|(n, v)| {
+                    CreatableTopicConfig::default()
+                        .with_name(StrBytes::from_string((*n).to_owned()))
+                        .with_value(Some(StrBytes::from_string((*v).to_owned())))
+                })
+                .collect(),
+        )
+}
+
+async fn create(
+    c: &mut TcpStream,
+    version: i16,
+    validate_only: bool,
+    topics: Vec<CreatableTopic>,
+) -> CreateTopicsResponse {
+    let request = CreateTopicsRequest::default()
+        .with_topics(topics)
+        .with_timeout_ms(5000)
+        .with_validate_only(validate_only);
+    call(c, ApiKey::CreateTopics, version, &request).await
+}
+
+fn codes(answer: &CreateTopicsResponse) -> Vec<(String, i16)> {
+    answer
+        .topics
+        .iter()
+        .map(|t| (t.name.0.to_string(), t.error_code))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_topics_creates_with_configs_and_refuses_per_topic() {
+    let s = server().await;
+    let mut c = connect(&s).await;
+    for version in [2, 7] {
+        let good = format!("made-v{version}");
+        let answer = create(
+            &mut c,
+            version,
+            false,
+            vec![
+                topic(&good, 3, 1, &[("retention.ms", "3600000")]),
+                topic(&format!("rf3-v{version}"), 1, 3, &[]),
+                topic(&format!("zero-v{version}"), 0, 1, &[]),
+                topic(
+                    &format!("badcfg-v{version}"),
+                    1,
+                    -1,
+                    &[("no.such.config", "1")],
+                ),
+                topic(
+                    &format!("badval-v{version}"),
+                    1,
+                    -1,
+                    &[("retention.ms", "soon")],
+                ),
+                topic("bad/name", 1, 1, &[]),
+            ],
+        )
+        .await;
+        assert_eq!(
+            codes(&answer),
+            [
+                (good.clone(), NONE),
+                (format!("rf3-v{version}"), INVALID_REPLICATION_FACTOR),
+                (format!("zero-v{version}"), INVALID_PARTITIONS),
+                (format!("badcfg-v{version}"), INVALID_CONFIG),
+                (format!("badval-v{version}"), INVALID_CONFIG),
+                ("bad/name".to_owned(), INVALID_TOPIC_EXCEPTION),
+            ]
+        );
+        // Persisted as the HTTP create would: the registry has it, with
+        // its partitions and its override; no refused topic exists.
+        let made = s.broker.registry.require(&good).unwrap();
+        assert_eq!(made.partitions.get(), 3);
+        assert_eq!(
+            made.overrides.get("retention.ms").map(String::as_str),
+            Some("3600000")
+        );
+        for refused in &answer.topics[1..] {
+            assert!(s.broker.registry.get(refused.name.0.as_str()).is_none());
+            assert!(refused.error_message.is_some());
+        }
+        if version >= 5 {
+            let t = &answer.topics[0];
+            assert_eq!((t.num_partitions, t.replication_factor), (3, 1));
+            let configs = t.configs.as_ref().unwrap();
+            let retention = configs
+                .iter()
+                .find(|e| e.name.as_str() == "retention.ms")
+                .unwrap();
+            assert_eq!(retention.value.as_deref(), Some("3600000"));
+            assert_eq!(retention.config_source, 1);
+            let policy = configs
+                .iter()
+                .find(|e| e.name.as_str() == "cleanup.policy")
+                .unwrap();
+            assert_eq!(
+                (policy.value.as_deref(), policy.config_source),
+                (Some("delete"), 5)
+            );
+        }
+        // A second create of the same name is refused, the first kept.
+        let again = create(&mut c, version, false, vec![topic(&good, 1, 1, &[])]).await;
+        assert_eq!(codes(&again), [(good.clone(), TOPIC_ALREADY_EXISTS)]);
+        assert_eq!(
+            s.broker.registry.require(&good).unwrap().partitions.get(),
+            3
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_topics_validate_only_checks_and_creates_nothing() {
+    let s = server().await;
+    let mut c = connect(&s).await;
+    let answer = create(
+        &mut c,
+        7,
+        true,
+        vec![
+            topic("dry", -1, -1, &[("cleanup.policy", "compact")]),
+            topic("dry-rf", 1, 2, &[]),
+        ],
+    )
+    .await;
+    assert_eq!(
+        codes(&answer),
+        [
+            ("dry".to_owned(), NONE),
+            ("dry-rf".to_owned(), INVALID_REPLICATION_FACTOR)
+        ]
+    );
+    // −1 partitions is the broker's default (2 in these tests).
+    assert_eq!(answer.topics[0].num_partitions, 2);
+    assert!(s.broker.registry.get("dry").is_none());
+    // An existing topic fails validation as it would fail the create.
+    create(&mut c, 2, false, vec![topic("wet", 1, 1, &[])]).await;
+    let answer = create(&mut c, 2, true, vec![topic("wet", 1, 1, &[])]).await;
+    assert_eq!(codes(&answer), [("wet".to_owned(), TOPIC_ALREADY_EXISTS)]);
+    // Manual replica assignments are refused.
+    let mut assigned = topic("assigned", -1, -1, &[]);
+    assigned.assignments = vec![Default::default()];
+    let answer = create(&mut c, 7, false, vec![assigned]).await;
+    assert_eq!(codes(&answer), [("assigned".to_owned(), INVALID_REQUEST)]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_topics_deletes_and_refuses_per_topic() {
+    let s = server().await;
+    let mut c = connect(&s).await;
+    create(
+        &mut c,
+        7,
+        false,
+        vec![topic("gone-1", 1, 1, &[]), topic("gone-6", 1, 1, &[])],
+    )
+    .await;
+
+    let request = DeleteTopicsRequest::default()
+        .with_topic_names(vec![name("gone-1"), name("never")])
+        .with_timeout_ms(5000);
+    let answer: DeleteTopicsResponse = call(&mut c, ApiKey::DeleteTopics, 1, &request).await;
+    let got: Vec<_> = answer
+        .responses
+        .iter()
+        .map(|r| (r.name.clone().unwrap().0.to_string(), r.error_code))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("gone-1".to_owned(), NONE),
+            ("never".to_owned(), UNKNOWN_TOPIC_OR_PARTITION)
+        ]
+    );
+    assert!(s.broker.registry.get("gone-1").is_none());
+
+    let request = DeleteTopicsRequest::default()
+        .with_topics(vec![
+            DeleteTopicState::default().with_name(Some(name("gone-6"))),
+            // By id only: tidelog has no topic ids.
+            DeleteTopicState::default(),
+        ])
+        .with_timeout_ms(5000);
+    let answer: DeleteTopicsResponse = call(&mut c, ApiKey::DeleteTopics, 6, &request).await;
+    let got: Vec<_> = answer.responses.iter().map(|r| r.error_code).collect();
+    assert_eq!(got, [NONE, UNKNOWN_TOPIC_ID]);
+    assert!(answer.responses[1].error_message.is_some());
+    assert!(s.broker.registry.get("gone-6").is_none());
+    // A deleted name can be created again, empty.
+    let again = create(&mut c, 7, false, vec![topic("gone-6", 1, 1, &[])]).await;
+    assert_eq!(codes(&again), [("gone-6".to_owned(), NONE)]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_admin_token_set_mutating_admin_apis_are_refused() {
+    let s = server_configured(KafkaConfig {
+        admin_token: Some(AdminToken(TOKEN.into())),
+        ..KafkaConfig::default()
+    })
+    .await;
+    let mut c = connect(&s).await;
+    let answer = create(&mut c, 7, false, vec![topic("locked", 1, 1, &[])]).await;
+    assert_eq!(
+        codes(&answer),
+        [("locked".to_owned(), TOPIC_AUTHORIZATION_FAILED)]
+    );
+    assert!(s.broker.registry.get("locked").is_none());
+    // Also validate_only: it reveals which topics exist.
+    let answer = create(&mut c, 2, true, vec![topic("locked", 1, 1, &[])]).await;
+    assert_eq!(
+        codes(&answer),
+        [("locked".to_owned(), TOPIC_AUTHORIZATION_FAILED)]
+    );
+
+    s.broker
+        .create_topic("kept", 1, Default::default())
+        .unwrap();
+    let request = DeleteTopicsRequest::default()
+        .with_topic_names(vec![name("kept")])
+        .with_timeout_ms(5000);
+    let answer: DeleteTopicsResponse = call(&mut c, ApiKey::DeleteTopics, 1, &request).await;
+    assert_eq!(answer.responses[0].error_code, TOPIC_AUTHORIZATION_FAILED);
+    assert!(s.broker.registry.get("kept").is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lying_count_in_an_admin_request_closes_its_connection() {
+    let s = server().await;
+    for (key, version) in [
+        (ApiKey::CreateTopics, 2),
+        (ApiKey::CreateTopics, 7),
+        (ApiKey::DeleteTopics, 1),
+        (ApiKey::DeleteTopics, 6),
+        (ApiKey::DescribeConfigs, 1),
+        (ApiKey::DescribeConfigs, 4),
+        (ApiKey::AlterConfigs, 0),
+        (ApiKey::AlterConfigs, 2),
+        (ApiKey::IncrementalAlterConfigs, 0),
+        (ApiKey::IncrementalAlterConfigs, 1),
+    ] {
+        let mut c = connect(&s).await;
+        // Each body's first field is its topics or resources array: claim
+        // four billion of them in the bytes of a few.
+        let mut frame = bytes::BytesMut::new();
+        RequestHeader::default()
+            .with_request_api_key(key as i16)
+            .with_request_api_version(version)
+            .with_correlation_id(1)
+            .encode(&mut frame, key.request_header_version(version))
+            .unwrap();
+        let flexible = key.request_header_version(version) >= 2;
+        if flexible {
+            frame.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0x0f]);
+        } else {
+            frame.extend_from_slice(&0x7fff_ffffi32.to_be_bytes());
+        }
+        frame.extend_from_slice(&[0; 8]);
+        send_frame(&mut c, &frame).await;
+        assert!(closed(&mut c).await, "{key:?} v{version}");
+    }
+    // The server still serves.
+    let mut c = connect(&s).await;
+    let answer = create(&mut c, 2, false, vec![topic("after", 1, 1, &[])]).await;
+    assert_eq!(codes(&answer), [("after".to_owned(), NONE)]);
+}
+
+fn describe_request(resources: &[(i8, &str, Option<&[&str]>)]) -> DescribeConfigsRequest {
+    use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+    DescribeConfigsRequest::default()
+        .with_resources(
+            resources
+                .iter()
+                .map(|(t, n, keys)| {
+                    DescribeConfigsResource::default()
+                        .with_resource_type(*t)
+                        .with_resource_name(StrBytes::from_string((*n).to_owned()))
+                        .with_configuration_keys(keys.map(|k| {
+                            k.iter()
+                                .map(|k| StrBytes::from_string((*k).to_owned()))
+                                .collect()
+                        }))
+                })
+                .collect(),
+        )
+        .with_include_synonyms(true)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn describe_configs_answers_sources_synonyms_and_the_broker() {
+    let s = server().await;
+    let mut c = connect(&s).await;
+    create(
+        &mut c,
+        7,
+        false,
+        vec![topic("described", 1, 1, &[("retention.ms", "60000")])],
+    )
+    .await;
+    for version in [1, 4] {
+        let request = describe_request(&[
+            (2, "described", None),
+            (2, "described", Some(&["retention.ms", "no.such"])),
+            (4, "0", None),
+            (2, "missing", None),
+            (4, "7", None),
+        ]);
+        let answer: DescribeConfigsResponse =
+            call(&mut c, ApiKey::DescribeConfigs, version, &request).await;
+        let codes: Vec<_> = answer.results.iter().map(|r| r.error_code).collect();
+        assert_eq!(
+            codes,
+            [
+                NONE,
+                NONE,
+                NONE,
+                UNKNOWN_TOPIC_OR_PARTITION,
+                INVALID_REQUEST
+            ]
+        );
+        let all = &answer.results[0].configs;
+        // Every known config, as HTTP's configs list has them.
+        assert_eq!(all.len(), tidelog_broker::topic_config::SPECS.len());
+        let retention = all
+            .iter()
+            .find(|e| e.name.as_str() == "retention.ms")
+            .unwrap();
+        assert_eq!(retention.value.as_deref(), Some("60000"));
+        assert_eq!(retention.config_source, 1);
+        assert!(!retention.read_only);
+        let synonyms: Vec<_> = retention
+            .synonyms
+            .iter()
+            .map(|s| (s.value.as_deref().unwrap().to_owned(), s.source))
+            .collect();
+        assert_eq!(
+            synonyms,
+            [("60000".to_owned(), 1), ("604800000".to_owned(), 5)]
+        );
+        let policy = all
+            .iter()
+            .find(|e| e.name.as_str() == "cleanup.policy")
+            .unwrap();
+        assert_eq!(
+            (policy.value.as_deref(), policy.config_source),
+            (Some("delete"), 5)
+        );
+        // The type from v3: retention.ms a LONG (5), cleanup.policy a LIST (7).
+        let types = (retention.config_type, policy.config_type);
+        assert_eq!(types, if version >= 3 { (5, 7) } else { (0, 0) });
+        // Filtered: the unknown key is left out.
+        let names: Vec<_> = answer.results[1]
+            .configs
+            .iter()
+            .map(|e| e.name.as_str())
+            .collect();
+        assert_eq!(names, ["retention.ms"]);
+        let broker: Vec<_> = answer.results[2]
+            .configs
+            .iter()
+            .map(|e| {
+                (
+                    e.name.as_str(),
+                    e.value.as_deref().unwrap(),
+                    e.read_only,
+                    e.config_source,
+                )
+            })
+            .collect();
+        assert!(
+            broker.contains(&("num.partitions", "2", true, 4)),
+            "{broker:?}"
+        );
+        assert!(broker.contains(&("auto.create.topics.enable", "true", true, 4)));
+    }
+}
+
+fn incremental(
+    topic: &str,
+    ops: &[(&str, i8, Option<&str>)],
+    validate_only: bool,
+) -> IncrementalAlterConfigsRequest {
+    use kafka_protocol::messages::incremental_alter_configs_request::{
+        AlterConfigsResource, AlterableConfig,
+    };
+    IncrementalAlterConfigsRequest::default()
+        .with_resources(vec![AlterConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(StrBytes::from_string(topic.to_owned()))
+            .with_configs(
+                ops.iter()
+                    .map(|(n, op, v)| {
+                        AlterableConfig::default()
+                            .with_name(StrBytes::from_string((*n).to_owned()))
+                            .with_config_operation(*op)
+                            .with_value(v.map(|v| StrBytes::from_string(v.to_owned())))
+                    })
+                    .collect(),
+            )])
+        .with_validate_only(validate_only)
+}
+
+fn overrides(s: &super::Server, topic: &str) -> Vec<(String, String)> {
+    s.broker
+        .registry
+        .require(topic)
+        .unwrap()
+        .overrides
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
+    list.iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn incremental_alter_configs_sets_deletes_and_edits_the_list() {
+    let s = server().await;
+    let mut c = connect(&s).await;
+    create(
+        &mut c,
+        7,
+        false,
+        vec![topic("inc", 1, 1, &[("retention.ms", "60000")])],
+    )
+    .await;
+    for version in [0, 1] {
+        // SET and DELETE together, all or nothing.
+        let request = incremental(
+            "inc",
+            &[
+                ("retention.bytes", 0, Some("1000")),
+                ("retention.ms", 1, None),
+            ],
+            false,
+        );
+        let answer: IncrementalAlterConfigsResponse =
+            call(&mut c, ApiKey::IncrementalAlterConfigs, version, &request).await;
+        assert_eq!(answer.responses[0].error_code, NONE);
+        assert_eq!(overrides(&s, "inc"), pairs(&[("retention.bytes", "1000")]));
+        // A bad value refuses the whole request: nothing changes.
+        let request = incremental(
+            "inc",
+            &[
+                ("retention.bytes", 1, None),
+                ("segment.ms", 0, Some("never")),
+            ],
+            false,
+        );
+        let answer: IncrementalAlterConfigsResponse =
+            call(&mut c, ApiKey::IncrementalAlterConfigs, version, &request).await;
+        assert_eq!(answer.responses[0].error_code, INVALID_CONFIG);
+        assert!(answer.responses[0].error_message.is_some());
+        assert_eq!(overrides(&s, "inc"), pairs(&[("retention.bytes", "1000")]));
+        // APPEND on a config that is not a list.
+        let request = incremental("inc", &[("retention.ms", 2, Some("5"))], false);
+        let answer: IncrementalAlterConfigsResponse =
+            call(&mut c, ApiKey::IncrementalAlterConfigs, version, &request).await;
+        assert_eq!(answer.responses[0].error_code, INVALID_REQUEST);
+        // validate_only checks and changes nothing.
+        let request = incremental("inc", &[("retention.ms", 0, Some("5"))], true);
+        let answer: IncrementalAlterConfigsResponse =
+            call(&mut c, ApiKey::IncrementalAlterConfigs, version, &request).await;
+        assert_eq!(answer.responses[0].error_code, NONE);
+        assert_eq!(overrides(&s, "inc"), pairs(&[("retention.bytes", "1000")]));
+        let request = incremental("inc", &[("retention.ms", 0, Some("x"))], true);
+        let answer: IncrementalAlterConfigsResponse =
+            call(&mut c, ApiKey::IncrementalAlterConfigs, version, &request).await;
+        assert_eq!(answer.responses[0].error_code, INVALID_CONFIG);
+        // Unknown topic.
+        let request = incremental("absent", &[("retention.ms", 0, Some("5"))], false);
+        let answer: IncrementalAlterConfigsResponse =
+            call(&mut c, ApiKey::IncrementalAlterConfigs, version, &request).await;
+        assert_eq!(answer.responses[0].error_code, UNKNOWN_TOPIC_OR_PARTITION);
+    }
+    // APPEND and SUBTRACT on cleanup.policy, an empty topic (a policy
+    // change on one with records is refused, as over HTTP).
+    create(&mut c, 7, false, vec![topic("listed", 1, 1, &[])]).await;
+    let request = incremental("listed", &[("cleanup.policy", 2, Some("compact"))], false);
+    let answer: IncrementalAlterConfigsResponse =
+        call(&mut c, ApiKey::IncrementalAlterConfigs, 1, &request).await;
+    assert_eq!(answer.responses[0].error_code, NONE);
+    assert_eq!(
+        overrides(&s, "listed"),
+        pairs(&[("cleanup.policy", "compact,delete")])
+    );
+    let request = incremental("listed", &[("cleanup.policy", 3, Some("delete"))], false);
+    let answer: IncrementalAlterConfigsResponse =
+        call(&mut c, ApiKey::IncrementalAlterConfigs, 1, &request).await;
+    assert_eq!(answer.responses[0].error_code, NONE);
+    assert_eq!(
+        overrides(&s, "listed"),
+        pairs(&[("cleanup.policy", "compact")])
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn alter_configs_replaces_a_topics_configs() {
+    use kafka_protocol::messages::alter_configs_request::{AlterConfigsResource, AlterableConfig};
+    let s = server().await;
+    let mut c = connect(&s).await;
+    create(
+        &mut c,
+        7,
+        false,
+        vec![topic(
+            "legacy",
+            1,
+            1,
+            &[("retention.ms", "60000"), ("segment.ms", "3600000")],
+        )],
+    )
+    .await;
+    for (version, value) in [(0, "1000"), (2, "2000")] {
+        let request = AlterConfigsRequest::default().with_resources(vec![
+            AlterConfigsResource::default()
+                .with_resource_type(2)
+                .with_resource_name(StrBytes::from_static_str("legacy"))
+                .with_configs(vec![AlterableConfig::default()
+                    .with_name(StrBytes::from_static_str("retention.bytes"))
+                    .with_value(Some(StrBytes::from_string(value.to_owned())))]),
+            // The broker's configs are static.
+            AlterConfigsResource::default()
+                .with_resource_type(4)
+                .with_resource_name(StrBytes::from_static_str("0")),
+        ]);
+        let answer: AlterConfigsResponse =
+            call(&mut c, ApiKey::AlterConfigs, version, &request).await;
+        let codes: Vec<_> = answer.responses.iter().map(|r| r.error_code).collect();
+        assert_eq!(codes, [NONE, INVALID_REQUEST]);
+        // Replaced: the overrides not named are gone.
+        assert_eq!(
+            overrides(&s, "legacy"),
+            pairs(&[("retention.bytes", value)])
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn describe_cluster_names_the_one_broker() {
+    let s = server().await;
+    let mut c = connect(&s).await;
+    for version in [0, 1] {
+        let request = DescribeClusterRequest::default().with_endpoint_type(1);
+        let answer: DescribeClusterResponse =
+            call(&mut c, ApiKey::DescribeCluster, version, &request).await;
+        assert_eq!(answer.error_code, NONE);
+        assert_eq!(answer.cluster_id.as_str(), s.broker.config.cluster_id);
+        assert_eq!(answer.controller_id.0, 0);
+        let brokers: Vec<_> = answer
+            .brokers
+            .iter()
+            .map(|b| (b.broker_id.0, b.host.to_string(), b.port))
+            .collect();
+        assert_eq!(
+            brokers,
+            [(0, "127.0.0.1".to_owned(), i32::from(s.addr.port()))]
+        );
+    }
+    let request = DescribeClusterRequest::default().with_endpoint_type(2);
+    let answer: DescribeClusterResponse = call(&mut c, ApiKey::DescribeCluster, 1, &request).await;
+    assert_eq!(answer.error_code, 115);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_admin_token_set_config_alters_are_refused_and_describes_answered() {
+    let s = server_configured(KafkaConfig {
+        admin_token: Some(AdminToken(TOKEN.into())),
+        ..KafkaConfig::default()
+    })
+    .await;
+    s.broker
+        .create_topic("fixed", 1, Default::default())
+        .unwrap();
+    let mut c = connect(&s).await;
+    let request = incremental("fixed", &[("retention.ms", 0, Some("5"))], false);
+    let answer: IncrementalAlterConfigsResponse =
+        call(&mut c, ApiKey::IncrementalAlterConfigs, 1, &request).await;
+    assert_eq!(answer.responses[0].error_code, TOPIC_AUTHORIZATION_FAILED);
+    assert!(overrides(&s, "fixed").is_empty());
+    let mut request = incremental("0", &[], false);
+    request.resources[0].resource_type = 4;
+    let answer: IncrementalAlterConfigsResponse =
+        call(&mut c, ApiKey::IncrementalAlterConfigs, 1, &request).await;
+    assert_eq!(answer.responses[0].error_code, CLUSTER_AUTHORIZATION_FAILED);
+    let answer: DescribeConfigsResponse = call(
+        &mut c,
+        ApiKey::DescribeConfigs,
+        4,
+        &describe_request(&[(2, "fixed", None)]),
+    )
+    .await;
+    assert_eq!(answer.results[0].error_code, NONE);
+}
+
+async fn handshake(c: &mut TcpStream, version: i16, mechanism: &str) -> SaslHandshakeResponse {
+    let request =
+        SaslHandshakeRequest::default().with_mechanism(StrBytes::from_string(mechanism.to_owned()));
+    call(c, ApiKey::SaslHandshake, version, &request).await
+}
+
+async fn authenticate(c: &mut TcpStream, version: i16, plain: &[u8]) -> SaslAuthenticateResponse {
+    let request =
+        SaslAuthenticateRequest::default().with_auth_bytes(bytes::Bytes::copy_from_slice(plain));
+    call(c, ApiKey::SaslAuthenticate, version, &request).await
+}
+
+fn plain(password: &str) -> Vec<u8> {
+    format!("\0admin\0{password}").into_bytes()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sasl_plain_login_with_the_token_opens_the_admin_apis_to_its_connection() {
+    let s = server_configured(KafkaConfig {
+        admin_token: Some(AdminToken(TOKEN.into())),
+        ..KafkaConfig::default()
+    })
+    .await;
+    for (handshake_version, auth_version) in [(1, 0), (1, 2)] {
+        let mut c = connect(&s).await;
+        // Authenticate before a handshake is out of order.
+        let answer = authenticate(&mut c, auth_version, &plain(TOKEN)).await;
+        assert_eq!(answer.error_code, ILLEGAL_SASL_STATE);
+        let answer = handshake(&mut c, handshake_version, "SCRAM-SHA-256").await;
+        assert_eq!(answer.error_code, UNSUPPORTED_SASL_MECHANISM);
+        assert_eq!(answer.mechanisms, [StrBytes::from_static_str("PLAIN")]);
+        // A wrong password, an oversized or a malformed message fail.
+        let oversized = plain(&"x".repeat(5000));
+        for bad in [
+            plain("wrong"),
+            oversized,
+            b"admin-no-nul".to_vec(),
+            plain(""),
+        ] {
+            assert_eq!(
+                handshake(&mut c, handshake_version, "PLAIN")
+                    .await
+                    .error_code,
+                NONE
+            );
+            let answer = authenticate(&mut c, auth_version, &bad).await;
+            assert_eq!(answer.error_code, SASL_AUTHENTICATION_FAILED);
+        }
+        let topic_name = format!("sasl-{auth_version}");
+        let refused = create(&mut c, 7, false, vec![topic(&topic_name, 1, 1, &[])]).await;
+        assert_eq!(refused.topics[0].error_code, TOPIC_AUTHORIZATION_FAILED);
+        // The token as password opens the admin APIs to this connection.
+        assert_eq!(
+            handshake(&mut c, handshake_version, "PLAIN")
+                .await
+                .error_code,
+            NONE
+        );
+        let answer = authenticate(&mut c, auth_version, &plain(TOKEN)).await;
+        assert_eq!(answer.error_code, NONE);
+        let made = create(&mut c, 7, false, vec![topic(&topic_name, 1, 1, &[])]).await;
+        assert_eq!(made.topics[0].error_code, NONE);
+        assert!(s.broker.registry.get(&topic_name).is_some());
+        // Only to this one.
+        let mut other = connect(&s).await;
+        let request = DeleteTopicsRequest::default()
+            .with_topic_names(vec![name(&topic_name)])
+            .with_timeout_ms(5000);
+        let answer: DeleteTopicsResponse =
+            call(&mut other, ApiKey::DeleteTopics, 5, &request).await;
+        assert_eq!(answer.responses[0].error_code, TOPIC_AUTHORIZATION_FAILED);
+        let answer: DeleteTopicsResponse = call(&mut c, ApiKey::DeleteTopics, 5, &request).await;
+        assert_eq!(answer.responses[0].error_code, NONE);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_v0_handshake_takes_the_token_as_a_bare_frame() {
+    let s = server_configured(KafkaConfig {
+        admin_token: Some(AdminToken(TOKEN.into())),
+        ..KafkaConfig::default()
+    })
+    .await;
+    let mut c = connect(&s).await;
+    assert_eq!(handshake(&mut c, 0, "PLAIN").await.error_code, NONE);
+    send_frame(&mut c, &plain(TOKEN)).await;
+    assert_eq!(read_frame(&mut c).await.unwrap().len(), 0);
+    let made = create(&mut c, 2, false, vec![topic("bare", 1, 1, &[])]).await;
+    assert_eq!(made.topics[0].error_code, NONE);
+    // A wrong bare token closes the connection; the server goes on.
+    let mut c = connect(&s).await;
+    assert_eq!(handshake(&mut c, 0, "PLAIN").await.error_code, NONE);
+    send_frame(&mut c, &plain("wrong")).await;
+    assert!(closed(&mut c).await);
+    let mut c = connect(&s).await;
+    let refused = create(&mut c, 2, false, vec![topic("bare2", 1, 1, &[])]).await;
+    assert_eq!(refused.topics[0].error_code, TOPIC_AUTHORIZATION_FAILED);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_an_admin_token_sasl_offers_nothing_and_admin_is_open() {
+    let s = server().await;
+    let mut c = connect(&s).await;
+    let answer = handshake(&mut c, 1, "PLAIN").await;
+    assert_eq!(answer.error_code, UNSUPPORTED_SASL_MECHANISM);
+    assert!(answer.mechanisms.is_empty());
+    let made = create(&mut c, 7, false, vec![topic("open", 1, 1, &[])]).await;
+    assert_eq!(made.topics[0].error_code, NONE);
+    // A lying length in a SaslAuthenticate closes its connection.
+    let mut frame = request_frame(
+        ApiKey::SaslAuthenticate,
+        0,
+        1,
+        &SaslAuthenticateRequest::default(),
+    );
+    let len = frame.len();
+    frame[len - 4..].copy_from_slice(&0x7fff_ffffi32.to_be_bytes());
+    send_frame(&mut c, &frame).await;
+    assert!(closed(&mut c).await);
+}
