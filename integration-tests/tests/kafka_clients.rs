@@ -90,3 +90,57 @@ fn kafkajs_consumers_in_a_group_rebalance_commit_resume_and_share_offsets_with_h
         "kafkajs_group: every record consumed once per group",
     );
 }
+
+/// A client that resets its connection with an answer on its way (what a
+/// consumer closing during a fetch long-poll does) is an ordinary hang-up,
+/// not bad input: it was logged at warn once per closing client.
+#[test]
+fn a_client_resetting_its_connection_is_not_a_warning() {
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+
+    // The listener's debug lines show when it has dealt with the reset.
+    std::env::set_var("RUST_LOG", "info,tidelog_kafka::listener=debug");
+    let server = TidelogProcess::start(&[]);
+    let kafka = server.kafka_addr.expect("the harness gave it a Kafka port");
+    let mut stream = std::net::TcpStream::connect(kafka).expect("connect to the Kafka listener");
+    // ApiVersions v0: length, api key 18, version 0, correlation id 1,
+    // null client id.
+    let request = [0, 0, 0, 10, 0, 18, 0, 0, 0, 0, 0, 1, 0xFF, 0xFF];
+    stream.write_all(&request).expect("send ApiVersions");
+    // SO_LINGER 0: close sends a reset, as a client process that exits does.
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: a valid socket descriptor and a `linger` of the size passed.
+    let set = unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            std::ptr::addr_of!(linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(set, 0, "setsockopt SO_LINGER");
+    drop(stream);
+
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !server.log().contains("kafka client hung up")
+        && !server.log().contains("kafka connection closed")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the listener never logged the reset connection:\n{}",
+            server.log()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let log = server.log();
+    assert!(
+        !log.lines()
+            .any(|line| line.contains("WARN") && line.contains("tidelog_kafka")),
+        "a client's reset was logged as a warning:\n{log}"
+    );
+}
