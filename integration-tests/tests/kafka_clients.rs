@@ -1,44 +1,147 @@
 //! Real Kafka clients against the real binary's Kafka listener (the
 //! harness gives every server its own free Kafka port): Python scripts run
-//! with the venv the harness installs (`tidelog_integration_tests::clients`).
+//! with the venv the harness installs, Node scripts with its node_modules
+//! (`tidelog_integration_tests::clients`).
 //! Each script checks every record it produced and exits non-zero naming
 //! the first mismatch.
 
 mod common;
 
+use std::process::Command;
+
 use common::TidelogProcess;
 use tidelog_integration_tests::clients;
-
-#[test]
-fn kafka_python_produces_with_acks_1_and_all_and_consumes_with_assign_and_http_records_read_the_same(
-) {
-    let server = TidelogProcess::start(&[]);
-    let kafka = server.kafka_addr.expect("the harness gave it a Kafka port");
-    let mut command = clients::python_command("kafka_python_produce_consume.py");
-    command.arg(server.url()).arg(kafka.to_string());
-    let stdout = clients::run_script(command);
-    assert!(
-        stdout.contains("kafka_python_produce_consume: every record came back"),
-        "kafka_python_produce_consume.py exited 0 without its closing line:\n{stdout}"
-    );
-}
 
 /// The group's first rebalance waits only briefly for more members.
 const GROUP_CONFIG: &str = "groups:
   initial_rebalance_delay_ms: 100
 ";
 
-#[test]
-fn kafka_python_consumers_in_a_group_rebalance_commit_resume_and_share_offsets_with_http() {
-    let server =
-        TidelogProcess::start_with_config(&format!("{}{GROUP_CONFIG}", common::SMALL_STORE));
+/// A server for the group scripts: a small store, a short initial
+/// rebalance delay.
+fn group_server() -> TidelogProcess {
+    TidelogProcess::start_with_config(&format!("{}{GROUP_CONFIG}", common::SMALL_STORE))
+}
+
+/// Runs a client script against `server`'s HTTP and Kafka addresses; it
+/// must exit 0 and print its `closing` line (proof it ran to the end).
+fn run_against(server: &TidelogProcess, mut command: Command, closing: &str) {
     let kafka = server.kafka_addr.expect("the harness gave it a Kafka port");
-    let mut command = clients::python_command("kafka_python_group.py");
     command.arg(server.url()).arg(kafka.to_string());
     let stdout = clients::run_script(command);
     assert!(
-        stdout.contains("kafka_python_group: every record consumed once per group"),
-        "kafka_python_group.py exited 0 without its closing line:\n{stdout}"
+        stdout.contains(closing),
+        "the script exited 0 without its closing line {closing:?}:\n{stdout}"
+    );
+}
+
+#[test]
+fn kafka_python_produces_with_acks_1_and_all_and_consumes_with_assign_and_http_records_read_the_same(
+) {
+    run_against(
+        &TidelogProcess::start(&[]),
+        clients::python_command("kafka_python_produce_consume.py"),
+        "kafka_python_produce_consume: every record came back",
+    );
+}
+
+#[test]
+fn kafka_python_consumers_in_a_group_rebalance_commit_resume_and_share_offsets_with_http() {
+    run_against(
+        &group_server(),
+        clients::python_command("kafka_python_group.py"),
+        "kafka_python_group: every record consumed once per group",
+    );
+}
+
+#[test]
+fn confluent_kafka_produces_every_codec_with_acks_1_and_all_consumes_with_assign_seeks_by_time_and_crosses_to_http(
+) {
+    run_against(
+        &TidelogProcess::start(&[]),
+        clients::python_command("confluent_kafka_produce_consume.py"),
+        "confluent_kafka_produce_consume: every record came back",
+    );
+}
+
+#[test]
+fn confluent_kafka_consumers_in_a_group_rebalance_commit_resume_and_share_offsets_with_http() {
+    run_against(
+        &group_server(),
+        clients::python_command("confluent_kafka_group.py"),
+        "confluent_kafka_group: every record consumed once per group",
+    );
+}
+
+#[test]
+fn kafkajs_produces_none_and_gzip_with_acks_1_and_all_consumes_seeks_by_time_and_crosses_to_http() {
+    run_against(
+        &TidelogProcess::start(&[]),
+        clients::node_command("kafkajs_produce_consume.js"),
+        "kafkajs_produce_consume: every record came back",
+    );
+}
+
+#[test]
+fn kafkajs_consumers_in_a_group_rebalance_commit_resume_and_share_offsets_with_http() {
+    run_against(
+        &group_server(),
+        clients::node_command("kafkajs_group.js"),
+        "kafkajs_group: every record consumed once per group",
+    );
+}
+
+/// A client that resets its connection with an answer on its way (what a
+/// consumer closing during a fetch long-poll does) is an ordinary hang-up,
+/// not bad input: it was logged at warn once per closing client.
+#[test]
+fn a_client_resetting_its_connection_is_not_a_warning() {
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+
+    // The listener's debug lines show when it has dealt with the reset.
+    std::env::set_var("RUST_LOG", "info,tidelog_kafka::listener=debug");
+    let server = TidelogProcess::start(&[]);
+    let kafka = server.kafka_addr.expect("the harness gave it a Kafka port");
+    let mut stream = std::net::TcpStream::connect(kafka).expect("connect to the Kafka listener");
+    // ApiVersions v0: length, api key 18, version 0, correlation id 1,
+    // null client id.
+    let request = [0, 0, 0, 10, 0, 18, 0, 0, 0, 0, 0, 1, 0xFF, 0xFF];
+    stream.write_all(&request).expect("send ApiVersions");
+    // SO_LINGER 0: close sends a reset, as a client process that exits does.
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: a valid socket descriptor and a `linger` of the size passed.
+    let set = unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            std::ptr::addr_of!(linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(set, 0, "setsockopt SO_LINGER");
+    drop(stream);
+
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !server.log().contains("kafka client hung up")
+        && !server.log().contains("kafka connection closed")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the listener never logged the reset connection:\n{}",
+            server.log()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let log = server.log();
+    assert!(
+        !log.lines()
+            .any(|line| line.contains("WARN") && line.contains("tidelog_kafka")),
+        "a client's reset was logged as a warning:\n{log}"
     );
 }
 

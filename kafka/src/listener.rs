@@ -14,7 +14,10 @@
 //!   block run on `spawn_blocking` (handlers).
 //! * Beyond `kafka.max_connections`, new connections are closed at once.
 //! * A bad frame (KAFKA.md "Bad input") closes its connection after one
-//!   warn with the peer; every other connection goes on.
+//!   warn with the peer; every other connection goes on. A client that
+//!   hangs up with an answer on its way (a consumer closing during a
+//!   fetch long-poll, as librdkafka and kafkajs do) is ordinary: logged at
+//!   debug, as Kafka logs a disconnect.
 //! * Shutdown (`stop`): no new connections; a connection between requests
 //!   closes, one with a request in flight finishes it first.
 
@@ -64,8 +67,12 @@ pub async fn serve(listener: TcpListener, ctx: Arc<Context>, mut stop: watch::Re
         let ctx = Arc::clone(&ctx);
         let stop = stop.clone();
         tokio::spawn(async move {
-            if let Err(e) = connection(stream, peer, &ctx, stop).await {
-                tracing::warn!(%peer, error = %e, "kafka connection closed");
+            match connection(stream, peer, &ctx, stop).await {
+                Ok(()) => {}
+                Err(e) if peer_hung_up(&e) => {
+                    tracing::debug!(%peer, error = %e, "kafka client hung up");
+                }
+                Err(e) => tracing::warn!(%peer, error = %e, "kafka connection closed"),
             }
             drop(slot);
         });
@@ -125,6 +132,18 @@ async fn connection(
             .await?;
         }
     }
+}
+
+/// The socket failed because the client went away (its reset or closed
+/// end), not because of anything it sent. A frame cut short stays a bad
+/// frame (`UnexpectedEof`).
+fn peer_hung_up(e: &FrameError) -> bool {
+    use std::io::ErrorKind as K;
+    matches!(
+        e,
+        FrameError::Io { source }
+            if matches!(source.kind(), K::BrokenPipe | K::ConnectionReset | K::ConnectionAborted)
+    )
 }
 
 async fn timed<T>(

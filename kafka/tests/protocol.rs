@@ -780,3 +780,53 @@ async fn before_the_broker_is_ready_partitions_answer_leader_not_available() {
     let answer: FetchResponse = call(&mut c, ApiKey::Fetch, 12, &fetch_request("t", 0, 0, 0)).await;
     assert_eq!(answer.responses[0].partitions[0].error_code, 5);
 }
+
+/// A record acknowledged by Produce is found by the ListOffsets sent right
+/// after it (Kafka's high watermark moves with the append): the end and a
+/// lookup by its timestamp see it even before the dispatcher has indexed
+/// it. Pipelined on one connection, so the lookup arrives microseconds
+/// after the append; confluent-kafka's `offsets_for_times` right after its
+/// produce answered -1 (none) on a loaded machine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_offsets_right_after_a_produce_sees_the_acknowledged_record() {
+    let s = server().await;
+    let mut c = connect(&s).await;
+    metadata(&mut c, 12, &["fresh"]).await;
+    for i in 0..40i64 {
+        let ts = 1_000 + i;
+        let one = [record(Some(b"k"), Some(b"v"), ts)];
+        send_frame(
+            &mut c,
+            &request_frame(
+                ApiKey::Produce,
+                9,
+                1,
+                &produce_request("fresh", 0, 1, batch(&one)),
+            ),
+        )
+        .await;
+        let lookup = ListOffsetsRequest::default()
+            .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+            .with_topics(vec![ListOffsetsTopic::default()
+                .with_name(name("fresh"))
+                .with_partitions(vec![
+                    ListOffsetsPartition::default().with_timestamp(-1),
+                    ListOffsetsPartition::default().with_timestamp(ts),
+                ])]);
+        send_frame(&mut c, &request_frame(ApiKey::ListOffsets, 7, 2, &lookup)).await;
+        let mut produced = read_frame(&mut c).await.expect("a produce answer");
+        ResponseHeader::decode(&mut produced, 1).unwrap();
+        let produced = ProduceResponse::decode(&mut produced, 9).unwrap();
+        assert_eq!(produced.responses[0].partition_responses[0].base_offset, i);
+        let mut found = read_frame(&mut c).await.expect("a ListOffsets answer");
+        ResponseHeader::decode(&mut found, 1).unwrap();
+        let found = ListOffsetsResponse::decode(&mut found, 7).unwrap();
+        let partitions = &found.topics[0].partitions;
+        assert_eq!(partitions[0].offset, i + 1, "the end after produce {i}");
+        assert_eq!(
+            (partitions[1].offset, partitions[1].timestamp),
+            (i, ts),
+            "the lookup of timestamp {ts} right after its produce"
+        );
+    }
+}

@@ -13,10 +13,9 @@ Usage: kafka_python_produce_consume.py http://127.0.0.1:PORT 127.0.0.1:KAFKA_POR
 import sys
 import time
 
-import requests
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from tidelog_check import BINARY, REQUEST_TIMEOUT_S, b64, check, create_topic, expect_status, run
+from tidelog_check import check, create_topic, produce_http_samples, run
 
 KAFKA = sys.argv.pop(2) if len(sys.argv) == 3 else None
 
@@ -117,39 +116,11 @@ def seek_by_timestamp(topic, partition, timestamps):
 
 def http_produce_kafka_consume(base_url):
     topic = "kp-from-http"
-    create_topic(base_url, topic, 1)
-    records = []
-    for i in range(12):
-        record = {"value": b64(bytes([0xC3, i]) * i), "timestamp": 1_650_000_000_000 + i}
-        if i % 2 == 0:
-            record["key"] = b64(f"k{i}".encode())
-        if i % 3 == 0:
-            record["headers"] = [
-                {"name": "t", "value": b64(bytes([i]))},
-                {"name": "t", "value": b64(b"again")},
-            ]
-        records.append(record)
-    response = requests.post(
-        f"{base_url}/topics/{topic}/partitions/0",
-        json={"records": records},
-        headers={"Content-Type": BINARY},
-        timeout=REQUEST_TIMEOUT_S,
-    )
-    expect_status(response, 200, f"produce to {topic}")
-    got = consume(topic, 0, len(records))
-    for offset, (record, fetched) in enumerate(zip(records, got)):
-        key = f"k{offset}".encode() if offset % 2 == 0 else None
-        headers = [("t", bytes([offset])), ("t", b"again")] if offset % 3 == 0 else []
-        check_record(
-            fetched,
-            offset,
-            key,
-            bytes([0xC3, offset]) * offset,
-            headers,
-            record["timestamp"],
-            f"{topic}@{offset}",
-        )
-    print(f"{topic}: {len(records)} records produced over HTTP, consumed over Kafka")
+    expected = produce_http_samples(base_url, topic)
+    got = consume(topic, 0, len(expected))
+    for fetched, (offset, key, value, headers, timestamp) in zip(got, expected):
+        check_record(fetched, offset, key, value, headers, timestamp, f"{topic}@{offset}")
+    print(f"{topic}: {len(expected)} records produced over HTTP, consumed over Kafka")
 
 
 def main(base_url):

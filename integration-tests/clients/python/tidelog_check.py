@@ -46,6 +46,35 @@ def create_topic(base_url, topic, partitions):
     expect_status(response, 201, f"create topic {topic}")
 
 
+def produce_http_samples(base_url, topic):
+    """Creates `topic` (one partition) and produces 12 records to it over
+    HTTP in the binary embedded format (keys on every other, a duplicated
+    header name on every third); returns what a consumer must read back,
+    as (offset, key, value, headers, timestamp)."""
+    create_topic(base_url, topic, 1)
+    records, expected = [], []
+    for i in range(12):
+        key = f"k{i}".encode() if i % 2 == 0 else None
+        value = bytes([0xC3, i]) * i
+        headers = [("t", bytes([i])), ("t", b"again")] if i % 3 == 0 else []
+        timestamp = 1_650_000_000_000 + i
+        record = {"value": b64(value), "timestamp": timestamp}
+        if key is not None:
+            record["key"] = b64(key)
+        if headers:
+            record["headers"] = [{"name": n, "value": b64(v)} for n, v in headers]
+        records.append(record)
+        expected.append((i, key, value, headers, timestamp))
+    response = requests.post(
+        f"{base_url}/topics/{topic}/partitions/0",
+        json={"records": records},
+        headers={"Content-Type": BINARY},
+        timeout=REQUEST_TIMEOUT_S,
+    )
+    expect_status(response, 200, f"produce to {topic}")
+    return expected
+
+
 def fetch_all(base_url, topic, partition, accept, expected_count, max_records):
     """Reads a partition from offset 0 with the stateless fetch, page by page
     (each page continues from the last offset + 1, as API.md says), until

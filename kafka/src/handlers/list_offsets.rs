@@ -1,12 +1,21 @@
 //! ListOffsets (2): -2 the beginning, -1 the end (the offset the next
 //! record gets), and a timestamp: the first offset whose record timestamp
 //! is at least it, through the time index ([`by_timestamp`]).
+//!
+//! Invariant: an answer covers every record acknowledged before the
+//! request arrived. Produce answers after the CommitLog append, and the
+//! ends and time index are the dispatcher's, a moment later; so the
+//! lookups first wait (bounded by [`DISPATCH_WAIT`]) until the dispatcher
+//! has indexed everything appended so far. Kafka's high watermark moves
+//! with the append: a client asking right after its produce (confluent-
+//! kafka's `offsets_for_times`) found nothing otherwise.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
 use std::sync::Arc;
+use std::time::Duration;
 
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse, TopicName};
 use tidelog_broker::read::PartitionRef;
@@ -19,19 +28,17 @@ use crate::error::broker_code;
 const EARLIEST: i64 = -2;
 const LATEST: i64 = -1;
 
+/// How long a lookup waits for the dispatcher to catch up with the
+/// appends before it answers from what is indexed (a stalled dispatcher
+/// also refuses appends, KAFKA.md "Produce").
+pub const DISPATCH_WAIT: Duration = Duration::from_secs(5);
+
 pub async fn handle(
     ctx: &Context,
     version: i16,
     request: ListOffsetsRequest,
 ) -> ListOffsetsResponse {
     let broker = ctx.broker();
-    // A timestamp lookup reads records (a compacted log's with pread):
-    // off the runtime's threads, as the HTTP route runs it.
-    let blocks = request
-        .topics
-        .iter()
-        .flat_map(|t| &t.partitions)
-        .any(|p| p.timestamp >= 0);
     let asked: Vec<(TopicName, Vec<i32>)> = request
         .topics
         .iter()
@@ -40,8 +47,15 @@ pub async fn handle(
             (t.name.clone(), ids)
         })
         .collect();
-    let answer = move || Ok(answer(broker.as_ref(), version, request));
-    match maybe_blocking(blocks, answer).await {
+    // Off the runtime's threads: waiting for dispatch blocks, and so
+    // does a timestamp lookup (it reads records).
+    let answer = move || {
+        if let Some(broker) = &broker {
+            broker.store.wait_dispatched(DISPATCH_WAIT);
+        }
+        Ok(answer(broker.as_ref(), version, request))
+    };
+    match maybe_blocking(true, answer).await {
         Ok(response) => response,
         Err(e) => {
             let code = broker_code(&e);
