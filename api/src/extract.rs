@@ -8,6 +8,7 @@ use axum::extract::{FromRequestParts, Path, Query};
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap};
 use serde::de::DeserializeOwned;
+use tidelog_broker::auth::admin_token_matches;
 
 use crate::error::ApiError;
 
@@ -125,18 +126,11 @@ pub fn check_bearer(headers: &HeaderMap, token: &str) -> Result<(), ApiError> {
         None => Err(ApiError::Unauthorized {
             message: "this call needs Authorization: Bearer <admin_token>".into(),
         }),
-        Some(given) if constant_time_eq(given.as_bytes(), token.as_bytes()) => Ok(()),
+        Some(given) if admin_token_matches(given.as_bytes(), token.as_bytes()) => Ok(()),
         Some(_) => Err(ApiError::Unauthorized {
             message: "wrong bearer token".into(),
         }),
     }
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 #[cfg(test)]

@@ -35,6 +35,7 @@
 //! * [`broker`]: start-up and shutdown order ([`Broker::open`]), keeping
 //!   the compacted logs in line with the registry.
 
+pub mod auth;
 pub mod broker;
 pub mod compaction;
 pub mod config;

@@ -20,6 +20,7 @@ use kafka_protocol::messages::{
     SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
 };
 use kafka_protocol::protocol::StrBytes;
+use tidelog_broker::auth::admin_token_matches;
 
 use crate::dispatch::{Context, Handshake, Session};
 use crate::error::FrameError;
@@ -93,7 +94,7 @@ fn login(ctx: &Context, session: &mut Session, message: &[u8]) -> bool {
     };
     let ok = message.len() <= PLAIN_MAX_BYTES
         && match plain_password(message) {
-            Some(password) => constant_time_eq(password, token.0.as_bytes()),
+            Some(password) => admin_token_matches(password, token.0.as_bytes()),
             None => false,
         };
     if ok {
@@ -115,13 +116,6 @@ fn plain_password(message: &[u8]) -> Option<&[u8]> {
     (!authcid.is_empty() && !password.contains(&0)).then_some(password)
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -133,8 +127,5 @@ mod tests {
         assert_eq!(plain_password(b"\0\0s3cret"), None);
         assert_eq!(plain_password(b"admin\0s3cret"), None);
         assert_eq!(plain_password(b"\0a\0b\0c"), None);
-        assert!(constant_time_eq(b"abc", b"abc"));
-        assert!(!constant_time_eq(b"abc", b"abd"));
-        assert!(!constant_time_eq(b"abc", b"abcd"));
     }
 }
