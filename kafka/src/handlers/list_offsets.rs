@@ -10,13 +10,13 @@
 //! with the append: a client asking right after its produce (confluent-
 //! kafka's `offsets_for_times`) found nothing otherwise.
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
-use std::sync::Arc;
-use std::time::Duration;
-
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse, TopicName};
 use tidelog_broker::read::PartitionRef;
 use tidelog_broker::Broker;
