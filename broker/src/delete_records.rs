@@ -82,6 +82,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
+    use crate::group_admin::{ResetScope, ResetTarget};
     use crate::test_support::{append, compact, open, wait_until};
     use crate::topic_config::Overrides;
 
@@ -100,8 +101,10 @@ mod tests {
     }
 
     /// Both kinds of topic (a queue topic and a `compact,delete` one, read
-    /// from its compacted log): offsets, reads, listens and the timestamp
-    /// lookup begin at the new start, which only moves forward, is
+    /// from its compacted log): offsets, reads, listens, the timestamp
+    /// lookup and a group's offset reset begin at the new start (HTTP's
+    /// fetch, offsets, consumer instances' positions and Kafka's Fetch and
+    /// ListOffsets all read them), which only moves forward, is
     /// bounded by the high watermark, and survives a restart.
     #[test]
     fn the_beginning_moves_for_queue_and_compacted_topics_and_survives_a_restart() {
@@ -134,6 +137,13 @@ mod tests {
             assert_eq!(first_offset(&broker, t), Some(2), "{t}");
             assert_eq!(part.offset_for_timestamp(i64::MIN).unwrap(), 2, "{t}");
             assert!(part.listen(0).unwrap().is_none(), "{t}: records from 2");
+            // A group's reset to the beginning, and to an offset below it.
+            for to in [ResetTarget::Beginning, ResetTarget::Offset(0)] {
+                let reset = broker
+                    .reset_offsets("g", ResetScope::Topic(t.to_string()), to)
+                    .unwrap();
+                assert_eq!(reset[0].offset, 2, "{t}: {to:?}");
+            }
         }
         Arc::try_unwrap(broker).unwrap().shutdown().unwrap();
         let broker = open(dir.path());
