@@ -162,6 +162,37 @@ mod tests {
         Arc::try_unwrap(broker).unwrap().shutdown().unwrap();
     }
 
+    /// A lookup by key and a read by CommitLog position never answer a
+    /// record below the log start, though its bytes are still there.
+    #[test]
+    fn lookups_by_key_and_by_position_never_answer_below_the_log_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = open(dir.path());
+        for (t, overrides) in [("events", Overrides::new()), ("users", compact_delete())] {
+            broker.create_topic(t, 1, overrides).unwrap();
+            append(&broker, t, &[("a", "1"), ("b", "2"), ("a", "3")]);
+            let part = broker.partition(t, 0).unwrap();
+            wait_until("dispatch", || part.offsets().1 == 3);
+            let first = part.read(0, 1, 1 << 20).unwrap();
+            let position = first.records.iter().next().unwrap().physical_offset();
+            assert!(broker.read_physical(position).unwrap().is_some(), "{t}");
+            let topic = broker.registry.require(t).unwrap();
+            let by_key = |broker: &Broker| -> Vec<u64> {
+                broker
+                    .query_by_key(&topic, b"a", i64::MIN, i64::MAX, 10)
+                    .unwrap()
+                    .iter()
+                    .map(|r| r.offset())
+                    .collect()
+            };
+            assert_eq!(by_key(&broker), [2, 0], "{t}");
+            broker.delete_records(t, 0, 1).unwrap();
+            assert_eq!(by_key(&broker), [2], "{t}");
+            assert!(broker.read_physical(position).unwrap().is_none(), "{t}");
+        }
+        Arc::try_unwrap(broker).unwrap().shutdown().unwrap();
+    }
+
     /// The compacted log's timestamp lookup starts at the log start: a
     /// record below it that matches is not the answer, nor is the log
     /// start itself when its record is older.

@@ -467,7 +467,7 @@ impl Broker {
         let mut found = self
             .store
             .query_by_key(&topic.name, key, begin_ms, end_ms, max)?;
-        found.retain(|r| is_live(topic, r));
+        found.retain(|r| self.is_live(topic, r));
         Ok(KeyRecords::Stored(found))
     }
 
@@ -481,11 +481,12 @@ impl Broker {
         let live = self
             .registry
             .get(record.topic())
-            .is_some_and(|topic| is_live(&topic, &record));
+            .is_some_and(|topic| self.is_live(&topic, &record));
         Ok(live.then_some(PhysicalRecord(record)))
     }
 
-    /// A scan of every partition's compacted log from its base offset,
+    /// A scan of every partition's compacted log from its base offset (or
+    /// its log start, if later),
     /// keeping the `max` newest in a bounded heap. Blocking.
     fn query_compacted(
         &self,
@@ -523,7 +524,9 @@ impl Broker {
                 continue;
             };
             let end = log.next_offset();
-            let mut from = topic.base_offset(partition);
+            let mut from = topic
+                .base_offset(partition)
+                .max(self.store.log_start(&topic.name, partition));
             while from < end {
                 let batch = log.read(from, QUERY_SCAN_BATCH_RECORDS, QUERY_SCAN_BATCH_BYTES)?;
                 let Some(last) = batch.last() else {
@@ -551,10 +554,14 @@ impl Broker {
     }
 }
 
-/// Whether `r` belongs to the current incarnation of `topic`.
-fn is_live(topic: &Topic, r: &StoredRecord) -> bool {
-    r.partition() < topic.partitions.get()
-        && r.queue_offset().get() >= topic.base_offset(r.partition())
+impl Broker {
+    /// Whether `r` belongs to the current incarnation of `topic` and is
+    /// not below its partition's log start (DeleteRecords).
+    fn is_live(&self, topic: &Topic, r: &StoredRecord) -> bool {
+        r.partition() < topic.partitions.get()
+            && r.queue_offset().get() >= topic.base_offset(r.partition())
+            && r.queue_offset().get() >= self.store.log_start(&topic.name, r.partition())
+    }
 }
 
 #[cfg(test)]

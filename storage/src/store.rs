@@ -550,10 +550,7 @@ impl Store {
     /// ([`Store::delete_records`]), 0 if none: a compact topic's reads of
     /// its compacted log begin there too.
     pub fn log_start(&self, topic: &str, partition: u32) -> u64 {
-        self.inner
-            .queues
-            .get(topic, partition)
-            .map_or(0, |q| q.log_start())
+        self.inner.queues.log_start(topic, partition)
     }
 
     /// Delete `topic` from the store: its ConsumeQueue files are removed and

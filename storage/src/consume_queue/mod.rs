@@ -1111,6 +1111,11 @@ impl ConsumeQueues {
         topic: &str,
         partition: u32,
     ) -> Result<Arc<ConsumeQueue>> {
+        if let Some(q) = self.get(topic, partition) {
+            // The dispatcher asks once per partition and round: no wait on
+            // the log-start mutex (a DeleteRecords' fsync) for that.
+            return Ok(q);
+        }
         let tp = TopicPartition::new(topic, partition)?;
         let next = deleted
             .partitions
@@ -1134,6 +1139,15 @@ impl ConsumeQueues {
 
     fn log_starts(&self) -> std::sync::MutexGuard<'_, LogStartTable> {
         self.log_starts.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The log start offset of `topic`-`partition` (0: never moved): its
+    /// queue's, or the table's for a partition without a queue yet.
+    pub fn log_start(&self, topic: &str, partition: u32) -> u64 {
+        match self.get(topic, partition) {
+            Some(q) => q.log_start(),
+            None => self.log_starts().starts.get(topic, partition).unwrap_or(0),
+        }
     }
 
     /// Every partition's log start offset that a client moved.
