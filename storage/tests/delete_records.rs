@@ -2,8 +2,8 @@
 //! forward only, up to the high watermark, durably; reads, offsets and
 //! timestamp lookups begin there, after a clean restart and after a
 //! crash; retention deletes the queue files wholly below it; a recovery
-//! replay never brings back what is below it; a deleted topic's log starts
-//! go with it.
+//! replay never brings back what is below it; a power loss right after the
+//! answer keeps it; a deleted topic's log starts go with it.
 
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
@@ -160,5 +160,36 @@ fn deleting_a_topic_drops_its_log_starts() {
     assert!(store.wait_dispatched(Duration::from_secs(10)));
     assert_eq!(store.offsets("t", 0), (5, 6));
     assert_eq!(store.log_start("t", 0), 0);
+    store.shutdown().unwrap();
+}
+
+/// The log start is durable when DeleteRecords answers: what a power loss
+/// at that instant leaves (the durable image: only what an fsync covered,
+/// only names whose directory was fsynced) opens with the new beginning.
+#[test]
+fn a_power_loss_right_after_the_answer_keeps_the_log_start() {
+    use tidelog_storage::durability::image;
+
+    let dir = tempfile::tempdir().unwrap();
+    let live = dir.path().join("live");
+    std::fs::create_dir(&live).unwrap();
+    let image = image::install(&live).unwrap();
+    let mut cfg = config(&live);
+    cfg.flush = tidelog_storage::FlushMode::Sync;
+    let store = Store::open(cfg).unwrap();
+    append(&store, "t", 10);
+    assert_eq!(
+        store.delete_records("t", 0, Some(7)).unwrap(),
+        DeletedRecords::LowWatermark(7)
+    );
+    let after = dir.path().join("after");
+    image.snapshot(&after, None).unwrap();
+    store.close_uncleanly();
+    drop(image);
+    let mut cfg = config(&after);
+    cfg.flush = tidelog_storage::FlushMode::Sync;
+    let store = Store::open(cfg).unwrap();
+    assert_eq!(store.offsets("t", 0), (7, 10));
+    assert_eq!(first_read(&store, "t"), Some(7));
     store.shutdown().unwrap();
 }
