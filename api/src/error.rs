@@ -303,6 +303,10 @@ impl From<tidelog_broker::BrokerError> for ApiError {
             B::Invalid { .. } | B::CommitMetadataTooLarge { .. } => {
                 ApiError::BadRequest { message }
             }
+            // DeleteRecords' refusals (Kafka only: HTTP has no route).
+            B::OffsetOutOfRange { .. } | B::RecordsNotDeletable { .. } => {
+                ApiError::BadRequest { message }
+            }
             B::InvalidName { kind, name, reason } => ApiError::InvalidName { kind, name, reason },
             B::InvalidTopicConfig { name, reason } => ApiError::InvalidTopicConfig { name, reason },
             B::UnknownTopic { .. } => ApiError::UnknownTopic { message },

@@ -269,6 +269,12 @@ impl Broker {
         let groups =
             GroupOffsets::rebuild(logs, &|p| internal.as_ref().map_or(0, |t| t.base_offset(p)))
                 .map_err(|source| BrokerError::ConsumerOffsets { source })?;
+        // The log starts DeleteRecords moved: `compact,delete` retention
+        // deletes the compacted segments wholly below them.
+        for log in logs.all_logs() {
+            let tp = log.topic_partition();
+            log.set_log_start(store.log_start(tp.topic(), tp.partition()));
+        }
         cleaner.start().map_err(compaction_err)?;
         Ok((groups, cleaner))
     }

@@ -47,6 +47,19 @@ pub enum BrokerError {
     },
     #[error("topic {topic:?} already exists")]
     TopicExists { topic: String },
+    /// DeleteRecords to an offset past the partition's high watermark (or
+    /// a negative one other than -1, Kafka's "the high watermark").
+    #[error("offset {offset} of partition {partition} of topic {topic:?} is out of range: records can be deleted up to the high watermark {high_watermark}")]
+    OffsetOutOfRange {
+        topic: String,
+        partition: u32,
+        offset: i64,
+        high_watermark: u64,
+    },
+    /// DeleteRecords on a topic whose `cleanup.policy` has no `delete`
+    /// (Kafka's rule: compaction alone keeps the latest record per key).
+    #[error("records of topic {topic:?} cannot be deleted: its cleanup.policy is {policy} (DeleteRecords needs delete in it)")]
+    RecordsNotDeletable { topic: String, policy: &'static str },
     /// A produce to one of tidelog's own topics: only the broker writes
     /// them, so their records stay decodable.
     #[error("topic {topic:?} is internal")]

@@ -42,6 +42,7 @@ pub mod config;
 pub mod consumer_protocol;
 pub mod consumers;
 pub mod coordinator;
+pub mod delete_records;
 pub mod error;
 pub mod fault;
 pub mod group_admin;

@@ -322,6 +322,9 @@ impl PartitionRef {
                 next_offset: read.next_offset.get(),
             });
         }
+        // The compacted log keeps records below a log start DeleteRecords
+        // moved until retention takes their segments: never served.
+        let from = from.max(self.log_start());
         let log = self.compacted_log()?;
         // The end before the read: with nothing at or after `from`, nothing
         // lies in `[from, end)` (and a new log of a topic created again
@@ -345,7 +348,12 @@ impl PartitionRef {
     /// [`read`](Self::read) (which found the compacted log of a compact
     /// partition).
     pub fn listen(&self, from: u64) -> Result<Option<EventListener>, BrokerError> {
-        let from = from.max(self.topic.base_offset(self.partition));
+        // From below the log start, the read answers from the log start
+        // (or nothing, when everything is deleted): listen from there too,
+        // else "read again" would answer for records that are not served.
+        let from = from
+            .max(self.topic.base_offset(self.partition))
+            .max(self.log_start());
         let (listener, end) = match &self.compacted {
             None => (
                 self.broker.store.listen(&self.topic.name, self.partition)?,
@@ -363,9 +371,10 @@ impl PartitionRef {
     }
 
     /// The beginning and end offsets (the end is the offset the next
-    /// record gets), never below the topic's base offset.
+    /// record gets), never below the topic's base offset nor the log start
+    /// offset DeleteRecords moved ([`Broker::delete_records`]).
     pub fn offsets(&self) -> (u64, u64) {
-        let base = self.topic.base_offset(self.partition);
+        let base = self.topic.base_offset(self.partition).max(self.log_start());
         let (beginning, end) = match &self.compacted {
             None => self.broker.store.offsets(&self.topic.name, self.partition),
             Some(known) => known
@@ -399,12 +408,21 @@ impl PartitionRef {
                 .cloned()
                 .or_else(|| self.broker.logs.log(&self.topic.name, self.partition))
             {
-                Some(log) => log.offset_for_timestamp(timestamp_ms)?,
+                Some(log) => log.offset_for_timestamp_from(beginning, timestamp_ms)?,
                 None => base_end,
             },
         };
         // Never below what `offsets` answers (a topic's base offset).
         Ok(found.max(beginning))
+    }
+
+    /// The log start offset of the partition (the store's, which
+    /// DeleteRecords moves; 0 if never moved). Queue reads apply it in the
+    /// store; a compacted log's reads here.
+    fn log_start(&self) -> u64 {
+        self.broker
+            .store
+            .log_start(&self.topic.name, self.partition)
     }
 
     /// The compact partition's log, created if it has none yet (blocking
@@ -449,7 +467,7 @@ impl Broker {
         let mut found = self
             .store
             .query_by_key(&topic.name, key, begin_ms, end_ms, max)?;
-        found.retain(|r| is_live(topic, r));
+        found.retain(|r| self.is_live(topic, r));
         Ok(KeyRecords::Stored(found))
     }
 
@@ -463,11 +481,12 @@ impl Broker {
         let live = self
             .registry
             .get(record.topic())
-            .is_some_and(|topic| is_live(&topic, &record));
+            .is_some_and(|topic| self.is_live(&topic, &record));
         Ok(live.then_some(PhysicalRecord(record)))
     }
 
-    /// A scan of every partition's compacted log from its base offset,
+    /// A scan of every partition's compacted log from its base offset (or
+    /// its log start, if later),
     /// keeping the `max` newest in a bounded heap. Blocking.
     fn query_compacted(
         &self,
@@ -505,7 +524,9 @@ impl Broker {
                 continue;
             };
             let end = log.next_offset();
-            let mut from = topic.base_offset(partition);
+            let mut from = topic
+                .base_offset(partition)
+                .max(self.store.log_start(&topic.name, partition));
             while from < end {
                 let batch = log.read(from, QUERY_SCAN_BATCH_RECORDS, QUERY_SCAN_BATCH_BYTES)?;
                 let Some(last) = batch.last() else {
@@ -533,10 +554,14 @@ impl Broker {
     }
 }
 
-/// Whether `r` belongs to the current incarnation of `topic`.
-fn is_live(topic: &Topic, r: &StoredRecord) -> bool {
-    r.partition() < topic.partitions.get()
-        && r.queue_offset().get() >= topic.base_offset(r.partition())
+impl Broker {
+    /// Whether `r` belongs to the current incarnation of `topic` and is
+    /// not below its partition's log start (DeleteRecords).
+    fn is_live(&self, topic: &Topic, r: &StoredRecord) -> bool {
+        r.partition() < topic.partitions.get()
+            && r.queue_offset().get() >= topic.base_offset(r.partition())
+            && r.queue_offset().get() >= self.store.log_start(&topic.name, r.partition())
+    }
 }
 
 #[cfg(test)]

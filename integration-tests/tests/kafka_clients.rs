@@ -165,3 +165,62 @@ fn kafka_python_admin_client_logs_in_with_sasl_plain_and_creates_describes_alter
         "kafka_python_admin.py exited 0 without its closing line:\n{stdout}"
     );
 }
+
+/// DeleteRecords from a real admin client: `script` with `client_args`
+/// runs its `delete` phase (the client deletes the records below 4; a
+/// consumer from the beginning, ListOffsets earliest and HTTP's offsets and
+/// fetch all start at 4), then tidelog is killed with SIGKILL and started
+/// again, and the `after-restart` phase checks the same views before it
+/// deletes the rest (-1).
+fn delete_records_across_a_crash(
+    command: impl Fn() -> Command,
+    client_args: &[&str],
+    closing: &str,
+) {
+    let mut server = TidelogProcess::start_with_config(common::SMALL_STORE);
+    let kafka = server.kafka_addr.expect("the harness gave it a Kafka port");
+    for (i, phase) in ["delete", "after-restart"].into_iter().enumerate() {
+        if i > 0 {
+            server.restart();
+        }
+        let mut script = command();
+        script
+            .arg(server.url())
+            .arg(kafka.to_string())
+            .args(client_args)
+            .arg(phase);
+        let stdout = clients::run_script(script);
+        let closing = format!("{closing} {phase}: every view agrees");
+        assert!(
+            stdout.contains(&closing),
+            "the script exited 0 without {closing:?}:\n{stdout}"
+        );
+    }
+}
+
+#[test]
+fn kafka_python_delete_records_moves_the_beginning_every_reader_sees_across_a_crash() {
+    delete_records_across_a_crash(
+        || clients::python_command("delete_records.py"),
+        &["kafka-python"],
+        "delete_records kafka-python",
+    );
+}
+
+#[test]
+fn confluent_kafka_delete_records_moves_the_beginning_every_reader_sees_across_a_crash() {
+    delete_records_across_a_crash(
+        || clients::python_command("delete_records.py"),
+        &["confluent-kafka"],
+        "delete_records confluent-kafka",
+    );
+}
+
+#[test]
+fn kafkajs_delete_topic_records_moves_the_beginning_every_reader_sees_across_a_crash() {
+    delete_records_across_a_crash(
+        || clients::node_command("kafkajs_delete_records.js"),
+        &[],
+        "kafkajs_delete_records",
+    );
+}

@@ -12,12 +12,12 @@ use std::sync::Arc;
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{
-    AlterConfigsRequest, ApiKey, ApiVersionsRequest, CreateTopicsRequest, DeleteTopicsRequest,
-    DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest, FetchRequest,
-    FindCoordinatorRequest, HeartbeatRequest, IncrementalAlterConfigsRequest, JoinGroupRequest,
-    LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest, OffsetCommitRequest,
-    OffsetFetchRequest, ProduceRequest, RequestHeader, ResponseHeader, SaslAuthenticateRequest,
-    SaslHandshakeRequest, SyncGroupRequest,
+    AlterConfigsRequest, ApiKey, ApiVersionsRequest, CreateTopicsRequest, DeleteRecordsRequest,
+    DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest,
+    FetchRequest, FindCoordinatorRequest, HeartbeatRequest, IncrementalAlterConfigsRequest,
+    JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest,
+    OffsetCommitRequest, OffsetFetchRequest, ProduceRequest, RequestHeader, ResponseHeader,
+    SaslAuthenticateRequest, SaslHandshakeRequest, SyncGroupRequest,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
 use tidelog_broker::Broker;
@@ -48,6 +48,7 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     // The admin APIs (KAFKA.md "Admin").
     (ApiKey::CreateTopics, 2, 7),
     (ApiKey::DeleteTopics, 1, 6),
+    (ApiKey::DeleteRecords, 0, 2),
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::AlterConfigs, 0, 2),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
@@ -267,6 +268,11 @@ pub async fn handle_in(
             let answer = handlers::delete_topics::handle(ctx, gate, version, request).await;
             encode(api, id, key, version, &answer).map(Some)
         }
+        ApiKey::DeleteRecords => {
+            let request = decode!(DeleteRecordsRequest);
+            let answer = handlers::delete_records::handle(ctx, gate, request).await;
+            encode(api, id, key, version, &answer).map(Some)
+        }
         ApiKey::DescribeConfigs => {
             let request = decode!(DescribeConfigsRequest);
             let answer = handlers::describe_configs::handle(ctx, version, request);
@@ -319,6 +325,7 @@ fn api_name(key: ApiKey) -> &'static str {
         ApiKey::ListGroups => "ListGroups",
         ApiKey::CreateTopics => "CreateTopics",
         ApiKey::DeleteTopics => "DeleteTopics",
+        ApiKey::DeleteRecords => "DeleteRecords",
         ApiKey::DescribeConfigs => "DescribeConfigs",
         ApiKey::AlterConfigs => "AlterConfigs",
         ApiKey::IncrementalAlterConfigs => "IncrementalAlterConfigs",

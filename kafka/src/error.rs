@@ -111,6 +111,9 @@ pub fn broker_code(e: &BrokerError) -> i16 {
         B::TopicExists { .. } => ResponseError::TopicAlreadyExists,
         B::InvalidTopicConfig { .. } => ResponseError::InvalidConfig,
         B::Invalid { .. } => ResponseError::InvalidRequest,
+        // DeleteRecords' refusals, as Kafka's.
+        B::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
+        B::RecordsNotDeletable { .. } => ResponseError::PolicyViolation,
         // The coordinator's refusals (KAFKA.md "Groups").
         B::UnknownMember { .. } => ResponseError::UnknownMemberId,
         // A commit without membership (generation -1) to a group with

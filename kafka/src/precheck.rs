@@ -210,6 +210,7 @@ pub fn body(key: ApiKey, version: i16, frame: &[u8]) -> Walked {
         ApiKey::ListGroups => v >= 3,
         ApiKey::CreateTopics => v >= 5,
         ApiKey::DeleteTopics => v >= 4,
+        ApiKey::DeleteRecords => v >= 2,
         ApiKey::DescribeConfigs => v >= 4,
         ApiKey::AlterConfigs => v >= 2,
         ApiKey::IncrementalAlterConfigs => v >= 1,
@@ -430,6 +431,18 @@ pub fn body(key: ApiKey, version: i16, frame: &[u8]) -> Walked {
             } else {
                 w.array(|w| w.string())?;
             }
+            w.fixed(4)?;
+        }
+        // Topics, each a name and (partition, offset) pairs; the timeout.
+        ApiKey::DeleteRecords => {
+            w.array(|w| {
+                w.string()?;
+                w.array(|w| {
+                    w.fixed(4 + 8)?;
+                    w.tags()
+                })?;
+                w.tags()
+            })?;
             w.fixed(4)?;
         }
         ApiKey::DescribeConfigs => {

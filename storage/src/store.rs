@@ -24,7 +24,7 @@ use event_listener::EventListener;
 use crate::checkpoint::Checkpoint;
 use crate::commit_log::{AppendRecord, Appended, CommitLog, NextOffsets, StoredRecord};
 use crate::config::{FlushMode, StoreConfig};
-use crate::consume_queue::ConsumeQueues;
+use crate::consume_queue::{ConsumeQueues, DeletedRecords};
 use crate::dispatch::{keep_going, ConsumeQueueSink, DispatchSink, Dispatcher, IndexSink};
 use crate::error::{CorruptionKind, IoContext, QueuePosition, Result, StoreError};
 use crate::fault::FaultHandle;
@@ -224,6 +224,7 @@ impl Store {
         let queues = Arc::new(ConsumeQueues::load(
             &dir.join(CONSUMEQUEUE_DIR),
             &dir.join(crate::consume_queue::deleted::FILE_NAME),
+            &dir.join(crate::consume_queue::log_start::FILE_NAME),
             config.consume_queue_units_per_file,
         )?);
         let index = Arc::new(IndexService::load(
@@ -329,9 +330,15 @@ impl Store {
         );
 
         // Queue offsets continue where each partition's queue ends, or, for
-        // a deleted partition, where it ended.
+        // a deleted partition, where it ended, and never below a log start
+        // (a partition whose queue a crash lost past its log start).
         let mut next = NextOffsets::default();
-        for (tp, n) in queues.deleted_partitions() {
+        for (tp, n) in queues
+            .deleted_partitions()
+            .into_iter()
+            .chain(queues.log_start_offsets())
+        {
+            let n = next.get(tp.topic(), tp.partition()).unwrap_or(0).max(n);
             next.insert(&tp, n);
         }
         for q in queues.all() {
@@ -519,6 +526,31 @@ impl Store {
             Some(q) => q.offset_for_timestamp(timestamp_ms, &self.inner.log),
             None => Ok(self.offsets(topic, partition).1),
         }
+    }
+
+    /// Kafka's DeleteRecords on one partition: move its log start offset to
+    /// `before` (`None`: the high watermark, the partition's end as fetches
+    /// see it). Records below are never served again (reads, offsets and
+    /// timestamp lookups begin there, also after a restart or a crash) and
+    /// their queue files go with the next retention pass; their bytes stay
+    /// in the CommitLog, which every partition shares, until its segments
+    /// age out. Durable before it returns. An offset past the high
+    /// watermark changes nothing ([`DeletedRecords::AboveHighWatermark`]),
+    /// one at or below the beginning neither. Blocking (fsyncs).
+    pub fn delete_records(
+        &self,
+        topic: &str,
+        partition: u32,
+        before: Option<u64>,
+    ) -> Result<DeletedRecords> {
+        self.inner.queues.delete_records(topic, partition, before)
+    }
+
+    /// The log start offset a client moved the partition's beginning to
+    /// ([`Store::delete_records`]), 0 if none: a compact topic's reads of
+    /// its compacted log begin there too.
+    pub fn log_start(&self, topic: &str, partition: u32) -> u64 {
+        self.inner.queues.log_start(topic, partition)
     }
 
     /// Delete `topic` from the store: its ConsumeQueue files are removed and
@@ -935,6 +967,14 @@ impl Inner {
         self.retention
             .last_pass_ms
             .store(cfg.clock.now_ms(), Ordering::Relaxed);
+        // Queue files wholly below a beginning a client moved
+        // (`Store::delete_records`) go at every pass, whatever the hour or
+        // the disk: nothing reads them, and unlike the CommitLog's
+        // segments, which every partition shares, they are the
+        // partition's own.
+        for q in self.queues.all() {
+            out.queue_files_deleted += q.delete_files_below_start()?;
+        }
         let Some((mode, reason)) = plan(cfg, trigger, ratio) else {
             return Ok(out);
         };
@@ -980,7 +1020,7 @@ impl Inner {
         }
         if out.deleted_segments > 0 {
             let (q, i) = self.cleanup_indexes_below_log_start()?;
-            out.queue_files_deleted = q;
+            out.queue_files_deleted += q;
             out.index_files_deleted = i;
             self.retention
                 .segments_deleted

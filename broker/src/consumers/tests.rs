@@ -494,3 +494,31 @@ fn a_pattern_picks_up_topics_created_later() {
         Err(BrokerError::ConsumerConfig { .. })
     ));
 }
+
+/// DeleteRecords moves what an instance's `positions/beginning` seeks to,
+/// and a position left below the new beginning is reset by
+/// `auto.offset.reset` (earliest: the new beginning), never read from.
+#[test]
+fn a_deleterecords_moves_the_beginning_instances_seek_to_and_reset_to() {
+    let f = fixture(1);
+    f.produce(&[0], 6);
+    f.consumers.create("g", earliest("m", false)).unwrap();
+    f.consumers
+        .assign("g", "m", vec![TopicPartition::new("t", 0)])
+        .unwrap();
+    f.consumers
+        .seek("g", "m", vec![(TopicPartition::new("t", 0), 1)])
+        .unwrap();
+    f.broker.delete_records("t", 0, 3).unwrap();
+    // Position 1 is below the beginning now: reset to 3.
+    assert_eq!(f.poll("m", 1 << 20), [(0, 3), (0, 4), (0, 5)]);
+    f.consumers
+        .seek_to(
+            "g",
+            "m",
+            vec![TopicPartition::new("t", 0)],
+            SeekTo::Beginning,
+        )
+        .unwrap();
+    assert_eq!(f.poll("m", 1 << 20), [(0, 3), (0, 4), (0, 5)]);
+}

@@ -466,13 +466,17 @@ impl Shared {
         let sealed = &segments[..segments.len().saturating_sub(1)];
         let mut total: u64 = segments.iter().map(|s| s.len()).sum();
         let mut n = 0;
+        let log_start = log.log_start();
         for s in sealed {
             let st = s.stats();
             let too_old = cfg.retention_ms >= 0
                 && !s.is_empty()
                 && st.max_store_ts_ms < now.saturating_sub(cfg.retention_ms);
             let too_big = cfg.retention_bytes >= 0 && total > cfg.retention_bytes as u64;
-            if !(too_old || too_big) {
+            // Wholly below the log start DeleteRecords moved (Kafka's
+            // log-start-offset breach).
+            let deleted = st.last_offset.is_some_and(|last| last < log_start);
+            if !(too_old || too_big || deleted) {
                 break;
             }
             total -= s.len();

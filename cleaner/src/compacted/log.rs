@@ -71,6 +71,12 @@ pub struct CompactedLog {
     /// (`u64::MAX`: never cut). The records from there on were copied again
     /// from the CommitLog, uncleaned, whatever the cleaner checkpoint says.
     recovery_cut: AtomicU64,
+    /// The partition's log start offset (DeleteRecords), as the broker told
+    /// it ([`CompactedLog::set_log_start`]; durable in the store's
+    /// `log-start-offsets`): `compact,delete` retention deletes the sealed
+    /// segments wholly below it. The broker never serves a record below
+    /// it, wherever it still lies.
+    log_start: AtomicU64,
     appended: Event,
 }
 
@@ -197,6 +203,7 @@ impl CompactedLog {
             segments: RwLock::new(segments),
             next_offset: AtomicU64::new(next),
             recovery_cut: AtomicU64::new(u64::MAX),
+            log_start: AtomicU64::new(0),
             appended: Event::new(),
         })
     }
@@ -230,6 +237,16 @@ impl CompactedLog {
             .iter()
             .find_map(|s| s.stats().first_offset)
             .unwrap_or_else(|| self.next_offset())
+    }
+
+    /// The log start offset the broker last told (0: none).
+    pub fn log_start(&self) -> u64 {
+        self.log_start.load(Ordering::Acquire)
+    }
+
+    /// Raise the log start offset to `start` (never lowered).
+    pub fn set_log_start(&self, start: u64) {
+        self.log_start.fetch_max(start, Ordering::AcqRel);
     }
 
     pub fn segments(&self) -> Vec<Arc<Segment>> {
@@ -409,13 +426,25 @@ impl CompactedLog {
     /// sparse index says whether and where (see `segment`), so one segment
     /// is read from one index entry on.
     pub fn offset_for_timestamp(&self, timestamp_ms: i64) -> Result<u64> {
+        self.offset_for_timestamp_from(0, timestamp_ms)
+    }
+
+    /// [`CompactedLog::offset_for_timestamp`] among the records at or
+    /// after offset `from` (a partition's log start, which DeleteRecords
+    /// moved): the answer is never a record below it, nor the record after
+    /// it merely because an earlier one matched.
+    pub fn offset_for_timestamp_from(&self, from: u64, timestamp_ms: i64) -> Result<u64> {
         for seg in self.segments() {
+            if seg.stats().last_offset.is_some_and(|last| last < from) {
+                continue;
+            }
             let Some(pos) = seg.position_for_timestamp(timestamp_ms) else {
                 continue;
             };
-            let mut reader = seg.reader(pos);
+            // Records before either position are below `from` or below T.
+            let mut reader = seg.reader(pos.max(seg.position_for(from)));
             while let Some(rec) = reader.next_record()? {
-                if rec.timestamp_ms >= timestamp_ms {
+                if rec.offset.get() >= from && rec.timestamp_ms >= timestamp_ms {
                     return Ok(rec.offset.get());
                 }
             }

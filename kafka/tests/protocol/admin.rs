@@ -14,7 +14,8 @@ use tidelog_kafka::KafkaConfig;
 use tokio::net::TcpStream;
 
 use super::{
-    call, closed, connect, name, read_frame, request_frame, send_frame, server, server_configured,
+    batch, call, closed, connect, fetch_n, fetch_request, name, produce_request, read_frame,
+    record, request_frame, send_frame, server, server_configured,
 };
 
 // Kafka's error codes the tests expect.
@@ -34,6 +35,8 @@ const INVALID_REQUEST: i16 = 42;
 const INVALID_CONFIG: i16 = 40;
 const UNKNOWN_TOPIC_ID: i16 = 100;
 const INVALID_TOPIC_EXCEPTION: i16 = 17;
+const OFFSET_OUT_OF_RANGE: i16 = 1;
+const POLICY_VIOLATION: i16 = 44;
 
 fn topic(topic: &str, partitions: i32, rf: i16, configs: &[(&str, &str)]) -> CreatableTopic {
     CreatableTopic::default()
@@ -267,6 +270,17 @@ async fn with_admin_token_set_mutating_admin_apis_are_refused() {
     let answer: DeleteTopicsResponse = call(&mut c, ApiKey::DeleteTopics, 1, &request).await;
     assert_eq!(answer.responses[0].error_code, TOPIC_AUTHORIZATION_FAILED);
     assert!(s.broker.registry.get("kept").is_some());
+
+    produce_five(&mut c, "kept").await;
+    for version in [0, 2] {
+        let answer = delete_records(&mut c, version, &[("kept", &[(0, -1)])]).await;
+        assert_eq!(
+            low_watermarks(&answer),
+            [("kept".to_owned(), 0, -1, TOPIC_AUTHORIZATION_FAILED)]
+        );
+    }
+    let part = s.broker.partition("kept", 0).unwrap();
+    assert_eq!(part.offsets(), (0, 5), "nothing deleted");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -283,6 +297,8 @@ async fn a_lying_count_in_an_admin_request_closes_its_connection() {
         (ApiKey::AlterConfigs, 2),
         (ApiKey::IncrementalAlterConfigs, 0),
         (ApiKey::IncrementalAlterConfigs, 1),
+        (ApiKey::DeleteRecords, 0),
+        (ApiKey::DeleteRecords, 2),
     ] {
         let mut c = connect(&s).await;
         // Each body's first field is its topics or resources array: claim
@@ -761,4 +777,152 @@ async fn without_an_admin_token_sasl_offers_nothing_and_admin_is_open() {
     frame[len - 4..].copy_from_slice(&0x7fff_ffffi32.to_be_bytes());
     send_frame(&mut c, &frame).await;
     assert!(closed(&mut c).await);
+}
+
+async fn delete_records(
+    c: &mut TcpStream,
+    version: i16,
+    topics: &[(&str, &[(i32, i64)])],
+) -> DeleteRecordsResponse {
+    use kafka_protocol::messages::delete_records_request::{
+        DeleteRecordsPartition, DeleteRecordsTopic,
+    };
+    let request = DeleteRecordsRequest::default()
+        .with_topics(
+            topics
+                .iter()
+                .map(|(t, parts)| {
+                    DeleteRecordsTopic::default()
+                        .with_name(name(t))
+                        .with_partitions(
+                            parts
+                                .iter()
+                                .map(|&(p, offset)| {
+                                    DeleteRecordsPartition::default()
+                                        .with_partition_index(p)
+                                        .with_offset(offset)
+                                })
+                                .collect(),
+                        )
+                })
+                .collect(),
+        )
+        .with_timeout_ms(5000);
+    call(c, ApiKey::DeleteRecords, version, &request).await
+}
+
+/// (topic, partition, low watermark, error code) of every answer.
+fn low_watermarks(answer: &DeleteRecordsResponse) -> Vec<(String, i32, i64, i16)> {
+    answer
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(move |p| {
+                (
+                    t.name.0.to_string(),
+                    p.partition_index,
+                    p.low_watermark,
+                    p.error_code,
+                )
+            })
+        })
+        .collect()
+}
+
+/// Five records into partition 0 of `topic`, fetched back
+/// so the dispatcher has indexed them (the high watermark is 5).
+async fn produce_five(c: &mut TcpStream, topic: &str) {
+    let five: Vec<_> = (0..5)
+        .map(|i| record(Some(b"k"), Some(b"v"), 1_000 + i))
+        .collect();
+    let answer: ProduceResponse = call(
+        c,
+        ApiKey::Produce,
+        9,
+        &produce_request(topic, 0, 1, batch(&five)),
+    )
+    .await;
+    assert_eq!(answer.responses[0].partition_responses[0].error_code, NONE);
+    fetch_n(c, 12, topic, 0, 0, 5).await;
+}
+
+/// The beginning of partition 0, past 0, as Fetch (from 0:
+/// OFFSET_OUT_OF_RANGE with the log start) and ListOffsets -2 (the
+/// earliest) answer it.
+async fn beginning_over_kafka(c: &mut TcpStream, topic: &str) -> (i64, i64) {
+    use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+    let answer: FetchResponse = call(c, ApiKey::Fetch, 12, &fetch_request(topic, 0, 0, 0)).await;
+    let p = &answer.responses[0].partitions[0];
+    assert_eq!(p.error_code, OFFSET_OUT_OF_RANGE, "a fetch from 0");
+    let from_fetch = p.log_start_offset;
+    let request = ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(name(topic))
+            .with_partitions(vec![ListOffsetsPartition::default()
+                .with_partition_index(0)
+                .with_timestamp(-2)])]);
+    let answer: ListOffsetsResponse = call(c, ApiKey::ListOffsets, 7, &request).await;
+    (from_fetch, answer.topics[0].partitions[0].offset)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_records_moves_the_beginning_and_refuses_per_partition() {
+    let s = server().await;
+    let mut c = connect(&s).await;
+    s.broker
+        .create_topic(
+            "kept-compact",
+            1,
+            [("cleanup.policy".to_string(), "compact".to_string())].into(),
+        )
+        .unwrap();
+    for (version, topic) in [(0, "dr-v0"), (2, "dr-v2")] {
+        s.broker.create_topic(topic, 1, Default::default()).unwrap();
+        produce_five(&mut c, topic).await;
+        let answer = delete_records(
+            &mut c,
+            version,
+            &[
+                (topic, &[(0, 2), (0, 6), (0, -5), (9, 0), (0, 1)]),
+                ("nope", &[(0, 0)]),
+                ("kept-compact", &[(0, 0)]),
+                ("__consumer_offsets", &[(0, 0)]),
+            ],
+        )
+        .await;
+        assert_eq!(
+            low_watermarks(&answer),
+            [
+                (topic.to_owned(), 0, 2, NONE),
+                (topic.to_owned(), 0, -1, OFFSET_OUT_OF_RANGE),
+                (topic.to_owned(), 0, -1, OFFSET_OUT_OF_RANGE),
+                (topic.to_owned(), 9, -1, UNKNOWN_TOPIC_OR_PARTITION),
+                // Backwards: nothing moves, the low watermark is answered.
+                (topic.to_owned(), 0, 2, NONE),
+                ("nope".to_owned(), 0, -1, UNKNOWN_TOPIC_OR_PARTITION),
+                ("kept-compact".to_owned(), 0, -1, POLICY_VIOLATION),
+                (
+                    "__consumer_offsets".to_owned(),
+                    0,
+                    -1,
+                    INVALID_TOPIC_EXCEPTION
+                ),
+            ],
+            "v{version}"
+        );
+        assert_eq!(beginning_over_kafka(&mut c, topic).await, (2, 2));
+        let got = fetch_n(&mut c, 12, topic, 0, 2, 3).await;
+        assert_eq!(
+            got[0].timestamp_ms,
+            Some(1_002),
+            "the record at 2 comes first"
+        );
+        // -1: up to the high watermark.
+        let answer = delete_records(&mut c, version, &[(topic, &[(0, -1)])]).await;
+        assert_eq!(low_watermarks(&answer), [(topic.to_owned(), 0, 5, NONE)]);
+        assert_eq!(beginning_over_kafka(&mut c, topic).await, (5, 5));
+        let part = s.broker.partition(topic, 0).unwrap();
+        assert_eq!(part.offsets(), (5, 5));
+    }
 }

@@ -9,7 +9,9 @@
 //!   and read only units below it.
 //! - Units of queue offsets below `min_offset` point at CommitLog bytes that
 //!   retention has deleted (or were never written), or belong to a deleted
-//!   incarnation of the topic.
+//!   incarnation of the topic. `min_offset` is never below the queue's
+//!   log start offset (`log_start`, durable in `log-start-offsets`:
+//!   [`log_start`]), and no unit below the log start is written again.
 //! - Opening a queue reads only its files' written ranges, with `pread`,
 //!   never through the maps: a sparse 6 MB queue file holding one unit
 //!   costs one page of page cache at open and nothing resident; pages are
@@ -21,11 +23,13 @@
 
 pub mod deleted;
 pub mod format;
+pub mod log_start;
+pub mod offset_table;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, RwLock, RwLockReadGuard};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 
 use event_listener::{Event, EventListener};
 use memmap2::{MmapOptions, MmapRaw};
@@ -33,6 +37,7 @@ use memmap2::{MmapOptions, MmapRaw};
 use self::deleted::DeletedPartitions;
 pub use self::format::Unit;
 use self::format::UNIT_LEN;
+use self::log_start::LogStarts;
 use crate::commit_log::{CommitLog, ReadCache, StoredRecord};
 use crate::error::{CorruptionKind, IoContext, Result, StoreError};
 use crate::fs_util;
@@ -296,6 +301,10 @@ pub struct ConsumeQueue {
     files: RwLock<Vec<Arc<QueueFile>>>,
     min_offset: AtomicU64,
     max_offset: AtomicU64,
+    /// The log start offset a client moved the beginning to (DeleteRecords;
+    /// 0 if never), as `log-start-offsets` keeps it: `min_offset` is never
+    /// below it and units below it are never written again.
+    log_start: AtomicU64,
     /// Units below this are on disk.
     flushed_offset: AtomicU64,
     new_records: Event,
@@ -323,6 +332,8 @@ pub enum PutOutcome {
     Written,
     /// The same unit was already there (a replay after a crash).
     AlreadyPresent,
+    /// Below the queue's log start (a replay of deleted records): skipped.
+    BelowLogStart,
 }
 
 impl ConsumeQueue {
@@ -342,6 +353,7 @@ impl ConsumeQueue {
             files: RwLock::new(Vec::new()),
             min_offset: AtomicU64::new(next),
             max_offset: AtomicU64::new(next),
+            log_start: AtomicU64::new(0),
             flushed_offset: AtomicU64::new(next),
             new_records: Event::new(),
             deleted: AtomicBool::new(false),
@@ -449,6 +461,33 @@ impl ConsumeQueue {
         self.max_offset.load(Ordering::Acquire)
     }
 
+    /// The log start offset a client moved the beginning to (0 if never).
+    pub fn log_start(&self) -> u64 {
+        self.log_start.load(Ordering::Acquire)
+    }
+
+    /// Move the log start up to `start` (never down) and the beginning with
+    /// it. A queue that ends below `start` (its units past the end were
+    /// lost in a crash after the start was moved) continues at `start`:
+    /// no offset below the log start is handed out again. The caller has
+    /// made `start` durable (`ConsumeQueues::delete_records`, or read it
+    /// from `log-start-offsets`). Queue files wholly below it go with the
+    /// next retention pass ([`ConsumeQueue::delete_files_below_start`]).
+    fn raise_log_start(&self, start: u64) {
+        self.log_start.fetch_max(start, Ordering::AcqRel);
+        if self.max_offset() < start {
+            self.max_offset.store(start, Ordering::Release);
+            self.flushed_offset.fetch_max(start, Ordering::AcqRel);
+        }
+        self.min_offset.fetch_max(start, Ordering::AcqRel);
+    }
+
+    /// Retention: delete the queue files that hold only units below the
+    /// beginning (except the one holding the end). Returns files deleted.
+    pub fn delete_files_below_start(&self) -> Result<usize> {
+        self.hide_below(self.min_offset())
+    }
+
     fn file_for(&self, unit: u64) -> Option<Arc<QueueFile>> {
         let files = self.files.read().unwrap_or_else(|e| e.into_inner());
         let idx = files.partition_point(|f| f.first_unit <= unit);
@@ -498,6 +537,11 @@ impl ConsumeQueue {
     ) -> Result<PutOutcome> {
         let offset = offset.get();
         debug_assert!(unit.size > 0);
+        if offset < self.log_start() {
+            // Deleted by a client (a replay from before the move): never
+            // served again, and its queue file may be gone.
+            return Ok(PutOutcome::BelowLogStart);
+        }
         let max = self.max_offset();
         let encoded = unit.encode();
         if offset < max {
@@ -929,28 +973,55 @@ impl Deleted {
     }
 }
 
+/// The log start offsets and the file that keeps them.
+struct LogStartTable {
+    path: PathBuf,
+    starts: LogStarts,
+}
+
+/// What [`ConsumeQueues::delete_records`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeletedRecords {
+    /// The partition's beginning now: the offset asked for, or the
+    /// beginning it already had if that was later (the low watermark).
+    LowWatermark(u64),
+    /// The offset asked for is past the high watermark (the queue's end,
+    /// what fetches can see): nothing changed.
+    AboveHighWatermark { offset: u64, high_watermark: u64 },
+}
+
 /// Every ConsumeQueue of the store, by topic and partition.
 ///
-/// Lock order: `deleted` before `queues`. The dispatcher holds `deleted`
-/// (read) while it indexes an entry, and a topic deletion holds it (write)
-/// throughout, so no unit of a deleted incarnation is written after the
-/// deletion began.
+/// Lock order: `deleted` before `log_starts` before `queues`. The
+/// dispatcher holds `deleted` (read) while it indexes an entry, and a topic
+/// deletion holds it (write) throughout, so no unit of a deleted
+/// incarnation is written after the deletion began. `log_starts` is held
+/// while a log start is made durable and applied, so two DeleteRecords of
+/// one partition land in order.
 pub struct ConsumeQueues {
     root: PathBuf,
     units_per_file: u64,
     /// Queue offsets per time index entry (`time_index::format`).
     time_interval: u32,
     deleted: RwLock<Deleted>,
+    log_starts: Mutex<LogStartTable>,
     queues: RwLock<HashMap<Box<str>, TopicQueues>>,
 }
 
 impl ConsumeQueues {
-    /// Load every queue under `root` (`<root>/<topic>/<partition>/`) and the
-    /// deleted partitions from `deleted_path`. A deletion that a crash
-    /// interrupted (its partitions recorded, some files left) is finished.
-    pub fn load(root: &Path, deleted_path: &Path, units_per_file: u64) -> Result<ConsumeQueues> {
+    /// Load every queue under `root` (`<root>/<topic>/<partition>/`), the
+    /// deleted partitions from `deleted_path` and the log start offsets
+    /// from `log_start_path`. A deletion that a crash interrupted (its
+    /// partitions recorded, some files left) is finished.
+    pub fn load(
+        root: &Path,
+        deleted_path: &Path,
+        log_start_path: &Path,
+        units_per_file: u64,
+    ) -> Result<ConsumeQueues> {
         fs_util::create_dir_durable(root)?;
         let deleted = DeletedPartitions::load(deleted_path)?;
+        let log_starts = LogStarts::load(log_start_path)?;
         let time_interval = time_index::interval_records();
         let mut queues: HashMap<Box<str>, TopicQueues> = HashMap::new();
         for topic_entry in std::fs::read_dir(root).at(root)? {
@@ -991,6 +1062,9 @@ impl ConsumeQueues {
                     // count.
                     q.hide_below(next)?;
                 }
+                if let Some(start) = log_starts.get(&topic, partition) {
+                    q.raise_log_start(start);
+                }
                 queues
                     .entry(topic.as_str().into())
                     .or_default()
@@ -1007,6 +1081,10 @@ impl ConsumeQueues {
             deleted: RwLock::new(Deleted {
                 path: deleted_path.to_path_buf(),
                 partitions: deleted,
+            }),
+            log_starts: Mutex::new(LogStartTable {
+                path: log_start_path.to_path_buf(),
+                starts: log_starts,
             }),
             queues: RwLock::new(queues),
         })
@@ -1033,24 +1111,96 @@ impl ConsumeQueues {
         topic: &str,
         partition: u32,
     ) -> Result<Arc<ConsumeQueue>> {
+        if let Some(q) = self.get(topic, partition) {
+            // The dispatcher asks once per partition and round: no wait on
+            // the log-start mutex (a DeleteRecords' fsync) for that.
+            return Ok(q);
+        }
         let tp = TopicPartition::new(topic, partition)?;
         let next = deleted
             .partitions
             .next_offset(topic, partition)
             .unwrap_or(0);
+        // A partition whose queue files are all gone (a crash lost them,
+        // or they were never made durable) still starts at its log start.
+        let log_start = self.log_starts().starts.get(topic, partition);
         let mut all = self.queues.write().unwrap_or_else(|e| e.into_inner());
         let parts = all.entry(topic.into()).or_default();
         let q = parts.entry(partition).or_insert_with(|| {
             let dir = self.root.join(topic).join(partition.to_string());
-            Arc::new(ConsumeQueue::empty(
-                tp,
-                dir,
-                self.units_per_file,
-                self.time_interval,
-                next,
-            ))
+            let q = ConsumeQueue::empty(tp, dir, self.units_per_file, self.time_interval, next);
+            if let Some(start) = log_start {
+                q.raise_log_start(start);
+            }
+            Arc::new(q)
         });
         Ok(Arc::clone(q))
+    }
+
+    fn log_starts(&self) -> std::sync::MutexGuard<'_, LogStartTable> {
+        self.log_starts.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The log start offset of `topic`-`partition` (0: never moved): its
+    /// queue's, or the table's for a partition without a queue yet.
+    pub fn log_start(&self, topic: &str, partition: u32) -> u64 {
+        match self.get(topic, partition) {
+            Some(q) => q.log_start(),
+            None => self.log_starts().starts.get(topic, partition).unwrap_or(0),
+        }
+    }
+
+    /// Every partition's log start offset that a client moved.
+    pub fn log_start_offsets(&self) -> Vec<(TopicPartition, u64)> {
+        self.log_starts()
+            .starts
+            .iter()
+            .filter_map(|(t, p, n)| Some((TopicPartition::new(t, p).ok()?, n)))
+            .collect()
+    }
+
+    /// Kafka's DeleteRecords on one partition: move its log start offset up
+    /// to `before` (`None`: the high watermark, the queue's end), which
+    /// must not be past the high watermark. Durable (`log-start-offsets`
+    /// replaced atomically) before the queue's beginning moves and before
+    /// this returns; an offset at or below the beginning changes nothing.
+    /// The queue files wholly below go with the next retention pass.
+    pub fn delete_records(
+        &self,
+        topic: &str,
+        partition: u32,
+        before: Option<u64>,
+    ) -> Result<DeletedRecords> {
+        validate_topic_name(topic)?;
+        let deleted = self.deleted();
+        let mut table = self.log_starts();
+        let q = match self.get(topic, partition) {
+            Some(q) => q,
+            None => {
+                drop(table);
+                let q = self.create(&deleted, topic, partition)?;
+                table = self.log_starts();
+                q
+            }
+        };
+        let high_watermark = q.max_offset();
+        let offset = before.unwrap_or(high_watermark);
+        if offset > high_watermark {
+            return Ok(DeletedRecords::AboveHighWatermark {
+                offset,
+                high_watermark,
+            });
+        }
+        if offset <= q.min_offset() {
+            return Ok(DeletedRecords::LowWatermark(q.min_offset()));
+        }
+        let mut next = table.starts.clone();
+        next.raise(topic, partition, offset);
+        next.store(&table.path)?;
+        table.starts = next;
+        q.raise_log_start(offset);
+        tracing::info!(tp = %q.tp, log_start = offset, "moved the log start offset (records below are deleted)");
+        Ok(DeletedRecords::LowWatermark(q.min_offset()))
     }
 
     /// The deleted partitions, held for reading (see the lock order).
@@ -1099,6 +1249,17 @@ impl ConsumeQueues {
             next.store(&deleted.path)?;
             deleted.partitions = next;
         }
+        // The next incarnation begins at its own first offset: the log
+        // starts of this one go (after the offsets above are durable, so a
+        // crash in between leaves starts at or below them: harmless).
+        {
+            let mut table = self.log_starts();
+            let mut starts = table.starts.clone();
+            if starts.remove_topic(topic) {
+                starts.store(&table.path)?;
+                table.starts = starts;
+            }
+        }
         self.queues
             .write()
             .unwrap_or_else(|e| e.into_inner())
@@ -1144,6 +1305,7 @@ mod tests {
         ConsumeQueues::load(
             &dir.join("cq"),
             &dir.join(deleted::FILE_NAME),
+            &dir.join(log_start::FILE_NAME),
             units_per_file,
         )
     }
@@ -1350,6 +1512,118 @@ mod tests {
         let q = qs.get("t", 0).unwrap();
         assert_eq!((q.min_offset(), q.max_offset()), (6, 8));
         assert_eq!(q.get(5).unwrap(), None);
+    }
+
+    /// DeleteRecords: the log start moves forward only, never past the
+    /// high watermark (`None` is the high watermark), is durable before it
+    /// answers (a reopen, with no shutdown, keeps it), and hides what is
+    /// below from reads; a replay of units below it writes nothing.
+    #[test]
+    fn delete_records_moves_the_log_start_forward_durably() {
+        let dir = tempfile::tempdir().unwrap();
+        let qs = open(dir.path(), 4).unwrap();
+        let q = qs.get_or_create("t", 0).unwrap();
+        for i in 0..10 {
+            q.put(QueueOffset::new(i), unit(i * 100), 0).unwrap();
+        }
+        assert_eq!(
+            qs.delete_records("t", 0, Some(11)).unwrap(),
+            DeletedRecords::AboveHighWatermark {
+                offset: 11,
+                high_watermark: 10
+            }
+        );
+        assert_eq!(
+            qs.delete_records("t", 0, Some(6)).unwrap(),
+            DeletedRecords::LowWatermark(6)
+        );
+        assert_eq!((q.min_offset(), q.max_offset(), q.log_start()), (6, 10, 6));
+        assert_eq!(q.get(5).unwrap(), None);
+        assert_eq!(q.get(6).unwrap(), Some(unit(600)));
+        // Backwards: nothing changes, the low watermark is answered.
+        assert_eq!(
+            qs.delete_records("t", 0, Some(2)).unwrap(),
+            DeletedRecords::LowWatermark(6)
+        );
+        // A replay of a deleted record (the queue file may be gone).
+        assert_eq!(
+            q.put(QueueOffset::new(3), unit(999), 0).unwrap(),
+            PutOutcome::BelowLogStart
+        );
+        assert_eq!(q.min_offset(), 6);
+        // Not even flushed: the file is what a crash leaves.
+        drop(q);
+        drop(qs);
+        let qs = open(dir.path(), 4).unwrap();
+        let q = qs.get("t", 0).unwrap();
+        assert_eq!((q.min_offset(), q.max_offset(), q.log_start()), (6, 10, 6));
+        // The high watermark: everything.
+        assert_eq!(
+            qs.delete_records("t", 0, None).unwrap(),
+            DeletedRecords::LowWatermark(10)
+        );
+        assert_eq!((q.min_offset(), q.max_offset()), (10, 10));
+        assert_eq!(q.get(9).unwrap(), None);
+        // A partition never written has a high watermark of 0.
+        assert_eq!(
+            qs.delete_records("t", 1, Some(1)).unwrap(),
+            DeletedRecords::AboveHighWatermark {
+                offset: 1,
+                high_watermark: 0
+            }
+        );
+        assert!(qs
+            .log_start_offsets()
+            .iter()
+            .all(|(tp, _)| tp.partition() == 0));
+    }
+
+    /// Queue files wholly below the log start go with the retention pass's
+    /// call, not before; the one holding the end stays.
+    #[test]
+    fn files_below_the_log_start_are_deleted_on_request() {
+        let dir = tempfile::tempdir().unwrap();
+        let qs = open(dir.path(), 4).unwrap();
+        let q = qs.get_or_create("t", 0).unwrap();
+        for i in 0..10 {
+            q.put(QueueOffset::new(i), unit(i * 100), 0).unwrap();
+        }
+        assert_eq!(q.file_count(), 3);
+        qs.delete_records("t", 0, Some(9)).unwrap();
+        assert_eq!(q.file_count(), 3, "deleted by the retention pass");
+        assert_eq!(q.delete_files_below_start().unwrap(), 2);
+        assert_eq!(q.file_count(), 1);
+        assert_eq!(q.get(9).unwrap(), Some(unit(900)));
+        assert_eq!(q.delete_files_below_start().unwrap(), 0);
+    }
+
+    /// A queue that a crash cut below its log start (units lost after the
+    /// start was moved), or whose files are gone, continues at the log
+    /// start: no offset below it is handed out again.
+    #[test]
+    fn a_queue_cut_below_its_log_start_continues_at_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let qs = open(dir.path(), 4).unwrap();
+        let q = qs.get_or_create("t", 0).unwrap();
+        for i in 0..10 {
+            q.put(QueueOffset::new(i), unit(i * 100), 0).unwrap();
+        }
+        qs.delete_records("t", 0, Some(8)).unwrap();
+        // Recovery: the log ends at 450, below the log start's records.
+        q.truncate_from_physical(450).unwrap();
+        assert!(q.max_offset() >= 8, "{}", q.max_offset());
+        drop(q);
+        drop(qs);
+        // Every queue file lost: the partition still starts at 8.
+        std::fs::remove_dir_all(dir.path().join("cq").join("t")).unwrap();
+        let qs = open(dir.path(), 4).unwrap();
+        assert!(qs.get("t", 0).is_none());
+        let q = qs.get_or_create("t", 0).unwrap();
+        assert_eq!((q.min_offset(), q.max_offset()), (8, 8));
+        assert_eq!(
+            qs.log_start_offsets(),
+            [(TopicPartition::new("t", 0).unwrap(), 8)]
+        );
     }
 
     #[test]
