@@ -517,7 +517,7 @@ async fn list_offsets_and_out_of_range_fetches() {
     )
     .await;
     fetch_n(&mut c, 12, "lo", 0, 0, 2).await;
-    for version in [1, 7] {
+    for version in [1, 6, 7] {
         let request = ListOffsetsRequest::default()
             .with_replica_id(kafka_protocol::messages::BrokerId(-1))
             .with_topics(vec![ListOffsetsTopic::default()
@@ -543,11 +543,17 @@ async fn list_offsets_and_out_of_range_fetches() {
                     ListOffsetsPartition::default()
                         .with_partition_index(0)
                         .with_timestamp(21),
-                    // -3 (largest timestamp) is not answered: INVALID_REQUEST.
+                    // -3 (largest timestamp, v7): the record at 20;
+                    // INVALID_REQUEST before v7.
                     ListOffsetsPartition::default()
                         .with_partition_index(0)
                         .with_timestamp(-3),
                 ])]);
+        let largest = if version >= 7 {
+            (0, 0, 20)
+        } else {
+            (42, -1, -1)
+        };
         let answer: ListOffsetsResponse =
             call(&mut c, ApiKey::ListOffsets, version, &request).await;
         let got: Vec<_> = answer.topics[0]
@@ -564,7 +570,7 @@ async fn list_offsets_and_out_of_range_fetches() {
                 (0, 0, 20),
                 (0, 0, 20),
                 (0, -1, -1),
-                (42, -1, -1)
+                largest
             ],
             "v{version}"
         );
@@ -578,6 +584,49 @@ async fn list_offsets_and_out_of_range_fetches() {
     let answer: FetchResponse =
         call(&mut c, ApiKey::Fetch, 4, &fetch_request("nope", 0, 0, 0)).await;
     assert_eq!(answer.responses[0].partitions[0].error_code, 3);
+}
+
+/// ListOffsets -3 (v7, KIP-734): the first record with the largest
+/// timestamp, with it, among timestamps out of order and tied; an empty
+/// partition answers -1, -1 as Kafka does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_offsets_max_timestamp_is_the_first_record_with_the_largest() {
+    let s = server().await;
+    let mut c = connect(&s).await;
+    metadata(&mut c, 12, &["maxts"]).await;
+    let five = [
+        record(Some(b"a"), Some(b"1"), 5),
+        record(Some(b"b"), Some(b"2"), 30),
+        record(Some(b"c"), Some(b"3"), 10),
+        record(Some(b"d"), Some(b"4"), 30),
+        record(Some(b"e"), Some(b"5"), 20),
+    ];
+    let _: ProduceResponse = call(
+        &mut c,
+        ApiKey::Produce,
+        9,
+        &produce_request("maxts", 0, 1, batch(&five)),
+    )
+    .await;
+    let request = ListOffsetsRequest::default()
+        .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(name("maxts"))
+            .with_partitions(vec![
+                ListOffsetsPartition::default()
+                    .with_partition_index(0)
+                    .with_timestamp(-3),
+                ListOffsetsPartition::default()
+                    .with_partition_index(1)
+                    .with_timestamp(-3),
+            ])]);
+    let answer: ListOffsetsResponse = call(&mut c, ApiKey::ListOffsets, 7, &request).await;
+    let got: Vec<_> = answer.topics[0]
+        .partitions
+        .iter()
+        .map(|p| (p.error_code, p.offset, p.timestamp))
+        .collect();
+    assert_eq!(got, [(0, 1, 30), (0, -1, -1)]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
