@@ -73,6 +73,9 @@ pub struct Context {
     /// When set, the mutating admin APIs need a SASL/PLAIN login with it
     /// (`handlers::sasl`, `handlers::admin`).
     pub admin_token: Option<crate::config::AdminToken>,
+    /// The global budget of request bytes held in memory, shared with
+    /// HTTP bodies (`listener`).
+    pub budget: Arc<tidelog_broker::budget::ByteBudget>,
 }
 
 /// One connection's state: its SASL login (`handlers::sasl`).
