@@ -291,6 +291,7 @@ async fn api_versions_advertises_only_the_served_apis_and_answers_unknown_versio
                 (14, 0, 5),
                 (15, 0, 5),
                 (16, 0, 4),
+                (47, 0, 0),
                 (19, 2, 7),
                 (20, 1, 6),
                 (32, 1, 4),
@@ -311,7 +312,7 @@ async fn api_versions_advertises_only_the_served_apis_and_answers_unknown_versio
     assert_eq!(answer.get_i32(), 7);
     let body = ApiVersionsResponse::decode(&mut answer, 0).unwrap();
     assert_eq!(body.error_code, 35);
-    assert_eq!(body.api_keys.len(), 22);
+    assert_eq!(body.api_keys.len(), 23);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

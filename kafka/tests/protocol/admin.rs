@@ -267,6 +267,35 @@ async fn with_admin_token_set_mutating_admin_apis_are_refused() {
     let answer: DeleteTopicsResponse = call(&mut c, ApiKey::DeleteTopics, 1, &request).await;
     assert_eq!(answer.responses[0].error_code, TOPIC_AUTHORIZATION_FAILED);
     assert!(s.broker.registry.get("kept").is_some());
+
+    // OffsetDelete is an operator's call on a group, as HTTP's group
+    // delete: GROUP_AUTHORIZATION_FAILED, the offset kept.
+    let commit = tidelog_broker::groups::OffsetCommit {
+        topic: "kept".into(),
+        partition: 0,
+        value: tidelog_broker::groups::CommitValue {
+            offset: 3,
+            metadata: String::new(),
+        },
+    };
+    s.broker
+        .commit_offsets(
+            "ops",
+            vec![commit],
+            tidelog_broker::coordinator::CommitOrigin::Stateless,
+        )
+        .unwrap();
+    use kafka_protocol::messages::offset_delete_request::{
+        OffsetDeleteRequestPartition, OffsetDeleteRequestTopic,
+    };
+    let request = OffsetDeleteRequest::default()
+        .with_group_id(GroupId(StrBytes::from_static_str("ops")))
+        .with_topics(vec![OffsetDeleteRequestTopic::default()
+            .with_name(name("kept"))
+            .with_partitions(vec![OffsetDeleteRequestPartition::default()])]);
+    let answer: OffsetDeleteResponse = call(&mut c, ApiKey::OffsetDelete, 0, &request).await;
+    assert_eq!(answer.error_code, 30, "GROUP_AUTHORIZATION_FAILED");
+    assert_eq!(s.broker.groups.get("ops", None).unwrap().len(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
