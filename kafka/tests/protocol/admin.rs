@@ -8,7 +8,7 @@
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::{Encodable, StrBytes};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use tidelog_kafka::config::AdminToken;
 use tidelog_kafka::KafkaConfig;
 use tokio::net::TcpStream;
@@ -489,6 +489,55 @@ fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
     list.iter()
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
         .collect()
+}
+
+/// Two SUBTRACTs of `cleanup.policy` at once on two connections, from
+/// `compact,delete` (an empty topic, so the policy may change): applied
+/// one after the other, the second would leave an empty list, which is
+/// refused. So exactly one succeeds and the policy is what it left. When
+/// each computed its list from the topic as it was before either applied
+/// (a read-modify-write outside the registry's lock), both succeeded and
+/// the later one's list lost the earlier one's change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_list_edits_of_one_topic_lose_neither() {
+    let s = server().await;
+    let mut a = connect(&s).await;
+    let mut b = connect(&s).await;
+    create(&mut a, 7, false, vec![topic("race", 1, 1, &[])]).await;
+    for round in 0..20 {
+        let set = [(
+            "cleanup.policy".to_owned(),
+            Some("compact,delete".to_owned()),
+        )];
+        s.broker.alter_topic("race", &set).unwrap();
+        let minus = |item: &str| incremental("race", &[("cleanup.policy", 3, Some(item))], false);
+        // Both requests are on their way before either answer is read.
+        send_frame(
+            &mut a,
+            &request_frame(ApiKey::IncrementalAlterConfigs, 1, 1, &minus("compact")),
+        )
+        .await;
+        send_frame(
+            &mut b,
+            &request_frame(ApiKey::IncrementalAlterConfigs, 1, 2, &minus("delete")),
+        )
+        .await;
+        let mut codes = Vec::new();
+        for c in [&mut a, &mut b] {
+            let mut answer = read_frame(c).await.expect("an answer");
+            ResponseHeader::decode(&mut answer, 1).unwrap();
+            let answer = IncrementalAlterConfigsResponse::decode(&mut answer, 1).unwrap();
+            codes.push(answer.responses[0].error_code);
+        }
+        let policy = s.broker.registry.require("race").unwrap().overrides["cleanup.policy"].clone();
+        match codes[..] {
+            [NONE, c] if c != NONE => assert_eq!(policy, "delete", "round {round}"),
+            [c, NONE] if c != NONE => assert_eq!(policy, "compact", "round {round}"),
+            _ => panic!(
+                "round {round}: answers {codes:?} with the policy {policy:?}: one edit was lost"
+            ),
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
