@@ -587,6 +587,55 @@ async fn list_offsets_and_out_of_range_fetches() {
     assert_eq!(answer.responses[0].partitions[0].error_code, 3);
 }
 
+/// A fetch's first record comes back even past its byte limits (Kafka's
+/// rule: a consumer always makes progress), whether the limit is smaller
+/// than the record or zero; a second partition of the same fetch gets
+/// nothing once the first took the budget. With max_bytes 0 the first
+/// read was skipped (no budget left) and the consumer never moved.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fetch_returns_its_first_record_past_max_bytes() {
+    let s = server().await;
+    let mut c = connect(&s).await;
+    metadata(&mut c, 12, &["big"]).await;
+    let value = vec![b'v'; 2000];
+    for p in [0, 1] {
+        let one = [record(Some(b"k"), Some(&value), 1)];
+        let _: ProduceResponse = call(
+            &mut c,
+            ApiKey::Produce,
+            9,
+            &produce_request("big", p, 1, batch(&one)),
+        )
+        .await;
+        fetch_n(&mut c, 12, "big", p, 0, 1).await;
+    }
+    for (max_bytes, partition_max_bytes) in [(0, 1 << 20), (10, 10), (1 << 20, 0)] {
+        let mut request = fetch_request("big", 0, 0, 0).with_max_bytes(max_bytes);
+        let both = FetchPartition::default()
+            .with_partition(1)
+            .with_fetch_offset(0)
+            .with_partition_max_bytes(partition_max_bytes);
+        let partitions = &mut request.topics[0].partitions;
+        partitions[0].partition_max_bytes = partition_max_bytes;
+        partitions.push(both);
+        let answer: FetchResponse = call(&mut c, ApiKey::Fetch, 12, &request).await;
+        let got = records_of(&answer);
+        assert_eq!(
+            got.len(),
+            1,
+            "max_bytes {max_bytes}, partition {partition_max_bytes}"
+        );
+        assert_eq!(got[0].value.as_deref(), Some(&value[..]));
+        let second = answer.responses[0].partitions[1]
+            .records
+            .clone()
+            .unwrap_or_default();
+        if max_bytes < 2000 {
+            assert!(second.is_empty(), "the budget went to the first partition");
+        }
+    }
+}
+
 /// ListOffsets -3 (v7, KIP-734): the first record with the largest
 /// timestamp, with it, among timestamps out of order and tied; an empty
 /// partition answers -1, -1 as Kafka does.
