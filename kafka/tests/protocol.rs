@@ -878,6 +878,15 @@ async fn before_the_broker_is_ready_partitions_answer_leader_not_available() {
     assert_eq!(answer.responses[0].partition_responses[0].error_code, 5);
     let answer: FetchResponse = call(&mut c, ApiKey::Fetch, 12, &fetch_request("t", 0, 0, 0)).await;
     assert_eq!(answer.responses[0].partitions[0].error_code, 5);
+    let lookup = ListOffsetsRequest::default()
+        .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(name("t"))
+            .with_partitions(vec![
+                ListOffsetsPartition::default().with_timestamp(-1)
+            ])]);
+    let answer: ListOffsetsResponse = call(&mut c, ApiKey::ListOffsets, 7, &lookup).await;
+    assert_eq!(answer.topics[0].partitions[0].error_code, 5);
 }
 
 /// A record acknowledged by Produce is found by the ListOffsets sent right

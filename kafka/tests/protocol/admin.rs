@@ -840,3 +840,42 @@ async fn without_an_admin_token_sasl_offers_nothing_and_admin_is_open() {
     send_frame(&mut c, &frame).await;
     assert!(closed(&mut c).await);
 }
+
+/// While recovery runs every admin API answers each resource
+/// LEADER_NOT_AVAILABLE (retriable; KAFKA.md "Not ready"): clients retry
+/// rather than give up, and nothing is created or changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn before_the_broker_is_ready_admin_calls_answer_a_retriable_code() {
+    use kafka_protocol::messages::alter_configs_request::AlterConfigsResource;
+    const LEADER_NOT_AVAILABLE: i16 = 5;
+    let addr = super::groups::not_ready_server().await;
+    let mut c = TcpStream::connect(addr).await.unwrap();
+    let created = create(&mut c, 7, false, vec![topic("t", 1, 1, &[])]).await;
+    assert_eq!(codes(&created), [("t".to_owned(), LEADER_NOT_AVAILABLE)]);
+    let request = DeleteTopicsRequest::default()
+        .with_topic_names(vec![name("t")])
+        .with_timeout_ms(5000);
+    let deleted: DeleteTopicsResponse = call(&mut c, ApiKey::DeleteTopics, 5, &request).await;
+    assert_eq!(deleted.responses[0].error_code, LEADER_NOT_AVAILABLE);
+    let described: DescribeConfigsResponse = call(
+        &mut c,
+        ApiKey::DescribeConfigs,
+        4,
+        &describe_request(&[(2, "t", None)]),
+    )
+    .await;
+    assert_eq!(described.results[0].error_code, LEADER_NOT_AVAILABLE);
+    let request = incremental("t", &[("retention.ms", 0, Some("5"))], false);
+    let altered: IncrementalAlterConfigsResponse =
+        call(&mut c, ApiKey::IncrementalAlterConfigs, 1, &request).await;
+    assert_eq!(altered.responses[0].error_code, LEADER_NOT_AVAILABLE);
+    let request =
+        AlterConfigsRequest::default().with_resources(vec![AlterConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(StrBytes::from_static_str("t"))]);
+    let altered: AlterConfigsResponse = call(&mut c, ApiKey::AlterConfigs, 2, &request).await;
+    assert_eq!(altered.responses[0].error_code, LEADER_NOT_AVAILABLE);
+    let request = DescribeClusterRequest::default();
+    let cluster: DescribeClusterResponse = call(&mut c, ApiKey::DescribeCluster, 1, &request).await;
+    assert_eq!(cluster.error_code, LEADER_NOT_AVAILABLE);
+}

@@ -56,7 +56,7 @@ async fn server_with_topic() -> Server {
 }
 
 /// A listener whose broker is not ready (recovery running).
-async fn not_ready_server() -> std::net::SocketAddr {
+pub(super) async fn not_ready_server() -> std::net::SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
@@ -643,6 +643,32 @@ async fn before_the_broker_is_ready_group_calls_answer_retriable_codes() {
     )
     .await;
     assert_eq!(deleted.error_code, COORDINATOR_LOAD_IN_PROGRESS);
+    let describe = DescribeGroupsRequest::default().with_groups(vec![GroupId(s("g"))]);
+    let described: DescribeGroupsResponse =
+        call(&mut c, ApiKey::DescribeGroups, 5, &describe).await;
+    assert_eq!(described.groups[0].error_code, COORDINATOR_LOAD_IN_PROGRESS);
+    let beat = HeartbeatRequest::default()
+        .with_group_id(GroupId(s("g")))
+        .with_generation_id(1)
+        .with_member_id(s("m"));
+    let beat: HeartbeatResponse = call(&mut c, ApiKey::Heartbeat, 4, &beat).await;
+    assert_eq!(beat.error_code, COORDINATOR_LOAD_IN_PROGRESS);
+    let joined = JoinGroupResponse::default()
+        .with_generation_id(1)
+        .with_member_id(s("m"));
+    let synced: SyncGroupResponse = call(
+        &mut c,
+        ApiKey::SyncGroup,
+        5,
+        &sync_request("g", &joined, Vec::new(), 5),
+    )
+    .await;
+    assert_eq!(synced.error_code, COORDINATOR_LOAD_IN_PROGRESS);
+    let leave = LeaveGroupRequest::default()
+        .with_group_id(GroupId(s("g")))
+        .with_members(vec![MemberIdentity::default().with_member_id(s("m"))]);
+    let left: LeaveGroupResponse = call(&mut c, ApiKey::LeaveGroup, 4, &leave).await;
+    assert_eq!(left.error_code, COORDINATOR_LOAD_IN_PROGRESS);
 }
 
 fn offset_delete_request(group: &str, partitions: &[(&str, i32)]) -> OffsetDeleteRequest {
@@ -785,6 +811,38 @@ async fn offset_delete_deletes_unsubscribed_offsets_of_a_group() {
     let answer: OffsetDeleteResponse =
         call(&mut c, ApiKey::OffsetDelete, 0, &delete(&[("t", 0)])).await;
     assert_eq!(offset_delete_codes(&answer), [NONE]);
+}
+
+/// A group holds at most `GROUP_MEMBERS_MAX` members, pending ones (a
+/// v4+ join answered MEMBER_ID_REQUIRED) included, as Kafka's
+/// `group.max.size`: the next join is GROUP_MAX_SIZE_REACHED, and another
+/// group still takes members.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_join_past_the_groups_member_limit_is_group_max_size_reached() {
+    const GROUP_MAX_SIZE_REACHED: i16 = 81;
+    let srv = server_with_topic().await;
+    let mut c = TcpStream::connect(srv.addr).await.unwrap();
+    let max = tidelog_broker::coordinator::config::GROUP_MEMBERS_MAX;
+    for i in 0..max {
+        let answer: JoinGroupResponse = call(
+            &mut c,
+            ApiKey::JoinGroup,
+            7,
+            &join_request("full", "", None, 7),
+        )
+        .await;
+        assert_eq!(answer.error_code, MEMBER_ID_REQUIRED, "join {i}");
+    }
+    let answer: JoinGroupResponse = call(
+        &mut c,
+        ApiKey::JoinGroup,
+        7,
+        &join_request("full", "", None, 7),
+    )
+    .await;
+    assert_eq!(answer.error_code, GROUP_MAX_SIZE_REACHED);
+    let other = join(&mut c, "roomy", 7).await;
+    assert_eq!(other.generation_id, 1);
 }
 
 /// A JoinGroup whose protocols array claims more elements than its frame
