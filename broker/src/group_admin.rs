@@ -541,11 +541,17 @@ mod tests {
 
     /// An HTTP member of `group` subscribed to `topic`; its member id.
     fn join_http(broker: &Broker, group: &str, topic: &str) -> String {
-        let partitions = |t: &str| broker.registry.get(t).map(|t| t.partitions.get());
         let protocol = MemberProtocol::Http {
             topics: vec![topic.into()],
             assignor: Assignor::Range,
         };
+        join_with(broker, group, protocol)
+    }
+
+    /// A member of `group` joining with `protocol`, joined at once; its
+    /// member id.
+    fn join_with(broker: &Broker, group: &str, protocol: MemberProtocol) -> String {
+        let partitions = |t: &str| broker.registry.get(t).map(|t| t.partitions.get());
         match broker
             .coordinator
             .join(group, join_request(protocol), &partitions)
@@ -594,19 +600,11 @@ mod tests {
         protocol_type: &str,
         metadata: Vec<u8>,
     ) -> String {
-        let partitions = |t: &str| broker.registry.get(t).map(|t| t.partitions.get());
         let protocol = MemberProtocol::Kafka {
             protocol_type: protocol_type.into(),
             protocols: vec![("range".into(), Bytes::from(metadata))],
         };
-        match broker
-            .coordinator
-            .join(group, join_request(protocol), &partitions)
-            .unwrap()
-        {
-            JoinOutcome::Joined(r) => r.member_id,
-            other => panic!("{other:?}"),
-        }
+        join_with(broker, group, protocol)
     }
 
     /// Kafka's Subscription v1 of `topics` (no owned partitions).
