@@ -129,7 +129,12 @@ async fn connection(
         // buffer exists, and go back once its answer is written.
         let held = tokio::select! {
             held = reserve(&ctx.budget, size) => held?,
-            _ = stop.changed() => return Ok(()),
+            // Shutdown; not a gone sender (then none can be signalled).
+            _ = async {
+                if stop.wait_for(|stopping| *stopping).await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            } => return Ok(()),
         };
         let mut frame = BytesMut::zeroed(size);
         timed(
