@@ -7,8 +7,8 @@
 //! its settings and counters. It depends on the broker only: the store's
 //! and the cleaner's types it names come through `tidelog_broker::store`.
 //!
-//! * [`budget`]: the global budget of request bytes held in memory, not
-//!   tied to HTTP so other listeners can share it.
+//! * [`budget`]: the global budget of request bytes held in memory, the
+//!   broker's type, shared with the Kafka listener.
 //! * [`error`]: every API error and its single mapping to status and body.
 //! * [`names`]: validation of partitions and offsets taken from paths and
 //!   queries; the name rules are the broker's, re-exported.

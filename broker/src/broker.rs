@@ -342,8 +342,22 @@ impl Broker {
         name: &str,
         changes: &[(String, Option<String>)],
     ) -> Result<(), BrokerError> {
+        self.alter_topic_with(name, &|_| Ok(changes.to_vec()))
+    }
+
+    /// [`Broker::alter_topic`] with the changes computed from the topic as
+    /// the registry holds it under its write lock
+    /// (`TopicRegistry::alter_with`): a read-modify-write a concurrent
+    /// alter cannot lose. `changes_of` also runs once on the topic as it
+    /// is now, to declare a topic becoming compact before the registry's
+    /// check. Blocking.
+    pub fn alter_topic_with(
+        &self,
+        name: &str,
+        changes_of: &crate::registry::ChangesOf<'_>,
+    ) -> Result<(), BrokerError> {
         let current = self.registry.require(name)?;
-        let next = changed_config(&current, changes)?;
+        let next = changed_config(&current, &changes_of(&current)?)?;
         // Becoming compact: copy records from now on, before the registry
         // checks the topic is empty, so none produced in between is missed.
         let becomes_compact =
@@ -353,7 +367,7 @@ impl Broker {
         }
         let altered = self
             .registry
-            .alter(name, changes, &|p| next_offset(&self.store, name, p));
+            .alter_with(name, changes_of, &|p| next_offset(&self.store, name, p));
         match altered {
             Ok(topic) => self.sync_compaction(&topic),
             Err(e) => {

@@ -1,7 +1,9 @@
 //! Kafka's ConsumerProtocol Assignment: the bytes a Kafka group's leader
 //! hands each member through SyncGroup, which the coordinator relays as it
 //! got them ([`MemberAssignment::Opaque`](crate::coordinator::MemberAssignment::Opaque))
-//! and the operator's describe decodes.
+//! and the operator's describe decodes. And its Subscription, the
+//! metadata a member joins with, whose topics OffsetDelete checks
+//! ([`decode_subscription`], layout there).
 //!
 //! ```text
 //! version            int16   0..=3 (newer versions are read as 3: they only
@@ -59,6 +61,40 @@ pub fn decode_assignment(bytes: &[u8]) -> Result<Vec<TopicPartition>, BrokerErro
         let len = usize::try_from(user_data)
             .map_err(|_| r.bad(format!("user_data length {user_data} is negative")))?;
         r.take("user_data", len)?;
+    }
+    Ok(out)
+}
+
+/// The newest Subscription version this reader knows the layout of.
+pub const SUBSCRIPTION_VERSION_MAX: i16 = 3;
+
+/// The fewest bytes a topic name takes: its length.
+const TOPIC_NAME_MIN_BYTES: usize = 2;
+
+/// The topics of a member's Subscription (the metadata of its JoinGroup
+/// protocol, as Kafka's `ConsumerProtocol.serializeSubscription` writes
+/// it), in its order:
+///
+/// ```text
+/// version            int16   0..=3 (newer read as 3, as for the Assignment)
+/// topics             int32   count, then int16 length + UTF-8 bytes each
+/// user_data          int32 length + bytes, -1 for null
+/// v1+: owned_partitions, v2+: generation_id, v3+: rack_id (not read)
+/// ```
+///
+/// The same bounds as [`decode_assignment`]: every count and length is
+/// checked against the bytes left before anything is allocated. What
+/// follows the topics is not needed and not read.
+pub fn decode_subscription(bytes: &[u8]) -> Result<Vec<String>, BrokerError> {
+    let mut r = Reader { bytes, at: 0 };
+    let version = r.i16("version")?;
+    if version < 0 {
+        return Err(r.bad(format!("version {version} is negative")));
+    }
+    let topics = r.count("topics", TOPIC_NAME_MIN_BYTES)?;
+    let mut out = Vec::with_capacity(topics);
+    for _ in 0..topics {
+        out.push(r.string("topic")?);
     }
     Ok(out)
 }
@@ -143,6 +179,75 @@ mod tests {
             }
         }
         out
+    }
+
+    /// A Subscription as `ConsumerProtocol.serializeSubscription` writes
+    /// it: v0's fields, then (v1+) no owned partitions, (v2+) generation
+    /// -1, (v3+) a null rack.
+    fn encode_subscription(version: i16, topics: &[&str], user_data: Option<&[u8]>) -> Vec<u8> {
+        let mut out = version.to_be_bytes().to_vec();
+        out.extend_from_slice(&(topics.len() as i32).to_be_bytes());
+        for topic in topics {
+            out.extend_from_slice(&(topic.len() as i16).to_be_bytes());
+            out.extend_from_slice(topic.as_bytes());
+        }
+        match user_data {
+            None => out.extend_from_slice(&(-1i32).to_be_bytes()),
+            Some(d) => {
+                out.extend_from_slice(&(d.len() as i32).to_be_bytes());
+                out.extend_from_slice(d);
+            }
+        }
+        if version >= 1 {
+            out.extend_from_slice(&0i32.to_be_bytes());
+        }
+        if version >= 2 {
+            out.extend_from_slice(&(-1i32).to_be_bytes());
+        }
+        if version >= 3 {
+            out.extend_from_slice(&(-1i16).to_be_bytes());
+        }
+        out
+    }
+
+    #[test]
+    fn subscriptions_of_every_version_give_their_topics() {
+        // Golden v0: topics "a" and "bc", null user data.
+        let golden = [
+            0, 0, 0, 0, 0, 2, 0, 1, b'a', 0, 2, b'b', b'c', 0xff, 0xff, 0xff, 0xff,
+        ];
+        assert_eq!(encode_subscription(0, &["a", "bc"], None), golden);
+        assert_eq!(decode_subscription(&golden).unwrap(), ["a", "bc"]);
+        for version in 0..=SUBSCRIPTION_VERSION_MAX + 1 {
+            let bytes = encode_subscription(version, &["orders", "users"], Some(b"x"));
+            assert_eq!(
+                decode_subscription(&bytes).unwrap(),
+                ["orders", "users"],
+                "v{version}"
+            );
+        }
+        assert!(decode_subscription(&encode_subscription(0, &[], None))
+            .unwrap()
+            .is_empty());
+    }
+
+    #[test]
+    fn bad_subscriptions_are_refused_without_allocating_for_them() {
+        let good = encode_subscription(0, &["topic"], None);
+        // Cut anywhere in the version, the count or the topics: refused.
+        for len in 0..2 + 4 + 2 + 5 {
+            assert!(decode_subscription(&good[..len]).is_err(), "{len} bytes");
+        }
+        let mut huge = good.clone();
+        huge[2..6].copy_from_slice(&i32::MAX.to_be_bytes());
+        assert!(decode_subscription(&huge).is_err(), "a count past the end");
+        let mut negative = good.clone();
+        negative[2..6].copy_from_slice(&(-1i32).to_be_bytes());
+        assert!(decode_subscription(&negative).is_err(), "a negative count");
+        let mut null_name = good.clone();
+        null_name[6..8].copy_from_slice(&(-1i16).to_be_bytes());
+        assert!(decode_subscription(&null_name).is_err(), "a null topic");
+        assert!(decode_subscription(&encode_subscription(-1, &[], None)).is_err());
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The operator's view of consumer groups (API.md "Groups and time
 //! lookups"): list, describe, reset a group's committed offsets, delete a
-//! group.
+//! group, and delete some of its committed offsets (Kafka's
+//! OffsetDelete, [`Broker::delete_committed_offsets`]).
 //!
 //! A group exists for these calls while it has members in the coordinator
 //! ([`crate::coordinator`]) or committed offsets in `__consumer_offsets`
@@ -20,10 +21,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use crate::consumer_protocol::decode_assignment;
+use crate::consumer_protocol::{decode_assignment, decode_subscription};
 use crate::coordinator::{
-    CommitOrigin, GroupSnapshot, GroupState, MemberAssignment, MemberSnapshot, ProtocolKind,
-    TopicPartition,
+    CommitOrigin, GroupSnapshot, GroupState, MemberAssignment, MemberProtocol, MemberSnapshot,
+    ProtocolKind, TopicPartition,
 };
 use crate::error::BrokerError;
 use crate::groups::{CommitValue, CommittedOffset, OffsetCommit};
@@ -302,6 +303,66 @@ impl Broker {
         Ok(())
     }
 
+    /// Kafka's OffsetDelete (`GroupCoordinator.handleDeleteOffsets`):
+    /// deletes the committed offsets of `group` at `partitions`, each
+    /// answered on its own ([`OffsetDeletion`]), with one tombstone per
+    /// committed offset, appended as one batch as [`Broker::delete_group`]
+    /// does. An unknown group (no members, no offsets) is
+    /// [`BrokerError::UnknownGroup`]. A group without members may lose any
+    /// of its offsets; one with members only those of topics no live
+    /// member subscribes to ([`subscribed_topics`]), and only if its
+    /// members are `consumer` protocol (Kafka) or HTTP instances: another
+    /// protocol type is [`BrokerError::GroupHasMembers`] (Kafka's
+    /// NON_EMPTY_GROUP). Decided on a snapshot of the group, as
+    /// [`Broker::reset_offsets`] is (module docs). Blocking.
+    pub fn delete_committed_offsets(
+        &self,
+        group: &str,
+        partitions: &[(String, u32)],
+    ) -> Result<Vec<OffsetDeletion>, BrokerError> {
+        let (snapshot, offsets) = self.group_parts(group)?;
+        let live = snapshot.filter(|s| !s.members.is_empty());
+        if live.as_ref().is_some_and(|s| s.state == GroupState::Dead) {
+            return Err(BrokerError::UnknownGroup {
+                group: group.to_string(),
+            });
+        }
+        let subscribed = match &live {
+            None => Subscribed::Nothing,
+            Some(s) => subscribed_topics(s)?,
+        };
+        let committed: BTreeSet<(&str, u32)> = offsets
+            .iter()
+            .map(|c| (c.topic.as_str(), c.partition))
+            .collect();
+        let mut tombstones = Vec::new();
+        let answers = partitions
+            .iter()
+            .map(|(topic, partition)| {
+                let known = self
+                    .registry
+                    .require(topic)
+                    .and_then(|t| t.check_partition(*partition));
+                if known.is_err() {
+                    OffsetDeletion::UnknownPartition
+                } else if subscribed.includes(topic) {
+                    OffsetDeletion::Subscribed
+                } else {
+                    if committed.contains(&(topic.as_str(), *partition)) {
+                        tombstones.push((topic.clone(), *partition));
+                    }
+                    OffsetDeletion::Deleted
+                }
+            })
+            .collect();
+        let deleted = tombstones.len();
+        self.delete_offsets(group, tombstones)?;
+        if deleted > 0 {
+            tracing::info!(group, offsets = deleted, "committed offsets deleted");
+        }
+        Ok(answers)
+    }
+
     /// The group's membership (if the coordinator holds it) and committed
     /// offsets; [`BrokerError::UnknownGroup`] without members and offsets.
     fn group_parts(
@@ -320,6 +381,81 @@ impl Broker {
         }
     }
 }
+
+/// What [`Broker::delete_committed_offsets`] did with one partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OffsetDeletion {
+    /// Its committed offset, if it had one, is deleted.
+    Deleted,
+    /// A live member subscribes to its topic: kept (Kafka's
+    /// GROUP_SUBSCRIBED_TO_TOPIC).
+    Subscribed,
+    /// No such topic or partition: nothing done.
+    UnknownPartition,
+}
+
+/// The topics a group's live members subscribe to.
+#[derive(Debug, PartialEq, Eq)]
+enum Subscribed {
+    Nothing,
+    Topics(BTreeSet<String>),
+    /// Not known (no protocol chosen yet, or a member's Subscription does
+    /// not decode): every topic counts as subscribed, Kafka's rule.
+    Everything,
+}
+
+impl Subscribed {
+    fn includes(&self, topic: &str) -> bool {
+        match self {
+            Subscribed::Nothing => false,
+            Subscribed::Topics(topics) => topics.contains(topic),
+            Subscribed::Everything => true,
+        }
+    }
+}
+
+/// Kafka's `GroupMetadata.computeSubscribedTopics` over a group with
+/// members: an HTTP instance's topics; a Kafka member's from the
+/// ConsumerProtocol Subscription in its metadata for the group's selected
+/// protocol. A Kafka group of another protocol type than `consumer` has
+/// no subscriptions to read: [`BrokerError::GroupHasMembers`].
+fn subscribed_topics(s: &GroupSnapshot) -> Result<Subscribed, BrokerError> {
+    let mut topics = BTreeSet::new();
+    for member in &s.members {
+        match &member.protocol {
+            MemberProtocol::Http { topics: mine, .. } => topics.extend(mine.iter().cloned()),
+            MemberProtocol::Kafka {
+                protocol_type,
+                protocols,
+            } => {
+                if protocol_type != KAFKA_CONSUMER_PROTOCOL_TYPE {
+                    return Err(BrokerError::GroupHasMembers {
+                        group: s.group.clone(),
+                        members: s.members.len(),
+                    });
+                }
+                let metadata = s
+                    .protocol
+                    .as_ref()
+                    .and_then(|chosen| protocols.iter().find(|(name, _)| name == chosen));
+                let Some((_, metadata)) = metadata else {
+                    return Ok(Subscribed::Everything);
+                };
+                match decode_subscription(metadata) {
+                    Ok(mine) => topics.extend(mine),
+                    Err(e) => {
+                        tracing::warn!(group = %s.group, member = %member.member_id, error = %e, "a member's subscription does not decode: every topic counts as subscribed");
+                        return Ok(Subscribed::Everything);
+                    }
+                }
+            }
+        }
+    }
+    Ok(Subscribed::Topics(topics))
+}
+
+/// The protocol type of Kafka's consumers (`ConsumerProtocol.PROTOCOL_TYPE`).
+const KAFKA_CONSUMER_PROTOCOL_TYPE: &str = "consumer";
 
 fn offsets_only(group: String) -> GroupSummary {
     GroupSummary {
@@ -405,11 +541,17 @@ mod tests {
 
     /// An HTTP member of `group` subscribed to `topic`; its member id.
     fn join_http(broker: &Broker, group: &str, topic: &str) -> String {
-        let partitions = |t: &str| broker.registry.get(t).map(|t| t.partitions.get());
         let protocol = MemberProtocol::Http {
             topics: vec![topic.into()],
             assignor: Assignor::Range,
         };
+        join_with(broker, group, protocol)
+    }
+
+    /// A member of `group` joining with `protocol`, joined at once; its
+    /// member id.
+    fn join_with(broker: &Broker, group: &str, protocol: MemberProtocol) -> String {
+        let partitions = |t: &str| broker.registry.get(t).map(|t| t.partitions.get());
         match broker
             .coordinator
             .join(group, join_request(protocol), &partitions)
@@ -448,6 +590,101 @@ mod tests {
             .unwrap();
         assert!(matches!(synced, SyncOutcome::Synced(_)));
         joined.member_id
+    }
+
+    /// A lone Kafka member of `group` of `protocol_type`, joined (not
+    /// synced) with `metadata` for its one protocol, `range`.
+    fn join_kafka_subscribed(
+        broker: &Broker,
+        group: &str,
+        protocol_type: &str,
+        metadata: Vec<u8>,
+    ) -> String {
+        let protocol = MemberProtocol::Kafka {
+            protocol_type: protocol_type.into(),
+            protocols: vec![("range".into(), Bytes::from(metadata))],
+        };
+        join_with(broker, group, protocol)
+    }
+
+    /// Kafka's Subscription v1 of `topics` (no owned partitions).
+    fn kafka_subscription(topics: &[&str]) -> Vec<u8> {
+        let mut b = vec![0, 1];
+        b.extend_from_slice(&(topics.len() as i32).to_be_bytes());
+        for t in topics {
+            b.extend_from_slice(&(t.len() as i16).to_be_bytes());
+            b.extend_from_slice(t.as_bytes());
+        }
+        b.extend_from_slice(&(-1i32).to_be_bytes()); // null user data
+        b.extend_from_slice(&0i32.to_be_bytes()); // no owned partitions
+        b
+    }
+
+    /// Kafka's OffsetDelete rules (`handleDeleteOffsets`): an unknown
+    /// group is refused; a group without members loses any of its
+    /// offsets; one with members keeps those of the topics its members
+    /// subscribe to (a Kafka member's Subscription, an HTTP instance's
+    /// topics; everything when a Subscription does not decode) and one of
+    /// another protocol type than `consumer` is refused; unknown
+    /// partitions are answered on their own. The tombstones stay after a
+    /// restart.
+    #[test]
+    fn offset_delete_follows_kafkas_rules_and_its_tombstones_persist() {
+        use OffsetDeletion::{Deleted, Subscribed, UnknownPartition};
+        let dir = tempfile::tempdir().unwrap();
+        let broker = open(dir.path());
+        broker.create_topic("t", 2, Overrides::new()).unwrap();
+        broker.create_topic("u", 1, Overrides::new()).unwrap();
+        let asked = |list: &[(&str, u32)]| -> Vec<(String, u32)> {
+            list.iter().map(|(t, p)| (t.to_string(), *p)).collect()
+        };
+        assert!(matches!(
+            broker.delete_committed_offsets("nope", &asked(&[("t", 0)])),
+            Err(BrokerError::UnknownGroup { .. })
+        ));
+        commit(&broker, "g", &[("t", 0, 1), ("t", 1, 2), ("u", 0, 3)]);
+        // No members: any offset goes; unknown partitions are answered.
+        let answers = broker
+            .delete_committed_offsets("g", &asked(&[("t", 0), ("t", 9), ("zz", 0)]))
+            .unwrap();
+        assert_eq!(answers, [Deleted, UnknownPartition, UnknownPartition]);
+        assert_eq!(offsets_of(&broker, "g"), owned(&[("t", 1, 2), ("u", 0, 3)]));
+        // A Kafka member subscribed to `u`: `t` goes, `u` stays.
+        join_kafka_subscribed(&broker, "g", "consumer", kafka_subscription(&["u"]));
+        let answers = broker
+            .delete_committed_offsets("g", &asked(&[("u", 0), ("t", 1)]))
+            .unwrap();
+        assert_eq!(answers, [Subscribed, Deleted]);
+        assert_eq!(offsets_of(&broker, "g"), owned(&[("u", 0, 3)]));
+        // An HTTP instance subscribed to `t` keeps `t`.
+        commit(&broker, "h", &[("t", 0, 5), ("u", 0, 6)]);
+        join_http(&broker, "h", "t");
+        let answers = broker
+            .delete_committed_offsets("h", &asked(&[("t", 0), ("u", 0)]))
+            .unwrap();
+        assert_eq!(answers, [Subscribed, Deleted]);
+        assert_eq!(offsets_of(&broker, "h"), owned(&[("t", 0, 5)]));
+        // A Subscription that does not decode: every topic is subscribed.
+        commit(&broker, "bad", &[("t", 0, 7)]);
+        join_kafka_subscribed(&broker, "bad", "consumer", vec![0, 0, 0x7f, 0, 0, 0]);
+        let answers = broker
+            .delete_committed_offsets("bad", &asked(&[("t", 0)]))
+            .unwrap();
+        assert_eq!(answers, [Subscribed]);
+        // Another protocol type with members: refused whole.
+        commit(&broker, "connect", &[("t", 0, 8)]);
+        join_kafka_subscribed(&broker, "connect", "connect", Vec::new());
+        assert!(matches!(
+            broker.delete_committed_offsets("connect", &asked(&[("t", 0)])),
+            Err(BrokerError::GroupHasMembers { .. })
+        ));
+        assert_eq!(offsets_of(&broker, "connect"), owned(&[("t", 0, 8)]));
+        shutdown(broker);
+
+        let broker = open(dir.path());
+        assert_eq!(offsets_of(&broker, "g"), owned(&[("u", 0, 3)]));
+        assert_eq!(offsets_of(&broker, "h"), owned(&[("t", 0, 5)]));
+        shutdown(broker);
     }
 
     /// Kafka's Assignment v1 of `t` partitions 0 and 1, with user data.

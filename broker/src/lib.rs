@@ -32,11 +32,14 @@
 //! * [`consumers`]: the HTTP consumer instances (REST Proxy v2), server-side
 //!   members of the coordinator's groups, with positions, commits and
 //!   expiry.
+//! * [`budget`]: the global budget of request bytes held in memory that
+//!   HTTP bodies and Kafka frames share.
 //! * [`broker`]: start-up and shutdown order ([`Broker::open`]), keeping
 //!   the compacted logs in line with the registry.
 
 pub mod auth;
 pub mod broker;
+pub mod budget;
 pub mod compaction;
 pub mod config;
 pub mod consumer_protocol;

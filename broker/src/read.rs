@@ -425,6 +425,29 @@ impl PartitionRef {
             .log_start(&self.topic.name, self.partition)
     }
 
+    /// The first record with the largest timestamp, as (offset,
+    /// timestamp), or `None` without records (Kafka's ListOffsets -3,
+    /// KIP-734): through the time index (a compact topic's compacted
+    /// log's), not a scan.
+    pub fn max_timestamp_record(&self) -> Result<Option<(u64, i64)>, BrokerError> {
+        let found = match &self.compacted {
+            None => self
+                .broker
+                .store
+                .max_timestamp_record(&self.topic.name, self.partition)?,
+            Some(known) => match known
+                .get()
+                .cloned()
+                .or_else(|| self.broker.logs.log(&self.topic.name, self.partition))
+            {
+                Some(log) => log.max_timestamp_record()?,
+                None => None,
+            },
+        };
+        let beginning = self.offsets().0;
+        Ok(found.filter(|(offset, _)| *offset >= beginning))
+    }
+
     /// The compact partition's log, created if it has none yet (blocking
     /// then: it creates the log's directory).
     fn compacted_log(&self) -> Result<&Arc<CompactedLog>, BrokerError> {
@@ -628,8 +651,11 @@ mod tests {
             broker.create_topic(t, 1, overrides.clone()).unwrap();
             let part = broker.partition(t, 0).unwrap();
             assert_eq!(part.offset_for_timestamp(0).unwrap(), 0, "{t}: empty");
-            append_timed(&broker, t, &[10, 50, 30, 70, 20]);
-            wait_until("dispatch", || part.offsets().1 == 5);
+            assert_eq!(part.max_timestamp_record().unwrap(), None, "{t}: empty");
+            append_timed(&broker, t, &[10, 50, 30, 70, 20, 70]);
+            wait_until("dispatch", || part.offsets().1 == 6);
+            // The first of the two records at the largest timestamp.
+            assert_eq!(part.max_timestamp_record().unwrap(), Some((3, 70)), "{t}");
             for (ts, want) in [
                 (i64::MIN, 0),
                 (5, 0),
@@ -638,8 +664,8 @@ mod tests {
                 (30, 1),
                 (51, 3),
                 (70, 3),
-                (71, 5),
-                (i64::MAX, 5),
+                (71, 6),
+                (i64::MAX, 6),
             ] {
                 assert_eq!(part.offset_for_timestamp(ts).unwrap(), want, "{t}: {ts}");
             }
@@ -647,12 +673,14 @@ mod tests {
             broker.delete_topic(t).unwrap();
             broker.create_topic(t, 1, overrides).unwrap();
             let part = broker.partition(t, 0).unwrap();
-            assert_eq!(part.offsets(), (5, 5), "{t}");
-            assert_eq!(part.offset_for_timestamp(0).unwrap(), 5, "{t}: the base");
+            assert_eq!(part.offsets(), (6, 6), "{t}");
+            assert_eq!(part.offset_for_timestamp(0).unwrap(), 6, "{t}: the base");
+            assert_eq!(part.max_timestamp_record().unwrap(), None, "{t}: recreated");
             append_timed(&broker, t, &[40]);
-            wait_until("dispatch", || part.offsets().1 == 6);
-            assert_eq!(part.offset_for_timestamp(0).unwrap(), 5, "{t}");
-            assert_eq!(part.offset_for_timestamp(41).unwrap(), 6, "{t}");
+            wait_until("dispatch", || part.offsets().1 == 7);
+            assert_eq!(part.offset_for_timestamp(0).unwrap(), 6, "{t}");
+            assert_eq!(part.offset_for_timestamp(41).unwrap(), 7, "{t}");
+            assert_eq!(part.max_timestamp_record().unwrap(), Some((6, 40)), "{t}");
         }
         Arc::try_unwrap(broker).unwrap().shutdown().unwrap();
     }

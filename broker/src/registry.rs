@@ -63,6 +63,11 @@ const REGISTRY_VERSION: u32 = 1;
 /// topics with every config overridden fit easily.
 const REGISTRY_FILE_MAX_BYTES: u64 = 64 << 20;
 
+/// Config changes (`None` removes an override) computed from a topic as
+/// it is ([`TopicRegistry::alter_with`]).
+pub type ChangesOf<'a> =
+    dyn Fn(&Topic) -> Result<Vec<(String, Option<String>)>, BrokerError> + Send + Sync + 'a;
+
 /// A topic as the handlers see it: an immutable snapshot. A config change
 /// publishes a new `Arc<Topic>`; requests already holding the old one finish
 /// with it.
@@ -273,6 +278,20 @@ impl TopicRegistry {
         changes: &[(String, Option<String>)],
         end_offset: &dyn Fn(u32) -> u64,
     ) -> Result<Arc<Topic>, BrokerError> {
+        self.alter_with(name, &|_| Ok(changes.to_vec()), end_offset)
+    }
+
+    /// [`Registry::alter`] with the changes computed by `changes_of` from
+    /// the topic as it is under the registry's write lock: a
+    /// read-modify-write (a list config's APPEND or SUBTRACT, AlterConfigs'
+    /// replacement of the overrides it does not name) that no concurrent
+    /// alter of the topic can slip between, so neither is lost. Blocking.
+    pub fn alter_with(
+        &self,
+        name: &str,
+        changes_of: &ChangesOf<'_>,
+        end_offset: &dyn Fn(u32) -> u64,
+    ) -> Result<Arc<Topic>, BrokerError> {
         let _w = self.lock_write();
         let topic = self.require(name)?;
         if topic.is_internal() {
@@ -280,6 +299,7 @@ impl TopicRegistry {
                 message: format!("topic {name:?} is internal; its configs are fixed"),
             });
         }
+        let changes = changes_of(&topic)?;
         let mut overrides = topic.overrides.clone();
         topic_config::apply(
             &mut overrides,

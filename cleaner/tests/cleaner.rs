@@ -826,6 +826,18 @@ fn timed_record(offset: u64, key: &str, timestamp_ms: i64, store_ts: i64) -> Com
 fn check_time_lookups(h: &Harness, rng: &mut tidelog_storage::test_rng::SplitMix64, what: &str) {
     let held = h.all(0);
     let end = h.log(0).next_offset();
+    // The first record with the largest timestamp (ListOffsets -3).
+    let largest = held
+        .iter()
+        .map(|r| r.timestamp_ms)
+        .max()
+        .and_then(|max| held.iter().find(|r| r.timestamp_ms == max))
+        .map(|r| (r.offset.get(), r.timestamp_ms));
+    assert_eq!(
+        h.log(0).max_timestamp_record().unwrap(),
+        largest,
+        "{what}: the largest timestamp"
+    );
     let mut asked = vec![i64::MIN, i64::MAX, 0];
     for _ in 0..80 {
         let ts = held[rng.below(held.len() as u64) as usize].timestamp_ms;

@@ -397,6 +397,121 @@ fn bodies_held_in_memory_stay_within_max_inflight_bytes() {
     });
 }
 
+/// An ApiVersions v0 request (correlation id `id`) padded to `len` bytes
+/// of frame: the listener holds a frame whole before decoding it, and the
+/// decoder leaves what follows the body alone, so its size is the test's.
+fn kafka_frame(id: i32, len: usize) -> Vec<u8> {
+    let mut frame = (len as i32).to_be_bytes().to_vec();
+    frame.extend_from_slice(&18i16.to_be_bytes()); // ApiVersions
+    frame.extend_from_slice(&0i16.to_be_bytes()); // v0
+    frame.extend_from_slice(&id.to_be_bytes());
+    frame.extend_from_slice(&(-1i16).to_be_bytes()); // no client id
+    frame.resize(4 + len, 0);
+    frame
+}
+
+/// The correlation id and error code of the next Kafka answer on
+/// `stream`, `None` if the server closed it; waits up to `within`.
+fn kafka_answer(stream: &mut TcpStream, within: Duration) -> Option<(i32, i16)> {
+    stream.set_read_timeout(Some(within)).unwrap();
+    let mut len = [0u8; 4];
+    match stream.read_exact(&mut len) {
+        Ok(()) => {}
+        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+            panic!("no Kafka answer within {within:?}")
+        }
+        Err(_) => return None,
+    }
+    let mut body = vec![0u8; i32::from_be_bytes(len) as usize];
+    stream.read_exact(&mut body).ok()?;
+    let id = i32::from_be_bytes(body[..4].try_into().unwrap());
+    Some((id, i16::from_be_bytes([body[4], body[5]])))
+}
+
+/// Nothing arrives on `stream` for a while: the listener is not reading
+/// it. (A correct server never fails this; a server that answered at once
+/// fails it.)
+fn kafka_waits(stream: &mut TcpStream) -> bool {
+    stream
+        .set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let mut one = [0u8; 1];
+    matches!(stream.read(&mut one), Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut))
+}
+
+/// The Kafka listener's frames take from the same budget as HTTP bodies
+/// (KAFKA.md "Bad input"): a Kafka frame held half-sent takes its whole
+/// length, so HTTP bodies fit only in what is left (503/50305 past it),
+/// and its bytes come back once it is answered. The other way, HTTP
+/// bodies filling the budget make a Kafka frame wait (its connection is
+/// not read, not closed) until one gives its bytes back; a frame larger
+/// than the whole budget closes only its own connection.
+#[test]
+fn kafka_frames_and_http_bodies_share_one_budget() {
+    let s = start(&format!(
+        "{BUDGET_CONFIG}kafka:\n  max_request_bytes: 4194304\n"
+    ));
+    let kafka = s.kafka_addr.unwrap();
+    let big_http = format!(
+        "{PRODUCE_HEAD}Content-Length: 262144\r\n\r\n{}",
+        "x".repeat(1024)
+    );
+
+    // A Kafka frame of 800000 bytes, half sent: its length is held.
+    let frame = kafka_frame(7, 800_000);
+    let mut held = stalled_bytes(kafka, &frame[..1000]);
+    wait_for("the Kafka frame in the budget", || {
+        metric(&s, "tidelog_http_inflight_bytes") == 800_000.0
+    });
+    // HTTP fits only in the rest: a 256 KiB body is refused, a small one
+    // is served.
+    answer_then_close(&mut stalled(s.addr, &big_http)).expect_error(503, 50305);
+    produce(&s, "small").expect(200);
+    assert_eq!(metric(&s, "tidelog_http_inflight_bytes"), 800_000.0);
+    // The rest of the frame: answered, and its bytes come back.
+    held.write_all(&frame[1000..]).unwrap();
+    assert_eq!(kafka_answer(&mut held, GENEROUS), Some((7, 0)));
+    wait_for("the budget to be empty", || {
+        metric(&s, "tidelog_http_inflight_bytes") == 0.0
+    });
+
+    // Four slow HTTP bodies fill the budget: a Kafka frame waits for it.
+    let mut holding: Vec<TcpStream> = (0..4).map(|_| stalled(s.addr, &big_http)).collect();
+    wait_for("four bodies in the budget", || {
+        metric(&s, "tidelog_http_inflight_bytes") == 1_048_576.0
+    });
+    let mut waiting = stalled_bytes(kafka, &kafka_frame(8, 1000));
+    assert!(
+        kafka_waits(&mut waiting),
+        "a Kafka frame over the budget is not read"
+    );
+    // Larger than the whole budget: its connection is closed at once,
+    // the waiting one is not.
+    let mut over = stalled_bytes(kafka, &kafka_frame(9, 1_048_577)[..64]);
+    assert_eq!(kafka_answer(&mut over, GENEROUS), None);
+    // One body gives up: the Kafka frame fits and is answered.
+    drop(holding.pop());
+    assert_eq!(kafka_answer(&mut waiting, GENEROUS), Some((8, 0)));
+    wait_for("three bodies left", || {
+        metric(&s, "tidelog_http_inflight_bytes") == 786_432.0
+    });
+    // The listener goes on serving, and so does HTTP.
+    let mut fresh = stalled_bytes(kafka, &kafka_frame(10, 100));
+    assert_eq!(kafka_answer(&mut fresh, GENEROUS), Some((10, 0)));
+    drop(holding);
+    wait_for("the budget to be empty again", || {
+        metric(&s, "tidelog_http_inflight_bytes") == 0.0
+    });
+    produce(&s, "after").expect(200);
+}
+
+/// A connection that sends `sent` and then nothing.
+fn stalled_bytes(addr: SocketAddr, sent: &[u8]) -> TcpStream {
+    let mut stream = connect(addr);
+    stream.write_all(sent).unwrap();
+    stream
+}
+
 #[test]
 fn a_declared_length_over_max_request_bytes_is_refused_before_its_body() {
     let s = start(BUDGET_CONFIG);

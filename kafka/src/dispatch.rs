@@ -16,8 +16,8 @@ use kafka_protocol::messages::{
     DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest,
     FetchRequest, FindCoordinatorRequest, HeartbeatRequest, IncrementalAlterConfigsRequest,
     JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest,
-    OffsetCommitRequest, OffsetFetchRequest, ProduceRequest, RequestHeader, ResponseHeader,
-    SaslAuthenticateRequest, SaslHandshakeRequest, SyncGroupRequest,
+    OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest, ProduceRequest, RequestHeader,
+    ResponseHeader, SaslAuthenticateRequest, SaslHandshakeRequest, SyncGroupRequest,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
 use tidelog_broker::Broker;
@@ -45,6 +45,7 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::SyncGroup, 0, 5),
     (ApiKey::DescribeGroups, 0, 5),
     (ApiKey::ListGroups, 0, 4),
+    (ApiKey::OffsetDelete, 0, 0),
     // The admin APIs (KAFKA.md "Admin").
     (ApiKey::CreateTopics, 2, 7),
     (ApiKey::DeleteTopics, 1, 6),
@@ -74,6 +75,9 @@ pub struct Context {
     /// When set, the mutating admin APIs need a SASL/PLAIN login with it
     /// (`handlers::sasl`, `handlers::admin`).
     pub admin_token: Option<crate::config::AdminToken>,
+    /// The global budget of request bytes held in memory, shared with
+    /// HTTP bodies (`listener`).
+    pub budget: Arc<tidelog_broker::budget::ByteBudget>,
 }
 
 /// One connection's state: its SASL login (`handlers::sasl`).
@@ -258,6 +262,11 @@ pub async fn handle_in(
             let answer = handlers::describe_groups::handle(ctx, version, request);
             encode(api, id, key, version, &answer).map(Some)
         }
+        ApiKey::OffsetDelete => {
+            let request = decode!(OffsetDeleteRequest);
+            let answer = handlers::offset_delete::handle(ctx, gate, request).await;
+            encode(api, id, key, version, &answer).map(Some)
+        }
         ApiKey::CreateTopics => {
             let request = decode!(CreateTopicsRequest);
             let answer = handlers::create_topics::handle(ctx, gate, version, request).await;
@@ -323,6 +332,7 @@ fn api_name(key: ApiKey) -> &'static str {
         ApiKey::SyncGroup => "SyncGroup",
         ApiKey::DescribeGroups => "DescribeGroups",
         ApiKey::ListGroups => "ListGroups",
+        ApiKey::OffsetDelete => "OffsetDelete",
         ApiKey::CreateTopics => "CreateTopics",
         ApiKey::DeleteTopics => "DeleteTopics",
         ApiKey::DeleteRecords => "DeleteRecords",

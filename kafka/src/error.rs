@@ -57,6 +57,8 @@ impl RecordError {
 pub enum FrameError {
     #[error("frame length {length} is over kafka.max_request_bytes {limit}")]
     TooLarge { length: i64, limit: usize },
+    #[error("frame length {length} is over the whole in-flight byte budget {limit} (http.max_inflight_bytes)")]
+    OverBudget { length: u64, limit: u64 },
     #[error("the request header does not decode: {reason}")]
     Header { reason: String },
     #[error("API key {key} is not served")]

@@ -19,6 +19,7 @@ pub use error::{FrameError, RecordError};
 
 use std::sync::Arc;
 
+use tidelog_broker::budget::ByteBudget;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -27,11 +28,31 @@ pub use dispatch::Ready;
 /// Serves the Kafka protocol on `listener` (already bound: its port is
 /// the one Metadata advertises) until `stop` turns true. `ready` answers
 /// the broker once recovery is done (`None` before: KAFKA.md "Not
-/// ready").
+/// ready"). A listener on its own (tests, tools): its frames take from a
+/// budget of their own, as large as its connections could hold; the
+/// server shares one with HTTP ([`serve_sharing`]).
 pub async fn serve(
     listener: TcpListener,
     config: &KafkaConfig,
     ready: Ready,
+    stop: watch::Receiver<bool>,
+) {
+    let own = config
+        .max_request_bytes
+        .saturating_mul(config.max_connections);
+    serve_sharing(listener, config, ready, ByteBudget::new(own), stop).await;
+}
+
+/// [`serve`] with the frames held in memory taken from `budget`, the
+/// global one HTTP bodies take from too (`http.max_inflight_bytes`,
+/// KAFKA.md "Bad input"): a frame's length is reserved before its body is
+/// read and given back once its answer is written; while the budget is
+/// short the connection is not read (backpressure, `listener`).
+pub async fn serve_sharing(
+    listener: TcpListener,
+    config: &KafkaConfig,
+    ready: Ready,
+    budget: Arc<ByteBudget>,
     stop: watch::Receiver<bool>,
 ) {
     let bound = match listener.local_addr() {
@@ -50,6 +71,7 @@ pub async fn serve(
         port,
         stop: stop.clone(),
         admin_token: config.admin_token.clone(),
+        budget,
     });
     listener::serve(listener, ctx, stop).await;
 }

@@ -12,6 +12,13 @@
 //!   [`WRITE_TIMEOUT`], and a connection idle for [`IDLE_TIMEOUT`]
 //!   (Kafka's `connections.max.idle.ms`) is closed. Broker calls that
 //!   block run on `spawn_blocking` (handlers).
+//! * A frame's length is reserved in the global byte budget (shared with
+//!   HTTP bodies, `http.max_inflight_bytes`) before its buffer is
+//!   allocated and given back after its answer is written, so the live
+//!   reservations of both front-ends never pass it. While it does not
+//!   fit the connection is not read (backpressure, not an error), at most
+//!   [`BUDGET_WAIT`]; a frame larger than the whole budget, or one that
+//!   waited that long, closes its connection.
 //! * Beyond `kafka.max_connections`, new connections are closed at once.
 //! * A bad frame (KAFKA.md "Bad input") closes its connection after one
 //!   warn with the peer; every other connection goes on. A client that
@@ -26,6 +33,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
+use tidelog_broker::budget::{ByteBudget, Reservation};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
@@ -36,6 +44,9 @@ use crate::error::FrameError;
 pub const FRAME_READ_TIMEOUT: Duration = Duration::from_secs(30);
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(600);
+/// How long a frame waits for the global byte budget before its
+/// connection is closed.
+pub const BUDGET_WAIT: Duration = Duration::from_secs(30);
 
 /// Serves `listener` until `stop` turns true.
 pub async fn serve(listener: TcpListener, ctx: Arc<Context>, mut stop: watch::Receiver<bool>) {
@@ -114,6 +125,17 @@ async fn connection(
                 length: i64::from(length),
                 limit: ctx.max_request_bytes,
             })?;
+        // The frame's bytes come from the global budget before its
+        // buffer exists, and go back once its answer is written.
+        let held = tokio::select! {
+            held = reserve(&ctx.budget, size) => held?,
+            // Shutdown; not a gone sender (then none can be signalled).
+            _ = async {
+                if stop.wait_for(|stopping| *stopping).await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            } => return Ok(()),
+        };
         let mut frame = BytesMut::zeroed(size);
         timed(
             FRAME_READ_TIMEOUT,
@@ -130,6 +152,43 @@ async fn connection(
                 stream.write_all(&answer),
             )
             .await?;
+        }
+        drop(held);
+    }
+}
+
+/// `size` bytes of `budget` for a frame. While they do not fit, the
+/// connection is not read (backpressure: the client's frames wait in the
+/// socket, then in the client) until other requests give bytes back, at
+/// most [`BUDGET_WAIT`]; then, or for a frame larger than the whole
+/// budget, the connection is closed (a client reconnects and retries).
+async fn reserve(budget: &Arc<ByteBudget>, size: usize) -> Result<Reservation, FrameError> {
+    let bytes = u64::try_from(size).unwrap_or(u64::MAX);
+    if bytes > budget.limit_bytes() {
+        return Err(FrameError::OverBudget {
+            length: bytes,
+            limit: budget.limit_bytes(),
+        });
+    }
+    let deadline = tokio::time::Instant::now() + BUDGET_WAIT;
+    loop {
+        if let Some(held) = budget.try_reserve(bytes) {
+            return Ok(held);
+        }
+        // Listen first, then try again: a release in between is not lost.
+        let released = budget.listen();
+        if let Some(held) = budget.try_reserve(bytes) {
+            return Ok(held);
+        }
+        tracing::debug!(
+            bytes,
+            used = budget.used_bytes(),
+            "kafka frame waits for the in-flight byte budget"
+        );
+        if tokio::time::timeout_at(deadline, released).await.is_err() {
+            return Err(FrameError::Timeout {
+                what: "waiting for the in-flight byte budget (http.max_inflight_bytes)",
+            });
         }
     }
 }

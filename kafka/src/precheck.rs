@@ -156,7 +156,8 @@ impl Walk<'_> {
         Ok(())
     }
 
-    /// An array of topics, each a name and partition indexes (OffsetFetch).
+    /// An array of topics, each a name and partition indexes (OffsetFetch,
+    /// OffsetDelete).
     fn topic_indexes(&mut self) -> Walked {
         self.array(|w| {
             w.string()?;
@@ -208,6 +209,7 @@ pub fn body(key: ApiKey, version: i16, frame: &[u8]) -> Walked {
         ApiKey::SyncGroup => v >= 4,
         ApiKey::DescribeGroups => v >= 5,
         ApiKey::ListGroups => v >= 3,
+        ApiKey::OffsetDelete => false,
         ApiKey::CreateTopics => v >= 5,
         ApiKey::DeleteTopics => v >= 4,
         ApiKey::DeleteRecords => v >= 2,
@@ -400,6 +402,11 @@ pub fn body(key: ApiKey, version: i16, frame: &[u8]) -> Walked {
         }
         ApiKey::ListGroups if v >= 4 => {
             w.array(|w| w.string())?;
+        }
+        // The group id, then topics of partition indexes.
+        ApiKey::OffsetDelete => {
+            w.string()?;
+            w.topic_indexes()?;
         }
         ApiKey::CreateTopics => {
             w.array(|w| {

@@ -291,6 +291,7 @@ async fn api_versions_advertises_only_the_served_apis_and_answers_unknown_versio
                 (14, 0, 5),
                 (15, 0, 5),
                 (16, 0, 4),
+                (47, 0, 0),
                 (19, 2, 7),
                 (20, 1, 6),
                 (21, 0, 2),
@@ -312,7 +313,7 @@ async fn api_versions_advertises_only_the_served_apis_and_answers_unknown_versio
     assert_eq!(answer.get_i32(), 7);
     let body = ApiVersionsResponse::decode(&mut answer, 0).unwrap();
     assert_eq!(body.error_code, 35);
-    assert_eq!(body.api_keys.len(), 23);
+    assert_eq!(body.api_keys.len(), 24);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -518,7 +519,7 @@ async fn list_offsets_and_out_of_range_fetches() {
     )
     .await;
     fetch_n(&mut c, 12, "lo", 0, 0, 2).await;
-    for version in [1, 7] {
+    for version in [1, 6, 7] {
         let request = ListOffsetsRequest::default()
             .with_replica_id(kafka_protocol::messages::BrokerId(-1))
             .with_topics(vec![ListOffsetsTopic::default()
@@ -544,11 +545,17 @@ async fn list_offsets_and_out_of_range_fetches() {
                     ListOffsetsPartition::default()
                         .with_partition_index(0)
                         .with_timestamp(21),
-                    // -3 (largest timestamp) is not answered: INVALID_REQUEST.
+                    // -3 (largest timestamp, v7): the record at 20;
+                    // INVALID_REQUEST before v7.
                     ListOffsetsPartition::default()
                         .with_partition_index(0)
                         .with_timestamp(-3),
                 ])]);
+        let largest = if version >= 7 {
+            (0, 0, 20)
+        } else {
+            (42, -1, -1)
+        };
         let answer: ListOffsetsResponse =
             call(&mut c, ApiKey::ListOffsets, version, &request).await;
         let got: Vec<_> = answer.topics[0]
@@ -565,7 +572,7 @@ async fn list_offsets_and_out_of_range_fetches() {
                 (0, 0, 20),
                 (0, 0, 20),
                 (0, -1, -1),
-                (42, -1, -1)
+                largest
             ],
             "v{version}"
         );
@@ -579,6 +586,98 @@ async fn list_offsets_and_out_of_range_fetches() {
     let answer: FetchResponse =
         call(&mut c, ApiKey::Fetch, 4, &fetch_request("nope", 0, 0, 0)).await;
     assert_eq!(answer.responses[0].partitions[0].error_code, 3);
+}
+
+/// A fetch's first record comes back even past its byte limits (Kafka's
+/// rule: a consumer always makes progress), whether the limit is smaller
+/// than the record or zero; a second partition of the same fetch gets
+/// nothing once the first took the budget. With max_bytes 0 the first
+/// read was skipped (no budget left) and the consumer never moved.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fetch_returns_its_first_record_past_max_bytes() {
+    let s = server().await;
+    let mut c = connect(&s).await;
+    metadata(&mut c, 12, &["big"]).await;
+    let value = vec![b'v'; 2000];
+    for p in [0, 1] {
+        let one = [record(Some(b"k"), Some(&value), 1)];
+        let _: ProduceResponse = call(
+            &mut c,
+            ApiKey::Produce,
+            9,
+            &produce_request("big", p, 1, batch(&one)),
+        )
+        .await;
+        fetch_n(&mut c, 12, "big", p, 0, 1).await;
+    }
+    for (max_bytes, partition_max_bytes) in [(0, 1 << 20), (10, 10), (1 << 20, 0)] {
+        let mut request = fetch_request("big", 0, 0, 0).with_max_bytes(max_bytes);
+        let both = FetchPartition::default()
+            .with_partition(1)
+            .with_fetch_offset(0)
+            .with_partition_max_bytes(partition_max_bytes);
+        let partitions = &mut request.topics[0].partitions;
+        partitions[0].partition_max_bytes = partition_max_bytes;
+        partitions.push(both);
+        let answer: FetchResponse = call(&mut c, ApiKey::Fetch, 12, &request).await;
+        let got = records_of(&answer);
+        assert_eq!(
+            got.len(),
+            1,
+            "max_bytes {max_bytes}, partition {partition_max_bytes}"
+        );
+        assert_eq!(got[0].value.as_deref(), Some(&value[..]));
+        let second = answer.responses[0].partitions[1]
+            .records
+            .clone()
+            .unwrap_or_default();
+        if max_bytes < 2000 {
+            assert!(second.is_empty(), "the budget went to the first partition");
+        }
+    }
+}
+
+/// ListOffsets -3 (v7, KIP-734): the first record with the largest
+/// timestamp, with it, among timestamps out of order and tied; an empty
+/// partition answers -1, -1 as Kafka does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_offsets_max_timestamp_is_the_first_record_with_the_largest() {
+    let s = server().await;
+    let mut c = connect(&s).await;
+    metadata(&mut c, 12, &["maxts"]).await;
+    let five = [
+        record(Some(b"a"), Some(b"1"), 5),
+        record(Some(b"b"), Some(b"2"), 30),
+        record(Some(b"c"), Some(b"3"), 10),
+        record(Some(b"d"), Some(b"4"), 30),
+        record(Some(b"e"), Some(b"5"), 20),
+    ];
+    let _: ProduceResponse = call(
+        &mut c,
+        ApiKey::Produce,
+        9,
+        &produce_request("maxts", 0, 1, batch(&five)),
+    )
+    .await;
+    let request = ListOffsetsRequest::default()
+        .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(name("maxts"))
+            .with_partitions(vec![
+                ListOffsetsPartition::default()
+                    .with_partition_index(0)
+                    .with_timestamp(-3),
+                ListOffsetsPartition::default()
+                    .with_partition_index(1)
+                    .with_timestamp(-3),
+            ])]);
+    let answer: ListOffsetsResponse = call(&mut c, ApiKey::ListOffsets, 7, &request).await;
+    let got: Vec<_> = answer.topics[0]
+        .partitions
+        .iter()
+        .map(|p| (p.error_code, p.offset, p.timestamp))
+        .collect();
+    assert_eq!(got, [(0, 1, 30), (0, -1, -1)]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -780,6 +879,15 @@ async fn before_the_broker_is_ready_partitions_answer_leader_not_available() {
     assert_eq!(answer.responses[0].partition_responses[0].error_code, 5);
     let answer: FetchResponse = call(&mut c, ApiKey::Fetch, 12, &fetch_request("t", 0, 0, 0)).await;
     assert_eq!(answer.responses[0].partitions[0].error_code, 5);
+    let lookup = ListOffsetsRequest::default()
+        .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(name("t"))
+            .with_partitions(vec![
+                ListOffsetsPartition::default().with_timestamp(-1)
+            ])]);
+    let answer: ListOffsetsResponse = call(&mut c, ApiKey::ListOffsets, 7, &lookup).await;
+    assert_eq!(answer.topics[0].partitions[0].error_code, 5);
 }
 
 /// A record acknowledged by Produce is found by the ListOffsets sent right

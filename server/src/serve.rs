@@ -113,8 +113,13 @@ pub async fn run(config: Config) -> ExitCode {
             .clone()
             .map(tidelog_kafka::config::AdminToken);
         let stop = stop_tx.subscribe();
+        // One budget of request bytes held in memory for both front-ends
+        // (`http.max_inflight_bytes`, KAFKA.md "Bad input").
+        let budget = state.inflight_bytes_budget();
         tracing::info!(listen = ?kafka.local_addr().ok(), "Kafka listener");
-        tokio::spawn(async move { tidelog_kafka::serve(kafka, &kafka_config, ready, stop).await });
+        tokio::spawn(async move {
+            tidelog_kafka::serve_sharing(kafka, &kafka_config, ready, budget, stop).await;
+        });
     }
     tracing::info!(listen = %config.listen, data_dir = %config.data_dir.display(), "listening; opening the store");
 

@@ -553,6 +553,17 @@ impl Store {
         self.inner.queues.log_start(topic, partition)
     }
 
+    /// The first record of a partition with the largest timestamp, as
+    /// (queue offset, timestamp), or `None` for a partition without
+    /// records (Kafka's ListOffsets -3): through the time index, not a
+    /// scan (`ConsumeQueue::max_timestamp_record`).
+    pub fn max_timestamp_record(&self, topic: &str, partition: u32) -> Result<Option<(u64, i64)>> {
+        match self.inner.queues.get(topic, partition) {
+            Some(q) => q.max_timestamp_record(&self.inner.log),
+            None => Ok(None),
+        }
+    }
+
     /// Delete `topic` from the store: its ConsumeQueue files are removed and
     /// closed now, and its records are never indexed or served by queue
     /// offset again, also not after a crash and a recovery replay (they stay

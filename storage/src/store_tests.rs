@@ -158,6 +158,22 @@ fn check_time_lookups(
             let (_, ts) = records[rng.below(records.len() as u64) as usize];
             asked.push(ts + rng.below(3) as i64 - 1);
         }
+        // The first record with the largest timestamp (ListOffsets -3).
+        let kept = || records.iter().filter(|(o, _)| *o >= min);
+        let want = kept()
+            .map(|r| r.1)
+            .max()
+            .and_then(|max| kept().find(|r| r.1 == max).copied());
+        crate::time_index::RECORDS_READ.with(|n| n.set(0));
+        let got = store.max_timestamp_record("t", p as u32).unwrap();
+        assert_eq!(got, want, "{what}: partition {p}, the largest timestamp");
+        // Through the index: a partly retained first interval, the tail,
+        // and the lookup's two intervals, of 8.
+        let read = crate::time_index::RECORDS_READ.with(|n| n.get());
+        assert!(
+            read <= 32,
+            "{what}: partition {p}: read {read} records for the largest timestamp"
+        );
         for t in asked {
             let want = first_at_or_after_by_scan(records, min, end, t);
             crate::time_index::RECORDS_READ.with(|n| n.set(0));

@@ -454,6 +454,23 @@ impl CompactedLog {
         Ok(self.next_offset())
     }
 
+    /// The first record the log holds with the largest timestamp, as
+    /// (offset, timestamp), or `None` when it holds none (Kafka's
+    /// ListOffsets -3 over what compaction kept): the segments' running
+    /// maxima, then the lookup of that timestamp.
+    pub fn max_timestamp_record(&self) -> Result<Option<(u64, i64)>> {
+        let Some(max_ts) = self
+            .segments()
+            .iter()
+            .filter_map(|s| s.max_timestamp())
+            .max()
+        else {
+            return Ok(None);
+        };
+        let offset = self.offset_for_timestamp(max_ts)?;
+        Ok((offset < self.next_offset()).then_some((offset, max_ts)))
+    }
+
     /// Recovery: drop records whose CommitLog copy is at or past
     /// `physical_end`: lost in a crash, or past the checkpoint and about to
     /// be replayed.

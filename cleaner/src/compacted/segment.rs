@@ -331,6 +331,13 @@ impl Segment {
         index.get(i).map(|e| e.pos)
     }
 
+    /// The largest timestamp of the segment's records (its index's last
+    /// running maximum), `None` if it holds none.
+    pub fn max_timestamp(&self) -> Option<i64> {
+        let index = self.index.read().unwrap_or_else(|e| e.into_inner());
+        index.last().map(|e| e.running_max_ts_ms)
+    }
+
     /// A sequential reader from byte `pos`.
     pub fn reader(&self, pos: u64) -> SegmentReader<'_> {
         SegmentReader {

@@ -6,7 +6,8 @@ create topics with configs (and a replication factor of 3 refused),
 describe their configs (the override with its source, the defaults), alter
 them incrementally (SET and DELETE) and see the change over HTTP's
 configs route too, list and describe a consumer group that committed
-offsets, delete a topic and see it gone over HTTP.
+offsets, delete one of its offsets (OffsetDelete), delete a topic and see
+it gone over HTTP.
 
 Usage: kafka_python_admin.py http://127.0.0.1:PORT 127.0.0.1:KAFKA_PORT TOKEN
 """
@@ -22,6 +23,7 @@ from kafka.admin import (
     KafkaAdminClient,
     NewTopic,
 )
+from kafka import errors as Errors
 from kafka.errors import InvalidReplicationFactorError, KafkaError
 from kafka.structs import OffsetAndMetadata
 
@@ -129,7 +131,12 @@ def main(base_url):
     producer.close()
     consumer = KafkaConsumer(bootstrap_servers=KAFKA, group_id=GROUP, enable_auto_commit=False)
     consumer.assign([TopicPartition(TOPIC, 0)])
-    consumer.commit({TopicPartition(TOPIC, 0): OffsetAndMetadata(2, "", -1)})
+    consumer.commit(
+        {
+            TopicPartition(TOPIC, 0): OffsetAndMetadata(2, "", -1),
+            TopicPartition(TOPIC, 1): OffsetAndMetadata(0, "", -1),
+        }
+    )
     consumer.close()
     groups = client.list_groups()
     names = [g["group_id"] if isinstance(g, dict) else g[0] for g in groups]
@@ -141,8 +148,24 @@ def main(base_url):
     )
     offsets = client.list_group_offsets({GROUP: None})[GROUP]
     check(
-        offsets[TopicPartition(TOPIC, 0)].offset == 2,
+        offsets[TopicPartition(TOPIC, 0)].offset == 2
+        and offsets[TopicPartition(TOPIC, 1)].offset == 0,
         f"list_group_offsets: {offsets}",
+    )
+    # OffsetDelete: partition 1's offset goes (the group has no members),
+    # an unknown partition is answered on its own, partition 0 stays.
+    deleted = client.delete_group_offsets(
+        GROUP, [TopicPartition(TOPIC, 1), TopicPartition(TOPIC, 7)]
+    )
+    check(
+        deleted[TopicPartition(TOPIC, 1)] is Errors.NoError
+        and deleted[TopicPartition(TOPIC, 7)] is Errors.UnknownTopicOrPartitionError,
+        f"delete_group_offsets: {deleted}",
+    )
+    offsets = client.list_group_offsets({GROUP: None})[GROUP]
+    check(
+        set(offsets) == {TopicPartition(TOPIC, 0)},
+        f"list_group_offsets after delete_group_offsets: {offsets}",
     )
 
     client.delete_topics(["kadmin-gone"])

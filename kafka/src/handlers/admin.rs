@@ -4,7 +4,9 @@
 //! With it, only a connection that logged in over SASL/PLAIN with the
 //! token as password may (`handlers::sasl`); every other gets
 //! TOPIC_AUTHORIZATION_FAILED (CLUSTER_AUTHORIZATION_FAILED for the
-//! broker resource). Reads, produce, fetch and groups stay open.
+//! broker resource; GROUP_AUTHORIZATION_FAILED for OffsetDelete, an
+//! operator's call on a group as HTTP's group delete is). Reads, produce,
+//! fetch and the consumers' group APIs stay open.
 
 use kafka_protocol::error::ResponseError;
 
@@ -16,6 +18,9 @@ pub struct Resource(i16);
 
 pub const TOPIC: Resource = Resource(ResponseError::TopicAuthorizationFailed.code());
 pub const CLUSTER: Resource = Resource(ResponseError::ClusterAuthorizationFailed.code());
+/// A group's committed offsets (OffsetDelete: an operator's call, as
+/// HTTP's group routes under `admin_token`).
+pub const GROUP: Resource = Resource(ResponseError::GroupAuthorizationFailed.code());
 
 /// Whether this request's connection may use the mutating admin APIs.
 #[derive(Debug, Clone, Copy)]

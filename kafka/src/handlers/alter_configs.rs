@@ -29,14 +29,14 @@ pub async fn handle(
             resource.resource_type,
             &name,
             request.validate_only,
-            |topic| {
+            move |topic| {
                 let mut changes: Vec<(String, Option<String>)> = topic
                     .overrides
                     .keys()
                     .filter(|k| !named.iter().any(|(n, _)| n == *k))
                     .map(|k| (k.clone(), None))
                     .collect();
-                changes.extend(named);
+                changes.extend(named.iter().cloned());
                 Ok(changes)
             },
         )

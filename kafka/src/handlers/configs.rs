@@ -59,14 +59,19 @@ pub fn check_broker_name(name: &str) -> Result<(), Refused> {
 
 /// Alters one resource: a topic's configs by the changes `changes`
 /// computes from the topic as it is (`None` removes an override), applied
-/// all or nothing, or only checked when `validate_only`.
+/// all or nothing, or only checked when `validate_only`. The changes are
+/// computed again from the topic as the registry holds it under its lock
+/// (`Broker::alter_topic_with`), so two alters of one topic at once (an
+/// APPEND and a SUBTRACT, an AlterConfigs replacing) never lose one; the
+/// first computation, on the topic as it is now, answers a malformed
+/// request's refusal with its own code.
 pub async fn alter(
     ctx: &Context,
     gate: admin::Gate,
     resource_type: i8,
     name: &str,
     validate_only: bool,
-    changes: impl FnOnce(&Topic) -> Result<Vec<(String, Option<String>)>, Refused>,
+    changes: impl Fn(&Topic) -> Result<Vec<(String, Option<String>)>, Refused> + Send + Sync + 'static,
 ) -> Result<(), Refused> {
     match resource_type {
         TOPIC => {
@@ -93,14 +98,18 @@ pub async fn alter(
         .broker()
         .ok_or_else(|| (NOT_READY, "the broker is recovering".to_owned()))?;
     let topic = broker.registry.require(name).map_err(|e| refused(&e))?;
-    let changes = changes(&topic)?;
+    let now = changes(&topic)?;
     let name = name.to_owned();
     let logged = name.clone();
     maybe_blocking(true, move || {
         if validate_only {
-            broker.check_alter_topic(&name, &changes)
+            broker.check_alter_topic(&name, &now)
         } else {
-            broker.alter_topic(&name, &changes)
+            // What fails here failed above already (a malformed request
+            // fails whatever the topic holds).
+            broker.alter_topic_with(&name, &|topic| {
+                changes(topic).map_err(|(_, message)| BrokerError::Invalid { message })
+            })
         }
     })
     .await

@@ -71,12 +71,7 @@ pub async fn handle(ctx: &Context, request: FetchRequest) -> FetchResponse {
         .min(MAX_WAIT_MS);
     let deadline = Instant::now() + Duration::from_millis(wait);
     let max_bytes = usize::try_from(request.max_bytes.max(0)).unwrap_or(0);
-    // At least one byte (a fetch waits for something), at most what the
-    // fetch may carry: else a fetch whose min_bytes cannot be met would
-    // read again and again until its deadline.
-    let min_bytes = usize::try_from(request.min_bytes.max(0))
-        .unwrap_or(0)
-        .clamp(1, max_bytes.max(1));
+    let min_bytes = min_bytes(request.min_bytes, max_bytes);
     let mut stop = ctx.stop.clone();
     let answered = loop {
         let (answered, bytes) = read_all(&asked, max_bytes).await;
@@ -102,6 +97,16 @@ pub async fn handle(ctx: &Context, request: FetchRequest) -> FetchResponse {
         responses[a.topic].partitions.push(data);
     }
     FetchResponse::default().with_responses(responses)
+}
+
+/// A fetch's `min_bytes`: at least one byte (a fetch waits for
+/// something), at most what the fetch may carry (`max_bytes`): else a
+/// fetch whose min_bytes cannot be met would wait out its deadline with
+/// records there to answer.
+fn min_bytes(asked: i32, max_bytes: usize) -> usize {
+    usize::try_from(asked.max(0))
+        .unwrap_or(0)
+        .clamp(1, max_bytes.max(1))
 }
 
 /// Resolves when shutdown begins; never if the sender is gone (then no
@@ -217,4 +222,52 @@ fn failed(index: i32, code: i16) -> PartitionData {
         .with_aborted_transactions(Some(Vec::new()))
         .with_preferred_read_replica(BrokerId(-1))
         .with_records(Some(Bytes::new()))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use std::future::Future;
+    use std::pin::pin;
+    use std::task::{Context, Poll, Waker};
+
+    use super::*;
+
+    fn polled_once(f: impl Future<Output = ()>) -> Poll<()> {
+        let mut f = pin!(f);
+        f.as_mut().poll(&mut Context::from_waker(Waker::noop()))
+    }
+
+    /// A fetch's wait ends at shutdown, but not because the shutdown
+    /// channel's sender is gone (a listener served without one, or after
+    /// it was dropped): `changed()` then fails at once, and every
+    /// long-poll answered or spun at once instead of waiting for records.
+    #[test]
+    fn the_shutdown_wait_ends_at_shutdown_and_not_when_the_sender_is_gone() {
+        let (tx, mut rx) = watch::channel(false);
+        assert!(
+            polled_once(shutdown(&mut rx)).is_pending(),
+            "no shutdown yet"
+        );
+        tx.send(true).unwrap();
+        assert!(polled_once(shutdown(&mut rx)).is_ready(), "shutdown");
+        let (tx, mut rx) = watch::channel(false);
+        drop(tx);
+        assert!(
+            polled_once(shutdown(&mut rx)).is_pending(),
+            "a gone sender is no shutdown"
+        );
+    }
+
+    /// min_bytes is kept within 1..=max_bytes: a fetch asking more than
+    /// it may carry is answered with what it can carry, not held until
+    /// its deadline.
+    #[test]
+    fn min_bytes_is_at_least_one_and_at_most_max_bytes() {
+        assert_eq!(min_bytes(0, 100), 1);
+        assert_eq!(min_bytes(-5, 100), 1);
+        assert_eq!(min_bytes(50, 100), 50);
+        assert_eq!(min_bytes(1 << 20, 100), 100);
+        assert_eq!(min_bytes(10, 0), 1);
+    }
 }

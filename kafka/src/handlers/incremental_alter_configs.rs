@@ -36,7 +36,7 @@ pub async fn handle(
             resource.resource_type,
             &name,
             request.validate_only,
-            |topic| changes(topic, &configs),
+            move |topic| changes(topic, &configs),
         )
         .await;
         let response = AlterConfigsResourceResponse::default()

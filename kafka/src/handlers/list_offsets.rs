@@ -1,6 +1,7 @@
 //! ListOffsets (2): -2 the beginning, -1 the end (the offset the next
 //! record gets), and a timestamp: the first offset whose record timestamp
-//! is at least it, through the time index ([`by_timestamp`]).
+//! is at least it, through the time index ([`by_timestamp`]); from v7,
+//! -3 the first record with the largest timestamp ([`max_timestamp`]).
 //!
 //! Invariant: an answer covers every record acknowledged before the
 //! request arrived. Produce answers after the CommitLog append, and the
@@ -27,6 +28,8 @@ use crate::error::broker_code;
 
 const EARLIEST: i64 = -2;
 const LATEST: i64 = -1;
+/// The record with the largest timestamp (KIP-734, v7).
+const MAX_TIMESTAMP: i64 = -3;
 
 /// How long a lookup waits for the dispatcher to catch up with the
 /// appends before it answers from what is indexed (a stalled dispatcher
@@ -98,7 +101,7 @@ fn answer(
                     let part = partition_ref(broker, topic.name.0.as_str(), p.partition_index);
                     let answer = ListOffsetsPartitionResponse::default()
                         .with_partition_index(p.partition_index);
-                    match part.and_then(|part| offset(&part, p.timestamp)) {
+                    match part.and_then(|part| offset(&part, version, p.timestamp)) {
                         // The leader epoch is a field from v4 on.
                         Ok(Found { offset, timestamp }) => answer
                             .with_offset(offset)
@@ -127,7 +130,7 @@ struct Found {
     timestamp: i64,
 }
 
-fn offset(part: &PartitionRef, timestamp: i64) -> Result<Found, i16> {
+fn offset(part: &PartitionRef, version: i16, timestamp: i64) -> Result<Found, i16> {
     let (beginning, end) = part.offsets();
     let at = |offset: u64| Found {
         offset: i64::try_from(offset).unwrap_or(i64::MAX),
@@ -137,10 +140,29 @@ fn offset(part: &PartitionRef, timestamp: i64) -> Result<Found, i16> {
         EARLIEST => Ok(at(beginning)),
         LATEST => Ok(at(end)),
         ts if ts >= 0 => by_timestamp(part, ts, end),
-        // -3 (the record with the largest timestamp, v7) and other
-        // negative values: not answered rather than guessed.
+        // KIP-734 added -3 in v7; older versions (and other negative
+        // values) are not answered rather than guessed.
+        MAX_TIMESTAMP if version >= 7 => max_timestamp(part),
         _ => Err(ResponseError::InvalidRequest.code()),
     }
+}
+
+/// -3: the first record with the largest timestamp and that timestamp
+/// (`PartitionRef::max_timestamp_record`: the time index's maxima, not a
+/// scan); offset and timestamp −1 for a partition without records, as
+/// Kafka answers.
+fn max_timestamp(part: &PartitionRef) -> Result<Found, i16> {
+    let found = part.max_timestamp_record().map_err(|e| broker_code(&e))?;
+    Ok(found.map_or(
+        Found {
+            offset: -1,
+            timestamp: -1,
+        },
+        |(offset, timestamp)| Found {
+            offset: i64::try_from(offset).unwrap_or(i64::MAX),
+            timestamp,
+        },
+    ))
 }
 
 /// The first offset whose record timestamp is ≥ `timestamp`

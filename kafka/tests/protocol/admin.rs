@@ -8,7 +8,7 @@
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::{Encodable, StrBytes};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use tidelog_kafka::config::AdminToken;
 use tidelog_kafka::KafkaConfig;
 use tokio::net::TcpStream;
@@ -281,6 +281,34 @@ async fn with_admin_token_set_mutating_admin_apis_are_refused() {
     }
     let part = s.broker.partition("kept", 0).unwrap();
     assert_eq!(part.offsets(), (0, 5), "nothing deleted");
+    // OffsetDelete is an operator's call on a group, as HTTP's group
+    // delete: GROUP_AUTHORIZATION_FAILED, the offset kept.
+    let commit = tidelog_broker::groups::OffsetCommit {
+        topic: "kept".into(),
+        partition: 0,
+        value: tidelog_broker::groups::CommitValue {
+            offset: 3,
+            metadata: String::new(),
+        },
+    };
+    s.broker
+        .commit_offsets(
+            "ops",
+            vec![commit],
+            tidelog_broker::coordinator::CommitOrigin::Stateless,
+        )
+        .unwrap();
+    use kafka_protocol::messages::offset_delete_request::{
+        OffsetDeleteRequestPartition, OffsetDeleteRequestTopic,
+    };
+    let request = OffsetDeleteRequest::default()
+        .with_group_id(GroupId(StrBytes::from_static_str("ops")))
+        .with_topics(vec![OffsetDeleteRequestTopic::default()
+            .with_name(name("kept"))
+            .with_partitions(vec![OffsetDeleteRequestPartition::default()])]);
+    let answer: OffsetDeleteResponse = call(&mut c, ApiKey::OffsetDelete, 0, &request).await;
+    assert_eq!(answer.error_code, 30, "GROUP_AUTHORIZATION_FAILED");
+    assert_eq!(s.broker.groups.get("ops", None).unwrap().len(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -476,6 +504,55 @@ fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
     list.iter()
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
         .collect()
+}
+
+/// Two SUBTRACTs of `cleanup.policy` at once on two connections, from
+/// `compact,delete` (an empty topic, so the policy may change): applied
+/// one after the other, the second would leave an empty list, which is
+/// refused. So exactly one succeeds and the policy is what it left. When
+/// each computed its list from the topic as it was before either applied
+/// (a read-modify-write outside the registry's lock), both succeeded and
+/// the later one's list lost the earlier one's change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_list_edits_of_one_topic_lose_neither() {
+    let s = server().await;
+    let mut a = connect(&s).await;
+    let mut b = connect(&s).await;
+    create(&mut a, 7, false, vec![topic("race", 1, 1, &[])]).await;
+    for round in 0..20 {
+        let set = [(
+            "cleanup.policy".to_owned(),
+            Some("compact,delete".to_owned()),
+        )];
+        s.broker.alter_topic("race", &set).unwrap();
+        let minus = |item: &str| incremental("race", &[("cleanup.policy", 3, Some(item))], false);
+        // Both requests are on their way before either answer is read.
+        send_frame(
+            &mut a,
+            &request_frame(ApiKey::IncrementalAlterConfigs, 1, 1, &minus("compact")),
+        )
+        .await;
+        send_frame(
+            &mut b,
+            &request_frame(ApiKey::IncrementalAlterConfigs, 1, 2, &minus("delete")),
+        )
+        .await;
+        let mut codes = Vec::new();
+        for c in [&mut a, &mut b] {
+            let mut answer = read_frame(c).await.expect("an answer");
+            ResponseHeader::decode(&mut answer, 1).unwrap();
+            let answer = IncrementalAlterConfigsResponse::decode(&mut answer, 1).unwrap();
+            codes.push(answer.responses[0].error_code);
+        }
+        let policy = s.broker.registry.require("race").unwrap().overrides["cleanup.policy"].clone();
+        match codes[..] {
+            [NONE, c] if c != NONE => assert_eq!(policy, "delete", "round {round}"),
+            [c, NONE] if c != NONE => assert_eq!(policy, "compact", "round {round}"),
+            _ => panic!(
+                "round {round}: answers {codes:?} with the policy {policy:?}: one edit was lost"
+            ),
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -925,4 +1002,48 @@ async fn delete_records_moves_the_beginning_and_refuses_per_partition() {
         let part = s.broker.partition(topic, 0).unwrap();
         assert_eq!(part.offsets(), (5, 5));
     }
+}
+
+/// While recovery runs every admin API answers each resource
+/// LEADER_NOT_AVAILABLE (retriable; KAFKA.md "Not ready"): clients retry
+/// rather than give up, and nothing is created or changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn before_the_broker_is_ready_admin_calls_answer_a_retriable_code() {
+    use kafka_protocol::messages::alter_configs_request::AlterConfigsResource;
+    const LEADER_NOT_AVAILABLE: i16 = 5;
+    let addr = super::groups::not_ready_server().await;
+    let mut c = TcpStream::connect(addr).await.unwrap();
+    let created = create(&mut c, 7, false, vec![topic("t", 1, 1, &[])]).await;
+    assert_eq!(codes(&created), [("t".to_owned(), LEADER_NOT_AVAILABLE)]);
+    let request = DeleteTopicsRequest::default()
+        .with_topic_names(vec![name("t")])
+        .with_timeout_ms(5000);
+    let deleted: DeleteTopicsResponse = call(&mut c, ApiKey::DeleteTopics, 5, &request).await;
+    assert_eq!(deleted.responses[0].error_code, LEADER_NOT_AVAILABLE);
+    let described: DescribeConfigsResponse = call(
+        &mut c,
+        ApiKey::DescribeConfigs,
+        4,
+        &describe_request(&[(2, "t", None)]),
+    )
+    .await;
+    assert_eq!(described.results[0].error_code, LEADER_NOT_AVAILABLE);
+    let request = incremental("t", &[("retention.ms", 0, Some("5"))], false);
+    let altered: IncrementalAlterConfigsResponse =
+        call(&mut c, ApiKey::IncrementalAlterConfigs, 1, &request).await;
+    assert_eq!(altered.responses[0].error_code, LEADER_NOT_AVAILABLE);
+    let request =
+        AlterConfigsRequest::default().with_resources(vec![AlterConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(StrBytes::from_static_str("t"))]);
+    let altered: AlterConfigsResponse = call(&mut c, ApiKey::AlterConfigs, 2, &request).await;
+    assert_eq!(altered.responses[0].error_code, LEADER_NOT_AVAILABLE);
+    let request = DescribeClusterRequest::default();
+    let cluster: DescribeClusterResponse = call(&mut c, ApiKey::DescribeCluster, 1, &request).await;
+    assert_eq!(cluster.error_code, LEADER_NOT_AVAILABLE);
+    let answer = delete_records(&mut c, 2, &[("t", &[(0, 1)])]).await;
+    assert_eq!(
+        low_watermarks(&answer),
+        [("t".to_owned(), 0, -1, LEADER_NOT_AVAILABLE)]
+    );
 }

@@ -56,7 +56,7 @@ async fn server_with_topic() -> Server {
 }
 
 /// A listener whose broker is not ready (recovery running).
-async fn not_ready_server() -> std::net::SocketAddr {
+pub(super) async fn not_ready_server() -> std::net::SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
@@ -635,6 +635,214 @@ async fn before_the_broker_is_ready_group_calls_answer_retriable_codes() {
     let listed: ListGroupsResponse =
         call(&mut c, ApiKey::ListGroups, 4, &ListGroupsRequest::default()).await;
     assert_eq!(listed.error_code, COORDINATOR_LOAD_IN_PROGRESS);
+    let deleted: OffsetDeleteResponse = call(
+        &mut c,
+        ApiKey::OffsetDelete,
+        0,
+        &offset_delete_request("g", &[("t", 0)]),
+    )
+    .await;
+    assert_eq!(deleted.error_code, COORDINATOR_LOAD_IN_PROGRESS);
+    let describe = DescribeGroupsRequest::default().with_groups(vec![GroupId(s("g"))]);
+    let described: DescribeGroupsResponse =
+        call(&mut c, ApiKey::DescribeGroups, 5, &describe).await;
+    assert_eq!(described.groups[0].error_code, COORDINATOR_LOAD_IN_PROGRESS);
+    let beat = HeartbeatRequest::default()
+        .with_group_id(GroupId(s("g")))
+        .with_generation_id(1)
+        .with_member_id(s("m"));
+    let beat: HeartbeatResponse = call(&mut c, ApiKey::Heartbeat, 4, &beat).await;
+    assert_eq!(beat.error_code, COORDINATOR_LOAD_IN_PROGRESS);
+    let joined = JoinGroupResponse::default()
+        .with_generation_id(1)
+        .with_member_id(s("m"));
+    let synced: SyncGroupResponse = call(
+        &mut c,
+        ApiKey::SyncGroup,
+        5,
+        &sync_request("g", &joined, Vec::new(), 5),
+    )
+    .await;
+    assert_eq!(synced.error_code, COORDINATOR_LOAD_IN_PROGRESS);
+    let leave = LeaveGroupRequest::default()
+        .with_group_id(GroupId(s("g")))
+        .with_members(vec![MemberIdentity::default().with_member_id(s("m"))]);
+    let left: LeaveGroupResponse = call(&mut c, ApiKey::LeaveGroup, 4, &leave).await;
+    assert_eq!(left.error_code, COORDINATOR_LOAD_IN_PROGRESS);
+}
+
+fn offset_delete_request(group: &str, partitions: &[(&str, i32)]) -> OffsetDeleteRequest {
+    use kafka_protocol::messages::offset_delete_request::{
+        OffsetDeleteRequestPartition, OffsetDeleteRequestTopic,
+    };
+    let topics = partitions
+        .iter()
+        .map(|(topic, partition)| {
+            OffsetDeleteRequestTopic::default()
+                .with_name(TopicName(s(topic)))
+                .with_partitions(vec![
+                    OffsetDeleteRequestPartition::default().with_partition_index(*partition)
+                ])
+        })
+        .collect();
+    OffsetDeleteRequest::default()
+        .with_group_id(GroupId(s(group)))
+        .with_topics(topics)
+}
+
+fn offset_delete_codes(answer: &OffsetDeleteResponse) -> Vec<i16> {
+    answer
+        .topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+        .collect()
+}
+
+/// A ConsumerProtocol Subscription v0 of `topics`, as a Kafka consumer
+/// joins with.
+fn subscription(topics: &[&str]) -> Bytes {
+    let mut b = vec![0, 0];
+    b.extend_from_slice(&(topics.len() as i32).to_be_bytes());
+    for t in topics {
+        b.extend_from_slice(&(t.len() as i16).to_be_bytes());
+        b.extend_from_slice(t.as_bytes());
+    }
+    b.extend_from_slice(&(-1i32).to_be_bytes());
+    Bytes::from(b)
+}
+
+/// OffsetDelete v0 (KAFKA.md "Groups"): an unknown group is
+/// GROUP_ID_NOT_FOUND; a group without members loses the offsets asked
+/// (unknown partitions answered UNKNOWN_TOPIC_OR_PARTITION); with a live
+/// member, the topics its Subscription names are GROUP_SUBSCRIBED_TO_TOPIC
+/// and the others go; the group's OffsetFetch shows what is left; a lying
+/// count closes its connection only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn offset_delete_deletes_unsubscribed_offsets_of_a_group() {
+    const GROUP_ID_NOT_FOUND: i16 = 69;
+    const GROUP_SUBSCRIBED_TO_TOPIC: i16 = 86;
+    let srv = server_with_topic().await;
+    let b = Arc::clone(&srv.broker);
+    tokio::task::spawn_blocking(move || b.get_or_create_topic("other", 1))
+        .await
+        .unwrap()
+        .unwrap();
+    let mut c = TcpStream::connect(srv.addr).await.unwrap();
+    let delete = |partitions: &[(&str, i32)]| offset_delete_request("od", partitions);
+    let answer: OffsetDeleteResponse =
+        call(&mut c, ApiKey::OffsetDelete, 0, &delete(&[("t", 0)])).await;
+    assert_eq!(answer.error_code, GROUP_ID_NOT_FOUND);
+    assert!(answer.topics.is_empty());
+    let commit = commit_request(
+        "od",
+        -1,
+        "",
+        &[("t", 0, 4), ("t", 1, 5), ("other", 0, 6)],
+        8,
+    );
+    let answer: OffsetCommitResponse = call(&mut c, ApiKey::OffsetCommit, 8, &commit).await;
+    assert_eq!(commit_codes(&answer), [NONE, NONE, NONE]);
+
+    // No members: deleted; unknown partitions and topics answered.
+    let answer: OffsetDeleteResponse = call(
+        &mut c,
+        ApiKey::OffsetDelete,
+        0,
+        &delete(&[("t", 0), ("t", 7), ("nope", 0), ("t", -1)]),
+    )
+    .await;
+    assert_eq!(answer.error_code, NONE);
+    assert_eq!(
+        offset_delete_codes(&answer),
+        [
+            NONE,
+            UNKNOWN_TOPIC_OR_PARTITION,
+            UNKNOWN_TOPIC_OR_PARTITION,
+            UNKNOWN_TOPIC_OR_PARTITION
+        ]
+    );
+    assert_eq!(
+        fetch_offsets(&mut c, "od", 8).await,
+        (NONE, vec![(0, -1), (1, 5)])
+    );
+
+    // A member subscribed to `other`: it stays, `t` goes.
+    let join =
+        join_request("od", "", None, 3).with_protocols(vec![JoinGroupRequestProtocol::default()
+            .with_name(s("range"))
+            .with_metadata(subscription(&["other"]))]);
+    let joined: JoinGroupResponse = call(&mut c, ApiKey::JoinGroup, 3, &join).await;
+    assert_eq!(joined.error_code, NONE, "{joined:?}");
+    let answer: OffsetDeleteResponse = call(
+        &mut c,
+        ApiKey::OffsetDelete,
+        0,
+        &delete(&[("other", 0), ("t", 1)]),
+    )
+    .await;
+    assert_eq!(answer.error_code, NONE);
+    assert_eq!(
+        offset_delete_codes(&answer),
+        [GROUP_SUBSCRIBED_TO_TOPIC, NONE]
+    );
+    assert_eq!(
+        fetch_offsets(&mut c, "od", 8).await,
+        (NONE, vec![(0, -1), (1, -1)])
+    );
+    let committed = srv.broker.groups.get("od", None).unwrap();
+    assert_eq!(committed.len(), 1, "{committed:?}");
+    assert_eq!(
+        (committed[0].topic.as_str(), committed[0].offset),
+        ("other", 6)
+    );
+
+    // A topics count past the frame's end closes only its connection.
+    let mut bytes = request_frame(
+        ApiKey::OffsetDelete,
+        0,
+        7,
+        &offset_delete_request("od", &[]),
+    );
+    let at = bytes.len() - 4;
+    bytes[at..].copy_from_slice(&i32::MAX.to_be_bytes());
+    let mut lying = TcpStream::connect(srv.addr).await.unwrap();
+    super::send_frame(&mut lying, &bytes).await;
+    assert!(read_frame(&mut lying).await.is_none(), "not closed");
+    let answer: OffsetDeleteResponse =
+        call(&mut c, ApiKey::OffsetDelete, 0, &delete(&[("t", 0)])).await;
+    assert_eq!(offset_delete_codes(&answer), [NONE]);
+}
+
+/// A group holds at most `GROUP_MEMBERS_MAX` members, pending ones (a
+/// v4+ join answered MEMBER_ID_REQUIRED) included, as Kafka's
+/// `group.max.size`: the next join is GROUP_MAX_SIZE_REACHED, and another
+/// group still takes members.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_join_past_the_groups_member_limit_is_group_max_size_reached() {
+    const GROUP_MAX_SIZE_REACHED: i16 = 81;
+    let srv = server_with_topic().await;
+    let mut c = TcpStream::connect(srv.addr).await.unwrap();
+    let max = tidelog_broker::coordinator::config::GROUP_MEMBERS_MAX;
+    for i in 0..max {
+        let answer: JoinGroupResponse = call(
+            &mut c,
+            ApiKey::JoinGroup,
+            7,
+            &join_request("full", "", None, 7),
+        )
+        .await;
+        assert_eq!(answer.error_code, MEMBER_ID_REQUIRED, "join {i}");
+    }
+    let answer: JoinGroupResponse = call(
+        &mut c,
+        ApiKey::JoinGroup,
+        7,
+        &join_request("full", "", None, 7),
+    )
+    .await;
+    assert_eq!(answer.error_code, GROUP_MAX_SIZE_REACHED);
+    let other = join(&mut c, "roomy", 7).await;
+    assert_eq!(other.generation_id, 1);
 }
 
 /// A JoinGroup whose protocols array claims more elements than its frame

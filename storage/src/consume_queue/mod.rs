@@ -773,6 +773,20 @@ impl ConsumeQueue {
         }
     }
 
+    /// The first record with the largest timestamp, as (queue offset,
+    /// timestamp), or `None` when the queue holds no record (ListOffsets
+    /// -3, KIP-734): the maximum through the time index, then the lookup
+    /// of that timestamp, which finds the first record reaching it.
+    pub fn max_timestamp_record(&self, log: &CommitLog) -> Result<Option<(u64, i64)>> {
+        let mut times = QueueTimes::new(self, log);
+        let (from, end) = (self.min_offset(), self.max_offset());
+        let Some(max_ts) = self.time.max_timestamp(from, end, &mut times)? else {
+            return Ok(None);
+        };
+        let offset = self.offset_for_timestamp(max_ts, log)?;
+        Ok((offset < self.max_offset()).then_some((offset, max_ts)))
+    }
+
     /// Whether the time index must be brought up to the queue
     /// ([`ConsumeQueue::catch_up_time_index`]) before it follows new units.
     pub fn time_index_needs_catch_up(&self) -> bool {

@@ -560,6 +560,59 @@ impl TimeIndex {
         }
     }
 
+    /// The largest record timestamp at queue offsets `[from, end)`, or
+    /// `None` when no record there has one (ListOffsets -3, KIP-734). An
+    /// indexed interval wholly inside the range counts by its entry (a
+    /// file whose entries are all there by its last running maximum); the
+    /// rest is read from the records: a first interval the beginning
+    /// moved into (its entry covers records that are gone), intervals
+    /// without an entry yet, and the tail. So at most about two intervals
+    /// of records are read while the index is complete.
+    pub(crate) fn max_timestamp(
+        &self,
+        from: u64,
+        end: u64,
+        times: &mut dyn RecordTimes,
+    ) -> Result<Option<i64>> {
+        let mut best = NO_RECORDS;
+        // The ranges to read, planned under the lock and read after it,
+        // so the dispatcher's appends do not wait for the reads.
+        let mut unindexed: Vec<(u64, u64)> = Vec::new();
+        {
+            let files = self.lock();
+            let mut at = from;
+            while at < end {
+                let iv = self.interval_of(at);
+                let to = iv.end.min(end);
+                let entry = (at == iv.start && iv.end <= end)
+                    .then(|| files.binary_search_by_key(&iv.file_first, |f| f.first_unit))
+                    .and_then(Result::ok)
+                    .map(|i| &files[i]);
+                match entry {
+                    Some(f)
+                        if iv.k == 0
+                            && f.first_unit + self.units_per_file <= end
+                            && f.maxima.len() as u64 == self.complete_in(f.first_unit, end) =>
+                    {
+                        // The whole file, indexed: its running maximum.
+                        best = best.max(f.running.last().copied().unwrap_or(NO_RECORDS));
+                        at = f.first_unit + self.units_per_file;
+                        continue;
+                    }
+                    Some(f) if (iv.k as usize) < f.maxima.len() => {
+                        best = best.max(f.maxima[iv.k as usize]);
+                    }
+                    _ => unindexed.push((at, to)),
+                }
+                at = to;
+            }
+        }
+        for (lo, hi) in unindexed {
+            best = best.max(max_timestamp(times, lo, hi)?);
+        }
+        Ok((best != NO_RECORDS).then_some(best))
+    }
+
     /// Entries held (tests and stats).
     #[cfg(test)]
     pub(crate) fn entries(&self) -> usize {
