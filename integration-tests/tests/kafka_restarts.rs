@@ -1,7 +1,9 @@
 //! Real Kafka clients (kafka-python, confluent-kafka, kafkajs) across what
 //! happens to a server: a clean restart and a `kill -9` under `flush: sync`
 //! in the middle of a produce stream with a group consumer committing, and
-//! a compact topic read after its cleaning.
+//! a compact topic read after its cleaning; and across the other protocol
+//! where `kafka_clients.rs` does not go (HTTP json-format records read byte
+//! for byte, committed offsets both ways through `committed()`).
 //!
 //! The restart tests run their script in the background and drive it
 //! through files in a state directory (the script's docstring has the
@@ -355,4 +357,9 @@ fn confluent_kafka_reads_http_json_records_byte_for_byte_and_shares_committed_of
     let mut command = clients::python_command("kafka_cross_protocol.py");
     command.arg("confluent-kafka");
     cross_protocol(command);
+}
+
+#[test]
+fn kafkajs_reads_http_json_records_byte_for_byte_and_shares_committed_offsets_with_the_ext_route() {
+    cross_protocol(clients::node_command("kafkajs_cross_protocol.js"));
 }
