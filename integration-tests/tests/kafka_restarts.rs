@@ -205,6 +205,7 @@ fn stream_through_restarts(
         std::fs::write(state.join(format!("restarted-{k}")), "").expect("write restarted-k");
     }
     let stdout = script.finish();
+    eprintln!("{stdout}");
     assert!(
         stdout.contains("every acknowledged record reported"),
         "the script exited 0 without its closing line:\n{stdout}"
@@ -299,15 +300,24 @@ topics:
     ))
 }
 
-/// Runs a compacted-read script against a fresh [`compaction_server`].
-fn read_compacted(mut command: Command) {
-    let server = compaction_server();
+/// Runs a client script to the end against `server`'s HTTP and Kafka
+/// addresses; it must print its `closing` line (proof it ran to the end).
+fn run_to_closing(server: &TidelogProcess, mut command: Command, closing: &str) {
     let kafka = server.kafka_addr.expect("the harness gave it a Kafka port");
     command.arg(server.url()).arg(kafka.to_string());
     let stdout = clients::run_script(command);
     assert!(
-        stdout.contains("kafka_compacted_read: the compacted log read back"),
-        "the script exited 0 without its closing line:\n{stdout}"
+        stdout.contains(closing),
+        "the script exited 0 without its closing line {closing:?}:\n{stdout}"
+    );
+}
+
+/// Runs a compacted-read script against a fresh [`compaction_server`].
+fn read_compacted(command: Command) {
+    run_to_closing(
+        &compaction_server(),
+        command,
+        "kafka_compacted_read: the compacted log read back",
     );
 }
 
@@ -332,14 +342,11 @@ fn kafkajs_reads_a_compact_topic_after_cleaning_one_record_per_key_at_its_offset
 
 /// Runs a cross-protocol script (`kafka_cross_protocol.py` or its kafkajs
 /// twin) against a fresh server.
-fn cross_protocol(mut command: Command) {
-    let server = TidelogProcess::start(&[]);
-    let kafka = server.kafka_addr.expect("the harness gave it a Kafka port");
-    command.arg(server.url()).arg(kafka.to_string());
-    let stdout = clients::run_script(command);
-    assert!(
-        stdout.contains("kafka_cross_protocol: every crossing checked"),
-        "the script exited 0 without its closing line:\n{stdout}"
+fn cross_protocol(command: Command) {
+    run_to_closing(
+        &TidelogProcess::start(&[]),
+        command,
+        "kafka_cross_protocol: every crossing checked",
     );
 }
 
