@@ -187,33 +187,24 @@ async fn two_partitions_of_one_request_keep_their_own_sequences() {
                         .with_records(Some(idempotent(two, id, 0, seq1))),
                 ])])
     };
-    let answer: ProduceResponse = call(&mut c, ApiKey::Produce, 3, &request(0, 0)).await;
-    let parts = &answer.responses[0].partition_responses;
-    assert_eq!(
-        parts
+    // (error code, base offset) of each partition.
+    let answers = |answer: ProduceResponse| -> Vec<(i16, i64)> {
+        answer.responses[0]
+            .partition_responses
             .iter()
             .map(|p| (p.error_code, p.base_offset))
-            .collect::<Vec<_>>(),
-        [(0, 0), (0, 0)]
-    );
+            .collect()
+    };
+    let answer = call(&mut c, ApiKey::Produce, 3, &request(0, 0)).await;
+    assert_eq!(answers(answer), [(0, 0), (0, 0)]);
     // Partition 0 retried (a duplicate), partition 1 one batch on; then
     // partition 1 out of order while 0 goes on: errors are per partition.
-    let answer: ProduceResponse = call(&mut c, ApiKey::Produce, 9, &request(0, 2)).await;
-    let parts = &answer.responses[0].partition_responses;
-    assert_eq!(
-        parts
-            .iter()
-            .map(|p| (p.error_code, p.base_offset))
-            .collect::<Vec<_>>(),
-        [(0, 0), (0, 2)]
-    );
-    let answer: ProduceResponse = call(&mut c, ApiKey::Produce, 9, &request(2, 7)).await;
-    let parts = &answer.responses[0].partition_responses;
-    assert_eq!((parts[0].error_code, parts[0].base_offset), (0, 2));
-    assert_eq!(
-        parts[1].error_code,
-        ResponseError::OutOfOrderSequenceNumber.code()
-    );
+    let answer = call(&mut c, ApiKey::Produce, 9, &request(0, 2)).await;
+    assert_eq!(answers(answer), [(0, 0), (0, 2)]);
+    let answer = call(&mut c, ApiKey::Produce, 9, &request(2, 7)).await;
+    let got = answers(answer);
+    assert_eq!(got[0], (0, 2));
+    assert_eq!(got[1].0, ResponseError::OutOfOrderSequenceNumber.code());
     // Two batches of two in each partition, nothing more.
     for p in 0..2 {
         let got = fetch_n(&mut c, 12, "pair", p, 0, 4).await;

@@ -344,7 +344,7 @@ impl EntryBuilder {
 
     /// Append the next record; returns where it starts in the entry and
     /// its length. The caller has validated every length (see
-    /// `CommitLog::append`).
+    /// `CommitLog::append_as`).
     pub fn push(&mut self, buf: &mut Vec<u8>, r: &RecordFields<'_>) -> (usize, usize) {
         let distance = buf.len() - self.start;
         let mut flags = 0;

@@ -235,9 +235,10 @@ impl CommitLog {
     }
 
     /// Append a batch (one produce request) as one unit: every record is
-    /// validated first, so either all of it is appended or none. Returns
-    /// where each record landed, in the batch's order, and the log position
-    /// after the batch. Does not wait for a flush; see
+    /// validated first, so either all of it is appended or none. Answers
+    /// [`LogAppend::Written`] with where each record landed, in the batch's
+    /// order, and the log position after the batch. Does not wait for a
+    /// flush; see
     /// [`CommitLog::wait_flushed`] and [`CommitLog::flush_all`].
     ///
     /// The records of one partition go into one entry (see [`format`]),
@@ -246,22 +247,12 @@ impl CommitLog {
     ///
     /// `max_payload` lowers the store's record limit for this batch (a
     /// topic's `max.message.bytes`); `u64::MAX` keeps the store's.
-    pub fn append(&self, batch: &[AppendRecord], max_payload: u64) -> Result<(Vec<Appended>, u64)> {
-        match self.append_as(batch, max_payload, None)? {
-            LogAppend::Written { appended, end } => Ok((appended, end)),
-            LogAppend::Duplicate { .. } => Err(StoreError::inconsistent(
-                &self.dir,
-                self.committed(),
-                "an append without a producer was taken for a duplicate",
-            )),
-        }
-    }
-
-    /// [`append`](Self::append), as `producer`'s batch when it is given: the
-    /// batch must be of one partition, and its sequence is checked against
-    /// the producer state under the writer's lock, before anything is
-    /// planned (Kafka's rules, `crate::producer_state`). A retry of one of
-    /// the producer's last five batches writes nothing and answers
+    ///
+    /// With `producer`, the batch is that idempotent producer's: it must be
+    /// of one partition, and its sequence is checked against the producer
+    /// state under the writer's lock, before anything is planned (Kafka's
+    /// rules, `crate::producer_state`). A retry of one of the producer's
+    /// last five batches writes nothing and answers
     /// [`LogAppend::Duplicate`]; a batch out of sequence is
     /// [`StoreError::ProducerRefused`]. The state moves only once the batch
     /// is written, like the next offsets.

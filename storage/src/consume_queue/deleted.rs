@@ -31,7 +31,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::codec::{self, Reader, U16_LEN, U32_LEN, U64_LEN};
+use crate::codec::{self, U16_LEN, U32_LEN, U64_LEN};
 use crate::error::{CorruptionKind, IoContext, Result, StoreError};
 use crate::fs_util;
 use crate::types::{validate_topic_name, TOPIC_NAME_MAX};
@@ -123,28 +123,8 @@ impl DeletedPartitions {
     }
 
     pub fn decode(b: &[u8]) -> std::result::Result<DeletedPartitions, CorruptionKind> {
-        if b.len() < HEADER_LEN + CRC_LEN {
-            return Err(CorruptionKind::NoHeader {
-                what: "deleted-partitions table",
-                len: b.len() as u64,
-            });
-        }
-        let (body, crc) = b.split_at(b.len() - CRC_LEN);
-        let stored = codec::get_u32(crc, 0);
-        let computed = crc32c::crc32c(body);
-        if stored != computed {
-            return Err(CorruptionKind::CrcMismatch { stored, computed });
-        }
-        let mut r = Reader::new(body);
-        let magic = r.u32()?;
-        if magic != MAGIC {
-            return Err(CorruptionKind::BadMagic { found: magic });
-        }
-        let version = r.u16()?;
-        if version != VERSION {
-            return Err(CorruptionKind::UnknownVersion { found: version });
-        }
-        r.u16()?;
+        let mut r =
+            codec::crc_framed_table(b, "deleted-partitions table", HEADER_LEN, MAGIC, VERSION)?;
         let count = r.u32()?;
         if count > ENTRIES_MAX {
             return Err(CorruptionKind::TooManyEntries {

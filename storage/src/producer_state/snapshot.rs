@@ -34,7 +34,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::{BatchMeta, ProducerEntry, ProducerStates, BATCHES_RETAINED, PRODUCER_ENTRIES_MAX};
-use crate::codec::{self, Reader, U32_LEN};
+use crate::codec::{self, U32_LEN};
 use crate::commit_log::format::TOPIC_LEN_MAX;
 use crate::error::{CorruptionKind, IoContext, Result};
 use crate::fs_util;
@@ -82,28 +82,7 @@ pub fn encode(states: &ProducerStates, log_position: u64) -> Vec<u8> {
 
 /// Decode a snapshot: the state and the log position it covers.
 pub fn decode(b: &[u8]) -> std::result::Result<(ProducerStates, u64), CorruptionKind> {
-    if b.len() < HEADER_LEN + CRC_LEN {
-        return Err(CorruptionKind::NoHeader {
-            what: "producer-state snapshot",
-            len: b.len() as u64,
-        });
-    }
-    let (body, crc) = b.split_at(b.len() - CRC_LEN);
-    let stored = codec::get_u32(crc, 0);
-    let computed = crc32c::crc32c(body);
-    if stored != computed {
-        return Err(CorruptionKind::CrcMismatch { stored, computed });
-    }
-    let mut r = Reader::new(body);
-    let magic = r.u32()?;
-    if magic != MAGIC {
-        return Err(CorruptionKind::BadMagic { found: magic });
-    }
-    let version = r.u16()?;
-    if version != VERSION {
-        return Err(CorruptionKind::UnknownVersion { found: version });
-    }
-    r.u16()?;
+    let mut r = codec::crc_framed_table(b, "producer-state snapshot", HEADER_LEN, MAGIC, VERSION)?;
     let log_position = r.u64()?;
     let count = r.u32()?;
     if count as usize > PRODUCER_ENTRIES_MAX {
