@@ -225,8 +225,9 @@ pub enum CorruptionKind {
     SegmentMissing { base: u64, previous_end: u64 },
     /// The CommitLog was written in another format version.
     #[error(
-        "the CommitLog holds format version {version}, this tidelog reads version {} only; \
-         start the old version to drain it, or move the data dir aside",
+        "the CommitLog holds format version {version}, this tidelog reads versions {} and {} only; \
+         start the version that wrote it to drain it, or move the data dir aside",
+        crate::commit_log::format::VERSION_2,
         crate::commit_log::format::VERSION
     )]
     LogFormatVersion { version: u8 },
