@@ -236,7 +236,8 @@ impl ApiError {
 /// * `Closed`: 50301, the server is shutting down; a retry elsewhere or later
 ///   will do.
 /// * `InvalidInput`: 40002; the API validates first, so reaching this means a
-///   limit the store has and the API does not know about.
+///   limit the store has and the API does not know about. `ProducerRefused`
+///   (a Kafka idempotent producer's sequence; HTTP sends none): 40002.
 /// * `DispatchStalled`: 50302; `FlushTimedOut`: 50303 (appended, durability
 ///   unknown: the client may retry, and may then find the record twice).
 /// * `InvalidConfig`: 50001; only `Store::open` returns it.
@@ -264,6 +265,9 @@ impl From<tidelog_broker::store::StoreError> for ApiError {
                 message: format!("{message}: the server is shutting down"),
             },
             S::InvalidInput { .. } => ApiError::BadRequest { message },
+            // Only a Kafka idempotent producer's batch carries a sequence;
+            // HTTP sends none, so reaching this is a caller's mistake.
+            S::ProducerRefused { .. } => ApiError::BadRequest { message },
             S::DispatchStalled { .. } => ApiError::DispatchStalled { message },
             S::FlushTimedOut { .. } => ApiError::FlushTimedOut { message },
             S::TopicDeleted { topic } => ApiError::unknown_topic(&topic),

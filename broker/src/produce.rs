@@ -28,7 +28,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tidelog_storage::commit_log::format::headers_block_len;
 use tidelog_storage::{
-    AppendRecord, Appended, FlushMode, Header, RecordProblem, StoreConfig, StoreError,
+    AppendRecord, Appended, BatchMeta, FlushMode, Header, ProducerAppend, ProducerBatch,
+    RecordProblem, StoreConfig, StoreError,
 };
 
 use crate::broker::Broker;
@@ -58,6 +59,9 @@ pub struct Produced {
     batch: Vec<AppendRecord>,
     appended: Vec<Appended>,
     payload_bytes: u64,
+    /// An idempotent producer's retry: the original batch's offsets
+    /// (nothing was written, `offsets` is empty).
+    duplicate: Option<BatchMeta>,
 }
 
 impl Produced {
@@ -80,6 +84,12 @@ impl Produced {
     /// Key, value and header bytes of all records.
     pub fn payload_bytes(&self) -> u64 {
         self.payload_bytes
+    }
+
+    /// `Some` when the batch was an idempotent producer's retry of a batch
+    /// already written: that batch's offsets.
+    pub fn duplicate_of(&self) -> Option<BatchMeta> {
+        self.duplicate
     }
 }
 
@@ -113,6 +123,23 @@ impl Broker {
         partition: Option<u32>,
         records: Vec<ProduceRecord>,
     ) -> Result<Produced, BrokerError> {
+        self.produce_to_as(topic, partition, records, None)
+    }
+
+    /// [`produce_to`](Self::produce_to) as an idempotent producer's batch
+    /// when `producer` is given (Kafka's Produce, a batch with producer id
+    /// ≥ 0): one partition, whose sequence the store checks in the same
+    /// critical section that appends (`tidelog_storage::producer_state`).
+    /// A retry of one of the producer's last five batches writes nothing
+    /// and answers [`Produced::duplicate_of`]; a batch out of sequence is
+    /// the store's `ProducerRefused`.
+    pub fn produce_to_as(
+        &self,
+        topic: &Topic,
+        partition: Option<u32>,
+        records: Vec<ProduceRecord>,
+        producer: Option<ProducerBatch>,
+    ) -> Result<Produced, BrokerError> {
         if topic.is_internal() {
             return Err(BrokerError::InternalTopic {
                 topic: topic.name.to_string(),
@@ -127,18 +154,39 @@ impl Broker {
                 batch,
                 appended: Vec::new(),
                 payload_bytes,
+                duplicate: None,
             });
         }
         let limit = RecordLimit::new(self.store.config(), topic);
-        let appended = self
+        let (appended, duplicate) = match self
             .store
-            .append_within(&batch, limit.topic_limit)
-            .map_err(|e| limit.refusal(topic, e))?;
+            .append_as(&batch, limit.topic_limit, producer.as_ref())
+            .map_err(|e| limit.refusal(topic, e))?
+        {
+            ProducerAppend::Written(appended) => (appended, None),
+            ProducerAppend::Duplicate(original) => (Vec::new(), Some(original)),
+        };
         Ok(Produced {
             batch,
             appended,
             payload_bytes,
+            duplicate,
         })
+    }
+
+    /// InitProducerId for a producer without a transactional id: a new
+    /// producer id at epoch 0, or, when the client names an id this data
+    /// dir handed out and its epoch (InitProducerId v3+, KIP-360), the same
+    /// id at the next epoch, so the producer's batches of the old epoch are
+    /// refused from then on. An epoch that cannot grow gets a new id. Ids
+    /// are durable: never handed out twice, across restarts and crashes.
+    pub fn init_producer_id(&self, current: Option<(i64, i16)>) -> Result<(i64, i16), BrokerError> {
+        if let Some((id, epoch)) = current {
+            if id >= 0 && (0..i16::MAX - 1).contains(&epoch) && self.store.producer_id_issued(id) {
+                return Ok((id, epoch + 1));
+            }
+        }
+        Ok((self.store.allocate_producer_id()?, 0))
     }
 
     /// Whether an append waits for an fsync (`flush: sync`). Otherwise it

@@ -224,3 +224,83 @@ fn kafkajs_delete_topic_records_moves_the_beginning_every_reader_sees_across_a_c
         "kafkajs_delete_records",
     );
 }
+
+/// An idempotent producer of `client` (`idempotent_restart.py`) keeps
+/// producing while the server, under `flush: sync`, is killed with SIGKILL
+/// and started again: every acknowledged record is in the partition once.
+fn idempotent_producer_across_a_kill_9(client: &str) {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
+
+    let mut server = TidelogProcess::start_with_config(&format!(
+        "{}\n  flush: sync\n",
+        common::SMALL_STORE.trim_end()
+    ));
+    let kafka = server.kafka_addr.expect("the harness gave it a Kafka port");
+    let mut child = clients::python_command("idempotent_restart.py")
+        .arg(client)
+        .arg(server.url())
+        .arg(kafka.to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start idempotent_restart.py");
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    let stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
+    // The script's own deadlines bound it; this bounds a hung one (and
+    // kills only the script, only while it has not been waited for).
+    let pid = child.id();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watchdog = {
+        let done = std::sync::Arc::clone(&done);
+        std::thread::spawn(move || {
+            let deadline = std::time::Instant::now() + clients::SCRIPT_TIMEOUT;
+            while std::time::Instant::now() < deadline {
+                if done.load(std::sync::atomic::Ordering::Acquire) {
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            // SAFETY: kill(2) of our own child, not reaped yet (the test
+            // waits for it only after `done` is set).
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+        })
+    };
+    let mut lines = Vec::new();
+    for line in stdout.lines() {
+        let line = line.expect("script stdout");
+        if line == "RESTART" {
+            server.kill_9();
+            server.start_again();
+            writeln!(stdin, "RESTARTED").expect("tell the script");
+        }
+        lines.push(line);
+    }
+    // stdout hit EOF: the script is exiting. Stop the watchdog before the
+    // wait reaps it, so its pid is never signalled after reuse.
+    done.store(true, std::sync::atomic::Ordering::Release);
+    watchdog.join().expect("watchdog");
+    let output = child.wait_with_output().expect("script exit");
+    let stdout = lines.join("\n");
+    assert!(
+        output.status.success(),
+        "idempotent_restart.py {client} failed ({}):\n{stdout}\n--- stderr ---\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        stdout.contains("every acknowledged record exactly once"),
+        "the script exited 0 without its closing line:\n{stdout}"
+    );
+}
+
+#[test]
+fn kafka_python_default_idempotent_producer_across_a_kill_9_writes_every_record_once() {
+    idempotent_producer_across_a_kill_9("kafka-python");
+}
+
+#[test]
+fn confluent_kafka_idempotent_producer_across_a_kill_9_writes_every_record_once() {
+    idempotent_producer_across_a_kill_9("confluent-kafka");
+}

@@ -15,9 +15,10 @@ use kafka_protocol::messages::{
     AlterConfigsRequest, ApiKey, ApiVersionsRequest, CreateTopicsRequest, DeleteRecordsRequest,
     DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest, DescribeGroupsRequest,
     FetchRequest, FindCoordinatorRequest, HeartbeatRequest, IncrementalAlterConfigsRequest,
-    JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest, ListOffsetsRequest, MetadataRequest,
-    OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest, ProduceRequest, RequestHeader,
-    ResponseHeader, SaslAuthenticateRequest, SaslHandshakeRequest, SyncGroupRequest,
+    InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
+    ListOffsetsRequest, MetadataRequest, OffsetCommitRequest, OffsetDeleteRequest,
+    OffsetFetchRequest, ProduceRequest, RequestHeader, ResponseHeader, SaslAuthenticateRequest,
+    SaslHandshakeRequest, SyncGroupRequest,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
 use tidelog_broker::Broker;
@@ -54,6 +55,8 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AlterConfigs, 0, 2),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::DescribeCluster, 0, 1),
+    // Idempotent producers (KAFKA.md "Idempotent producers").
+    (ApiKey::InitProducerId, 0, 4),
     // SASL/PLAIN for the admin token (KAFKA.md "Security").
     (ApiKey::SaslHandshake, 0, 1),
     (ApiKey::SaslAuthenticate, 0, 2),
@@ -302,6 +305,11 @@ pub async fn handle_in(
             let answer = handlers::describe_cluster::handle(ctx, version, request);
             encode(api, id, key, version, &answer).map(Some)
         }
+        ApiKey::InitProducerId => {
+            let request = decode!(InitProducerIdRequest);
+            let answer = handlers::init_producer_id::handle(ctx, version, request).await;
+            encode(api, id, key, version, &answer).map(Some)
+        }
         ApiKey::SaslHandshake => {
             let request = decode!(SaslHandshakeRequest);
             let answer = handlers::sasl::handshake(ctx, session, version, request);
@@ -340,6 +348,7 @@ fn api_name(key: ApiKey) -> &'static str {
         ApiKey::AlterConfigs => "AlterConfigs",
         ApiKey::IncrementalAlterConfigs => "IncrementalAlterConfigs",
         ApiKey::DescribeCluster => "DescribeCluster",
+        ApiKey::InitProducerId => "InitProducerId",
         ApiKey::SaslHandshake => "SaslHandshake",
         ApiKey::SaslAuthenticate => "SaslAuthenticate",
         _ => "unserved",

@@ -3,7 +3,7 @@
 //! fails its partition ([`RecordError`]: CORRUPT_MESSAGE, nothing written).
 
 use kafka_protocol::error::ResponseError;
-use tidelog_broker::store::StoreError;
+use tidelog_broker::store::{SequenceProblem, StoreError};
 use tidelog_broker::BrokerError;
 
 /// A record batch of a produce request that cannot be taken: its partition
@@ -38,15 +38,26 @@ pub enum RecordError {
     NullHeaderValue { name: String },
     #[error("control and transactional batches are not served")]
     Transactional,
+    #[error("an idempotent producer's batch must be its partition's only one ({batches} sent)")]
+    ProducerBatches { batches: usize },
+    #[error(
+        "producer id {producer_id}, epoch {epoch}, base sequence {base_sequence} are out of range"
+    )]
+    BadProducer {
+        producer_id: i64,
+        epoch: i16,
+        base_sequence: i32,
+    },
 }
 
 impl RecordError {
     /// The partition's error code in the Produce answer.
     pub fn code(&self) -> i16 {
         match self {
-            RecordError::NullHeaderValue { .. } | RecordError::Transactional => {
-                ResponseError::InvalidRecord.code()
-            }
+            RecordError::NullHeaderValue { .. }
+            | RecordError::Transactional
+            | RecordError::ProducerBatches { .. }
+            | RecordError::BadProducer { .. } => ResponseError::InvalidRecord.code(),
             _ => ResponseError::CorruptMessage.code(),
         }
     }
@@ -137,6 +148,13 @@ pub fn broker_code(e: &BrokerError) -> i16 {
             }
             StoreError::FlushTimedOut { .. } => ResponseError::RequestTimedOut,
             StoreError::Closed => ResponseError::LeaderNotAvailable,
+            // Kafka's sequence rules (KAFKA.md "Idempotent producers").
+            StoreError::ProducerRefused { problem, .. } => match problem {
+                SequenceProblem::StaleEpoch { .. } => ResponseError::InvalidProducerEpoch,
+                SequenceProblem::OutOfOrder { .. } => ResponseError::OutOfOrderSequenceNumber,
+                SequenceProblem::UnknownProducer { .. } => ResponseError::UnknownProducerId,
+                SequenceProblem::OutOfRange { .. } => ResponseError::InvalidRecord,
+            },
             other => {
                 tracing::error!(error = %other, "store failure answered UNKNOWN_SERVER_ERROR");
                 ResponseError::UnknownServerError

@@ -217,6 +217,7 @@ pub fn body(key: ApiKey, version: i16, frame: &[u8]) -> Walked {
         ApiKey::AlterConfigs => v >= 2,
         ApiKey::IncrementalAlterConfigs => v >= 1,
         ApiKey::DescribeCluster => true,
+        ApiKey::InitProducerId => v >= 2,
         ApiKey::SaslHandshake => false,
         ApiKey::SaslAuthenticate => v >= 2,
         _ => return Err("not a served API".into()),
@@ -489,6 +490,15 @@ pub fn body(key: ApiKey, version: i16, frame: &[u8]) -> Walked {
             w.fixed(1)?;
             if v >= 1 {
                 w.fixed(1)?;
+            }
+        }
+        // Transactional id (nullable), transaction timeout; v3+ the
+        // producer id and epoch.
+        ApiKey::InitProducerId => {
+            w.string()?;
+            w.fixed(4)?;
+            if v >= 3 {
+                w.fixed(8 + 2)?;
             }
         }
         _ => {}

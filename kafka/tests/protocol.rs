@@ -32,6 +32,9 @@ mod groups;
 // The admin APIs' tests, likewise.
 #[path = "protocol/admin.rs"]
 mod admin;
+// Idempotent producers' tests, likewise.
+#[path = "protocol/idempotence.rs"]
+mod idempotence;
 
 const MAX_REQUEST_BYTES: u64 = 1 << 20;
 
@@ -299,6 +302,7 @@ async fn api_versions_advertises_only_the_served_apis_and_answers_unknown_versio
                 (33, 0, 2),
                 (44, 0, 1),
                 (60, 0, 1),
+                (22, 0, 4),
                 (17, 0, 1),
                 (36, 0, 2)
             ]
@@ -313,7 +317,7 @@ async fn api_versions_advertises_only_the_served_apis_and_answers_unknown_versio
     assert_eq!(answer.get_i32(), 7);
     let body = ApiVersionsResponse::decode(&mut answer, 0).unwrap();
     assert_eq!(body.error_code, 35);
-    assert_eq!(body.api_keys.len(), 24);
+    assert_eq!(body.api_keys.len(), 25);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -177,6 +177,44 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// The body of a CRC-framed table file (magic u32, version u16, reserved
+/// u16, ..., CRC32C u32 of every byte before it, as the deleted-partitions
+/// table and the producer-state snapshot are): the CRC checked, then the
+/// magic and version; the reader is left after the reserved field.
+/// `header_len` is the fixed part the format needs before its entries.
+pub fn crc_framed_table<'a>(
+    b: &'a [u8],
+    what: &'static str,
+    header_len: usize,
+    magic: u32,
+    version: u16,
+) -> Result<Reader<'a>, crate::error::CorruptionKind> {
+    use crate::error::CorruptionKind;
+    if b.len() < header_len + U32_LEN {
+        return Err(CorruptionKind::NoHeader {
+            what,
+            len: b.len() as u64,
+        });
+    }
+    let (body, crc) = b.split_at(b.len() - U32_LEN);
+    let stored = get_u32(crc, 0);
+    let computed = crc32c::crc32c(body);
+    if stored != computed {
+        return Err(CorruptionKind::CrcMismatch { stored, computed });
+    }
+    let mut r = Reader::new(body);
+    let found = r.u32()?;
+    if found != magic {
+        return Err(CorruptionKind::BadMagic { found });
+    }
+    let found = r.u16()?;
+    if found != version {
+        return Err(CorruptionKind::UnknownVersion { found });
+    }
+    r.u16()?;
+    Ok(r)
+}
+
 /// Bytes `v` takes as a varint.
 #[inline]
 pub fn varint_len(v: u64) -> usize {

@@ -55,6 +55,16 @@ pub enum StoreError {
         problem: RecordProblem,
     },
 
+    /// An idempotent producer's batch is out of sequence (Kafka's rules,
+    /// `crate::producer_state`); nothing of it was written. A client
+    /// mistake or a producer that lost its state, never the store's.
+    #[error("{topic}-{partition}: {problem}")]
+    ProducerRefused {
+        topic: String,
+        partition: u32,
+        problem: crate::producer_state::SequenceProblem,
+    },
+
     /// An earlier write or fsync failed; the log refuses appends rather than
     /// guess what reached the disk. Restart (which runs recovery) to clear it.
     #[error("the commit log refuses appends after an earlier failure: {reason}")]
@@ -215,8 +225,9 @@ pub enum CorruptionKind {
     SegmentMissing { base: u64, previous_end: u64 },
     /// The CommitLog was written in another format version.
     #[error(
-        "the CommitLog holds format version {version}, this tidelog reads version {} only; \
-         start the old version to drain it, or move the data dir aside",
+        "the CommitLog holds format version {version}, this tidelog reads versions {} and {} only; \
+         start the version that wrote it to drain it, or move the data dir aside",
+        crate::commit_log::format::VERSION_2,
         crate::commit_log::format::VERSION
     )]
     LogFormatVersion { version: u8 },

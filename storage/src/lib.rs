@@ -21,6 +21,7 @@ pub mod error;
 pub mod fault;
 pub mod fs_util;
 pub mod index_file;
+pub mod producer_state;
 mod recovery;
 pub mod retention;
 pub mod store;
@@ -34,8 +35,9 @@ pub use consume_queue::DeletedRecords;
 pub use dispatch::DispatchSink;
 pub use error::{CorruptionKind, RecordProblem, Result, StoreError};
 pub use event_listener::{EventListener, Listener};
+pub use producer_state::{BatchMeta, ProducerBatch, SequenceProblem};
 pub use retention::{DeleteWhen, PassOutcome, RetentionConfig, Trigger};
-pub use store::{DataDirLock, ReadResult, RecoveryReport, Store, StoreStats};
+pub use store::{DataDirLock, ProducerAppend, ReadResult, RecoveryReport, Store, StoreStats};
 pub use types::{
     topic_name_problem, validate_topic_name, PhysicalOffset, QueueOffset, TopicNameProblem,
     TopicPartition,

@@ -103,6 +103,9 @@ pub(crate) fn segment_base_at(segments: &[Arc<Segment>], pos: u64) -> u64 {
 /// end, then make the end durable. `synced_below` is the checkpoint's
 /// `commitlog_flushed` (`None` without a checkpoint: then any invalid entry
 /// followed by valid data is middle corruption).
+// One caller (`Store::open`); the two callbacks are what it does with each
+// verified entry (producer state) and record (the sinks).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn recover_log(
     dir: &Path,
     mut segments: Vec<Arc<Segment>>,
@@ -110,6 +113,7 @@ pub(crate) fn recover_log(
     synced_below: Option<u64>,
     mode: RecoveryMode,
     clean_shutdown: bool,
+    on_entry: &mut dyn FnMut(&Entry),
     on_record: &mut dyn FnMut(&StoredRecord) -> Result<()>,
 ) -> Result<RecoveredLog> {
     let Some(first) = segments.first() else {
@@ -146,6 +150,7 @@ pub(crate) fn recover_log(
                 // and these bytes were just verified and are never rewritten.
                 let bytes = unsafe { seg.bytes((pos - seg.base()) as usize, v.total_len) };
                 let entry = Entry::new(bytes, v);
+                on_entry(&entry);
                 for record in entry.records() {
                     // The decode above walked every record already.
                     let record = record

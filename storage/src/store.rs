@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use event_listener::EventListener;
 
 use crate::checkpoint::Checkpoint;
-use crate::commit_log::{AppendRecord, Appended, CommitLog, NextOffsets, StoredRecord};
+use crate::commit_log::{AppendRecord, Appended, CommitLog, LogAppend, NextOffsets, StoredRecord};
 use crate::config::{FlushMode, StoreConfig};
 use crate::consume_queue::{ConsumeQueues, DeletedRecords};
 use crate::dispatch::{keep_going, ConsumeQueueSink, DispatchSink, Dispatcher, IndexSink};
@@ -30,6 +30,9 @@ use crate::error::{CorruptionKind, IoContext, QueuePosition, Result, StoreError}
 use crate::fault::FaultHandle;
 use crate::fs_util;
 use crate::index_file::IndexService;
+use crate::producer_state::ids::ProducerIds;
+use crate::producer_state::snapshot::Loaded;
+use crate::producer_state::{self, BatchMeta, ProducerBatch, ProducerStates};
 use crate::recovery;
 use crate::types::{now_ms, validate_topic_name, PhysicalOffset, QueueOffset, TopicPartition};
 
@@ -119,9 +122,23 @@ struct Inner {
     thread_restarts: AtomicU64,
     /// Serialises checkpoint writers (flush thread and shutdown).
     checkpoint_lock: Mutex<()>,
+    /// The producer-state version the last snapshot written holds.
+    producer_snapshot_version: AtomicU64,
+    /// Hands out producer ids (InitProducerId), durably.
+    producer_ids: Mutex<ProducerIds>,
     /// Wakes sleeping background threads at shutdown.
     wake: event_listener::Event,
     retention: RetentionState,
+}
+
+/// What [`Store::append_as`] did.
+#[derive(Debug)]
+pub enum ProducerAppend {
+    /// Written: where each record landed, in the batch's order.
+    Written(Vec<Appended>),
+    /// The producer's batch was written before, at these offsets; nothing
+    /// was written now.
+    Duplicate(BatchMeta),
 }
 
 pub struct Store {
@@ -286,6 +303,18 @@ impl Store {
             );
             truncate_all(&sinks, start)?;
         }
+        // Producer state: the snapshot covers the log below its position;
+        // the entries the scan verifies at or past it are replayed on top.
+        let (mut producers, producers_from) = match producer_state::snapshot::load(&dir)? {
+            Loaded::Snapshot(states, position) => (states, position),
+            Loaded::Missing => {
+                if !fresh {
+                    tracing::warn!(data_dir = %dir.display(), "no producer-state snapshot (a data dir of an older tidelog, or the file was lost); producer state is rebuilt from the entries recovery reads");
+                }
+                (ProducerStates::default(), 0)
+            }
+            Loaded::Damaged => (ProducerStates::default(), 0),
+        };
         let mut replayed = 0u64;
         let recovered = recovery::recover_log(
             &cl_dir,
@@ -294,12 +323,40 @@ impl Store {
             synced_below,
             config.recovery_mode,
             clean,
+            &mut |entry| {
+                let v = entry.view();
+                let Some(p) = v.producer.filter(|_| v.physical_offset >= producers_from) else {
+                    return;
+                };
+                // A deleted topic's records stay deleted, its producers too.
+                if queues
+                    .deleted_next_offset(entry.topic(), v.partition)
+                    .is_some_and(|n| v.base_queue_offset < n)
+                {
+                    return;
+                }
+                producers.replay(
+                    &Arc::from(entry.topic()),
+                    v.partition,
+                    &p,
+                    v.record_count,
+                    v.base_queue_offset,
+                    v.store_timestamp_ms,
+                );
+            },
             &mut |record| {
                 replayed += 1;
                 sinks.iter().try_for_each(|s| s.dispatch(record))
             },
         )?;
         let end = recovered.end;
+        if producers_from > end {
+            // Only a log cut below a flushed position (`recovery_mode:
+            // truncate` past damage) gets here: the snapshot may hold
+            // batches the log lost, whose offsets will be handed out again.
+            tracing::warn!(snapshot_position = producers_from, end, "the producer-state snapshot covers more than the recovered commit log; dropping it and keeping only what the scan read");
+            producers = ProducerStates::default();
+        }
         sinks.iter().try_for_each(|s| s.end_batch())?;
         // Records dispatched during the scan all lie below the valid end;
         // this only drops what sinks held past it from before the crash
@@ -347,6 +404,9 @@ impl Store {
             next.insert(tp, n.max(q.max_offset()));
         }
         log.set_next_offsets(next);
+        let producer_id_floor = producers.max_producer_id().map_or(0, |id| id + 1);
+        log.set_producer_states(producers);
+        let producer_ids = ProducerIds::load(&dir, producer_id_floor)?;
 
         let inner = Arc::new(Inner {
             config,
@@ -357,6 +417,8 @@ impl Store {
             stop: AtomicBool::new(false),
             thread_restarts: AtomicU64::new(0),
             checkpoint_lock: Mutex::new(()),
+            producer_snapshot_version: AtomicU64::new(0),
+            producer_ids: Mutex::new(producer_ids),
             wake: event_listener::Event::new(),
             retention: RetentionState::default(),
         });
@@ -468,6 +530,28 @@ impl Store {
     /// itself, so the record rules are checked once, by the writer, and a
     /// refusal names the record ([`StoreError::RecordRefused`]).
     pub fn append_within(&self, batch: &[AppendRecord], max_payload: u64) -> Result<Vec<Appended>> {
+        match self.append_as(batch, max_payload, None)? {
+            ProducerAppend::Written(appended) => Ok(appended),
+            ProducerAppend::Duplicate(_) => Err(StoreError::inconsistent(
+                self.data_dir(),
+                0,
+                "an append without a producer was taken for a duplicate",
+            )),
+        }
+    }
+
+    /// [`append_within`](Self::append_within) as an idempotent producer's
+    /// batch (one partition) when `producer` is given: its sequence is
+    /// checked in the writer's critical section (`crate::producer_state`).
+    /// A retry of one of its last five batches writes nothing and answers
+    /// [`ProducerAppend::Duplicate`] with the original offsets, after the
+    /// same sync flush wait a write gets (so the original is durable too).
+    pub fn append_as(
+        &self,
+        batch: &[AppendRecord],
+        max_payload: u64,
+        producer: Option<&ProducerBatch>,
+    ) -> Result<ProducerAppend> {
         if self.closed.load(Ordering::Acquire) {
             return Err(StoreError::Closed);
         }
@@ -483,14 +567,36 @@ impl Store {
         if let Some(stalled) = self.inner.dispatcher.stall() {
             return Err(stalled);
         }
-        let (appended, end) = self.inner.log.append(batch, max_payload)?;
+        let (answer, end) = match self.inner.log.append_as(batch, max_payload, producer)? {
+            LogAppend::Written { appended, end } => (ProducerAppend::Written(appended), end),
+            LogAppend::Duplicate { batch, end } => (ProducerAppend::Duplicate(batch), end),
+        };
         if self.inner.config.flush == FlushMode::Sync {
             self.inner.log.wait_flushed(
                 end,
                 Duration::from_millis(self.inner.config.sync_flush_timeout_ms),
             )?;
         }
-        Ok(appended)
+        Ok(answer)
+    }
+
+    /// A new producer id for InitProducerId: never one handed out before in
+    /// this data dir, across restarts and crashes (`producer_state::ids`).
+    pub fn allocate_producer_id(&self) -> Result<i64> {
+        self.inner
+            .producer_ids
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .allocate()
+    }
+
+    /// Whether `producer_id` was handed out by this data dir.
+    pub fn producer_id_issued(&self, producer_id: i64) -> bool {
+        self.inner
+            .producer_ids
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .issued(producer_id)
     }
 
     /// `Some` while dispatch is stalled: the error appends are refused with
@@ -885,6 +991,7 @@ impl Inner {
         // trust `dispatched`, and indexes pointing past the flushed log
         // would point at zeros after a power loss.
         let dispatched = dispatched.min(flushed);
+        self.store_producer_snapshot()?;
         Checkpoint {
             commitlog_flushed: flushed,
             dispatched,
@@ -894,6 +1001,27 @@ impl Inner {
         self.retention
             .durable_dispatched
             .fetch_max(dispatched, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Write the producer-state snapshot if the state changed since the
+    /// last one: after the checkpoint's positions were read (so the
+    /// snapshot's position is at or past the recovery start the checkpoint
+    /// will name) and before the checkpoint is written, with the log
+    /// flushed up to the snapshot's position first (so a power loss can
+    /// never keep a batch in the snapshot and lose it from the log). A
+    /// failure fails the checkpoint: the old pair stays consistent.
+    fn store_producer_snapshot(&self) -> Result<()> {
+        let since = self.producer_snapshot_version.load(Ordering::Acquire);
+        let Some((states, position, version)) = self.log.producer_snapshot(since) else {
+            return Ok(());
+        };
+        if self.log.flushed() < position {
+            self.log.flush_all()?;
+        }
+        producer_state::snapshot::store(&self.config.data_dir, &states, position)?;
+        self.producer_snapshot_version
+            .store(version, Ordering::Release);
         Ok(())
     }
 

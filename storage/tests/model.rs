@@ -196,3 +196,177 @@ fn random_appends_reads_and_reopens_match_the_model() {
         }
     }
 }
+
+/// The producer state a model keeps: epoch and the last five batches
+/// (first sequence, last sequence, first offset, last offset).
+#[derive(Default, Clone, Debug)]
+struct ModelProducer {
+    epoch: i16,
+    batches: std::collections::VecDeque<(i32, i32, u64, u64)>,
+}
+
+/// Seeded model test of idempotent producers: several producers on a few
+/// partitions send new batches (some large enough to be split across
+/// entries and segments), retries of retained and of older batches, gaps,
+/// new epochs and stale ones, with clean and unclean reopens in between;
+/// every outcome (written at the model's offsets, duplicate with the
+/// model's offsets, or the model's refusal) and every partition's records
+/// are checked against the model.
+#[test]
+fn random_idempotent_producers_match_the_model() {
+    use tidelog_storage::{ProducerAppend, ProducerBatch, SequenceProblem, StoreError};
+
+    let seed = seed("producer-model");
+    let mut rng = Rng::new(seed);
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), &mut rng);
+    let mut store = Some(Store::open(cfg.clone()).unwrap());
+    // (producer, partition) → state; partition → values in offset order.
+    let mut producers: HashMap<(i64, u32), ModelProducer> = HashMap::new();
+    let mut partitions: HashMap<u32, Vec<String>> = HashMap::new();
+    // (producer, partition, epoch, first seq) → the batch's values, to retry.
+    let mut sent: HashMap<(i64, u32, i16, i32), Vec<String>> = HashMap::new();
+    let mut written = 0;
+    let mut duplicates = 0;
+    for step in 0..500 {
+        let s = store.as_ref().unwrap();
+        let id = rng.below(3) as i64;
+        let p = rng.below(2) as u32;
+        let state = producers.get(&(id, p)).cloned().unwrap_or_default();
+        let next_seq = state.batches.back().map_or(0, |b| b.1 + 1);
+        let (epoch, first_seq, values) = match rng.below(100) {
+            // A retry of a batch the model retains (or any sent one).
+            0..=24 if !state.batches.is_empty() => {
+                let pick = rng.below(state.batches.len() as u64) as usize;
+                let b = state.batches[pick];
+                let values = sent[&(id, p, state.epoch, b.0)].clone();
+                (state.epoch, b.0, values)
+            }
+            // A gap.
+            25..=29 => (
+                state.epoch,
+                next_seq + 1 + rng.below(3) as i32,
+                vec!["gap".into()],
+            ),
+            // A new epoch (at 0), or a stale one.
+            30..=34 => (state.epoch + 1, 0, vec![format!("e{step}")]),
+            35..=37 if state.epoch > 0 => (state.epoch - 1, 0, vec!["stale".into()]),
+            _ => {
+                let n = if rng.chance(20) {
+                    20 + rng.below(20)
+                } else {
+                    1 + rng.below(4)
+                };
+                let values = (0..n)
+                    .map(|i| format!("{step}-{i}-{}", "v".repeat(rng.below(300) as usize)))
+                    .collect();
+                (state.epoch, next_seq, values)
+            }
+        };
+        let batch: Vec<_> = values
+            .iter()
+            .map(|v| record("idem", p, None, Some(v)))
+            .collect();
+        let got = s.append_as(
+            &batch,
+            u64::MAX,
+            Some(&ProducerBatch {
+                producer_id: id,
+                epoch,
+                base_sequence: first_seq,
+            }),
+        );
+        let last_seq = first_seq + values.len() as i32 - 1;
+        let known = producers.contains_key(&(id, p));
+        let dup = (epoch == state.epoch)
+            .then(|| {
+                state
+                    .batches
+                    .iter()
+                    .find(|b| b.0 == first_seq && b.1 == last_seq)
+            })
+            .flatten();
+        match (got, dup) {
+            (Ok(ProducerAppend::Duplicate(meta)), Some(b)) => {
+                assert_eq!(
+                    (meta.base_offset, meta.last_offset),
+                    (b.2, b.3),
+                    "step {step}"
+                );
+                duplicates += 1;
+            }
+            (Ok(ProducerAppend::Written(out)), None) => {
+                let expected_first = if !known || epoch > state.epoch {
+                    0
+                } else {
+                    next_seq
+                };
+                assert!(
+                    epoch >= state.epoch && first_seq == expected_first,
+                    "step {step}: written out of sequence"
+                );
+                let list = partitions.entry(p).or_default();
+                assert_eq!(out[0].queue_offset.get(), list.len() as u64, "step {step}");
+                let base = list.len() as u64;
+                list.extend(values.iter().cloned());
+                let entry = producers.entry((id, p)).or_default();
+                if epoch > entry.epoch {
+                    entry.epoch = epoch;
+                    entry.batches.clear();
+                }
+                if entry.batches.len() == 5 {
+                    entry.batches.pop_front();
+                }
+                entry.batches.push_back((
+                    first_seq,
+                    last_seq,
+                    base,
+                    base + values.len() as u64 - 1,
+                ));
+                sent.insert((id, p, epoch, first_seq), values);
+                written += 1;
+            }
+            (Err(StoreError::ProducerRefused { problem, .. }), None) => match problem {
+                SequenceProblem::StaleEpoch { .. } => assert!(epoch < state.epoch, "step {step}"),
+                SequenceProblem::UnknownProducer { .. } => {
+                    assert!(!known && first_seq != 0, "step {step}")
+                }
+                SequenceProblem::OutOfOrder { expected, .. } => {
+                    let want = if epoch > state.epoch { 0 } else { next_seq };
+                    assert!(
+                        known && expected == want && first_seq != want,
+                        "step {step}"
+                    );
+                }
+                other => panic!("step {step}: {other:?}"),
+            },
+            (other, dup) => panic!("step {step}: {other:?}, the model's duplicate {dup:?}"),
+        }
+        if rng.chance(8) {
+            let s = store.take().unwrap();
+            if rng.chance(50) {
+                s.shutdown().unwrap();
+            } else {
+                s.close_uncleanly();
+            }
+            store = Some(Store::open(cfg.clone()).unwrap());
+        }
+    }
+    assert!(
+        written > 100 && duplicates > 20,
+        "{written} written, {duplicates} duplicates"
+    );
+    let s = store.as_ref().unwrap();
+    assert!(s.wait_dispatched(Duration::from_secs(10)));
+    for (p, values) in &partitions {
+        let got = s
+            .read("idem", *p, QueueOffset::new(0), usize::MAX, usize::MAX)
+            .unwrap()
+            .records;
+        let got: Vec<String> = got
+            .iter()
+            .map(|r| String::from_utf8(r.value().unwrap().to_vec()).unwrap())
+            .collect();
+        assert_eq!(&got, values, "idem-{p}");
+    }
+}

@@ -229,6 +229,21 @@ fn a_log_of_another_format_version_is_refused_not_truncated() {
     let seg = dir.path().join("commitlog").join("00000000000000000000");
     let mut bytes = std::fs::read(&seg).unwrap();
     let len = u32::from_le_bytes(bytes[..4].try_into().unwrap()) as usize;
+    // Version 2 is read (the data dirs written before version 3), also by
+    // a full scan.
+    let mut v2 = bytes.clone();
+    v2[10] = 2;
+    let crc = crc32c::crc32c(&v2[8..len]);
+    v2[4..8].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(&seg, &v2).unwrap();
+    std::fs::remove_file(dir.path().join("checkpoint")).unwrap();
+    let store = Store::open(small_config(dir.path())).unwrap();
+    assert_eq!(store.recovery_report().records_scanned, 1);
+    let got = store
+        .read("t", 0, tidelog_storage::QueueOffset::new(0), 1, usize::MAX)
+        .unwrap();
+    assert_eq!(got.records[0].value().as_deref(), Some(&b"v"[..]));
+    store.shutdown().unwrap();
     bytes[10] = 1; // the version byte of the first entry
     std::fs::write(&seg, &bytes).unwrap();
     for _ in 0..2 {
@@ -250,6 +265,41 @@ fn a_log_of_another_format_version_is_refused_not_truncated() {
         let now = std::fs::read(&seg).unwrap();
         assert_eq!(&now[..len], &bytes[..len]);
     }
+}
+
+/// A version this build does not know (4: a newer build's) anywhere the
+/// recovery scan reads is refused with its version named, and nothing is
+/// truncated: an older build treats a version-3 entry the same way.
+#[test]
+fn an_unknown_version_in_the_scan_is_refused_not_truncated() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(small_config(dir.path())).unwrap();
+    store.append(&[record("t", 0, None, Some("v"))]).unwrap();
+    store.append(&[record("t", 0, None, Some("w"))]).unwrap();
+    store.shutdown().unwrap();
+    let seg = dir.path().join("commitlog").join("00000000000000000000");
+    let mut bytes = std::fs::read(&seg).unwrap();
+    let first = u32::from_le_bytes(bytes[..4].try_into().unwrap()) as usize;
+    let second = u32::from_le_bytes(bytes[first..first + 4].try_into().unwrap()) as usize;
+    bytes[first + 10] = 4; // the second entry's version byte
+    std::fs::write(&seg, &bytes).unwrap();
+    // Without a checkpoint the scan reads the whole log.
+    std::fs::remove_file(dir.path().join("checkpoint")).unwrap();
+    let err = Store::open(small_config(dir.path()))
+        .err()
+        .expect("refused");
+    assert!(
+        matches!(
+            err,
+            StoreError::Corruption {
+                kind: CorruptionKind::LogFormatVersion { version: 4 },
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    let now = std::fs::read(&seg).unwrap();
+    assert_eq!(&now[..first + second], &bytes[..first + second]);
 }
 
 #[test]

@@ -19,6 +19,7 @@ pub mod find_coordinator;
 mod group;
 pub mod heartbeat;
 pub mod incremental_alter_configs;
+pub mod init_producer_id;
 pub mod join_group;
 pub mod leave_group;
 pub mod list_groups;

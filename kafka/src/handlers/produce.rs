@@ -11,8 +11,15 @@
 //!   `kafka.max_request_bytes`.
 //! * acks 0 does the same work and answers nothing; acks other than 0, 1,
 //!   -1 is INVALID_REQUIRED_ACKS for every partition.
-//! * Idempotence and transactions are out of this slice: InitProducerId is
-//!   not advertised, so a batch's producer id and sequence are not checked.
+//! * An idempotent producer's batch (producer id ≥ 0) passes its producer
+//!   id, epoch and base sequence to the append, where the store checks
+//!   them in the critical section that writes (KAFKA.md "Idempotent
+//!   producers"): a retry of one of its last five batches is answered with
+//!   the original base offset and nothing is written; a gap is
+//!   OUT_OF_ORDER_SEQUENCE_NUMBER, an old epoch INVALID_PRODUCER_EPOCH, a
+//!   producer with no state whose batch does not start at 0
+//!   UNKNOWN_PRODUCER_ID. Per partition, like every other error.
+//!   Transactional batches stay refused (INVALID_RECORD).
 
 use std::sync::Arc;
 
@@ -21,12 +28,13 @@ use kafka_protocol::messages::produce_request::PartitionProduceData;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use tidelog_broker::produce::ProduceRecord;
+use tidelog_broker::store::ProducerBatch;
 use tidelog_broker::{Broker, BrokerError};
 
 use super::{maybe_blocking, NOT_READY};
 use crate::dispatch::Context;
 use crate::error::broker_code;
-use crate::records::decode_batches;
+use crate::records::decode_partition;
 
 /// The answer, or `None` for acks 0.
 pub async fn handle(ctx: &Context, request: ProduceRequest) -> Option<ProduceResponse> {
@@ -71,8 +79,8 @@ async fn partition(
     let Ok(p) = u32::try_from(index) else {
         return failed(index, ResponseError::UnknownTopicOrPartition.code(), None);
     };
-    let records = match data.records.as_ref().map(|r| decode_batches(r, budget)) {
-        Some(Ok(records)) => records,
+    let (records, producer) = match data.records.as_ref().map(|r| decode_partition(r, budget)) {
+        Some(Ok(decoded)) => decoded,
         Some(Err(e)) => {
             tracing::warn!(topic = %topic.name, partition = index, error = %e, "kafka produce batch refused");
             return failed(index, e.code(), Some(e.to_string()));
@@ -93,8 +101,16 @@ async fn partition(
         let broker = Arc::clone(broker);
         let topic = Arc::clone(&topic);
         move || -> Result<(Option<u64>, u64), BrokerError> {
-            let produced = broker.produce_to(&topic, Some(p), records)?;
-            let first = produced.offsets().next().map(|(_, offset)| offset);
+            let producer = producer.map(|b| ProducerBatch {
+                producer_id: b.producer_id,
+                epoch: b.epoch,
+                base_sequence: b.base_sequence,
+            });
+            let produced = broker.produce_to_as(&topic, Some(p), records, producer)?;
+            let first = match produced.duplicate_of() {
+                Some(original) => Some(original.base_offset),
+                None => produced.offsets().next().map(|(_, offset)| offset),
+            };
             let beginning = broker.partition(&topic.name, p)?.offsets().0;
             Ok((first, beginning))
         }

@@ -56,23 +56,50 @@ pub struct BatchRecord {
     pub timestamp_ms: Option<i64>,
 }
 
-/// Every record of every batch in a partition's `records` field, in order.
-pub fn decode_batches(data: &Bytes, budget: &mut usize) -> Result<Vec<BatchRecord>, RecordError> {
-    let mut records = Vec::new();
-    let mut at = 0;
-    while at < data.len() {
-        let used = decode_batch(&data.slice(at..), budget, &mut records)?;
-        at += used;
-    }
-    Ok(records)
+/// An idempotent producer's batch: the batch header's producer id (≥ 0),
+/// epoch and base sequence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchProducer {
+    pub producer_id: i64,
+    pub epoch: i16,
+    pub base_sequence: i32,
 }
 
-/// Decodes the batch at the start of `data` into `out`; the bytes it took.
+/// Every record of every batch in a partition's `records` field, in order.
+pub fn decode_batches(data: &Bytes, budget: &mut usize) -> Result<Vec<BatchRecord>, RecordError> {
+    decode_partition(data, budget).map(|(records, _)| records)
+}
+
+/// [`decode_batches`], with the producer of an idempotent producer's batch
+/// (producer id ≥ 0). Such a batch must be the partition's only one, as
+/// Kafka requires of Produce v3+: its sequence covers exactly its records.
+pub fn decode_partition(
+    data: &Bytes,
+    budget: &mut usize,
+) -> Result<(Vec<BatchRecord>, Option<BatchProducer>), RecordError> {
+    let mut records = Vec::new();
+    let mut producer = None;
+    let mut batches = 0;
+    let mut at = 0;
+    while at < data.len() {
+        let (used, batch_producer) = decode_batch(&data.slice(at..), budget, &mut records)?;
+        batches += 1;
+        producer = producer.or(batch_producer);
+        at += used;
+    }
+    if producer.is_some() && batches > 1 {
+        return Err(RecordError::ProducerBatches { batches });
+    }
+    Ok((records, producer))
+}
+
+/// Decodes the batch at the start of `data` into `out`; the bytes it took
+/// and its producer, if it has one.
 fn decode_batch(
     data: &Bytes,
     budget: &mut usize,
     out: &mut Vec<BatchRecord>,
-) -> Result<usize, RecordError> {
+) -> Result<(usize, Option<BatchProducer>), RecordError> {
     let mut c = Cursor::new(data);
     c.take(8, "baseOffset")?;
     let length = i32::from_be_bytes(fixed(&mut c, "batchLength")?);
@@ -109,8 +136,28 @@ fn decode_batch(
     }
     c.take(4, "lastOffsetDelta")?;
     let base_timestamp = i64::from_be_bytes(fixed(&mut c, "baseTimestamp")?);
-    c.take(8 + 8 + 2 + 4, "maxTimestamp to baseSequence")?;
+    c.take(8, "maxTimestamp")?;
+    let producer_id = i64::from_be_bytes(fixed(&mut c, "producerId")?);
+    let epoch = i16::from_be_bytes(fixed(&mut c, "producerEpoch")?);
+    let base_sequence = i32::from_be_bytes(fixed(&mut c, "baseSequence")?);
     let count = i32::from_be_bytes(fixed(&mut c, "records count")?);
+    // Producer id -1 is "no producer"; an idempotent batch has an epoch and
+    // a sequence of its own (Kafka refuses one without).
+    let producer = match producer_id {
+        -1 => None,
+        id if id >= 0 && epoch >= 0 && base_sequence >= 0 => Some(BatchProducer {
+            producer_id: id,
+            epoch,
+            base_sequence,
+        }),
+        _ => {
+            return Err(RecordError::BadProducer {
+                producer_id,
+                epoch,
+                base_sequence,
+            })
+        }
+    };
     let body_start = c.position();
     let codec = (attributes & ATTR_CODEC_MASK) as u8;
     let body = if codec == compression::NONE {
@@ -143,7 +190,7 @@ fn decode_batch(
             bytes: c.remaining(),
         });
     }
-    Ok(total)
+    Ok((total, producer))
 }
 
 fn fixed<const N: usize>(c: &mut Cursor<'_>, what: &'static str) -> Result<[u8; N], RecordError> {

@@ -5,16 +5,42 @@
 //! ack <topic> <partition> <queue offset> <seq>
 //! ```
 //!
-//! Usage: `tidelog-crash-writer <data dir> <first seq> <max records>`.
-//! The value of record `seq` is [`expected_value`]`(seq)`, so the test can
-//! check every acknowledged record, and every other record it finds, byte
-//! for byte.
+//! Usage: `tidelog-crash-writer <data dir> <first seq> <max records>
+//! [producer id]`. The value of record `seq` is [`expected_value`]`(seq)`,
+//! so the test can check every acknowledged record, and every other record
+//! it finds, byte for byte.
+//!
+//! With a producer id, every batch is an idempotent producer's (epoch 0),
+//! of one partition, its sequences counted per partition from 0, as
+//! [`idempotent_batch`] plans them; each acknowledged batch is also
+//! printed as `batch <partition> <base offset> <first seq> <count>
+//! <base sequence>`.
 
 use std::io::Write;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use tidelog_storage::{AppendRecord, FlushMode, Store, StoreConfig};
+use tidelog_storage::{AppendRecord, FlushMode, ProducerAppend, ProducerBatch, Store, StoreConfig};
+
+/// Topic of the idempotent batches.
+const IDEMPOTENT_TOPIC: &str = "crash.idem";
+
+/// The idempotent batch starting at record `seq`: its partition and record
+/// count (`tests/crash.rs` plans the same).
+fn idempotent_batch(seq: u64) -> (u32, u64) {
+    ((seq / 3 % 2) as u32, 1 + seq % 4)
+}
+
+fn record(topic: &str, partition: u32, s: u64) -> AppendRecord {
+    AppendRecord {
+        topic: Arc::from(topic),
+        partition,
+        key: Some(Bytes::from(format!("key-{}", s % 17))),
+        value: Some(Bytes::from(expected_value(s))),
+        headers: Vec::new(),
+        timestamp_ms: None,
+    }
+}
 
 /// Value of record `seq`: its number, then a length that varies with it so
 /// records straddle segment ends in many ways.
@@ -29,8 +55,10 @@ fn expected_value(seq: u64) -> Vec<u8> {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
-    if args.len() != 4 {
-        return Err("usage: tidelog-crash-writer <data dir> <first seq> <max records>".into());
+    if !(4..=5).contains(&args.len()) {
+        return Err(
+            "usage: tidelog-crash-writer <data dir> <first seq> <max records> [producer id]".into(),
+        );
     }
     let mut config = StoreConfig::new(&args[1]);
     config.flush = FlushMode::Sync;
@@ -45,17 +73,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let max: u64 = args[3].parse()?;
     let store = Store::open(config)?;
     let stdout = std::io::stdout();
+    if let Some(id) = args.get(4) {
+        return idempotent(&store, id.parse()?, first, max);
+    }
     let mut seq = first;
     while seq < first + max {
         let n = 1 + seq % 4;
         let batch: Vec<AppendRecord> = (seq..seq + n)
-            .map(|s| AppendRecord {
-                topic: Arc::from(if s % 3 == 0 { "crash.a" } else { "crash.b" }),
-                partition: (s % 2) as u32,
-                key: Some(Bytes::from(format!("key-{}", s % 17))),
-                value: Some(Bytes::from(expected_value(s))),
-                headers: Vec::new(),
-                timestamp_ms: None,
+            .map(|s| {
+                record(
+                    if s % 3 == 0 { "crash.a" } else { "crash.b" },
+                    (s % 2) as u32,
+                    s,
+                )
             })
             .collect();
         let out = store.append(&batch)?;
@@ -74,5 +104,43 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         lock.flush()?;
     }
     store.shutdown()?;
+    Ok(())
+}
+
+/// Append idempotent batches as producer `producer_id` until killed.
+fn idempotent(
+    store: &Store,
+    producer_id: i64,
+    first: u64,
+    max: u64,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let stdout = std::io::stdout();
+    let mut next_sequence = [0i32; 2];
+    let mut seq = first;
+    while seq < first + max {
+        let (partition, n) = idempotent_batch(seq);
+        let batch: Vec<AppendRecord> = (seq..seq + n)
+            .map(|s| record(IDEMPOTENT_TOPIC, partition, s))
+            .collect();
+        let base_sequence = next_sequence[partition as usize];
+        let producer = ProducerBatch {
+            producer_id,
+            epoch: 0,
+            base_sequence,
+        };
+        let ProducerAppend::Written(out) = store.append_as(&batch, u64::MAX, Some(&producer))?
+        else {
+            return Err(format!("batch at {seq} taken for a duplicate").into());
+        };
+        let mut lock = stdout.lock();
+        writeln!(
+            lock,
+            "batch {partition} {} {seq} {n} {base_sequence}",
+            out[0].queue_offset.get()
+        )?;
+        lock.flush()?;
+        next_sequence[partition as usize] += n as i32;
+        seq += n;
+    }
     Ok(())
 }

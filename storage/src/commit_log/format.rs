@@ -17,15 +17,24 @@
 //!      0     4  total_len          u32, whole entry including this field
 //!      4     4  crc                u32, CRC32C of bytes [8, total_len)
 //!      8     2  magic              u16, RECORD_MAGIC
-//!     10     1  version            u8,  VERSION
-//!     11     1  flags              u8,  0 (reserved)
+//!     10     1  version            u8,  VERSION (3; 2 is still read)
+//!     11     1  flags              u8,  ENTRY_HAS_PRODUCER | ENTRY_PRODUCER_CONTINUES
 //!     12     8  physical_offset    u64, where this entry starts in the log
 //!     20     8  base_queue_offset  u64, queue offset of its first record
 //!     28     8  store_timestamp    i64, ms since epoch, set by the store
 //!     36     4  partition          u32
 //!     40     4  record_count       u32, at least 1
 //!     44     2  topic_len          u16
-//!     46        topic | record_count records
+//!     46        topic | producer block (only with ENTRY_HAS_PRODUCER)
+//!               | record_count records
+//!
+//! producer block (version 3, ENTRY_HAS_PRODUCER), right after the topic
+//!      0     8  producer_id        i64, >= 0
+//!      8     2  producer_epoch     i16, >= 0
+//!     10     4  base_sequence      i32, >= 0: the sequence of the entry's
+//!                                  first record; the record count gives the
+//!                                  last (wrapping past i32::MAX to 0, as
+//!                                  Kafka's sequences do)
 //!
 //! record (at `distance` bytes from the entry's first byte)
 //!   varint  distance           its own position in the entry
@@ -61,8 +70,20 @@
 //! never taken for a record. The CRC covers everything after itself, so a
 //! torn write fails it.
 //!
-//! Version 1 (before this layout) wrote a 64-byte header per record; a
-//! version-1 log is refused, not read (see `recovery`).
+//! An entry with ENTRY_HAS_PRODUCER holds (part of) one batch of an
+//! idempotent producer: the producer state (`crate::producer_state`) is
+//! rebuilt from these at recovery. A batch too large for one entry
+//! continues in the next entries of its append, each with
+//! ENTRY_PRODUCER_CONTINUES set and the sequence of its own first record,
+//! so recovery joins them back into one batch.
+//!
+//! Versions: 3 is written (the producer block and the entry flags); 2, the
+//! same layout with `flags` = 0 and no producer block, is still read, so
+//! data dirs written before keep opening. Version 1 (a 64-byte header per
+//! record) and any version above 3 are refused, not read (see `recovery`).
+//! An older build (reading version 2 only) refuses a version-3 entry the
+//! same way: its recovery scan stops with `LogFormatVersion` and never
+//! truncates it; so no downgrade past a version-3 write.
 
 use std::ops::Range;
 
@@ -77,7 +98,17 @@ use crate::codec::{
 pub const RECORD_MAGIC: u16 = 0x7D1E;
 /// Magic of the end-of-segment marker.
 pub const END_MAGIC: u16 = 0xE0F5;
-pub const VERSION: u8 = 2;
+/// The version written.
+pub const VERSION: u8 = 3;
+/// The previous version, still read: no entry flags, no producer block.
+pub const VERSION_2: u8 = 2;
+
+/// Entry flag: a producer block follows the topic name.
+pub const ENTRY_HAS_PRODUCER: u8 = 0b01;
+/// Entry flag: this entry continues the producer batch of the entry before
+/// it in the same append (a batch larger than one entry).
+pub const ENTRY_PRODUCER_CONTINUES: u8 = 0b10;
+const ENTRY_FLAGS_KNOWN: u8 = ENTRY_HAS_PRODUCER | ENTRY_PRODUCER_CONTINUES;
 
 pub const FLAG_HAS_KEY: u8 = 0b01;
 pub const FLAG_HAS_VALUE: u8 = 0b10;
@@ -104,6 +135,14 @@ pub const END_MARKER_LEN: usize = OFF_PHYSICAL + U64_LEN;
 /// The CRC covers the entry from here to its end.
 pub const CRC_START: usize = OFF_CRC + U32_LEN;
 
+// Producer block fields, relative to the block's first byte (right after
+// the topic name).
+const OFF_PRODUCER_ID: usize = 0;
+const OFF_PRODUCER_EPOCH: usize = OFF_PRODUCER_ID + U64_LEN;
+const OFF_BASE_SEQUENCE: usize = OFF_PRODUCER_EPOCH + U16_LEN;
+/// Bytes of the producer block.
+pub const PRODUCER_BLOCK_LEN: usize = OFF_BASE_SEQUENCE + U32_LEN;
+
 /// A header block entry without its name and value: `name_len` u16,
 /// `value_len` u32.
 const HEADER_ENTRY_FIXED: usize = U16_LEN + U32_LEN;
@@ -116,6 +155,7 @@ const VARINT_MAX: usize = VARINT_LEN_MAX;
 const _: () = assert!(ENTRY_HEADER_LEN == 46);
 const _: () = assert!(END_MARKER_LEN == 20);
 const _: () = assert!(CRC_START == OFF_MAGIC);
+const _: () = assert!(PRODUCER_BLOCK_LEN == 14);
 
 /// Longest topic name an entry may carry (Kafka's limit).
 pub const TOPIC_LEN_MAX: usize = crate::types::TOPIC_NAME_MAX;
@@ -142,6 +182,20 @@ pub struct EntryFields<'a> {
     pub store_timestamp_ms: i64,
     pub topic: &'a str,
     pub partition: u32,
+    /// The idempotent producer whose batch this entry holds (part of).
+    pub producer: Option<EntryProducer>,
+}
+
+/// An entry's producer block: whose batch the entry holds, and the
+/// sequence of its first record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EntryProducer {
+    pub producer_id: i64,
+    pub epoch: i16,
+    pub base_sequence: i32,
+    /// The entry continues the producer batch of the entry before it in the
+    /// same append (ENTRY_PRODUCER_CONTINUES).
+    pub continues: bool,
 }
 
 /// What one record of an entry has of its own.
@@ -161,9 +215,16 @@ pub fn headers_block_len(headers: &[Header]) -> usize {
         .sum()
 }
 
-/// Bytes an entry header takes with a topic name of `topic_len` bytes.
+/// Bytes an entry header takes with a topic name of `topic_len` bytes
+/// (without a producer block: see [`entry_header_len_with`]).
 pub fn entry_header_len(topic_len: usize) -> usize {
     ENTRY_HEADER_LEN + topic_len
+}
+
+/// Bytes an entry header takes with a topic name of `topic_len` bytes and,
+/// with `producer`, the producer block.
+pub fn entry_header_len_with(topic_len: usize, producer: bool) -> usize {
+    entry_header_len(topic_len) + if producer { PRODUCER_BLOCK_LEN } else { 0 }
 }
 
 /// Bytes a record takes at `distance` from its entry's start, as the
@@ -211,10 +272,12 @@ pub const RECORD_FRAMING_MAX: usize = 3 * VARINT_MAX + 1 + 2 * VARINT_MAX + 2 * 
 
 /// The largest key + value + header block of a record that fits, as an
 /// entry of its own, in an empty segment of `segment_bytes` with room for
-/// the end marker, under any topic name: the record limit a segment size
-/// allows. Also bounded by [`RECORD_LEN_MAX`].
+/// the end marker, under any topic name and with a producer block: the
+/// record limit a segment size allows, the same for every producer. Also
+/// bounded by [`RECORD_LEN_MAX`].
 pub fn payload_max_in_segment(segment_bytes: u64) -> u64 {
-    let framing = (entry_header_len(TOPIC_LEN_MAX) + RECORD_FRAMING_MAX + END_MARKER_LEN) as u64;
+    let framing =
+        (entry_header_len_with(TOPIC_LEN_MAX, true) + RECORD_FRAMING_MAX + END_MARKER_LEN) as u64;
     let fits = segment_bytes.min(RECORD_LEN_MAX as u64 + END_MARKER_LEN as u64);
     fits.saturating_sub(framing)
 }
@@ -253,12 +316,25 @@ impl EntryBuilder {
         let h = &mut buf[start..];
         put_u16(h, OFF_MAGIC, RECORD_MAGIC);
         h[OFF_VERSION] = VERSION;
-        h[OFF_FLAGS] = 0;
+        h[OFF_FLAGS] = match e.producer {
+            None => 0,
+            Some(p) if p.continues => ENTRY_HAS_PRODUCER | ENTRY_PRODUCER_CONTINUES,
+            Some(_) => ENTRY_HAS_PRODUCER,
+        };
         put_u64(h, OFF_BASE_QUEUE, e.base_queue_offset);
         codec::put_i64(h, OFF_STORE_TS, e.store_timestamp_ms);
         put_u32(h, OFF_PARTITION, e.partition);
         put_u16(h, OFF_TOPIC_LEN, e.topic.len() as u16);
         buf.extend_from_slice(e.topic.as_bytes());
+        if let Some(p) = e.producer {
+            debug_assert!(p.producer_id >= 0 && p.epoch >= 0 && p.base_sequence >= 0);
+            let at = buf.len();
+            buf.resize(at + PRODUCER_BLOCK_LEN, 0);
+            let b = &mut buf[at..];
+            put_u64(b, OFF_PRODUCER_ID, p.producer_id as u64);
+            put_u16(b, OFF_PRODUCER_EPOCH, p.epoch as u16);
+            put_u32(b, OFF_BASE_SEQUENCE, p.base_sequence as u32);
+        }
         EntryBuilder {
             start,
             store_ts: e.store_timestamp_ms,
@@ -268,7 +344,7 @@ impl EntryBuilder {
 
     /// Append the next record; returns where it starts in the entry and
     /// its length. The caller has validated every length (see
-    /// `CommitLog::append`).
+    /// `CommitLog::append_as`).
     pub fn push(&mut self, buf: &mut Vec<u8>, r: &RecordFields<'_>) -> (usize, usize) {
         let distance = buf.len() - self.start;
         let mut flags = 0;
@@ -349,6 +425,12 @@ pub enum Invalid {
     BadMagic(u16),
     BadVersion(u8),
     BadFlags(u8),
+    /// A producer block with a negative producer id, epoch or sequence.
+    BadProducer {
+        producer_id: i64,
+        epoch: i16,
+        base_sequence: i32,
+    },
     BadLength(String),
     /// A varint runs past the entry or overflows 64 bits.
     BadVarint(codec::VarintError),
@@ -375,6 +457,14 @@ impl std::fmt::Display for Invalid {
             Invalid::BadMagic(m) => write!(f, "bad magic {m:#06x}"),
             Invalid::BadVersion(v) => write!(f, "unknown version {v}"),
             Invalid::BadFlags(x) => write!(f, "unknown flags {x:#04x}"),
+            Invalid::BadProducer {
+                producer_id,
+                epoch,
+                base_sequence,
+            } => write!(
+                f,
+                "producer block out of range: id {producer_id}, epoch {epoch}, sequence {base_sequence}"
+            ),
             Invalid::BadLength(s) => write!(f, "bad length: {s}"),
             Invalid::BadVarint(e) => write!(f, "bad length: {e}"),
             Invalid::OffsetMismatch { stored, expected } => {
@@ -417,12 +507,19 @@ pub struct EntryView {
     pub partition: u32,
     pub record_count: u32,
     pub topic: Range<usize>,
+    /// Version 3's producer block, when the entry has one.
+    pub producer: Option<EntryProducer>,
 }
 
 impl EntryView {
     /// Where the entry's first record starts.
     pub fn first_record(&self) -> usize {
         self.topic.end
+            + if self.producer.is_some() {
+                PRODUCER_BLOCK_LEN
+            } else {
+                0
+            }
     }
 }
 
@@ -515,7 +612,7 @@ pub fn decode(buf: &[u8], expected_offset: u64, verify: bool) -> Result<Decoded,
         END_MAGIC | RECORD_MAGIC => {}
         other => return Err(Invalid::BadMagic(other)),
     }
-    if version != VERSION {
+    if version != VERSION && version != VERSION_2 {
         return Err(Invalid::BadVersion(version));
     }
     if stored_offset != expected_offset {
@@ -552,21 +649,52 @@ pub fn decode(buf: &[u8], expected_offset: u64, verify: bool) -> Result<Decoded,
     }
     let entry = &buf[..total_len];
     let flags = entry[OFF_FLAGS];
-    if flags != 0 {
+    // Version 2 had no entry flags; version 3 knows two, and a
+    // continuation is always of a producer batch.
+    let known = if version == VERSION_2 {
+        0
+    } else {
+        ENTRY_FLAGS_KNOWN
+    };
+    if flags & !known != 0
+        || (flags & ENTRY_PRODUCER_CONTINUES != 0 && flags & ENTRY_HAS_PRODUCER == 0)
+    {
         return Err(Invalid::BadFlags(flags));
     }
+    let has_producer = flags & ENTRY_HAS_PRODUCER != 0;
     let topic_len = get_u16(entry, OFF_TOPIC_LEN) as usize;
     let record_count = get_u32(entry, OFF_RECORD_COUNT);
     let topic = ENTRY_HEADER_LEN..ENTRY_HEADER_LEN + topic_len;
-    let room = total_len.saturating_sub(topic.end);
+    let records_at = entry_header_len_with(topic_len, has_producer);
+    let room = total_len.saturating_sub(records_at);
     if topic_len > TOPIC_LEN_MAX
         || record_count == 0
+        || records_at > total_len
         || room < record_count as usize * RECORD_LEN_MIN
     {
         return Err(Invalid::BadLength(format!(
             "{record_count} records and a {topic_len}-byte topic do not fit {total_len} bytes"
         )));
     }
+    let producer = if has_producer {
+        let b = &entry[topic.end..records_at];
+        let p = EntryProducer {
+            producer_id: get_u64(b, OFF_PRODUCER_ID) as i64,
+            epoch: get_u16(b, OFF_PRODUCER_EPOCH) as i16,
+            base_sequence: get_u32(b, OFF_BASE_SEQUENCE) as i32,
+            continues: flags & ENTRY_PRODUCER_CONTINUES != 0,
+        };
+        if p.producer_id < 0 || p.epoch < 0 || p.base_sequence < 0 {
+            return Err(Invalid::BadProducer {
+                producer_id: p.producer_id,
+                epoch: p.epoch,
+                base_sequence: p.base_sequence,
+            });
+        }
+        Some(p)
+    } else {
+        None
+    };
     let view = EntryView {
         total_len,
         physical_offset: stored_offset,
@@ -575,6 +703,7 @@ pub fn decode(buf: &[u8], expected_offset: u64, verify: bool) -> Result<Decoded,
         partition: get_u32(entry, OFF_PARTITION),
         record_count,
         topic,
+        producer,
     };
     if view
         .base_queue_offset
@@ -832,7 +961,7 @@ mod tests {
             }];
             let key = 7;
             let value = payload - key - headers_block_len(&headers);
-            let len = entry_header_len(TOPIC_LEN_MAX)
+            let len = entry_header_len_with(TOPIC_LEN_MAX, true)
                 + record_len_bound(Some(key), Some(value), &headers);
             assert!((len + END_MARKER_LEN) as u64 <= segment, "{segment}");
             assert_eq!(
@@ -844,7 +973,7 @@ mod tests {
         // Large segments: the entry ceiling bounds it.
         assert_eq!(
             payload_max_in_segment(1 << 30) as usize,
-            RECORD_LEN_MAX - entry_header_len(TOPIC_LEN_MAX) - RECORD_FRAMING_MAX
+            RECORD_LEN_MAX - entry_header_len_with(TOPIC_LEN_MAX, true) - RECORD_FRAMING_MAX
         );
     }
 
@@ -871,6 +1000,7 @@ mod tests {
             store_timestamp_ms: STORE_TS,
             topic: "orders",
             partition: 3,
+            producer: None,
         }
     }
 
@@ -946,6 +1076,58 @@ mod tests {
         assert_eq!(record_len(200, 5, STORE_TS, &plain), 107);
     }
 
+    /// A version-2 entry (what every data dir before version 3 holds),
+    /// written out by hand: it still decodes, with no producer.
+    #[test]
+    fn golden_bytes_v2_is_still_read() {
+        #[rustfmt::skip]
+        let v2: &[u8] = &[
+            0x59, 0x00, 0x00, 0x00, // total_len 89
+            0xce, 0x41, 0xc8, 0xc7, // crc
+            0x1e, 0x7d, 0x02, 0x00, // magic, version 2, flags
+            0x00, 0x10, 0, 0, 0, 0, 0, 0, // physical_offset 4096
+            0x07, 0, 0, 0, 0, 0, 0, 0, // base_queue_offset 7
+            0x00, 0x68, 0xe5, 0xcf, 0x8b, 0x01, 0x00, 0x00, // store_timestamp
+            0x03, 0x00, 0x00, 0x00, // partition 3
+            0x02, 0x00, 0x00, 0x00, // record_count 2
+            0x06, 0x00, b'o', b'r', b'd', b'e', b'r', b's', // topic
+            0x34, 0x03, 0x00, 0x03, 0x02, 0x05, 0x01, 0x0e,
+            b'k', b'1', b'h', b'e', b'l', b'l', b'o',
+            0x05, 0x00, 0x03, 0x00, 0x00, 0x00, b't', b'r', b'a', b'c', b'e', b'a', b'b', b'c',
+            0x51, 0x01, 0x01, 0x0a, 0x02, 0x00, b'k', b'1',
+        ];
+        let v = entry_view(v2);
+        assert_eq!(
+            (v.record_count, v.producer, v.first_record()),
+            (2, None, 52)
+        );
+        let r0 = decode_record(v2, &v, 52).unwrap();
+        assert_eq!(r0.value().map(|k| &v2[k]), Some(&b"hello"[..]));
+        let r1 = decode_record(v2, &v, 81).unwrap();
+        assert_eq!((r1.queue_offset, r1.value()), (8, None));
+        // Version 2 had no entry flags: a set one is refused there.
+        let mut flagged = v2.to_vec();
+        flagged[OFF_FLAGS] = ENTRY_HAS_PRODUCER;
+        let crc = crc32c::crc32c(&flagged[CRC_START..]);
+        put_u32(&mut flagged, OFF_CRC, crc);
+        assert_eq!(
+            decode(&flagged, 4096, true),
+            Err(Invalid::BadFlags(ENTRY_HAS_PRODUCER))
+        );
+        // Version 2 end markers are read too.
+        #[rustfmt::skip]
+        let marker: [u8; END_MARKER_LEN] = [
+            0x64, 0x00, 0x00, 0x00, 0x8b, 0xe6, 0xce, 0x48,
+            0xf5, 0xe0, 0x02, 0x00, 0x84, 0x03, 0, 0, 0, 0, 0, 0,
+        ];
+        let mut segment_end = marker.to_vec();
+        segment_end.resize(100, 0);
+        assert_eq!(
+            decode(&segment_end, 900, true),
+            Ok(Decoded::EndOfSegment { len: 100 })
+        );
+    }
+
     /// The bytes of one entry and one end marker, written out by hand: an
     /// encoder and decoder changed together still fail here (a format
     /// change needs a new version, see docs/formats.md).
@@ -954,8 +1136,8 @@ mod tests {
         #[rustfmt::skip]
         let want: &[u8] = &[
             0x59, 0x00, 0x00, 0x00, // total_len 89
-            0xce, 0x41, 0xc8, 0xc7, // crc
-            0x1e, 0x7d, 0x02, 0x00, // magic, version 2, flags
+            0x46, 0x1a, 0xc5, 0xd2, // crc
+            0x1e, 0x7d, 0x03, 0x00, // magic, version 3, flags: no producer
             0x00, 0x10, 0, 0, 0, 0, 0, 0, // physical_offset 4096
             0x07, 0, 0, 0, 0, 0, 0, 0, // base_queue_offset 7
             0x00, 0x68, 0xe5, 0xcf, 0x8b, 0x01, 0x00, 0x00, // store_timestamp
@@ -995,6 +1177,7 @@ mod tests {
             (v.partition, v.record_count, &want[v.topic.clone()]),
             (3, 2, &b"orders"[..])
         );
+        assert_eq!(v.producer, None);
         let r0 = decode_record(want, &v, 52).unwrap();
         assert_eq!(
             (r0.queue_offset, r0.producer_timestamp_ms),
@@ -1014,8 +1197,8 @@ mod tests {
         #[rustfmt::skip]
         let marker: [u8; END_MARKER_LEN] = [
             0x64, 0x00, 0x00, 0x00, // total_len 100: bytes left in the segment
-            0x8b, 0xe6, 0xce, 0x48, // crc
-            0xf5, 0xe0, 0x02, 0x00, // magic, version, flags
+            0x2e, 0x9d, 0x98, 0x83, // crc
+            0xf5, 0xe0, 0x03, 0x00, // magic, version 3, flags
             0x84, 0x03, 0, 0, 0, 0, 0, 0, // physical_offset 900
         ];
         let mut got = [0u8; END_MARKER_LEN];
@@ -1027,6 +1210,115 @@ mod tests {
             decode(&segment_end, 900, true),
             Ok(Decoded::EndOfSegment { len: 100 })
         );
+    }
+
+    /// A version-3 entry with a producer block, written out by hand.
+    #[test]
+    fn golden_bytes_with_a_producer() {
+        #[rustfmt::skip]
+        let want: &[u8] = &[
+            0x4a, 0x00, 0x00, 0x00, // total_len 74
+            0x5d, 0x1c, 0x8e, 0xef, // crc
+            0x1e, 0x7d, 0x03, 0x01, // magic, version 3, flags ENTRY_HAS_PRODUCER
+            0x00, 0x10, 0, 0, 0, 0, 0, 0, // physical_offset 4096
+            0x07, 0, 0, 0, 0, 0, 0, 0, // base_queue_offset 7
+            0x00, 0x68, 0xe5, 0xcf, 0x8b, 0x01, 0x00, 0x00, // store_timestamp
+            0x03, 0x00, 0x00, 0x00, // partition 3
+            0x01, 0x00, 0x00, 0x00, // record_count 1
+            0x06, 0x00, b'o', b'r', b'd', b'e', b'r', b's', // topic
+            0x05, 0x04, 0x03, 0x02, 0x01, 0x00, 0x00, 0x00, // producer_id 0x0102030405
+            0x02, 0x00, // producer_epoch 2
+            0x09, 0x00, 0x00, 0x00, // base_sequence 9
+            // record 0: distance 66, a tombstone, delta 0, ts +5, key 2
+            0x42, 0x01, 0x00, 0x0a, 0x02, 0x00, b'k', b'1',
+        ];
+        let producer = EntryProducer {
+            producer_id: 0x01_0203_0405,
+            epoch: 2,
+            base_sequence: 9,
+            continues: false,
+        };
+        let mut fields = entry_fields();
+        fields.producer = Some(producer);
+        let tombstone = RecordFields {
+            producer_timestamp_ms: STORE_TS + 5,
+            key: Some(b"k1"),
+            value: None,
+            headers: &[],
+        };
+        let mut buf = Vec::new();
+        let mut b = EntryBuilder::begin(&mut buf, &fields);
+        assert_eq!(b.push(&mut buf, &tombstone), (66, 8));
+        b.finish(&mut buf, 4096);
+        assert_eq!(buf, want);
+        let v = entry_view(want);
+        assert_eq!(v.producer, Some(producer));
+        assert_eq!((v.first_record(), v.record_count), (66, 1));
+        assert_eq!(&want[v.topic.clone()], b"orders");
+        let r = decode_record(want, &v, 66).unwrap();
+        assert_eq!((r.queue_offset, r.physical_offset), (7, 4096 + 66));
+        assert_eq!(r.key().map(|k| &want[k]), Some(&b"k1"[..]));
+        assert_eq!(r.value(), None);
+        // A position inside the producer block is no record.
+        assert!(decode_record(want, &v, 60).is_err());
+    }
+
+    #[test]
+    fn producer_blocks_are_checked() {
+        let continued = EntryProducer {
+            producer_id: 1,
+            epoch: 0,
+            base_sequence: 4,
+            continues: true,
+        };
+        let mut fields = entry_fields();
+        fields.producer = Some(continued);
+        let mut buf = Vec::new();
+        let mut b = EntryBuilder::begin(&mut buf, &fields);
+        b.push(&mut buf, &record(&[]));
+        b.finish(&mut buf, 4096);
+        assert_eq!(
+            buf[OFF_FLAGS],
+            ENTRY_HAS_PRODUCER | ENTRY_PRODUCER_CONTINUES
+        );
+        assert_eq!(entry_view(&buf).producer, Some(continued));
+        let resealed = |mut b: Vec<u8>| {
+            let crc = crc32c::crc32c(&b[CRC_START..]);
+            put_u32(&mut b, OFF_CRC, crc);
+            b
+        };
+        // A continuation without a producer, an unknown flag.
+        for flags in [ENTRY_PRODUCER_CONTINUES, 0x04] {
+            let mut bad = buf.clone();
+            bad[OFF_FLAGS] = flags;
+            assert_eq!(
+                decode(&resealed(bad), 4096, true),
+                Err(Invalid::BadFlags(flags))
+            );
+        }
+        // A negative producer id, epoch or sequence.
+        let block = ENTRY_HEADER_LEN + "orders".len();
+        for at in [
+            block + 7,
+            block + OFF_PRODUCER_EPOCH + 1,
+            block + OFF_BASE_SEQUENCE + 3,
+        ] {
+            let mut bad = buf.clone();
+            bad[at] = 0x80;
+            assert!(matches!(
+                decode(&resealed(bad), 4096, true),
+                Err(Invalid::BadProducer { .. })
+            ));
+        }
+        // Versions 1 and 4 are refused by name.
+        for version in [1, 4] {
+            let mut bad = buf.clone();
+            bad[OFF_VERSION] = version;
+            assert_eq!(
+                decode(&resealed(bad), 4096, true),
+                Err(Invalid::BadVersion(version))
+            );
+        }
     }
 
     #[test]

@@ -52,7 +52,7 @@ pub use self::reader::{Next, ReadCache};
 pub use self::record::{AppendRecord, Appended, Entry, StoredRecord};
 use self::segment::Segment;
 use self::writer::WriterState;
-pub use self::writer::{NextOffsets, ENTRY_BYTES_TARGET};
+pub use self::writer::{LogAppend, NextOffsets, ENTRY_BYTES_TARGET};
 use crate::config::StoreConfig;
 use crate::error::{Result, StoreError};
 
@@ -107,6 +107,8 @@ impl CommitLog {
                 next_offsets,
                 closed_topics: HashSet::default(),
                 scratch: Vec::new(),
+                producers: Default::default(),
+                producers_version: 0,
             }),
             committed: AtomicU64::new(end),
             flushed: AtomicU64::new(end),

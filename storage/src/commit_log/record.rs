@@ -177,6 +177,16 @@ impl Entry {
         self.view.record_count
     }
 
+    /// The entry's header fields.
+    pub fn view(&self) -> &EntryView {
+        &self.view
+    }
+
+    /// The topic name (validated when the entry was verified).
+    pub fn topic(&self) -> &str {
+        std::str::from_utf8(&self.bytes[self.view.topic.clone()]).unwrap_or_default()
+    }
+
     /// The record after `prev` (one of this entry's), or `None` if `prev`
     /// is its last. Records of an entry are contiguous and their queue
     /// offsets consecutive, so the next one starts where `prev` ends.

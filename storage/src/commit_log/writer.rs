@@ -14,12 +14,15 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::format::{self, EntryBuilder, EntryFields, RecordFields, END_MARKER_LEN};
+use super::format::{self, EntryBuilder, EntryFields, EntryProducer, RecordFields, END_MARKER_LEN};
 use super::record::{AppendRecord, Appended};
 use super::segment::Segment;
 use super::{lock, CommitLog};
 use crate::error::{RecordProblem, Result, StoreError};
 use crate::fault::{self, FaultPoint};
+use crate::producer_state::{
+    increment_sequence, BatchMeta, Checked, ProducerBatch, ProducerStates,
+};
 use crate::types::{now_ms, PhysicalOffset, QueueOffset, TopicPartition};
 
 /// Per-partition counters of the next queue offset, owned by the writer:
@@ -62,6 +65,23 @@ pub(super) struct WriterState {
     pub(super) closed_topics: HashSet<Arc<str>, ahash::RandomState>,
     /// Reused encoding buffer, so appends do not allocate.
     pub(super) scratch: Vec<u8>,
+    /// Idempotent producers' sequences, checked and moved under this lock
+    /// with the offsets (see `crate::producer_state`).
+    pub(super) producers: ProducerStates,
+    /// Counts changes to `producers`, so a checkpoint rewrites the
+    /// snapshot only when there is something new in it.
+    pub(super) producers_version: u64,
+}
+
+/// What an append did.
+#[derive(Debug)]
+pub enum LogAppend {
+    /// The batch was written: where each record landed, and the log
+    /// position after it.
+    Written { appended: Vec<Appended>, end: u64 },
+    /// The producer's batch was written before: its offsets, and the log
+    /// position (at or past it) a sync flush must cover before answering.
+    Duplicate { batch: BatchMeta, end: u64 },
 }
 
 /// Largest entry the writer builds: the records of one partition in one
@@ -99,6 +119,31 @@ impl CommitLog {
         lock(&self.writer).next_offsets = next;
     }
 
+    /// Recovery: the producer state rebuilt from the snapshot and the log.
+    pub(crate) fn set_producer_states(&self, states: ProducerStates) {
+        let mut w = lock(&self.writer);
+        w.producers = states;
+        w.producers_version += 1;
+    }
+
+    /// The producer state (expired entries dropped first), the write
+    /// position it is exact for (every producer batch below it is in it,
+    /// none at or past it) and its version; `None` if the version is still
+    /// `since` (nothing changed since that snapshot).
+    pub(crate) fn producer_snapshot(&self, since: u64) -> Option<(ProducerStates, u64, u64)> {
+        let mut w = lock(&self.writer);
+        if w.producers.expire(now_ms()) > 0 {
+            w.producers_version += 1;
+        }
+        (w.producers_version != since)
+            .then(|| (w.producers.clone(), w.write_pos, w.producers_version))
+    }
+
+    /// The largest producer id the state holds.
+    pub fn max_producer_id(&self) -> Option<i64> {
+        lock(&self.writer).producers.max_producer_id()
+    }
+
     /// The next queue offset the writer will assign in `tp`.
     pub fn next_queue_offset(&self, tp: &TopicPartition) -> u64 {
         lock(&self.writer)
@@ -118,6 +163,8 @@ impl CommitLog {
     pub fn close_topic(&self, topic: &str) -> Vec<(u32, u64)> {
         let mut w = lock(&self.writer);
         w.closed_topics.insert(Arc::from(topic));
+        w.producers.remove_topic(topic);
+        w.producers_version += 1;
         w.next_offsets
             .0
             .get(topic)
@@ -173,8 +220,9 @@ impl CommitLog {
                 limit,
             });
         }
-        // The record must fit an entry of its own in an empty segment.
-        let len = format::entry_header_len(r.topic.len())
+        // The record must fit an entry of its own in an empty segment, with
+        // a producer block or without (one limit for every producer).
+        let len = format::entry_header_len_with(r.topic.len(), true)
             + format::record_len_bound(key_len, value_len, &r.headers);
         if len > format::RECORD_LEN_MAX || (len + END_MARKER_LEN) as u64 > self.segment_bytes {
             return refuse(RecordProblem::LargerThanSegment {
@@ -187,9 +235,10 @@ impl CommitLog {
     }
 
     /// Append a batch (one produce request) as one unit: every record is
-    /// validated first, so either all of it is appended or none. Returns
-    /// where each record landed, in the batch's order, and the log position
-    /// after the batch. Does not wait for a flush; see
+    /// validated first, so either all of it is appended or none. Answers
+    /// [`LogAppend::Written`] with where each record landed, in the batch's
+    /// order, and the log position after the batch. Does not wait for a
+    /// flush; see
     /// [`CommitLog::wait_flushed`] and [`CommitLog::flush_all`].
     ///
     /// The records of one partition go into one entry (see [`format`]),
@@ -198,7 +247,28 @@ impl CommitLog {
     ///
     /// `max_payload` lowers the store's record limit for this batch (a
     /// topic's `max.message.bytes`); `u64::MAX` keeps the store's.
-    pub fn append(&self, batch: &[AppendRecord], max_payload: u64) -> Result<(Vec<Appended>, u64)> {
+    ///
+    /// With `producer`, the batch is that idempotent producer's: it must be
+    /// of one partition, and its sequence is checked against the producer
+    /// state under the writer's lock, before anything is planned (Kafka's
+    /// rules, `crate::producer_state`). A retry of one of the producer's
+    /// last five batches writes nothing and answers
+    /// [`LogAppend::Duplicate`]; a batch out of sequence is
+    /// [`StoreError::ProducerRefused`]. The state moves only once the batch
+    /// is written, like the next offsets.
+    pub fn append_as(
+        &self,
+        batch: &[AppendRecord],
+        max_payload: u64,
+        producer: Option<&ProducerBatch>,
+    ) -> Result<LogAppend> {
+        if producer.is_some()
+            && (batch.is_empty() || !batch.windows(2).all(|w| same_partition(&w[0], &w[1])))
+        {
+            return Err(StoreError::invalid(
+                "a producer's batch must hold records of one partition",
+            ));
+        }
         let mut checked_topic: Option<&str> = None;
         for (index, r) in batch.iter().enumerate() {
             if checked_topic != Some(&*r.topic) {
@@ -225,6 +295,27 @@ impl CommitLog {
                 });
             }
         }
+        if let (Some(p), Some(first)) = (producer, batch.first()) {
+            match w
+                .producers
+                .check(&first.topic, first.partition, p, batch.len())
+            {
+                Ok(Checked::Append) => {}
+                Ok(Checked::Duplicate(original)) => {
+                    return Ok(LogAppend::Duplicate {
+                        batch: original,
+                        end: w.write_pos,
+                    })
+                }
+                Err(problem) => {
+                    return Err(StoreError::ProducerRefused {
+                        topic: first.topic.to_string(),
+                        partition: first.partition,
+                        problem,
+                    })
+                }
+            }
+        }
         let store_ts = now_ms();
         let fields = |r| record_fields(r, store_ts);
 
@@ -237,7 +328,7 @@ impl CommitLog {
         let mut i = 0;
         while i < order.len() {
             let first = &batch[order[i]];
-            let mut len = format::entry_header_len(first.topic.len());
+            let mut len = format::entry_header_len_with(first.topic.len(), producer.is_some());
             let mut j = i;
             while j < order.len() {
                 let r = &batch[order[j]];
@@ -314,6 +405,14 @@ impl CommitLog {
                     store_timestamp_ms: store_ts,
                     topic: &first.topic,
                     partition: first.partition,
+                    // A producer's batch is one partition, so its k-th
+                    // record is the batch's k-th and its sequence follows.
+                    producer: producer.map(|p| EntryProducer {
+                        producer_id: p.producer_id,
+                        epoch: p.epoch,
+                        base_sequence: increment_sequence(p.base_sequence, e.records.start as i32),
+                        continues: e.records.start > 0,
+                    }),
                 },
             );
             for (k, &idx) in order[e.records.clone()].iter().enumerate() {
@@ -353,6 +452,17 @@ impl CommitLog {
                 e.base_queue_offset + e.records.len() as u64,
             );
         }
+        if let (Some(p), Some(first), Some(e)) = (producer, batch.first(), plan.first()) {
+            w.producers.record(
+                &first.topic,
+                first.partition,
+                p,
+                batch.len(),
+                e.base_queue_offset,
+                store_ts,
+            );
+            w.producers_version += 1;
+        }
         w.scratch = scratch;
         w.write_pos = end;
         self.committed.store(end, Ordering::Release);
@@ -361,7 +471,7 @@ impl CommitLog {
         if self.preallocate {
             self.prealloc.writer_at(end);
         }
-        Ok((out, end))
+        Ok(LogAppend::Written { appended: out, end })
     }
 
     /// Write `bytes` at physical offset `pos` (all inside one segment, past
