@@ -75,6 +75,9 @@ pub struct StoreStats {
     pub commitlog_min_offset: u64,
     pub commitlog_max_offset: u64,
     pub commitlog_flushed_offset: u64,
+    /// Pages of the CommitLog below this are warm: written, or touched
+    /// ahead of the writer by the preallocator (`preallocate_next_segment`).
+    pub commitlog_warmed_offset: u64,
     pub dispatched_offset: u64,
     pub dispatch_lag_bytes: u64,
     pub dispatch_errors: u64,
@@ -870,6 +873,7 @@ impl Store {
             commitlog_min_offset: log.min_offset(),
             commitlog_max_offset: committed,
             commitlog_flushed_offset: log.flushed(),
+            commitlog_warmed_offset: log.warmed_to(),
             dispatched_offset: dispatched,
             dispatch_lag_bytes: committed.saturating_sub(dispatched),
             dispatch_errors: self.inner.dispatcher.error_count(),

@@ -138,6 +138,12 @@ impl CommitLog {
         self.committed.load(Ordering::Acquire)
     }
 
+    /// The preallocator has warmed the pages below this (or the writer has
+    /// written them); the write position without preallocation.
+    pub fn warmed_to(&self) -> u64 {
+        self.prealloc.warmed_to.load(Ordering::Acquire).max(self.committed())
+    }
+
     /// Everything below this is on disk.
     pub fn flushed(&self) -> u64 {
         self.flushed.load(Ordering::Acquire)
