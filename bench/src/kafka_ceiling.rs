@@ -1,9 +1,9 @@
 //! The bare Kafka listener: this machine's Kafka-protocol ceiling, measured
 //! with the same load and client as tidelog's Kafka listener.
 //!
-//! It frames requests as tidelog's listener does (length checked before
-//! the buffer is allocated, one request at a time per connection, answers
-//! in order) and serves the two APIs the load sends:
+//! It frames requests as tidelog's listener does (reads through a buffer
+//! of the same size, length checked before the frame's buffer is
+//! allocated, one request at a time per connection, answers in order) and serves the two APIs the load sends:
 //! * Produce: the request decoded with `kafka-protocol`, every partition's
 //!   record batches decoded with tidelog's own decoder
 //!   (`tidelog_kafka::records::decode_batches`: CRC32C, every record's
@@ -30,7 +30,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
 use tidelog_kafka::records::{decode_batches, encode_batch, OutRecord};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::ceiling::{serve_on_own_runtime, CeilingServer};
@@ -80,7 +80,9 @@ async fn accept(listener: TcpListener, bare: Arc<Bare>) {
     }
 }
 
-async fn connection(mut stream: TcpStream, bare: &Bare) -> anyhow::Result<()> {
+async fn connection(stream: TcpStream, bare: &Bare) -> anyhow::Result<()> {
+    // Read as tidelog's listener reads (its buffer size).
+    let mut stream = BufReader::with_capacity(tidelog_kafka::listener::READ_BUFFER_BYTES, stream);
     loop {
         let mut len = [0u8; 4];
         if stream.read_exact(&mut len).await.is_err() {
