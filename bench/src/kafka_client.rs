@@ -34,7 +34,6 @@ const CORRELATION_ID: i32 = 1;
 /// An answer frame longer than this is refused before it is allocated.
 const ANSWER_BYTES_MAX: usize = 256 << 20;
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// One connection to a Kafka listener.
 pub(crate) struct KafkaConn {
@@ -44,13 +43,7 @@ pub(crate) struct KafkaConn {
 
 impl KafkaConn {
     pub(crate) async fn connect(addr: SocketAddr) -> anyhow::Result<KafkaConn> {
-        let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
-            .await
-            .map_err(|_| anyhow!("connecting to {addr}: no answer within {CONNECT_TIMEOUT:?}"))?
-            .with_context(|| format!("connecting to {addr}"))?;
-        stream
-            .set_nodelay(true)
-            .with_context(|| format!("TCP_NODELAY on the connection to {addr}"))?;
+        let stream = crate::client::connect_tcp(addr).await?;
         Ok(KafkaConn { addr, stream })
     }
 

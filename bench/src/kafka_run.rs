@@ -26,7 +26,7 @@ use crate::cpu::CpuSource;
 use crate::kafka_ceiling;
 use crate::kafka_client::{self, KafkaConn};
 use crate::load::{alternate_all, Job, PhaseResult, Target};
-use crate::report::{client_micros, ratio, server_micros, table, verdict, CPU_HEADING, RATIO_GOAL};
+use crate::report::{client_micros, ratio, ratio_goal, server_micros, table, verdict, CPU_HEADING};
 use crate::BenchArgs;
 
 /// Goal of issue 16: Kafka produce at least this many times tidelog's
@@ -147,16 +147,8 @@ fn report(args: &BenchArgs, produce: &[PhaseResult; 3], fetch: &[PhaseResult; 2]
         ("fetch", "ceiling", fetch_bare),
     ]);
     println!();
-    for (phase, tidelog, ceiling) in [("produce", kafka, bare), ("fetch", fetch_kafka, fetch_bare)]
-    {
-        let ratio = ratio(tidelog, ceiling);
-        println!(
-            "goal {phase}: tidelog / ceiling = {:.1} % (goal >= {:.0} %): {}",
-            ratio * 100.0,
-            RATIO_GOAL * 100.0,
-            verdict(ratio >= RATIO_GOAL)
-        );
-    }
+    ratio_goal("produce", kafka, bare);
+    ratio_goal("fetch", fetch_kafka, fetch_bare);
     let factor = ratio(kafka, http);
     println!(
         "goal produce over HTTP: tidelog kafka / tidelog http = {factor:.2}x (goal >= {HTTP_FACTOR_GOAL}x): {}",
