@@ -17,6 +17,13 @@ pub(crate) fn record_value(len: usize, seed: u64) -> Vec<u8> {
         .collect()
 }
 
+/// Milliseconds since the Unix epoch, as records' timestamps.
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
 /// A binary-embedded produce body of `batch` keyless records.
 pub(crate) fn produce_body(batch: usize, record_bytes: usize) -> anyhow::Result<Vec<u8>> {
     let records: Vec<serde_json::Value> = (0..batch as u64)

@@ -89,22 +89,41 @@ pub fn start(topic: &str, batch: usize, record_bytes: usize) -> anyhow::Result<C
         .route("/topics/{topic}/partitions/{partition}/records", get(fetch))
         .route("/status/ready", get(|| async { "{\"ready\":true}" }))
         .with_state(state);
+    serve_on_own_runtime(
+        THREAD_NAME,
+        "the bare endpoint",
+        move |listener| async move {
+            if let Err(e) = axum::serve(listener, app).await {
+                eprintln!("tidelog bench: the bare endpoint stopped: {e}");
+            }
+        },
+    )
+}
+
+/// Binds a free port on 127.0.0.1 and runs `serve` on it in a runtime of
+/// its own whose threads are named `thread_name` (so their CPU time is
+/// told apart); `what` names it in errors.
+pub(crate) fn serve_on_own_runtime<F, Fut>(
+    thread_name: &'static str,
+    what: &str,
+    serve: F,
+) -> anyhow::Result<CeilingServer>
+where
+    F: FnOnce(tokio::net::TcpListener) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
-        .thread_name(THREAD_NAME)
+        .thread_name(thread_name)
         .build()
-        .context("starting the bare endpoint's runtime")?;
+        .with_context(|| format!("starting {what}'s runtime"))?;
     let listener = runtime
         .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .context("binding the bare endpoint to 127.0.0.1")?;
+        .with_context(|| format!("binding {what} to 127.0.0.1"))?;
     let addr = listener
         .local_addr()
-        .context("the bare endpoint's address")?;
-    runtime.spawn(async move {
-        if let Err(e) = axum::serve(listener, app).await {
-            eprintln!("tidelog bench: the bare endpoint stopped: {e}");
-        }
-    });
+        .with_context(|| format!("{what}'s address"))?;
+    runtime.spawn(serve(listener));
     Ok(CeilingServer {
         addr,
         runtime: Some(runtime),
@@ -120,9 +139,7 @@ pub fn fetch_shaped_body(
 ) -> anyhow::Result<Vec<u8>> {
     let value =
         serde_json::Value::String(BASE64.encode(crate::body::record_value(record_bytes, 0)));
-    let timestamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    let timestamp = crate::body::now_ms();
     let records: Vec<FetchedRecord> = (0..batch as u64)
         .map(|offset| FetchedRecord {
             topic: topic.to_string(),

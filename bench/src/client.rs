@@ -28,6 +28,19 @@ pub struct Conn {
     driver: tokio::task::JoinHandle<()>,
 }
 
+/// A TCP connection to `addr` with TCP_NODELAY (a load connection of
+/// either protocol), within [`CONNECT_TIMEOUT`].
+pub(crate) async fn connect_tcp(addr: SocketAddr) -> anyhow::Result<tokio::net::TcpStream> {
+    let stream = tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(addr))
+        .await
+        .map_err(|_| anyhow!("connecting to {addr}: no answer within {CONNECT_TIMEOUT:?}"))?
+        .with_context(|| format!("connecting to {addr}"))?;
+    stream
+        .set_nodelay(true)
+        .with_context(|| format!("TCP_NODELAY on the connection to {addr}"))?;
+    Ok(stream)
+}
+
 /// A complete answer.
 pub struct Answer {
     pub status: StatusCode,
@@ -36,13 +49,7 @@ pub struct Answer {
 
 impl Conn {
     pub async fn connect(addr: SocketAddr) -> anyhow::Result<Conn> {
-        let stream = tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(addr))
-            .await
-            .map_err(|_| anyhow!("connecting to {addr}: no answer within {CONNECT_TIMEOUT:?}"))?
-            .with_context(|| format!("connecting to {addr}"))?;
-        stream
-            .set_nodelay(true)
-            .with_context(|| format!("TCP_NODELAY on the connection to {addr}"))?;
+        let stream = connect_tcp(addr).await?;
         let (send, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
             .with_context(|| format!("HTTP handshake with {addr}"))?;

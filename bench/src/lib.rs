@@ -1,8 +1,9 @@
 //! `tidelog bench`: an HTTP load generator for produce, fetch and
 //! long-poll visibility, with the machine's HTTP ceiling measured in the
-//! same run (issue 3, "Benchmark"; results in docs/BENCHMARKS.md).
+//! same run (issue 3, "Benchmark"; results in docs/BENCHMARKS.md), and
+//! with `--protocol kafka` the same over the Kafka protocol (issue 16).
 //!
-//! One run:
+//! One run (`--protocol http`, the default):
 //! 1. Starts the targets: tidelog (a child `tidelog serve` with a temporary
 //!    data dir on a free 127.0.0.1 port, or `--url` for a running one) and
 //!    the bare endpoint (`ceiling.rs`, in this process on its own
@@ -28,6 +29,15 @@
 //! of request latency (send to last byte of the answer), tidelog beside the
 //! ceiling with their ratio, and the goals of issue 3.
 //!
+//! `--protocol kafka` (`kafka_run`) starts tidelog with a Kafka listener
+//! on a free port and the bare Kafka listener (`kafka_ceiling`: frames and
+//! decodes Produce and Fetch, record batches included, stores nothing)
+//! instead of the bare endpoint, then runs the same alternating phases
+//! with Kafka requests (`kafka_client`, one in flight per connection):
+//! Produce of one `--batch` batch with `--acks`, beside tidelog's own HTTP
+//! produce of the same records as a third target, and Fetch. No
+//! visibility phase.
+//!
 //! Every loop is bounded by time and by a count; only 127.0.0.1 is ever
 //! contacted. The client shares the machine's cores with the server it
 //! measures, as the ceiling does; the ratio is between two equally loaded
@@ -38,7 +48,8 @@
 //! `admin` (cluster, topic and offset lookups), `load` (the produce and
 //! fetch phases), `visibility`, `body` (request bodies), `report` (the
 //! table and goals), with `client` (one bare hyper HTTP/1.1 connection),
-//! `ceiling`, `cpu` and `histogram` beneath them. The `tidelog` binary
+//! `ceiling`, `cpu` and `histogram` beneath them; `kafka_run`,
+//! `kafka_client` and `kafka_ceiling` for the Kafka protocol. The `tidelog` binary
 //! calls [`run`] from its `bench` subcommand.
 
 mod admin;
@@ -47,12 +58,18 @@ mod ceiling;
 mod client;
 mod cpu;
 mod histogram;
+mod kafka_ceiling;
+mod kafka_client;
+mod kafka_run;
+#[cfg(test)]
+mod kafka_tests;
 mod load;
 mod report;
 mod run;
 mod target;
 mod visibility;
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 
 pub use self::run::run;
@@ -60,6 +77,19 @@ pub use self::run::run;
 /// `tidelog bench` options.
 #[derive(Debug, Clone, clap::Args)]
 pub struct BenchArgs {
+    /// The protocol of the load: `http` (produce, fetch and visibility over
+    /// the REST API beside the bare axum endpoint) or `kafka` (produce and
+    /// fetch over the Kafka protocol beside the bare Kafka listener, with
+    /// tidelog's HTTP produce alongside).
+    #[arg(long, value_enum, default_value_t = Protocol::Http)]
+    pub protocol: Protocol,
+    /// Kafka: the produce requests' acks, 1 or -1 (all).
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
+    pub acks: i16,
+    /// Kafka: the Kafka listener of the server given with --url, e.g.
+    /// 127.0.0.1:9092 (127.0.0.1 only).
+    #[arg(long, value_name = "ADDR")]
+    pub kafka_addr: Option<SocketAddr>,
     /// A running tidelog to measure, e.g. http://127.0.0.1:8080 (127.0.0.1
     /// only). Default: start `tidelog serve` with a temporary data dir on a
     /// free port.
@@ -103,4 +133,11 @@ pub struct BenchArgs {
     /// Ignored with --url.
     #[arg(long, value_name = "FILE")]
     pub server_config: Option<PathBuf>,
+}
+
+/// The protocol `tidelog bench` loads tidelog with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Protocol {
+    Http,
+    Kafka,
 }

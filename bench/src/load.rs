@@ -1,20 +1,22 @@
 //! The produce and fetch phases: load connections sending back to back,
-//! alternating slices between tidelog and the ceiling, per-second
-//! progress, and what each phase measured.
+//! alternating slices between the targets (tidelog and its ceiling, over
+//! HTTP or the Kafka protocol), per-second progress, and what each phase
+//! measured. Every connection has one request in flight at a time.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{ensure, Context as _};
+use anyhow::{bail, Context as _};
 use bytes::Bytes;
 use hyper::StatusCode;
 use tidelog_api::records::BINARY_V2;
 
-use crate::client::{self, count_occurrences, Conn};
+use crate::client::{count_occurrences, Conn};
 use crate::cpu::CpuSource;
 use crate::histogram::Histogram;
+use crate::kafka_client::{self, KafkaConn};
 use crate::run::CLIENT_THREAD_NAME;
 use crate::BenchArgs;
 
@@ -38,52 +40,161 @@ pub(crate) enum Job {
         ranges: Vec<(u64, u64)>,
         batch: usize,
     },
+    /// Kafka: `frames[conn % frames.len()]`, a Produce frame per partition
+    /// of `records` records.
+    KafkaProduce { frames: Vec<Bytes>, records: u64 },
+    /// Kafka: Fetches of at most `max_bytes` over
+    /// `ranges[conn % ranges.len()]`, wrapping around at the end.
+    KafkaFetch {
+        topic: kafka_protocol::messages::TopicName,
+        ranges: Vec<(u64, u64)>,
+        max_bytes: i32,
+    },
 }
 
 impl Job {
     /// Where connection `index` starts fetching: the connections sharing a
     /// partition start spread over it.
     fn first_offset(&self, index: usize) -> u64 {
-        match self {
-            Job::Fetch { ranges, .. } => {
+        match self.ranges() {
+            Some(ranges) => {
                 let (begin, end) = ranges[index % ranges.len()];
                 let sharing = (index / ranges.len()) as u64 % 8;
                 begin + (end - begin) / 8 * sharing
             }
-            Job::Produce { .. } => 0,
+            None => 0,
+        }
+    }
+
+    /// The partitions' offset ranges a fetch job reads.
+    fn ranges(&self) -> Option<&[(u64, u64)]> {
+        match self {
+            Job::Fetch { ranges, .. } | Job::KafkaFetch { ranges, .. } => Some(ranges),
+            Job::Produce { .. } | Job::KafkaProduce { .. } => None,
         }
     }
 }
 
-/// One request of `job` for connection `index` (`fetch_at`: fetch offset).
+/// A load connection, of the protocol its job speaks.
+enum LoadConn {
+    Http(Conn),
+    Kafka(KafkaConn),
+}
+
+impl LoadConn {
+    async fn connect(job: &Job, addr: SocketAddr) -> anyhow::Result<LoadConn> {
+        Ok(match job {
+            Job::Produce { .. } | Job::Fetch { .. } => LoadConn::Http(Conn::connect(addr).await?),
+            Job::KafkaProduce { .. } | Job::KafkaFetch { .. } => {
+                LoadConn::Kafka(KafkaConn::connect(addr).await?)
+            }
+        })
+    }
+
+    fn addr(&self) -> SocketAddr {
+        match self {
+            LoadConn::Http(conn) => conn.addr(),
+            LoadConn::Kafka(conn) => conn.addr(),
+        }
+    }
+}
+
+/// What one answered request carried.
+struct Reply {
+    records: u64,
+    wire_bytes: u64,
+    /// Why the server refused it (an HTTP status, a Kafka error code).
+    refused: Option<String>,
+}
+
+impl Reply {
+    /// A Kafka answer of `wire_bytes`, checked: its records, or why not.
+    fn checked(wire_bytes: u64, checked: anyhow::Result<u64>) -> Reply {
+        match checked {
+            Ok(records) => Reply {
+                records,
+                wire_bytes,
+                refused: None,
+            },
+            Err(e) => Reply {
+                records: 0,
+                wire_bytes,
+                refused: Some(format!("{e:#}")),
+            },
+        }
+    }
+}
+
+/// One request of `job` for connection `index` (`fetch_at`: fetch
+/// offset); an `Err` is a transport failure (the connection is dropped).
 async fn send_one(
-    conn: &mut Conn,
+    conn: &mut LoadConn,
     job: &Job,
     index: usize,
     fetch_at: u64,
-) -> anyhow::Result<client::Answer> {
-    match job {
-        Job::Produce {
-            topic,
-            partitions,
-            body,
-        } => {
+) -> anyhow::Result<Reply> {
+    let answer = match (conn, job) {
+        (
+            LoadConn::Http(conn),
+            Job::Produce {
+                topic,
+                partitions,
+                body,
+            },
+        ) => {
             let partition = index as u32 % partitions;
             let path = format!("/topics/{topic}/partitions/{partition}");
-            conn.post(&path, BINARY_V2, body.clone()).await
+            conn.post(&path, BINARY_V2, body.clone()).await?
         }
-        Job::Fetch {
-            topic,
-            ranges,
-            batch,
-        } => {
+        (
+            LoadConn::Http(conn),
+            Job::Fetch {
+                topic,
+                ranges,
+                batch,
+            },
+        ) => {
             let partition = index % ranges.len();
             let path = format!(
                 "/topics/{topic}/partitions/{partition}/records?offset={fetch_at}&max_records={batch}&timeout=0"
             );
-            conn.get(&path, BINARY_V2).await
+            conn.get(&path, BINARY_V2).await?
         }
-    }
+        (LoadConn::Kafka(conn), Job::KafkaProduce { frames, records }) => {
+            let answer = conn.call(&frames[index % frames.len()]).await?;
+            let wire_bytes = answer.len() as u64;
+            let checked = kafka_client::check_produced(answer).map(|()| *records);
+            return Ok(Reply::checked(wire_bytes, checked));
+        }
+        (
+            LoadConn::Kafka(conn),
+            Job::KafkaFetch {
+                topic,
+                ranges,
+                max_bytes,
+            },
+        ) => {
+            let partition = (index % ranges.len()) as i32;
+            let frame = kafka_client::fetch_frame(topic, partition, fetch_at, *max_bytes)?;
+            let answer = conn.call(&frame).await?;
+            let wire_bytes = answer.len() as u64;
+            let checked = kafka_client::check_fetched(answer);
+            return Ok(Reply::checked(wire_bytes, checked));
+        }
+        _ => anyhow::bail!("a load connection of another protocol than its job"),
+    };
+    let refused = (answer.status != StatusCode::OK).then(|| {
+        format!(
+            "status {}: {}",
+            answer.status,
+            String::from_utf8_lossy(&answer.body[..answer.body.len().min(300)])
+        )
+    });
+    Ok(Reply {
+        records: count_occurrences(&answer.body, b"\"offset\":") as u64,
+        wire_bytes: answer.body.len() as u64,
+        refused,
+    })
 }
 
 /// When a phase's warm-up ends and measuring starts, and when it ends.
@@ -194,12 +305,24 @@ pub(crate) async fn alternate(
     job: &Arc<Job>,
     args: &BenchArgs,
 ) -> anyhow::Result<(PhaseResult, PhaseResult)> {
+    let targets = [("tidelog", tidelog, job), ("ceiling", ceiling, job)];
+    let [tidelog, ceiling] = alternate_all(op, &targets, args).await?;
+    Ok((tidelog, ceiling))
+}
+
+/// A named target and the job its connections run.
+pub(crate) type Slot<'a> = (&'a str, Target, &'a Arc<Job>);
+
+/// Runs `op` against each of `targets` in turn, `--rounds` times over;
+/// returns each target's slices summed, in `targets`' order.
+pub(crate) async fn alternate_all<const N: usize>(
+    op: &str,
+    targets: &[Slot<'_>; N],
+    args: &BenchArgs,
+) -> anyhow::Result<[PhaseResult; N]> {
     let rounds = u64::from(args.rounds);
     let slice_ms = args.duration_ms / rounds;
-    let mut results = [
-        PhaseResult::empty(args.record_bytes),
-        PhaseResult::empty(args.record_bytes),
-    ];
+    let mut results = std::array::from_fn(|_| PhaseResult::empty(args.record_bytes));
     for round in 0..rounds {
         let warmup_ms = if round == 0 {
             args.warmup_ms
@@ -212,10 +335,7 @@ pub(crate) async fn alternate(
         } else {
             slice_ms
         };
-        for (result, (target, server)) in results
-            .iter_mut()
-            .zip([("tidelog", tidelog), ("ceiling", ceiling)])
-        {
+        for (result, (target, server, job)) in results.iter_mut().zip(targets) {
             let label = if rounds > 1 {
                 format!("{op} {target} {}/{rounds}", round + 1)
             } else {
@@ -225,11 +345,10 @@ pub(crate) async fn alternate(
                 Duration::from_millis(warmup_ms),
                 Duration::from_millis(measure_ms),
             );
-            result.absorb(run_phase(&label, server, job, timing, args).await?);
+            result.absorb(run_phase(&label, *server, job, timing, args).await?);
         }
     }
-    let [tidelog, ceiling] = results;
-    Ok((tidelog, ceiling))
+    Ok(results)
 }
 
 /// One slice: `timing` is (warm-up, measured time).
@@ -245,7 +364,7 @@ async fn run_phase(
     // dir) fall before the warm-up clock starts.
     let mut conns = Vec::with_capacity(args.connections);
     for _ in 0..args.connections {
-        conns.push(Conn::connect(addr).await?);
+        conns.push(LoadConn::connect(job, addr).await?);
     }
     let priming: Vec<_> = conns
         .into_iter()
@@ -254,13 +373,10 @@ async fn run_phase(
             let job = Arc::clone(job);
             tokio::spawn(async move {
                 let mut conn = conn;
-                let answer = send_one(&mut conn, &job, index, job.first_offset(index)).await?;
-                ensure!(
-                    answer.status == StatusCode::OK,
-                    "status {}: {}",
-                    answer.status,
-                    String::from_utf8_lossy(&answer.body[..answer.body.len().min(300)])
-                );
+                let reply = send_one(&mut conn, &job, index, job.first_offset(index)).await?;
+                if let Some(refused) = reply.refused {
+                    bail!("{refused}");
+                }
                 Ok(conn)
             })
         })
@@ -365,7 +481,7 @@ async fn report_progress(label: String, start: Instant, clock: Clock, records: A
 /// One load connection: requests back to back until the phase ends.
 async fn load_connection(
     index: usize,
-    mut conn: Conn,
+    mut conn: LoadConn,
     job: Arc<Job>,
     clock: Clock,
     progress: Arc<AtomicU64>,
@@ -380,15 +496,15 @@ async fn load_connection(
         }
         let result = send_one(&mut conn, &job, index, fetch_at).await;
         let answered = Instant::now();
-        let answer = match result {
-            Ok(answer) => answer,
+        let reply = match result {
+            Ok(reply) => reply,
             Err(e) => {
                 measured.error(format!("{e:#}"));
                 if reconnects >= RECONNECTS_MAX {
                     break;
                 }
                 reconnects += 1;
-                match Conn::connect(conn.addr()).await {
+                match LoadConn::connect(&job, conn.addr()).await {
                     Ok(fresh) => conn = fresh,
                     Err(e) => {
                         measured.error(format!("reconnecting: {e:#}"));
@@ -398,30 +514,23 @@ async fn load_connection(
                 continue;
             }
         };
-        if answer.status != StatusCode::OK {
-            measured.error(format!(
-                "status {}: {}",
-                answer.status,
-                String::from_utf8_lossy(&answer.body[..answer.body.len().min(300)])
-            ));
+        if let Some(refused) = reply.refused {
+            measured.error(refused);
             continue;
         }
-        let records = count_occurrences(&answer.body, b"\"offset\":") as u64;
-        match &*job {
-            Job::Produce { .. } => {}
-            Job::Fetch { ranges, .. } => {
-                let (begin, end) = ranges[index % ranges.len()];
-                fetch_at += records;
-                if records == 0 || fetch_at >= end {
-                    fetch_at = begin;
-                }
+        let records = reply.records;
+        if let Some(ranges) = job.ranges() {
+            let (begin, end) = ranges[index % ranges.len()];
+            fetch_at += records;
+            if records == 0 || fetch_at >= end {
+                fetch_at = begin;
             }
         }
         progress.fetch_add(records, Ordering::Relaxed);
         if sent >= clock.measure_from {
             measured.requests += 1;
             measured.records += records;
-            measured.wire_bytes += answer.body.len() as u64;
+            measured.wire_bytes += reply.wire_bytes;
             measured.latency.record(answered - sent);
             measured.last_answer = Some(answered);
         }

@@ -17,7 +17,7 @@ use crate::load::{alternate, Job, Target};
 use crate::report::report;
 use crate::target::{parse_local_url, ChildServer};
 use crate::visibility::visibility;
-use crate::BenchArgs;
+use crate::{kafka_ceiling, kafka_run, BenchArgs, Protocol};
 
 /// Threads of the load generator's runtime (their CPU time is reported).
 pub(crate) const CLIENT_THREAD_NAME: &str = "tidelog-bench";
@@ -35,7 +35,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         None => format!("bench-{}", unix_ms()),
     };
     // Started before the client runtime; dropped (stopped) after it.
-    let ceiling = ceiling::start(&topic, args.batch, args.record_bytes)?;
+    let ceiling = match args.protocol {
+        Protocol::Http => ceiling::start(&topic, args.batch, args.record_bytes)?,
+        Protocol::Kafka => kafka_ceiling::start(args.batch, args.record_bytes)?,
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name(CLIENT_THREAD_NAME)
@@ -87,6 +90,22 @@ fn check_args(args: &BenchArgs) -> anyhow::Result<()> {
         (1..=100_000).contains(&args.visibility_samples),
         "--visibility-samples must be 1..=100000"
     );
+    ensure!(
+        [1, -1].contains(&args.acks),
+        "--acks must be 1 or -1 (acks 0 gets no answer to count)"
+    );
+    if let Some(addr) = args.kafka_addr {
+        ensure!(
+            addr.ip().is_loopback(),
+            "--kafka-addr {addr}: the bench only talks to 127.0.0.1"
+        );
+    }
+    if args.protocol == Protocol::Kafka && args.url.is_some() {
+        ensure!(
+            args.kafka_addr.is_some(),
+            "--protocol kafka with --url needs --kafka-addr (the server's Kafka listener)"
+        );
+    }
     Ok(())
 }
 
@@ -130,11 +149,22 @@ pub(crate) async fn bench(
             (addr, cpu)
         }
     };
-    println!("ceiling: http://{ceiling_addr} (bare axum endpoint in this process: parse + base64-decode, store nothing)");
-
     let tidelog = (tidelog_addr, tidelog_cpu);
-    let ceiling = (ceiling_addr, CpuSource::Threads(ceiling::THREAD_NAME));
-    let outcome = measure_all(args, topic, tidelog, ceiling).await;
+    let outcome = match args.protocol {
+        Protocol::Http => {
+            println!("ceiling: http://{ceiling_addr} (bare axum endpoint in this process: parse + base64-decode, store nothing)");
+            let ceiling = (ceiling_addr, CpuSource::Threads(ceiling::THREAD_NAME));
+            measure_all(args, topic, tidelog, ceiling).await
+        }
+        Protocol::Kafka => {
+            // check_args made sure --url comes with --kafka-addr.
+            let started = started_server.as_ref().and_then(|s| s.kafka_addr);
+            match started.or(args.kafka_addr) {
+                Some(kafka) => kafka_run::measure(args, topic, tidelog, kafka, ceiling_addr).await,
+                None => Err(anyhow::anyhow!("no Kafka listener to measure")),
+            }
+        }
+    };
     if let Some(mut server) = started_server {
         server.stop();
         if outcome.is_err() {

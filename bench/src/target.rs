@@ -6,13 +6,15 @@ use std::path::PathBuf;
 
 use anyhow::{anyhow, ensure, Context as _};
 
-use crate::BenchArgs;
+use crate::{BenchArgs, Protocol};
 
 /// `tidelog serve` as a child process on a free port with a temporary data
 /// dir; killed when stopped or dropped (the data dir goes with it).
 pub(crate) struct ChildServer {
     pub(crate) child: std::process::Child,
     pub(crate) addr: SocketAddr,
+    /// Its Kafka listener (`--protocol kafka` only).
+    pub(crate) kafka_addr: Option<SocketAddr>,
     pub(crate) data_dir: tempfile::TempDir,
     pub(crate) log_path: PathBuf,
 }
@@ -30,6 +32,10 @@ impl ChildServer {
         let log_path = data_dir.path().join("server.log");
         let data_path = data_dir.path().join("data");
         let addr = free_local_addr()?;
+        let kafka_addr = match args.protocol {
+            Protocol::Kafka => Some(free_local_addr()?),
+            Protocol::Http => None,
+        };
         let log = std::fs::File::create(&log_path)
             .with_context(|| format!("creating {}", log_path.display()))?;
         let mut command = std::process::Command::new(&exe);
@@ -39,9 +45,10 @@ impl ChildServer {
             .arg(&data_path)
             .arg("--listen")
             .arg(addr.to_string())
-            // The HTTP bench needs no Kafka listener (and parallel runs
-            // would collide on its default port).
-            .args(["--kafka-listen", "none"]);
+            // A free port: parallel runs would collide on the default one
+            // (and the HTTP bench needs no Kafka listener).
+            .arg("--kafka-listen")
+            .arg(kafka_addr.map_or_else(|| "none".to_string(), |a| a.to_string()));
         if let Some(config) = &args.server_config {
             command.arg("--config").arg(config);
         }
@@ -54,6 +61,7 @@ impl ChildServer {
         Ok(ChildServer {
             child,
             addr,
+            kafka_addr,
             data_dir,
             log_path,
         })

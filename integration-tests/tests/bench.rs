@@ -89,6 +89,64 @@ fn bench_runs_every_phase_and_reports_rates() {
     assert!(left.is_empty(), "left behind: {left:?}");
 }
 
+/// `--protocol kafka`: the started server gets a Kafka listener, every
+/// phase runs against it, the bare Kafka listener and (produce) tidelog's
+/// HTTP produce, and the goal lines are printed. Counts only.
+#[test]
+fn bench_over_kafka_runs_every_phase_and_reports_rates() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("bench.yaml");
+    std::fs::write(&config, "store:\n  commitlog_segment_bytes: 4194304\n").unwrap();
+    let out = run_tidelog(&[
+        "bench",
+        "--protocol",
+        "kafka",
+        "--acks",
+        "-1",
+        "--duration-ms",
+        "300",
+        "--warmup-ms",
+        "100",
+        "--connections",
+        "4",
+        "--server-config",
+        config.to_str().unwrap(),
+        "--data-dir",
+        dir.path().to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "status {}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status
+    );
+    for (phase, target) in [
+        ("produce", "tidelog"),
+        ("produce", "ceiling"),
+        ("produce", "tidelog-http"),
+        ("fetch", "tidelog"),
+        ("fetch", "ceiling"),
+    ] {
+        let rate = records_per_s(&stdout, phase, target);
+        assert!(rate > 0.0, "{phase} {target}: {rate} records/s\n{stdout}");
+    }
+    for goal in [
+        "goal produce: tidelog / ceiling = ",
+        "goal fetch: tidelog / ceiling = ",
+        "goal produce over HTTP: ",
+    ] {
+        assert!(
+            stdout.lines().any(|l| l.starts_with(goal)),
+            "no {goal:?} in\n{stdout}"
+        );
+    }
+    assert!(
+        !stdout.contains("visibility"),
+        "no visibility phase over Kafka\n{stdout}"
+    );
+}
+
 #[test]
 fn bench_refuses_hosts_other_than_localhost() {
     let out = run_tidelog(&["bench", "--url", "http://192.0.2.1:8080"]);

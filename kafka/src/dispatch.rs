@@ -369,7 +369,11 @@ fn encode<R: Encodable + HeaderVersion>(
     };
     let header = ResponseHeader::default().with_correlation_id(correlation_id);
     let header_version = key.response_header_version(version);
-    let mut out = BytesMut::new();
+    // Sized first (a walk of the answer, no copy), so a fetch's records
+    // are copied once, into a buffer that never grows.
+    let size = header.compute_size(header_version).map_err(failed)?
+        + body.compute_size(version).map_err(failed)?;
+    let mut out = BytesMut::with_capacity(4 + size);
     out.put_i32(0);
     header.encode(&mut out, header_version).map_err(failed)?;
     body.encode(&mut out, version).map_err(failed)?;

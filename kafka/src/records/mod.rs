@@ -25,7 +25,7 @@ use bytes::Bytes;
 use tidelog_broker::read::RecordRef;
 
 use crate::error::RecordError;
-use varint::{put_varint, put_varlong, Cursor};
+use varint::{put_varint, put_varlong, varint_len, varlong_len, Cursor};
 
 /// baseOffset (8) and batchLength (4): what precedes the counted bytes.
 const LOG_OVERHEAD: usize = 12;
@@ -213,15 +213,16 @@ fn decode_record(
             what: "record length",
             value: i64::from(length),
         })?;
+    // The record is read through a plain slice: only its key, value and
+    // headers become `Bytes` (of `body`, at `start` + their place).
     let start = c.position();
-    let record = body.slice(start..start + length);
-    c.take(length, "record")?;
-    let mut r = Cursor::new(&record);
+    let record = c.take(length, "record")?;
+    let mut r = Cursor::new(record);
     r.u8("record attributes")?;
     let delta = r.varlong("timestampDelta")?;
     r.varint("offsetDelta")?;
-    let key = bytes_field(&record, &mut r, "key")?;
-    let value = bytes_field(&record, &mut r, "value")?;
+    let key = bytes_field(body, start, &mut r, "key")?;
+    let value = bytes_field(body, start, &mut r, "value")?;
     let header_count = r.varint("headers count")?;
     let header_count = usize::try_from(header_count)
         .ok()
@@ -232,9 +233,9 @@ fn decode_record(
         })?;
     let mut headers = Vec::with_capacity(header_count);
     for _ in 0..header_count {
-        let name = bytes_field(&record, &mut r, "header name")?.unwrap_or_default();
+        let name = bytes_field(body, start, &mut r, "header name")?.unwrap_or_default();
         let name = String::from_utf8(name.to_vec()).map_err(|_| RecordError::HeaderName)?;
-        match bytes_field(&record, &mut r, "header value")? {
+        match bytes_field(body, start, &mut r, "header value")? {
             Some(v) => headers.push((name, v)),
             None => return Err(RecordError::NullHeaderValue { name }),
         }
@@ -252,9 +253,11 @@ fn decode_record(
     })
 }
 
-/// A varint length (-1: null) and that many bytes, sliced from `whole`.
+/// A varint length (-1: null) and that many bytes, sliced from `whole`,
+/// where `c`'s slice starts at `whole[base]`.
 fn bytes_field(
     whole: &Bytes,
+    base: usize,
     c: &mut Cursor<'_>,
     what: &'static str,
 ) -> Result<Option<Bytes>, RecordError> {
@@ -266,7 +269,7 @@ fn bytes_field(
         what,
         value: i64::from(len),
     })?;
-    let start = c.position();
+    let start = base + c.position();
     c.take(len, what)?;
     Ok(Some(whole.slice(start..start + len)))
 }
@@ -297,34 +300,50 @@ impl<'a> From<RecordRef<'a>> for OutRecord<'a> {
 /// allowed, as after compaction) to `out`: their own offsets and
 /// CreateTimes, partition leader epoch -1, no producer. Nothing for no
 /// records.
+///
+/// Each record is written straight into `out` behind a placeholder header
+/// (its length computed first, so no record is staged in a buffer of its
+/// own), then the header and the CRC over it are filled in: the record
+/// bytes are copied once, from the store's memory into `out`.
 pub fn encode_batch<'a>(out: &mut Vec<u8>, records: impl IntoIterator<Item = OutRecord<'a>>) {
     let mut records = records.into_iter().peekable();
     let Some(first) = records.peek() else {
         return;
     };
     let (base_offset, base_timestamp) = (first.offset, first.timestamp_ms);
-    let mut body = Vec::new();
+    let start = out.len();
+    out.resize(start + LOG_OVERHEAD + BATCH_HEADER_AFTER_LENGTH, 0);
     let mut count: i32 = 0;
     let mut last_delta = 0;
     let mut max_timestamp = base_timestamp;
-    let mut record = Vec::new();
     for r in records {
-        record.clear();
-        record.push(0);
-        put_varlong(&mut record, r.timestamp_ms.wrapping_sub(base_timestamp));
+        let timestamp_delta = r.timestamp_ms.wrapping_sub(base_timestamp);
         // A fetch never spans more offsets than an i32 counts (it is
         // bounded by bytes far below that).
         last_delta = (r.offset - base_offset) as i32;
-        put_varint(&mut record, last_delta);
-        put_bytes(&mut record, r.key);
-        put_bytes(&mut record, r.value);
-        put_varint(&mut record, r.headers.len() as i32);
+        let header_count = r.headers.len() as i32;
+        let length = 1
+            + varlong_len(timestamp_delta)
+            + varint_len(last_delta)
+            + bytes_len(r.key)
+            + bytes_len(r.value)
+            + varint_len(header_count)
+            + r.headers
+                .iter()
+                .map(|(name, value)| bytes_len(Some(name.as_bytes())) + bytes_len(Some(value)))
+                .sum::<usize>();
+        out.reserve(length + 5);
+        put_varint(out, length as i32);
+        out.push(0);
+        put_varlong(out, timestamp_delta);
+        put_varint(out, last_delta);
+        put_bytes(out, r.key);
+        put_bytes(out, r.value);
+        put_varint(out, header_count);
         for (name, value) in &r.headers {
-            put_bytes(&mut record, Some(name.as_bytes()));
-            put_bytes(&mut record, Some(value));
+            put_bytes(out, Some(name.as_bytes()));
+            put_bytes(out, Some(value));
         }
-        put_varint(&mut body, record.len() as i32);
-        body.extend_from_slice(&record);
         max_timestamp = max_timestamp.max(r.timestamp_ms);
         count += 1;
     }
@@ -336,7 +355,7 @@ pub fn encode_batch<'a>(out: &mut Vec<u8>, records: impl IntoIterator<Item = Out
         max_timestamp,
         count,
     };
-    header.write(out, &body);
+    header.fill(out, start);
 }
 
 /// The fields of a batch header that vary; the rest is a single broker's
@@ -351,26 +370,48 @@ struct BatchHeader {
 }
 
 impl BatchHeader {
+    /// Appends the header and `body` to `out`.
+    #[cfg(test)]
     fn write(&self, out: &mut Vec<u8>, body: &[u8]) {
         let start = out.len();
-        out.extend_from_slice(&self.base_offset.to_be_bytes());
-        let length = BATCH_HEADER_AFTER_LENGTH + body.len();
-        out.extend_from_slice(&(length as i32).to_be_bytes());
-        out.extend_from_slice(&(-1i32).to_be_bytes());
-        out.push(2);
-        let crc_at = out.len();
-        out.extend_from_slice(&[0; 4]);
-        out.extend_from_slice(&self.attributes.to_be_bytes());
-        out.extend_from_slice(&self.last_offset_delta.to_be_bytes());
-        out.extend_from_slice(&self.base_timestamp.to_be_bytes());
-        out.extend_from_slice(&self.max_timestamp.to_be_bytes());
-        out.extend_from_slice(&(-1i64).to_be_bytes());
-        out.extend_from_slice(&(-1i16).to_be_bytes());
-        out.extend_from_slice(&(-1i32).to_be_bytes());
-        out.extend_from_slice(&self.count.to_be_bytes());
+        out.resize(start + LOG_OVERHEAD + BATCH_HEADER_AFTER_LENGTH, 0);
         out.extend_from_slice(body);
-        let crc = crc32c::crc32c(&out[start + CRC_START..]);
-        out[crc_at..crc_at + 4].copy_from_slice(&crc.to_be_bytes());
+        self.fill(out, start);
+    }
+
+    /// Writes the header into the placeholder at `out[start..]`, whose
+    /// records run to the end of `out`, and the CRC over them.
+    fn fill(&self, out: &mut [u8], start: usize) {
+        let batch = &mut out[start..];
+        let length = batch.len() - LOG_OVERHEAD;
+        let mut at = 0;
+        let mut put = |bytes: &[u8]| {
+            batch[at..at + bytes.len()].copy_from_slice(bytes);
+            at += bytes.len();
+        };
+        put(&self.base_offset.to_be_bytes());
+        put(&(length as i32).to_be_bytes());
+        put(&(-1i32).to_be_bytes());
+        put(&[2]);
+        put(&[0; 4]); // the CRC, below
+        put(&self.attributes.to_be_bytes());
+        put(&self.last_offset_delta.to_be_bytes());
+        put(&self.base_timestamp.to_be_bytes());
+        put(&self.max_timestamp.to_be_bytes());
+        put(&(-1i64).to_be_bytes());
+        put(&(-1i16).to_be_bytes());
+        put(&(-1i32).to_be_bytes());
+        put(&self.count.to_be_bytes());
+        let crc = crc32c::crc32c(&batch[CRC_START..]);
+        batch[CRC_START - 4..CRC_START].copy_from_slice(&crc.to_be_bytes());
+    }
+}
+
+/// The bytes `put_bytes` writes for `value`.
+fn bytes_len(value: Option<&[u8]>) -> usize {
+    match value {
+        None => varint_len(-1),
+        Some(v) => varint_len(v.len() as i32) + v.len(),
     }
 }
 

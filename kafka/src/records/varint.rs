@@ -43,6 +43,14 @@ impl<'a> Cursor<'a> {
     }
 
     fn unsigned(&mut self, max_bytes: usize, what: &'static str) -> Result<u64, RecordError> {
+        // Most varints of a batch (attributes' neighbours, deltas, short
+        // lengths, header counts) are one byte.
+        if let Some(&b) = self.bytes.get(self.at) {
+            if b & 0x80 == 0 {
+                self.at += 1;
+                return Ok(u64::from(b));
+            }
+        }
         let mut value = 0u64;
         for i in 0..max_bytes {
             let b = self.u8(what)?;
@@ -76,6 +84,21 @@ pub fn put_varlong(out: &mut Vec<u8>, value: i64) {
     put_unsigned(out, ((value << 1) ^ (value >> 63)) as u64);
 }
 
+/// The bytes [`put_varint`] writes for `value`.
+pub fn varint_len(value: i32) -> usize {
+    unsigned_len(u64::from(((value << 1) ^ (value >> 31)) as u32))
+}
+
+/// The bytes [`put_varlong`] writes for `value`.
+pub fn varlong_len(value: i64) -> usize {
+    unsigned_len(((value << 1) ^ (value >> 63)) as u64)
+}
+
+fn unsigned_len(value: u64) -> usize {
+    // 7 bits a byte; 0 still takes one.
+    (64 - (value | 1).leading_zeros() as usize).div_ceil(7)
+}
+
 fn put_unsigned(out: &mut Vec<u8>, mut value: u64) {
     while value >= 0x80 {
         out.push((value as u8) | 0x80);
@@ -103,6 +126,8 @@ mod tests {
         assert_eq!(c.varint("c").unwrap(), 300);
         assert_eq!(c.varlong("d").unwrap(), i64::MIN);
         assert_eq!(c.remaining(), 0);
+        let lens = varint_len(-1) + varint_len(1) + varint_len(300) + varlong_len(i64::MIN);
+        assert_eq!(lens, out.len());
     }
 
     #[test]

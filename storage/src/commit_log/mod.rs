@@ -141,7 +141,10 @@ impl CommitLog {
     /// The preallocator has warmed the pages below this (or the writer has
     /// written them); the write position without preallocation.
     pub fn warmed_to(&self) -> u64 {
-        self.prealloc.warmed_to.load(Ordering::Acquire).max(self.committed())
+        self.prealloc
+            .warmed_to
+            .load(Ordering::Acquire)
+            .max(self.committed())
     }
 
     /// Everything below this is on disk.

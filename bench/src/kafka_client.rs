@@ -1,0 +1,254 @@
+//! The load generator's Kafka client: one plain TCP connection per load
+//! task, requests encoded with the `kafka-protocol` crate, one request in
+//! flight per connection (as the HTTP load sends one request at a time per
+//! keep-alive connection, so the two protocols' figures compare), and the
+//! answers checked and counted without decoding every record.
+//!
+//! Produce frames are encoded once per partition at the start of a phase
+//! and sent as they are (the same batch again and again: without a
+//! producer id the broker does not look at sequences); fetch frames are
+//! encoded per request, since each names the next offset.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, ensure, Context as _};
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{
+    ApiKey, BrokerId, FetchRequest, FetchResponse, ProduceRequest, ProduceResponse, RequestHeader,
+    ResponseHeader, TopicName,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use tidelog_kafka::records::{encode_batch, OutRecord};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// The versions the load sends: the highest tidelog serves (flexible, as
+/// current librdkafka and the Java client pick).
+pub(crate) const PRODUCE_VERSION: i16 = 9;
+pub(crate) const FETCH_VERSION: i16 = 12;
+/// The one correlation id of every request (one in flight at a time).
+const CORRELATION_ID: i32 = 1;
+/// An answer frame longer than this is refused before it is allocated.
+const ANSWER_BYTES_MAX: usize = 256 << 20;
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// One connection to a Kafka listener.
+pub(crate) struct KafkaConn {
+    addr: SocketAddr,
+    stream: TcpStream,
+}
+
+impl KafkaConn {
+    pub(crate) async fn connect(addr: SocketAddr) -> anyhow::Result<KafkaConn> {
+        let stream = crate::client::connect_tcp(addr).await?;
+        Ok(KafkaConn { addr, stream })
+    }
+
+    pub(crate) fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Sends `frame` (length prefix included) and returns its answer's
+    /// frame without the length prefix.
+    pub(crate) async fn call(&mut self, frame: &[u8]) -> anyhow::Result<Bytes> {
+        tokio::time::timeout(REQUEST_TIMEOUT, self.exchange(frame))
+            .await
+            .map_err(|_| anyhow!("no answer within {REQUEST_TIMEOUT:?}"))?
+    }
+
+    async fn exchange(&mut self, frame: &[u8]) -> anyhow::Result<Bytes> {
+        self.stream
+            .write_all(frame)
+            .await
+            .context("sending a request")?;
+        let mut len = [0u8; 4];
+        self.stream
+            .read_exact(&mut len)
+            .await
+            .context("reading an answer's length")?;
+        let len = usize::try_from(i32::from_be_bytes(len))
+            .ok()
+            .filter(|l| *l <= ANSWER_BYTES_MAX)
+            .ok_or_else(|| anyhow!("answer length {len:?} out of bounds"))?;
+        let mut answer = BytesMut::zeroed(len);
+        self.stream
+            .read_exact(&mut answer)
+            .await
+            .context("reading an answer")?;
+        Ok(answer.freeze())
+    }
+}
+
+/// A request frame: length prefix, header, body.
+pub(crate) fn request_frame<R: Encodable>(
+    key: ApiKey,
+    version: i16,
+    body: &R,
+) -> anyhow::Result<Bytes> {
+    let header = RequestHeader::default()
+        .with_request_api_key(key as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(CORRELATION_ID)
+        .with_client_id(Some(StrBytes::from_static_str("tidelog-bench")));
+    let mut out = BytesMut::new();
+    out.put_i32(0);
+    header.encode(&mut out, key.request_header_version(version))?;
+    body.encode(&mut out, version)?;
+    let length = i32::try_from(out.len() - 4).context("a request frame over 2 GiB")?;
+    out[..4].copy_from_slice(&length.to_be_bytes());
+    Ok(out.freeze())
+}
+
+/// One uncompressed batch of `records` keyless values of `record_bytes`
+/// (the HTTP load's values), as a producer without idempotence sends it.
+pub(crate) fn produce_batch(records: usize, record_bytes: usize) -> Bytes {
+    let values: Vec<Vec<u8>> = (0..records)
+        .map(|i| crate::body::record_value(record_bytes, i as u64))
+        .collect();
+    let timestamp = crate::body::now_ms();
+    let mut out = Vec::new();
+    encode_batch(
+        &mut out,
+        values.iter().enumerate().map(|(i, value)| OutRecord {
+            offset: i as u64,
+            timestamp_ms: timestamp,
+            key: None,
+            value: Some(value),
+            headers: Vec::new(),
+        }),
+    );
+    Bytes::from(out)
+}
+
+/// A Produce of `batch` to `topic`'s `partition` with `acks`.
+pub(crate) fn produce_frame(
+    topic: &str,
+    partition: i32,
+    acks: i16,
+    batch: Bytes,
+) -> anyhow::Result<Bytes> {
+    let request = ProduceRequest::default()
+        .with_acks(acks)
+        .with_timeout_ms(30_000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(topic_name(topic))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(partition)
+                .with_records(Some(batch))])]);
+    request_frame(ApiKey::Produce, PRODUCE_VERSION, &request)
+}
+
+/// A Fetch of `topic`'s `partition` from `offset`, at most `max_bytes`,
+/// answered at once (`max_wait_ms` 0, as the HTTP load's `timeout=0`).
+pub(crate) fn fetch_frame(
+    topic: &TopicName,
+    partition: i32,
+    offset: u64,
+    max_bytes: i32,
+) -> anyhow::Result<Bytes> {
+    let request = FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(0)
+        .with_min_bytes(1)
+        .with_max_bytes(max_bytes)
+        .with_isolation_level(0)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(topic.clone())
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(partition)
+                .with_fetch_offset(offset as i64)
+                .with_partition_max_bytes(max_bytes)])]);
+    request_frame(ApiKey::Fetch, FETCH_VERSION, &request)
+}
+
+pub(crate) fn topic_name(topic: &str) -> TopicName {
+    TopicName(StrBytes::from_string(topic.to_owned()))
+}
+
+/// The answer's header, checked to be this connection's.
+fn answer_body(mut answer: Bytes, key: ApiKey, version: i16) -> anyhow::Result<Bytes> {
+    let header = ResponseHeader::decode(&mut answer, key.response_header_version(version))?;
+    ensure!(
+        header.correlation_id == CORRELATION_ID,
+        "an answer with correlation id {}, not {CORRELATION_ID}",
+        header.correlation_id
+    );
+    Ok(answer)
+}
+
+/// Checks a Produce answer: every partition acknowledged without error.
+pub(crate) fn check_produced(answer: Bytes) -> anyhow::Result<()> {
+    let mut body = answer_body(answer, ApiKey::Produce, PRODUCE_VERSION)?;
+    let response = ProduceResponse::decode(&mut body, PRODUCE_VERSION)?;
+    let mut partitions = 0;
+    for topic in &response.responses {
+        for p in &topic.partition_responses {
+            partitions += 1;
+            if p.error_code != 0 || p.base_offset < 0 {
+                bail!(
+                    "produce to partition {} refused: error {} ({})",
+                    p.index,
+                    p.error_code,
+                    p.error_message.as_deref().unwrap_or("")
+                );
+            }
+        }
+    }
+    ensure!(partitions > 0, "a produce answer without partitions");
+    Ok(())
+}
+
+/// Checks a Fetch answer (no partition error) and counts its records from
+/// the batch headers (batchLength, record count), without decoding every
+/// record.
+pub(crate) fn check_fetched(answer: Bytes) -> anyhow::Result<u64> {
+    let mut body = answer_body(answer, ApiKey::Fetch, FETCH_VERSION)?;
+    let response = FetchResponse::decode(&mut body, FETCH_VERSION)?;
+    ensure!(
+        response.error_code == 0,
+        "fetch refused: error {}",
+        response.error_code
+    );
+    let mut records = 0;
+    for topic in &response.responses {
+        for p in &topic.partitions {
+            ensure!(
+                p.error_code == 0,
+                "fetch of partition {} refused: error {}",
+                p.partition_index,
+                p.error_code
+            );
+            let data = p.records.as_deref().unwrap_or_default();
+            let mut at = 0;
+            while at < data.len() {
+                let (count, size) = batch_header(&data[at..])?;
+                records += count;
+                at += size;
+            }
+        }
+    }
+    Ok(records)
+}
+
+/// (record count, batch size) of the batch at the start of `data`.
+fn batch_header(data: &[u8]) -> anyhow::Result<(u64, usize)> {
+    let field = |at: usize| -> anyhow::Result<[u8; 4]> {
+        let bytes = data
+            .get(at..at + 4)
+            .ok_or_else(|| anyhow!("a batch header cut short ({} bytes)", data.len()))?;
+        Ok([bytes[0], bytes[1], bytes[2], bytes[3]])
+    };
+    // batchLength after baseOffset; the record count ends the 61-byte header.
+    let length = i32::from_be_bytes(field(8)?);
+    let count = i32::from_be_bytes(field(57)?);
+    let size = usize::try_from(length)
+        .ok()
+        .map(|l| l + 12)
+        .filter(|s| *s <= data.len())
+        .ok_or_else(|| anyhow!("a batch of length {length} in {} bytes", data.len()))?;
+    let count = u64::try_from(count).map_err(|_| anyhow!("a batch of {count} records"))?;
+    Ok((count, size))
+}
