@@ -149,7 +149,7 @@ impl TidelogProcess {
             log_path,
             extra_args,
         };
-        process.spawn_and_wait();
+        process.first_spawn();
         process
     }
 
@@ -169,7 +169,7 @@ impl TidelogProcess {
             log_path,
             extra_args: vec!["--config".into(), config_path.display().to_string()],
         };
-        process.spawn_and_wait();
+        process.first_spawn();
         process
     }
 
@@ -302,7 +302,42 @@ impl TidelogProcess {
         std::fs::read_to_string(&self.log_path).unwrap_or_default()
     }
 
+    /// The first start: a port `free_local_addr` found free can be taken
+    /// before the server binds it (by another test's server, or as the
+    /// ephemeral source port of any client's connection), so a server that
+    /// says it cannot listen gets fresh ports, a bounded number of times.
+    /// Restarts keep their ports (tests check that) and do not retry.
+    fn first_spawn(&mut self) {
+        const ATTEMPTS: usize = 3;
+        for attempt in 1..=ATTEMPTS {
+            match self.try_spawn_and_wait() {
+                Ok(()) => return,
+                Err(why) if attempt < ATTEMPTS && self.log().contains("cannot listen") => {
+                    eprintln!("tidelog could not bind ({why}); new ports, attempt {attempt}");
+                    self.addr = free_local_addr();
+                    if self.kafka_addr.is_some() {
+                        self.kafka_addr = Some(free_local_addr());
+                    }
+                }
+                Err(why) => panic!(
+                    "tidelog did not become ready: {why}\n--- server log ---\n{}",
+                    self.log()
+                ),
+            }
+        }
+    }
+
     fn spawn_and_wait(&mut self) {
+        if let Err(why) = self.try_spawn_and_wait() {
+            panic!(
+                "tidelog did not become ready: {why}\n--- server log ---\n{}",
+                self.log()
+            );
+        }
+    }
+
+    /// Spawns the server and waits until ready; on failure it is killed.
+    fn try_spawn_and_wait(&mut self) -> Result<(), String> {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -328,13 +363,11 @@ impl TidelogProcess {
             .spawn()
             .expect("spawn tidelog serve");
         self.child = Some(child);
-        if let Err(why) = self.wait_ready(Self::READY_TIMEOUT) {
+        let ready = self.wait_ready(Self::READY_TIMEOUT);
+        if ready.is_err() {
             self.kill_9();
-            panic!(
-                "tidelog did not become ready: {why}\n--- server log ---\n{}",
-                self.log()
-            );
         }
+        ready
     }
 
     /// Polls `GET /status/ready` until 200, the process exits, or `timeout`.
