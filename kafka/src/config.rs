@@ -26,6 +26,11 @@ pub struct KafkaConfig {
     /// (`handlers::sasl`, `handlers::admin`).
     #[serde(skip)]
     pub admin_token: Option<AdminToken>,
+    /// Not a YAML key: the top-level `cluster_id`, answered by Metadata
+    /// from the first request, before the broker is ready (a client that
+    /// sees the id change, or none, treats it as another cluster).
+    #[serde(skip)]
+    pub cluster_id: Option<String>,
 }
 
 /// The admin token; its `Debug` never shows it (configs are logged).
@@ -46,6 +51,7 @@ impl Default for KafkaConfig {
             max_request_bytes: 104_857_600,
             max_connections: 4096,
             admin_token: None,
+            cluster_id: None,
         }
     }
 }

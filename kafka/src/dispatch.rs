@@ -78,6 +78,8 @@ pub struct Context {
     /// When set, the mutating admin APIs need a SASL/PLAIN login with it
     /// (`handlers::sasl`, `handlers::admin`).
     pub admin_token: Option<crate::config::AdminToken>,
+    /// The cluster id Metadata answers (the broker's, known before it is).
+    pub cluster_id: Option<String>,
     /// The global budget of request bytes held in memory, shared with
     /// HTTP bodies (`listener`).
     pub budget: Arc<tidelog_broker::budget::ByteBudget>,

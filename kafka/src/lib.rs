@@ -71,6 +71,7 @@ pub async fn serve_sharing(
         port,
         stop: stop.clone(),
         admin_token: config.admin_token.clone(),
+        cluster_id: config.cluster_id.clone(),
         budget,
     });
     listener::serve(listener, ctx, stop).await;

@@ -851,7 +851,8 @@ async fn connections_beyond_max_connections_are_closed_at_once() {
 
 /// While recovery runs (no broker yet) the listener answers: ApiVersions
 /// as always, partitions LEADER_NOT_AVAILABLE (retriable), KAFKA.md "Not
-/// ready".
+/// ready"; Metadata already names the cluster (a client that sees no id,
+/// then one, may take it for another cluster).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn before_the_broker_is_ready_partitions_answer_leader_not_available() {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -859,7 +860,11 @@ async fn before_the_broker_is_ready_partitions_answer_leader_not_available() {
     let (_stop, stop_rx) = watch::channel(false);
     tokio::spawn(async move {
         let ready: tidelog_kafka::Ready = Arc::new(|| None);
-        tidelog_kafka::serve(listener, &KafkaConfig::default(), ready, stop_rx).await;
+        let config = KafkaConfig {
+            cluster_id: Some("c-1".into()),
+            ..KafkaConfig::default()
+        };
+        tidelog_kafka::serve(listener, &config, ready, stop_rx).await;
     });
     let mut c = TcpStream::connect(addr).await.unwrap();
     let answer: ApiVersionsResponse = call(
@@ -872,6 +877,7 @@ async fn before_the_broker_is_ready_partitions_answer_leader_not_available() {
     assert_eq!(answer.error_code, 0);
     let answer = metadata(&mut c, 12, &["t"]).await;
     assert_eq!(answer.topics[0].error_code, 5);
+    assert_eq!(answer.cluster_id.as_deref(), Some("c-1"));
     let one = [record(Some(b"a"), Some(b"1"), 1)];
     let answer: ProduceResponse = call(
         &mut c,

@@ -112,6 +112,7 @@ pub async fn run(config: Config) -> ExitCode {
             .admin_token
             .clone()
             .map(tidelog_kafka::config::AdminToken);
+        kafka_config.cluster_id = Some(settings.broker.cluster_id.clone());
         let stop = stop_tx.subscribe();
         // One budget of request bytes held in memory for both front-ends
         // (`http.max_inflight_bytes`, KAFKA.md "Bad input").

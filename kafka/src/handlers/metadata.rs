@@ -35,7 +35,11 @@ pub async fn handle(ctx: &Context, version: i16, request: MetadataRequest) -> Me
     let asked = asked.filter(|names| !(version == 0 && names.is_empty()));
     let answer = MetadataResponse::default()
         .with_brokers(vec![node])
-        .with_controller_id(BrokerId(0));
+        .with_controller_id(BrokerId(0))
+        .with_cluster_id(ctx.cluster_id.clone().map(StrBytes::from_string));
+    // Before the broker is ready (recovery) asked topics answer
+    // LEADER_NOT_AVAILABLE; a request for all of them gets none, since the
+    // registry is not loaded yet.
     let Some(broker) = ctx.broker() else {
         let topics = asked
             .unwrap_or_default()
