@@ -9,7 +9,7 @@ mod common;
 
 use std::process::Command;
 
-use common::TidelogProcess;
+use common::{run_client_script, TidelogProcess};
 use tidelog_integration_tests::clients;
 
 /// The group's first rebalance waits only briefly for more members.
@@ -23,22 +23,10 @@ fn group_server() -> TidelogProcess {
     TidelogProcess::start_with_config(&format!("{}{GROUP_CONFIG}", common::SMALL_STORE))
 }
 
-/// Runs a client script against `server`'s HTTP and Kafka addresses; it
-/// must exit 0 and print its `closing` line (proof it ran to the end).
-fn run_against(server: &TidelogProcess, mut command: Command, closing: &str) {
-    let kafka = server.kafka_addr.expect("the harness gave it a Kafka port");
-    command.arg(server.url()).arg(kafka.to_string());
-    let stdout = clients::run_script(command);
-    assert!(
-        stdout.contains(closing),
-        "the script exited 0 without its closing line {closing:?}:\n{stdout}"
-    );
-}
-
 #[test]
 fn kafka_python_produces_with_acks_1_and_all_and_consumes_with_assign_and_http_records_read_the_same(
 ) {
-    run_against(
+    run_client_script(
         &TidelogProcess::start(&[]),
         clients::python_command("kafka_python_produce_consume.py"),
         "kafka_python_produce_consume: every record came back",
@@ -47,7 +35,7 @@ fn kafka_python_produces_with_acks_1_and_all_and_consumes_with_assign_and_http_r
 
 #[test]
 fn kafka_python_consumers_in_a_group_rebalance_commit_resume_and_share_offsets_with_http() {
-    run_against(
+    run_client_script(
         &group_server(),
         clients::python_command("kafka_python_group.py"),
         "kafka_python_group: every record consumed once per group",
@@ -57,7 +45,7 @@ fn kafka_python_consumers_in_a_group_rebalance_commit_resume_and_share_offsets_w
 #[test]
 fn confluent_kafka_produces_every_codec_with_acks_1_and_all_consumes_with_assign_seeks_by_time_and_crosses_to_http(
 ) {
-    run_against(
+    run_client_script(
         &TidelogProcess::start(&[]),
         clients::python_command("confluent_kafka_produce_consume.py"),
         "confluent_kafka_produce_consume: every record came back",
@@ -66,7 +54,7 @@ fn confluent_kafka_produces_every_codec_with_acks_1_and_all_consumes_with_assign
 
 #[test]
 fn confluent_kafka_consumers_in_a_group_rebalance_commit_resume_and_share_offsets_with_http() {
-    run_against(
+    run_client_script(
         &group_server(),
         clients::python_command("confluent_kafka_group.py"),
         "confluent_kafka_group: every record consumed once per group",
@@ -75,7 +63,7 @@ fn confluent_kafka_consumers_in_a_group_rebalance_commit_resume_and_share_offset
 
 #[test]
 fn kafkajs_produces_none_and_gzip_with_acks_1_and_all_consumes_seeks_by_time_and_crosses_to_http() {
-    run_against(
+    run_client_script(
         &TidelogProcess::start(&[]),
         clients::node_command("kafkajs_produce_consume.js"),
         "kafkajs_produce_consume: every record came back",
@@ -84,7 +72,7 @@ fn kafkajs_produces_none_and_gzip_with_acks_1_and_all_consumes_seeks_by_time_and
 
 #[test]
 fn kafkajs_consumers_in_a_group_rebalance_commit_resume_and_share_offsets_with_http() {
-    run_against(
+    run_client_script(
         &group_server(),
         clients::node_command("kafkajs_group.js"),
         "kafkajs_group: every record consumed once per group",

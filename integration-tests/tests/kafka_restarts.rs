@@ -18,7 +18,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::TidelogProcess;
+use common::{run_client_script, TidelogProcess};
 use tidelog_integration_tests::clients;
 
 /// Acknowledged means on disk (so `kill -9` loses nothing acknowledged),
@@ -300,21 +300,9 @@ topics:
     ))
 }
 
-/// Runs a client script to the end against `server`'s HTTP and Kafka
-/// addresses; it must print its `closing` line (proof it ran to the end).
-fn run_to_closing(server: &TidelogProcess, mut command: Command, closing: &str) {
-    let kafka = server.kafka_addr.expect("the harness gave it a Kafka port");
-    command.arg(server.url()).arg(kafka.to_string());
-    let stdout = clients::run_script(command);
-    assert!(
-        stdout.contains(closing),
-        "the script exited 0 without its closing line {closing:?}:\n{stdout}"
-    );
-}
-
 /// Runs a compacted-read script against a fresh [`compaction_server`].
 fn read_compacted(command: Command) {
-    run_to_closing(
+    run_client_script(
         &compaction_server(),
         command,
         "kafka_compacted_read: the compacted log read back",
@@ -343,7 +331,7 @@ fn kafkajs_reads_a_compact_topic_after_cleaning_one_record_per_key_at_its_offset
 /// Runs a cross-protocol script (`kafka_cross_protocol.py` or its kafkajs
 /// twin) against a fresh server.
 fn cross_protocol(command: Command) {
-    run_to_closing(
+    run_client_script(
         &TidelogProcess::start(&[]),
         command,
         "kafka_cross_protocol: every crossing checked",

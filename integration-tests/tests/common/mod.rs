@@ -401,6 +401,20 @@ impl Drop for TidelogProcess {
     }
 }
 
+/// Runs a client script (`tidelog_integration_tests::clients`) against
+/// `server`'s HTTP and Kafka addresses, passed as its first two
+/// arguments; it must exit 0 and print its `closing` line (proof it ran
+/// to the end).
+pub fn run_client_script(server: &TidelogProcess, mut command: Command, closing: &str) {
+    let kafka = server.kafka_addr.expect("the harness gave it a Kafka port");
+    command.arg(server.url()).arg(kafka.to_string());
+    let stdout = tidelog_integration_tests::clients::run_script(command);
+    assert!(
+        stdout.contains(closing),
+        "the script exited 0 without its closing line {closing:?}:\n{stdout}"
+    );
+}
+
 /// A free Kafka address, unless `extra_args` name their own
 /// `--kafka-listen`.
 fn kafka_addr_for(extra_args: &[String]) -> Option<std::net::SocketAddr> {
