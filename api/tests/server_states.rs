@@ -328,7 +328,10 @@ async fn a_hung_sync_flush_is_503_50303_and_the_record_is_still_appended() {
     let faults = Arc::new(Faults::default());
     let mut config = store_config(dir.path());
     config.flush = tidelog_broker::store::FlushMode::Sync;
-    config.sync_flush_timeout_ms = 100;
+    // Long enough that the healthy produces before and after the hang
+    // flush in time on a loaded machine (at 100 ms they did not, once),
+    // short enough for a test: the hung one waits this long.
+    config.sync_flush_timeout_ms = 2_000;
     let (state, router) = serving(config, Some(Arc::clone(&faults))).await;
     let (status, body) = call(&router, "POST", "/topics/t", one_record("durable")).await;
     assert_eq!(status, StatusCode::OK, "{body}");
