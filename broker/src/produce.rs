@@ -47,7 +47,7 @@ pub struct ProduceRecord {
     /// The partition the client asked for, not yet checked against the topic.
     pub partition: Option<u32>,
     /// In request order, duplicates kept.
-    pub headers: Vec<(String, Bytes)>,
+    pub headers: Vec<(String, Option<Bytes>)>,
     /// Client-supplied create time in ms since the epoch; `None`: use the
     /// append time.
     pub timestamp_ms: Option<i64>,
@@ -442,7 +442,7 @@ mod tests {
         // Key 1 + value 99: exactly the limit, which fits.
         big.value = Some(Bytes::from("x".repeat(99)));
         let mut many = ok.clone();
-        many.headers = vec![("h".to_string(), Bytes::new()); HEADER_COUNT_MAX + 1];
+        many.headers = vec![("h".to_string(), Some(Bytes::new())); HEADER_COUNT_MAX + 1];
         assert!(matches!(
             broker.produce("small", None, vec![big.clone(), many]),
             Err(BrokerError::TooManyHeaders { index: 1, count, max: HEADER_COUNT_MAX })
@@ -450,8 +450,8 @@ mod tests {
         ));
         let mut long_name = ok.clone();
         long_name.headers = vec![
-            ("fine".to_string(), Bytes::new()),
-            ("n".repeat(HEADER_NAME_MAX + 1), Bytes::new()),
+            ("fine".to_string(), Some(Bytes::new())),
+            ("n".repeat(HEADER_NAME_MAX + 1), Some(Bytes::new())),
         ];
         assert!(matches!(
             broker.produce("small", None, vec![long_name]),

@@ -100,7 +100,7 @@ impl Rng {
 struct Produced {
     key: Vec<u8>,
     value: Option<Vec<u8>>,
-    headers: Vec<(String, Vec<u8>)>,
+    headers: Vec<(String, Option<Vec<u8>>)>,
     timestamp_ms: i64,
     physical_offset: u64,
     /// The model clock when it was produced.
@@ -333,9 +333,13 @@ impl World {
                 let len = rng.below(150) as usize;
                 (0..len).map(|_| rng.next() as u8).collect::<Vec<u8>>()
             });
-            let mut headers = vec![("seq".to_string(), self.seq.to_string().into_bytes())];
+            let mut headers = vec![("seq".to_string(), Some(self.seq.to_string().into_bytes()))];
             if rng.chance(20) {
-                headers.push(("h".to_string(), vec![0, 255, 7]));
+                headers.push(("h".to_string(), Some(vec![0, 255, 7])));
+            }
+            // A null header value survives cleaning as null.
+            if rng.chance(20) {
+                headers.push(("h".to_string(), None));
             }
             batch.push(AppendRecord {
                 topic: Arc::from(TOPIC),
@@ -346,7 +350,7 @@ impl World {
                     .iter()
                     .map(|(name, v)| Header {
                         name: name.clone(),
-                        value: Bytes::from(v.clone()),
+                        value: v.clone().map(Bytes::from),
                     })
                     .collect(),
                 timestamp_ms: Some(self.seq),
@@ -394,7 +398,7 @@ impl World {
         let headers: Vec<_> = r
             .headers()
             .into_iter()
-            .map(|h| (h.name, h.value.to_vec()))
+            .map(|h| (h.name, h.value.map(|v| v.to_vec())))
             .collect();
         assert_eq!(headers, want.headers, "{what}");
         let bytes = if r.is_tombstone() {

@@ -179,12 +179,15 @@ fn writer(store: &Store, shared: &Shared, id_prefix: String, mut rng: Rng) {
             });
             let mut headers = vec![Header {
                 name: "id".into(),
-                value: Bytes::from(id.clone()),
+                value: Some(Bytes::from(id.clone())),
             }];
             if rng.one_in(3) {
                 headers.push(Header {
                     name: "extra".into(),
-                    value: Bytes::from(vec![rng.below(256) as u8; rng.below(20) as usize]),
+                    value: Some(Bytes::from(vec![
+                        rng.below(256) as u8;
+                        rng.below(20) as usize
+                    ])),
                 });
             }
             let attempt = Attempt {
@@ -229,7 +232,7 @@ fn writer(store: &Store, shared: &Shared, id_prefix: String, mut rng: Rng) {
 /// The `id` header of a record.
 fn id_of(headers: &[Header]) -> Option<String> {
     let h = headers.iter().find(|h| h.name == "id")?;
-    String::from_utf8(h.value.to_vec()).ok()
+    String::from_utf8(h.value.as_ref()?.to_vec()).ok()
 }
 
 /// Checks one reopened store against the model, then makes everything it

@@ -35,7 +35,7 @@ fn rec(topic: &str, key: &str, value: Option<&str>) -> AppendRecord {
         value: value.map(|v| Bytes::copy_from_slice(v.as_bytes())),
         headers: vec![tidelog_storage::Header {
             name: "h".into(),
-            value: Bytes::from_static(b"x"),
+            value: Some(Bytes::from_static(b"x")),
         }],
         timestamp_ms: Some(42),
     }

@@ -110,7 +110,8 @@ fn produce_and_fetch(s: &TidelogProcess) {
         JSON_V2,
         json!({"records": [
             {"key": "k1", "value": {"n": 1}, "timestamp": 1_700_000_000_000u64,
-             "headers": [{"name": "h", "value": "AQ=="}, {"name": "h", "value": ""}]},
+             "headers": [{"name": "h", "value": "AQ=="}, {"name": "h", "value": null},
+                         {"name": "h", "value": ""}]},
             {"key": "k1", "value": {"n": 2}},
             {"value": "p3", "partition": 3},
             {"key": "k1", "value": null},
@@ -156,8 +157,8 @@ fn produce_and_fetch(s: &TidelogProcess) {
     wait_visible(s, "events", p as u32, 2);
     wait_visible(s, "events", 2, binary_offset);
 
-    // Fetch in json: values, headers in order with duplicates, timestamp,
-    // tombstone.
+    // Fetch in json: values, headers in order with duplicates (a null
+    // value null, apart from an empty one), timestamp, tombstone.
     let records = fetch(
         s,
         "events",
@@ -174,7 +175,11 @@ fn produce_and_fetch(s: &TidelogProcess) {
     assert_eq!(records[0]["timestamp"], 1_700_000_000_000u64);
     assert_eq!(
         records[0]["headers"],
-        json!([{"name": "h", "value": "AQ=="}, {"name": "h", "value": ""}])
+        json!([
+            {"name": "h", "value": "AQ=="},
+            {"name": "h", "value": null},
+            {"name": "h", "value": ""}
+        ])
     );
     assert_eq!(records[1]["value"], json!({"n": 2}));
     assert_eq!(records[1]["headers"], json!([]));

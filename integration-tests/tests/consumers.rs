@@ -67,7 +67,10 @@ fn subscribe(s: &TidelogProcess, group: &str, name: &str, topics: &[&str]) {
 /// Produces JSON values `"{tag}-{i}"` to a partition.
 fn produce(s: &TidelogProcess, topic: &str, partition: u32, tag: &str, n: usize) {
     let records: Vec<Value> = (0..n)
-        .map(|i| json!({ "value": format!("{tag}-{i}"), "headers": [{"name": "h", "value": "aGk="}] }))
+        .map(|i| {
+            json!({ "value": format!("{tag}-{i}"),
+                    "headers": [{"name": "h", "value": "aGk="}, {"name": "h", "value": null}] })
+        })
         .collect();
     s.post_raw(
         &format!("/topics/{topic}/partitions/{partition}"),
@@ -223,7 +226,11 @@ fn consumer_instances_split_hand_over_wake_and_refuse_what_api_md_refuses() {
     let first = &got_a[0];
     assert!(first["value"].as_str().unwrap().starts_with('p'));
     assert!(first["timestamp"].as_i64().unwrap() > 0);
-    assert_eq!(first["headers"], json!([{"name": "h", "value": "aGk="}]));
+    assert_eq!(
+        first["headers"],
+        json!([{"name": "h", "value": "aGk="}, {"name": "h", "value": null}]),
+        "a null header value reads as null"
+    );
     assert_eq!(first["topic"], "events");
 
     // Bad query parameters are 40002.

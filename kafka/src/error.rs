@@ -34,8 +34,6 @@ pub enum RecordError {
     TrailingBytes { bytes: usize },
     #[error("a header name is not UTF-8")]
     HeaderName,
-    #[error("a null header value cannot be stored (header {name:?})")]
-    NullHeaderValue { name: String },
     #[error("control and transactional batches are not served")]
     Transactional,
     #[error("an idempotent producer's batch must be its partition's only one ({batches} sent)")]
@@ -54,8 +52,7 @@ impl RecordError {
     /// The partition's error code in the Produce answer.
     pub fn code(&self) -> i16 {
         match self {
-            RecordError::NullHeaderValue { .. }
-            | RecordError::Transactional
+            RecordError::Transactional
             | RecordError::ProducerBatches { .. }
             | RecordError::BadProducer { .. } => ResponseError::InvalidRecord.code(),
             _ => ResponseError::CorruptMessage.code(),

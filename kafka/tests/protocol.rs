@@ -252,9 +252,12 @@ fn record<'a>(key: Option<&'a [u8]>, value: Option<&'a [u8]>, ts: i64) -> OutRec
         timestamp_ms: ts,
         key,
         value,
+        // A null value (length -1 on the wire) between two headers of the
+        // same name: stored null, fetched back null, in order.
         headers: vec![
-            ("h".into(), Bytes::from_static(b"1")),
-            ("h".into(), Bytes::from_static(b"2")),
+            ("h".into(), Some(Bytes::from_static(b"1"))),
+            ("h".into(), None),
+            ("h".into(), Some(Bytes::from_static(b"2"))),
         ],
     }
 }
@@ -388,8 +391,9 @@ async fn produce_and_fetch_round_trip_at_the_lowest_and_highest_versions() {
             assert_eq!(got.value.as_deref(), sent.value);
             assert_eq!(
                 got.headers, sent.headers,
-                "duplicate header names kept in order"
+                "duplicate header names kept in order, the null one null"
             );
+            assert_eq!(got.headers[1], ("h".to_string(), None));
             assert_eq!(got.timestamp_ms, Some(sent.timestamp_ms));
         }
         next += 3;

@@ -31,7 +31,10 @@ fn from_stored(r: &tidelog_storage::StoredRecord) -> ModelRecord {
     ModelRecord {
         key: r.key().map(|k| String::from_utf8(k.to_vec()).unwrap()),
         value: r.value().map(|v| String::from_utf8(v.to_vec()).unwrap()),
-        seq: std::str::from_utf8(&h[0].value).unwrap().parse().unwrap(),
+        seq: std::str::from_utf8(h[0].value.as_deref().unwrap_or_default())
+            .unwrap()
+            .parse()
+            .unwrap(),
     }
 }
 

@@ -595,7 +595,7 @@ fn render(
             if records > 0 {
                 body.push(b',');
             }
-            let headers: Vec<(String, Bytes)> =
+            let headers: Vec<(String, Option<Bytes>)> =
                 r.headers().into_iter().map(|h| (h.name, h.value)).collect();
             let view = RecordView {
                 topic: &batch.topic,

@@ -251,7 +251,7 @@ struct Parts<'a> {
     timestamp_ms: i64,
     key: Option<&'a [u8]>,
     value: Option<&'a [u8]>,
-    headers: Vec<(String, bytes::Bytes)>,
+    headers: Vec<(String, Option<bytes::Bytes>)>,
     physical_offset: u64,
 }
 

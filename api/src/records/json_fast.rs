@@ -386,7 +386,8 @@ struct Pending {
     key: Slot,
     value: Slot,
     partition: Option<u32>,
-    headers: Vec<(String, (usize, usize))>,
+    /// A header value's range in `shared`, `None` for a null value.
+    headers: Vec<(String, Option<(usize, usize)>)>,
     timestamp_ms: Option<i64>,
 }
 
@@ -440,7 +441,7 @@ pub(crate) fn decode_produce_fast(
                 headers: p
                     .headers
                     .into_iter()
-                    .map(|(name, (start, end))| (name, shared.slice(start..end)))
+                    .map(|(name, range)| (name, range.map(|(start, end)| shared.slice(start..end))))
                     .collect(),
                 timestamp_ms: p.timestamp_ms,
             })
@@ -529,16 +530,21 @@ fn embedded(s: &mut Scanner<'_>, format: EmbeddedFormat, shared: &mut Vec<u8>) -
     }
 }
 
-fn header(s: &mut Scanner<'_>, shared: &mut Vec<u8>) -> Option<(String, (usize, usize))> {
+fn header(s: &mut Scanner<'_>, shared: &mut Vec<u8>) -> Option<(String, Option<(usize, usize)>)> {
     let mut name: Option<String> = None;
-    let mut value: Option<(usize, usize)> = None;
+    let mut value: Option<Option<(usize, usize)>> = None;
     s.object(|s, field| {
         match field {
             b"name" if name.is_none() => {
                 let raw = s.field_name()?;
                 name = Some(std::str::from_utf8(raw).ok()?.to_owned());
             }
-            b"value" if value.is_none() => value = Some(s.base64_into(shared)?),
+            b"value" if value.is_none() => {
+                value = Some(match s.literal(b"null") {
+                    Some(()) => None,
+                    None => Some(s.base64_into(shared)?),
+                });
+            }
             _ => return None,
         }
         Some(())

@@ -31,8 +31,9 @@
 //! * `partition` must be an integer in the `u32` range and `timestamp` an
 //!   integer ≥ 0 (milliseconds since the epoch); anything else is 42206.
 //!   Kafka reserves negative timestamps (−1 is "none"), so none are accepted.
-//! * A header needs a string `name` and a base64 string `value`; a null header
-//!   value is 42206, because stored headers always have bytes.
+//! * A header needs a string `name` and a `value` that is a base64 string
+//!   or null (a null header value, as Kafka's, stays null); a missing
+//!   `value` is 42206.
 //! * An empty `records` array is valid and produces nothing.
 //! * A missing `Content-Type` is 41501 like any other unsupported type.
 //! * `Accept` is read left to right and the first record format named wins
@@ -235,7 +236,7 @@ fn embedded_bytes(
     }
 }
 
-fn decode_header(at: &str, header: Value) -> Result<(String, Bytes), ApiError> {
+fn decode_header(at: &str, header: Value) -> Result<(String, Option<Bytes>), ApiError> {
     let Value::Object(mut fields) = header else {
         return Err(malformed(format!(
             "{at} must be an object {{\"name\",\"value\"}}, not {}",
@@ -257,10 +258,11 @@ fn decode_header(at: &str, header: Value) -> Result<(String, Bytes), ApiError> {
         }
     };
     let value = match fields.remove("value") {
-        Some(Value::String(value)) => decode_base64(&format!("{at}.value"), &value)?,
+        Some(Value::String(value)) => Some(decode_base64(&format!("{at}.value"), &value)?),
+        Some(Value::Null) => None,
         other => {
             return Err(malformed(format!(
-                "{at}.value must be a base64 string, not {}",
+                "{at}.value must be a base64 string or null, not {}",
                 other.as_ref().map_or("missing", kind)
             )))
         }
@@ -396,11 +398,12 @@ pub struct PartitionOffsets {
     pub offset: Option<u64>,
 }
 
-/// A header as it travels in JSON: `{"name","value":b64}`.
+/// A header as it travels in JSON: `{"name","value":b64}`, or
+/// `"value": null` for a null value.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HeaderJson {
     pub name: String,
-    pub value: String,
+    pub value: Option<String>,
 }
 
 /// One record of a fetch or query answer.
@@ -428,7 +431,8 @@ pub struct RecordView<'a> {
     pub timestamp_ms: i64,
     pub key: Option<&'a [u8]>,
     pub value: Option<&'a [u8]>,
-    pub headers: &'a [(String, Bytes)],
+    /// `None` values are null header values.
+    pub headers: &'a [(String, Option<Bytes>)],
     pub physical_offset: Option<u64>,
 }
 
@@ -461,7 +465,7 @@ pub(crate) fn render_record(
             .iter()
             .map(|(name, value)| HeaderJson {
                 name: name.clone(),
-                value: BASE64.encode(value),
+                value: value.as_ref().map(|v| BASE64.encode(v)),
             })
             .collect(),
         physical_offset: record.physical_offset,
@@ -499,7 +503,10 @@ pub fn write_record(
         out.extend_from_slice(b"{\"name\":");
         push_json_str(out, name);
         out.extend_from_slice(b",\"value\":");
-        push_base64_str(out, value);
+        match value {
+            Some(value) => push_base64_str(out, value),
+            None => out.extend_from_slice(b"null"),
+        }
         out.push(b'}');
     }
     out.push(b']');
@@ -824,17 +831,20 @@ mod tests {
         let records = decode(
             BINARY,
             json!({"records": [{"key": "AAEC/w==", "value": "aGVsbG8=", "headers": [
-                {"name": "trace", "value": "AQ=="}, {"name": "trace", "value": ""}
+                {"name": "trace", "value": "AQ=="}, {"name": "trace", "value": null},
+                {"name": "trace", "value": ""}
             ]}]}),
         )
         .unwrap();
         assert_eq!(records[0].key.as_deref(), Some(&[0u8, 1, 2, 255][..]));
         assert_eq!(records[0].value.as_deref(), Some(&b"hello"[..]));
+        // A null header value stays null, apart from an empty one.
         assert_eq!(
             records[0].headers,
             vec![
-                ("trace".to_string(), Bytes::from_static(&[1])),
-                ("trace".to_string(), Bytes::new()),
+                ("trace".to_string(), Some(Bytes::from_static(&[1]))),
+                ("trace".to_string(), None),
+                ("trace".to_string(), Some(Bytes::new())),
             ]
         );
     }
@@ -891,7 +901,7 @@ mod tests {
         .unwrap();
         let names: Vec<&str> = records[0].headers.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(names, ["b", "a"]);
-        assert_eq!(records[0].headers[1].1, Bytes::from_static(b"a"));
+        assert_eq!(records[0].headers[1].1, Some(Bytes::from_static(b"a")));
     }
 
     #[test]
@@ -968,8 +978,12 @@ mod tests {
                 "records[0].headers[0].name",
             ),
             (
-                json!({"value": 1, "headers": [{"name": "h", "value": null}]}),
+                json!({"value": 1, "headers": [{"name": "h"}]}),
                 "records[0].headers[0].value",
+            ),
+            (
+                json!({"value": 1, "headers": [{"name": "h", "value": 1}]}),
+                "records[0].headers[0].value must be a base64 string or null",
             ),
             (
                 json!({"value": 1, "headers": [{"name": "h", "value": "", "x": 1}]}),
@@ -1049,7 +1063,7 @@ mod tests {
             let headers: Vec<Value> = record
                 .headers
                 .iter()
-                .map(|(n, v)| json!({"name": n, "value": BASE64.encode(v)}))
+                .map(|(n, v)| json!({"name": n, "value": v.as_ref().map(|v| BASE64.encode(v))}))
                 .collect();
             assert_eq!(
                 rendered,
@@ -1275,7 +1289,7 @@ mod tests {
     fn views<'a>(
         key: Option<&'a [u8]>,
         value: Option<&'a [u8]>,
-        headers: &'a [(String, Bytes)],
+        headers: &'a [(String, Option<Bytes>)],
     ) -> Vec<RecordView<'a>> {
         let base = RecordView {
             topic: "orders.v1-x_y",
@@ -1312,13 +1326,14 @@ mod tests {
     /// that serde_json respells.
     #[test]
     fn write_record_matches_serde_of_render_record() {
-        let header_sets: Vec<Vec<(String, Bytes)>> = vec![
+        let header_sets: Vec<Vec<(String, Option<Bytes>)>> = vec![
             vec![],
-            vec![("trace".into(), Bytes::from_static(&[0, 1, 255]))],
+            vec![("trace".into(), Some(Bytes::from_static(&[0, 1, 255])))],
             vec![
-                ("a\"b\\c\u{1}é".into(), Bytes::new()),
-                ("a\"b\\c\u{1}é".into(), Bytes::from_static(b"xy")),
-                ("".into(), Bytes::from_static(b"\xff")),
+                ("a\"b\\c\u{1}é".into(), Some(Bytes::new())),
+                ("a\"b\\c\u{1}é".into(), None),
+                ("a\"b\\c\u{1}é".into(), Some(Bytes::from_static(b"xy"))),
+                ("".into(), Some(Bytes::from_static(b"\xff"))),
             ],
         ];
         let mut samples: Vec<Option<Vec<u8>>> = json_samples().into_iter().map(Some).collect();
@@ -1379,8 +1394,9 @@ mod tests {
     #[test]
     fn write_record_pins_the_fetch_answer_shape() {
         let headers = vec![
-            ("h".to_string(), Bytes::from_static(b"ab")),
-            ("h".to_string(), Bytes::new()),
+            ("h".to_string(), Some(Bytes::from_static(b"ab"))),
+            ("h".to_string(), None),
+            ("h".to_string(), Some(Bytes::new())),
         ];
         let render = |format, key: Option<&[u8]>, value: Option<&[u8]>, headers| {
             let mut out = Vec::new();
@@ -1403,7 +1419,7 @@ mod tests {
         };
         assert_eq!(
             render(JSON, Some(br#"{"id":7}"#), Some(br#"[1,"two"]"#), &headers),
-            r#"{"topic":"t","key":{"id":7},"value":[1,"two"],"partition":2,"offset":41,"timestamp":5,"headers":[{"name":"h","value":"YWI="},{"name":"h","value":""}]}"#
+            r#"{"topic":"t","key":{"id":7},"value":[1,"two"],"partition":2,"offset":41,"timestamp":5,"headers":[{"name":"h","value":"YWI="},{"name":"h","value":null},{"name":"h","value":""}]}"#
         );
         // Not canonical as stored: rendered through serde_json.
         assert_eq!(
@@ -1459,6 +1475,9 @@ mod tests {
             r#"{"records":[{"key":1,"value":-1e-400}]}"#,
             r#"{"records":[{"key":1,"value":1}],"x":"\ud800"}"#,
             r#"{"records":[{"key":"AAEC/w==","value":"aGVsbG8=","headers":[{"name":"trace","value":"AQ=="},{"value":"","name":"trace"}]}]}"#,
+            r#"{"records":[{"value":"eA==","headers":[{"name":"h","value":null},{"value":null,"name":"h"},{"name":"h","value":"eA=="}]}]}"#,
+            r#"{"records":[{"value":"eA==","headers":[{"name":"h","value":nul}]}]}"#,
+            r#"{"records":[{"value":"eA==","headers":[{"name":"h"}]}]}"#,
             r#" { "records" : [ { "key" : null , "value" : null , "partition" : 0 , "timestamp" : 0 , "headers" : null } ] } "#,
             r#"{"records":[{"value":"eA==","partition":4294967295,"timestamp":9223372036854775807}]}"#,
             r#"{"records":[{"value":"eA==","partition":4294967296}]}"#,
@@ -1636,14 +1655,17 @@ mod tests {
 
     #[test]
     fn plain_requests_take_the_fast_path() {
-        let binary = br#"{"records":[{"value":"aGk="},{"key":"eA==","value":null,"headers":[{"name":"h","value":"YQ=="}]}]}"#;
+        let binary = br#"{"records":[{"value":"aGk="},{"key":"eA==","value":null,"headers":[{"name":"h","value":"YQ=="},{"name":"h","value":null}]}]}"#;
         let records = json_fast::decode_produce_fast(BINARY, binary).unwrap();
         assert_eq!(records[0].value.as_deref(), Some(&b"hi"[..]));
         assert_eq!(records[1].key.as_deref(), Some(&b"x"[..]));
         assert_eq!(records[1].value, None);
         assert_eq!(
             records[1].headers,
-            vec![("h".into(), Bytes::from_static(b"a"))]
+            vec![
+                ("h".into(), Some(Bytes::from_static(b"a"))),
+                ("h".into(), None)
+            ]
         );
         let json = br#"{"records":[{"key":{"a":1},"value":{"b":2,"a":1.5}}]}"#;
         let records = json_fast::decode_produce_fast(JSON, json).unwrap();

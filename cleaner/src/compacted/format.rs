@@ -23,6 +23,10 @@
 //!     64     4  headers_len        u32
 //!     68        key | value | header block (the CommitLog's header encoding)
 //! ```
+//! Versions: 2 is written; its header block may hold null header values
+//! (`HEADER_VALUE_NULL`, as the CommitLog's version 3). 1, the same layout
+//! whose header block never held one (the sentinel there is refused as
+//! corrupt), is still read, so compacted logs written before keep opening.
 //! Records of a compact topic always have a key (keyless records are refused
 //! at produce). Segments hold records in increasing offset order, possibly
 //! with gaps once cleaned. The topic and partition are the log's directory.
@@ -36,7 +40,10 @@ use tidelog_storage::commit_log::format::{self as log_format, validate_headers, 
 use tidelog_storage::{PhysicalOffset, QueueOffset};
 
 pub const MAGIC: u16 = 0xC0A7;
-pub const VERSION: u8 = 1;
+/// The version written.
+pub const VERSION: u8 = 2;
+/// The previous version, still read: no null header values.
+pub const VERSION_1: u8 = 1;
 pub const FLAG_HAS_KEY: u8 = 0b01;
 pub const FLAG_HAS_VALUE: u8 = 0b10;
 /// Longest record accepted from disk; lengths are checked against it before
@@ -300,11 +307,9 @@ pub fn decode(buf: &Bytes) -> Result<Decoded, Invalid> {
     // `total` ≥ HEADER_LEN bytes are there: the header offsets are in bounds.
     let b = buf.slice(..total);
     let magic = get_u16(&b, OFF_MAGIC);
-    if magic != MAGIC || b[OFF_VERSION] != VERSION {
-        return Err(Invalid::BadMagic {
-            magic,
-            version: b[OFF_VERSION],
-        });
+    let version = b[OFF_VERSION];
+    if magic != MAGIC || (version != VERSION && version != VERSION_1) {
+        return Err(Invalid::BadMagic { magic, version });
     }
     let stored = get_u32(&b, OFF_CRC);
     let computed = crc32c::crc32c(&b[CRC_START..]);
@@ -325,7 +330,8 @@ pub fn decode(buf: &Bytes) -> Result<Decoded, Invalid> {
     let key = HEADER_LEN..HEADER_LEN + key_len;
     let value = key.end..key.end + value_len;
     let headers = value.end..total;
-    validate_headers(&b[headers.clone()], header_count).map_err(Invalid::BadHeaders)?;
+    validate_headers(&b[headers.clone()], header_count, version != VERSION_1)
+        .map_err(Invalid::BadHeaders)?;
     Ok(Decoded::Record(CompactedRecord {
         offset: QueueOffset::new(get_u64(&b, OFF_OFFSET)),
         timestamp_ms: get_i64(&b, OFF_TS),
@@ -376,7 +382,7 @@ mod tests {
         assert_eq!(r.key().as_deref(), Some(b"k".as_slice()));
         assert_eq!(r.value().as_deref(), Some(b"v".as_slice()));
         assert_eq!(r.headers().len(), 1);
-        assert_eq!(&r.headers()[0].value[..], b"xy");
+        assert_eq!(r.headers()[0].value.as_deref(), Some(&b"xy"[..]));
         let stamped = r.with_delete_horizon(99);
         let Decoded::Record(r2) = decode(stamped.raw()).unwrap() else {
             panic!()
@@ -391,8 +397,8 @@ mod tests {
         #[rustfmt::skip]
         let record: &[u8] = &[
             0x4f, 0x00, 0x00, 0x00, // total_len 79
-            0x2c, 0x65, 0x55, 0x61, // crc
-            0xa7, 0xc0, 0x01, 0x03, // magic, version 1, flags key | value
+            0x2f, 0x1f, 0x22, 0x9f, // crc
+            0xa7, 0xc0, 0x02, 0x03, // magic, version 2, flags key | value
             0x2a, 0, 0, 0, 0, 0, 0, 0, // offset 42
             0x07, 0, 0, 0, 0, 0, 0, 0, // timestamp 7
             0x08, 0, 0, 0, 0, 0, 0, 0, // store_timestamp 8
@@ -428,8 +434,8 @@ mod tests {
         #[rustfmt::skip]
         let tombstone: &[u8] = &[
             0x45, 0x00, 0x00, 0x00, // total_len 69
-            0x11, 0x8a, 0x78, 0x12, // crc
-            0xa7, 0xc0, 0x01, 0x01, // magic, version 1, flags key only
+            0xcd, 0x1c, 0xba, 0x4e, // crc
+            0xa7, 0xc0, 0x02, 0x01, // magic, version 2, flags key only
             0x2b, 0, 0, 0, 0, 0, 0, 0, // offset 43
             0x09, 0, 0, 0, 0, 0, 0, 0, // timestamp 9
             0x0a, 0, 0, 0, 0, 0, 0, 0, // store_timestamp 10
@@ -467,6 +473,101 @@ mod tests {
             unstamped.with_delete_horizon(1_700_086_400_000).raw(),
             tombstone
         );
+    }
+
+    /// A version-2 record whose header block holds a null value between
+    /// two headers of the same name, written out by hand.
+    #[test]
+    fn golden_bytes_with_a_null_header_value() {
+        #[rustfmt::skip]
+        let record: &[u8] = &[
+            0x5c, 0x00, 0x00, 0x00, // total_len 92
+            0x33, 0xcc, 0xa6, 0xa7, // crc
+            0xa7, 0xc0, 0x02, 0x03, // magic, version 2, flags key | value
+            0x2a, 0, 0, 0, 0, 0, 0, 0, // offset 42
+            0x07, 0, 0, 0, 0, 0, 0, 0, // timestamp 7
+            0x08, 0, 0, 0, 0, 0, 0, 0, // store_timestamp 8
+            0x00, 0, 0, 0, 0, 0, 0, 0, // delete_horizon 0
+            0xe8, 0x03, 0, 0, 0, 0, 0, 0, // physical_offset 1000
+            0x01, 0x00, 0x00, 0x00, // key_len 1
+            0x01, 0x00, 0x00, 0x00, // value_len 1
+            0x03, 0x00, 0x00, 0x00, // header_count 3, reserved
+            0x16, 0x00, 0x00, 0x00, // headers_len 22
+            b'k', b'v', // key, value
+            0x01, 0x00, 0x01, 0x00, 0x00, 0x00, b'h', b'x', // h = x
+            0x01, 0x00, 0xff, 0xff, 0xff, 0xff, b'h', // h = null
+            0x01, 0x00, 0x00, 0x00, 0x00, 0x00, b'h', // h = ""
+        ];
+        let headers = &record[HEADER_LEN + 2..];
+        let f = fields(Some(b"k"), Some(b"v"), headers, 3);
+        assert_eq!(encode(&f), record);
+        let Decoded::Record(r) = decode(&Bytes::from_static(record)).unwrap() else {
+            panic!()
+        };
+        assert_eq!(r, encode_record(&f));
+        let values: Vec<(String, Option<Bytes>)> =
+            r.headers().into_iter().map(|h| (h.name, h.value)).collect();
+        assert_eq!(
+            values,
+            [
+                ("h".to_string(), Some(Bytes::from_static(b"x"))),
+                ("h".to_string(), None),
+                ("h".to_string(), Some(Bytes::new())),
+            ]
+        );
+        // Version 1 never wrote the sentinel: as version 1 (CRC fixed up)
+        // the same record is corrupt.
+        let mut v1 = record.to_vec();
+        v1[OFF_VERSION] = VERSION_1;
+        let crc = crc32c::crc32c(&v1[CRC_START..]);
+        put_u32(&mut v1, OFF_CRC, crc);
+        assert!(matches!(
+            decode(&Bytes::from(v1)),
+            Err(Invalid::BadHeaders(log_format::Invalid::BadHeaders(_)))
+        ));
+    }
+
+    /// A version-1 record (what compacted logs before version 2 hold),
+    /// written out by hand: it still decodes.
+    #[test]
+    fn golden_bytes_v1_is_still_read() {
+        #[rustfmt::skip]
+        let record: &[u8] = &[
+            0x4f, 0x00, 0x00, 0x00, // total_len 79
+            0x2c, 0x65, 0x55, 0x61, // crc
+            0xa7, 0xc0, 0x01, 0x03, // magic, version 1, flags key | value
+            0x2a, 0, 0, 0, 0, 0, 0, 0, // offset 42
+            0x07, 0, 0, 0, 0, 0, 0, 0, // timestamp 7
+            0x08, 0, 0, 0, 0, 0, 0, 0, // store_timestamp 8
+            0x00, 0, 0, 0, 0, 0, 0, 0, // delete_horizon 0
+            0xe8, 0x03, 0, 0, 0, 0, 0, 0, // physical_offset 1000
+            0x01, 0x00, 0x00, 0x00, // key_len 1
+            0x01, 0x00, 0x00, 0x00, // value_len 1
+            0x01, 0x00, 0x00, 0x00, // header_count 1, reserved
+            0x09, 0x00, 0x00, 0x00, // headers_len 9
+            b'k', b'v', // key, value
+            0x01, 0x00, 0x02, 0x00, 0x00, 0x00, b'h', b'x', b'y', // header h = xy
+        ];
+        let Decoded::Record(r) = decode(&Bytes::from_static(record)).unwrap() else {
+            panic!()
+        };
+        assert_eq!((r.offset.get(), r.physical_offset.get()), (42, 1000));
+        assert_eq!(
+            (r.key_slice(), r.value_slice()),
+            (Some(&b"k"[..]), Some(&b"v"[..]))
+        );
+        let h = r.headers();
+        assert_eq!(
+            (h[0].name.as_str(), h[0].value.as_deref()),
+            ("h", Some(&b"xy"[..]))
+        );
+        // Unknown versions are refused.
+        let mut v3 = record.to_vec();
+        v3[OFF_VERSION] = 3;
+        assert!(matches!(
+            decode(&Bytes::from(v3)),
+            Err(Invalid::BadMagic { version: 3, .. })
+        ));
     }
 
     #[test]

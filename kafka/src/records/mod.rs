@@ -50,8 +50,9 @@ const ATTR_CONTROL: i16 = 0x20;
 pub struct BatchRecord {
     pub key: Option<Bytes>,
     pub value: Option<Bytes>,
-    /// In batch order, duplicates kept.
-    pub headers: Vec<(String, Bytes)>,
+    /// In batch order, duplicates kept; `None` is a null value (length -1),
+    /// kept null.
+    pub headers: Vec<(String, Option<Bytes>)>,
     /// The CreateTime; `None` when the batch asks for LogAppendTime.
     pub timestamp_ms: Option<i64>,
 }
@@ -235,10 +236,7 @@ fn decode_record(
     for _ in 0..header_count {
         let name = bytes_field(body, start, &mut r, "header name")?.unwrap_or_default();
         let name = String::from_utf8(name.to_vec()).map_err(|_| RecordError::HeaderName)?;
-        match bytes_field(body, start, &mut r, "header value")? {
-            Some(v) => headers.push((name, v)),
-            None => return Err(RecordError::NullHeaderValue { name }),
-        }
+        headers.push((name, bytes_field(body, start, &mut r, "header value")?));
     }
     if r.remaining() != 0 {
         return Err(RecordError::TrailingBytes {
@@ -281,7 +279,8 @@ pub struct OutRecord<'a> {
     pub timestamp_ms: i64,
     pub key: Option<&'a [u8]>,
     pub value: Option<&'a [u8]>,
-    pub headers: Vec<(String, Bytes)>,
+    /// `None`: a null value, sent as length -1.
+    pub headers: Vec<(String, Option<Bytes>)>,
 }
 
 impl<'a> From<RecordRef<'a>> for OutRecord<'a> {
@@ -330,7 +329,7 @@ pub fn encode_batch<'a>(out: &mut Vec<u8>, records: impl IntoIterator<Item = Out
             + varint_len(header_count)
             + r.headers
                 .iter()
-                .map(|(name, value)| bytes_len(Some(name.as_bytes())) + bytes_len(Some(value)))
+                .map(|(name, value)| bytes_len(Some(name.as_bytes())) + bytes_len(value.as_deref()))
                 .sum::<usize>();
         out.reserve(length + 5);
         put_varint(out, length as i32);
@@ -342,7 +341,7 @@ pub fn encode_batch<'a>(out: &mut Vec<u8>, records: impl IntoIterator<Item = Out
         put_varint(out, header_count);
         for (name, value) in &r.headers {
             put_bytes(out, Some(name.as_bytes()));
-            put_bytes(out, Some(value));
+            put_bytes(out, value.as_deref());
         }
         max_timestamp = max_timestamp.max(r.timestamp_ms);
         count += 1;

@@ -41,7 +41,7 @@ fn decode(data: &Bytes) -> Result<Vec<BatchRecord>, RecordError> {
 #[test]
 fn golden_bytes_of_one_record() {
     let mut r = rec(7, 1000, Some(b"k"), Some(b"v"));
-    r.headers.push(("h".into(), Bytes::from_static(b"1")));
+    r.headers.push(("h".into(), Some(Bytes::from_static(b"1"))));
     let mut out = Vec::new();
     encode_batch(&mut out, [r]);
     // Laid out by hand from Kafka's record-batch v2 layout; the CRC32C
@@ -68,13 +68,44 @@ fn golden_bytes_of_one_record() {
     assert_eq!(out, expected);
 }
 
+/// A null header value is length -1 on the wire both ways: decoded as null
+/// (not refused, not an empty value) and encoded back as -1, between two
+/// headers of the same name, in order.
+#[test]
+fn null_header_values_are_length_minus_one_both_ways() {
+    // One record's section, laid out by hand: headers h=a, h=null, h="".
+    #[rustfmt::skip]
+    let body: &[u8] = &[
+        0x22, // record length 17
+        0, 0, 0, // attributes, timestampDelta, offsetDelta
+        0x01, 0x02, b'v', // key null, value "v"
+        0x06, // three headers
+        0x02, b'h', 0x02, b'a', // h = "a"
+        0x02, b'h', 0x01, // h = null (length -1)
+        0x02, b'h', 0x00, // h = ""
+    ];
+    let decoded = decode(&batch_with(body, 1, 0)).unwrap();
+    let want = vec![
+        ("h".to_string(), Some(Bytes::from_static(b"a"))),
+        ("h".to_string(), None),
+        ("h".to_string(), Some(Bytes::new())),
+    ];
+    assert_eq!(decoded[0].headers, want);
+    let mut r = rec(0, 1000, None, Some(b"v"));
+    r.headers = want;
+    let mut out = Vec::new();
+    encode_batch(&mut out, [r]);
+    assert_eq!(body_of(&out), body);
+}
+
 #[test]
 fn round_trip_keeps_nulls_duplicate_headers_gaps_and_timestamps() {
     let mut a = rec(10, 5000, None, Some(b"first"));
     a.headers = vec![
-        ("dup".into(), Bytes::from_static(b"1")),
-        ("other".into(), Bytes::new()),
-        ("dup".into(), Bytes::from_static(b"2")),
+        ("dup".into(), Some(Bytes::from_static(b"1"))),
+        ("other".into(), Some(Bytes::new())),
+        ("dup".into(), None),
+        ("dup".into(), Some(Bytes::from_static(b"2"))),
     ];
     let b = rec(13, 4000, Some(b"key"), None);
     let c = rec(14, i64::MAX / 2, Some(b""), Some(b""));
@@ -132,7 +163,7 @@ fn log_append_time_batches_take_the_append_time() {
 fn each_kind_of_lying_batch_is_refused() {
     let mut good = Vec::new();
     let mut r = rec(0, 1, Some(b"key"), Some(b"value"));
-    r.headers.push(("h".into(), Bytes::from_static(b"v")));
+    r.headers.push(("h".into(), Some(Bytes::from_static(b"v"))));
     encode_batch(&mut good, [r]);
     let body = body_of(&good).to_vec();
 
@@ -222,14 +253,15 @@ fn each_kind_of_lying_batch_is_refused() {
             ..
         })
     ));
-    // A null header value (tidelog's headers have values).
-    let mut null = body.clone();
-    null[at + 3] = 0x01; // value length -1
-    null[0] -= 2; // zig-zag: the length, one byte shorter
-    null.truncate(null.len() - 1);
+    // A header value length below -1.
+    let mut below = body.clone();
+    below[at + 3] = 0x03; // value length -2
     assert!(matches!(
-        decode(&batch_with(&null, 1, 0)),
-        Err(RecordError::NullHeaderValue { .. })
+        decode(&batch_with(&below, 1, 0)),
+        Err(RecordError::BadLength {
+            what: "header value",
+            value: -2
+        })
     ));
     // Transactional and control batches.
     assert_eq!(

@@ -48,6 +48,8 @@
 //!           key | value | header block
 //! header block: header_count times
 //!          2  name_len u16 | 4 value_len u32 | name (UTF-8) | value
+//!          value_len = u32::MAX (HEADER_VALUE_NULL, version 3 only): a
+//!          null value (Kafka's length -1), no bytes follow
 //!
 //! end-of-segment marker (fills the rest of a segment)
 //!      0     4  total_len          u32, bytes from here to the segment end
@@ -77,8 +79,10 @@
 //! ENTRY_PRODUCER_CONTINUES set and the sequence of its own first record,
 //! so recovery joins them back into one batch.
 //!
-//! Versions: 3 is written (the producer block and the entry flags); 2, the
-//! same layout with `flags` = 0 and no producer block, is still read, so
+//! Versions: 3 is written (the producer block, the entry flags and null
+//! header values); 2, the same layout with `flags` = 0, no producer block
+//! and no null header value (its sentinel is refused as corrupt: version 2
+//! never wrote it), is still read, so
 //! data dirs written before keep opening. Version 1 (a 64-byte header per
 //! record) and any version above 3 are refused, not read (see `recovery`).
 //! An older build (reading version 2 only) refuses a version-3 entry the
@@ -168,11 +172,24 @@ pub const HEADER_NAME_MAX: usize = u16::MAX as usize;
 /// before anything is sliced.
 pub const RECORD_LEN_MAX: usize = 256 << 20;
 
-/// One record header, as clients send them: a name and opaque bytes.
+/// A header block's `value_len` for a null value (version 3): no value
+/// bytes follow. Never a real length: an entry is at most
+/// [`RECORD_LEN_MAX`].
+pub const HEADER_VALUE_NULL: u32 = u32::MAX;
+
+/// One record header, as clients send them: a name and opaque bytes, or no
+/// value at all (a Kafka header whose value is null stays null).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Header {
     pub name: String,
-    pub value: Bytes,
+    pub value: Option<Bytes>,
+}
+
+impl Header {
+    /// Bytes of the value (0 for a null one).
+    pub fn value_len(&self) -> usize {
+        self.value.as_ref().map_or(0, Bytes::len)
+    }
 }
 
 /// What every record of an entry shares.
@@ -211,7 +228,7 @@ pub struct RecordFields<'a> {
 pub fn headers_block_len(headers: &[Header]) -> usize {
     headers
         .iter()
-        .map(|h| HEADER_ENTRY_FIXED + h.name.len() + h.value.len())
+        .map(|h| HEADER_ENTRY_FIXED + h.name.len() + h.value_len())
         .sum()
 }
 
@@ -375,9 +392,14 @@ impl EntryBuilder {
         buf.extend_from_slice(r.value.unwrap_or_default());
         for h in r.headers {
             codec::push_u16(buf, h.name.len() as u16);
-            codec::push_u32(buf, h.value.len() as u32);
+            codec::push_u32(
+                buf,
+                h.value
+                    .as_ref()
+                    .map_or(HEADER_VALUE_NULL, |v| v.len() as u32),
+            );
             buf.extend_from_slice(h.name.as_bytes());
-            buf.extend_from_slice(&h.value);
+            buf.extend_from_slice(h.value.as_deref().unwrap_or_default());
         }
         self.count += 1;
         let len = buf.len() - self.start - distance;
@@ -509,6 +531,8 @@ pub struct EntryView {
     pub topic: Range<usize>,
     /// Version 3's producer block, when the entry has one.
     pub producer: Option<EntryProducer>,
+    /// The entry's format version (3, or 2 read from an older data dir).
+    pub version: u8,
 }
 
 impl EntryView {
@@ -704,6 +728,7 @@ pub fn decode(buf: &[u8], expected_offset: u64, verify: bool) -> Result<Decoded,
         record_count,
         topic,
         producer,
+        version,
     };
     if view
         .base_queue_offset
@@ -856,7 +881,11 @@ pub fn decode_record(entry: &[u8], view: &EntryView, at: usize) -> Result<Record
     }
     let headers_start = cur + key_len.unwrap_or(0) + value_len.unwrap_or(0);
     let headers = headers_start..headers_start + headers_len;
-    validate_headers(&entry[headers.clone()], header_count)?;
+    validate_headers(
+        &entry[headers.clone()],
+        header_count,
+        view.version != VERSION_2,
+    )?;
     // Every position is below the entry's length, itself at most
     // RECORD_LEN_MAX (< 2^32), and header_count at most HEADER_COUNT_MAX.
     Ok(RecordView {
@@ -889,8 +918,9 @@ pub fn distance_at(bytes: &[u8]) -> Option<u64> {
 }
 
 /// Walk a header block and check it holds exactly `count` well-formed
-/// entries with UTF-8 names.
-pub fn validate_headers(block: &[u8], count: usize) -> Result<(), Invalid> {
+/// entries with UTF-8 names; a null value ([`HEADER_VALUE_NULL`]) only
+/// where `nulls` (a format version that writes them) allows it.
+pub fn validate_headers(block: &[u8], count: usize, nulls: bool) -> Result<(), Invalid> {
     let mut at = 0;
     for i in 0..count {
         if block.len() - at < HEADER_ENTRY_FIXED {
@@ -899,7 +929,15 @@ pub fn validate_headers(block: &[u8], count: usize) -> Result<(), Invalid> {
             )));
         }
         let name_len = get_u16(block, at) as usize;
-        let value_len = get_u32(block, at + 2) as usize;
+        let value_len = match get_u32(block, at + 2) {
+            HEADER_VALUE_NULL if nulls => 0,
+            HEADER_VALUE_NULL => {
+                return Err(Invalid::BadHeaders(format!(
+                    "entry {i} has a null value, which this version never wrote"
+                )))
+            }
+            len => len as usize,
+        };
         at += HEADER_ENTRY_FIXED;
         if (block.len() - at) < name_len + value_len {
             return Err(Invalid::BadHeaders(format!(
@@ -927,18 +965,19 @@ pub fn decode_headers(block: &Bytes, count: usize) -> Vec<Header> {
     let mut at = 0;
     while at + HEADER_ENTRY_FIXED <= block.len() && out.len() < count {
         let name_len = get_u16(block, at) as usize;
-        let value_len = get_u32(block, at + 2) as usize;
+        let value_len = match get_u32(block, at + 2) {
+            HEADER_VALUE_NULL => None,
+            len => Some(len as usize),
+        };
         at += HEADER_ENTRY_FIXED;
-        if at + name_len + value_len > block.len() {
+        if at + name_len + value_len.unwrap_or(0) > block.len() {
             break;
         }
         let name = String::from_utf8_lossy(&block[at..at + name_len]).into_owned();
         at += name_len;
-        out.push(Header {
-            name,
-            value: block.slice(at..at + value_len),
-        });
-        at += value_len;
+        let value = value_len.map(|len| block.slice(at..at + len));
+        out.push(Header { name, value });
+        at += value_len.unwrap_or(0);
     }
     out
 }
@@ -957,7 +996,7 @@ mod tests {
             let header_value = 10;
             let headers = vec![Header {
                 name: "h".into(),
-                value: Bytes::from(vec![0u8; header_value]),
+                value: Some(Bytes::from(vec![0u8; header_value])),
             }];
             let key = 7;
             let value = payload - key - headers_block_len(&headers);
@@ -981,15 +1020,15 @@ mod tests {
         vec![
             Header {
                 name: "trace".into(),
-                value: Bytes::from_static(b"abc"),
+                value: Some(Bytes::from_static(b"abc")),
             },
             Header {
                 name: "trace".into(),
-                value: Bytes::new(),
+                value: Some(Bytes::new()),
             },
             Header {
                 name: "".into(),
-                value: Bytes::from_static(b"\x00\xff"),
+                value: Some(Bytes::from_static(b"\x00\xff")),
             },
         ]
     }
@@ -1155,7 +1194,7 @@ mod tests {
         ];
         let headers = [Header {
             name: "trace".into(),
-            value: Bytes::from_static(b"abc"),
+            value: Some(Bytes::from_static(b"abc")),
         }];
         let mut first = record(&headers);
         first.producer_timestamp_ms = STORE_TS - 2;
@@ -1210,6 +1249,78 @@ mod tests {
             decode(&segment_end, 900, true),
             Ok(Decoded::EndOfSegment { len: 100 })
         );
+    }
+
+    /// A version-3 entry whose record has a null header value between two
+    /// others of the same name, written out by hand: the null is
+    /// `HEADER_VALUE_NULL` with no bytes after it, kept apart from an empty
+    /// value, and the duplicates stay in order.
+    #[test]
+    fn golden_bytes_with_a_null_header_value() {
+        #[rustfmt::skip]
+        let want: &[u8] = &[
+            0x67, 0x00, 0x00, 0x00, // total_len 103
+            0xcc, 0x27, 0x36, 0xc6, // crc
+            0x1e, 0x7d, 0x03, 0x00, // magic, version 3, flags: no producer
+            0x00, 0x10, 0, 0, 0, 0, 0, 0, // physical_offset 4096
+            0x07, 0, 0, 0, 0, 0, 0, 0, // base_queue_offset 7
+            0x00, 0x68, 0xe5, 0xcf, 0x8b, 0x01, 0x00, 0x00, // store_timestamp
+            0x03, 0x00, 0x00, 0x00, // partition 3
+            0x01, 0x00, 0x00, 0x00, // record_count 1
+            0x06, 0x00, b'o', b'r', b'd', b'e', b'r', b's', // topic
+            // record 0: distance 52, key and value, delta 0, ts 0, key 2,
+            // value 5, three headers of 36 bytes
+            0x34, 0x03, 0x00, 0x00, 0x02, 0x05, 0x03, 0x24,
+            b'k', b'1', b'h', b'e', b'l', b'l', b'o',
+            0x05, 0x00, 0x03, 0x00, 0x00, 0x00, b't', b'r', b'a', b'c', b'e', b'a', b'b', b'c',
+            0x05, 0x00, 0xff, 0xff, 0xff, 0xff, b't', b'r', b'a', b'c', b'e', // null
+            0x05, 0x00, 0x00, 0x00, 0x00, 0x00, b't', b'r', b'a', b'c', b'e', // empty
+        ];
+        let headers = [
+            Header {
+                name: "trace".into(),
+                value: Some(Bytes::from_static(b"abc")),
+            },
+            Header {
+                name: "trace".into(),
+                value: None,
+            },
+            Header {
+                name: "trace".into(),
+                value: Some(Bytes::new()),
+            },
+        ];
+        let (buf, placed) = encode_entry(&[record(&headers)]);
+        assert_eq!(buf, want);
+        assert_eq!(placed, [(52, 51)]);
+        let v = entry_view(want);
+        let r = decode_record(want, &v, 52).unwrap();
+        assert_eq!(r.header_count, 3);
+        let block = Bytes::copy_from_slice(&want[r.headers()]);
+        assert_eq!(decode_headers(&block, 3), headers);
+
+        // Version 2 never wrote the sentinel: the same bytes as a version-2
+        // entry (CRC fixed up) are corrupt, with the full check and without.
+        let mut v2 = want.to_vec();
+        v2[OFF_VERSION] = VERSION_2;
+        let crc = crc32c::crc32c(&v2[CRC_START..]);
+        put_u32(&mut v2, OFF_CRC, crc);
+        assert!(matches!(
+            decode(&v2, 4096, true),
+            Err(Invalid::BadHeaders(reason)) if reason.contains("null value")
+        ));
+        let Ok(Decoded::Entry(v2_view)) = decode(&v2, 4096, false) else {
+            panic!("the header decodes without the record walk")
+        };
+        assert!(matches!(
+            decode_record(&v2, &v2_view, 52),
+            Err(Invalid::BadHeaders(_))
+        ));
+        // A null value has no bytes: one after it is refused.
+        let mut trailing = block.to_vec();
+        trailing.insert(14 + 11, b'x');
+        assert!(validate_headers(&trailing, 3, true).is_err());
+        assert!(validate_headers(&block, 3, true).is_ok());
     }
 
     /// A version-3 entry with a producer block, written out by hand.

@@ -88,7 +88,7 @@ pub fn with_headers(mut r: AppendRecord, headers: &[(&str, &[u8])]) -> AppendRec
         .iter()
         .map(|(n, v)| Header {
             name: n.to_string(),
-            value: Bytes::copy_from_slice(v),
+            value: Some(Bytes::copy_from_slice(v)),
         })
         .collect();
     r
