@@ -953,3 +953,75 @@ async fn list_offsets_right_after_a_produce_sees_the_acknowledged_record() {
         );
     }
 }
+
+/// Compaction leaves gaps above a compact partition's log start and never
+/// moves it, as Kafka's cleaner: a fetch from an offset it removed reads on
+/// from the next record kept (it was OFFSET_OUT_OF_RANGE, and librdkafka,
+/// resetting to its default "latest", then read nothing), and ListOffsets
+/// -2 answers the start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fetch_from_an_offset_compaction_removed_reads_on_from_the_next_record() {
+    let s = server().await;
+    let mut c = connect(&s).await;
+    s.broker
+        .create_topic(
+            "table",
+            1,
+            [("cleanup.policy".to_string(), "compact".to_string())].into(),
+        )
+        .unwrap();
+    let three = [
+        record(Some(b"a"), Some(b"1"), 1_000),
+        record(Some(b"a"), Some(b"2"), 1_001),
+        record(Some(b"b"), Some(b"3"), 1_002),
+    ];
+    let answer: ProduceResponse = call(
+        &mut c,
+        ApiKey::Produce,
+        9,
+        &produce_request("table", 0, 1, batch(&three)),
+    )
+    .await;
+    assert_eq!(answer.responses[0].partition_responses[0].error_code, 0);
+    fetch_n(&mut c, 12, "table", 0, 0, 3).await;
+    let topic = s.broker.compact_topic("table").unwrap();
+    let requested = s.broker.request_compaction(&topic, true).unwrap();
+    s.broker
+        .cleaner
+        .wait("table", &requested, Duration::from_secs(30));
+    let part = s.broker.partition("table", 0).unwrap();
+    assert_eq!(part.offsets(), (1, 3), "the cleaner removed offset 0");
+
+    for version in [4, 12] {
+        let answer: FetchResponse = call(
+            &mut c,
+            ApiKey::Fetch,
+            version,
+            &fetch_request("table", 0, 0, 0),
+        )
+        .await;
+        let p = &answer.responses[0].partitions[0];
+        assert_eq!(p.error_code, 0, "v{version}: a fetch from the removed 0");
+        if version >= 5 {
+            assert_eq!(p.log_start_offset, 0, "the field is in v5 on");
+        }
+        assert_eq!(p.high_watermark, 3);
+        let data = p.records.clone().unwrap_or_default();
+        let base = i64::from_be_bytes(data[..8].try_into().unwrap());
+        assert_eq!(base, 1, "the batch starts at the first record kept");
+        let values: Vec<_> = records_of(&answer)
+            .into_iter()
+            .map(|r| r.value.unwrap())
+            .collect();
+        assert_eq!(values, [&b"2"[..], &b"3"[..]]);
+    }
+    let request = ListOffsetsRequest::default()
+        .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(name("table"))
+            .with_partitions(vec![ListOffsetsPartition::default()
+                .with_partition_index(0)
+                .with_timestamp(-2)])]);
+    let answer: ListOffsetsResponse = call(&mut c, ApiKey::ListOffsets, 7, &request).await;
+    assert_eq!(answer.topics[0].partitions[0].offset, 0, "the log start");
+}

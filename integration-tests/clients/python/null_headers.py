@@ -74,9 +74,9 @@ def kafka_consume(topic, count):
             "group.id": "unused-with-assign",
             "enable.auto.commit": False,
             "enable.partition.eof": False,
-            # After the compaction offset 0 is gone and tidelog answers a
-            # fetch there OFFSET_OUT_OF_RANGE (Kafka would serve from the
-            # next record): start from the earliest kept one instead.
+            # After the compaction offset 0 is gone; a fetch there reads on
+            # from the next record kept (as Kafka), and if anything ever
+            # answered out of range, start from the earliest, not the end.
             "auto.offset.reset": "earliest",
         }
     )

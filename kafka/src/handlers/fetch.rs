@@ -138,7 +138,10 @@ async fn read_all(asked: &[Asked], max_bytes: usize) -> (Vec<PartitionData>, usi
 }
 
 async fn read_one(part: &PartitionRef, a: &Asked, left: usize) -> PartitionData {
-    let (beginning, end) = part.offsets();
+    let end = part.offsets().1;
+    // Not the first record kept: a compact partition's start stays where
+    // compaction found it (`PartitionRef::log_start_offset`).
+    let beginning = part.log_start_offset();
     let Ok(from) = u64::try_from(a.offset) else {
         return out_of_range(a.index, beginning, end);
     };
