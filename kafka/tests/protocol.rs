@@ -1025,3 +1025,67 @@ async fn a_fetch_from_an_offset_compaction_removed_reads_on_from_the_next_record
     let answer: ListOffsetsResponse = call(&mut c, ApiKey::ListOffsets, 7, &request).await;
     assert_eq!(answer.topics[0].partitions[0].offset, 0, "the log start");
 }
+
+/// A fetch short of `min_bytes` wakes on a record added to a partition
+/// that already answered some (it listened only on partitions that
+/// answered none, so with every partition answering something it slept to
+/// its deadline).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fetch_short_of_min_bytes_wakes_on_a_partition_that_answered_records() {
+    let s = server().await;
+    let mut c = connect(&s).await;
+    let mut producer = connect(&s).await;
+    s.broker.create_topic("mb", 2, Default::default()).unwrap();
+    for p in 0..2 {
+        let one = [record(Some(b"k"), Some(b"small"), 1_000)];
+        let answer: ProduceResponse = call(
+            &mut producer,
+            ApiKey::Produce,
+            9,
+            &produce_request("mb", p, 1, batch(&one)),
+        )
+        .await;
+        assert_eq!(answer.responses[0].partition_responses[0].error_code, 0);
+        fetch_n(&mut c, 12, "mb", p, 0, 1).await;
+    }
+    let partitions = (0..2)
+        .map(|p| {
+            FetchPartition::default()
+                .with_partition(p)
+                .with_fetch_offset(0)
+                .with_partition_max_bytes(1 << 20)
+        })
+        .collect();
+    let request = FetchRequest::default()
+        .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+        .with_max_wait_ms(30_000)
+        .with_min_bytes(4_000)
+        .with_max_bytes(1 << 20)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(name("mb"))
+            .with_partitions(partitions)]);
+    send_frame(&mut c, &request_frame(ApiKey::Fetch, 12, 42, &request)).await;
+    // Let the fetch read both partitions and wait (ordering only: if the
+    // produce lands first the fetch answers at once, and passes too).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let big = vec![b'x'; 5_000];
+    let one = [record(Some(b"k"), Some(&big), 1_001)];
+    let answer: ProduceResponse = call(
+        &mut producer,
+        ApiKey::Produce,
+        9,
+        &produce_request("mb", 0, 1, batch(&one)),
+    )
+    .await;
+    assert_eq!(answer.responses[0].partition_responses[0].error_code, 0);
+    // Well before the 30 s deadline the old code waited out.
+    let mut frame = tokio::time::timeout(Duration::from_secs(20), read_frame(&mut c))
+        .await
+        .expect("the fetch woke on the new record, not at its deadline")
+        .expect("an answer");
+    let header =
+        ResponseHeader::decode(&mut frame, ApiKey::Fetch.response_header_version(12)).unwrap();
+    assert_eq!(header.correlation_id, 42);
+    let answer = FetchResponse::decode(&mut frame, 12).unwrap();
+    assert_eq!(records_of(&answer).len(), 2, "partition 0's two records");
+}

@@ -74,12 +74,12 @@ pub async fn handle(ctx: &Context, request: FetchRequest) -> FetchResponse {
     let min_bytes = min_bytes(request.min_bytes, max_bytes);
     let mut stop = ctx.stop.clone();
     let answered = loop {
-        let (answered, bytes) = read_all(&asked, max_bytes).await;
+        let (answered, bytes, listen_from) = read_all(&asked, max_bytes).await;
         let failed = answered.iter().any(|p| p.error_code != 0);
         if bytes >= min_bytes || failed || Instant::now() >= deadline || *stop.borrow() {
             break answered;
         }
-        let listeners = match listeners(&asked, &answered) {
+        let listeners = match listeners(&asked, &listen_from) {
             Some(listeners) => listeners,
             None => continue, // a record arrived since the read: read again
         };
@@ -117,14 +117,19 @@ async fn shutdown(stop: &mut watch::Receiver<bool>) {
     }
 }
 
-/// Every asked partition read once; the answers and the record bytes sent.
-async fn read_all(asked: &[Asked], max_bytes: usize) -> (Vec<PartitionData>, usize) {
+/// Every asked partition read once: the answers, the record bytes sent,
+/// and for each partition where a wait should listen (see [`read_one`]).
+async fn read_all(
+    asked: &[Asked],
+    max_bytes: usize,
+) -> (Vec<PartitionData>, usize, Vec<Option<u64>>) {
     let mut answered = Vec::with_capacity(asked.len());
+    let mut listen_from = Vec::with_capacity(asked.len());
     let mut left = max_bytes;
     let mut sent = 0;
     for a in asked {
-        let data = match &a.part {
-            Err(code) => failed(a.index, *code),
+        let (data, from) = match &a.part {
+            Err(code) => (failed(a.index, *code), None),
             // The first records of a fetch come back even past max_bytes
             // (Kafka's rule, so a consumer always makes progress).
             Ok(part) => read_one(part, a, if sent == 0 { left.max(1) } else { left }).await,
@@ -133,20 +138,26 @@ async fn read_all(asked: &[Asked], max_bytes: usize) -> (Vec<PartitionData>, usi
         left = left.saturating_sub(size);
         sent += size;
         answered.push(data);
+        listen_from.push(from);
     }
-    (answered, sent)
+    (answered, sent, listen_from)
 }
 
-async fn read_one(part: &PartitionRef, a: &Asked, left: usize) -> PartitionData {
+/// One partition's answer, and the offset a wait for more bytes listens
+/// from: the read's next offset when it reached the partition's end (a
+/// new record there would add to the answer), `None` when nothing more
+/// could (an error, or a byte limit cut the read: the rest is there but
+/// this fetch cannot take it, so waking on it would only read the same).
+async fn read_one(part: &PartitionRef, a: &Asked, left: usize) -> (PartitionData, Option<u64>) {
     let end = part.offsets().1;
     // Not the first record kept: a compact partition's start stays where
     // compaction found it (`PartitionRef::log_start_offset`).
     let beginning = part.log_start_offset();
     let Ok(from) = u64::try_from(a.offset) else {
-        return out_of_range(a.index, beginning, end);
+        return (out_of_range(a.index, beginning, end), None);
     };
     if from < beginning || from > end {
-        return out_of_range(a.index, beginning, end);
+        return (out_of_range(a.index, beginning, end), None);
     }
     let answer = PartitionData::default()
         .with_partition_index(a.index)
@@ -156,13 +167,14 @@ async fn read_one(part: &PartitionRef, a: &Asked, left: usize) -> PartitionData 
         .with_aborted_transactions(Some(Vec::new()))
         .with_preferred_read_replica(BrokerId(-1));
     if from == end || left == 0 {
-        return answer.with_records(Some(Bytes::new()));
+        let listen = (from == end).then_some(from);
+        return (answer.with_records(Some(Bytes::new())), listen);
     }
     let limit = a.max_bytes.min(left).max(1);
     let reader = part.clone();
     let read = maybe_blocking(
         part.read_blocks(),
-        move || -> Result<Vec<u8>, BrokerError> {
+        move || -> Result<(Vec<u8>, u64), BrokerError> {
             let batch = reader.read(from, MAX_RECORDS, limit)?;
             // Sized for the whole batch up front (a record's framing in
             // a batch is at most 24 bytes beyond its payload), so it is
@@ -171,25 +183,30 @@ async fn read_one(part: &PartitionRef, a: &Asked, left: usize) -> PartitionData 
             let payload: u64 = batch.records.iter().map(|r| r.payload_bytes()).sum();
             let mut out = Vec::with_capacity(framing + payload as usize);
             encode_batch(&mut out, batch.records.iter().map(OutRecord::from));
-            Ok(out)
+            Ok((out, batch.next_offset))
         },
     )
     .await;
     match read {
-        Ok(bytes) => answer.with_records(Some(Bytes::from(bytes))),
-        Err(e) => failed(a.index, broker_code(&e)),
+        Ok((bytes, next)) => (
+            answer.with_records(Some(Bytes::from(bytes))),
+            (next >= end).then_some(next),
+        ),
+        Err(e) => (failed(a.index, broker_code(&e)), None),
     }
 }
 
-/// Listeners of the partitions that answered no records, or `None` if one
-/// of them got a record since it was read.
-fn listeners(asked: &[Asked], answered: &[PartitionData]) -> Option<Vec<EventListener>> {
+/// Listeners of every partition whose read reached its end, each from
+/// where its read ended (so a fetch short of `min_bytes` wakes on a record
+/// added to any partition that answered some, not only to those that
+/// answered none), or `None` if one of them got a record since it was
+/// read.
+fn listeners(asked: &[Asked], listen_from: &[Option<u64>]) -> Option<Vec<EventListener>> {
     let mut listeners = Vec::new();
-    for (a, data) in asked.iter().zip(answered) {
-        let (Ok(part), true) = (&a.part, data.records.as_ref().is_none_or(Bytes::is_empty)) else {
+    for (a, from) in asked.iter().zip(listen_from) {
+        let (Ok(part), Some(from)) = (&a.part, *from) else {
             continue;
         };
-        let from = u64::try_from(a.offset).unwrap_or(0);
         match part.listen(from) {
             Ok(Some(listener)) => listeners.push(listener),
             Ok(None) => return None,
