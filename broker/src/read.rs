@@ -388,22 +388,25 @@ impl PartitionRef {
         (beginning.max(base), end.max(base))
     }
 
-    /// Kafka's log start offset: where a fetch may begin (below it is
-    /// OFFSET_OUT_OF_RANGE). A queue's beginning; for a compact partition
-    /// the topic's base offset or the log start DeleteRecords moved,
-    /// whichever is later, not the first record compaction kept: as
-    /// Kafka's cleaner, compaction leaves gaps above the log start and
-    /// never moves it, so a fetch from an offset it removed reads on from
-    /// the next record kept ([`read`](Self::read) does).
-    pub fn log_start_offset(&self) -> u64 {
-        match &self.compacted {
-            None => self.offsets().0,
+    /// Kafka's log start offset and the end: where a fetch may begin
+    /// (below it is OFFSET_OUT_OF_RANGE) and the high watermark. The start
+    /// is a queue's beginning; for a compact partition the topic's base
+    /// offset or the log start DeleteRecords moved, whichever is later,
+    /// not the first record compaction kept: as Kafka's cleaner,
+    /// compaction leaves gaps above the log start and never moves it, so a
+    /// fetch from an offset it removed reads on from the next record kept
+    /// ([`read`](Self::read) does).
+    pub fn log_start_and_end(&self) -> (u64, u64) {
+        let (beginning, end) = self.offsets();
+        let start = match &self.compacted {
+            None => beginning,
             Some(_) => self
                 .topic
                 .base_offset(self.partition)
                 .max(self.log_start())
-                .min(self.offsets().1),
-        }
+                .min(end),
+        };
+        (start, end)
     }
 
     /// The first offset whose record's timestamp is at least `timestamp_ms`

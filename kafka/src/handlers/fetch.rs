@@ -149,10 +149,9 @@ async fn read_all(
 /// could (an error, or a byte limit cut the read: the rest is there but
 /// this fetch cannot take it, so waking on it would only read the same).
 async fn read_one(part: &PartitionRef, a: &Asked, left: usize) -> (PartitionData, Option<u64>) {
-    let end = part.offsets().1;
     // Not the first record kept: a compact partition's start stays where
-    // compaction found it (`PartitionRef::log_start_offset`).
-    let beginning = part.log_start_offset();
+    // compaction found it (`PartitionRef::log_start_and_end`).
+    let (beginning, end) = part.log_start_and_end();
     let Ok(from) = u64::try_from(a.offset) else {
         return (out_of_range(a.index, beginning, end), None);
     };

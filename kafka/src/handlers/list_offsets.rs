@@ -131,10 +131,9 @@ struct Found {
 }
 
 fn offset(part: &PartitionRef, version: i16, timestamp: i64) -> Result<Found, i16> {
-    let end = part.offsets().1;
     // Kafka's log start, which compaction does not move (a fetch from it
     // reads on from the first record kept).
-    let beginning = part.log_start_offset();
+    let (beginning, end) = part.log_start_and_end();
     let at = |offset: u64| Found {
         offset: i64::try_from(offset).unwrap_or(i64::MAX),
         timestamp: -1,
