@@ -21,9 +21,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::codec::{
-    get_u16, get_u32, get_u64, put_u16, put_u32, put_u64, U16_LEN, U32_LEN, U64_LEN,
-};
+use crate::codec::{self, put_u16, put_u32, put_u64, U16_LEN, U32_LEN, U64_LEN};
 use crate::error::{CorruptionKind, IoContext, Result, StoreError};
 use crate::fs_util;
 
@@ -58,29 +56,15 @@ pub fn decode(b: &[u8]) -> std::result::Result<i64, CorruptionKind> {
             expected: LEN as u64,
         });
     }
-    let stored = get_u32(b, OFF_CRC);
-    let computed = crc32c::crc32c(&b[..OFF_CRC]);
-    if stored != computed {
-        return Err(CorruptionKind::CrcMismatch { stored, computed });
-    }
-    let magic = get_u32(b, OFF_MAGIC);
-    if magic != MAGIC {
-        return Err(CorruptionKind::BadMagic { found: magic });
-    }
-    let version = get_u16(b, OFF_VERSION);
-    if version != VERSION {
-        return Err(CorruptionKind::UnknownVersion { found: version });
-    }
-    let below = get_u64(b, OFF_BELOW) as i64;
-    if below < 0 {
-        return Err(CorruptionKind::OutOfRange {
-            field: "reserved_below",
-            value: u32::MAX,
-            min: 0,
-            max: u32::MAX,
-        });
-    }
-    Ok(below)
+    // The table files' framing: CRC, magic, version, reserved.
+    let mut r = codec::crc_framed_table(b, "producer-ids file", OFF_BELOW, MAGIC, VERSION)?;
+    let below = r.u64()?;
+    i64::try_from(below).map_err(|_| CorruptionKind::OutOfRange {
+        field: "reserved_below",
+        value: u32::MAX,
+        min: 0,
+        max: u32::MAX,
+    })
 }
 
 /// Hands out producer ids (see the module doc). Not thread-safe by itself:
