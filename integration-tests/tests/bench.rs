@@ -22,35 +22,44 @@ fn records_per_s(stdout: &str, phase: &str, target: &str) -> f64 {
         .unwrap_or_else(|| panic!("no records/s in {line:?}"))
 }
 
-#[test]
-fn bench_runs_every_phase_and_reports_rates() {
-    let dir = tempfile::tempdir().unwrap();
+/// `tidelog bench` with `extra` and a short run (4 connections, phases
+/// of 300 ms) against a server it starts on `dir`; it must succeed. Its
+/// stdout.
+fn run_bench(dir: &std::path::Path, extra: &[&str]) -> String {
     // Small segments: a fresh 1 GiB segment takes seconds to prepare on a
     // cold machine, and the phases here last a fraction of a second.
-    let config = dir.path().join("bench.yaml");
-    std::fs::write(&config, "store:\n  commitlog_segment_bytes: 4194304\n").unwrap();
-    let out = run_tidelog(&[
-        "bench",
+    let config = dir.join("bench.yaml");
+    std::fs::write(&config, "store:\n  commitlog_segment_bytes: 4194304\n")
+        .expect("write the config");
+    let mut args = vec!["bench"];
+    args.extend_from_slice(extra);
+    args.extend([
         "--duration-ms",
         "300",
         "--warmup-ms",
         "100",
         "--connections",
         "4",
-        "--visibility-samples",
-        "20",
         "--server-config",
-        config.to_str().unwrap(),
+        config.to_str().expect("a UTF-8 temp path"),
         "--data-dir",
-        dir.path().to_str().unwrap(),
+        dir.to_str().expect("a UTF-8 temp path"),
     ]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let out = run_tidelog(&args);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.success(),
         "status {}\nstdout:\n{stdout}\nstderr:\n{stderr}",
         out.status
     );
+    stdout
+}
+
+#[test]
+fn bench_runs_every_phase_and_reports_rates() {
+    let dir = tempfile::tempdir().unwrap();
+    let stdout = run_bench(dir.path(), &["--visibility-samples", "20"]);
     for phase in ["produce", "fetch"] {
         for target in ["tidelog", "ceiling"] {
             let rate = records_per_s(&stdout, phase, target);
@@ -95,32 +104,7 @@ fn bench_runs_every_phase_and_reports_rates() {
 #[test]
 fn bench_over_kafka_runs_every_phase_and_reports_rates() {
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("bench.yaml");
-    std::fs::write(&config, "store:\n  commitlog_segment_bytes: 4194304\n").unwrap();
-    let out = run_tidelog(&[
-        "bench",
-        "--protocol",
-        "kafka",
-        "--acks",
-        "-1",
-        "--duration-ms",
-        "300",
-        "--warmup-ms",
-        "100",
-        "--connections",
-        "4",
-        "--server-config",
-        config.to_str().unwrap(),
-        "--data-dir",
-        dir.path().to_str().unwrap(),
-    ]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "status {}\nstdout:\n{stdout}\nstderr:\n{stderr}",
-        out.status
-    );
+    let stdout = run_bench(dir.path(), &["--protocol", "kafka", "--acks", "-1"]);
     for (phase, target) in [
         ("produce", "tidelog"),
         ("produce", "ceiling"),
