@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use tidelog_broker::coordinator::{CoordinatorStats, GroupState};
 use tidelog_broker::groups::ConsumerLag;
+use tidelog_broker::kafka_metrics::KafkaMetricsSnapshot;
 use tidelog_broker::store::{CleanerMetricsSnapshot, StoreStats};
 
 /// Upper bounds of the latency buckets, in seconds: 250 µs to 30 s, so both
@@ -169,6 +170,8 @@ pub struct Snapshot {
     pub consumer_lag: Vec<ConsumerLag>,
     /// HTTP consumer instances of every group (`http.max_consumer_instances`).
     pub consumer_instances: usize,
+    /// The Kafka listener's counters (`None` when the server runs none).
+    pub kafka: Option<KafkaMetricsSnapshot>,
 }
 
 impl Metrics {
@@ -431,8 +434,71 @@ impl Metrics {
         if let Some(c) = &snap.coordinator {
             render_groups(&mut out, c, &snap.consumer_lag);
         }
+        if let Some(k) = &snap.kafka {
+            render_kafka(&mut out, k);
+        }
         out
     }
+}
+
+/// The Kafka listener's families: requests and time per API (average
+/// latency is the rate of one over the rate of the other), bytes, and
+/// connections, with those closed for a bad frame or a timeout by reason.
+fn render_kafka(out: &mut String, k: &KafkaMetricsSnapshot) {
+    gauge(
+        out,
+        "tidelog_kafka_connections",
+        "Kafka connections open now.",
+        k.connections_open as f64,
+    );
+    counter(
+        out,
+        "tidelog_kafka_connections_accepted_total",
+        "Kafka connections accepted.",
+        k.connections_accepted,
+    );
+    counter(
+        out,
+        "tidelog_kafka_connections_rejected_total",
+        "Kafka connections closed at once because kafka.max_connections were open.",
+        k.connections_rejected,
+    );
+    let name = "tidelog_kafka_connections_closed_total";
+    let _ = writeln!(
+        out,
+        "# HELP {name} Kafka connections closed for a bad frame or a timeout, by reason."
+    );
+    let _ = writeln!(out, "# TYPE {name} counter");
+    for (reason, n) in &k.closed {
+        let _ = writeln!(out, "{name}{{reason=\"{reason}\"}} {n}");
+    }
+    let name = "tidelog_kafka_requests_total";
+    let _ = writeln!(out, "# HELP {name} Kafka requests answered, by API.");
+    let _ = writeln!(out, "# TYPE {name} counter");
+    for a in &k.apis {
+        let _ = writeln!(out, "{name}{{api=\"{}\"}} {}", a.api, a.requests);
+    }
+    let name = "tidelog_kafka_request_seconds_total";
+    let _ = writeln!(
+        out,
+        "# HELP {name} time spent answering Kafka requests (long-polls included), by API."
+    );
+    let _ = writeln!(out, "# TYPE {name} counter");
+    for a in &k.apis {
+        let _ = writeln!(out, "{name}{{api=\"{}\"}} {}", a.api, a.micros as f64 / 1e6);
+    }
+    counter(
+        out,
+        "tidelog_kafka_request_bytes_total",
+        "bytes of Kafka request frames read.",
+        k.request_bytes,
+    );
+    counter(
+        out,
+        "tidelog_kafka_response_bytes_total",
+        "bytes of Kafka answers written.",
+        k.response_bytes,
+    );
 }
 
 /// The group coordinator's families and consumer lag (Kafka exporters'
@@ -742,6 +808,39 @@ mod tests {
             "tidelog_http_rejected_inflight_bytes_total 13\n",
             "tidelog_http_inflight_bytes 4096\n",
             "tidelog_http_requests_reading_body 1\n",
+        ] {
+            assert!(text.contains(needle), "missing {needle}:\n{text}");
+        }
+    }
+
+    #[test]
+    fn kafka_families_render_only_with_a_listener() {
+        let m = Metrics::default();
+        let text = m.render(&Snapshot::default());
+        assert!(!text.contains("tidelog_kafka_"), "{text}");
+
+        let kafka = tidelog_broker::kafka_metrics::KafkaMetrics::default();
+        kafka.connection_opened();
+        kafka.connection_rejected();
+        kafka.request_read(100);
+        kafka.response_written(40);
+        kafka.request_served(0, "Produce", Duration::from_micros(1500));
+        kafka.connection_closed_for(tidelog_broker::kafka_metrics::ClosedFor::Version);
+        let text = m.render(&Snapshot {
+            kafka: Some(kafka.snapshot()),
+            ..Snapshot::default()
+        });
+        for needle in [
+            "tidelog_kafka_connections 1\n",
+            "tidelog_kafka_connections_accepted_total 1\n",
+            "tidelog_kafka_connections_rejected_total 1\n",
+            "# TYPE tidelog_kafka_requests_total counter\n",
+            "tidelog_kafka_requests_total{api=\"Produce\"} 1\n",
+            "tidelog_kafka_request_seconds_total{api=\"Produce\"} 0.0015\n",
+            "tidelog_kafka_request_bytes_total 100\n",
+            "tidelog_kafka_response_bytes_total 40\n",
+            "tidelog_kafka_connections_closed_total{reason=\"version\"} 1\n",
+            "tidelog_kafka_connections_closed_total{reason=\"malformed\"} 0\n",
         ] {
             assert!(text.contains(needle), "missing {needle}:\n{text}");
         }

@@ -10,10 +10,11 @@
 //! of this crate is ever held across an `.await`.
 
 use std::path::PathBuf;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 
 use tidelog_broker::consumers::Consumers;
+use tidelog_broker::kafka_metrics::KafkaMetrics;
 pub use tidelog_broker::Broker;
 use tokio::sync::{watch, Semaphore};
 
@@ -40,6 +41,9 @@ pub(crate) struct Shared {
     pub(crate) limiter: Arc<Semaphore>,
     /// `http.max_inflight_bytes`: request bodies held in memory.
     pub(crate) inflight_bytes: Arc<ByteBudget>,
+    /// The Kafka listener's counters, once the server started one
+    /// ([`AppState::kafka_metrics`]); `/metrics` renders them.
+    kafka_metrics: OnceLock<Arc<KafkaMetrics>>,
     /// Becomes `true` when the server starts shutting down; wakes
     /// long-polling fetches so they answer at once.
     shutdown: watch::Sender<bool>,
@@ -58,6 +62,7 @@ impl AppState {
                 metrics: Metrics::default(),
                 limiter,
                 inflight_bytes,
+                kafka_metrics: OnceLock::new(),
                 shutdown: watch::channel(false).0,
             }),
         }
@@ -75,6 +80,13 @@ impl AppState {
     /// share with the HTTP API.
     pub fn inflight_bytes_budget(&self) -> Arc<ByteBudget> {
         Arc::clone(&self.inner.inflight_bytes)
+    }
+
+    /// The counters for a Kafka listener to keep, which `/metrics` then
+    /// shows beside the API's own (absent until this is called: a server
+    /// without a Kafka listener shows no Kafka families).
+    pub fn kafka_metrics(&self) -> Arc<KafkaMetrics> {
+        Arc::clone(self.inner.kafka_metrics.get_or_init(Default::default))
     }
 
     /// The counters the HTTP listener keeps of its connections.
@@ -208,6 +220,7 @@ impl AppState {
             coordinator: ready.as_ref().map(|r| r.coordinator.stats()),
             consumer_lag: ready.as_ref().map(|r| r.consumer_lag()).unwrap_or_default(),
             consumer_instances: self.consumers().map_or(0, |c| c.instance_count()),
+            kafka: self.inner.kafka_metrics.get().map(|k| k.snapshot()),
             inflight_bytes: self.inner.inflight_bytes.used_bytes(),
             in_flight_requests: self
                 .inner

@@ -50,6 +50,7 @@ pub mod error;
 pub mod fault;
 pub mod group_admin;
 pub mod groups;
+pub mod kafka_metrics;
 pub mod names;
 pub mod partitioner;
 pub mod produce;

@@ -83,6 +83,8 @@ pub struct Context {
     /// The global budget of request bytes held in memory, shared with
     /// HTTP bodies (`listener`).
     pub budget: Arc<tidelog_broker::budget::ByteBudget>,
+    /// The listener's counters, which the HTTP API's `/metrics` renders.
+    pub metrics: Arc<tidelog_broker::kafka_metrics::KafkaMetrics>,
 }
 
 /// One connection's state: its SASL login (`handlers::sasl`).
@@ -324,6 +326,18 @@ pub async fn handle_in(
         }
         _ => Err(FrameError::UnknownKey { key: raw_key }),
     }
+}
+
+/// The name `/metrics` counts a request frame under: its API's, read off
+/// its first two bytes (an unserved or unknown key never gets here: its
+/// frame closes the connection).
+pub fn api_label(frame: &[u8]) -> (i16, &'static str) {
+    let Some(prefix) = frame.get(..2) else {
+        return (-1, "unserved");
+    };
+    let raw_key = i16::from_be_bytes([prefix[0], prefix[1]]);
+    let name = ApiKey::try_from(raw_key).map_or("unserved", api_name);
+    (raw_key, name)
 }
 
 fn api_name(key: ApiKey) -> &'static str {

@@ -3,6 +3,7 @@
 //! fails its partition ([`RecordError`]: CORRUPT_MESSAGE, nothing written).
 
 use kafka_protocol::error::ResponseError;
+use tidelog_broker::kafka_metrics::ClosedFor;
 use tidelog_broker::store::{SequenceProblem, StoreError};
 use tidelog_broker::BrokerError;
 
@@ -97,6 +98,26 @@ pub enum FrameError {
     /// admin token: Kafka closes such a connection.
     #[error("SASL/PLAIN authentication failed")]
     Authentication,
+}
+
+impl FrameError {
+    /// Why the connection it closes is counted as closed in `/metrics`;
+    /// `None` for a socket that failed (a client gone, the ordinary end
+    /// of many connections) and for an answer that does not encode (a
+    /// bug, logged).
+    pub fn closed_for(&self) -> Option<ClosedFor> {
+        match self {
+            FrameError::TooLarge { .. } | FrameError::OverBudget { .. } => {
+                Some(ClosedFor::TooLarge)
+            }
+            FrameError::Header { .. } | FrameError::Body { .. } => Some(ClosedFor::Malformed),
+            FrameError::UnknownKey { .. } => Some(ClosedFor::UnknownApi),
+            FrameError::Version { .. } => Some(ClosedFor::Version),
+            FrameError::Timeout { .. } => Some(ClosedFor::Timeout),
+            FrameError::Authentication => Some(ClosedFor::Authentication),
+            FrameError::Encode { .. } | FrameError::Io { .. } => None,
+        }
+    }
 }
 
 /// The Kafka error code of a broker error, for a partition or topic of an

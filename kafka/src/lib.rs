@@ -20,6 +20,7 @@ pub use error::{FrameError, RecordError};
 use std::sync::Arc;
 
 use tidelog_broker::budget::ByteBudget;
+use tidelog_broker::kafka_metrics::KafkaMetrics;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -40,19 +41,22 @@ pub async fn serve(
     let own = config
         .max_request_bytes
         .saturating_mul(config.max_connections);
-    serve_sharing(listener, config, ready, ByteBudget::new(own), stop).await;
+    let metrics = Arc::new(KafkaMetrics::default());
+    serve_sharing(listener, config, ready, ByteBudget::new(own), metrics, stop).await;
 }
 
 /// [`serve`] with the frames held in memory taken from `budget`, the
 /// global one HTTP bodies take from too (`http.max_inflight_bytes`,
 /// KAFKA.md "Bad input"): a frame's length is reserved before its body is
 /// read and given back once its answer is written; while the budget is
-/// short the connection is not read (backpressure, `listener`).
+/// short the connection is not read (backpressure, `listener`). Its
+/// counters go to `metrics`, which the HTTP API's `/metrics` renders.
 pub async fn serve_sharing(
     listener: TcpListener,
     config: &KafkaConfig,
     ready: Ready,
     budget: Arc<ByteBudget>,
+    metrics: Arc<KafkaMetrics>,
     stop: watch::Receiver<bool>,
 ) {
     let bound = match listener.local_addr() {
@@ -73,6 +77,7 @@ pub async fn serve_sharing(
         admin_token: config.admin_token.clone(),
         cluster_id: config.cluster_id.clone(),
         budget,
+        metrics,
     });
     listener::serve(listener, ctx, stop).await;
 }

@@ -31,9 +31,10 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
+use kafka_protocol::messages::ApiKey;
 use tidelog_broker::budget::{ByteBudget, Reservation};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
@@ -76,6 +77,7 @@ pub async fn serve(listener: TcpListener, ctx: Arc<Context>, mut stop: watch::Re
             }
         };
         let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+            ctx.metrics.connection_rejected();
             tracing::warn!(%peer, max_connections = limit, "kafka connection refused: kafka.max_connections reached");
             drop(stream);
             continue;
@@ -83,14 +85,21 @@ pub async fn serve(listener: TcpListener, ctx: Arc<Context>, mut stop: watch::Re
         let _ = stream.set_nodelay(true);
         let ctx = Arc::clone(&ctx);
         let stop = stop.clone();
+        ctx.metrics.connection_opened();
         tokio::spawn(async move {
             match connection(stream, peer, &ctx, stop).await {
                 Ok(()) => {}
                 Err(e) if peer_hung_up(&e) => {
                     tracing::debug!(%peer, error = %e, "kafka client hung up");
                 }
-                Err(e) => tracing::warn!(%peer, error = %e, "kafka connection closed"),
+                Err(e) => {
+                    if let Some(why) = e.closed_for() {
+                        ctx.metrics.connection_closed_for(why);
+                    }
+                    tracing::warn!(%peer, error = %e, "kafka connection closed");
+                }
             }
+            ctx.metrics.connection_closed();
             drop(slot);
         });
     }
@@ -151,15 +160,23 @@ async fn connection(
             stream.read_exact(&mut frame),
         )
         .await?;
-        if let Some(answer) =
-            dispatch::handle_in(ctx, frame.freeze(), Some(peer), &mut session).await?
-        {
+        ctx.metrics.request_read(size);
+        let (key, api) = match session.handshake {
+            // After a v0 SASL handshake the frame is a bare token.
+            Some(dispatch::Handshake::Raw) => (ApiKey::SaslAuthenticate as i16, "SaslAuthenticate"),
+            _ => dispatch::api_label(&frame),
+        };
+        let started = Instant::now();
+        let answer = dispatch::handle_in(ctx, frame.freeze(), Some(peer), &mut session).await?;
+        ctx.metrics.request_served(key, api, started.elapsed());
+        if let Some(answer) = answer {
             timed(
                 WRITE_TIMEOUT,
                 "writing an answer",
                 stream.write_all(&answer),
             )
             .await?;
+            ctx.metrics.response_written(answer.len());
         }
         drop(held);
     }

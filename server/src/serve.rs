@@ -117,9 +117,11 @@ pub async fn run(config: Config) -> ExitCode {
         // One budget of request bytes held in memory for both front-ends
         // (`http.max_inflight_bytes`, KAFKA.md "Bad input").
         let budget = state.inflight_bytes_budget();
+        // Its counters, in the HTTP API's `/metrics`.
+        let metrics = state.kafka_metrics();
         tracing::info!(listen = ?kafka.local_addr().ok(), "Kafka listener");
         tokio::spawn(async move {
-            tidelog_kafka::serve_sharing(kafka, &kafka_config, ready, budget, stop).await;
+            tidelog_kafka::serve_sharing(kafka, &kafka_config, ready, budget, metrics, stop).await;
         });
     }
     tracing::info!(listen = %config.listen, data_dir = %config.data_dir.display(), "listening; opening the store");

@@ -1,0 +1,266 @@
+//! The Kafka listener's counters, rendered by the HTTP API's `/metrics`.
+//!
+//! They live here, not in the listener's crate, for the reason the byte
+//! budget does: the server hands one [`KafkaMetrics`] to both front-ends,
+//! and neither depends on the other. Every update is a relaxed atomic add
+//! on the connection's task; nothing here locks.
+//!
+//! Requests are counted per API key in a fixed table of [`API_SLOTS`]
+//! (Kafka's keys are small and dense); a slot is named by the first
+//! request counted in it, and only named slots are rendered, so a scrape
+//! lists the APIs clients use, not every one the listener serves.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// API keys counted one by one; a larger or negative key (none is
+/// served) goes to the last slot.
+pub const API_SLOTS: usize = 128;
+
+/// Why a connection was closed for its frame (KAFKA.md "Bad input"), or
+/// by a timeout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClosedFor {
+    /// Longer than `kafka.max_request_bytes` or the whole byte budget.
+    TooLarge,
+    /// An API key the listener does not serve.
+    UnknownApi,
+    /// A version outside the served range.
+    Version,
+    /// A header or body that does not decode (or lies about its counts).
+    Malformed,
+    /// A frame that did not arrive, an answer not taken, or the budget not
+    /// free in time.
+    Timeout,
+    /// A failed SASL/PLAIN login.
+    Authentication,
+}
+
+impl ClosedFor {
+    const ALL: [ClosedFor; 6] = [
+        ClosedFor::TooLarge,
+        ClosedFor::UnknownApi,
+        ClosedFor::Version,
+        ClosedFor::Malformed,
+        ClosedFor::Timeout,
+        ClosedFor::Authentication,
+    ];
+
+    /// The `reason` label.
+    pub fn label(self) -> &'static str {
+        match self {
+            ClosedFor::TooLarge => "too_large",
+            ClosedFor::UnknownApi => "unknown_api",
+            ClosedFor::Version => "version",
+            ClosedFor::Malformed => "malformed",
+            ClosedFor::Timeout => "timeout",
+            ClosedFor::Authentication => "authentication",
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct ApiSlot {
+    name: OnceLock<&'static str>,
+    requests: AtomicU64,
+    micros: AtomicU64,
+}
+
+/// Counters of one Kafka listener.
+#[derive(Debug)]
+pub struct KafkaMetrics {
+    apis: Box<[ApiSlot]>,
+    connections_open: AtomicU64,
+    connections_accepted: AtomicU64,
+    connections_rejected: AtomicU64,
+    request_bytes: AtomicU64,
+    response_bytes: AtomicU64,
+    closed: [AtomicU64; ClosedFor::ALL.len()],
+}
+
+impl Default for KafkaMetrics {
+    fn default() -> Self {
+        KafkaMetrics {
+            apis: (0..API_SLOTS).map(|_| ApiSlot::default()).collect(),
+            connections_open: AtomicU64::new(0),
+            connections_accepted: AtomicU64::new(0),
+            connections_rejected: AtomicU64::new(0),
+            request_bytes: AtomicU64::new(0),
+            response_bytes: AtomicU64::new(0),
+            closed: Default::default(),
+        }
+    }
+}
+
+/// One API's figures, as a scrape reads them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiCount {
+    pub api: &'static str,
+    pub requests: u64,
+    /// Time from a request's decoded header to its encoded answer.
+    pub micros: u64,
+}
+
+/// Everything, read at once (each counter on its own: a scrape during
+/// traffic may see one request in `requests` and not yet in `micros`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct KafkaMetricsSnapshot {
+    pub apis: Vec<ApiCount>,
+    pub connections_open: u64,
+    pub connections_accepted: u64,
+    pub connections_rejected: u64,
+    pub request_bytes: u64,
+    pub response_bytes: u64,
+    /// Per [`ClosedFor::label`].
+    pub closed: Vec<(&'static str, u64)>,
+}
+
+impl KafkaMetrics {
+    /// A connection was accepted; [`KafkaMetrics::connection_closed`] when
+    /// it ends.
+    pub fn connection_opened(&self) {
+        self.connections_accepted.fetch_add(1, Ordering::Relaxed);
+        self.connections_open.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn connection_closed(&self) {
+        // Never below zero, even if a close were counted twice.
+        let _ = self
+            .connections_open
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+    }
+
+    /// A connection closed at once: `kafka.max_connections` were open.
+    pub fn connection_rejected(&self) {
+        self.connections_rejected.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A request frame of `bytes` (its length prefix not counted) read.
+    pub fn request_read(&self, bytes: usize) {
+        self.request_bytes
+            .fetch_add(u64::try_from(bytes).unwrap_or(u64::MAX), Ordering::Relaxed);
+    }
+
+    /// An answer of `bytes` (length prefix included) written.
+    pub fn response_written(&self, bytes: usize) {
+        self.response_bytes
+            .fetch_add(u64::try_from(bytes).unwrap_or(u64::MAX), Ordering::Relaxed);
+    }
+
+    /// A request of API `key` (named `api`) answered in `elapsed`.
+    pub fn request_served(&self, key: i16, api: &'static str, elapsed: Duration) {
+        let last = API_SLOTS - 1;
+        let index = usize::try_from(key).map_or(last, |k| k.min(last));
+        let slot = &self.apis[index];
+        slot.name.get_or_init(|| api);
+        slot.requests.fetch_add(1, Ordering::Relaxed);
+        let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
+        slot.micros.fetch_add(micros, Ordering::Relaxed);
+    }
+
+    /// A connection closed because of its frame or a timeout.
+    pub fn connection_closed_for(&self, why: ClosedFor) {
+        let index = ClosedFor::ALL
+            .iter()
+            .position(|c| *c == why)
+            .unwrap_or_default();
+        self.closed[index].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn snapshot(&self) -> KafkaMetricsSnapshot {
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        KafkaMetricsSnapshot {
+            apis: self
+                .apis
+                .iter()
+                .filter_map(|slot| {
+                    slot.name.get().map(|api| ApiCount {
+                        api,
+                        requests: load(&slot.requests),
+                        micros: load(&slot.micros),
+                    })
+                })
+                .collect(),
+            connections_open: load(&self.connections_open),
+            connections_accepted: load(&self.connections_accepted),
+            connections_rejected: load(&self.connections_rejected),
+            request_bytes: load(&self.request_bytes),
+            response_bytes: load(&self.response_bytes),
+            closed: ClosedFor::ALL
+                .iter()
+                .zip(&self.closed)
+                .map(|(why, n)| (why.label(), load(n)))
+                .collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_used_apis_are_listed_with_their_counts() {
+        let m = KafkaMetrics::default();
+        assert!(m.snapshot().apis.is_empty());
+        m.request_served(0, "Produce", Duration::from_micros(30));
+        m.request_served(0, "Produce", Duration::from_micros(12));
+        m.request_served(18, "ApiVersions", Duration::from_micros(5));
+        let snap = m.snapshot();
+        assert_eq!(
+            snap.apis,
+            vec![
+                ApiCount {
+                    api: "Produce",
+                    requests: 2,
+                    micros: 42
+                },
+                ApiCount {
+                    api: "ApiVersions",
+                    requests: 1,
+                    micros: 5
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn keys_out_of_the_table_share_its_last_slot() {
+        let m = KafkaMetrics::default();
+        m.request_served(-1, "negative", Duration::ZERO);
+        m.request_served(i16::MAX, "huge", Duration::ZERO);
+        let snap = m.snapshot();
+        let names: Vec<_> = snap.apis.iter().map(|a| a.api).collect();
+        assert_eq!(names, vec!["negative"], "one slot, named by its first");
+        assert_eq!(snap.apis[0].requests, 2);
+    }
+
+    #[test]
+    fn connections_are_counted_and_never_below_zero() {
+        let m = KafkaMetrics::default();
+        m.connection_opened();
+        m.connection_opened();
+        m.connection_closed();
+        m.connection_closed();
+        m.connection_closed();
+        m.connection_rejected();
+        let snap = m.snapshot();
+        assert_eq!(snap.connections_open, 0);
+        assert_eq!(snap.connections_accepted, 2);
+        assert_eq!(snap.connections_rejected, 1);
+    }
+
+    #[test]
+    fn closed_connections_are_counted_by_reason() {
+        let m = KafkaMetrics::default();
+        m.connection_closed_for(ClosedFor::TooLarge);
+        m.connection_closed_for(ClosedFor::Malformed);
+        m.connection_closed_for(ClosedFor::Malformed);
+        let closed = m.snapshot().closed;
+        assert!(closed.contains(&("too_large", 1)));
+        assert!(closed.contains(&("malformed", 2)));
+        assert!(closed.contains(&("timeout", 0)));
+        assert_eq!(closed.len(), 6);
+    }
+}
