@@ -3,6 +3,7 @@
 //! when the store fails under a request, and the server still answering
 //! after it; 503/50302 while dispatch is stalled, 503/50303 when a sync
 //! flush hangs, 413/41301 at the record limit a small segment allows;
+//! reads that wait for dispatch to show what was acknowledged before them;
 //! consumer lag in metrics and stats. The router runs in process (the real binary finishes recovery
 //! too fast to catch it in the act, and cannot be made to fail a write).
 
@@ -319,6 +320,79 @@ async fn a_stalled_dispatch_is_503_50302_for_produce_and_readiness_until_it_heal
     );
     let (_, text) = call(&router, "GET", "/metrics", None).await;
     assert!(text.contains("\ntidelog_dispatch_stalled 0\n"), "{text}");
+    close(&state).await.unwrap();
+}
+
+/// Heals a hung fault point when dropped.
+struct HealOnDrop(Arc<Faults>, FaultPoint);
+
+impl Drop for HealOnDrop {
+    fn drop(&mut self) {
+        self.0.heal(self.1);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_begun_after_an_acknowledged_produce_wait_until_it_is_fetchable() {
+    let dir = tempfile::tempdir().unwrap();
+    let faults = Arc::new(Faults::default());
+    let (state, router) = serving(store_config(dir.path()), Some(Arc::clone(&faults))).await;
+    let (status, body) = call(&router, "POST", "/topics/t", one_record("first")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(values_once_there(&router, 1).await, [json!("first")]);
+
+    // The dispatcher stops before its next hand-over to the indexes.
+    // Produce does not wait for dispatch: the record is acknowledged.
+    faults.hang(FaultPoint::Dispatch);
+    // Dropped before the broker (declared after it), also when an assert
+    // fails: a broker cannot close with its dispatcher hung.
+    let _heal = HealOnDrop(Arc::clone(&faults), FaultPoint::Dispatch);
+    let (status, body) = call(&router, "POST", "/topics/t", one_record("second")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while faults.blocked(FaultPoint::Dispatch) == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "dispatch never hung"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+
+    // A fetch that must answer at once (timeout 0) and the end offset,
+    // both asked after that acknowledgement, do not answer without it.
+    let get = |uri: &'static str| {
+        let router = router.clone();
+        tokio::spawn(async move { call(&router, "GET", uri, None).await })
+    };
+    let fetch = get("/topics/t/partitions/0/records?offset=1&timeout=0");
+    let offsets = get("/topics/t/partitions/0/offsets");
+    // Without the wait both answer within a millisecond; with it neither
+    // can before the heal (a slow machine only makes this pass vacuously).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !fetch.is_finished(),
+        "fetch answered without the acknowledged record"
+    );
+    assert!(
+        !offsets.is_finished(),
+        "offsets answered without the acknowledged record"
+    );
+
+    faults.heal(FaultPoint::Dispatch);
+    let (status, body) = fetch.await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let records: Value = serde_json::from_str(&body).unwrap();
+    let values: Vec<Value> = records
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["value"].clone())
+        .collect();
+    assert_eq!(values, [json!("second")], "{body}");
+    let (status, body) = offsets.await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let offsets: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(offsets["end_offset"], json!(2), "{body}");
     close(&state).await.unwrap();
 }
 

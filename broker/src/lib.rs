@@ -61,6 +61,7 @@ pub mod store;
 #[cfg(test)]
 mod test_support;
 pub mod topic_config;
+pub mod visibility;
 
 pub use broker::{next_offset, Broker};
 pub use config::BrokerConfig;

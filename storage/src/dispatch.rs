@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
-use event_listener::{Event, Listener};
+use event_listener::{Event, EventListener, Listener};
 
 use crate::commit_log::{CommitLog, Next, ReadCache, StoredRecord};
 use crate::consume_queue::{format::key_hash, ConsumeQueue, ConsumeQueues, QueueCursor, Unit};
@@ -583,6 +583,14 @@ impl Dispatcher {
     /// Wake the loop (shutdown).
     pub(crate) fn wake(&self) {
         self.log.appended_event().notify(usize::MAX);
+    }
+
+    /// `None` once everything below `target` is dispatched and published
+    /// by every sink; else a listener of the next progress, registered
+    /// before the check, so a publish in between is not missed.
+    pub(crate) fn dispatched_or_listen(&self, target: u64) -> Option<EventListener> {
+        let listener = self.progressed.listen();
+        (self.published.load(Ordering::Acquire) < target).then_some(listener)
     }
 
     /// Block until everything below `target` is dispatched and published

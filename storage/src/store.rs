@@ -855,6 +855,21 @@ impl Store {
         v
     }
 
+    /// The CommitLog position after the last acknowledged append: a read
+    /// that waits until [`Store::dispatched_or_listen`] of it is `None`
+    /// sees every record acknowledged before this call.
+    pub fn committed_position(&self) -> u64 {
+        self.inner.log.committed()
+    }
+
+    /// `None` once every record below `position` (a
+    /// [`Store::committed_position`]) is dispatched, so fetchable; else a
+    /// listener, registered before the check, that fires at the
+    /// dispatcher's next progress (check again then).
+    pub fn dispatched_or_listen(&self, position: u64) -> Option<EventListener> {
+        self.inner.dispatcher.dispatched_or_listen(position)
+    }
+
     /// Block until the dispatcher has indexed everything appended so far
     /// (tests and tools; the produce path does not wait for it).
     pub fn wait_dispatched(&self, timeout: Duration) -> bool {

@@ -43,6 +43,7 @@ use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::Response;
 use tidelog_broker::read::{PartitionRef, RecordRef};
+use tidelog_broker::visibility::VISIBILITY_WAIT;
 
 use super::{blocking, bytes_with, timed, v2_json};
 use crate::error::ApiError;
@@ -124,6 +125,10 @@ async fn fetch_inner(
 
     let deadline = Instant::now() + Duration::from_millis(timeout_ms);
     let mut shutdown = state.shutdown_signal();
+    // What this fetch must see: every record acknowledged before it began
+    // (read-your-writes, `tidelog_broker::visibility`), also with timeout 0.
+    let acknowledged = ready.acknowledged();
+    let mut acknowledged = (!ready.is_visible(acknowledged)).then_some(acknowledged);
     let mut from = offset;
     loop {
         let rendered = read_rendered(&part, from, limits).await?;
@@ -132,6 +137,16 @@ async fn fetch_inner(
             return Ok((response, rendered.records, rendered.bytes));
         }
         from = from.max(rendered.next_offset);
+        if let Some(point) = acknowledged.take() {
+            // Nothing at `from`, and records acknowledged before this
+            // fetch are still on their way to the index: read again once
+            // they are there.
+            tokio::select! {
+                _ = tokio::time::timeout(VISIBILITY_WAIT, ready.visible(point)) => {}
+                _ = shutdown.wait_for(|stopping| *stopping) => {}
+            }
+            continue;
+        }
         if Instant::now() >= deadline || *shutdown.borrow() {
             break;
         }
@@ -301,6 +316,12 @@ pub async fn offsets(
     let timestamp_ms = query.i64_opt("timestamp")?;
     let ready = state.ready()?;
     let part = ready.partition(&topic, partition)?;
+    // The end answered includes every record acknowledged before this
+    // request (read-your-writes, `tidelog_broker::visibility`).
+    let acknowledged = ready.acknowledged();
+    if !ready.is_visible(acknowledged) {
+        let _ = tokio::time::timeout(VISIBILITY_WAIT, ready.visible(acknowledged)).await;
+    }
     let offset = match timestamp_ms {
         Some(ts) => {
             let part = part.clone();
