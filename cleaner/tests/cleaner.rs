@@ -947,3 +947,45 @@ fn a_pass_uses_only_the_map_its_dirty_range_needs() {
     assert_eq!(h.latest(0), want);
     assert_eq!(h.all(0).len(), 50);
 }
+
+/// The nice value in a /proc `stat` file: field 19, the 17th after the
+/// parenthesised command name (which may hold spaces).
+#[cfg(target_os = "linux")]
+fn nice_in_stat(stat: &str) -> i32 {
+    let after_name = &stat[stat.rfind(')').unwrap() + 2..];
+    after_name.split(' ').nth(16).unwrap().parse().unwrap()
+}
+
+/// Cleaner threads run below the process's CPU priority, so a pass takes
+/// cores that producers leave idle, not theirs.
+#[cfg(target_os = "linux")]
+#[test]
+fn cleaner_threads_run_at_a_lower_cpu_priority() {
+    let h = harness();
+    h.fill(0, 4, 25);
+    h.cleaner.start().unwrap();
+    // A pass has run on the thread, so it is past its start.
+    let requested = h.cleaner.request("t", true).unwrap();
+    let runs = h.cleaner.wait("t", &requested, Duration::from_secs(30));
+    assert!(runs.iter().all(|(_, last)| last.is_some()));
+    let own = nice_in_stat(&std::fs::read_to_string("/proc/thread-self/stat").unwrap());
+    let mut cleaner_threads = 0;
+    for task in std::fs::read_dir("/proc/self/task").unwrap() {
+        let path = task.unwrap().path();
+        let Ok(comm) = std::fs::read_to_string(path.join("comm")) else {
+            continue; // the thread just ended
+        };
+        // The kernel keeps 15 bytes of a thread's name: "tidelog-cleaner".
+        if !comm.starts_with("tidelog-cleaner") {
+            continue;
+        }
+        let nice = nice_in_stat(&std::fs::read_to_string(path.join("stat")).unwrap());
+        assert_eq!(
+            nice,
+            (own + tidelog_cleaner::cleaner::CLEANER_NICE_INCREMENT).min(19)
+        );
+        cleaner_threads += 1;
+    }
+    assert_eq!(cleaner_threads, 1);
+    h.cleaner.stop();
+}
