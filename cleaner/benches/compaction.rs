@@ -828,29 +828,13 @@ fn main() {
                     "  warm-up: {:.0} k records/s",
                     warm.records as f64 / warm.window.as_secs_f64() / 1e3
                 );
-                eprintln!("  non-compact topic (load {})", loadavg());
-                let plain = produce(
-                    &store,
-                    PLAIN_TOPIC,
-                    &mut rng,
-                    keys,
-                    plan.produce,
-                    &never,
-                    "non-compact",
-                    &status,
-                );
-                eprintln!("  idle phase (load {})", loadavg());
-                let idle = produce(
-                    &store,
-                    TOPIC,
-                    &mut rng,
-                    keys,
-                    plan.produce,
-                    &never,
-                    "idle",
-                    &status,
-                );
-                eprintln!("  busy phase (load {})", loadavg());
+                // One phase of `plan.produce`, stopped early by `stop`.
+                let phase = |rng: &mut Rng, topic: &str, stop: &AtomicBool, label: &str| {
+                    eprintln!("  {label} phase (load {})", loadavg());
+                    produce(&store, topic, rng, keys, plan.produce, stop, label, &status)
+                };
+                let plain = phase(&mut rng, PLAIN_TOPIC, &never, "non-compact");
+                let idle = phase(&mut rng, TOPIC, &never, "idle");
                 let requested = cleaner.request(BG_TOPIC, false).unwrap();
                 let bg_done = AtomicBool::new(false);
                 let (busy, bg) = std::thread::scope(|s2| {
@@ -860,32 +844,13 @@ fn main() {
                         bg_done.store(true, Ordering::Release);
                         (began.elapsed(), r)
                     });
-                    let busy = produce(
-                        &store,
-                        TOPIC,
-                        &mut rng,
-                        keys,
-                        plan.produce,
-                        &bg_done,
-                        "busy",
-                        &status,
-                    );
+                    let busy = phase(&mut rng, TOPIC, &bg_done, "busy");
                     (busy, waiter.join().unwrap())
                 });
                 // Idle again once the pass ended: busy is compared with
                 // both idle phases, before and after, so a load that drifts
                 // during the run does not pass for the cleaner's cost.
-                eprintln!("  idle phase after the pass (load {})", loadavg());
-                let idle_after = produce(
-                    &store,
-                    TOPIC,
-                    &mut rng,
-                    keys,
-                    plan.produce,
-                    &never,
-                    "idle after",
-                    &status,
-                );
+                let idle_after = phase(&mut rng, TOPIC, &never, "idle after the pass");
                 let bg_stats = bg.1.into_iter().next().and_then(|(_, s)| s);
                 let idle = [idle, idle_after];
                 (warm.records, plain, idle, busy, (bg.0, bg_stats))
