@@ -24,8 +24,17 @@
 //!    `TIDELOG_COMPACTION_PRODUCE_SECS` each: to a delete-policy topic (no
 //!    copy: the store alone), to a compact topic with the `LogCleaner`
 //!    thread idle, then again while it cleans C (started with `request`),
-//!    until the time is up or that pass ends, whichever is first. Each phase
-//!    also waits until the dispatcher has caught up, and reports that rate.
+//!    until the time is up or that pass ends, whichever is first, then idle
+//!    again once the pass ended; busy is compared with the mean of the two
+//!    idle phases. Each phase also waits until the dispatcher has caught up,
+//!    and reports that rate. The LogCleaner thread runs at its lowered CPU
+//!    priority (`CLEANER_NICE_INCREMENT`); the cold and warm passes of steps
+//!    2 and 3 run `clean_once` on a bench thread at normal priority.
+//!
+//! The last lines printed are the benchmark table's rows: pass MB/s beside
+//! `cp -r + sync` MB/s and their ratio, cold and warm; bytes per key and
+//! keys per pass of the default map (counted by filling it); produce busy /
+//! idle.
 //!
 //! Runs the full size only under `cargo bench` (which passes `--bench`);
 //! under `cargo test --benches` or nextest it runs a tiny version (4 MiB,
@@ -49,6 +58,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use tidelog_cleaner::compacted::format::{decode, encode, Decoded, Fields, HEADER_LEN};
+use tidelog_cleaner::offset_map::BYTES_PER_ENTRY;
 use tidelog_cleaner::{
     CleanerConfig, CompactTopicConfig, CompactedLog, CompactedLogs, CompactedRecord, LogCleaner,
     OffsetMap, RunStats,
@@ -359,7 +369,8 @@ fn scan(log: &CompactedLog, mode: ScanMode, map: &mut OffsetMap) -> Scan {
     let mut out = Scan::default();
     let began = Instant::now();
     if mode == ScanMode::Put {
-        map.clear();
+        // Sized as a pass sizes it: by the records it maps.
+        map.clear_for(log.segments().iter().map(|s| s.stats().records).sum());
     }
     for seg in log.segments() {
         let mut r = seg.reader(0);
@@ -384,6 +395,48 @@ fn scan(log: &CompactedLog, mode: ScanMode, map: &mut OffsetMap) -> Scan {
     }
     out.took = began.elapsed();
     out
+}
+
+/// Keys Kafka's SkimpyOffsetMap holds in `budget` bytes.
+fn kafka_keys(budget: usize, load_factor: f64) -> usize {
+    ((budget / KAFKA_BYTES_PER_ENTRY) as f64 * load_factor) as usize
+}
+
+/// The default map filled with distinct keys until `put` says Full.
+struct Filled {
+    keys: u64,
+    put_ns: f64,
+    hit_ns: f64,
+    miss_ns: f64,
+}
+
+fn fill_map(budget: usize, load_factor: f64) -> Filled {
+    let mut map = OffsetMap::new(budget, load_factor).unwrap();
+    map.clear();
+    let began = Instant::now();
+    let mut keys = 0u64;
+    while map.put(&key_bytes(keys), keys) == tidelog_cleaner::PutOutcome::Stored {
+        keys += 1;
+    }
+    let put_ns = began.elapsed().as_nanos() as f64 / keys as f64;
+    let probes = 1_000_000.min(keys);
+    let mut rng = Rng(5);
+    let began = Instant::now();
+    for _ in 0..probes {
+        std::hint::black_box(map.get(&key_bytes(rng.next() % keys)));
+    }
+    let hit_ns = began.elapsed().as_nanos() as f64 / probes as f64;
+    let began = Instant::now();
+    for _ in 0..probes {
+        std::hint::black_box(map.get(&key_bytes(keys + rng.next() % keys)));
+    }
+    let miss_ns = began.elapsed().as_nanos() as f64 / probes as f64;
+    Filled {
+        keys,
+        put_ns,
+        hit_ns,
+        miss_ns,
+    }
 }
 
 struct Produced {
@@ -544,8 +597,7 @@ fn main() {
     let config = CleanerConfig::default();
     let budget = config.dedupe_buffer_bytes / config.threads;
     let map = OffsetMap::new(budget, config.load_factor).unwrap();
-    let kafka_slots = budget / KAFKA_BYTES_PER_ENTRY;
-    let kafka_max = (kafka_slots as f64 * config.load_factor) as usize;
+    let kafka_max = kafka_keys(budget, config.load_factor);
     let map_row = format!(
         "offset map at the default buffer ({budget} B per thread, {} thread(s), load factor {}): \
          {} B per slot (Kafka {KAFKA_BYTES_PER_ENTRY}), {} B allocated, {} slots, {} keys per pass \
@@ -561,6 +613,13 @@ fn main() {
     );
     eprintln!("  {map_row}");
     drop(map);
+    // The tiny run (a debug build) fills a 1 MiB map instead.
+    let filled_budget = if plan.full { budget } else { 1 << 20 };
+    let filled = fill_map(filled_budget, config.load_factor);
+    eprintln!(
+        "  default map filled by distinct keys: {} keys counted until Full, {:.0} ns a put, then {:.0} ns a hit, {:.0} ns a miss at that load",
+        filled.keys, filled.put_ns, filled.hit_ns, filled.miss_ns
+    );
 
     // ---- 1. build log A
     let dir_a = base.join("a");
@@ -769,29 +828,13 @@ fn main() {
                     "  warm-up: {:.0} k records/s",
                     warm.records as f64 / warm.window.as_secs_f64() / 1e3
                 );
-                eprintln!("  non-compact topic (load {})", loadavg());
-                let plain = produce(
-                    &store,
-                    PLAIN_TOPIC,
-                    &mut rng,
-                    keys,
-                    plan.produce,
-                    &never,
-                    "non-compact",
-                    &status,
-                );
-                eprintln!("  idle phase (load {})", loadavg());
-                let idle = produce(
-                    &store,
-                    TOPIC,
-                    &mut rng,
-                    keys,
-                    plan.produce,
-                    &never,
-                    "idle",
-                    &status,
-                );
-                eprintln!("  busy phase (load {})", loadavg());
+                // One phase of `plan.produce`, stopped early by `stop`.
+                let phase = |rng: &mut Rng, topic: &str, stop: &AtomicBool, label: &str| {
+                    eprintln!("  {label} phase (load {})", loadavg());
+                    produce(&store, topic, rng, keys, plan.produce, stop, label, &status)
+                };
+                let plain = phase(&mut rng, PLAIN_TOPIC, &never, "non-compact");
+                let idle = phase(&mut rng, TOPIC, &never, "idle");
                 let requested = cleaner.request(BG_TOPIC, false).unwrap();
                 let bg_done = AtomicBool::new(false);
                 let (busy, bg) = std::thread::scope(|s2| {
@@ -801,19 +844,15 @@ fn main() {
                         bg_done.store(true, Ordering::Release);
                         (began.elapsed(), r)
                     });
-                    let busy = produce(
-                        &store,
-                        TOPIC,
-                        &mut rng,
-                        keys,
-                        plan.produce,
-                        &bg_done,
-                        "busy",
-                        &status,
-                    );
+                    let busy = phase(&mut rng, TOPIC, &bg_done, "busy");
                     (busy, waiter.join().unwrap())
                 });
+                // Idle again once the pass ended: busy is compared with
+                // both idle phases, before and after, so a load that drifts
+                // during the run does not pass for the cleaner's cost.
+                let idle_after = phase(&mut rng, TOPIC, &never, "idle after the pass");
                 let bg_stats = bg.1.into_iter().next().and_then(|(_, s)| s);
+                let idle = [idle, idle_after];
                 (warm.records, plain, idle, busy, (bg.0, bg_stats))
             })
             .unwrap()
@@ -918,10 +957,14 @@ fn main() {
     println!("{map_row}");
     let rate = |p: &Produced| p.records as f64 / p.window.as_secs_f64();
     let sink_rate = |p: &Produced| p.records as f64 / p.dispatched_after.as_secs_f64();
+    // Both idle phases (before and after the busy one) weigh the same.
+    let idle_rate = (rate(&idle[0]) + rate(&idle[1])) / 2.0;
+    let idle_sink_rate = (sink_rate(&idle[0]) + sink_rate(&idle[1])) / 2.0;
     for (name, p) in [
         ("non-compact topic (no copy)", &plain),
-        ("compact topic, cleaner idle", &idle),
+        ("compact topic, cleaner idle", &idle[0]),
         ("compact topic, cleaner busy", &busy),
+        ("compact topic, cleaner idle again", &idle[1]),
     ] {
         println!(
             "produce, {name}: {} records in {:.2} s = {:.0} records/s appended ({:.0} MB/s of CommitLog); all dispatched (indexes and any compacted copy) after {:.2} s = {:.0} records/s (lag at end {:.1} MB)",
@@ -935,9 +978,9 @@ fn main() {
         );
     }
     println!(
-        "produce busy / idle: {:.2}x appended, {:.2}x through the sink",
-        rate(&busy) / rate(&idle),
-        sink_rate(&busy) / sink_rate(&idle)
+        "produce busy / idle (mean of both idle phases): {:.2}x appended, {:.2}x through the sink",
+        rate(&busy) / idle_rate,
+        sink_rate(&busy) / idle_sink_rate
     );
     println!(
         "background pass: {:.2} s wall ({:.0} MB/s of log), duration_ms {}, kept {}, removed {}",
@@ -948,9 +991,44 @@ fn main() {
         bg_stats.records_removed
     );
     println!("compacted copies of produced records: {produced_total}");
+    println!();
+    println!("benchmark table rows (load at end {}):", loadavg());
+    println!("| figure | value | beside it | ratio | goal |");
+    println!("|---|---|---|---|---|");
+    for (name, clean, cp) in [
+        ("cleaner pass, cold", clean_cold, cp_cold),
+        ("cleaner pass, warm", clean_warm, cp_warm),
+    ] {
+        println!(
+            "| {name} | {:.0} MB/s of log | cp -r + sync {:.0} MB/s | {:.2}x | >= 1.0x |",
+            mbps(log_bytes, clean),
+            mbps(log_bytes, cp),
+            cp.as_secs_f64() / clean.as_secs_f64()
+        );
+    }
+    println!(
+        "| offset map, bytes per key | {} B a slot, {:.2} B of buffer a key at load {} | Kafka {KAFKA_BYTES_PER_ENTRY} B, {:.2} B | | <= 20 B a slot |",
+        BYTES_PER_ENTRY,
+        filled_budget as f64 / filled.keys as f64,
+        config.load_factor,
+        filled_budget as f64 / kafka_keys(filled_budget, config.load_factor) as f64,
+    );
+    println!(
+        "| keys per pass, {} MiB buffer | {} (counted) | Kafka {} | {:.2}x | >= 6 M at the default 128 MiB |",
+        filled_budget >> 20,
+        filled.keys,
+        kafka_keys(filled_budget, config.load_factor),
+        filled.keys as f64 / kafka_keys(filled_budget, config.load_factor) as f64
+    );
+    println!(
+        "| produce, cleaner busy / idle (one producer) | {:.0} records/s | idle {:.0} records/s (before and after) | {:.2}x | >= 0.90x |",
+        rate(&busy),
+        idle_rate,
+        rate(&busy) / idle_rate
+    );
     assert_eq!(
         produced_total,
-        warm_records + idle.records + busy.records,
+        warm_records + idle[0].records + busy.records + idle[1].records,
         "every produced record was copied"
     );
 }

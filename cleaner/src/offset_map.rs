@@ -24,21 +24,50 @@
 //! is exactly the partial-pass case the caller already handles, after
 //! 2^32 - 1 offsets instead of after the load limit. Keeping 0 as the empty
 //! marker lets the table start as zeroed memory. Against Kafka's 24 bytes
-//! (16 B MD5 + 8 B offset) the same budget holds 20 % more keys; dropping
-//! bucket bits from the fingerprint would save about 2 more bytes but needs a
-//! stored probe distance, and is not worth the complexity.
+//! (16 B MD5 + 8 B offset) the same budget holds 20 % more keys.
+//!
+//! # Table: ordered linear probing (Robin Hood)
+//!
+//! One flat array of slots, no per-entry allocation. A key's home slot is
+//! the high half of `fingerprint[0] × slots_in_use` (Lemire's
+//! multiply-shift: uniform for any table size, and monotonic in the
+//! fingerprint). Probing is linear, so a probe reads consecutive slots (three
+//! per cache line). Each run of occupied slots is kept ordered by home slot
+//! (Amble and Knuth's ordered hash table; the same order Robin Hood hashing
+//! keeps): a new key goes in front of the first entry whose home comes after
+//! its own, and the entries from there to the next empty slot shift one slot
+//! on. So a lookup ends as soon as it meets an entry that is closer to its
+//! home than the lookup is to its own: the key would have been placed before
+//! that entry. A miss then costs what a hit costs, about 5.5 slots at load
+//! 0.9, where plain linear probing reads about 50 (Knuth's estimates); the
+//! rewrite looks up every key of the clean range, and those that the dirty
+//! range does not hold are misses.
+//!
+//! # Table size per pass
+//!
+//! The whole budget is allocated once, but a pass uses only as much of it as
+//! its dirty range can fill: [`OffsetMap::clear_for`] takes an upper bound on
+//! the keys the pass can put (its record count) and uses
+//! `min(slots, bound × 2 / load_factor)` slots, so the table is at most half
+//! as full as the load factor allows. A pass over 50 k records touches 2 MB
+//! of table, which stays in cache, instead of 50 k random cache lines and
+//! pages of 128 MiB; `clear_for` zeroes only the part the previous pass used.
+//! The load limit is that of the slots in use; it is never reached when the
+//! bound holds, and a bound that was too low only ends the pass early (the
+//! partial-pass case). A map at its full size is exactly the one `new`
+//! builds.
 //!
 //! # Invariants
 //! - The table is allocated once, `floor(budget_bytes / 20)` slots, and
 //!   never grows: allocated bytes ≤ budget.
-//! - `len() ≤ max_entries() < slots()`, so at least one slot is empty and
-//!   every linear probe ends.
+//! - `len() ≤ max_entries() < slots_in_use() ≤ slots()`, so at least one slot
+//!   in use is empty and every probe ends.
+//! - Slots at or past `slots_in_use()` are empty.
+//! - Along every run of occupied slots, home slots do not decrease
+//!   (cyclically: a run may wrap from the last slot in use to the first),
+//!   and every entry sits in the run that starts at its home slot.
 //! - A key's stored offset only grows (`put` keeps the maximum).
 //! - A `put` that cannot be stored changes nothing.
-//!
-//! Linear probing keeps a probe within a few cache lines (three slots per
-//! line); at the default load factor of 0.9 a hit costs about 5.5 probes and
-//! a miss about 50 on average (Knuth's estimates), all sequential reads.
 
 use std::mem::size_of;
 
@@ -54,6 +83,14 @@ pub const DEFAULT_LOAD_FACTOR: f64 = 0.9;
 /// Largest `offset - base_offset` a slot can hold: one value of the u32 is
 /// taken by the empty marker.
 pub const MAX_OFFSET_DELTA: u64 = u32::MAX as u64 - 1;
+
+/// [`OffsetMap::clear_for`] sizes the table in use so that the expected keys
+/// fill at most `1 / SIZE_HEADROOM` of the load limit.
+const SIZE_HEADROOM: f64 = 2.0;
+
+/// The smallest table `clear_for` uses (20 KiB), when the budget allows:
+/// below that, a smaller table saves nothing.
+const MIN_SLOTS_IN_USE: usize = 1024;
 
 /// One slot of the open-addressing table. `repr(C)` with only u32 fields has
 /// no padding, so the size is exactly the layout documented above.
@@ -75,6 +112,11 @@ impl Slot {
     fn is_empty(&self) -> bool {
         self.stored_delta == 0
     }
+
+    /// The fingerprint's first 64 bits, which choose the home slot.
+    fn home_bits(&self) -> u64 {
+        u64::from(self.fingerprint[0]) | (u64::from(self.fingerprint[1]) << 32)
+    }
 }
 
 fn pack(fp: Fingerprint) -> [u32; 4] {
@@ -84,6 +126,21 @@ fn pack(fp: Fingerprint) -> [u32; 4] {
         fp[1] as u32,
         (fp[1] >> 32) as u32,
     ]
+}
+
+/// A key's fingerprint under one map's hash key ([`OffsetMap::hash`]), so a
+/// caller can hash a batch of keys, [`OffsetMap::prefetch`] their slots, and
+/// then put or get them without hashing again. Only meaningful for the map
+/// that made it, until its next `clear` (which draws a new hash key).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeyHash {
+    packed: [u32; 4],
+}
+
+impl KeyHash {
+    fn home_bits(&self) -> u64 {
+        u64::from(self.packed[0]) | (u64::from(self.packed[1]) << 32)
+    }
 }
 
 /// What a [`OffsetMap::put`] did.
@@ -104,13 +161,29 @@ pub enum PutOutcome {
     BelowBase,
 }
 
+/// Where a probe for a fingerprint ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Probe {
+    /// The slot holding the key, or where it goes: an empty slot, or the
+    /// first entry whose home comes after the key's.
+    index: usize,
+    found: bool,
+    /// Slots read, for the probe-length tests.
+    #[cfg_attr(not(test), allow(dead_code))]
+    slots_read: usize,
+}
+
 /// Key fingerprint → newest queue offset, in a fixed memory budget.
 /// Not thread-safe by design: each cleaner thread owns one and reuses it for
-/// every pass with [`OffsetMap::clear`].
+/// every pass with [`OffsetMap::clear`] or [`OffsetMap::clear_for`].
 pub struct OffsetMap {
     /// Allocated once; `Box<[_]>` rather than `Vec` so nothing can grow it.
     slots: Box<[Slot]>,
-    /// Load limit: `floor(slots × load_factor)`, and always `< slots`.
+    /// The table in use: `slots[..in_use]` (module doc, "Table size per
+    /// pass"); everything past it is empty.
+    in_use: usize,
+    /// Load limit of the table in use: `floor(in_use × load_factor)`, and
+    /// always `< in_use`.
     max_entries: usize,
     entries: usize,
     load_factor: f64,
@@ -130,6 +203,7 @@ impl std::fmt::Debug for OffsetMap {
         // Deliberately leaves out the table and the secret hash key.
         f.debug_struct("OffsetMap")
             .field("slots", &self.slots.len())
+            .field("in_use", &self.in_use)
             .field("max_entries", &self.max_entries)
             .field("entries", &self.entries)
             .field("load_factor", &self.load_factor)
@@ -151,7 +225,11 @@ pub(crate) fn load_factor_is_usable(load_factor: f64) -> bool {
 /// `CleanerConfig::validate`, so a buffer the config check accepts is one
 /// every cleaner thread can build its map from.
 pub(crate) fn max_entries(budget_bytes: usize, load_factor: f64) -> usize {
-    let slot_count = budget_bytes / BYTES_PER_ENTRY;
+    limit_for_slots(budget_bytes / BYTES_PER_ENTRY, load_factor)
+}
+
+/// The load limit of a table of `slot_count` slots.
+fn limit_for_slots(slot_count: usize, load_factor: f64) -> usize {
     // f64 has 53 bits of mantissa, exact for any slot count a machine can
     // allocate; the `min` guards the one-empty-slot invariant against
     // rounding up at load factors just below 1.
@@ -213,6 +291,7 @@ impl OffsetMap {
         table.resize(slot_count, Slot::EMPTY);
         Ok(OffsetMap {
             slots: table.into_boxed_slice(),
+            in_use: slot_count,
             max_entries,
             entries: 0,
             load_factor,
@@ -223,61 +302,137 @@ impl OffsetMap {
         })
     }
 
-    /// Home slot of a fingerprint: the high half of `fp[0] × slots`
-    /// (Lemire's multiply-shift), uniform for any slot count, so the whole
-    /// budget is usable without rounding to a power of two.
-    fn home_slot(&self, fp: &Fingerprint) -> usize {
-        ((u128::from(fp[0]) * self.slots.len() as u128) >> 64) as usize
+    /// Home slot of a fingerprint's first 64 bits in the table in use: the
+    /// high half of `bits × in_use` (Lemire's multiply-shift), uniform for
+    /// any size and monotonic in `bits`.
+    fn home_slot(&self, bits: u64) -> usize {
+        ((u128::from(bits) * self.in_use as u128) >> 64) as usize
     }
 
-    /// Index of the slot holding `fp`, or of the empty slot where it would
-    /// go. Ends because at least one slot is always empty.
-    fn probe(&self, fp: &Fingerprint) -> usize {
-        let packed = pack(*fp);
-        let mut index = self.home_slot(fp);
+    /// How far the entry at `index` sits past its home slot.
+    fn displacement(&self, index: usize, slot: &Slot) -> usize {
+        let home = self.home_slot(slot.home_bits());
+        if index >= home {
+            index - home
+        } else {
+            index + self.in_use - home
+        }
+    }
+
+    fn next(&self, index: usize) -> usize {
+        if index + 1 == self.in_use {
+            0
+        } else {
+            index + 1
+        }
+    }
+
+    /// Find `hash`'s slot, or where it would go. Ends because at least one
+    /// slot in use is always empty.
+    fn probe(&self, hash: &KeyHash) -> Probe {
+        let mut index = self.home_slot(hash.home_bits());
+        let mut distance = 0;
         loop {
             let slot = &self.slots[index];
-            if slot.is_empty() || slot.fingerprint == packed {
-                return index;
+            let slots_read = distance + 1;
+            if slot.is_empty() {
+                return Probe {
+                    index,
+                    found: false,
+                    slots_read,
+                };
             }
-            index += 1;
-            if index == self.slots.len() {
-                index = 0;
+            if slot.fingerprint == hash.packed {
+                return Probe {
+                    index,
+                    found: true,
+                    slots_read,
+                };
             }
+            // An entry nearer its home than we are to ours has a later home:
+            // the run is ordered, so the key would be before it.
+            if self.displacement(index, slot) < distance {
+                return Probe {
+                    index,
+                    found: false,
+                    slots_read,
+                };
+            }
+            index = self.next(index);
+            distance += 1;
         }
+    }
+
+    /// `key`'s fingerprint under this map's current hash key.
+    pub fn hash(&self, key: &[u8]) -> KeyHash {
+        KeyHash {
+            packed: pack(fingerprint(&self.hash_key, key)),
+        }
+    }
+
+    /// Start loading `hash`'s home slot into the cache, so that a batch of
+    /// puts or gets waits for its memory once rather than once per key. A
+    /// plain load whose value is discarded (safe Rust, no intrinsic): the
+    /// processor keeps going past it, so the loads of a batch overlap.
+    pub fn prefetch(&self, hash: &KeyHash) {
+        let slot = &self.slots[self.home_slot(hash.home_bits())];
+        std::hint::black_box(slot.stored_delta);
     }
 
     /// Record that `key` occurs at `offset`. The map keeps the largest offset
     /// seen for each key. Updating a key already in the map succeeds even at
     /// the load limit (Kafka stops the pass there); only new keys need room.
     pub fn put(&mut self, key: &[u8], offset: u64) -> PutOutcome {
-        let fp = fingerprint(&self.hash_key, key);
+        let hash = self.hash(key);
+        self.put_hashed(&hash, offset)
+    }
+
+    /// [`OffsetMap::put`] of a key hashed by [`OffsetMap::hash`].
+    pub fn put_hashed(&mut self, hash: &KeyHash, offset: u64) -> PutOutcome {
         let base = self.base_offset.unwrap_or(offset);
-        let index = self.probe(&fp);
-        let slot = self.slots[index];
-        if !slot.is_empty() && base + u64::from(slot.stored_delta - 1) >= offset {
-            // A newer or equal offset is already recorded; nothing to store.
+        let probe = self.probe(hash);
+        if probe.found {
+            let slot = &mut self.slots[probe.index];
+            let stored = base + u64::from(slot.stored_delta - 1);
+            if stored < offset {
+                match offset.checked_sub(base) {
+                    // delta ≤ u32::MAX - 1: neither truncates nor hits 0.
+                    Some(delta) if delta <= MAX_OFFSET_DELTA => {
+                        slot.stored_delta = delta as u32 + 1;
+                    }
+                    // stored < offset, and stored ≥ base, so offset > base.
+                    _ => return PutOutcome::Full,
+                }
+            }
+            // A newer or equal offset already recorded needs no change.
             self.note_offset(base, offset);
             return PutOutcome::Stored;
         }
-        if slot.is_empty() && self.entries >= self.max_entries {
+        if self.entries >= self.max_entries {
             return PutOutcome::Full;
         }
         let delta = match offset.checked_sub(base) {
             Some(delta) if delta <= MAX_OFFSET_DELTA => delta,
             Some(_) => return PutOutcome::Full,
-            // Only reachable for a new key: an existing key's offset is
-            // ≥ base, so a lower offset took the early return above.
             None => return PutOutcome::BelowBase,
         };
-        if slot.is_empty() {
-            self.entries += 1;
-        }
-        self.slots[index] = Slot {
-            fingerprint: pack(fp),
-            // delta ≤ u32::MAX - 1, so this neither truncates nor hits 0.
+        // Insert in front of the entry found (if any), shifting the rest of
+        // the run one slot on to the next empty slot: the run stays ordered
+        // by home slot and every entry stays at or past its home.
+        let mut carried = Slot {
+            fingerprint: hash.packed,
             stored_delta: delta as u32 + 1,
         };
+        let mut index = probe.index;
+        loop {
+            let displaced = std::mem::replace(&mut self.slots[index], carried);
+            if displaced.is_empty() {
+                break;
+            }
+            carried = displaced;
+            index = self.next(index);
+        }
+        self.entries += 1;
         self.note_offset(base, offset);
         PutOutcome::Stored
     }
@@ -289,19 +444,39 @@ impl OffsetMap {
 
     /// The newest offset recorded for `key`, if any.
     pub fn get(&self, key: &[u8]) -> Option<u64> {
-        let base = self.base_offset?;
-        let fp = fingerprint(&self.hash_key, key);
-        let slot = &self.slots[self.probe(&fp)];
-        if slot.is_empty() {
-            None
-        } else {
-            Some(base + u64::from(slot.stored_delta - 1))
-        }
+        self.get_hashed(&self.hash(key))
     }
 
-    /// Forget every key, keeping the allocation, ready for the next pass.
+    /// [`OffsetMap::get`] of a key hashed by [`OffsetMap::hash`].
+    pub fn get_hashed(&self, hash: &KeyHash) -> Option<u64> {
+        let base = self.base_offset?;
+        let probe = self.probe(hash);
+        probe
+            .found
+            .then(|| base + u64::from(self.slots[probe.index].stored_delta - 1))
+    }
+
+    /// Forget every key, keeping the allocation, ready for the next pass,
+    /// with the whole table in use.
     pub fn clear(&mut self) {
-        self.slots.fill(Slot::EMPTY);
+        self.clear_for(u64::MAX);
+    }
+
+    /// Forget every key, ready for a pass that puts at most `keys_bound`
+    /// distinct keys: the table in use shrinks to what they need (module
+    /// doc, "Table size per pass"). A bound that is too low is safe: the
+    /// pass ends early, at `Full`.
+    pub fn clear_for(&mut self, keys_bound: u64) {
+        // Only the previous table in use can hold entries.
+        self.slots[..self.in_use].fill(Slot::EMPTY);
+        let wanted = (keys_bound as f64 * SIZE_HEADROOM / self.load_factor).ceil();
+        let capacity = self.slots.len();
+        self.in_use = if wanted >= capacity as f64 {
+            capacity
+        } else {
+            (wanted as usize).max(MIN_SLOTS_IN_USE).min(capacity)
+        };
+        self.max_entries = limit_for_slots(self.in_use, self.load_factor);
         self.entries = 0;
         self.base_offset = None;
         self.latest_offset = None;
@@ -325,9 +500,21 @@ impl OffsetMap {
         self.slots.len()
     }
 
-    /// The load limit: how many keys fit before `put` reports `Full`.
+    /// Number of slots this pass uses ([`OffsetMap::clear_for`]); all of
+    /// them after `new` and `clear`.
+    pub fn slots_in_use(&self) -> usize {
+        self.in_use
+    }
+
+    /// The load limit of the table in use: how many keys fit before `put`
+    /// reports `Full`.
     pub fn max_entries(&self) -> usize {
         self.max_entries
+    }
+
+    /// The load limit of the whole table: the most keys one pass can map.
+    pub fn capacity(&self) -> usize {
+        limit_for_slots(self.slots.len(), self.load_factor)
     }
 
     /// The load factor the map was built with.
@@ -335,7 +522,8 @@ impl OffsetMap {
         self.load_factor
     }
 
-    /// Fraction of slots in use, as Kafka's `utilization` (entries / slots).
+    /// Fraction of the whole table's slots in use, as Kafka's `utilization`
+    /// (entries / slots): how much of the dedupe buffer a pass needed.
     pub fn utilization(&self) -> f64 {
         self.entries as f64 / self.slots.len() as f64
     }
@@ -359,7 +547,7 @@ impl OffsetMap {
 
     /// Bytes actually allocated for the table; never more than the budget.
     pub fn allocated_bytes(&self) -> usize {
-        self.slots.len() * size_of::<Slot>()
+        std::mem::size_of_val(&*self.slots)
     }
 }
 
@@ -391,6 +579,203 @@ mod tests {
             let len = (self.next() % 24) as usize + 1;
             (0..len).map(|_| self.next() as u8).collect()
         }
+    }
+
+    impl OffsetMap {
+        /// Checks the table's invariants (module doc): slots past the table
+        /// in use are empty, the count matches, every run is ordered by home
+        /// slot, and every key is found where a probe looks for it.
+        fn check_invariants(&self) {
+            assert!(self.slots[self.in_use..].iter().all(Slot::is_empty));
+            let used: Vec<usize> = (0..self.in_use)
+                .filter(|&i| !self.slots[i].is_empty())
+                .collect();
+            assert_eq!(used.len(), self.entries);
+            assert!(self.entries <= self.max_entries && self.max_entries < self.in_use);
+            for &i in &used {
+                let slot = &self.slots[i];
+                let previous = if i == 0 { self.in_use - 1 } else { i - 1 };
+                let before = &self.slots[previous];
+                if !before.is_empty() {
+                    // Ordered run: the previous entry is at most as far
+                    // past its home as this one is, plus the one slot.
+                    assert!(
+                        self.displacement(previous, before) + 1 >= self.displacement(i, slot),
+                        "slot {i} out of order"
+                    );
+                } else {
+                    assert_eq!(self.displacement(i, slot), 0, "slot {i} after a gap");
+                }
+                let hash = KeyHash {
+                    packed: slot.fingerprint,
+                };
+                assert_eq!(self.probe(&hash).index, i);
+            }
+        }
+    }
+
+    #[test]
+    fn model_against_a_hashmap() {
+        // Small tables, so runs wrap around the end and maps fill; random
+        // table sizes per pass through `clear_for`, ascending offsets with
+        // repeats, as passes put them.
+        for seed in 0..40u64 {
+            let mut rng = SplitMix64(seed);
+            let budget = (3 + rng.next() % 400) as usize * BYTES_PER_ENTRY;
+            let load_factor = [0.5, 0.75, DEFAULT_LOAD_FACTOR][(rng.next() % 3) as usize];
+            let mut map = OffsetMap::with_hash_key(budget, load_factor, [seed, !seed]).unwrap();
+            for _pass in 0..3 {
+                map.clear_for(rng.next() % 300);
+                let mut model: HashMap<Vec<u8>, u64> = HashMap::new();
+                let key_space = 1 + rng.next() % 600;
+                let mut offset = rng.next() % 1000;
+                let mut full_seen = false;
+                for _ in 0..1500 {
+                    let key = (rng.next() % key_space).to_le_bytes().to_vec();
+                    let known = model.contains_key(&key);
+                    let outcome = map.put(&key, offset);
+                    if known || model.len() < map.max_entries() {
+                        assert_eq!(outcome, PutOutcome::Stored, "seed {seed}");
+                        let newest = model.entry(key.clone()).or_insert(offset);
+                        *newest = (*newest).max(offset);
+                    } else {
+                        // A new key at the load limit: nothing stored.
+                        assert_eq!(outcome, PutOutcome::Full, "seed {seed}");
+                        assert_eq!(map.get(&key), None, "seed {seed}");
+                        full_seen = true;
+                    }
+                    // Now and then an older offset of a known key.
+                    if known && rng.next() % 8 == 0 {
+                        assert_eq!(map.put(&key, offset / 2), PutOutcome::Stored);
+                    }
+                    offset += 1 + rng.next() % 3;
+                }
+                map.check_invariants();
+                assert_eq!(map.len(), model.len(), "seed {seed}");
+                for (key, &newest) in &model {
+                    assert_eq!(map.get(key), Some(newest), "seed {seed} key {key:?}");
+                }
+                for k in key_space..key_space + 200 {
+                    assert_eq!(map.get(&k.to_le_bytes()), None, "seed {seed}");
+                }
+                if model.len() == map.max_entries() {
+                    assert!(full_seen || key_space as usize == model.len());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn misses_cost_about_what_hits_cost_at_the_load_limit() {
+        // Counted, not timed. At load 0.9 plain linear probing reads about
+        // 50 slots for a miss (Knuth); the ordered table stops at the first
+        // entry whose home comes after the key's.
+        let mut map = map_with_slots(50_000);
+        let mut i = 0u64;
+        while map.put(&i.to_le_bytes(), i) == PutOutcome::Stored {
+            i += 1;
+        }
+        assert_eq!(map.len(), map.max_entries());
+        map.check_invariants();
+        let mean = |keys: std::ops::Range<u64>| {
+            let n = keys.end - keys.start;
+            let read: usize = keys
+                .map(|k| map.probe(&map.hash(&k.to_le_bytes())).slots_read)
+                .sum();
+            read as f64 / n as f64
+        };
+        let hits = mean(0..20_000);
+        let misses = mean(1 << 40..(1 << 40) + 20_000);
+        assert!(hits < 8.0, "mean slots read by a hit: {hits}");
+        assert!(misses < 12.0, "mean slots read by a miss: {misses}");
+    }
+
+    #[test]
+    fn clear_for_sizes_the_table_to_the_pass() {
+        let mut map = OffsetMap::with_hash_key(1 << 20, DEFAULT_LOAD_FACTOR, TEST_KEY).unwrap();
+        let all = map.slots();
+        assert_eq!(map.slots_in_use(), all);
+        assert_eq!(map.max_entries(), map.capacity());
+        // 1000 keys: 2 × 1000 / 0.9 slots, the key bound twice within the
+        // load limit.
+        map.clear_for(1000);
+        assert_eq!(map.slots_in_use(), 2223);
+        assert!(map.max_entries() >= 2000);
+        for k in 0..1000u64 {
+            assert_eq!(map.put(&k.to_le_bytes(), k), PutOutcome::Stored);
+        }
+        // Only the table in use was written.
+        assert!(map.slots[map.slots_in_use()..].iter().all(Slot::is_empty));
+        map.check_invariants();
+        // A bound too low ends the pass at the smaller limit, safely.
+        map.clear_for(1);
+        assert_eq!(map.slots_in_use(), MIN_SLOTS_IN_USE);
+        assert!(
+            map.slots.iter().all(Slot::is_empty),
+            "the old keys are gone"
+        );
+        let mut stored = 0u64;
+        while map.put(&stored.to_le_bytes(), stored) == PutOutcome::Stored {
+            stored += 1;
+        }
+        assert_eq!(stored as usize, map.max_entries());
+        assert_eq!(map.max_entries(), 921);
+        for k in 0..stored {
+            assert_eq!(map.get(&k.to_le_bytes()), Some(k));
+        }
+        // A bound past the table uses all of it; `clear` is that.
+        map.clear_for(u64::MAX / 2);
+        assert_eq!(map.slots_in_use(), all);
+        map.clear_for(10);
+        map.clear();
+        assert_eq!(map.slots_in_use(), all);
+        assert_eq!(map.max_entries(), map.capacity());
+        // A budget under the minimum table uses what there is.
+        let mut small = map_with_slots(10);
+        small.clear_for(0);
+        assert_eq!(small.slots_in_use(), 10);
+        assert_eq!(small.max_entries(), 9);
+    }
+
+    #[test]
+    fn default_buffer_maps_six_million_keys_in_20_bytes_each() {
+        // Counted from the real allocation and real puts, not computed: the
+        // default dedupe buffer, one thread, the default load factor.
+        let config = crate::config::CleanerConfig::default();
+        let budget = config.dedupe_buffer_bytes / config.threads;
+        let mut map = OffsetMap::with_hash_key(budget, config.load_factor, TEST_KEY).unwrap();
+        map.clear_for(u64::MAX);
+        // Uniformly random fingerprints, as SipHash gives, without hashing
+        // six million keys in a debug build; `put_hashed` is `put`'s path.
+        let mut rng = SplitMix64(7);
+        let hashes = std::iter::repeat_with(|| KeyHash {
+            packed: pack([rng.next(), rng.next()]),
+        });
+        let mut keys = 0u64;
+        let mut first = None;
+        let mut last = None;
+        for hash in hashes {
+            if map.put_hashed(&hash, keys) != PutOutcome::Stored {
+                assert_eq!(map.get_hashed(&hash), None, "the key that did not fit");
+                break;
+            }
+            first.get_or_insert(hash);
+            last = Some(hash);
+            keys += 1;
+        }
+        assert_eq!(map.len() as u64, keys);
+        assert!(
+            keys >= 6_000_000,
+            "keys per pass at the default buffer: {keys}"
+        );
+        assert_eq!(std::mem::size_of::<Slot>(), 20, "bytes per slot");
+        assert!(map.allocated_bytes() <= budget);
+        let per_key = map.allocated_bytes() as f64 / keys as f64;
+        // 20 B a slot at load 0.9: 22.2 B of buffer a key (Kafka 26.7).
+        assert!(per_key < 22.3, "allocated bytes per key kept: {per_key}");
+        // Spot checks: the first and the last key stored.
+        assert_eq!(first.and_then(|h| map.get_hashed(&h)), Some(0));
+        assert_eq!(last.and_then(|h| map.get_hashed(&h)), Some(keys - 1));
     }
 
     #[test]

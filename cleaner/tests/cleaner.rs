@@ -901,3 +901,91 @@ fn time_lookups_answer_over_the_records_compaction_kept() {
     let h = h.restart(config);
     check_time_lookups(&h, &mut rng, "after a restart");
 }
+
+/// Counted, not timed: a pass writes its kept records to the cleaned file
+/// in a few large writes, not one write a record. The fault seam counts
+/// the writes: the pass must finish with only one allowed.
+#[test]
+fn a_pass_writes_its_kept_records_in_large_writes() {
+    let faults = Arc::new(Faults::default());
+    let h = harness_in(
+        tempfile::tempdir().unwrap(),
+        Arc::new(AtomicI64::new(T0)),
+        Some(Arc::clone(&faults)),
+    );
+    // 300 keys, 2 versions: 300 records kept in one group.
+    h.fill(0, 300, 2);
+    h.log(0).roll(h.now()).unwrap();
+    let mut cfg = topic_config();
+    cfg.segment_bytes = 1 << 20;
+    h.logs.set_topic("t", cfg);
+    let want = h.latest(0);
+    faults.fail_after(FaultPoint::WriteCleaned, 1);
+    let (_, _, stats) = h.clean().expect("the log is eligible");
+    assert_eq!(stats.records_kept, 300);
+    assert!(stats.segments_cleaned > 1, "one group of several segments");
+    assert_eq!(h.all(0).len(), 300);
+    assert_eq!(h.latest(0), want);
+}
+
+/// Counted, not timed: a pass over a small dirty range uses a table sized
+/// for its records, not the whole dedupe buffer (whose random slots would
+/// each be a cache and TLB miss), and still maps every key.
+#[test]
+fn a_pass_uses_only_the_map_its_dirty_range_needs() {
+    let h = harness();
+    h.fill(0, 50, 4);
+    h.log(0).roll(h.now()).unwrap();
+    let want = h.latest(0);
+    let mut map = OffsetMap::new(128 << 20, 0.9).unwrap();
+    assert_eq!(map.slots_in_use(), map.slots());
+    let (_, _, stats) = h.clean_with(&mut map).expect("the log is eligible");
+    assert!(!stats.partial);
+    assert_eq!(stats.keys, 50);
+    // 200 records: a table of a few thousand slots of the 6.7 million.
+    assert!(map.slots_in_use() <= 2048, "{} slots", map.slots_in_use());
+    assert_eq!(h.latest(0), want);
+    assert_eq!(h.all(0).len(), 50);
+}
+
+/// The nice value in a /proc `stat` file: field 19, the 17th after the
+/// parenthesised command name (which may hold spaces).
+#[cfg(target_os = "linux")]
+fn nice_in_stat(stat: &str) -> i32 {
+    let after_name = &stat[stat.rfind(')').unwrap() + 2..];
+    after_name.split(' ').nth(16).unwrap().parse().unwrap()
+}
+
+/// Cleaner threads run below the process's CPU priority, so a pass takes
+/// cores that producers leave idle, not theirs.
+#[cfg(target_os = "linux")]
+#[test]
+fn cleaner_threads_run_at_a_lower_cpu_priority() {
+    let h = harness();
+    h.fill(0, 4, 25);
+    h.cleaner.start().unwrap();
+    // A pass has run on the thread, so it is past its start.
+    let requested = h.cleaner.request("t", true).unwrap();
+    let runs = h.cleaner.wait("t", &requested, Duration::from_secs(30));
+    assert!(runs.iter().all(|(_, last)| last.is_some()));
+    let own = nice_in_stat(&std::fs::read_to_string("/proc/thread-self/stat").unwrap());
+    let mut cleaner_threads = 0;
+    for task in std::fs::read_dir("/proc/self/task").unwrap() {
+        let path = task.unwrap().path();
+        let Ok(comm) = std::fs::read_to_string(path.join("comm")) else {
+            continue; // the thread just ended
+        };
+        // The kernel keeps 15 bytes of a thread's name: "tidelog-cleaner".
+        if !comm.starts_with("tidelog-cleaner") {
+            continue;
+        }
+        let nice = nice_in_stat(&std::fs::read_to_string(path.join("stat")).unwrap());
+        assert_eq!(
+            nice,
+            (own + tidelog_cleaner::cleaner::CLEANER_NICE_INCREMENT).min(19)
+        );
+        cleaner_threads += 1;
+    }
+    assert_eq!(cleaner_threads, 1);
+    h.cleaner.stop();
+}

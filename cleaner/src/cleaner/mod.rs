@@ -21,7 +21,7 @@ mod select;
 mod swap;
 mod threads;
 
-pub use threads::{CleanerMetrics, CleanerMetricsSnapshot, LogCleaner};
+pub use threads::{CleanerMetrics, CleanerMetricsSnapshot, LogCleaner, CLEANER_NICE_INCREMENT};
 
 use std::collections::HashMap;
 use std::path::PathBuf;

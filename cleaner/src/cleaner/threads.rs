@@ -374,8 +374,41 @@ impl Drop for LogCleaner {
     }
 }
 
+/// How much lower than the process's CPU priority the cleaner threads run
+/// (nice increment). Cleaning is background work that can always wait; on
+/// a machine whose cores the producers, the dispatcher and the flusher
+/// already keep busy, a cleaner at the same priority takes a core's share
+/// from them and produce slows while a pass runs (RocksDB lowers its
+/// compaction threads' priority for the same reason). At +10 the kernel
+/// gives it about a tenth of a contended core and all of an idle one.
+pub const CLEANER_NICE_INCREMENT: i32 = 10;
+
+/// Lower the calling thread's CPU priority by [`CLEANER_NICE_INCREMENT`].
+/// On Linux the nice value belongs to the thread (`PRIO_PROCESS` with id 0
+/// is the calling thread, see setpriority(2)); elsewhere it would be the
+/// whole process's, so nothing is done there. A refusal is logged, not
+/// fatal: the cleaner is only slower to yield.
+fn lower_cpu_priority(name: &str) {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: getpriority and setpriority take plain integers and touch
+        // no memory of ours. A -1 from getpriority may be a real nice of -1;
+        // for the calling thread it cannot fail.
+        let current = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
+        let target = (current + CLEANER_NICE_INCREMENT).min(19);
+        // SAFETY: as above.
+        if unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, target) } != 0 {
+            let error = std::io::Error::last_os_error();
+            tracing::warn!(thread = name, %error, "could not lower the cleaner thread's CPU priority");
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = name;
+}
+
 /// Run the loop; a panic is caught, counted, and the loop restarted.
 fn supervise(shared: &Arc<Shared>, name: &str, mut map: OffsetMap) {
+    lower_cpu_priority(name);
     loop {
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             shared.thread_loop(&mut map)
