@@ -23,6 +23,16 @@ fn figures(phase: &str, target: &str, records_per_s: f64, record_bytes: f64) -> 
     }
 }
 
+/// A run's four rows: (tidelog, ceiling) records/s of produce and fetch.
+fn four(produce: (f64, f64), fetch: (f64, f64), record_bytes: f64) -> Vec<PhaseFigures> {
+    vec![
+        figures("produce", "tidelog", produce.0, record_bytes),
+        figures("produce", "ceiling", produce.1, record_bytes),
+        figures("fetch", "tidelog", fetch.0, record_bytes),
+        figures("fetch", "ceiling", fetch.1, record_bytes),
+    ]
+}
+
 fn held(rss_anon_mib: u64) -> Option<ServerFigures> {
     Some(ServerFigures {
         rss_anon_kib: Some(rss_anon_mib * 1024),
@@ -101,42 +111,18 @@ fn sample_suite() -> (tempfile::TempDir, Suite) {
     write_json(
         d,
         "http-100",
-        &http(
-            vec![
-                figures("produce", "tidelog", 1.2e6, 100.0),
-                figures("produce", "ceiling", 2.0e6, 100.0),
-                figures("fetch", "tidelog", 1.0e6, 100.0),
-                figures("fetch", "ceiling", 2.5e6, 100.0),
-            ],
-            100,
-        ),
+        &http(four((1.2e6, 2.0e6), (1.0e6, 2.5e6), 100.0), 100),
     );
     write_json(
         d,
         "http-1k",
-        &http(
-            vec![
-                figures("produce", "tidelog", 500e3, 1024.0),
-                figures("produce", "ceiling", 600e3, 1024.0),
-                figures("fetch", "tidelog", 1.0e6, 1024.0),
-                figures("fetch", "ceiling", 1.5e6, 1024.0),
-            ],
-            120,
-        ),
+        &http(four((500e3, 600e3), (1.0e6, 1.5e6), 1024.0), 120),
     );
     // 1,000 partitions: over the memory goal.
     write_json(
         d,
         "http-p1000",
-        &http(
-            vec![
-                figures("produce", "tidelog", 0.6e6, 100.0),
-                figures("produce", "ceiling", 2.0e6, 100.0),
-                figures("fetch", "tidelog", 0.5e6, 100.0),
-                figures("fetch", "ceiling", 2.5e6, 100.0),
-            ],
-            300,
-        ),
+        &http(four((0.6e6, 2.0e6), (0.5e6, 2.5e6), 100.0), 300),
     );
     // A compact run without the figures its row needs.
     let mut compact = http(
