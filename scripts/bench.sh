@@ -33,6 +33,9 @@
 #
 # TIDELOG_BENCH_DIR: where the data dirs and the limit files go (default
 # ${TMPDIR:-/tmp}); keep it on the disk you mean to measure.
+# TIDELOG_BENCH_SERVER_CONFIG: a config file for every started server.
+# TIDELOG_BENCH_RECOVERY_MIB: the recovery step's CommitLog (4096; it needs
+# that much free disk and a segment more).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -48,6 +51,10 @@ tidelog=$target_dir/release/tidelog
 out=$root/target/bench
 results=$out/results
 dir=${TIDELOG_BENCH_DIR:-${TMPDIR:-/tmp}}
+# TIDELOG_BENCH_SERVER_CONFIG: a broker.yaml for every server the steps
+# start (e.g. a higher retention.disk_full_ratio on a disk others fill).
+server_config=()
+[[ -n ${TIDELOG_BENCH_SERVER_CONFIG:-} ]] && server_config=(--server-config "$TIDELOG_BENCH_SERVER_CONFIG")
 rm -rf "$results"
 mkdir -p "$results"
 
@@ -57,7 +64,7 @@ if $quick; then
     compaction_env=(TIDELOG_COMPACTION_MIB=64 TIDELOG_COMPACTION_PRODUCE_SECS=2)
 else
     common=(--duration-ms 6000 --warmup-ms 2000 --rounds 3 --visibility-samples 300)
-    limit_mib=1024 dsync_count=20000 recovery_mib=4096 client_records=1000000
+    limit_mib=1024 dsync_count=20000 recovery_mib=${TIDELOG_BENCH_RECOVERY_MIB:-4096} client_records=1000000
     compaction_env=()
 fi
 
@@ -83,7 +90,10 @@ step() {
         local why="exit $rc"
         ((rc == 124)) && why="timed out after ${seconds} s"
         local last
-        last=$(grep -iE 'error|failed|panicked' "$results/$name.log" | tail -1 || true)
+        # A panic's reason is the line after "panicked at"; else the last
+        # error line; else the last line.
+        last=$(grep -A1 -m1 'panicked at' "$results/$name.log" | sed -n 2p || true)
+        [[ -n $last ]] || last=$(grep -iE 'error|failed' "$results/$name.log" | tail -1 || true)
         [[ -n $last ]] || last=$(grep -v '^[[:space:]]*$' "$results/$name.log" | tail -1 || true)
         echo "$why: $last" >"$results/$name.failed"
         log "   $name failed: $(cat "$results/$name.failed")"
@@ -94,7 +104,7 @@ step() {
 bench() {
     local name=$1 seconds=$2
     shift 2
-    step "$name" "$seconds" "$tidelog" bench "${common[@]}" --data-dir "$dir" \
+    step "$name" "$seconds" "$tidelog" bench "${common[@]}" "${server_config[@]}" --data-dir "$dir" \
         --json "$results/$name.json" "$@"
 }
 
@@ -156,7 +166,7 @@ bench kafka-acks1 300 --protocol kafka --acks 1
 bench kafka-acks-1 300 --protocol kafka --acks -1
 step librdkafka 600 env TIDELOG="$tidelog" scripts/bench-kafka-client.sh "$client_records" 100 8
 # Rebuilding nothing (the binary is built); --data-dir as the other steps.
-step recovery 1200 "$tidelog" bench --data-dir "$dir" --json "$results/recovery.json" \
+step recovery 1200 "$tidelog" bench "${server_config[@]}" --data-dir "$dir" --json "$results/recovery.json" \
     --recovery-mib "$recovery_mib" --record-bytes 1024 --batch 100
 step cleaner 900 env TIDELOG_BENCH_DIR="$dir" "${compaction_env[@]}" \
     cargo bench -p tidelog-cleaner --bench compaction
