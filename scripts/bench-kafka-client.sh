@@ -38,6 +38,9 @@ cleanup() {
     rm -rf "$data"
 }
 trap cleanup EXIT
+# A timeout's TERM (scripts/bench.sh) or ^C still stops the server and
+# removes its data dir.
+trap 'exit 143' TERM INT
 
 "$tidelog" serve --data-dir "$data/data" --listen "127.0.0.1:$http_port" \
     --kafka-listen "127.0.0.1:$kafka_port" 2>"$data/server.log" &

@@ -27,6 +27,7 @@ use crate::kafka_ceiling;
 use crate::kafka_client::{self, KafkaConn};
 use crate::load::{alternate_all, Job, PhaseResult, Target};
 use crate::report::{client_micros, ratio, ratio_goal, server_micros, table, verdict, CPU_HEADING};
+use crate::results::{PhaseFigures, RunResults};
 use crate::BenchArgs;
 
 /// Goal of issue 16: Kafka produce at least this many times tidelog's
@@ -55,7 +56,7 @@ pub(crate) async fn measure(
     http: Target,
     kafka: SocketAddr,
     ceiling: SocketAddr,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<RunResults> {
     wait_kafka_ready(kafka).await?;
     println!("tidelog kafka: {kafka}; ceiling: {ceiling} (bare Kafka listener in this process: frames, decodes requests and record batches, stores nothing)");
     let mut admin = Conn::connect(http.0).await?;
@@ -108,7 +109,15 @@ pub(crate) async fn measure(
     )
     .await?;
     report(args, &produce, &fetched);
-    Ok(())
+    let mut results = RunResults::for_args("kafka", args);
+    let targets = ["tidelog", "ceiling", "tidelog-http"];
+    results.phases = (produce.iter().zip(targets))
+        .map(|(r, target)| PhaseFigures::of("produce", target, r))
+        .chain(
+            (fetched.iter().zip(targets)).map(|(r, target)| PhaseFigures::of("fetch", target, r)),
+        )
+        .collect();
+    Ok(results)
 }
 
 /// Waits (bounded) until the Kafka listener accepts a connection.

@@ -47,6 +47,9 @@ fn args() -> BenchArgs {
         topic: None,
         data_dir: None,
         server_config: None,
+        json: None,
+        recovery_mib: None,
+        suite_table: None,
     }
 }
 

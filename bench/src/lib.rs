@@ -43,6 +43,14 @@
 //! measures, as the ceiling does; the ratio is between two equally loaded
 //! runs, not an absolute server cost.
 //!
+//! `--recovery-mib N` (`recovery`) fills the started server's CommitLog,
+//! kills it with SIGKILL and times its recovery, cold, beside a cold `cat`
+//! of the same bytes. `--json FILE` writes any run's figures as JSON
+//! (`results`); `--suite-table DIR` builds `scripts/bench.sh`'s table from
+//! a directory of them (`suite`). Every run prints an in-process memory
+//! copy rate first and what the started server holds at its end
+//! (`machine`: RssAnon, files, mappings).
+//!
 //! The crate's modules, by role: `run` (the orchestration above),
 //! `target` (the child server and its temporary data dir, `--url`),
 //! `admin` (cluster, topic and offset lookups), `load` (the produce and
@@ -64,14 +72,19 @@ mod kafka_run;
 #[cfg(test)]
 mod kafka_tests;
 mod load;
+mod machine;
+mod recovery;
 mod report;
+mod results;
 mod run;
+mod suite;
 mod target;
 mod visibility;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+pub use self::results::{PhaseFigures, RunResults, VisibilityFigures};
 pub use self::run::run;
 
 /// `tidelog bench` options.
@@ -133,6 +146,21 @@ pub struct BenchArgs {
     /// Ignored with --url.
     #[arg(long, value_name = "FILE")]
     pub server_config: Option<PathBuf>,
+    /// Also write the run's figures as JSON to FILE (what
+    /// `scripts/bench.sh` builds its table from).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Recovery instead of load: fill the started server's CommitLog with
+    /// this many MiB (--connections producers of --batch x --record-bytes
+    /// into --partitions), kill -9 it, drop its files from the page
+    /// cache, and time the restart to ready beside a cold `cat` of the
+    /// same bytes.
+    #[arg(long, value_name = "MIB", conflicts_with_all = ["url", "suite_table"])]
+    pub recovery_mib: Option<u64>,
+    /// Print the benchmark table (Markdown) from the results of a
+    /// `scripts/bench.sh` run in DIR instead of running anything.
+    #[arg(long, value_name = "DIR")]
+    pub suite_table: Option<PathBuf>,
 }
 
 /// The protocol `tidelog bench` loads tidelog with.

@@ -25,26 +25,30 @@ const REQUESTS_PER_CONNECTION_MAX: u64 = 50_000_000;
 /// Transport failures a load connection survives (by reconnecting).
 const RECONNECTS_MAX: u32 = 3;
 
-/// What every connection of a phase sends.
+/// What every connection of a phase sends. Request `k` of connection `i`
+/// of `c` goes to partition `(i + k * c) % partitions` ([`partition_of`]):
+/// with at most as many partitions as connections, dividing them (8 of
+/// 64), that is always `i % partitions`; with more (1,000), each
+/// connection walks its share of them, so every partition gets load.
 pub(crate) enum Job {
-    /// The same body to `/topics/{topic}/partitions/{conn % partitions}`.
+    /// The same body to `/topics/{topic}/partitions/{p}`.
     Produce {
         topic: String,
         partitions: u32,
         body: Bytes,
     },
-    /// Fetches of `batch` records over `ranges[conn % ranges.len()]`,
-    /// wrapping around at the end.
+    /// Fetches of `batch` records over `ranges[p]`, wrapping around at
+    /// the end.
     Fetch {
         topic: String,
         ranges: Vec<(u64, u64)>,
         batch: usize,
     },
-    /// Kafka: `frames[conn % frames.len()]`, a Produce frame per partition
-    /// of `records` records.
+    /// Kafka: `frames[p]`, a Produce frame per partition of `records`
+    /// records.
     KafkaProduce { frames: Vec<Bytes>, records: u64 },
-    /// Kafka: Fetches of at most `max_bytes` over
-    /// `ranges[conn % ranges.len()]`, wrapping around at the end.
+    /// Kafka: Fetches of at most `max_bytes` over `ranges[p]`, wrapping
+    /// around at the end.
     KafkaFetch {
         topic: kafka_protocol::messages::TopicName,
         ranges: Vec<(u64, u64)>,
@@ -52,13 +56,35 @@ pub(crate) enum Job {
     },
 }
 
+/// The partition of request `request` of connection `index` of
+/// `connections`, over `partitions` (see [`Job`]).
+pub(crate) fn partition_of(
+    index: usize,
+    request: u64,
+    connections: usize,
+    partitions: usize,
+) -> usize {
+    let step = (request % partitions as u64) as usize * (connections % partitions);
+    (index % partitions + step) % partitions
+}
+
 impl Job {
-    /// Where connection `index` starts fetching: the connections sharing a
-    /// partition start spread over it.
-    fn first_offset(&self, index: usize) -> u64 {
+    /// How many partitions the job spreads over.
+    fn partitions(&self) -> usize {
+        let n = match self {
+            Job::Produce { partitions, .. } => *partitions as usize,
+            Job::Fetch { ranges, .. } | Job::KafkaFetch { ranges, .. } => ranges.len(),
+            Job::KafkaProduce { frames, .. } => frames.len(),
+        };
+        n.max(1)
+    }
+
+    /// Where connection `index` starts fetching `partition`: the
+    /// connections sharing a partition start spread over it.
+    fn first_offset(&self, index: usize, partition: usize) -> u64 {
         match self.ranges() {
             Some(ranges) => {
-                let (begin, end) = ranges[index % ranges.len()];
+                let (begin, end) = ranges[partition];
                 let sharing = (index / ranges.len()) as u64 % 8;
                 begin + (end - begin) / 8 * sharing
             }
@@ -125,43 +151,27 @@ impl Reply {
     }
 }
 
-/// One request of `job` for connection `index` (`fetch_at`: fetch
-/// offset); an `Err` is a transport failure (the connection is dropped).
+/// One request of `job` to `partition` (`fetch_at`: fetch offset); an
+/// `Err` is a transport failure (the connection is dropped).
 async fn send_one(
     conn: &mut LoadConn,
     job: &Job,
-    index: usize,
+    partition: usize,
     fetch_at: u64,
 ) -> anyhow::Result<Reply> {
     let answer = match (conn, job) {
-        (
-            LoadConn::Http(conn),
-            Job::Produce {
-                topic,
-                partitions,
-                body,
-            },
-        ) => {
-            let partition = index as u32 % partitions;
+        (LoadConn::Http(conn), Job::Produce { topic, body, .. }) => {
             let path = format!("/topics/{topic}/partitions/{partition}");
             conn.post(&path, BINARY_V2, body.clone()).await?
         }
-        (
-            LoadConn::Http(conn),
-            Job::Fetch {
-                topic,
-                ranges,
-                batch,
-            },
-        ) => {
-            let partition = index % ranges.len();
+        (LoadConn::Http(conn), Job::Fetch { topic, batch, .. }) => {
             let path = format!(
                 "/topics/{topic}/partitions/{partition}/records?offset={fetch_at}&max_records={batch}&timeout=0"
             );
             conn.get(&path, BINARY_V2).await?
         }
         (LoadConn::Kafka(conn), Job::KafkaProduce { frames, records }) => {
-            let answer = conn.call(&frames[index % frames.len()]).await?;
+            let answer = conn.call(&frames[partition]).await?;
             let wire_bytes = answer.len() as u64;
             let checked = kafka_client::check_produced(answer).map(|()| *records);
             return Ok(Reply::checked(wire_bytes, checked));
@@ -169,13 +179,10 @@ async fn send_one(
         (
             LoadConn::Kafka(conn),
             Job::KafkaFetch {
-                topic,
-                ranges,
-                max_bytes,
+                topic, max_bytes, ..
             },
         ) => {
-            let partition = (index % ranges.len()) as i32;
-            let frame = kafka_client::fetch_frame(topic, partition, fetch_at, *max_bytes)?;
+            let frame = kafka_client::fetch_frame(topic, partition as i32, fetch_at, *max_bytes)?;
             let answer = conn.call(&frame).await?;
             let wire_bytes = answer.len() as u64;
             let checked = kafka_client::check_fetched(answer);
@@ -366,6 +373,7 @@ async fn run_phase(
     for _ in 0..args.connections {
         conns.push(LoadConn::connect(job, addr).await?);
     }
+    let connections = args.connections;
     let priming: Vec<_> = conns
         .into_iter()
         .enumerate()
@@ -373,7 +381,9 @@ async fn run_phase(
             let job = Arc::clone(job);
             tokio::spawn(async move {
                 let mut conn = conn;
-                let reply = send_one(&mut conn, &job, index, job.first_offset(index)).await?;
+                let partition = partition_of(index, 0, connections, job.partitions());
+                let fetch_at = job.first_offset(index, partition);
+                let reply = send_one(&mut conn, &job, partition, fetch_at).await?;
                 if let Some(refused) = reply.refused {
                     bail!("{refused}");
                 }
@@ -406,7 +416,7 @@ async fn run_phase(
         .enumerate()
         .map(|(index, conn)| {
             tokio::spawn(load_connection(
-                index,
+                (index, connections),
                 conn,
                 Arc::clone(job),
                 clock,
@@ -478,9 +488,10 @@ async fn report_progress(label: String, start: Instant, clock: Clock, records: A
     }
 }
 
-/// One load connection: requests back to back until the phase ends.
+/// One load connection, `index` of `connections`: requests back to back
+/// until the phase ends.
 async fn load_connection(
-    index: usize,
+    (index, connections): (usize, usize),
     mut conn: LoadConn,
     job: Arc<Job>,
     clock: Clock,
@@ -488,13 +499,22 @@ async fn load_connection(
 ) -> Measured {
     let mut measured = Measured::default();
     let mut reconnects = 0u32;
-    let mut fetch_at = job.first_offset(index);
-    for _ in 0..REQUESTS_PER_CONNECTION_MAX {
+    let partitions = job.partitions();
+    // Each partition's next fetch offset (fetch jobs only).
+    let mut fetch_at: Vec<u64> = match job.ranges() {
+        Some(_) => (0..partitions)
+            .map(|p| job.first_offset(index, p))
+            .collect(),
+        None => Vec::new(),
+    };
+    for request in 0..REQUESTS_PER_CONNECTION_MAX {
         let sent = Instant::now();
         if sent >= clock.end {
             break;
         }
-        let result = send_one(&mut conn, &job, index, fetch_at).await;
+        let partition = partition_of(index, request, connections, partitions);
+        let at = fetch_at.get(partition).copied().unwrap_or(0);
+        let result = send_one(&mut conn, &job, partition, at).await;
         let answered = Instant::now();
         let reply = match result {
             Ok(reply) => reply,
@@ -519,11 +539,11 @@ async fn load_connection(
             continue;
         }
         let records = reply.records;
-        if let Some(ranges) = job.ranges() {
-            let (begin, end) = ranges[index % ranges.len()];
-            fetch_at += records;
-            if records == 0 || fetch_at >= end {
-                fetch_at = begin;
+        if let (Some(ranges), Some(at)) = (job.ranges(), fetch_at.get_mut(partition)) {
+            let (begin, end) = ranges[partition];
+            *at += records;
+            if records == 0 || *at >= end {
+                *at = begin;
             }
         }
         progress.fetch_add(records, Ordering::Relaxed);
@@ -536,4 +556,31 @@ async fn load_connection(
         }
     }
     measured
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partitions_that_divide_the_connections_stay_fixed() {
+        for index in 0..64 {
+            for request in 0..20 {
+                assert_eq!(partition_of(index, request, 64, 8), index % 8);
+                assert_eq!(partition_of(index, request, 64, 1), 0);
+            }
+        }
+    }
+
+    #[test]
+    fn more_partitions_than_connections_all_get_load() {
+        let mut hit = vec![0u32; 1000];
+        for index in 0..64 {
+            for request in 0..125 {
+                hit[partition_of(index, request, 64, 1000)] += 1;
+            }
+        }
+        // 64 x 125 requests over 1,000 partitions: each one 8 times.
+        assert!(hit.iter().all(|&n| n == 8), "{hit:?}");
+    }
 }

@@ -14,10 +14,12 @@ use crate::ceiling;
 use crate::client::{self, Conn};
 use crate::cpu::CpuSource;
 use crate::load::{alternate, Job, Target};
+use crate::machine::ServerFigures;
 use crate::report::report;
+use crate::results::{PhaseFigures, RunResults, VisibilityFigures};
 use crate::target::{parse_local_url, ChildServer};
 use crate::visibility::visibility;
-use crate::{kafka_ceiling, kafka_run, BenchArgs, Protocol};
+use crate::{kafka_ceiling, kafka_run, recovery, BenchArgs, Protocol};
 
 /// Threads of the load generator's runtime (their CPU time is reported).
 pub(crate) const CLIENT_THREAD_NAME: &str = "tidelog-bench";
@@ -29,7 +31,16 @@ const PHASE_MS_MAX: u64 = 3_600_000;
 
 /// The whole run; the caller prints the error and picks the exit code.
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
+    if let Some(dir) = &args.suite_table {
+        return crate::suite::print_table(dir);
+    }
     check_args(&args)?;
+    if let Some(mib) = args.recovery_mib {
+        crate::recovery::check_args(&args, mib)?;
+    }
+    // Before any load, on an idle process: the ceiling of every byte rate.
+    let memcpy = crate::machine::memcpy_mb_per_s();
+    println!("memcpy limit (in this process, 64 MiB buffers): {memcpy:.0} MB/s");
     let topic = match &args.topic {
         Some(topic) => topic.clone(),
         None => format!("bench-{}", unix_ms()),
@@ -47,7 +58,13 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     let result = runtime.block_on(bench(&args, &topic, ceiling.addr));
     runtime.shutdown_timeout(Duration::from_secs(1));
     drop(ceiling);
-    result
+    let mut results = result?;
+    results.memcpy_mb_per_s = Some(memcpy);
+    if let Some(path) = &args.json {
+        results.write(path)?;
+        println!("results written to {}", path.display());
+    }
+    Ok(())
 }
 
 fn check_args(args: &BenchArgs) -> anyhow::Result<()> {
@@ -113,7 +130,7 @@ pub(crate) async fn bench(
     args: &BenchArgs,
     topic: &str,
     ceiling_addr: SocketAddr,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<RunResults> {
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     println!(
         "tidelog bench: {} connections, batches of {} records x {} B, {} ms warm-up + {} ms measured per phase and target in {} alternating rounds, {} partitions, {} cores",
@@ -126,7 +143,7 @@ pub(crate) async fn bench(
         args.partitions,
         cores
     );
-    let started_server;
+    let mut started_server;
     let (tidelog_addr, tidelog_cpu) = match &args.url {
         Some(url) => {
             started_server = None;
@@ -150,22 +167,31 @@ pub(crate) async fn bench(
         }
     };
     let tidelog = (tidelog_addr, tidelog_cpu);
-    let outcome = match args.protocol {
-        Protocol::Http => {
-            println!("ceiling: http://{ceiling_addr} (bare axum endpoint in this process: parse + base64-decode, store nothing)");
-            let ceiling = (ceiling_addr, CpuSource::Threads(ceiling::THREAD_NAME));
-            measure_all(args, topic, tidelog, ceiling).await
+    let started_kafka = started_server.as_ref().and_then(|s| s.kafka_addr);
+    let outcome = match (args.recovery_mib, started_server.as_mut()) {
+        (Some(mib), Some(server)) => {
+            let mut results = RunResults::for_args("recovery", args);
+            recovery::measure(args, topic, server, mib)
+                .await
+                .map(|(figures, held)| {
+                    results.recovery = Some(figures);
+                    results.server = Some(held);
+                    results
+                })
         }
-        Protocol::Kafka => {
-            // check_args made sure --url comes with --kafka-addr.
-            let started = started_server.as_ref().and_then(|s| s.kafka_addr);
-            match started.or(args.kafka_addr) {
-                Some(kafka) => kafka_run::measure(args, topic, tidelog, kafka, ceiling_addr).await,
-                None => Err(anyhow::anyhow!("no Kafka listener to measure")),
-            }
-        }
+        (Some(_), None) => Err(anyhow::anyhow!("--recovery-mib needs the started server")),
+        (None, _) => measure_load(args, topic, tidelog, ceiling_addr, started_kafka).await,
     };
     if let Some(mut server) = started_server {
+        // What the server holds after the run (the recovery run read it
+        // before stopping the server for its cold cat).
+        let outcome = outcome.map(|mut results| {
+            let held = results
+                .server
+                .get_or_insert_with(|| ServerFigures::read(server.child.id()));
+            println!("server after the run: {}", held.describe());
+            results
+        });
         server.stop();
         if outcome.is_err() {
             eprintln!(
@@ -173,8 +199,33 @@ pub(crate) async fn bench(
                 std::fs::read_to_string(&server.log_path).unwrap_or_default()
             );
         }
+        return outcome;
     }
     outcome
+}
+
+/// The load phases of `--protocol`, against the started server or `--url`.
+async fn measure_load(
+    args: &BenchArgs,
+    topic: &str,
+    tidelog: Target,
+    ceiling_addr: SocketAddr,
+    started_kafka: Option<SocketAddr>,
+) -> anyhow::Result<RunResults> {
+    match args.protocol {
+        Protocol::Http => {
+            println!("ceiling: http://{ceiling_addr} (bare axum endpoint in this process: parse + base64-decode, store nothing)");
+            let ceiling = (ceiling_addr, CpuSource::Threads(ceiling::THREAD_NAME));
+            measure_all(args, topic, tidelog, ceiling).await
+        }
+        Protocol::Kafka => {
+            // check_args made sure --url comes with --kafka-addr.
+            match started_kafka.or(args.kafka_addr) {
+                Some(kafka) => kafka_run::measure(args, topic, tidelog, kafka, ceiling_addr).await,
+                None => Err(anyhow::anyhow!("no Kafka listener to measure")),
+            }
+        }
+    }
 }
 
 async fn measure_all(
@@ -182,7 +233,7 @@ async fn measure_all(
     topic: &str,
     tidelog: Target,
     ceiling: Target,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<RunResults> {
     let mut admin = Conn::connect(tidelog.0).await?;
     let cluster = cluster_id(&mut admin).await?;
     let partitions = ensure_topic(&mut admin, &cluster, topic, args.partitions).await?;
@@ -220,7 +271,15 @@ async fn measure_all(
         ],
         &visibility,
     );
-    Ok(())
+    let mut results = RunResults::for_args("http", args);
+    results.phases = vec![
+        PhaseFigures::of("produce", "tidelog", &tidelog_produce),
+        PhaseFigures::of("produce", "ceiling", &ceiling_produce),
+        PhaseFigures::of("fetch", "tidelog", &tidelog_fetch),
+        PhaseFigures::of("fetch", "ceiling", &ceiling_fetch),
+    ];
+    results.visibility = Some(VisibilityFigures::of(&visibility));
+    Ok(results)
 }
 
 fn unix_ms() -> u128 {

@@ -1,8 +1,9 @@
 //! The servers under test that are not in this process: a child
 //! `tidelog serve` with a temporary data dir, or a running one (`--url`).
 
+use std::ffi::OsString;
 use std::net::{Ipv4Addr, SocketAddr};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, ensure, Context as _};
 
@@ -17,11 +18,13 @@ pub(crate) struct ChildServer {
     pub(crate) kafka_addr: Option<SocketAddr>,
     pub(crate) data_dir: tempfile::TempDir,
     pub(crate) log_path: PathBuf,
+    /// `serve` and its options, for a restart on the same data dir and
+    /// ports (`respawn`).
+    serve_args: Vec<OsString>,
 }
 
 impl ChildServer {
     pub(crate) fn start(args: &BenchArgs) -> anyhow::Result<ChildServer> {
-        let exe = std::env::current_exe().context("locating the tidelog binary")?;
         let data_dir = match &args.data_dir {
             Some(parent) => tempfile::Builder::new()
                 .prefix("tidelog-bench-")
@@ -36,35 +39,44 @@ impl ChildServer {
             Protocol::Kafka => Some(free_local_addr()?),
             Protocol::Http => None,
         };
-        let log = std::fs::File::create(&log_path)
-            .with_context(|| format!("creating {}", log_path.display()))?;
-        let mut command = std::process::Command::new(&exe);
-        command
-            .arg("serve")
-            .arg("--data-dir")
-            .arg(&data_path)
-            .arg("--listen")
-            .arg(addr.to_string())
+        let mut serve_args: Vec<OsString> = vec![
+            "serve".into(),
+            "--data-dir".into(),
+            data_path.into(),
+            "--listen".into(),
+            addr.to_string().into(),
             // A free port: parallel runs would collide on the default one
             // (and the HTTP bench needs no Kafka listener).
-            .arg("--kafka-listen")
-            .arg(kafka_addr.map_or_else(|| "none".to_string(), |a| a.to_string()));
+            "--kafka-listen".into(),
+            kafka_addr
+                .map_or_else(|| "none".to_string(), |a| a.to_string())
+                .into(),
+        ];
         if let Some(config) = &args.server_config {
-            command.arg("--config").arg(config);
+            serve_args.extend(["--config".into(), config.into()]);
         }
-        let child = command
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(log)
-            .spawn()
-            .with_context(|| format!("starting {} serve", exe.display()))?;
+        let child = spawn_serve(&serve_args, &log_path)?;
         Ok(ChildServer {
             child,
             addr,
             kafka_addr,
             data_dir,
             log_path,
+            serve_args,
         })
+    }
+
+    /// The server's data dir (inside the temporary dir, beside its log).
+    pub(crate) fn data_path(&self) -> PathBuf {
+        self.data_dir.path().join("data")
+    }
+
+    /// Starts the server again on the same data dir and ports, after it
+    /// was stopped (its log is appended to).
+    pub(crate) fn respawn(&mut self) -> anyhow::Result<()> {
+        self.stop();
+        self.child = spawn_serve(&self.serve_args, &self.log_path)?;
+        Ok(())
     }
 
     pub(crate) fn check_alive(&mut self) -> anyhow::Result<()> {
@@ -78,11 +90,30 @@ impl ChildServer {
         }
     }
 
+    /// `kill -9` (SIGKILL, what `Child::kill` sends) and reap: its data
+    /// is thrown away, so there is nothing to shut down cleanly, and the
+    /// recovery bench wants exactly this crash.
     pub(crate) fn stop(&mut self) {
-        // Its data is thrown away, so there is nothing to shut down cleanly.
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// `tidelog serve` with `serve_args`, stderr appended to `log_path`.
+fn spawn_serve(serve_args: &[OsString], log_path: &Path) -> anyhow::Result<std::process::Child> {
+    let exe = std::env::current_exe().context("locating the tidelog binary")?;
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log_path)
+        .with_context(|| format!("opening {}", log_path.display()))?;
+    std::process::Command::new(&exe)
+        .args(serve_args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(log)
+        .spawn()
+        .with_context(|| format!("starting {} serve", exe.display()))
 }
 
 impl Drop for ChildServer {

@@ -131,6 +131,101 @@ fn bench_over_kafka_runs_every_phase_and_reports_rates() {
     );
 }
 
+/// The JSON file `--json` writes, decoded.
+fn read_json(path: &std::path::Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path).expect("the run wrote its --json file");
+    serde_json::from_str(&text).expect("the --json file is JSON")
+}
+
+/// `--json`: the figures of the text table, the started server's memory
+/// and the in-process memcpy limit, in a file (what scripts/bench.sh
+/// builds its table from). Presence and counts only.
+#[test]
+fn bench_writes_its_figures_as_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("run.json");
+    let stdout = run_bench(
+        dir.path(),
+        &[
+            "--visibility-samples",
+            "5",
+            "--json",
+            json.to_str().expect("a UTF-8 temp path"),
+        ],
+    );
+    let run = read_json(&json);
+    assert_eq!(run["mode"], "http", "{run}");
+    let phases = run["phases"].as_array().expect("phases");
+    for (phase, target) in [
+        ("produce", "tidelog"),
+        ("produce", "ceiling"),
+        ("fetch", "tidelog"),
+        ("fetch", "ceiling"),
+    ] {
+        let row = phases
+            .iter()
+            .find(|p| p["phase"] == phase && p["target"] == target)
+            .unwrap_or_else(|| panic!("no {phase} {target} in {run}"));
+        assert!(row["records_per_s"].as_f64().unwrap() > 0.0, "{row}");
+        assert!(row["p99_ms"].as_f64().is_some(), "{row}");
+    }
+    assert!(run["visibility"]["samples"].as_u64().unwrap() > 0, "{run}");
+    assert!(run["server"]["rss_anon_kib"].as_u64().unwrap() > 0, "{run}");
+    assert!(run["server"]["open_files"].as_u64().unwrap() > 0, "{run}");
+    assert!(run["memcpy_mb_per_s"].as_f64().unwrap() > 0.0, "{run}");
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("server after the run: RssAnon ")),
+        "{stdout}"
+    );
+}
+
+/// `--recovery-mib`: the started server is filled past the size, killed
+/// with SIGKILL, its files dropped from the page cache, restarted and
+/// timed to ready, and a cold cat of the recovered log timed beside it.
+/// What was filled, recovered and read is checked; no timing is.
+#[test]
+fn bench_recovery_fills_kills_and_times_a_cold_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("recovery.json");
+    let stdout = run_bench(
+        dir.path(),
+        &[
+            "--recovery-mib",
+            "8",
+            "--record-bytes",
+            "1024",
+            "--batch",
+            "10",
+            "--json",
+            json.to_str().expect("a UTF-8 temp path"),
+        ],
+    );
+    let run = read_json(&json);
+    assert_eq!(run["mode"], "recovery", "{run}");
+    let rec = &run["recovery"];
+    let mib = 1u64 << 20;
+    assert!(rec["filled_bytes"].as_u64().unwrap() >= 8 * mib, "{rec}");
+    // What the restarted server recovered is at least what was seen
+    // written before the kill, over several 4 MiB segments.
+    assert!(
+        rec["log_bytes"].as_u64().unwrap() >= rec["filled_bytes"].as_u64().unwrap(),
+        "{rec}"
+    );
+    assert!(rec["segments"].as_u64().unwrap() >= 2, "{rec}");
+    assert!(rec["files_dropped"].as_u64().unwrap() > 0, "{rec}");
+    assert!(rec["recovery_s"].as_f64().unwrap() > 0.0, "{rec}");
+    assert!(rec["cat_s"].as_f64().unwrap() > 0.0, "{rec}");
+    assert!(run["server"]["rss_anon_kib"].as_u64().unwrap() > 0, "{run}");
+    for line in ["recovery: killed with SIGKILL", "goal recovery: "] {
+        assert!(
+            stdout.lines().any(|l| l.starts_with(line)),
+            "no {line:?} in\n{stdout}"
+        );
+    }
+}
+
 #[test]
 fn bench_refuses_hosts_other_than_localhost() {
     let out = run_tidelog(&["bench", "--url", "http://192.0.2.1:8080"]);

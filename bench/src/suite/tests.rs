@@ -1,0 +1,320 @@
+//! The table builder on sample results: every kind of verdict (met,
+//! missed, reported, failed from a `.failed` file, a missing step, a bad
+//! file, a missing field), no timing.
+
+use super::*;
+use crate::machine::ServerFigures;
+use crate::recovery::RecoveryFigures;
+use crate::results::VisibilityFigures;
+
+fn figures(phase: &str, target: &str, records_per_s: f64, record_bytes: f64) -> PhaseFigures {
+    PhaseFigures {
+        phase: phase.into(),
+        target: target.into(),
+        records_per_s,
+        mb_per_s: records_per_s * record_bytes / 1e6,
+        p50_ms: 2.0,
+        p99_ms: 8.0,
+        p999_ms: 12.0,
+        requests: 1000,
+        errors: 0,
+        server_us_per_record: Some(0.8),
+        client_us_per_record: Some(0.3),
+    }
+}
+
+/// A run's four rows: (tidelog, ceiling) records/s of produce and fetch.
+fn four(produce: (f64, f64), fetch: (f64, f64), record_bytes: f64) -> Vec<PhaseFigures> {
+    vec![
+        figures("produce", "tidelog", produce.0, record_bytes),
+        figures("produce", "ceiling", produce.1, record_bytes),
+        figures("fetch", "tidelog", fetch.0, record_bytes),
+        figures("fetch", "ceiling", fetch.1, record_bytes),
+    ]
+}
+
+fn held(rss_anon_mib: u64) -> Option<ServerFigures> {
+    Some(ServerFigures {
+        rss_anon_kib: Some(rss_anon_mib * 1024),
+        vm_rss_kib: Some(rss_anon_mib * 2048),
+        threads: Some(20),
+        open_files: Some(40),
+        mappings: Some(300),
+    })
+}
+
+fn write_json(dir: &Path, name: &str, value: &impl Serialize) {
+    let text = serde_json::to_string(value).unwrap();
+    std::fs::write(dir.join(format!("{name}.json")), text).unwrap();
+}
+
+const CLEANER_LOG: &str = "\
+== compaction bench: Plan { full: true }
+cleaner / cp: cold 1.20x, warm 0.80x (MB/s of log)
+offset map at the default buffer (134217728 B per thread, 1 thread(s), load factor 0.9): 20 B per slot (Kafka 24), 134217720 B allocated, 6710886 slots, 6039797 keys per pass (Kafka 5033164); allocated / keys per pass = 22.22 B per key (Kafka 26.67)
+produce busy / idle: 1.05x appended, 1.10x through the sink
+";
+
+const LIBRDKAFKA_LOG: &str = "\
+uptime:  20:00:00 up 1 day, load average: 1.00, 1.00, 1.00
+confluent-kafka producer: 1000000 of 1000000 records x 100 B acknowledged in 3.33 s (all queued after 3.30 s): 300300 records/s, 30.03 MB/s; 0 failed, 0 not delivered
+client CPU: process 70 % of one core (librdkafka threads included), Python main thread 55 %
+verdict: client-bound: the produce() loop took 99 % of the run
+server CPU: 18 % of one core over the client run (3.40 s)
+";
+
+/// A results dir with one sample of each kind of outcome.
+fn sample_suite() -> (tempfile::TempDir, Suite) {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_json(
+        d,
+        "meta",
+        &Meta {
+            commit: "abc1234".into(),
+            date: "2026-12-01 21:00 UTC".into(),
+            uptime_start: "load average: 1.00".into(),
+            uptime_end: "load average: 2.00".into(),
+            quick: false,
+        },
+    );
+    write_json(
+        d,
+        "limits",
+        &Limits {
+            dd_write_mb_s: Some(1000.0),
+            dd_dsync_ops_s: Some(5000.0),
+            dd_memcpy_mb_s: Some(30_000.0),
+            cat_cold_mb_s: Some(800.0),
+        },
+    );
+    let http = |phases: Vec<PhaseFigures>, rss: u64| RunResults {
+        mode: "http".into(),
+        connections: 64,
+        batch: 100,
+        record_bytes: 100,
+        partitions: 8,
+        duration_ms: 10_000,
+        phases,
+        visibility: Some(VisibilityFigures {
+            p50_ms: 0.1,
+            p99_ms: 0.2,
+            max_ms: 0.5,
+            samples: 300,
+            missed: 0,
+        }),
+        server: held(rss),
+        memcpy_mb_per_s: Some(20_000.0),
+        ..RunResults::default()
+    };
+    // Produce 60 % of the ceiling (met), fetch 40 % (missed).
+    write_json(
+        d,
+        "http-100",
+        &http(four((1.2e6, 2.0e6), (1.0e6, 2.5e6), 100.0), 100),
+    );
+    write_json(
+        d,
+        "http-1k",
+        &http(four((500e3, 600e3), (1.0e6, 1.5e6), 1024.0), 120),
+    );
+    // 1,000 partitions: over the memory goal.
+    write_json(
+        d,
+        "http-p1000",
+        &http(four((0.6e6, 2.0e6), (0.5e6, 2.5e6), 100.0), 300),
+    );
+    // A compact run without the figures its row needs.
+    let mut compact = http(
+        vec![
+            figures("produce", "tidelog", 1.0e6, 100.0),
+            figures("produce", "ceiling", 2.0e6, 100.0),
+        ],
+        100,
+    );
+    if let Some(v) = compact.visibility.as_mut() {
+        v.p99_ms = 7.0;
+    }
+    write_json(d, "compact", &compact);
+    write_json(
+        d,
+        "recovery",
+        &RunResults {
+            mode: "recovery".into(),
+            recovery: Some(RecoveryFigures {
+                filled_bytes: 4 << 30,
+                log_bytes: 4 << 30,
+                segments: 5,
+                fill_s: 30.0,
+                files_dropped: 40,
+                recovery_s: 6.0,
+                cat_s: 5.0,
+                ratio: 1.2,
+            }),
+            server: held(90),
+            ..RunResults::default()
+        },
+    );
+    std::fs::write(d.join("http-10.failed"), "exit 1: connection refused\n").unwrap();
+    std::fs::write(
+        d.join("sync-1.failed"),
+        "exit 2: error: unexpected argument '--flush' found\n",
+    )
+    .unwrap();
+    std::fs::write(d.join("kafka-acks1.json"), "{").unwrap();
+    std::fs::write(d.join("cleaner.log"), CLEANER_LOG).unwrap();
+    std::fs::write(d.join("librdkafka.log"), LIBRDKAFKA_LOG).unwrap();
+    let suite = Suite::open(d).unwrap();
+    (dir, suite)
+}
+
+fn find<'a>(rows: &'a [Row], figure: &str) -> &'a Row {
+    rows.iter()
+        .find(|r| r.figure.starts_with(figure))
+        .unwrap_or_else(|| panic!("no row {figure:?} in {rows:#?}"))
+}
+
+fn failed_with(row: &Row, why: &str) {
+    match &row.verdict {
+        Verdict::Failed(reason) => assert!(reason.contains(why), "{reason:?} lacks {why:?}"),
+        other => panic!("{}: {other:?}, expected failed: {why}", row.figure),
+    }
+}
+
+#[test]
+fn met_and_missed_come_from_the_figures_against_their_goals() {
+    let (_dir, suite) = sample_suite();
+    let rows = suite.rows();
+    let produce = find(&rows, "HTTP produce, 64 connections × 100 records × 100 B");
+    assert_eq!(produce.verdict, Verdict::Met);
+    assert_eq!(produce.ratio, "60.0 %");
+    assert!(produce.value.starts_with("1.20 M records/s"), "{produce:?}");
+    assert!(produce.limit.contains("2.00 M records/s"), "{produce:?}");
+    let fetch = find(&rows, "HTTP fetch, 64 connections, max_records 100");
+    assert_eq!(fetch.verdict, Verdict::Missed);
+    assert_eq!(fetch.ratio, "40.0 %");
+    assert_eq!(find(&rows, "HTTP visibility").verdict, Verdict::Met);
+    assert_eq!(
+        find(&rows, "compact topic visibility").verdict,
+        Verdict::Missed
+    );
+    let recovery = find(&rows, "recovery after kill -9");
+    assert_eq!(recovery.verdict, Verdict::Met);
+    assert_eq!(recovery.ratio, "1.20×");
+    // The largest RssAnon is the 1,000-partition run's 300 MiB.
+    let memory = find(&rows, "server RssAnon");
+    assert_eq!(memory.verdict, Verdict::Missed);
+    assert!(
+        memory.value.contains("300.0 MiB (`http-p1000`)"),
+        "{memory:?}"
+    );
+}
+
+#[test]
+fn the_cleaner_and_librdkafka_rows_are_read_from_their_logs() {
+    let (_dir, suite) = sample_suite();
+    let rows = suite.rows();
+    assert_eq!(
+        find(&rows, "cleaner pass over cp, cold").verdict,
+        Verdict::Met
+    );
+    let warm = find(&rows, "cleaner pass over cp, warm");
+    assert_eq!(warm.verdict, Verdict::Missed);
+    assert_eq!(warm.value, "0.80×");
+    let per_key = find(&rows, "offset map, allocated bytes per key");
+    assert_eq!(per_key.verdict, Verdict::Missed);
+    assert_eq!(per_key.value, "22.22 B per key");
+    let keys = find(&rows, "offset map, keys per pass");
+    assert_eq!(keys.verdict, Verdict::Met);
+    assert_eq!(keys.value, "6.04 M keys");
+    assert_eq!(
+        find(&rows, "produce with the cleaner busy").verdict,
+        Verdict::Met
+    );
+    let client = find(&rows, "librdkafka producer");
+    assert_eq!(client.verdict, Verdict::Reported);
+    assert!(
+        client.value.starts_with("300.3 k records/s; client-bound"),
+        "{client:?}"
+    );
+}
+
+#[test]
+fn figures_without_a_goal_are_reported_beside_their_limits() {
+    let (_dir, suite) = sample_suite();
+    let rows = suite.rows();
+    let kib = find(&rows, "HTTP produce, 64 connections × 100 records × 1 KiB");
+    assert_eq!(kib.verdict, Verdict::Reported);
+    assert!(kib.value.starts_with("512 MB/s"), "{kib:?}");
+    assert!(
+        kib.limit.contains("1000 MB/s") && kib.limit.contains("20000 MB/s"),
+        "{kib:?}"
+    );
+    assert_eq!(kib.ratio, "51.2 % of dd");
+    let many = find(&rows, "HTTP produce, 1,000 partitions");
+    assert_eq!(many.verdict, Verdict::Reported);
+    assert_eq!(many.ratio, "0.50×");
+    let held = find(&rows, "what the server holds with 1,000 partitions");
+    assert_eq!(held.value, "40 open files, 300 mappings");
+}
+
+#[test]
+fn a_failed_or_missing_step_fails_its_rows_and_only_those() {
+    let (_dir, suite) = sample_suite();
+    let rows = suite.rows();
+    failed_with(
+        find(&rows, "HTTP produce, 64 connections × 10 records"),
+        "http-10: exit 1: connection refused",
+    );
+    // Every sync row names the flag the step lacked.
+    for figure in [
+        "sync produce (`--flush sync`), 64 connections × 1 record",
+        "sync produce, 64 × 1, over the disk",
+        "sync produce, 64 × 1, latency",
+        "sync produce, 64 × 1, server CPU",
+    ] {
+        failed_with(find(&rows, figure), "unexpected argument '--flush' found");
+    }
+    failed_with(find(&rows, "sync produce, 64 × 100"), "sync-100: not run");
+    failed_with(
+        find(&rows, "compact topic produce"),
+        "no produce row for tidelog-delete",
+    );
+    failed_with(
+        find(&rows, "compact topic dispatch lag"),
+        "the run reported no dispatch_lag_max_bytes",
+    );
+    failed_with(
+        find(
+            &rows,
+            "Kafka produce, 64 connections × one batch of 100 × 100 B, acks 1",
+        ),
+        "kafka-acks1.json",
+    );
+    failed_with(find(&rows, "HTTP produce, 1 partition"), "http-p1: not run");
+    let markdown = suite.markdown();
+    assert!(
+        markdown.contains("| failed: sync-1: exit 2: error: unexpected argument '--flush' found |"),
+        "{markdown}"
+    );
+    assert!(
+        markdown.contains("| `abc1234` | 2026-12-01 21:00 UTC |"),
+        "{markdown}"
+    );
+    assert!(
+        markdown.contains("Load: `load average: 1.00` before"),
+        "{markdown}"
+    );
+    // One line per row, every row with all eight columns.
+    let table: Vec<_> = markdown.lines().filter(|l| l.starts_with("| ")).collect();
+    assert_eq!(table.len(), rows.len() + 1, "{markdown}");
+    for line in table {
+        assert_eq!(line.matches(" | ").count(), 7, "{line}");
+    }
+}
+
+#[test]
+fn a_results_dir_needs_its_meta() {
+    let dir = tempfile::tempdir().unwrap();
+    assert!(Suite::open(dir.path()).is_err());
+}

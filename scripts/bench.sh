@@ -1,0 +1,181 @@
+#!/usr/bin/env bash
+# Every figure of docs/BENCHMARKS.md's table and the machine limits beside
+# them, in one go (about 20 minutes on the 2-core VM; --quick: a smoke run
+# of every step in a few minutes, figures not to quote):
+#
+#   scripts/bench.sh [--quick]
+#
+# Builds the release binary once (and the cleaner's compaction bench), then
+# measures, printing progress as it goes:
+#   limits        dd write (1 GiB, conv=fdatasync), dd 4 KiB oflag=dsync ops/s,
+#                 dd memcpy, cold cat, all on the data dir's disk
+#   http-100      HTTP produce, fetch, visibility: 64 conns x 100 x 100 B, 8 partitions
+#   http-10       the same at 10 records per request
+#   http-1        the same at 1 record per request (async beside sync-1)
+#   sync-1        --flush sync, 1 record per request      (syncflush's flag)
+#   sync-100      --flush sync, 100 records per request   (syncflush's flag)
+#   compact       --policy compact --keys N               (compactcopy's flag)
+#   http-1k       100 records x 1 KiB
+#   http-16k      10 records x 16 KiB
+#   http-p1       1 partition
+#   http-p1000    1,000 partitions
+#   kafka-acks1   tidelog bench --protocol kafka --acks 1 (HTTP produce in the same run)
+#   kafka-acks-1  the same, acks -1
+#   librdkafka    scripts/bench-kafka-client.sh (confluent-kafka's producer)
+#   recovery      tidelog bench --recovery-mib 4096: kill -9, cold restart vs cold cat
+#   cleaner       cargo bench -p tidelog-cleaner --bench compaction
+# Each `tidelog bench` step starts its own server with a temporary data dir,
+# measures the bare HTTP endpoint / bare Kafka listener in the same run in
+# alternating slices, and writes its figures as JSON. A step that fails
+# leaves NAME.failed with why, and its rows say "failed: <why>"; the suite
+# goes on. At the end the table (Markdown) is printed and written to
+# target/bench/results.md; every step's output is in target/bench/results/.
+#
+# TIDELOG_BENCH_DIR: where the data dirs and the limit files go (default
+# ${TMPDIR:-/tmp}); keep it on the disk you mean to measure.
+# TIDELOG_BENCH_SERVER_CONFIG: a config file for every started server.
+# TIDELOG_BENCH_RECOVERY_MIB: the recovery step's CommitLog (4096; it needs
+# that much free disk and a segment more).
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+quick=false
+case "${1:-}" in
+    --quick) quick=true ;;
+    "") ;;
+    *) echo "usage: scripts/bench.sh [--quick]" >&2; exit 2 ;;
+esac
+target_dir=${CARGO_TARGET_DIR:-$root/target}
+tidelog=$target_dir/release/tidelog
+out=$root/target/bench
+results=$out/results
+dir=${TIDELOG_BENCH_DIR:-${TMPDIR:-/tmp}}
+# TIDELOG_BENCH_SERVER_CONFIG: a broker.yaml for every server the steps
+# start (e.g. a higher retention.disk_full_ratio on a disk others fill).
+server_config=()
+[[ -n ${TIDELOG_BENCH_SERVER_CONFIG:-} ]] && server_config=(--server-config "$TIDELOG_BENCH_SERVER_CONFIG")
+rm -rf "$results"
+mkdir -p "$results"
+
+if $quick; then
+    common=(--duration-ms 600 --warmup-ms 200 --rounds 2 --visibility-samples 20)
+    limit_mib=128 dsync_count=2000 recovery_mib=64 client_records=20000
+    compaction_env=(TIDELOG_COMPACTION_MIB=64 TIDELOG_COMPACTION_PRODUCE_SECS=2)
+else
+    common=(--duration-ms 6000 --warmup-ms 2000 --rounds 3 --visibility-samples 300)
+    limit_mib=1024 dsync_count=20000 recovery_mib=${TIDELOG_BENCH_RECOVERY_MIB:-4096} client_records=1000000
+    compaction_env=()
+fi
+
+log() { echo "[$(date -u +%H:%M:%S) +${SECONDS}s, load $(cut -d' ' -f1-3 /proc/loadavg)] $*"; }
+
+# step NAME SECONDS CMD...: runs CMD within SECONDS, its output shown and
+# kept in NAME.log; a failure is written to NAME.failed (exit code and the
+# last error line) and the suite goes on.
+step() {
+    local name=$1 seconds=$2
+    shift 2
+    log "== $name: $*"
+    set +e
+    if declare -F "$1" >/dev/null; then
+        # A function of this script (timeout runs programs only).
+        "$@" 2>&1 | tee "$results/$name.log"
+    else
+        timeout --kill-after=10 "$seconds" "$@" 2>&1 | tee "$results/$name.log"
+    fi
+    local rc=${PIPESTATUS[0]}
+    set -e
+    if ((rc != 0)); then
+        local why="exit $rc"
+        ((rc == 124)) && why="timed out after ${seconds} s"
+        local last
+        # A panic's reason is the line after "panicked at"; else the last
+        # error line; else the last line.
+        last=$(grep -A1 -m1 'panicked at' "$results/$name.log" | sed -n 2p || true)
+        [[ -n $last ]] || last=$(grep -iE 'error|failed' "$results/$name.log" | tail -1 || true)
+        [[ -n $last ]] || last=$(grep -v '^[[:space:]]*$' "$results/$name.log" | tail -1 || true)
+        echo "$why: $last" >"$results/$name.failed"
+        log "   $name failed: $(cat "$results/$name.failed")"
+    fi
+}
+
+# bench NAME SECONDS ARGS...: a `tidelog bench` step writing NAME.json.
+bench() {
+    local name=$1 seconds=$2
+    shift 2
+    step "$name" "$seconds" "$tidelog" bench "${common[@]}" "${server_config[@]}" --data-dir "$dir" \
+        --json "$results/$name.json" "$@"
+}
+
+# Wall-clock seconds of a command, its output discarded.
+secs() {
+    local t0 t1
+    t0=$(date +%s.%N)
+    "$@" >/dev/null 2>&1
+    t1=$(date +%s.%N)
+    echo "$t1 - $t0" | bc -l
+}
+
+limits() {
+    local file rate
+    file=$(mktemp -p "$dir" tidelog-limits.XXXXXX)
+    local bytes=$((limit_mib << 20))
+    local t
+    t=$(secs dd if=/dev/zero of="$file" bs=1M count="$limit_mib" conv=fdatasync)
+    local write
+    write=$(echo "$bytes / $t / 1000000" | bc -l)
+    echo "dd write, bs=1M count=$limit_mib conv=fdatasync: $(printf '%.0f' "$write") MB/s"
+    # The file is on disk now: drop its pages (GNU dd's nocache), read it cold.
+    dd if="$file" iflag=nocache count=0 status=none
+    t=$(secs cat "$file")
+    local cold
+    cold=$(echo "$bytes / $t / 1000000" | bc -l)
+    echo "cat cold: $(printf '%.0f' "$cold") MB/s"
+    rm -f "$file"
+    t=$(secs dd if=/dev/zero of="$file" bs=4k count="$dsync_count" oflag=dsync)
+    local dsync
+    dsync=$(echo "$dsync_count / $t" | bc -l)
+    echo "dd bs=4k count=$dsync_count oflag=dsync: $(printf '%.0f' "$dsync") ops/s"
+    rm -f "$file"
+    t=$(secs dd if=/dev/zero of=/dev/null bs=1M count=8192)
+    rate=$(echo "8192 * 1048576 / $t / 1000000" | bc -l)
+    echo "dd memcpy, /dev/zero to /dev/null, bs=1M: $(printf '%.0f' "$rate") MB/s"
+    printf '{"dd_write_mb_s": %.1f, "dd_dsync_ops_s": %.1f, "dd_memcpy_mb_s": %.1f, "cat_cold_mb_s": %.1f}\n' \
+        "$write" "$dsync" "$rate" "$cold" >"$results/limits.json"
+}
+
+uptime_start=$(uptime)
+log "suite ($($quick && echo quick || echo full)), data in $dir ($(df -P "$dir" | awk 'NR==2 {print $1}')); $uptime_start"
+log "building the release binary and the compaction bench (once)"
+cargo build --release -p tidelog-server
+cargo bench -p tidelog-cleaner --bench compaction --no-run
+
+step limits 300 limits
+bench http-100 300
+bench http-10 300 --batch 10
+bench http-1 300 --batch 1
+bench sync-1 300 --flush sync --batch 1
+bench sync-100 300 --flush sync
+bench compact 400 --policy compact --keys 100000
+bench http-1k 300 --record-bytes 1024
+bench http-16k 300 --record-bytes 16384 --batch 10
+bench http-p1 300 --partitions 1
+bench http-p1000 400 --partitions 1000
+bench kafka-acks1 300 --protocol kafka --acks 1
+bench kafka-acks-1 300 --protocol kafka --acks -1
+step librdkafka 600 env TIDELOG="$tidelog" scripts/bench-kafka-client.sh "$client_records" 100 8
+# Rebuilding nothing (the binary is built); --data-dir as the other steps.
+step recovery 1200 "$tidelog" bench "${server_config[@]}" --data-dir "$dir" --json "$results/recovery.json" \
+    --recovery-mib "$recovery_mib" --record-bytes 1024 --batch 100
+step cleaner 900 env TIDELOG_BENCH_DIR="$dir" "${compaction_env[@]}" \
+    cargo bench -p tidelog-cleaner --bench compaction
+
+commit=$(git rev-parse --short HEAD)
+# Dirty when the measured code differs from the commit (docs do not count).
+git diff --quiet HEAD -- . ':!docs' || commit="$commit-dirty"
+printf '{"commit": "%s", "date": "%s", "uptime_start": "%s", "uptime_end": "%s", "quick": %s}\n' \
+    "$commit" "$(date -u '+%Y-%m-%d %H:%M UTC')" "$uptime_start" "$(uptime)" "$quick" >"$results/meta.json"
+log "== the table (target/bench/results.md)"
+"$tidelog" bench --suite-table "$results" | tee "$out/results.md"
+log "done in ${SECONDS} s"
