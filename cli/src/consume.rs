@@ -28,13 +28,13 @@ use crate::http::{encode, Client, BINARY};
 use crate::spec::OffsetSpec;
 use crate::Connection;
 
-pub const CONSUME_HELP: &str = "Format tokens (-F, as kcat's -f): %t topic, %p partition, \
-%o offset, %k key, %s value, %K key length, %S value length, %T timestamp (ms), %h headers \
-(name=value,...), %% a percent sign; escapes \\n \\r \\t \\\\. A null key or value prints \
-nothing (length -1). Default: '%s\\n'.\n\nExit codes: 0 ok, 1 the server refused (4xx: bad \
-input, admin token missing or wrong, conflict), 2 bad usage, 3 cannot connect (or the \
-connection broke), 4 server error (5xx) or an unreadable answer, 5 not found (404), 6 \
-stdin/stdout failed, 7 compact --wait timed out.";
+pub const CONSUME_HELP: &str = concat!(
+    "Format tokens (-F, as kcat's -f): %t topic, %p partition, %o offset, %k key, %s value, \
+     %K key length, %S value length, %T timestamp (ms), %h headers (name=value,...), %% a \
+     percent sign; escapes \\n \\r \\t \\\\. A null key or value prints nothing (length -1). \
+     Default: '%s\\n'.\n\n",
+    exit_codes_text!()
+);
 
 /// Records asked for per fetch.
 const FETCH_MAX_RECORDS: u32 = 1000;

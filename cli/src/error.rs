@@ -31,10 +31,7 @@ pub mod exit {
 }
 
 /// The text `--help` shows after each client command.
-pub const EXIT_CODES_HELP: &str = "Exit codes: 0 ok, 1 the server refused (4xx: bad input, \
-admin token missing or wrong, conflict), 2 bad usage, 3 cannot connect (or the connection \
-broke), 4 server error (5xx) or an unreadable answer, 5 not found (404), 6 stdin/stdout \
-failed, 7 compact --wait timed out.";
+pub const EXIT_CODES_HELP: &str = exit_codes_text!();
 
 /// Why a client command failed.
 #[derive(Debug, thiserror::Error)]

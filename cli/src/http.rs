@@ -171,7 +171,9 @@ impl Client {
         if let Some(accept) = accept {
             request = request.header(ACCEPT, accept);
         }
-        if let Some(token) = &self.token {
+        // The token goes only where the API asks for it: reads need none,
+        // and a token not sent cannot leak through a proxy's access log.
+        if let Some(token) = self.token.as_ref().filter(|_| method != Method::GET) {
             request = request.header(AUTHORIZATION, format!("Bearer {token}"));
         }
         let request = request

@@ -15,6 +15,17 @@
 //!   each line at most once, and reports how many were acknowledged when it
 //!   stops on an error.
 
+/// The exit codes for `--help` (a macro, so `consume`'s help can
+/// `concat!` it after its format tokens).
+macro_rules! exit_codes_text {
+    () => {
+        "Exit codes: 0 ok, 1 the server refused (4xx: bad input, admin token missing or wrong, \
+         conflict), 2 bad usage, 3 cannot connect (or the connection broke), 4 server error (5xx) \
+         or an unreadable answer, 5 not found (404), 6 stdin/stdout failed, 7 compact --wait \
+         timed out."
+    };
+}
+
 mod admin;
 mod consume;
 pub mod error;
