@@ -275,6 +275,15 @@ fn check_config_and_serve_accept_and_refuse_the_same_files() {
 
 // ---- the client commands, against a real server ----
 
+/// A test server's config: small files (a default server preallocates a
+/// 1 GiB CommitLog segment), every disk ratio at 1.0 so how full this
+/// machine's disk is never refuses a write, then `extra`.
+fn small_config(extra: &str) -> String {
+    format!(
+        "{SMALL_STORE}retention:\n  disk_max_used_ratio: 1.0\n  disk_force_clean_ratio: 1.0\n  disk_full_ratio: 1.0\n{extra}"
+    )
+}
+
 /// `tidelog <args>` against `url` (through `TIDELOG_URL`, so the flag's
 /// environment default is what is tested), `stdin` fed whole.
 fn client_at(url: &str, args: &[&str], stdin: &[u8]) -> std::process::Output {
@@ -421,7 +430,7 @@ fn config_of(server: &TidelogProcess, topic: &str, name: &str) -> serde_json::Va
 
 #[test]
 fn topics_create_describe_alter_list_delete() {
-    let server = TidelogProcess::start(&[]);
+    let server = TidelogProcess::start_with_config(&small_config(""));
     let out = ok(
         &server,
         &[
@@ -541,7 +550,7 @@ fn topics_create_describe_alter_list_delete() {
 
 #[test]
 fn produce_lines_with_keys_then_fetch_and_consume_them_back() {
-    let server = TidelogProcess::start_with_config(SMALL_STORE);
+    let server = TidelogProcess::start_with_config(&small_config(""));
     create_topic(&server, "lines", 1, serde_json::json!([]));
     create_topic(&server, "spread", 3, serde_json::json!([]));
 
@@ -719,9 +728,7 @@ fn produce_lines_with_keys_then_fetch_and_consume_them_back() {
 /// A server whose groups rebalance at once (the first join of an empty
 /// group waits `initial_rebalance_delay_ms` otherwise).
 fn server_for_groups() -> TidelogProcess {
-    TidelogProcess::start_with_config(&format!(
-        "{SMALL_STORE}groups:\n  initial_rebalance_delay_ms: 0\n"
-    ))
+    TidelogProcess::start_with_config(&small_config("groups:\n  initial_rebalance_delay_ms: 0\n"))
 }
 
 fn committed(server: &TidelogProcess, group: &str) -> (u64, u64) {
@@ -843,7 +850,7 @@ fn group_consume_commits_what_it_printed_and_reset_moves_it() {
 
 #[test]
 fn compact_wait_leaves_one_record_per_key() {
-    let server = TidelogProcess::start_with_config(SMALL_STORE);
+    let server = TidelogProcess::start_with_config(&small_config(""));
     create_topic(
         &server,
         "users",
@@ -887,7 +894,7 @@ fn compact_wait_leaves_one_record_per_key() {
 
 #[test]
 fn exit_codes_tell_failures_apart() {
-    let server = TidelogProcess::start_with_config("admin_token: s3cret\n");
+    let server = TidelogProcess::start_with_config(&small_config("admin_token: s3cret\n"));
 
     let out = client(&server, &["topics", "describe", "nope"]);
     assert_eq!(
@@ -1013,22 +1020,84 @@ fn log_format_json_writes_json_lines_and_text_has_no_colours_off_a_terminal() {
             assert!(entry["timestamp"].is_string(), "{line}");
         }
     };
-    let from_file = TidelogProcess::start_with_config("log_format: json\n");
+    let from_file = TidelogProcess::start_with_config(&small_config("log_format: json\n"));
     check_json(&from_file);
     assert!(
         from_file.log().contains("effective config"),
         "{}",
         from_file.log()
     );
-    let from_flag = TidelogProcess::start(&["--log-format", "json"]);
+    // The flag with a config file: small_config's.
+    let dir = tempfile::tempdir().unwrap();
+    let small = dir.path().join("small.yaml");
+    std::fs::write(&small, small_config("")).unwrap();
+    let small = small.to_str().unwrap();
+    let from_flag = TidelogProcess::start(&["--config", small, "--log-format", "json"]);
     check_json(&from_flag);
 
     // stderr is a file here: text without escape sequences.
-    let text_log = TidelogProcess::start(&[]);
+    let text_log = TidelogProcess::start(&["--config", small]);
     let log = text_log.log();
     assert!(log.contains(" INFO "), "{log}");
     assert!(
         !log.contains('\u{1b}'),
         "colour codes in a log file: {log:?}"
+    );
+}
+
+#[test]
+fn group_consume_following_leaves_the_group_on_ctrl_c() {
+    use std::io::BufRead as _;
+    let server = server_for_groups();
+    create_topic(&server, "feed", 1, serde_json::json!([]));
+    ok(&server, &["produce", "feed"], b"a\nb\n");
+    fetch_n(&server, "feed", 0, 2);
+    let mut child = Command::new(tidelog_bin())
+        .args(["consume", "feed", "-g", "tail", "-f"])
+        .env("TIDELOG_URL", server.url())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn the consumer");
+    let stdout = child.stdout.take().expect("stdout piped");
+    let (lines, printed) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            if lines.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    for expected in ["a", "b"] {
+        let line = printed
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the consumer printed a record within 60 s")
+            .expect("stdout is text");
+        assert_eq!(line, expected);
+    }
+    let members = server.get("/consumer-groups/tail").expect(200)["members"].clone();
+    assert_eq!(members.as_array().map(Vec::len), Some(1), "{members}");
+
+    let pid = libc::pid_t::try_from(child.id()).expect("pid fits");
+    // SAFETY: plain syscall on a child we own and have not reaped.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+    let out = wait_bounded(child, Duration::from_secs(60));
+    assert!(
+        out.status.success(),
+        "{:?}: {}",
+        out.status,
+        text(&out.stderr)
+    );
+    let group = server.get("/consumer-groups/tail").expect(200);
+    assert_eq!(
+        group["members"],
+        serde_json::json!([]),
+        "the instance was deleted: {group}"
+    );
+    assert_eq!(
+        committed(&server, "tail"),
+        (2, 0),
+        "what it printed is committed"
     );
 }
