@@ -135,8 +135,15 @@ fn progress_bar() -> Option<indicatif::ProgressBar> {
     }
     let bar = indicatif::ProgressBar::new_spinner();
     if let Ok(style) = indicatif::ProgressStyle::with_template(
-        "{spinner} {human_pos} records  {per_sec}  {elapsed}",
+        "{spinner} {human_pos} records  {rate} records/s  {elapsed}",
     ) {
+        // Whole records per second (`{per_sec}` prints four decimals).
+        let style = style.with_key(
+            "rate",
+            |state: &indicatif::ProgressState, out: &mut dyn std::fmt::Write| {
+                let _ = write!(out, "{:.0}", state.per_sec());
+            },
+        );
         bar.set_style(style);
     }
     bar.enable_steady_tick(std::time::Duration::from_millis(200));
