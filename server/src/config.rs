@@ -78,6 +78,19 @@ pub struct CliOverrides {
     pub listen: Option<SocketAddr>,
     /// `--kafka-listen ADDR|none`: `Some(None)` turns the listener off.
     pub kafka_listen: Option<Option<SocketAddr>>,
+    /// `--log-format text|json`.
+    pub log_format: Option<LogFormat>,
+}
+
+/// `log_format`: how `serve` writes its log on stderr. `text` for people
+/// (coloured only on a terminal, and never with `NO_COLOR` set); `json`,
+/// one JSON object per line, for log shippers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
 }
 
 /// The whole broker configuration (CONFIG.md).
@@ -103,6 +116,8 @@ pub struct Config {
     pub kafka: tidelog_kafka::KafkaConfig,
     /// Created at start if absent; their configs applied if present.
     pub topics: Vec<TopicDecl>,
+    /// How the log is written (CONFIG.md's key).
+    pub log_format: LogFormat,
 }
 
 impl Default for Config {
@@ -124,6 +139,7 @@ impl Default for Config {
             groups: broker.groups,
             kafka: tidelog_kafka::KafkaConfig::default(),
             topics: broker.topics,
+            log_format: LogFormat::default(),
         }
     }
 }
@@ -152,6 +168,9 @@ impl Config {
         }
         if let Some(kafka_listen) = cli.kafka_listen {
             config.kafka.listen = kafka_listen;
+        }
+        if let Some(log_format) = cli.log_format {
+            config.log_format = log_format;
         }
         config.validate(&label)?;
         Ok(config)
@@ -480,6 +499,7 @@ mod tests {
             data_dir: Some("/from/flag".into()),
             listen: Some("0.0.0.0:1234".parse().unwrap()),
             kafka_listen: None,
+            log_format: None,
         };
         let both = Config::load(Some(&path), &cli).unwrap();
         assert_eq!(both.listen.to_string(), "0.0.0.0:1234");
@@ -1083,5 +1103,21 @@ mod tests {
             ),
             "CONFIG.md's defaults are the cleaner's"
         );
+    }
+
+    #[test]
+    fn log_format_is_text_unless_set() {
+        assert_eq!(load_str("").unwrap().log_format, LogFormat::Text);
+        assert_eq!(
+            load_str("log_format: json\n").unwrap().log_format,
+            LogFormat::Json
+        );
+        assert_rejects("log_format: xml\n", "log_format", "unknown variant");
+        let flag = CliOverrides {
+            log_format: Some(LogFormat::Json),
+            ..CliOverrides::default()
+        };
+        let config = Config::load(None, &flag).unwrap();
+        assert_eq!(config.log_format, LogFormat::Json, "the flag wins");
     }
 }

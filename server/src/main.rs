@@ -3,7 +3,9 @@
 //!
 //! Exit codes: 0 success, 1 runtime failure, 2 bad configuration or usage
 //! (clap also uses 2 for usage errors), so scripts can tell "fix the file"
-//! from "look at the logs".
+//! from "look at the logs". The client commands (`topics`, `produce`,
+//! `consume`, `groups`, `compact`, `stats`: the `tidelog-cli` crate) have
+//! their own finer set, `tidelog_cli::exit`, with 1 and 2 meaning the same.
 
 mod config;
 mod listener;
@@ -14,7 +16,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use crate::config::{CliOverrides, Config};
+use crate::config::{CliOverrides, Config, LogFormat};
 
 /// mimalloc instead of glibc's malloc: the server allocates on tokio
 /// workers and frees on other threads (answers, records handed between the
@@ -23,10 +25,19 @@ use crate::config::{CliOverrides, Config};
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// `tidelog --version`: the crate version and the commit it was built
+/// from (build.rs).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("TIDELOG_COMMIT"),
+    ")"
+);
+
 #[derive(Debug, Parser)]
 #[command(
     name = "tidelog",
-    version,
+    version = VERSION,
     about = "A single-node log server speaking Confluent REST Proxy's HTTP/JSON dialect"
 )]
 struct Cli {
@@ -51,6 +62,9 @@ enum Command {
         /// `kafka.listen` of the file.
         #[arg(long, value_name = "ADDR|none", value_parser = parse_kafka_listen)]
         kafka_listen: Option<KafkaListen>,
+        /// Log lines as text or JSON; overrides `log_format` of the file.
+        #[arg(long, value_enum, value_name = "text|json")]
+        log_format: Option<LogFormat>,
     },
     /// HTTP load test: produce, fetch and long-poll visibility against a
     /// tidelog (started with a temp data dir, or --url) and a bare axum
@@ -62,6 +76,10 @@ enum Command {
         #[arg(value_name = "FILE")]
         file: PathBuf,
     },
+    /// The client commands: topics, produce, consume, groups, compact,
+    /// stats (docs/CLI.md).
+    #[command(flatten)]
+    Client(tidelog_cli::ClientCommand),
 }
 
 pub(crate) const EXIT_RUNTIME: u8 = 1;
@@ -72,17 +90,20 @@ fn main() -> ExitCode {
     match cli.command {
         Command::CheckConfig { file } => check_config(&file),
         Command::Bench(args) => bench(args),
+        Command::Client(command) => ExitCode::from(tidelog_cli::run(command)),
         Command::Serve {
             config,
             data_dir,
             listen,
             kafka_listen,
+            log_format,
         } => serve(
             config,
             CliOverrides {
                 data_dir,
                 listen,
                 kafka_listen: kafka_listen.map(|k| k.0),
+                log_format,
             },
         ),
     }
@@ -139,7 +160,8 @@ fn check_config(file: &std::path::Path) -> ExitCode {
 }
 
 fn serve(file: Option<PathBuf>, cli: CliOverrides) -> ExitCode {
-    init_tracing();
+    // The log format is the config's, so the config is read first; its
+    // errors go to stderr without the log.
     let config = match Config::load(file.as_deref(), &cli) {
         Ok(config) => config,
         Err(e) => {
@@ -147,6 +169,7 @@ fn serve(file: Option<PathBuf>, cli: CliOverrides) -> ExitCode {
             return ExitCode::from(EXIT_CONFIG);
         }
     };
+    init_tracing(config.log_format);
     match config.to_redacted_yaml() {
         Ok(yaml) => tracing::info!("effective config:\n{yaml}"),
         Err(e) => tracing::warn!("cannot render the effective config: {e}"),
@@ -169,14 +192,27 @@ fn serve(file: Option<PathBuf>, cli: CliOverrides) -> ExitCode {
     code
 }
 
-/// Logs to stderr; `RUST_LOG` filters (default `info`).
-fn init_tracing() {
+/// Logs to stderr; `RUST_LOG` filters (default `info`). Text has colours
+/// only when stderr is a terminal and `NO_COLOR` is unset
+/// (no-color.org: set to anything non-empty); JSON is one object per line
+/// (`timestamp`, `level`, `target`, `fields`, the span list), never
+/// coloured.
+fn init_tracing(format: LogFormat) {
+    use std::io::IsTerminal as _;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => {
+            let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+            builder
+                .with_ansi(std::io::stderr().is_terminal() && !no_color)
+                .init();
+        }
+        LogFormat::Json => builder.json().with_ansi(false).init(),
+    }
 }
 
 #[cfg(test)]
@@ -210,6 +246,7 @@ mod tests {
                 data_dir,
                 listen,
                 kafka_listen,
+                ..
             } => {
                 assert_eq!(config, Some(PathBuf::from("c.yaml")));
                 assert_eq!(data_dir, Some(PathBuf::from("/d")));

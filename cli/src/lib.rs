@@ -1,0 +1,146 @@
+//! The command-line client of the `tidelog` binary: `tidelog topics`,
+//! `produce`, `consume`, `groups`, `compact`, `stats`, each a thin caller
+//! of the HTTP API of docs/API.md (the CLI holds no state of its own and
+//! decides nothing the server decides: it parses arguments, makes the
+//! calls, renders the answers).
+//!
+//! Invariants:
+//! * Output for people is tables on stdout; `--json` prints the same
+//!   facts as one JSON document (or one JSON object per record for
+//!   `consume`) for scripts. Messages and progress go to stderr.
+//! * Every failure exits with a code of [`error::exit`] that tells its kind
+//!   apart, and a server error's message quotes the server's `error_code`
+//!   and `message`.
+//! * A request is never sent twice (see `http.rs`), so `produce` writes
+//!   each line at most once, and reports how many were acknowledged when it
+//!   stops on an error.
+
+/// The exit codes for `--help` (a macro, so `consume`'s help can
+/// `concat!` it after its format tokens).
+macro_rules! exit_codes_text {
+    () => {
+        "Exit codes: 0 ok, 1 the server refused (4xx: bad input, admin token missing or wrong, \
+         conflict), 2 bad usage, 3 cannot connect (or the connection broke), 4 server error (5xx) \
+         or an unreadable answer, 5 not found (404), 6 stdin/stdout failed, 7 compact --wait \
+         timed out."
+    };
+}
+
+mod admin;
+mod consume;
+pub mod error;
+pub mod format;
+mod groups;
+mod http;
+mod output;
+mod produce;
+pub mod spec;
+mod topics;
+
+use clap::{Args, Subcommand};
+
+pub use error::{exit, CliError, EXIT_CODES_HELP};
+
+/// Where the server is and how to talk to it; every client command takes
+/// these (also after its subcommand: `tidelog topics list --json`).
+#[derive(Debug, Clone, Args)]
+pub struct Connection {
+    /// Base URL of the tidelog HTTP API.
+    #[arg(
+        long,
+        global = true,
+        env = "TIDELOG_URL",
+        default_value = "http://127.0.0.1:8080"
+    )]
+    pub url: String,
+    /// The admin token (`admin_token` of the server's config), sent as
+    /// `Authorization: Bearer` for the calls that change something.
+    #[arg(long, global = true, env = "TIDELOG_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Print JSON for scripts instead of tables.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+/// The client commands, flattened into the binary's subcommands.
+#[derive(Debug, Subcommand)]
+pub enum ClientCommand {
+    /// List, create, describe, alter and delete topics.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Topics {
+        #[command(flatten)]
+        connection: Connection,
+        #[command(subcommand)]
+        command: topics::TopicsCommand,
+    },
+    /// Produce records read from stdin, one per line.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Produce(produce::ProduceArgs),
+    /// Print records of a topic (kcat-like), or consume them in a group.
+    #[command(after_help = consume::CONSUME_HELP)]
+    Consume(consume::ConsumeArgs),
+    /// Consumer groups: list, describe with lag, reset offsets.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Groups {
+        #[command(flatten)]
+        connection: Connection,
+        #[command(subcommand)]
+        command: groups::GroupsCommand,
+    },
+    /// Run a compaction pass over a compact topic now.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Compact(admin::CompactArgs),
+    /// The server's store, retention, cleaner and group statistics.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Stats {
+        #[command(flatten)]
+        connection: Connection,
+    },
+}
+
+/// Runs one client command to its end; returns the process exit code
+/// (errors are printed on stderr).
+pub fn run(command: ClientCommand) -> u8 {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("tidelog: cannot start the async runtime: {e}");
+            return exit::SERVER;
+        }
+    };
+    match runtime.block_on(dispatch(command)) {
+        Ok(()) => exit::OK,
+        Err(e) if e.is_broken_pipe() => exit::OK,
+        Err(e) => {
+            eprintln!("tidelog: {e}");
+            e.exit_code()
+        }
+    }
+}
+
+async fn dispatch(command: ClientCommand) -> Result<(), CliError> {
+    match command {
+        ClientCommand::Topics {
+            connection,
+            command,
+        } => topics::run(&connection, command).await,
+        ClientCommand::Produce(args) => produce::run(args).await,
+        ClientCommand::Consume(args) => consume::run(args).await,
+        ClientCommand::Groups {
+            connection,
+            command,
+        } => groups::run(&connection, command).await,
+        ClientCommand::Compact(args) => admin::compact(args).await,
+        ClientCommand::Stats { connection } => admin::stats(&connection).await,
+    }
+}
+
+impl Connection {
+    fn client(&self) -> Result<http::Client, CliError> {
+        let endpoint = http::Endpoint::parse(&self.url)?;
+        Ok(http::Client::new(endpoint, self.token.clone()))
+    }
+}
