@@ -39,7 +39,8 @@ YAML
 valgrind --tool=callgrind --callgrind-out-file="$OUT/callgrind.out.%p" \
   "$TIDELOG" serve --config "$OUT/config.yaml" > "$OUT/server.log" 2>&1 &
 VG=$!
-trap 'kill $VG 2>/dev/null || true' EXIT
+# The data dir's preallocated segments are 512 MiB: gone with the server.
+trap 'kill $VG 2>/dev/null || true; wait $VG 2>/dev/null || true; rm -rf "$OUT/data"' EXIT
 for _ in $(seq 1 600); do
   curl -sf "http://127.0.0.1:$HTTP/topics/cg/partitions/0/offsets" > /dev/null && break
   sleep 0.5
