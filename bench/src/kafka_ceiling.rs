@@ -81,7 +81,7 @@ async fn accept(listener: TcpListener, bare: Arc<Bare>) {
 }
 
 async fn connection(stream: TcpStream, bare: &Bare) -> anyhow::Result<()> {
-    // Read as tidelog's listener reads (its buffer size).
+    // Read as tidelog's listener reads (its buffer size, its frame read).
     let mut stream = BufReader::with_capacity(tidelog_kafka::listener::READ_BUFFER_BYTES, stream);
     loop {
         let mut len = [0u8; 4];
@@ -93,8 +93,7 @@ async fn connection(stream: TcpStream, bare: &Bare) -> anyhow::Result<()> {
             .ok()
             .filter(|l| *l <= MAX_REQUEST_BYTES)
             .ok_or_else(|| anyhow!("a frame of {length} bytes"))?;
-        let mut frame = BytesMut::zeroed(size);
-        stream.read_exact(&mut frame).await?;
+        let frame = tidelog_kafka::listener::read_frame_body(&mut stream, size).await?;
         if let Some(answer) = answer(bare, frame.freeze())? {
             stream.write_all(&answer).await?;
         }

@@ -14,7 +14,7 @@ pub use tidelog_storage::retention::FixedDiskUsage;
 /// offsets, and why a batch is out of sequence.
 pub use tidelog_storage::{BatchMeta, ProducerBatch, SequenceProblem};
 pub use tidelog_storage::{
-    CorruptionKind, FlushMode, PassOutcome, RecordProblem, RetentionConfig, StoreConfig,
+    CorruptionKind, FlushMode, Header, PassOutcome, RecordProblem, RetentionConfig, StoreConfig,
     StoreError, StoreStats, Trigger,
 };
 

@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 use kafka_protocol::messages::ApiKey;
 use tidelog_broker::budget::{ByteBudget, Reservation};
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 
@@ -153,11 +153,10 @@ async fn connection(
                 }
             } => return Ok(()),
         };
-        let mut frame = BytesMut::zeroed(size);
-        timed(
+        let frame = timed(
             FRAME_READ_TIMEOUT,
             "reading a frame",
-            stream.read_exact(&mut frame),
+            read_frame_body(&mut stream, size),
         )
         .await?;
         ctx.metrics.request_read(size);
@@ -230,6 +229,26 @@ fn peer_hung_up(e: &FrameError) -> bool {
     )
 }
 
+/// Exactly `size` bytes of `stream` (a frame's, its length already read
+/// and checked) in a buffer of their own, not read past: the next frame's
+/// bytes stay in the stream. The buffer is not zeroed first, as
+/// `read_exact` into a zeroed one would: zeroing cost as much as the
+/// frame's whole copy out of the socket buffer. A stream that ends first
+/// is `UnexpectedEof`, as `read_exact`'s.
+pub async fn read_frame_body<R: AsyncRead + Unpin>(
+    stream: &mut R,
+    size: usize,
+) -> std::io::Result<BytesMut> {
+    let mut frame = BytesMut::with_capacity(size);
+    let mut body = (&mut *stream).take(size as u64);
+    while frame.len() < size {
+        if body.read_buf(&mut frame).await? == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+    }
+    Ok(frame)
+}
+
 async fn timed<T>(
     limit: Duration,
     what: &'static str,
@@ -246,4 +265,33 @@ async fn timed<T>(
 pub fn advertised(bound: SocketAddr, advertised_host: Option<&str>) -> (String, i32) {
     let host = advertised_host.map_or_else(|| bound.ip().to_string(), str::to_owned);
     (host, i32::from(bound.port()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A frame read in small pieces comes out whole, and the bytes after
+    /// it (the next frame) stay unread; a stream that ends inside the
+    /// frame is UnexpectedEof.
+    #[tokio::test]
+    async fn a_frame_body_is_read_whole_and_not_past_its_end() {
+        let (mut client, server) = tokio::io::duplex(3);
+        let writer = tokio::spawn(async move {
+            client.write_all(b"0123456789next").await.unwrap();
+        });
+        let mut server = BufReader::with_capacity(4, server);
+        let frame = read_frame_body(&mut server, 10).await.unwrap();
+        assert_eq!(&frame[..], b"0123456789");
+        let mut rest = Vec::new();
+        writer.await.unwrap();
+        server.read_to_end(&mut rest).await.unwrap();
+        assert_eq!(rest, b"next");
+
+        let mut short: &[u8] = b"01234";
+        let err = read_frame_body(&mut short, 10).await.unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::UnexpectedEof);
+        let empty = read_frame_body(&mut short, 0).await.unwrap();
+        assert!(empty.is_empty());
+    }
 }

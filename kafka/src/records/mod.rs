@@ -23,6 +23,7 @@ pub mod varint;
 
 use bytes::Bytes;
 use tidelog_broker::read::RecordRef;
+use tidelog_broker::store::Header;
 
 use crate::error::RecordError;
 use varint::{put_varint, put_varlong, varint_len, varlong_len, Cursor};
@@ -279,8 +280,10 @@ pub struct OutRecord<'a> {
     pub timestamp_ms: i64,
     pub key: Option<&'a [u8]>,
     pub value: Option<&'a [u8]>,
-    /// `None`: a null value, sent as length -1.
-    pub headers: Vec<(String, Option<Bytes>)>,
+    /// In order, duplicates kept; a `None` value is null, sent as length
+    /// -1. The store's own type, so a fetched record's headers pass
+    /// through without being collected again.
+    pub headers: Vec<Header>,
 }
 
 impl<'a> From<RecordRef<'a>> for OutRecord<'a> {
@@ -290,7 +293,7 @@ impl<'a> From<RecordRef<'a>> for OutRecord<'a> {
             timestamp_ms: r.timestamp_ms(),
             key: r.key(),
             value: r.value(),
-            headers: r.headers().into_iter().map(|h| (h.name, h.value)).collect(),
+            headers: r.headers(),
         }
     }
 }
@@ -329,7 +332,7 @@ pub fn encode_batch<'a>(out: &mut Vec<u8>, records: impl IntoIterator<Item = Out
             + varint_len(header_count)
             + r.headers
                 .iter()
-                .map(|(name, value)| bytes_len(Some(name.as_bytes())) + bytes_len(value.as_deref()))
+                .map(|h| bytes_len(Some(h.name.as_bytes())) + bytes_len(h.value.as_deref()))
                 .sum::<usize>();
         out.reserve(length + 5);
         put_varint(out, length as i32);
@@ -339,9 +342,9 @@ pub fn encode_batch<'a>(out: &mut Vec<u8>, records: impl IntoIterator<Item = Out
         put_bytes(out, r.key);
         put_bytes(out, r.value);
         put_varint(out, header_count);
-        for (name, value) in &r.headers {
-            put_bytes(out, Some(name.as_bytes()));
-            put_bytes(out, value.as_deref());
+        for h in &r.headers {
+            put_bytes(out, Some(h.name.as_bytes()));
+            put_bytes(out, h.value.as_deref());
         }
         max_timestamp = max_timestamp.max(r.timestamp_ms);
         count += 1;

@@ -109,8 +109,11 @@ fn record_fields(r: &AppendRecord, store_ts: i64) -> RecordFields<'_> {
     }
 }
 
+/// Whether two records go to the same partition. A front-end hands every
+/// record of a request the topic's one `Arc`, so the pointer comparison
+/// answers nearly always; the names are compared only when it does not.
 fn same_partition(a: &AppendRecord, b: &AppendRecord) -> bool {
-    a.partition == b.partition && a.topic == b.topic
+    a.partition == b.partition && (Arc::ptr_eq(&a.topic, &b.topic) || a.topic == b.topic)
 }
 
 impl CommitLog {
@@ -262,16 +265,15 @@ impl CommitLog {
         max_payload: u64,
         producer: Option<&ProducerBatch>,
     ) -> Result<LogAppend> {
-        if producer.is_some()
-            && (batch.is_empty() || !batch.windows(2).all(|w| same_partition(&w[0], &w[1])))
-        {
+        let one_partition = batch.windows(2).all(|w| same_partition(&w[0], &w[1]));
+        if producer.is_some() && (batch.is_empty() || !one_partition) {
             return Err(StoreError::invalid(
                 "a producer's batch must hold records of one partition",
             ));
         }
-        let mut checked_topic: Option<&str> = None;
+        let mut checked_topic: Option<&Arc<str>> = None;
         for (index, r) in batch.iter().enumerate() {
-            if checked_topic != Some(&*r.topic) {
+            if checked_topic.is_none_or(|t| !Arc::ptr_eq(t, &r.topic) && *t != r.topic) {
                 crate::types::validate_topic_name(&r.topic)?;
                 checked_topic = Some(&r.topic);
             }
@@ -280,7 +282,7 @@ impl CommitLog {
         // A produce request usually goes to one partition; a mixed batch is
         // grouped by partition (a stable sort keeps each one's order).
         let mut order: Vec<usize> = (0..batch.len()).collect();
-        if !batch.windows(2).all(|w| same_partition(&w[0], &w[1])) {
+        if !one_partition {
             order.sort_by(|&a, &b| {
                 let (a, b) = (&batch[a], &batch[b]);
                 (&*a.topic, a.partition).cmp(&(&*b.topic, b.partition))
