@@ -47,6 +47,7 @@ fn args() -> BenchArgs {
         topic: None,
         data_dir: None,
         server_config: None,
+        flush: None,
     }
 }
 
