@@ -438,6 +438,83 @@ async fn a_hung_sync_flush_is_503_50303_and_the_record_is_still_appended() {
     close(&state).await.unwrap();
 }
 
+/// This process's OS threads (`/proc/self/status`).
+fn os_threads() -> usize {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("Threads:")).unwrap();
+    line["Threads:".len()..].trim().parse().unwrap()
+}
+
+/// Many sync-flush produces waiting on one fsync hold no thread each: they
+/// await the flushed position (a waker each), so the process's thread count
+/// stays small while all of them wait (a blocking thread per waiter, as
+/// before, is one thread per produce); and every one is answered 200 once
+/// the fsync returns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_sync_produces_hold_no_thread_each_and_all_answer_after_the_fsync() {
+    const PRODUCES: usize = 500;
+    // Two runtime workers, the store's and broker's named threads, the
+    // test harness and a few blocking threads from opening: far below one
+    // per waiting produce.
+    const MAX_THREADS: usize = 64;
+    let dir = tempfile::tempdir().unwrap();
+    let faults = Arc::new(Faults::default());
+    let mut config = store_config(dir.path());
+    config.flush = tidelog_broker::store::FlushMode::Sync;
+    // Far past the test: every answer below is the fsync's, none a timeout.
+    config.sync_flush_timeout_ms = 300_000;
+    let (state, router) = serving(config, Some(Arc::clone(&faults))).await;
+    // The topic exists before the fsync hangs (an auto-create blocks).
+    let (status, body) = call(&router, "POST", "/topics/t", one_record("first")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+
+    faults.hang(FaultPoint::CommitLogFlush);
+    let produces: Vec<_> = (0..PRODUCES)
+        .map(|i| {
+            let router = router.clone();
+            tokio::spawn(async move {
+                call(&router, "POST", "/topics/t", one_record(&i.to_string())).await
+            })
+        })
+        .collect();
+    // Every produce appended (the end offset counts dispatched records,
+    // which do not wait for the fsync) and none answered.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let (_, body) = call(&router, "GET", "/topics/t/partitions/0/offsets", None).await;
+        let offsets: Value = serde_json::from_str(&body).unwrap();
+        if offsets["end_offset"] == json!(PRODUCES + 1) {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not every produce appended: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let threads = os_threads();
+    let none_answered = produces.iter().all(|p| !p.is_finished());
+    let hung = faults.blocked(FaultPoint::CommitLogFlush);
+
+    // Healed before the checks: a failed check then ends the test instead
+    // of leaving waiters behind the hung fsync.
+    faults.heal(FaultPoint::CommitLogFlush);
+    for produce in produces {
+        let (status, body) = tokio::time::timeout(Duration::from_secs(60), produce)
+            .await
+            .expect("a produce never answered after the fsync")
+            .unwrap();
+        assert_eq!(status, StatusCode::OK, "{body}");
+    }
+    close(&state).await.unwrap();
+    assert_eq!(hung, 1, "one fsync hung");
+    assert!(none_answered, "answered before the fsync");
+    assert!(
+        threads < MAX_THREADS,
+        "{threads} OS threads with {PRODUCES} sync produces waiting"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn small_segments_start_with_the_default_record_limit_clamped_and_named() {
     let dir = tempfile::tempdir().unwrap();

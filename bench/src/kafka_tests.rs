@@ -50,6 +50,7 @@ fn args() -> BenchArgs {
         json: None,
         recovery_mib: None,
         suite_table: None,
+        flush: None,
     }
 }
 

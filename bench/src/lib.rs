@@ -161,6 +161,18 @@ pub struct BenchArgs {
     /// `scripts/bench.sh` run in DIR instead of running anything.
     #[arg(long, value_name = "DIR")]
     pub suite_table: Option<PathBuf>,
+    /// The started server's `store.flush` (`sync`: every produce answered
+    /// after an fsync covers it). Default: what its config says (--server-config,
+    /// or CONFIG.md's default, async). Ignored with --url.
+    #[arg(long, value_enum)]
+    pub flush: Option<Flush>,
+}
+
+/// `--flush`: the started server's flush mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Flush {
+    Sync,
+    Async,
 }
 
 /// The protocol `tidelog bench` loads tidelog with.

@@ -52,8 +52,16 @@ impl ChildServer {
                 .map_or_else(|| "none".to_string(), |a| a.to_string())
                 .into(),
         ];
-        if let Some(config) = &args.server_config {
-            serve_args.extend(["--config".into(), config.into()]);
+        match (args.flush, &args.server_config) {
+            (Some(flush), config) => {
+                let generated = data_dir.path().join("server.yaml");
+                write_config_with_flush(config.as_deref(), flush, &generated)?;
+                serve_args.extend(["--config".into(), generated.into()]);
+            }
+            (None, Some(config)) => {
+                serve_args.extend(["--config".into(), config.into()]);
+            }
+            (None, None) => {}
         }
         let child = spawn_serve(&serve_args, &log_path)?;
         Ok(ChildServer {
@@ -122,6 +130,45 @@ impl Drop for ChildServer {
     }
 }
 
+/// `--flush`: the started server's config is `base` (or an empty one) with
+/// `store.flush` set, written to `to`.
+fn write_config_with_flush(
+    base: Option<&std::path::Path>,
+    flush: crate::Flush,
+    to: &std::path::Path,
+) -> anyhow::Result<()> {
+    let mut config = match base {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            serde_yaml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?
+        }
+        None => serde_yaml::Value::Null,
+    };
+    if config.is_null() {
+        config = serde_yaml::Value::Mapping(Default::default());
+    }
+    let root = config
+        .as_mapping_mut()
+        .ok_or_else(|| anyhow!("the server config is not a YAML mapping"))?;
+    let store = root
+        .entry("store".into())
+        .or_insert_with(|| serde_yaml::Value::Mapping(Default::default()));
+    if store.is_null() {
+        *store = serde_yaml::Value::Mapping(Default::default());
+    }
+    let store = store
+        .as_mapping_mut()
+        .ok_or_else(|| anyhow!("the server config's store: is not a YAML mapping"))?;
+    let mode = match flush {
+        crate::Flush::Sync => "sync",
+        crate::Flush::Async => "async",
+    };
+    store.insert("flush".into(), mode.into());
+    let text = serde_yaml::to_string(&config).context("writing the server config")?;
+    std::fs::write(to, text).with_context(|| format!("writing {}", to.display()))
+}
+
 fn free_local_addr() -> anyhow::Result<SocketAddr> {
     let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
         .context("finding a free port on 127.0.0.1")?;
@@ -160,5 +207,28 @@ mod tests {
         assert!(parse_local_url("https://127.0.0.1:8080").is_err());
         assert!(parse_local_url("http://127.0.0.1").is_err());
         assert!(parse_local_url("http://127.0.0.1:99999").is_err());
+    }
+
+    #[test]
+    fn flush_sets_store_flush_and_keeps_the_rest_of_the_config() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().join("base.yaml");
+        std::fs::write(
+            &base,
+            "store:\n  commitlog_segment_bytes: 4194304\n  flush: async\nadmin_token: t\n",
+        )
+        .unwrap();
+        let out = dir.path().join("out.yaml");
+        write_config_with_flush(Some(&base), crate::Flush::Sync, &out).unwrap();
+        let config: serde_yaml::Value =
+            serde_yaml::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+        assert_eq!(config["store"]["flush"], "sync");
+        assert_eq!(config["store"]["commitlog_segment_bytes"], 4194304);
+        assert_eq!(config["admin_token"], "t");
+
+        write_config_with_flush(None, crate::Flush::Sync, &out).unwrap();
+        let config: serde_yaml::Value =
+            serde_yaml::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+        assert_eq!(config["store"]["flush"], "sync");
     }
 }

@@ -172,6 +172,11 @@ mod tests {
             broker.create_topic(t, 1, overrides).unwrap();
             append(&broker, t, &[("a", "1"), ("b", "2"), ("a", "3")]);
             let part = broker.partition(t, 0).unwrap();
+            // Every sink, the IndexFile too: a queue's end offset moves
+            // before the index has the entry's keys.
+            assert!(broker
+                .store
+                .wait_dispatched(std::time::Duration::from_secs(30)));
             wait_until("dispatch", || part.offsets().1 == 3);
             let first = part.read(0, 1, 1 << 20).unwrap();
             let position = first.records.iter().next().unwrap().physical_offset();

@@ -29,7 +29,7 @@ use bytes::Bytes;
 use tidelog_storage::commit_log::format::headers_block_len;
 use tidelog_storage::{
     AppendRecord, Appended, BatchMeta, FlushMode, Header, ProducerAppend, ProducerBatch,
-    RecordProblem, StoreConfig, StoreError,
+    RecordProblem, StoreConfig, StoreError, Unflushed,
 };
 
 use crate::broker::Broker;
@@ -140,6 +140,25 @@ impl Broker {
         records: Vec<ProduceRecord>,
         producer: Option<ProducerBatch>,
     ) -> Result<Produced, BrokerError> {
+        Ok(self
+            .produce_to_unflushed(topic, partition, records, producer)?
+            .wait()?)
+    }
+
+    /// [`produce_to_as`](Self::produce_to_as) without the sync flush wait:
+    /// the records are appended when this returns, and the answer is the
+    /// front-end's once the [`Unflushed`] answers (await
+    /// [`Unflushed::durable`]: under `flush: sync` no thread is held while
+    /// the fsync runs; under `async` it answers at once). The append is a
+    /// copy into the page cache in both modes, so a front-end calls this
+    /// inline for a known topic.
+    pub fn produce_to_unflushed(
+        &self,
+        topic: &Topic,
+        partition: Option<u32>,
+        records: Vec<ProduceRecord>,
+        producer: Option<ProducerBatch>,
+    ) -> Result<Unflushed<Produced>, BrokerError> {
         if topic.is_internal() {
             return Err(BrokerError::InternalTopic {
                 topic: topic.name.to_string(),
@@ -150,28 +169,30 @@ impl Broker {
         }
         let (batch, payload_bytes) = plan(topic, partition, records)?;
         if batch.is_empty() {
-            return Ok(Produced {
+            return Ok(Unflushed::ready(Produced {
                 batch,
                 appended: Vec::new(),
                 payload_bytes,
                 duplicate: None,
-            });
+            }));
         }
         let limit = RecordLimit::new(self.store.config(), topic);
-        let (appended, duplicate) = match self
+        let unflushed = self
             .store
-            .append_as(&batch, limit.topic_limit, producer.as_ref())
-            .map_err(|e| limit.refusal(topic, e))?
-        {
-            ProducerAppend::Written(appended) => (appended, None),
-            ProducerAppend::Duplicate(original) => (Vec::new(), Some(original)),
-        };
-        Ok(Produced {
-            batch,
-            appended,
-            payload_bytes,
-            duplicate,
-        })
+            .append_unflushed(&batch, limit.topic_limit, producer.as_ref())
+            .map_err(|e| limit.refusal(topic, e))?;
+        Ok(unflushed.map(|answer| {
+            let (appended, duplicate) = match answer {
+                ProducerAppend::Written(appended) => (appended, None),
+                ProducerAppend::Duplicate(original) => (Vec::new(), Some(original)),
+            };
+            Produced {
+                batch,
+                appended,
+                payload_bytes,
+                duplicate,
+            }
+        }))
     }
 
     /// InitProducerId for a producer without a transactional id: a new
@@ -189,9 +210,13 @@ impl Broker {
         Ok((self.store.allocate_producer_id()?, 0))
     }
 
-    /// Whether an append waits for an fsync (`flush: sync`). Otherwise it
-    /// is a copy into the page cache, shorter than a hand-off to a blocking
-    /// thread and back (docs/BENCHMARKS.md).
+    /// Whether the blocking appends ([`produce`](Self::produce),
+    /// [`produce_to`](Self::produce_to), the consumer offsets' writes)
+    /// wait for an fsync (`flush: sync`). Otherwise an append is a copy
+    /// into the page cache, shorter than a hand-off to a blocking thread
+    /// and back (docs/BENCHMARKS.md). A front-end's produce to a known
+    /// topic awaits [`produce_to_unflushed`](Self::produce_to_unflushed)
+    /// instead in both modes.
     pub fn append_blocks(&self) -> bool {
         self.store.config().flush == FlushMode::Sync
     }

@@ -29,7 +29,7 @@ pub mod test_rng;
 pub mod time_index;
 pub mod types;
 
-pub use commit_log::{AppendRecord, Appended, Header, StoredRecord};
+pub use commit_log::{AppendRecord, Appended, FlushWait, Header, StoredRecord, Unflushed};
 pub use config::{FlushMode, RecoveryMode, StoreConfig};
 pub use consume_queue::DeletedRecords;
 pub use dispatch::DispatchSink;

@@ -7,7 +7,9 @@
 //! - `tidelog-flush`: flushes (async mode) and writes the checkpoint every
 //!   `flush_interval_ms`;
 //! - `tidelog-sync-flush` (sync mode): the group-commit flush that appends
-//!   wait for, at most `sync_flush_timeout_ms`;
+//!   wait for (awaiting a `FlushWait`, no thread each);
+//! - `tidelog-flush-timer` (sync mode): answers those waits after
+//!   `sync_flush_timeout_ms`, also while an fsync hangs;
 //! - `tidelog-prealloc`: creates the next CommitLog segment ahead of time.
 //!
 //! A background thread that panics is logged, counted and restarted.
@@ -22,7 +24,9 @@ use std::time::{Duration, Instant};
 use event_listener::EventListener;
 
 use crate::checkpoint::Checkpoint;
-use crate::commit_log::{AppendRecord, Appended, CommitLog, LogAppend, NextOffsets, StoredRecord};
+use crate::commit_log::{
+    AppendRecord, Appended, CommitLog, LogAppend, NextOffsets, StoredRecord, Unflushed,
+};
 use crate::config::{FlushMode, StoreConfig};
 use crate::consume_queue::{ConsumeQueues, DeletedRecords};
 use crate::dispatch::{keep_going, ConsumeQueueSink, DispatchSink, Dispatcher, IndexSink};
@@ -486,6 +490,11 @@ impl Store {
                 &self.inner,
                 |inner| inner.log.run_sync_flusher(&inner.stop),
             )?);
+            threads.push(spawn_supervised(
+                "tidelog-flush-timer",
+                &self.inner,
+                |inner| inner.log.run_flush_timer(&inner.stop),
+            )?);
         }
         if self.inner.config.preallocate_next_segment {
             threads.push(spawn_supervised(
@@ -555,6 +564,22 @@ impl Store {
         max_payload: u64,
         producer: Option<&ProducerBatch>,
     ) -> Result<ProducerAppend> {
+        self.append_unflushed(batch, max_payload, producer)?.wait()
+    }
+
+    /// [`append_as`](Self::append_as) without its wait: the batch is
+    /// appended when this returns, and the answer is the caller's once the
+    /// returned [`Unflushed`] answers (under `flush: sync` an fsync covers
+    /// the batch, or [`StoreError::FlushTimedOut`] after
+    /// `sync_flush_timeout_ms`; under `async` at once). Awaiting it holds
+    /// no thread. The append itself is a copy into the page cache in both
+    /// modes (segments are created and warmed ahead by the preallocator).
+    pub fn append_unflushed(
+        &self,
+        batch: &[AppendRecord],
+        max_payload: u64,
+        producer: Option<&ProducerBatch>,
+    ) -> Result<Unflushed<ProducerAppend>> {
         if self.closed.load(Ordering::Acquire) {
             return Err(StoreError::Closed);
         }
@@ -574,13 +599,13 @@ impl Store {
             LogAppend::Written { appended, end } => (ProducerAppend::Written(appended), end),
             LogAppend::Duplicate { batch, end } => (ProducerAppend::Duplicate(batch), end),
         };
-        if self.inner.config.flush == FlushMode::Sync {
-            self.inner.log.wait_flushed(
+        let wait = (self.inner.config.flush == FlushMode::Sync).then(|| {
+            self.inner.log.flush_wait(
                 end,
                 Duration::from_millis(self.inner.config.sync_flush_timeout_ms),
-            )?;
-        }
-        Ok(answer)
+            )
+        });
+        Ok(Unflushed::new(answer, wait))
     }
 
     /// A new producer id for InitProducerId: never one handed out before in
@@ -992,6 +1017,9 @@ impl Drop for Store {
         // Threads hold `Arc<Inner>`; stop them so nothing outlives the store.
         // Dropping without `shutdown` counts as unclean: `abort` stays.
         self.stop_threads();
+        // After `shutdown`'s last flush (which answered the waiters it
+        // covered): a waiter left has no flusher and no timer any more.
+        self.inner.log.close_flush_waiters();
     }
 }
 

@@ -1,13 +1,18 @@
 //! A store whose work stops making progress answers in bounded time: a sink
 //! that keeps failing makes dispatch *stalled* (appends refused, recovered
 //! by itself), and a hung fsync makes sync-flush waiters time out instead
-//! of hanging (the log stays sane when the fsync returns).
+//! of hanging (the log stays sane when the fsync returns), awaited or
+//! blocking alike; a hung fsync that fails wakes every awaiting appender
+//! with the poison.
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
 mod common;
 
+use std::future::Future as _;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -190,4 +195,89 @@ fn a_hung_fsync_that_fails_poisons_the_log() {
         matches!(answer, Err(StoreError::Poisoned { .. })),
         "{answer:?}"
     );
+}
+
+/// Counts wake-ups of the waits polled by hand below (no executor, no
+/// thread per wait).
+struct CountingWaker(AtomicUsize);
+
+impl Wake for CountingWaker {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn a_failed_fsync_wakes_every_awaiting_appender_with_the_poison() {
+    let dir = tempfile::tempdir().unwrap();
+    let faults = Arc::new(Faults::default());
+    let mut cfg = small_config(dir.path());
+    cfg.flush = FlushMode::Sync;
+    // Far past the test: an answer below is the flush's, not the timer's.
+    cfg.sync_flush_timeout_ms = 600_000;
+    let store = Store::open_with_faults(cfg, Arc::clone(&faults)).unwrap();
+    faults.hang(FaultPoint::CommitLogFlush);
+    let wakes = Arc::new(CountingWaker(AtomicUsize::new(0)));
+    let waker = Waker::from(Arc::clone(&wakes));
+    let mut cx = Context::from_waker(&waker);
+    const WAITERS: usize = 200;
+    let mut waits: Vec<_> = (0..WAITERS)
+        .map(|i| {
+            let value = i.to_string();
+            let unflushed = store
+                .append_unflushed(&[record("t", 0, None, Some(&value))], u64::MAX, None)
+                .unwrap();
+            assert!(unflushed.waits(), "sync flush");
+            Box::pin(unflushed.durable())
+        })
+        .collect();
+    for wait in &mut waits {
+        assert!(wait.as_mut().poll(&mut cx).is_pending());
+    }
+    wait_for("the hung fsync", || {
+        faults.blocked(FaultPoint::CommitLogFlush) == 1
+    });
+    assert_eq!(store.commit_log().flush_waiters(), WAITERS);
+    assert_eq!(wakes.0.load(Ordering::SeqCst), 0);
+
+    faults.release_failing(FaultPoint::CommitLogFlush);
+    wait_for("every waiter woken", || {
+        wakes.0.load(Ordering::SeqCst) >= WAITERS
+    });
+    for wait in &mut waits {
+        match wait.as_mut().poll(&mut cx) {
+            Poll::Ready(Err(StoreError::Poisoned { reason })) => {
+                assert!(reason.contains("injected fault"), "{reason}");
+            }
+            other => panic!("expected the poison, got {other:?}"),
+        }
+    }
+    assert_eq!(store.commit_log().flush_waiters(), 0);
+}
+
+#[test]
+fn an_awaited_append_times_out_while_the_fsync_hangs() {
+    let dir = tempfile::tempdir().unwrap();
+    let faults = Arc::new(Faults::default());
+    let store = sync_store(dir.path(), &faults);
+    faults.hang(FaultPoint::CommitLogFlush);
+    let wakes = Arc::new(CountingWaker(AtomicUsize::new(0)));
+    let waker = Waker::from(Arc::clone(&wakes));
+    let mut cx = Context::from_waker(&waker);
+    let mut wait = Box::pin(
+        store
+            .append_unflushed(&[record("t", 0, None, Some("1"))], u64::MAX, None)
+            .unwrap()
+            .durable(),
+    );
+    assert!(wait.as_mut().poll(&mut cx).is_pending());
+    // The store's timer thread wakes it: nobody polls it before.
+    wait_for("the timeout's wake-up", || {
+        wakes.0.load(Ordering::SeqCst) > 0
+    });
+    match wait.as_mut().poll(&mut cx) {
+        Poll::Ready(answer) => assert!(timed_out(answer.map(|_| Vec::new()))),
+        Poll::Pending => panic!("woken, yet still pending"),
+    }
+    faults.heal(FaultPoint::CommitLogFlush);
 }

@@ -7,8 +7,9 @@
 //!
 //! The topic, the record rules and the append are the broker's
 //! (`Broker::produce`, `broker/src/produce.rs`); this handler decodes,
-//! renders, and runs the produce inline or on a blocking thread as the
-//! broker says (`Broker::append_blocks`; an auto-create blocks too).
+//! renders, and appends inline to a known topic, awaiting the sync flush
+//! (`Broker::produce_to_unflushed`: no thread waits for the fsync), or on
+//! a blocking thread when the topic may be auto-created.
 //!
 //! Decisions where API.md is silent:
 //! * On the partition route, a record may repeat the path's partition; a
@@ -33,6 +34,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use bytes::Bytes;
+use tidelog_broker::BrokerError;
 
 use super::{blocking, timed, v2_bytes, v2_json};
 use crate::error::ApiError;
@@ -92,17 +94,20 @@ async fn produce_inner(
         });
     }
     let ready = state.ready()?;
-    // Under async flush an append to a known topic is a copy into the page
-    // cache: it takes microseconds, less than handing it to the blocking
-    // pool and waking this task again (the profile in docs/BENCHMARKS.md),
-    // so it runs here. Under sync flush it waits for an fsync, and an
-    // unknown topic may be auto-created (the registry is written and
-    // synced): those must not hold a worker.
+    // An append to a known topic is a copy into the page cache in both
+    // flush modes: it takes microseconds, less than handing it to the
+    // blocking pool and waking this task again (the profile in
+    // docs/BENCHMARKS.md), so it runs here. Under sync flush the answer
+    // then awaits the group commit's fsync (`Unflushed::durable`), which
+    // holds no thread. An unknown topic may be auto-created (the registry
+    // is written and synced): that must not hold a worker.
     let produced = match ready.registry.get(&topic) {
-        Some(known) if !ready.append_blocks() => {
-            ready.produce_to(&known, path_partition, produced)?
-        }
-        _ => {
+        Some(known) => ready
+            .produce_to_unflushed(&known, path_partition, produced, None)?
+            .durable()
+            .await
+            .map_err(BrokerError::from)?,
+        None => {
             let ready = Arc::clone(&ready);
             blocking(move || Ok(ready.produce(&topic, path_partition, produced)?)).await?
         }

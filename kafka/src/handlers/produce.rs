@@ -1,5 +1,6 @@
 //! Produce (0): each partition's record batches decoded (`records`), then
-//! appended all or nothing through `Broker::produce_to`.
+//! appended all or nothing through `Broker::produce_to_unflushed`, inline,
+//! the answer awaiting the sync flush (if any) without holding a thread.
 //!
 //! Decisions:
 //! * Partitions are independent: one failing (CORRUPT_MESSAGE, an unknown
@@ -31,7 +32,7 @@ use tidelog_broker::produce::ProduceRecord;
 use tidelog_broker::store::ProducerBatch;
 use tidelog_broker::{Broker, BrokerError};
 
-use super::{maybe_blocking, NOT_READY};
+use super::NOT_READY;
 use crate::dispatch::Context;
 use crate::error::broker_code;
 use crate::records::decode_partition;
@@ -97,25 +98,27 @@ async fn partition(
             timestamp_ms: r.timestamp_ms,
         })
         .collect();
-    let call = {
-        let broker = Arc::clone(broker);
-        let topic = Arc::clone(&topic);
-        move || -> Result<(Option<u64>, u64), BrokerError> {
-            let producer = producer.map(|b| ProducerBatch {
-                producer_id: b.producer_id,
-                epoch: b.epoch,
-                base_sequence: b.base_sequence,
-            });
-            let produced = broker.produce_to_as(&topic, Some(p), records, producer)?;
-            let first = match produced.duplicate_of() {
-                Some(original) => Some(original.base_offset),
-                None => produced.offsets().next().map(|(_, offset)| offset),
-            };
-            let beginning = broker.partition(&topic.name, p)?.offsets().0;
-            Ok((first, beginning))
-        }
+    let producer = producer.map(|b| ProducerBatch {
+        producer_id: b.producer_id,
+        epoch: b.epoch,
+        base_sequence: b.base_sequence,
+    });
+    // Inline in both flush modes: the append is a copy into the page
+    // cache, and under sync flush (acks 1 and -1 alike) the answer awaits
+    // the group commit's fsync without holding a thread.
+    let produced = match broker.produce_to_unflushed(&topic, Some(p), records, producer) {
+        Ok(unflushed) => unflushed.durable().await.map_err(BrokerError::from),
+        Err(e) => Err(e),
     };
-    match maybe_blocking(broker.append_blocks(), call).await {
+    let answer = produced.and_then(|produced| {
+        let first = match produced.duplicate_of() {
+            Some(original) => Some(original.base_offset),
+            None => produced.offsets().next().map(|(_, offset)| offset),
+        };
+        let beginning = broker.partition(&topic.name, p)?.offsets().0;
+        Ok((first, beginning))
+    });
+    match answer {
         Ok((first, beginning)) => PartitionProduceResponse::default()
             .with_index(index)
             .with_base_offset(first.map_or(-1, |o| o as i64))

@@ -1,13 +1,19 @@
 //! Flushing the CommitLog and group commit.
 //!
-//! Under `flush: sync` appenders do not flush themselves: they raise
-//! `FlushState::requested` and wait on `flush_done`; the
-//! `tidelog-sync-flush` thread flushes everything committed whenever a
-//! request is above `flushed`. A failed flush poisons the log: after an
-//! msync error nobody knows which bytes reached the disk.
+//! Under `flush: sync` appenders do not flush themselves: each awaits a
+//! [`FlushWait`] (`flush_wait.rs`), which raises `FlushState::requested`
+//! when it registers; the `tidelog-sync-flush` thread flushes everything
+//! committed whenever a request is above `flushed`, starting the next
+//! flush as soon as one ends if a waiter is left (group commit, no added
+//! delay), and whoever completes a flush wakes the waiters it covers. A
+//! failed flush poisons the log and wakes every waiter with the error:
+//! after an msync error nobody knows which bytes reached the disk.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
+use super::flush_wait::FlushWait;
 use super::{lock, CommitLog};
 use crate::error::{Result, StoreError};
 use crate::fault::{self, FaultPoint};
@@ -15,8 +21,8 @@ use crate::fault::{self, FaultPoint};
 #[derive(Default)]
 pub(super) struct FlushState {
     in_progress: bool,
-    /// The highest position a sync-flush waiter asked to see flushed.
-    requested: u64,
+    /// The highest position a [`FlushWait`] asked to see flushed.
+    pub(super) requested: u64,
 }
 
 /// Longest the sync flusher sleeps without a request (a safety net: every
@@ -24,41 +30,51 @@ pub(super) struct FlushState {
 const SYNC_FLUSH_IDLE_WAIT: std::time::Duration = std::time::Duration::from_millis(200);
 
 impl CommitLog {
-    /// `flush: sync`: block until everything below `target` is on disk, for
-    /// at most `timeout`. The `tidelog-sync-flush` thread
+    /// `flush: sync`: the wait for everything below `target` to be on disk,
+    /// for at most `timeout` ([`FlushWait`]: await it, or
+    /// [`FlushWait::wait`] to block). The `tidelog-sync-flush` thread
     /// ([`CommitLog::run_sync_flusher`]) does the flushing; one flush
     /// covers every waiter whose records were committed when it began
     /// (group commit). After `timeout` the answer is
     /// [`StoreError::FlushTimedOut`]: the records stay appended, and the
     /// flush, when it returns, still covers them (or poisons the log).
-    pub fn wait_flushed(&self, target: u64, timeout: std::time::Duration) -> Result<()> {
-        let deadline = std::time::Instant::now() + timeout;
+    pub fn flush_wait(self: &Arc<Self>, target: u64, timeout: Duration) -> FlushWait {
+        FlushWait::new(Arc::clone(self), target, timeout)
+    }
+
+    /// [`flush_wait`](Self::flush_wait), blocking the calling thread.
+    pub fn wait_flushed(self: &Arc<Self>, target: u64, timeout: Duration) -> Result<()> {
+        self.flush_wait(target, timeout).wait()
+    }
+
+    /// A waiter of [`FlushWait`] needs `target` flushed: raise the request
+    /// and wake the sync flusher if it is not asked for that much yet.
+    pub(super) fn request_flush(&self, target: u64) {
         let mut st = lock(&self.flush_state);
-        loop {
-            if self.flushed.load(Ordering::Acquire) >= target {
-                return Ok(());
-            }
-            self.check_poisoned()?;
-            if st.requested < target {
-                st.requested = target;
-                self.flush_wanted.notify_one();
-            }
-            let now = std::time::Instant::now();
-            if now >= deadline {
-                return Err(StoreError::FlushTimedOut {
-                    timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
-                });
-            }
-            st = self
-                .flush_done
-                .wait_timeout(st, deadline - now)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+        if st.requested < target {
+            st.requested = target;
+            self.flush_wanted.notify_one();
         }
     }
 
-    /// The `tidelog-sync-flush` thread: flush whenever a waiter of
-    /// [`CommitLog::wait_flushed`] asks for more than is flushed, until
+    /// How many [`FlushWait`]s are pending (registered and not answered).
+    pub fn flush_waiters(&self) -> usize {
+        self.waiters.len()
+    }
+
+    /// The `tidelog-flush-timer` thread: answers sync-flush waiters whose
+    /// timeout passed, also while an fsync hangs.
+    pub(crate) fn run_flush_timer(&self, stop: &AtomicBool) {
+        self.waiters.run_timer(stop);
+    }
+
+    /// The store is gone: every pending and later [`FlushWait`] answers
+    /// now (flushed, poisoned, or [`StoreError::Closed`]).
+    pub(crate) fn close_flush_waiters(&self) {
+        self.waiters.close();
+    }
+
+    /// The `tidelog-sync-flush` thread: flush whenever a [`FlushWait`] asks for more than is flushed, until
     /// `stop`. A poisoned log is not flushed again (its waiters get the
     /// poison error).
     pub(crate) fn run_sync_flusher(&self, stop: &AtomicBool) {
@@ -87,8 +103,10 @@ impl CommitLog {
 
     /// Wake the sync flusher so it sees the store stopping.
     pub(crate) fn stop_sync_flusher(&self) {
-        let _st = lock(&self.flush_state);
+        let st = lock(&self.flush_state);
         self.flush_wanted.notify_all();
+        drop(st);
+        self.waiters.stop_timer();
     }
 
     /// Block until everything below `target` is on disk, flushing in the
@@ -112,14 +130,20 @@ impl CommitLog {
             let res = self.flush_range(self.flushed.load(Ordering::Acquire), upto);
             let mut st = lock(&self.flush_state);
             st.in_progress = false;
-            match &res {
-                Ok(()) => {
-                    self.flushed.fetch_max(upto, Ordering::AcqRel);
+            let flushed = match &res {
+                Ok(()) => self.flushed.fetch_max(upto, Ordering::AcqRel).max(upto),
+                Err(e) => {
+                    self.poison(format!("flush failed: {e}"));
+                    self.flushed.load(Ordering::Acquire)
                 }
-                Err(e) => self.poison(format!("flush failed: {e}")),
-            }
+            };
             drop(st);
             self.flush_done.notify_all();
+            // After publishing: a waiter checks under the list's lock.
+            // (A failure woke them all when it poisoned the log.)
+            if res.is_ok() {
+                self.waiters.wake_flushed(flushed);
+            }
             res?;
         }
     }

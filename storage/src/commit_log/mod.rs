@@ -7,17 +7,21 @@
 //! physical offsets, writes entries into the segment, then publishes the
 //! new `committed` position.
 //!
-//! Lock order: `writer` → `segments` → `flush_state` → `poison_reason`. No
-//! lock is held while waiting for an fsync except `flush_state`'s condition
-//! variables.
+//! Lock order: `writer` → `segments` → `flush_state` → `poison_reason`, and
+//! the flush waiters' list → `poison_reason` (the list and `flush_state`
+//! are never held together). No lock is held while waiting for an fsync
+//! except `flush_state`'s condition variables.
 //!
-//! Flushing under `flush: sync`: appenders do not flush themselves. They
-//! raise `FlushState::requested` and wait, for at most
-//! `sync_flush_timeout_ms`, for `flushed` to pass their end; the
-//! `tidelog-sync-flush` thread flushes everything committed whenever a
-//! request is above `flushed` (RocketMQ's GroupCommitService). So a hung
-//! fsync holds up that thread only, and every appender gets its answer in
-//! time: [`StoreError::FlushTimedOut`] if the flush has not returned.
+//! Flushing under `flush: sync`: appenders do not flush themselves. An
+//! append returns the position it needs durable and the caller awaits a
+//! [`FlushWait`] for at most `sync_flush_timeout_ms`: a future with a
+//! `Waker` in a list, no thread per waiter. The `tidelog-sync-flush`
+//! thread flushes everything committed whenever a request is above
+//! `flushed` (RocketMQ's GroupCommitService) and wakes the waiters the
+//! flush covers; the `tidelog-flush-timer` thread wakes those whose
+//! timeout passed. So a hung fsync holds up that thread only, and every
+//! appender gets its answer in time: [`StoreError::FlushTimedOut`] if the
+//! flush has not returned.
 //!
 //! Files, one role each: `writer.rs` (validate, plan, encode and write an
 //! append; the next queue offsets), `reader.rs` (reads and the
@@ -28,6 +32,7 @@
 //! roles share (segment list, committed position, poisoning).
 
 mod flush;
+mod flush_wait;
 pub mod format;
 mod prealloc;
 mod reader;
@@ -43,6 +48,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 use event_listener::Event;
 
 use self::flush::FlushState;
+use self::flush_wait::Waiters;
+pub use self::flush_wait::{FlushWait, Unflushed};
 pub use self::format::Header;
 use self::prealloc::Preallocator;
 pub(crate) use self::reader::decode_for_recovery;
@@ -72,6 +79,8 @@ pub struct CommitLog {
     flush_done: Condvar,
     /// Wakes the sync flusher: a new request, or the store stops.
     flush_wanted: Condvar,
+    /// The pending [`FlushWait`]s.
+    waiters: Waiters,
     /// Notified after every append, for the dispatcher.
     appended: Event,
     prealloc: Preallocator,
@@ -117,6 +126,7 @@ impl CommitLog {
             flush_state: Mutex::new(FlushState::default()),
             flush_done: Condvar::new(),
             flush_wanted: Condvar::new(),
+            waiters: Waiters::default(),
             appended: Event::new(),
             prealloc: Preallocator::default(),
         });
@@ -215,6 +225,8 @@ impl CommitLog {
         tracing::error!(%reason, "commit log refuses further appends");
         *lock(&self.poison_reason) = reason;
         self.poisoned.store(true, Ordering::Release);
+        // Every flush waiter answers the poison now, not at its timeout.
+        self.waiters.wake_all();
     }
 
     fn segment_containing(&self, pos: u64) -> Option<Arc<Segment>> {
