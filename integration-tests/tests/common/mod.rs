@@ -144,7 +144,7 @@ impl TidelogProcess {
         let mut process = TidelogProcess {
             child: None,
             addr,
-            kafka_addr: kafka_addr_for(&extra_args),
+            kafka_addr: kafka_addr_for(&extra_args, addr),
             data_dir,
             log_path,
             extra_args,
@@ -164,7 +164,7 @@ impl TidelogProcess {
         let mut process = TidelogProcess {
             child: None,
             addr,
-            kafka_addr: Some(free_local_addr()),
+            kafka_addr: Some(free_local_addr_besides(addr)),
             data_dir,
             log_path,
             extra_args: vec!["--config".into(), config_path.display().to_string()],
@@ -312,11 +312,11 @@ impl TidelogProcess {
         for attempt in 1..=ATTEMPTS {
             match self.try_spawn_and_wait() {
                 Ok(()) => return,
-                Err(why) if attempt < ATTEMPTS && self.log().contains("cannot listen") => {
+                Err(why) if attempt < ATTEMPTS && self.lost_its_ports() => {
                     eprintln!("tidelog could not bind ({why}); new ports, attempt {attempt}");
                     self.addr = free_local_addr();
                     if self.kafka_addr.is_some() {
-                        self.kafka_addr = Some(free_local_addr());
+                        self.kafka_addr = Some(free_local_addr_besides(self.addr));
                     }
                 }
                 Err(why) => panic!(
@@ -325,6 +325,15 @@ impl TidelogProcess {
                 ),
             }
         }
+    }
+
+    /// The server stopped because its ports were not free after all:
+    /// another process took one between the pick and the bind, or the
+    /// kernel handed out one port twice (the config check refuses a Kafka
+    /// address equal to the HTTP one).
+    fn lost_its_ports(&self) -> bool {
+        let log = self.log();
+        log.contains("cannot listen") || log.contains("is the HTTP listen address")
     }
 
     fn spawn_and_wait(&mut self) {
@@ -417,8 +426,20 @@ pub fn run_client_script(server: &TidelogProcess, mut command: Command, closing:
 
 /// A free Kafka address, unless `extra_args` name their own
 /// `--kafka-listen`.
-fn kafka_addr_for(extra_args: &[String]) -> Option<std::net::SocketAddr> {
-    (!extra_args.iter().any(|a| a == "--kafka-listen")).then(free_local_addr)
+fn kafka_addr_for(
+    extra_args: &[String],
+    http: std::net::SocketAddr,
+) -> Option<std::net::SocketAddr> {
+    (!extra_args.iter().any(|a| a == "--kafka-listen")).then(|| free_local_addr_besides(http))
+}
+
+/// A free address other than `taken`: picked while `taken` is not bound
+/// yet, a second pick can get the same port back from the kernel.
+pub fn free_local_addr_besides(taken: std::net::SocketAddr) -> std::net::SocketAddr {
+    (0..100)
+        .map(|_| free_local_addr())
+        .find(|addr| *addr != taken)
+        .expect("the kernel hands out a port other than the one taken")
 }
 
 /// A 127.0.0.1 address nobody listens on right now. Another process could
