@@ -189,11 +189,13 @@ impl Broker {
         Ok((self.store.allocate_producer_id()?, 0))
     }
 
-    /// Whether an append waits for an fsync (`flush: sync`). Otherwise it
-    /// is a copy into the page cache, shorter than a hand-off to a blocking
+    /// Whether an append waits for an fsync (`flush: sync`), or may wait
+    /// for the dispatcher to come back within its lag bound (a slow sink
+    /// holds producers back: `Store::dispatch_lagging`). Otherwise it is a
+    /// copy into the page cache, shorter than a hand-off to a blocking
     /// thread and back (docs/BENCHMARKS.md).
     pub fn append_blocks(&self) -> bool {
-        self.store.config().flush == FlushMode::Sync
+        self.store.config().flush == FlushMode::Sync || self.store.dispatch_lagging()
     }
 
     /// The topic, created first if it is unknown and `auto_create` is set
