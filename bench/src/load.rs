@@ -40,6 +40,13 @@ pub(crate) enum Job {
         ranges: Vec<(u64, u64)>,
         batch: usize,
     },
+    /// As `Produce`, each request one of `bodies` in turn (keyed records
+    /// of a compact topic: `bench/src/compact.rs`).
+    ProduceKeyed {
+        topic: String,
+        partitions: u32,
+        bodies: Vec<Bytes>,
+    },
     /// Kafka: `frames[conn % frames.len()]`, a Produce frame per partition
     /// of `records` records.
     KafkaProduce { frames: Vec<Bytes>, records: u64 },
@@ -70,7 +77,7 @@ impl Job {
     fn ranges(&self) -> Option<&[(u64, u64)]> {
         match self {
             Job::Fetch { ranges, .. } | Job::KafkaFetch { ranges, .. } => Some(ranges),
-            Job::Produce { .. } | Job::KafkaProduce { .. } => None,
+            Job::Produce { .. } | Job::ProduceKeyed { .. } | Job::KafkaProduce { .. } => None,
         }
     }
 }
@@ -84,7 +91,9 @@ enum LoadConn {
 impl LoadConn {
     async fn connect(job: &Job, addr: SocketAddr) -> anyhow::Result<LoadConn> {
         Ok(match job {
-            Job::Produce { .. } | Job::Fetch { .. } => LoadConn::Http(Conn::connect(addr).await?),
+            Job::Produce { .. } | Job::ProduceKeyed { .. } | Job::Fetch { .. } => {
+                LoadConn::Http(Conn::connect(addr).await?)
+            }
             Job::KafkaProduce { .. } | Job::KafkaFetch { .. } => {
                 LoadConn::Kafka(KafkaConn::connect(addr).await?)
             }
@@ -126,12 +135,14 @@ impl Reply {
 }
 
 /// One request of `job` for connection `index` (`fetch_at`: fetch
-/// offset); an `Err` is a transport failure (the connection is dropped).
+/// offset; `seq`: the connection's request number); an `Err` is a
+/// transport failure (the connection is dropped).
 async fn send_one(
     conn: &mut LoadConn,
     job: &Job,
     index: usize,
     fetch_at: u64,
+    seq: u64,
 ) -> anyhow::Result<Reply> {
     let answer = match (conn, job) {
         (
@@ -144,6 +155,19 @@ async fn send_one(
         ) => {
             let partition = index as u32 % partitions;
             let path = format!("/topics/{topic}/partitions/{partition}");
+            conn.post(&path, BINARY_V2, body.clone()).await?
+        }
+        (
+            LoadConn::Http(conn),
+            Job::ProduceKeyed {
+                topic,
+                partitions,
+                bodies,
+            },
+        ) => {
+            let partition = index as u32 % partitions;
+            let path = format!("/topics/{topic}/partitions/{partition}");
+            let body = &bodies[(index as u64).wrapping_add(seq) as usize % bodies.len()];
             conn.post(&path, BINARY_V2, body.clone()).await?
         }
         (
@@ -373,7 +397,7 @@ async fn run_phase(
             let job = Arc::clone(job);
             tokio::spawn(async move {
                 let mut conn = conn;
-                let reply = send_one(&mut conn, &job, index, job.first_offset(index)).await?;
+                let reply = send_one(&mut conn, &job, index, job.first_offset(index), 0).await?;
                 if let Some(refused) = reply.refused {
                     bail!("{refused}");
                 }
@@ -489,12 +513,12 @@ async fn load_connection(
     let mut measured = Measured::default();
     let mut reconnects = 0u32;
     let mut fetch_at = job.first_offset(index);
-    for _ in 0..REQUESTS_PER_CONNECTION_MAX {
+    for seq in 1..=REQUESTS_PER_CONNECTION_MAX {
         let sent = Instant::now();
         if sent >= clock.end {
             break;
         }
-        let result = send_one(&mut conn, &job, index, fetch_at).await;
+        let result = send_one(&mut conn, &job, index, fetch_at, seq).await;
         let answered = Instant::now();
         let reply = match result {
             Ok(reply) => reply,
