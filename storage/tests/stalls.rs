@@ -246,7 +246,6 @@ fn a_slow_sink_holds_appends_back_within_the_lag_bound() {
         closed: std::sync::Mutex::new(true),
         opened: std::sync::Condvar::new(),
     });
-    let _gate = OpenOnDrop(Arc::clone(&sink));
     let store = Arc::new(
         Store::open_with_sinks(
             config_with_segments(dir.path(), 16 << 20),
@@ -254,6 +253,8 @@ fn a_slow_sink_holds_appends_back_within_the_lag_bound() {
         )
         .unwrap(),
     );
+    // Declared after the store, so dropped (the gate opened) before it.
+    let _gate = OpenOnDrop(Arc::clone(&sink));
     let value = "v".repeat(1000);
     let batch: Vec<_> = (0..100)
         .map(|_| record("t", 0, None, Some(&value)))
