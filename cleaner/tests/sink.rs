@@ -84,34 +84,6 @@ fn compact_topics_are_copied_with_their_offsets() {
     assert_eq!(log.next_offset(), 2);
 }
 
-/// A compact topic's key queries read its compacted logs, so the IndexFile
-/// does not index its records (a random write per record nobody reads);
-/// a delete topic's keyed records are indexed as before, also when a
-/// replay after a crash indexes them again.
-#[test]
-fn compact_topics_are_not_indexed_in_the_index_file() {
-    let dir = tempfile::tempdir().unwrap();
-    let (logs, store) = open(dir.path());
-    store
-        .append(&[rec("users", "k", Some("a")), rec("events", "k", Some("x"))])
-        .unwrap();
-    assert!(store.wait_dispatched(Duration::from_secs(5)));
-    let hits = |store: &Store, topic: &str| {
-        store
-            .query_by_key(topic, b"k", 0, i64::MAX, 10)
-            .unwrap()
-            .len()
-    };
-    assert_eq!(hits(&store, "users"), 0);
-    assert_eq!(hits(&store, "events"), 1);
-    assert_eq!(logs.log("users", 0).unwrap().next_offset(), 1, "copied");
-    store.close_uncleanly();
-    drop(logs);
-    let (_logs, store) = open(dir.path());
-    assert_eq!(hits(&store, "users"), 0, "nor by the replay");
-    assert_eq!(hits(&store, "events"), 1);
-}
-
 #[test]
 fn replay_after_a_crash_is_idempotent() {
     let dir = tempfile::tempdir().unwrap();

@@ -88,14 +88,6 @@ pub trait DispatchSink: Send + Sync {
     fn truncate_lost(&self, physical_end: PhysicalOffset) -> Result<PhysicalOffset> {
         self.truncate(physical_end)
     }
-
-    /// Whether this sink answers key queries of `record`'s topic itself, so
-    /// the IndexFile need not index it (a compact topic is queried by key
-    /// in its compacted logs, never in the IndexFile). Asked once per entry
-    /// (a topic's), before the IndexFile takes it.
-    fn serves_key_queries(&self, _record: &StoredRecord) -> bool {
-        false
-    }
 }
 
 /// Builds ConsumeQueue units.
@@ -227,33 +219,9 @@ impl DispatchSink for ConsumeQueueSink {
     }
 }
 
-/// Builds IndexFile entries for keyed records, except of topics another
-/// sink answers key queries of ([`DispatchSink::serves_key_queries`]).
+/// Builds IndexFile entries for keyed records.
 pub struct IndexSink {
     pub index: Arc<IndexService>,
-    /// The sinks that may answer key queries themselves (the store's extra
-    /// sinks): the compacted logs serve compact topics' key queries, so
-    /// indexing their records would cost a random write per record for
-    /// entries nobody reads.
-    pub key_owners: Vec<Arc<dyn DispatchSink>>,
-}
-
-impl IndexSink {
-    fn indexes(&self, r: &StoredRecord) -> bool {
-        !self.key_owners.iter().any(|s| s.serves_key_queries(r))
-    }
-
-    fn put(&self, r: &StoredRecord) -> Result<()> {
-        match r.key_slice() {
-            Some(key) => self.index.put(
-                r.topic(),
-                key,
-                r.physical_offset().get(),
-                r.store_timestamp_ms(),
-            ),
-            None => Ok(()),
-        }
-    }
 }
 
 impl DispatchSink for IndexSink {
@@ -262,17 +230,14 @@ impl DispatchSink for IndexSink {
     }
 
     fn dispatch(&self, r: &StoredRecord) -> Result<()> {
-        if !self.indexes(r) {
-            return Ok(());
-        }
-        self.put(r)
-    }
-
-    fn dispatch_entry(&self, records: &[StoredRecord]) -> Result<()> {
-        // An entry is one partition's, so one topic's: asked once.
-        match records.first() {
-            Some(first) if self.indexes(first) => records.iter().try_for_each(|r| self.put(r)),
-            _ => Ok(()),
+        match r.key_slice() {
+            Some(key) => self.index.put(
+                r.topic(),
+                key,
+                r.physical_offset().get(),
+                r.store_timestamp_ms(),
+            ),
+            None => Ok(()),
         }
     }
 

@@ -453,12 +453,6 @@ impl DispatchSink for CompactedSink {
         Ok(())
     }
 
-    /// A compact topic's key queries read its compacted logs
-    /// (`Broker::query_by_key`), never the IndexFile.
-    fn serves_key_queries(&self, record: &StoredRecord) -> bool {
-        self.is_compact(record)
-    }
-
     fn end_batch(&self) -> tidelog_storage::Result<()> {
         *self.last_topic.lock().unwrap_or_else(|e| e.into_inner()) = None;
         let mut touched = self.touched.lock().unwrap_or_else(|e| e.into_inner());
