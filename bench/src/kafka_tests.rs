@@ -47,6 +47,9 @@ fn args() -> BenchArgs {
         topic: None,
         data_dir: None,
         server_config: None,
+        policy: crate::Policy::Delete,
+        keys: 1,
+        compare_delete: false,
     }
 }
 
