@@ -14,7 +14,7 @@
 #   http-1        the same at 1 record per request (async beside sync-1)
 #   sync-1        --flush sync, 1 record per request      (syncflush's flag)
 #   sync-100      --flush sync, 100 records per request   (syncflush's flag)
-#   compact       --policy compact --keys N               (compactcopy's flag)
+#   compact       --compare-delete --keys N: delete and compact topics in one run
 #   http-1k       100 records x 1 KiB
 #   http-16k      10 records x 16 KiB
 #   http-p1       1 partition
@@ -157,7 +157,7 @@ bench http-10 300 --batch 10
 bench http-1 300 --batch 1
 bench sync-1 300 --flush sync --batch 1
 bench sync-100 300 --flush sync
-bench compact 400 --policy compact --keys 100000
+bench compact 400 --compare-delete --keys 100000
 bench http-1k 300 --record-bytes 1024
 bench http-16k 300 --record-bytes 16384 --batch 10
 bench http-p1 300 --partitions 1

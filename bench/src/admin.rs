@@ -24,7 +24,22 @@ pub(crate) async fn ensure_topic(
     topic: &str,
     partitions: u32,
 ) -> anyhow::Result<u32> {
-    let body = serde_json::json!({"topic_name": topic, "partitions_count": partitions});
+    ensure_topic_with_policy(conn, cluster, topic, partitions, "delete").await
+}
+
+/// [`ensure_topic`] with `cleanup.policy` set to `policy` on creation.
+pub(crate) async fn ensure_topic_with_policy(
+    conn: &mut Conn,
+    cluster: &str,
+    topic: &str,
+    partitions: u32,
+    policy: &str,
+) -> anyhow::Result<u32> {
+    let mut body = serde_json::json!({"topic_name": topic, "partitions_count": partitions});
+    if policy != "delete" {
+        // The default is not sent: a delete topic is created as it was.
+        body["configs"] = serde_json::json!([{"name": "cleanup.policy", "value": policy}]);
+    }
     let path = format!("/v3/clusters/{cluster}/topics");
     let answer = conn
         .post(&path, "application/json", Bytes::from(body.to_string()))

@@ -33,6 +33,34 @@ pub(crate) fn produce_body(batch: usize, record_bytes: usize) -> anyhow::Result<
         .context("encoding the produce body")
 }
 
+/// `bodies` binary-embedded produce bodies of `batch` records each, keyed
+/// `k<n>` with n running on from body to body through `keys` distinct
+/// keys (a compact topic refuses keyless records).
+pub(crate) fn keyed_produce_bodies(
+    bodies: usize,
+    batch: usize,
+    record_bytes: usize,
+    keys: u64,
+) -> anyhow::Result<Vec<Vec<u8>>> {
+    let mut n = 0u64;
+    (0..bodies)
+        .map(|_| {
+            let records: Vec<serde_json::Value> = (0..batch)
+                .map(|_| {
+                    let key = format!("k{}", n % keys.max(1));
+                    n += 1;
+                    serde_json::json!({
+                        "key": BASE64.encode(key),
+                        "value": BASE64.encode(record_value(record_bytes, n)),
+                    })
+                })
+                .collect();
+            serde_json::to_vec(&serde_json::json!({ "records": records }))
+                .context("encoding a keyed produce body")
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -51,5 +79,23 @@ mod tests {
             assert!(r.key.is_none());
         }
         assert_ne!(records[0].value, records[1].value);
+    }
+
+    #[test]
+    fn keyed_bodies_cycle_through_the_keys() {
+        let bodies = keyed_produce_bodies(3, 2, 10, 5).unwrap();
+        let keys: Vec<_> = bodies
+            .iter()
+            .flat_map(|b| {
+                tidelog_api::records::decode_produce(
+                    tidelog_api::records::EmbeddedFormat::Binary,
+                    b,
+                )
+                .unwrap()
+            })
+            .map(|r| r.key.unwrap())
+            .collect();
+        let want: Vec<&[u8]> = vec![b"k0", b"k1", b"k2", b"k3", b"k4", b"k0"];
+        assert_eq!(keys, want);
     }
 }

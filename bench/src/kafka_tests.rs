@@ -51,6 +51,9 @@ fn args() -> BenchArgs {
         recovery_mib: None,
         suite_table: None,
         flush: None,
+        policy: crate::Policy::Delete,
+        keys: 1,
+        compare_delete: false,
     }
 }
 

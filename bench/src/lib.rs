@@ -56,7 +56,9 @@
 //! `admin` (cluster, topic and offset lookups), `load` (the produce and
 //! fetch phases), `visibility`, `body` (request bodies), `report` (the
 //! table and goals), with `client` (one bare hyper HTTP/1.1 connection),
-//! `ceiling`, `cpu` and `histogram` beneath them; `kafka_run`,
+//! `ceiling`, `cpu` and `histogram` beneath them; `compact` (keyed
+//! produce to compact topics, the dispatch-lag sampler, `--compare-delete`);
+//! `kafka_run`,
 //! `kafka_client` and `kafka_ceiling` for the Kafka protocol. The `tidelog` binary
 //! calls [`run`] from its `bench` subcommand.
 
@@ -64,6 +66,7 @@ mod admin;
 mod body;
 mod ceiling;
 mod client;
+mod compact;
 mod cpu;
 mod histogram;
 mod kafka_ceiling;
@@ -166,6 +169,20 @@ pub struct BenchArgs {
     /// or CONFIG.md's default, async). Ignored with --url.
     #[arg(long, value_enum)]
     pub flush: Option<Flush>,
+    /// HTTP: `cleanup.policy` of the bench topics. `compact` keys the
+    /// records (from `--keys` distinct keys) and adds the dispatch lag,
+    /// sampled from the server's stats during produce, to the report.
+    #[arg(long, value_enum, default_value_t = Policy::Delete)]
+    pub policy: Policy,
+    /// Distinct keys of the records produced to a compact topic.
+    #[arg(long, default_value_t = 100_000)]
+    pub keys: u64,
+    /// HTTP: produce to a delete topic and to a compact topic (keyed as
+    /// with `--policy compact`) in alternating slices of one run, beside
+    /// the ceiling, then the visibility of both; reports compact / delete,
+    /// the dispatch lag and the goals of issue 17 §2. No fetch phase.
+    #[arg(long)]
+    pub compare_delete: bool,
 }
 
 /// `--flush`: the started server's flush mode.
@@ -173,6 +190,13 @@ pub struct BenchArgs {
 pub enum Flush {
     Sync,
     Async,
+}
+
+/// The `cleanup.policy` of the bench topics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Policy {
+    Delete,
+    Compact,
 }
 
 /// The protocol `tidelog bench` loads tidelog with.

@@ -44,6 +44,13 @@ pub(crate) enum Job {
         ranges: Vec<(u64, u64)>,
         batch: usize,
     },
+    /// As `Produce`, each request one of `bodies` in turn (keyed records
+    /// of a compact topic: `bench/src/compact.rs`).
+    ProduceKeyed {
+        topic: String,
+        partitions: u32,
+        bodies: Vec<Bytes>,
+    },
     /// Kafka: `frames[p]`, a Produce frame per partition of `records`
     /// records.
     KafkaProduce { frames: Vec<Bytes>, records: u64 },
@@ -72,7 +79,9 @@ impl Job {
     /// How many partitions the job spreads over.
     fn partitions(&self) -> usize {
         let n = match self {
-            Job::Produce { partitions, .. } => *partitions as usize,
+            Job::Produce { partitions, .. } | Job::ProduceKeyed { partitions, .. } => {
+                *partitions as usize
+            }
             Job::Fetch { ranges, .. } | Job::KafkaFetch { ranges, .. } => ranges.len(),
             Job::KafkaProduce { frames, .. } => frames.len(),
         };
@@ -96,7 +105,7 @@ impl Job {
     fn ranges(&self) -> Option<&[(u64, u64)]> {
         match self {
             Job::Fetch { ranges, .. } | Job::KafkaFetch { ranges, .. } => Some(ranges),
-            Job::Produce { .. } | Job::KafkaProduce { .. } => None,
+            Job::Produce { .. } | Job::ProduceKeyed { .. } | Job::KafkaProduce { .. } => None,
         }
     }
 }
@@ -110,7 +119,9 @@ enum LoadConn {
 impl LoadConn {
     async fn connect(job: &Job, addr: SocketAddr) -> anyhow::Result<LoadConn> {
         Ok(match job {
-            Job::Produce { .. } | Job::Fetch { .. } => LoadConn::Http(Conn::connect(addr).await?),
+            Job::Produce { .. } | Job::ProduceKeyed { .. } | Job::Fetch { .. } => {
+                LoadConn::Http(Conn::connect(addr).await?)
+            }
             Job::KafkaProduce { .. } | Job::KafkaFetch { .. } => {
                 LoadConn::Kafka(KafkaConn::connect(addr).await?)
             }
@@ -151,17 +162,24 @@ impl Reply {
     }
 }
 
-/// One request of `job` to `partition` (`fetch_at`: fetch offset); an
+/// One request of `job` to `partition` (`fetch_at`: fetch offset;
+/// `seq`: the connection's request number, which picks a keyed body); an
 /// `Err` is a transport failure (the connection is dropped).
 async fn send_one(
     conn: &mut LoadConn,
     job: &Job,
     partition: usize,
     fetch_at: u64,
+    seq: u64,
 ) -> anyhow::Result<Reply> {
     let answer = match (conn, job) {
         (LoadConn::Http(conn), Job::Produce { topic, body, .. }) => {
             let path = format!("/topics/{topic}/partitions/{partition}");
+            conn.post(&path, BINARY_V2, body.clone()).await?
+        }
+        (LoadConn::Http(conn), Job::ProduceKeyed { topic, bodies, .. }) => {
+            let path = format!("/topics/{topic}/partitions/{partition}");
+            let body = &bodies[(partition as u64).wrapping_add(seq) as usize % bodies.len()];
             conn.post(&path, BINARY_V2, body.clone()).await?
         }
         (LoadConn::Http(conn), Job::Fetch { topic, batch, .. }) => {
@@ -383,7 +401,7 @@ async fn run_phase(
                 let mut conn = conn;
                 let partition = partition_of(index, 0, connections, job.partitions());
                 let fetch_at = job.first_offset(index, partition);
-                let reply = send_one(&mut conn, &job, partition, fetch_at).await?;
+                let reply = send_one(&mut conn, &job, partition, fetch_at, 0).await?;
                 if let Some(refused) = reply.refused {
                     bail!("{refused}");
                 }
@@ -514,7 +532,7 @@ async fn load_connection(
         }
         let partition = partition_of(index, request, connections, partitions);
         let at = fetch_at.get(partition).copied().unwrap_or(0);
-        let result = send_one(&mut conn, &job, partition, at).await;
+        let result = send_one(&mut conn, &job, partition, at, request).await;
         let answered = Instant::now();
         let reply = match result {
             Ok(reply) => reply,

@@ -58,9 +58,14 @@ pub(crate) fn report(
         );
     }
     println!();
+    visibility_lines("visibility", vis);
+}
+
+/// The visibility lines of a report, labelled `label`, with the goal.
+pub(crate) fn visibility_lines(label: &str, vis: &Visibility) {
     let p99 = vis.after_ack.quantile(0.99);
     println!(
-        "visibility: p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms after the produce ack (p50 {:.3} ms, p99 {:.3} ms after the produce was sent); {} samples, {} answered before the ack, {} missed",
+        "{label}: p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms after the produce ack (p50 {:.3} ms, p99 {:.3} ms after the produce was sent); {} samples, {} answered before the ack, {} missed",
         ms(vis.after_ack.quantile(0.5)),
         ms(p99),
         ms(vis.after_ack.quantile(1.0)),
@@ -71,11 +76,11 @@ pub(crate) fn report(
         vis.missed
     );
     if let Some(e) = &vis.first_error {
-        println!("visibility: first failure: {e}");
+        println!("{label}: first failure: {e}");
     }
     let met = vis.after_ack.count() > 0 && vis.missed == 0 && p99 <= VISIBILITY_P99_GOAL;
     println!(
-        "goal visibility: p99 {:.3} ms (goal <= {} ms): {}",
+        "goal {label}: p99 {:.3} ms (goal <= {} ms): {}",
         ms(p99),
         VISIBILITY_P99_GOAL.as_millis(),
         verdict(met)

@@ -8,10 +8,11 @@ use std::time::Duration;
 use anyhow::{ensure, Context as _};
 use bytes::Bytes;
 
-use crate::admin::{cluster_id, ensure_topic, partition_offsets};
+use crate::admin::{cluster_id, ensure_topic_with_policy, partition_offsets};
 use crate::body::produce_body;
 use crate::ceiling;
 use crate::client::{self, Conn};
+use crate::compact::{self, LagSampler};
 use crate::cpu::CpuSource;
 use crate::load::{alternate, Job, Target};
 use crate::machine::ServerFigures;
@@ -19,7 +20,7 @@ use crate::report::report;
 use crate::results::{PhaseFigures, RunResults, VisibilityFigures};
 use crate::target::{parse_local_url, ChildServer};
 use crate::visibility::visibility;
-use crate::{kafka_ceiling, kafka_run, recovery, BenchArgs, Protocol};
+use crate::{kafka_ceiling, kafka_run, recovery, BenchArgs, Policy, Protocol};
 
 /// Threads of the load generator's runtime (their CPU time is reported).
 pub(crate) const CLIENT_THREAD_NAME: &str = "tidelog-bench";
@@ -111,6 +112,11 @@ fn check_args(args: &BenchArgs) -> anyhow::Result<()> {
         [1, -1].contains(&args.acks),
         "--acks must be 1 or -1 (acks 0 gets no answer to count)"
     );
+    ensure!(
+        args.protocol == Protocol::Http || (args.policy == Policy::Delete && !args.compare_delete),
+        "--policy compact and --compare-delete are HTTP only"
+    );
+    ensure!(args.keys >= 1, "--keys must be at least 1");
     if let Some(addr) = args.kafka_addr {
         ensure!(
             addr.ip().is_loopback(),
@@ -216,7 +222,11 @@ async fn measure_load(
         Protocol::Http => {
             println!("ceiling: http://{ceiling_addr} (bare axum endpoint in this process: parse + base64-decode, store nothing)");
             let ceiling = (ceiling_addr, CpuSource::Threads(ceiling::THREAD_NAME));
-            measure_all(args, topic, tidelog, ceiling).await
+            if args.compare_delete {
+                compact::measure_compare(args, topic, tidelog, ceiling).await
+            } else {
+                measure_all(args, topic, tidelog, ceiling).await
+            }
         }
         Protocol::Kafka => {
             // check_args made sure --url comes with --kafka-addr.
@@ -236,19 +246,35 @@ async fn measure_all(
 ) -> anyhow::Result<RunResults> {
     let mut admin = Conn::connect(tidelog.0).await?;
     let cluster = cluster_id(&mut admin).await?;
-    let partitions = ensure_topic(&mut admin, &cluster, topic, args.partitions).await?;
+    let compact = args.policy == Policy::Compact;
+    let policy = if compact { "compact" } else { "delete" };
+    let partitions =
+        ensure_topic_with_policy(&mut admin, &cluster, topic, args.partitions, policy).await?;
     let visibility_topic = format!("{topic}-visibility");
-    ensure_topic(&mut admin, &cluster, &visibility_topic, 1).await?;
-    println!("topic: {topic} ({partitions} partitions), visibility topic: {visibility_topic}");
+    ensure_topic_with_policy(&mut admin, &cluster, &visibility_topic, 1, policy).await?;
+    println!(
+        "topic: {topic} ({partitions} partitions, {policy}), visibility topic: {visibility_topic}"
+    );
 
-    let produce_body = Bytes::from(produce_body(args.batch, args.record_bytes)?);
-    let produce = Arc::new(Job::Produce {
-        topic: topic.to_string(),
-        partitions,
-        body: produce_body,
+    let produce = Arc::new(if compact {
+        compact::keyed_job(topic, partitions, args)?
+    } else {
+        Job::Produce {
+            topic: topic.to_string(),
+            partitions,
+            body: Bytes::from(produce_body(args.batch, args.record_bytes)?),
+        }
     });
-    let (tidelog_produce, ceiling_produce) =
-        alternate("produce", tidelog, ceiling, &produce, args).await?;
+    let sampler = match compact {
+        true => Some(LagSampler::start(tidelog.0, &cluster).await?),
+        false => None,
+    };
+    let produced = alternate("produce", tidelog, ceiling, &produce, args).await;
+    let lag = match sampler {
+        Some(sampler) => Some(sampler.stop().await?),
+        None => None,
+    };
+    let (tidelog_produce, ceiling_produce) = produced?;
 
     let mut ranges = Vec::with_capacity(partitions as usize);
     for p in 0..partitions {
@@ -261,7 +287,7 @@ async fn measure_all(
     });
     let (tidelog_fetch, ceiling_fetch) = alternate("fetch", tidelog, ceiling, &fetch, args).await?;
 
-    let visibility = visibility(tidelog.0, &visibility_topic, args).await?;
+    let visibility = visibility(tidelog.0, &visibility_topic, compact, args).await?;
 
     report(
         args,
@@ -279,6 +305,10 @@ async fn measure_all(
         PhaseFigures::of("fetch", "ceiling", &ceiling_fetch),
     ];
     results.visibility = Some(VisibilityFigures::of(&visibility));
+    if let Some(lag) = &lag {
+        compact::lag_line(lag);
+        lag.record_in(&mut results);
+    }
     Ok(results)
 }
 

@@ -10,7 +10,7 @@ use hyper::StatusCode;
 use tidelog_api::records::BINARY_V2;
 
 use crate::admin::partition_offsets;
-use crate::body::produce_body;
+use crate::body::{keyed_produce_bodies, produce_body};
 use crate::client::{count_occurrences, Conn};
 use crate::histogram::Histogram;
 use crate::BenchArgs;
@@ -34,15 +34,21 @@ pub(crate) struct Visibility {
     pub(crate) first_error: Option<String>,
 }
 
+/// `keyed`: the record has a key (a compact topic refuses keyless ones).
 pub(crate) async fn visibility(
     addr: SocketAddr,
     topic: &str,
+    keyed: bool,
     args: &BenchArgs,
 ) -> anyhow::Result<Visibility> {
     let mut producer = Conn::connect(addr).await?;
     let mut fetcher = Some(Conn::connect(addr).await?);
     let (_, mut end) = partition_offsets(&mut producer, topic, 0).await?;
-    let body = Bytes::from(produce_body(1, args.record_bytes)?);
+    let body = Bytes::from(if keyed {
+        keyed_produce_bodies(1, 1, args.record_bytes, 1)?.concat()
+    } else {
+        produce_body(1, args.record_bytes)?
+    });
     let produce_path = format!("/topics/{topic}/partitions/0");
     let warmup = (args.visibility_samples / 10).max(1);
     let mut result = Visibility {

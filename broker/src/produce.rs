@@ -210,15 +210,25 @@ impl Broker {
         Ok((self.store.allocate_producer_id()?, 0))
     }
 
-    /// Whether the blocking appends ([`produce`](Self::produce),
-    /// [`produce_to`](Self::produce_to), the consumer offsets' writes)
-    /// wait for an fsync (`flush: sync`). Otherwise an append is a copy
-    /// into the page cache, shorter than a hand-off to a blocking thread
-    /// and back (docs/BENCHMARKS.md). A front-end's produce to a known
+    /// Whether an append waits for an fsync (`flush: sync`), or may wait
+    /// for the dispatcher to come back within its lag bound (a slow sink
+    /// holds producers back: `Store::dispatch_lagging`). Otherwise it is a
+    /// copy into the page cache, shorter than a hand-off to a blocking
+    /// thread and back (docs/BENCHMARKS.md). A front-end's produce to a known
     /// topic awaits [`produce_to_unflushed`](Self::produce_to_unflushed)
     /// instead in both modes.
     pub fn append_blocks(&self) -> bool {
-        self.store.config().flush == FlushMode::Sync
+        self.store.config().flush == FlushMode::Sync || self.dispatch_lagging()
+    }
+
+    /// Whether an append may now wait for the dispatcher to come back
+    /// within its lag bound (a slow sink holds producers back:
+    /// `Store::dispatch_lagging`). A front-end that appends inline
+    /// ([`produce_to_unflushed`](Self::produce_to_unflushed)) runs the
+    /// append on a blocking thread instead while this is true, so the wait
+    /// never holds an async worker.
+    pub fn dispatch_lagging(&self) -> bool {
+        self.store.dispatch_lagging()
     }
 
     /// The topic, created first if it is unknown and `auto_create` is set

@@ -1,5 +1,5 @@
-//! Fault injection seam for the cleaner's segment swap (the house style of
-//! `tidelog_storage::fault`).
+//! Fault injection seam for the cleaner's segment swap and the compacted
+//! logs' copy writes (the house style of `tidelog_storage::fault`).
 //!
 //! Tests start the cleaner with a [`Faults`] plan
 //! (`LogCleaner::new_with_faults`, or the broker's `open_with_faults`) to
@@ -39,7 +39,17 @@ pub enum FaultPoint {
     RenameToLog,
     /// fsync of the directory after that rename (the swap is done).
     SyncDirAfterLog,
+    /// The dispatcher's copy: one batch write into a compacted log's active
+    /// segment. A failure here is torn: the first half of the batch's bytes
+    /// reach the file, unpublished, as a crash in the middle of the write
+    /// leaves them (`CompactedLogs::open_with_faults`). Not a swap step, so
+    /// not in [`FaultPoint::ALL`].
+    WriteCopies,
 }
+
+/// How many points there are (the swap's and [`FaultPoint::WriteCopies`]).
+#[cfg(feature = "failpoints")]
+const POINTS: usize = FaultPoint::ALL.len() + 1;
 
 impl FaultPoint {
     /// Every point, in swap order.
@@ -64,8 +74,8 @@ impl FaultPoint {
 #[cfg(feature = "failpoints")]
 #[derive(Debug)]
 pub struct Faults {
-    successes_left: [AtomicU64; FaultPoint::ALL.len()],
-    panics: [AtomicBool; FaultPoint::ALL.len()],
+    successes_left: [AtomicU64; POINTS],
+    panics: [AtomicBool; POINTS],
 }
 
 #[cfg(feature = "failpoints")]

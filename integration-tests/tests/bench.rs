@@ -226,6 +226,45 @@ fn bench_recovery_fills_kills_and_times_a_cold_restart() {
     }
 }
 
+/// `--compare-delete`: a delete and a compact topic (keyed records) both
+/// take produce, beside the ceiling; the ratio, the dispatch-lag line (its
+/// samples read from the server's stats) and both topics' visibility are
+/// printed. Counts only.
+#[test]
+fn bench_compare_delete_produces_to_both_policies_and_reports_the_lag() {
+    let dir = tempfile::tempdir().unwrap();
+    let stdout = run_bench(
+        dir.path(),
+        &[
+            "--compare-delete",
+            "--keys",
+            "50",
+            "--visibility-samples",
+            "10",
+        ],
+    );
+    for target in ["delete", "compact", "ceiling"] {
+        let rate = records_per_s(&stdout, "produce", target);
+        assert!(rate > 0.0, "produce {target}: {rate} records/s\n{stdout}");
+    }
+    for goal in [
+        "goal compact produce: compact / delete = ",
+        "goal dispatch lag: max ",
+        "goal visibility delete: p99 ",
+        "goal visibility compact: p99 ",
+    ] {
+        assert!(
+            stdout.lines().any(|l| l.starts_with(goal)),
+            "no {goal:?} in\n{stdout}"
+        );
+    }
+    let compact = stdout
+        .lines()
+        .find(|l| l.starts_with("visibility compact: p50 "))
+        .unwrap_or_else(|| panic!("no compact visibility line in\n{stdout}"));
+    assert!(compact.contains(" 0 missed"), "{compact}");
+}
+
 #[test]
 fn bench_refuses_hosts_other_than_localhost() {
     let out = run_tidelog(&["bench", "--url", "http://192.0.2.1:8080"]);

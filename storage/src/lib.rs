@@ -32,7 +32,7 @@ pub mod types;
 pub use commit_log::{AppendRecord, Appended, FlushWait, Header, StoredRecord, Unflushed};
 pub use config::{FlushMode, RecoveryMode, StoreConfig};
 pub use consume_queue::DeletedRecords;
-pub use dispatch::DispatchSink;
+pub use dispatch::{DispatchSink, DISPATCH_LAG_MAX_BYTES};
 pub use error::{CorruptionKind, RecordProblem, Result, StoreError};
 pub use event_listener::{EventListener, Listener};
 pub use producer_state::{BatchMeta, ProducerBatch, SequenceProblem};

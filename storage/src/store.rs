@@ -29,7 +29,9 @@ use crate::commit_log::{
 };
 use crate::config::{FlushMode, StoreConfig};
 use crate::consume_queue::{ConsumeQueues, DeletedRecords};
-use crate::dispatch::{keep_going, ConsumeQueueSink, DispatchSink, Dispatcher, IndexSink};
+use crate::dispatch::{
+    keep_going, ConsumeQueueSink, DispatchSink, Dispatcher, IndexSink, DISPATCH_LAG_MAX_BYTES,
+};
 use crate::error::{CorruptionKind, IoContext, QueuePosition, Result, StoreError};
 use crate::fault::FaultHandle;
 use crate::fs_util;
@@ -89,6 +91,9 @@ pub struct StoreStats {
     pub dispatch_stalled: bool,
     /// How many times dispatch became stalled.
     pub dispatch_stalls: u64,
+    /// Appends that waited because dispatch was more than
+    /// [`DISPATCH_LAG_MAX_BYTES`] behind (back-pressure of a slow sink).
+    pub dispatch_lag_waits: u64,
     pub index_files: usize,
     pub partitions: usize,
     /// ConsumeQueue files of every partition.
@@ -595,6 +600,9 @@ impl Store {
         if let Some(stalled) = self.inner.dispatcher.stall() {
             return Err(stalled);
         }
+        self.inner
+            .dispatcher
+            .wait_lag_within(DISPATCH_LAG_MAX_BYTES, &self.closed)?;
         let (answer, end) = match self.inner.log.append_as(batch, max_payload, producer)? {
             LogAppend::Written { appended, end } => (ProducerAppend::Written(appended), end),
             LogAppend::Duplicate { batch, end } => (ProducerAppend::Duplicate(batch), end),
@@ -625,6 +633,14 @@ impl Store {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .issued(producer_id)
+    }
+
+    /// Whether the dispatcher is more than half of
+    /// [`DISPATCH_LAG_MAX_BYTES`] behind: an append may soon wait for it
+    /// (a front-end runs appends where a wait costs no async worker).
+    pub fn dispatch_lagging(&self) -> bool {
+        let committed = self.inner.log.committed();
+        committed.saturating_sub(self.inner.dispatcher.dispatched()) > DISPATCH_LAG_MAX_BYTES / 2
     }
 
     /// `Some` while dispatch is stalled: the error appends are refused with
@@ -919,6 +935,7 @@ impl Store {
             dispatch_errors: self.inner.dispatcher.error_count(),
             dispatch_stalled: self.inner.dispatcher.stall().is_some(),
             dispatch_stalls: self.inner.dispatcher.stall_count(),
+            dispatch_lag_waits: self.inner.dispatcher.lag_wait_count(),
             index_files: self.inner.index.file_count(),
             partitions: queues.len(),
             consume_queue_files: queues.iter().map(|q| q.file_count()).sum(),

@@ -281,3 +281,110 @@ fn an_awaited_append_times_out_while_the_fsync_hangs() {
     }
     faults.heal(FaultPoint::CommitLogFlush);
 }
+
+/// A sink that is slow, not failing: it holds the dispatcher in `dispatch`
+/// while its gate is closed.
+struct GatedSink {
+    closed: std::sync::Mutex<bool>,
+    opened: std::sync::Condvar,
+}
+
+impl GatedSink {
+    fn open_gate(&self) {
+        *self.closed.lock().unwrap_or_else(|e| e.into_inner()) = false;
+        self.opened.notify_all();
+    }
+}
+
+/// Opens the gate when the test ends, also by a failed assertion, so the
+/// store's shutdown does not wait for the dispatcher forever.
+struct OpenOnDrop(Arc<GatedSink>);
+
+impl Drop for OpenOnDrop {
+    fn drop(&mut self) {
+        self.0.open_gate();
+    }
+}
+
+impl tidelog_storage::DispatchSink for GatedSink {
+    fn name(&self) -> &str {
+        "gated"
+    }
+    fn dispatch(&self, _: &tidelog_storage::StoredRecord) -> tidelog_storage::Result<()> {
+        let mut closed = self.closed.lock().unwrap();
+        while *closed {
+            closed = self.opened.wait(closed).unwrap();
+        }
+        Ok(())
+    }
+    fn flush(&self) -> tidelog_storage::Result<()> {
+        Ok(())
+    }
+}
+
+/// A sink slower than produce holds producers back: once the dispatcher is
+/// `DISPATCH_LAG_MAX_BYTES` behind, appends wait for it (counted), so the
+/// lag stays within the bound plus the one batch that passed the check,
+/// instead of growing with everything produced. Counted, not timed: the
+/// producer offers more than the bound while the sink is held, and must be
+/// found waiting with the lag within it.}
+
+#[test]
+fn a_slow_sink_holds_appends_back_within_the_lag_bound() {
+    use tidelog_storage::DISPATCH_LAG_MAX_BYTES;
+    let dir = tempfile::tempdir().unwrap();
+    let sink = Arc::new(GatedSink {
+        closed: std::sync::Mutex::new(true),
+        opened: std::sync::Condvar::new(),
+    });
+    let store = Arc::new(
+        Store::open_with_sinks(
+            config_with_segments(dir.path(), 16 << 20),
+            vec![sink.clone() as Arc<dyn tidelog_storage::DispatchSink>],
+        )
+        .unwrap(),
+    );
+    // Declared after the store, so dropped (the gate opened) before it.
+    let _gate = OpenOnDrop(Arc::clone(&sink));
+    let value = "v".repeat(1000);
+    let batch: Vec<_> = (0..100)
+        .map(|_| record("t", 0, None, Some(&value)))
+        .collect();
+    let batch_bytes = {
+        let a = store.append(&batch).unwrap();
+        a.iter().map(|r| u64::from(r.size)).sum::<u64>() + 1024
+    };
+    // Offer more than the bound while the sink is held.
+    let batches = DISPATCH_LAG_MAX_BYTES / batch_bytes + 8;
+    let (done_tx, done_rx) = mpsc::channel();
+    let producer = {
+        let store = Arc::clone(&store);
+        std::thread::spawn(move || {
+            for _ in 0..batches {
+                store.append(&batch).unwrap();
+            }
+            let _ = done_tx.send(());
+        })
+    };
+    wait_for("a held-back append", || {
+        assert!(
+            done_rx.try_recv().is_err(),
+            "every append was taken while the sink was held: the lag is {} bytes",
+            store.stats().dispatch_lag_bytes
+        );
+        store.stats().dispatch_lag_waits > 0
+    });
+    let stats = store.stats();
+    assert!(
+        stats.dispatch_lag_bytes <= DISPATCH_LAG_MAX_BYTES + batch_bytes,
+        "lag {} over the bound {DISPATCH_LAG_MAX_BYTES} + one batch",
+        stats.dispatch_lag_bytes
+    );
+    // Let the sink go: the producer finishes, and everything is dispatched.
+    sink.open_gate();
+    producer.join().unwrap();
+    assert!(store.wait_dispatched(DEADLINE));
+    let (_, end) = store.offsets("t", 0);
+    assert_eq!(end, 100 * (batches + 1));
+    assert_eq!(store.stats().dispatch_lag_bytes, 0);
+}

@@ -101,12 +101,24 @@ async fn produce_inner(
     // then awaits the group commit's fsync (`Unflushed::durable`), which
     // holds no thread. An unknown topic may be auto-created (the registry
     // is written and synced): that must not hold a worker.
+    // While the dispatcher lags, an append may wait for it (the lag
+    // bound): then on a blocking thread too.
     let produced = match ready.registry.get(&topic) {
-        Some(known) => ready
+        Some(known) if !ready.dispatch_lagging() => ready
             .produce_to_unflushed(&known, path_partition, produced, None)?
             .durable()
             .await
             .map_err(BrokerError::from)?,
+        Some(known) => {
+            let ready = Arc::clone(&ready);
+            blocking(move || {
+                Ok(ready.produce_to_unflushed(&known, path_partition, produced, None)?)
+            })
+            .await?
+            .durable()
+            .await
+            .map_err(BrokerError::from)?
+        }
         None => {
             let ready = Arc::clone(&ready);
             blocking(move || Ok(ready.produce(&topic, path_partition, produced)?)).await?

@@ -211,10 +211,24 @@ pub fn encoded_len(f: &Fields<'_>) -> usize {
 
 /// Encode into a new buffer.
 pub fn encode(f: &Fields<'_>) -> Vec<u8> {
+    let mut b = Vec::with_capacity(encoded_len(f));
+    encode_into(f, &mut b);
+    b
+}
+
+/// Encode at the end of `out` (which grows by [`encoded_len`]): the copy
+/// path encodes a batch of records into one buffer this way, with no
+/// allocation per record, and writes it with one positioned write.
+pub fn encode_into(f: &Fields<'_>, out: &mut Vec<u8>) {
     let key = f.key.unwrap_or_default();
     let value = f.value.unwrap_or_default();
     let len = encoded_len(f);
-    let mut b = vec![0u8; len];
+    let start = out.len();
+    out.resize(start + HEADER_LEN, 0);
+    out.extend_from_slice(key);
+    out.extend_from_slice(value);
+    out.extend_from_slice(f.headers_block);
+    let b = &mut out[start..];
     let mut flags = 0;
     if f.key.is_some() {
         flags |= FLAG_HAS_KEY;
@@ -222,27 +236,21 @@ pub fn encode(f: &Fields<'_>) -> Vec<u8> {
     if f.value.is_some() {
         flags |= FLAG_HAS_VALUE;
     }
-    put_u32(&mut b, OFF_TOTAL_LEN, len as u32);
-    put_u16(&mut b, OFF_MAGIC, MAGIC);
+    put_u32(b, OFF_TOTAL_LEN, len as u32);
+    put_u16(b, OFF_MAGIC, MAGIC);
     b[OFF_VERSION] = VERSION;
     b[OFF_FLAGS] = flags;
-    put_u64(&mut b, OFF_OFFSET, f.offset.get());
-    put_i64(&mut b, OFF_TS, f.timestamp_ms);
-    put_i64(&mut b, OFF_STORE_TS, f.store_timestamp_ms);
-    put_i64(&mut b, OFF_HORIZON, f.delete_horizon_ms);
-    put_u64(&mut b, OFF_PHYSICAL, f.physical_offset.get());
-    put_u32(&mut b, OFF_KEY_LEN, key.len() as u32);
-    put_u32(&mut b, OFF_VALUE_LEN, value.len() as u32);
-    put_u16(&mut b, OFF_HEADER_COUNT, f.header_count as u16);
-    put_u32(&mut b, OFF_HEADERS_LEN, f.headers_block.len() as u32);
-    let mut at = HEADER_LEN;
-    for part in [key, value, f.headers_block] {
-        b[at..at + part.len()].copy_from_slice(part);
-        at += part.len();
-    }
+    put_u64(b, OFF_OFFSET, f.offset.get());
+    put_i64(b, OFF_TS, f.timestamp_ms);
+    put_i64(b, OFF_STORE_TS, f.store_timestamp_ms);
+    put_i64(b, OFF_HORIZON, f.delete_horizon_ms);
+    put_u64(b, OFF_PHYSICAL, f.physical_offset.get());
+    put_u32(b, OFF_KEY_LEN, key.len() as u32);
+    put_u32(b, OFF_VALUE_LEN, value.len() as u32);
+    put_u16(b, OFF_HEADER_COUNT, f.header_count as u16);
+    put_u32(b, OFF_HEADERS_LEN, f.headers_block.len() as u32);
     let crc = crc32c::crc32c(&b[CRC_START..]);
-    put_u32(&mut b, OFF_CRC, crc);
-    b
+    put_u32(b, OFF_CRC, crc);
 }
 
 /// Encode `f` into a record, without decoding it back: the ranges are

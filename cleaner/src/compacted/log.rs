@@ -8,7 +8,11 @@
 //!
 //! Appends are buffered and written in batches (one positioned write per
 //! dispatch batch, or per `PENDING_MAX_*`), then published: readers see a
-//! record once it is in the segment file, never before.
+//! record once it is in the segment file, never before. The copy path
+//! ([`CompactedLog::append_copies`]) encodes a CommitLog entry's records
+//! straight into the pending buffer under one lock: no allocation, no
+//! second copy and no segment-list clone per record, and one index and
+//! stats update per write (docs/compaction.md, "The copy").
 //!
 //! Lock order: `append_lock` → `segments`. Readers take only a read lock on
 //! `segments`, long enough to clone the list.
@@ -22,9 +26,10 @@ use tidelog_storage::durability;
 use tidelog_storage::fs_util::{self, offset_file_name, parse_offset_file_name};
 use tidelog_storage::{PhysicalOffset, TopicPartition};
 
-use super::format::CompactedRecord;
-use super::segment::{Segment, CLEANED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX};
+use super::format::{self, CompactedRecord, Fields};
+use super::segment::{RecordMeta, Segment, CLEANED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX};
 use crate::error::{CleanerError, CorruptionKind, Location, Result};
+use crate::fault::{self, FaultHandle, FaultPoint};
 
 fn io_err(path: &Path, source: std::io::Error) -> CleanerError {
     CleanerError::Io {
@@ -48,14 +53,16 @@ pub struct RollPolicy {
 
 /// Pending appends are written once they reach either bound (or at the end
 /// of a dispatch batch, or before a flush or roll).
-const PENDING_MAX_BYTES: u64 = 256 << 10;
-const PENDING_MAX_RECORDS: usize = 1024;
+const PENDING_MAX_BYTES: usize = 256 << 10;
+const PENDING_MAX_RECORDS: usize = 4096;
 
 /// The appender's state, under `append_lock`.
 struct AppendState {
-    /// Copied but not yet written to the active segment.
-    pending: Vec<CompactedRecord>,
-    pending_bytes: u64,
+    /// Copied but not yet written to the active segment: the encoded
+    /// records back to back (the buffer is reused: its capacity stays)...
+    pending: Vec<u8>,
+    /// ... and what each of them is, in order.
+    pending_records: Vec<RecordMeta>,
     /// One past the last offset taken (pending included), for replay checks.
     next: u64,
 }
@@ -78,6 +85,8 @@ pub struct CompactedLog {
     /// it, wherever it still lies.
     log_start: AtomicU64,
     appended: Event,
+    /// Test seam: [`FaultPoint::WriteCopies`] tears a batch write.
+    faults: FaultHandle,
 }
 
 impl std::fmt::Debug for CompactedLog {
@@ -197,7 +206,7 @@ impl CompactedLog {
             dir,
             append_lock: Mutex::new(AppendState {
                 pending: Vec::new(),
-                pending_bytes: 0,
+                pending_records: Vec::new(),
                 next,
             }),
             segments: RwLock::new(segments),
@@ -205,7 +214,14 @@ impl CompactedLog {
             recovery_cut: AtomicU64::new(u64::MAX),
             log_start: AtomicU64::new(0),
             appended: Event::new(),
+            faults: FaultHandle::default(),
         })
+    }
+
+    /// This log with a fault plan (`CompactedLogs::open_with_faults`).
+    pub(crate) fn with_faults(mut self, faults: FaultHandle) -> CompactedLog {
+        self.faults = faults;
+        self
     }
 
     pub fn topic_partition(&self) -> &TopicPartition {
@@ -276,27 +292,82 @@ impl CompactedLog {
     /// ([`CompactedLog::end_batch`], or when the batch is full).
     pub fn append(&self, record: &CompactedRecord, roll: RollPolicy, now_ms: i64) -> Result<bool> {
         let mut st = lock(&self.append_lock);
-        if record.offset.get() < st.next {
+        let mut active = self.segments().last().cloned();
+        let meta = RecordMeta::from(record);
+        self.take(&mut st, &mut active, meta, roll, now_ms, |out| {
+            out.extend_from_slice(record.raw())
+        })
+    }
+
+    /// Append the records of one CommitLog entry (offsets ascending), each
+    /// encoded straight into the pending batch, under one lock. Records at
+    /// offsets already in the log (a replay) are skipped; returns how many
+    /// were taken. Visible, as with [`CompactedLog::append`], when the
+    /// batch is written.
+    pub fn append_copies<'a>(
+        &self,
+        records: impl IntoIterator<Item = Fields<'a>>,
+        roll: RollPolicy,
+        now_ms: i64,
+    ) -> Result<usize> {
+        let mut st = lock(&self.append_lock);
+        let mut active = self.segments().last().cloned();
+        let mut taken = 0;
+        for f in records {
+            let meta = RecordMeta {
+                offset: f.offset.get(),
+                timestamp_ms: f.timestamp_ms,
+                store_timestamp_ms: f.store_timestamp_ms,
+                delete_horizon_ms: f.delete_horizon_ms,
+                tombstone: f.value.is_none(),
+                len: format::encoded_len(&f) as u32,
+            };
+            if self.take(&mut st, &mut active, meta, roll, now_ms, |out| {
+                format::encode_into(&f, out)
+            })? {
+                taken += 1;
+            }
+        }
+        Ok(taken)
+    }
+
+    /// One record into the pending batch (`encode` appends its `meta.len`
+    /// bytes): rolls first when it does not fit the active segment, writes
+    /// the batch when it is full. `active` is the caller's view of the
+    /// active segment, kept across its records (a roll replaces it).
+    fn take(
+        &self,
+        st: &mut AppendState,
+        active: &mut Option<Arc<Segment>>,
+        meta: RecordMeta,
+        roll: RollPolicy,
+        now_ms: i64,
+        encode: impl FnOnce(&mut Vec<u8>),
+    ) -> Result<bool> {
+        if meta.offset < st.next {
             return Ok(false);
         }
-        let fits = match self.segments().last() {
+        let fits = match active {
             None => false,
             Some(s) => {
-                let len = s.len() + st.pending_bytes;
+                let len = s.len() + st.pending.len() as u64;
                 len == 0
-                    || (len + record.len() as u64 <= roll.segment_bytes
+                    || (len + u64::from(meta.len) <= roll.segment_bytes
                         && now_ms.saturating_sub(s.created_ms()) < roll.segment_ms)
             }
         };
         if !fits {
-            self.write_pending(&mut st)?;
-            self.roll_locked(record.offset.get(), now_ms)?;
+            self.write_pending(st)?;
+            *active = Some(self.roll_locked(meta.offset, now_ms)?);
         }
-        st.pending_bytes += record.len() as u64;
-        st.pending.push(record.clone());
-        st.next = record.offset.get() + 1;
-        if st.pending_bytes >= PENDING_MAX_BYTES || st.pending.len() >= PENDING_MAX_RECORDS {
-            self.write_pending(&mut st)?;
+        let before = st.pending.len();
+        encode(&mut st.pending);
+        debug_assert_eq!(st.pending.len() - before, meta.len as usize);
+        st.pending_records.push(meta);
+        st.next = meta.offset + 1;
+        if st.pending.len() >= PENDING_MAX_BYTES || st.pending_records.len() >= PENDING_MAX_RECORDS
+        {
+            self.write_pending(st)?;
         }
         Ok(true)
     }
@@ -308,7 +379,7 @@ impl CompactedLog {
     }
 
     fn write_pending(&self, st: &mut AppendState) -> Result<()> {
-        let Some(last) = st.pending.last().map(|r| r.offset.get()) else {
+        let Some(last) = st.pending_records.last().map(|r| r.offset) else {
             return Ok(());
         };
         let Some(active) = self.segments().last().cloned() else {
@@ -317,9 +388,18 @@ impl CompactedLog {
                 reason: "pending compacted records with no segment".into(),
             });
         };
-        active.append_batch(&st.pending)?;
+        if let Err(e) = fault::check(&self.faults, FaultPoint::WriteCopies) {
+            // Torn, as a crash in the middle of the write leaves it.
+            active.write_unpublished(&st.pending[..st.pending.len() / 2])?;
+            return Err(io_err(&active.path(), e));
+        }
+        active.append_encoded(&st.pending, &st.pending_records)?;
         st.pending.clear();
-        st.pending_bytes = 0;
+        st.pending_records.clear();
+        if st.pending.capacity() > 2 * PENDING_MAX_BYTES {
+            // A huge record passed through: give its memory back.
+            st.pending = Vec::new();
+        }
         self.next_offset.store(last + 1, Ordering::Release);
         self.appended.notify(usize::MAX);
         Ok(())

@@ -24,6 +24,7 @@ use tidelog_storage::{
 pub use self::format::CompactedRecord;
 pub use self::log::{CompactedLog, RollPolicy};
 use crate::error::{CleanerError, Result};
+use crate::fault::FaultHandle;
 
 /// Directory under the data dir that holds compacted logs.
 pub const COMPACTED_DIR: &str = "compacted";
@@ -84,6 +85,8 @@ pub struct CompactedLogs {
     /// a log up by `&str` without allocating.
     logs: RwLock<HashMap<String, HashMap<u32, Arc<CompactedLog>>>>,
     clock: Arc<dyn Fn() -> i64 + Send + Sync>,
+    /// Test seam, handed to every log ([`CompactedLogs::open_with_faults`]).
+    faults: FaultHandle,
 }
 
 impl std::fmt::Debug for CompactedLogs {
@@ -104,6 +107,28 @@ impl CompactedLogs {
     pub fn open_with_clock(
         data_dir: &Path,
         clock: Arc<dyn Fn() -> i64 + Send + Sync>,
+    ) -> Result<Arc<CompactedLogs>> {
+        Self::open_inner(data_dir, clock, FaultHandle::default())
+    }
+
+    /// As [`CompactedLogs::open`], with a fault plan for the copy writes
+    /// ([`crate::fault::FaultPoint::WriteCopies`]).
+    #[cfg(feature = "failpoints")]
+    pub fn open_with_faults(
+        data_dir: &Path,
+        faults: Arc<crate::fault::Faults>,
+    ) -> Result<Arc<CompactedLogs>> {
+        Self::open_inner(
+            data_dir,
+            Arc::new(tidelog_storage::types::now_ms),
+            FaultHandle::new(faults),
+        )
+    }
+
+    fn open_inner(
+        data_dir: &Path,
+        clock: Arc<dyn Fn() -> i64 + Send + Sync>,
+        faults: FaultHandle,
     ) -> Result<Arc<CompactedLogs>> {
         let root = data_dir.join(COMPACTED_DIR);
         tidelog_storage::fs_util::create_dir_durable(&root).map_err(|e| CleanerError::Store {
@@ -140,9 +165,10 @@ impl CompactedLogs {
                     path: part.path(),
                     source: e,
                 })?;
+                let log = CompactedLog::open(tp, part.path())?.with_faults(faults.clone());
                 logs.entry(topic.clone())
                     .or_default()
-                    .insert(p, Arc::new(CompactedLog::open(tp, part.path())?));
+                    .insert(p, Arc::new(log));
             }
         }
         Ok(Arc::new(CompactedLogs {
@@ -150,6 +176,7 @@ impl CompactedLogs {
             topics: RwLock::new(HashMap::default()),
             logs: RwLock::new(logs),
             clock,
+            faults,
         }))
     }
 
@@ -245,7 +272,7 @@ impl CompactedLogs {
             source: e,
         })?;
         let dir = self.root.join(topic).join(partition.to_string());
-        let l = Arc::new(CompactedLog::open(tp, dir)?);
+        let l = Arc::new(CompactedLog::open(tp, dir)?.with_faults(self.faults.clone()));
         logs.entry(topic.to_string())
             .or_default()
             .insert(partition, Arc::clone(&l));
@@ -275,56 +302,55 @@ impl CompactedLogs {
             .collect()
     }
 
-    /// Write every log's pending appends (end of a dispatch batch).
-    pub fn end_batch(&self) -> Result<()> {
-        for l in self.all_logs() {
-            l.end_batch()?;
-        }
-        Ok(())
-    }
-
     /// The dispatcher sink that copies compact topics' records here.
     pub fn sink(self: &Arc<Self>) -> Arc<dyn DispatchSink> {
         Arc::new(CompactedSink {
             logs: Arc::clone(self),
             last_topic: Mutex::default(),
+            touched: Mutex::default(),
             cut_from: Mutex::default(),
         })
     }
 
-    /// Copy one CommitLog record into its compacted log (if its topic is
-    /// compact). Idempotent.
-    pub fn copy_record(&self, r: &StoredRecord) -> Result<bool> {
-        let Some(config) = self.topic_config(r.topic()) else {
-            return Ok(false);
+    /// Copy the records of one CommitLog entry (one partition's, offsets
+    /// ascending) into their compacted log, if their topic is compact: one
+    /// config and one log lookup for the entry, each record encoded
+    /// straight into the log's pending batch. Idempotent. Returns the log
+    /// written to, whose batch the caller writes at the end of its round
+    /// ([`CompactedLog::end_batch`]).
+    pub fn copy_entry(&self, records: &[StoredRecord]) -> Result<Option<Arc<CompactedLog>>> {
+        let Some(first) = records.first() else {
+            return Ok(None);
         };
-        if r.key().is_none() {
+        let Some(config) = self.topic_config(first.topic()) else {
+            return Ok(None);
+        };
+        let log = match self.log_or_create(first.topic(), first.partition()) {
+            Ok(log) => log,
+            // Deleted since `topic_config` above: nothing to copy into.
+            Err(CleanerError::NotCompact { .. }) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let copies = records.iter().filter_map(|r| {
             // The API refuses keyless records on compact topics; one that
             // got here anyway (e.g. written before the topic became
             // compact) has no key to compact by, so it is not copied.
-            return Ok(false);
-        }
-        let (headers, header_count) = r.headers_block();
-        let key = r.key();
-        let value = r.value();
-        let rec = format::encode_record(&format::Fields {
-            offset: r.queue_offset(),
-            timestamp_ms: r.timestamp_ms(),
-            store_timestamp_ms: r.store_timestamp_ms(),
-            delete_horizon_ms: 0,
-            physical_offset: r.physical_offset(),
-            key: key.as_deref(),
-            value: value.as_deref(),
-            headers_block: &headers,
-            header_count,
+            let key = r.key_slice()?;
+            let (headers_block, header_count) = r.headers_slice();
+            Some(format::Fields {
+                offset: r.queue_offset(),
+                timestamp_ms: r.timestamp_ms(),
+                store_timestamp_ms: r.store_timestamp_ms(),
+                delete_horizon_ms: 0,
+                physical_offset: r.physical_offset(),
+                key: Some(key),
+                value: r.value_slice(),
+                headers_block,
+                header_count,
+            })
         });
-        let log = match self.log_or_create(r.topic(), r.partition()) {
-            Ok(log) => log,
-            // Deleted since `topic_config` above: nothing to copy into.
-            Err(CleanerError::NotCompact { .. }) => return Ok(false),
-            Err(e) => return Err(e),
-        };
-        log.append(&rec, config.roll_policy(), self.now_ms())
+        log.append_copies(copies, config.roll_policy(), self.now_ms())?;
+        Ok(Some(log))
     }
 }
 
@@ -368,6 +394,9 @@ struct CompactedSink {
     /// of one topic, so most need no map lookup. Cleared at the end of
     /// every batch, so a topic's policy change is seen by the next one.
     last_topic: Mutex<Option<(String, bool)>>,
+    /// The logs this dispatch batch copied into, whose pending records
+    /// `end_batch` writes and publishes (not every log's: most are idle).
+    touched: Mutex<Vec<Arc<CompactedLog>>>,
     /// Recovery: each log cut before the scan, with its end offset before
     /// the cut. After the scan, a log that ends below that lost copies
     /// the CommitLog could not give back (see `truncate_lost`).
@@ -414,14 +443,25 @@ impl DispatchSink for CompactedSink {
         if !records.first().is_some_and(|r| self.is_compact(r)) {
             return Ok(());
         }
-        records
-            .iter()
-            .try_for_each(|r| self.logs.copy_record(r).map(|_| ()).map_err(to_store_error))
+        let Some(log) = self.logs.copy_entry(records).map_err(to_store_error)? else {
+            return Ok(());
+        };
+        let mut touched = self.touched.lock().unwrap_or_else(|e| e.into_inner());
+        if !touched.iter().any(|l| Arc::ptr_eq(l, &log)) {
+            touched.push(log);
+        }
+        Ok(())
     }
 
     fn end_batch(&self) -> tidelog_storage::Result<()> {
         *self.last_topic.lock().unwrap_or_else(|e| e.into_inner()) = None;
-        self.logs.end_batch().map_err(to_store_error)
+        let mut touched = self.touched.lock().unwrap_or_else(|e| e.into_inner());
+        // Kept on a failure: the next round's `end_batch` writes them.
+        while let Some(log) = touched.last() {
+            log.end_batch().map_err(to_store_error)?;
+            touched.pop();
+        }
+        Ok(())
     }
 
     fn flush(&self) -> tidelog_storage::Result<()> {

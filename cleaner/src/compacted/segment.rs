@@ -72,8 +72,34 @@ struct SparseEntry {
     running_max_ts_ms: i64,
 }
 
+/// What the sparse index and the stats need of a record: the copy path
+/// builds it as it encodes, without decoding the record back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordMeta {
+    pub offset: u64,
+    pub timestamp_ms: i64,
+    pub store_timestamp_ms: i64,
+    pub delete_horizon_ms: i64,
+    pub tombstone: bool,
+    /// Encoded length.
+    pub len: u32,
+}
+
+impl From<&CompactedRecord> for RecordMeta {
+    fn from(r: &CompactedRecord) -> RecordMeta {
+        RecordMeta {
+            offset: r.offset.get(),
+            timestamp_ms: r.timestamp_ms,
+            store_timestamp_ms: r.store_timestamp_ms,
+            delete_horizon_ms: r.delete_horizon_ms,
+            tombstone: r.is_tombstone(),
+            len: r.len() as u32,
+        }
+    }
+}
+
 /// Add `r` at byte `pos` to a sparse index.
-fn index_record(index: &mut Vec<SparseEntry>, r: &CompactedRecord, pos: u64) {
+fn index_record(index: &mut Vec<SparseEntry>, r: &RecordMeta, pos: u64) {
     match index.last_mut() {
         Some(last) if pos < last.pos + INDEX_INTERVAL_BYTES => {
             last.running_max_ts_ms = last.running_max_ts_ms.max(r.timestamp_ms);
@@ -81,7 +107,7 @@ fn index_record(index: &mut Vec<SparseEntry>, r: &CompactedRecord, pos: u64) {
         last => {
             let before = last.map_or(i64::MIN, |l| l.running_max_ts_ms);
             index.push(SparseEntry {
-                offset: r.offset.get(),
+                offset: r.offset,
                 pos,
                 running_max_ts_ms: before.max(r.timestamp_ms),
             });
@@ -175,8 +201,9 @@ impl Segment {
                             },
                         ));
                     }
-                    index_record(&mut index, &r, pos);
-                    note(&mut stats, &r);
+                    let meta = RecordMeta::from(&r);
+                    index_record(&mut index, &meta, pos);
+                    note(&mut stats, &meta);
                     pos += r.len() as u64;
                 }
                 Ok(None) => break,
@@ -248,44 +275,38 @@ impl Segment {
 
     /// Append one encoded record (the single appender only).
     pub fn append(&self, record: &CompactedRecord) -> Result<()> {
-        let pos = self.len();
-        self.file
-            .write_all_at(record.raw(), pos)
-            .map_err(|e| io_err(&self.path(), e))?;
-        index_record(
-            &mut self.index.write().unwrap_or_else(|e| e.into_inner()),
-            record,
-            pos,
-        );
-        {
-            let mut stats = self.stats.lock().unwrap_or_else(|e| e.into_inner());
-            if stats.first_store_ts_ms.is_none() {
-                self.created_ms
-                    .store(record.store_timestamp_ms, Ordering::Release);
-            }
-            note(&mut stats, record);
-        }
-        self.len.store(pos + record.len() as u64, Ordering::Release);
-        Ok(())
+        self.append_encoded(record.raw(), &[RecordMeta::from(record)])
     }
 
     /// Append several records with one positioned write (the single
-    /// appender only); published together.
+    /// appender only; the cleaner's kept records); published together.
     pub fn append_batch(&self, records: &[CompactedRecord]) -> Result<()> {
-        let Some(first) = records.first() else {
-            return Ok(());
-        };
-        if records.len() == 1 {
-            return self.append(first);
-        }
-        let start = self.len();
         let total: usize = records.iter().map(CompactedRecord::len).sum();
-        let mut buf = Vec::with_capacity(total);
-        for r in records {
-            buf.extend_from_slice(r.raw());
+        let mut bytes = Vec::with_capacity(total);
+        let metas: Vec<RecordMeta> = records
+            .iter()
+            .map(|r| {
+                bytes.extend_from_slice(r.raw());
+                RecordMeta::from(r)
+            })
+            .collect();
+        self.append_encoded(&bytes, &metas)
+    }
+
+    /// Append encoded records, back to back in `bytes` and described in
+    /// order by `records`, with one positioned write, one index and one
+    /// stats update (the single appender only); published together.
+    pub fn append_encoded(&self, bytes: &[u8], records: &[RecordMeta]) -> Result<()> {
+        if records.is_empty() {
+            return Ok(());
         }
+        debug_assert_eq!(
+            records.iter().map(|r| u64::from(r.len)).sum::<u64>(),
+            bytes.len() as u64
+        );
+        let start = self.len();
         self.file
-            .write_all_at(&buf, start)
+            .write_all_at(bytes, start)
             .map_err(|e| io_err(&self.path(), e))?;
         let mut pos = start;
         {
@@ -298,11 +319,20 @@ impl Segment {
                         .store(r.store_timestamp_ms, Ordering::Release);
                 }
                 note(&mut stats, r);
-                pos += r.len() as u64;
+                pos += u64::from(r.len);
             }
         }
         self.len.store(pos, Ordering::Release);
         Ok(())
+    }
+
+    /// Test seam (a torn batch write): `bytes` written at the end of the
+    /// segment, its length not moved, so no reader sees them. Only a
+    /// failing [`crate::fault::FaultPoint::WriteCopies`] calls it.
+    pub(crate) fn write_unpublished(&self, bytes: &[u8]) -> Result<()> {
+        self.file
+            .write_all_at(bytes, self.len())
+            .map_err(|e| io_err(&self.path(), e))
     }
 
     pub fn flush(&self) -> Result<()> {
@@ -350,13 +380,13 @@ impl Segment {
     }
 }
 
-fn note(stats: &mut SegmentStats, r: &CompactedRecord) {
+fn note(stats: &mut SegmentStats, r: &RecordMeta) {
     stats.records += 1;
-    stats.first_offset.get_or_insert(r.offset.get());
-    stats.last_offset = Some(r.offset.get());
+    stats.first_offset.get_or_insert(r.offset);
+    stats.last_offset = Some(r.offset);
     stats.first_store_ts_ms.get_or_insert(r.store_timestamp_ms);
     stats.max_store_ts_ms = stats.max_store_ts_ms.max(r.store_timestamp_ms);
-    if r.is_tombstone() {
+    if r.tombstone {
         stats.tombstones += 1;
         if r.delete_horizon_ms == 0 {
             stats.unstamped_tombstones += 1;

@@ -32,7 +32,7 @@ use tidelog_broker::produce::ProduceRecord;
 use tidelog_broker::store::ProducerBatch;
 use tidelog_broker::{Broker, BrokerError};
 
-use super::NOT_READY;
+use super::{maybe_blocking, NOT_READY};
 use crate::dispatch::Context;
 use crate::error::broker_code;
 use crate::records::decode_partition;
@@ -106,7 +106,14 @@ async fn partition(
     // Inline in both flush modes: the append is a copy into the page
     // cache, and under sync flush (acks 1 and -1 alike) the answer awaits
     // the group commit's fsync without holding a thread.
-    let produced = match broker.produce_to_unflushed(&topic, Some(p), records, producer) {
+    // While the dispatcher lags, an append may wait for it (the lag
+    // bound): then on a blocking thread, so no async worker waits.
+    let append = {
+        let broker = Arc::clone(broker);
+        let topic = Arc::clone(&topic);
+        move || broker.produce_to_unflushed(&topic, Some(p), records, producer)
+    };
+    let produced = match maybe_blocking(broker.dispatch_lagging(), append).await {
         Ok(unflushed) => unflushed.durable().await.map_err(BrokerError::from),
         Err(e) => Err(e),
     };

@@ -142,6 +142,15 @@ impl StoredRecord {
             self.view.header_count.into(),
         )
     }
+
+    /// [`StoredRecord::headers_block`], borrowed: no reference count taken
+    /// (the compacted-log copy encodes it straight into its batch).
+    pub fn headers_slice(&self) -> (&[u8], usize) {
+        (
+            &self.bytes[self.view.headers()],
+            self.view.header_count.into(),
+        )
+    }
 }
 
 /// An entry read back from the log: the records of one partition written
