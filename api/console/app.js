@@ -102,7 +102,11 @@ async function overview(gen) {
       figures.map(([name, value]) => [h("dt", null, name), h("dd", null, value)])),
     h("section", { class: "charts" },
       h("figure", null, h("figcaption", null, "Disk used against the retention tiers"),
-        gauge({ title: "disk used now", ratio: stats.disk_used_ratio, tiers }),
+        gauge({
+          title: "disk used now",
+          ratio: stats.disk_used_ratio,
+          tiers: tiers.map((t) => ({ ...t, label: percent(t.value) })),
+        }),
         lineChart({
           title: "disk used over the last minutes",
           series: [{ name: "disk used", points: at("disk_used_ratio") }],
@@ -371,7 +375,7 @@ async function browse(gen, topicArg, partitionArg) {
 
   const key = h("input", { id: "search-key", placeholder: "the key's exact bytes as UTF-8" });
   const searchForm = h("form", { id: "search-form", class: "inline" },
-    field("Key", key), h("button", { type: "submit", id: "search" }, "Search by key"), searchOut);
+    field("Key", key), h("button", { type: "submit", id: "search" }, "Search by key"));
   searchForm.addEventListener("submit", action(searchOut, async () => {
     const records = await api.queryByKey(topic.value, toBase64(utf8(key.value)), 100);
     return h("div", null, notice(`${records.length} records with this key, newest first`), recordsTable(records));
@@ -379,7 +383,7 @@ async function browse(gen, topicArg, partitionArg) {
 
   const position = h("input", { id: "physical-offset", type: "number", min: 0 });
   const physicalForm = h("form", { id: "physical-form", class: "inline" },
-    field("Physical offset", position), h("button", { type: "submit", id: "physical" }, "Open record"), physicalOut);
+    field("Physical offset", position), h("button", { type: "submit", id: "physical" }, "Open record"));
   const openPhysical = action(physicalOut, async () => {
     const record = await api.readPhysical(Number(position.value));
     return h("div", null, notice(`topic ${record.topic}`), recordsTable([record]));
@@ -392,8 +396,8 @@ async function browse(gen, topicArg, partitionArg) {
     form, out,
     h("h2", null, "Search by key (IndexFile)"),
     h("p", { class: "muted" }, "A key produced in the json format is its JSON text: a string key includes its quotes."),
-    searchForm,
-    h("h2", null, "Open one record by physical offset"), physicalForm);
+    searchForm, searchOut,
+    h("h2", null, "Open one record by physical offset"), physicalForm, physicalOut);
   if (!shown) return;
   if (topicArg && topicArg.startsWith("@")) {
     // #/browse/@N: a link from a record's physical offset.

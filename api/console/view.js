@@ -21,7 +21,7 @@ export function h(tag, attrs, ...children) {
 }
 
 function append(element, children) {
-  for (const child of children.flat()) {
+  for (const child of children.flat(Infinity)) {
     if (child === undefined || child === null || child === false) continue;
     element.append(child instanceof Node ? child : document.createTextNode(String(child)));
   }

@@ -7,48 +7,18 @@
 
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
+mod common;
+
 use std::time::Duration;
 
-use axum::body::Body;
-use axum::http::{Request, StatusCode};
+use axum::http::StatusCode;
 use axum::Router;
 use serde_json::{json, Value};
 use tidelog_api::{ApiSettings, AppState, Broker};
-use tidelog_broker::store::{CleanerConfig, StoreConfig};
+use tidelog_broker::store::CleanerConfig;
 use tidelog_broker::BrokerConfig;
-use tower::ServiceExt as _;
 
-/// Status, headers and body of one request.
-async fn call(
-    router: &Router,
-    method: &str,
-    uri: &str,
-    headers: &[(&str, &str)],
-    body: Option<Value>,
-) -> (StatusCode, axum::http::HeaderMap, String) {
-    let mut request = Request::builder().method(method).uri(uri);
-    for (name, value) in headers {
-        request = request.header(*name, *value);
-    }
-    let body = match body {
-        Some(b) => {
-            request = request.header("content-type", "application/vnd.kafka.json.v2+json");
-            Body::from(b.to_string())
-        }
-        None => Body::empty(),
-    };
-    let response = router
-        .clone()
-        .oneshot(request.body(body).unwrap())
-        .await
-        .unwrap();
-    let status = response.status();
-    let headers = response.headers().clone();
-    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
-        .await
-        .unwrap();
-    (status, headers, String::from_utf8(bytes.to_vec()).unwrap())
-}
+use common::call_with as call;
 
 async fn get_json(router: &Router, uri: &str) -> Value {
     let (status, _, body) = call(router, "GET", uri, &[], None).await;
@@ -57,12 +27,7 @@ async fn get_json(router: &Router, uri: &str) -> Value {
 }
 
 async fn serving(dir: &std::path::Path) -> (AppState, Router) {
-    let mut store = StoreConfig::new(dir);
-    store.commitlog_segment_bytes = 1 << 20;
-    store.consume_queue_units_per_file = 1000;
-    store.index_slots = 1000;
-    store.index_entries = 4000;
-    store.preallocate_next_segment = false;
+    let store = common::store_config(dir);
     let cleaner = CleanerConfig {
         dedupe_buffer_bytes: 1 << 20,
         ..CleanerConfig::default()

@@ -39,29 +39,22 @@ const INDEX: Asset = Asset {
     body: include_str!("../../console/index.html"),
 };
 
-/// Every file `/ui/{file}` serves.
+/// The console's ES modules.
+const fn script(name: &'static str, body: &'static str) -> Asset {
+    Asset {
+        name,
+        content_type: "text/javascript; charset=utf-8",
+        body,
+    }
+}
+
+/// Every file `/ui/{file}` serves, besides [`STYLE`].
 const ASSETS: [Asset; 5] = [
     INDEX,
-    Asset {
-        name: "app.js",
-        content_type: "text/javascript; charset=utf-8",
-        body: include_str!("../../console/app.js"),
-    },
-    Asset {
-        name: "api.js",
-        content_type: "text/javascript; charset=utf-8",
-        body: include_str!("../../console/api.js"),
-    },
-    Asset {
-        name: "view.js",
-        content_type: "text/javascript; charset=utf-8",
-        body: include_str!("../../console/view.js"),
-    },
-    Asset {
-        name: "plot.js",
-        content_type: "text/javascript; charset=utf-8",
-        body: include_str!("../../console/plot.js"),
-    },
+    script("app.js", include_str!("../../console/app.js")),
+    script("api.js", include_str!("../../console/api.js")),
+    script("view.js", include_str!("../../console/view.js")),
+    script("plot.js", include_str!("../../console/plot.js")),
 ];
 
 const STYLE: Asset = Asset {
