@@ -22,7 +22,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use common::{free_local_addr, http, TidelogProcess};
+use common::{free_local_addr, TidelogProcess};
 use serde_json::{json, Value};
 use tidelog_integration_tests::browser::{ensure_chromium, CHROMEDRIVER, CHROMIUM};
 
