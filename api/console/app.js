@@ -18,7 +18,7 @@ let refreshTimer = null;
 /** Replaces the page's content, unless the operator navigated away. */
 function show(gen, ...nodes) {
   if (gen !== generation) return false;
-  main.replaceChildren(...nodes);
+  main.replaceChildren(...nodes.filter((n) => n !== null && n !== undefined));
   return true;
 }
 
