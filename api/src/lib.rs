@@ -28,6 +28,8 @@
 //! * [`state`]: shared handler state and the broker once it is open
 //!   (start-up, [`Broker::open`], is the broker's).
 //! * [`router`] and [`handlers`]: the routes of API.md.
+//! * [`history`]: the last ten minutes of rates and gauges for the
+//!   console's plots, sampled by the `tidelog-history` thread.
 //! * [`metrics`] renders `/metrics`: its own counters, the store's stats and
 //!   the LogCleaner's metrics.
 //!
@@ -45,6 +47,7 @@ pub mod budget;
 pub mod error;
 mod extract;
 pub mod handlers;
+pub mod history;
 mod json_body;
 pub mod metrics;
 pub mod names;

@@ -41,7 +41,7 @@ use crate::budget::Reservation;
 use crate::error::ApiError;
 use crate::extract::check_bearer;
 use crate::handlers::{
-    compaction, consumers, fetch, group_admin, groups, produce, retention, status, topics,
+    compaction, console, consumers, fetch, group_admin, groups, produce, retention, status, topics,
 };
 use crate::metrics::GaugeGuard;
 use crate::state::AppState;
@@ -147,10 +147,18 @@ pub fn router(state: AppState) -> Router {
             get(compaction::status).post(compaction::request),
         )
         .route("/v3/clusters/{cluster}/stats", get(status::stats))
+        .route(
+            "/v3/clusters/{cluster}/stats/history",
+            get(status::stats_history),
+        )
         .route("/v3/clusters/{cluster}/retention", post(retention::run))
         // Operations.
         .route("/status/ready", get(status::ready))
         .route("/metrics", get(status::metrics))
+        // The web console (docs/CONSOLE.md).
+        .route("/ui", get(console::index))
+        .route("/ui/", get(console::index))
+        .route("/ui/{file}", get(console::asset))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         // `guard` has read and limited the body already; axum's own limit

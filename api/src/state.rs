@@ -20,6 +20,7 @@ use tokio::sync::{watch, Semaphore};
 
 use crate::budget::ByteBudget;
 use crate::error::ApiError;
+use crate::history::{self, History};
 use crate::metrics::{ConnectionMetrics, Metrics, Snapshot};
 use crate::settings::ApiSettings;
 
@@ -38,6 +39,8 @@ pub(crate) struct Shared {
     /// the broker weakly) and stopped before the broker is taken back.
     consumers: RwLock<Option<Arc<Consumers>>>,
     pub(crate) metrics: Metrics,
+    /// The last minutes of rates and gauges (`crate::history`).
+    pub(crate) history: History,
     pub(crate) limiter: Arc<Semaphore>,
     /// `http.max_inflight_bytes`: request bodies held in memory.
     pub(crate) inflight_bytes: Arc<ByteBudget>,
@@ -49,23 +52,35 @@ pub(crate) struct Shared {
     shutdown: watch::Sender<bool>,
 }
 
+impl Shared {
+    /// The store's stats, `None` before the broker is ready. Holds the
+    /// broker only while it reads them.
+    pub(crate) fn store_stats(&self) -> Option<tidelog_broker::store::StoreStats> {
+        let ready = self.ready.read().unwrap_or_else(|e| e.into_inner()).clone();
+        ready.map(|r| r.store.stats())
+    }
+}
+
 impl AppState {
     pub fn new(settings: ApiSettings, data_dir: PathBuf) -> Self {
         let limiter = Arc::new(Semaphore::new(settings.max_concurrent_requests.max(1)));
         let inflight_bytes = ByteBudget::new(settings.max_inflight_bytes);
-        AppState {
+        let state = AppState {
             inner: Arc::new(Shared {
                 settings,
                 data_dir,
                 ready: RwLock::new(None),
                 consumers: RwLock::new(None),
                 metrics: Metrics::default(),
+                history: History::default(),
                 limiter,
                 inflight_bytes,
                 kafka_metrics: OnceLock::new(),
                 shutdown: watch::channel(false).0,
             }),
-        }
+        };
+        history::start(Arc::downgrade(&state.inner));
+        state
     }
 
     pub(crate) fn shared(&self) -> &Shared {

@@ -9,20 +9,18 @@
 
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Body;
-use axum::http::{Request, StatusCode};
+use axum::http::StatusCode;
 use axum::Router;
 use serde_json::{json, Value};
 use tidelog_api::{ApiSettings, AppState, Broker};
 use tidelog_broker::fault::{StoreFaultPoint as FaultPoint, StoreFaults as Faults};
 use tidelog_broker::store::{CleanerConfig, StoreConfig};
 use tidelog_broker::BrokerConfig;
-use tower::ServiceExt as _;
-
-const JSON_V2: &str = "application/vnd.kafka.json.v2+json";
 
 async fn call(
     router: &Router,
@@ -30,24 +28,8 @@ async fn call(
     uri: &str,
     body: Option<Value>,
 ) -> (StatusCode, String) {
-    let mut request = Request::builder().method(method).uri(uri);
-    let body = match body {
-        Some(b) => {
-            request = request.header("content-type", JSON_V2);
-            Body::from(b.to_string())
-        }
-        None => Body::empty(),
-    };
-    let response = router
-        .clone()
-        .oneshot(request.body(body).unwrap())
-        .await
-        .unwrap();
-    let status = response.status();
-    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
-        .await
-        .unwrap();
-    (status, String::from_utf8(bytes.to_vec()).unwrap())
+    let (status, _, body) = common::call_with(router, method, uri, &[], body).await;
+    (status, body)
 }
 
 /// Status and error code of an error answer.
@@ -68,15 +50,7 @@ fn settings() -> ApiSettings {
     }
 }
 
-fn store_config(dir: &std::path::Path) -> StoreConfig {
-    let mut c = StoreConfig::new(dir);
-    c.commitlog_segment_bytes = 1 << 20;
-    c.consume_queue_units_per_file = 1000;
-    c.index_slots = 1000;
-    c.index_entries = 4000;
-    c.preallocate_next_segment = false;
-    c
-}
+use common::store_config;
 
 async fn open(dir: &std::path::Path, faults: Option<Arc<Faults>>) -> Broker {
     open_with(store_config(dir), faults).await

@@ -24,6 +24,7 @@
 //!   offset).
 //! * [`produce`]: the record rules and the append ([`Broker::produce`]).
 //! * [`compaction`]: compaction on request.
+//! * [`usage`]: a partition's offsets and its share of the disk.
 //! * [`store`]: the store's and the cleaner's types that are part of this
 //!   crate's API (errors, stats, configs), so a front-end needs no
 //!   dependency on those crates.
@@ -61,6 +62,7 @@ pub mod store;
 #[cfg(test)]
 mod test_support;
 pub mod topic_config;
+pub mod usage;
 pub mod visibility;
 
 pub use broker::{next_offset, Broker};

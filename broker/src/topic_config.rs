@@ -312,6 +312,9 @@ pub struct ConfigEntry {
     pub name: &'static str,
     pub value: String,
     pub is_default: bool,
+    /// The value without an override (ext: the console shows it beside an
+    /// overridden value).
+    pub default: &'static str,
 }
 
 /// Every known config of a topic with its effective value, in [`SPECS`]
@@ -324,11 +327,13 @@ pub fn entries(overrides: &Overrides) -> Vec<ConfigEntry> {
                 name: spec.name,
                 value: value.clone(),
                 is_default: false,
+                default: spec.default,
             },
             None => ConfigEntry {
                 name: spec.name,
                 value: spec.default.to_string(),
                 is_default: true,
+                default: spec.default,
             },
         })
         .collect()
@@ -678,8 +683,8 @@ mod tests {
         assert_eq!(rows.len(), SPECS.len());
         let policy = rows.iter().find(|r| r.name == "cleanup.policy").unwrap();
         assert_eq!(
-            (policy.value.as_str(), policy.is_default),
-            ("compact", false)
+            (policy.value.as_str(), policy.is_default, policy.default),
+            ("compact", false, "delete")
         );
         // Overridden with the default value is still an override, as in Kafka.
         let delete_retention = rows
@@ -691,6 +696,9 @@ mod tests {
             .iter()
             .find(|r| r.name == "min.cleanable.dirty.ratio")
             .unwrap();
-        assert_eq!((ratio.value.as_str(), ratio.is_default), ("0.5", true));
+        assert_eq!(
+            (ratio.value.as_str(), ratio.is_default, ratio.default),
+            ("0.5", true, "0.5")
+        );
     }
 }

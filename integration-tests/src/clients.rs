@@ -79,7 +79,7 @@ pub enum ClientError {
     },
 }
 
-fn io_error(path: &Path) -> impl FnOnce(io::Error) -> ClientError + '_ {
+pub(crate) fn io_error(path: &Path) -> impl FnOnce(io::Error) -> ClientError + '_ {
     move |source| ClientError::Io {
         path: path.to_path_buf(),
         source,
@@ -230,10 +230,15 @@ fn read(path: &Path) -> Result<String, ClientError> {
     fs::read_to_string(path).map_err(io_error(path))
 }
 
-/// `<target>/test-clients`, from the test executable's path
+/// `<target>/test-clients`.
+pub(crate) fn clients_root() -> Result<PathBuf, ClientError> {
+    Ok(target_dir()?.join("test-clients"))
+}
+
+/// The target directory, from the test executable's path
 /// (`<target>/<profile>/deps/<test>-<hash>`), as `tests/common` finds the
 /// binary.
-fn clients_root() -> Result<PathBuf, ClientError> {
+pub fn target_dir() -> Result<PathBuf, ClientError> {
     let exe = std::env::current_exe().map_err(|source| ClientError::Io {
         path: PathBuf::from("/proc/self/exe"),
         source,
@@ -243,7 +248,7 @@ fn clients_root() -> Result<PathBuf, ClientError> {
         .and_then(Path::parent)
         .and_then(Path::parent)
         .ok_or_else(|| ClientError::NoTargetDir { exe: exe.clone() })?;
-    Ok(target.join("test-clients"))
+    Ok(target.to_path_buf())
 }
 
 /// Returns `<root>/<name>`, building it with `build(partial dir)` unless it
@@ -254,23 +259,7 @@ fn install_once(
     stamp: &str,
     build: impl FnOnce(&Path) -> Result<(), ClientError>,
 ) -> Result<PathBuf, ClientError> {
-    fs::create_dir_all(root).map_err(io_error(root))?;
-    let lock_path = root.join(format!("{name}.lock"));
-    let lock = File::create(&lock_path).map_err(io_error(&lock_path))?;
-    match fs4::FileExt::try_lock(&lock) {
-        Ok(()) => {}
-        Err(fs4::TryLockError::WouldBlock) => {
-            eprintln!("test clients: waiting for another test process to install {name}");
-            fs4::FileExt::lock(&lock).map_err(io_error(&lock_path))?;
-        }
-        Err(fs4::TryLockError::Error(source)) => {
-            return Err(ClientError::Io {
-                path: lock_path,
-                source,
-            })
-        }
-    }
-
+    let lock = lock_install(root, name)?;
     let dir = root.join(name);
     let stamp_path = dir.join(STAMP);
     if fs::read_to_string(&stamp_path).is_ok_and(|found| found == stamp) {
@@ -297,6 +286,28 @@ fn install_once(
     // The lock is held until here: `lock` drops at the end of scope.
     drop(lock);
     Ok(dir)
+}
+
+/// The exclusive lock on `<root>/<name>.lock` (module doc), held until
+/// the returned file is closed.
+pub(crate) fn lock_install(root: &Path, name: &str) -> Result<File, ClientError> {
+    fs::create_dir_all(root).map_err(io_error(root))?;
+    let lock_path = root.join(format!("{name}.lock"));
+    let lock = File::create(&lock_path).map_err(io_error(&lock_path))?;
+    match fs4::FileExt::try_lock(&lock) {
+        Ok(()) => {}
+        Err(fs4::TryLockError::WouldBlock) => {
+            eprintln!("test clients: waiting for another test process to install {name}");
+            fs4::FileExt::lock(&lock).map_err(io_error(&lock_path))?;
+        }
+        Err(fs4::TryLockError::Error(source)) => {
+            return Err(ClientError::Io {
+                path: lock_path,
+                source,
+            })
+        }
+    }
+    Ok(lock)
 }
 
 fn remove_dir_if_present(dir: &Path) -> Result<(), ClientError> {

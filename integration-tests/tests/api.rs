@@ -827,7 +827,7 @@ fn create_get_configs_delete(s: &TidelogProcess) {
     };
     assert_eq!(
         entry(&configs, "retention.ms"),
-        json!({"name": "retention.ms", "value": "60000", "is_default": false})
+        json!({"name": "retention.ms", "value": "60000", "is_default": false, "default": "604800000"})
     );
     assert_eq!(entry(&configs, "segment.ms")["is_default"], true);
     assert_eq!(configs["data"].as_array().unwrap().len(), 10);

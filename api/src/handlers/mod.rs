@@ -5,6 +5,7 @@
 //! calls run in `spawn_blocking`; no lock is held across an `.await`.
 
 pub mod compaction;
+pub mod console;
 pub mod consumers;
 pub mod fetch;
 pub mod group_admin;

@@ -1,5 +1,5 @@
-//! `/status/ready`, `/metrics`, `GET /v3/clusters` and
-//! `GET /v3/clusters/{c}/stats`.
+//! `/status/ready`, `/metrics`, `GET /v3/clusters`,
+//! `GET /v3/clusters/{c}/stats` and `GET /v3/clusters/{c}/stats/history`.
 
 use axum::extract::State;
 use axum::http::{header, HeaderValue, StatusCode};
@@ -73,6 +73,8 @@ pub async fn stats(State(state): State<AppState>, _: ClusterPath) -> Result<Resp
             "disk_used_ratio": s.disk_used_ratio,
             "disk_full": s.disk_full,
             "disk_full_ratio": retention.disk_full_ratio,
+            "disk_max_used_ratio": retention.disk_max_used_ratio,
+            "disk_force_clean_ratio": retention.disk_force_clean_ratio,
             "retention_segments_deleted": s.retention_segments_deleted,
             "retention_bytes_freed": s.retention_bytes_freed,
             "retention_failures": s.retention_failures,
@@ -88,6 +90,29 @@ pub async fn stats(State(state): State<AppState>, _: ClusterPath) -> Result<Resp
             "consumer_group_rebalances": groups.rebalances_total,
             "consumer_group_lag": ready.consumer_lag(),
             "consumer_instances": state.consumers().map_or(0, |c| c.instance_count()),
+        }),
+    )
+}
+
+/// `GET /v3/clusters/{c}/stats/history` (ext): the last ten minutes of
+/// produce and fetch rates, dispatch lag and disk use, one sample every
+/// two seconds ([`crate::history`]), oldest first, with the retention
+/// tiers the disk use is drawn against.
+pub async fn stats_history(
+    State(state): State<AppState>,
+    _: ClusterPath,
+) -> Result<Response, ApiError> {
+    let ready = state.ready()?;
+    let retention = &ready.store.config().retention;
+    json(
+        StatusCode::OK,
+        &json_value!({
+            "interval_ms": crate::history::INTERVAL.as_millis() as u64,
+            "capacity": crate::history::CAPACITY,
+            "disk_max_used_ratio": retention.disk_max_used_ratio,
+            "disk_force_clean_ratio": retention.disk_force_clean_ratio,
+            "disk_full_ratio": retention.disk_full_ratio,
+            "samples": state.shared().history.points(),
         }),
     )
 }

@@ -207,16 +207,60 @@ pub async fn create_v3(
     )
 }
 
-/// `GET /v3/clusters/{c}/topics/{topic}`
+/// One partition's usage in the v3 topic answer (ext).
+#[derive(Debug, Serialize)]
+struct PartitionUsageData {
+    partition: u32,
+    beginning_offset: u64,
+    end_offset: u64,
+    records: u64,
+    bytes_on_disk: u64,
+}
+
+/// The v3 shape of one topic with its usage (ext).
+#[derive(Debug, Serialize)]
+struct TopicDetail<'a> {
+    #[serde(flatten)]
+    topic: TopicData<'a>,
+    cleanup_policy: &'static str,
+    records: u64,
+    bytes_on_disk: u64,
+    bytes_on_disk_estimated: bool,
+    partition_usage: Vec<PartitionUsageData>,
+}
+
+/// `GET /v3/clusters/{c}/topics/{topic}`: Confluent's topic, plus (ext)
+/// its `cleanup_policy`, its `records` and `bytes_on_disk` and each
+/// partition's (`partition_usage`, [`tidelog_broker::usage`]).
 pub async fn get_v3(
     State(state): State<AppState>,
     TopicPath(topic): TopicPath,
 ) -> Result<Response, ApiError> {
     let ready = state.ready()?;
     let topic = ready.registry.require(&topic)?;
+    let usage = (0..topic.partitions.get())
+        .map(|p| ready.partition_usage(&topic.name, p))
+        .collect::<Result<Vec<_>, _>>()?;
+    let partitions: Vec<PartitionUsageData> = usage
+        .iter()
+        .map(|u| PartitionUsageData {
+            partition: u.partition,
+            beginning_offset: u.beginning_offset,
+            end_offset: u.end_offset,
+            records: u.records,
+            bytes_on_disk: u.bytes_on_disk,
+        })
+        .collect();
     json(
         StatusCode::OK,
-        &topic_data(&state.settings().broker.cluster_id, &topic),
+        &TopicDetail {
+            topic: topic_data(&state.settings().broker.cluster_id, &topic),
+            cleanup_policy: topic.config.cleanup_policy.as_str(),
+            records: usage.iter().map(|u| u.records).sum(),
+            bytes_on_disk: usage.iter().map(|u| u.bytes_on_disk).sum(),
+            bytes_on_disk_estimated: usage.iter().any(|u| u.estimated),
+            partition_usage: partitions,
+        },
     )
 }
 
