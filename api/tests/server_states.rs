@@ -371,6 +371,71 @@ async fn reads_begun_after_an_acknowledged_produce_wait_until_it_is_fetchable() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compaction_requested_after_an_acknowledged_produce_cleans_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let faults = Arc::new(Faults::default());
+    let (state, router) = serving(store_config(dir.path()), Some(Arc::clone(&faults))).await;
+    let create = json!({"topic_name": "c", "partitions_count": 1,
+        "configs": [{"name": "cleanup.policy", "value": "compact"}]});
+    let (status, body) = call(&router, "POST", "/v3/clusters/tidelog/topics", Some(create)).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+
+    // Three values of one key, acknowledged while the dispatcher (which
+    // copies them into the compacted log) is held.
+    faults.hang(FaultPoint::Dispatch);
+    let _heal = HealOnDrop(Arc::clone(&faults), FaultPoint::Dispatch);
+    let records = json!({"records": [{"key": "a", "value": 1}, {"key": "a", "value": 2},
+        {"key": "a", "value": 3}]});
+    let (status, body) = call(&router, "POST", "/topics/c", Some(records)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+
+    // The compaction waits for them to be copied before it rolls and cleans.
+    let compaction = {
+        let router = router.clone();
+        tokio::spawn(async move {
+            let ask = json!({"wait": true, "roll_active": true});
+            call(
+                &router,
+                "POST",
+                "/v3/clusters/tidelog/topics/c/compaction",
+                Some(ask),
+            )
+            .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !compaction.is_finished(),
+        "compaction ran before the acknowledged records were copied"
+    );
+    faults.heal(FaultPoint::Dispatch);
+    let (status, body) = compaction.await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{body}");
+
+    let (status, body) = call(
+        &router,
+        "GET",
+        "/topics/c/partitions/0/records?offset=0&timeout=1000",
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let fetched: Value = serde_json::from_str(&body).unwrap();
+    let values: Vec<Value> = fetched
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["value"].clone())
+        .collect();
+    assert_eq!(
+        values,
+        [json!(3)],
+        "one record per key after the pass: {body}"
+    );
+    close(&state).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hung_sync_flush_is_503_50303_and_the_record_is_still_appended() {
     let dir = tempfile::tempdir().unwrap();
     let faults = Arc::new(Faults::default());

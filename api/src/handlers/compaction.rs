@@ -36,6 +36,7 @@ use axum::response::Response;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use tidelog_broker::store::{PartitionStatus, RunStats};
+use tidelog_broker::visibility::VISIBILITY_WAIT;
 
 use super::{blocking, json, TopicPath};
 use crate::error::ApiError;
@@ -154,6 +155,14 @@ pub async fn request(
     let (wait, roll_active) = parse_request(&body?)?;
     let ready = state.ready()?;
     let topic = ready.compact_topic(&topic)?;
+    // What was acknowledged before this request is in the compacted logs
+    // first (the dispatcher copies it a moment after the produce answer),
+    // so a pass, with `roll_active` too, covers it
+    // (`tidelog_broker::visibility`).
+    let acknowledged = ready.acknowledged();
+    if !ready.is_visible(acknowledged) {
+        let _ = tokio::time::timeout(VISIBILITY_WAIT, ready.visible(acknowledged)).await;
+    }
     let requested = {
         let (ready, topic) = (Arc::clone(&ready), Arc::clone(&topic));
         blocking(move || Ok(ready.request_compaction(&topic, roll_active)?)).await?
