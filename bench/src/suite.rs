@@ -795,13 +795,14 @@ impl CleanerFigures {
         };
         let cp = line("cleaner / cp: ")?;
         let map = line("offset map at the default buffer")?;
-        let produce = line("produce busy / idle: ")?;
+        // "produce busy / idle (mean of both idle phases): 1.16x appended, ..."
+        let produce = line("produce busy / idle")?;
         Ok(CleanerFigures {
             cold_over_cp: number_after(cp, "cold ")?,
             warm_over_cp: number_after(cp, "warm ")?,
             bytes_per_key: number_after(map, "allocated / keys per pass = ")?,
             keys_per_pass: number_before(map, " keys per pass (")?,
-            busy_over_idle: number_after(produce, "produce busy / idle: ")?,
+            busy_over_idle: number_after(produce, ": ")?,
         })
     }
 }
