@@ -36,9 +36,8 @@ use axum::response::Response;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use tidelog_broker::store::{PartitionStatus, RunStats};
-use tidelog_broker::visibility::VISIBILITY_WAIT;
 
-use super::{blocking, json, TopicPath};
+use super::{blocking, json, until_visible, TopicPath};
 use crate::error::ApiError;
 use crate::extract::json_body;
 use crate::state::AppState;
@@ -159,10 +158,7 @@ pub async fn request(
     // first (the dispatcher copies it a moment after the produce answer),
     // so a pass, with `roll_active` too, covers it
     // (`tidelog_broker::visibility`).
-    let acknowledged = ready.acknowledged();
-    if !ready.is_visible(acknowledged) {
-        let _ = tokio::time::timeout(VISIBILITY_WAIT, ready.visible(acknowledged)).await;
-    }
+    until_visible(&ready, ready.acknowledged()).await;
     let requested = {
         let (ready, topic) = (Arc::clone(&ready), Arc::clone(&topic));
         blocking(move || Ok(ready.request_compaction(&topic, roll_active)?)).await?

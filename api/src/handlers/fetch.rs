@@ -43,9 +43,8 @@ use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::Response;
 use tidelog_broker::read::{PartitionRef, RecordRef};
-use tidelog_broker::visibility::VISIBILITY_WAIT;
 
-use super::{blocking, bytes_with, timed, v2_json};
+use super::{blocking, bytes_with, timed, until_visible, v2_json};
 use crate::error::ApiError;
 use crate::extract::{ApiPath, ApiQuery};
 use crate::metrics::GaugeGuard;
@@ -142,7 +141,7 @@ async fn fetch_inner(
             // fetch are still on their way to the index: read again once
             // they are there.
             tokio::select! {
-                _ = tokio::time::timeout(VISIBILITY_WAIT, ready.visible(point)) => {}
+                _ = until_visible(&ready, point) => {}
                 _ = shutdown.wait_for(|stopping| *stopping) => {}
             }
             continue;
@@ -318,10 +317,7 @@ pub async fn offsets(
     let part = ready.partition(&topic, partition)?;
     // The end answered includes every record acknowledged before this
     // request (read-your-writes, `tidelog_broker::visibility`).
-    let acknowledged = ready.acknowledged();
-    if !ready.is_visible(acknowledged) {
-        let _ = tokio::time::timeout(VISIBILITY_WAIT, ready.visible(acknowledged)).await;
-    }
+    until_visible(&ready, ready.acknowledged()).await;
     let offset = match timestamp_ms {
         Some(ts) => {
             let part = part.clone();

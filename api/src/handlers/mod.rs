@@ -22,6 +22,8 @@ use axum::http::request::Parts;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
+use tidelog_broker::visibility::{Acknowledged, VISIBILITY_WAIT};
+use tidelog_broker::Broker;
 
 use crate::error::ApiError;
 use crate::extract::ApiPath;
@@ -149,6 +151,13 @@ pub(crate) async fn timed(
             e.into_response()
         }
     }
+}
+
+/// Waits until every record acknowledged before `point` is fetchable
+/// (read-your-writes, `tidelog_broker::visibility`), at most
+/// [`VISIBILITY_WAIT`]; at once when it already is.
+pub(crate) async fn until_visible(ready: &Broker, point: Acknowledged) {
+    let _ = tokio::time::timeout(VISIBILITY_WAIT, ready.visible(point)).await;
 }
 
 /// Runs a blocking closure on tokio's blocking pool.
