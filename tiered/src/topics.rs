@@ -13,7 +13,8 @@ use object_store::path::Path;
 use crate::error::{Result, TieredError};
 use crate::layout;
 use crate::manifest::{RemoteTopic, TopicVersion};
-use crate::tier::{now_ms, Created, Inner, RemoteTier, COMMIT_ATTEMPTS};
+use crate::retry::retry;
+use crate::tier::{now_ms, unavailable, Created, Inner, RemoteTier, COMMIT_ATTEMPTS};
 
 impl Inner {
     /// The newest version of a topic's meta and the versions listed.
@@ -97,18 +98,18 @@ impl RemoteTier {
         let retries = &i.counters.read_retries;
         i.ensure_format(retries).await?;
         let dir = layout::topics_dir(&i.root);
-        let mut names: Vec<String> = i
-            .list(&dir, retries)
-            .await?
+        // One level only: the topic directories, not every object in them.
+        let listed = retry(&i.policy, "list topics", retries, || {
+            i.store.list_with_delimiter(Some(&dir))
+        })
+        .await
+        .map_err(unavailable("list topics"))?;
+        let mut names: Vec<String> = listed
+            .common_prefixes
             .iter()
-            .filter_map(|p| {
-                p.prefix_match(&dir)?
-                    .next()
-                    .map(|part| part.as_ref().to_string())
-            })
+            .filter_map(|p| p.filename().map(str::to_string))
             .collect();
         names.sort();
-        names.dedup();
         let mut out = Vec::new();
         for name in names {
             if layout::check_topic(&name).is_err() {

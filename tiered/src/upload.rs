@@ -60,6 +60,28 @@ pub fn split(records: &[RemoteRecord], object_bytes: u64) -> Vec<&[RemoteRecord]
     out
 }
 
+/// The manifest after `base` with the uploaded `entries` appended, or
+/// None when nothing is to append. Entries ending below the end are
+/// skipped (a retry, or another writer was first); only a run that starts
+/// at or after the end may follow it, since appending past an overlap
+/// would leave a hole in the remote log that the end claims is uploaded.
+pub fn append_run(base: &Manifest, entries: &[ObjectEntry]) -> Option<Manifest> {
+    let skip = entries
+        .iter()
+        .take_while(|e| e.last_offset < base.end)
+        .count();
+    let rest = &entries[skip..];
+    let first = rest.first()?;
+    if first.base_offset < base.end {
+        tracing::warn!(topic = %base.topic, partition = base.partition, end = base.end, base_offset = first.base_offset, "another writer advanced the manifest across this upload; not appending");
+        return None;
+    }
+    let mut m = base.clone();
+    m.objects.extend(rest.iter().cloned());
+    m.end = rest[rest.len() - 1].last_offset + 1;
+    Some(m)
+}
+
 impl Inner {
     /// Puts an object (multipart when large), retried, then checks its
     /// size with a HEAD.
@@ -185,25 +207,10 @@ impl RemoteTier {
         }
         let committed = i
             .commit(topic, partition, current, versions, |cur| {
-                let mut m = cur.cloned().unwrap_or_else(|| {
-                    Manifest::empty(topic, partition, entries[0].base_offset)
-                });
-                // Only a run that starts at or after the end may follow it:
-                // appending past an overlap would leave a hole in the
-                // remote log that the end claims is uploaded.
-                let skip = entries.iter().take_while(|e| e.last_offset < m.end).count();
-                let rest = &entries[skip..];
-                match rest.first() {
-                    None => return Ok(None),
-                    Some(e) if e.base_offset < m.end => {
-                        tracing::warn!(topic, partition, end = m.end, base_offset = e.base_offset, "another writer advanced the manifest across this upload; not appending");
-                        return Ok(None);
-                    }
-                    Some(_) => {}
-                }
-                m.objects.extend(rest.iter().cloned());
-                m.end = rest[rest.len() - 1].last_offset + 1;
-                Ok(Some(m))
+                let base = cur
+                    .cloned()
+                    .unwrap_or_else(|| Manifest::empty(topic, partition, entries[0].base_offset));
+                Ok(append_run(&base, &entries))
             })
             .await?;
         let m = committed.ok_or_else(|| {
@@ -451,6 +458,40 @@ mod tests {
             value: Some(Bytes::from(vec![1u8; n])),
             headers: vec![],
         }
+    }
+
+    fn entry(base: u64, last: u64) -> ObjectEntry {
+        ObjectEntry {
+            name: layout::object_name(base, last),
+            base_offset: base,
+            last_offset: last,
+            records: last - base + 1,
+            bytes: 100,
+            max_timestamp_ms: 0,
+            uploaded_ms: 0,
+            crc32c: 0,
+        }
+    }
+
+    #[test]
+    fn append_run_never_leaves_a_hole() {
+        let mut m = Manifest::empty("t", 0, 0);
+        m.objects.push(entry(0, 49));
+        m.end = 50;
+        // Another writer got to 50 first with a different split: the
+        // overlapping [40, 89] cannot go on, and neither can [90, 120]
+        // after it (50..90 would be missing remotely).
+        assert_eq!(append_run(&m, &[entry(40, 89), entry(90, 120)]), None);
+        // All below the end: nothing to do.
+        assert_eq!(append_run(&m, &[entry(10, 20), entry(21, 49)]), None);
+        // A retry whose first object is already listed appends the rest.
+        let next = append_run(&m, &[entry(0, 49), entry(50, 60), entry(63, 70)]).unwrap();
+        assert_eq!(next.end, 71);
+        assert_eq!(next.objects.len(), 3);
+        // A gap after the end is the partition's own gap: fine.
+        let next = append_run(&m, &[entry(55, 60)]).unwrap();
+        assert_eq!((next.end, next.objects[1].base_offset), (61, 55));
+        next.check().unwrap();
     }
 
     #[test]

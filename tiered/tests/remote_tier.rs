@@ -324,61 +324,193 @@ impl<S: futures::Stream + Unpin> CollectCount for S {
     }
 }
 
-/// Crashes at every write of an upload of three objects, before and after
-/// the write lands; then the restarted process retries the same upload.
-/// After the crash and after the retry: the newest manifest is the old or
-/// the new one and lists only whole objects; in the end every record reads
-/// back exactly.
-#[tokio::test]
-async fn a_crash_at_any_upload_step_leaves_the_old_or_the_new_manifest() {
-    let first = padded(0..40);
-    let second = padded(40..130);
+/// Runs `step` on a tier whose store crashes at write k, before and after
+/// the write lands, for every k until a run makes fewer than k writes.
+/// After each crash, `check` sees what the store holds (the restarted
+/// process). Returns the largest k that crashed.
+async fn crash_matrix<S, C>(mut prepare: impl FnMut(&RemoteTier) -> S, step: C) -> u64
+where
+    S: std::future::Future<Output = ()>,
+    C: AsyncCheck,
+{
+    let mut most = 0;
     for crash_after in [false, true] {
-        let mut k = 1;
-        loop {
-            assert!(k < 100, "the upload never finished without a fault");
-            let faulty = FaultyStore::new(memory());
-            let store: Arc<dyn ObjectStore> = faulty.clone();
+        for k in 1..200 {
+            // Both backends: odd k on the local file system, even in memory.
+            let dir = tempfile::tempdir().unwrap();
+            let base: Arc<dyn ObjectStore> = if k % 2 == 0 {
+                memory()
+            } else {
+                Arc::new(LocalFileSystem::new_with_prefix(dir.path()).unwrap())
+            };
+            let faulty = FaultyStore::new(base);
             let c = cfg(64 * 1024, 1 << 20);
-            let tier = tier_on(store, &c);
-            let before = tier.upload("t", 0, &first).await.unwrap();
+            let tier = tier_on(faulty.clone(), &c);
+            prepare(&tier).await;
             faulty.plan(Some(if crash_after {
                 Fault::CrashAfter(k)
             } else {
                 Fault::CrashBefore(k)
             }));
-            let outcome = tier.upload("t", 0, &second).await;
-            let inner = faulty.inner();
+            let outcome = step.run(&tier).await;
             if !faulty.crashed() {
-                // k is past the last write: done with this mode.
-                let m = outcome.unwrap();
-                assert_eq!(m.end, 130);
+                outcome.unwrap();
                 break;
             }
             assert!(
                 matches!(outcome, Err(TieredError::Unavailable { .. })),
-                "k={k}"
+                "k={k}: {outcome:?}"
             );
-            let after_crash = assert_consistent(&inner, "t").await.unwrap();
-            assert!(
-                after_crash == before || after_crash.end == 130,
-                "k={k} after={crash_after}: neither the old nor the new manifest: {after_crash:?}"
-            );
-            // The restarted process: a new tier on what the store holds.
-            let restarted = tier_on(inner.clone(), &c);
-            let m = restarted.upload("t", 0, &second).await.unwrap();
-            assert_eq!(m.end, 130, "k={k}");
-            assert_consistent(&inner, "t").await.unwrap();
-            let mut expected = first.clone();
-            expected.extend(second.clone());
-            assert_eq!(read_all(&restarted, "t", 0, 33).await, expected, "k={k}");
-            k += 1;
+            most = most.max(k);
+            let restarted = tier_on(faulty.inner(), &c);
+            step.check_after_crash(&faulty.inner(), &restarted, k).await;
         }
+    }
+    most
+}
+
+trait AsyncCheck {
+    async fn run(&self, tier: &RemoteTier) -> Result<(), TieredError>;
+    async fn check_after_crash(&self, store: &Arc<dyn ObjectStore>, restarted: &RemoteTier, k: u64);
+}
+
+struct UploadStep {
+    first: Vec<RemoteRecord>,
+    second: Vec<RemoteRecord>,
+}
+
+impl AsyncCheck for UploadStep {
+    async fn run(&self, tier: &RemoteTier) -> Result<(), TieredError> {
+        tier.upload("t", 0, &self.second).await.map(drop)
+    }
+
+    async fn check_after_crash(
+        &self,
+        store: &Arc<dyn ObjectStore>,
+        restarted: &RemoteTier,
+        k: u64,
+    ) {
+        let after_crash = assert_consistent(store, "t").await.unwrap();
         assert!(
-            k > 4,
-            "the upload made {k} writes: three objects and a manifest at least"
+            after_crash.end == 40 || after_crash.end == 130,
+            "k={k}: neither the old nor the new manifest: {after_crash:?}"
+        );
+        let m = restarted.upload("t", 0, &self.second).await.unwrap();
+        assert_eq!(m.end, 130, "k={k}");
+        assert_consistent(store, "t").await.unwrap();
+        let mut expected = self.first.clone();
+        expected.extend(self.second.clone());
+        assert_eq!(read_all(restarted, "t", 0, 33).await, expected, "k={k}");
+    }
+}
+
+/// Crashes at every write of an upload of several objects (on both
+/// backends), before and after the write lands; then the restarted process
+/// retries the same upload. After the crash and after the retry: the newest
+/// manifest is the old or the new one and lists only whole objects; in the
+/// end every record reads back exactly.
+#[tokio::test]
+async fn a_crash_at_any_upload_step_leaves_the_old_or_the_new_manifest() {
+    let step = UploadStep {
+        first: padded(0..40),
+        second: padded(40..130),
+    };
+    let first = step.first.clone();
+    let most = crash_matrix(
+        |tier| {
+            let (tier, first) = (tier.clone(), first.clone());
+            async move {
+                tier.upload("t", 0, &first).await.unwrap();
+            }
+        },
+        step,
+    )
+    .await;
+    assert!(
+        most > 7,
+        "the upload made {most} writes: several objects and a manifest"
+    );
+}
+
+struct RetentionStep;
+
+impl AsyncCheck for RetentionStep {
+    async fn run(&self, tier: &RemoteTier) -> Result<(), TieredError> {
+        let keep = 3 * 64 * 1024;
+        tier.enforce_retention("t", 0, 0, None, Some(keep))
+            .await
+            .map(drop)
+    }
+
+    async fn check_after_crash(
+        &self,
+        store: &Arc<dyn ObjectStore>,
+        restarted: &RemoteTier,
+        k: u64,
+    ) {
+        let m = assert_consistent(store, "t").await.unwrap();
+        let all = padded(0..130);
+        assert_eq!(
+            read_all(restarted, "t", m.beginning, 20).await,
+            all[m.beginning as usize..],
+            "k={k}"
+        );
+        self.run(restarted).await.unwrap();
+        let m = assert_consistent(store, "t").await.unwrap();
+        assert!(m.beginning > 0, "k={k}");
+        // The retry swept whatever the crash left behind.
+        let data = layout::data_dir(restarted.prefix(), "t", 0);
+        assert_eq!(
+            store.list(Some(&data)).collect_count().await,
+            m.objects.len(),
+            "k={k}"
         );
     }
+}
+
+/// The same for remote retention: the manifest first, then the deletes.
+#[tokio::test]
+async fn a_crash_at_any_retention_step_leaves_listed_objects_whole() {
+    let most = crash_matrix(
+        |tier| {
+            let tier = tier.clone();
+            async move {
+                tier.upload("t", 0, &padded(0..130)).await.unwrap();
+            }
+        },
+        RetentionStep,
+    )
+    .await;
+    assert!(most > 3, "retention made {most} writes");
+}
+
+/// A reader whose cached manifest lists an object another process's
+/// retention deleted re-reads the manifest: the offset is now below the
+/// beginning, and later offsets still read.
+#[tokio::test]
+async fn a_read_of_an_object_dropped_since_re_reads_the_manifest() {
+    let store = memory();
+    let reader = tier_on(store.clone(), &cfg(64 * 1024, 0));
+    let other = tier_on(store.clone(), &cfg(64 * 1024, 0));
+    let m = reader.upload("t", 0, &padded(0..100)).await.unwrap();
+    assert_eq!(
+        reader.read("t", 0, 0, 1, 1 << 20).await.unwrap()[0].offset,
+        0
+    );
+    let keep = m.objects.last().unwrap().bytes;
+    let after = other
+        .enforce_retention("t", 0, 0, None, Some(keep))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(after.beginning > 0);
+    let err = reader.read("t", 0, 0, 1, 1 << 20).await.unwrap_err();
+    assert!(matches!(err, TieredError::OutOfRange { .. }), "{err}");
+    let got = reader
+        .read("t", 0, after.beginning, 1, 1 << 20)
+        .await
+        .unwrap();
+    assert_eq!(got[0].offset, after.beginning);
 }
 
 #[tokio::test]
