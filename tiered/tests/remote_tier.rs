@@ -484,6 +484,87 @@ async fn a_crash_at_any_retention_step_leaves_listed_objects_whole() {
     assert!(most > 3, "retention made {most} writes");
 }
 
+struct DeleteStep;
+
+impl AsyncCheck for DeleteStep {
+    async fn run(&self, tier: &RemoteTier) -> Result<(), TieredError> {
+        tier.delete_topic("t").await
+    }
+
+    async fn check_after_crash(
+        &self,
+        store: &Arc<dyn ObjectStore>,
+        restarted: &RemoteTier,
+        k: u64,
+    ) {
+        // Whatever manifest is left lists only objects that exist.
+        let left = assert_consistent(store, "t").await;
+        let tombstoned = restarted.topics().await.unwrap().is_empty();
+        if left.is_none() {
+            assert!(tombstoned, "k={k}: data went before the tombstone");
+        }
+        // Before the tombstone the deletion never began: only a delete
+        // retry (the broker's) finishes it.
+        if !tombstoned || k % 3 == 0 {
+            self.run(restarted).await.unwrap();
+        } else {
+            // Recreating the topic finishes the deletion first.
+            let topic = RemoteTopic {
+                name: "t".into(),
+                partitions: 1,
+                configs: BTreeMap::new(),
+                updated_ms: 5,
+            };
+            restarted.put_topic(&topic).await.unwrap();
+            if tombstoned {
+                let m = restarted.upload("t", 0, &padded(0..3)).await.unwrap();
+                assert_eq!(
+                    (m.version, m.end),
+                    (1, 3),
+                    "k={k}: the old incarnation is gone"
+                );
+                assert_eq!(read_all(restarted, "t", 0, 10).await, padded(0..3));
+                return;
+            }
+        }
+        assert!(assert_consistent(store, "t").await.is_none(), "k={k}");
+        let topic_dir = layout::topic_dir(restarted.prefix(), "t");
+        let meta_dir = layout::topic_meta_dir(restarted.prefix(), "t");
+        let all = store.list(Some(&topic_dir)).collect_count().await;
+        let metas = store.list(Some(&meta_dir)).collect_count().await;
+        assert_eq!(all, metas, "k={k}: only topic metas are left");
+    }
+}
+
+/// The same for a topic deletion: tombstone, manifests (oldest first),
+/// then objects; retried by a delete or finished by a recreation.
+#[tokio::test]
+async fn a_crash_at_any_delete_step_leaves_no_manifest_naming_a_missing_object() {
+    let most = crash_matrix(
+        |tier| {
+            let tier = tier.clone();
+            async move {
+                let topic = RemoteTopic {
+                    name: "t".into(),
+                    partitions: 1,
+                    configs: BTreeMap::new(),
+                    updated_ms: 1,
+                };
+                tier.put_topic(&topic).await.unwrap();
+                tier.upload("t", 0, &padded(0..60)).await.unwrap();
+                tier.upload("t", 0, &padded(60..130)).await.unwrap();
+                // Retention drops objects an older manifest version lists.
+                tier.enforce_retention("t", 0, 0, None, Some(4 * 64 * 1024))
+                    .await
+                    .unwrap();
+            }
+        },
+        DeleteStep,
+    )
+    .await;
+    assert!(most > 8, "the deletion made {most} writes");
+}
+
 /// A reader whose cached manifest lists an object another process's
 /// retention deleted re-reads the manifest: the offset is now below the
 /// beginning, and later offsets still read.
