@@ -82,6 +82,16 @@ pub fn append_run(base: &Manifest, entries: &[ObjectEntry]) -> Option<Manifest> 
     Some(m)
 }
 
+/// The manifest a commit that always has something to write returned.
+fn written(m: Option<Manifest>, topic: &str, partition: u32) -> Result<Manifest> {
+    m.ok_or_else(|| {
+        TieredError::corrupt(
+            format!("manifest of {topic}-{partition}"),
+            "none after a commit that had an update",
+        )
+    })
+}
+
 impl Inner {
     /// Puts an object (multipart when large), retried, then checks its
     /// size with a HEAD.
@@ -213,12 +223,7 @@ impl RemoteTier {
                 Ok(append_run(&base, &entries))
             })
             .await?;
-        let m = committed.ok_or_else(|| {
-            TieredError::corrupt(
-                format!("manifest of {topic}-{partition}"),
-                "none after a commit",
-            )
-        })?;
+        let m = written(committed, topic, partition)?;
         tracing::info!(
             topic,
             partition,
@@ -377,13 +382,8 @@ impl RemoteTier {
                 }
                 Ok(Some(m))
             })
-            .await?
-            .ok_or_else(|| {
-                TieredError::corrupt(
-                    format!("manifest of {topic}-{partition}"),
-                    "none after a commit",
-                )
-            })?;
+            .await?;
+        let m = written(m, topic, partition)?;
         tracing::info!(
             topic,
             partition,

@@ -565,6 +565,85 @@ async fn a_crash_at_any_delete_step_leaves_no_manifest_naming_a_missing_object()
     assert!(most > 8, "the deletion made {most} writes");
 }
 
+fn snapshot_a() -> Vec<(String, Bytes)> {
+    vec![
+        (
+            "00000000000000000000.log".to_string(),
+            Bytes::from(vec![1u8; 3000]),
+        ),
+        (
+            "00000000000000000000.index".to_string(),
+            Bytes::from_static(b"a"),
+        ),
+    ]
+}
+
+fn snapshot_b() -> Vec<(String, Bytes)> {
+    vec![
+        (
+            "00000000000000000000.log".to_string(),
+            Bytes::from(vec![2u8; 2000]),
+        ),
+        (
+            "00000000000000000009.log".to_string(),
+            Bytes::from(vec![3u8; 10]),
+        ),
+        (
+            "00000000000000000009.index".to_string(),
+            Bytes::from_static(b"b"),
+        ),
+    ]
+}
+
+struct SnapshotStep;
+
+impl AsyncCheck for SnapshotStep {
+    async fn run(&self, tier: &RemoteTier) -> Result<(), TieredError> {
+        tier.put_snapshot("c", 0, snapshot_b(), 20).await.map(drop)
+    }
+
+    async fn check_after_crash(
+        &self,
+        store: &Arc<dyn ObjectStore>,
+        restarted: &RemoteTier,
+        k: u64,
+    ) {
+        // The old snapshot or the new one, whole, never a mix.
+        let files = restarted.snapshot_files("c", 0).await.unwrap();
+        assert!(
+            files == snapshot_a() || files == snapshot_b(),
+            "k={k}: {files:?}"
+        );
+        self.run(restarted).await.unwrap();
+        assert_eq!(
+            restarted.snapshot_files("c", 0).await.unwrap(),
+            snapshot_b()
+        );
+        let m = restarted.manifest("c", 0).await.unwrap().unwrap();
+        assert_eq!(m.end, 20);
+        // Only the new snapshot's directory is left.
+        let dir = layout::partition_dir(restarted.prefix(), "c", 0).join("snapshot");
+        assert_eq!(store.list(Some(&dir)).collect_count().await, 3, "k={k}");
+    }
+}
+
+/// The same for a compacted snapshot: files first, manifest, then the old
+/// snapshot's deletion.
+#[tokio::test]
+async fn a_crash_at_any_snapshot_step_leaves_the_old_or_the_new_snapshot() {
+    let most = crash_matrix(
+        |tier| {
+            let tier = tier.clone();
+            async move {
+                tier.put_snapshot("c", 0, snapshot_a(), 10).await.unwrap();
+            }
+        },
+        SnapshotStep,
+    )
+    .await;
+    assert!(most > 5, "the snapshot made {most} writes");
+}
+
 /// A reader whose cached manifest lists an object another process's
 /// retention deleted re-reads the manifest: the offset is now below the
 /// beginning, and later offsets still read.
