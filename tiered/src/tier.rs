@@ -495,3 +495,43 @@ impl Inner {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_refuses_what_validate_refuses_and_does_no_io() {
+        let off = TieredConfig::default();
+        assert!(matches!(
+            RemoteTier::open(&off),
+            Err(TieredError::Config { .. })
+        ));
+        // A directory that does not exist yet: opening touches nothing.
+        let cfg = TieredConfig {
+            url: Some("file:///nonexistent-tidelog-dir/p".into()),
+            ..TieredConfig::default()
+        };
+        let tier = RemoteTier::open(&cfg).unwrap();
+        assert_eq!(tier.prefix().as_ref(), "nonexistent-tidelog-dir/p");
+        assert!(!std::path::Path::new("/nonexistent-tidelog-dir").exists());
+    }
+
+    #[cfg(feature = "s3")]
+    #[test]
+    fn open_an_s3_bucket_behind_an_endpoint() {
+        let cfg = TieredConfig {
+            url: Some("s3://bucket/some/prefix/".into()),
+            endpoint: Some("http://127.0.0.1:9".into()),
+            allow_http: true,
+            ..TieredConfig::default()
+        };
+        let tier = RemoteTier::open(&cfg).unwrap();
+        assert_eq!(tier.prefix().as_ref(), "some/prefix");
+        assert!(
+            tier.store().to_string().contains("bucket"),
+            "{}",
+            tier.store()
+        );
+    }
+}

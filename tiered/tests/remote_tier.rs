@@ -965,3 +965,28 @@ async fn a_lost_manifest_race_is_resolved_by_re_reading() {
     assert_eq!(m.end, 80);
     assert_eq!(read_all(&a, "t", 0, 16).await, records(0..80));
 }
+
+/// The broker spawns these on a multi-threaded runtime: every future must
+/// be Send (no lock guard held across an await), and the tier Send + Sync.
+#[test]
+fn futures_are_send() {
+    fn send<T: Send>(_: T) {}
+    fn shared<T: Send + Sync + Clone>(_: &T) {}
+    let tier = tier_on(memory(), &cfg(64 * 1024, 0));
+    shared(&tier);
+    let topic = RemoteTopic {
+        name: "t".into(),
+        partitions: 1,
+        configs: BTreeMap::new(),
+        updated_ms: 0,
+    };
+    send(tier.upload("t", 0, &[]));
+    send(tier.read("t", 0, 0, 1, 1));
+    send(tier.manifest("t", 0));
+    send(tier.put_topic(&topic));
+    send(tier.topics());
+    send(tier.delete_topic("t"));
+    send(tier.enforce_retention("t", 0, 0, None, None));
+    send(tier.put_snapshot("t", 0, vec![], 0));
+    send(tier.snapshot_files("t", 0));
+}
