@@ -177,6 +177,15 @@ impl RemoteTier {
         self.inner.counters.snapshot(cache_bytes)
     }
 
+    /// The newest manifest of a partition this process has read or
+    /// written, without I/O (None before the first `manifest`, `upload`,
+    /// `read` or retention pass of it since start). For hot paths (a
+    /// partition's beginning offset on every offsets request, upload lag);
+    /// `manifest` is the authoritative, LISTing answer.
+    pub fn known_manifest(&self, topic: &str, partition: u32) -> Option<Arc<Manifest>> {
+        self.inner.cached_manifest(topic, partition)
+    }
+
     /// The newest manifest of a partition (a LIST and a GET), or `None`
     /// before its first upload or snapshot.
     pub async fn manifest(&self, topic: &str, partition: u32) -> Result<Option<Manifest>> {

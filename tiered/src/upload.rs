@@ -30,7 +30,7 @@ use crate::manifest::{Manifest, ObjectEntry, Snapshot, SnapshotFile};
 use crate::record::RemoteRecord;
 use crate::retry::retry;
 use crate::stats::bump;
-use crate::tier::{now_ms, unavailable, Inner, RemoteTier};
+use crate::tier::{lock, now_ms, unavailable, Inner, RemoteTier};
 
 /// Objects above this size go up as multipart uploads.
 pub const MULTIPART_THRESHOLD_BYTES: usize = 16 * 1024 * 1024;
@@ -315,6 +315,7 @@ impl RemoteTier {
             let below_end = layout::parse_object_name(name).is_some_and(|(base, _)| base < m.end);
             if below_end && !listed.contains(name) {
                 i.delete(&path, retries).await?;
+                lock(&i.cache).remove_prefix(path.as_ref());
                 bump(&i.counters.objects_deleted, 1);
                 tracing::info!(path = %path, "deleted an object no manifest lists");
             }

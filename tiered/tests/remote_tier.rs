@@ -792,6 +792,16 @@ async fn the_cache_stays_within_its_bound() {
     assert!(max_seen > limit / 2, "the cache was used: {max_seen}");
     // Sequential reads are mostly hits: one GET serves many records.
     assert!(s.cache_hits > 4 * s.cache_misses, "{s:?}");
+    // Objects retention deletes leave the cache with them.
+    let keep = m.objects.last().unwrap().bytes;
+    tier.enforce_retention("t", 0, 0, None, Some(keep))
+        .await
+        .unwrap();
+    assert!(
+        tier.stats().cache_bytes < s.cache_bytes,
+        "{:?}",
+        tier.stats()
+    );
 }
 
 #[tokio::test]
@@ -825,6 +835,7 @@ async fn retention_drops_whole_objects_from_the_front() {
     assert_eq!(after.objects, m.objects[2..].to_vec());
     assert_eq!(after.beginning, m.objects[1].last_offset + 1);
     assert_eq!(after.end, m.end);
+    assert_eq!(tier.known_manifest("t", 0).as_deref(), Some(&after));
     let dropped = layout::data_dir(tier.prefix(), "t", 0).join(m.objects[0].name.as_str());
     assert!(
         store.head(&dropped).await.is_err(),
