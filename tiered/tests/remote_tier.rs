@@ -705,6 +705,20 @@ async fn a_store_that_is_down_is_unavailable_and_loses_nothing() {
     assert_eq!(read_all(&tier, "t", 0, 7).await, records(0..60));
 }
 
+/// The default policies: a read gives up after 4 attempts (an HTTP fetch
+/// answers 503 within seconds), a write after 6. Paused time: the backoffs
+/// pass at once.
+#[tokio::test(start_paused = true)]
+async fn reads_give_up_sooner_than_writes() {
+    let faulty = FaultyStore::new(memory());
+    let tier = RemoteTier::with_store(faulty.clone(), Path::from("p"), &cfg(64 * 1024, 0));
+    faulty.set_down(true);
+    assert!(tier.read("t", 0, 0, 1, 100).await.is_err());
+    assert!(tier.upload("t", 0, &records(0..3)).await.is_err());
+    let s = tier.stats();
+    assert_eq!((s.read_retries, s.upload_retries), (3, 5), "{s:?}");
+}
+
 /// Flips a byte of an object's records, of its index, or cuts it short:
 /// the read refuses it as Corrupt.
 #[tokio::test]
