@@ -342,7 +342,11 @@ impl Inner {
         .await;
         match got {
             Ok(b) => {
-                bump(&self.counters.remote_read_bytes, b.len() as u64);
+                // remote_read_bytes is what reads cost, not the write
+                // side's checks (the format marker, a taken version).
+                if side == Side::Read {
+                    bump(&self.counters.remote_read_bytes, b.len() as u64);
+                }
                 Ok(Some(b))
             }
             Err(object_store::Error::NotFound { .. }) => Ok(None),

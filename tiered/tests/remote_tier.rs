@@ -250,6 +250,13 @@ async fn open_from_a_file_url() {
 #[tokio::test]
 async fn a_large_object_goes_up_in_parts() {
     let tier = tier_on(memory(), &cfg(64 << 20, 1 << 20));
+    tier.upload("small", 0, &records(0..3)).await.unwrap();
+    tier.upload("small", 0, &records(3..6)).await.unwrap(); // GETs the manifest
+    assert_eq!(
+        tier.stats().remote_read_bytes,
+        0,
+        "writes read nothing remote"
+    );
     let mut recs = records(0..3);
     for r in &mut recs {
         r.value = Some(Bytes::from(vec![r.offset as u8; 9 << 20]));
