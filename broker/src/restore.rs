@@ -50,8 +50,10 @@ use tidelog_storage::consume_queue::deleted::{self, DeletedPartitions};
 use tidelog_storage::fs_util;
 use tidelog_storage::DataDirLock;
 
+use tidelog_tiered::{RemoteTier, RemoteTopic, TieredError};
+
 use crate::error::BrokerError;
-use crate::registry::{self, TopicRegistry};
+use crate::registry::{self, TopicRegistry, CONSUMER_OFFSETS_PARTITIONS, CONSUMER_OFFSETS_TOPIC};
 use crate::topic_config::Overrides;
 
 /// The file that marks a restore in progress (module doc).
@@ -225,6 +227,90 @@ pub fn write_data_dir(
     Ok(report)
 }
 
+/// Restores `data_dir` from `tier` (module doc): reads every topic the
+/// bucket holds, each partition's manifest and, for compact topics, the
+/// snapshot, then writes the data dir ([`write_data_dir`], on a blocking
+/// thread). Refuses a data dir in use before it reads anything. Progress
+/// at info: one line per topic, then the totals.
+pub async fn restore(data_dir: &Path, tier: &RemoteTier) -> Result<RestoreReport, BrokerError> {
+    if !needs_restore(data_dir)? {
+        return Err(restore_error(
+            data_dir,
+            "the data dir is not empty (a restore only writes into an empty one)".into(),
+        ));
+    }
+    let remote = |what: &str, e: TieredError| {
+        restore_error(data_dir, format!("the remote tier: {what}: {e}"))
+    };
+    let mut listed = tier
+        .topics()
+        .await
+        .map_err(|e| remote("listing topics", e))?;
+    tracing::info!(data_dir = %data_dir.display(), topics = listed.len(), "restoring from the remote tier");
+    // Committed offsets come back with `__consumer_offsets`' snapshot, also
+    // if its topic record never reached the bucket.
+    if !listed.iter().any(|t| t.name == CONSUMER_OFFSETS_TOPIC) {
+        listed.push(RemoteTopic {
+            name: CONSUMER_OFFSETS_TOPIC.into(),
+            partitions: CONSUMER_OFFSETS_PARTITIONS,
+            configs: BTreeMap::from([("cleanup.policy".into(), "compact".into())]),
+            updated_ms: 0,
+        });
+    }
+    let mut topics = Vec::with_capacity(listed.len());
+    for t in listed {
+        // Bounded before the per-partition vector is allocated.
+        registry::check_partitions(t.partitions)
+            .map_err(|e| restore_error(data_dir, format!("topic {:?}: {e}", t.name)))?;
+        let compact = t
+            .configs
+            .get("cleanup.policy")
+            .is_some_and(|p| p.split(',').any(|p| p.trim() == "compact"));
+        let mut states = Vec::with_capacity(t.partitions as usize);
+        for p in 0..t.partitions {
+            let what = format!("{}-{p}", t.name);
+            let manifest = tier
+                .manifest(&t.name, p)
+                .await
+                .map_err(|e| remote(&format!("manifest of {what}"), e))?;
+            let snapshot = if compact {
+                tier.snapshot_files(&t.name, p)
+                    .await
+                    .map_err(|e| remote(&format!("snapshot of {what}"), e))?
+            } else {
+                Vec::new()
+            };
+            states.push(RestoredPartition {
+                next_offset: manifest.map_or(0, |m| m.end),
+                snapshot,
+            });
+        }
+        tracing::info!(
+            topic = %t.name,
+            partitions = t.partitions,
+            remote_offsets = states.iter().map(|s| s.next_offset).sum::<u64>(),
+            snapshot_files = states.iter().map(|s| s.snapshot.len()).sum::<usize>(),
+            "read the topic from the remote tier"
+        );
+        topics.push(RestoredTopic {
+            name: t.name,
+            partitions: t.partitions,
+            configs: t.configs,
+            partition_states: states,
+        });
+    }
+    // The internal topic is there only to carry its snapshot: without one
+    // the broker creates it as on any new data dir.
+    topics.retain(|t| {
+        t.name != CONSUMER_OFFSETS_TOPIC
+            || t.partition_states.iter().any(|s| !s.snapshot.is_empty())
+    });
+    let dir = data_dir.to_path_buf();
+    tokio::task::spawn_blocking(move || write_data_dir(&dir, &topics))
+        .await
+        .map_err(|e| restore_error(data_dir, format!("the restore's writer thread: {e}")))?
+}
+
 /// The bucket's topics checked before anything is written: names and
 /// partition counts by the registry's rules, one state per partition, no
 /// topic twice.
@@ -341,7 +427,6 @@ fn restore_error(data_dir: &Path, reason: String) -> BrokerError {
 mod tests {
     use super::*;
     use crate::groups::{CommitValue, OffsetCommit};
-    use crate::registry::CONSUMER_OFFSETS_TOPIC;
     use crate::test_support::{append, compact, open, wait_until};
     use std::sync::Arc;
 
@@ -371,14 +456,10 @@ mod tests {
         }
     }
 
-    /// A node with a compact table, a plain topic and a group's commits;
-    /// its snapshots restored into a new data dir bring back the table and
-    /// the committed offsets, and every partition continues after the
-    /// offsets the bucket held.
-    #[test]
-    fn a_restored_data_dir_serves_snapshots_and_continues_the_offsets() {
-        let old = tempfile::tempdir().unwrap();
-        let broker = open(old.path());
+    /// A node with a compact table `users` (a=1, b=2, a=3), a plain topic
+    /// `events` and group `billing`'s commit of events-0 at 42, shut down.
+    fn old_node(dir: &Path) {
+        let broker = open(dir);
         broker.create_topic("users", 1, compact()).unwrap();
         broker.create_topic("events", 1, Overrides::new()).unwrap();
         append(&broker, "users", &[("a", "1"), ("b", "2"), ("a", "3")]);
@@ -400,7 +481,66 @@ mod tests {
         wait_until("the compacted copies", || users.offsets().1 == 3);
         drop(users);
         Arc::try_unwrap(broker).unwrap().shutdown().unwrap();
+    }
 
+    /// What [`old_node`] wrote, read back from a broker on `data_dir`: the
+    /// table, the committed offset, and new records after `events_next`.
+    fn check_restored(data_dir: &Path, events_next: u64) {
+        let broker = open(data_dir);
+        let users = broker.partition("users", 0).unwrap();
+        let read = users.read(0, 100, 1 << 20).unwrap();
+        let table: Vec<(u64, &[u8], &[u8])> = read
+            .records
+            .iter()
+            .map(|r| (r.offset(), r.key().unwrap(), r.value().unwrap()))
+            .collect();
+        assert_eq!(
+            table,
+            [(0, &b"a"[..], &b"1"[..]), (1, b"b", b"2"), (2, b"a", b"3")]
+        );
+        let committed = broker.groups.get("billing", None).unwrap();
+        assert_eq!(
+            committed
+                .iter()
+                .map(|c| (c.topic.as_str(), c.partition, c.offset))
+                .collect::<Vec<_>>(),
+            [("events", 0, 42)]
+        );
+        // New records continue after what the bucket held.
+        append(&broker, "events", &[("k", "v")]);
+        append(&broker, "users", &[("c", "4")]);
+        let events = broker.partition("events", 0).unwrap();
+        wait_until("the new records", || {
+            events.offsets().1 == events_next + 1 && users.offsets().1 == 4
+        });
+        assert_eq!(events.offsets(), (events_next, events_next + 1));
+        let newest = users.read(3, 100, 1 << 20).unwrap();
+        assert_eq!(
+            newest
+                .records
+                .iter()
+                .map(|r| r.offset())
+                .collect::<Vec<_>>(),
+            [3]
+        );
+        drop((users, events));
+        Arc::try_unwrap(broker).unwrap().shutdown().unwrap();
+
+        // And after a restart the restored records are still there.
+        let broker = open(data_dir);
+        let users = broker.partition("users", 0).unwrap();
+        assert_eq!(users.read(0, 100, 1 << 20).unwrap().records.len(), 4);
+        drop(users);
+        Arc::try_unwrap(broker).unwrap().shutdown().unwrap();
+    }
+
+    /// The old node's snapshots restored into a new data dir bring back
+    /// the table and the committed offsets, and every partition continues
+    /// after the offsets the bucket held.
+    #[test]
+    fn a_restored_data_dir_serves_snapshots_and_continues_the_offsets() {
+        let old = tempfile::tempdir().unwrap();
+        old_node(old.path());
         let restored = tempfile::tempdir().unwrap();
         let data_dir = restored.path().join("data");
         let topics = vec![
@@ -436,57 +576,70 @@ mod tests {
         assert!(!data_dir.join(RESTORE_MARKER).exists());
         assert_eq!(data_dir_state(&data_dir).unwrap(), DataDirState::InUse);
 
-        let broker = open(&data_dir);
-        let users = broker.partition("users", 0).unwrap();
-        let read = users.read(0, 100, 1 << 20).unwrap();
-        let table: Vec<(u64, &[u8], &[u8])> = read
-            .records
-            .iter()
-            .map(|r| (r.offset(), r.key().unwrap(), r.value().unwrap()))
-            .collect();
-        assert_eq!(
-            table,
-            [(0, &b"a"[..], &b"1"[..]), (1, b"b", b"2"), (2, b"a", b"3")]
-        );
-        let committed = broker.groups.get("billing", None).unwrap();
-        assert_eq!(
-            committed
-                .iter()
-                .map(|c| (c.topic.as_str(), c.partition, c.offset))
-                .collect::<Vec<_>>(),
-            [("events", 0, 42)]
-        );
-        let events = broker.registry.require("events").unwrap();
+        let events = TopicRegistry::load(&data_dir.join(CONFIG_DIR))
+            .unwrap()
+            .require("events")
+            .unwrap();
         assert_eq!(
             events.overrides.get("retention.ms").map(String::as_str),
             Some("3600000")
         );
-        // New records continue after what the bucket held.
-        append(&broker, "events", &[("k", "v")]);
-        append(&broker, "users", &[("c", "4")]);
-        let events = broker.partition("events", 0).unwrap();
-        wait_until("the new records", || {
-            events.offsets().1 == 501 && users.offsets().1 == 4
-        });
-        assert_eq!(events.offsets(), (500, 501));
-        let newest = users.read(3, 100, 1 << 20).unwrap();
-        assert_eq!(
-            newest
-                .records
-                .iter()
-                .map(|r| r.offset())
-                .collect::<Vec<_>>(),
-            [3]
-        );
-        drop((users, events));
-        Arc::try_unwrap(broker).unwrap().shutdown().unwrap();
+        check_restored(&data_dir, 500);
+    }
 
-        // And after a restart the restored records are still there.
-        let broker = open(&data_dir);
-        let users = broker.partition("users", 0).unwrap();
-        assert_eq!(users.read(0, 100, 1 << 20).unwrap().records.len(), 4);
-        drop(users);
-        Arc::try_unwrap(broker).unwrap().shutdown().unwrap();
+    /// The whole path: a bucket (in memory) holding what the old node's
+    /// server would have put there, read by `restore`.
+    #[test]
+    fn restore_reads_topics_manifests_and_snapshots_from_the_remote_tier() {
+        use tidelog_tiered::object_store::memory::InMemory;
+        use tidelog_tiered::object_store::path::Path as StorePath;
+        use tidelog_tiered::{RemoteRecord, TieredConfig};
+
+        let old = tempfile::tempdir().unwrap();
+        old_node(old.path());
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let tier = RemoteTier::with_store(
+            Arc::new(InMemory::new()),
+            StorePath::from("node"),
+            &TieredConfig::default(),
+        );
+        let restored = tempfile::tempdir().unwrap();
+        let report = runtime.block_on(async {
+            let topic = |name: &str, configs: Overrides| RemoteTopic {
+                name: name.into(),
+                partitions: 1,
+                configs,
+                updated_ms: 1,
+            };
+            tier.put_topic(&topic("events", Overrides::new()))
+                .await
+                .unwrap();
+            tier.put_topic(&topic("users", compact())).await.unwrap();
+            let records: Vec<RemoteRecord> = (0..7)
+                .map(|offset| RemoteRecord {
+                    offset,
+                    timestamp_ms: 1,
+                    key: None,
+                    value: Some(Bytes::from_static(b"v")),
+                    headers: Vec::new(),
+                })
+                .collect();
+            tier.upload("events", 0, &records).await.unwrap();
+            for t in ["users", CONSUMER_OFFSETS_TOPIC] {
+                let files = compacted_files(old.path(), t);
+                let next = if t == "users" { 3 } else { 1 };
+                tier.put_snapshot(t, 0, files, next).await.unwrap();
+            }
+            // A data dir in use is refused before anything is read.
+            let in_use = restore(old.path(), &tier).await.unwrap_err();
+            assert!(in_use.to_string().contains("not empty"), "{in_use}");
+            restore(restored.path(), &tier).await.unwrap()
+        });
+        assert_eq!((report.topics, report.snapshot_files), (3, 2), "{report:?}");
+        check_restored(restored.path(), 7);
     }
 
     #[test]
