@@ -177,6 +177,15 @@ impl RemoteTier {
         self.inner.counters.snapshot(cache_bytes)
     }
 
+    /// The newest manifest of a partition this process has read or
+    /// written, without I/O (None before the first `manifest`, `upload`,
+    /// `read` or retention pass of it since start). For hot paths (a
+    /// partition's beginning offset on every offsets request, upload lag);
+    /// `manifest` is the authoritative, LISTing answer.
+    pub fn known_manifest(&self, topic: &str, partition: u32) -> Option<Arc<Manifest>> {
+        self.inner.cached_manifest(topic, partition)
+    }
+
     /// The newest manifest of a partition (a LIST and a GET), or `None`
     /// before its first upload or snapshot.
     pub async fn manifest(&self, topic: &str, partition: u32) -> Result<Option<Manifest>> {
@@ -493,5 +502,45 @@ impl Inner {
             version: current.map_or(0, |m| m.version) + 1,
             attempts: COMMIT_ATTEMPTS,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_refuses_what_validate_refuses_and_does_no_io() {
+        let off = TieredConfig::default();
+        assert!(matches!(
+            RemoteTier::open(&off),
+            Err(TieredError::Config { .. })
+        ));
+        // A directory that does not exist yet: opening touches nothing.
+        let cfg = TieredConfig {
+            url: Some("file:///nonexistent-tidelog-dir/p".into()),
+            ..TieredConfig::default()
+        };
+        let tier = RemoteTier::open(&cfg).unwrap();
+        assert_eq!(tier.prefix().as_ref(), "nonexistent-tidelog-dir/p");
+        assert!(!std::path::Path::new("/nonexistent-tidelog-dir").exists());
+    }
+
+    #[cfg(feature = "s3")]
+    #[test]
+    fn open_an_s3_bucket_behind_an_endpoint() {
+        let cfg = TieredConfig {
+            url: Some("s3://bucket/some/prefix/".into()),
+            endpoint: Some("http://127.0.0.1:9".into()),
+            allow_http: true,
+            ..TieredConfig::default()
+        };
+        let tier = RemoteTier::open(&cfg).unwrap();
+        assert_eq!(tier.prefix().as_ref(), "some/prefix");
+        assert!(
+            tier.store().to_string().contains("bucket"),
+            "{}",
+            tier.store()
+        );
     }
 }
