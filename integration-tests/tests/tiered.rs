@@ -37,7 +37,13 @@ fn object_stores_s3_backend_puts_and_gets_through_seaweedfs() {
     runtime().block_on(async {
         let put = store.put(&path, PutPayload::from(bytes.clone())).await;
         put.unwrap_or_else(|e| panic!("put: {e:?}"));
-        let got = store.get(&path).await.expect("get").bytes().await.expect("body");
+        let got = store
+            .get(&path)
+            .await
+            .expect("get")
+            .bytes()
+            .await
+            .expect("body");
         assert_eq!(got.as_ref(), &bytes[..]);
     });
 }

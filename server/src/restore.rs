@@ -120,8 +120,12 @@ mod tests {
         assert_eq!(c.endpoint.as_deref(), Some("http://127.0.0.1:8333"));
         assert_eq!((c.region.as_str(), c.allow_http), ("eu-west-1", true));
         assert_eq!(c.object_bytes, TieredConfig::default().object_bytes);
-        let plain = Cli::try_parse_from(["restore", "--from", "file:///b", "--data-dir", "d"]).unwrap();
-        assert_eq!(plain.args.tiered_config().region, TieredConfig::default().region);
+        let plain =
+            Cli::try_parse_from(["restore", "--from", "file:///b", "--data-dir", "d"]).unwrap();
+        assert_eq!(
+            plain.args.tiered_config().region,
+            TieredConfig::default().region
+        );
         assert!(!plain.args.tiered_config().allow_http);
         assert!(Cli::try_parse_from(["restore", "--data-dir", "d"]).is_err());
     }
