@@ -967,6 +967,14 @@ impl Store {
         }
     }
 
+    /// The CommitLog position the dispatcher has reached: every record
+    /// below it is in the ConsumeQueues (readable), every record at or above
+    /// it is not yet. Tiered storage's retention hold starts from it when a
+    /// partition has nothing readable left to upload.
+    pub fn dispatched_position(&self) -> u64 {
+        self.inner.dispatcher.dispatched()
+    }
+
     /// Install the hold retention obeys from its next pass on (replacing
     /// any earlier one): no segment ending above
     /// [`RetentionHold::min_position`](crate::retention::RetentionHold::min_position)
