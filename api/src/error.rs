@@ -120,6 +120,12 @@ pub enum ApiError {
     /// `store.sync_flush_timeout_ms`: appended, durability unknown.
     #[error("{message}")]
     FlushTimedOut { message: String },
+    /// 50304: a read below a tiered partition's local beginning, and the
+    /// remote tier (the object store) cannot be reached; local offsets are
+    /// still served. Also a create of a topic whose earlier incarnation's
+    /// remote data is still being deleted (retry later).
+    #[error("{message}")]
+    RemoteUnavailable { message: String },
     /// 50701: disk above `retention.disk_full_ratio`; writes refused.
     #[error("{message}")]
     DiskFull { message: String },
@@ -189,6 +195,7 @@ impl ApiError {
             ApiError::InflightBytesExhausted { .. } => 50305,
             ApiError::DispatchStalled { .. } => 50302,
             ApiError::FlushTimedOut { .. } => 50303,
+            ApiError::RemoteUnavailable { .. } => 50304,
             ApiError::DiskFull { .. } => 50701,
         }
     }
@@ -392,6 +399,16 @@ impl From<tidelog_broker::BrokerError> for ApiError {
             B::MemberIdRequired { .. } | B::InvalidSessionTimeout { .. } => {
                 ApiError::Internal { message }
             }
+            // Tiered storage: the object store out of reach is a 503 the
+            // client retries; damage in the bucket or a bug is a 500.
+            B::Tiered {
+                source: tidelog_broker::store::TieredError::Unavailable { .. },
+            } => ApiError::RemoteUnavailable {
+                message: format!("remote tier unavailable: {message}"),
+            },
+            B::RemoteDeletePending { .. } => ApiError::RemoteUnavailable { message },
+            B::Tiered { .. } => ApiError::Internal { message },
+            B::TieringOff => ApiError::BadRequest { message },
         }
     }
 }
@@ -623,6 +640,13 @@ mod tests {
                     message: msg("slow disk"),
                 },
                 50303,
+                503,
+            ),
+            (
+                ApiError::RemoteUnavailable {
+                    message: msg("remote tier unavailable"),
+                },
+                50304,
                 503,
             ),
             (

@@ -62,6 +62,7 @@ pub mod settings;
 pub mod store;
 #[cfg(test)]
 mod test_support;
+pub mod tiering;
 pub mod topic_config;
 pub mod usage;
 pub mod visibility;

@@ -22,3 +22,8 @@ pub use tidelog_storage::{
 ///
 /// [`PartitionRef::listen`]: crate::read::PartitionRef::listen
 pub use tidelog_storage::EventListener;
+
+/// Tiered storage's errors and config, for the front-ends' error mapping
+/// (`TieredError::Unavailable` → 503/50304, KAFKA_STORAGE_ERROR) and the
+/// server's `tiered:` section.
+pub use tidelog_tiered::{TieredConfig, TieredError};

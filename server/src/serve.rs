@@ -141,8 +141,16 @@ pub async fn run(config: Config) -> ExitCode {
             still_opening = false;
             match opened {
                 Ok(Ok(ready)) => {
+                    let tiered = ready.tiering.is_some();
                     state.set_ready(ready);
                     tokio::spawn(expire_offsets_periodically(state.clone(), stop_tx.subscribe()));
+                    if tiered {
+                        tokio::spawn(tier_periodically(
+                            state.clone(),
+                            stop_tx.subscribe(),
+                            settings.broker.tiered.upload_interval_ms,
+                        ));
+                    }
                     None
                 }
                 Ok(Err(e)) => {
@@ -232,6 +240,36 @@ pub async fn run(config: Config) -> ExitCode {
         }
     }
     exit
+}
+
+/// Runs the tiered-storage uploader's round (`Broker::tiering_round`) at
+/// once and then every `interval_ms` until shutdown begins, holding the
+/// broker only during a round, so shutdown's `take_ready` gets it back.
+async fn tier_periodically(state: AppState, mut stop: watch::Receiver<bool>, interval_ms: u64) {
+    let period = Duration::from_millis(interval_ms.max(1));
+    loop {
+        if *stop.borrow() {
+            return;
+        }
+        if let Ok(broker) = state.ready() {
+            // A partition's failure is logged and backed off inside the
+            // round; an error here is the round's own (a bug). Shutdown
+            // drops a round in flight: uploads are idempotent and the
+            // manifest lists an object only once it is durable.
+            tokio::select! {
+                round = broker.tiering_round(None) => {
+                    if let Err(e) = round {
+                        tracing::error!(error = %e, "tiering round failed");
+                    }
+                }
+                _ = stop.changed() => return,
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(period) => {}
+            _ = stop.changed() => return,
+        }
+    }
 }
 
 /// Runs `Broker::expire_offsets` every `OFFSETS_EXPIRY_CHECK_MS` until
