@@ -758,3 +758,61 @@ fn a_restore_brings_back_records_tables_and_group_offsets() {
     // the bucket, and so this restore, ends at N again.
     check_restored(&second, N);
 }
+
+/// `tidelog bench --tiered-mib` end to end against SeaweedFS: the upload,
+/// the remote fetch and the plain put/get all measured and in its JSON.
+#[test]
+fn the_tiered_bench_measures_against_seaweedfs() {
+    let seaweed = Seaweed::start("bench");
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("tiered.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "store:\n  commitlog_segment_bytes: 1048576\ntiered:\n  url: {}\n  endpoint: {}\n  allow_http: true\n  upload_interval_ms: 3600000\n  object_bytes: 1048576\n",
+            seaweed.url("run"),
+            seaweed.endpoint()
+        ),
+    )
+    .unwrap();
+    let json_path = dir.path().join("tiered.json");
+    let out = common::run_tidelog(&[
+        "bench",
+        "--tiered-mib",
+        "4",
+        "--server-config",
+        config.to_str().unwrap(),
+        "--data-dir",
+        dir.path().to_str().unwrap(),
+        "--batch",
+        "100",
+        "--record-bytes",
+        "1024",
+        "--json",
+        json_path.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("remote fetch"), "{stdout}");
+    let results: Value = serde_json::from_slice(&std::fs::read(&json_path).unwrap()).unwrap();
+    assert_eq!(results["mode"], "tiered");
+    for figure in [
+        "tiered_upload_mb_per_s",
+        "tiered_plain_put_mb_per_s",
+        "tiered_remote_fetch_mb_per_s",
+        "tiered_plain_get_mb_per_s",
+    ] {
+        assert!(
+            results["extra"][figure].as_f64().unwrap() > 0.0,
+            "{figure}: {results}"
+        );
+    }
+    // 4 MiB in whole requests of 100 x 1 KiB.
+    let bytes = results["extra"]["tiered_bytes"].as_f64().unwrap();
+    let (at_least, below) = (f64::from(4u32 << 20), f64::from((4u32 << 20) + 102_400));
+    assert!((at_least..below).contains(&bytes), "{bytes}");
+}
