@@ -24,7 +24,7 @@ use crate::manifest::ObjectEntry;
 use crate::record::RemoteRecord;
 use crate::retry::retry;
 use crate::stats::bump;
-use crate::tier::{lock, unavailable, Inner, RemoteTier};
+use crate::tier::{lock, unavailable, Inner, RemoteTier, Side};
 
 /// The first GET of an object takes this much of its tail: the footer and,
 /// for objects up to ~256 MiB at one index entry per 64 KiB, the index.
@@ -89,11 +89,11 @@ impl RemoteTier {
             return Ok(Vec::new());
         }
         let i = &self.inner;
-        let retries = &i.counters.read_retries;
+        let side = Side::Read;
         let mut m = match i.cached_manifest(topic, partition) {
             Some(m) if from < m.end => Some(m),
             _ => i
-                .load_manifest(topic, partition, retries)
+                .load_manifest(topic, partition, side)
                 .await?
                 .0
                 .map(Arc::new),
@@ -147,7 +147,7 @@ impl RemoteTier {
                 Ok(()) => return Ok(out),
                 Err(e) if attempt == 0 && is_not_found(&e) => {
                     m = i
-                        .load_manifest(topic, partition, retries)
+                        .load_manifest(topic, partition, side)
                         .await?
                         .0
                         .map(Arc::new);
@@ -247,14 +247,19 @@ impl Inner {
             return Ok(Open { path, name, meta });
         }
         bump(&self.counters.cache_misses, 1);
-        let retries = &self.counters.read_retries;
+        let side = Side::Read;
         let tail_len = entry.bytes.min(TAIL_READ_BYTES);
-        let got = retry(&self.policy, "get footer", retries, || async {
-            let opts = GetOptions::new().with_range(Some(GetRange::Suffix(tail_len)));
-            let got = self.store.get_opts(&path, opts).await?;
-            let size = got.meta.size;
-            Ok((size, got.bytes().await?))
-        })
+        let got = retry(
+            self.policy(side),
+            "get footer",
+            self.retries(side),
+            || async {
+                let opts = GetOptions::new().with_range(Some(GetRange::Suffix(tail_len)));
+                let got = self.store.get_opts(&path, opts).await?;
+                let size = got.meta.size;
+                Ok((size, got.bytes().await?))
+            },
+        )
         .await
         .map_err(unavailable("get footer"))?;
         let (size, tail) = got;
@@ -279,7 +284,7 @@ impl Inner {
             tail.slice(at..at + index_len as usize)
         } else {
             let range = footer.index_position..footer.index_position + index_len;
-            let b = retry(&self.policy, "get index", retries, || {
+            let b = retry(self.policy(side), "get index", self.retries(side), || {
                 self.store.get_range(&path, range.clone())
             })
             .await
@@ -325,9 +330,9 @@ impl Inner {
             let fetch_last = last.max(b + ahead).min(last_block);
             let range = b * BLOCK_BYTES..((fetch_last + 1) * BLOCK_BYTES).min(records_end);
             let data = retry(
-                &self.policy,
+                self.policy(Side::Read),
                 "get records",
-                &self.counters.read_retries,
+                self.retries(Side::Read),
                 || self.store.get_range(&obj.path, range.clone()),
             )
             .await

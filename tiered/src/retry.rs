@@ -37,6 +37,21 @@ impl Default for RetryPolicy {
     }
 }
 
+impl RetryPolicy {
+    /// The read side's: a fetch that cannot be served should answer 503
+    /// within seconds, not after the write side's patience (4 attempts,
+    /// 50 ms doubling to 1 s, none after 10 s, 15 s an attempt).
+    pub fn for_reads() -> RetryPolicy {
+        RetryPolicy {
+            attempts: 4,
+            first_backoff: Duration::from_millis(50),
+            max_backoff: Duration::from_secs(1),
+            deadline: Duration::from_secs(10),
+            attempt_timeout: Duration::from_secs(15),
+        }
+    }
+}
+
 /// Whether an error can pass on a retry.
 pub fn transient(e: &object_store::Error) -> bool {
     matches!(

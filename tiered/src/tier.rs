@@ -56,7 +56,9 @@ pub(crate) struct Inner {
     /// The url's prefix: everything lives under it.
     pub root: Path,
     pub cfg: TieredConfig,
+    /// Retry policies of the write side and of the read side.
     pub policy: RetryPolicy,
+    pub read_policy: RetryPolicy,
     pub counters: Counters,
     /// The read-ahead cache (lock held for lookups and inserts only).
     pub cache: Mutex<Lru>,
@@ -66,6 +68,16 @@ pub(crate) struct Inner {
     /// One async lock per partition for the operations writing its manifest.
     locks: Mutex<HashMap<PartitionKey, Arc<tokio::sync::Mutex<()>>>>,
     format_checked: AtomicBool,
+}
+
+/// Which side an object-store call serves: its retry policy and the
+/// counter of its retries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Side {
+    /// Uploads, manifests, topic metas, snapshots, retention, deletion.
+    Write,
+    /// Fetches, restore's reads, `manifest`.
+    Read,
 }
 
 /// What a create-if-absent put found.
@@ -127,14 +139,25 @@ impl RemoteTier {
     /// Tests and the bench: any object_store backend under a prefix. The
     /// config's sizes are used as given (not validated).
     pub fn with_store(store: Arc<dyn ObjectStore>, prefix: Path, cfg: &TieredConfig) -> RemoteTier {
-        RemoteTier::build(store, prefix, cfg.clone(), RetryPolicy::default())
+        RemoteTier::build(
+            store,
+            prefix,
+            cfg.clone(),
+            RetryPolicy::default(),
+            RetryPolicy::for_reads(),
+        )
     }
 
-    /// The same tier with another retry policy (tests use short backoffs).
-    /// Counters, caches and locks start afresh.
+    /// The same tier with another retry policy for both sides (tests use
+    /// short backoffs). Counters, caches and locks start afresh.
     pub fn with_retry_policy(self, policy: RetryPolicy) -> RemoteTier {
+        self.with_retry_policies(policy.clone(), policy)
+    }
+
+    /// The same tier with a retry policy for writes and one for reads.
+    pub fn with_retry_policies(self, write: RetryPolicy, read: RetryPolicy) -> RemoteTier {
         let i = &self.inner;
-        RemoteTier::build(i.store.clone(), i.root.clone(), i.cfg.clone(), policy)
+        RemoteTier::build(i.store.clone(), i.root.clone(), i.cfg.clone(), write, read)
     }
 
     fn build(
@@ -142,6 +165,7 @@ impl RemoteTier {
         root: Path,
         cfg: TieredConfig,
         policy: RetryPolicy,
+        read_policy: RetryPolicy,
     ) -> Self {
         RemoteTier {
             inner: Arc::new(Inner {
@@ -150,6 +174,7 @@ impl RemoteTier {
                 cache: Mutex::new(Lru::new(cfg.read_cache_bytes)),
                 cfg,
                 policy,
+                read_policy,
                 counters: Counters::default(),
                 manifests: Mutex::new(HashMap::new()),
                 locks: Mutex::new(HashMap::new()),
@@ -192,7 +217,7 @@ impl RemoteTier {
         layout::check_topic(topic)?;
         let (m, _) = self
             .inner
-            .load_manifest(topic, partition, &self.inner.counters.read_retries)
+            .load_manifest(topic, partition, Side::Read)
             .await?;
         Ok(m)
     }
@@ -245,6 +270,20 @@ fn s3_store(_cfg: &TieredConfig, bucket: &str) -> Result<Arc<dyn ObjectStore>> {
 }
 
 impl Inner {
+    pub fn policy(&self, side: Side) -> &RetryPolicy {
+        match side {
+            Side::Write => &self.policy,
+            Side::Read => &self.read_policy,
+        }
+    }
+
+    pub fn retries(&self, side: Side) -> &AtomicU64 {
+        match side {
+            Side::Write => &self.counters.upload_retries,
+            Side::Read => &self.counters.read_retries,
+        }
+    }
+
     /// The lock of one partition's manifest writers.
     pub fn partition_lock(&self, topic: &str, partition: u32) -> Arc<tokio::sync::Mutex<()>> {
         lock(&self.locks)
@@ -275,19 +314,20 @@ impl Inner {
     }
 
     /// Every path under `dir` (recursive).
-    pub async fn list(&self, dir: &Path, retries: &AtomicU64) -> Result<Vec<Path>> {
-        let found: Vec<object_store::ObjectMeta> = retry(&self.policy, "list", retries, || {
-            self.store.list(Some(dir)).try_collect::<Vec<_>>()
-        })
-        .await
-        .map_err(unavailable("list"))?;
+    pub async fn list(&self, dir: &Path, side: Side) -> Result<Vec<Path>> {
+        let found: Vec<object_store::ObjectMeta> =
+            retry(self.policy(side), "list", self.retries(side), || {
+                self.store.list(Some(dir)).try_collect::<Vec<_>>()
+            })
+            .await
+            .map_err(unavailable("list"))?;
         Ok(found.into_iter().map(|m| m.location).collect())
     }
 
     /// The versions in a versioned directory, ascending.
-    pub async fn versions(&self, dir: &Path, retries: &AtomicU64) -> Result<Vec<u64>> {
+    pub async fn versions(&self, dir: &Path, side: Side) -> Result<Vec<u64>> {
         let mut v: Vec<u64> = self
-            .list(dir, retries)
+            .list(dir, side)
             .await?
             .iter()
             .filter(|p| p.parts().count() == dir.parts().count() + 1)
@@ -298,19 +338,18 @@ impl Inner {
     }
 
     /// A whole object's bytes, `None` when it does not exist.
-    pub async fn get(
-        &self,
-        path: &Path,
-        op: &'static str,
-        retries: &AtomicU64,
-    ) -> Result<Option<Bytes>> {
-        let got = retry(&self.policy, op, retries, || async {
+    pub async fn get(&self, path: &Path, op: &'static str, side: Side) -> Result<Option<Bytes>> {
+        let got = retry(self.policy(side), op, self.retries(side), || async {
             self.store.get(path).await?.bytes().await
         })
         .await;
         match got {
             Ok(b) => {
-                bump(&self.counters.remote_read_bytes, b.len() as u64);
+                // remote_read_bytes is what reads cost, not the write
+                // side's checks (the format marker, a taken version).
+                if side == Side::Read {
+                    bump(&self.counters.remote_read_bytes, b.len() as u64);
+                }
                 Ok(Some(b))
             }
             Err(object_store::Error::NotFound { .. }) => Ok(None),
@@ -323,9 +362,9 @@ impl Inner {
     pub async fn get_json<T: DeserializeOwned>(
         &self,
         path: &Path,
-        retries: &AtomicU64,
+        side: Side,
     ) -> Result<Option<(T, Bytes)>> {
-        let Some(bytes) = self.get(path, "get", retries).await? else {
+        let Some(bytes) = self.get(path, "get", side).await? else {
             return Ok(None);
         };
         let v = serde_json::from_slice(&bytes)
@@ -335,8 +374,8 @@ impl Inner {
 
     /// A create-if-absent put (retried: a retry that finds its own earlier
     /// attempt's bytes sees `Exists` with those bytes).
-    pub async fn create(&self, path: &Path, bytes: Bytes, retries: &AtomicU64) -> Result<Created> {
-        let put = retry(&self.policy, "create", retries, || {
+    pub async fn create(&self, path: &Path, bytes: Bytes, side: Side) -> Result<Created> {
+        let put = retry(self.policy(side), "create", self.retries(side), || {
             let opts = PutOptions::from(PutMode::Create);
             self.store
                 .put_opts(path, PutPayload::from(bytes.clone()), opts)
@@ -345,7 +384,7 @@ impl Inner {
         match put {
             Ok(_) => Ok(Created::Written),
             Err(object_store::Error::AlreadyExists { .. }) => {
-                let there = self.get(path, "get", retries).await?;
+                let there = self.get(path, "get", side).await?;
                 Ok(Created::Exists(there.unwrap_or_default()))
             }
             Err(e) => Err(unavailable("create")(e)),
@@ -353,8 +392,12 @@ impl Inner {
     }
 
     /// Deletes a path; one that is gone already is fine.
-    pub async fn delete(&self, path: &Path, retries: &AtomicU64) -> Result<()> {
-        match retry(&self.policy, "delete", retries, || self.store.delete(path)).await {
+    pub async fn delete(&self, path: &Path, side: Side) -> Result<()> {
+        match retry(self.policy(side), "delete", self.retries(side), || {
+            self.store.delete(path)
+        })
+        .await
+        {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
             Err(e) => Err(unavailable("delete")(e)),
         }
@@ -364,28 +407,28 @@ impl Inner {
     /// `newest`, after `newest` is durable. Failures only leave extra old
     /// versions behind, so they are logged, not returned.
     pub async fn prune(&self, dir: &Path, versions: &[u64], newest: u64) {
-        let retries = &self.counters.upload_retries;
+        let side = Side::Write;
         for &v in versions.iter().filter(|&&v| v + KEEP_VERSIONS <= newest) {
             let path = dir.clone().join(layout::version_name(v, ".json"));
-            if let Err(e) = self.delete(&path, retries).await {
+            if let Err(e) = self.delete(&path, side).await {
                 tracing::warn!(path = %path, error = %e, "could not delete an old version");
             }
         }
     }
 
     /// Checks the bucket's `tidelog.json` (writing it on first use).
-    pub async fn ensure_format(&self, retries: &AtomicU64) -> Result<()> {
+    pub async fn ensure_format(&self, side: Side) -> Result<()> {
         if self.format_checked.load(Ordering::Acquire) {
             return Ok(());
         }
         let path = layout::format_marker(&self.root);
-        let mut found = self.get_json::<FormatMarker>(&path, retries).await?;
+        let mut found = self.get_json::<FormatMarker>(&path, side).await?;
         if found.is_none() {
             let marker = serde_json::to_vec(&FormatMarker {
                 format: layout::FORMAT,
             })
             .map_err(|e| TieredError::corrupt("tidelog.json", e.to_string()))?;
-            if let Created::Exists(bytes) = self.create(&path, marker.into(), retries).await? {
+            if let Created::Exists(bytes) = self.create(&path, marker.into(), side).await? {
                 let m = serde_json::from_slice(&bytes)
                     .map_err(|e| TieredError::corrupt(path.to_string(), e.to_string()))?;
                 found = Some((m, bytes));
@@ -409,18 +452,18 @@ impl Inner {
         &self,
         topic: &str,
         partition: u32,
-        retries: &AtomicU64,
+        side: Side,
     ) -> Result<(Option<Manifest>, Vec<u64>)> {
         let dir = layout::manifest_dir(&self.root, topic, partition);
         // The newest can vanish between the LIST and the GET only when the
         // topic is being deleted; LIST again a few times, then give up.
         for _ in 0..3 {
-            let versions = self.versions(&dir, retries).await?;
+            let versions = self.versions(&dir, side).await?;
             let Some(&newest) = versions.last() else {
                 return Ok((None, versions));
             };
             let path = dir.clone().join(layout::version_name(newest, ".json"));
-            let Some((m, _)) = self.get_json::<Manifest>(&path, retries).await? else {
+            let Some((m, _)) = self.get_json::<Manifest>(&path, side).await? else {
                 continue;
             };
             let m: Manifest = m;
@@ -458,7 +501,7 @@ impl Inner {
     where
         F: FnMut(Option<&Manifest>) -> Result<Option<Manifest>>,
     {
-        let retries = &self.counters.upload_retries;
+        let side = Side::Write;
         let dir = layout::manifest_dir(&self.root, topic, partition);
         for _ in 0..COMMIT_ATTEMPTS {
             let Some(mut next) = apply(current.as_ref())? else {
@@ -473,7 +516,7 @@ impl Inner {
             let path = dir
                 .clone()
                 .join(layout::version_name(next.version, ".json"));
-            match self.create(&path, bytes.clone(), retries).await? {
+            match self.create(&path, bytes.clone(), side).await? {
                 Created::Exists(there) if there != bytes => {
                     tracing::info!(
                         topic,
@@ -481,7 +524,7 @@ impl Inner {
                         version = next.version,
                         "manifest version taken; re-reading"
                     );
-                    (current, versions) = self.load_manifest(topic, partition, retries).await?;
+                    (current, versions) = self.load_manifest(topic, partition, side).await?;
                     continue;
                 }
                 Created::Written | Created::Exists(_) => {}

@@ -5,8 +5,6 @@
 //! restore never brings back a topic whose deletion was acknowledged, and
 //! an interrupted deletion is finished by the retry.
 
-use std::sync::atomic::AtomicU64;
-
 use bytes::Bytes;
 use object_store::path::Path;
 
@@ -14,20 +12,20 @@ use crate::error::{Result, TieredError};
 use crate::layout;
 use crate::manifest::{RemoteTopic, TopicVersion};
 use crate::retry::retry;
-use crate::tier::{now_ms, unavailable, Created, Inner, RemoteTier, COMMIT_ATTEMPTS};
+use crate::tier::{now_ms, unavailable, Created, Inner, RemoteTier, Side, COMMIT_ATTEMPTS};
 
 impl Inner {
     /// The newest version of a topic's meta and the versions listed.
     async fn newest_topic(
         &self,
         topic: &str,
-        retries: &AtomicU64,
+        side: Side,
     ) -> Result<(Option<TopicVersion>, Vec<u64>)> {
         let dir = layout::topic_meta_dir(&self.root, topic);
-        let versions = self.versions(&dir, retries).await?;
+        let versions = self.versions(&dir, side).await?;
         for &v in versions.iter().rev() {
             let path = dir.clone().join(layout::version_name(v, ".json"));
-            if let Some((t, _)) = self.get_json::<TopicVersion>(&path, retries).await? {
+            if let Some((t, _)) = self.get_json::<TopicVersion>(&path, side).await? {
                 let t: TopicVersion = t;
                 if t.topic.name != topic {
                     return Err(TieredError::corrupt(
@@ -43,17 +41,17 @@ impl Inner {
 
     /// Writes `t` as the topic's next version (create-if-absent, again on
     /// top of a newer one after a lost race), then prunes old versions.
-    async fn put_topic_version(&self, t: &TopicVersion, retries: &AtomicU64) -> Result<()> {
+    async fn put_topic_version(&self, t: &TopicVersion, side: Side) -> Result<()> {
         let dir = layout::topic_meta_dir(&self.root, &t.topic.name);
         let bytes = Bytes::from(
             serde_json::to_vec_pretty(t)
                 .map_err(|e| TieredError::corrupt("topic meta", e.to_string()))?,
         );
         for _ in 0..COMMIT_ATTEMPTS {
-            let versions = self.versions(&dir, retries).await?;
+            let versions = self.versions(&dir, side).await?;
             let version = versions.last().map_or(0, |v| v + 1).max(1);
             let path = dir.clone().join(layout::version_name(version, ".json"));
-            match self.create(&path, bytes.clone(), retries).await? {
+            match self.create(&path, bytes.clone(), side).await? {
                 Created::Exists(there) if there != bytes => continue,
                 Created::Written | Created::Exists(_) => {
                     self.prune(&dir, &versions, version).await;
@@ -75,11 +73,11 @@ impl Inner {
     /// newest until it goes, and no crash leaves an older version, which
     /// may list objects retention deleted, as the newest), then the
     /// objects and snapshots.
-    async fn purge_topic_data(&self, name: &str, retries: &AtomicU64) -> Result<()> {
+    async fn purge_topic_data(&self, name: &str, side: Side) -> Result<()> {
         let dir = layout::topic_dir(&self.root, name);
         let meta_dir = format!("{}/", layout::topic_meta_dir(&self.root, name));
         let (mut manifests, rest): (Vec<Path>, Vec<Path>) = self
-            .list(&dir, retries)
+            .list(&dir, side)
             .await?
             .into_iter()
             .filter(|p| !p.as_ref().starts_with(&meta_dir))
@@ -88,7 +86,7 @@ impl Inner {
         manifests.sort();
         let deleted = manifests.len() + rest.len();
         for p in manifests.iter().chain(&rest) {
-            self.delete(p, retries).await?;
+            self.delete(p, side).await?;
         }
         crate::stats::bump(&self.counters.objects_deleted, rest.len() as u64);
         self.forget_topic(name);
@@ -114,21 +112,21 @@ impl RemoteTier {
             )));
         }
         let i = &self.inner;
-        let retries = &i.counters.upload_retries;
-        i.ensure_format(retries).await?;
+        let side = Side::Write;
+        i.ensure_format(side).await?;
         // A topic recreated after a deletion that did not finish (the
         // process died after the tombstone): finish it first, so the new
         // incarnation never sees the old one's manifests or records.
-        if let (Some(t), _) = i.newest_topic(&meta.name, retries).await? {
+        if let (Some(t), _) = i.newest_topic(&meta.name, side).await? {
             if t.deleted {
-                i.purge_topic_data(&meta.name, retries).await?;
+                i.purge_topic_data(&meta.name, side).await?;
             }
         }
         let t = TopicVersion {
             topic: meta.clone(),
             deleted: false,
         };
-        i.put_topic_version(&t, retries).await?;
+        i.put_topic_version(&t, side).await?;
         tracing::info!(topic = %meta.name, partitions = meta.partitions, "topic meta written to the remote tier");
         Ok(())
     }
@@ -137,11 +135,11 @@ impl RemoteTier {
     /// out, by name.
     pub async fn topics(&self) -> Result<Vec<RemoteTopic>> {
         let i = &self.inner;
-        let retries = &i.counters.read_retries;
-        i.ensure_format(retries).await?;
+        let side = Side::Read;
+        i.ensure_format(side).await?;
         let dir = layout::topics_dir(&i.root);
         // One level only: the topic directories, not every object in them.
-        let listed = retry(&i.policy, "list topics", retries, || {
+        let listed = retry(i.policy(side), "list topics", i.retries(side), || {
             i.store.list_with_delimiter(Some(&dir))
         })
         .await
@@ -158,7 +156,7 @@ impl RemoteTier {
                 tracing::warn!(name, "not a topic directory; skipped");
                 continue;
             }
-            match i.newest_topic(&name, retries).await? {
+            match i.newest_topic(&name, side).await? {
                 (Some(t), _) if !t.deleted => out.push(t.topic),
                 (Some(_), _) => {}
                 (None, _) => {
@@ -176,9 +174,9 @@ impl RemoteTier {
     pub async fn delete_topic(&self, name: &str) -> Result<()> {
         layout::check_topic(name)?;
         let i = &self.inner;
-        let retries = &i.counters.upload_retries;
-        i.ensure_format(retries).await?;
-        let (newest, _) = i.newest_topic(name, retries).await?;
+        let side = Side::Write;
+        i.ensure_format(side).await?;
+        let (newest, _) = i.newest_topic(name, side).await?;
         if !newest.as_ref().is_some_and(|t| t.deleted) {
             let mut topic = newest.map(|t| t.topic).unwrap_or_else(|| RemoteTopic {
                 name: name.to_string(),
@@ -192,11 +190,11 @@ impl RemoteTier {
                     topic,
                     deleted: true,
                 },
-                retries,
+                side,
             )
             .await?;
         }
-        i.purge_topic_data(name, retries).await?;
+        i.purge_topic_data(name, side).await?;
         Ok(())
     }
 }

@@ -17,7 +17,6 @@
 //! longer lists an object is written before the object is deleted.
 
 use std::collections::BTreeSet;
-use std::sync::atomic::AtomicU64;
 
 use bytes::Bytes;
 use object_store::path::Path;
@@ -30,7 +29,7 @@ use crate::manifest::{Manifest, ObjectEntry, Snapshot, SnapshotFile};
 use crate::record::RemoteRecord;
 use crate::retry::retry;
 use crate::stats::bump;
-use crate::tier::{lock, now_ms, unavailable, Inner, RemoteTier};
+use crate::tier::{lock, now_ms, unavailable, Inner, RemoteTier, Side};
 
 /// Objects above this size go up as multipart uploads.
 pub const MULTIPART_THRESHOLD_BYTES: usize = 16 * 1024 * 1024;
@@ -95,29 +94,36 @@ fn written(m: Option<Manifest>, topic: &str, partition: u32) -> Result<Manifest>
 impl Inner {
     /// Puts an object (multipart when large), retried, then checks its
     /// size with a HEAD.
-    pub async fn put_object(&self, path: &Path, bytes: Bytes, retries: &AtomicU64) -> Result<()> {
-        retry(&self.policy, "put object", retries, || async {
-            if bytes.len() > MULTIPART_THRESHOLD_BYTES {
-                let upload = self.store.put_multipart(path).await?;
-                let mut w = WriteMultipart::new_with_chunk_size(upload, MULTIPART_PART_BYTES);
-                for part in bytes.chunks(MULTIPART_PART_BYTES) {
-                    w.wait_for_capacity(MULTIPART_CONCURRENCY).await?;
-                    w.put(bytes.slice_ref(part));
+    pub async fn put_object(&self, path: &Path, bytes: Bytes, side: Side) -> Result<()> {
+        retry(
+            self.policy(side),
+            "put object",
+            self.retries(side),
+            || async {
+                if bytes.len() > MULTIPART_THRESHOLD_BYTES {
+                    let upload = self.store.put_multipart(path).await?;
+                    let mut w = WriteMultipart::new_with_chunk_size(upload, MULTIPART_PART_BYTES);
+                    for part in bytes.chunks(MULTIPART_PART_BYTES) {
+                        w.wait_for_capacity(MULTIPART_CONCURRENCY).await?;
+                        w.put(bytes.slice_ref(part));
+                    }
+                    w.finish().await.map(drop)
+                } else {
+                    let opts = PutOptions::from(PutMode::Overwrite);
+                    self.store
+                        .put_opts(path, PutPayload::from(bytes.clone()), opts)
+                        .await
+                        .map(drop)
                 }
-                w.finish().await.map(drop)
-            } else {
-                let opts = PutOptions::from(PutMode::Overwrite);
-                self.store
-                    .put_opts(path, PutPayload::from(bytes.clone()), opts)
-                    .await
-                    .map(drop)
-            }
-        })
+            },
+        )
         .await
         .map_err(unavailable("put object"))?;
-        let meta = retry(&self.policy, "head", retries, || self.store.head(path))
-            .await
-            .map_err(unavailable("head"))?;
+        let meta = retry(self.policy(side), "head", self.retries(side), || {
+            self.store.head(path)
+        })
+        .await
+        .map_err(unavailable("head"))?;
         if meta.size != bytes.len() as u64 {
             return Err(TieredError::corrupt(
                 path.to_string(),
@@ -162,11 +168,11 @@ impl RemoteTier {
             )));
         }
         let i = &self.inner;
-        let retries = &i.counters.upload_retries;
+        let side = Side::Write;
         let lock = i.partition_lock(topic, partition);
         let _guard = lock.lock().await;
-        i.ensure_format(retries).await?;
-        let (current, versions) = i.load_manifest(topic, partition, retries).await?;
+        i.ensure_format(side).await?;
+        let (current, versions) = i.load_manifest(topic, partition, side).await?;
         let fresh = match &current {
             Some(m) => &records[records.partition_point(|r| r.offset < m.end)..],
             None => records,
@@ -187,12 +193,8 @@ impl RemoteTier {
                 ))
             })?;
             let name = layout::object_name(enc.base_offset, enc.last_offset);
-            i.put_object(
-                &data.clone().join(name.as_str()),
-                enc.bytes.clone(),
-                retries,
-            )
-            .await?;
+            i.put_object(&data.clone().join(name.as_str()), enc.bytes.clone(), side)
+                .await?;
             bump(&i.counters.uploaded_bytes, enc.bytes.len() as u64);
             bump(&i.counters.uploaded_objects, 1);
             tracing::info!(
@@ -253,10 +255,10 @@ impl RemoteTier {
         layout::check_topic(topic)?;
         let retention_ms = retention_ms.filter(|&r| r >= 0);
         let i = &self.inner;
-        let retries = &i.counters.upload_retries;
+        let side = Side::Write;
         let lock = i.partition_lock(topic, partition);
         let _guard = lock.lock().await;
-        let (current, versions) = i.load_manifest(topic, partition, retries).await?;
+        let (current, versions) = i.load_manifest(topic, partition, side).await?;
         if current.is_none() {
             return Ok(None);
         }
@@ -305,16 +307,16 @@ impl RemoteTier {
     /// upload in flight, and is left alone.
     async fn sweep_data(&self, m: &Manifest) -> Result<()> {
         let i = &self.inner;
-        let retries = &i.counters.upload_retries;
+        let side = Side::Write;
         let data = layout::data_dir(&i.root, &m.topic, m.partition);
         let listed: BTreeSet<&str> = m.objects.iter().map(|o| o.name.as_str()).collect();
-        for path in i.list(&data, retries).await? {
+        for path in i.list(&data, side).await? {
             let Some(name) = path.filename() else {
                 continue;
             };
             let below_end = layout::parse_object_name(name).is_some_and(|(base, _)| base < m.end);
             if below_end && !listed.contains(name) {
-                i.delete(&path, retries).await?;
+                i.delete(&path, side).await?;
                 lock(&i.cache).remove_prefix(path.as_ref());
                 bump(&i.counters.objects_deleted, 1);
                 tracing::info!(path = %path, "deleted an object no manifest lists");
@@ -344,11 +346,11 @@ impl RemoteTier {
             }
         }
         let i = &self.inner;
-        let retries = &i.counters.upload_retries;
+        let side = Side::Write;
         let lock = i.partition_lock(topic, partition);
         let _guard = lock.lock().await;
-        i.ensure_format(retries).await?;
-        let (current, versions) = i.load_manifest(topic, partition, retries).await?;
+        i.ensure_format(side).await?;
+        let (current, versions) = i.load_manifest(topic, partition, side).await?;
         // The directory is named after the version this snapshot is meant
         // for; a crash before the manifest leaves it for the retry to
         // overwrite, and the lock keeps two snapshots of one process apart.
@@ -356,7 +358,7 @@ impl RemoteTier {
         let dir = layout::snapshot_dir(&i.root, topic, partition, dir_version);
         let mut entries = Vec::with_capacity(files.len());
         for (name, bytes) in &files {
-            i.put_object(&dir.clone().join(name.as_str()), bytes.clone(), retries)
+            i.put_object(&dir.clone().join(name.as_str()), bytes.clone(), side)
                 .await?;
             bump(&i.counters.uploaded_bytes, bytes.len() as u64);
             entries.push(SnapshotFile {
@@ -397,9 +399,9 @@ impl RemoteTier {
         // crashed attempt's: delete it now the new manifest is durable.
         let all = layout::partition_dir(&i.root, topic, partition).join("snapshot");
         let keep = format!("{dir}/");
-        for path in i.list(&all, retries).await? {
+        for path in i.list(&all, side).await? {
             if !path.as_ref().starts_with(&keep) {
-                i.delete(&path, retries).await?;
+                i.delete(&path, side).await?;
             }
         }
         Ok(m)
@@ -414,8 +416,8 @@ impl RemoteTier {
     ) -> Result<Vec<(String, Bytes)>> {
         layout::check_topic(topic)?;
         let i = &self.inner;
-        let retries = &i.counters.read_retries;
-        let (m, _) = i.load_manifest(topic, partition, retries).await?;
+        let side = Side::Read;
+        let (m, _) = i.load_manifest(topic, partition, side).await?;
         let Some(snapshot) = m.and_then(|m| m.snapshot) else {
             return Ok(Vec::new());
         };
@@ -423,12 +425,9 @@ impl RemoteTier {
         let mut out = Vec::with_capacity(snapshot.files.len());
         for f in &snapshot.files {
             let path = dir.clone().join(f.name.as_str());
-            let bytes = i
-                .get(&path, "get snapshot", retries)
-                .await?
-                .ok_or_else(|| {
-                    TieredError::corrupt(path.to_string(), "listed in the manifest, missing")
-                })?;
+            let bytes = i.get(&path, "get snapshot", side).await?.ok_or_else(|| {
+                TieredError::corrupt(path.to_string(), "listed in the manifest, missing")
+            })?;
             let crc = crc32c::crc32c(&bytes);
             if bytes.len() as u64 != f.bytes || crc != f.crc32c {
                 return Err(TieredError::corrupt(

@@ -250,6 +250,13 @@ async fn open_from_a_file_url() {
 #[tokio::test]
 async fn a_large_object_goes_up_in_parts() {
     let tier = tier_on(memory(), &cfg(64 << 20, 1 << 20));
+    tier.upload("small", 0, &records(0..3)).await.unwrap();
+    tier.upload("small", 0, &records(3..6)).await.unwrap(); // GETs the manifest
+    assert_eq!(
+        tier.stats().remote_read_bytes,
+        0,
+        "writes read nothing remote"
+    );
     let mut recs = records(0..3);
     for r in &mut recs {
         r.value = Some(Bytes::from(vec![r.offset as u8; 9 << 20]));
@@ -703,6 +710,20 @@ async fn a_store_that_is_down_is_unavailable_and_loses_nothing() {
     let m = tier.upload("t", 0, &records(30..60)).await.unwrap();
     assert_eq!(m.end, 60);
     assert_eq!(read_all(&tier, "t", 0, 7).await, records(0..60));
+}
+
+/// The default policies: a read gives up after 4 attempts (an HTTP fetch
+/// answers 503 within seconds), a write after 6. Paused time: the backoffs
+/// pass at once.
+#[tokio::test(start_paused = true)]
+async fn reads_give_up_sooner_than_writes() {
+    let faulty = FaultyStore::new(memory());
+    let tier = RemoteTier::with_store(faulty.clone(), Path::from("p"), &cfg(64 * 1024, 0));
+    faulty.set_down(true);
+    assert!(tier.read("t", 0, 0, 1, 100).await.is_err());
+    assert!(tier.upload("t", 0, &records(0..3)).await.is_err());
+    let s = tier.stats();
+    assert_eq!((s.read_retries, s.upload_retries), (3, 5), "{s:?}");
 }
 
 /// Flips a byte of an object's records, of its index, or cuts it short:
