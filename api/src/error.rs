@@ -370,7 +370,8 @@ impl From<tidelog_broker::BrokerError> for ApiError {
             | B::ConsumerOffsets { .. }
             | B::RegistryFile { .. }
             | B::RegistryTopic { .. }
-            | B::DeclaredTopic { .. } => ApiError::Internal { message },
+            | B::DeclaredTopic { .. }
+            | B::Restore { .. } => ApiError::Internal { message },
             B::Store { source } => source.into(),
             B::Compaction { source } => source.into(),
             B::UnknownGroup { .. } => ApiError::UnknownConsumerGroup { message },

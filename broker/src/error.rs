@@ -185,6 +185,12 @@ pub enum BrokerError {
     /// be created or changed as declared.
     #[error("topic registry: declared topic {topic:?}: {reason}")]
     DeclaredTopic { topic: String, reason: String },
+    /// A restore from the remote tier ([`crate::restore`]) cannot go on:
+    /// the data dir is not empty, what the bucket holds fails a check, or
+    /// a file cannot be written. Nothing is served from a data dir whose
+    /// restore did not finish.
+    #[error("restore into {data_dir}: {reason}")]
+    Restore { data_dir: PathBuf, reason: String },
     // The group coordinator's refusals (`crate::coordinator`). Kafka's
     // error names are given so the Kafka front-end maps them one to one;
     // over HTTP the membership ones are 409/40903.

@@ -57,6 +57,7 @@ pub mod partitioner;
 pub mod produce;
 pub mod read;
 pub mod registry;
+pub mod restore;
 pub mod settings;
 pub mod store;
 #[cfg(test)]

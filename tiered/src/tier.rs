@@ -177,6 +177,15 @@ impl RemoteTier {
         self.inner.counters.snapshot(cache_bytes)
     }
 
+    /// The newest manifest of a partition this process has read or
+    /// written, without I/O (None before the first `manifest`, `upload`,
+    /// `read` or retention pass of it since start). For hot paths (a
+    /// partition's beginning offset on every offsets request, upload lag);
+    /// `manifest` is the authoritative, LISTing answer.
+    pub fn known_manifest(&self, topic: &str, partition: u32) -> Option<Arc<Manifest>> {
+        self.inner.cached_manifest(topic, partition)
+    }
+
     /// The newest manifest of a partition (a LIST and a GET), or `None`
     /// before its first upload or snapshot.
     pub async fn manifest(&self, topic: &str, partition: u32) -> Result<Option<Manifest>> {
@@ -202,13 +211,16 @@ fn s3_store(cfg: &TieredConfig, bucket: &str) -> Result<Arc<dyn ObjectStore>> {
         max_retries: 2,
         retry_timeout: Duration::from_secs(10),
     };
+    // allow_http is one of the client options: set on the builder before
+    // `with_client_options`, it would be replaced by these (reqwest then
+    // refuses every http:// endpoint with BadScheme).
     let client = ClientOptions::new()
         .with_timeout(Duration::from_secs(60))
-        .with_connect_timeout(Duration::from_secs(5));
+        .with_connect_timeout(Duration::from_secs(5))
+        .with_allow_http(cfg.allow_http);
     let mut b = AmazonS3Builder::from_env()
         .with_bucket_name(bucket)
         .with_region(&cfg.region)
-        .with_allow_http(cfg.allow_http)
         .with_retry(retry)
         .with_client_options(client);
     if let Some(endpoint) = &cfg.endpoint {
@@ -493,5 +505,45 @@ impl Inner {
             version: current.map_or(0, |m| m.version) + 1,
             attempts: COMMIT_ATTEMPTS,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_refuses_what_validate_refuses_and_does_no_io() {
+        let off = TieredConfig::default();
+        assert!(matches!(
+            RemoteTier::open(&off),
+            Err(TieredError::Config { .. })
+        ));
+        // A directory that does not exist yet: opening touches nothing.
+        let cfg = TieredConfig {
+            url: Some("file:///nonexistent-tidelog-dir/p".into()),
+            ..TieredConfig::default()
+        };
+        let tier = RemoteTier::open(&cfg).unwrap();
+        assert_eq!(tier.prefix().as_ref(), "nonexistent-tidelog-dir/p");
+        assert!(!std::path::Path::new("/nonexistent-tidelog-dir").exists());
+    }
+
+    #[cfg(feature = "s3")]
+    #[test]
+    fn open_an_s3_bucket_behind_an_endpoint() {
+        let cfg = TieredConfig {
+            url: Some("s3://bucket/some/prefix/".into()),
+            endpoint: Some("http://127.0.0.1:9".into()),
+            allow_http: true,
+            ..TieredConfig::default()
+        };
+        let tier = RemoteTier::open(&cfg).unwrap();
+        assert_eq!(tier.prefix().as_ref(), "some/prefix");
+        assert!(
+            tier.store().to_string().contains("bucket"),
+            "{}",
+            tier.store()
+        );
     }
 }

@@ -13,7 +13,8 @@ use object_store::path::Path;
 use crate::error::{Result, TieredError};
 use crate::layout;
 use crate::manifest::{RemoteTopic, TopicVersion};
-use crate::tier::{now_ms, Created, Inner, RemoteTier, COMMIT_ATTEMPTS};
+use crate::retry::retry;
+use crate::tier::{now_ms, unavailable, Created, Inner, RemoteTier, COMMIT_ATTEMPTS};
 
 impl Inner {
     /// The newest version of a topic's meta and the versions listed.
@@ -68,6 +69,40 @@ impl Inner {
     }
 }
 
+impl Inner {
+    /// Deletes everything of a topic but its metas: the manifests first,
+    /// oldest version first within each partition (so the newest stays
+    /// newest until it goes, and no crash leaves an older version, which
+    /// may list objects retention deleted, as the newest), then the
+    /// objects and snapshots.
+    async fn purge_topic_data(&self, name: &str, retries: &AtomicU64) -> Result<()> {
+        let dir = layout::topic_dir(&self.root, name);
+        let meta_dir = format!("{}/", layout::topic_meta_dir(&self.root, name));
+        let (mut manifests, rest): (Vec<Path>, Vec<Path>) = self
+            .list(&dir, retries)
+            .await?
+            .into_iter()
+            .filter(|p| !p.as_ref().starts_with(&meta_dir))
+            .partition(|p| p.parts().any(|part| part.as_ref() == "manifest"));
+        // Zero-padded versions: the lexical order is the numeric one.
+        manifests.sort();
+        let deleted = manifests.len() + rest.len();
+        for p in manifests.iter().chain(&rest) {
+            self.delete(p, retries).await?;
+        }
+        crate::stats::bump(&self.counters.objects_deleted, rest.len() as u64);
+        self.forget_topic(name);
+        if deleted > 0 {
+            tracing::info!(
+                topic = name,
+                objects = deleted,
+                "topic data deleted from the remote tier"
+            );
+        }
+        Ok(())
+    }
+}
+
 impl RemoteTier {
     /// Records a topic (on create and alter): a new version of its meta.
     pub async fn put_topic(&self, meta: &RemoteTopic) -> Result<()> {
@@ -81,6 +116,14 @@ impl RemoteTier {
         let i = &self.inner;
         let retries = &i.counters.upload_retries;
         i.ensure_format(retries).await?;
+        // A topic recreated after a deletion that did not finish (the
+        // process died after the tombstone): finish it first, so the new
+        // incarnation never sees the old one's manifests or records.
+        if let (Some(t), _) = i.newest_topic(&meta.name, retries).await? {
+            if t.deleted {
+                i.purge_topic_data(&meta.name, retries).await?;
+            }
+        }
         let t = TopicVersion {
             topic: meta.clone(),
             deleted: false,
@@ -97,18 +140,18 @@ impl RemoteTier {
         let retries = &i.counters.read_retries;
         i.ensure_format(retries).await?;
         let dir = layout::topics_dir(&i.root);
-        let mut names: Vec<String> = i
-            .list(&dir, retries)
-            .await?
+        // One level only: the topic directories, not every object in them.
+        let listed = retry(&i.policy, "list topics", retries, || {
+            i.store.list_with_delimiter(Some(&dir))
+        })
+        .await
+        .map_err(unavailable("list topics"))?;
+        let mut names: Vec<String> = listed
+            .common_prefixes
             .iter()
-            .filter_map(|p| {
-                p.prefix_match(&dir)?
-                    .next()
-                    .map(|part| part.as_ref().to_string())
-            })
+            .filter_map(|p| p.filename().map(str::to_string))
             .collect();
         names.sort();
-        names.dedup();
         let mut out = Vec::new();
         for name in names {
             if layout::check_topic(&name).is_err() {
@@ -128,7 +171,8 @@ impl RemoteTier {
 
     /// Deletes a topic's remote data: a tombstone version first, then its
     /// manifests (so no manifest is left naming a deleted object), then
-    /// its objects and snapshots. Idempotent; a retry finishes the job.
+    /// its objects and snapshots. Idempotent; a retry finishes the job, and
+    /// so does a `put_topic` of the same name.
     pub async fn delete_topic(&self, name: &str) -> Result<()> {
         layout::check_topic(name)?;
         let i = &self.inner;
@@ -152,25 +196,7 @@ impl RemoteTier {
             )
             .await?;
         }
-        let dir = layout::topic_dir(&i.root, name);
-        let meta_dir = format!("{}/", layout::topic_meta_dir(&i.root, name));
-        let (manifests, rest): (Vec<Path>, Vec<Path>) = i
-            .list(&dir, retries)
-            .await?
-            .into_iter()
-            .filter(|p| !p.as_ref().starts_with(&meta_dir))
-            .partition(|p| p.parts().any(|part| part.as_ref() == "manifest"));
-        let deleted = manifests.len() + rest.len();
-        for p in manifests.iter().chain(&rest) {
-            i.delete(p, retries).await?;
-        }
-        crate::stats::bump(&i.counters.objects_deleted, rest.len() as u64);
-        i.forget_topic(name);
-        tracing::info!(
-            topic = name,
-            objects = deleted,
-            "topic deleted from the remote tier"
-        );
+        i.purge_topic_data(name, retries).await?;
         Ok(())
     }
 }

@@ -30,7 +30,7 @@ use crate::manifest::{Manifest, ObjectEntry, Snapshot, SnapshotFile};
 use crate::record::RemoteRecord;
 use crate::retry::retry;
 use crate::stats::bump;
-use crate::tier::{now_ms, unavailable, Inner, RemoteTier};
+use crate::tier::{lock, now_ms, unavailable, Inner, RemoteTier};
 
 /// Objects above this size go up as multipart uploads.
 pub const MULTIPART_THRESHOLD_BYTES: usize = 16 * 1024 * 1024;
@@ -58,6 +58,38 @@ pub fn split(records: &[RemoteRecord], object_bytes: u64) -> Vec<&[RemoteRecord]
         out.push(&records[start..]);
     }
     out
+}
+
+/// The manifest after `base` with the uploaded `entries` appended, or
+/// None when nothing is to append. Entries ending below the end are
+/// skipped (a retry, or another writer was first); only a run that starts
+/// at or after the end may follow it, since appending past an overlap
+/// would leave a hole in the remote log that the end claims is uploaded.
+pub fn append_run(base: &Manifest, entries: &[ObjectEntry]) -> Option<Manifest> {
+    let skip = entries
+        .iter()
+        .take_while(|e| e.last_offset < base.end)
+        .count();
+    let rest = &entries[skip..];
+    let first = rest.first()?;
+    if first.base_offset < base.end {
+        tracing::warn!(topic = %base.topic, partition = base.partition, end = base.end, base_offset = first.base_offset, "another writer advanced the manifest across this upload; not appending");
+        return None;
+    }
+    let mut m = base.clone();
+    m.objects.extend(rest.iter().cloned());
+    m.end = rest[rest.len() - 1].last_offset + 1;
+    Some(m)
+}
+
+/// The manifest a commit that always has something to write returned.
+fn written(m: Option<Manifest>, topic: &str, partition: u32) -> Result<Manifest> {
+    m.ok_or_else(|| {
+        TieredError::corrupt(
+            format!("manifest of {topic}-{partition}"),
+            "none after a commit that had an update",
+        )
+    })
 }
 
 impl Inner {
@@ -185,33 +217,13 @@ impl RemoteTier {
         }
         let committed = i
             .commit(topic, partition, current, versions, |cur| {
-                let mut m = cur.cloned().unwrap_or_else(|| {
-                    Manifest::empty(topic, partition, entries[0].base_offset)
-                });
-                // Only a run that starts at or after the end may follow it:
-                // appending past an overlap would leave a hole in the
-                // remote log that the end claims is uploaded.
-                let skip = entries.iter().take_while(|e| e.last_offset < m.end).count();
-                let rest = &entries[skip..];
-                match rest.first() {
-                    None => return Ok(None),
-                    Some(e) if e.base_offset < m.end => {
-                        tracing::warn!(topic, partition, end = m.end, base_offset = e.base_offset, "another writer advanced the manifest across this upload; not appending");
-                        return Ok(None);
-                    }
-                    Some(_) => {}
-                }
-                m.objects.extend(rest.iter().cloned());
-                m.end = rest[rest.len() - 1].last_offset + 1;
-                Ok(Some(m))
+                let base = cur
+                    .cloned()
+                    .unwrap_or_else(|| Manifest::empty(topic, partition, entries[0].base_offset));
+                Ok(append_run(&base, &entries))
             })
             .await?;
-        let m = committed.ok_or_else(|| {
-            TieredError::corrupt(
-                format!("manifest of {topic}-{partition}"),
-                "none after a commit",
-            )
-        })?;
+        let m = written(committed, topic, partition)?;
         tracing::info!(
             topic,
             partition,
@@ -303,6 +315,7 @@ impl RemoteTier {
             let below_end = layout::parse_object_name(name).is_some_and(|(base, _)| base < m.end);
             if below_end && !listed.contains(name) {
                 i.delete(&path, retries).await?;
+                lock(&i.cache).remove_prefix(path.as_ref());
                 bump(&i.counters.objects_deleted, 1);
                 tracing::info!(path = %path, "deleted an object no manifest lists");
             }
@@ -370,13 +383,8 @@ impl RemoteTier {
                 }
                 Ok(Some(m))
             })
-            .await?
-            .ok_or_else(|| {
-                TieredError::corrupt(
-                    format!("manifest of {topic}-{partition}"),
-                    "none after a commit",
-                )
-            })?;
+            .await?;
+        let m = written(m, topic, partition)?;
         tracing::info!(
             topic,
             partition,
@@ -451,6 +459,40 @@ mod tests {
             value: Some(Bytes::from(vec![1u8; n])),
             headers: vec![],
         }
+    }
+
+    fn entry(base: u64, last: u64) -> ObjectEntry {
+        ObjectEntry {
+            name: layout::object_name(base, last),
+            base_offset: base,
+            last_offset: last,
+            records: last - base + 1,
+            bytes: 100,
+            max_timestamp_ms: 0,
+            uploaded_ms: 0,
+            crc32c: 0,
+        }
+    }
+
+    #[test]
+    fn append_run_never_leaves_a_hole() {
+        let mut m = Manifest::empty("t", 0, 0);
+        m.objects.push(entry(0, 49));
+        m.end = 50;
+        // Another writer got to 50 first with a different split: the
+        // overlapping [40, 89] cannot go on, and neither can [90, 120]
+        // after it (50..90 would be missing remotely).
+        assert_eq!(append_run(&m, &[entry(40, 89), entry(90, 120)]), None);
+        // All below the end: nothing to do.
+        assert_eq!(append_run(&m, &[entry(10, 20), entry(21, 49)]), None);
+        // A retry whose first object is already listed appends the rest.
+        let next = append_run(&m, &[entry(0, 49), entry(50, 60), entry(63, 70)]).unwrap();
+        assert_eq!(next.end, 71);
+        assert_eq!(next.objects.len(), 3);
+        // A gap after the end is the partition's own gap: fine.
+        let next = append_run(&m, &[entry(55, 60)]).unwrap();
+        assert_eq!((next.end, next.objects[1].base_offset), (61, 55));
+        next.check().unwrap();
     }
 
     #[test]

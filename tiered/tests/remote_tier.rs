@@ -324,61 +324,353 @@ impl<S: futures::Stream + Unpin> CollectCount for S {
     }
 }
 
-/// Crashes at every write of an upload of three objects, before and after
-/// the write lands; then the restarted process retries the same upload.
-/// After the crash and after the retry: the newest manifest is the old or
-/// the new one and lists only whole objects; in the end every record reads
-/// back exactly.
-#[tokio::test]
-async fn a_crash_at_any_upload_step_leaves_the_old_or_the_new_manifest() {
-    let first = padded(0..40);
-    let second = padded(40..130);
+/// Runs `step` on a tier whose store crashes at write k, before and after
+/// the write lands, for every k until a run makes fewer than k writes.
+/// After each crash, `check` sees what the store holds (the restarted
+/// process). Returns the largest k that crashed.
+async fn crash_matrix<S, C>(mut prepare: impl FnMut(&RemoteTier) -> S, step: C) -> u64
+where
+    S: std::future::Future<Output = ()>,
+    C: AsyncCheck,
+{
+    let mut most = 0;
     for crash_after in [false, true] {
-        let mut k = 1;
-        loop {
-            assert!(k < 100, "the upload never finished without a fault");
-            let faulty = FaultyStore::new(memory());
-            let store: Arc<dyn ObjectStore> = faulty.clone();
+        for k in 1..200 {
+            // Both backends: odd k on the local file system, even in memory.
+            let dir = tempfile::tempdir().unwrap();
+            let base: Arc<dyn ObjectStore> = if k % 2 == 0 {
+                memory()
+            } else {
+                Arc::new(LocalFileSystem::new_with_prefix(dir.path()).unwrap())
+            };
+            let faulty = FaultyStore::new(base);
             let c = cfg(64 * 1024, 1 << 20);
-            let tier = tier_on(store, &c);
-            let before = tier.upload("t", 0, &first).await.unwrap();
+            let tier = tier_on(faulty.clone(), &c);
+            prepare(&tier).await;
             faulty.plan(Some(if crash_after {
                 Fault::CrashAfter(k)
             } else {
                 Fault::CrashBefore(k)
             }));
-            let outcome = tier.upload("t", 0, &second).await;
-            let inner = faulty.inner();
+            let outcome = step.run(&tier).await;
             if !faulty.crashed() {
-                // k is past the last write: done with this mode.
-                let m = outcome.unwrap();
-                assert_eq!(m.end, 130);
+                outcome.unwrap();
                 break;
             }
             assert!(
                 matches!(outcome, Err(TieredError::Unavailable { .. })),
-                "k={k}"
+                "k={k}: {outcome:?}"
             );
-            let after_crash = assert_consistent(&inner, "t").await.unwrap();
-            assert!(
-                after_crash == before || after_crash.end == 130,
-                "k={k} after={crash_after}: neither the old nor the new manifest: {after_crash:?}"
-            );
-            // The restarted process: a new tier on what the store holds.
-            let restarted = tier_on(inner.clone(), &c);
-            let m = restarted.upload("t", 0, &second).await.unwrap();
-            assert_eq!(m.end, 130, "k={k}");
-            assert_consistent(&inner, "t").await.unwrap();
-            let mut expected = first.clone();
-            expected.extend(second.clone());
-            assert_eq!(read_all(&restarted, "t", 0, 33).await, expected, "k={k}");
-            k += 1;
+            most = most.max(k);
+            let restarted = tier_on(faulty.inner(), &c);
+            step.check_after_crash(&faulty.inner(), &restarted, k).await;
         }
+    }
+    most
+}
+
+trait AsyncCheck {
+    async fn run(&self, tier: &RemoteTier) -> Result<(), TieredError>;
+    async fn check_after_crash(&self, store: &Arc<dyn ObjectStore>, restarted: &RemoteTier, k: u64);
+}
+
+struct UploadStep {
+    first: Vec<RemoteRecord>,
+    second: Vec<RemoteRecord>,
+}
+
+impl AsyncCheck for UploadStep {
+    async fn run(&self, tier: &RemoteTier) -> Result<(), TieredError> {
+        tier.upload("t", 0, &self.second).await.map(drop)
+    }
+
+    async fn check_after_crash(
+        &self,
+        store: &Arc<dyn ObjectStore>,
+        restarted: &RemoteTier,
+        k: u64,
+    ) {
+        let after_crash = assert_consistent(store, "t").await.unwrap();
         assert!(
-            k > 4,
-            "the upload made {k} writes: three objects and a manifest at least"
+            after_crash.end == 40 || after_crash.end == 130,
+            "k={k}: neither the old nor the new manifest: {after_crash:?}"
+        );
+        let m = restarted.upload("t", 0, &self.second).await.unwrap();
+        assert_eq!(m.end, 130, "k={k}");
+        assert_consistent(store, "t").await.unwrap();
+        let mut expected = self.first.clone();
+        expected.extend(self.second.clone());
+        assert_eq!(read_all(restarted, "t", 0, 33).await, expected, "k={k}");
+    }
+}
+
+/// Crashes at every write of an upload of several objects (on both
+/// backends), before and after the write lands; then the restarted process
+/// retries the same upload. After the crash and after the retry: the newest
+/// manifest is the old or the new one and lists only whole objects; in the
+/// end every record reads back exactly.
+#[tokio::test]
+async fn a_crash_at_any_upload_step_leaves_the_old_or_the_new_manifest() {
+    let step = UploadStep {
+        first: padded(0..40),
+        second: padded(40..130),
+    };
+    let first = step.first.clone();
+    let most = crash_matrix(
+        |tier| {
+            let (tier, first) = (tier.clone(), first.clone());
+            async move {
+                tier.upload("t", 0, &first).await.unwrap();
+            }
+        },
+        step,
+    )
+    .await;
+    assert!(
+        most > 7,
+        "the upload made {most} writes: several objects and a manifest"
+    );
+}
+
+struct RetentionStep;
+
+impl AsyncCheck for RetentionStep {
+    async fn run(&self, tier: &RemoteTier) -> Result<(), TieredError> {
+        let keep = 3 * 64 * 1024;
+        tier.enforce_retention("t", 0, 0, None, Some(keep))
+            .await
+            .map(drop)
+    }
+
+    async fn check_after_crash(
+        &self,
+        store: &Arc<dyn ObjectStore>,
+        restarted: &RemoteTier,
+        k: u64,
+    ) {
+        let m = assert_consistent(store, "t").await.unwrap();
+        let all = padded(0..130);
+        assert_eq!(
+            read_all(restarted, "t", m.beginning, 20).await,
+            all[m.beginning as usize..],
+            "k={k}"
+        );
+        self.run(restarted).await.unwrap();
+        let m = assert_consistent(store, "t").await.unwrap();
+        assert!(m.beginning > 0, "k={k}");
+        // The retry swept whatever the crash left behind.
+        let data = layout::data_dir(restarted.prefix(), "t", 0);
+        assert_eq!(
+            store.list(Some(&data)).collect_count().await,
+            m.objects.len(),
+            "k={k}"
         );
     }
+}
+
+/// The same for remote retention: the manifest first, then the deletes.
+#[tokio::test]
+async fn a_crash_at_any_retention_step_leaves_listed_objects_whole() {
+    let most = crash_matrix(
+        |tier| {
+            let tier = tier.clone();
+            async move {
+                tier.upload("t", 0, &padded(0..130)).await.unwrap();
+            }
+        },
+        RetentionStep,
+    )
+    .await;
+    assert!(most > 3, "retention made {most} writes");
+}
+
+struct DeleteStep;
+
+impl AsyncCheck for DeleteStep {
+    async fn run(&self, tier: &RemoteTier) -> Result<(), TieredError> {
+        tier.delete_topic("t").await
+    }
+
+    async fn check_after_crash(
+        &self,
+        store: &Arc<dyn ObjectStore>,
+        restarted: &RemoteTier,
+        k: u64,
+    ) {
+        // Whatever manifest is left lists only objects that exist.
+        let left = assert_consistent(store, "t").await;
+        let tombstoned = restarted.topics().await.unwrap().is_empty();
+        if left.is_none() {
+            assert!(tombstoned, "k={k}: data went before the tombstone");
+        }
+        // Before the tombstone the deletion never began: only a delete
+        // retry (the broker's) finishes it.
+        if !tombstoned || k % 3 == 0 {
+            self.run(restarted).await.unwrap();
+        } else {
+            // Recreating the topic finishes the deletion first.
+            let topic = RemoteTopic {
+                name: "t".into(),
+                partitions: 1,
+                configs: BTreeMap::new(),
+                updated_ms: 5,
+            };
+            restarted.put_topic(&topic).await.unwrap();
+            if tombstoned {
+                let m = restarted.upload("t", 0, &padded(0..3)).await.unwrap();
+                assert_eq!(
+                    (m.version, m.end),
+                    (1, 3),
+                    "k={k}: the old incarnation is gone"
+                );
+                assert_eq!(read_all(restarted, "t", 0, 10).await, padded(0..3));
+                return;
+            }
+        }
+        assert!(assert_consistent(store, "t").await.is_none(), "k={k}");
+        let topic_dir = layout::topic_dir(restarted.prefix(), "t");
+        let meta_dir = layout::topic_meta_dir(restarted.prefix(), "t");
+        let all = store.list(Some(&topic_dir)).collect_count().await;
+        let metas = store.list(Some(&meta_dir)).collect_count().await;
+        assert_eq!(all, metas, "k={k}: only topic metas are left");
+    }
+}
+
+/// The same for a topic deletion: tombstone, manifests (oldest first),
+/// then objects; retried by a delete or finished by a recreation.
+#[tokio::test]
+async fn a_crash_at_any_delete_step_leaves_no_manifest_naming_a_missing_object() {
+    let most = crash_matrix(
+        |tier| {
+            let tier = tier.clone();
+            async move {
+                let topic = RemoteTopic {
+                    name: "t".into(),
+                    partitions: 1,
+                    configs: BTreeMap::new(),
+                    updated_ms: 1,
+                };
+                tier.put_topic(&topic).await.unwrap();
+                tier.upload("t", 0, &padded(0..60)).await.unwrap();
+                tier.upload("t", 0, &padded(60..130)).await.unwrap();
+                // Retention drops objects an older manifest version lists.
+                tier.enforce_retention("t", 0, 0, None, Some(4 * 64 * 1024))
+                    .await
+                    .unwrap();
+            }
+        },
+        DeleteStep,
+    )
+    .await;
+    assert!(most > 8, "the deletion made {most} writes");
+}
+
+fn snapshot_a() -> Vec<(String, Bytes)> {
+    vec![
+        (
+            "00000000000000000000.log".to_string(),
+            Bytes::from(vec![1u8; 3000]),
+        ),
+        (
+            "00000000000000000000.index".to_string(),
+            Bytes::from_static(b"a"),
+        ),
+    ]
+}
+
+fn snapshot_b() -> Vec<(String, Bytes)> {
+    vec![
+        (
+            "00000000000000000000.log".to_string(),
+            Bytes::from(vec![2u8; 2000]),
+        ),
+        (
+            "00000000000000000009.log".to_string(),
+            Bytes::from(vec![3u8; 10]),
+        ),
+        (
+            "00000000000000000009.index".to_string(),
+            Bytes::from_static(b"b"),
+        ),
+    ]
+}
+
+struct SnapshotStep;
+
+impl AsyncCheck for SnapshotStep {
+    async fn run(&self, tier: &RemoteTier) -> Result<(), TieredError> {
+        tier.put_snapshot("c", 0, snapshot_b(), 20).await.map(drop)
+    }
+
+    async fn check_after_crash(
+        &self,
+        store: &Arc<dyn ObjectStore>,
+        restarted: &RemoteTier,
+        k: u64,
+    ) {
+        // The old snapshot or the new one, whole, never a mix.
+        let files = restarted.snapshot_files("c", 0).await.unwrap();
+        assert!(
+            files == snapshot_a() || files == snapshot_b(),
+            "k={k}: {files:?}"
+        );
+        self.run(restarted).await.unwrap();
+        assert_eq!(
+            restarted.snapshot_files("c", 0).await.unwrap(),
+            snapshot_b()
+        );
+        let m = restarted.manifest("c", 0).await.unwrap().unwrap();
+        assert_eq!(m.end, 20);
+        // Only the new snapshot's directory is left.
+        let dir = layout::partition_dir(restarted.prefix(), "c", 0).join("snapshot");
+        assert_eq!(store.list(Some(&dir)).collect_count().await, 3, "k={k}");
+    }
+}
+
+/// The same for a compacted snapshot: files first, manifest, then the old
+/// snapshot's deletion.
+#[tokio::test]
+async fn a_crash_at_any_snapshot_step_leaves_the_old_or_the_new_snapshot() {
+    let most = crash_matrix(
+        |tier| {
+            let tier = tier.clone();
+            async move {
+                tier.put_snapshot("c", 0, snapshot_a(), 10).await.unwrap();
+            }
+        },
+        SnapshotStep,
+    )
+    .await;
+    assert!(most > 5, "the snapshot made {most} writes");
+}
+
+/// A reader whose cached manifest lists an object another process's
+/// retention deleted re-reads the manifest: the offset is now below the
+/// beginning, and later offsets still read.
+#[tokio::test]
+async fn a_read_of_an_object_dropped_since_re_reads_the_manifest() {
+    let store = memory();
+    let reader = tier_on(store.clone(), &cfg(64 * 1024, 0));
+    let other = tier_on(store.clone(), &cfg(64 * 1024, 0));
+    let m = reader.upload("t", 0, &padded(0..100)).await.unwrap();
+    assert_eq!(
+        reader.read("t", 0, 0, 1, 1 << 20).await.unwrap()[0].offset,
+        0
+    );
+    let keep = m.objects.last().unwrap().bytes;
+    let after = other
+        .enforce_retention("t", 0, 0, None, Some(keep))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(after.beginning > 0);
+    let err = reader.read("t", 0, 0, 1, 1 << 20).await.unwrap_err();
+    assert!(matches!(err, TieredError::OutOfRange { .. }), "{err}");
+    let got = reader
+        .read("t", 0, after.beginning, 1, 1 << 20)
+        .await
+        .unwrap();
+    assert_eq!(got[0].offset, after.beginning);
 }
 
 #[tokio::test]
@@ -500,6 +792,16 @@ async fn the_cache_stays_within_its_bound() {
     assert!(max_seen > limit / 2, "the cache was used: {max_seen}");
     // Sequential reads are mostly hits: one GET serves many records.
     assert!(s.cache_hits > 4 * s.cache_misses, "{s:?}");
+    // Objects retention deletes leave the cache with them.
+    let keep = m.objects.last().unwrap().bytes;
+    tier.enforce_retention("t", 0, 0, None, Some(keep))
+        .await
+        .unwrap();
+    assert!(
+        tier.stats().cache_bytes < s.cache_bytes,
+        "{:?}",
+        tier.stats()
+    );
 }
 
 #[tokio::test]
@@ -533,6 +835,7 @@ async fn retention_drops_whole_objects_from_the_front() {
     assert_eq!(after.objects, m.objects[2..].to_vec());
     assert_eq!(after.beginning, m.objects[1].last_offset + 1);
     assert_eq!(after.end, m.end);
+    assert_eq!(tier.known_manifest("t", 0).as_deref(), Some(&after));
     let dropped = layout::data_dir(tier.prefix(), "t", 0).join(m.objects[0].name.as_str());
     assert!(
         store.head(&dropped).await.is_err(),
@@ -672,4 +975,29 @@ async fn a_lost_manifest_race_is_resolved_by_re_reading() {
     let m = assert_consistent(&store, "t").await.unwrap();
     assert_eq!(m.end, 80);
     assert_eq!(read_all(&a, "t", 0, 16).await, records(0..80));
+}
+
+/// The broker spawns these on a multi-threaded runtime: every future must
+/// be Send (no lock guard held across an await), and the tier Send + Sync.
+#[test]
+fn futures_are_send() {
+    fn send<T: Send>(_: T) {}
+    fn shared<T: Send + Sync + Clone>(_: &T) {}
+    let tier = tier_on(memory(), &cfg(64 * 1024, 0));
+    shared(&tier);
+    let topic = RemoteTopic {
+        name: "t".into(),
+        partitions: 1,
+        configs: BTreeMap::new(),
+        updated_ms: 0,
+    };
+    send(tier.upload("t", 0, &[]));
+    send(tier.read("t", 0, 0, 1, 1));
+    send(tier.manifest("t", 0));
+    send(tier.put_topic(&topic));
+    send(tier.topics());
+    send(tier.delete_topic("t"));
+    send(tier.enforce_retention("t", 0, 0, None, None));
+    send(tier.put_snapshot("t", 0, vec![], 0));
+    send(tier.snapshot_files("t", 0));
 }
