@@ -26,4 +26,4 @@ pub use tidelog_storage::EventListener;
 /// Tiered storage's errors and config, for the front-ends' error mapping
 /// (`TieredError::Unavailable` → 503/50304, KAFKA_STORAGE_ERROR) and the
 /// server's `tiered:` section.
-pub use tidelog_tiered::{TieredConfig, TieredError};
+pub use tidelog_tiered::{RemoteTier, TieredConfig, TieredError};
