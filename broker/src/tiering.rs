@@ -706,8 +706,9 @@ impl Broker {
     }
 
     /// About how many of the newest records of `[from, end)` fit in `bytes`:
-    /// from the sizes of up to 64 ConsumeQueue units spread over the range
-    /// (an estimate, as a partition's share of the shared CommitLog is).
+    /// from the sizes of a sample of ConsumeQueue units spread over the
+    /// range (`usage::sample_units`; an estimate, as a partition's share of
+    /// the shared CommitLog is).
     fn records_within(&self, topic: &str, partition: u32, from: u64, end: u64, bytes: u64) -> u64 {
         let Some(queue) = self.store.consume_queues().get(topic, partition) else {
             return end - from.min(end);
@@ -716,16 +717,7 @@ impl Broker {
         if records == 0 {
             return 0;
         }
-        let step = records.div_ceil(64).max(1);
-        let (mut sampled, mut sampled_bytes) = (0u64, 0u64);
-        let mut offset = from;
-        while offset < end {
-            if let Ok(Some(unit)) = queue.get(offset) {
-                sampled += 1;
-                sampled_bytes += u64::from(unit.size);
-            }
-            offset += step;
-        }
+        let (sampled, sampled_bytes) = crate::usage::sample_units(&queue, from, end);
         if sampled == 0 || sampled_bytes == 0 {
             return records;
         }
