@@ -936,6 +936,38 @@ mod tests {
         assert!(e.to_string().contains("users"), "{e}");
     }
 
+    /// The remote tier out of reach is 503/50304 "remote tier unavailable";
+    /// damage in the bucket a 500; a create waiting for a remote deletion a
+    /// 503 the client retries.
+    #[test]
+    fn tiered_errors_map_to_50304_or_50001() {
+        use tidelog_broker::store::{ObjectStoreError, TieredError};
+        use tidelog_broker::BrokerError;
+        let down = ApiError::from(BrokerError::Tiered {
+            source: TieredError::Unavailable {
+                op: "get",
+                source: ObjectStoreError::Generic {
+                    store: "S3",
+                    source: "connection refused".into(),
+                },
+            },
+        });
+        assert_eq!((down.error_code(), down.status().as_u16()), (50304, 503));
+        assert!(
+            down.to_string().starts_with("remote tier unavailable"),
+            "{down}"
+        );
+        let corrupt = ApiError::from(BrokerError::Tiered {
+            source: TieredError::Corrupt {
+                what: "object".into(),
+                detail: "crc".into(),
+            },
+        });
+        assert_eq!(corrupt.error_code(), 50001);
+        let pending = ApiError::from(BrokerError::RemoteDeletePending { topic: "t".into() });
+        assert_eq!(pending.error_code(), 50304);
+    }
+
     #[test]
     fn disk_full_is_worded_as_the_store_words_it() {
         use std::sync::Arc;

@@ -429,7 +429,7 @@ impl PartitionRef {
     }
 
     /// [`offsets`](Self::offsets) without the remote tier.
-    fn local_offsets(&self) -> (u64, u64) {
+    pub(crate) fn local_offsets(&self) -> (u64, u64) {
         let base = self.topic.base_offset(self.partition).max(self.log_start());
         let (beginning, end) = match &self.compacted {
             None => self.broker.store.offsets(&self.topic.name, self.partition),

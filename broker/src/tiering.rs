@@ -86,6 +86,9 @@ pub struct Tiering {
     parts: Arc<Mutex<PartStates>>,
     /// Topic metas to write (latest per topic) or delete, in order.
     metas: Mutex<BTreeMap<String, MetaJob>>,
+    /// Per compact partition: the cleaner's run count its last snapshot
+    /// went up at (a snapshot goes up after each clean).
+    snapshots: Mutex<HashMap<(Arc<str>, u32), u64>>,
     counters: Counters,
 }
 
@@ -95,6 +98,8 @@ struct Counters {
     uploaded_records: AtomicU64,
     upload_errors: AtomicU64,
     meta_errors: AtomicU64,
+    snapshots_uploaded: AtomicU64,
+    snapshot_errors: AtomicU64,
     remote_reads: AtomicU64,
     remote_read_errors: AtomicU64,
 }
@@ -128,6 +133,9 @@ pub struct TieringStats {
     pub uploaded_records: u64,
     pub upload_errors: u64,
     pub meta_errors: u64,
+    /// Compact partitions' snapshots uploaded, and those that failed.
+    pub snapshots_uploaded: u64,
+    pub snapshot_errors: u64,
     pub remote_reads: u64,
     pub remote_read_errors: u64,
     /// Topic metas waiting to be written or deleted.
@@ -170,6 +178,8 @@ pub struct PartitionRound {
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct RoundReport {
     pub partitions: Vec<PartitionRound>,
+    /// Compact partitions whose snapshot went up this round.
+    pub snapshots: Vec<(String, u32)>,
     pub metas_written: usize,
     pub metas_failed: usize,
 }
@@ -212,6 +222,7 @@ impl Tiering {
             round: tokio::sync::Mutex::new(()),
             parts: Arc::default(),
             metas: Mutex::default(),
+            snapshots: Mutex::default(),
             counters: Counters::default(),
         }
     }
@@ -312,6 +323,8 @@ impl Tiering {
             uploaded_records: get(&c.uploaded_records),
             upload_errors: get(&c.upload_errors),
             meta_errors: get(&c.meta_errors),
+            snapshots_uploaded: get(&c.snapshots_uploaded),
+            snapshot_errors: get(&c.snapshot_errors),
             remote_reads: get(&c.remote_reads),
             remote_read_errors: get(&c.remote_read_errors),
             pending_metas: self.metas.lock().unwrap_or_else(|e| e.into_inner()).len(),
@@ -408,6 +421,11 @@ impl Broker {
             Some(name) => vec![self.registry.require(name)?],
             None => self.registry.all(),
         };
+        for topic in &topics {
+            if topic.config.cleanup_policy.compacts() {
+                self.snapshot_compact(tiering, topic, &mut report).await;
+            }
+        }
         for topic in topics {
             if !topic.config.remote_storage_enable {
                 continue;
@@ -571,6 +589,79 @@ impl Broker {
         Ok(uploaded)
     }
 
+    /// Compact topics (`__consumer_offsets` too): after each clean of a
+    /// partition, its sealed compacted segments replace its snapshot in the
+    /// remote tier (`put_snapshot`), so a restore brings the table and the
+    /// committed offsets back. Files are read on the blocking pool; a set
+    /// that changed while it was read (a clean swapping segments) is not
+    /// sent, and the next round tries again. Failures are logged, counted
+    /// and retried at the next round.
+    async fn snapshot_compact(
+        &self,
+        tiering: &Tiering,
+        topic: &Arc<Topic>,
+        report: &mut RoundReport,
+    ) {
+        for status in self.cleaner.status(&topic.name) {
+            let p = status.partition;
+            let key = (Arc::clone(&topic.name), p);
+            let done = tiering
+                .snapshots
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&key)
+                .copied();
+            if status.runs == 0 || done == Some(status.runs) {
+                continue;
+            }
+            let Some(log) = self.logs.log(&topic.name, p) else {
+                continue;
+            };
+            let read = tokio::task::spawn_blocking(move || sealed_files(&log)).await;
+            let files = match read {
+                Ok(Ok(Some(files))) => files,
+                Ok(Ok(None)) => continue,
+                Ok(Err(e)) => {
+                    tracing::warn!(topic = %topic.name, partition = p, error = %e, "cannot read the compacted segments for a snapshot; retrying at the next round");
+                    continue;
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "snapshot read task failed");
+                    continue;
+                }
+            };
+            let (files, next_offset) = files;
+            let count = files.len();
+            let bytes: usize = files.iter().map(|(_, b)| b.len()).sum();
+            match tiering
+                .remote
+                .put_snapshot(&topic.name, p, files, next_offset)
+                .await
+            {
+                Ok(_) => {
+                    tiering
+                        .snapshots
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(key, status.runs);
+                    tiering
+                        .counters
+                        .snapshots_uploaded
+                        .fetch_add(1, Ordering::Relaxed);
+                    tracing::info!(topic = %topic.name, partition = p, files = count, bytes, next_offset, "compacted segments uploaded as the partition's snapshot");
+                    report.snapshots.push((topic.name.to_string(), p));
+                }
+                Err(e) => {
+                    tiering
+                        .counters
+                        .snapshot_errors
+                        .fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(topic = %topic.name, partition = p, error = %e, "snapshot not uploaded; retrying at the next round");
+                }
+            }
+        }
+    }
+
     /// The CommitLog position of the partition's first local record, or the
     /// dispatched position if it has none.
     fn first_position(&self, topic: &str, partition: u32, from: u64) -> u64 {
@@ -615,8 +706,9 @@ impl Broker {
     }
 
     /// About how many of the newest records of `[from, end)` fit in `bytes`:
-    /// from the sizes of up to 64 ConsumeQueue units spread over the range
-    /// (an estimate, as a partition's share of the shared CommitLog is).
+    /// from the sizes of a sample of ConsumeQueue units spread over the
+    /// range (`usage::sample_units`; an estimate, as a partition's share of
+    /// the shared CommitLog is).
     fn records_within(&self, topic: &str, partition: u32, from: u64, end: u64, bytes: u64) -> u64 {
         let Some(queue) = self.store.consume_queues().get(topic, partition) else {
             return end - from.min(end);
@@ -625,16 +717,7 @@ impl Broker {
         if records == 0 {
             return 0;
         }
-        let step = records.div_ceil(64).max(1);
-        let (mut sampled, mut sampled_bytes) = (0u64, 0u64);
-        let mut offset = from;
-        while offset < end {
-            if let Ok(Some(unit)) = queue.get(offset) {
-                sampled += 1;
-                sampled_bytes += u64::from(unit.size);
-            }
-            offset += step;
-        }
+        let (sampled, sampled_bytes) = crate::usage::sample_units(&queue, from, end);
         if sampled == 0 || sampled_bytes == 0 {
             return records;
         }
@@ -724,6 +807,46 @@ pub(crate) struct TieredBounds {
     pub local_beginning: u64,
     /// The manifest's beginning, once a round read it.
     pub remote_beginning: Option<u64>,
+}
+
+/// A snapshot's files: (name, bytes).
+type SnapshotFiles = Vec<(String, bytes::Bytes)>;
+
+/// The sealed segments of a compacted log (all but the active, last one)
+/// as (file name, bytes), and the log's next offset; `None` when it has
+/// none or the set changed while it was read (a clean swapped segments).
+fn sealed_files(
+    log: &tidelog_cleaner::CompactedLog,
+) -> std::io::Result<Option<(SnapshotFiles, u64)>> {
+    let shape = |log: &tidelog_cleaner::CompactedLog| -> Vec<(u64, u64)> {
+        let segments = log.segments();
+        let sealed = segments.len().saturating_sub(1);
+        segments[..sealed]
+            .iter()
+            .map(|s| (s.base_offset(), s.len()))
+            .collect()
+    };
+    let before = shape(log);
+    if before.is_empty() {
+        return Ok(None);
+    }
+    let next_offset = log.next_offset();
+    let segments = log.segments();
+    let mut files = Vec::with_capacity(before.len());
+    for segment in &segments[..before.len()] {
+        let path = segment.path();
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        files.push((name, bytes::Bytes::from(std::fs::read(&path)?)));
+    }
+    let same = shape(log) == before
+        && files
+            .iter()
+            .zip(&before)
+            .all(|((_, bytes), (_, len))| bytes.len() as u64 == *len);
+    Ok(same.then_some((files, next_offset)))
 }
 
 /// The remote record's bytes, as a front-end renders them.

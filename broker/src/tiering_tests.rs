@@ -324,3 +324,48 @@ fn a_deleted_topics_remote_data_goes_before_its_name_is_reused() {
     let meta = topics.iter().find(|t| t.name == "t").unwrap();
     assert_eq!(meta.partitions, 2);
 }
+
+/// After a clean, a compact topic's sealed compacted segments go up as its
+/// snapshot (once per clean), with the records' bytes, and a later round
+/// without a new clean sends nothing.
+#[test]
+fn a_clean_sends_the_sealed_compacted_segments_as_the_snapshot() {
+    let f = open();
+    let topic = f
+        .broker
+        .create_topic("users", 1, crate::test_support::compact())
+        .unwrap();
+    crate::test_support::append(&f.broker, "users", &[("a", "1"), ("b", "2"), ("a", "3")]);
+    let part = f.broker.partition("users", 0).unwrap();
+    crate::test_support::wait_until("the compacted copies", || part.offsets().1 == 3);
+    assert!(round(&f, "users").snapshots.is_empty(), "no clean yet");
+    let requested = f.broker.request_compaction(&topic, true).unwrap();
+    f.broker
+        .cleaner
+        .wait("users", &requested, Duration::from_secs(30));
+    let report = round(&f, "users");
+    assert_eq!(report.snapshots, [("users".to_string(), 0)]);
+    let remote = f.broker.tiering.as_ref().unwrap().remote().clone();
+    let files = f.rt.block_on(remote.snapshot_files("users", 0)).unwrap();
+    assert!(!files.is_empty());
+    let local: Vec<(String, Vec<u8>)> = f
+        .broker
+        .logs
+        .log("users", 0)
+        .unwrap()
+        .segments()
+        .iter()
+        .rev()
+        .skip(1)
+        .rev()
+        .map(|s| {
+            let path = s.path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read(&path).unwrap())
+        })
+        .collect();
+    let remote: Vec<(String, Vec<u8>)> = files.into_iter().map(|(n, b)| (n, b.to_vec())).collect();
+    assert_eq!(remote, local);
+    assert!(round(&f, "users").snapshots.is_empty(), "once per clean");
+    assert_eq!(f.broker.tiering_stats().unwrap().snapshots_uploaded, 1);
+}
