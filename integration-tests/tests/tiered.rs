@@ -350,6 +350,56 @@ fn data_objects(store: &Arc<dyn ObjectStore>, prefix: &str, topic: &str) -> usiz
     })
 }
 
+/// `POST .../tiering:upload` for `topic` on a thread of its own: the
+/// answer, or `None` when the connection broke (the server was killed).
+fn round_in_background(
+    s: &TidelogProcess,
+    topic: &str,
+) -> std::thread::JoinHandle<Option<common::Response>> {
+    let (addr, path) = (s.addr, format!("{CLUSTER}/topics/{topic}/tiering:upload"));
+    std::thread::spawn(move || {
+        std::panic::catch_unwind(|| {
+            common::http(
+                addr,
+                "POST",
+                &path,
+                &[("Content-Type", "application/json")],
+                Some(b"{}"),
+            )
+        })
+        .ok()
+    })
+}
+
+/// Polls until the bucket holds `at_least` record objects of `topic`-0
+/// or `round` finished, whichever comes first (bounded).
+fn wait_for_objects<T>(
+    store: &Arc<dyn ObjectStore>,
+    prefix: &str,
+    topic: &str,
+    at_least: usize,
+    round: &std::thread::JoinHandle<T>,
+) {
+    let deadline = Instant::now() + DEADLINE;
+    while data_objects(store, prefix, topic) < at_least && !round.is_finished() {
+        assert!(Instant::now() < deadline, "no upload began");
+    }
+}
+
+/// `tidelog restore` of `seaweed`'s prefix `prefix` into `data_dir`.
+fn restore_cli(seaweed: &Seaweed, prefix: &str, data_dir: &str) -> std::process::Output {
+    common::run_tidelog(&[
+        "restore",
+        "--from",
+        &seaweed.url(prefix),
+        "--endpoint",
+        &seaweed.endpoint(),
+        "--allow-http",
+        "--data-dir",
+        data_dir,
+    ])
+}
+
 /// One Kafka request (header v1) and its answer's body.
 fn kafka_call(addr: SocketAddr, key: i16, version: i16, body: &[u8]) -> Vec<u8> {
     let mut frame = Vec::new();
@@ -499,23 +549,10 @@ fn an_object_store_outage_loses_nothing_and_fails_only_remote_reads() {
     // them are in the bucket.
     produce(&server, "logs", FIRST, SECOND);
     seal_segment(&server);
-    let url = server.url();
-    let round = std::thread::spawn(move || {
-        let addr: SocketAddr = url.trim_start_matches("http://").parse().unwrap();
-        common::http(
-            addr,
-            "POST",
-            &format!("{CLUSTER}/topics/logs/tiering:upload"),
-            &[("Content-Type", "application/json")],
-            Some(b"{}"),
-        )
-    });
-    let deadline = Instant::now() + DEADLINE;
-    while data_objects(&store, "outage", "logs") < objects_before + 2 && !round.is_finished() {
-        assert!(Instant::now() < deadline, "no upload began");
-    }
+    let round = round_in_background(&server, "logs");
+    wait_for_objects(&store, "outage", "logs", objects_before + 2, &round);
     seaweed.stop();
-    let answered = round.join().unwrap();
+    let answered = round.join().unwrap().expect("the round answers");
     assert_eq!(answered.status, 200, "{}", answered.text());
 
     // Mid-read: the remote part fails as unavailable, the local part is
@@ -565,26 +602,14 @@ fn kill_9_during_uploads_keeps_the_manifest_invariants() {
         acked += PER_ROUND;
         seal_segment(&server);
         let before = data_objects(&store, "crash", "logs");
-        let url = server.url();
-        let round = std::thread::spawn(move || {
-            let addr: SocketAddr = url.trim_start_matches("http://").parse().unwrap();
-            // The connection breaks when the server dies: any answer.
-            let _ = std::panic::catch_unwind(|| {
-                common::http(
-                    addr,
-                    "POST",
-                    &format!("{CLUSTER}/topics/logs/tiering:upload"),
-                    &[("Content-Type", "application/json")],
-                    Some(b"{}"),
-                )
-            });
-        });
-        let deadline = Instant::now() + DEADLINE;
-        while data_objects(&store, "crash", "logs") < before + objects_before_kill
-            && !round.is_finished()
-        {
-            assert!(Instant::now() < deadline, "no upload began");
-        }
+        let round = round_in_background(&server, "logs");
+        wait_for_objects(
+            &store,
+            "crash",
+            "logs",
+            before + objects_before_kill,
+            &round,
+        );
         server.kill_9();
         round.join().unwrap();
         let end = check_manifest_invariants(&seaweed, "crash", "logs");
@@ -724,16 +749,7 @@ fn a_restore_brings_back_records_tables_and_group_offsets() {
         }
     }
     let data_dir = second.data_dir.path().display().to_string();
-    let restored = common::run_tidelog(&[
-        "restore",
-        "--from",
-        &seaweed.url("node"),
-        "--endpoint",
-        &seaweed.endpoint(),
-        "--allow-http",
-        "--data-dir",
-        &data_dir,
-    ]);
+    let restored = restore_cli(&seaweed, "node", &data_dir);
     let stdout = String::from_utf8_lossy(&restored.stdout);
     assert!(
         restored.status.success(),
@@ -743,16 +759,7 @@ fn a_restore_brings_back_records_tables_and_group_offsets() {
     // logs, users, filler and __consumer_offsets.
     assert!(stdout.contains("restored 4 topics"), "{stdout}");
     // A second restore into it is refused: it is no longer empty.
-    let again = common::run_tidelog(&[
-        "restore",
-        "--from",
-        &seaweed.url("node"),
-        "--endpoint",
-        &seaweed.endpoint(),
-        "--allow-http",
-        "--data-dir",
-        &data_dir,
-    ]);
+    let again = restore_cli(&seaweed, "node", &data_dir);
     assert_eq!(again.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&again.stderr).contains("not empty"));
     second.start_again();
