@@ -24,6 +24,8 @@
 #   librdkafka    scripts/bench-kafka-client.sh (confluent-kafka's producer)
 #   recovery      tidelog bench --recovery-mib 4096: kill -9, cold restart vs cold cat
 #   cleaner       cargo bench -p tidelog-cleaner --bench compaction
+#   tiered        tidelog bench --tiered-mib 512 against SeaweedFS: upload and remote
+#                 fetch MB/s beside plain object_store put/get of the same bytes
 # Each `tidelog bench` step starts its own server with a temporary data dir,
 # measures the bare HTTP endpoint / bare Kafka listener in the same run in
 # alternating slices, and writes its figures as JSON. A step that fails
@@ -60,11 +62,11 @@ mkdir -p "$results"
 
 if $quick; then
     common=(--duration-ms 600 --warmup-ms 200 --rounds 2 --visibility-samples 20)
-    limit_mib=128 dsync_count=2000 recovery_mib=64 client_records=20000
+    limit_mib=128 dsync_count=2000 recovery_mib=64 client_records=20000 tiered_mib=32
     compaction_env=(TIDELOG_COMPACTION_MIB=64 TIDELOG_COMPACTION_PRODUCE_SECS=2)
 else
     common=(--duration-ms 6000 --warmup-ms 2000 --rounds 3 --visibility-samples 300)
-    limit_mib=1024 dsync_count=20000 recovery_mib=${TIDELOG_BENCH_RECOVERY_MIB:-4096} client_records=1000000
+    limit_mib=1024 dsync_count=20000 recovery_mib=${TIDELOG_BENCH_RECOVERY_MIB:-4096} client_records=1000000 tiered_mib=512
     compaction_env=()
 fi
 
@@ -115,6 +117,46 @@ secs() {
     "$@" >/dev/null 2>&1
     t1=$(date +%s.%N)
     echo "$t1 - $t0" | bc -l
+}
+
+# tiered: SeaweedFS (the weed binary of the test venv, which the tiered
+# integration tests install, or one on PATH) on free 127.0.0.1 ports in a
+# temp dir, and `tidelog bench --tiered-mib` against a bucket in it.
+tiered() {
+    local weed=$target_dir/test-clients/venv/bin/weed
+    [[ -x $weed ]] || weed=$(command -v weed) || {
+        echo "no weed binary: run the tiered tests once (cargo nextest run -p tidelog-integration-tests --test tiered) or put weed on PATH" >&2
+        return 1
+    }
+    local wdir ports
+    wdir=$(mktemp -d "$dir/tidelog-bench-weed-XXXXXX")
+    # Eight free ports, bound at once so none comes twice.
+    read -r -a ports < <(python3 -c 'import socket
+s=[socket.socket() for _ in range(8)]
+[x.bind(("127.0.0.1",0)) for x in s]
+print(*[x.getsockname()[1] for x in s])')
+    "$weed" server -s3 -dir="$wdir" -ip=127.0.0.1 -ip.bind=127.0.0.1 \
+        -master.port="${ports[0]}" -master.port.grpc="${ports[1]}" -volume.port="${ports[2]}" \
+        -volume.port.grpc="${ports[3]}" -filer.port="${ports[4]}" -filer.port.grpc="${ports[5]}" \
+        -s3.port="${ports[6]}" -s3.port.grpc="${ports[7]}" -s3.port.iceberg=0 -s3.port.lance=0 \
+        -filer.localSocket="$wdir/filer.sock" -s3.localSocket="$wdir/s3.sock" \
+        -master.volumeSizeLimitMB=1024 -volume.max=0 -master.telemetry=false >"$wdir/weed.log" 2>&1 &
+    local weed_pid=$! rc=0 i
+    local s3=http://127.0.0.1:${ports[6]}
+    for i in $(seq 1 300); do
+        [[ $(curl -s -o /dev/null -w '%{http_code}' -X PUT "$s3/bench") == 200 ]] && break
+        sleep 0.2
+    done
+    # 64 MiB CommitLog segments: the bench seals the tail's segment with
+    # filler records, a segment's worth at most.
+    printf 'store:\n  commitlog_segment_bytes: 67108864\ntiered:\n  url: s3://bench/run\n  endpoint: %s\n  allow_http: true\n  upload_interval_ms: 3600000\n  object_bytes: 8388608\n' \
+        "$s3" >"$wdir/tiered.yaml"
+    timeout --kill-after=10 600 "$tidelog" bench --data-dir "$dir" --server-config "$wdir/tiered.yaml" \
+        --json "$results/tiered.json" --tiered-mib "$tiered_mib" --record-bytes 1024 --batch 100 || rc=$?
+    kill "$weed_pid" 2>/dev/null; wait "$weed_pid" 2>/dev/null
+    rm -rf "$wdir" /tmp/seaweedfs-*-grpc-"${ports[1]}".sock /tmp/seaweedfs-*-grpc-"${ports[3]}".sock \
+        /tmp/seaweedfs-*-grpc-"${ports[5]}".sock /tmp/seaweedfs-*-grpc-"${ports[7]}".sock
+    return "$rc"
 }
 
 limits() {
@@ -170,6 +212,7 @@ step recovery 1200 "$tidelog" bench "${server_config[@]}" --data-dir "$dir" --js
     --recovery-mib "$recovery_mib" --record-bytes 1024 --batch 100
 step cleaner 900 env TIDELOG_BENCH_DIR="$dir" "${compaction_env[@]}" \
     cargo bench -p tidelog-cleaner --bench compaction
+step tiered 900 tiered
 
 commit=$(git rev-parse --short HEAD)
 # Dirty when the measured code differs from the commit (docs do not count).

@@ -120,6 +120,12 @@ pub enum ApiError {
     /// `store.sync_flush_timeout_ms`: appended, durability unknown.
     #[error("{message}")]
     FlushTimedOut { message: String },
+    /// 50304: a read below a tiered partition's local beginning, and the
+    /// remote tier (the object store) cannot be reached; local offsets are
+    /// still served. Also a create of a topic whose earlier incarnation's
+    /// remote data is still being deleted (retry later).
+    #[error("{message}")]
+    RemoteUnavailable { message: String },
     /// 50701: disk above `retention.disk_full_ratio`; writes refused.
     #[error("{message}")]
     DiskFull { message: String },
@@ -189,6 +195,7 @@ impl ApiError {
             ApiError::InflightBytesExhausted { .. } => 50305,
             ApiError::DispatchStalled { .. } => 50302,
             ApiError::FlushTimedOut { .. } => 50303,
+            ApiError::RemoteUnavailable { .. } => 50304,
             ApiError::DiskFull { .. } => 50701,
         }
     }
@@ -363,7 +370,8 @@ impl From<tidelog_broker::BrokerError> for ApiError {
             | B::ConsumerOffsets { .. }
             | B::RegistryFile { .. }
             | B::RegistryTopic { .. }
-            | B::DeclaredTopic { .. } => ApiError::Internal { message },
+            | B::DeclaredTopic { .. }
+            | B::Restore { .. } => ApiError::Internal { message },
             B::Store { source } => source.into(),
             B::Compaction { source } => source.into(),
             B::UnknownGroup { .. } => ApiError::UnknownConsumerGroup { message },
@@ -391,6 +399,16 @@ impl From<tidelog_broker::BrokerError> for ApiError {
             B::MemberIdRequired { .. } | B::InvalidSessionTimeout { .. } => {
                 ApiError::Internal { message }
             }
+            // Tiered storage: the object store out of reach is a 503 the
+            // client retries; damage in the bucket or a bug is a 500.
+            B::Tiered {
+                source: tidelog_broker::store::TieredError::Unavailable { .. },
+            } => ApiError::RemoteUnavailable {
+                message: format!("remote tier unavailable: {message}"),
+            },
+            B::RemoteDeletePending { .. } => ApiError::RemoteUnavailable { message },
+            B::Tiered { .. } => ApiError::Internal { message },
+            B::TieringOff => ApiError::BadRequest { message },
         }
     }
 }
@@ -622,6 +640,13 @@ mod tests {
                     message: msg("slow disk"),
                 },
                 50303,
+                503,
+            ),
+            (
+                ApiError::RemoteUnavailable {
+                    message: msg("remote tier unavailable"),
+                },
+                50304,
                 503,
             ),
             (
@@ -909,6 +934,38 @@ mod tests {
         });
         assert_eq!((e.error_code(), e.status().as_u16()), (40401, 404));
         assert!(e.to_string().contains("users"), "{e}");
+    }
+
+    /// The remote tier out of reach is 503/50304 "remote tier unavailable";
+    /// damage in the bucket a 500; a create waiting for a remote deletion a
+    /// 503 the client retries.
+    #[test]
+    fn tiered_errors_map_to_50304_or_50001() {
+        use tidelog_broker::store::{ObjectStoreError, TieredError};
+        use tidelog_broker::BrokerError;
+        let down = ApiError::from(BrokerError::Tiered {
+            source: TieredError::Unavailable {
+                op: "get",
+                source: ObjectStoreError::Generic {
+                    store: "S3",
+                    source: "connection refused".into(),
+                },
+            },
+        });
+        assert_eq!((down.error_code(), down.status().as_u16()), (50304, 503));
+        assert!(
+            down.to_string().starts_with("remote tier unavailable"),
+            "{down}"
+        );
+        let corrupt = ApiError::from(BrokerError::Tiered {
+            source: TieredError::Corrupt {
+                what: "object".into(),
+                detail: "crc".into(),
+            },
+        });
+        assert_eq!(corrupt.error_code(), 50001);
+        let pending = ApiError::from(BrokerError::RemoteDeletePending { topic: "t".into() });
+        assert_eq!(pending.error_code(), 50304);
     }
 
     #[test]

@@ -172,6 +172,8 @@ pub struct Snapshot {
     pub consumer_instances: usize,
     /// The Kafka listener's counters (`None` when the server runs none).
     pub kafka: Option<KafkaMetricsSnapshot>,
+    /// Tiered storage (`None` without a remote tier, or during recovery).
+    pub tiered: Option<tidelog_broker::tiering::TieringStats>,
 }
 
 impl Metrics {
@@ -437,7 +439,69 @@ impl Metrics {
         if let Some(k) = &snap.kafka {
             render_kafka(&mut out, k);
         }
+        if let Some(t) = &snap.tiered {
+            render_tiered(&mut out, t);
+        }
         out
+    }
+}
+
+/// Tiered storage's families: what was uploaded and read, the read cache,
+/// and each tiered partition's upload lag (offsets and bytes not yet in the
+/// remote tier; bytes count only what the last round read).
+fn render_tiered(out: &mut String, t: &tidelog_broker::tiering::TieringStats) {
+    let r = &t.remote;
+    for (name, help, value) in [
+        ("tidelog_tiered_uploaded_bytes_total", "record-object bytes uploaded to the remote tier.", r.uploaded_bytes),
+        ("tidelog_tiered_uploaded_objects_total", "record objects uploaded to the remote tier.", r.uploaded_objects),
+        ("tidelog_tiered_uploaded_records_total", "records uploaded to the remote tier.", t.uploaded_records),
+        ("tidelog_tiered_upload_failures_total", "partition uploads that failed (retried after a backoff; the records stay held locally).", t.upload_errors),
+        ("tidelog_tiered_upload_retries_total", "object-store calls of the write side retried.", r.upload_retries),
+        ("tidelog_tiered_topic_meta_failures_total", "topic meta writes or deletions that failed (retried at the next round).", t.meta_errors),
+        ("tidelog_tiered_remote_reads_total", "reads served from the remote tier (below a partition's local beginning).", t.remote_reads),
+        ("tidelog_tiered_remote_read_failures_total", "remote reads that failed (answered 503/50304 or KAFKA_STORAGE_ERROR).", t.remote_read_errors),
+        ("tidelog_tiered_remote_read_bytes_total", "bytes read from the object store (cache misses).", r.remote_read_bytes),
+        ("tidelog_tiered_cache_hits_total", "read-cache lookups answered from the cache.", r.cache_hits),
+        ("tidelog_tiered_cache_misses_total", "read-cache lookups that went to the object store.", r.cache_misses),
+        ("tidelog_tiered_rounds_total", "uploader rounds run.", t.rounds),
+    ] {
+        counter(out, name, help, value);
+    }
+    gauge(
+        out,
+        "tidelog_tiered_cache_bytes",
+        "bytes the read cache holds now.",
+        r.cache_bytes as f64,
+    );
+    gauge(
+        out,
+        "tidelog_tiered_pending_topic_metas",
+        "topic metas waiting to be written to or deleted from the remote tier.",
+        t.pending_metas as f64,
+    );
+    for (name, help, pick) in [
+        (
+            "tidelog_tiered_upload_lag_offsets",
+            "offsets of a tiered partition not yet uploaded.",
+            (|p: &tidelog_broker::tiering::PartitionTiering| p.lag_records) as fn(&_) -> u64,
+        ),
+        (
+            "tidelog_tiered_upload_lag_bytes",
+            "payload bytes of a tiered partition read but not yet uploaded.",
+            |p| p.lag_bytes,
+        ),
+    ] {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} gauge");
+        for p in &t.partitions {
+            let _ = writeln!(
+                out,
+                "{name}{{topic=\"{}\",partition=\"{}\"}} {}",
+                label(&p.topic),
+                p.partition,
+                pick(p)
+            );
+        }
     }
 }
 
@@ -685,6 +749,54 @@ mod tests {
         assert!(out.contains("x_bucket{le=\"30\"} 2\n"), "{out}");
         assert!(out.contains("x_bucket{le=\"+Inf\"} 3\n"), "{out}");
         assert!(out.contains("x_count 3\n"), "{out}");
+    }
+
+    #[test]
+    fn tiered_families_show_uploads_reads_cache_and_lag_per_partition() {
+        use tidelog_broker::tiering::{PartitionTiering, RemoteStats, TieringStats};
+        let snap = Snapshot {
+            tiered: Some(TieringStats {
+                uploaded_records: 40,
+                upload_errors: 2,
+                remote_reads: 5,
+                remote: RemoteStats {
+                    uploaded_bytes: 4096,
+                    uploaded_objects: 3,
+                    cache_hits: 7,
+                    cache_misses: 1,
+                    ..RemoteStats::default()
+                },
+                partitions: vec![PartitionTiering {
+                    topic: "t".into(),
+                    partition: 1,
+                    uploaded_end: Some(40),
+                    remote_beginning: Some(0),
+                    local_beginning: 40,
+                    lag_records: 12,
+                    lag_bytes: 900,
+                    failures: 0,
+                }],
+                ..TieringStats::default()
+            }),
+            ..Snapshot::default()
+        };
+        let out = Metrics::default().render(&snap);
+        for line in [
+            "tidelog_tiered_uploaded_bytes_total 4096\n",
+            "tidelog_tiered_uploaded_objects_total 3\n",
+            "tidelog_tiered_uploaded_records_total 40\n",
+            "tidelog_tiered_upload_failures_total 2\n",
+            "tidelog_tiered_remote_reads_total 5\n",
+            "tidelog_tiered_cache_hits_total 7\n",
+            "tidelog_tiered_cache_misses_total 1\n",
+            "tidelog_tiered_upload_lag_offsets{topic=\"t\",partition=\"1\"} 12\n",
+            "tidelog_tiered_upload_lag_bytes{topic=\"t\",partition=\"1\"} 900\n",
+        ] {
+            assert!(out.contains(line), "{line} not in {out}");
+        }
+        assert!(!Metrics::default()
+            .render(&Snapshot::default())
+            .contains("tidelog_tiered_"));
     }
 
     #[test]

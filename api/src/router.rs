@@ -41,7 +41,8 @@ use crate::budget::Reservation;
 use crate::error::ApiError;
 use crate::extract::check_bearer;
 use crate::handlers::{
-    compaction, console, consumers, fetch, group_admin, groups, produce, retention, status, topics,
+    compaction, console, consumers, fetch, group_admin, groups, produce, retention, status,
+    tiering, topics,
 };
 use crate::metrics::GaugeGuard;
 use crate::state::AppState;
@@ -145,6 +146,10 @@ pub fn router(state: AppState) -> Router {
         .route(
             "/v3/clusters/{cluster}/topics/{topic}/compaction",
             get(compaction::status).post(compaction::request),
+        )
+        .route(
+            "/v3/clusters/{cluster}/topics/{topic}/tiering:upload",
+            post(tiering::upload),
         )
         .route("/v3/clusters/{cluster}/stats", get(status::stats))
         .route(

@@ -236,6 +236,7 @@ impl AppState {
             consumer_lag: ready.as_ref().map(|r| r.consumer_lag()).unwrap_or_default(),
             consumer_instances: self.consumers().map_or(0, |c| c.instance_count()),
             kafka: self.inner.kafka_metrics.get().map(|k| k.snapshot()),
+            tiered: ready.as_ref().and_then(|r| r.tiering_stats()),
             inflight_bytes: self.inner.inflight_bytes.used_bytes(),
             in_flight_requests: self
                 .inner

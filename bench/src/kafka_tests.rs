@@ -49,6 +49,7 @@ fn args() -> BenchArgs {
         server_config: None,
         json: None,
         recovery_mib: None,
+        tiered_mib: None,
         suite_table: None,
         flush: None,
         policy: crate::Policy::Delete,

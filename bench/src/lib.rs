@@ -47,7 +47,9 @@
 //! kills it with SIGKILL and times its recovery, cold, beside a cold `cat`
 //! of the same bytes. `--json FILE` writes any run's figures as JSON
 //! (`results`); `--suite-table DIR` builds `scripts/bench.sh`'s table from
-//! a directory of them (`suite`). Every run prints an in-process memory
+//! a directory of them (`suite`). `--tiered-mib N` (`tiered`) measures
+//! tiered storage's upload and remote fetch beside plain object_store
+//! puts and gets to the same bucket. Every run prints an in-process memory
 //! copy rate first and what the started server holds at its end
 //! (`machine`: RssAnon, files, mappings).
 //!
@@ -82,6 +84,7 @@ mod results;
 mod run;
 mod suite;
 mod target;
+mod tiered;
 mod visibility;
 
 use std::net::SocketAddr;
@@ -160,6 +163,13 @@ pub struct BenchArgs {
     /// same bytes.
     #[arg(long, value_name = "MIB", conflicts_with_all = ["url", "suite_table"])]
     pub recovery_mib: Option<u64>,
+    /// Tiered storage instead of load (`tiered.rs`): fill a tiered topic
+    /// of the started server with this many MiB, time its upload and a
+    /// fetch of it all from the remote tier, beside a plain object_store
+    /// put and get of the same bytes to the same bucket. The bucket is
+    /// --server-config's `tiered:` section.
+    #[arg(long, value_name = "MIB", conflicts_with_all = ["url", "suite_table", "recovery_mib"])]
+    pub tiered_mib: Option<u64>,
     /// Print the benchmark table (Markdown) from the results of a
     /// `scripts/bench.sh` run in DIR instead of running anything.
     #[arg(long, value_name = "DIR")]

@@ -39,6 +39,14 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     if let Some(mib) = args.recovery_mib {
         crate::recovery::check_args(&args, mib)?;
     }
+    if let Some(mib) = args.tiered_mib {
+        ensure!(
+            (1..=crate::tiered::TIERED_MIB_MAX).contains(&mib),
+            "--tiered-mib must be 1..={}",
+            crate::tiered::TIERED_MIB_MAX
+        );
+        crate::tiered::tiered_config(&args)?;
+    }
     // Before any load, on an idle process: the ceiling of every byte rate.
     let memcpy = crate::machine::memcpy_mb_per_s();
     println!("memcpy limit (in this process, 64 MiB buffers): {memcpy:.0} MB/s");
@@ -186,6 +194,18 @@ pub(crate) async fn bench(
                 })
         }
         (Some(_), None) => Err(anyhow::anyhow!("--recovery-mib needs the started server")),
+        (None, _) if args.tiered_mib.is_some() => {
+            let mib = args.tiered_mib.unwrap_or_default();
+            let mut results = RunResults::for_args("tiered", args);
+            let mut conn = client::Conn::connect(tidelog_addr).await?;
+            crate::tiered::run(args, &mut conn, topic, mib)
+                .await
+                .map(|figures| {
+                    figures.print();
+                    figures.record(&mut results);
+                    results
+                })
+        }
         (None, _) => measure_load(args, topic, tidelog, ceiling_addr, started_kafka).await,
     };
     if let Some(mut server) = started_server {

@@ -145,7 +145,40 @@ impl Suite {
         self.partition_rows(&mut rows);
         self.kafka_rows(&mut rows);
         self.recovery_and_memory_rows(&mut rows);
+        self.tiered_rows(&mut rows);
         rows
+    }
+
+    /// `tidelog bench --tiered-mib` (`tiered.rs`): the server's upload and
+    /// remote fetch beside a plain object_store put and get of the same
+    /// bytes to the same bucket; reported, the issue sets no goal.
+    fn tiered_rows(&self, rows: &mut Vec<Row>) {
+        let tiered = self.run("tiered");
+        for (figure, ours, plain, what) in [
+            (
+                "tiered storage upload (`--tiered-mib`, SeaweedFS)",
+                "tiered_upload_mb_per_s",
+                "tiered_plain_put_mb_per_s",
+                "plain object_store put",
+            ),
+            (
+                "tiered storage remote fetch (`--tiered-mib`, SeaweedFS)",
+                "tiered_remote_fetch_mb_per_s",
+                "tiered_plain_get_mb_per_s",
+                "plain object_store get",
+            ),
+        ] {
+            let f = tiered.clone().and_then(|r| {
+                let (ours, plain) = (extra(&r, ours)?, extra(&r, plain)?);
+                Ok(Measured {
+                    value: format!("{ours:.1} MB/s"),
+                    limit: format!("{what} of the same bytes: {plain:.1} MB/s"),
+                    ratio: percent(ours / plain),
+                    met: None,
+                })
+            });
+            rows.push(row(figure, "report (issue 19)", f));
+        }
     }
 
     fn http_rows(&self, rows: &mut Vec<Row>) {
@@ -620,7 +653,7 @@ impl Suite {
 }
 
 /// The `tidelog bench` steps of the suite, by result name.
-const RUNS: [&str; 13] = [
+const RUNS: [&str; 14] = [
     "http-100",
     "http-10",
     "http-1",
@@ -634,6 +667,7 @@ const RUNS: [&str; 13] = [
     "kafka-acks1",
     "kafka-acks-1",
     "recovery",
+    "tiered",
 ];
 
 /// `--suite-table DIR`: prints the Markdown.

@@ -57,6 +57,9 @@ pub struct Broker {
     /// store: shutdown can take the store back and stop the cleaner, which
     /// ends such waits.
     pub cleaner: Arc<LogCleaner>,
+    /// Tiered storage (`tiering.rs`), when `tiered.url` is set (or a test
+    /// gave a remote tier to [`Broker::open_tiered`]).
+    pub tiering: Option<crate::tiering::Tiering>,
 }
 
 impl std::fmt::Debug for Broker {
@@ -90,13 +93,56 @@ impl Broker {
         store_config: StoreConfig,
         cleaner_config: CleanerConfig,
     ) -> Result<Broker, BrokerError> {
-        Self::open_inner(
+        let remote = match config.tiered.enabled() {
+            true => Some(
+                tidelog_tiered::RemoteTier::open(&config.tiered).map_err(|e| {
+                    BrokerError::InvalidConfig {
+                        key: "tiered".into(),
+                        reason: e.to_string(),
+                    }
+                })?,
+            ),
+            false => None,
+        };
+        Self::open_tiered(config, store_config, cleaner_config, remote)
+    }
+
+    /// [`Broker::open`] with the remote tier given (`None`: off), whatever
+    /// `config.tiered` says of the url: tests and the bench use any
+    /// object_store backend (`RemoteTier::with_store`).
+    pub fn open_tiered(
+        config: &BrokerConfig,
+        store_config: StoreConfig,
+        cleaner_config: CleanerConfig,
+        remote: Option<tidelog_tiered::RemoteTier>,
+    ) -> Result<Broker, BrokerError> {
+        let mut broker = Self::open_inner(
             config,
             store_config,
             cleaner_config,
             Faults::default(),
             Arc::new(SystemClock),
-        )
+        )?;
+        broker.attach_tiering(remote);
+        Ok(broker)
+    }
+
+    /// Installs tiered storage: its retention hold in the store (before the
+    /// store's first retention pass, which waits a whole
+    /// `retention.check_interval_ms` after open) and the topic metas of
+    /// every tiered topic, queued for the first round.
+    fn attach_tiering(&mut self, remote: Option<tidelog_tiered::RemoteTier>) {
+        let Some(remote) = remote else {
+            return;
+        };
+        let tiering = crate::tiering::Tiering::new(remote);
+        self.store.set_retention_hold(tiering.hold(&self.registry));
+        for topic in self.registry.all() {
+            if !topic.is_internal() {
+                tiering.topic_changed(&topic);
+            }
+        }
+        self.tiering = Some(tiering);
     }
 
     /// [`Broker::open`] with fault plans for the store and the cleaner
@@ -186,6 +232,7 @@ impl Broker {
                 groups_thread,
                 logs,
                 cleaner: Arc::new(cleaner),
+                tiering: None,
             }),
             Err(e) => {
                 // Leave the store as a clean shutdown would: the failure was
@@ -290,6 +337,8 @@ impl Broker {
         overrides: Overrides,
     ) -> Result<Arc<Topic>, BrokerError> {
         let config = TopicConfig::from_overrides(&overrides)?;
+        crate::config::check_tiered_allowed(&overrides, self.tiering.is_some())?;
+        self.check_tiered_create(name)?;
         let compacts = config.cleanup_policy.compacts();
         if compacts && self.registry.get(name).is_none() {
             self.logs.set_topic(name, config.compact_config());
@@ -300,6 +349,7 @@ impl Broker {
         match created {
             Ok(topic) => {
                 self.sync_compaction(&topic)?;
+                self.tiered_topic_changed(&topic);
                 Ok(topic)
             }
             Err(e) => {
@@ -311,6 +361,37 @@ impl Broker {
         }
     }
 
+    /// Queues the topic's meta for the remote tier (never waits for it).
+    fn tiered_topic_changed(&self, topic: &Topic) {
+        if let Some(tiering) = &self.tiering {
+            if !topic.is_internal() {
+                tiering.topic_changed(topic);
+            }
+        }
+    }
+
+    /// The tiered-storage rules of a config change: `remote.storage.enable`
+    /// needs a remote tier, and, as in Kafka, once on it stays on (the
+    /// remote data would be orphaned; delete the topic instead).
+    fn check_tiered_change(&self, current: &Topic, next: &TopicConfig) -> Result<(), BrokerError> {
+        if next.remote_storage_enable && self.tiering.is_none() {
+            crate::config::check_tiered_allowed(
+                &[("remote.storage.enable".to_string(), "true".to_string())].into(),
+                false,
+            )?;
+        }
+        if current.config.remote_storage_enable && !next.remote_storage_enable {
+            return Err(BrokerError::InvalidTopicConfig {
+                name: "remote.storage.enable".into(),
+                reason: format!(
+                    "topic {:?} has remote storage on; it cannot be turned off (its remote data would be orphaned): delete the topic instead",
+                    current.name
+                ),
+            });
+        }
+        Ok(())
+    }
+
     /// The topic `name`, created with `partitions` and default configs if
     /// it does not exist (auto-create); a create racing this one wins and
     /// its topic is returned. Blocking.
@@ -319,6 +400,9 @@ impl Broker {
         name: &str,
         partitions: u32,
     ) -> Result<Arc<Topic>, BrokerError> {
+        if self.registry.get(name).is_none() {
+            self.check_tiered_create(name)?;
+        }
         let created = self
             .registry
             .create(name, partitions, Overrides::new(), &|p| {
@@ -326,6 +410,7 @@ impl Broker {
             });
         match created {
             Ok(topic) => {
+                self.tiered_topic_changed(&topic);
                 tracing::info!(topic = %name, partitions, "auto-created topic");
                 Ok(topic)
             }
@@ -358,6 +443,7 @@ impl Broker {
     ) -> Result<(), BrokerError> {
         let current = self.registry.require(name)?;
         let next = changed_config(&current, &changes_of(&current)?)?;
+        self.check_tiered_change(&current, &next)?;
         // Becoming compact: copy records from now on, before the registry
         // checks the topic is empty, so none produced in between is missed.
         let becomes_compact =
@@ -369,7 +455,10 @@ impl Broker {
             .registry
             .alter_with(name, changes_of, &|p| next_offset(&self.store, name, p));
         match altered {
-            Ok(topic) => self.sync_compaction(&topic),
+            Ok(topic) => {
+                self.tiered_topic_changed(&topic);
+                self.sync_compaction(&topic)
+            }
             Err(e) => {
                 if becomes_compact {
                     self.resync_compaction(name);
@@ -395,6 +484,7 @@ impl Broker {
             });
         }
         let next = changed_config(&current, changes)?;
+        self.check_tiered_change(&current, &next)?;
         crate::registry::check_policy_change(&current, &next, &|p| {
             next_offset(&self.store, name, p)
         })
@@ -404,6 +494,11 @@ impl Broker {
     /// queues. Blocking.
     pub fn delete_topic(&self, name: &str) -> Result<(), BrokerError> {
         self.registry.delete(name)?;
+        if let Some(tiering) = &self.tiering {
+            // Its remote data goes at the next round (retried); a topic of
+            // the same name waits for it.
+            tiering.topic_deleted(name);
+        }
         if self.has_compaction_state(name) {
             self.drop_compaction(name)?;
         }

@@ -41,6 +41,9 @@ pub struct BrokerConfig {
     /// `groups:`, the group coordinator's section (checked by its own
     /// [`GroupsConfig::validate`], from [`BrokerConfig::validate`]).
     pub groups: GroupsConfig,
+    /// `tiered:`, the remote tier's section (tidelog-tiered's own type and
+    /// check, carried here like `groups:`); off unless `url` is set.
+    pub tiered: tidelog_tiered::TieredConfig,
 }
 
 impl Default for BrokerConfig {
@@ -51,6 +54,7 @@ impl Default for BrokerConfig {
             default_partitions: 4,
             topics: Vec::new(),
             groups: GroupsConfig::default(),
+            tiered: tidelog_tiered::TieredConfig::default(),
         }
     }
 }
@@ -168,8 +172,14 @@ impl BrokerConfig {
                 };
                 return Err(bad(key(&format!("configs.{name}")), reason(e)));
             }
+            if let Err(e) = check_tiered_allowed(&topic.overrides(), self.tiered.enabled()) {
+                return Err(bad(key("configs.remote.storage.enable"), reason(e)));
+            }
         }
         self.groups.validate()?;
+        self.tiered
+            .validate()
+            .map_err(|e| bad("tiered".into(), e.to_string()))?;
         Ok(())
     }
 
@@ -186,6 +196,22 @@ impl BrokerConfig {
             })
             .collect()
     }
+}
+
+/// 40002 for `remote.storage.enable=true` on a server without a remote
+/// tier (Kafka refuses it while `remote.log.storage.system.enable` is off).
+pub fn check_tiered_allowed(overrides: &Overrides, tiered: bool) -> Result<(), BrokerError> {
+    if !tiered
+        && overrides
+            .get("remote.storage.enable")
+            .is_some_and(|v| v == "true")
+    {
+        return Err(BrokerError::InvalidTopicConfig {
+            name: "remote.storage.enable".into(),
+            reason: "tiered storage is off on this server: set tiered.url in the config file to enable remote storage".into(),
+        });
+    }
+    Ok(())
 }
 
 /// The reason part of a validation error (the key is the caller's to name).

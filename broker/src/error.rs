@@ -108,6 +108,22 @@ pub enum BrokerError {
     /// A bug or an I/O failure; the message says which.
     #[error("{message}")]
     Internal { message: String },
+    /// The remote tier failed: `Unavailable` (503/50304, Kafka
+    /// KAFKA_STORAGE_ERROR) when the object store cannot be reached, else
+    /// damage in the bucket or a bug (500, logged).
+    #[error("{source}")]
+    Tiered {
+        #[from]
+        source: tidelog_tiered::TieredError,
+    },
+    /// A tiered-storage call on a server without a remote tier (`tiered.url`
+    /// unset).
+    #[error("tiered storage is off on this server (tiered.url is unset)")]
+    TieringOff,
+    /// A topic of this name was deleted and its remote data is still being
+    /// deleted: it cannot be created again until that is done (retry).
+    #[error("topic {topic:?} was deleted and its data in the remote tier is still being deleted; retry the create later")]
+    RemoteDeletePending { topic: String },
     /// The store refused or failed (disk full, I/O, a poisoned log, ...);
     /// kept whole so a front-end maps it as it maps the store's errors.
     #[error("{source}")]
@@ -169,6 +185,12 @@ pub enum BrokerError {
     /// be created or changed as declared.
     #[error("topic registry: declared topic {topic:?}: {reason}")]
     DeclaredTopic { topic: String, reason: String },
+    /// A restore from the remote tier ([`crate::restore`]) cannot go on:
+    /// the data dir is not empty, what the bucket holds fails a check, or
+    /// a file cannot be written. Nothing is served from a data dir whose
+    /// restore did not finish.
+    #[error("restore into {data_dir}: {reason}")]
+    Restore { data_dir: PathBuf, reason: String },
     // The group coordinator's refusals (`crate::coordinator`). Kafka's
     // error names are given so the Kafka front-end maps them one to one;
     // over HTTP the membership ones are 409/40903.

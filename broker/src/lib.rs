@@ -57,10 +57,12 @@ pub mod partitioner;
 pub mod produce;
 pub mod read;
 pub mod registry;
+pub mod restore;
 pub mod settings;
 pub mod store;
 #[cfg(test)]
 mod test_support;
+pub mod tiering;
 pub mod topic_config;
 pub mod usage;
 pub mod visibility;

@@ -15,6 +15,13 @@
 //! dispatcher appends the compacted copy after the ConsumeQueue unit, so
 //! the queue's listener could fire before the copy is readable.
 //!
+//! Tiered partitions (`tiering.rs`): below the partition's local beginning
+//! records come from the remote tier, through the async
+//! [`PartitionRef::read_async`] (HTTP fetch, consumer instances, Kafka
+//! Fetch) as [`Records::Remote`]; the beginning offset is then the remote
+//! one. The synchronous [`PartitionRef::read`] stays local: it serves what
+//! the CommitLog still holds.
+//!
 //! Query by key on a compact topic scans every partition's compacted log
 //! (no index): linear in the compacted logs' size, which cleaning keeps
 //! near one record per key. Newest first means latest appended first
@@ -24,6 +31,7 @@ use std::sync::{Arc, OnceLock};
 
 use tidelog_cleaner::{CompactedLog, CompactedRecord};
 use tidelog_storage::{EventListener, Header, PhysicalOffset, QueueOffset, StoredRecord};
+use tidelog_tiered::RemoteRecord;
 
 use crate::broker::Broker;
 use crate::error::BrokerError;
@@ -81,6 +89,12 @@ pub enum Records {
         partition: u32,
         records: Vec<CompactedRecord>,
     },
+    /// From the remote tier (offsets below the local beginning of a tiered
+    /// partition).
+    Remote {
+        partition: u32,
+        records: Vec<RemoteRecord>,
+    },
 }
 
 impl Records {
@@ -88,6 +102,7 @@ impl Records {
         match self {
             Records::Stored(r) => r.len(),
             Records::Compacted { records, .. } => records.len(),
+            Records::Remote { records, .. } => records.len(),
         }
     }
 
@@ -101,6 +116,9 @@ impl Records {
             Records::Compacted { partition, records } => {
                 RecordsIter::Compacted(*partition, records.iter())
             }
+            Records::Remote { partition, records } => {
+                RecordsIter::Remote(*partition, records.iter())
+            }
         }
     }
 }
@@ -109,6 +127,7 @@ impl Records {
 pub enum RecordsIter<'a> {
     Stored(std::slice::Iter<'a, StoredRecord>),
     Compacted(u32, std::slice::Iter<'a, CompactedRecord>),
+    Remote(u32, std::slice::Iter<'a, RemoteRecord>),
 }
 
 impl<'a> Iterator for RecordsIter<'a> {
@@ -121,6 +140,10 @@ impl<'a> Iterator for RecordsIter<'a> {
                 partition: *partition,
                 record,
             }),
+            RecordsIter::Remote(partition, it) => it.next().map(|record| RecordRef::Remote {
+                partition: *partition,
+                record,
+            }),
         }
     }
 
@@ -128,6 +151,7 @@ impl<'a> Iterator for RecordsIter<'a> {
         match self {
             RecordsIter::Stored(it) => it.size_hint(),
             RecordsIter::Compacted(_, it) => it.size_hint(),
+            RecordsIter::Remote(_, it) => it.size_hint(),
         }
     }
 }
@@ -143,13 +167,19 @@ pub enum RecordRef<'a> {
         partition: u32,
         record: &'a CompactedRecord,
     },
+    Remote {
+        partition: u32,
+        record: &'a RemoteRecord,
+    },
 }
 
 impl<'a> RecordRef<'a> {
     pub fn partition(&self) -> u32 {
         match self {
             RecordRef::Stored(r) => r.partition(),
-            RecordRef::Compacted { partition, .. } => *partition,
+            RecordRef::Compacted { partition, .. } | RecordRef::Remote { partition, .. } => {
+                *partition
+            }
         }
     }
 
@@ -158,6 +188,7 @@ impl<'a> RecordRef<'a> {
         match self {
             RecordRef::Stored(r) => r.queue_offset().get(),
             RecordRef::Compacted { record, .. } => record.offset.get(),
+            RecordRef::Remote { record, .. } => record.offset,
         }
     }
 
@@ -166,6 +197,7 @@ impl<'a> RecordRef<'a> {
         match self {
             RecordRef::Stored(r) => r.timestamp_ms(),
             RecordRef::Compacted { record, .. } => record.timestamp_ms,
+            RecordRef::Remote { record, .. } => record.timestamp_ms,
         }
     }
 
@@ -173,6 +205,7 @@ impl<'a> RecordRef<'a> {
         match self {
             RecordRef::Stored(r) => r.key_slice(),
             RecordRef::Compacted { record, .. } => record.key_slice(),
+            RecordRef::Remote { record, .. } => record.key.as_deref(),
         }
     }
 
@@ -181,6 +214,7 @@ impl<'a> RecordRef<'a> {
         match self {
             RecordRef::Stored(r) => r.value_slice(),
             RecordRef::Compacted { record, .. } => record.value_slice(),
+            RecordRef::Remote { record, .. } => record.value.as_deref(),
         }
     }
 
@@ -189,14 +223,18 @@ impl<'a> RecordRef<'a> {
         match self {
             RecordRef::Stored(r) => r.headers(),
             RecordRef::Compacted { record, .. } => record.headers(),
+            RecordRef::Remote { record, .. } => crate::tiering::headers_of(record),
         }
     }
 
-    /// Where the record is (or was, for a compacted copy) in the CommitLog.
+    /// Where the record is (or was, for a compacted copy) in the CommitLog;
+    /// 0 for a record read from the remote tier, which has no position in
+    /// this server's CommitLog.
     pub fn physical_offset(&self) -> u64 {
         match self {
             RecordRef::Stored(r) => r.physical_offset().get(),
             RecordRef::Compacted { record, .. } => record.physical_offset.get(),
+            RecordRef::Remote { .. } => 0,
         }
     }
 
@@ -209,6 +247,15 @@ impl<'a> RecordRef<'a> {
                 record.key_slice(),
                 record.value_slice(),
                 record.headers_len(),
+            ),
+            RecordRef::Remote { record, .. } => (
+                record.key.as_deref(),
+                record.value.as_deref(),
+                record
+                    .headers
+                    .iter()
+                    .map(|(n, v)| n.len() + v.as_ref().map_or(0, |v| v.len()))
+                    .sum(),
             ),
         };
         key.map_or(0, |k| k.len() as u64) + value.map_or(0, |v| v.len() as u64) + headers as u64
@@ -374,6 +421,15 @@ impl PartitionRef {
     /// record gets), never below the topic's base offset nor the log start
     /// offset DeleteRecords moved ([`Broker::delete_records`]).
     pub fn offsets(&self) -> (u64, u64) {
+        let (beginning, end) = self.local_offsets();
+        match self.remote_beginning(beginning) {
+            Some(remote) => (remote.min(beginning), end),
+            None => (beginning, end),
+        }
+    }
+
+    /// [`offsets`](Self::offsets) without the remote tier.
+    pub(crate) fn local_offsets(&self) -> (u64, u64) {
         let base = self.topic.base_offset(self.partition).max(self.log_start());
         let (beginning, end) = match &self.compacted {
             None => self.broker.store.offsets(&self.topic.name, self.partition),
@@ -435,6 +491,114 @@ impl PartitionRef {
         };
         // Never below what `offsets` answers (a topic's base offset).
         Ok(found.max(beginning))
+    }
+
+    /// For a tiered partition: where local reads begin (the store's
+    /// beginning, or later once `local.retention.*` moved it), and the
+    /// lowest offset the remote tier serves below it (`None`: nothing
+    /// remote, or not known yet). `local` is the local offsets' beginning.
+    fn tiered_split(&self, local: u64) -> Option<(u64, Option<u64>)> {
+        let bounds = self.broker.tiered_bounds(&self.topic, self.partition)?;
+        let local_beginning = local.max(bounds.local_beginning);
+        // Never below the base offset: an earlier incarnation's records
+        // (a restore writes base offsets 0 and continues each partition at
+        // its manifest end, so its remote records are all served).
+        let floor = self.topic.base_offset(self.partition).max(self.log_start());
+        let remote = bounds
+            .remote_beginning
+            .map(|r| r.max(floor))
+            .filter(|r| *r < local_beginning);
+        Some((local_beginning, remote))
+    }
+
+    fn remote_beginning(&self, local: u64) -> Option<u64> {
+        self.tiered_split(local).and_then(|(_, remote)| remote)
+    }
+
+    /// `Some(from)` (moved up to the remote beginning) when a read from
+    /// `from` goes to the remote tier: a tiered partition, `from` below its
+    /// local beginning. Cheap: no I/O.
+    pub fn remote_from(&self, from: u64) -> Option<u64> {
+        let (local, _) = self.local_offsets();
+        let (local_beginning, remote) = self.tiered_split(local)?;
+        let remote = remote?;
+        let from = from.max(remote);
+        (from < local_beginning).then_some(from)
+    }
+
+    /// [`read`](Self::read), with offsets below a tiered partition's local
+    /// beginning read from the remote tier (`TieredError::Unavailable` →
+    /// [`BrokerError::Tiered`] when it cannot be reached). A compacted log's
+    /// blocking read runs on the blocking pool; a queue read inline.
+    pub async fn read_async(
+        &self,
+        from: u64,
+        max_records: usize,
+        max_bytes: usize,
+    ) -> Result<ReadBatch, BrokerError> {
+        if let Some(from) = self.remote_from(from) {
+            return self.read_remote(from, max_records, max_bytes).await;
+        }
+        if self.read_blocks() {
+            let part = self.clone();
+            return tokio::task::spawn_blocking(move || part.read(from, max_records, max_bytes))
+                .await
+                .map_err(|e| BrokerError::Internal {
+                    message: format!("read task failed: {e}"),
+                })?;
+        }
+        self.read(from, max_records, max_bytes)
+    }
+
+    /// [`read`](Self::read) with the remote tier, for a blocking caller
+    /// (the consumer instances' records call, on tokio's blocking pool):
+    /// a remote read is driven to its end on this thread through the
+    /// runtime it runs under (`Handle::block_on`); a local one is `read`.
+    /// Never call it from an async task: the remote read needs a blocking
+    /// thread (without a runtime it fails as an internal error).
+    pub fn read_tiered_blocking(
+        &self,
+        from: u64,
+        max_records: usize,
+        max_bytes: usize,
+    ) -> Result<ReadBatch, BrokerError> {
+        let Some(from_remote) = self.remote_from(from) else {
+            return self.read(from, max_records, max_bytes);
+        };
+        let handle = tokio::runtime::Handle::try_current().map_err(|e| BrokerError::Internal {
+            message: format!("a remote read needs the server's runtime: {e}"),
+        })?;
+        handle.block_on(self.read_remote(from_remote, max_records, max_bytes))
+    }
+
+    /// The remote half of [`read_async`](Self::read_async): records from
+    /// `from` (as [`remote_from`](Self::remote_from) answered) on. An empty
+    /// answer (a gap between what was uploaded and what is local) moves
+    /// `next_offset` to the local beginning.
+    pub async fn read_remote(
+        &self,
+        from: u64,
+        max_records: usize,
+        max_bytes: usize,
+    ) -> Result<ReadBatch, BrokerError> {
+        let records = self
+            .broker
+            .read_remote_records(&self.topic, self.partition, from, max_records, max_bytes)
+            .await?;
+        let next_offset = match records.last() {
+            Some(last) => last.offset + 1,
+            None => {
+                let (local, _) = self.local_offsets();
+                self.tiered_split(local).map_or(from, |(l, _)| l.max(from))
+            }
+        };
+        Ok(ReadBatch {
+            records: Records::Remote {
+                partition: self.partition,
+                records,
+            },
+            next_offset,
+        })
     }
 
     /// The log start offset of the partition (the store's, which

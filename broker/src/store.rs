@@ -22,3 +22,11 @@ pub use tidelog_storage::{
 ///
 /// [`PartitionRef::listen`]: crate::read::PartitionRef::listen
 pub use tidelog_storage::EventListener;
+
+/// The object store's error, inside `TieredError::Unavailable` (front-end
+/// tests build one).
+pub use tidelog_tiered::object_store::Error as ObjectStoreError;
+/// Tiered storage's errors and config, for the front-ends' error mapping
+/// (`TieredError::Unavailable` → 503/50304, KAFKA_STORAGE_ERROR) and the
+/// server's `tiered:` section.
+pub use tidelog_tiered::{RemoteTier, TieredConfig, TieredError};

@@ -28,6 +28,15 @@
 //!   `Double.parseDouble` takes `1e-400` as 0, "clean always").
 //! * `max.message.bytes` is at least 1, like the store's
 //!   `max_message_bytes` (Kafka accepts 0, where no record fits).
+//! * `remote.storage.enable` is `true` or `false` in any case (Kafka's
+//!   boolean parser), stored lower case.
+//!
+//! Tiered storage (KIP-405's names and rules): `remote.storage.enable` is
+//! refused on compact topics, and once on, `local.retention.ms` /
+//! `local.retention.bytes` (-2: follow `retention.*`, Kafka's default) may
+//! not exceed `retention.ms` / `retention.bytes` or be unbounded (-1) while
+//! those are bounded. Whether the server has a remote tier at all
+//! (`tiered.url`) is the broker's check, not this table's.
 
 use std::collections::BTreeMap;
 
@@ -100,6 +109,8 @@ pub enum ConfigKind {
     },
     /// A ratio in `[0, 1]`.
     Ratio,
+    /// `true` or `false`.
+    Boolean,
 }
 
 /// A known topic config: name, type and Kafka's default (canonical text).
@@ -114,7 +125,7 @@ const DAY_MS: i64 = 86_400_000;
 const INT_MAX: i64 = i32::MAX as i64;
 
 /// Every topic config tidelog knows, in the order the API lists them.
-pub const SPECS: [ConfigSpec; 10] = [
+pub const SPECS: [ConfigSpec; 13] = [
     ConfigSpec {
         name: "cleanup.policy",
         kind: ConfigKind::Policy,
@@ -192,9 +203,33 @@ pub const SPECS: [ConfigSpec; 10] = [
         },
         default: "1048576",
     },
+    // Tiered storage (KIP-405): delete topics' old records go to the
+    // object store; `local.retention.*` bound what stays readable locally.
+    ConfigSpec {
+        name: "remote.storage.enable",
+        kind: ConfigKind::Boolean,
+        default: "false",
+    },
+    // -2: the same as retention.ms (Kafka's default); -1: unbounded.
+    ConfigSpec {
+        name: "local.retention.ms",
+        kind: ConfigKind::Integer {
+            min: -2,
+            max: i64::MAX,
+        },
+        default: "-2",
+    },
+    ConfigSpec {
+        name: "local.retention.bytes",
+        kind: ConfigKind::Integer {
+            min: -2,
+            max: i64::MAX,
+        },
+        default: "-2",
+    },
 ];
 
-const _: () = assert!(SPECS.len() == 10);
+const _: () = assert!(SPECS.len() == 13);
 const _: () = assert!(DAY_MS == 24 * 60 * 60 * 1000);
 
 /// The spec for `name`, if tidelog knows it.
@@ -231,10 +266,10 @@ pub fn validate(name: &str, value: &str) -> Result<String, BrokerError> {
                 .parse()
                 .map_err(|_| invalid(format!("{value:?} is not an integer")))?;
             if n < min || n > max {
-                let unbounded = if min == -1 {
-                    " (-1 means unbounded)"
-                } else {
-                    ""
+                let unbounded = match min {
+                    -1 => " (-1 means unbounded)",
+                    -2 => " (-1 means unbounded, -2 the same as retention.*)",
+                    _ => "",
                 };
                 return Err(invalid(format!(
                     "{n} is out of range [{min}, {max}]{unbounded}"
@@ -242,6 +277,12 @@ pub fn validate(name: &str, value: &str) -> Result<String, BrokerError> {
             }
             Ok(n.to_string())
         }
+        ConfigKind::Boolean => match text.to_ascii_lowercase().as_str() {
+            b @ ("true" | "false") => Ok(b.to_string()),
+            _ => Err(invalid(format!(
+                "{value:?} is not a boolean (true or false)"
+            ))),
+        },
         ConfigKind::Ratio => {
             let plain = |part: &str| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit());
             let decimal = match text.split_once('.') {
@@ -354,6 +395,12 @@ pub struct TopicConfig {
     pub max_compaction_lag_ms: u64,
     pub delete_retention_ms: u64,
     pub max_message_bytes: u32,
+    /// Tiered storage: records are uploaded to the remote tier.
+    pub remote_storage_enable: bool,
+    /// −2: `retention_ms`; −1: unbounded. See [`TopicConfig::local_retention`].
+    pub local_retention_ms: i64,
+    /// −2: `retention_bytes`; −1: unbounded.
+    pub local_retention_bytes: i64,
 }
 
 impl Default for TopicConfig {
@@ -369,6 +416,9 @@ impl Default for TopicConfig {
             max_compaction_lag_ms: i64::MAX as u64,
             delete_retention_ms: DAY_MS as u64,
             max_message_bytes: 1_048_576,
+            remote_storage_enable: false,
+            local_retention_ms: -2,
+            local_retention_bytes: -2,
         }
     }
 }
@@ -391,7 +441,71 @@ impl TopicConfig {
                 ),
             });
         }
+        if config.remote_storage_enable {
+            config.check_tiered()?;
+        }
         Ok(config)
+    }
+
+    /// The local retention of a tiered topic, with −2 resolved to
+    /// `retention.*`: (ms, bytes), `None` = unbounded.
+    pub fn local_retention(&self) -> (Option<i64>, Option<u64>) {
+        let resolve = |local: i64, total: i64| if local == -2 { total } else { local };
+        let ms = resolve(self.local_retention_ms, self.retention_ms);
+        let bytes = resolve(self.local_retention_bytes, self.retention_bytes);
+        ((ms >= 0).then_some(ms), u64::try_from(bytes).ok())
+    }
+
+    /// The remote tier's retention (`retention.ms`, `retention.bytes`),
+    /// `None` = unbounded.
+    pub fn remote_retention(&self) -> (Option<i64>, Option<u64>) {
+        (
+            (self.retention_ms >= 0).then_some(self.retention_ms),
+            u64::try_from(self.retention_bytes).ok(),
+        )
+    }
+
+    /// Kafka's rules for a topic with `remote.storage.enable=true`.
+    fn check_tiered(&self) -> Result<(), BrokerError> {
+        let invalid = |name: &str, reason: String| BrokerError::InvalidTopicConfig {
+            name: name.into(),
+            reason,
+        };
+        if self.cleanup_policy.compacts() {
+            return Err(invalid(
+                "remote.storage.enable",
+                format!(
+                    "remote storage is supported only for topics with cleanup.policy=delete, not {} (compact topics stay local; their compacted segments are uploaded as snapshots)",
+                    self.cleanup_policy.as_str()
+                ),
+            ));
+        }
+        let pairs = [
+            (
+                "local.retention.ms",
+                "retention.ms",
+                self.local_retention_ms,
+                self.retention_ms,
+            ),
+            (
+                "local.retention.bytes",
+                "retention.bytes",
+                self.local_retention_bytes,
+                self.retention_bytes,
+            ),
+        ];
+        for (local_name, total_name, local, total) in pairs {
+            if local == -2 || total == -1 {
+                continue;
+            }
+            if local == -1 || local > total {
+                return Err(invalid(
+                    local_name,
+                    format!("{local} is more than {total_name} {total}; the local part of a tiered topic cannot outlast the whole (-2 follows {total_name})"),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// What the compacted logs and the LogCleaner need of a compact topic:
@@ -437,6 +551,9 @@ impl TopicConfig {
             "max.compaction.lag.ms" => self.max_compaction_lag_ms = unsigned()?,
             "delete.retention.ms" => self.delete_retention_ms = unsigned()?,
             "max.message.bytes" => self.max_message_bytes = value.parse().map_err(|_| bug())?,
+            "remote.storage.enable" => self.remote_storage_enable = value == "true",
+            "local.retention.ms" => self.local_retention_ms = int()?,
+            "local.retention.bytes" => self.local_retention_bytes = int()?,
             _ => return Err(bug()),
         }
         Ok(())
@@ -536,6 +653,60 @@ mod tests {
         }
         assert!(CleanupPolicy::CompactDelete.compacts());
         assert!(!CleanupPolicy::Delete.compacts());
+    }
+
+    #[test]
+    fn tiered_configs_follow_kafkas_rules() {
+        assert_eq!(validate("remote.storage.enable", "TRUE").unwrap(), "true");
+        assert!(
+            reason(validate("remote.storage.enable", "yes").unwrap_err())
+                .1
+                .contains("not a boolean")
+        );
+        assert!(reason(validate("local.retention.ms", "-3").unwrap_err())
+            .1
+            .contains("-2 the same as retention"));
+        let c = TopicConfig::from_overrides(&overrides(&[
+            ("remote.storage.enable", "true"),
+            ("retention.ms", "1000"),
+            ("local.retention.bytes", "10"),
+        ]))
+        .unwrap();
+        assert!(c.remote_storage_enable);
+        assert_eq!(c.local_retention(), (Some(1000), Some(10)));
+        assert_eq!(c.remote_retention(), (Some(1000), None));
+        // Compact topics stay local, as in Kafka.
+        for policy in ["compact", "compact,delete"] {
+            let (name, why) = reason(
+                TopicConfig::from_overrides(&overrides(&[
+                    ("remote.storage.enable", "true"),
+                    ("cleanup.policy", policy),
+                ]))
+                .unwrap_err(),
+            );
+            assert_eq!(name, "remote.storage.enable");
+            assert!(why.contains("cleanup.policy=delete"), "{why}");
+        }
+        // The local part may not outlast the whole.
+        for (local, value) in [("local.retention.ms", "2000"), ("local.retention.ms", "-1")] {
+            let (name, why) = reason(
+                TopicConfig::from_overrides(&overrides(&[
+                    ("remote.storage.enable", "true"),
+                    ("retention.ms", "1000"),
+                    (local, value),
+                ]))
+                .unwrap_err(),
+            );
+            assert_eq!(name, local);
+            assert!(why.contains("more than retention.ms 1000"), "{why}");
+        }
+        // Without remote storage the local keys are inert and not checked.
+        let plain = TopicConfig::from_overrides(&overrides(&[
+            ("retention.ms", "1000"),
+            ("local.retention.ms", "2000"),
+        ]))
+        .unwrap();
+        assert!(!plain.remote_storage_enable);
     }
 
     #[test]

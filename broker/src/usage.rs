@@ -70,23 +70,16 @@ impl Broker {
                 estimated: false,
             });
         }
-        let (mut sampled, mut sampled_bytes) = (0u64, 0u64);
-        if let Some(queue) = queue.filter(|_| records > 0) {
-            let step = records.div_ceil(SAMPLED_UNITS).max(1);
-            let mut offset = beginning;
-            while offset < end {
-                // A unit the store cannot decode (or a hole) is left out of
-                // the sample; the figure is an estimate either way.
-                if let Ok(Some(unit)) = queue.get(offset) {
-                    sampled += 1;
-                    sampled_bytes += u64::from(unit.size);
-                }
-                offset += step;
-            }
-        }
+        // Local records only: a tiered partition's offsets below its local
+        // beginning are in the remote tier, not on this disk.
+        let local_beginning = part.local_offsets().0.max(beginning);
+        let local = end.saturating_sub(local_beginning);
+        let (sampled, sampled_bytes) = queue
+            .filter(|_| local > 0)
+            .map_or((0, 0), |queue| sample_units(&queue, local_beginning, end));
         let record_bytes = match sampled {
             0 => 0,
-            n => sampled_bytes / n * records + sampled_bytes % n * records / n,
+            n => sampled_bytes / n * local + sampled_bytes % n * local / n,
         };
         Ok(PartitionUsage {
             partition,
@@ -94,9 +87,32 @@ impl Broker {
             end_offset: end,
             records,
             bytes_on_disk: record_bytes + queue_file_bytes,
-            estimated: sampled < records,
+            estimated: sampled < local,
         })
     }
+}
+
+/// The count and summed sizes of at most [`SAMPLED_UNITS`] ConsumeQueue
+/// units spread evenly over `[from, end)`. A unit the store cannot decode
+/// (or a hole) is left out of the sample; the figure is an estimate either
+/// way.
+pub(crate) fn sample_units(
+    queue: &tidelog_storage::consume_queue::ConsumeQueue,
+    from: u64,
+    end: u64,
+) -> (u64, u64) {
+    let records = end.saturating_sub(from);
+    let step = records.div_ceil(SAMPLED_UNITS).max(1);
+    let (mut sampled, mut sampled_bytes) = (0u64, 0u64);
+    let mut offset = from;
+    while offset < end {
+        if let Ok(Some(unit)) = queue.get(offset) {
+            sampled += 1;
+            sampled_bytes += u64::from(unit.size);
+        }
+        offset += step;
+    }
+    (sampled, sampled_bytes)
 }
 
 #[cfg(test)]

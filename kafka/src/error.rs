@@ -4,7 +4,7 @@
 
 use kafka_protocol::error::ResponseError;
 use tidelog_broker::kafka_metrics::ClosedFor;
-use tidelog_broker::store::{SequenceProblem, StoreError};
+use tidelog_broker::store::{SequenceProblem, StoreError, TieredError};
 use tidelog_broker::BrokerError;
 
 /// A record batch of a produce request that cannot be taken: its partition
@@ -160,6 +160,17 @@ pub fn broker_code(e: &BrokerError) -> i16 {
         B::GroupLimit { .. } => ResponseError::GroupMaxSizeReached,
         B::UnknownGroup { .. } => ResponseError::GroupIdNotFound,
         B::CommitMetadataTooLarge { .. } => ResponseError::OffsetMetadataTooLarge,
+        // Tiered storage (KAFKA.md "Tiered storage"): the object store out
+        // of reach fails that partition only, as Kafka's remote fetch does;
+        // a create waiting for an old incarnation's remote deletion retries.
+        B::Tiered {
+            source: TieredError::Unavailable { .. },
+        } => ResponseError::KafkaStorageError,
+        B::Tiered {
+            source: TieredError::OutOfRange { .. },
+        } => ResponseError::OffsetOutOfRange,
+        // Kafka answers a create of a topic still marked for deletion so.
+        B::RemoteDeletePending { .. } => ResponseError::TopicAlreadyExists,
         B::Store { source } => match source {
             StoreError::DiskFull { .. } | StoreError::DispatchStalled { .. } => {
                 ResponseError::KafkaStorageError

@@ -23,7 +23,9 @@
 //! * `groups:` — [`tidelog_broker::coordinator::GroupsConfig`], carried in
 //!   the `BrokerConfig` (whose `validate` runs the section's);
 //! * `http:` and `admin_token` — [`tidelog_api::settings`];
-//! * `kafka:` — [`tidelog_kafka::KafkaConfig`].
+//! * `kafka:` — [`tidelog_kafka::KafkaConfig`];
+//! * `tiered:` — tidelog-tiered's `TieredConfig`, carried in the
+//!   `BrokerConfig` like `groups:` (off unless `url` is set; docs/TIERED.md).
 //!
 //! So `check-config` and `serve` accept and refuse the same files. This
 //! file adds only `listen` and `data_dir`, and the context of a message:
@@ -114,6 +116,8 @@ pub struct Config {
     pub groups: GroupsConfig,
     /// The Kafka wire protocol listener (KAFKA.md).
     pub kafka: tidelog_kafka::KafkaConfig,
+    /// Tiered storage: the remote tier (docs/TIERED.md); off without a url.
+    pub tiered: tidelog_broker::store::TieredConfig,
     /// Created at start if absent; their configs applied if present.
     pub topics: Vec<TopicDecl>,
     /// How the log is written (CONFIG.md's key).
@@ -138,6 +142,7 @@ impl Default for Config {
             http: HttpConfig::default(),
             groups: broker.groups,
             kafka: tidelog_kafka::KafkaConfig::default(),
+            tiered: broker.tiered,
             topics: broker.topics,
             log_format: LogFormat::default(),
         }
@@ -247,6 +252,7 @@ impl Config {
             default_partitions: self.default_partitions,
             topics: self.topics.clone(),
             groups: self.groups.clone(),
+            tiered: self.tiered.clone(),
         }
     }
 
@@ -1031,6 +1037,31 @@ mod tests {
                 .map(String::as_str),
             Some("compact")
         );
+    }
+
+    /// `tiered:` reaches the broker's config as written; its own check and
+    /// the topic rule that needs it refuse what they should, naming the key.
+    #[test]
+    fn tiered_section_is_carried_and_checked() {
+        let config = load_str(
+            "tiered:\n  url: file:///tmp/tidelog-bucket\n  upload_interval_ms: 500\n  object_bytes: 1048576\n",
+        )
+        .unwrap();
+        let tiered = config.broker_config().tiered;
+        assert_eq!(tiered.url.as_deref(), Some("file:///tmp/tidelog-bucket"));
+        assert_eq!(
+            (tiered.upload_interval_ms, tiered.object_bytes),
+            (500, 1 << 20)
+        );
+        assert!(!load_str("").unwrap().broker_config().tiered.enabled());
+        assert_rejects("tiered:\n  url: ftp://x/y\n", "tiered", "url");
+        assert_rejects("tiered:\n  bucket: x\n", "tiered.bucket", "unknown field");
+        assert_rejects(
+            "topics:\n  - name: t\n    configs:\n      remote.storage.enable: true\n",
+            "topics[0].configs.remote.storage.enable",
+            "tiered.url",
+        );
+        load_str("tiered:\n  url: file:///tmp/b\ntopics:\n  - name: t\n    configs:\n      remote.storage.enable: true\n").unwrap();
     }
 
     /// `groups:` reaches the broker's config as written, and the

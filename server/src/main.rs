@@ -9,6 +9,7 @@
 
 mod config;
 mod listener;
+mod restore;
 mod serve;
 
 use std::path::PathBuf;
@@ -76,6 +77,10 @@ enum Command {
         #[arg(value_name = "FILE")]
         file: PathBuf,
     },
+    /// Restore an empty data dir from a remote tier (docs/TIERED.md,
+    /// "Restore"): topics, configs, compact topics' tables and committed
+    /// offsets; remote records are then read from the bucket.
+    Restore(restore::RestoreArgs),
     /// The client commands: topics, produce, consume, groups, compact,
     /// stats (docs/CLI.md).
     #[command(flatten)]
@@ -83,13 +88,14 @@ enum Command {
 }
 
 pub(crate) const EXIT_RUNTIME: u8 = 1;
-const EXIT_CONFIG: u8 = 2;
+pub(crate) const EXIT_CONFIG: u8 = 2;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::CheckConfig { file } => check_config(&file),
         Command::Bench(args) => bench(args),
+        Command::Restore(args) => restore::run(args),
         Command::Client(command) => ExitCode::from(tidelog_cli::run(command)),
         Command::Serve {
             config,
@@ -197,7 +203,7 @@ fn serve(file: Option<PathBuf>, cli: CliOverrides) -> ExitCode {
 /// (no-color.org: set to anything non-empty); JSON is one object per line
 /// (`timestamp`, `level`, `target`, `fields`, the span list), never
 /// coloured.
-fn init_tracing(format: LogFormat) {
+pub(crate) fn init_tracing(format: LogFormat) {
     use std::io::IsTerminal as _;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));

@@ -129,9 +129,7 @@ pub async fn run(config: Config) -> ExitCode {
     let store_config = config.store_config();
     let cleaner_config = config.cleaner_config();
     let broker_config = settings.broker.clone();
-    let mut opening = tokio::task::spawn_blocking(move || {
-        Broker::open(&broker_config, store_config, cleaner_config)
-    });
+    let mut opening = tokio::spawn(open_broker(broker_config, store_config, cleaner_config));
     let mut exit = ExitCode::SUCCESS;
     let mut server_done = false;
     // Phase 1: recovery, unless a signal comes first.
@@ -141,8 +139,16 @@ pub async fn run(config: Config) -> ExitCode {
             still_opening = false;
             match opened {
                 Ok(Ok(ready)) => {
+                    let tiered = ready.tiering.is_some();
                     state.set_ready(ready);
                     tokio::spawn(expire_offsets_periodically(state.clone(), stop_tx.subscribe()));
+                    if tiered {
+                        tokio::spawn(tier_periodically(
+                            state.clone(),
+                            stop_tx.subscribe(),
+                            settings.broker.tiered.upload_interval_ms,
+                        ));
+                    }
                     None
                 }
                 Ok(Err(e)) => {
@@ -232,6 +238,67 @@ pub async fn run(config: Config) -> ExitCode {
         }
     }
     exit
+}
+
+/// Restores an empty data dir from the remote tier first when `tiered.url`
+/// is set (docs/TIERED.md "Restore": topics, configs, compact snapshots;
+/// partitions continue after their highest uploaded offset), then opens
+/// the broker (recovery) on the blocking pool. A remote tier out of reach
+/// on an empty data dir stops start-up: the server cannot tell an empty
+/// bucket from one it cannot read.
+async fn open_broker(
+    broker_config: tidelog_broker::BrokerConfig,
+    store_config: tidelog_broker::store::StoreConfig,
+    cleaner_config: tidelog_broker::store::CleanerConfig,
+) -> Result<Broker, tidelog_broker::BrokerError> {
+    use tidelog_broker::restore;
+    let data_dir = store_config.data_dir.clone();
+    if broker_config.tiered.enabled() && restore::needs_restore(&data_dir)? {
+        let tier = tidelog_broker::store::RemoteTier::open(&broker_config.tiered).map_err(|e| {
+            tidelog_broker::BrokerError::InvalidConfig {
+                key: "tiered".into(),
+                reason: e.to_string(),
+            }
+        })?;
+        tracing::info!(data_dir = %data_dir.display(), "empty data dir and tiered.url set: restoring from the remote tier");
+        let report = restore::restore(&data_dir, &tier).await?;
+        tracing::info!(?report, "restored from the remote tier");
+    }
+    tokio::task::spawn_blocking(move || Broker::open(&broker_config, store_config, cleaner_config))
+        .await
+        .map_err(|e| tidelog_broker::BrokerError::Internal {
+            message: format!("start-up task failed: {e}"),
+        })?
+}
+
+/// Runs the tiered-storage uploader's round (`Broker::tiering_round`) at
+/// once and then every `interval_ms` until shutdown begins, holding the
+/// broker only during a round, so shutdown's `take_ready` gets it back.
+async fn tier_periodically(state: AppState, mut stop: watch::Receiver<bool>, interval_ms: u64) {
+    let period = Duration::from_millis(interval_ms.max(1));
+    loop {
+        if *stop.borrow() {
+            return;
+        }
+        if let Ok(broker) = state.ready() {
+            // A partition's failure is logged and backed off inside the
+            // round; an error here is the round's own (a bug). Shutdown
+            // drops a round in flight: uploads are idempotent and the
+            // manifest lists an object only once it is durable.
+            tokio::select! {
+                round = broker.tiering_round(None) => {
+                    if let Err(e) = round {
+                        tracing::error!(error = %e, "tiering round failed");
+                    }
+                }
+                _ = stop.changed() => return,
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(period) => {}
+            _ = stop.changed() => return,
+        }
+    }
 }
 
 /// Runs `Broker::expire_offsets` every `OFFSETS_EXPIRY_CHECK_MS` until

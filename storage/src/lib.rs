@@ -36,7 +36,7 @@ pub use dispatch::{DispatchSink, DISPATCH_LAG_MAX_BYTES};
 pub use error::{CorruptionKind, RecordProblem, Result, StoreError};
 pub use event_listener::{EventListener, Listener};
 pub use producer_state::{BatchMeta, ProducerBatch, SequenceProblem};
-pub use retention::{DeleteWhen, PassOutcome, RetentionConfig, Trigger};
+pub use retention::{DeleteWhen, PassOutcome, RetentionConfig, RetentionHold, Trigger};
 pub use store::{DataDirLock, ProducerAppend, ReadResult, RecoveryReport, Store, StoreStats};
 pub use types::{
     topic_name_problem, validate_topic_name, PhysicalOffset, QueueOffset, TopicNameProblem,

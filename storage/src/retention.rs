@@ -21,6 +21,13 @@
 //! topics, flush before that position is recorded, so a record is never
 //! deleted from the CommitLog before its compacted copy is on disk.
 //!
+//! Held: a segment that ends above a [`RetentionHold`]'s
+//! [`RetentionHold::min_position`] (the broker's tiered storage installs
+//! one: the first record of a tiered partition not yet uploaded) stays, in
+//! every mode, forced passes and disk pressure included. The hold never
+//! makes room by itself: when the disk fills up, produce is refused (the
+//! disk-full tier below) rather than un-uploaded records being deleted.
+//!
 //! The disk-full flag is kept by its own thread on its own schedule, so a
 //! long deletion pass never delays it. It is set above `disk_full_ratio` and
 //! cleared only at `disk_force_clean_ratio` or below (hysteresis), so
@@ -92,6 +99,16 @@ impl DiskUsage for StatvfsDiskUsage {
         let denom = used + st.f_bavail as f64;
         Ok(if denom > 0.0 { used / denom } else { 0.0 })
     }
+}
+
+/// What must stay in the CommitLog whatever retention's rules say,
+/// installed with [`Store::set_retention_hold`](crate::Store::set_retention_hold).
+pub trait RetentionHold: Send + Sync {
+    /// The lowest CommitLog position (physical offset) that must be kept:
+    /// no segment ending above it is deleted. `None`: nothing is held.
+    /// Called once per pass, outside the writer's path; it may take locks
+    /// but should not block on I/O.
+    fn min_position(&self) -> Option<u64>;
 }
 
 /// A clock that tests set by hand. Its pauses do not sleep: they advance

@@ -106,6 +106,9 @@ pub struct StoreStats {
     pub retention_failures: u64,
     /// Wall-clock time of the last retention pass (ms; 0 = none yet).
     pub retention_last_pass_ms: i64,
+    /// Retention passes stopped by the retention hold (tiered storage's
+    /// records not yet uploaded).
+    pub retention_held_passes: u64,
 }
 
 /// Counters and flags of retention, shared by its threads and stats.
@@ -122,6 +125,11 @@ struct RetentionState {
     bytes_freed: AtomicU64,
     failures: AtomicU64,
     last_pass_ms: AtomicI64,
+    /// Segments ending above its position stay (tiered storage's records
+    /// not yet uploaded); see `retention.rs`.
+    hold: std::sync::RwLock<Option<Arc<dyn crate::retention::RetentionHold>>>,
+    /// Passes that stopped at the hold while they would have deleted more.
+    held_passes: AtomicU64,
 }
 
 struct Inner {
@@ -955,7 +963,29 @@ impl Store {
             retention_bytes_freed: self.inner.retention.bytes_freed.load(Ordering::Relaxed),
             retention_failures: self.inner.retention.failures.load(Ordering::Relaxed),
             retention_last_pass_ms: self.inner.retention.last_pass_ms.load(Ordering::Relaxed),
+            retention_held_passes: self.inner.retention.held_passes.load(Ordering::Relaxed),
         }
+    }
+
+    /// The CommitLog position the dispatcher has reached: every record
+    /// below it is in the ConsumeQueues (readable), every record at or above
+    /// it is not yet. Tiered storage's retention hold starts from it when a
+    /// partition has nothing readable left to upload.
+    pub fn dispatched_position(&self) -> u64 {
+        self.inner.dispatcher.dispatched()
+    }
+
+    /// Install the hold retention obeys from its next pass on (replacing
+    /// any earlier one): no segment ending above
+    /// [`RetentionHold::min_position`](crate::retention::RetentionHold::min_position)
+    /// is deleted, whatever the trigger.
+    pub fn set_retention_hold(&self, hold: Arc<dyn crate::retention::RetentionHold>) {
+        *self
+            .inner
+            .retention
+            .hold
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = Some(hold);
     }
 
     /// Run a retention pass now. `Trigger::Manual` deletes expired segments
@@ -1188,11 +1218,18 @@ impl Inner {
             .saturating_mul(3_600_000)
             .min(i64::MAX as u64) as i64;
         let durable = self.retention.durable_dispatched.load(Ordering::Acquire);
+        let held = self.retention_hold_position();
         let limit = crate::retention::segments_per_pass(cfg, trigger);
         let segments = self.log.segments();
         for (i, seg) in segments.iter().enumerate() {
             if i + 1 == segments.len() || seg.end() > durable {
                 break; // the active segment, or not yet durably indexed
+            }
+            if held.is_some_and(|held| seg.end() > held) {
+                // Holds records a tiered partition has not uploaded yet.
+                self.retention.held_passes.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(segment = %seg.path().display(), ?held, "retention held by tiered storage");
+                break;
             }
             if mode == Mode::Expired && seg.last_store_ts_ms().saturating_add(reserved_ms) > now {
                 break;
@@ -1234,6 +1271,16 @@ impl Inner {
             tracing::info!(?out, "retention pass done");
         }
         Ok(out)
+    }
+
+    fn retention_hold_position(&self) -> Option<u64> {
+        let hold = self
+            .retention
+            .hold
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        hold.and_then(|h| h.min_position())
     }
 
     /// Move every partition's beginning up to the CommitLog's first byte and

