@@ -28,8 +28,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tidelog_storage::commit_log::format::headers_block_len;
 use tidelog_storage::{
-    AppendRecord, Appended, BatchMeta, FlushMode, Header, ProducerAppend, ProducerBatch,
-    RecordProblem, StoreConfig, StoreError, Unflushed,
+    AppendRecord, Appended, BatchMeta, FlushMode, Header, LagAdmitted, ProducerAppend,
+    ProducerBatch, RecordProblem, StoreConfig, StoreError, Unflushed,
 };
 
 use crate::broker::Broker;
@@ -182,16 +182,10 @@ impl Broker {
         records: Vec<ProduceRecord>,
         producer: Option<ProducerBatch>,
     ) -> Result<Unflushed<Produced>, BrokerError> {
-        let plan = match self.plan_produce(topic, partition, records)? {
-            Ok(plan) => plan,
-            Err(empty) => return Ok(Unflushed::ready(empty)),
-        };
-        let limit = RecordLimit::new(self.store.config(), topic);
-        let unflushed = self
-            .store
-            .append_unflushed(&plan.batch, limit.topic_limit, producer.as_ref())
-            .map_err(|e| limit.refusal(topic, e))?;
-        Ok(plan.produced(unflushed))
+        match self.plan_produce(topic, partition, records)? {
+            Ok(plan) => self.append_planned(topic, plan, producer, None),
+            Err(empty) => Ok(Unflushed::ready(empty)),
+        }
     }
 
     /// [`produce_to_unflushed`](Self::produce_to_unflushed) for a caller
@@ -212,11 +206,27 @@ impl Broker {
             Err(empty) => return Ok(Unflushed::ready(empty)),
         };
         let admitted = self.store.lag_admitted().await?;
+        self.append_planned(topic, plan, producer, Some(admitted))
+    }
+
+    /// Appends a planned produce: after `admitted` (the lag bound was
+    /// awaited) without waiting, else blocking for the bound.
+    fn append_planned(
+        &self,
+        topic: &Topic,
+        plan: Planned,
+        producer: Option<ProducerBatch>,
+        admitted: Option<LagAdmitted>,
+    ) -> Result<Unflushed<Produced>, BrokerError> {
         let limit = RecordLimit::new(self.store.config(), topic);
-        let unflushed = self
-            .store
-            .append_unflushed_admitted(&plan.batch, limit.topic_limit, producer.as_ref(), admitted)
-            .map_err(|e| limit.refusal(topic, e))?;
+        let (batch, max, producer) = (&plan.batch, limit.topic_limit, producer.as_ref());
+        let unflushed = match admitted {
+            Some(admitted) => self
+                .store
+                .append_unflushed_admitted(batch, max, producer, admitted),
+            None => self.store.append_unflushed(batch, max, producer),
+        }
+        .map_err(|e| limit.refusal(topic, e))?;
         Ok(plan.produced(unflushed))
     }
 
