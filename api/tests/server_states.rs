@@ -631,3 +631,170 @@ async fn consumer_lag_is_end_minus_committed_in_metrics_and_stats() {
     assert_eq!(stats["consumer_group_rebalances"], json!(0));
     close(&state).await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_records_call_with_timeout_0_after_an_acknowledged_produce_sees_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let faults = Arc::new(Faults::default());
+    let (state, router) = serving(store_config(dir.path()), Some(Arc::clone(&faults))).await;
+    let (status, body) = call(&router, "POST", "/topics/t", one_record("first")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let base = "/consumers/g/instances/i";
+    let create = json!({"name": "i", "format": "json", "auto.offset.reset": "earliest"});
+    let (status, body) = call(&router, "POST", "/consumers/g", Some(create)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let assign = json!({"partitions": [{"topic": "t", "partition": 0}]});
+    let (status, body) = call(
+        &router,
+        "POST",
+        &format!("{base}/assignments"),
+        Some(assign),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
+    let records = |body: &str| -> Vec<Value> {
+        let records: Value = serde_json::from_str(body).unwrap();
+        records
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["value"].clone())
+            .collect()
+    };
+    let uri = format!("{base}/records?timeout=0");
+    let accept = [("accept", "application/vnd.kafka.json.v2+json")];
+    let (status, _, body) = common::call_with(&router, "GET", &uri, &accept, None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(records(&body), [json!("first")], "{body}");
+
+    // Acknowledged while the dispatcher is held before indexing it.
+    faults.hang(FaultPoint::Dispatch);
+    let _heal = HealOnDrop(Arc::clone(&faults), FaultPoint::Dispatch);
+    let (status, body) = call(&router, "POST", "/topics/t", one_record("second")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while faults.blocked(FaultPoint::Dispatch) == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "dispatch never hung"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // A records call with timeout 0 begun after the acknowledgement
+    // answers with the record, once it is fetchable (not empty at once).
+    let polled = {
+        let router = router.clone();
+        tokio::spawn(async move { common::call_with(&router, "GET", &uri, &accept, None).await })
+    };
+    // Without the wait it answers `[]` within a millisecond (a slow
+    // machine only makes this pass vacuously).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !polled.is_finished(),
+        "the records call answered without the acknowledged record"
+    );
+    faults.heal(FaultPoint::Dispatch);
+    let (status, _, body) = polled.await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(records(&body), [json!("second")], "{body}");
+    let (status, body) = call(&router, "DELETE", base, None).await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
+    close(&state).await.unwrap();
+}
+
+/// Threads of a runtime built by [`counted_runtime`] alive now.
+struct ThreadCount(Arc<std::sync::atomic::AtomicI64>);
+
+impl ThreadCount {
+    fn alive(&self) -> i64 {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// A two-worker runtime that counts its live threads (workers and the
+/// blocking pool's).
+fn counted_runtime() -> (tokio::runtime::Runtime, ThreadCount) {
+    use std::sync::atomic::{AtomicI64, Ordering};
+    let alive = Arc::new(AtomicI64::new(0));
+    let (up, down) = (Arc::clone(&alive), Arc::clone(&alive));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .on_thread_start(move || {
+            up.fetch_add(1, Ordering::SeqCst);
+        })
+        .on_thread_stop(move || {
+            down.fetch_sub(1, Ordering::SeqCst);
+        })
+        .build()
+        .unwrap();
+    (runtime, ThreadCount(alive))
+}
+
+/// Produce requests held back by the dispatch-lag bound (a stuck sink)
+/// await the dispatcher: none of them holds a thread of the blocking pool
+/// meanwhile (each did before, so a long lag grew the pool to one thread
+/// per waiting request), and all are answered once it moves again.
+#[test]
+fn produce_held_by_the_dispatch_lag_bound_holds_no_thread() {
+    use tidelog_broker::store::DISPATCH_LAG_MAX_BYTES;
+    const HELD: usize = 16;
+    let (runtime, threads) = counted_runtime();
+    runtime.block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let faults = Arc::new(Faults::default());
+        let mut config = store_config(dir.path());
+        config.commitlog_segment_bytes = 8 << 20;
+        let (state, router) = serving(config, Some(Arc::clone(&faults))).await;
+        let (status, body) = call(&router, "POST", "/topics/t", one_record("first")).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let broker = state.ready().unwrap();
+
+        // The dispatcher stops; appends take the lag past the bound.
+        faults.hang(FaultPoint::Dispatch);
+        let _heal = HealOnDrop(Arc::clone(&faults), FaultPoint::Dispatch);
+        let big = json!({"records": [{"value": "x".repeat(512 << 10)}]});
+        let mut filled = 0u64;
+        while broker.store.stats().dispatch_lag_bytes <= DISPATCH_LAG_MAX_BYTES {
+            let (status, body) = call(&router, "POST", "/topics/t", Some(big.clone())).await;
+            assert_eq!(status, StatusCode::OK, "{body}");
+            filled += 1;
+        }
+        let waits_before = broker.store.stats().dispatch_lag_waits;
+        let alive_before = threads.alive();
+
+        let held: Vec<_> = (0..HELD)
+            .map(|n| {
+                let router = router.clone();
+                let value = format!("held {n}");
+                tokio::spawn(
+                    async move { call(&router, "POST", "/topics/t", one_record(&value)).await },
+                )
+            })
+            .collect();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while broker.store.stats().dispatch_lag_waits < waits_before + HELD as u64 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the produce requests were never held by the lag bound"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let grown = threads.alive() - alive_before;
+        assert!(
+            grown < (HELD / 2) as i64,
+            "{HELD} held produce requests took {grown} more threads"
+        );
+        assert!(held.iter().all(|h| !h.is_finished()));
+
+        faults.heal(FaultPoint::Dispatch);
+        for h in held {
+            let (status, body) = h.await.unwrap();
+            assert_eq!(status, StatusCode::OK, "{body}");
+        }
+        assert!(broker.store.wait_dispatched(Duration::from_secs(60)));
+        assert_eq!(broker.store.offsets("t", 0).1, 1 + filled + HELD as u64);
+        drop(broker);
+        close(&state).await.unwrap();
+    });
+}

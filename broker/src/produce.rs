@@ -28,8 +28,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tidelog_storage::commit_log::format::headers_block_len;
 use tidelog_storage::{
-    AppendRecord, Appended, BatchMeta, FlushMode, Header, ProducerAppend, ProducerBatch,
-    RecordProblem, StoreConfig, StoreError, Unflushed,
+    AppendRecord, Appended, BatchMeta, FlushMode, Header, LagAdmitted, ProducerAppend,
+    ProducerBatch, RecordProblem, StoreConfig, StoreError, Unflushed,
 };
 
 use crate::broker::Broker;
@@ -90,6 +90,29 @@ impl Produced {
     /// already written: that batch's offsets.
     pub fn duplicate_of(&self) -> Option<BatchMeta> {
         self.duplicate
+    }
+}
+
+/// A checked produce with records to append.
+struct Planned {
+    batch: Vec<AppendRecord>,
+    payload_bytes: u64,
+}
+
+impl Planned {
+    fn produced(self, unflushed: Unflushed<ProducerAppend>) -> Unflushed<Produced> {
+        unflushed.map(|answer| {
+            let (appended, duplicate) = match answer {
+                ProducerAppend::Written(appended) => (appended, None),
+                ProducerAppend::Duplicate(original) => (Vec::new(), Some(original)),
+            };
+            Produced {
+                batch: self.batch,
+                appended,
+                payload_bytes: self.payload_bytes,
+                duplicate,
+            }
+        })
     }
 }
 
@@ -159,6 +182,62 @@ impl Broker {
         records: Vec<ProduceRecord>,
         producer: Option<ProducerBatch>,
     ) -> Result<Unflushed<Produced>, BrokerError> {
+        match self.plan_produce(topic, partition, records)? {
+            Ok(plan) => self.append_planned(topic, plan, producer, None),
+            Err(empty) => Ok(Unflushed::ready(empty)),
+        }
+    }
+
+    /// [`produce_to_unflushed`](Self::produce_to_unflushed) for a caller
+    /// on an async runtime: while the dispatcher is over its lag bound
+    /// (a slow sink holds producers back, `Store::lag_admitted`) the
+    /// append is awaited, not blocked for, so a held produce costs no
+    /// thread. The records are checked before the wait: a bad request is
+    /// answered at once. What a front-end calls inline for a known topic.
+    pub async fn produce_awaiting(
+        &self,
+        topic: &Topic,
+        partition: Option<u32>,
+        records: Vec<ProduceRecord>,
+        producer: Option<ProducerBatch>,
+    ) -> Result<Unflushed<Produced>, BrokerError> {
+        let plan = match self.plan_produce(topic, partition, records)? {
+            Ok(plan) => plan,
+            Err(empty) => return Ok(Unflushed::ready(empty)),
+        };
+        let admitted = self.store.lag_admitted().await?;
+        self.append_planned(topic, plan, producer, Some(admitted))
+    }
+
+    /// Appends a planned produce: after `admitted` (the lag bound was
+    /// awaited) without waiting, else blocking for the bound.
+    fn append_planned(
+        &self,
+        topic: &Topic,
+        plan: Planned,
+        producer: Option<ProducerBatch>,
+        admitted: Option<LagAdmitted>,
+    ) -> Result<Unflushed<Produced>, BrokerError> {
+        let limit = RecordLimit::new(self.store.config(), topic);
+        let (batch, max, producer) = (&plan.batch, limit.topic_limit, producer.as_ref());
+        let unflushed = match admitted {
+            Some(admitted) => self
+                .store
+                .append_unflushed_admitted(batch, max, producer, admitted),
+            None => self.store.append_unflushed(batch, max, producer),
+        }
+        .map_err(|e| limit.refusal(topic, e))?;
+        Ok(plan.produced(unflushed))
+    }
+
+    /// The checks before an append and its batch: `Err` with the answer
+    /// when there is nothing to append.
+    fn plan_produce(
+        &self,
+        topic: &Topic,
+        partition: Option<u32>,
+        records: Vec<ProduceRecord>,
+    ) -> Result<Result<Planned, Produced>, BrokerError> {
         if topic.is_internal() {
             return Err(BrokerError::InternalTopic {
                 topic: topic.name.to_string(),
@@ -169,29 +248,16 @@ impl Broker {
         }
         let (batch, payload_bytes) = plan(topic, partition, records)?;
         if batch.is_empty() {
-            return Ok(Unflushed::ready(Produced {
+            return Ok(Err(Produced {
                 batch,
                 appended: Vec::new(),
                 payload_bytes,
                 duplicate: None,
             }));
         }
-        let limit = RecordLimit::new(self.store.config(), topic);
-        let unflushed = self
-            .store
-            .append_unflushed(&batch, limit.topic_limit, producer.as_ref())
-            .map_err(|e| limit.refusal(topic, e))?;
-        Ok(unflushed.map(|answer| {
-            let (appended, duplicate) = match answer {
-                ProducerAppend::Written(appended) => (appended, None),
-                ProducerAppend::Duplicate(original) => (Vec::new(), Some(original)),
-            };
-            Produced {
-                batch,
-                appended,
-                payload_bytes,
-                duplicate,
-            }
+        Ok(Ok(Planned {
+            batch,
+            payload_bytes,
         }))
     }
 
@@ -215,20 +281,10 @@ impl Broker {
     /// holds producers back: `Store::dispatch_lagging`). Otherwise it is a
     /// copy into the page cache, shorter than a hand-off to a blocking
     /// thread and back (docs/BENCHMARKS.md). A front-end's produce to a known
-    /// topic awaits [`produce_to_unflushed`](Self::produce_to_unflushed)
-    /// instead in both modes.
+    /// topic awaits [`produce_awaiting`](Self::produce_awaiting) instead
+    /// in both modes.
     pub fn append_blocks(&self) -> bool {
-        self.store.config().flush == FlushMode::Sync || self.dispatch_lagging()
-    }
-
-    /// Whether an append may now wait for the dispatcher to come back
-    /// within its lag bound (a slow sink holds producers back:
-    /// `Store::dispatch_lagging`). A front-end that appends inline
-    /// ([`produce_to_unflushed`](Self::produce_to_unflushed)) runs the
-    /// append on a blocking thread instead while this is true, so the wait
-    /// never holds an async worker.
-    pub fn dispatch_lagging(&self) -> bool {
-        self.store.dispatch_lagging()
+        self.store.config().flush == FlushMode::Sync || self.store.dispatch_lagging()
     }
 
     /// The topic, created first if it is unknown and `auto_create` is set

@@ -10,6 +10,9 @@ pub use tidelog_cleaner::cleaner::CleanerMetricsSnapshot;
 pub use tidelog_cleaner::{CleanerConfig, CleanerError, PartitionStatus, RunStats};
 /// A fixed disk usage for the store's disk-full gate (tests).
 pub use tidelog_storage::retention::FixedDiskUsage;
+/// How far dispatch may lag before appends are held back (what the
+/// front-ends' tests fill to).
+pub use tidelog_storage::DISPATCH_LAG_MAX_BYTES;
 /// Idempotent producers: a batch's producer, a retried batch's original
 /// offsets, and why a batch is out of sequence.
 pub use tidelog_storage::{BatchMeta, ProducerBatch, SequenceProblem};

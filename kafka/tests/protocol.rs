@@ -35,6 +35,9 @@ mod admin;
 // Idempotent producers' tests, likewise.
 #[path = "protocol/idempotence.rs"]
 mod idempotence;
+// Waits for the dispatcher (read-your-writes, the lag bound), likewise.
+#[path = "protocol/waits.rs"]
+mod waits;
 
 const MAX_REQUEST_BYTES: u64 = 1 << 20;
 
@@ -60,6 +63,14 @@ async fn server_with(max_connections: u64) -> Server {
 /// A server whose listener has `kafka`'s limits and admin lock (its
 /// address and max_request_bytes are the test's).
 async fn server_configured(kafka: KafkaConfig) -> Server {
+    server_faulted(kafka, None).await
+}
+
+/// [`server_configured`] with `faults` installed in the store.
+async fn server_faulted(
+    kafka: KafkaConfig,
+    faults: Option<Arc<tidelog_broker::fault::StoreFaults>>,
+) -> Server {
     let dir = tempfile::tempdir().unwrap();
     let mut store = StoreConfig::new(dir.path());
     store.commitlog_segment_bytes = 1 << 20;
@@ -82,10 +93,16 @@ async fn server_configured(kafka: KafkaConfig) -> Server {
         ..Default::default()
     };
     let broker = Arc::new(
-        tokio::task::spawn_blocking(move || Broker::open(&config, store, cleaner))
-            .await
-            .unwrap()
-            .unwrap(),
+        tokio::task::spawn_blocking(move || {
+            let faults = tidelog_broker::fault::Faults {
+                store: faults,
+                cleaner: None,
+            };
+            Broker::open_with_faults(&config, store, cleaner, faults)
+        })
+        .await
+        .unwrap()
+        .unwrap(),
     );
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();

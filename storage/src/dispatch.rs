@@ -14,12 +14,17 @@
 //! visible), counted once per stall. The first success ends it.
 //!
 //! Back-pressure: an append waits while the dispatcher is more than
-//! [`DISPATCH_LAG_MAX_BYTES`] behind the committed position
-//! ([`Dispatcher::wait_lag_within`]), so a sink slower than produce (the
-//! compacted-log copy) holds producers back instead of letting the lag,
-//! and with it the age of what fetches see, grow without bound. Healthy
-//! sinks keep up and never reach it; a failing one ends in a stall, which
-//! refuses the waiting appends.
+//! [`DISPATCH_LAG_MAX_BYTES`] behind the committed position, so a sink
+//! slower than produce (the compacted-log copy) holds producers back
+//! instead of letting the lag, and with it the age of what fetches see,
+//! grow without bound. Healthy sinks keep up and never reach it; a failing
+//! one ends in a stall, which refuses the waiting appends. The wait is an
+//! awaitable ([`Dispatcher::lag_within`], what the front-ends use: a held
+//! append costs no thread) or blocking ([`Dispatcher::wait_lag_within`]);
+//! both listen to `lag_eased`, which the dispatcher fires entry by entry
+//! while it is within the bound (a cheap atomic check while nobody
+//! listens), after each failed round (so waiters see a stall) and at
+//! shutdown.
 
 use std::collections::HashMap;
 use std::ops::ControlFlow;
@@ -272,6 +277,9 @@ pub(crate) struct Dispatcher {
     stalls: AtomicU64,
     /// Appends that waited for the lag to come back within the bound.
     lag_waits: AtomicU64,
+    /// Fired while the lag is within the bound as the dispatcher moves, on
+    /// a failed round and at shutdown: what held appends listen to.
+    lag_eased: Event,
     /// A round's `end_batch` failed: the next round owes it (also with no
     /// new record), and `published` stays where it was until one succeeds.
     /// Without this a sink's buffered records (the compacted logs' pending
@@ -314,8 +322,9 @@ const IDLE_WAIT: Duration = Duration::from_millis(200);
 /// visible to fetches. An idle dispatcher still wakes at once for the
 /// first append. RocketMQ's ReputMessageService rests 1 ms between rounds.
 const LINGER: Duration = Duration::from_micros(500);
-/// How often an append held back by the lag bound looks at it again.
-const LAG_RECHECK: Duration = Duration::from_millis(2);
+/// Longest a blocked append held back by the lag bound sleeps between
+/// looks at it (a safety net: `lag_eased` wakes it).
+const LAG_RECHECK: Duration = Duration::from_millis(100);
 
 impl Dispatcher {
     pub(crate) fn new(
@@ -337,6 +346,7 @@ impl Dispatcher {
             failure: Mutex::new(None),
             stalls: AtomicU64::new(0),
             lag_waits: AtomicU64::new(0),
+            lag_eased: Event::new(),
             end_batch_owed: AtomicBool::new(false),
             faults,
         }
@@ -378,32 +388,57 @@ impl Dispatcher {
         })
     }
 
-    /// Back-pressure (see the module docs): return once the dispatcher is
-    /// at most `max_bytes` behind the committed position, at once when it
-    /// is. Waiting appends are refused with the stall's error once dispatch
-    /// is stalled, and with [`StoreError::Closed`] when `closed` is set.
-    pub(crate) fn wait_lag_within(&self, max_bytes: u64, closed: &AtomicBool) -> Result<()> {
-        let within = || self.log.committed().saturating_sub(self.dispatched()) <= max_bytes;
-        if within() {
+    /// Whether the dispatcher is at most [`DISPATCH_LAG_MAX_BYTES`]
+    /// behind the committed position.
+    fn lag_is_within(&self) -> bool {
+        self.log.committed().saturating_sub(self.dispatched()) <= DISPATCH_LAG_MAX_BYTES
+    }
+
+    /// `None` once an append may go ahead: the lag is within the bound.
+    /// Else a listener of `lag_eased`, registered before the check; or
+    /// the error a held append is refused with (the store `closed`, or
+    /// dispatch stalled).
+    fn lag_within_or_listen(&self, closed: &AtomicBool) -> Result<Option<EventListener>> {
+        let listener = self.lag_eased.listen();
+        if self.lag_is_within() {
+            return Ok(None);
+        }
+        if closed.load(Ordering::Acquire) {
+            return Err(StoreError::Closed);
+        }
+        if let Some(stalled) = self.stall() {
+            return Err(stalled);
+        }
+        Ok(Some(listener))
+    }
+
+    /// Back-pressure (see the module docs), blocking: return once the
+    /// dispatcher is at most [`DISPATCH_LAG_MAX_BYTES`] behind the
+    /// committed position, at once when it is. Waiting appends are refused
+    /// with the stall's error once dispatch is stalled, and with
+    /// [`StoreError::Closed`] when `closed` is set.
+    pub(crate) fn wait_lag_within(&self, closed: &AtomicBool) -> Result<()> {
+        if self.lag_is_within() {
             return Ok(());
         }
         self.lag_waits.fetch_add(1, Ordering::Relaxed);
-        loop {
-            let listener = self.progressed.listen();
-            if within() {
-                return Ok(());
-            }
-            if closed.load(Ordering::Acquire) {
-                return Err(StoreError::Closed);
-            }
-            if let Some(stalled) = self.stall() {
-                return Err(stalled);
-            }
-            // `progressed` fires at the end of a round; the dispatcher
-            // moves `dispatched` entry by entry within one, so look again
-            // soon rather than wait for the round to end.
+        while let Some(listener) = self.lag_within_or_listen(closed)? {
             let _ = listener.wait_timeout(LAG_RECHECK);
         }
+        Ok(())
+    }
+
+    /// [`wait_lag_within`](Self::wait_lag_within) as a future: a held
+    /// append waits on `lag_eased` without a thread.
+    pub(crate) async fn lag_within(&self, closed: &AtomicBool) -> Result<()> {
+        if self.lag_is_within() {
+            return Ok(());
+        }
+        self.lag_waits.fetch_add(1, Ordering::Relaxed);
+        while let Some(listener) = self.lag_within_or_listen(closed)? {
+            listener.await;
+        }
+        Ok(())
     }
 
     /// Appends that waited for the dispatcher ([`Dispatcher::wait_lag_within`]).
@@ -547,6 +582,12 @@ impl Dispatcher {
                 Next::End => break,
             }
             self.dispatched.store(pos, Ordering::Release);
+            // Appends held by the lag bound go on as soon as it is met,
+            // not at the end of the round (which may be the whole bound
+            // long). Nobody listening: one atomic load in `notify`.
+            if self.lag_is_within() {
+                self.lag_eased.notify(usize::MAX);
+            }
             if progress && last_log.elapsed() >= Duration::from_secs(1) {
                 last_log = Instant::now();
                 tracing::info!(
@@ -598,8 +639,9 @@ impl Dispatcher {
                     self.errors.fetch_add(1, Ordering::Relaxed);
                     let retries = self.note_failure(&sink, &e);
                     // Notices (counts, logs) a stall even while no append
-                    // asks.
+                    // asks; held appends look, and are refused once it is.
                     let _ = self.stall();
+                    self.lag_eased.notify(usize::MAX);
                     let backoff = ERROR_BACKOFF_MIN
                         .saturating_mul(1 << retries.min(16))
                         .min(ERROR_BACKOFF_MAX);
@@ -643,9 +685,10 @@ impl Dispatcher {
         }
     }
 
-    /// Wake the loop (shutdown).
+    /// Wake the loop and the appends held by the lag bound (shutdown).
     pub(crate) fn wake(&self) {
         self.log.appended_event().notify(usize::MAX);
+        self.lag_eased.notify(usize::MAX);
     }
 
     /// `None` once everything below `target` is dispatched and published

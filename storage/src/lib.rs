@@ -37,7 +37,9 @@ pub use error::{CorruptionKind, RecordProblem, Result, StoreError};
 pub use event_listener::{EventListener, Listener};
 pub use producer_state::{BatchMeta, ProducerBatch, SequenceProblem};
 pub use retention::{DeleteWhen, PassOutcome, RetentionConfig, RetentionHold, Trigger};
-pub use store::{DataDirLock, ProducerAppend, ReadResult, RecoveryReport, Store, StoreStats};
+pub use store::{
+    DataDirLock, LagAdmitted, ProducerAppend, ReadResult, RecoveryReport, Store, StoreStats,
+};
 pub use types::{
     topic_name_problem, validate_topic_name, PhysicalOffset, QueueOffset, TopicNameProblem,
     TopicPartition,

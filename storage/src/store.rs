@@ -151,6 +151,12 @@ struct Inner {
     retention: RetentionState,
 }
 
+/// Proof that [`Store::lag_admitted`] was awaited: what
+/// [`Store::append_unflushed_admitted`] takes instead of waiting for the
+/// dispatcher itself. One append per proof.
+#[derive(Debug)]
+pub struct LagAdmitted(());
+
 /// What [`Store::append_as`] did.
 #[derive(Debug)]
 pub enum ProducerAppend {
@@ -587,12 +593,62 @@ impl Store {
     /// `sync_flush_timeout_ms`; under `async` at once). Awaiting it holds
     /// no thread. The append itself is a copy into the page cache in both
     /// modes (segments are created and warmed ahead by the preallocator).
+    ///
+    /// While the dispatcher is more than [`DISPATCH_LAG_MAX_BYTES`]
+    /// behind, this blocks until it is back within the bound: an async
+    /// caller awaits [`Store::lag_admitted`] first and appends with
+    /// [`Store::append_unflushed_admitted`] instead.
     pub fn append_unflushed(
         &self,
         batch: &[AppendRecord],
         max_payload: u64,
         producer: Option<&ProducerBatch>,
     ) -> Result<Unflushed<ProducerAppend>> {
+        self.append_gates()?;
+        self.inner.dispatcher.wait_lag_within(&self.closed)?;
+        self.append_unflushed_admitted(batch, max_payload, producer, LagAdmitted(()))
+    }
+
+    /// Resolves once an append may go ahead under the dispatch-lag bound
+    /// (at once while the dispatcher is within [`DISPATCH_LAG_MAX_BYTES`]
+    /// of the committed position, the usual case), without holding a
+    /// thread: the dispatcher wakes held appends as it moves. A stall or a
+    /// closing store answers with its error. Between this and the append
+    /// other appends may pass too: the lag may exceed the bound by the
+    /// appends in flight, one batch each (the bound leaves room for them).
+    pub async fn lag_admitted(&self) -> Result<LagAdmitted> {
+        self.append_gates()?;
+        self.inner.dispatcher.lag_within(&self.closed).await?;
+        Ok(LagAdmitted(()))
+    }
+
+    /// [`append_unflushed`](Self::append_unflushed) after
+    /// [`lag_admitted`](Self::lag_admitted) was awaited: never blocks (the
+    /// append is a copy into the page cache).
+    pub fn append_unflushed_admitted(
+        &self,
+        batch: &[AppendRecord],
+        max_payload: u64,
+        producer: Option<&ProducerBatch>,
+        _admitted: LagAdmitted,
+    ) -> Result<Unflushed<ProducerAppend>> {
+        self.append_gates()?;
+        let (answer, end) = match self.inner.log.append_as(batch, max_payload, producer)? {
+            LogAppend::Written { appended, end } => (ProducerAppend::Written(appended), end),
+            LogAppend::Duplicate { batch, end } => (ProducerAppend::Duplicate(batch), end),
+        };
+        let wait = (self.inner.config.flush == FlushMode::Sync).then(|| {
+            self.inner.log.flush_wait(
+                end,
+                Duration::from_millis(self.inner.config.sync_flush_timeout_ms),
+            )
+        });
+        Ok(Unflushed::new(answer, wait))
+    }
+
+    /// What refuses an append before it waits or writes: a closed store, a
+    /// full disk, stalled dispatch.
+    fn append_gates(&self) -> Result<()> {
         if self.closed.load(Ordering::Acquire) {
             return Err(StoreError::Closed);
         }
@@ -608,20 +664,7 @@ impl Store {
         if let Some(stalled) = self.inner.dispatcher.stall() {
             return Err(stalled);
         }
-        self.inner
-            .dispatcher
-            .wait_lag_within(DISPATCH_LAG_MAX_BYTES, &self.closed)?;
-        let (answer, end) = match self.inner.log.append_as(batch, max_payload, producer)? {
-            LogAppend::Written { appended, end } => (ProducerAppend::Written(appended), end),
-            LogAppend::Duplicate { batch, end } => (ProducerAppend::Duplicate(batch), end),
-        };
-        let wait = (self.inner.config.flush == FlushMode::Sync).then(|| {
-            self.inner.log.flush_wait(
-                end,
-                Duration::from_millis(self.inner.config.sync_flush_timeout_ms),
-            )
-        });
-        Ok(Unflushed::new(answer, wait))
+        Ok(())
     }
 
     /// A new producer id for InitProducerId: never one handed out before in

@@ -548,8 +548,14 @@ async fn records_inner(
     };
     let deadline = Instant::now() + Duration::from_millis(timeout_ms);
     let mut shutdown = state.shutdown_signal();
+    // What this call must see: every record acknowledged before it began
+    // (read-your-writes, `tidelog_broker::visibility`), also with
+    // timeout 0: until then no try is the last.
+    let ready = state.ready()?;
+    let acknowledged = ready.acknowledged();
+    let mut acknowledged = (!ready.is_visible(acknowledged)).then_some(acknowledged);
     loop {
-        let last = Instant::now() >= deadline || *shutdown.borrow();
+        let last = acknowledged.is_none() && (Instant::now() >= deadline || *shutdown.borrow());
         let (c, g, i) = (consumers.clone(), group.clone(), instance.clone());
         let polled =
             blocking(move || c.poll(&g, &i, max_bytes, last, |batches| render(format, batches)))
@@ -560,6 +566,13 @@ async fn records_inner(
             }
             Poll::Wait(listeners) => listeners,
         };
+        if let Some(point) = acknowledged.take() {
+            tokio::select! {
+                _ = super::until_visible(&ready, point) => {}
+                _ = shutdown.wait_for(|stopping| *stopping) => {}
+            }
+            continue;
+        }
         let _waiting = GaugeGuard::new(&state.shared().metrics.fetches_waiting);
         // Any of the listeners (each registered every waker before
         // returning Pending, so none is missed).

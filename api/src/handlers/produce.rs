@@ -7,9 +7,10 @@
 //!
 //! The topic, the record rules and the append are the broker's
 //! (`Broker::produce`, `broker/src/produce.rs`); this handler decodes,
-//! renders, and appends inline to a known topic, awaiting the sync flush
-//! (`Broker::produce_to_unflushed`: no thread waits for the fsync), or on
-//! a blocking thread when the topic may be auto-created.
+//! renders, and appends inline to a known topic, awaiting the dispatch-lag
+//! bound and the sync flush (`Broker::produce_awaiting`: no thread waits
+//! for either), or on a blocking thread when the topic may be
+//! auto-created.
 //!
 //! Decisions where API.md is silent:
 //! * On the partition route, a record may repeat the path's partition; a
@@ -98,27 +99,18 @@ async fn produce_inner(
     // flush modes: it takes microseconds, less than handing it to the
     // blocking pool and waking this task again (the profile in
     // docs/BENCHMARKS.md), so it runs here. Under sync flush the answer
-    // then awaits the group commit's fsync (`Unflushed::durable`), which
-    // holds no thread. An unknown topic may be auto-created (the registry
-    // is written and synced): that must not hold a worker.
-    // While the dispatcher lags, an append may wait for it (the lag
-    // bound): then on a blocking thread too.
+    // then awaits the group commit's fsync (`Unflushed::durable`), and
+    // while the dispatcher is over its lag bound the append awaits it
+    // (`Broker::produce_awaiting`): neither holds a thread. An unknown
+    // topic may be auto-created (the registry is written and synced):
+    // that must not hold a worker.
     let produced = match ready.registry.get(&topic) {
-        Some(known) if !ready.dispatch_lagging() => ready
-            .produce_to_unflushed(&known, path_partition, produced, None)?
-            .durable()
-            .await
-            .map_err(BrokerError::from)?,
-        Some(known) => {
-            let ready = Arc::clone(&ready);
-            blocking(move || {
-                Ok(ready.produce_to_unflushed(&known, path_partition, produced, None)?)
-            })
+        Some(known) => ready
+            .produce_awaiting(&known, path_partition, produced, None)
             .await?
             .durable()
             .await
-            .map_err(BrokerError::from)?
-        }
+            .map_err(BrokerError::from)?,
         None => {
             let ready = Arc::clone(&ready);
             blocking(move || Ok(ready.produce(&topic, path_partition, produced)?)).await?

@@ -7,6 +7,12 @@
 //! wake-up the HTTP long-poll uses), never a polling loop: a listener is
 //! registered, then the end re-checked, so no record is missed between.
 //!
+//! Read-your-writes: a fetch sees every record acknowledged before it
+//! began, also with max_wait 0. When a read comes back short while such
+//! records are still being dispatched, it awaits `Broker::visible` of
+//! them (bounded by `VISIBILITY_WAIT`) and reads again, as HTTP fetch
+//! does.
+//!
 //! Decisions: a fetch offset below the beginning or above the end is
 //! OFFSET_OUT_OF_RANGE, at the end it waits; `max_bytes` and
 //! `partition_max_bytes` bound what is read, but a partition's first
@@ -16,6 +22,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
@@ -25,6 +32,7 @@ use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, Partition
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
 use tidelog_broker::read::PartitionRef;
 use tidelog_broker::store::EventListener;
+use tidelog_broker::visibility::VISIBILITY_WAIT;
 use tidelog_broker::BrokerError;
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -65,7 +73,6 @@ pub async fn handle(ctx: &Context, request: FetchRequest) -> FetchResponse {
         }
         topics.push(topic.topic);
     }
-    drop(broker);
     let wait = u64::try_from(request.max_wait_ms.max(0))
         .unwrap_or(0)
         .min(MAX_WAIT_MS);
@@ -73,10 +80,30 @@ pub async fn handle(ctx: &Context, request: FetchRequest) -> FetchResponse {
     let max_bytes = usize::try_from(request.max_bytes.max(0)).unwrap_or(0);
     let min_bytes = min_bytes(request.min_bytes, max_bytes);
     let mut stop = ctx.stop.clone();
+    // What this fetch must see: every record acknowledged before it began
+    // (read-your-writes, `tidelog_broker::visibility`), also with
+    // max_wait 0.
+    let mut acknowledged = broker.as_ref().and_then(|b| {
+        let point = b.acknowledged();
+        (!b.is_visible(point)).then(|| (Arc::clone(b), point))
+    });
+    drop(broker);
     let answered = loop {
         let (answered, bytes, listen_from) = read_all(&asked, max_bytes).await;
         let failed = answered.iter().any(|p| p.error_code != 0);
-        if bytes >= min_bytes || failed || Instant::now() >= deadline || *stop.borrow() {
+        if bytes >= min_bytes || failed {
+            break answered;
+        }
+        if let Some((broker, point)) = acknowledged.take() {
+            // Short, and records acknowledged before this fetch are still
+            // on their way to the index: read again once they are there.
+            tokio::select! {
+                _ = tokio::time::timeout(VISIBILITY_WAIT, broker.visible(point)) => {}
+                _ = shutdown(&mut stop) => {}
+            }
+            continue;
+        }
+        if Instant::now() >= deadline || *stop.borrow() {
             break answered;
         }
         let listeners = match listeners(&asked, &listen_from) {

@@ -6,13 +6,14 @@
 //! Invariant: an answer covers every record acknowledged before the
 //! request arrived. Produce answers after the CommitLog append, and the
 //! ends and time index are the dispatcher's, a moment later; so the
-//! lookups first wait (bounded by [`DISPATCH_WAIT`]) until the dispatcher
-//! has indexed everything appended so far. Kafka's high watermark moves
-//! with the append: a client asking right after its produce (confluent-
-//! kafka's `offsets_for_times`) found nothing otherwise.
+//! lookups first await `Broker::visible` of what was acknowledged when
+//! the request arrived (read-your-writes, bounded by `VISIBILITY_WAIT`;
+//! no thread is held meanwhile). Kafka's high watermark moves with the
+//! append: a client asking right after its produce (confluent-kafka's
+//! `offsets_for_times`) found nothing otherwise. Only a timestamp lookup
+//! (it reads records) runs on a blocking thread.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::list_offsets_response::{
@@ -20,6 +21,7 @@ use kafka_protocol::messages::list_offsets_response::{
 };
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse, TopicName};
 use tidelog_broker::read::PartitionRef;
+use tidelog_broker::visibility::VISIBILITY_WAIT;
 use tidelog_broker::Broker;
 
 use super::{maybe_blocking, partition_ref};
@@ -30,11 +32,6 @@ const EARLIEST: i64 = -2;
 const LATEST: i64 = -1;
 /// The record with the largest timestamp (KIP-734, v7).
 const MAX_TIMESTAMP: i64 = -3;
-
-/// How long a lookup waits for the dispatcher to catch up with the
-/// appends before it answers from what is indexed (a stalled dispatcher
-/// also refuses appends, KAFKA.md "Produce").
-pub const DISPATCH_WAIT: Duration = Duration::from_secs(5);
 
 pub async fn handle(
     ctx: &Context,
@@ -50,15 +47,19 @@ pub async fn handle(
             (t.name.clone(), ids)
         })
         .collect();
-    // Off the runtime's threads: waiting for dispatch blocks, and so
-    // does a timestamp lookup (it reads records).
-    let answer = move || {
-        if let Some(broker) = &broker {
-            broker.store.wait_dispatched(DISPATCH_WAIT);
-        }
-        Ok(answer(broker.as_ref(), version, request))
-    };
-    match maybe_blocking(true, answer).await {
+    if let Some(broker) = &broker {
+        // A stalled dispatcher is what the bound is for (it also refuses
+        // appends, KAFKA.md "Produce"): then the answer is what is indexed.
+        let _ = tokio::time::timeout(VISIBILITY_WAIT, broker.visible(broker.acknowledged())).await;
+    }
+    // A timestamp lookup reads records: off the runtime's threads.
+    let reads = request.topics.iter().any(|t| {
+        t.partitions
+            .iter()
+            .any(|p| p.timestamp >= 0 || p.timestamp == MAX_TIMESTAMP)
+    });
+    let answer = move || Ok(answer(broker.as_ref(), version, request));
+    match maybe_blocking(reads, answer).await {
         Ok(response) => response,
         Err(e) => {
             let code = broker_code(&e);

@@ -1,6 +1,7 @@
 //! Produce (0): each partition's record batches decoded (`records`), then
-//! appended all or nothing through `Broker::produce_to_unflushed`, inline,
-//! the answer awaiting the sync flush (if any) without holding a thread.
+//! appended all or nothing through `Broker::produce_awaiting`, inline,
+//! awaiting the dispatch-lag bound and the sync flush (if any) without
+//! holding a thread.
 //!
 //! Decisions:
 //! * Partitions are independent: one failing (CORRUPT_MESSAGE, an unknown
@@ -32,7 +33,7 @@ use tidelog_broker::produce::ProduceRecord;
 use tidelog_broker::store::ProducerBatch;
 use tidelog_broker::{Broker, BrokerError};
 
-use super::{maybe_blocking, NOT_READY};
+use super::NOT_READY;
 use crate::dispatch::Context;
 use crate::error::broker_code;
 use crate::records::decode_partition;
@@ -105,15 +106,13 @@ async fn partition(
     });
     // Inline in both flush modes: the append is a copy into the page
     // cache, and under sync flush (acks 1 and -1 alike) the answer awaits
-    // the group commit's fsync without holding a thread.
-    // While the dispatcher lags, an append may wait for it (the lag
-    // bound): then on a blocking thread, so no async worker waits.
-    let append = {
-        let broker = Arc::clone(broker);
-        let topic = Arc::clone(&topic);
-        move || broker.produce_to_unflushed(&topic, Some(p), records, producer)
-    };
-    let produced = match maybe_blocking(broker.dispatch_lagging(), append).await {
+    // the group commit's fsync without holding a thread; while the
+    // dispatcher is over its lag bound the append awaits it likewise
+    // (`Broker::produce_awaiting`).
+    let produced = match broker
+        .produce_awaiting(&topic, Some(p), records, producer)
+        .await
+    {
         Ok(unflushed) => unflushed.durable().await.map_err(BrokerError::from),
         Err(e) => Err(e),
     };

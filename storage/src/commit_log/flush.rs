@@ -23,6 +23,14 @@ pub(super) struct FlushState {
     in_progress: bool,
     /// The highest position a [`FlushWait`] asked to see flushed.
     pub(super) requested: u64,
+    /// The sync flusher waits on `flush_wanted` (set and cleared under
+    /// this lock): only then does a request notify it. While it flushes
+    /// it looks at `requested` again before it waits, so a request then
+    /// needs no wake-up (a condvar's notify is a syscall even with nobody
+    /// waiting, and under load nearly every request arrives mid-flush).
+    pub(super) flusher_waiting: bool,
+    /// How many times a request woke the sleeping flusher (tests).
+    pub(super) flusher_wakeups: u64,
 }
 
 /// Longest the sync flusher sleeps without a request (a safety net: every
@@ -53,7 +61,10 @@ impl CommitLog {
         let mut st = lock(&self.flush_state);
         if st.requested < target {
             st.requested = target;
-            self.flush_wanted.notify_one();
+            if st.flusher_waiting {
+                st.flusher_wakeups += 1;
+                self.flush_wanted.notify_one();
+            }
         }
     }
 
@@ -88,11 +99,13 @@ impl CommitLog {
                 if wanted && !self.poisoned.load(Ordering::Acquire) {
                     break;
                 }
+                st.flusher_waiting = true;
                 st = self
                     .flush_wanted
                     .wait_timeout(st, SYNC_FLUSH_IDLE_WAIT)
                     .unwrap_or_else(|e| e.into_inner())
                     .0;
+                st.flusher_waiting = false;
             }
             drop(st);
             // A failure has poisoned the log and been logged; the waiters

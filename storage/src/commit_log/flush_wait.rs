@@ -437,6 +437,36 @@ mod tests {
         }
     }
 
+    /// A waiter's request wakes the sync flusher only while it sleeps:
+    /// while it flushes (what every request under load meets) the flusher
+    /// looks at the raised request before it sleeps again, so the
+    /// condvar's notify, a syscall even with nobody waiting, is skipped.
+    #[test]
+    fn a_request_wakes_the_flusher_only_while_it_sleeps() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = log(dir.path());
+        let woken = Arc::new(Mutex::new(Vec::new()));
+        let mut waits: Vec<(FlushWait, Waker)> = (1..=3)
+            .map(|t| (log.flush_wait(t * 10, LONG), recorder(t, &woken)))
+            .collect();
+        // No flusher sleeping (it flushes): the requests rise, unnotified.
+        for (wait, waker) in &mut waits {
+            assert!(poll(wait, waker).is_pending());
+        }
+        let state = |log: &CommitLog| {
+            let st = log.flush_state.lock().unwrap();
+            (st.requested, st.flusher_wakeups)
+        };
+        assert_eq!(state(&log), (30, 0));
+        // The flusher sleeps: the next higher request wakes it, once.
+        log.flush_state.lock().unwrap().flusher_waiting = true;
+        let mut higher = log.flush_wait(40, LONG);
+        assert!(poll(&mut higher, &recorder(4, &woken)).is_pending());
+        let mut lower = log.flush_wait(20, LONG);
+        assert!(poll(&mut lower, &recorder(5, &woken)).is_pending());
+        assert_eq!(state(&log), (40, 1));
+    }
+
     #[test]
     fn a_dropped_wait_leaves_the_list_and_a_repoll_keeps_one_entry() {
         let dir = tempfile::tempdir().unwrap();
