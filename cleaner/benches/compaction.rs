@@ -1007,7 +1007,7 @@ fn main() {
         );
     }
     println!(
-        "| offset map, bytes per key | {} B a slot, {:.2} B of buffer a key at load {} | Kafka {KAFKA_BYTES_PER_ENTRY} B, {:.2} B | | <= 20 B a slot |",
+        "| offset map, bytes per key | {} B a slot, {:.2} B of buffer a key at load {} | Kafka {KAFKA_BYTES_PER_ENTRY} B, {:.2} B | | <= 20 B of buffer a key |",
         BYTES_PER_ENTRY,
         filled_budget as f64 / filled.keys as f64,
         config.load_factor,

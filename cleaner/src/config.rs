@@ -140,8 +140,8 @@ mod tests {
             dedupe_buffer_bytes: 1024,
             ..CleanerConfig::default()
         };
-        edge(25).validate().unwrap();
-        assert!(edge(26).validate().is_err(), "39 bytes hold no key");
+        edge(32).validate().unwrap();
+        assert!(edge(33).validate().is_err(), "31 bytes hold no key");
     }
 
     #[test]

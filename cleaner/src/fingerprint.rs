@@ -1,31 +1,35 @@
-//! 128-bit key fingerprints for the offset map: SipHash-2-4 with its 128-bit
-//! output, under a secret key drawn per map.
+//! 64-bit key fingerprints for the offset map: SipHash-2-4 (its 64-bit
+//! output), under a secret key drawn per map.
 //!
 //! Invariants:
-//! - The output is exactly the reference SipHash-2-4-128 of Aumasson and
-//!   Bernstein (checked against the reference `vectors.h` below), so its
-//!   quality is the published one, not ours.
+//! - The output is exactly the reference SipHash-2-4 of Aumasson and
+//!   Bernstein (checked against the reference `vectors.h` below, both the
+//!   64-bit output used and the 128-bit one), so its quality is the
+//!   published one, not ours.
 //! - A map draws a fresh random key (see `random_key`), so nobody outside the
 //!   process can predict fingerprints.
 //!
+//! A fingerprint only finds a key's slot; it never decides alone that a
+//! record is superseded. The cleaner compares the key bytes of the record
+//! the slot points at before it drops anything (offset_map.rs, "Collisions"),
+//! so two keys with one fingerprint cost an extra record kept, never a live
+//! value. That is why 64 bits are enough where Kafka's MD5 needs 128.
+//!
 //! Why SipHash and not MurmurHash3 or MD5 (Kafka's choice): keys come from
-//! clients. Two keys with the same fingerprint make the cleaner believe the
-//! older one was superseded, and it silently deletes that key's live value.
-//! MurmurHash3 has published seed-independent multicollisions (Aumasson,
-//! Bernstein and Boßlet, "Hash-flooding DoS reloaded", 2012), so a producer
-//! could craft a key that erases someone else's. MD5 is slower, most of all
-//! on short keys (it always processes at least one 64-byte block). SipHash
-//! is a keyed PRF: without the secret key nobody can compute a fingerprint
-//! at all, let alone aim for a collision, and accidental collisions among n
-//! distinct keys have probability about n^2 / 2^129 (10^-26 for 100 million
-//! keys).
+//! clients. MurmurHash3 has published seed-independent multicollisions
+//! (Aumasson, Bernstein and Boßlet, "Hash-flooding DoS reloaded", 2012), so
+//! a producer could make many keys share one fingerprint, and their records
+//! would then be kept uncompacted and probed past on every lookup. MD5 is
+//! slower, most of all on short keys (it always processes at least one
+//! 64-byte block). SipHash is a keyed PRF: without the secret key nobody can
+//! compute a fingerprint at all, let alone aim for a collision; accidental
+//! collisions among n distinct keys have probability about n^2 / 2^65.
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 
-/// A key's 128-bit fingerprint, as the two little-endian halves of the
-/// SipHash-2-4-128 output.
-pub(crate) type Fingerprint = [u64; 2];
+/// A key's 64-bit fingerprint: the SipHash-2-4 (64-bit output) of the key.
+pub(crate) type Fingerprint = u64;
 
 /// SipHash state: the four 64-bit lanes.
 struct SipState {
@@ -110,7 +114,7 @@ fn siphash_2_4(key: &[u64; 2], msg: &[u8], wide: bool) -> [u64; 2] {
 /// The fingerprint of `msg` under `key`.
 #[inline]
 pub(crate) fn fingerprint(key: &[u64; 2], msg: &[u8]) -> Fingerprint {
-    siphash_2_4(key, msg, true)
+    siphash_2_4(key, msg, false)[0]
 }
 
 /// A fresh secret SipHash key. std's `RandomState` is seeded from the
@@ -164,7 +168,7 @@ mod tests {
             (63, "5150d1772f50834a503e069a973fbd7c"),
         ];
         for (len, expected) in vectors {
-            let [a, b] = fingerprint(&REFERENCE_KEY, &reference_message(len));
+            let [a, b] = siphash_2_4(&REFERENCE_KEY, &reference_message(len), true);
             let mut out = [0u8; 16];
             out[..8].copy_from_slice(&a.to_le_bytes());
             out[8..].copy_from_slice(&b.to_le_bytes());

@@ -9,11 +9,12 @@
 //! uncleanable segment (the active one, or one younger than
 //! `min.compaction.lag.ms`), and never past the copies whose CommitLog
 //! bytes it has made durable (see [`cleaner`]). It scans that range into an [`offset_map`] of
-//! key fingerprint → newest offset, bounded by its share of
+//! key fingerprint → place of the newest record, bounded by its share of
 //! `dedupe_buffer_bytes`; when the map fills, the pass ends early and the
 //! rest waits for the next pass. It then rewrites segments, in groups up to
 //! the segment size, keeping a record only if no newer record of its key
-//! exists (tombstones survive `delete.retention.ms`), writes each group to a
+//! exists (the key bytes compared, so a fingerprint collision only keeps
+//! extra records; tombstones survive `delete.retention.ms`), writes each group to a
 //! `.cleaned` file, renames it to `.swap`, swaps it in, drops the old files
 //! and renames into place, so a crash at any step is completed or rolled
 //! back at startup; finally it advances the checkpoint. Queue offsets never

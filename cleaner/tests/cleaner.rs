@@ -314,6 +314,77 @@ fn an_expired_tombstone_past_a_partial_map_stays_until_its_key_is_mapped() {
     assert_eq!(h.latest(0).keys().collect::<Vec<_>>(), ["b", "c", "d"]);
 }
 
+/// A map whose fingerprints collide for every key
+/// (`OffsetMap::with_colliding_fingerprints`, 0 bits): its one slot points
+/// at the newest record of all, whatever the key.
+fn all_colliding_map() -> OffsetMap {
+    OffsetMap::with_colliding_fingerprints(1 << 12, 0.9, 0).unwrap()
+}
+
+#[test]
+fn a_fingerprint_collision_keeps_extra_records_and_never_the_wrong_one_goes() {
+    let h = harness();
+    h.fill(0, 6, 4);
+    h.put(0, "k2", None);
+    h.put(0, "k4", Some("last"));
+    let want = h.latest(0);
+    let end = h.log(0).next_offset();
+    h.log(0).roll(h.now()).unwrap();
+    let (_, _, stats) = h.clean_with(&mut all_colliding_map()).unwrap();
+    // Only the newest record's own key could be deduplicated: every other
+    // key's records were kept, the newest of each among them.
+    assert_eq!(
+        h.latest(0),
+        want,
+        "every key's newest record, at its offset"
+    );
+    assert!(stats.collisions > 0, "{stats:?}");
+    assert!(stats.records_removed > 0, "k4's older records went");
+    assert!(h
+        .all(0)
+        .iter()
+        .all(|r| r.key().as_deref() != Some(b"k4".as_slice()) || r.offset.get() == end - 1));
+    // The checkpoint stayed below the kept records: a pass with a real map
+    // maps them again and compacts them.
+    assert_eq!(stats.collisions, 21, "all but k4's five records");
+    assert_eq!(h.cleaner.status("t")[0].checkpoint_offset, Some(0));
+    h.cleaner.request("t", false).unwrap();
+    let (_, _, stats) = h.clean().unwrap();
+    assert_eq!(stats.collisions, 0);
+    assert_eq!(h.latest(0), want);
+    assert_eq!(h.all(0).len(), 6, "one record per key");
+    assert_eq!(h.cleaner.status("t")[0].checkpoint_offset, Some(end));
+}
+
+#[test]
+fn a_fingerprint_collision_keeps_an_expired_tombstone_with_the_values_it_deletes() {
+    // A collision keeps a key's older value beside its tombstone. Were the
+    // tombstone then dropped as expired, the older value would come back.
+    let h = harness();
+    h.put(0, "a", Some("old"));
+    let tombstone = h.put(0, "a", None);
+    h.put(0, "b", Some("v"));
+    h.log(0).roll(h.now()).unwrap();
+    let (_, _, first) = h.clean_with(&mut all_colliding_map()).unwrap();
+    assert_eq!(first.collisions, 2, "{first:?}");
+    assert_eq!(h.all(0).len(), 3);
+    // The tombstone was stamped; its horizon passes.
+    h.clock.fetch_add(61_000, Ordering::SeqCst);
+    h.cleaner.request("t", false).unwrap();
+    h.clean_with(&mut all_colliding_map()).unwrap();
+    let latest = h.latest(0);
+    assert_eq!(
+        latest["a"],
+        (tombstone, None),
+        "key a came back: {latest:?}"
+    );
+    // A pass with a real map drops the tombstone and the value together.
+    h.cleaner.request("t", false).unwrap();
+    h.clean().unwrap();
+    assert_eq!(h.latest(0).keys().collect::<Vec<_>>(), ["b"]);
+    assert_eq!(h.all(0).len(), 1);
+}
+
 #[test]
 fn the_active_segment_and_young_segments_are_untouched() {
     let h = harness();

@@ -140,6 +140,9 @@ struct Coverage {
     recovery_cuts: u64,
     /// Passes that failed at each fault plan (index in `fault_plans`).
     failed_at: Vec<u64>,
+    /// Records passes kept because their fingerprint collided (the
+    /// colliding map's passes).
+    collisions: u64,
 }
 
 struct World {
@@ -153,6 +156,10 @@ struct World {
     faults: Arc<Faults>,
     topic: CompactTopicConfig,
     map: OffsetMap,
+    /// Some passes use a map whose fingerprints keep only a few bits, so
+    /// that keys collide (a collision may keep extra records, never lose
+    /// the newest of a key).
+    colliding: OffsetMap,
     logs: Arc<CompactedLogs>,
     store: Option<Store>,
     cleaner: Option<LogCleaner>,
@@ -203,6 +210,8 @@ impl World {
         };
         // About 6 keys, 27 keys, or plenty: small maps make partial passes.
         let map = OffsetMap::new(rng.pick(&[140, 600, 1 << 16]), 0.9).unwrap();
+        let colliding =
+            OffsetMap::with_colliding_fingerprints(1 << 12, 0.9, rng.pick(&[0, 1, 3])).unwrap();
         let skew = Arc::new(AtomicI64::new(0));
         let base_ms = tidelog_storage::types::now_ms() + 3_600_000;
         let faults = Arc::new(Faults::default());
@@ -219,6 +228,7 @@ impl World {
             faults,
             topic,
             map,
+            colliding,
             logs,
             store: None,
             cleaner: None,
@@ -529,6 +539,7 @@ impl World {
         p: u32,
         force: bool,
         roll: bool,
+        colliding: bool,
     ) -> tidelog_cleaner::Result<Option<RunStats>> {
         let cleaner = self.cleaner.as_ref().unwrap();
         let others: Vec<u32> = (0..PARTITIONS).filter(|&o| o != p).collect();
@@ -538,13 +549,21 @@ impl World {
         if force {
             cleaner.request(TOPIC, roll).unwrap();
         }
-        let res = cleaner.clean_once(&mut self.map);
+        let map = if colliding {
+            &mut self.colliding
+        } else {
+            &mut self.map
+        };
+        let res = cleaner.clean_once(map);
         for &o in &others {
             cleaner.resume(TOPIC, o);
         }
-        trace(|| format!("pass on {p} (forced {force}, roll {roll}): {res:?}"));
+        trace(|| {
+            format!("pass on {p} (forced {force}, roll {roll}, colliding {colliding}): {res:?}")
+        });
         if let Ok(Some((_, _, stats))) = &res {
             self.coverage.passes += 1;
+            self.coverage.collisions += stats.collisions;
             self.coverage.partial_passes += u64::from(stats.partial);
             self.coverage.records_removed += stats.records_removed;
         }
@@ -556,7 +575,8 @@ impl World {
         self.dispatched();
         let force = rng.chance(40);
         let roll = rng.chance(50);
-        if let Err(e) = self.pass_on(p, force, roll) {
+        let colliding = rng.chance(25);
+        if let Err(e) = self.pass_on(p, force, roll, colliding) {
             panic!("a pass failed: {e}: {}", self.context());
         }
     }
@@ -566,7 +586,7 @@ impl World {
         self.dispatched();
         self.faults.fail_after(plan.0, plan.1);
         trace(|| format!("fail at {plan:?}"));
-        if self.pass_on(p, true, true).is_err() {
+        if self.pass_on(p, true, true, false).is_err() {
             let i = fault_plans().iter().position(|&q| q == plan).unwrap();
             self.coverage.failed_at[i] += 1;
         }
@@ -588,7 +608,7 @@ impl World {
                     "did not converge: {}",
                     self.context()
                 );
-                match self.pass_on(p, true, roll) {
+                match self.pass_on(p, true, roll, false) {
                     Ok(Some(stats)) if !stats.partial => break,
                     Ok(_) => {}
                     Err(e) => panic!("a pass failed: {e}: {}", self.context()),
@@ -728,6 +748,7 @@ fn random_produce_clean_crash_and_fetch_match_the_model() {
         total.records_removed += c.records_removed;
         total.tombstones_gone += c.tombstones_gone;
         total.recovery_cuts += c.recovery_cuts;
+        total.collisions += c.collisions;
         for (t, n) in total.failed_at.iter_mut().zip(c.failed_at) {
             *t += n;
         }
@@ -741,6 +762,7 @@ fn random_produce_clean_crash_and_fetch_match_the_model() {
             "{total:?}"
         );
         assert!(total.recovery_cuts > 0, "{total:?}");
+        assert!(total.collisions > 0, "{total:?}");
         assert!(total.failed_at.iter().all(|&n| n > 0), "{total:?}");
     }
 }

@@ -216,14 +216,14 @@ fn check_config_and_serve_accept_and_refuse_the_same_files() {
         ),
         ("cleaner:\n  threads: 1000\n", Some("cleaner.threads")),
         // Every thread builds its offset map from its share of the buffer
-        // at start: 1024 / 25 = 40 bytes hold one key, 1024 / 26 none
+        // at start: 1024 / 32 = 32 bytes hold one key, 1024 / 33 none
         // (check-config used to accept it, and serve then failed to start).
         (
-            "store:\n  commitlog_segment_bytes: 65536\n{SMALL}cleaner:\n  threads: 25\n  dedupe_buffer_bytes: 1024\n",
+            "store:\n  commitlog_segment_bytes: 65536\n{SMALL}cleaner:\n  threads: 32\n  dedupe_buffer_bytes: 1024\n",
             None,
         ),
         (
-            "cleaner:\n  threads: 26\n  dedupe_buffer_bytes: 1024\n",
+            "cleaner:\n  threads: 33\n  dedupe_buffer_bytes: 1024\n",
             Some("cleaner.dedupe_buffer_bytes"),
         ),
         (

@@ -733,7 +733,7 @@ mod tests {
         };
         assert_eq!(reason_of(text), (key.to_string(), reason));
 
-        let text = "cleaner: {threads: 26, dedupe_buffer_bytes: 1024}\n";
+        let text = "cleaner: {threads: 33, dedupe_buffer_bytes: 1024}\n";
         let Err(CleanerError::InvalidConfig { setting, reason }) = parsed(text).cleaner.validate()
         else {
             panic!("the cleaner accepted {text:?}");

@@ -78,6 +78,10 @@ pub struct RunStats {
     pub end_offset: u64,
     /// The map filled before the dirty range ended.
     pub partial: bool,
+    /// Records kept only because their key's fingerprint was another key's
+    /// too (pass.rs, "Collisions"); the checkpoint stays below the first
+    /// in the mapped range, so the next pass compacts them.
+    pub collisions: u64,
     pub segments_cleaned: u64,
 }
 

@@ -1,15 +1,17 @@
 //! One cleaning pass over a log, after [`super::select`] picked it:
 //!
-//! 1. Build key fingerprint → newest offset over the dirty range, in the
-//!    thread's share of `dedupe_buffer_bytes`. If the map fills, the pass
-//!    covers only what it mapped (a partial pass); the next pass continues.
+//! 1. Build key fingerprint → place of the newest record over the dirty
+//!    range, in the thread's share of `dedupe_buffer_bytes`. If the map
+//!    fills, the pass covers only what it mapped (a partial pass); the next
+//!    pass continues.
 //! 2. Group the segments below the mapped end so a cleaned segment stays
 //!    under `segment.bytes`; rewrite each group keeping a record unless a
-//!    newer record of its key exists, or it is a tombstone whose delete
-//!    horizon has passed and that lies below the mapped end (past it, the
-//!    map may not know its key, whose older value this pass may keep: see
-//!    `keep`). A tombstone kept for the first time is stamped
-//!    with horizon now + `delete.retention.ms`.
+//!    newer record of its key exists (the key bytes compared, see
+//!    "Collisions"), or it is a tombstone whose delete horizon has passed
+//!    and that lies below the mapped end (past it, the map may not know its
+//!    key, whose older value this pass may keep: see `keep`). A tombstone
+//!    kept for the first time is stamped with horizon now +
+//!    `delete.retention.ms`.
 //! 3. Hand each group's `.cleaned` file to [`super::swap`]; the threads
 //!    then store the checkpoint at the mapped end.
 //!
@@ -17,12 +19,47 @@
 //! record count can fill ([`OffsetMap::clear_for`]); keys are hashed a batch
 //! ([`MAP_BATCH`]) ahead of their puts and lookups, with each home slot
 //! prefetched, so the batch's cache misses overlap; keys are borrowed from
-//! the read buffer, not counted references; and kept records go to the
-//! cleaned file in writes of about [`WRITE_BYTES`], not one write a record.
-//! Each record's CRC is checked once per read (the build and the rewrite each
-//! read it; the build's check is what lets a damaged key never reach the
-//! map), and written bytes are the read bytes, so nothing is re-encoded
-//! except the tombstones a pass stamps.
+//! the read buffer, which the reader reuses chunk after chunk (kept records
+//! are copied out of it at once, into the output buffer); and kept records
+//! go to the cleaned file in writes of about [`WRITE_BYTES`], not one write
+//! a record. The map build checks each record's CRC (what lets a damaged
+//! key never reach the map); the rewrite reads the dirty records again and
+//! checks everything but their CRC again (a sealed segment's bytes do not
+//! change), and the clean range's records in full. Written bytes are the read bytes,
+//! so nothing is re-encoded except the tombstones a pass stamps.
+//!
+//! # Places
+//!
+//! The map holds, per key, the *place* of its newest mapped record:
+//! `(1 + the segment's index among the dirty segments) << 40 | the record's
+//! byte position in it`. Places grow in log order, as offsets do, and say
+//! where the record is, so the rewrite can read its key (below). A record
+//! of a segment that is not dirty has place 0, before every mapped one; a
+//! place that does not fit (a segment past 2^40 bytes, or 2^24 dirty
+//! segments) ends the map build there, as a full map does.
+//!
+//! # Collisions
+//!
+//! The map stores 64-bit fingerprints, and two keys with one fingerprint
+//! share a slot, which holds the later of their newest records. So the map
+//! only nominates: the rewrite drops a record only when the slot points at
+//! a later place *and* the record there (read through a read-only mapping of
+//! the dirty segments, [`Segment::map_sealed`]) has the same key bytes. A
+//! record whose fingerprint collides with another key's is kept, whatever
+//! the map says: a collision keeps extra records, and never drops the
+//! newest record of a key. Why nothing else breaks:
+//! - A record kept by a collision is kept whole: an expired tombstone among
+//!   them is not dropped either, since the older values of its key may be
+//!   among the records the same collision kept.
+//! - Such a record in the mapped range lowers the checkpoint the pass stores
+//!   to its offset. The next pass maps from there with a new fingerprint key
+//!   (drawn per pass), so the key's extra records are then deduplicated.
+//! - So a record below the checkpoint was, in the pass that moved the
+//!   checkpoint past it, the newest of its key, and that pass compared every
+//!   older record of the key with it and dropped them (in the same group or
+//!   an earlier one: groups are swapped in log order). That is what lets an
+//!   expired tombstone below the checkpoint go although this pass's map does
+//!   not know its key (`keep`): no older value is left to come back.
 //!
 //! Durable copies only. The dispatcher copies a record into its compacted
 //! log as soon as the record is in the CommitLog's page cache, before the
@@ -44,15 +81,17 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
+use bytes::Bytes;
+
 use super::select::{cleanable, Cleanable};
 use super::{RunStats, Shared};
-use crate::compacted::format::CompactedRecord;
+use crate::compacted::format::{self, CompactedRecord};
 use crate::compacted::log::{lock, CompactedLog};
-use crate::compacted::segment::{Segment, SegmentReader, CLEANED_SUFFIX, LOG_SUFFIX};
+use crate::compacted::segment::{RecordMeta, Segment, SegmentReader, CLEANED_SUFFIX, LOG_SUFFIX};
 use crate::compacted::CompactTopicConfig;
 use crate::error::{CleanerError, CorruptionKind, Result};
 use crate::fault::FaultPoint;
-use crate::offset_map::{KeyHash, OffsetMap, PutOutcome};
+use crate::offset_map::{prefetch_line, KeyHash, OffsetMap, PutOutcome};
 use tidelog_storage::fs_util::offset_file_name;
 
 /// Keys hashed and prefetched ahead of their puts and lookups: enough
@@ -64,11 +103,81 @@ const MAP_BATCH: usize = 32;
 /// many bytes.
 const WRITE_BYTES: usize = 1 << 20;
 
-/// A kept record not yet written holds on to the read buffer it was sliced
-/// from (no copy). So they are also written once this many bytes were read
-/// since the first of them, which bounds the read buffers held to about
-/// this much (plus one), however few records a pass keeps.
-const HELD_READ_BYTES: u64 = 8 << 20;
+/// Bits of a place (module doc, "Places") that hold the byte position.
+const PLACE_POSITION_BITS: u32 = 40;
+
+/// The place of the record at byte `position` of the dirty segment number
+/// `ordinal`; `None` when it does not fit.
+fn place(ordinal: usize, position: u64) -> Option<u64> {
+    let segment = u64::try_from(ordinal).ok()?.checked_add(1)?;
+    if position >> PLACE_POSITION_BITS != 0 || segment >> (64 - PLACE_POSITION_BITS) != 0 {
+        return None;
+    }
+    Some(segment << PLACE_POSITION_BITS | position)
+}
+
+/// The dirty segments of a pass, mapped ([`Segment::map_sealed`]) to read
+/// the key of the record at a place (module doc, "Collisions"), and what
+/// the map build read of each.
+struct Places {
+    segments: Vec<Arc<Segment>>,
+    maps: Vec<Bytes>,
+    /// Per dirty segment, the bytes whose records the map build read (and
+    /// CRC-checked): the rewrite does not compute their CRCs again.
+    built: Vec<std::ops::Range<u64>>,
+}
+
+impl Places {
+    fn map(segments: Vec<Arc<Segment>>) -> Result<Places> {
+        let maps = segments
+            .iter()
+            .map(|s| s.map_sealed())
+            .collect::<Result<_>>()?;
+        let built = vec![0..0; segments.len()];
+        Ok(Places {
+            segments,
+            maps,
+            built,
+        })
+    }
+
+    /// A reader of `seg` for the rewrite, which does not check again the
+    /// CRCs the map build checked.
+    fn rewrite_reader<'s>(&self, seg: &'s Arc<Segment>) -> Result<SegmentReader<'s>> {
+        Ok(match self.ordinal(seg) {
+            Some(o) => seg.reader(0).checked_before(self.built[o].clone()),
+            None => seg.reader(0),
+        })
+    }
+
+    /// The index of `seg` among the dirty segments.
+    fn ordinal(&self, seg: &Arc<Segment>) -> Option<usize> {
+        self.segments.iter().position(|s| Arc::ptr_eq(s, seg))
+    }
+
+    /// The mapped bytes from the record at `place` to its segment's end.
+    fn bytes_at(&self, place: u64) -> Option<&[u8]> {
+        let ordinal = usize::try_from((place >> PLACE_POSITION_BITS).checked_sub(1)?).ok()?;
+        let position = usize::try_from(place & ((1 << PLACE_POSITION_BITS) - 1)).ok()?;
+        self.maps.get(ordinal)?.get(position..)
+    }
+
+    /// The key of the record at `place`: `None` for a place no record of
+    /// the pass has (never the case) or a record without a key.
+    fn key_at(&self, place: u64) -> Option<&[u8]> {
+        format::key_in(self.bytes_at(place)?)
+    }
+
+    /// Start loading the header and the start of the key of the record at
+    /// `place` into the cache (as `OffsetMap::prefetch` does for slots).
+    fn prefetch(&self, place: u64) {
+        if let Some(bytes) = self.bytes_at(place) {
+            let header = bytes.as_ptr();
+            prefetch_line(header);
+            prefetch_line(header.wrapping_add(format::HEADER_LEN));
+        }
+    }
+}
 
 /// A record whose key is hashed and whose home slot is being fetched.
 struct Hashed<T> {
@@ -167,14 +276,18 @@ impl Shared {
         let offsets = info.first_uncleanable.saturating_sub(info.first_dirty);
         map.clear_for(records.min(offsets));
         let mut batch: Vec<Hashed<(u64, u64)>> = Vec::with_capacity(MAP_BATCH);
-        'build: for seg in dirty {
-            let mut reader = seg.reader(seg.position_for(info.first_dirty));
+        let mut order = OffsetOrder::default();
+        let mut places = Places::map(dirty.iter().map(|s| Arc::clone(s)).collect())?;
+        'build: for (ordinal, seg) in dirty.iter().enumerate() {
+            let from = seg.position_for(info.first_dirty);
+            let mut reader = seg.reader(from);
             let mut range_ended = false;
             loop {
                 let at = reader.position();
                 let Some(rec) = self.read_counted(&mut reader, &mut stats)? else {
                     break;
                 };
+                places.built[ordinal] = from..reader.position();
                 let offset = rec.offset.get();
                 if offset >= info.first_uncleanable {
                     range_ended = true;
@@ -183,24 +296,29 @@ impl Shared {
                 if offset < info.first_dirty {
                     continue;
                 }
+                order.check(offset, seg, at)?;
                 let Some(key) = rec.key_slice() else { continue };
+                let Some(place) = place(ordinal, at) else {
+                    // Ends the build here, as a full map would.
+                    put_batch(map, &batch, &mut stats);
+                    stats.partial = true;
+                    break 'build;
+                };
                 let hash = map.hash(key);
                 map.prefetch(&hash);
                 batch.push(Hashed {
                     hash,
-                    item: (offset, at),
+                    item: (offset, place),
                 });
                 if batch.len() == MAP_BATCH {
-                    let complete = put_batch(map, &batch, seg, &mut stats)?;
+                    let complete = put_batch(map, &batch, &mut stats);
                     batch.clear();
                     if !complete {
                         break 'build;
                     }
                 }
             }
-            // The rest at each segment's end, so a record out of order is
-            // reported in its own segment.
-            let complete = put_batch(map, &batch, seg, &mut stats)?;
+            let complete = put_batch(map, &batch, &mut stats);
             batch.clear();
             if !complete || range_ended {
                 break;
@@ -208,6 +326,12 @@ impl Shared {
         }
         stats.keys = map.len() as u64;
         stats.map_utilization = map.utilization();
+        let mut lookup = Lookup {
+            map,
+            places,
+            newest: Vec::with_capacity(MAP_BATCH),
+            collision_floor: None,
+        };
         // 2. Which segments to rewrite: everything below the mapped end; on
         // a tombstone-only pass, everything cleanable.
         let upper = if info.tombstones_due {
@@ -238,11 +362,16 @@ impl Shared {
             }
         }
         for group in groups {
-            self.clean_group(log, cfg, &group, &segments, map, now, &mut stats)?;
+            self.clean_group(log, cfg, &group, &segments, &mut lookup, now, &mut stats)?;
             stats.segments_cleaned += group.len() as u64;
             if self.stop.load(Ordering::Acquire) {
                 break;
             }
+        }
+        // Records a collision kept uncompacted get mapped again by the next
+        // pass (module doc, "Collisions").
+        if let Some(floor) = lookup.collision_floor {
+            stats.end_offset = stats.end_offset.min(floor);
         }
         stats.duration_ms = began.elapsed().as_millis() as u64;
         Ok(stats)
@@ -255,7 +384,7 @@ impl Shared {
         cfg: &CompactTopicConfig,
         group: &[Arc<Segment>],
         all: &[Arc<Segment>],
-        map: &OffsetMap,
+        lookup: &mut Lookup<'_>,
         now: i64,
         stats: &mut RunStats,
     ) -> Result<()> {
@@ -285,48 +414,111 @@ impl Shared {
             base,
             first.created_ms(),
         )?);
-        let mut pending: Vec<Hashed<CompactedRecord>> = Vec::with_capacity(MAP_BATCH);
+        let mut pending: Vec<Hashed<(CompactedRecord, u64)>> = Vec::with_capacity(MAP_BATCH);
         let mut out = Written::default();
         for seg in group {
-            let mut reader = seg.reader(0);
-            while let Some(rec) = self.read_counted(&mut reader, stats)? {
+            let ordinal = lookup.places.ordinal(seg);
+            let mut reader = lookup.places.rewrite_reader(seg)?;
+            loop {
+                let at = reader.position();
+                let Some(rec) = self.read_counted(&mut reader, stats)? else {
+                    break;
+                };
+                // Past what places can say (the build stopped there): after
+                // every mapped record.
+                let own = ordinal.map_or(0, |o| place(o, at).unwrap_or(u64::MAX));
                 let hash = match rec.key_slice() {
-                    Some(key) => map.hash(key),
+                    Some(key) => lookup.map.hash(key),
                     // Keyless records are kept (`keep`); compact topics
                     // refuse them anyway. Any hash: it is not looked up.
-                    None => map.hash(&[]),
+                    None => lookup.map.hash(&[]),
                 };
-                map.prefetch(&hash);
-                pending.push(Hashed { hash, item: rec });
+                lookup.map.prefetch(&hash);
+                pending.push(Hashed {
+                    hash,
+                    item: (rec, own),
+                });
                 if pending.len() == MAP_BATCH {
-                    self.filter_batch(&mut pending, &mut out, map, cfg, now, stats);
-                    if out.due(stats) {
+                    self.filter_batch(&mut pending, &mut out, lookup, cfg, now, stats);
+                    if out.bytes.len() >= WRITE_BYTES {
                         self.write_kept(&cleaned, &cleaned_path, &mut out, stats)?;
                     }
                 }
             }
         }
-        self.filter_batch(&mut pending, &mut out, map, cfg, now, stats);
+        self.filter_batch(&mut pending, &mut out, lookup, cfg, now, stats);
         self.write_kept(&cleaned, &cleaned_path, &mut out, stats)?;
         self.swap(log, base, end, cleaned, &cleaned_path)
     }
 }
 
-/// Kept records not yet written to the cleaned file.
+/// Kept records not yet written to the cleaned file: their bytes, copied out
+/// of the read buffer (which the reader then reuses), and what the cleaned
+/// segment's index needs of each.
 #[derive(Default)]
 struct Written {
-    records: Vec<CompactedRecord>,
-    bytes: usize,
-    /// `RunStats::bytes_read` when the first of them was read.
-    read_mark: u64,
+    bytes: Vec<u8>,
+    records: Vec<RecordMeta>,
 }
 
-impl Written {
-    /// Whether to write now: enough for one large write, or holding on to
-    /// too much of what was read ([`HELD_READ_BYTES`]).
-    fn due(&self, stats: &RunStats) -> bool {
-        self.bytes >= WRITE_BYTES
-            || (!self.records.is_empty() && stats.bytes_read - self.read_mark >= HELD_READ_BYTES)
+/// The map of a pass and what its verdicts are checked against.
+struct Lookup<'a> {
+    map: &'a OffsetMap,
+    places: Places,
+    /// The map's answers for a batch (reused).
+    newest: Vec<Option<u64>>,
+    /// The lowest offset in the mapped range of a record kept only because
+    /// its fingerprint collided with another key's.
+    collision_floor: Option<u64>,
+}
+
+/// What the map says of a record being rewritten.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Verdict {
+    /// A later record of the same key (key bytes compared) exists.
+    Superseded,
+    /// The map's slot for its key points at this very record: every older
+    /// record of its key is dropped by this pass.
+    Newest,
+    /// Neither: a key the map does not hold, a record past the mapped
+    /// range, or a keyless record.
+    Unknown,
+    /// The slot points at a later record of another key with the same
+    /// fingerprint: kept whole (module doc, "Collisions").
+    Collided,
+}
+
+impl Lookup<'_> {
+    /// The verdict on `rec`, at place `own` (0: not in a dirty segment),
+    /// whose key's slot holds `newest`.
+    fn verdict(
+        &mut self,
+        rec: &CompactedRecord,
+        own: u64,
+        newest: Option<u64>,
+        stats: &mut RunStats,
+    ) -> Verdict {
+        let Some(key) = rec.key_slice() else {
+            return Verdict::Unknown;
+        };
+        match newest {
+            None => Verdict::Unknown,
+            Some(newest) if newest == own => Verdict::Newest,
+            Some(newest) if newest < own => Verdict::Unknown,
+            Some(newest) => {
+                if self.places.key_at(newest) == Some(key) {
+                    return Verdict::Superseded;
+                }
+                // Another key with this fingerprint (module doc).
+                stats.collisions += 1;
+                let offset = rec.offset.get();
+                if offset >= stats.first_dirty && offset < stats.end_offset {
+                    self.collision_floor =
+                        Some(self.collision_floor.map_or(offset, |f| f.min(offset)));
+                }
+                Verdict::Collided
+            }
+        }
     }
 }
 
@@ -335,16 +527,39 @@ impl Shared {
     /// the kept ones (tombstones stamped) to `out`.
     fn filter_batch(
         &self,
-        pending: &mut Vec<Hashed<CompactedRecord>>,
+        pending: &mut Vec<Hashed<(CompactedRecord, u64)>>,
         out: &mut Written,
-        map: &OffsetMap,
+        lookup: &mut Lookup<'_>,
         cfg: &CompactTopicConfig,
         now: i64,
         stats: &mut RunStats,
     ) {
-        for Hashed { hash, item: rec } in pending.drain(..) {
-            let latest = rec.key_slice().and_then(|_| map.get_hashed(&hash));
-            if !keep(&rec, latest, stats.end_offset, now) {
+        // The slots (prefetched when the records were read) first, then
+        // the records they point at, so the batch's misses on those overlap
+        // too; then the verdicts.
+        let mut newest = std::mem::take(&mut lookup.newest);
+        newest.clear();
+        for Hashed {
+            hash,
+            item: (_, own),
+        } in pending.iter()
+        {
+            let found = lookup.map.get_hashed(hash);
+            if let Some(place) = found.filter(|place| place > own) {
+                lookup.places.prefetch(place);
+            }
+            newest.push(found);
+        }
+        for (
+            Hashed {
+                hash: _,
+                item: (rec, own),
+            },
+            found,
+        ) in pending.drain(..).zip(newest.drain(..))
+        {
+            let verdict = lookup.verdict(&rec, own, found, stats);
+            if !keep(&rec, verdict, stats.end_offset, now) {
                 stats.records_removed += 1;
                 continue;
             }
@@ -353,12 +568,10 @@ impl Shared {
             } else {
                 rec
             };
-            if out.records.is_empty() {
-                out.read_mark = stats.bytes_read;
-            }
-            out.bytes += rec.len();
-            out.records.push(rec);
+            out.bytes.extend_from_slice(rec.raw());
+            out.records.push(RecordMeta::from(&rec));
         }
+        lookup.newest = newest;
     }
 
     /// Append `out`'s records to the cleaned segment in one write.
@@ -373,64 +586,75 @@ impl Shared {
             return Ok(());
         }
         self.fault(FaultPoint::WriteCleaned, cleaned_path)?;
-        cleaned.append_batch(&out.records)?;
+        cleaned.append_encoded(&out.bytes, &out.records)?;
         stats.records_kept += out.records.len() as u64;
-        stats.bytes_written += out.bytes as u64;
-        self.throttle.account(out.bytes as u64);
+        stats.bytes_written += out.bytes.len() as u64;
+        self.throttle.account(out.bytes.len() as u64);
         out.records.clear();
-        out.bytes = 0;
+        out.bytes.clear();
         Ok(())
     }
 }
 
-/// Put a batch of hashed keys, `(offset, byte position)` each, in order, as
-/// single puts would: `Ok(false)` where the map filled (the pass is partial
-/// and covers the records before that one), an error for a record out of
-/// order.
-fn put_batch(
-    map: &mut OffsetMap,
-    batch: &[Hashed<(u64, u64)>],
-    seg: &Segment,
-    stats: &mut RunStats,
-) -> Result<bool> {
+/// Put a batch of hashed keys, `(offset, place)` each, in order, as single
+/// puts would: `false` where the map filled (the pass is partial and covers
+/// the records before that one).
+fn put_batch(map: &mut OffsetMap, batch: &[Hashed<(u64, u64)>], stats: &mut RunStats) -> bool {
     for Hashed {
         hash,
-        item: (offset, at),
+        item: (offset, place),
     } in batch
     {
-        match map.put_hashed(hash, *offset) {
+        match map.put_hashed(hash, *place) {
             PutOutcome::Stored => stats.end_offset = offset + 1,
             PutOutcome::Full => {
                 stats.partial = true;
-                return Ok(false);
-            }
-            PutOutcome::BelowBase => {
-                return Err(seg.corrupt(*at, CorruptionKind::OffsetOrder { offset: *offset }));
+                return false;
             }
         }
     }
-    Ok(true)
+    true
+}
+
+/// The map build's check that offsets grow along the dirty range: places
+/// must grow as offsets do, or "later place" would not mean "newer".
+#[derive(Default)]
+struct OffsetOrder {
+    last: Option<u64>,
+}
+
+impl OffsetOrder {
+    fn check(&mut self, offset: u64, seg: &Segment, at: u64) -> Result<()> {
+        if self.last.is_some_and(|last| offset <= last) {
+            return Err(seg.corrupt(at, CorruptionKind::OffsetOrder { offset }));
+        }
+        self.last = Some(offset);
+        Ok(())
+    }
 }
 
 /// Kafka's retention rule for a record being rewritten by a pass whose map
-/// covers the offsets below `mapped_end`; `latest` is the map's newest offset
-/// of its key.
+/// covers the offsets below `mapped_end`; `verdict` is what the map says of
+/// it (see [`Lookup::verdict`]).
 ///
 /// An expired tombstone goes only if it is below `mapped_end`. Then every
 /// older record of its key goes in the same pass or went before: the map of
 /// this pass or of an earlier one (the mapped ranges follow each other from
 /// the checkpoint) holds the key at the tombstone's offset or later, and
-/// every pass rewrites the log from its start. A tombstone past the mapped
+/// every pass rewrites the log from its start (with collisions: module doc,
+/// "Collisions"). A tombstone past the mapped
 /// end (in the segment where a full map stopped, or one a tombstone pass
 /// reaches) is kept: this map may not know its key, so an older value of
 /// the key can be kept by this pass, and dropping the tombstone would bring
 /// the deleted key back. A later pass maps it and drops both.
-fn keep(rec: &CompactedRecord, latest: Option<u64>, mapped_end: u64, now: i64) -> bool {
+fn keep(rec: &CompactedRecord, verdict: Verdict, mapped_end: u64, now: i64) -> bool {
     if rec.key_slice().is_none() {
         return true;
     }
-    if latest.is_some_and(|latest| latest > rec.offset.get()) {
-        return false; // a newer record of this key exists
+    match verdict {
+        Verdict::Superseded => return false, // a newer record of this key exists
+        Verdict::Collided => return true,    // kept whole (module doc)
+        Verdict::Newest | Verdict::Unknown => {}
     }
     if rec.is_tombstone()
         && rec.delete_horizon_ms != 0

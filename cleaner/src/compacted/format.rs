@@ -292,9 +292,36 @@ pub enum Decoded {
     Record(CompactedRecord),
 }
 
+/// The key of the record at the start of `raw`, read from its header alone:
+/// no CRC check, so only for bytes already decoded once (the cleaner reads
+/// the key of a record its map build checked, through a mapping of the same
+/// sealed segment). `None` for a keyless record or bytes that do not hold
+/// the key their header claims, never a panic.
+pub fn key_in(raw: &[u8]) -> Option<&[u8]> {
+    if raw.len() < HEADER_LEN || raw[OFF_FLAGS] & FLAG_HAS_KEY == 0 {
+        return None;
+    }
+    let total = get_u32(raw, OFF_TOTAL_LEN) as usize;
+    let key_len = get_u32(raw, OFF_KEY_LEN) as usize;
+    let end = HEADER_LEN.checked_add(key_len)?;
+    if end > total || total > raw.len() {
+        return None;
+    }
+    Some(&raw[HEADER_LEN..end])
+}
+
 /// Decode the record at the start of `buf` (which runs to the end of the
 /// readable bytes), fully checked.
 pub fn decode(buf: &Bytes) -> Result<Decoded, Invalid> {
+    decode_checked(buf, true)
+}
+
+/// [`decode`], with the CRC check when `check_crc`; every other check is
+/// made either way. Without it only for bytes that [`decode`] accepted
+/// before and that cannot have changed since: a cleaning pass reads each
+/// dirty record twice through one mapping of a sealed segment, and its map
+/// build checked the CRC (cleaner/pass.rs).
+pub fn decode_checked(buf: &Bytes, check_crc: bool) -> Result<Decoded, Invalid> {
     if buf.len() < U32_LEN || get_u32(buf, OFF_TOTAL_LEN) == 0 {
         return if buf.iter().take(HEADER_LEN).all(|&b| b == 0) {
             Ok(Decoded::End)
@@ -319,10 +346,12 @@ pub fn decode(buf: &Bytes) -> Result<Decoded, Invalid> {
     if magic != MAGIC || (version != VERSION && version != VERSION_1) {
         return Err(Invalid::BadMagic { magic, version });
     }
-    let stored = get_u32(&b, OFF_CRC);
-    let computed = crc32c::crc32c(&b[CRC_START..]);
-    if stored != computed {
-        return Err(Invalid::CrcMismatch { stored, computed });
+    if check_crc {
+        let stored = get_u32(&b, OFF_CRC);
+        let computed = crc32c::crc32c(&b[CRC_START..]);
+        if stored != computed {
+            return Err(Invalid::CrcMismatch { stored, computed });
+        }
     }
     let flags = b[OFF_FLAGS];
     if flags & !(FLAG_HAS_KEY | FLAG_HAS_VALUE) != 0 {
@@ -660,5 +689,48 @@ mod tests {
         }
         assert_eq!(decode(&Bytes::from(vec![0u8; 100])), Ok(Decoded::End));
         assert_eq!(decode(&Bytes::new()), Ok(Decoded::End));
+    }
+
+    #[test]
+    fn key_in_reads_the_key_from_the_header_and_never_panics() {
+        let enc = encode(&fields(Some(b"key"), Some(b"value"), &[], 0));
+        assert_eq!(key_in(&enc), Some(&b"key"[..]));
+        // Followed by more bytes (the rest of a segment): the same key.
+        let mut more = enc.clone();
+        more.extend_from_slice(&enc);
+        assert_eq!(key_in(&more), Some(&b"key"[..]));
+        assert_eq!(
+            key_in(&encode(&fields(Some(b""), None, &[], 0))),
+            Some(&b""[..])
+        );
+        assert_eq!(key_in(&encode(&fields(None, Some(b"v"), &[], 0))), None);
+        // Cut anywhere, or a key length past the record: no key, no panic.
+        for cut in 0..enc.len() {
+            assert_eq!(key_in(&enc[..cut]), None, "cut at {cut}");
+        }
+        let mut bad = enc.clone();
+        put_u32(&mut bad, OFF_KEY_LEN, u32::MAX);
+        assert_eq!(key_in(&bad), None);
+    }
+
+    #[test]
+    fn decode_without_the_crc_check_checks_everything_else() {
+        let enc = encode(&fields(Some(b"key"), Some(b"value"), &[], 0));
+        let mut bad_crc = enc.clone();
+        let last = bad_crc.len() - 1;
+        bad_crc[last] ^= 1;
+        let bad_crc = Bytes::from(bad_crc);
+        assert!(matches!(decode(&bad_crc), Err(Invalid::CrcMismatch { .. })));
+        assert!(matches!(
+            decode_checked(&bad_crc, false),
+            Ok(Decoded::Record(_))
+        ));
+        let mut bad_magic = enc.clone();
+        bad_magic[OFF_MAGIC] ^= 1;
+        assert!(matches!(
+            decode_checked(&Bytes::from(bad_magic), false),
+            Err(Invalid::BadMagic { .. })
+        ));
+        assert!(decode_checked(&Bytes::copy_from_slice(&enc[..enc.len() - 1]), false).is_err());
     }
 }

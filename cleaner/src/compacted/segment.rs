@@ -368,6 +368,23 @@ impl Segment {
         index.last().map(|e| e.running_max_ts_ms)
     }
 
+    /// The sealed segment's bytes, mapped read-only (empty when it is): a
+    /// cleaning pass reads the keys its map points at through it, a key at
+    /// a time in no order, where a positioned read per key would cost a
+    /// system call each.
+    pub(crate) fn map_sealed(&self) -> Result<Bytes> {
+        if self.is_empty() {
+            return Ok(Bytes::new());
+        }
+        // SAFETY: the mapping is read-only and only of a sealed segment,
+        // whose bytes are never written again (module invariants), and
+        // whose file is never cut while the process runs: only recovery
+        // truncates, when the log opens, before any cleaner starts. A
+        // segment deleted by a swap keeps its data while mapped (Unix).
+        let map = unsafe { memmap2::Mmap::map(&self.file) }.map_err(|e| io_err(&self.path(), e))?;
+        Ok(Bytes::from_owner(map))
+    }
+
     /// A sequential reader from byte `pos`.
     pub fn reader(&self, pos: u64) -> SegmentReader<'_> {
         SegmentReader {
@@ -376,6 +393,7 @@ impl Segment {
             end: self.len(),
             buf: Bytes::new(),
             buf_start: pos,
+            checked: 0..0,
         }
     }
 }
@@ -404,9 +422,20 @@ pub struct SegmentReader<'a> {
     end: u64,
     buf: Bytes,
     buf_start: u64,
+    /// Records starting in this byte range were CRC-checked before
+    /// ([`SegmentReader::checked_before`]).
+    checked: std::ops::Range<u64>,
 }
 
 impl SegmentReader<'_> {
+    /// Records that start in `range` of this sealed segment were read and
+    /// CRC-checked already: their CRC is not computed again (every other
+    /// check still is). A sealed segment's bytes do not change.
+    pub(crate) fn checked_before(mut self, range: std::ops::Range<u64>) -> Self {
+        self.checked = range;
+        self
+    }
+
     /// Byte position of the next record.
     pub fn position(&self) -> u64 {
         self.pos
@@ -418,7 +447,22 @@ impl SegmentReader<'_> {
             return Ok(());
         }
         let want = need.max(READ_CHUNK).min((self.end - self.pos) as usize);
-        let mut b = BytesMut::zeroed(want);
+        // Reuse the previous chunk's memory when no record read from it is
+        // still held (the cleaner's passes drop or copy every record before
+        // reading on): a fresh zeroed chunk per read was the largest cost
+        // of a pass (page faults and zeroing of new memory). Only a grown
+        // tail is zeroed; the bytes are overwritten by the read anyway.
+        let mut b = match std::mem::take(&mut self.buf).try_into_mut() {
+            Ok(mut b) => {
+                if b.len() >= want {
+                    b.truncate(want);
+                } else {
+                    b.resize(want, 0);
+                }
+                b
+            }
+            Err(_) => BytesMut::zeroed(want),
+        };
         self.seg
             .file
             .read_exact_at(&mut b, self.pos)
@@ -452,14 +496,24 @@ impl SegmentReader<'_> {
         }
         let at = (self.pos - self.buf_start) as usize;
         let avail = self.buf.slice(at..self.buf.len().min(at + remaining));
-        let decoded = format::decode(&avail).map_err(|why| self.seg.corrupt(self.pos, why))?;
-        match decoded {
-            Decoded::End => Err(self.seg.corrupt(self.pos, CorruptionKind::Zeros)),
-            Decoded::Record(r) => {
-                self.pos += r.len() as u64;
-                Ok(Some(r))
-            }
-        }
+        let check_crc = !self.checked.contains(&self.pos);
+        let r = decode_checked_at(self.seg, self.pos, &avail, check_crc)?;
+        self.pos += r.len() as u64;
+        Ok(Some(r))
+    }
+}
+
+/// The record at the start of `avail`, byte `pos` of `seg`, its CRC checked
+/// when `check_crc`; what is not a record is corruption there.
+fn decode_checked_at(
+    seg: &Segment,
+    pos: u64,
+    avail: &Bytes,
+    check_crc: bool,
+) -> Result<CompactedRecord> {
+    match format::decode_checked(avail, check_crc).map_err(|why| seg.corrupt(pos, why))? {
+        Decoded::End => Err(seg.corrupt(pos, CorruptionKind::Zeros)),
+        Decoded::Record(r) => Ok(r),
     }
 }
 
@@ -541,6 +595,74 @@ mod tests {
         assert_eq!(seg.len(), good_len);
         assert_eq!(std::fs::metadata(&path).unwrap().len(), good_len);
         assert_eq!(seg.stats().last_offset, Some(4));
+    }
+
+    /// A reader reuses its chunk's memory once no record read from it is
+    /// held, and never while one is (the record's bytes must not change).
+    #[test]
+    fn the_read_buffer_is_reused_only_when_free() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("00000000000000000000.log");
+        let seg = Segment::create(path, 0, 0).unwrap();
+        let big = "x".repeat(100 << 10);
+        for o in 0..8 {
+            seg.append(&rec(o, &format!("k{o}"), Some(&big))).unwrap();
+        }
+        // Each record is ~100 KiB: a 256 KiB chunk holds two.
+        let mut r = seg.reader(0);
+        let first = r.next_record().unwrap().unwrap();
+        let chunk = r.buf.as_ptr();
+        let held = first.clone();
+        drop(first);
+        r.next_record().unwrap().unwrap();
+        // The third needs a new chunk: `held` still points into the first.
+        let third = r.next_record().unwrap().unwrap();
+        assert_ne!(r.buf.as_ptr(), chunk, "a held record's chunk is not reused");
+        assert_eq!(held.offset.get(), 0);
+        assert_eq!(held.value_slice().map(<[u8]>::len), Some(big.len()));
+        let second_chunk = r.buf.as_ptr();
+        drop(third);
+        let mut offsets = vec![];
+        while let Some(rec) = r.next_record().unwrap() {
+            offsets.push(rec.offset.get());
+        }
+        assert_eq!(offsets, (3..8).collect::<Vec<_>>());
+        assert_eq!(r.buf.as_ptr(), second_chunk, "a free chunk is reused");
+    }
+
+    /// A reader told which records were CRC-checked before skips only
+    /// their CRC: a damaged CRC there is not seen, everywhere else it is,
+    /// and every other check is made.
+    #[test]
+    fn records_checked_before_skip_only_their_crc() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("00000000000000000000.log");
+        let seg = Segment::create(path.clone(), 0, 0).unwrap();
+        for o in 0..4 {
+            seg.append(&rec(o, "k", Some("value"))).unwrap();
+        }
+        let len = rec(0, "k", Some("value")).len() as u64;
+        // Damage the value (under the CRC only) of records 1 and 3.
+        let f = OpenOptions::new().write(true).open(&path).unwrap();
+        for r in [1, 3] {
+            f.write_all_at(b"X", r * len + len - 1).unwrap();
+        }
+        let mut reader = seg.reader(0).checked_before(len..2 * len);
+        for o in 0..3 {
+            assert_eq!(reader.next_record().unwrap().unwrap().offset.get(), o);
+        }
+        assert!(matches!(
+            reader.next_record(),
+            Err(CleanerError::Corruption { at: Location::Byte(p), .. }) if p == 3 * len
+        ));
+        assert!(seg.reader(len).next_record().is_err(), "checked by default");
+        // The map at `map_sealed` holds the same bytes.
+        assert_eq!(seg.map_sealed().unwrap().len() as u64, 4 * len);
+        assert!(Segment::create(dir.path().join("e.log"), 0, 0)
+            .unwrap()
+            .map_sealed()
+            .unwrap()
+            .is_empty());
     }
 
     /// A read that fails is an I/O error, not damage: the reader says so,
