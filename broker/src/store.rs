@@ -22,3 +22,9 @@ pub use tidelog_storage::{
 ///
 /// [`PartitionRef::listen`]: crate::read::PartitionRef::listen
 pub use tidelog_storage::EventListener;
+
+/// A read that hands each record on as it is read
+/// ([`PartitionRef::read_into`]), and the records it hands on.
+///
+/// [`PartitionRef::read_into`]: crate::read::PartitionRef::read_into
+pub use tidelog_storage::{ReadSink, StoredRecord};

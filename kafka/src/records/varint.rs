@@ -107,6 +107,58 @@ fn put_unsigned(out: &mut Vec<u8>, mut value: u64) {
     out.push(value as u8);
 }
 
+/// A few varints and bytes gathered on the stack, to be appended to a
+/// buffer in one copy (a record's fields before its key: a push per byte
+/// checks the buffer's capacity each time).
+pub struct Staged {
+    buf: [u8; STAGED_MAX],
+    len: usize,
+}
+
+/// What [`Staged`] holds: a record's length, attributes, timestamp delta,
+/// offset delta and key length take at most 5 + 1 + 10 + 5 + 5 bytes.
+const STAGED_MAX: usize = 32;
+
+impl Staged {
+    pub fn new() -> Staged {
+        Staged {
+            buf: [0; STAGED_MAX],
+            len: 0,
+        }
+    }
+
+    pub fn u8(&mut self, b: u8) {
+        self.buf[self.len] = b;
+        self.len += 1;
+    }
+
+    pub fn varint(&mut self, value: i32) {
+        self.unsigned(u64::from(((value << 1) ^ (value >> 31)) as u32));
+    }
+
+    pub fn varlong(&mut self, value: i64) {
+        self.unsigned(((value << 1) ^ (value >> 63)) as u64);
+    }
+
+    fn unsigned(&mut self, mut value: u64) {
+        while value >= 0x80 {
+            self.u8((value as u8) | 0x80);
+            value >>= 7;
+        }
+        self.u8(value as u8);
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+impl Default for Staged {
+    fn default() -> Staged {
+        Staged::new()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
