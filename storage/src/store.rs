@@ -780,7 +780,9 @@ impl Store {
         let mut segment = crate::commit_log::ReadCache::default();
         while offset < end && count < max_records {
             // The record after the one just read is usually the next of its
-            // entry, found without the queue.
+            // entry, found without the queue. Only an entry this read
+            // found is looked in (`segment` is its own), so a sink that
+            // comes holding another partition's record is never followed.
             let after_last = sink
                 .last()
                 .filter(|last| last.queue_offset().get() + 1 == offset);
@@ -788,6 +790,9 @@ impl Store {
                 Some(last) => self.inner.log.next_in_entry(last, &segment)?,
                 None => None,
             };
+            // A record of the entry of the one before has its topic and
+            // partition (the entry's), checked with that one.
+            let entry_checked = rec.is_some();
             let rec = match rec {
                 Some(rec) => Some(rec),
                 None => match q.get_cached(offset, &mut queue_cursor)? {
@@ -817,8 +822,8 @@ impl Store {
                 continue;
             };
             if rec.queue_offset().get() != offset
-                || rec.topic_bytes() != topic.as_bytes()
-                || rec.partition() != partition
+                || !entry_checked
+                    && (rec.topic_bytes() != topic.as_bytes() || rec.partition() != partition)
             {
                 // Bytes the reads do not CRC-check disagree with the
                 // queue: damage in the log (or the queue), reported as such.

@@ -462,4 +462,20 @@ fn read_into_a_sink_keeping_only_the_last_record_reads_what_read_collects() {
             assert_eq!(next.get(), from + collected.len() as u64);
         }
     }
+    // A sink that comes holding a record of another partition's read: the
+    // next read never takes the rest of that record's entry for its own.
+    store
+        .append(&[record("u", 0, "u0"), record("u", 0, "u1")])
+        .unwrap();
+    assert!(store.wait_dispatched(Duration::from_secs(10)));
+    let mut sink = LastOnly::default();
+    store
+        .read_into("t", 0, QueueOffset::new(0), 1, usize::MAX, &mut sink)
+        .unwrap();
+    let next = store
+        .read_into("u", 0, QueueOffset::new(1), 10, usize::MAX, &mut sink)
+        .unwrap();
+    assert_eq!(next.get(), 2);
+    assert_eq!(sink.seen.len(), 2);
+    assert_eq!(sink.seen[1].1.as_deref(), Some(&b"u1"[..]));
 }

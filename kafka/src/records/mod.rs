@@ -26,7 +26,7 @@ use tidelog_broker::read::RecordRef;
 use tidelog_broker::store::Header;
 
 use crate::error::RecordError;
-use varint::{put_varint, varint_len, varlong_len, Cursor, Staged};
+use varint::{varint_len, varlong_len, Cursor, SliceWriter};
 
 /// baseOffset (8) and batchLength (4): what precedes the counted bytes.
 const LOG_OVERHEAD: usize = 12;
@@ -389,25 +389,22 @@ impl BatchBuilder {
             + bytes_len(value)
             + varint_len(header_count)
             + headers_len;
-        out.reserve(length + 5);
-        // The fields before the key in one copy, the rest as they come.
-        let mut staged = Staged::new();
-        staged.varint(length as i32);
-        staged.u8(0);
-        staged.varlong(timestamp_delta);
-        staged.varint(delta);
-        stage_len(&mut staged, key);
-        out.extend_from_slice(staged.as_slice());
-        out.extend_from_slice(key.unwrap_or_default());
-        let mut staged = Staged::new();
-        stage_len(&mut staged, value);
-        out.extend_from_slice(staged.as_slice());
-        out.extend_from_slice(value.unwrap_or_default());
-        put_varint(out, header_count);
+        // The record's exact bytes, then each field stored into them.
+        let at = out.len();
+        out.resize(at + varint_len(length as i32) + length, 0);
+        let mut w = SliceWriter::new(&mut out[at..]);
+        w.varint(length as i32);
+        w.u8(0);
+        w.varlong(timestamp_delta);
+        w.varint(delta);
+        write_bytes(&mut w, key);
+        write_bytes(&mut w, value);
+        w.varint(header_count);
         for (name, value) in headers {
-            put_bytes(out, Some(name));
-            put_bytes(out, value);
+            write_bytes(&mut w, Some(name));
+            write_bytes(&mut w, value);
         }
+        debug_assert_eq!(at + w.written(), out.len());
         self.max_timestamp = self.max_timestamp.max(timestamp_ms);
         self.last_delta = delta;
         self.count += 1;
@@ -494,7 +491,7 @@ impl BatchHeader {
     }
 }
 
-/// The bytes `put_bytes` writes for `value`.
+/// The bytes `write_bytes` writes for `value`.
 fn bytes_len(value: Option<&[u8]>) -> usize {
     match value {
         None => varint_len(-1),
@@ -502,17 +499,13 @@ fn bytes_len(value: Option<&[u8]>) -> usize {
     }
 }
 
-/// The length `put_bytes` writes before `value`'s bytes.
-fn stage_len(staged: &mut Staged, value: Option<&[u8]>) {
-    staged.varint(value.map_or(-1, |v| v.len() as i32));
-}
-
-fn put_bytes(out: &mut Vec<u8>, value: Option<&[u8]>) {
+/// `value` as a record field: its varint length (-1: null), its bytes.
+fn write_bytes(w: &mut SliceWriter<'_>, value: Option<&[u8]>) {
     match value {
-        None => put_varint(out, -1),
+        None => w.varint(-1),
         Some(v) => {
-            put_varint(out, v.len() as i32);
-            out.extend_from_slice(v);
+            w.varint(v.len() as i32);
+            w.bytes(v);
         }
     }
 }
