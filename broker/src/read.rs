@@ -30,7 +30,7 @@
 use std::sync::{Arc, OnceLock};
 
 use tidelog_cleaner::{CompactedLog, CompactedRecord};
-use tidelog_storage::{EventListener, Header, PhysicalOffset, QueueOffset, StoredRecord};
+use tidelog_storage::{EventListener, Header, PhysicalOffset, QueueOffset, ReadSink, StoredRecord};
 use tidelog_tiered::RemoteRecord;
 
 use crate::broker::Broker;
@@ -386,6 +386,32 @@ impl PartitionRef {
             },
             next_offset,
         })
+    }
+
+    /// [`read`](Self::read) of a partition that is not compact, each
+    /// record handed to `sink` as it is read (see `Store::read_into`):
+    /// where the next read starts, or `None` for a compact partition,
+    /// whose records come from its compacted log (use `read`).
+    pub fn read_into(
+        &self,
+        from: u64,
+        max_records: usize,
+        max_bytes: usize,
+        sink: &mut impl ReadSink,
+    ) -> Result<Option<u64>, BrokerError> {
+        if self.compacted.is_some() {
+            return Ok(None);
+        }
+        let from = from.max(self.topic.base_offset(self.partition));
+        let next = self.broker.store.read_into(
+            &self.topic.name,
+            self.partition,
+            QueueOffset::new(from),
+            max_records,
+            max_bytes,
+            sink,
+        )?;
+        Ok(Some(next.get()))
     }
 
     /// For a long-poll after a read found nothing at or after `from`: a

@@ -29,7 +29,9 @@ pub mod test_rng;
 pub mod time_index;
 pub mod types;
 
-pub use commit_log::{AppendRecord, Appended, FlushWait, Header, StoredRecord, Unflushed};
+pub use commit_log::{
+    AppendRecord, Appended, FlushWait, Header, ReadSink, StoredRecord, Unflushed,
+};
 pub use config::{FlushMode, RecoveryMode, StoreConfig};
 pub use consume_queue::DeletedRecords;
 pub use dispatch::{DispatchSink, DISPATCH_LAG_MAX_BYTES};

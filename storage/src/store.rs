@@ -25,7 +25,7 @@ use event_listener::EventListener;
 
 use crate::checkpoint::Checkpoint;
 use crate::commit_log::{
-    AppendRecord, Appended, CommitLog, LogAppend, NextOffsets, StoredRecord, Unflushed,
+    AppendRecord, Appended, CommitLog, LogAppend, NextOffsets, ReadSink, StoredRecord, Unflushed,
 };
 use crate::config::{FlushMode, StoreConfig};
 use crate::consume_queue::{ConsumeQueues, DeletedRecords};
@@ -796,34 +796,54 @@ impl Store {
         max_records: usize,
         max_bytes: usize,
     ) -> Result<ReadResult> {
+        let mut records = Vec::new();
+        let next_offset =
+            self.read_into(topic, partition, from, max_records, max_bytes, &mut records)?;
+        Ok(ReadResult {
+            records,
+            next_offset,
+        })
+    }
+
+    /// [`Store::read`], each record handed to `sink` as it is read rather
+    /// than collected (a Kafka fetch encodes it into its batch at once);
+    /// returns where the next read starts.
+    pub fn read_into(
+        &self,
+        topic: &str,
+        partition: u32,
+        from: QueueOffset,
+        max_records: usize,
+        max_bytes: usize,
+        sink: &mut impl ReadSink,
+    ) -> Result<QueueOffset> {
         let Some(q) = self.inner.queues.get(topic, partition) else {
-            return Ok(ReadResult {
-                records: Vec::new(),
-                next_offset: from,
-            });
+            return Ok(from);
         };
         let start = from.get().max(q.min_offset());
         let end = q.max_offset();
         let wanted = usize::try_from(end.saturating_sub(start)).unwrap_or(usize::MAX);
-        let mut out = ReadResult {
-            records: Vec::with_capacity(wanted.min(max_records).min(READ_RESERVE_MAX)),
-            next_offset: QueueOffset::new(start),
-        };
+        sink.reserve(wanted.min(max_records).min(READ_RESERVE_MAX));
+        let mut count = 0usize;
         let mut bytes = 0usize;
         let mut offset = start;
         let mut queue_cursor = crate::consume_queue::QueueCursor::default();
         let mut segment = crate::commit_log::ReadCache::default();
-        while offset < end && out.records.len() < max_records {
+        while offset < end && count < max_records {
             // The record after the one just read is usually the next of its
-            // entry, found without the queue.
-            let after_last = out
-                .records
+            // entry, found without the queue. Only an entry this read
+            // found is looked in (`segment` is its own), so a sink that
+            // comes holding another partition's record is never followed.
+            let after_last = sink
                 .last()
                 .filter(|last| last.queue_offset().get() + 1 == offset);
             let rec = match after_last {
                 Some(last) => self.inner.log.next_in_entry(last, &segment)?,
                 None => None,
             };
+            // A record of the entry of the one before has its topic and
+            // partition (the entry's), checked with that one.
+            let entry_checked = rec.is_some();
             let rec = match rec {
                 Some(rec) => Some(rec),
                 None => match q.get_cached(offset, &mut queue_cursor)? {
@@ -853,8 +873,8 @@ impl Store {
                 continue;
             };
             if rec.queue_offset().get() != offset
-                || rec.topic_bytes() != topic.as_bytes()
-                || rec.partition() != partition
+                || !entry_checked
+                    && (rec.topic_bytes() != topic.as_bytes() || rec.partition() != partition)
             {
                 // Bytes the reads do not CRC-check disagree with the
                 // queue: damage in the log (or the queue), reported as such.
@@ -876,15 +896,15 @@ impl Store {
                 ));
             }
             let size = rec.size() as usize;
-            if !out.records.is_empty() && bytes + size > max_bytes {
+            if count > 0 && bytes + size > max_bytes {
                 break;
             }
             bytes += size;
-            out.records.push(rec);
+            count += 1;
+            sink.push(rec);
             offset += 1;
         }
-        out.next_offset = QueueOffset::new(offset);
-        Ok(out)
+        Ok(QueueOffset::new(offset))
     }
 
     /// A listener that fires when a record is added to the partition's

@@ -31,7 +31,7 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
 use tidelog_broker::read::PartitionRef;
-use tidelog_broker::store::EventListener;
+use tidelog_broker::store::{EventListener, ReadSink, StoredRecord};
 use tidelog_broker::visibility::VISIBILITY_WAIT;
 use tidelog_broker::BrokerError;
 use tokio::sync::watch;
@@ -40,7 +40,7 @@ use tokio::time::Instant;
 use super::{maybe_blocking, partition_ref};
 use crate::dispatch::Context;
 use crate::error::broker_code;
-use crate::records::{encode_batch, OutRecord};
+use crate::records::{encode_batch, BatchBuilder, OutRecord};
 
 /// The longest wait a fetch is held for (Kafka clients ask 500 ms).
 pub const MAX_WAIT_MS: u64 = 30_000;
@@ -209,6 +209,11 @@ async fn read_one(part: &PartitionRef, a: &Asked, left: usize) -> (PartitionData
             maybe_blocking(
                 part.read_blocks(),
                 move || -> Result<(Vec<u8>, u64), BrokerError> {
+                    let mut sink = FetchSink::new(limit);
+                    if let Some(next) = reader.read_into(from, MAX_RECORDS, limit, &mut sink)? {
+                        return Ok((sink.batch.finish(), next));
+                    }
+                    // A compact partition: its compacted log's records.
                     Ok(encode(&reader.read(from, MAX_RECORDS, limit)?))
                 },
             )
@@ -228,11 +233,71 @@ async fn read_one(part: &PartitionRef, a: &Asked, left: usize) -> (PartitionData
 /// for the whole batch up front (a record's framing in a batch is at most
 /// 24 bytes beyond its payload), so it is written once and never moved.
 fn encode(batch: &tidelog_broker::read::ReadBatch) -> (Vec<u8>, u64) {
-    let framing = 24 * batch.records.len() + 61;
+    let framing = 24 * batch.records.len() + BATCH_HEADER_BYTES;
     let payload: u64 = batch.records.iter().map(|r| r.payload_bytes()).sum();
     let mut out = Vec::with_capacity(framing + payload as usize);
     encode_batch(&mut out, batch.records.iter().map(OutRecord::from));
     (out, batch.next_offset)
+}
+
+/// A batch's bytes before its first record.
+const BATCH_HEADER_BYTES: usize = 61;
+/// A record's framing in a batch beyond its store encoding (the store's
+/// own takes at least 5 bytes, Kafka's at most 24 beyond the payload):
+/// for sizing the buffer only.
+const FRAMING_OVER_STORED: usize = 19;
+
+/// A fetch's read of a partition's CommitLog records: each encoded into
+/// the answer's batch as the store reads it (no list of records, no
+/// headers collected), only the last kept, for the store to find the
+/// next one in its entry.
+struct FetchSink {
+    batch: BatchBuilder,
+    last: Option<StoredRecord>,
+    /// The read's byte limit and its hint of how many records come.
+    limit: usize,
+    expected: usize,
+}
+
+impl FetchSink {
+    fn new(limit: usize) -> FetchSink {
+        FetchSink {
+            batch: BatchBuilder::new(Vec::new()),
+            last: None,
+            limit,
+            expected: 0,
+        }
+    }
+}
+
+impl ReadSink for FetchSink {
+    fn last(&self) -> Option<&StoredRecord> {
+        self.last.as_ref()
+    }
+
+    fn push(&mut self, r: StoredRecord) {
+        if self.batch.is_empty() {
+            // Sized from the first record, for as many like it as the
+            // read may bring (the store counts its own sizes against the
+            // limit), so the buffer is rarely moved.
+            let stored = (r.size() as usize).max(1);
+            let records = self.expected.min(self.limit / stored + 1).max(1);
+            self.batch
+                .reserve(BATCH_HEADER_BYTES + records * (stored + FRAMING_OVER_STORED));
+        }
+        self.batch.push(
+            r.queue_offset().get(),
+            r.timestamp_ms(),
+            r.key_slice(),
+            r.value_slice(),
+            r.header_entries(),
+        );
+        self.last = Some(r);
+    }
+
+    fn reserve(&mut self, records: usize) {
+        self.expected = records;
+    }
 }
 
 /// Listeners of every partition whose read reached its end, each from

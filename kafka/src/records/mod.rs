@@ -26,7 +26,7 @@ use tidelog_broker::read::RecordRef;
 use tidelog_broker::store::Header;
 
 use crate::error::RecordError;
-use varint::{put_varint, put_varlong, varint_len, varlong_len, Cursor};
+use varint::{varint_len, varlong_len, Cursor, SliceWriter};
 
 /// baseOffset (8) and batchLength (4): what precedes the counted bytes.
 const LOG_OVERHEAD: usize = 12;
@@ -302,62 +302,144 @@ impl<'a> From<RecordRef<'a>> for OutRecord<'a> {
 /// allowed, as after compaction) to `out`: their own offsets and
 /// CreateTimes, partition leader epoch -1, no producer. Nothing for no
 /// records.
-///
-/// Each record is written straight into `out` behind a placeholder header
-/// (its length computed first, so no record is staged in a buffer of its
-/// own), then the header and the CRC over it are filled in: the record
-/// bytes are copied once, from the store's memory into `out`.
 pub fn encode_batch<'a>(out: &mut Vec<u8>, records: impl IntoIterator<Item = OutRecord<'a>>) {
-    let mut records = records.into_iter().peekable();
-    let Some(first) = records.peek() else {
-        return;
-    };
-    let (base_offset, base_timestamp) = (first.offset, first.timestamp_ms);
-    let start = out.len();
-    out.resize(start + LOG_OVERHEAD + BATCH_HEADER_AFTER_LENGTH, 0);
-    let mut count: i32 = 0;
-    let mut last_delta = 0;
-    let mut max_timestamp = base_timestamp;
+    let mut batch = BatchBuilder::new(std::mem::take(out));
     for r in records {
-        let timestamp_delta = r.timestamp_ms.wrapping_sub(base_timestamp);
+        batch.push(
+            r.offset,
+            r.timestamp_ms,
+            r.key,
+            r.value,
+            r.headers
+                .iter()
+                .map(|h| (h.name.as_bytes(), h.value.as_deref())),
+        );
+    }
+    *out = batch.finish();
+}
+
+/// Builds one uncompressed batch at the end of a buffer, a record at a
+/// time ([`encode_batch`]; a fetch pushes each stored record as the store
+/// reads it, with no list of records in between).
+///
+/// Each record is written straight into the buffer behind a placeholder
+/// header (its length computed first, so no record is staged in a buffer
+/// of its own); [`BatchBuilder::finish`] fills in the header and the CRC
+/// over it: the record bytes are copied once, from the store's memory
+/// into the buffer.
+pub struct BatchBuilder {
+    out: Vec<u8>,
+    /// Where the batch starts in `out`.
+    start: usize,
+    base_offset: u64,
+    base_timestamp: i64,
+    max_timestamp: i64,
+    last_delta: i32,
+    count: i32,
+}
+
+impl BatchBuilder {
+    /// A batch to be appended to `out` (nothing is written before the
+    /// first record).
+    pub fn new(out: Vec<u8>) -> BatchBuilder {
+        BatchBuilder {
+            start: out.len(),
+            out,
+            base_offset: 0,
+            base_timestamp: 0,
+            max_timestamp: 0,
+            last_delta: 0,
+            count: 0,
+        }
+    }
+
+    /// Appends a record: its offset (at or after the previous one's), its
+    /// CreateTime, key, value (`None`: null) and headers (name, value;
+    /// `None`: a null value), in order.
+    pub fn push<'h>(
+        &mut self,
+        offset: u64,
+        timestamp_ms: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: impl Iterator<Item = (&'h [u8], Option<&'h [u8]>)> + Clone,
+    ) {
+        if self.count == 0 {
+            self.base_offset = offset;
+            self.base_timestamp = timestamp_ms;
+            self.max_timestamp = timestamp_ms;
+            let header_end = self.start + LOG_OVERHEAD + BATCH_HEADER_AFTER_LENGTH;
+            self.out.resize(header_end, 0);
+        }
+        let out = &mut self.out;
+        let timestamp_delta = timestamp_ms.wrapping_sub(self.base_timestamp);
         // A fetch never spans more offsets than an i32 counts (it is
         // bounded by bytes far below that).
-        last_delta = (r.offset - base_offset) as i32;
-        let header_count = r.headers.len() as i32;
+        let delta = offset.wrapping_sub(self.base_offset) as i32;
+        let mut header_count: i32 = 0;
+        let mut headers_len = 0;
+        for (name, value) in headers.clone() {
+            header_count += 1;
+            headers_len += bytes_len(Some(name)) + bytes_len(value);
+        }
         let length = 1
             + varlong_len(timestamp_delta)
-            + varint_len(last_delta)
-            + bytes_len(r.key)
-            + bytes_len(r.value)
+            + varint_len(delta)
+            + bytes_len(key)
+            + bytes_len(value)
             + varint_len(header_count)
-            + r.headers
-                .iter()
-                .map(|h| bytes_len(Some(h.name.as_bytes())) + bytes_len(h.value.as_deref()))
-                .sum::<usize>();
-        out.reserve(length + 5);
-        put_varint(out, length as i32);
-        out.push(0);
-        put_varlong(out, timestamp_delta);
-        put_varint(out, last_delta);
-        put_bytes(out, r.key);
-        put_bytes(out, r.value);
-        put_varint(out, header_count);
-        for h in &r.headers {
-            put_bytes(out, Some(h.name.as_bytes()));
-            put_bytes(out, h.value.as_deref());
+            + headers_len;
+        // The record's exact bytes, then each field stored into them.
+        let at = out.len();
+        out.resize(at + varint_len(length as i32) + length, 0);
+        let mut w = SliceWriter::new(&mut out[at..]);
+        w.varint(length as i32);
+        w.u8(0);
+        w.varlong(timestamp_delta);
+        w.varint(delta);
+        write_bytes(&mut w, key);
+        write_bytes(&mut w, value);
+        w.varint(header_count);
+        for (name, value) in headers {
+            write_bytes(&mut w, Some(name));
+            write_bytes(&mut w, value);
         }
-        max_timestamp = max_timestamp.max(r.timestamp_ms);
-        count += 1;
+        debug_assert_eq!(at + w.written(), out.len());
+        self.max_timestamp = self.max_timestamp.max(timestamp_ms);
+        self.last_delta = delta;
+        self.count += 1;
     }
-    let header = BatchHeader {
-        base_offset: base_offset as i64,
-        attributes: 0,
-        last_offset_delta: last_delta,
-        base_timestamp,
-        max_timestamp,
-        count,
-    };
-    header.fill(out, start);
+
+    /// Room for `bytes` more in the buffer.
+    pub fn reserve(&mut self, bytes: usize) {
+        self.out.reserve(bytes);
+    }
+
+    /// Records pushed so far.
+    pub fn len(&self) -> usize {
+        self.count as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The buffer with the batch's header and CRC filled in (as it was,
+    /// for no records).
+    pub fn finish(mut self) -> Vec<u8> {
+        if self.count > 0 {
+            let header = BatchHeader {
+                base_offset: self.base_offset as i64,
+                attributes: 0,
+                last_offset_delta: self.last_delta,
+                base_timestamp: self.base_timestamp,
+                max_timestamp: self.max_timestamp,
+                count: self.count,
+            };
+            header.fill(&mut self.out, self.start);
+        }
+        self.out
+    }
 }
 
 /// The fields of a batch header that vary; the rest is a single broker's
@@ -409,7 +491,7 @@ impl BatchHeader {
     }
 }
 
-/// The bytes `put_bytes` writes for `value`.
+/// The bytes `write_bytes` writes for `value`.
 fn bytes_len(value: Option<&[u8]>) -> usize {
     match value {
         None => varint_len(-1),
@@ -417,12 +499,13 @@ fn bytes_len(value: Option<&[u8]>) -> usize {
     }
 }
 
-fn put_bytes(out: &mut Vec<u8>, value: Option<&[u8]>) {
+/// `value` as a record field: its varint length (-1: null), its bytes.
+fn write_bytes(w: &mut SliceWriter<'_>, value: Option<&[u8]>) {
     match value {
-        None => put_varint(out, -1),
+        None => w.varint(-1),
         Some(v) => {
-            put_varint(out, v.len() as i32);
-            out.extend_from_slice(v);
+            w.varint(v.len() as i32);
+            w.bytes(v);
         }
     }
 }

@@ -76,20 +76,12 @@ impl<'a> Cursor<'a> {
     }
 }
 
-pub fn put_varint(out: &mut Vec<u8>, value: i32) {
-    put_unsigned(out, u64::from(((value << 1) ^ (value >> 31)) as u32));
-}
-
-pub fn put_varlong(out: &mut Vec<u8>, value: i64) {
-    put_unsigned(out, ((value << 1) ^ (value >> 63)) as u64);
-}
-
-/// The bytes [`put_varint`] writes for `value`.
+/// The bytes [`SliceWriter::varint`] writes for `value`.
 pub fn varint_len(value: i32) -> usize {
     unsigned_len(u64::from(((value << 1) ^ (value >> 31)) as u32))
 }
 
-/// The bytes [`put_varlong`] writes for `value`.
+/// The bytes [`SliceWriter::varlong`] writes for `value`.
 pub fn varlong_len(value: i64) -> usize {
     unsigned_len(((value << 1) ^ (value >> 63)) as u64)
 }
@@ -99,12 +91,50 @@ fn unsigned_len(value: u64) -> usize {
     (64 - (value | 1).leading_zeros() as usize).div_ceil(7)
 }
 
-fn put_unsigned(out: &mut Vec<u8>, mut value: u64) {
-    while value >= 0x80 {
-        out.push((value as u8) | 0x80);
-        value >>= 7;
+/// Writes into a slice sized beforehand to exactly what is written (the
+/// `*_len` functions above): a record's fields go in as plain stores,
+/// where pushing each byte to a `Vec` checks its capacity every time and
+/// each small copy is a call.
+pub struct SliceWriter<'a> {
+    buf: &'a mut [u8],
+    at: usize,
+}
+
+impl<'a> SliceWriter<'a> {
+    pub fn new(buf: &'a mut [u8]) -> SliceWriter<'a> {
+        SliceWriter { buf, at: 0 }
     }
-    out.push(value as u8);
+
+    /// Bytes written so far.
+    pub fn written(&self) -> usize {
+        self.at
+    }
+
+    pub fn u8(&mut self, b: u8) {
+        self.buf[self.at] = b;
+        self.at += 1;
+    }
+
+    pub fn varint(&mut self, value: i32) {
+        self.unsigned(u64::from(((value << 1) ^ (value >> 31)) as u32));
+    }
+
+    pub fn varlong(&mut self, value: i64) {
+        self.unsigned(((value << 1) ^ (value >> 63)) as u64);
+    }
+
+    fn unsigned(&mut self, mut value: u64) {
+        while value >= 0x80 {
+            self.u8((value as u8) | 0x80);
+            value >>= 7;
+        }
+        self.u8(value as u8);
+    }
+
+    pub fn bytes(&mut self, bytes: &[u8]) {
+        self.buf[self.at..self.at + bytes.len()].copy_from_slice(bytes);
+        self.at += bytes.len();
+    }
 }
 
 #[cfg(test)]
@@ -113,11 +143,14 @@ mod tests {
 
     #[test]
     fn zig_zag_round_trips_and_known_bytes() {
-        let mut out = Vec::new();
-        put_varint(&mut out, -1);
-        put_varint(&mut out, 1);
-        put_varint(&mut out, 300);
-        put_varlong(&mut out, i64::MIN);
+        let lens = varint_len(-1) + varint_len(1) + varint_len(300) + varlong_len(i64::MIN);
+        let mut out = vec![0; lens];
+        let mut w = SliceWriter::new(&mut out);
+        w.varint(-1);
+        w.varint(1);
+        w.varint(300);
+        w.varlong(i64::MIN);
+        assert_eq!(w.written(), lens);
         // -1 → 1, 1 → 2, 300 → 600 = 0xd8 0x04 (protobuf's examples)
         assert_eq!(&out[..4], &[0x01, 0x02, 0xd8, 0x04]);
         let mut c = Cursor::new(&out);
@@ -126,8 +159,6 @@ mod tests {
         assert_eq!(c.varint("c").unwrap(), 300);
         assert_eq!(c.varlong("d").unwrap(), i64::MIN);
         assert_eq!(c.remaining(), 0);
-        let lens = varint_len(-1) + varint_len(1) + varint_len(300) + varlong_len(i64::MIN);
-        assert_eq!(lens, out.len());
     }
 
     #[test]

@@ -881,11 +881,15 @@ pub fn decode_record(entry: &[u8], view: &EntryView, at: usize) -> Result<Record
     }
     let headers_start = cur + key_len.unwrap_or(0) + value_len.unwrap_or(0);
     let headers = headers_start..headers_start + headers_len;
-    validate_headers(
-        &entry[headers.clone()],
-        header_count,
-        view.version != VERSION_2,
-    )?;
+    // No headers, no block (`headers_len` is 0): nothing to walk, and a
+    // call per record the dispatcher and every read make.
+    if header_count > 0 {
+        validate_headers(
+            &entry[headers.clone()],
+            header_count,
+            view.version != VERSION_2,
+        )?;
+    }
     // Every position is below the entry's length, itself at most
     // RECORD_LEN_MAX (< 2^32), and header_count at most HEADER_COUNT_MAX.
     Ok(RecordView {
@@ -962,8 +966,36 @@ pub fn validate_headers(block: &[u8], count: usize, nulls: bool) -> Result<(), I
 /// headers whose values share `block`'s memory.
 pub fn decode_headers(block: &Bytes, count: usize) -> Vec<Header> {
     let mut out = Vec::with_capacity(count);
+    for (name, value) in header_ranges(block, count) {
+        out.push(Header {
+            name: String::from_utf8_lossy(&block[name]).into_owned(),
+            value: value.map(|v| block.slice(v)),
+        });
+    }
+    out
+}
+
+/// The names and values (`None`: null) of a validated header block (see
+/// [`decode_record`]), borrowed from it, in order.
+pub fn header_entries(
+    block: &[u8],
+    count: usize,
+) -> impl Iterator<Item = (&[u8], Option<&[u8]>)> + Clone {
+    header_ranges(block, count).map(move |(name, value)| (&block[name], value.map(|v| &block[v])))
+}
+
+/// Where each of the first `count` entries of a header block has its name
+/// and value; ends early at an entry that would run past the block (none
+/// does in a validated block: this only keeps a slice in bounds).
+fn header_ranges(
+    block: &[u8],
+    count: usize,
+) -> impl Iterator<Item = (Range<usize>, Option<Range<usize>>)> + Clone + '_ {
     let mut at = 0;
-    while at + HEADER_ENTRY_FIXED <= block.len() && out.len() < count {
+    (0..count).map_while(move |_| {
+        if at + HEADER_ENTRY_FIXED > block.len() {
+            return None;
+        }
         let name_len = get_u16(block, at) as usize;
         let value_len = match get_u32(block, at + 2) {
             HEADER_VALUE_NULL => None,
@@ -971,15 +1003,14 @@ pub fn decode_headers(block: &Bytes, count: usize) -> Vec<Header> {
         };
         at += HEADER_ENTRY_FIXED;
         if at + name_len + value_len.unwrap_or(0) > block.len() {
-            break;
+            return None;
         }
-        let name = String::from_utf8_lossy(&block[at..at + name_len]).into_owned();
+        let name = at..at + name_len;
         at += name_len;
-        let value = value_len.map(|len| block.slice(at..at + len));
-        out.push(Header { name, value });
+        let value = value_len.map(|len| at..at + len);
         at += value_len.unwrap_or(0);
-    }
-    out
+        Some((name, value))
+    })
 }
 
 #[cfg(test)]

@@ -56,7 +56,7 @@ pub(crate) use self::reader::decode_for_recovery;
 #[cfg(test)]
 pub(crate) use self::reader::BEFORE_SEGMENT_LOOKUP;
 pub use self::reader::{Next, ReadCache};
-pub use self::record::{AppendRecord, Appended, Entry, StoredRecord};
+pub use self::record::{AppendRecord, Appended, Entry, ReadSink, StoredRecord};
 use self::segment::Segment;
 use self::writer::WriterState;
 pub use self::writer::{LogAppend, NextOffsets, ENTRY_BYTES_TARGET};

@@ -128,6 +128,15 @@ impl StoredRecord {
         )
     }
 
+    /// The headers' names and values (`None`: null), borrowed, in order:
+    /// for an encoder that copies them out without collecting them.
+    pub fn header_entries(&self) -> impl Iterator<Item = (&[u8], Option<&[u8]>)> + Clone {
+        format::header_entries(
+            &self.bytes[self.view.headers()],
+            self.view.header_count.into(),
+        )
+    }
+
     /// Bytes of the encoded header block (what a produce's size limit and
     /// byte counters count for headers).
     pub fn headers_len(&self) -> usize {
@@ -150,6 +159,32 @@ impl StoredRecord {
             &self.bytes[self.view.headers()],
             self.view.header_count.into(),
         )
+    }
+}
+
+/// Where a sequential read of a partition (`Store::read_into`) puts its
+/// records, in offset order: a `Vec` collects them; a Kafka fetch encodes
+/// each into its batch as it comes and keeps only the last.
+pub trait ReadSink {
+    /// The record pushed last, if the sink still holds it: the read looks
+    /// for the next record in its entry first, without a queue lookup.
+    fn last(&self) -> Option<&StoredRecord>;
+    fn push(&mut self, record: StoredRecord);
+    /// Room for about `records` more (a hint).
+    fn reserve(&mut self, _records: usize) {}
+}
+
+impl ReadSink for Vec<StoredRecord> {
+    fn last(&self) -> Option<&StoredRecord> {
+        self.as_slice().last()
+    }
+
+    fn push(&mut self, record: StoredRecord) {
+        Vec::push(self, record);
+    }
+
+    fn reserve(&mut self, records: usize) {
+        Vec::reserve(self, records);
     }
 }
 
