@@ -830,7 +830,7 @@ fn create_get_configs_delete(s: &TidelogProcess) {
         json!({"name": "retention.ms", "value": "60000", "is_default": false, "default": "604800000"})
     );
     assert_eq!(entry(&configs, "segment.ms")["is_default"], true);
-    assert_eq!(configs["data"].as_array().unwrap().len(), 10);
+    assert_eq!(configs["data"].as_array().unwrap().len(), 13);
 
     s.send_json(
         "PUT",
