@@ -26,6 +26,11 @@ pub use tidelog_storage::{
 /// [`PartitionRef::listen`]: crate::read::PartitionRef::listen
 pub use tidelog_storage::EventListener;
 
+/// A read that hands each record on as it is read
+/// ([`PartitionRef::read_into`]), and the records it hands on.
+///
+/// [`PartitionRef::read_into`]: crate::read::PartitionRef::read_into
+pub use tidelog_storage::{ReadSink, StoredRecord};
 /// The object store's error, inside `TieredError::Unavailable` (front-end
 /// tests build one).
 pub use tidelog_tiered::object_store::Error as ObjectStoreError;
@@ -33,8 +38,3 @@ pub use tidelog_tiered::object_store::Error as ObjectStoreError;
 /// (`TieredError::Unavailable` → 503/50304, KAFKA_STORAGE_ERROR) and the
 /// server's `tiered:` section.
 pub use tidelog_tiered::{RemoteTier, TieredConfig, TieredError};
-/// A read that hands each record on as it is read
-/// ([`PartitionRef::read_into`]), and the records it hands on.
-///
-/// [`PartitionRef::read_into`]: crate::read::PartitionRef::read_into
-pub use tidelog_storage::{ReadSink, StoredRecord};
