@@ -161,8 +161,22 @@ fn a_hung_fsync_times_sync_waiters_out_and_the_log_goes_on_when_it_returns() {
 
     // The fsync returns: what was appended is flushed, appends go on.
     faults.heal(FaultPoint::CommitLogFlush);
-    store.append(&[record("t", 0, None, Some("3"))]).unwrap();
-    assert!(store.commit_log().flushed() >= store.commit_log().committed());
+    // The append is refused only for a slow disk: its own 100 ms wait may
+    // run out on a loaded machine, which still leaves it appended (the
+    // contract of FlushTimedOut), so what is checked is that the log is
+    // flushed through it soon after, not how fast.
+    match store.append(&[record("t", 0, None, Some("3"))]) {
+        Ok(_) | Err(StoreError::FlushTimedOut { .. }) => {}
+        Err(e) => panic!("an append after the heal failed: {e}"),
+    }
+    let deadline = std::time::Instant::now() + DEADLINE;
+    while store.commit_log().flushed() < store.commit_log().committed() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the log was not flushed after the heal"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
     assert!(store.wait_dispatched(DEADLINE));
     assert_eq!(
         store
