@@ -554,16 +554,23 @@ impl Suite {
             f,
         ));
         rows.push(row(
-            "server RssAnon after each run (the largest)",
+            "server RssAnon after each issue-17 run (the largest)",
             "< 256 MiB (issue 17)",
             self.largest_rss_anon(),
         ));
+        rows.push(row(
+            "server RssAnon after the tiered run",
+            "< 256 MiB plus the read cache's budget (TIERED.md)",
+            self.tiered_rss_anon(),
+        ));
     }
 
-    /// The largest RssAnon of every run's started server.
+    /// The largest RssAnon of the started servers of issue 17's runs (every
+    /// run but `tiered`, whose remote reads fill a cache with a budget of
+    /// its own: [`Self::tiered_rss_anon`]).
     fn largest_rss_anon(&self) -> Figures {
         let mut seen: Vec<(String, u64)> = Vec::new();
-        for name in RUNS {
+        for name in RUNS.into_iter().filter(|n| *n != "tiered") {
             if let Ok(r) = self.run(name) {
                 if let Some(kib) = r.server.and_then(|s| s.rss_anon_kib) {
                     seen.push((name.to_string(), kib));
@@ -581,6 +588,26 @@ impl Suite {
             limit: "–".into(),
             ratio: "–".into(),
             met: Some(kib < RSS_ANON_GOAL_KIB),
+        })
+    }
+
+    /// The tiered run's RssAnon beside its read-ahead cache: remote
+    /// fetches fill up to `read_cache_bytes` of 1 MiB blocks (the run uses
+    /// the default), memory the operator budgets on purpose, so the bound
+    /// is issue 17's plus that budget.
+    fn tiered_rss_anon(&self) -> Figures {
+        let r = self.run("tiered")?;
+        let kib = r
+            .server
+            .and_then(|s| s.rss_anon_kib)
+            .ok_or_else(|| "the tiered run reported no RssAnon".to_string())?;
+        let cache_kib = tidelog_tiered::TieredConfig::default().read_cache_bytes / 1024;
+        let mib = |k: u64| k as f64 / 1024.0;
+        Ok(Measured {
+            value: format!("{:.1} MiB", mib(kib)),
+            limit: format!("`read_cache_bytes` (default): {:.0} MiB", mib(cache_kib)),
+            ratio: "–".into(),
+            met: Some(kib < RSS_ANON_GOAL_KIB + cache_kib),
         })
     }
 

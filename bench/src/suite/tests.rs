@@ -202,7 +202,7 @@ fn met_and_missed_come_from_the_figures_against_their_goals() {
     assert_eq!(recovery.verdict, Verdict::Met);
     assert_eq!(recovery.ratio, "1.20×");
     // The largest RssAnon is the 1,000-partition run's 300 MiB.
-    let memory = find(&rows, "server RssAnon");
+    let memory = find(&rows, "server RssAnon after each issue-17 run");
     assert_eq!(memory.verdict, Verdict::Missed);
     assert!(
         memory.value.contains("300.0 MiB (`http-p1000`)"),
@@ -334,8 +334,17 @@ fn the_tiered_rows_put_the_server_beside_plain_object_store_calls() {
     ] {
         tiered.extra.insert(name.into(), value);
     }
+    // Its read cache (256 MiB by default) is filled on purpose: 400 MiB is
+    // within its own bound and is not issue 17's largest.
+    tiered.server = held(400);
     write_json(dir.path(), "tiered", &tiered);
     let rows = Suite::open(dir.path()).unwrap().rows();
+    let memory = find(&rows, "server RssAnon after the tiered run");
+    assert_eq!(memory.verdict, Verdict::Met);
+    assert_eq!(memory.value, "400.0 MiB");
+    assert!(memory.limit.contains("256 MiB"), "{memory:?}");
+    let issue17 = find(&rows, "server RssAnon after each issue-17 run");
+    assert!(issue17.value.contains("(`http-p1000`)"), "{issue17:?}");
     let upload = find(&rows, "tiered storage upload");
     assert_eq!(upload.verdict, Verdict::Reported);
     assert_eq!(upload.value, "30.0 MB/s");
