@@ -9,12 +9,12 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use common::TidelogProcess;
 use serde_json::json;
+use tidelog_integration_tests::kafka_wire::{self, put_str, put_varint};
 
 const CONFIG: &str = "
 auto_create_topics: true
@@ -30,47 +30,16 @@ store:
 const INIT_PRODUCER_ID: i16 = 22;
 const PRODUCE: i16 = 0;
 
-fn put_str(out: &mut Vec<u8>, s: Option<&str>) {
-    match s {
-        Some(s) => {
-            out.extend_from_slice(&(s.len() as i16).to_be_bytes());
-            out.extend_from_slice(s.as_bytes());
-        }
-        None => out.extend_from_slice(&(-1i16).to_be_bytes()),
-    }
-}
-
-fn put_varint(out: &mut Vec<u8>, v: i64) {
-    let mut z = ((v << 1) ^ (v >> 63)) as u64;
-    while z >= 0x80 {
-        out.push((z as u8) | 0x80);
-        z >>= 7;
-    }
-    out.push(z as u8);
-}
-
 /// One request (header v1) and its answer's body (header v0 stripped).
 fn call(addr: SocketAddr, key: i16, version: i16, body: &[u8]) -> Vec<u8> {
-    let mut frame = Vec::new();
-    frame.extend_from_slice(&key.to_be_bytes());
-    frame.extend_from_slice(&version.to_be_bytes());
-    frame.extend_from_slice(&7i32.to_be_bytes());
-    put_str(&mut frame, Some("idempotence-test"));
-    frame.extend_from_slice(body);
-    let mut stream = TcpStream::connect(addr).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(60)))
-        .unwrap();
-    stream
-        .write_all(&(frame.len() as i32).to_be_bytes())
-        .unwrap();
-    stream.write_all(&frame).unwrap();
-    let mut len = [0u8; 4];
-    stream.read_exact(&mut len).unwrap();
-    let mut answer = vec![0u8; i32::from_be_bytes(len) as usize];
-    stream.read_exact(&mut answer).unwrap();
-    assert_eq!(answer[..4], 7i32.to_be_bytes(), "correlation id");
-    answer.split_off(4)
+    kafka_wire::call(
+        addr,
+        "idempotence-test",
+        key,
+        version,
+        body,
+        Duration::from_secs(60),
+    )
 }
 
 /// InitProducerId v0 without a transactional id: (error, id, epoch).

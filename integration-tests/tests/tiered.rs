@@ -17,14 +17,14 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use common::{TidelogProcess, SMALL_SEGMENTS_MANUAL_RETENTION};
 use serde_json::{json, Value};
+use tidelog_integration_tests::kafka_wire;
 use tidelog_integration_tests::s3::Seaweed;
 use tidelog_tiered::object_store::path::Path as StorePath;
 use tidelog_tiered::object_store::{ObjectStore, ObjectStoreExt, PutPayload};
@@ -402,26 +402,7 @@ fn restore_cli(seaweed: &Seaweed, prefix: &str, data_dir: &str) -> std::process:
 
 /// One Kafka request (header v1) and its answer's body.
 fn kafka_call(addr: SocketAddr, key: i16, version: i16, body: &[u8]) -> Vec<u8> {
-    let mut frame = Vec::new();
-    frame.extend_from_slice(&key.to_be_bytes());
-    frame.extend_from_slice(&version.to_be_bytes());
-    frame.extend_from_slice(&9i32.to_be_bytes());
-    let client = b"tiered-test";
-    frame.extend_from_slice(&(client.len() as i16).to_be_bytes());
-    frame.extend_from_slice(client);
-    frame.extend_from_slice(body);
-    let mut stream = TcpStream::connect(addr).unwrap();
-    stream.set_read_timeout(Some(DEADLINE)).unwrap();
-    stream
-        .write_all(&(frame.len() as i32).to_be_bytes())
-        .unwrap();
-    stream.write_all(&frame).unwrap();
-    let mut len = [0u8; 4];
-    stream.read_exact(&mut len).unwrap();
-    let mut answer = vec![0u8; i32::from_be_bytes(len) as usize];
-    stream.read_exact(&mut answer).unwrap();
-    assert_eq!(answer[..4], 9i32.to_be_bytes(), "correlation id");
-    answer.split_off(4)
+    kafka_wire::call(addr, "tiered-test", key, version, body, DEADLINE)
 }
 
 /// Fetch v4 of `topic`-0 from `offset`: the partition's error code.
