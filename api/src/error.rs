@@ -428,7 +428,9 @@ impl From<tidelog_broker::store::CleanerError> for ApiError {
             | C::InvalidConfig { .. }
             | C::OutOfMemory { .. }
             | C::CheckpointTooLarge { .. }
-            | C::LeftoverSwap { .. } => ApiError::Internal {
+            | C::LeftoverSwap { .. }
+            // Never leaves `read_cached`, which answers `None` for it.
+            | C::NotCached { .. } => ApiError::Internal {
                 message: e.to_string(),
             },
         }

@@ -388,6 +388,41 @@ impl PartitionRef {
         })
     }
 
+    /// [`read`](Self::read) without waiting for the disk, for an async
+    /// worker: `None` when the read would block (a compacted log's bytes
+    /// not all in the page cache), and then the caller runs `read` where
+    /// blocking is allowed. A partition that is not compact reads the
+    /// mapped page cache and always answers. Long-polls at the end of a
+    /// compact partition read what was written a moment before, so they
+    /// answer here without the blocking pool's two extra wake-ups.
+    pub fn read_cached(
+        &self,
+        from: u64,
+        max_records: usize,
+        max_bytes: usize,
+    ) -> Result<Option<ReadBatch>, BrokerError> {
+        if self.compacted.is_none() {
+            return self.read(from, max_records, max_bytes).map(Some);
+        }
+        let from = from
+            .max(self.topic.base_offset(self.partition))
+            .max(self.log_start());
+        let log = self.compacted_log()?;
+        // As in `read`: the end before the read.
+        let end = log.next_offset().max(from);
+        let Some(records) = log.read_cached(from, max_records, max_bytes)? else {
+            return Ok(None);
+        };
+        let next_offset = records.last().map_or(end, |last| last.offset.get() + 1);
+        Ok(Some(ReadBatch {
+            records: Records::Compacted {
+                partition: self.partition,
+                records,
+            },
+            next_offset,
+        }))
+    }
+
     /// [`read`](Self::read) of a partition that is not compact, each
     /// record handed to `sink` as it is read (see `Store::read_into`):
     /// where the next read starts, or `None` for a compact partition,
@@ -554,8 +589,9 @@ impl PartitionRef {
 
     /// [`read`](Self::read), with offsets below a tiered partition's local
     /// beginning read from the remote tier (`TieredError::Unavailable` →
-    /// [`BrokerError::Tiered`] when it cannot be reached). A compacted log's
-    /// blocking read runs on the blocking pool; a queue read inline.
+    /// [`BrokerError::Tiered`] when it cannot be reached). A queue read
+    /// runs inline, as does a compacted log's that the page cache holds
+    /// ([`read_cached`](Self::read_cached)); any other on the blocking pool.
     pub async fn read_async(
         &self,
         from: u64,
@@ -566,6 +602,9 @@ impl PartitionRef {
             return self.read_remote(from, max_records, max_bytes).await;
         }
         if self.read_blocks() {
+            if let Some(read) = self.read_cached(from, max_records, max_bytes)? {
+                return Ok(read);
+            }
             let part = self.clone();
             return tokio::task::spawn_blocking(move || part.read(from, max_records, max_bytes))
                 .await
@@ -847,6 +886,39 @@ mod tests {
         assert!(matches!(read.records, Records::Stored(_)));
         assert_eq!(offsets_of(&read.records), [0, 1]);
         drop((part, events));
+        Arc::try_unwrap(broker).unwrap().shutdown().unwrap();
+    }
+
+    /// What a long-poll's worker reads without the blocking pool: the
+    /// same records and next offset `read` gives, for both kinds of topic (the compacted log's bytes are in the page
+    /// cache, just written; on a file system without non-blocking reads
+    /// it answers `None` for a compact partition, and fetch falls back).
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn read_cached_answers_as_read_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = open(dir.path());
+        broker.create_topic("users", 1, compact()).unwrap();
+        broker.create_topic("events", 1, Overrides::new()).unwrap();
+        for t in ["users", "events"] {
+            append(&broker, t, &[("a", "1"), ("b", "2"), ("c", "3")]);
+        }
+        for t in ["users", "events"] {
+            let part = broker.partition(t, 0).unwrap();
+            wait_until("dispatch", || part.offsets().1 == 3);
+            for (from, max) in [(0, 100), (1, 1), (3, 100)] {
+                let read = part.read(from, max, 1 << 20).unwrap();
+                let cached = part
+                    .read_cached(from, max, 1 << 20)
+                    .unwrap()
+                    .unwrap_or_else(|| panic!("{t}: {from}: not in the page cache"));
+                assert_eq!(
+                    (offsets_of(&cached.records), cached.next_offset),
+                    (offsets_of(&read.records), read.next_offset),
+                    "{t} from {from}"
+                );
+            }
+        }
         Arc::try_unwrap(broker).unwrap().shutdown().unwrap();
     }
 

@@ -63,6 +63,14 @@ pub enum CleanerError {
     #[error("invalid topic name {topic:?}: {reason}")]
     InvalidTopic { topic: String, reason: String },
 
+    /// A read that must not wait for the disk
+    /// ([`crate::compacted::CompactedLog::read_cached`]) found bytes of
+    /// `path` that the page cache does not hold (or a file system or
+    /// platform that cannot tell): the caller reads again where blocking
+    /// is allowed. Not a failure of the file.
+    #[error("{path}: not all of the bytes to read are in the page cache")]
+    NotCached { path: PathBuf },
+
     /// A compacted log was asked for a topic that is not (or no longer)
     /// declared compact, e.g. one deleted while a fetch was starting.
     #[error("topic {topic:?} is not a compact topic")]

@@ -19,7 +19,7 @@
 #[cfg(feature = "failpoints")]
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 #[cfg(feature = "failpoints")]
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
 
 /// The operations of one swap, in the order a pass performs them (see
 /// `cleaner/swap.rs`).
@@ -45,11 +45,15 @@ pub enum FaultPoint {
     /// leaves them (`CompactedLogs::open_with_faults`). Not a swap step, so
     /// not in [`FaultPoint::ALL`].
     WriteCopies,
+    /// The fsync of a compacted log's active segment in its `flush` (the
+    /// store's checkpoint). Not a swap step either.
+    SyncCopies,
 }
 
-/// How many points there are (the swap's and [`FaultPoint::WriteCopies`]).
+/// How many points there are (the swap's, [`FaultPoint::WriteCopies`] and
+/// [`FaultPoint::SyncCopies`]).
 #[cfg(feature = "failpoints")]
-const POINTS: usize = FaultPoint::ALL.len() + 1;
+const POINTS: usize = FaultPoint::ALL.len() + 2;
 
 impl FaultPoint {
     /// Every point, in swap order.
@@ -76,6 +80,17 @@ impl FaultPoint {
 pub struct Faults {
     successes_left: [AtomicU64; POINTS],
     panics: [AtomicBool; POINTS],
+    /// Points whose operations wait until healed (a disk that does not
+    /// answer), and how many wait now, by point.
+    hangs: Mutex<Hangs>,
+    healed: Condvar,
+}
+
+#[cfg(feature = "failpoints")]
+#[derive(Debug, Default)]
+struct Hangs {
+    hanging: [bool; POINTS],
+    blocked: [u64; POINTS],
 }
 
 #[cfg(feature = "failpoints")]
@@ -84,6 +99,8 @@ impl Default for Faults {
         Faults {
             successes_left: std::array::from_fn(|_| AtomicU64::new(u64::MAX)),
             panics: std::array::from_fn(|_| AtomicBool::new(false)),
+            hangs: Mutex::default(),
+            healed: Condvar::new(),
         }
     }
 }
@@ -104,15 +121,47 @@ impl Faults {
         self.successes_left[point.index()].store(n, Ordering::SeqCst);
     }
 
-    /// Stop failing at every point.
+    /// Make every later operation at `point` wait until [`Faults::heal`].
+    pub fn hang(&self, point: FaultPoint) {
+        self.lock_hangs().hanging[point.index()] = true;
+    }
+
+    /// How many operations at `point` are waiting in a hang now.
+    pub fn blocked(&self, point: FaultPoint) -> u64 {
+        self.lock_hangs().blocked[point.index()]
+    }
+
+    /// Stop failing and hanging at every point (waiting operations go on).
     pub fn heal(&self) {
         for left in &self.successes_left {
             left.store(u64::MAX, Ordering::SeqCst);
         }
+        self.lock_hangs().hanging = [false; POINTS];
+        self.healed.notify_all();
     }
 
-    /// `Err` (or a panic) if the operation at `point` is to fail now.
+    fn lock_hangs(&self) -> std::sync::MutexGuard<'_, Hangs> {
+        self.hangs.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Wait while `point` hangs.
+    fn wait_while_hanging(&self, point: FaultPoint) {
+        let i = point.index();
+        let mut hangs = self.lock_hangs();
+        if !hangs.hanging[i] {
+            return;
+        }
+        hangs.blocked[i] += 1;
+        while hangs.hanging[i] {
+            hangs = self.healed.wait(hangs).unwrap_or_else(|e| e.into_inner());
+        }
+        hangs.blocked[i] -= 1;
+    }
+
+    /// `Err` (or a panic) if the operation at `point` is to fail now; waits
+    /// first while it hangs.
     fn check(&self, point: FaultPoint) -> std::io::Result<()> {
+        self.wait_while_hanging(point);
         let counter = &self.successes_left[point.index()];
         let left = counter.load(Ordering::SeqCst);
         if left == u64::MAX {
@@ -176,6 +225,29 @@ mod tests {
         faults.heal();
         assert!(check(&f, FaultPoint::DeleteOld).is_ok());
         assert!(check(&FaultHandle::default(), FaultPoint::DeleteOld).is_ok());
+    }
+
+    #[test]
+    fn a_hang_holds_the_operation_until_healed() {
+        let faults = Arc::new(Faults::default());
+        faults.hang(FaultPoint::SyncCopies);
+        let f = FaultHandle::new(Arc::clone(&faults));
+        let waiting = std::thread::spawn(move || check(&f, FaultPoint::SyncCopies));
+        while faults.blocked(FaultPoint::SyncCopies) == 0 {
+            assert!(!waiting.is_finished(), "the check went on while hung");
+            std::thread::yield_now();
+        }
+        assert!(
+            check(
+                &FaultHandle::new(Arc::clone(&faults)),
+                FaultPoint::WriteCopies
+            )
+            .is_ok(),
+            "other points"
+        );
+        faults.heal();
+        assert!(waiting.join().unwrap().is_ok());
+        assert_eq!(faults.blocked(FaultPoint::SyncCopies), 0);
     }
 
     #[test]

@@ -176,7 +176,9 @@ struct ReadLimits {
 /// back (the profile in docs/BENCHMARKS.md); a read of cold pages can stall
 /// this worker for a disk read, while the other workers keep serving. A
 /// read the broker says blocks (`PartitionRef::read_blocks`: a compacted
-/// log's `pread`s) runs on the blocking pool.
+/// log's `pread`s) runs on the blocking pool, unless the page cache holds
+/// what it reads (`PartitionRef::read_cached`, which never waits for the
+/// disk).
 async fn read_rendered(
     part: &PartitionRef,
     from: u64,
@@ -191,6 +193,11 @@ async fn read_rendered(
         return render(part, read, limits);
     }
     if part.read_blocks() {
+        // A long-poll's read at the end of a compacted log finds its bytes
+        // in the page cache: answered here, without the hand-off.
+        if let Some(read) = part.read_cached(from, limits.max_records, limits.max_bytes)? {
+            return render(part, read, limits);
+        }
         let part = part.clone();
         blocking(move || read_and_render(&part, from, limits)).await
     } else {

@@ -454,10 +454,23 @@ impl CompactedLog {
     }
 
     /// Make every appended record durable.
+    ///
+    /// The fsync runs after the append lock is let go: every record
+    /// appended so far is then written to the active segment taken under
+    /// the lock, or to an older one, which its roll fsynced, so syncing
+    /// that segment covers them all. Held through the fsync, the lock made
+    /// the dispatcher's next write to this log (`end_batch`) wait for it,
+    /// so a record produced while the periodic checkpoint synced its log
+    /// became visible only after a disk flush (milliseconds while the
+    /// cleaner keeps the disk busy; issue 17 §2).
     pub fn flush(&self) -> Result<()> {
-        let mut st = lock(&self.append_lock);
-        self.write_pending(&mut st)?;
-        if let Some(s) = self.segments().last() {
+        let active = {
+            let mut st = lock(&self.append_lock);
+            self.write_pending(&mut st)?;
+            self.segments().last().cloned()
+        };
+        if let Some(s) = active {
+            fault::check(&self.faults, FaultPoint::SyncCopies).map_err(|e| io_err(&s.path(), e))?;
             s.flush()?;
         }
         Ok(())
@@ -471,6 +484,36 @@ impl CompactedLog {
         max_records: usize,
         max_bytes: usize,
     ) -> Result<Vec<CompactedRecord>> {
+        self.read_from_segments(from, max_records, max_bytes, false)
+    }
+
+    /// [`read`](Self::read) if the page cache holds every byte it reads,
+    /// else `None`, without waiting for the disk either way: what an async
+    /// worker may call. A long-poll at the end of the log reads bytes the
+    /// dispatcher wrote a moment before, which the page cache holds; this
+    /// spares it the hand-off to a blocking thread and back, two more
+    /// wake-ups that a busy machine delays by milliseconds (issue 17 §2).
+    /// The records are the same `read` returns.
+    pub fn read_cached(
+        &self,
+        from: u64,
+        max_records: usize,
+        max_bytes: usize,
+    ) -> Result<Option<Vec<CompactedRecord>>> {
+        match self.read_from_segments(from, max_records, max_bytes, true) {
+            Ok(records) => Ok(Some(records)),
+            Err(CleanerError::NotCached { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn read_from_segments(
+        &self,
+        from: u64,
+        max_records: usize,
+        max_bytes: usize,
+        cached_only: bool,
+    ) -> Result<Vec<CompactedRecord>> {
         let mut out = Vec::new();
         let mut bytes = 0usize;
         let segments = self.segments();
@@ -480,7 +523,12 @@ impl CompactedLog {
             .partition_point(|s| s.base_offset() <= from)
             .saturating_sub(1);
         for seg in &segments[start..] {
-            let mut reader = seg.reader(seg.position_for(from));
+            let at = seg.position_for(from);
+            let mut reader = if cached_only {
+                seg.reader_cached(at)
+            } else {
+                seg.reader(at)
+            };
             loop {
                 let rec = match reader.next_record() {
                     Ok(Some(r)) => r,
@@ -780,6 +828,116 @@ mod tests {
             headers_block: &[],
             header_count: 0,
         })
+    }
+
+    fn roll_policy() -> RollPolicy {
+        RollPolicy {
+            segment_bytes: 1 << 20,
+            segment_ms: i64::MAX,
+        }
+    }
+
+    /// Drop a file's pages from the page cache (they are clean: the log
+    /// was flushed), as memory pressure would.
+    #[cfg(target_os = "linux")]
+    fn evict_from_page_cache(path: &Path) {
+        use std::os::unix::io::AsRawFd;
+        let f = std::fs::File::open(path).unwrap();
+        // SAFETY: plain syscall on an fd we own.
+        let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        assert_eq!(rc, 0);
+    }
+
+    /// A read of bytes the page cache holds answers as `read` does; once
+    /// they are evicted, `read_cached` answers `None` (it would have
+    /// waited for the disk) and `read` still reads them. Needs a file
+    /// system with non-blocking buffered reads (ext4, xfs, btrfs; tmpfs
+    /// has none, and `read_cached` always answers `None` there).
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn read_cached_reads_the_page_cache_and_refuses_to_wait_for_the_disk() {
+        let dir = tempfile::tempdir().unwrap();
+        let tp = TopicPartition::new("t", 0).unwrap();
+        let log = CompactedLog::open(tp, dir.path().to_path_buf()).unwrap();
+        for offset in 0..50 {
+            log.append(&record(offset), roll_policy(), 0).unwrap();
+        }
+        log.end_batch().unwrap();
+        let read = log.read(10, 5, usize::MAX).unwrap();
+        assert_eq!(read.len(), 5);
+        let cached = log.read_cached(10, 5, usize::MAX).unwrap();
+        let offsets =
+            |rs: &[CompactedRecord]| rs.iter().map(|r| r.offset.get()).collect::<Vec<_>>();
+        assert_eq!(
+            cached.as_deref().map(offsets),
+            Some(offsets(&read)),
+            "bytes just written are in the page cache"
+        );
+        assert_eq!(
+            log.read_cached(50, 5, usize::MAX).unwrap().map(|r| r.len()),
+            Some(0),
+            "at the end: nothing, without waiting"
+        );
+
+        log.flush().unwrap();
+        for seg in log.segments() {
+            evict_from_page_cache(&seg.path());
+        }
+        assert!(
+            log.read_cached(10, 5, usize::MAX).unwrap().is_none(),
+            "evicted bytes would need the disk"
+        );
+        assert_eq!(
+            offsets(&log.read(10, 5, usize::MAX).unwrap()),
+            offsets(&read)
+        );
+        // The blocking read brought them back.
+        assert!(log.read_cached(10, 5, usize::MAX).unwrap().is_some());
+    }
+
+    /// The fsync of a flush (the store's checkpoint) does not hold the
+    /// append lock: while it waits for the disk, the dispatcher writes and
+    /// publishes the log's next copies. It held the lock before, and a
+    /// record produced during a checkpoint became visible only after the
+    /// fsync (issue 17 §2).
+    #[cfg(feature = "failpoints")]
+    #[test]
+    fn copies_are_written_and_visible_while_a_flush_waits_for_the_disk() {
+        use crate::fault::Faults;
+        let dir = tempfile::tempdir().unwrap();
+        let tp = TopicPartition::new("t", 0).unwrap();
+        let faults = Arc::new(Faults::default());
+        let log = Arc::new(
+            CompactedLog::open(tp, dir.path().to_path_buf())
+                .unwrap()
+                .with_faults(FaultHandle::new(Arc::clone(&faults))),
+        );
+        log.append(&record(0), roll_policy(), 0).unwrap();
+        faults.hang(FaultPoint::SyncCopies);
+        let flushing = std::thread::spawn({
+            let log = Arc::clone(&log);
+            move || log.flush()
+        });
+        while faults.blocked(FaultPoint::SyncCopies) == 0 {
+            assert!(!flushing.is_finished(), "the flush ended before its fsync");
+            std::thread::yield_now();
+        }
+        let free = log.append_lock.try_lock().is_ok();
+        if free {
+            // The dispatcher's next round, on this thread: it cannot wait.
+            log.append(&record(1), roll_policy(), 0).unwrap();
+            log.end_batch().unwrap();
+        }
+        let visible = log.next_offset();
+        let read = log.read(0, 10, usize::MAX).unwrap().len();
+        faults.heal();
+        flushing.join().unwrap().unwrap();
+        assert!(free, "the flush held the append lock through its fsync");
+        assert_eq!(
+            (visible, read),
+            (2, 2),
+            "the second copy, written during the fsync"
+        );
     }
 
     /// A failed deletion leaves that segment listed and every younger one

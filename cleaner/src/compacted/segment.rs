@@ -394,7 +394,59 @@ impl Segment {
             buf: Bytes::new(),
             buf_start: pos,
             checked: 0..0,
+            cached_only: false,
         }
+    }
+
+    /// A sequential reader from byte `pos` that never waits for the disk:
+    /// a read of bytes that are not all in the page cache fails with
+    /// [`CleanerError::NotCached`] instead ([`read_cached_at`]).
+    pub fn reader_cached(&self, pos: u64) -> SegmentReader<'_> {
+        SegmentReader {
+            cached_only: true,
+            ..self.reader(pos)
+        }
+    }
+}
+
+/// `buf.len()` bytes of `file` at `pos`, only if the page cache holds all
+/// of them: Linux's `preadv2` with `RWF_NOWAIT` answers `EAGAIN` (or a
+/// short count) instead of starting a disk read. Anything but the whole
+/// buffer is [`CleanerError::NotCached`], also where the file system or
+/// the platform has no such read (`EOPNOTSUPP`, tmpfs), so a caller falls
+/// back to a read that may block.
+fn read_cached_at(seg: &Segment, buf: &mut [u8], pos: u64) -> Result<()> {
+    let not_cached = || CleanerError::NotCached { path: seg.path() };
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::io::AsRawFd;
+        let offset = libc::off_t::try_from(pos).map_err(|_| not_cached())?;
+        let iov = libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: buf.len(),
+        };
+        // SAFETY: one iovec over `buf`, which outlives the call; the fd is
+        // the open file's.
+        let n = unsafe { libc::preadv2(seg.file.as_raw_fd(), &iov, 1, offset, libc::RWF_NOWAIT) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            return match e.raw_os_error() {
+                Some(libc::EAGAIN | libc::EOPNOTSUPP | libc::EINVAL | libc::ENOSYS) => {
+                    Err(not_cached())
+                }
+                _ => Err(io_err(&seg.path(), e)),
+            };
+        }
+        if n as usize == buf.len() {
+            Ok(())
+        } else {
+            Err(not_cached())
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (buf, pos);
+        Err(not_cached())
     }
 }
 
@@ -425,6 +477,8 @@ pub struct SegmentReader<'a> {
     /// Records starting in this byte range were CRC-checked before
     /// ([`SegmentReader::checked_before`]).
     checked: std::ops::Range<u64>,
+    /// Read only what the page cache holds ([`Segment::reader_cached`]).
+    cached_only: bool,
 }
 
 impl SegmentReader<'_> {
@@ -463,10 +517,14 @@ impl SegmentReader<'_> {
             }
             Err(_) => BytesMut::zeroed(want),
         };
-        self.seg
-            .file
-            .read_exact_at(&mut b, self.pos)
-            .map_err(|e| io_err(&self.seg.path(), e))?;
+        if self.cached_only {
+            read_cached_at(self.seg, &mut b, self.pos)?;
+        } else {
+            self.seg
+                .file
+                .read_exact_at(&mut b, self.pos)
+                .map_err(|e| io_err(&self.seg.path(), e))?;
+        }
         self.buf = b.freeze();
         self.buf_start = self.pos;
         Ok(())

@@ -204,6 +204,20 @@ async fn read_one(part: &PartitionRef, a: &Asked, left: usize) -> (PartitionData
             .read_remote(from, MAX_RECORDS, limit)
             .await
             .map(|batch| encode(&batch)),
+        // A compact partition's compacted log, read here when the page
+        // cache holds what the read needs (a consumer at the end of the
+        // log): no hand-off to the blocking pool.
+        None if part.read_blocks() => match part.read_cached(from, MAX_RECORDS, limit) {
+            Ok(Some(batch)) => Ok(encode(&batch)),
+            Ok(None) => {
+                let reader = part.clone();
+                maybe_blocking(true, move || {
+                    Ok(encode(&reader.read(from, MAX_RECORDS, limit)?))
+                })
+                .await
+            }
+            Err(e) => Err(e),
+        },
         None => {
             let reader = part.clone();
             maybe_blocking(
