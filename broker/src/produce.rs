@@ -53,6 +53,87 @@ pub struct ProduceRecord {
     pub timestamp_ms: Option<i64>,
 }
 
+/// The records of one produce to one partition of a known topic, built by
+/// a front-end as it decodes them (Kafka's Produce): each becomes the
+/// store's append record as it is pushed, with no [`ProduceRecord`] list
+/// and no second pass in between. The broker's checks are those of
+/// [`Broker::produce_awaiting`] with that partition, made by
+/// [`Broker::produce_batch_awaiting`] before anything is written: an
+/// internal topic, the partition, the key rule of compact topics (the
+/// first keyless record is noted as it is pushed); the record limits stay
+/// the store's.
+#[derive(Debug)]
+pub struct PartitionBatch {
+    topic: Arc<Topic>,
+    partition: u32,
+    records: Vec<AppendRecord>,
+    payload_bytes: u64,
+    /// The index of the first record without a key.
+    first_keyless: Option<usize>,
+}
+
+impl PartitionBatch {
+    /// An empty batch for `partition` of `topic` (checked when appended).
+    pub fn new(topic: Arc<Topic>, partition: u32) -> PartitionBatch {
+        PartitionBatch {
+            topic,
+            partition,
+            records: Vec::new(),
+            payload_bytes: 0,
+            first_keyless: None,
+        }
+    }
+
+    /// Room for `records` more.
+    pub fn reserve(&mut self, records: usize) {
+        self.records.reserve(records);
+    }
+
+    /// Appends a record: `key` `None` is keyless, `value` `None` a
+    /// tombstone, `headers` in order (duplicates kept), `timestamp_ms`
+    /// `None` the append time.
+    pub fn push(
+        &mut self,
+        key: Option<Bytes>,
+        value: Option<Bytes>,
+        headers: Vec<Header>,
+        timestamp_ms: Option<i64>,
+    ) {
+        if key.is_none() && self.first_keyless.is_none() {
+            self.first_keyless = Some(self.records.len());
+        }
+        self.payload_bytes += key.as_ref().map_or(0, |k| k.len() as u64)
+            + value.as_ref().map_or(0, |v| v.len() as u64)
+            + if headers.is_empty() {
+                0
+            } else {
+                headers_block_len(&headers) as u64
+            };
+        self.records.push(AppendRecord {
+            topic: Arc::clone(&self.topic.name),
+            partition: self.partition,
+            key,
+            value,
+            headers,
+            timestamp_ms,
+        });
+    }
+
+    /// Records pushed so far.
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    /// The topic the batch is for.
+    pub fn topic(&self) -> &Arc<Topic> {
+        &self.topic
+    }
+}
+
 /// What a produce wrote: where each record landed, in request order.
 #[derive(Debug)]
 pub struct Produced {
@@ -207,6 +288,48 @@ impl Broker {
         };
         let admitted = self.store.lag_admitted().await?;
         self.append_planned(topic, plan, producer, Some(admitted))
+    }
+
+    /// [`produce_awaiting`](Self::produce_awaiting) of a batch a
+    /// front-end built record by record for one partition
+    /// ([`PartitionBatch`]): the same checks, answers and waits, without
+    /// turning a list of [`ProduceRecord`]s into the store's records
+    /// first.
+    pub async fn produce_batch_awaiting(
+        &self,
+        batch: PartitionBatch,
+        producer: Option<ProducerBatch>,
+    ) -> Result<Unflushed<Produced>, BrokerError> {
+        let topic = &*batch.topic;
+        if topic.is_internal() {
+            return Err(BrokerError::InternalTopic {
+                topic: topic.name.to_string(),
+            });
+        }
+        topic.check_partition(batch.partition)?;
+        if let Some(index) = batch.first_keyless {
+            if topic.config.cleanup_policy.compacts() {
+                return Err(BrokerError::KeyRequired {
+                    index,
+                    topic: topic.name.to_string(),
+                    policy: topic.config.cleanup_policy.as_str(),
+                });
+            }
+        }
+        let plan = Planned {
+            batch: batch.records,
+            payload_bytes: batch.payload_bytes,
+        };
+        if plan.batch.is_empty() {
+            return Ok(Unflushed::ready(Produced {
+                batch: plan.batch,
+                appended: Vec::new(),
+                payload_bytes: plan.payload_bytes,
+                duplicate: None,
+            }));
+        }
+        let admitted = self.store.lag_admitted().await?;
+        self.append_planned(&batch.topic, plan, producer, Some(admitted))
     }
 
     /// Appends a planned produce: after `admitted` (the lag bound was
@@ -656,6 +779,95 @@ mod tests {
             broker.produce(CONSUMER_OFFSETS_TOPIC, None, vec![record(Some("k"), "v")]),
             Err(BrokerError::InternalTopic { .. })
         ));
+        Arc::try_unwrap(broker).unwrap().shutdown().unwrap();
+    }
+
+    /// A batch built record by record for one partition gets the checks and
+    /// answers of `produce_awaiting` to that partition: an internal topic,
+    /// an unknown partition and a keyless record on a compact topic (named
+    /// by its index) are refused with nothing written; otherwise the
+    /// records land in order, as `produce_awaiting` would put them, with
+    /// the same payload bytes.
+    #[test]
+    fn a_partition_batch_is_checked_and_appended_as_a_produce_to_its_partition() {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = open(dir.path());
+        broker.create_topic("t", 2, Overrides::new()).unwrap();
+        broker.create_topic("users", 1, compact()).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let batch = |topic: &str, partition: u32, records: &[(Option<&str>, &str)]| {
+            let topic = broker.registry.require(topic).unwrap();
+            let mut b = PartitionBatch::new(topic, partition);
+            b.reserve(records.len());
+            for (key, value) in records {
+                let headers = vec![Header {
+                    name: "h".into(),
+                    value: Some(Bytes::from_static(b"12")),
+                }];
+                b.push(
+                    key.map(|k| Bytes::copy_from_slice(k.as_bytes())),
+                    Some(Bytes::copy_from_slice(value.as_bytes())),
+                    headers,
+                    Some(7),
+                );
+            }
+            b
+        };
+        let produce = |b: PartitionBatch| {
+            rt.block_on(async {
+                match broker.produce_batch_awaiting(b, None).await {
+                    Ok(unflushed) => Ok(unflushed.durable().await?),
+                    Err(e) => Err(e),
+                }
+            })
+        };
+        let refused = produce(batch("users", 0, &[(Some("a"), "1"), (None, "2")])).unwrap_err();
+        assert!(
+            matches!(&refused, BrokerError::KeyRequired { index: 1, topic, .. } if topic == "users"),
+            "{refused:?}"
+        );
+        assert!(matches!(
+            produce(batch("t", 2, &[(None, "v")])),
+            Err(BrokerError::UnknownPartition { partition: 2, .. })
+        ));
+        assert!(matches!(
+            produce(batch(CONSUMER_OFFSETS_TOPIC, 0, &[(Some("k"), "v")])),
+            Err(BrokerError::InternalTopic { .. })
+        ));
+        assert_eq!(end_offsets(&broker, "users"), [0], "nothing was written");
+        assert_eq!(end_offsets(&broker, "t"), [0, 0], "nothing was written");
+
+        let empty = produce(batch("t", 1, &[])).unwrap();
+        assert!(empty.is_empty());
+        let produced = produce(batch("t", 1, &[(Some("a"), "one"), (None, "two")])).unwrap();
+        assert_eq!(produced.offsets().collect::<Vec<_>>(), [(1, 0), (1, 1)]);
+        // Keys 1, values 3 + 3, each a header block of 6 + 1 + 2 bytes.
+        assert_eq!(produced.payload_bytes(), 1 + 3 + 3 + 2 * 9);
+        let keyed = produce(batch("users", 0, &[(Some("a"), "1")])).unwrap();
+        assert_eq!(keyed.offsets().collect::<Vec<_>>(), [(0, 0)]);
+        assert!(broker
+            .store
+            .wait_dispatched(std::time::Duration::from_secs(30)));
+        let read = broker
+            .store
+            .read("t", 1, tidelog_storage::QueueOffset::new(0), 10, 1 << 20)
+            .unwrap();
+        let got: Vec<(Option<Bytes>, Option<Bytes>, i64, usize)> = read
+            .records
+            .iter()
+            .map(|r| (r.key(), r.value(), r.timestamp_ms(), r.headers().len()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (Some(Bytes::from("a")), Some(Bytes::from("one")), 7, 1),
+                (None, Some(Bytes::from("two")), 7, 1),
+            ]
+        );
+        drop(rt);
         Arc::try_unwrap(broker).unwrap().shutdown().unwrap();
     }
 

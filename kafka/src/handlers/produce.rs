@@ -1,5 +1,6 @@
-//! Produce (0): each partition's record batches decoded (`records`), then
-//! appended all or nothing through `Broker::produce_awaiting`, inline,
+//! Produce (0): each partition's record batches decoded (`records`) into
+//! the broker's `PartitionBatch`, then appended all or nothing through
+//! `Broker::produce_batch_awaiting`, inline,
 //! awaiting the dispatch-lag bound and the sync flush (if any) without
 //! holding a thread.
 //!
@@ -29,14 +30,14 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_request::PartitionProduceData;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
-use tidelog_broker::produce::ProduceRecord;
-use tidelog_broker::store::ProducerBatch;
+use tidelog_broker::produce::PartitionBatch;
+use tidelog_broker::store::{Header, ProducerBatch};
 use tidelog_broker::{Broker, BrokerError};
 
 use super::NOT_READY;
 use crate::dispatch::Context;
 use crate::error::broker_code;
-use crate::records::decode_partition;
+use crate::records::{decode_partition_into, BatchRecord, RecordSink};
 
 /// The answer, or `None` for acks 0.
 pub async fn handle(ctx: &Context, request: ProduceRequest) -> Option<ProduceResponse> {
@@ -81,24 +82,21 @@ async fn partition(
     let Ok(p) = u32::try_from(index) else {
         return failed(index, ResponseError::UnknownTopicOrPartition.code(), None);
     };
-    let (records, producer) = match data.records.as_ref().map(|r| decode_partition(r, budget)) {
-        Some(Ok(decoded)) => decoded,
+    // Each record becomes the store's append record as it is decoded
+    // (`PartitionBatch`): no list of decoded records in between.
+    let mut batch = Appends(PartitionBatch::new(Arc::clone(&topic), p));
+    let decoded = data
+        .records
+        .as_ref()
+        .map(|r| decode_partition_into(r, budget, &mut batch));
+    let producer = match decoded {
+        Some(Ok(producer)) => producer,
         Some(Err(e)) => {
             tracing::warn!(topic = %topic.name, partition = index, error = %e, "kafka produce batch refused");
             return failed(index, e.code(), Some(e.to_string()));
         }
         None => return failed(index, ResponseError::CorruptMessage.code(), None),
     };
-    let records: Vec<ProduceRecord> = records
-        .into_iter()
-        .map(|r| ProduceRecord {
-            key: r.key,
-            value: r.value,
-            partition: Some(p),
-            headers: r.headers,
-            timestamp_ms: r.timestamp_ms,
-        })
-        .collect();
     let producer = producer.map(|b| ProducerBatch {
         producer_id: b.producer_id,
         epoch: b.epoch,
@@ -108,11 +106,8 @@ async fn partition(
     // cache, and under sync flush (acks 1 and -1 alike) the answer awaits
     // the group commit's fsync without holding a thread; while the
     // dispatcher is over its lag bound the append awaits it likewise
-    // (`Broker::produce_awaiting`).
-    let produced = match broker
-        .produce_awaiting(&topic, Some(p), records, producer)
-        .await
-    {
+    // (`Broker::produce_batch_awaiting`).
+    let produced = match broker.produce_batch_awaiting(batch.0, producer).await {
         Ok(unflushed) => unflushed.durable().await.map_err(BrokerError::from),
         Err(e) => Err(e),
     };
@@ -131,6 +126,28 @@ async fn partition(
             .with_log_append_time_ms(-1)
             .with_log_start_offset(beginning as i64),
         Err(e) => failed(index, broker_code(&e), Some(e.to_string())),
+    }
+}
+
+/// A produce's decoded records, straight into the broker's batch.
+struct Appends(PartitionBatch);
+
+impl RecordSink for Appends {
+    fn reserve(&mut self, records: usize) {
+        self.0.reserve(records);
+    }
+
+    fn push(&mut self, r: BatchRecord) {
+        // Most records have none: no iterator to build and drop.
+        let headers = if r.headers.is_empty() {
+            Vec::new()
+        } else {
+            r.headers
+                .into_iter()
+                .map(|(name, value)| Header { name, value })
+                .collect()
+        };
+        self.0.push(r.key, r.value, headers, r.timestamp_ms);
     }
 }
 
