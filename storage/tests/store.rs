@@ -1005,6 +1005,169 @@ fn preallocation_prepares_the_next_segment() {
     assert_eq!(store.offsets("t", 0), (0, 41));
 }
 
+/// Whether the byte at `offset` of `file` lies in an unwritten
+/// (preallocated, never written) extent, from FIEMAP (with its sync flag);
+/// `None` where the file system does not say.
+#[cfg(target_os = "linux")]
+fn unwritten_at(file: &std::fs::File, offset: u64) -> Option<bool> {
+    #[repr(C)]
+    #[derive(Clone, Copy, Default)]
+    struct Extent {
+        logical: u64,
+        physical: u64,
+        length: u64,
+        reserved64: [u64; 2],
+        flags: u32,
+        reserved: [u32; 3],
+    }
+    #[repr(C)]
+    #[derive(Default)]
+    struct Fiemap {
+        start: u64,
+        length: u64,
+        flags: u32,
+        mapped_extents: u32,
+        extent_count: u32,
+        reserved: u32,
+        extents: [Extent; 1],
+    }
+    const FS_IOC_FIEMAP: libc::c_ulong = 0xC020_660B;
+    const FIEMAP_FLAG_SYNC: u32 = 1;
+    const FIEMAP_EXTENT_UNWRITTEN: u32 = 0x800;
+    let mut map = Fiemap {
+        start: offset,
+        length: 1,
+        flags: FIEMAP_FLAG_SYNC,
+        extent_count: 1,
+        ..Default::default()
+    };
+    // SAFETY: FS_IOC_FIEMAP with a header and room for `extent_count`
+    // extents, which is what the kernel writes.
+    let rc = unsafe {
+        libc::ioctl(
+            std::os::fd::AsRawFd::as_raw_fd(file),
+            FS_IOC_FIEMAP,
+            &mut map as *mut Fiemap,
+        )
+    };
+    (rc == 0 && map.mapped_extents == 1)
+        .then(|| map.extents[0].flags & FIEMAP_EXTENT_UNWRITTEN != 0)
+}
+
+/// Under `flush: sync` the preallocator writes (and flushes) zeros ahead of
+/// the writer, so the acknowledging msync converts no extents: the space
+/// ahead is written extents, where async flush (which must not write
+/// every byte twice) leaves it preallocated only.
+#[cfg(target_os = "linux")]
+#[test]
+fn sync_flush_writes_zeros_ahead_of_the_writer_and_async_does_not() {
+    let segment = 1u64 << 20;
+    let probe = segment / 2;
+    // Only where the file system reports unwritten extents (ext4, XFS).
+    let fresh = tempfile::tempfile().unwrap();
+    // SAFETY: plain syscall on a file this test owns.
+    let rc = unsafe {
+        libc::posix_fallocate(
+            std::os::fd::AsRawFd::as_raw_fd(&fresh),
+            0,
+            segment as libc::off_t,
+        )
+    };
+    if rc != 0 || unwritten_at(&fresh, probe) != Some(true) {
+        eprintln!("skipped: the temp dir's file system does not report unwritten extents");
+        return;
+    }
+    let mut unwritten = Vec::new();
+    for flush in [FlushMode::Sync, FlushMode::Async] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = config_with_segments(dir.path(), segment);
+        cfg.preallocate_next_segment = true;
+        cfg.flush = flush;
+        let store = Store::open(cfg).unwrap();
+        store
+            .append(&[record("t", 0, None, Some("first"))])
+            .unwrap();
+        // The preallocator works through the window ahead in steps; wait
+        // (boundedly) until it has passed the probe.
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while store.commit_log().warmed_to() < segment {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the window never reached the segment end"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let seg =
+            std::fs::File::open(dir.path().join("commitlog").join(format!("{:020}", 0))).unwrap();
+        unwritten.push(unwritten_at(&seg, probe));
+        store.shutdown().unwrap();
+    }
+    assert_eq!(
+        unwritten,
+        [Some(false), Some(true)],
+        "[sync, async]: whether the space ahead of the writer is unwritten"
+    );
+}
+
+/// Appends from many threads race the zero fill ahead of them (small
+/// segments: it fills each next segment while the writer rolls into it):
+/// no acknowledged record is overwritten by zeros, before or after a crash.
+#[test]
+fn the_zero_fill_never_overwrites_an_acknowledged_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config_with_segments(dir.path(), 256 * 1024);
+    cfg.preallocate_next_segment = true;
+    cfg.flush = FlushMode::Sync;
+    let store = Arc::new(Store::open(cfg.clone()).unwrap());
+    let value = |t: u32, i: u32| format!("{t}-{i}-{}", "z".repeat(1000));
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            let store = Arc::clone(&store);
+            std::thread::spawn(move || {
+                // Batches of 32 KiB: the writer must keep up with the
+                // zero fill, or it never comes near a range being filled.
+                for i in 0..40 {
+                    let batch: Vec<_> = (0..32)
+                        .map(|k| record("t", t, None, Some(&value(t, i * 32 + k))))
+                        .collect();
+                    store.append(&batch).unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let check = |store: &Store| {
+        for t in 0..8 {
+            let got = store
+                .read("t", t, QueueOffset::new(0), 2000, usize::MAX)
+                .unwrap()
+                .records;
+            assert_eq!(got.len(), 1280, "partition {t}");
+            for (i, r) in got.iter().enumerate() {
+                assert_eq!(
+                    r.value_slice(),
+                    Some(value(t, i as u32).as_bytes()),
+                    "partition {t} record {i}"
+                );
+            }
+        }
+    };
+    assert!(store.wait_dispatched(Duration::from_secs(10)));
+    check(&store);
+    assert!(
+        store.commit_log().segment_count() > 4,
+        "too few rolls to race the zero fill"
+    );
+    let store = Arc::try_unwrap(store).ok().unwrap();
+    store.close_uncleanly();
+    let store = Store::open(cfg).unwrap();
+    assert!(!store.recovery_report().clean_shutdown);
+    assert!(store.wait_dispatched(Duration::from_secs(10)));
+    check(&store);
+}
+
 /// A read-only view of `file`'s byte range `from..to` (`from` page-aligned).
 /// Only ever read, never written: the file's pages stay as they are.
 fn file_view(file: &std::path::Path, from: u64, to: u64) -> memmap2::Mmap {

@@ -9,7 +9,8 @@
 //!
 //! Lock order: `writer` → `segments` → `flush_state` → `poison_reason`, and
 //! the flush waiters' list → `poison_reason` (the list and `flush_state`
-//! are never held together). No lock is held while waiting for an fsync
+//! are never held together), and `writer` → the preallocator's zero claim
+//! (`prealloc.rs`: an append waits for a zero fill it reached). No lock is held while waiting for an fsync
 //! except `flush_state`'s condition variables.
 //!
 //! Flushing under `flush: sync`: appenders do not flush themselves. An
@@ -68,6 +69,9 @@ pub struct CommitLog {
     segment_bytes: u64,
     max_message_bytes: u64,
     preallocate: bool,
+    /// `flush: sync` with preallocation: the preallocator writes zeros
+    /// ahead of the writer instead of only warming pages (`prealloc.rs`).
+    zero_fill_ahead: bool,
     faults: crate::fault::FaultHandle,
     segments: RwLock<Vec<Arc<Segment>>>,
     writer: Mutex<WriterState>,
@@ -109,6 +113,8 @@ impl CommitLog {
             segment_bytes: config.commitlog_segment_bytes,
             max_message_bytes: config.record_payload_max(),
             preallocate: config.preallocate_next_segment,
+            zero_fill_ahead: config.preallocate_next_segment
+                && config.flush == crate::config::FlushMode::Sync,
             faults,
             segments: RwLock::new(segments),
             writer: Mutex::new(WriterState {

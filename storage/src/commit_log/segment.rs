@@ -167,6 +167,31 @@ impl Segment {
         }
     }
 
+    /// Write zeros over the relative range `from..to` (clamped to the
+    /// segment) with pwrite(2), turning preallocated (unwritten) extents
+    /// into written ones once the range is flushed. Zeros are what an
+    /// unwritten extent reads as, so readers and recovery see no change;
+    /// the caller makes sure the writer does not write the range
+    /// meanwhile (see `Preallocator`'s zero claim).
+    ///
+    /// It writes one page per call: the page cache sizes the folios of a
+    /// buffered write by the write, and the writer's small appends are
+    /// cheaper into single pages (see [`Segment::warm`]); 1,024 calls per
+    /// 4 MiB step of the preallocator cost about as much as the copy.
+    pub fn write_zeros(&self, from: u64, to: u64) -> std::io::Result<()> {
+        static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
+        let page = (crate::fs_util::page_size() as u64).min(ZEROS.len() as u64);
+        let end = to.min(self.size);
+        let mut at = from;
+        while at < end {
+            // Up to the next page boundary, so later calls stay aligned.
+            let len = (end - at).min(page - at % page) as usize;
+            std::os::unix::fs::FileExt::write_all_at(&self._file, &ZEROS[..len], at)?;
+            at += len as u64;
+        }
+        Ok(())
+    }
+
     pub fn base(&self) -> u64 {
         self.base
     }

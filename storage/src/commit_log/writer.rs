@@ -369,6 +369,9 @@ impl CommitLog {
             i = j;
         }
         let end = pos;
+        if self.zero_fill_ahead {
+            self.wait_for_zero_fill(end);
+        }
 
         // Encode the entries into the scratch buffer, one contiguous run per
         // segment, and hand each run to the kernel with one positioned
