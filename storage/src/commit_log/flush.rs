@@ -140,7 +140,11 @@ impl CommitLog {
             st.in_progress = true;
             drop(st);
             let upto = self.committed.load(Ordering::Acquire);
-            let res = self.flush_range(self.flushed.load(Ordering::Acquire), upto);
+            let from = self.flushed.load(Ordering::Acquire);
+            let res = self.flush_range(from, upto);
+            if res.is_ok() && upto > from {
+                self.prealloc.zeroing.note_flush(upto - from);
+            }
             let mut st = lock(&self.flush_state);
             st.in_progress = false;
             let flushed = match &res {

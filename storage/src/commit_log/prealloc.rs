@@ -46,7 +46,7 @@ impl CommitLog {
                 .segment_containing(from)
                 .or_else(|| ready.filter(|s| s.contains(from)).cloned())?;
             let to = (from + WARM_CHUNK).min(seg.end());
-            if self.zero_fill_ahead && !self.prealloc.zeroing.failed.load(Ordering::Acquire) {
+            if self.zero_fill_ahead && self.prealloc.zeroing.pays() {
                 self.zero_fill(&seg, from, to)?;
             } else {
                 seg.warm(from - seg.base(), to - seg.base());
@@ -126,6 +126,17 @@ impl CommitLog {
     }
 }
 
+/// Above this many bytes in an average sync flush the zero fill no longer
+/// pays, and the window ahead is only warmed. What a conversion costs an
+/// msync is fixed (two more synchronous block writes, ~0.2 ms each here),
+/// what the fill costs is a second write of every byte: with 64 one-record
+/// requests an msync covers ~10 KiB and the fill makes it 1.28-1.54x
+/// faster; with 100-record requests it covers ~1.6 MB, the conversion is
+/// spread thin, and the doubled writes cost more than they save (merge of
+/// `sync`, BENCHMARKS.md). 256 KiB is about what the disk writes in the
+/// time of the two extra block writes (~600 MB/s here).
+const ZERO_FILL_MAX_FLUSH_BYTES: u64 = 256 << 10;
+
 /// How far past the write position a zero fill starts at the least (or a
 /// quarter of a segment, if less): more than one usual append, so an
 /// append rarely reaches a claimed range and waits (it would only wait
@@ -143,6 +154,32 @@ pub(super) struct ZeroClaim {
     done: Condvar,
     /// A zero fill's `pwrite` failed: warm without writing from then on.
     failed: AtomicBool,
+    /// Bytes a sync flush covered, on average (the newest weighs a
+    /// quarter); 0 before the first.
+    flush_bytes: AtomicU64,
+}
+
+impl ZeroClaim {
+    /// A flush of `bytes` completed: fold it into the average.
+    pub(super) fn note_flush(&self, bytes: u64) {
+        // Only the flushing thread updates it (flushes are serialized by
+        // `FlushState::in_progress`): a plain load and store suffice.
+        let avg = self.flush_bytes.load(Ordering::Relaxed);
+        let next = if avg == 0 {
+            bytes
+        } else {
+            (avg.saturating_mul(3)).saturating_add(bytes) / 4
+        };
+        self.flush_bytes.store(next.max(1), Ordering::Relaxed);
+    }
+
+    /// Whether the next warm-up step should write zeros: it has not failed,
+    /// and flushes are small enough for the conversion they save to cost
+    /// more than the zeros ([`ZERO_FILL_MAX_FLUSH_BYTES`]).
+    fn pays(&self) -> bool {
+        !self.failed.load(Ordering::Acquire)
+            && self.flush_bytes.load(Ordering::Relaxed) <= ZERO_FILL_MAX_FLUSH_BYTES
+    }
 }
 
 impl Default for ZeroClaim {
@@ -152,6 +189,7 @@ impl Default for ZeroClaim {
             done_lock: Mutex::new(()),
             done: Condvar::new(),
             failed: AtomicBool::new(false),
+            flush_bytes: AtomicU64::new(0),
         }
     }
 }
