@@ -13,7 +13,8 @@
 #   http-10       the same at 10 records per request
 #   http-1        the same at 1 record per request (async beside sync-1)
 #   sync-1        --flush sync, 1 record per request      (syncflush's flag)
-#   sync-100      --flush sync, 100 records per request   (syncflush's flag)
+#   sync-100      --flush sync, 100 records per request, beside an async server
+#                 in alternating slices (--compare-async)
 #   compact       --compare-delete --keys N: delete and compact topics in one run
 #   http-1k       100 records x 1 KiB
 #   http-16k      10 records x 16 KiB
@@ -198,7 +199,7 @@ bench http-100 300
 bench http-10 300 --batch 10
 bench http-1 300 --batch 1
 bench sync-1 300 --flush sync --batch 1
-bench sync-100 300 --flush sync
+bench sync-100 300 --flush sync --compare-async
 bench compact 400 --compare-delete --keys 100000
 bench http-1k 300 --record-bytes 1024
 bench http-16k 300 --record-bytes 16384 --batch 10

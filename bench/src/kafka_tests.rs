@@ -55,6 +55,7 @@ fn args() -> BenchArgs {
         policy: crate::Policy::Delete,
         keys: 1,
         compare_delete: false,
+        compare_async: false,
     }
 }
 

@@ -193,6 +193,12 @@ pub struct BenchArgs {
     /// the dispatch lag and the goals of issue 17 §2. No fetch phase.
     #[arg(long)]
     pub compare_delete: bool,
+    /// HTTP, with `--flush sync`: also start a second server with `flush:
+    /// async` and, after the produce phase, produce to both in
+    /// alternating slices of one phase (`produce-vs-async`), so sync over
+    /// async is a ratio of two equally loaded measurements (issue 17 §1).
+    #[arg(long, conflicts_with_all = ["url", "compare_delete", "recovery_mib", "tiered_mib"])]
+    pub compare_async: bool,
 }
 
 /// `--flush`: the started server's flush mode.

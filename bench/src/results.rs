@@ -56,7 +56,7 @@ pub struct RunResults {
 /// One row of the results table.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PhaseFigures {
-    /// `produce` or `fetch`.
+    /// `produce`, `fetch` or `produce-vs-async` (`--compare-async`).
     pub phase: String,
     /// `tidelog`, `ceiling`, `tidelog-http`, ...
     pub target: String,

@@ -14,7 +14,7 @@ use crate::ceiling;
 use crate::client::{self, Conn};
 use crate::compact::{self, LagSampler};
 use crate::cpu::CpuSource;
-use crate::load::{alternate, Job, Target};
+use crate::load::{alternate, alternate_all, Job, Target};
 use crate::machine::ServerFigures;
 use crate::report::report;
 use crate::results::{PhaseFigures, RunResults, VisibilityFigures};
@@ -125,6 +125,13 @@ fn check_args(args: &BenchArgs) -> anyhow::Result<()> {
         "--policy compact and --compare-delete are HTTP only"
     );
     ensure!(args.keys >= 1, "--keys must be at least 1");
+    ensure!(
+        !args.compare_async
+            || (args.flush == Some(crate::Flush::Sync)
+                && args.protocol == Protocol::Http
+                && args.policy == Policy::Delete),
+        "--compare-async needs --flush sync, --protocol http and --policy delete"
+    );
     if let Some(addr) = args.kafka_addr {
         ensure!(
             addr.ip().is_loopback(),
@@ -182,6 +189,24 @@ pub(crate) async fn bench(
     };
     let tidelog = (tidelog_addr, tidelog_cpu);
     let started_kafka = started_server.as_ref().and_then(|s| s.kafka_addr);
+    // --compare-async: the same server with `flush: async`, stopped at the
+    // end of the run (check_args: never with --url).
+    let mut async_server = None;
+    if args.compare_async {
+        let mut async_args = args.clone();
+        async_args.flush = Some(crate::Flush::Async);
+        let mut server = ChildServer::start(&async_args)?;
+        client::wait_ready(server.addr, READY_TIMEOUT, || server.check_alive()).await?;
+        println!(
+            "async tidelog: http://{} (child process {}, flush: async)",
+            server.addr,
+            server.child.id()
+        );
+        async_server = Some(server);
+    }
+    let async_target = async_server
+        .as_ref()
+        .map(|s| (s.addr, CpuSource::Process(s.child.id())));
     let outcome = match (args.recovery_mib, started_server.as_mut()) {
         (Some(mib), Some(server)) => {
             let mut results = RunResults::for_args("recovery", args);
@@ -206,8 +231,21 @@ pub(crate) async fn bench(
                     results
                 })
         }
-        (None, _) => measure_load(args, topic, tidelog, ceiling_addr, started_kafka).await,
+        (None, _) => {
+            measure_load(
+                args,
+                topic,
+                tidelog,
+                ceiling_addr,
+                started_kafka,
+                async_target,
+            )
+            .await
+        }
     };
+    if let Some(mut server) = async_server {
+        server.stop();
+    }
     if let Some(mut server) = started_server {
         // What the server holds after the run (the recovery run read it
         // before stopping the server for its cold cat).
@@ -237,6 +275,7 @@ async fn measure_load(
     tidelog: Target,
     ceiling_addr: SocketAddr,
     started_kafka: Option<SocketAddr>,
+    async_target: Option<Target>,
 ) -> anyhow::Result<RunResults> {
     match args.protocol {
         Protocol::Http => {
@@ -245,7 +284,7 @@ async fn measure_load(
             if args.compare_delete {
                 compact::measure_compare(args, topic, tidelog, ceiling).await
             } else {
-                measure_all(args, topic, tidelog, ceiling).await
+                measure_all(args, topic, tidelog, ceiling, async_target).await
             }
         }
         Protocol::Kafka => {
@@ -263,6 +302,7 @@ async fn measure_all(
     topic: &str,
     tidelog: Target,
     ceiling: Target,
+    async_target: Option<Target>,
 ) -> anyhow::Result<RunResults> {
     let mut admin = Conn::connect(tidelog.0).await?;
     let cluster = cluster_id(&mut admin).await?;
@@ -295,6 +335,37 @@ async fn measure_all(
         None => None,
     };
     let (tidelog_produce, ceiling_produce) = produced?;
+    // --compare-async: this (sync) server against the async one, the same
+    // requests in alternating slices.
+    let versus_async = match async_target {
+        Some(async_target) => {
+            let mut async_admin = Conn::connect(async_target.0).await?;
+            let async_cluster = cluster_id(&mut async_admin).await?;
+            let async_partitions = ensure_topic_with_policy(
+                &mut async_admin,
+                &async_cluster,
+                topic,
+                args.partitions,
+                policy,
+            )
+            .await?;
+            ensure!(
+                async_partitions == partitions,
+                "the async server's {topic} has {async_partitions} partitions, not {partitions}"
+            );
+            let targets = [
+                ("tidelog", tidelog, &produce),
+                ("async", async_target, &produce),
+            ];
+            let [sync_p, async_p] = alternate_all("produce-vs-async", &targets, args).await?;
+            println!(
+                "sync / async produce (alternating slices): {:.1} %",
+                100.0 * sync_p.records_per_s() / async_p.records_per_s().max(f64::MIN_POSITIVE)
+            );
+            Some((sync_p, async_p))
+        }
+        None => None,
+    };
 
     let mut ranges = Vec::with_capacity(partitions as usize);
     for p in 0..partitions {
@@ -324,6 +395,14 @@ async fn measure_all(
         PhaseFigures::of("fetch", "tidelog", &tidelog_fetch),
         PhaseFigures::of("fetch", "ceiling", &ceiling_fetch),
     ];
+    if let Some((sync_p, async_p)) = &versus_async {
+        results
+            .phases
+            .push(PhaseFigures::of("produce-vs-async", "tidelog", sync_p));
+        results
+            .phases
+            .push(PhaseFigures::of("produce-vs-async", "async", async_p));
+    }
     results.visibility = Some(VisibilityFigures::of(&visibility));
     if let Some(lag) = &lag {
         compact::lag_line(lag);

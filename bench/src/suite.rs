@@ -14,8 +14,10 @@
 //! others. A row with a goal says `met` or `missed`; a row without one
 //! (figures the issue asks to report) says `reported`.
 //!
-//! Rows of other branches' flags: `sync-1`, `sync-100` (`--flush sync`),
-//! `compact` (`--policy compact --keys N`; its dispatch lag is read from
+//! Rows of other branches' flags: `sync-1`, `sync-100` (`--flush sync`;
+//! `sync-100` with `--compare-async`, its async figure from the
+//! `produce-vs-async` rows), `compact` (`--policy compact --keys N`; its
+//! dispatch lag is read from
 //! `extra.dispatch_lag_max_bytes`, the delete topic of the same run from
 //! the `produce` row of target `tidelog-delete`) and `cleaner` (the
 //! compaction bench's summary lines) fail with the reason until those
@@ -274,16 +276,31 @@ impl Suite {
             f,
         ));
         let f = self.run("sync-100").and_then(|sync| {
-            let p = phase(&sync, "produce", "tidelog")?;
-            let async100 = self.run("http-100")?;
-            let a = phase(&async100, "produce", "tidelog")?;
-            let share = p.records_per_s / a.records_per_s;
-            Ok(Measured {
-                value: records(p.records_per_s),
-                limit: format!(
-                    "async, same load (`http-100`): {}",
-                    records(a.records_per_s)
+            // `--compare-async`: sync and async servers in alternating
+            // slices of one phase; otherwise the async step's own figure,
+            // measured minutes apart (older runs).
+            let (p, a, limit) = match (
+                phase(&sync, "produce-vs-async", "tidelog"),
+                phase(&sync, "produce-vs-async", "async"),
+            ) {
+                (Ok(p), Ok(a)) => (
+                    p.records_per_s,
+                    a.records_per_s,
+                    "async server, alternating slices of the same phase",
                 ),
+                _ => {
+                    let async100 = self.run("http-100")?;
+                    (
+                        phase(&sync, "produce", "tidelog")?.records_per_s,
+                        phase(&async100, "produce", "tidelog")?.records_per_s,
+                        "async, same load (`http-100`)",
+                    )
+                }
+            };
+            let share = p / a;
+            Ok(Measured {
+                value: records(p),
+                limit: format!("{limit}: {}", records(a)),
                 ratio: percent(share),
                 met: Some(share >= 0.6),
             })

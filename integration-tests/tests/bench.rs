@@ -265,6 +265,54 @@ fn bench_compare_delete_produces_to_both_policies_and_reports_the_lag() {
     assert!(compact.contains(" 0 missed"), "{compact}");
 }
 
+/// `--flush sync --compare-async`: a second server with `flush: async`
+/// takes the same produce requests in alternating slices with the sync
+/// one; both figures land in the JSON (what the suite's sync-100 row
+/// divides) and both servers' data dirs are gone afterwards. Counts only.
+#[test]
+fn bench_compare_async_measures_sync_and_async_servers_in_one_phase() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("sync.json");
+    let stdout = run_bench(
+        dir.path(),
+        &[
+            "--flush",
+            "sync",
+            "--compare-async",
+            "--visibility-samples",
+            "5",
+            "--json",
+            json.to_str().expect("a UTF-8 temp path"),
+        ],
+    );
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("sync / async produce (alternating slices): ")),
+        "no sync / async line in\n{stdout}"
+    );
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    for target in ["tidelog", "async"] {
+        let phase = results["phases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["phase"] == "produce-vs-async" && p["target"] == target)
+            .unwrap_or_else(|| panic!("no produce-vs-async {target} phase in {results}"));
+        assert!(
+            phase["records_per_s"].as_f64().unwrap() > 0.0,
+            "produce-vs-async {target}: {phase}"
+        );
+    }
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|name| name != "bench.yaml" && name != "sync.json")
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
 #[test]
 fn bench_refuses_hosts_other_than_localhost() {
     let out = run_tidelog(&["bench", "--url", "http://192.0.2.1:8080"]);

@@ -364,3 +364,42 @@ fn the_tiered_rows_put_the_server_beside_plain_object_store_calls() {
     let rows = suite.rows();
     failed_with(find(&rows, "tiered storage upload"), "not run");
 }
+
+#[test]
+fn the_sync_100_row_divides_by_the_async_server_of_its_own_phase() {
+    let (dir, _) = sample_suite();
+    let sync = |phases: Vec<PhaseFigures>| RunResults {
+        mode: "http".into(),
+        phases,
+        ..RunResults::default()
+    };
+    // `--compare-async`: 650 k against 1.0 M in one phase (met), whatever
+    // the `http-100` step measured minutes apart (1.2 M: it would miss).
+    write_json(
+        dir.path(),
+        "sync-100",
+        &sync(vec![
+            figures("produce", "tidelog", 650e3, 100.0),
+            figures("produce", "ceiling", 2.0e6, 100.0),
+            figures("produce-vs-async", "tidelog", 650e3, 100.0),
+            figures("produce-vs-async", "async", 1.0e6, 100.0),
+        ]),
+    );
+    let rows = Suite::open(dir.path()).unwrap().rows();
+    let row = find(&rows, "sync produce, 64 × 100 records");
+    assert_eq!(
+        (row.ratio.as_str(), &row.verdict),
+        ("65.0 %", &Verdict::Met)
+    );
+    assert!(row.limit.contains("alternating slices"), "{row:?}");
+    // An older run without those rows falls back to the async step.
+    write_json(
+        dir.path(),
+        "sync-100",
+        &sync(vec![figures("produce", "tidelog", 650e3, 100.0)]),
+    );
+    let rows = Suite::open(dir.path()).unwrap().rows();
+    let row = find(&rows, "sync produce, 64 × 100 records");
+    assert_eq!(row.verdict, Verdict::Missed);
+    assert!(row.limit.contains("`http-100`"), "{row:?}");
+}
