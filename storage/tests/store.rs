@@ -1054,6 +1054,23 @@ fn unwritten_at(file: &std::fs::File, offset: u64) -> Option<bool> {
         .then(|| map.extents[0].flags & FIEMAP_EXTENT_UNWRITTEN != 0)
 }
 
+/// Whether the temp dir's file system reports a preallocated, never
+/// written range as an unwritten extent (ext4 and XFS do; tmpfs does not).
+#[cfg(target_os = "linux")]
+fn temp_fs_reports_unwritten_extents() -> bool {
+    let len = 1u64 << 20;
+    let fresh = tempfile::tempfile().unwrap();
+    // SAFETY: plain syscall on a file this test owns.
+    let rc = unsafe {
+        libc::posix_fallocate(
+            std::os::fd::AsRawFd::as_raw_fd(&fresh),
+            0,
+            len as libc::off_t,
+        )
+    };
+    rc == 0 && unwritten_at(&fresh, len / 2) == Some(true)
+}
+
 /// Under `flush: sync` the preallocator writes (and flushes) zeros ahead of
 /// the writer, so the acknowledging msync converts no extents: the space
 /// ahead is written extents, where async flush (which must not write
@@ -1064,16 +1081,7 @@ fn sync_flush_writes_zeros_ahead_of_the_writer_and_async_does_not() {
     let segment = 1u64 << 20;
     let probe = segment / 2;
     // Only where the file system reports unwritten extents (ext4, XFS).
-    let fresh = tempfile::tempfile().unwrap();
-    // SAFETY: plain syscall on a file this test owns.
-    let rc = unsafe {
-        libc::posix_fallocate(
-            std::os::fd::AsRawFd::as_raw_fd(&fresh),
-            0,
-            segment as libc::off_t,
-        )
-    };
-    if rc != 0 || unwritten_at(&fresh, probe) != Some(true) {
+    if !temp_fs_reports_unwritten_extents() {
         eprintln!("skipped: the temp dir's file system does not report unwritten extents");
         return;
     }
@@ -1119,16 +1127,8 @@ fn sync_flush_writes_zeros_ahead_of_the_writer_and_async_does_not() {
 fn sync_flush_stops_writing_zeros_ahead_while_its_flushes_are_large() {
     let segment = 1u64 << 20;
     let probe = segment / 2;
-    let fresh = tempfile::tempfile().unwrap();
-    // SAFETY: plain syscall on a file this test owns.
-    let rc = unsafe {
-        libc::posix_fallocate(
-            std::os::fd::AsRawFd::as_raw_fd(&fresh),
-            0,
-            segment as libc::off_t,
-        )
-    };
-    if rc != 0 || unwritten_at(&fresh, probe) != Some(true) {
+    // Only where the file system reports unwritten extents (ext4, XFS).
+    if !temp_fs_reports_unwritten_extents() {
         eprintln!("skipped: the temp dir's file system does not report unwritten extents");
         return;
     }
