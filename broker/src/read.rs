@@ -369,6 +369,16 @@ impl PartitionRef {
                 next_offset: read.next_offset.get(),
             });
         }
+        let (log, from, end) = self.compacted_from(from)?;
+        let records = log.read(from, max_records, max_bytes)?;
+        Ok(self.compacted_batch(records, end))
+    }
+
+    /// Where a compacted-log read of [`read`](Self::read) or
+    /// [`read_cached`](Self::read_cached) starts (`from` is at or above the
+    /// topic's base offset already): the log, the offset, and its end
+    /// before the read.
+    fn compacted_from(&self, from: u64) -> Result<(&Arc<CompactedLog>, u64, u64), BrokerError> {
         // The compacted log keeps records below a log start DeleteRecords
         // moved until retention takes their segments: never served.
         let from = from.max(self.log_start());
@@ -377,15 +387,20 @@ impl PartitionRef {
         // lies in `[from, end)` (and a new log of a topic created again
         // under an old name ends below its base).
         let end = log.next_offset().max(from);
-        let records = log.read(from, max_records, max_bytes)?;
+        Ok((log, from, end))
+    }
+
+    /// The answer of a compacted-log read that ended at `end` (see
+    /// [`compacted_from`](Self::compacted_from)).
+    fn compacted_batch(&self, records: Vec<CompactedRecord>, end: u64) -> ReadBatch {
         let next_offset = records.last().map_or(end, |last| last.offset.get() + 1);
-        Ok(ReadBatch {
+        ReadBatch {
             records: Records::Compacted {
                 partition: self.partition,
                 records,
             },
             next_offset,
-        })
+        }
     }
 
     /// [`read`](Self::read) without waiting for the disk, for an async
@@ -404,23 +419,11 @@ impl PartitionRef {
         if self.compacted.is_none() {
             return self.read(from, max_records, max_bytes).map(Some);
         }
-        let from = from
-            .max(self.topic.base_offset(self.partition))
-            .max(self.log_start());
-        let log = self.compacted_log()?;
-        // As in `read`: the end before the read.
-        let end = log.next_offset().max(from);
-        let Some(records) = log.read_cached(from, max_records, max_bytes)? else {
-            return Ok(None);
-        };
-        let next_offset = records.last().map_or(end, |last| last.offset.get() + 1);
-        Ok(Some(ReadBatch {
-            records: Records::Compacted {
-                partition: self.partition,
-                records,
-            },
-            next_offset,
-        }))
+        let (log, from, end) =
+            self.compacted_from(from.max(self.topic.base_offset(self.partition)))?;
+        Ok(log
+            .read_cached(from, max_records, max_bytes)?
+            .map(|records| self.compacted_batch(records, end)))
     }
 
     /// [`read`](Self::read) of a partition that is not compact, each
