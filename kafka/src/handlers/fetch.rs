@@ -33,11 +33,10 @@ use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
 use tidelog_broker::read::PartitionRef;
 use tidelog_broker::store::{EventListener, ReadSink, StoredRecord};
 use tidelog_broker::visibility::VISIBILITY_WAIT;
-use tidelog_broker::BrokerError;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::{maybe_blocking, partition_ref};
+use super::partition_ref;
 use crate::dispatch::Context;
 use crate::error::broker_code;
 use crate::records::{encode_batch, BatchBuilder, OutRecord};
@@ -204,34 +203,24 @@ async fn read_one(part: &PartitionRef, a: &Asked, left: usize) -> (PartitionData
             .read_remote(from, MAX_RECORDS, limit)
             .await
             .map(|batch| encode(&batch)),
-        // A compact partition's compacted log, read here when the page
-        // cache holds what the read needs (a consumer at the end of the
-        // log): no hand-off to the blocking pool.
-        None if part.read_blocks() => match part.read_cached(from, MAX_RECORDS, limit) {
-            Ok(Some(batch)) => Ok(encode(&batch)),
-            Ok(None) => {
-                let reader = part.clone();
-                maybe_blocking(true, move || {
-                    Ok(encode(&reader.read(from, MAX_RECORDS, limit)?))
-                })
-                .await
-            }
-            Err(e) => Err(e),
-        },
-        None => {
-            let reader = part.clone();
-            maybe_blocking(
-                part.read_blocks(),
-                move || -> Result<(Vec<u8>, u64), BrokerError> {
-                    let mut sink = FetchSink::new(limit);
-                    if let Some(next) = reader.read_into(from, MAX_RECORDS, limit, &mut sink)? {
-                        return Ok((sink.batch.finish(), next));
-                    }
-                    // A compact partition: its compacted log's records.
-                    Ok(encode(&reader.read(from, MAX_RECORDS, limit)?))
-                },
-            )
+        // A compact partition's compacted log: read on this worker when the
+        // page cache holds what the read needs (a consumer at the end of
+        // the log), on the blocking pool otherwise (`read_async`).
+        None if part.read_blocks() => part
+            .read_async(from, MAX_RECORDS, limit)
             .await
+            .map(|batch| encode(&batch)),
+        // A queue read of the mapped page cache, straight into the batch.
+        None => {
+            let mut sink = FetchSink::new(limit);
+            match part.read_into(from, MAX_RECORDS, limit, &mut sink) {
+                Ok(Some(next)) => Ok((sink.batch.finish(), next)),
+                // Only a compact partition has no queue to read.
+                Ok(None) => part
+                    .read(from, MAX_RECORDS, limit)
+                    .map(|batch| encode(&batch)),
+                Err(e) => Err(e),
+            }
         }
     };
     match read {
