@@ -102,13 +102,7 @@ impl PartitionBatch {
         if key.is_none() && self.first_keyless.is_none() {
             self.first_keyless = Some(self.records.len());
         }
-        self.payload_bytes += key.as_ref().map_or(0, |k| k.len() as u64)
-            + value.as_ref().map_or(0, |v| v.len() as u64)
-            + if headers.is_empty() {
-                0
-            } else {
-                headers_block_len(&headers) as u64
-            };
+        self.payload_bytes += payload_bytes(key.as_ref(), value.as_ref(), &headers);
         self.records.push(AppendRecord {
             topic: Arc::clone(&self.topic.name),
             partition: self.partition,
@@ -301,20 +295,10 @@ impl Broker {
         producer: Option<ProducerBatch>,
     ) -> Result<Unflushed<Produced>, BrokerError> {
         let topic = &*batch.topic;
-        if topic.is_internal() {
-            return Err(BrokerError::InternalTopic {
-                topic: topic.name.to_string(),
-            });
-        }
+        check_producible(topic)?;
         topic.check_partition(batch.partition)?;
         if let Some(index) = batch.first_keyless {
-            if topic.config.cleanup_policy.compacts() {
-                return Err(BrokerError::KeyRequired {
-                    index,
-                    topic: topic.name.to_string(),
-                    policy: topic.config.cleanup_policy.as_str(),
-                });
-            }
+            check_keyless(topic, index)?;
         }
         let plan = Planned {
             batch: batch.records,
@@ -361,11 +345,7 @@ impl Broker {
         partition: Option<u32>,
         records: Vec<ProduceRecord>,
     ) -> Result<Result<Planned, Produced>, BrokerError> {
-        if topic.is_internal() {
-            return Err(BrokerError::InternalTopic {
-                topic: topic.name.to_string(),
-            });
-        }
+        check_producible(topic)?;
         if let Some(p) = partition {
             topic.check_partition(p)?;
         }
@@ -528,6 +508,39 @@ impl<'a> RecordLimit<'a> {
     }
 }
 
+/// Front-ends never produce to an internal topic (the broker writes it).
+fn check_producible(topic: &Topic) -> Result<(), BrokerError> {
+    if topic.is_internal() {
+        return Err(BrokerError::InternalTopic {
+            topic: topic.name.to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// Record `index` has no key: refused on a topic that compacts.
+fn check_keyless(topic: &Topic, index: usize) -> Result<(), BrokerError> {
+    if topic.config.cleanup_policy.compacts() {
+        return Err(BrokerError::KeyRequired {
+            index,
+            topic: topic.name.to_string(),
+            policy: topic.config.cleanup_policy.as_str(),
+        });
+    }
+    Ok(())
+}
+
+/// A record's payload bytes as produce answers count them: key, value and
+/// the headers' block (none without headers).
+fn payload_bytes(key: Option<&Bytes>, value: Option<&Bytes>, headers: &[Header]) -> u64 {
+    let headers = if headers.is_empty() {
+        0
+    } else {
+        headers_block_len(headers) as u64
+    };
+    key.map_or(0, |k| k.len() as u64) + value.map_or(0, |v| v.len() as u64) + headers
+}
+
 /// The broker's record rule, once per record: a key on compact topics
 /// (the limits are the store's to check, in the append). Returns the append
 /// and its payload bytes (key + value + headers, for the metrics).
@@ -537,21 +550,15 @@ fn check_record(
     partition: u32,
     r: ProduceRecord,
 ) -> Result<(AppendRecord, u64), BrokerError> {
-    if r.key.is_none() && topic.config.cleanup_policy.compacts() {
-        return Err(BrokerError::KeyRequired {
-            index,
-            topic: topic.name.to_string(),
-            policy: topic.config.cleanup_policy.as_str(),
-        });
+    if r.key.is_none() {
+        check_keyless(topic, index)?;
     }
     let headers: Vec<Header> = r
         .headers
         .into_iter()
         .map(|(name, value)| Header { name, value })
         .collect();
-    let size = r.key.as_ref().map_or(0, |k| k.len() as u64)
-        + r.value.as_ref().map_or(0, |v| v.len() as u64)
-        + headers_block_len(&headers) as u64;
+    let size = payload_bytes(r.key.as_ref(), r.value.as_ref(), &headers);
     let record = AppendRecord {
         topic: Arc::clone(&topic.name),
         partition,
