@@ -10,7 +10,7 @@
 mod common;
 
 use std::collections::{BTreeMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -34,28 +34,53 @@ const BATCH: usize = 5;
 /// Acknowledged records to wait for before the kill.
 const ACKED_BEFORE_KILL: usize = 1500;
 
-/// One produce request on a fresh connection; `None` if the server is gone
-/// (connection refused or reset mid-request).
-fn try_produce(addr: std::net::SocketAddr, body: &[u8]) -> Option<Value> {
+/// What one produce request came to.
+enum Produced {
+    /// 200: the answer, with the acknowledged offsets.
+    Acked(Value),
+    /// 503 with 50303: the sync flush did not cover the records within
+    /// `sync_flush_timeout_ms`. Appended, durability unknown: not
+    /// acknowledged, and the client may retry (API.md). A slow disk, such
+    /// as one the rest of the test suite keeps busy, is enough for it.
+    FlushTimedOut,
+    /// Connection refused or reset mid-request: the server is gone.
+    Gone,
+}
+
+/// One produce request on a fresh connection. Any answer other than a
+/// success or a flush timeout is a failure of the test, with the answer.
+fn try_produce(addr: std::net::SocketAddr, body: &[u8]) -> Result<Produced, String> {
     use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(addr).ok()?;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .ok()?;
+    let Ok(mut stream) = std::net::TcpStream::connect(addr) else {
+        return Ok(Produced::Gone);
+    };
     let head = format!(
         "POST /topics/crashy HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
         body.len()
     );
-    stream.write_all(head.as_bytes()).ok()?;
-    stream.write_all(body).ok()?;
     let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).ok()?;
-    let text = String::from_utf8(raw).ok()?;
-    let (head, body) = text.split_once("\r\n\r\n")?;
-    if !head.starts_with("HTTP/1.1 200") {
-        return None;
+    let sent = stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .and_then(|()| stream.write_all(head.as_bytes()))
+        .and_then(|()| stream.write_all(body))
+        .and_then(|()| stream.read_to_end(&mut raw));
+    if sent.is_err() || raw.is_empty() {
+        return Ok(Produced::Gone);
     }
-    serde_json::from_str(body).ok()
+    let text = String::from_utf8_lossy(&raw);
+    let Some((head, body)) = text.split_once("\r\n\r\n") else {
+        return Ok(Produced::Gone); // cut off by the kill
+    };
+    let Ok(answer) = serde_json::from_str::<Value>(body) else {
+        return Ok(Produced::Gone); // a body cut off by the kill
+    };
+    if head.starts_with("HTTP/1.1 200") {
+        return Ok(Produced::Acked(answer));
+    }
+    if head.starts_with("HTTP/1.1 503") && answer["error_code"] == 50303 {
+        return Ok(Produced::FlushTimedOut);
+    }
+    Err(format!("unexpected answer to a produce request:\n{text}"))
 }
 
 #[test]
@@ -69,10 +94,14 @@ fn kill_9_under_sync_flush_loses_no_acknowledged_record() {
     // Every value ever sent, acknowledged or not.
     let sent: Arc<Mutex<HashSet<String>>> = Arc::default();
     let stop = Arc::new(AtomicBool::new(false));
+    // Flush timeouts seen, and the first unexpected answer.
+    let timeouts = Arc::new(AtomicUsize::new(0));
+    let failure: Arc<Mutex<Option<String>>> = Arc::default();
     let addr = s.addr;
     let producers: Vec<_> = (0..PRODUCERS)
         .map(|w| {
             let (acked, sent, stop) = (Arc::clone(&acked), Arc::clone(&sent), Arc::clone(&stop));
+            let (timeouts, failure) = (Arc::clone(&timeouts), Arc::clone(&failure));
             std::thread::spawn(move || {
                 let pad = "p".repeat(200);
                 for n in 0.. {
@@ -83,8 +112,17 @@ fn kill_9_under_sync_flush_loses_no_acknowledged_record() {
                         (0..BATCH).map(|i| format!("w{w}-n{n}-i{i}-{pad}")).collect();
                     sent.lock().unwrap().extend(values.iter().cloned());
                     let body = json!({"records": values.iter().map(|v| json!({"value": v})).collect::<Vec<_>>()});
-                    let Some(answer) = try_produce(addr, body.to_string().as_bytes()) else {
-                        return; // the server is gone
+                    let answer = match try_produce(addr, body.to_string().as_bytes()) {
+                        Ok(Produced::Acked(answer)) => answer,
+                        Ok(Produced::FlushTimedOut) => {
+                            timeouts.fetch_add(1, Ordering::Relaxed);
+                            continue; // sent, not acknowledged: go on
+                        }
+                        Ok(Produced::Gone) => return,
+                        Err(e) => {
+                            failure.lock().unwrap().get_or_insert(e);
+                            return;
+                        }
                     };
                     let mut acked = acked.lock().unwrap();
                     for (o, v) in answer["offsets"].as_array().unwrap().iter().zip(values) {
@@ -98,9 +136,14 @@ fn kill_9_under_sync_flush_loses_no_acknowledged_record() {
 
     let deadline = Instant::now() + Duration::from_secs(60);
     while acked.lock().unwrap().len() < ACKED_BEFORE_KILL {
+        if let Some(e) = failure.lock().unwrap().take() {
+            panic!("{e}\n{}", s.log());
+        }
         assert!(
             Instant::now() < deadline,
-            "producers made no progress\n{}",
+            "producers made no progress ({} acknowledged, {} flush timeouts)\n{}",
+            acked.lock().unwrap().len(),
+            timeouts.load(Ordering::Relaxed),
             s.log()
         );
         std::thread::sleep(Duration::from_millis(5));
