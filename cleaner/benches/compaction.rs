@@ -15,7 +15,10 @@
 //!    `cp -r A B` + `sync B/*`; drop the page cache, time
 //!    `LogCleaner::clean_once` on A with the default config (128 MiB dedupe
 //!    buffer, one thread). The result is checked: exactly one record per
-//!    key, at the key's newest offset.
+//!    key, at the key's newest offset. The pass renames the segments it
+//!    replaced aside; their unlink (a cleaner thread's next housekeeping:
+//!    `LogCleaner::delete_retired`) is timed apart and printed, with the
+//!    ratio it would give counted in.
 //! 3. Warm, same again on B: `cat B/*` twice, reopen B (the open scans and
 //!    CRC-checks every record), scan-only / map-build / map-lookup passes
 //!    over B to split the cleaner's time, `cp -r B C`, clean B.
@@ -298,8 +301,15 @@ fn verify(log: &CompactedLog, built: &Built) {
 }
 
 /// One `clean_once` with the default config and map, on a thread named
-/// `bench-clean`, printing progress. Returns (wall time, stats).
-fn clean(logs: &Arc<CompactedLogs>, data_dir: &Path, label: &str) -> (Duration, RunStats) {
+/// `bench-clean`, printing progress, then (timed apart, not in the pass's
+/// time) the unlink of the old segments its swaps renamed aside, which a
+/// cleaner thread's next housekeeping does. Returns (wall time of the
+/// pass, stats, wall time of the deferred deletion).
+fn clean(
+    logs: &Arc<CompactedLogs>,
+    data_dir: &Path,
+    label: &str,
+) -> (Duration, RunStats, Duration) {
     let config = CleanerConfig::default();
     // Compacted logs filled directly: no CommitLog to make durable.
     let no_commit_log = Arc::new(|| Ok::<(), tidelog_storage::StoreError>(()));
@@ -324,9 +334,16 @@ fn clean(logs: &Arc<CompactedLogs>, data_dir: &Path, label: &str) -> (Duration, 
                 let began = Instant::now();
                 let out = cleaner.clean_once(&mut map).unwrap();
                 let took = began.elapsed();
+                let began = Instant::now();
+                let deleted = cleaner.delete_retired().unwrap();
+                let delete_took = began.elapsed();
                 done.store(true, Ordering::Release);
                 let (_, _, stats) = out.expect("the log was eligible");
-                (took, stats)
+                eprintln!(
+                    "  {label}: then the deferred deletion of {deleted} old segment files: {:.3} s",
+                    delete_took.as_secs_f64()
+                );
+                (took, stats, delete_took)
             })
             .unwrap();
         let began = Instant::now();
@@ -643,7 +660,7 @@ fn main() {
         logs_w.set_topic(TOPIC, topic_config(&plan));
         let log_w = logs_w.log_or_create(TOPIC, 0).unwrap();
         let w = build_log(&log_w, &plan, plan.warmup_log_bytes, 7, false);
-        let (took, _) = clean(&logs_w, &dir_w, "warm-up");
+        let (took, _, _) = clean(&logs_w, &dir_w, "warm-up");
         verify(&log_w, &w);
         eprintln!(
             "  warm-up: cleaned {:.0} MB in {:.2} s",
@@ -665,7 +682,7 @@ fn main() {
         mbps(log_bytes, cp_cold)
     );
     note_cold(&plan, "the cleaner");
-    let (clean_cold, stats_cold) = clean(&logs_a, &dir_a, "cold");
+    let (clean_cold, stats_cold, delete_cold) = clean(&logs_a, &dir_a, "cold");
     eprintln!(
         "  cleaner: {:.2} s, {:.0} MB/s of log; {stats_cold:?}",
         clean_cold.as_secs_f64(),
@@ -744,7 +761,7 @@ fn main() {
         cp_warm.as_secs_f64(),
         mbps(log_bytes, cp_warm)
     );
-    let (clean_warm, stats_warm) = clean(&logs_b, &dir_b, "warm");
+    let (clean_warm, stats_warm, delete_warm) = clean(&logs_b, &dir_b, "warm");
     eprintln!(
         "  cleaner: {:.2} s, {:.0} MB/s of log; {stats_warm:?}",
         clean_warm.as_secs_f64(),
@@ -925,6 +942,16 @@ fn main() {
         "cleaner / cp: cold {:.2}x, warm {:.2}x (MB/s of log)",
         cp_cold.as_secs_f64() / clean_cold.as_secs_f64(),
         cp_warm.as_secs_f64() / clean_warm.as_secs_f64()
+    );
+    // Not the table's figure (that is the pass, as Kafka's cleaner is timed
+    // without its delayed deletion), but the cost is the cleaner's all the
+    // same: the ratio with it counted.
+    println!(
+        "with the deferred deletion of the old segments counted: cleaner / cp cold {:.2}x, warm {:.2}x (deletion {:.3} s cold, {:.3} s warm)",
+        cp_cold.as_secs_f64() / (clean_cold + delete_cold).as_secs_f64(),
+        cp_warm.as_secs_f64() / (clean_warm + delete_warm).as_secs_f64(),
+        delete_cold.as_secs_f64(),
+        delete_warm.as_secs_f64()
     );
     for (name, s) in [("cold", &stats_cold), ("warm", &stats_warm)] {
         println!(

@@ -37,6 +37,10 @@ const READ_CHUNK: usize = 256 << 10;
 pub const LOG_SUFFIX: &str = ".log";
 pub const CLEANED_SUFFIX: &str = ".cleaned";
 pub const SWAP_SUFFIX: &str = ".swap";
+/// An old segment a swap replaced, renamed aside (`<base>.log.deleted`)
+/// and unlinked later, off the pass (`cleaner/swap.rs`); startup deletes
+/// any that are left.
+pub const DELETED_SUFFIX: &str = ".deleted";
 
 fn io_err(path: &Path, source: std::io::Error) -> CleanerError {
     CleanerError::Io {
