@@ -33,7 +33,8 @@ pub enum FaultPoint {
     RenameToSwap,
     /// fsync of the directory after that rename (the rename is done).
     SyncDirAfterSwap,
-    /// Deleting one of the segment files the swap replaces.
+    /// Renaming one of the segment files the swap replaces aside for
+    /// deletion (`<base>.log.deleted`; unlinked later, off the pass).
     DeleteOld,
     /// Renaming `.swap` to `<base>.log`.
     RenameToLog,

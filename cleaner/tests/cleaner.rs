@@ -555,12 +555,80 @@ fn check_after_crash(point: FaultPoint, successes: u64) {
     assert_eq!(h.latest(0), want);
 }
 
-fn assert_only_segment_files(h: &Harness) {
-    let names: Vec<_> = std::fs::read_dir(h.dir.path().join("compacted/t/0"))
+fn file_names(h: &Harness) -> Vec<String> {
+    let mut names: Vec<_> = std::fs::read_dir(h.dir.path().join("compacted/t/0"))
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
+    names.sort();
+    names
+}
+
+/// Only `<base>.log` files: no `.cleaned`, `.swap` or `.deleted` one.
+fn assert_only_segment_files(h: &Harness) {
+    let names = file_names(h);
     assert!(names.iter().all(|n| n.ends_with(".log")), "{names:?}");
+}
+
+/// A pass renames the segments its swaps replaced aside instead of
+/// unlinking them (the unlink, which frees their page cache, was a
+/// quarter of a warm pass's thread); the next housekeeping unlinks them,
+/// and startup deletes any a crash or a shutdown left.
+#[test]
+fn old_segments_are_deleted_after_the_pass_and_at_startup_if_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(AtomicI64::new(T0));
+    let h = harness_in(dir, clock, None);
+    h.fill(0, 5, 40);
+    h.log(0).roll(h.now()).unwrap();
+    let old: Vec<String> = file_names(&h)
+        .into_iter()
+        .filter(|n| n.ends_with(".log"))
+        .collect();
+    assert!(old.len() > 2, "{old:?}");
+    let want = h.latest(0);
+    h.clean().unwrap();
+    assert_eq!(h.latest(0), want);
+    // Every old segment but the active one is aside, none unlinked yet.
+    let aside: Vec<String> = file_names(&h)
+        .into_iter()
+        .filter(|n| n.ends_with(".log.deleted"))
+        .collect();
+    let replaced: Vec<String> = old[..old.len() - 1]
+        .iter()
+        .map(|n| format!("{n}.deleted"))
+        .collect();
+    assert_eq!(aside, replaced);
+    assert_eq!(h.cleaner.delete_retired().unwrap(), replaced.len());
+    assert_only_segment_files(&h);
+    assert_eq!(h.cleaner.delete_retired().unwrap(), 0);
+    // Housekeeping (the start of every pass) unlinks them too.
+    h.fill(0, 5, 4);
+    h.log(0).roll(h.now()).unwrap();
+    h.cleaner.request("t", false).unwrap();
+    h.clean().unwrap();
+    assert!(file_names(&h).iter().any(|n| n.ends_with(".deleted")));
+    let want = h.latest(0);
+    h.clean();
+    assert!(
+        !file_names(&h).iter().any(|n| n.ends_with(".deleted")),
+        "{:?}",
+        file_names(&h)
+    );
+    // Left behind by a pass whose process then stopped: deleted at start.
+    h.fill(0, 5, 4);
+    h.log(0).roll(h.now()).unwrap();
+    h.cleaner.request("t", false).unwrap();
+    let want_after = {
+        h.clean().unwrap();
+        h.latest(0)
+    };
+    assert_ne!(want_after, want);
+    assert!(file_names(&h).iter().any(|n| n.ends_with(".deleted")));
+    let h = h.restart(topic_config());
+    assert_only_segment_files(&h);
+    assert_eq!(h.latest(0), want_after);
+    assert_strictly_increasing(&h.all(0));
 }
 
 /// Every swap operation, and the second delete of old segments (the first
@@ -646,6 +714,9 @@ fn check_retry_after_failure(point: FaultPoint, successes: u64, newer_records: b
         .unwrap_or_else(|| panic!("{context}: the retry did not run"));
     assert_eq!(h.latest(0), want, "{context}: before the restart");
     assert_eq!(h.all(0).len(), want.len(), "{context}: one record per key");
+    // What the retry's swap renamed aside is unlinked by the next
+    // housekeeping.
+    h.cleaner.delete_retired().unwrap();
     assert_only_segment_files(&h);
     let h = h.restart(cfg);
     assert_only_segment_files(&h);

@@ -127,5 +127,9 @@ struct Shared {
     stop: AtomicBool,
     throttle: Throttle,
     housekeeping: Mutex<()>,
+    /// Old segment files swaps renamed aside (`.deleted`), for the next
+    /// housekeeping to unlink (`swap.rs`). A leaf lock: nothing else is
+    /// taken while it is held.
+    retired: Mutex<Vec<PathBuf>>,
     metrics: CleanerMetrics,
 }

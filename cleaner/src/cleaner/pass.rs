@@ -18,11 +18,16 @@
 //! At copy speed: the map uses only the part of its table the dirty range's
 //! record count can fill ([`OffsetMap::clear_for`]); keys are hashed a batch
 //! ([`MAP_BATCH`]) ahead of their puts and lookups, with each home slot
-//! prefetched, so the batch's cache misses overlap; keys are borrowed from
-//! the read buffer, which the reader reuses chunk after chunk (kept records
-//! are copied out of it at once, into the output buffer); and kept records
-//! go to the cleaned file in writes of about [`WRITE_BYTES`], not one write
-//! a record. The map build checks each record's CRC (what lets a damaged
+//! prefetched, so the batch's cache misses overlap, and the rewrite reads
+//! a batch's slots a batch ahead of its verdicts, prefetching the records
+//! they point at, whose keys the verdicts compare; both the map build and
+//! the rewrite read the segments through one read-only mapping each
+//! ([`Segment::reader_mapped`]): no read call and no kernel copy of every
+//! byte into a buffer, twice (that copy was two thirds of a warm pass's
+//! thread), and the rewrite touches only the header and key of a record it
+//! drops; keys are borrowed from the mapping, kept records copied from it
+//! into the output buffer, which goes to the cleaned file in writes of
+//! about [`WRITE_BYTES`], not one write a record. The map build checks each record's CRC (what lets a damaged
 //! key never reach the map); the rewrite reads the dirty records again and
 //! checks everything but their CRC again (a sealed segment's bytes do not
 //! change), and the clean range's records in full. Written bytes are the read bytes,
@@ -141,12 +146,15 @@ impl Places {
         })
     }
 
-    /// A reader of `seg` for the rewrite, which does not check again the
-    /// CRCs the map build checked.
+    /// A reader of `seg` for the rewrite, through a mapping (the dirty
+    /// segments' own, else one made for it), which does not check again
+    /// the CRCs the map build checked.
     fn rewrite_reader<'s>(&self, seg: &'s Arc<Segment>) -> Result<SegmentReader<'s>> {
         Ok(match self.ordinal(seg) {
-            Some(o) => seg.reader(0).checked_before(self.built[o].clone()),
-            None => seg.reader(0),
+            Some(o) => seg
+                .reader_mapped(&self.maps[o], 0)
+                .checked_before(self.built[o].clone()),
+            None => seg.reader_mapped(&seg.map_sealed()?, 0),
         })
     }
 
@@ -280,7 +288,9 @@ impl Shared {
         let mut places = Places::map(dirty.iter().map(|s| Arc::clone(s)).collect())?;
         'build: for (ordinal, seg) in dirty.iter().enumerate() {
             let from = seg.position_for(info.first_dirty);
-            let mut reader = seg.reader(from);
+            // Through the mapping (no read call, no copy); the rewrite reads
+            // the same bytes again through it.
+            let mut reader = seg.reader_mapped(&places.maps[ordinal], from);
             let mut range_ended = false;
             loop {
                 let at = reader.position();
@@ -329,7 +339,6 @@ impl Shared {
         let mut lookup = Lookup {
             map,
             places,
-            newest: Vec::with_capacity(MAP_BATCH),
             collision_floor: None,
         };
         // 2. Which segments to rewrite: everything below the mapped end; on
@@ -415,6 +424,11 @@ impl Shared {
             first.created_ms(),
         )?);
         let mut pending: Vec<Hashed<(CompactedRecord, u64)>> = Vec::with_capacity(MAP_BATCH);
+        // A pipeline of three batches: `pending`'s slots are being fetched,
+        // `next`'s slots were read and the records they point at are being
+        // fetched while `looked`, a batch ahead of it, is decided.
+        let mut looked: Vec<Looked> = Vec::with_capacity(MAP_BATCH);
+        let mut next: Vec<Looked> = Vec::with_capacity(MAP_BATCH);
         let mut out = Written::default();
         for seg in group {
             let ordinal = lookup.places.ordinal(seg);
@@ -439,14 +453,18 @@ impl Shared {
                     item: (rec, own),
                 });
                 if pending.len() == MAP_BATCH {
-                    self.filter_batch(&mut pending, &mut out, lookup, cfg, now, stats);
+                    look_up(&mut pending, lookup, &mut next);
+                    self.decide(&mut looked, &mut out, lookup, cfg, now, stats);
+                    std::mem::swap(&mut looked, &mut next);
                     if out.bytes.len() >= WRITE_BYTES {
                         self.write_kept(&cleaned, &cleaned_path, &mut out, stats)?;
                     }
                 }
             }
         }
-        self.filter_batch(&mut pending, &mut out, lookup, cfg, now, stats);
+        look_up(&mut pending, lookup, &mut next);
+        self.decide(&mut looked, &mut out, lookup, cfg, now, stats);
+        self.decide(&mut next, &mut out, lookup, cfg, now, stats);
         self.write_kept(&cleaned, &cleaned_path, &mut out, stats)?;
         self.swap(log, base, end, cleaned, &cleaned_path)
     }
@@ -465,8 +483,6 @@ struct Written {
 struct Lookup<'a> {
     map: &'a OffsetMap,
     places: Places,
-    /// The map's answers for a batch (reused).
-    newest: Vec<Option<u64>>,
     /// The lowest offset in the mapped range of a record kept only because
     /// its fingerprint collided with another key's.
     collision_floor: Option<u64>,
@@ -522,42 +538,51 @@ impl Lookup<'_> {
     }
 }
 
+/// A record being rewritten, at place `own`, whose key's slot holds
+/// `found`; the record `found` points at has been prefetched.
+struct Looked {
+    rec: CompactedRecord,
+    own: u64,
+    found: Option<u64>,
+}
+
+/// Read the slots of `pending`'s keys (prefetched when the records were
+/// read) and prefetch the records they point at, whose keys the verdicts
+/// compare (`Lookup::verdict`), moving the records to `into`. The
+/// verdicts come a batch later, so those misses, a random line of a
+/// segment mapping each (and mostly a page walk), overlap a whole batch's
+/// work rather than a few lookups.
+fn look_up(
+    pending: &mut Vec<Hashed<(CompactedRecord, u64)>>,
+    lookup: &Lookup<'_>,
+    into: &mut Vec<Looked>,
+) {
+    for Hashed {
+        hash,
+        item: (rec, own),
+    } in pending.drain(..)
+    {
+        let found = lookup.map.get_hashed(&hash);
+        if let Some(place) = found.filter(|&place| place > own) {
+            lookup.places.prefetch(place);
+        }
+        into.push(Looked { rec, own, found });
+    }
+}
+
 impl Shared {
-    /// Decide each record of `pending` by the `keep` rule, in order, moving
+    /// Decide each record of `looked` by the `keep` rule, in order, moving
     /// the kept ones (tombstones stamped) to `out`.
-    fn filter_batch(
+    fn decide(
         &self,
-        pending: &mut Vec<Hashed<(CompactedRecord, u64)>>,
+        looked: &mut Vec<Looked>,
         out: &mut Written,
         lookup: &mut Lookup<'_>,
         cfg: &CompactTopicConfig,
         now: i64,
         stats: &mut RunStats,
     ) {
-        // The slots (prefetched when the records were read) first, then
-        // the records they point at, so the batch's misses on those overlap
-        // too; then the verdicts.
-        let mut newest = std::mem::take(&mut lookup.newest);
-        newest.clear();
-        for Hashed {
-            hash,
-            item: (_, own),
-        } in pending.iter()
-        {
-            let found = lookup.map.get_hashed(hash);
-            if let Some(place) = found.filter(|place| place > own) {
-                lookup.places.prefetch(place);
-            }
-            newest.push(found);
-        }
-        for (
-            Hashed {
-                hash: _,
-                item: (rec, own),
-            },
-            found,
-        ) in pending.drain(..).zip(newest.drain(..))
-        {
+        for Looked { rec, own, found } in looked.drain(..) {
             let verdict = lookup.verdict(&rec, own, found, stats);
             if !keep(&rec, verdict, stats.end_offset, now) {
                 stats.records_removed += 1;
@@ -571,7 +596,6 @@ impl Shared {
             out.bytes.extend_from_slice(rec.raw());
             out.records.push(RecordMeta::from(&rec));
         }
-        lookup.newest = newest;
     }
 
     /// Append `out`'s records to the cleaned segment in one write.

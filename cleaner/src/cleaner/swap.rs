@@ -9,8 +9,18 @@
 //! - rename to `<base>-<end>.swap`, fsync dir → from here the new data is
 //!   the truth: startup deletes old segments with base in `[base, end)`
 //!   and renames the swap file to `<base>.log`;
-//! - swap in memory, delete the old files, rename `.swap` → `<base>.log`,
-//!   fsync dir → crash anywhere here is finished the same way.
+//! - swap in memory, rename the old files aside (`<base>.log.deleted`),
+//!   rename `.swap` → `<base>.log`, fsync dir → crash anywhere here is
+//!   finished the same way (startup also deletes every `.deleted` file);
+//! - later, off the pass: the next housekeeping unlinks the `.deleted`
+//!   files (`Shared::delete_retired`).
+//!
+//! Why aside and not unlinked at once: the unlink of a segment no file
+//! handle holds any more frees its page cache then and there (the kernel's
+//! `truncate_inode_pages` of every page), which was about a quarter of a
+//! warm pass's thread, ahead of the checkpoint and the pass's end.
+//! Kafka defers deletion the same way (`file.delete.delay.ms`: old
+//! segments renamed `.deleted`, deleted by a scheduled task).
 //!
 //! So a crash leaves either the old segments or the new one, never both
 //! (which would duplicate keys) and never neither (which would lose them).
@@ -30,8 +40,9 @@
 use std::sync::Arc;
 
 use super::Shared;
+use crate::compacted::log::lock;
 use crate::compacted::log::{segment_file_name, swap_file_name, CompactedLog};
-use crate::compacted::segment::Segment;
+use crate::compacted::segment::{Segment, DELETED_SUFFIX};
 use crate::error::{CleanerError, Result};
 use crate::fault::{self, FaultPoint};
 use tidelog_storage::fs_util;
@@ -39,7 +50,8 @@ use tidelog_storage::fs_util;
 impl Shared {
     /// Steps of the swap after `cleaned` (at `cleaned_path`, the group
     /// `[base, end)` rewritten) is written: fsync it, rename it to `.swap`,
-    /// swap it in, delete the old files, rename into place.
+    /// swap it in, rename the old files aside for deletion, rename into
+    /// place.
     pub(super) fn swap(
         &self,
         log: &CompactedLog,
@@ -65,9 +77,12 @@ impl Shared {
         fsync_dir(dir)?;
         let old = log.swap_in(base, end, Arc::clone(&cleaned));
         for o in &old {
-            let p = o.path();
-            self.fault(FaultPoint::DeleteOld, &p)?;
-            std::fs::remove_file(&p).map_err(|e| CleanerError::Io { path: p, source: e })?;
+            let mut aside = o.path().into_os_string();
+            aside.push(DELETED_SUFFIX);
+            let aside = std::path::PathBuf::from(aside);
+            self.fault(FaultPoint::DeleteOld, &aside)?;
+            o.rename(aside.clone())?;
+            lock(&self.retired).push(aside);
         }
         let log_path = dir.join(segment_file_name(base));
         self.fault(FaultPoint::RenameToLog, &log_path)?;
@@ -75,6 +90,29 @@ impl Shared {
         self.fault(FaultPoint::SyncDirAfterLog, dir)?;
         fsync_dir(dir)?;
         Ok(())
+    }
+
+    /// Unlink the old segment files swaps renamed aside (module doc),
+    /// returning how many. One that is gone already (its topic deleted,
+    /// or a reconcile removed it) counts as done; one that fails stays
+    /// listed for the next call.
+    pub(super) fn delete_retired(&self) -> Result<usize> {
+        let retired = std::mem::take(&mut *lock(&self.retired));
+        let mut deleted = 0;
+        for (i, path) in retired.iter().enumerate() {
+            match std::fs::remove_file(path) {
+                Ok(()) => deleted += 1,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(source) => {
+                    lock(&self.retired).extend_from_slice(&retired[i..]);
+                    return Err(CleanerError::Io {
+                        path: path.clone(),
+                        source,
+                    });
+                }
+            }
+        }
+        Ok(deleted)
     }
 
     /// The test seam ([`crate::fault`]): an I/O error on `path` if the

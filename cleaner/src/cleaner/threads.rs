@@ -114,6 +114,7 @@ impl LogCleaner {
                 changed: Condvar::new(),
                 stop: AtomicBool::new(false),
                 housekeeping: Mutex::new(()),
+                retired: Mutex::new(Vec::new()),
                 metrics: CleanerMetrics::default(),
             }),
             threads: Mutex::new(Vec::new()),
@@ -148,6 +149,14 @@ impl LogCleaner {
         for t in lock(&self.threads).drain(..) {
             let _ = t.join();
         }
+    }
+
+    /// Unlink the old segment files that finished swaps renamed aside
+    /// (`<base>.log.deleted`), as each housekeeping step does first; returns
+    /// how many. Tests and tools (the compaction bench times it apart from
+    /// the pass).
+    pub fn delete_retired(&self) -> Result<usize> {
+        self.shared.delete_retired()
     }
 
     pub fn logs(&self) -> &Arc<CompactedLogs> {
@@ -463,6 +472,8 @@ impl Shared {
         let Ok(_g) = self.housekeeping.try_lock() else {
             return Ok(());
         };
+        // What the last passes' swaps renamed aside (swap.rs).
+        self.delete_retired()?;
         let now = self.logs.now_ms();
         for (log, cfg) in self.logs.compact_logs() {
             log.roll_if_old(cfg.roll_policy().segment_ms, now)?;

@@ -27,7 +27,9 @@ use tidelog_storage::fs_util::{self, offset_file_name, parse_offset_file_name};
 use tidelog_storage::{PhysicalOffset, TopicPartition};
 
 use super::format::{self, CompactedRecord, Fields};
-use super::segment::{RecordMeta, Segment, CLEANED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX};
+use super::segment::{
+    RecordMeta, Segment, CLEANED_SUFFIX, DELETED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
+};
 use crate::error::{CleanerError, CorruptionKind, Location, Result};
 use crate::fault::{self, FaultHandle, FaultPoint};
 
@@ -139,6 +141,9 @@ pub(crate) fn segment_file_name(base: u64) -> String {
 ///   and fsynced before the rename), so it is the truth: the segments with
 ///   base offsets in `[base, end)` are deleted and it is renamed to
 ///   `<base>.log`.
+/// - `<base>.log.deleted`: an old segment a swap replaced and renamed
+///   aside after its `.swap` file was durable, so the new data is in the
+///   `.swap` file or in its `<base>.log` already; it is deleted.
 ///
 /// Ends with an fsync of the directory, so what it did is durable before
 /// anything else happens to the log.
@@ -152,6 +157,9 @@ pub(crate) fn reconcile_dir(dir: &Path) -> Result<Reconciled> {
         let name = name.to_str().unwrap_or_default();
         if let Some(base) = parse_offset_file_name(name, LOG_SUFFIX) {
             bases.push(base);
+        } else if name.ends_with(DELETED_SUFFIX) {
+            std::fs::remove_file(entry.path()).map_err(|e| io_err(&entry.path(), e))?;
+            changed = true;
         } else if name.ends_with(CLEANED_SUFFIX) {
             tracing::info!(path = %entry.path().display(), "removing an unfinished .cleaned file");
             std::fs::remove_file(entry.path()).map_err(|e| io_err(&entry.path(), e))?;
