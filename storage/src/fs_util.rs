@@ -202,9 +202,13 @@ pub fn create_dir_durable(dir: &Path) -> Result<()> {
 /// the files, before the directory sync) holds only records the checkpoint
 /// does not claim, and its loader treats it as the torn tail it is.
 ///
-/// Before this, each new partition cost the dispatcher about five fsyncs
-/// (each an ext4 journal commit) in its path, so a burst of new partitions
-/// held every other partition's records back (docs/OPERATIONS.md).
+/// Before this, each new partition cost the dispatcher 3 fsyncs (6 for a
+/// compact topic's, with its compacted log), each an ext4 journal commit,
+/// in its path, so a burst of new partitions held every other partition's
+/// records back (docs/OPERATIONS.md). Now a checkpoint after 1,000 new
+/// partitions does about 1,000 directory fsyncs on the flush thread; on
+/// ext4 (a loop device, strace -T) the median took 4 µs and 10 of 1,011
+/// over 2 ms: one journal commit covers the names of many directories.
 #[derive(Debug, Default)]
 pub struct PendingDirSyncs {
     dirs: Mutex<BTreeSet<PathBuf>>,
