@@ -238,9 +238,11 @@ fn set_len(path: &Path, len: u64) {
 
 #[test]
 fn a_short_last_queue_file_is_extended_and_rebuilt() {
-    // What a power loss can leave of a queue file whose size was not made
-    // durable at creation (an older tidelog), torn: a prefix of its first
-    // page, here two units and part of a third, behind a clean checkpoint.
+    // What a power loss can leave of a queue file whose name reached the
+    // disk before its size (the dispatcher makes new files with no fsync;
+    // older tidelogs did not make the size durable either), torn: a prefix
+    // of its first page, here two units and part of a third, behind a
+    // clean checkpoint.
     let units = cfg(Path::new("")).consume_queue_units_per_file;
     let unit_len = tidelog_storage::consume_queue::format::UNIT_LEN as u64;
     let dir = tempfile::tempdir().unwrap();
@@ -252,7 +254,10 @@ fn a_short_last_queue_file_is_extended_and_rebuilt() {
     store.shutdown().unwrap();
     set_len(&nth_queue_file(dir.path(), 1), 2 * unit_len + 6);
     let (store, log) = logged(|| Store::open(cfg(dir.path())).unwrap());
-    assert!(log.contains("the last queue file is short"), "{log}");
+    assert!(
+        log.contains("a queue file at the queue's tail is short"),
+        "{log}"
+    );
     assert_eq!(store.offsets("t", 0), (0, total as u64));
     let want: Vec<String> = (0..total).map(|i| format!("value-{i}")).collect();
     assert_eq!(values(&store, 0), want);

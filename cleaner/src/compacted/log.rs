@@ -33,6 +33,14 @@ use super::segment::{
 use crate::error::{CleanerError, CorruptionKind, Location, Result};
 use crate::fault::{self, FaultHandle, FaultPoint};
 
+/// fsync the directories that gained names since the last call.
+pub(crate) fn sync_names(names: &fs_util::PendingDirSyncs) -> Result<()> {
+    names.sync().map(drop).map_err(|e| CleanerError::Store {
+        path: PathBuf::from(super::COMPACTED_DIR),
+        source: e,
+    })
+}
+
 fn io_err(path: &Path, source: std::io::Error) -> CleanerError {
     CleanerError::Io {
         path: path.to_path_buf(),
@@ -89,6 +97,11 @@ pub struct CompactedLog {
     appended: Event,
     /// Test seam: [`FaultPoint::WriteCopies`] tears a batch write.
     faults: FaultHandle,
+    /// Where a new segment's (or a new log's directory's) name is noted
+    /// instead of fsyncing its directory on the dispatcher's path: synced
+    /// by [`CompactedLog::flush`] (or the compacted logs' flush, which
+    /// shares one set among every log), after the segments.
+    names: Arc<fs_util::PendingDirSyncs>,
 }
 
 impl std::fmt::Debug for CompactedLog {
@@ -206,10 +219,43 @@ impl CompactedLog {
             let newest = i + 1 == bases.len();
             segments.push(Arc::new(Segment::open(path, base, newest)?));
         }
+        Ok(Self::with_segments(tp, dir, segments))
+    }
+
+    /// A new, empty log in `dir`, which does not exist yet: what the
+    /// dispatcher makes for a compact topic's new partition. Its directory
+    /// (and its parent's, for a new topic) is made with no fsync and noted
+    /// in `names`, as is its first segment when the first record comes
+    /// ([`CompactedLog::roll`]); the compacted logs' flush makes them
+    /// durable before a checkpoint claims a record copied here. A power
+    /// loss before leaves the directory missing or empty, or its first
+    /// segment empty or with a torn tail, all of which [`CompactedLog::open`]
+    /// reads as the log it was (the newest segment's tail is repaired), and
+    /// the recovery replay copies the records again. (`open`, at start-up,
+    /// still makes its directory durable at once.)
+    pub(crate) fn create(
+        tp: TopicPartition,
+        dir: PathBuf,
+        names: Arc<fs_util::PendingDirSyncs>,
+    ) -> Result<CompactedLog> {
+        names
+            .create_dir_all(&dir)
+            .map_err(|e| CleanerError::Store {
+                path: dir.clone(),
+                source: e,
+            })?;
+        Ok(Self::with_segments(tp, dir, Vec::new()).with_names(names))
+    }
+
+    fn with_segments(
+        tp: TopicPartition,
+        dir: PathBuf,
+        segments: Vec<Arc<Segment>>,
+    ) -> CompactedLog {
         let next = segments.last().map_or(0, |s| {
             s.stats().last_offset.map_or(s.base_offset(), |o| o + 1)
         });
-        Ok(CompactedLog {
+        CompactedLog {
             tp,
             dir,
             append_lock: Mutex::new(AppendState {
@@ -223,7 +269,15 @@ impl CompactedLog {
             log_start: AtomicU64::new(0),
             appended: Event::new(),
             faults: FaultHandle::default(),
-        })
+            names: Arc::default(),
+        }
+    }
+
+    /// This log noting new names in `names` (`CompactedLogs`: one set for
+    /// every log, synced once by its flush).
+    pub(crate) fn with_names(mut self, names: Arc<fs_util::PendingDirSyncs>) -> CompactedLog {
+        self.names = names;
+        self
     }
 
     /// This log with a fault plan (`CompactedLogs::open_with_faults`).
@@ -449,10 +503,11 @@ impl CompactedLog {
             .dir
             .join(format!("{}{LOG_SUFFIX}", offset_file_name(base)));
         let seg = Arc::new(Segment::create(path, base, now_ms)?);
-        fs_util::fsync_dir(&self.dir).map_err(|e| CleanerError::Store {
-            path: self.dir.clone(),
-            source: e,
-        })?;
+        // Its name is durable by the next flush, before a checkpoint
+        // claims a record in it: no fsync on the dispatcher's path (a new
+        // partition's first record comes here). The segment sealed above
+        // is synced at once: `flush` syncs only the active one.
+        self.names.note(&self.dir);
         self.segments
             .write()
             .unwrap_or_else(|e| e.into_inner())
@@ -471,7 +526,17 @@ impl CompactedLog {
     /// so a record produced while the periodic checkpoint synced its log
     /// became visible only after a disk flush (milliseconds while the
     /// cleaner keeps the disk busy; issue 17 §2).
+    ///
+    /// Then the names made since the last flush (a new directory, a new
+    /// segment: [`CompactedLog::create`], the roll) are made durable.
     pub fn flush(&self) -> Result<()> {
+        self.flush_segment()?;
+        sync_names(&self.names)
+    }
+
+    /// [`CompactedLog::flush`] without the names: the compacted logs' flush
+    /// syncs every log's segment first, then the names they share once.
+    pub(crate) fn flush_segment(&self) -> Result<()> {
         let active = {
             let mut st = lock(&self.append_lock);
             self.write_pending(&mut st)?;

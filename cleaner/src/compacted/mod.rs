@@ -87,6 +87,11 @@ pub struct CompactedLogs {
     clock: Arc<dyn Fn() -> i64 + Send + Sync>,
     /// Test seam, handed to every log ([`CompactedLogs::open_with_faults`]).
     faults: FaultHandle,
+    /// Directories that gained names (a new partition's log directory, a
+    /// new segment) with no fsync, shared by every log: synced once by the
+    /// sink's flush, after every log's segment, before the store's
+    /// checkpoint claims a record copied into them.
+    names: Arc<tidelog_storage::fs_util::PendingDirSyncs>,
 }
 
 impl std::fmt::Debug for CompactedLogs {
@@ -135,6 +140,7 @@ impl CompactedLogs {
             path: root.clone(),
             source: e,
         })?;
+        let names = Arc::new(tidelog_storage::fs_util::PendingDirSyncs::default());
         let mut logs: HashMap<String, HashMap<u32, Arc<CompactedLog>>> = HashMap::new();
         for topic_entry in std::fs::read_dir(&root).map_err(|e| io_err(&root, e))? {
             let topic_entry = topic_entry.map_err(|e| io_err(&root, e))?;
@@ -165,7 +171,9 @@ impl CompactedLogs {
                     path: part.path(),
                     source: e,
                 })?;
-                let log = CompactedLog::open(tp, part.path())?.with_faults(faults.clone());
+                let log = CompactedLog::open(tp, part.path())?
+                    .with_faults(faults.clone())
+                    .with_names(Arc::clone(&names));
                 logs.entry(topic.clone())
                     .or_default()
                     .insert(p, Arc::new(log));
@@ -177,6 +185,7 @@ impl CompactedLogs {
             logs: RwLock::new(logs),
             clock,
             faults,
+            names,
         }))
     }
 
@@ -272,7 +281,15 @@ impl CompactedLogs {
             source: e,
         })?;
         let dir = self.root.join(topic).join(partition.to_string());
-        let l = Arc::new(CompactedLog::open(tp, dir)?.with_faults(self.faults.clone()));
+        // A new partition (the dispatcher's path, at its first record):
+        // made with no fsync, durable by the next flush. A directory left
+        // on disk (a deletion that failed half-way) is opened as at start.
+        let log = if dir.exists() {
+            CompactedLog::open(tp, dir)?.with_names(Arc::clone(&self.names))
+        } else {
+            CompactedLog::create(tp, dir, Arc::clone(&self.names))?
+        };
+        let l = Arc::new(log.with_faults(self.faults.clone()));
         logs.entry(topic.to_string())
             .or_default()
             .insert(partition, Arc::clone(&l));
@@ -464,11 +481,13 @@ impl DispatchSink for CompactedSink {
         Ok(())
     }
 
+    /// Every log's segment, then the names the dispatcher made since the
+    /// last flush, each directory once ([`CompactedLog::create`]).
     fn flush(&self) -> tidelog_storage::Result<()> {
         for l in self.logs.all_logs() {
-            l.flush().map_err(to_store_error)?;
+            l.flush_segment().map_err(to_store_error)?;
         }
-        Ok(())
+        log::sync_names(&self.logs.names).map_err(to_store_error)
     }
 
     /// Before the recovery scan, at its start: the copies past it are of

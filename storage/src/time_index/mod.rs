@@ -47,7 +47,9 @@ use crate::fs_util;
 
 /// Time files are named as their queue file, with this suffix.
 pub const FILE_SUFFIX: &str = ".time";
-/// A time file being created.
+/// A time file being created by an older tidelog, which built new files
+/// under this temporary name (now they are made in place,
+/// [`TimeIndex::create_file`]): removed at load.
 pub const TMP_SUFFIX: &str = ".time.creating";
 
 #[cfg(test)]
@@ -109,6 +111,9 @@ struct TimeFile {
     running: Vec<i64>,
     /// Entries durable on disk.
     synced: usize,
+    /// The header (and so the file's size) is durable: false for a file
+    /// made since the last flush, with no fsync ([`TimeIndex::create_file`]).
+    header_synced: bool,
 }
 
 impl TimeFile {
@@ -149,6 +154,9 @@ impl TimeFile {
 /// The time index of one queue (see the module docs).
 pub struct TimeIndex {
     dir: PathBuf,
+    /// Where a new time file's directory is noted, to be synced by the
+    /// queues' flush after this index's (`ConsumeQueues::flush`).
+    names: Arc<fs_util::PendingDirSyncs>,
     units_per_file: u64,
     interval: u64,
     /// Sorted by first unit. Held for an append, a lookup step, a
@@ -165,9 +173,15 @@ pub struct TimeIndex {
 
 impl TimeIndex {
     /// An index with no files (a new queue).
-    pub(crate) fn empty(dir: PathBuf, units_per_file: u64, interval: u32) -> TimeIndex {
+    pub(crate) fn empty(
+        dir: PathBuf,
+        units_per_file: u64,
+        interval: u32,
+        names: Arc<fs_util::PendingDirSyncs>,
+    ) -> TimeIndex {
         TimeIndex {
             dir,
+            names,
             units_per_file,
             interval: u64::from(interval.max(1)),
             files: Mutex::new(Vec::new()),
@@ -180,8 +194,13 @@ impl TimeIndex {
     /// Load the time files of a queue directory. What does not decode is
     /// dropped (a bad header: the file; a torn or damaged entry: it and
     /// every entry after it) and rebuilt by [`TimeIndex::catch_up`].
-    pub(crate) fn load(dir: &Path, units_per_file: u64, interval: u32) -> Result<TimeIndex> {
-        let index = TimeIndex::empty(dir.to_path_buf(), units_per_file, interval);
+    pub(crate) fn load(
+        dir: &Path,
+        units_per_file: u64,
+        interval: u32,
+        names: Arc<fs_util::PendingDirSyncs>,
+    ) -> Result<TimeIndex> {
+        let index = TimeIndex::empty(dir.to_path_buf(), units_per_file, interval, names);
         let mut files = Vec::new();
         for entry in std::fs::read_dir(dir).at(dir)? {
             let entry = entry.at(dir)?;
@@ -219,6 +238,14 @@ impl TimeIndex {
         let want = len.min(HEADER_LEN as u64 + cap * ENTRY_LEN as u64) as usize;
         let mut bytes = vec![0u8; want];
         file.read_exact_at(&mut bytes, 0).at(&path)?;
+        if len < HEADER_LEN as u64 && bytes.iter().all(|&b| b == 0) {
+            // Made just before a power loss: its name reached the disk,
+            // its header did not (`create_file`). Expected, not damage.
+            tracing::info!(path = %path.display(), len, "removing a time index file made just before a crash; it is rebuilt");
+            drop(file);
+            std::fs::remove_file(&path).at(&path)?;
+            return Ok(None);
+        }
         if let Err(why) = format::decode_header(&bytes, self.interval as u32) {
             tracing::warn!(path = %path.display(), ?why, "time index file header does not decode; removing it, it is rebuilt");
             drop(file);
@@ -232,6 +259,7 @@ impl TimeIndex {
             maxima: Vec::new(),
             running: Vec::new(),
             synced: 0,
+            header_synced: true,
         };
         for (k, e) in bytes[HEADER_LEN..].chunks_exact(ENTRY_LEN).enumerate() {
             let e: &[u8; ENTRY_LEN] = e.try_into().unwrap_or(&[0; ENTRY_LEN]);
@@ -373,31 +401,41 @@ impl TimeIndex {
         Ok(true)
     }
 
-    /// A new time file holding only its header, made durable as the queue
-    /// files are: written under a temporary name, synced, renamed, its
-    /// directory synced.
+    /// A new time file holding only its header, made in place with no
+    /// fsync (the dispatcher's path, like a new queue file's): its header
+    /// is synced by the next [`TimeIndex::flush`], and its directory, noted
+    /// in `names`, by the queues' flush after that, before a checkpoint
+    /// counts any unit of its interval. A power loss before leaves it
+    /// missing, empty or with a torn header, which [`TimeIndex::load`]
+    /// removes; [`TimeIndex::catch_up`] rebuilds its entries.
     fn create_file(&self, first_unit: u64) -> Result<TimeFile> {
         let name = fs_util::offset_file_name(first_unit * UNIT_LEN as u64);
         let path = self.dir.join(format!("{name}{FILE_SUFFIX}"));
-        let tmp = self.dir.join(format!("{name}{TMP_SUFFIX}"));
-        fs_util::create_dir_durable(&self.dir)?;
+        self.names.create_dir_all(&self.dir)?;
         let header = format::encode_header(self.interval as u32);
-        fs_util::create_via_temp(
-            &tmp,
-            |file| file.write_all_at(&header, 0),
-            |file| {
-                std::fs::rename(&tmp, &path).at(&path)?;
-                fs_util::fsync_dir(&self.dir)?;
-                Ok(TimeFile {
-                    first_unit,
-                    path: path.clone(),
-                    file: Some(Arc::new(file)),
-                    maxima: Vec::new(),
-                    running: Vec::new(),
-                    synced: 0,
-                })
-            },
-        )
+        let build = || -> Result<TimeFile> {
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&path)
+                .at(&path)?;
+            self.names.note(&self.dir);
+            file.write_all_at(&header, 0).at(&path)?;
+            Ok(TimeFile {
+                first_unit,
+                path: path.clone(),
+                file: Some(Arc::new(file)),
+                maxima: Vec::new(),
+                running: Vec::new(),
+                synced: 0,
+                header_synced: false,
+            })
+        };
+        build().inspect_err(|_| {
+            let _ = std::fs::remove_file(&path);
+        })
     }
 
     /// Bring the index up to the queue: `queue_files` are the first units
@@ -491,13 +529,18 @@ impl TimeIndex {
     /// the lock, so the dispatcher's appends do not wait for the disk.
     pub(crate) fn flush(&self) -> Result<()> {
         let mut pending: Vec<(u64, Arc<File>, PathBuf, usize)> = Vec::new();
-        for f in self.lock().iter_mut().filter(|f| f.synced < f.maxima.len()) {
+        for f in self
+            .lock()
+            .iter_mut()
+            .filter(|f| f.synced < f.maxima.len() || !f.header_synced)
+        {
             pending.push((f.first_unit, f.handle()?, f.path.clone(), f.maxima.len()));
         }
         let cap = format::entries_per_file(self.units_per_file, self.interval) as usize;
         for (first_unit, file, path, n) in pending {
             crate::durability::sync_data(&file, &path).at(&path)?;
             if let Some(f) = self.lock().iter_mut().find(|f| f.first_unit == first_unit) {
+                f.header_synced = true;
                 f.synced = f.synced.max(n.min(f.maxima.len()));
                 if f.synced == cap {
                     f.file = None; // full and durable: nothing more to write
