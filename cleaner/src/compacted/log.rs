@@ -913,12 +913,50 @@ mod tests {
     /// Drop a file's pages from the page cache (they are clean: the log
     /// was flushed), as memory pressure would.
     #[cfg(target_os = "linux")]
+    /// Drop `path`'s pages from the page cache, and check that they are
+    /// gone: `POSIX_FADV_DONTNEED` is advice, and skips a page that is
+    /// busy at that moment (under writeback, or being read), which a
+    /// loaded machine makes likely enough to fail a test now and then. So
+    /// it is repeated, a bounded number of times, until `mincore` finds
+    /// no page resident; a test that needed the eviction fails here, with
+    /// the reason, rather than on what it meant to check.
     fn evict_from_page_cache(path: &Path) {
         use std::os::unix::io::AsRawFd;
         let f = std::fs::File::open(path).unwrap();
-        // SAFETY: plain syscall on an fd we own.
-        let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-        assert_eq!(rc, 0);
+        if f.metadata().unwrap().len() == 0 {
+            return;
+        }
+        // SAFETY: a read-only mapping of a file only this test writes,
+        // made to ask `mincore` which of its pages are resident; it is
+        // never read.
+        let map = unsafe { memmap2::Mmap::map(&f) }.unwrap();
+        // SAFETY: sysconf has no preconditions.
+        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap();
+        let pages = map.len().div_ceil(page);
+        let mut resident = vec![0u8; pages];
+        for _ in 0..50 {
+            // SAFETY: plain syscall on an fd we own.
+            let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+            assert_eq!(rc, 0);
+            // SAFETY: `map` is a live mapping of `map.len()` bytes and
+            // `resident` has a byte for each of its pages.
+            let rc = unsafe {
+                libc::mincore(
+                    map.as_ptr() as *mut libc::c_void,
+                    map.len(),
+                    resident.as_mut_ptr(),
+                )
+            };
+            assert_eq!(rc, 0);
+            if resident.iter().all(|b| b & 1 == 0) {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        panic!(
+            "{}: pages still in the page cache after 50 evictions",
+            path.display()
+        );
     }
 
     /// A read of bytes the page cache holds answers as `read` does; once
