@@ -124,6 +124,10 @@ pub struct Segment {
     path: RwLock<PathBuf>,
     file: File,
     len: AtomicU64,
+    /// One more than the length the last successful [`Segment::flush`]
+    /// made durable; 0 until one has (a segment opened from disk may hold
+    /// bytes a crash left in the page cache only, so it is synced once).
+    synced_len_plus_one: AtomicU64,
     /// Creation time (ms), for `segment.ms` rolling of idle logs.
     created_ms: AtomicI64,
     index: RwLock<Vec<SparseEntry>>,
@@ -147,6 +151,7 @@ impl Segment {
             path: RwLock::new(path),
             file,
             len: AtomicU64::new(0),
+            synced_len_plus_one: AtomicU64::new(0),
             created_ms: AtomicI64::new(created_ms),
             index: RwLock::new(Vec::new()),
             stats: Mutex::new(SegmentStats {
@@ -339,8 +344,23 @@ impl Segment {
             .map_err(|e| io_err(&self.path(), e))
     }
 
+    /// Make every byte below [`Segment::len`] durable. A segment that has
+    /// not grown since its last flush is not synced again: the store's
+    /// checkpoint flushes every compacted log's active segment, and with
+    /// a thousand idle compact partitions that was a thousand fdatasyncs
+    /// (each a cache flush of the disk, beside `flush: sync`'s msyncs)
+    /// every `flush_interval_ms` for nothing. Bytes reach the file only
+    /// by appends, which move `len` after their write, so an unchanged
+    /// `len` means nothing new to sync.
     pub fn flush(&self) -> Result<()> {
-        durability::sync_data(&self.file, &self.path()).map_err(|e| io_err(&self.path(), e))
+        let len = self.len();
+        if self.synced_len_plus_one.load(Ordering::Acquire) == len + 1 {
+            return Ok(());
+        }
+        durability::sync_data(&self.file, &self.path()).map_err(|e| io_err(&self.path(), e))?;
+        self.synced_len_plus_one
+            .fetch_max(len + 1, Ordering::AcqRel);
+        Ok(())
     }
 
     /// Byte position to start scanning for the first record with offset ≥
