@@ -859,6 +859,34 @@ fn queue_units_dropped_by_recovery_stay_dropped() {
     store.close_uncleanly();
 }
 
+/// A store and its compacted logs in a new directory `dir` under a durable
+/// image, flushed and checked for retention only when a test says so.
+fn open_imaged(dir: &Path) -> (image::Installed, Arc<CompactedLogs>, Store) {
+    std::fs::create_dir(dir).unwrap();
+    let image = image::install(dir).unwrap();
+    let logs = CompactedLogs::open(dir).unwrap();
+    logs.set_topic(COMPACT_TOPIC, compact_config());
+    let mut config = store_config(dir, FlushMode::Async);
+    config.flush_interval_ms = 3_600_000;
+    config.retention.check_interval_ms = 3_600_000;
+    let store = Store::open_with_sinks(config, vec![logs.sink()]).unwrap();
+    (image, logs, store)
+}
+
+/// One record keyed `k<partition>` with `value`, appended.
+fn append_keyed(store: &Store, topic: &'static str, partition: u32, value: &str) {
+    store
+        .append(&[AppendRecord {
+            topic: Arc::from(topic),
+            partition,
+            key: Some(Bytes::from(format!("k{partition}"))),
+            value: Some(Bytes::from(value.to_owned())),
+            headers: Vec::new(),
+            timestamp_ms: Some(1_700_000_000_000),
+        }])
+        .unwrap();
+}
+
 /// A new partition's first record costs the dispatcher no fsync, for a
 /// delete topic (its ConsumeQueue directory and file) and for a compact
 /// topic (its compacted log's directory and first segment too): the files
@@ -870,26 +898,9 @@ fn queue_units_dropped_by_recovery_stay_dropped() {
 #[test]
 fn new_partitions_cost_the_dispatcher_no_fsync_and_are_durable_at_the_checkpoint() {
     let root = scratch();
-    let dir = root.path().join("live");
-    std::fs::create_dir(&dir).unwrap();
-    let image = image::install(&dir).unwrap();
-    let logs = CompactedLogs::open(&dir).unwrap();
-    logs.set_topic(COMPACT_TOPIC, compact_config());
-    let mut config = store_config(&dir, FlushMode::Async);
-    config.flush_interval_ms = 3_600_000;
-    config.retention.check_interval_ms = 3_600_000;
-    let store = Store::open_with_sinks(config, vec![logs.sink()]).unwrap();
+    let (image, logs, store) = open_imaged(&root.path().join("live"));
     let append = |topic: &'static str, partition: u32| {
-        store
-            .append(&[AppendRecord {
-                topic: Arc::from(topic),
-                partition,
-                key: Some(Bytes::from(format!("k{partition}"))),
-                value: Some(Bytes::from(format!("{topic}/{partition}"))),
-                headers: Vec::new(),
-                timestamp_ms: Some(1_700_000_000_000),
-            }])
-            .unwrap();
+        append_keyed(&store, topic, partition, &format!("{topic}/{partition}"));
     };
     // The store's own first files (the IndexFile's, the compacted root's
     // first topic) are not a partition's: made before counting.
@@ -977,27 +988,9 @@ fn new_partitions_cost_the_dispatcher_no_fsync_and_are_durable_at_the_checkpoint
 fn an_idle_checkpoint_syncs_no_compacted_log() {
     const PARTITIONS: u32 = 40;
     let root = scratch();
-    let dir = root.path().join("live");
-    std::fs::create_dir(&dir).unwrap();
-    let image = image::install(&dir).unwrap();
-    let logs = CompactedLogs::open(&dir).unwrap();
-    logs.set_topic(COMPACT_TOPIC, compact_config());
-    let mut config = store_config(&dir, FlushMode::Async);
-    config.flush_interval_ms = 3_600_000;
-    config.retention.check_interval_ms = 3_600_000;
-    let store = Store::open_with_sinks(config, vec![logs.sink()]).unwrap();
-    let append = |partition: u32, value: &str| {
-        store
-            .append(&[AppendRecord {
-                topic: Arc::from(COMPACT_TOPIC),
-                partition,
-                key: Some(Bytes::from(format!("k{partition}"))),
-                value: Some(Bytes::from(value.to_owned())),
-                headers: Vec::new(),
-                timestamp_ms: Some(1_700_000_000_000),
-            }])
-            .unwrap();
-    };
+    let (image, logs, store) = open_imaged(&root.path().join("live"));
+    let append =
+        |partition: u32, value: &str| append_keyed(&store, COMPACT_TOPIC, partition, value);
     for p in 0..PARTITIONS {
         append(p, "first");
     }
