@@ -2,7 +2,7 @@
 """Summarise a perf trace of the tidelog-sync-flush thread (see
 sync-flush-trace.sh): msyncs, their sleeps and wake-ups, block requests.
 
-usage: sync-flush-trace.py PERF_SCRIPT_TXT FLUSHER_TID APPENDS SECONDS
+usage: sync-flush-trace.py PERF_SCRIPT_TXT FLUSHER_TID APPENDS SECONDS [CHECKPOINT_TID]
 """
 import collections
 import re
@@ -20,6 +20,9 @@ def quantile(sorted_values, q):
 
 def main():
     path, tid, appends, seconds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+    checkpointer = int(sys.argv[5]) if len(sys.argv) > 5 else None
+    checkpoint_syncs = []
+    checkpoint_open = None
     msyncs = []
     cur = None
     last_exit = None
@@ -29,6 +32,14 @@ def main():
         if not m:
             continue
         ev_tid, t, event, rest = int(m.group(1)), float(m.group(2)), m.group(3), m.group(4)
+        if ev_tid == checkpointer and event.startswith("syscalls:sys_enter_"):
+            checkpoint_open = t
+            continue
+        if ev_tid == checkpointer and event.startswith("syscalls:sys_exit_"):
+            if checkpoint_open is not None:
+                checkpoint_syncs.append((checkpoint_open, t))
+            checkpoint_open = None
+            continue
         if event == "syscalls:sys_enter_msync" and ev_tid == tid:
             length = re.search(r"len: (0x[0-9a-f]+)", rest)
             cur = {"t0": t, "len": int(length.group(1), 16) if length else 0,
@@ -83,6 +94,25 @@ def main():
     for m in msyncs:
         total.update(m["requests"])
     print("block requests per msync: " + ", ".join(f"{k} {v / n:.2f}" for k, v in sorted(total.items())))
+    with_meta = [m["t1"] - m["t0"] for m in msyncs if m["meta_sectors"]]
+    without = [m["t1"] - m["t0"] for m in msyncs if not m["meta_sectors"]]
+    if with_meta and without:
+        print("msync duration with a metadata write: mean %.3f ms (%d); without: mean %.3f ms (%d)"
+              % (sum(with_meta) / len(with_meta) * 1e3, len(with_meta),
+                 sum(without) / len(without) * 1e3, len(without)))
+    if checkpointer is not None:
+        overlapped = [m["t1"] - m["t0"] for m in msyncs
+                      if any(a < m["t1"] and b > m["t0"] for a, b in checkpoint_syncs)]
+        alone = sorted(m["t1"] - m["t0"] for m in msyncs
+                       if not any(a < m["t1"] and b > m["t0"] for a, b in checkpoint_syncs))
+        busy = sum(b - a for a, b in checkpoint_syncs)
+        print("checkpoint thread: %d sync calls, %.1f ms in them (%.1f %% of the window)"
+              % (len(checkpoint_syncs), busy * 1e3, busy / seconds * 100))
+        if overlapped and alone:
+            overlapped.sort()
+            print("msyncs overlapping one: %d, mean %.3f, p90 %.3f ms; the others: %d, mean %.3f, p90 %.3f ms"
+                  % (len(overlapped), sum(overlapped) / len(overlapped) * 1e3, quantile(overlapped, .9) * 1e3,
+                     len(alone), sum(alone) / len(alone) * 1e3, quantile(alone, .9) * 1e3))
     meta = collections.Counter(s for m in msyncs for s in m["meta_sectors"])
     if meta:
         sector, count = meta.most_common(1)[0]

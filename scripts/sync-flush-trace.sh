@@ -9,7 +9,10 @@
 #   - sleeps per msync, each split into the wait for the device (sleep to
 #     wake-up) and the wait for a CPU (wake-up to running),
 #   - block requests per msync by type (WS data, WSM metadata: on ext4
-#     without a journal the inode table block, always the same sector).
+#     without a journal the inode table block, always the same sector),
+#   - the msyncs that overlapped a sync call of `tidelog-flush` (the
+#     periodic checkpoint: ConsumeQueues, time indexes, checkpoint file)
+#     against those that did not.
 #
 #   scripts/sync-flush-trace.sh BINARY [BENCH ARGS]   (root: perf -a)
 #
@@ -53,6 +56,8 @@ done
 sleep 2.5
 flusher=$(grep -lx tidelog-sync-fl /proc/"$server"/task/*/comm | head -1 | cut -d/ -f5)
 [[ -n $flusher ]] || { echo "no tidelog-sync-flush thread (is flush: sync?)" >&2; exit 1; }
+# The periodic flush and checkpoint thread: its syncs share the disk.
+checkpointer=$(grep -lx tidelog-flush /proc/"$server"/task/*/comm | head -1 | cut -d/ -f5)
 perf stat -e syscalls:sys_enter_pwrite64 --per-thread -p "$server" -o "$out/appends.stat" -- sleep 2 &
 stat=$!
 perf record -q -a -o "$out/flush.perf" \
@@ -61,6 +66,12 @@ perf record -q -a -o "$out/flush.perf" \
     -e sched:sched_wakeup --filter "pid == $flusher" \
     -e sched:sched_switch --filter "prev_pid == $flusher || next_pid == $flusher" \
     -e block:block_rq_issue --filter "common_pid == $flusher" \
+    -e 'syscalls:sys_enter_msync' --filter "common_pid == $checkpointer" \
+    -e 'syscalls:sys_exit_msync' --filter "common_pid == $checkpointer" \
+    -e 'syscalls:sys_enter_fsync' --filter "common_pid == $checkpointer" \
+    -e 'syscalls:sys_exit_fsync' --filter "common_pid == $checkpointer" \
+    -e 'syscalls:sys_enter_fdatasync' --filter "common_pid == $checkpointer" \
+    -e 'syscalls:sys_exit_fdatasync' --filter "common_pid == $checkpointer" \
     -- sleep 2 2>/dev/null
 wait "$stat"
 wait "$bench" || { echo "the bench failed:" >&2; tail -20 "$out/bench.err" >&2; exit 1; }
@@ -69,4 +80,4 @@ appends=$(awk '$1 ~ /^tidelog-http/ { gsub(",", "", $2); n += $2 } END { print n
 perf script -i "$out/flush.perf" -F tid,time,event,trace 2>/dev/null >"$out/flush.txt"
 grep -E '^(produce|phase)' "$out/bench.txt" | head -3
 echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
-python3 "$here/sync-flush-trace.py" "$out/flush.txt" "$flusher" "$appends" 2
+python3 "$here/sync-flush-trace.py" "$out/flush.txt" "$flusher" "$appends" 2 "$checkpointer"
