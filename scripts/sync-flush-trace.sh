@@ -25,7 +25,7 @@
 set -euo pipefail
 
 if [[ $# -lt 1 ]]; then
-    sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
 fi
 bin=$1
