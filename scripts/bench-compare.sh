@@ -4,7 +4,8 @@
 # so load from other processes that comes and goes hits both alike, and
 # prints every run and the medians: records/s of tidelog, and its ratio to
 # the bare ceiling endpoint measured in the same run (the steadier figure on
-# a shared machine).
+# a shared machine), with tidelog's produce p99 and its server CPU per
+# produced record (what a change is judged by when rates are noisy).
 #
 #   scripts/bench-compare.sh BASE_BINARY CHANGE_BINARY [RUNS] [-- BENCH ARGS]
 #
@@ -12,6 +13,7 @@
 #   git worktree add /tmp/base <commit> && (cd /tmp/base && cargo build --release -p tidelog-server)
 #   cargo build --release -p tidelog-server
 #   scripts/bench-compare.sh /tmp/base/target/release/tidelog target/release/tidelog 3
+#   scripts/bench-compare.sh BASE NEW 3 -- --flush sync --batch 1 --duration-ms 6000 --warmup-ms 2000
 #
 # Each run takes about 40 s with the default arguments below.
 set -euo pipefail
@@ -44,10 +46,13 @@ fi
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
-# `phase target records/s ...` lines of the report.
+# `phase target records/s MB/s p50_ms p99_ms ...` lines of the report.
 rate() { awk -v p="$2" -v t="$3" '$1 == p && $2 == t { print $3 }' "$1"; }
+p99() { awk -v p="$2" -v t="$3" '$1 == p && $2 == t { print $6 }' "$1"; }
+# `produce  server: tidelog 36.106, ceiling ...`: tidelog's µs per record.
+server_cpu() { awk '$1 == "produce" && $2 == "server:" { sub(",", "", $4); print $4 }' "$1"; }
 
-echo "run which   produce/s  ceiling/s  ratio   fetch/s    ceiling/s  ratio"
+echo "run which   produce/s  ceiling/s  ratio   p99_ms   cpu_us   fetch/s    ceiling/s  ratio"
 for ((i = 1; i <= runs; i++)); do
     for which in base change; do
         bin=$base
@@ -61,10 +66,11 @@ for ((i = 1; i <= runs; i++)); do
         }
         pt=$(rate "$log" produce tidelog); pc=$(rate "$log" produce ceiling)
         ft=$(rate "$log" fetch tidelog); fc=$(rate "$log" fetch ceiling)
+        pp=$(p99 "$log" produce tidelog); cpu=$(server_cpu "$log")
         pr=$(awk -v a="$pt" -v b="$pc" 'BEGIN { printf "%.3f", a / b }')
         fr=$(awk -v a="$ft" -v b="$fc" 'BEGIN { printf "%.3f", a / b }')
-        printf '%-3s %-7s %10s %10s %6s  %10s %10s %6s\n' "$i" "$which" "$pt" "$pc" "$pr" "$ft" "$fc" "$fr"
-        echo "$which $pt $pr $ft $fr" >>"$out/rows"
+        printf '%-3s %-7s %10s %10s %6s %8s %8s  %10s %10s %6s\n' "$i" "$which" "$pt" "$pc" "$pr" "$pp" "$cpu" "$ft" "$fc" "$fr"
+        echo "$which $pt $pr $ft $fr $pp $cpu" >>"$out/rows"
     done
 done
 
@@ -73,7 +79,7 @@ col() { awk -v w="$1" -v c="$2" '$1 == w { print $c }' "$out/rows" | median; }
 
 echo
 echo "medians over $runs runs each:"
-for c in "2 produce records/s" "3 produce / ceiling" "4 fetch records/s" "5 fetch / ceiling"; do
+for c in "2 produce records/s" "3 produce / ceiling" "6 produce p99 ms" "7 server cpu us/rec" "4 fetch records/s" "5 fetch / ceiling"; do
     n=${c%% *}
     name=${c#* }
     b=$(col base "$n")

@@ -123,6 +123,8 @@ fn store_config(dir: &Path, flush: FlushMode) -> StoreConfig {
     c.preallocate_next_segment = false;
     c.flush = flush;
     c.flush_interval_ms = 5;
+    // Power losses land in checkpoints under `flush: sync` too.
+    c.sync_checkpoint_interval_ms = 5;
     // The store's own deadlines are not under test here: on a loaded
     // machine the durable image's syncs can hold a sync append past the
     // 5 s default, which the store rightly answers with FlushTimedOut and

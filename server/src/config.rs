@@ -444,6 +444,7 @@ mod tests {
         assert_eq!(config.store.index_entries, 2_000_000);
         assert_eq!(config.store.flush, FlushMode::Async);
         assert_eq!(config.store.flush_interval_ms, 500);
+        assert_eq!(config.store.sync_checkpoint_interval_ms, 5_000);
         assert_eq!(config.store.max_message_bytes, 1_048_576);
         assert_eq!(config.store.sync_flush_timeout_ms, 5_000);
         assert_eq!(config.store.dispatch_stall_ms, 30_000);
@@ -644,6 +645,11 @@ mod tests {
         assert_rejects(
             "store: {flush_interval_ms: 0}\n",
             "store.flush_interval_ms",
+            "not in [1, ",
+        );
+        assert_rejects(
+            "store: {sync_checkpoint_interval_ms: 0}\n",
+            "store.sync_checkpoint_interval_ms",
             "not in [1, ",
         );
         assert_rejects(
@@ -971,7 +977,8 @@ mod tests {
             "cluster_id: c1\nadmin_token: t\nauto_create_topics: true\ndefault_partitions: 2\n\
              store:\n  commitlog_segment_bytes: 65536\n  consume_queue_units_per_file: 7\n  index_slots: 11\n  \
              index_entries: 13\n  flush: sync\n  flush_interval_ms: 17\n  max_message_bytes: 19\n  \
-             sync_flush_timeout_ms: 23\n  dispatch_stall_ms: 29\n  recovery_mode: truncate\n\
+             sync_flush_timeout_ms: 23\n  dispatch_stall_ms: 29\n  recovery_mode: truncate\n  \
+             sync_checkpoint_interval_ms: 31\n\
              retention:\n  file_reserved_hours: 5\n  delete_when: \"16;04\"\n  check_interval_ms: 300\n  \
              disk_max_used_ratio: 0.5\n  disk_force_clean_ratio: 0.6\n  disk_full_ratio: 0.95\n\
              http:\n  max_request_bytes: 2048\n  max_records_per_request: 3\n  max_concurrent_requests: 5\n\
@@ -990,6 +997,7 @@ mod tests {
         assert_eq!(store.max_message_bytes, 19);
         assert_eq!(store.sync_flush_timeout_ms, 23);
         assert_eq!(store.dispatch_stall_ms, 29);
+        assert_eq!(store.sync_checkpoint_interval_ms, 31);
         assert_eq!(
             store.recovery_mode,
             tidelog_storage::RecoveryMode::TruncateAtCorruption

@@ -85,9 +85,17 @@ pub struct StoreConfig {
     /// Entries per IndexFile; a new file starts when one is full.
     pub index_entries: u32,
     pub flush: FlushMode,
-    /// Async mode: how often dirty bytes are flushed. Both modes: how often
-    /// the checkpoint is written.
+    /// Async mode: how often dirty bytes are flushed and the checkpoint is
+    /// written.
     pub flush_interval_ms: u64,
+    /// Sync mode: how often the checkpoint is written (the log is durable
+    /// without it: it bounds recovery's replay and moves retention's
+    /// durable dispatched position). Longer than `flush_interval_ms`
+    /// because its burst of syncs (every ConsumeQueue and time index, the
+    /// checkpoint file) shares the disk and its cache flushes with the
+    /// acknowledging msyncs: the msyncs that overlapped one took 1.4-4.9x
+    /// as long (docs/BENCHMARKS.md, open leads).
+    pub sync_checkpoint_interval_ms: u64,
     /// Largest key + value + headers of one record, as configured. The
     /// limit the store enforces is [`StoreConfig::record_payload_max`]: this,
     /// or less if a record this large would not fit in one segment.
@@ -129,6 +137,7 @@ impl StoreConfig {
             index_entries: 2_000_000,
             flush: FlushMode::Async,
             flush_interval_ms: 500,
+            sync_checkpoint_interval_ms: 5_000,
             max_message_bytes: 1 << 20,
             sync_flush_timeout_ms: 5_000,
             dispatch_stall_ms: 30_000,
@@ -183,6 +192,12 @@ impl StoreConfig {
         in_range(
             "store.flush_interval_ms",
             self.flush_interval_ms,
+            1,
+            u64::MAX,
+        )?;
+        in_range(
+            "store.sync_checkpoint_interval_ms",
+            self.sync_checkpoint_interval_ms,
             1,
             u64::MAX,
         )?;

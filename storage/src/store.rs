@@ -4,8 +4,9 @@
 //!
 //! Threads (all named, so `top -H` and stack dumps say who is who):
 //! - `tidelog-dispatch`: builds indexes from committed records;
-//! - `tidelog-flush`: flushes (async mode) and writes the checkpoint every
-//!   `flush_interval_ms`;
+//! - `tidelog-flush`: flushes and writes the checkpoint every
+//!   `flush_interval_ms` (async mode), writes the checkpoint every
+//!   `sync_checkpoint_interval_ms` (sync mode);
 //! - `tidelog-sync-flush` (sync mode): the group-commit flush that appends
 //!   wait for (awaiting a `FlushWait`, no thread each);
 //! - `tidelog-flush-timer` (sync mode): answers those waits after
@@ -1358,8 +1359,17 @@ impl Inner {
         Ok((queue_files, index_files))
     }
 
+    /// The `tidelog-flush` thread: under `flush: async` it makes the log
+    /// durable and writes the checkpoint every `flush_interval_ms`; under
+    /// `flush: sync` the log is durable already, and it writes the
+    /// checkpoint every `sync_checkpoint_interval_ms` (its syncs would
+    /// otherwise slow the acknowledging msyncs twice a second).
     fn run_flusher(&self) {
-        self.run_every(self.config.flush_interval_ms, |inner| {
+        let interval_ms = match self.config.flush {
+            FlushMode::Async => self.config.flush_interval_ms,
+            FlushMode::Sync => self.config.sync_checkpoint_interval_ms,
+        };
+        self.run_every(interval_ms, |inner| {
             if let Err(e) = inner.log.flush_all().and_then(|_| inner.checkpoint()) {
                 tracing::error!(error = %e, "periodic flush failed");
             }

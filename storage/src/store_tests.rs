@@ -17,6 +17,7 @@ fn small_config(dir: &Path) -> StoreConfig {
     c.index_slots = 64;
     c.index_entries = 256;
     c.flush_interval_ms = 50;
+    c.sync_checkpoint_interval_ms = 50;
     c.preallocate_next_segment = false;
     c.retention.disk = Arc::new(FixedDiskUsage::new(0.1));
     c
@@ -30,6 +31,58 @@ fn record(topic: &str, partition: u32, value: &str) -> AppendRecord {
         value: Some(Bytes::copy_from_slice(value.as_bytes())),
         headers: Vec::new(),
         timestamp_ms: None,
+    }
+}
+
+/// Under `flush: sync` the periodic checkpoint follows
+/// `sync_checkpoint_interval_ms`, not `flush_interval_ms`: at an hour, no
+/// checkpoint follows the open's in twenty flush intervals, and a crash
+/// then replays every acknowledged record from the open's checkpoint; at
+/// 10 ms the checkpoint moves past the appends. Either way a crash loses
+/// nothing acknowledged.
+#[test]
+fn under_sync_flush_the_checkpoint_follows_its_own_interval() {
+    for (checkpoint_ms, moves) in [(3_600_000, false), (10, true)] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = small_config(dir.path());
+        c.flush = FlushMode::Sync;
+        c.flush_interval_ms = 10;
+        c.sync_checkpoint_interval_ms = checkpoint_ms;
+        let store = Store::open(c.clone()).unwrap();
+        let dispatched = || Checkpoint::load(dir.path()).unwrap().unwrap().dispatched;
+        let at_open = dispatched();
+        for i in 0..20 {
+            store.append(&[record("t", 0, &format!("v{i}"))]).unwrap();
+        }
+        assert!(store.wait_dispatched(Duration::from_secs(10)));
+        if moves {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while dispatched() <= at_open {
+                assert!(Instant::now() < deadline, "the checkpoint never moved");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        } else {
+            // Twenty flush intervals: the old cadence would have written
+            // the checkpoint many times by now.
+            std::thread::sleep(Duration::from_millis(200));
+            assert_eq!(dispatched(), at_open, "a checkpoint at the flush interval");
+        }
+        store.close_uncleanly();
+
+        let store = Store::open(c).unwrap();
+        if !moves {
+            assert!(
+                store.recovery_report().records_replayed >= 20,
+                "{:?}",
+                store.recovery_report()
+            );
+        }
+        let read = store
+            .read("t", 0, QueueOffset::new(0), 100, usize::MAX)
+            .unwrap();
+        let values: Vec<Bytes> = read.records.iter().map(|r| r.value().unwrap()).collect();
+        let expected: Vec<Bytes> = (0..20).map(|i| Bytes::from(format!("v{i}"))).collect();
+        assert_eq!(values, expected, "checkpoint every {checkpoint_ms} ms");
     }
 }
 

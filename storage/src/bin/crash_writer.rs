@@ -67,6 +67,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     config.index_slots = 64;
     config.index_entries = 1024;
     config.flush_interval_ms = 20;
+    // Checkpoints while the writer is killed, as before the key existed.
+    config.sync_checkpoint_interval_ms = 20;
     // Independent of how full this machine's disk is.
     config.retention.disk = Arc::new(tidelog_storage::retention::FixedDiskUsage::new(0.0));
     let first: u64 = args[2].parse()?;

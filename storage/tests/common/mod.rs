@@ -59,6 +59,8 @@ pub fn small_config(dir: &Path) -> StoreConfig {
     c.index_entries = 256;
     c.flush = FlushMode::Async;
     c.flush_interval_ms = 50;
+    // The same cadence for the tests that switch to `flush: sync`.
+    c.sync_checkpoint_interval_ms = 50;
     c.preallocate_next_segment = false;
     // Tests must not depend on how full this machine's disk is.
     c.retention.disk = Arc::new(FixedDiskUsage::new(0.1));
