@@ -20,14 +20,15 @@
 //! ([`MAP_BATCH`]) ahead of their puts and lookups, with each home slot
 //! prefetched, so the batch's cache misses overlap, and the rewrite reads
 //! a batch's slots a batch ahead of its verdicts, prefetching the records
-//! they point at, whose keys the verdicts compare; both the map build and
-//! the rewrite read the segments through one read-only mapping each
-//! ([`Segment::reader_mapped`]): no read call and no kernel copy of every
-//! byte into a buffer, twice (that copy was two thirds of a warm pass's
-//! thread), and the rewrite touches only the header and key of a record it
-//! drops; keys are borrowed from the mapping, kept records copied from it
-//! into the output buffer, which goes to the cleaned file in writes of
-//! about [`WRITE_BYTES`], not one write a record. The map build checks each record's CRC (what lets a damaged
+//! they point at, whose keys the verdicts compare; keys are borrowed from
+//! the read buffer, which the reader reuses chunk after chunk (kept records
+//! are copied out of it at once, into the output buffer); and kept records
+//! go to the cleaned file in writes of about [`WRITE_BYTES`], not one write
+//! a record. Both reads of the dirty range are `pread`s into that buffer,
+//! not reads of the segments' mappings: mapped reads made a warm pass
+//! 1.6-1.8x faster alone, but a producer beside a busy cleaner ran at
+//! 0.80-0.88x of idle instead of 1.03-1.05x (alternated runs of the
+//! compaction bench, docs/compaction.md). The map build checks each record's CRC (what lets a damaged
 //! key never reach the map); the rewrite reads the dirty records again and
 //! checks everything but their CRC again (a sealed segment's bytes do not
 //! change), and the clean range's records in full. Written bytes are the read bytes,
@@ -146,15 +147,12 @@ impl Places {
         })
     }
 
-    /// A reader of `seg` for the rewrite, through a mapping (the dirty
-    /// segments' own, else one made for it), which does not check again
-    /// the CRCs the map build checked.
+    /// A reader of `seg` for the rewrite, which does not check again the
+    /// CRCs the map build checked.
     fn rewrite_reader<'s>(&self, seg: &'s Arc<Segment>) -> Result<SegmentReader<'s>> {
         Ok(match self.ordinal(seg) {
-            Some(o) => seg
-                .reader_mapped(&self.maps[o], 0)
-                .checked_before(self.built[o].clone()),
-            None => seg.reader_mapped(&seg.map_sealed()?, 0),
+            Some(o) => seg.reader(0).checked_before(self.built[o].clone()),
+            None => seg.reader(0),
         })
     }
 
@@ -288,9 +286,7 @@ impl Shared {
         let mut places = Places::map(dirty.iter().map(|s| Arc::clone(s)).collect())?;
         'build: for (ordinal, seg) in dirty.iter().enumerate() {
             let from = seg.position_for(info.first_dirty);
-            // Through the mapping (no read call, no copy); the rewrite reads
-            // the same bytes again through it.
-            let mut reader = seg.reader_mapped(&places.maps[ordinal], from);
+            let mut reader = seg.reader(from);
             let mut range_ended = false;
             loop {
                 let at = reader.position();

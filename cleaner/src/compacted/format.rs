@@ -313,26 +313,23 @@ pub fn key_in(raw: &[u8]) -> Option<&[u8]> {
 /// Decode the record at the start of `buf` (which runs to the end of the
 /// readable bytes), fully checked.
 pub fn decode(buf: &Bytes) -> Result<Decoded, Invalid> {
-    decode_checked(buf.clone(), true)
+    decode_checked(buf, true)
 }
 
 /// [`decode`], with the CRC check when `check_crc`; every other check is
 /// made either way. Without it only for bytes that [`decode`] accepted
 /// before and that cannot have changed since: a cleaning pass reads each
 /// dirty record twice through one mapping of a sealed segment, and its map
-/// build checked the CRC (cleaner/pass.rs). Takes `buf` by value and cuts
-/// it to the record, so a reader that slices its buffer once per record
-/// pays one reference count update for it, not two (through a mapping, an
-/// atomic on the mapping's owner each).
-pub fn decode_checked(buf: Bytes, check_crc: bool) -> Result<Decoded, Invalid> {
-    if buf.len() < U32_LEN || get_u32(&buf, OFF_TOTAL_LEN) == 0 {
+/// build checked the CRC (cleaner/pass.rs).
+pub fn decode_checked(buf: &Bytes, check_crc: bool) -> Result<Decoded, Invalid> {
+    if buf.len() < U32_LEN || get_u32(buf, OFF_TOTAL_LEN) == 0 {
         return if buf.iter().take(HEADER_LEN).all(|&b| b == 0) {
             Ok(Decoded::End)
         } else {
             Err(Invalid::Truncated)
         };
     }
-    let total = get_u32(&buf, OFF_TOTAL_LEN) as usize;
+    let total = get_u32(buf, OFF_TOTAL_LEN) as usize;
     if !(HEADER_LEN..=RECORD_LEN_MAX).contains(&total) {
         return Err(Invalid::BadLength { total });
     }
@@ -343,8 +340,7 @@ pub fn decode_checked(buf: Bytes, check_crc: bool) -> Result<Decoded, Invalid> {
         });
     }
     // `total` ≥ HEADER_LEN bytes are there: the header offsets are in bounds.
-    let mut b = buf;
-    b.truncate(total);
+    let b = buf.slice(..total);
     let magic = get_u16(&b, OFF_MAGIC);
     let version = b[OFF_VERSION];
     if magic != MAGIC || (version != VERSION && version != VERSION_1) {
@@ -726,15 +722,15 @@ mod tests {
         let bad_crc = Bytes::from(bad_crc);
         assert!(matches!(decode(&bad_crc), Err(Invalid::CrcMismatch { .. })));
         assert!(matches!(
-            decode_checked(bad_crc.clone(), false),
+            decode_checked(&bad_crc, false),
             Ok(Decoded::Record(_))
         ));
         let mut bad_magic = enc.clone();
         bad_magic[OFF_MAGIC] ^= 1;
         assert!(matches!(
-            decode_checked(Bytes::from(bad_magic), false),
+            decode_checked(&Bytes::from(bad_magic), false),
             Err(Invalid::BadMagic { .. })
         ));
-        assert!(decode_checked(Bytes::copy_from_slice(&enc[..enc.len() - 1]), false).is_err());
+        assert!(decode_checked(&Bytes::copy_from_slice(&enc[..enc.len() - 1]), false).is_err());
     }
 }

@@ -393,12 +393,9 @@ impl Segment {
     }
 
     /// The sealed segment's bytes, mapped read-only (empty when it is): a
-    /// cleaning pass reads its segments through it ([`Segment::reader_mapped`]),
-    /// twice, and the keys its map points at, a key at a time in no order,
-    /// where a positioned read per key would cost a system call each. A
-    /// disk error under a mapped page is a `SIGBUS`, not an error the pass
-    /// can fail with; the CommitLog's reads take the same risk (they read
-    /// its mapping).
+    /// cleaning pass reads the keys its map points at through it, a key at
+    /// a time in no order, where a positioned read per key would cost a
+    /// system call each.
     pub(crate) fn map_sealed(&self) -> Result<Bytes> {
         if self.is_empty() {
             return Ok(Bytes::new());
@@ -422,22 +419,6 @@ impl Segment {
             buf_start: pos,
             checked: 0..0,
             cached_only: false,
-        }
-    }
-
-    /// A sequential reader from byte `pos` over `map`, this sealed segment's
-    /// bytes as [`Segment::map_sealed`] mapped them: each record is a slice
-    /// of the mapping, with no read system call and no copy into a buffer
-    /// (a cleaning pass reads its segments twice, and the kernel's copy of
-    /// every byte into the read buffer was two thirds of a warm pass's
-    /// thread). Every check is made as by [`Segment::reader`]. Bytes the
-    /// mapping does not hold (none, for a sealed segment) are read as
-    /// `reader` reads them.
-    pub(crate) fn reader_mapped(&self, map: &Bytes, pos: u64) -> SegmentReader<'_> {
-        SegmentReader {
-            buf: map.clone(),
-            buf_start: 0,
-            ..self.reader(pos)
         }
     }
 
@@ -598,7 +579,7 @@ impl SegmentReader<'_> {
         let at = (self.pos - self.buf_start) as usize;
         let avail = self.buf.slice(at..self.buf.len().min(at + remaining));
         let check_crc = !self.checked.contains(&self.pos);
-        let r = decode_checked_at(self.seg, self.pos, avail, check_crc)?;
+        let r = decode_checked_at(self.seg, self.pos, &avail, check_crc)?;
         self.pos += r.len() as u64;
         Ok(Some(r))
     }
@@ -609,7 +590,7 @@ impl SegmentReader<'_> {
 fn decode_checked_at(
     seg: &Segment,
     pos: u64,
-    avail: Bytes,
+    avail: &Bytes,
     check_crc: bool,
 ) -> Result<CompactedRecord> {
     match format::decode_checked(avail, check_crc).map_err(|why| seg.corrupt(pos, why))? {
@@ -764,53 +745,6 @@ mod tests {
             .map_sealed()
             .unwrap()
             .is_empty());
-    }
-
-    /// A reader over the segment's mapping yields the records a reading
-    /// reader does, as slices of the mapping (no read into a buffer), with
-    /// the same checks: a damaged CRC is found unless the range was
-    /// checked before.
-    #[test]
-    fn a_mapped_reader_reads_the_mapping_with_every_check() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("00000000000000000000.log");
-        let seg = Segment::create(path.clone(), 0, 0).unwrap();
-        let big = "x".repeat(100 << 10);
-        for o in 0..8 {
-            seg.append(&rec(o, &format!("k{o}"), Some(&big))).unwrap();
-        }
-        let map = seg.map_sealed().unwrap();
-        let mapped = map.as_ptr_range();
-        let read = |mut r: SegmentReader<'_>| {
-            let mut out = Vec::new();
-            while let Some(rec) = r.next_record().unwrap() {
-                out.push(rec);
-            }
-            out
-        };
-        let through_map = read(seg.reader_mapped(&map, 0));
-        let through_reads = read(seg.reader(0));
-        assert_eq!(through_map.len(), 8);
-        for (m, r) in through_map.iter().zip(&through_reads) {
-            assert_eq!(m.raw(), r.raw());
-            assert!(mapped.contains(&m.raw().as_ptr()), "a slice of the mapping");
-        }
-        let len = through_map[0].len() as u64;
-        let from_third = read(seg.reader_mapped(&map, 2 * len));
-        assert_eq!(from_third.first().map(|r| r.offset.get()), Some(2));
-        // Damage record 5's value: the mapping (shared) sees it.
-        let f = OpenOptions::new().write(true).open(&path).unwrap();
-        f.write_all_at(b"X", 6 * len - 1).unwrap();
-        let mut r = seg.reader_mapped(&map, 0);
-        for _ in 0..5 {
-            r.next_record().unwrap().unwrap();
-        }
-        assert!(matches!(
-            r.next_record(),
-            Err(CleanerError::Corruption { at: Location::Byte(p), .. }) if p == 5 * len
-        ));
-        let checked = read(seg.reader_mapped(&map, 0).checked_before(0..8 * len));
-        assert_eq!(checked.len(), 8);
     }
 
     /// A read that fails is an I/O error, not damage: the reader says so,
