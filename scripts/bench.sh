@@ -154,10 +154,24 @@ print(*[x.getsockname()[1] for x in s])')
         "$s3" >"$wdir/tiered.yaml"
     timeout --kill-after=10 600 "$tidelog" bench --data-dir "$dir" --server-config "$wdir/tiered.yaml" \
         --json "$results/tiered.json" --tiered-mib "$tiered_mib" --record-bytes 1024 --batch 100 || rc=$?
-    kill "$weed_pid" 2>/dev/null; wait "$weed_pid" 2>/dev/null
+    stop_weed "$weed_pid"
     rm -rf "$wdir" /tmp/seaweedfs-*-grpc-"${ports[1]}".sock /tmp/seaweedfs-*-grpc-"${ports[3]}".sock \
         /tmp/seaweedfs-*-grpc-"${ports[5]}".sock /tmp/seaweedfs-*-grpc-"${ports[7]}".sock
     return "$rc"
+}
+
+# Stop SeaweedFS: SIGTERM, then SIGKILL if it has not exited within 10 s
+# (one run's `weed server` took three minutes to exit on SIGTERM).
+stop_weed() {
+    local pid=$1 i
+    kill "$pid" 2>/dev/null || return 0
+    for i in $(seq 1 100); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -9 "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    return 0
 }
 
 limits() {
