@@ -62,13 +62,7 @@ pub fn create_via_temp<T>(
     finish: impl FnOnce(File) -> Result<T>,
 ) -> Result<T> {
     let build = || -> Result<T> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(tmp)
-            .at(tmp)?;
+        let file = create_empty(tmp)?;
         prepare(&file).at(tmp)?;
         durability::sync_all(&file, tmp).at(tmp)?;
         finish(file)
@@ -76,6 +70,18 @@ pub fn create_via_temp<T>(
     build().inspect_err(|_| {
         let _ = fs::remove_file(tmp);
     })
+}
+
+/// `path` created empty (or emptied) and opened for reading and writing;
+/// nothing is synced: the caller makes it durable as its format needs.
+pub fn create_empty(path: &Path) -> Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)
+        .at(path)
 }
 
 /// An existing file of the store opened for reading and writing, with its

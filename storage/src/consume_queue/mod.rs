@@ -83,13 +83,7 @@ impl QueueFile {
     ) -> Result<QueueFile> {
         let path = dir.join(fs_util::offset_file_name(first_unit * UNIT_LEN as u64));
         let build = || -> Result<QueueFile> {
-            let file = std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .open(&path)
-                .at(&path)?;
+            let file = fs_util::create_empty(&path)?;
             names.note(dir);
             file.set_len(units * UNIT_LEN as u64).at(&path)?;
             Self::map(file, path.clone(), first_unit, units)

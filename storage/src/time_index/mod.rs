@@ -414,13 +414,7 @@ impl TimeIndex {
         self.names.create_dir_all(&self.dir)?;
         let header = format::encode_header(self.interval as u32);
         let build = || -> Result<TimeFile> {
-            let file = std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .open(&path)
-                .at(&path)?;
+            let file = fs_util::create_empty(&path)?;
             self.names.note(&self.dir);
             file.write_all_at(&header, 0).at(&path)?;
             Ok(TimeFile {
