@@ -873,7 +873,7 @@ impl CleanerFigures {
         };
         let cp = line("cleaner / cp: ")?;
         let map = line("offset map at the default buffer")?;
-        // "produce busy / idle (mean of both idle phases): 1.16x appended, ..."
+        // "produce busy / idle (4 busy slices between 5 idle ones, ...): 1.16x appended, ..."
         let produce = line("produce busy / idle")?;
         Ok(CleanerFigures {
             cold_over_cp: number_after(cp, "cold ")?,

@@ -22,17 +22,25 @@
 //! 3. Warm, same again on B: `cat B/*` twice, reopen B (the open scans and
 //!    CRC-checks every record), scan-only / map-build / map-lookup passes
 //!    over B to split the cleaner's time, `cp -r B C`, clean B.
-//! 4. Produce: a `Store` with the compacted-log sink; C becomes the dirty
-//!    log of a second compact topic. Batches of 100 × 1 KiB records for
-//!    `TIDELOG_COMPACTION_PRODUCE_SECS` each: to a delete-policy topic (no
-//!    copy: the store alone), to a compact topic with the `LogCleaner`
-//!    thread idle, then again while it cleans C (started with `request`),
-//!    until the time is up or that pass ends, whichever is first, then idle
-//!    again once the pass ended; busy is compared with the mean of the two
-//!    idle phases. Each phase also waits until the dispatcher has caught up,
-//!    and reports that rate. The LogCleaner thread runs at its lowered CPU
-//!    priority (`CLEANER_NICE_INCREMENT`); the cold and warm passes of steps
-//!    2 and 3 run `clean_once` on a bench thread at normal priority.
+//! 4. Produce: a `Store` with the compacted-log sink, and `BG_SLICES`
+//!    background logs of a `BG_SLICES`th of the log size each, built into
+//!    its data dir as dirty logs of compact topics of their own. Batches of
+//!    100 × 1 KiB records: for `TIDELOG_COMPACTION_PRODUCE_SECS` to a
+//!    delete-policy topic (no copy: the store alone), then to a compact
+//!    topic in alternating slices, idle first and last: an idle slice
+//!    (`TIDELOG_COMPACTION_PRODUCE_SECS / BG_SLICES`, the `LogCleaner`
+//!    thread has nothing to do), then a busy one while it cleans the next
+//!    background log (started with `request`), until that pass ends or
+//!    twice an idle slice passes; a pass still running then is waited for
+//!    without producing, as is the unlink of the segments its swap renamed
+//!    aside, so no idle slice overlaps a pass. Busy is compared with idle
+//!    as records over seconds of each kind, so a load that drifts during
+//!    the run weighs on both; each busy slice over the idle slices beside
+//!    it is printed too. Each slice also waits until the dispatcher has
+//!    caught up, and reports that rate. The LogCleaner thread runs at its
+//!    lowered CPU priority (`CLEANER_NICE_INCREMENT`); the cold and warm
+//!    passes of steps 2 and 3 run `clean_once` on a bench thread at normal
+//!    priority.
 //!
 //! The last lines printed are the benchmark table's rows: pass MB/s beside
 //! `cp -r + sync` MB/s and their ratio, cold and warm; bytes per key and
@@ -73,7 +81,10 @@ const VALUE_BYTES: usize = 1024;
 const BATCH_RECORDS: u64 = 100;
 const PRODUCE_PARTITIONS: u64 = 4;
 const TOPIC: &str = "bench";
+/// Prefix of the background logs that step 4's busy slices clean.
 const BG_TOPIC: &str = "bench-bg";
+/// Busy slices in step 4, each cleaning a background log of its own.
+const BG_SLICES: usize = 4;
 /// A delete-policy topic (not copied): the store and dispatcher alone. Same
 /// name length as `TOPIC`, so records have the same size.
 const PLAIN_TOPIC: &str = "plain";
@@ -545,6 +556,50 @@ fn produce(
     }
 }
 
+/// Step 4's slices, in the order they ran: `idle[i]` before `busy[i]`,
+/// and one idle slice more at the end.
+#[derive(Default)]
+struct Slices {
+    idle: Vec<Produced>,
+    busy: Vec<Produced>,
+    /// Each busy slice's background pass: wall time from its request, and
+    /// its stats.
+    passes: Vec<(Duration, RunStats)>,
+}
+
+/// Records per second over `phases` together (their records over their
+/// seconds): appended, and through the sink.
+fn pooled_rates(phases: &[Produced]) -> (f64, f64) {
+    let records = phases.iter().map(|p| p.records).sum::<u64>() as f64;
+    let window: f64 = phases.iter().map(|p| p.window.as_secs_f64()).sum();
+    let dispatched: f64 = phases
+        .iter()
+        .map(|p| p.dispatched_after.as_secs_f64())
+        .sum();
+    (records / window, records / dispatched)
+}
+
+/// Wait (at most a minute) until no segment a swap renamed aside
+/// (`.deleted`) is left in `dir`.
+fn wait_for_retired_deleted(dir: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let left = std::fs::read_dir(dir)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .any(|e| e.file_name().to_string_lossy().ends_with(".deleted"));
+        if !left {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the cleaner's housekeeping left retired segments in {} for a minute",
+            dir.display()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 fn store_config(dir: &Path, plan: &Plan) -> StoreConfig {
     let mut c = StoreConfig::new(dir);
     c.flush = FlushMode::Async;
@@ -774,7 +829,9 @@ fn main() {
         .join()
         .unwrap();
     let dir_p = base.join("p");
-    let part_c = dir_p.join("compacted").join(BG_TOPIC).join("0");
+    // C is only `cp`'s output: the busy slices of step 4 clean logs of
+    // their own.
+    let part_c = base.join("c");
     let cp_warm = cp_r(&part_b, &part_c);
     eprintln!(
         "  cp -r + sync (warm source): {:.2} s, {:.0} MB/s",
@@ -789,8 +846,9 @@ fn main() {
     );
     verify(&log_b, &built);
     drop((log_b, logs_b, log_a, logs_a));
+    std::fs::remove_dir_all(&part_c).unwrap();
 
-    // ---- 4. produce with the cleaner idle, then busy on C
+    // ---- 4. produce, alternating slices with the cleaner idle and busy
     eprintln!("== produce (load {})", loadavg());
     {
         // Give the store a CommitLog that has dispatched something, so the
@@ -810,7 +868,7 @@ fn main() {
     }
     let logs_p = CompactedLogs::open(&dir_p).unwrap();
     // Produced records are never cleaned here (min lag: forever), and the
-    // background log only when requested (ratio > 1 never holds), so the
+    // background logs only when requested (ratio > 1 never holds), so the
     // cleaner is idle until `request`.
     logs_p.set_topic(
         TOPIC,
@@ -819,12 +877,25 @@ fn main() {
             ..topic_config(&plan)
         },
     );
-    logs_p.set_topic(
-        BG_TOPIC,
-        CompactTopicConfig {
-            min_cleanable_dirty_ratio: 1.0,
-            ..topic_config(&plan)
-        },
+    // One background log a busy slice, a `BG_SLICES`th of the log size
+    // each, copies below the CommitLog's end (see `record`).
+    let bg_topics: Vec<String> = (0..BG_SLICES).map(|i| format!("{BG_TOPIC}-{i}")).collect();
+    let mut bg_records = 0;
+    for (i, topic) in bg_topics.iter().enumerate() {
+        logs_p.set_topic(
+            topic,
+            CompactTopicConfig {
+                min_cleanable_dirty_ratio: 1.0,
+                ..topic_config(&plan)
+            },
+        );
+        let log = logs_p.log_or_create(topic, 0).unwrap();
+        let bytes = plan.log_bytes / BG_SLICES as u64;
+        bg_records += build_log(&log, &plan, bytes, 100 + i as u64, false).records;
+    }
+    eprintln!(
+        "  built {BG_SLICES} background logs of {:.0} MB, {bg_records} records in all",
+        mb(plan.log_bytes / BG_SLICES as u64)
     );
     let store = Store::open_with_sinks(store_config(&dir_p, &plan), vec![logs_p.sink()]).unwrap();
     let cleaner = LogCleaner::new(
@@ -837,16 +908,18 @@ fn main() {
     cleaner.start().unwrap();
     let keys = 100_000;
     let never = AtomicBool::new(false);
-    let bg_dir = part_c.clone();
+    // The background log being cleaned, for the progress lines.
+    let cleaning = std::sync::atomic::AtomicUsize::new(0);
     let status = || {
-        let st = cleaner.status(BG_TOPIC);
+        let topic = &bg_topics[cleaning.load(Ordering::Relaxed)];
+        let st = cleaner.status(topic);
         format!(
-            "background log: {} ({:.0} MB written by the cleaner so far)",
+            "{topic}: {} ({:.0} MB written by the cleaner so far)",
             st.first().map_or("?".into(), |s| s.state.clone()),
-            mb(cleaning_output(&bg_dir))
+            mb(cleaning_output(logs_p.log(topic, 0).unwrap().dir()))
         )
     };
-    let (warm_records, plain, idle, busy, bg_stats) = std::thread::scope(|s| {
+    let (warm_records, plain, slices) = std::thread::scope(|s| {
         std::thread::Builder::new()
             .name("bench-produce".into())
             .spawn_scoped(s, || {
@@ -865,32 +938,63 @@ fn main() {
                     "  warm-up: {:.0} k records/s",
                     warm.records as f64 / warm.window.as_secs_f64() / 1e3
                 );
-                // One phase of `plan.produce`, stopped early by `stop`.
-                let phase = |rng: &mut Rng, topic: &str, stop: &AtomicBool, label: &str| {
-                    eprintln!("  {label} phase (load {})", loadavg());
-                    produce(&store, topic, rng, keys, plan.produce, stop, label, &status)
+                // One phase of at most `length`, stopped early by `stop`.
+                let phase = |rng: &mut Rng,
+                             topic: &str,
+                             length: Duration,
+                             stop: &AtomicBool,
+                             label: &str| {
+                    eprintln!("  {label} (load {})", loadavg());
+                    produce(&store, topic, rng, keys, length, stop, label, &status)
                 };
-                let plain = phase(&mut rng, PLAIN_TOPIC, &never, "non-compact");
-                let idle = phase(&mut rng, TOPIC, &never, "idle");
-                let requested = cleaner.request(BG_TOPIC, false).unwrap();
-                let bg_done = AtomicBool::new(false);
-                let (busy, bg) = std::thread::scope(|s2| {
-                    let waiter = s2.spawn(|| {
-                        let began = Instant::now();
-                        let r = cleaner.wait(BG_TOPIC, &requested, Duration::from_secs(900));
-                        bg_done.store(true, Ordering::Release);
-                        (began.elapsed(), r)
+                let plain = phase(
+                    &mut rng,
+                    PLAIN_TOPIC,
+                    plan.produce,
+                    &never,
+                    "non-compact phase",
+                );
+                // Idle and busy slices alternate, idle first and last, so
+                // a load that drifts during the run weighs on both alike.
+                let slice = plan.produce / BG_SLICES as u32;
+                let mut slices = Slices::default();
+                slices
+                    .idle
+                    .push(phase(&mut rng, TOPIC, slice, &never, "idle slice 1"));
+                for (i, topic) in bg_topics.iter().enumerate() {
+                    cleaning.store(i, Ordering::Relaxed);
+                    let requested = cleaner.request(topic, false).unwrap();
+                    let pass_done = AtomicBool::new(false);
+                    let (busy, pass) = std::thread::scope(|s2| {
+                        let waiter = s2.spawn(|| {
+                            let began = Instant::now();
+                            let r = cleaner.wait(topic, &requested, Duration::from_secs(900));
+                            pass_done.store(true, Ordering::Release);
+                            (began.elapsed(), r)
+                        });
+                        // Until the pass ends, or twice an idle slice; a
+                        // pass still running then is waited for without
+                        // producing, so no idle slice overlaps it.
+                        let label = format!("busy slice {} ({topic})", i + 1);
+                        let busy = phase(&mut rng, TOPIC, 2 * slice, &pass_done, &label);
+                        (busy, waiter.join().unwrap())
                     });
-                    let busy = phase(&mut rng, TOPIC, &bg_done, "busy");
-                    (busy, waiter.join().unwrap())
-                });
-                // Idle again once the pass ended: busy is compared with
-                // both idle phases, before and after, so a load that drifts
-                // during the run does not pass for the cleaner's cost.
-                let idle_after = phase(&mut rng, TOPIC, &never, "idle after the pass");
-                let bg_stats = bg.1.into_iter().next().and_then(|(_, s)| s);
-                let idle = [idle, idle_after];
-                (warm.records, plain, idle, busy, (bg.0, bg_stats))
+                    let stats = pass.1.into_iter().next().and_then(|(_, s)| s);
+                    slices.busy.push(busy);
+                    slices
+                        .passes
+                        .push((pass.0, stats.expect("the background pass finished")));
+                    // The segments the swap renamed aside are unlinked by
+                    // the cleaner's next housekeeping: the pass's cost,
+                    // not the next idle slice's.
+                    let dir = logs_p.log(topic, 0).unwrap().dir().to_path_buf();
+                    wait_for_retired_deleted(&dir);
+                    let label = format!("idle slice {}", i + 2);
+                    slices
+                        .idle
+                        .push(phase(&mut rng, TOPIC, slice, &never, &label));
+                }
+                (warm.records, plain, slices)
             })
             .unwrap()
             .join()
@@ -905,14 +1009,16 @@ fn main() {
     eprintln!("  load at end: {}", loadavg());
 
     // ---- summary (stdout)
-    let (bg_took, bg_stats) = bg_stats;
-    let bg_stats = bg_stats.expect("the background pass finished");
-    // The planted log is B's copy: the pass must have had all of it to
-    // clean (a store that dropped it at open would leave an empty pass).
+    // The planted logs must all have been there to clean (a store that
+    // dropped them at open would leave empty passes).
+    let bg_seen: u64 = slices
+        .passes
+        .iter()
+        .map(|(_, s)| s.records_kept + s.records_removed)
+        .sum();
     assert_eq!(
-        bg_stats.records_kept + bg_stats.records_removed,
-        built.records,
-        "the background pass saw the whole planted log"
+        bg_seen, bg_records,
+        "the background passes saw the whole planted logs"
     );
     let row = |name: &str, d: Duration, read: u64, written: u64| {
         format!(
@@ -1004,15 +1110,7 @@ fn main() {
     println!("{map_row}");
     let rate = |p: &Produced| p.records as f64 / p.window.as_secs_f64();
     let sink_rate = |p: &Produced| p.records as f64 / p.dispatched_after.as_secs_f64();
-    // Both idle phases (before and after the busy one) weigh the same.
-    let idle_rate = (rate(&idle[0]) + rate(&idle[1])) / 2.0;
-    let idle_sink_rate = (sink_rate(&idle[0]) + sink_rate(&idle[1])) / 2.0;
-    for (name, p) in [
-        ("non-compact topic (no copy)", &plain),
-        ("compact topic, cleaner idle", &idle[0]),
-        ("compact topic, cleaner busy", &busy),
-        ("compact topic, cleaner idle again", &idle[1]),
-    ] {
+    let print_phase = |name: &str, p: &Produced| {
         println!(
             "produce, {name}: {} records in {:.2} s = {:.0} records/s appended ({:.0} MB/s of CommitLog); all dispatched (indexes and any compacted copy) after {:.2} s = {:.0} records/s (lag at end {:.1} MB)",
             p.records,
@@ -1023,20 +1121,55 @@ fn main() {
             sink_rate(p),
             mb(p.lag_at_end)
         );
+    };
+    print_phase("non-compact topic (no copy)", &plain);
+    for (i, idle) in slices.idle.iter().enumerate() {
+        print_phase(
+            &format!("compact topic, cleaner idle, slice {}", i + 1),
+            idle,
+        );
+        if let Some(busy) = slices.busy.get(i) {
+            print_phase(
+                &format!("compact topic, cleaner busy, slice {}", i + 1),
+                busy,
+            );
+        }
     }
+    let (idle_rate, idle_sink_rate) = pooled_rates(&slices.idle);
+    let (busy_rate, busy_sink_rate) = pooled_rates(&slices.busy);
     println!(
-        "produce busy / idle (mean of both idle phases): {:.2}x appended, {:.2}x through the sink",
-        rate(&busy) / idle_rate,
-        sink_rate(&busy) / idle_sink_rate
+        "produce busy / idle ({} busy slices between {} idle ones, records over seconds of each kind): {:.2}x appended, {:.2}x through the sink",
+        slices.busy.len(),
+        slices.idle.len(),
+        busy_rate / idle_rate,
+        busy_sink_rate / idle_sink_rate
     );
+    let each: Vec<String> = slices
+        .busy
+        .iter()
+        .zip(slices.idle.windows(2))
+        .map(|(b, around)| {
+            format!(
+                "{:.2}x",
+                rate(b) / ((rate(&around[0]) + rate(&around[1])) / 2.0)
+            )
+        })
+        .collect();
     println!(
-        "background pass: {:.2} s wall ({:.0} MB/s of log), duration_ms {}, kept {}, removed {}",
-        bg_took.as_secs_f64(),
-        mbps(log_bytes, bg_took),
-        bg_stats.duration_ms,
-        bg_stats.records_kept,
-        bg_stats.records_removed
+        "each busy slice over the mean of the idle slices beside it: {}",
+        each.join(", ")
     );
+    for (i, (took, s)) in slices.passes.iter().enumerate() {
+        println!(
+            "background pass {}: {:.2} s wall ({:.0} MB/s read), duration_ms {}, kept {}, removed {}",
+            i + 1,
+            took.as_secs_f64(),
+            mbps(s.bytes_read, *took),
+            s.duration_ms,
+            s.records_kept,
+            s.records_removed
+        );
+    }
     println!("compacted copies of produced records: {produced_total}");
     println!();
     println!("benchmark table rows (load at end {}):", loadavg());
@@ -1068,14 +1201,18 @@ fn main() {
         filled.keys as f64 / kafka_keys(filled_budget, config.load_factor) as f64
     );
     println!(
-        "| produce, cleaner busy / idle (one producer) | {:.0} records/s | idle {:.0} records/s (before and after) | {:.2}x | >= 0.90x |",
-        rate(&busy),
-        idle_rate,
-        rate(&busy) / idle_rate
+        "| produce, cleaner busy / idle (one producer) | {busy_rate:.0} records/s | idle {idle_rate:.0} records/s (alternating slices) | {:.2}x | >= 0.90x |",
+        busy_rate / idle_rate
     );
+    let slice_records: u64 = slices
+        .idle
+        .iter()
+        .chain(&slices.busy)
+        .map(|p| p.records)
+        .sum();
     assert_eq!(
         produced_total,
-        warm_records + idle[0].records + busy.records + idle[1].records,
+        warm_records + slice_records,
         "every produced record was copied"
     );
 }
