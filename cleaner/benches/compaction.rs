@@ -69,6 +69,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use tidelog_cleaner::compacted::format::{decode, encode, Decoded, Fields, HEADER_LEN};
+use tidelog_cleaner::compacted::segment::DELETED_SUFFIX;
 use tidelog_cleaner::offset_map::BYTES_PER_ENTRY;
 use tidelog_cleaner::{
     CleanerConfig, CompactTopicConfig, CompactedLog, CompactedLogs, CompactedRecord, LogCleaner,
@@ -587,7 +588,7 @@ fn wait_for_retired_deleted(dir: &Path) {
         let left = std::fs::read_dir(dir)
             .unwrap()
             .filter_map(|e| e.ok())
-            .any(|e| e.file_name().to_string_lossy().ends_with(".deleted"));
+            .any(|e| e.file_name().to_string_lossy().ends_with(DELETED_SUFFIX));
         if !left {
             return;
         }
