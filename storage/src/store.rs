@@ -449,6 +449,19 @@ impl Store {
             wake: event_listener::Event::new(),
             retention: RetentionState::default(),
         });
+        // After a crash, what the dead process left unsynced is still in the
+        // page cache: recovery took it as durable, and the checkpoint below
+        // will claim it, so it must reach the disk first (`sync_tree`).
+        if aborted {
+            let began_sync = Instant::now();
+            let (files, dirs) = fs_util::sync_tree(&inner.config.data_dir)?;
+            tracing::info!(
+                files,
+                dirs,
+                elapsed_ms = began_sync.elapsed().as_millis() as u64,
+                "synced the data dir the crashed process left"
+            );
+        }
         // Everything is consistent now: record it, so a crash right after
         // open does not repeat this work.
         inner.checkpoint()?;
