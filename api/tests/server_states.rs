@@ -516,24 +516,28 @@ async fn waiting_sync_produces_hold_no_thread_each_and_all_answer_after_the_fsyn
             })
         })
         .collect();
-    // Every produce appended (the end offset counts dispatched records,
-    // which do not wait for the fsync) and none answered.
+    // Every produce appended and awaits the fsync, none answered.
+    let broker = state.ready().unwrap();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     loop {
-        let (_, body) = call(&router, "GET", "/topics/t/partitions/0/offsets", None).await;
-        let offsets: Value = serde_json::from_str(&body).unwrap();
-        if offsets["end_offset"] == json!(PRODUCES + 1) {
+        let waiting = broker.store.stats().sync_flush_waiters;
+        if waiting == PRODUCES {
             break;
         }
         assert!(
             tokio::time::Instant::now() < deadline,
-            "not every produce appended: {body}"
+            "{waiting} of {PRODUCES} produces await the fsync"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let threads = os_threads();
     let none_answered = produces.iter().all(|p| !p.is_finished());
     let hung = faults.blocked(FaultPoint::CommitLogFlush);
+    // Nothing is fetchable before its fsync: the end offset still counts
+    // the first record only (a power loss now would take the others, and
+    // their offsets would be handed out again).
+    let (_, body) = call(&router, "GET", "/topics/t/partitions/0/offsets", None).await;
+    let end_while_hung: Value = serde_json::from_str(&body).unwrap();
 
     // Healed before the checks: a failed check then ends the test instead
     // of leaving waiters behind the hung fsync.
@@ -545,9 +549,19 @@ async fn waiting_sync_produces_hold_no_thread_each_and_all_answer_after_the_fsyn
             .unwrap();
         assert_eq!(status, StatusCode::OK, "{body}");
     }
+    // Once answered, every record is fetchable (read-your-writes).
+    let (_, body) = call(&router, "GET", "/topics/t/partitions/0/offsets", None).await;
+    let end_after: Value = serde_json::from_str(&body).unwrap();
+    drop(broker);
     close(&state).await.unwrap();
     assert_eq!(hung, 1, "one fsync hung");
     assert!(none_answered, "answered before the fsync");
+    assert_eq!(
+        end_while_hung["end_offset"],
+        json!(1),
+        "visible before the fsync"
+    );
+    assert_eq!(end_after["end_offset"], json!(PRODUCES + 1));
     assert!(
         threads < MAX_THREADS,
         "{threads} OS threads with {PRODUCES} sync produces waiting"

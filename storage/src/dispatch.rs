@@ -1,7 +1,14 @@
-//! The dispatcher: follows the CommitLog's committed position and feeds
-//! every record, in physical order, to a list of sinks (ConsumeQueue,
-//! IndexFile, and whatever other crates register, such as the compacted
-//! logs of compact topics).
+//! The dispatcher: follows the CommitLog's visible end and feeds every
+//! record, in physical order, to a list of sinks (ConsumeQueue, IndexFile,
+//! and whatever other crates register, such as the compacted logs of
+//! compact topics).
+//!
+//! The visible end ([`CommitLog::visible_end`]) is the committed position,
+//! or under `flush: sync` the flushed one: a record is fetchable only once
+//! a power loss can no longer take it, so no consumer reads a record whose
+//! offset a restart would hand out again. Under `sync` the dispatcher is
+//! woken by each flush rather than by each append, and asks for a flush
+//! itself when records nobody awaits (acks=0) are waiting for one.
 //!
 //! Invariant: `dispatched` is a record boundary, and every record below it
 //! has been handed to every sink. Sinks must be idempotent for records they
@@ -14,7 +21,7 @@
 //! visible), counted once per stall. The first success ends it.
 //!
 //! Back-pressure: an append waits while the dispatcher is more than
-//! [`DISPATCH_LAG_MAX_BYTES`] behind the committed position, so a sink
+//! [`DISPATCH_LAG_MAX_BYTES`] behind the visible end, so a sink
 //! slower than produce (the compacted-log copy) holds producers back
 //! instead of letting the lag, and with it the age of what fetches see,
 //! grow without bound. Healthy sinks keep up and never reach it; a failing
@@ -389,9 +396,19 @@ impl Dispatcher {
     }
 
     /// Whether the dispatcher is at most [`DISPATCH_LAG_MAX_BYTES`]
-    /// behind the committed position.
+    /// behind the visible end.
     fn lag_is_within(&self) -> bool {
-        self.log.committed().saturating_sub(self.dispatched()) <= DISPATCH_LAG_MAX_BYTES
+        self.lag_bytes() <= DISPATCH_LAG_MAX_BYTES
+    }
+
+    /// How far dispatch is behind what it may dispatch: the CommitLog's
+    /// [`visible_end`](CommitLog::visible_end). Under `flush: sync` the
+    /// bytes not yet flushed do not count: the dispatcher cannot take them
+    /// before the flush, and their appenders already wait for it (bounded
+    /// by `sync_flush_timeout_ms`, which a hung fsync must not turn into an
+    /// endless wait for the lag bound).
+    pub(crate) fn lag_bytes(&self) -> u64 {
+        self.log.visible_end().saturating_sub(self.dispatched())
     }
 
     /// `None` once an append may go ahead: the lag is within the bound.
@@ -414,7 +431,7 @@ impl Dispatcher {
 
     /// Back-pressure (see the module docs), blocking: return once the
     /// dispatcher is at most [`DISPATCH_LAG_MAX_BYTES`] behind the
-    /// committed position, at once when it is. Waiting appends are refused
+    /// visible end, at once when it is. Waiting appends are refused
     /// with the stall's error once dispatch is stalled, and with
     /// [`StoreError::Closed`] when `closed` is set.
     pub(crate) fn wait_lag_within(&self, closed: &AtomicBool) -> Result<()> {
@@ -526,7 +543,7 @@ impl Dispatcher {
     /// [`Dispatcher::catch_up`], naming the sink of a failure.
     fn catch_up_from_sinks(&self, progress: bool) -> Result<u64, (String, StoreError)> {
         let mut pos = self.dispatched();
-        let target = self.log.committed();
+        let target = self.log.visible_end();
         let start = pos;
         let began = Instant::now();
         let mut last_log = began;
@@ -654,17 +671,39 @@ impl Dispatcher {
             if stop.load(Ordering::Acquire) {
                 return;
             }
-            if self.dispatched() >= self.log.committed() {
+            if self.dispatched() >= self.log.visible_end() {
                 if dispatched_some {
                     // Busy: let the next appends gather. Without a
                     // listener, appends in the meantime wake nobody.
                     drop(listener);
                     std::thread::sleep(LINGER);
-                } else {
+                } else if !self.wait_for_flush() {
                     let _ = listener.wait_timeout(IDLE_WAIT);
                 }
             }
         }
+    }
+
+    /// `flush: sync` with records appended and not yet flushed: ask for
+    /// their flush (a no-op when their appenders already asked; records
+    /// nobody awaits, acks=0, would otherwise wait for the periodic flush)
+    /// and wait until it moves the flushed position. `false` when there is
+    /// nothing to flush: the caller waits for appends instead.
+    fn wait_for_flush(&self) -> bool {
+        if !self.log.is_sync_flush() {
+            return false;
+        }
+        let committed = self.log.committed();
+        if self.log.flushed() >= committed {
+            return false;
+        }
+        // Registered before the look, so a flush in between is not missed.
+        let listener = self.log.flushed_event().listen();
+        self.log.request_flush(committed);
+        if self.log.visible_end() <= self.dispatched() {
+            let _ = listener.wait_timeout(IDLE_WAIT);
+        }
+        true
     }
 
     /// Sleep for `pause` (appends do not cut it short: a failing sink is
@@ -688,6 +727,7 @@ impl Dispatcher {
     /// Wake the loop and the appends held by the lag bound (shutdown).
     pub(crate) fn wake(&self) {
         self.log.appended_event().notify(usize::MAX);
+        self.log.flushed_event().notify(usize::MAX);
         self.lag_eased.notify(usize::MAX);
     }
 

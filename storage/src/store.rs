@@ -95,6 +95,8 @@ pub struct StoreStats {
     /// Appends that waited because dispatch was more than
     /// [`DISPATCH_LAG_MAX_BYTES`] behind (back-pressure of a slow sink).
     pub dispatch_lag_waits: u64,
+    /// Appends awaiting the sync flush's fsync now (`flush: sync`).
+    pub sync_flush_waiters: usize,
     pub index_files: usize,
     pub partitions: usize,
     /// ConsumeQueue files of every partition.
@@ -625,7 +627,7 @@ impl Store {
 
     /// Resolves once an append may go ahead under the dispatch-lag bound
     /// (at once while the dispatcher is within [`DISPATCH_LAG_MAX_BYTES`]
-    /// of the committed position, the usual case), without holding a
+    /// of the visible end, the usual case), without holding a
     /// thread: the dispatcher wakes held appends as it moves. A stall or a
     /// closing store answers with its error. Between this and the append
     /// other appends may pass too: the lag may exceed the bound by the
@@ -704,8 +706,7 @@ impl Store {
     /// [`DISPATCH_LAG_MAX_BYTES`] behind: an append may soon wait for it
     /// (a front-end runs appends where a wait costs no async worker).
     pub fn dispatch_lagging(&self) -> bool {
-        let committed = self.inner.log.committed();
-        committed.saturating_sub(self.inner.dispatcher.dispatched()) > DISPATCH_LAG_MAX_BYTES / 2
+        self.inner.dispatcher.lag_bytes() > DISPATCH_LAG_MAX_BYTES / 2
     }
 
     /// `Some` while dispatch is stalled: the error appends are refused with
@@ -983,9 +984,11 @@ impl Store {
 
     /// The CommitLog position after the last acknowledged append: a read
     /// that waits until [`Store::dispatched_or_listen`] of it is `None`
-    /// sees every record acknowledged before this call.
+    /// sees every record acknowledged before this call. Under `flush:
+    /// sync` the flushed position (a record is acknowledged only once
+    /// flushed), so a read waits for no unacknowledged record's flush.
     pub fn committed_position(&self) -> u64 {
-        self.inner.log.committed()
+        self.inner.log.visible_end()
     }
 
     /// `None` once every record below `position` (a
@@ -1016,11 +1019,12 @@ impl Store {
             commitlog_flushed_offset: log.flushed(),
             commitlog_warmed_offset: log.warmed_to(),
             dispatched_offset: dispatched,
-            dispatch_lag_bytes: committed.saturating_sub(dispatched),
+            dispatch_lag_bytes: log.visible_end().saturating_sub(dispatched),
             dispatch_errors: self.inner.dispatcher.error_count(),
             dispatch_stalled: self.inner.dispatcher.stall().is_some(),
             dispatch_stalls: self.inner.dispatcher.stall_count(),
             dispatch_lag_waits: self.inner.dispatcher.lag_wait_count(),
+            sync_flush_waiters: log.flush_waiters(),
             index_files: self.inner.index.file_count(),
             partitions: queues.len(),
             consume_queue_files: queues.iter().map(|q| q.file_count()).sum(),
@@ -1075,7 +1079,9 @@ impl Store {
     ) -> Result<crate::retention::PassOutcome> {
         if trigger != crate::retention::Trigger::Scheduled {
             // Make everything dispatched so far durable, so the pass may
-            // delete every segment the dispatcher has passed.
+            // delete every segment the dispatcher has passed. Flushed
+            // first: under `flush: sync` dispatch follows the flush.
+            self.inner.log.flush_all()?;
             self.inner
                 .dispatcher
                 .wait_dispatched(self.inner.log.committed(), Duration::from_secs(5));
@@ -1101,8 +1107,10 @@ impl Store {
     pub fn shutdown(self) -> Result<()> {
         self.stop_threads();
         let inner = &self.inner;
-        inner.dispatcher.catch_up(false)?;
+        // Flushed before the last dispatch round: under `flush: sync` it
+        // dispatches only what is flushed.
         inner.log.flush_all()?;
+        inner.dispatcher.catch_up(false)?;
         inner.checkpoint()?;
         let abort = inner.config.data_dir.join(ABORT_FILE);
         std::fs::remove_file(&abort).at(&abort)?;

@@ -3,7 +3,8 @@
 //! by itself), and a hung fsync makes sync-flush waiters time out instead
 //! of hanging (the log stays sane when the fsync returns), awaited or
 //! blocking alike; a hung fsync that fails wakes every awaiting appender
-//! with the poison.
+//! with the poison. Under `flush: sync` nothing is served before its fsync
+//! returns, hung or not.
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
 mod common;
@@ -187,6 +188,76 @@ fn a_hung_fsync_times_sync_waiters_out_and_the_log_goes_on_when_it_returns() {
         4,
         "timed-out appends are appended"
     );
+}
+
+fn served(store: &Store) -> Vec<String> {
+    store
+        .read("t", 0, QueueOffset::new(0), 100, usize::MAX)
+        .unwrap()
+        .records
+        .iter()
+        .map(|r| String::from_utf8(r.value().unwrap().to_vec()).unwrap())
+        .collect()
+}
+
+/// Under `flush: sync` a record is fetchable only once its fsync returned:
+/// one served before would be lost by a power loss then, and its offset
+/// handed out again to another record. While the fsync hangs the record is
+/// appended (the log's end moved) and not served, nor is anything behind
+/// it; once it returns, all of them are.
+#[test]
+fn under_sync_flush_nothing_is_served_before_its_fsync_returns() {
+    let dir = tempfile::tempdir().unwrap();
+    let faults = Arc::new(Faults::default());
+    let store = Arc::new(sync_store(dir.path(), &faults));
+    store.append(&[record("t", 0, None, Some("0"))]).unwrap();
+    assert!(store.wait_dispatched(DEADLINE));
+    let flushed = store.commit_log().flushed();
+
+    faults.hang(FaultPoint::CommitLogFlush);
+    let first = append_async(&store, "1");
+    let second = append_async(&store, "2");
+    assert!(timed_out(
+        first.recv_timeout(DEADLINE).expect("a waiter hung")
+    ));
+    assert!(timed_out(
+        second.recv_timeout(DEADLINE).expect("a waiter hung")
+    ));
+    assert_eq!(faults.blocked(FaultPoint::CommitLogFlush), 1);
+    assert!(store.commit_log().committed() > flushed, "appended");
+    // The dispatcher has had the waiters' whole timeout to look.
+    let stats = store.stats();
+    assert_eq!(
+        stats.dispatched_offset, flushed,
+        "dispatched past the fsync"
+    );
+    assert_eq!(stats.dispatch_lag_bytes, 0, "unflushed bytes are no lag");
+    assert_eq!(served(&store), ["0"], "served before the fsync");
+
+    faults.heal(FaultPoint::CommitLogFlush);
+    assert!(store.wait_dispatched(DEADLINE));
+    assert_eq!(served(&store), ["0", "1", "2"]);
+    assert!(store.stats().dispatched_offset <= store.commit_log().flushed());
+}
+
+/// A record nobody awaits (Kafka's acks=0) under `flush: sync` is flushed
+/// and served without waiting for the periodic flush: the dispatcher asks
+/// for the flush itself.
+#[test]
+fn under_sync_flush_an_unawaited_append_is_flushed_and_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = small_config(dir.path());
+    cfg.flush = FlushMode::Sync;
+    cfg.flush_interval_ms = 3_600_000;
+    cfg.sync_checkpoint_interval_ms = 3_600_000;
+    let store = Store::open(cfg).unwrap();
+    let unflushed = store
+        .append_unflushed(&[record("t", 0, None, Some("a"))], u64::MAX, None)
+        .unwrap();
+    drop(unflushed);
+    assert!(store.wait_dispatched(DEADLINE), "never served");
+    assert_eq!(served(&store), ["a"]);
+    assert_eq!(store.commit_log().flushed(), store.commit_log().committed());
 }
 
 #[test]

@@ -70,6 +70,7 @@ pub async fn stats(State(state): State<AppState>, _: ClusterPath) -> Result<Resp
             "dispatch_stalled": s.dispatch_stalled,
             "dispatch_stalls": s.dispatch_stalls,
             "dispatch_lag_waits": s.dispatch_lag_waits,
+            "sync_flush_waiters": s.sync_flush_waiters,
             "disk_used_ratio": s.disk_used_ratio,
             "disk_full": s.disk_full,
             "disk_full_ratio": retention.disk_full_ratio,

@@ -55,9 +55,10 @@ impl CommitLog {
         self.flush_wait(target, timeout).wait()
     }
 
-    /// A waiter of [`FlushWait`] needs `target` flushed: raise the request
-    /// and wake the sync flusher if it is not asked for that much yet.
-    pub(super) fn request_flush(&self, target: u64) {
+    /// A waiter of [`FlushWait`] (or the dispatcher, for records nobody
+    /// awaits: acks=0) needs `target` flushed: raise the request and wake
+    /// the sync flusher if it is not asked for that much yet.
+    pub(crate) fn request_flush(&self, target: u64) {
         let mut st = lock(&self.flush_state);
         if st.requested < target {
             st.requested = target;
@@ -156,6 +157,10 @@ impl CommitLog {
             };
             drop(st);
             self.flush_done.notify_all();
+            if res.is_ok() && upto > from {
+                // Nobody listening (async mode): one atomic load.
+                self.flushed_event.notify(usize::MAX);
+            }
             // After publishing: a waiter checks under the list's lock.
             // (A failure woke them all when it poisoned the log.)
             if res.is_ok() {

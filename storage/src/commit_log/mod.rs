@@ -3,7 +3,8 @@
 //! Bytes `[min_offset, committed)` are whole, valid entries (each the
 //! records of one partition from one append, see [`format`]) and
 //! end-of-segment markers; everything a reader sees lies below
-//! `committed`. One writer at a time (the `writer` mutex) assigns queue and
+//! [`CommitLog::visible_end`] (`committed`, or under `flush: sync` the
+//! flushed position). One writer at a time (the `writer` mutex) assigns queue and
 //! physical offsets, writes entries into the segment, then publishes the
 //! new `committed` position.
 //!
@@ -72,6 +73,9 @@ pub struct CommitLog {
     /// `flush: sync` with preallocation: the preallocator writes zeros
     /// ahead of the writer instead of only warming pages (`prealloc.rs`).
     zero_fill_ahead: bool,
+    /// `flush: sync`: a record becomes visible (dispatched, fetchable)
+    /// only once it is flushed ([`CommitLog::visible_end`]).
+    sync_flush: bool,
     faults: crate::fault::FaultHandle,
     segments: RwLock<Vec<Arc<Segment>>>,
     writer: Mutex<WriterState>,
@@ -87,6 +91,9 @@ pub struct CommitLog {
     waiters: Waiters,
     /// Notified after every append, for the dispatcher.
     appended: Event,
+    /// Notified after every flush that moved `flushed`, for the dispatcher
+    /// under `flush: sync`.
+    flushed_event: Event,
     prealloc: Preallocator,
 }
 
@@ -115,6 +122,7 @@ impl CommitLog {
             preallocate: config.preallocate_next_segment,
             zero_fill_ahead: config.preallocate_next_segment
                 && config.flush == crate::config::FlushMode::Sync,
+            sync_flush: config.flush == crate::config::FlushMode::Sync,
             faults,
             segments: RwLock::new(segments),
             writer: Mutex::new(WriterState {
@@ -134,6 +142,7 @@ impl CommitLog {
             flush_wanted: Condvar::new(),
             waiters: Waiters::default(),
             appended: Event::new(),
+            flushed_event: Event::new(),
             prealloc: Preallocator::default(),
         });
         if log.preallocate {
@@ -166,6 +175,26 @@ impl CommitLog {
     /// Everything below this is on disk.
     pub fn flushed(&self) -> u64 {
         self.flushed.load(Ordering::Acquire)
+    }
+
+    /// One past the last byte readers may see: under `flush: sync` the
+    /// flushed position, else the committed one. Under `sync` a record is
+    /// acknowledged only once it is flushed, and no reader may see it
+    /// before: a record a consumer read would otherwise be lost by a power
+    /// loss before its flush, and its offset handed out again to another
+    /// (Kafka's consumers see only records below the high watermark, which
+    /// a single broker's acks=all moves with the same durable step here).
+    pub fn visible_end(&self) -> u64 {
+        if self.sync_flush {
+            self.flushed()
+        } else {
+            self.committed()
+        }
+    }
+
+    /// `flush: sync`: readers see only flushed records.
+    pub fn is_sync_flush(&self) -> bool {
+        self.sync_flush
     }
 
     /// First byte still in the log (the oldest segment's base).
@@ -216,6 +245,12 @@ impl CommitLog {
     /// The event the dispatcher listens on.
     pub(crate) fn appended_event(&self) -> &Event {
         &self.appended
+    }
+
+    /// Notified whenever the flushed position moves (the dispatcher under
+    /// `flush: sync` waits on it).
+    pub(crate) fn flushed_event(&self) -> &Event {
+        &self.flushed_event
     }
 
     fn check_poisoned(&self) -> Result<()> {
