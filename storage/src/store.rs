@@ -283,6 +283,7 @@ impl Store {
             Arc::clone(&queue_sink) as Arc<dyn DispatchSink>,
             Arc::new(IndexSink {
                 index: Arc::clone(&index),
+                key_owners: extra_sinks.clone(),
             }),
         ];
         sinks.extend(extra_sinks);

@@ -455,6 +455,12 @@ impl DispatchSink for CompactedSink {
         self.dispatch_entry(std::slice::from_ref(record))
     }
 
+    fn answers_key_queries(&self, record: &StoredRecord) -> bool {
+        // A compact topic's key queries scan its compacted logs
+        // (`Broker::query_by_key`).
+        self.is_compact(record)
+    }
+
     fn dispatch_entry(&self, records: &[StoredRecord]) -> tidelog_storage::Result<()> {
         // One entry is one partition's: one policy check for all of it.
         if !records.first().is_some_and(|r| self.is_compact(r)) {
