@@ -18,7 +18,7 @@ use kafka_protocol::messages::{
     ProduceResponse, RequestHeader, ResponseHeader, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
-use tidelog_broker::store::{CleanerConfig, Header, StoreConfig};
+use tidelog_broker::store::{CleanerConfig, FlushMode, Header, StoreConfig};
 use tidelog_broker::{Broker, BrokerConfig};
 use tidelog_kafka::records::{decode_batches, encode_batch, BatchRecord, OutRecord};
 use tidelog_kafka::KafkaConfig;
@@ -71,8 +71,25 @@ async fn server_faulted(
     kafka: KafkaConfig,
     faults: Option<Arc<tidelog_broker::fault::StoreFaults>>,
 ) -> Server {
+    server_opened(kafka, faults, FlushMode::Async).await
+}
+
+/// [`server_faulted`] with the store's flush mode.
+async fn server_opened(
+    kafka: KafkaConfig,
+    faults: Option<Arc<tidelog_broker::fault::StoreFaults>>,
+    flush: FlushMode,
+) -> Server {
     let dir = tempfile::tempdir().unwrap();
     let mut store = StoreConfig::new(dir.path());
+    if flush == FlushMode::Sync {
+        store.flush = flush;
+        // No periodic flush within the test: what makes an unawaited
+        // (acks 0) record durable, and so fetchable, is the dispatcher's
+        // own request.
+        store.flush_interval_ms = 3_600_000;
+        store.sync_checkpoint_interval_ms = 3_600_000;
+    }
     store.commitlog_segment_bytes = 1 << 20;
     store.consume_queue_units_per_file = 1024;
     store.index_slots = 64;
@@ -443,6 +460,35 @@ async fn produce_and_fetch_round_trip_at_the_lowest_and_highest_versions() {
         "base offset"
     );
     assert_eq!(records_of(&answer).len(), 2);
+}
+
+/// Under `flush: sync` a record is fetchable only once flushed, and an
+/// acks-0 record has no waiter asking for its flush: the dispatcher asks
+/// itself, so a consumer gets it without waiting for the periodic flush
+/// (an hour here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_sync_flush_an_acks_zero_record_is_fetchable_once_flushed() {
+    let s = server_opened(KafkaConfig::default(), None, FlushMode::Sync).await;
+    let mut c = connect(&s).await;
+    metadata(&mut c, 12, &["acks0"]).await;
+    let one = [record(Some(b"a"), Some(b"1"), 1)];
+    send_frame(
+        &mut c,
+        &request_frame(
+            ApiKey::Produce,
+            9,
+            1,
+            &produce_request("acks0", 0, 0, batch(&one)),
+        ),
+    )
+    .await;
+    let got = fetch_n(&mut c, 12, "acks0", 0, 0, 1).await;
+    assert_eq!(got.len(), 1);
+    let stats = s.broker.store.stats();
+    assert_eq!(
+        stats.commitlog_flushed_offset, stats.commitlog_max_offset,
+        "served before its flush"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
