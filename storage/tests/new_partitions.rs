@@ -37,7 +37,7 @@ use std::time::Duration;
 use common::*;
 use tidelog_storage::checkpoint::Checkpoint;
 use tidelog_storage::durability::image::{self, Tear};
-use tidelog_storage::{FlushMode, QueueOffset, Store, StoreConfig};
+use tidelog_storage::{FlushMode, Store, StoreConfig};
 
 /// [`small_config`] with no periodic checkpoint or retention pass: the
 /// test decides when a checkpoint is written.
@@ -55,23 +55,6 @@ fn config(dir: &Path, flush: FlushMode) -> StoreConfig {
 
 fn value(topic: &str, partition: u32) -> String {
     format!("{topic}/{partition}")
-}
-
-/// The values `store` serves of `topic`-`partition`, by queue offset.
-fn served(store: &Store, topic: &str, partition: u32) -> Vec<(u64, String)> {
-    store
-        .read(topic, partition, QueueOffset::new(0), 100, usize::MAX)
-        .unwrap()
-        .records
-        .iter()
-        .map(|r| {
-            let v = r.value().unwrap();
-            (
-                r.queue_offset().get(),
-                String::from_utf8(v.to_vec()).unwrap(),
-            )
-        })
-        .collect()
 }
 
 /// One record to each of `partitions` new partitions of `topic`: a new

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use common::*;
 use tidelog_storage::durability::image;
-use tidelog_storage::{FlushMode, QueueOffset, Store, StoreConfig};
+use tidelog_storage::{FlushMode, Store, StoreConfig};
 
 /// Async flush whose interval never comes and no periodic checkpoint or
 /// retention pass: nothing the first process writes is synced by it.
@@ -31,22 +31,6 @@ fn config(dir: &Path) -> StoreConfig {
     c.retention.check_interval_ms = 3_600_000;
     c.dispatch_stall_ms = 300_000;
     c
-}
-
-fn served(store: &Store, topic: &str, partition: u32) -> Vec<(u64, String)> {
-    store
-        .read(topic, partition, QueueOffset::new(0), 100, usize::MAX)
-        .unwrap()
-        .records
-        .iter()
-        .map(|r| {
-            let v = r.value().unwrap();
-            (
-                r.queue_offset().get(),
-                String::from_utf8(v.to_vec()).unwrap(),
-            )
-        })
-        .collect()
 }
 
 #[test]

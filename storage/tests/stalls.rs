@@ -190,14 +190,9 @@ fn a_hung_fsync_times_sync_waiters_out_and_the_log_goes_on_when_it_returns() {
     );
 }
 
-fn served(store: &Store) -> Vec<String> {
-    store
-        .read("t", 0, QueueOffset::new(0), 100, usize::MAX)
-        .unwrap()
-        .records
-        .iter()
-        .map(|r| String::from_utf8(r.value().unwrap().to_vec()).unwrap())
-        .collect()
+/// `(offset, value)` pairs, as [`served`] answers them.
+fn pairs(values: &[&str]) -> Vec<(u64, String)> {
+    (0..).zip(values.iter().map(|v| v.to_string())).collect()
 }
 
 /// Under `flush: sync` a record is fetchable only once its fsync returned:
@@ -232,11 +227,15 @@ fn under_sync_flush_nothing_is_served_before_its_fsync_returns() {
         "dispatched past the fsync"
     );
     assert_eq!(stats.dispatch_lag_bytes, 0, "unflushed bytes are no lag");
-    assert_eq!(served(&store), ["0"], "served before the fsync");
+    assert_eq!(
+        served(&store, "t", 0),
+        pairs(&["0"]),
+        "served before the fsync"
+    );
 
     faults.heal(FaultPoint::CommitLogFlush);
     assert!(store.wait_dispatched(DEADLINE));
-    assert_eq!(served(&store), ["0", "1", "2"]);
+    assert_eq!(served(&store, "t", 0), pairs(&["0", "1", "2"]));
     assert!(store.stats().dispatched_offset <= store.commit_log().flushed());
 }
 
@@ -256,7 +255,7 @@ fn under_sync_flush_an_unawaited_append_is_flushed_and_served() {
         .unwrap();
     drop(unflushed);
     assert!(store.wait_dispatched(DEADLINE), "never served");
-    assert_eq!(served(&store), ["a"]);
+    assert_eq!(served(&store, "t", 0), pairs(&["a"]));
     assert_eq!(store.commit_log().flushed(), store.commit_log().committed());
 }
 

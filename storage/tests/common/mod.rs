@@ -10,7 +10,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tidelog_storage::retention::FixedDiskUsage;
 use tidelog_storage::{
-    AppendRecord, DispatchSink, FlushMode, Header, StoreConfig, StoreError, StoredRecord,
+    AppendRecord, DispatchSink, FlushMode, Header, QueueOffset, Store, StoreConfig, StoreError,
+    StoredRecord,
 };
 
 /// A dispatch sink that, while `stuck`, refuses every record from queue
@@ -83,6 +84,24 @@ pub fn record(topic: &str, partition: u32, key: Option<&str>, value: Option<&str
         headers: Vec::new(),
         timestamp_ms: None,
     }
+}
+
+/// The first 100 records `store` serves of `topic`-`partition`: queue
+/// offset and value (UTF-8), in order.
+pub fn served(store: &Store, topic: &str, partition: u32) -> Vec<(u64, String)> {
+    store
+        .read(topic, partition, QueueOffset::new(0), 100, usize::MAX)
+        .unwrap()
+        .records
+        .iter()
+        .map(|r| {
+            let v = r.value().unwrap();
+            (
+                r.queue_offset().get(),
+                String::from_utf8(v.to_vec()).unwrap(),
+            )
+        })
+        .collect()
 }
 
 pub fn with_headers(mut r: AppendRecord, headers: &[(&str, &[u8])]) -> AppendRecord {
