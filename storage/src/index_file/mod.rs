@@ -15,7 +15,7 @@ pub mod format;
 
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use memmap2::{MmapOptions, MmapRaw};
@@ -27,12 +27,19 @@ use crate::fs_util;
 /// Suffix of an index file still being created; `load` removes these.
 const TMP_SUFFIX: &str = ".creating";
 
+/// [`IndexFile::synced_entries`] after a change no entry count shows (a
+/// recovery truncation): the next flush syncs the file whatever its count.
+const SYNC_NEEDED: u32 = u32::MAX;
+
 pub struct IndexFile {
     path: PathBuf,
     slot_count: u32,
     entry_capacity: u32,
     map: MmapRaw,
     _file: std::fs::File,
+    /// The entry count the last flush covered: a file whose count is still
+    /// that (every sealed file after its first flush) is not synced again.
+    synced_entries: AtomicU32,
 }
 
 impl IndexFile {
@@ -62,6 +69,8 @@ impl IndexFile {
                     entry_capacity,
                     map,
                     _file: file,
+                    // The header, with entry 0 reserved, was synced above.
+                    synced_entries: AtomicU32::new(1),
                 })
             },
         )
@@ -93,6 +102,9 @@ impl IndexFile {
             entry_capacity: header.entry_capacity,
             map,
             _file: file,
+            // What is on the disk now is what it holds; recovery's
+            // truncation marks it if it changes that.
+            synced_entries: AtomicU32::new(header.entry_count),
         })
     }
 
@@ -253,11 +265,21 @@ impl IndexFile {
         Ok(ControlFlow::Continue(()))
     }
 
+    /// Sync the whole map, unless the last flush already covered every
+    /// entry (a sealed file is synced once, by the first flush after it
+    /// filled). Entries are published before the count, so the count read
+    /// first is covered by the sync that follows.
     fn flush(&self) -> Result<()> {
+        let count = self.entry_count();
+        if self.synced_entries.load(Ordering::Acquire) == count {
+            return Ok(());
+        }
         crate::durability::sync_map_range(&self._file, &self.path, 0, self.map.len(), || {
             self.map.flush()
         })
-        .at(&self.path)
+        .at(&self.path)?;
+        self.synced_entries.store(count, Ordering::Release);
+        Ok(())
     }
 
     /// Recovery: remove entries for records at or past `physical_end`.
@@ -273,6 +295,7 @@ impl IndexFile {
         if keep == count {
             return true; // nothing to drop (every clean start comes here)
         }
+        self.synced_entries.store(SYNC_NEEDED, Ordering::Release);
         // Every entry we keep must chain only to older entries.
         for i in 1..count {
             if self.entry(i).prev >= i {
@@ -325,11 +348,24 @@ impl IndexFile {
 }
 
 /// All IndexFiles, oldest first; the last one takes new entries.
+///
+/// Durability is the checkpoint's business, not the dispatcher's: a file
+/// that fills is sealed and left as it is, and the new one is made with
+/// only its own header synced (so a name that reaches the disk always
+/// opens). [`IndexService::flush`], which the checkpoint calls before it
+/// records a dispatched position, syncs every file holding entries no
+/// flush covered and the directory holding names no flush covered. A
+/// power loss before that flush loses only entries past the checkpoint,
+/// which recovery truncates and replays.
 pub struct IndexService {
     dir: PathBuf,
     slot_count: u32,
     entry_capacity: u32,
     files: RwLock<Vec<Arc<IndexFile>>>,
+    /// A file was made since the last directory sync. Set after its
+    /// rename and before it takes entries, so a flush that follows any of
+    /// its entries sees it.
+    dir_sync_pending: AtomicBool,
 }
 
 impl IndexService {
@@ -376,6 +412,7 @@ impl IndexService {
             slot_count,
             entry_capacity,
             files: RwLock::new(files),
+            dir_sync_pending: AtomicBool::new(false),
         })
     }
 
@@ -401,27 +438,22 @@ impl IndexService {
     pub fn put(&self, topic: &str, key: &[u8], physical: u64, store_ts_ms: i64) -> Result<()> {
         // Under the read lock, without copying the file list: this runs
         // for every keyed record.
-        let (writable, full) = {
+        let writable = {
             let files = self.files.read().unwrap_or_else(|e| e.into_inner());
             if let Some(last) = files.iter().rev().find(|f| !f.is_empty()) {
                 if physical <= last.end_physical() {
                     return Ok(());
                 }
             }
-            match files.last() {
-                Some(f) if !f.is_full() => (Some(Arc::clone(f)), None),
-                last => (None, last.cloned()),
-            }
+            files.last().filter(|f| !f.is_full()).cloned()
         };
         let hash = format::key_hash(topic, key);
+        // A full file is not flushed here: at the defaults that is an
+        // msync of up to 42 MB, and the dispatcher would stall on it (the
+        // checkpoint's flush syncs it, see the type's doc).
         let file = match writable {
             Some(f) => f,
-            None => {
-                if let Some(full) = full {
-                    full.flush()?;
-                }
-                self.new_file()?
-            }
+            None => self.new_file()?,
         };
         if !file.put(hash, physical, store_ts_ms) {
             debug_assert!(false, "a fresh index file is never full");
@@ -449,7 +481,7 @@ impl IndexService {
             self.slot_count,
             self.entry_capacity,
         )?);
-        fs_util::fsync_dir(&self.dir)?;
+        self.dir_sync_pending.store(true, Ordering::Release);
         files.push(Arc::clone(&f));
         Ok(f)
     }
@@ -479,11 +511,26 @@ impl IndexService {
         Ok(())
     }
 
+    /// Make every entry put so far durable: the directory if a file was
+    /// made since the last flush, then each file with entries no flush
+    /// covered (the newest, and any sealed since the last flush).
     pub fn flush(&self) -> Result<()> {
-        if let Some(last) = self.files().last() {
-            last.flush()?;
+        if self.dir_sync_pending.swap(false, Ordering::AcqRel) {
+            if let Err(e) = fs_util::fsync_dir(&self.dir) {
+                self.dir_sync_pending.store(true, Ordering::Release);
+                return Err(e);
+            }
+        }
+        for f in self.files() {
+            f.flush()?;
         }
         Ok(())
+    }
+
+    /// Whether a file was made since the last flush (tests).
+    #[cfg(test)]
+    fn dir_sync_pending(&self) -> bool {
+        self.dir_sync_pending.load(Ordering::Acquire)
     }
 
     /// Retention: delete index files whose entries all point below
@@ -638,6 +685,89 @@ mod tests {
         drop(f);
         assert_eq!(svc.truncate_from_physical(504).unwrap(), 500);
         assert_eq!(svc.file_count(), 0);
+    }
+
+    /// A put that fills a file and starts the next syncs only the new
+    /// file's header: the full file and the directory are the next
+    /// flush's (the checkpoint's) work, and a power loss before it loses
+    /// only the entries it would have covered.
+    #[cfg(feature = "durable-image")]
+    #[test]
+    fn a_full_file_is_synced_by_the_next_flush_not_by_the_put_that_fills_it() {
+        let root = tempfile::tempdir().unwrap();
+        let image = crate::durability::image::install(root.path()).unwrap();
+        let dir = root.path().join("index");
+        let svc = IndexService::load(&dir, 4, 5).unwrap();
+        // 4 usable entries per file; three keys.
+        let put = |i: u64| {
+            let key = format!("k{}", i % 3);
+            svc.put("t", key.as_bytes(), i * 10, 1_000_000 + i as i64 * 1000)
+                .unwrap()
+        };
+        (0..4).for_each(put);
+        svc.flush().unwrap();
+        assert!(!svc.dir_sync_pending());
+        let before = image.syncs();
+        (4..10).for_each(put);
+        assert_eq!(svc.file_count(), 3);
+        assert_eq!(image.syncs() - before, 2, "one header sync per new file");
+        assert!(svc.dir_sync_pending());
+        let lost = tempfile::tempdir().unwrap();
+        image.snapshot(lost.path(), None).unwrap();
+
+        let before = image.syncs();
+        svc.flush().unwrap();
+        // The directory, the file that filled since the last flush and
+        // the newest; not the first file again.
+        assert_eq!(image.syncs() - before, 3);
+        let before = image.syncs();
+        svc.flush().unwrap();
+        assert_eq!(image.syncs() - before, 0, "nothing new to sync");
+        let kept = tempfile::tempdir().unwrap();
+        image.snapshot(kept.path(), None).unwrap();
+        drop(image);
+
+        let svc = IndexService::load(&lost.path().join("index"), 4, 5).unwrap();
+        assert_eq!(svc.file_count(), 1, "names no flush covered are gone");
+        assert_eq!(svc.last_indexed(), Some(30));
+        assert_eq!(collect(&svc, "t", b"k0"), vec![30, 0]);
+        let svc = IndexService::load(&kept.path().join("index"), 4, 5).unwrap();
+        assert_eq!(collect(&svc, "t", b"k0"), vec![90, 60, 30, 0]);
+        assert_eq!(collect(&svc, "t", b"k1"), vec![70, 40, 10]);
+        assert_eq!(collect(&svc, "t", b"k2"), vec![80, 50, 20]);
+    }
+
+    /// Recovery's truncation changes a file behind its entry count: the
+    /// next flush syncs it even when re-indexing brings the count back to
+    /// what the last flush covered.
+    #[cfg(feature = "durable-image")]
+    #[test]
+    fn a_truncated_file_is_synced_again_whatever_its_count() {
+        let root = tempfile::tempdir().unwrap();
+        let image = crate::durability::image::install(root.path()).unwrap();
+        let dir = root.path().join("index");
+        let svc = IndexService::load(&dir, 2, 100).unwrap();
+        for i in 0..20u64 {
+            svc.put("t", b"old", i * 100, 1_000_000).unwrap();
+        }
+        svc.flush().unwrap();
+        assert_eq!(svc.truncate_from_physical(1050).unwrap(), 1050);
+        // Nine entries dropped, nine others in their place.
+        for i in 11..20u64 {
+            svc.put("t", b"new", i * 100, 1_000_000).unwrap();
+        }
+        let before = image.syncs();
+        svc.flush().unwrap();
+        assert_eq!(image.syncs() - before, 1);
+        let snap = tempfile::tempdir().unwrap();
+        image.snapshot(snap.path(), None).unwrap();
+        drop(image);
+        let svc = IndexService::load(&snap.path().join("index"), 2, 100).unwrap();
+        assert_eq!(collect(&svc, "t", b"old").len(), 11);
+        assert_eq!(
+            collect(&svc, "t", b"new"),
+            (11..20u64).rev().map(|i| i * 100).collect::<Vec<_>>()
+        );
     }
 
     #[test]
