@@ -321,7 +321,8 @@ async fn reads_begun_after_an_acknowledged_produce_wait_until_it_is_fetchable() 
     // Dropped before the broker (declared after it), also when an assert
     // fails: a broker cannot close with its dispatcher hung.
     let _heal = HealOnDrop(Arc::clone(&faults), FaultPoint::Dispatch);
-    let (status, body) = call(&router, "POST", "/topics/t", one_record("second")).await;
+    let keyed = json!({"records": [{"key": "k", "value": "second"}]});
+    let (status, body) = call(&router, "POST", "/topics/t", Some(keyed)).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     while faults.blocked(FaultPoint::Dispatch) == 0 {
@@ -340,7 +341,8 @@ async fn reads_begun_after_an_acknowledged_produce_wait_until_it_is_fetchable() 
     };
     let fetch = get("/topics/t/partitions/0/records?offset=1&timeout=0");
     let offsets = get("/topics/t/partitions/0/offsets");
-    // Without the wait both answer within a millisecond; with it neither
+    let by_key = get("/topics/t/records?key=%22k%22");
+    // Without the wait each answers within a millisecond; with it none
     // can before the heal (a slow machine only makes this pass vacuously).
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(
@@ -350,6 +352,10 @@ async fn reads_begun_after_an_acknowledged_produce_wait_until_it_is_fetchable() 
     assert!(
         !offsets.is_finished(),
         "offsets answered without the acknowledged record"
+    );
+    assert!(
+        !by_key.is_finished(),
+        "the key query answered without the acknowledged record"
     );
 
     faults.heal(FaultPoint::Dispatch);
@@ -367,6 +373,16 @@ async fn reads_begun_after_an_acknowledged_produce_wait_until_it_is_fetchable() 
     assert_eq!(status, StatusCode::OK, "{body}");
     let offsets: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(offsets["end_offset"], json!(2), "{body}");
+    let (status, body) = by_key.await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let found: Value = serde_json::from_str(&body).unwrap();
+    let values: Vec<Value> = found
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["value"].clone())
+        .collect();
+    assert_eq!(values, [json!("second")], "{body}");
     close(&state).await.unwrap();
 }
 
@@ -684,7 +700,8 @@ async fn a_records_call_with_timeout_0_after_an_acknowledged_produce_sees_it() {
     // Acknowledged while the dispatcher is held before indexing it.
     faults.hang(FaultPoint::Dispatch);
     let _heal = HealOnDrop(Arc::clone(&faults), FaultPoint::Dispatch);
-    let (status, body) = call(&router, "POST", "/topics/t", one_record("second")).await;
+    let keyed = json!({"records": [{"key": "k", "value": "second"}]});
+    let (status, body) = call(&router, "POST", "/topics/t", Some(keyed)).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     while faults.blocked(FaultPoint::Dispatch) == 0 {

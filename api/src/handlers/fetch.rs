@@ -391,6 +391,11 @@ pub async fn query_by_key(
     )?;
     let ready = state.ready()?;
     let topic = ready.registry.require(&topic)?;
+    // Every record acknowledged before this request is found: the
+    // IndexFile (or the compacted log) gets it from the dispatcher a
+    // moment after the acknowledgement (read-your-writes,
+    // `tidelog_broker::visibility`), as for every other read.
+    until_visible(&ready, ready.acknowledged()).await;
     let body = blocking(move || {
         let found = ready.query_by_key(
             &topic,
