@@ -222,10 +222,16 @@ async fn values(router: &Router) -> Vec<Value> {
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let records: Value = serde_json::from_str(&body).unwrap();
+    values_of(&body)
+}
+
+/// The `value` of every record of a JSON array answer (fetch, records
+/// call, query by key).
+fn values_of(body: &str) -> Vec<Value> {
+    let records: Value = serde_json::from_str(body).unwrap();
     records
         .as_array()
-        .unwrap()
+        .unwrap_or_else(|| panic!("not an array: {body}"))
         .iter()
         .map(|r| r["value"].clone())
         .collect()
@@ -361,28 +367,14 @@ async fn reads_begun_after_an_acknowledged_produce_wait_until_it_is_fetchable() 
     faults.heal(FaultPoint::Dispatch);
     let (status, body) = fetch.await.unwrap();
     assert_eq!(status, StatusCode::OK, "{body}");
-    let records: Value = serde_json::from_str(&body).unwrap();
-    let values: Vec<Value> = records
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["value"].clone())
-        .collect();
-    assert_eq!(values, [json!("second")], "{body}");
+    assert_eq!(values_of(&body), [json!("second")], "{body}");
     let (status, body) = offsets.await.unwrap();
     assert_eq!(status, StatusCode::OK, "{body}");
     let offsets: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(offsets["end_offset"], json!(2), "{body}");
     let (status, body) = by_key.await.unwrap();
     assert_eq!(status, StatusCode::OK, "{body}");
-    let found: Value = serde_json::from_str(&body).unwrap();
-    let values: Vec<Value> = found
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["value"].clone())
-        .collect();
-    assert_eq!(values, [json!("second")], "{body}");
+    assert_eq!(values_of(&body), [json!("second")], "{body}");
     close(&state).await.unwrap();
 }
 
@@ -436,15 +428,8 @@ async fn a_compaction_requested_after_an_acknowledged_produce_cleans_it() {
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let fetched: Value = serde_json::from_str(&body).unwrap();
-    let values: Vec<Value> = fetched
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["value"].clone())
-        .collect();
     assert_eq!(
-        values,
+        values_of(&body),
         [json!(3)],
         "one record per key after the pass: {body}"
     );
@@ -682,20 +667,11 @@ async fn a_records_call_with_timeout_0_after_an_acknowledged_produce_sees_it() {
     )
     .await;
     assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
-    let records = |body: &str| -> Vec<Value> {
-        let records: Value = serde_json::from_str(body).unwrap();
-        records
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| r["value"].clone())
-            .collect()
-    };
     let uri = format!("{base}/records?timeout=0");
     let accept = [("accept", "application/vnd.kafka.json.v2+json")];
     let (status, _, body) = common::call_with(&router, "GET", &uri, &accept, None).await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    assert_eq!(records(&body), [json!("first")], "{body}");
+    assert_eq!(values_of(&body), [json!("first")], "{body}");
 
     // Acknowledged while the dispatcher is held before indexing it.
     faults.hang(FaultPoint::Dispatch);
@@ -727,7 +703,7 @@ async fn a_records_call_with_timeout_0_after_an_acknowledged_produce_sees_it() {
     faults.heal(FaultPoint::Dispatch);
     let (status, _, body) = polled.await.unwrap();
     assert_eq!(status, StatusCode::OK, "{body}");
-    assert_eq!(records(&body), [json!("second")], "{body}");
+    assert_eq!(values_of(&body), [json!("second")], "{body}");
     let (status, body) = call(&router, "DELETE", base, None).await;
     assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
     close(&state).await.unwrap();
