@@ -473,6 +473,7 @@ fn read_cached_at(seg: &Segment, buf: &mut [u8], pos: u64) -> Result<()> {
 /// `read` means: `Ok` only for the whole buffer; a short count, or an
 /// error that says the read would have waited or is not supported here,
 /// is [`CleanerError::NotCached`]; any other error is the I/O error it is.
+#[cfg(target_os = "linux")]
 fn nowait_answer(read: std::io::Result<usize>, wanted: usize, path: &Path) -> Result<()> {
     match read {
         Ok(n) if n == wanted => Ok(()),
