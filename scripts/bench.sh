@@ -62,18 +62,19 @@ rm -rf "$results"
 mkdir -p "$results"
 
 # `phase`: how long each step measures, in how many alternating slices;
-# the compact step measures the 60 s run issue 17 §2 names, in 10 slices
-# (a single 6 s phase of it swung by ±6 points between runs minutes apart).
+# `long_phase` (a step given --long): the compact step's, the 60 s run
+# issue 17 §2 names, in 10 slices (a single 6 s phase of it swung by ±6
+# points between runs minutes apart).
 if $quick; then
     common=(--warmup-ms 200 --visibility-samples 20)
     phase=(--duration-ms 600 --rounds 2)
-    compact_phase=("${phase[@]}")
+    long_phase=("${phase[@]}")
     limit_mib=128 dsync_count=2000 recovery_mib=64 client_records=20000 tiered_mib=32
     compaction_env=(TIDELOG_COMPACTION_MIB=64 TIDELOG_COMPACTION_PRODUCE_SECS=2)
 else
     common=(--warmup-ms 2000 --visibility-samples 300)
     phase=(--duration-ms 6000 --rounds 3)
-    compact_phase=(--duration-ms 60000 --rounds 10)
+    long_phase=(--duration-ms 60000 --rounds 10)
     limit_mib=1024 dsync_count=20000 recovery_mib=${TIDELOG_BENCH_RECOVERY_MIB:-4096} client_records=1000000 tiered_mib=512
     compaction_env=()
 fi
@@ -111,13 +112,13 @@ step() {
 }
 
 # bench NAME SECONDS ARGS...: a `tidelog bench` step writing NAME.json,
-# measuring `phase` unless ARGS start with --long (then `compact_phase`).
+# measuring `phase` unless ARGS start with --long (then `long_phase`).
 bench() {
     local name=$1 seconds=$2
     shift 2
     local measure=("${phase[@]}")
     if [[ ${1:-} == --long ]]; then
-        measure=("${compact_phase[@]}")
+        measure=("${long_phase[@]}")
         shift
     fi
     step "$name" "$seconds" "$tidelog" bench "${common[@]}" "${measure[@]}" "${server_config[@]}" \

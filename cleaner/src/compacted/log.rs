@@ -1000,17 +1000,12 @@ mod tests {
         // required here (the refusal's meaning is checked on every
         // answer the kernel gives, in `segment.rs`); what is required is
         // that a served read is exactly the records `read` gives.
-        let mut refused = 0;
-        for _ in 0..5 {
-            for seg in log.segments() {
-                evict_from_page_cache(&seg.path());
-            }
-            match log.read_cached(10, 5, usize::MAX).unwrap() {
-                None => refused += 1,
-                Some(rs) => assert_eq!(offsets(&rs), offsets(&read)),
-            }
+        for seg in log.segments() {
+            evict_from_page_cache(&seg.path());
         }
-        eprintln!("evicted reads refused: {refused} of 5");
+        if let Some(rs) = log.read_cached(10, 5, usize::MAX).unwrap() {
+            assert_eq!(offsets(&rs), offsets(&read));
+        }
         for seg in log.segments() {
             evict_from_page_cache(&seg.path());
         }

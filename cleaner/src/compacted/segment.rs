@@ -475,22 +475,18 @@ fn read_cached_at(seg: &Segment, buf: &mut [u8], pos: u64) -> Result<()> {
 /// is [`CleanerError::NotCached`]; any other error is the I/O error it is.
 #[cfg(target_os = "linux")]
 fn nowait_answer(read: std::io::Result<usize>, wanted: usize, path: &Path) -> Result<()> {
+    let would_wait = |e: &std::io::Error| {
+        matches!(
+            e.raw_os_error(),
+            Some(libc::EAGAIN | libc::EOPNOTSUPP | libc::EINVAL | libc::ENOSYS)
+        )
+    };
     match read {
         Ok(n) if n == wanted => Ok(()),
-        Ok(_) => Err(CleanerError::NotCached {
+        Err(e) if !would_wait(&e) => Err(io_err(path, e)),
+        _ => Err(CleanerError::NotCached {
             path: path.to_path_buf(),
         }),
-        Err(e)
-            if matches!(
-                e.raw_os_error(),
-                Some(libc::EAGAIN | libc::EOPNOTSUPP | libc::EINVAL | libc::ENOSYS)
-            ) =>
-        {
-            Err(CleanerError::NotCached {
-                path: path.to_path_buf(),
-            })
-        }
-        Err(e) => Err(io_err(path, e)),
     }
 }
 
