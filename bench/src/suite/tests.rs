@@ -403,3 +403,39 @@ fn the_sync_100_row_divides_by_the_async_server_of_its_own_phase() {
     assert_eq!(row.verdict, Verdict::Missed);
     assert!(row.limit.contains("`http-100`"), "{row:?}");
 }
+
+#[test]
+fn the_sync_latency_row_puts_the_bare_endpoints_p99_beside_tidelogs() {
+    let (dir, _) = sample_suite();
+    std::fs::remove_file(dir.path().join("sync-1.failed")).unwrap();
+    let with_p99 = |target: &str, p50_ms: f64, p99_ms: f64| PhaseFigures {
+        p50_ms,
+        p99_ms,
+        ..figures("produce", target, 30e3, 100.0)
+    };
+    let sync = |tidelog_p99_ms: f64| RunResults {
+        mode: "http".into(),
+        phases: vec![
+            with_p99("tidelog", 1.9, tidelog_p99_ms),
+            with_p99("ceiling", 0.8, 4.0),
+        ],
+        ..RunResults::default()
+    };
+    write_json(dir.path(), "sync-1", &sync(9.0));
+    let rows = Suite::open(dir.path()).unwrap().rows();
+    let row = find(&rows, "sync produce, 64 × 1, latency");
+    assert_eq!(row.value, "p99 9.00 ms (p50 1.90, p999 12.00)");
+    assert_eq!(
+        row.limit,
+        "bare endpoint, 1 record, same run: p99 4.00 ms (p50 0.80)"
+    );
+    assert_eq!(
+        (row.ratio.as_str(), &row.verdict),
+        ("2.25×", &Verdict::Missed)
+    );
+    // The goal is tidelog's own p99, whatever the bare endpoint's.
+    write_json(dir.path(), "sync-1", &sync(2.5));
+    let rows = Suite::open(dir.path()).unwrap().rows();
+    let row = find(&rows, "sync produce, 64 × 1, latency");
+    assert_eq!(row.verdict, Verdict::Met);
+}
