@@ -814,7 +814,8 @@ type SnapshotFiles = Vec<(String, bytes::Bytes)>;
 
 /// The sealed segments of a compacted log (all but the active, last one)
 /// as (file name, bytes), and the log's next offset; `None` when it has
-/// none or the set changed while it was read (a clean swapped segments).
+/// none or the set changed while it was read (a clean swapped segments,
+/// or a flush renamed one).
 fn sealed_files(
     log: &tidelog_cleaner::CompactedLog,
 ) -> std::io::Result<Option<(SnapshotFiles, u64)>> {
@@ -834,12 +835,16 @@ fn sealed_files(
     let segments = log.segments();
     let mut files = Vec::with_capacity(before.len());
     for segment in &segments[..before.len()] {
-        let path = segment.path();
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        files.push((name, bytes::Bytes::from(std::fs::read(&path)?)));
+        // Named by its base, as restore reads it: a segment a roll made
+        // keeps a `.new` suffix on disk until the next flush.
+        let name = tidelog_storage::fs_util::offset_file_name(segment.base_offset())
+            + tidelog_cleaner::compacted::segment::LOG_SUFFIX;
+        match std::fs::read(segment.path()) {
+            Ok(bytes) => files.push((name, bytes::Bytes::from(bytes))),
+            // Renamed since (that flush, or a clean's swap): the set moved.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        }
     }
     let same = shape(log) == before
         && files

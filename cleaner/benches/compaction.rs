@@ -292,6 +292,10 @@ fn build_log(log: &CompactedLog, plan: &Plan, target: u64, seed: u64, verbose: b
     }
     log.end_batch().unwrap();
     log.roll(tidelog_storage::types::now_ms()).unwrap();
+    // As a checkpoint would: the sealed segments synced and the rolled
+    // ones renamed from `.new` (a copy of the directory opened without it
+    // would drop them as made after the last checkpoint).
+    log.flush().unwrap();
     if verbose {
         eprintln!(
             "  built {records} records over {keys} keys, {:.0} MB in {} segments, in {:.1} s ({:.0} MB/s through CompactedLog::append)",

@@ -1040,3 +1040,123 @@ fn an_idle_checkpoint_syncs_no_compacted_log() {
         .collect();
     assert_eq!(copies, [Bytes::from("first"), Bytes::from("second")]);
 }
+
+/// A roll costs the dispatcher no fsync: the segment it seals is synced
+/// by the next flush, which then renames the new one from `.new`. A power
+/// loss before that checkpoint, with any unsynced page torn, opens and
+/// the compacted log holds exactly what the CommitLog serves of the
+/// partition (recovery drops the `.new` segments and copies their records
+/// again); one after it replays nothing and keeps every copy.
+#[test]
+fn a_roll_costs_the_dispatcher_no_fsync_and_its_segments_are_durable_at_the_checkpoint() {
+    const RECORDS: usize = 200;
+    // The compacted log's 4 KiB segments roll; the CommitLog (whose own
+    // roll is the writer's, not the dispatcher's) does not. No periodic
+    // flush or retention: only the test checkpoints.
+    let config = |dir: &Path| {
+        let mut c = store_config(dir, FlushMode::Async);
+        c.commitlog_segment_bytes = 1 << 20;
+        c.consume_queue_units_per_file = 4096;
+        c.index_entries = 4096;
+        c.flush_interval_ms = 3_600_000;
+        c.retention.check_interval_ms = 3_600_000;
+        c
+    };
+    let open_at = |dir: &Path| {
+        let logs = CompactedLogs::open(dir).unwrap();
+        logs.set_topic(COMPACT_TOPIC, compact_config());
+        let store = Store::open_with_sinks(config(dir), vec![logs.sink()]).unwrap();
+        (logs, store)
+    };
+    let served = |store: &Store, logs: &CompactedLogs| {
+        let records: Vec<_> = store
+            .read(
+                COMPACT_TOPIC,
+                0,
+                QueueOffset::new(0),
+                usize::MAX,
+                usize::MAX,
+            )
+            .unwrap()
+            .records
+            .iter()
+            .map(|r| (r.queue_offset().get(), r.value().unwrap()))
+            .collect();
+        let copies: Vec<_> = logs
+            .log(COMPACT_TOPIC, 0)
+            .unwrap()
+            .read(0, usize::MAX, usize::MAX)
+            .unwrap()
+            .iter()
+            .map(|r| (r.offset.get(), r.value().unwrap()))
+            .collect();
+        (records, copies)
+    };
+    let root = scratch();
+    let live = root.path().join("live");
+    std::fs::create_dir(&live).unwrap();
+    let image = image::install(&live).unwrap();
+    let (logs, store) = open_at(&live);
+    append_keyed(&store, COMPACT_TOPIC, 0, "first");
+    assert!(store.wait_dispatched(Duration::from_secs(30)));
+    store.checkpoint().unwrap();
+    let before = image.syncs();
+    for i in 1..RECORDS {
+        append_keyed(
+            &store,
+            COMPACT_TOPIC,
+            0,
+            &format!("value {i:04} {}", "x".repeat(100)),
+        );
+    }
+    assert!(store.wait_dispatched(Duration::from_secs(30)));
+    let log = logs.log(COMPACT_TOPIC, 0).unwrap();
+    assert!(log.segments().len() > 5, "rolls (4 KiB segments)");
+    assert_eq!(
+        image.syncs() - before,
+        0,
+        "syncs while the compacted log rolled"
+    );
+    for i in 0..8u64 {
+        let crashed = root.path().join(format!("before-{i}"));
+        let tear = Tear {
+            file_pick: i * 7,
+            prefix_pick: i * 131,
+            out_of_order: i % 2 == 1,
+            spare: &[],
+        };
+        image.snapshot(&crashed, Some(tear)).unwrap();
+        let (logs, reopened) = open_at(&crashed);
+        let (records, copies) = served(&reopened, &logs);
+        assert!(!records.is_empty(), "the checkpointed record at least");
+        assert_eq!(
+            copies, records,
+            "power loss {i}: the copies are the CommitLog's records"
+        );
+        reopened.close_uncleanly();
+    }
+    store.checkpoint().unwrap();
+    assert!(
+        log.segments().iter().all(|s| !s.is_new()),
+        "every segment renamed by the checkpoint's flush"
+    );
+    let crashed = root.path().join("after");
+    image.snapshot(&crashed, None).unwrap();
+    let want = served(&store, &logs);
+    store.close_uncleanly();
+    drop(logs);
+    drop(image);
+    let claimed = tidelog_storage::checkpoint::Checkpoint::load(&crashed)
+        .unwrap()
+        .unwrap();
+    let (logs, store) = open_at(&crashed);
+    assert_eq!(
+        store.recovery_report().scanned_from,
+        claimed.dispatched,
+        "nothing replayed: the copies are in the segments the checkpoint synced"
+    );
+    assert_eq!(want.0.len(), RECORDS);
+    assert_eq!(want.0, want.1);
+    assert_eq!(served(&store, &logs), want);
+    store.close_uncleanly();
+}

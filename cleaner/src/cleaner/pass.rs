@@ -257,8 +257,15 @@ impl Shared {
                 path: self.data_dir.join(tidelog_storage::store::COMMITLOG_DIR),
                 source,
             })?;
+        // A swap replaces `<base>.log` files only: sync the segments rolls
+        // sealed and rename the `.new` ones after them now (what the next
+        // checkpoint would do: `CompactedLog::open` says why), on this
+        // thread rather than the dispatcher's. A segment rolled since
+        // lies past the range; the bound is the check that it does.
+        log.flush()?;
+        let first_new = log.first_new_base().unwrap_or(u64::MAX);
         let bounded = Cleanable {
-            first_uncleanable: info.first_uncleanable.min(durable_end),
+            first_uncleanable: info.first_uncleanable.min(durable_end).min(first_new),
             ..info.clone()
         };
         let info = &bounded;

@@ -28,7 +28,7 @@ use tidelog_storage::{PhysicalOffset, TopicPartition};
 
 use super::format::{self, CompactedRecord, Fields};
 use super::segment::{
-    RecordMeta, Segment, CLEANED_SUFFIX, DELETED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX,
+    RecordMeta, Segment, CLEANED_SUFFIX, DELETED_SUFFIX, LOG_SUFFIX, NEW_SUFFIX, SWAP_SUFFIX,
 };
 use crate::error::{CleanerError, CorruptionKind, Location, Result};
 use crate::fault::{self, FaultHandle, FaultPoint};
@@ -102,6 +102,16 @@ pub struct CompactedLog {
     /// by [`CompactedLog::flush`] (or the compacted logs' flush, which
     /// shares one set among every log), after the segments.
     names: Arc<fs_util::PendingDirSyncs>,
+    /// Segments a roll sealed whose tail may not be synced yet: the next
+    /// flush syncs them, then renames the `.new` segments after them
+    /// ([`CompactedLog::open`]). The roll itself syncs nothing: an
+    /// fdatasync there waited behind the disk's whole write-back queue
+    /// and stalled dispatch, and through the lag bound every producer,
+    /// for up to a second and a half while the cleaner wrote (issue 17).
+    sealed_unsynced: Mutex<Vec<Arc<Segment>>>,
+    /// One flush at a time: a second one could otherwise rename a `.new`
+    /// segment while the first still syncs the one before it.
+    flush_lock: Mutex<()>,
 }
 
 impl std::fmt::Debug for CompactedLog {
@@ -133,6 +143,9 @@ fn parse_swap_name(name: &str) -> Option<(u64, u64)> {
 pub(crate) struct Reconciled {
     /// Base offsets of the `<base>.log` segments, ascending.
     pub bases: Vec<u64>,
+    /// Base offsets of the `<base>.log.new` segments ([`NEW_SUFFIX`]),
+    /// ascending: a roll made them, and no flush has renamed them yet.
+    pub new_bases: Vec<u64>,
     /// Whether a file was removed or renamed.
     pub changed: bool,
 }
@@ -140,6 +153,11 @@ pub(crate) struct Reconciled {
 /// `<20-digit base>.log`.
 pub(crate) fn segment_file_name(base: u64) -> String {
     format!("{}{LOG_SUFFIX}", offset_file_name(base))
+}
+
+/// `<20-digit base>.log.new`: a segment a roll made ([`NEW_SUFFIX`]).
+pub(crate) fn new_segment_file_name(base: u64) -> String {
+    format!("{}{LOG_SUFFIX}{NEW_SUFFIX}", offset_file_name(base))
 }
 
 /// Finish or roll back what an interrupted swap left in a log directory:
@@ -162,6 +180,7 @@ pub(crate) fn segment_file_name(base: u64) -> String {
 /// anything else happens to the log.
 pub(crate) fn reconcile_dir(dir: &Path) -> Result<Reconciled> {
     let mut bases = Vec::new();
+    let mut new_bases = Vec::new();
     let mut swaps = Vec::new();
     let mut changed = false;
     for entry in std::fs::read_dir(dir).map_err(|e| io_err(dir, e))? {
@@ -170,6 +189,11 @@ pub(crate) fn reconcile_dir(dir: &Path) -> Result<Reconciled> {
         let name = name.to_str().unwrap_or_default();
         if let Some(base) = parse_offset_file_name(name, LOG_SUFFIX) {
             bases.push(base);
+        } else if let Some(base) = name
+            .strip_suffix(NEW_SUFFIX)
+            .and_then(|n| parse_offset_file_name(n, LOG_SUFFIX))
+        {
+            new_bases.push(base);
         } else if name.ends_with(DELETED_SUFFIX) {
             std::fs::remove_file(entry.path()).map_err(|e| io_err(&entry.path(), e))?;
             changed = true;
@@ -200,19 +224,60 @@ pub(crate) fn reconcile_dir(dir: &Path) -> Result<Reconciled> {
         source: e,
     })?;
     bases.sort_unstable();
-    Ok(Reconciled { bases, changed })
+    new_bases.sort_unstable();
+    Ok(Reconciled {
+        bases,
+        new_bases,
+        changed,
+    })
 }
 
 impl CompactedLog {
     /// Open (or create) the log in `dir`: finish or roll back an interrupted
-    /// swap and drop leftover `.cleaned` files ([`reconcile_dir`]), then
-    /// open the segments.
+    /// swap and drop leftover `.cleaned` files ([`reconcile_dir`]), drop the
+    /// copies made since the last checkpoint that a segment's name cannot
+    /// vouch for, then open the segments.
+    ///
+    /// A roll does not sync the segment it seals; it names the new one
+    /// `<base>.log.new`, and the next flush syncs the sealed one and only
+    /// then renames the new one `<base>.log` ([`CompactedLog::flush`]).
+    /// So on disk a `.log` segment with an older one before it says that
+    /// one is whole. A `.new` segment was made after the flush before the
+    /// last checkpoint began (that flush would have renamed it), so it,
+    /// and every newer segment, holds only copies of records past the
+    /// checkpoint, which recovery replays: they are deleted here, and the
+    /// segment before the first of them, which a power loss may have left
+    /// short or torn, has its tail repaired as the newest segment always
+    /// has.
     pub fn open(tp: TopicPartition, dir: PathBuf) -> Result<CompactedLog> {
         fs_util::create_dir_durable(&dir).map_err(|e| CleanerError::Store {
             path: dir.clone(),
             source: e,
         })?;
-        let bases = reconcile_dir(&dir)?.bases;
+        let found = reconcile_dir(&dir)?;
+        let mut bases = found.bases;
+        if let Some(&first_new) = found.new_bases.first() {
+            let mut gone: Vec<PathBuf> = found
+                .new_bases
+                .iter()
+                .map(|&b| dir.join(new_segment_file_name(b)))
+                .collect();
+            gone.extend(
+                bases
+                    .iter()
+                    .filter(|&&b| b > first_new)
+                    .map(|&b| dir.join(segment_file_name(b))),
+            );
+            bases.retain(|&b| b < first_new);
+            for path in &gone {
+                std::fs::remove_file(path).map_err(|e| io_err(path, e))?;
+            }
+            fs_util::fsync_dir(&dir).map_err(|e| CleanerError::Store {
+                path: dir.clone(),
+                source: e,
+            })?;
+            tracing::info!(tp = %tp, from = first_new, segments = gone.len(), "dropped the compacted segments made since the last checkpoint; recovery copies their records again");
+        }
         let mut segments = Vec::with_capacity(bases.len());
         for (i, &base) in bases.iter().enumerate() {
             let path = dir.join(segment_file_name(base));
@@ -270,6 +335,8 @@ impl CompactedLog {
             appended: Event::new(),
             faults: FaultHandle::default(),
             names: Arc::default(),
+            sealed_unsynced: Mutex::default(),
+            flush_lock: Mutex::default(),
         }
     }
 
@@ -332,6 +399,16 @@ impl CompactedLog {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
+    }
+
+    /// Base offset of the oldest segment still named `.new` (a roll made
+    /// it, and the next flush renames it once the segment before it is
+    /// synced): the cleaner leaves it and every newer one alone until then.
+    pub(crate) fn first_new_base(&self) -> Option<u64> {
+        self.segments()
+            .iter()
+            .find(|s| s.is_new())
+            .map(|s| s.base_offset())
     }
 
     pub fn size_bytes(&self) -> u64 {
@@ -496,17 +573,20 @@ impl CompactedLog {
     }
 
     fn roll_locked(&self, base: u64, now_ms: i64) -> Result<Arc<Segment>> {
-        if let Some(prev) = self.segments().last() {
-            prev.flush()?;
-        }
-        let path = self
-            .dir
-            .join(format!("{}{LOG_SUFFIX}", offset_file_name(base)));
-        let seg = Arc::new(Segment::create(path, base, now_ms)?);
+        // The segment sealed here is synced by the next flush, which then
+        // renames the new one from `.new` (`sealed_unsynced`, `open`). A
+        // log's first segment has none before it to vouch for.
+        let name = match self.segments().last() {
+            Some(prev) => {
+                lock(&self.sealed_unsynced).push(Arc::clone(prev));
+                new_segment_file_name(base)
+            }
+            None => segment_file_name(base),
+        };
+        let seg = Arc::new(Segment::create(self.dir.join(name), base, now_ms)?);
         // Its name is durable by the next flush, before a checkpoint
         // claims a record in it: no fsync on the dispatcher's path (a new
-        // partition's first record comes here). The segment sealed above
-        // is synced at once: `flush` syncs only the active one.
+        // partition's first record comes here, and every roll).
         self.names.note(&self.dir);
         self.segments
             .write()
@@ -518,10 +598,13 @@ impl CompactedLog {
 
     /// Make every appended record durable.
     ///
-    /// The fsync runs after the append lock is let go: every record
+    /// The fsyncs run after the append lock is let go: every record
     /// appended so far is then written to the active segment taken under
-    /// the lock, or to an older one, which its roll fsynced, so syncing
-    /// that segment covers them all. Held through the fsync, the lock made
+    /// the lock, or to an older one, which is synced already or waits in
+    /// `sealed_unsynced`, so syncing those covers them all. Once those
+    /// are synced, the `.new` segments there were at the start are
+    /// renamed `<base>.log` ([`CompactedLog::open`] says why), and their
+    /// directory noted for the names' sync. Held through the fsync, the lock made
     /// the dispatcher's next write to this log (`end_batch`) wait for it,
     /// so a record produced while the periodic checkpoint synced its log
     /// became visible only after a disk flush (milliseconds while the
@@ -537,11 +620,45 @@ impl CompactedLog {
     /// [`CompactedLog::flush`] without the names: the compacted logs' flush
     /// syncs every log's segment first, then the names they share once.
     pub(crate) fn flush_segment(&self) -> Result<()> {
-        let active = {
+        let _one_flush = lock(&self.flush_lock);
+        let (sealed, renames, active) = {
             let mut st = lock(&self.append_lock);
             self.write_pending(&mut st)?;
-            self.segments().last().cloned()
+            let listed = self.segments();
+            // Those a cleaning pass or retention has replaced or removed
+            // since need nothing.
+            let sealed: Vec<_> = std::mem::take(&mut *lock(&self.sealed_unsynced))
+                .into_iter()
+                .filter(|s| listed.iter().any(|l| Arc::ptr_eq(l, s)))
+                .collect();
+            let renames: Vec<_> = listed.iter().filter(|s| s.is_new()).cloned().collect();
+            (sealed, renames, listed.last().cloned())
         };
+        for (i, s) in sealed.iter().enumerate() {
+            let synced = fault::check(&self.faults, FaultPoint::SyncCopies)
+                .map_err(|e| io_err(&s.path(), e))
+                .and_then(|()| s.flush());
+            if let Err(e) = synced {
+                // Still owed, and the `.new` names wait for them.
+                lock(&self.sealed_unsynced).splice(0..0, sealed[i..].iter().cloned());
+                return Err(e);
+            }
+        }
+        if !renames.is_empty() {
+            // Under the append lock, as retention's deletions are, so a
+            // segment is never renamed and deleted at once.
+            let _appends = lock(&self.append_lock);
+            let listed = self.segments();
+            // Only those still listed: retention may have deleted one
+            // since, or the topic gone with its directory.
+            for s in renames
+                .iter()
+                .filter(|s| s.is_new() && listed.iter().any(|l| Arc::ptr_eq(l, s)))
+            {
+                s.rename(self.dir.join(segment_file_name(s.base_offset())))?;
+            }
+            self.names.note(&self.dir);
+        }
         if let Some(s) = active {
             fault::check(&self.faults, FaultPoint::SyncCopies).map_err(|e| io_err(&s.path(), e))?;
             s.flush()?;
@@ -767,25 +884,39 @@ impl CompactedLog {
     pub(crate) fn reconcile(&self) -> Result<bool> {
         let _appends = lock(&self.append_lock);
         let found = reconcile_dir(&self.dir)?;
+        // Every segment file by base, `.new` ones as they are: in a running
+        // log they are live segments that wait for the next flush.
+        let mut files: Vec<(u64, PathBuf)> = found
+            .bases
+            .iter()
+            .map(|&b| (b, self.dir.join(segment_file_name(b))))
+            .chain(
+                found
+                    .new_bases
+                    .iter()
+                    .map(|&b| (b, self.dir.join(new_segment_file_name(b)))),
+            )
+            .collect();
+        files.sort_unstable_by_key(|(b, _)| *b);
         let current = self.segments();
         let agrees = !found.changed
-            && current.len() == found.bases.len()
-            && current.iter().zip(&found.bases).all(|(s, &b)| {
-                s.base_offset() == b && s.path() == self.dir.join(segment_file_name(b))
-            });
+            && current.len() == files.len()
+            && current
+                .iter()
+                .zip(&files)
+                .all(|(s, (b, path))| s.base_offset() == *b && s.path() == *path);
         if agrees {
             return Ok(false);
         }
         let Some(active) = current.last() else {
             return Err(self.vanished("the log has no active segment"));
         };
-        if found.bases.last() != Some(&active.base_offset()) {
+        if files.last().map(|(b, _)| *b) != Some(active.base_offset()) {
             return Err(self.vanished("the active segment is not the newest file"));
         }
-        let mut segments = Vec::with_capacity(found.bases.len());
-        for &base in &found.bases[..found.bases.len() - 1] {
-            let path = self.dir.join(segment_file_name(base));
-            segments.push(Arc::new(Segment::open(path, base, false)?));
+        let mut segments = Vec::with_capacity(files.len());
+        for (base, path) in &files[..files.len() - 1] {
+            segments.push(Arc::new(Segment::open(path.clone(), *base, false)?));
         }
         segments.push(Arc::clone(active));
         *self.segments.write().unwrap_or_else(|e| e.into_inner()) = segments;
@@ -1095,5 +1226,118 @@ mod tests {
         std::fs::write(&before[1], b"").unwrap();
         assert_eq!(log.delete_oldest(1).unwrap().0, 1);
         assert_eq!(log.segments().len(), before.len() - 2);
+    }
+
+    fn offsets(log: &CompactedLog) -> Vec<u64> {
+        log.read(0, usize::MAX, usize::MAX)
+            .unwrap()
+            .iter()
+            .map(|r| r.offset.get())
+            .collect()
+    }
+
+    fn file_names(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// A roll syncs nothing: the sealed segment waits for the next flush,
+    /// and the new one is named `.new` until that flush has synced it.
+    #[test]
+    fn a_roll_leaves_the_sealed_segment_to_the_next_flush() {
+        let dir = tempfile::tempdir().unwrap();
+        let tp = TopicPartition::new("t", 0).unwrap();
+        let log = CompactedLog::open(tp, dir.path().to_path_buf()).unwrap();
+        log.append(&record(0), roll_policy(), 0).unwrap();
+        log.roll(0).unwrap();
+        log.append(&record(1), roll_policy(), 0).unwrap();
+        log.end_batch().unwrap();
+        let segments = log.segments();
+        assert!(
+            !segments[0].is_synced(),
+            "the roll synced the sealed segment"
+        );
+        assert!(segments[1].is_new());
+        assert_eq!(log.first_new_base(), Some(1));
+        assert_eq!(
+            file_names(dir.path()),
+            [segment_file_name(0), new_segment_file_name(1)]
+        );
+        log.flush().unwrap();
+        assert!(segments.iter().all(|s| s.is_synced() && !s.is_new()));
+        assert_eq!(log.first_new_base(), None);
+        assert_eq!(
+            file_names(dir.path()),
+            [segment_file_name(0), segment_file_name(1)]
+        );
+        assert_eq!(offsets(&log), [0, 1]);
+    }
+
+    /// At open, a `.new` segment and every newer one hold copies made
+    /// since the last checkpoint: they go (recovery copies them again),
+    /// and the segment before them, which a power loss may have left
+    /// torn, has its tail repaired as the newest.
+    #[test]
+    fn open_drops_the_segments_made_since_the_last_flush_and_repairs_the_one_before() {
+        let dir = tempfile::tempdir().unwrap();
+        let tp = TopicPartition::new("t", 0).unwrap();
+        let log = CompactedLog::open(tp.clone(), dir.path().to_path_buf()).unwrap();
+        for offset in 0..8 {
+            log.append(&record(offset), roll_policy(), 0).unwrap();
+            if offset % 2 == 1 {
+                log.roll(0).unwrap();
+            }
+            if offset == 3 {
+                log.flush().unwrap();
+            }
+        }
+        log.end_batch().unwrap();
+        // [0, 1], [2, 3] and [4, 5] renamed by the flush (the roll after
+        // offset 3 came before it); [6, 7] and the empty active one are
+        // still `.new`.
+        let names = file_names(dir.path());
+        assert_eq!(
+            names.iter().filter(|n| n.ends_with(NEW_SUFFIX)).count(),
+            2,
+            "{names:?}"
+        );
+        let sealed = log.segments()[2].path();
+        drop(log);
+        // Power loss: the segment sealed before the `.new` ones lost its
+        // last record to zeros, and one newer segment has a `.log` name
+        // (renames reach the disk in any order).
+        let len = std::fs::metadata(&sealed).unwrap().len();
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&sealed)
+            .unwrap();
+        std::os::unix::fs::FileExt::write_all_at(&f, &vec![0; (len / 2) as usize], len - len / 2)
+            .unwrap();
+        std::fs::rename(
+            dir.path().join(new_segment_file_name(8)),
+            dir.path().join(segment_file_name(8)),
+        )
+        .unwrap();
+        let log = CompactedLog::open(tp, dir.path().to_path_buf()).unwrap();
+        assert_eq!(offsets(&log), [0, 1, 2, 3, 4]);
+        assert_eq!(log.next_offset(), 5);
+        assert_eq!(
+            file_names(dir.path()),
+            [
+                segment_file_name(0),
+                segment_file_name(2),
+                segment_file_name(4)
+            ]
+        );
+        // The replay appends the lost records to the repaired segment.
+        for offset in 5..9 {
+            log.append(&record(offset), roll_policy(), 0).unwrap();
+        }
+        log.end_batch().unwrap();
+        assert_eq!(offsets(&log), (0..9).collect::<Vec<_>>());
     }
 }

@@ -37,6 +37,13 @@ const READ_CHUNK: usize = 256 << 10;
 pub const LOG_SUFFIX: &str = ".log";
 pub const CLEANED_SUFFIX: &str = ".cleaned";
 pub const SWAP_SUFFIX: &str = ".swap";
+/// A segment a roll made while the one before it may not be durable
+/// yet (`<base>.log.new`): the next flush syncs that one, then renames
+/// this to `<base>.log` (`CompactedLog::flush`). On disk the name says
+/// whether the segment before it is whole: at open a `.new` segment, and
+/// every newer one, holds only copies made after the last checkpoint,
+/// and goes (`CompactedLog::open`).
+pub const NEW_SUFFIX: &str = ".new";
 /// An old segment a swap replaced, renamed aside (`<base>.log.deleted`)
 /// and unlinked later, off the pass (`cleaner/swap.rs`); startup deletes
 /// any that are left.
@@ -264,6 +271,22 @@ impl Segment {
         std::fs::rename(&*p, &to).map_err(|e| io_err(&to, e))?;
         *p = to;
         Ok(())
+    }
+
+    /// Whether this segment still has the name a roll gave it
+    /// ([`NEW_SUFFIX`]): the segment before it may not be durable yet.
+    pub fn is_new(&self) -> bool {
+        self.path
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_os_str()
+            .as_encoded_bytes()
+            .ends_with(NEW_SUFFIX.as_bytes())
+    }
+
+    /// Whether every byte below [`Segment::len`] is synced.
+    pub fn is_synced(&self) -> bool {
+        self.synced_len_plus_one.load(Ordering::Acquire) == self.len() + 1
     }
 
     pub fn len(&self) -> u64 {
