@@ -875,6 +875,32 @@ fn open_imaged(dir: &Path) -> (image::Installed, Arc<CompactedLogs>, Store) {
     (image, logs, store)
 }
 
+/// The durable image as a power loss now leaves it, in `root/before-<i>`,
+/// with the `i`th pick of an unsynced page torn.
+fn snapshot_torn(image: &image::Installed, root: &Path, i: u64) -> PathBuf {
+    let crashed = root.join(format!("before-{i}"));
+    let tear = Tear {
+        file_pick: i * 7,
+        prefix_pick: i * 131,
+        out_of_order: i % 2 == 1,
+        spare: &[],
+    };
+    image.snapshot(&crashed, Some(tear)).unwrap();
+    crashed
+}
+
+/// Every copy in the compact topic's compacted log of `partition`, as
+/// (offset, value).
+fn copies_of(logs: &CompactedLogs, partition: u32) -> Vec<(u64, Bytes)> {
+    logs.log(COMPACT_TOPIC, partition)
+        .unwrap_or_else(|| panic!("no compacted log of {COMPACT_TOPIC}/{partition}"))
+        .read(0, usize::MAX, usize::MAX)
+        .unwrap()
+        .iter()
+        .map(|r| (r.offset.get(), r.value().unwrap()))
+        .collect()
+}
+
 /// One record keyed `k<partition>` with `value`, appended.
 fn append_keyed(store: &Store, topic: &'static str, partition: u32, value: &str) {
     store
@@ -923,14 +949,7 @@ fn new_partitions_cost_the_dispatcher_no_fsync_and_are_durable_at_the_checkpoint
     );
     // A power loss now, with any unsynced page torn, still opens.
     for i in 0..4u64 {
-        let crashed = root.path().join(format!("before-{i}"));
-        let tear = Tear {
-            file_pick: i * 7,
-            prefix_pick: i * 131,
-            out_of_order: i % 2 == 1,
-            spare: &[],
-        };
-        image.snapshot(&crashed, Some(tear)).unwrap();
+        let crashed = snapshot_torn(&image, root.path(), i);
         let (_, reopened) = open(&crashed, FlushMode::Async).unwrap_or_else(|e| {
             panic!("does not open after a power loss before the checkpoint: {e}")
         });
@@ -963,16 +982,8 @@ fn new_partitions_cost_the_dispatcher_no_fsync_and_are_durable_at_the_checkpoint
                 .collect();
             assert_eq!(got, [Bytes::from(format!("{topic}/{p}"))], "{topic}/{p}");
         }
-        let copies: Vec<_> = logs
-            .log(COMPACT_TOPIC, p)
-            .unwrap_or_else(|| panic!("no compacted log of {COMPACT_TOPIC}/{p}"))
-            .read(0, usize::MAX, usize::MAX)
-            .unwrap()
-            .iter()
-            .map(|r| (r.offset.get(), r.value().unwrap()))
-            .collect();
         assert_eq!(
-            copies,
+            copies_of(&logs, p),
             [(0, Bytes::from(format!("{COMPACT_TOPIC}/{p}")))],
             "compacted {p}"
         );
@@ -1030,15 +1041,8 @@ fn an_idle_checkpoint_syncs_no_compacted_log() {
     drop(logs);
     drop(image);
     let (logs, _store) = open(&crashed, FlushMode::Async).unwrap();
-    let copies: Vec<_> = logs
-        .log(COMPACT_TOPIC, 7)
-        .unwrap()
-        .read(0, usize::MAX, usize::MAX)
-        .unwrap()
-        .iter()
-        .map(|r| r.value().unwrap())
-        .collect();
-    assert_eq!(copies, [Bytes::from("first"), Bytes::from("second")]);
+    let values: Vec<_> = copies_of(&logs, 7).into_iter().map(|(_, v)| v).collect();
+    assert_eq!(values, [Bytes::from("first"), Bytes::from("second")]);
 }
 
 /// A roll costs the dispatcher no fsync: the segment it seals is synced
@@ -1082,15 +1086,7 @@ fn a_roll_costs_the_dispatcher_no_fsync_and_its_segments_are_durable_at_the_chec
             .iter()
             .map(|r| (r.queue_offset().get(), r.value().unwrap()))
             .collect();
-        let copies: Vec<_> = logs
-            .log(COMPACT_TOPIC, 0)
-            .unwrap()
-            .read(0, usize::MAX, usize::MAX)
-            .unwrap()
-            .iter()
-            .map(|r| (r.offset.get(), r.value().unwrap()))
-            .collect();
-        (records, copies)
+        (records, copies_of(logs, 0))
     };
     let root = scratch();
     let live = root.path().join("live");
@@ -1118,14 +1114,7 @@ fn a_roll_costs_the_dispatcher_no_fsync_and_its_segments_are_durable_at_the_chec
         "syncs while the compacted log rolled"
     );
     for i in 0..8u64 {
-        let crashed = root.path().join(format!("before-{i}"));
-        let tear = Tear {
-            file_pick: i * 7,
-            prefix_pick: i * 131,
-            out_of_order: i % 2 == 1,
-            spare: &[],
-        };
-        image.snapshot(&crashed, Some(tear)).unwrap();
+        let crashed = snapshot_torn(&image, root.path(), i);
         let (logs, reopened) = open_at(&crashed);
         let (records, copies) = served(&reopened, &logs);
         assert!(!records.is_empty(), "the checkpointed record at least");
