@@ -187,7 +187,7 @@ fn store_config(dir: &std::path::Path) -> StoreConfig {
 }
 
 /// The test's directory: in memory where there is a tmpfs, since every swap
-/// and roll fsyncs, and on a shared disk those fsyncs would take most of
+/// and flush fsyncs, and on a shared disk those fsyncs would take most of
 /// the run (the model checks what is served, not what reaches a platter).
 fn test_dir() -> tempfile::TempDir {
     let shm = std::path::Path::new("/dev/shm");

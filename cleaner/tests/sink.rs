@@ -199,10 +199,12 @@ fn lost_commitlog_tail_is_dropped_from_the_copy() {
 
 #[test]
 fn lost_commitlog_tail_is_dropped_from_sealed_copies_too() {
-    // A compacted roll fsyncs the copy at once; the CommitLog it came from
-    // may still be in the page cache when the power goes. Then the lost
-    // records' copies sit in a sealed compacted segment, not only in the
-    // active one.
+    // A flush of the compacted logs (a checkpoint's, which does not wait
+    // for the CommitLog's own flush; or the kernel's write-back) can make
+    // copies durable while the CommitLog they came from is still in the
+    // page cache when the power goes. Then the lost records' copies sit
+    // in sealed compacted segments, under their `<base>.log` names, not
+    // only in the active one.
     let dir = tempfile::tempdir().unwrap();
     let (logs, store) = open(dir.path());
     let appended: Vec<_> = (0..12)
@@ -224,6 +226,7 @@ fn lost_commitlog_tail_is_dropped_from_sealed_copies_too() {
     let segments = log.segments();
     let first_of_sealed = segments[segments.len() - 2].base_offset();
     let lost_from = first_of_sealed as usize - 1;
+    log.flush().unwrap();
     drop((segments, log));
     store.close_uncleanly();
     drop(logs);
@@ -483,9 +486,10 @@ fn an_ignored_checkpoint_re_makes_the_copies_and_says_so_not_that_records_were_l
 
 #[test]
 fn copies_of_records_the_commit_log_lost_are_warned_about() {
-    // A power loss keeps compacted copies (a compacted roll fsyncs at once)
-    // of records whose CommitLog bytes never reached the disk: recovery
-    // drops them and cannot re-make them, which is a loss and is warned.
+    // A power loss keeps compacted copies (a flush of the compacted logs
+    // made them durable: see the test above) of records whose CommitLog
+    // bytes never reached the disk: recovery drops them and cannot re-make
+    // them, which is a loss and is warned.
     let dir = tempfile::tempdir().unwrap();
     let (logs, store) = open(dir.path());
     let put = |from: usize, to: usize| {
@@ -500,6 +504,7 @@ fn copies_of_records_the_commit_log_lost_are_warned_about() {
     let flushed = store.commit_log().committed();
     put(10, 20);
     wait_copied(&store, &logs, 20);
+    logs.log("users", 0).unwrap().flush().unwrap();
     let end = store.commit_log().committed();
     assert_eq!(store.commit_log().segment_count(), 1);
     store.close_uncleanly();
