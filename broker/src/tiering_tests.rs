@@ -369,3 +369,54 @@ fn a_clean_sends_the_sealed_compacted_segments_as_the_snapshot() {
     assert!(round(&f, "users").snapshots.is_empty(), "once per clean");
     assert_eq!(f.broker.tiering_stats().unwrap().snapshots_uploaded, 1);
 }
+
+/// A compacted log's sealed segments go into a snapshot under their
+/// `<base>.log` names, which restore reads, also while a roll's segment
+/// still has its `.new` name on disk (until the next flush).
+#[test]
+fn a_snapshot_names_sealed_segments_by_base_while_a_roll_waits_for_the_flush() {
+    use tidelog_cleaner::compacted::format::{encode_record, Fields};
+    use tidelog_cleaner::compacted::RollPolicy;
+    use tidelog_storage::{PhysicalOffset, QueueOffset, TopicPartition};
+
+    let dir = tempfile::tempdir().unwrap();
+    let log = tidelog_cleaner::CompactedLog::open(
+        TopicPartition::new("users", 0).unwrap(),
+        dir.path().to_path_buf(),
+    )
+    .unwrap();
+    let roll = RollPolicy {
+        segment_bytes: 1 << 20,
+        segment_ms: i64::MAX,
+    };
+    for offset in 0..3u64 {
+        let record = encode_record(&Fields {
+            offset: QueueOffset::new(offset),
+            timestamp_ms: 1,
+            store_timestamp_ms: 1,
+            delete_horizon_ms: 0,
+            physical_offset: PhysicalOffset::new(offset * 100),
+            key: Some(b"k"),
+            value: Some(b"v"),
+            headers_block: &[],
+            header_count: 0,
+        });
+        log.append(&record, roll, 0).unwrap();
+        log.roll(0).unwrap();
+    }
+    let segments = log.segments();
+    assert!(segments[1].is_new(), "no flush yet");
+    let (files, next) = super::sealed_files(&log).unwrap().expect("sealed segments");
+    assert_eq!(next, 3);
+    let want: Vec<(String, Vec<u8>)> = segments[..3]
+        .iter()
+        .map(|s| {
+            (
+                tidelog_storage::fs_util::offset_file_name(s.base_offset()) + ".log",
+                std::fs::read(s.path()).unwrap(),
+            )
+        })
+        .collect();
+    let got: Vec<(String, Vec<u8>)> = files.into_iter().map(|(n, b)| (n, b.to_vec())).collect();
+    assert_eq!(got, want);
+}

@@ -175,6 +175,11 @@ pub(crate) fn new_segment_file_name(base: u64) -> String {
 /// - `<base>.log.deleted`: an old segment a swap replaced and renamed
 ///   aside after its `.swap` file was durable, so the new data is in the
 ///   `.swap` file or in its `<base>.log` already; it is deleted.
+/// - `<base>.log.new` ([`NEW_SUFFIX`]): listed apart (`new_bases`) and
+///   left as it is. A swap never covers one (the cleaner leaves them
+///   alone); what it means is the caller's: at startup copies made since
+///   the last checkpoint, which [`CompactedLog::open`] deletes; in a
+///   running log a live segment that waits for the next flush.
 ///
 /// Ends with an fsync of the directory, so what it did is durable before
 /// anything else happens to the log.

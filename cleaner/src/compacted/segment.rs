@@ -284,9 +284,16 @@ impl Segment {
             .ends_with(NEW_SUFFIX.as_bytes())
     }
 
+    /// Whether the bytes below `len` are synced (and no more were when
+    /// that was: `len` is this segment's length at some moment).
+    fn synced_through(&self, len: u64) -> bool {
+        self.synced_len_plus_one.load(Ordering::Acquire) == len + 1
+    }
+
     /// Whether every byte below [`Segment::len`] is synced.
-    pub fn is_synced(&self) -> bool {
-        self.synced_len_plus_one.load(Ordering::Acquire) == self.len() + 1
+    #[cfg(test)]
+    pub(crate) fn is_synced(&self) -> bool {
+        self.synced_through(self.len())
     }
 
     pub fn len(&self) -> u64 {
@@ -377,7 +384,7 @@ impl Segment {
     /// `len` means nothing new to sync.
     pub fn flush(&self) -> Result<()> {
         let len = self.len();
-        if self.synced_len_plus_one.load(Ordering::Acquire) == len + 1 {
+        if self.synced_through(len) {
             return Ok(());
         }
         durability::sync_data(&self.file, &self.path()).map_err(|e| io_err(&self.path(), e))?;
