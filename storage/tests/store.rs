@@ -1009,6 +1009,74 @@ fn preallocation_prepares_the_next_segment() {
     assert_eq!(store.offsets("t", 0), (0, 41));
 }
 
+/// The preallocator keeps two segments made ahead of the writer, so a
+/// slow creation (its fsyncs wait behind a busy disk's write-back) does
+/// not stop the writer at its next roll: with creation hung, the writer
+/// rolls into the first segment made ahead and on into the second.
+#[test]
+fn the_writer_rolls_through_two_segments_made_ahead_while_creation_hangs() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config_with_segments(dir.path(), 8192);
+    cfg.preallocate_next_segment = true;
+    let faults = Arc::new(Faults::default());
+    let store = Arc::new(Store::open_with_faults(cfg, Arc::clone(&faults)).unwrap());
+    let log_dir = dir.path().join("commitlog");
+    let segment_files = || {
+        std::fs::read_dir(&log_dir)
+            .unwrap()
+            .filter(|e| {
+                let name = e.as_ref().unwrap().file_name();
+                name.to_str().unwrap().bytes().all(|b| b.is_ascii_digit())
+            })
+            .count()
+    };
+    // The first append makes the active segment (the one made at open).
+    let v = "r".repeat(1000);
+    store.append(&[record("t", 0, None, Some(&v))]).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while segment_files() < 3 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the preallocator did not make two segments ahead: {} files",
+            segment_files()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    faults.hang(FaultPoint::SegmentCreate);
+    // 1000-byte values, 7 to an 8 KiB segment: 17 more fill the active
+    // segment and the first one made ahead and reach the second.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let writer = Arc::clone(&store);
+    std::thread::spawn(move || {
+        for _ in 0..17 {
+            writer.append(&[record("t", 0, None, Some(&v))]).unwrap();
+        }
+        let _ = tx.send(writer.commit_log().committed());
+    });
+    let reached = rx.recv_timeout(Duration::from_secs(30));
+    // No creation could finish since the hang began, so the writer rolled
+    // only into segments made before it; the preallocator, asked for the
+    // next one at the first of those rolls, is held making it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while faults.blocked(FaultPoint::SegmentCreate) == 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let blocked = faults.blocked(FaultPoint::SegmentCreate);
+    faults.heal(FaultPoint::SegmentCreate);
+    let reached = reached.expect("the writer waited for a segment being created");
+    assert!(
+        reached > 2 * 8192,
+        "the appends ended at {reached}, short of the second segment made ahead"
+    );
+    assert_eq!(
+        blocked, 1,
+        "the preallocator never tried to make the next one"
+    );
+    assert!(store.wait_dispatched(Duration::from_secs(10)));
+    assert_eq!(store.offsets("t", 0), (0, 18));
+    Arc::into_inner(store).unwrap().shutdown().unwrap();
+}
+
 /// Whether the byte at `offset` of `file` lies in an unwritten
 /// (preallocated, never written) extent, from FIEMAP (with its sync flag);
 /// `None` where the file system does not say.

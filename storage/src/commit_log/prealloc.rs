@@ -1,6 +1,6 @@
-//! The preallocator (`tidelog-prealloc`): creates the next CommitLog
-//! segment before the writer needs it and keeps the pages just ahead of
-//! the writer warm. Warming is an optimisation only; creation is what the
+//! The preallocator (`tidelog-prealloc`): creates the next two CommitLog
+//! segments before the writer needs them and keeps the pages just ahead
+//! of the writer warm. Warming is an optimisation only; creation is what the
 //! writer would otherwise do itself on its roll.
 //!
 //! Under `flush: sync` warming writes zeros instead, and flushes them: the
@@ -15,7 +15,7 @@
 //! must not pay a second write of every byte.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use super::segment::Segment;
 use super::{lock, CommitLog};
@@ -204,10 +204,25 @@ const WARM_AHEAD: u64 = 64 << 20;
 /// used up this much of the window.
 const WARM_CHUNK: u64 = 4 << 20;
 
+/// How many segments after the active one are kept made. Two, as
+/// RocketMQ's `AllocateMappedFileService` makes the next file and the one
+/// after it: a segment's creation ends in two fsyncs (the file's, then the
+/// directory's), each a cache flush of the disk that waits behind all the
+/// write-back in flight, and with the disk busy (a cleaner pass beside
+/// heavy produce) one took longer than the writer needed to fill a
+/// 256 MiB segment, so with a single spare the writer waited for it at
+/// its roll, up to 1.4 s under its lock (docs/BENCHMARKS.md, the cleaner
+/// lead). The second spare gives a slow creation a whole segment more.
+/// It absorbs slow creations, not a disk that makes segments slower than
+/// the writer fills them for long (there only larger segments help: the
+/// cost is per segment). The cost is disk space: one more segment
+/// preallocated ahead.
+pub(super) const SPARE_SEGMENTS: usize = 2;
+
 /// The writer's helper thread. It does two things off the append path:
-/// - creates the next segment (file, preallocation, name) before the
-///   writer reaches the end of the active one, so rolling never waits for
-///   file creation;
+/// - creates the next [`SPARE_SEGMENTS`] segments (file, preallocation,
+///   name) before the writer reaches the end of the active one, so
+///   rolling does not wait for file creation;
 /// - keeps the `WARM_AHEAD` bytes after the write position in the page
 ///   cache, across a segment boundary if the next segment is ready, so the
 ///   writer copies into existing pages instead of allocating them. Warming
@@ -234,24 +249,45 @@ pub(super) struct Preallocator {
 
 #[derive(Default)]
 struct PreState {
+    /// The base of the segment the writer rolls into next, once it has
+    /// asked; `None` while it makes that segment itself.
     requested: Option<u64>,
-    ready: Option<Arc<Segment>>,
+    /// The segments made ahead, in order: the first at `requested`, each
+    /// next one at the end of the one before (at most [`SPARE_SEGMENTS`]).
+    ready: Vec<Arc<Segment>>,
     busy_with: Option<u64>,
     stopped: bool,
 }
 
 impl PreState {
-    /// The segment the writer asked for, unless it is the one ready.
-    fn wanted(&self) -> Option<u64> {
-        self.requested
-            .filter(|b| self.ready.as_ref().map(|s| s.base()) != Some(*b))
+    /// The segment to make next so that `ahead` segments past the active
+    /// one exist, if any is missing.
+    fn wanted(&self, ahead: usize) -> Option<u64> {
+        let first = self.requested?;
+        if self.ready.len() >= ahead {
+            return None;
+        }
+        Some(self.ready.last().map_or(first, |s| s.end()))
     }
 }
 
 impl Preallocator {
+    /// The writer's next roll is at `base`: keep the segments made ahead
+    /// that follow on from it (after a roll, all of them), and remove any
+    /// other, which no roll will use.
     fn request(&self, base: u64) {
         let mut st = lock(&self.state);
         st.requested = Some(base);
+        let mut next = base;
+        let ready = std::mem::take(&mut st.ready);
+        for s in ready {
+            if s.base() == next {
+                next = s.end();
+                st.ready.push(s);
+            } else {
+                let _ = std::fs::remove_file(s.path());
+            }
+        }
         self.cv.notify_all();
     }
 
@@ -274,19 +310,23 @@ impl Preallocator {
         while st.busy_with == Some(base) {
             st = self.cv.wait(st).unwrap_or_else(|e| e.into_inner());
         }
-        if st.requested == Some(base) {
-            // Not started yet: the writer makes it itself, so cancel.
-            st.requested = None;
-        }
-        match st.ready.take() {
-            Some(s) if s.base() == base => Some(s),
-            Some(stale) => {
-                // A segment for another position (the log was truncated);
-                // remove it so its name is free.
-                let _ = std::fs::remove_file(stale.path());
+        match st.ready.first() {
+            Some(s) if s.base() == base => {
+                let s = st.ready.remove(0);
+                // The next roll is at its end (the writer's request says
+                // so again), so a spare made meanwhile is kept.
+                st.requested = Some(s.end());
+                Some(s)
+            }
+            // Not made, or made for another position (the log was
+            // truncated): the writer makes it itself, and its next
+            // request removes those.
+            _ => {
+                if st.requested == Some(base) {
+                    st.requested = None;
+                }
                 None
             }
-            None => None,
         }
     }
 
@@ -314,19 +354,8 @@ impl Preallocator {
             }
             self.nudged.store(false, Ordering::Release);
             // The next segment first: the writer may be about to roll.
-            if let Some(base) = st.wanted() {
-                st.requested = None;
-                st.busy_with = Some(base);
-                drop(st);
-                let seg = create(base);
-                st = lock(&self.state);
-                st.busy_with = None;
-                if let Some(s) = seg {
-                    if let Some(old) = st.ready.replace(s) {
-                        let _ = std::fs::remove_file(old.path());
-                    }
-                }
-                self.cv.notify_all();
+            if let Some(base) = st.wanted(1) {
+                st = self.make(st, base, &create);
                 continue;
             }
             // Then one step of warming, if the window is not full. Pages
@@ -336,9 +365,9 @@ impl Preallocator {
             let at = writer();
             let from = self.warmed_to.load(Ordering::Acquire).max(at);
             if from < at + WARM_AHEAD {
-                let ready = st.ready.clone();
+                let next = st.ready.first().cloned();
                 drop(st);
-                let reached = warm(from, ready.as_ref());
+                let reached = warm(from, next.as_ref());
                 st = lock(&self.state);
                 if let Some(to) = reached {
                     self.warmed_to.store(to, Ordering::Release);
@@ -348,12 +377,44 @@ impl Preallocator {
                 // request (or the writer's roll) wakes us. Unless it came,
                 // or a stop or a nudge did, while the lock was dropped:
                 // its notification found nobody waiting.
-                if st.stopped || st.wanted().is_some() || self.nudged.load(Ordering::Acquire) {
+                if st.stopped || st.wanted(1).is_some() || self.nudged.load(Ordering::Acquire) {
                     continue;
                 }
             }
+            // Last, the spare after the next segment: with the window
+            // warm, the writer needs nothing sooner.
+            if let Some(base) = st.wanted(SPARE_SEGMENTS) {
+                st = self.make(st, base, &create);
+                continue;
+            }
             st = self.cv.wait(st).unwrap_or_else(|e| e.into_inner());
         }
+    }
+
+    /// Make the segment at `base` with the lock dropped (`take` waits for
+    /// it meanwhile), then keep it if it still follows on from the
+    /// writer's request: the writer may have made it, or rolled past it,
+    /// in the meantime.
+    fn make<'a>(
+        &'a self,
+        mut st: MutexGuard<'a, PreState>,
+        base: u64,
+        create: &impl Fn(u64) -> Option<Arc<Segment>>,
+    ) -> MutexGuard<'a, PreState> {
+        st.busy_with = Some(base);
+        drop(st);
+        let seg = create(base);
+        let mut st = lock(&self.state);
+        st.busy_with = None;
+        if let Some(s) = seg {
+            if st.wanted(SPARE_SEGMENTS) == Some(s.base()) {
+                st.ready.push(s);
+            } else {
+                let _ = std::fs::remove_file(s.path());
+            }
+        }
+        self.cv.notify_all();
+        st
     }
 }
 
