@@ -14,22 +14,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
-use std::time::{Duration, Instant};
 
 use common::*;
 use tidelog_storage::fault::{FaultPoint, Faults};
 use tidelog_storage::{Appended, FlushMode, QueueOffset, Store, StoreError};
-
-/// Generous bound on waits for background threads (a shared, noisy machine).
-const DEADLINE: Duration = Duration::from_secs(30);
-
-fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + DEADLINE;
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
 
 #[test]
 fn a_failing_sink_stalls_dispatch_refuses_appends_and_recovers_by_itself() {

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use common::*;
 use tidelog_storage::fault::{FaultPoint, Faults};
+use tidelog_storage::fs_util;
 use tidelog_storage::{
     AppendRecord, CorruptionKind, FlushMode, Listener, PhysicalOffset, QueueOffset, RecordProblem,
     Store, StoreError,
@@ -1026,22 +1027,16 @@ fn the_writer_rolls_through_two_segments_made_ahead_while_creation_hangs() {
             .unwrap()
             .filter(|e| {
                 let name = e.as_ref().unwrap().file_name();
-                name.to_str().unwrap().bytes().all(|b| b.is_ascii_digit())
+                fs_util::parse_offset_file_name(name.to_str().unwrap(), "").is_some()
             })
             .count()
     };
     // The first append makes the active segment (the one made at open).
     let v = "r".repeat(1000);
     store.append(&[record("t", 0, None, Some(&v))]).unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while segment_files() < 3 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the preallocator did not make two segments ahead: {} files",
-            segment_files()
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_for("two segments made ahead of the active one", || {
+        segment_files() >= 3
+    });
     faults.hang(FaultPoint::SegmentCreate);
     // 1000-byte values, 7 to an 8 KiB segment: 17 more fill the active
     // segment and the first one made ahead and reach the second.
@@ -1053,11 +1048,13 @@ fn the_writer_rolls_through_two_segments_made_ahead_while_creation_hangs() {
         }
         let _ = tx.send(writer.commit_log().committed());
     });
-    let reached = rx.recv_timeout(Duration::from_secs(30));
+    let reached = rx.recv_timeout(DEADLINE);
     // No creation could finish since the hang began, so the writer rolled
     // only into segments made before it; the preallocator, asked for the
-    // next one at the first of those rolls, is held making it.
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    // next one at the first of those rolls, is held making it. (Not
+    // `wait_for`: a failure must heal the hang first, or the store's
+    // shutdown would wait for the held thread.)
+    let deadline = std::time::Instant::now() + DEADLINE;
     while faults.blocked(FaultPoint::SegmentCreate) == 0 && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(5));
     }

@@ -217,7 +217,7 @@ const WARM_CHUNK: u64 = 4 << 20;
 /// the writer fills them for long (there only larger segments help: the
 /// cost is per segment). The cost is disk space: one more segment
 /// preallocated ahead.
-pub(super) const SPARE_SEGMENTS: usize = 2;
+const SPARE_SEGMENTS: usize = 2;
 
 /// The writer's helper thread. It does two things off the append path:
 /// - creates the next [`SPARE_SEGMENTS`] segments (file, preallocation,

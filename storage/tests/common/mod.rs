@@ -6,6 +6,7 @@ pub mod log_capture;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use tidelog_storage::retention::FixedDiskUsage;
@@ -13,6 +14,18 @@ use tidelog_storage::{
     AppendRecord, DispatchSink, FlushMode, Header, QueueOffset, Store, StoreConfig, StoreError,
     StoredRecord,
 };
+
+/// Generous bound on waits for background threads (a shared, noisy machine).
+pub const DEADLINE: Duration = Duration::from_secs(30);
+
+/// Wait until `done`, failing the test after [`DEADLINE`].
+pub fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + DEADLINE;
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
 
 /// A dispatch sink that, while `stuck`, refuses every record from queue
 /// offset `from` on, like a compacted log that cannot keep up.
