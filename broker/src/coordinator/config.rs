@@ -18,6 +18,15 @@ pub const SUBSCRIPTION_TOPICS_MAX: usize = 1000;
 pub const PROTOCOLS_PER_MEMBER_MAX: usize = 16;
 /// A Kafka member's metadata for one protocol (its subscription, encoded).
 pub const PROTOCOL_METADATA_MAX_BYTES: usize = 64 * 1024;
+/// A Kafka member's protocol names and metadata together: a consumer
+/// offers one protocol per assignor (librdkafka and the Java client two
+/// or three), each a subscription plus the sticky assignors' previous
+/// assignment, a few KiB; 16 protocols of 64 KiB each (1 MiB a member)
+/// is no client's, only a way to make the server hold memory.
+pub const MEMBER_METADATA_MAX_BYTES: usize = 256 * 1024;
+/// `groups.max_member_metadata_bytes` default: 128 MiB, room for the
+/// 1000 members of a full group at 128 KiB each.
+pub const MAX_MEMBER_METADATA_BYTES_DEFAULT: u64 = 128 << 20;
 /// One member's assignment relayed from the leader.
 pub const ASSIGNMENT_MAX_BYTES: usize = 1 << 20;
 /// `client.id`, host, protocol type and protocol names.
@@ -38,7 +47,16 @@ pub struct GroupsConfig {
     /// members (Kafka's `group.initial.rebalance.delay.ms`).
     pub initial_rebalance_delay_ms: u64,
     pub min_session_timeout_ms: u64,
+    /// Kafka's `group.max.session.timeout.ms` default (30 min since Kafka
+    /// 2.3): clients that ask for long sessions (Kafka Streams) keep
+    /// working; what a member holds meanwhile is bounded by
+    /// `max_member_metadata_bytes`, not by time.
     pub max_session_timeout_ms: u64,
+    /// Bytes of member metadata held in all groups together (Kafka
+    /// members' protocols, HTTP instances' subscriptions, the leaders'
+    /// relayed assignments). A join or sync that would pass it is refused
+    /// (Kafka: GROUP_MAX_SIZE_REACHED; HTTP: 429/42901).
+    pub max_member_metadata_bytes: u64,
 }
 
 impl Default for GroupsConfig {
@@ -48,6 +66,7 @@ impl Default for GroupsConfig {
             initial_rebalance_delay_ms: 3000,
             min_session_timeout_ms: 6000,
             max_session_timeout_ms: 1_800_000,
+            max_member_metadata_bytes: MAX_MEMBER_METADATA_BYTES_DEFAULT,
         }
     }
 }
@@ -83,6 +102,14 @@ impl GroupsConfig {
                     "{} is below min_session_timeout_ms ({})",
                     self.max_session_timeout_ms, self.min_session_timeout_ms
                 ),
+            ));
+        }
+        // At least one member of the largest size fits.
+        let least = MEMBER_METADATA_MAX_BYTES as u64;
+        if self.max_member_metadata_bytes < least {
+            return Err(bad(
+                "max_member_metadata_bytes",
+                format!("must be at least {least} (one member's largest metadata)"),
             ));
         }
         Ok(())

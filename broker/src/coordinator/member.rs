@@ -51,6 +51,25 @@ impl ProtocolKind {
 }
 
 impl MemberProtocol {
+    /// The bytes a member holds for what it joined with: a Kafka
+    /// member's protocol type, names and metadata, an HTTP instance's
+    /// topic names.
+    pub fn held_bytes(&self) -> usize {
+        match self {
+            MemberProtocol::Http { topics, .. } => topics.iter().map(String::len).sum(),
+            MemberProtocol::Kafka {
+                protocol_type,
+                protocols,
+            } => {
+                protocol_type.len()
+                    + protocols
+                        .iter()
+                        .map(|(name, metadata)| name.len() + metadata.len())
+                        .sum::<usize>()
+            }
+        }
+    }
+
     pub fn kind(&self) -> ProtocolKind {
         match self {
             MemberProtocol::Http { .. } => ProtocolKind::Http,
@@ -97,6 +116,20 @@ pub(crate) struct Member {
 }
 
 impl Member {
+    /// What the member holds that a client chose the size of: its
+    /// protocol ([`MemberProtocol::held_bytes`]) and its relayed
+    /// assignment (counted against `groups.max_member_metadata_bytes`).
+    pub fn held_bytes(&self) -> usize {
+        let assignment = match &self.assignment {
+            Some(MemberAssignment::Opaque(bytes)) => bytes.len(),
+            Some(MemberAssignment::Partitions(partitions)) => {
+                partitions.iter().map(|p| p.topic.len() + 4).sum()
+            }
+            None => 0,
+        };
+        self.protocol.held_bytes() + assignment
+    }
+
     /// Whether the session of a member not waiting on the group ran out.
     /// A member waiting for a join or sync to complete is kept: the
     /// rebalance deadlines deal with it (Kafka's `shouldKeepAlive`).

@@ -23,6 +23,15 @@
 //! the [`TopicPartitions`] it was given, so that must not call back into
 //! the coordinator (the registry's own locks are fine: they come after).
 //!
+//! Memory: what members hold that clients choose the size of (Kafka
+//! members' protocol metadata, HTTP instances' subscriptions, relayed
+//! assignments; `Group::member_bytes`) is counted over all groups after
+//! every change of a group (`publish`), and a join or sync that would pass
+//! `groups.max_member_metadata_bytes` is refused with
+//! [`BrokerError::GroupLimit`] (Kafka: GROUP_MAX_SIZE_REACHED). A member
+//! rejoining is counted without its own old bytes, so a full server still
+//! rebalances its groups.
+//!
 //! Members are not durable: after a restart every group is empty, and
 //! clients join again (committed offsets live in `__consumer_offsets`,
 //! [`crate::groups`]).
@@ -104,6 +113,9 @@ pub struct GroupChange {
 
 struct Slot {
     group: Group,
+    /// `group.member_bytes()` when last counted into
+    /// `Coordinator::member_bytes`.
+    bytes: usize,
     /// Notified after every change of the group; waiters poll again.
     changed: Arc<Event>,
 }
@@ -129,6 +141,8 @@ pub struct Coordinator {
     /// generation, one rebalance); kept here, so a deleted group's do not
     /// make it go back.
     rebalances: AtomicU64,
+    /// The sum of every slot's `bytes` (changed under the mutex only).
+    member_bytes: AtomicU64,
 }
 
 /// The coordinator's numbers for metrics and stats.
@@ -161,6 +175,7 @@ impl Coordinator {
             }),
             deadlines: Event::new(),
             rebalances: AtomicU64::new(0),
+            member_bytes: AtomicU64::new(0),
         })
     }
 
@@ -214,6 +229,13 @@ impl Coordinator {
     /// Wakes the group's waiters if it changed, and logs membership
     /// changes.
     fn publish(&self, name: &str, slot: &mut Slot) -> Vec<Change> {
+        let bytes = slot.group.member_bytes();
+        if bytes != slot.bytes {
+            self.member_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+            self.member_bytes
+                .fetch_sub(slot.bytes as u64, Ordering::Relaxed);
+            slot.bytes = bytes;
+        }
         let changes = slot.group.take_changes();
         if !changes.is_empty() {
             slot.changed.notify(usize::MAX);
@@ -269,12 +291,15 @@ impl Coordinator {
                         max: config::GROUPS_MAX,
                     });
                 };
-                inner.groups.remove(&evict);
+                if let Some(gone) = inner.groups.remove(&evict) {
+                    self.forget(&gone);
+                }
             }
             inner.groups.insert(
                 group.to_string(),
                 Slot {
                     group: Group::new(group, now_ms),
+                    bytes: 0,
                     changed: Arc::new(Event::new()),
                 },
             );
@@ -284,19 +309,64 @@ impl Coordinator {
                 message: format!("consumer group {group:?} vanished under the lock"),
             });
         };
-        let result = slot
-            .group
-            .join(req, now_ms, &self.config, inner.ids.as_mut(), topics);
+        // The joiner's bytes replace its own (a rejoin), if it has any.
+        let own = req
+            .member_id
+            .as_deref()
+            .map_or(0, |id| slot.group.member_bytes_of(id));
+        let result = self
+            .check_member_bytes(req.protocol.held_bytes(), own)
+            .and_then(|()| {
+                slot.group
+                    .join(req, now_ms, &self.config, inner.ids.as_mut(), topics)
+            });
         self.publish(group, slot);
         if created && result.is_err() && slot.group.member_count() == 0 {
             // A refused first join leaves nothing behind (a MEMBER_ID_REQUIRED
             // answer keeps the group: it holds the handed-out id).
             if !matches!(result, Err(BrokerError::MemberIdRequired { .. })) {
-                inner.groups.remove(group);
+                if let Some(gone) = inner.groups.remove(group) {
+                    self.forget(&gone);
+                }
             }
         }
         self.notify_deadlines();
         result
+    }
+
+    /// Refuses `adding` bytes of member metadata (of which `replacing`
+    /// are already held by the same member) when all groups' would pass
+    /// `groups.max_member_metadata_bytes`.
+    fn check_member_bytes(&self, adding: usize, replacing: usize) -> Result<(), BrokerError> {
+        let held = self.member_bytes.load(Ordering::Relaxed);
+        let after = held
+            .saturating_sub(replacing as u64)
+            .saturating_add(adding as u64);
+        if adding > replacing && after > self.config.max_member_metadata_bytes {
+            tracing::warn!(
+                held,
+                adding,
+                limit = self.config.max_member_metadata_bytes,
+                "group join refused: groups.max_member_metadata_bytes reached"
+            );
+            return Err(BrokerError::GroupLimit {
+                what: "bytes of member metadata in all groups (groups.max_member_metadata_bytes)",
+                len: usize::try_from(after).unwrap_or(usize::MAX),
+                max: usize::try_from(self.config.max_member_metadata_bytes).unwrap_or(usize::MAX),
+            });
+        }
+        Ok(())
+    }
+
+    /// Bytes of member metadata held in all groups now.
+    pub fn member_bytes(&self) -> u64 {
+        self.member_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Takes a removed slot's bytes out of the count.
+    fn forget(&self, slot: &Slot) {
+        self.member_bytes
+            .fetch_sub(slot.bytes as u64, Ordering::Relaxed);
     }
 
     pub fn poll_join(&self, group: &str, member_id: &str) -> Result<JoinOutcome, BrokerError> {
@@ -315,10 +385,18 @@ impl Coordinator {
         generation: u32,
         assignments: Option<Vec<(String, Bytes)>>,
     ) -> Result<SyncOutcome, BrokerError> {
+        // The leader's assignments are held until the next generation:
+        // counted like the members' metadata.
+        let adding = assignments
+            .as_ref()
+            .map_or(0, |a| a.iter().map(|(_, bytes)| bytes.len()).sum());
         self.with_group(
             group,
             || Err(unknown_member(group, member_id)),
-            |g, now| g.sync(member_id, instance_id, generation, assignments, now),
+            |g, now| {
+                self.check_member_bytes(adding, 0)?;
+                g.sync(member_id, instance_id, generation, assignments, now)
+            },
         )
     }
 
@@ -472,7 +550,9 @@ impl Coordinator {
         }
         slot.group.mark_dead();
         slot.changed.notify(usize::MAX);
-        inner.groups.remove(group);
+        if let Some(gone) = inner.groups.remove(group) {
+            self.forget(&gone);
+        }
         Ok(())
     }
 

@@ -45,8 +45,8 @@ use bytes::Bytes;
 use super::assignor::{self, Subscriber, TopicPartitions};
 use super::config::{
     check_len, GroupsConfig, ASSIGNMENT_MAX_BYTES, CLIENT_TEXT_MAX_BYTES, GROUP_MEMBERS_MAX,
-    INSTANCE_ID_MAX_BYTES, MEMBER_ID_MAX_BYTES, PROTOCOLS_PER_MEMBER_MAX,
-    PROTOCOL_METADATA_MAX_BYTES, SUBSCRIPTION_TOPICS_MAX,
+    INSTANCE_ID_MAX_BYTES, MEMBER_ID_MAX_BYTES, MEMBER_METADATA_MAX_BYTES,
+    PROTOCOLS_PER_MEMBER_MAX, PROTOCOL_METADATA_MAX_BYTES, SUBSCRIPTION_TOPICS_MAX,
 };
 use super::member::{Member, MemberAssignment, MemberIdSource, MemberProtocol, ProtocolKind};
 use crate::error::BrokerError;
@@ -258,6 +258,18 @@ impl Group {
         self.members.len()
     }
 
+    /// The bytes the group's members hold that clients chose the size of
+    /// (`Member::held_bytes`): what `groups.max_member_metadata_bytes`
+    /// bounds over all groups.
+    pub fn member_bytes(&self) -> usize {
+        self.members.values().map(Member::held_bytes).sum()
+    }
+
+    /// [`Group::member_bytes`] of one member, `0` if it is not one.
+    pub fn member_bytes_of(&self, member_id: &str) -> usize {
+        self.members.get(member_id).map_or(0, Member::held_bytes)
+    }
+
     /// Rebalances started since the group was created.
     pub fn rebalances(&self) -> u64 {
         self.rebalances
@@ -396,6 +408,11 @@ impl Group {
                         PROTOCOL_METADATA_MAX_BYTES,
                     )?;
                 }
+                check_len(
+                    "protocol bytes of a member",
+                    req.protocol.held_bytes(),
+                    MEMBER_METADATA_MAX_BYTES,
+                )?;
             }
         }
         self.check_consistent(req)

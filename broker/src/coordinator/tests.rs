@@ -1365,3 +1365,82 @@ fn model_random_joins_leaves_expiries_and_crashes_keep_the_invariants() {
         "only {server_side_stable_steps} stable steps of server-side groups"
     );
 }
+
+fn big_kafka(protocols: usize, metadata_bytes: usize) -> MemberProtocol {
+    MemberProtocol::Kafka {
+        protocol_type: "consumer".into(),
+        protocols: (0..protocols)
+            .map(|p| {
+                (
+                    format!("assignor-{p}"),
+                    Bytes::from(vec![p as u8; metadata_bytes]),
+                )
+            })
+            .collect(),
+    }
+}
+
+/// Member metadata is bounded per member (256 KiB in all) and over all
+/// groups (`groups.max_member_metadata_bytes`): past it a join is
+/// refused with GroupLimit (GROUP_MAX_SIZE_REACHED), a member that leaves
+/// gives its bytes back, and a member already in may rejoin at the limit.
+#[test]
+fn member_metadata_is_bounded_per_member_and_over_all_groups() {
+    let clock = Arc::new(ManualClock::new(0));
+    let config = GroupsConfig {
+        max_member_metadata_bytes: 600 * 1024,
+        ..no_delay()
+    };
+    let t = topics();
+    // 16 protocols of 64 KiB: within each bound alone, 1 MiB in all,
+    // refused on its own (with room for it over all groups).
+    let roomy = GroupsConfig {
+        max_member_metadata_bytes: 4 << 20,
+        ..no_delay()
+    };
+    let c = Coordinator::new(roomy, clock.clone(), Box::new(SequentialIds::default())).unwrap();
+    assert!(matches!(
+        c.join("g", req("c", big_kafka(16, 64 * 1024)), &t),
+        Err(BrokerError::GroupLimit {
+            what: "protocol bytes of a member",
+            ..
+        })
+    ));
+    assert_eq!(c.member_bytes(), 0);
+    let c = Coordinator::new(config, clock.clone(), Box::new(SequentialIds::default())).unwrap();
+    // 200 KiB members in two groups: the third passes 600 KiB.
+    let m1 = joined(c.join("g", req("c", big_kafka(4, 50 * 1024)), &t)).member_id;
+    let m2 = joined(c.join("h", req("c", big_kafka(4, 50 * 1024)), &t)).member_id;
+    let held = c.member_bytes();
+    assert!(held > 400 * 1024, "{held}");
+    let refused = c.join("k", req("c", big_kafka(4, 50 * 1024)), &t);
+    assert!(
+        matches!(refused, Err(BrokerError::GroupLimit { what, .. }) if what.contains("max_member_metadata_bytes")),
+        "{refused:?}"
+    );
+    assert!(
+        c.describe("k").is_none(),
+        "a refused first join leaves no group"
+    );
+    // A member already in rejoins with the same metadata.
+    joined(c.join("g", rejoin(&m1, big_kafka(4, 50 * 1024)), &t));
+    assert_eq!(c.member_bytes(), held);
+    // A leave gives the bytes back; the third member fits then.
+    c.leave("h", Some(&m2), None, &t).unwrap();
+    assert!(c.member_bytes() < held);
+    joined(c.join("k", req("c", big_kafka(4, 50 * 1024)), &t));
+    // An HTTP instance's subscription counts too.
+    let small = GroupsConfig {
+        max_member_metadata_bytes: 256 * 1024,
+        ..no_delay()
+    };
+    let c = Coordinator::new(small, clock, Box::new(SequentialIds::default())).unwrap();
+    let long: Vec<String> = (0..1000).map(|i| format!("{i:0>240}")).collect();
+    let long: Vec<&str> = long.iter().map(String::as_str).collect();
+    joined(c.join("a", req("c", http(&long)), &t));
+    assert!(c.member_bytes() >= 240_000);
+    assert!(matches!(
+        c.join("b", req("c", http(&long[..200])), &t),
+        Err(BrokerError::GroupLimit { .. })
+    ));
+}
