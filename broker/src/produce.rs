@@ -22,6 +22,10 @@
 //!   alone: this reads it, never the disk.
 //! * An empty request writes nothing, even when the disk is full (but an
 //!   unknown topic is still auto-created for it, as before).
+//! * A record's client-supplied timestamp follows one rule for every
+//!   front-end, [`check_timestamp_ms`]: milliseconds since the epoch, at
+//!   least 0 (Kafka reserves negative timestamps; -1 is "none"). HTTP
+//!   refuses the rest with 42206, Kafka with INVALID_TIMESTAMP.
 
 use std::sync::Arc;
 
@@ -36,6 +40,31 @@ use crate::broker::Broker;
 use crate::error::BrokerError;
 use crate::partitioner::partition_for_key;
 use crate::registry::Topic;
+
+/// The smallest timestamp a record may carry: the epoch. Negative ones
+/// are Kafka's reserved values (-1 is NO_TIMESTAMP) or arithmetic gone
+/// wrong, and would sort before every real record in the time index.
+pub const TIMESTAMP_MIN_MS: i64 = 0;
+
+/// A client-supplied record timestamp outside the one rule both
+/// front-ends apply ([`check_timestamp_ms`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("timestamp {timestamp_ms} is not milliseconds since the epoch (an integer >= {TIMESTAMP_MIN_MS})")]
+pub struct BadTimestamp {
+    pub timestamp_ms: i64,
+}
+
+/// The one timestamp rule of produce, for every front-end (HTTP's
+/// `timestamp` field, a Kafka record's base timestamp plus its delta):
+/// milliseconds since the epoch, at least [`TIMESTAMP_MIN_MS`]. The
+/// front-end adds where the value was (HTTP: the field path, 42206;
+/// Kafka: the partition, INVALID_TIMESTAMP).
+pub fn check_timestamp_ms(timestamp_ms: i64) -> Result<i64, BadTimestamp> {
+    if timestamp_ms < TIMESTAMP_MIN_MS {
+        return Err(BadTimestamp { timestamp_ms });
+    }
+    Ok(timestamp_ms)
+}
 
 /// One record of a produce request, decoded by a front-end.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,11 +97,18 @@ pub struct PartitionBatch {
     partition: u32,
     records: Vec<AppendRecord>,
     payload_bytes: u64,
+    /// Heap bytes the records' headers hold beyond the records' own
+    /// structs (their `Vec`s and names), for [`PartitionBatch::memory_bytes`].
+    header_heap_bytes: u64,
     /// The index of the first record without a key.
     first_keyless: Option<usize>,
 }
 
 impl PartitionBatch {
+    /// The memory one record takes in a batch, beyond its headers and the
+    /// buffer its key and value point into.
+    pub const RECORD_MEMORY_BYTES: usize = std::mem::size_of::<AppendRecord>();
+
     /// An empty batch for `partition` of `topic` (checked when appended).
     pub fn new(topic: Arc<Topic>, partition: u32) -> PartitionBatch {
         PartitionBatch {
@@ -80,8 +116,20 @@ impl PartitionBatch {
             partition,
             records: Vec::new(),
             payload_bytes: 0,
+            header_heap_bytes: 0,
             first_keyless: None,
         }
+    }
+
+    /// The bytes the batch holds in memory itself: its records' structs
+    /// (the list's capacity, not its length) and their headers' lists and
+    /// names. Keys, values and header values are slices of the buffer
+    /// they were decoded from, which its owner counts. A front-end counts
+    /// this against the in-flight byte budget as it decodes (Kafka's
+    /// Produce: a few wire bytes can become many records).
+    pub fn memory_bytes(&self) -> u64 {
+        (self.records.capacity() * std::mem::size_of::<AppendRecord>()) as u64
+            + self.header_heap_bytes
     }
 
     /// Room for `records` more.
@@ -103,6 +151,11 @@ impl PartitionBatch {
             self.first_keyless = Some(self.records.len());
         }
         self.payload_bytes += payload_bytes(key.as_ref(), value.as_ref(), &headers);
+        if !headers.is_empty() {
+            let names: usize = headers.iter().map(|h| h.name.capacity()).sum();
+            self.header_heap_bytes +=
+                (headers.capacity() * std::mem::size_of::<Header>() + names) as u64;
+        }
         self.records.push(AppendRecord {
             topic: Arc::clone(&self.topic.name),
             partition: self.partition,
@@ -588,6 +641,21 @@ mod tests {
             partition: None,
             headers: Vec::new(),
             timestamp_ms: None,
+        }
+    }
+
+    /// The one timestamp rule: the epoch or later; the rest is refused
+    /// with the value.
+    #[test]
+    fn timestamps_are_the_epoch_or_later() {
+        for ok in [0, 1, 1_700_000_000_000, i64::MAX] {
+            assert_eq!(check_timestamp_ms(ok), Ok(ok));
+        }
+        for bad in [-1, -2, i64::MIN] {
+            assert_eq!(
+                check_timestamp_ms(bad),
+                Err(BadTimestamp { timestamp_ms: bad })
+            );
         }
     }
 

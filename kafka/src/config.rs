@@ -9,6 +9,8 @@ use serde::{Deserialize, Serialize};
 pub const MAX_REQUEST_BYTES_MAX: u64 = 1 << 30;
 /// Largest `kafka.max_connections` (each is a file descriptor).
 pub const MAX_CONNECTIONS_MAX: u64 = 1_000_000;
+/// Kafka's broker `fetch.max.bytes` default: 55 MiB.
+pub const FETCH_MAX_BYTES_DEFAULT: u64 = 55 * 1024 * 1024;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -21,6 +23,18 @@ pub struct KafkaConfig {
     /// compressed batches may inflate into.
     pub max_request_bytes: u64,
     pub max_connections: u64,
+    /// One compressed batch's records, inflated, at most: Kafka's
+    /// `max.message.bytes` check of a batch, made on the inflated bytes
+    /// (where the memory is). Larger: MESSAGE_TOO_LARGE.
+    pub max_batch_inflated_bytes: u64,
+    /// Records one Produce request may carry, all partitions together
+    /// (each becomes an append record in memory). More:
+    /// RECORD_LIST_TOO_LARGE.
+    pub max_records_per_request: u64,
+    /// The most record bytes one Fetch answer carries, whatever its
+    /// `max_bytes` asks (Kafka's broker `fetch.max.bytes`); a partition's
+    /// first batch still comes back when larger, so consumers progress.
+    pub fetch_max_bytes: u64,
     /// Not a YAML key: the top-level `admin_token`. When set, the
     /// mutating admin APIs need a SASL/PLAIN login with it as password
     /// (`handlers::sasl`, `handlers::admin`).
@@ -50,6 +64,9 @@ impl Default for KafkaConfig {
             advertised_host: None,
             max_request_bytes: 104_857_600,
             max_connections: 4096,
+            max_batch_inflated_bytes: 16 << 20,
+            max_records_per_request: 500_000,
+            fetch_max_bytes: FETCH_MAX_BYTES_DEFAULT,
             admin_token: None,
             cluster_id: None,
         }
@@ -69,6 +86,21 @@ impl KafkaConfig {
             return Err((
                 "max_connections",
                 format!("must be 1..={MAX_CONNECTIONS_MAX}"),
+            ));
+        }
+        if !(1024..=MAX_REQUEST_BYTES_MAX).contains(&self.max_batch_inflated_bytes) {
+            return Err((
+                "max_batch_inflated_bytes",
+                format!("must be 1024..={MAX_REQUEST_BYTES_MAX}"),
+            ));
+        }
+        if !(1..=100_000_000).contains(&self.max_records_per_request) {
+            return Err(("max_records_per_request", "must be 1..=100000000".into()));
+        }
+        if !(1024..=MAX_REQUEST_BYTES_MAX).contains(&self.fetch_max_bytes) {
+            return Err((
+                "fetch_max_bytes",
+                format!("must be 1024..={MAX_REQUEST_BYTES_MAX}"),
             ));
         }
         if let Some(host) = &self.advertised_host {

@@ -70,6 +70,11 @@ pub struct Context {
     pub ready: Ready,
     pub max_request_bytes: usize,
     pub max_connections: u64,
+    /// `kafka.max_batch_inflated_bytes`, `kafka.max_records_per_request`,
+    /// `kafka.fetch_max_bytes`.
+    pub max_batch_inflated_bytes: usize,
+    pub max_records_per_request: usize,
+    pub fetch_max_bytes: usize,
     /// The host and port Metadata names.
     pub host: String,
     pub port: i32,
@@ -95,6 +100,9 @@ pub struct Session {
     pub handshake: Option<Handshake>,
     /// Logged in with the admin token.
     pub authenticated: bool,
+    /// The in-flight byte budget's bytes the last answer holds (a fetch's
+    /// records), given back once the listener has written it.
+    pub answer_held: Option<tidelog_broker::budget::Reservation>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -210,8 +218,11 @@ pub async fn handle_in(
         }
         ApiKey::Fetch => {
             let request = decode!(FetchRequest);
-            let answer = handlers::fetch::handle(ctx, request).await;
-            encode(api, id, key, version, &answer).map(Some)
+            let (answer, held) = handlers::fetch::handle(ctx, request).await;
+            let frame = encode(api, id, key, version, &answer).map(Some);
+            // Held until the listener has written the answer.
+            session.answer_held = Some(held);
+            frame
         }
         ApiKey::ListOffsets => {
             let request = decode!(ListOffsetsRequest);

@@ -31,6 +31,20 @@ pub enum RecordError {
     Decompress { codec: &'static str, reason: String },
     #[error("the batch inflates past the {budget}-byte frame budget (kafka.max_request_bytes)")]
     Inflates { budget: usize },
+    #[error("the batch's records inflate past {limit} bytes (kafka.max_batch_inflated_bytes)")]
+    BatchTooLarge { limit: usize },
+    #[error(
+        "{count} records in a batch, {left} left of the request's kafka.max_records_per_request"
+    )]
+    TooManyRecords { count: usize, left: usize },
+    #[error("the request's records would hold more memory than the in-flight byte budget has left (http.max_inflight_bytes, {used} of {limit} bytes held)")]
+    OverBudget { used: u64, limit: u64 },
+    #[error("record timestamp: base timestamp {base} plus delta {delta} overflows")]
+    TimestampOverflow { base: i64, delta: i64 },
+    #[error("record {source}")]
+    Timestamp {
+        source: tidelog_broker::produce::BadTimestamp,
+    },
     #[error("{bytes} bytes follow the last record of the batch")]
     TrailingBytes { bytes: usize },
     #[error("a header name is not UTF-8")]
@@ -52,12 +66,33 @@ pub enum RecordError {
 impl RecordError {
     /// The partition's error code in the Produce answer.
     pub fn code(&self) -> i16 {
-        match self {
-            RecordError::Transactional
-            | RecordError::ProducerBatches { .. }
-            | RecordError::BadProducer { .. } => ResponseError::InvalidRecord.code(),
-            _ => ResponseError::CorruptMessage.code(),
-        }
+        use RecordError as R;
+        let code = match self {
+            R::Transactional | R::ProducerBatches { .. } | R::BadProducer { .. } => {
+                ResponseError::InvalidRecord
+            }
+            // Kafka's answer to a batch over max.message.bytes; the Java
+            // producer splits such a batch and retries, librdkafka and
+            // kafka-python fail its messages (not retriable).
+            R::BatchTooLarge { .. } | R::Inflates { .. } => ResponseError::MessageTooLarge,
+            // Kafka's "message batch larger than the server accepts"; not
+            // retriable in the clients either.
+            R::TooManyRecords { .. } => ResponseError::RecordListTooLarge,
+            // The server is short of memory for now: a retriable code
+            // (every client retries REQUEST_TIMED_OUT), as HTTP's 503.
+            R::OverBudget { .. } => ResponseError::RequestTimedOut,
+            R::TimestampOverflow { .. } | R::Timestamp { .. } => ResponseError::InvalidTimestamp,
+            R::Truncated { .. }
+            | R::BadVarint { .. }
+            | R::BadLength { .. }
+            | R::Magic { .. }
+            | R::Crc { .. }
+            | R::Codec { .. }
+            | R::Decompress { .. }
+            | R::TrailingBytes { .. }
+            | R::HeaderName => ResponseError::CorruptMessage,
+        };
+        code.code()
     }
 }
 

@@ -71,6 +71,11 @@ pub async fn serve_sharing(
         ready,
         max_request_bytes: usize::try_from(config.max_request_bytes).unwrap_or(usize::MAX),
         max_connections: config.max_connections,
+        max_batch_inflated_bytes: usize::try_from(config.max_batch_inflated_bytes)
+            .unwrap_or(usize::MAX),
+        max_records_per_request: usize::try_from(config.max_records_per_request)
+            .unwrap_or(usize::MAX),
+        fetch_max_bytes: usize::try_from(config.fetch_max_bytes).unwrap_or(usize::MAX),
         host,
         port,
         stop: stop.clone(),

@@ -20,6 +20,10 @@
 //!   fit the connection is not read (backpressure, not an error), at most
 //!   [`BUDGET_WAIT`]; a frame larger than the whole budget, or one that
 //!   waited that long, closes its connection.
+//! * An answer's bytes that its handler counted in the budget (a fetch's
+//!   records) stay counted until the answer is written
+//!   (`Session::answer_held`), so answers held for clients that do not
+//!   read are bounded in total by the budget.
 //! * Beyond `kafka.max_connections`, new connections are closed at once.
 //! * A bad frame (KAFKA.md "Bad input") closes its connection after one
 //!   warn with the peer; every other connection goes on. A client that
@@ -177,6 +181,9 @@ async fn connection(
             .await?;
             ctx.metrics.response_written(answer.len());
         }
+        // The answer's own bytes (a fetch's records, counted in the
+        // budget by its handler) are given back once it is written.
+        session.answer_held = None;
         drop(held);
     }
 }

@@ -1159,3 +1159,77 @@ async fn a_fetch_short_of_min_bytes_wakes_on_a_partition_that_answered_records()
     let answer = FetchResponse::decode(&mut frame, 12).unwrap();
     assert_eq!(records_of(&answer).len(), 2, "partition 0's two records");
 }
+
+/// A Fetch naming one partition several times (in one topic entry and in
+/// a second entry of the same topic) with max_bytes 2^31-1 is answered
+/// with the partition once, its records within `kafka.fetch_max_bytes`
+/// (plus the first record, which comes back whole).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repeated_partition_is_read_once_and_the_answer_capped() {
+    let s = server_configured(KafkaConfig {
+        fetch_max_bytes: 200 * 1024,
+        ..KafkaConfig::default()
+    })
+    .await;
+    let mut c = connect(&s).await;
+    metadata(&mut c, 12, &["rep"]).await;
+    let value = vec![9u8; 100 * 1024];
+    for _ in 0..3 {
+        let records: Vec<OutRecord<'_>> = (0..2)
+            .map(|i| OutRecord {
+                offset: i,
+                timestamp_ms: 1_700_000_000_000,
+                key: None,
+                value: Some(&value),
+                headers: Vec::new(),
+            })
+            .collect();
+        let answer: ProduceResponse = call(
+            &mut c,
+            ApiKey::Produce,
+            9,
+            &produce_request("rep", 0, -1, batch(&records)),
+        )
+        .await;
+        assert_eq!(answer.responses[0].partition_responses[0].error_code, 0);
+    }
+    let partitions = |n: usize| -> Vec<FetchPartition> {
+        (0..n)
+            .map(|_| {
+                FetchPartition::default()
+                    .with_partition(0)
+                    .with_fetch_offset(0)
+                    .with_partition_max_bytes(i32::MAX)
+            })
+            .collect()
+    };
+    let request = FetchRequest::default()
+        .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+        .with_max_wait_ms(0)
+        .with_min_bytes(1)
+        .with_max_bytes(i32::MAX)
+        .with_topics(vec![
+            FetchTopic::default()
+                .with_topic(name("rep"))
+                .with_partitions(partitions(30)),
+            FetchTopic::default()
+                .with_topic(name("rep"))
+                .with_partitions(partitions(2)),
+        ]);
+    for version in [4, 12] {
+        let answer: FetchResponse = call(&mut c, ApiKey::Fetch, version, &request).await;
+        assert_eq!(answer.responses.len(), 1, "v{version}");
+        assert_eq!(answer.responses[0].partitions.len(), 1, "v{version}");
+        let records = records_of(&answer);
+        let bytes = answer.responses[0].partitions[0]
+            .records
+            .as_ref()
+            .map_or(0, Bytes::len);
+        assert!(!records.is_empty());
+        assert!(records.len() < 6, "v{version}: {} records", records.len());
+        assert!(
+            bytes <= 200 * 1024 + 101 * 1024,
+            "v{version}: {bytes} bytes"
+        );
+    }
+}

@@ -31,6 +31,8 @@
 //! * `partition` must be an integer in the `u32` range and `timestamp` an
 //!   integer ≥ 0 (milliseconds since the epoch); anything else is 42206.
 //!   Kafka reserves negative timestamps (−1 is "none"), so none are accepted.
+//!   The timestamp rule is the broker's (`produce::check_timestamp_ms`),
+//!   which Kafka's Produce applies too.
 //! * A header needs a string `name` and a `value` that is a base64 string
 //!   or null (a null header value, as Kafka's, stays null); a missing
 //!   `value` is 42206.
@@ -178,11 +180,17 @@ fn decode_record(
     };
     let timestamp_ms = match fields.remove("timestamp") {
         None | Some(Value::Null) => None,
-        Some(t) => Some(t.as_i64().filter(|t| *t >= 0).ok_or_else(|| {
-            malformed(format!(
-                "{at}.timestamp must be milliseconds since the epoch (an integer >= 0), not {t}"
-            ))
-        })?),
+        // The broker's one timestamp rule (Kafka's Produce applies it too).
+        Some(t) => Some(
+            t.as_i64()
+                .and_then(|t| tidelog_broker::produce::check_timestamp_ms(t).ok())
+                .ok_or_else(|| {
+                    malformed(format!(
+                        "{at}.timestamp must be milliseconds since the epoch (an integer >= {}), not {t}",
+                        tidelog_broker::produce::TIMESTAMP_MIN_MS
+                    ))
+                })?,
+        ),
     };
     let headers = match fields.remove("headers") {
         None | Some(Value::Null) => Vec::new(),

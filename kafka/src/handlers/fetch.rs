@@ -19,6 +19,24 @@
 //! record comes back even when larger (as Kafka returns its first batch);
 //! `max_wait_ms` is capped at [`MAX_WAIT_MS`]; a session id or epoch is
 //! ignored (answered as a full fetch, session id 0).
+//!
+//! Bounds on what one fetch makes the server hold:
+//! * `max_bytes` is capped by `kafka.fetch_max_bytes` (Kafka's broker
+//!   `fetch.max.bytes`, 55 MiB): a client asking 2^31-1 gets at most that
+//!   many record bytes (its first batch still, when larger).
+//! * A partition named more than once (in one topic or in two entries of
+//!   the same topic) is read and answered once, at its first place, with
+//!   the offset and `partition_max_bytes` of its last mention, as Kafka's
+//!   broker does (its FetchRequest's partitions are a map keyed by
+//!   partition, later entries replacing earlier ones).
+//! * Every partition's read is counted against the global in-flight byte
+//!   budget (shared with request bodies and frames) before it is made, by
+//!   its byte limit, then by what it read; the answer's bytes stay counted
+//!   until the listener has written it ([`handle`] returns the
+//!   reservation), so answers held for clients that do not read are
+//!   bounded in total, not only per connection. A partition whose read
+//!   does not fit the budget is answered empty (the consumer fetches it
+//!   again), never with an error and never by closing the connection.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -26,10 +44,13 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
+use std::collections::HashMap;
+
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
+use tidelog_broker::budget::{ByteBudget, Reservation};
 use tidelog_broker::read::PartitionRef;
 use tidelog_broker::store::{EventListener, ReadSink, StoredRecord};
 use tidelog_broker::visibility::VISIBILITY_WAIT;
@@ -55,18 +76,30 @@ struct Asked {
     part: Result<PartitionRef, i16>,
 }
 
-pub async fn handle(ctx: &Context, request: FetchRequest) -> FetchResponse {
+/// The answer, and the in-flight budget's bytes its records hold, to be
+/// dropped once the answer is written.
+pub async fn handle(ctx: &Context, request: FetchRequest) -> (FetchResponse, Reservation) {
     let broker = ctx.broker();
     let mut topics = Vec::with_capacity(request.topics.len());
-    let mut asked = Vec::new();
+    let mut asked: Vec<Asked> = Vec::new();
+    // Each partition once: where it is in `asked`, by topic and index.
+    let mut seen: HashMap<(String, i32), usize> = HashMap::new();
     for (t, topic) in request.topics.into_iter().enumerate() {
+        let name = topic.topic.0.as_str();
         for p in &topic.partitions {
-            let part = partition_ref(broker.as_ref(), topic.topic.0.as_str(), p.partition);
+            let max_bytes = usize::try_from(p.partition_max_bytes.max(0)).unwrap_or(0);
+            if let Some(&at) = seen.get(&(name.to_owned(), p.partition)) {
+                asked[at].offset = p.fetch_offset;
+                asked[at].max_bytes = max_bytes;
+                continue;
+            }
+            seen.insert((name.to_owned(), p.partition), asked.len());
+            let part = partition_ref(broker.as_ref(), name, p.partition);
             asked.push(Asked {
                 topic: t,
                 index: p.partition,
                 offset: p.fetch_offset,
-                max_bytes: usize::try_from(p.partition_max_bytes.max(0)).unwrap_or(0),
+                max_bytes,
                 part,
             });
         }
@@ -76,7 +109,9 @@ pub async fn handle(ctx: &Context, request: FetchRequest) -> FetchResponse {
         .unwrap_or(0)
         .min(MAX_WAIT_MS);
     let deadline = Instant::now() + Duration::from_millis(wait);
-    let max_bytes = usize::try_from(request.max_bytes.max(0)).unwrap_or(0);
+    let max_bytes = usize::try_from(request.max_bytes.max(0))
+        .unwrap_or(0)
+        .min(ctx.fetch_max_bytes);
     let min_bytes = min_bytes(request.min_bytes, max_bytes);
     let mut stop = ctx.stop.clone();
     // What this fetch must see: every record acknowledged before it began
@@ -87,11 +122,11 @@ pub async fn handle(ctx: &Context, request: FetchRequest) -> FetchResponse {
         (!b.is_visible(point)).then(|| (Arc::clone(b), point))
     });
     drop(broker);
-    let answered = loop {
-        let (answered, bytes, listen_from) = read_all(&asked, max_bytes).await;
+    let (answered, held) = loop {
+        let (answered, bytes, listen_from, held) = read_all(&asked, max_bytes, &ctx.budget).await;
         let failed = answered.iter().any(|p| p.error_code != 0);
         if bytes >= min_bytes || failed {
-            break answered;
+            break (answered, held);
         }
         if let Some((broker, point)) = acknowledged.take() {
             // Short, and records acknowledged before this fetch are still
@@ -103,8 +138,9 @@ pub async fn handle(ctx: &Context, request: FetchRequest) -> FetchResponse {
             continue;
         }
         if Instant::now() >= deadline || *stop.borrow() {
-            break answered;
+            break (answered, held);
         }
+        drop((answered, held));
         let listeners = match listeners(&asked, &listen_from) {
             Some(listeners) => listeners,
             None => continue, // a record arrived since the read: read again
@@ -122,7 +158,10 @@ pub async fn handle(ctx: &Context, request: FetchRequest) -> FetchResponse {
     for (a, data) in asked.iter().zip(answered) {
         responses[a.topic].partitions.push(data);
     }
-    FetchResponse::default().with_responses(responses)
+    // A topic entry all of whose partitions were answered at an earlier
+    // entry of the same topic says nothing.
+    responses.retain(|t| !t.partitions.is_empty());
+    (FetchResponse::default().with_responses(responses), held)
 }
 
 /// A fetch's `min_bytes`: at least one byte (a fetch waits for
@@ -144,21 +183,54 @@ async fn shutdown(stop: &mut watch::Receiver<bool>) {
 }
 
 /// Every asked partition read once: the answers, the record bytes sent,
-/// and for each partition where a wait should listen (see [`read_one`]).
+/// for each partition where a wait should listen (see [`read_one`]), and
+/// the budget's bytes the answers' records hold.
 async fn read_all(
     asked: &[Asked],
     max_bytes: usize,
-) -> (Vec<PartitionData>, usize, Vec<Option<u64>>) {
+    budget: &Arc<ByteBudget>,
+) -> (Vec<PartitionData>, usize, Vec<Option<u64>>, Reservation) {
     let mut answered = Vec::with_capacity(asked.len());
     let mut listen_from = Vec::with_capacity(asked.len());
+    let mut held = budget
+        .try_reserve(0)
+        .unwrap_or_else(|| unreachable!("zero bytes always fit"));
     let mut left = max_bytes;
     let mut sent = 0;
     for a in asked {
+        // The first records of a fetch come back even past max_bytes
+        // (Kafka's rule, so a consumer always makes progress).
+        let left_here = if sent == 0 { left.max(1) } else { left };
         let (data, from) = match &a.part {
             Err(code) => (failed(a.index, *code), None),
-            // The first records of a fetch come back even past max_bytes
-            // (Kafka's rule, so a consumer always makes progress).
-            Ok(part) => read_one(part, a, if sent == 0 { left.max(1) } else { left }).await,
+            Ok(part) => {
+                // The read's bytes are counted before it is made (by its
+                // limit), then by what it read.
+                let limit = a.max_bytes.min(left_here).max(1) as u64;
+                match budget.try_reserve(limit) {
+                    None => {
+                        tracing::debug!(
+                            partition = a.index,
+                            limit,
+                            used = budget.used_bytes(),
+                            "kafka fetch partition answered empty: in-flight byte budget short"
+                        );
+                        (empty(part, a), None)
+                    }
+                    Some(before) => {
+                        let (data, from) = read_one(part, a, left_here).await;
+                        let size = data.records.as_ref().map_or(0, Bytes::len);
+                        drop(before);
+                        if held.try_grow(size as u64) {
+                            (data, from)
+                        } else {
+                            // Lost the bytes to another holder meanwhile:
+                            // the read is dropped, not held uncounted.
+                            (empty(part, a), None)
+                        }
+                    }
+                }
+            }
         };
         let size = data.records.as_ref().map_or(0, Bytes::len);
         left = left.saturating_sub(size);
@@ -166,7 +238,21 @@ async fn read_all(
         answered.push(data);
         listen_from.push(from);
     }
-    (answered, sent, listen_from)
+    (answered, sent, listen_from, held)
+}
+
+/// A partition answered with no records (its read did not fit the byte
+/// budget), with its offsets as a read would have them.
+fn empty(part: &PartitionRef, a: &Asked) -> PartitionData {
+    let (beginning, end) = part.log_start_and_end();
+    PartitionData::default()
+        .with_partition_index(a.index)
+        .with_high_watermark(end as i64)
+        .with_last_stable_offset(end as i64)
+        .with_log_start_offset(beginning as i64)
+        .with_aborted_transactions(Some(Vec::new()))
+        .with_preferred_read_replica(BrokerId(-1))
+        .with_records(Some(Bytes::new()))
 }
 
 /// One partition's answer, and the offset a wait for more bytes listens

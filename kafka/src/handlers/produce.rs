@@ -11,7 +11,22 @@
 //! * Produce does not auto-create (Kafka's clients create through
 //!   Metadata first): an unknown topic is UNKNOWN_TOPIC_OR_PARTITION.
 //! * All of a request's compressed batches share one inflation budget,
-//!   `kafka.max_request_bytes`.
+//!   `kafka.max_request_bytes`; one batch inflates to at most
+//!   `kafka.max_batch_inflated_bytes` (MESSAGE_TOO_LARGE), and the request
+//!   carries at most `kafka.max_records_per_request` records
+//!   (RECORD_LIST_TOO_LARGE) (`records::DecodeLimits`).
+//! * What decoding holds in memory counts against the global in-flight
+//!   byte budget (`http.max_inflight_bytes`, shared with HTTP bodies and
+//!   Kafka frames) as it comes to be held: each inflated buffer, and the
+//!   append records in memory bytes (`PartitionBatch::memory_bytes`, not
+//!   wire bytes: a 7-byte record is a 128-byte append record). It is
+//!   given back once the partition is answered. When the budget is short
+//!   the partition is refused with REQUEST_TIMED_OUT (retriable: the
+//!   client sends it again), nothing of it written; the connection stays.
+//! * A partition with a compressed batch, or more than
+//!   [`INLINE_DECODE_MAX_BYTES`] of records, is decoded on the blocking
+//!   pool: its inflation and per-record work are not an async worker's
+//!   to do (a few wire bytes can be a million records).
 //! * acks 0 does the same work and answers nothing; acks other than 0, 1,
 //!   -1 is INVALID_REQUIRED_ACKS for every partition.
 //! * An idempotent producer's batch (producer id ≥ 0) passes its producer
@@ -34,16 +49,29 @@ use tidelog_broker::produce::PartitionBatch;
 use tidelog_broker::store::{Header, ProducerBatch};
 use tidelog_broker::{Broker, BrokerError};
 
+use tidelog_broker::budget::{ByteBudget, Reservation};
+
 use super::NOT_READY;
 use crate::dispatch::Context;
-use crate::error::broker_code;
-use crate::records::{decode_partition_into, BatchRecord, RecordSink};
+use crate::error::{broker_code, RecordError};
+use crate::records::{
+    any_compressed, decode_partition_into, BatchRecord, DecodeLimits, RecordSink,
+};
+
+/// Uncompressed records up to this many bytes a partition are decoded on
+/// the async worker (a hand-off to the blocking pool costs more than
+/// they do); more, or any compressed batch, on the blocking pool.
+pub const INLINE_DECODE_MAX_BYTES: usize = 256 * 1024;
 
 /// The answer, or `None` for acks 0.
 pub async fn handle(ctx: &Context, request: ProduceRequest) -> Option<ProduceResponse> {
     let acks = request.acks;
     let broker = ctx.broker();
-    let mut budget = ctx.max_request_bytes;
+    let mut limits = DecodeLimits::new(
+        ctx.max_request_bytes,
+        ctx.max_batch_inflated_bytes,
+        ctx.max_records_per_request,
+    );
     let mut responses = Vec::with_capacity(request.topic_data.len());
     for topic in request.topic_data {
         let mut partitions = Vec::with_capacity(topic.partition_data.len());
@@ -55,7 +83,7 @@ pub async fn handle(ctx: &Context, request: ProduceRequest) -> Option<ProduceRes
                 }
                 (None, _) => failed(index, NOT_READY, None),
                 (Some(broker), _) => {
-                    partition(broker, topic.name.0.as_str(), data, &mut budget).await
+                    partition(ctx, broker, topic.name.0.as_str(), data, &mut limits).await
                 }
             };
             partitions.push(answer);
@@ -70,10 +98,11 @@ pub async fn handle(ctx: &Context, request: ProduceRequest) -> Option<ProduceRes
 }
 
 async fn partition(
+    ctx: &Context,
     broker: &Arc<Broker>,
     topic: &str,
     data: PartitionProduceData,
-    budget: &mut usize,
+    limits: &mut DecodeLimits,
 ) -> PartitionProduceResponse {
     let index = data.index;
     let Some(topic) = broker.registry.get(topic) else {
@@ -84,19 +113,43 @@ async fn partition(
     };
     // Each record becomes the store's append record as it is decoded
     // (`PartitionBatch`): no list of decoded records in between.
-    let mut batch = Appends(PartitionBatch::new(Arc::clone(&topic), p));
-    let decoded = data
-        .records
-        .as_ref()
-        .map(|r| decode_partition_into(r, budget, &mut batch));
+    let Some(records) = data.records else {
+        return failed(index, ResponseError::CorruptMessage.code(), None);
+    };
+    let batch = Appends::new(PartitionBatch::new(Arc::clone(&topic), p), &ctx.budget);
+    let (decoded, batch) = if records.len() > INLINE_DECODE_MAX_BYTES || any_compressed(&records) {
+        let mut owned = *limits;
+        let task = tokio::task::spawn_blocking(move || {
+            let mut batch = batch;
+            let decoded = decode_partition_into(&records, &mut owned, &mut batch);
+            (decoded, batch, owned)
+        });
+        match task.await {
+            Ok((decoded, batch, left)) => {
+                *limits = left;
+                (decoded, batch)
+            }
+            Err(e) => {
+                tracing::error!(topic = %topic.name, partition = index, error = %e, "kafka produce decode task failed");
+                return failed(index, ResponseError::UnknownServerError.code(), None);
+            }
+        }
+    } else {
+        let mut batch = batch;
+        let decoded = decode_partition_into(&records, limits, &mut batch);
+        (decoded, batch)
+    };
     let producer = match decoded {
-        Some(Ok(producer)) => producer,
-        Some(Err(e)) => {
+        Ok(producer) => producer,
+        Err(e) => {
             tracing::warn!(topic = %topic.name, partition = index, error = %e, "kafka produce batch refused");
             return failed(index, e.code(), Some(e.to_string()));
         }
-        None => return failed(index, ResponseError::CorruptMessage.code(), None),
     };
+    // The decoded records' bytes stay counted until the append is done
+    // and answered (dropped at the end of this function).
+    let Appends { batch, held, .. } = batch;
+    let _held = held;
     let producer = producer.map(|b| ProducerBatch {
         producer_id: b.producer_id,
         epoch: b.epoch,
@@ -107,7 +160,7 @@ async fn partition(
     // the group commit's fsync without holding a thread; while the
     // dispatcher is over its lag bound the append awaits it likewise
     // (`Broker::produce_batch_awaiting`).
-    let produced = match broker.produce_batch_awaiting(batch.0, producer).await {
+    let produced = match broker.produce_batch_awaiting(batch, producer).await {
         Ok(unflushed) => unflushed.durable().await.map_err(BrokerError::from),
         Err(e) => Err(e),
     };
@@ -129,15 +182,67 @@ async fn partition(
     }
 }
 
-/// A produce's decoded records, straight into the broker's batch.
-struct Appends(PartitionBatch);
+/// A produce's decoded records, straight into the broker's batch, their
+/// memory counted in the in-flight byte budget as it grows.
+struct Appends {
+    batch: PartitionBatch,
+    /// The budget's bytes for the batch's memory and the inflated
+    /// buffers its records point into.
+    held: Reservation,
+    budget: Arc<ByteBudget>,
+    /// Of `held`, what the batch's own memory was when last counted.
+    counted: u64,
+}
 
-impl RecordSink for Appends {
-    fn reserve(&mut self, records: usize) {
-        self.0.reserve(records);
+impl Appends {
+    fn new(batch: PartitionBatch, budget: &Arc<ByteBudget>) -> Appends {
+        let held = budget
+            .try_reserve(0)
+            .unwrap_or_else(|| unreachable!("zero bytes always fit"));
+        Appends {
+            batch,
+            held,
+            budget: Arc::clone(budget),
+            counted: 0,
+        }
     }
 
-    fn push(&mut self, r: BatchRecord) {
+    /// Counts `bytes` more, or refuses them.
+    fn hold(&mut self, bytes: u64) -> Result<(), RecordError> {
+        if bytes == 0 || self.held.try_grow(bytes) {
+            return Ok(());
+        }
+        Err(RecordError::OverBudget {
+            used: self.budget.used_bytes(),
+            limit: self.budget.limit_bytes(),
+        })
+    }
+
+    /// Counts what the batch's memory grew by since last counted.
+    fn recount(&mut self) -> Result<(), RecordError> {
+        let now = self.batch.memory_bytes();
+        let grown = now.saturating_sub(self.counted);
+        self.hold(grown)?;
+        self.counted = self.counted.max(now);
+        Ok(())
+    }
+}
+
+impl RecordSink for Appends {
+    fn inflated(&mut self, bytes: usize) -> Result<(), RecordError> {
+        self.hold(bytes as u64)
+    }
+
+    fn reserve(&mut self, records: usize) -> Result<(), RecordError> {
+        // Counted before the room is made: the room is the memory.
+        let room = records.saturating_mul(PartitionBatch::RECORD_MEMORY_BYTES) as u64;
+        self.hold(room)?;
+        self.counted += room;
+        self.batch.reserve(records);
+        self.recount()
+    }
+
+    fn push(&mut self, r: BatchRecord) -> Result<(), RecordError> {
         // Most records have none: no iterator to build and drop.
         let headers = if r.headers.is_empty() {
             Vec::new()
@@ -147,7 +252,8 @@ impl RecordSink for Appends {
                 .map(|(name, value)| Header { name, value })
                 .collect()
         };
-        self.0.push(r.key, r.value, headers, r.timestamp_ms);
+        self.batch.push(r.key, r.value, headers, r.timestamp_ms);
+        self.recount()
     }
 }
 

@@ -12,8 +12,24 @@
 //!   and header against its record's own length.
 //! * The CRC32C (over attributes to the end of the batch) is checked
 //!   before the batch's records are read.
-//! * A compressed batch inflates into at most the `budget` left (the
-//!   request's `kafka.max_request_bytes`), which each batch spends.
+//! * A compressed batch inflates into at most the smaller of the
+//!   request's inflation budget left (`kafka.max_request_bytes`, which
+//!   each batch spends) and one batch's limit
+//!   (`kafka.max_batch_inflated_bytes`, Kafka's `max.message.bytes` check
+//!   of a batch, made here on the inflated bytes, where the memory is):
+//!   [`DecodeLimits`]. Past the batch's limit it is MESSAGE_TOO_LARGE.
+//! * A batch's record count is checked against the records the request
+//!   may still carry (`kafka.max_records_per_request`) before any of its
+//!   records is decoded or room for them reserved: RECORD_LIST_TOO_LARGE.
+//! * The sink is told of every byte that comes to be held because of the
+//!   request (an inflated buffer, room for records, each record) before or
+//!   as it is held, and may refuse it ([`RecordSink`]: Produce counts them
+//!   against the in-flight byte budget); a refusal ends the decode.
+//! * A record's timestamp is its base timestamp plus its delta, added
+//!   with overflow checked, and must pass the broker's one timestamp rule
+//!   (`tidelog_broker::produce::check_timestamp_ms`), else the batch is
+//!   INVALID_TIMESTAMP; -1 (Kafka's NO_TIMESTAMP) is no timestamp, as a
+//!   LogAppendTime batch's (the append time is stored).
 //! * Keys, values and header values of an uncompressed batch are slices of
 //!   the request's buffer (no copy); of a compressed one, of its inflated
 //!   buffer.
@@ -67,29 +83,92 @@ pub struct BatchProducer {
     pub base_sequence: i32,
 }
 
+/// Kafka's NO_TIMESTAMP: a record without a CreateTime.
+const NO_TIMESTAMP: i64 = -1;
+
 /// Where decoded records go, as each is decoded: a `Vec`, or a
 /// front-end's append batch, which turns each into the store's record at
-/// once (Produce: no list of [`BatchRecord`]s in between).
+/// once (Produce: no list of [`BatchRecord`]s in between). Each call may
+/// refuse (the memory it would hold is not there): the decode stops with
+/// that error.
 pub trait RecordSink {
+    /// A compressed batch's records were inflated into a buffer of
+    /// `bytes`, which the decoded records share.
+    fn inflated(&mut self, _bytes: usize) -> Result<(), RecordError> {
+        Ok(())
+    }
     /// `records` more are coming (a batch's count, checked against its
-    /// bytes before this is called).
-    fn reserve(&mut self, records: usize);
-    fn push(&mut self, record: BatchRecord);
+    /// bytes and the request's record limit before this is called).
+    fn reserve(&mut self, records: usize) -> Result<(), RecordError>;
+    fn push(&mut self, record: BatchRecord) -> Result<(), RecordError>;
 }
 
 impl RecordSink for Vec<BatchRecord> {
-    fn reserve(&mut self, records: usize) {
+    fn reserve(&mut self, records: usize) -> Result<(), RecordError> {
         Vec::reserve(self, records);
+        Ok(())
     }
 
-    fn push(&mut self, record: BatchRecord) {
+    fn push(&mut self, record: BatchRecord) -> Result<(), RecordError> {
         Vec::push(self, record);
+        Ok(())
     }
 }
 
-/// Every record of every batch in a partition's `records` field, in order.
+/// What decoding one Produce request may still spend, across its
+/// partitions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DecodeLimits {
+    /// Bytes its compressed batches may still inflate into, together
+    /// (`kafka.max_request_bytes`).
+    pub inflate_left: usize,
+    /// One compressed batch's records section, inflated, at most
+    /// (`kafka.max_batch_inflated_bytes`).
+    pub batch_inflated_max: usize,
+    /// Records it may still carry (`kafka.max_records_per_request`).
+    pub records_left: usize,
+}
+
+impl DecodeLimits {
+    /// A request's limits: `inflate` bytes of inflation in all, at most
+    /// `batch_inflated_max` a batch, `records` records.
+    pub fn new(inflate: usize, batch_inflated_max: usize, records: usize) -> DecodeLimits {
+        DecodeLimits {
+            inflate_left: inflate,
+            batch_inflated_max,
+            records_left: records,
+        }
+    }
+}
+
+/// Every record of every batch in a partition's `records` field, in order;
+/// compressed batches inflate into `budget` (each at most all of it), and
+/// records are not counted.
 pub fn decode_batches(data: &Bytes, budget: &mut usize) -> Result<Vec<BatchRecord>, RecordError> {
     decode_partition(data, budget).map(|(records, _)| records)
+}
+
+/// Whether any batch in `data` (a partition's `records`) is compressed:
+/// its decode is the work worth moving off an async worker (a few wire
+/// bytes may inflate to many records). Walks the batch headers only; a
+/// malformed one answers `true` (the decode, wherever it runs, refuses it).
+pub fn any_compressed(data: &[u8]) -> bool {
+    let mut at = 0;
+    while at < data.len() {
+        let Some(header) = data.get(at..at + CRC_START + 2) else {
+            return true;
+        };
+        let length = i32::from_be_bytes([header[8], header[9], header[10], header[11]]);
+        let attributes = i16::from_be_bytes([header[CRC_START], header[CRC_START + 1]]);
+        if attributes & ATTR_CODEC_MASK != 0 {
+            return true;
+        }
+        match usize::try_from(length) {
+            Ok(length) if length >= BATCH_HEADER_AFTER_LENGTH => at += LOG_OVERHEAD + length,
+            _ => return true,
+        }
+    }
+    false
 }
 
 /// [`decode_batches`], with the producer of an idempotent producer's batch
@@ -100,7 +179,9 @@ pub fn decode_partition(
     budget: &mut usize,
 ) -> Result<(Vec<BatchRecord>, Option<BatchProducer>), RecordError> {
     let mut records = Vec::new();
-    let producer = decode_partition_into(data, budget, &mut records)?;
+    let mut limits = DecodeLimits::new(*budget, *budget, usize::MAX);
+    let producer = decode_partition_into(data, &mut limits, &mut records)?;
+    *budget = limits.inflate_left;
     Ok((records, producer))
 }
 
@@ -108,14 +189,14 @@ pub fn decode_partition(
 /// may hold the records decoded before it: the caller drops them.
 pub fn decode_partition_into(
     data: &Bytes,
-    budget: &mut usize,
+    limits: &mut DecodeLimits,
     out: &mut impl RecordSink,
 ) -> Result<Option<BatchProducer>, RecordError> {
     let mut producer = None;
     let mut batches = 0;
     let mut at = 0;
     while at < data.len() {
-        let (used, batch_producer) = decode_batch(&data.slice(at..), budget, out)?;
+        let (used, batch_producer) = decode_batch(&data.slice(at..), limits, out)?;
         batches += 1;
         producer = producer.or(batch_producer);
         at += used;
@@ -130,7 +211,7 @@ pub fn decode_partition_into(
 /// and its producer, if it has one.
 fn decode_batch(
     data: &Bytes,
-    budget: &mut usize,
+    limits: &mut DecodeLimits,
     out: &mut impl RecordSink,
 ) -> Result<(usize, Option<BatchProducer>), RecordError> {
     let mut c = Cursor::new(data);
@@ -196,8 +277,18 @@ fn decode_batch(
     let body = if codec == compression::NONE {
         batch.slice(body_start..)
     } else {
-        let inflated = compression::decompress(codec, &batch[body_start..], *budget)?;
-        *budget -= inflated.len();
+        let batch_bound = limits.batch_inflated_max < limits.inflate_left;
+        let cap = limits.inflate_left.min(limits.batch_inflated_max);
+        let inflated = match compression::decompress(codec, &batch[body_start..], cap) {
+            Err(RecordError::Inflates { .. }) if batch_bound => {
+                return Err(RecordError::BatchTooLarge {
+                    limit: limits.batch_inflated_max,
+                })
+            }
+            other => other?,
+        };
+        limits.inflate_left -= inflated.len();
+        out.inflated(inflated.len())?;
         Bytes::from(inflated)
     };
     let count = usize::try_from(count)
@@ -207,8 +298,15 @@ fn decode_batch(
             what: "records count",
             value: i64::from(count),
         })?;
+    if count > limits.records_left {
+        return Err(RecordError::TooManyRecords {
+            count,
+            left: limits.records_left,
+        });
+    }
+    limits.records_left -= count;
     let log_append_time = attributes & ATTR_LOG_APPEND_TIME != 0;
-    out.reserve(count);
+    out.reserve(count)?;
     let mut c = Cursor::new(&body);
     for _ in 0..count {
         out.push(decode_record(
@@ -216,7 +314,7 @@ fn decode_batch(
             &mut c,
             base_timestamp,
             log_append_time,
-        )?);
+        )?)?;
     }
     if c.remaining() != 0 {
         return Err(RecordError::TrailingBytes {
@@ -275,12 +373,32 @@ fn decode_record(
             bytes: r.remaining(),
         });
     }
+    let timestamp_ms = if log_append_time {
+        None
+    } else {
+        record_timestamp(base_timestamp, delta)?
+    };
     Ok(BatchRecord {
         key,
         value,
         headers,
-        timestamp_ms: (!log_append_time).then(|| base_timestamp.wrapping_add(delta)),
+        timestamp_ms,
     })
+}
+
+/// A CreateTime record's timestamp: `base + delta` without overflow,
+/// `None` for NO_TIMESTAMP (the append time is stored), else within the
+/// broker's one rule (`check_timestamp_ms`, as HTTP's `timestamp`).
+fn record_timestamp(base: i64, delta: i64) -> Result<Option<i64>, RecordError> {
+    let timestamp = base
+        .checked_add(delta)
+        .ok_or(RecordError::TimestampOverflow { base, delta })?;
+    if timestamp == NO_TIMESTAMP {
+        return Ok(None);
+    }
+    tidelog_broker::produce::check_timestamp_ms(timestamp)
+        .map(Some)
+        .map_err(|source| RecordError::Timestamp { source })
 }
 
 /// A varint length (-1: null) and that many bytes, sliced from `whole`,

@@ -354,3 +354,153 @@ fn a_batch_built_from_borrowed_headers_is_the_encoded_batch() {
     // No records: the buffer as it was.
     assert_eq!(BatchBuilder::new(b"as is".to_vec()).finish(), b"as is");
 }
+
+/// `count` tiny records (no key, an empty value: 7 bytes each), as one
+/// record section.
+fn tiny_records(count: usize) -> Vec<u8> {
+    let mut body = Vec::with_capacity(count * 8);
+    for i in 0..count {
+        let mut record = vec![0u8]; // attributes
+        record.push(0); // timestampDelta 0
+                        // The offset delta, zigzag (i >= 0: twice i).
+        let mut d = (i as u32) << 1;
+        loop {
+            let byte = (d & 0x7f) as u8;
+            d >>= 7;
+            if d == 0 {
+                record.push(byte);
+                break;
+            }
+            record.push(byte | 0x80);
+        }
+        record.extend_from_slice(&[1, 0, 0]); // key null, value empty, no headers
+        body.push((record.len() as u8) << 1);
+        body.extend_from_slice(&record);
+    }
+    body
+}
+
+/// A compressed batch is refused past one batch's inflated limit with
+/// its own error (MESSAGE_TOO_LARGE), and past the request's records
+/// left (RECORD_LIST_TOO_LARGE) before any record is handed over.
+#[test]
+fn a_batch_is_refused_past_its_inflated_limit_and_past_the_records_left() {
+    let body = tiny_records(100_000);
+    let packed = compress(compression::ZSTD, &body);
+    assert!(packed.len() < body.len() / 10, "tiny records pack well");
+    let data = batch_with(&packed, 100_000, i16::from(compression::ZSTD));
+    assert!(any_compressed(&data));
+    let mut out = Vec::new();
+    let mut limits = DecodeLimits::new(1 << 30, 64 * 1024, usize::MAX);
+    let err = decode_partition_into(&data, &mut limits, &mut out).unwrap_err();
+    assert_eq!(err, RecordError::BatchTooLarge { limit: 64 * 1024 });
+    assert_eq!(err.code(), ResponseErrorCode::MESSAGE_TOO_LARGE);
+
+    let mut limits = DecodeLimits::new(1 << 30, 1 << 30, 99_999);
+    let err = decode_partition_into(&data, &mut limits, &mut out).unwrap_err();
+    assert_eq!(
+        err,
+        RecordError::TooManyRecords {
+            count: 100_000,
+            left: 99_999
+        }
+    );
+    assert_eq!(err.code(), ResponseErrorCode::RECORD_LIST_TOO_LARGE);
+    assert!(out.is_empty(), "nothing handed over before the count check");
+
+    // Within every limit they decode, and spend the records left.
+    let mut limits = DecodeLimits::new(1 << 30, 1 << 30, 250_000);
+    decode_partition_into(&data, &mut limits, &mut out).unwrap();
+    assert_eq!(out.len(), 100_000);
+    assert_eq!(limits.records_left, 150_000);
+    let plain = batch_with(&body[..8 * 10], 10, 0);
+    assert!(!any_compressed(&plain));
+}
+
+/// A sink that refuses memory ends the decode with its error.
+#[test]
+fn a_sink_refusal_ends_the_decode() {
+    struct Stingy(usize);
+    impl RecordSink for Stingy {
+        fn reserve(&mut self, records: usize) -> Result<(), RecordError> {
+            if records > self.0 {
+                return Err(RecordError::OverBudget { used: 1, limit: 1 });
+            }
+            Ok(())
+        }
+        fn push(&mut self, _: BatchRecord) -> Result<(), RecordError> {
+            Ok(())
+        }
+    }
+    let data = batch_with(&tiny_records(10), 10, 0);
+    let mut limits = DecodeLimits::new(1 << 20, 1 << 20, 100);
+    assert!(decode_partition_into(&data, &mut limits, &mut Stingy(10)).is_ok());
+    let err = decode_partition_into(&data, &mut limits, &mut Stingy(9)).unwrap_err();
+    assert_eq!(err.code(), ResponseErrorCode::REQUEST_TIMED_OUT);
+}
+
+/// One timestamp rule with HTTP's: a base timestamp plus delta that
+/// overflows, or lands below 0 (i64::MIN), is INVALID_TIMESTAMP; -1 is
+/// Kafka's NO_TIMESTAMP, stored as the append time.
+#[test]
+fn timestamps_follow_the_brokers_rule_and_never_wrap() {
+    fn with_base(base: i64, delta: i64) -> Result<Vec<BatchRecord>, RecordError> {
+        let mut record = vec![0u8]; // attributes
+        push_varlong(&mut record, delta);
+        record.extend_from_slice(&[0, 1, 2, b'v', 0]); // offsetDelta, null key, "v", no headers
+        let mut section = Vec::new();
+        push_varlong(&mut section, record.len() as i64);
+        section.extend_from_slice(&record);
+        let mut data = Vec::new();
+        BatchHeader {
+            base_offset: 0,
+            attributes: 0,
+            last_offset_delta: 0,
+            base_timestamp: base,
+            max_timestamp: base,
+            count: 1,
+        }
+        .write(&mut data, &section);
+        decode(&Bytes::from(data))
+    }
+    fn push_varlong(out: &mut Vec<u8>, v: i64) {
+        let mut z = ((v << 1) ^ (v >> 63)) as u64;
+        loop {
+            let byte = (z & 0x7f) as u8;
+            z >>= 7;
+            if z == 0 {
+                out.push(byte);
+                return;
+            }
+            out.push(byte | 0x80);
+        }
+    }
+    assert_eq!(
+        with_base(1_700_000_000_000, 5).unwrap()[0].timestamp_ms,
+        Some(1_700_000_000_005)
+    );
+    let overflow = with_base(i64::MAX, 1 << 40).unwrap_err();
+    assert_eq!(
+        overflow,
+        RecordError::TimestampOverflow {
+            base: i64::MAX,
+            delta: 1 << 40
+        }
+    );
+    assert_eq!(overflow.code(), ResponseErrorCode::INVALID_TIMESTAMP);
+    let min = with_base(i64::MIN, 0).unwrap_err();
+    assert!(matches!(min, RecordError::Timestamp { .. }), "{min:?}");
+    assert_eq!(min.code(), ResponseErrorCode::INVALID_TIMESTAMP);
+    assert!(with_base(0, -2).is_err());
+    assert_eq!(with_base(-1, 0).unwrap()[0].timestamp_ms, None);
+    assert_eq!(with_base(0, 0).unwrap()[0].timestamp_ms, Some(0));
+}
+
+/// Kafka's error codes, as numbers (kafka-protocol's `ResponseError`).
+#[allow(non_snake_case, non_upper_case_globals)]
+mod ResponseErrorCode {
+    pub const MESSAGE_TOO_LARGE: i16 = 10;
+    pub const REQUEST_TIMED_OUT: i16 = 7;
+    pub const RECORD_LIST_TOO_LARGE: i16 = 18;
+    pub const INVALID_TIMESTAMP: i16 = 32;
+}
