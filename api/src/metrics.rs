@@ -536,6 +536,15 @@ fn render_kafka(out: &mut String, k: &KafkaMetricsSnapshot) {
     for (reason, n) in &k.closed {
         let _ = writeln!(out, "{name}{{reason=\"{reason}\"}} {n}");
     }
+    let name = "tidelog_kafka_refused_total";
+    let _ = writeln!(
+        out,
+        "# HELP {name} parts of Kafka requests refused by a memory bound (the connection kept), by limit."
+    );
+    let _ = writeln!(out, "# TYPE {name} counter");
+    for (limit, n) in &k.refused {
+        let _ = writeln!(out, "{name}{{limit=\"{limit}\"}} {n}");
+    }
     let name = "tidelog_kafka_requests_total";
     let _ = writeln!(out, "# HELP {name} Kafka requests answered, by API.");
     let _ = writeln!(out, "# TYPE {name} counter");
@@ -589,6 +598,12 @@ fn render_groups(out: &mut String, c: &CoordinatorStats, lag: &[ConsumerLag]) {
         "tidelog_consumer_group_members",
         "members of every consumer group.",
         c.members as f64,
+    );
+    gauge(
+        out,
+        "tidelog_consumer_group_member_metadata_bytes",
+        "bytes of member metadata every group holds (bounded by groups.max_member_metadata_bytes).",
+        c.member_metadata_bytes as f64,
     );
     counter(
         out,

@@ -60,6 +60,42 @@ impl ClosedFor {
     }
 }
 
+/// Which bound refused part of a request, without closing its
+/// connection (docs/OPERATIONS.md "What a Kafka client can make the
+/// server hold").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// A Produce partition whose decoded records did not fit the in-flight
+    /// byte budget (REQUEST_TIMED_OUT).
+    ProduceInflightBytes,
+    /// A compressed batch past `kafka.max_batch_inflated_bytes` or the
+    /// request's `kafka.max_request_bytes` (MESSAGE_TOO_LARGE).
+    BatchInflatedBytes,
+    /// A Produce past `kafka.max_records_per_request` (RECORD_LIST_TOO_LARGE).
+    RecordsPerRequest,
+    /// A Fetch partition answered empty: its read did not fit the budget.
+    FetchInflightBytes,
+}
+
+impl Refused {
+    const ALL: [Refused; 4] = [
+        Refused::ProduceInflightBytes,
+        Refused::BatchInflatedBytes,
+        Refused::RecordsPerRequest,
+        Refused::FetchInflightBytes,
+    ];
+
+    /// The `limit` label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Refused::ProduceInflightBytes => "produce_inflight_bytes",
+            Refused::BatchInflatedBytes => "batch_inflated_bytes",
+            Refused::RecordsPerRequest => "records_per_request",
+            Refused::FetchInflightBytes => "fetch_inflight_bytes",
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 struct ApiSlot {
     name: OnceLock<&'static str>,
@@ -77,6 +113,7 @@ pub struct KafkaMetrics {
     request_bytes: AtomicU64,
     response_bytes: AtomicU64,
     closed: [AtomicU64; ClosedFor::ALL.len()],
+    refused: [AtomicU64; Refused::ALL.len()],
 }
 
 impl Default for KafkaMetrics {
@@ -89,6 +126,7 @@ impl Default for KafkaMetrics {
             request_bytes: AtomicU64::new(0),
             response_bytes: AtomicU64::new(0),
             closed: Default::default(),
+            refused: Default::default(),
         }
     }
 }
@@ -114,6 +152,8 @@ pub struct KafkaMetricsSnapshot {
     pub response_bytes: u64,
     /// Per [`ClosedFor::label`].
     pub closed: Vec<(&'static str, u64)>,
+    /// Per [`Refused::label`].
+    pub refused: Vec<(&'static str, u64)>,
 }
 
 impl KafkaMetrics {
@@ -168,6 +208,15 @@ impl KafkaMetrics {
         self.closed[index].fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Part of a request refused by a memory bound (its connection kept).
+    pub fn refused(&self, why: Refused) {
+        let index = Refused::ALL
+            .iter()
+            .position(|r| *r == why)
+            .unwrap_or_default();
+        self.refused[index].fetch_add(1, Ordering::Relaxed);
+    }
+
     pub fn snapshot(&self) -> KafkaMetricsSnapshot {
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
         KafkaMetricsSnapshot {
@@ -190,6 +239,11 @@ impl KafkaMetrics {
             closed: ClosedFor::ALL
                 .iter()
                 .zip(&self.closed)
+                .map(|(why, n)| (why.label(), load(n)))
+                .collect(),
+            refused: Refused::ALL
+                .iter()
+                .zip(&self.refused)
                 .map(|(why, n)| (why.label(), load(n)))
                 .collect(),
         }
@@ -262,5 +316,18 @@ mod tests {
         assert!(closed.contains(&("malformed", 2)));
         assert!(closed.contains(&("timeout", 0)));
         assert_eq!(closed.len(), 6);
+    }
+
+    #[test]
+    fn refusals_are_counted_by_limit() {
+        let m = KafkaMetrics::default();
+        m.refused(Refused::RecordsPerRequest);
+        m.refused(Refused::FetchInflightBytes);
+        m.refused(Refused::FetchInflightBytes);
+        let refused = m.snapshot().refused;
+        assert!(refused.contains(&("records_per_request", 1)));
+        assert!(refused.contains(&("fetch_inflight_bytes", 2)));
+        assert!(refused.contains(&("produce_inflight_bytes", 0)));
+        assert_eq!(refused.len(), 4);
     }
 }

@@ -289,6 +289,16 @@ fn compressed_tiny_records_are_bounded_and_answered() {
         codes[1..].contains(&REQUEST_TIMED_OUT),
         "a 150 MiB decode cannot fit a 32 MiB budget: {codes:?}"
     );
+    // Each refusal is counted by the limit that made it.
+    let metrics = server.get("/metrics").text();
+    assert!(
+        metrics.contains("tidelog_kafka_refused_total{limit=\"batch_inflated_bytes\"} 1\n"),
+        "{metrics}"
+    );
+    assert!(
+        !metrics.contains("tidelog_kafka_refused_total{limit=\"produce_inflight_bytes\"} 0\n"),
+        "{metrics}"
+    );
     // Unbounded, five 1.2 M-record decodes held ~750 MiB at once.
     let ratio = peak as f64 / baseline as f64;
     eprintln!(
@@ -497,6 +507,16 @@ fn group_members_metadata_is_bounded_in_bytes() {
         std::thread::sleep(Duration::from_millis(20));
     }
     let held = rss_anon_kib(&server);
+    let metrics = server.get("/metrics").text();
+    let metadata_bytes: f64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("tidelog_consumer_group_member_metadata_bytes "))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{metrics}"));
+    assert!(
+        metadata_bytes > 16_000_000.0 && metadata_bytes <= 33_554_432.0,
+        "{metadata_bytes}"
+    );
     // 32 MiB hold ~340 members of 96 KiB; the rest are refused.
     assert!(refused >= 2000, "{refused} of 2400 refused");
     let ratio = held as f64 / baseline as f64;

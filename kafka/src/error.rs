@@ -3,7 +3,7 @@
 //! fails its partition ([`RecordError`]: CORRUPT_MESSAGE, nothing written).
 
 use kafka_protocol::error::ResponseError;
-use tidelog_broker::kafka_metrics::ClosedFor;
+use tidelog_broker::kafka_metrics::{ClosedFor, Refused};
 use tidelog_broker::store::{SequenceProblem, StoreError, TieredError};
 use tidelog_broker::BrokerError;
 
@@ -93,6 +93,34 @@ impl RecordError {
             | R::HeaderName => ResponseError::CorruptMessage,
         };
         code.code()
+    }
+}
+
+impl RecordError {
+    /// The memory bound that refused the batch, for `/metrics`; `None`
+    /// for a batch that is wrong rather than too much.
+    pub fn refused(&self) -> Option<Refused> {
+        match self {
+            RecordError::OverBudget { .. } => Some(Refused::ProduceInflightBytes),
+            RecordError::BatchTooLarge { .. } | RecordError::Inflates { .. } => {
+                Some(Refused::BatchInflatedBytes)
+            }
+            RecordError::TooManyRecords { .. } => Some(Refused::RecordsPerRequest),
+            RecordError::Truncated { .. }
+            | RecordError::BadVarint { .. }
+            | RecordError::BadLength { .. }
+            | RecordError::Magic { .. }
+            | RecordError::Crc { .. }
+            | RecordError::Codec { .. }
+            | RecordError::Decompress { .. }
+            | RecordError::TrailingBytes { .. }
+            | RecordError::HeaderName
+            | RecordError::Transactional
+            | RecordError::ProducerBatches { .. }
+            | RecordError::BadProducer { .. }
+            | RecordError::TimestampOverflow { .. }
+            | RecordError::Timestamp { .. } => None,
+        }
     }
 }
 

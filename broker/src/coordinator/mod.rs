@@ -152,6 +152,9 @@ pub struct CoordinatorStats {
     pub groups_by_state: BTreeMap<&'static str, usize>,
     /// Members of every group.
     pub members: usize,
+    /// Bytes of member metadata every group holds
+    /// (`groups.max_member_metadata_bytes` bounds it).
+    pub member_metadata_bytes: u64,
     /// Join windows closed since start ([`Change::JoinCompleted`]).
     pub rebalances_total: u64,
     /// Each group's current generation, by name.
@@ -519,6 +522,7 @@ impl Coordinator {
         let inner = self.lock();
         let mut stats = CoordinatorStats {
             rebalances_total: self.rebalances.load(Ordering::Relaxed),
+            member_metadata_bytes: self.member_bytes(),
             ..CoordinatorStats::default()
         };
         for (name, slot) in &inner.groups {

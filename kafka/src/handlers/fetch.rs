@@ -51,6 +51,7 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
 use tidelog_broker::budget::{ByteBudget, Reservation};
+use tidelog_broker::kafka_metrics::Refused;
 use tidelog_broker::read::PartitionRef;
 use tidelog_broker::store::{EventListener, ReadSink, StoredRecord};
 use tidelog_broker::visibility::VISIBILITY_WAIT;
@@ -123,7 +124,7 @@ pub async fn handle(ctx: &Context, request: FetchRequest) -> (FetchResponse, Res
     });
     drop(broker);
     let (answered, held) = loop {
-        let (answered, bytes, listen_from, held) = read_all(&asked, max_bytes, &ctx.budget).await;
+        let (answered, bytes, listen_from, held) = read_all(&asked, max_bytes, ctx).await;
         let failed = answered.iter().any(|p| p.error_code != 0);
         if bytes >= min_bytes || failed {
             break (answered, held);
@@ -188,8 +189,9 @@ async fn shutdown(stop: &mut watch::Receiver<bool>) {
 async fn read_all(
     asked: &[Asked],
     max_bytes: usize,
-    budget: &Arc<ByteBudget>,
+    ctx: &Context,
 ) -> (Vec<PartitionData>, usize, Vec<Option<u64>>, Reservation) {
+    let budget: &Arc<ByteBudget> = &ctx.budget;
     let mut answered = Vec::with_capacity(asked.len());
     let mut listen_from = Vec::with_capacity(asked.len());
     let mut held = budget
@@ -209,6 +211,7 @@ async fn read_all(
                 let limit = a.max_bytes.min(left_here).max(1) as u64;
                 match budget.try_reserve(limit) {
                     None => {
+                        ctx.metrics.refused(Refused::FetchInflightBytes);
                         tracing::debug!(
                             partition = a.index,
                             limit,
@@ -226,6 +229,7 @@ async fn read_all(
                         } else {
                             // Lost the bytes to another holder meanwhile:
                             // the read is dropped, not held uncounted.
+                            ctx.metrics.refused(Refused::FetchInflightBytes);
                             (empty(part, a), None)
                         }
                     }

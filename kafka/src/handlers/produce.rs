@@ -142,6 +142,9 @@ async fn partition(
     let producer = match decoded {
         Ok(producer) => producer,
         Err(e) => {
+            if let Some(why) = e.refused() {
+                ctx.metrics.refused(why);
+            }
             tracing::warn!(topic = %topic.name, partition = index, error = %e, "kafka produce batch refused");
             return failed(index, e.code(), Some(e.to_string()));
         }

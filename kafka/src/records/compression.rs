@@ -1,8 +1,12 @@
 //! Record-batch codecs: every decompressor writes at most `cap` bytes.
 //!
-//! Invariant: no output buffer grows past `cap` (the frame budget that is
-//! left); a batch that would inflate further is refused with
-//! [`RecordError::Inflates`] after at most `cap + 1` bytes were produced.
+//! Invariant: no output buffer grows past `cap` (the smaller of the
+//! request's inflation budget left and one batch's limit,
+//! `records::DecodeLimits`); a batch that would inflate further is refused
+//! with [`RecordError::Inflates`] after at most `cap + 1` bytes were
+//! produced (the caller names which limit it was). The decode runs where
+//! the caller put it: Produce moves a partition with a compressed batch
+//! to the blocking pool.
 //! Snappy's raw format states its length up front, which is checked
 //! before anything is allocated.
 
