@@ -750,6 +750,7 @@ fn answers_held_for_clients_that_do_not_read_stay_within_their_budget() {
     // Each of them answered (its answer held, or refused).
     wait_for("24 answers", || answered() >= before + 24.0);
     let held = rss_anon_kib(&s);
+    eprintln!("RssAnon {baseline} KiB before the 24 clients, {held} KiB with them");
     assert!(
         held / baseline < 2.5,
         "RssAnon went from {baseline} KiB to {held} KiB with 24 answers not read"
