@@ -812,7 +812,28 @@ fn heads_refused_before_routing_get_the_json_error_body() {
     kept.write_all(b"GET /topics HTTP/1.1\r\nX-Bad: \x7f\r\n\r\n")
         .unwrap();
     answer_then_close(&mut kept).expect_error(400, 40002);
-    assert_eq!(metric(&s, "tidelog_http_rejected_heads_total"), 4.0);
+    // And after a request with a body.
+    let mut kept = connect(s.addr);
+    let body = json!({"records": [{"value": "kept"}]}).to_string();
+    write!(
+        kept,
+        "{PRODUCE_HEAD}Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    read_answer(&mut kept).expect(200);
+    kept.write_all(b"GET /topics HTTP/1.1\r\nX-Bad: \x7f\r\n\r\n")
+        .unwrap();
+    answer_then_close(&mut kept).expect_error(400, 40002);
+    assert_eq!(metric(&s, "tidelog_http_rejected_heads_total"), 5.0);
+    // Requests pipelined in one write are all served, in order.
+    let mut piped = stalled(
+        s.addr,
+        "GET /topics HTTP/1.1\r\nHost: t\r\n\r\nGET /topics/t HTTP/1.1\r\nHost: t\r\n\r\n\
+         GET /status/ready HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+    );
+    let all = String::from_utf8_lossy(&read_until_closed(&mut piped).unwrap()).into_owned();
+    assert_eq!(all.matches("HTTP/1.1 200 OK").count(), 3, "{all}");
     // Good requests, with and without bodies, are untouched.
     produce(&s, "after").expect(200);
     s.get("/topics/t/partitions/0/offsets").expect(200);

@@ -446,8 +446,15 @@ enum Gate {
     /// hyper until [`crate::head::check`] passes them.
     Head(Vec<u8>),
     /// The head passed: reads go to hyper as they come until the next
-    /// request's head ([`Clock::expects_head`]).
-    Passed,
+    /// request's head ([`Clock::expects_head`]). `expected`: the head's
+    /// and body's bytes (`None`: a body framed by its chunks), `handed`:
+    /// the bytes hyper got since the head began; the next head is checked
+    /// only when they are equal, else hyper holds bytes past the body (a
+    /// pipelined request) and the gate turns [`Gate::Off`].
+    Passed { expected: Option<u64>, handed: u64 },
+    /// No more checks on this connection (see [`Gate::Passed`]): hyper
+    /// parses, and refuses, heads itself.
+    Off,
     /// The head was refused (module doc): its answer is written, the
     /// write side shut (the client sees the end after the answer), and
     /// what the client still sends is read and dropped, at most
@@ -536,17 +543,27 @@ impl AsyncRead for TimedIo {
             }
             return Poll::Ready(Ok(()));
         }
-        if matches!(this.gate, Gate::Passed) && this.clock.expects_head() {
-            this.gate = Gate::Head(Vec::new());
+        if let Gate::Passed { expected, handed } = this.gate {
+            if this.clock.expects_head() {
+                this.gate = if expected == Some(handed) {
+                    Gate::Head(Vec::new())
+                } else {
+                    Gate::Off
+                };
+            }
         }
         match this.gate {
-            Gate::Passed => {}
+            Gate::Passed { .. } | Gate::Off => {}
             Gate::Head(_) | Gate::Refused(..) => return this.poll_head(cx, buf),
         }
         let filled_before = buf.filled().len();
         if let Poll::Ready(result) = Pin::new(&mut this.stream).poll_read(cx, buf) {
-            if buf.filled().len() > filled_before {
+            let read = buf.filled().len() - filled_before;
+            if read > 0 {
                 this.clock.bytes_read(Instant::now());
+            }
+            if let Gate::Passed { handed, .. } = &mut this.gate {
+                *handed += read as u64;
             }
             return Poll::Ready(result);
         }
@@ -561,7 +578,7 @@ impl TimedIo {
     fn poll_head(&mut self, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         loop {
             match &mut self.gate {
-                Gate::Passed => return Poll::Ready(Ok(())),
+                Gate::Passed { .. } | Gate::Off => return Poll::Ready(Ok(())),
                 Gate::Refused(r) => {
                     if r.written < r.answer.len() {
                         match Pin::new(&mut self.stream).poll_write(cx, &r.answer[r.written..]) {
@@ -617,10 +634,13 @@ impl TimedIo {
                     };
                     match head::check(collected) {
                         head::Head::Partial => {}
-                        head::Head::Complete(_) => {
+                        head::Head::Complete { len, body } => {
                             self.released = std::mem::take(collected);
                             self.released_at = 0;
-                            self.gate = Gate::Passed;
+                            self.gate = Gate::Passed {
+                                expected: body.map(|b| b.saturating_add(len as u64)),
+                                handed: self.released.len() as u64,
+                            };
                             let n = buf.remaining().min(self.released.len());
                             buf.put_slice(&self.released[..n]);
                             self.released_at = n;
