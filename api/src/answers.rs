@@ -23,7 +23,8 @@
 //!
 //! The body is handed to hyper in [`ANSWER_CHUNK_BYTES`] copies, so hyper
 //! holds at most its write buffer's worth of them and the rendered buffer
-//! itself is freed exactly when the reservation is given back.
+//! itself is freed exactly when the reservation is given back (an answer
+//! of one chunk or less goes as it is).
 
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
@@ -147,6 +148,12 @@ impl http_body::Body for HeldBody {
         if this.sent >= this.body.len() {
             return Poll::Ready(None);
         }
+        if this.sent == 0 && this.body.len() <= ANSWER_CHUNK_BYTES {
+            // One chunk's worth: handed over as it is, no copy (what hyper
+            // then holds after the reservation is given back is that small).
+            let whole = std::mem::take(&mut this.body);
+            return Poll::Ready(Some(Ok(Frame::data(Bytes::from(whole)))));
+        }
         let end = this.body.len().min(this.sent + ANSWER_CHUNK_BYTES);
         let chunk = Bytes::copy_from_slice(&this.body[this.sent..end]);
         this.sent = end;
@@ -158,7 +165,7 @@ impl http_body::Body for HeldBody {
     }
 
     fn size_hint(&self) -> SizeHint {
-        SizeHint::with_exact((self.body.len() - self.sent) as u64)
+        SizeHint::with_exact(self.body.len().saturating_sub(self.sent) as u64)
     }
 }
 
@@ -193,6 +200,29 @@ mod tests {
         }
         assert!(body.is_end_stream());
         assert_eq!((out, chunks), (data, 4));
+        drop(body);
+        assert_eq!(budget.used_bytes(), 0);
+    }
+
+    /// An answer of one chunk or less goes whole, in one frame.
+    #[tokio::test]
+    async fn a_small_body_goes_in_one_frame() {
+        let budget = ByteBudget::new(1 << 20);
+        let mut body = HeldBody {
+            body: b"[1,2]".to_vec(),
+            sent: 0,
+            _held: budget.try_reserve(5).unwrap(),
+        };
+        let frame = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await;
+        assert_eq!(&frame.unwrap().unwrap().into_data().unwrap()[..], b"[1,2]");
+        assert!(body.is_end_stream());
+        assert_eq!(body.size_hint().exact(), Some(0));
+        assert!(
+            std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx))
+                .await
+                .is_none()
+        );
+        assert_eq!(budget.used_bytes(), 5);
         drop(body);
         assert_eq!(budget.used_bytes(), 0);
     }
