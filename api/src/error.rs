@@ -112,6 +112,18 @@ pub enum ApiError {
     /// request bytes all connections may hold in memory; retry shortly.
     #[error("{message}")]
     InflightBytesExhausted { message: String },
+    /// 50306: a fetch answer would pass `http.max_inflight_response_bytes`,
+    /// the budget of rendered answers not yet written; retry shortly.
+    #[error("{message}")]
+    AnswerBytesExhausted { message: String },
+    /// 41401: the request target is longer than the server reads (checked
+    /// before routing, by the listener).
+    #[error("{message}")]
+    UriTooLong { message: String },
+    /// 43101: too many header fields, or a request head larger than the
+    /// server reads (checked before routing, by the listener).
+    #[error("{message}")]
+    HeadersTooLarge { message: String },
     /// 50302: dispatch has failed for `store.dispatch_stall_ms`; produce is
     /// refused, since its records would not become visible.
     #[error("{message}")]
@@ -193,6 +205,9 @@ impl ApiError {
             ApiError::Internal { .. } => 50001,
             ApiError::NotReady { .. } => 50301,
             ApiError::InflightBytesExhausted { .. } => 50305,
+            ApiError::AnswerBytesExhausted { .. } => 50306,
+            ApiError::UriTooLong { .. } => 41401,
+            ApiError::HeadersTooLarge { .. } => 43101,
             ApiError::DispatchStalled { .. } => 50302,
             ApiError::FlushTimedOut { .. } => 50303,
             ApiError::RemoteUnavailable { .. } => 50304,
@@ -211,9 +226,11 @@ impl ApiError {
             408 => StatusCode::REQUEST_TIMEOUT,
             409 => StatusCode::CONFLICT,
             413 => StatusCode::PAYLOAD_TOO_LARGE,
+            414 => StatusCode::URI_TOO_LONG,
             415 => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             422 => StatusCode::UNPROCESSABLE_ENTITY,
             429 => StatusCode::TOO_MANY_REQUESTS,
+            431 => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             503 => StatusCode::SERVICE_UNAVAILABLE,
             507 => StatusCode::INSUFFICIENT_STORAGE,
             // 500 and any code added without a status arm above: an internal
@@ -473,7 +490,9 @@ impl IntoResponse for ApiError {
             // grow the logs on the disk that is already full. A body over
             // the in-flight byte budget is load shedding, like a 429:
             // counted in `/metrics`, not logged per request.
-            ApiError::DiskFull { .. } | ApiError::InflightBytesExhausted { .. } => {
+            ApiError::DiskFull { .. }
+            | ApiError::InflightBytesExhausted { .. }
+            | ApiError::AnswerBytesExhausted { .. } => {
                 tracing::debug!(error_code = self.error_code(), "{self}");
             }
             _ if self.error_code() >= 50000 => {
@@ -629,6 +648,27 @@ mod tests {
                 },
                 50305,
                 503,
+            ),
+            (
+                ApiError::AnswerBytesExhausted {
+                    message: msg("answers"),
+                },
+                50306,
+                503,
+            ),
+            (
+                ApiError::UriTooLong {
+                    message: msg("uri"),
+                },
+                41401,
+                414,
+            ),
+            (
+                ApiError::HeadersTooLarge {
+                    message: msg("headers"),
+                },
+                43101,
+                431,
             ),
             (
                 ApiError::DispatchStalled {

@@ -43,9 +43,11 @@
 //! `StoreError::DiskFull`, which `error.rs` maps to 507/50701. Neither the
 //! API nor the broker measures the disk.
 
+pub mod answers;
 pub mod budget;
 pub mod error;
 mod extract;
+pub mod failed_auth;
 pub mod handlers;
 pub mod history;
 mod json_body;

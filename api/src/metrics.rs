@@ -108,6 +108,14 @@ pub struct Metrics {
     /// Requests answered 408/40801: their body did not arrive within
     /// `http.body_read_timeout_ms`.
     pub body_read_timeouts: AtomicU64,
+    /// Fetch answers made smaller than asked because the answer budget
+    /// (`http.max_inflight_response_bytes`) had less room.
+    pub answers_shrunk: AtomicU64,
+    /// Fetch calls answered 503/50306: the answer budget had no room.
+    pub rejected_answer_bytes: AtomicU64,
+    /// Admin calls with a wrong bearer token (each answered 401 after
+    /// `http.auth_failure_delay_ms`).
+    pub auth_failures: AtomicU64,
     pub connections: ConnectionMetrics,
 }
 
@@ -127,6 +135,10 @@ pub struct ConnectionMetrics {
     /// Connections closed because writing a response made no progress for
     /// `http.write_timeout_ms` (the client does not read).
     pub write_timeouts: AtomicU64,
+    /// Request heads refused before routing (malformed, an over-long URI,
+    /// too many or too large headers), each answered with a JSON error and
+    /// its connection closed.
+    pub rejected_heads: AtomicU64,
 }
 
 /// Counts one in a gauge while it lives: a request dropped mid-wait (its
@@ -158,6 +170,8 @@ pub struct Snapshot {
     pub in_flight_requests: usize,
     /// Request body bytes held now (`http.max_inflight_bytes`' budget).
     pub inflight_bytes: u64,
+    /// Fetch answer bytes held now (`http.max_inflight_response_bytes`).
+    pub answer_bytes: u64,
     /// The LogCleaner's metrics (`None` during recovery).
     pub cleaner: Option<CleanerMetricsSnapshot>,
     /// Compacted logs (partitions of compact topics) and their bytes.
@@ -262,6 +276,30 @@ impl Metrics {
             "requests answered 503 because their body would pass max_inflight_bytes.",
             load(&self.rejected_inflight_bytes),
         );
+        gauge(
+            &mut out,
+            "tidelog_http_answer_bytes",
+            "fetch answer bytes rendered and not yet written (http.max_inflight_response_bytes).",
+            snap.answer_bytes as f64,
+        );
+        counter(
+            &mut out,
+            "tidelog_http_answers_shrunk_total",
+            "fetch answers made smaller than asked because max_inflight_response_bytes had less room.",
+            load(&self.answers_shrunk),
+        );
+        counter(
+            &mut out,
+            "tidelog_http_rejected_answer_bytes_total",
+            "fetch calls answered 503 because max_inflight_response_bytes had no room.",
+            load(&self.rejected_answer_bytes),
+        );
+        counter(
+            &mut out,
+            "tidelog_http_auth_failures_total",
+            "admin calls with a wrong bearer token, each answered 401 after auth_failure_delay_ms.",
+            load(&self.auth_failures),
+        );
         let c = &self.connections;
         gauge(
             &mut out,
@@ -274,6 +312,12 @@ impl Metrics {
             "tidelog_http_connections_rejected_total",
             "connections closed at once because max_connections were open.",
             load(&c.rejected_over_limit),
+        );
+        counter(
+            &mut out,
+            "tidelog_http_rejected_heads_total",
+            "request heads refused before routing (malformed, URI too long, too many or too large headers).",
+            load(&c.rejected_heads),
         );
         let name = "tidelog_http_timeouts_total";
         let _ = writeln!(
@@ -915,10 +959,15 @@ mod tests {
         m.body_read_timeouts.store(7, Ordering::Relaxed);
         m.connections.idle_timeouts.store(11, Ordering::Relaxed);
         m.connections.write_timeouts.store(17, Ordering::Relaxed);
+        m.connections.rejected_heads.store(31, Ordering::Relaxed);
         m.rejected_inflight_bytes.store(13, Ordering::Relaxed);
+        m.answers_shrunk.store(19, Ordering::Relaxed);
+        m.rejected_answer_bytes.store(23, Ordering::Relaxed);
+        m.auth_failures.store(29, Ordering::Relaxed);
         let _reading = GaugeGuard::new(&m.requests_reading_body);
         let text = m.render(&Snapshot {
             inflight_bytes: 4096,
+            answer_bytes: 8192,
             consumer_instances: 3,
             ..Snapshot::default()
         });
@@ -935,6 +984,11 @@ mod tests {
             "tidelog_http_rejected_inflight_bytes_total 13\n",
             "tidelog_http_inflight_bytes 4096\n",
             "tidelog_http_requests_reading_body 1\n",
+            "tidelog_http_answer_bytes 8192\n",
+            "tidelog_http_answers_shrunk_total 19\n",
+            "tidelog_http_rejected_answer_bytes_total 23\n",
+            "tidelog_http_auth_failures_total 29\n",
+            "tidelog_http_rejected_heads_total 31\n",
         ] {
             assert!(text.contains(needle), "missing {needle}:\n{text}");
         }

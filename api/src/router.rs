@@ -6,13 +6,17 @@
 //!    `PATCH` under `/v3/` and under `/consumer-groups/` need the bearer
 //!    token (401/40101), except a commit (`POST
 //!    /consumer-groups/{group}/offsets`), which is a consumer's own call
-//!    ([`needs_admin_token`]);
+//!    ([`needs_admin_token`]); a wrong token is answered after
+//!    `http.auth_failure_delay_ms`, a few such delays at a time over all
+//!    connections ([`crate::failed_auth`]);
 //! 2. the body, read whole before any handler runs: a declared
 //!    `Content-Length` above `max_request_bytes` is 413/41301 at once,
 //!    without reading a byte of it, and a chunked body is 413 as soon as it
 //!    passes the limit; its bytes are taken from the global in-flight budget
-//!    (`max_inflight_bytes`, [`crate::budget`]) before they are buffered,
-//!    503/50305 if it has not enough left; a body still arriving
+//!    (`max_inflight_bytes`, [`crate::budget`]) as they arrive, before they
+//!    are buffered (a declared length takes nothing by itself, so a client
+//!    that sends nothing holds nothing), 503/50305 once it has not enough
+//!    left; a body still arriving
 //!    `body_read_timeout` after the headers is 408/40801. The bytes go back
 //!    to the budget when the request is answered;
 //! 3. overload: at most `max_concurrent_requests` requests are served at
@@ -35,7 +39,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post, put};
 use axum::Router;
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 
 use crate::budget::Reservation;
 use crate::error::ApiError;
@@ -227,7 +231,25 @@ async fn admit(
 ) -> Result<(Request, Permit, Option<Reservation>), ApiError> {
     if let Some(token) = &state.settings().admin_token {
         if needs_admin_token(request.method(), request.uri().path()) {
-            check_bearer(request.headers(), token)?;
+            if let Err(refused) = check_bearer(request.headers(), token) {
+                // A token was sent and is wrong: a guess, delayed
+                // (`crate::failed_auth`). None sent is no guess.
+                if request
+                    .headers()
+                    .contains_key(axum::http::header::AUTHORIZATION)
+                {
+                    let shared = state.shared();
+                    shared
+                        .failed_auth
+                        .penalize(
+                            &shared.metrics.auth_failures,
+                            request.method(),
+                            request.uri().path(),
+                        )
+                        .await;
+                }
+                return Err(refused);
+            }
         }
     }
     let (parts, body) = request.into_parts();
@@ -305,16 +327,20 @@ async fn read_body(
         });
     }
     let shared = state.shared();
+    // Nothing is taken for bytes that have not arrived: a client that
+    // declares a large body and sends nothing holds nothing. The
+    // reservation grows with what is held, the buffer's capacity
+    // included, before each allocation.
     let mut reservation = shared
         .inflight_bytes
-        .try_reserve(declared_bytes.unwrap_or(0))
-        .ok_or_else(|| over_budget(state, declared_bytes.unwrap_or(0)))?;
+        .try_reserve(0)
+        .ok_or_else(|| over_budget(state, 0))?;
     let _reading = GaugeGuard::new(&shared.metrics.requests_reading_body);
     let collect = async {
         // One frame is the whole body more often than not: kept as it is,
         // copied only when a second one comes.
         let mut single: Option<Bytes> = None;
-        let mut joined = BytesMut::new();
+        let mut joined: Vec<u8> = Vec::new();
         let mut total_bytes = 0u64;
         while let Some(frame) = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await
         {
@@ -332,22 +358,41 @@ async fn read_body(
                     ),
                 });
             }
-            let more_bytes = total_bytes.saturating_sub(reservation.bytes());
+            // What is held once this frame is kept: the frame itself, or
+            // the joined buffer's capacity (grown by doubling, never past
+            // the declared length or the limit).
+            let held_bytes = match &single {
+                None if joined.is_empty() => total_bytes,
+                _ => {
+                    let needed = usize::try_from(total_bytes).unwrap_or(usize::MAX);
+                    if needed > joined.capacity() {
+                        let most = declared_bytes.unwrap_or(limit_bytes);
+                        let doubled = (joined.capacity() as u64 * 2).min(most);
+                        (needed as u64).max(doubled)
+                    } else {
+                        joined.capacity() as u64
+                    }
+                }
+            };
+            let more_bytes = held_bytes.saturating_sub(reservation.bytes());
             if more_bytes > 0 && !reservation.try_grow(more_bytes) {
                 return Err(over_budget(state, total_bytes));
             }
+            let capacity = usize::try_from(held_bytes).unwrap_or(usize::MAX);
             match single.take() {
                 None if joined.is_empty() => single = Some(data),
-                None => joined.extend_from_slice(&data),
+                None => {
+                    joined.reserve_exact(capacity - joined.len());
+                    joined.extend_from_slice(&data);
+                }
                 Some(first) => {
-                    let capacity = usize::try_from(reservation.bytes()).unwrap_or(0);
-                    joined.reserve(capacity.max(first.len() + data.len()));
+                    joined.reserve_exact(capacity);
                     joined.extend_from_slice(&first);
                     joined.extend_from_slice(&data);
                 }
             }
         }
-        Ok(single.unwrap_or_else(|| joined.freeze()))
+        Ok(single.unwrap_or_else(|| Bytes::from(joined)))
     };
     match tokio::time::timeout(settings.body_read_timeout, collect).await {
         Ok(body) => Ok((body?, Some(reservation))),

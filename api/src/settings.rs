@@ -35,6 +35,21 @@ pub const MAX_CONSUMER_INSTANCES_MAX: u64 = 1_000_000;
 /// Longest `http.advertised_url`.
 pub const ADVERTISED_URL_MAX_BYTES: usize = 2048;
 
+/// Smallest `http.max_inflight_response_bytes`: the default fetch's
+/// `max_bytes`.
+pub const MAX_INFLIGHT_RESPONSE_BYTES_MIN: u64 = 1 << 20;
+
+/// Largest `http.max_inflight_response_bytes` (a typo does not disable it).
+pub const MAX_INFLIGHT_RESPONSE_BYTES_MAX: u64 = 1 << 40;
+
+/// Largest `http.auth_failure_delay_ms`: a minute.
+pub const AUTH_FAILURE_DELAY_MS_MAX: u64 = 60_000;
+
+/// Failed admin token checks whose delay runs at once, over every
+/// connection; more wait for one to end, so guesses in parallel are no
+/// faster than this many per `http.auth_failure_delay_ms`.
+pub const AUTH_FAILURES_AT_ONCE: usize = 4;
+
 /// Largest `http.*_timeout_ms`: a day.
 pub const HTTP_TIMEOUT_MS_MAX: u64 = 86_400_000;
 
@@ -55,6 +70,12 @@ pub struct HttpConfig {
     /// Request body bytes held in memory by all connections together; a
     /// body that would pass it answers 503/50305.
     pub max_inflight_bytes: u64,
+    /// Fetch answer bytes rendered and not yet written, all connections
+    /// together; past it answers are smaller, or 503/50306 (API.md).
+    pub max_inflight_response_bytes: u64,
+    /// A call with a wrong admin token is answered 401 after this long;
+    /// [`AUTH_FAILURES_AT_ONCE`] such delays run at once, more wait.
+    pub auth_failure_delay_ms: u64,
     /// From a request's first byte to the end of its headers.
     pub header_read_timeout_ms: u64,
     /// From the end of a request's headers to the end of its body (408/40801).
@@ -81,6 +102,8 @@ impl Default for HttpConfig {
             max_concurrent_requests: 1024,
             max_connections: 10_000,
             max_inflight_bytes: 256 << 20,
+            max_inflight_response_bytes: 256 << 20,
+            auth_failure_delay_ms: 1000,
             header_read_timeout_ms: 10_000,
             body_read_timeout_ms: 30_000,
             idle_timeout_ms: 60_000,
@@ -147,6 +170,18 @@ impl HttpConfig {
                 ),
             });
         }
+        in_range(
+            "http.max_inflight_response_bytes",
+            self.max_inflight_response_bytes,
+            MAX_INFLIGHT_RESPONSE_BYTES_MIN,
+            MAX_INFLIGHT_RESPONSE_BYTES_MAX,
+        )?;
+        in_range(
+            "http.auth_failure_delay_ms",
+            self.auth_failure_delay_ms,
+            1,
+            AUTH_FAILURE_DELAY_MS_MAX,
+        )?;
         for (key, value) in [
             ("http.header_read_timeout_ms", self.header_read_timeout_ms),
             ("http.body_read_timeout_ms", self.body_read_timeout_ms),
@@ -217,6 +252,12 @@ pub struct ApiSettings {
     /// Request body bytes held in memory by all connections together; a
     /// body that would pass it answers 503/50305.
     pub max_inflight_bytes: u64,
+    /// Fetch answer bytes rendered and not yet written, all connections
+    /// together (`crate::answers`).
+    pub max_inflight_response_bytes: u64,
+    /// How long a call with a wrong admin token waits for its 401
+    /// (`crate::failed_auth`).
+    pub auth_failure_delay: Duration,
     /// From the end of a request's headers to the end of its body; a body
     /// still arriving then answers 408/40801 and the connection closes.
     pub body_read_timeout: Duration,
@@ -241,6 +282,8 @@ impl ApiSettings {
             max_records_per_request: to_usize(http.max_records_per_request),
             max_concurrent_requests: to_usize(http.max_concurrent_requests),
             max_inflight_bytes: http.max_inflight_bytes,
+            max_inflight_response_bytes: http.max_inflight_response_bytes,
+            auth_failure_delay: Duration::from_millis(http.auth_failure_delay_ms),
             body_read_timeout: Duration::from_millis(http.body_read_timeout_ms),
             advertised_url: http.advertised_url.clone(),
             base_url: http
@@ -283,6 +326,8 @@ mod tests {
         assert_eq!(s.max_records_per_request, 10_000);
         assert_eq!(s.max_concurrent_requests, 1024);
         assert_eq!(s.max_inflight_bytes, http.max_inflight_bytes);
+        assert_eq!(s.max_inflight_response_bytes, 256 << 20);
+        assert_eq!(s.auth_failure_delay, Duration::from_millis(1000));
         assert_eq!(s.body_read_timeout, Duration::from_millis(30_000));
         assert_eq!(s.broker, BrokerConfig::default());
         http.validate().unwrap();
@@ -305,6 +350,18 @@ mod tests {
             "http.max_inflight_bytes"
         );
         assert_eq!(refused(|c| c.idle_timeout_ms = 0), "http.idle_timeout_ms");
+        assert_eq!(
+            refused(|c| c.max_inflight_response_bytes = 1000),
+            "http.max_inflight_response_bytes"
+        );
+        assert_eq!(
+            refused(|c| c.auth_failure_delay_ms = 0),
+            "http.auth_failure_delay_ms"
+        );
+        assert_eq!(
+            refused(|c| c.auth_failure_delay_ms = 60_001),
+            "http.auth_failure_delay_ms"
+        );
         assert_eq!(
             refused(|c| c.consumer_instance_timeout_ms = 10),
             "http.consumer_instance_timeout_ms"

@@ -44,6 +44,12 @@ pub(crate) struct Shared {
     pub(crate) limiter: Arc<Semaphore>,
     /// `http.max_inflight_bytes`: request bodies held in memory.
     pub(crate) inflight_bytes: Arc<ByteBudget>,
+    /// `http.max_inflight_response_bytes`: fetch answers rendered and not
+    /// yet written (`crate::answers`).
+    pub(crate) answer_bytes: Arc<ByteBudget>,
+    /// Failed admin token checks: their delay and its bound
+    /// (`crate::failed_auth`).
+    pub(crate) failed_auth: crate::failed_auth::FailedAuth,
     /// The Kafka listener's counters, once the server started one
     /// ([`AppState::kafka_metrics`]); `/metrics` renders them.
     kafka_metrics: OnceLock<Arc<KafkaMetrics>>,
@@ -65,6 +71,8 @@ impl AppState {
     pub fn new(settings: ApiSettings, data_dir: PathBuf) -> Self {
         let limiter = Arc::new(Semaphore::new(settings.max_concurrent_requests.max(1)));
         let inflight_bytes = ByteBudget::new(settings.max_inflight_bytes);
+        let answer_bytes = ByteBudget::new(settings.max_inflight_response_bytes);
+        let failed_auth = crate::failed_auth::FailedAuth::new(settings.auth_failure_delay);
         let state = AppState {
             inner: Arc::new(Shared {
                 settings,
@@ -75,6 +83,8 @@ impl AppState {
                 history: History::default(),
                 limiter,
                 inflight_bytes,
+                answer_bytes,
+                failed_auth,
                 kafka_metrics: OnceLock::new(),
                 shutdown: watch::channel(false).0,
             }),
@@ -238,6 +248,7 @@ impl AppState {
             kafka: self.inner.kafka_metrics.get().map(|k| k.snapshot()),
             tiered: ready.as_ref().and_then(|r| r.tiering_stats()),
             inflight_bytes: self.inner.inflight_bytes.used_bytes(),
+            answer_bytes: self.inner.answer_bytes.used_bytes(),
             in_flight_requests: self
                 .inner
                 .settings

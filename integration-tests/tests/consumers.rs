@@ -573,3 +573,38 @@ fn idle_instances_expire_on_their_own() {
     assert!(expired, "the idle instance never expired");
     assert_eq!(assigned(&s, "g", "busy").len(), 4);
 }
+
+/// A `topic_pattern` is a regex over whole topic names on its own:
+/// `events)|(.*`, which closed the anchoring group and matched every topic
+/// when the pattern was wrapped as text, is 422/42204 and subscribes to
+/// nothing; a pattern that is valid alone still matches only whole names.
+/// (Issue 35 item 12.)
+#[test]
+fn a_topic_pattern_cannot_escape_its_anchors() {
+    let s = TidelogProcess::start_with_config(CONFIG);
+    create(&s, "pg", json!({"name": "p"}));
+    let path = format!("{}/subscription", instance("pg", "p"));
+    let m = call(
+        &s,
+        "POST",
+        &path,
+        Some(json!({"topic_pattern": "events)|(.*"})),
+    )
+    .expect_error(422, 42204);
+    assert!(m.contains("topic_pattern"), "{m}");
+    assert_eq!(
+        call(&s, "GET", &path, None).expect(200),
+        json!({"topics": []})
+    );
+    let r = call(
+        &s,
+        "POST",
+        &path,
+        Some(json!({"topic_pattern": "ev.*|oth"})),
+    );
+    assert_eq!(r.status, 204, "{}", r.text());
+    assert_eq!(
+        call(&s, "GET", &path, None).expect(200),
+        json!({"topics": ["events"]})
+    );
+}

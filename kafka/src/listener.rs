@@ -13,13 +13,18 @@
 //!   [`WRITE_TIMEOUT`], and a connection idle for [`IDLE_TIMEOUT`]
 //!   (Kafka's `connections.max.idle.ms`) is closed. Broker calls that
 //!   block run on `spawn_blocking` (handlers).
-//! * A frame's length is reserved in the global byte budget (shared with
-//!   HTTP bodies, `http.max_inflight_bytes`) before its buffer is
-//!   allocated and given back after its answer is written, so the live
-//!   reservations of both front-ends never pass it. While it does not
-//!   fit the connection is not read (backpressure, not an error), at most
-//!   [`BUDGET_WAIT`]; a frame larger than the whole budget, or one that
-//!   waited that long, closes its connection.
+//! * A frame's bytes are reserved in the global byte budget (shared with
+//!   HTTP bodies, `http.max_inflight_bytes`) as they arrive: its buffer
+//!   grows [`FRAME_CHUNK_BYTES`] at a time (doubling after that, never
+//!   past the frame's length), each growth reserved before it is
+//!   allocated, and the whole is given back after its answer is written,
+//!   so the live reservations of both front-ends never pass the budget
+//!   and a client that sends a length and nothing more holds nothing (a
+//!   growth waits for a byte to arrive first).
+//!   While a growth does not fit the connection is not read
+//!   (backpressure, not an error), at most [`BUDGET_WAIT`]; a frame
+//!   larger than the whole budget, or one that waited that long, closes
+//!   its connection.
 //! * An answer's bytes that its handler counted in the budget (a fetch's
 //!   records) stay counted until the answer is written
 //!   (`Session::answer_held`), so answers held for clients that do not
@@ -37,10 +42,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::ApiKey;
 use tidelog_broker::budget::{ByteBudget, Reservation};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 
@@ -53,6 +58,10 @@ pub const IDLE_TIMEOUT: Duration = Duration::from_secs(600);
 /// How long a frame waits for the global byte budget before its
 /// connection is closed.
 pub const BUDGET_WAIT: Duration = Duration::from_secs(30);
+/// A frame's buffer (and its reservation in the byte budget) starts this
+/// large, or at the frame's length if smaller, and doubles from there as
+/// its bytes arrive.
+pub const FRAME_CHUNK_BYTES: usize = 64 * 1024;
 /// Bytes read from the socket at a time: a frame that fits (a produce of
 /// 100 records of 100 B is 11 KB) comes in with its length in one `recv`
 /// instead of three (first byte, rest of the length, frame). Larger
@@ -146,10 +155,10 @@ async fn connection(
                 length: i64::from(length),
                 limit: ctx.max_request_bytes,
             })?;
-        // The frame's bytes come from the global budget before its
-        // buffer exists, and go back once its answer is written.
-        let held = tokio::select! {
-            held = reserve(&ctx.budget, size) => held?,
+        // The frame's bytes come from the global budget as they arrive,
+        // and go back once its answer is written.
+        let read = tokio::select! {
+            read = read_frame_reserved(&mut stream, size, &ctx.budget) => read?,
             // Shutdown; not a gone sender (then none can be signalled).
             _ = async {
                 if stop.wait_for(|stopping| *stopping).await.is_err() {
@@ -157,12 +166,7 @@ async fn connection(
                 }
             } => return Ok(()),
         };
-        let frame = timed(
-            FRAME_READ_TIMEOUT,
-            "reading a frame",
-            read_frame_body(&mut stream, size),
-        )
-        .await?;
+        let (frame, held) = read;
         ctx.metrics.request_read(size);
         let (key, api) = match session.handshake {
             // After a v0 SASL handshake the frame is a bare token.
@@ -170,7 +174,7 @@ async fn connection(
             _ => dispatch::api_label(&frame),
         };
         let started = Instant::now();
-        let answer = dispatch::handle_in(ctx, frame.freeze(), Some(peer), &mut session).await?;
+        let answer = dispatch::handle_in(ctx, frame, Some(peer), &mut session).await?;
         ctx.metrics.request_served(key, api, started.elapsed());
         if let Some(answer) = answer {
             timed(
@@ -188,12 +192,18 @@ async fn connection(
     }
 }
 
-/// `size` bytes of `budget` for a frame. While they do not fit, the
-/// connection is not read (backpressure: the client's frames wait in the
-/// socket, then in the client) until other requests give bytes back, at
-/// most [`BUDGET_WAIT`]; then, or for a frame larger than the whole
-/// budget, the connection is closed (a client reconnects and retries).
-async fn reserve(budget: &Arc<ByteBudget>, size: usize) -> Result<Reservation, FrameError> {
+/// Exactly `size` bytes of `stream` (a frame's, its length already read
+/// and checked), with their reservation in `budget`, taken as they arrive
+/// (module doc). The frame's bytes must all arrive within
+/// [`FRAME_READ_TIMEOUT`]; a growth that does not fit waits for bytes to
+/// be given back (the connection is not read meanwhile) at most
+/// [`BUDGET_WAIT`]; a frame larger than the whole budget is refused at
+/// once.
+async fn read_frame_reserved<R: AsyncBufRead + Unpin>(
+    stream: &mut R,
+    size: usize,
+    budget: &Arc<ByteBudget>,
+) -> Result<(Bytes, Reservation), FrameError> {
     let bytes = u64::try_from(size).unwrap_or(u64::MAX);
     if bytes > budget.limit_bytes() {
         return Err(FrameError::OverBudget {
@@ -201,15 +211,71 @@ async fn reserve(budget: &Arc<ByteBudget>, size: usize) -> Result<Reservation, F
             limit: budget.limit_bytes(),
         });
     }
+    let mut held = budget.try_reserve(0).ok_or(FrameError::Timeout {
+        what: "waiting for the in-flight byte budget (http.max_inflight_bytes)",
+    })?;
+    let read_deadline = tokio::time::Instant::now() + FRAME_READ_TIMEOUT;
+    let mut frame: Vec<u8> = Vec::new();
+    while frame.len() < size {
+        // Nothing is reserved for bytes that have not come: wait for one
+        // (in the connection's read buffer) first.
+        let arrived = match tokio::time::timeout_at(read_deadline, stream.fill_buf()).await {
+            Ok(arrived) => arrived?.len(),
+            Err(_) => {
+                return Err(FrameError::Timeout {
+                    what: "reading a frame",
+                })
+            }
+        };
+        if arrived == 0 {
+            return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
+        }
+        if frame.len() == frame.capacity() {
+            let capacity = frame
+                .capacity()
+                .saturating_mul(2)
+                .max(FRAME_CHUNK_BYTES)
+                .min(size);
+            grow(budget, &mut held, capacity as u64).await?;
+            frame.reserve_exact(capacity - frame.len());
+        }
+        let room = (frame.capacity() - frame.len()) as u64;
+        let mut body = (&mut *stream).take(room);
+        let read = match tokio::time::timeout_at(read_deadline, body.read_buf(&mut frame)).await {
+            Ok(read) => read?,
+            Err(_) => {
+                return Err(FrameError::Timeout {
+                    what: "reading a frame",
+                })
+            }
+        };
+        if read == 0 {
+            return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
+        }
+    }
+    Ok((Bytes::from(frame), held))
+}
+
+/// Grows `held` to `bytes` of `budget`. While that does not fit, the
+/// connection is not read (backpressure: the client's bytes wait in the
+/// socket, then in the client) until other requests give bytes back, at
+/// most [`BUDGET_WAIT`]; then the connection is closed (a client
+/// reconnects and retries).
+async fn grow(
+    budget: &Arc<ByteBudget>,
+    held: &mut Reservation,
+    bytes: u64,
+) -> Result<(), FrameError> {
     let deadline = tokio::time::Instant::now() + BUDGET_WAIT;
     loop {
-        if let Some(held) = budget.try_reserve(bytes) {
-            return Ok(held);
+        let more = bytes.saturating_sub(held.bytes());
+        if more == 0 || held.try_grow(more) {
+            return Ok(());
         }
         // Listen first, then try again: a release in between is not lost.
         let released = budget.listen();
-        if let Some(held) = budget.try_reserve(bytes) {
-            return Ok(held);
+        if held.try_grow(more) {
+            return Ok(());
         }
         tracing::debug!(
             bytes,

@@ -24,6 +24,11 @@
 //!   with every byte the socket takes, so a slow reader that keeps reading
 //!   is never cut off.
 //!
+//! * Request heads: read and checked here before hyper sees them
+//!   ([`crate::head`]), so that a head hyper would refuse (a control
+//!   character in a header, an over-long URI, too many headers) is
+//!   answered with API.md's JSON error body, not hyper's empty one.
+//!
 //! The timeouts are enforced inside the connection's reads ([`TimedIo`]):
 //! hyper is waiting on a read exactly when the connection is idle or its
 //! headers are incomplete, so a read that finds no bytes after the
@@ -57,6 +62,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::{Instant, Sleep};
+
+use crate::head;
 
 /// How long the accept loop pauses after an error that is not one
 /// connection's (out of file descriptors, say), so it does not spin.
@@ -157,6 +164,9 @@ async fn serve_connection(
     let clock = Arc::new(Clock::new(Instant::now()));
     let io = TokioIo::new(TimedIo {
         stream,
+        gate: Gate::Head(Vec::new()),
+        released: Vec::new(),
+        released_at: 0,
         clock: Arc::clone(&clock),
         limits,
         state: open.state.clone(),
@@ -169,6 +179,7 @@ async fn serve_connection(
     let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
         // hyper calls the service once the headers are in.
         clock.busy();
+        let request = request.map(|body| TrackedIncoming::new(body, Arc::clone(&clock)));
         let response_done = ResponseDone(Arc::clone(&clock));
         let answer = hyper::service::Service::call(&app, request);
         async move {
@@ -182,6 +193,8 @@ async fn serve_connection(
     let mut builder = http1::Builder::new();
     // The header and idle timeouts are `TimedIo`'s (module doc).
     builder.header_read_timeout(None);
+    // hyper's limits stay above the head check's (`crate::head`).
+    builder.max_headers(head::MAX_HEADERS);
     let conn = builder.serve_connection(io, service);
     tokio::pin!(conn);
     let result = tokio::select! {
@@ -243,6 +256,9 @@ struct Clock {
 #[derive(Debug)]
 struct ClockState {
     phase: Phase,
+    /// The current request's body has been read to its end (or it has
+    /// none): the next bytes after its response are a new head.
+    body_done: bool,
     /// The waker of the last read that found no bytes. hyper may have
     /// polled its read (and got `Pending` without a deadline) before the
     /// response ended; becoming idle wakes it, so the read runs again and
@@ -255,6 +271,7 @@ impl Clock {
         Clock {
             state: Mutex::new(ClockState {
                 phase: Phase::Fresh(accepted),
+                body_done: true,
                 reader: None,
             }),
         }
@@ -270,7 +287,26 @@ impl Clock {
 
     /// The router has the request.
     fn busy(&self) {
-        self.lock().phase = Phase::Busy;
+        let mut state = self.lock();
+        state.phase = Phase::Busy;
+        state.body_done = false;
+    }
+
+    /// The request's body was read to its end.
+    fn body_done(&self) {
+        self.lock().body_done = true;
+    }
+
+    /// Whether the next bytes read start a new request head: no request
+    /// is being served, and the last one's body was read whole (else
+    /// hyper reads what is left of it, or closes the connection).
+    fn expects_head(&self) -> bool {
+        let state = self.lock();
+        match state.phase {
+            Phase::Fresh(_) => true,
+            Phase::Idle(_) | Phase::Headers(_) => state.body_done,
+            Phase::Busy => false,
+        }
     }
 
     /// The response was written.
@@ -308,6 +344,51 @@ impl Drop for ResponseDone {
     }
 }
 
+/// The request body, unchanged, telling the clock when it has been read
+/// to its end ([`Clock::expects_head`]).
+struct TrackedIncoming {
+    body: Incoming,
+    clock: Arc<Clock>,
+}
+
+impl TrackedIncoming {
+    fn new(body: Incoming, clock: Arc<Clock>) -> TrackedIncoming {
+        if hyper::body::Body::is_end_stream(&body) {
+            clock.body_done();
+        }
+        TrackedIncoming { body, clock }
+    }
+}
+
+impl hyper::body::Body for TrackedIncoming {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let polled = Pin::new(&mut self.body).poll_frame(cx);
+        let ended = match &polled {
+            Poll::Ready(None) => true,
+            Poll::Ready(Some(Ok(_))) => hyper::body::Body::is_end_stream(&self.body),
+            _ => false,
+        };
+        if ended {
+            self.clock.body_done();
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        hyper::body::Body::is_end_stream(&self.body)
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        hyper::body::Body::size_hint(&self.body)
+    }
+}
+
 /// The router's response body, unchanged, with a [`ResponseDone`].
 struct TrackedBody {
     body: Body,
@@ -338,6 +419,12 @@ impl hyper::body::Body for TrackedBody {
 /// phase's deadline has passed with no byte to read (module doc).
 struct TimedIo {
     stream: TcpStream,
+    /// Where the request head check is (module doc, [`crate::head`]).
+    gate: Gate,
+    /// Bytes read and checked (a head and what came after it in the same
+    /// reads), not yet handed to hyper; from `released_at`.
+    released: Vec<u8>,
+    released_at: usize,
     clock: Arc<Clock>,
     limits: ListenerLimits,
     state: AppState,
@@ -352,6 +439,41 @@ struct TimedIo {
     /// one timer for both would be reset back and forth).
     write_timer: Pin<Box<Sleep>>,
 }
+
+/// The head check of a connection's reads.
+enum Gate {
+    /// The bytes read are a request head's: collected here, not handed to
+    /// hyper until [`crate::head::check`] passes them.
+    Head(Vec<u8>),
+    /// The head passed: reads go to hyper as they come until the next
+    /// request's head ([`Clock::expects_head`]). `expected`: the head's
+    /// and body's bytes (`None`: a body framed by its chunks), `handed`:
+    /// the bytes hyper got since the head began; the next head is checked
+    /// only when they are equal, else hyper holds bytes past the body (a
+    /// pipelined request) and the gate turns [`Gate::Off`].
+    Passed { expected: Option<u64>, handed: u64 },
+    /// No more checks on this connection (see [`Gate::Passed`]): hyper
+    /// parses, and refuses, heads itself.
+    Off,
+    /// The head was refused (module doc): its answer is written, the
+    /// write side shut (the client sees the end after the answer), and
+    /// what the client still sends is read and dropped, at most
+    /// [`LINGER_MAX_BYTES`] within the header deadline, so the close is
+    /// not a reset that could destroy the answer in the client's buffers;
+    /// then the stream ends for hyper, which has seen nothing of the head.
+    Refused(Refusal),
+}
+
+/// Where the answer to a refused head is.
+struct Refusal {
+    answer: Vec<u8>,
+    written: usize,
+    shut: bool,
+    dropped: usize,
+}
+
+/// Most bytes read and dropped after a refused head's answer.
+const LINGER_MAX_BYTES: usize = 256 * 1024;
 
 /// Which timeout closed a connection.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -410,14 +532,147 @@ impl AsyncRead for TimedIo {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
+        // Checked bytes first, as they came.
+        if this.released_at < this.released.len() {
+            let n = buf.remaining().min(this.released.len() - this.released_at);
+            buf.put_slice(&this.released[this.released_at..this.released_at + n]);
+            this.released_at += n;
+            if this.released_at == this.released.len() {
+                this.released = Vec::new();
+                this.released_at = 0;
+            }
+            return Poll::Ready(Ok(()));
+        }
+        if let Gate::Passed { expected, handed } = this.gate {
+            if this.clock.expects_head() {
+                this.gate = if expected == Some(handed) {
+                    Gate::Head(Vec::new())
+                } else {
+                    Gate::Off
+                };
+            }
+        }
+        match this.gate {
+            Gate::Passed { .. } | Gate::Off => {}
+            Gate::Head(_) | Gate::Refused(..) => return this.poll_head(cx, buf),
+        }
         let filled_before = buf.filled().len();
         if let Poll::Ready(result) = Pin::new(&mut this.stream).poll_read(cx, buf) {
-            if buf.filled().len() > filled_before {
+            let read = buf.filled().len() - filled_before;
+            if read > 0 {
                 this.clock.bytes_read(Instant::now());
+            }
+            if let Gate::Passed { handed, .. } = &mut this.gate {
+                *handed += read as u64;
             }
             return Poll::Ready(result);
         }
-        // No byte to read: past the deadline, the connection ends.
+        this.poll_deadline(cx)
+    }
+}
+
+impl TimedIo {
+    /// A read while a head is expected: bytes are collected and checked
+    /// until the head is whole (then handed to hyper with what followed
+    /// it), or refused (then answered here and the stream ends for hyper).
+    fn poll_head(&mut self, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        loop {
+            match &mut self.gate {
+                Gate::Passed { .. } | Gate::Off => return Poll::Ready(Ok(())),
+                Gate::Refused(r) => {
+                    if r.written < r.answer.len() {
+                        match Pin::new(&mut self.stream).poll_write(cx, &r.answer[r.written..]) {
+                            Poll::Ready(Ok(n)) if n > 0 => {
+                                r.written += n;
+                                continue;
+                            }
+                            // The client is gone: the end for hyper too.
+                            Poll::Ready(_) => return Poll::Ready(Ok(())),
+                            Poll::Pending => return self.poll_deadline(cx),
+                        }
+                    }
+                    if !r.shut {
+                        match Pin::new(&mut self.stream).poll_shutdown(cx) {
+                            Poll::Ready(_) => r.shut = true,
+                            Poll::Pending => return self.poll_deadline(cx),
+                        }
+                    }
+                    let mut chunk = [0u8; 8192];
+                    let mut read = ReadBuf::new(&mut chunk);
+                    match Pin::new(&mut self.stream).poll_read(cx, &mut read) {
+                        Poll::Ready(Ok(())) if !read.filled().is_empty() => {
+                            r.dropped += read.filled().len();
+                            if r.dropped > LINGER_MAX_BYTES {
+                                return Poll::Ready(Ok(()));
+                            }
+                        }
+                        // Closed by the client, or failed: the end for
+                        // hyper (nothing of this head reached it), which
+                        // closes the connection.
+                        Poll::Ready(_) => return Poll::Ready(Ok(())),
+                        Poll::Pending => return self.poll_deadline(cx),
+                    }
+                }
+                Gate::Head(collected) => {
+                    let mut chunk = [0u8; 8192];
+                    let mut read = ReadBuf::new(&mut chunk);
+                    match Pin::new(&mut self.stream).poll_read(cx, &mut read) {
+                        Poll::Ready(Ok(())) if read.filled().is_empty() => {
+                            // The client closed: hyper sees what it would
+                            // have (the end, after a partial head or none).
+                            return Poll::Ready(Ok(()));
+                        }
+                        Poll::Ready(Ok(())) => {
+                            collected.extend_from_slice(read.filled());
+                        }
+                        Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                        Poll::Pending => return self.poll_deadline(cx),
+                    }
+                    self.clock.bytes_read(Instant::now());
+                    let Gate::Head(collected) = &mut self.gate else {
+                        continue;
+                    };
+                    match head::check(collected) {
+                        head::Head::Partial => {}
+                        head::Head::Complete { len, body } => {
+                            self.released = std::mem::take(collected);
+                            self.released_at = 0;
+                            self.gate = Gate::Passed {
+                                expected: body.map(|b| b.saturating_add(len as u64)),
+                                handed: self.released.len() as u64,
+                            };
+                            let n = buf.remaining().min(self.released.len());
+                            buf.put_slice(&self.released[..n]);
+                            self.released_at = n;
+                            return Poll::Ready(Ok(()));
+                        }
+                        head::Head::Refused(error) => {
+                            self.state
+                                .connection_metrics()
+                                .rejected_heads
+                                .fetch_add(1, Ordering::Relaxed);
+                            tracing::debug!(
+                                error_code = error.error_code(),
+                                error = %error,
+                                "request head refused before routing"
+                            );
+                            self.gate = Gate::Refused(Refusal {
+                                answer: head::answer(&error),
+                                written: 0,
+                                shut: false,
+                                dropped: 0,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// No byte to read: past the phase's deadline the connection ends,
+    /// else the read waits for bytes or the deadline.
+    fn poll_deadline(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self;
         this.clock.read_pending(cx.waker());
         let Some((deadline, why)) = this.deadline() else {
             return Poll::Pending;
@@ -499,6 +754,10 @@ impl AsyncWrite for TimedIo {
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
+        let this = self.get_mut();
+        if let Gate::Refused(Refusal { shut: true, .. }) = this.gate {
+            return Poll::Ready(Ok(())); // shut after the refusal's answer
+        }
+        Pin::new(&mut this.stream).poll_shutdown(cx)
     }
 }

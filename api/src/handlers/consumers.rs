@@ -39,6 +39,7 @@ use tidelog_broker::consumers::{
 use tidelog_broker::coordinator::TopicPartition;
 
 use super::{blocking, v2_bytes, v2_json};
+use crate::answers;
 use crate::error::ApiError;
 use crate::extract::{content_type, json_body, ApiPath, ApiQuery};
 use crate::groups::{CommitValue, CommittedOffset, OffsetCommit};
@@ -557,12 +558,23 @@ async fn records_inner(
     loop {
         let last = acknowledged.is_none() && (Instant::now() >= deadline || *shutdown.borrow());
         let (c, g, i) = (consumers.clone(), group.clone(), instance.clone());
-        let polled =
-            blocking(move || c.poll(&g, &i, max_bytes, last, |batches| render(format, batches)))
-                .await?;
+        // Smaller while the answer budget is short; the answer's bytes
+        // are taken inside the render, so an answer that does not fit
+        // consumes nothing (`crate::answers`).
+        let max_bytes = answers::payload_room(state, max_bytes)?;
+        let held_state = state.clone();
+        let polled = blocking(move || {
+            c.poll(&g, &i, max_bytes, last, |batches| {
+                let (body, records, bytes) = render(format, batches)?;
+                let held = answers::reserve_answer(&held_state, body.len())?;
+                Ok((body, held, records, bytes))
+            })
+        })
+        .await?;
         let mut listeners = match polled {
-            Poll::Records((body, records, bytes)) => {
-                return Ok((v2_bytes(StatusCode::OK, body), records, bytes));
+            Poll::Records((body, held, records, bytes)) => {
+                let response = answers::answer_response(V2_RESPONSE, body, held);
+                return Ok((response, records, bytes));
             }
             Poll::Wait(listeners) => listeners,
         };

@@ -45,6 +45,7 @@ use axum::response::Response;
 use tidelog_broker::read::{PartitionRef, RecordRef};
 
 use super::{blocking, bytes_with, timed, until_visible, v2_json};
+use crate::answers;
 use crate::error::ApiError;
 use crate::extract::{ApiPath, ApiQuery};
 use crate::metrics::GaugeGuard;
@@ -130,9 +131,14 @@ async fn fetch_inner(
     let mut acknowledged = (!ready.is_visible(acknowledged)).then_some(acknowledged);
     let mut from = offset;
     loop {
+        // Smaller while the answer budget is short (`crate::answers`).
+        let limits = ReadLimits {
+            max_bytes: answers::payload_room(state, limits.max_bytes)?,
+            ..limits
+        };
         let rendered = read_rendered(&part, from, limits).await?;
         if let Some(body) = rendered.body {
-            let response = bytes_with(StatusCode::OK, V2_RESPONSE, body);
+            let response = answers::held_answer(state, V2_RESPONSE, body)?;
             return Ok((response, rendered.records, rendered.bytes));
         }
         from = from.max(rendered.next_offset);

@@ -28,6 +28,8 @@ pub const FETCH_BYTES_MAX_DEFAULT: u64 = 1 << 20;
 /// client's regex cannot take the server's memory.
 pub const TOPIC_PATTERN_MAX_BYTES: usize = 1024;
 pub const TOPIC_PATTERN_COMPILED_MAX_BYTES: usize = 1 << 20;
+/// Deepest nesting of groups and repetitions in a `topic_pattern`.
+pub const TOPIC_PATTERN_NEST_MAX: u32 = 64;
 
 /// The embedded format of an instance's records (`format`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

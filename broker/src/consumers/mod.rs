@@ -156,6 +156,9 @@ struct Instance {
     last_used_ms: u64,
     /// Where the next records call starts among `held` (rotates).
     next_start: usize,
+    /// Notified when the instance is deleted or expires, so a records
+    /// call waiting on it answers 404 at once, not after its timeout.
+    gone: Event,
 }
 
 #[derive(Default)]
@@ -434,6 +437,7 @@ impl Consumers {
                 auto_commit_due_ms: None,
                 last_used_ms: self.coordinator.now_ms(),
                 next_start: 0,
+                gone: Event::new(),
             },
         );
         tracing::info!(group, instance = %name, "consumer instance created");
@@ -454,6 +458,7 @@ impl Consumers {
             if let Some(inst) = gi.instances.remove(name) {
                 self.instances.fetch_sub(1, Ordering::AcqRel);
                 self.leave(broker, group, &inst);
+                inst.gone.notify(usize::MAX);
             }
             tracing::info!(group, instance = name, "consumer instance deleted");
             Ok(())
@@ -784,8 +789,8 @@ impl Consumers {
         }
     }
 
-    /// Listeners of every held partition (past what the read found) and of
-    /// the group; `None` if a partition has records already.
+    /// Listeners of the instance itself (its deletion), of every held
+    /// partition (past what the read found) and of the group; `None` if a partition has records already.
     fn listeners(
         &self,
         broker: &Arc<Broker>,
@@ -793,7 +798,9 @@ impl Consumers {
         inst: &Instance,
         read: &HeldRead,
     ) -> Result<Option<Vec<EventListener>>, BrokerError> {
-        let mut listeners = Vec::with_capacity(read.next.len() + 1);
+        let mut listeners = Vec::with_capacity(read.next.len() + 2);
+        // Deleted or expired meanwhile: the call wakes and answers 404.
+        listeners.push(inst.gone.listen());
         if let Some(l) = self.coordinator.listen(group) {
             listeners.push(l);
         }
@@ -941,6 +948,7 @@ impl Consumers {
                         self.instances.fetch_sub(1, Ordering::AcqRel);
                         self.commit_group_auto(&broker, group, &mut gi, None);
                         self.leave(&broker, group, &inst);
+                        inst.gone.notify(usize::MAX);
                         tracing::info!(
                             group,
                             instance = name,
@@ -1004,8 +1012,17 @@ impl Consumers {
 }
 
 /// A pattern, anchored (the whole name must match, as Kafka's), bounded
-/// in length and compiled size.
+/// in length, nesting and compiled size.
+///
+/// The text is parsed on its own first and the *parsed* expression is
+/// anchored: wrapping the text as `^(?:text)$` would let a pattern close
+/// the group itself (`events)|(.*` matches every name) or comment the
+/// anchor out in verbose mode. The anchored expression is printed back
+/// (regex-syntax's printer gives an equivalent pattern with no comments
+/// or flags left to interpret) and compiled with the size limit.
 fn compile_pattern(text: &str) -> Result<Regex, BrokerError> {
+    use regex_syntax::hir::{Hir, Look};
+
     let bad = |reason: String| BrokerError::ConsumerConfig {
         field: "topic_pattern".into(),
         reason,
@@ -1016,7 +1033,13 @@ fn compile_pattern(text: &str) -> Result<Regex, BrokerError> {
             config::TOPIC_PATTERN_MAX_BYTES
         )));
     }
-    regex::RegexBuilder::new(&format!("^(?:{text})$"))
+    let parsed = regex_syntax::ParserBuilder::new()
+        .nest_limit(config::TOPIC_PATTERN_NEST_MAX)
+        .build()
+        .parse(text)
+        .map_err(|e| bad(format!("is not a valid regex: {e}")))?;
+    let anchored = Hir::concat(vec![Hir::look(Look::Start), parsed, Hir::look(Look::End)]);
+    regex::RegexBuilder::new(&anchored.to_string())
         .size_limit(config::TOPIC_PATTERN_COMPILED_MAX_BYTES)
         .build()
         .map_err(|e| bad(format!("is not a valid regex: {e}")))

@@ -522,3 +522,88 @@ fn a_deleterecords_moves_the_beginning_instances_seek_to_and_reset_to() {
         .unwrap();
     assert_eq!(f.poll("m", 1 << 20), [(0, 3), (0, 4), (0, 5)]);
 }
+
+/// Deleting an instance wakes a records call waiting on it (its own
+/// listener is among those it waits on), which then finds it gone; the
+/// same for an instance that expires. Manual assignment: no group
+/// listener stands in for it.
+#[test]
+fn deleting_or_expiring_an_instance_wakes_its_waiting_records_call() {
+    let f = fixture(1);
+    for (name, expire) in [("deleted", false), ("expired", true)] {
+        f.consumers.create("g", earliest(name, false)).unwrap();
+        f.consumers
+            .assign("g", name, vec![TopicPartition::new("t", 0)])
+            .unwrap();
+        let Poll::Wait(listeners) = f.consumers.poll("g", name, 1 << 20, false, pairs).unwrap()
+        else {
+            panic!("nothing to read, yet records");
+        };
+        let (fired, woke) = std::sync::mpsc::channel();
+        for l in listeners {
+            let fired = fired.clone();
+            std::thread::spawn(move || {
+                if l.wait_timeout(Duration::from_secs(30)).is_some() {
+                    let _ = fired.send(());
+                }
+            });
+        }
+        if expire {
+            f.clock.advance(TIMEOUT_MS + 1);
+            f.consumers.tick();
+        } else {
+            f.consumers.delete("g", name).unwrap();
+        }
+        assert!(
+            woke.recv_timeout(Duration::from_secs(10)).is_ok(),
+            "{name}: the waiting call is not woken"
+        );
+        assert!(matches!(
+            f.consumers.poll("g", name, 1 << 20, true, pairs),
+            Err(BrokerError::UnknownConsumerInstance { .. })
+        ));
+    }
+}
+
+/// The pattern is parsed on its own and the parsed expression anchored:
+/// text that closes the anchoring group itself is not a pattern (it
+/// matched every topic when wrapped as text), a verbose-mode comment
+/// cannot swallow the anchor, and nesting is bounded.
+#[test]
+fn a_pattern_cannot_escape_its_anchors() {
+    let f = fixture(1);
+    f.broker
+        .create_topic("events", 1, Overrides::new())
+        .unwrap();
+    f.broker.create_topic("other", 1, Overrides::new()).unwrap();
+    f.consumers.create("g", earliest("a", true)).unwrap();
+    for escape in ["events)|(.*", "t)|(?:.*", "(?:t))|((.*"] {
+        assert!(
+            matches!(
+                f.consumers
+                    .subscribe("g", "a", Subscription::Pattern(escape.into())),
+                Err(BrokerError::ConsumerConfig { .. })
+            ),
+            "{escape}"
+        );
+    }
+    assert!(f.consumers.subscription("g", "a").unwrap().is_empty());
+    // A comment to the end of the pattern: the anchor still applies.
+    f.consumers
+        .subscribe(
+            "g",
+            "a",
+            Subscription::Pattern("(?x) ev ents # the events".into()),
+        )
+        .unwrap();
+    assert_eq!(f.consumers.subscription("g", "a").unwrap(), ["events"]);
+    f.consumers
+        .subscribe("g", "a", Subscription::Pattern("ev|oth".into()))
+        .unwrap();
+    assert!(f.consumers.subscription("g", "a").unwrap().is_empty());
+    let deep = format!("{}t{}", "(".repeat(100), ")".repeat(100));
+    assert!(matches!(
+        f.consumers.subscribe("g", "a", Subscription::Pattern(deep)),
+        Err(BrokerError::ConsumerConfig { .. })
+    ));
+}
