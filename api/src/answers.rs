@@ -21,20 +21,18 @@
 //! record, which may be larger than asked) that does not fit, is the call
 //! refused, 503/50306, and counted (`tidelog_http_rejected_answer_bytes_total`).
 //!
-//! The body is handed to hyper in [`ANSWER_CHUNK_BYTES`] copies, so hyper
-//! holds at most its write buffer's worth of them and the rendered buffer
-//! itself is freed exactly when the reservation is given back (an answer
-//! of one chunk or less goes as it is).
+//! The reservation travels inside the answer's bytes
+//! ([`Bytes::from_owner`]): hyper is handed the rendered buffer itself, no
+//! copy, and the budget's bytes are given back exactly when the buffer is
+//! freed, which is when hyper has written (or dropped) the last of it, not
+//! when the body's last frame was polled into hyper's write queue.
 
-use std::pin::Pin;
 use std::sync::atomic::Ordering;
-use std::task::{Context, Poll};
 
 use axum::body::Body;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use http_body::{Frame, SizeHint};
 
 use crate::budget::Reservation;
 use crate::error::ApiError;
@@ -43,9 +41,6 @@ use crate::state::AppState;
 /// Less room than this in the answer budget: the call is refused (503)
 /// rather than answered with a sliver.
 pub const ANSWER_ROOM_MIN_BYTES: u64 = 64 << 10;
-
-/// The size of the copies an answer is handed to hyper in.
-pub const ANSWER_CHUNK_BYTES: usize = 64 << 10;
 
 /// The payload bytes (`max_bytes`) a read may use now: `asked`, or half
 /// the answer budget's room when that is less (counted in
@@ -100,15 +95,10 @@ pub(crate) fn answer_response(
     body: Vec<u8>,
     held: Reservation,
 ) -> Response {
-    let body = HeldBody {
-        body,
-        sent: 0,
-        _held: held,
-    };
     (
         StatusCode::OK,
         [(header::CONTENT_TYPE, HeaderValue::from_static(content_type))],
-        Body::new(body),
+        Body::from(held_bytes(body, held)),
     )
         .into_response()
 }
@@ -128,102 +118,43 @@ fn answers_exhausted(state: &AppState, room: u64) -> ApiError {
     }
 }
 
-/// A rendered answer and its reservation: handed out in copies of
-/// [`ANSWER_CHUNK_BYTES`]; both are freed when hyper drops it.
-struct HeldBody {
+/// `body` as [`Bytes`] that hold `held` until the last reference to
+/// them is dropped (hyper's, once written).
+fn held_bytes(body: Vec<u8>, held: Reservation) -> Bytes {
+    Bytes::from_owner(HeldBuffer { body, _held: held })
+}
+
+/// A rendered answer and its reservation, freed together.
+struct HeldBuffer {
     body: Vec<u8>,
-    sent: usize,
     _held: Reservation,
 }
 
-impl http_body::Body for HeldBody {
-    type Data = Bytes;
-    type Error = std::convert::Infallible;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        _cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
-        let this = self.get_mut();
-        if this.sent >= this.body.len() {
-            return Poll::Ready(None);
-        }
-        if this.sent == 0 && this.body.len() <= ANSWER_CHUNK_BYTES {
-            // One chunk's worth: handed over as it is, no copy (what hyper
-            // then holds after the reservation is given back is that small).
-            let whole = std::mem::take(&mut this.body);
-            return Poll::Ready(Some(Ok(Frame::data(Bytes::from(whole)))));
-        }
-        let end = this.body.len().min(this.sent + ANSWER_CHUNK_BYTES);
-        let chunk = Bytes::copy_from_slice(&this.body[this.sent..end]);
-        this.sent = end;
-        Poll::Ready(Some(Ok(Frame::data(chunk))))
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.sent >= self.body.len()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        SizeHint::with_exact(self.body.len().saturating_sub(self.sent) as u64)
+impl AsRef<[u8]> for HeldBuffer {
+    fn as_ref(&self) -> &[u8] {
+        &self.body
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use http_body::Body as _;
-
     use super::*;
     use crate::budget::ByteBudget;
 
-    /// The body comes out whole in chunks, and its bytes are held until
-    /// it is dropped, not given back as the chunks go.
-    #[tokio::test]
-    async fn a_held_body_keeps_its_bytes_until_dropped() {
+    /// The answer's bytes are held while any part of it is alive (hyper
+    /// writes slices of it), and given back when the last is dropped.
+    #[test]
+    fn held_bytes_keep_their_reservation_until_the_last_slice_is_dropped() {
         let budget = ByteBudget::new(1 << 20);
         let data: Vec<u8> = (0..200_000u32).map(|i| i as u8).collect();
-        let mut body = HeldBody {
-            body: data.clone(),
-            sent: 0,
-            _held: budget.try_reserve(data.len() as u64).unwrap(),
-        };
-        assert_eq!(body.size_hint().exact(), Some(200_000));
-        let mut out = Vec::new();
-        let mut chunks = 0;
-        while let Some(frame) = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await
-        {
-            let chunk = frame.unwrap().into_data().unwrap();
-            assert!(chunk.len() <= ANSWER_CHUNK_BYTES);
-            out.extend_from_slice(&chunk);
-            chunks += 1;
-            assert_eq!(budget.used_bytes(), 200_000);
-        }
-        assert!(body.is_end_stream());
-        assert_eq!((out, chunks), (data, 4));
-        drop(body);
-        assert_eq!(budget.used_bytes(), 0);
-    }
-
-    /// An answer of one chunk or less goes whole, in one frame.
-    #[tokio::test]
-    async fn a_small_body_goes_in_one_frame() {
-        let budget = ByteBudget::new(1 << 20);
-        let mut body = HeldBody {
-            body: b"[1,2]".to_vec(),
-            sent: 0,
-            _held: budget.try_reserve(5).unwrap(),
-        };
-        let frame = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await;
-        assert_eq!(&frame.unwrap().unwrap().into_data().unwrap()[..], b"[1,2]");
-        assert!(body.is_end_stream());
-        assert_eq!(body.size_hint().exact(), Some(0));
-        assert!(
-            std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx))
-                .await
-                .is_none()
-        );
-        assert_eq!(budget.used_bytes(), 5);
-        drop(body);
+        let held = budget.try_reserve(data.len() as u64).unwrap();
+        let whole = held_bytes(data.clone(), held);
+        assert_eq!(&whole[..], &data[..], "handed over as rendered, no copy");
+        let tail = whole.slice(150_000..);
+        drop(whole);
+        assert_eq!(budget.used_bytes(), 200_000, "a slice still holds it");
+        assert_eq!(&tail[..], &data[150_000..]);
+        drop(tail);
         assert_eq!(budget.used_bytes(), 0);
     }
 }
