@@ -1194,16 +1194,17 @@ impl Inner {
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         let dispatched = self.dispatcher.dispatched();
-        // Read before the flush, so every unit below each end is durable
-        // once `flush_sinks` returns (`consume_queue::ends`).
-        let ends = self.queues.ends();
         self.dispatcher.flush_sinks()?;
-        self.store_queue_ends(ends)?;
         let flushed = self.log.flushed();
         // Claim only what is on disk in the log too: recovery and retention
         // trust `dispatched`, and indexes pointing past the flushed log
         // would point at zeros after a power loss.
         let dispatched = dispatched.min(flushed);
+        // Each queue's end as of `dispatched`: its units were written
+        // before the flush above, so they are durable, and they point
+        // into flushed log bytes, which a power loss cannot take
+        // (`consume_queue::ends`).
+        self.store_queue_ends(self.queues.ends_at(dispatched))?;
         self.store_producer_snapshot()?;
         Checkpoint {
             commitlog_flushed: flushed,

@@ -12,9 +12,13 @@
 //! below it lost units, and recovery re-dispatches that partition's records
 //! from the CommitLog (`Store::open`, docs/recovery.md step 5).
 //!
-//! Invariants: written by the checkpoint after the queues' ends were read
-//! and before the checkpoint file, once the queues were flushed, so every
-//! unit below an entry is durable when the file names it. A queue's end
+//! Invariants: written by the checkpoint before the checkpoint file, with
+//! each queue's end as of the checkpoint's `dispatched` position (one past
+//! its last unit pointing below it), after the queues were flushed: every
+//! unit below an entry is durable when the file names it, and points at
+//! CommitLog bytes that were flushed, which a power loss cannot take (the
+//! offsets of unflushed records a power loss takes are handed out again,
+//! docs/recovery.md, and must not count as lost). A queue's end
 //! never moves down except by recovery (a log cut under `recovery_mode:
 //! truncate`) and by a topic's deletion (`deleted-partitions` then holds an
 //! offset at least the end): retention and DeleteRecords keep the file

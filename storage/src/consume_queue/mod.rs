@@ -1404,12 +1404,17 @@ impl ConsumeQueues {
         Ok(queues.len())
     }
 
-    /// Every queue's end (its next queue offset), for the `queue-ends`
-    /// file ([`ends`]); queues that never held a unit are left out.
-    pub(crate) fn ends(&self) -> QueueEnds {
+    /// Every queue's end as of CommitLog position `physical` (one past
+    /// its last unit pointing below it), for the `queue-ends` file
+    /// ([`ends`]); queues that end at 0 there are left out. Units past
+    /// `physical` may point at bytes a power loss can still take, whose
+    /// queue offsets recovery hands out again: they are not claimed. A
+    /// queue whose records retention deleted keeps its end (the file
+    /// holding it stays), and is listed with it.
+    pub(crate) fn ends_at(&self, physical: u64) -> QueueEnds {
         let mut out = QueueEnds::default();
         for q in self.all() {
-            let end = q.max_offset();
+            let end = q.first_offset_at_or_past(physical);
             if end > 0 {
                 out.raise(q.tp.topic(), q.tp.partition(), end);
             }
