@@ -1613,6 +1613,61 @@ mod tests {
     }
 
     #[test]
+    fn ends_claim_only_units_below_the_position_and_find_lost_compares_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let qs = open(dir.path(), 4).unwrap();
+        let q = qs.get_or_create("t", 0).unwrap();
+        for i in 0..10 {
+            q.put(QueueOffset::new(i), unit(i * 100), 0).unwrap();
+        }
+        qs.get_or_create("empty", 0).unwrap();
+        // Units at 500.. point past the position: not claimed (a power
+        // loss may take their records, and their offsets are reused).
+        let ends = qs.ends_at(450);
+        assert_eq!(ends.get("t", 0), Some(5));
+        assert_eq!(ends.get("empty", 0), None);
+        assert_eq!(qs.ends_at(10_000).get("t", 0), Some(10));
+        // Nothing lost against either.
+        assert!(qs.find_lost(&qs.ends_at(10_000)).is_empty());
+        qs.flush().unwrap();
+        drop(q);
+        drop(qs);
+
+        // The tail file (units 8 and 9) is lost.
+        std::fs::remove_file(
+            dir.path()
+                .join("cq/t/0")
+                .join(fs_util::offset_file_name(8 * UNIT_LEN as u64)),
+        )
+        .unwrap();
+        let qs = open(dir.path(), 4).unwrap();
+        let mut recorded = QueueEnds::default();
+        recorded.raise("t", 0, 10);
+        // A deleted partition and one whose log start reaches its end
+        // lost nothing.
+        recorded.raise("gone", 0, 3);
+        let lost = qs.find_lost(&recorded);
+        assert_eq!(lost.len(), 2, "{lost:?}");
+        let t = lost.iter().find(|l| l.tp.topic() == "t").unwrap();
+        assert_eq!((t.had, t.recorded), (8, 10));
+        // From just past unit 7's record.
+        assert_eq!(t.replay_from, 700 + 100);
+        let gone = lost.iter().find(|l| l.tp.topic() == "gone").unwrap();
+        assert_eq!((gone.had, gone.replay_from), (0, 0));
+        qs.delete_topic("gone", &[(0, 3)]).unwrap();
+        assert_eq!(qs.find_lost(&recorded).len(), 1);
+
+        // Records retention had deleted: the queue continues at the end,
+        // durably.
+        qs.continue_lost_queue("t", 0, 10).unwrap();
+        assert_eq!(qs.get("t", 0).unwrap().max_offset(), 10);
+        drop(qs);
+        let qs = open(dir.path(), 4).unwrap();
+        assert_eq!(qs.log_start("t", 0), 10);
+        assert!(qs.find_lost(&recorded).is_empty());
+    }
+
+    #[test]
     fn put_get_across_files_and_reload() {
         let dir = tempfile::tempdir().unwrap();
         let qs = open(dir.path(), 4).unwrap();
