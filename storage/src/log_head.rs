@@ -149,7 +149,10 @@ pub(crate) fn check(
 ) -> Result<Vec<Arc<Segment>>> {
     let first = segments.first().map(|s| s.base());
     let Some(head) = LogHead::load(data_dir)? else {
-        let base = first.unwrap_or(0);
+        // Without a segment the log begins where the checkpoint says (a
+        // data dir a restore from the remote tier wrote: no segment, a
+        // checkpoint at the restored log's start).
+        let base = first.unwrap_or(flushed);
         if base > 0 {
             tracing::info!(first_base = base, "no log-head file (a data dir of an older tidelog): recording the commit log's first segment; a head lost before this start cannot be noticed");
         }

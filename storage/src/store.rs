@@ -155,6 +155,8 @@ struct Inner {
     retention: RetentionState,
     /// The `queue-ends` table last written (none yet in this run).
     queue_ends_stored: Mutex<Option<QueueEnds>>,
+    /// The `index-end` last written (none yet in this run).
+    index_end_stored: Mutex<Option<u64>>,
 }
 
 /// Proof that [`Store::lag_admitted`] was awaited: what
@@ -336,7 +338,12 @@ impl Store {
         // file (or its tail): checked before anything is truncated, and
         // rebuilt by re-dispatching from where each surviving queue ends.
         let lost_queues = find_lost_queues(&dir, &queues);
-        let lost_from = lost_queues.iter().map(|l| l.replay_from).min();
+        let lost_index = find_lost_index(&dir, &index);
+        let lost_from = lost_queues
+            .iter()
+            .map(|l| l.replay_from)
+            .chain(lost_index.map(|l| l.had))
+            .min();
         for l in &lost_queues {
             tracing::warn!(
                 tp = %l.tp,
@@ -422,6 +429,14 @@ impl Store {
             s.truncate_lost(PhysicalOffset::new(end))?;
         }
         report_rebuilt_queues(&queues, &lost_queues)?;
+        if let Some(l) = lost_index {
+            tracing::warn!(
+                dir = %index.dir().display(),
+                index_end = index.end(),
+                recorded_end = l.recorded,
+                "rebuilt the IndexFile entries from the commit log"
+            );
+        }
         let log = CommitLog::new(
             &config,
             cl_dir,
@@ -480,6 +495,7 @@ impl Store {
             wake: event_listener::Event::new(),
             retention: RetentionState::default(),
             queue_ends_stored: Mutex::new(None),
+            index_end_stored: Mutex::new(None),
         });
         // After a crash, what the dead process left unsynced is still in the
         // page cache: recovery took it as durable, and the checkpoint below
@@ -1205,6 +1221,7 @@ impl Inner {
         // into flushed log bytes, which a power loss cannot take
         // (`consume_queue::ends`).
         self.store_queue_ends(self.queues.ends_at(dispatched))?;
+        self.store_index_end(self.index.end_below(dispatched))?;
         self.store_producer_snapshot()?;
         Checkpoint {
             commitlog_flushed: flushed,
@@ -1237,6 +1254,21 @@ impl Inner {
                 .join(crate::consume_queue::ends::FILE_NAME),
         )?;
         *last = Some(ends);
+        Ok(())
+    }
+
+    /// Replace `index-end` with `end` if it moved since the last one
+    /// written (`index_file::end`).
+    fn store_index_end(&self, end: u64) -> Result<()> {
+        let mut last = self
+            .index_end_stored
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if *last == Some(end) {
+            return Ok(());
+        }
+        crate::index_file::end::IndexEnd::new(end).store(&self.config.data_dir)?;
+        *last = Some(end);
         Ok(())
     }
 
@@ -1532,6 +1564,44 @@ fn find_lost_queues(dir: &Path, queues: &ConsumeQueues) -> Vec<LostQueue> {
                 .collect()
         }
     }
+}
+
+/// IndexFiles that end below the last checkpoint's `index-end`.
+#[derive(Debug, Clone, Copy)]
+struct LostIndex {
+    /// Where the surviving IndexFiles end (one past their newest entry's
+    /// record, 0 for none): the re-dispatch starts there.
+    had: u64,
+    recorded: u64,
+}
+
+/// Compare the IndexFiles with `index-end` (`index_file::end`), warning
+/// about a loss. No file compares nothing; a damaged one is logged and the
+/// IndexFiles are rebuilt from the CommitLog's start.
+fn find_lost_index(dir: &Path, index: &IndexService) -> Option<LostIndex> {
+    let had = index.end();
+    let recorded = match crate::index_file::end::IndexEnd::load(dir) {
+        Ok(Some(e)) => e.end,
+        Ok(None) => return None,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the index-end file; rebuilding the IndexFiles from the commit log's start");
+            return Some(LostIndex {
+                had: 0,
+                recorded: had,
+            });
+        }
+    };
+    if had >= recorded {
+        return None;
+    }
+    tracing::warn!(
+        dir = %index.dir().display(),
+        newest_file = ?index.newest_path(),
+        index_end = had,
+        recorded_end = recorded,
+        "IndexFile missing or shorter than the last checkpoint recorded; rebuilding its entries from the commit log"
+    );
+    Some(LostIndex { had, recorded })
 }
 
 /// After the recovery scan: say what each lost queue got back, and make

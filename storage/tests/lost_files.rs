@@ -305,3 +305,87 @@ fn a_deletion_a_crash_cut_short_is_finished_and_an_old_data_dir_opens() {
     std::fs::remove_file(&segs[1]).unwrap();
     assert!(Store::open(cfg(dir.path())).is_err());
 }
+
+fn index_files(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<_> = std::fs::read_dir(dir.join("index"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    v.sort();
+    v
+}
+
+fn finds_key(store: &Store, i: u64) -> bool {
+    let hits = store
+        .query_by_key(
+            "t",
+            format!("k{i}").as_bytes(),
+            i64::MIN / 2,
+            i64::MAX / 2,
+            10,
+        )
+        .unwrap();
+    // `write` gives every tenth key to partition 1 too.
+    hits.len() == if i % 10 == 0 { 2 } else { 1 }
+}
+
+#[test]
+fn a_deleted_index_file_is_rebuilt_from_the_commit_log() {
+    const LOST_INDEX: &str = "IndexFile missing or shorter than the last checkpoint recorded";
+    for clean in [true, false] {
+        // 300 keyed records at 255 entries a file: two IndexFiles. Lose
+        // the newest, then every one.
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), 300, clean);
+        let files = index_files(dir.path());
+        assert_eq!(files.len(), 2, "{files:?}");
+        std::fs::remove_file(&files[1]).unwrap();
+        let (store, log) = logged(|| Store::open(cfg(dir.path())).unwrap());
+        assert!(log.contains(LOST_INDEX), "{log}");
+        assert!(log.contains("rebuilt the IndexFile entries"), "{log}");
+        assert!((0..300).all(|i| finds_key(&store, i)), "clean: {clean}");
+        store.shutdown().unwrap();
+        let (store, log) = logged(|| Store::open(cfg(dir.path())).unwrap());
+        assert!(!log.contains(LOST_INDEX), "{log}");
+        drop(store);
+
+        for f in index_files(dir.path()) {
+            std::fs::remove_file(f).unwrap();
+        }
+        let (store, log) = logged(|| Store::open(cfg(dir.path())).unwrap());
+        assert!(log.contains(LOST_INDEX), "{log}");
+        assert!((0..300).all(|i| finds_key(&store, i)), "clean: {clean}");
+    }
+}
+
+#[test]
+fn a_data_dir_with_no_segment_begins_where_its_checkpoint_says() {
+    // What a restore from the remote tier writes: no segment, a
+    // checkpoint at the restored log's start.
+    let dir = tempfile::tempdir().unwrap();
+    tidelog_storage::checkpoint::Checkpoint {
+        commitlog_flushed: 1 << 20,
+        dispatched: 1 << 20,
+        written_at_ms: 1,
+    }
+    .store(dir.path())
+    .unwrap();
+    let store = Store::open(cfg(dir.path())).unwrap();
+    assert_eq!(append(&store, 0, 0), 0);
+    store.shutdown().unwrap();
+    let first = segment_files(dir.path()).remove(0);
+    assert_eq!(
+        first
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .parse::<u64>()
+            .unwrap(),
+        1 << 20
+    );
+    // Its first segment is where the log began: no lost head.
+    let (store, log) = logged(|| Store::open(cfg(dir.path())).unwrap());
+    assert!(!log.contains(LOST_HEAD), "{log}");
+    assert_eq!(store.offsets("t", 0), (0, 1));
+}
