@@ -344,7 +344,7 @@ impl Store {
             .map(|l| l.replay_from)
             .chain(lost_index.map(|l| l.had))
             .min();
-        for l in &lost_queues {
+        for l in lost_queues.iter().filter(|l| l.recorded > l.had) {
             tracing::warn!(
                 tp = %l.tp,
                 file = %l.path.display(),
@@ -1538,8 +1538,6 @@ fn spawn_supervised(
         .map_err(|e| StoreError::io(PathBuf::from(name), e))
 }
 
-/// Truncate every sink at `physical_end`; the earliest position any of them
-/// needs replayed from.
 /// The queues that end below the `queue-ends` file's record
 /// ([`ConsumeQueues::find_lost`]). No file (a data dir of an older tidelog,
 /// or a new one) means nothing to compare; a damaged one is logged and
@@ -1625,7 +1623,7 @@ fn report_rebuilt_queues(queues: &ConsumeQueues, lost: &[LostQueue]) -> Result<(
             rebuilt_units = rebuilt,
             queue_end = now,
             recorded_end = l.recorded,
-            "rebuilt what the commit log still holds of a lost consume queue; offsets [{now}, {}) are no longer in the commit log (retention deleted them before the file was lost); the partition continues at {}",
+            "rebuilt what the commit log still holds of a lost consume queue; offsets [{now}, {}) are no longer in the commit log (retention deleted them, or a lost head of the log took them, before the file was lost); the partition continues at {}",
             l.recorded,
             l.recorded
         );
@@ -1634,6 +1632,8 @@ fn report_rebuilt_queues(queues: &ConsumeQueues, lost: &[LostQueue]) -> Result<(
     Ok(())
 }
 
+/// Truncate every sink at `physical_end`; the earliest position any of them
+/// needs replayed from.
 fn truncate_all(sinks: &[Arc<dyn DispatchSink>], physical_end: u64) -> Result<u64> {
     let physical_end = PhysicalOffset::new(physical_end);
     let mut from = physical_end;

@@ -389,3 +389,27 @@ fn a_data_dir_with_no_segment_begins_where_its_checkpoint_says() {
     assert!(!log.contains(LOST_HEAD), "{log}");
     assert_eq!(store.offsets("t", 0), (0, 1));
 }
+
+#[test]
+fn damaged_queue_ends_and_index_end_rebuild_from_the_log_start() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), 100, true);
+    for name in ["queue-ends", "index-end"] {
+        let path = dir.path().join(name);
+        let mut b = std::fs::read(&path).unwrap();
+        b[8] ^= 0xff;
+        std::fs::write(&path, b).unwrap();
+    }
+    let (store, log) = logged(|| Store::open(cfg(dir.path())).unwrap());
+    assert!(log.contains("cannot read the queue-ends file"), "{log}");
+    assert!(log.contains("cannot read the index-end file"), "{log}");
+    assert!(!log.contains(REBUILD), "nothing was lost: {log}");
+    assert_eq!(store.recovery_report().scanned_from, 0);
+    assert_eq!(all_served(&store, 0, 0), expected(0, 100));
+    assert!((0..100).all(|i| finds_key(&store, i)));
+    assert_eq!(append(&store, 0, 100), 100);
+    store.shutdown().unwrap();
+    // Rewritten whole by the checkpoint.
+    let (_store, log) = logged(|| Store::open(cfg(dir.path())).unwrap());
+    assert!(!log.contains("cannot read"), "{log}");
+}
