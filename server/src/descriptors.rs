@@ -41,6 +41,16 @@ fn get() -> io::Result<libc::rlimit> {
     Ok(lim)
 }
 
+/// The soft `RLIMIT_NOFILE` now (`fs.nr_open` when unlimited).
+pub fn soft_limit() -> io::Result<u64> {
+    let lim = get()?;
+    Ok(if lim.rlim_cur == libc::RLIM_INFINITY {
+        nr_open()
+    } else {
+        lim.rlim_cur as u64
+    })
+}
+
 /// Raise the soft `RLIMIT_NOFILE` to the hard limit (to `fs.nr_open` when
 /// the hard one is unlimited). A limit that cannot be raised is an error
 /// the caller logs; the server then runs with the limit it has.
@@ -114,6 +124,7 @@ mod tests {
             }
         );
         assert_eq!(get().unwrap().rlim_cur as u64, hard);
+        assert_eq!(soft_limit().unwrap(), hard);
         // Already at the hard limit: nothing to do.
         let again = raise_open_file_limit().unwrap();
         assert_eq!(again.soft_before, hard);

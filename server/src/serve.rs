@@ -352,12 +352,20 @@ fn open_file_limit(config: &Config) -> u64 {
             );
             l.soft
         }
-        Err(e) => {
+        Err(e) => match crate::descriptors::soft_limit() {
+            // Not raised (a sandbox that refuses setrlimit): the reserve
+            // is kept below the limit the process has.
+            Ok(soft) => {
+                tracing::warn!(error = %e, soft_limit = soft, "cannot raise the open-file limit; keeping the one the process started with");
+                soft
+            }
             // Without the limit nothing can be reserved: connections keep
             // only the listeners' own caps.
-            tracing::warn!(error = %e, "cannot read or raise the open-file limit; connections are not capped by it");
-            return u64::MAX;
-        }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the open-file limit; connections are not capped by it");
+                return u64::MAX;
+            }
+        },
     };
     let wanted = config.descriptors.store_reserve;
     let (reserve, cap) = config.descriptors.connection_cap(limit);
