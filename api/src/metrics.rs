@@ -184,6 +184,11 @@ pub struct Snapshot {
     pub consumer_lag: Vec<ConsumerLag>,
     /// HTTP consumer instances of every group (`http.max_consumer_instances`).
     pub consumer_instances: usize,
+    /// Both listeners' connections against the open-file limit (`None`
+    /// until the server sets a cap).
+    pub connection_slots: Option<tidelog_broker::connections::ConnectionSlotsSnapshot>,
+    /// The process's open file descriptors (`None` without procfs).
+    pub open_files: Option<u64>,
     /// The Kafka listener's counters (`None` when the server runs none).
     pub kafka: Option<KafkaMetricsSnapshot>,
     /// Tiered storage (`None` without a remote tier, or during recovery).
@@ -479,6 +484,34 @@ impl Metrics {
         }
         if let Some(c) = &snap.coordinator {
             render_groups(&mut out, c, &snap.consumer_lag);
+        }
+        if let Some(n) = snap.open_files {
+            gauge(
+                &mut out,
+                "tidelog_open_files",
+                "file descriptors the process holds now (store files and connections).",
+                n as f64,
+            );
+        }
+        if let Some(c) = &snap.connection_slots {
+            gauge(
+                &mut out,
+                "tidelog_connections_max",
+                "connections both listeners may hold together: the open-file limit minus descriptors.store_reserve.",
+                c.max as f64,
+            );
+            gauge(
+                &mut out,
+                "tidelog_connections_open",
+                "connections both listeners hold now.",
+                c.open as f64,
+            );
+            counter(
+                &mut out,
+                "tidelog_connections_refused_total",
+                "connections closed at accept because tidelog_connections_max were open (descriptors kept for the store).",
+                c.refused,
+            );
         }
         if let Some(k) = &snap.kafka {
             render_kafka(&mut out, k);

@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 
+use tidelog_broker::connections::ConnectionSlots;
 use tidelog_broker::consumers::Consumers;
 use tidelog_broker::kafka_metrics::KafkaMetrics;
 pub use tidelog_broker::Broker;
@@ -53,6 +54,9 @@ pub(crate) struct Shared {
     /// The Kafka listener's counters, once the server started one
     /// ([`AppState::kafka_metrics`]); `/metrics` renders them.
     kafka_metrics: OnceLock<Arc<KafkaMetrics>>,
+    /// The connections both listeners hold against the open-file limit
+    /// ([`AppState::set_connection_slots`]); `/metrics` renders them.
+    connection_slots: OnceLock<Arc<ConnectionSlots>>,
     /// Becomes `true` when the server starts shutting down; wakes
     /// long-polling fetches so they answer at once.
     shutdown: watch::Sender<bool>,
@@ -86,6 +90,7 @@ impl AppState {
                 answer_bytes,
                 failed_auth,
                 kafka_metrics: OnceLock::new(),
+                connection_slots: OnceLock::new(),
                 shutdown: watch::channel(false).0,
             }),
         };
@@ -112,6 +117,24 @@ impl AppState {
     /// without a Kafka listener shows no Kafka families).
     pub fn kafka_metrics(&self) -> Arc<KafkaMetrics> {
         Arc::clone(self.inner.kafka_metrics.get_or_init(Default::default))
+    }
+
+    /// The connections both listeners count against the open-file limit
+    /// (`tidelog_broker::connections`): the server's, once set, or one
+    /// without a cap.
+    pub fn connection_slots(&self) -> Arc<ConnectionSlots> {
+        Arc::clone(
+            self.inner
+                .connection_slots
+                .get_or_init(ConnectionSlots::unlimited),
+        )
+    }
+
+    /// Set the connections' cap the server derived from its open-file
+    /// limit, before any listener asks for [`AppState::connection_slots`];
+    /// `false` if one was set or handed out already.
+    pub fn set_connection_slots(&self, slots: Arc<ConnectionSlots>) -> bool {
+        self.inner.connection_slots.set(slots).is_ok()
     }
 
     /// The counters the HTTP listener keeps of its connections.
@@ -246,6 +269,8 @@ impl AppState {
             consumer_lag: ready.as_ref().map(|r| r.consumer_lag()).unwrap_or_default(),
             consumer_instances: self.consumers().map_or(0, |c| c.instance_count()),
             kafka: self.inner.kafka_metrics.get().map(|k| k.snapshot()),
+            connection_slots: self.inner.connection_slots.get().map(|c| c.snapshot()),
+            open_files: open_files(),
             tiered: ready.as_ref().and_then(|r| r.tiering_stats()),
             inflight_bytes: self.inner.inflight_bytes.used_bytes(),
             answer_bytes: self.inner.answer_bytes.used_bytes(),
@@ -257,4 +282,12 @@ impl AppState {
                 .saturating_sub(self.inner.limiter.available_permits()),
         }
     }
+}
+
+/// The process's open file descriptors now (`/proc/self/fd`; `None` where
+/// there is no procfs).
+fn open_files() -> Option<u64> {
+    let dir = std::fs::read_dir("/proc/self/fd").ok()?;
+    // The directory being read is one of them.
+    Some((dir.count() as u64).saturating_sub(1))
 }

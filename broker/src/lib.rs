@@ -43,6 +43,7 @@ pub mod broker;
 pub mod budget;
 pub mod compaction;
 pub mod config;
+pub mod connections;
 pub mod consumer_protocol;
 pub mod consumers;
 pub mod coordinator;

@@ -25,6 +25,9 @@
 //! `TIDELOG_POWER_LOSS_ROUNDS` sets the number of rounds.
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
+#[path = "../../storage/tests/common/log_capture.rs"]
+mod log_capture;
+
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -32,6 +35,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
+use log_capture::logged;
 use tidelog_cleaner::{CleanerConfig, CompactTopicConfig, CompactedLogs, LogCleaner, OffsetMap};
 use tidelog_storage::durability::image::{self, Tear};
 use tidelog_storage::retention::FixedDiskUsage;
@@ -151,11 +155,25 @@ fn compact_config() -> CompactTopicConfig {
 /// Open as the server does: compacted logs first, the compact topic declared,
 /// then the store with the compacted logs as its sink (recovery replays into
 /// them).
+///
+/// A power loss loses no file: what it takes is past what the checkpoint
+/// claims, so recovery must not report a lost ConsumeQueue file, IndexFile
+/// or CommitLog head (`queue-ends`, `index-end`, `log-head`).
 fn open(dir: &Path, flush: FlushMode) -> Result<(Arc<CompactedLogs>, Store), String> {
     let logs = CompactedLogs::open(dir).map_err(|e| format!("compacted logs: {e}"))?;
     logs.set_topic(COMPACT_TOPIC, compact_config());
-    let store = Store::open_with_sinks(store_config(dir, flush), vec![logs.sink()])
-        .map_err(|e| format!("store: {e}"))?;
+    let (store, log) =
+        logged(|| Store::open_with_sinks(store_config(dir, flush), vec![logs.sink()]));
+    let store = store.map_err(|e| format!("store: {e}"))?;
+    for lost in [
+        "consume queue file missing",
+        "IndexFile missing",
+        "LOST DATA",
+    ] {
+        if log.contains(lost) {
+            return Err(format!("a power loss was reported as a lost file:\n{log}"));
+        }
+    }
     Ok((logs, store))
 }
 

@@ -20,6 +20,7 @@ pub use error::{FrameError, RecordError};
 use std::sync::Arc;
 
 use tidelog_broker::budget::ByteBudget;
+use tidelog_broker::connections::ConnectionSlots;
 use tidelog_broker::kafka_metrics::KafkaMetrics;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -42,7 +43,16 @@ pub async fn serve(
         .max_request_bytes
         .saturating_mul(config.max_connections);
     let metrics = Arc::new(KafkaMetrics::default());
-    serve_sharing(listener, config, ready, ByteBudget::new(own), metrics, stop).await;
+    serve_sharing(
+        listener,
+        config,
+        ready,
+        ByteBudget::new(own),
+        metrics,
+        ConnectionSlots::unlimited(),
+        stop,
+    )
+    .await;
 }
 
 /// [`serve`] with the frames held in memory taken from `budget`, the
@@ -50,13 +60,16 @@ pub async fn serve(
 /// KAFKA.md "Bad input"): a frame's length is reserved before its body is
 /// read and given back once its answer is written; while the budget is
 /// short the connection is not read (backpressure, `listener`). Its
-/// counters go to `metrics`, which the HTTP API's `/metrics` renders.
+/// counters go to `metrics`, which the HTTP API's `/metrics` renders. Its
+/// connections count against `connections`, the cap both front-ends share
+/// under the open-file limit (`tidelog_broker::connections`).
 pub async fn serve_sharing(
     listener: TcpListener,
     config: &KafkaConfig,
     ready: Ready,
     budget: Arc<ByteBudget>,
     metrics: Arc<KafkaMetrics>,
+    connections: Arc<ConnectionSlots>,
     stop: watch::Receiver<bool>,
 ) {
     let bound = match listener.local_addr() {
@@ -84,5 +97,5 @@ pub async fn serve_sharing(
         budget,
         metrics,
     });
-    listener::serve(listener, ctx, stop).await;
+    listener::serve(listener, ctx, connections, stop).await;
 }

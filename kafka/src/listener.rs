@@ -45,6 +45,7 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::ApiKey;
 use tidelog_broker::budget::{ByteBudget, Reservation};
+use tidelog_broker::connections::ConnectionSlots;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
@@ -67,11 +68,23 @@ pub const FRAME_CHUNK_BYTES: usize = 64 * 1024;
 /// instead of three (first byte, rest of the length, frame). Larger
 /// frames are read straight into their own buffer.
 pub const READ_BUFFER_BYTES: usize = 16 * 1024;
+/// How long the accept loop pauses after a failed accept (out of file
+/// descriptors, say), so it does not spin.
+pub const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(50);
+/// Failed accepts are warned at most this often.
+pub const ACCEPT_ERROR_WARN_INTERVAL: Duration = Duration::from_secs(10);
 
 /// Serves `listener` until `stop` turns true.
-pub async fn serve(listener: TcpListener, ctx: Arc<Context>, mut stop: watch::Receiver<bool>) {
+pub async fn serve(
+    listener: TcpListener,
+    ctx: Arc<Context>,
+    connections: Arc<ConnectionSlots>,
+    mut stop: watch::Receiver<bool>,
+) {
     let limit = usize::try_from(ctx.max_connections).unwrap_or(usize::MAX);
     let slots = Arc::new(Semaphore::new(limit));
+    // Accept errors (out of descriptors) warned at most once per this.
+    let mut accept_warned: Option<Instant> = None;
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
@@ -84,10 +97,19 @@ pub async fn serve(listener: TcpListener, ctx: Arc<Context>, mut stop: watch::Re
             Ok(a) => a,
             Err(e) => {
                 // Out of descriptors and the like: back off, keep serving.
-                tracing::warn!(error = %e, "kafka accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                if accept_warned.is_none_or(|at| at.elapsed() >= ACCEPT_ERROR_WARN_INTERVAL) {
+                    tracing::warn!(error = %e, "kafka accept failed");
+                    accept_warned = Some(Instant::now());
+                }
+                tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
                 continue;
             }
+        };
+        // Descriptors are kept for the store: past the shared cap the
+        // connection is closed at once (counted and warned there).
+        let Some(fd_slot) = connections.try_open("kafka") else {
+            drop(stream);
+            continue;
         };
         let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
             ctx.metrics.connection_rejected();
@@ -114,6 +136,7 @@ pub async fn serve(listener: TcpListener, ctx: Arc<Context>, mut stop: watch::Re
             }
             ctx.metrics.connection_closed();
             drop(slot);
+            drop(fd_slot);
         });
     }
 }

@@ -116,6 +116,9 @@ pub struct Config {
     pub groups: GroupsConfig,
     /// The Kafka wire protocol listener (KAFKA.md).
     pub kafka: tidelog_kafka::KafkaConfig,
+    /// File descriptors kept for the store; client connections past the
+    /// open-file limit minus this are refused (docs/OPERATIONS.md).
+    pub descriptors: tidelog_broker::connections::DescriptorsConfig,
     /// Tiered storage: the remote tier (docs/TIERED.md); off without a url.
     pub tiered: tidelog_broker::store::TieredConfig,
     /// Created at start if absent; their configs applied if present.
@@ -142,6 +145,7 @@ impl Default for Config {
             http: HttpConfig::default(),
             groups: broker.groups,
             kafka: tidelog_kafka::KafkaConfig::default(),
+            descriptors: Default::default(),
             tiered: broker.tiered,
             topics: broker.topics,
             log_format: LogFormat::default(),
@@ -218,6 +222,9 @@ impl Config {
         self.kafka
             .validate()
             .map_err(|(key, reason)| bad(&format!("kafka.{key}"), reason))?;
+        self.descriptors
+            .validate()
+            .map_err(|(key, reason)| bad(key, reason))?;
         if self.kafka.listen.is_some() && self.kafka.listen == Some(self.listen) {
             return Err(bad(
                 "kafka.listen",
@@ -381,6 +388,23 @@ mod tests {
         assert_eq!(
             config.topics[1].configs["delete.retention.ms"].0,
             "86400000"
+        );
+    }
+
+    #[test]
+    fn descriptors_store_reserve_is_read_and_validated() {
+        let config = load_str("descriptors:\n  store_reserve: 256\n").unwrap();
+        assert_eq!(config.descriptors.store_reserve, 256);
+        assert_eq!(Config::default().descriptors.store_reserve, 1024);
+        assert_rejects(
+            "descriptors:\n  store_reserve: 1\n",
+            "descriptors.store_reserve",
+            "is not in [64,",
+        );
+        assert_rejects(
+            "descriptors:\n  reserve: 100\n",
+            "descriptors.reserve",
+            "unknown field",
         );
     }
 

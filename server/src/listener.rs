@@ -68,6 +68,8 @@ use crate::head;
 /// How long the accept loop pauses after an error that is not one
 /// connection's (out of file descriptors, say), so it does not spin.
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(100);
+/// Failed accepts are warned at most this often.
+const ACCEPT_ERROR_WARN_INTERVAL: Duration = Duration::from_secs(10);
 
 /// The listener's limits (CONFIG.md `http:`); the body timeout is the
 /// router's (`ApiSettings::body_read_timeout`).
@@ -92,6 +94,11 @@ pub async fn serve(
     let mut connections = JoinSet::new();
     // Logged once each time the cap is reached, not once per connection.
     let mut at_cap = false;
+    // Both listeners' cap under the open-file limit (descriptors kept for
+    // the store: `tidelog_broker::connections`).
+    let fd_slots = state.connection_slots();
+    // Accept errors (out of descriptors) warned at most once per this.
+    let mut accept_warned: Option<std::time::Instant> = None;
     loop {
         tokio::select! {
             () = stopped(&mut stop) => break,
@@ -113,17 +120,27 @@ pub async fn serve(
                         continue;
                     }
                     at_cap = false;
+                    // Closed at once past the shared cap (counted and
+                    // warned there), so the store keeps its descriptors.
+                    let Some(fd_slot) = fd_slots.try_open("http") else {
+                        drop(stream);
+                        continue;
+                    };
                     let open = OpenConnection::count(state.clone());
                     let conn = serve_connection(stream, app.clone(), open, limits, stop.clone());
                     connections.spawn(async move {
                         if let Err(e) = conn.await {
                             tracing::debug!(%peer, error = %e, "connection ended with an error");
                         }
+                        drop(fd_slot);
                     });
                 }
                 Err(e) if is_connection_error(&e) => {}
                 Err(e) => {
-                    tracing::warn!(error = %e, "accepting a connection failed");
+                    if accept_warned.is_none_or(|at| at.elapsed() >= ACCEPT_ERROR_WARN_INTERVAL) {
+                        tracing::warn!(error = %e, "accepting a connection failed");
+                        accept_warned = Some(std::time::Instant::now());
+                    }
                     tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
                 }
             },

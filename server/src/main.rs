@@ -8,6 +8,7 @@
 //! their own finer set, `tidelog_cli::exit`, with 1 and 2 meaning the same.
 
 mod config;
+mod descriptors;
 mod head;
 mod listener;
 mod restore;

@@ -69,6 +69,7 @@ pub async fn run(config: Config) -> ExitCode {
             return failed;
         }
     };
+    let connection_cap = open_file_limit(&config);
     let listener = match tokio::net::TcpListener::bind(config.listen).await {
         Ok(l) => l,
         Err(e) => {
@@ -93,6 +94,8 @@ pub async fn run(config: Config) -> ExitCode {
     let bound = listener.local_addr().unwrap_or(config.listen);
     let settings = config.api_settings().with_listen(bound);
     let state = AppState::new(settings.clone(), config.data_dir.clone());
+    let connection_slots = tidelog_broker::connections::ConnectionSlots::new(connection_cap);
+    state.set_connection_slots(std::sync::Arc::clone(&connection_slots));
     let app = tidelog_api::router(state.clone());
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut server = tokio::spawn(listener::serve(
@@ -121,7 +124,16 @@ pub async fn run(config: Config) -> ExitCode {
         let metrics = state.kafka_metrics();
         tracing::info!(listen = ?kafka.local_addr().ok(), "Kafka listener");
         tokio::spawn(async move {
-            tidelog_kafka::serve_sharing(kafka, &kafka_config, ready, budget, metrics, stop).await;
+            tidelog_kafka::serve_sharing(
+                kafka,
+                &kafka_config,
+                ready,
+                budget,
+                metrics,
+                connection_slots,
+                stop,
+            )
+            .await;
         });
     }
     tracing::info!(listen = %config.listen, data_dir = %config.data_dir.display(), "listening; opening the store");
@@ -323,4 +335,53 @@ async fn expire_offsets_periodically(state: AppState, mut stop: watch::Receiver<
             Err(e) => tracing::error!(error = %e, "committed offsets expiry task failed"),
         }
     }
+}
+
+/// Raise the soft open-file limit to the hard one and return how many
+/// connections both listeners may hold together: the limit minus the
+/// descriptors kept for the store (`descriptors.store_reserve`, cut to
+/// half the limit when the limit is too small for it). Logged at start.
+fn open_file_limit(config: &Config) -> u64 {
+    let limit = match crate::descriptors::raise_open_file_limit() {
+        Ok(l) => {
+            tracing::info!(
+                soft_limit_at_start = l.soft_before,
+                soft_limit = l.soft,
+                hard_limit = l.hard,
+                "open-file limit"
+            );
+            l.soft
+        }
+        Err(e) => match crate::descriptors::soft_limit() {
+            // Not raised (a sandbox that refuses setrlimit): the reserve
+            // is kept below the limit the process has.
+            Ok(soft) => {
+                tracing::warn!(error = %e, soft_limit = soft, "cannot raise the open-file limit; keeping the one the process started with");
+                soft
+            }
+            // Without the limit nothing can be reserved: connections keep
+            // only the listeners' own caps.
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the open-file limit; connections are not capped by it");
+                return u64::MAX;
+            }
+        },
+    };
+    let wanted = config.descriptors.store_reserve;
+    let (reserve, cap) = config.descriptors.connection_cap(limit);
+    if reserve < wanted {
+        tracing::warn!(
+            open_file_limit = limit,
+            store_reserve = wanted,
+            kept = reserve,
+            "the open-file limit is too small for descriptors.store_reserve; keeping half of it for the store (raise the hard limit: LimitNOFILE= in systemd, ulimit -Hn)"
+        );
+    }
+    tracing::info!(
+        open_file_limit = limit,
+        store_reserve = reserve,
+        max_connections = cap,
+        "connections of both listeners together are capped below the open-file limit"
+    );
+    cap
 }

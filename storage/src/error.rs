@@ -223,6 +223,13 @@ pub enum CorruptionKind {
     /// A gap between two CommitLog segments.
     #[error("segment starts at {base} but the previous one ends at {previous_end}: a segment is missing")]
     SegmentMissing { base: u64, previous_end: u64 },
+    /// The CommitLog's first segments are gone though retention did not
+    /// delete them (`log-head` records where retention left the start).
+    #[error("the commit log should begin at {recorded_first} (log-head: retention deleted everything below it) but its first segment begins at {found_first}: segments holding [{recorded_first}, {found_first}) are missing and were not deleted by retention; refusing to open (restore the missing segment files, or set store.recovery_mode: truncate to accept the loss)")]
+    LogHeadMissing {
+        recorded_first: u64,
+        found_first: u64,
+    },
     /// The CommitLog was written in another format version.
     #[error(
         "the CommitLog holds format version {version}, this tidelog reads versions {} and {} only; \

@@ -29,7 +29,8 @@ use crate::commit_log::{
     AppendRecord, Appended, CommitLog, LogAppend, NextOffsets, ReadSink, StoredRecord, Unflushed,
 };
 use crate::config::{FlushMode, StoreConfig};
-use crate::consume_queue::{ConsumeQueues, DeletedRecords};
+use crate::consume_queue::ends::QueueEnds;
+use crate::consume_queue::{ConsumeQueues, DeletedRecords, LostQueue};
 use crate::dispatch::{
     keep_going, ConsumeQueueSink, DispatchSink, Dispatcher, IndexSink, DISPATCH_LAG_MAX_BYTES,
 };
@@ -152,6 +153,10 @@ struct Inner {
     /// Wakes sleeping background threads at shutdown.
     wake: event_listener::Event,
     retention: RetentionState,
+    /// The `queue-ends` table last written (none yet in this run).
+    queue_ends_stored: Mutex<Option<QueueEnds>>,
+    /// The `index-end` last written (none yet in this run).
+    index_end_stored: Mutex<Option<u64>>,
 }
 
 /// Proof that [`Store::lag_admitted`] was awaited: what
@@ -296,6 +301,14 @@ impl Store {
         let cl_dir = dir.join(COMMITLOG_DIR);
         let segments = recovery::load_segments(&cl_dir)?;
         recovery::check_format_version(&segments)?;
+        // A head that is gone without retention having deleted it is
+        // damage, not retention (`log_head`).
+        let segments = crate::log_head::check(
+            &dir,
+            segments,
+            synced_below.unwrap_or(0),
+            config.recovery_mode,
+        )?;
         // A data dir with no log, no checkpoint and no `abort` is new (or
         // empty): nothing was lost, and saying otherwise would only worry.
         let fresh = !aborted && segments.is_empty();
@@ -321,7 +334,28 @@ impl Store {
             .dispatched
             .min(checkpoint.commitlog_flushed)
             .max(log_min);
-        let wanted = truncate_all(&sinks, start)?.max(log_min);
+        // Queues that end below what the last checkpoint recorded lost a
+        // file (or its tail): checked before anything is truncated, and
+        // rebuilt by re-dispatching from where each surviving queue ends.
+        let lost_queues = find_lost_queues(&dir, &queues);
+        let lost_index = find_lost_index(&dir, &index);
+        let lost_from = lost_queues
+            .iter()
+            .map(|l| l.replay_from)
+            .chain(lost_index.map(|l| l.had))
+            .min();
+        for l in lost_queues.iter().filter(|l| l.recorded > l.had) {
+            tracing::warn!(
+                tp = %l.tp,
+                file = %l.path.display(),
+                queue_end = l.had,
+                recorded_end = l.recorded,
+                "consume queue file missing or shorter than the last checkpoint recorded; rebuilding its units from the commit log"
+            );
+        }
+        let wanted = truncate_all(&sinks, start)?
+            .min(lost_from.unwrap_or(u64::MAX))
+            .max(log_min);
         if wanted < start {
             // Recovery scans whole entries: start at the beginning of the
             // segment that holds `wanted`, the nearest entry boundary
@@ -394,6 +428,15 @@ impl Store {
         for s in &sinks {
             s.truncate_lost(PhysicalOffset::new(end))?;
         }
+        report_rebuilt_queues(&queues, &lost_queues)?;
+        if let Some(l) = lost_index {
+            tracing::warn!(
+                dir = %index.dir().display(),
+                index_end = index.end(),
+                recorded_end = l.recorded,
+                "rebuilt the IndexFile entries from the commit log"
+            );
+        }
         let log = CommitLog::new(
             &config,
             cl_dir,
@@ -451,6 +494,8 @@ impl Store {
             producer_ids: Mutex::new(producer_ids),
             wake: event_listener::Event::new(),
             retention: RetentionState::default(),
+            queue_ends_stored: Mutex::new(None),
+            index_end_stored: Mutex::new(None),
         });
         // After a crash, what the dead process left unsynced is still in the
         // page cache: recovery took it as durable, and the checkpoint below
@@ -1171,6 +1216,12 @@ impl Inner {
         // trust `dispatched`, and indexes pointing past the flushed log
         // would point at zeros after a power loss.
         let dispatched = dispatched.min(flushed);
+        // Each queue's end as of `dispatched`: its units were written
+        // before the flush above, so they are durable, and they point
+        // into flushed log bytes, which a power loss cannot take
+        // (`consume_queue::ends`).
+        self.store_queue_ends(self.queues.ends_at(dispatched))?;
+        self.store_index_end(self.index.end_below(dispatched))?;
         self.store_producer_snapshot()?;
         Checkpoint {
             commitlog_flushed: flushed,
@@ -1181,6 +1232,43 @@ impl Inner {
         self.retention
             .durable_dispatched
             .fetch_max(dispatched, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Replace `queue-ends` with `ends` if they changed since the last
+    /// one written. Before the checkpoint: recovery compares the queues
+    /// with the newest one either way (its ends are durable in the queues
+    /// whichever checkpoint follows).
+    fn store_queue_ends(&self, ends: QueueEnds) -> Result<()> {
+        let mut last = self
+            .queue_ends_stored
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if last.as_ref() == Some(&ends) {
+            return Ok(());
+        }
+        ends.store(
+            &self
+                .config
+                .data_dir
+                .join(crate::consume_queue::ends::FILE_NAME),
+        )?;
+        *last = Some(ends);
+        Ok(())
+    }
+
+    /// Replace `index-end` with `end` if it moved since the last one
+    /// written (`index_file::end`).
+    fn store_index_end(&self, end: u64) -> Result<()> {
+        let mut last = self
+            .index_end_stored
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if *last == Some(end) {
+            return Ok(());
+        }
+        crate::index_file::end::IndexEnd::new(end).store(&self.config.data_dir)?;
+        *last = Some(end);
         Ok(())
     }
 
@@ -1448,6 +1536,100 @@ fn spawn_supervised(
             std::thread::sleep(Duration::from_millis(100));
         })
         .map_err(|e| StoreError::io(PathBuf::from(name), e))
+}
+
+/// The queues that end below the `queue-ends` file's record
+/// ([`ConsumeQueues::find_lost`]). No file (a data dir of an older tidelog,
+/// or a new one) means nothing to compare; a damaged one is logged and
+/// every queue is re-dispatched from the CommitLog's start, which is
+/// slower but always right (the file is derived data).
+fn find_lost_queues(dir: &Path, queues: &ConsumeQueues) -> Vec<LostQueue> {
+    let path = dir.join(crate::consume_queue::ends::FILE_NAME);
+    match QueueEnds::load(&path) {
+        Ok(recorded) => queues.find_lost(&recorded),
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "cannot read the queue-ends file; rebuilding every consume queue from the commit log's start");
+            queues
+                .all()
+                .into_iter()
+                .map(|q| LostQueue {
+                    tp: q.topic_partition().clone(),
+                    path: q.file_path_for(q.max_offset()),
+                    had: q.max_offset(),
+                    recorded: q.max_offset(),
+                    replay_from: 0,
+                })
+                .collect()
+        }
+    }
+}
+
+/// IndexFiles that end below the last checkpoint's `index-end`.
+#[derive(Debug, Clone, Copy)]
+struct LostIndex {
+    /// Where the surviving IndexFiles end (one past their newest entry's
+    /// record, 0 for none): the re-dispatch starts there.
+    had: u64,
+    recorded: u64,
+}
+
+/// Compare the IndexFiles with `index-end` (`index_file::end`), warning
+/// about a loss. No file compares nothing; a damaged one is logged and the
+/// IndexFiles are rebuilt from the CommitLog's start.
+fn find_lost_index(dir: &Path, index: &IndexService) -> Option<LostIndex> {
+    let had = index.end();
+    let recorded = match crate::index_file::end::IndexEnd::load(dir) {
+        Ok(Some(e)) => e.end,
+        Ok(None) => return None,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the index-end file; rebuilding the IndexFiles from the commit log's start");
+            return Some(LostIndex {
+                had: 0,
+                recorded: had,
+            });
+        }
+    };
+    if had >= recorded {
+        return None;
+    }
+    tracing::warn!(
+        dir = %index.dir().display(),
+        newest_file = ?index.newest_path(),
+        index_end = had,
+        recorded_end = recorded,
+        "IndexFile missing or shorter than the last checkpoint recorded; rebuilding its entries from the commit log"
+    );
+    Some(LostIndex { had, recorded })
+}
+
+/// After the recovery scan: say what each lost queue got back, and make
+/// one whose records retention had already deleted continue at its
+/// recorded end, so no offset is handed out twice.
+fn report_rebuilt_queues(queues: &ConsumeQueues, lost: &[LostQueue]) -> Result<()> {
+    for l in lost {
+        let now = queues
+            .get(l.tp.topic(), l.tp.partition())
+            .map_or(0, |q| q.max_offset());
+        let rebuilt = now.saturating_sub(l.had);
+        if now >= l.recorded {
+            if l.recorded > l.had {
+                tracing::warn!(tp = %l.tp, file = %l.path.display(), rebuilt_units = rebuilt, queue_end = now, "rebuilt the consume queue from the commit log; no acknowledged record is lost");
+            }
+            continue;
+        }
+        tracing::warn!(
+            tp = %l.tp,
+            file = %l.path.display(),
+            rebuilt_units = rebuilt,
+            queue_end = now,
+            recorded_end = l.recorded,
+            "rebuilt what the commit log still holds of a lost consume queue; offsets [{now}, {}) are no longer in the commit log (retention deleted them, or a lost head of the log took them, before the file was lost); the partition continues at {}",
+            l.recorded,
+            l.recorded
+        );
+        queues.continue_lost_queue(l.tp.topic(), l.tp.partition(), l.recorded)?;
+    }
+    Ok(())
 }
 
 /// Truncate every sink at `physical_end`; the earliest position any of them

@@ -106,10 +106,11 @@ fn a_new_partition_costs_the_dispatcher_no_fsync_and_is_durable_at_the_checkpoin
     // Each new queue file's units once (which makes its size durable), each
     // directory that gained a name once (80 partition directories, 2 topic
     // directories, the queues' root), plus the store's own: the CommitLog's
-    // flush, the index's, the checkpoint file and its directory.
+    // flush, the index's, the queue-ends and index-end files (their ends
+    // moved) and the checkpoint file, and their directory.
     let new_partitions = u64::from(2 * partitions);
     assert!(
-        checkpoint_syncs >= 2 * new_partitions && checkpoint_syncs <= 2 * new_partitions + 12,
+        checkpoint_syncs >= 2 * new_partitions && checkpoint_syncs <= 2 * new_partitions + 16,
         "{checkpoint_syncs} syncs in the checkpoint after {new_partitions} new partitions"
     );
     let after = root.path().join("after");

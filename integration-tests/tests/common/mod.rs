@@ -128,6 +128,9 @@ pub struct TidelogProcess {
     /// full pipe; printed when a wait fails.
     log_path: PathBuf,
     extra_args: Vec<String>,
+    /// Soft and hard `RLIMIT_NOFILE` the server starts with (its parent's
+    /// when `None`).
+    nofile: Option<u64>,
 }
 
 impl TidelogProcess {
@@ -148,6 +151,7 @@ impl TidelogProcess {
             data_dir,
             log_path,
             extra_args,
+            nofile: None,
         };
         process.first_spawn();
         process
@@ -156,6 +160,12 @@ impl TidelogProcess {
     /// Starts with `yaml` as the config file (written next to the data
     /// dir; `--data-dir` and `--listen` still override it).
     pub fn start_with_config(yaml: &str) -> TidelogProcess {
+        TidelogProcess::start_with_config_and_nofile(yaml, None)
+    }
+
+    /// [`TidelogProcess::start_with_config`] with the server's soft and
+    /// hard open-file limit set to `nofile` (as `ulimit -n` would).
+    pub fn start_with_config_and_nofile(yaml: &str, nofile: Option<u64>) -> TidelogProcess {
         let data_dir = tempfile::tempdir().expect("temp data dir");
         let config_path = data_dir.path().with_extension("yaml");
         std::fs::write(&config_path, yaml).expect("write config");
@@ -168,6 +178,7 @@ impl TidelogProcess {
             data_dir,
             log_path,
             extra_args: vec!["--config".into(), config_path.display().to_string()],
+            nofile,
         };
         process.first_spawn();
         process
@@ -352,7 +363,25 @@ impl TidelogProcess {
             .append(true)
             .open(&self.log_path)
             .expect("server log file");
-        let child = Command::new(tidelog_bin())
+        let mut command = Command::new(tidelog_bin());
+        if let Some(n) = self.nofile {
+            use std::os::unix::process::CommandExt;
+            let lim = libc::rlimit {
+                rlim_cur: n as libc::rlim_t,
+                rlim_max: n as libc::rlim_t,
+            };
+            // SAFETY: only setrlimit runs between fork and exec, which is
+            // async-signal-safe, on a value copied into the closure.
+            unsafe {
+                command.pre_exec(move || {
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+        let child = command
             .arg("serve")
             .arg("--data-dir")
             .arg(self.data_dir.path())

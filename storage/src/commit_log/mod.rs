@@ -230,6 +230,22 @@ impl CommitLog {
         }
         let seg = segs.remove(0);
         drop(segs);
+        // Recorded durably before the unlink, so recovery tells a segment
+        // retention deleted from one that was lost (`log_head`).
+        let recorded = match self.dir.parent() {
+            Some(data_dir) => crate::log_head::LogHead::new(seg.end()).store(data_dir),
+            None => Err(StoreError::invalid(format!(
+                "{} has no parent directory for log-head",
+                self.dir.display()
+            ))),
+        };
+        if let Err(e) = recorded {
+            self.segments
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(0, Arc::clone(&seg));
+            return Err(e);
+        }
         if let Err(e) = std::fs::remove_file(seg.path()) {
             // Put it back: nothing was deleted, a later pass retries.
             self.segments

@@ -22,6 +22,7 @@
 //!   indexed again, also not by a recovery replay.
 
 pub mod deleted;
+pub mod ends;
 pub mod format;
 pub mod log_start;
 pub mod offset_table;
@@ -35,6 +36,7 @@ use event_listener::{Event, EventListener};
 use memmap2::{MmapOptions, MmapRaw};
 
 use self::deleted::DeletedPartitions;
+use self::ends::QueueEnds;
 pub use self::format::Unit;
 use self::format::UNIT_LEN;
 use self::log_start::LogStarts;
@@ -365,6 +367,21 @@ pub(crate) struct Truncated {
     pub replay_from: Option<u64>,
 }
 
+/// A queue that ends below its end in `queue-ends`
+/// ([`ConsumeQueues::find_lost`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LostQueue {
+    pub tp: TopicPartition,
+    /// The file that should hold the queue's next units.
+    pub path: PathBuf,
+    /// Where the queue ended when loaded.
+    pub had: u64,
+    /// Where the last checkpoint's `queue-ends` says it ended.
+    pub recorded: u64,
+    /// The CommitLog position from which a re-dispatch rebuilds it.
+    pub replay_from: u64,
+}
+
 /// What `put` did with a unit.
 #[derive(Debug, PartialEq, Eq)]
 pub enum PutOutcome {
@@ -521,6 +538,27 @@ impl ConsumeQueue {
     /// The log start offset a client moved the beginning to (0 if never).
     pub fn log_start(&self) -> u64 {
         self.log_start.load(Ordering::Acquire)
+    }
+
+    /// The path of the queue file that holds (or would hold) `offset`.
+    pub(crate) fn file_path_for(&self, offset: u64) -> PathBuf {
+        let first_unit = offset / self.units_per_file * self.units_per_file;
+        self.dir
+            .join(fs_util::offset_file_name(first_unit * UNIT_LEN as u64))
+    }
+
+    /// Recovery: the CommitLog position just past the record of the
+    /// queue's last unit, from which a re-dispatch gives it every later
+    /// record; 0 (the log's start) when it holds no readable unit.
+    fn replay_from_after_end(&self) -> u64 {
+        let (min, max) = (self.min_offset(), self.max_offset());
+        if max <= min {
+            return 0;
+        }
+        match self.file_for(max - 1).map(|f| f.decode(max - 1)) {
+            Some(Ok(Some(u))) => u.physical_offset + u64::from(u.size),
+            _ => 0,
+        }
     }
 
     /// Move the log start up to `start` (never down) and the beginning with
@@ -1366,6 +1404,88 @@ impl ConsumeQueues {
         Ok(queues.len())
     }
 
+    /// Every queue's end as of CommitLog position `physical` (one past
+    /// its last unit pointing below it), for the `queue-ends` file
+    /// ([`ends`]); queues that end at 0 there are left out. Units past
+    /// `physical` may point at bytes a power loss can still take, whose
+    /// queue offsets recovery hands out again: they are not claimed. A
+    /// queue whose records retention deleted keeps its end (the file
+    /// holding it stays), and is listed with it.
+    pub(crate) fn ends_at(&self, physical: u64) -> QueueEnds {
+        let mut out = QueueEnds::default();
+        for q in self.all() {
+            let end = q.first_offset_at_or_past(physical);
+            if end > 0 {
+                out.raise(q.tp.topic(), q.tp.partition(), end);
+            }
+        }
+        out
+    }
+
+    /// Recovery, right after load and before anything is truncated: the
+    /// queues that end below the end `recorded` (the `queue-ends` file)
+    /// says they had, because a queue file (or the whole partition
+    /// directory) is missing or short. A partition deleted since (its
+    /// `deleted-partitions` offset reaches the recorded end) or whose log
+    /// start reaches it lost nothing.
+    pub(crate) fn find_lost(&self, recorded: &QueueEnds) -> Vec<LostQueue> {
+        let mut lost = Vec::new();
+        for (topic, partition, end) in recorded.iter() {
+            if self
+                .deleted_next_offset(topic, partition)
+                .is_some_and(|n| n >= end)
+                || self.log_start(topic, partition) >= end
+            {
+                continue;
+            }
+            let Ok(tp) = TopicPartition::new(topic, partition) else {
+                continue; // the table's decoder validated the name
+            };
+            let (had, replay_from, path) = match self.get(topic, partition) {
+                Some(q) => (
+                    q.max_offset(),
+                    q.replay_from_after_end(),
+                    q.file_path_for(q.max_offset()),
+                ),
+                None => {
+                    let dir = self.root.join(topic).join(partition.to_string());
+                    (0, 0, dir.join(fs_util::offset_file_name(0)))
+                }
+            };
+            if had < end {
+                lost.push(LostQueue {
+                    tp,
+                    path,
+                    had,
+                    recorded: end,
+                    replay_from,
+                });
+            }
+        }
+        lost
+    }
+
+    /// Recovery: a queue whose records from its end up to `next` are
+    /// neither in its files nor in the CommitLog (retention had deleted
+    /// them before its file was lost) continues at `next`, durably: the
+    /// partition's log start moves there (`log-start-offsets`), so no
+    /// offset an acknowledged record had is handed out again.
+    pub(crate) fn continue_lost_queue(&self, topic: &str, partition: u32, next: u64) -> Result<()> {
+        let deleted = self.deleted();
+        let q = self.create(&deleted, topic, partition)?;
+        drop(deleted);
+        if q.max_offset() >= next {
+            return Ok(());
+        }
+        let mut table = self.log_starts();
+        let mut starts = table.starts.clone();
+        starts.raise(topic, partition, next);
+        starts.store(&table.path)?;
+        table.starts = starts;
+        q.raise_log_start(next);
+        Ok(())
+    }
+
     pub fn all(&self) -> Vec<Arc<ConsumeQueue>> {
         let q = self.queues.read().unwrap_or_else(|e| e.into_inner());
         q.values().flat_map(|p| p.values().cloned()).collect()
@@ -1490,6 +1610,61 @@ mod tests {
         );
         q.flush().unwrap();
         assert_eq!(q.flushed_offset.load(Ordering::Acquire), 6);
+    }
+
+    #[test]
+    fn ends_claim_only_units_below_the_position_and_find_lost_compares_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let qs = open(dir.path(), 4).unwrap();
+        let q = qs.get_or_create("t", 0).unwrap();
+        for i in 0..10 {
+            q.put(QueueOffset::new(i), unit(i * 100), 0).unwrap();
+        }
+        qs.get_or_create("empty", 0).unwrap();
+        // Units at 500.. point past the position: not claimed (a power
+        // loss may take their records, and their offsets are reused).
+        let ends = qs.ends_at(450);
+        assert_eq!(ends.get("t", 0), Some(5));
+        assert_eq!(ends.get("empty", 0), None);
+        assert_eq!(qs.ends_at(10_000).get("t", 0), Some(10));
+        // Nothing lost against either.
+        assert!(qs.find_lost(&qs.ends_at(10_000)).is_empty());
+        qs.flush().unwrap();
+        drop(q);
+        drop(qs);
+
+        // The tail file (units 8 and 9) is lost.
+        std::fs::remove_file(
+            dir.path()
+                .join("cq/t/0")
+                .join(fs_util::offset_file_name(8 * UNIT_LEN as u64)),
+        )
+        .unwrap();
+        let qs = open(dir.path(), 4).unwrap();
+        let mut recorded = QueueEnds::default();
+        recorded.raise("t", 0, 10);
+        // A deleted partition and one whose log start reaches its end
+        // lost nothing.
+        recorded.raise("gone", 0, 3);
+        let lost = qs.find_lost(&recorded);
+        assert_eq!(lost.len(), 2, "{lost:?}");
+        let t = lost.iter().find(|l| l.tp.topic() == "t").unwrap();
+        assert_eq!((t.had, t.recorded), (8, 10));
+        // From just past unit 7's record.
+        assert_eq!(t.replay_from, 700 + 100);
+        let gone = lost.iter().find(|l| l.tp.topic() == "gone").unwrap();
+        assert_eq!((gone.had, gone.replay_from), (0, 0));
+        qs.delete_topic("gone", &[(0, 3)]).unwrap();
+        assert_eq!(qs.find_lost(&recorded).len(), 1);
+
+        // Records retention had deleted: the queue continues at the end,
+        // durably.
+        qs.continue_lost_queue("t", 0, 10).unwrap();
+        assert_eq!(qs.get("t", 0).unwrap().max_offset(), 10);
+        drop(qs);
+        let qs = open(dir.path(), 4).unwrap();
+        assert_eq!(qs.log_start("t", 0), 10);
+        assert!(qs.find_lost(&recorded).is_empty());
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! A table of one queue offset per topic-partition, kept in one small file
-//! of the data dir that is replaced whole. Two files have this layout, each
-//! with its own magic and meaning: `deleted-partitions` ([`super::deleted`])
-//! and `log-start-offsets` ([`super::log_start`]).
+//! of the data dir that is replaced whole. Three files have this layout,
+//! each with its own magic and meaning: `deleted-partitions`
+//! ([`super::deleted`]), `log-start-offsets` ([`super::log_start`]) and
+//! `queue-ends` ([`super::ends`]).
 //!
 //! ```text
 //! offset  size  field

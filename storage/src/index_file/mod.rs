@@ -11,6 +11,7 @@
 //! entry that is not reachable from them. Header fields that change are
 //! accessed atomically.
 
+pub mod end;
 pub mod format;
 
 use std::ops::ControlFlow;
@@ -188,6 +189,22 @@ impl IndexFile {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The physical offset of the newest entry for a record below `pos`,
+    /// if any: entries are in physical order, so a binary search.
+    fn last_physical_below(&self, pos: u64) -> Option<u64> {
+        let (mut lo, mut hi) = (1u32, self.entry_count().min(self.entry_capacity));
+        // Invariant: entries [1, lo) are below `pos`, [hi, count) are not.
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.entry(mid).physical_offset < pos {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        (lo > 1).then(|| self.entry(lo - 1).physical_offset)
     }
 
     /// Add an entry; `false` if the file is full.
@@ -531,6 +548,38 @@ impl IndexService {
     #[cfg(test)]
     fn dir_sync_pending(&self) -> bool {
         self.dir_sync_pending.load(Ordering::Acquire)
+    }
+
+    /// One past the physical offset of the newest entry for a record
+    /// below `pos` (0: none), for `index-end` ([`end`]).
+    pub(crate) fn end_below(&self, pos: u64) -> u64 {
+        for f in self.files().iter().rev() {
+            if f.is_empty() || f.begin_physical() >= pos {
+                continue;
+            }
+            if let Some(p) = f.last_physical_below(pos) {
+                return p + 1;
+            }
+        }
+        0
+    }
+
+    /// One past the physical offset of the newest entry held (0: none).
+    pub(crate) fn end(&self) -> u64 {
+        self.files()
+            .iter()
+            .rev()
+            .find(|f| !f.is_empty())
+            .map_or(0, |f| f.end_physical() + 1)
+    }
+
+    /// The newest file, for messages.
+    pub(crate) fn newest_path(&self) -> Option<PathBuf> {
+        self.files().last().map(|f| f.path().to_path_buf())
+    }
+
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
     }
 
     /// Retention: delete index files whose entries all point below
