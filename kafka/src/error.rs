@@ -172,9 +172,14 @@ pub fn broker_code(e: &BrokerError) -> i16 {
         // Kafka answers a create of a topic still marked for deletion so.
         B::RemoteDeletePending { .. } => ResponseError::TopicAlreadyExists,
         B::Store { source } => match source {
-            StoreError::DiskFull { .. } | StoreError::DispatchStalled { .. } => {
-                ResponseError::KafkaStorageError
-            }
+            // The store refuses writes: a full disk, a segment that cannot
+            // be made, stalled dispatch, or a failed write or flush (a
+            // read-only disk): Kafka's answer for a log dir that cannot
+            // take the write.
+            StoreError::DiskFull { .. }
+            | StoreError::SegmentUnavailable { .. }
+            | StoreError::DispatchStalled { .. }
+            | StoreError::Poisoned { .. } => ResponseError::KafkaStorageError,
             StoreError::FlushTimedOut { .. } => ResponseError::RequestTimedOut,
             StoreError::Closed => ResponseError::LeaderNotAvailable,
             // Kafka's sequence rules (KAFKA.md "Idempotent producers").
