@@ -900,7 +900,14 @@ mod tests {
                 S::Poisoned {
                     reason: "fsync".into(),
                 },
-                50001,
+                50301,
+            ),
+            (
+                S::SegmentUnavailable {
+                    base: 1 << 30,
+                    reason: "Too many open files".into(),
+                },
+                50701,
             ),
             (S::Locked { path: "/d".into() }, 50001),
             (

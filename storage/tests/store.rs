@@ -1687,3 +1687,57 @@ fn writes_stop_before_the_reserve_is_gone() {
     assert!(store.write_refusal().is_none());
     store.shutdown().unwrap();
 }
+
+/// Issue 35 item 1: a file the store writes through a map is backed by
+/// disk blocks before it is mapped, not made sparse with `set_len`: a
+/// store into a hole on a full disk is SIGBUS. Every ConsumeQueue file,
+/// IndexFile and segment holds blocks for its whole length.
+#[test]
+fn every_mapped_file_is_allocated_not_sparse() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = small_config(dir.path());
+    cfg.preallocate_next_segment = true;
+    // Files of many pages, so a sparse one (a page or two written) shows.
+    cfg.consume_queue_units_per_file = 10_000;
+    cfg.index_slots = 1000;
+    cfg.index_entries = 10_000;
+    let store = Store::open(cfg).unwrap();
+    for p in 0..3 {
+        store
+            .append(&[record("t", p, Some("k"), Some("v"))])
+            .unwrap();
+    }
+    assert!(store.wait_dispatched(Duration::from_secs(10)));
+    let mut checked = 0;
+    let mut files = vec![];
+    for sub in ["index", "commitlog"] {
+        files.extend(std::fs::read_dir(dir.path().join(sub)).unwrap());
+    }
+    for partition in 0..3 {
+        let queue = dir
+            .path()
+            .join("consumequeue")
+            .join("t")
+            .join(partition.to_string());
+        files.extend(std::fs::read_dir(queue).unwrap());
+    }
+    for entry in files {
+        let entry = entry.unwrap();
+        let name = entry.file_name();
+        if fs_util::parse_offset_file_name(name.to_str().unwrap(), "").is_none() {
+            continue;
+        }
+        let meta = entry.metadata().unwrap();
+        assert!(
+            meta.blocks() * 512 >= meta.len(),
+            "{} is sparse: {} bytes, {} allocated",
+            entry.path().display(),
+            meta.len(),
+            meta.blocks() * 512
+        );
+        checked += 1;
+    }
+    assert!(checked >= 5, "only {checked} files looked at");
+    store.shutdown().unwrap();
+}
