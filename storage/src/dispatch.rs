@@ -575,6 +575,12 @@ impl Dispatcher {
         self.failing.store(false, Ordering::Release);
     }
 
+    /// The last dispatch round failed for want of space.
+    pub(crate) fn out_of_space(&self) -> bool {
+        self.failing.load(Ordering::Acquire)
+            && self.failure().as_ref().is_some_and(|f| f.out_of_space)
+    }
+
     pub(crate) fn dispatched(&self) -> u64 {
         self.dispatched.load(Ordering::Acquire)
     }
@@ -704,6 +710,11 @@ impl Dispatcher {
                     drop(listener);
                     self.errors.fetch_add(1, Ordering::Relaxed);
                     let retries = self.note_failure(&sink, &e);
+                    if e.is_out_of_space() {
+                        // Space for the indexes' next file: the
+                        // preallocator's spare segment goes.
+                        self.log.set_disk_short(true);
+                    }
                     // Notices (counts, logs) a stall even while no append
                     // asks; held appends look, and are refused once it is.
                     let _ = self.stall();

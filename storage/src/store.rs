@@ -1337,6 +1337,11 @@ impl Inner {
             .full_by_reserve
             .store(short && !full_by_ratio, Ordering::Release);
         self.retention.disk_full.store(full, Ordering::Release);
+        // The spare segment goes only while the indexes lack space (the
+        // dispatcher's ENOSPC), and comes back once they have it. Not for
+        // the ratio or the reserve: a segment given up there would lift
+        // the gate and be made again at once, over and over.
+        self.log.set_disk_short(self.dispatcher.out_of_space());
         if short && !was_by_reserve {
             tracing::error!(
                 disk_available_bytes = available.unwrap_or(0),

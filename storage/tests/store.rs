@@ -1046,7 +1046,10 @@ fn the_writer_rolls_through_two_segments_made_ahead_while_creation_hangs() {
         for _ in 0..17 {
             writer.append(&[record("t", 0, None, Some(&v))]).unwrap();
         }
-        let _ = tx.send(writer.commit_log().committed());
+        let reached = writer.commit_log().committed();
+        // Dropped before the answer: the test takes the store back after.
+        drop(writer);
+        let _ = tx.send(reached);
     });
     let reached = rx.recv_timeout(DEADLINE);
     // No creation could finish since the hang began, so the writer rolled
@@ -1740,4 +1743,63 @@ fn every_mapped_file_is_allocated_not_sparse() {
     }
     assert!(checked >= 5, "only {checked} files looked at");
     store.shutdown().unwrap();
+}
+
+/// A dispatcher short of space makes the preallocator give up its spare
+/// segment (the space goes to the indexes), and the spare comes back once
+/// dispatch succeeds again.
+#[test]
+fn the_spare_segment_is_given_up_while_the_indexes_lack_space() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config_with_segments(dir.path(), 8192);
+    cfg.preallocate_next_segment = true;
+    let short = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sink = Arc::new(NoSpaceSink(Arc::clone(&short)));
+    let store = Store::open_with_sinks(cfg, vec![sink]).unwrap();
+    let log_dir = dir.path().join("commitlog");
+    let segment_files = move || {
+        std::fs::read_dir(&log_dir)
+            .unwrap()
+            .filter(|e| {
+                let name = e.as_ref().unwrap().file_name();
+                fs_util::parse_offset_file_name(name.to_str().unwrap(), "").is_some()
+            })
+            .count()
+    };
+    store.append(&[record("t", 0, None, Some("a"))]).unwrap();
+    wait_for("two segments made ahead", || segment_files() >= 3);
+    short.store(true, std::sync::atomic::Ordering::SeqCst);
+    let _ = store.append(&[record("t", 0, None, Some("b"))]);
+    wait_for("the spare given up", || segment_files() == 2);
+    let e = store
+        .append(&[record("t", 0, None, Some("c"))])
+        .unwrap_err();
+    assert!(matches!(e, StoreError::DiskFull { .. }), "{e}");
+    short.store(false, std::sync::atomic::Ordering::SeqCst);
+    wait_for("dispatch recovered", || store.write_refusal().is_none());
+    store.check_disk();
+    wait_for("the spare made again", || segment_files() >= 3);
+    store.append(&[record("t", 0, None, Some("d"))]).unwrap();
+    store.shutdown().unwrap();
+}
+
+/// A sink that fails with ENOSPC while its flag is set.
+struct NoSpaceSink(Arc<std::sync::atomic::AtomicBool>);
+
+impl tidelog_storage::DispatchSink for NoSpaceSink {
+    fn name(&self) -> &str {
+        "no-space"
+    }
+    fn dispatch(&self, _: &tidelog_storage::StoredRecord) -> tidelog_storage::Result<()> {
+        if self.0.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(StoreError::Io {
+                path: "/full/index".into(),
+                source: std::io::Error::from_raw_os_error(libc::ENOSPC),
+            });
+        }
+        Ok(())
+    }
+    fn flush(&self) -> tidelog_storage::Result<()> {
+        Ok(())
+    }
 }

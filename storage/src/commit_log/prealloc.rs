@@ -19,7 +19,9 @@
 //! [`CREATE_BACKOFF_MAX`]), logged at most once per [`FAILURE_LOG_EVERY`]
 //! with the count of failures since, and its temporary file is removed
 //! (`fs_util::create_via_temp`), so a short disk gets back what the
-//! attempt took. While creation fails, the writer does not wait for it:
+//! attempt took. While the disk is short ([`CommitLog::set_disk_short`])
+//! it gives up the spare segment beyond the next one, and makes it again
+//! once the disk is not. While creation fails, the writer does not wait for it:
 //! [`Preallocator::take`] answers at once, and an append that needs the
 //! segment is refused with the failure ([`StoreError::DiskFull`] when the
 //! disk is short, else [`StoreError::SegmentUnavailable`]). Nothing here
@@ -90,6 +92,32 @@ impl CommitLog {
             return None;
         }
         st.failing.as_ref().map(|f| f.refusal(st.requested))
+    }
+
+    /// The disk is short (a file the dispatcher needed could not be
+    /// allocated), or no longer. While it is, the
+    /// preallocator gives up its reservation: segments made ahead past the
+    /// next one are removed (their space goes to the indexes' next files,
+    /// so the records already committed become readable) and not made
+    /// again until it is not.
+    pub(crate) fn set_disk_short(&self, short: bool) {
+        if !self.preallocate {
+            return;
+        }
+        let mut st = lock(&self.prealloc.state);
+        if st.short == short {
+            return;
+        }
+        st.short = short;
+        if short {
+            while st.ready.len() > 1 {
+                if let Some(s) = st.ready.pop() {
+                    tracing::info!(segment = %s.path().display(), "the disk is short: giving up a commit log segment made ahead");
+                    let _ = std::fs::remove_file(s.path());
+                }
+            }
+        }
+        self.prealloc.cv.notify_all();
     }
 
     /// How many segment creations have failed since the store opened.
@@ -411,6 +439,9 @@ struct PreState {
     stopped: bool,
     /// Set while creation fails, cleared by the next success.
     failing: Option<Failing>,
+    /// The disk is short ([`CommitLog::set_disk_short`]): only the next
+    /// segment is kept made ahead, not the spare after it.
+    short: bool,
 }
 
 impl PreState {
@@ -553,7 +584,8 @@ impl Preallocator {
             }
             // Last, the spare after the next segment: with the window
             // warm, the writer needs nothing sooner.
-            if let Some(base) = st.due(SPARE_SEGMENTS, Instant::now()) {
+            let ahead = if st.short { 1 } else { SPARE_SEGMENTS };
+            if let Some(base) = st.due(ahead, Instant::now()) {
                 st = self.make(st, base, &create);
                 continue;
             }
@@ -597,7 +629,8 @@ impl Preallocator {
                         "commit log segment creation works again"
                     );
                 }
-                if st.wanted(SPARE_SEGMENTS) == Some(s.base()) {
+                let ahead = if st.short { 1 } else { SPARE_SEGMENTS };
+                if st.wanted(ahead) == Some(s.base()) {
                     st.ready.push(s);
                 } else {
                     let _ = std::fs::remove_file(s.path());
