@@ -1349,12 +1349,19 @@ impl Inner {
                 "disk nearly full: less free space than the store's reserve; refusing produce until twice the reserve is free"
             );
         }
-        if full && !was {
+        let was_by_ratio = was && !was_by_reserve;
+        if full_by_ratio && !was_by_ratio {
             tracing::error!(
                 disk_used_ratio = ratio,
                 disk_full_ratio = cfg.disk_full_ratio,
                 disk_force_clean_ratio = cfg.disk_force_clean_ratio,
                 "disk nearly full: refusing produce until usage falls to disk_force_clean_ratio"
+            );
+        } else if was && !full && was_by_reserve {
+            tracing::warn!(
+                disk_available_bytes = available.unwrap_or(0),
+                disk_reserve_bytes = self.disk_reserve_bytes,
+                "free space back at twice the store's reserve: accepting produce again"
             );
         } else if was && !full {
             tracing::warn!(
