@@ -13,7 +13,9 @@
 //! are never held together), `writer` → the preallocator's zero claim
 //! (`prealloc.rs`: an append waits for a zero fill it reached), and
 //! `writer` → the preallocator's `state` (a roll takes the segment made
-//! ahead; `take` never waits there). No lock is held while waiting for an
+//! ahead; `take` never waits there), and the preallocator's `state` →
+//! `segments` (read: an append waiting for a segment, with `writer`
+//! released, looks whether another append rolled already). No lock is held while waiting for an
 //! fsync except `flush_state`'s condition variables.
 //!
 //! No thread waits for a segment while it holds `writer`: an append whose
