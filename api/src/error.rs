@@ -256,7 +256,14 @@ impl ApiError {
 ///   headers; a produce gets the broker's record variants instead (they say
 ///   whose limit), so this is the store's own segment bound or a caller
 ///   other than produce.
-/// * `DiskFull`: 50701, writes refused until space is freed.
+/// * `DiskFull`: 50701, writes refused until space is freed (by the
+///   disk-full ratio, the store's reserve, or a file the store could not
+///   create); `SegmentUnavailable` (the next CommitLog segment cannot be
+///   made: no file descriptors, or creation hung): 50701 with its own
+///   message, writes resume once a creation succeeds.
+/// * `Poisoned`: 50301 with the store's message: a failed write or flush
+///   (a read-only or failing disk) made the store refuse writes until a
+///   restart runs recovery; `/status/ready` answers the same.
 /// * `Closed`: 50301, the server is shutting down; a retry elsewhere or later
 ///   will do.
 /// * `InvalidInput`: 40002; the API validates first, so reaching this means a
@@ -265,10 +272,9 @@ impl ApiError {
 /// * `DispatchStalled`: 50302; `FlushTimedOut`: 50303 (appended, durability
 ///   unknown: the client may retry, and may then find the record twice).
 /// * `InvalidConfig`: 50001; only `Store::open` returns it.
-/// * `Io`, `Corruption`, `Inconsistent`, `Poisoned`, `Locked`: 50001 with
+/// * `Io`, `Corruption`, `Inconsistent`, `Locked`: 50001 with
 ///   the store's own message, which names the file and position (logged at
-///   warn with every 5xx answer); after `Poisoned` every write fails until
-///   a restart runs recovery. `Inconsistent` is the store's structures
+///   warn with every 5xx answer). `Inconsistent` is the store's structures
 ///   disagreeing (a queue unit and its record): a bug or damage, never the
 ///   client's mistake.
 impl From<tidelog_broker::store::StoreError> for ApiError {
@@ -284,7 +290,11 @@ impl From<tidelog_broker::store::StoreError> for ApiError {
                     ApiError::PayloadMalformed { message }
                 }
             },
-            S::DiskFull { .. } => ApiError::DiskFull { message },
+            S::DiskFull { .. } | S::SegmentUnavailable { .. } => ApiError::DiskFull { message },
+            // A failed write or flush (a read-only or failing disk): the
+            // store refuses every write until a restart runs recovery, so
+            // the server is not ready for writes, as `/status/ready` says.
+            S::Poisoned { .. } => ApiError::NotReady { message },
             S::Closed => ApiError::NotReady {
                 message: format!("{message}: the server is shutting down"),
             },
@@ -298,7 +308,6 @@ impl From<tidelog_broker::store::StoreError> for ApiError {
             S::Io { .. }
             | S::Corruption { .. }
             | S::Inconsistent { .. }
-            | S::Poisoned { .. }
             | S::Locked { .. }
             | S::InvalidConfig { .. } => ApiError::Internal { message },
         }
@@ -931,7 +940,14 @@ mod tests {
                 S::Poisoned {
                     reason: "fsync".into(),
                 },
-                50001,
+                50301,
+            ),
+            (
+                S::SegmentUnavailable {
+                    base: 1 << 30,
+                    reason: "Too many open files".into(),
+                },
+                50701,
             ),
             (S::Locked { path: "/d".into() }, 50001),
             (

@@ -451,8 +451,34 @@ impl Metrics {
             gauge(
                 &mut out,
                 "tidelog_disk_full",
-                "1 while produce is refused because the disk is above retention.disk_full_ratio.",
+                "1 while produce is refused because the disk is above retention.disk_full_ratio or has less free space than the store's reserve.",
                 f64::from(u8::from(s.disk_full)),
+            );
+            gauge(
+                &mut out,
+                "tidelog_disk_reserve_bytes",
+                "free space the disk-full gate keeps for the files the store must still create (next segment, index and queue files).",
+                s.disk_reserve_bytes as f64,
+            );
+            if let Some(available) = s.disk_available_bytes {
+                gauge(
+                    &mut out,
+                    "tidelog_disk_available_bytes",
+                    "bytes available on the data directory's filesystem, as the store last measured it.",
+                    available as f64,
+                );
+            }
+            gauge(
+                &mut out,
+                "tidelog_store_writes_refused",
+                "1 while the store refuses writes (disk full, dispatch stalled or short of space, a segment that cannot be made, a failed write); /status/ready is not ready then.",
+                f64::from(u8::from(s.writes_refused.is_some())),
+            );
+            counter(
+                &mut out,
+                "tidelog_segment_create_failures_total",
+                "CommitLog segment creations that failed (full disk, no file descriptors); retried with back-off.",
+                s.segment_create_failures,
             );
             counter(
                 &mut out,

@@ -132,7 +132,7 @@ async fn during_recovery_every_store_route_is_503_50301_then_all_serve() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_failed_write_is_500_50001_and_the_server_still_answers() {
+async fn a_failed_write_is_503_50301_ready_says_so_and_the_server_still_answers() {
     let dir = tempfile::tempdir().unwrap();
     let faults = Arc::new(Faults::default());
     let state = AppState::new(settings(), dir.path().to_path_buf());
@@ -142,14 +142,16 @@ async fn a_failed_write_is_500_50001_and_the_server_still_answers() {
 
     let (status, body) = call(&router, "POST", "/topics/t", produce("kept")).await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    // The disk refuses the next write: the request fails with the store's
-    // message, and the log refuses writes from then on (poisoned until a
-    // restart runs recovery) with the same code: no hang, nothing
-    // half-written.
+    // The disk refuses the next write (a read-only disk, issue 35 item
+    // 10): the request fails with the store's message, and the log refuses
+    // writes from then on (poisoned until a restart runs recovery) with the
+    // same documented code, 503/50301 (not ready for writes), not a bare
+    // 500: no hang, nothing half-written.
     faults.fail_after(FaultPoint::CommitLogWrite, 0);
     for attempt in ["lost", "after"] {
         let answer = call(&router, "POST", "/topics/t", produce(attempt)).await;
-        assert_eq!(error_code(&answer), (500, 50001), "{attempt}: {}", answer.1);
+        assert_eq!(error_code(&answer), (503, 50301), "{attempt}: {}", answer.1);
+        assert!(answer.1.contains("refuses appends"), "{}", answer.1);
     }
     // Reads, admin and readiness keep answering; only the acknowledged
     // record is there.
@@ -169,13 +171,17 @@ async fn a_failed_write_is_500_50001_and_the_server_still_answers() {
         .map(|r| &r["value"])
         .collect();
     assert_eq!(values, [&json!("kept")]);
-    let (status, _) = call(&router, "GET", "/status/ready", None).await;
-    assert_eq!(status, StatusCode::OK);
+    // Ready says what the store says: it refuses writes (it answered 200
+    // while every produce failed).
+    let answer = call(&router, "GET", "/status/ready", None).await;
+    assert_eq!(error_code(&answer), (503, 50301), "{}", answer.1);
+    assert!(answer.1.contains("write to"), "{}", answer.1);
     let (status, _) = call(&router, "GET", "/v3/clusters/tidelog/topics/t", None).await;
     assert_eq!(status, StatusCode::OK);
     let (_, text) = call(&router, "GET", "/metrics", None).await;
     assert!(
-        text.contains("tidelog_http_responses_total{class=\"5xx\"} 2"),
+        // Two refused produce requests and the not-ready answer.
+        text.contains("tidelog_http_responses_total{class=\"5xx\"} 3"),
         "{text}"
     );
     // A poisoned log cannot write its checkpoint: shutdown may say so; the
@@ -804,4 +810,73 @@ fn produce_held_by_the_dispatch_lag_bound_holds_no_thread() {
         drop(broker);
         close(&state).await.unwrap();
     });
+}
+
+/// Issue 35's livelock, through the API: with CommitLog segment creation
+/// failing for good (a full disk, no file descriptors), `/status/ready`
+/// answers at once and says writes are refused, produce is refused with
+/// the documented 507/50701 instead of hanging, a retention pass runs,
+/// and produce works again (ready too) once creation does, without a
+/// restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failing_segment_creation_is_507_ready_answers_and_writes_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = common::store_config(dir.path());
+    config.commitlog_segment_bytes = 64 << 10;
+    config.preallocate_next_segment = true;
+    let faults = Arc::new(Faults::default());
+    let (state, router) = serving(config, Some(Arc::clone(&faults))).await;
+    let big = "v".repeat(8 << 10);
+    let (status, body) = call(&router, "POST", "/topics/t", one_record(&big)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    faults.fail_after(FaultPoint::SegmentCreate, 0);
+    // Fill what is made; then every produce is refused, each at once.
+    let mut acked = 1;
+    let refused = loop {
+        let answer = tokio::time::timeout(
+            Duration::from_secs(10),
+            call(&router, "POST", "/topics/t", one_record(&big)),
+        )
+        .await
+        .expect("produce hung while segment creation fails");
+        if answer.0 != StatusCode::OK {
+            break answer;
+        }
+        acked += 1;
+        assert!(acked < 200, "produce was never refused");
+    };
+    assert_eq!(error_code(&refused), (507, 50701), "{}", refused.1);
+    for _ in 0..5 {
+        let ready = tokio::time::timeout(
+            Duration::from_secs(2),
+            call(&router, "GET", "/status/ready", None),
+        )
+        .await
+        .expect("/status/ready did not answer within 2 s");
+        assert_eq!(error_code(&ready), (507, 50701), "{}", ready.1);
+        let answer = tokio::time::timeout(
+            Duration::from_secs(10),
+            call(&router, "POST", "/topics/t", one_record(&big)),
+        )
+        .await
+        .expect("produce hung");
+        assert_eq!(error_code(&answer), (507, 50701), "{}", answer.1);
+    }
+    let (status, body) = tokio::time::timeout(
+        Duration::from_secs(20),
+        call(
+            &router,
+            "POST",
+            "/v3/clusters/tidelog/retention",
+            Some(json!({"force": true})),
+        ),
+    )
+    .await
+    .expect("retention hung");
+    assert_eq!(status, StatusCode::OK, "{body}");
+    faults.heal(FaultPoint::SegmentCreate);
+    wait_status(&router, "/status/ready", StatusCode::OK).await;
+    let (status, body) = call(&router, "POST", "/topics/t", one_record(&big)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    close(&state).await.unwrap();
 }

@@ -183,7 +183,10 @@ fn auth_overload_disk_full_and_shutdown_with_requests_in_flight() {
     }
     let m = s.get("/topics").expect_error(429, 42901);
     assert!(m.contains("max_concurrent_requests"), "{m}");
-    s.get("/status/ready").expect(200);
+    // Readiness is exempt from the request limit, and says what the store
+    // says: writes are refused, the disk is "full".
+    let m = s.get("/status/ready").expect_error(507, 50701);
+    assert!(m.starts_with("disk full: "), "{m}");
     assert!(s
         .get("/metrics")
         .text()

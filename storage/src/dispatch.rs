@@ -15,7 +15,12 @@
 //! already hold, because recovery replays from the last checkpoint.
 //!
 //! A failing sink stops dispatch at the failing entry; the thread retries it
-//! with a growing back-off. Once dispatch has failed without a success for
+//! with a growing back-off. A sink that fails for want of space (it
+//! could not create or back its next ConsumeQueue or IndexFile on a full
+//! disk: ENOSPC, EDQUOT) makes appends be refused at once with
+//! [`StoreError::DiskFull`], not only after a stall: every record stays
+//! committed in the CommitLog, and dispatch resumes by itself (the
+//! refusal ends with the first successful round) once space is freed. Once dispatch has failed without a success for
 //! `dispatch_stall_ms` it is *stalled*: [`Dispatcher::stall`] answers with
 //! the error that appends are refused with (their records would not become
 //! visible), counted once per stall. The first success ends it.
@@ -337,6 +342,9 @@ struct Failure {
     last_logged: Instant,
     /// This run has been counted in `stalls` (and logged as a stall).
     stall_counted: bool,
+    /// The last failure was the disk being short: appends are refused
+    /// with [`StoreError::DiskFull`] at once.
+    out_of_space: bool,
 }
 
 /// The first back-off after a failed dispatch round; it doubles with each
@@ -402,6 +410,14 @@ impl Dispatcher {
         }
         let mut failure = self.failure();
         let f = failure.as_mut()?;
+        if f.out_of_space {
+            return Some(StoreError::DiskFull {
+                reason: format!(
+                    "no space for the indexes (sink {}: {}); the records so far are committed and are indexed once space is freed, and writes resume by themselves then",
+                    f.sink, f.error
+                ),
+            });
+        }
         let failing_for = f.since.elapsed();
         if failing_for < self.stall_after {
             return None;
@@ -501,6 +517,7 @@ impl Dispatcher {
     /// A dispatch round failed in `sink`: start or extend the run of
     /// failures; returns how many retries it has had.
     fn note_failure(&self, sink: &str, error: &StoreError) -> u64 {
+        let out_of_space = error.is_out_of_space();
         let error = error.to_string();
         let now = Instant::now();
         let mut failure = self.failure();
@@ -514,6 +531,7 @@ impl Dispatcher {
                     retries: 0,
                     last_logged: now,
                     stall_counted: false,
+                    out_of_space,
                 });
                 self.failing.store(true, Ordering::Release);
                 0
@@ -535,6 +553,7 @@ impl Dispatcher {
                     f.sink = sink.to_string();
                     f.error = error;
                 }
+                f.out_of_space = out_of_space;
                 f.retries
             }
         }
@@ -554,6 +573,12 @@ impl Dispatcher {
             );
         }
         self.failing.store(false, Ordering::Release);
+    }
+
+    /// The last dispatch round failed for want of space.
+    pub(crate) fn out_of_space(&self) -> bool {
+        self.failing.load(Ordering::Acquire)
+            && self.failure().as_ref().is_some_and(|f| f.out_of_space)
     }
 
     pub(crate) fn dispatched(&self) -> u64 {
@@ -685,6 +710,11 @@ impl Dispatcher {
                     drop(listener);
                     self.errors.fetch_add(1, Ordering::Relaxed);
                     let retries = self.note_failure(&sink, &e);
+                    if e.is_out_of_space() {
+                        // Space for the indexes' next file: the
+                        // preallocator's spare segment goes.
+                        self.log.set_disk_short(true);
+                    }
                     // Notices (counts, logs) a stall even while no append
                     // asks; held appends look, and are refused once it is.
                     let _ = self.stall();

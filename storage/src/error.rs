@@ -103,6 +103,15 @@ pub enum StoreError {
     #[error("flush timed out: the record is appended but its durability is unknown (no flush covered it within {timeout_ms} ms)")]
     FlushTimedOut { timeout_ms: u64 },
 
+    /// The CommitLog segment an append needs (at `base`) cannot be made
+    /// now: its creation keeps failing for another reason than a full disk
+    /// (that is [`StoreError::DiskFull`]), such as "too many open files",
+    /// or has not finished in time. Nothing of the batch was written; the
+    /// log is not poisoned, and appends work again once a creation
+    /// succeeds.
+    #[error("cannot make the commit log segment at {base}: {reason}")]
+    SegmentUnavailable { base: u64, reason: String },
+
     /// An append to a topic deleted while the request was under way (it
     /// passed the caller's existence check before the deletion).
     #[error("topic {topic:?} does not exist (deleted)")]
@@ -149,6 +158,30 @@ impl StoreError {
                 used_ratio * 100.0,
                 retention.disk_full_ratio * 100.0,
                 retention.disk_force_clean_ratio * 100.0
+            ),
+        }
+    }
+
+    /// Whether this is the file system running out of space (ENOSPC, or
+    /// a quota's EDQUOT): a write that more free space would let through.
+    pub fn is_out_of_space(&self) -> bool {
+        match self {
+            StoreError::DiskFull { .. } => true,
+            StoreError::Io { source, .. } => io_out_of_space(source),
+            _ => false,
+        }
+    }
+
+    /// An I/O error of a file the store had to create or back turned into
+    /// [`StoreError::DiskFull`] when it is the disk being short; any other
+    /// error as it is.
+    pub(crate) fn space_refusal(self, what: &str) -> Self {
+        if !self.is_out_of_space() || matches!(self, StoreError::DiskFull { .. }) {
+            return self;
+        }
+        StoreError::DiskFull {
+            reason: format!(
+                "no space to {what}: {self}; writes resume by themselves once space is freed"
             ),
         }
     }
@@ -344,6 +377,13 @@ pub struct QueuePosition {
     pub topic: String,
     pub partition: u32,
     pub offset: u64,
+}
+
+/// ENOSPC or EDQUOT.
+pub(crate) fn io_out_of_space(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT))
+        || e.kind() == std::io::ErrorKind::StorageFull
+        || e.kind() == std::io::ErrorKind::QuotaExceeded
 }
 
 /// Attach a path to an `io::Result`.

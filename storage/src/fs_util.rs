@@ -72,6 +72,50 @@ pub fn create_via_temp<T>(
     })
 }
 
+/// Back the first `len` bytes of `file` with disk blocks, extending it to
+/// `len` if shorter: `posix_fallocate`, or, where the file system has no
+/// fallocate, zeros written over what lies past the file's old end. A file
+/// the store writes through a memory map must be backed before it is
+/// mapped for writing: a store into a page with no block behind it on a
+/// full disk is SIGBUS, which kills the process, where this reports ENOSPC
+/// to the caller. Bytes already in the file are kept.
+pub fn allocate(file: &File, len: u64) -> std::io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::io::AsRawFd;
+        let Ok(size) = libc::off_t::try_from(len) else {
+            return Err(std::io::Error::from_raw_os_error(libc::EFBIG));
+        };
+        if size == 0 {
+            return Ok(());
+        }
+        // SAFETY: plain syscall on an fd the caller owns.
+        let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, size) };
+        match rc {
+            0 => return Ok(()),
+            // No fallocate here (glibc emulates it by writing, so this is
+            // rare): write the zeros ourselves below.
+            libc::EOPNOTSUPP | libc::EINVAL => {}
+            err => return Err(std::io::Error::from_raw_os_error(err)),
+        }
+    }
+    write_zeros_past_end(file, len)
+}
+
+/// Extend `file` to `len` by writing zeros (never a hole).
+fn write_zeros_past_end(file: &File, len: u64) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    const CHUNK: usize = 1 << 16;
+    let zeros = [0u8; CHUNK];
+    let mut at = file.metadata()?.len();
+    while at < len {
+        let n = (len - at).min(CHUNK as u64) as usize;
+        file.write_all_at(&zeros[..n], at)?;
+        at += n as u64;
+    }
+    Ok(())
+}
+
 /// `path` created empty (or emptied) and opened for reading and writing;
 /// nothing is synced: the caller makes it durable as its format needs.
 pub fn create_empty(path: &Path) -> Result<File> {

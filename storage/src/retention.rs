@@ -56,6 +56,16 @@ pub trait Clock: Send + Sync + std::fmt::Debug {
 pub trait DiskUsage: Send + Sync + std::fmt::Debug {
     /// Used fraction in [0, 1], as `df` computes it: used / (used + available).
     fn used_ratio(&self, path: &Path) -> std::io::Result<f64>;
+
+    /// Bytes an unprivileged writer may still allocate there (`df`'s
+    /// "available"); `None` where the source does not know (test doubles
+    /// that set a ratio only). The disk-full gate keeps the store's
+    /// reserve ([`Store::disk_reserve_bytes`](crate::Store::disk_reserve_bytes))
+    /// free with it.
+    fn available_bytes(&self, path: &Path) -> std::io::Result<Option<u64>> {
+        let _ = path;
+        Ok(None)
+    }
 }
 
 #[derive(Debug, Default)]
@@ -84,20 +94,31 @@ pub struct StatvfsDiskUsage;
 
 impl DiskUsage for StatvfsDiskUsage {
     fn used_ratio(&self, path: &Path) -> std::io::Result<f64> {
-        use std::os::unix::ffi::OsStrExt;
-        let c = std::ffi::CString::new(path.as_os_str().as_bytes())
-            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
-        // SAFETY: statvfs writes only into the struct we pass.
-        let st = unsafe {
-            let mut st: libc::statvfs = std::mem::zeroed();
-            if libc::statvfs(c.as_ptr(), &mut st) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            st
-        };
+        let st = statvfs(path)?;
         let used = (st.f_blocks as f64 - st.f_bfree as f64).max(0.0);
         let denom = used + st.f_bavail as f64;
         Ok(if denom > 0.0 { used / denom } else { 0.0 })
+    }
+
+    fn available_bytes(&self, path: &Path) -> std::io::Result<Option<u64>> {
+        let st = statvfs(path)?;
+        Ok(Some(
+            (st.f_bavail as u64).saturating_mul(st.f_frsize as u64),
+        ))
+    }
+}
+
+fn statvfs(path: &Path) -> std::io::Result<libc::statvfs> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    // SAFETY: statvfs writes only into the struct we pass.
+    unsafe {
+        let mut st: libc::statvfs = std::mem::zeroed();
+        if libc::statvfs(c.as_ptr(), &mut st) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(st)
     }
 }
 

@@ -105,6 +105,18 @@ pub struct StoreStats {
     pub thread_restarts: u64,
     pub disk_used_ratio: f64,
     pub disk_full: bool,
+    /// Bytes still available on the data directory's file system at the
+    /// last check (`None`: not known).
+    pub disk_available_bytes: Option<u64>,
+    /// Free space the disk-full gate keeps for the files the store must
+    /// still create: writes stop when less is available.
+    pub disk_reserve_bytes: u64,
+    /// CommitLog segment creations that failed (full disk, no file
+    /// descriptors); the preallocator backs off between them.
+    pub segment_create_failures: u64,
+    /// Why the store refuses writes now (`None`: it accepts them): the
+    /// message produce gets. What `/status/ready` reports.
+    pub writes_refused: Option<String>,
     pub retention_segments_deleted: u64,
     pub retention_bytes_freed: u64,
     pub retention_failures: u64,
@@ -124,7 +136,12 @@ struct RetentionState {
     /// checkpoint's dispatched position. Segments ending above it stay.
     durable_dispatched: AtomicU64,
     disk_full: AtomicBool,
+    /// The flag is up because free space fell below the store's reserve
+    /// (not the ratio): what the refusal says.
+    full_by_reserve: AtomicBool,
     disk_used_ratio_bits: AtomicU64,
+    /// The last measured available bytes (`u64::MAX`: unknown).
+    disk_available_bytes: AtomicU64,
     segments_deleted: AtomicU64,
     bytes_freed: AtomicU64,
     failures: AtomicU64,
@@ -157,6 +174,9 @@ struct Inner {
     queue_ends_stored: Mutex<Option<QueueEnds>>,
     /// The `index-end` last written (none yet in this run).
     index_end_stored: Mutex<Option<u64>>,
+    /// Free space the disk-full gate keeps for the files the store must
+    /// still create ([`disk_reserve_bytes`]).
+    disk_reserve_bytes: u64,
 }
 
 /// Proof that [`Store::lag_admitted`] was awaited: what
@@ -481,6 +501,7 @@ impl Store {
         log.set_producer_states(producers);
         let producer_ids = ProducerIds::load(&dir, producer_id_floor)?;
 
+        let disk_reserve_bytes = disk_reserve_bytes(&config);
         let inner = Arc::new(Inner {
             config,
             log,
@@ -493,7 +514,11 @@ impl Store {
             producer_snapshot_version: AtomicU64::new(0),
             producer_ids: Mutex::new(producer_ids),
             wake: event_listener::Event::new(),
-            retention: RetentionState::default(),
+            retention: RetentionState {
+                disk_available_bytes: AtomicU64::new(u64::MAX),
+                ..RetentionState::default()
+            },
+            disk_reserve_bytes,
             queue_ends_stored: Mutex::new(None),
             index_end_stored: Mutex::new(None),
         });
@@ -709,24 +734,35 @@ impl Store {
     }
 
     /// What refuses an append before it waits or writes: a closed store, a
-    /// full disk, stalled dispatch.
+    /// full disk (by ratio or reserve), dispatch stalled or short of space.
     fn append_gates(&self) -> Result<()> {
         if self.closed.load(Ordering::Acquire) {
             return Err(StoreError::Closed);
         }
         if self.inner.retention.disk_full.load(Ordering::Acquire) {
-            let ratio = f64::from_bits(
-                self.inner
-                    .retention
-                    .disk_used_ratio_bits
-                    .load(Ordering::Acquire),
-            );
-            return Err(StoreError::disk_full(ratio, &self.inner.config.retention));
+            return Err(self.inner.disk_full_error());
         }
         if let Some(stalled) = self.inner.dispatcher.stall() {
             return Err(stalled);
         }
         Ok(())
+    }
+
+    /// `Some(why)` while the store refuses appends, with the error an
+    /// append gets now: closed, poisoned (a failed write or flush), the
+    /// disk full (by ratio, by reserve, or a file the dispatcher could not
+    /// create), dispatch stalled, or the next CommitLog segment
+    /// impossible to make with none made ahead. What readiness reports: a
+    /// server that answers ready while every produce fails sends a load
+    /// balancer's writes to it.
+    pub fn write_refusal(&self) -> Option<StoreError> {
+        if let Err(e) = self.append_gates() {
+            return Some(e);
+        }
+        if let Some(e) = self.inner.log.poisoned_error() {
+            return Some(e);
+        }
+        self.inner.log.segment_creation_failure()
     }
 
     /// A new producer id for InitProducerId: never one handed out before in
@@ -1067,7 +1103,10 @@ impl Store {
             dispatched_offset: dispatched,
             dispatch_lag_bytes: log.visible_end().saturating_sub(dispatched),
             dispatch_errors: self.inner.dispatcher.error_count(),
-            dispatch_stalled: self.inner.dispatcher.stall().is_some(),
+            dispatch_stalled: matches!(
+                self.inner.dispatcher.stall(),
+                Some(StoreError::DispatchStalled { .. })
+            ),
             dispatch_stalls: self.inner.dispatcher.stall_count(),
             dispatch_lag_waits: self.inner.dispatcher.lag_wait_count(),
             sync_flush_waiters: log.flush_waiters(),
@@ -1082,6 +1121,16 @@ impl Store {
                     .load(Ordering::Acquire),
             ),
             disk_full: self.inner.retention.disk_full.load(Ordering::Acquire),
+            disk_available_bytes: Some(
+                self.inner
+                    .retention
+                    .disk_available_bytes
+                    .load(Ordering::Acquire),
+            )
+            .filter(|&b| b != u64::MAX),
+            disk_reserve_bytes: self.inner.disk_reserve_bytes,
+            segment_create_failures: log.segment_create_failures(),
+            writes_refused: self.write_refusal().map(|e| e.to_string()),
             retention_segments_deleted: self
                 .inner
                 .retention
@@ -1309,6 +1358,23 @@ impl Inner {
         }
     }
 
+    /// The refusal while the disk-full flag is up.
+    fn disk_full_error(&self) -> StoreError {
+        let ratio = f64::from_bits(self.retention.disk_used_ratio_bits.load(Ordering::Acquire));
+        if self.retention.full_by_reserve.load(Ordering::Acquire) {
+            let available = self.retention.disk_available_bytes.load(Ordering::Acquire);
+            return StoreError::DiskFull {
+                reason: format!(
+                    "the data directory's disk has {available} bytes available ({:.1}% used), less than the store's reserve of {} bytes for the files it must still create (the next commit log segment, index and queue files); writes resume when {} bytes are free (delete old segments or free space)",
+                    ratio * 100.0,
+                    self.disk_reserve_bytes,
+                    self.disk_reserve_bytes.saturating_mul(2)
+                ),
+            };
+        }
+        StoreError::disk_full(ratio, &self.config.retention)
+    }
+
     /// Update the disk-used ratio and the disk-full flag.
     fn check_disk(&self) {
         let cfg = &self.config.retention;
@@ -1325,19 +1391,65 @@ impl Inner {
         // Hysteresis (RocketMQ's): full above disk_full_ratio, and full
         // until usage is back at disk_force_clean_ratio or below, so
         // produce does not flap while usage hovers around the mark.
+        let available = match cfg.disk.available_bytes(&self.config.data_dir) {
+            Ok(a) => a,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the available bytes of the data directory's disk");
+                None
+            }
+        };
+        self.retention
+            .disk_available_bytes
+            .store(available.unwrap_or(u64::MAX), Ordering::Release);
         let was = self.retention.disk_full.load(Ordering::Acquire);
-        let full = if was {
+        let was_by_reserve = self.retention.full_by_reserve.load(Ordering::Acquire);
+        // The reserve: free space for the files the store must still
+        // create (issue 35: without it the last bytes went to a segment
+        // being preallocated, and the indexes' next file found none). The
+        // same hysteresis: short below the reserve, and short until twice
+        // the reserve is free.
+        let short = available.is_some_and(|a| {
+            if was_by_reserve {
+                a < self.disk_reserve_bytes.saturating_mul(2)
+            } else {
+                a < self.disk_reserve_bytes
+            }
+        });
+        let full_by_ratio = if was && !was_by_reserve {
             ratio > cfg.disk_force_clean_ratio
         } else {
             ratio > cfg.disk_full_ratio
         };
+        let full = full_by_ratio || short;
+        self.retention
+            .full_by_reserve
+            .store(short && !full_by_ratio, Ordering::Release);
         self.retention.disk_full.store(full, Ordering::Release);
-        if full && !was {
+        // The spare segment goes only while the indexes lack space (the
+        // dispatcher's ENOSPC), and comes back once they have it. Not for
+        // the ratio or the reserve: a segment given up there would lift
+        // the gate and be made again at once, over and over.
+        self.log.set_disk_short(self.dispatcher.out_of_space());
+        if short && !was_by_reserve {
+            tracing::error!(
+                disk_available_bytes = available.unwrap_or(0),
+                disk_reserve_bytes = self.disk_reserve_bytes,
+                "disk nearly full: less free space than the store's reserve; refusing produce until twice the reserve is free"
+            );
+        }
+        let was_by_ratio = was && !was_by_reserve;
+        if full_by_ratio && !was_by_ratio {
             tracing::error!(
                 disk_used_ratio = ratio,
                 disk_full_ratio = cfg.disk_full_ratio,
                 disk_force_clean_ratio = cfg.disk_force_clean_ratio,
                 "disk nearly full: refusing produce until usage falls to disk_force_clean_ratio"
+            );
+        } else if was && !full && was_by_reserve {
+            tracing::warn!(
+                disk_available_bytes = available.unwrap_or(0),
+                disk_reserve_bytes = self.disk_reserve_bytes,
+                "free space back at twice the store's reserve: accepting produce again"
             );
         } else if was && !full {
             tracing::warn!(
@@ -1485,6 +1597,31 @@ impl Inner {
             }
         });
     }
+}
+
+/// How many ConsumeQueue files the disk reserve holds room for: partitions
+/// roll into their next queue file one at a time, rarely together.
+const QUEUE_FILES_IN_RESERVE: u64 = 4;
+
+/// The free space the disk-full gate keeps for the files the store must
+/// still create after it refuses writes: the next CommitLog segment (the
+/// preallocator's, or the writer's), the next IndexFile, and
+/// [`QUEUE_FILES_IN_RESERVE`] ConsumeQueue files. Segments already made
+/// ahead are allocated, so counted as used. Writes stop when less than
+/// this is available, whatever the ratio: so the last bytes go to no
+/// file at all, and every file the store maps is backed.
+pub fn disk_reserve_bytes(config: &StoreConfig) -> u64 {
+    use crate::index_file::format::{ENTRY_LEN, HEADER_LEN, SLOT_LEN};
+    let index = HEADER_LEN as u64
+        + u64::from(config.index_slots) * SLOT_LEN as u64
+        + u64::from(config.index_entries) * ENTRY_LEN as u64;
+    let queue = config
+        .consume_queue_units_per_file
+        .saturating_mul(crate::consume_queue::format::UNIT_LEN as u64);
+    config
+        .commitlog_segment_bytes
+        .saturating_add(index)
+        .saturating_add(queue.saturating_mul(QUEUE_FILES_IN_RESERVE))
 }
 
 /// Bring every queue's time index up to its queue (see

@@ -199,6 +199,11 @@ fn under_sync_flush_nothing_is_served_before_its_fsync_returns() {
 
     faults.hang(FaultPoint::CommitLogFlush);
     let first = append_async(&store, "1");
+    // "2" after "1" is appended, so the order below is the test's, not
+    // the two threads' race for the writer.
+    wait_for("the first append", || {
+        store.commit_log().committed() > flushed
+    });
     let second = append_async(&store, "2");
     assert!(timed_out(
         first.recv_timeout(DEADLINE).expect("a waiter hung")

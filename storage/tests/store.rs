@@ -798,7 +798,7 @@ fn failed_write_poisons_the_log_and_publishes_nothing() {
     let err = store
         .append(&[record("t", 0, None, Some("lost"))])
         .unwrap_err();
-    assert!(matches!(err, StoreError::Io { .. }), "{err}");
+    assert!(matches!(err, StoreError::Poisoned { .. }), "{err}");
     assert_eq!(
         store.commit_log().committed(),
         committed,
@@ -852,7 +852,7 @@ fn failed_write_leaves_the_next_offsets_as_they_were() {
             record("gone", 0, None, Some("lost")),
         ])
         .unwrap_err();
-    assert!(matches!(err, StoreError::Io { .. }), "{err}");
+    assert!(matches!(err, StoreError::Poisoned { .. }), "{err}");
     faults.heal(FaultPoint::CommitLogWrite);
     let next = |topic: &str, partition: u32| {
         let tp = tidelog_storage::TopicPartition::new(topic, partition).unwrap();
@@ -1046,7 +1046,10 @@ fn the_writer_rolls_through_two_segments_made_ahead_while_creation_hangs() {
         for _ in 0..17 {
             writer.append(&[record("t", 0, None, Some(&v))]).unwrap();
         }
-        let _ = tx.send(writer.commit_log().committed());
+        let reached = writer.commit_log().committed();
+        // Dropped before the answer: the test takes the store back after.
+        drop(writer);
+        let _ = tx.send(reached);
     });
     let reached = rx.recv_timeout(DEADLINE);
     // No creation could finish since the hang began, so the writer rolled
@@ -1515,4 +1518,288 @@ fn wait_dispatched_waits_for_the_sinks_to_publish() {
         "wait_dispatched returned before the sink's end_batch published the record"
     );
     store.shutdown().unwrap();
+}
+
+/// Runs `f` on a thread and fails the test if it has not returned within
+/// [`DEADLINE`] (a hang, not a slow machine).
+fn within_deadline<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name(format!("test-{what}"))
+        .spawn(move || {
+            let _ = tx.send(f());
+        })
+        .unwrap();
+    rx.recv_timeout(DEADLINE)
+        .unwrap_or_else(|_| panic!("{what} did not return within {DEADLINE:?}"))
+}
+
+/// Issue 35's livelock: with segment creation failing for good, the
+/// preallocator retried at once, forever, and an append waited for it
+/// holding the writer's lock, so flush, retention and shutdown queued
+/// behind that lock. Now the preallocator backs off, the append that needs
+/// the segment is refused at once with a typed error (nothing written, no
+/// poison), the store says it refuses writes, checkpoint, retention and
+/// shutdown go on, and appends work again once creation does.
+#[test]
+fn failing_segment_creation_refuses_appends_and_holds_up_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config_with_segments(dir.path(), 8192);
+    cfg.preallocate_next_segment = true;
+    let faults = Arc::new(Faults::default());
+    let store = Arc::new(Store::open_with_faults(cfg, Arc::clone(&faults)).unwrap());
+    let log_dir = dir.path().join("commitlog");
+    let segment_files = move || {
+        std::fs::read_dir(&log_dir)
+            .unwrap()
+            .filter(|e| {
+                let name = e.as_ref().unwrap().file_name();
+                fs_util::parse_offset_file_name(name.to_str().unwrap(), "").is_some()
+            })
+            .count()
+    };
+    let v = "r".repeat(1000);
+    store.append(&[record("t", 0, None, Some(&v))]).unwrap();
+    wait_for("two segments made ahead of the active one", || {
+        segment_files() >= 3
+    });
+    faults.fail_after(FaultPoint::SegmentCreate, 0);
+    // 7 records to an 8 KiB segment: the active one and the two made ahead
+    // take about 20, then the roll finds nothing made and is refused.
+    let mut acked = 1u64;
+    let refused = loop {
+        let s = Arc::clone(&store);
+        let value = v.clone();
+        match within_deadline("append", move || {
+            s.append(&[record("t", 0, None, Some(&value))])
+        }) {
+            Ok(_) => acked += 1,
+            Err(e) => break e,
+        }
+        assert!(acked < 100, "appends were never refused");
+    };
+    assert!(
+        matches!(refused, StoreError::SegmentUnavailable { .. }),
+        "{refused}"
+    );
+    assert!(
+        acked > 14,
+        "refused before the segments made ahead were used: {acked}"
+    );
+    // Every later append is refused the same way, at once; the log is not
+    // poisoned, and the store says it refuses writes (readiness).
+    for _ in 0..20 {
+        let s = Arc::clone(&store);
+        let value = v.clone();
+        let e = within_deadline("append", move || {
+            s.append(&[record("t", 0, None, Some(&value))])
+        })
+        .unwrap_err();
+        assert!(matches!(e, StoreError::SegmentUnavailable { .. }), "{e}");
+    }
+    assert!(store.commit_log().poisoned_error().is_none());
+    assert!(
+        matches!(
+            store.write_refusal(),
+            Some(StoreError::SegmentUnavailable { .. })
+        ),
+        "{:?}",
+        store.write_refusal()
+    );
+    // The preallocator backs off: a handful of attempts a second at most
+    // (it made ~790 a second, one WARN line each, before).
+    let before = store.stats().segment_create_failures;
+    std::thread::sleep(Duration::from_secs(1));
+    let tried = store.stats().segment_create_failures - before;
+    assert!(tried <= 12, "{tried} creation attempts in a second");
+    // Checkpoint (the flush thread's work) and a retention pass run.
+    let s = Arc::clone(&store);
+    within_deadline("checkpoint", move || s.checkpoint()).unwrap();
+    let s = Arc::clone(&store);
+    let pass = within_deadline("retention", move || {
+        s.run_retention(tidelog_storage::Trigger::ManualForce)
+    })
+    .unwrap();
+    assert!(pass.deleted_segments >= 1, "{pass:?}");
+    // Creation works again: so do appends, by themselves.
+    faults.heal(FaultPoint::SegmentCreate);
+    wait_for("appends accepted again", || {
+        store.append(&[record("t", 0, None, Some(&v))]).is_ok()
+    });
+    assert!(store.write_refusal().is_none());
+    acked += 1;
+    assert!(store.wait_dispatched(Duration::from_secs(10)));
+    let (begin, end) = store.offsets("t", 0);
+    assert_eq!(
+        end, acked,
+        "every acknowledged record has its offset, no gap"
+    );
+    let read = store
+        .read("t", 0, QueueOffset::new(begin), 1000, usize::MAX)
+        .unwrap();
+    assert_eq!(read.records.len() as u64, end - begin);
+    let store = Arc::into_inner(store).unwrap();
+    within_deadline("shutdown", move || store.shutdown()).unwrap();
+}
+
+/// A disk-usage source with a settable number of available bytes.
+#[derive(Debug)]
+struct Available(std::sync::atomic::AtomicU64);
+
+impl tidelog_storage::retention::DiskUsage for Available {
+    fn used_ratio(&self, _: &std::path::Path) -> std::io::Result<f64> {
+        Ok(0.1)
+    }
+    fn available_bytes(&self, _: &std::path::Path) -> std::io::Result<Option<u64>> {
+        Ok(Some(self.0.load(std::sync::atomic::Ordering::SeqCst)))
+    }
+}
+
+/// The disk-full gate keeps a reserve for the files the store must still
+/// create: with less than it free, writes are refused (507's error) even
+/// at a low used ratio, and accepted again once twice the reserve is free.
+#[test]
+fn writes_stop_before_the_reserve_is_gone() {
+    use std::sync::atomic::Ordering;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = small_config(dir.path());
+    let disk = Arc::new(Available(std::sync::atomic::AtomicU64::new(u64::MAX / 4)));
+    cfg.retention.disk = disk.clone();
+    let reserve = tidelog_storage::store::disk_reserve_bytes(&cfg);
+    assert!(reserve >= cfg.commitlog_segment_bytes);
+    let store = Store::open(cfg).unwrap();
+    store.check_disk();
+    store.append(&[record("t", 0, None, Some("a"))]).unwrap();
+    disk.0.store(reserve - 1, Ordering::SeqCst);
+    store.check_disk();
+    let e = store
+        .append(&[record("t", 0, None, Some("b"))])
+        .unwrap_err();
+    assert!(matches!(e, StoreError::DiskFull { .. }), "{e}");
+    assert!(e.to_string().contains("reserve"), "{e}");
+    assert!(store.write_refusal().is_some());
+    assert_eq!(store.stats().disk_reserve_bytes, reserve);
+    // Hysteresis: just above the reserve is not enough...
+    disk.0.store(reserve + 1, Ordering::SeqCst);
+    store.check_disk();
+    assert!(store.append(&[record("t", 0, None, Some("c"))]).is_err());
+    // ...twice the reserve is.
+    disk.0.store(2 * reserve, Ordering::SeqCst);
+    store.check_disk();
+    store.append(&[record("t", 0, None, Some("d"))]).unwrap();
+    assert!(store.write_refusal().is_none());
+    store.shutdown().unwrap();
+}
+
+/// Issue 35 item 1: a file the store writes through a map is backed by
+/// disk blocks before it is mapped, not made sparse with `set_len`: a
+/// store into a hole on a full disk is SIGBUS. Every ConsumeQueue file,
+/// IndexFile and segment holds blocks for its whole length.
+#[test]
+fn every_mapped_file_is_allocated_not_sparse() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = small_config(dir.path());
+    cfg.preallocate_next_segment = true;
+    // Files of many pages, so a sparse one (a page or two written) shows.
+    cfg.consume_queue_units_per_file = 10_000;
+    cfg.index_slots = 1000;
+    cfg.index_entries = 10_000;
+    let store = Store::open(cfg).unwrap();
+    for p in 0..3 {
+        store
+            .append(&[record("t", p, Some("k"), Some("v"))])
+            .unwrap();
+    }
+    assert!(store.wait_dispatched(Duration::from_secs(10)));
+    let mut checked = 0;
+    let mut files = vec![];
+    for sub in ["index", "commitlog"] {
+        files.extend(std::fs::read_dir(dir.path().join(sub)).unwrap());
+    }
+    for partition in 0..3 {
+        let queue = dir
+            .path()
+            .join("consumequeue")
+            .join("t")
+            .join(partition.to_string());
+        files.extend(std::fs::read_dir(queue).unwrap());
+    }
+    for entry in files {
+        let entry = entry.unwrap();
+        let name = entry.file_name();
+        if fs_util::parse_offset_file_name(name.to_str().unwrap(), "").is_none() {
+            continue;
+        }
+        let meta = entry.metadata().unwrap();
+        assert!(
+            meta.blocks() * 512 >= meta.len(),
+            "{} is sparse: {} bytes, {} allocated",
+            entry.path().display(),
+            meta.len(),
+            meta.blocks() * 512
+        );
+        checked += 1;
+    }
+    assert!(checked >= 5, "only {checked} files looked at");
+    store.shutdown().unwrap();
+}
+
+/// A dispatcher short of space makes the preallocator give up its spare
+/// segment (the space goes to the indexes), and the spare comes back once
+/// dispatch succeeds again.
+#[test]
+fn the_spare_segment_is_given_up_while_the_indexes_lack_space() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config_with_segments(dir.path(), 8192);
+    cfg.preallocate_next_segment = true;
+    let short = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sink = Arc::new(NoSpaceSink(Arc::clone(&short)));
+    let store = Store::open_with_sinks(cfg, vec![sink]).unwrap();
+    let log_dir = dir.path().join("commitlog");
+    let segment_files = move || {
+        std::fs::read_dir(&log_dir)
+            .unwrap()
+            .filter(|e| {
+                let name = e.as_ref().unwrap().file_name();
+                fs_util::parse_offset_file_name(name.to_str().unwrap(), "").is_some()
+            })
+            .count()
+    };
+    store.append(&[record("t", 0, None, Some("a"))]).unwrap();
+    wait_for("two segments made ahead", || segment_files() >= 3);
+    short.store(true, std::sync::atomic::Ordering::SeqCst);
+    let _ = store.append(&[record("t", 0, None, Some("b"))]);
+    wait_for("the spare given up", || segment_files() == 2);
+    let e = store
+        .append(&[record("t", 0, None, Some("c"))])
+        .unwrap_err();
+    assert!(matches!(e, StoreError::DiskFull { .. }), "{e}");
+    short.store(false, std::sync::atomic::Ordering::SeqCst);
+    wait_for("dispatch recovered", || store.write_refusal().is_none());
+    store.check_disk();
+    wait_for("the spare made again", || segment_files() >= 3);
+    store.append(&[record("t", 0, None, Some("d"))]).unwrap();
+    store.shutdown().unwrap();
+}
+
+/// A sink that fails with ENOSPC while its flag is set.
+struct NoSpaceSink(Arc<std::sync::atomic::AtomicBool>);
+
+impl tidelog_storage::DispatchSink for NoSpaceSink {
+    fn name(&self) -> &str {
+        "no-space"
+    }
+    fn dispatch(&self, _: &tidelog_storage::StoredRecord) -> tidelog_storage::Result<()> {
+        if self.0.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(StoreError::Io {
+                path: "/full/index".into(),
+                source: std::io::Error::from_raw_os_error(libc::ENOSPC),
+            });
+        }
+        Ok(())
+    }
+    fn flush(&self) -> tidelog_storage::Result<()> {
+        Ok(())
+    }
 }

@@ -11,12 +11,15 @@ use crate::error::ApiError;
 use crate::state::AppState;
 
 /// `GET /status/ready`: 200 once recovery is done, 503/50301 before;
-/// 503/50302 while dispatch is stalled (produce is refused then, so a load
-/// balancer should send writes elsewhere).
+/// while the store refuses writes, what produce is answered now, so a load
+/// balancer sends writes elsewhere: 503/50302 (dispatch stalled), 507/50701
+/// (disk full, or the next CommitLog segment cannot be made), 503/50301 (a
+/// failed write or flush: writes refused until a restart). A cheap
+/// in-memory check: it answers while the store's threads are busy.
 pub async fn ready(State(state): State<AppState>) -> Result<Response, ApiError> {
     let ready = state.ready()?;
-    if let Some(stalled) = ready.store.dispatch_stall() {
-        return Err(stalled.into());
+    if let Some(refused) = ready.store.write_refusal() {
+        return Err(refused.into());
     }
     json(StatusCode::OK, &json_value!({"ready": true}))
 }
@@ -74,6 +77,10 @@ pub async fn stats(State(state): State<AppState>, _: ClusterPath) -> Result<Resp
             "disk_used_ratio": s.disk_used_ratio,
             "disk_full": s.disk_full,
             "disk_full_ratio": retention.disk_full_ratio,
+            "disk_available_bytes": s.disk_available_bytes,
+            "disk_reserve_bytes": s.disk_reserve_bytes,
+            "segment_create_failures": s.segment_create_failures,
+            "writes_refused": s.writes_refused,
             "disk_max_used_ratio": retention.disk_max_used_ratio,
             "disk_force_clean_ratio": retention.disk_force_clean_ratio,
             "retention_segments_deleted": s.retention_segments_deleted,

@@ -184,6 +184,27 @@ impl TidelogProcess {
         process
     }
 
+    /// [`TidelogProcess::start_with_config`] with a data dir the test made
+    /// (inside a file system it mounted, say); the config file and the
+    /// log go beside it.
+    pub fn start_with_config_in(data_dir: tempfile::TempDir, yaml: &str) -> TidelogProcess {
+        let config_path = data_dir.path().with_extension("yaml");
+        std::fs::write(&config_path, yaml).expect("write config");
+        let addr = free_local_addr();
+        let log_path = data_dir.path().with_extension("log");
+        let mut process = TidelogProcess {
+            child: None,
+            addr,
+            kafka_addr: Some(free_local_addr_besides(addr)),
+            data_dir,
+            log_path,
+            extra_args: vec!["--config".into(), config_path.display().to_string()],
+            nofile: None,
+        };
+        process.first_spawn();
+        process
+    }
+
     /// SIGTERM, then wait (bounded) for the exit; returns the exit status.
     pub fn terminate(&mut self) -> std::process::ExitStatus {
         self.signal(libc::SIGTERM);
@@ -409,6 +430,9 @@ impl TidelogProcess {
     }
 
     /// Polls `GET /status/ready` until 200, the process exits, or `timeout`.
+    /// A 507 counts as up too: recovery is done and the server serves, with
+    /// the store refusing writes because the disk is full (readiness says
+    /// what the store says), which some tests set up on purpose.
     fn wait_ready(&mut self, timeout: Duration) -> Result<(), String> {
         let deadline = Instant::now() + timeout;
         loop {
@@ -417,7 +441,7 @@ impl TidelogProcess {
                     return Err(format!("process exited with {status}"));
                 }
             }
-            if http_get_status(self.addr, "/status/ready") == Some(200) {
+            if matches!(http_get_status(self.addr, "/status/ready"), Some(200 | 507)) {
                 return Ok(());
             }
             if Instant::now() >= deadline {

@@ -10,9 +10,27 @@
 //!
 //! Lock order: `writer` → `segments` → `flush_state` → `poison_reason`, and
 //! the flush waiters' list → `poison_reason` (the list and `flush_state`
-//! are never held together), and `writer` → the preallocator's zero claim
-//! (`prealloc.rs`: an append waits for a zero fill it reached). No lock is held while waiting for an fsync
-//! except `flush_state`'s condition variables.
+//! are never held together), `writer` → the preallocator's zero claim
+//! (`prealloc.rs`: an append waits for a zero fill it reached), and
+//! `writer` → the preallocator's `state` (a roll takes the segment made
+//! ahead; `take` never waits there), and the preallocator's `state` →
+//! `segments` (read: an append waiting for a segment, with `writer`
+//! released, looks whether another append rolled already). No lock is held while waiting for an
+//! fsync except `flush_state`'s condition variables.
+//!
+//! No thread waits for a segment while it holds `writer`: an append whose
+//! roll finds the next segment still being made releases `writer`, waits
+//! on the preallocator's condition variable (at most two seconds) and
+//! plans the batch again; one whose creation is failing (a full disk, no
+//! file descriptors) is refused at once, [`StoreError::DiskFull`] or
+//! [`StoreError::SegmentUnavailable`], with nothing written and the log
+//! not poisoned. The preallocator retries with a capped exponential
+//! back-off, so flush, retention (which takes `writer` to read the write
+//! position) and shutdown never queue behind a retry loop.
+//!
+//! What poisons the log: a failed write of an append's bytes (answered
+//! [`StoreError::Poisoned`] at once, as every later append is) or a
+//! failed flush. A failed segment creation does not.
 //!
 //! Flushing under `flush: sync`: appenders do not flush themselves. An
 //! append returns the position it needs durable and the caller awaits a
@@ -149,7 +167,12 @@ impl CommitLog {
             // The warm-up window starts at the write position: after a
             // restart the active segment's unwritten pages are cold too.
             log.prealloc.warmed_to.store(end, Ordering::Release);
-            log.request_next_segment(end);
+            // The next roll is at the end of the segment being written (at
+            // `end` itself if none holds it: an empty log, or one that ends
+            // at a segment's end). Asking for `end` inside the active
+            // segment would have the thread "make" a segment the log has.
+            let next = log.segment_containing(end).map_or(end, |s| s.end());
+            log.request_next_segment(next);
         }
         log
     }
@@ -267,6 +290,12 @@ impl CommitLog {
     /// `flush: sync` waits on it).
     pub(crate) fn flushed_event(&self) -> &Event {
         &self.flushed_event
+    }
+
+    /// `Some(Poisoned)` once a failed write or flush made the log refuse
+    /// appends (until a restart runs recovery).
+    pub fn poisoned_error(&self) -> Option<StoreError> {
+        self.check_poisoned().err()
     }
 
     fn check_poisoned(&self) -> Result<()> {

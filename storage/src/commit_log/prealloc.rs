@@ -13,12 +13,29 @@
 //! (measured: 2.6 block requests per msync in fallocated space, 1.3-1.5
 //! in zero-written space). Async flush keeps the advice-only warm-up: it
 //! must not pay a second write of every byte.
+//!
+//! A creation that fails (a full disk, "too many open files") is retried
+//! with an exponential back-off ([`CREATE_BACKOFF_MIN`] doubling to
+//! [`CREATE_BACKOFF_MAX`]), logged at most once per [`FAILURE_LOG_EVERY`]
+//! with the count of failures since, and its temporary file is removed
+//! (`fs_util::create_via_temp`), so a short disk gets back what the
+//! attempt took. While the disk is short ([`CommitLog::set_disk_short`])
+//! it gives up the spare segment beyond the next one, and makes it again
+//! once the disk is not. While creation fails, the writer does not wait for it:
+//! [`Preallocator::take`] answers at once, and an append that needs the
+//! segment is refused with the failure ([`StoreError::DiskFull`] when the
+//! disk is short, else [`StoreError::SegmentUnavailable`]). Nothing here
+//! is ever waited for under the writer's lock: an append that finds the
+//! segment being made releases the lock and waits, at most
+//! [`SEGMENT_WAIT_MAX`], in [`CommitLog::wait_for_segment`].
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use super::segment::Segment;
 use super::{lock, CommitLog};
+use crate::error::{Result, StoreError};
 
 impl CommitLog {
     pub(super) fn request_next_segment(&self, base: u64) {
@@ -29,16 +46,13 @@ impl CommitLog {
     /// set: create the next segment when asked, and keep the pages just
     /// ahead of the writer warm (see [`Preallocator`]).
     pub(crate) fn run_preallocator(&self, stop: &AtomicBool) {
-        let create = |base: u64| {
+        let create = |base: u64| -> Made {
             if self.segment_containing(base).is_some() {
-                return None;
+                return Made::InLog;
             }
             match Segment::create(&self.dir, base, self.segment_bytes, &self.faults) {
-                Ok(s) => Some(Arc::new(s)),
-                Err(e) => {
-                    tracing::warn!(error = %e, base, "could not preallocate the next segment; the writer will create it");
-                    None
-                }
+                Ok(s) => Made::New(Arc::new(s)),
+                Err(e) => Made::Failed(e),
             }
         };
         let warm = |from: u64, ready: Option<&Arc<Segment>>| -> Option<u64> {
@@ -63,6 +77,95 @@ impl CommitLog {
 
     pub(crate) fn stop_preallocator(&self) {
         self.prealloc.stop();
+    }
+
+    /// Creation of the segment the writer needs next is failing now, and
+    /// none is made ahead: the error an append rolling is refused with
+    /// (`None` while that is not so).
+    pub fn segment_creation_failure(&self) -> Option<StoreError> {
+        if !self.preallocate {
+            return None;
+        }
+        let st = lock(&self.prealloc.state);
+        // With a segment made ahead, the next roll is served: not refused.
+        if !st.ready.is_empty() {
+            return None;
+        }
+        st.failing.as_ref().map(|f| f.refusal(st.requested))
+    }
+
+    /// The disk is short (a file the dispatcher needed could not be
+    /// allocated), or no longer. While it is, the
+    /// preallocator gives up its reservation: segments made ahead past the
+    /// next one are removed (their space goes to the indexes' next files,
+    /// so the records already committed become readable) and not made
+    /// again until it is not.
+    pub(crate) fn set_disk_short(&self, short: bool) {
+        if !self.preallocate {
+            return;
+        }
+        let mut st = lock(&self.prealloc.state);
+        if st.short == short {
+            return;
+        }
+        st.short = short;
+        if short {
+            while st.ready.len() > 1 {
+                if let Some(s) = st.ready.pop() {
+                    tracing::info!(segment = %s.path().display(), "the disk is short: giving up a commit log segment made ahead");
+                    let _ = std::fs::remove_file(s.path());
+                }
+            }
+        }
+        self.prealloc.cv.notify_all();
+    }
+
+    /// How many segment creations have failed since the store opened.
+    pub fn segment_create_failures(&self) -> u64 {
+        self.prealloc.failures_total.load(Ordering::Relaxed)
+    }
+
+    /// An append found the segment at `base` not made yet, and released the
+    /// writer's lock: wait, at most until `deadline`, until the
+    /// preallocator has it ready (`Ok`: the append plans again), or answer
+    /// why it will not be (creation failing, the store stopping, the
+    /// deadline passed).
+    pub(super) fn wait_for_segment(&self, base: u64, deadline: Instant) -> Result<()> {
+        let pre = &self.prealloc;
+        let mut st = lock(&pre.state);
+        loop {
+            if st.stopped {
+                return Err(StoreError::Closed);
+            }
+            if st.ready.first().is_some_and(|s| s.base() == base)
+                || st.requested != Some(base)
+                || self.segment_containing(base).is_some()
+            {
+                // Ready, or the writer's position moved (another append
+                // rolled, or the request was superseded): plan again.
+                return Ok(());
+            }
+            if st.busy_with != Some(base) {
+                if let Some(f) = &st.failing {
+                    return Err(f.refusal(Some(base)));
+                }
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(StoreError::SegmentUnavailable {
+                    base,
+                    reason: format!(
+                        "its creation has not finished within {} ms",
+                        SEGMENT_WAIT_MAX.as_millis()
+                    ),
+                });
+            }
+            st = pre
+                .cv
+                .wait_timeout(st, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
     }
 
     /// `flush: sync`'s warm-up step: write zeros over `from..to` (absolute,
@@ -194,6 +297,81 @@ impl Default for ZeroClaim {
     }
 }
 
+/// First pause after a failed segment creation; each further failure
+/// doubles it up to [`CREATE_BACKOFF_MAX`]. A failure is usually a full
+/// disk, which retrying at once only makes fuller (and spins a core: the
+/// issue-35 livelock logged ~790 WARN lines a second).
+const CREATE_BACKOFF_MIN: Duration = Duration::from_millis(100);
+/// Longest pause between two creation attempts: also how long produce may
+/// stay refused after space is back before the next attempt succeeds.
+const CREATE_BACKOFF_MAX: Duration = Duration::from_secs(2);
+/// A failing creation is logged (WARN, with the count since the last
+/// line) at most this often.
+const FAILURE_LOG_EVERY: Duration = Duration::from_secs(10);
+/// Longest an append waits (with the writer's lock released) for a
+/// segment the preallocator is making; past it the append is refused with
+/// [`StoreError::SegmentUnavailable`]. Two segments are kept made ahead,
+/// so a writer reaching one still being made means creation is slower
+/// than the disk should ever be.
+pub(super) const SEGMENT_WAIT_MAX: Duration = Duration::from_secs(2);
+
+/// What one creation attempt gave.
+enum Made {
+    New(Arc<Segment>),
+    /// The log holds a segment at that base already (the writer made it).
+    InLog,
+    Failed(StoreError),
+}
+
+/// What [`Preallocator::take`] answers the writer.
+pub(super) enum Take {
+    Ready(Arc<Segment>),
+    /// Being made, or about to be: release the writer's lock and wait
+    /// ([`CommitLog::wait_for_segment`]).
+    Wait,
+    /// Its creation is failing: refuse the append with this.
+    Failing(StoreError),
+    /// Not this thread's to make (preallocation asked for another
+    /// position): the writer makes it itself.
+    NotMine,
+    /// The store is stopping.
+    Stopped,
+}
+
+/// Creation keeps failing: why, and when to try again.
+struct Failing {
+    error: String,
+    /// The disk is short (ENOSPC, EDQUOT): the refusal is
+    /// [`StoreError::DiskFull`].
+    out_of_space: bool,
+    retry_at: Instant,
+    backoff: Duration,
+    /// Failures in a row.
+    count: u64,
+    /// Failures not yet in a log line, and when the last line was.
+    unlogged: u64,
+    logged_at: Instant,
+}
+
+impl Failing {
+    fn refusal(&self, base: Option<u64>) -> StoreError {
+        let base = base.unwrap_or(0);
+        if self.out_of_space {
+            StoreError::DiskFull {
+                reason: format!(
+                    "no space to create the next commit log segment (at {base}): {}; writes resume by themselves once space is freed",
+                    self.error
+                ),
+            }
+        } else {
+            StoreError::SegmentUnavailable {
+                base,
+                reason: format!("its creation keeps failing: {}", self.error),
+            }
+        }
+    }
+}
+
 /// How far ahead of the writer the preallocator keeps pages warm. Far
 /// enough that the writer does not catch up between two wake-ups of the
 /// thread, near enough that warm pages are written within moments (idle
@@ -245,6 +423,8 @@ pub(super) struct Preallocator {
     nudged: AtomicBool,
     /// Under `flush: sync`, the range being zero-filled.
     pub(super) zeroing: ZeroClaim,
+    /// Failed creations since open (stats).
+    failures_total: AtomicU64,
 }
 
 #[derive(Default)]
@@ -257,6 +437,11 @@ struct PreState {
     ready: Vec<Arc<Segment>>,
     busy_with: Option<u64>,
     stopped: bool,
+    /// Set while creation fails, cleared by the next success.
+    failing: Option<Failing>,
+    /// The disk is short ([`CommitLog::set_disk_short`]): only the next
+    /// segment is kept made ahead, not the spare after it.
+    short: bool,
 }
 
 impl PreState {
@@ -268,6 +453,15 @@ impl PreState {
             return None;
         }
         Some(self.ready.last().map_or(first, |s| s.end()))
+    }
+
+    /// [`PreState::wanted`], unless creation is failing and its back-off
+    /// has not passed.
+    fn due(&self, ahead: usize, now: Instant) -> Option<u64> {
+        if self.failing.as_ref().is_some_and(|f| now < f.retry_at) {
+            return None;
+        }
+        self.wanted(ahead)
     }
 }
 
@@ -302,13 +496,13 @@ impl Preallocator {
         self.cv.notify_all();
     }
 
-    pub(super) fn take(&self, base: u64) -> Option<Arc<Segment>> {
+    /// The writer rolls to `base` (under its lock): the segment if it is
+    /// ready, else what to do. Never waits: a segment being made is
+    /// [`Take::Wait`], which the writer does with its lock released.
+    pub(super) fn take(&self, base: u64) -> Take {
         let mut st = lock(&self.state);
-        // If the thread is making exactly this segment, wait for it rather
-        // than race it for the file name. Making one is quick: the pages
-        // are warmed later, as the writer approaches them.
-        while st.busy_with == Some(base) {
-            st = self.cv.wait(st).unwrap_or_else(|e| e.into_inner());
+        if st.stopped {
+            return Take::Stopped;
         }
         match st.ready.first() {
             Some(s) if s.base() == base => {
@@ -316,18 +510,22 @@ impl Preallocator {
                 // The next roll is at its end (the writer's request says
                 // so again), so a spare made meanwhile is kept.
                 st.requested = Some(s.end());
-                Some(s)
+                return Take::Ready(s);
             }
-            // Not made, or made for another position (the log was
+            _ => {}
+        }
+        if st.requested != Some(base) {
+            // Not asked for (or made for another position: the log was
             // truncated): the writer makes it itself, and its next
             // request removes those.
-            _ => {
-                if st.requested == Some(base) {
-                    st.requested = None;
-                }
-                None
+            return Take::NotMine;
+        }
+        if st.busy_with != Some(base) {
+            if let Some(f) = &st.failing {
+                return Take::Failing(f.refusal(Some(base)));
             }
         }
+        Take::Wait
     }
 
     fn stop(&self) {
@@ -344,7 +542,7 @@ impl Preallocator {
         &self,
         stop: &AtomicBool,
         writer: impl Fn() -> u64,
-        create: impl Fn(u64) -> Option<Arc<Segment>>,
+        create: impl Fn(u64) -> Made,
         warm: impl Fn(u64, Option<&Arc<Segment>>) -> Option<u64>,
     ) {
         let mut st = lock(&self.state);
@@ -354,7 +552,7 @@ impl Preallocator {
             }
             self.nudged.store(false, Ordering::Release);
             // The next segment first: the writer may be about to roll.
-            if let Some(base) = st.wanted(1) {
+            if let Some(base) = st.due(1, Instant::now()) {
                 st = self.make(st, base, &create);
                 continue;
             }
@@ -377,44 +575,113 @@ impl Preallocator {
                 // request (or the writer's roll) wakes us. Unless it came,
                 // or a stop or a nudge did, while the lock was dropped:
                 // its notification found nobody waiting.
-                if st.stopped || st.wanted(1).is_some() || self.nudged.load(Ordering::Acquire) {
+                if st.stopped
+                    || st.due(1, Instant::now()).is_some()
+                    || self.nudged.load(Ordering::Acquire)
+                {
                     continue;
                 }
             }
             // Last, the spare after the next segment: with the window
             // warm, the writer needs nothing sooner.
-            if let Some(base) = st.wanted(SPARE_SEGMENTS) {
+            let ahead = if st.short { 1 } else { SPARE_SEGMENTS };
+            if let Some(base) = st.due(ahead, Instant::now()) {
                 st = self.make(st, base, &create);
                 continue;
             }
-            st = self.cv.wait(st).unwrap_or_else(|e| e.into_inner());
+            // Nothing to do until a request, a nudge or a stop; while
+            // creation fails, until its back-off has passed too.
+            st = match st.failing.as_ref().map(|f| f.retry_at) {
+                Some(at) => {
+                    let pause = at.saturating_duration_since(Instant::now());
+                    self.cv
+                        .wait_timeout(st, pause.max(Duration::from_millis(1)))
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0
+                }
+                None => self.cv.wait(st).unwrap_or_else(|e| e.into_inner()),
+            };
         }
     }
 
-    /// Make the segment at `base` with the lock dropped (`take` waits for
-    /// it meanwhile), then keep it if it still follows on from the
-    /// writer's request: the writer may have made it, or rolled past it,
-    /// in the meantime.
+    /// Make the segment at `base` with the lock dropped (the writer, if it
+    /// needs it, waits meanwhile with its own lock released), then keep it
+    /// if it still follows on from the writer's request: the writer may
+    /// have made it, or rolled past it, in the meantime. A failure starts
+    /// or lengthens the back-off; a success ends it.
     fn make<'a>(
         &'a self,
         mut st: MutexGuard<'a, PreState>,
         base: u64,
-        create: &impl Fn(u64) -> Option<Arc<Segment>>,
+        create: &impl Fn(u64) -> Made,
     ) -> MutexGuard<'a, PreState> {
         st.busy_with = Some(base);
         drop(st);
-        let seg = create(base);
+        let made = create(base);
         let mut st = lock(&self.state);
         st.busy_with = None;
-        if let Some(s) = seg {
-            if st.wanted(SPARE_SEGMENTS) == Some(s.base()) {
-                st.ready.push(s);
-            } else {
-                let _ = std::fs::remove_file(s.path());
+        match made {
+            Made::New(s) => {
+                if let Some(f) = st.failing.take() {
+                    tracing::info!(
+                        base,
+                        failures = f.count,
+                        "commit log segment creation works again"
+                    );
+                }
+                let ahead = if st.short { 1 } else { SPARE_SEGMENTS };
+                if st.wanted(ahead) == Some(s.base()) {
+                    st.ready.push(s);
+                } else {
+                    let _ = std::fs::remove_file(s.path());
+                }
             }
+            Made::InLog => {
+                // The writer made it itself: nothing to make until its
+                // next request says where the next roll is.
+                if st.requested == Some(base) && st.ready.is_empty() {
+                    st.requested = None;
+                }
+            }
+            Made::Failed(e) => self.note_failure(&mut st, base, &e),
         }
         self.cv.notify_all();
         st
+    }
+
+    /// A creation failed: back off (doubling, capped) and log, at most once
+    /// per [`FAILURE_LOG_EVERY`], with the count since the last line.
+    fn note_failure(&self, st: &mut PreState, base: u64, e: &StoreError) {
+        self.failures_total.fetch_add(1, Ordering::Relaxed);
+        let now = Instant::now();
+        let out_of_space = e.is_out_of_space();
+        let f = st.failing.get_or_insert_with(|| Failing {
+            error: String::new(),
+            out_of_space,
+            retry_at: now,
+            backoff: CREATE_BACKOFF_MIN / 2,
+            count: 0,
+            unlogged: 0,
+            logged_at: now.checked_sub(FAILURE_LOG_EVERY).unwrap_or(now),
+        });
+        f.error = e.to_string();
+        f.out_of_space = out_of_space;
+        f.count += 1;
+        f.unlogged += 1;
+        f.backoff = (f.backoff * 2).min(CREATE_BACKOFF_MAX);
+        f.retry_at = now + f.backoff;
+        if f.count == 1 || now.duration_since(f.logged_at) >= FAILURE_LOG_EVERY {
+            tracing::warn!(
+                error = %e,
+                base,
+                failures = f.unlogged,
+                failures_in_a_row = f.count,
+                retry_in_ms = f.backoff.as_millis() as u64,
+                "could not make the next commit log segment; retrying with back-off (appends that need it are refused meanwhile)"
+            );
+            f.unlogged = 0;
+            f.logged_at = now;
+        }
     }
 }
 
@@ -446,7 +713,7 @@ mod tests {
                         // Nothing to hand over: the test only needs the
                         // thread to notice the request.
                         warmer.stop();
-                        None
+                        Made::InLog
                     },
                     |_, _| {
                         // No segment holds the position; meanwhile the

@@ -333,22 +333,10 @@ impl AsRef<[u8]> for SegmentSlice {
     }
 }
 
-/// Reserve `size` bytes of disk for `file` (posix_fallocate where the
-/// platform has it), so writes through the map cannot hit ENOSPC.
+/// Reserve `size` bytes of disk for `file` ([`fs_util::allocate`]), so a
+/// write through the map can never meet a full disk (SIGBUS).
 fn preallocate(file: &File, size: u64) -> std::io::Result<()> {
-    #[cfg(target_os = "linux")]
-    {
-        use std::os::unix::io::AsRawFd;
-        // SAFETY: plain syscall on an fd we own.
-        let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, size as libc::off_t) };
-        match rc {
-            0 => return Ok(()),
-            // Filesystems without fallocate (tmpfs on old kernels) fall back.
-            libc::EOPNOTSUPP | libc::EINVAL => {}
-            err => return Err(std::io::Error::from_raw_os_error(err)),
-        }
-    }
-    file.set_len(size)
+    fs_util::allocate(file, size)
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::format::{self, EntryBuilder, EntryFields, EntryProducer, RecordFields, END_MARKER_LEN};
+use super::prealloc::Take;
 use super::record::{AppendRecord, Appended};
 use super::segment::Segment;
 use super::{lock, CommitLog};
@@ -259,12 +260,40 @@ impl CommitLog {
     /// [`LogAppend::Duplicate`]; a batch out of sequence is
     /// [`StoreError::ProducerRefused`]. The state moves only once the batch
     /// is written, like the next offsets.
+    ///
+    /// An append that rolls into a segment the preallocator is still
+    /// making releases the writer's lock, waits for it (at most
+    /// [`SEGMENT_WAIT_MAX`](super::prealloc::SEGMENT_WAIT_MAX)) and plans
+    /// again; one whose creation is failing is refused at once
+    /// ([`StoreError::DiskFull`] for a short disk, else
+    /// [`StoreError::SegmentUnavailable`]), with nothing written.
     pub fn append_as(
         &self,
         batch: &[AppendRecord],
         max_payload: u64,
         producer: Option<&ProducerBatch>,
     ) -> Result<LogAppend> {
+        let mut deadline = None;
+        loop {
+            match self.try_append(batch, max_payload, producer)? {
+                Attempt::Done(done) => return Ok(done),
+                Attempt::WaitForSegment(base) => {
+                    let deadline = *deadline.get_or_insert_with(|| {
+                        std::time::Instant::now() + super::prealloc::SEGMENT_WAIT_MAX
+                    });
+                    self.wait_for_segment(base, deadline)?;
+                }
+            }
+        }
+    }
+
+    /// One attempt of [`CommitLog::append_as`] under the writer's lock.
+    fn try_append(
+        &self,
+        batch: &[AppendRecord],
+        max_payload: u64,
+        producer: Option<&ProducerBatch>,
+    ) -> Result<Attempt> {
         let one_partition = batch.windows(2).all(|w| same_partition(&w[0], &w[1]));
         if producer.is_some() && (batch.is_empty() || !one_partition) {
             return Err(StoreError::invalid(
@@ -304,10 +333,10 @@ impl CommitLog {
             {
                 Ok(Checked::Append) => {}
                 Ok(Checked::Duplicate(original)) => {
-                    return Ok(LogAppend::Duplicate {
+                    return Ok(Attempt::Done(LogAppend::Duplicate {
                         batch: original,
                         end: w.write_pos,
-                    })
+                    }))
                 }
                 Err(problem) => {
                     return Err(StoreError::ProducerRefused {
@@ -326,7 +355,9 @@ impl CommitLog {
         let cap = ENTRY_BYTES_TARGET.min(self.segment_bytes as usize - END_MARKER_LEN);
         let mut plan: Vec<PlannedEntry> = Vec::new();
         let mut pos = w.write_pos;
-        let mut seg = self.segment_for_write(pos)?;
+        let Some(mut seg) = self.segment_for_write(pos)? else {
+            return Ok(Attempt::WaitForSegment(pos));
+        };
         let mut i = 0;
         while i < order.len() {
             let first = &batch[order[i]];
@@ -346,7 +377,11 @@ impl CommitLog {
             }
             if pos + (len + END_MARKER_LEN) as u64 > seg.end() {
                 pos = seg.end();
-                seg = self.segment_for_write(pos)?;
+                seg = match self.segment_for_write(pos)? {
+                    Some(s) => s,
+                    // Nothing written yet: the whole batch plans again.
+                    None => return Ok(Attempt::WaitForSegment(pos)),
+                };
             }
             // Read, not taken: the counters move only once every write of
             // the batch succeeded (below).
@@ -476,13 +511,13 @@ impl CommitLog {
         if self.preallocate {
             self.prealloc.writer_at(end);
         }
-        Ok(LogAppend::Written { appended: out, end })
+        Ok(Attempt::Done(LogAppend::Written { appended: out, end }))
     }
 
     /// Write `bytes` at physical offset `pos` (all inside one segment, past
     /// the committed position). A failed write poisons the log: nobody
     /// knows what reached the page cache, and nothing of the batch is
-    /// published.
+    /// published; the append answers [`StoreError::Poisoned`].
     fn write_run(&self, pos: u64, bytes: &[u8]) -> Result<()> {
         let Some(s) = self.segment_containing(pos) else {
             debug_assert!(false, "planned segment at {pos} is missing");
@@ -495,26 +530,41 @@ impl CommitLog {
         let res = fault::check(&self.faults, FaultPoint::CommitLogWrite)
             .and_then(|_| s.write_at(pos - s.base(), bytes));
         if let Err(e) = res {
-            self.poison(format!("write to {} failed: {e}", s.path().display()));
-            return Err(StoreError::io(s.path(), e));
+            // The append that poisons the log is answered as every later
+            // one is: the store refuses writes (a read-only or failing
+            // disk), not an internal error of this one request.
+            let reason = format!("write to {} failed: {e}", s.path().display());
+            self.poison(reason.clone());
+            return Err(StoreError::Poisoned { reason });
         }
         Ok(())
     }
 
-    /// The segment that `pos` falls in, creating it (at `pos`) if the log
-    /// ends exactly there. Called with the writer lock held.
-    fn segment_for_write(&self, pos: u64) -> Result<Arc<Segment>> {
+    /// The segment that `pos` falls in, or the next one (at `pos`) if the
+    /// log ends exactly there: the preallocator's, or with preallocation
+    /// off (or asked for another position) one made here. `None`: the
+    /// preallocator is making it, and the caller must release the
+    /// writer's lock and wait ([`CommitLog::wait_for_segment`]); nothing
+    /// waits for another thread here. Called with the writer lock held.
+    fn segment_for_write(&self, pos: u64) -> Result<Option<Arc<Segment>>> {
         if let Some(s) = self.segment_containing(pos) {
-            return Ok(s);
+            return Ok(Some(s));
         }
-        let seg = match self.prealloc.take(pos) {
-            Some(s) => s,
-            None => Arc::new(Segment::create(
-                &self.dir,
-                pos,
-                self.segment_bytes,
-                &self.faults,
-            )?),
+        let made = |faults| {
+            Segment::create(&self.dir, pos, self.segment_bytes, faults)
+                .map(Arc::new)
+                .map_err(|e| e.space_refusal("create the next commit log segment"))
+        };
+        let seg = if self.preallocate {
+            match self.prealloc.take(pos) {
+                Take::Ready(s) => s,
+                Take::Wait => return Ok(None),
+                Take::Failing(e) => return Err(e),
+                Take::Stopped => return Err(StoreError::Closed),
+                Take::NotMine => made(&self.faults)?,
+            }
+        } else {
+            made(&self.faults)?
         };
         tracing::debug!(base = pos, "commit log rolled to a new segment");
         self.segments
@@ -524,6 +574,14 @@ impl CommitLog {
         if self.preallocate {
             self.request_next_segment(seg.end());
         }
-        Ok(seg)
+        Ok(Some(seg))
     }
+}
+
+/// What one attempt of an append under the writer's lock came to.
+enum Attempt {
+    Done(LogAppend),
+    /// The segment at this base is being made: wait with the lock
+    /// released, then plan the batch again.
+    WaitForSegment(u64),
 }

@@ -68,8 +68,8 @@ struct QueueFile {
 }
 
 impl QueueFile {
-    /// A new, empty queue file of `units` units: created sparse at its
-    /// full size under its name, with no fsync (the dispatcher makes it).
+    /// A new, empty queue file of `units` units: created at its full size
+    /// (allocated, [`fs_util::allocate`]) under its name, with no fsync (the dispatcher makes it).
     /// Its directory is noted in `names`: the queues' flush, before any
     /// checkpoint claims a unit in it, syncs its units (which makes its
     /// size durable) and then the directory ([`fs_util::PendingDirSyncs`]).
@@ -87,7 +87,10 @@ impl QueueFile {
         let build = || -> Result<QueueFile> {
             let file = fs_util::create_empty(&path)?;
             names.note(dir);
-            file.set_len(units * UNIT_LEN as u64).at(&path)?;
+            // Backed, not sparse: the dispatcher writes units through the
+            // map, and a store into a hole on a full disk is SIGBUS (issue
+            // 35). A short disk fails here, as an error, and the file goes.
+            fs_util::allocate(&file, units * UNIT_LEN as u64).at(&path)?;
             Self::map(file, path.clone(), first_unit, units)
         };
         build().inspect_err(|_| {
@@ -133,7 +136,12 @@ impl QueueFile {
             // Durable with the first msync of its units (msync writes the
             // file's size with them); until then a power loss leaves it
             // short again, and this runs again.
-            file.set_len(want).at(&path)?;
+        }
+        if tail || len != want {
+            // The queue's tail takes units through the map (and a file
+            // extended here may too): backed, not sparse, so a full disk
+            // is an error now instead of SIGBUS at a later store.
+            fs_util::allocate(&file, want).at(&path)?;
         }
         Self::map(file, path, first_unit, units)
     }

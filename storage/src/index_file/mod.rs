@@ -55,7 +55,10 @@ impl IndexFile {
         fs_util::create_via_temp(
             &tmp,
             |file| {
-                file.set_len(header.file_len() as u64)?;
+                // Backed, not sparse: the dispatcher writes entries through
+                // the map, and a store into a hole on a full disk is SIGBUS
+                // (issue 35). A short disk fails here, as an error.
+                fs_util::allocate(file, header.file_len() as u64)?;
                 std::os::unix::fs::FileExt::write_all_at(file, &header.encode(), 0)
             },
             |file| {
@@ -93,6 +96,11 @@ impl IndexFile {
         std::io::Read::read_exact(&mut &file, &mut head).at(&path)?;
         let header =
             IndexHeader::decode(&head, len).map_err(|why| StoreError::corruption(&path, 0, why))?;
+        if header.entry_count < header.entry_capacity {
+            // Entries are still to come, through the map: back the file
+            // (one an older tidelog made sparse, or a crash left so).
+            fs_util::allocate(&file, len).at(&path)?;
+        }
         let map = MmapOptions::new()
             .len(len as usize)
             .map_raw(&file)
