@@ -32,15 +32,6 @@ use serde_json::json;
 const GENEROUS: Duration = Duration::from_secs(60);
 
 /// The server's anonymous resident memory, in KiB.
-fn rss_anon_kib(server: &TidelogProcess) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{}/status", server.pid())).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("RssAnon:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or_else(|| panic!("no RssAnon in {status}"))
-}
-
 fn s(text: &str) -> StrBytes {
     StrBytes::from_string(text.to_owned())
 }
@@ -188,7 +179,7 @@ fn compressed_tiny_records_are_bounded_and_answered() {
         &produce("t", batch(&section, 1, 0, 1_700_000_000_000)),
     );
     assert_eq!(produce_code(&answer), 0);
-    let baseline = rss_anon_kib(&server);
+    let baseline = server.rss_anon_kib();
 
     // 1.2 M records of an empty value: 8.4 MB of records, a few KiB
     // compressed; within one batch's inflated limit (16 MiB) and the
@@ -242,13 +233,7 @@ fn compressed_tiny_records_are_bounded_and_answered() {
         let handle = std::thread::spawn(move || {
             let mut peak = 0u64;
             while !flag.load(std::sync::atomic::Ordering::Relaxed) {
-                let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-                let kib: u64 = status
-                    .lines()
-                    .find_map(|l| l.strip_prefix("RssAnon:"))
-                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-                    .unwrap();
-                peak = peak.max(kib);
+                peak = peak.max(common::rss_anon_kib_of(pid));
                 std::thread::sleep(Duration::from_millis(5));
             }
             peak
@@ -277,7 +262,7 @@ fn compressed_tiny_records_are_bounded_and_answered() {
         codes.push(produce_code(&answer));
     }
     sampler.0.store(true, std::sync::atomic::Ordering::Relaxed);
-    let peak = sampler.1.join().unwrap().max(rss_anon_kib(&server));
+    let peak = sampler.1.join().unwrap().max(server.rss_anon_kib());
     assert_eq!(codes[0], MESSAGE_TOO_LARGE, "{codes:?}");
     assert!(
         codes[1..]
@@ -300,15 +285,7 @@ fn compressed_tiny_records_are_bounded_and_answered() {
         "{metrics}"
     );
     // Unbounded, five 1.2 M-record decodes held ~750 MiB at once.
-    let ratio = peak as f64 / baseline as f64;
-    eprintln!(
-        "RssAnon baseline {baseline} KiB, worst {} KiB, ratio {ratio:.2}",
-        (ratio * baseline as f64) as u64
-    );
-    assert!(
-        ratio < 4.0,
-        "RssAnon {baseline} KiB before, {peak} KiB at the worst ({ratio:.1}x)"
-    );
+    common::assert_rss_within(baseline, peak, 4.0, "at the worst");
     // The records cap: 600 000 records over a cap of 500 000 (default).
     drop(server);
     let server = TidelogProcess::start_with_config(&format!(
@@ -373,7 +350,7 @@ kafka:
         offset += 8;
     }
     assert_eq!(offset, 64);
-    let baseline = rss_anon_kib(&server);
+    let baseline = server.rss_anon_kib();
 
     let partitions: Vec<FetchPartition> = (0..30)
         .map(|_| {
@@ -414,17 +391,9 @@ kafka:
     assert!(records <= 8 * 1024 * 1024 + 600 * 1024, "{records} bytes");
     // The silent clients' answers are built (or refused) by now.
     std::thread::sleep(Duration::from_millis(500));
-    let held = rss_anon_kib(&server);
-    let ratio = held as f64 / baseline as f64;
-    eprintln!(
-        "RssAnon baseline {baseline} KiB, worst {} KiB, ratio {ratio:.2}",
-        (ratio * baseline as f64) as u64
-    );
+    let held = server.rss_anon_kib();
     // Unbounded, each silent client's answer was 30 x 32 MiB, twice over.
-    assert!(
-        ratio < 2.0,
-        "RssAnon {baseline} KiB before, {held} KiB with two silent fetches ({ratio:.1}x)"
-    );
+    common::assert_rss_within(baseline, held, 2.0, "with two silent fetches");
     drop(silent);
 }
 
@@ -464,7 +433,7 @@ fn group_members_metadata_is_bounded_in_bytes() {
         &join_request("alone", 16, 64 * 1024),
     );
     assert_eq!(answer.error_code, GROUP_MAX_SIZE_REACHED);
-    let baseline = rss_anon_kib(&server);
+    let baseline = server.rss_anon_kib();
 
     let mut members = Vec::new();
     for i in 0..2400 {
@@ -506,7 +475,7 @@ fn group_members_metadata_is_bounded_in_bytes() {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    let held = rss_anon_kib(&server);
+    let held = server.rss_anon_kib();
     let metrics = server.get("/metrics").text();
     let metadata_bytes: f64 = metrics
         .lines()
@@ -519,16 +488,8 @@ fn group_members_metadata_is_bounded_in_bytes() {
     );
     // 32 MiB hold ~340 members of 96 KiB; the rest are refused.
     assert!(refused >= 2000, "{refused} of 2400 refused");
-    let ratio = held as f64 / baseline as f64;
-    eprintln!(
-        "RssAnon baseline {baseline} KiB, worst {} KiB, ratio {ratio:.2}",
-        (ratio * baseline as f64) as u64
-    );
     // Unbounded, 2,400 x 96 KiB is 225 MiB of metadata.
-    assert!(
-        ratio < 2.5,
-        "RssAnon {baseline} KiB before, {held} KiB with the members ({ratio:.1}x)"
-    );
+    common::assert_rss_within(baseline, held, 2.5, "with the members");
     drop(members);
 }
 

@@ -641,17 +641,6 @@ fn a_client_that_never_reads_its_answer_is_closed_after_the_write_timeout() {
     produce(&s, "after").expect(200);
 }
 
-/// The server's anonymous resident memory (`RssAnon` of
-/// `/proc/<pid>/status`), in KiB.
-fn rss_anon_kib(s: &TidelogProcess) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{}/status", s.pid())).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("RssAnon:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or_else(|| panic!("no RssAnon in {status}"))
-}
-
 /// A connection with a small receive buffer (set explicitly, so the kernel
 /// does not grow it), so the server's writes to it block soon.
 fn non_reading(addr: SocketAddr) -> TcpStream {
@@ -735,7 +724,7 @@ fn answers_held_for_clients_that_do_not_read_stay_within_their_budget() {
     // One answer read whole first: its render is in the baseline.
     let whole = s.get(fetch).expect(200);
     assert!(!whole.as_array().unwrap().is_empty());
-    let baseline = rss_anon_kib(&s);
+    let baseline = s.rss_anon_kib();
     let answered = || {
         metric(&s, "tidelog_http_responses_total{class=\"2xx\"}")
             + metric(&s, "tidelog_http_responses_total{class=\"5xx\"}")
@@ -749,12 +738,8 @@ fn answers_held_for_clients_that_do_not_read_stay_within_their_budget() {
     }
     // Each of them answered (its answer held, or refused).
     wait_for("24 answers", || answered() >= before + 24.0);
-    let held = rss_anon_kib(&s);
-    eprintln!("RssAnon {baseline} KiB before the 24 clients, {held} KiB with them");
-    assert!(
-        held / baseline < 2.5,
-        "RssAnon went from {baseline} KiB to {held} KiB with 24 answers not read"
-    );
+    let held = s.rss_anon_kib();
+    common::assert_rss_within(baseline, held, 2.5, "with 24 answers not read");
     assert!(
         metric(&s, "tidelog_http_answer_bytes") <= 8_388_608.0,
         "the answer budget passed"

@@ -22,6 +22,7 @@ pub mod fault;
 pub mod fs_util;
 pub mod index_file;
 pub mod log_head;
+pub mod position_file;
 pub mod producer_state;
 mod recovery;
 pub mod retention;

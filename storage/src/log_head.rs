@@ -1,17 +1,9 @@
 //! The `log-head` file: where retention left the CommitLog's beginning.
 //!
-//! ```text
-//! offset  size  field
-//!      0     4  magic          u32, MAGIC ("TLHD")
-//!      4     2  version        u16, VERSION
-//!      6     2  reserved       0
-//!      8     8  first_base     u64, the base of the first segment kept:
-//!                              every CommitLog byte below it was deleted
-//!                              on purpose (retention), none at or above
-//!     16     8  written_at_ms  i64, wall-clock time of writing
-//!     24     4  crc            u32, CRC32C of bytes [0, 24)
-//! ```
-//! Written with temp → fsync → rename → fsync dir, so it is always whole.
+//! A position file ([`crate::position_file`], 28 bytes, magic "TLHD"):
+//! `position` is `first_base`, the base of the first segment kept: every
+//! CommitLog byte below it was deleted on purpose (retention), none at or
+//! above it.
 //!
 //! Why it exists: a deleted oldest segment looks exactly like a retention
 //! pass (the log simply begins later), so without a record of what
@@ -32,27 +24,18 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::codec::{get_i64, get_u16, get_u32, get_u64, put_i64, put_u16, put_u32, put_u64};
-use crate::codec::{U16_LEN, U32_LEN, U64_LEN};
 use crate::commit_log::segment::Segment;
 use crate::config::RecoveryMode;
 use crate::error::{CorruptionKind, IoContext, Result, StoreError};
 use crate::fs_util;
-use crate::types::now_ms;
+use crate::position_file::{Position, PositionFile};
 
 pub const FILE_NAME: &str = "log-head";
 pub const MAGIC: u32 = 0x544C_4844;
-pub const VERSION: u16 = 1;
-
-const OFF_MAGIC: usize = 0;
-const OFF_VERSION: usize = OFF_MAGIC + U32_LEN;
-const OFF_RESERVED: usize = OFF_VERSION + U16_LEN;
-const OFF_FIRST_BASE: usize = OFF_RESERVED + U16_LEN;
-const OFF_WRITTEN_AT: usize = OFF_FIRST_BASE + U64_LEN;
-/// The CRC covers every byte before it.
-const OFF_CRC: usize = OFF_WRITTEN_AT + U64_LEN;
-pub const LEN: usize = OFF_CRC + U32_LEN;
-const _: () = assert!(LEN == 28);
+const FILE: PositionFile = PositionFile {
+    name: FILE_NAME,
+    magic: MAGIC,
+};
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LogHead {
@@ -62,77 +45,33 @@ pub struct LogHead {
 
 impl LogHead {
     pub fn new(first_base: u64) -> LogHead {
-        LogHead {
-            first_base,
-            written_at_ms: now_ms(),
-        }
-    }
-
-    pub fn encode(&self) -> [u8; LEN] {
-        let mut b = [0u8; LEN];
-        put_u32(&mut b, OFF_MAGIC, MAGIC);
-        put_u16(&mut b, OFF_VERSION, VERSION);
-        put_u64(&mut b, OFF_FIRST_BASE, self.first_base);
-        put_i64(&mut b, OFF_WRITTEN_AT, self.written_at_ms);
-        let crc = crc32c::crc32c(&b[..OFF_CRC]);
-        put_u32(&mut b, OFF_CRC, crc);
-        b
-    }
-
-    pub fn decode(b: &[u8]) -> std::result::Result<LogHead, CorruptionKind> {
-        if b.len() != LEN {
-            return Err(CorruptionKind::FileLength {
-                len: b.len() as u64,
-                expected: LEN as u64,
-            });
-        }
-        // The length is checked: the fixed offsets below are in bounds.
-        let magic = get_u32(b, OFF_MAGIC);
-        if magic != MAGIC {
-            return Err(CorruptionKind::BadMagic { found: magic });
-        }
-        let version = get_u16(b, OFF_VERSION);
-        if version != VERSION {
-            return Err(CorruptionKind::UnknownVersion { found: version });
-        }
-        let stored = get_u32(b, OFF_CRC);
-        let computed = crc32c::crc32c(&b[..OFF_CRC]);
-        if stored != computed {
-            return Err(CorruptionKind::CrcMismatch { stored, computed });
-        }
-        Ok(LogHead {
-            first_base: get_u64(b, OFF_FIRST_BASE),
-            written_at_ms: get_i64(b, OFF_WRITTEN_AT),
-        })
+        LogHead::from(Position::now(first_base))
     }
 
     /// Read `<dir>/log-head`; `None` if there is none. A damaged one stops
     /// start-up: what retention deleted cannot be learnt again (the
     /// runbook, docs/OPERATIONS.md, says how to accept the log as it is).
     pub fn load(dir: &Path) -> Result<Option<LogHead>> {
-        let path = dir.join(FILE_NAME);
-        let bytes = match std::fs::metadata(&path) {
-            Ok(meta) if meta.len() != LEN as u64 => {
-                return Err(StoreError::corruption(
-                    &path,
-                    0,
-                    CorruptionKind::FileLength {
-                        len: meta.len(),
-                        expected: LEN as u64,
-                    },
-                ))
-            }
-            Ok(_) => std::fs::read(&path).at(&path)?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(e).at(&path),
-        };
-        LogHead::decode(&bytes)
-            .map(Some)
-            .map_err(|why| StoreError::corruption(&path, 0, why))
+        Ok(FILE.load(dir)?.map(LogHead::from))
     }
 
     pub fn store(&self, dir: &Path) -> Result<()> {
-        fs_util::write_atomic(&dir.join(FILE_NAME), &self.encode())
+        FILE.store(
+            dir,
+            Position {
+                position: self.first_base,
+                written_at_ms: self.written_at_ms,
+            },
+        )
+    }
+}
+
+impl From<Position> for LogHead {
+    fn from(p: Position) -> LogHead {
+        LogHead {
+            first_base: p.position,
+            written_at_ms: p.written_at_ms,
+        }
     }
 }
 
@@ -222,59 +161,27 @@ pub(crate) fn check(
 mod tests {
     use super::*;
 
+    /// This kind's bytes as written (the layout's checks are tested in
+    /// `position_file`).
     #[test]
-    fn golden_bytes() {
-        let h = LogHead {
+    fn golden_bytes_and_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(LogHead::load(dir.path()).unwrap(), None);
+        let written = LogHead {
             first_base: 0x0102,
             written_at_ms: 7,
         };
-        let b = h.encode();
+        written.store(dir.path()).unwrap();
         #[rustfmt::skip]
         let mut want = vec![
-            0x44, 0x48, 0x4C, 0x54, // magic "DHLT" little endian
+            0x44, 0x48, 0x4C, 0x54, // magic "TLHD" little endian
             1, 0, 0, 0, // version, reserved
             0x02, 0x01, 0, 0, 0, 0, 0, 0, // first_base
             7, 0, 0, 0, 0, 0, 0, 0, // written_at_ms
         ];
         let crc = crc32c::crc32c(&want);
         want.extend_from_slice(&crc.to_le_bytes());
-        assert_eq!(b.to_vec(), want);
-        assert_eq!(LogHead::decode(&want), Ok(h));
-    }
-
-    #[test]
-    fn bad_input_is_refused_with_its_reason() {
-        let b = LogHead::new(5).encode();
-        assert!(matches!(
-            LogHead::decode(&b[..LEN - 1]),
-            Err(CorruptionKind::FileLength { .. })
-        ));
-        let mut m = b;
-        m[0] ^= 1;
-        assert!(matches!(
-            LogHead::decode(&m),
-            Err(CorruptionKind::BadMagic { .. })
-        ));
-        let mut v = b;
-        v[OFF_VERSION] = 9;
-        assert!(matches!(
-            LogHead::decode(&v),
-            Err(CorruptionKind::UnknownVersion { found: 9 })
-        ));
-        let mut c = b;
-        c[OFF_FIRST_BASE] ^= 1;
-        assert!(matches!(
-            LogHead::decode(&c),
-            Err(CorruptionKind::CrcMismatch { .. })
-        ));
-    }
-
-    #[test]
-    fn store_and_load_round_trip() {
-        let dir = tempfile::tempdir().unwrap();
-        assert_eq!(LogHead::load(dir.path()).unwrap(), None);
-        let h = LogHead::new(4096);
-        h.store(dir.path()).unwrap();
-        assert_eq!(LogHead::load(dir.path()).unwrap(), Some(h));
+        assert_eq!(std::fs::read(dir.path().join("log-head")).unwrap(), want);
+        assert_eq!(LogHead::load(dir.path()).unwrap(), Some(written));
     }
 }

@@ -1017,26 +1017,8 @@ fn preallocation_prepares_the_next_segment() {
 #[test]
 fn the_writer_rolls_through_two_segments_made_ahead_while_creation_hangs() {
     let dir = tempfile::tempdir().unwrap();
-    let mut cfg = config_with_segments(dir.path(), 8192);
-    cfg.preallocate_next_segment = true;
-    let faults = Arc::new(Faults::default());
-    let store = Arc::new(Store::open_with_faults(cfg, Arc::clone(&faults)).unwrap());
-    let log_dir = dir.path().join("commitlog");
-    let segment_files = || {
-        std::fs::read_dir(&log_dir)
-            .unwrap()
-            .filter(|e| {
-                let name = e.as_ref().unwrap().file_name();
-                fs_util::parse_offset_file_name(name.to_str().unwrap(), "").is_some()
-            })
-            .count()
-    };
-    // The first append makes the active segment (the one made at open).
+    let (store, faults) = store_with_two_segments_ahead(dir.path());
     let v = "r".repeat(1000);
-    store.append(&[record("t", 0, None, Some(&v))]).unwrap();
-    wait_for("two segments made ahead of the active one", || {
-        segment_files() >= 3
-    });
     faults.hang(FaultPoint::SegmentCreate);
     // 1000-byte values, 7 to an 8 KiB segment: 17 more fill the active
     // segment and the first one made ahead and reach the second.
@@ -1544,25 +1526,8 @@ fn within_deadline<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send +
 #[test]
 fn failing_segment_creation_refuses_appends_and_holds_up_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let mut cfg = config_with_segments(dir.path(), 8192);
-    cfg.preallocate_next_segment = true;
-    let faults = Arc::new(Faults::default());
-    let store = Arc::new(Store::open_with_faults(cfg, Arc::clone(&faults)).unwrap());
-    let log_dir = dir.path().join("commitlog");
-    let segment_files = move || {
-        std::fs::read_dir(&log_dir)
-            .unwrap()
-            .filter(|e| {
-                let name = e.as_ref().unwrap().file_name();
-                fs_util::parse_offset_file_name(name.to_str().unwrap(), "").is_some()
-            })
-            .count()
-    };
+    let (store, faults) = store_with_two_segments_ahead(dir.path());
     let v = "r".repeat(1000);
-    store.append(&[record("t", 0, None, Some(&v))]).unwrap();
-    wait_for("two segments made ahead of the active one", || {
-        segment_files() >= 3
-    });
     faults.fail_after(FaultPoint::SegmentCreate, 0);
     // 7 records to an 8 KiB segment: the active one and the two made ahead
     // take about 20, then the roll finds nothing made and is refused.
@@ -1802,4 +1767,31 @@ impl tidelog_storage::DispatchSink for NoSpaceSink {
     fn flush(&self) -> tidelog_storage::Result<()> {
         Ok(())
     }
+}
+
+/// A store of 8 KiB segments with preallocation, one 1000-byte record
+/// appended (the active segment), once its preallocator has made the two
+/// segments ahead, and its fault switches.
+fn store_with_two_segments_ahead(dir: &std::path::Path) -> (Arc<Store>, Arc<Faults>) {
+    let mut cfg = config_with_segments(dir, 8192);
+    cfg.preallocate_next_segment = true;
+    let faults = Arc::new(Faults::default());
+    let store = Arc::new(Store::open_with_faults(cfg, Arc::clone(&faults)).unwrap());
+    let log_dir = dir.join("commitlog");
+    let segment_files = move || {
+        std::fs::read_dir(&log_dir)
+            .unwrap()
+            .filter(|e| {
+                let name = e.as_ref().unwrap().file_name();
+                fs_util::parse_offset_file_name(name.to_str().unwrap(), "").is_some()
+            })
+            .count()
+    };
+    store
+        .append(&[record("t", 0, None, Some(&"r".repeat(1000)))])
+        .unwrap();
+    wait_for("two segments made ahead of the active one", || {
+        segment_files() >= 3
+    });
+    (store, faults)
 }

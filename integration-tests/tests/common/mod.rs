@@ -167,6 +167,23 @@ impl TidelogProcess {
     /// hard open-file limit set to `nofile` (as `ulimit -n` would).
     pub fn start_with_config_and_nofile(yaml: &str, nofile: Option<u64>) -> TidelogProcess {
         let data_dir = tempfile::tempdir().expect("temp data dir");
+        TidelogProcess::start_configured(data_dir, yaml, nofile)
+    }
+
+    /// [`TidelogProcess::start_with_config`] with a data dir the test made
+    /// (inside a file system it mounted, say); the config file and the
+    /// log go beside it.
+    pub fn start_with_config_in(data_dir: tempfile::TempDir, yaml: &str) -> TidelogProcess {
+        TidelogProcess::start_configured(data_dir, yaml, None)
+    }
+
+    /// `yaml` written beside `data_dir` as the config file; the server
+    /// started on it under the open-file limit `nofile` (if any).
+    fn start_configured(
+        data_dir: tempfile::TempDir,
+        yaml: &str,
+        nofile: Option<u64>,
+    ) -> TidelogProcess {
         let config_path = data_dir.path().with_extension("yaml");
         std::fs::write(&config_path, yaml).expect("write config");
         let addr = free_local_addr();
@@ -179,27 +196,6 @@ impl TidelogProcess {
             log_path,
             extra_args: vec!["--config".into(), config_path.display().to_string()],
             nofile,
-        };
-        process.first_spawn();
-        process
-    }
-
-    /// [`TidelogProcess::start_with_config`] with a data dir the test made
-    /// (inside a file system it mounted, say); the config file and the
-    /// log go beside it.
-    pub fn start_with_config_in(data_dir: tempfile::TempDir, yaml: &str) -> TidelogProcess {
-        let config_path = data_dir.path().with_extension("yaml");
-        std::fs::write(&config_path, yaml).expect("write config");
-        let addr = free_local_addr();
-        let log_path = data_dir.path().with_extension("log");
-        let mut process = TidelogProcess {
-            child: None,
-            addr,
-            kafka_addr: Some(free_local_addr_besides(addr)),
-            data_dir,
-            log_path,
-            extra_args: vec!["--config".into(), config_path.display().to_string()],
-            nofile: None,
         };
         process.first_spawn();
         process
@@ -258,6 +254,11 @@ impl TidelogProcess {
     /// The running server's process id (for `/proc/<pid>/…`).
     pub fn pid(&self) -> u32 {
         self.child.as_ref().expect("server is running").id()
+    }
+
+    /// The running server's anonymous resident memory, in KiB.
+    pub fn rss_anon_kib(&self) -> u64 {
+        rss_anon_kib_of(self.pid())
     }
 
     /// Length of the log so far, to read only what a later run writes.
@@ -668,4 +669,27 @@ pub fn http_get_status(addr: std::net::SocketAddr, path: &str) -> Option<u16> {
     stream.read_exact(&mut head).ok()?;
     // "HTTP/1.x NNN"
     std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
+}
+
+/// `RssAnon` of `/proc/<pid>/status` (the anonymous resident memory the
+/// memory tests compare against a baseline), in KiB.
+pub fn rss_anon_kib_of(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("RssAnon:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no RssAnon in {status}"))
+}
+
+/// Fails unless `now_kib` is under `max_ratio` times `baseline_kib`: the
+/// memory tests' one comparison (a ratio against the server's own
+/// baseline, measured in the same run, never an absolute figure).
+pub fn assert_rss_within(baseline_kib: u64, now_kib: u64, max_ratio: f64, what: &str) {
+    let ratio = now_kib as f64 / baseline_kib as f64;
+    eprintln!("RssAnon {baseline_kib} KiB before, {now_kib} KiB {what}, ratio {ratio:.2}");
+    assert!(
+        ratio < max_ratio,
+        "RssAnon {baseline_kib} KiB before, {now_kib} KiB {what} ({ratio:.1}x, bound {max_ratio}x)"
+    );
 }
