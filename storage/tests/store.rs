@@ -1721,21 +1721,15 @@ fn the_spare_segment_is_given_up_while_the_indexes_lack_space() {
     let short = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let sink = Arc::new(NoSpaceSink(Arc::clone(&short)));
     let store = Store::open_with_sinks(cfg, vec![sink]).unwrap();
-    let log_dir = dir.path().join("commitlog");
-    let segment_files = move || {
-        std::fs::read_dir(&log_dir)
-            .unwrap()
-            .filter(|e| {
-                let name = e.as_ref().unwrap().file_name();
-                fs_util::parse_offset_file_name(name.to_str().unwrap(), "").is_some()
-            })
-            .count()
-    };
     store.append(&[record("t", 0, None, Some("a"))]).unwrap();
-    wait_for("two segments made ahead", || segment_files() >= 3);
+    wait_for("two segments made ahead", || {
+        segment_files(dir.path()).len() >= 3
+    });
     short.store(true, std::sync::atomic::Ordering::SeqCst);
     let _ = store.append(&[record("t", 0, None, Some("b"))]);
-    wait_for("the spare given up", || segment_files() == 2);
+    wait_for("the spare given up", || {
+        segment_files(dir.path()).len() == 2
+    });
     let e = store
         .append(&[record("t", 0, None, Some("c"))])
         .unwrap_err();
@@ -1743,7 +1737,9 @@ fn the_spare_segment_is_given_up_while_the_indexes_lack_space() {
     short.store(false, std::sync::atomic::Ordering::SeqCst);
     wait_for("dispatch recovered", || store.write_refusal().is_none());
     store.check_disk();
-    wait_for("the spare made again", || segment_files() >= 3);
+    wait_for("the spare made again", || {
+        segment_files(dir.path()).len() >= 3
+    });
     store.append(&[record("t", 0, None, Some("d"))]).unwrap();
     store.shutdown().unwrap();
 }
@@ -1777,21 +1773,11 @@ fn store_with_two_segments_ahead(dir: &std::path::Path) -> (Arc<Store>, Arc<Faul
     cfg.preallocate_next_segment = true;
     let faults = Arc::new(Faults::default());
     let store = Arc::new(Store::open_with_faults(cfg, Arc::clone(&faults)).unwrap());
-    let log_dir = dir.join("commitlog");
-    let segment_files = move || {
-        std::fs::read_dir(&log_dir)
-            .unwrap()
-            .filter(|e| {
-                let name = e.as_ref().unwrap().file_name();
-                fs_util::parse_offset_file_name(name.to_str().unwrap(), "").is_some()
-            })
-            .count()
-    };
     store
         .append(&[record("t", 0, None, Some(&"r".repeat(1000)))])
         .unwrap();
     wait_for("two segments made ahead of the active one", || {
-        segment_files() >= 3
+        segment_files(dir).len() >= 3
     });
     (store, faults)
 }

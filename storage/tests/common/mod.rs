@@ -170,11 +170,18 @@ pub fn seed(test: &str) -> u64 {
     seed
 }
 
-/// Paths of the CommitLog segment files, oldest first.
+/// Paths of the CommitLog segment files, oldest first (not a file the
+/// preallocator is still making).
 pub fn segment_files(dir: &Path) -> Vec<std::path::PathBuf> {
     let mut v: Vec<_> = std::fs::read_dir(dir.join("commitlog"))
         .unwrap()
         .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| tidelog_storage::fs_util::parse_offset_file_name(n, ""))
+                .is_some()
+        })
         .collect();
     v.sort();
     v
