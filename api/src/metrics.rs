@@ -284,7 +284,7 @@ impl Metrics {
         gauge(
             &mut out,
             "tidelog_http_answer_bytes",
-            "fetch answer bytes rendered and not yet written (http.max_inflight_response_bytes).",
+            "fetch answer bytes rendered and not yet written, HTTP and Kafka (http.max_inflight_response_bytes).",
             snap.answer_bytes as f64,
         );
         counter(

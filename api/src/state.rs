@@ -112,6 +112,14 @@ impl AppState {
         Arc::clone(&self.inner.inflight_bytes)
     }
 
+    /// The budget of fetch answers held until written
+    /// (`http.max_inflight_response_bytes`), for other listeners to share
+    /// with the HTTP API: readers that do not read hold these bytes, never
+    /// the request bytes producers need.
+    pub fn answer_bytes_budget(&self) -> Arc<ByteBudget> {
+        Arc::clone(&self.inner.answer_bytes)
+    }
+
     /// The counters for a Kafka listener to keep, which `/metrics` then
     /// shows beside the API's own (absent until this is called: a server
     /// without a Kafka listener shows no Kafka families).

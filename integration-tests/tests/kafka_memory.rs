@@ -310,7 +310,10 @@ fn compressed_tiny_records_are_bounded_and_answered() {
 /// A 600-byte Fetch naming one 32 MiB partition 30 times with max_bytes
 /// 2^31-1, from two clients that never read: the server builds at most
 /// `kafka.fetch_max_bytes` an answer, reads the partition once, and holds
-/// a bounded amount; a client that reads gets the partition once.
+/// a bounded amount; a client that reads gets the partition once. The
+/// answers held for them count in the answer budget, not in the request
+/// budget (here smaller than the two answers together): producers on both
+/// front-ends are served beside them.
 #[test]
 fn a_fetch_of_one_partition_thirty_times_is_capped_and_read_once() {
     let server = TidelogProcess::start_with_config(
@@ -327,27 +330,27 @@ retention:
   disk_max_used_ratio: 1.0
   disk_force_clean_ratio: 1.0
   disk_full_ratio: 1.0
+http:
+  max_request_bytes: 4194304
+  max_inflight_bytes: 8388608
 kafka:
   fetch_max_bytes: 8388608
+  max_request_bytes: 4194304
 ",
     );
     let addr = server.kafka_addr.unwrap();
-    // 32 MiB: 64 records of 512 KiB, 8 to a request.
+    // 32 MiB: 64 records of 512 KiB, 4 to a request.
     let value = vec![0x5au8; 512 * 1024];
+    let mut section = Vec::new();
+    for i in 0..4 {
+        record(&mut section, i, 0, &value);
+    }
+    let four = produce("big", batch(&section, 4, 0, 1_700_000_000_000));
     let mut offset = 0;
-    for _ in 0..8 {
-        let mut section = Vec::new();
-        for i in 0..8 {
-            record(&mut section, i, 0, &value);
-        }
-        let answer: ProduceResponse = call(
-            addr,
-            ApiKey::Produce,
-            7,
-            &produce("big", batch(&section, 8, 0, 1_700_000_000_000)),
-        );
+    for _ in 0..16 {
+        let answer: ProduceResponse = call(addr, ApiKey::Produce, 7, &four);
         assert_eq!(produce_code(&answer), 0);
-        offset += 8;
+        offset += 4;
     }
     assert_eq!(offset, 64);
     let baseline = server.rss_anon_kib();
@@ -394,6 +397,29 @@ kafka:
     let held = server.rss_anon_kib();
     // Unbounded, each silent client's answer was 30 x 32 MiB, twice over.
     common::assert_rss_within(baseline, held, 2.0, "with two silent fetches");
+    // Their answers (more than the 8 MiB request budget together) hold
+    // the answer budget; producers beside them are served at once.
+    let gauge = |name: &str| -> f64 {
+        let metrics = server.get("/metrics").text();
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {metrics}"))
+    };
+    let answers_held = gauge("tidelog_http_answer_bytes");
+    assert!(
+        answers_held > 8_388_608.0,
+        "{answers_held} answer bytes held: both silent answers are"
+    );
+    let answer: ProduceResponse = call(addr, ApiKey::Produce, 7, &four);
+    assert_eq!(produce_code(&answer), 0, "a Kafka produce beside them");
+    server
+        .post_raw(
+            "/topics/big",
+            "application/vnd.kafka.json.v2+json",
+            br#"{"records":[{"value":"beside"}]}"#,
+        )
+        .expect(200);
     drop(silent);
 }
 

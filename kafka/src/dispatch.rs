@@ -86,8 +86,12 @@ pub struct Context {
     /// The cluster id Metadata answers (the broker's, known before it is).
     pub cluster_id: Option<String>,
     /// The global budget of request bytes held in memory, shared with
-    /// HTTP bodies (`listener`).
+    /// HTTP bodies (`listener`), and a Produce's decoded records.
     pub budget: Arc<tidelog_broker::budget::ByteBudget>,
+    /// The global budget of fetch answers held until written, shared with
+    /// HTTP's fetch answers (`handlers::fetch`): a client that does not
+    /// read its answers holds these bytes, never the ones producers need.
+    pub answer_budget: Arc<tidelog_broker::budget::ByteBudget>,
     /// The listener's counters, which the HTTP API's `/metrics` renders.
     pub metrics: Arc<tidelog_broker::kafka_metrics::KafkaMetrics>,
 }
@@ -100,7 +104,7 @@ pub struct Session {
     pub handshake: Option<Handshake>,
     /// Logged in with the admin token.
     pub authenticated: bool,
-    /// The in-flight byte budget's bytes the last answer holds (a fetch's
+    /// The answer budget's bytes the last answer holds (a fetch's
     /// records), given back once the listener has written it.
     pub answer_held: Option<tidelog_broker::budget::Reservation>,
 }

@@ -30,9 +30,10 @@ pub use dispatch::Ready;
 /// Serves the Kafka protocol on `listener` (already bound: its port is
 /// the one Metadata advertises) until `stop` turns true. `ready` answers
 /// the broker once recovery is done (`None` before: KAFKA.md "Not
-/// ready"). A listener on its own (tests, tools): its frames take from a
-/// budget of their own, as large as its connections could hold; the
-/// server shares one with HTTP ([`serve_sharing`]).
+/// ready"). A listener on its own (tests, tools): its frames and its
+/// fetch answers take from budgets of their own, as large as its
+/// connections could hold; the server shares both with HTTP
+/// ([`serve_sharing`]).
 pub async fn serve(
     listener: TcpListener,
     config: &KafkaConfig,
@@ -42,12 +43,18 @@ pub async fn serve(
     let own = config
         .max_request_bytes
         .saturating_mul(config.max_connections);
+    let answers = config
+        .fetch_max_bytes
+        .saturating_mul(config.max_connections);
     let metrics = Arc::new(KafkaMetrics::default());
     serve_sharing(
         listener,
         config,
         ready,
-        ByteBudget::new(own),
+        Budgets {
+            requests: ByteBudget::new(own),
+            answers: ByteBudget::new(answers),
+        },
         metrics,
         ConnectionSlots::unlimited(),
         stop,
@@ -55,11 +62,20 @@ pub async fn serve(
     .await;
 }
 
-/// [`serve`] with the frames held in memory taken from `budget`, the
-/// global one HTTP bodies take from too (`http.max_inflight_bytes`,
-/// KAFKA.md "Bad input"): a frame's length is reserved before its body is
-/// read and given back once its answer is written; while the budget is
-/// short the connection is not read (backpressure, `listener`). Its
+/// The memory budgets a Kafka listener takes from, shared with the HTTP
+/// API in the server.
+pub struct Budgets {
+    /// Request bytes (`http.max_inflight_bytes`, KAFKA.md "Bad input"):
+    /// a frame's bytes as they arrive, until its answer is written, and a
+    /// Produce's decoded records; while it is short the connection is not
+    /// read (backpressure, `listener`).
+    pub requests: Arc<ByteBudget>,
+    /// Fetch answers until written (`http.max_inflight_response_bytes`).
+    pub answers: Arc<ByteBudget>,
+}
+
+/// [`serve`] with the memory it holds taken from `budgets`, the ones the
+/// HTTP API takes from too. Its
 /// counters go to `metrics`, which the HTTP API's `/metrics` renders. Its
 /// connections count against `connections`, the cap both front-ends share
 /// under the open-file limit (`tidelog_broker::connections`).
@@ -67,7 +83,7 @@ pub async fn serve_sharing(
     listener: TcpListener,
     config: &KafkaConfig,
     ready: Ready,
-    budget: Arc<ByteBudget>,
+    budgets: Budgets,
     metrics: Arc<KafkaMetrics>,
     connections: Arc<ConnectionSlots>,
     stop: watch::Receiver<bool>,
@@ -94,7 +110,8 @@ pub async fn serve_sharing(
         stop: stop.clone(),
         admin_token: config.admin_token.clone(),
         cluster_id: config.cluster_id.clone(),
-        budget,
+        budget: budgets.requests,
+        answer_budget: budgets.answers,
         metrics,
     });
     listener::serve(listener, ctx, connections, stop).await;

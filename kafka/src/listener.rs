@@ -25,10 +25,12 @@
 //!   (backpressure, not an error), at most [`BUDGET_WAIT`]; a frame
 //!   larger than the whole budget, or one that waited that long, closes
 //!   its connection.
-//! * An answer's bytes that its handler counted in the budget (a fetch's
-//!   records) stay counted until the answer is written
+//! * An answer's bytes that its handler counted in the answer budget (a
+//!   fetch's records, `http.max_inflight_response_bytes`, shared with
+//!   HTTP's fetch answers) stay counted until the answer is written
 //!   (`Session::answer_held`), so answers held for clients that do not
-//!   read are bounded in total by the budget.
+//!   read are bounded in total, apart from the request bytes producers
+//!   need.
 //! * Beyond `kafka.max_connections`, new connections are closed at once.
 //! * A bad frame (KAFKA.md "Bad input") closes its connection after one
 //!   warn with the peer; every other connection goes on. A client that

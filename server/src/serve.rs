@@ -118,8 +118,12 @@ pub async fn run(config: Config) -> ExitCode {
         kafka_config.cluster_id = Some(settings.broker.cluster_id.clone());
         let stop = stop_tx.subscribe();
         // One budget of request bytes held in memory for both front-ends
-        // (`http.max_inflight_bytes`, KAFKA.md "Bad input").
-        let budget = state.inflight_bytes_budget();
+        // (`http.max_inflight_bytes`, KAFKA.md "Bad input"), and one of
+        // fetch answers not yet written (`http.max_inflight_response_bytes`).
+        let budgets = tidelog_kafka::Budgets {
+            requests: state.inflight_bytes_budget(),
+            answers: state.answer_bytes_budget(),
+        };
         // Its counters, in the HTTP API's `/metrics`.
         let metrics = state.kafka_metrics();
         tracing::info!(listen = ?kafka.local_addr().ok(), "Kafka listener");
@@ -128,7 +132,7 @@ pub async fn run(config: Config) -> ExitCode {
                 kafka,
                 &kafka_config,
                 ready,
-                budget,
+                budgets,
                 metrics,
                 connection_slots,
                 stop,

@@ -29,14 +29,16 @@
 //!   the offset and `partition_max_bytes` of its last mention, as Kafka's
 //!   broker does (its FetchRequest's partitions are a map keyed by
 //!   partition, later entries replacing earlier ones).
-//! * Every partition's read is counted against the global in-flight byte
-//!   budget (shared with request bodies and frames) before it is made, by
-//!   its byte limit, then by what it read; the answer's bytes stay counted
-//!   until the listener has written it ([`handle`] returns the
-//!   reservation), so answers held for clients that do not read are
-//!   bounded in total, not only per connection. A partition whose read
-//!   does not fit the budget is answered empty (the consumer fetches it
-//!   again), never with an error and never by closing the connection.
+//! * Every partition's read is counted against the global budget of
+//!   fetch answers (`http.max_inflight_response_bytes`, shared with HTTP's
+//!   fetch answers; not the request budget, so clients that do not read
+//!   cannot starve producers) before it is made, by its byte limit, then
+//!   by what it read; the answer's bytes stay counted until the listener
+//!   has written it ([`handle`] returns the reservation), so answers held
+//!   for clients that do not read are bounded in total, not only per
+//!   connection. A partition whose read does not fit the budget is
+//!   answered empty (the consumer fetches it again), never with an error
+//!   and never by closing the connection.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -77,7 +79,7 @@ struct Asked {
     part: Result<PartitionRef, i16>,
 }
 
-/// The answer, and the in-flight budget's bytes its records hold, to be
+/// The answer, and the answer budget's bytes its records hold, to be
 /// dropped once the answer is written.
 pub async fn handle(ctx: &Context, request: FetchRequest) -> (FetchResponse, Reservation) {
     let broker = ctx.broker();
@@ -191,7 +193,7 @@ async fn read_all(
     max_bytes: usize,
     ctx: &Context,
 ) -> (Vec<PartitionData>, usize, Vec<Option<u64>>, Reservation) {
-    let budget: &Arc<ByteBudget> = &ctx.budget;
+    let budget: &Arc<ByteBudget> = &ctx.answer_budget;
     let mut answered = Vec::with_capacity(asked.len());
     let mut listen_from = Vec::with_capacity(asked.len());
     let mut held = budget
@@ -216,7 +218,7 @@ async fn read_all(
                             partition = a.index,
                             limit,
                             used = budget.used_bytes(),
-                            "kafka fetch partition answered empty: in-flight byte budget short"
+                            "kafka fetch partition answered empty: the answer budget is short (http.max_inflight_response_bytes)"
                         );
                         (empty(part, a), None)
                     }
