@@ -37,6 +37,9 @@ pub const URI_MAX_BYTES: usize = 32 * 1024;
 /// Most header fields in a request (hyper's own default).
 pub const MAX_HEADERS: usize = 100;
 
+/// Longest request line: the target and room for the method and version.
+const REQUEST_LINE_MAX_BYTES: usize = URI_MAX_BYTES + 64;
+
 /// What the bytes of a head so far come to.
 #[derive(Debug, PartialEq)]
 pub enum Head {
@@ -73,7 +76,7 @@ pub fn check(buf: &[u8]) -> Head {
         },
         Ok(httparse::Status::Partial) => {
             // No request line yet, and already longer than any allowed one.
-            if request.path.is_none() && buf.len() > URI_MAX_BYTES + 64 {
+            if request.path.is_none() && buf.len() > REQUEST_LINE_MAX_BYTES {
                 return line_too_long();
             }
             if buf.len() > HEAD_MAX_BYTES {
@@ -90,6 +93,17 @@ pub fn check(buf: &[u8]) -> Head {
             message: format!("malformed request head: {e}"),
         }),
     }
+}
+
+/// Whether a head of `before` bytes, `fresh` ones added, is worth
+/// [`check`]ing again: its verdict can only change at the end of a line
+/// (a head ends with one; a bad field is found once its line is whole) or
+/// where it passes a length limit. Parsing again on every read would cost
+/// a head trickled a byte at a time its length squared.
+pub fn worth_checking(before: usize, fresh: &[u8]) -> bool {
+    let after = before + fresh.len();
+    let passes = |limit: usize| before <= limit && after > limit;
+    fresh.contains(&b'\n') || passes(REQUEST_LINE_MAX_BYTES) || passes(HEAD_MAX_BYTES)
 }
 
 fn head_too_large() -> Head {
@@ -168,6 +182,41 @@ pub fn answer(error: &ApiError) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A head is parsed again only at a line's end or a limit: a byte
+    /// inside a line changes nothing, and a trickled head is still checked
+    /// once whole and refused once over a limit.
+    #[test]
+    fn a_head_is_checked_again_only_at_a_line_end_or_a_limit() {
+        assert!(!worth_checking(10, b"x"));
+        assert!(!worth_checking(0, b"GET /topics HTTP/1.1\r"));
+        assert!(worth_checking(20, b"\n"));
+        assert!(worth_checking(REQUEST_LINE_MAX_BYTES, b"x"));
+        assert!(!worth_checking(REQUEST_LINE_MAX_BYTES + 1, b"x"));
+        assert!(worth_checking(HEAD_MAX_BYTES - 1, b"xx"));
+        let head = b"GET /topics HTTP/1.1\r\nHost: x\r\n\r\n";
+        let mut collected = Vec::new();
+        let mut verdicts = Vec::new();
+        for byte in head.iter() {
+            let fresh = [*byte];
+            let worth = worth_checking(collected.len(), &fresh);
+            collected.push(*byte);
+            if worth {
+                verdicts.push(check(&collected));
+            }
+        }
+        assert_eq!(verdicts.len(), 3, "one check a line");
+        assert!(matches!(
+            verdicts.last(),
+            Some(Head::Complete { len, body: Some(0) }) if *len == head.len()
+        ));
+        let long = vec![b'x'; REQUEST_LINE_MAX_BYTES + 1];
+        assert!(worth_checking(0, &long));
+        assert!(matches!(
+            check(&long),
+            Head::Refused(ApiError::UriTooLong { .. })
+        ));
+    }
 
     fn refused(buf: &[u8]) -> u32 {
         match check(buf) {

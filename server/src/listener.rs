@@ -640,7 +640,12 @@ impl TimedIo {
                             return Poll::Ready(Ok(()));
                         }
                         Poll::Ready(Ok(())) => {
+                            let worth = head::worth_checking(collected.len(), read.filled());
                             collected.extend_from_slice(read.filled());
+                            if !worth {
+                                self.clock.bytes_read(Instant::now());
+                                continue;
+                            }
                         }
                         Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
                         Poll::Pending => return self.poll_deadline(cx),
