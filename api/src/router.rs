@@ -331,10 +331,7 @@ async fn read_body(
     // declares a large body and sends nothing holds nothing. The
     // reservation grows with what is held, the buffer's capacity
     // included, before each allocation.
-    let mut reservation = shared
-        .inflight_bytes
-        .try_reserve(0)
-        .ok_or_else(|| over_budget(state, 0))?;
+    let mut reservation = shared.inflight_bytes.empty();
     let _reading = GaugeGuard::new(&shared.metrics.requests_reading_body);
     let collect = async {
         // One frame is the whole body more often than not: kept as it is,

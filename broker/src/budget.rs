@@ -63,6 +63,15 @@ impl ByteBudget {
         })
     }
 
+    /// A reservation of nothing yet, to grow as bytes come to be held
+    /// ([`Reservation::try_grow`]).
+    pub fn empty(self: &Arc<Self>) -> Reservation {
+        Reservation {
+            budget: Arc::clone(self),
+            bytes: 0,
+        }
+    }
+
     /// A listener woken the next time bytes are given back. Take it
     /// before the [`ByteBudget::try_reserve`] it guards, so a release
     /// between the two is not missed; it is a future (await it) and can
@@ -95,6 +104,24 @@ impl Reservation {
             self.bytes += bytes;
         }
         taken
+    }
+
+    /// Gives back what this reservation holds beyond `bytes` (a read
+    /// reserved by its limit, then holding what it read).
+    pub fn shrink_to(&mut self, bytes: u64) {
+        let excess = self.bytes.saturating_sub(bytes);
+        if excess > 0 {
+            self.bytes -= excess;
+            self.budget.used_bytes.fetch_sub(excess, Ordering::AcqRel);
+            self.budget.released.notify(usize::MAX);
+        }
+    }
+
+    /// Takes over `other`'s bytes (of the same budget): nothing is given
+    /// back meanwhile, so nobody else can take them in between.
+    pub fn absorb(&mut self, mut other: Reservation) {
+        debug_assert!(Arc::ptr_eq(&self.budget, &other.budget));
+        self.bytes += std::mem::take(&mut other.bytes);
     }
 }
 
@@ -130,6 +157,23 @@ mod tests {
         drop(b);
         assert_eq!(budget.used_bytes(), 0);
         assert!(budget.try_reserve(u64::MAX).is_none());
+        assert_eq!(budget.used_bytes(), 0);
+    }
+
+    /// A read reserved by its limit keeps only what it read, handed to the
+    /// answer's reservation without ever being free for another holder.
+    #[test]
+    fn a_reservation_shrinks_and_is_absorbed_without_giving_its_bytes_away() {
+        let budget = ByteBudget::new(100);
+        let mut held = budget.empty();
+        let mut read = budget.try_reserve(80).unwrap();
+        read.shrink_to(30);
+        assert_eq!((read.bytes(), budget.used_bytes()), (30, 30));
+        read.shrink_to(50);
+        assert_eq!(read.bytes(), 30, "shrink_to never grows");
+        held.absorb(read);
+        assert_eq!((held.bytes(), budget.used_bytes()), (30, 30));
+        drop(held);
         assert_eq!(budget.used_bytes(), 0);
     }
 

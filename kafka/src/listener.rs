@@ -236,9 +236,7 @@ async fn read_frame_reserved<R: AsyncBufRead + Unpin>(
             limit: budget.limit_bytes(),
         });
     }
-    let mut held = budget.try_reserve(0).ok_or(FrameError::Timeout {
-        what: "waiting for the in-flight byte budget (http.max_inflight_bytes)",
-    })?;
+    let mut held = budget.empty();
     let read_deadline = tokio::time::Instant::now() + FRAME_READ_TIMEOUT;
     let mut frame: Vec<u8> = Vec::new();
     while frame.len() < size {

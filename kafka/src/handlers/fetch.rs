@@ -196,9 +196,7 @@ async fn read_all(
     let budget: &Arc<ByteBudget> = &ctx.answer_budget;
     let mut answered = Vec::with_capacity(asked.len());
     let mut listen_from = Vec::with_capacity(asked.len());
-    let mut held = budget
-        .try_reserve(0)
-        .unwrap_or_else(|| unreachable!("zero bytes always fit"));
+    let mut held = budget.empty();
     let mut left = max_bytes;
     let mut sent = 0;
     for a in asked {
@@ -222,18 +220,13 @@ async fn read_all(
                         );
                         (empty(part, a), None)
                     }
-                    Some(before) => {
+                    Some(mut reserved) => {
                         let (data, from) = read_one(part, a, left_here).await;
-                        let size = data.records.as_ref().map_or(0, Bytes::len);
-                        drop(before);
-                        if held.try_grow(size as u64) {
-                            (data, from)
-                        } else {
-                            // Lost the bytes to another holder meanwhile:
-                            // the read is dropped, not held uncounted.
-                            ctx.metrics.refused(Refused::FetchInflightBytes);
-                            (empty(part, a), None)
-                        }
+                        // What it read stays held, the rest of its limit
+                        // goes back.
+                        reserved.shrink_to(data.records.as_ref().map_or(0, Bytes::len) as u64);
+                        held.absorb(reserved);
+                        (data, from)
                     }
                 }
             }

@@ -199,9 +199,7 @@ struct Appends {
 
 impl Appends {
     fn new(batch: PartitionBatch, budget: &Arc<ByteBudget>) -> Appends {
-        let held = budget
-            .try_reserve(0)
-            .unwrap_or_else(|| unreachable!("zero bytes always fit"));
+        let held = budget.empty();
         Appends {
             batch,
             held,
