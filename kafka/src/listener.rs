@@ -220,7 +220,9 @@ async fn connection(
 /// Exactly `size` bytes of `stream` (a frame's, its length already read
 /// and checked), with their reservation in `budget`, taken as they arrive
 /// (module doc). The frame's bytes must all arrive within
-/// [`FRAME_READ_TIMEOUT`]; a growth that does not fit waits for bytes to
+/// [`FRAME_READ_TIMEOUT`] of reading (time spent waiting for the budget,
+/// with the connection not read, is not the client's and does not
+/// count); a growth that does not fit waits for bytes to
 /// be given back (the connection is not read meanwhile) at most
 /// [`BUDGET_WAIT`]; a frame larger than the whole budget is refused at
 /// once.
@@ -237,19 +239,14 @@ async fn read_frame_reserved<R: AsyncBufRead + Unpin>(
         });
     }
     let mut held = budget.empty();
-    let read_deadline = tokio::time::Instant::now() + FRAME_READ_TIMEOUT;
+    let mut read_deadline = tokio::time::Instant::now() + FRAME_READ_TIMEOUT;
     let mut frame: Vec<u8> = Vec::new();
     while frame.len() < size {
         // Nothing is reserved for bytes that have not come: wait for one
         // (in the connection's read buffer) first.
-        let arrived = match tokio::time::timeout_at(read_deadline, stream.fill_buf()).await {
-            Ok(arrived) => arrived?.len(),
-            Err(_) => {
-                return Err(FrameError::Timeout {
-                    what: "reading a frame",
-                })
-            }
-        };
+        let arrived = timed_until(read_deadline, "reading a frame", stream.fill_buf())
+            .await?
+            .len();
         if arrived == 0 {
             return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
         }
@@ -259,19 +256,14 @@ async fn read_frame_reserved<R: AsyncBufRead + Unpin>(
                 .saturating_mul(2)
                 .max(FRAME_CHUNK_BYTES)
                 .min(size);
+            let began = tokio::time::Instant::now();
             grow(budget, &mut held, capacity as u64).await?;
+            read_deadline += began.elapsed();
             frame.reserve_exact(capacity - frame.len());
         }
         let room = (frame.capacity() - frame.len()) as u64;
         let mut body = (&mut *stream).take(room);
-        let read = match tokio::time::timeout_at(read_deadline, body.read_buf(&mut frame)).await {
-            Ok(read) => read?,
-            Err(_) => {
-                return Err(FrameError::Timeout {
-                    what: "reading a frame",
-                })
-            }
-        };
+        let read = timed_until(read_deadline, "reading a frame", body.read_buf(&mut frame)).await?;
         if read == 0 {
             return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
         }
@@ -350,7 +342,15 @@ async fn timed<T>(
     what: &'static str,
     io: impl std::future::Future<Output = std::io::Result<T>>,
 ) -> Result<T, FrameError> {
-    match tokio::time::timeout(limit, io).await {
+    timed_until(tokio::time::Instant::now() + limit, what, io).await
+}
+
+async fn timed_until<T>(
+    deadline: tokio::time::Instant,
+    what: &'static str,
+    io: impl std::future::Future<Output = std::io::Result<T>>,
+) -> Result<T, FrameError> {
+    match tokio::time::timeout_at(deadline, io).await {
         Ok(done) => Ok(done?),
         Err(_) => Err(FrameError::Timeout { what }),
     }
@@ -389,5 +389,44 @@ mod tests {
         assert_eq!(err.kind(), std::io::ErrorKind::UnexpectedEof);
         let empty = read_frame_body(&mut short, 0).await.unwrap();
         assert!(empty.is_empty());
+    }
+
+    /// A frame reserves only what has arrived (a length and nothing more
+    /// holds nothing), and time spent waiting for the budget, with the
+    /// connection not read, is not counted against the frame's read
+    /// timeout: a frame held back 20 s by a full budget, whose last bytes
+    /// come 15 s after that, is read whole.
+    #[tokio::test(start_paused = true)]
+    async fn a_frame_reserves_what_arrived_and_budget_waits_are_not_reading_time() {
+        let limit = 2 * FRAME_CHUNK_BYTES as u64;
+        let budget = ByteBudget::new(limit);
+        let other = budget.try_reserve(limit).unwrap();
+        let size = FRAME_CHUNK_BYTES + 10;
+        let (mut client, server) = tokio::io::duplex(2 * FRAME_CHUNK_BYTES);
+        let reader = {
+            let budget = Arc::clone(&budget);
+            tokio::spawn(async move {
+                let mut server = BufReader::new(server);
+                read_frame_reserved(&mut server, size, &budget)
+                    .await
+                    .map(|(frame, held)| (frame.len(), held.bytes()))
+            })
+        };
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert_eq!(
+            budget.used_bytes(),
+            limit,
+            "nothing arrived, nothing more held"
+        );
+        client
+            .write_all(&vec![7u8; FRAME_CHUNK_BYTES])
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_secs(20)).await;
+        drop(other);
+        tokio::time::sleep(Duration::from_secs(15)).await;
+        client.write_all(&[7u8; 10]).await.unwrap();
+        let (len, held) = reader.await.unwrap().unwrap();
+        assert_eq!((len, held), (size, size as u64));
     }
 }
