@@ -401,10 +401,13 @@ impl Dispatcher {
         self.failure.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// `Some(DispatchStalled)` while dispatch has failed for at least
-    /// `dispatch_stall_ms`: what appends are refused with. The first caller
-    /// to see a stall counts and logs it.
-    pub(crate) fn stall(&self) -> Option<StoreError> {
+    /// What appends are refused with because of dispatch: `DiskFull` at
+    /// once while a sink has no space for its next file (the records are
+    /// committed; indexing them needs the space back), `DispatchStalled`
+    /// once dispatch has failed otherwise for at least
+    /// `dispatch_stall_ms`. The first caller to see a stall counts and
+    /// logs it.
+    pub(crate) fn refusal(&self) -> Option<StoreError> {
         if !self.failing.load(Ordering::Acquire) {
             return None;
         }
@@ -469,8 +472,8 @@ impl Dispatcher {
         if closed.load(Ordering::Acquire) {
             return Err(StoreError::Closed);
         }
-        if let Some(stalled) = self.stall() {
-            return Err(stalled);
+        if let Some(refused) = self.refusal() {
+            return Err(refused);
         }
         Ok(Some(listener))
     }
@@ -717,7 +720,7 @@ impl Dispatcher {
                     }
                     // Notices (counts, logs) a stall even while no append
                     // asks; held appends look, and are refused once it is.
-                    let _ = self.stall();
+                    let _ = self.refusal();
                     self.lag_eased.notify(usize::MAX);
                     let backoff = ERROR_BACKOFF_MIN
                         .saturating_mul(1 << retries.min(16))

@@ -742,8 +742,8 @@ impl Store {
         if self.inner.retention.disk_full.load(Ordering::Acquire) {
             return Err(self.inner.disk_full_error());
         }
-        if let Some(stalled) = self.inner.dispatcher.stall() {
-            return Err(stalled);
+        if let Some(refused) = self.inner.dispatcher.refusal() {
+            return Err(refused);
         }
         Ok(())
     }
@@ -791,10 +791,10 @@ impl Store {
         self.inner.dispatcher.lag_bytes() > DISPATCH_LAG_MAX_BYTES / 2
     }
 
-    /// `Some` while dispatch is stalled: the error appends are refused with
-    /// (for readiness checks).
+    /// `Some` while dispatch refuses appends (stalled, or a sink out of
+    /// space): the error they are refused with.
     pub fn dispatch_stall(&self) -> Option<StoreError> {
-        self.inner.dispatcher.stall()
+        self.inner.dispatcher.refusal()
     }
 
     /// `[beginning, end)` queue offsets of a partition; `(0, 0)` if nothing
@@ -1104,7 +1104,7 @@ impl Store {
             dispatch_lag_bytes: log.visible_end().saturating_sub(dispatched),
             dispatch_errors: self.inner.dispatcher.error_count(),
             dispatch_stalled: matches!(
-                self.inner.dispatcher.stall(),
+                self.inner.dispatcher.refusal(),
                 Some(StoreError::DispatchStalled { .. })
             ),
             dispatch_stalls: self.inner.dispatcher.stall_count(),
