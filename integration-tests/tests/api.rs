@@ -84,12 +84,6 @@ fn wait_visible(s: &TidelogProcess, topic: &str, p: u32, offset: u64) {
 }
 
 /// The value of a metric line `name value` in `/metrics`.
-fn metric(s: &TidelogProcess, name: &str) -> f64 {
-    let text = s.get("/metrics").text();
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in\n{text}"))
-}
 
 #[test]
 fn records_produce_fetch_query_and_their_errors() {
@@ -272,10 +266,10 @@ fn produce_and_fetch(s: &TidelogProcess) {
 fn fetch_counts_what_produce_counted(s: &TidelogProcess) {
     let counters = || {
         [
-            metric(s, "tidelog_produce_records_total"),
-            metric(s, "tidelog_produce_bytes_total"),
-            metric(s, "tidelog_fetch_records_total"),
-            metric(s, "tidelog_fetch_bytes_total"),
+            s.metric("tidelog_produce_records_total"),
+            s.metric("tidelog_produce_bytes_total"),
+            s.metric("tidelog_fetch_records_total"),
+            s.metric("tidelog_fetch_bytes_total"),
         ]
     };
     let [p_records, p_bytes, ..] = counters();
@@ -337,7 +331,7 @@ fn long_poll(s: &TidelogProcess) {
         )
     });
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while metric(s, "tidelog_fetch_long_polls_waiting") < 1.0 {
+    while s.metric("tidelog_fetch_long_polls_waiting") < 1.0 {
         assert!(std::time::Instant::now() < deadline, "fetch never parked");
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
@@ -351,7 +345,7 @@ fn long_poll(s: &TidelogProcess) {
     let woken = waiter.join().unwrap().expect(200);
     assert_eq!(woken[0]["value"], "wake", "{woken}");
     assert_eq!(woken[0]["offset"], before);
-    assert_eq!(metric(s, "tidelog_fetch_long_polls_waiting"), 0.0);
+    assert_eq!(s.metric("tidelog_fetch_long_polls_waiting"), 0.0);
 }
 
 fn query_by_key_and_physical_offset(s: &TidelogProcess) {
@@ -669,8 +663,8 @@ fn burst_of_bad_requests_then_still_serving(s: &TidelogProcess) {
         "*/*",
     );
     assert_eq!(got[0]["value"], "still here");
-    assert!(metric(s, "tidelog_http_responses_total{class=\"4xx\"}") >= 300.0);
-    assert!(metric(s, "tidelog_produce_records_total") >= 1.0);
+    assert!(s.metric("tidelog_http_responses_total{class=\"4xx\"}") >= 300.0);
+    assert!(s.metric("tidelog_produce_records_total") >= 1.0);
 }
 
 #[test]
@@ -1076,12 +1070,12 @@ fn stats_and_metrics(s: &TidelogProcess) {
     ] {
         assert!(text.contains(family), "missing {family}:\n{text}");
     }
-    assert!(metric(s, "tidelog_offset_commits_total") >= 2.0);
-    assert!(metric(s, "tidelog_consumequeue_files") >= 1.0);
+    assert!(s.metric("tidelog_offset_commits_total") >= 2.0);
+    assert!(s.metric("tidelog_consumequeue_files") >= 1.0);
     // The compacted log gets the commits from the dispatcher, a moment
     // after they were answered.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while metric(s, "tidelog_compacted_log_segments") < 1.0 {
+    while s.metric("tidelog_compacted_log_segments") < 1.0 {
         assert!(
             std::time::Instant::now() < deadline,
             "no compacted log segment"

@@ -399,14 +399,7 @@ kafka:
     common::assert_rss_within(baseline, held, 2.0, "with two silent fetches");
     // Their answers (more than the 8 MiB request budget together) hold
     // the answer budget; producers beside them are served at once.
-    let gauge = |name: &str| -> f64 {
-        let metrics = server.get("/metrics").text();
-        metrics
-            .lines()
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-            .unwrap_or_else(|| panic!("no {name} in {metrics}"))
-    };
-    let answers_held = gauge("tidelog_http_answer_bytes");
+    let answers_held = server.metric("tidelog_http_answer_bytes");
     assert!(
         answers_held > 8_388_608.0,
         "{answers_held} answer bytes held: both silent answers are"

@@ -124,13 +124,6 @@ impl KeepAlive {
     }
 }
 
-/// A metric's value from `/metrics` text.
-fn metric(text: &str, name: &str) -> f64 {
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in /metrics:\n{text}"))
-}
-
 fn metrics(keep: &mut KeepAlive) -> String {
     keep.request("GET", "/metrics", None).text()
 }
@@ -143,7 +136,7 @@ fn idle_connections_never_take_the_stores_descriptors() {
     assert!(log.contains("open-file limit"), "{log}");
     let mut keep = KeepAlive::connect(s.addr);
     let m = metrics(&mut keep);
-    let max = metric(&m, "tidelog_connections_max") as u64;
+    let max = common::metric_in(&m, "tidelog_connections_max") as u64;
     assert_eq!(max, LIMIT - RESERVE, "{m}");
 
     // ~1,000 idle connections, half to each listener: they send nothing.
@@ -157,8 +150,8 @@ fn idle_connections_never_take_the_stores_descriptors() {
     let deadline = Instant::now() + Duration::from_secs(30);
     let (open, refused) = loop {
         let m = metrics(&mut keep);
-        let open = metric(&m, "tidelog_connections_open") as u64;
-        let refused = metric(&m, "tidelog_connections_refused_total") as u64;
+        let open = common::metric_in(&m, "tidelog_connections_open") as u64;
+        let refused = common::metric_in(&m, "tidelog_connections_refused_total") as u64;
         if open + refused > IDLE as u64 || Instant::now() > deadline {
             break (open, refused);
         }
@@ -208,7 +201,7 @@ fn idle_connections_never_take_the_stores_descriptors() {
     // Connections close: a fresh one is served again.
     idle.truncate(IDLE / 2);
     let deadline = Instant::now() + Duration::from_secs(30);
-    while (metric(&metrics(&mut keep), "tidelog_connections_open") as u64) >= max {
+    while (common::metric_in(&metrics(&mut keep), "tidelog_connections_open") as u64) >= max {
         assert!(
             Instant::now() < deadline,
             "closed connections never freed their slots"

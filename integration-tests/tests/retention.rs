@@ -102,13 +102,6 @@ fn stats(s: &TidelogProcess) -> Value {
     s.get("/v3/clusters/tidelog/stats").expect(200)
 }
 
-fn metric(s: &TidelogProcess, name: &str) -> f64 {
-    let text = s.get("/metrics").text();
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in\n{text}"))
-}
-
 #[test]
 fn forced_retention_moves_beginnings_and_survives_restarts() {
     let mut s = TidelogProcess::start_with_config(&format!(
@@ -180,17 +173,17 @@ fn forced_retention_moves_beginnings_and_survives_restarts() {
     assert!(after["retention_last_pass_ms"].as_i64().unwrap() > 0);
     assert_eq!(after["disk_full"], false, "{after}");
     assert_eq!(
-        metric(&s, "tidelog_retention_segments_deleted_total"),
+        s.metric("tidelog_retention_segments_deleted_total"),
         deleted as f64
     );
     assert_eq!(
-        metric(&s, "tidelog_retention_bytes_freed_total"),
+        s.metric("tidelog_retention_bytes_freed_total"),
         freed as f64
     );
-    assert_eq!(metric(&s, "tidelog_retention_failures_total"), 0.0);
-    assert!(metric(&s, "tidelog_retention_last_pass_timestamp_seconds") > 1.6e9);
-    assert_eq!(metric(&s, "tidelog_disk_full"), 0.0);
-    assert!((0.0..=1.0).contains(&metric(&s, "tidelog_disk_used_ratio")));
+    assert_eq!(s.metric("tidelog_retention_failures_total"), 0.0);
+    assert!(s.metric("tidelog_retention_last_pass_timestamp_seconds") > 1.6e9);
+    assert_eq!(s.metric("tidelog_disk_full"), 0.0);
+    assert!((0.0..=1.0).contains(&s.metric("tidelog_disk_used_ratio")));
 
     // Beginnings moved up, ends did not; a fetch from 0 starts at the
     // first surviving record. A partition whose records all lay in sealed

@@ -142,12 +142,6 @@ fn keep_alive_get(stream: &mut TcpStream, path: &str) -> Response {
 
 /// The value of the `/metrics` line that starts with `series` (name and
 /// labels).
-fn metric(s: &TidelogProcess, series: &str) -> f64 {
-    let text = s.get("/metrics").text();
-    text.lines()
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or_else(|| panic!("no {series} in /metrics:\n{text}"))
-}
 
 fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + GENEROUS;
@@ -247,7 +241,7 @@ fn stalled_clients_take_no_slots_and_are_closed() {
     // it), none holds a slot: requests are answered (more of them than
     // there are slots), health checks too.
     wait_for("every stalled body being read", || {
-        metric(&s, "tidelog_http_requests_reading_body") >= (3 * EACH) as f64
+        s.metric("tidelog_http_requests_reading_body") >= (3 * EACH) as f64
     });
     for i in 0..8 {
         produce(&s, &format!("v{i}")).expect(200);
@@ -273,22 +267,18 @@ fn stalled_clients_take_no_slots_and_are_closed() {
     for sender in senders {
         sender.join().unwrap();
     }
-    let timeouts = |phase: &str| {
-        metric(
-            &s,
-            &format!("tidelog_http_timeouts_total{{phase=\"{phase}\"}}"),
-        )
-    };
+    let timeouts =
+        |phase: &str| s.metric(&format!("tidelog_http_timeouts_total{{phase=\"{phase}\"}}"));
     assert_eq!(timeouts("header"), (2 * EACH) as f64);
     assert_eq!(timeouts("body"), (3 * EACH) as f64);
     assert_eq!(timeouts("idle"), (2 * EACH) as f64);
     // All given back: one connection (this scrape), no body bytes held.
     wait_for("connections to close", || {
-        metric(&s, "tidelog_http_connections") == 1.0
+        s.metric("tidelog_http_connections") == 1.0
     });
-    assert_eq!(metric(&s, "tidelog_http_inflight_bytes"), 0.0);
-    assert_eq!(metric(&s, "tidelog_http_requests_reading_body"), 0.0);
-    assert_eq!(metric(&s, "tidelog_http_rejected_overload_total"), 0.0);
+    assert_eq!(s.metric("tidelog_http_inflight_bytes"), 0.0);
+    assert_eq!(s.metric("tidelog_http_requests_reading_body"), 0.0);
+    assert_eq!(s.metric("tidelog_http_rejected_overload_total"), 0.0);
 }
 
 #[test]
@@ -296,7 +286,7 @@ fn a_connection_past_max_connections_is_closed_at_once_and_counted() {
     let s = start("http:\n  max_connections: 4\n");
     // Only the scrape itself: the start-up probes have gone.
     wait_for("start-up probes to close", || {
-        metric(&s, "tidelog_http_connections") == 1.0
+        s.metric("tidelog_http_connections") == 1.0
     });
     let mut kept: Vec<TcpStream> = (0..4)
         .map(|_| {
@@ -349,12 +339,9 @@ fn an_idle_keep_alive_connection_outlives_the_header_timeout_not_the_idle_one() 
     // Idle for longer than the idle timeout: closed, and counted as idle.
     let sent = read_until_closed(&mut stream).unwrap();
     assert!(sent.is_empty(), "{:?}", String::from_utf8_lossy(&sent));
+    assert_eq!(s.metric("tidelog_http_timeouts_total{phase=\"idle\"}"), 1.0);
     assert_eq!(
-        metric(&s, "tidelog_http_timeouts_total{phase=\"idle\"}"),
-        1.0
-    );
-    assert_eq!(
-        metric(&s, "tidelog_http_timeouts_total{phase=\"header\"}"),
+        s.metric("tidelog_http_timeouts_total{phase=\"header\"}"),
         0.0
     );
 }
@@ -386,7 +373,7 @@ fn bodies_held_in_memory_stay_within_max_inflight_bytes() {
     let s = start(BUDGET_CONFIG);
     let big_head = format!("{PRODUCE_HEAD}Content-Length: 262144\r\n\r\n");
     let part = format!("{big_head}{}", "x".repeat(1024));
-    let held = || metric(&s, "tidelog_http_inflight_bytes");
+    let held = || s.metric("tidelog_http_inflight_bytes");
 
     let mut holding: Vec<TcpStream> = (0..4)
         .map(|_| stalled(s.addr, &almost_whole_body()))
@@ -400,10 +387,7 @@ fn bodies_held_in_memory_stay_within_max_inflight_bytes() {
     produce(&s, "small").expect_error(503, 50305);
     chunked_until_answered(s.addr, 1024, 8).expect_error(503, 50305);
     assert!(held() <= 1_048_576.0);
-    assert_eq!(
-        metric(&s, "tidelog_http_rejected_inflight_bytes_total"),
-        3.0
-    );
+    assert_eq!(s.metric("tidelog_http_rejected_inflight_bytes_total"), 3.0);
     // Reads without a body still answer.
     s.get("/topics/t/partitions/0/offsets").expect(200);
 
@@ -476,16 +460,16 @@ fn kafka_frames_and_http_bodies_share_one_budget() {
     let frame = kafka_frame(7, 800_000);
     let mut held = stalled_bytes(kafka, &frame[..700_004]);
     wait_for("the Kafka frame in the budget", || {
-        metric(&s, "tidelog_http_inflight_bytes") == 800_000.0
+        s.metric("tidelog_http_inflight_bytes") == 800_000.0
     });
     // HTTP fits in the rest.
     produce(&s, "small").expect(200);
-    assert_eq!(metric(&s, "tidelog_http_inflight_bytes"), 800_000.0);
+    assert_eq!(s.metric("tidelog_http_inflight_bytes"), 800_000.0);
     // The rest of the frame: answered, and its bytes come back.
     held.write_all(&frame[700_004..]).unwrap();
     assert_eq!(kafka_answer(&mut held, GENEROUS), Some((7, 0)));
     wait_for("the budget to be empty", || {
-        metric(&s, "tidelog_http_inflight_bytes") == 0.0
+        s.metric("tidelog_http_inflight_bytes") == 0.0
     });
 
     // Four slow HTTP bodies fill the budget: a Kafka frame waits for it.
@@ -493,7 +477,7 @@ fn kafka_frames_and_http_bodies_share_one_budget() {
         .map(|_| stalled(s.addr, &almost_whole_body()))
         .collect();
     wait_for("four bodies in the budget", || {
-        metric(&s, "tidelog_http_inflight_bytes") >= 4.0 * 262_143.0
+        s.metric("tidelog_http_inflight_bytes") >= 4.0 * 262_143.0
     });
     let mut waiting = stalled_bytes(kafka, &kafka_frame(8, 1000));
     assert!(
@@ -508,7 +492,7 @@ fn kafka_frames_and_http_bodies_share_one_budget() {
     drop(holding.pop());
     assert_eq!(kafka_answer(&mut waiting, GENEROUS), Some((8, 0)));
     wait_for("three bodies left", || {
-        let held = metric(&s, "tidelog_http_inflight_bytes");
+        let held = s.metric("tidelog_http_inflight_bytes");
         (3.0 * 262_143.0..=786_432.0).contains(&held)
     });
     // The listener goes on serving, and so does HTTP.
@@ -516,7 +500,7 @@ fn kafka_frames_and_http_bodies_share_one_budget() {
     assert_eq!(kafka_answer(&mut fresh, GENEROUS), Some((10, 0)));
     drop(holding);
     wait_for("the budget to be empty again", || {
-        metric(&s, "tidelog_http_inflight_bytes") == 0.0
+        s.metric("tidelog_http_inflight_bytes") == 0.0
     });
     produce(&s, "after").expect(200);
 }
@@ -547,7 +531,7 @@ fn a_declared_length_over_max_request_bytes_is_refused_before_its_body() {
     let m = chunked_until_answered(s.addr, 64 << 10, 16).expect_error(413, 41301);
     assert!(m.contains("http.max_request_bytes"), "{m}");
     // Nothing of either is held or written.
-    assert_eq!(metric(&s, "tidelog_http_inflight_bytes"), 0.0);
+    assert_eq!(s.metric("tidelog_http_inflight_bytes"), 0.0);
     assert_eq!(
         s.get("/topics/t/partitions/0/offsets").expect(200),
         json!({"beginning_offset": 0, "end_offset": 0})
@@ -573,8 +557,8 @@ fn shutdown_does_not_wait_for_connections_without_a_request_in_flight() {
         &format!("{PRODUCE_HEAD}Content-Length: 100\r\n\r\n{{\"records\":["),
     );
     wait_for("all four connections, the body being read", || {
-        metric(&s, "tidelog_http_connections") == 5.0
-            && metric(&s, "tidelog_http_requests_reading_body") == 1.0
+        s.metric("tidelog_http_connections") == 5.0
+            && s.metric("tidelog_http_requests_reading_body") == 1.0
     });
     let status = s.terminate();
     assert!(status.success(), "{status:?}\n{}", s.log());
@@ -626,18 +610,18 @@ fn a_client_that_never_reads_its_answer_is_closed_after_the_write_timeout() {
     wait_for("the stalled write is timed out", || {
         // Answered while the stalled answer waits.
         s.get("/status/ready").expect(200);
-        metric(&s, series) >= 1.0
+        s.metric(series) >= 1.0
     });
     // Closed on the server's side: only the `/metrics` request that asks
     // is open. (Not read to its end here: what the kernel still sends
     // through a 4 kB window would take minutes.)
     wait_for("the stalled connection is closed", || {
-        metric(&s, "tidelog_http_connections") <= 1.0
+        s.metric("tidelog_http_connections") <= 1.0
     });
     let mut head = [0u8; 12];
     reader.read_exact(&mut head).unwrap();
     assert_eq!(&head, b"HTTP/1.1 200", "the answer had begun");
-    assert_eq!(metric(&s, series), 1.0);
+    assert_eq!(s.metric(series), 1.0);
     produce(&s, "after").expect(200);
 }
 
@@ -680,19 +664,16 @@ fn clients_that_declare_bodies_and_send_nothing_hold_no_budget() {
         .map(|_| stalled_bytes(kafka, &16_777_216i32.to_be_bytes()))
         .collect();
     wait_for("every silent body is being read", || {
-        metric(&s, "tidelog_http_requests_reading_body") == 17.0
-            && metric(&s, "tidelog_kafka_connections") == 3.0
+        s.metric("tidelog_http_requests_reading_body") == 17.0
+            && s.metric("tidelog_kafka_connections") == 3.0
     });
-    assert_eq!(metric(&s, "tidelog_http_inflight_bytes"), 0.0);
+    assert_eq!(s.metric("tidelog_http_inflight_bytes"), 0.0);
     // Served beside them, on both front-ends.
     produce(&s, "served").expect(200);
     let mut fresh = stalled_bytes(kafka, &kafka_frame(11, 100));
     assert_eq!(kafka_answer(&mut fresh, GENEROUS), Some((11, 0)));
-    assert_eq!(
-        metric(&s, "tidelog_http_rejected_inflight_bytes_total"),
-        0.0
-    );
-    assert_eq!(metric(&s, "tidelog_http_inflight_bytes"), 0.0);
+    assert_eq!(s.metric("tidelog_http_rejected_inflight_bytes_total"), 0.0);
+    assert_eq!(s.metric("tidelog_http_inflight_bytes"), 0.0);
 }
 
 /// Twenty-four clients ask for a large fetch answer (about 16 MB each)
@@ -726,8 +707,8 @@ fn answers_held_for_clients_that_do_not_read_stay_within_their_budget() {
     assert!(!whole.as_array().unwrap().is_empty());
     let baseline = s.rss_anon_kib();
     let answered = || {
-        metric(&s, "tidelog_http_responses_total{class=\"2xx\"}")
-            + metric(&s, "tidelog_http_responses_total{class=\"5xx\"}")
+        s.metric("tidelog_http_responses_total{class=\"2xx\"}")
+            + s.metric("tidelog_http_responses_total{class=\"5xx\"}")
     };
     let before = answered();
     let mut readers = Vec::new();
@@ -741,13 +722,13 @@ fn answers_held_for_clients_that_do_not_read_stay_within_their_budget() {
     let held = s.rss_anon_kib();
     common::assert_rss_within(baseline, held, 2.5, "with 24 answers not read");
     assert!(
-        metric(&s, "tidelog_http_answer_bytes") <= 8_388_608.0,
+        s.metric("tidelog_http_answer_bytes") <= 8_388_608.0,
         "the answer budget passed"
     );
-    assert!(metric(&s, "tidelog_http_answers_shrunk_total") >= 1.0);
+    assert!(s.metric("tidelog_http_answers_shrunk_total") >= 1.0);
     drop(readers);
     wait_for("the held answers to be freed", || {
-        metric(&s, "tidelog_http_answer_bytes") == 0.0
+        s.metric("tidelog_http_answer_bytes") == 0.0
     });
     let again = s.get(fetch).expect(200);
     assert_eq!(
@@ -810,7 +791,7 @@ fn heads_refused_before_routing_get_the_json_error_body() {
     kept.write_all(b"GET /topics HTTP/1.1\r\nX-Bad: \x7f\r\n\r\n")
         .unwrap();
     answer_then_close(&mut kept).expect_error(400, 40002);
-    assert_eq!(metric(&s, "tidelog_http_rejected_heads_total"), 5.0);
+    assert_eq!(s.metric("tidelog_http_rejected_heads_total"), 5.0);
     // Requests pipelined in one write are all served, in order.
     let mut piped = stalled(
         s.addr,
@@ -876,7 +857,7 @@ fn wrong_admin_tokens_are_delayed_and_counted() {
     );
     assert!(answered >= 1);
     assert_eq!(
-        metric(&s, "tidelog_http_auth_failures_total"),
+        s.metric("tidelog_http_auth_failures_total"),
         f64::from(answered)
     );
     let log = s.log();
@@ -914,7 +895,7 @@ fn deleting_a_consumer_instance_answers_its_long_poll_at_once() {
         )
     });
     wait_for("the records call to wait", || {
-        metric(&s, "tidelog_fetch_long_polls_waiting") == 1.0
+        s.metric("tidelog_fetch_long_polls_waiting") == 1.0
     });
     s.request("DELETE", base, &[], None).expect(204);
     poll.join().unwrap().expect_error(404, 40403);

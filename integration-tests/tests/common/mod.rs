@@ -256,6 +256,12 @@ impl TidelogProcess {
         self.child.as_ref().expect("server is running").id()
     }
 
+    /// The value of one series of `/metrics` (`name` with its labels, as
+    /// printed).
+    pub fn metric(&self, name: &str) -> f64 {
+        metric_in(&self.get("/metrics").text(), name)
+    }
+
     /// The running server's anonymous resident memory, in KiB.
     pub fn rss_anon_kib(&self) -> u64 {
         rss_anon_kib_of(self.pid())
@@ -692,4 +698,13 @@ pub fn assert_rss_within(baseline_kib: u64, now_kib: u64, max_ratio: f64, what: 
         ratio < max_ratio,
         "RssAnon {baseline_kib} KiB before, {now_kib} KiB {what} ({ratio:.1}x, bound {max_ratio}x)"
     );
+}
+
+/// The value of the series `name` (with its labels, as printed) in the
+/// Prometheus text `metrics`.
+pub fn metric_in(metrics: &str, name: &str) -> f64 {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in /metrics:\n{metrics}"))
 }
