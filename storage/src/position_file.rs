@@ -12,13 +12,14 @@
 //!     24     4  crc            u32, CRC32C of bytes [0, 24)
 //! ```
 //! Written with temp → fsync → rename → fsync dir, so a file is always
-//! whole. The decoder checks, in order: the length (exactly [`LEN`]), the
-//! magic, the version, the CRC; a file that fails any of them is
+//! whole. The decoder checks the length (exactly [`LEN`]), then the CRC,
+//! the magic and the version as every CRC-framed file of the store
+//! ([`codec::crc_framed_table`]); a file that fails any of them is
 //! corruption of that file, named by its path.
 
 use std::path::Path;
 
-use crate::codec::{get_i64, get_u16, get_u32, get_u64, put_i64, put_u16, put_u32, put_u64};
+use crate::codec::{self, put_i64, put_u16, put_u32, put_u64};
 use crate::codec::{U16_LEN, U32_LEN, U64_LEN};
 use crate::error::{CorruptionKind, IoContext, Result, StoreError};
 use crate::fs_util;
@@ -80,23 +81,10 @@ impl PositionFile {
                 expected: LEN as u64,
             });
         }
-        // The length is checked: the fixed offsets below are in bounds.
-        let magic = get_u32(b, OFF_MAGIC);
-        if magic != self.magic {
-            return Err(CorruptionKind::BadMagic { found: magic });
-        }
-        let version = get_u16(b, OFF_VERSION);
-        if version != VERSION {
-            return Err(CorruptionKind::UnknownVersion { found: version });
-        }
-        let stored = get_u32(b, OFF_CRC);
-        let computed = crc32c::crc32c(&b[..OFF_CRC]);
-        if stored != computed {
-            return Err(CorruptionKind::CrcMismatch { stored, computed });
-        }
+        let mut r = codec::crc_framed_table(b, self.name, OFF_POSITION, self.magic, VERSION)?;
         Ok(Position {
-            position: get_u64(b, OFF_POSITION),
-            written_at_ms: get_i64(b, OFF_WRITTEN_AT),
+            position: r.u64()?,
+            written_at_ms: r.u64()? as i64,
         })
     }
 
@@ -170,8 +158,10 @@ mod tests {
             other.decode(&want),
             Err(CorruptionKind::BadMagic { .. })
         ));
-        let mut newer = want.clone();
+        let mut newer = want[..OFF_CRC].to_vec();
         newer[OFF_VERSION] = 2;
+        let crc = crc32c::crc32c(&newer);
+        newer.extend_from_slice(&crc.to_le_bytes());
         assert!(matches!(
             KIND.decode(&newer),
             Err(CorruptionKind::UnknownVersion { found: 2 })
