@@ -83,8 +83,6 @@ fn wait_visible(s: &TidelogProcess, topic: &str, p: u32, offset: u64) {
     );
 }
 
-/// The value of a metric line `name value` in `/metrics`.
-
 #[test]
 fn records_produce_fetch_query_and_their_errors() {
     let s = TidelogProcess::start_with_config(CONFIG);

@@ -140,9 +140,6 @@ fn keep_alive_get(stream: &mut TcpStream, path: &str) -> Response {
     read_answer(stream)
 }
 
-/// The value of the `/metrics` line that starts with `series` (name and
-/// labels).
-
 fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + GENEROUS;
     while !done() {
