@@ -337,7 +337,11 @@ impl From<tidelog_broker::BrokerError> for ApiError {
         use tidelog_broker::BrokerError as B;
         let message = e.to_string();
         match e {
-            B::Invalid { .. } | B::CommitMetadataTooLarge { .. } => {
+            B::Invalid { .. }
+            | B::CommitMetadataTooLarge { .. }
+            | B::InvalidPartitionCount { .. }
+            | B::ReplicationFactorImpossible { .. }
+            | B::ReplicaAssignmentUnsupported => {
                 ApiError::BadRequest { message }
             }
             // DeleteRecords' refusals (Kafka only: HTTP has no route).
@@ -1050,7 +1054,7 @@ mod tests {
         };
         let broker = tidelog_broker::Broker::open(&auto_create, config, cleaner).unwrap();
         assert!(
-            broker.store.stats().disk_full,
+            broker.stats().store.disk_full,
             "the store measures the disk while opening"
         );
         broker.create_topic("t", 1, Default::default()).unwrap();
@@ -1064,13 +1068,15 @@ mod tests {
             }]
         };
         // An existing topic: refused by `Store::append`.
-        let refused = broker.produce("t", None, record()).unwrap_err();
+        let refused = broker.produce_blocking("t", None, record()).unwrap_err();
         let from_store = ApiError::from(refused);
         assert_eq!(from_store.error_code(), 50701);
         // An unknown topic that would be auto-created: the broker's
         // pre-check refuses before creating it.
-        let prechecked = broker.produce("new", None, record()).unwrap_err();
-        assert!(broker.registry.get("new").is_none());
+        let prechecked = broker.produce_blocking("new", None, record()).unwrap_err();
+        assert!(broker
+            .describe_topic(&tidelog_broker::Principal::Anonymous, "new")
+            .is_err());
         assert_eq!(
             ApiError::from(prechecked),
             from_store,

@@ -36,7 +36,7 @@
 //! Reads go through `Broker::partition` (`handlers/fetch.rs` runs the
 //! long-poll over its `listen`), produce through `Broker::produce`
 //! (`handlers/produce.rs`), compaction requests through
-//! `Broker::request_compaction` (`handlers/compaction.rs`).
+//! `Broker::compact` (`handlers/compaction.rs`).
 //!
 //! The disk-full gate is the store's (`retention.disk_full_ratio`, measured
 //! by its `tidelog-disk` thread): `Store::append` refuses with

@@ -67,7 +67,7 @@ impl Shared {
     /// broker only while it reads them.
     pub(crate) fn store_stats(&self) -> Option<tidelog_broker::store::StoreStats> {
         let ready = self.ready.read().unwrap_or_else(|e| e.into_inner()).clone();
-        ready.map(|r| r.store.stats())
+        ready.map(|r| r.stats().store)
     }
 }
 
@@ -264,16 +264,17 @@ impl AppState {
             .as_ref()
             .map(|r| r.compacted_log_totals())
             .unwrap_or_default();
+        let stats = ready.as_ref().map(|r| r.stats());
         Snapshot {
             ready: ready.is_some(),
-            store: ready.as_ref().map(|r| r.store.stats()),
-            topics: ready.as_ref().map_or(0, |r| r.registry.len()),
-            consumer_groups: ready.as_ref().map_or(0, |r| r.groups.group_count()),
-            cleaner: ready.as_ref().map(|r| r.cleaner.metrics()),
+            store: stats.as_ref().map(|s| s.store.clone()),
+            topics: stats.as_ref().map_or(0, |s| s.topics),
+            consumer_groups: stats.as_ref().map_or(0, |s| s.consumer_groups),
+            cleaner: stats.as_ref().map(|s| s.cleaner.clone()),
             compacted_logs: compacted.logs,
             compacted_log_segments: compacted.segments,
             compacted_log_bytes: compacted.bytes,
-            coordinator: ready.as_ref().map(|r| r.coordinator.stats()),
+            coordinator: stats.map(|s| s.coordinator),
             consumer_lag: ready.as_ref().map(|r| r.consumer_lag()).unwrap_or_default(),
             consumer_instances: self.consumers().map_or(0, |c| c.instance_count()),
             kafka: self.inner.kafka_metrics.get().map(|k| k.snapshot()),

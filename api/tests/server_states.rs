@@ -527,7 +527,7 @@ async fn waiting_sync_produces_hold_no_thread_each_and_all_answer_after_the_fsyn
     let broker = state.ready().unwrap();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     loop {
-        let waiting = broker.store.stats().sync_flush_waiters;
+        let waiting = broker.store().stats().sync_flush_waiters;
         if waiting == PRODUCES {
             break;
         }
@@ -768,12 +768,12 @@ fn produce_held_by_the_dispatch_lag_bound_holds_no_thread() {
         let _heal = HealOnDrop(Arc::clone(&faults), FaultPoint::Dispatch);
         let big = json!({"records": [{"value": "x".repeat(512 << 10)}]});
         let mut filled = 0u64;
-        while broker.store.stats().dispatch_lag_bytes <= DISPATCH_LAG_MAX_BYTES {
+        while broker.store().stats().dispatch_lag_bytes <= DISPATCH_LAG_MAX_BYTES {
             let (status, body) = call(&router, "POST", "/topics/t", Some(big.clone())).await;
             assert_eq!(status, StatusCode::OK, "{body}");
             filled += 1;
         }
-        let waits_before = broker.store.stats().dispatch_lag_waits;
+        let waits_before = broker.store().stats().dispatch_lag_waits;
         let alive_before = threads.alive();
 
         let held: Vec<_> = (0..HELD)
@@ -786,7 +786,7 @@ fn produce_held_by_the_dispatch_lag_bound_holds_no_thread() {
             })
             .collect();
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-        while broker.store.stats().dispatch_lag_waits < waits_before + HELD as u64 {
+        while broker.store().stats().dispatch_lag_waits < waits_before + HELD as u64 {
             assert!(
                 tokio::time::Instant::now() < deadline,
                 "the produce requests were never held by the lag bound"
@@ -805,8 +805,8 @@ fn produce_held_by_the_dispatch_lag_bound_holds_no_thread() {
             let (status, body) = h.await.unwrap();
             assert_eq!(status, StatusCode::OK, "{body}");
         }
-        assert!(broker.store.wait_dispatched(Duration::from_secs(60)));
-        assert_eq!(broker.store.offsets("t", 0).1, 1 + filled + HELD as u64);
+        assert!(broker.store().wait_dispatched(Duration::from_secs(60)));
+        assert_eq!(broker.store().offsets("t", 0).1, 1 + filled + HELD as u64);
         drop(broker);
         close(&state).await.unwrap();
     });

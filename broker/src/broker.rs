@@ -41,25 +41,25 @@ pub const GROUPS_TICK_MAX_MS: u64 = 1000;
 pub struct Broker {
     /// As validated at open: auto-create, default partitions, cluster id,
     /// declared topics.
-    pub config: BrokerConfig,
-    pub store: Store,
+    pub(crate) config: BrokerConfig,
+    pub(crate) store: Store,
     /// An `Arc` so `tidelog-groups` can answer the coordinator's partition
     /// counts without holding the broker.
-    pub registry: Arc<TopicRegistry>,
-    pub groups: GroupOffsets,
+    pub(crate) registry: Arc<TopicRegistry>,
+    pub(crate) groups: GroupOffsets,
     /// Every consumer group's membership (see [`crate::coordinator`]).
-    pub coordinator: Arc<Coordinator>,
+    pub(crate) coordinator: Arc<Coordinator>,
     groups_thread: GroupsThread,
     /// Compacted logs of compact topics (fetch, offsets and key query of
     /// those topics read here).
-    pub logs: Arc<CompactedLogs>,
+    pub(crate) logs: Arc<CompactedLogs>,
     /// An `Arc` so a request waiting for a pass holds the cleaner, not the
     /// store: shutdown can take the store back and stop the cleaner, which
     /// ends such waits.
-    pub cleaner: Arc<LogCleaner>,
+    pub(crate) cleaner: Arc<LogCleaner>,
     /// Tiered storage (`tiering.rs`), when `tiered.url` is set (or a test
     /// gave a remote tier to [`Broker::open_tiered`]).
-    pub tiering: Option<crate::tiering::Tiering>,
+    pub(crate) tiering: Option<crate::tiering::Tiering>,
 }
 
 impl std::fmt::Debug for Broker {
@@ -556,6 +556,18 @@ impl Broker {
             .map_err(|e| BrokerError::Internal {
                 message: format!("cannot remove the compacted logs of topic {name:?}: {e}"),
             })
+    }
+
+    /// Whether a remote tier is configured (`tiered.url`).
+    pub fn is_tiered(&self) -> bool {
+        self.tiering.is_some()
+    }
+
+    /// A checkpoint of the store now: what a server that cannot take the
+    /// broker back for [`shutdown`](Self::shutdown) (something still holds
+    /// it) flushes before it exits. Blocking.
+    pub fn checkpoint(&self) -> Result<(), StoreError> {
+        self.store.checkpoint()
     }
 
     /// Stops `tidelog-groups` and the cleaner (joining their threads),

@@ -35,6 +35,14 @@ pub enum BrokerError {
     /// An unknown topic config name or a bad value for a known one.
     #[error("invalid topic config {name:?}: {reason}")]
     InvalidTopicConfig { name: String, reason: String },
+    #[error("{requested} is not a partition count in 1..={max}")]
+    InvalidPartitionCount { requested: i64, max: u32 },
+    /// One node holds one copy: a topic's replication factor is 1 (-1 or
+    /// none asks for that default).
+    #[error("replication factor {requested} is impossible on a single node; use 1, or -1 or none for the default")]
+    ReplicationFactorImpossible { requested: i64 },
+    #[error("manual replica assignments are not supported on a single node")]
+    ReplicaAssignmentUnsupported,
     #[error("topic {topic:?} does not exist")]
     UnknownTopic { topic: String },
     /// Says how many partitions there are so the client can see its

@@ -141,7 +141,71 @@ pub struct OffsetCommit {
     pub value: CommitValue,
 }
 
+/// Who commits, owned, for the door's [`commit`](crate::Broker::commit):
+/// a member of the group's current generation, or nobody in particular
+/// (only while the group has no members).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Committer {
+    Member {
+        member_id: String,
+        instance_id: Option<String>,
+        generation: u32,
+    },
+    Stateless,
+}
+
 impl crate::Broker {
+    /// The door's offset commit: [`commit_offsets`](Self::commit_offsets)
+    /// on the thread it needs (inline while the append is a copy into the
+    /// page cache, on the blocking pool while it may wait for an fsync or
+    /// the dispatcher).
+    pub async fn commit(
+        self: &std::sync::Arc<Self>,
+        _who: &crate::Principal,
+        group: String,
+        offsets: Vec<OffsetCommit>,
+        committer: Committer,
+    ) -> Result<(), crate::BrokerError> {
+        let broker = std::sync::Arc::clone(self);
+        let call = move || {
+            let origin = match &committer {
+                Committer::Member {
+                    member_id,
+                    instance_id,
+                    generation,
+                } => crate::coordinator::CommitOrigin::Member {
+                    member_id,
+                    instance_id: instance_id.as_deref(),
+                    generation: *generation,
+                },
+                Committer::Stateless => crate::coordinator::CommitOrigin::Stateless,
+            };
+            broker.commit_offsets(&group, offsets, origin)
+        };
+        if offsets_append_blocks(self) {
+            crate::blocking::run(call).await
+        } else {
+            call()
+        }
+    }
+
+    /// The group coordinator: Kafka's join, sync, heartbeat, leave and
+    /// describe calls, with their waits, are still its own door (moving
+    /// them behind the broker's is the next step of issue 36).
+    pub fn coordinator(&self) -> &std::sync::Arc<crate::coordinator::Coordinator> {
+        &self.coordinator
+    }
+
+    /// `group`'s committed offsets (of `topic` only, if given); `None` if
+    /// the group has none.
+    pub fn committed_offsets(
+        &self,
+        group: &str,
+        topic: Option<&str>,
+    ) -> Option<Vec<CommittedOffset>> {
+        self.groups.get(group, topic)
+    }
+
     /// Commits `offsets` for `group`: checked whole (the group name, that
     /// the coordinator lets `origin` commit now: a member of the current
     /// generation, or a commit without membership only while the group has
@@ -519,4 +583,11 @@ mod tests {
         assert!(g.get("g", Some("c")).unwrap().is_empty());
         assert!(g.get("h", None).is_none());
     }
+}
+
+/// Whether appending a commit may block: under `flush: sync` it waits for
+/// an fsync, and while the dispatcher is over its lag bound for it.
+fn offsets_append_blocks(broker: &crate::Broker) -> bool {
+    broker.store.config().flush == tidelog_storage::FlushMode::Sync
+        || broker.store.dispatch_lagging()
 }

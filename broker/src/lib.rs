@@ -39,6 +39,7 @@
 //!   the compacted logs in line with the registry.
 
 pub mod auth;
+mod blocking;
 pub mod broker;
 pub mod budget;
 pub mod compaction;
@@ -55,20 +56,24 @@ pub mod groups;
 pub mod kafka_metrics;
 pub mod names;
 pub mod partitioner;
+pub mod principal;
 pub mod produce;
 pub mod read;
 pub mod registry;
 pub mod restore;
 pub mod settings;
+pub mod stats;
 pub mod store;
 #[cfg(test)]
 mod test_support;
 pub mod tiering;
 pub mod topic_config;
+pub mod topics;
 pub mod usage;
 pub mod visibility;
 
 pub use broker::{next_offset, Broker};
 pub use config::BrokerConfig;
 pub use error::BrokerError;
+pub use principal::Principal;
 pub use settings::DeclaredTopic;

@@ -1,4 +1,16 @@
-//! Produce: the record rules and the append, for every front-end.
+//! Produce: the one door front-ends append through
+//! ([`Broker::produce`]), with the record rules every front-end shares.
+//!
+//! A front-end decodes a request straight into [`Records`] (HTTP's JSON
+//! records, a Kafka partition's batches) and hands them over with the
+//! topic and partition in a [`ProduceRequest`]; the answer,
+//! [`ProduceAck`], carries every record's offset, an idempotent retry's
+//! original offsets and the partition's log start offset, in one trip.
+//! The broker decides where the work runs: a produce to a known topic is
+//! a copy into the page cache and runs on the caller's task, awaiting the
+//! dispatch-lag bound and (under `flush: sync`) the group commit's fsync
+//! without holding a thread; creating an unknown topic writes and syncs
+//! the registry, so it runs on the blocking pool.
 //!
 //! A request is checked whole before anything of it is written: the topic
 //! (auto-created if allowed), then every record's partition and key
@@ -15,11 +27,13 @@
 //! front-end repeats them, and they cannot drift apart.
 //!
 //! Decisions:
-//! * Auto-created topics get the partitions the front-end passes and no
-//!   config overrides; a full disk creates no topic for a request that
-//!   would write (the append would be refused anyway, and the topic
-//!   should not outlive the refusal). The disk-full flag is the store's
-//!   alone: this reads it, never the disk.
+//! * Auto-created topics get the broker's `default_partitions` and no
+//!   config overrides, when the request allows creation and the broker's
+//!   `auto_create_topics` is on (HTTP asks; Kafka's Produce never creates:
+//!   its clients create through Metadata first). A full disk creates no
+//!   topic for a request that would write (the append would be refused
+//!   anyway, and the topic should not outlive the refusal). The disk-full
+//!   flag is the store's alone: this reads it, never the disk.
 //! * An empty request writes nothing, even when the disk is full (but an
 //!   unknown topic is still auto-created for it, as before).
 //! * A record's client-supplied timestamp follows one rule for every
@@ -32,13 +46,14 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tidelog_storage::commit_log::format::headers_block_len;
 use tidelog_storage::{
-    AppendRecord, Appended, BatchMeta, FlushMode, Header, LagAdmitted, ProducerAppend,
-    ProducerBatch, RecordProblem, StoreConfig, StoreError, Unflushed,
+    AppendRecord, Appended, BatchMeta, Header, ProducerAppend, ProducerBatch, RecordProblem,
+    StoreConfig, StoreError,
 };
 
 use crate::broker::Broker;
 use crate::error::BrokerError;
 use crate::partitioner::partition_for_key;
+use crate::principal::Principal;
 use crate::registry::Topic;
 
 /// The smallest timestamp a record may carry: the epoch. Negative ones
@@ -82,53 +97,78 @@ pub struct ProduceRecord {
     pub timestamp_ms: Option<i64>,
 }
 
-/// The records of one produce to one partition of a known topic, built by
-/// a front-end as it decodes them (Kafka's Produce): each becomes the
-/// store's append record as it is pushed, with no [`ProduceRecord`] list
-/// and no second pass in between. The broker's checks are those of
-/// [`Broker::produce_awaiting`] with that partition, made by
-/// [`Broker::produce_batch_awaiting`] before anything is written: an
-/// internal topic, the partition, the key rule of compact topics (the
-/// first keyless record is noted as it is pushed); the record limits stay
-/// the store's.
+/// What a front-end asks the broker to append ([`Broker::produce`]).
 #[derive(Debug)]
-pub struct PartitionBatch {
-    topic: Arc<Topic>,
-    partition: u32,
-    records: Vec<AppendRecord>,
-    payload_bytes: u64,
-    /// Heap bytes the records' headers hold beyond the records' own
-    /// structs (their `Vec`s and names), for [`PartitionBatch::memory_bytes`].
-    header_heap_bytes: u64,
-    /// The index of the first record without a key.
-    first_keyless: Option<usize>,
+pub struct ProduceRequest {
+    pub topic: String,
+    /// The partition every record goes to (Kafka's partition, HTTP's
+    /// partition route); `None`: each record's own, else by key.
+    pub partition: Option<u32>,
+    pub records: Records,
+    /// An idempotent producer's batch (Kafka's Produce, producer id ≥ 0):
+    /// one partition, whose sequence the store checks in the critical
+    /// section that appends (`tidelog_storage::producer_state`). A retry of
+    /// one of the producer's last five batches writes nothing and answers
+    /// [`ProduceAck::duplicate_of`]; a batch out of sequence is the store's
+    /// `ProducerRefused`.
+    pub producer: Option<ProducerBatch>,
+    /// Create the topic if it is unknown, when the broker's
+    /// `auto_create_topics` allows (HTTP's produce; Kafka's never does).
+    pub create_missing_topic: bool,
 }
 
-impl PartitionBatch {
-    /// The memory one record takes in a batch, beyond its headers and the
-    /// buffer its key and value point into.
+/// The records of one produce, decoded by a front-end straight into the
+/// store's append records (no list of decoded records in between, no
+/// second pass): the one record type from the front-ends into the broker.
+/// The topic and partition are filled in by [`Broker::produce`], which
+/// makes the broker's checks before anything is written (an internal
+/// topic, each record's partition, the key rule of compact topics); the
+/// record limits stay the store's.
+#[derive(Debug)]
+pub struct Records {
+    records: Vec<AppendRecord>,
+    /// The partition each record asked for, when any did (HTTP's
+    /// per-record `partition`); shorter than `records` (or empty) when the
+    /// rest asked for none.
+    asked: Vec<Option<u32>>,
+    payload_bytes: u64,
+    /// Heap bytes the records' headers hold beyond the records' own
+    /// structs (their `Vec`s and names), for [`Records::memory_bytes`].
+    header_heap_bytes: u64,
+    /// What each record's topic is until [`Broker::produce`] knows it.
+    no_topic: Arc<str>,
+}
+
+impl Default for Records {
+    fn default() -> Self {
+        Records::new()
+    }
+}
+
+impl Records {
+    /// The memory one record takes, beyond its headers and the buffer its
+    /// key and value point into.
     pub const RECORD_MEMORY_BYTES: usize = std::mem::size_of::<AppendRecord>();
 
-    /// An empty batch for `partition` of `topic` (checked when appended).
-    pub fn new(topic: Arc<Topic>, partition: u32) -> PartitionBatch {
-        PartitionBatch {
-            topic,
-            partition,
+    pub fn new() -> Records {
+        Records {
             records: Vec::new(),
+            asked: Vec::new(),
             payload_bytes: 0,
             header_heap_bytes: 0,
-            first_keyless: None,
+            no_topic: Arc::from(""),
         }
     }
 
-    /// The bytes the batch holds in memory itself: its records' structs
+    /// The bytes the records hold in memory themselves: their structs
     /// (the list's capacity, not its length) and their headers' lists and
     /// names. Keys, values and header values are slices of the buffer
     /// they were decoded from, which its owner counts. A front-end counts
     /// this against the in-flight byte budget as it decodes (Kafka's
     /// Produce: a few wire bytes can become many records).
     pub fn memory_bytes(&self) -> u64 {
-        (self.records.capacity() * std::mem::size_of::<AppendRecord>()) as u64
+        (self.records.capacity() * Self::RECORD_MEMORY_BYTES
+            + self.asked.capacity() * std::mem::size_of::<Option<u32>>()) as u64
             + self.header_heap_bytes
     }
 
@@ -139,26 +179,29 @@ impl PartitionBatch {
 
     /// Appends a record: `key` `None` is keyless, `value` `None` a
     /// tombstone, `headers` in order (duplicates kept), `timestamp_ms`
-    /// `None` the append time.
+    /// `None` the append time, `partition` the one the client asked for
+    /// this record (`None`: the request's, else by key).
     pub fn push(
         &mut self,
+        partition: Option<u32>,
         key: Option<Bytes>,
         value: Option<Bytes>,
         headers: Vec<Header>,
         timestamp_ms: Option<i64>,
     ) {
-        if key.is_none() && self.first_keyless.is_none() {
-            self.first_keyless = Some(self.records.len());
-        }
         self.payload_bytes += payload_bytes(key.as_ref(), value.as_ref(), &headers);
         if !headers.is_empty() {
             let names: usize = headers.iter().map(|h| h.name.capacity()).sum();
             self.header_heap_bytes +=
                 (headers.capacity() * std::mem::size_of::<Header>() + names) as u64;
         }
+        if partition.is_some() {
+            self.asked.resize(self.records.len(), None);
+            self.asked.push(partition);
+        }
         self.records.push(AppendRecord {
-            topic: Arc::clone(&self.topic.name),
-            partition: self.partition,
+            topic: Arc::clone(&self.no_topic),
+            partition: 0,
             key,
             value,
             headers,
@@ -175,30 +218,59 @@ impl PartitionBatch {
         self.records.is_empty()
     }
 
-    /// The topic the batch is for.
-    pub fn topic(&self) -> &Arc<Topic> {
-        &self.topic
+    /// Key, value and header bytes of all records.
+    pub fn payload_bytes(&self) -> u64 {
+        self.payload_bytes
     }
 }
 
-/// What a produce wrote: where each record landed, in request order.
+impl FromIterator<ProduceRecord> for Records {
+    fn from_iter<I: IntoIterator<Item = ProduceRecord>>(iter: I) -> Records {
+        let iter = iter.into_iter();
+        let mut records = Records::new();
+        records.reserve(iter.size_hint().0);
+        for r in iter {
+            let headers = r
+                .headers
+                .into_iter()
+                .map(|(name, value)| Header { name, value })
+                .collect();
+            records.push(r.partition, r.key, r.value, headers, r.timestamp_ms);
+        }
+        records
+    }
+}
+
+/// What a produce wrote, in one answer: where each record landed (in
+/// request order), an idempotent retry's original batch, and the log
+/// start offset of the partition when the request named one.
 #[derive(Debug)]
-pub struct Produced {
+pub struct ProduceAck {
     batch: Vec<AppendRecord>,
     appended: Vec<Appended>,
     payload_bytes: u64,
     /// An idempotent producer's retry: the original batch's offsets
     /// (nothing was written, `offsets` is empty).
     duplicate: Option<BatchMeta>,
+    log_start_offset: Option<u64>,
 }
 
-impl Produced {
+impl ProduceAck {
     /// `(partition, offset)` of every record, in request order.
     pub fn offsets(&self) -> impl ExactSizeIterator<Item = (u32, u64)> + '_ {
         self.batch
             .iter()
             .zip(&self.appended)
             .map(|(r, a)| (r.partition, a.queue_offset.get()))
+    }
+
+    /// The offset of the first record written, or of the original batch
+    /// when this was an idempotent retry; `None` when nothing was.
+    pub fn base_offset(&self) -> Option<u64> {
+        match self.duplicate {
+            Some(original) => Some(original.base_offset),
+            None => self.appended.first().map(|a| a.queue_offset.get()),
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -219,202 +291,136 @@ impl Produced {
     pub fn duplicate_of(&self) -> Option<BatchMeta> {
         self.duplicate
     }
+
+    /// Kafka's log start offset of the partition the request named, read
+    /// after the append; `None` when the request named no partition.
+    pub fn log_start_offset(&self) -> Option<u64> {
+        self.log_start_offset
+    }
 }
 
-/// A checked produce with records to append.
-struct Planned {
-    batch: Vec<AppendRecord>,
-    payload_bytes: u64,
+/// The answer to an append.
+fn ack(records: Records, answer: ProducerAppend, log_start_offset: Option<u64>) -> ProduceAck {
+    let (appended, duplicate) = match answer {
+        ProducerAppend::Written(appended) => (appended, None),
+        ProducerAppend::Duplicate(original) => (Vec::new(), Some(original)),
+    };
+    ProduceAck {
+        batch: records.records,
+        appended,
+        payload_bytes: records.payload_bytes,
+        duplicate,
+        log_start_offset,
+    }
 }
 
-impl Planned {
-    fn produced(self, unflushed: Unflushed<ProducerAppend>) -> Unflushed<Produced> {
-        unflushed.map(|answer| {
-            let (appended, duplicate) = match answer {
-                ProducerAppend::Written(appended) => (appended, None),
-                ProducerAppend::Duplicate(original) => (Vec::new(), Some(original)),
-            };
-            Produced {
-                batch: self.batch,
-                appended,
-                payload_bytes: self.payload_bytes,
-                duplicate,
-            }
-        })
+/// The answer when nothing is appended.
+fn nothing_written() -> ProduceAck {
+    ProduceAck {
+        batch: Vec::new(),
+        appended: Vec::new(),
+        payload_bytes: 0,
+        duplicate: None,
+        log_start_offset: None,
     }
 }
 
 impl Broker {
-    /// Appends `records` to `topic`: to `partition` if given (every record
-    /// naming a partition must name that one), else each to its own
-    /// partition, by murmur2 of its key, or round-robin for a keyless
-    /// record. An unknown topic is created with `auto_create` partitions if
-    /// that is `Some`. All or nothing. Blocking (it may create the topic,
-    /// and see [`append_blocks`](Self::append_blocks)).
-    pub fn produce(
+    /// Appends `request.records` to `request.topic`, all or nothing: to
+    /// `request.partition` if given (every record naming a partition must
+    /// name that one), else each to its own partition, by murmur2 of its
+    /// key, or round-robin for a keyless record. An unknown topic is
+    /// created first when the request and the broker's
+    /// `auto_create_topics` allow. Answers once the records are as durable
+    /// as the flush mode promises. Where it runs is the broker's to decide
+    /// (module doc); a caller just awaits it.
+    pub async fn produce(
+        self: &Arc<Self>,
+        _who: &Principal,
+        request: ProduceRequest,
+    ) -> Result<ProduceAck, BrokerError> {
+        let ProduceRequest {
+            topic,
+            partition,
+            records,
+            producer,
+            create_missing_topic,
+        } = request;
+        let topic = match self.registry.get(&topic) {
+            Some(known) => known,
+            None => {
+                let broker = Arc::clone(self);
+                let writes = !records.is_empty();
+                crate::blocking::run(move || {
+                    broker.produce_topic(&topic, writes, create_missing_topic)
+                })
+                .await?
+            }
+        };
+        let Some(records) = self.plan_produce(&topic, partition, records)? else {
+            return Ok(nothing_written());
+        };
+        let admitted = self.store.lag_admitted().await?;
+        let limit = RecordLimit::new(self.store.config(), &topic);
+        let unflushed = self
+            .store
+            .append_unflushed_admitted(
+                &records.records,
+                limit.topic_limit,
+                producer.as_ref(),
+                admitted,
+            )
+            .map_err(|e| limit.refusal(&topic, e))?;
+        let answer = unflushed.durable().await?;
+        let log_start_offset = match partition {
+            Some(p) => Some(self.partition(&topic.name, p)?.offsets().0),
+            None => None,
+        };
+        Ok(ack(records, answer, log_start_offset))
+    }
+
+    /// [`produce`](Self::produce) for a caller that may block its thread
+    /// (tests, tools): the same checks and answer, waiting for the lag
+    /// bound and the flush on this thread.
+    /// Its answer carries no log start offset.
+    #[cfg(any(test, feature = "failpoints"))]
+    pub fn produce_blocking(
         &self,
         topic: &str,
         partition: Option<u32>,
         records: Vec<ProduceRecord>,
-    ) -> Result<Produced, BrokerError> {
-        let auto_create = self
-            .config
-            .auto_create_topics
-            .then_some(self.config.default_partitions);
-        let topic = self.produce_topic(topic, !records.is_empty(), auto_create)?;
-        self.produce_to(&topic, partition, records)
-    }
-
-    /// [`produce`](Self::produce) to a topic the caller already looked up
-    /// (a front-end's hot path: one registry lookup per request). Blocking
-    /// only when [`append_blocks`](Self::append_blocks).
-    pub fn produce_to(
-        &self,
-        topic: &Topic,
-        partition: Option<u32>,
-        records: Vec<ProduceRecord>,
-    ) -> Result<Produced, BrokerError> {
-        self.produce_to_as(topic, partition, records, None)
-    }
-
-    /// [`produce_to`](Self::produce_to) as an idempotent producer's batch
-    /// when `producer` is given (Kafka's Produce, a batch with producer id
-    /// ≥ 0): one partition, whose sequence the store checks in the same
-    /// critical section that appends (`tidelog_storage::producer_state`).
-    /// A retry of one of the producer's last five batches writes nothing
-    /// and answers [`Produced::duplicate_of`]; a batch out of sequence is
-    /// the store's `ProducerRefused`.
-    pub fn produce_to_as(
-        &self,
-        topic: &Topic,
-        partition: Option<u32>,
-        records: Vec<ProduceRecord>,
-        producer: Option<ProducerBatch>,
-    ) -> Result<Produced, BrokerError> {
-        Ok(self
-            .produce_to_unflushed(topic, partition, records, producer)?
-            .wait()?)
-    }
-
-    /// [`produce_to_as`](Self::produce_to_as) without the sync flush wait:
-    /// the records are appended when this returns, and the answer is the
-    /// front-end's once the [`Unflushed`] answers (await
-    /// [`Unflushed::durable`]: under `flush: sync` no thread is held while
-    /// the fsync runs; under `async` it answers at once). The append is a
-    /// copy into the page cache in both modes, so a front-end calls this
-    /// inline for a known topic.
-    pub fn produce_to_unflushed(
-        &self,
-        topic: &Topic,
-        partition: Option<u32>,
-        records: Vec<ProduceRecord>,
-        producer: Option<ProducerBatch>,
-    ) -> Result<Unflushed<Produced>, BrokerError> {
-        match self.plan_produce(topic, partition, records)? {
-            Ok(plan) => self.append_planned(topic, plan, producer, None),
-            Err(empty) => Ok(Unflushed::ready(empty)),
-        }
-    }
-
-    /// [`produce_to_unflushed`](Self::produce_to_unflushed) for a caller
-    /// on an async runtime: while the dispatcher is over its lag bound
-    /// (a slow sink holds producers back, `Store::lag_admitted`) the
-    /// append is awaited, not blocked for, so a held produce costs no
-    /// thread. The records are checked before the wait: a bad request is
-    /// answered at once. What a front-end calls inline for a known topic.
-    pub async fn produce_awaiting(
-        &self,
-        topic: &Topic,
-        partition: Option<u32>,
-        records: Vec<ProduceRecord>,
-        producer: Option<ProducerBatch>,
-    ) -> Result<Unflushed<Produced>, BrokerError> {
-        let plan = match self.plan_produce(topic, partition, records)? {
-            Ok(plan) => plan,
-            Err(empty) => return Ok(Unflushed::ready(empty)),
+    ) -> Result<ProduceAck, BrokerError> {
+        let topic = self.produce_topic(topic, !records.is_empty(), true)?;
+        let records: Records = records.into_iter().collect();
+        let Some(records) = self.plan_produce(&topic, partition, records)? else {
+            return Ok(nothing_written());
         };
-        let admitted = self.store.lag_admitted().await?;
-        self.append_planned(topic, plan, producer, Some(admitted))
+        let limit = RecordLimit::new(self.store.config(), &topic);
+        let answer = self
+            .store
+            .append_unflushed(&records.records, limit.topic_limit, None)
+            .map_err(|e| limit.refusal(&topic, e))?
+            .wait()?;
+        Ok(ack(records, answer, None))
     }
 
-    /// [`produce_awaiting`](Self::produce_awaiting) of a batch a
-    /// front-end built record by record for one partition
-    /// ([`PartitionBatch`]): the same checks, answers and waits, without
-    /// turning a list of [`ProduceRecord`]s into the store's records
-    /// first.
-    pub async fn produce_batch_awaiting(
-        &self,
-        batch: PartitionBatch,
-        producer: Option<ProducerBatch>,
-    ) -> Result<Unflushed<Produced>, BrokerError> {
-        let topic = &*batch.topic;
-        check_producible(topic)?;
-        topic.check_partition(batch.partition)?;
-        if let Some(index) = batch.first_keyless {
-            check_keyless(topic, index)?;
-        }
-        let plan = Planned {
-            batch: batch.records,
-            payload_bytes: batch.payload_bytes,
-        };
-        if plan.batch.is_empty() {
-            return Ok(Unflushed::ready(Produced {
-                batch: plan.batch,
-                appended: Vec::new(),
-                payload_bytes: plan.payload_bytes,
-                duplicate: None,
-            }));
-        }
-        let admitted = self.store.lag_admitted().await?;
-        self.append_planned(&batch.topic, plan, producer, Some(admitted))
-    }
-
-    /// Appends a planned produce: after `admitted` (the lag bound was
-    /// awaited) without waiting, else blocking for the bound.
-    fn append_planned(
-        &self,
-        topic: &Topic,
-        plan: Planned,
-        producer: Option<ProducerBatch>,
-        admitted: Option<LagAdmitted>,
-    ) -> Result<Unflushed<Produced>, BrokerError> {
-        let limit = RecordLimit::new(self.store.config(), topic);
-        let (batch, max, producer) = (&plan.batch, limit.topic_limit, producer.as_ref());
-        let unflushed = match admitted {
-            Some(admitted) => self
-                .store
-                .append_unflushed_admitted(batch, max, producer, admitted),
-            None => self.store.append_unflushed(batch, max, producer),
-        }
-        .map_err(|e| limit.refusal(topic, e))?;
-        Ok(plan.produced(unflushed))
-    }
-
-    /// The checks before an append and its batch: `Err` with the answer
-    /// when there is nothing to append.
+    /// The checks before an append, and the records with their topic and
+    /// partition filled in: `None` when there is nothing to append.
     fn plan_produce(
         &self,
         topic: &Topic,
         partition: Option<u32>,
-        records: Vec<ProduceRecord>,
-    ) -> Result<Result<Planned, Produced>, BrokerError> {
+        mut records: Records,
+    ) -> Result<Option<Records>, BrokerError> {
         check_producible(topic)?;
         if let Some(p) = partition {
             topic.check_partition(p)?;
         }
-        let (batch, payload_bytes) = plan(topic, partition, records)?;
-        if batch.is_empty() {
-            return Ok(Err(Produced {
-                batch,
-                appended: Vec::new(),
-                payload_bytes,
-                duplicate: None,
-            }));
+        if records.is_empty() {
+            return Ok(None);
         }
-        Ok(Ok(Planned {
-            batch,
-            payload_bytes,
-        }))
+        assign_partitions(topic, partition, &mut records)?;
+        Ok(Some(records))
     }
 
     /// InitProducerId for a producer without a transactional id: a new
@@ -432,31 +438,21 @@ impl Broker {
         Ok((self.store.allocate_producer_id()?, 0))
     }
 
-    /// Whether an append waits for an fsync (`flush: sync`), or may wait
-    /// for the dispatcher to come back within its lag bound (a slow sink
-    /// holds producers back: `Store::dispatch_lagging`). Otherwise it is a
-    /// copy into the page cache, shorter than a hand-off to a blocking
-    /// thread and back (docs/BENCHMARKS.md). A front-end's produce to a known
-    /// topic awaits [`produce_awaiting`](Self::produce_awaiting) instead
-    /// in both modes.
-    pub fn append_blocks(&self) -> bool {
-        self.store.config().flush == FlushMode::Sync || self.store.dispatch_lagging()
-    }
-
-    /// The topic, created first if it is unknown and `auto_create` is set
-    /// (not when the disk is full and the request would write something).
+    /// The topic, created first if it is unknown, `create` is set and the
+    /// broker auto-creates (not when the disk is full and the request
+    /// would write something). Blocking when it creates.
     fn produce_topic(
         &self,
         name: &str,
         writes: bool,
-        auto_create: Option<u32>,
+        create: bool,
     ) -> Result<Arc<Topic>, BrokerError> {
         if let Some(topic) = self.registry.get(name) {
             return Ok(topic);
         }
-        let Some(partitions) = auto_create else {
+        if !(create && self.config.auto_create_topics) {
             return Err(BrokerError::unknown_topic(name));
-        };
+        }
         if writes {
             let stats = self.store.stats();
             if stats.disk_full {
@@ -467,21 +463,23 @@ impl Broker {
                 .into());
             }
         }
-        self.get_or_create_topic(name, partitions)
+        self.get_or_create_topic(name, self.config.default_partitions)
     }
 }
 
-/// Checks every record and turns it into an append; returns the batch and
-/// its payload bytes (key + value + headers).
-fn plan(
+/// Gives every record its topic and partition: the request's, the
+/// record's own (which must agree with the request's), else by key
+/// (murmur2) or round-robin; each checked against the topic.
+fn assign_partitions(
     topic: &Topic,
-    path_partition: Option<u32>,
-    produced: Vec<ProduceRecord>,
-) -> Result<(Vec<AppendRecord>, u64), BrokerError> {
-    let mut total = 0u64;
-    let mut batch = Vec::with_capacity(produced.len());
-    for (index, r) in produced.into_iter().enumerate() {
-        let partition = match (path_partition, r.partition) {
+    request_partition: Option<u32>,
+    records: &mut Records,
+) -> Result<(), BrokerError> {
+    let asked = std::mem::take(&mut records.asked);
+    let compacts = topic.config.cleanup_policy.compacts();
+    for (index, r) in records.records.iter_mut().enumerate() {
+        let own = asked.get(index).copied().flatten();
+        let partition = match (request_partition, own) {
             (Some(requested), Some(own)) if own != requested => {
                 return Err(BrokerError::PartitionMismatch {
                     index,
@@ -489,19 +487,23 @@ fn plan(
                     requested,
                 })
             }
-            (Some(path), _) => path,
-            (None, Some(own)) => own,
+            (Some(p), _) => p,
+            (None, Some(own)) => {
+                topic.check_partition(own)?;
+                own
+            }
             (None, None) => match &r.key {
                 Some(key) => partition_for_key(key, topic.partitions),
                 None => topic.round_robin.next(topic.partitions),
             },
         };
-        topic.check_partition(partition)?;
-        let (record, size) = check_record(index, topic, partition, r)?;
-        total += size;
-        batch.push(record);
+        if compacts && r.key.is_none() {
+            check_keyless(topic, index)?;
+        }
+        r.topic = Arc::clone(&topic.name);
+        r.partition = partition;
     }
-    Ok((batch, total))
+    Ok(())
 }
 
 /// The record limit of a topic: its `max.message.bytes` or the store's
@@ -594,35 +596,6 @@ fn payload_bytes(key: Option<&Bytes>, value: Option<&Bytes>, headers: &[Header])
     key.map_or(0, |k| k.len() as u64) + value.map_or(0, |v| v.len() as u64) + headers
 }
 
-/// The broker's record rule, once per record: a key on compact topics
-/// (the limits are the store's to check, in the append). Returns the append
-/// and its payload bytes (key + value + headers, for the metrics).
-fn check_record(
-    index: usize,
-    topic: &Topic,
-    partition: u32,
-    r: ProduceRecord,
-) -> Result<(AppendRecord, u64), BrokerError> {
-    if r.key.is_none() {
-        check_keyless(topic, index)?;
-    }
-    let headers: Vec<Header> = r
-        .headers
-        .into_iter()
-        .map(|(name, value)| Header { name, value })
-        .collect();
-    let size = payload_bytes(r.key.as_ref(), r.value.as_ref(), &headers);
-    let record = AppendRecord {
-        topic: Arc::clone(&topic.name),
-        partition,
-        key: r.key,
-        value: r.value,
-        headers,
-        timestamp_ms: r.timestamp_ms,
-    };
-    Ok((record, size))
-}
-
 #[cfg(test)]
 mod tests {
     use tidelog_storage::commit_log::format::{HEADER_COUNT_MAX, HEADER_NAME_MAX};
@@ -674,7 +647,7 @@ mod tests {
         let broker = open(dir.path());
         broker.create_topic("users", 1, compact()).unwrap();
         let refused = broker
-            .produce(
+            .produce_blocking(
                 "users",
                 None,
                 vec![record(Some("a"), "1"), record(None, "2")],
@@ -691,12 +664,12 @@ mod tests {
         assert_eq!(end_offsets(&broker, "users"), [0]);
         // With keys it is written; a delete topic takes keyless records.
         let produced = broker
-            .produce("users", None, vec![record(Some("a"), "1")])
+            .produce_blocking("users", None, vec![record(Some("a"), "1")])
             .unwrap();
         assert_eq!(produced.offsets().collect::<Vec<_>>(), [(0, 0)]);
         broker.create_topic("events", 1, Overrides::new()).unwrap();
         broker
-            .produce("events", None, vec![record(None, "x")])
+            .produce_blocking("events", None, vec![record(None, "x")])
             .unwrap();
         Arc::try_unwrap(broker).unwrap().shutdown().unwrap();
     }
@@ -714,7 +687,7 @@ mod tests {
         // Key 1 + value 100 bytes: one over the topic's limit.
         let mut big = record(Some("k"), &"x".repeat(100));
         let too_large = broker
-            .produce("small", None, vec![ok.clone(), big.clone()])
+            .produce_blocking("small", None, vec![ok.clone(), big.clone()])
             .unwrap_err();
         match &too_large {
             BrokerError::RecordTooLarge {
@@ -733,7 +706,7 @@ mod tests {
         let mut many = ok.clone();
         many.headers = vec![("h".to_string(), Some(Bytes::new())); HEADER_COUNT_MAX + 1];
         assert!(matches!(
-            broker.produce("small", None, vec![big.clone(), many]),
+            broker.produce_blocking("small", None, vec![big.clone(), many]),
             Err(BrokerError::TooManyHeaders { index: 1, count, max: HEADER_COUNT_MAX })
                 if count == HEADER_COUNT_MAX + 1
         ));
@@ -743,7 +716,7 @@ mod tests {
             ("n".repeat(HEADER_NAME_MAX + 1), Some(Bytes::new())),
         ];
         assert!(matches!(
-            broker.produce("small", None, vec![long_name]),
+            broker.produce_blocking("small", None, vec![long_name]),
             Err(BrokerError::HeaderNameTooLong {
                 index: 0,
                 header: 1,
@@ -751,7 +724,9 @@ mod tests {
             })
         ));
         assert_eq!(end_offsets(&broker, "small"), [0], "nothing was written");
-        broker.produce("small", None, vec![ok, big]).unwrap();
+        broker
+            .produce_blocking("small", None, vec![ok, big])
+            .unwrap();
         assert_eq!(end_offsets(&broker, "small"), [2]);
         Arc::try_unwrap(broker).unwrap().shutdown().unwrap();
     }
@@ -768,7 +743,7 @@ mod tests {
         let partitions = std::num::NonZeroU32::new(4).unwrap();
         let keys = ["a", "b", "c", "d", "e", "f"];
         let produced = broker
-            .produce(
+            .produce_blocking(
                 "t",
                 None,
                 keys.iter().map(|k| record(Some(k), "v")).collect(),
@@ -783,7 +758,7 @@ mod tests {
         assert_eq!(produced.len(), keys.len());
         assert_eq!(produced.payload_bytes(), 12);
         let keyless = broker
-            .produce("t", None, (0..8).map(|_| record(None, "v")).collect())
+            .produce_blocking("t", None, (0..8).map(|_| record(None, "v")).collect())
             .unwrap();
         let mut counts = [0; 4];
         for (p, _) in keyless.offsets() {
@@ -793,7 +768,7 @@ mod tests {
         let mut own = record(Some("a"), "v");
         own.partition = Some(3);
         let to_2 = broker
-            .produce(
+            .produce_blocking(
                 "t",
                 Some(2),
                 vec![record(Some("a"), "v"), record(None, "w")],
@@ -803,7 +778,7 @@ mod tests {
         assert_eq!(offsets[0].0, 2);
         assert_eq!(offsets[1], (2, offsets[0].1 + 1));
         assert!(matches!(
-            broker.produce("t", Some(2), vec![record(None, "v"), own.clone()]),
+            broker.produce_blocking("t", Some(2), vec![record(None, "v"), own.clone()]),
             Err(BrokerError::PartitionMismatch {
                 index: 1,
                 own: 3,
@@ -812,7 +787,7 @@ mod tests {
         ));
         own.partition = Some(4);
         assert!(matches!(
-            broker.produce("t", None, vec![own]),
+            broker.produce_blocking("t", None, vec![own]),
             Err(BrokerError::UnknownPartition { partition: 4, .. })
         ));
         Arc::try_unwrap(broker).unwrap().shutdown().unwrap();
@@ -824,9 +799,12 @@ mod tests {
     fn unknown_topics_are_auto_created_only_when_asked_and_internal_ones_refused() {
         let dir = tempfile::tempdir().unwrap();
         let broker = open(dir.path());
-        assert!(!broker.append_blocks(), "async flush");
+        assert_eq!(
+            broker.store.config().flush,
+            tidelog_storage::FlushMode::Async
+        );
         assert!(matches!(
-            broker.produce("new", None, vec![record(None, "v")]),
+            broker.produce_blocking("new", None, vec![record(None, "v")]),
             Err(BrokerError::UnknownTopic { .. })
         ));
         assert!(broker.registry.get("new").is_none());
@@ -838,7 +816,7 @@ mod tests {
         };
         let auto_broker = open_with(auto.path(), &config);
         auto_broker
-            .produce("new", None, vec![record(None, "v")])
+            .produce_blocking("new", None, vec![record(None, "v")])
             .unwrap();
         assert_eq!(
             auto_broker
@@ -851,20 +829,20 @@ mod tests {
         );
         Arc::try_unwrap(auto_broker).unwrap().shutdown().unwrap();
         assert!(matches!(
-            broker.produce(CONSUMER_OFFSETS_TOPIC, None, vec![record(Some("k"), "v")]),
+            broker.produce_blocking(CONSUMER_OFFSETS_TOPIC, None, vec![record(Some("k"), "v")]),
             Err(BrokerError::InternalTopic { .. })
         ));
         Arc::try_unwrap(broker).unwrap().shutdown().unwrap();
     }
 
-    /// A batch built record by record for one partition gets the checks and
-    /// answers of `produce_awaiting` to that partition: an internal topic,
-    /// an unknown partition and a keyless record on a compact topic (named
-    /// by its index) are refused with nothing written; otherwise the
-    /// records land in order, as `produce_awaiting` would put them, with
-    /// the same payload bytes.
+    /// Records built one by one for one partition (Kafka's shape) go
+    /// through the door with the checks and answers of any produce to that
+    /// partition: an internal topic, an unknown partition and a keyless
+    /// record on a compact topic (named by its index) are refused with
+    /// nothing written; otherwise the records land in order with the same
+    /// payload bytes, and the answer carries the partition's log start.
     #[test]
-    fn a_partition_batch_is_checked_and_appended_as_a_produce_to_its_partition() {
+    fn records_for_one_partition_are_checked_and_appended_through_the_door() {
         let dir = tempfile::tempdir().unwrap();
         let broker = open(dir.path());
         broker.create_topic("t", 2, Overrides::new()).unwrap();
@@ -874,8 +852,7 @@ mod tests {
             .build()
             .unwrap();
         let batch = |topic: &str, partition: u32, records: &[(Option<&str>, &str)]| {
-            let topic = broker.registry.require(topic).unwrap();
-            let mut b = PartitionBatch::new(topic, partition);
+            let mut b = Records::new();
             b.reserve(records.len());
             for (key, value) in records {
                 let headers = vec![Header {
@@ -883,22 +860,23 @@ mod tests {
                     value: Some(Bytes::from_static(b"12")),
                 }];
                 b.push(
+                    None,
                     key.map(|k| Bytes::copy_from_slice(k.as_bytes())),
                     Some(Bytes::copy_from_slice(value.as_bytes())),
                     headers,
                     Some(7),
                 );
             }
-            b
+            ProduceRequest {
+                topic: topic.to_owned(),
+                partition: Some(partition),
+                records: b,
+                producer: None,
+                create_missing_topic: false,
+            }
         };
-        let produce = |b: PartitionBatch| {
-            rt.block_on(async {
-                match broker.produce_batch_awaiting(b, None).await {
-                    Ok(unflushed) => Ok(unflushed.durable().await?),
-                    Err(e) => Err(e),
-                }
-            })
-        };
+        let produce =
+            |request: ProduceRequest| rt.block_on(broker.produce(&Principal::Anonymous, request));
         let refused = produce(batch("users", 0, &[(Some("a"), "1"), (None, "2")])).unwrap_err();
         assert!(
             matches!(&refused, BrokerError::KeyRequired { index: 1, topic, .. } if topic == "users"),
@@ -917,10 +895,16 @@ mod tests {
 
         let empty = produce(batch("t", 1, &[])).unwrap();
         assert!(empty.is_empty());
+        assert!(matches!(
+            produce(batch("nope", 0, &[(None, "v")])),
+            Err(BrokerError::UnknownTopic { .. })
+        ));
         let produced = produce(batch("t", 1, &[(Some("a"), "one"), (None, "two")])).unwrap();
         assert_eq!(produced.offsets().collect::<Vec<_>>(), [(1, 0), (1, 1)]);
         // Keys 1, values 3 + 3, each a header block of 6 + 1 + 2 bytes.
         assert_eq!(produced.payload_bytes(), 1 + 3 + 3 + 2 * 9);
+        assert_eq!(produced.base_offset(), Some(0));
+        assert_eq!(produced.log_start_offset(), Some(0));
         let keyed = produce(batch("users", 0, &[(Some("a"), "1")])).unwrap();
         assert_eq!(keyed.offsets().collect::<Vec<_>>(), [(0, 0)]);
         assert!(broker

@@ -497,8 +497,9 @@ pub fn check_policy_change(
 /// 40002 unless `partitions` is in `1..=PARTITIONS_MAX`.
 pub fn check_partitions(partitions: u32) -> Result<(), BrokerError> {
     if partitions == 0 || partitions > PARTITIONS_MAX {
-        return Err(BrokerError::Invalid {
-            message: format!("{partitions} is not a partition count in 1..={PARTITIONS_MAX}"),
+        return Err(BrokerError::InvalidPartitionCount {
+            requested: i64::from(partitions),
+            max: PARTITIONS_MAX,
         });
     }
     Ok(())

@@ -7,7 +7,7 @@
 //! front-end.
 
 pub use tidelog_cleaner::cleaner::CleanerMetricsSnapshot;
-pub use tidelog_cleaner::{CleanerConfig, CleanerError, PartitionStatus, RunStats};
+pub use tidelog_cleaner::{CleanState, CleanerConfig, CleanerError, PartitionStatus, RunStats};
 /// A fixed disk usage for the store's disk-full gate (tests).
 pub use tidelog_storage::retention::FixedDiskUsage;
 /// How far dispatch may lag before appends are held back (what the

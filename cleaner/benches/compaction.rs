@@ -920,7 +920,7 @@ fn main() {
         let st = cleaner.status(topic);
         format!(
             "{topic}: {} ({:.0} MB written by the cleaner so far)",
-            st.first().map_or("?".into(), |s| s.state.clone()),
+            st.first().map_or("?".into(), |s| s.state.to_string()),
             mb(cleaning_output(logs_p.log(topic, 0).unwrap().dir()))
         )
     };

@@ -38,7 +38,7 @@ pub mod offset_map;
 pub mod throttle;
 
 pub use checkpoint::CleanerCheckpoint;
-pub use cleaner::{CleanerConfig, CopySource, LogCleaner, PartitionStatus, RunStats};
+pub use cleaner::{CleanState, CleanerConfig, CopySource, LogCleaner, PartitionStatus, RunStats};
 pub use compacted::{CompactTopicConfig, CompactedLog, CompactedLogs, CompactedRecord};
 pub use error::{CleanerError, Result};
 pub use offset_map::{OffsetMap, PutOutcome};

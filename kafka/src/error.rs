@@ -204,7 +204,9 @@ pub fn broker_code(e: &BrokerError) -> i16 {
         // The admin APIs' refusals (KAFKA.md "Admin").
         B::TopicExists { .. } => ResponseError::TopicAlreadyExists,
         B::InvalidTopicConfig { .. } => ResponseError::InvalidConfig,
-        B::Invalid { .. } => ResponseError::InvalidRequest,
+        B::Invalid { .. } | B::ReplicaAssignmentUnsupported => ResponseError::InvalidRequest,
+        B::InvalidPartitionCount { .. } => ResponseError::InvalidPartitions,
+        B::ReplicationFactorImpossible { .. } => ResponseError::InvalidReplicationFactor,
         // DeleteRecords' refusals, as Kafka's.
         B::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
         B::RecordsNotDeletable { .. } => ResponseError::PolicyViolation,

@@ -374,7 +374,7 @@ async fn metadata_auto_creates_and_lists_one_leader_for_every_partition() {
             .partitions
             .iter()
             .all(|p| p.leader_id.0 == 0 && p.isr_nodes.len() == 1));
-        assert!(s.broker.registry.get(topic).is_some());
+        assert!(s.broker.registry().get(topic).is_some());
     }
     // A bad name is refused, and nothing is created for it.
     let answer = metadata(&mut c, 12, &["bad/name"]).await;
@@ -484,7 +484,7 @@ async fn under_sync_flush_an_acks_zero_record_is_fetchable_once_flushed() {
     .await;
     let got = fetch_n(&mut c, 12, "acks0", 0, 0, 1).await;
     assert_eq!(got.len(), 1);
-    let stats = s.broker.store.stats();
+    let stats = s.broker.store().stats();
     assert_eq!(
         stats.commitlog_flushed_offset, stats.commitlog_max_offset,
         "served before its flush"
@@ -1054,11 +1054,13 @@ async fn a_fetch_from_an_offset_compaction_removed_reads_on_from_the_next_record
     .await;
     assert_eq!(answer.responses[0].partition_responses[0].error_code, 0);
     fetch_n(&mut c, 12, "table", 0, 0, 3).await;
-    let topic = s.broker.compact_topic("table").unwrap();
-    let requested = s.broker.request_compaction(&topic, true).unwrap();
-    s.broker
-        .cleaner
-        .wait("table", &requested, Duration::from_secs(30));
+    let ticket = s
+        .broker
+        .compact(&tidelog_broker::Principal::Anonymous, "table", true)
+        .await
+        .unwrap();
+    let waited = ticket.wait(Duration::from_secs(30)).await.unwrap();
+    assert!(waited.iter().all(|p| p.completed), "{waited:?}");
     let part = s.broker.partition("table", 0).unwrap();
     assert_eq!(part.offsets(), (1, 3), "the cleaner removed offset 0");
 

@@ -155,7 +155,7 @@ pub async fn run(config: Config) -> ExitCode {
             still_opening = false;
             match opened {
                 Ok(Ok(ready)) => {
-                    let tiered = ready.tiering.is_some();
+                    let tiered = ready.is_tiered();
                     state.set_ready(ready);
                     tokio::spawn(expire_offsets_periodically(state.clone(), stop_tx.subscribe()));
                     if tiered {
@@ -245,7 +245,7 @@ pub async fn run(config: Config) -> ExitCode {
             // Something still holds the store: flush what we can; `abort`
             // stays, so the next start checks everything.
             tracing::error!("store still in use after {STORE_RELEASE_TIMEOUT:?}; flushing without a clean shutdown");
-            match tokio::task::spawn_blocking(move || still_shared.store.checkpoint()).await {
+            match tokio::task::spawn_blocking(move || still_shared.checkpoint()).await {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => tracing::error!(error = %e, "final checkpoint failed"),
                 Err(e) => tracing::error!(error = %e, "final checkpoint task failed"),

@@ -37,7 +37,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use tidelog_broker::store::{PartitionStatus, RunStats};
 
-use super::{blocking, json, until_visible, TopicPath};
+use super::{json, TopicPath, WHO};
 use crate::error::ApiError;
 use crate::extract::json_body;
 use crate::state::AppState;
@@ -116,7 +116,7 @@ impl PartitionAnswer {
         match status {
             Some(s) => PartitionAnswer {
                 partition,
-                state: s.state.clone(),
+                state: s.state.to_string(),
                 dirty_ratio: s.dirty_ratio,
                 checkpoint_offset: s.checkpoint_offset,
                 last_run: s.last_run.as_ref().map(LastRun::from),
@@ -152,62 +152,46 @@ pub async fn request(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let (wait, roll_active) = parse_request(&body?)?;
-    let ready = state.ready()?;
-    let topic = ready.compact_topic(&topic)?;
-    // What was acknowledged before this request is in the compacted logs
-    // first (the dispatcher copies it a moment after the produce answer),
-    // so a pass, with `roll_active` too, covers it
-    // (`tidelog_broker::visibility`).
-    until_visible(&ready, ready.acknowledged()).await;
-    let requested = {
-        let (ready, topic) = (Arc::clone(&ready), Arc::clone(&topic));
-        blocking(move || Ok(ready.request_compaction(&topic, roll_active)?)).await?
-    };
+    let ticket = state.ready()?.compact(&WHO, &topic, roll_active).await?;
+    let topic = Arc::clone(ticket.topic());
     let task_id = format!(
         "{}:{}",
         topic.name,
         REQUESTS.fetch_add(1, Ordering::Relaxed) + 1
     );
     tracing::info!(%task_id, wait, roll_active, "compaction requested through the API");
-    let partitions: Vec<u32> = requested.iter().map(|(p, _)| *p).collect();
+    let partitions = ticket.partitions();
     if !wait {
         return json(
             StatusCode::ACCEPTED,
             &serde_json::json!({"task_id": task_id, "partitions": partitions}),
         );
     }
-    // Hold the cleaner only, not the store: shutdown stops the cleaner,
-    // which ends the wait.
-    let cleaner = Arc::clone(&ready.cleaner);
-    drop(ready);
-    let name = Arc::clone(&topic.name);
-    let waited = {
-        let requested = requested.clone();
-        tokio::task::spawn_blocking(move || {
-            cleaner.wait(&name, &requested, WAIT_TIMEOUT);
-            cleaner.status(&name)
-        })
-    };
+    // The ticket holds the cleaner only, not the store: shutdown stops
+    // the cleaner, which ends the wait.
     let mut shutdown = state.shutdown_signal();
-    let statuses = tokio::select! {
-        s = waited => s?,
+    let waited = tokio::select! {
+        w = ticket.wait(WAIT_TIMEOUT) => w?,
         _ = shutdown.wait_for(|stopping| *stopping) => {
             return Err(ApiError::NotReady {
                 message: format!("the server is shutting down; compaction {task_id} was requested but not waited for"),
             })
         }
     };
-    let answers: Vec<WaitedPartition> = requested
+    let answers: Vec<WaitedPartition> = waited
         .iter()
-        .map(|&(p, started_before)| {
-            let s = statuses.iter().find(|s| s.partition == p);
-            WaitedPartition {
-                partition: p,
-                completed: s
-                    .is_some_and(|s| s.runs > started_before || s.state.starts_with("uncleanable")),
-                state: s.map_or_else(|| "idle".into(), |s| s.state.clone()),
-                last_run: s.and_then(|s| s.last_run.as_ref()).map(LastRun::from),
-            }
+        .map(|w| WaitedPartition {
+            partition: w.partition,
+            completed: w.completed,
+            state: w
+                .status
+                .as_ref()
+                .map_or_else(|| "idle".into(), |s| s.state.to_string()),
+            last_run: w
+                .status
+                .as_ref()
+                .and_then(|s| s.last_run.as_ref())
+                .map(LastRun::from),
         })
         .collect();
     let timed_out = answers.iter().any(|a| !a.completed);
@@ -222,15 +206,11 @@ pub async fn status(
     State(state): State<AppState>,
     TopicPath(topic): TopicPath,
 ) -> Result<Response, ApiError> {
-    let ready = state.ready()?;
-    let topic = ready.compact_topic(&topic)?;
-    let statuses = {
-        let (ready, name) = (Arc::clone(&ready), Arc::clone(&topic.name));
-        // Computes dirty ratios from segment stats under the cleaner's locks.
-        blocking(move || Ok(ready.cleaner.status(&name))).await?
-    };
-    let partitions: Vec<PartitionAnswer> = (0..topic.partitions.get())
-        .map(|p| PartitionAnswer::new(p, statuses.iter().find(|s| s.partition == p)))
+    let (topic, statuses) = state.ready()?.compaction_status(&WHO, &topic).await?;
+    let partitions: Vec<PartitionAnswer> = statuses
+        .iter()
+        .enumerate()
+        .map(|(p, s)| PartitionAnswer::new(p as u32, s.as_ref()))
         .collect();
     json(
         StatusCode::OK,

@@ -44,7 +44,7 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::Response;
 use tidelog_broker::read::{PartitionRef, RecordRef};
 
-use super::{blocking, bytes_with, timed, until_visible, v2_json};
+use super::{blocking, bytes_with, timed, until_visible, v2_json, WHO};
 use crate::answers;
 use crate::error::ApiError;
 use crate::extract::{ApiPath, ApiQuery};
@@ -396,7 +396,7 @@ pub async fn query_by_key(
         QUERY_MAX_RECORDS_MAX,
     )?;
     let ready = state.ready()?;
-    let topic = ready.registry.require(&topic)?;
+    let topic = ready.describe_topic(&WHO, &topic)?;
     // Every record acknowledged before this request is found: the
     // IndexFile (or the compacted log) gets it from the dispatcher a
     // moment after the acknowledgement (read-your-writes,

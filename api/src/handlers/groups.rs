@@ -22,13 +22,13 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use super::{blocking, json};
+use super::{json, WHO};
 use crate::error::ApiError;
 use crate::extract::{json_body, ApiPath, ApiQuery};
 use crate::groups::{CommitValue, CommittedOffset, OffsetCommit};
 use crate::names;
 use crate::state::AppState;
-use tidelog_broker::coordinator::CommitOrigin;
+use tidelog_broker::groups::Committer;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -102,12 +102,15 @@ pub async fn commit(
         });
     }
     if commits.is_empty() {
-        // Nothing to append: the broker only checks the group name, which
-        // does not block.
-        ready.commit_offsets(&group, commits, CommitOrigin::Stateless)?;
+        // Nothing appended: the broker only checks the group name.
+        ready
+            .commit(&WHO, group, commits, Committer::Stateless)
+            .await?;
         return Ok(StatusCode::NO_CONTENT.into_response());
     }
-    blocking(move || Ok(ready.commit_offsets(&group, commits, CommitOrigin::Stateless)?)).await?;
+    ready
+        .commit(&WHO, group, commits, Committer::Stateless)
+        .await?;
     state
         .shared()
         .metrics
@@ -128,8 +131,7 @@ pub async fn get(
     }
     let ready = state.ready()?;
     let offsets = ready
-        .groups
-        .get(&group, topic)
+        .committed_offsets(&group, topic)
         .ok_or_else(|| ApiError::unknown_consumer_group(&group))?;
     json(StatusCode::OK, &OffsetsAnswer { offsets })
 }

@@ -24,13 +24,17 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use tidelog_broker::visibility::{Acknowledged, VISIBILITY_WAIT};
-use tidelog_broker::Broker;
+use tidelog_broker::{Broker, Principal};
 
 use crate::error::ApiError;
 use crate::extract::ApiPath;
 use crate::names;
 use crate::records::V2_RESPONSE;
 use crate::state::AppState;
+
+/// Who every HTTP request is made as, until logins name a user (the
+/// security issue gives each request its principal).
+const WHO: Principal = Principal::Anonymous;
 
 /// A `/v3/clusters/{cluster}/...` route whose `{cluster}` is ours (else
 /// 40400, see [`check_cluster`]). Extracted first, so it is the first check

@@ -5,12 +5,9 @@
 //! key (compact topics), headers and size. Only then is it appended, as one
 //! `Store::append` call, which itself is all or nothing.
 //!
-//! The topic, the record rules and the append are the broker's
-//! (`Broker::produce`, `broker/src/produce.rs`); this handler decodes,
-//! renders, and appends inline to a known topic, awaiting the dispatch-lag
-//! bound and the sync flush (`Broker::produce_awaiting`: no thread waits
-//! for either), or on a blocking thread when the topic may be
-//! auto-created.
+//! The topic, the record rules and the append are the broker's, behind
+//! its door (`Broker::produce`, `broker/src/produce.rs`), which also
+//! decides where the append runs; this handler decodes and renders.
 //!
 //! Decisions where API.md is silent:
 //! * On the partition route, a record may repeat the path's partition; a
@@ -28,16 +25,14 @@
 //!   broker only reads it, so that a full disk never creates topics for
 //!   requests it refuses.
 
-use std::sync::Arc;
-
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use bytes::Bytes;
-use tidelog_broker::BrokerError;
+use tidelog_broker::produce::ProduceRequest;
 
-use super::{blocking, timed, v2_bytes, v2_json};
+use super::{timed, v2_bytes, v2_json, WHO};
 use crate::error::ApiError;
 use crate::extract::{content_type, ApiPath};
 use crate::names;
@@ -95,27 +90,14 @@ async fn produce_inner(
         });
     }
     let ready = state.ready()?;
-    // An append to a known topic is a copy into the page cache in both
-    // flush modes: it takes microseconds, less than handing it to the
-    // blocking pool and waking this task again (the profile in
-    // docs/BENCHMARKS.md), so it runs here. Under sync flush the answer
-    // then awaits the group commit's fsync (`Unflushed::durable`), and
-    // while the dispatcher is over its lag bound the append awaits it
-    // (`Broker::produce_awaiting`): neither holds a thread. An unknown
-    // topic may be auto-created (the registry is written and synced):
-    // that must not hold a worker.
-    let produced = match ready.registry.get(&topic) {
-        Some(known) => ready
-            .produce_awaiting(&known, path_partition, produced, None)
-            .await?
-            .durable()
-            .await
-            .map_err(BrokerError::from)?,
-        None => {
-            let ready = Arc::clone(&ready);
-            blocking(move || Ok(ready.produce(&topic, path_partition, produced)?)).await?
-        }
+    let request = ProduceRequest {
+        topic,
+        partition: path_partition,
+        records: produced.into_iter().collect(),
+        producer: None,
+        create_missing_topic: true,
     };
+    let produced = ready.produce(&WHO, request).await?;
     if produced.is_empty() {
         return Ok((
             v2_json(StatusCode::OK, &ProduceResponse::new(Vec::new()))?,

@@ -18,8 +18,6 @@
 //!   serialised inside the store, so two calls at once run one after the
 //!   other and the second usually finds nothing left to delete.
 
-use std::sync::Arc;
-
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -28,7 +26,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use tidelog_broker::store::{PassOutcome, Trigger};
 
-use super::{blocking, json, ClusterPath};
+use super::{json, ClusterPath, WHO};
 use crate::error::ApiError;
 use crate::extract::json_body;
 use crate::state::AppState;
@@ -90,10 +88,7 @@ pub async fn run(
     } else {
         Trigger::Manual
     };
-    let outcome = {
-        let ready = Arc::clone(&ready);
-        blocking(move || Ok(ready.store.run_retention(trigger)?)).await?
-    };
+    let outcome = ready.run_retention(&WHO, trigger).await?;
     tracing::info!(
         force,
         deleted_segments = outcome.deleted_segments,

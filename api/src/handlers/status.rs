@@ -18,7 +18,7 @@ use crate::state::AppState;
 /// in-memory check: it answers while the store's threads are busy.
 pub async fn ready(State(state): State<AppState>) -> Result<Response, ApiError> {
     let ready = state.ready()?;
-    if let Some(refused) = ready.store.write_refusal() {
+    if let Some(refused) = ready.write_refusal() {
         return Err(refused.into());
     }
     json(StatusCode::OK, &json_value!({"ready": true}))
@@ -57,9 +57,8 @@ pub async fn clusters(State(state): State<AppState>) -> Result<Response, ApiErro
 /// in-memory read; the disk figures are the store's last measurement.
 pub async fn stats(State(state): State<AppState>, _: ClusterPath) -> Result<Response, ApiError> {
     let ready = state.ready()?;
-    let s = ready.store.stats();
-    let retention = &ready.store.config().retention;
-    let groups = ready.coordinator.stats();
+    let stats = ready.stats();
+    let (s, retention, groups) = (&stats.store, &stats.retention, &stats.coordinator);
     json(
         StatusCode::OK,
         &json_value!({
@@ -91,8 +90,8 @@ pub async fn stats(State(state): State<AppState>, _: ClusterPath) -> Result<Resp
             "partitions": s.partitions,
             "consume_queue_files": s.consume_queue_files,
             "thread_restarts": s.thread_restarts,
-            "topics": ready.registry.len(),
-            "consumer_groups": ready.groups.group_count(),
+            "topics": stats.topics,
+            "consumer_groups": stats.consumer_groups,
             "consumer_group_states": groups.groups_by_state,
             "consumer_group_members": groups.members,
             "consumer_group_rebalances": groups.rebalances_total,
@@ -114,8 +113,7 @@ pub async fn stats_history(
     State(state): State<AppState>,
     _: ClusterPath,
 ) -> Result<Response, ApiError> {
-    let ready = state.ready()?;
-    let retention = &ready.store.config().retention;
+    let retention = state.ready()?.stats().retention;
     json(
         StatusCode::OK,
         &json_value!({

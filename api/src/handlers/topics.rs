@@ -30,8 +30,6 @@
 //! a record produced the moment the topic exists is copied; a create or
 //! alter that then fails brings them back in line with the registry.
 
-use std::sync::Arc;
-
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -40,20 +38,19 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use serde_json::{json as json_value, Value};
 
-use super::{blocking, json, v2_json, ClusterPath, TopicPath};
+use super::{blocking, json, v2_json, ClusterPath, TopicPath, WHO};
 use crate::error::ApiError;
 use crate::extract::{json_body, ApiPath};
 use crate::names;
-use crate::registry::{check_partitions, Topic};
+use crate::registry::Topic;
 use crate::state::AppState;
-use crate::topic_config::{self, entries, Overrides};
+use crate::topic_config::{self, entries};
 
 /// `GET /topics` (v2)
 pub async fn list_v2(State(state): State<AppState>) -> Result<Response, ApiError> {
     let ready = state.ready()?;
     let names: Vec<String> = ready
-        .registry
-        .all()
+        .list_topics(&WHO)
         .iter()
         .filter(|t| !t.is_internal())
         .map(|t| t.name.to_string())
@@ -68,7 +65,7 @@ pub async fn get_v2(
 ) -> Result<Response, ApiError> {
     names::validate_topic_name(&topic)?;
     let ready = state.ready()?;
-    let topic = ready.registry.require(&topic)?;
+    let topic = ready.describe_topic(&WHO, &topic)?;
     let configs: serde_json::Map<String, Value> = entries(&topic.overrides)
         .into_iter()
         .map(|e| (e.name.to_string(), Value::String(e.value)))
@@ -113,7 +110,7 @@ fn topic_data<'a>(cluster_id: &'a str, topic: &'a Topic) -> TopicData<'a> {
 /// `GET /v3/clusters/{c}/topics`
 pub async fn list_v3(State(state): State<AppState>, _: ClusterPath) -> Result<Response, ApiError> {
     let ready = state.ready()?;
-    let topics = ready.registry.all();
+    let topics = ready.list_topics(&WHO);
     let cluster_id = &state.settings().broker.cluster_id;
     let data: Vec<TopicData<'_>> = topics.iter().map(|t| topic_data(cluster_id, t)).collect();
     json(
@@ -166,40 +163,21 @@ pub async fn create_v3(
 ) -> Result<Response, ApiError> {
     let body = body?;
     let request: CreateTopic = json_body(&body)?;
-    names::validate_topic_name(&request.topic_name)?;
-    let partitions = match request.partitions_count {
-        None => state.settings().broker.default_partitions,
-        Some(n) => u32::try_from(n).map_err(|_| ApiError::BadRequest {
-            message: format!("partitions_count {n} is not a partition count"),
-        })?,
-    };
-    check_partitions(partitions)?;
-    if let Some(rf) = request.replication_factor {
-        if rf != 1 && rf != -1 {
-            return Err(ApiError::BadRequest {
-                message: format!(
-                    "replication_factor {rf} is impossible on a single node; use 1 or leave it out"
-                ),
-            });
-        }
-    }
-    let mut overrides = Overrides::new();
-    topic_config::apply(
-        &mut overrides,
-        request
+    let request = tidelog_broker::topics::CreateTopic {
+        name: request.topic_name,
+        partitions: request.partitions_count,
+        replication_factor: request.replication_factor,
+        manual_assignment: false,
+        configs: request
             .configs
             .into_iter()
-            .map(|c| (c.name, c.value.into_string()))
-            .collect::<Vec<_>>()
-            .iter()
-            .map(|(n, v)| (n.as_str(), Some(v.as_str()))),
-    )?;
-    let ready = state.ready()?;
-    let name = request.topic_name;
-    let topic = {
-        let ready = Arc::clone(&ready);
-        blocking(move || Ok(ready.create_topic(&name, partitions, overrides)?)).await?
+            .map(|c| (c.name, Some(c.value.into_string())))
+            .collect(),
     };
+    let ready = state.ready()?;
+    let created = ready.create_topic_as(&WHO, request, false).await?;
+    let partitions = created.partitions;
+    let topic = ready.describe_topic(&WHO, &created.name)?;
     tracing::info!(topic = %topic.name, partitions, "created topic");
     json(
         StatusCode::CREATED,
@@ -237,7 +215,7 @@ pub async fn get_v3(
     TopicPath(topic): TopicPath,
 ) -> Result<Response, ApiError> {
     let ready = state.ready()?;
-    let topic = ready.registry.require(&topic)?;
+    let topic = ready.describe_topic(&WHO, &topic)?;
     let usage = (0..topic.partitions.get())
         .map(|p| ready.partition_usage(&topic.name, p))
         .collect::<Result<Vec<_>, _>>()?;
@@ -282,7 +260,7 @@ pub async fn configs_v3(
     TopicPath(topic): TopicPath,
 ) -> Result<Response, ApiError> {
     let ready = state.ready()?;
-    let topic = ready.registry.require(&topic)?;
+    let topic = ready.describe_topic(&WHO, &topic)?;
     json(
         StatusCode::OK,
         &json_value!({"kind": "KafkaTopicConfigList", "data": entries(&topic.overrides)}),

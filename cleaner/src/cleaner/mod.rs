@@ -85,12 +85,44 @@ pub struct RunStats {
     pub segments_cleaned: u64,
 }
 
+/// Where a partition's cleaning stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CleanState {
+    Idle,
+    InProgress,
+    Paused,
+    /// A pass failed; retried later (`uncleanable_retry_ms`).
+    Uncleanable {
+        reason: String,
+    },
+}
+
+impl CleanState {
+    /// Whether a request waiting for a pass should stop waiting: a pass
+    /// cannot finish while the partition is uncleanable.
+    pub fn ends_a_wait(&self) -> bool {
+        matches!(self, CleanState::Uncleanable { .. })
+    }
+}
+
+/// API.md's spelling: `idle`, `in_progress`, `paused` or
+/// `uncleanable: <reason>`.
+impl std::fmt::Display for CleanState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CleanState::Idle => f.write_str("idle"),
+            CleanState::InProgress => f.write_str("in_progress"),
+            CleanState::Paused => f.write_str("paused"),
+            CleanState::Uncleanable { reason } => write!(f, "uncleanable: {reason}"),
+        }
+    }
+}
+
 /// What an operator sees of one partition (API.md's compaction status).
 #[derive(Clone, Debug, PartialEq)]
 pub struct PartitionStatus {
     pub partition: u32,
-    /// `idle`, `in_progress`, `paused` or `uncleanable: <reason>`.
-    pub state: String,
+    pub state: CleanState,
     pub dirty_ratio: f64,
     pub checkpoint_offset: Option<u64>,
     pub last_run: Option<RunStats>,

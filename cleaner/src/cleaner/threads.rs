@@ -20,7 +20,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::select::{cleanable, lower_past_the_end};
-use super::{CleanerConfig, CopySource, PartitionState, PartitionStatus, RunStats, Shared};
+use super::{
+    CleanState, CleanerConfig, CopySource, PartitionState, PartitionStatus, RunStats, Shared,
+};
 use crate::checkpoint::CleanerCheckpoint;
 use crate::compacted::log::{lock, CompactedLog};
 use crate::compacted::{CompactTopicConfig, CompactedLogs};
@@ -307,13 +309,15 @@ impl LogCleaner {
                 let p = log.topic_partition().partition();
                 let st = states.get(&(topic.to_string(), p));
                 let state = match st {
-                    Some(s) if s.in_progress => "in_progress".to_string(),
-                    Some(s) if s.paused => "paused".to_string(),
+                    Some(s) if s.in_progress => CleanState::InProgress,
+                    Some(s) if s.paused => CleanState::Paused,
                     Some(PartitionState {
                         uncleanable: Some((why, _)),
                         ..
-                    }) => format!("uncleanable: {why}"),
-                    _ => "idle".to_string(),
+                    }) => CleanState::Uncleanable {
+                        reason: why.clone(),
+                    },
+                    _ => CleanState::Idle,
                 };
                 PartitionStatus {
                     partition: p,

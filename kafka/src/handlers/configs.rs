@@ -14,7 +14,7 @@ use kafka_protocol::protocol::StrBytes;
 use tidelog_broker::registry::Topic;
 use tidelog_broker::{Broker, BrokerError};
 
-use super::{admin, maybe_blocking, NOT_READY};
+use super::{admin, maybe_blocking, NOT_READY, WHO};
 use crate::dispatch::Context;
 use crate::error::broker_code;
 
@@ -97,7 +97,7 @@ pub async fn alter(
     let broker: Arc<Broker> = ctx
         .broker()
         .ok_or_else(|| (NOT_READY, "the broker is recovering".to_owned()))?;
-    let topic = broker.registry.require(name).map_err(|e| refused(&e))?;
+    let topic = broker.describe_topic(&WHO, name).map_err(|e| refused(&e))?;
     let now = changes(&topic)?;
     let name = name.to_owned();
     let logged = name.clone();

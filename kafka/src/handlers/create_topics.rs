@@ -1,25 +1,25 @@
-//! CreateTopics (19): each topic through `Broker::create_topic` with the
-//! HTTP admin API's names, values and validation (`topic_config::apply`,
-//! `check_partitions`), its own error code per topic. `num_partitions`
-//! −1 is the broker's `default_partitions`; a replication factor other
-//! than 1 or −1 is INVALID_REPLICATION_FACTOR (one node); manual replica
-//! assignments are INVALID_REQUEST. `validate_only` checks everything a
-//! create would (including that the topic does not exist) and creates
-//! nothing. From v5 an answer carries the topic's partitions and configs.
+//! CreateTopics (19): each topic through the broker's door,
+//! `Broker::create_topic_as`, whose rules are the HTTP admin API's too
+//! (`tidelog_broker::topics`), its own error code per topic:
+//! `num_partitions` −1 is the broker's `default_partitions`; a replication
+//! factor other than 1 or −1 is INVALID_REPLICATION_FACTOR (one node);
+//! manual replica assignments are INVALID_REQUEST. `validate_only` checks
+//! everything a create would (including that the topic does not exist) and
+//! creates nothing. From v5 an answer carries the topic's partitions and
+//! configs.
 
-use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::create_topics_response::{
     CreatableTopicConfigs, CreatableTopicResult,
 };
 use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 use kafka_protocol::protocol::StrBytes;
-use tidelog_broker::registry::check_partitions;
 use tidelog_broker::topic_config::{self, Overrides};
-use tidelog_broker::{names, Broker, BrokerError};
+use tidelog_broker::topics::CreateTopic;
+use tidelog_broker::Broker;
 
 use super::configs::{SOURCE_DEFAULT, SOURCE_TOPIC};
-use super::{admin, maybe_blocking, NOT_READY};
+use super::{admin, NOT_READY, WHO};
 use crate::dispatch::Context;
 use crate::error::broker_code;
 
@@ -62,57 +62,22 @@ async fn create(
     topic: CreatableTopic,
     validate_only: bool,
 ) -> Result<Created, (i16, String)> {
-    let refused = |e: BrokerError| (broker_code(&e), e.to_string());
-    let name = topic.name.0.to_string();
-    names::validate_topic_name(&name).map_err(refused)?;
-    if topic.replication_factor != 1 && topic.replication_factor != -1 {
-        return Err((
-            ResponseError::InvalidReplicationFactor.code(),
-            format!(
-                "replication factor {} is impossible on a single node; use 1 or -1",
-                topic.replication_factor
-            ),
-        ));
-    }
-    if !topic.assignments.is_empty() {
-        return Err((
-            ResponseError::InvalidRequest.code(),
-            "manual replica assignments are not supported on a single node".to_owned(),
-        ));
-    }
-    let partitions = match topic.num_partitions {
-        -1 => broker.config.default_partitions,
-        n => u32::try_from(n).unwrap_or(0),
+    let request = CreateTopic {
+        name: topic.name.0.to_string(),
+        partitions: Some(i64::from(topic.num_partitions)),
+        replication_factor: Some(i64::from(topic.replication_factor)),
+        manual_assignment: !topic.assignments.is_empty(),
+        configs: topic
+            .configs
+            .iter()
+            .map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string())))
+            .collect(),
     };
-    check_partitions(partitions)
-        .map_err(|e| (ResponseError::InvalidPartitions.code(), e.to_string()))?;
-    let mut overrides = Overrides::new();
-    let configs: Vec<(String, Option<String>)> = topic
-        .configs
-        .iter()
-        .map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string())))
-        .collect();
-    topic_config::apply(
-        &mut overrides,
-        configs.iter().map(|(n, v)| (n.as_str(), v.as_deref())),
-    )
-    .map_err(refused)?;
-    // A bad combination (e.g. compaction settings) fails as the create would.
-    topic_config::TopicConfig::from_overrides(&overrides).map_err(refused)?;
-    if validate_only {
-        if broker.registry.get(&name).is_some() {
-            return Err(refused(BrokerError::topic_exists(&name)));
-        }
-        return Ok((partitions, overrides));
-    }
-    let broker = std::sync::Arc::clone(broker);
-    maybe_blocking(true, move || {
-        broker
-            .create_topic(&name, partitions, overrides)
-            .map(|t| (partitions, t.overrides.clone()))
-    })
-    .await
-    .map_err(refused)
+    broker
+        .create_topic_as(&WHO, request, validate_only)
+        .await
+        .map(|created| (created.partitions, created.overrides))
+        .map_err(|e| (broker_code(&e), e.to_string()))
 }
 
 fn answer(

@@ -37,7 +37,7 @@ pub fn handle(
         return answer.with_error_code(NOT_READY);
     };
     answer
-        .with_cluster_id(StrBytes::from_string(broker.config.cluster_id.clone()))
+        .with_cluster_id(StrBytes::from_string(broker.cluster_id().to_owned()))
         .with_controller_id(BrokerId(0))
         .with_brokers(vec![DescribeClusterBroker::default()
             .with_broker_id(BrokerId(0))

@@ -16,7 +16,7 @@ use super::configs::{
     check_broker_name, invalid_request, refused, Refused, BROKER, SOURCE_DEFAULT,
     SOURCE_STATIC_BROKER, SOURCE_TOPIC, TOPIC,
 };
-use super::NOT_READY;
+use super::{NOT_READY, WHO};
 use crate::dispatch::Context;
 
 /// Kafka's `ConfigType`.
@@ -78,7 +78,7 @@ fn describe(ctx: &Context, resource_type: i8, name: &str) -> Result<Vec<Describe
         .ok_or_else(|| (NOT_READY, "the broker is recovering".to_owned()))?;
     match resource_type {
         TOPIC => {
-            let topic = broker.registry.require(name).map_err(|e| refused(&e))?;
+            let topic = broker.describe_topic(&WHO, name).map_err(|e| refused(&e))?;
             Ok(topic_config::entries(&topic.overrides)
                 .into_iter()
                 .map(|e| {
@@ -107,7 +107,7 @@ fn describe(ctx: &Context, resource_type: i8, name: &str) -> Result<Vec<Describe
         }
         BROKER => {
             check_broker_name(name)?;
-            let config = &broker.config;
+            let config = broker.settings();
             let fixed = |name: &str, value: String, config_type: i8| Described {
                 name: name.to_owned(),
                 value,

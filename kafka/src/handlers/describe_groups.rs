@@ -46,9 +46,9 @@ fn describe(broker: Option<&Broker>, version: i16, id: GroupId) -> DescribedGrou
     if let Err(e) = validate_group_name(name) {
         return answer.with_error_code(broker_code(&e));
     }
-    let snapshot = broker.coordinator.describe(name);
+    let snapshot = broker.coordinator().describe(name);
     let Some(snapshot) = snapshot.filter(|s| !s.members.is_empty()) else {
-        let state = if broker.groups.get(name, None).is_some() {
+        let state = if broker.committed_offsets(name, None).is_some() {
             "Empty"
         } else {
             "Dead"

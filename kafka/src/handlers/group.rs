@@ -32,7 +32,7 @@ const WAIT_MAX: Duration = Duration::from_secs(300);
 
 /// The partition counts the coordinator's rebalances look up.
 pub fn partitions(broker: &Broker) -> impl Fn(&str) -> Option<u32> + '_ {
-    |topic: &str| broker.registry.get(topic).map(|t| t.partitions.get())
+    |topic: &str| broker.partition_count(topic)
 }
 
 /// An id from the wire: empty or null is none.

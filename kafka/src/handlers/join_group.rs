@@ -60,7 +60,7 @@ pub async fn handle(
         require_known_member_id: version >= 4,
         server_side: false,
     };
-    let coordinator = &broker.coordinator;
+    let coordinator = broker.coordinator();
     let outcome = coordinator.join(group_id, join, &group::partitions(&broker));
     let member_id = match outcome {
         Ok(JoinOutcome::Joined(joined)) => return joined_answer(version, &request, joined),

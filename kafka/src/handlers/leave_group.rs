@@ -17,7 +17,7 @@ pub fn handle(ctx: &Context, version: i16, request: LeaveGroupRequest) -> LeaveG
     let partitions = group::partitions(&broker);
     let leave = |member_id: Option<&str>, instance_id: Option<&str>| -> i16 {
         match broker
-            .coordinator
+            .coordinator()
             .leave(group_id, member_id, instance_id, &partitions)
         {
             Ok(()) => 0,

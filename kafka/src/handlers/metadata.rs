@@ -7,17 +7,14 @@
 //! bad name INVALID_TOPIC_EXCEPTION; topic ids are zero (tidelog has none,
 //! and the served Fetch versions name topics).
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
 use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse};
 use kafka_protocol::protocol::StrBytes;
 use tidelog_broker::registry::Topic;
-use tidelog_broker::{names, Broker, BrokerError};
 
-use super::{maybe_blocking, topic_name, NOT_READY};
+use super::{topic_name, NOT_READY, WHO};
 use crate::dispatch::Context;
 use crate::error::broker_code;
 
@@ -48,17 +45,19 @@ pub async fn handle(ctx: &Context, version: i16, request: MetadataRequest) -> Me
             .collect();
         return answer.with_topics(topics);
     };
-    let answer = answer.with_cluster_id(Some(StrBytes::from_string(
-        broker.config.cluster_id.clone(),
-    )));
+    let answer =
+        answer.with_cluster_id(Some(StrBytes::from_string(broker.cluster_id().to_owned())));
     let topics = match asked {
-        None => broker.registry.all().iter().map(|t| described(t)).collect(),
+        None => broker
+            .list_topics(&WHO)
+            .iter()
+            .map(|t| described(t))
+            .collect(),
         Some(names) => {
-            let create = broker.config.auto_create_topics
-                && (version < 4 || request.allow_auto_topic_creation);
+            let create = version < 4 || request.allow_auto_topic_creation;
             let mut topics = Vec::with_capacity(names.len());
             for name in names {
-                topics.push(match lookup(&broker, &name, create).await {
+                topics.push(match broker.metadata_topic(&WHO, &name, create).await {
                     Ok(topic) => described(&topic),
                     Err(e) => failed(&name, broker_code(&e)),
                 });
@@ -67,23 +66,6 @@ pub async fn handle(ctx: &Context, version: i16, request: MetadataRequest) -> Me
         }
     };
     answer.with_topics(topics)
-}
-
-async fn lookup(broker: &Arc<Broker>, name: &str, create: bool) -> Result<Arc<Topic>, BrokerError> {
-    names::validate_topic_name(name)?;
-    if let Some(topic) = broker.registry.get(name) {
-        return Ok(topic);
-    }
-    if !create {
-        return Err(BrokerError::UnknownTopic {
-            topic: name.to_owned(),
-        });
-    }
-    let (broker, name) = (Arc::clone(broker), name.to_owned());
-    maybe_blocking(true, move || {
-        broker.get_or_create_topic(&name, broker.config.default_partitions)
-    })
-    .await
 }
 
 fn described(topic: &Topic) -> MetadataResponseTopic {

@@ -36,7 +36,7 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::StrBytes;
 use tidelog_broker::read::PartitionRef;
-use tidelog_broker::{Broker, BrokerError};
+use tidelog_broker::{Broker, BrokerError, Principal};
 
 use crate::error::broker_code;
 
@@ -54,6 +54,10 @@ async fn maybe_blocking<T: Send + 'static>(
         })
     })
 }
+
+/// Who every Kafka request is made as, until SASL logins name a user
+/// (the security issue gives each connection its own principal).
+const WHO: Principal = Principal::Anonymous;
 
 /// LEADER_NOT_AVAILABLE: what a partition answers while recovery runs
 /// (KAFKA.md "Not ready"; retriable).

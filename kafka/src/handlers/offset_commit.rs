@@ -18,11 +18,10 @@ use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
 };
 use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
-use tidelog_broker::coordinator::CommitOrigin;
+use tidelog_broker::groups::Committer;
 use tidelog_broker::groups::{validate_commit_metadata, CommitValue, OffsetCommit};
-use tidelog_broker::BrokerError;
 
-use super::{group, maybe_blocking, partition_ref};
+use super::{group, partition_ref, WHO};
 use crate::dispatch::Context;
 use crate::error::broker_code;
 
@@ -95,21 +94,15 @@ async fn commit(
     if generation != STATELESS && generation < 0 {
         return ResponseError::IllegalGeneration.code();
     }
-    let call = {
-        let broker = Arc::clone(broker);
-        move || -> Result<(), BrokerError> {
-            let origin = match u32::try_from(generation) {
-                Ok(generation) => CommitOrigin::Member {
-                    member_id: &member_id,
-                    instance_id: instance_id.as_deref(),
-                    generation,
-                },
-                Err(_) => CommitOrigin::Stateless,
-            };
-            broker.commit_offsets(&group, commits, origin)
-        }
+    let committer = match u32::try_from(generation) {
+        Ok(generation) => Committer::Member {
+            member_id,
+            instance_id,
+            generation,
+        },
+        Err(_) => Committer::Stateless,
     };
-    match maybe_blocking(broker.append_blocks(), call).await {
+    match broker.commit(&WHO, group, commits, committer).await {
         Ok(()) => 0,
         Err(e) => broker_code(&e),
     }

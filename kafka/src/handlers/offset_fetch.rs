@@ -136,7 +136,7 @@ fn fetch(
                 .collect(),
         );
     };
-    let committed = broker.groups.get(group_id, None).unwrap_or_default();
+    let committed = broker.committed_offsets(group_id, None).unwrap_or_default();
     let Some(asked) = asked else {
         return (0, every_committed(committed));
     };

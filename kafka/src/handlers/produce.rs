@@ -1,8 +1,9 @@
-//! Produce (0): each partition's record batches decoded (`records`) into
-//! the broker's `PartitionBatch`, then appended all or nothing through
-//! `Broker::produce_batch_awaiting`, inline,
-//! awaiting the dispatch-lag bound and the sync flush (if any) without
-//! holding a thread.
+//! Produce (0): each partition's record batches decoded (`records`)
+//! straight into the broker's `Records`, then appended all or nothing
+//! through the broker's door, `Broker::produce`, which answers the
+//! offsets and the log start offset in one trip and decides itself where
+//! the append runs (inline, awaiting the dispatch-lag bound and the sync
+//! flush without holding a thread).
 //!
 //! Decisions:
 //! * Partitions are independent: one failing (CORRUPT_MESSAGE, an unknown
@@ -45,13 +46,13 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_request::PartitionProduceData;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
-use tidelog_broker::produce::PartitionBatch;
+use tidelog_broker::produce::{ProduceRequest as Produce, Records};
 use tidelog_broker::store::{Header, ProducerBatch};
-use tidelog_broker::{Broker, BrokerError};
+use tidelog_broker::Broker;
 
 use tidelog_broker::budget::{ByteBudget, Reservation};
 
-use super::NOT_READY;
+use super::{NOT_READY, WHO};
 use crate::dispatch::Context;
 use crate::error::{broker_code, RecordError};
 use crate::records::{
@@ -105,18 +106,15 @@ async fn partition(
     limits: &mut DecodeLimits,
 ) -> PartitionProduceResponse {
     let index = data.index;
-    let Some(topic) = broker.registry.get(topic) else {
-        return failed(index, ResponseError::UnknownTopicOrPartition.code(), None);
-    };
     let Ok(p) = u32::try_from(index) else {
         return failed(index, ResponseError::UnknownTopicOrPartition.code(), None);
     };
     // Each record becomes the store's append record as it is decoded
-    // (`PartitionBatch`): no list of decoded records in between.
+    // (`Records`): no list of decoded records in between.
     let Some(records) = data.records else {
         return failed(index, ResponseError::CorruptMessage.code(), None);
     };
-    let batch = Appends::new(PartitionBatch::new(Arc::clone(&topic), p), &ctx.budget);
+    let batch = Appends::new(Records::new(), &ctx.budget);
     let (decoded, batch) = if records.len() > INLINE_DECODE_MAX_BYTES || any_compressed(&records) {
         let mut owned = *limits;
         let task = tokio::task::spawn_blocking(move || {
@@ -130,7 +128,7 @@ async fn partition(
                 (decoded, batch)
             }
             Err(e) => {
-                tracing::error!(topic = %topic.name, partition = index, error = %e, "kafka produce decode task failed");
+                tracing::error!(topic = %topic, partition = index, error = %e, "kafka produce decode task failed");
                 return failed(index, ResponseError::UnknownServerError.code(), None);
             }
         }
@@ -145,7 +143,7 @@ async fn partition(
             if let Some(why) = e.refused() {
                 ctx.metrics.refused(why);
             }
-            tracing::warn!(topic = %topic.name, partition = index, error = %e, "kafka produce batch refused");
+            tracing::warn!(topic = %topic, partition = index, error = %e, "kafka produce batch refused");
             return failed(index, e.code(), Some(e.to_string()));
         }
     };
@@ -158,29 +156,19 @@ async fn partition(
         epoch: b.epoch,
         base_sequence: b.base_sequence,
     });
-    // Inline in both flush modes: the append is a copy into the page
-    // cache, and under sync flush (acks 1 and -1 alike) the answer awaits
-    // the group commit's fsync without holding a thread; while the
-    // dispatcher is over its lag bound the append awaits it likewise
-    // (`Broker::produce_batch_awaiting`).
-    let produced = match broker.produce_batch_awaiting(batch, producer).await {
-        Ok(unflushed) => unflushed.durable().await.map_err(BrokerError::from),
-        Err(e) => Err(e),
+    let request = Produce {
+        topic: topic.to_owned(),
+        partition: Some(p),
+        records: batch,
+        producer,
+        create_missing_topic: false,
     };
-    let answer = produced.and_then(|produced| {
-        let first = match produced.duplicate_of() {
-            Some(original) => Some(original.base_offset),
-            None => produced.offsets().next().map(|(_, offset)| offset),
-        };
-        let beginning = broker.partition(&topic.name, p)?.offsets().0;
-        Ok((first, beginning))
-    });
-    match answer {
-        Ok((first, beginning)) => PartitionProduceResponse::default()
+    match broker.produce(&WHO, request).await {
+        Ok(ack) => PartitionProduceResponse::default()
             .with_index(index)
-            .with_base_offset(first.map_or(-1, |o| o as i64))
+            .with_base_offset(ack.base_offset().map_or(-1, |o| o as i64))
             .with_log_append_time_ms(-1)
-            .with_log_start_offset(beginning as i64),
+            .with_log_start_offset(ack.log_start_offset().map_or(-1, |o| o as i64)),
         Err(e) => failed(index, broker_code(&e), Some(e.to_string())),
     }
 }
@@ -188,7 +176,7 @@ async fn partition(
 /// A produce's decoded records, straight into the broker's batch, their
 /// memory counted in the in-flight byte budget as it grows.
 struct Appends {
-    batch: PartitionBatch,
+    batch: Records,
     /// The budget's bytes for the batch's memory and the inflated
     /// buffers its records point into.
     held: Reservation,
@@ -198,7 +186,7 @@ struct Appends {
 }
 
 impl Appends {
-    fn new(batch: PartitionBatch, budget: &Arc<ByteBudget>) -> Appends {
+    fn new(batch: Records, budget: &Arc<ByteBudget>) -> Appends {
         let held = budget.empty();
         Appends {
             batch,
@@ -236,7 +224,7 @@ impl RecordSink for Appends {
 
     fn reserve(&mut self, records: usize) -> Result<(), RecordError> {
         // Counted before the room is made: the room is the memory.
-        let room = records.saturating_mul(PartitionBatch::RECORD_MEMORY_BYTES) as u64;
+        let room = records.saturating_mul(Records::RECORD_MEMORY_BYTES) as u64;
         self.hold(room)?;
         self.counted += room;
         self.batch.reserve(records);
@@ -253,7 +241,8 @@ impl RecordSink for Appends {
                 .map(|(name, value)| Header { name, value })
                 .collect()
         };
-        self.batch.push(r.key, r.value, headers, r.timestamp_ms);
+        self.batch
+            .push(None, r.key, r.value, headers, r.timestamp_ms);
         self.recount()
     }
 }

@@ -29,7 +29,7 @@ pub async fn handle(ctx: &Context, version: i16, request: SyncGroupRequest) -> S
             .map(|a| (a.member_id.as_str().to_owned(), a.assignment.clone()))
             .collect()
     });
-    let coordinator = &broker.coordinator;
+    let coordinator = broker.coordinator();
     let instance_id = group::id(request.group_instance_id.as_ref());
     let mut outcome = coordinator.sync(group_id, member_id, instance_id, generation, assignments);
     let deadline = group::deadline(coordinator.config().max_session_timeout_ms);

@@ -119,14 +119,14 @@ async fn create_topics_creates_with_configs_and_refuses_per_topic() {
         );
         // Persisted as the HTTP create would: the registry has it, with
         // its partitions and its override; no refused topic exists.
-        let made = s.broker.registry.require(&good).unwrap();
+        let made = s.broker.registry().require(&good).unwrap();
         assert_eq!(made.partitions.get(), 3);
         assert_eq!(
             made.overrides.get("retention.ms").map(String::as_str),
             Some("3600000")
         );
         for refused in &answer.topics[1..] {
-            assert!(s.broker.registry.get(refused.name.0.as_str()).is_none());
+            assert!(s.broker.registry().get(refused.name.0.as_str()).is_none());
             assert!(refused.error_message.is_some());
         }
         if version >= 5 {
@@ -152,7 +152,7 @@ async fn create_topics_creates_with_configs_and_refuses_per_topic() {
         let again = create(&mut c, version, false, vec![topic(&good, 1, 1, &[])]).await;
         assert_eq!(codes(&again), [(good.clone(), TOPIC_ALREADY_EXISTS)]);
         assert_eq!(
-            s.broker.registry.require(&good).unwrap().partitions.get(),
+            s.broker.registry().require(&good).unwrap().partitions.get(),
             3
         );
     }
@@ -181,7 +181,7 @@ async fn create_topics_validate_only_checks_and_creates_nothing() {
     );
     // −1 partitions is the broker's default (2 in these tests).
     assert_eq!(answer.topics[0].num_partitions, 2);
-    assert!(s.broker.registry.get("dry").is_none());
+    assert!(s.broker.registry().get("dry").is_none());
     // An existing topic fails validation as it would fail the create.
     create(&mut c, 2, false, vec![topic("wet", 1, 1, &[])]).await;
     let answer = create(&mut c, 2, true, vec![topic("wet", 1, 1, &[])]).await;
@@ -221,7 +221,7 @@ async fn delete_topics_deletes_and_refuses_per_topic() {
             ("never".to_owned(), UNKNOWN_TOPIC_OR_PARTITION)
         ]
     );
-    assert!(s.broker.registry.get("gone-1").is_none());
+    assert!(s.broker.registry().get("gone-1").is_none());
 
     let request = DeleteTopicsRequest::default()
         .with_topics(vec![
@@ -234,7 +234,7 @@ async fn delete_topics_deletes_and_refuses_per_topic() {
     let got: Vec<_> = answer.responses.iter().map(|r| r.error_code).collect();
     assert_eq!(got, [NONE, UNKNOWN_TOPIC_ID]);
     assert!(answer.responses[1].error_message.is_some());
-    assert!(s.broker.registry.get("gone-6").is_none());
+    assert!(s.broker.registry().get("gone-6").is_none());
     // A deleted name can be created again, empty.
     let again = create(&mut c, 7, false, vec![topic("gone-6", 1, 1, &[])]).await;
     assert_eq!(codes(&again), [("gone-6".to_owned(), NONE)]);
@@ -253,7 +253,7 @@ async fn with_admin_token_set_mutating_admin_apis_are_refused() {
         codes(&answer),
         [("locked".to_owned(), TOPIC_AUTHORIZATION_FAILED)]
     );
-    assert!(s.broker.registry.get("locked").is_none());
+    assert!(s.broker.registry().get("locked").is_none());
     // Also validate_only: it reveals which topics exist.
     let answer = create(&mut c, 2, true, vec![topic("locked", 1, 1, &[])]).await;
     assert_eq!(
@@ -269,7 +269,7 @@ async fn with_admin_token_set_mutating_admin_apis_are_refused() {
         .with_timeout_ms(5000);
     let answer: DeleteTopicsResponse = call(&mut c, ApiKey::DeleteTopics, 1, &request).await;
     assert_eq!(answer.responses[0].error_code, TOPIC_AUTHORIZATION_FAILED);
-    assert!(s.broker.registry.get("kept").is_some());
+    assert!(s.broker.registry().get("kept").is_some());
 
     produce_five(&mut c, "kept").await;
     for version in [0, 2] {
@@ -308,7 +308,7 @@ async fn with_admin_token_set_mutating_admin_apis_are_refused() {
             .with_partitions(vec![OffsetDeleteRequestPartition::default()])]);
     let answer: OffsetDeleteResponse = call(&mut c, ApiKey::OffsetDelete, 0, &request).await;
     assert_eq!(answer.error_code, 30, "GROUP_AUTHORIZATION_FAILED");
-    assert_eq!(s.broker.groups.get("ops", None).unwrap().len(), 1);
+    assert_eq!(s.broker.committed_offsets("ops", None).unwrap().len(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -491,7 +491,7 @@ fn incremental(
 
 fn overrides(s: &super::Server, topic: &str) -> Vec<(String, String)> {
     s.broker
-        .registry
+        .registry()
         .require(topic)
         .unwrap()
         .overrides
@@ -544,7 +544,8 @@ async fn concurrent_list_edits_of_one_topic_lose_neither() {
             let answer = IncrementalAlterConfigsResponse::decode(&mut answer, 1).unwrap();
             codes.push(answer.responses[0].error_code);
         }
-        let policy = s.broker.registry.require("race").unwrap().overrides["cleanup.policy"].clone();
+        let policy =
+            s.broker.registry().require("race").unwrap().overrides["cleanup.policy"].clone();
         match codes[..] {
             [NONE, c] if c != NONE => assert_eq!(policy, "delete", "round {round}"),
             [c, NONE] if c != NONE => assert_eq!(policy, "compact", "round {round}"),
@@ -687,7 +688,7 @@ async fn describe_cluster_names_the_one_broker() {
         let answer: DescribeClusterResponse =
             call(&mut c, ApiKey::DescribeCluster, version, &request).await;
         assert_eq!(answer.error_code, NONE);
-        assert_eq!(answer.cluster_id.as_str(), s.broker.config.cluster_id);
+        assert_eq!(answer.cluster_id.as_str(), s.broker.cluster_id());
         assert_eq!(answer.controller_id.0, 0);
         let brokers: Vec<_> = answer
             .brokers
@@ -797,7 +798,7 @@ async fn a_sasl_plain_login_with_the_token_opens_the_admin_apis_to_its_connectio
         assert_eq!(answer.error_code, NONE);
         let made = create(&mut c, 7, false, vec![topic(&topic_name, 1, 1, &[])]).await;
         assert_eq!(made.topics[0].error_code, NONE);
-        assert!(s.broker.registry.get(&topic_name).is_some());
+        assert!(s.broker.registry().get(&topic_name).is_some());
         // Only to this one.
         let mut other = connect(&s).await;
         let request = DeleteTopicsRequest::default()

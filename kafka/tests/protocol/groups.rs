@@ -337,7 +337,7 @@ async fn one_member_round_trip(v: Versions) {
         fetch_offsets(&mut c, group, v.fetch).await,
         (NONE, vec![(0, 5), (1, -1)])
     );
-    let stored = srv.broker.groups.get(group, Some("t")).unwrap();
+    let stored = srv.broker.committed_offsets(group, Some("t")).unwrap();
     assert_eq!((stored[0].offset, stored[0].metadata.as_str()), (5, "meta"));
 
     let list = if v.list >= 4 {
@@ -525,7 +525,7 @@ async fn a_second_member_rebalances_and_its_sync_waits_for_the_leader() {
     );
     assert_eq!(
         srv.broker
-            .coordinator
+            .coordinator()
             .describe(group)
             .unwrap()
             .members
@@ -574,7 +574,7 @@ async fn refusals_answer_their_kafka_codes() {
     };
     let partitions = |topic: &str| (topic == "t").then_some(2);
     srv.broker
-        .coordinator
+        .coordinator()
         .join("g-http", http, &partitions)
         .unwrap();
     let kafka = join_request("g-http", "", None, v.join);
@@ -789,7 +789,7 @@ async fn offset_delete_deletes_unsubscribed_offsets_of_a_group() {
         fetch_offsets(&mut c, "od", 8).await,
         (NONE, vec![(0, -1), (1, -1)])
     );
-    let committed = srv.broker.groups.get("od", None).unwrap();
+    let committed = srv.broker.committed_offsets("od", None).unwrap();
     assert_eq!(committed.len(), 1, "{committed:?}");
     assert_eq!(
         (committed[0].topic.as_str(), committed[0].offset),

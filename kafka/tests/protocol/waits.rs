@@ -174,8 +174,10 @@ fn produce_held_by_the_dispatch_lag_bound_holds_no_thread() {
                     timestamp_ms: None,
                 };
                 let mut filled = 0u64;
-                while broker.store.stats().dispatch_lag_bytes <= DISPATCH_LAG_MAX_BYTES {
-                    broker.produce("t", Some(1), vec![big.clone()]).unwrap();
+                while broker.store().stats().dispatch_lag_bytes <= DISPATCH_LAG_MAX_BYTES {
+                    broker
+                        .produce_blocking("t", Some(1), vec![big.clone()])
+                        .unwrap();
                     filled += 1;
                 }
                 filled
@@ -183,7 +185,7 @@ fn produce_held_by_the_dispatch_lag_bound_holds_no_thread() {
             .await
             .unwrap()
         };
-        let waits_before = s.broker.store.stats().dispatch_lag_waits;
+        let waits_before = s.broker.store().stats().dispatch_lag_waits;
         let before = alive.load(Ordering::SeqCst);
         let mut held = Vec::new();
         for n in 0..HELD {
@@ -202,7 +204,7 @@ fn produce_held_by_the_dispatch_lag_bound_holds_no_thread() {
             }));
         }
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-        while s.broker.store.stats().dispatch_lag_waits < waits_before + HELD as u64 {
+        while s.broker.store().stats().dispatch_lag_waits < waits_before + HELD as u64 {
             assert!(
                 tokio::time::Instant::now() < deadline,
                 "the produce requests were never held by the lag bound"
@@ -220,7 +222,7 @@ fn produce_held_by_the_dispatch_lag_bound_holds_no_thread() {
             let answer = h.await.unwrap();
             assert_eq!(answer.responses[0].partition_responses[0].error_code, 0);
         }
-        assert!(s.broker.store.wait_dispatched(Duration::from_secs(60)));
+        assert!(s.broker.store().wait_dispatched(Duration::from_secs(60)));
         assert_eq!(
             s.broker.partition("t", 1).unwrap().offsets().1,
             filled + HELD as u64
