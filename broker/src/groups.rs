@@ -531,6 +531,13 @@ impl GroupOffsets {
     }
 }
 
+/// Whether appending a commit may block: under `flush: sync` it waits for
+/// an fsync, and while the dispatcher is over its lag bound for it.
+fn offsets_append_blocks(broker: &crate::Broker) -> bool {
+    broker.store.config().flush == tidelog_storage::FlushMode::Sync
+        || broker.store.dispatch_lagging()
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -583,11 +590,4 @@ mod tests {
         assert!(g.get("g", Some("c")).unwrap().is_empty());
         assert!(g.get("h", None).is_none());
     }
-}
-
-/// Whether appending a commit may block: under `flush: sync` it waits for
-/// an fsync, and while the dispatcher is over its lag bound for it.
-fn offsets_append_blocks(broker: &crate::Broker) -> bool {
-    broker.store.config().flush == tidelog_storage::FlushMode::Sync
-        || broker.store.dispatch_lagging()
 }
