@@ -103,7 +103,7 @@ impl Broker {
     /// cleanable), once what was acknowledged before this call is in the
     /// compacted logs (the dispatcher copies it a moment after the produce
     /// answer; `crate::visibility`), so the pass covers it.
-    pub async fn compact(
+    pub(crate) async fn compact(
         self: &Arc<Self>,
         _who: &Principal,
         topic: &str,
@@ -124,7 +124,7 @@ impl Broker {
 
     /// Every partition's compaction status of compact topic `topic`, in
     /// partition order (`None`: no compacted log yet, idle).
-    pub async fn compaction_status(
+    pub(crate) async fn compaction_status(
         self: &Arc<Self>,
         _who: &Principal,
         topic: &str,

@@ -159,7 +159,7 @@ impl crate::Broker {
     /// on the thread it needs (inline while the append is a copy into the
     /// page cache, on the blocking pool while it may wait for an fsync or
     /// the dispatcher).
-    pub async fn commit(
+    pub(crate) async fn commit(
         self: &std::sync::Arc<Self>,
         _who: &crate::Principal,
         group: String,

@@ -49,6 +49,7 @@ pub mod consumer_protocol;
 pub mod consumers;
 pub mod coordinator;
 pub mod delete_records;
+pub mod door;
 pub mod error;
 pub mod fault;
 pub mod group_admin;
@@ -74,6 +75,7 @@ pub mod visibility;
 
 pub use broker::{next_offset, Broker};
 pub use config::BrokerConfig;
+pub use door::Door;
 pub use error::BrokerError;
 pub use principal::Principal;
 pub use settings::DeclaredTopic;

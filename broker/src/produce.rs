@@ -334,7 +334,7 @@ impl Broker {
     /// `auto_create_topics` allow. Answers once the records are as durable
     /// as the flush mode promises. Where it runs is the broker's to decide
     /// (module doc); a caller just awaits it.
-    pub async fn produce(
+    pub(crate) async fn produce(
         self: &Arc<Self>,
         _who: &Principal,
         request: ProduceRequest,

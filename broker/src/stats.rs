@@ -45,7 +45,7 @@ impl Broker {
 
     /// A retention pass now (an operator's request, `trigger` manual or
     /// forced), on the blocking pool: it deletes files.
-    pub async fn run_retention(
+    pub(crate) async fn run_retention(
         self: &Arc<Self>,
         _who: &Principal,
         trigger: Trigger,

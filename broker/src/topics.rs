@@ -46,7 +46,7 @@ impl Broker {
     /// Creates `request`'s topic after every rule (module doc); with
     /// `validate_only`, checks all of them, including that the topic does
     /// not exist, and creates nothing.
-    pub async fn create_topic_as(
+    pub(crate) async fn create_topic_checked(
         self: &Arc<Self>,
         _who: &Principal,
         request: CreateTopic,
@@ -108,12 +108,16 @@ impl Broker {
     }
 
     /// The topic `name`: 40401 / UNKNOWN_TOPIC_OR_PARTITION if unknown.
-    pub fn describe_topic(&self, _who: &Principal, name: &str) -> Result<Arc<Topic>, BrokerError> {
+    pub(crate) fn describe_topic(
+        &self,
+        _who: &Principal,
+        name: &str,
+    ) -> Result<Arc<Topic>, BrokerError> {
         self.registry.require(name)
     }
 
     /// Every topic, internal ones included, by name.
-    pub fn list_topics(&self, _who: &Principal) -> Vec<Arc<Topic>> {
+    pub(crate) fn list_topics(&self, _who: &Principal) -> Vec<Arc<Topic>> {
         self.registry.all()
     }
 
@@ -121,7 +125,7 @@ impl Broker {
     /// default partitions when it is unknown, the client allows it
     /// (`allow_auto_topic_creation`) and so does the broker
     /// (`auto_create_topics`).
-    pub async fn metadata_topic(
+    pub(crate) async fn metadata_topic(
         self: &Arc<Self>,
         _who: &Principal,
         name: &str,

@@ -1056,7 +1056,8 @@ async fn a_fetch_from_an_offset_compaction_removed_reads_on_from_the_next_record
     fetch_n(&mut c, 12, "table", 0, 0, 3).await;
     let ticket = s
         .broker
-        .compact(&tidelog_broker::Principal::Anonymous, "table", true)
+        .door(&tidelog_broker::Principal::Anonymous)
+        .compact("table", true)
         .await
         .unwrap();
     let waited = ticket.wait(Duration::from_secs(30)).await.unwrap();

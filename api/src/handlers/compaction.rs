@@ -152,7 +152,11 @@ pub async fn request(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let (wait, roll_active) = parse_request(&body?)?;
-    let ticket = state.ready()?.compact(&WHO, &topic, roll_active).await?;
+    let ticket = state
+        .ready()?
+        .door(&WHO)
+        .compact(&topic, roll_active)
+        .await?;
     let topic = Arc::clone(ticket.topic());
     let task_id = format!(
         "{}:{}",
@@ -206,7 +210,7 @@ pub async fn status(
     State(state): State<AppState>,
     TopicPath(topic): TopicPath,
 ) -> Result<Response, ApiError> {
-    let (topic, statuses) = state.ready()?.compaction_status(&WHO, &topic).await?;
+    let (topic, statuses) = state.ready()?.door(&WHO).compaction_status(&topic).await?;
     let partitions: Vec<PartitionAnswer> = statuses
         .iter()
         .enumerate()

@@ -396,7 +396,7 @@ pub async fn query_by_key(
         QUERY_MAX_RECORDS_MAX,
     )?;
     let ready = state.ready()?;
-    let topic = ready.describe_topic(&WHO, &topic)?;
+    let topic = ready.door(&WHO).describe_topic(&topic)?;
     // Every record acknowledged before this request is found: the
     // IndexFile (or the compacted log) gets it from the dispatcher a
     // moment after the acknowledgement (read-your-writes,

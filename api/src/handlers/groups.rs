@@ -104,12 +104,14 @@ pub async fn commit(
     if commits.is_empty() {
         // Nothing appended: the broker only checks the group name.
         ready
-            .commit(&WHO, group, commits, Committer::Stateless)
+            .door(&WHO)
+            .commit(group, commits, Committer::Stateless)
             .await?;
         return Ok(StatusCode::NO_CONTENT.into_response());
     }
     ready
-        .commit(&WHO, group, commits, Committer::Stateless)
+        .door(&WHO)
+        .commit(group, commits, Committer::Stateless)
         .await?;
     state
         .shared()
@@ -131,6 +133,7 @@ pub async fn get(
     }
     let ready = state.ready()?;
     let offsets = ready
+        .door(&WHO)
         .committed_offsets(&group, topic)
         .ok_or_else(|| ApiError::unknown_consumer_group(&group))?;
     json(StatusCode::OK, &OffsetsAnswer { offsets })

@@ -97,7 +97,7 @@ async fn produce_inner(
         producer: None,
         create_missing_topic: true,
     };
-    let produced = ready.produce(&WHO, request).await?;
+    let produced = ready.door(&WHO).produce(request).await?;
     if produced.is_empty() {
         return Ok((
             v2_json(StatusCode::OK, &ProduceResponse::new(Vec::new()))?,

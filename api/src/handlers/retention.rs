@@ -88,7 +88,7 @@ pub async fn run(
     } else {
         Trigger::Manual
     };
-    let outcome = ready.run_retention(&WHO, trigger).await?;
+    let outcome = ready.door(&WHO).run_retention(trigger).await?;
     tracing::info!(
         force,
         deleted_segments = outcome.deleted_segments,

@@ -50,7 +50,8 @@ use crate::topic_config::{self, entries};
 pub async fn list_v2(State(state): State<AppState>) -> Result<Response, ApiError> {
     let ready = state.ready()?;
     let names: Vec<String> = ready
-        .list_topics(&WHO)
+        .door(&WHO)
+        .list_topics()
         .iter()
         .filter(|t| !t.is_internal())
         .map(|t| t.name.to_string())
@@ -65,7 +66,7 @@ pub async fn get_v2(
 ) -> Result<Response, ApiError> {
     names::validate_topic_name(&topic)?;
     let ready = state.ready()?;
-    let topic = ready.describe_topic(&WHO, &topic)?;
+    let topic = ready.door(&WHO).describe_topic(&topic)?;
     let configs: serde_json::Map<String, Value> = entries(&topic.overrides)
         .into_iter()
         .map(|e| (e.name.to_string(), Value::String(e.value)))
@@ -110,7 +111,7 @@ fn topic_data<'a>(cluster_id: &'a str, topic: &'a Topic) -> TopicData<'a> {
 /// `GET /v3/clusters/{c}/topics`
 pub async fn list_v3(State(state): State<AppState>, _: ClusterPath) -> Result<Response, ApiError> {
     let ready = state.ready()?;
-    let topics = ready.list_topics(&WHO);
+    let topics = ready.door(&WHO).list_topics();
     let cluster_id = &state.settings().broker.cluster_id;
     let data: Vec<TopicData<'_>> = topics.iter().map(|t| topic_data(cluster_id, t)).collect();
     json(
@@ -175,9 +176,9 @@ pub async fn create_v3(
             .collect(),
     };
     let ready = state.ready()?;
-    let created = ready.create_topic_as(&WHO, request, false).await?;
+    let created = ready.door(&WHO).create_topic(request, false).await?;
     let partitions = created.partitions;
-    let topic = ready.describe_topic(&WHO, &created.name)?;
+    let topic = ready.door(&WHO).describe_topic(&created.name)?;
     tracing::info!(topic = %topic.name, partitions, "created topic");
     json(
         StatusCode::CREATED,
@@ -215,7 +216,7 @@ pub async fn get_v3(
     TopicPath(topic): TopicPath,
 ) -> Result<Response, ApiError> {
     let ready = state.ready()?;
-    let topic = ready.describe_topic(&WHO, &topic)?;
+    let topic = ready.door(&WHO).describe_topic(&topic)?;
     let usage = (0..topic.partitions.get())
         .map(|p| ready.partition_usage(&topic.name, p))
         .collect::<Result<Vec<_>, _>>()?;
@@ -260,7 +261,7 @@ pub async fn configs_v3(
     TopicPath(topic): TopicPath,
 ) -> Result<Response, ApiError> {
     let ready = state.ready()?;
-    let topic = ready.describe_topic(&WHO, &topic)?;
+    let topic = ready.door(&WHO).describe_topic(&topic)?;
     json(
         StatusCode::OK,
         &json_value!({"kind": "KafkaTopicConfigList", "data": entries(&topic.overrides)}),

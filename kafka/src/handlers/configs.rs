@@ -97,7 +97,10 @@ pub async fn alter(
     let broker: Arc<Broker> = ctx
         .broker()
         .ok_or_else(|| (NOT_READY, "the broker is recovering".to_owned()))?;
-    let topic = broker.describe_topic(&WHO, name).map_err(|e| refused(&e))?;
+    let topic = broker
+        .door(&WHO)
+        .describe_topic(name)
+        .map_err(|e| refused(&e))?;
     let now = changes(&topic)?;
     let name = name.to_owned();
     let logged = name.clone();

@@ -74,7 +74,8 @@ async fn create(
             .collect(),
     };
     broker
-        .create_topic_as(&WHO, request, validate_only)
+        .door(&WHO)
+        .create_topic(request, validate_only)
         .await
         .map(|created| (created.partitions, created.overrides))
         .map_err(|e| (broker_code(&e), e.to_string()))

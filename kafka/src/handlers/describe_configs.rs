@@ -78,7 +78,10 @@ fn describe(ctx: &Context, resource_type: i8, name: &str) -> Result<Vec<Describe
         .ok_or_else(|| (NOT_READY, "the broker is recovering".to_owned()))?;
     match resource_type {
         TOPIC => {
-            let topic = broker.describe_topic(&WHO, name).map_err(|e| refused(&e))?;
+            let topic = broker
+                .door(&WHO)
+                .describe_topic(name)
+                .map_err(|e| refused(&e))?;
             Ok(topic_config::entries(&topic.overrides)
                 .into_iter()
                 .map(|e| {

@@ -49,7 +49,8 @@ pub async fn handle(ctx: &Context, version: i16, request: MetadataRequest) -> Me
         answer.with_cluster_id(Some(StrBytes::from_string(broker.cluster_id().to_owned())));
     let topics = match asked {
         None => broker
-            .list_topics(&WHO)
+            .door(&WHO)
+            .list_topics()
             .iter()
             .map(|t| described(t))
             .collect(),
@@ -57,10 +58,12 @@ pub async fn handle(ctx: &Context, version: i16, request: MetadataRequest) -> Me
             let create = version < 4 || request.allow_auto_topic_creation;
             let mut topics = Vec::with_capacity(names.len());
             for name in names {
-                topics.push(match broker.metadata_topic(&WHO, &name, create).await {
-                    Ok(topic) => described(&topic),
-                    Err(e) => failed(&name, broker_code(&e)),
-                });
+                topics.push(
+                    match broker.door(&WHO).metadata_topic(&name, create).await {
+                        Ok(topic) => described(&topic),
+                        Err(e) => failed(&name, broker_code(&e)),
+                    },
+                );
             }
             topics
         }

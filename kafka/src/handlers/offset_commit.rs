@@ -102,7 +102,7 @@ async fn commit(
         },
         Err(_) => Committer::Stateless,
     };
-    match broker.commit(&WHO, group, commits, committer).await {
+    match broker.door(&WHO).commit(group, commits, committer).await {
         Ok(()) => 0,
         Err(e) => broker_code(&e),
     }

@@ -163,7 +163,7 @@ async fn partition(
         producer,
         create_missing_topic: false,
     };
-    match broker.produce(&WHO, request).await {
+    match broker.door(&WHO).produce(request).await {
         Ok(ack) => PartitionProduceResponse::default()
             .with_index(index)
             .with_base_offset(ack.base_offset().map_or(-1, |o| o as i64))
