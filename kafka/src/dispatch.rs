@@ -7,8 +7,6 @@
 //! answers an unknown version with UNSUPPORTED_VERSION and its own range
 //! in a v0 body (KIP-511).
 
-use std::sync::Arc;
-
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{
@@ -21,12 +19,12 @@ use kafka_protocol::messages::{
     SaslHandshakeRequest, SyncGroupRequest,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
-use tidelog_broker::Broker;
-use tokio::sync::watch;
 
+use crate::context::Context;
 use crate::error::FrameError;
 use crate::handlers;
 use crate::precheck;
+use crate::session::{Handshake, Session};
 
 /// The served APIs and their version ranges (KAFKA.md's table, this
 /// slice's part of it).
@@ -61,67 +59,6 @@ pub const SERVED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::SaslHandshake, 0, 1),
     (ApiKey::SaslAuthenticate, 0, 2),
 ];
-
-/// Where the broker is, once recovery is done.
-pub type Ready = Arc<dyn Fn() -> Option<Arc<Broker>> + Send + Sync>;
-
-/// What every connection shares.
-pub struct Context {
-    pub ready: Ready,
-    pub max_request_bytes: usize,
-    pub max_connections: u64,
-    /// `kafka.max_batch_inflated_bytes`, `kafka.max_records_per_request`,
-    /// `kafka.fetch_max_bytes`.
-    pub max_batch_inflated_bytes: usize,
-    pub max_records_per_request: usize,
-    pub fetch_max_bytes: usize,
-    /// The host and port Metadata names.
-    pub host: String,
-    pub port: i32,
-    /// Turns true at shutdown: long-polls answer at once.
-    pub stop: watch::Receiver<bool>,
-    /// When set, the mutating admin APIs need a SASL/PLAIN login with it
-    /// (`handlers::sasl`, `handlers::admin`).
-    pub admin_token: Option<crate::config::AdminToken>,
-    /// The cluster id Metadata answers (the broker's, known before it is).
-    pub cluster_id: Option<String>,
-    /// The global budget of request bytes held in memory, shared with
-    /// HTTP bodies (`listener`), and a Produce's decoded records.
-    pub budget: Arc<tidelog_broker::budget::ByteBudget>,
-    /// The global budget of fetch answers held until written, shared with
-    /// HTTP's fetch answers (`handlers::fetch`): a client that does not
-    /// read its answers holds these bytes, never the ones producers need.
-    pub answer_budget: Arc<tidelog_broker::budget::ByteBudget>,
-    /// The listener's counters, which the HTTP API's `/metrics` renders.
-    pub metrics: Arc<tidelog_broker::kafka_metrics::KafkaMetrics>,
-}
-
-/// One connection's state: its SASL login (`handlers::sasl`).
-#[derive(Debug, Default)]
-pub struct Session {
-    /// A SaslHandshake chose PLAIN; the next step is its token (v0: a raw
-    /// frame, v1: SaslAuthenticate).
-    pub handshake: Option<Handshake>,
-    /// Logged in with the admin token.
-    pub authenticated: bool,
-    /// The answer budget's bytes the last answer holds (a fetch's
-    /// records), given back once the listener has written it.
-    pub answer_held: Option<tidelog_broker::budget::Reservation>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Handshake {
-    /// v0: the token comes as a bare frame, answered by a bare frame.
-    Raw,
-    /// v1: the token comes in SaslAuthenticate.
-    Wrapped,
-}
-
-impl Context {
-    pub fn broker(&self) -> Option<Arc<Broker>> {
-        (self.ready)()
-    }
-}
 
 fn served(key: ApiKey) -> Option<(i16, i16)> {
     SERVED

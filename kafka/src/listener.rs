@@ -52,8 +52,10 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWri
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 
-use crate::dispatch::{self, Context};
+use crate::context::Context;
+use crate::dispatch;
 use crate::error::FrameError;
+use crate::session::{Handshake, Session};
 
 pub const FRAME_READ_TIMEOUT: Duration = Duration::from_secs(30);
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -153,7 +155,7 @@ async fn connection(
 ) -> Result<(), FrameError> {
     // Writes pass through the reader's buffer to the socket unbuffered.
     let mut stream = BufReader::with_capacity(READ_BUFFER_BYTES, stream);
-    let mut session = dispatch::Session::default();
+    let mut session = Session::default();
     loop {
         let mut len = [0u8; 4];
         let first = tokio::select! {
@@ -195,7 +197,7 @@ async fn connection(
         ctx.metrics.request_read(size);
         let (key, api) = match session.handshake {
             // After a v0 SASL handshake the frame is a bare token.
-            Some(dispatch::Handshake::Raw) => (ApiKey::SaslAuthenticate as i16, "SaslAuthenticate"),
+            Some(Handshake::Raw) => (ApiKey::SaslAuthenticate as i16, "SaslAuthenticate"),
             _ => dispatch::api_label(&frame),
         };
         let started = Instant::now();

@@ -20,7 +20,7 @@ use tidelog_broker::{names, Broker, BrokerError};
 
 use super::configs::{SOURCE_DEFAULT, SOURCE_TOPIC};
 use super::{admin, maybe_blocking, NOT_READY};
-use crate::dispatch::Context;
+use crate::context::Context;
 use crate::error::broker_code;
 
 pub async fn handle(

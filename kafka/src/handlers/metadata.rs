@@ -18,7 +18,7 @@ use tidelog_broker::registry::Topic;
 use tidelog_broker::{names, Broker, BrokerError};
 
 use super::{maybe_blocking, topic_name, NOT_READY};
-use crate::dispatch::Context;
+use crate::context::Context;
 use crate::error::broker_code;
 
 pub async fn handle(ctx: &Context, version: i16, request: MetadataRequest) -> MetadataResponse {

@@ -23,7 +23,7 @@ use tidelog_broker::groups::{validate_commit_metadata, CommitValue, OffsetCommit
 use tidelog_broker::BrokerError;
 
 use super::{group, maybe_blocking, partition_ref};
-use crate::dispatch::Context;
+use crate::context::Context;
 use crate::error::broker_code;
 
 const STATELESS: i32 = -1;

@@ -52,7 +52,7 @@ use tidelog_broker::{Broker, BrokerError};
 use tidelog_broker::budget::{ByteBudget, Reservation};
 
 use super::NOT_READY;
-use crate::dispatch::Context;
+use crate::context::Context;
 use crate::error::{broker_code, RecordError};
 use crate::records::{
     any_compressed, decode_partition_into, BatchRecord, DecodeLimits, RecordSink,
