@@ -2,12 +2,20 @@
 //!
 //! A thin mapping onto `tidelog-broker`, beside the HTTP API and never
 //! depending on it: the listener and framing (`listener`), what its
-//! connections share (`context`) and what each holds (`session`),
-//! dispatch by API key (`dispatch`), one handler module per API
-//! (`handlers`), and the record-batch layer (`records`). Request and
-//! response envelopes come from the `kafka-protocol` crate; record
-//! batches do not (`records`).
+//! connections share (`context`) and what each holds (`session`), the
+//! table of served APIs (`routes`: key, versions, name, body check,
+//! route), dispatch by API key (`dispatch`), one request on its way to
+//! its handler and the answer frame (`call`), the structural check before
+//! decoding (`precheck`), one handler module per API (`handlers`), and
+//! the record-batch layer (`records`). Request and response envelopes
+//! come from the `kafka-protocol` crate; record batches do not
+//! (`records`).
+//!
+//! Imports run one way: `listener` → `dispatch` → `routes` → `handlers`
+//! → `context`, `session`, `error`; no handler imports dispatch or the
+//! table.
 
+mod call;
 pub mod config;
 pub mod context;
 pub mod dispatch;
@@ -16,6 +24,7 @@ pub mod handlers;
 pub mod listener;
 mod precheck;
 pub mod records;
+pub mod routes;
 pub mod session;
 
 pub use config::KafkaConfig;

@@ -45,7 +45,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::ApiKey;
 use tidelog_broker::budget::{ByteBudget, Reservation};
 use tidelog_broker::connections::ConnectionSlots;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -55,7 +54,7 @@ use tokio::sync::{watch, Semaphore};
 use crate::context::Context;
 use crate::dispatch;
 use crate::error::FrameError;
-use crate::session::{Handshake, Session};
+use crate::session::Session;
 
 pub const FRAME_READ_TIMEOUT: Duration = Duration::from_secs(30);
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -195,11 +194,7 @@ async fn connection(
         };
         let (frame, held) = read;
         ctx.metrics.request_read(size);
-        let (key, api) = match session.handshake {
-            // After a v0 SASL handshake the frame is a bare token.
-            Some(Handshake::Raw) => (ApiKey::SaslAuthenticate as i16, "SaslAuthenticate"),
-            _ => dispatch::api_label(&frame),
-        };
+        let (key, api) = dispatch::api_label(&session, &frame);
         let started = Instant::now();
         let answer = dispatch::handle_in(ctx, frame, Some(peer), &mut session).await?;
         ctx.metrics.request_served(key, api, started.elapsed());
