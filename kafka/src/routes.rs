@@ -9,7 +9,7 @@
 //! version range it checks, and the name `/metrics` counts a request
 //! under ([`route`]).
 //!
-//! Invariants:
+//! Invariants (tested in `routes_tests.rs`):
 //! * A key has at most one row.
 //! * A row's range lies inside what `kafka-protocol` decodes and encodes
 //!   for its key, and its name is its key's.
@@ -361,3 +361,7 @@ fn sasl_authenticate(mut call: Call<'_>) -> Served<'_> {
         call.answer(&answer)
     })
 }
+
+#[cfg(test)]
+#[path = "routes_tests.rs"]
+mod tests;
