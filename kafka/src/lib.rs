@@ -1,18 +1,31 @@
 //! tidelog's Kafka wire protocol front-end (KAFKA.md, docs/KAFKA.md).
 //!
 //! A thin mapping onto `tidelog-broker`, beside the HTTP API and never
-//! depending on it: the listener and framing (`listener`), dispatch by
-//! API key (`dispatch`), one handler module per API (`handlers`), and the
-//! record-batch layer (`records`). Request and response envelopes come
-//! from the `kafka-protocol` crate; record batches do not (`records`).
+//! depending on it: the listener and framing (`listener`), what its
+//! connections share (`context`) and what each holds (`session`), the
+//! table of served APIs (`routes`: key, versions, name, body check,
+//! route), dispatch by API key (`dispatch`), one request on its way to
+//! its handler and the answer frame (`call`), the structural check before
+//! decoding (`precheck`), one handler module per API (`handlers`), and
+//! the record-batch layer (`records`). Request and response envelopes
+//! come from the `kafka-protocol` crate; record batches do not
+//! (`records`).
+//!
+//! Imports run one way: `listener` → `dispatch` → `routes` → `handlers`
+//! → `context`, `session`, `error`; no handler imports dispatch or the
+//! table.
 
+mod call;
 pub mod config;
+pub mod context;
 pub mod dispatch;
 pub mod error;
 pub mod handlers;
 pub mod listener;
 mod precheck;
 pub mod records;
+pub mod routes;
+pub mod session;
 
 pub use config::KafkaConfig;
 pub use error::{FrameError, RecordError};
@@ -25,7 +38,7 @@ use tidelog_broker::kafka_metrics::KafkaMetrics;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-pub use dispatch::Ready;
+pub use context::{Budgets, Context, Ready};
 
 /// Serves the Kafka protocol on `listener` (already bound: its port is
 /// the one Metadata advertises) until `stop` turns true. `ready` answers
@@ -62,18 +75,6 @@ pub async fn serve(
     .await;
 }
 
-/// The memory budgets a Kafka listener takes from, shared with the HTTP
-/// API in the server.
-pub struct Budgets {
-    /// Request bytes (`http.max_inflight_bytes`, KAFKA.md "Bad input"):
-    /// a frame's bytes as they arrive, until its answer is written, and a
-    /// Produce's decoded records; while it is short the connection is not
-    /// read (backpressure, `listener`).
-    pub requests: Arc<ByteBudget>,
-    /// Fetch answers until written (`http.max_inflight_response_bytes`).
-    pub answers: Arc<ByteBudget>,
-}
-
 /// [`serve`] with the memory it holds taken from `budgets`, the ones the
 /// HTTP API takes from too. Its
 /// counters go to `metrics`, which the HTTP API's `/metrics` renders. Its
@@ -95,24 +96,13 @@ pub async fn serve_sharing(
             return;
         }
     };
-    let (host, port) = listener::advertised(bound, config.advertised_host.as_deref());
-    let ctx = Arc::new(dispatch::Context {
+    let ctx = Arc::new(Context::new(
+        config,
         ready,
-        max_request_bytes: usize::try_from(config.max_request_bytes).unwrap_or(usize::MAX),
-        max_connections: config.max_connections,
-        max_batch_inflated_bytes: usize::try_from(config.max_batch_inflated_bytes)
-            .unwrap_or(usize::MAX),
-        max_records_per_request: usize::try_from(config.max_records_per_request)
-            .unwrap_or(usize::MAX),
-        fetch_max_bytes: usize::try_from(config.fetch_max_bytes).unwrap_or(usize::MAX),
-        host,
-        port,
-        stop: stop.clone(),
-        admin_token: config.admin_token.clone(),
-        cluster_id: config.cluster_id.clone(),
-        budget: budgets.requests,
-        answer_budget: budgets.answers,
+        listener::advertised(bound, config.advertised_host.as_deref()),
+        budgets,
         metrics,
-    });
+        stop.clone(),
+    ));
     listener::serve(listener, ctx, connections, stop).await;
 }

@@ -45,15 +45,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::ApiKey;
 use tidelog_broker::budget::{ByteBudget, Reservation};
 use tidelog_broker::connections::ConnectionSlots;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 
-use crate::dispatch::{self, Context};
+use crate::context::Context;
+use crate::dispatch;
 use crate::error::FrameError;
+use crate::session::Session;
 
 pub const FRAME_READ_TIMEOUT: Duration = Duration::from_secs(30);
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -153,7 +154,7 @@ async fn connection(
 ) -> Result<(), FrameError> {
     // Writes pass through the reader's buffer to the socket unbuffered.
     let mut stream = BufReader::with_capacity(READ_BUFFER_BYTES, stream);
-    let mut session = dispatch::Session::default();
+    let mut session = Session::default();
     loop {
         let mut len = [0u8; 4];
         let first = tokio::select! {
@@ -193,11 +194,7 @@ async fn connection(
         };
         let (frame, held) = read;
         ctx.metrics.request_read(size);
-        let (key, api) = match session.handshake {
-            // After a v0 SASL handshake the frame is a bare token.
-            Some(dispatch::Handshake::Raw) => (ApiKey::SaslAuthenticate as i16, "SaslAuthenticate"),
-            _ => dispatch::api_label(&frame),
-        };
+        let (key, api) = dispatch::api_label(&session, &frame);
         let started = Instant::now();
         let answer = dispatch::handle_in(ctx, frame, Some(peer), &mut session).await?;
         ctx.metrics.request_served(key, api, started.elapsed());

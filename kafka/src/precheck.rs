@@ -8,12 +8,17 @@
 //! array count, string and bytes length fits the bytes left, allocating
 //! nothing. A frame that passes decodes with allocations bounded by its
 //! own size; one that fails closes the connection as undecodable.
+//!
+//! One walk function per served API ([`Body`]); the table of served APIs
+//! (`routes::ROUTES`) names each row's, so an API is walked exactly when
+//! it is served. This file imports nothing of the crate's.
 
 use kafka_protocol::messages::ApiKey;
 
 type Walked = Result<(), String>;
 
-struct Walk<'a> {
+/// A cursor over a request's bytes; its walks allocate nothing.
+pub struct Walk<'a> {
     bytes: &'a [u8],
     at: usize,
     flexible: bool,
@@ -175,6 +180,26 @@ impl Walk<'_> {
             w.tags()
         })
     }
+
+    /// Resources, each a type, a name and configs: a name, for the
+    /// incremental alter an operation, and a nullable value; then
+    /// validate-only (AlterConfigs, IncrementalAlterConfigs).
+    fn resource_configs(&mut self, incremental: bool) -> Walked {
+        self.array(|w| {
+            w.fixed(1)?;
+            w.string()?;
+            w.array(|w| {
+                w.string()?;
+                if incremental {
+                    w.fixed(1)?;
+                }
+                w.string()?;
+                w.tags()
+            })?;
+            w.tags()
+        })?;
+        self.fixed(1)
+    }
 }
 
 /// The request header of `header_version` (1: key, version, correlation
@@ -190,318 +215,331 @@ pub fn header(frame: &[u8], header_version: i16) -> Walked {
     w.tags()
 }
 
-/// The body of a served request at `version`; `frame` starts at the
-/// body's first byte (after the header).
-pub fn body(key: ApiKey, version: i16, frame: &[u8]) -> Walked {
-    let v = version;
-    let flexible = match key {
-        ApiKey::ApiVersions => v >= 3,
-        ApiKey::Metadata => v >= 9,
-        ApiKey::Produce => v >= 9,
-        ApiKey::Fetch => v >= 12,
-        ApiKey::ListOffsets => v >= 6,
-        ApiKey::OffsetCommit => v >= 8,
-        ApiKey::OffsetFetch => v >= 6,
-        ApiKey::FindCoordinator => v >= 3,
-        ApiKey::JoinGroup => v >= 6,
-        ApiKey::Heartbeat => v >= 4,
-        ApiKey::LeaveGroup => v >= 4,
-        ApiKey::SyncGroup => v >= 4,
-        ApiKey::DescribeGroups => v >= 5,
-        ApiKey::ListGroups => v >= 3,
-        ApiKey::OffsetDelete => false,
-        ApiKey::CreateTopics => v >= 5,
-        ApiKey::DeleteTopics => v >= 4,
-        ApiKey::DeleteRecords => v >= 2,
-        ApiKey::DescribeConfigs => v >= 4,
-        ApiKey::AlterConfigs => v >= 2,
-        ApiKey::IncrementalAlterConfigs => v >= 1,
-        ApiKey::DescribeCluster => true,
-        ApiKey::InitProducerId => v >= 2,
-        ApiKey::SaslHandshake => false,
-        ApiKey::SaslAuthenticate => v >= 2,
-        _ => return Err("not a served API".into()),
-    };
+/// How one API's request body is walked at a version: the `walk` of its
+/// row in `routes::ROUTES`, one of the functions below. The tagged fields
+/// that end every flexible body are walked by [`body`], not by these.
+pub type Body = fn(&mut Walk<'_>, i16) -> Walked;
+
+/// The body of a request of API `key` at `version`, walked by `walk`;
+/// `frame` starts at the body's first byte (after the header).
+///
+/// A version is flexible (compact lengths, tagged fields) when its
+/// request header is v2, as kafka-protocol's own decoders read it, so
+/// the walk and the decoder never disagree on a frame's layout.
+pub fn body(key: ApiKey, walk: Body, version: i16, frame: &[u8]) -> Walked {
     let mut w = Walk {
         bytes: frame,
         at: 0,
-        flexible,
+        flexible: key.request_header_version(version) >= 2,
     };
-    match key {
-        // Client software name and version.
-        ApiKey::ApiVersions if v >= 3 => {
-            w.string()?;
-            w.string()?;
+    walk(&mut w, version)?;
+    w.tags()
+}
+
+/// ApiVersions: v3+ the client software name and version.
+pub fn api_versions(w: &mut Walk<'_>, v: i16) -> Walked {
+    if v >= 3 {
+        w.string()?;
+        w.string()?;
+    }
+    Ok(())
+}
+
+pub fn metadata(w: &mut Walk<'_>, v: i16) -> Walked {
+    w.array(|w| {
+        if v >= 10 {
+            w.fixed(16)?;
         }
-        ApiKey::Metadata => {
-            w.array(|w| {
-                if v >= 10 {
-                    w.fixed(16)?;
-                }
-                w.string()?;
-                w.tags()
-            })?;
-            if v >= 4 {
-                w.fixed(1)?;
-            }
-            if (8..=10).contains(&v) {
-                w.fixed(1)?;
-            }
-            if v >= 8 {
-                w.fixed(1)?;
-            }
-        }
-        ApiKey::Produce => {
-            w.string()?;
-            w.fixed(2 + 4)?;
-            w.array(|w| {
-                w.string()?;
-                w.array(|w| {
-                    w.fixed(4)?;
-                    w.bytes()?;
-                    w.tags()
-                })?;
-                w.tags()
-            })?;
-        }
-        ApiKey::Fetch => {
-            w.fixed(4 + 4 + 4 + 4 + 1)?;
-            if v >= 7 {
-                w.fixed(4 + 4)?;
-            }
-            w.array(|w| {
-                w.string()?;
-                w.array(|w| {
-                    w.fixed(4)?;
-                    if v >= 9 {
-                        w.fixed(4)?;
-                    }
-                    w.fixed(8)?;
-                    if v >= 12 {
-                        w.fixed(4)?;
-                    }
-                    if v >= 5 {
-                        w.fixed(8)?;
-                    }
-                    w.fixed(4)?;
-                    w.tags()
-                })?;
-                w.tags()
-            })?;
-            if v >= 7 {
-                w.array(|w| {
-                    w.string()?;
-                    w.array(|w| w.fixed(4))?;
-                    w.tags()
-                })?;
-            }
-            if v >= 11 {
-                w.string()?;
-            }
-        }
-        ApiKey::ListOffsets => {
+        w.string()?;
+        w.tags()
+    })?;
+    if v >= 4 {
+        w.fixed(1)?;
+    }
+    if (8..=10).contains(&v) {
+        w.fixed(1)?;
+    }
+    if v >= 8 {
+        w.fixed(1)?;
+    }
+    Ok(())
+}
+
+pub fn produce(w: &mut Walk<'_>, _v: i16) -> Walked {
+    w.string()?;
+    w.fixed(2 + 4)?;
+    w.array(|w| {
+        w.string()?;
+        w.array(|w| {
             w.fixed(4)?;
-            if v >= 2 {
-                w.fixed(1)?;
+            w.bytes()?;
+            w.tags()
+        })?;
+        w.tags()
+    })
+}
+
+pub fn fetch(w: &mut Walk<'_>, v: i16) -> Walked {
+    w.fixed(4 + 4 + 4 + 4 + 1)?;
+    if v >= 7 {
+        w.fixed(4 + 4)?;
+    }
+    w.array(|w| {
+        w.string()?;
+        w.array(|w| {
+            w.fixed(4)?;
+            if v >= 9 {
+                w.fixed(4)?;
             }
-            w.array(|w| {
-                w.string()?;
-                w.array(|w| {
-                    w.fixed(4)?;
-                    if v >= 4 {
-                        w.fixed(4)?;
-                    }
-                    w.fixed(8)?;
-                    w.tags()
-                })?;
-                w.tags()
-            })?;
-        }
-        ApiKey::OffsetCommit => {
-            w.member(v >= 7)?;
-            if v <= 4 {
+            w.fixed(8)?;
+            if v >= 12 {
+                w.fixed(4)?;
+            }
+            if v >= 5 {
                 w.fixed(8)?;
             }
-            w.array(|w| {
-                w.string()?;
-                w.array(|w| {
-                    w.fixed(4 + 8)?;
-                    if v >= 6 {
-                        w.fixed(4)?;
-                    }
-                    w.string()?;
-                    w.tags()
-                })?;
-                w.tags()
-            })?;
-        }
-        ApiKey::OffsetFetch if v <= 7 => {
-            w.string()?;
-            w.topic_indexes()?;
-            if v >= 7 {
-                w.fixed(1)?;
-            }
-        }
-        ApiKey::OffsetFetch => {
-            w.array(|w| {
-                w.string()?;
-                w.topic_indexes()?;
-                w.tags()
-            })?;
-            w.fixed(1)?;
-        }
-        ApiKey::FindCoordinator => {
-            if v <= 3 {
-                w.string()?;
-            }
-            if v >= 1 {
-                w.fixed(1)?;
-            }
-            if v >= 4 {
-                w.array(|w| w.string())?;
-            }
-        }
-        ApiKey::JoinGroup => {
-            w.string()?;
             w.fixed(4)?;
-            if v >= 1 {
+            w.tags()
+        })?;
+        w.tags()
+    })?;
+    if v >= 7 {
+        w.array(|w| {
+            w.string()?;
+            w.array(|w| w.fixed(4))?;
+            w.tags()
+        })?;
+    }
+    if v >= 11 {
+        w.string()?;
+    }
+    Ok(())
+}
+
+pub fn list_offsets(w: &mut Walk<'_>, v: i16) -> Walked {
+    w.fixed(4)?;
+    if v >= 2 {
+        w.fixed(1)?;
+    }
+    w.array(|w| {
+        w.string()?;
+        w.array(|w| {
+            w.fixed(4)?;
+            if v >= 4 {
+                w.fixed(4)?;
+            }
+            w.fixed(8)?;
+            w.tags()
+        })?;
+        w.tags()
+    })
+}
+
+pub fn offset_commit(w: &mut Walk<'_>, v: i16) -> Walked {
+    w.member(v >= 7)?;
+    if v <= 4 {
+        w.fixed(8)?;
+    }
+    w.array(|w| {
+        w.string()?;
+        w.array(|w| {
+            w.fixed(4 + 8)?;
+            if v >= 6 {
                 w.fixed(4)?;
             }
             w.string()?;
-            if v >= 5 {
-                w.string()?;
-            }
-            w.string()?;
-            w.named_bytes()?;
-        }
-        ApiKey::Heartbeat => w.member(v >= 3)?,
-        ApiKey::LeaveGroup => {
-            w.string()?;
-            if v <= 2 {
-                w.string()?;
-            } else {
-                w.array(|w| {
-                    w.string()?;
-                    w.string()?;
-                    w.tags()
-                })?;
-            }
-        }
-        ApiKey::SyncGroup => {
-            w.member(v >= 3)?;
-            if v >= 5 {
-                w.string()?;
-                w.string()?;
-            }
-            w.named_bytes()?;
-        }
-        ApiKey::DescribeGroups => {
-            w.array(|w| w.string())?;
-            if v >= 3 {
-                w.fixed(1)?;
-            }
-        }
-        ApiKey::ListGroups if v >= 4 => {
-            w.array(|w| w.string())?;
-        }
-        // The group id, then topics of partition indexes.
-        ApiKey::OffsetDelete => {
-            w.string()?;
-            w.topic_indexes()?;
-        }
-        ApiKey::CreateTopics => {
-            w.array(|w| {
-                w.string()?;
-                w.fixed(4 + 2)?;
-                // Assignments: a partition and its broker ids.
-                w.array(|w| {
-                    w.fixed(4)?;
-                    w.array(|w| w.fixed(4))?;
-                    w.tags()
-                })?;
-                // Configs: name and nullable value.
-                w.array(|w| {
-                    w.string()?;
-                    w.string()?;
-                    w.tags()
-                })?;
-                w.tags()
-            })?;
-            w.fixed(4 + 1)?;
-        }
-        ApiKey::DeleteTopics => {
-            if v >= 6 {
-                w.array(|w| {
-                    w.string()?;
-                    w.fixed(16)?;
-                    w.tags()
-                })?;
-            } else {
-                w.array(|w| w.string())?;
-            }
-            w.fixed(4)?;
-        }
-        // Topics, each a name and (partition, offset) pairs; the timeout.
-        ApiKey::DeleteRecords => {
-            w.array(|w| {
-                w.string()?;
-                w.array(|w| {
-                    w.fixed(4 + 8)?;
-                    w.tags()
-                })?;
-                w.tags()
-            })?;
-            w.fixed(4)?;
-        }
-        ApiKey::DescribeConfigs => {
-            w.array(|w| {
-                w.fixed(1)?;
-                w.string()?;
-                w.array(|w| w.string())?;
-                w.tags()
-            })?;
-            w.fixed(1)?;
-            if v >= 3 {
-                w.fixed(1)?;
-            }
-        }
-        // Resources, each a type, a name and configs: a name, for the
-        // incremental alter an operation, and a nullable value.
-        ApiKey::AlterConfigs | ApiKey::IncrementalAlterConfigs => {
-            let incremental = key == ApiKey::IncrementalAlterConfigs;
-            w.array(|w| {
-                w.fixed(1)?;
-                w.string()?;
-                w.array(|w| {
-                    w.string()?;
-                    if incremental {
-                        w.fixed(1)?;
-                    }
-                    w.string()?;
-                    w.tags()
-                })?;
-                w.tags()
-            })?;
+            w.tags()
+        })?;
+        w.tags()
+    })
+}
+
+/// OffsetFetch: up to v7 one group, from v8 an array of groups.
+pub fn offset_fetch(w: &mut Walk<'_>, v: i16) -> Walked {
+    if v <= 7 {
+        w.string()?;
+        w.topic_indexes()?;
+        if v >= 7 {
             w.fixed(1)?;
         }
-        ApiKey::SaslHandshake => w.string()?,
-        ApiKey::SaslAuthenticate => w.bytes()?,
-        ApiKey::DescribeCluster => {
-            w.fixed(1)?;
-            if v >= 1 {
-                w.fixed(1)?;
-            }
-        }
-        // Transactional id (nullable), transaction timeout; v3+ the
-        // producer id and epoch.
-        ApiKey::InitProducerId => {
-            w.string()?;
-            w.fixed(4)?;
-            if v >= 3 {
-                w.fixed(8 + 2)?;
-            }
-        }
-        _ => {}
+        return Ok(());
     }
-    w.tags()
+    w.array(|w| {
+        w.string()?;
+        w.topic_indexes()?;
+        w.tags()
+    })?;
+    w.fixed(1)
+}
+
+pub fn find_coordinator(w: &mut Walk<'_>, v: i16) -> Walked {
+    if v <= 3 {
+        w.string()?;
+    }
+    if v >= 1 {
+        w.fixed(1)?;
+    }
+    if v >= 4 {
+        w.array(|w| w.string())?;
+    }
+    Ok(())
+}
+
+pub fn join_group(w: &mut Walk<'_>, v: i16) -> Walked {
+    w.string()?;
+    w.fixed(4)?;
+    if v >= 1 {
+        w.fixed(4)?;
+    }
+    w.string()?;
+    if v >= 5 {
+        w.string()?;
+    }
+    w.string()?;
+    w.named_bytes()
+}
+
+pub fn heartbeat(w: &mut Walk<'_>, v: i16) -> Walked {
+    w.member(v >= 3)
+}
+
+pub fn leave_group(w: &mut Walk<'_>, v: i16) -> Walked {
+    w.string()?;
+    if v <= 2 {
+        w.string()
+    } else {
+        w.array(|w| {
+            w.string()?;
+            w.string()?;
+            w.tags()
+        })
+    }
+}
+
+pub fn sync_group(w: &mut Walk<'_>, v: i16) -> Walked {
+    w.member(v >= 3)?;
+    if v >= 5 {
+        w.string()?;
+        w.string()?;
+    }
+    w.named_bytes()
+}
+
+pub fn describe_groups(w: &mut Walk<'_>, v: i16) -> Walked {
+    w.array(|w| w.string())?;
+    if v >= 3 {
+        w.fixed(1)?;
+    }
+    Ok(())
+}
+
+/// ListGroups: v4+ the states filter.
+pub fn list_groups(w: &mut Walk<'_>, v: i16) -> Walked {
+    if v >= 4 {
+        w.array(|w| w.string())?;
+    }
+    Ok(())
+}
+
+/// OffsetDelete: the group id, then topics of partition indexes.
+pub fn offset_delete(w: &mut Walk<'_>, _v: i16) -> Walked {
+    w.string()?;
+    w.topic_indexes()
+}
+
+pub fn create_topics(w: &mut Walk<'_>, _v: i16) -> Walked {
+    w.array(|w| {
+        w.string()?;
+        w.fixed(4 + 2)?;
+        // Assignments: a partition and its broker ids.
+        w.array(|w| {
+            w.fixed(4)?;
+            w.array(|w| w.fixed(4))?;
+            w.tags()
+        })?;
+        // Configs: name and nullable value.
+        w.array(|w| {
+            w.string()?;
+            w.string()?;
+            w.tags()
+        })?;
+        w.tags()
+    })?;
+    w.fixed(4 + 1)
+}
+
+pub fn delete_topics(w: &mut Walk<'_>, v: i16) -> Walked {
+    if v >= 6 {
+        w.array(|w| {
+            w.string()?;
+            w.fixed(16)?;
+            w.tags()
+        })?;
+    } else {
+        w.array(|w| w.string())?;
+    }
+    w.fixed(4)
+}
+
+/// DeleteRecords: topics, each a name and (partition, offset) pairs; the
+/// timeout.
+pub fn delete_records(w: &mut Walk<'_>, _v: i16) -> Walked {
+    w.array(|w| {
+        w.string()?;
+        w.array(|w| {
+            w.fixed(4 + 8)?;
+            w.tags()
+        })?;
+        w.tags()
+    })?;
+    w.fixed(4)
+}
+
+pub fn describe_configs(w: &mut Walk<'_>, v: i16) -> Walked {
+    w.array(|w| {
+        w.fixed(1)?;
+        w.string()?;
+        w.array(|w| w.string())?;
+        w.tags()
+    })?;
+    w.fixed(1)?;
+    if v >= 3 {
+        w.fixed(1)?;
+    }
+    Ok(())
+}
+
+pub fn alter_configs(w: &mut Walk<'_>, _v: i16) -> Walked {
+    w.resource_configs(false)
+}
+
+pub fn incremental_alter_configs(w: &mut Walk<'_>, _v: i16) -> Walked {
+    w.resource_configs(true)
+}
+
+pub fn sasl_handshake(w: &mut Walk<'_>, _v: i16) -> Walked {
+    w.string()
+}
+
+pub fn sasl_authenticate(w: &mut Walk<'_>, _v: i16) -> Walked {
+    w.bytes()
+}
+
+pub fn describe_cluster(w: &mut Walk<'_>, v: i16) -> Walked {
+    w.fixed(1)?;
+    if v >= 1 {
+        w.fixed(1)?;
+    }
+    Ok(())
+}
+
+/// InitProducerId: transactional id (nullable), transaction timeout; v3+
+/// the producer id and epoch.
+pub fn init_producer_id(w: &mut Walk<'_>, v: i16) -> Walked {
+    w.string()?;
+    w.fixed(4)?;
+    if v >= 3 {
+        w.fixed(8 + 2)?;
+    }
+    Ok(())
 }

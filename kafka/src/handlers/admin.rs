@@ -10,7 +10,8 @@
 
 use kafka_protocol::error::ResponseError;
 
-use crate::dispatch::{Context, Session};
+use crate::context::Context;
+use crate::session::Session;
 
 /// Which authorization error a refusal carries.
 #[derive(Debug, Clone, Copy)]

@@ -8,7 +8,7 @@ use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
 
 use super::admin::Gate;
 use super::configs;
-use crate::dispatch::Context;
+use crate::context::Context;
 
 pub async fn handle(
     ctx: &Context,

@@ -15,7 +15,7 @@ use tidelog_broker::registry::Topic;
 use tidelog_broker::{Broker, BrokerError};
 
 use super::{admin, maybe_blocking, NOT_READY, WHO};
-use crate::dispatch::Context;
+use crate::context::Context;
 use crate::error::broker_code;
 
 /// Kafka's `ConfigResource.Type`.

@@ -20,7 +20,7 @@ use tidelog_broker::Broker;
 
 use super::configs::{SOURCE_DEFAULT, SOURCE_TOPIC};
 use super::{admin, NOT_READY, WHO};
-use crate::dispatch::Context;
+use crate::context::Context;
 use crate::error::broker_code;
 
 pub async fn handle(

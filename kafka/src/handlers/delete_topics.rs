@@ -9,7 +9,7 @@ use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicN
 use kafka_protocol::protocol::StrBytes;
 
 use super::{admin, maybe_blocking, NOT_READY};
-use crate::dispatch::Context;
+use crate::context::Context;
 use crate::error::broker_code;
 
 pub async fn handle(

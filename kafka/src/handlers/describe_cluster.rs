@@ -9,7 +9,7 @@ use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeCluster
 use kafka_protocol::protocol::StrBytes;
 
 use super::NOT_READY;
-use crate::dispatch::Context;
+use crate::context::Context;
 
 /// Kafka's "operations not asked for" marker.
 const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;

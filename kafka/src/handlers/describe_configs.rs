@@ -17,7 +17,7 @@ use super::configs::{
     SOURCE_STATIC_BROKER, SOURCE_TOPIC, TOPIC,
 };
 use super::{NOT_READY, WHO};
-use crate::dispatch::Context;
+use crate::context::Context;
 
 /// Kafka's `ConfigType`.
 const TYPE_BOOLEAN: i8 = 1;

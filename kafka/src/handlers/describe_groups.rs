@@ -20,7 +20,7 @@ use tidelog_broker::Broker;
 
 use super::group;
 use super::list_groups::protocol_type;
-use crate::dispatch::Context;
+use crate::context::Context;
 use crate::error::broker_code;
 
 pub fn handle(

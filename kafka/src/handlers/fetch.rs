@@ -61,7 +61,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::partition_ref;
-use crate::dispatch::Context;
+use crate::context::Context;
 use crate::error::broker_code;
 use crate::records::{encode_batch, BatchBuilder, OutRecord};
 

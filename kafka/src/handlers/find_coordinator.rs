@@ -10,7 +10,7 @@ use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinator
 use kafka_protocol::protocol::StrBytes;
 use tidelog_broker::names::validate_group_name;
 
-use crate::dispatch::Context;
+use crate::context::Context;
 use crate::error::broker_code;
 
 const GROUP_KEY: i8 = 0;

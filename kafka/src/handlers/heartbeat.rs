@@ -6,7 +6,7 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse};
 
 use super::group;
-use crate::dispatch::Context;
+use crate::context::Context;
 use crate::error::broker_code;
 
 pub fn handle(ctx: &Context, request: HeartbeatRequest) -> HeartbeatResponse {

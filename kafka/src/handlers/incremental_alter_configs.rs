@@ -11,7 +11,7 @@ use tidelog_broker::registry::Topic;
 
 use super::admin::Gate;
 use super::configs::{self, invalid_request, Refused};
-use crate::dispatch::Context;
+use crate::context::Context;
 
 const SET: i8 = 0;
 const DELETE: i8 = 1;

@@ -17,7 +17,7 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 
 use super::maybe_blocking;
-use crate::dispatch::Context;
+use crate::context::Context;
 use crate::error::broker_code;
 
 pub async fn handle(

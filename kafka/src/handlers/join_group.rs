@@ -18,7 +18,7 @@ use tidelog_broker::coordinator::{JoinOutcome, JoinRequest, JoinResponse, Member
 use tidelog_broker::BrokerError;
 
 use super::group::{self, Waited};
-use crate::dispatch::Context;
+use crate::context::Context;
 use crate::error::broker_code;
 
 /// Who sent the request: the header's client id and the peer's address.

@@ -6,7 +6,7 @@ use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
 
 use super::group;
-use crate::dispatch::Context;
+use crate::context::Context;
 use crate::error::broker_code;
 
 pub fn handle(ctx: &Context, version: i16, request: LeaveGroupRequest) -> LeaveGroupResponse {

@@ -10,7 +10,7 @@ use kafka_protocol::protocol::StrBytes;
 use tidelog_broker::coordinator::ProtocolKind;
 
 use super::group;
-use crate::dispatch::Context;
+use crate::context::Context;
 
 pub fn handle(ctx: &Context, version: i16, request: ListGroupsRequest) -> ListGroupsResponse {
     let Some(broker) = ctx.broker() else {

@@ -25,7 +25,7 @@ use tidelog_broker::visibility::VISIBILITY_WAIT;
 use tidelog_broker::Broker;
 
 use super::{maybe_blocking, partition_ref};
-use crate::dispatch::Context;
+use crate::context::Context;
 use crate::error::broker_code;
 
 const EARLIEST: i64 = -2;

@@ -15,7 +15,7 @@ use kafka_protocol::protocol::StrBytes;
 use tidelog_broker::registry::Topic;
 
 use super::{topic_name, NOT_READY, WHO};
-use crate::dispatch::Context;
+use crate::context::Context;
 use crate::error::broker_code;
 
 pub async fn handle(ctx: &Context, version: i16, request: MetadataRequest) -> MetadataResponse {

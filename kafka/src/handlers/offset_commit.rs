@@ -22,7 +22,7 @@ use tidelog_broker::groups::Committer;
 use tidelog_broker::groups::{validate_commit_metadata, CommitValue, OffsetCommit};
 
 use super::{group, partition_ref, WHO};
-use crate::dispatch::Context;
+use crate::context::Context;
 use crate::error::broker_code;
 
 const STATELESS: i32 = -1;

@@ -23,7 +23,7 @@ use tidelog_broker::BrokerError;
 
 use super::admin::{self, Gate};
 use super::{group, maybe_blocking};
-use crate::dispatch::Context;
+use crate::context::Context;
 use crate::error::broker_code;
 
 pub async fn handle(

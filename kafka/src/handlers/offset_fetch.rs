@@ -17,7 +17,7 @@ use tidelog_broker::names::validate_group_name;
 use tidelog_broker::Broker;
 
 use super::{group, topic_name};
-use crate::dispatch::Context;
+use crate::context::Context;
 use crate::error::broker_code;
 
 /// One partition's answer: index, offset (-1: none), metadata.

@@ -53,7 +53,7 @@ use tidelog_broker::Broker;
 use tidelog_broker::budget::{ByteBudget, Reservation};
 
 use super::{NOT_READY, WHO};
-use crate::dispatch::Context;
+use crate::context::Context;
 use crate::error::{broker_code, RecordError};
 use crate::records::{
     any_compressed, decode_partition_into, BatchRecord, DecodeLimits, RecordSink,

@@ -22,8 +22,9 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use tidelog_broker::auth::admin_token_matches;
 
-use crate::dispatch::{Context, Handshake, Session};
+use crate::context::Context;
 use crate::error::FrameError;
+use crate::session::{Handshake, Session};
 
 pub const MECHANISM: &str = "PLAIN";
 /// Longest PLAIN message read: two names and a token.

@@ -10,7 +10,7 @@ use kafka_protocol::protocol::StrBytes;
 use tidelog_broker::coordinator::{MemberAssignment, SyncOutcome};
 
 use super::group::{self, Waited};
-use crate::dispatch::Context;
+use crate::context::Context;
 use crate::error::broker_code;
 
 pub async fn handle(ctx: &Context, version: i16, request: SyncGroupRequest) -> SyncGroupResponse {

@@ -1,0 +1,105 @@
+//! What every connection of one listener shares ([`Context`]): where the
+//! broker is ([`Ready`]), the `kafka:` limits, the advertised address,
+//! the memory budgets ([`Budgets`]) and the counters.
+//!
+//! Invariants:
+//! * Built once per listener ([`Context::new`]), from its `KafkaConfig`,
+//!   and never changed after: a handler reads it, never writes it. A
+//!   connection's own state lives in `session::Session`.
+//! * The broker is reached only through [`Context::broker`]: `None` until
+//!   recovery is done (KAFKA.md "Not ready").
+//! * Handlers take a `&Context` and a typed request and return the typed
+//!   answer, so one is called in a test without a socket; this file
+//!   imports no handler and no dispatch, so handlers import it freely.
+
+use std::sync::Arc;
+
+use tidelog_broker::budget::ByteBudget;
+use tidelog_broker::kafka_metrics::KafkaMetrics;
+use tidelog_broker::Broker;
+use tokio::sync::watch;
+
+use crate::config::{AdminToken, KafkaConfig};
+
+/// Where the broker is, once recovery is done.
+pub type Ready = Arc<dyn Fn() -> Option<Arc<Broker>> + Send + Sync>;
+
+/// The memory budgets a Kafka listener takes from, shared with the HTTP
+/// API in the server.
+pub struct Budgets {
+    /// Request bytes (`http.max_inflight_bytes`, KAFKA.md "Bad input"):
+    /// a frame's bytes as they arrive, until its answer is written, and a
+    /// Produce's decoded records; while it is short the connection is not
+    /// read (backpressure, `listener`).
+    pub requests: Arc<ByteBudget>,
+    /// Fetch answers until written (`http.max_inflight_response_bytes`).
+    pub answers: Arc<ByteBudget>,
+}
+
+/// What every connection shares.
+pub struct Context {
+    pub ready: Ready,
+    pub max_request_bytes: usize,
+    pub max_connections: u64,
+    /// `kafka.max_batch_inflated_bytes`, `kafka.max_records_per_request`,
+    /// `kafka.fetch_max_bytes`.
+    pub max_batch_inflated_bytes: usize,
+    pub max_records_per_request: usize,
+    pub fetch_max_bytes: usize,
+    /// The host and port Metadata names.
+    pub host: String,
+    pub port: i32,
+    /// Turns true at shutdown: long-polls answer at once.
+    pub stop: watch::Receiver<bool>,
+    /// When set, the mutating admin APIs need a SASL/PLAIN login with it
+    /// (`handlers::sasl`, `handlers::admin`).
+    pub admin_token: Option<AdminToken>,
+    /// The cluster id Metadata answers (the broker's, known before it is).
+    pub cluster_id: Option<String>,
+    /// The global budget of request bytes held in memory, shared with
+    /// HTTP bodies (`listener`), and a Produce's decoded records.
+    pub budget: Arc<ByteBudget>,
+    /// The global budget of fetch answers held until written, shared with
+    /// HTTP's fetch answers (`handlers::fetch`): a client that does not
+    /// read its answers holds these bytes, never the ones producers need.
+    pub answer_budget: Arc<ByteBudget>,
+    /// The listener's counters, which the HTTP API's `/metrics` renders.
+    pub metrics: Arc<KafkaMetrics>,
+}
+
+impl Context {
+    /// The context of a listener configured by `config` that advertises
+    /// `host` and `port`, takes from `budgets`, counts in `metrics` and
+    /// stops when `stop` turns true.
+    pub fn new(
+        config: &KafkaConfig,
+        ready: Ready,
+        (host, port): (String, i32),
+        budgets: Budgets,
+        metrics: Arc<KafkaMetrics>,
+        stop: watch::Receiver<bool>,
+    ) -> Context {
+        Context {
+            ready,
+            max_request_bytes: usize::try_from(config.max_request_bytes).unwrap_or(usize::MAX),
+            max_connections: config.max_connections,
+            max_batch_inflated_bytes: usize::try_from(config.max_batch_inflated_bytes)
+                .unwrap_or(usize::MAX),
+            max_records_per_request: usize::try_from(config.max_records_per_request)
+                .unwrap_or(usize::MAX),
+            fetch_max_bytes: usize::try_from(config.fetch_max_bytes).unwrap_or(usize::MAX),
+            host,
+            port,
+            stop,
+            admin_token: config.admin_token.clone(),
+            cluster_id: config.cluster_id.clone(),
+            budget: budgets.requests,
+            answer_budget: budgets.answers,
+            metrics,
+        }
+    }
+
+    pub fn broker(&self) -> Option<Arc<Broker>> {
+        (self.ready)()
+    }
+}

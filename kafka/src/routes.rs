@@ -1,0 +1,367 @@
+//! The served Kafka APIs, each written once, as a row of [`ROUTES`]: its
+//! key, its version range (KAFKA.md's table), its name, the walk that
+//! checks its body before decoding (`precheck`) and its route (decode the
+//! typed request, call the typed handler, encode the answer).
+//!
+//! Every list of APIs is derived from this table: what ApiVersions
+//! advertises ([`served`], in the table's order), what dispatch answers
+//! (any other key closes the connection, KAFKA.md "Bad input"), the
+//! version range it checks, and the name `/metrics` counts a request
+//! under ([`route`]).
+//!
+//! Invariants (tested in `routes_tests.rs`):
+//! * A key has at most one row.
+//! * A row's range lies inside what `kafka-protocol` decodes and encodes
+//!   for its key, and its name is its key's.
+//! * A route is called only with a version inside its row's range and a
+//!   body its walk passed (`dispatch`); it answers at that version.
+
+use kafka_protocol::messages::{ApiKey, ApiVersionsRequest};
+
+use crate::call::{Call, Served};
+use crate::handlers;
+use crate::precheck;
+
+/// One served API.
+pub struct Route {
+    pub key: ApiKey,
+    /// The lowest and highest version served (KAFKA.md "APIs and
+    /// versions").
+    pub min: i16,
+    pub max: i16,
+    /// What `/metrics` and errors call it: its key's name.
+    pub name: &'static str,
+    /// The structural check of its body, before decoding.
+    pub(crate) walk: precheck::Body,
+    /// Decodes the typed request, calls the handler, encodes the answer.
+    pub(crate) serve: for<'a> fn(Call<'a>) -> Served<'a>,
+}
+
+/// A row: `route!(Key, min..=max, walk, serve)`; the name is the key's.
+macro_rules! route {
+    ($key:ident, $min:literal ..= $max:literal, $walk:path, $serve:path) => {
+        Route {
+            key: ApiKey::$key,
+            min: $min,
+            max: $max,
+            name: stringify!($key),
+            walk: $walk,
+            serve: $serve,
+        }
+    };
+}
+
+/// The served APIs and their version ranges, in the order ApiVersions
+/// lists them.
+pub static ROUTES: &[Route] = &[
+    route!(Produce, 3..=9, precheck::produce, produce),
+    route!(Fetch, 4..=12, precheck::fetch, fetch),
+    route!(ListOffsets, 1..=7, precheck::list_offsets, list_offsets),
+    route!(Metadata, 0..=12, precheck::metadata, metadata),
+    route!(ApiVersions, 0..=3, precheck::api_versions, api_versions),
+    // The group APIs (KAFKA.md "Groups").
+    route!(OffsetCommit, 2..=8, precheck::offset_commit, offset_commit),
+    route!(OffsetFetch, 1..=8, precheck::offset_fetch, offset_fetch),
+    route!(
+        FindCoordinator,
+        0..=4,
+        precheck::find_coordinator,
+        find_coordinator
+    ),
+    route!(JoinGroup, 0..=7, precheck::join_group, join_group),
+    route!(Heartbeat, 0..=4, precheck::heartbeat, heartbeat),
+    route!(LeaveGroup, 0..=4, precheck::leave_group, leave_group),
+    route!(SyncGroup, 0..=5, precheck::sync_group, sync_group),
+    route!(
+        DescribeGroups,
+        0..=5,
+        precheck::describe_groups,
+        describe_groups
+    ),
+    route!(ListGroups, 0..=4, precheck::list_groups, list_groups),
+    route!(OffsetDelete, 0..=0, precheck::offset_delete, offset_delete),
+    // The admin APIs (KAFKA.md "Admin").
+    route!(CreateTopics, 2..=7, precheck::create_topics, create_topics),
+    route!(DeleteTopics, 1..=6, precheck::delete_topics, delete_topics),
+    route!(
+        DeleteRecords,
+        0..=2,
+        precheck::delete_records,
+        delete_records
+    ),
+    route!(
+        DescribeConfigs,
+        1..=4,
+        precheck::describe_configs,
+        describe_configs
+    ),
+    route!(AlterConfigs, 0..=2, precheck::alter_configs, alter_configs),
+    route!(
+        IncrementalAlterConfigs,
+        0..=1,
+        precheck::incremental_alter_configs,
+        incremental_alter_configs
+    ),
+    route!(
+        DescribeCluster,
+        0..=1,
+        precheck::describe_cluster,
+        describe_cluster
+    ),
+    // Idempotent producers (KAFKA.md "Idempotent producers").
+    route!(
+        InitProducerId,
+        0..=4,
+        precheck::init_producer_id,
+        init_producer_id
+    ),
+    // SASL/PLAIN for the admin token (KAFKA.md "Security").
+    route!(
+        SaslHandshake,
+        0..=1,
+        precheck::sasl_handshake,
+        sasl_handshake
+    ),
+    route!(
+        SaslAuthenticate,
+        0..=2,
+        precheck::sasl_authenticate,
+        sasl_authenticate
+    ),
+];
+
+/// The row of `key`, if it is served.
+pub fn route(key: ApiKey) -> Option<&'static Route> {
+    ROUTES.iter().find(|r| r.key == key)
+}
+
+/// (key, min, max) of every row, in the table's order: what ApiVersions
+/// advertises.
+pub fn served() -> impl Iterator<Item = (ApiKey, i16, i16)> {
+    ROUTES.iter().map(|r| (r.key, r.min, r.max))
+}
+
+// The routes, one per row: decode, call the handler, encode. Each is
+// boxed (`Served`) so the rows share one fn-pointer type.
+
+fn api_versions(mut call: Call<'_>) -> Served<'_> {
+    Box::pin(async move {
+        let _request: ApiVersionsRequest = call.decode()?;
+        call.answer(&handlers::api_versions::answer(0, served()))
+    })
+}
+
+fn metadata(mut call: Call<'_>) -> Served<'_> {
+    Box::pin(async move {
+        let request = call.decode()?;
+        let answer = handlers::metadata::handle(call.ctx, call.version, request).await;
+        call.answer(&answer)
+    })
+}
+
+fn produce(mut call: Call<'_>) -> Served<'_> {
+    Box::pin(async move {
+        let request = call.decode()?;
+        match handlers::produce::handle(call.ctx, request).await {
+            Some(answer) => call.answer(&answer),
+            None => Ok(None),
+        }
+    })
+}
+
+fn fetch(mut call: Call<'_>) -> Served<'_> {
+    Box::pin(async move {
+        let request = call.decode()?;
+        let (answer, held) = handlers::fetch::handle(call.ctx, request).await;
+        let frame = call.answer(&answer);
+        // Held until the listener has written the answer.
+        call.session.answer_held = Some(held);
+        frame
+    })
+}
+
+fn list_offsets(mut call: Call<'_>) -> Served<'_> {
+    Box::pin(async move {
+        let request = call.decode()?;
+        let answer = handlers::list_offsets::handle(call.ctx, call.version, request).await;
+        call.answer(&answer)
+    })
+}
+
+fn find_coordinator(mut call: Call<'_>) -> Served<'_> {
+    Box::pin(async move {
+        let request = call.decode()?;
+        let answer = handlers::find_coordinator::handle(call.ctx, call.version, request);
+        call.answer(&answer)
+    })
+}
+
+fn join_group(mut call: Call<'_>) -> Served<'_> {
+    Box::pin(async move {
+        let request = call.decode()?;
+        // Kafka names a member's host `/<ip>`.
+        let host = call
+            .peer
+            .map_or_else(String::new, |p| format!("/{}", p.ip()));
+        let caller = handlers::join_group::Caller {
+            client_id: call.header.client_id.as_ref().map_or("", |c| c.as_str()),
+            host: &host,
+        };
+        let answer = handlers::join_group::handle(call.ctx, call.version, caller, request).await;
+        call.answer(&answer)
+    })
+}
+
+fn sync_group(mut call: Call<'_>) -> Served<'_> {
+    Box::pin(async move {
+        let request = call.decode()?;
+        let answer = handlers::sync_group::handle(call.ctx, call.version, request).await;
+        call.answer(&answer)
+    })
+}
+
+fn heartbeat(mut call: Call<'_>) -> Served<'_> {
+    Box::pin(async move {
+        let request = call.decode()?;
+        let answer = handlers::heartbeat::handle(call.ctx, request);
+        call.answer(&answer)
+    })
+}
+
+fn leave_group(mut call: Call<'_>) -> Served<'_> {
+    Box::pin(async move {
+        let request = call.decode()?;
+        let answer = handlers::leave_group::handle(call.ctx, call.version, request);
+        call.answer(&answer)
+    })
+}
+
+fn offset_commit(mut call: Call<'_>) -> Served<'_> {
+    Box::pin(async move {
+        let request = call.decode()?;
+        let answer = handlers::offset_commit::handle(call.ctx, request).await;
+        call.answer(&answer)
+    })
+}
+
+fn offset_fetch(mut call: Call<'_>) -> Served<'_> {
+    Box::pin(async move {
+        let request = call.decode()?;
+        let answer = handlers::offset_fetch::handle(call.ctx, call.version, request);
+        call.answer(&answer)
+    })
+}
+
+fn list_groups(mut call: Call<'_>) -> Served<'_> {
+    Box::pin(async move {
+        let request = call.decode()?;
+        let answer = handlers::list_groups::handle(call.ctx, call.version, request);
+        call.answer(&answer)
+    })
+}
+
+fn describe_groups(mut call: Call<'_>) -> Served<'_> {
+    Box::pin(async move {
+        let request = call.decode()?;
+        let answer = handlers::describe_groups::handle(call.ctx, call.version, request);
+        call.answer(&answer)
+    })
+}
+
+fn offset_delete(mut call: Call<'_>) -> Served<'_> {
+    Box::pin(async move {
+        let request = call.decode()?;
+        let gate = handlers::admin::Gate::new(call.ctx, call.session);
+        let answer = handlers::offset_delete::handle(call.ctx, gate, request).await;
+        call.answer(&answer)
+    })
+}
+
+fn create_topics(mut call: Call<'_>) -> Served<'_> {
+    Box::pin(async move {
+        let request = call.decode()?;
+        let gate = handlers::admin::Gate::new(call.ctx, call.session);
+        let answer = handlers::create_topics::handle(call.ctx, gate, call.version, request).await;
+        call.answer(&answer)
+    })
+}
+
+fn delete_topics(mut call: Call<'_>) -> Served<'_> {
+    Box::pin(async move {
+        let request = call.decode()?;
+        let gate = handlers::admin::Gate::new(call.ctx, call.session);
+        let answer = handlers::delete_topics::handle(call.ctx, gate, call.version, request).await;
+        call.answer(&answer)
+    })
+}
+
+fn delete_records(mut call: Call<'_>) -> Served<'_> {
+    Box::pin(async move {
+        let request = call.decode()?;
+        let gate = handlers::admin::Gate::new(call.ctx, call.session);
+        let answer = handlers::delete_records::handle(call.ctx, gate, request).await;
+        call.answer(&answer)
+    })
+}
+
+fn describe_configs(mut call: Call<'_>) -> Served<'_> {
+    Box::pin(async move {
+        let request = call.decode()?;
+        let answer = handlers::describe_configs::handle(call.ctx, call.version, request);
+        call.answer(&answer)
+    })
+}
+
+fn alter_configs(mut call: Call<'_>) -> Served<'_> {
+    Box::pin(async move {
+        let request = call.decode()?;
+        let gate = handlers::admin::Gate::new(call.ctx, call.session);
+        let answer = handlers::alter_configs::handle(call.ctx, gate, request).await;
+        call.answer(&answer)
+    })
+}
+
+fn incremental_alter_configs(mut call: Call<'_>) -> Served<'_> {
+    Box::pin(async move {
+        let request = call.decode()?;
+        let gate = handlers::admin::Gate::new(call.ctx, call.session);
+        let answer = handlers::incremental_alter_configs::handle(call.ctx, gate, request).await;
+        call.answer(&answer)
+    })
+}
+
+fn describe_cluster(mut call: Call<'_>) -> Served<'_> {
+    Box::pin(async move {
+        let request = call.decode()?;
+        let answer = handlers::describe_cluster::handle(call.ctx, call.version, request);
+        call.answer(&answer)
+    })
+}
+
+fn init_producer_id(mut call: Call<'_>) -> Served<'_> {
+    Box::pin(async move {
+        let request = call.decode()?;
+        let answer = handlers::init_producer_id::handle(call.ctx, call.version, request).await;
+        call.answer(&answer)
+    })
+}
+
+fn sasl_handshake(mut call: Call<'_>) -> Served<'_> {
+    Box::pin(async move {
+        let request = call.decode()?;
+        let answer = handlers::sasl::handshake(call.ctx, call.session, call.version, request);
+        call.answer(&answer)
+    })
+}
+
+fn sasl_authenticate(mut call: Call<'_>) -> Served<'_> {
+    Box::pin(async move {
+        let request = call.decode()?;
+        let answer = handlers::sasl::authenticate(call.ctx, call.session, request);
+        call.answer(&answer)
+    })
+}
+
+#[cfg(test)]
+#[path = "routes_tests.rs"]
+mod tests;
