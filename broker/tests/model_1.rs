@@ -1,16 +1,20 @@
-//! Seed 4 of the broker model test (`model.rs`), pinned: at its step 20 an
-//! HTTP produce to `events` is acknowledged (offsets 0..3 of partition 0)
-//! and the DeleteRecords that follows at once, below offset 1, is refused
-//! `OffsetOutOfRange { high_watermark: 0 }`: `Broker::delete_records`
-//! checks the offset against the dispatched end (`Store::delete_records`,
-//! the ConsumeQueue's), not against what was acknowledged, and the Kafka
-//! front-end calls it without the read-your-writes wait its reads make
-//! (`tidelog_broker::visibility`). A Kafka client deleting what it just
-//! produced gets OFFSET_OUT_OF_RANGE now and then; Kafka's high watermark
-//! moves with the append.
+//! Seed 4 of the broker model test (`model.rs`), pinned: at its step 13
+//! a Kafka produce of 5 records to `mixed` (`compact,delete`) partition 1
+//! is acknowledged (offsets 0..5), and at step 16 a DeleteRecords of that
+//! partition below −1 (the high watermark) answers `Ok(0)`: a low
+//! watermark of 0, nothing deleted, where the model wants 5. In other
+//! seeds the same call below an offset under the acknowledged end is
+//! refused `OffsetOutOfRange { high_watermark: 0 }`.
 //!
-//! It shows only when dispatch lags the answer (a few runs in ten on a
-//! busy two-core machine), so the seed runs ten times.
+//! The cause: `Broker::delete_records` resolves −1 and checks the offset
+//! against the dispatched end (`Store::delete_records`, the ConsumeQueue's),
+//! not against what was acknowledged, and the Kafka front-end calls it
+//! without the read-your-writes wait its reads make
+//! (`tidelog_broker::visibility`). A Kafka client deleting what it just
+//! produced is told it was deleted when it was not, or gets
+//! OFFSET_OUT_OF_RANGE; Kafka's high watermark moves with the append.
+//! It shows whenever dispatch lags the answer, which it did at this step on
+//! every run here (the seed still runs ten times, to be sure).
 //!
 //! Ignored until the fix lands (then drop the `#[ignore]`, and
 //! `Workarounds::visible_before_delete_records`, which the CI seeds run

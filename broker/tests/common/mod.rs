@@ -17,30 +17,27 @@
 pub mod driver;
 pub mod model;
 
-/// A tiny seeded PRNG (xorshift64*), so failures reproduce from the seed:
-/// `cleaner/tests/model.rs`' generator (the test binaries of two crates
-/// share no module).
-pub struct Rng(u64);
+use tidelog_storage::test_rng::SplitMix64;
+
+/// The workspace's seeded generator (`tidelog_storage::test_rng`, that of
+/// every model test), with the draws the model makes.
+pub struct Rng(SplitMix64);
 
 impl Rng {
     pub fn new(seed: u64) -> Rng {
-        // Spread small seeds (1, 2, ...) over the state space.
-        Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15).max(1))
+        Rng(SplitMix64(seed))
     }
 
     pub fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        self.0.next()
     }
 
+    /// In `[0, n)`; `n` at least 1.
     pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
+        self.0.below(n)
     }
 
+    /// True `percent` times in a hundred.
     pub fn chance(&mut self, percent: u64) -> bool {
         self.below(100) < percent
     }

@@ -125,6 +125,10 @@ pub struct Coverage {
     /// did not serve (summed over the reads): compaction removed them.
     pub records_compacted_away: u64,
     pub tombstones_gone: u64,
+    /// Full reads that served an older record of a key whose latest, a
+    /// tombstone, a pass collected while the read ran (allowed: the read
+    /// took at least `delete.retention.ms`).
+    pub scans_outlived_tombstones: u64,
     pub commits: u64,
     pub refused_commits: u64,
     pub restarts: u64,
@@ -144,6 +148,7 @@ impl Coverage {
         self.compactions += o.compactions;
         self.records_compacted_away += o.records_compacted_away;
         self.tombstones_gone += o.tombstones_gone;
+        self.scans_outlived_tombstones += o.scans_outlived_tombstones;
         self.commits += o.commits;
         self.refused_commits += o.refused_commits;
         self.restarts += o.restarts;
@@ -243,6 +248,9 @@ impl World {
         // `mixed` loses its expired tombstones: at once, after a moment,
         // or never within the run.
         let mixed_retention_ms = rng.pick(&[0, 300, DAY_MS]);
+        trace(|| {
+            format!("seed {seed}: mixed has delete.retention.ms {mixed_retention_ms}, min.cleanable.dirty.ratio {dirty_ratio}")
+        });
         let specs: [(&'static str, Policy, i64, Option<u32>); 4] = [
             ("events", Policy::Delete, DAY_MS, Some(2)),
             ("table", Policy::Compact, DAY_MS, Some(2)),
@@ -747,11 +755,19 @@ impl World {
         );
         // Read in one call: a background pass between two reads could
         // otherwise remove a key's newest record after an older one was read.
+        let began = now_ms();
         let all = self
             .driver
             .fetch(name, p, 0, ALL_RECORDS, usize::MAX)
             .unwrap();
         let now = now_ms();
+        // Kafka's contract for tombstones: a scan that takes less than
+        // `delete.retention.ms` sees each key's final state. One that takes
+        // longer (always, at 0 ms) may have read a key's older record
+        // before the pass that removed it and then missed the tombstone a
+        // later pass collected; then only its latest record, if served, has
+        // to be the newest.
+        let scan_outlived_tombstones = now - began >= self.topics[t].delete_retention_ms;
         let served: Vec<u64> = all.records.iter().map(|(o, _)| *o).collect();
         for w in served.windows(2) {
             assert!(
@@ -803,11 +819,26 @@ impl World {
             .collect();
         for (key, offset) in latest {
             let shown = String::from_utf8_lossy(&key).into_owned();
+            let tombstone = self.topics[t].parts[p as usize].records[&offset]
+                .record
+                .value
+                .is_none();
             match newest.get(&key) {
+                Some(&o) if o != offset && tombstone && scan_outlived_tombstones => {
+                    assert!(
+                        !self.required(t, p, offset, now),
+                        "{name}-{p} key {shown}: its latest record {offset}, a tombstone, is missing: {}",
+                        self.context()
+                    );
+                    self.coverage.scans_outlived_tombstones += 1;
+                }
                 Some(&o) => assert_eq!(
                     o,
                     offset,
-                    "{name}-{p} key {shown}: the newest record served is not its latest: {}",
+                    "{name}-{p} key {shown}: the newest record served is not its latest ({}, delete.retention.ms {}, read in {} ms): {}",
+                    if tombstone { "a tombstone" } else { "a value" },
+                    self.topics[t].delete_retention_ms,
+                    now - began,
                     self.context()
                 ),
                 None => {
