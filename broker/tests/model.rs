@@ -3,8 +3,9 @@
 //! partitions, a path partition, key-hashed and round-robin records, an
 //! auto-created topic), Kafka produce (one partition's batch, plain or an
 //! idempotent producer's: in sequence, retried, out of sequence, of an old
-//! epoch), InitProducerId (new producers, epoch bumps), fetches from random
-//! offsets with random limits, DeleteRecords, compaction on request, group
+//! epoch), InitProducerId (new producers, epoch bumps), fetches through
+//! HTTP's and Kafka's read paths from random offsets with random limits,
+//! DeleteRecords, compaction on request, group
 //! offset commits and fetches, and clean restarts, over a topic of each
 //! `cleanup.policy` (`delete`, `compact`, `compact,delete` with a
 //! `delete.retention.ms` of 0, 300 ms or a day). After every step that

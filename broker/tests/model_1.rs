@@ -1,10 +1,11 @@
-//! Seed 4 of the broker model test (`model.rs`), pinned: at its step 13
-//! a Kafka produce of 5 records to `mixed` (`compact,delete`) partition 1
-//! is acknowledged (offsets 0..5), and at step 16 a DeleteRecords of that
-//! partition below −1 (the high watermark) answers `Ok(0)`: a low
-//! watermark of 0, nothing deleted, where the model wants 5. In other
-//! seeds the same call below an offset under the acknowledged end is
-//! refused `OffsetOutOfRange { high_watermark: 0 }`.
+//! Seed 4 of the broker model test (`model.rs`), pinned: as the model
+//! draws today, at its step 12 a Kafka produce of 5 records to `mixed`
+//! (`compact,delete`) partition 1 is acknowledged (offsets 1..6), and at
+//! step 15 a DeleteRecords of that partition below −1 (the high watermark)
+//! answers `Ok(0)` or `Ok(1)` (whatever was dispatched by then), where
+//! the model wants 6: the client is told the records are deleted, and they
+//! are not. In other seeds the same call below an offset under the
+//! acknowledged end is refused `OffsetOutOfRange { high_watermark: 0 }`.
 //!
 //! The cause: `Broker::delete_records` resolves −1 and checks the offset
 //! against the dispatched end (`Store::delete_records`, the ConsumeQueue's),

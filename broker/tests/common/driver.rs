@@ -13,8 +13,8 @@
 //!   unknown topic is refused before the broker is asked
 //!   (`kafka/src/handlers/produce.rs`).
 //! * [`Driver::fetch`]: a read that begins with the read-your-writes wait
-//!   (`Broker::visible`, bounded by `VISIBILITY_WAIT`), then
-//!   `PartitionRef::read_async`.
+//!   (`Broker::visible`, bounded by `VISIBILITY_WAIT`), then reads as
+//!   either front-end does ([`FetchPath`]).
 //! * [`Driver::delete_records`], [`Driver::compact`] (request, then wait
 //!   for the passes as the HTTP compaction route does), [`Driver::commit`]
 //!   and [`Driver::fetch_offsets`] (a commit without membership, as HTTP's
@@ -33,8 +33,9 @@ use bytes::Bytes;
 use tidelog_broker::coordinator::CommitOrigin;
 use tidelog_broker::groups::{CommitValue, OffsetCommit};
 use tidelog_broker::produce::{PartitionBatch, ProduceRecord};
+use tidelog_broker::read::{RecordRef, Records};
 use tidelog_broker::store::{
-    BatchMeta, CleanerConfig, FlushMode, Header, ProducerBatch, RunStats, StoreConfig,
+    BatchMeta, CleanerConfig, FlushMode, Header, ProducerBatch, RunStats, StoreConfig, StoredRecord,
 };
 use tidelog_broker::topic_config::Overrides;
 use tidelog_broker::visibility::VISIBILITY_WAIT;
@@ -71,6 +72,17 @@ pub struct KafkaAck {
     pub offsets: Vec<u64>,
     /// An idempotent producer's retry: the original batch.
     pub duplicate_of: Option<BatchMeta>,
+}
+
+/// How a fetch reads, as each front-end does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FetchPath {
+    /// HTTP's fetch (`api/src/handlers/fetch.rs`): `read_cached` (a
+    /// compacted log's bytes in the page cache), else `read`.
+    Http,
+    /// Kafka's Fetch (`kafka/src/handlers/fetch.rs`): `read_into` a sink
+    /// for a queue partition, `read_async` for a compact one.
+    Kafka,
 }
 
 /// A fetch's answer.
@@ -275,36 +287,39 @@ impl Driver {
         from: u64,
         max_records: usize,
         max_bytes: usize,
+        path: FetchPath,
     ) -> Result<Fetched, BrokerError> {
         let broker = self.broker();
         let part = broker.partition(topic, partition)?;
-        let batch = self.rt.block_on(async {
-            let point = broker.acknowledged();
-            let _ = tokio::time::timeout(VISIBILITY_WAIT, broker.visible(point)).await;
-            part.read_async(from, max_records, max_bytes).await
-        })?;
-        let records = batch
-            .records
-            .iter()
-            .map(|r| {
-                (
-                    r.offset(),
-                    Record {
-                        key: r.key().map(<[u8]>::to_vec),
-                        value: r.value().map(<[u8]>::to_vec),
-                        headers: r
-                            .headers()
-                            .into_iter()
-                            .map(|h| (h.name, h.value.map(|v| v.to_vec())))
-                            .collect(),
-                        timestamp_ms: Some(r.timestamp_ms()),
-                    },
-                )
-            })
-            .collect();
+        self.wait_visible();
+        let (records, next_offset) = match path {
+            FetchPath::Http => {
+                let batch = match part.read_cached(from, max_records, max_bytes)? {
+                    Some(batch) => batch,
+                    // On the blocking pool in the server.
+                    None => part.read(from, max_records, max_bytes)?,
+                };
+                (fetched(&batch.records), batch.next_offset)
+            }
+            FetchPath::Kafka => {
+                let mut sink: Vec<StoredRecord> = Vec::new();
+                match part.read_into(from, max_records, max_bytes, &mut sink)? {
+                    Some(next) => (
+                        sink.iter().map(|r| record(RecordRef::Stored(r))).collect(),
+                        next,
+                    ),
+                    None => {
+                        let batch =
+                            self.rt
+                                .block_on(part.read_async(from, max_records, max_bytes))?;
+                        (fetched(&batch.records), batch.next_offset)
+                    }
+                }
+            }
+        };
         Ok(Fetched {
             records,
-            next_offset: batch.next_offset,
+            next_offset,
         })
     }
 
@@ -392,6 +407,26 @@ impl Driver {
                 .collect()
         })
     }
+}
+
+fn fetched(records: &Records) -> Vec<(u64, Record)> {
+    records.iter().map(record).collect()
+}
+
+fn record(r: RecordRef<'_>) -> (u64, Record) {
+    (
+        r.offset(),
+        Record {
+            key: r.key().map(<[u8]>::to_vec),
+            value: r.value().map(<[u8]>::to_vec),
+            headers: r
+                .headers()
+                .into_iter()
+                .map(|h| (h.name, h.value.map(|v| v.to_vec())))
+                .collect(),
+            timestamp_ms: Some(r.timestamp_ms()),
+        },
+    )
 }
 
 impl Drop for Driver {

@@ -17,7 +17,7 @@ use tidelog_broker::partitioner::partition_for_key;
 use tidelog_broker::store::{BatchMeta, ProducerBatch, SequenceProblem, StoreError};
 use tidelog_broker::BrokerError;
 
-use super::driver::{Driver, HttpRecord, Record};
+use super::driver::{Driver, FetchPath, HttpRecord, Record};
 use super::Rng;
 
 /// Keys per topic: few, so keys repeat and compaction has work.
@@ -755,10 +755,11 @@ impl World {
         );
         // Read in one call: a background pass between two reads could
         // otherwise remove a key's newest record after an older one was read.
+        let path = self.fetch_path();
         let began = now_ms();
         let all = self
             .driver
-            .fetch(name, p, 0, ALL_RECORDS, usize::MAX)
+            .fetch(name, p, 0, ALL_RECORDS, usize::MAX, path)
             .unwrap();
         let now = now_ms();
         // Kafka's contract for tombstones: a scan that takes less than
@@ -874,14 +875,15 @@ impl World {
         let from = self.rng.below(next + 2);
         let max_records = 1 + self.rng.below(20) as usize;
         let max_bytes = self.rng.pick(&[1, 200, 4096, usize::MAX]);
+        let path = self.fetch_path();
         let got = self
             .driver
-            .fetch(name, p, from, max_records, max_bytes)
+            .fetch(name, p, from, max_records, max_bytes, path)
             .unwrap();
         let now = now_ms();
         self.coverage.fetches += 1;
         let context = format!(
-            "{name}-{p} fetch from {from} ({max_records} records, {max_bytes} bytes): {}",
+            "{name}-{p} {path:?} fetch from {from} ({max_records} records, {max_bytes} bytes): {}",
             self.context()
         );
         let offsets: Vec<u64> = got.records.iter().map(|(o, _)| *o).collect();
@@ -932,6 +934,10 @@ impl World {
                 }
             }
         }
+    }
+
+    fn fetch_path(&mut self) -> FetchPath {
+        self.rng.pick(&[FetchPath::Http, FetchPath::Kafka])
     }
 
     fn existing_partition(&mut self) -> Option<(usize, u32)> {
