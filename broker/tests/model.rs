@@ -5,7 +5,7 @@
 //! idempotent producer's: in sequence, retried, out of sequence, of an old
 //! epoch), InitProducerId (new producers, epoch bumps), fetches through
 //! HTTP's and Kafka's read paths from random offsets with random limits,
-//! DeleteRecords, compaction on request, group
+//! ListOffsets by timestamp, DeleteRecords, compaction on request, group
 //! offset commits and fetches, and clean restarts, over a topic of each
 //! `cleanup.policy` (`delete`, `compact`, `compact,delete` with a
 //! `delete.retention.ms` of 0, 300 ms or a day). After every step that
@@ -34,6 +34,9 @@
 //! - a topic that does not compact serves every acknowledged record from
 //!   the log start; a fetch returns the first of them at or after its
 //!   offset (at least one if there is one, at most its `max_records`);
+//! - ListOffsets by timestamp on a topic that does not compact answers
+//!   the first offset from the log start whose timestamp is at least the
+//!   one asked for, or the end;
 //! - a compact topic serves, per key, its latest record as the newest of
 //!   the key (a key never comes back to an older value), unless that is a
 //!   tombstone past its `delete.retention.ms` or below the log start, and

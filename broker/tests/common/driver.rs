@@ -14,7 +14,8 @@
 //!   (`kafka/src/handlers/produce.rs`).
 //! * [`Driver::fetch`]: a read that begins with the read-your-writes wait
 //!   (`Broker::visible`, bounded by `VISIBILITY_WAIT`), then reads as
-//!   either front-end does ([`FetchPath`]).
+//!   either front-end does ([`FetchPath`]); [`Driver::offset_for_timestamp`]
+//!   (Kafka's ListOffsets by timestamp, after the same wait).
 //! * [`Driver::delete_records`], [`Driver::compact`] (request, then wait
 //!   for the passes as the HTTP compaction route does), [`Driver::commit`]
 //!   and [`Driver::fetch_offsets`] (a commit without membership, as HTTP's
@@ -344,6 +345,21 @@ impl Driver {
             log_start,
             end,
         })
+    }
+
+    /// ListOffsets by timestamp (Kafka's, after the read-your-writes wait
+    /// its handler makes): the first offset whose record's timestamp is at
+    /// least `timestamp_ms`, or the end.
+    pub fn offset_for_timestamp(
+        &self,
+        topic: &str,
+        partition: u32,
+        timestamp_ms: i64,
+    ) -> Result<u64, BrokerError> {
+        let part = self.broker().partition(topic, partition)?;
+        self.wait_visible();
+        // On the blocking pool in the server.
+        part.offset_for_timestamp(timestamp_ms)
     }
 
     /// DeleteRecords: the low watermark after it.

@@ -121,6 +121,7 @@ pub struct Coverage {
     pub stale_epochs: u64,
     pub refused_produces: u64,
     pub fetches: u64,
+    pub timestamp_lookups: u64,
     pub log_starts_moved: u64,
     pub compactions: u64,
     /// Acknowledged records at or above the log start that a full read
@@ -146,6 +147,7 @@ impl Coverage {
         self.stale_epochs += o.stale_epochs;
         self.refused_produces += o.refused_produces;
         self.fetches += o.fetches;
+        self.timestamp_lookups += o.timestamp_lookups;
         self.log_starts_moved += o.log_starts_moved;
         self.compactions += o.compactions;
         self.records_compacted_away += o.records_compacted_away;
@@ -163,6 +165,7 @@ impl Coverage {
         assert!(c.idempotent_batches > 0 && c.duplicates > 0, "{c:?}");
         assert!(c.out_of_sequence > 0 && c.stale_epochs > 0, "{c:?}");
         assert!(c.refused_produces > 0 && c.fetches > 0, "{c:?}");
+        assert!(c.timestamp_lookups > 0, "{c:?}");
         assert!(c.log_starts_moved > 0, "{c:?}");
         assert!(c.compactions > 0 && c.records_compacted_away > 0, "{c:?}");
         assert!(c.tombstones_gone > 0, "{c:?}");
@@ -527,7 +530,8 @@ pub fn run_seed(seed: u64, steps: usize, workarounds: Workarounds) -> Coverage {
         match op {
             0..=24 => w.produce_http(),
             25..=46 => w.produce_kafka(),
-            47..=60 => w.fetch(),
+            47..=56 => w.fetch(),
+            57..=60 => w.list_offsets(),
             61..=66 => w.delete_records(),
             67..=74 => w.compact(),
             75..=86 => w.commit(),

@@ -258,6 +258,58 @@ impl World {
         self.rng.pick(&[FetchPath::Http, FetchPath::Kafka])
     }
 
+    /// ListOffsets by timestamp on a topic that does not compact (where
+    /// every record from the log start is known): the first offset from
+    /// the log start whose timestamp is at least T, or the end. An
+    /// append-time record whose window (the produce's call to its answer)
+    /// straddles T may or may not count, so any of those before the first
+    /// record that surely counts is an answer too.
+    pub(super) fn list_offsets(&mut self) {
+        let Some((t, p)) = self.existing_partition() else {
+            return;
+        };
+        if self.topics[t].policy.compacts() {
+            return;
+        }
+        let name = self.topics[t].name;
+        let m = &self.topics[t].parts[p as usize];
+        let offsets: Vec<u64> = m.records.range(m.log_start..).map(|(o, _)| *o).collect();
+        let target = match (offsets.is_empty(), self.rng.below(4)) {
+            (false, 0 | 1) => {
+                let o = offsets[self.rng.below(offsets.len() as u64) as usize];
+                let a = &self.topics[t].parts[p as usize].records[&o];
+                a.record.timestamp_ms.unwrap_or(a.before_ms)
+            }
+            (_, 2) => 1_600_000_000_000 + self.rng.below(1_000_000_000) as i64,
+            _ => now_ms() - self.rng.below(5_000) as i64,
+        };
+        let m = &self.topics[t].parts[p as usize];
+        let mut allowed = Vec::new();
+        let mut sure = None;
+        for o in &offsets {
+            let a = &m.records[o];
+            let (lo, hi) = match a.record.timestamp_ms {
+                Some(ts) => (ts, ts),
+                None => (a.before_ms, a.after_ms),
+            };
+            if lo >= target {
+                sure = Some(*o);
+                break;
+            }
+            if hi >= target {
+                allowed.push(*o);
+            }
+        }
+        allowed.push(sure.unwrap_or(m.next));
+        let got = self.driver.offset_for_timestamp(name, p, target).unwrap();
+        assert!(
+            allowed.contains(&got),
+            "{name}-{p}: ListOffsets for timestamp {target} answered {got}, not one of {allowed:?}: {}",
+            self.context()
+        );
+        self.coverage.timestamp_lookups += 1;
+    }
+
     pub(super) fn existing_partition(&mut self) -> Option<(usize, u32)> {
         let t = self.rng.below(self.topics.len() as u64) as usize;
         let count = self.topics[t].partitions?;
