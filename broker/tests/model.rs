@@ -43,6 +43,8 @@
 //!   then nothing of the key; a fetch skips no such required record;
 //! - compaction on request finishes a pass on every partition (and is
 //!   refused on a topic that does not compact);
+//! - `__consumer_offsets` is refused to HTTP and Kafka produce and to
+//!   DeleteRecords; an empty HTTP produce writes nothing;
 //! - group offsets are the last commit of each partition, with its
 //!   metadata; a commit with an unknown topic or partition, or metadata
 //!   over 4096 bytes, changes nothing;

@@ -1,11 +1,16 @@
-//! Seed 4 of the broker model test (`model.rs`), pinned: as the model
-//! draws today, at its step 12 a Kafka produce of 5 records to `mixed`
-//! (`compact,delete`) partition 1 is acknowledged (offsets 1..6), and at
-//! step 15 a DeleteRecords of that partition below −1 (the high watermark)
-//! answers `Ok(0)` or `Ok(1)` (whatever was dispatched by then), where
-//! the model wants 6: the client is told the records are deleted, and they
-//! are not. In other seeds the same call below an offset under the
-//! acknowledged end is refused `OffsetOutOfRange { high_watermark: 0 }`.
+//! Seed 4 of the broker model test (`model.rs`), pinned: run without the
+//! model's workaround it fails within its first few dozen steps, on a
+//! DeleteRecords made right after a produce to the same partition. The
+//! two ways it shows (which one, and at which step, depends on how far
+//! dispatch got):
+//!
+//! - refused: e.g. `events-1` holds 1 acknowledged record and a
+//!   DeleteRecords below 1 answers `OffsetOutOfRange { high_watermark: 0 }`;
+//! - answered wrong: e.g. `mixed-1` (`compact,delete`) holds 6
+//!   acknowledged records and a DeleteRecords below −1 (the high
+//!   watermark) answers `Ok(0)` or `Ok(1)`, the low watermark it moved
+//!   the log start to: the records from there to 6, which the client
+//!   asked to delete, stay.
 //!
 //! The cause: `Broker::delete_records` resolves −1 and checks the offset
 //! against the dispatched end (`Store::delete_records`, the ConsumeQueue's),
@@ -14,8 +19,8 @@
 //! (`tidelog_broker::visibility`). A Kafka client deleting what it just
 //! produced is told it was deleted when it was not, or gets
 //! OFFSET_OUT_OF_RANGE; Kafka's high watermark moves with the append.
-//! It shows whenever dispatch lags the answer, which it did at this step on
-//! every run here (the seed still runs ten times, to be sure).
+//! It shows whenever dispatch lags the answer; the seed failed on every
+//! run here, and runs ten times to be sure.
 //!
 //! Ignored until the fix lands (then drop the `#[ignore]`, and
 //! `Workarounds::visible_before_delete_records`, which the CI seeds run

@@ -19,7 +19,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use tidelog_broker::store::{BatchMeta, SequenceProblem, StoreError};
 use tidelog_broker::BrokerError;
 
-use super::driver::{Driver, Record};
+use super::driver::{Driver, HttpRecord, Record};
 use super::Rng;
 
 /// Keys per topic: few, so keys repeat and compaction has work.
@@ -135,6 +135,8 @@ pub struct Coverage {
     pub commits: u64,
     pub refused_commits: u64,
     pub restarts: u64,
+    /// Steps that found `__consumer_offsets` refused to clients.
+    pub internal_refusals: u64,
 }
 
 impl Coverage {
@@ -156,6 +158,7 @@ impl Coverage {
         self.commits += o.commits;
         self.refused_commits += o.refused_commits;
         self.restarts += o.restarts;
+        self.internal_refusals += o.internal_refusals;
     }
 
     /// Every case the model is for was reached (checked over the CI seeds).
@@ -170,7 +173,7 @@ impl Coverage {
         assert!(c.compactions > 0 && c.records_compacted_away > 0, "{c:?}");
         assert!(c.tombstones_gone > 0, "{c:?}");
         assert!(c.commits > 0 && c.refused_commits > 0, "{c:?}");
-        assert!(c.restarts > 0, "{c:?}");
+        assert!(c.restarts > 0 && c.internal_refusals > 0, "{c:?}");
     }
 }
 
@@ -457,6 +460,47 @@ impl World {
         self.check_group(group);
     }
 
+    /// `__consumer_offsets` is the broker's alone: HTTP and Kafka produce
+    /// and DeleteRecords are refused, and the group offsets it holds stay.
+    fn touch_internal(&mut self) {
+        const INTERNAL: &str = "__consumer_offsets";
+        let record = Record {
+            key: Some(b"g-a/events/0".to_vec()),
+            value: Some(b"{\"offset\":1}".to_vec()),
+            headers: Vec::new(),
+            timestamp_ms: None,
+        };
+        let answers = [
+            self.driver
+                .produce_http(
+                    INTERNAL,
+                    Some(0),
+                    vec![HttpRecord {
+                        partition: None,
+                        record: record.clone(),
+                    }],
+                )
+                .map(|_| ()),
+            self.driver
+                .produce_kafka(INTERNAL, 0, vec![record], None)
+                .map(|_| ()),
+            self.driver.delete_records(INTERNAL, 0, -1).map(|_| ()),
+        ];
+        for answer in answers {
+            assert!(
+                answer
+                    .as_ref()
+                    .is_err_and(|e| variant(e) == "InternalTopic"),
+                "{INTERNAL}: {answer:?}: {}",
+                self.context()
+            );
+        }
+        self.coverage.internal_refusals += 1;
+        for g in GROUPS {
+            self.check_group(g);
+        }
+    }
+
     /// A group's committed offsets are the model's.
     fn check_group(&self, group: &str) {
         let want = &self.groups[group];
@@ -505,6 +549,7 @@ fn variant(e: &BrokerError) -> &'static str {
         BrokerError::UnknownPartition { .. } => "UnknownPartition",
         BrokerError::PartitionMismatch { .. } => "PartitionMismatch",
         BrokerError::KeyRequired { .. } => "KeyRequired",
+        BrokerError::InternalTopic { .. } => "InternalTopic",
         BrokerError::CommitMetadataTooLarge { .. } => "CommitMetadataTooLarge",
         BrokerError::Store {
             source: StoreError::ProducerRefused { problem, .. },
@@ -536,10 +581,11 @@ pub fn run_seed(seed: u64, steps: usize, workarounds: Workarounds) -> Coverage {
             67..=74 => w.compact(),
             75..=86 => w.commit(),
             87..=91 => w.init_producer(),
-            92..=94 => {
+            92..=93 => {
                 let g = w.rng.pick(&GROUPS);
                 w.check_group(g);
             }
+            94 => w.touch_internal(),
             _ => w.restart(),
         }
     }

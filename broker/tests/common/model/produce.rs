@@ -76,7 +76,9 @@ impl World {
     pub(super) fn produce_http(&mut self) {
         let t = self.rng.below(self.topics.len() as u64) as usize;
         let name = self.topics[t].name;
-        let n = 1 + self.rng.below(6) as usize;
+        // Now and then an empty request: it writes nothing (and still
+        // auto-creates an unknown topic).
+        let n = self.rng.below(7) as usize;
         // The partition count the request is planned against (an unknown
         // topic is auto-created with the default).
         let known = self.topics[t].partitions;
