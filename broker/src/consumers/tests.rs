@@ -13,8 +13,9 @@ use tidelog_storage::AppendRecord;
 
 use super::*;
 use crate::config::BrokerConfig;
-use crate::coordinator::{Clock, GroupsConfig, ManualClock};
+use crate::coordinator::{Clock, CommitOrigin, GroupsConfig, ManualClock, TopicPartition};
 use crate::fault::Faults;
+use crate::groups::{CommitValue, OffsetCommit};
 use crate::test_support::{cleaner_config, store_config, wait_until};
 use crate::topic_config::Overrides;
 

@@ -57,10 +57,12 @@ pub use config::GroupsConfig;
 pub use member::{
     MemberAssignment, MemberIdSource, MemberProtocol, ProtocolKind, RandomIds, SequentialIds,
 };
-pub use state::{
-    offsets_expired, Change, CommitOrigin, Group, GroupSnapshot, GroupState, JoinOutcome,
-    JoinRequest, JoinResponse, JoinedMember, MemberSnapshot, Removal, SyncOutcome,
+pub use state::messages::{
+    Change, CommitOrigin, GroupSnapshot, GroupState, JoinOutcome, JoinRequest, JoinResponse,
+    JoinedMember, MemberSnapshot, Removal, SyncOutcome,
 };
+pub use state::offsets::offsets_expired;
+pub use state::Group;
 
 use crate::error::BrokerError;
 use crate::names;
