@@ -31,6 +31,7 @@ use crate::produce::{ProduceAck, ProduceRequest};
 use crate::registry::Topic;
 use crate::store::PartitionStatus;
 use crate::topics::{CreateTopic, CreatedTopic};
+use crate::visibility::VISIBILITY_WAIT;
 
 /// The broker as one principal sees it. Cheap to make and to clone.
 #[derive(Debug, Clone)]
@@ -131,6 +132,23 @@ impl Door {
         topic: Option<&str>,
     ) -> Option<Vec<CommittedOffset>> {
         self.broker.committed_offsets(group, topic)
+    }
+
+    /// DeleteRecords: moves the partition's log start offset below
+    /// `offset` (`-1`: the high watermark), once every record acknowledged
+    /// before this call is visible, so the high watermark it checks
+    /// against is the acknowledged one (read-your-writes, as a read;
+    /// `crate::visibility`). Durable before it answers the low watermark.
+    pub async fn delete_records(
+        &self,
+        topic: &str,
+        partition: u32,
+        offset: i64,
+    ) -> Result<u64, BrokerError> {
+        let broker = &self.broker;
+        let _ = tokio::time::timeout(VISIBILITY_WAIT, broker.visible(broker.acknowledged())).await;
+        let (broker, topic) = (Arc::clone(broker), topic.to_owned());
+        crate::blocking::run(move || broker.delete_records(&topic, partition, offset)).await
     }
 
     /// A retention pass now.

@@ -57,14 +57,12 @@
 //! is printed before it runs; rerun one with `TIDELOG_MODEL_SEED=<seed>`
 //! (and `TIDELOG_MODEL_TRACE=1` to print every step), or try more with
 //! `TIDELOG_MODEL_SEEDS=<n>`. A seed that found a bug is pinned in a
-//! `model_N.rs` beside this file; until its fix lands the model steps
-//! around it (`Workarounds`), and `TIDELOG_MODEL_NO_WORKAROUNDS=1` runs
-//! without.
+//! `model_N.rs` beside this file.
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
 mod common;
 
-use common::model::{run_seed, Coverage, Workarounds};
+use common::model::{run_seed, Coverage};
 
 /// Seeds run by default (CI).
 const CI_SEEDS: u64 = 12;
@@ -84,13 +82,9 @@ fn random_produce_fetch_delete_compact_commit_and_restart_match_the_model() {
         }
     };
     let several = seeds.len() >= CI_SEEDS as usize;
-    let workarounds = match std::env::var_os("TIDELOG_MODEL_NO_WORKAROUNDS") {
-        Some(_) => Workarounds::NONE,
-        None => Workarounds::ALL,
-    };
     let mut total = Coverage::default();
     for seed in seeds {
-        total.add(&run_seed(seed, STEPS, workarounds));
+        total.add(&run_seed(seed, STEPS));
     }
     eprintln!("broker model: {total:?}");
     if several {

@@ -1,8 +1,7 @@
-//! Seed 4 of the broker model test (`model.rs`), pinned: run without the
-//! model's workaround it fails within its first few dozen steps, on a
-//! DeleteRecords made right after a produce to the same partition. The
-//! two ways it shows (which one, and at which step, depends on how far
-//! dispatch got):
+//! Seed 4 of the broker model test (`model.rs`), pinned: before its fix it
+//! failed within its first few dozen steps, on a DeleteRecords made right
+//! after a produce to the same partition. The two ways it showed (which
+//! one, and at which step, depended on how far dispatch got):
 //!
 //! - refused: e.g. `events-1` holds 1 acknowledged record and a
 //!   DeleteRecords below 1 answers `OffsetOutOfRange { high_watermark: 0 }`;
@@ -14,28 +13,23 @@
 //!
 //! The cause: `Broker::delete_records` resolves −1 and checks the offset
 //! against the dispatched end (`Store::delete_records`, the ConsumeQueue's),
-//! not against what was acknowledged, and the Kafka front-end calls it
+//! not against what was acknowledged, and the Kafka front-end called it
 //! without the read-your-writes wait its reads make
 //! (`tidelog_broker::visibility`). A Kafka client deleting what it just
-//! produced is told it was deleted when it was not, or gets
+//! produced was told it was deleted when it was not, or got
 //! OFFSET_OUT_OF_RANGE; Kafka's high watermark moves with the append.
-//! It shows whenever dispatch lags the answer; the seed failed on every
-//! run here, and runs ten times to be sure.
-//!
-//! Ignored until the fix lands (then drop the `#[ignore]`, and
-//! `Workarounds::visible_before_delete_records`, which the CI seeds run
-//! with meanwhile). Run it with
-//! `cargo nextest run -p tidelog-broker --test model_1 --run-ignored all`.
+//! The fix: the door's `Door::delete_records` waits, as a read does, until
+//! every record acknowledged before it is visible. The seed failed on
+//! every run before; it runs ten times to be sure.
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
 mod common;
 
-use common::model::{run_seed, Workarounds};
+use common::model::run_seed;
 
 #[test]
-#[ignore = "DeleteRecords right after a produce is checked against the dispatched end (model_1.rs' doc)"]
 fn seed_4_delete_records_sees_what_was_acknowledged() {
     for _ in 0..10 {
-        run_seed(4, 150, Workarounds::NONE);
+        run_seed(4, 150);
     }
 }

@@ -2,15 +2,13 @@
 //! into `tidelog_broker` is a method of [`Driver`], made as a front-end
 //! makes it today:
 //!
-//! * [`Driver::produce_http`]: HTTP's produce, a list of per-record JSON
-//!   records (each with its own optional partition) and an optional path
-//!   partition; `Broker::produce_awaiting` for a known topic, the blocking
-//!   `Broker::produce` (which may auto-create it) for an unknown one
-//!   (`api/src/handlers/produce.rs`).
-//! * [`Driver::produce_kafka`]: Kafka's produce, one partition's batch
-//!   built record by record (`PartitionBatch`) with or without an
-//!   idempotent producer, through `Broker::produce_batch_awaiting`; an
-//!   unknown topic is refused before the broker is asked
+//! * [`Driver::produce_http`]: HTTP's produce through the door
+//!   (`Door::produce`), a list of per-record JSON records (each with its
+//!   own optional partition) and an optional path partition, allowed to
+//!   auto-create (`api/src/handlers/produce.rs`).
+//! * [`Driver::produce_kafka`]: Kafka's produce through the door, one
+//!   partition's records built one by one (`Records`) with or without an
+//!   idempotent producer, never auto-creating
 //!   (`kafka/src/handlers/produce.rs`).
 //! * [`Driver::fetch`]: a read that begins with the read-your-writes wait
 //!   (`Broker::visible`; the front-ends bound it by `VISIBILITY_WAIT`,
@@ -32,15 +30,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use tidelog_broker::coordinator::CommitOrigin;
-use tidelog_broker::groups::{CommitValue, OffsetCommit};
-use tidelog_broker::produce::{PartitionBatch, ProduceRecord};
+use tidelog_broker::groups::{CommitValue, Committer, OffsetCommit};
+use tidelog_broker::produce::{ProduceRecord, ProduceRequest, Records as ProduceRecords};
 use tidelog_broker::read::{RecordRef, Records};
 use tidelog_broker::store::{
     BatchMeta, CleanerConfig, FlushMode, Header, ProducerBatch, RunStats, StoreConfig, StoredRecord,
 };
 use tidelog_broker::topic_config::Overrides;
-use tidelog_broker::{Broker, BrokerConfig, BrokerError};
+use tidelog_broker::{Broker, BrokerConfig, BrokerError, Principal};
 
 /// How long a compaction request waits for its passes (the machine is
 /// shared; a pass over the test's few records takes milliseconds).
@@ -191,10 +188,7 @@ impl Driver {
 
     /// The topic's partition count, `None` if it does not exist.
     pub fn partitions(&self, topic: &str) -> Option<u32> {
-        self.broker()
-            .registry
-            .get(topic)
-            .map(|t| t.partitions.get())
+        self.broker().partition_count(topic)
     }
 
     /// HTTP's produce: `(partition, offset)` of each record, in order.
@@ -219,19 +213,15 @@ impl Driver {
                 timestamp_ms: r.record.timestamp_ms,
             })
             .collect();
-        let broker = self.broker();
-        let produced = match broker.registry.get(topic) {
-            Some(known) => self.rt.block_on(async {
-                broker
-                    .produce_awaiting(&known, path_partition, records, None)
-                    .await?
-                    .durable()
-                    .await
-                    .map_err(BrokerError::from)
-            })?,
-            // On a blocking thread in the server (it may create the topic).
-            None => broker.produce(topic, path_partition, records)?,
+        let request = ProduceRequest {
+            topic: topic.to_owned(),
+            partition: path_partition,
+            records: records.into_iter().collect(),
+            producer: None,
+            create_missing_topic: true,
         };
+        let door = self.broker().door(&Principal::Anonymous);
+        let produced = self.rt.block_on(door.produce(request))?;
         Ok(produced.offsets().collect())
     }
 
@@ -244,17 +234,11 @@ impl Driver {
         records: Vec<Record>,
         producer: Option<ProducerBatch>,
     ) -> Result<KafkaAck, BrokerError> {
-        let broker = self.broker();
-        // The front-end answers UNKNOWN_TOPIC_OR_PARTITION itself.
-        let Some(known) = broker.registry.get(topic) else {
-            return Err(BrokerError::UnknownTopic {
-                topic: topic.to_string(),
-            });
-        };
-        let mut batch = PartitionBatch::new(known, partition);
+        let mut batch = ProduceRecords::new();
         batch.reserve(records.len());
         for r in records {
             batch.push(
+                None,
                 r.key.map(Bytes::from),
                 r.value.map(Bytes::from),
                 r.headers
@@ -267,14 +251,15 @@ impl Driver {
                 r.timestamp_ms,
             );
         }
-        let produced = self.rt.block_on(async {
-            broker
-                .produce_batch_awaiting(batch, producer)
-                .await?
-                .durable()
-                .await
-                .map_err(BrokerError::from)
-        })?;
+        let request = ProduceRequest {
+            topic: topic.to_owned(),
+            partition: Some(partition),
+            records: batch,
+            producer,
+            create_missing_topic: false,
+        };
+        let door = self.broker().door(&Principal::Anonymous);
+        let produced = self.rt.block_on(door.produce(request))?;
         Ok(KafkaAck {
             offsets: produced.offsets().map(|(_, o)| o).collect(),
             duplicate_of: produced.duplicate_of(),
@@ -378,7 +363,9 @@ impl Driver {
         partition: u32,
         offset: i64,
     ) -> Result<u64, BrokerError> {
-        self.broker().delete_records(topic, partition, offset)
+        let door = self.broker().door(&Principal::Anonymous);
+        self.rt
+            .block_on(door.delete_records(topic, partition, offset))
     }
 
     /// Compaction on request, waited for (HTTP's compaction route with
@@ -386,24 +373,20 @@ impl Driver {
     /// first, then every partition is requested (`roll_active`: the active
     /// segments rolled first) and each pass waited for.
     pub fn compact(&self, topic: &str, roll_active: bool) -> Result<Vec<Compacted>, BrokerError> {
-        let broker = self.broker();
-        let known = broker.compact_topic(topic)?;
+        // The door waits for visibility too, bounded by VISIBILITY_WAIT;
+        // the test's own wait is longer (VISIBLE_WAIT).
         self.wait_visible();
-        let requested = broker.request_compaction(&known, roll_active)?;
-        broker
-            .cleaner
-            .wait(&known.name, &requested, COMPACTION_WAIT);
-        let statuses = broker.cleaner.status(&known.name);
-        Ok(requested
-            .iter()
-            .map(|&(p, before)| {
-                let s = statuses.iter().find(|s| s.partition == p);
-                Compacted {
-                    partition: p,
-                    completed: s
-                        .is_some_and(|s| s.runs > before || s.state.starts_with("uncleanable")),
-                    last_run: s.and_then(|s| s.last_run.clone()),
-                }
+        let door = self.broker().door(&Principal::Anonymous);
+        let waited = self.rt.block_on(async {
+            let ticket = door.compact(topic, roll_active).await?;
+            ticket.wait(COMPACTION_WAIT).await
+        })?;
+        Ok(waited
+            .into_iter()
+            .map(|w| Compacted {
+                partition: w.partition,
+                completed: w.completed,
+                last_run: w.status.and_then(|s| s.last_run),
             })
             .collect())
     }
@@ -419,14 +402,15 @@ impl Driver {
                 value: CommitValue { offset, metadata },
             })
             .collect();
-        self.broker()
-            .commit_offsets(group, offsets, CommitOrigin::Stateless)
+        let door = self.broker().door(&Principal::Anonymous);
+        self.rt
+            .block_on(door.commit(group.to_owned(), offsets, Committer::Stateless))
     }
 
     /// The group's committed offsets, sorted by topic and partition (Kafka's
     /// OffsetFetch of every partition); `None` if it has none.
     pub fn fetch_offsets(&self, group: &str) -> Option<Vec<Commit>> {
-        self.broker().groups.get(group, None).map(|list| {
+        self.broker().committed_offsets(group, None).map(|list| {
             list.into_iter()
                 .map(|c| (c.topic, c.partition, c.offset, c.metadata))
                 .collect()

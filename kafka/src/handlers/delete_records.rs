@@ -12,14 +12,12 @@
 //! The request's `timeout_ms` is not waited on: with one replica a
 //! deletion is complete when it is durable, before the answer.
 
-use std::sync::Arc;
-
 use kafka_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
 };
 use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
 
-use super::{admin, maybe_blocking, NOT_READY};
+use super::{admin, NOT_READY, WHO};
 use crate::context::Context;
 use crate::error::broker_code;
 
@@ -40,14 +38,11 @@ pub async fn handle(
                     Err(_) => {
                         Err(kafka_protocol::error::ResponseError::UnknownTopicOrPartition.code())
                     }
-                    Ok(index) => {
-                        let broker = Arc::clone(broker);
-                        let name = topic.name.0.to_string();
-                        let offset = p.offset;
-                        maybe_blocking(true, move || broker.delete_records(&name, index, offset))
-                            .await
-                            .map_err(|e| broker_code(&e))
-                    }
+                    Ok(index) => broker
+                        .door(&WHO)
+                        .delete_records(topic.name.0.as_str(), index, p.offset)
+                        .await
+                        .map_err(|e| broker_code(&e)),
                 },
             };
             let result =

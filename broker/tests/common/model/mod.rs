@@ -177,37 +177,12 @@ impl Coverage {
     }
 }
 
-/// Bugs the model steps around, each until its fix lands; the pinned
-/// seed of each (`model_N.rs`) runs without the workaround and is ignored
-/// until then.
-#[derive(Debug, Clone, Copy)]
-pub struct Workarounds {
-    /// `model_1.rs`: DeleteRecords checks its offset against the
-    /// dispatched end, not the acknowledged one, so right after a produce
-    /// (before dispatch caught up) a DeleteRecords up to the new end is
-    /// refused OFFSET_OUT_OF_RANGE. The workaround waits, as a reader does,
-    /// until every acknowledged record is visible first.
-    pub visible_before_delete_records: bool,
-}
-
-impl Workarounds {
-    /// Every workaround (the CI seeds).
-    pub const ALL: Workarounds = Workarounds {
-        visible_before_delete_records: true,
-    };
-    /// None: the behaviour the broker owes.
-    pub const NONE: Workarounds = Workarounds {
-        visible_before_delete_records: false,
-    };
-}
-
 /// A group's committed offsets: (topic, partition) → (offset, metadata).
 type GroupModel = BTreeMap<(String, u32), (u64, String)>;
 
 /// One run: the broker, the model, the seed's generator.
 struct World {
     seed: u64,
-    workarounds: Workarounds,
     step: usize,
     rng: Rng,
     driver: Driver,
@@ -247,7 +222,7 @@ fn trace(what: impl FnOnce() -> String) {
 }
 
 impl World {
-    fn new(seed: u64, workarounds: Workarounds) -> World {
+    fn new(seed: u64) -> World {
         let mut rng = Rng::new(seed);
         let dir = test_dir();
         let default_partitions = rng.pick(&[1, 2, 3]);
@@ -296,7 +271,6 @@ impl World {
             });
         }
         World {
-            workarounds,
             default_partitions,
             seed,
             step: 0,
@@ -337,9 +311,6 @@ impl World {
             _ => self.rng.below(next + 1) as i64,
         };
         trace(|| format!("delete_records {name}-{p} below {offset}"));
-        if self.workarounds.visible_before_delete_records {
-            self.driver.wait_visible();
-        }
         let answer = self.driver.delete_records(name, p, offset);
         let policy = self.topics[t].policy;
         match answer {
@@ -565,9 +536,9 @@ fn variant(e: &BrokerError) -> &'static str {
 
 /// Runs one seed for `steps` steps, then checks everything, restarts and
 /// checks again; panics with the seed on the first disagreement.
-pub fn run_seed(seed: u64, steps: usize, workarounds: Workarounds) -> Coverage {
+pub fn run_seed(seed: u64, steps: usize) -> Coverage {
     eprintln!("broker model: seed {seed} (rerun with TIDELOG_MODEL_SEED={seed})");
-    let mut w = World::new(seed, workarounds);
+    let mut w = World::new(seed);
     for step in 0..steps {
         w.step = step;
         let op = w.rng.below(100);
