@@ -51,6 +51,10 @@ impl Broker {
 }
 
 impl Door {
+    pub(crate) fn broker(&self) -> &Arc<Broker> {
+        &self.broker
+    }
+
     /// Who this door's requests are made as.
     pub fn who(&self) -> &Principal {
         &self.who

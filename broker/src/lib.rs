@@ -55,6 +55,7 @@ pub mod fault;
 pub mod group_admin;
 pub mod groups;
 pub mod kafka_metrics;
+pub mod long_poll;
 pub mod names;
 pub mod partitioner;
 pub mod principal;

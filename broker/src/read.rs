@@ -429,7 +429,9 @@ impl PartitionRef {
     /// [`read`](Self::read) of a partition that is not compact, each
     /// record handed to `sink` as it is read (see `Store::read_into`):
     /// where the next read starts, or `None` for a compact partition,
-    /// whose records come from its compacted log (use `read`).
+    /// whose records come from its compacted log, and for a read below a
+    /// tiered partition's local beginning, which the remote tier answers
+    /// (use [`read_async`](Self::read_async) for both).
     pub fn read_into(
         &self,
         from: u64,
@@ -437,7 +439,7 @@ impl PartitionRef {
         max_bytes: usize,
         sink: &mut impl ReadSink,
     ) -> Result<Option<u64>, BrokerError> {
-        if self.compacted.is_some() {
+        if self.compacted.is_some() || self.remote_from(from).is_some() {
             return Ok(None);
         }
         let from = from.max(self.topic.base_offset(self.partition));

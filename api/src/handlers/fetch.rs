@@ -4,12 +4,12 @@
 //! Where records live is the broker's business (`broker/src/read.rs`):
 //! this file parses the request, runs the long-poll loop and renders.
 //!
-//! Long-poll: a fetch that finds nothing at or after `offset` asks the
-//! partition for a listener (`PartitionRef::listen`, which registers it and
-//! then re-checks the end, so a record added between the read and the
-//! registration is caught), then awaits the listener, the deadline or
-//! server shutdown, whichever comes first. No polling loop: the dispatcher
-//! wakes the fetch.
+//! Long-poll: a fetch that finds nothing at or after `offset` waits in
+//! the broker's one long-poll (`Door::long_poll`, the one Kafka's Fetch
+//! waits in): read-your-writes first, then the partition's listener, the
+//! deadline or server shutdown, whichever comes first. No polling loop:
+//! the dispatcher wakes the fetch. This file makes one read
+//! ([`HttpRound`]) and renders it.
 //!
 //! Compact topics (`cleanup.policy` with `compact`) answer the records with
 //! offset ≥ max(requested, base offset) that survived cleaning (gaps are
@@ -37,11 +37,12 @@
 //! * Read by physical offset renders by `Accept` like fetch, and answers
 //!   404/40400 for an offset where no record of a live topic starts.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::Response;
+use tidelog_broker::long_poll::{FetchRound, Round};
 use tidelog_broker::read::{PartitionRef, RecordRef};
 
 use super::{blocking, bytes_with, timed, until_visible, v2_json, WHO};
@@ -123,49 +124,75 @@ async fn fetch_inner(
         format,
     };
 
-    let deadline = Instant::now() + Duration::from_millis(timeout_ms);
-    let mut shutdown = state.shutdown_signal();
-    // What this fetch must see: every record acknowledged before it began
-    // (read-your-writes, `tidelog_broker::visibility`), also with timeout 0.
-    let acknowledged = ready.acknowledged();
-    let mut acknowledged = (!ready.is_visible(acknowledged)).then_some(acknowledged);
-    let mut from = offset;
-    loop {
-        // Smaller while the answer budget is short (`crate::answers`).
-        let limits = ReadLimits {
-            max_bytes: answers::payload_room(state, limits.max_bytes)?,
-            ..limits
+    let mut round = HttpRound {
+        state,
+        part,
+        from: offset,
+        limits,
+        waiting: None,
+    };
+    let door = ready.door(&WHO);
+    let answer = door
+        .long_poll(
+            &mut round,
+            Duration::from_millis(timeout_ms),
+            state.shutdown_signal(),
+        )
+        .await?;
+    match answer {
+        Some(found) => Ok(found),
+        None => Ok((v2_json(StatusCode::OK, &Vec::<FetchedRecord>::new())?, 0, 0)),
+    }
+}
+
+/// One read of a fetch, rendered: the answer when it found records, else
+/// where to listen from.
+struct HttpRound<'a> {
+    state: &'a AppState,
+    part: PartitionRef,
+    /// Where the next read starts.
+    from: u64,
+    limits: ReadLimits,
+    /// Counts this fetch in `fetches_waiting` while it waits.
+    waiting: Option<GaugeGuard<'a>>,
+}
+
+/// A fetch's answer with its records and payload bytes; `None`: nothing.
+type FetchAnswer = Result<Option<(Response, u64, u64)>, ApiError>;
+
+impl FetchRound for HttpRound<'_> {
+    type Answer = FetchAnswer;
+
+    async fn read(&mut self) -> Round<FetchAnswer> {
+        let found = async {
+            // Smaller while the answer budget is short (`crate::answers`).
+            let limits = ReadLimits {
+                max_bytes: answers::payload_room(self.state, self.limits.max_bytes)?,
+                ..self.limits
+            };
+            read_rendered(&self.part, self.from, limits).await
         };
-        let rendered = read_rendered(&part, from, limits).await?;
+        let rendered = match found.await {
+            Ok(rendered) => rendered,
+            Err(e) => return Round::Done(Err(e)),
+        };
         if let Some(body) = rendered.body {
-            let response = answers::held_answer(state, V2_RESPONSE, body)?;
-            return Ok((response, rendered.records, rendered.bytes));
+            return Round::Done(
+                answers::held_answer(self.state, V2_RESPONSE, body)
+                    .map(|response| Some((response, rendered.records, rendered.bytes))),
+            );
         }
-        from = from.max(rendered.next_offset);
-        if let Some(point) = acknowledged.take() {
-            // Nothing at `from`, and records acknowledged before this
-            // fetch are still on their way to the index: read again once
-            // they are there.
-            tokio::select! {
-                _ = until_visible(&ready, point) => {}
-                _ = shutdown.wait_for(|stopping| *stopping) => {}
-            }
-            continue;
-        }
-        if Instant::now() >= deadline || *shutdown.borrow() {
-            break;
-        }
-        let Some(listener) = part.listen(from)? else {
-            continue;
-        };
-        let _waiting = GaugeGuard::new(&state.shared().metrics.fetches_waiting);
-        tokio::select! {
-            _ = listener => {}
-            _ = tokio::time::sleep_until(deadline.into()) => break,
-            _ = shutdown.wait_for(|stopping| *stopping) => break,
+        self.from = self.from.max(rendered.next_offset);
+        Round::Short {
+            answer: Ok(None),
+            listen: vec![(self.part.clone(), self.from)],
         }
     }
-    Ok((v2_json(StatusCode::OK, &Vec::<FetchedRecord>::new())?, 0, 0))
+
+    fn waiting(&mut self, waiting: bool) {
+        self.waiting =
+            waiting.then(|| GaugeGuard::new(&self.state.shared().metrics.fetches_waiting));
+    }
 }
 
 /// What one read of a fetch may return, and how it is rendered.
@@ -176,47 +203,19 @@ struct ReadLimits {
     format: EmbeddedFormat,
 }
 
-/// Reads and renders. A read of the mapped page cache runs on the calling
-/// worker: records come from the page cache through the map and rendering
-/// is plain CPU work, both shorter than a hand-off to the blocking pool and
-/// back (the profile in docs/BENCHMARKS.md); a read of cold pages can stall
-/// this worker for a disk read, while the other workers keep serving. A
-/// read the broker says blocks (`PartitionRef::read_blocks`: a compacted
-/// log's `pread`s) runs on the blocking pool, unless the page cache holds
-/// what it reads (`PartitionRef::read_cached`, which never waits for the
-/// disk).
+/// Reads (where the read runs is the broker's: `PartitionRef::read_async`
+/// reads the mapped page cache on this worker, a compacted log's cold
+/// `pread`s on the blocking pool, the remote tier over the network) and
+/// renders here: plain CPU work, shorter than a hand-off to the blocking
+/// pool and back (the profile in docs/BENCHMARKS.md).
 async fn read_rendered(
     part: &PartitionRef,
     from: u64,
     limits: ReadLimits,
 ) -> Result<Rendered, ApiError> {
-    if let Some(from) = part.remote_from(from) {
-        // Below a tiered partition's local beginning: the remote tier
-        // (503/50304 when it cannot be reached; local offsets still read).
-        let read = part
-            .read_remote(from, limits.max_records, limits.max_bytes)
-            .await?;
-        return render(part, read, limits);
-    }
-    if part.read_blocks() {
-        // A long-poll's read at the end of a compacted log finds its bytes
-        // in the page cache: answered here, without the hand-off.
-        if let Some(read) = part.read_cached(from, limits.max_records, limits.max_bytes)? {
-            return render(part, read, limits);
-        }
-        let part = part.clone();
-        blocking(move || read_and_render(&part, from, limits)).await
-    } else {
-        read_and_render(part, from, limits)
-    }
-}
-
-fn read_and_render(
-    part: &PartitionRef,
-    from: u64,
-    limits: ReadLimits,
-) -> Result<Rendered, ApiError> {
-    let read = part.read(from, limits.max_records, limits.max_bytes)?;
+    let read = part
+        .read_async(from, limits.max_records, limits.max_bytes)
+        .await?;
     render(part, read, limits)
 }
 

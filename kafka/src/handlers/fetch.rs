@@ -3,15 +3,11 @@
 //! own offsets (gaps after compaction), long-polling until `min_bytes`
 //! are there, `max_wait_ms` passes or shutdown begins.
 //!
-//! The wait is on the partitions' listeners (`PartitionRef::listen`, the
-//! wake-up the HTTP long-poll uses), never a polling loop: a listener is
-//! registered, then the end re-checked, so no record is missed between.
-//!
-//! Read-your-writes: a fetch sees every record acknowledged before it
-//! began, also with max_wait 0. When a read comes back short while such
-//! records are still being dispatched, it awaits `Broker::visible` of
-//! them (bounded by `VISIBILITY_WAIT`) and reads again, as HTTP fetch
-//! does.
+//! The wait is the broker's one long-poll (`Door::long_poll`, the one HTTP
+//! fetch waits in): read-your-writes (a fetch sees every record
+//! acknowledged before it began, also with max_wait 0), then the
+//! partitions' listeners, the deadline or shutdown; never a polling loop.
+//! This file makes one round of reads ([`KafkaRound`]) and the answer.
 //!
 //! Decisions: a fetch offset below the beginning or above the end is
 //! OFFSET_OUT_OF_RANGE, at the end it waits; `max_bytes` and
@@ -40,10 +36,7 @@
 //!   answered empty (the consumer fetches it again), never with an error
 //!   and never by closing the connection.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::Poll;
 use std::time::Duration;
 
 use std::collections::HashMap;
@@ -54,13 +47,11 @@ use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, Partition
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
 use tidelog_broker::budget::{ByteBudget, Reservation};
 use tidelog_broker::kafka_metrics::Refused;
+use tidelog_broker::long_poll::{FetchRound, Round};
 use tidelog_broker::read::PartitionRef;
-use tidelog_broker::store::{EventListener, ReadSink, StoredRecord};
-use tidelog_broker::visibility::VISIBILITY_WAIT;
-use tokio::sync::watch;
-use tokio::time::Instant;
+use tidelog_broker::store::{ReadSink, StoredRecord};
 
-use super::partition_ref;
+use super::{partition_ref, WHO};
 use crate::context::Context;
 use crate::error::broker_code;
 use crate::records::{encode_batch, BatchBuilder, OutRecord};
@@ -111,48 +102,24 @@ pub async fn handle(ctx: &Context, request: FetchRequest) -> (FetchResponse, Res
     let wait = u64::try_from(request.max_wait_ms.max(0))
         .unwrap_or(0)
         .min(MAX_WAIT_MS);
-    let deadline = Instant::now() + Duration::from_millis(wait);
     let max_bytes = usize::try_from(request.max_bytes.max(0))
         .unwrap_or(0)
         .min(ctx.fetch_max_bytes);
-    let min_bytes = min_bytes(request.min_bytes, max_bytes);
-    let mut stop = ctx.stop.clone();
-    // What this fetch must see: every record acknowledged before it began
-    // (read-your-writes, `tidelog_broker::visibility`), also with
-    // max_wait 0.
-    let mut acknowledged = broker.as_ref().and_then(|b| {
-        let point = b.acknowledged();
-        (!b.is_visible(point)).then(|| (Arc::clone(b), point))
-    });
-    drop(broker);
-    let (answered, held) = loop {
-        let (answered, bytes, listen_from, held) = read_all(&asked, max_bytes, ctx).await;
-        let failed = answered.iter().any(|p| p.error_code != 0);
-        if bytes >= min_bytes || failed {
-            break (answered, held);
+    let mut round = KafkaRound {
+        asked: &asked,
+        max_bytes,
+        min_bytes: min_bytes(request.min_bytes, max_bytes),
+        ctx,
+    };
+    let (answered, held) = match &broker {
+        Some(broker) => {
+            broker
+                .door(&WHO)
+                .long_poll(&mut round, Duration::from_millis(wait), ctx.stop.clone())
+                .await
         }
-        if let Some((broker, point)) = acknowledged.take() {
-            // Short, and records acknowledged before this fetch are still
-            // on their way to the index: read again once they are there.
-            tokio::select! {
-                _ = tokio::time::timeout(VISIBILITY_WAIT, broker.visible(point)) => {}
-                _ = shutdown(&mut stop) => {}
-            }
-            continue;
-        }
-        if Instant::now() >= deadline || *stop.borrow() {
-            break (answered, held);
-        }
-        drop((answered, held));
-        let listeners = match listeners(&asked, &listen_from) {
-            Some(listeners) => listeners,
-            None => continue, // a record arrived since the read: read again
-        };
-        tokio::select! {
-            _ = any_of(listeners) => {}
-            _ = tokio::time::sleep_until(deadline) => {}
-            _ = shutdown(&mut stop) => {}
-        }
+        // Recovering: every partition answers NOT_READY, at once.
+        None => round.read_once().await.0,
     };
     let mut responses: Vec<FetchableTopicResponse> = topics
         .into_iter()
@@ -177,11 +144,46 @@ fn min_bytes(asked: i32, max_bytes: usize) -> usize {
         .clamp(1, max_bytes.max(1))
 }
 
-/// Resolves when shutdown begins; never if the sender is gone (then no
-/// shutdown can be signalled, and the deadline ends the wait).
-async fn shutdown(stop: &mut watch::Receiver<bool>) {
-    if stop.wait_for(|stopping| *stopping).await.is_err() {
-        std::future::pending::<()>().await;
+/// One round of a fetch's reads: every asked partition once, within the
+/// fetch's byte limits and the answer budget.
+struct KafkaRound<'a> {
+    asked: &'a [Asked],
+    max_bytes: usize,
+    min_bytes: usize,
+    ctx: &'a Context,
+}
+
+impl KafkaRound<'_> {
+    /// The answers and their budget bytes, and whether they are enough
+    /// (`min_bytes` read, or a partition failed) with where to listen.
+    async fn read_once(&self) -> ((Vec<PartitionData>, Reservation), Round<()>) {
+        let (answered, bytes, listen_from, held) =
+            read_all(self.asked, self.max_bytes, self.ctx).await;
+        let failed = answered.iter().any(|p| p.error_code != 0);
+        if bytes >= self.min_bytes || failed {
+            return ((answered, held), Round::Done(()));
+        }
+        let listen = self
+            .asked
+            .iter()
+            .zip(&listen_from)
+            .filter_map(|(a, from)| match (&a.part, from) {
+                (Ok(part), Some(from)) => Some((part.clone(), *from)),
+                _ => None,
+            })
+            .collect();
+        ((answered, held), Round::Short { answer: (), listen })
+    }
+}
+
+impl FetchRound for KafkaRound<'_> {
+    type Answer = (Vec<PartitionData>, Reservation);
+
+    async fn read(&mut self) -> Round<Self::Answer> {
+        match self.read_once().await {
+            (answer, Round::Done(())) => Round::Done(answer),
+            (answer, Round::Short { listen, .. }) => Round::Short { answer, listen },
+        }
     }
 }
 
@@ -281,32 +283,24 @@ async fn read_one(part: &PartitionRef, a: &Asked, left: usize) -> (PartitionData
         return (answer.with_records(Some(Bytes::new())), listen);
     }
     let limit = a.max_bytes.min(left).max(1);
-    let read = match part.remote_from(from) {
-        // Below a tiered partition's local beginning: the remote tier
-        // (KAFKA_STORAGE_ERROR for this partition when it cannot be reached).
-        Some(from) => part
-            .read_remote(from, MAX_RECORDS, limit)
-            .await
-            .map(|batch| encode(&batch)),
-        // A compact partition's compacted log: read on this worker when the
-        // page cache holds what the read needs (a consumer at the end of
-        // the log), on the blocking pool otherwise (`read_async`).
-        None if part.read_blocks() => part
+    // A queue read of the mapped page cache, straight into the batch;
+    // anything else (a compact partition's compacted log, a tiered
+    // partition's remote tier) through the broker's read, which decides
+    // where it runs (`PartitionRef::read_async`).
+    let direct = {
+        let mut sink = FetchSink::new(limit);
+        match part.read_into(from, MAX_RECORDS, limit, &mut sink) {
+            Ok(Some(next)) => Some(Ok((sink.batch.finish(), next))),
+            Ok(None) => None,
+            Err(e) => Some(Err(e)),
+        }
+    };
+    let read = match direct {
+        Some(read) => read,
+        None => part
             .read_async(from, MAX_RECORDS, limit)
             .await
             .map(|batch| encode(&batch)),
-        // A queue read of the mapped page cache, straight into the batch.
-        None => {
-            let mut sink = FetchSink::new(limit);
-            match part.read_into(from, MAX_RECORDS, limit, &mut sink) {
-                Ok(Some(next)) => Ok((sink.batch.finish(), next)),
-                // Only a compact partition has no queue to read.
-                Ok(None) => part
-                    .read(from, MAX_RECORDS, limit)
-                    .map(|batch| encode(&batch)),
-                Err(e) => Err(e),
-            }
-        }
     };
     match read {
         Ok((bytes, next)) => (
@@ -388,40 +382,6 @@ impl ReadSink for FetchSink {
     }
 }
 
-/// Listeners of every partition whose read reached its end, each from
-/// where its read ended (so a fetch short of `min_bytes` wakes on a record
-/// added to any partition that answered some, not only to those that
-/// answered none), or `None` if one of them got a record since it was
-/// read.
-fn listeners(asked: &[Asked], listen_from: &[Option<u64>]) -> Option<Vec<EventListener>> {
-    let mut listeners = Vec::new();
-    for (a, from) in asked.iter().zip(listen_from) {
-        let (Ok(part), Some(from)) = (&a.part, *from) else {
-            continue;
-        };
-        match part.listen(from) {
-            Ok(Some(listener)) => listeners.push(listener),
-            Ok(None) => return None,
-            // Answered with the partition's error at the next read.
-            Err(_) => return None,
-        }
-    }
-    Some(listeners)
-}
-
-/// Resolves when any of `listeners` fires (never, for none: the deadline
-/// or shutdown ends the wait then).
-fn any_of(mut listeners: Vec<EventListener>) -> impl Future<Output = ()> {
-    std::future::poll_fn(move |cx| {
-        for listener in &mut listeners {
-            if Pin::new(listener).poll(cx).is_ready() {
-                return Poll::Ready(());
-            }
-        }
-        Poll::Pending
-    })
-}
-
 fn out_of_range(index: i32, beginning: u64, end: u64) -> PartitionData {
     failed(index, ResponseError::OffsetOutOfRange.code())
         .with_high_watermark(end as i64)
@@ -444,37 +404,7 @@ fn failed(index: i32, code: i16) -> PartitionData {
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
-    use std::future::Future;
-    use std::pin::pin;
-    use std::task::{Context, Poll, Waker};
-
     use super::*;
-
-    fn polled_once(f: impl Future<Output = ()>) -> Poll<()> {
-        let mut f = pin!(f);
-        f.as_mut().poll(&mut Context::from_waker(Waker::noop()))
-    }
-
-    /// A fetch's wait ends at shutdown, but not because the shutdown
-    /// channel's sender is gone (a listener served without one, or after
-    /// it was dropped): `changed()` then fails at once, and every
-    /// long-poll answered or spun at once instead of waiting for records.
-    #[test]
-    fn the_shutdown_wait_ends_at_shutdown_and_not_when_the_sender_is_gone() {
-        let (tx, mut rx) = watch::channel(false);
-        assert!(
-            polled_once(shutdown(&mut rx)).is_pending(),
-            "no shutdown yet"
-        );
-        tx.send(true).unwrap();
-        assert!(polled_once(shutdown(&mut rx)).is_ready(), "shutdown");
-        let (tx, mut rx) = watch::channel(false);
-        drop(tx);
-        assert!(
-            polled_once(shutdown(&mut rx)).is_pending(),
-            "a gone sender is no shutdown"
-        );
-    }
 
     /// min_bytes is kept within 1..=max_bytes: a fetch asking more than
     /// it may carry is answered with what it can carry, not held until
