@@ -25,13 +25,26 @@ use tidelog_storage::{PassOutcome, Trigger};
 use crate::broker::Broker;
 use crate::compaction::CompactionTicket;
 use crate::error::BrokerError;
+use crate::group_admin::{OffsetDeletion, ResetScope, ResetTarget};
 use crate::groups::{CommittedOffset, Committer, OffsetCommit};
 use crate::principal::Principal;
 use crate::produce::{ProduceAck, ProduceRequest};
-use crate::registry::Topic;
+use crate::read::{KeyRecords, PartitionRef, PhysicalRecord};
+use crate::registry::{ChangesOf, Topic};
 use crate::store::PartitionStatus;
 use crate::topics::{CreateTopic, CreatedTopic};
 use crate::visibility::VISIBILITY_WAIT;
+
+/// A partition's offsets ([`Door::offsets`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartitionOffsets {
+    pub beginning: u64,
+    /// The offset the next record gets.
+    pub end: u64,
+    /// The first offset whose record's timestamp is at least the one
+    /// asked, when one was.
+    pub at_timestamp: Option<u64>,
+}
 
 /// The broker as one principal sees it. Cheap to make and to clone.
 #[derive(Debug, Clone)]
@@ -153,6 +166,173 @@ impl Door {
         let _ = tokio::time::timeout(VISIBILITY_WAIT, broker.visible(broker.acknowledged())).await;
         let (broker, topic) = (Arc::clone(broker), topic.to_owned());
         crate::blocking::run(move || broker.delete_records(&topic, partition, offset)).await
+    }
+
+    /// Deletes a topic: its partitions, compacted logs, remote data.
+    pub async fn delete_topic(&self, name: &str) -> Result<(), BrokerError> {
+        let (broker, name) = (Arc::clone(&self.broker), name.to_owned());
+        crate::blocking::run(move || broker.delete_topic(&name)).await
+    }
+
+    /// Applies config changes to a topic, all or nothing (`None` removes
+    /// an override); with `validate_only`, checks them and changes
+    /// nothing. `changes_of` gives the changes from the topic as it is
+    /// when they are applied (Kafka's AlterConfigs replaces every
+    /// override; an incremental change adds to them).
+    pub async fn alter_topic(
+        &self,
+        name: &str,
+        changes_of: Box<ChangesOf<'static>>,
+        validate_only: bool,
+    ) -> Result<(), BrokerError> {
+        let (broker, name) = (Arc::clone(&self.broker), name.to_owned());
+        crate::blocking::run(move || {
+            if validate_only {
+                let current = broker.registry.require(&name)?;
+                broker.check_alter_topic(&name, &changes_of(&current)?)
+            } else {
+                broker.alter_topic_with(&name, &*changes_of)
+            }
+        })
+        .await
+    }
+
+    /// A new producer id for InitProducerId (or the next epoch of
+    /// `current`); durable before it answers.
+    pub async fn init_producer_id(
+        &self,
+        current: Option<(i64, i16)>,
+    ) -> Result<(i64, i16), BrokerError> {
+        let broker = Arc::clone(&self.broker);
+        crate::blocking::run(move || broker.init_producer_id(current)).await
+    }
+
+    /// Resets a group's committed offsets (the group must have no
+    /// members); the offsets it committed.
+    pub async fn reset_offsets(
+        &self,
+        group: &str,
+        scope: ResetScope,
+        to: ResetTarget,
+    ) -> Result<Vec<CommittedOffset>, BrokerError> {
+        let (broker, group) = (Arc::clone(&self.broker), group.to_owned());
+        // The ends it resets to cover what was acknowledged before.
+        let _ = tokio::time::timeout(VISIBILITY_WAIT, broker.visible(broker.acknowledged())).await;
+        crate::blocking::run(move || broker.reset_offsets(&group, scope, to)).await
+    }
+
+    /// Deletes a group without members and its committed offsets.
+    pub async fn delete_group(&self, group: &str) -> Result<(), BrokerError> {
+        let (broker, group) = (Arc::clone(&self.broker), group.to_owned());
+        crate::blocking::run(move || broker.delete_group(&group)).await
+    }
+
+    /// Kafka's OffsetDelete: the committed offsets of `partitions` of a
+    /// group without members, each answered on its own.
+    pub async fn delete_committed_offsets(
+        &self,
+        group: &str,
+        partitions: Vec<(String, u32)>,
+    ) -> Result<Vec<OffsetDeletion>, BrokerError> {
+        let (broker, group) = (Arc::clone(&self.broker), group.to_owned());
+        crate::blocking::run(move || broker.delete_committed_offsets(&group, &partitions)).await
+    }
+
+    /// The records of `topic` with `key` appended in `[begin_ms, end_ms]`,
+    /// newest first, at most `max`: after every record acknowledged
+    /// before the call is visible (the IndexFile and the compacted logs
+    /// get it from the dispatcher).
+    pub async fn query_by_key(
+        &self,
+        topic: &str,
+        key: Vec<u8>,
+        begin_ms: i64,
+        end_ms: i64,
+        max: usize,
+    ) -> Result<(Arc<Topic>, KeyRecords), BrokerError> {
+        let topic = self.describe_topic(topic)?;
+        let broker = Arc::clone(&self.broker);
+        let _ = tokio::time::timeout(VISIBILITY_WAIT, broker.visible(broker.acknowledged())).await;
+        crate::blocking::run(move || {
+            let found = broker.query_by_key(&topic, &key, begin_ms, end_ms, max)?;
+            Ok((topic, found))
+        })
+        .await
+    }
+
+    /// The record that starts at CommitLog `position`, if one of a live
+    /// topic does.
+    pub async fn read_physical(
+        &self,
+        position: u64,
+    ) -> Result<Option<PhysicalRecord>, BrokerError> {
+        let broker = Arc::clone(&self.broker);
+        crate::blocking::run(move || broker.read_physical(position)).await
+    }
+
+    /// A partition to read (fetch, offsets, listen).
+    pub fn partition(&self, topic: &str, partition: u32) -> Result<PartitionRef, BrokerError> {
+        self.broker.partition(topic, partition)
+    }
+
+    /// A partition's beginning and end offsets, and with `timestamp_ms`
+    /// the first offset whose record's timestamp is at least it (a lookup
+    /// that reads records: on the blocking pool), after every record
+    /// acknowledged before the call is visible.
+    pub async fn offsets(
+        &self,
+        topic: &str,
+        partition: u32,
+        timestamp_ms: Option<i64>,
+    ) -> Result<PartitionOffsets, BrokerError> {
+        let part = self.partition(topic, partition)?;
+        let broker = &self.broker;
+        let _ = tokio::time::timeout(VISIBILITY_WAIT, broker.visible(broker.acknowledged())).await;
+        let offset = match timestamp_ms {
+            Some(ts) => {
+                let part = part.clone();
+                Some(crate::blocking::run(move || part.offset_for_timestamp(ts)).await?)
+            }
+            None => None,
+        };
+        // After the lookup, so `offset` is never past `end`.
+        let (beginning, end) = part.offsets();
+        Ok(PartitionOffsets {
+            beginning,
+            end: end.max(offset.unwrap_or(0)),
+            at_timestamp: offset,
+        })
+    }
+
+    /// Kafka's ListOffsets by timestamp: the first record whose timestamp
+    /// is at least `timestamp_ms` (the time index's running maximum, exact
+    /// for timestamps out of order), with its offset and timestamp;
+    /// `None` when no record qualifies. Reads records: on the blocking
+    /// pool, after every record acknowledged before the call is visible.
+    pub async fn record_at_timestamp(
+        &self,
+        topic: &str,
+        partition: u32,
+        timestamp_ms: i64,
+    ) -> Result<Option<(u64, i64)>, BrokerError> {
+        let part = self.partition(topic, partition)?;
+        let broker = &self.broker;
+        let _ = tokio::time::timeout(VISIBILITY_WAIT, broker.visible(broker.acknowledged())).await;
+        crate::blocking::run(move || part.record_at_timestamp(timestamp_ms)).await
+    }
+
+    /// The first record with the largest timestamp (KIP-734), with that
+    /// timestamp; `None` for a partition without records. From the time
+    /// index's maxima, not a scan; on the blocking pool.
+    pub async fn max_timestamp_record(
+        &self,
+        topic: &str,
+        partition: u32,
+    ) -> Result<Option<(u64, i64)>, BrokerError> {
+        let part = self.partition(topic, partition)?;
+        let broker = &self.broker;
+        let _ = tokio::time::timeout(VISIBILITY_WAIT, broker.visible(broker.acknowledged())).await;
+        crate::blocking::run(move || part.max_timestamp_record()).await
     }
 
     /// A retention pass now.

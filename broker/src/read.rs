@@ -531,6 +531,34 @@ impl PartitionRef {
         (start, end)
     }
 
+    /// The first record whose timestamp is at least `timestamp_ms`, with
+    /// its offset and timestamp, `None` when none qualifies (Kafka's
+    /// ListOffsets answers offset and timestamp −1 then). The record
+    /// [`offset_for_timestamp`](Self::offset_for_timestamp) finds can be
+    /// removed (retention, a cleaning pass) before it is read; the read
+    /// then shows the next one, which need not qualify: look up again, a
+    /// few times at most. Blocking (reads records).
+    pub fn record_at_timestamp(
+        &self,
+        timestamp_ms: i64,
+    ) -> Result<Option<(u64, i64)>, BrokerError> {
+        let (_, end) = self.log_start_and_end();
+        for _ in 0..3 {
+            let offset = self.offset_for_timestamp(timestamp_ms)?;
+            if offset >= end {
+                break;
+            }
+            let batch = self.read(offset, 1, 1)?;
+            let Some(r) = batch.records.iter().next() else {
+                break;
+            };
+            if r.offset() == offset || r.timestamp_ms() >= timestamp_ms {
+                return Ok(Some((r.offset(), r.timestamp_ms())));
+            }
+        }
+        Ok(None)
+    }
+
     /// The first offset whose record's timestamp is at least `timestamp_ms`
     /// (Kafka's ListOffsets rule; record timestamps are the producers', so
     /// not monotonic), or the end offset if no record is: the beginning

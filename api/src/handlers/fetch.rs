@@ -45,7 +45,7 @@ use axum::response::Response;
 use tidelog_broker::long_poll::{FetchRound, Round};
 use tidelog_broker::read::{PartitionRef, RecordRef};
 
-use super::{blocking, bytes_with, timed, until_visible, v2_json, WHO};
+use super::{bytes_with, timed, v2_json, WHO};
 use crate::answers;
 use crate::error::ApiError;
 use crate::extract::{ApiPath, ApiQuery};
@@ -341,26 +341,17 @@ pub async fn offsets(
     names::validate_topic_name(&topic)?;
     let partition = names::parse_partition(&partition)?;
     let timestamp_ms = query.i64_opt("timestamp")?;
-    let ready = state.ready()?;
-    let part = ready.partition(&topic, partition)?;
     // The end answered includes every record acknowledged before this
-    // request (read-your-writes, `tidelog_broker::visibility`).
-    until_visible(&ready, ready.acknowledged()).await;
-    let offset = match timestamp_ms {
-        Some(ts) => {
-            let part = part.clone();
-            Some(blocking(move || Ok(part.offset_for_timestamp(ts)?)).await?)
-        }
-        None => None,
-    };
-    // After the lookup, so `offset` is never past `end_offset`.
-    let (beginning, end) = part.offsets();
+    // request (read-your-writes, `tidelog_broker::visibility`): the door
+    // waits for them.
+    let door = state.ready()?.door(&WHO);
+    let offsets = door.offsets(&topic, partition, timestamp_ms).await?;
     v2_json(
         StatusCode::OK,
         &PartitionOffsets {
-            beginning_offset: beginning,
-            end_offset: end.max(offset.unwrap_or(0)),
-            offset,
+            beginning_offset: offsets.beginning,
+            end_offset: offsets.end,
+            offset: offsets.at_timestamp,
         },
     )
 }
@@ -394,25 +385,22 @@ pub async fn query_by_key(
         1,
         QUERY_MAX_RECORDS_MAX,
     )?;
-    let ready = state.ready()?;
-    let topic = ready.door(&WHO).describe_topic(&topic)?;
-    // Every record acknowledged before this request is found: the
-    // IndexFile (or the compacted log) gets it from the dispatcher a
-    // moment after the acknowledgement (read-your-writes,
-    // `tidelog_broker::visibility`), as for every other read.
-    until_visible(&ready, ready.acknowledged()).await;
-    let body = blocking(move || {
-        let found = ready.query_by_key(
+    // Every record acknowledged before this request is found: the door
+    // waits until the IndexFile (or the compacted log) has it
+    // (read-your-writes, `tidelog_broker::visibility`), as for every other
+    // read.
+    let door = state.ready()?.door(&WHO);
+    let (topic, found) = door
+        .query_by_key(
             &topic,
-            &key,
+            key.to_vec(),
             begin as i64,
             end as i64,
             usize::try_from(max).unwrap_or(usize::MAX),
-        )?;
-        // The store confirms the exact topic of every record it finds.
-        render_array(format, found.iter().map(|r| Parts::new(&topic.name, r)))
-    })
-    .await?;
+        )
+        .await?;
+    // The store confirms the exact topic of every record it finds.
+    let body = render_array(format, found.iter().map(|r| Parts::new(&topic.name, r)))?;
     Ok(bytes_with(StatusCode::OK, "application/json", body))
 }
 
@@ -429,8 +417,7 @@ pub async fn read_physical(
         ),
     })?;
     let format = EmbeddedFormat::from_accept(accept(&headers));
-    let ready = state.ready()?;
-    let found = blocking(move || Ok(ready.read_physical(position)?)).await?;
+    let found = state.ready()?.door(&WHO).read_physical(position).await?;
     let record = found.ok_or_else(|| ApiError::NotFound {
         message: format!("no record of a live topic starts at physical offset {position}"),
     })?;

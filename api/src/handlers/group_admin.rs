@@ -31,7 +31,7 @@ use tidelog_broker::group_admin::{
     GroupDescription, GroupSummary, MemberDescription, OffsetLag, ResetScope, ResetTarget,
 };
 
-use super::{blocking, json};
+use super::{json, WHO};
 use crate::error::ApiError;
 use crate::extract::{json_body, ApiPath};
 use crate::groups::CommittedOffset;
@@ -175,8 +175,8 @@ pub async fn reset(
     let request: ResetRequest = json_body(&body)?;
     let to = reset_target(&request.to)?;
     let scope = reset_scope(request.topic, request.partitions)?;
-    let ready = state.ready()?;
-    let offsets = blocking(move || Ok(ready.reset_offsets(&group, scope, to)?)).await?;
+    let door = state.ready()?.door(&WHO);
+    let offsets = door.reset_offsets(&group, scope, to).await?;
     json(StatusCode::OK, &OffsetsAnswer { offsets })
 }
 
@@ -185,8 +185,7 @@ pub async fn delete(
     State(state): State<AppState>,
     ApiPath(group): ApiPath<String>,
 ) -> Result<Response, ApiError> {
-    let ready = state.ready()?;
-    blocking(move || Ok(ready.delete_group(&group)?)).await?;
+    state.ready()?.door(&WHO).delete_group(&group).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 

@@ -38,7 +38,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use serde_json::{json as json_value, Value};
 
-use super::{blocking, json, v2_json, ClusterPath, TopicPath, WHO};
+use super::{json, v2_json, ClusterPath, TopicPath, WHO};
 use crate::error::ApiError;
 use crate::extract::{json_body, ApiPath};
 use crate::names;
@@ -248,9 +248,7 @@ pub async fn delete_v3(
     State(state): State<AppState>,
     TopicPath(topic): TopicPath,
 ) -> Result<Response, ApiError> {
-    let ready = state.ready()?;
-    let name = topic.clone();
-    blocking(move || Ok(ready.delete_topic(&name)?)).await?;
+    state.ready()?.door(&WHO).delete_topic(&topic).await?;
     tracing::info!(%topic, "deleted topic");
     Ok(StatusCode::NO_CONTENT.into_response())
 }
@@ -346,9 +344,9 @@ async fn alter(
     topic: String,
     changes: Vec<(String, Option<String>)>,
 ) -> Result<Response, ApiError> {
-    let ready = state.ready()?;
-    let name = topic.clone();
-    blocking(move || Ok(ready.alter_topic(&name, &changes)?)).await?;
+    let door = state.ready()?.door(&WHO);
+    door.alter_topic(&topic, Box::new(move |_| Ok(changes.clone())), false)
+        .await?;
     tracing::info!(%topic, "altered topic configs");
     Ok(StatusCode::NO_CONTENT.into_response())
 }

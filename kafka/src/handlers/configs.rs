@@ -11,10 +11,10 @@ use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::protocol::StrBytes;
-use tidelog_broker::registry::Topic;
+use tidelog_broker::registry::{ChangesOf, Topic};
 use tidelog_broker::{Broker, BrokerError};
 
-use super::{admin, maybe_blocking, NOT_READY, WHO};
+use super::{admin, NOT_READY, WHO};
 use crate::context::Context;
 use crate::error::broker_code;
 
@@ -104,19 +104,20 @@ pub async fn alter(
     let now = changes(&topic)?;
     let name = name.to_owned();
     let logged = name.clone();
-    maybe_blocking(true, move || {
-        if validate_only {
-            broker.check_alter_topic(&name, &now)
-        } else {
-            // What fails here failed above already (a malformed request
-            // fails whatever the topic holds).
-            broker.alter_topic_with(&name, &|topic| {
-                changes(topic).map_err(|(_, message)| BrokerError::Invalid { message })
-            })
-        }
-    })
-    .await
-    .map_err(|e| refused(&e))?;
+    let changes_of: Box<ChangesOf<'static>> = if validate_only {
+        Box::new(move |_| Ok(now.clone()))
+    } else {
+        // What fails here failed above already (a malformed request fails
+        // whatever the topic holds).
+        Box::new(move |topic| {
+            changes(topic).map_err(|(_, message)| BrokerError::Invalid { message })
+        })
+    };
+    broker
+        .door(&WHO)
+        .alter_topic(&name, changes_of, validate_only)
+        .await
+        .map_err(|e| refused(&e))?;
     if !validate_only {
         tracing::info!(topic = %logged, "altered topic configs over Kafka");
     }

@@ -8,7 +8,7 @@ use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
-use super::{admin, maybe_blocking, NOT_READY};
+use super::{admin, NOT_READY, WHO};
 use crate::context::Context;
 use crate::error::broker_code;
 
@@ -45,14 +45,12 @@ pub async fn handle(
                 ResponseError::UnknownTopicId.code(),
                 "tidelog has no topic ids: name the topic".to_owned(),
             )),
-            (Some(broker), None, Some(name)) => {
-                let broker = std::sync::Arc::clone(broker);
-                let topic = name.0.to_string();
-                maybe_blocking(true, move || broker.delete_topic(&topic))
-                    .await
-                    .map_err(|e| (broker_code(&e), e.to_string()))
-                    .inspect(|()| tracing::info!(topic = %name.0, "DeleteTopics"))
-            }
+            (Some(broker), None, Some(name)) => broker
+                .door(&WHO)
+                .delete_topic(name.0.as_str())
+                .await
+                .map_err(|e| (broker_code(&e), e.to_string()))
+                .inspect(|()| tracing::info!(topic = %name.0, "DeleteTopics")),
         };
         responses.push(match outcome {
             Ok(()) => result,

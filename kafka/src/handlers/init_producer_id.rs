@@ -16,7 +16,7 @@
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 
-use super::maybe_blocking;
+use super::WHO;
 use crate::context::Context;
 use crate::error::broker_code;
 
@@ -45,7 +45,7 @@ pub async fn handle(
     let current = (version >= 3 && request.producer_id.0 >= 0)
         .then_some((request.producer_id.0, request.producer_epoch));
     // The id file is written (fsync) once per block of ids: off the runtime.
-    let answer = maybe_blocking(true, move || broker.init_producer_id(current)).await;
+    let answer = broker.door(&WHO).init_producer_id(current).await;
     match answer {
         Ok((id, epoch)) => InitProducerIdResponse::default()
             .with_producer_id(ProducerId(id))

@@ -1,8 +1,11 @@
 //! One module per served API, each a thin mapping onto the broker.
 //!
-//! Broker calls that block (a sync-flush append, an auto-create, a
-//! compacted log's read) run on `spawn_blocking`, as the HTTP API runs
-//! them; the rest (page-cache copies) run inline.
+//! Each calls the broker through its door (`Broker::door`), which decides
+//! where the work runs (a sync-flush append awaited, an auto-create or a
+//! compacted log's read on the blocking pool, page-cache copies inline);
+//! no handler picks a thread for broker work. Produce decodes compressed
+//! batches on the blocking pool itself: that is wire work, not the
+//! broker's.
 
 pub mod admin;
 pub mod alter_configs;
@@ -36,24 +39,9 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::StrBytes;
 use tidelog_broker::read::PartitionRef;
-use tidelog_broker::{Broker, BrokerError, Principal};
+use tidelog_broker::{Broker, Principal};
 
 use crate::error::broker_code;
-
-/// Runs `f` on a blocking thread when `blocks`, else inline.
-async fn maybe_blocking<T: Send + 'static>(
-    blocks: bool,
-    f: impl FnOnce() -> Result<T, BrokerError> + Send + 'static,
-) -> Result<T, BrokerError> {
-    if !blocks {
-        return f();
-    }
-    tokio::task::spawn_blocking(f).await.unwrap_or_else(|e| {
-        Err(BrokerError::Internal {
-            message: format!("a blocking broker call failed: {e}"),
-        })
-    })
-}
 
 /// Who every Kafka request is made as, until SASL logins name a user
 /// (the security issue gives each connection its own principal).

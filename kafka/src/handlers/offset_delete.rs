@@ -22,7 +22,7 @@ use tidelog_broker::group_admin::OffsetDeletion;
 use tidelog_broker::BrokerError;
 
 use super::admin::{self, Gate};
-use super::{group, maybe_blocking};
+use super::{group, WHO};
 use crate::context::Context;
 use crate::error::broker_code;
 
@@ -50,8 +50,11 @@ pub async fn handle(
         })
         .collect();
     let group_id = request.group_id.0.as_str().to_owned();
-    let call = move || broker.delete_committed_offsets(&group_id, &asked);
-    let answers = match maybe_blocking(true, call).await {
+    let answers = match broker
+        .door(&WHO)
+        .delete_committed_offsets(&group_id, asked)
+        .await
+    {
         Ok(answers) => answers,
         Err(e @ BrokerError::GroupHasMembers { .. }) => {
             tracing::debug!(error = %e, "offset delete refused");
