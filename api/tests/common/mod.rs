@@ -44,9 +44,12 @@ pub async fn call_with(
     (status, headers, String::from_utf8(bytes.to_vec()).unwrap())
 }
 
-/// 1 MiB segments, small queue and index files, no preallocation.
+/// 1 MiB segments, small queue and index files, no preallocation, and a
+/// disk that reads half used: the machine's disk is shared and often
+/// past the store's 90 % full ratio, which would refuse every write.
 pub fn store_config(dir: &std::path::Path) -> StoreConfig {
     let mut c = StoreConfig::new(dir);
+    c.retention.disk = std::sync::Arc::new(tidelog_broker::store::FixedDiskUsage::new(0.5));
     c.commitlog_segment_bytes = 1 << 20;
     c.consume_queue_units_per_file = 1000;
     c.index_slots = 1000;
