@@ -486,6 +486,22 @@ impl RetentionConfig {
     }
 }
 
+impl StoreError {
+    /// The refusal of an append while the disk is full at `used_ratio`
+    /// (the API's pre-check words it the same way). Here rather than in
+    /// `error.rs`: its words are the retention settings'.
+    pub fn disk_full(used_ratio: f64, retention: &RetentionConfig) -> Self {
+        StoreError::DiskFull {
+            reason: format!(
+                "the data directory's disk is {:.1}% used; writes stopped above disk_full_ratio {:.1}% and resume when usage falls to disk_force_clean_ratio {:.1}% or below (delete old segments or free space)",
+                used_ratio * 100.0,
+                retention.disk_full_ratio * 100.0,
+                retention.disk_force_clean_ratio * 100.0
+            ),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

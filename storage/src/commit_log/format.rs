@@ -106,6 +106,12 @@ pub const END_MAGIC: u16 = 0xE0F5;
 pub const VERSION: u8 = 3;
 /// The previous version, still read: no entry flags, no producer block.
 pub const VERSION_2: u8 = 2;
+// The versions a refusal of another version names (`error.rs`, which
+// imports nothing of the crate, spells them out).
+const _: () = assert!(
+    crate::error::READ_LOG_VERSIONS[0] == VERSION_2
+        && crate::error::READ_LOG_VERSIONS[1] == VERSION
+);
 
 /// Entry flag: a producer block follows the topic name.
 pub const ENTRY_HAS_PRODUCER: u8 = 0b01;
@@ -436,76 +442,9 @@ pub fn encode_end_marker(buf: &mut [u8; END_MARKER_LEN], physical_offset: u64, r
     put_u32(buf, OFF_CRC, crc);
 }
 
-/// Why bytes are not a valid entry or record.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Invalid {
-    /// Fewer bytes than a header needs.
-    Truncated {
-        needed: usize,
-        available: usize,
-    },
-    BadMagic(u16),
-    BadVersion(u8),
-    BadFlags(u8),
-    /// A producer block with a negative producer id, epoch or sequence.
-    BadProducer {
-        producer_id: i64,
-        epoch: i16,
-        base_sequence: i32,
-    },
-    BadLength(String),
-    /// A varint runs past the entry or overflows 64 bits.
-    BadVarint(codec::VarintError),
-    OffsetMismatch {
-        stored: u64,
-        expected: u64,
-    },
-    CrcMismatch {
-        stored: u32,
-        computed: u32,
-    },
-    BadTopic,
-    BadHeaders(String),
-    /// No record starts at this position of the entry.
-    NotARecord(String),
-}
-
-impl std::fmt::Display for Invalid {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Invalid::Truncated { needed, available } => {
-                write!(f, "truncated: needs {needed} bytes, {available} available")
-            }
-            Invalid::BadMagic(m) => write!(f, "bad magic {m:#06x}"),
-            Invalid::BadVersion(v) => write!(f, "unknown version {v}"),
-            Invalid::BadFlags(x) => write!(f, "unknown flags {x:#04x}"),
-            Invalid::BadProducer {
-                producer_id,
-                epoch,
-                base_sequence,
-            } => write!(
-                f,
-                "producer block out of range: id {producer_id}, epoch {epoch}, sequence {base_sequence}"
-            ),
-            Invalid::BadLength(s) => write!(f, "bad length: {s}"),
-            Invalid::BadVarint(e) => write!(f, "bad length: {e}"),
-            Invalid::OffsetMismatch { stored, expected } => {
-                write!(f, "entry says it starts at {stored}, found at {expected}")
-            }
-            Invalid::CrcMismatch { stored, computed } => {
-                write!(
-                    f,
-                    "CRC mismatch: stored {stored:#010x}, computed {computed:#010x}"
-                )
-            }
-            Invalid::BadTopic => write!(f, "topic name is not valid"),
-            Invalid::BadHeaders(s) => write!(f, "bad header block: {s}"),
-            Invalid::NotARecord(s) => write!(f, "no record starts here: {s}"),
-        }
-    }
-}
-
-impl std::error::Error for Invalid {}
+/// Why bytes are not a valid entry or record (defined with the crate's
+/// other reasons in `error.rs`, which a `StoreError` carries).
+pub use crate::error::Invalid;
 
 /// What starts at a position of a segment.
 #[derive(Debug, PartialEq, Eq)]
