@@ -25,6 +25,7 @@ pub mod log_head;
 pub mod position_file;
 pub mod producer_state;
 mod recovery;
+pub mod restore;
 pub mod retention;
 pub mod store;
 pub mod test_rng;
