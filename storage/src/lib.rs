@@ -21,6 +21,7 @@ pub mod error;
 pub mod fault;
 pub mod fs_util;
 pub mod index_file;
+pub mod layout;
 pub mod log_head;
 pub mod position_file;
 pub mod producer_state;

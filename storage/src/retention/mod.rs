@@ -32,6 +32,14 @@
 //! long deletion pass never delays it. It is set above `disk_full_ratio` and
 //! cleared only at `disk_force_clean_ratio` or below (hysteresis), so
 //! produce does not flap while usage hovers around the mark.
+//!
+//! Files: this one holds the settings ([`RetentionConfig`]), the clock and
+//! disk sources, the hold, and the rules a pass follows (`plan`,
+//! `segments_per_pass`); `pass.rs` runs a pass over the store's files by
+//! them, with the counters and flags retention shares with the disk-full
+//! gate.
+
+pub(crate) mod pass;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
