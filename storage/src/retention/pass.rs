@@ -1,5 +1,5 @@
 //! One retention pass over the store's files, by the rules of
-//! `retention.rs` (`plan`, `segments_per_pass`): which CommitLog segments
+//! `retention/mod.rs` (`plan`, `segments_per_pass`): which CommitLog segments
 //! go, oldest first, then the queue and index files that only point below
 //! the log's new start; and the counters and flags retention and the
 //! disk-full gate share ([`RetentionState`]).

@@ -1,7 +1,7 @@
 //! Deleting: a topic (its queues, for good), a partition's records below
 //! a client's offset (DeleteRecords), and retention passes: installing
 //! the hold they obey and running one on demand. The pass itself is
-//! [`crate::retention::pass`]'s.
+//! `retention::pass`'s.
 //!
 //! Invariants: a deletion is durable before it returns; a deleted
 //! topic's records are never indexed or served again, also not after a

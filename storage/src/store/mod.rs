@@ -22,17 +22,18 @@
 //! disk-full gate and its reserve), `threads.rs` (the background threads:
 //! started, supervised, stopped), `stats.rs` (the stats view), `lock.rs`
 //! (the data dir lock). This file holds the [`Store`], the state its
-//! roles share ([`Inner`]), the open entry points, the checkpoint and
-//! shutdown. The checkpoint is written by [`crate::checkpoint`]'s
-//! `CheckpointWriter`, a retention pass is [`crate::retention::pass`]'s.
+//! roles share (`Inner`), the open entry points, the checkpoint and
+//! shutdown. The checkpoint is written by `checkpoint::CheckpointWriter`,
+//! a retention pass is `retention::pass`'s.
 //!
 //! Invariants: everything the background threads touch is in `Inner`
 //! (shared through an `Arc`), so a thread never outlives the store: drop
 //! and shutdown stop and join them all first. Dropping a store without
 //! [`Store::shutdown`] leaves `abort` behind, so the next open recovers.
-//! Locks: a checkpoint holds its writer's lock and takes nothing of the
-//! store's besides; a retention pass holds its `pass_lock` while the
-//! CommitLog takes its own; `producer_ids` is taken alone.
+//! Locks the store's parts hold: the checkpoint writer's (a checkpoint,
+//! while the parts it flushes take their own), a retention pass's
+//! `pass_lock` (while the CommitLog, queues and IndexFiles take theirs)
+//! and `producer_ids`; none of the three is taken while another is held.
 
 mod append;
 mod delete;
