@@ -43,13 +43,12 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
-use tidelog_cleaner::compacted::segment::{Segment, LOG_SUFFIX};
-use tidelog_cleaner::compacted::COMPACTED_DIR;
-use tidelog_storage::checkpoint::Checkpoint;
-use tidelog_storage::consume_queue::deleted::{self, DeletedPartitions};
+use tidelog_storage::consume_queue::deleted::DeletedPartitions;
 use tidelog_storage::fs_util;
+use tidelog_storage::store::LOCK_FILE;
 use tidelog_storage::DataDirLock;
 
+use tidelog_cleaner::restore::RestoredLog;
 use tidelog_tiered::{RemoteTier, RemoteTopic, TieredError};
 
 use crate::error::BrokerError;
@@ -58,9 +57,6 @@ use crate::topic_config::Overrides;
 
 /// The file that marks a restore in progress (module doc).
 pub const RESTORE_MARKER: &str = "restore-incomplete";
-
-/// The store's lock file, the one entry an empty data dir may hold.
-const LOCK_FILE: &str = "lock";
 
 /// Where the registry lives under the data dir (`Broker::open`'s).
 const CONFIG_DIR: &str = "config";
@@ -191,17 +187,10 @@ pub fn write_data_dir(
         }
         tracing::info!(topic = %topic.name, partitions = topic.partitions, "restored the topic's partitions");
     }
-    next_offsets
-        .store(&data_dir.join(deleted::FILE_NAME))
+    tidelog_storage::restore::write_next_offsets(data_dir, &next_offsets)
         .map_err(|e| io("writing the partitions' next offsets", &e))?;
     if commit_log_start > 0 {
-        let checkpoint = Checkpoint {
-            commitlog_flushed: commit_log_start,
-            dispatched: commit_log_start,
-            written_at_ms: tidelog_storage::types::now_ms(),
-        };
-        checkpoint
-            .store(data_dir)
+        tidelog_storage::restore::write_commit_log_start(data_dir, commit_log_start)
             .map_err(|e| io("writing the checkpoint", &e))?;
     }
     report.commit_log_start = commit_log_start;
@@ -335,62 +324,20 @@ fn check_topics(data_dir: &Path, topics: &[RestoredTopic]) -> Result<(), BrokerE
     Ok(())
 }
 
-/// What writing one partition's snapshot found.
-struct WrittenSnapshot {
-    bytes: u64,
-    /// One past the largest CommitLog position its records name.
-    physical_end: u64,
-    /// One past its last record's offset.
-    next_offset: u64,
-}
-
-/// Writes a snapshot's files as the partition's compacted log and checks
-/// each by opening it as the cleaner does.
+/// Writes a snapshot's files as the partition's compacted log, through
+/// the cleaner, which owns their format and checks each by opening it.
 fn write_snapshot(
     data_dir: &Path,
     topic: &str,
     partition: u32,
     files: &[(String, Bytes)],
-) -> Result<WrittenSnapshot, BrokerError> {
-    let dir = data_dir
-        .join(COMPACTED_DIR)
-        .join(topic)
-        .join(partition.to_string());
-    let bad = |reason: String| {
+) -> Result<RestoredLog, BrokerError> {
+    tidelog_cleaner::restore::write_snapshot(data_dir, topic, partition, files, |reason| {
         restore_error(
             data_dir,
             format!("snapshot of {topic}-{partition}: {reason}"),
         )
-    };
-    fs_util::create_dir_durable(&dir).map_err(|e| bad(e.to_string()))?;
-    let mut written = WrittenSnapshot {
-        bytes: 0,
-        physical_end: 0,
-        next_offset: 0,
-    };
-    for (name, bytes) in files {
-        let Some(base) = fs_util::parse_offset_file_name(name, LOG_SUFFIX) else {
-            return Err(bad(format!("{name:?} is not a compacted segment's name")));
-        };
-        let path = dir.join(name);
-        fs_util::write_atomic(&path, bytes).map_err(|e| bad(e.to_string()))?;
-        // Sealed segments: every byte must be a whole, valid record.
-        let segment = Segment::open(path.clone(), base, false).map_err(|e| bad(e.to_string()))?;
-        let mut reader = segment.reader(0);
-        while let Some(record) = reader.next_record().map_err(|e| bad(e.to_string()))? {
-            written.physical_end = written.physical_end.max(record.physical_offset.get() + 1);
-            written.next_offset = written.next_offset.max(record.offset.get() + 1);
-        }
-        written.bytes += bytes.len() as u64;
-    }
-    tracing::info!(
-        topic,
-        partition,
-        files = files.len(),
-        bytes = written.bytes,
-        "restored a compacted log from its snapshot"
-    );
-    Ok(written)
+    })
 }
 
 /// Removes what an interrupted restore wrote: everything but the lock and
@@ -429,6 +376,8 @@ mod tests {
     use crate::groups::{CommitValue, OffsetCommit};
     use crate::test_support::{append, compact, open, wait_until};
     use std::sync::Arc;
+    use tidelog_cleaner::compacted::segment::LOG_SUFFIX;
+    use tidelog_cleaner::compacted::COMPACTED_DIR;
 
     /// The compacted segment files of `topic`-0 in `data_dir`, as a
     /// snapshot holds them.

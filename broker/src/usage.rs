@@ -15,14 +15,17 @@
 
 use std::sync::Arc;
 
+use tidelog_storage::consume_queue::format::UNIT_LEN;
+
 use crate::broker::Broker;
 use crate::error::BrokerError;
 
 /// Most ConsumeQueue units one usage figure reads.
 pub const SAMPLED_UNITS: u64 = 64;
 
-/// Bytes in a ConsumeQueue unit (DESIGN.md: unit `n` at byte `n × 20`).
-const UNIT_BYTES: u64 = 20;
+/// Bytes in a ConsumeQueue unit (DESIGN.md: unit `n` at byte `n × 20`),
+/// as the queue's format writes it.
+const UNIT_BYTES: u64 = UNIT_LEN as u64;
 
 /// One partition's offsets and its share of the disk.
 #[derive(Debug, Clone, Copy, PartialEq)]

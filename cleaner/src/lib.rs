@@ -35,6 +35,7 @@ pub mod error;
 pub mod fault;
 mod fingerprint;
 pub mod offset_map;
+pub mod restore;
 pub mod throttle;
 
 pub use checkpoint::CleanerCheckpoint;

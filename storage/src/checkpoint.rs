@@ -17,13 +17,27 @@
 //! min(`dispatched`, `commitlog_flushed`), and `dispatched` is never
 //! written above `commitlog_flushed`. A damaged checkpoint is ignored (with
 //! a warning): recovery then scans the whole log, which is always right.
+//!
+//! Writing it is [`CheckpointWriter`]'s: the indexes and sinks flushed,
+//! then the files recovery compares them with (`queue-ends`, `index-end`)
+//! and the producer-state snapshot, then this file; so everything below
+//! the `dispatched` it records is durable in every index, and the
+//! snapshot never holds a batch the flushed log lost.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 
 use crate::codec::{get_i64, get_u16, get_u32, get_u64, put_i64, put_u16, put_u32, put_u64};
 use crate::codec::{U16_LEN, U32_LEN, U64_LEN};
+use crate::commit_log::CommitLog;
+use crate::consume_queue::ends::QueueEnds;
+use crate::consume_queue::ConsumeQueues;
+use crate::dispatch::Dispatcher;
 use crate::error::{CorruptionKind, IoContext, Result};
 use crate::fs_util;
+use crate::index_file::IndexService;
+use crate::types::now_ms;
 
 pub const FILE_NAME: &str = "checkpoint";
 pub const MAGIC: u32 = 0x5443_4B50;
@@ -115,6 +129,116 @@ impl Checkpoint {
 
     pub fn store(&self, dir: &Path) -> Result<()> {
         fs_util::write_atomic(&dir.join(FILE_NAME), &self.encode())
+    }
+}
+
+/// Writes the checkpoint and, before it, the files whose positions it
+/// vouches for (`queue-ends`, `index-end`, the producer-state snapshot):
+/// the store's one writer of them (its flush thread, shutdown, open and
+/// a manual checkpoint), serialised by `lock`. Each of those files is
+/// written only when it changed since the last one this writer wrote.
+#[derive(Debug, Default)]
+pub(crate) struct CheckpointWriter {
+    /// Serialises checkpoint writers (flush thread and shutdown).
+    lock: Mutex<()>,
+    /// The producer-state version the last snapshot written holds.
+    producer_snapshot_version: AtomicU64,
+    /// The `queue-ends` table last written (none yet in this run).
+    queue_ends_stored: Mutex<Option<QueueEnds>>,
+    /// The `index-end` last written (none yet in this run).
+    index_end_stored: Mutex<Option<u64>>,
+}
+
+impl CheckpointWriter {
+    /// Write the checkpoint: flush the indexes first, so that everything
+    /// below the recorded dispatched position is durable in them. Raises
+    /// `durable_dispatched` (what retention may delete below) to the
+    /// position written.
+    pub(crate) fn write(
+        &self,
+        data_dir: &Path,
+        log: &CommitLog,
+        dispatcher: &Dispatcher,
+        queues: &ConsumeQueues,
+        index: &IndexService,
+        durable_dispatched: &AtomicU64,
+    ) -> Result<()> {
+        let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        let dispatched = dispatcher.dispatched();
+        dispatcher.flush_sinks()?;
+        let flushed = log.flushed();
+        // Claim only what is on disk in the log too: recovery and retention
+        // trust `dispatched`, and indexes pointing past the flushed log
+        // would point at zeros after a power loss.
+        let dispatched = dispatched.min(flushed);
+        // Each queue's end as of `dispatched`: its units were written
+        // before the flush above, so they are durable, and they point
+        // into flushed log bytes, which a power loss cannot take
+        // (`consume_queue::ends`).
+        self.store_queue_ends(data_dir, queues.ends_at(dispatched))?;
+        self.store_index_end(data_dir, index.end_below(dispatched))?;
+        self.store_producer_snapshot(data_dir, log)?;
+        Checkpoint {
+            commitlog_flushed: flushed,
+            dispatched,
+            written_at_ms: now_ms(),
+        }
+        .store(data_dir)?;
+        durable_dispatched.fetch_max(dispatched, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Replace `queue-ends` with `ends` if they changed since the last
+    /// one written. Before the checkpoint: recovery compares the queues
+    /// with the newest one either way (its ends are durable in the queues
+    /// whichever checkpoint follows).
+    fn store_queue_ends(&self, data_dir: &Path, ends: QueueEnds) -> Result<()> {
+        let mut last = self
+            .queue_ends_stored
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if last.as_ref() == Some(&ends) {
+            return Ok(());
+        }
+        ends.store(&data_dir.join(crate::consume_queue::ends::FILE_NAME))?;
+        *last = Some(ends);
+        Ok(())
+    }
+
+    /// Replace `index-end` with `end` if it moved since the last one
+    /// written (`index_file::end`).
+    fn store_index_end(&self, data_dir: &Path, end: u64) -> Result<()> {
+        let mut last = self
+            .index_end_stored
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if *last == Some(end) {
+            return Ok(());
+        }
+        crate::index_file::end::IndexEnd::new(end).store(data_dir)?;
+        *last = Some(end);
+        Ok(())
+    }
+
+    /// Write the producer-state snapshot if the state changed since the
+    /// last one: after the checkpoint's positions were read (so the
+    /// snapshot's position is at or past the recovery start the checkpoint
+    /// will name) and before the checkpoint is written, with the log
+    /// flushed up to the snapshot's position first (so a power loss can
+    /// never keep a batch in the snapshot and lose it from the log). A
+    /// failure fails the checkpoint: the old pair stays consistent.
+    fn store_producer_snapshot(&self, data_dir: &Path, log: &CommitLog) -> Result<()> {
+        let since = self.producer_snapshot_version.load(Ordering::Acquire);
+        let Some((states, position, version)) = log.producer_snapshot(since) else {
+            return Ok(());
+        };
+        if log.flushed() < position {
+            log.flush_all()?;
+        }
+        crate::producer_state::snapshot::store(data_dir, &states, position)?;
+        self.producer_snapshot_version
+            .store(version, Ordering::Release);
+        Ok(())
     }
 }
 

@@ -36,14 +36,15 @@ pub struct Truncated {
     pub available: usize,
 }
 
-/// Why bytes are not a varint.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum VarintError {
-    #[error("a varint runs past the end")]
-    RunsPast,
-    /// Longer than ten bytes, or a tenth byte above the one bit left.
-    #[error("a varint overflows 64 bits")]
-    Overflow,
+/// Why bytes are not a varint (defined with the crate's other reasons in
+/// `error.rs`: a CommitLog entry's [`Invalid`](crate::error::Invalid)
+/// carries it).
+pub use crate::error::VarintError;
+
+impl From<Truncated> for crate::error::CorruptionKind {
+    fn from(t: Truncated) -> Self {
+        crate::error::CorruptionKind::Truncated { at: t.at }
+    }
 }
 
 #[inline]

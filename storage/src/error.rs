@@ -1,11 +1,21 @@
-//! The one error type of the storage crate.
+//! The one error type of the storage crate, and every typed reason it
+//! carries.
 //!
 //! Every variant carries the context an operator needs to act on it: which
 //! file, which position, what was wrong. There is no catch-all variant.
+//!
+//! Invariant: this file is the crate's leaf; it imports nothing of the
+//! crate. The reasons a [`StoreError`] holds are defined here with it
+//! (a CommitLog entry's [`Invalid`] and its [`VarintError`], a producer's
+//! [`SequenceProblem`], a record's [`RecordProblem`], [`CorruptionKind`]),
+//! and their modules re-export them under the paths they always had
+//! (`commit_log::format::Invalid`, `codec::VarintError`,
+//! `producer_state::SequenceProblem`). What needs a module's knowledge
+//! lives in that module: `From<codec::Truncated>` in `codec.rs`,
+//! `StoreError::disk_full`'s wording of the retention settings in
+//! `retention.rs`.
 
 use std::path::PathBuf;
-
-use crate::commit_log::format::Invalid;
 
 /// Result alias used throughout the storage crate.
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
@@ -47,8 +57,8 @@ pub enum StoreError {
     /// Record `index` of a batch breaks a record rule; nothing of the batch
     /// was written. The one check of these rules is the writer's (a
     /// front-end passes its own, lower payload limit to
-    /// [`Store::append_within`](crate::Store::append_within) rather than
-    /// checking the records a second time).
+    /// `Store::append_within` rather than checking the records a second
+    /// time).
     #[error("record {index}: {problem}")]
     RecordRefused {
         index: usize,
@@ -56,13 +66,13 @@ pub enum StoreError {
     },
 
     /// An idempotent producer's batch is out of sequence (Kafka's rules,
-    /// `crate::producer_state`); nothing of it was written. A client
-    /// mistake or a producer that lost its state, never the store's.
+    /// `producer_state`); nothing of it was written. A client mistake or a
+    /// producer that lost its state, never the store's.
     #[error("{topic}-{partition}: {problem}")]
     ProducerRefused {
         topic: String,
         partition: u32,
-        problem: crate::producer_state::SequenceProblem,
+        problem: SequenceProblem,
     },
 
     /// An earlier write or fsync failed; the log refuses appends rather than
@@ -146,19 +156,6 @@ impl StoreError {
         StoreError::Io {
             path: path.into(),
             source,
-        }
-    }
-
-    /// The refusal of an append while the disk is full at `used_ratio`
-    /// (the API's pre-check words it the same way).
-    pub fn disk_full(used_ratio: f64, retention: &crate::retention::RetentionConfig) -> Self {
-        StoreError::DiskFull {
-            reason: format!(
-                "the data directory's disk is {:.1}% used; writes stopped above disk_full_ratio {:.1}% and resume when usage falls to disk_force_clean_ratio {:.1}% or below (delete old segments or free space)",
-                used_ratio * 100.0,
-                retention.disk_full_ratio * 100.0,
-                retention.disk_force_clean_ratio * 100.0
-            ),
         }
     }
 
@@ -263,12 +260,14 @@ pub enum CorruptionKind {
         recorded_first: u64,
         found_first: u64,
     },
-    /// The CommitLog was written in another format version.
+    /// The CommitLog was written in another format version. The versions
+    /// named are [`READ_LOG_VERSIONS`] (`commit_log::format` pins them to
+    /// its own `VERSION_2` and `VERSION`).
     #[error(
         "the CommitLog holds format version {version}, this tidelog reads versions {} and {} only; \
          start the version that wrote it to drain it, or move the data dir aside",
-        crate::commit_log::format::VERSION_2,
-        crate::commit_log::format::VERSION
+        READ_LOG_VERSIONS[0],
+        READ_LOG_VERSIONS[1]
     )]
     LogFormatVersion { version: u8 },
     /// The checkpoint claims more was dispatched than the log holds.
@@ -358,17 +357,17 @@ pub enum CorruptionKind {
 // `StoreError`: large fields of a kind are boxed to keep it this size.
 const _: () = assert!(std::mem::size_of::<StoreError>() <= 64);
 
-impl From<crate::codec::Truncated> for CorruptionKind {
-    fn from(t: crate::codec::Truncated) -> Self {
-        CorruptionKind::Truncated { at: t.at }
-    }
-}
-
 impl From<Invalid> for CorruptionKind {
     fn from(why: Invalid) -> Self {
         CorruptionKind::Entry(Box::new(why))
     }
 }
+
+/// The CommitLog format versions this build reads, as
+/// [`CorruptionKind::LogFormatVersion`] names them: the older one still
+/// read, then the one written. `commit_log::format` asserts at compile
+/// time that they are its `VERSION_2` and `VERSION`, so they cannot drift.
+pub const READ_LOG_VERSIONS: [u8; 2] = [2, 3];
 
 /// A record's place in its queue, as a corruption message names it.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -395,4 +394,106 @@ impl<T> IoContext<T> for std::io::Result<T> {
     fn at(self, path: &std::path::Path) -> Result<T> {
         self.map_err(|e| StoreError::io(path, e))
     }
+}
+
+/// Why bytes are not a valid entry or record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Invalid {
+    /// Fewer bytes than a header needs.
+    Truncated {
+        needed: usize,
+        available: usize,
+    },
+    BadMagic(u16),
+    BadVersion(u8),
+    BadFlags(u8),
+    /// A producer block with a negative producer id, epoch or sequence.
+    BadProducer {
+        producer_id: i64,
+        epoch: i16,
+        base_sequence: i32,
+    },
+    BadLength(String),
+    /// A varint runs past the entry or overflows 64 bits.
+    BadVarint(VarintError),
+    OffsetMismatch {
+        stored: u64,
+        expected: u64,
+    },
+    CrcMismatch {
+        stored: u32,
+        computed: u32,
+    },
+    BadTopic,
+    BadHeaders(String),
+    /// No record starts at this position of the entry.
+    NotARecord(String),
+}
+
+impl std::fmt::Display for Invalid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Invalid::Truncated { needed, available } => {
+                write!(f, "truncated: needs {needed} bytes, {available} available")
+            }
+            Invalid::BadMagic(m) => write!(f, "bad magic {m:#06x}"),
+            Invalid::BadVersion(v) => write!(f, "unknown version {v}"),
+            Invalid::BadFlags(x) => write!(f, "unknown flags {x:#04x}"),
+            Invalid::BadProducer {
+                producer_id,
+                epoch,
+                base_sequence,
+            } => write!(
+                f,
+                "producer block out of range: id {producer_id}, epoch {epoch}, sequence {base_sequence}"
+            ),
+            Invalid::BadLength(s) => write!(f, "bad length: {s}"),
+            Invalid::BadVarint(e) => write!(f, "bad length: {e}"),
+            Invalid::OffsetMismatch { stored, expected } => {
+                write!(f, "entry says it starts at {stored}, found at {expected}")
+            }
+            Invalid::CrcMismatch { stored, computed } => {
+                write!(
+                    f,
+                    "CRC mismatch: stored {stored:#010x}, computed {computed:#010x}"
+                )
+            }
+            Invalid::BadTopic => write!(f, "topic name is not valid"),
+            Invalid::BadHeaders(s) => write!(f, "bad header block: {s}"),
+            Invalid::NotARecord(s) => write!(f, "no record starts here: {s}"),
+        }
+    }
+}
+
+impl std::error::Error for Invalid {}
+
+/// Why bytes are not a varint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum VarintError {
+    #[error("a varint runs past the end")]
+    RunsPast,
+    /// Longer than ten bytes, or a tenth byte above the one bit left.
+    #[error("a varint overflows 64 bits")]
+    Overflow,
+}
+
+/// Why a producer's batch is refused; nothing of it is written.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SequenceProblem {
+    #[error("producer {producer_id}: epoch {epoch} is older than its current epoch {current}")]
+    StaleEpoch {
+        producer_id: i64,
+        epoch: i16,
+        current: i16,
+    },
+    #[error("producer {producer_id}: sequence {got} is out of order (the next is {expected})")]
+    OutOfOrder {
+        producer_id: i64,
+        expected: i32,
+        got: i32,
+    },
+    #[error("producer {producer_id} has no state in this partition (expired or never written) and its batch starts at sequence {got}, not 0")]
+    UnknownProducer { producer_id: i64, got: i32 },
+    #[error("producer {producer_id}: a producer id, epoch and sequence must be >= 0 and a batch at most {max} records")]
+    OutOfRange { producer_id: i64, max: u32 },
 }

@@ -130,7 +130,7 @@ pub(crate) fn check(
         // The error names the first missing segment's file.
         RecoveryMode::Strict => Err(StoreError::corruption(
             data_dir
-                .join(crate::store::COMMITLOG_DIR)
+                .join(crate::layout::COMMITLOG_DIR)
                 .join(fs_util::offset_file_name(head.first_base)),
             0,
             lost,
@@ -138,7 +138,7 @@ pub(crate) fn check(
         RecoveryMode::TruncateAtCorruption => {
             tracing::warn!(
                 missing_segment = %data_dir
-                    .join(crate::store::COMMITLOG_DIR)
+                    .join(crate::layout::COMMITLOG_DIR)
                     .join(fs_util::offset_file_name(head.first_base))
                     .display(),
                 recorded_first = head.first_base,

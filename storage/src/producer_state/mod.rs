@@ -79,26 +79,10 @@ pub struct ProducerEntry {
     pub last_timestamp_ms: i64,
 }
 
-/// Why a producer's batch is refused; nothing of it is written.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum SequenceProblem {
-    #[error("producer {producer_id}: epoch {epoch} is older than its current epoch {current}")]
-    StaleEpoch {
-        producer_id: i64,
-        epoch: i16,
-        current: i16,
-    },
-    #[error("producer {producer_id}: sequence {got} is out of order (the next is {expected})")]
-    OutOfOrder {
-        producer_id: i64,
-        expected: i32,
-        got: i32,
-    },
-    #[error("producer {producer_id} has no state in this partition (expired or never written) and its batch starts at sequence {got}, not 0")]
-    UnknownProducer { producer_id: i64, got: i32 },
-    #[error("producer {producer_id}: a producer id, epoch and sequence must be >= 0 and a batch at most {max} records")]
-    OutOfRange { producer_id: i64, max: u32 },
-}
+/// Why a producer's batch is refused; nothing of it is written (defined
+/// with the crate's other reasons in `error.rs`, which a `StoreError`
+/// carries).
+pub use crate::error::SequenceProblem;
 
 /// The outcome of checking a batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -31,16 +31,29 @@
 //! - Entries are synced by the queue's flush, after its units. An entry
 //!   writeback put on disk before its units is dropped by recovery with
 //!   them (the first invariant).
+//!
+//! Files, one role each: `writer.rs` (the dispatcher's side: noting each
+//! record, appending an interval's entry, creating, truncating, removing
+//! and flushing time files, rebuilding missing entries), `reader.rs`
+//! (lookups: the next interval to read for a timestamp, the largest
+//! timestamp, the scans of an interval's records), `file.rs` (one time
+//! file's entries in memory and its handle), `format.rs` (the layout).
+//! This file holds [`TimeIndex`], its loading and the interval
+//! arithmetic both sides share.
 
+mod file;
 pub mod format;
+mod reader;
+mod writer;
 
-use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use self::file::TimeFile;
 use self::format::{ENTRY_LEN, HEADER_LEN, NO_RECORDS};
+pub(crate) use self::reader::first_at_or_after;
 use crate::consume_queue::format::UNIT_LEN;
 use crate::error::{IoContext, Result};
 use crate::fs_util;
@@ -96,59 +109,6 @@ struct Interval {
     k: u64,
     start: u64,
     end: u64,
-}
-
-struct TimeFile {
-    first_unit: u64,
-    path: PathBuf,
-    /// Open while entries may still be appended or synced: a full, synced
-    /// file is closed (one descriptor per partition, not per queue file,
-    /// beside the queue's own) and opened again only to be truncated.
-    file: Option<Arc<File>>,
-    /// Entry k's interval maximum.
-    maxima: Vec<i64>,
-    /// `running[k]` = max of `maxima[..=k]`: monotonic, for binary search.
-    running: Vec<i64>,
-    /// Entries durable on disk.
-    synced: usize,
-    /// The header (and so the file's size) is durable: false for a file
-    /// made since the last flush, with no fsync ([`TimeIndex::create_file`]).
-    header_synced: bool,
-}
-
-impl TimeFile {
-    fn push(&mut self, max_ts: i64) {
-        let prev = self.running.last().copied().unwrap_or(NO_RECORDS);
-        self.maxima.push(max_ts);
-        self.running.push(prev.max(max_ts));
-    }
-
-    /// The open file, opened again if it was closed.
-    fn handle(&mut self) -> Result<Arc<File>> {
-        if let Some(file) = &self.file {
-            return Ok(Arc::clone(file));
-        }
-        let (file, _) = fs_util::open_read_write(&self.path)?;
-        let file = Arc::new(file);
-        self.file = Some(Arc::clone(&file));
-        Ok(file)
-    }
-
-    /// Keep the first `n` entries, durably (a dropped entry that came back
-    /// after a power loss could be stale).
-    fn truncate(&mut self, n: usize) -> Result<()> {
-        if self.maxima.len() <= n {
-            return Ok(());
-        }
-        self.maxima.truncate(n);
-        self.running.truncate(n);
-        let file = self.handle()?;
-        file.set_len((HEADER_LEN + n * ENTRY_LEN) as u64)
-            .at(&self.path)?;
-        crate::durability::sync_data(&file, &self.path).at(&self.path)?;
-        self.synced = self.synced.min(n);
-        Ok(())
-    }
 }
 
 /// The time index of one queue (see the module docs).
@@ -317,372 +277,9 @@ impl TimeIndex {
         }
     }
 
-    /// The dispatcher put a new unit at `offset` (the queue's end), of a
-    /// record with `timestamp_ms`. One compare while the interval lasts;
-    /// its last unit appends its entry.
-    #[inline]
-    pub(crate) fn note(&self, offset: u64, timestamp_ms: i64) -> Result<()> {
-        let end = self.tail_end.load(Ordering::Relaxed);
-        if offset >= end || offset < self.tail_start.load(Ordering::Relaxed) {
-            // Unknown (`end == 0`: `catch_up` rebuilds it), or a gap or a
-            // put outside the tail: rebuilt from the queue.
-            self.forget_tail();
-            return Ok(());
-        }
-        if timestamp_ms > self.tail_max.load(Ordering::Relaxed) {
-            self.tail_max.store(timestamp_ms, Ordering::Relaxed);
-        }
-        if offset + 1 < end {
-            return Ok(());
-        }
-        self.finish_tail()
-    }
-
-    /// The tail interval is complete: append its entry, and the next
-    /// interval becomes the tail.
-    fn finish_tail(&self) -> Result<()> {
-        let done = self.interval_of(self.tail_start.load(Ordering::Relaxed));
-        let max_ts = self.tail_max.load(Ordering::Relaxed);
-        let next = self.interval_at(done.file_first, done.k + 1);
-        self.set_tail(next.start, next.end, NO_RECORDS);
-        let appended = {
-            let mut files = self.lock();
-            self.append(&mut files, done, max_ts)
-        };
-        match appended {
-            Ok(true) => Ok(()),
-            Ok(false) => {
-                self.forget_tail();
-                Ok(())
-            }
-            Err(e) => {
-                self.forget_tail();
-                Err(e)
-            }
-        }
-    }
-
-    fn set_tail(&self, start: u64, end: u64, max_ts: i64) {
-        self.tail_end.store(0, Ordering::Relaxed);
-        self.tail_start.store(start, Ordering::Relaxed);
-        self.tail_max.store(max_ts, Ordering::Relaxed);
-        self.tail_end.store(end, Ordering::Relaxed);
-    }
-
-    fn forget_tail(&self) {
-        self.tail_end.store(0, Ordering::Relaxed);
-    }
-
-    /// Whether the tail is unknown: [`TimeIndex::catch_up`] must run before
-    /// the index follows new units again.
-    pub(crate) fn needs_catch_up(&self) -> bool {
-        self.tail_end.load(Ordering::Relaxed) == 0
-    }
-
-    /// Append the entry of `iv`; `false` if it is not the next entry of its
-    /// file (the caller rebuilds instead).
-    fn append(&self, files: &mut Vec<TimeFile>, iv: Interval, max_ts: i64) -> Result<bool> {
-        let at = match files.binary_search_by_key(&iv.file_first, |f| f.first_unit) {
-            Ok(at) => at,
-            Err(at) => {
-                let f = self.create_file(iv.file_first)?;
-                files.insert(at, f);
-                at
-            }
-        };
-        let f = &mut files[at];
-        if f.maxima.len() as u64 != iv.k {
-            return Ok(false);
-        }
-        let bytes = format::encode_entry(iv.file_first, iv.k, max_ts);
-        let pos = HEADER_LEN as u64 + iv.k * ENTRY_LEN as u64;
-        f.handle()?.write_all_at(&bytes, pos).at(&f.path)?;
-        f.push(max_ts);
-        Ok(true)
-    }
-
-    /// A new time file holding only its header, made in place with no
-    /// fsync (the dispatcher's path, like a new queue file's): its header
-    /// is synced by the next [`TimeIndex::flush`], and its directory, noted
-    /// in `names`, by the queues' flush after that, before a checkpoint
-    /// counts any unit of its interval. A power loss before leaves it
-    /// missing, empty or with a torn header, which [`TimeIndex::load`]
-    /// removes; [`TimeIndex::catch_up`] rebuilds its entries.
-    fn create_file(&self, first_unit: u64) -> Result<TimeFile> {
-        let name = fs_util::offset_file_name(first_unit * UNIT_LEN as u64);
-        let path = self.dir.join(format!("{name}{FILE_SUFFIX}"));
-        self.names.create_dir_all(&self.dir)?;
-        let header = format::encode_header(self.interval as u32);
-        let build = || -> Result<TimeFile> {
-            let file = fs_util::create_empty(&path)?;
-            self.names.note(&self.dir);
-            file.write_all_at(&header, 0).at(&path)?;
-            Ok(TimeFile {
-                first_unit,
-                path: path.clone(),
-                file: Some(Arc::new(file)),
-                maxima: Vec::new(),
-                running: Vec::new(),
-                synced: 0,
-                header_synced: false,
-            })
-        };
-        build().inspect_err(|_| {
-            let _ = std::fs::remove_file(&path);
-        })
-    }
-
-    /// Bring the index up to the queue: `queue_files` are the first units
-    /// of the queue's files, `end` its `max_offset`. Drops time files of
-    /// queue files that are gone and entries at or past `end`, builds every
-    /// missing entry of a complete interval from the records (`times`), and
-    /// the tail's running maximum. Returns the entries built.
-    pub(crate) fn catch_up(
-        &self,
-        queue_files: &[u64],
-        end: u64,
-        times: &mut dyn RecordTimes,
-    ) -> Result<u64> {
-        let mut files = self.lock();
-        let mut kept = Vec::with_capacity(files.len());
-        for f in files.drain(..) {
-            if queue_files.contains(&f.first_unit) && f.first_unit < end {
-                kept.push(f);
-            } else {
-                std::fs::remove_file(&f.path).at(&f.path)?;
-            }
-        }
-        *files = kept;
-        let mut built = 0;
-        for &file_first in queue_files.iter().filter(|&&f| f < end) {
-            let complete = self.complete_in(file_first, end);
-            if let Ok(at) = files.binary_search_by_key(&file_first, |f| f.first_unit) {
-                files[at].truncate(complete as usize)?;
-            }
-            let have = files
-                .iter()
-                .find(|f| f.first_unit == file_first)
-                .map_or(0, |f| f.maxima.len() as u64);
-            for k in have..complete {
-                let iv = self.interval_at(file_first, k);
-                let max_ts = max_timestamp(times, iv.start, iv.end)?;
-                if !self.append(&mut files, iv, max_ts)? {
-                    break; // cannot happen: entries are built in order
-                }
-                built += 1;
-                if built % 10_000 == 0 {
-                    tracing::info!(dir = %self.dir.display(), built, "rebuilding the time index");
-                }
-            }
-        }
-        drop(files);
-        let tail = self.interval_of(end);
-        let max_ts = max_timestamp(times, tail.start, end)?;
-        self.set_tail(tail.start, tail.end, max_ts);
-        Ok(built)
-    }
-
-    /// Drop every entry whose interval reaches `end` or past it, durably,
-    /// and time files wholly past it; the tail becomes unknown. Recovery
-    /// (the queue's end moved down) and repairs (a unit below the end was
-    /// rewritten at `end`).
-    pub(crate) fn truncate_to(&self, end: u64) -> Result<()> {
-        self.forget_tail();
-        let mut files = self.lock();
-        let mut removed = false;
-        while files.last().is_some_and(|f| f.first_unit >= end) {
-            if let Some(f) = files.pop() {
-                std::fs::remove_file(&f.path).at(&f.path)?;
-                removed = true;
-            }
-        }
-        for f in files.iter_mut() {
-            let complete = self.complete_in(f.first_unit, end);
-            f.truncate(complete as usize)?;
-        }
-        if removed {
-            fs_util::fsync_dir(&self.dir)?;
-        }
-        Ok(())
-    }
-
-    /// Retention: delete the time files of queue files before `first_unit`
-    /// (the first queue file kept).
-    pub(crate) fn remove_before(&self, first_unit: u64) -> Result<usize> {
-        let mut files = self.lock();
-        let mut removed = 0;
-        while files.first().is_some_and(|f| f.first_unit < first_unit) {
-            let f = files.remove(0);
-            std::fs::remove_file(&f.path).at(&f.path)?;
-            removed += 1;
-        }
-        Ok(removed)
-    }
-
-    /// Make every entry appended so far durable. The file is synced outside
-    /// the lock, so the dispatcher's appends do not wait for the disk.
-    pub(crate) fn flush(&self) -> Result<()> {
-        let mut pending: Vec<(u64, Arc<File>, PathBuf, usize)> = Vec::new();
-        for f in self
-            .lock()
-            .iter_mut()
-            .filter(|f| f.synced < f.maxima.len() || !f.header_synced)
-        {
-            pending.push((f.first_unit, f.handle()?, f.path.clone(), f.maxima.len()));
-        }
-        let cap = format::entries_per_file(self.units_per_file, self.interval) as usize;
-        for (first_unit, file, path, n) in pending {
-            crate::durability::sync_data(&file, &path).at(&path)?;
-            if let Some(f) = self.lock().iter_mut().find(|f| f.first_unit == first_unit) {
-                f.header_synced = true;
-                f.synced = f.synced.max(n.min(f.maxima.len()));
-                if f.synced == cap {
-                    f.file = None; // full and durable: nothing more to write
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// A lookup's next step for timestamp `timestamp_ms` from queue offset
-    /// `from` (everything before it is below T), with the queue's end at
-    /// `end`.
-    pub(crate) fn next_step(&self, from: u64, timestamp_ms: i64, end: u64) -> Step {
-        let first = self.interval_of(from);
-        if from != first.start {
-            // Part of an interval (the beginning moved into it): its entry
-            // also covers records before `from`.
-            return Step::Scan {
-                from,
-                to: first.end,
-            };
-        }
-        let files = self.lock();
-        let mut iv = first;
-        loop {
-            if iv.start >= end {
-                return Step::Done;
-            }
-            let Ok(at) = files.binary_search_by_key(&iv.file_first, |f| f.first_unit) else {
-                return Step::Scan {
-                    from: iv.start,
-                    to: iv.end,
-                };
-            };
-            let f = &files[at];
-            let n = f.maxima.len() as u64;
-            if iv.k >= n {
-                return Step::Scan {
-                    from: iv.start,
-                    to: iv.end,
-                };
-            }
-            let found = if iv.k == 0 {
-                f.running.partition_point(|&m| m < timestamp_ms) as u64
-            } else {
-                let k = iv.k as usize;
-                f.maxima[k..]
-                    .iter()
-                    .position(|&m| m >= timestamp_ms)
-                    .map_or(n, |j| (k + j) as u64)
-            };
-            if found < n {
-                let hit = self.interval_at(iv.file_first, found);
-                return Step::Scan {
-                    from: hit.start,
-                    to: hit.end,
-                };
-            }
-            iv = self.interval_at(iv.file_first, n);
-        }
-    }
-
-    /// The largest record timestamp at queue offsets `[from, end)`, or
-    /// `None` when no record there has one (ListOffsets -3, KIP-734). An
-    /// indexed interval wholly inside the range counts by its entry (a
-    /// file whose entries are all there by its last running maximum); the
-    /// rest is read from the records: a first interval the beginning
-    /// moved into (its entry covers records that are gone), intervals
-    /// without an entry yet, and the tail. So at most about two intervals
-    /// of records are read while the index is complete.
-    pub(crate) fn max_timestamp(
-        &self,
-        from: u64,
-        end: u64,
-        times: &mut dyn RecordTimes,
-    ) -> Result<Option<i64>> {
-        let mut best = NO_RECORDS;
-        // The ranges to read, planned under the lock and read after it,
-        // so the dispatcher's appends do not wait for the reads.
-        let mut unindexed: Vec<(u64, u64)> = Vec::new();
-        {
-            let files = self.lock();
-            let mut at = from;
-            while at < end {
-                let iv = self.interval_of(at);
-                let to = iv.end.min(end);
-                let entry = (at == iv.start && iv.end <= end)
-                    .then(|| files.binary_search_by_key(&iv.file_first, |f| f.first_unit))
-                    .and_then(Result::ok)
-                    .map(|i| &files[i]);
-                match entry {
-                    Some(f)
-                        if iv.k == 0
-                            && f.first_unit + self.units_per_file <= end
-                            && f.maxima.len() as u64 == self.complete_in(f.first_unit, end) =>
-                    {
-                        // The whole file, indexed: its running maximum.
-                        best = best.max(f.running.last().copied().unwrap_or(NO_RECORDS));
-                        at = f.first_unit + self.units_per_file;
-                        continue;
-                    }
-                    Some(f) if (iv.k as usize) < f.maxima.len() => {
-                        best = best.max(f.maxima[iv.k as usize]);
-                    }
-                    _ => unindexed.push((at, to)),
-                }
-                at = to;
-            }
-        }
-        for (lo, hi) in unindexed {
-            best = best.max(max_timestamp(times, lo, hi)?);
-        }
-        Ok((best != NO_RECORDS).then_some(best))
-    }
-
     /// Entries held (tests and stats).
     #[cfg(test)]
     pub(crate) fn entries(&self) -> usize {
         self.lock().iter().map(|f| f.maxima.len()).sum()
     }
-}
-
-/// The largest timestamp among the records of `[from, to)`.
-fn max_timestamp(times: &mut dyn RecordTimes, from: u64, to: u64) -> Result<i64> {
-    let mut max_ts = NO_RECORDS;
-    for offset in from..to {
-        if let Some(ts) = times.timestamp_at(offset)? {
-            max_ts = max_ts.max(ts);
-        }
-    }
-    Ok(max_ts)
-}
-
-/// The first offset of `[from, to)` whose record's timestamp is at least
-/// `timestamp_ms`.
-pub(crate) fn first_at_or_after(
-    times: &mut dyn RecordTimes,
-    from: u64,
-    to: u64,
-    timestamp_ms: i64,
-) -> Result<Option<u64>> {
-    for offset in from..to {
-        if times
-            .timestamp_at(offset)?
-            .is_some_and(|ts| ts >= timestamp_ms)
-        {
-            return Ok(Some(offset));
-        }
-    }
-    Ok(None)
 }

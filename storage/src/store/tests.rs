@@ -6,9 +6,15 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use std::time::{Duration, Instant};
+
 use super::*;
-use crate::commit_log::BEFORE_SEGMENT_LOOKUP;
+use crate::checkpoint::Checkpoint;
+use crate::commit_log::{AppendRecord, Appended, ReadSink, StoredRecord, BEFORE_SEGMENT_LOOKUP};
+use crate::config::FlushMode;
+use crate::error::StoreError;
 use crate::retention::{FixedDiskUsage, Trigger};
+use crate::types::{QueueOffset, TopicPartition};
 
 fn small_config(dir: &Path) -> StoreConfig {
     let mut c = StoreConfig::new(dir);

@@ -32,6 +32,14 @@
 //! long deletion pass never delays it. It is set above `disk_full_ratio` and
 //! cleared only at `disk_force_clean_ratio` or below (hysteresis), so
 //! produce does not flap while usage hovers around the mark.
+//!
+//! Files: this one holds the settings ([`RetentionConfig`]), the clock and
+//! disk sources, the hold, and the rules a pass follows (`plan`,
+//! `segments_per_pass`); `pass.rs` runs a pass over the store's files by
+//! them, with the counters and flags retention shares with the disk-full
+//! gate.
+
+pub(crate) mod pass;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
@@ -483,6 +491,22 @@ impl RetentionConfig {
             }
         }
         Ok(())
+    }
+}
+
+impl StoreError {
+    /// The refusal of an append while the disk is full at `used_ratio`
+    /// (the API's pre-check words it the same way). Here rather than in
+    /// `error.rs`: its words are the retention settings'.
+    pub fn disk_full(used_ratio: f64, retention: &RetentionConfig) -> Self {
+        StoreError::DiskFull {
+            reason: format!(
+                "the data directory's disk is {:.1}% used; writes stopped above disk_full_ratio {:.1}% and resume when usage falls to disk_force_clean_ratio {:.1}% or below (delete old segments or free space)",
+                used_ratio * 100.0,
+                retention.disk_full_ratio * 100.0,
+                retention.disk_force_clean_ratio * 100.0
+            ),
+        }
     }
 }
 

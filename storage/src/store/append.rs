@@ -1,0 +1,203 @@
+//! Appending: the five entry points (`append`, `append_within`,
+//! `append_as`, `append_unflushed`, `append_unflushed_admitted` after
+//! `lag_admitted`), the gates that refuse an append before it waits or
+//! writes, and the producer ids idempotent appends are checked against.
+//!
+//! Invariants: every entry point passes `append_gates` (closed, disk full,
+//! dispatch stalled or short of space) and the dispatch-lag bound before
+//! the CommitLog's writer checks and writes the batch, so a refused batch
+//! writes nothing; under `flush: sync` an answer is given only once an
+//! fsync covers the batch or its wait timed out.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use super::Store;
+use crate::commit_log::{AppendRecord, Appended, LogAppend, Unflushed};
+use crate::config::FlushMode;
+use crate::dispatch::DISPATCH_LAG_MAX_BYTES;
+use crate::error::{Result, StoreError};
+use crate::producer_state::{BatchMeta, ProducerBatch};
+
+/// Proof that [`Store::lag_admitted`] was awaited: what
+/// [`Store::append_unflushed_admitted`] takes instead of waiting for the
+/// dispatcher itself. One append per proof.
+#[derive(Debug)]
+pub struct LagAdmitted(());
+
+/// What [`Store::append_as`] did.
+#[derive(Debug)]
+pub enum ProducerAppend {
+    /// Written: where each record landed, in the batch's order.
+    Written(Vec<Appended>),
+    /// The producer's batch was written before, at these offsets; nothing
+    /// was written now.
+    Duplicate(BatchMeta),
+}
+
+impl Store {
+    /// Append one batch (one produce request). Under `flush: sync` this
+    /// returns only after an fsync covers the batch, or
+    /// [`StoreError::FlushTimedOut`] after `sync_flush_timeout_ms` (the
+    /// batch is appended then, its durability unknown). Refused while the
+    /// disk is full or dispatch is stalled.
+    pub fn append(&self, batch: &[AppendRecord]) -> Result<Vec<Appended>> {
+        self.append_within(batch, u64::MAX)
+    }
+
+    /// [`append`](Self::append) with a lower record limit for this batch:
+    /// key + value + headers of every record at most `max_payload` bytes
+    /// (or the store's limit, whichever is smaller). A front-end passes a
+    /// topic's `max.message.bytes` here instead of checking the records
+    /// itself, so the record rules are checked once, by the writer, and a
+    /// refusal names the record ([`StoreError::RecordRefused`]).
+    pub fn append_within(&self, batch: &[AppendRecord], max_payload: u64) -> Result<Vec<Appended>> {
+        match self.append_as(batch, max_payload, None)? {
+            ProducerAppend::Written(appended) => Ok(appended),
+            ProducerAppend::Duplicate(_) => Err(StoreError::inconsistent(
+                self.data_dir(),
+                0,
+                "an append without a producer was taken for a duplicate",
+            )),
+        }
+    }
+
+    /// [`append_within`](Self::append_within) as an idempotent producer's
+    /// batch (one partition) when `producer` is given: its sequence is
+    /// checked in the writer's critical section (`crate::producer_state`).
+    /// A retry of one of its last five batches writes nothing and answers
+    /// [`ProducerAppend::Duplicate`] with the original offsets, after the
+    /// same sync flush wait a write gets (so the original is durable too).
+    pub fn append_as(
+        &self,
+        batch: &[AppendRecord],
+        max_payload: u64,
+        producer: Option<&ProducerBatch>,
+    ) -> Result<ProducerAppend> {
+        self.append_unflushed(batch, max_payload, producer)?.wait()
+    }
+
+    /// [`append_as`](Self::append_as) without its wait: the batch is
+    /// appended when this returns, and the answer is the caller's once the
+    /// returned [`Unflushed`] answers (under `flush: sync` an fsync covers
+    /// the batch, or [`StoreError::FlushTimedOut`] after
+    /// `sync_flush_timeout_ms`; under `async` at once). Awaiting it holds
+    /// no thread. The append itself is a copy into the page cache in both
+    /// modes (segments are created and warmed ahead by the preallocator).
+    ///
+    /// While the dispatcher is more than [`DISPATCH_LAG_MAX_BYTES`]
+    /// behind, this blocks until it is back within the bound: an async
+    /// caller awaits [`Store::lag_admitted`] first and appends with
+    /// [`Store::append_unflushed_admitted`] instead.
+    pub fn append_unflushed(
+        &self,
+        batch: &[AppendRecord],
+        max_payload: u64,
+        producer: Option<&ProducerBatch>,
+    ) -> Result<Unflushed<ProducerAppend>> {
+        self.append_gates()?;
+        self.inner.dispatcher.wait_lag_within(&self.closed)?;
+        self.append_unflushed_admitted(batch, max_payload, producer, LagAdmitted(()))
+    }
+
+    /// Resolves once an append may go ahead under the dispatch-lag bound
+    /// (at once while the dispatcher is within [`DISPATCH_LAG_MAX_BYTES`]
+    /// of the visible end, the usual case), without holding a
+    /// thread: the dispatcher wakes held appends as it moves. A stall or a
+    /// closing store answers with its error. Between this and the append
+    /// other appends may pass too: the lag may exceed the bound by the
+    /// appends in flight, one batch each (the bound leaves room for them).
+    pub async fn lag_admitted(&self) -> Result<LagAdmitted> {
+        self.append_gates()?;
+        self.inner.dispatcher.lag_within(&self.closed).await?;
+        Ok(LagAdmitted(()))
+    }
+
+    /// [`append_unflushed`](Self::append_unflushed) after
+    /// [`lag_admitted`](Self::lag_admitted) was awaited: never blocks (the
+    /// append is a copy into the page cache).
+    pub fn append_unflushed_admitted(
+        &self,
+        batch: &[AppendRecord],
+        max_payload: u64,
+        producer: Option<&ProducerBatch>,
+        _admitted: LagAdmitted,
+    ) -> Result<Unflushed<ProducerAppend>> {
+        self.append_gates()?;
+        let (answer, end) = match self.inner.log.append_as(batch, max_payload, producer)? {
+            LogAppend::Written { appended, end } => (ProducerAppend::Written(appended), end),
+            LogAppend::Duplicate { batch, end } => (ProducerAppend::Duplicate(batch), end),
+        };
+        let wait = (self.inner.config.flush == FlushMode::Sync).then(|| {
+            self.inner.log.flush_wait(
+                end,
+                Duration::from_millis(self.inner.config.sync_flush_timeout_ms),
+            )
+        });
+        Ok(Unflushed::new(answer, wait))
+    }
+
+    /// What refuses an append before it waits or writes: a closed store, a
+    /// full disk (by ratio or reserve), dispatch stalled or short of space.
+    pub(super) fn append_gates(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(StoreError::Closed);
+        }
+        if self.inner.retention.disk_full.load(Ordering::Acquire) {
+            return Err(self.inner.disk_full_error());
+        }
+        if let Some(refused) = self.inner.dispatcher.refusal() {
+            return Err(refused);
+        }
+        Ok(())
+    }
+
+    /// `Some(why)` while the store refuses appends, with the error an
+    /// append gets now: closed, poisoned (a failed write or flush), the
+    /// disk full (by ratio, by reserve, or a file the dispatcher could not
+    /// create), dispatch stalled, or the next CommitLog segment
+    /// impossible to make with none made ahead. What readiness reports: a
+    /// server that answers ready while every produce fails sends a load
+    /// balancer's writes to it.
+    pub fn write_refusal(&self) -> Option<StoreError> {
+        if let Err(e) = self.append_gates() {
+            return Some(e);
+        }
+        if let Some(e) = self.inner.log.poisoned_error() {
+            return Some(e);
+        }
+        self.inner.log.segment_creation_failure()
+    }
+
+    /// A new producer id for InitProducerId: never one handed out before in
+    /// this data dir, across restarts and crashes (`producer_state::ids`).
+    pub fn allocate_producer_id(&self) -> Result<i64> {
+        self.inner
+            .producer_ids
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .allocate()
+    }
+
+    /// Whether `producer_id` was handed out by this data dir.
+    pub fn producer_id_issued(&self, producer_id: i64) -> bool {
+        self.inner
+            .producer_ids
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .issued(producer_id)
+    }
+
+    /// Whether the dispatcher is more than half of
+    /// [`DISPATCH_LAG_MAX_BYTES`] behind: an append may soon wait for it
+    /// (a front-end runs appends where a wait costs no async worker).
+    pub fn dispatch_lagging(&self) -> bool {
+        self.inner.dispatcher.lag_bytes() > DISPATCH_LAG_MAX_BYTES / 2
+    }
+
+    /// `Some` while dispatch refuses appends (stalled, or a sink out of
+    /// space): the error they are refused with.
+    pub fn dispatch_stall(&self) -> Option<StoreError> {
+        self.inner.dispatcher.refusal()
+    }
+}

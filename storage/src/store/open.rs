@@ -1,0 +1,497 @@
+//! Opening the store: the data dir locked, recovery run, every index and
+//! sink brought in line with the CommitLog, then the threads started.
+//!
+//! Order (each step relies on the one before): the `abort` marker is
+//! written (and synced) before anything else, so a crash from here on is
+//! seen by the next open; indexes and sinks load first and are truncated
+//! to the checkpoint's dispatched position (never past the flushed log),
+//! moved back to where any lost queue or IndexFile ends; the recovery
+//! scan then verifies the log from there once, replaying producer state
+//! and feeding every sink the records it verifies; queue offsets continue
+//! where each queue (or a deleted partition) ended; a checkpoint records
+//! the consistent state before the store is handed out.
+//!
+//! Invariant: a lost queue file, IndexFile or log head is rebuilt from the
+//! CommitLog or refused (`store.recovery_mode`), and logged with what it
+//! cost; an offset is never handed out twice.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::{DataDirLock, Inner, Store, ABORT_FILE, COMMITLOG_DIR, CONSUMEQUEUE_DIR, INDEX_DIR};
+use crate::checkpoint::{Checkpoint, CheckpointWriter};
+use crate::commit_log::{CommitLog, NextOffsets};
+use crate::config::StoreConfig;
+use crate::consume_queue::ends::QueueEnds;
+use crate::consume_queue::{ConsumeQueues, LostQueue};
+use crate::dispatch::{ConsumeQueueSink, DispatchSink, Dispatcher, IndexSink};
+use crate::error::{IoContext, Result, StoreError};
+use crate::fault::FaultHandle;
+use crate::fs_util;
+use crate::index_file::IndexService;
+use crate::producer_state::ids::ProducerIds;
+use crate::producer_state::snapshot::Loaded;
+use crate::producer_state::{self, ProducerStates};
+use crate::recovery;
+use crate::retention::pass::RetentionState;
+use crate::types::PhysicalOffset;
+
+/// What recovery did at open.
+#[derive(Clone, Debug, Default)]
+pub struct RecoveryReport {
+    pub clean_shutdown: bool,
+    pub scanned_from: u64,
+    pub end: u64,
+    pub records_scanned: u64,
+    pub truncated_bytes: u64,
+    pub records_replayed: u64,
+    pub elapsed: Duration,
+}
+
+impl Store {
+    pub(super) fn open_inner(
+        config: StoreConfig,
+        extra_sinks: Vec<Arc<dyn DispatchSink>>,
+        lock: DataDirLock,
+        faults: FaultHandle,
+    ) -> Result<Store> {
+        let began = Instant::now();
+        config.validate()?;
+        let record_limit = config.record_payload_max();
+        if record_limit < config.max_message_bytes {
+            tracing::warn!(
+                max_message_bytes = config.max_message_bytes,
+                commitlog_segment_bytes = config.commitlog_segment_bytes,
+                record_limit,
+                "store.max_message_bytes does not fit in one CommitLog segment; records are limited to {record_limit} bytes"
+            );
+        }
+        let dir = config.data_dir.clone();
+        if lock.dir != dir {
+            return Err(StoreError::inconsistent(
+                &dir,
+                0,
+                format!("opened under the lock of {}", lock.dir.display()),
+            ));
+        }
+        let abort_path = dir.join(ABORT_FILE);
+        let checkpoint = Checkpoint::load(&dir)?;
+        let aborted = abort_path.exists();
+        let clean = !aborted && checkpoint.is_some();
+        std::fs::write(&abort_path, b"").at(&abort_path)?;
+        fs_util::fsync_dir(&dir)?;
+        // Past this, no durable byte is known to the checkpoint (recovery).
+        let synced_below = checkpoint.as_ref().map(|c| c.commitlog_flushed);
+        let checkpoint = checkpoint.unwrap_or_default();
+
+        // Indexes and sinks first: recovery feeds them while it verifies.
+        let queues = Arc::new(ConsumeQueues::load(
+            &dir.join(CONSUMEQUEUE_DIR),
+            &dir.join(crate::consume_queue::deleted::FILE_NAME),
+            &dir.join(crate::consume_queue::log_start::FILE_NAME),
+            config.consume_queue_units_per_file,
+        )?);
+        let index = Arc::new(IndexService::load(
+            &dir.join(INDEX_DIR),
+            config.index_slots,
+            config.index_entries,
+        )?);
+        let queue_sink = Arc::new(ConsumeQueueSink::new(Arc::clone(&queues)));
+        let mut sinks: Vec<Arc<dyn DispatchSink>> = vec![
+            Arc::clone(&queue_sink) as Arc<dyn DispatchSink>,
+            Arc::new(IndexSink {
+                index: Arc::clone(&index),
+                key_owners: extra_sinks.clone(),
+            }),
+        ];
+        sinks.extend(extra_sinks);
+
+        // Everything past the checkpoint's dispatched position is re-derived
+        // from the log: sinks forget it now, and the recovery scan hands
+        // them each record it verifies, so the log is read once, not twice
+        // (scan, then replay). A sink that lost more (a damaged index file)
+        // moves the start back for everyone, keeping dispatch in order.
+        let cl_dir = dir.join(COMMITLOG_DIR);
+        let segments = recovery::load_segments(&cl_dir)?;
+        recovery::check_format_version(&segments)?;
+        // A head that is gone without retention having deleted it is
+        // damage, not retention (`log_head`).
+        let segments = crate::log_head::check(
+            &dir,
+            segments,
+            synced_below.unwrap_or(0),
+            config.recovery_mode,
+        )?;
+        // A data dir with no log, no checkpoint and no `abort` is new (or
+        // empty): nothing was lost, and saying otherwise would only worry.
+        let fresh = !aborted && segments.is_empty();
+        // Worded by the cause: an unclean exit leaves `abort` behind; a
+        // clean one whose checkpoint is missing or damaged (`Checkpoint::load`
+        // says which file and why) only costs a full scan.
+        if aborted {
+            tracing::warn!(data_dir = %dir.display(), "previous run did not shut down cleanly; running full recovery");
+        } else if !clean && !fresh {
+            let why = if dir.join(crate::checkpoint::FILE_NAME).exists() {
+                "damaged"
+            } else {
+                "missing"
+            };
+            tracing::warn!(data_dir = %dir.display(), "no usable checkpoint ({why}) after a clean shutdown; running full recovery");
+        }
+        let log_min = segments.first().map_or(0, |s| s.base());
+        // Never past what reached the disk: after a power loss the bytes
+        // past `commitlog_flushed` may be zeros, and the indexes must not
+        // keep pointing at them (a checkpoint of an older tidelog could
+        // record `dispatched` above `commitlog_flushed`).
+        let mut start = checkpoint
+            .dispatched
+            .min(checkpoint.commitlog_flushed)
+            .max(log_min);
+        // Queues that end below what the last checkpoint recorded lost a
+        // file (or its tail): checked before anything is truncated, and
+        // rebuilt by re-dispatching from where each surviving queue ends.
+        let lost_queues = find_lost_queues(&dir, &queues);
+        let lost_index = find_lost_index(&dir, &index);
+        let lost_from = lost_queues
+            .iter()
+            .map(|l| l.replay_from)
+            .chain(lost_index.map(|l| l.had))
+            .min();
+        for l in lost_queues.iter().filter(|l| l.recorded > l.had) {
+            tracing::warn!(
+                tp = %l.tp,
+                file = %l.path.display(),
+                queue_end = l.had,
+                recorded_end = l.recorded,
+                "consume queue file missing or shorter than the last checkpoint recorded; rebuilding its units from the commit log"
+            );
+        }
+        let wanted = truncate_all(&sinks, start)?
+            .min(lost_from.unwrap_or(u64::MAX))
+            .max(log_min);
+        if wanted < start {
+            // Recovery scans whole entries: start at the beginning of the
+            // segment that holds `wanted`, the nearest entry boundary
+            // known without a scan (entries never straddle segments).
+            start = recovery::segment_base_at(&segments, wanted);
+            tracing::warn!(
+                from = start,
+                "an index lost units; re-dispatching from an earlier position"
+            );
+            truncate_all(&sinks, start)?;
+        }
+        // Producer state: the snapshot covers the log below its position;
+        // the entries the scan verifies at or past it are replayed on top.
+        let (mut producers, producers_from) = match producer_state::snapshot::load(&dir)? {
+            Loaded::Snapshot(states, position) => (states, position),
+            Loaded::Missing => {
+                if !fresh {
+                    tracing::warn!(data_dir = %dir.display(), "no producer-state snapshot (a data dir of an older tidelog, or the file was lost); producer state is rebuilt from the entries recovery reads");
+                }
+                (ProducerStates::default(), 0)
+            }
+            Loaded::Damaged => (ProducerStates::default(), 0),
+        };
+        let mut replayed = 0u64;
+        let recovered = recovery::recover_log(
+            &cl_dir,
+            segments,
+            start,
+            synced_below,
+            config.recovery_mode,
+            clean,
+            &mut |entry| {
+                let v = entry.view();
+                let Some(p) = v.producer.filter(|_| v.physical_offset >= producers_from) else {
+                    return;
+                };
+                // A deleted topic's records stay deleted, its producers too.
+                if queues
+                    .deleted_next_offset(entry.topic(), v.partition)
+                    .is_some_and(|n| v.base_queue_offset < n)
+                {
+                    return;
+                }
+                producers.replay(
+                    &Arc::from(entry.topic()),
+                    v.partition,
+                    &p,
+                    v.record_count,
+                    v.base_queue_offset,
+                    v.store_timestamp_ms,
+                );
+            },
+            &mut |record| {
+                replayed += 1;
+                sinks.iter().try_for_each(|s| s.dispatch(record))
+            },
+        )?;
+        let end = recovered.end;
+        if producers_from > end {
+            // Only a log cut below a flushed position (`recovery_mode:
+            // truncate` past damage) gets here: the snapshot may hold
+            // batches the log lost, whose offsets will be handed out again.
+            tracing::warn!(snapshot_position = producers_from, end, "the producer-state snapshot covers more than the recovered commit log; dropping it and keeping only what the scan read");
+            producers = ProducerStates::default();
+        }
+        sinks.iter().try_for_each(|s| s.end_batch())?;
+        // Records dispatched during the scan all lie below the valid end;
+        // this only drops what sinks held past it from before the crash
+        // (records the CommitLog lost).
+        for s in &sinks {
+            s.truncate_lost(PhysicalOffset::new(end))?;
+        }
+        report_rebuilt_queues(&queues, &lost_queues)?;
+        if let Some(l) = lost_index {
+            tracing::warn!(
+                dir = %index.dir().display(),
+                index_end = index.end(),
+                recorded_end = l.recorded,
+                "rebuilt the IndexFile entries from the commit log"
+            );
+        }
+        let log = CommitLog::new(
+            &config,
+            cl_dir,
+            recovered.segments,
+            end,
+            NextOffsets::default(),
+            faults.clone(),
+        );
+        // The time indexes follow the recovered queues: missing entries
+        // (an old data dir, a lost or damaged time file, a recovery's
+        // truncation) are built from the queues and the log now, before
+        // dispatch resumes; each queue's tail interval is read once.
+        queue_sink.set_log(&log);
+        catch_up_time_indexes(&queues, &log);
+        let dispatcher = Dispatcher::new(
+            Arc::clone(&log),
+            sinks,
+            end,
+            Duration::from_millis(config.dispatch_stall_ms),
+            faults,
+        );
+
+        // Queue offsets continue where each partition's queue ends, or, for
+        // a deleted partition, where it ended, and never below a log start
+        // (a partition whose queue a crash lost past its log start).
+        let mut next = NextOffsets::default();
+        for (tp, n) in queues
+            .deleted_partitions()
+            .into_iter()
+            .chain(queues.log_start_offsets())
+        {
+            let n = next.get(tp.topic(), tp.partition()).unwrap_or(0).max(n);
+            next.insert(&tp, n);
+        }
+        for q in queues.all() {
+            let tp = q.topic_partition();
+            let n = next.get(tp.topic(), tp.partition()).unwrap_or(0);
+            next.insert(tp, n.max(q.max_offset()));
+        }
+        log.set_next_offsets(next);
+        let producer_id_floor = producers.max_producer_id().map_or(0, |id| id + 1);
+        log.set_producer_states(producers);
+        let producer_ids = ProducerIds::load(&dir, producer_id_floor)?;
+
+        let disk_reserve_bytes = super::disk_reserve_bytes(&config);
+        let inner = Arc::new(Inner {
+            config,
+            log,
+            queues,
+            index,
+            dispatcher,
+            stop: AtomicBool::new(false),
+            thread_restarts: AtomicU64::new(0),
+            checkpoints: CheckpointWriter::default(),
+            producer_ids: Mutex::new(producer_ids),
+            wake: event_listener::Event::new(),
+            retention: RetentionState {
+                disk_available_bytes: AtomicU64::new(u64::MAX),
+                ..RetentionState::default()
+            },
+            disk_reserve_bytes,
+        });
+        // After a crash, what the dead process left unsynced is still in the
+        // page cache: recovery took it as durable, and the checkpoint below
+        // will claim it, so it must reach the disk first (`sync_tree`).
+        if aborted {
+            let began_sync = Instant::now();
+            let (files, dirs) = fs_util::sync_tree(&inner.config.data_dir)?;
+            tracing::info!(
+                files,
+                dirs,
+                elapsed_ms = began_sync.elapsed().as_millis() as u64,
+                "synced the data dir the crashed process left"
+            );
+        }
+        // Everything is consistent now: record it, so a crash right after
+        // open does not repeat this work.
+        inner.checkpoint()?;
+        // Beginning offsets follow the CommitLog's first segment (retention
+        // may have deleted segments before the restart).
+        crate::retention::pass::cleanup_indexes_below_log_start(
+            &inner.log,
+            &inner.queues,
+            &inner.index,
+        )?;
+        inner.check_disk();
+        let report = RecoveryReport {
+            clean_shutdown: clean,
+            scanned_from: recovered.scanned_from,
+            end,
+            records_scanned: recovered.records_scanned,
+            truncated_bytes: recovered.truncated_bytes,
+            records_replayed: replayed,
+            elapsed: began.elapsed(),
+        };
+        tracing::info!(?report, "store open");
+        let store = Store {
+            inner,
+            threads: Mutex::new(Vec::new()),
+            recovery: report,
+            closed: AtomicBool::new(false),
+            _lock: lock,
+        };
+        store.start_threads()?;
+        Ok(store)
+    }
+}
+
+/// Bring every queue's time index up to its queue (see
+/// [`ConsumeQueue::catch_up_time_index`](crate::consume_queue::ConsumeQueue::catch_up_time_index)),
+/// logging progress. A queue that fails keeps a partial index, which its
+/// lookups make up for by reading the unindexed intervals' records, and the
+/// dispatcher tries again at its next unit: logged, not a reason to refuse
+/// to start.
+fn catch_up_time_indexes(queues: &ConsumeQueues, log: &CommitLog) {
+    let all = queues.all();
+    let began = Instant::now();
+    let mut built = 0u64;
+    for (done, q) in all.iter().enumerate() {
+        match q.catch_up_time_index(log) {
+            Ok(n) => built += n,
+            Err(e) => {
+                tracing::error!(tp = %q.topic_partition(), error = %e, "could not rebuild the time index; its lookups read the unindexed records")
+            }
+        }
+        if began.elapsed() > Duration::from_secs(5) && done % 100 == 99 {
+            tracing::info!(
+                queues = done + 1,
+                of = all.len(),
+                entries = built,
+                "rebuilding time indexes"
+            );
+        }
+    }
+    if built > 0 {
+        tracing::info!(queues = all.len(), entries = built, elapsed = ?began.elapsed(), "time indexes rebuilt");
+    }
+}
+
+/// The queues that end below the `queue-ends` file's record
+/// ([`ConsumeQueues::find_lost`]). No file (a data dir of an older tidelog,
+/// or a new one) means nothing to compare; a damaged one is logged and
+/// every queue is re-dispatched from the CommitLog's start, which is
+/// slower but always right (the file is derived data).
+fn find_lost_queues(dir: &Path, queues: &ConsumeQueues) -> Vec<LostQueue> {
+    let path = dir.join(crate::consume_queue::ends::FILE_NAME);
+    match QueueEnds::load(&path) {
+        Ok(recorded) => queues.find_lost(&recorded),
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "cannot read the queue-ends file; rebuilding every consume queue from the commit log's start");
+            queues
+                .all()
+                .into_iter()
+                .map(|q| LostQueue {
+                    tp: q.topic_partition().clone(),
+                    path: q.file_path_for(q.max_offset()),
+                    had: q.max_offset(),
+                    recorded: q.max_offset(),
+                    replay_from: 0,
+                })
+                .collect()
+        }
+    }
+}
+
+/// IndexFiles that end below the last checkpoint's `index-end`.
+#[derive(Debug, Clone, Copy)]
+struct LostIndex {
+    /// Where the surviving IndexFiles end (one past their newest entry's
+    /// record, 0 for none): the re-dispatch starts there.
+    had: u64,
+    recorded: u64,
+}
+
+/// Compare the IndexFiles with `index-end` (`index_file::end`), warning
+/// about a loss. No file compares nothing; a damaged one is logged and the
+/// IndexFiles are rebuilt from the CommitLog's start.
+fn find_lost_index(dir: &Path, index: &IndexService) -> Option<LostIndex> {
+    let had = index.end();
+    let recorded = match crate::index_file::end::IndexEnd::load(dir) {
+        Ok(Some(e)) => e.end,
+        Ok(None) => return None,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the index-end file; rebuilding the IndexFiles from the commit log's start");
+            return Some(LostIndex {
+                had: 0,
+                recorded: had,
+            });
+        }
+    };
+    if had >= recorded {
+        return None;
+    }
+    tracing::warn!(
+        dir = %index.dir().display(),
+        newest_file = ?index.newest_path(),
+        index_end = had,
+        recorded_end = recorded,
+        "IndexFile missing or shorter than the last checkpoint recorded; rebuilding its entries from the commit log"
+    );
+    Some(LostIndex { had, recorded })
+}
+
+/// After the recovery scan: say what each lost queue got back, and make
+/// one whose records retention had already deleted continue at its
+/// recorded end, so no offset is handed out twice.
+fn report_rebuilt_queues(queues: &ConsumeQueues, lost: &[LostQueue]) -> Result<()> {
+    for l in lost {
+        let now = queues
+            .get(l.tp.topic(), l.tp.partition())
+            .map_or(0, |q| q.max_offset());
+        let rebuilt = now.saturating_sub(l.had);
+        if now >= l.recorded {
+            if l.recorded > l.had {
+                tracing::warn!(tp = %l.tp, file = %l.path.display(), rebuilt_units = rebuilt, queue_end = now, "rebuilt the consume queue from the commit log; no acknowledged record is lost");
+            }
+            continue;
+        }
+        tracing::warn!(
+            tp = %l.tp,
+            file = %l.path.display(),
+            rebuilt_units = rebuilt,
+            queue_end = now,
+            recorded_end = l.recorded,
+            "rebuilt what the commit log still holds of a lost consume queue; offsets [{now}, {}) are no longer in the commit log (retention deleted them, or a lost head of the log took them, before the file was lost); the partition continues at {}",
+            l.recorded,
+            l.recorded
+        );
+        queues.continue_lost_queue(l.tp.topic(), l.tp.partition(), l.recorded)?;
+    }
+    Ok(())
+}
+
+/// Truncate every sink at `physical_end`; the earliest position any of them
+/// needs replayed from.
+fn truncate_all(sinks: &[Arc<dyn DispatchSink>], physical_end: u64) -> Result<u64> {
+    let physical_end = PhysicalOffset::new(physical_end);
+    let mut from = physical_end;
+    for s in sinks {
+        from = from.min(s.truncate(physical_end)?);
+    }
+    Ok(from.get())
+}
