@@ -181,7 +181,7 @@ pub struct BenchArgs {
     pub suite_table: Option<PathBuf>,
     /// The started server's `store.flush` (`sync`: every produce answered
     /// after an fsync covers it). Default: what its config says (--server-config,
-    /// or CONFIG.md's default, async). Ignored with --url.
+    /// or the default, async). Ignored with --url.
     #[arg(long, value_enum)]
     pub flush: Option<Flush>,
     /// HTTP: `cleanup.policy` of the bench topics. `compact` keys the
