@@ -4,9 +4,11 @@
 //! file, the line, the setting) and no variant is a catch-all: a new kind of
 //! failure gets a new variant.
 //!
-//! A leaf of the crate: it imports no module that returns these errors
-//! (the limits a message cites travel in the variant's fields, set by the
-//! module that owns them), so no error can tie two modules into a circle.
+//! A leaf of the crate: of its modules it imports only
+//! `compacted::format`'s [`Invalid`], and that module returns no
+//! `CleanerError`. The limits a message cites (the checkpoint's size,
+//! count and version) travel in the variant's fields, set by the module
+//! that owns them, so no error ties two modules into a circle.
 
 use std::path::PathBuf;
 
