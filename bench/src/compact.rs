@@ -26,8 +26,10 @@ use hyper::StatusCode;
 use crate::admin::{cluster_id, ensure_topic_with_policy};
 use crate::body::{keyed_produce_bodies, produce_body};
 use crate::client::Conn;
-use crate::load::{alternate_all, Job, PhaseResult, Target};
-use crate::report::{ratio, table, verdict, visibility_lines};
+use crate::load::{alternate_all, Job, Target};
+use crate::measured::PhaseResult;
+use crate::render::{ratio, table, verdict};
+use crate::report::visibility_lines;
 use crate::results::{PhaseFigures, RunResults, VisibilityFigures};
 use crate::visibility::visibility;
 use crate::BenchArgs;
@@ -219,7 +221,7 @@ fn report_compare(
     args: &BenchArgs,
     [delete, compact, ceiling]: [&PhaseResult; 3],
     lag: &Lag,
-    seen: &[crate::visibility::Visibility],
+    seen: &[crate::measured::Visibility],
 ) {
     println!();
     println!(

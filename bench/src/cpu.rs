@@ -9,11 +9,14 @@
 //! Sources: the tidelog server the bench started (a child process: the
 //! whole process), the bare endpoint (this process's threads named
 //! [`crate::ceiling::THREAD_NAME`]) and the load generator (this process's
-//! threads named [`crate::run::CLIENT_THREAD_NAME`]). A server given with `--url`
+//! threads named [`CLIENT_THREAD_NAME`]). A server given with `--url`
 //! is another process the bench cannot attribute, so its CPU is not
 //! reported. Elsewhere than Linux nothing is reported.
 
 use std::time::Duration;
+
+/// Threads of the load generator's runtime (their CPU time is reported).
+pub(crate) const CLIENT_THREAD_NAME: &str = "tidelog-bench";
 
 /// Whose CPU time to read.
 #[derive(Clone, Copy, Debug)]

@@ -25,8 +25,9 @@ use crate::client::Conn;
 use crate::cpu::CpuSource;
 use crate::kafka_ceiling;
 use crate::kafka_client::{self, KafkaConn};
-use crate::load::{alternate_all, Job, PhaseResult, Target};
-use crate::report::{client_micros, ratio, ratio_goal, server_micros, table, verdict, CPU_HEADING};
+use crate::load::{alternate_all, Job, Target};
+use crate::measured::PhaseResult;
+use crate::render::{client_micros, ratio, ratio_goal, server_micros, table, verdict, CPU_HEADING};
 use crate::results::{PhaseFigures, RunResults};
 use crate::BenchArgs;
 

@@ -58,7 +58,10 @@
 //! `admin` (cluster, topic and offset lookups), `load` (the produce and
 //! fetch phases), `visibility`, `body` (request bodies), `report` (the
 //! table and goals), with `client` (one bare hyper HTTP/1.1 connection),
-//! `ceiling`, `cpu` and `histogram` beneath them; `compact` (keyed
+//! `ceiling`, `cpu` and `histogram` beneath them; the figures are leaves
+//! beneath every runner and report: `measured` (what a phase measured),
+//! `results` (a run's figures, JSON), `machine` (the machine's limits and
+//! the server's holdings), and `render` (the pieces of every text report); `compact` (keyed
 //! produce to compact topics, the dispatch-lag sampler, `--compare-delete`);
 //! `kafka_run`,
 //! `kafka_client` and `kafka_ceiling` for the Kafka protocol. The `tidelog` binary
@@ -78,7 +81,9 @@ mod kafka_run;
 mod kafka_tests;
 mod load;
 mod machine;
+mod measured;
 mod recovery;
+mod render;
 mod report;
 mod results;
 mod run;
@@ -176,7 +181,7 @@ pub struct BenchArgs {
     pub suite_table: Option<PathBuf>,
     /// The started server's `store.flush` (`sync`: every produce answered
     /// after an fsync covers it). Default: what its config says (--server-config,
-    /// or CONFIG.md's default, async). Ignored with --url.
+    /// or the default, async). Ignored with --url.
     #[arg(long, value_enum)]
     pub flush: Option<Flush>,
     /// HTTP: `cleanup.policy` of the bench topics. `compact` keys the

@@ -14,10 +14,9 @@ use hyper::StatusCode;
 use tidelog_api::records::BINARY_V2;
 
 use crate::client::{count_occurrences, Conn};
-use crate::cpu::CpuSource;
-use crate::histogram::Histogram;
+use crate::cpu::{CpuSource, CLIENT_THREAD_NAME};
 use crate::kafka_client::{self, KafkaConn};
-use crate::run::CLIENT_THREAD_NAME;
+use crate::measured::{CpuSpent, Measured, PhaseResult};
 use crate::BenchArgs;
 
 /// Hard cap of requests per connection and phase, beside the time bound.
@@ -227,91 +226,6 @@ async fn send_one(
 struct Clock {
     pub(crate) measure_from: Instant,
     pub(crate) end: Instant,
-}
-
-/// What one connection (or, merged, a phase) measured.
-#[derive(Default)]
-pub(crate) struct Measured {
-    pub(crate) requests: u64,
-    pub(crate) records: u64,
-    pub(crate) wire_bytes: u64,
-    pub(crate) latency: Histogram,
-    pub(crate) errors: u64,
-    pub(crate) first_error: Option<String>,
-    /// When the last measured answer arrived.
-    pub(crate) last_answer: Option<Instant>,
-}
-
-impl Measured {
-    fn merge(&mut self, other: Measured) {
-        self.requests += other.requests;
-        self.records += other.records;
-        self.wire_bytes += other.wire_bytes;
-        self.latency.merge(&other.latency);
-        self.errors += other.errors;
-        if self.first_error.is_none() {
-            self.first_error = other.first_error;
-        }
-        self.last_answer = self.last_answer.max(other.last_answer);
-    }
-
-    fn error(&mut self, what: String) {
-        self.errors += 1;
-        if self.first_error.is_none() {
-            self.first_error = Some(what);
-        }
-    }
-}
-
-/// CPU time spent during a measured window (`None`: not measurable).
-#[derive(Clone, Copy, Default)]
-pub(crate) struct CpuSpent {
-    pub(crate) server: Option<Duration>,
-    pub(crate) client: Option<Duration>,
-}
-
-/// A finished phase.
-pub(crate) struct PhaseResult {
-    pub(crate) measured: Measured,
-    pub(crate) elapsed: Duration,
-    pub(crate) record_bytes: usize,
-    pub(crate) cpu: CpuSpent,
-}
-
-impl PhaseResult {
-    pub(crate) fn empty(record_bytes: usize) -> PhaseResult {
-        PhaseResult {
-            measured: Measured::default(),
-            elapsed: Duration::ZERO,
-            record_bytes,
-            cpu: CpuSpent {
-                server: Some(Duration::ZERO),
-                client: Some(Duration::ZERO),
-            },
-        }
-    }
-
-    /// Adds another slice of the same phase and target.
-    pub(crate) fn absorb(&mut self, slice: PhaseResult) {
-        self.measured.merge(slice.measured);
-        self.elapsed += slice.elapsed;
-        let add = |a: Option<Duration>, b: Option<Duration>| Some(a? + b?);
-        self.cpu.server = add(self.cpu.server, slice.cpu.server);
-        self.cpu.client = add(self.cpu.client, slice.cpu.client);
-    }
-
-    pub(crate) fn records_per_s(&self) -> f64 {
-        let secs = self.elapsed.as_secs_f64();
-        if secs > 0.0 {
-            self.measured.records as f64 / secs
-        } else {
-            0.0
-        }
-    }
-
-    pub(crate) fn mb_per_s(&self) -> f64 {
-        self.records_per_s() * self.record_bytes as f64 / 1e6
-    }
 }
 
 /// Unmeasured load before each slice after the first (the first gets

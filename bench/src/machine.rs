@@ -91,7 +91,7 @@ impl ServerFigures {
             )
         };
         let verdict = match self.rss_anon_kib {
-            Some(k) => crate::report::verdict(k < RSS_ANON_GOAL_KIB),
+            Some(k) => crate::render::verdict(k < RSS_ANON_GOAL_KIB),
             None => "not measured",
         };
         format!(

@@ -32,12 +32,12 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, ensure, Context as _};
 use bytes::Bytes;
 use hyper::StatusCode;
-use serde::{Deserialize, Serialize};
 use tidelog_api::records::BINARY_V2;
 
 use crate::admin::{cluster_id, ensure_topic};
 use crate::body::produce_body;
 use crate::client::Conn;
+use crate::results::RecoveryFigures;
 use crate::target::ChildServer;
 use crate::BenchArgs;
 
@@ -55,27 +55,6 @@ const FILL_REQUESTS_MAX: u64 = 100_000_000;
 const FILL_ERRORS_MAX: u64 = 100;
 /// How often the readiness probe asks (recovery is timed to this).
 const READY_POLL: Duration = Duration::from_millis(20);
-
-/// What the recovery run measured.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct RecoveryFigures {
-    /// CommitLog bytes when the fill stopped (the server's own count).
-    pub filled_bytes: u64,
-    /// The recovered CommitLog's bytes, `[min, max)` of the restarted
-    /// server: what `cat` reads.
-    pub log_bytes: u64,
-    pub segments: u64,
-    pub fill_s: f64,
-    /// Files of the data dir dropped from the page cache before each
-    /// timing.
-    pub files_dropped: u64,
-    /// Spawn to `/status/ready`.
-    pub recovery_s: f64,
-    /// `cat` of the log's bytes, cold.
-    pub cat_s: f64,
-    /// `recovery_s / cat_s`.
-    pub ratio: f64,
-}
 
 /// The whole recovery run on the started `server` (its figures are read
 /// before the cold `cat`, which needs it stopped).
@@ -135,7 +114,7 @@ pub(crate) async fn measure(
     );
     println!(
         "goal recovery: {recovery_s:.2} s = {ratio:.2}x cat (goal <= {RATIO_GOAL}x): {}",
-        crate::report::verdict(ratio <= RATIO_GOAL)
+        crate::render::verdict(ratio <= RATIO_GOAL)
     );
     let figures = RecoveryFigures {
         filled_bytes,

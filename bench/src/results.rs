@@ -6,6 +6,12 @@
 //! figures and nothing the text does not say. Fields a run does not
 //! measure are absent (`None`), never zero: the table tells "not
 //! measured" from "measured nothing".
+//!
+//! Plain data beneath the runners: [`RunResults`] with its rows, the
+//! visibility and recovery figures (`recovery` fills [`RecoveryFigures`])
+//! and the server's ([`crate::machine::ServerFigures`]). It reads the
+//! phases' figures (`measured`) and nothing that runs a phase, so `suite`
+//! and every runner can hold it without importing one another.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -14,9 +20,8 @@ use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
 
 use crate::cpu;
-use crate::load::PhaseResult;
-use crate::report::ms;
-use crate::visibility::Visibility;
+use crate::measured::{PhaseResult, Visibility};
+use crate::render::ms;
 use crate::BenchArgs;
 
 /// One `tidelog bench` run.
@@ -46,7 +51,7 @@ pub struct RunResults {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memcpy_mb_per_s: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub recovery: Option<crate::recovery::RecoveryFigures>,
+    pub recovery: Option<RecoveryFigures>,
     /// Figures of modes that add their own (e.g. a compact topic's
     /// `dispatch_lag_max_bytes`), by name; `suite` names the ones it reads.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -114,6 +119,27 @@ impl VisibilityFigures {
             missed: vis.missed,
         }
     }
+}
+
+/// What the recovery run measured.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RecoveryFigures {
+    /// CommitLog bytes when the fill stopped (the server's own count).
+    pub filled_bytes: u64,
+    /// The recovered CommitLog's bytes, `[min, max)` of the restarted
+    /// server: what `cat` reads.
+    pub log_bytes: u64,
+    pub segments: u64,
+    pub fill_s: f64,
+    /// Files of the data dir dropped from the page cache before each
+    /// timing.
+    pub files_dropped: u64,
+    /// Spawn to `/status/ready`.
+    pub recovery_s: f64,
+    /// `cat` of the log's bytes, cold.
+    pub cat_s: f64,
+    /// `recovery_s / cat_s`.
+    pub ratio: f64,
 }
 
 impl RunResults {

@@ -13,7 +13,7 @@ use crate::body::produce_body;
 use crate::ceiling;
 use crate::client::{self, Conn};
 use crate::compact::{self, LagSampler};
-use crate::cpu::CpuSource;
+use crate::cpu::{CpuSource, CLIENT_THREAD_NAME};
 use crate::load::{alternate, alternate_all, Job, Target};
 use crate::machine::ServerFigures;
 use crate::report::report;
@@ -22,8 +22,6 @@ use crate::target::{parse_local_url, ChildServer};
 use crate::visibility::visibility;
 use crate::{kafka_ceiling, kafka_run, recovery, BenchArgs, Policy, Protocol};
 
-/// Threads of the load generator's runtime (their CPU time is reported).
-pub(crate) const CLIENT_THREAD_NAME: &str = "tidelog-bench";
 /// Ready wait for the started server (recovery of an empty dir is instant;
 /// preallocating the first segment is not, on a cold VM).
 const READY_TIMEOUT: Duration = Duration::from_secs(60);

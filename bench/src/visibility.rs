@@ -13,6 +13,7 @@ use crate::admin::partition_offsets;
 use crate::body::{keyed_produce_bodies, produce_body};
 use crate::client::{count_occurrences, Conn};
 use crate::histogram::Histogram;
+use crate::measured::Visibility;
 use crate::BenchArgs;
 
 /// Long-poll timeout of the visibility fetcher (ms).
@@ -20,19 +21,6 @@ const VISIBILITY_TIMEOUT_MS: u64 = 1000;
 /// How long the visibility fetcher is given to park in its long-poll
 /// before the record is produced (loopback round trips take ~0.1 ms).
 const VISIBILITY_PARK: Duration = Duration::from_millis(5);
-
-pub(crate) struct Visibility {
-    /// Produce acknowledged → waiting fetch answered.
-    pub(crate) after_ack: Histogram,
-    /// Produce sent → waiting fetch answered.
-    pub(crate) after_send: Histogram,
-    /// Answers that arrived before the produce acknowledgement (counted as 0
-    /// in `after_ack`).
-    pub(crate) before_ack: u64,
-    /// Long-polls that timed out or failed instead of returning the record.
-    pub(crate) missed: u64,
-    pub(crate) first_error: Option<String>,
-}
 
 /// `keyed`: the record has a key (a compact topic refuses keyless ones).
 pub(crate) async fn visibility(

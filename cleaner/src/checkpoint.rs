@@ -239,7 +239,11 @@ impl CleanerCheckpoint {
         let (at, version) = lines.next().unwrap_or((Location::Line(1), ""));
         if parse_decimal::<u32>(version) != Some(CHECKPOINT_VERSION) {
             let found = excerpt(version).to_owned();
-            return Err((at, CorruptionKind::Version { found }));
+            let kind = CorruptionKind::Version {
+                found,
+                expected: CHECKPOINT_VERSION,
+            };
+            return Err((at, kind));
         }
 
         let Some((at, count)) = lines.next() else {
@@ -250,7 +254,11 @@ impl CleanerCheckpoint {
             (at, CorruptionKind::Count { found })
         })?;
         if expected > CHECKPOINT_ENTRIES_MAX {
-            return Err((at, CorruptionKind::CountOverLimit { count: expected }));
+            let kind = CorruptionKind::CountOverLimit {
+                count: expected,
+                max: CHECKPOINT_ENTRIES_MAX,
+            };
+            return Err((at, kind));
         }
 
         let mut entries = BTreeMap::new();
@@ -280,7 +288,10 @@ fn too_large(path: &Path, len: u64) -> CleanerError {
     CleanerError::Corruption {
         path: path.to_path_buf(),
         at: Location::Whole,
-        kind: CorruptionKind::FileTooLarge { len },
+        kind: CorruptionKind::FileTooLarge {
+            len,
+            max: CHECKPOINT_FILE_BYTES_MAX,
+        },
     }
 }
 

@@ -4,9 +4,9 @@
 //! `tidelog check-config` all run.
 //!
 //! With the `serde` feature (enabled by the crate that loads YAML) the
-//! struct deserializes from that section: CONFIG.md's keys and units, absent
-//! keys keep the defaults, unknown keys are errors. `load_factor` is not a
-//! key.
+//! struct deserializes from that section: the `cleaner.*` keys and units
+//! of docs/OPERATIONS.md ("Configuration keys"), absent keys keep the
+//! defaults, unknown keys are errors. `load_factor` is not a key.
 
 use crate::error::{CleanerError, Result};
 use crate::offset_map::{self, BYTES_PER_ENTRY, DEFAULT_LOAD_FACTOR};

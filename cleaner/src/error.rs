@@ -3,12 +3,17 @@
 //! Every variant carries what an operator needs to find the problem (the
 //! file, the line, the setting) and no variant is a catch-all: a new kind of
 //! failure gets a new variant.
+//!
+//! A leaf of the crate: of its modules it imports only
+//! `compacted::format`'s [`Invalid`], and that module returns no
+//! `CleanerError`. The limits a message cites (the checkpoint's size,
+//! count and version) travel in the variant's fields, set by the module
+//! that owns them, so no error ties two modules into a circle.
 
 use std::path::PathBuf;
 
 use tidelog_storage::{StoreError, TopicNameProblem};
 
-use crate::checkpoint::{CHECKPOINT_ENTRIES_MAX, CHECKPOINT_FILE_BYTES_MAX, CHECKPOINT_VERSION};
 use crate::compacted::format::Invalid;
 
 /// Shorthand used throughout the crate.
@@ -141,16 +146,19 @@ pub enum CorruptionKind {
     Empty,
     #[error("last line does not end with a newline")]
     NoFinalNewline,
-    #[error("file is {len} bytes, more than the limit of {CHECKPOINT_FILE_BYTES_MAX}")]
-    FileTooLarge { len: u64 },
-    #[error("unsupported version {found:?}, expected {CHECKPOINT_VERSION}")]
-    Version { found: String },
+    /// `max` is the checkpoint's `CHECKPOINT_FILE_BYTES_MAX`.
+    #[error("file is {len} bytes, more than the limit of {max}")]
+    FileTooLarge { len: u64, max: usize },
+    /// `expected` is the checkpoint's `CHECKPOINT_VERSION`.
+    #[error("unsupported version {found:?}, expected {expected}")]
+    Version { found: String, expected: u32 },
     #[error("missing the entry count line")]
     NoCountLine,
     #[error("entry count {found:?} is not a decimal number")]
     Count { found: String },
-    #[error("entry count {count} exceeds the limit of {CHECKPOINT_ENTRIES_MAX}")]
-    CountOverLimit { count: usize },
+    /// `max` is the checkpoint's `CHECKPOINT_ENTRIES_MAX`.
+    #[error("entry count {count} exceeds the limit of {max}")]
+    CountOverLimit { count: usize, max: usize },
     #[error("expected {expected} entries, found {found}")]
     TooFewEntries { expected: usize, found: usize },
     #[error("expected {expected} entries, found more")]

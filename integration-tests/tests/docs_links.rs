@@ -7,6 +7,15 @@
 //! path exists, and a `#fragment` names a heading of the file it points at,
 //! by GitHub's anchor rules. A renamed section or a moved file fails here,
 //! not in a reader's browser.
+//!
+//! A Markdown file may also be named without a link, in prose, in code
+//! spans or in a Rust comment ("see `formats.md`"). Every such mention in
+//! the docs (`docs/`, README.md, CHANGELOG.md) and in every `.rs` source
+//! (outside `target/`) must name a file of the repository: relative to the
+//! mentioning file, to the repository root, or to `docs/`. A page kept
+//! outside the repository (a contract the reader of a checkout does not
+//! have) is not cited by name; the text says what it needs, or points at
+//! the repository's own page that covers it.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -188,6 +197,168 @@ fn every_link_of_the_docs_resolves_inside_the_repository() {
     );
 }
 
+/// The files whose `.md` mentions are checked: README.md, CHANGELOG.md,
+/// the Markdown files under `docs/`, and every `.rs` file of the
+/// repository outside build output, installed clients and hidden
+/// directories.
+fn mentioning_files(root: &Path) -> Vec<PathBuf> {
+    fn walk(dir: &Path, keep: &dyn Fn(&str) -> bool, out: &mut Vec<PathBuf>) {
+        let entries = std::fs::read_dir(dir).expect("read a repository directory");
+        for entry in entries {
+            let entry = entry.expect("read a directory entry");
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with('.') || name == "target" || name == "node_modules" {
+                continue;
+            }
+            if entry.file_type().expect("file type").is_dir() {
+                walk(&entry.path(), keep, out);
+            } else if keep(&name) {
+                out.push(entry.path());
+            }
+        }
+    }
+    let mut files = vec![root.join("README.md"), root.join("CHANGELOG.md")];
+    walk(
+        &root.join("docs"),
+        &|name| name.ends_with(".md"),
+        &mut files,
+    );
+    walk(root, &|name| name.ends_with(".rs"), &mut files);
+    files.sort();
+    files.dedup();
+    files
+}
+
+/// Whether `c` is a character of a mentioned path (`[\w./-]`).
+fn in_path(c: char) -> bool {
+    c.is_alphanumeric() || matches!(c, '_' | '.' | '/' | '-')
+}
+
+/// The Markdown files one line mentions: each `.md` that no word character
+/// follows, with the path characters before it (`[\w./-]+\.md\b`, taken
+/// whole, so `../x` keeps its `../`). A bare `.md` (an extension, as in
+/// `ends_with`) names no file and is not a mention.
+fn md_mentions(line: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut from = 0;
+    while let Some(at) = line[from..].find(".md").map(|i| from + i) {
+        let end = at + 3;
+        from = end;
+        if line[end..]
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_alphanumeric() || c == '_')
+        {
+            continue;
+        }
+        let start = line[..at]
+            .char_indices()
+            .rev()
+            .take_while(|&(_, c)| in_path(c))
+            .last()
+            .map_or(at, |(i, _)| i);
+        let before = &line[start..at];
+        if before.chars().any(|c| c.is_alphanumeric() || c == '_') {
+            found.push(line[start..end].to_string());
+        }
+    }
+    found
+}
+
+/// Whether `mention`, found in `file`, names a file of the repository
+/// (relative to `file`, to the root, or to `docs/`).
+fn mention_resolves(root: &Path, file: &Path, mention: &str) -> bool {
+    let from_root = mention.trim_start_matches('/');
+    let dir = file.parent().expect("a file has a parent");
+    [
+        dir.join(mention),
+        root.join(from_root),
+        root.join("docs").join(from_root),
+    ]
+    .iter()
+    .any(|candidate| candidate.is_file())
+}
+
+#[test]
+fn every_markdown_file_the_docs_and_sources_mention_is_in_the_repository() {
+    let root = repo_root();
+    let files = mentioning_files(&root);
+    assert!(
+        files.iter().any(|f| f.ends_with("docs/ARCHITECTURE.md"))
+            && files
+                .iter()
+                .any(|f| f.ends_with("integration-tests/tests/docs_links.rs")),
+        "the walk found the docs and the sources: {files:?}"
+    );
+
+    let mut checked = 0;
+    let mut problems = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).expect("read a doc or a source file");
+        let shown = file
+            .strip_prefix(&root)
+            .unwrap_or(file)
+            .display()
+            .to_string();
+        for (number, line) in text.lines().enumerate() {
+            for mention in md_mentions(line) {
+                checked += 1;
+                if !mention_resolves(&root, file, &mention) {
+                    problems.push(format!(
+                        "{shown}:{}: {mention} is not a file of the repository: {}",
+                        number + 1,
+                        line.trim()
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        checked > 20,
+        "found only {checked} mentions: the scan is broken"
+    );
+    assert!(
+        problems.is_empty(),
+        "{} mentions of Markdown files the repository does not have:\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn mentions_are_whole_paths_ending_in_md() {
+    // The names are put together at run time: written out here they would
+    // be mentions of files the repository does not have.
+    let md = "md";
+    let line = format!(
+        "see `CONFIG.{md}`, [a](../docs/formats.{md}#x) and DESIGN.{md}. Not a.{md}x, `.{md}`, *.{md}"
+    );
+    assert_eq!(
+        md_mentions(&line),
+        vec![
+            format!("CONFIG.{md}"),
+            format!("../docs/formats.{md}"),
+            format!("DESIGN.{md}"),
+        ]
+    );
+    let root = repo_root();
+    let here = root.join("integration-tests/tests/docs_links.rs");
+    assert!(mention_resolves(
+        &root,
+        &here,
+        &format!("docs/formats.{md}")
+    ));
+    assert!(mention_resolves(&root, &here, &format!("formats.{md}")));
+    assert!(mention_resolves(&root, &here, &format!("README.{md}")));
+    assert!(mention_resolves(
+        &root,
+        &here,
+        &format!("../../docs/formats.{md}")
+    ));
+    assert!(!mention_resolves(&root, &here, &format!("CONFIG.{md}")));
+}
+
 #[test]
 fn anchors_follow_githubs_rules() {
     let text = "# Start-up and shutdown (`Broker::open`)\n## Retention\n## Retention\n```\n# not a heading\n```\n";
@@ -203,7 +374,12 @@ fn anchors_follow_githubs_rules() {
 
 #[test]
 fn links_in_code_are_not_links() {
-    let lines = prose_lines("see [a](b.md) and `[c](d.md)`\n```\n[e](f.md)\n```\n");
+    // The names are put together at run time: written out they would be
+    // mentions of files the repository does not have.
+    let md = "md";
+    let lines = prose_lines(&format!(
+        "see [a](b.{md}) and `[c](d.{md})`\n```\n[e](f.{md})\n```\n"
+    ));
     let targets: Vec<String> = lines.iter().flat_map(|(_, l)| link_targets(l)).collect();
-    assert_eq!(targets, vec!["b.md".to_string()]);
+    assert_eq!(targets, vec![format!("b.{md}")]);
 }

@@ -1,5 +1,6 @@
 //! The `tiered:` config section: where the remote tier lives and how big
-//! its objects and read cache are. Defaults are CONFIG.md's (off: no url).
+//! its objects and read cache are. Defaults are the `tiered.*` rows of
+//! docs/OPERATIONS.md ("Configuration keys") (off: no url).
 //! Credentials never come from here: the environment's `AWS_*` variables.
 
 use serde::{Deserialize, Serialize};

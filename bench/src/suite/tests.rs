@@ -4,8 +4,7 @@
 
 use super::*;
 use crate::machine::ServerFigures;
-use crate::recovery::RecoveryFigures;
-use crate::results::VisibilityFigures;
+use crate::results::{RecoveryFigures, VisibilityFigures};
 
 fn figures(phase: &str, target: &str, records_per_s: f64, record_bytes: f64) -> PhaseFigures {
     PhaseFigures {

@@ -8,7 +8,7 @@
 //!   over the dirty range, segment grouping, rewriting (the `keep` rule).
 //! - `swap.rs`: the crash-safe swap of a rewritten group (`.cleaned` →
 //!   `.swap` → in place), whose recovery is `reconcile_dir` in
-//!   `compacted/log.rs`.
+//!   `compacted/dir.rs`.
 //! - `threads.rs`: [`LogCleaner`], its named threads, their supervision
 //!   and scheduling, housekeeping and the metrics.
 //!

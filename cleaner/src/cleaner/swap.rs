@@ -1,6 +1,6 @@
 //! The swap of one rewritten group, crash-safe. Its forward steps are
 //! here; what startup (and the retry after a failed pass) does with each
-//! file a crash leaves is `reconcile_dir` in `compacted/log.rs`, which
+//! file a crash leaves is `reconcile_dir` in `compacted/dir.rs`, which
 //! points back here. The two must change together.
 //!
 //! The swap, and what a crash at each step leaves:
@@ -40,8 +40,9 @@
 use std::sync::Arc;
 
 use super::Shared;
+use crate::compacted::dir::{segment_file_name, swap_file_name};
 use crate::compacted::log::lock;
-use crate::compacted::log::{segment_file_name, swap_file_name, CompactedLog};
+use crate::compacted::log::CompactedLog;
 use crate::compacted::segment::{Segment, DELETED_SUFFIX};
 use crate::error::{CleanerError, Result};
 use crate::fault::{self, FaultPoint};

@@ -9,6 +9,7 @@
 //! position, so a record leaves the CommitLog only once its copy here is
 //! durable.
 
+pub mod dir;
 pub mod format;
 pub mod log;
 pub mod segment;
