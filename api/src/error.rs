@@ -314,12 +314,6 @@ impl From<tidelog_broker::store::StoreError> for ApiError {
     }
 }
 
-/// The cleaner crate's errors (compacted logs, the LogCleaner): a failure
-/// of the store underneath maps as the store's own; a topic name the
-/// cleaner checkpoint cannot hold is 40002; a topic that stopped being
-/// compact under a request (deleted) is 40401; everything else (I/O, a damaged
-/// compacted segment, a bad setting) is 50001 with the cleaner's message,
-/// which names the file.
 /// The broker's errors, one HTTP code each: a refused request is 40002, an
 /// unknown topic or partition 40401/40402, an existing topic 40901, an
 /// unknown consumer group 40405, the coordinator's refusals 40403 (a
@@ -331,15 +325,29 @@ impl From<tidelog_broker::store::StoreError> for ApiError {
 /// too long are 42206, a missing key on a compact topic 42201, a record
 /// over the limit 41301, each message naming the record as the body does
 /// (`records[3]`); a produce to an internal topic is 40002. Start-up
-/// failures never reach a request: 50001 if one did.
+/// failures never reach a request: 50001 if one did. The match names every
+/// variant (and every remote tier error), so a new one does not compile
+/// until it has a code here.
 impl From<tidelog_broker::BrokerError> for ApiError {
     fn from(e: tidelog_broker::BrokerError) -> Self {
+        use tidelog_broker::store::TieredError as T;
         use tidelog_broker::BrokerError as B;
         let message = e.to_string();
         match e {
-            B::Invalid { .. } | B::CommitMetadataTooLarge { .. } => {
-                ApiError::BadRequest { message }
-            }
+            // Requests that can never succeed as sent.
+            B::InvalidPartitionCount { .. }
+            | B::InternalTopicNotDeletable { .. }
+            | B::InternalTopicConfigsFixed { .. }
+            | B::PolicyChangeWithRecords { .. }
+            | B::TopicNotCompacted { .. }
+            | B::ResetPartitionsEmpty
+            | B::GroupInstanceIdEmpty
+            | B::ServerSideMemberNotHttp
+            | B::ConsumerProtocolMalformed { .. }
+            | B::CommitMetadataTooLarge { .. } => ApiError::BadRequest { message },
+            // Kafka only (IncrementalAlterConfigs' operations): HTTP's
+            // config routes send values, not operations.
+            B::InvalidConfigOperation { .. } => ApiError::BadRequest { message },
             // DeleteRecords' refusals (Kafka only: HTTP has no route).
             B::OffsetOutOfRange { .. } | B::RecordsNotDeletable { .. } => {
                 ApiError::BadRequest { message }
@@ -388,16 +396,28 @@ impl From<tidelog_broker::BrokerError> for ApiError {
                     "records[{index}] is {size} bytes (key + value + headers), over the {limit} of {limit_source}; nothing of the request was written"
                 ),
             },
+            // A bug or the system under the broker failing.
+            B::BlockingTaskFailed { .. }
+            | B::ThreadStart { .. }
+            | B::NoRuntime { .. }
+            | B::RegistryEncode { .. }
+            | B::RegistryWrite { .. }
+            | B::OffsetCommitEncode { .. }
+            | B::CompactedLogsRemove { .. }
+            | B::GroupVanished { .. }
+            | B::NotCompactedPartition { .. }
+            | B::CanonicalConfig { .. }
+            | B::RecordsCallUnanswered => ApiError::Internal { message },
             // Start-up settings are checked before anything serves.
-            B::Internal { .. }
-            | B::InvalidConfig { .. }
+            B::InvalidConfig { .. }
             | B::StoreOpen { .. }
             | B::CompactedLogsOpen { .. }
             | B::ConsumerOffsets { .. }
             | B::RegistryFile { .. }
             | B::RegistryTopic { .. }
             | B::DeclaredTopic { .. }
-            | B::Restore { .. } => ApiError::Internal { message },
+            | B::Restore { .. }
+            | B::ManifestStalled { .. } => ApiError::Internal { message },
             B::Store { source } => source.into(),
             B::Compaction { source } => source.into(),
             B::UnknownGroup { .. } => ApiError::UnknownConsumerGroup { message },
@@ -427,18 +447,28 @@ impl From<tidelog_broker::BrokerError> for ApiError {
             }
             // Tiered storage: the object store out of reach is a 503 the
             // client retries; damage in the bucket or a bug is a 500.
-            B::Tiered {
-                source: tidelog_broker::store::TieredError::Unavailable { .. },
-            } => ApiError::RemoteUnavailable {
-                message: format!("remote tier unavailable: {message}"),
+            B::Tiered { source } => match source {
+                T::Unavailable { .. } => ApiError::RemoteUnavailable {
+                    message: format!("remote tier unavailable: {message}"),
+                },
+                T::Corrupt { .. }
+                | T::Config { .. }
+                | T::InvalidInput { .. }
+                | T::OutOfRange { .. }
+                | T::Contended { .. } => ApiError::Internal { message },
             },
             B::RemoteDeletePending { .. } => ApiError::RemoteUnavailable { message },
-            B::Tiered { .. } => ApiError::Internal { message },
             B::TieringOff => ApiError::BadRequest { message },
         }
     }
 }
 
+/// The cleaner crate's errors (compacted logs, the LogCleaner): a failure
+/// of the store underneath maps as the store's own; a topic name the
+/// cleaner checkpoint cannot hold is 40002; a topic that stopped being
+/// compact under a request (deleted) is 40401; everything else (I/O, a damaged
+/// compacted segment, a bad setting) is 50001 with the cleaner's message,
+/// which names the file.
 impl From<tidelog_broker::store::CleanerError> for ApiError {
     fn from(e: tidelog_broker::store::CleanerError) -> Self {
         use tidelog_broker::store::CleanerError as C;

@@ -70,5 +70,5 @@ pub mod visibility;
 
 pub use broker::{next_offset, Broker};
 pub use config::BrokerConfig;
-pub use error::BrokerError;
+pub use error::{BrokerError, ErrorKind};
 pub use settings::DeclaredTopic;

@@ -275,8 +275,9 @@ impl Consumers {
                 drop(c);
                 let _ = listener.wait_timeout(Duration::from_millis(CONSUMERS_TICK_MAX_MS));
             })
-            .map_err(|e| BrokerError::Internal {
-                message: format!("cannot start the tidelog-consumers thread: {e}"),
+            .map_err(|source| BrokerError::ThreadStart {
+                thread: "tidelog-consumers",
+                source,
             })?;
         *lock(&consumers.thread) = Some(handle);
         Ok(consumers)
@@ -761,10 +762,7 @@ impl Consumers {
         match (polled, rendered) {
             (Some(listeners), _) => Ok(Poll::Wait(listeners)),
             (None, Some(result)) => result.map(Poll::Records),
-            (None, None) => Err(BrokerError::Internal {
-                message: "a records call neither waited nor rendered".into(),
-            }
-            .into()),
+            (None, None) => Err(BrokerError::RecordsCallUnanswered.into()),
         }
     }
 

@@ -7,7 +7,6 @@
 //! create would (including that the topic does not exist) and creates
 //! nothing. From v5 an answer carries the topic's partitions and configs.
 
-use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::create_topics_response::{
     CreatableTopicConfigs, CreatableTopicResult,
@@ -19,9 +18,9 @@ use tidelog_broker::topic_config::{self, Overrides};
 use tidelog_broker::{names, Broker, BrokerError};
 
 use super::configs::{SOURCE_DEFAULT, SOURCE_TOPIC};
-use super::{admin, maybe_blocking, NOT_READY};
+use super::{admin, maybe_blocking};
 use crate::dispatch::Context;
-use crate::error::broker_code;
+use crate::error::Refusal;
 
 pub async fn handle(
     ctx: &Context,
@@ -36,7 +35,7 @@ pub async fn handle(
         let result = CreatableTopicResult::default().with_name(topic.name.clone());
         let outcome = match (&broker, gate.refusal(admin::TOPIC)) {
             (_, Some(refused)) => Err(refused),
-            (None, None) => Err((NOT_READY, "the broker is recovering".to_owned())),
+            (None, None) => Err(Refusal::NotReady),
             (Some(broker), None) => create(broker, topic, request.validate_only).await,
         };
         topics.push(match outcome {
@@ -44,9 +43,9 @@ pub async fn handle(
                 tracing::info!(topic = %name, partitions = created.0, validate_only = request.validate_only, "CreateTopics");
                 answer(result, version, created)
             }
-            Err((code, message)) => result
-                .with_error_code(code)
-                .with_error_message(Some(StrBytes::from_string(message)))
+            Err(refusal) => result
+                .with_error_code(refusal.code())
+                .with_error_message(Some(StrBytes::from_string(refusal.to_string())))
                 .with_num_partitions(-1)
                 .with_replication_factor(-1),
         });
@@ -61,31 +60,23 @@ async fn create(
     broker: &std::sync::Arc<Broker>,
     topic: CreatableTopic,
     validate_only: bool,
-) -> Result<Created, (i16, String)> {
-    let refused = |e: BrokerError| (broker_code(&e), e.to_string());
+) -> Result<Created, Refusal> {
     let name = topic.name.0.to_string();
-    names::validate_topic_name(&name).map_err(refused)?;
+    names::validate_topic_name(&name)?;
     if topic.replication_factor != 1 && topic.replication_factor != -1 {
-        return Err((
-            ResponseError::InvalidReplicationFactor.code(),
-            format!(
-                "replication factor {} is impossible on a single node; use 1 or -1",
-                topic.replication_factor
-            ),
-        ));
+        return Err(Refusal::ReplicationFactorImpossible {
+            requested: topic.replication_factor,
+        });
     }
     if !topic.assignments.is_empty() {
-        return Err((
-            ResponseError::InvalidRequest.code(),
-            "manual replica assignments are not supported on a single node".to_owned(),
-        ));
+        return Err(Refusal::ManualAssignments);
     }
     let partitions = match topic.num_partitions {
         -1 => broker.config.default_partitions,
         n => u32::try_from(n).unwrap_or(0),
     };
-    check_partitions(partitions)
-        .map_err(|e| (ResponseError::InvalidPartitions.code(), e.to_string()))?;
+    // INVALID_PARTITIONS (`broker_code` of `InvalidPartitionCount`).
+    check_partitions(partitions)?;
     let mut overrides = Overrides::new();
     let configs: Vec<(String, Option<String>)> = topic
         .configs
@@ -95,13 +86,12 @@ async fn create(
     topic_config::apply(
         &mut overrides,
         configs.iter().map(|(n, v)| (n.as_str(), v.as_deref())),
-    )
-    .map_err(refused)?;
+    )?;
     // A bad combination (e.g. compaction settings) fails as the create would.
-    topic_config::TopicConfig::from_overrides(&overrides).map_err(refused)?;
+    topic_config::TopicConfig::from_overrides(&overrides)?;
     if validate_only {
         if broker.registry.get(&name).is_some() {
-            return Err(refused(BrokerError::topic_exists(&name)));
+            return Err(BrokerError::topic_exists(&name).into());
         }
         return Ok((partitions, overrides));
     }
@@ -112,7 +102,7 @@ async fn create(
             .map(|t| (partitions, t.overrides.clone()))
     })
     .await
-    .map_err(refused)
+    .map_err(Refusal::from)
 }
 
 fn answer(

@@ -48,11 +48,14 @@ async fn maybe_blocking<T: Send + 'static>(
     if !blocks {
         return f();
     }
-    tokio::task::spawn_blocking(f).await.unwrap_or_else(|e| {
-        Err(BrokerError::Internal {
-            message: format!("a blocking broker call failed: {e}"),
+    tokio::task::spawn_blocking(f)
+        .await
+        .unwrap_or_else(|source| {
+            Err(BrokerError::BlockingTaskFailed {
+                task: "a blocking broker call",
+                source,
+            })
         })
-    })
 }
 
 /// LEADER_NOT_AVAILABLE: what a partition answers while recovery runs
