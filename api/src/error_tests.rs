@@ -570,3 +570,734 @@ fn body_escapes_quotes_and_control_characters() {
     let body: serde_json::Value = serde_json::from_str(&err.body()).unwrap();
     assert_eq!(body["message"], "bad \"x\"\n\u{0}");
 }
+
+/// Every variant of the broker's error (and every error of the store, the
+/// cleaner and the remote tier it wraps, but the cleaner's `Corruption`,
+/// mapped with its `Io`) with its API.md code; the status is the code's
+/// first three digits.
+#[test]
+fn every_broker_error_has_its_code() {
+    use tidelog_broker::error::{ConfigOperationProblem, PolicyChangeLoss};
+    use tidelog_broker::store::{
+        CleanerError, CorruptionKind, ObjectStoreError, RecordProblem, SequenceProblem, StoreError,
+        TieredError,
+    };
+    use tidelog_broker::BrokerError as B;
+
+    fn s(text: &str) -> String {
+        text.to_string()
+    }
+
+    fn io() -> std::io::Error {
+        std::io::Error::other("boom")
+    }
+
+    fn json_error() -> serde_json::Error {
+        serde_json::from_str::<u8>("x").unwrap_err()
+    }
+
+    /// A task cancelled before it ran.
+    fn join_error() -> tokio::task::JoinError {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let task = tokio::spawn(std::future::pending::<()>());
+            task.abort();
+            task.await.unwrap_err()
+        })
+    }
+
+    /// Outside any runtime.
+    fn no_runtime() -> tokio::runtime::TryCurrentError {
+        tokio::runtime::Handle::try_current().unwrap_err()
+    }
+
+    let cases: Vec<(B, u32)> = vec![
+        (
+            B::InvalidPartitionCount {
+                requested: 0,
+                max: 10_000,
+            },
+            40002,
+        ),
+        (
+            B::InternalTopicNotDeletable {
+                topic: s("__consumer_offsets"),
+            },
+            40002,
+        ),
+        (
+            B::InternalTopicConfigsFixed {
+                topic: s("__consumer_offsets"),
+            },
+            40002,
+        ),
+        (
+            B::PolicyChangeWithRecords {
+                topic: s("t"),
+                from: "delete",
+                to: "compact",
+                partition: 1,
+                records: 3,
+                loss: PolicyChangeLoss::NotCopied,
+            },
+            40002,
+        ),
+        (
+            B::TopicNotCompacted {
+                topic: s("t"),
+                policy: "delete",
+            },
+            40002,
+        ),
+        (B::ResetPartitionsEmpty, 40002),
+        (B::GroupInstanceIdEmpty, 40002),
+        (B::ServerSideMemberNotHttp, 40002),
+        (
+            B::ConsumerProtocolMalformed {
+                byte: 6,
+                reason: s("topic is not UTF-8"),
+            },
+            40002,
+        ),
+        (
+            B::InvalidConfigOperation {
+                name: s("retention.ms"),
+                problem: ConfigOperationProblem::SetWithoutValue,
+            },
+            40002,
+        ),
+        (
+            B::InvalidName {
+                kind: "topic",
+                name: s("a/b"),
+                reason: s("bad"),
+            },
+            40002,
+        ),
+        (
+            B::InvalidName {
+                kind: "consumer group",
+                name: s("a/b"),
+                reason: s("bad"),
+            },
+            40002,
+        ),
+        (
+            B::InvalidTopicConfig {
+                name: s("retention.ms"),
+                reason: s("bad"),
+            },
+            40002,
+        ),
+        (B::UnknownTopic { topic: s("t") }, 40401),
+        (
+            B::UnknownPartition {
+                topic: s("t"),
+                partition: 4,
+                partitions: 4,
+            },
+            40402,
+        ),
+        (B::TopicExists { topic: s("t") }, 40901),
+        (
+            B::OffsetOutOfRange {
+                topic: s("t"),
+                partition: 0,
+                offset: 9,
+                high_watermark: 3,
+            },
+            40002,
+        ),
+        (
+            B::RecordsNotDeletable {
+                topic: s("t"),
+                policy: "compact",
+            },
+            40002,
+        ),
+        (
+            B::InternalTopic {
+                topic: s("__consumer_offsets"),
+            },
+            40002,
+        ),
+        (
+            B::PartitionMismatch {
+                index: 3,
+                own: 1,
+                requested: 0,
+            },
+            42206,
+        ),
+        (
+            B::KeyRequired {
+                index: 0,
+                topic: s("t"),
+                policy: "compact",
+            },
+            42201,
+        ),
+        (
+            B::TooManyHeaders {
+                index: 0,
+                count: 9,
+                max: 1,
+            },
+            42206,
+        ),
+        (
+            B::HeaderNameTooLong {
+                index: 0,
+                header: 1,
+                max: 8,
+            },
+            42206,
+        ),
+        (
+            B::RecordTooLarge {
+                index: 0,
+                size: 9,
+                limit: 1,
+                limit_source: s("max.message.bytes"),
+            },
+            41301,
+        ),
+        (
+            B::BlockingTaskFailed {
+                task: "read task",
+                source: join_error(),
+            },
+            50001,
+        ),
+        (
+            B::ThreadStart {
+                thread: "tidelog-groups",
+                source: io(),
+            },
+            50001,
+        ),
+        (
+            B::NoRuntime {
+                source: no_runtime(),
+            },
+            50001,
+        ),
+        (
+            B::RegistryEncode {
+                source: json_error(),
+            },
+            50001,
+        ),
+        (
+            B::RegistryWrite {
+                source: StoreError::DiskFull { reason: s("full") },
+            },
+            50001,
+        ),
+        (
+            B::OffsetCommitEncode {
+                source: json_error(),
+            },
+            50001,
+        ),
+        (
+            B::CompactedLogsRemove {
+                topic: s("t"),
+                source: CleanerError::NotCompact { topic: s("t") },
+            },
+            50001,
+        ),
+        (B::GroupVanished { group: s("g") }, 50001),
+        (B::NotCompactedPartition { topic: s("t") }, 50001),
+        (
+            B::CanonicalConfig {
+                name: s("segment.ms"),
+                value: s("x"),
+            },
+            50001,
+        ),
+        (B::RecordsCallUnanswered, 50001),
+        (
+            B::ManifestStalled {
+                topic: s("t"),
+                partition: 0,
+                end: 7,
+            },
+            50001,
+        ),
+        (
+            B::Tiered {
+                source: TieredError::Unavailable {
+                    op: "get",
+                    source: ObjectStoreError::Generic {
+                        store: "S3",
+                        source: "connection refused".into(),
+                    },
+                },
+            },
+            50304,
+        ),
+        (
+            B::Tiered {
+                source: TieredError::Corrupt {
+                    what: s("object"),
+                    detail: s("crc"),
+                },
+            },
+            50001,
+        ),
+        (
+            B::Tiered {
+                source: TieredError::Config { detail: s("url") },
+            },
+            50001,
+        ),
+        (
+            B::Tiered {
+                source: TieredError::InvalidInput { detail: s("order") },
+            },
+            50001,
+        ),
+        (
+            B::Tiered {
+                source: TieredError::OutOfRange {
+                    topic: s("t"),
+                    partition: 0,
+                    offset: 1,
+                    beginning: 5,
+                },
+            },
+            50001,
+        ),
+        (
+            B::Tiered {
+                source: TieredError::Contended {
+                    what: s("manifest"),
+                    version: 3,
+                    attempts: 5,
+                },
+            },
+            50001,
+        ),
+        (B::TieringOff, 40002),
+        (B::RemoteDeletePending { topic: s("t") }, 50304),
+        (
+            B::Store {
+                source: StoreError::Io {
+                    path: "/d/f".into(),
+                    source: io(),
+                },
+            },
+            50001,
+        ),
+        (
+            B::Store {
+                source: StoreError::Corruption {
+                    file: "/d/f".into(),
+                    position: 3,
+                    kind: CorruptionKind::CrcMismatch {
+                        stored: 1,
+                        computed: 2,
+                    },
+                },
+            },
+            50001,
+        ),
+        (
+            B::Store {
+                source: StoreError::Inconsistent {
+                    file: "/d/commitlog".into(),
+                    position: 4096,
+                    reason: s("unit"),
+                },
+            },
+            50001,
+        ),
+        (
+            B::Store {
+                source: StoreError::InvalidInput { reason: s("x") },
+            },
+            40002,
+        ),
+        (
+            B::Store {
+                source: StoreError::RecordRefused {
+                    index: 0,
+                    problem: RecordProblem::TooLarge { size: 9, limit: 1 },
+                },
+            },
+            41301,
+        ),
+        (
+            B::Store {
+                source: StoreError::RecordRefused {
+                    index: 1,
+                    problem: RecordProblem::TooManyHeaders { count: 9, max: 1 },
+                },
+            },
+            42206,
+        ),
+        (
+            B::Store {
+                source: StoreError::ProducerRefused {
+                    topic: s("t"),
+                    partition: 0,
+                    problem: SequenceProblem::StaleEpoch {
+                        producer_id: 1,
+                        epoch: 0,
+                        current: 1,
+                    },
+                },
+            },
+            40002,
+        ),
+        (
+            B::Store {
+                source: StoreError::ProducerRefused {
+                    topic: s("t"),
+                    partition: 0,
+                    problem: SequenceProblem::OutOfOrder {
+                        producer_id: 1,
+                        expected: 2,
+                        got: 5,
+                    },
+                },
+            },
+            40002,
+        ),
+        (
+            B::Store {
+                source: StoreError::ProducerRefused {
+                    topic: s("t"),
+                    partition: 0,
+                    problem: SequenceProblem::UnknownProducer {
+                        producer_id: 1,
+                        got: 5,
+                    },
+                },
+            },
+            40002,
+        ),
+        (
+            B::Store {
+                source: StoreError::ProducerRefused {
+                    topic: s("t"),
+                    partition: 0,
+                    problem: SequenceProblem::OutOfRange {
+                        producer_id: -1,
+                        max: 5,
+                    },
+                },
+            },
+            40002,
+        ),
+        (
+            B::Store {
+                source: StoreError::Poisoned { reason: s("fsync") },
+            },
+            50301,
+        ),
+        (
+            B::Store {
+                source: StoreError::Locked { path: "/d".into() },
+            },
+            50001,
+        ),
+        (
+            B::Store {
+                source: StoreError::Closed,
+            },
+            50301,
+        ),
+        (
+            B::Store {
+                source: StoreError::DiskFull { reason: s("95%") },
+            },
+            50701,
+        ),
+        (
+            B::Store {
+                source: StoreError::InvalidConfig {
+                    key: "store.index_slots",
+                    reason: s("too large"),
+                },
+            },
+            50001,
+        ),
+        (
+            B::Store {
+                source: StoreError::DispatchStalled {
+                    sink: s("consume-queue"),
+                    failing_ms: 30_000,
+                    error: s("boom"),
+                },
+            },
+            50302,
+        ),
+        (
+            B::Store {
+                source: StoreError::FlushTimedOut { timeout_ms: 5000 },
+            },
+            50303,
+        ),
+        (
+            B::Store {
+                source: StoreError::SegmentUnavailable {
+                    base: 1 << 30,
+                    reason: s("Too many open files"),
+                },
+            },
+            50701,
+        ),
+        (
+            B::Store {
+                source: StoreError::TopicDeleted { topic: s("t") },
+            },
+            40401,
+        ),
+        (
+            B::Compaction {
+                source: CleanerError::Io {
+                    path: "/d/c".into(),
+                    source: io(),
+                },
+            },
+            50001,
+        ),
+        (
+            B::Compaction {
+                source: CleanerError::Store {
+                    path: "/d/c".into(),
+                    source: StoreError::DiskFull { reason: s("full") },
+                },
+            },
+            50701,
+        ),
+        (
+            B::Compaction {
+                source: CleanerError::InvalidConfig {
+                    setting: "dedupe_buffer_bytes",
+                    reason: s("0"),
+                },
+            },
+            50001,
+        ),
+        (
+            B::Compaction {
+                source: CleanerError::OutOfMemory {
+                    purpose: "offset map",
+                    bytes: 1 << 40,
+                },
+            },
+            50001,
+        ),
+        (
+            B::Compaction {
+                source: CleanerError::InvalidTopic {
+                    topic: s("t t"),
+                    reason: s("space"),
+                },
+            },
+            40002,
+        ),
+        (
+            B::Compaction {
+                source: CleanerError::NotCached {
+                    path: "/d/c".into(),
+                },
+            },
+            50001,
+        ),
+        (
+            B::Compaction {
+                source: CleanerError::NotCompact { topic: s("t") },
+            },
+            40401,
+        ),
+        (
+            B::Compaction {
+                source: CleanerError::LeftoverSwap {
+                    path: "/d/c.swap".into(),
+                },
+            },
+            50001,
+        ),
+        (
+            B::Compaction {
+                source: CleanerError::CheckpointTooLarge { entries: 9, max: 1 },
+            },
+            50001,
+        ),
+        (
+            B::InvalidConfig {
+                key: s("topics[0].partitions"),
+                reason: s("0"),
+            },
+            50001,
+        ),
+        (
+            B::CommitMetadataTooLarge {
+                index: 0,
+                len: 9,
+                max: 1,
+            },
+            40002,
+        ),
+        (
+            B::StoreOpen {
+                data_dir: "/d".into(),
+                source: StoreError::Locked { path: "/d".into() },
+            },
+            50001,
+        ),
+        (
+            B::CompactedLogsOpen {
+                data_dir: "/d".into(),
+                source: CleanerError::NotCached { path: "/d".into() },
+            },
+            50001,
+        ),
+        (
+            B::ConsumerOffsets {
+                topic: "__consumer_offsets",
+                source: CleanerError::NotCached { path: "/d".into() },
+            },
+            50001,
+        ),
+        (
+            B::RegistryFile {
+                path: "/d/topics.json".into(),
+                reason: s("not JSON"),
+            },
+            50001,
+        ),
+        (
+            B::RegistryTopic {
+                path: "/d/topics.json".into(),
+                topic: s("t"),
+                reason: s("bad"),
+            },
+            50001,
+        ),
+        (
+            B::DeclaredTopic {
+                topic: s("t"),
+                reason: s("bad"),
+            },
+            50001,
+        ),
+        (
+            B::Restore {
+                data_dir: "/d".into(),
+                reason: s("not empty"),
+            },
+            50001,
+        ),
+        (B::UnknownGroup { group: s("g") }, 40405),
+        (
+            B::UnknownMember {
+                group: s("g"),
+                member_id: s("m"),
+            },
+            40403,
+        ),
+        (
+            B::IllegalGeneration {
+                group: s("g"),
+                generation: 1,
+                current: 2,
+            },
+            40903,
+        ),
+        (B::RebalanceInProgress { group: s("g") }, 40903),
+        (
+            B::GroupHasMembers {
+                group: s("g"),
+                members: 1,
+            },
+            40903,
+        ),
+        (
+            B::InconsistentGroupProtocol {
+                group: s("g"),
+                reason: s("mixed"),
+            },
+            40903,
+        ),
+        (
+            B::FencedInstanceId {
+                group: s("g"),
+                instance_id: s("i"),
+            },
+            40903,
+        ),
+        (
+            B::MemberIdRequired {
+                group: s("g"),
+                member_id: s("m"),
+            },
+            50001,
+        ),
+        (
+            B::InvalidSessionTimeout {
+                timeout_ms: 1,
+                min_ms: 6000,
+                max_ms: 1_800_000,
+            },
+            50001,
+        ),
+        (
+            B::UnknownConsumerInstance {
+                group: s("g"),
+                instance: s("i"),
+            },
+            40403,
+        ),
+        (
+            B::ConsumerInstanceExists {
+                group: s("g"),
+                instance: s("i"),
+            },
+            40902,
+        ),
+        (
+            B::ConsumerState {
+                group: s("g"),
+                instance: s("i"),
+                reason: s("assigned"),
+            },
+            40903,
+        ),
+        (
+            B::ConsumerConfig {
+                field: s("format"),
+                reason: s("bad"),
+            },
+            42204,
+        ),
+        (
+            B::NoResetPosition {
+                topic: s("t"),
+                partition: 0,
+                reason: s("no committed offset"),
+            },
+            42205,
+        ),
+        (
+            B::GroupLimit {
+                what: "members",
+                len: 2,
+                max: 1,
+            },
+            42901,
+        ),
+    ];
+    for (e, code) in cases {
+        let text = format!("{e:?}");
+        let api = ApiError::from(e);
+        assert_eq!(api.error_code(), code, "{text}");
+        assert_eq!(u32::from(api.status().as_u16()), code / 100, "{text}");
+    }
+}

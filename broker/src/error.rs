@@ -637,3 +637,7 @@ fn tiered_kind(e: &TieredError) -> ErrorKind {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "error_tests.rs"]
+mod tests;

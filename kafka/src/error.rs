@@ -404,39 +404,5 @@ impl Refusal {
 }
 
 #[cfg(test)]
-mod store_refusal_tests {
-    use super::*;
-
-    /// Every way the store refuses a write for want of a usable disk (full,
-    /// a segment that cannot be made, a failed write on a read-only disk,
-    /// stalled dispatch) is KAFKA_STORAGE_ERROR, Kafka's answer for a log
-    /// dir that cannot take the write (issue 35), not UNKNOWN_SERVER_ERROR.
-    #[test]
-    fn store_refusals_are_kafka_storage_error() {
-        let storage = ResponseError::KafkaStorageError.code();
-        for source in [
-            StoreError::DiskFull {
-                reason: "full".into(),
-            },
-            StoreError::SegmentUnavailable {
-                base: 1 << 20,
-                reason: "Too many open files".into(),
-            },
-            StoreError::Poisoned {
-                reason: "write to 00000000000000000000 failed: Read-only file system".into(),
-            },
-            StoreError::DispatchStalled {
-                sink: "consume-queue".into(),
-                failing_ms: 30_000,
-                error: "boom".into(),
-            },
-        ] {
-            let text = source.to_string();
-            assert_eq!(
-                broker_code(&BrokerError::Store { source }),
-                storage,
-                "{text}"
-            );
-        }
-    }
-}
+#[path = "error_tests.rs"]
+mod tests;
