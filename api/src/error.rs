@@ -314,12 +314,6 @@ impl From<tidelog_broker::store::StoreError> for ApiError {
     }
 }
 
-/// The cleaner crate's errors (compacted logs, the LogCleaner): a failure
-/// of the store underneath maps as the store's own; a topic name the
-/// cleaner checkpoint cannot hold is 40002; a topic that stopped being
-/// compact under a request (deleted) is 40401; everything else (I/O, a damaged
-/// compacted segment, a bad setting) is 50001 with the cleaner's message,
-/// which names the file.
 /// The broker's errors, one HTTP code each: a refused request is 40002, an
 /// unknown topic or partition 40401/40402, an existing topic 40901, an
 /// unknown consumer group 40405, the coordinator's refusals 40403 (a
@@ -331,19 +325,31 @@ impl From<tidelog_broker::store::StoreError> for ApiError {
 /// too long are 42206, a missing key on a compact topic 42201, a record
 /// over the limit 41301, each message naming the record as the body does
 /// (`records[3]`); a produce to an internal topic is 40002. Start-up
-/// failures never reach a request: 50001 if one did.
+/// failures never reach a request: 50001 if one did. The match names every
+/// variant (and every remote tier error), so a new one does not compile
+/// until it has a code here.
 impl From<tidelog_broker::BrokerError> for ApiError {
     fn from(e: tidelog_broker::BrokerError) -> Self {
+        use tidelog_broker::store::TieredError as T;
         use tidelog_broker::BrokerError as B;
         let message = e.to_string();
         match e {
-            B::Invalid { .. }
-            | B::CommitMetadataTooLarge { .. }
-            | B::InvalidPartitionCount { .. }
+            // Requests that can never succeed as sent.
+            B::InvalidPartitionCount { .. }
             | B::ReplicationFactorImpossible { .. }
-            | B::ReplicaAssignmentUnsupported => {
-                ApiError::BadRequest { message }
-            }
+            | B::ReplicaAssignmentUnsupported
+            | B::InternalTopicNotDeletable { .. }
+            | B::InternalTopicConfigsFixed { .. }
+            | B::PolicyChangeWithRecords { .. }
+            | B::TopicNotCompacted { .. }
+            | B::ResetPartitionsEmpty
+            | B::GroupInstanceIdEmpty
+            | B::ServerSideMemberNotHttp
+            | B::ConsumerProtocolMalformed { .. }
+            | B::CommitMetadataTooLarge { .. } => ApiError::BadRequest { message },
+            // Kafka only (IncrementalAlterConfigs' operations): HTTP's
+            // config routes send values, not operations.
+            B::InvalidConfigOperation { .. } => ApiError::BadRequest { message },
             // DeleteRecords' refusals (Kafka only: HTTP has no route).
             B::OffsetOutOfRange { .. } | B::RecordsNotDeletable { .. } => {
                 ApiError::BadRequest { message }
@@ -392,16 +398,28 @@ impl From<tidelog_broker::BrokerError> for ApiError {
                     "records[{index}] is {size} bytes (key + value + headers), over the {limit} of {limit_source}; nothing of the request was written"
                 ),
             },
+            // A bug or the system under the broker failing.
+            B::BlockingTaskFailed { .. }
+            | B::ThreadStart { .. }
+            | B::NoRuntime { .. }
+            | B::RegistryEncode { .. }
+            | B::RegistryWrite { .. }
+            | B::OffsetCommitEncode { .. }
+            | B::CompactedLogsRemove { .. }
+            | B::GroupVanished { .. }
+            | B::NotCompactedPartition { .. }
+            | B::CanonicalConfig { .. }
+            | B::RecordsCallUnanswered => ApiError::Internal { message },
             // Start-up settings are checked before anything serves.
-            B::Internal { .. }
-            | B::InvalidConfig { .. }
+            B::InvalidConfig { .. }
             | B::StoreOpen { .. }
             | B::CompactedLogsOpen { .. }
             | B::ConsumerOffsets { .. }
             | B::RegistryFile { .. }
             | B::RegistryTopic { .. }
             | B::DeclaredTopic { .. }
-            | B::Restore { .. } => ApiError::Internal { message },
+            | B::Restore { .. }
+            | B::ManifestStalled { .. } => ApiError::Internal { message },
             B::Store { source } => source.into(),
             B::Compaction { source } => source.into(),
             B::UnknownGroup { .. } => ApiError::UnknownConsumerGroup { message },
@@ -431,18 +449,28 @@ impl From<tidelog_broker::BrokerError> for ApiError {
             }
             // Tiered storage: the object store out of reach is a 503 the
             // client retries; damage in the bucket or a bug is a 500.
-            B::Tiered {
-                source: tidelog_broker::store::TieredError::Unavailable { .. },
-            } => ApiError::RemoteUnavailable {
-                message: format!("remote tier unavailable: {message}"),
+            B::Tiered { source } => match source {
+                T::Unavailable { .. } => ApiError::RemoteUnavailable {
+                    message: format!("remote tier unavailable: {message}"),
+                },
+                T::Corrupt { .. }
+                | T::Config { .. }
+                | T::InvalidInput { .. }
+                | T::OutOfRange { .. }
+                | T::Contended { .. } => ApiError::Internal { message },
             },
             B::RemoteDeletePending { .. } => ApiError::RemoteUnavailable { message },
-            B::Tiered { .. } => ApiError::Internal { message },
             B::TieringOff => ApiError::BadRequest { message },
         }
     }
 }
 
+/// The cleaner crate's errors (compacted logs, the LogCleaner): a failure
+/// of the store underneath maps as the store's own; a topic name the
+/// cleaner checkpoint cannot hold is 40002; a topic that stopped being
+/// compact under a request (deleted) is 40401; everything else (I/O, a damaged
+/// compacted segment, a bad setting) is 50001 with the cleaner's message,
+/// which names the file.
 impl From<tidelog_broker::store::CleanerError> for ApiError {
     fn from(e: tidelog_broker::store::CleanerError) -> Self {
         use tidelog_broker::store::CleanerError as C;
@@ -526,573 +554,5 @@ impl IntoResponse for ApiError {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn msg(s: &str) -> String {
-        s.to_string()
-    }
-
-    /// One of each variant with the code and status API.md gives it.
-    fn every_variant() -> Vec<(ApiError, u32, u16)> {
-        vec![
-            (
-                ApiError::BadRequest {
-                    message: msg("bad offset"),
-                },
-                40002,
-                400,
-            ),
-            (
-                ApiError::InvalidName {
-                    kind: "topic",
-                    name: msg("../x"),
-                    reason: msg("contains '/'"),
-                },
-                40002,
-                400,
-            ),
-            (
-                ApiError::InvalidTopicConfig {
-                    name: msg("retention.ms"),
-                    reason: msg("not an integer"),
-                },
-                40002,
-                400,
-            ),
-            (
-                ApiError::Unauthorized {
-                    message: msg("no token"),
-                },
-                40101,
-                401,
-            ),
-            (
-                ApiError::NotFound {
-                    message: msg("no route"),
-                },
-                40400,
-                404,
-            ),
-            (
-                ApiError::MethodNotAllowed {
-                    message: msg("use GET"),
-                },
-                40500,
-                405,
-            ),
-            (ApiError::unknown_topic("t"), 40401, 404),
-            (ApiError::unknown_partition("t", 9, 4), 40402, 404),
-            (
-                ApiError::UnknownConsumerInstance {
-                    message: msg("gone"),
-                },
-                40403,
-                404,
-            ),
-            (ApiError::unknown_consumer_group("g"), 40405, 404),
-            (ApiError::topic_exists("t"), 40901, 409),
-            (ApiError::NotAcceptable { message: msg("a") }, 40601, 406),
-            (
-                ApiError::ConsumerInstanceExists { message: msg("i") },
-                40902,
-                409,
-            ),
-            (
-                ApiError::IllegalConsumerState { message: msg("s") },
-                40903,
-                409,
-            ),
-            (
-                ApiError::BadConsumerConfig { message: msg("c") },
-                42204,
-                422,
-            ),
-            (ApiError::NoResetPosition { message: msg("r") }, 42205, 422),
-            (
-                ApiError::RequestTimeout {
-                    message: msg("slow body"),
-                },
-                40801,
-                408,
-            ),
-            (
-                ApiError::TooLarge {
-                    message: msg("big"),
-                },
-                41301,
-                413,
-            ),
-            (
-                ApiError::UnsupportedContentType {
-                    message: msg("text/plain"),
-                },
-                41501,
-                415,
-            ),
-            (ApiError::KeyInvalid { message: msg("k") }, 42201, 422),
-            (ApiError::ValueInvalid { message: msg("v") }, 42202, 422),
-            (ApiError::JsonConversion { message: msg("j") }, 42203, 422),
-            (ApiError::PayloadMalformed { message: msg("p") }, 42206, 422),
-            (
-                ApiError::TooManyRequests {
-                    message: msg("slow down"),
-                },
-                42901,
-                429,
-            ),
-            (
-                ApiError::Internal {
-                    message: msg("bug"),
-                },
-                50001,
-                500,
-            ),
-            (
-                ApiError::NotReady {
-                    message: msg("recovering"),
-                },
-                50301,
-                503,
-            ),
-            (
-                ApiError::InflightBytesExhausted {
-                    message: msg("budget"),
-                },
-                50305,
-                503,
-            ),
-            (
-                ApiError::AnswerBytesExhausted {
-                    message: msg("answers"),
-                },
-                50306,
-                503,
-            ),
-            (
-                ApiError::UriTooLong {
-                    message: msg("uri"),
-                },
-                41401,
-                414,
-            ),
-            (
-                ApiError::HeadersTooLarge {
-                    message: msg("headers"),
-                },
-                43101,
-                431,
-            ),
-            (
-                ApiError::DispatchStalled {
-                    message: msg("stalled"),
-                },
-                50302,
-                503,
-            ),
-            (
-                ApiError::FlushTimedOut {
-                    message: msg("slow disk"),
-                },
-                50303,
-                503,
-            ),
-            (
-                ApiError::RemoteUnavailable {
-                    message: msg("remote tier unavailable"),
-                },
-                50304,
-                503,
-            ),
-            (
-                ApiError::DiskFull {
-                    message: msg("full"),
-                },
-                50701,
-                507,
-            ),
-        ]
-    }
-
-    #[test]
-    fn every_code_and_status_matches_api_md() {
-        for (err, code, status) in every_variant() {
-            assert_eq!(err.error_code(), code, "{err:?}");
-            assert_eq!(err.status().as_u16(), status, "{err:?}");
-            assert_eq!(
-                u32::from(status),
-                code / 100,
-                "status is the code's first digits"
-            );
-        }
-    }
-
-    #[tokio::test]
-    async fn every_response_has_status_json_content_type_and_body() {
-        for (err, code, status) in every_variant() {
-            let message = err.to_string();
-            let response = err.into_response();
-            assert_eq!(response.status().as_u16(), status);
-            assert_eq!(
-                response.headers().get(header::CONTENT_TYPE).unwrap(),
-                "application/json"
-            );
-            let bytes = axum::body::to_bytes(response.into_body(), 1 << 16)
-                .await
-                .unwrap();
-            let body: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
-            assert_eq!(
-                body,
-                serde_json::json!({"error_code": code, "message": message})
-            );
-        }
-    }
-
-    #[test]
-    fn messages_name_the_thing() {
-        assert_eq!(
-            ApiError::unknown_partition("orders", 4, 4).to_string(),
-            "partition 4 of topic \"orders\" does not exist (topic has 4 partitions)"
-        );
-        let err = ApiError::InvalidTopicConfig {
-            name: "segment.bytes".into(),
-            reason: "must be at least 1024".into(),
-        };
-        assert_eq!(
-            err.to_string(),
-            "invalid topic config \"segment.bytes\": must be at least 1024"
-        );
-    }
-
-    /// The coordinator's, the consumer instances' and the operator group
-    /// calls' refusals, as a route answers them.
-    #[test]
-    fn consumer_errors_map_to_their_codes() {
-        use tidelog_broker::BrokerError as B;
-        let (g, i) = (|| "g".to_string(), || "i".to_string());
-        let cases = [
-            (B::UnknownGroup { group: g() }, 40405),
-            (
-                B::UnknownMember {
-                    group: g(),
-                    member_id: i(),
-                },
-                40403,
-            ),
-            (
-                B::UnknownConsumerInstance {
-                    group: g(),
-                    instance: i(),
-                },
-                40403,
-            ),
-            (
-                B::ConsumerInstanceExists {
-                    group: g(),
-                    instance: i(),
-                },
-                40902,
-            ),
-            (
-                B::IllegalGeneration {
-                    group: g(),
-                    generation: 1,
-                    current: 2,
-                },
-                40903,
-            ),
-            (B::RebalanceInProgress { group: g() }, 40903),
-            (
-                B::GroupHasMembers {
-                    group: g(),
-                    members: 1,
-                },
-                40903,
-            ),
-            (
-                B::InconsistentGroupProtocol {
-                    group: g(),
-                    reason: i(),
-                },
-                40903,
-            ),
-            (
-                B::ConsumerState {
-                    group: g(),
-                    instance: i(),
-                    reason: i(),
-                },
-                40903,
-            ),
-            (
-                B::ConsumerConfig {
-                    field: i(),
-                    reason: i(),
-                },
-                42204,
-            ),
-            (
-                B::NoResetPosition {
-                    topic: g(),
-                    partition: 3,
-                    reason: i(),
-                },
-                42205,
-            ),
-            (
-                B::FencedInstanceId {
-                    group: g(),
-                    instance_id: i(),
-                },
-                40903,
-            ),
-            (
-                B::GroupLimit {
-                    what: "instances",
-                    len: 2,
-                    max: 1,
-                },
-                42901,
-            ),
-            // Kafka-only: an HTTP member never causes them, so over HTTP
-            // either is a bug.
-            (
-                B::MemberIdRequired {
-                    group: g(),
-                    member_id: i(),
-                },
-                50001,
-            ),
-            (
-                B::InvalidSessionTimeout {
-                    timeout_ms: 1,
-                    min_ms: 6000,
-                    max_ms: 1_800_000,
-                },
-                50001,
-            ),
-        ];
-        for (e, code) in cases {
-            let text = e.to_string();
-            let api = ApiError::from(e);
-            assert_eq!(api.error_code(), code, "{text}");
-            assert_eq!(api.to_string(), text, "the broker's message is kept");
-        }
-    }
-
-    #[test]
-    fn store_errors_map_to_their_codes() {
-        use tidelog_broker::store::{RecordProblem, StoreError as S};
-        let io = || std::io::Error::other("boom");
-        let cases = [
-            (
-                S::RecordRefused {
-                    index: 0,
-                    problem: RecordProblem::TooLarge { size: 9, limit: 1 },
-                },
-                41301,
-            ),
-            (
-                S::RecordRefused {
-                    index: 3,
-                    problem: RecordProblem::LargerThanSegment { size: 9, limit: 1 },
-                },
-                41301,
-            ),
-            (
-                S::RecordRefused {
-                    index: 1,
-                    problem: RecordProblem::TooManyHeaders { count: 9, max: 1 },
-                },
-                42206,
-            ),
-            (
-                S::DiskFull {
-                    reason: "95%".into(),
-                },
-                50701,
-            ),
-            (S::Closed, 50301),
-            (S::InvalidInput { reason: "x".into() }, 40002),
-            (
-                S::Io {
-                    path: "/d/f".into(),
-                    source: io(),
-                },
-                50001,
-            ),
-            (
-                S::Corruption {
-                    file: "/d/f".into(),
-                    position: 3,
-                    kind: tidelog_broker::store::CorruptionKind::CrcMismatch {
-                        stored: 1,
-                        computed: 2,
-                    },
-                },
-                50001,
-            ),
-            (
-                S::Inconsistent {
-                    file: "/d/commitlog".into(),
-                    position: 4096,
-                    reason: "queue unit says 9 bytes, record has 7".into(),
-                },
-                50001,
-            ),
-            (
-                S::Poisoned {
-                    reason: "fsync".into(),
-                },
-                50301,
-            ),
-            (
-                S::SegmentUnavailable {
-                    base: 1 << 30,
-                    reason: "Too many open files".into(),
-                },
-                50701,
-            ),
-            (S::Locked { path: "/d".into() }, 50001),
-            (
-                S::DispatchStalled {
-                    sink: "compacted-logs".into(),
-                    failing_ms: 30_000,
-                    error: "boom".into(),
-                },
-                50302,
-            ),
-            (S::FlushTimedOut { timeout_ms: 5000 }, 50303),
-            (
-                S::InvalidConfig {
-                    key: "store.index_slots",
-                    reason: "too large".into(),
-                },
-                50001,
-            ),
-        ];
-        for (store, code) in cases {
-            let text = store.to_string();
-            let verbatim = matches!(store, S::DiskFull { .. });
-            let api = ApiError::from(store);
-            if verbatim {
-                assert_eq!(
-                    api.to_string(),
-                    text,
-                    "507 carries the store's message as is"
-                );
-            }
-            assert_eq!(api.error_code(), code, "{text}");
-            assert!(api.to_string().contains(&text), "{api} lacks {text}");
-        }
-    }
-
-    /// The produce pre-check words 507 as the store does: one message
-    /// whichever of the two refuses, and OPERATIONS.md quotes it.
-    #[test]
-    fn a_topic_that_stopped_being_compact_is_unknown() {
-        let e = ApiError::from(tidelog_broker::store::CleanerError::NotCompact {
-            topic: "users".into(),
-        });
-        assert_eq!((e.error_code(), e.status().as_u16()), (40401, 404));
-        assert!(e.to_string().contains("users"), "{e}");
-    }
-
-    /// The remote tier out of reach is 503/50304 "remote tier unavailable";
-    /// damage in the bucket a 500; a create waiting for a remote deletion a
-    /// 503 the client retries.
-    #[test]
-    fn tiered_errors_map_to_50304_or_50001() {
-        use tidelog_broker::store::{ObjectStoreError, TieredError};
-        use tidelog_broker::BrokerError;
-        let down = ApiError::from(BrokerError::Tiered {
-            source: TieredError::Unavailable {
-                op: "get",
-                source: ObjectStoreError::Generic {
-                    store: "S3",
-                    source: "connection refused".into(),
-                },
-            },
-        });
-        assert_eq!((down.error_code(), down.status().as_u16()), (50304, 503));
-        assert!(
-            down.to_string().starts_with("remote tier unavailable"),
-            "{down}"
-        );
-        let corrupt = ApiError::from(BrokerError::Tiered {
-            source: TieredError::Corrupt {
-                what: "object".into(),
-                detail: "crc".into(),
-            },
-        });
-        assert_eq!(corrupt.error_code(), 50001);
-        let pending = ApiError::from(BrokerError::RemoteDeletePending { topic: "t".into() });
-        assert_eq!(pending.error_code(), 50304);
-    }
-
-    #[test]
-    fn disk_full_is_worded_as_the_store_words_it() {
-        use std::sync::Arc;
-        use tidelog_broker::produce::ProduceRecord;
-        use tidelog_broker::store::{CleanerConfig, FixedDiskUsage, StoreConfig};
-        let dir = tempfile::tempdir().unwrap();
-        let mut config = StoreConfig::new(dir.path());
-        config.commitlog_segment_bytes = 64 * 1024;
-        config.consume_queue_units_per_file = 64;
-        config.index_slots = 64;
-        config.index_entries = 256;
-        config.preallocate_next_segment = false;
-        config.retention.disk = Arc::new(FixedDiskUsage::new(0.953));
-        let cleaner = CleanerConfig {
-            dedupe_buffer_bytes: 1 << 20,
-            ..CleanerConfig::default()
-        };
-        let auto_create = tidelog_broker::BrokerConfig {
-            auto_create_topics: true,
-            default_partitions: 1,
-            ..Default::default()
-        };
-        let broker = tidelog_broker::Broker::open(&auto_create, config, cleaner).unwrap();
-        assert!(
-            broker.stats().store.disk_full,
-            "the store measures the disk while opening"
-        );
-        broker.create_topic("t", 1, Default::default()).unwrap();
-        let record = || {
-            vec![ProduceRecord {
-                key: None,
-                value: Some(bytes::Bytes::from_static(b"v")),
-                partition: None,
-                headers: Vec::new(),
-                timestamp_ms: None,
-            }]
-        };
-        // An existing topic: refused by `Store::append`.
-        let refused = broker.produce_blocking("t", None, record()).unwrap_err();
-        let from_store = ApiError::from(refused);
-        assert_eq!(from_store.error_code(), 50701);
-        // An unknown topic that would be auto-created: the broker's
-        // pre-check refuses before creating it.
-        let prechecked = broker.produce_blocking("new", None, record()).unwrap_err();
-        assert!(broker.registry().get("new").is_none());
-        assert_eq!(
-            ApiError::from(prechecked),
-            from_store,
-            "the pre-check's wording drifted from Store::append's"
-        );
-        assert_eq!(
-            from_store.to_string(),
-            "disk full: the data directory's disk is 95.3% used; writes stopped above disk_full_ratio 90.0% and resume when usage falls to disk_force_clean_ratio 85.0% or below (delete old segments or free space)"
-        );
-        broker.shutdown().unwrap();
-    }
-
-    #[test]
-    fn body_escapes_quotes_and_control_characters() {
-        let err = ApiError::BadRequest {
-            message: "bad \"x\"\n\u{0}".into(),
-        };
-        let body: serde_json::Value = serde_json::from_str(&err.body()).unwrap();
-        assert_eq!(body["message"], "bad \"x\"\n\u{0}");
-    }
-}
+#[path = "error_tests.rs"]
+mod tests;

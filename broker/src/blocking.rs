@@ -9,9 +9,12 @@ use crate::error::BrokerError;
 pub(crate) async fn run<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, BrokerError> + Send + 'static,
 ) -> Result<T, BrokerError> {
-    tokio::task::spawn_blocking(f).await.unwrap_or_else(|e| {
-        Err(BrokerError::Internal {
-            message: format!("a blocking broker call failed: {e}"),
+    tokio::task::spawn_blocking(f)
+        .await
+        .unwrap_or_else(|source| {
+            Err(BrokerError::BlockingTaskFailed {
+                task: "a blocking broker call",
+                source,
+            })
         })
-    })
 }

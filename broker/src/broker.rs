@@ -315,7 +315,10 @@ impl Broker {
         let internal = registry.get(CONSUMER_OFFSETS_TOPIC);
         let groups =
             GroupOffsets::rebuild(logs, &|p| internal.as_ref().map_or(0, |t| t.base_offset(p)))
-                .map_err(|source| BrokerError::ConsumerOffsets { source })?;
+                .map_err(|source| BrokerError::ConsumerOffsets {
+                    topic: CONSUMER_OFFSETS_TOPIC,
+                    source,
+                })?;
         // The log starts DeleteRecords moved: `compact,delete` retention
         // deletes the compacted segments wholly below them.
         for log in logs.all_logs() {
@@ -479,8 +482,8 @@ impl Broker {
     ) -> Result<(), BrokerError> {
         let current = self.registry.require(name)?;
         if current.is_internal() {
-            return Err(BrokerError::Invalid {
-                message: format!("topic {name:?} is internal; its configs are fixed"),
+            return Err(BrokerError::InternalTopicConfigsFixed {
+                topic: name.to_string(),
             });
         }
         let next = changed_config(&current, changes)?;
@@ -553,8 +556,9 @@ impl Broker {
     fn drop_compaction(&self, name: &str) -> Result<(), BrokerError> {
         self.cleaner
             .remove_topic(name)
-            .map_err(|e| BrokerError::Internal {
-                message: format!("cannot remove the compacted logs of topic {name:?}: {e}"),
+            .map_err(|source| BrokerError::CompactedLogsRemove {
+                topic: name.to_string(),
+                source,
             })
     }
 
@@ -614,8 +618,9 @@ impl GroupsThread {
                 );
                 std::thread::sleep(Duration::from_millis(100));
             })
-            .map_err(|e| BrokerError::Internal {
-                message: format!("cannot start the tidelog-groups thread: {e}"),
+            .map_err(|source| BrokerError::ThreadStart {
+                thread: "tidelog-groups",
+                source,
             })?;
         Ok(GroupsThread {
             stop,

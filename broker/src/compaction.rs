@@ -140,16 +140,14 @@ impl Broker {
     }
 
     /// The topic `name`, if it exists and its policy compacts: what a
-    /// compaction request or status is about. 40002-style `Invalid`
+    /// compaction request or status is about. `TopicNotCompacted` (40002)
     /// otherwise, naming the policy.
     pub(crate) fn compact_topic(&self, name: &str) -> Result<Arc<Topic>, BrokerError> {
         let topic = self.registry.require(name)?;
         if !topic.config.cleanup_policy.compacts() {
-            return Err(BrokerError::Invalid {
-                message: format!(
-                    "topic {name:?} has cleanup.policy={}; only topics whose policy contains compact are compacted",
-                    topic.config.cleanup_policy.as_str()
-                ),
+            return Err(BrokerError::TopicNotCompacted {
+                topic: name.to_string(),
+                policy: topic.config.cleanup_policy.as_str(),
             });
         }
         Ok(topic)
@@ -203,7 +201,8 @@ mod tests {
             .unwrap();
         assert_eq!(&*broker.compact_topic("users").unwrap().name, "users");
         match broker.compact_topic("events") {
-            Err(crate::error::BrokerError::Invalid { message }) => {
+            Err(e @ crate::error::BrokerError::TopicNotCompacted { .. }) => {
+                let message = e.to_string();
                 assert!(message.contains("cleanup.policy=delete"), "{message}")
             }
             other => panic!("{other:?}"),

@@ -106,8 +106,9 @@ struct Reader<'a> {
 
 impl<'a> Reader<'a> {
     fn bad(&self, reason: String) -> BrokerError {
-        BrokerError::Invalid {
-            message: format!("consumer protocol assignment, byte {}: {reason}", self.at),
+        BrokerError::ConsumerProtocolMalformed {
+            byte: self.at,
+            reason,
         }
     }
 
@@ -331,7 +332,10 @@ mod tests {
         ];
         for (what, bytes) in cases {
             let err = decode_assignment(&bytes).unwrap_err();
-            assert!(matches!(err, BrokerError::Invalid { .. }), "{what}: {err}");
+            assert!(
+                matches!(err, BrokerError::ConsumerProtocolMalformed { .. }),
+                "{what}: {err}"
+            );
         }
     }
 }

@@ -1,29 +1,124 @@
-//! The broker's one error type.
+//! The broker's one error type, and the class each of its variants is of.
 //!
-//! Every front-end maps it in one place (the HTTP API in `api/src/error.rs`).
-//! A client mistake (`Invalid`, `InvalidName`, `InvalidTopicConfig`,
-//! `UnknownTopic`, `UnknownPartition`, `TopicExists`, the record rules of
-//! a produce) and an internal inconsistency (`Internal`, to be logged) are
-//! different variants; the store's and the cleaner's own errors pass
-//! through whole (`Store`, `Compaction`). Start-up failures
-//! ([`Broker::open`](crate::Broker::open)) have variants of their own,
-//! which name the file or topic. The validation variants keep their parts
-//! apart so that the server's config loader can put them under its own key
-//! path (`topics[1].configs.cleanup.policy: ...`) without parsing a string,
-//! and a front-end adds its own field path (`records[3]`) to the record
-//! rules' variants, which carry the record's index.
+//! Every front-end maps it in one place (the HTTP API in `api/src/error.rs`,
+//! Kafka in `kafka/src/error.rs`), each with a match that names every
+//! variant, so a new variant does not compile until both say what it
+//! answers. [`BrokerError::kind`] sorts the variants into the classes
+//! [`ErrorKind`] names (a client's mistake, something not found, a
+//! conflict with the state, a refusal to retry, an internal failure); the
+//! front-ends' codes are finer than the class, never across it.
+//!
+//! Invariants:
+//! * No variant carries only a free-form message: a client mistake and an
+//!   internal failure each say what went wrong in fields of their own
+//!   (`InvalidPartitionCount { requested, max }`,
+//!   `BlockingTaskFailed { task, source }`), so code branches on the
+//!   variant, never on its text.
+//! * A client mistake (`InvalidName`, `InvalidTopicConfig`,
+//!   `UnknownTopic`, `UnknownPartition`, `TopicExists`, the record rules of
+//!   a produce, ...) and an internal inconsistency (a bug or an I/O
+//!   failure, to be logged) are different variants; the store's, the
+//!   cleaner's and the remote tier's own errors pass through whole
+//!   (`Store`, `Compaction`, `Tiered`) and [`BrokerError::kind`] looks into
+//!   them.
+//! * Start-up failures ([`Broker::open`](crate::Broker::open)) have
+//!   variants of their own, which name the file or topic.
+//! * This file is a leaf of the crate: it imports nothing from it (what a
+//!   message needs, such as the internal topic's name, is a field).
+//!
+//! The validation variants keep their parts apart so that the server's
+//! config loader can put them under its own key path
+//! (`topics[1].configs.cleanup.policy: ...`) without parsing a string, and
+//! a front-end adds its own field path (`records[3]`) to the record rules'
+//! variants, which carry the record's index.
 
 use std::path::PathBuf;
 
-use crate::registry::CONSUMER_OFFSETS_TOPIC;
+use tidelog_cleaner::CleanerError;
+use tidelog_storage::StoreError;
+use tidelog_tiered::TieredError;
+
+/// The class of a [`BrokerError`]: what the caller can do about it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// The request can never succeed as sent (a bad name, value, count or
+    /// record); the client must change it. HTTP 4xx.
+    ClientMistake,
+    /// What the request names (a topic, partition, group, member, consumer
+    /// instance) does not exist.
+    NotFound,
+    /// The request conflicts with the state it finds (a topic that already
+    /// exists, a stale generation, a group with members); it may succeed
+    /// once that state changes.
+    Conflict,
+    /// The caller may not do this. No variant is of this kind yet:
+    /// authentication and authorization come with the next issue, and
+    /// their refusals will be.
+    NotAuthorized,
+    /// The server cannot take it now (a full disk, stalled dispatch, a
+    /// remote tier out of reach, shutdown); the same request may succeed
+    /// later.
+    Retriable,
+    /// A bug, damage or an I/O failure on the server's side, or a start-up
+    /// failure; logged.
+    Internal,
+}
 
 /// What a broker operation refused, and why.
 #[derive(Debug, thiserror::Error)]
 pub enum BrokerError {
-    /// A request that can never succeed as sent (a bad partition count, a
-    /// change to an internal topic, a policy change on a topic with records).
-    #[error("{message}")]
-    Invalid { message: String },
+    /// A partition count outside `1..=max` (a create, a topic of the
+    /// registry file or broker.yaml).
+    #[error("{requested} is not a partition count in 1..={max}")]
+    InvalidPartitionCount { requested: i64, max: u32 },
+    /// A delete of one of tidelog's own topics (`__consumer_offsets`).
+    #[error("topic {topic:?} is internal and cannot be deleted")]
+    InternalTopicNotDeletable { topic: String },
+    /// A config change of one of tidelog's own topics.
+    #[error("topic {topic:?} is internal; its configs are fixed")]
+    InternalTopicConfigsFixed { topic: String },
+    /// A `cleanup.policy` change between `delete` and a compacting policy
+    /// on a topic with records (`registry::check_policy_change`):
+    /// `partition` holds `records` records, and `loss` says what the
+    /// change would lose.
+    #[error("cleanup.policy of topic {topic:?} cannot change from {from} to {to} because the topic already has records (partition {partition} holds {records}): {loss}. The policy can change only while a topic is empty; create a new topic with cleanup.policy={to} and copy the records instead")]
+    PolicyChangeWithRecords {
+        topic: String,
+        from: &'static str,
+        to: &'static str,
+        partition: u32,
+        records: u64,
+        loss: PolicyChangeLoss,
+    },
+    /// A compaction request or status of a topic whose `cleanup.policy`
+    /// (`policy`) does not compact.
+    #[error("topic {topic:?} has cleanup.policy={policy}; only topics whose policy contains compact are compacted")]
+    TopicNotCompacted { topic: String, policy: &'static str },
+    /// An offset reset naming a topic with an empty partition list (leave
+    /// the list out to reset every partition).
+    #[error("partitions is empty; leave it out to reset every partition of the topic")]
+    ResetPartitionsEmpty,
+    /// A join with an empty group instance id (absent is dynamic
+    /// membership; empty is neither).
+    #[error("a group instance id must not be empty")]
+    GroupInstanceIdEmpty,
+    /// A server-side join (the HTTP consumer instances') of a member whose
+    /// protocol is not HTTP.
+    #[error("only an HTTP member can be a server-side member")]
+    ServerSideMemberNotHttp,
+    /// Kafka's ConsumerProtocol bytes (an Assignment or a Subscription,
+    /// `crate::consumer_protocol`) that do not decode: `byte` is where the
+    /// reader stood, `reason` what the field there broke.
+    #[error("consumer protocol assignment, byte {byte}: {reason}")]
+    ConsumerProtocolMalformed { byte: usize, reason: String },
+    /// A config operation a front-end computes a topic's changes with
+    /// (Kafka's IncrementalAlterConfigs: SET, DELETE, APPEND, SUBTRACT)
+    /// that cannot apply to config `name`.
+    #[error("{}", problem.describe(name))]
+    InvalidConfigOperation {
+        name: String,
+        problem: ConfigOperationProblem,
+    },
     /// A topic or consumer group name that can never be valid.
     #[error("invalid {kind} name {name:?}: {reason}")]
     InvalidName {
@@ -35,8 +130,6 @@ pub enum BrokerError {
     /// An unknown topic config name or a bad value for a known one.
     #[error("invalid topic config {name:?}: {reason}")]
     InvalidTopicConfig { name: String, reason: String },
-    #[error("{requested} is not a partition count in 1..={max}")]
-    InvalidPartitionCount { requested: i64, max: u32 },
     /// One node holds one copy: a topic's replication factor is 1 (-1 or
     /// none asks for that default).
     #[error("replication factor {requested} is impossible on a single node; use 1, or -1 or none for the default")]
@@ -113,16 +206,87 @@ pub enum BrokerError {
         limit: u64,
         limit_source: String,
     },
-    /// A bug or an I/O failure; the message says which.
-    #[error("{message}")]
-    Internal { message: String },
+    // Internal failures: a bug, or the system under the broker failing.
+    /// A task on tokio's blocking pool panicked or was cancelled (`task`
+    /// says which: `read task`, `start-up task`, ...): a bug.
+    #[error("{task} failed: {source}")]
+    BlockingTaskFailed {
+        task: &'static str,
+        #[source]
+        source: tokio::task::JoinError,
+    },
+    /// A background thread (`tidelog-groups`, `tidelog-consumers`) could
+    /// not be started.
+    #[error("cannot start the {thread} thread: {source}")]
+    ThreadStart {
+        thread: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A remote read called outside the server's tokio runtime: a bug.
+    #[error("a remote read needs the server's runtime: {source}")]
+    NoRuntime {
+        #[source]
+        source: tokio::runtime::TryCurrentError,
+    },
+    /// The topic registry did not encode as JSON: a bug.
+    #[error("cannot encode the topic registry: {source}")]
+    RegistryEncode {
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The topic registry file could not be written (atomically): the
+    /// change is not made.
+    #[error("cannot write the topic registry: {source}")]
+    RegistryWrite {
+        #[source]
+        source: StoreError,
+    },
+    /// An offset commit's value did not encode as JSON: a bug.
+    #[error("cannot encode an offset commit: {source}")]
+    OffsetCommitEncode {
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A deleted topic's compacted logs and cleaner checkpoint entries
+    /// could not be removed.
+    #[error("cannot remove the compacted logs of topic {topic:?}: {source}")]
+    CompactedLogsRemove {
+        topic: String,
+        #[source]
+        source: CleanerError,
+    },
+    /// A group the coordinator inserted under its lock was not there
+    /// under the same lock: a bug.
+    #[error("consumer group {group:?} vanished under the lock")]
+    GroupVanished { group: String },
+    /// A compacted log asked of a partition of a topic that does not
+    /// compact: a bug (callers check the policy first).
+    #[error("topic {topic:?} is not compacted")]
+    NotCompactedPartition { topic: String },
+    /// A topic config value that validation accepted and that then failed
+    /// to convert: a bug, an error rather than a panic.
+    #[error("validated topic config {name}={value:?} failed to convert")]
+    CanonicalConfig { name: String, value: String },
+    /// A consumer instance's records call that neither waited nor
+    /// rendered: a bug.
+    #[error("a records call neither waited nor rendered")]
+    RecordsCallUnanswered,
+    /// An upload to the remote tier whose manifest did not advance past
+    /// `end`; the uploader stops rather than loop: a bug.
+    #[error("{topic}-{partition}: the manifest did not advance past {end}")]
+    ManifestStalled {
+        topic: String,
+        partition: u32,
+        end: u64,
+    },
     /// The remote tier failed: `Unavailable` (503/50304, Kafka
     /// KAFKA_STORAGE_ERROR) when the object store cannot be reached, else
     /// damage in the bucket or a bug (500, logged).
     #[error("{source}")]
     Tiered {
         #[from]
-        source: tidelog_tiered::TieredError,
+        source: TieredError,
     },
     /// A tiered-storage call on a server without a remote tier (`tiered.url`
     /// unset).
@@ -137,13 +301,13 @@ pub enum BrokerError {
     #[error("{source}")]
     Store {
         #[from]
-        source: tidelog_storage::StoreError,
+        source: StoreError,
     },
     /// A compacted log or the LogCleaner failed; kept whole likewise.
     #[error("{source}")]
     Compaction {
         #[from]
-        source: tidelog_cleaner::CleanerError,
+        source: CleanerError,
     },
     /// A setting of [`BrokerConfig`](crate::config::BrokerConfig) is
     /// refused; `key` is its path in broker.yaml
@@ -164,20 +328,22 @@ pub enum BrokerError {
     StoreOpen {
         data_dir: PathBuf,
         #[source]
-        source: tidelog_storage::StoreError,
+        source: StoreError,
     },
     /// Start-up: the compacted logs could not be opened or prepared.
     #[error("compacted logs in {data_dir}: {source}")]
     CompactedLogsOpen {
         data_dir: PathBuf,
         #[source]
-        source: tidelog_cleaner::CleanerError,
+        source: CleanerError,
     },
-    /// Start-up: consumer group offsets could not be read back.
-    #[error("cannot rebuild consumer offsets from {CONSUMER_OFFSETS_TOPIC}: {source}")]
+    /// Start-up: consumer group offsets could not be read back from
+    /// `topic` (the internal offsets topic, `__consumer_offsets`).
+    #[error("cannot rebuild consumer offsets from {topic}: {source}")]
     ConsumerOffsets {
+        topic: &'static str,
         #[source]
-        source: tidelog_cleaner::CleanerError,
+        source: CleanerError,
     },
     /// Start-up: the topic registry file cannot be read or is not one.
     #[error("topic registry: {path}: {reason}")]
@@ -280,7 +446,126 @@ pub enum BrokerError {
     },
 }
 
+/// What a `cleanup.policy` change on a topic with records would lose
+/// ([`BrokerError::PolicyChangeWithRecords`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum PolicyChangeLoss {
+    /// `delete` to a compacting policy: the records so far were never
+    /// copied to a compacted log.
+    #[error("records written under the delete policy were not copied to a compacted log, so a compact topic could not serve them")]
+    NotCopied,
+    /// A compacting policy to `delete`: the records live in compacted logs.
+    #[error("its records live in compacted logs that a delete topic does not serve")]
+    NotServed,
+}
+
+/// Why a config operation cannot apply to a config
+/// ([`BrokerError::InvalidConfigOperation`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigOperationProblem {
+    /// SET without a value.
+    SetWithoutValue,
+    /// APPEND or SUBTRACT of a config that is not a list; `list_config`
+    /// is the one list config.
+    NotAList { list_config: &'static str },
+    /// An operation code that is none of SET (0), DELETE (1), APPEND (2),
+    /// SUBTRACT (3).
+    UnknownOperation { operation: i8 },
+}
+
+impl ConfigOperationProblem {
+    /// The message for config `name`.
+    fn describe(&self, name: &str) -> String {
+        match self {
+            ConfigOperationProblem::SetWithoutValue => format!("SET {name} needs a value"),
+            ConfigOperationProblem::NotAList { list_config } => format!(
+                "APPEND and SUBTRACT need a list config; {name} is not one (only {list_config} is)"
+            ),
+            ConfigOperationProblem::UnknownOperation { operation } => {
+                format!("config operation {operation} is not SET, DELETE, APPEND or SUBTRACT")
+            }
+        }
+    }
+}
+
 impl BrokerError {
+    /// The class of this error. The store's, the cleaner's and the remote
+    /// tier's errors are looked into, since one of them can be a client's
+    /// mistake (a record over a limit), a refusal to retry (a full disk)
+    /// or a failure (I/O, damage).
+    pub fn kind(&self) -> ErrorKind {
+        use BrokerError as B;
+        match self {
+            B::InvalidPartitionCount { .. }
+            | B::ReplicationFactorImpossible { .. }
+            | B::ReplicaAssignmentUnsupported
+            | B::InternalTopicNotDeletable { .. }
+            | B::InternalTopicConfigsFixed { .. }
+            | B::PolicyChangeWithRecords { .. }
+            | B::TopicNotCompacted { .. }
+            | B::ResetPartitionsEmpty
+            | B::GroupInstanceIdEmpty
+            | B::ServerSideMemberNotHttp
+            | B::ConsumerProtocolMalformed { .. }
+            | B::InvalidConfigOperation { .. }
+            | B::InvalidName { .. }
+            | B::InvalidTopicConfig { .. }
+            | B::OffsetOutOfRange { .. }
+            | B::RecordsNotDeletable { .. }
+            | B::InternalTopic { .. }
+            | B::PartitionMismatch { .. }
+            | B::KeyRequired { .. }
+            | B::TooManyHeaders { .. }
+            | B::HeaderNameTooLong { .. }
+            | B::RecordTooLarge { .. }
+            | B::TieringOff
+            | B::CommitMetadataTooLarge { .. }
+            | B::InvalidSessionTimeout { .. }
+            | B::ConsumerConfig { .. }
+            | B::NoResetPosition { .. }
+            | B::GroupLimit { .. } => ErrorKind::ClientMistake,
+            B::UnknownTopic { .. }
+            | B::UnknownPartition { .. }
+            | B::UnknownGroup { .. }
+            | B::UnknownMember { .. }
+            | B::UnknownConsumerInstance { .. } => ErrorKind::NotFound,
+            B::TopicExists { .. }
+            | B::ConsumerInstanceExists { .. }
+            | B::IllegalGeneration { .. }
+            | B::RebalanceInProgress { .. }
+            | B::GroupHasMembers { .. }
+            | B::InconsistentGroupProtocol { .. }
+            | B::FencedInstanceId { .. }
+            | B::MemberIdRequired { .. }
+            | B::ConsumerState { .. } => ErrorKind::Conflict,
+            B::RemoteDeletePending { .. } => ErrorKind::Retriable,
+            B::Tiered { source } => tiered_kind(source),
+            B::Store { source } => store_kind(source),
+            B::Compaction { source } => cleaner_kind(source),
+            // Start-up failures: no request caused them.
+            B::InvalidConfig { .. }
+            | B::StoreOpen { .. }
+            | B::CompactedLogsOpen { .. }
+            | B::ConsumerOffsets { .. }
+            | B::RegistryFile { .. }
+            | B::RegistryTopic { .. }
+            | B::DeclaredTopic { .. }
+            | B::Restore { .. }
+            | B::BlockingTaskFailed { .. }
+            | B::ThreadStart { .. }
+            | B::NoRuntime { .. }
+            | B::RegistryEncode { .. }
+            | B::RegistryWrite { .. }
+            | B::OffsetCommitEncode { .. }
+            | B::CompactedLogsRemove { .. }
+            | B::GroupVanished { .. }
+            | B::NotCompactedPartition { .. }
+            | B::CanonicalConfig { .. }
+            | B::RecordsCallUnanswered
+            | B::ManifestStalled { .. } => ErrorKind::Internal,
+        }
+    }
+
     pub fn unknown_topic(topic: &str) -> Self {
         BrokerError::UnknownTopic {
             topic: topic.to_string(),
@@ -301,3 +586,66 @@ impl BrokerError {
         }
     }
 }
+
+/// The class of a store error.
+fn store_kind(e: &StoreError) -> ErrorKind {
+    use StoreError as S;
+    match e {
+        // A record over a limit, a bad name, an idempotent producer out
+        // of sequence: the request as sent.
+        S::InvalidInput { .. } | S::RecordRefused { .. } | S::ProducerRefused { .. } => {
+            ErrorKind::ClientMistake
+        }
+        S::TopicDeleted { .. } => ErrorKind::NotFound,
+        // Writes refused until space is freed, dispatch recovers, a restart
+        // runs recovery, or another server answers.
+        S::DiskFull { .. }
+        | S::SegmentUnavailable { .. }
+        | S::DispatchStalled { .. }
+        | S::FlushTimedOut { .. }
+        | S::Poisoned { .. }
+        | S::Closed => ErrorKind::Retriable,
+        S::Io { .. }
+        | S::Corruption { .. }
+        | S::Inconsistent { .. }
+        | S::Locked { .. }
+        | S::InvalidConfig { .. } => ErrorKind::Internal,
+    }
+}
+
+/// The class of a cleaner error.
+fn cleaner_kind(e: &CleanerError) -> ErrorKind {
+    use CleanerError as C;
+    match e {
+        C::Store { source, .. } => store_kind(source),
+        C::InvalidTopic { .. } => ErrorKind::ClientMistake,
+        // Deleted (or made non-compact) under the request.
+        C::NotCompact { .. } => ErrorKind::NotFound,
+        C::Io { .. }
+        | C::Corruption { .. }
+        | C::InvalidConfig { .. }
+        | C::OutOfMemory { .. }
+        | C::NotCached { .. }
+        | C::LeftoverSwap { .. }
+        | C::CheckpointTooLarge { .. } => ErrorKind::Internal,
+    }
+}
+
+/// The class of a remote tier error.
+fn tiered_kind(e: &TieredError) -> ErrorKind {
+    use TieredError as T;
+    match e {
+        T::Unavailable { .. } => ErrorKind::Retriable,
+        // Below the remote beginning: remote retention dropped them.
+        T::OutOfRange { .. } => ErrorKind::NotFound,
+        // Damage, a bad setting, the broker handing the tier what it
+        // refuses, or two servers on one bucket prefix.
+        T::Corrupt { .. } | T::Config { .. } | T::InvalidInput { .. } | T::Contended { .. } => {
+            ErrorKind::Internal
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "error_tests.rs"]
+mod tests;

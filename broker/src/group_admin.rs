@@ -268,13 +268,7 @@ impl Broker {
         let known = self.registry.require(&topic)?;
         let partitions: BTreeSet<u32> = match only {
             None => (0..known.partitions.get()).collect(),
-            Some(list) if list.is_empty() => {
-                return Err(BrokerError::Invalid {
-                    message: "partitions is empty; leave it out to reset every partition of the \
-                              topic"
-                        .into(),
-                })
-            }
+            Some(list) if list.is_empty() => return Err(BrokerError::ResetPartitionsEmpty),
             Some(list) => list.into_iter().collect(),
         };
         partitions
@@ -909,7 +903,7 @@ mod tests {
                 "unknown topic" => matches!(err, BrokerError::UnknownTopic { .. }),
                 "unknown group" => matches!(err, BrokerError::UnknownGroup { .. }),
                 "bad group name" => matches!(err, BrokerError::InvalidName { .. }),
-                _ => matches!(err, BrokerError::Invalid { .. }),
+                _ => matches!(err, BrokerError::ResetPartitionsEmpty),
             };
             assert!(expected, "{what}: {err:?}");
         }

@@ -234,9 +234,8 @@ impl crate::Broker {
         }
         let mut records = Vec::with_capacity(offsets.len());
         for c in offsets {
-            let value = record_value(&c.value).map_err(|e| crate::BrokerError::Internal {
-                message: format!("cannot encode an offset commit: {e}"),
-            })?;
+            let value = record_value(&c.value)
+                .map_err(|source| crate::BrokerError::OffsetCommitEncode { source })?;
             records.push((c.topic, c.partition, Some((c.value, value))));
         }
         self.append_offsets(group, records)

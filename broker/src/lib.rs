@@ -77,6 +77,6 @@ pub mod visibility;
 pub use broker::{next_offset, Broker};
 pub use config::BrokerConfig;
 pub use door::Door;
-pub use error::BrokerError;
+pub use error::{BrokerError, ErrorKind};
 pub use principal::Principal;
 pub use settings::DeclaredTopic;

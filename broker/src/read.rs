@@ -641,8 +641,9 @@ impl PartitionRef {
             let part = self.clone();
             return tokio::task::spawn_blocking(move || part.read(from, max_records, max_bytes))
                 .await
-                .map_err(|e| BrokerError::Internal {
-                    message: format!("read task failed: {e}"),
+                .map_err(|source| BrokerError::BlockingTaskFailed {
+                    task: "read task",
+                    source,
                 })?;
         }
         self.read(from, max_records, max_bytes)
@@ -663,9 +664,8 @@ impl PartitionRef {
         let Some(from_remote) = self.remote_from(from) else {
             return self.read(from, max_records, max_bytes);
         };
-        let handle = tokio::runtime::Handle::try_current().map_err(|e| BrokerError::Internal {
-            message: format!("a remote read needs the server's runtime: {e}"),
-        })?;
+        let handle = tokio::runtime::Handle::try_current()
+            .map_err(|source| BrokerError::NoRuntime { source })?;
         handle.block_on(self.read_remote(from_remote, max_records, max_bytes))
     }
 
@@ -735,8 +735,8 @@ impl PartitionRef {
     /// then: it creates the log's directory).
     fn compacted_log(&self) -> Result<&Arc<CompactedLog>, BrokerError> {
         let Some(cell) = &self.compacted else {
-            return Err(BrokerError::Internal {
-                message: format!("topic {:?} is not compacted", self.topic.name),
+            return Err(BrokerError::NotCompactedPartition {
+                topic: self.topic.name.to_string(),
             });
         };
         if let Some(log) = cell.get() {

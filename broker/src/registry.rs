@@ -34,7 +34,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::BrokerError;
+use crate::error::{BrokerError, PolicyChangeLoss};
 use crate::names;
 use crate::partitioner::RoundRobin;
 use crate::settings::DeclaredTopic;
@@ -258,8 +258,8 @@ impl TopicRegistry {
         let _w = self.lock_write();
         let topic = self.require(name)?;
         if topic.is_internal() {
-            return Err(BrokerError::Invalid {
-                message: format!("topic {name:?} is internal and cannot be deleted"),
+            return Err(BrokerError::InternalTopicNotDeletable {
+                topic: name.to_string(),
             });
         }
         self.commit(|topics| {
@@ -295,8 +295,8 @@ impl TopicRegistry {
         let _w = self.lock_write();
         let topic = self.require(name)?;
         if topic.is_internal() {
-            return Err(BrokerError::Invalid {
-                message: format!("topic {name:?} is internal; its configs are fixed"),
+            return Err(BrokerError::InternalTopicConfigsFixed {
+                topic: name.to_string(),
             });
         }
         let changes = changes_of(&topic)?;
@@ -430,14 +430,10 @@ impl TopicRegistry {
                 })
                 .collect(),
         };
-        let bytes = serde_json::to_vec_pretty(&file).map_err(|e| BrokerError::Internal {
-            message: format!("cannot encode the topic registry: {e}"),
-        })?;
-        tidelog_storage::fs_util::write_atomic(&self.path, &bytes).map_err(|e| {
-            BrokerError::Internal {
-                message: format!("cannot write the topic registry: {e}"),
-            }
-        })?;
+        let bytes = serde_json::to_vec_pretty(&file)
+            .map_err(|source| BrokerError::RegistryEncode { source })?;
+        tidelog_storage::fs_util::write_atomic(&self.path, &bytes)
+            .map_err(|source| BrokerError::RegistryWrite { source })?;
         *self.topics.write().unwrap_or_else(|e| e.into_inner()) = next;
         Ok(())
     }
@@ -478,19 +474,18 @@ pub fn check_policy_change(
     let Some((partition, records)) = holding else {
         return Ok(());
     };
-    let why = if to.compacts() {
-        "records written under the delete policy were not copied to a compacted log, so a compact topic could not serve them"
+    let loss = if to.compacts() {
+        PolicyChangeLoss::NotCopied
     } else {
-        "its records live in compacted logs that a delete topic does not serve"
+        PolicyChangeLoss::NotServed
     };
-    Err(BrokerError::Invalid {
-        message: format!(
-            "cleanup.policy of topic {:?} cannot change from {} to {} because the topic already has records (partition {partition} holds {records}): {why}. The policy can change only while a topic is empty; create a new topic with cleanup.policy={} and copy the records instead",
-            &*topic.name,
-            from.as_str(),
-            to.as_str(),
-            to.as_str(),
-        ),
+    Err(BrokerError::PolicyChangeWithRecords {
+        topic: topic.name.to_string(),
+        from: from.as_str(),
+        to: to.as_str(),
+        partition,
+        records,
+        loss,
     })
 }
 
@@ -512,9 +507,11 @@ fn build(
 ) -> Result<Topic, BrokerError> {
     names::validate_topic_name(name)?;
     check_partitions(entry.partitions)?;
-    let partitions = NonZeroU32::new(entry.partitions).ok_or_else(|| BrokerError::Invalid {
-        message: "a topic needs at least one partition".into(),
-    })?;
+    let partitions =
+        NonZeroU32::new(entry.partitions).ok_or(BrokerError::InvalidPartitionCount {
+            requested: i64::from(entry.partitions),
+            max: PARTITIONS_MAX,
+        })?;
     let config = TopicConfig::from_overrides(&entry.configs)?;
     // Canonicalize, so what is stored and shown is the validated form.
     let mut overrides = Overrides::new();
@@ -680,7 +677,7 @@ mod tests {
         reg.alter("t", &to("compact"), &has_records).unwrap();
         assert!(matches!(
             reg.alter("t", &to("delete"), &has_records).unwrap_err(),
-            BrokerError::Invalid { .. }
+            BrokerError::PolicyChangeWithRecords { .. }
         ));
         // The config file follows the same rule.
         let declared = vec![DeclaredTopic {
@@ -706,7 +703,7 @@ mod tests {
         assert!(t.config.cleanup_policy.compacts());
         assert!(matches!(
             reg.delete(CONSUMER_OFFSETS_TOPIC).unwrap_err(),
-            BrokerError::Invalid { .. }
+            BrokerError::InternalTopicNotDeletable { .. }
         ));
     }
 

@@ -561,8 +561,10 @@ impl Broker {
             if manifest.end <= end {
                 // Nothing advanced (cannot happen with ascending records):
                 // stop rather than loop.
-                return Err(BrokerError::Internal {
-                    message: format!("{name}-{partition}: the manifest did not advance past {end}"),
+                return Err(BrokerError::ManifestStalled {
+                    topic: name.to_string(),
+                    partition,
+                    end,
                 });
             }
             end = manifest.end;

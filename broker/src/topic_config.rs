@@ -531,8 +531,9 @@ impl TopicConfig {
     /// Stores a value that `validate` already accepted, so parse failures
     /// here are bugs; they still become errors rather than panics.
     fn set_canonical(&mut self, name: &str, value: &str) -> Result<(), BrokerError> {
-        let bug = || BrokerError::Internal {
-            message: format!("validated topic config {name}={value:?} failed to convert"),
+        let bug = || BrokerError::CanonicalConfig {
+            name: name.to_string(),
+            value: value.to_string(),
         };
         let int = || value.parse::<i64>().map_err(|_| bug());
         let unsigned = || value.parse::<u64>().map_err(|_| bug());

@@ -1,6 +1,13 @@
-//! The crate's errors: a frame the connection cannot go on after
-//! ([`FrameError`]: the connection is closed), and a record batch that
-//! fails its partition ([`RecordError`]: CORRUPT_MESSAGE, nothing written).
+//! The crate's errors and its one mapping of the broker's: a frame the
+//! connection cannot go on after ([`FrameError`]: the connection is
+//! closed), a record batch that fails its partition ([`RecordError`]:
+//! CORRUPT_MESSAGE, nothing written), an admin API's refusal of one
+//! resource ([`Refusal`]: its code and message in the answer), and
+//! [`broker_code`], the Kafka error code of every [`BrokerError`].
+//!
+//! Invariant: every match here names every variant (of the broker's error
+//! and of the store's and remote tier's errors it looks into), with no
+//! wildcard arm, so a new variant does not compile until it has a code.
 
 use kafka_protocol::error::ResponseError;
 use tidelog_broker::kafka_metrics::{ClosedFor, Refused};
@@ -204,8 +211,19 @@ pub fn broker_code(e: &BrokerError) -> i16 {
         // The admin APIs' refusals (KAFKA.md "Admin").
         B::TopicExists { .. } => ResponseError::TopicAlreadyExists,
         B::InvalidTopicConfig { .. } => ResponseError::InvalidConfig,
-        B::Invalid { .. } | B::ReplicaAssignmentUnsupported => ResponseError::InvalidRequest,
+        // Only CreateTopics asks for a count (auto-creation uses
+        // default_partitions, checked at start-up).
         B::InvalidPartitionCount { .. } => ResponseError::InvalidPartitions,
+        B::InternalTopicNotDeletable { .. }
+        | B::InternalTopicConfigsFixed { .. }
+        | B::PolicyChangeWithRecords { .. }
+        | B::TopicNotCompacted { .. }
+        | B::ResetPartitionsEmpty
+        | B::GroupInstanceIdEmpty
+        | B::ServerSideMemberNotHttp
+        | B::ConsumerProtocolMalformed { .. }
+        | B::InvalidConfigOperation { .. }
+        | B::ReplicaAssignmentUnsupported => ResponseError::InvalidRequest,
         B::ReplicationFactorImpossible { .. } => ResponseError::InvalidReplicationFactor,
         // DeleteRecords' refusals, as Kafka's.
         B::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
@@ -228,12 +246,14 @@ pub fn broker_code(e: &BrokerError) -> i16 {
         // Tiered storage (KAFKA.md "Tiered storage"): the object store out
         // of reach fails that partition only, as Kafka's remote fetch does;
         // a create waiting for an old incarnation's remote deletion retries.
-        B::Tiered {
-            source: TieredError::Unavailable { .. },
-        } => ResponseError::KafkaStorageError,
-        B::Tiered {
-            source: TieredError::OutOfRange { .. },
-        } => ResponseError::OffsetOutOfRange,
+        B::Tiered { source } => match source {
+            TieredError::Unavailable { .. } => ResponseError::KafkaStorageError,
+            TieredError::OutOfRange { .. } => ResponseError::OffsetOutOfRange,
+            TieredError::Corrupt { .. }
+            | TieredError::Config { .. }
+            | TieredError::InvalidInput { .. }
+            | TieredError::Contended { .. } => unknown("broker", e),
+        },
         // Kafka answers a create of a topic still marked for deletion so.
         B::RemoteDeletePending { .. } => ResponseError::TopicAlreadyExists,
         B::Store { source } => match source {
@@ -254,53 +274,126 @@ pub fn broker_code(e: &BrokerError) -> i16 {
                 SequenceProblem::UnknownProducer { .. } => ResponseError::UnknownProducerId,
                 SequenceProblem::OutOfRange { .. } => ResponseError::InvalidRecord,
             },
-            other => {
-                tracing::error!(error = %other, "store failure answered UNKNOWN_SERVER_ERROR");
-                ResponseError::UnknownServerError
-            }
+            StoreError::Io { .. }
+            | StoreError::Corruption { .. }
+            | StoreError::Inconsistent { .. }
+            | StoreError::InvalidInput { .. }
+            | StoreError::RecordRefused { .. }
+            | StoreError::Locked { .. }
+            | StoreError::InvalidConfig { .. }
+            | StoreError::TopicDeleted { .. } => unknown("store", source),
         },
-        other => {
-            tracing::error!(error = %other, "broker failure answered UNKNOWN_SERVER_ERROR");
-            ResponseError::UnknownServerError
-        }
+        // No Kafka request reaches these (HTTP's consumer instances, a
+        // produce's record for another partition, tiered routes), or they
+        // are failures: UNKNOWN_SERVER_ERROR, logged.
+        B::PartitionMismatch { .. }
+        | B::TieringOff
+        | B::UnknownConsumerInstance { .. }
+        | B::ConsumerInstanceExists { .. }
+        | B::ConsumerState { .. }
+        | B::ConsumerConfig { .. }
+        | B::NoResetPosition { .. }
+        | B::Compaction { .. }
+        | B::InvalidConfig { .. }
+        | B::StoreOpen { .. }
+        | B::CompactedLogsOpen { .. }
+        | B::ConsumerOffsets { .. }
+        | B::RegistryFile { .. }
+        | B::RegistryTopic { .. }
+        | B::DeclaredTopic { .. }
+        | B::Restore { .. }
+        | B::BlockingTaskFailed { .. }
+        | B::ThreadStart { .. }
+        | B::NoRuntime { .. }
+        | B::RegistryEncode { .. }
+        | B::RegistryWrite { .. }
+        | B::OffsetCommitEncode { .. }
+        | B::CompactedLogsRemove { .. }
+        | B::GroupVanished { .. }
+        | B::NotCompactedPartition { .. }
+        | B::CanonicalConfig { .. }
+        | B::RecordsCallUnanswered
+        | B::ManifestStalled { .. } => unknown("broker", e),
     };
     code.code()
 }
 
-#[cfg(test)]
-mod store_refusal_tests {
-    use super::*;
+/// UNKNOWN_SERVER_ERROR for a failure of `layer` (`"broker"` or
+/// `"store"`), logged at error.
+fn unknown(layer: &'static str, e: &dyn std::error::Error) -> ResponseError {
+    tracing::error!(error = %e, "{layer} failure answered UNKNOWN_SERVER_ERROR");
+    ResponseError::UnknownServerError
+}
 
-    /// Every way the store refuses a write for want of a usable disk (full,
-    /// a segment that cannot be made, a failed write on a read-only disk,
-    /// stalled dispatch) is KAFKA_STORAGE_ERROR, Kafka's answer for a log
-    /// dir that cannot take the write (issue 35), not UNKNOWN_SERVER_ERROR.
-    #[test]
-    fn store_refusals_are_kafka_storage_error() {
-        let storage = ResponseError::KafkaStorageError.code();
-        for source in [
-            StoreError::DiskFull {
-                reason: "full".into(),
-            },
-            StoreError::SegmentUnavailable {
-                base: 1 << 20,
-                reason: "Too many open files".into(),
-            },
-            StoreError::Poisoned {
-                reason: "write to 00000000000000000000 failed: Read-only file system".into(),
-            },
-            StoreError::DispatchStalled {
-                sink: "consume-queue".into(),
-                failing_ms: 30_000,
-                error: "boom".into(),
-            },
-        ] {
-            let text = source.to_string();
-            assert_eq!(
-                broker_code(&BrokerError::Store { source }),
-                storage,
-                "{text}"
-            );
+/// Which admin resource an unauthenticated connection was refused
+/// ([`Refusal::NotAuthorized`]), and so which authorization error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdminResource {
+    /// A topic: TOPIC_AUTHORIZATION_FAILED.
+    Topic,
+    /// The broker resource: CLUSTER_AUTHORIZATION_FAILED.
+    Cluster,
+    /// A group's committed offsets (OffsetDelete):
+    /// GROUP_AUTHORIZATION_FAILED.
+    Group,
+}
+
+impl AdminResource {
+    pub fn code(self) -> i16 {
+        match self {
+            AdminResource::Topic => ResponseError::TopicAuthorizationFailed.code(),
+            AdminResource::Cluster => ResponseError::ClusterAuthorizationFailed.code(),
+            AdminResource::Group => ResponseError::GroupAuthorizationFailed.code(),
         }
     }
 }
+
+/// Why an admin API refused one resource (a topic of CreateTopics or
+/// DeleteTopics, a resource of DescribeConfigs, AlterConfigs or
+/// IncrementalAlterConfigs): [`Refusal::code`] and the message are what
+/// that resource's answer carries.
+#[derive(Debug, thiserror::Error)]
+pub enum Refusal {
+    /// The broker refused: [`broker_code`] and its message.
+    #[error("{0}")]
+    Broker(#[from] BrokerError),
+    /// Recovery has not finished: LEADER_NOT_AVAILABLE (retriable).
+    #[error("the broker is recovering")]
+    NotReady,
+    /// `admin_token` is set and the connection did not log in with it.
+    #[error("admin_token is set: log in with SASL/PLAIN, the token as password")]
+    NotAuthorized { resource: AdminResource },
+    /// A broker resource named other than `""` or `"0"`: INVALID_REQUEST.
+    #[error("broker {name:?} does not exist; this is broker 0")]
+    UnknownBroker { name: String },
+    /// An alter of the broker's configs, which are broker.yaml's:
+    /// INVALID_REQUEST.
+    #[error("the broker's configs are static (broker.yaml); only topic configs can be altered")]
+    StaticBrokerConfigs,
+    /// A config resource type other than a topic (2) or the broker (4):
+    /// INVALID_REQUEST.
+    #[error("resource type {resource_type} is not a topic (2) or the broker (4)")]
+    UnknownResourceType { resource_type: i8 },
+    /// A DeleteTopics entry by topic id only: UNKNOWN_TOPIC_ID.
+    #[error("tidelog has no topic ids: name the topic")]
+    NoTopicIds,
+}
+
+impl Refusal {
+    /// The error code the resource's answer carries.
+    pub fn code(&self) -> i16 {
+        match self {
+            Refusal::Broker(e) => broker_code(e),
+            Refusal::NotReady => ResponseError::LeaderNotAvailable.code(),
+            Refusal::NotAuthorized { resource } => resource.code(),
+            Refusal::UnknownBroker { .. }
+            | Refusal::StaticBrokerConfigs
+            | Refusal::UnknownResourceType { .. } => ResponseError::InvalidRequest.code(),
+            Refusal::NoTopicIds => ResponseError::UnknownTopicId.code(),
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "error_tests.rs"]
+mod tests;

@@ -282,8 +282,9 @@ async fn open_broker(
     }
     tokio::task::spawn_blocking(move || Broker::open(&broker_config, store_config, cleaner_config))
         .await
-        .map_err(|e| tidelog_broker::BrokerError::Internal {
-            message: format!("start-up task failed: {e}"),
+        .map_err(|source| tidelog_broker::BrokerError::BlockingTaskFailed {
+            task: "start-up task",
+            source,
         })?
 }
 

@@ -235,8 +235,9 @@ impl Consumers {
                 drop(c);
                 let _ = listener.wait_timeout(Duration::from_millis(CONSUMERS_TICK_MAX_MS));
             })
-            .map_err(|e| BrokerError::Internal {
-                message: format!("cannot start the tidelog-consumers thread: {e}"),
+            .map_err(|source| BrokerError::ThreadStart {
+                thread: "tidelog-consumers",
+                source,
             })?;
         *lock(&consumers.thread) = Some(handle);
         Ok(consumers)

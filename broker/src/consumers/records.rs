@@ -78,10 +78,7 @@ impl Consumers {
         match (polled, rendered) {
             (Some(listeners), _) => Ok(Poll::Wait(listeners)),
             (None, Some(result)) => result.map(Poll::Records),
-            (None, None) => Err(BrokerError::Internal {
-                message: "a records call neither waited nor rendered".into(),
-            }
-            .into()),
+            (None, None) => Err(BrokerError::RecordsCallUnanswered.into()),
         }
     }
 

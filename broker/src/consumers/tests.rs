@@ -435,8 +435,9 @@ fn a_failed_render_consumes_nothing() {
     f.consumers.create("g", earliest("a", true)).unwrap();
     f.subscribe("a");
     let failed = f.consumers.poll("g", "a", 1 << 20, true, |_| {
-        Err::<(), _>(BrokerError::Invalid {
-            message: "cannot render".into(),
+        Err::<(), _>(BrokerError::ConsumerConfig {
+            field: "format".into(),
+            reason: "cannot render".into(),
         })
     });
     assert!(failed.is_err());

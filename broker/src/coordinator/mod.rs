@@ -310,8 +310,8 @@ impl Coordinator {
             );
         }
         let Some(slot) = inner.groups.get_mut(group) else {
-            return Err(BrokerError::Internal {
-                message: format!("consumer group {group:?} vanished under the lock"),
+            return Err(BrokerError::GroupVanished {
+                group: group.to_string(),
             });
         };
         // The joiner's bytes replace its own (a rejoin), if it has any.

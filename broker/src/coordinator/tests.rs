@@ -292,7 +292,7 @@ fn server_side_members_rebalance_at_once_without_rejoining() {
     };
     assert!(matches!(
         Harness::new(no_delay()).join(kafka_server, 0),
-        Err(BrokerError::Invalid { .. })
+        Err(BrokerError::ServerSideMemberNotHttp)
     ));
 }
 

@@ -8,20 +8,18 @@
 //! operator's call on a group as HTTP's group delete is). Reads, produce,
 //! fetch and the consumers' group APIs stay open.
 
-use kafka_protocol::error::ResponseError;
-
 use crate::context::Context;
+use crate::error::{AdminResource, Refusal};
 use crate::session::Session;
 
 /// Which authorization error a refusal carries.
-#[derive(Debug, Clone, Copy)]
-pub struct Resource(i16);
+pub type Resource = AdminResource;
 
-pub const TOPIC: Resource = Resource(ResponseError::TopicAuthorizationFailed.code());
-pub const CLUSTER: Resource = Resource(ResponseError::ClusterAuthorizationFailed.code());
+pub const TOPIC: Resource = AdminResource::Topic;
+pub const CLUSTER: Resource = AdminResource::Cluster;
 /// A group's committed offsets (OffsetDelete: an operator's call, as
 /// HTTP's group routes under `admin_token`).
-pub const GROUP: Resource = Resource(ResponseError::GroupAuthorizationFailed.code());
+pub const GROUP: Resource = AdminResource::Group;
 
 /// Whether this request's connection may use the mutating admin APIs.
 #[derive(Debug, Clone, Copy)]
@@ -36,14 +34,9 @@ impl Gate {
         }
     }
 
-    /// The code and message a mutating admin request on `resource` is
-    /// refused with, or `None` when it may go on.
-    pub fn refusal(self, resource: Resource) -> Option<(i16, String)> {
-        (!self.open).then(|| {
-            (
-                resource.0,
-                "admin_token is set: log in with SASL/PLAIN, the token as password".to_owned(),
-            )
-        })
+    /// The refusal of a mutating admin request on `resource`, or `None`
+    /// when it may go on.
+    pub fn refusal(self, resource: Resource) -> Option<Refusal> {
+        (!self.open).then_some(Refusal::NotAuthorized { resource })
     }
 }

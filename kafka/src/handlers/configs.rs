@@ -9,14 +9,13 @@
 
 use std::sync::Arc;
 
-use kafka_protocol::error::ResponseError;
 use kafka_protocol::protocol::StrBytes;
 use tidelog_broker::registry::{ChangesOf, Topic};
 use tidelog_broker::{Broker, BrokerError};
 
-use super::{admin, NOT_READY, WHO};
+use super::{admin, WHO};
 use crate::context::Context;
-use crate::error::broker_code;
+use crate::error::Refusal;
 
 /// Kafka's `ConfigResource.Type`.
 pub const TOPIC: i8 = 2;
@@ -27,34 +26,26 @@ pub const SOURCE_TOPIC: i8 = 1;
 pub const SOURCE_STATIC_BROKER: i8 = 4;
 pub const SOURCE_DEFAULT: i8 = 5;
 
-/// A refusal: the code and message a resource's answer carries.
-pub type Refused = (i16, String);
-
 /// A resource answer's error code and message (0 and none for success).
-pub fn error_parts(outcome: Result<(), Refused>) -> (i16, Option<StrBytes>) {
+pub fn error_parts(outcome: Result<(), Refusal>) -> (i16, Option<StrBytes>) {
     match outcome {
         Ok(()) => (0, None),
-        Err((code, message)) => (code, Some(StrBytes::from_string(message))),
+        Err(refusal) => (
+            refusal.code(),
+            Some(StrBytes::from_string(refusal.to_string())),
+        ),
     }
-}
-
-pub fn invalid_request(message: impl Into<String>) -> Refused {
-    (ResponseError::InvalidRequest.code(), message.into())
-}
-
-pub fn refused(e: &BrokerError) -> Refused {
-    (broker_code(e), e.to_string())
 }
 
 /// The broker id the one broker resource is named by (`""` is the
 /// cluster-wide default, which tidelog answers the same).
-pub fn check_broker_name(name: &str) -> Result<(), Refused> {
+pub fn check_broker_name(name: &str) -> Result<(), Refusal> {
     if name.is_empty() || name == "0" {
         return Ok(());
     }
-    Err(invalid_request(format!(
-        "broker {name:?} does not exist; this is broker 0"
-    )))
+    Err(Refusal::UnknownBroker {
+        name: name.to_owned(),
+    })
 }
 
 /// Alters one resource: a topic's configs by the changes `changes`
@@ -71,8 +62,11 @@ pub async fn alter(
     resource_type: i8,
     name: &str,
     validate_only: bool,
-    changes: impl Fn(&Topic) -> Result<Vec<(String, Option<String>)>, Refused> + Send + Sync + 'static,
-) -> Result<(), Refused> {
+    changes: impl Fn(&Topic) -> Result<Vec<(String, Option<String>)>, BrokerError>
+        + Send
+        + Sync
+        + 'static,
+) -> Result<(), Refusal> {
     match resource_type {
         TOPIC => {
             if let Some(refusal) = gate.refusal(admin::TOPIC) {
@@ -84,23 +78,16 @@ pub async fn alter(
                 return Err(refusal);
             }
             check_broker_name(name)?;
-            return Err(invalid_request(
-                "the broker's configs are static (broker.yaml); only topic configs can be altered",
-            ));
+            return Err(Refusal::StaticBrokerConfigs);
         }
         other => {
-            return Err(invalid_request(format!(
-                "resource type {other} is not a topic (2) or the broker (4)"
-            )))
+            return Err(Refusal::UnknownResourceType {
+                resource_type: other,
+            })
         }
     }
-    let broker: Arc<Broker> = ctx
-        .broker()
-        .ok_or_else(|| (NOT_READY, "the broker is recovering".to_owned()))?;
-    let topic = broker
-        .door(&WHO)
-        .describe_topic(name)
-        .map_err(|e| refused(&e))?;
+    let broker: Arc<Broker> = ctx.broker().ok_or(Refusal::NotReady)?;
+    let topic = broker.door(&WHO).describe_topic(name)?;
     let now = changes(&topic)?;
     let name = name.to_owned();
     let logged = name.clone();
@@ -109,15 +96,12 @@ pub async fn alter(
     } else {
         // What fails here failed above already (a malformed request fails
         // whatever the topic holds).
-        Box::new(move |topic| {
-            changes(topic).map_err(|(_, message)| BrokerError::Invalid { message })
-        })
+        Box::new(changes)
     };
     broker
         .door(&WHO)
         .alter_topic(&name, changes_of, validate_only)
-        .await
-        .map_err(|e| refused(&e))?;
+        .await?;
     if !validate_only {
         tracing::info!(topic = %logged, "altered topic configs over Kafka");
     }

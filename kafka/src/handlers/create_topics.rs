@@ -19,9 +19,9 @@ use tidelog_broker::topics::CreateTopic;
 use tidelog_broker::Broker;
 
 use super::configs::{SOURCE_DEFAULT, SOURCE_TOPIC};
-use super::{admin, NOT_READY, WHO};
+use super::{admin, WHO};
 use crate::context::Context;
-use crate::error::broker_code;
+use crate::error::Refusal;
 
 pub async fn handle(
     ctx: &Context,
@@ -36,7 +36,7 @@ pub async fn handle(
         let result = CreatableTopicResult::default().with_name(topic.name.clone());
         let outcome = match (&broker, gate.refusal(admin::TOPIC)) {
             (_, Some(refused)) => Err(refused),
-            (None, None) => Err((NOT_READY, "the broker is recovering".to_owned())),
+            (None, None) => Err(Refusal::NotReady),
             (Some(broker), None) => create(broker, topic, request.validate_only).await,
         };
         topics.push(match outcome {
@@ -44,9 +44,9 @@ pub async fn handle(
                 tracing::info!(topic = %name, partitions = created.0, validate_only = request.validate_only, "CreateTopics");
                 answer(result, version, created)
             }
-            Err((code, message)) => result
-                .with_error_code(code)
-                .with_error_message(Some(StrBytes::from_string(message)))
+            Err(refusal) => result
+                .with_error_code(refusal.code())
+                .with_error_message(Some(StrBytes::from_string(refusal.to_string())))
                 .with_num_partitions(-1)
                 .with_replication_factor(-1),
         });
@@ -61,7 +61,7 @@ async fn create(
     broker: &std::sync::Arc<Broker>,
     topic: CreatableTopic,
     validate_only: bool,
-) -> Result<Created, (i16, String)> {
+) -> Result<Created, Refusal> {
     let request = CreateTopic {
         name: topic.name.0.to_string(),
         partitions: Some(i64::from(topic.num_partitions)),
@@ -78,7 +78,7 @@ async fn create(
         .create_topic(request, validate_only)
         .await
         .map(|created| (created.partitions, created.overrides))
-        .map_err(|e| (broker_code(&e), e.to_string()))
+        .map_err(Refusal::from)
 }
 
 fn answer(

@@ -32,7 +32,7 @@ pub async fn handle(
         let mut partitions = Vec::with_capacity(topic.partitions.len());
         for p in topic.partitions {
             let outcome = match (&broker, gate.refusal(admin::TOPIC)) {
-                (_, Some((code, _))) => Err(code),
+                (_, Some(refusal)) => Err(refusal.code()),
                 (None, None) => Err(NOT_READY),
                 (Some(broker), None) => match u32::try_from(p.partition_index) {
                     Err(_) => {

@@ -3,14 +3,13 @@
 //! code per topic. v6 names topics by name or id; tidelog has no topic
 //! ids, so a topic named only by id is UNKNOWN_TOPIC_ID.
 
-use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
-use super::{admin, NOT_READY, WHO};
+use super::{admin, WHO};
 use crate::context::Context;
-use crate::error::broker_code;
+use crate::error::Refusal;
 
 pub async fn handle(
     ctx: &Context,
@@ -40,24 +39,21 @@ pub async fn handle(
             .with_topic_id(topic_id);
         let outcome = match (&broker, gate.refusal(admin::TOPIC), name) {
             (_, Some(refused), _) => Err(refused),
-            (None, None, _) => Err((NOT_READY, "the broker is recovering".to_owned())),
-            (Some(_), None, None) => Err((
-                ResponseError::UnknownTopicId.code(),
-                "tidelog has no topic ids: name the topic".to_owned(),
-            )),
+            (None, None, _) => Err(Refusal::NotReady),
+            (Some(_), None, None) => Err(Refusal::NoTopicIds),
             (Some(broker), None, Some(name)) => broker
                 .door(&WHO)
                 .delete_topic(name.0.as_str())
                 .await
-                .map_err(|e| (broker_code(&e), e.to_string()))
+                .map_err(Refusal::from)
                 .inspect(|()| tracing::info!(topic = %name.0, "DeleteTopics")),
         };
         responses.push(match outcome {
             Ok(()) => result,
-            Err((code, message)) => {
-                let result = result.with_error_code(code);
+            Err(refusal) => {
+                let result = result.with_error_code(refusal.code());
                 if version >= 5 {
-                    result.with_error_message(Some(StrBytes::from_string(message)))
+                    result.with_error_message(Some(StrBytes::from_string(refusal.to_string())))
                 } else {
                     result
                 }

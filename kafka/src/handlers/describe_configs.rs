@@ -13,11 +13,11 @@ use kafka_protocol::protocol::StrBytes;
 use tidelog_broker::topic_config::{self, ConfigKind};
 
 use super::configs::{
-    check_broker_name, invalid_request, refused, Refused, BROKER, SOURCE_DEFAULT,
-    SOURCE_STATIC_BROKER, SOURCE_TOPIC, TOPIC,
+    check_broker_name, BROKER, SOURCE_DEFAULT, SOURCE_STATIC_BROKER, SOURCE_TOPIC, TOPIC,
 };
-use super::{NOT_READY, WHO};
+use super::WHO;
 use crate::context::Context;
+use crate::error::Refusal;
 
 /// Kafka's `ConfigType`.
 const TYPE_BOOLEAN: i8 = 1;
@@ -63,25 +63,20 @@ pub fn handle(
                         .collect();
                     result.with_configs(configs)
                 }
-                Err((code, message)) => result
-                    .with_error_code(code)
-                    .with_error_message(Some(StrBytes::from_string(message))),
+                Err(refusal) => result
+                    .with_error_code(refusal.code())
+                    .with_error_message(Some(StrBytes::from_string(refusal.to_string()))),
             }
         })
         .collect();
     DescribeConfigsResponse::default().with_results(results)
 }
 
-fn describe(ctx: &Context, resource_type: i8, name: &str) -> Result<Vec<Described>, Refused> {
-    let broker = ctx
-        .broker()
-        .ok_or_else(|| (NOT_READY, "the broker is recovering".to_owned()))?;
+fn describe(ctx: &Context, resource_type: i8, name: &str) -> Result<Vec<Described>, Refusal> {
+    let broker = ctx.broker().ok_or(Refusal::NotReady)?;
     match resource_type {
         TOPIC => {
-            let topic = broker
-                .door(&WHO)
-                .describe_topic(name)
-                .map_err(|e| refused(&e))?;
+            let topic = broker.door(&WHO).describe_topic(name)?;
             Ok(topic_config::entries(&topic.overrides)
                 .into_iter()
                 .map(|e| {
@@ -137,9 +132,9 @@ fn describe(ctx: &Context, resource_type: i8, name: &str) -> Result<Vec<Describe
                 ),
             ])
         }
-        other => Err(invalid_request(format!(
-            "resource type {other} is not a topic (2) or the broker (4)"
-        ))),
+        other => Err(Refusal::UnknownResourceType {
+            resource_type: other,
+        }),
     }
 }
 

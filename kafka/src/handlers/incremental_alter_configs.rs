@@ -7,10 +7,12 @@
 use kafka_protocol::messages::incremental_alter_configs_request::AlterableConfig;
 use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse};
+use tidelog_broker::error::ConfigOperationProblem;
 use tidelog_broker::registry::Topic;
+use tidelog_broker::BrokerError;
 
 use super::admin::Gate;
-use super::configs::{self, invalid_request, Refused};
+use super::configs;
 use crate::context::Context;
 
 const SET: i8 = 0;
@@ -51,13 +53,16 @@ pub async fn handle(
 fn changes(
     topic: &Topic,
     configs: &[AlterableConfig],
-) -> Result<Vec<(String, Option<String>)>, Refused> {
+) -> Result<Vec<(String, Option<String>)>, BrokerError> {
     let mut changes: Vec<(String, Option<String>)> = Vec::with_capacity(configs.len());
     for c in configs {
         let name = c.name.to_string();
         let value = c.value.as_ref().map(|v| v.to_string());
         let change = match c.config_operation {
-            SET => Some(value.ok_or_else(|| invalid_request(format!("SET {name} needs a value")))?),
+            SET => Some(value.ok_or_else(|| BrokerError::InvalidConfigOperation {
+                name: name.clone(),
+                problem: ConfigOperationProblem::SetWithoutValue,
+            })?),
             DELETE => None,
             APPEND | SUBTRACT if name == LIST_CONFIG => {
                 // The value so far in this request, else the topic's.
@@ -76,14 +81,18 @@ fn changes(
                 ))
             }
             APPEND | SUBTRACT => {
-                return Err(invalid_request(format!(
-                "APPEND and SUBTRACT need a list config; {name} is not one (only {LIST_CONFIG} is)"
-            )))
+                return Err(BrokerError::InvalidConfigOperation {
+                    name,
+                    problem: ConfigOperationProblem::NotAList {
+                        list_config: LIST_CONFIG,
+                    },
+                })
             }
             other => {
-                return Err(invalid_request(format!(
-                    "config operation {other} is not SET, DELETE, APPEND or SUBTRACT"
-                )))
+                return Err(BrokerError::InvalidConfigOperation {
+                    name,
+                    problem: ConfigOperationProblem::UnknownOperation { operation: other },
+                })
             }
         };
         changes.push((name, change));

@@ -32,8 +32,8 @@ pub async fn handle(
     request: OffsetDeleteRequest,
 ) -> OffsetDeleteResponse {
     let refused = |code: i16| OffsetDeleteResponse::default().with_error_code(code);
-    if let Some((code, _)) = gate.refusal(admin::GROUP) {
-        return refused(code);
+    if let Some(refusal) = gate.refusal(admin::GROUP) {
+        return refused(refusal.code());
     }
     let Some(broker) = ctx.broker() else {
         return refused(group::NOT_READY);

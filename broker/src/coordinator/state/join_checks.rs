@@ -40,18 +40,14 @@ impl Group {
         if let Some(id) = &req.instance_id {
             check_len("group instance id length", id.len(), INSTANCE_ID_MAX_BYTES)?;
             if id.is_empty() {
-                return Err(BrokerError::Invalid {
-                    message: "a group instance id must not be empty".into(),
-                });
+                return Err(BrokerError::GroupInstanceIdEmpty);
             }
         }
         // The bounds are on what clients ask for; a server-side member's
         // session is the server's `http.consumer_instance_timeout_ms`
         // (plus a grace, `crate::consumers`), which its own check bounds.
         if req.server_side && req.protocol.kind() != ProtocolKind::Http {
-            return Err(BrokerError::Invalid {
-                message: "only an HTTP member can be a server-side member".into(),
-            });
+            return Err(BrokerError::ServerSideMemberNotHttp);
         }
         let bounds = if req.server_side {
             1..=u64::MAX

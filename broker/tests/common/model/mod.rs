@@ -352,7 +352,9 @@ impl World {
         trace(|| format!("compact {name} (roll {roll}): {answer:?}"));
         match (&answer, self.topics[t].partitions) {
             (Err(BrokerError::UnknownTopic { .. }), None) => return,
-            (Err(BrokerError::Invalid { .. }), Some(_)) if !self.topics[t].policy.compacts() => {
+            (Err(BrokerError::TopicNotCompacted { .. }), Some(_))
+                if !self.topics[t].policy.compacts() =>
+            {
                 return
             }
             (Ok(parts), Some(n)) if self.topics[t].policy.compacts() => {
