@@ -10,6 +10,7 @@
 //! of this crate is ever held across an `.await`.
 
 use std::path::PathBuf;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 
@@ -94,7 +95,11 @@ impl AppState {
                 shutdown: watch::channel(false).0,
             }),
         };
-        history::start(Arc::downgrade(&state.inner));
+        let shared = Arc::downgrade(&state.inner);
+        history::start(move || match shared.upgrade() {
+            Some(shared) => take_sample(&shared),
+            None => history::Tick::Gone,
+        });
         state
     }
 
@@ -290,6 +295,27 @@ impl AppState {
                 .saturating_sub(self.inner.limiter.available_permits()),
         }
     }
+}
+
+/// Takes one sample of the rates and gauges the console plots
+/// (`crate::history`); [`history::Tick::NotReady`] while the broker is not
+/// ready (recovery).
+fn take_sample(shared: &Shared) -> history::Tick {
+    let Some(store) = shared.store_stats() else {
+        return history::Tick::NotReady;
+    };
+    let metrics = &shared.metrics;
+    shared.history.push(history::Sample {
+        timestamp_ms: history::now_ms(),
+        produce_records: metrics.produce.records.load(Ordering::Relaxed),
+        produce_bytes: metrics.produce.bytes.load(Ordering::Relaxed),
+        fetch_records: metrics.fetch.records.load(Ordering::Relaxed),
+        fetch_bytes: metrics.fetch.bytes.load(Ordering::Relaxed),
+        dispatch_lag_bytes: store.dispatch_lag_bytes,
+        disk_used_ratio: store.disk_used_ratio,
+        commitlog_segments: store.commitlog_segments,
+    });
+    history::Tick::Sampled
 }
 
 /// The process's open file descriptors now (`/proc/self/fd`; `None` where
