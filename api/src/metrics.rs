@@ -6,12 +6,14 @@
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tidelog_broker::coordinator::{CoordinatorStats, GroupState};
 use tidelog_broker::groups::ConsumerLag;
-use tidelog_broker::kafka_metrics::KafkaMetricsSnapshot;
 use tidelog_broker::store::{CleanerMetricsSnapshot, StoreStats};
+use tidelog_runtime::metrics::{counter, gauge};
+use tidelog_runtime::MetricFamilies;
 
 /// Upper bounds of the latency buckets, in seconds: 250 µs to 30 s, so both
 /// a page-cache produce and a long-poll that runs to its timeout land in a
@@ -186,11 +188,13 @@ pub struct Snapshot {
     pub consumer_instances: usize,
     /// Both listeners' connections against the open-file limit (`None`
     /// until the server sets a cap).
-    pub connection_slots: Option<tidelog_broker::connections::ConnectionSlotsSnapshot>,
+    pub connection_slots: Option<tidelog_runtime::connections::ConnectionSlotsSnapshot>,
     /// The process's open file descriptors (`None` without procfs).
     pub open_files: Option<u64>,
-    /// The Kafka listener's counters (`None` when the server runs none).
-    pub kafka: Option<KafkaMetricsSnapshot>,
+    /// Families of components the API does not know, as the node
+    /// registered them (the Kafka listener's; empty when the server runs
+    /// none), rendered in that order after the connections' families.
+    pub families: Vec<Arc<dyn MetricFamilies>>,
     /// Tiered storage (`None` without a remote tier, or during recovery).
     pub tiered: Option<tidelog_broker::tiering::TieringStats>,
 }
@@ -539,8 +543,8 @@ impl Metrics {
                 c.refused,
             );
         }
-        if let Some(k) = &snap.kafka {
-            render_kafka(&mut out, k);
+        for families in &snap.families {
+            families.render(&mut out);
         }
         if let Some(t) = &snap.tiered {
             render_tiered(&mut out, t);
@@ -606,75 +610,6 @@ fn render_tiered(out: &mut String, t: &tidelog_broker::tiering::TieringStats) {
             );
         }
     }
-}
-
-/// The Kafka listener's families: requests and time per API (average
-/// latency is the rate of one over the rate of the other), bytes, and
-/// connections, with those closed for a bad frame or a timeout by reason.
-fn render_kafka(out: &mut String, k: &KafkaMetricsSnapshot) {
-    gauge(
-        out,
-        "tidelog_kafka_connections",
-        "Kafka connections open now.",
-        k.connections_open as f64,
-    );
-    counter(
-        out,
-        "tidelog_kafka_connections_accepted_total",
-        "Kafka connections accepted.",
-        k.connections_accepted,
-    );
-    counter(
-        out,
-        "tidelog_kafka_connections_rejected_total",
-        "Kafka connections closed at once because kafka.max_connections were open.",
-        k.connections_rejected,
-    );
-    let name = "tidelog_kafka_connections_closed_total";
-    let _ = writeln!(
-        out,
-        "# HELP {name} Kafka connections closed for a bad frame or a timeout, by reason."
-    );
-    let _ = writeln!(out, "# TYPE {name} counter");
-    for (reason, n) in &k.closed {
-        let _ = writeln!(out, "{name}{{reason=\"{reason}\"}} {n}");
-    }
-    let name = "tidelog_kafka_refused_total";
-    let _ = writeln!(
-        out,
-        "# HELP {name} parts of Kafka requests refused by a memory bound (the connection kept), by limit."
-    );
-    let _ = writeln!(out, "# TYPE {name} counter");
-    for (limit, n) in &k.refused {
-        let _ = writeln!(out, "{name}{{limit=\"{limit}\"}} {n}");
-    }
-    let name = "tidelog_kafka_requests_total";
-    let _ = writeln!(out, "# HELP {name} Kafka requests answered, by API.");
-    let _ = writeln!(out, "# TYPE {name} counter");
-    for a in &k.apis {
-        let _ = writeln!(out, "{name}{{api=\"{}\"}} {}", a.api, a.requests);
-    }
-    let name = "tidelog_kafka_request_seconds_total";
-    let _ = writeln!(
-        out,
-        "# HELP {name} time spent answering Kafka requests (long-polls included), by API."
-    );
-    let _ = writeln!(out, "# TYPE {name} counter");
-    for a in &k.apis {
-        let _ = writeln!(out, "{name}{{api=\"{}\"}} {}", a.api, a.micros as f64 / 1e6);
-    }
-    counter(
-        out,
-        "tidelog_kafka_request_bytes_total",
-        "bytes of Kafka request frames read.",
-        k.request_bytes,
-    );
-    counter(
-        out,
-        "tidelog_kafka_response_bytes_total",
-        "bytes of Kafka answers written.",
-        k.response_bytes,
-    );
 }
 
 /// The group coordinator's families and consumer lag (Kafka exporters'
@@ -836,18 +771,6 @@ fn render_cleaner(out: &mut String, c: &CleanerMetricsSnapshot, snap: &Snapshot)
         "bytes of every compacted log segment.",
         snap.compacted_log_bytes as f64,
     );
-}
-
-fn counter(out: &mut String, name: &str, help: &str, value: u64) {
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} counter");
-    let _ = writeln!(out, "{name} {value}");
-}
-
-fn gauge(out: &mut String, name: &str, help: &str, value: f64) {
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} gauge");
-    let _ = writeln!(out, "{name} {value}");
 }
 
 #[cfg(test)]

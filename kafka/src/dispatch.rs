@@ -87,13 +87,13 @@ pub struct Context {
     pub cluster_id: Option<String>,
     /// The global budget of request bytes held in memory, shared with
     /// HTTP bodies (`listener`), and a Produce's decoded records.
-    pub budget: Arc<tidelog_broker::budget::ByteBudget>,
+    pub budget: Arc<tidelog_runtime::budget::ByteBudget>,
     /// The global budget of fetch answers held until written, shared with
     /// HTTP's fetch answers (`handlers::fetch`): a client that does not
     /// read its answers holds these bytes, never the ones producers need.
-    pub answer_budget: Arc<tidelog_broker::budget::ByteBudget>,
+    pub answer_budget: Arc<tidelog_runtime::budget::ByteBudget>,
     /// The listener's counters, which the HTTP API's `/metrics` renders.
-    pub metrics: Arc<tidelog_broker::kafka_metrics::KafkaMetrics>,
+    pub metrics: Arc<crate::metrics::KafkaMetrics>,
 }
 
 /// One connection's state: its SASL login (`handlers::sasl`).
@@ -106,7 +106,7 @@ pub struct Session {
     pub authenticated: bool,
     /// The answer budget's bytes the last answer holds (a fetch's
     /// records), given back once the listener has written it.
-    pub answer_held: Option<tidelog_broker::budget::Reservation>,
+    pub answer_held: Option<tidelog_runtime::budget::Reservation>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

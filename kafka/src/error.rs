@@ -2,8 +2,8 @@
 //! ([`FrameError`]: the connection is closed), and a record batch that
 //! fails its partition ([`RecordError`]: CORRUPT_MESSAGE, nothing written).
 
+use crate::metrics::{ClosedFor, Refused};
 use kafka_protocol::error::ResponseError;
-use tidelog_broker::kafka_metrics::{ClosedFor, Refused};
 use tidelog_broker::store::{SequenceProblem, StoreError, TieredError};
 use tidelog_broker::BrokerError;
 

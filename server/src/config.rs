@@ -118,7 +118,7 @@ pub struct Config {
     pub kafka: tidelog_kafka::KafkaConfig,
     /// File descriptors kept for the store; client connections past the
     /// open-file limit minus this are refused (docs/OPERATIONS.md).
-    pub descriptors: tidelog_broker::connections::DescriptorsConfig,
+    pub descriptors: tidelog_runtime::connections::DescriptorsConfig,
     /// Tiered storage: the remote tier (docs/TIERED.md); off without a url.
     pub tiered: tidelog_broker::store::TieredConfig,
     /// Created at start if absent; their configs applied if present.
@@ -264,8 +264,8 @@ impl Config {
     }
 
     /// The HTTP listener's connection limits.
-    pub fn listener_limits(&self) -> crate::listener::ListenerLimits {
-        crate::listener::ListenerLimits {
+    pub fn listener_limits(&self) -> tidelog_api::ListenerLimits {
+        tidelog_api::ListenerLimits {
             max_connections: self.http.max_connections,
             header_read_timeout: std::time::Duration::from_millis(self.http.header_read_timeout_ms),
             idle_timeout: std::time::Duration::from_millis(self.http.idle_timeout_ms),

@@ -48,15 +48,15 @@ use std::time::Duration;
 
 use std::collections::HashMap;
 
+use crate::metrics::Refused;
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
-use tidelog_broker::budget::{ByteBudget, Reservation};
-use tidelog_broker::kafka_metrics::Refused;
 use tidelog_broker::read::PartitionRef;
 use tidelog_broker::store::{EventListener, ReadSink, StoredRecord};
 use tidelog_broker::visibility::VISIBILITY_WAIT;
+use tidelog_runtime::budget::{ByteBudget, Reservation};
 use tokio::sync::watch;
 use tokio::time::Instant;
 

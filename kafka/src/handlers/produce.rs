@@ -49,7 +49,7 @@ use tidelog_broker::produce::PartitionBatch;
 use tidelog_broker::store::{Header, ProducerBatch};
 use tidelog_broker::{Broker, BrokerError};
 
-use tidelog_broker::budget::{ByteBudget, Reservation};
+use tidelog_runtime::budget::{ByteBudget, Reservation};
 
 use super::NOT_READY;
 use crate::dispatch::Context;
