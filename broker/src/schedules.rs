@@ -165,3 +165,7 @@ fn tier_periodically(
         }
     }
 }
+
+#[cfg(test)]
+#[path = "schedules_tests.rs"]
+mod tests;
