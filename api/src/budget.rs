@@ -1,8 +1,8 @@
 //! The global budget of request bytes held in memory
-//! (`http.max_inflight_bytes`). It is the broker's
-//! ([`tidelog_broker::budget`]), so the Kafka listener's frames take from
+//! (`http.max_inflight_bytes`). It is the node's runtime's
+//! ([`tidelog_runtime::budget`]), so the Kafka listener's frames take from
 //! the same budget as HTTP bodies; the HTTP API refuses a body that does
 //! not fit at once (503/50305, `router`), and its metrics read the shared
 //! budget's use.
 
-pub use tidelog_broker::budget::{ByteBudget, Reservation};
+pub use tidelog_runtime::budget::{ByteBudget, Reservation};

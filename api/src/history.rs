@@ -5,8 +5,9 @@
 //! Invariants:
 //! - Memory is bounded: the ring holds at most [`CAPACITY`] samples (one
 //!   every [`INTERVAL`]: ten minutes), the oldest dropped first.
-//! - One `tidelog-history` thread takes the samples. It holds the API's
-//!   state weakly and the broker only for the moment of a sample, so it
+//! - One `tidelog-history` thread takes the samples ([`start`]); what a
+//!   sample reads is `crate::state`'s, which this module does not know. The
+//!   thread holds the API's state weakly and the broker only for the moment of a sample, so it
 //!   never keeps either alive: it ends at the first tick after the state
 //!   is gone, and a shutdown's `take_ready` is not held up by it.
 //! - A sample holds counters (records and bytes produced and fetched since
@@ -15,13 +16,10 @@
 //!   backwards (not possible within one server's life) gives rate 0.
 
 use std::collections::VecDeque;
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
-
-use crate::state::Shared;
 
 /// Time between two samples.
 pub const INTERVAL: Duration = Duration::from_secs(2);
@@ -120,14 +118,30 @@ impl History {
     }
 }
 
-/// Starts the `tidelog-history` thread over `shared` (module doc).
-pub(crate) fn start(shared: Weak<Shared>) {
+/// What one tick of the sampler found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Tick {
+    /// A sample was pushed.
+    Sampled,
+    /// The broker is not ready yet (recovery): nothing was pushed.
+    NotReady,
+    /// The state the samples are taken from is gone: the thread ends.
+    Gone,
+}
+
+/// Starts the `tidelog-history` thread, which calls `tick` every
+/// [`INTERVAL`] (every [`NOT_READY_POLL`] until the broker is ready) and
+/// ends at the first [`Tick::Gone`] (module doc). What a sample holds and
+/// where it is pushed is the caller's (`crate::state`), so this module
+/// depends on no state of the API.
+pub(crate) fn start(mut tick: impl FnMut() -> Tick + Send + 'static) {
     let spawned = std::thread::Builder::new()
         .name("tidelog-history".into())
         .spawn(move || loop {
-            let sampled = match shared.upgrade() {
-                Some(shared) => take_sample(&shared),
-                None => return,
+            let sampled = match tick() {
+                Tick::Sampled => true,
+                Tick::NotReady => false,
+                Tick::Gone => return,
             };
             // Until the broker is ready, look again soon, so the first
             // sample is the server's start and the first rate counts
@@ -140,26 +154,8 @@ pub(crate) fn start(shared: Weak<Shared>) {
     }
 }
 
-/// Takes one sample; false while the broker is not ready (recovery).
-fn take_sample(shared: &Arc<Shared>) -> bool {
-    let Some(store) = shared.store_stats() else {
-        return false;
-    };
-    let metrics = &shared.metrics;
-    shared.history.push(Sample {
-        timestamp_ms: now_ms(),
-        produce_records: metrics.produce.records.load(Ordering::Relaxed),
-        produce_bytes: metrics.produce.bytes.load(Ordering::Relaxed),
-        fetch_records: metrics.fetch.records.load(Ordering::Relaxed),
-        fetch_bytes: metrics.fetch.bytes.load(Ordering::Relaxed),
-        dispatch_lag_bytes: store.dispatch_lag_bytes,
-        disk_used_ratio: store.disk_used_ratio,
-        commitlog_segments: store.commitlog_segments,
-    });
-    true
-}
-
-fn now_ms() -> i64 {
+/// Now, in milliseconds since the epoch: a [`Sample`]'s timestamp.
+pub(crate) fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))

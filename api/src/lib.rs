@@ -8,7 +8,7 @@
 //! and the cleaner's types it names come through `tidelog_broker::store`.
 //!
 //! * [`budget`]: the global budget of request bytes held in memory, the
-//!   broker's type, shared with the Kafka listener.
+//!   runtime's type (`tidelog_runtime`), shared with the Kafka listener.
 //! * [`error`]: every API error and its single mapping to status and body.
 //! * [`names`]: validation of partitions and offsets taken from paths and
 //!   queries; the name rules are the broker's, re-exported.
@@ -25,9 +25,15 @@
 //! partitioner are the broker's, re-exported here under their old paths;
 //! its `BrokerError` becomes an HTTP answer in `error.rs`.
 //!
-//! * [`state`]: shared handler state and the broker once it is open
-//!   (start-up, [`Broker::open`], is the broker's).
+//! * [`state`]: shared handler state, built from the node's handles
+//!   ([`NodeHandles`]: ready slot, budgets, connection slots, metrics
+//!   registry, shutdown signal); start-up, [`Broker::open`], is the
+//!   broker's.
 //! * [`router`] and [`handlers`]: the routes of API.md.
+//! * [`listener`]: the accept loop over hyper's HTTP/1.1 connections, with
+//!   the connection limits and read and write timeouts of CONFIG.md
+//!   `http:`; [`head`] checks each request head before hyper parses it,
+//!   so a bad head gets API.md's JSON error body.
 //! * [`history`]: the last ten minutes of rates and gauges for the
 //!   console's plots, sampled by the `tidelog-history` thread.
 //! * [`metrics`] renders `/metrics`: its own counters, the store's stats and
@@ -49,8 +55,10 @@ pub mod error;
 mod extract;
 pub mod failed_auth;
 pub mod handlers;
+pub mod head;
 pub mod history;
 mod json_body;
+pub mod listener;
 pub mod metrics;
 pub mod names;
 pub mod records;
@@ -61,7 +69,8 @@ pub mod state;
 pub use tidelog_broker::{groups, partitioner, registry, topic_config};
 
 pub use error::ApiError;
+pub use listener::ListenerLimits;
 pub use router::router;
 pub use settings::{ApiSettings, DeclaredTopic, HttpConfig};
-pub use state::AppState;
+pub use state::{AppState, NodeHandles};
 pub use tidelog_broker::Broker;

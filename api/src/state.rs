@@ -1,22 +1,31 @@
 //! Shared state of the handlers; start-up itself is the broker's
-//! ([`Broker::open`]).
+//! ([`Broker::open`]), and the runtime it is part of is the node's
+//! (`server/src/node.rs`).
+//!
+//! The node owns what both front-ends share: the ready slot the broker is
+//! published in once recovery is done, the byte budgets, the connection
+//! slots, the metrics registry and the shutdown signal. It hands them over
+//! as [`NodeHandles`] ([`AppState::from_node`]); [`AppState::new`] makes a
+//! set of its own, for an API served alone (tests, tools).
 //!
 //! The server binds its listener first and opens the store afterwards (on a
 //! blocking thread: recovery can take a while), so `/status/ready` can answer
-//! 503 during recovery. Until [`AppState::set_ready`] is called, every route
-//! that needs the store answers 503/50301.
+//! 503 during recovery. Until the broker is published, every route that
+//! needs the store answers 503/50301.
 //!
-//! Locks: `ready` is an RwLock held only to clone or swap an `Arc`; no lock
-//! of this crate is ever held across an `.await`.
+//! Locks: the ready slot and `consumers` are held only to clone or swap an
+//! `Arc`; no lock of this crate is ever held across an `.await`.
 
 use std::path::PathBuf;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 
-use tidelog_broker::connections::ConnectionSlots;
 use tidelog_broker::consumers::Consumers;
-use tidelog_broker::kafka_metrics::KafkaMetrics;
 pub use tidelog_broker::Broker;
+use tidelog_runtime::connections::ConnectionSlots;
+use tidelog_runtime::metrics::Registry;
+use tidelog_runtime::ReadySlot;
 use tokio::sync::{watch, Semaphore};
 
 use crate::budget::ByteBudget;
@@ -24,6 +33,43 @@ use crate::error::ApiError;
 use crate::history::{self, History};
 use crate::metrics::{ConnectionMetrics, Metrics, Snapshot};
 use crate::settings::ApiSettings;
+
+/// What the node shares with the HTTP API (module doc).
+#[derive(Debug, Clone)]
+pub struct NodeHandles {
+    /// The broker once recovery is done.
+    pub ready: Arc<ReadySlot<Broker>>,
+    /// `http.max_inflight_bytes`: request bytes held in memory, HTTP
+    /// bodies and Kafka frames together.
+    pub request_bytes: Arc<ByteBudget>,
+    /// `http.max_inflight_response_bytes`: fetch answers rendered and not
+    /// yet written, of both front-ends.
+    pub answer_bytes: Arc<ByteBudget>,
+    /// Both listeners' connections against the open-file limit; `None`
+    /// for no cap (and no `tidelog_connections_*` families).
+    pub connection_slots: Option<Arc<ConnectionSlots>>,
+    /// Metric families of other components (the Kafka listener's), which
+    /// `/metrics` renders after the API's own.
+    pub metrics: Arc<Registry>,
+    /// Turns `true` when the node starts shutting down: long-polls answer
+    /// at once.
+    pub shutdown: Arc<watch::Sender<bool>>,
+}
+
+impl NodeHandles {
+    /// A set of its own for an API served alone, its budgets as
+    /// `settings` says.
+    pub fn own(settings: &ApiSettings) -> NodeHandles {
+        NodeHandles {
+            ready: ReadySlot::new(),
+            request_bytes: ByteBudget::new(settings.max_inflight_bytes),
+            answer_bytes: ByteBudget::new(settings.max_inflight_response_bytes),
+            connection_slots: None,
+            metrics: Arc::new(Registry::default()),
+            shutdown: Arc::new(watch::channel(false).0),
+        }
+    }
+}
 
 /// State shared by every handler; cheap to clone.
 #[derive(Clone, Debug)]
@@ -35,7 +81,8 @@ pub struct AppState {
 pub(crate) struct Shared {
     pub(crate) settings: ApiSettings,
     data_dir: PathBuf,
-    ready: RwLock<Option<Arc<Broker>>>,
+    /// The node's ready slot.
+    ready: Arc<ReadySlot<Broker>>,
     /// The consumer-instance manager, started with the broker (it holds
     /// the broker weakly) and stopped before the broker is taken back.
     consumers: RwLock<Option<Arc<Consumers>>>,
@@ -51,50 +98,64 @@ pub(crate) struct Shared {
     /// Failed admin token checks: their delay and its bound
     /// (`crate::failed_auth`).
     pub(crate) failed_auth: crate::failed_auth::FailedAuth,
-    /// The Kafka listener's counters, once the server started one
-    /// ([`AppState::kafka_metrics`]); `/metrics` renders them.
-    kafka_metrics: OnceLock<Arc<KafkaMetrics>>,
+    /// Families of other components `/metrics` renders (the node's
+    /// registry).
+    families: Arc<Registry>,
     /// The connections both listeners hold against the open-file limit
-    /// ([`AppState::set_connection_slots`]); `/metrics` renders them.
+    /// (the node's, or one without a cap once asked for); `/metrics`
+    /// renders them once set.
     connection_slots: OnceLock<Arc<ConnectionSlots>>,
     /// Becomes `true` when the server starts shutting down; wakes
     /// long-polling fetches so they answer at once.
-    shutdown: watch::Sender<bool>,
+    shutdown: Arc<watch::Sender<bool>>,
 }
 
 impl Shared {
     /// The store's stats, `None` before the broker is ready. Holds the
     /// broker only while it reads them.
     pub(crate) fn store_stats(&self) -> Option<tidelog_broker::store::StoreStats> {
-        let ready = self.ready.read().unwrap_or_else(|e| e.into_inner()).clone();
-        ready.map(|r| r.stats().store)
+        self.ready.get().map(|r| r.stats().store)
     }
 }
 
 impl AppState {
+    /// An API served alone, with handles of its own ([`NodeHandles::own`]).
     pub fn new(settings: ApiSettings, data_dir: PathBuf) -> Self {
+        let handles = NodeHandles::own(&settings);
+        AppState::from_node(settings, data_dir, handles)
+    }
+
+    /// The HTTP API of a node: its ready slot, budgets, connection slots,
+    /// metrics registry and shutdown signal are the node's `handles`.
+    pub fn from_node(settings: ApiSettings, data_dir: PathBuf, handles: NodeHandles) -> Self {
         let limiter = Arc::new(Semaphore::new(settings.max_concurrent_requests.max(1)));
-        let inflight_bytes = ByteBudget::new(settings.max_inflight_bytes);
-        let answer_bytes = ByteBudget::new(settings.max_inflight_response_bytes);
         let failed_auth = crate::failed_auth::FailedAuth::new(settings.auth_failure_delay);
+        let connection_slots = OnceLock::new();
+        if let Some(slots) = handles.connection_slots {
+            let _ = connection_slots.set(slots);
+        }
         let state = AppState {
             inner: Arc::new(Shared {
                 settings,
                 data_dir,
-                ready: RwLock::new(None),
+                ready: handles.ready,
                 consumers: RwLock::new(None),
                 metrics: Metrics::default(),
                 history: History::default(),
                 limiter,
-                inflight_bytes,
-                answer_bytes,
+                inflight_bytes: handles.request_bytes,
+                answer_bytes: handles.answer_bytes,
                 failed_auth,
-                kafka_metrics: OnceLock::new(),
-                connection_slots: OnceLock::new(),
-                shutdown: watch::channel(false).0,
+                families: handles.metrics,
+                connection_slots,
+                shutdown: handles.shutdown,
             }),
         };
-        history::start(Arc::downgrade(&state.inner));
+        let shared = Arc::downgrade(&state.inner);
+        history::start(move || match shared.upgrade() {
+            Some(shared) => take_sample(&shared),
+            None => history::Tick::Gone,
+        });
         state
     }
 
@@ -106,29 +167,8 @@ impl AppState {
         &self.inner.settings
     }
 
-    /// The budget of request bytes held in memory, for other listeners to
-    /// share with the HTTP API.
-    pub fn inflight_bytes_budget(&self) -> Arc<ByteBudget> {
-        Arc::clone(&self.inner.inflight_bytes)
-    }
-
-    /// The budget of fetch answers held until written
-    /// (`http.max_inflight_response_bytes`), for other listeners to share
-    /// with the HTTP API: readers that do not read hold these bytes, never
-    /// the request bytes producers need.
-    pub fn answer_bytes_budget(&self) -> Arc<ByteBudget> {
-        Arc::clone(&self.inner.answer_bytes)
-    }
-
-    /// The counters for a Kafka listener to keep, which `/metrics` then
-    /// shows beside the API's own (absent until this is called: a server
-    /// without a Kafka listener shows no Kafka families).
-    pub fn kafka_metrics(&self) -> Arc<KafkaMetrics> {
-        Arc::clone(self.inner.kafka_metrics.get_or_init(Default::default))
-    }
-
     /// The connections both listeners count against the open-file limit
-    /// (`tidelog_broker::connections`): the server's, once set, or one
+    /// (`tidelog_runtime::connections`): the server's, once set, or one
     /// without a cap.
     pub fn connection_slots(&self) -> Arc<ConnectionSlots> {
         Arc::clone(
@@ -136,13 +176,6 @@ impl AppState {
                 .connection_slots
                 .get_or_init(ConnectionSlots::unlimited),
         )
-    }
-
-    /// Set the connections' cap the server derived from its open-file
-    /// limit, before any listener asks for [`AppState::connection_slots`];
-    /// `false` if one was set or handed out already.
-    pub fn set_connection_slots(&self, slots: Arc<ConnectionSlots>) -> bool {
-        self.inner.connection_slots.set(slots).is_ok()
     }
 
     /// The counters the HTTP listener keeps of its connections.
@@ -157,10 +190,20 @@ impl AppState {
 
     /// Publishes the opened store: from now on the API serves. The store
     /// measured the disk while opening, so its disk-full flag is right from
-    /// the first request.
+    /// the first request. For an API served alone; a node publishes its
+    /// broker itself, after [`AppState::start_consumers`].
     pub fn set_ready(&self, ready: Broker) {
         let ready = Arc::new(ready);
-        match Consumers::start(&ready, self.inner.settings.consumers.clone()) {
+        self.start_consumers(&ready);
+        self.inner.ready.publish(ready);
+        tracing::info!("ready");
+    }
+
+    /// Starts the consumer-instance manager over `broker`, before the
+    /// broker is published, so the consumer-instance routes serve from the
+    /// first ready request.
+    pub fn start_consumers(&self, broker: &Arc<Broker>) {
+        match Consumers::start(broker, self.inner.settings.consumers.clone()) {
             Ok(consumers) => {
                 *self
                     .inner
@@ -171,8 +214,20 @@ impl AppState {
             // The consumer-instance routes answer 503 then; the rest serves.
             Err(e) => tracing::error!(error = %e, "cannot start the consumer-instance manager"),
         }
-        *self.inner.ready.write().unwrap_or_else(|e| e.into_inner()) = Some(ready);
-        tracing::info!("ready");
+    }
+
+    /// Stops the consumer-instance manager (joining `tidelog-consumers`: at
+    /// most one pass, milliseconds), before the broker is taken back.
+    pub async fn stop_consumers(&self) {
+        let consumers = self
+            .inner
+            .consumers
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(consumers) = consumers {
+            let _ = tokio::task::spawn_blocking(move || consumers.stop()).await;
+        }
     }
 
     /// The consumer-instance manager, or 503/50301 during recovery.
@@ -190,22 +245,13 @@ impl AppState {
 
     /// The opened store and registry, or 503/50301 during recovery.
     pub fn ready(&self) -> Result<Arc<Broker>, ApiError> {
-        self.inner
-            .ready
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-            .ok_or_else(|| ApiError::NotReady {
-                message: "recovery has not finished; try again shortly".into(),
-            })
+        self.inner.ready.get().ok_or_else(|| ApiError::NotReady {
+            message: "recovery has not finished; try again shortly".into(),
+        })
     }
 
     pub fn is_ready(&self) -> bool {
-        self.inner
-            .ready
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_some()
+        self.inner.ready.is_ready()
     }
 
     /// Wakes long-polls. The HTTP server's own
@@ -219,42 +265,13 @@ impl AppState {
     }
 
     /// Takes the store back for a clean shutdown once no request holds it
-    /// any more. Waits for blocking calls still running (an append whose
-    /// client went away, say) for at most `timeout`; `Err` gives the
-    /// `Arc` back if some still hold it then.
+    /// any more, the consumer-instance manager stopped first. Waits for
+    /// blocking calls still running (an append whose client went away,
+    /// say) for at most `timeout`; `Err` gives the `Arc` back if some still
+    /// hold it then (`ReadySlot::take`).
     pub async fn take_ready(&self, timeout: Duration) -> Option<Result<Broker, Arc<Broker>>> {
-        let consumers = self
-            .inner
-            .consumers
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
-        if let Some(consumers) = consumers {
-            // Joins `tidelog-consumers` (at most one pass, milliseconds).
-            let _ = tokio::task::spawn_blocking(move || consumers.stop()).await;
-        }
-        let taken = self
-            .inner
-            .ready
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()?;
-        let deadline = tokio::time::Instant::now() + timeout;
-        let mut ready = taken;
-        loop {
-            match Arc::try_unwrap(ready) {
-                Ok(r) => return Some(Ok(r)),
-                Err(still_shared) => {
-                    if tokio::time::Instant::now() >= deadline {
-                        return Some(Err(still_shared));
-                    }
-                    ready = still_shared;
-                    // Shutdown only: blocking store calls finish in
-                    // milliseconds and signal nothing when they do.
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                }
-            }
-        }
+        self.stop_consumers().await;
+        self.inner.ready.take(timeout).await
     }
 
     /// What `/metrics` shows besides the API's own counters.
@@ -277,7 +294,7 @@ impl AppState {
             coordinator: stats.map(|s| s.coordinator),
             consumer_lag: ready.as_ref().map(|r| r.consumer_lag()).unwrap_or_default(),
             consumer_instances: self.consumers().map_or(0, |c| c.instance_count()),
-            kafka: self.inner.kafka_metrics.get().map(|k| k.snapshot()),
+            families: self.inner.families.families(),
             connection_slots: self.inner.connection_slots.get().map(|c| c.snapshot()),
             open_files: open_files(),
             tiered: ready.as_ref().and_then(|r| r.tiering_stats()),
@@ -291,6 +308,27 @@ impl AppState {
                 .saturating_sub(self.inner.limiter.available_permits()),
         }
     }
+}
+
+/// Takes one sample of the rates and gauges the console plots
+/// (`crate::history`); [`history::Tick::NotReady`] while the broker is not
+/// ready (recovery).
+fn take_sample(shared: &Shared) -> history::Tick {
+    let Some(store) = shared.store_stats() else {
+        return history::Tick::NotReady;
+    };
+    let metrics = &shared.metrics;
+    shared.history.push(history::Sample {
+        timestamp_ms: history::now_ms(),
+        produce_records: metrics.produce.records.load(Ordering::Relaxed),
+        produce_bytes: metrics.produce.bytes.load(Ordering::Relaxed),
+        fetch_records: metrics.fetch.records.load(Ordering::Relaxed),
+        fetch_bytes: metrics.fetch.bytes.load(Ordering::Relaxed),
+        dispatch_lag_bytes: store.dispatch_lag_bytes,
+        disk_used_ratio: store.disk_used_ratio,
+        commitlog_segments: store.commitlog_segments,
+    });
+    history::Tick::Sampled
 }
 
 /// The process's open file descriptors now (`/proc/self/fd`; `None` where

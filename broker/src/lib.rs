@@ -33,18 +33,17 @@
 //! * [`consumers`]: the HTTP consumer instances (REST Proxy v2), server-side
 //!   members of the coordinator's groups, with positions, commits and
 //!   expiry.
-//! * [`budget`]: the global budget of request bytes held in memory that
-//!   HTTP bodies and Kafka frames share.
+//! * [`schedules`]: the periodic work on named threads
+//!   (`tidelog-offset-expiry`, `tidelog-tiering`), started by the node
+//!   once the broker is ready.
 //! * [`broker`]: start-up and shutdown order ([`Broker::open`]), keeping
 //!   the compacted logs in line with the registry.
 
 pub mod auth;
 mod blocking;
 pub mod broker;
-pub mod budget;
 pub mod compaction;
 pub mod config;
-pub mod connections;
 pub mod consumer_protocol;
 pub mod consumers;
 pub mod coordinator;
@@ -54,7 +53,6 @@ pub mod error;
 pub mod fault;
 pub mod group_admin;
 pub mod groups;
-pub mod kafka_metrics;
 pub mod long_poll;
 pub mod names;
 pub mod partitioner;
@@ -63,6 +61,7 @@ pub mod produce;
 pub mod read;
 pub mod registry;
 pub mod restore;
+pub mod schedules;
 pub mod settings;
 pub mod stats;
 pub mod store;

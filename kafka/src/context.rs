@@ -14,12 +14,12 @@
 
 use std::sync::Arc;
 
-use tidelog_broker::budget::ByteBudget;
-use tidelog_broker::kafka_metrics::KafkaMetrics;
 use tidelog_broker::Broker;
+use tidelog_runtime::budget::ByteBudget;
 use tokio::sync::watch;
 
 use crate::config::{AdminToken, KafkaConfig};
+use crate::metrics::KafkaMetrics;
 
 /// Where the broker is, once recovery is done.
 pub type Ready = Arc<dyn Fn() -> Option<Arc<Broker>> + Send + Sync>;

@@ -9,8 +9,8 @@
 //! and of the store's and remote tier's errors it looks into), with no
 //! wildcard arm, so a new variant does not compile until it has a code.
 
+use crate::metrics::{ClosedFor, Refused};
 use kafka_protocol::error::ResponseError;
-use tidelog_broker::kafka_metrics::{ClosedFor, Refused};
 use tidelog_broker::store::{SequenceProblem, StoreError, TieredError};
 use tidelog_broker::BrokerError;
 

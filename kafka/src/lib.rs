@@ -22,6 +22,7 @@ pub mod dispatch;
 pub mod error;
 pub mod handlers;
 pub mod listener;
+pub mod metrics;
 mod precheck;
 pub mod records;
 pub mod routes;
@@ -32,9 +33,9 @@ pub use error::{FrameError, RecordError};
 
 use std::sync::Arc;
 
-use tidelog_broker::budget::ByteBudget;
-use tidelog_broker::connections::ConnectionSlots;
-use tidelog_broker::kafka_metrics::KafkaMetrics;
+use crate::metrics::KafkaMetrics;
+use tidelog_runtime::budget::ByteBudget;
+use tidelog_runtime::connections::ConnectionSlots;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -45,8 +46,8 @@ pub use context::{Budgets, Context, Ready};
 /// the broker once recovery is done (`None` before: KAFKA.md "Not
 /// ready"). A listener on its own (tests, tools): its frames and its
 /// fetch answers take from budgets of their own, as large as its
-/// connections could hold; the server shares both with HTTP
-/// ([`serve_sharing`]).
+/// connections could hold; a node shares both with HTTP
+/// ([`serve_in_node`]).
 pub async fn serve(
     listener: TcpListener,
     config: &KafkaConfig,
@@ -59,36 +60,50 @@ pub async fn serve(
     let answers = config
         .fetch_max_bytes
         .saturating_mul(config.max_connections);
-    let metrics = Arc::new(KafkaMetrics::default());
-    serve_sharing(
+    serve_in_node(
         listener,
         config,
-        ready,
-        Budgets {
-            requests: ByteBudget::new(own),
-            answers: ByteBudget::new(answers),
+        NodeHandles {
+            ready,
+            budgets: Budgets {
+                requests: ByteBudget::new(own),
+                answers: ByteBudget::new(answers),
+            },
+            metrics: Arc::new(KafkaMetrics::default()),
+            connections: ConnectionSlots::unlimited(),
+            stop,
         },
-        metrics,
-        ConnectionSlots::unlimited(),
-        stop,
     )
     .await;
 }
 
-/// [`serve`] with the memory it holds taken from `budgets`, the ones the
-/// HTTP API takes from too. Its
-/// counters go to `metrics`, which the HTTP API's `/metrics` renders. Its
-/// connections count against `connections`, the cap both front-ends share
-/// under the open-file limit (`tidelog_broker::connections`).
-pub async fn serve_sharing(
-    listener: TcpListener,
-    config: &KafkaConfig,
-    ready: Ready,
-    budgets: Budgets,
-    metrics: Arc<KafkaMetrics>,
-    connections: Arc<ConnectionSlots>,
-    stop: watch::Receiver<bool>,
-) {
+/// What a node (`server/src/node.rs`) shares with its Kafka listener; the
+/// listener's [`Context`] is built from these and its config.
+pub struct NodeHandles {
+    /// The broker once recovery is done (the node's ready slot).
+    pub ready: Ready,
+    /// The byte budgets, the ones the HTTP API takes from too.
+    pub budgets: Budgets,
+    /// The listener's counters, which the node registers for the HTTP
+    /// API's `/metrics` ([`metrics`]).
+    pub metrics: Arc<KafkaMetrics>,
+    /// The cap both front-ends share under the open-file limit
+    /// (`tidelog_runtime::connections`).
+    pub connections: Arc<ConnectionSlots>,
+    /// Turns true at shutdown.
+    pub stop: watch::Receiver<bool>,
+}
+
+/// [`serve`] with what it holds and counts taken from the node's
+/// `handles` (their docs).
+pub async fn serve_in_node(listener: TcpListener, config: &KafkaConfig, handles: NodeHandles) {
+    let NodeHandles {
+        ready,
+        budgets,
+        metrics,
+        connections,
+        stop,
+    } = handles;
     let bound = match listener.local_addr() {
         Ok(bound) => bound,
         Err(e) => {

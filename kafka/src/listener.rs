@@ -45,8 +45,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use tidelog_broker::budget::{ByteBudget, Reservation};
-use tidelog_broker::connections::ConnectionSlots;
+use tidelog_runtime::budget::{ByteBudget, Reservation};
+use tidelog_runtime::connections::ConnectionSlots;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};

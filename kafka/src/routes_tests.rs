@@ -6,6 +6,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use crate::metrics::KafkaMetrics;
 use bytes::{Buf, Bytes, BytesMut};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
@@ -15,10 +16,9 @@ use kafka_protocol::messages::{
     MetadataRequest, MetadataResponse, RequestHeader, ResponseHeader, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-use tidelog_broker::budget::ByteBudget;
-use tidelog_broker::kafka_metrics::KafkaMetrics;
 use tidelog_broker::store::{CleanerConfig, StoreConfig};
 use tidelog_broker::{Broker, BrokerConfig};
+use tidelog_runtime::budget::ByteBudget;
 use tokio::sync::watch;
 
 use super::{route, ROUTES};

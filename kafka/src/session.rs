@@ -11,7 +11,7 @@
 //!   once the answer is written (or the connection ends), so a fetch's
 //!   bytes count in the answer budget exactly while they are in memory.
 
-use tidelog_broker::budget::Reservation;
+use tidelog_runtime::budget::Reservation;
 
 /// One connection's state: its SASL login (`handlers::sasl`).
 #[derive(Debug, Default)]

@@ -1,5 +1,5 @@
 //! The process's open-file limit: raised at start, and split between the
-//! store and client connections (`tidelog_broker::connections`).
+//! store and client connections (`tidelog_runtime::connections`).
 //!
 //! Linux starts a process with the soft `RLIMIT_NOFILE` its parent had,
 //! often 1024, though the hard limit allows far more; a server that holds

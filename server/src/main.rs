@@ -1,5 +1,7 @@
 //! The `tidelog` binary: command line, configuration, and the wiring of
-//! storage and HTTP API (`serve.rs`).
+//! the node (`node.rs`: what both front-ends share) with the broker, the
+//! HTTP API and the Kafka listener (`serve.rs`); each front-end owns its
+//! listener.
 //!
 //! Exit codes: 0 success, 1 runtime failure, 2 bad configuration or usage
 //! (clap also uses 2 for usage errors), so scripts can tell "fix the file"
@@ -9,8 +11,7 @@
 
 mod config;
 mod descriptors;
-mod head;
-mod listener;
+mod node;
 mod restore;
 mod serve;
 

@@ -11,15 +11,18 @@
 //!    records too), create declared topics, rebuild consumer offsets from
 //!    `__consumer_offsets`' compacted log, start the LogCleaner threads
 //!    (`Broker::open`, which also starts the group coordinator's
-//!    `tidelog-groups` thread); then the API serves, and a task runs
-//!    `Broker::expire_offsets` every `OFFSETS_EXPIRY_CHECK_MS` (offsets of
-//!    groups without members, after `groups.offsets_retention_minutes`).
-//!    A failure here stops the server with exit 1.
-//! 3. On SIGINT or SIGTERM: stop accepting (HTTP and Kafka), wake
-//!    long-polls (Kafka fetches answer what they have), let requests in
-//!    flight finish (a body still arriving has `http.body_read_timeout_ms`;
-//!    connections without a request in flight close at once, see
-//!    `listener.rs`), stop the LogCleaner (joining its threads, so no pass
+//!    `tidelog-groups` thread); then the node publishes it (`node.rs`:
+//!    the HTTP consumer-instance manager first) and both front-ends serve,
+//!    and the node starts the broker's schedules on their threads
+//!    (`tidelog-offset-expiry`, and `tidelog-tiering` with a remote tier:
+//!    `tidelog_broker::schedules`). A failure here stops the server with
+//!    exit 1.
+//! 3. On SIGINT or SIGTERM: the node's shutdown signal stops accepting
+//!    (HTTP and Kafka), wakes long-polls (Kafka fetches answer what they
+//!    have) and stops the schedules; requests in flight finish (a body
+//!    still arriving has `http.body_read_timeout_ms`; connections without
+//!    a request in flight close at once, see `tidelog_api::listener`),
+//!    the schedule threads are joined, then the LogCleaner (joining its threads, so no pass
 //!    is half-way), then `Store::shutdown` (flush, checkpoint, remove
 //!    `abort`) and exit 0. A second signal exits at once with 1, leaving
 //!    `abort` behind so the next start runs full recovery.
@@ -27,12 +30,11 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use tidelog_api::{AppState, Broker};
+use tidelog_api::Broker;
 use tokio::signal::unix::{signal, Signal, SignalKind};
-use tokio::sync::watch;
 
 use crate::config::Config;
-use crate::listener;
+use crate::node::Node;
 use crate::EXIT_RUNTIME;
 
 /// How long shutdown waits for blocking store calls of abandoned requests.
@@ -93,51 +95,32 @@ pub async fn run(config: Config) -> ExitCode {
     // base_uri), which differs from `listen` only for port 0.
     let bound = listener.local_addr().unwrap_or(config.listen);
     let settings = config.api_settings().with_listen(bound);
-    let state = AppState::new(settings.clone(), config.data_dir.clone());
-    let connection_slots = tidelog_broker::connections::ConnectionSlots::new(connection_cap);
-    state.set_connection_slots(std::sync::Arc::clone(&connection_slots));
+    let node = Node::new(&settings, connection_cap);
+    let state = node.http(settings.clone(), config.data_dir.clone());
     let app = tidelog_api::router(state.clone());
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let mut server = tokio::spawn(listener::serve(
+    let mut server = tokio::spawn(tidelog_api::listener::serve(
         listener,
         app,
         state.clone(),
         config.listener_limits(),
-        stop_rx,
+        node.shutdown_signal(),
     ));
     if let Some(kafka) = kafka {
-        // The broker once recovery is done; until then every partition
-        // answers LEADER_NOT_AVAILABLE (KAFKA.md "Not ready").
-        let ready_state = state.clone();
-        let ready: tidelog_kafka::Ready = std::sync::Arc::new(move || ready_state.ready().ok());
         let mut kafka_config = config.kafka.clone();
         kafka_config.admin_token = config
             .admin_token
             .clone()
             .map(tidelog_kafka::config::AdminToken);
         kafka_config.cluster_id = Some(settings.broker.cluster_id.clone());
-        let stop = stop_tx.subscribe();
-        // One budget of request bytes held in memory for both front-ends
-        // (`http.max_inflight_bytes`, KAFKA.md "Bad input"), and one of
-        // fetch answers not yet written (`http.max_inflight_response_bytes`).
-        let budgets = tidelog_kafka::Budgets {
-            requests: state.inflight_bytes_budget(),
-            answers: state.answer_bytes_budget(),
-        };
-        // Its counters, in the HTTP API's `/metrics`.
-        let metrics = state.kafka_metrics();
+        // The node's ready slot, byte budgets (one of request bytes held
+        // in memory for both front-ends, `http.max_inflight_bytes`,
+        // KAFKA.md "Bad input", and one of fetch answers not yet written,
+        // `http.max_inflight_response_bytes`), connection slots and
+        // shutdown signal; its counters go into the HTTP API's `/metrics`.
+        let handles = node.kafka();
         tracing::info!(listen = ?kafka.local_addr().ok(), "Kafka listener");
         tokio::spawn(async move {
-            tidelog_kafka::serve_sharing(
-                kafka,
-                &kafka_config,
-                ready,
-                budgets,
-                metrics,
-                connection_slots,
-                stop,
-            )
-            .await;
+            tidelog_kafka::serve_in_node(kafka, &kafka_config, handles).await;
         });
     }
     tracing::info!(listen = %config.listen, data_dir = %config.data_dir.display(), "listening; opening the store");
@@ -155,16 +138,8 @@ pub async fn run(config: Config) -> ExitCode {
             still_opening = false;
             match opened {
                 Ok(Ok(ready)) => {
-                    let tiered = ready.is_tiered();
-                    state.set_ready(ready);
-                    tokio::spawn(expire_offsets_periodically(state.clone(), stop_tx.subscribe()));
-                    if tiered {
-                        tokio::spawn(tier_periodically(
-                            state.clone(),
-                            stop_tx.subscribe(),
-                            settings.broker.tiered.upload_interval_ms,
-                        ));
-                    }
+                    node.set_ready(ready, &state);
+                    node.start_schedules();
                     None
                 }
                 Ok(Err(e)) => {
@@ -205,8 +180,7 @@ pub async fn run(config: Config) -> ExitCode {
         eprintln!("tidelog: second signal ({name}): exiting without a clean shutdown");
         std::process::exit(i32::from(EXIT_RUNTIME));
     });
-    state.begin_shutdown();
-    let _ = stop_tx.send(true);
+    node.begin_shutdown();
     if !server_done {
         if let Err(e) = server.await {
             tracing::error!(error = %e, "HTTP server task failed");
@@ -217,7 +191,7 @@ pub async fn run(config: Config) -> ExitCode {
     // cleanly (recovery's work is then not repeated at the next start).
     if still_opening {
         match opening.await {
-            Ok(Ok(ready)) => state.set_ready(ready),
+            Ok(Ok(ready)) => node.set_ready(ready, &state),
             Ok(Err(e)) => {
                 tracing::error!(error = %e, "start-up failed");
                 exit = ExitCode::from(EXIT_RUNTIME);
@@ -228,7 +202,7 @@ pub async fn run(config: Config) -> ExitCode {
             }
         }
     }
-    match state.take_ready(STORE_RELEASE_TIMEOUT).await {
+    match node.take_ready(STORE_RELEASE_TIMEOUT, &state).await {
         None => {}
         Some(Ok(ready)) => match tokio::task::spawn_blocking(move || ready.shutdown()).await {
             Ok(Ok(())) => tracing::info!("clean shutdown"),
@@ -286,60 +260,6 @@ async fn open_broker(
             task: "start-up task",
             source,
         })?
-}
-
-/// Runs the tiered-storage uploader's round (`Broker::tiering_round`) at
-/// once and then every `interval_ms` until shutdown begins, holding the
-/// broker only during a round, so shutdown's `take_ready` gets it back.
-async fn tier_periodically(state: AppState, mut stop: watch::Receiver<bool>, interval_ms: u64) {
-    let period = Duration::from_millis(interval_ms.max(1));
-    loop {
-        if *stop.borrow() {
-            return;
-        }
-        if let Ok(broker) = state.ready() {
-            // A partition's failure is logged and backed off inside the
-            // round; an error here is the round's own (a bug). Shutdown
-            // drops a round in flight: uploads are idempotent and the
-            // manifest lists an object only once it is durable.
-            tokio::select! {
-                round = broker.tiering_round(None) => {
-                    if let Err(e) = round {
-                        tracing::error!(error = %e, "tiering round failed");
-                    }
-                }
-                _ = stop.changed() => return,
-            }
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(period) => {}
-            _ = stop.changed() => return,
-        }
-    }
-}
-
-/// Runs `Broker::expire_offsets` every `OFFSETS_EXPIRY_CHECK_MS` until
-/// shutdown begins. It holds the broker only during a pass, so shutdown's
-/// `take_ready` gets it back.
-async fn expire_offsets_periodically(state: AppState, mut stop: watch::Receiver<bool>) {
-    let period = Duration::from_millis(tidelog_broker::groups::OFFSETS_EXPIRY_CHECK_MS);
-    loop {
-        tokio::select! {
-            _ = tokio::time::sleep(period) => {}
-            _ = stop.changed() => return,
-        }
-        if *stop.borrow() {
-            return;
-        }
-        let Ok(broker) = state.ready() else {
-            continue;
-        };
-        match tokio::task::spawn_blocking(move || broker.expire_offsets()).await {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => tracing::error!(error = %e, "committed offsets expiry failed"),
-            Err(e) => tracing::error!(error = %e, "committed offsets expiry task failed"),
-        }
-    }
 }
 
 /// Raise the soft open-file limit to the hard one and return how many

@@ -41,15 +41,15 @@ use std::time::Duration;
 
 use std::collections::HashMap;
 
+use crate::metrics::Refused;
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
-use tidelog_broker::budget::{ByteBudget, Reservation};
-use tidelog_broker::kafka_metrics::Refused;
 use tidelog_broker::long_poll::{FetchRound, Round};
 use tidelog_broker::read::PartitionRef;
 use tidelog_broker::store::{ReadSink, StoredRecord};
+use tidelog_runtime::budget::{ByteBudget, Reservation};
 
 use super::{partition_ref, WHO};
 use crate::context::Context;

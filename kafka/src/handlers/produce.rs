@@ -50,7 +50,7 @@ use tidelog_broker::produce::{ProduceRequest as Produce, Records};
 use tidelog_broker::store::{Header, ProducerBatch};
 use tidelog_broker::Broker;
 
-use tidelog_broker::budget::{ByteBudget, Reservation};
+use tidelog_runtime::budget::{ByteBudget, Reservation};
 
 use super::{NOT_READY, WHO};
 use crate::context::Context;

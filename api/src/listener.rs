@@ -1,5 +1,7 @@
 //! The HTTP listener: tidelog's own accept loop over hyper's HTTP/1.1
-//! connections, serving the axum router. `axum::serve` has no place for
+//! connections, serving the axum router. The HTTP front-end owns it, as
+//! the Kafka front-end owns `tidelog_kafka::listener`; the server only
+//! binds the socket and starts it ([`serve`]). `axum::serve` has no place for
 //! the limits below, and hyper's own header timeout also runs while a
 //! keep-alive connection waits for its next request, so a short header
 //! timeout would close idle connections long before `idle_timeout_ms`.
@@ -56,7 +58,6 @@ use hyper::body::{Frame, Incoming, SizeHint};
 use hyper::server::conn::http1;
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
-use tidelog_api::AppState;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
@@ -64,6 +65,7 @@ use tokio::task::JoinSet;
 use tokio::time::{Instant, Sleep};
 
 use crate::head;
+use crate::state::AppState;
 
 /// How long the accept loop pauses after an error that is not one
 /// connection's (out of file descriptors, say), so it does not spin.
@@ -83,7 +85,8 @@ pub struct ListenerLimits {
 
 /// Serves `app` on `listener` until `stop` turns `true` and every
 /// connection has ended (module doc). Connection counters go to `state`'s
-/// metrics.
+/// metrics, and connections count against `state`'s connection slots (the
+/// node's).
 pub async fn serve(
     listener: TcpListener,
     app: Router,
@@ -95,7 +98,7 @@ pub async fn serve(
     // Logged once each time the cap is reached, not once per connection.
     let mut at_cap = false;
     // Both listeners' cap under the open-file limit (descriptors kept for
-    // the store: `tidelog_broker::connections`).
+    // the store: `tidelog_runtime::connections`).
     let fd_slots = state.connection_slots();
     // Accept errors (out of descriptors) warned at most once per this.
     let mut accept_warned: Option<std::time::Instant> = None;

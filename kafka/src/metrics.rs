@@ -1,18 +1,24 @@
-//! The Kafka listener's counters, rendered by the HTTP API's `/metrics`.
+//! The Kafka listener's counters and their `/metrics` families.
 //!
-//! They live here, not in the listener's crate, for the reason the byte
-//! budget does: the server hands one [`KafkaMetrics`] to both front-ends,
-//! and neither depends on the other. Every update is a relaxed atomic add
-//! on the connection's task; nothing here locks.
+//! The HTTP API renders `/metrics` and does not depend on this crate: the
+//! node hands it the listener's [`KafkaMetrics`] as a
+//! [`tidelog_runtime::MetricFamilies`], whose `render` writes the
+//! `tidelog_kafka_*` families here, so their names and shapes are this
+//! crate's alone. Every update is a relaxed atomic add on the
+//! connection's task; nothing here locks.
 //!
 //! Requests are counted per API key in a fixed table of [`API_SLOTS`]
 //! (Kafka's keys are small and dense); a slot is named by the first
 //! request counted in it, and only named slots are rendered, so a scrape
 //! lists the APIs clients use, not every one the listener serves.
 
+use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
+
+use tidelog_runtime::metrics::{counter, gauge};
+use tidelog_runtime::MetricFamilies;
 
 /// API keys counted one by one; a larger or negative key (none is
 /// served) goes to the last slot.
@@ -250,6 +256,81 @@ impl KafkaMetrics {
     }
 }
 
+impl MetricFamilies for KafkaMetrics {
+    fn render(&self, out: &mut String) {
+        render_kafka(out, &self.snapshot());
+    }
+}
+
+/// The Kafka listener's families: requests and time per API (average
+/// latency is the rate of one over the rate of the other), bytes, and
+/// connections, with those closed for a bad frame or a timeout by reason.
+fn render_kafka(out: &mut String, k: &KafkaMetricsSnapshot) {
+    gauge(
+        out,
+        "tidelog_kafka_connections",
+        "Kafka connections open now.",
+        k.connections_open as f64,
+    );
+    counter(
+        out,
+        "tidelog_kafka_connections_accepted_total",
+        "Kafka connections accepted.",
+        k.connections_accepted,
+    );
+    counter(
+        out,
+        "tidelog_kafka_connections_rejected_total",
+        "Kafka connections closed at once because kafka.max_connections were open.",
+        k.connections_rejected,
+    );
+    let name = "tidelog_kafka_connections_closed_total";
+    let _ = writeln!(
+        out,
+        "# HELP {name} Kafka connections closed for a bad frame or a timeout, by reason."
+    );
+    let _ = writeln!(out, "# TYPE {name} counter");
+    for (reason, n) in &k.closed {
+        let _ = writeln!(out, "{name}{{reason=\"{reason}\"}} {n}");
+    }
+    let name = "tidelog_kafka_refused_total";
+    let _ = writeln!(
+        out,
+        "# HELP {name} parts of Kafka requests refused by a memory bound (the connection kept), by limit."
+    );
+    let _ = writeln!(out, "# TYPE {name} counter");
+    for (limit, n) in &k.refused {
+        let _ = writeln!(out, "{name}{{limit=\"{limit}\"}} {n}");
+    }
+    let name = "tidelog_kafka_requests_total";
+    let _ = writeln!(out, "# HELP {name} Kafka requests answered, by API.");
+    let _ = writeln!(out, "# TYPE {name} counter");
+    for a in &k.apis {
+        let _ = writeln!(out, "{name}{{api=\"{}\"}} {}", a.api, a.requests);
+    }
+    let name = "tidelog_kafka_request_seconds_total";
+    let _ = writeln!(
+        out,
+        "# HELP {name} time spent answering Kafka requests (long-polls included), by API."
+    );
+    let _ = writeln!(out, "# TYPE {name} counter");
+    for a in &k.apis {
+        let _ = writeln!(out, "{name}{{api=\"{}\"}} {}", a.api, a.micros as f64 / 1e6);
+    }
+    counter(
+        out,
+        "tidelog_kafka_request_bytes_total",
+        "bytes of Kafka request frames read.",
+        k.request_bytes,
+    );
+    counter(
+        out,
+        "tidelog_kafka_response_bytes_total",
+        "bytes of Kafka answers written.",
+        k.response_bytes,
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -329,5 +410,34 @@ mod tests {
         assert!(refused.contains(&("fetch_inflight_bytes", 2)));
         assert!(refused.contains(&("produce_inflight_bytes", 0)));
         assert_eq!(refused.len(), 4);
+    }
+
+    /// Moved from the HTTP API's metrics tests with the renderer: every
+    /// family a listener's counters make, in the text `/metrics` serves.
+    #[test]
+    fn kafka_families_render_their_counters() {
+        let kafka = KafkaMetrics::default();
+        kafka.connection_opened();
+        kafka.connection_rejected();
+        kafka.request_read(100);
+        kafka.response_written(40);
+        kafka.request_served(0, "Produce", Duration::from_micros(1500));
+        kafka.connection_closed_for(ClosedFor::Version);
+        let mut text = String::new();
+        MetricFamilies::render(&kafka, &mut text);
+        for needle in [
+            "tidelog_kafka_connections 1\n",
+            "tidelog_kafka_connections_accepted_total 1\n",
+            "tidelog_kafka_connections_rejected_total 1\n",
+            "# TYPE tidelog_kafka_requests_total counter\n",
+            "tidelog_kafka_requests_total{api=\"Produce\"} 1\n",
+            "tidelog_kafka_request_seconds_total{api=\"Produce\"} 0.0015\n",
+            "tidelog_kafka_request_bytes_total 100\n",
+            "tidelog_kafka_response_bytes_total 40\n",
+            "tidelog_kafka_connections_closed_total{reason=\"version\"} 1\n",
+            "tidelog_kafka_connections_closed_total{reason=\"malformed\"} 0\n",
+        ] {
+            assert!(text.contains(needle), "missing {needle}:\n{text}");
+        }
     }
 }

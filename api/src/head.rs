@@ -26,7 +26,7 @@
 //! next head starts in what hyper holds, so from then on that
 //! connection's heads get hyper's own answer.
 
-use tidelog_api::ApiError;
+use crate::error::ApiError;
 
 /// Largest request head (request line and headers).
 pub const HEAD_MAX_BYTES: usize = 64 * 1024;
