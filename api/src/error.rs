@@ -1,7 +1,7 @@
 //! Every error the HTTP API can answer, and its mapping to HTTP.
 //!
 //! This is the only place that turns an error into a status code and a body
-//! (STYLE.md: "All HTTP error mapping in one file of the api crate"). The body
+//! (one file maps every HTTP error, so the codes cannot drift). The body
 //! is always Confluent REST Proxy's `{"error_code": <int>, "message": "..."}`
 //! and the HTTP status is always the code's first three digits, so a client
 //! that only looks at the status and a client that only looks at the body

@@ -31,7 +31,7 @@
 //!   broker's.
 //! * [`router`] and [`handlers`]: the routes of API.md.
 //! * [`listener`]: the accept loop over hyper's HTTP/1.1 connections, with
-//!   the connection limits and read and write timeouts of CONFIG.md
+//!   the connection limits and read and write timeouts of OPERATIONS.md
 //!   `http:`; [`head`] checks each request head before hyper parses it,
 //!   so a bad head gets API.md's JSON error body.
 //! * [`history`]: the last ten minutes of rates and gauges for the

@@ -6,7 +6,7 @@
 //! keep-alive connection waits for its next request, so a short header
 //! timeout would close idle connections long before `idle_timeout_ms`.
 //!
-//! Limits (CONFIG.md `http:`):
+//! Limits (OPERATIONS.md `http:`):
 //! * `max_connections`: one more connection is closed at once, before a
 //!   byte is read, and counted (`tidelog_http_connections_rejected_total`).
 //! * A connection's clock ([`Phase`]) decides which read timeout applies:
@@ -73,7 +73,7 @@ const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(100);
 /// Failed accepts are warned at most this often.
 const ACCEPT_ERROR_WARN_INTERVAL: Duration = Duration::from_secs(10);
 
-/// The listener's limits (CONFIG.md `http:`); the body timeout is the
+/// The listener's limits (OPERATIONS.md `http:`); the body timeout is the
 /// router's (`ApiSettings::body_read_timeout`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ListenerLimits {

@@ -1,10 +1,10 @@
 //! What the HTTP layer is configured with: the `http:` section of
-//! broker.yaml ([`HttpConfig`], CONFIG.md's keys and units, its defaults
+//! broker.yaml ([`HttpConfig`], OPERATIONS.md's keys and units, its defaults
 //! written once in `Default`, its one check [`HttpConfig::validate`]) and
 //! the settings the router runs with ([`ApiSettings`]), built from it, the
 //! admin token and the broker's settings.
 //!
-//! The server crate owns the file (CONFIG.md) and composes the sections;
+//! The server crate owns the file (OPERATIONS.md) and composes the sections;
 //! the api crate does not depend on it, and its tests build settings
 //! directly.
 

@@ -1,6 +1,6 @@
 //! What the broker is configured with ([`BrokerConfig`]): the cluster id,
 //! auto-create and its partition count, and the topics declared in the
-//! config file. CONFIG.md's defaults are written here once, in `Default`,
+//! config file. OPERATIONS.md's defaults are written here once, in `Default`,
 //! and [`BrokerConfig::validate`] is their one check.
 //!
 //! These are top-level keys of broker.yaml (`cluster_id`,
@@ -8,7 +8,7 @@
 //! their own: the server lists them in its file schema (serde's `flatten`
 //! cannot be combined with `deny_unknown_fields` and loses the key paths of
 //! its errors) and hands them here. A declared topic entry ([`TopicDecl`])
-//! deserializes as CONFIG.md writes it. The `groups:` section is the
+//! deserializes as OPERATIONS.md writes it. The `groups:` section is the
 //! coordinator's own type ([`GroupsConfig`], its defaults and its check),
 //! carried here so the broker gets it the way it gets the other keys.
 

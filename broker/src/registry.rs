@@ -337,7 +337,7 @@ impl TopicRegistry {
         })
     }
 
-    /// Applies the topics of the config file (CONFIG.md): created if absent;
+    /// Applies the topics of the config file (OPERATIONS.md): created if absent;
     /// if present, the configs the file names are set (the file wins for
     /// those keys, API changes to other keys stay). A larger partition count
     /// adds partitions (as Kafka's `--alter --partitions`); a smaller one is

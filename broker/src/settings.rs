@@ -1,5 +1,5 @@
 //! What the broker is told at start, as plain data: the server crate owns
-//! the YAML schema (CONFIG.md) and fills these.
+//! the YAML schema (OPERATIONS.md) and fills these.
 
 use crate::topic_config::Overrides;
 

@@ -14,7 +14,7 @@
 //! Bounds follow Kafka's `LogConfig` where it has one: `-1` means unbounded
 //! for `retention.ms` and `retention.bytes` only; `max.compaction.lag.ms`
 //! is unbounded at `i64::MAX` (Kafka's `Long.MAX_VALUE`), not `-1`.
-//! `segment.bytes` must be at least 1024 (CONFIG.md) and, like Kafka's `int`,
+//! `segment.bytes` must be at least 1024 (OPERATIONS.md) and, like Kafka's `int`,
 //! at most 2^31 − 1. `min.compaction.lag.ms` may not exceed
 //! `max.compaction.lag.ms` (Kafka rejects that pair too).
 //!

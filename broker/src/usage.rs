@@ -23,7 +23,7 @@ use crate::error::BrokerError;
 /// Most ConsumeQueue units one usage figure reads.
 pub const SAMPLED_UNITS: u64 = 64;
 
-/// Bytes in a ConsumeQueue unit (DESIGN.md: unit `n` at byte `n × 20`),
+/// Bytes in a ConsumeQueue unit (formats.md: unit `n` at byte `n × 20`),
 /// as the queue's format writes it.
 const UNIT_BYTES: u64 = UNIT_LEN as u64;
 

@@ -1,5 +1,5 @@
 //! Clients that stall, trickle, hold connections or declare huge bodies,
-//! against the real binary (CONFIG.md `http:` limits): none of them takes
+//! against the real binary (OPERATIONS.md `http:` limits): none of them takes
 //! the request slots, each is closed by the server, a connection past
 //! `max_connections` is closed at once, an idle keep-alive connection lives
 //! past the header timeout and closes after the idle one, bodies held in

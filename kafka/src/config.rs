@@ -1,4 +1,4 @@
-//! The `kafka:` section of broker.yaml (CONFIG.md), its one `Default`
+//! The `kafka:` section of broker.yaml (OPERATIONS.md), its one `Default`
 //! and its one `validate()`.
 
 use std::net::SocketAddr;

@@ -1,10 +1,10 @@
-//! The broker configuration of CONFIG.md: the file's schema, composed of
+//! The broker configuration of OPERATIONS.md: the file's schema, composed of
 //! the components' own sections, loading, and the file/key context of its
 //! errors.
 //!
 //! Precedence is built-in defaults < YAML file < command-line flags
-//! (`--data-dir`, `--listen`, `--kafka-listen`). Every key of CONFIG.md is a field here or in
-//! a section type with CONFIG.md's default; unknown keys are errors
+//! (`--data-dir`, `--listen`, `--kafka-listen`). Every key of OPERATIONS.md is a field here or in
+//! a section type with OPERATIONS.md's default; unknown keys are errors
 //! (`deny_unknown_fields`, here and in every section), so a typo such as
 //! `retention.dlete_when` stops start-up instead of silently running with
 //! the default.
@@ -33,7 +33,7 @@
 //! (`retention.disk_full_ratio`, `topics[1].configs.cleanup.policy`; list
 //! indices count from 0) and what is wrong, and stops start-up.
 //!
-//! Decisions where CONFIG.md is silent:
+//! Decisions where OPERATIONS.md is silent:
 //! * A relative `data_dir` is relative to the working directory, not to the
 //!   config file, as with RocketMQ's and Kafka's property files.
 //! * An empty file means "all defaults".
@@ -95,7 +95,7 @@ pub enum LogFormat {
     Json,
 }
 
-/// The whole broker configuration (CONFIG.md).
+/// The whole broker configuration (OPERATIONS.md).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
@@ -110,7 +110,7 @@ pub struct Config {
     pub store: StoreConfig,
     pub retention: RetentionConfig,
     pub cleaner: CleanerConfig,
-    /// HTTP request limits (not in CONFIG.md's list; added keys).
+    /// HTTP request limits (not in OPERATIONS.md's list; added keys).
     pub http: HttpConfig,
     /// The consumer group coordinator.
     pub groups: GroupsConfig,
@@ -123,7 +123,7 @@ pub struct Config {
     pub tiered: tidelog_broker::store::TieredConfig,
     /// Created at start if absent; their configs applied if present.
     pub topics: Vec<TopicDecl>,
-    /// How the log is written (CONFIG.md's key).
+    /// How the log is written (OPERATIONS.md's key).
     pub log_format: LogFormat,
 }
 
@@ -236,7 +236,7 @@ impl Config {
 
     /// The store's settings: the `store` and `retention` sections, in
     /// `data_dir`. Retention keeps the production clock and disk-usage
-    /// source (the defaults) and the knobs CONFIG.md does not name
+    /// source (the defaults) and the knobs OPERATIONS.md does not name
     /// (`max_segments_per_pass`, `pause_between_deletes_ms`).
     pub fn store_config(&self) -> StoreConfig {
         StoreConfig {

@@ -43,7 +43,7 @@ fn shipped_broker_yaml_loads_and_matches_config_md() {
     )
     .unwrap()
     .topics;
-    // The shipped file is CONFIG.md's: defaults plus the two example topics.
+    // The shipped file is OPERATIONS.md's: defaults plus the two example topics.
     assert_eq!(
         as_yaml(&config),
         as_yaml(&Config {
@@ -832,7 +832,7 @@ fn cleaner_section_maps_to_the_cleaner_config() {
             want.backoff_ms,
             want.io_max_bytes_per_second
         ),
-        "CONFIG.md's defaults are the cleaner's"
+        "OPERATIONS.md's defaults are the cleaner's"
     );
 }
 

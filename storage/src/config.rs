@@ -1,11 +1,11 @@
 //! Settings of the store: the `store:` section of `broker.yaml` (and, in
-//! [`RetentionConfig`], the `retention:` one), with CONFIG.md's defaults
+//! [`RetentionConfig`], the `retention:` one), with OPERATIONS.md's defaults
 //! (written here once, in [`StoreConfig::new`]) and their one check,
 //! [`StoreConfig::validate`], which both `Store::open` and the server's
 //! config loader run.
 //!
 //! With the `serde` feature (enabled by the crate that loads YAML) the
-//! structs deserialize from those sections: CONFIG.md's keys and units,
+//! structs deserialize from those sections: OPERATIONS.md's keys and units,
 //! absent keys keep the defaults, unknown keys are errors. Fields that are
 //! not keys (`data_dir`, a top-level key the server fills in;
 //! `preallocate_next_segment`; `retention`, its own section) are skipped.
@@ -63,7 +63,7 @@ pub enum RecoveryMode {
     TruncateAtCorruption,
 }
 
-/// Where the data lives when nothing says otherwise (CONFIG.md's
+/// Where the data lives when nothing says otherwise (OPERATIONS.md's
 /// `data_dir`), relative to the working directory.
 pub const DATA_DIR_DEFAULT: &str = "./data";
 
@@ -119,7 +119,7 @@ pub struct StoreConfig {
     pub retention: RetentionConfig,
 }
 
-/// CONFIG.md's defaults with data in [`DATA_DIR_DEFAULT`].
+/// OPERATIONS.md's defaults with data in [`DATA_DIR_DEFAULT`].
 impl Default for StoreConfig {
     fn default() -> Self {
         StoreConfig::new(DATA_DIR_DEFAULT)
@@ -127,7 +127,7 @@ impl Default for StoreConfig {
 }
 
 impl StoreConfig {
-    /// CONFIG.md's defaults with data in `data_dir`.
+    /// OPERATIONS.md's defaults with data in `data_dir`.
     pub fn new(data_dir: impl Into<PathBuf>) -> Self {
         StoreConfig {
             data_dir: data_dir.into(),
@@ -153,7 +153,7 @@ impl StoreConfig {
     /// sections. `Store::open` calls it, and so does the server's config
     /// loader (`tidelog check-config` and `serve`), so the two accept and
     /// refuse exactly the same settings. The error names the key as
-    /// CONFIG.md spells it.
+    /// OPERATIONS.md spells it.
     pub fn validate(&self) -> Result<()> {
         let in_range = |key: &'static str, value: u64, min: u64, max: u64| {
             if (min..=max).contains(&value) {

@@ -93,7 +93,7 @@ pub enum StoreError {
     DiskFull { reason: String },
 
     /// A setting of the `store:` or `retention:` section is out of range;
-    /// `key` is its path as CONFIG.md spells it (`store.index_slots`).
+    /// `key` is its path as OPERATIONS.md spells it (`store.index_slots`).
     #[error("{key}: {reason}")]
     InvalidConfig { key: &'static str, reason: String },
 

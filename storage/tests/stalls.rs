@@ -77,7 +77,7 @@ fn a_failing_sink_stalls_dispatch_refuses_appends_and_recovers_by_itself() {
 fn a_short_failure_is_no_stall() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = small_config(dir.path());
-    assert_eq!(cfg.dispatch_stall_ms, 30_000, "CONFIG.md's default");
+    assert_eq!(cfg.dispatch_stall_ms, 30_000, "OPERATIONS.md's default");
     let sink = StuckSink::new(0, true);
     let store = Store::open_with_sinks(cfg, vec![sink.clone()]).unwrap();
     store.append(&[record("t", 0, None, Some("0"))]).unwrap();

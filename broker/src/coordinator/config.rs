@@ -1,4 +1,4 @@
-//! The `groups:` section of broker.yaml ([`GroupsConfig`], CONFIG.md's
+//! The `groups:` section of broker.yaml ([`GroupsConfig`], OPERATIONS.md's
 //! defaults written once) and the bounds on everything a client controls in
 //! a group, which are constants rather than settings.
 

@@ -19,7 +19,7 @@ const OFF_PHYSICAL: usize = 0;
 const OFF_SIZE: usize = OFF_PHYSICAL + U64_LEN;
 const OFF_KEY_HASH: usize = OFF_SIZE + U32_LEN;
 pub const UNIT_LEN: usize = OFF_KEY_HASH + U64_LEN;
-// DESIGN.md fixes the unit at 20 bytes: unit n is at byte n × 20.
+// The unit is fixed at 20 bytes (formats.md): unit n is at byte n × 20.
 const _: () = assert!(UNIT_LEN == 20);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -49,7 +49,7 @@ pub const BATCHES_RETAINED: usize = 5;
 /// Most (producer, partition) entries kept.
 pub const PRODUCER_ENTRIES_MAX: usize = 100_000;
 /// An entry idle this long is dropped: Kafka's `producer.id.expiration.ms`
-/// default (one day). CONFIG.md has no key for it, so it is a constant.
+/// default (one day). OPERATIONS.md has no key for it, so it is a constant.
 pub const PRODUCER_EXPIRATION_MS: i64 = 24 * 60 * 60 * 1000;
 
 /// An idempotent producer's batch, as a Kafka record batch names it.

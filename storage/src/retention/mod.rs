@@ -224,7 +224,7 @@ pub const DISK_CHECK_INTERVAL_MS_DEFAULT: u64 = 1000;
 
 /// Retention settings (`retention:` in broker.yaml), with RocketMQ's
 /// defaults. With the `serde` feature it is that section: the keys are
-/// CONFIG.md's, absent ones keep the defaults below, unknown ones are
+/// OPERATIONS.md's, absent ones keep the defaults below, unknown ones are
 /// errors; the other fields are not keys (tests set them).
 #[derive(Clone, Debug)]
 #[cfg_attr(
