@@ -406,7 +406,9 @@ fn a_snapshot_names_sealed_segments_by_base_while_a_roll_waits_for_the_flush() {
     }
     let segments = log.segments();
     assert!(segments[1].is_new(), "no flush yet");
-    let (files, next) = super::sealed_files(&log).unwrap().expect("sealed segments");
+    let (files, next) = super::rounds::sealed_files(&log)
+        .unwrap()
+        .expect("sealed segments");
     assert_eq!(next, 3);
     let want: Vec<(String, Vec<u8>)> = segments[..3]
         .iter()
