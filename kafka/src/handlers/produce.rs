@@ -19,7 +19,7 @@
 //! * What decoding holds in memory counts against the global in-flight
 //!   byte budget (`http.max_inflight_bytes`, shared with HTTP bodies and
 //!   Kafka frames) as it comes to be held: each inflated buffer, and the
-//!   append records in memory bytes (`PartitionBatch::memory_bytes`, not
+//!   append records in memory bytes (`Records::memory_bytes`, not
 //!   wire bytes: a 7-byte record is a 128-byte append record). It is
 //!   given back once the partition is answered. When the budget is short
 //!   the partition is refused with REQUEST_TIMED_OUT (retriable: the
