@@ -1,0 +1,415 @@
+use tidelog_storage::commit_log::format::{HEADER_COUNT_MAX, HEADER_NAME_MAX};
+
+use super::*;
+use crate::config::BrokerConfig;
+use crate::groups::{CommitValue, OffsetCommit};
+use crate::registry::CONSUMER_OFFSETS_TOPIC;
+use crate::test_support::{compact, open, open_with};
+use crate::topic_config::Overrides;
+
+fn record(key: Option<&str>, value: &str) -> ProduceRecord {
+    ProduceRecord {
+        key: key.map(|k| Bytes::copy_from_slice(k.as_bytes())),
+        value: Some(Bytes::copy_from_slice(value.as_bytes())),
+        partition: None,
+        headers: Vec::new(),
+        timestamp_ms: None,
+    }
+}
+
+/// The one timestamp rule: the epoch or later; the rest is refused
+/// with the value.
+#[test]
+fn timestamps_are_the_epoch_or_later() {
+    for ok in [0, 1, 1_700_000_000_000, i64::MAX] {
+        assert_eq!(check_timestamp_ms(ok), Ok(ok));
+    }
+    for bad in [-1, -2, i64::MIN] {
+        assert_eq!(
+            check_timestamp_ms(bad),
+            Err(BadTimestamp { timestamp_ms: bad })
+        );
+    }
+}
+
+fn end_offsets(broker: &Broker, topic: &str) -> Vec<u64> {
+    let t = broker.registry.require(topic).unwrap();
+    (0..t.partitions.get())
+        .map(|p| crate::next_offset(&broker.store, topic, p))
+        .collect()
+}
+
+/// A compact topic needs a key on every record; a keyless one refuses
+/// the whole request, naming the record, and writes nothing.
+#[test]
+fn a_keyless_record_on_a_compact_topic_is_refused_and_nothing_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = open(dir.path());
+    broker.create_topic("users", 1, compact()).unwrap();
+    let refused = broker
+        .produce_blocking(
+            "users",
+            None,
+            vec![record(Some("a"), "1"), record(None, "2")],
+        )
+        .unwrap_err();
+    match refused {
+        BrokerError::KeyRequired {
+            index,
+            topic,
+            policy,
+        } => assert_eq!((index, topic.as_str(), policy), (1, "users", "compact")),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(end_offsets(&broker, "users"), [0]);
+    // With keys it is written; a delete topic takes keyless records.
+    let produced = broker
+        .produce_blocking("users", None, vec![record(Some("a"), "1")])
+        .unwrap();
+    assert_eq!(produced.offsets().collect::<Vec<_>>(), [(0, 0)]);
+    broker.create_topic("events", 1, Overrides::new()).unwrap();
+    broker
+        .produce_blocking("events", None, vec![record(None, "x")])
+        .unwrap();
+    Arc::try_unwrap(broker).unwrap().shutdown().unwrap();
+}
+
+/// The record limits, checked for every record before anything is
+/// written: the store's header bounds and the smaller of the topic's
+/// `max.message.bytes` and the store's limit.
+#[test]
+fn the_record_limits_refuse_the_whole_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = open(dir.path());
+    let small = Overrides::from([("max.message.bytes".to_string(), "100".to_string())]);
+    broker.create_topic("small", 1, small).unwrap();
+    let ok = record(Some("k"), "v");
+    // Key 1 + value 100 bytes: one over the topic's limit.
+    let mut big = record(Some("k"), &"x".repeat(100));
+    let too_large = broker
+        .produce_blocking("small", None, vec![ok.clone(), big.clone()])
+        .unwrap_err();
+    match &too_large {
+        BrokerError::RecordTooLarge {
+            index,
+            size,
+            limit,
+            limit_source,
+        } => {
+            assert_eq!((*index, *size, *limit), (1, 101, 100));
+            assert_eq!(limit_source, "topic \"small\" max.message.bytes");
+        }
+        other => panic!("{other:?}"),
+    }
+    // Key 1 + value 99: exactly the limit, which fits.
+    big.value = Some(Bytes::from("x".repeat(99)));
+    let mut many = ok.clone();
+    many.headers = vec![("h".to_string(), Some(Bytes::new())); HEADER_COUNT_MAX + 1];
+    assert!(matches!(
+        broker.produce_blocking("small", None, vec![big.clone(), many]),
+        Err(BrokerError::TooManyHeaders { index: 1, count, max: HEADER_COUNT_MAX })
+            if count == HEADER_COUNT_MAX + 1
+    ));
+    let mut long_name = ok.clone();
+    long_name.headers = vec![
+        ("fine".to_string(), Some(Bytes::new())),
+        ("n".repeat(HEADER_NAME_MAX + 1), Some(Bytes::new())),
+    ];
+    assert!(matches!(
+        broker.produce_blocking("small", None, vec![long_name]),
+        Err(BrokerError::HeaderNameTooLong {
+            index: 0,
+            header: 1,
+            max: HEADER_NAME_MAX
+        })
+    ));
+    assert_eq!(end_offsets(&broker, "small"), [0], "nothing was written");
+    broker
+        .produce_blocking("small", None, vec![ok, big])
+        .unwrap();
+    assert_eq!(end_offsets(&broker, "small"), [2]);
+    Arc::try_unwrap(broker).unwrap().shutdown().unwrap();
+}
+
+/// Without a partition, keyed records go where murmur2 puts their key
+/// (Kafka's partitioner) and keyless ones round-robin; a partition
+/// given for the request applies to every record, and a record naming
+/// another is refused. Offsets come back in request order.
+#[test]
+fn records_are_partitioned_by_key_round_robin_or_the_requested_partition() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = open(dir.path());
+    broker.create_topic("t", 4, Overrides::new()).unwrap();
+    let partitions = std::num::NonZeroU32::new(4).unwrap();
+    let keys = ["a", "b", "c", "d", "e", "f"];
+    let produced = broker
+        .produce_blocking(
+            "t",
+            None,
+            keys.iter().map(|k| record(Some(k), "v")).collect(),
+        )
+        .unwrap();
+    let got: Vec<u32> = produced.offsets().map(|(p, _)| p).collect();
+    let want: Vec<u32> = keys
+        .iter()
+        .map(|k| partition_for_key(k.as_bytes(), partitions))
+        .collect();
+    assert_eq!(got, want);
+    assert_eq!(produced.len(), keys.len());
+    assert_eq!(produced.payload_bytes(), 12);
+    let keyless = broker
+        .produce_blocking("t", None, (0..8).map(|_| record(None, "v")).collect())
+        .unwrap();
+    let mut counts = [0; 4];
+    for (p, _) in keyless.offsets() {
+        counts[p as usize] += 1;
+    }
+    assert_eq!(counts, [2, 2, 2, 2], "round-robin spreads evenly");
+    let mut own = record(Some("a"), "v");
+    own.partition = Some(3);
+    let to_2 = broker
+        .produce_blocking(
+            "t",
+            Some(2),
+            vec![record(Some("a"), "v"), record(None, "w")],
+        )
+        .unwrap();
+    let offsets: Vec<(u32, u64)> = to_2.offsets().collect();
+    assert_eq!(offsets[0].0, 2);
+    assert_eq!(offsets[1], (2, offsets[0].1 + 1));
+    assert!(matches!(
+        broker.produce_blocking("t", Some(2), vec![record(None, "v"), own.clone()]),
+        Err(BrokerError::PartitionMismatch {
+            index: 1,
+            own: 3,
+            requested: 2
+        })
+    ));
+    own.partition = Some(4);
+    assert!(matches!(
+        broker.produce_blocking("t", None, vec![own]),
+        Err(BrokerError::UnknownPartition { partition: 4, .. })
+    ));
+    Arc::try_unwrap(broker).unwrap().shutdown().unwrap();
+}
+
+/// An unknown topic is refused, or created with the partitions given;
+/// an internal topic is never written by a produce.
+#[test]
+fn unknown_topics_are_auto_created_only_when_asked_and_internal_ones_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = open(dir.path());
+    assert_eq!(
+        broker.store.config().flush,
+        tidelog_storage::FlushMode::Async
+    );
+    assert!(matches!(
+        broker.produce_blocking("new", None, vec![record(None, "v")]),
+        Err(BrokerError::UnknownTopic { .. })
+    ));
+    assert!(broker.registry.get("new").is_none());
+    let auto = tempfile::tempdir().unwrap();
+    let config = BrokerConfig {
+        auto_create_topics: true,
+        default_partitions: 3,
+        ..BrokerConfig::default()
+    };
+    let auto_broker = open_with(auto.path(), &config);
+    auto_broker
+        .produce_blocking("new", None, vec![record(None, "v")])
+        .unwrap();
+    assert_eq!(
+        auto_broker
+            .registry
+            .require("new")
+            .unwrap()
+            .partitions
+            .get(),
+        3
+    );
+    Arc::try_unwrap(auto_broker).unwrap().shutdown().unwrap();
+    assert!(matches!(
+        broker.produce_blocking(CONSUMER_OFFSETS_TOPIC, None, vec![record(Some("k"), "v")]),
+        Err(BrokerError::InternalTopic { .. })
+    ));
+    Arc::try_unwrap(broker).unwrap().shutdown().unwrap();
+}
+
+/// Records built one by one for one partition (Kafka's shape) go
+/// through the door with the checks and answers of any produce to that
+/// partition: an internal topic, an unknown partition and a keyless
+/// record on a compact topic (named by its index) are refused with
+/// nothing written; otherwise the records land in order with the same
+/// payload bytes, and the answer carries the partition's log start.
+#[test]
+fn records_for_one_partition_are_checked_and_appended_through_the_door() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = open(dir.path());
+    broker.create_topic("t", 2, Overrides::new()).unwrap();
+    broker.create_topic("users", 1, compact()).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let batch = |topic: &str, partition: u32, records: &[(Option<&str>, &str)]| {
+        let mut b = Records::new();
+        b.reserve(records.len());
+        for (key, value) in records {
+            let headers = vec![Header {
+                name: "h".into(),
+                value: Some(Bytes::from_static(b"12")),
+            }];
+            b.push(
+                None,
+                key.map(|k| Bytes::copy_from_slice(k.as_bytes())),
+                Some(Bytes::copy_from_slice(value.as_bytes())),
+                headers,
+                Some(7),
+            );
+        }
+        ProduceRequest {
+            topic: topic.to_owned(),
+            partition: Some(partition),
+            records: b,
+            producer: None,
+            create_missing_topic: false,
+        }
+    };
+    let produce =
+        |request: ProduceRequest| rt.block_on(broker.produce(&Principal::Anonymous, request));
+    let refused = produce(batch("users", 0, &[(Some("a"), "1"), (None, "2")])).unwrap_err();
+    assert!(
+        matches!(&refused, BrokerError::KeyRequired { index: 1, topic, .. } if topic == "users"),
+        "{refused:?}"
+    );
+    assert!(matches!(
+        produce(batch("t", 2, &[(None, "v")])),
+        Err(BrokerError::UnknownPartition { partition: 2, .. })
+    ));
+    assert!(matches!(
+        produce(batch(CONSUMER_OFFSETS_TOPIC, 0, &[(Some("k"), "v")])),
+        Err(BrokerError::InternalTopic { .. })
+    ));
+    assert_eq!(end_offsets(&broker, "users"), [0], "nothing was written");
+    assert_eq!(end_offsets(&broker, "t"), [0, 0], "nothing was written");
+
+    let empty = produce(batch("t", 1, &[])).unwrap();
+    assert!(empty.is_empty());
+    assert!(matches!(
+        produce(batch("nope", 0, &[(None, "v")])),
+        Err(BrokerError::UnknownTopic { .. })
+    ));
+    let produced = produce(batch("t", 1, &[(Some("a"), "one"), (None, "two")])).unwrap();
+    assert_eq!(produced.offsets().collect::<Vec<_>>(), [(1, 0), (1, 1)]);
+    // Keys 1, values 3 + 3, each a header block of 6 + 1 + 2 bytes.
+    assert_eq!(produced.payload_bytes(), 1 + 3 + 3 + 2 * 9);
+    assert_eq!(produced.base_offset(), Some(0));
+    assert_eq!(produced.log_start_offset(), Some(0));
+    let keyed = produce(batch("users", 0, &[(Some("a"), "1")])).unwrap();
+    assert_eq!(keyed.offsets().collect::<Vec<_>>(), [(0, 0)]);
+    assert!(broker
+        .store
+        .wait_dispatched(std::time::Duration::from_secs(30)));
+    let read = broker
+        .store
+        .read("t", 1, tidelog_storage::QueueOffset::new(0), 10, 1 << 20)
+        .unwrap();
+    let got: Vec<(Option<Bytes>, Option<Bytes>, i64, usize)> = read
+        .records
+        .iter()
+        .map(|r| (r.key(), r.value(), r.timestamp_ms(), r.headers().len()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (Some(Bytes::from("a")), Some(Bytes::from("one")), 7, 1),
+            (None, Some(Bytes::from("two")), 7, 1),
+        ]
+    );
+    drop(rt);
+    Arc::try_unwrap(broker).unwrap().shutdown().unwrap();
+}
+
+/// A commit is appended to `__consumer_offsets` and applied in memory.
+#[test]
+fn committed_offsets_are_appended_and_applied() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = open(dir.path());
+    broker.create_topic("t", 2, Overrides::new()).unwrap();
+    let commit = |partition, offset| OffsetCommit {
+        topic: "t".into(),
+        partition,
+        value: CommitValue {
+            offset,
+            metadata: String::new(),
+        },
+    };
+    broker
+        .commit_offsets(
+            "g",
+            vec![commit(0, 5), commit(1, 7)],
+            crate::coordinator::CommitOrigin::Stateless,
+        )
+        .unwrap();
+    let got: Vec<(u32, u64)> = broker
+        .groups
+        .get("g", None)
+        .unwrap()
+        .iter()
+        .map(|c| (c.partition, c.offset))
+        .collect();
+    assert_eq!(got, [(0, 5), (1, 7)]);
+    assert_eq!(end_offsets(&broker, CONSUMER_OFFSETS_TOPIC), [2]);
+
+    // A commit is checked whole: one bad entry and nothing is written.
+    let mut long = commit(0, 9);
+    long.value.metadata = "m".repeat(crate::groups::METADATA_MAX_BYTES + 1);
+    let refused = [
+        broker.commit_offsets(
+            "g",
+            vec![commit(0, 8), commit(2, 8)],
+            crate::coordinator::CommitOrigin::Stateless,
+        ),
+        broker.commit_offsets(
+            "g",
+            vec![commit(0, 8), long],
+            crate::coordinator::CommitOrigin::Stateless,
+        ),
+        broker.commit_offsets(
+            "g",
+            vec![OffsetCommit {
+                topic: "nope".into(),
+                ..commit(0, 8)
+            }],
+            crate::coordinator::CommitOrigin::Stateless,
+        ),
+        broker.commit_offsets(
+            "bad group",
+            vec![commit(0, 8)],
+            crate::coordinator::CommitOrigin::Stateless,
+        ),
+        broker.commit_offsets(
+            "bad group",
+            Vec::new(),
+            crate::coordinator::CommitOrigin::Stateless,
+        ),
+    ];
+    assert!(matches!(
+        &refused[0],
+        Err(BrokerError::UnknownPartition { partition: 2, .. })
+    ));
+    assert!(matches!(
+        &refused[1],
+        Err(BrokerError::CommitMetadataTooLarge { index: 1, .. })
+    ));
+    assert!(matches!(&refused[2], Err(BrokerError::UnknownTopic { .. })));
+    assert!(matches!(&refused[3], Err(BrokerError::InvalidName { .. })));
+    assert!(matches!(&refused[4], Err(BrokerError::InvalidName { .. })));
+    assert_eq!(
+        end_offsets(&broker, CONSUMER_OFFSETS_TOPIC),
+        [2],
+        "nothing written"
+    );
+    assert_eq!(broker.groups.get("g", None).unwrap()[0].offset, 5);
+    Arc::try_unwrap(broker).unwrap().shutdown().unwrap();
+}
