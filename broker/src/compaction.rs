@@ -18,7 +18,6 @@ use crate::broker::Broker;
 use crate::error::BrokerError;
 use crate::principal::Principal;
 use crate::registry::Topic;
-use crate::visibility::VISIBILITY_WAIT;
 
 /// A compaction requested of every partition of a compact topic
 /// ([`Broker::compact`]).
@@ -110,7 +109,7 @@ impl Broker {
         roll_active: bool,
     ) -> Result<CompactionTicket, BrokerError> {
         let topic = self.compact_topic(topic)?;
-        let _ = tokio::time::timeout(VISIBILITY_WAIT, self.visible(self.acknowledged())).await;
+        self.until_acknowledged_visible().await;
         let requested = {
             let (broker, topic) = (Arc::clone(self), Arc::clone(&topic));
             crate::blocking::run(move || broker.request_compaction(&topic, roll_active)).await?

@@ -33,7 +33,6 @@ use crate::read::{KeyRecords, PartitionRef, PhysicalRecord};
 use crate::registry::{ChangesOf, Topic};
 use crate::store::PartitionStatus;
 use crate::topics::{CreateTopic, CreatedTopic};
-use crate::visibility::VISIBILITY_WAIT;
 
 /// A partition's offsets ([`Door::offsets`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -163,7 +162,7 @@ impl Door {
         offset: i64,
     ) -> Result<u64, BrokerError> {
         let broker = &self.broker;
-        let _ = tokio::time::timeout(VISIBILITY_WAIT, broker.visible(broker.acknowledged())).await;
+        broker.until_acknowledged_visible().await;
         let (broker, topic) = (Arc::clone(broker), topic.to_owned());
         crate::blocking::run(move || broker.delete_records(&topic, partition, offset)).await
     }
@@ -217,7 +216,7 @@ impl Door {
     ) -> Result<Vec<CommittedOffset>, BrokerError> {
         let (broker, group) = (Arc::clone(&self.broker), group.to_owned());
         // The ends it resets to cover what was acknowledged before.
-        let _ = tokio::time::timeout(VISIBILITY_WAIT, broker.visible(broker.acknowledged())).await;
+        broker.until_acknowledged_visible().await;
         crate::blocking::run(move || broker.reset_offsets(&group, scope, to)).await
     }
 
@@ -252,7 +251,7 @@ impl Door {
     ) -> Result<(Arc<Topic>, KeyRecords), BrokerError> {
         let topic = self.describe_topic(topic)?;
         let broker = Arc::clone(&self.broker);
-        let _ = tokio::time::timeout(VISIBILITY_WAIT, broker.visible(broker.acknowledged())).await;
+        broker.until_acknowledged_visible().await;
         crate::blocking::run(move || {
             let found = broker.query_by_key(&topic, &key, begin_ms, end_ms, max)?;
             Ok((topic, found))
@@ -287,7 +286,7 @@ impl Door {
     ) -> Result<PartitionOffsets, BrokerError> {
         let part = self.partition(topic, partition)?;
         let broker = &self.broker;
-        let _ = tokio::time::timeout(VISIBILITY_WAIT, broker.visible(broker.acknowledged())).await;
+        broker.until_acknowledged_visible().await;
         let offset = match timestamp_ms {
             Some(ts) => {
                 let part = part.clone();
@@ -317,7 +316,7 @@ impl Door {
     ) -> Result<Option<(u64, i64)>, BrokerError> {
         let part = self.partition(topic, partition)?;
         let broker = &self.broker;
-        let _ = tokio::time::timeout(VISIBILITY_WAIT, broker.visible(broker.acknowledged())).await;
+        broker.until_acknowledged_visible().await;
         crate::blocking::run(move || part.record_at_timestamp(timestamp_ms)).await
     }
 
@@ -331,7 +330,7 @@ impl Door {
     ) -> Result<Option<(u64, i64)>, BrokerError> {
         let part = self.partition(topic, partition)?;
         let broker = &self.broker;
-        let _ = tokio::time::timeout(VISIBILITY_WAIT, broker.visible(broker.acknowledged())).await;
+        broker.until_acknowledged_visible().await;
         crate::blocking::run(move || part.max_timestamp_record()).await
     }
 

@@ -47,4 +47,12 @@ impl Broker {
             progress.await;
         }
     }
+
+    /// Read-your-writes for a call beginning now: waits until every record
+    /// acknowledged before it is fetchable, at most [`VISIBILITY_WAIT`]
+    /// (a stalled dispatcher is what the bound is for: then the call
+    /// answers from what is indexed). On tokio's timer.
+    pub async fn until_acknowledged_visible(&self) {
+        let _ = tokio::time::timeout(VISIBILITY_WAIT, self.visible(self.acknowledged())).await;
+    }
 }

@@ -22,7 +22,6 @@ use kafka_protocol::messages::list_offsets_response::{
 };
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 use tidelog_broker::read::PartitionRef;
-use tidelog_broker::visibility::VISIBILITY_WAIT;
 use tidelog_broker::Broker;
 
 use super::{partition_ref, WHO};
@@ -43,7 +42,7 @@ pub async fn handle(
     if let Some(broker) = &broker {
         // A stalled dispatcher is what the bound is for (it also refuses
         // appends, KAFKA.md "Produce"): then the answer is what is indexed.
-        let _ = tokio::time::timeout(VISIBILITY_WAIT, broker.visible(broker.acknowledged())).await;
+        broker.until_acknowledged_visible().await;
     }
     answer(broker.as_ref(), version, request).await
 }
