@@ -144,6 +144,36 @@ pub fn served() -> impl Iterator<Item = (ApiKey, i16, i16)> {
 // The routes, one per row: decode, call the handler, encode. Each is
 // boxed (`Served`) so the rows share one fn-pointer type.
 
+/// A route whose handler takes the context, then `version` and/or the
+/// admin `gate` as named, then the typed request (` async`: awaited).
+macro_rules! serve {
+    ($name:ident($($arg:ident),*)) => {
+        fn $name(mut call: Call<'_>) -> Served<'_> {
+            Box::pin(async move {
+                let request = call.decode()?;
+                let answer = handlers::$name::handle(call.ctx, $(serve!(@$arg call),)* request);
+                call.answer(&answer)
+            })
+        }
+    };
+    ($name:ident($($arg:ident),*) async) => {
+        fn $name(mut call: Call<'_>) -> Served<'_> {
+            Box::pin(async move {
+                let request = call.decode()?;
+                let answer =
+                    handlers::$name::handle(call.ctx, $(serve!(@$arg call),)* request).await;
+                call.answer(&answer)
+            })
+        }
+    };
+    (@version $call:ident) => {
+        $call.version
+    };
+    (@gate $call:ident) => {
+        handlers::admin::Gate::new($call.ctx, $call.session)
+    };
+}
+
 fn api_versions(mut call: Call<'_>) -> Served<'_> {
     Box::pin(async move {
         let _request: ApiVersionsRequest = call.decode()?;
@@ -151,13 +181,7 @@ fn api_versions(mut call: Call<'_>) -> Served<'_> {
     })
 }
 
-fn metadata(mut call: Call<'_>) -> Served<'_> {
-    Box::pin(async move {
-        let request = call.decode()?;
-        let answer = handlers::metadata::handle(call.ctx, call.version, request).await;
-        call.answer(&answer)
-    })
-}
+serve!(metadata(version) async);
 
 fn produce(mut call: Call<'_>) -> Served<'_> {
     Box::pin(async move {
@@ -180,21 +204,9 @@ fn fetch(mut call: Call<'_>) -> Served<'_> {
     })
 }
 
-fn list_offsets(mut call: Call<'_>) -> Served<'_> {
-    Box::pin(async move {
-        let request = call.decode()?;
-        let answer = handlers::list_offsets::handle(call.ctx, call.version, request).await;
-        call.answer(&answer)
-    })
-}
+serve!(list_offsets(version) async);
 
-fn find_coordinator(mut call: Call<'_>) -> Served<'_> {
-    Box::pin(async move {
-        let request = call.decode()?;
-        let answer = handlers::find_coordinator::handle(call.ctx, call.version, request);
-        call.answer(&answer)
-    })
-}
+serve!(find_coordinator(version));
 
 fn join_group(mut call: Call<'_>) -> Served<'_> {
     Box::pin(async move {
@@ -212,139 +224,37 @@ fn join_group(mut call: Call<'_>) -> Served<'_> {
     })
 }
 
-fn sync_group(mut call: Call<'_>) -> Served<'_> {
-    Box::pin(async move {
-        let request = call.decode()?;
-        let answer = handlers::sync_group::handle(call.ctx, call.version, request).await;
-        call.answer(&answer)
-    })
-}
+serve!(sync_group(version) async);
 
-fn heartbeat(mut call: Call<'_>) -> Served<'_> {
-    Box::pin(async move {
-        let request = call.decode()?;
-        let answer = handlers::heartbeat::handle(call.ctx, request);
-        call.answer(&answer)
-    })
-}
+serve!(heartbeat());
 
-fn leave_group(mut call: Call<'_>) -> Served<'_> {
-    Box::pin(async move {
-        let request = call.decode()?;
-        let answer = handlers::leave_group::handle(call.ctx, call.version, request);
-        call.answer(&answer)
-    })
-}
+serve!(leave_group(version));
 
-fn offset_commit(mut call: Call<'_>) -> Served<'_> {
-    Box::pin(async move {
-        let request = call.decode()?;
-        let answer = handlers::offset_commit::handle(call.ctx, request).await;
-        call.answer(&answer)
-    })
-}
+serve!(offset_commit() async);
 
-fn offset_fetch(mut call: Call<'_>) -> Served<'_> {
-    Box::pin(async move {
-        let request = call.decode()?;
-        let answer = handlers::offset_fetch::handle(call.ctx, call.version, request);
-        call.answer(&answer)
-    })
-}
+serve!(offset_fetch(version));
 
-fn list_groups(mut call: Call<'_>) -> Served<'_> {
-    Box::pin(async move {
-        let request = call.decode()?;
-        let answer = handlers::list_groups::handle(call.ctx, call.version, request);
-        call.answer(&answer)
-    })
-}
+serve!(list_groups(version));
 
-fn describe_groups(mut call: Call<'_>) -> Served<'_> {
-    Box::pin(async move {
-        let request = call.decode()?;
-        let answer = handlers::describe_groups::handle(call.ctx, call.version, request);
-        call.answer(&answer)
-    })
-}
+serve!(describe_groups(version));
 
-fn offset_delete(mut call: Call<'_>) -> Served<'_> {
-    Box::pin(async move {
-        let request = call.decode()?;
-        let gate = handlers::admin::Gate::new(call.ctx, call.session);
-        let answer = handlers::offset_delete::handle(call.ctx, gate, request).await;
-        call.answer(&answer)
-    })
-}
+serve!(offset_delete(gate) async);
 
-fn create_topics(mut call: Call<'_>) -> Served<'_> {
-    Box::pin(async move {
-        let request = call.decode()?;
-        let gate = handlers::admin::Gate::new(call.ctx, call.session);
-        let answer = handlers::create_topics::handle(call.ctx, gate, call.version, request).await;
-        call.answer(&answer)
-    })
-}
+serve!(create_topics(gate, version) async);
 
-fn delete_topics(mut call: Call<'_>) -> Served<'_> {
-    Box::pin(async move {
-        let request = call.decode()?;
-        let gate = handlers::admin::Gate::new(call.ctx, call.session);
-        let answer = handlers::delete_topics::handle(call.ctx, gate, call.version, request).await;
-        call.answer(&answer)
-    })
-}
+serve!(delete_topics(gate, version) async);
 
-fn delete_records(mut call: Call<'_>) -> Served<'_> {
-    Box::pin(async move {
-        let request = call.decode()?;
-        let gate = handlers::admin::Gate::new(call.ctx, call.session);
-        let answer = handlers::delete_records::handle(call.ctx, gate, request).await;
-        call.answer(&answer)
-    })
-}
+serve!(delete_records(gate) async);
 
-fn describe_configs(mut call: Call<'_>) -> Served<'_> {
-    Box::pin(async move {
-        let request = call.decode()?;
-        let answer = handlers::describe_configs::handle(call.ctx, call.version, request);
-        call.answer(&answer)
-    })
-}
+serve!(describe_configs(version));
 
-fn alter_configs(mut call: Call<'_>) -> Served<'_> {
-    Box::pin(async move {
-        let request = call.decode()?;
-        let gate = handlers::admin::Gate::new(call.ctx, call.session);
-        let answer = handlers::alter_configs::handle(call.ctx, gate, request).await;
-        call.answer(&answer)
-    })
-}
+serve!(alter_configs(gate) async);
 
-fn incremental_alter_configs(mut call: Call<'_>) -> Served<'_> {
-    Box::pin(async move {
-        let request = call.decode()?;
-        let gate = handlers::admin::Gate::new(call.ctx, call.session);
-        let answer = handlers::incremental_alter_configs::handle(call.ctx, gate, request).await;
-        call.answer(&answer)
-    })
-}
+serve!(incremental_alter_configs(gate) async);
 
-fn describe_cluster(mut call: Call<'_>) -> Served<'_> {
-    Box::pin(async move {
-        let request = call.decode()?;
-        let answer = handlers::describe_cluster::handle(call.ctx, call.version, request);
-        call.answer(&answer)
-    })
-}
+serve!(describe_cluster(version));
 
-fn init_producer_id(mut call: Call<'_>) -> Served<'_> {
-    Box::pin(async move {
-        let request = call.decode()?;
-        let answer = handlers::init_producer_id::handle(call.ctx, call.version, request).await;
-        call.answer(&answer)
-    })
-}
+serve!(init_producer_id(version) async);
 
 fn sasl_handshake(mut call: Call<'_>) -> Served<'_> {
     Box::pin(async move {
