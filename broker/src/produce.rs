@@ -357,8 +357,19 @@ impl Broker {
                 .await?
             }
         };
+        // Kafka's answer carries the partition's log start, also for an
+        // empty batch: read after the append.
+        let log_start = |broker: &Arc<Self>| -> Result<Option<u64>, BrokerError> {
+            match partition {
+                Some(p) => Ok(Some(broker.partition(&topic.name, p)?.offsets().0)),
+                None => Ok(None),
+            }
+        };
         let Some(records) = self.plan_produce(&topic, partition, records)? else {
-            return Ok(nothing_written());
+            return Ok(ProduceAck {
+                log_start_offset: log_start(self)?,
+                ..nothing_written()
+            });
         };
         let admitted = self.store.lag_admitted().await?;
         let limit = RecordLimit::new(self.store.config(), &topic);
@@ -372,11 +383,7 @@ impl Broker {
             )
             .map_err(|e| limit.refusal(&topic, e))?;
         let answer = unflushed.durable().await?;
-        let log_start_offset = match partition {
-            Some(p) => Some(self.partition(&topic.name, p)?.offsets().0),
-            None => None,
-        };
-        Ok(ack(records, answer, log_start_offset))
+        Ok(ack(records, answer, log_start(self)?))
     }
 
     /// [`produce`](Self::produce) for a caller that may block its thread

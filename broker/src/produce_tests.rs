@@ -295,6 +295,12 @@ fn records_for_one_partition_are_checked_and_appended_through_the_door() {
 
     let empty = produce(batch("t", 1, &[])).unwrap();
     assert!(empty.is_empty());
+    assert_eq!(empty.base_offset(), None);
+    assert_eq!(
+        empty.log_start_offset(),
+        Some(0),
+        "an empty batch's answer names the log start too"
+    );
     assert!(matches!(
         produce(batch("nope", 0, &[(None, "v")])),
         Err(BrokerError::UnknownTopic { .. })
