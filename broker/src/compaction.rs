@@ -1,7 +1,7 @@
 //! Compaction on request (a front-end's "compact this topic now"), its
 //! status, and the compacted logs' totals for metrics.
 //!
-//! The door's calls: [`Broker::compact`] asks the LogCleaner for a pass of
+//! The door's calls: [`Door::compact`](crate::Door::compact) asks the LogCleaner for a pass of
 //! every partition (after what was acknowledged before the request is in
 //! the compacted logs) and answers a [`CompactionTicket`];
 //! [`CompactionTicket::wait`] waits for the passes holding the cleaner
@@ -20,7 +20,7 @@ use crate::principal::Principal;
 use crate::registry::Topic;
 
 /// A compaction requested of every partition of a compact topic
-/// ([`Broker::compact`]).
+/// ([`Door::compact`](crate::Door::compact)).
 pub struct CompactionTicket {
     cleaner: Arc<LogCleaner>,
     topic: Arc<Topic>,

@@ -1,8 +1,13 @@
-//! tidelog's broker core: what every front-end (the HTTP API today, the
-//! Kafka protocol later) shares, with no HTTP types in it.
+//! tidelog's broker core: what every front-end (the HTTP API and the
+//! Kafka protocol) shares, with no HTTP or Kafka types in it.
 //!
-//! * [`error`]: [`BrokerError`], the one error of this crate; each
-//!   front-end maps it in one file.
+//! * [`door`]: [`Door`], the one way in: one async call per operation,
+//!   made as a [`Principal`] ([`principal`]); it decides where the work
+//!   runs. [`long_poll`]: the one wait of every fetch. [`topics`]: the
+//!   create rules and topic lookups behind it. [`stats`]: the node's
+//!   counters in one snapshot.
+//! * [`error`]: [`BrokerError`], the one error of this crate, with
+//!   [`ErrorKind`]; each front-end maps every variant in one file.
 //! * [`names`]: validation of topic and group names before anything
 //!   reaches storage.
 //! * [`partitioner`]: Kafka's murmur2 partitioner and round-robin.
@@ -22,7 +27,7 @@
 //! * [`read`]: reads that hide where records live ([`Broker::partition`]
 //!   with read, listen and offsets; query by key; read by physical
 //!   offset).
-//! * [`produce`]: the record rules and the append ([`Broker::produce`]).
+//! * [`produce`]: the record rules and the append ([`Door::produce`](crate::Door::produce)).
 //! * [`compaction`]: compaction on request.
 //! * [`usage`]: a partition's offsets and its share of the disk.
 //! * [`store`]: the store's and the cleaner's types that are part of this

@@ -1,5 +1,5 @@
 //! Produce: the one door front-ends append through
-//! ([`Broker::produce`]), with the record rules every front-end shares.
+//! ([`Door::produce`](crate::Door::produce)), with the record rules every front-end shares.
 //!
 //! A front-end decodes a request straight into [`Records`] (HTTP's JSON
 //! records, a Kafka partition's batches) and hands them over with the
@@ -97,7 +97,7 @@ pub struct ProduceRecord {
     pub timestamp_ms: Option<i64>,
 }
 
-/// What a front-end asks the broker to append ([`Broker::produce`]).
+/// What a front-end asks the broker to append ([`Door::produce`](crate::Door::produce)).
 #[derive(Debug)]
 pub struct ProduceRequest {
     pub topic: String,
@@ -120,7 +120,7 @@ pub struct ProduceRequest {
 /// The records of one produce, decoded by a front-end straight into the
 /// store's append records (no list of decoded records in between, no
 /// second pass): the one record type from the front-ends into the broker.
-/// The topic and partition are filled in by [`Broker::produce`], which
+/// The topic and partition are filled in by [`Door::produce`](crate::Door::produce), which
 /// makes the broker's checks before anything is written (an internal
 /// topic, each record's partition, the key rule of compact topics); the
 /// record limits stay the store's.
@@ -135,7 +135,7 @@ pub struct Records {
     /// Heap bytes the records' headers hold beyond the records' own
     /// structs (their `Vec`s and names), for [`Records::memory_bytes`].
     header_heap_bytes: u64,
-    /// What each record's topic is until [`Broker::produce`] knows it.
+    /// What each record's topic is until [`Door::produce`](crate::Door::produce) knows it.
     no_topic: Arc<str>,
 }
 

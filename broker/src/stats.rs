@@ -3,7 +3,7 @@
 //! refuses writes now ([`Broker::write_refusal`]). Cheap in-memory reads:
 //! the disk figures are the store's last measurement, so `/metrics`,
 //! `/status/ready` and the stats routes answer while the store's threads
-//! are busy. And the operator's retention pass ([`Broker::run_retention`]).
+//! are busy. And the operator's retention pass ([`Door::run_retention`](crate::Door::run_retention)).
 
 use std::sync::Arc;
 use tidelog_cleaner::cleaner::CleanerMetricsSnapshot;
