@@ -267,17 +267,22 @@ fn md_mentions(line: &str) -> Vec<String> {
 }
 
 /// Whether `mention`, found in `file`, names a file of the repository
-/// (relative to `file`, to the root, or to `docs/`).
+/// (relative to `file`, to the root, or to `docs/`): one that exists and
+/// lies inside the repository once `..` is resolved. A checkout beside
+/// other folders (`../shared/`) would otherwise pass here and fail in a
+/// clone that has none.
 fn mention_resolves(root: &Path, file: &Path, mention: &str) -> bool {
     let from_root = mention.trim_start_matches('/');
     let dir = file.parent().expect("a file has a parent");
+    let root = root.canonicalize().expect("the repository root resolves");
     [
         dir.join(mention),
         root.join(from_root),
         root.join("docs").join(from_root),
     ]
     .iter()
-    .any(|candidate| candidate.is_file())
+    .filter_map(|candidate| candidate.canonicalize().ok())
+    .any(|found| found.is_file() && found.starts_with(&root))
 }
 
 #[test]
