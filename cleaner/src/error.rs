@@ -93,6 +93,16 @@ pub enum CleanerError {
     CheckpointTooLarge { entries: usize, max: usize },
 }
 
+impl CleanerError {
+    /// An I/O failure on `path`.
+    pub(crate) fn io(path: &std::path::Path, source: std::io::Error) -> CleanerError {
+        CleanerError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
 /// Where in a file a [`CleanerError::Corruption`] is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Location {

@@ -21,13 +21,6 @@ use tidelog_storage::fs_util::{self, offset_file_name, parse_offset_file_name};
 use super::segment::{CLEANED_SUFFIX, DELETED_SUFFIX, LOG_SUFFIX, NEW_SUFFIX, SWAP_SUFFIX};
 use crate::error::{CleanerError, Result};
 
-fn io_err(path: &Path, source: std::io::Error) -> CleanerError {
-    CleanerError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
-}
-
 /// Name of a swap file: `<base>-<end>.swap` replaces the segments whose
 /// base offsets lie in `[base, end)`.
 pub(crate) fn swap_file_name(base: u64, end: u64) -> String {
@@ -96,8 +89,8 @@ pub(crate) fn reconcile_dir(dir: &Path) -> Result<Reconciled> {
     let mut new_bases = Vec::new();
     let mut swaps = Vec::new();
     let mut changed = false;
-    for entry in std::fs::read_dir(dir).map_err(|e| io_err(dir, e))? {
-        let entry = entry.map_err(|e| io_err(dir, e))?;
+    for entry in std::fs::read_dir(dir).map_err(|e| CleanerError::io(dir, e))? {
+        let entry = entry.map_err(|e| CleanerError::io(dir, e))?;
         let name = entry.file_name();
         let name = name.to_str().unwrap_or_default();
         if let Some(base) = parse_offset_file_name(name, LOG_SUFFIX) {
@@ -108,11 +101,11 @@ pub(crate) fn reconcile_dir(dir: &Path) -> Result<Reconciled> {
         {
             new_bases.push(base);
         } else if name.ends_with(DELETED_SUFFIX) {
-            std::fs::remove_file(entry.path()).map_err(|e| io_err(&entry.path(), e))?;
+            std::fs::remove_file(entry.path()).map_err(|e| CleanerError::io(&entry.path(), e))?;
             changed = true;
         } else if name.ends_with(CLEANED_SUFFIX) {
             tracing::info!(path = %entry.path().display(), "removing an unfinished .cleaned file");
-            std::fs::remove_file(entry.path()).map_err(|e| io_err(&entry.path(), e))?;
+            std::fs::remove_file(entry.path()).map_err(|e| CleanerError::io(&entry.path(), e))?;
             changed = true;
         } else if let Some(range) = parse_swap_name(name) {
             swaps.push((range, entry.path()));
@@ -124,11 +117,11 @@ pub(crate) fn reconcile_dir(dir: &Path) -> Result<Reconciled> {
         tracing::info!(path = %path.display(), "completing an interrupted segment swap");
         for &b in bases.iter().filter(|&&b| b >= base && b < end) {
             let old = dir.join(segment_file_name(b));
-            std::fs::remove_file(&old).map_err(|e| io_err(&old, e))?;
+            std::fs::remove_file(&old).map_err(|e| CleanerError::io(&old, e))?;
         }
         bases.retain(|&b| b < base || b >= end);
         let to = dir.join(segment_file_name(base));
-        std::fs::rename(&path, &to).map_err(|e| io_err(&to, e))?;
+        std::fs::rename(&path, &to).map_err(|e| CleanerError::io(&to, e))?;
         bases.push(base);
         changed = true;
     }

@@ -44,13 +44,6 @@ pub(crate) fn sync_names(names: &fs_util::PendingDirSyncs) -> Result<()> {
     })
 }
 
-fn io_err(path: &Path, source: std::io::Error) -> CleanerError {
-    CleanerError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
-}
-
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -161,7 +154,7 @@ impl CompactedLog {
             );
             bases.retain(|&b| b < first_new);
             for path in &gone {
-                std::fs::remove_file(path).map_err(|e| io_err(path, e))?;
+                std::fs::remove_file(path).map_err(|e| CleanerError::io(path, e))?;
             }
             fs_util::fsync_dir(&dir).map_err(|e| CleanerError::Store {
                 path: dir.clone(),
@@ -421,7 +414,7 @@ impl CompactedLog {
         if let Err(e) = fault::check(&self.faults, FaultPoint::WriteCopies) {
             // Torn, as a crash in the middle of the write leaves it.
             active.write_unpublished(&st.pending[..st.pending.len() / 2])?;
-            return Err(io_err(&active.path(), e));
+            return Err(CleanerError::io(&active.path(), e));
         }
         active.append_encoded(&st.pending, &st.pending_records)?;
         st.pending.clear();
@@ -527,7 +520,7 @@ impl CompactedLog {
         };
         for (i, s) in sealed.iter().enumerate() {
             let synced = fault::check(&self.faults, FaultPoint::SyncCopies)
-                .map_err(|e| io_err(&s.path(), e))
+                .map_err(|e| CleanerError::io(&s.path(), e))
                 .and_then(|()| s.flush());
             if let Err(e) = synced {
                 // Still owed, and the `.new` names wait for them.
@@ -551,7 +544,8 @@ impl CompactedLog {
             self.names.note(&self.dir);
         }
         if let Some(s) = active {
-            fault::check(&self.faults, FaultPoint::SyncCopies).map_err(|e| io_err(&s.path(), e))?;
+            fault::check(&self.faults, FaultPoint::SyncCopies)
+                .map_err(|e| CleanerError::io(&s.path(), e))?;
             s.flush()?;
         }
         Ok(())
@@ -725,7 +719,7 @@ impl CompactedLog {
         let newer = &segments[keep + 1..];
         for s in newer {
             let p = s.path();
-            std::fs::remove_file(&p).map_err(|e| io_err(&p, e))?;
+            std::fs::remove_file(&p).map_err(|e| CleanerError::io(&p, e))?;
         }
         if !newer.is_empty() {
             fs_util::fsync_dir(&self.dir).map_err(|e| CleanerError::Store {
@@ -739,9 +733,10 @@ impl CompactedLog {
         let f = std::fs::OpenOptions::new()
             .write(true)
             .open(&path)
-            .map_err(|e| io_err(&path, e))?;
-        f.set_len(cut.keep_len).map_err(|e| io_err(&path, e))?;
-        durability::sync_all(&f, &path).map_err(|e| io_err(&path, e))?;
+            .map_err(|e| CleanerError::io(&path, e))?;
+        f.set_len(cut.keep_len)
+            .map_err(|e| CleanerError::io(&path, e))?;
+        durability::sync_all(&f, &path).map_err(|e| CleanerError::io(&path, e))?;
         let reopened = Arc::new(Segment::open(path, base, true)?);
         let mut segs = self.segments.write().unwrap_or_else(|e| e.into_inner());
         segs.truncate(keep);
@@ -865,7 +860,7 @@ impl CompactedLog {
             if let Err(e) = std::fs::remove_file(&p) {
                 let mut segs = self.segments.write().unwrap_or_else(|e| e.into_inner());
                 segs.insert(0, oldest);
-                return Err(io_err(&p, e));
+                return Err(CleanerError::io(&p, e));
             }
             removed += 1;
             bytes += oldest.len();

@@ -143,8 +143,8 @@ impl CompactedLogs {
         })?;
         let names = Arc::new(tidelog_storage::fs_util::PendingDirSyncs::default());
         let mut logs: HashMap<String, HashMap<u32, Arc<CompactedLog>>> = HashMap::new();
-        for topic_entry in std::fs::read_dir(&root).map_err(|e| io_err(&root, e))? {
-            let topic_entry = topic_entry.map_err(|e| io_err(&root, e))?;
+        for topic_entry in std::fs::read_dir(&root).map_err(|e| CleanerError::io(&root, e))? {
+            let topic_entry = topic_entry.map_err(|e| CleanerError::io(&root, e))?;
             let Some(topic) = topic_entry.file_name().to_str().map(str::to_owned) else {
                 continue;
             };
@@ -153,10 +153,10 @@ impl CompactedLogs {
                 tracing::warn!(path = %topic_entry.path().display(), "ignoring a stray entry in compacted/");
                 continue;
             }
-            for part in
-                std::fs::read_dir(topic_entry.path()).map_err(|e| io_err(&topic_entry.path(), e))?
+            for part in std::fs::read_dir(topic_entry.path())
+                .map_err(|e| CleanerError::io(&topic_entry.path(), e))?
             {
-                let part = part.map_err(|e| io_err(&topic_entry.path(), e))?;
+                let part = part.map_err(|e| CleanerError::io(&topic_entry.path(), e))?;
                 let name = part.file_name();
                 let Some(p) = name
                     .to_str()
@@ -224,7 +224,9 @@ impl CompactedLogs {
                 .unwrap_or_default();
             let dir = self.root.join(topic);
             let deleted = match std::fs::remove_dir_all(&dir) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io_err(&dir, e)),
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    Err(CleanerError::io(&dir, e))
+                }
                 _ => Ok(()),
             };
             (removed, deleted)
@@ -369,13 +371,6 @@ impl CompactedLogs {
         });
         log.append_copies(copies, config.roll_policy(), self.now_ms())?;
         Ok(Some(log))
-    }
-}
-
-fn io_err(path: &Path, source: std::io::Error) -> CleanerError {
-    CleanerError::Io {
-        path: path.to_path_buf(),
-        source,
     }
 }
 

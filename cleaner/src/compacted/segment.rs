@@ -49,13 +49,6 @@ pub const NEW_SUFFIX: &str = ".new";
 /// any that are left.
 pub const DELETED_SUFFIX: &str = ".deleted";
 
-fn io_err(path: &Path, source: std::io::Error) -> CleanerError {
-    CleanerError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
-}
-
 /// Summary of a segment's records, kept up to date on append.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SegmentStats {
@@ -175,7 +168,7 @@ impl Segment {
             .write(true)
             .create_new(true)
             .open(&path)
-            .map_err(|e| io_err(&path, e))?;
+            .map_err(|e| CleanerError::io(&path, e))?;
         Ok(Segment::new(base_offset, path, file, now_ms))
     }
 
@@ -187,8 +180,8 @@ impl Segment {
             .read(true)
             .write(true)
             .open(&path)
-            .map_err(|e| io_err(&path, e))?;
-        let meta = file.metadata().map_err(|e| io_err(&path, e))?;
+            .map_err(|e| CleanerError::io(&path, e))?;
+        let meta = file.metadata().map_err(|e| CleanerError::io(&path, e))?;
         let file_len = meta.len();
         let created_ms = meta
             .modified()
@@ -236,8 +229,11 @@ impl Segment {
             if !repair_tail {
                 return Err(seg.corrupt(pos, CorruptionKind::BytesAfterLastRecord));
             }
-            seg.file.set_len(pos).map_err(|e| io_err(&seg.path(), e))?;
-            durability::sync_all(&seg.file, &seg.path()).map_err(|e| io_err(&seg.path(), e))?;
+            seg.file
+                .set_len(pos)
+                .map_err(|e| CleanerError::io(&seg.path(), e))?;
+            durability::sync_all(&seg.file, &seg.path())
+                .map_err(|e| CleanerError::io(&seg.path(), e))?;
         }
         if let Some(first) = stats.first_store_ts_ms {
             seg.created_ms.store(first, Ordering::Release);
@@ -268,7 +264,7 @@ impl Segment {
     /// Rename the file (swap completion); the open handle is unaffected.
     pub fn rename(&self, to: PathBuf) -> Result<()> {
         let mut p = self.path.write().unwrap_or_else(|e| e.into_inner());
-        std::fs::rename(&*p, &to).map_err(|e| io_err(&to, e))?;
+        std::fs::rename(&*p, &to).map_err(|e| CleanerError::io(&to, e))?;
         *p = to;
         Ok(())
     }
@@ -346,7 +342,7 @@ impl Segment {
         let start = self.len();
         self.file
             .write_all_at(bytes, start)
-            .map_err(|e| io_err(&self.path(), e))?;
+            .map_err(|e| CleanerError::io(&self.path(), e))?;
         let mut pos = start;
         {
             let mut index = self.index.write().unwrap_or_else(|e| e.into_inner());
@@ -371,7 +367,7 @@ impl Segment {
     pub(crate) fn write_unpublished(&self, bytes: &[u8]) -> Result<()> {
         self.file
             .write_all_at(bytes, self.len())
-            .map_err(|e| io_err(&self.path(), e))
+            .map_err(|e| CleanerError::io(&self.path(), e))
     }
 
     /// Make every byte below [`Segment::len`] durable. A segment that has
@@ -387,7 +383,8 @@ impl Segment {
         if self.synced_through(len) {
             return Ok(());
         }
-        durability::sync_data(&self.file, &self.path()).map_err(|e| io_err(&self.path(), e))?;
+        durability::sync_data(&self.file, &self.path())
+            .map_err(|e| CleanerError::io(&self.path(), e))?;
         self.synced_len_plus_one
             .fetch_max(len + 1, Ordering::AcqRel);
         Ok(())
@@ -435,7 +432,8 @@ impl Segment {
         // whose file is never cut while the process runs: only recovery
         // truncates, when the log opens, before any cleaner starts. A
         // segment deleted by a swap keeps its data while mapped (Unix).
-        let map = unsafe { memmap2::Mmap::map(&self.file) }.map_err(|e| io_err(&self.path(), e))?;
+        let map = unsafe { memmap2::Mmap::map(&self.file) }
+            .map_err(|e| CleanerError::io(&self.path(), e))?;
         Ok(Bytes::from_owner(map))
     }
 
@@ -513,7 +511,7 @@ fn nowait_answer(read: std::io::Result<usize>, wanted: usize, path: &Path) -> Re
     };
     match read {
         Ok(n) if n == wanted => Ok(()),
-        Err(e) if !would_wait(&e) => Err(io_err(path, e)),
+        Err(e) if !would_wait(&e) => Err(CleanerError::io(path, e)),
         _ => Err(CleanerError::NotCached {
             path: path.to_path_buf(),
         }),
@@ -593,7 +591,7 @@ impl SegmentReader<'_> {
             self.seg
                 .file
                 .read_exact_at(&mut b, self.pos)
-                .map_err(|e| io_err(&self.seg.path(), e))?;
+                .map_err(|e| CleanerError::io(&self.seg.path(), e))?;
         }
         self.buf = b.freeze();
         self.buf_start = self.pos;

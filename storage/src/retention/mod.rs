@@ -68,7 +68,7 @@ pub trait DiskUsage: Send + Sync + std::fmt::Debug {
     /// Bytes an unprivileged writer may still allocate there (`df`'s
     /// "available"); `None` where the source does not know (test doubles
     /// that set a ratio only). The disk-full gate keeps the store's
-    /// reserve ([`Store::disk_reserve_bytes`](crate::Store::disk_reserve_bytes))
+    /// reserve ([`disk_reserve_bytes`](crate::store::disk_reserve_bytes))
     /// free with it.
     fn available_bytes(&self, path: &Path) -> std::io::Result<Option<u64>> {
         let _ = path;
