@@ -584,34 +584,7 @@ fn every_broker_error_has_its_code() {
     };
     use tidelog_broker::BrokerError as B;
 
-    fn s(text: &str) -> String {
-        text.to_string()
-    }
-
-    fn io() -> std::io::Error {
-        std::io::Error::other("boom")
-    }
-
-    fn json_error() -> serde_json::Error {
-        serde_json::from_str::<u8>("x").unwrap_err()
-    }
-
-    /// A task cancelled before it ran.
-    fn join_error() -> tokio::task::JoinError {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
-        runtime.block_on(async {
-            let task = tokio::spawn(std::future::pending::<()>());
-            task.abort();
-            task.await.unwrap_err()
-        })
-    }
-
-    /// Outside any runtime.
-    fn no_runtime() -> tokio::runtime::TryCurrentError {
-        tokio::runtime::Handle::try_current().unwrap_err()
-    }
+    use tidelog_broker::error_fixtures::{io, join_error, json_error, no_runtime, s};
 
     let cases: Vec<(B, u32)> = vec![
         (

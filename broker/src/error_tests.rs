@@ -14,34 +14,7 @@ use tidelog_tiered::TieredError;
 use super::*;
 use BrokerError as B;
 
-fn s(text: &str) -> String {
-    text.to_string()
-}
-
-fn io() -> std::io::Error {
-    std::io::Error::other("boom")
-}
-
-fn json_error() -> serde_json::Error {
-    serde_json::from_str::<u8>("x").unwrap_err()
-}
-
-/// A task cancelled before it ran.
-fn join_error() -> tokio::task::JoinError {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        let task = tokio::spawn(std::future::pending::<()>());
-        task.abort();
-        task.await.unwrap_err()
-    })
-}
-
-/// Outside any runtime.
-fn no_runtime() -> tokio::runtime::TryCurrentError {
-    tokio::runtime::Handle::try_current().unwrap_err()
-}
+use crate::error_fixtures::{io, join_error, json_error, no_runtime, s};
 
 /// Every variant, and every error of the store, the cleaner and the
 /// remote tier that `kind` looks into (but the cleaner's `Corruption`,

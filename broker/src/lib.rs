@@ -55,6 +55,8 @@ pub mod coordinator;
 pub mod delete_records;
 pub mod door;
 pub mod error;
+#[cfg(any(test, feature = "failpoints"))]
+pub mod error_fixtures;
 pub mod fault;
 pub mod group_admin;
 pub mod groups;
