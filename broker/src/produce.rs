@@ -118,12 +118,23 @@ pub struct ProduceRequest {
 }
 
 /// The records of one produce, decoded by a front-end straight into the
-/// store's append records (no list of decoded records in between, no
-/// second pass): the one record type from the front-ends into the broker.
-/// The topic and partition are filled in by [`Door::produce`](crate::Door::produce), which
-/// makes the broker's checks before anything is written (an internal
-/// topic, each record's partition, the key rule of compact topics); the
-/// record limits stay the store's.
+/// store's append records (no list of decoded records in between): the
+/// one record type from the front-ends into the broker.
+///
+/// Two ways to make one:
+/// * [`Door::records_for`](crate::Door::records_for) (Kafka's Produce,
+///   one partition per batch): the topic and partition are checked
+///   before a byte is decoded, and each record gets them as it is pushed,
+///   so [`Door::produce`](crate::Door::produce) makes no second pass over
+///   the records (only the key rule of compact topics, from the first
+///   keyless record noted on the way).
+/// * [`Records::new`] (HTTP, whose records may each name a partition):
+///   [`Door::produce`](crate::Door::produce) fills in the topic and
+///   partition in one pass, after the broker's checks (an internal topic,
+///   each record's partition, the key rule).
+///
+/// Either way nothing is written before every check passed; the record
+/// limits stay the store's.
 #[derive(Debug)]
 pub struct Records {
     records: Vec<AppendRecord>,
@@ -135,8 +146,16 @@ pub struct Records {
     /// Heap bytes the records' headers hold beyond the records' own
     /// structs (their `Vec`s and names), for [`Records::memory_bytes`].
     header_heap_bytes: u64,
-    /// What each record's topic is until [`Door::produce`](crate::Door::produce) knows it.
-    no_topic: Arc<str>,
+    /// Each record's topic: the one checked by
+    /// [`Door::records_for`](crate::Door::records_for), or a placeholder
+    /// until [`Door::produce`](crate::Door::produce) knows it.
+    topic: Arc<str>,
+    /// The partition every record was pushed with, when the records were
+    /// made for one ([`Door::records_for`](crate::Door::records_for)).
+    bound: Option<u32>,
+    /// The first record pushed without a key, for the key rule of compact
+    /// topics.
+    first_keyless: Option<usize>,
 }
 
 impl Default for Records {
@@ -156,7 +175,19 @@ impl Records {
             asked: Vec::new(),
             payload_bytes: 0,
             header_heap_bytes: 0,
-            no_topic: Arc::from(""),
+            topic: Arc::from(""),
+            bound: None,
+            first_keyless: None,
+        }
+    }
+
+    /// Records for `partition` of `topic`, both already checked
+    /// ([`Door::records_for`](crate::Door::records_for)).
+    pub(crate) fn bound(topic: &Topic, partition: u32) -> Records {
+        Records {
+            topic: Arc::clone(&topic.name),
+            bound: Some(partition),
+            ..Records::new()
         }
     }
 
@@ -199,14 +230,26 @@ impl Records {
             self.asked.resize(self.records.len(), None);
             self.asked.push(partition);
         }
+        if key.is_none() && self.first_keyless.is_none() {
+            self.first_keyless = Some(self.records.len());
+        }
         self.records.push(AppendRecord {
-            topic: Arc::clone(&self.no_topic),
-            partition: 0,
+            topic: Arc::clone(&self.topic),
+            partition: self.bound.unwrap_or(0),
             key,
             value,
             headers,
             timestamp_ms,
         });
+    }
+
+    /// Whether every record was pushed with `topic` and `partition`, and
+    /// none asked for a partition of its own.
+    fn made_for(&self, topic: &Topic, partition: Option<u32>) -> bool {
+        self.bound.is_some()
+            && self.bound == partition
+            && self.asked.is_empty()
+            && self.topic == topic.name
     }
 
     /// Records pushed so far.
@@ -426,7 +469,14 @@ impl Broker {
         if records.is_empty() {
             return Ok(None);
         }
-        assign_partitions(topic, partition, &mut records)?;
+        if records.made_for(topic, partition) {
+            // Every record has its topic and partition already.
+            if let Some(index) = records.first_keyless {
+                check_keyless(topic, index)?;
+            }
+        } else {
+            assign_partitions(topic, partition, &mut records)?;
+        }
         Ok(Some(records))
     }
 
@@ -443,6 +493,20 @@ impl Broker {
             }
         }
         Ok((self.store.allocate_producer_id()?, 0))
+    }
+
+    /// [`Records`] for `partition` of the known `topic`, after the checks
+    /// that need no record (an internal topic, the partition's range):
+    /// for a front-end that decodes one partition's records after them
+    /// (Kafka's Produce, which never creates a topic).
+    pub(crate) fn records_for(&self, topic: &str, partition: u32) -> Result<Records, BrokerError> {
+        let topic = self
+            .registry
+            .get(topic)
+            .ok_or_else(|| BrokerError::unknown_topic(topic))?;
+        check_producible(&topic)?;
+        topic.check_partition(partition)?;
+        Ok(Records::bound(&topic, partition))
     }
 
     /// The topic, created first if it is unknown, `create` is set and the

@@ -336,6 +336,82 @@ fn records_for_one_partition_are_checked_and_appended_through_the_door() {
     Arc::try_unwrap(broker).unwrap().shutdown().unwrap();
 }
 
+/// `Door::records_for` checks the topic and partition before a record
+/// exists (Kafka's Produce decodes after it), and its records need no
+/// pass at produce: they land where they were made for, the key rule of
+/// compact topics still names the first keyless record, and records
+/// handed to another partition than they were made for are placed by
+/// the request, as any others.
+#[test]
+fn records_made_for_a_partition_are_checked_first_and_land_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = open(dir.path());
+    broker.create_topic("t", 2, Overrides::new()).unwrap();
+    broker.create_topic("users", 1, compact()).unwrap();
+    let door = broker.door(&Principal::Anonymous);
+    assert!(matches!(
+        door.records_for("nope", 0),
+        Err(BrokerError::UnknownTopic { .. })
+    ));
+    assert!(matches!(
+        door.records_for("t", 2),
+        Err(BrokerError::UnknownPartition { partition: 2, .. })
+    ));
+    assert!(matches!(
+        door.records_for(CONSUMER_OFFSETS_TOPIC, 0),
+        Err(BrokerError::InternalTopic { .. })
+    ));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let made = |topic: &str, partition: u32, keys: &[Option<&str>]| {
+        let mut records = door.records_for(topic, partition).unwrap();
+        for key in keys {
+            let key = key.map(|k| Bytes::copy_from_slice(k.as_bytes()));
+            records.push(None, key, Some(Bytes::from_static(b"v")), Vec::new(), None);
+        }
+        records
+    };
+    let produce = |topic: &str, partition: u32, records: Records| {
+        rt.block_on(door.produce(ProduceRequest {
+            topic: topic.to_owned(),
+            partition: Some(partition),
+            records,
+            producer: None,
+            create_missing_topic: false,
+        }))
+    };
+    let refused = produce(
+        "users",
+        0,
+        made("users", 0, &[Some("a"), None, Some("b"), None]),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&refused, BrokerError::KeyRequired { index: 1, .. }),
+        "{refused:?}"
+    );
+    assert_eq!(end_offsets(&broker, "users"), [0], "nothing was written");
+
+    let produced = produce("t", 1, made("t", 1, &[Some("a"), None])).unwrap();
+    assert_eq!(produced.offsets().collect::<Vec<_>>(), [(1, 0), (1, 1)]);
+    let elsewhere = produce("t", 0, made("t", 1, &[Some("c")])).unwrap();
+    assert_eq!(elsewhere.offsets().collect::<Vec<_>>(), [(0, 0)]);
+    assert!(broker
+        .store
+        .wait_dispatched(std::time::Duration::from_secs(30)));
+    assert_eq!(end_offsets(&broker, "t"), [1, 2]);
+    let read = broker
+        .store
+        .read("t", 1, tidelog_storage::QueueOffset::new(0), 10, 1 << 20)
+        .unwrap();
+    let keys: Vec<Option<Bytes>> = read.records.iter().map(|r| r.key()).collect();
+    assert_eq!(keys, [Some(Bytes::from("a")), None]);
+    drop((rt, door));
+    Arc::try_unwrap(broker).unwrap().shutdown().unwrap();
+}
+
 /// A commit is appended to `__consumer_offsets` and applied in memory.
 #[test]
 fn committed_offsets_are_appended_and_applied() {

@@ -772,7 +772,7 @@ async fn a_corrupt_batch_fails_its_partition_and_writes_nothing() {
         &mut c,
         ApiKey::Produce,
         9,
-        &produce_request("bad", 0, 1, both),
+        &produce_request("bad", 0, 1, both.clone()),
     )
     .await;
     assert_eq!(
@@ -797,6 +797,22 @@ async fn a_corrupt_batch_fails_its_partition_and_writes_nothing() {
     )
     .await;
     assert_eq!(answer.responses[0].partition_responses[0].error_code, 3);
+    // The topic and partition are checked before the records are
+    // decoded, as Kafka does: a corrupt batch to an unknown topic or
+    // partition is UNKNOWN_TOPIC_OR_PARTITION, not CORRUPT_MESSAGE.
+    for (topic, partition) in [("absent", 0), ("bad", 7)] {
+        let answer: ProduceResponse = call(
+            &mut c,
+            ApiKey::Produce,
+            9,
+            &produce_request(topic, partition, 1, both.clone()),
+        )
+        .await;
+        assert_eq!(
+            answer.responses[0].partition_responses[0].error_code, 3,
+            "{topic}/{partition}"
+        );
+    }
 }
 
 /// After each bad frame its connection is closed and a new one is served.

@@ -28,7 +28,7 @@ use crate::error::BrokerError;
 use crate::group_admin::{OffsetDeletion, ResetScope, ResetTarget};
 use crate::groups::{CommittedOffset, Committer, OffsetCommit};
 use crate::principal::Principal;
-use crate::produce::{ProduceAck, ProduceRequest};
+use crate::produce::{ProduceAck, ProduceRequest, Records};
 use crate::read::{KeyRecords, PartitionRef, PhysicalRecord};
 use crate::registry::{ChangesOf, Topic};
 use crate::store::PartitionStatus;
@@ -76,6 +76,15 @@ impl Door {
     /// durable as the flush mode promises.
     pub async fn produce(&self, request: ProduceRequest) -> Result<ProduceAck, BrokerError> {
         self.broker.produce(&self.who, request).await
+    }
+
+    /// Empty [`Records`] for `partition` of `topic`, checked before the
+    /// caller decodes into them: an unknown topic or partition, or an
+    /// internal topic, is refused before a byte of the request is
+    /// decoded, and each record gets its topic and partition as it is
+    /// pushed (Kafka's Produce; it never creates a topic).
+    pub fn records_for(&self, topic: &str, partition: u32) -> Result<Records, BrokerError> {
+        self.broker.records_for(topic, partition)
     }
 
     /// Creates a topic after every rule of `crate::topics`, or, with

@@ -1,5 +1,7 @@
-//! Produce (0): each partition's record batches decoded (`records`)
-//! straight into the broker's `Records`, then appended all or nothing
+//! Produce (0): each partition's topic and partition checked first
+//! (`Door::records_for`), its record batches then decoded
+//! (`records::appends`) straight into the broker's `Records` made for
+//! them, then appended all or nothing
 //! through the broker's door, `Broker::produce`, which answers the
 //! offsets and the log start offset in one trip and decides itself where
 //! the append runs (inline, awaiting the dispatch-lag bound and the sync
@@ -20,7 +22,8 @@
 //!   byte budget (`http.max_inflight_bytes`, shared with HTTP bodies and
 //!   Kafka frames) as it comes to be held: each inflated buffer, and the
 //!   append records in memory bytes (`Records::memory_bytes`, not
-//!   wire bytes: a 7-byte record is a 128-byte append record). It is
+//!   wire bytes: a 7-byte record is a 128-byte append record;
+//!   `records::appends`). It is
 //!   given back once the partition is answered. When the budget is short
 //!   the partition is refused with REQUEST_TIMED_OUT (retriable: the
 //!   client sends it again), nothing of it written; the connection stays.
@@ -46,18 +49,15 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_request::PartitionProduceData;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
-use tidelog_broker::produce::{ProduceRequest as Produce, Records};
-use tidelog_broker::store::{Header, ProducerBatch};
-use tidelog_broker::Broker;
-
-use tidelog_runtime::budget::{ByteBudget, Reservation};
+use tidelog_broker::produce::ProduceRequest as Produce;
+use tidelog_broker::store::ProducerBatch;
+use tidelog_broker::Door;
 
 use super::{NOT_READY, WHO};
 use crate::context::Context;
-use crate::error::{broker_code, RecordError};
-use crate::records::{
-    any_compressed, decode_partition_into, BatchRecord, DecodeLimits, RecordSink,
-};
+use crate::error::broker_code;
+use crate::records::appends::{decode_appends, Decoded};
+use crate::records::{any_compressed, DecodeLimits};
 
 /// Uncompressed records up to this many bytes a partition are decoded on
 /// the async worker (a hand-off to the blocking pool costs more than
@@ -67,7 +67,7 @@ pub const INLINE_DECODE_MAX_BYTES: usize = 256 * 1024;
 /// The answer, or `None` for acks 0.
 pub async fn handle(ctx: &Context, request: ProduceRequest) -> Option<ProduceResponse> {
     let acks = request.acks;
-    let broker = ctx.broker();
+    let door = ctx.broker().map(|broker| broker.door(&WHO));
     let mut limits = DecodeLimits::new(
         ctx.max_request_bytes,
         ctx.max_batch_inflated_bytes,
@@ -78,13 +78,13 @@ pub async fn handle(ctx: &Context, request: ProduceRequest) -> Option<ProduceRes
         let mut partitions = Vec::with_capacity(topic.partition_data.len());
         for data in topic.partition_data {
             let index = data.index;
-            let answer = match (&broker, acks) {
+            let answer = match (&door, acks) {
                 (_, a) if ![0, 1, -1].contains(&a) => {
                     failed(index, ResponseError::InvalidRequiredAcks.code(), None)
                 }
                 (None, _) => failed(index, NOT_READY, None),
-                (Some(broker), _) => {
-                    partition(ctx, broker, topic.name.0.as_str(), data, &mut limits).await
+                (Some(door), _) => {
+                    partition(ctx, door, topic.name.0.as_str(), data, &mut limits).await
                 }
             };
             partitions.push(answer);
@@ -100,7 +100,7 @@ pub async fn handle(ctx: &Context, request: ProduceRequest) -> Option<ProduceRes
 
 async fn partition(
     ctx: &Context,
-    broker: &Arc<Broker>,
+    door: &Door,
     topic: &str,
     data: PartitionProduceData,
     limits: &mut DecodeLimits,
@@ -109,23 +109,27 @@ async fn partition(
     let Ok(p) = u32::try_from(index) else {
         return failed(index, ResponseError::UnknownTopicOrPartition.code(), None);
     };
-    // Each record becomes the store's append record as it is decoded
-    // (`Records`): no list of decoded records in between.
-    let Some(records) = data.records else {
+    let Some(data) = data.records else {
         return failed(index, ResponseError::CorruptMessage.code(), None);
     };
-    let batch = Appends::new(Records::new(), &ctx.budget);
-    let (decoded, batch) = if records.len() > INLINE_DECODE_MAX_BYTES || any_compressed(&records) {
+    // The topic and partition are checked before a byte is decoded; each
+    // record is then pushed with them, straight into the broker's
+    // `Records` (`records::appends`).
+    let records = match door.records_for(topic, p) {
+        Ok(records) => records,
+        Err(e) => return failed(index, broker_code(&e), Some(e.to_string())),
+    };
+    let decoded = if data.len() > INLINE_DECODE_MAX_BYTES || any_compressed(&data) {
         let mut owned = *limits;
+        let budget = Arc::clone(&ctx.budget);
         let task = tokio::task::spawn_blocking(move || {
-            let mut batch = batch;
-            let decoded = decode_partition_into(&records, &mut owned, &mut batch);
-            (decoded, batch, owned)
+            let decoded = decode_appends(&data, &mut owned, records, &budget);
+            (decoded, owned)
         });
         match task.await {
-            Ok((decoded, batch, left)) => {
+            Ok((decoded, left)) => {
                 *limits = left;
-                (decoded, batch)
+                decoded
             }
             Err(e) => {
                 tracing::error!(topic = %topic, partition = index, error = %e, "kafka produce decode task failed");
@@ -133,12 +137,14 @@ async fn partition(
             }
         }
     } else {
-        let mut batch = batch;
-        let decoded = decode_partition_into(&records, limits, &mut batch);
-        (decoded, batch)
+        decode_appends(&data, limits, records, &ctx.budget)
     };
-    let producer = match decoded {
-        Ok(producer) => producer,
+    let Decoded {
+        records,
+        producer,
+        held,
+    } = match decoded {
+        Ok(decoded) => decoded,
         Err(e) => {
             if let Some(why) = e.refused() {
                 ctx.metrics.refused(why);
@@ -149,7 +155,6 @@ async fn partition(
     };
     // The decoded records' bytes stay counted until the append is done
     // and answered (dropped at the end of this function).
-    let Appends { batch, held, .. } = batch;
     let _held = held;
     let producer = producer.map(|b| ProducerBatch {
         producer_id: b.producer_id,
@@ -159,91 +164,17 @@ async fn partition(
     let request = Produce {
         topic: topic.to_owned(),
         partition: Some(p),
-        records: batch,
+        records,
         producer,
         create_missing_topic: false,
     };
-    match broker.door(&WHO).produce(request).await {
+    match door.produce(request).await {
         Ok(ack) => PartitionProduceResponse::default()
             .with_index(index)
             .with_base_offset(ack.base_offset().map_or(-1, |o| o as i64))
             .with_log_append_time_ms(-1)
             .with_log_start_offset(ack.log_start_offset().map_or(-1, |o| o as i64)),
         Err(e) => failed(index, broker_code(&e), Some(e.to_string())),
-    }
-}
-
-/// A produce's decoded records, straight into the broker's batch, their
-/// memory counted in the in-flight byte budget as it grows.
-struct Appends {
-    batch: Records,
-    /// The budget's bytes for the batch's memory and the inflated
-    /// buffers its records point into.
-    held: Reservation,
-    budget: Arc<ByteBudget>,
-    /// Of `held`, what the batch's own memory was when last counted.
-    counted: u64,
-}
-
-impl Appends {
-    fn new(batch: Records, budget: &Arc<ByteBudget>) -> Appends {
-        let held = budget.empty();
-        Appends {
-            batch,
-            held,
-            budget: Arc::clone(budget),
-            counted: 0,
-        }
-    }
-
-    /// Counts `bytes` more, or refuses them.
-    fn hold(&mut self, bytes: u64) -> Result<(), RecordError> {
-        if bytes == 0 || self.held.try_grow(bytes) {
-            return Ok(());
-        }
-        Err(RecordError::OverBudget {
-            used: self.budget.used_bytes(),
-            limit: self.budget.limit_bytes(),
-        })
-    }
-
-    /// Counts what the batch's memory grew by since last counted.
-    fn recount(&mut self) -> Result<(), RecordError> {
-        let now = self.batch.memory_bytes();
-        let grown = now.saturating_sub(self.counted);
-        self.hold(grown)?;
-        self.counted = self.counted.max(now);
-        Ok(())
-    }
-}
-
-impl RecordSink for Appends {
-    fn inflated(&mut self, bytes: usize) -> Result<(), RecordError> {
-        self.hold(bytes as u64)
-    }
-
-    fn reserve(&mut self, records: usize) -> Result<(), RecordError> {
-        // Counted before the room is made: the room is the memory.
-        let room = records.saturating_mul(Records::RECORD_MEMORY_BYTES) as u64;
-        self.hold(room)?;
-        self.counted += room;
-        self.batch.reserve(records);
-        self.recount()
-    }
-
-    fn push(&mut self, r: BatchRecord) -> Result<(), RecordError> {
-        // Most records have none: no iterator to build and drop.
-        let headers = if r.headers.is_empty() {
-            Vec::new()
-        } else {
-            r.headers
-                .into_iter()
-                .map(|(name, value)| Header { name, value })
-                .collect()
-        };
-        self.batch
-            .push(None, r.key, r.value, headers, r.timestamp_ms);
-        self.recount()
     }
 }
 

@@ -34,6 +34,7 @@
 //!   the request's buffer (no copy); of a compressed one, of its inflated
 //!   buffer.
 
+pub mod appends;
 pub mod compression;
 pub mod varint;
 
@@ -86,9 +87,9 @@ pub struct BatchProducer {
 /// Kafka's NO_TIMESTAMP: a record without a CreateTime.
 const NO_TIMESTAMP: i64 = -1;
 
-/// Where decoded records go, as each is decoded: a `Vec`, or a
-/// front-end's append batch, which turns each into the store's record at
-/// once (Produce: no list of [`BatchRecord`]s in between). Each call may
+/// Where decoded records go, as each is decoded: a `Vec`, or the
+/// broker's `Records` ([`appends`]), which turns each into the store's
+/// record at once (Produce: no list of [`BatchRecord`]s in between). Each call may
 /// refuse (the memory it would hold is not there): the decode stops with
 /// that error.
 pub trait RecordSink {
