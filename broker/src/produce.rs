@@ -389,17 +389,9 @@ impl Broker {
             producer,
             create_missing_topic,
         } = request;
-        let topic = match self.registry.get(&topic) {
-            Some(known) => known,
-            None => {
-                let broker = Arc::clone(self);
-                let writes = !records.is_empty();
-                crate::blocking::run(move || {
-                    broker.produce_topic(&topic, writes, create_missing_topic)
-                })
-                .await?
-            }
-        };
+        let topic = self
+            .topic_or_auto_created(&topic, create_missing_topic, !records.is_empty())
+            .await?;
         // Kafka's answer carries the partition's log start, also for an
         // empty batch: read after the append.
         let log_start = |broker: &Arc<Self>| -> Result<Option<u64>, BrokerError> {
@@ -440,7 +432,7 @@ impl Broker {
         partition: Option<u32>,
         records: Vec<ProduceRecord>,
     ) -> Result<ProduceAck, BrokerError> {
-        let topic = self.produce_topic(topic, !records.is_empty(), true)?;
+        let topic = self.auto_create_topic(topic, true, !records.is_empty())?;
         let records: Records = records.into_iter().collect();
         let Some(records) = self.plan_produce(&topic, partition, records)? else {
             return Ok(nothing_written());
@@ -507,34 +499,6 @@ impl Broker {
         check_producible(&topic)?;
         topic.check_partition(partition)?;
         Ok(Records::bound(&topic, partition))
-    }
-
-    /// The topic, created first if it is unknown, `create` is set and the
-    /// broker auto-creates (not when the disk is full and the request
-    /// would write something). Blocking when it creates.
-    fn produce_topic(
-        &self,
-        name: &str,
-        writes: bool,
-        create: bool,
-    ) -> Result<Arc<Topic>, BrokerError> {
-        if let Some(topic) = self.registry.get(name) {
-            return Ok(topic);
-        }
-        if !(create && self.config.auto_create_topics) {
-            return Err(BrokerError::unknown_topic(name));
-        }
-        if writes {
-            let stats = self.store.stats();
-            if stats.disk_full {
-                return Err(StoreError::disk_full(
-                    stats.disk_used_ratio,
-                    &self.store.config().retention,
-                )
-                .into());
-            }
-        }
-        self.get_or_create_topic(name, self.config.default_partitions)
     }
 }
 

@@ -12,6 +12,8 @@
 
 use std::sync::Arc;
 
+use tidelog_storage::StoreError;
+
 use crate::broker::Broker;
 use crate::error::BrokerError;
 use crate::names;
@@ -132,17 +134,54 @@ impl Broker {
         client_allows_create: bool,
     ) -> Result<Arc<Topic>, BrokerError> {
         names::validate_topic_name(name)?;
+        self.topic_or_auto_created(name, client_allows_create, false)
+            .await
+    }
+
+    /// The topic `name`; when it is unknown, created if `create` asks and
+    /// the broker's `auto_create_topics` allows (Kafka's Metadata, HTTP's
+    /// produce), on the blocking pool: creating writes and syncs the
+    /// registry. Not for a request that `writes` while the disk is full:
+    /// the append would be refused, and the topic should not outlive the
+    /// refusal. The disk-full flag is the store's alone; this reads it.
+    pub(crate) async fn topic_or_auto_created(
+        self: &Arc<Self>,
+        name: &str,
+        create: bool,
+        writes: bool,
+    ) -> Result<Arc<Topic>, BrokerError> {
         if let Some(topic) = self.registry.get(name) {
             return Ok(topic);
         }
-        if !(client_allows_create && self.config.auto_create_topics) {
+        let (broker, name) = (Arc::clone(self), name.to_owned());
+        crate::blocking::run(move || broker.auto_create_topic(&name, create, writes)).await
+    }
+
+    /// [`topic_or_auto_created`](Self::topic_or_auto_created) on the
+    /// caller's thread.
+    pub(crate) fn auto_create_topic(
+        &self,
+        name: &str,
+        create: bool,
+        writes: bool,
+    ) -> Result<Arc<Topic>, BrokerError> {
+        if let Some(topic) = self.registry.get(name) {
+            return Ok(topic);
+        }
+        if !(create && self.config.auto_create_topics) {
             return Err(BrokerError::unknown_topic(name));
         }
-        let (broker, name) = (Arc::clone(self), name.to_owned());
-        crate::blocking::run(move || {
-            broker.get_or_create_topic(&name, broker.config.default_partitions)
-        })
-        .await
+        if writes {
+            let stats = self.store.stats();
+            if stats.disk_full {
+                return Err(StoreError::disk_full(
+                    stats.disk_used_ratio,
+                    &self.store.config().retention,
+                )
+                .into());
+            }
+        }
+        self.get_or_create_topic(name, self.config.default_partitions)
     }
 
     /// How many partitions topic `name` has, if it exists (what the group
