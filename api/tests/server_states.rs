@@ -354,6 +354,21 @@ async fn reads_begun_after_an_acknowledged_produce_wait_until_it_is_fetchable() 
     let fetch = get("/topics/t/partitions/0/records?offset=1&timeout=0");
     let offsets = get("/topics/t/partitions/0/offsets");
     let by_key = get("/topics/t/records?key=%22k%22");
+    // A reset to the end, as a read: the end it commits covers the
+    // acknowledged record.
+    let reset = {
+        let router = router.clone();
+        let body = json!({"topic": "t", "to": "end"});
+        tokio::spawn(async move {
+            call(
+                &router,
+                "POST",
+                "/consumer-groups/g/offsets:reset",
+                Some(body),
+            )
+            .await
+        })
+    };
     // Without the wait each answers within a millisecond; with it none
     // can before the heal (a slow machine only makes this pass vacuously).
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -369,6 +384,10 @@ async fn reads_begun_after_an_acknowledged_produce_wait_until_it_is_fetchable() 
         !by_key.is_finished(),
         "the key query answered without the acknowledged record"
     );
+    assert!(
+        !reset.is_finished(),
+        "the reset answered without the acknowledged record"
+    );
 
     faults.heal(FaultPoint::Dispatch);
     let (status, body) = fetch.await.unwrap();
@@ -381,6 +400,16 @@ async fn reads_begun_after_an_acknowledged_produce_wait_until_it_is_fetchable() 
     let (status, body) = by_key.await.unwrap();
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(values_of(&body), [json!("second")], "{body}");
+    let (status, body) = reset.await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let reset: Value = serde_json::from_str(&body).unwrap();
+    let partition_0 = reset["offsets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["partition"] == json!(0))
+        .unwrap_or_else(|| panic!("{body}"));
+    assert_eq!(partition_0["offset"], json!(2), "{body}");
     close(&state).await.unwrap();
 }
 
