@@ -1,4 +1,4 @@
-//! tidelog's access control, the way Kafka models it (`../shared`
+//! tidelog's logins and access control, the way Kafka models them (`../shared`
 //! SECURITY.md's contract; docs/SECURITY.md).
 //!
 //! * [`acl`]: ACLs: (principal, host, resource pattern, operation,
@@ -7,8 +7,13 @@
 //!   and wildcard patterns, super users, what to do when no ACL names a
 //!   resource), answered from an index rather than a scan, and kept
 //!   durably ([`acl::AclStore`], `<data_dir>/config/acls.json`).
+//! * [`scram`]: SCRAM-SHA-256/512 logins (RFC 5802/7677, as Kafka's
+//!   KIP-84 serves them): the stored credential (never the password),
+//!   the server's side of the exchange, and the password check PLAIN and
+//!   HTTP Basic make against the same credential.
 //!
 //! The broker's door makes the one check per operation; the front-ends
 //! only name the principal and turn a denial into their code.
 
 pub mod acl;
+pub mod scram;
