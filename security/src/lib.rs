@@ -11,9 +11,14 @@
 //!   KIP-84 serves them): the stored credential (never the password),
 //!   the server's side of the exchange, and the password check PLAIN and
 //!   HTTP Basic make against the same credential.
+//! * [`users`]: the users and their credentials, durable and readable
+//!   by the owner only (`<data_dir>/config/users.json`), with Kafka's
+//!   AlterUserScramCredentials semantics and the config's bootstrap
+//!   users.
 //!
 //! The broker's door makes the one check per operation; the front-ends
 //! only name the principal and turn a denial into their code.
 
 pub mod acl;
 pub mod scram;
+pub mod users;

@@ -142,6 +142,19 @@ pub fn open_read_write(path: &Path) -> Result<(File, u64)> {
 
 /// Replace `path` with `contents` atomically and durably.
 pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<()> {
+    write_atomic_mode(path, contents, None)
+}
+
+/// [`write_atomic`] for a file only its owner may read (mode 0600 from
+/// its first byte: the temporary file is created so, never widened then
+/// narrowed), for secrets such as the users file's credentials.
+pub fn write_atomic_private(path: &Path, contents: &[u8]) -> Result<()> {
+    write_atomic_mode(path, contents, Some(0o600))
+}
+
+/// `mode` `None`: what the process's umask gives a new file.
+fn write_atomic_mode(path: &Path, contents: &[u8], mode: Option<u32>) -> Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     let dir = path
         .parent()
         .ok_or_else(|| StoreError::invalid(format!("{} has no parent", path.display())))?;
@@ -152,12 +165,17 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<()> {
     tmp_name.push(".tmp");
     let tmp = dir.join(tmp_name);
     {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)
-            .at(&tmp)?;
+        let mut options = OpenOptions::new();
+        options.write(true).create(true).truncate(true);
+        if let Some(mode) = mode {
+            options.mode(mode);
+        }
+        let mut f = options.open(&tmp).at(&tmp)?;
+        if let Some(mode) = mode {
+            // A temporary file left by a crash keeps its old mode: set it.
+            f.set_permissions(fs::Permissions::from_mode(mode))
+                .at(&tmp)?;
+        }
         f.write_all(contents).at(&tmp)?;
         durability::sync_all(&f, &tmp).at(&tmp)?;
     }
@@ -417,6 +435,24 @@ mod tests {
         write_atomic(&p, b"second").unwrap();
         assert_eq!(fs::read(&p).unwrap(), b"second");
         assert!(!dir.path().join("meta.tmp").exists());
+    }
+
+    #[test]
+    fn write_atomic_private_is_for_the_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("secret");
+        // A temporary file a crash left, readable by all.
+        fs::write(dir.path().join("secret.tmp"), b"old").unwrap();
+        fs::set_permissions(
+            dir.path().join("secret.tmp"),
+            fs::Permissions::from_mode(0o644),
+        )
+        .unwrap();
+        write_atomic_private(&p, b"keys").unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"keys");
+        let mode = fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
     }
 
     /// Every directory `create_dir_durable` makes survives a power loss, not
