@@ -136,8 +136,9 @@ fn any_of(mut listeners: Vec<EventListener>) -> impl Future<Output = ()> {
 }
 
 /// Resolves when shutdown begins; never if the sender is gone (then no
-/// shutdown can be signalled, and the deadline ends the wait).
-async fn shutdown(stop: &mut watch::Receiver<bool>) {
+/// shutdown can be signalled, and the deadline ends the wait). Every wait
+/// of the door ends at shutdown this way (the group calls' too).
+pub(crate) async fn shutdown(stop: &mut watch::Receiver<bool>) {
     if stop.wait_for(|stopping| *stopping).await.is_err() {
         std::future::pending::<()>().await;
     }

@@ -16,7 +16,13 @@
 //! same name in the module that owns it (`produce.rs`, `topics.rs`,
 //! `compaction.rs`, `groups.rs`, `stats.rs`, ...). The broker's blocking
 //! methods stay public for tests and tools (restore, bench), never for a
-//! front-end's request path.
+//! front-end's request path. The group coordinator's calls have a file of
+//! their own here, for the waits they hold: [`groups`] (a JoinGroup waits
+//! for the join window, a SyncGroup for the leader).
+
+// Declared, not re-exported: it imports this file (`Door`), so a
+// re-export here would be an import circle.
+pub mod groups;
 
 use std::sync::Arc;
 
