@@ -513,15 +513,6 @@ impl From<axum::extract::rejection::BytesRejection> for ApiError {
     }
 }
 
-/// A task of `spawn_blocking` that panicked or was cancelled: a bug.
-impl From<tokio::task::JoinError> for ApiError {
-    fn from(e: tokio::task::JoinError) -> Self {
-        ApiError::Internal {
-            message: format!("a storage task failed: {e}"),
-        }
-    }
-}
-
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         match self {

@@ -217,7 +217,8 @@ impl AppState {
     }
 
     /// Stops the consumer-instance manager (joining `tidelog-consumers`: at
-    /// most one pass, milliseconds), before the broker is taken back.
+    /// most one pass, milliseconds; the broker picks the thread), before
+    /// the broker is taken back.
     pub async fn stop_consumers(&self) {
         let consumers = self
             .inner
@@ -226,7 +227,7 @@ impl AppState {
             .unwrap_or_else(|e| e.into_inner())
             .take();
         if let Some(consumers) = consumers {
-            let _ = tokio::task::spawn_blocking(move || consumers.stop()).await;
+            consumers.stop_async().await;
         }
     }
 

@@ -189,13 +189,6 @@ impl crate::Broker {
         }
     }
 
-    /// The group coordinator: Kafka's join, sync, heartbeat, leave and
-    /// describe calls, with their waits, are still its own door (moving
-    /// them behind the broker's is the next step of issue 36).
-    pub fn coordinator(&self) -> &std::sync::Arc<crate::coordinator::Coordinator> {
-        &self.coordinator
-    }
-
     /// `group`'s committed offsets (of `topic` only, if given); `None` if
     /// the group has none.
     pub fn committed_offsets(

@@ -3,7 +3,10 @@
 //!
 //! * [`door`]: [`Door`], the one way in: one async call per operation,
 //!   made as a [`Principal`] ([`principal`]); it decides where the work
-//!   runs. [`long_poll`]: the one wait of every fetch. [`topics`]: the
+//!   runs. Its [`door::groups`] holds the group coordinator's calls with
+//!   the join and sync waits, its [`door::consumers`] the HTTP consumer
+//!   instances' calls with the records call's wait. [`long_poll`]: the one
+//!   wait of every fetch. [`topics`]: the
 //!   create rules and topic lookups behind it. [`stats`]: the node's
 //!   counters in one snapshot.
 //! * [`error`]: [`BrokerError`], the one error of this crate, with

@@ -124,7 +124,7 @@ fn listeners(listen: &[(PartitionRef, u64)]) -> Option<Vec<EventListener>> {
 
 /// Resolves when any of `listeners` fires (never, for none: the deadline
 /// or shutdown ends the wait then).
-fn any_of(mut listeners: Vec<EventListener>) -> impl Future<Output = ()> {
+pub(crate) fn any_of(mut listeners: Vec<EventListener>) -> impl Future<Output = ()> {
     std::future::poll_fn(move |cx| {
         for listener in &mut listeners {
             if Pin::new(listener).poll(cx).is_ready() {
@@ -136,8 +136,10 @@ fn any_of(mut listeners: Vec<EventListener>) -> impl Future<Output = ()> {
 }
 
 /// Resolves when shutdown begins; never if the sender is gone (then no
-/// shutdown can be signalled, and the deadline ends the wait).
-async fn shutdown(stop: &mut watch::Receiver<bool>) {
+/// shutdown can be signalled, and the deadline ends the wait). Every wait
+/// of the door ends at shutdown this way (the group calls', the consumer
+/// instances' records call).
+pub(crate) async fn shutdown(stop: &mut watch::Receiver<bool>) {
     if stop.wait_for(|stopping| *stopping).await.is_err() {
         std::future::pending::<()>().await;
     }

@@ -74,4 +74,10 @@ impl Broker {
     pub fn registry(&self) -> &crate::registry::TopicRegistry {
         &self.registry
     }
+
+    /// The group coordinator (a test puts a member of another protocol in
+    /// a group; Kafka's group calls are the door's, `door/groups.rs`).
+    pub fn coordinator(&self) -> &crate::coordinator::Coordinator {
+        &self.coordinator
+    }
 }

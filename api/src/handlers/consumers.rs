@@ -1,6 +1,9 @@
 //! API.md's "Consumer instances" (Confluent REST Proxy v2): every route
-//! parses here and calls the broker's consumer-instance manager
-//! (`tidelog_broker::consumers`), which holds all the state and rules.
+//! parses here and calls the broker's door on the consumer-instance
+//! manager (`tidelog_broker::consumers`, which holds all the state and
+//! rules; `Door::create_consumer`, `Door::subscribe`, ...). The manager
+//! is this API's (started with the broker, with its settings); where its
+//! calls run is the door's choice.
 //!
 //! * Bodies are `application/vnd.kafka.v2+json` or `application/json` (the
 //!   embedded-format v2 types too, and a missing `Content-Type` is taken as
@@ -8,11 +11,12 @@
 //!   Clients send `{}` even on GET and DELETE: an empty body and `{}` are
 //!   both accepted wherever no body is needed. Body size limits are the
 //!   router's (41301).
-//! * A records call long-polls: it asks the manager for records and, when
-//!   there are none (or fewer bytes than `fetch.min.bytes`), awaits the
-//!   listeners it answers (the held partitions', and the group's, which
-//!   fires on a rebalance), the deadline or shutdown, then asks again; the
-//!   try after the deadline answers what there is. No polling loop.
+//! * A records call long-polls in the broker (`Door::poll_records`): when
+//!   there are no records (or fewer bytes than `fetch.min.bytes`) it
+//!   awaits the held partitions, the group (a rebalance), the deadline or
+//!   shutdown, then tries again; the try after the deadline answers what
+//!   there is. What an answer is (JSON within the answer budget) is ours
+//!   (`RecordsCall`).
 //! * `base_uri` is `<http.advertised_url>/consumers/{group}/instances/{i}`
 //!   (default `http://<listen address>`).
 //!
@@ -23,8 +27,8 @@
 //! unknown field of the create body is 42204 (a misspelt setting would
 //! otherwise be ignored), an unknown field of the other bodies 42206.
 
-use std::future::Future;
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::{FromRequest, FromRequestParts, Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
@@ -33,13 +37,16 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tidelog_broker::consumers::{
-    Consumers, InstanceConfig, InstanceFormat, Poll, PolledRecords, SeekTo, Subscription,
+    Consumers, InstanceConfig, InstanceFormat, PolledRecords, SeekTo, Subscription,
     FETCH_BYTES_MAX_DEFAULT,
 };
 use tidelog_broker::coordinator::TopicPartition;
+use tidelog_broker::door::consumers::{ConsumerInstance, RecordsAnswer};
+use tidelog_broker::Door;
 
-use super::{blocking, v2_bytes, v2_json};
+use super::{v2_bytes, v2_json, WHO};
 use crate::answers;
+use crate::budget::Reservation;
 use crate::error::ApiError;
 use crate::extract::{content_type, json_body, ApiPath, ApiQuery};
 use crate::groups::{CommitValue, CommittedOffset, OffsetCommit};
@@ -118,8 +125,27 @@ impl InstanceCall {
     }
 }
 
-fn consumers(state: &AppState) -> Result<std::sync::Arc<Consumers>, ApiError> {
+fn consumers(state: &AppState) -> Result<Arc<Consumers>, ApiError> {
     state.consumers()
+}
+
+/// The instance a `{group}/instances/{instance}` call is for, and the
+/// door to call it through.
+fn instance(
+    state: &AppState,
+    (group, instance): (String, String),
+) -> Result<(Door, ConsumerInstance), ApiError> {
+    names::validate_group_name(&group)?;
+    let consumers = consumers(state)?;
+    let door = state.ready()?.door(&WHO);
+    Ok((
+        door,
+        ConsumerInstance {
+            consumers,
+            group,
+            instance,
+        },
+    ))
 }
 
 #[derive(Debug, Serialize)]
@@ -171,8 +197,11 @@ pub async fn create(
     }
     let config = InstanceConfig::parse(texts.iter().map(|(f, v)| (f.as_str(), v.as_str())))?;
     let consumers = consumers(&state)?;
-    let g = group.clone();
-    let instance_id = blocking(move || Ok(consumers.create(&g, config)?)).await?;
+    let instance_id = state
+        .ready()?
+        .door(&WHO)
+        .create_consumer(&consumers, &group, config)
+        .await?;
     let base_uri = format!(
         "{}/consumers/{group}/instances/{instance_id}",
         state.settings().base_url.trim_end_matches('/')
@@ -186,18 +215,6 @@ pub async fn create(
     )
 }
 
-/// Runs a manager call for `{group}/instances/{instance}` on the blocking
-/// pool (commits append; reads of compacted partitions `pread`).
-async fn on_instance<T: Send + 'static>(
-    state: &AppState,
-    (group, instance): (String, String),
-    f: impl FnOnce(&Consumers, &str, &str) -> Result<T, tidelog_broker::BrokerError> + Send + 'static,
-) -> Result<T, ApiError> {
-    names::validate_group_name(&group)?;
-    let consumers = consumers(state)?;
-    blocking(move || Ok(f(&consumers, &group, &instance)?)).await
-}
-
 fn no_content() -> Response {
     StatusCode::NO_CONTENT.into_response()
 }
@@ -208,7 +225,8 @@ pub async fn delete(
     call: InstanceCall,
 ) -> Result<Response, ApiError> {
     call.no_body()?;
-    on_instance(&state, call.path, |c, g, i| c.delete(g, i)).await?;
+    let (door, at) = instance(&state, call.path)?;
+    door.delete_consumer(&at).await?;
     Ok(no_content())
 }
 
@@ -241,10 +259,8 @@ pub async fn subscribe(
             })
         }
     };
-    on_instance(&state, call.path, move |c, g, i| {
-        c.subscribe(g, i, subscription)
-    })
-    .await?;
+    let (door, at) = instance(&state, call.path)?;
+    door.subscribe(&at, subscription).await?;
     Ok(no_content())
 }
 
@@ -254,7 +270,8 @@ pub async fn subscription(
     call: InstanceCall,
 ) -> Result<Response, ApiError> {
     call.no_body()?;
-    let topics = on_instance(&state, call.path, |c, g, i| c.subscription(g, i)).await?;
+    let (door, at) = instance(&state, call.path)?;
+    let topics = door.subscription(&at).await?;
     v2_json(StatusCode::OK, &Topics { topics })
 }
 
@@ -264,7 +281,8 @@ pub async fn unsubscribe(
     call: InstanceCall,
 ) -> Result<Response, ApiError> {
     call.no_body()?;
-    on_instance(&state, call.path, |c, g, i| c.unsubscribe(g, i)).await?;
+    let (door, at) = instance(&state, call.path)?;
+    door.unsubscribe(&at).await?;
     Ok(no_content())
 }
 
@@ -333,7 +351,8 @@ pub async fn assign(
 ) -> Result<Response, ApiError> {
     let request: PartitionsBody = call.body()?;
     let partitions = topic_partitions(request.partitions)?;
-    on_instance(&state, call.path, move |c, g, i| c.assign(g, i, partitions)).await?;
+    let (door, at) = instance(&state, call.path)?;
+    door.assign(&at, partitions).await?;
     Ok(no_content())
 }
 
@@ -343,7 +362,8 @@ pub async fn assignments(
     call: InstanceCall,
 ) -> Result<Response, ApiError> {
     call.no_body()?;
-    let held = on_instance(&state, call.path, |c, g, i| c.assignments(g, i)).await?;
+    let (door, at) = instance(&state, call.path)?;
+    let held = door.assignments(&at).await?;
     let partitions = held
         .into_iter()
         .map(|tp| PartitionOut {
@@ -407,7 +427,8 @@ pub async fn commit(
         Some(list) => Some(offset_commits(list)?),
         None => None,
     };
-    on_instance(&state, call.path, move |c, g, i| c.commit(g, i, offsets)).await?;
+    let (door, at) = instance(&state, call.path)?;
+    door.commit_consumer(&at, offsets).await?;
     state
         .shared()
         .metrics
@@ -428,10 +449,8 @@ pub async fn committed(
 ) -> Result<Response, ApiError> {
     let request: PartitionsBody = call.body()?;
     let partitions = topic_partitions(request.partitions)?;
-    let offsets = on_instance(&state, call.path, move |c, g, i| {
-        c.committed(g, i, partitions)
-    })
-    .await?;
+    let (door, at) = instance(&state, call.path)?;
+    let offsets = door.consumer_committed(&at, partitions).await?;
     v2_json(StatusCode::OK, &CommittedAnswer { offsets })
 }
 
@@ -442,17 +461,16 @@ pub async fn seek(State(state): State<AppState>, call: InstanceCall) -> Result<R
     for c in offset_commits(request.offsets.unwrap_or_default())? {
         targets.push((TopicPartition::new(&c.topic, c.partition), c.value.offset));
     }
-    on_instance(&state, call.path, move |c, g, i| c.seek(g, i, targets)).await?;
+    let (door, at) = instance(&state, call.path)?;
+    door.seek(&at, targets).await?;
     Ok(no_content())
 }
 
 async fn seek_to(state: AppState, call: InstanceCall, to: SeekTo) -> Result<Response, ApiError> {
     let request: PartitionsBody = call.body()?;
     let partitions = topic_partitions(request.partitions)?;
-    on_instance(&state, call.path, move |c, g, i| {
-        c.seek_to(g, i, partitions, to)
-    })
-    .await?;
+    let (door, at) = instance(&state, call.path)?;
+    door.seek_to(&at, partitions, to).await?;
     Ok(no_content())
 }
 
@@ -519,12 +537,11 @@ pub async fn records(
 async fn records_inner(
     state: &AppState,
     group: String,
-    instance: String,
+    instance_name: String,
     query: &ApiQuery,
     headers: &HeaderMap,
 ) -> Result<(Response, u64, u64), ApiError> {
-    names::validate_group_name(&group)?;
-    let consumers = consumers(state)?;
+    let (door, at) = instance(state, (group, instance_name))?;
     let max_bytes = query.u64_in(
         "max_bytes",
         FETCH_BYTES_MAX_DEFAULT,
@@ -532,10 +549,7 @@ async fn records_inner(
         tidelog_broker::consumers::config::FETCH_BYTES_MAX,
     )?;
     let max_bytes = usize::try_from(max_bytes).unwrap_or(usize::MAX);
-    let config = {
-        let (c, g, i) = (consumers.clone(), group.clone(), instance.clone());
-        blocking(move || Ok(c.instance_config(&g, &i)?)).await?
-    };
+    let config = door.consumer_config(&at).await?;
     check_accept(headers, config.format)?;
     let timeout_ms = query.u64_in(
         "timeout",
@@ -547,63 +561,60 @@ async fn records_inner(
         InstanceFormat::Binary => EmbeddedFormat::Binary,
         InstanceFormat::Json => EmbeddedFormat::Json,
     };
-    let deadline = Instant::now() + Duration::from_millis(timeout_ms);
-    let mut shutdown = state.shutdown_signal();
-    // What this call must see: every record acknowledged before it began
-    // (read-your-writes, `tidelog_broker::visibility`), also with
-    // timeout 0: until then no try is the last.
-    let ready = state.ready()?;
-    let acknowledged = ready.acknowledged();
-    let mut acknowledged = (!ready.is_visible(acknowledged)).then_some(acknowledged);
-    loop {
-        let last = acknowledged.is_none() && (Instant::now() >= deadline || *shutdown.borrow());
-        let (c, g, i) = (consumers.clone(), group.clone(), instance.clone());
-        // Smaller while the answer budget is short; the answer's bytes
-        // are taken inside the render, so an answer that does not fit
-        // consumes nothing (`crate::answers`).
-        let max_bytes = answers::payload_room(state, max_bytes)?;
-        let held_state = state.clone();
-        let polled = blocking(move || {
-            c.poll(&g, &i, max_bytes, last, |batches| {
-                let (body, records, bytes) = render(format, batches)?;
-                let held = answers::reserve_answer(&held_state, body.len())?;
-                Ok((body, held, records, bytes))
-            })
-        })
+    let mut call = RecordsCall {
+        state,
+        format,
+        max_bytes,
+        waiting: None,
+    };
+    let timeout = Duration::from_millis(timeout_ms);
+    let (body, held, records, bytes) = door
+        .poll_records(&at, &mut call, timeout, state.shutdown_signal())
         .await?;
-        let mut listeners = match polled {
-            Poll::Records((body, held, records, bytes)) => {
-                let response = answers::answer_response(V2_RESPONSE, body, held);
-                return Ok((response, records, bytes));
-            }
-            Poll::Wait(listeners) => listeners,
-        };
-        if let Some(point) = acknowledged.take() {
-            tokio::select! {
-                _ = super::until_visible(&ready, point) => {}
-                _ = shutdown.wait_for(|stopping| *stopping) => {}
-            }
-            continue;
+    let response = answers::answer_response(V2_RESPONSE, body, held);
+    Ok((response, records, bytes))
+}
+
+/// A records call's answer: its JSON body, the answer budget's bytes it
+/// holds, its record and payload byte counts.
+type RecordsBody = (Vec<u8>, Reservation, u64, u64);
+
+/// What a records call's answer is, for the broker's wait
+/// (`Door::poll_records`).
+struct RecordsCall<'a> {
+    state: &'a AppState,
+    format: EmbeddedFormat,
+    /// The `max_bytes` asked.
+    max_bytes: usize,
+    /// Counts this call in `fetches_waiting` while it waits.
+    waiting: Option<GaugeGuard<'a>>,
+}
+
+impl RecordsAnswer for RecordsCall<'_> {
+    type Answer = RecordsBody;
+    type Error = ApiError;
+
+    fn max_bytes(&mut self) -> Result<usize, ApiError> {
+        // Smaller while the answer budget is short (`crate::answers`).
+        answers::payload_room(self.state, self.max_bytes)
+    }
+
+    fn render(
+        &self,
+    ) -> impl FnOnce(&[PolledRecords]) -> Result<RecordsBody, ApiError> + Send + 'static {
+        let (state, format) = (self.state.clone(), self.format);
+        // The answer's bytes are taken inside the render, so an answer
+        // that does not fit consumes nothing.
+        move |batches| {
+            let (body, records, bytes) = render(format, batches)?;
+            let held = answers::reserve_answer(&state, body.len())?;
+            Ok((body, held, records, bytes))
         }
-        let _waiting = GaugeGuard::new(&state.shared().metrics.fetches_waiting);
-        // Any of the listeners (each registered every waker before
-        // returning Pending, so none is missed).
-        let any = std::future::poll_fn(|cx| {
-            let mut ready = false;
-            for l in listeners.iter_mut() {
-                ready |= std::pin::Pin::new(l).poll(cx).is_ready();
-            }
-            if ready {
-                std::task::Poll::Ready(())
-            } else {
-                std::task::Poll::Pending
-            }
-        });
-        tokio::select! {
-            _ = any => {}
-            _ = tokio::time::sleep_until(deadline.into()) => {}
-            _ = shutdown.wait_for(|stopping| *stopping) => {}
-        }
+    }
+
+    fn waiting(&mut self, waiting: bool) {
+        self.waiting =
+            waiting.then(|| GaugeGuard::new(&self.state.shared().metrics.fetches_waiting));
     }
 }
 

@@ -1,8 +1,9 @@
 //! The route handlers, one file per area of API.md.
 //!
 //! Every handler returns `Result<Response, ApiError>`; the error side is
-//! turned into its status and body in one place (`error.rs`). Blocking store
-//! calls run in `spawn_blocking`; no lock is held across an `.await`.
+//! turned into its status and body in one place (`error.rs`). Broker work
+//! goes through the broker's door, which decides where it runs; no lock
+//! is held across an `.await`.
 
 pub mod compaction;
 pub mod console;
@@ -23,8 +24,7 @@ use axum::http::request::Parts;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
-use tidelog_broker::visibility::{Acknowledged, VISIBILITY_WAIT};
-use tidelog_broker::{Broker, Principal};
+use tidelog_broker::Principal;
 
 use crate::error::ApiError;
 use crate::extract::ApiPath;
@@ -156,20 +156,4 @@ pub(crate) async fn timed(
             e.into_response()
         }
     }
-}
-
-/// Waits until every record acknowledged before `point` is fetchable
-/// (read-your-writes, `tidelog_broker::visibility`), at most
-/// [`VISIBILITY_WAIT`]; at once when it already is.
-pub(crate) async fn until_visible(ready: &Broker, point: Acknowledged) {
-    let _ = tokio::time::timeout(VISIBILITY_WAIT, ready.visible(point)).await;
-}
-
-/// Runs a blocking closure on tokio's blocking pool.
-pub(crate) async fn blocking<T, F>(f: F) -> Result<T, ApiError>
-where
-    F: FnOnce() -> Result<T, ApiError> + Send + 'static,
-    T: Send + 'static,
-{
-    tokio::task::spawn_blocking(f).await?
 }

@@ -34,7 +34,7 @@
 //!   (40903), and a member may only commit partitions it holds.
 //! * Records calls never poll: they return the partitions' and the group's
 //!   listeners ([`Poll::Wait`]), registered before the re-check, and the
-//!   front-end awaits them.
+//!   door awaits them (`Door::poll_records`, `door/consumers.rs`).
 //!
 //! Expiry and auto commit run on `tidelog-consumers` ([`Consumers::start`])
 //! by the coordinator's clock, or from tests through [`Consumers::tick`].
@@ -261,6 +261,19 @@ impl Consumers {
             .collect();
         for (group, slot) in slots {
             self.commit_group_auto(&broker, &group, &mut lock(&slot), None);
+        }
+    }
+
+    /// [`Consumers::stop`] for async callers (the HTTP API's shutdown): on
+    /// the blocking pool, since it joins a thread and appends commits.
+    pub async fn stop_async(self: Arc<Self>) {
+        let stopped = crate::blocking::run(move || {
+            self.stop();
+            Ok(())
+        })
+        .await;
+        if let Err(e) = stopped {
+            tracing::error!(error = %e, "stopping the consumer instances failed");
         }
     }
 

@@ -11,10 +11,10 @@
 //!
 //! [`Coordinator`] holds every group behind one mutex and never blocks or
 //! sleeps in it: time comes from an injected [`Clock`], and
-//! [`Coordinator::tick`] applies the deadlines that passed (the front-end
-//! calls it when [`Coordinator::next_deadline_ms`] says, or on a short
-//! period). A join or sync that has to wait answers `Pending`; the
-//! front-end takes [`Coordinator::listen`] *before* it polls again
+//! [`Coordinator::tick`] applies the deadlines that passed (`tidelog-groups`
+//! calls it when [`Coordinator::next_deadline_ms`] says). A join or sync
+//! that has to wait answers `Pending`; the door (`door/groups.rs`) takes
+//! [`Coordinator::listen`] *before* it polls again
 //! ([`Coordinator::poll_join`], [`Coordinator::poll_sync`]), so a change
 //! between the two cannot be missed, and awaits the listener (an
 //! `event_listener` future, no runtime needed).
@@ -59,7 +59,7 @@ pub use member::{
 };
 pub use state::messages::{
     Change, CommitOrigin, GroupSnapshot, GroupState, JoinOutcome, JoinRequest, JoinResponse,
-    JoinedMember, MemberSnapshot, Removal, SyncOutcome,
+    JoinedMember, MemberSnapshot, Removal, SyncOutcome, SyncRequest,
 };
 pub use state::offsets::offsets_expired;
 pub use state::Group;

@@ -16,7 +16,16 @@
 //! same name in the module that owns it (`produce.rs`, `topics.rs`,
 //! `compaction.rs`, `groups.rs`, `stats.rs`, ...). The broker's blocking
 //! methods stay public for tests and tools (restore, bench), never for a
-//! front-end's request path.
+//! front-end's request path. Two sets of calls have files of their own
+//! here, for the waits they hold: [`groups`], the group coordinator's
+//! (a JoinGroup waits for the join window, a SyncGroup for the leader),
+//! and [`consumers`], the HTTP consumer instances' (a records call waits
+//! for records).
+
+// Declared, not re-exported: they import this file (`Door`), so a
+// re-export here would be an import circle.
+pub mod consumers;
+pub mod groups;
 
 use std::sync::Arc;
 

@@ -1,6 +1,6 @@
 //! DescribeGroups (15): each group's state, protocol and members with
 //! their metadata for the selected protocol and their assignment bytes
-//! as the leader sent them (`Coordinator::describe`).
+//! as the leader sent them (`Door::group_snapshot`).
 //!
 //! A group without members but with committed offsets is `Empty`; a
 //! group with neither is `Dead` with no error, as Kafka answers it (the
@@ -16,10 +16,10 @@ use tidelog_broker::coordinator::{
     GroupSnapshot, MemberAssignment, MemberProtocol, MemberSnapshot,
 };
 use tidelog_broker::names::validate_group_name;
-use tidelog_broker::Broker;
+use tidelog_broker::Door;
 
-use super::group;
 use super::list_groups::protocol_type;
+use super::{group, WHO};
 use crate::context::Context;
 use crate::error::broker_code;
 
@@ -28,27 +28,27 @@ pub fn handle(
     version: i16,
     request: DescribeGroupsRequest,
 ) -> DescribeGroupsResponse {
-    let broker = ctx.broker();
+    let door = ctx.broker().map(|broker| broker.door(&WHO));
     let groups = request
         .groups
         .into_iter()
-        .map(|id| describe(broker.as_deref(), version, id))
+        .map(|id| describe(door.as_ref(), version, id))
         .collect();
     DescribeGroupsResponse::default().with_groups(groups)
 }
 
-fn describe(broker: Option<&Broker>, version: i16, id: GroupId) -> DescribedGroup {
+fn describe(door: Option<&Door>, version: i16, id: GroupId) -> DescribedGroup {
     let answer = DescribedGroup::default().with_group_id(id.clone());
-    let Some(broker) = broker else {
+    let Some(door) = door else {
         return answer.with_error_code(group::NOT_READY);
     };
     let name = id.0.as_str();
     if let Err(e) = validate_group_name(name) {
         return answer.with_error_code(broker_code(&e));
     }
-    let snapshot = broker.coordinator().describe(name);
+    let snapshot = door.group_snapshot(name);
     let Some(snapshot) = snapshot.filter(|s| !s.members.is_empty()) else {
-        let state = if broker.committed_offsets(name, None).is_some() {
+        let state = if door.committed_offsets(name, None).is_some() {
             "Empty"
         } else {
             "Dead"

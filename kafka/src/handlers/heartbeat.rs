@@ -5,7 +5,7 @@
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse};
 
-use super::group;
+use super::{group, WHO};
 use crate::context::Context;
 use crate::error::broker_code;
 
@@ -13,7 +13,7 @@ pub fn handle(ctx: &Context, request: HeartbeatRequest) -> HeartbeatResponse {
     let code = match (ctx.broker(), u32::try_from(request.generation_id)) {
         (None, _) => group::NOT_READY,
         (Some(_), Err(_)) => ResponseError::IllegalGeneration.code(),
-        (Some(broker), Ok(generation)) => match broker.coordinator().heartbeat(
+        (Some(broker), Ok(generation)) => match broker.door(&WHO).heartbeat(
             request.group_id.0.as_str(),
             request.member_id.as_str(),
             group::id(request.group_instance_id.as_ref()),

@@ -1,7 +1,6 @@
-//! JoinGroup (11): a Kafka member joins through `Coordinator::join`; while
-//! the join window is open the answer waits on the group's listener
-//! (`group::wait`), bounded by the member's rebalance timeout and by
-//! shutdown, then polls (`Coordinator::poll_join`).
+//! JoinGroup (11): a Kafka member joins through the broker's door
+//! (`Door::join_group`), which waits while the join window is open,
+//! bounded by the member's rebalance timeout and by shutdown.
 //!
 //! Decisions:
 //! * From v4 a new dynamic member is answered MEMBER_ID_REQUIRED with its
@@ -14,10 +13,11 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse};
 use kafka_protocol::protocol::StrBytes;
-use tidelog_broker::coordinator::{JoinOutcome, JoinRequest, JoinResponse, MemberProtocol};
+use tidelog_broker::coordinator::{JoinRequest, JoinResponse, MemberProtocol};
+use tidelog_broker::door::groups::{JoinAnswer, NotJoined};
 use tidelog_broker::BrokerError;
 
-use super::group::{self, Waited};
+use super::{group, WHO};
 use crate::context::Context;
 use crate::error::broker_code;
 
@@ -60,33 +60,24 @@ pub async fn handle(
         require_known_member_id: version >= 4,
         server_side: false,
     };
-    let coordinator = broker.coordinator();
-    let outcome = coordinator.join(group_id, join, &group::partitions(&broker));
-    let member_id = match outcome {
-        Ok(JoinOutcome::Joined(joined)) => return joined_answer(version, &request, joined),
-        Ok(JoinOutcome::Pending { member_id }) => member_id,
+    let answer = broker
+        .door(&WHO)
+        .join_group(group_id, join, ctx.stop.clone())
+        .await;
+    match answer {
+        Ok(JoinAnswer::Joined(joined)) => joined_answer(version, &request, joined),
+        Ok(JoinAnswer::NotJoined { member_id, why }) => {
+            let code = match why {
+                NotJoined::TimedOut => ResponseError::RebalanceInProgress.code(),
+                NotJoined::Stopping => group::STOPPING,
+                NotJoined::Refused(e) => broker_code(&e),
+            };
+            failed(code, &member_id)
+        }
         Err(BrokerError::MemberIdRequired { member_id, .. }) => {
-            return failed(ResponseError::MemberIdRequired.code(), &member_id)
+            failed(ResponseError::MemberIdRequired.code(), &member_id)
         }
-        Err(e) => return failed(broker_code(&e), request.member_id.as_str()),
-    };
-    let deadline = group::deadline(rebalance_timeout_ms.max(session_timeout_ms));
-    let mut stop = ctx.stop.clone();
-    loop {
-        // Taken before the poll: a change in between wakes the wait.
-        let listener = coordinator.listen(group_id);
-        match coordinator.poll_join(group_id, &member_id) {
-            Ok(JoinOutcome::Joined(joined)) => return joined_answer(version, &request, joined),
-            Ok(JoinOutcome::Pending { .. }) => {}
-            Err(e) => return failed(broker_code(&e), &member_id),
-        }
-        match group::wait(listener, deadline, &mut stop).await {
-            Waited::Changed => {}
-            Waited::Deadline => {
-                return failed(ResponseError::RebalanceInProgress.code(), &member_id)
-            }
-            Waited::Stopping => return failed(group::STOPPING, &member_id),
-        }
+        Err(e) => failed(broker_code(&e), request.member_id.as_str()),
     }
 }
 

@@ -5,7 +5,7 @@
 use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
 
-use super::group;
+use super::{group, WHO};
 use crate::context::Context;
 use crate::error::broker_code;
 
@@ -14,12 +14,9 @@ pub fn handle(ctx: &Context, version: i16, request: LeaveGroupRequest) -> LeaveG
         return LeaveGroupResponse::default().with_error_code(group::NOT_READY);
     };
     let group_id = request.group_id.0.as_str();
-    let partitions = group::partitions(&broker);
+    let door = broker.door(&WHO);
     let leave = |member_id: Option<&str>, instance_id: Option<&str>| -> i16 {
-        match broker
-            .coordinator()
-            .leave(group_id, member_id, instance_id, &partitions)
-        {
+        match door.leave_group(group_id, member_id, instance_id) {
             Ok(()) => 0,
             Err(e) => broker_code(&e),
         }

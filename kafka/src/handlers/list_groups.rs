@@ -1,5 +1,5 @@
 //! ListGroups (16): every group with members or committed offsets
-//! (`Broker::list_groups`, the list HTTP's `GET /consumer-groups`
+//! (`Door::list_groups`, the list HTTP's `GET /consumer-groups`
 //! answers), filtered by state from v4 (KIP-518; names compared ignoring
 //! case, as Kafka does). A Kafka group's protocol type is `consumer`, an
 //! HTTP group's `http`, an offsets-only group's empty.
@@ -9,7 +9,7 @@ use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
 use kafka_protocol::protocol::StrBytes;
 use tidelog_broker::coordinator::ProtocolKind;
 
-use super::group;
+use super::{group, WHO};
 use crate::context::Context;
 
 pub fn handle(ctx: &Context, version: i16, request: ListGroupsRequest) -> ListGroupsResponse {
@@ -24,6 +24,7 @@ pub fn handle(ctx: &Context, version: i16, request: ListGroupsRequest) -> ListGr
                 .any(|s| s.as_str().eq_ignore_ascii_case(state))
     };
     let groups = broker
+        .door(&WHO)
         .list_groups()
         .into_iter()
         .filter(|g| wanted(g.state.name()))

@@ -1,15 +1,17 @@
 //! SyncGroup (14): the leader sends every member's assignment, each
-//! member gets its own back. A follower that arrives before the leader
-//! waits on the group's listener (bounded, as JoinGroup), then polls
-//! (`Coordinator::poll_sync`).
+//! member gets its own back (`Door::sync_group`). A follower that arrives
+//! before the leader waits in the broker, bounded as JoinGroup's wait;
+//! one that outlives its bound answers REBALANCE_IN_PROGRESS, shutdown
+//! COORDINATOR_NOT_AVAILABLE.
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
 use kafka_protocol::protocol::StrBytes;
-use tidelog_broker::coordinator::{MemberAssignment, SyncOutcome};
+use tidelog_broker::coordinator::{MemberAssignment, SyncRequest};
+use tidelog_broker::door::groups::SyncAnswer;
 
-use super::group::{self, Waited};
+use super::{group, WHO};
 use crate::context::Context;
 use crate::error::broker_code;
 
@@ -18,7 +20,6 @@ pub async fn handle(ctx: &Context, version: i16, request: SyncGroupRequest) -> S
         return failed(group::NOT_READY);
     };
     let group_id = request.group_id.0.as_str();
-    let member_id = request.member_id.as_str();
     let Ok(generation) = u32::try_from(request.generation_id) else {
         return failed(ResponseError::IllegalGeneration.code());
     };
@@ -29,30 +30,24 @@ pub async fn handle(ctx: &Context, version: i16, request: SyncGroupRequest) -> S
             .map(|a| (a.member_id.as_str().to_owned(), a.assignment.clone()))
             .collect()
     });
-    let coordinator = broker.coordinator();
-    let instance_id = group::id(request.group_instance_id.as_ref());
-    let mut outcome = coordinator.sync(group_id, member_id, instance_id, generation, assignments);
-    let deadline = group::deadline(coordinator.config().max_session_timeout_ms);
-    let mut stop = ctx.stop.clone();
-    loop {
-        let listener = match outcome {
-            Ok(SyncOutcome::Synced(assignment)) => {
-                let protocol = coordinator.describe(group_id).and_then(|g| g.protocol);
-                return synced(version, &request, protocol, assignment);
-            }
-            Err(e) => return failed(broker_code(&e)),
-            Ok(SyncOutcome::Pending) => coordinator.listen(group_id),
-        };
-        // Polled after the listener is taken: a change in between wakes
-        // the wait at once.
-        outcome = coordinator.poll_sync(group_id, member_id, generation);
-        if matches!(outcome, Ok(SyncOutcome::Pending)) {
-            match group::wait(listener, deadline, &mut stop).await {
-                Waited::Changed => outcome = coordinator.poll_sync(group_id, member_id, generation),
-                Waited::Deadline => return failed(ResponseError::RebalanceInProgress.code()),
-                Waited::Stopping => return failed(group::STOPPING),
-            }
-        }
+    let sync = SyncRequest {
+        member_id: request.member_id.as_str().to_owned(),
+        instance_id: group::id(request.group_instance_id.as_ref()).map(str::to_owned),
+        generation,
+        assignments,
+    };
+    let answer = broker
+        .door(&WHO)
+        .sync_group(group_id, sync, ctx.stop.clone())
+        .await;
+    match answer {
+        Ok(SyncAnswer::Synced {
+            assignment,
+            protocol,
+        }) => synced(version, &request, protocol, assignment),
+        Ok(SyncAnswer::TimedOut) => failed(ResponseError::RebalanceInProgress.code()),
+        Ok(SyncAnswer::Stopping) => failed(group::STOPPING),
+        Err(e) => failed(broker_code(&e)),
     }
 }
 

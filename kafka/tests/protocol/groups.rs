@@ -525,8 +525,8 @@ async fn a_second_member_rebalances_and_its_sync_waits_for_the_leader() {
     );
     assert_eq!(
         srv.broker
-            .coordinator()
-            .describe(group)
+            .door(&tidelog_broker::Principal::Anonymous)
+            .group_snapshot(group)
             .unwrap()
             .members
             .len(),

@@ -85,6 +85,18 @@ pub enum JoinOutcome {
     },
 }
 
+/// A SyncGroup of a Kafka member: the leader's carries every member's
+/// assignment, a follower's none.
+#[derive(Debug, Clone)]
+pub struct SyncRequest {
+    pub member_id: String,
+    /// `group.instance.id` of a static member.
+    pub instance_id: Option<String>,
+    pub generation: u32,
+    /// `(member id, assignment)` of every member, from the leader.
+    pub assignments: Option<Vec<(String, Bytes)>>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SyncOutcome {
     Synced(MemberAssignment),
