@@ -1,5 +1,5 @@
-//! tidelog's logins and access control, the way Kafka models them (`../shared`
-//! SECURITY.md's contract; docs/SECURITY.md).
+//! tidelog's logins and access control, the way Kafka models them (the
+//! security issue's contract: its config keys, routes and codes).
 //!
 //! * [`acl`]: ACLs: (principal, host, resource pattern, operation,
 //!   ALLOW | DENY), Kafka's rules for which ACL matches a request

@@ -1,0 +1,78 @@
+//! The door's calls about the node and its groups as an operator sees
+//! them: the cluster id and static settings (Metadata, DescribeCluster,
+//! DescribeConfigs of the broker), the node's counters (the stats route),
+//! a partition's share of the disk, the operator's view of a group (with
+//! lag), and a tiering round on request.
+//!
+//! They are the door's like every other call, so the security issue's
+//! check (DESCRIBE on the cluster for the counters and a group's READ or
+//! DESCRIBE for its view) is made here once. The node's own
+//! observability (the `/metrics` sampler, the readiness probe) reads
+//! `Broker::stats` and `Broker::write_refusal` directly: no request and
+//! no principal stands behind it, and both answer without a login
+//! (SECURITY's contract leaves them open).
+
+use crate::config::BrokerConfig;
+use crate::error::BrokerError;
+use crate::group_admin::GroupDescription;
+use crate::groups::ConsumerLag;
+use crate::stats::BrokerStats;
+use crate::tiering::{RoundReport, TieringStats};
+use crate::usage::PartitionUsage;
+
+use super::Door;
+
+impl Door {
+    /// The cluster id Metadata, DescribeCluster and the v3 routes name.
+    pub fn cluster_id(&self) -> &str {
+        self.broker().cluster_id()
+    }
+
+    /// The broker's static settings, as DescribeConfigs shows them.
+    pub fn settings(&self) -> &BrokerConfig {
+        self.broker().settings()
+    }
+
+    /// The node's counters in one snapshot (in-memory reads).
+    pub fn stats(&self) -> BrokerStats {
+        self.broker().stats()
+    }
+
+    /// The lag of every committed offset of every group.
+    pub fn consumer_lag(&self) -> Vec<ConsumerLag> {
+        self.broker().consumer_lag()
+    }
+
+    /// The remote tier's counters, `None` without one.
+    pub fn tiering_stats(&self) -> Option<TieringStats> {
+        self.broker().tiering_stats()
+    }
+
+    /// A partition's offsets and its share of the disk.
+    pub fn partition_usage(
+        &self,
+        topic: &str,
+        partition: u32,
+    ) -> Result<PartitionUsage, BrokerError> {
+        self.broker().partition_usage(topic, partition)
+    }
+
+    /// A group as the operator sees it: state, members, committed offsets
+    /// with their lag.
+    pub fn describe_group(&self, group: &str) -> Result<GroupDescription, BrokerError> {
+        self.broker().describe_group(group)
+    }
+
+    /// One uploader round now, of `topic` or of every tiered topic; waits
+    /// for a round in progress (TieringOff without a remote tier).
+    pub async fn tiering_round(&self, topic: Option<&str>) -> Result<RoundReport, BrokerError> {
+        self.broker().tiering_round(topic).await
+    }
+
+    /// Waits until every record acknowledged before the call is visible
+    /// (read-your-writes, `crate::visibility`): what a request that reads
+    /// several partitions awaits once, before its reads.
+    pub async fn until_acknowledged_visible(&self) {
+        self.broker().until_acknowledged_visible().await;
+    }
+}
