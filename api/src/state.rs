@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use tidelog_broker::consumers::Consumers;
 pub use tidelog_broker::Broker;
+use tidelog_broker::{Door, Principal};
 use tidelog_runtime::connections::ConnectionSlots;
 use tidelog_runtime::metrics::Registry;
 use tidelog_runtime::ReadySlot;
@@ -249,6 +250,14 @@ impl AppState {
         self.inner.ready.get().ok_or_else(|| ApiError::NotReady {
             message: "recovery has not finished; try again shortly".into(),
         })
+    }
+
+    /// The broker's door for a request, or 503/50301 during recovery: the
+    /// only way a handler reaches the broker. Every request is made as
+    /// `User:ANONYMOUS` until logins (the security issue names the
+    /// request's principal here).
+    pub fn door(&self) -> Result<Door, ApiError> {
+        Ok(self.ready()?.door(&Principal::Anonymous))
     }
 
     pub fn is_ready(&self) -> bool {

@@ -439,7 +439,7 @@ impl Broker {
     /// alter cannot lose. `changes_of` also runs once on the topic as it
     /// is now, to declare a topic becoming compact before the registry's
     /// check. Blocking.
-    pub fn alter_topic_with(
+    pub(crate) fn alter_topic_with(
         &self,
         name: &str,
         changes_of: &crate::registry::ChangesOf<'_>,
@@ -475,7 +475,7 @@ impl Broker {
     /// values, their combination, a policy change on a topic with
     /// records, an internal topic) and applies nothing: a Kafka alter's
     /// `validate_only`.
-    pub fn check_alter_topic(
+    pub(crate) fn check_alter_topic(
         &self,
         name: &str,
         changes: &[(String, Option<String>)],
@@ -495,7 +495,7 @@ impl Broker {
 
     /// Deletes a topic: from the registry, its compacted logs, then its
     /// queues. Blocking.
-    pub fn delete_topic(&self, name: &str) -> Result<(), BrokerError> {
+    pub(crate) fn delete_topic(&self, name: &str) -> Result<(), BrokerError> {
         self.registry.delete(name)?;
         if let Some(tiering) = &self.tiering {
             // Its remote data goes at the next round (retried); a topic of

@@ -27,7 +27,7 @@ impl Broker {
     /// ([`HIGH_WATERMARK`]: all of them) by moving its log start offset;
     /// the low watermark after it. Durable before it returns. Blocking
     /// (fsyncs).
-    pub fn delete_records(
+    pub(crate) fn delete_records(
         &self,
         topic: &str,
         partition: u32,

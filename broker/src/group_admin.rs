@@ -123,7 +123,7 @@ pub fn reset_offset(partition: &PartitionRef, to: ResetTarget) -> Result<u64, Br
 impl Broker {
     /// Every group with members or committed offsets, by name. Not
     /// blocking (in-memory reads).
-    pub fn list_groups(&self) -> Vec<GroupSummary> {
+    pub(crate) fn list_groups(&self) -> Vec<GroupSummary> {
         let mut out: BTreeMap<String, GroupSummary> = self
             .groups
             .last_commits()
@@ -149,7 +149,10 @@ impl Broker {
 
     /// `group`'s state, members with their assignments, and committed
     /// offsets with their partitions' ends and lag. Not blocking.
-    pub fn describe_group(self: &Arc<Self>, group: &str) -> Result<GroupDescription, BrokerError> {
+    pub(crate) fn describe_group(
+        self: &Arc<Self>,
+        group: &str,
+    ) -> Result<GroupDescription, BrokerError> {
         let (snapshot, offsets) = self.group_parts(group)?;
         let offsets = offsets
             .into_iter()
@@ -206,7 +209,7 @@ impl Broker {
     /// offsets, sorted. Refused while the group has members. With a topic
     /// it may create a group's first offsets (seeding a group before its
     /// consumers start). Blocking.
-    pub fn reset_offsets(
+    pub(crate) fn reset_offsets(
         self: &Arc<Self>,
         group: &str,
         scope: ResetScope,
@@ -280,7 +283,7 @@ impl Broker {
     /// Deletes `group`: the coordinator forgets it and every committed
     /// offset gets a tombstone, so it stays gone after a restart. Refused
     /// while the group has members. Blocking.
-    pub fn delete_group(&self, group: &str) -> Result<(), BrokerError> {
+    pub(crate) fn delete_group(&self, group: &str) -> Result<(), BrokerError> {
         self.group_parts(group)?;
         self.coordinator.delete_group(group)?;
         // Read again after the coordinator let go: a commit that landed
@@ -309,7 +312,7 @@ impl Broker {
     /// protocol type is [`BrokerError::GroupHasMembers`] (Kafka's
     /// NON_EMPTY_GROUP). Decided on a snapshot of the group, as
     /// [`Broker::reset_offsets`] is (module docs). Blocking.
-    pub fn delete_committed_offsets(
+    pub(crate) fn delete_committed_offsets(
         &self,
         group: &str,
         partitions: &[(String, u32)],

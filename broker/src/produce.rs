@@ -478,7 +478,10 @@ impl Broker {
     /// id at the next epoch, so the producer's batches of the old epoch are
     /// refused from then on. An epoch that cannot grow gets a new id. Ids
     /// are durable: never handed out twice, across restarts and crashes.
-    pub fn init_producer_id(&self, current: Option<(i64, i16)>) -> Result<(i64, i16), BrokerError> {
+    pub(crate) fn init_producer_id(
+        &self,
+        current: Option<(i64, i16)>,
+    ) -> Result<(i64, i16), BrokerError> {
         if let Some((id, epoch)) = current {
             if id >= 0 && (0..i16::MAX - 1).contains(&epoch) && self.store.producer_id_issued(id) {
                 return Ok((id, epoch + 1));

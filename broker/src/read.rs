@@ -757,7 +757,7 @@ const QUERY_SCAN_BATCH_BYTES: usize = 4 << 20;
 impl Broker {
     /// Records of `topic` with exactly `key` and a store time within
     /// `[begin_ms, end_ms]`, newest first, at most `max`. Blocking.
-    pub fn query_by_key(
+    pub(crate) fn query_by_key(
         &self,
         topic: &Topic,
         key: &[u8],
@@ -780,7 +780,10 @@ impl Broker {
     /// The record that starts at CommitLog position `position`, if there is
     /// one and it belongs to a live topic (the current incarnation of a
     /// topic the registry has). Blocking.
-    pub fn read_physical(&self, position: u64) -> Result<Option<PhysicalRecord>, BrokerError> {
+    pub(crate) fn read_physical(
+        &self,
+        position: u64,
+    ) -> Result<Option<PhysicalRecord>, BrokerError> {
         let Some(record) = self.store.read_at(PhysicalOffset::new(position))? else {
             return Ok(None);
         };

@@ -186,12 +186,12 @@ impl Broker {
 
     /// How many partitions topic `name` has, if it exists (what the group
     /// coordinator's rebalances look up).
-    pub fn partition_count(&self, name: &str) -> Option<u32> {
+    pub(crate) fn partition_count(&self, name: &str) -> Option<u32> {
         self.registry.get(name).map(|t| t.partitions.get())
     }
 
     /// The broker's static settings, as DescribeConfigs shows them.
-    pub fn settings(&self) -> &crate::BrokerConfig {
+    pub(crate) fn settings(&self) -> &crate::BrokerConfig {
         &self.config
     }
 

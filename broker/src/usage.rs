@@ -47,7 +47,7 @@ impl Broker {
     /// The usage of `partition` of `topic` (module doc); 40401/40402 like
     /// [`Broker::partition`]. Not blocking: in-memory sizes and at most
     /// [`SAMPLED_UNITS`] reads of mapped queue files.
-    pub fn partition_usage(
+    pub(crate) fn partition_usage(
         self: &Arc<Self>,
         topic: &str,
         partition: u32,

@@ -52,7 +52,7 @@ impl Broker {
     /// acknowledged before it is fetchable, at most [`VISIBILITY_WAIT`]
     /// (a stalled dispatcher is what the bound is for: then the call
     /// answers from what is indexed). On tokio's timer.
-    pub async fn until_acknowledged_visible(&self) {
+    pub(crate) async fn until_acknowledged_visible(&self) {
         let _ = tokio::time::timeout(VISIBILITY_WAIT, self.visible(self.acknowledged())).await;
     }
 }

@@ -14,7 +14,7 @@
 
 use std::sync::Arc;
 
-use tidelog_broker::Broker;
+use tidelog_broker::{Broker, Door, Principal};
 use tidelog_runtime::budget::ByteBudget;
 use tokio::sync::watch;
 
@@ -99,7 +99,12 @@ impl Context {
         }
     }
 
-    pub fn broker(&self) -> Option<Arc<Broker>> {
-        (self.ready)()
+    /// The broker's door for this connection's requests, `None` until the
+    /// broker is ready. The only way a handler reaches the broker: what it
+    /// may do is decided behind it, for the principal the connection
+    /// logged in as (`User:ANONYMOUS` until SASL logins name a user: the
+    /// security issue gives each connection its own principal).
+    pub fn door(&self) -> Option<Door> {
+        (self.ready)().map(|broker| broker.door(&Principal::Anonymous))
     }
 }

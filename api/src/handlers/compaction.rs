@@ -37,7 +37,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use tidelog_broker::store::{PartitionStatus, RunStats};
 
-use super::{json, TopicPath, WHO};
+use super::{json, TopicPath};
 use crate::error::ApiError;
 use crate::extract::json_body;
 use crate::state::AppState;
@@ -152,11 +152,7 @@ pub async fn request(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let (wait, roll_active) = parse_request(&body?)?;
-    let ticket = state
-        .ready()?
-        .door(&WHO)
-        .compact(&topic, roll_active)
-        .await?;
+    let ticket = state.door()?.compact(&topic, roll_active).await?;
     let topic = Arc::clone(ticket.topic());
     let task_id = format!(
         "{}:{}",
@@ -210,7 +206,7 @@ pub async fn status(
     State(state): State<AppState>,
     TopicPath(topic): TopicPath,
 ) -> Result<Response, ApiError> {
-    let (topic, statuses) = state.ready()?.door(&WHO).compaction_status(&topic).await?;
+    let (topic, statuses) = state.door()?.compaction_status(&topic).await?;
     let partitions: Vec<PartitionAnswer> = statuses
         .iter()
         .enumerate()

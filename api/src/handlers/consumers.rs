@@ -44,7 +44,7 @@ use tidelog_broker::coordinator::TopicPartition;
 use tidelog_broker::door::consumers::{ConsumerInstance, RecordsAnswer};
 use tidelog_broker::Door;
 
-use super::{v2_bytes, v2_json, WHO};
+use super::{v2_bytes, v2_json};
 use crate::answers;
 use crate::budget::Reservation;
 use crate::error::ApiError;
@@ -137,7 +137,7 @@ fn instance(
 ) -> Result<(Door, ConsumerInstance), ApiError> {
     names::validate_group_name(&group)?;
     let consumers = consumers(state)?;
-    let door = state.ready()?.door(&WHO);
+    let door = state.door()?;
     Ok((
         door,
         ConsumerInstance {
@@ -198,8 +198,7 @@ pub async fn create(
     let config = InstanceConfig::parse(texts.iter().map(|(f, v)| (f.as_str(), v.as_str())))?;
     let consumers = consumers(&state)?;
     let instance_id = state
-        .ready()?
-        .door(&WHO)
+        .door()?
         .create_consumer(&consumers, &group, config)
         .await?;
     let base_uri = format!(

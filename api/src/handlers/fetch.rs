@@ -45,7 +45,7 @@ use axum::response::Response;
 use tidelog_broker::long_poll::{FetchRound, Round};
 use tidelog_broker::read::{PartitionRef, RecordRef};
 
-use super::{bytes_with, timed, v2_json, WHO};
+use super::{bytes_with, timed, v2_json};
 use crate::answers;
 use crate::error::ApiError;
 use crate::extract::{ApiPath, ApiQuery};
@@ -116,8 +116,8 @@ async fn fetch_inner(
     let max_bytes = query.u64_in("max_bytes", FETCH_MAX_BYTES_DEFAULT, 1, FETCH_MAX_BYTES_MAX)?;
     let timeout_ms = query.u64_in("timeout", FETCH_TIMEOUT_MS_DEFAULT, 0, FETCH_TIMEOUT_MS_MAX)?;
     let format = EmbeddedFormat::from_accept(accept(headers));
-    let ready = state.ready()?;
-    let part = ready.partition(topic, partition)?;
+    let door = state.door()?;
+    let part = door.partition(topic, partition)?;
     let limits = ReadLimits {
         max_records: usize::try_from(max_records).unwrap_or(usize::MAX),
         max_bytes: usize::try_from(max_bytes).unwrap_or(usize::MAX),
@@ -131,7 +131,6 @@ async fn fetch_inner(
         limits,
         waiting: None,
     };
-    let door = ready.door(&WHO);
     let answer = door
         .long_poll(
             &mut round,
@@ -344,7 +343,7 @@ pub async fn offsets(
     // The end answered includes every record acknowledged before this
     // request (read-your-writes, `tidelog_broker::visibility`): the door
     // waits for them.
-    let door = state.ready()?.door(&WHO);
+    let door = state.door()?;
     let offsets = door.offsets(&topic, partition, timestamp_ms).await?;
     v2_json(
         StatusCode::OK,
@@ -389,7 +388,7 @@ pub async fn query_by_key(
     // waits until the IndexFile (or the compacted log) has it
     // (read-your-writes, `tidelog_broker::visibility`), as for every other
     // read.
-    let door = state.ready()?.door(&WHO);
+    let door = state.door()?;
     let (topic, found) = door
         .query_by_key(
             &topic,
@@ -417,7 +416,7 @@ pub async fn read_physical(
         ),
     })?;
     let format = EmbeddedFormat::from_accept(accept(&headers));
-    let found = state.ready()?.door(&WHO).read_physical(position).await?;
+    let found = state.door()?.read_physical(position).await?;
     let record = found.ok_or_else(|| ApiError::NotFound {
         message: format!("no record of a live topic starts at physical offset {position}"),
     })?;

@@ -31,7 +31,7 @@ use tidelog_broker::group_admin::{
     GroupDescription, GroupSummary, MemberDescription, OffsetLag, ResetScope, ResetTarget,
 };
 
-use super::{json, WHO};
+use super::json;
 use crate::error::ApiError;
 use crate::extract::{json_body, ApiPath};
 use crate::groups::CommittedOffset;
@@ -104,8 +104,8 @@ struct ResetRequest {
 
 /// `GET /consumer-groups`
 pub async fn list(State(state): State<AppState>) -> Result<Response, ApiError> {
-    let ready = state.ready()?;
-    let groups = ready
+    let door = state.door()?;
+    let groups = door
         .list_groups()
         .into_iter()
         .map(|g: GroupSummary| ListedGroup {
@@ -123,8 +123,8 @@ pub async fn describe(
     State(state): State<AppState>,
     ApiPath(group): ApiPath<String>,
 ) -> Result<Response, ApiError> {
-    let ready = state.ready()?;
-    let d: GroupDescription = ready.describe_group(&group)?;
+    let door = state.door()?;
+    let d: GroupDescription = door.describe_group(&group)?;
     let answer = DescribeAnswer {
         group: d.group,
         state: d.state.name(),
@@ -175,7 +175,7 @@ pub async fn reset(
     let request: ResetRequest = json_body(&body)?;
     let to = reset_target(&request.to)?;
     let scope = reset_scope(request.topic, request.partitions)?;
-    let door = state.ready()?.door(&WHO);
+    let door = state.door()?;
     let offsets = door.reset_offsets(&group, scope, to).await?;
     json(StatusCode::OK, &OffsetsAnswer { offsets })
 }
@@ -185,7 +185,7 @@ pub async fn delete(
     State(state): State<AppState>,
     ApiPath(group): ApiPath<String>,
 ) -> Result<Response, ApiError> {
-    state.ready()?.door(&WHO).delete_group(&group).await?;
+    state.door()?.delete_group(&group).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 

@@ -22,7 +22,7 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use super::{json, WHO};
+use super::json;
 use crate::error::ApiError;
 use crate::extract::{json_body, ApiPath, ApiQuery};
 use crate::groups::{CommitValue, CommittedOffset, OffsetCommit};
@@ -70,7 +70,7 @@ pub async fn commit(
             ),
         });
     }
-    let ready = state.ready()?;
+    let door = state.door()?;
     let mut commits = Vec::with_capacity(request.offsets.len());
     for (i, e) in request.offsets.into_iter().enumerate() {
         let partition = e
@@ -103,16 +103,10 @@ pub async fn commit(
     }
     if commits.is_empty() {
         // Nothing appended: the broker only checks the group name.
-        ready
-            .door(&WHO)
-            .commit(group, commits, Committer::Stateless)
-            .await?;
+        door.commit(group, commits, Committer::Stateless).await?;
         return Ok(StatusCode::NO_CONTENT.into_response());
     }
-    ready
-        .door(&WHO)
-        .commit(group, commits, Committer::Stateless)
-        .await?;
+    door.commit(group, commits, Committer::Stateless).await?;
     state
         .shared()
         .metrics
@@ -131,9 +125,8 @@ pub async fn get(
     if let Some(topic) = topic {
         names::validate_topic_name(topic)?;
     }
-    let ready = state.ready()?;
-    let offsets = ready
-        .door(&WHO)
+    let door = state.door()?;
+    let offsets = door
         .committed_offsets(&group, topic)
         .ok_or_else(|| ApiError::unknown_consumer_group(&group))?;
     json(StatusCode::OK, &OffsetsAnswer { offsets })

@@ -24,17 +24,12 @@ use axum::http::request::Parts;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
-use tidelog_broker::Principal;
 
 use crate::error::ApiError;
 use crate::extract::ApiPath;
 use crate::names;
 use crate::records::V2_RESPONSE;
 use crate::state::AppState;
-
-/// Who every HTTP request is made as, until logins name a user (the
-/// security issue gives each request its principal).
-const WHO: Principal = Principal::Anonymous;
 
 /// A `/v3/clusters/{cluster}/...` route whose `{cluster}` is ours (else
 /// 40400, see [`check_cluster`]). Extracted first, so it is the first check

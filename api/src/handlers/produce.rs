@@ -32,7 +32,7 @@ use axum::response::Response;
 use bytes::Bytes;
 use tidelog_broker::produce::ProduceRequest;
 
-use super::{timed, v2_bytes, v2_json, WHO};
+use super::{timed, v2_bytes, v2_json};
 use crate::error::ApiError;
 use crate::extract::{content_type, ApiPath};
 use crate::names;
@@ -89,7 +89,7 @@ async fn produce_inner(
             ),
         });
     }
-    let ready = state.ready()?;
+    let door = state.door()?;
     let request = ProduceRequest {
         topic,
         partition: path_partition,
@@ -97,7 +97,7 @@ async fn produce_inner(
         producer: None,
         create_missing_topic: true,
     };
-    let produced = ready.door(&WHO).produce(request).await?;
+    let produced = door.produce(request).await?;
     if produced.is_empty() {
         return Ok((
             v2_json(StatusCode::OK, &ProduceResponse::new(Vec::new()))?,

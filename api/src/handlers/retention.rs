@@ -26,7 +26,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use tidelog_broker::store::{PassOutcome, Trigger};
 
-use super::{json, ClusterPath, WHO};
+use super::{json, ClusterPath};
 use crate::error::ApiError;
 use crate::extract::json_body;
 use crate::state::AppState;
@@ -82,13 +82,13 @@ pub async fn run(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let force = parse_force(&body?)?;
-    let ready = state.ready()?;
+    let door = state.door()?;
     let trigger = if force {
         Trigger::ManualForce
     } else {
         Trigger::Manual
     };
-    let outcome = ready.door(&WHO).run_retention(trigger).await?;
+    let outcome = door.run_retention(trigger).await?;
     tracing::info!(
         force,
         deleted_segments = outcome.deleted_segments,

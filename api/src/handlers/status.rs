@@ -17,6 +17,7 @@ use crate::state::AppState;
 /// failed write or flush: writes refused until a restart). A cheap
 /// in-memory check: it answers while the store's threads are busy.
 pub async fn ready(State(state): State<AppState>) -> Result<Response, ApiError> {
+    // The node's own health, not a request's operation: no door.
     let ready = state.ready()?;
     if let Some(refused) = ready.write_refusal() {
         return Err(refused.into());
@@ -56,8 +57,8 @@ pub async fn clusters(State(state): State<AppState>) -> Result<Response, ApiErro
 /// counts with every committed offset's lag. Everything here is a cheap
 /// in-memory read; the disk figures are the store's last measurement.
 pub async fn stats(State(state): State<AppState>, _: ClusterPath) -> Result<Response, ApiError> {
-    let ready = state.ready()?;
-    let stats = ready.stats();
+    let door = state.door()?;
+    let stats = door.stats();
     let (s, retention, groups) = (&stats.store, &stats.retention, &stats.coordinator);
     json(
         StatusCode::OK,
@@ -95,12 +96,12 @@ pub async fn stats(State(state): State<AppState>, _: ClusterPath) -> Result<Resp
             "consumer_group_states": groups.groups_by_state,
             "consumer_group_members": groups.members,
             "consumer_group_rebalances": groups.rebalances_total,
-            "consumer_group_lag": ready.consumer_lag(),
+            "consumer_group_lag": door.consumer_lag(),
             "consumer_instances": state.consumers().map_or(0, |c| c.instance_count()),
             "retention_held_passes": s.retention_held_passes,
             // Tiered storage (null without a remote tier): uploads, remote
             // reads, the read cache and each tiered partition's lag.
-            "tiered": ready.tiering_stats(),
+            "tiered": door.tiering_stats(),
         }),
     )
 }
@@ -113,7 +114,7 @@ pub async fn stats_history(
     State(state): State<AppState>,
     _: ClusterPath,
 ) -> Result<Response, ApiError> {
-    let retention = state.ready()?.stats().retention;
+    let retention = state.door()?.stats().retention;
     json(
         StatusCode::OK,
         &json_value!({

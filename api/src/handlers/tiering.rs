@@ -24,8 +24,8 @@ pub async fn upload(
     State(state): State<AppState>,
     TopicPath(topic): TopicPath,
 ) -> Result<Response, ApiError> {
-    let ready = state.ready()?;
-    let report = ready.tiering_round(Some(&topic)).await?;
+    let door = state.door()?;
+    let report = door.tiering_round(Some(&topic)).await?;
     tracing::info!(
         topic,
         partitions = report.partitions.len(),

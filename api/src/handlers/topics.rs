@@ -38,7 +38,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use serde_json::{json as json_value, Value};
 
-use super::{json, v2_json, ClusterPath, TopicPath, WHO};
+use super::{json, v2_json, ClusterPath, TopicPath};
 use crate::error::ApiError;
 use crate::extract::{json_body, ApiPath};
 use crate::names;
@@ -48,9 +48,8 @@ use crate::topic_config::{self, entries};
 
 /// `GET /topics` (v2)
 pub async fn list_v2(State(state): State<AppState>) -> Result<Response, ApiError> {
-    let ready = state.ready()?;
-    let names: Vec<String> = ready
-        .door(&WHO)
+    let door = state.door()?;
+    let names: Vec<String> = door
         .list_topics()
         .iter()
         .filter(|t| !t.is_internal())
@@ -65,8 +64,8 @@ pub async fn get_v2(
     ApiPath(topic): ApiPath<String>,
 ) -> Result<Response, ApiError> {
     names::validate_topic_name(&topic)?;
-    let ready = state.ready()?;
-    let topic = ready.door(&WHO).describe_topic(&topic)?;
+    let door = state.door()?;
+    let topic = door.describe_topic(&topic)?;
     let configs: serde_json::Map<String, Value> = entries(&topic.overrides)
         .into_iter()
         .map(|e| (e.name.to_string(), Value::String(e.value)))
@@ -110,8 +109,8 @@ fn topic_data<'a>(cluster_id: &'a str, topic: &'a Topic) -> TopicData<'a> {
 
 /// `GET /v3/clusters/{c}/topics`
 pub async fn list_v3(State(state): State<AppState>, _: ClusterPath) -> Result<Response, ApiError> {
-    let ready = state.ready()?;
-    let topics = ready.door(&WHO).list_topics();
+    let door = state.door()?;
+    let topics = door.list_topics();
     let cluster_id = &state.settings().broker.cluster_id;
     let data: Vec<TopicData<'_>> = topics.iter().map(|t| topic_data(cluster_id, t)).collect();
     json(
@@ -175,10 +174,10 @@ pub async fn create_v3(
             .map(|c| (c.name, Some(c.value.into_string())))
             .collect(),
     };
-    let ready = state.ready()?;
-    let created = ready.door(&WHO).create_topic(request, false).await?;
+    let door = state.door()?;
+    let created = door.create_topic(request, false).await?;
     let partitions = created.partitions;
-    let topic = ready.door(&WHO).describe_topic(&created.name)?;
+    let topic = door.describe_topic(&created.name)?;
     tracing::info!(topic = %topic.name, partitions, "created topic");
     json(
         StatusCode::CREATED,
@@ -215,10 +214,10 @@ pub async fn get_v3(
     State(state): State<AppState>,
     TopicPath(topic): TopicPath,
 ) -> Result<Response, ApiError> {
-    let ready = state.ready()?;
-    let topic = ready.door(&WHO).describe_topic(&topic)?;
+    let door = state.door()?;
+    let topic = door.describe_topic(&topic)?;
     let usage = (0..topic.partitions.get())
-        .map(|p| ready.partition_usage(&topic.name, p))
+        .map(|p| door.partition_usage(&topic.name, p))
         .collect::<Result<Vec<_>, _>>()?;
     let partitions: Vec<PartitionUsageData> = usage
         .iter()
@@ -248,7 +247,7 @@ pub async fn delete_v3(
     State(state): State<AppState>,
     TopicPath(topic): TopicPath,
 ) -> Result<Response, ApiError> {
-    state.ready()?.door(&WHO).delete_topic(&topic).await?;
+    state.door()?.delete_topic(&topic).await?;
     tracing::info!(%topic, "deleted topic");
     Ok(StatusCode::NO_CONTENT.into_response())
 }
@@ -258,8 +257,8 @@ pub async fn configs_v3(
     State(state): State<AppState>,
     TopicPath(topic): TopicPath,
 ) -> Result<Response, ApiError> {
-    let ready = state.ready()?;
-    let topic = ready.door(&WHO).describe_topic(&topic)?;
+    let door = state.door()?;
+    let topic = door.describe_topic(&topic)?;
     json(
         StatusCode::OK,
         &json_value!({"kind": "KafkaTopicConfigList", "data": entries(&topic.overrides)}),
@@ -344,7 +343,7 @@ async fn alter(
     topic: String,
     changes: Vec<(String, Option<String>)>,
 ) -> Result<Response, ApiError> {
-    let door = state.ready()?.door(&WHO);
+    let door = state.door()?;
     door.alter_topic(&topic, Box::new(move |_| Ok(changes.clone())), false)
         .await?;
     tracing::info!(%topic, "altered topic configs");

@@ -24,6 +24,7 @@
 
 // Declared, not re-exported: they import this file (`Door`), so a
 // re-export here would be an import circle.
+mod cluster;
 pub mod consumers;
 pub mod groups;
 

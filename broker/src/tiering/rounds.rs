@@ -38,7 +38,7 @@ impl Broker {
     /// One uploader round (module doc), over every tiered topic or only
     /// `only`. Waits for a round in progress. `None` when the server has
     /// no remote tier.
-    pub async fn tiering_round(
+    pub(crate) async fn tiering_round(
         self: &Arc<Self>,
         only: Option<&str>,
     ) -> Result<RoundReport, BrokerError> {

@@ -7,13 +7,11 @@
 //! or nothing per topic). The broker's own configs come from broker.yaml
 //! and are read-only here; an alter of one is INVALID_REQUEST.
 
-use std::sync::Arc;
-
 use kafka_protocol::protocol::StrBytes;
 use tidelog_broker::registry::{ChangesOf, Topic};
-use tidelog_broker::{Broker, BrokerError};
+use tidelog_broker::{BrokerError, Door};
 
-use super::{admin, WHO};
+use super::admin;
 use crate::context::Context;
 use crate::error::Refusal;
 
@@ -86,8 +84,8 @@ pub async fn alter(
             })
         }
     }
-    let broker: Arc<Broker> = ctx.broker().ok_or(Refusal::NotReady)?;
-    let topic = broker.door(&WHO).describe_topic(name)?;
+    let door: Door = ctx.door().ok_or(Refusal::NotReady)?;
+    let topic = door.describe_topic(name)?;
     let now = changes(&topic)?;
     let name = name.to_owned();
     let logged = name.clone();
@@ -98,10 +96,7 @@ pub async fn alter(
         // whatever the topic holds).
         Box::new(changes)
     };
-    broker
-        .door(&WHO)
-        .alter_topic(&name, changes_of, validate_only)
-        .await?;
+    door.alter_topic(&name, changes_of, validate_only).await?;
     if !validate_only {
         tracing::info!(topic = %logged, "altered topic configs over Kafka");
     }

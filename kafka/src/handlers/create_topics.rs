@@ -16,10 +16,10 @@ use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 use kafka_protocol::protocol::StrBytes;
 use tidelog_broker::topic_config::{self, Overrides};
 use tidelog_broker::topics::CreateTopic;
-use tidelog_broker::Broker;
+use tidelog_broker::Door;
 
+use super::admin;
 use super::configs::{SOURCE_DEFAULT, SOURCE_TOPIC};
-use super::{admin, WHO};
 use crate::context::Context;
 use crate::error::Refusal;
 
@@ -29,15 +29,15 @@ pub async fn handle(
     version: i16,
     request: CreateTopicsRequest,
 ) -> CreateTopicsResponse {
-    let broker = ctx.broker();
+    let door = ctx.door();
     let mut topics = Vec::with_capacity(request.topics.len());
     for topic in request.topics {
         let name = topic.name.0.to_string();
         let result = CreatableTopicResult::default().with_name(topic.name.clone());
-        let outcome = match (&broker, gate.refusal(admin::TOPIC)) {
+        let outcome = match (&door, gate.refusal(admin::TOPIC)) {
             (_, Some(refused)) => Err(refused),
             (None, None) => Err(Refusal::NotReady),
-            (Some(broker), None) => create(broker, topic, request.validate_only).await,
+            (Some(door), None) => create(door, topic, request.validate_only).await,
         };
         topics.push(match outcome {
             Ok(created) => {
@@ -58,7 +58,7 @@ pub async fn handle(
 type Created = (u32, Overrides);
 
 async fn create(
-    broker: &std::sync::Arc<Broker>,
+    door: &Door,
     topic: CreatableTopic,
     validate_only: bool,
 ) -> Result<Created, Refusal> {
@@ -73,9 +73,7 @@ async fn create(
             .map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string())))
             .collect(),
     };
-    broker
-        .door(&WHO)
-        .create_topic(request, validate_only)
+    door.create_topic(request, validate_only)
         .await
         .map(|created| (created.partitions, created.overrides))
         .map_err(Refusal::from)

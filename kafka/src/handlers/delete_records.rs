@@ -17,7 +17,7 @@ use kafka_protocol::messages::delete_records_response::{
 };
 use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
 
-use super::{admin, NOT_READY, WHO};
+use super::{admin, NOT_READY};
 use crate::context::Context;
 use crate::error::broker_code;
 
@@ -26,20 +26,19 @@ pub async fn handle(
     gate: admin::Gate,
     request: DeleteRecordsRequest,
 ) -> DeleteRecordsResponse {
-    let broker = ctx.broker();
+    let door = ctx.door();
     let mut topics = Vec::with_capacity(request.topics.len());
     for topic in request.topics {
         let mut partitions = Vec::with_capacity(topic.partitions.len());
         for p in topic.partitions {
-            let outcome = match (&broker, gate.refusal(admin::TOPIC)) {
+            let outcome = match (&door, gate.refusal(admin::TOPIC)) {
                 (_, Some(refusal)) => Err(refusal.code()),
                 (None, None) => Err(NOT_READY),
-                (Some(broker), None) => match u32::try_from(p.partition_index) {
+                (Some(door), None) => match u32::try_from(p.partition_index) {
                     Err(_) => {
                         Err(kafka_protocol::error::ResponseError::UnknownTopicOrPartition.code())
                     }
-                    Ok(index) => broker
-                        .door(&WHO)
+                    Ok(index) => door
                         .delete_records(topic.name.0.as_str(), index, p.offset)
                         .await
                         .map_err(|e| broker_code(&e)),

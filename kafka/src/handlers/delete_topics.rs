@@ -7,7 +7,7 @@ use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
-use super::{admin, WHO};
+use super::admin;
 use crate::context::Context;
 use crate::error::Refusal;
 
@@ -17,7 +17,7 @@ pub async fn handle(
     version: i16,
     request: DeleteTopicsRequest,
 ) -> DeleteTopicsResponse {
-    let broker = ctx.broker();
+    let door = ctx.door();
     // v0-5 list names; v6 lists (name, id) states.
     let named: Vec<(Option<TopicName>, _)> = if version >= 6 {
         request
@@ -37,12 +37,11 @@ pub async fn handle(
         let result = DeletableTopicResult::default()
             .with_name(name.clone())
             .with_topic_id(topic_id);
-        let outcome = match (&broker, gate.refusal(admin::TOPIC), name) {
+        let outcome = match (&door, gate.refusal(admin::TOPIC), name) {
             (_, Some(refused), _) => Err(refused),
             (None, None, _) => Err(Refusal::NotReady),
             (Some(_), None, None) => Err(Refusal::NoTopicIds),
-            (Some(broker), None, Some(name)) => broker
-                .door(&WHO)
+            (Some(door), None, Some(name)) => door
                 .delete_topic(name.0.as_str())
                 .await
                 .map_err(Refusal::from)

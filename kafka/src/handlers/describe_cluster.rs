@@ -33,11 +33,11 @@ pub fn handle(
                 "only broker endpoints (1) are served",
             )));
     }
-    let Some(broker) = ctx.broker() else {
+    let Some(door) = ctx.door() else {
         return answer.with_error_code(NOT_READY);
     };
     answer
-        .with_cluster_id(StrBytes::from_string(broker.cluster_id().to_owned()))
+        .with_cluster_id(StrBytes::from_string(door.cluster_id().to_owned()))
         .with_controller_id(BrokerId(0))
         .with_brokers(vec![DescribeClusterBroker::default()
             .with_broker_id(BrokerId(0))

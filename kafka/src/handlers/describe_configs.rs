@@ -15,7 +15,6 @@ use tidelog_broker::topic_config::{self, ConfigKind};
 use super::configs::{
     check_broker_name, BROKER, SOURCE_DEFAULT, SOURCE_STATIC_BROKER, SOURCE_TOPIC, TOPIC,
 };
-use super::WHO;
 use crate::context::Context;
 use crate::error::Refusal;
 
@@ -73,10 +72,10 @@ pub fn handle(
 }
 
 fn describe(ctx: &Context, resource_type: i8, name: &str) -> Result<Vec<Described>, Refusal> {
-    let broker = ctx.broker().ok_or(Refusal::NotReady)?;
+    let door = ctx.door().ok_or(Refusal::NotReady)?;
     match resource_type {
         TOPIC => {
-            let topic = broker.door(&WHO).describe_topic(name)?;
+            let topic = door.describe_topic(name)?;
             Ok(topic_config::entries(&topic.overrides)
                 .into_iter()
                 .map(|e| {
@@ -105,7 +104,7 @@ fn describe(ctx: &Context, resource_type: i8, name: &str) -> Result<Vec<Describe
         }
         BROKER => {
             check_broker_name(name)?;
-            let config = broker.settings();
+            let config = door.settings();
             let fixed = |name: &str, value: String, config_type: i8| Described {
                 name: name.to_owned(),
                 value,

@@ -18,8 +18,8 @@ use tidelog_broker::coordinator::{
 use tidelog_broker::names::validate_group_name;
 use tidelog_broker::Door;
 
+use super::group;
 use super::list_groups::protocol_type;
-use super::{group, WHO};
 use crate::context::Context;
 use crate::error::broker_code;
 
@@ -28,7 +28,7 @@ pub fn handle(
     version: i16,
     request: DescribeGroupsRequest,
 ) -> DescribeGroupsResponse {
-    let door = ctx.broker().map(|broker| broker.door(&WHO));
+    let door = ctx.door();
     let groups = request
         .groups
         .into_iter()

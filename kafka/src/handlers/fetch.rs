@@ -51,7 +51,7 @@ use tidelog_broker::read::PartitionRef;
 use tidelog_broker::store::{ReadSink, StoredRecord};
 use tidelog_runtime::budget::{ByteBudget, Reservation};
 
-use super::{partition_ref, WHO};
+use super::partition_ref;
 use crate::context::Context;
 use crate::error::broker_code;
 use crate::records::{encode_batch, BatchBuilder, OutRecord};
@@ -73,7 +73,7 @@ struct Asked {
 /// The answer, and the answer budget's bytes its records hold, to be
 /// dropped once the answer is written.
 pub async fn handle(ctx: &Context, request: FetchRequest) -> (FetchResponse, Reservation) {
-    let broker = ctx.broker();
+    let door = ctx.door();
     let mut topics = Vec::with_capacity(request.topics.len());
     let mut asked: Vec<Asked> = Vec::new();
     // Each partition once: where it is in `asked`, by topic and index.
@@ -88,7 +88,7 @@ pub async fn handle(ctx: &Context, request: FetchRequest) -> (FetchResponse, Res
                 continue;
             }
             seen.insert((name.to_owned(), p.partition), asked.len());
-            let part = partition_ref(broker.as_ref(), name, p.partition);
+            let part = partition_ref(door.as_ref(), name, p.partition);
             asked.push(Asked {
                 topic: t,
                 index: p.partition,
@@ -111,11 +111,9 @@ pub async fn handle(ctx: &Context, request: FetchRequest) -> (FetchResponse, Res
         min_bytes: min_bytes(request.min_bytes, max_bytes),
         ctx,
     };
-    let (answered, held) = match &broker {
-        Some(broker) => {
-            broker
-                .door(&WHO)
-                .long_poll(&mut round, Duration::from_millis(wait), ctx.stop.clone())
+    let (answered, held) = match &door {
+        Some(door) => {
+            door.long_poll(&mut round, Duration::from_millis(wait), ctx.stop.clone())
                 .await
         }
         // Recovering: every partition answers NOT_READY, at once.

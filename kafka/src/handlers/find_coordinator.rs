@@ -20,7 +20,7 @@ pub fn handle(
     version: i16,
     request: FindCoordinatorRequest,
 ) -> FindCoordinatorResponse {
-    let ready = ctx.broker().is_some();
+    let ready = ctx.door().is_some();
     let answer = |key: &str| -> (i16, Option<String>) {
         if request.key_type != GROUP_KEY {
             return (

@@ -5,15 +5,15 @@
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse};
 
-use super::{group, WHO};
+use super::group;
 use crate::context::Context;
 use crate::error::broker_code;
 
 pub fn handle(ctx: &Context, request: HeartbeatRequest) -> HeartbeatResponse {
-    let code = match (ctx.broker(), u32::try_from(request.generation_id)) {
+    let code = match (ctx.door(), u32::try_from(request.generation_id)) {
         (None, _) => group::NOT_READY,
         (Some(_), Err(_)) => ResponseError::IllegalGeneration.code(),
-        (Some(broker), Ok(generation)) => match broker.door(&WHO).heartbeat(
+        (Some(door), Ok(generation)) => match door.heartbeat(
             request.group_id.0.as_str(),
             request.member_id.as_str(),
             group::id(request.group_instance_id.as_ref()),

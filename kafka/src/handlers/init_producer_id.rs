@@ -16,7 +16,6 @@
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 
-use super::WHO;
 use crate::context::Context;
 use crate::error::broker_code;
 
@@ -39,13 +38,13 @@ pub async fn handle(
     {
         return refused(ResponseError::TransactionalIdAuthorizationFailed.code());
     }
-    let Some(broker) = ctx.broker() else {
+    let Some(door) = ctx.door() else {
         return refused(ResponseError::CoordinatorLoadInProgress.code());
     };
     let current = (version >= 3 && request.producer_id.0 >= 0)
         .then_some((request.producer_id.0, request.producer_epoch));
     // The id file is written (fsync) once per block of ids: off the runtime.
-    let answer = broker.door(&WHO).init_producer_id(current).await;
+    let answer = door.init_producer_id(current).await;
     match answer {
         Ok((id, epoch)) => InitProducerIdResponse::default()
             .with_producer_id(ProducerId(id))

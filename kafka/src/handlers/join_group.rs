@@ -17,7 +17,7 @@ use tidelog_broker::coordinator::{JoinRequest, JoinResponse, MemberProtocol};
 use tidelog_broker::door::groups::{JoinAnswer, NotJoined};
 use tidelog_broker::BrokerError;
 
-use super::{group, WHO};
+use super::group;
 use crate::context::Context;
 use crate::error::broker_code;
 
@@ -33,7 +33,7 @@ pub async fn handle(
     caller: Caller<'_>,
     request: JoinGroupRequest,
 ) -> JoinGroupResponse {
-    let Some(broker) = ctx.broker() else {
+    let Some(door) = ctx.door() else {
         return failed(group::NOT_READY, "");
     };
     let group_id = request.group_id.0.as_str();
@@ -60,10 +60,7 @@ pub async fn handle(
         require_known_member_id: version >= 4,
         server_side: false,
     };
-    let answer = broker
-        .door(&WHO)
-        .join_group(group_id, join, ctx.stop.clone())
-        .await;
+    let answer = door.join_group(group_id, join, ctx.stop.clone()).await;
     match answer {
         Ok(JoinAnswer::Joined(joined)) => joined_answer(version, &request, joined),
         Ok(JoinAnswer::NotJoined { member_id, why }) => {

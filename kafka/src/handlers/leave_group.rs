@@ -5,16 +5,15 @@
 use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
 
-use super::{group, WHO};
+use super::group;
 use crate::context::Context;
 use crate::error::broker_code;
 
 pub fn handle(ctx: &Context, version: i16, request: LeaveGroupRequest) -> LeaveGroupResponse {
-    let Some(broker) = ctx.broker() else {
+    let Some(door) = ctx.door() else {
         return LeaveGroupResponse::default().with_error_code(group::NOT_READY);
     };
     let group_id = request.group_id.0.as_str();
-    let door = broker.door(&WHO);
     let leave = |member_id: Option<&str>, instance_id: Option<&str>| -> i16 {
         match door.leave_group(group_id, member_id, instance_id) {
             Ok(()) => 0,

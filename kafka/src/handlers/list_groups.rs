@@ -9,11 +9,11 @@ use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
 use kafka_protocol::protocol::StrBytes;
 use tidelog_broker::coordinator::ProtocolKind;
 
-use super::{group, WHO};
+use super::group;
 use crate::context::Context;
 
 pub fn handle(ctx: &Context, version: i16, request: ListGroupsRequest) -> ListGroupsResponse {
-    let Some(broker) = ctx.broker() else {
+    let Some(door) = ctx.door() else {
         return ListGroupsResponse::default().with_error_code(group::NOT_READY);
     };
     let wanted = |state: &str| {
@@ -23,8 +23,7 @@ pub fn handle(ctx: &Context, version: i16, request: ListGroupsRequest) -> ListGr
                 .iter()
                 .any(|s| s.as_str().eq_ignore_ascii_case(state))
     };
-    let groups = broker
-        .door(&WHO)
+    let groups = door
         .list_groups()
         .into_iter()
         .filter(|g| wanted(g.state.name()))

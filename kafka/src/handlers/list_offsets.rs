@@ -14,17 +14,15 @@
 //! records: the broker's door runs it where it belongs
 //! (`Door::record_at_timestamp`, `Door::max_timestamp_record`).
 
-use std::sync::Arc;
-
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 use tidelog_broker::read::PartitionRef;
-use tidelog_broker::Broker;
+use tidelog_broker::Door;
 
-use super::{partition_ref, WHO};
+use super::partition_ref;
 use crate::context::Context;
 use crate::error::broker_code;
 
@@ -38,17 +36,17 @@ pub async fn handle(
     version: i16,
     request: ListOffsetsRequest,
 ) -> ListOffsetsResponse {
-    let broker = ctx.broker();
-    if let Some(broker) = &broker {
+    let door = ctx.door();
+    if let Some(door) = &door {
         // A stalled dispatcher is what the bound is for (it also refuses
         // appends, KAFKA.md "Produce"): then the answer is what is indexed.
-        broker.until_acknowledged_visible().await;
+        door.until_acknowledged_visible().await;
     }
-    answer(broker.as_ref(), version, request).await
+    answer(door.as_ref(), version, request).await
 }
 
 async fn answer(
-    broker: Option<&Arc<Broker>>,
+    door: Option<&Door>,
     version: i16,
     request: ListOffsetsRequest,
 ) -> ListOffsetsResponse {
@@ -56,9 +54,9 @@ async fn answer(
     for topic in request.topics {
         let mut partitions = Vec::with_capacity(topic.partitions.len());
         for p in &topic.partitions {
-            let part = partition_ref(broker, topic.name.0.as_str(), p.partition_index);
-            let found = match (broker, part) {
-                (Some(broker), Ok(part)) => offset(broker, &part, version, p.timestamp).await,
+            let part = partition_ref(door, topic.name.0.as_str(), p.partition_index);
+            let found = match (door, part) {
+                (Some(door), Ok(part)) => offset(door, &part, version, p.timestamp).await,
                 (_, Err(code)) => Err(code),
                 (None, Ok(_)) => Err(super::NOT_READY),
             };
@@ -94,7 +92,7 @@ struct Found {
 }
 
 async fn offset(
-    broker: &Arc<Broker>,
+    door: &Door,
     part: &PartitionRef,
     version: i16,
     timestamp: i64,
@@ -106,7 +104,6 @@ async fn offset(
         offset: i64::try_from(offset).unwrap_or(i64::MAX),
         timestamp: -1,
     };
-    let door = broker.door(&WHO);
     let (topic, index) = (&*part.topic().name, part.partition());
     let found = match timestamp {
         EARLIEST => return Ok(at(beginning)),

@@ -14,7 +14,7 @@ use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse};
 use kafka_protocol::protocol::StrBytes;
 use tidelog_broker::registry::Topic;
 
-use super::{topic_name, NOT_READY, WHO};
+use super::{topic_name, NOT_READY};
 use crate::context::Context;
 use crate::error::broker_code;
 
@@ -37,7 +37,7 @@ pub async fn handle(ctx: &Context, version: i16, request: MetadataRequest) -> Me
     // Before the broker is ready (recovery) asked topics answer
     // LEADER_NOT_AVAILABLE; a request for all of them gets none, since the
     // registry is not loaded yet.
-    let Some(broker) = ctx.broker() else {
+    let Some(door) = ctx.door() else {
         let topics = asked
             .unwrap_or_default()
             .iter()
@@ -45,25 +45,17 @@ pub async fn handle(ctx: &Context, version: i16, request: MetadataRequest) -> Me
             .collect();
         return answer.with_topics(topics);
     };
-    let answer =
-        answer.with_cluster_id(Some(StrBytes::from_string(broker.cluster_id().to_owned())));
+    let answer = answer.with_cluster_id(Some(StrBytes::from_string(door.cluster_id().to_owned())));
     let topics = match asked {
-        None => broker
-            .door(&WHO)
-            .list_topics()
-            .iter()
-            .map(|t| described(t))
-            .collect(),
+        None => door.list_topics().iter().map(|t| described(t)).collect(),
         Some(names) => {
             let create = version < 4 || request.allow_auto_topic_creation;
             let mut topics = Vec::with_capacity(names.len());
             for name in names {
-                topics.push(
-                    match broker.door(&WHO).metadata_topic(&name, create).await {
-                        Ok(topic) => described(&topic),
-                        Err(e) => failed(&name, broker_code(&e)),
-                    },
-                );
+                topics.push(match door.metadata_topic(&name, create).await {
+                    Ok(topic) => described(&topic),
+                    Err(e) => failed(&name, broker_code(&e)),
+                });
             }
             topics
         }

@@ -39,13 +39,9 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::StrBytes;
 use tidelog_broker::read::PartitionRef;
-use tidelog_broker::{Broker, Principal};
+use tidelog_broker::Door;
 
 use crate::error::broker_code;
-
-/// Who every Kafka request is made as, until SASL logins name a user
-/// (the security issue gives each connection its own principal).
-const WHO: Principal = Principal::Anonymous;
 
 /// LEADER_NOT_AVAILABLE: what a partition answers while recovery runs
 /// (KAFKA.md "Not ready"; retriable).
@@ -53,14 +49,10 @@ const NOT_READY: i16 = ResponseError::LeaderNotAvailable.code();
 
 /// The partition a request names, or the error code its answer carries
 /// (NOT_READY before the broker is).
-fn partition_ref(
-    broker: Option<&std::sync::Arc<Broker>>,
-    topic: &str,
-    index: i32,
-) -> Result<PartitionRef, i16> {
-    let broker = broker.ok_or(NOT_READY)?;
+fn partition_ref(door: Option<&Door>, topic: &str, index: i32) -> Result<PartitionRef, i16> {
+    let door = door.ok_or(NOT_READY)?;
     let index = u32::try_from(index).map_err(|_| ResponseError::UnknownTopicOrPartition.code())?;
-    broker.partition(topic, index).map_err(|e| broker_code(&e))
+    door.partition(topic, index).map_err(|e| broker_code(&e))
 }
 
 fn topic_name(name: &str) -> TopicName {

@@ -11,7 +11,7 @@
 //! committed together; a refusal of the commit as a whole (the group or
 //! member, the store) is every remaining partition's code.
 
-use std::sync::Arc;
+use tidelog_broker::Door;
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::offset_commit_response::{
@@ -21,14 +21,14 @@ use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 use tidelog_broker::groups::Committer;
 use tidelog_broker::groups::{validate_commit_metadata, CommitValue, OffsetCommit};
 
-use super::{group, partition_ref, WHO};
+use super::{group, partition_ref};
 use crate::context::Context;
 use crate::error::broker_code;
 
 const STATELESS: i32 = -1;
 
 pub async fn handle(ctx: &Context, request: OffsetCommitRequest) -> OffsetCommitResponse {
-    let broker = ctx.broker();
+    let door = ctx.door();
     // (topic, partition index, code so far: 0 = to commit)
     let mut answers: Vec<(usize, i32, i16)> = Vec::new();
     let mut commits = Vec::new();
@@ -36,10 +36,7 @@ pub async fn handle(ctx: &Context, request: OffsetCommitRequest) -> OffsetCommit
         let name = topic.name.0.as_str();
         for p in &topic.partitions {
             let metadata = p.committed_metadata.as_ref().map_or("", |m| m.as_str());
-            let code = match (
-                &broker,
-                partition_ref(broker.as_ref(), name, p.partition_index),
-            ) {
+            let code = match (&door, partition_ref(door.as_ref(), name, p.partition_index)) {
                 (None, _) => group::NOT_READY,
                 (_, Err(code)) => code,
                 _ if p.committed_offset < 0 => ResponseError::InvalidCommitOffsetSize.code(),
@@ -61,8 +58,8 @@ pub async fn handle(ctx: &Context, request: OffsetCommitRequest) -> OffsetCommit
             answers.push((t, p.partition_index, code));
         }
     }
-    let committed = match broker {
-        Some(broker) if !commits.is_empty() => commit(&broker, &request, commits).await,
+    let committed = match door {
+        Some(door) if !commits.is_empty() => commit(&door, &request, commits).await,
         _ => 0,
     };
     let mut topics: Vec<OffsetCommitResponseTopic> = request
@@ -82,11 +79,7 @@ pub async fn handle(ctx: &Context, request: OffsetCommitRequest) -> OffsetCommit
 }
 
 /// Commits `commits` as one; the code every one of them answers.
-async fn commit(
-    broker: &Arc<tidelog_broker::Broker>,
-    request: &OffsetCommitRequest,
-    commits: Vec<OffsetCommit>,
-) -> i16 {
+async fn commit(door: &Door, request: &OffsetCommitRequest, commits: Vec<OffsetCommit>) -> i16 {
     let group = request.group_id.0.as_str().to_owned();
     let generation = request.generation_id_or_member_epoch;
     let member_id = request.member_id.as_str().to_owned();
@@ -102,7 +95,7 @@ async fn commit(
         },
         Err(_) => Committer::Stateless,
     };
-    match broker.door(&WHO).commit(group, commits, committer).await {
+    match door.commit(group, commits, committer).await {
         Ok(()) => 0,
         Err(e) => broker_code(&e),
     }

@@ -22,7 +22,7 @@ use tidelog_broker::group_admin::OffsetDeletion;
 use tidelog_broker::BrokerError;
 
 use super::admin::{self, Gate};
-use super::{group, WHO};
+use super::group;
 use crate::context::Context;
 use crate::error::broker_code;
 
@@ -35,7 +35,7 @@ pub async fn handle(
     if let Some(refusal) = gate.refusal(admin::GROUP) {
         return refused(refusal.code());
     }
-    let Some(broker) = ctx.broker() else {
+    let Some(door) = ctx.door() else {
         return refused(group::NOT_READY);
     };
     // Every asked partition in order; a negative index is no partition.
@@ -50,11 +50,7 @@ pub async fn handle(
         })
         .collect();
     let group_id = request.group_id.0.as_str().to_owned();
-    let answers = match broker
-        .door(&WHO)
-        .delete_committed_offsets(&group_id, asked)
-        .await
-    {
+    let answers = match door.delete_committed_offsets(&group_id, asked).await {
         Ok(answers) => answers,
         Err(e @ BrokerError::GroupHasMembers { .. }) => {
             tracing::debug!(error = %e, "offset delete refused");

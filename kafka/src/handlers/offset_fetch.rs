@@ -14,7 +14,7 @@ use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse, TopicNam
 use kafka_protocol::protocol::StrBytes;
 use tidelog_broker::groups::CommittedOffset;
 use tidelog_broker::names::validate_group_name;
-use tidelog_broker::Broker;
+use tidelog_broker::Door;
 
 use super::{group, topic_name};
 use crate::context::Context;
@@ -24,7 +24,7 @@ use crate::error::broker_code;
 type Found = (i32, i64, String);
 
 pub fn handle(ctx: &Context, version: i16, request: OffsetFetchRequest) -> OffsetFetchResponse {
-    let broker = ctx.broker();
+    let door = ctx.door();
     if version >= 8 {
         let groups = request
             .groups
@@ -36,7 +36,7 @@ pub fn handle(ctx: &Context, version: i16, request: OffsetFetchRequest) -> Offse
                         .map(|t| (t.name, t.partition_indexes))
                         .collect()
                 });
-                let (code, found) = fetch(broker.as_deref(), g.group_id.0.as_str(), asked);
+                let (code, found) = fetch(door.as_ref(), g.group_id.0.as_str(), asked);
                 let topics = answer_topics(
                     found,
                     |name, partitions| {
@@ -66,7 +66,7 @@ pub fn handle(ctx: &Context, version: i16, request: OffsetFetchRequest) -> Offse
             .map(|t| (t.name, t.partition_indexes))
             .collect()
     });
-    let (code, found) = fetch(broker.as_deref(), request.group_id.0.as_str(), asked);
+    let (code, found) = fetch(door.as_ref(), request.group_id.0.as_str(), asked);
     let topics = answer_topics(
         found,
         |name, partitions| {
@@ -108,16 +108,16 @@ fn answer_topics<T, P>(
 /// The group's code and, per topic, the asked partitions (`None`: every
 /// committed one) with their offsets.
 fn fetch(
-    broker: Option<&Broker>,
+    door: Option<&Door>,
     group_id: &str,
     asked: Option<Vec<(TopicName, Vec<i32>)>>,
 ) -> (i16, Vec<(TopicName, Vec<Found>)>) {
-    let refused = match broker.map(|_| validate_group_name(group_id)) {
+    let refused = match door.map(|_| validate_group_name(group_id)) {
         None => Some(group::NOT_READY),
         Some(Err(e)) => Some(broker_code(&e)),
         Some(Ok(())) => None,
     };
-    let (Some(broker), None) = (broker, refused) else {
+    let (Some(door), None) = (door, refused) else {
         // The asked partitions answer -1 beside the code (v0-1 carry the
         // code in each partition only).
         let code = refused.unwrap_or(group::NOT_READY);
@@ -136,7 +136,7 @@ fn fetch(
                 .collect(),
         );
     };
-    let committed = broker.committed_offsets(group_id, None).unwrap_or_default();
+    let committed = door.committed_offsets(group_id, None).unwrap_or_default();
     let Some(asked) = asked else {
         return (0, every_committed(committed));
     };

@@ -53,7 +53,7 @@ use tidelog_broker::produce::ProduceRequest as Produce;
 use tidelog_broker::store::ProducerBatch;
 use tidelog_broker::Door;
 
-use super::{NOT_READY, WHO};
+use super::NOT_READY;
 use crate::context::Context;
 use crate::error::broker_code;
 use crate::records::appends::{decode_appends, Decoded};
@@ -67,7 +67,7 @@ pub const INLINE_DECODE_MAX_BYTES: usize = 256 * 1024;
 /// The answer, or `None` for acks 0.
 pub async fn handle(ctx: &Context, request: ProduceRequest) -> Option<ProduceResponse> {
     let acks = request.acks;
-    let door = ctx.broker().map(|broker| broker.door(&WHO));
+    let door = ctx.door();
     let mut limits = DecodeLimits::new(
         ctx.max_request_bytes,
         ctx.max_batch_inflated_bytes,

@@ -11,12 +11,12 @@ use kafka_protocol::protocol::StrBytes;
 use tidelog_broker::coordinator::{MemberAssignment, SyncRequest};
 use tidelog_broker::door::groups::SyncAnswer;
 
-use super::{group, WHO};
+use super::group;
 use crate::context::Context;
 use crate::error::broker_code;
 
 pub async fn handle(ctx: &Context, version: i16, request: SyncGroupRequest) -> SyncGroupResponse {
-    let Some(broker) = ctx.broker() else {
+    let Some(door) = ctx.door() else {
         return failed(group::NOT_READY);
     };
     let group_id = request.group_id.0.as_str();
@@ -36,10 +36,7 @@ pub async fn handle(ctx: &Context, version: i16, request: SyncGroupRequest) -> S
         generation,
         assignments,
     };
-    let answer = broker
-        .door(&WHO)
-        .sync_group(group_id, sync, ctx.stop.clone())
-        .await;
+    let answer = door.sync_group(group_id, sync, ctx.stop.clone()).await;
     match answer {
         Ok(SyncAnswer::Synced {
             assignment,
