@@ -161,34 +161,24 @@ impl TopicRegistry {
         tidelog_storage::fs_util::create_dir_durable(config_dir)
             .map_err(|e| file_err(e.to_string()))?;
         let mut topics = BTreeMap::new();
-        match std::fs::metadata(&path) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(file_err(e.to_string())),
-            Ok(meta) if meta.len() > REGISTRY_FILE_MAX_BYTES => {
+        let bytes = tidelog_storage::fs_util::read_small(&path, REGISTRY_FILE_MAX_BYTES)
+            .map_err(|e| file_err(e.to_string()))?;
+        if let Some(bytes) = bytes {
+            let file: RegistryFile = serde_json::from_slice(&bytes)
+                .map_err(|e| file_err(format!("not a topic registry: {e}")))?;
+            if file.version != REGISTRY_VERSION {
                 return Err(file_err(format!(
-                    "{} bytes, more than the {REGISTRY_FILE_MAX_BYTES} a registry can be",
-                    meta.len()
-                )))
+                    "version {} is not the supported {REGISTRY_VERSION}",
+                    file.version
+                )));
             }
-            Ok(_) => {
-                let bytes = std::fs::read(&path).map_err(|e| file_err(e.to_string()))?;
-                let file: RegistryFile = serde_json::from_slice(&bytes)
-                    .map_err(|e| file_err(format!("not a topic registry: {e}")))?;
-                if file.version != REGISTRY_VERSION {
-                    return Err(file_err(format!(
-                        "version {} is not the supported {REGISTRY_VERSION}",
-                        file.version
-                    )));
-                }
-                for (name, entry) in file.topics {
-                    let topic =
-                        build(&name, &entry, None).map_err(|e| BrokerError::RegistryTopic {
-                            path: path.clone(),
-                            topic: name.clone(),
-                            reason: e.to_string(),
-                        })?;
-                    topics.insert(name, Arc::new(topic));
-                }
+            for (name, entry) in file.topics {
+                let topic = build(&name, &entry, None).map_err(|e| BrokerError::RegistryTopic {
+                    path: path.clone(),
+                    topic: name.clone(),
+                    reason: e.to_string(),
+                })?;
+                topics.insert(name, Arc::new(topic));
             }
         }
         Ok(TopicRegistry {

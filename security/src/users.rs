@@ -111,51 +111,11 @@ impl UserStore {
         };
         tidelog_storage::fs_util::create_dir_durable(config_dir)
             .map_err(|e| file_err(e.to_string()))?;
-        let users = match std::fs::metadata(&path) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
-            Err(e) => return Err(file_err(e.to_string())),
-            Ok(meta) if meta.len() > USERS_FILE_MAX_BYTES => {
-                return Err(file_err(format!(
-                    "{} bytes, more than the {USERS_FILE_MAX_BYTES} a users file can be",
-                    meta.len()
-                )))
-            }
-            Ok(_) => {
-                let bytes = std::fs::read(&path).map_err(|e| file_err(e.to_string()))?;
-                let file: UsersFile = serde_json::from_slice(&bytes)
-                    .map_err(|e| file_err(format!("not a users file: {e}")))?;
-                if file.version != USERS_FILE_VERSION {
-                    return Err(file_err(format!(
-                        "version {} is not the supported {USERS_FILE_VERSION}",
-                        file.version
-                    )));
-                }
-                if file.users.len() > USERS_MAX {
-                    return Err(file_err(format!(
-                        "{} users, more than the {USERS_MAX} the store keeps",
-                        file.users.len()
-                    )));
-                }
-                let mut users = BTreeMap::new();
-                for (name, list) in file.users {
-                    check_name(&name).map_err(|e| file_err(e.to_string()))?;
-                    let mut credentials = Credentials::new();
-                    for c in list {
-                        if !c.is_well_formed() || credentials.contains_key(&c.mechanism) {
-                            return Err(file_err(format!(
-                                "user {name:?}: a damaged or repeated {} credential",
-                                c.mechanism
-                            )));
-                        }
-                        credentials.insert(c.mechanism, c);
-                    }
-                    if credentials.is_empty() {
-                        return Err(file_err(format!("user {name:?} has no credential")));
-                    }
-                    users.insert(name, credentials);
-                }
-                users
-            }
+        let bytes = tidelog_storage::fs_util::read_small(&path, USERS_FILE_MAX_BYTES)
+            .map_err(|e| file_err(e.to_string()))?;
+        let users = match bytes {
+            None => BTreeMap::new(),
+            Some(bytes) => read_users(&bytes).map_err(file_err)?,
         };
         tracing::info!(users = users.len(), path = %path.display(), "users loaded");
         Ok(UserStore {
@@ -343,6 +303,43 @@ impl UserStore {
         *held = next;
         Ok(())
     }
+}
+
+/// The users of a users file's bytes, checked whole; why not.
+fn read_users(bytes: &[u8]) -> Result<BTreeMap<String, Credentials>, String> {
+    let file: UsersFile =
+        serde_json::from_slice(bytes).map_err(|e| format!("not a users file: {e}"))?;
+    if file.version != USERS_FILE_VERSION {
+        return Err(format!(
+            "version {} is not the supported {USERS_FILE_VERSION}",
+            file.version
+        ));
+    }
+    if file.users.len() > USERS_MAX {
+        return Err(format!(
+            "{} users, more than the {USERS_MAX} the store keeps",
+            file.users.len()
+        ));
+    }
+    let mut users = BTreeMap::new();
+    for (name, list) in file.users {
+        check_name(&name).map_err(|e| e.to_string())?;
+        let mut credentials = Credentials::new();
+        for c in list {
+            if !c.is_well_formed() || credentials.contains_key(&c.mechanism) {
+                return Err(format!(
+                    "user {name:?}: a damaged or repeated {} credential",
+                    c.mechanism
+                ));
+            }
+            credentials.insert(c.mechanism, c);
+        }
+        if credentials.is_empty() {
+            return Err(format!("user {name:?} has no credential"));
+        }
+        users.insert(name, credentials);
+    }
+    Ok(users)
 }
 
 /// Why one user's alterations were refused (Kafka's per-user codes).

@@ -140,6 +140,37 @@ pub fn open_read_write(path: &Path) -> Result<(File, u64)> {
     Ok((file, len))
 }
 
+/// The whole of a small file the server writes itself and reads at start
+/// (the topic registry, the ACL and users files), `None` when it does not
+/// exist. One larger than `max` bytes is refused
+/// (`ErrorKind::FileTooLarge`) before it is read, and the read itself is
+/// bounded (the file may grow meanwhile): no file tidelog writes grows
+/// past its bound, so such a file is damage, and reading it whole could
+/// take the memory.
+pub fn read_small(path: &Path, max: u64) -> std::io::Result<Option<Vec<u8>>> {
+    use std::io::Read;
+    let too_large = |len: u64| {
+        std::io::Error::new(
+            std::io::ErrorKind::FileTooLarge,
+            format!("{len} bytes, more than the {max} the file can be"),
+        )
+    };
+    let file = match File::open(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        other => other?,
+    };
+    let len = file.metadata()?.len();
+    if len > max {
+        return Err(too_large(len));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+    file.take(max.saturating_add(1)).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max {
+        return Err(too_large(bytes.len() as u64));
+    }
+    Ok(Some(bytes))
+}
+
 /// Replace `path` with `contents` atomically and durably.
 pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<()> {
     write_atomic_mode(path, contents, None)
@@ -435,6 +466,22 @@ mod tests {
         write_atomic(&p, b"second").unwrap();
         assert_eq!(fs::read(&p).unwrap(), b"second");
         assert!(!dir.path().join("meta.tmp").exists());
+    }
+
+    #[test]
+    fn small_files_are_read_whole_or_refused_past_their_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("small");
+        assert!(
+            read_small(&p, 4).unwrap().is_none(),
+            "a missing file is None"
+        );
+        fs::write(&p, b"1234").unwrap();
+        assert_eq!(read_small(&p, 4).unwrap().unwrap(), b"1234");
+        let refused = read_small(&p, 3).unwrap_err();
+        assert_eq!(refused.kind(), std::io::ErrorKind::FileTooLarge);
+        assert!(refused.to_string().contains("4 bytes"), "{refused}");
+        assert!(read_small(dir.path(), 4).is_err(), "a directory is no file");
     }
 
     #[test]

@@ -71,17 +71,11 @@ impl AclStore {
         };
         tidelog_storage::fs_util::create_dir_durable(config_dir)
             .map_err(|e| file_err(e.to_string()))?;
-        let acls = match std::fs::metadata(&path) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeSet::new(),
-            Err(e) => return Err(file_err(e.to_string())),
-            Ok(meta) if meta.len() > ACL_FILE_MAX_BYTES => {
-                return Err(file_err(format!(
-                    "{} bytes, more than the {ACL_FILE_MAX_BYTES} an ACL file can be",
-                    meta.len()
-                )))
-            }
-            Ok(_) => {
-                let bytes = std::fs::read(&path).map_err(|e| file_err(e.to_string()))?;
+        let bytes = tidelog_storage::fs_util::read_small(&path, ACL_FILE_MAX_BYTES)
+            .map_err(|e| file_err(e.to_string()))?;
+        let acls = match bytes {
+            None => BTreeSet::new(),
+            Some(bytes) => {
                 let file: AclFile = serde_json::from_slice(&bytes)
                     .map_err(|e| file_err(format!("not an ACL file: {e}")))?;
                 if file.version != ACL_FILE_VERSION {
