@@ -17,15 +17,17 @@
 //!
 //! The patterns that name a resource are its literal name, the literal
 //! `*` of its type, and every prefixed pattern that is a prefix of its
-//! name. The index keeps each pattern's ACLs by principal, and per type
-//! the lengths prefixed patterns have: a check looks up the resource's
-//! name cut at each of those lengths, not every prefix.
+//! name. The index keeps the ACLs by principal, then by pattern, with per
+//! type the lengths prefixed patterns have: a check looks up the
+//! resource's name cut at each of the asker's lengths, not every prefix,
+//! and never reads other principals' ACLs (`benches/authorize.rs`:
+//! tens to hundreds of nanoseconds with 10,000 ACLs).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::net::IpAddr;
 
 use super::model::{
-    AclBinding, Host, Operation, PatternType, Permission, Resource, ResourceType,
+    AclBinding, Host, Operation, PatternType, Permission, Resource, ResourcePattern, ResourceType,
     WILDCARD_PRINCIPAL, WILDCARD_RESOURCE,
 };
 
@@ -51,14 +53,15 @@ pub struct Request<'a> {
 }
 
 /// Why a check answered as it did: for the log line and the audit, never
-/// for the client (which learns only that it was refused).
+/// for the client (which learns only that it was refused). Borrows the
+/// deciding ACL from the index: a check allocates nothing.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
-    Allowed(Reason),
-    Denied(Reason),
+pub enum Verdict<'a> {
+    Allowed(Reason<'a>),
+    Denied(Reason<'a>),
 }
 
-impl Verdict {
+impl Verdict<'_> {
     pub fn allowed(&self) -> bool {
         matches!(self, Verdict::Allowed(_))
     }
@@ -66,17 +69,17 @@ impl Verdict {
 
 /// The rule that decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Reason {
+pub enum Reason<'a> {
     SuperUser,
     /// No ACL names the resource: `allow_everyone_if_no_acl_found`.
     NoAclFound,
     /// This ACL (a DENY, or the ALLOW that allowed).
-    Acl(AclBinding),
+    Acl(&'a AclBinding),
     /// ACLs name the resource, none allows this.
     NoMatchingAllow,
 }
 
-/// One ACL as the index keeps it under its pattern and principal.
+/// One ACL as the index keeps it under its principal and pattern.
 #[derive(Debug, Clone)]
 struct Entry {
     host: Host,
@@ -85,21 +88,88 @@ struct Entry {
     acl: AclBinding,
 }
 
-/// A pattern's ACLs, by principal (`User:*` under its own key).
-type ByPrincipal = HashMap<String, Vec<Entry>>;
+/// Resource patterns with a value each: LITERAL ones (`*` included) and
+/// PREFIXED ones by type and name, and per type the lengths its prefixed
+/// patterns have, so the patterns naming a resource are found with one
+/// lookup per distinct length, not one per prefix of its name.
+#[derive(Debug)]
+struct Patterns<V> {
+    literal: HashMap<ResourceType, HashMap<String, V>>,
+    prefixed: HashMap<ResourceType, HashMap<String, V>>,
+    prefix_lengths: HashMap<ResourceType, BTreeSet<usize>>,
+}
 
-/// The ACLs, indexed for [`Authorizer::authorize`]. Immutable: a change
-/// builds a new one ([`super::AclStore`] swaps it in), so checks never
-/// wait for a writer.
+impl<V> Default for Patterns<V> {
+    fn default() -> Self {
+        Patterns {
+            literal: HashMap::new(),
+            prefixed: HashMap::new(),
+            prefix_lengths: HashMap::new(),
+        }
+    }
+}
+
+impl<V: Default> Patterns<V> {
+    /// The value of `pattern`, made if new.
+    fn entry(&mut self, pattern: &ResourcePattern) -> &mut V {
+        let patterns = match pattern.pattern_type {
+            PatternType::Literal => &mut self.literal,
+            PatternType::Prefixed => {
+                self.prefix_lengths
+                    .entry(pattern.resource_type)
+                    .or_default()
+                    .insert(pattern.name.len());
+                &mut self.prefixed
+            }
+        };
+        patterns
+            .entry(pattern.resource_type)
+            .or_default()
+            .entry(pattern.name.clone())
+            .or_default()
+    }
+}
+
+impl<V> Patterns<V> {
+    /// The values of every pattern that names `resource`: its literal
+    /// name, the literal `*`, the prefixes of its name that are patterns.
+    /// No allocation: maps keyed by `String` are looked up by `&str`.
+    fn naming<'s, 'r>(
+        &'s self,
+        resource: Resource<'r>,
+    ) -> impl Iterator<Item = &'s V> + use<'s, 'r, V> {
+        let t = resource.resource_type;
+        let name = resource.name;
+        let literal = self.literal.get(&t);
+        let exact = literal.and_then(|m| m.get(name));
+        let wildcard = literal
+            .filter(|_| name != WILDCARD_RESOURCE)
+            .and_then(|m| m.get(WILDCARD_RESOURCE));
+        let prefixed = self.prefixed.get(&t);
+        let prefixes = self
+            .prefix_lengths
+            .get(&t)
+            .into_iter()
+            .flat_map(move |lengths| lengths.range(..=name.len()))
+            // Not at a character boundary: no pattern ends there.
+            .filter_map(move |&len| name.get(..len))
+            .filter_map(move |prefix| prefixed.and_then(|m| m.get(prefix)));
+        exact.into_iter().chain(wildcard).chain(prefixes)
+    }
+}
+
+/// The ACLs, indexed for [`Authorizer::authorize`]: first by principal
+/// (`User:*` under its own key), then by pattern, so a check looks only
+/// at the patterns of the asker and of every user, however many other
+/// principals have ACLs. Immutable: a change builds a new one
+/// ([`super::AclStore`] swaps it in), so checks never wait for a writer.
 #[derive(Debug, Default)]
 pub struct Authorizer {
     config: AuthorizerConfig,
-    /// LITERAL patterns (`*` included), by type and name.
-    literal: HashMap<ResourceType, HashMap<String, ByPrincipal>>,
-    /// PREFIXED patterns, by type and prefix.
-    prefixed: HashMap<ResourceType, HashMap<String, ByPrincipal>>,
-    /// Per type, the lengths of its prefixed patterns.
-    prefix_lengths: HashMap<ResourceType, BTreeSet<usize>>,
+    by_principal: HashMap<String, Patterns<Vec<Entry>>>,
+    /// Every pattern of every principal: whether any ACL names a resource
+    /// (rule 2), asked only when the asker's ACLs decided nothing.
+    named: Patterns<()>,
     acls: usize,
 }
 
@@ -114,25 +184,12 @@ impl Authorizer {
             ..Authorizer::default()
         };
         for acl in acls {
-            let p = &acl.pattern;
-            let patterns = match p.pattern_type {
-                PatternType::Literal => &mut index.literal,
-                PatternType::Prefixed => {
-                    index
-                        .prefix_lengths
-                        .entry(p.resource_type)
-                        .or_default()
-                        .insert(p.name.len());
-                    &mut index.prefixed
-                }
-            };
-            patterns
-                .entry(p.resource_type)
-                .or_default()
-                .entry(p.name.clone())
-                .or_default()
+            index.named.entry(&acl.pattern);
+            index
+                .by_principal
                 .entry(acl.principal.clone())
                 .or_default()
+                .entry(&acl.pattern)
                 .push(Entry {
                     host: acl.host,
                     operation: acl.operation,
@@ -157,71 +214,44 @@ impl Authorizer {
         &self.config
     }
 
-    /// Kafka's decision for `request` (module doc).
-    pub fn authorize(&self, request: &Request<'_>) -> Verdict {
+    /// Kafka's decision for `request` (module doc). Rules 3 and 4 are
+    /// asked first, of the asker's and every user's ACLs only: one that
+    /// decides also names the resource, so rule 2 is asked only when none
+    /// did, with the answer unchanged.
+    pub fn authorize<'s>(&'s self, request: &Request<'_>) -> Verdict<'s> {
         if self.config.super_users.contains(request.principal) {
             return Verdict::Allowed(Reason::SuperUser);
         }
-        let mut patterns = self.patterns_naming(request.resource).peekable();
-        if patterns.peek().is_none() {
-            return if self.config.allow_everyone_if_no_acl_found {
-                Verdict::Allowed(Reason::NoAclFound)
-            } else {
-                Verdict::Denied(Reason::NoAclFound)
-            };
-        }
         let mut allow = None;
-        for entries in patterns
-            .flat_map(|by| [by.get(request.principal), by.get(WILDCARD_PRINCIPAL)])
-            .flatten()
-        {
-            for e in entries.iter().filter(|e| e.host.admits(request.host)) {
-                match e.permission {
-                    Permission::Deny
-                        if e.operation == request.operation || e.operation == Operation::All =>
-                    {
-                        return Verdict::Denied(Reason::Acl(e.acl.clone()));
-                    }
-                    Permission::Allow
-                        if allow.is_none() && e.operation.implies(request.operation) =>
-                    {
-                        allow = Some(e);
-                    }
-                    _ => {}
+        let whose = [request.principal, WILDCARD_PRINCIPAL];
+        let entries = whose
+            .into_iter()
+            .filter_map(|who| self.by_principal.get(who))
+            .flat_map(|patterns| patterns.naming(request.resource))
+            .flatten();
+        for e in entries.filter(|e| e.host.admits(request.host)) {
+            match e.permission {
+                Permission::Deny
+                    if e.operation == request.operation || e.operation == Operation::All =>
+                {
+                    return Verdict::Denied(Reason::Acl(&e.acl));
                 }
+                Permission::Allow if allow.is_none() && e.operation.implies(request.operation) => {
+                    allow = Some(&e.acl);
+                }
+                _ => {}
             }
         }
-        match allow {
-            Some(e) => Verdict::Allowed(Reason::Acl(e.acl.clone())),
-            None => Verdict::Denied(Reason::NoMatchingAllow),
+        if let Some(acl) = allow {
+            return Verdict::Allowed(Reason::Acl(acl));
         }
-    }
-
-    /// The ACLs of every pattern that names `resource`, by principal:
-    /// its literal name, the literal `*`, the prefixes of its name that
-    /// are patterns. No allocation: maps keyed by `String` are looked up
-    /// by `&str`.
-    fn patterns_naming<'s>(
-        &'s self,
-        resource: Resource<'s>,
-    ) -> impl Iterator<Item = &'s ByPrincipal> + 's {
-        let t = resource.resource_type;
-        let name = resource.name;
-        let literal = self.literal.get(&t);
-        let exact = literal.and_then(|m| m.get(name));
-        let wildcard = literal
-            .filter(|_| name != WILDCARD_RESOURCE)
-            .and_then(|m| m.get(WILDCARD_RESOURCE));
-        let prefixed = self.prefixed.get(&t);
-        let prefixes = self
-            .prefix_lengths
-            .get(&t)
-            .into_iter()
-            .flat_map(move |lengths| lengths.range(..=name.len()))
-            // Not at a character boundary: no pattern ends there.
-            .filter_map(move |&len| name.get(..len))
-            .filter_map(move |prefix| prefixed.and_then(|m| m.get(prefix)));
-        exact.into_iter().chain(wildcard).chain(prefixes)
+        if self.named.naming(request.resource).next().is_some() {
+            Verdict::Denied(Reason::NoMatchingAllow)
+        } else if self.config.allow_everyone_if_no_acl_found {
+            Verdict::Allowed(Reason::NoAclFound)
+        } else {
+            Verdict::Denied(Reason::NoAclFound)
+        }
     }
 }
 

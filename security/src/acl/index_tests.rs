@@ -137,7 +137,7 @@ fn deny_wins_and_implies_nothing_while_allow_implies_describe() {
         operation: Operation::Write,
         resource: t,
     });
-    assert_eq!(verdict, Verdict::Denied(Reason::Acl(acls[1].clone())));
+    assert_eq!(verdict, Verdict::Denied(Reason::Acl(&acls[1])));
     let mut deny_all = acls.to_vec();
     deny_all.push(acl(Permission::Deny, BOB, Operation::All, prefix("")));
     let index = Authorizer::new(AuthorizerConfig::default(), &deny_all);
