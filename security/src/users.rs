@@ -19,7 +19,8 @@
 //!   PBKDF2 against a stand-in credential of the default 4096 iterations,
 //!   so the time of a refusal does not say whether the user exists (it
 //!   can only tell a user made with more iterations apart).
-//! * User names: 1 to [`USERNAME_MAX`] bytes, no control characters.
+//! * User names: 1 to [`USERNAME_MAX`] bytes, no control characters,
+//!   not `*` (its principal would be `User:*`, every user's).
 //!   Kafka bounds nothing; SCRAM carries the name in its messages and the
 //!   ACLs in `User:<name>`, both bounded.
 //! * At most [`USERS_MAX`] users: the file is rewritten on every change.
@@ -52,7 +53,7 @@ struct UsersFile {
 /// Why a change to the users is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum UserError {
-    #[error("user name {name:?}: 1 to {USERNAME_MAX} bytes, no control characters")]
+    #[error("user name {name:?}: 1 to {USERNAME_MAX} bytes, no control characters, not \"*\"")]
     InvalidName { name: String },
     #[error("user {name:?} exists")]
     Exists { name: String },
@@ -400,9 +401,14 @@ fn apply(
     Ok(())
 }
 
-/// 1 to [`USERNAME_MAX`] bytes, no control characters.
+/// 1 to [`USERNAME_MAX`] bytes, no control characters, and not `*`: a
+/// user so named would be `User:*`, the principal of ACLs for every user.
 pub fn check_name(name: &str) -> Result<(), UserError> {
-    if name.is_empty() || name.len() > USERNAME_MAX || name.chars().any(char::is_control) {
+    if name.is_empty()
+        || name == "*"
+        || name.len() > USERNAME_MAX
+        || name.chars().any(char::is_control)
+    {
         let mut shown: String = name.chars().take(64).collect();
         if shown.len() < name.len() {
             shown.push_str("...");

@@ -168,7 +168,7 @@ fn the_store_is_bounded_and_names_are_checked() {
     store
         .set_password("a", cred(Mechanism::Sha512, "a2"))
         .unwrap();
-    for bad in ["", "a\nb", &"x".repeat(USERNAME_MAX + 1)] {
+    for bad in ["", "*", "a\nb", &"x".repeat(USERNAME_MAX + 1)] {
         assert!(
             matches!(check_name(bad), Err(UserError::InvalidName { .. })),
             "{bad:?}"
