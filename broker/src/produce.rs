@@ -244,12 +244,15 @@ impl Records {
     }
 
     /// Whether every record was pushed with `topic` and `partition`, and
-    /// none asked for a partition of its own.
+    /// none asked for a partition of its own. The topic is compared by
+    /// identity, not by name: a pointer compare on the produce path, and a
+    /// topic deleted and made again under the same name since
+    /// [`Door::records_for`](crate::Door::records_for) gets the pass.
     fn made_for(&self, topic: &Topic, partition: Option<u32>) -> bool {
         self.bound.is_some()
             && self.bound == partition
             && self.asked.is_empty()
-            && self.topic == topic.name
+            && Arc::ptr_eq(&self.topic, &topic.name)
     }
 
     /// Records pushed so far.
