@@ -60,6 +60,9 @@ pub struct Broker {
     /// Tiered storage (`tiering.rs`), when `tiered.url` is set (or a test
     /// gave a remote tier to [`Broker::open_tiered`]).
     pub(crate) tiering: Option<crate::tiering::Tiering>,
+    /// Who may do what: the ACLs, the users, `security:`
+    /// (`crate::access`).
+    pub(crate) access: crate::access::Access,
 }
 
 impl std::fmt::Debug for Broker {
@@ -196,6 +199,7 @@ impl Broker {
         )?);
         refuse_orphaned_topics(&data_dir)?;
         let registry = Arc::new(TopicRegistry::load(&data_dir.join(CONFIG_DIR))?);
+        let access = crate::access::Access::open(&data_dir.join(CONFIG_DIR), &config.security)?;
         let logs =
             CompactedLogs::open(&data_dir).map_err(|source| BrokerError::CompactedLogsOpen {
                 data_dir: data_dir.clone(),
@@ -233,6 +237,7 @@ impl Broker {
                 logs,
                 cleaner: Arc::new(cleaner),
                 tiering: None,
+                access,
             }),
             Err(e) => {
                 // Leave the store as a clean shutdown would: the failure was

@@ -44,6 +44,9 @@ pub struct BrokerConfig {
     /// `tiered:`, the remote tier's section (tidelog-tiered's own type and
     /// check, carried here like `groups:`); off unless `url` is set.
     pub tiered: tidelog_tiered::TieredConfig,
+    /// `security:`, access control's section (tidelog-security's own type
+    /// and check, carried here like `groups:`): logins, ACLs, users.
+    pub security: tidelog_security::config::SecurityConfig,
 }
 
 impl Default for BrokerConfig {
@@ -55,6 +58,7 @@ impl Default for BrokerConfig {
             topics: Vec::new(),
             groups: GroupsConfig::default(),
             tiered: tidelog_tiered::TieredConfig::default(),
+            security: tidelog_security::config::SecurityConfig::default(),
         }
     }
 }
@@ -144,6 +148,9 @@ impl BrokerConfig {
         }
         check_partitions(self.default_partitions)
             .map_err(|e| bad("default_partitions".into(), reason(e)))?;
+        self.security
+            .validate()
+            .map_err(|e| bad(format!("security.{}", e.key), e.reason))?;
         let mut seen: BTreeMap<String, usize> = BTreeMap::new();
         for (i, topic) in self.topics.iter_mut().enumerate() {
             let key = |field: &str| format!("topics[{i}].{field}");

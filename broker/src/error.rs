@@ -35,6 +35,8 @@
 use std::path::PathBuf;
 
 use tidelog_cleaner::CleanerError;
+use tidelog_security::acl::{AclError, Operation, ResourceType};
+use tidelog_security::users::UserError;
 use tidelog_storage::StoreError;
 use tidelog_tiered::TieredError;
 
@@ -51,9 +53,9 @@ pub enum ErrorKind {
     /// exists, a stale generation, a group with members); it may succeed
     /// once that state changes.
     Conflict,
-    /// The caller may not do this. No variant is of this kind yet:
-    /// authentication and authorization come with the next issue, and
-    /// their refusals will be.
+    /// The caller may not do this: an ACL (or the lack of one) denies
+    /// the operation on the resource. HTTP 403, Kafka's
+    /// `*_AUTHORIZATION_FAILED` of the resource's type.
     NotAuthorized,
     /// The server cannot take it now (a full disk, stalled dispatch, a
     /// remote tier out of reach, shutdown); the same request may succeed
@@ -435,6 +437,28 @@ pub enum BrokerError {
         partition: u32,
         reason: String,
     },
+    // Access control's refusals (`crate::access`).
+    /// The principal may not do `operation` on the resource: an ACL
+    /// denies it, or none allows it. Names the resource and the
+    /// operation, never the principal's ACLs.
+    #[error("not authorized to {} {} {name:?}", operation.name(), resource_type.name())]
+    NotAuthorized {
+        operation: Operation,
+        resource_type: ResourceType,
+        name: String,
+    },
+    /// An ACL or ACL filter that is refused, or the ACL file failed.
+    #[error("{source}")]
+    Acl {
+        #[from]
+        source: AclError,
+    },
+    /// A user change that is refused, or the users file failed.
+    #[error("{source}")]
+    User {
+        #[from]
+        source: UserError,
+    },
     /// GROUP_MAX_SIZE_REACHED, and the other bounds on what a client
     /// controls in a group (ids' lengths, subscription size, metadata and
     /// assignment bytes, groups per server).
@@ -539,6 +563,9 @@ impl BrokerError {
             | B::MemberIdRequired { .. }
             | B::ConsumerState { .. } => ErrorKind::Conflict,
             B::RemoteDeletePending { .. } => ErrorKind::Retriable,
+            B::NotAuthorized { .. } => ErrorKind::NotAuthorized,
+            B::Acl { source } => acl_kind(source),
+            B::User { source } => user_kind(source),
             B::Tiered { source } => tiered_kind(source),
             B::Store { source } => store_kind(source),
             B::Compaction { source } => cleaner_kind(source),
@@ -584,6 +611,31 @@ impl BrokerError {
         BrokerError::TopicExists {
             topic: topic.to_string(),
         }
+    }
+}
+
+/// The class of an ACL error: the file's failures are the server's.
+fn acl_kind(e: &AclError) -> ErrorKind {
+    match e {
+        AclError::File { .. } | AclError::Write { .. } => ErrorKind::Internal,
+        AclError::EmptyResourceName
+        | AclError::ResourceNameTooLong { .. }
+        | AclError::ClusterName { .. }
+        | AclError::Principal { .. }
+        | AclError::Host { .. }
+        | AclError::TooMany { .. } => ErrorKind::ClientMistake,
+    }
+}
+
+/// The class of a user store error.
+fn user_kind(e: &UserError) -> ErrorKind {
+    match e {
+        UserError::InvalidName { .. } | UserError::TooMany { .. } | UserError::Credential(_) => {
+            ErrorKind::ClientMistake
+        }
+        UserError::Exists { .. } => ErrorKind::Conflict,
+        UserError::NotFound { .. } | UserError::NoCredential { .. } => ErrorKind::NotFound,
+        UserError::File { .. } | UserError::Write { .. } => ErrorKind::Internal,
     }
 }
 

@@ -12,6 +12,8 @@ use tidelog_tiered::object_store::Error as ObjectStoreError;
 use tidelog_tiered::TieredError;
 
 use super::*;
+use tidelog_security::acl::{AclError, Operation, ResourceType};
+use tidelog_security::users::UserError;
 use BrokerError as B;
 
 use crate::error_fixtures::{io, join_error, json_error, no_runtime, s};
@@ -714,6 +716,47 @@ fn every_variant() -> Vec<(BrokerError, ErrorKind)> {
             ErrorKind::ClientMistake,
         ),
         (B::ReplicaAssignmentUnsupported, ErrorKind::ClientMistake),
+        (
+            B::NotAuthorized {
+                operation: Operation::Write,
+                resource_type: ResourceType::Topic,
+                name: s("t"),
+            },
+            ErrorKind::NotAuthorized,
+        ),
+        (
+            B::Acl {
+                source: AclError::EmptyResourceName,
+            },
+            ErrorKind::ClientMistake,
+        ),
+        (
+            B::Acl {
+                source: AclError::Write {
+                    path: s("acls.json"),
+                    reason: s("disk full"),
+                },
+            },
+            ErrorKind::Internal,
+        ),
+        (
+            B::User {
+                source: UserError::Exists { name: s("a") },
+            },
+            ErrorKind::Conflict,
+        ),
+        (
+            B::User {
+                source: UserError::NotFound { name: s("a") },
+            },
+            ErrorKind::NotFound,
+        ),
+        (
+            B::User {
+                source: UserError::InvalidName { name: s("*") },
+            },
+            ErrorKind::ClientMistake,
+        ),
     ]
 }
 
@@ -788,10 +831,13 @@ fn variant_index(e: &BrokerError) -> usize {
         B::GroupLimit { .. } => 63,
         B::ReplicationFactorImpossible { .. } => 64,
         B::ReplicaAssignmentUnsupported => 65,
+        B::NotAuthorized { .. } => 66,
+        B::Acl { .. } => 67,
+        B::User { .. } => 68,
     }
 }
 
-const VARIANTS: usize = 64;
+const VARIANTS: usize = 69;
 
 #[test]
 fn every_variant_is_classed() {
@@ -807,13 +853,13 @@ fn every_variant_is_classed() {
     );
 }
 
-/// No variant is of the kind the next issue brings: nothing refuses a
-/// caller for who it is yet.
+/// Only an ACL's denial refuses a caller for who it is.
 #[test]
-fn nothing_is_not_authorized_yet() {
-    assert!(every_variant()
-        .iter()
-        .all(|(_, kind)| *kind != ErrorKind::NotAuthorized));
+fn only_a_denial_is_not_authorized() {
+    for (e, kind) in every_variant() {
+        let denial = matches!(e, B::NotAuthorized { .. });
+        assert_eq!(kind == ErrorKind::NotAuthorized, denial, "{e:?}");
+    }
 }
 
 /// The typed variants say what the free-form messages they replaced said

@@ -9,6 +9,10 @@
 //!   wait of every fetch. [`topics`]: the
 //!   create rules and topic lookups behind it. [`stats`]: the node's
 //!   counters in one snapshot.
+//! * `access` (private): the one authorization check every door method
+//!   makes, over tidelog-security's ACL index, and what logins ask of the
+//!   broker ([`Broker::scram_start`], [`Broker::login_with_password`],
+//!   [`Broker::account_active`]).
 //! * [`error`]: [`BrokerError`], the one error of this crate, with
 //!   [`ErrorKind`]; each front-end maps every variant in one file.
 //! * [`names`]: validation of topic and group names before anything
@@ -47,6 +51,7 @@
 //! * [`broker`]: start-up and shutdown order ([`Broker::open`]), keeping
 //!   the compacted logs in line with the registry.
 
+mod access;
 pub mod auth;
 mod blocking;
 pub mod broker;
@@ -87,5 +92,8 @@ pub use broker::{next_offset, Broker};
 pub use config::BrokerConfig;
 pub use door::Door;
 pub use error::{BrokerError, ErrorKind};
-pub use principal::Principal;
+pub use principal::{Caller, Principal};
 pub use settings::DeclaredTopic;
+/// The ACL model and the users' types front-ends name (Kafka's ACL and
+/// SCRAM APIs, HTTP's routes), so they need no dependency of their own.
+pub use tidelog_security as security;

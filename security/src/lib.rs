@@ -7,6 +7,7 @@
 //!   and wildcard patterns, super users, what to do when no ACL names a
 //!   resource), answered from an index rather than a scan, and kept
 //!   durably ([`acl::AclStore`], `<data_dir>/config/acls.json`).
+//! * [`config`]: the `security:` section of the broker's config.
 //! * [`scram`]: SCRAM-SHA-256/512 logins (RFC 5802/7677, as Kafka's
 //!   KIP-84 serves them): the stored credential (never the password),
 //!   the server's side of the exchange, and the password check PLAIN and
@@ -15,10 +16,14 @@
 //!   by the owner only (`<data_dir>/config/users.json`), with Kafka's
 //!   AlterUserScramCredentials semantics and the config's bootstrap
 //!   users.
+//! * [`verified`]: passwords recently verified, so HTTP Basic does not
+//!   pay PBKDF2 per request.
 //!
 //! The broker's door makes the one check per operation; the front-ends
 //! only name the principal and turn a denial into their code.
 
 pub mod acl;
+pub mod config;
 pub mod scram;
 pub mod users;
+pub mod verified;

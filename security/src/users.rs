@@ -136,6 +136,12 @@ impl UserStore {
         self.snapshot().get(user)?.get(&mechanism).cloned()
     }
 
+    /// The credential a password is checked against (the user's first,
+    /// by mechanism); `None` for an unknown user.
+    pub fn password_credential(&self, user: &str) -> Option<ScramCredential> {
+        self.snapshot().get(user)?.values().next().cloned()
+    }
+
     /// Whether `password` is the user's (PLAIN, HTTP Basic); as slow for
     /// an unknown user as for a known one (module doc).
     pub fn verify_password(&self, user: &str, password: &[u8]) -> bool {

@@ -12,6 +12,8 @@
 //! no principal stands behind it, and both answer without a login
 //! (SECURITY's contract leaves them open).
 
+use tidelog_security::acl::{Operation, Resource};
+
 use crate::config::BrokerConfig;
 use crate::error::BrokerError;
 use crate::group_admin::GroupDescription;
@@ -28,44 +30,65 @@ impl Door {
         self.broker().cluster_id()
     }
 
-    /// The broker's static settings, as DescribeConfigs shows them.
-    pub fn settings(&self) -> &BrokerConfig {
-        self.broker().settings()
+    /// The broker's static settings, as DescribeConfigs shows them:
+    /// DESCRIBE_CONFIGS on the cluster.
+    pub fn settings(&self) -> Result<&BrokerConfig, BrokerError> {
+        self.allow(Operation::DescribeConfigs, Resource::cluster())?;
+        Ok(self.broker().settings())
     }
 
-    /// The node's counters in one snapshot (in-memory reads).
-    pub fn stats(&self) -> BrokerStats {
-        self.broker().stats()
+    /// The node's counters in one snapshot (in-memory reads): DESCRIBE
+    /// on the cluster.
+    pub fn stats(&self) -> Result<BrokerStats, BrokerError> {
+        self.allow(Operation::Describe, Resource::cluster())?;
+        Ok(self.broker().stats())
     }
 
-    /// The lag of every committed offset of every group.
-    pub fn consumer_lag(&self) -> Vec<ConsumerLag> {
-        self.broker().consumer_lag()
+    /// The lag of every committed offset of every group: DESCRIBE on the
+    /// cluster (it names every group and topic).
+    pub fn consumer_lag(&self) -> Result<Vec<ConsumerLag>, BrokerError> {
+        self.allow(Operation::Describe, Resource::cluster())?;
+        Ok(self.broker().consumer_lag())
     }
 
-    /// The remote tier's counters, `None` without one.
-    pub fn tiering_stats(&self) -> Option<TieringStats> {
-        self.broker().tiering_stats()
+    /// The remote tier's counters, `None` without one: DESCRIBE on the
+    /// cluster.
+    pub fn tiering_stats(&self) -> Result<Option<TieringStats>, BrokerError> {
+        self.allow(Operation::Describe, Resource::cluster())?;
+        Ok(self.broker().tiering_stats())
     }
 
-    /// A partition's offsets and its share of the disk.
+    /// A partition's offsets and its share of the disk: DESCRIBE on the
+    /// topic.
     pub fn partition_usage(
         &self,
         topic: &str,
         partition: u32,
     ) -> Result<PartitionUsage, BrokerError> {
+        self.allow(Operation::Describe, Resource::topic(topic))?;
         self.broker().partition_usage(topic, partition)
     }
 
     /// A group as the operator sees it: state, members, committed offsets
-    /// with their lag.
+    /// with their lag. DESCRIBE on the group; offsets of topics the
+    /// principal may not describe are left out.
     pub fn describe_group(&self, group: &str) -> Result<GroupDescription, BrokerError> {
-        self.broker().describe_group(group)
+        self.allow(Operation::Describe, Resource::group(group))?;
+        let mut description = self.broker().describe_group(group)?;
+        description
+            .offsets
+            .retain(|o| self.may(Operation::Describe, Resource::topic(&o.topic)));
+        Ok(description)
     }
 
     /// One uploader round now, of `topic` or of every tiered topic; waits
-    /// for a round in progress (TieringOff without a remote tier).
+    /// for a round in progress (TieringOff without a remote tier). ALTER
+    /// on the topic, or on the cluster for every topic.
     pub async fn tiering_round(&self, topic: Option<&str>) -> Result<RoundReport, BrokerError> {
+        match topic {
+            Some(topic) => self.allow(Operation::Alter, Resource::topic(topic))?,
+            None => self.allow(Operation::Alter, Resource::cluster())?,
+        }
         self.broker().tiering_round(topic).await
     }
 

@@ -30,6 +30,8 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use tidelog_security::acl::{Operation, Resource};
+
 use super::Door;
 use crate::consumers::{Consumers, InstanceConfig, Poll, PolledRecords, SeekTo, Subscription};
 use crate::coordinator::TopicPartition;
@@ -78,6 +80,7 @@ impl Door {
         group: &str,
         config: InstanceConfig,
     ) -> Result<String, BrokerError> {
+        self.allow(Operation::Read, Resource::group(group))?;
         let (consumers, group) = (Arc::clone(consumers), group.to_owned());
         crate::blocking::run(move || consumers.create(&group, config)).await
     }
@@ -85,7 +88,7 @@ impl Door {
     /// Deletes the instance (an auto-commit instance commits what it
     /// returned first); its partitions go to the group's others.
     pub async fn delete_consumer(&self, at: &ConsumerInstance) -> Result<(), BrokerError> {
-        on_instance(at, |c, g, i| c.delete(g, i)).await
+        self.on_instance(at, |c, g, i| c.delete(g, i)).await
     }
 
     /// The instance's settings (its format, its records calls' default
@@ -94,7 +97,8 @@ impl Door {
         &self,
         at: &ConsumerInstance,
     ) -> Result<InstanceConfig, BrokerError> {
-        on_instance(at, |c, g, i| c.instance_config(g, i)).await
+        self.on_instance(at, |c, g, i| c.instance_config(g, i))
+            .await
     }
 
     /// Subscribes to topics or a pattern, replacing an earlier
@@ -104,17 +108,21 @@ impl Door {
         at: &ConsumerInstance,
         subscription: Subscription,
     ) -> Result<(), BrokerError> {
-        on_instance(at, move |c, g, i| c.subscribe(g, i, subscription)).await
+        if let Subscription::Topics(topics) = &subscription {
+            self.allow_topics(topics.iter().map(String::as_str))?;
+        }
+        self.on_instance(at, move |c, g, i| c.subscribe(g, i, subscription))
+            .await
     }
 
     /// The topics the instance is subscribed to.
     pub async fn subscription(&self, at: &ConsumerInstance) -> Result<Vec<String>, BrokerError> {
-        on_instance(at, |c, g, i| c.subscription(g, i)).await
+        self.on_instance(at, |c, g, i| c.subscription(g, i)).await
     }
 
     /// Ends the instance's subscription.
     pub async fn unsubscribe(&self, at: &ConsumerInstance) -> Result<(), BrokerError> {
-        on_instance(at, |c, g, i| c.unsubscribe(g, i)).await
+        self.on_instance(at, |c, g, i| c.unsubscribe(g, i)).await
     }
 
     /// Assigns partitions by hand (no group membership).
@@ -123,7 +131,9 @@ impl Door {
         at: &ConsumerInstance,
         partitions: Vec<TopicPartition>,
     ) -> Result<(), BrokerError> {
-        on_instance(at, move |c, g, i| c.assign(g, i, partitions)).await
+        self.allow_topics(partitions.iter().map(|p| p.topic.as_str()))?;
+        self.on_instance(at, move |c, g, i| c.assign(g, i, partitions))
+            .await
     }
 
     /// The partitions the instance holds.
@@ -131,7 +141,7 @@ impl Door {
         &self,
         at: &ConsumerInstance,
     ) -> Result<Vec<TopicPartition>, BrokerError> {
-        on_instance(at, |c, g, i| c.assignments(g, i)).await
+        self.on_instance(at, |c, g, i| c.assignments(g, i)).await
     }
 
     /// Commits `offsets`, or with `None` what the instance returned so far.
@@ -140,7 +150,11 @@ impl Door {
         at: &ConsumerInstance,
         offsets: Option<Vec<OffsetCommit>>,
     ) -> Result<(), BrokerError> {
-        on_instance(at, move |c, g, i| c.commit(g, i, offsets)).await
+        if let Some(offsets) = &offsets {
+            self.allow_topics(offsets.iter().map(|o| o.topic.as_str()))?;
+        }
+        self.on_instance(at, move |c, g, i| c.commit(g, i, offsets))
+            .await
     }
 
     /// The group's committed offsets of `partitions`.
@@ -149,7 +163,9 @@ impl Door {
         at: &ConsumerInstance,
         partitions: Vec<TopicPartition>,
     ) -> Result<Vec<CommittedOffset>, BrokerError> {
-        on_instance(at, move |c, g, i| c.committed(g, i, partitions)).await
+        self.allow_topics(partitions.iter().map(|p| p.topic.as_str()))?;
+        self.on_instance(at, move |c, g, i| c.committed(g, i, partitions))
+            .await
     }
 
     /// Moves held partitions' positions to the given offsets.
@@ -158,7 +174,9 @@ impl Door {
         at: &ConsumerInstance,
         offsets: Vec<(TopicPartition, u64)>,
     ) -> Result<(), BrokerError> {
-        on_instance(at, move |c, g, i| c.seek(g, i, offsets)).await
+        self.allow_topics(offsets.iter().map(|(p, _)| p.topic.as_str()))?;
+        self.on_instance(at, move |c, g, i| c.seek(g, i, offsets))
+            .await
     }
 
     /// Moves held partitions' positions to their beginning or end.
@@ -168,7 +186,9 @@ impl Door {
         partitions: Vec<TopicPartition>,
         to: SeekTo,
     ) -> Result<(), BrokerError> {
-        on_instance(at, move |c, g, i| c.seek_to(g, i, partitions, to)).await
+        self.allow_topics(partitions.iter().map(|p| p.topic.as_str()))?;
+        self.on_instance(at, move |c, g, i| c.seek_to(g, i, partitions, to))
+            .await
     }
 
     /// A records call: tries the held partitions (`Consumers::poll`, on
@@ -188,6 +208,7 @@ impl Door {
         timeout: Duration,
         mut stop: watch::Receiver<bool>,
     ) -> Result<A::Answer, A::Error> {
+        self.allow(Operation::Read, Resource::group(&at.group))?;
         let deadline = Instant::now() + timeout;
         let broker = self.broker();
         let point = broker.acknowledged();
@@ -229,13 +250,29 @@ impl Door {
     }
 }
 
-/// Runs a manager call on the instance `at` on the blocking pool.
-fn on_instance<T: Send + 'static>(
-    at: &ConsumerInstance,
-    f: impl FnOnce(&Consumers, &str, &str) -> Result<T, BrokerError> + Send + 'static,
-) -> impl Future<Output = Result<T, BrokerError>> {
-    let at = at.clone();
-    crate::blocking::run(move || f(&at.consumers, &at.group, &at.instance))
+impl Door {
+    /// Runs a manager call on the instance `at` on the blocking pool,
+    /// once READ on its group is allowed (every instance call is a
+    /// group member's, as Kafka's consumer calls are).
+    fn on_instance<T: Send + 'static>(
+        &self,
+        at: &ConsumerInstance,
+        f: impl FnOnce(&Consumers, &str, &str) -> Result<T, BrokerError> + Send + 'static,
+    ) -> impl Future<Output = Result<T, BrokerError>> {
+        let allowed = self.allow(Operation::Read, Resource::group(&at.group));
+        let at = at.clone();
+        async move {
+            allowed?;
+            crate::blocking::run(move || f(&at.consumers, &at.group, &at.instance)).await
+        }
+    }
+
+    /// READ on each of `topics`.
+    fn allow_topics<'t>(&self, topics: impl Iterator<Item = &'t str>) -> Result<(), BrokerError> {
+        topics
+            .into_iter()
+            .try_for_each(|topic| self.allow(Operation::Read, Resource::topic(topic)))
+    }
 }
 
 #[cfg(test)]

@@ -24,6 +24,8 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::Door;
+use tidelog_security::acl::{Operation, Resource};
+
 use crate::coordinator::{
     GroupSnapshot, JoinOutcome, JoinRequest, JoinResponse, MemberAssignment, SyncOutcome,
     SyncRequest,
@@ -98,6 +100,7 @@ impl Door {
         request: JoinRequest,
         mut stop: watch::Receiver<bool>,
     ) -> Result<JoinAnswer, BrokerError> {
+        self.allow(Operation::Read, Resource::group(group))?;
         let broker = self.broker();
         let coordinator = &broker.coordinator;
         let partitions = |topic: &str| broker.partition_count(topic);
@@ -136,6 +139,7 @@ impl Door {
         request: SyncRequest,
         mut stop: watch::Receiver<bool>,
     ) -> Result<SyncAnswer, BrokerError> {
+        self.allow(Operation::Read, Resource::group(group))?;
         let coordinator = &self.broker().coordinator;
         let SyncRequest {
             member_id,
@@ -186,6 +190,7 @@ impl Door {
         instance_id: Option<&str>,
         generation: u32,
     ) -> Result<(), BrokerError> {
+        self.allow(Operation::Read, Resource::group(group))?;
         self.broker()
             .coordinator
             .heartbeat(group, member_id, instance_id, generation)
@@ -199,6 +204,7 @@ impl Door {
         member_id: Option<&str>,
         instance_id: Option<&str>,
     ) -> Result<(), BrokerError> {
+        self.allow(Operation::Read, Resource::group(group))?;
         let broker = self.broker();
         let partitions = |topic: &str| broker.partition_count(topic);
         broker
@@ -208,14 +214,21 @@ impl Door {
 
     /// The membership of `group` as the coordinator holds it now; `None`
     /// if it holds no such group (it may still have committed offsets:
-    /// [`Door::committed_offsets`]).
-    pub fn group_snapshot(&self, group: &str) -> Option<GroupSnapshot> {
-        self.broker().coordinator.describe(group)
+    /// [`Door::committed_offsets`]). DESCRIBE on the group.
+    pub fn group_snapshot(&self, group: &str) -> Result<Option<GroupSnapshot>, BrokerError> {
+        self.allow(Operation::Describe, Resource::group(group))?;
+        Ok(self.broker().coordinator.describe(group))
     }
 
-    /// Every group with members or committed offsets.
+    /// Every group with members or committed offsets that the principal
+    /// may describe (Kafka's ListGroups: all of them with DESCRIBE on the
+    /// cluster, else those with DESCRIBE on the group).
     pub fn list_groups(&self) -> Vec<GroupSummary> {
-        self.broker().list_groups()
+        let mut groups = self.broker().list_groups();
+        if !self.may(Operation::Describe, Resource::cluster()) {
+            groups.retain(|g| self.may(Operation::Describe, Resource::group(&g.group)));
+        }
+        groups
     }
 }
 

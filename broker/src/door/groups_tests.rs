@@ -76,6 +76,7 @@ async fn until_group(door: &Door, state: GroupState, members: usize) {
     tokio::time::timeout(ANSWER_WAIT, async {
         while !door
             .group_snapshot("g")
+            .unwrap()
             .is_some_and(|g| g.state == state && g.members.len() == members)
         {
             tokio::time::sleep(Duration::from_millis(5)).await;
@@ -201,7 +202,7 @@ async fn join_and_sync_waits_that_outlive_their_bound_answer_timed_out() {
         panic!("joined without the others: {answer:?}");
     };
     assert!(matches!(why, NotJoined::TimedOut), "{why:?}");
-    let group = door.group_snapshot("g").unwrap();
+    let group = door.group_snapshot("g").unwrap().unwrap();
     assert!(
         group.members.iter().any(|m| m.member_id == member_id),
         "the answer names the id the member waited under"

@@ -27,9 +27,12 @@
 mod cluster;
 pub mod consumers;
 pub mod groups;
+pub mod security;
 
+use std::net::IpAddr;
 use std::sync::Arc;
 
+use tidelog_security::acl::{Operation, Resource};
 use tidelog_storage::{PassOutcome, Trigger};
 
 use crate::broker::Broker;
@@ -37,7 +40,7 @@ use crate::compaction::CompactionTicket;
 use crate::error::BrokerError;
 use crate::group_admin::{OffsetDeletion, ResetScope, ResetTarget};
 use crate::groups::{CommittedOffset, Committer, OffsetCommit};
-use crate::principal::Principal;
+use crate::principal::{Caller, Principal};
 use crate::produce::{ProduceAck, ProduceRequest, Records};
 use crate::read::{KeyRecords, PartitionRef, PhysicalRecord};
 use crate::registry::{ChangesOf, Topic};
@@ -60,14 +63,28 @@ pub struct PartitionOffsets {
 pub struct Door {
     broker: Arc<Broker>,
     who: Principal,
+    /// The client's address, for ACLs that name hosts; `None` (an
+    /// in-process caller) matches only ACLs for every host.
+    host: Option<IpAddr>,
 }
 
 impl Broker {
-    /// The door for requests made as `who`.
+    /// The door for requests made as `who` (from no particular host:
+    /// [`Door::from_host`] names it).
     pub fn door(self: &Arc<Self>, who: &Principal) -> Door {
         Door {
             broker: Arc::clone(self),
             who: who.clone(),
+            host: None,
+        }
+    }
+
+    /// The door for `caller`'s requests (its principal, from its host).
+    pub fn door_for(self: &Arc<Self>, caller: &Caller) -> Door {
+        Door {
+            broker: Arc::clone(self),
+            who: caller.principal.clone(),
+            host: caller.host,
         }
     }
 }
@@ -77,14 +94,42 @@ impl Door {
         &self.broker
     }
 
+    /// This door with requests from `host` (the client's address).
+    pub fn from_host(mut self, host: IpAddr) -> Door {
+        self.host = Some(host);
+        self
+    }
+
     /// Who this door's requests are made as.
     pub fn who(&self) -> &Principal {
         &self.who
     }
 
+    /// Whether this door's principal may do `operation` on `resource`:
+    /// the check every method makes (`crate::access`), for a front-end
+    /// that answers item by item (Metadata's topics, OffsetCommit's
+    /// partitions) or leaves out what may not be seen.
+    pub fn may(&self, operation: Operation, resource: Resource<'_>) -> bool {
+        self.broker
+            .access
+            .allows(&self.who, self.host, operation, resource)
+    }
+
+    /// [`Door::may`], or [`BrokerError::NotAuthorized`].
+    pub(crate) fn allow(
+        &self,
+        operation: Operation,
+        resource: Resource<'_>,
+    ) -> Result<(), BrokerError> {
+        self.broker
+            .access
+            .check(&self.who, self.host, operation, resource)
+    }
+
     /// Appends records (`crate::produce`): answers once they are as
-    /// durable as the flush mode promises.
+    /// durable as the flush mode promises. WRITE on the topic.
     pub async fn produce(&self, request: ProduceRequest) -> Result<ProduceAck, BrokerError> {
+        self.allow(Operation::Write, Resource::topic(&request.topic))?;
         self.broker.produce(&self.who, request).await
     }
 
@@ -94,6 +139,7 @@ impl Door {
     /// decoded, and each record gets its topic and partition as it is
     /// pushed (Kafka's Produce; it never creates a topic).
     pub fn records_for(&self, topic: &str, partition: u32) -> Result<Records, BrokerError> {
+        self.allow(Operation::Write, Resource::topic(topic))?;
         self.broker.records_for(topic, partition)
     }
 
@@ -104,6 +150,7 @@ impl Door {
         request: CreateTopic,
         validate_only: bool,
     ) -> Result<CreatedTopic, BrokerError> {
+        self.allow_create(&request.name)?;
         self.broker
             .create_topic_checked(&self.who, request, validate_only)
             .await
@@ -111,12 +158,24 @@ impl Door {
 
     /// The topic `name` (40401 / UNKNOWN_TOPIC_OR_PARTITION if unknown).
     pub fn describe_topic(&self, name: &str) -> Result<Arc<Topic>, BrokerError> {
+        self.allow(Operation::Describe, Resource::topic(name))?;
         self.broker.describe_topic(&self.who, name)
     }
 
-    /// Every topic, internal ones included.
+    /// Every topic the principal may describe, internal ones included:
+    /// the others are left out, as Kafka's Metadata leaves them.
     pub fn list_topics(&self) -> Vec<Arc<Topic>> {
-        self.broker.list_topics(&self.who)
+        let mut topics = self.broker.list_topics(&self.who);
+        topics.retain(|t| self.may(Operation::Describe, Resource::topic(&t.name)));
+        topics
+    }
+
+    /// CREATE on the cluster, or else on the topic (Kafka's CreateTopics).
+    fn allow_create(&self, topic: &str) -> Result<(), BrokerError> {
+        if self.may(Operation::Create, Resource::cluster()) {
+            return Ok(());
+        }
+        self.allow(Operation::Create, Resource::topic(topic))
     }
 
     /// The topic as Kafka's Metadata asks for it, auto-created when the
@@ -126,8 +185,12 @@ impl Door {
         name: &str,
         client_allows_create: bool,
     ) -> Result<Arc<Topic>, BrokerError> {
+        self.allow(Operation::Describe, Resource::topic(name))?;
+        // Auto-creation needs CREATE as a create does; without it the
+        // client may still learn of a topic that exists.
+        let may_create = client_allows_create && self.allow_create(name).is_ok();
         self.broker
-            .metadata_topic(&self.who, name, client_allows_create)
+            .metadata_topic(&self.who, name, may_create)
             .await
     }
 
@@ -137,6 +200,7 @@ impl Door {
         topic: &str,
         roll_active: bool,
     ) -> Result<CompactionTicket, BrokerError> {
+        self.allow(Operation::Alter, Resource::topic(topic))?;
         self.broker.compact(&self.who, topic, roll_active).await
     }
 
@@ -145,28 +209,41 @@ impl Door {
         &self,
         topic: &str,
     ) -> Result<(Arc<Topic>, Vec<Option<PartitionStatus>>), BrokerError> {
+        self.allow(Operation::Describe, Resource::topic(topic))?;
         self.broker.compaction_status(&self.who, topic).await
     }
 
-    /// Commits a group's offsets, checked whole.
+    /// Commits a group's offsets, checked whole: READ on the group and on
+    /// every topic.
     pub async fn commit(
         &self,
         group: String,
         offsets: Vec<OffsetCommit>,
         committer: Committer,
     ) -> Result<(), BrokerError> {
+        self.allow(Operation::Read, Resource::group(&group))?;
+        for commit in &offsets {
+            self.allow(Operation::Read, Resource::topic(&commit.topic))?;
+        }
         self.broker
             .commit(&self.who, group, offsets, committer)
             .await
     }
 
-    /// A group's committed offsets (of one topic, if given).
+    /// A group's committed offsets (of one topic, if given): DESCRIBE on
+    /// the group; the offsets of topics the principal may not describe
+    /// are left out (Kafka's OffsetFetch).
     pub fn committed_offsets(
         &self,
         group: &str,
         topic: Option<&str>,
-    ) -> Option<Vec<CommittedOffset>> {
-        self.broker.committed_offsets(group, topic)
+    ) -> Result<Option<Vec<CommittedOffset>>, BrokerError> {
+        self.allow(Operation::Describe, Resource::group(group))?;
+        let mut offsets = self.broker.committed_offsets(group, topic);
+        if let Some(offsets) = &mut offsets {
+            offsets.retain(|o| self.may(Operation::Describe, Resource::topic(&o.topic)));
+        }
+        Ok(offsets)
     }
 
     /// DeleteRecords: moves the partition's log start offset below
@@ -180,6 +257,7 @@ impl Door {
         partition: u32,
         offset: i64,
     ) -> Result<u64, BrokerError> {
+        self.allow(Operation::Delete, Resource::topic(topic))?;
         let broker = &self.broker;
         broker.until_acknowledged_visible().await;
         let (broker, topic) = (Arc::clone(broker), topic.to_owned());
@@ -188,6 +266,7 @@ impl Door {
 
     /// Deletes a topic: its partitions, compacted logs, remote data.
     pub async fn delete_topic(&self, name: &str) -> Result<(), BrokerError> {
+        self.allow(Operation::Delete, Resource::topic(name))?;
         let (broker, name) = (Arc::clone(&self.broker), name.to_owned());
         crate::blocking::run(move || broker.delete_topic(&name)).await
     }
@@ -203,6 +282,7 @@ impl Door {
         changes_of: Box<ChangesOf<'static>>,
         validate_only: bool,
     ) -> Result<(), BrokerError> {
+        self.allow(Operation::AlterConfigs, Resource::topic(name))?;
         let (broker, name) = (Arc::clone(&self.broker), name.to_owned());
         crate::blocking::run(move || {
             if validate_only {
@@ -216,11 +296,19 @@ impl Door {
     }
 
     /// A new producer id for InitProducerId (or the next epoch of
-    /// `current`); durable before it answers.
+    /// `current`); durable before it answers. IDEMPOTENT_WRITE on the
+    /// cluster, or WRITE on some topic (Kafka 2.8's rule, KIP-679).
     pub async fn init_producer_id(
         &self,
         current: Option<(i64, i16)>,
     ) -> Result<(i64, i16), BrokerError> {
+        if !self
+            .broker
+            .access
+            .allows_any_topic_write(&self.who, self.host)
+        {
+            self.allow(Operation::IdempotentWrite, Resource::cluster())?;
+        }
         let broker = Arc::clone(&self.broker);
         crate::blocking::run(move || broker.init_producer_id(current)).await
     }
@@ -233,6 +321,24 @@ impl Door {
         scope: ResetScope,
         to: ResetTarget,
     ) -> Result<Vec<CommittedOffset>, BrokerError> {
+        // Kafka's AlterConsumerGroupOffsets is an OffsetCommit: READ on
+        // the group and on every topic it moves.
+        self.allow(Operation::Read, Resource::group(group))?;
+        let topics = match &scope {
+            ResetScope::Group => self
+                .broker
+                .committed_offsets(group, None)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|o| o.topic)
+                .collect(),
+            ResetScope::Topic(topic) | ResetScope::Partitions { topic, .. } => {
+                vec![topic.clone()]
+            }
+        };
+        for topic in &topics {
+            self.allow(Operation::Read, Resource::topic(topic))?;
+        }
         let (broker, group) = (Arc::clone(&self.broker), group.to_owned());
         // The ends it resets to cover what was acknowledged before.
         broker.until_acknowledged_visible().await;
@@ -241,6 +347,7 @@ impl Door {
 
     /// Deletes a group without members and its committed offsets.
     pub async fn delete_group(&self, group: &str) -> Result<(), BrokerError> {
+        self.allow(Operation::Delete, Resource::group(group))?;
         let (broker, group) = (Arc::clone(&self.broker), group.to_owned());
         crate::blocking::run(move || broker.delete_group(&group)).await
     }
@@ -252,6 +359,10 @@ impl Door {
         group: &str,
         partitions: Vec<(String, u32)>,
     ) -> Result<Vec<OffsetDeletion>, BrokerError> {
+        self.allow(Operation::Delete, Resource::group(group))?;
+        for (topic, _) in &partitions {
+            self.allow(Operation::Read, Resource::topic(topic))?;
+        }
         let (broker, group) = (Arc::clone(&self.broker), group.to_owned());
         crate::blocking::run(move || broker.delete_committed_offsets(&group, &partitions)).await
     }
@@ -268,6 +379,7 @@ impl Door {
         end_ms: i64,
         max: usize,
     ) -> Result<(Arc<Topic>, KeyRecords), BrokerError> {
+        self.allow(Operation::Read, Resource::topic(topic))?;
         let topic = self.describe_topic(topic)?;
         let broker = Arc::clone(&self.broker);
         broker.until_acknowledged_visible().await;
@@ -279,17 +391,33 @@ impl Door {
     }
 
     /// The record that starts at CommitLog `position`, if one of a live
-    /// topic does.
+    /// topic does: READ on its topic (known once it is read).
     pub async fn read_physical(
         &self,
         position: u64,
     ) -> Result<Option<PhysicalRecord>, BrokerError> {
         let broker = Arc::clone(&self.broker);
-        crate::blocking::run(move || broker.read_physical(position)).await
+        let found = crate::blocking::run(move || broker.read_physical(position)).await?;
+        if let Some(record) = &found {
+            self.allow(Operation::Read, Resource::topic(record.topic()))?;
+        }
+        Ok(found)
     }
 
-    /// A partition to read (fetch, offsets, listen).
+    /// A partition to read records of (fetch, listen): READ on the topic.
     pub fn partition(&self, topic: &str, partition: u32) -> Result<PartitionRef, BrokerError> {
+        self.allow(Operation::Read, Resource::topic(topic))?;
+        self.broker.partition(topic, partition)
+    }
+
+    /// A partition to learn the offsets of (Kafka's ListOffsets):
+    /// DESCRIBE on the topic.
+    pub fn describe_partition(
+        &self,
+        topic: &str,
+        partition: u32,
+    ) -> Result<PartitionRef, BrokerError> {
+        self.allow(Operation::Describe, Resource::topic(topic))?;
         self.broker.partition(topic, partition)
     }
 
@@ -303,7 +431,7 @@ impl Door {
         partition: u32,
         timestamp_ms: Option<i64>,
     ) -> Result<PartitionOffsets, BrokerError> {
-        let part = self.partition(topic, partition)?;
+        let part = self.describe_partition(topic, partition)?;
         let broker = &self.broker;
         broker.until_acknowledged_visible().await;
         let offset = match timestamp_ms {
@@ -333,7 +461,7 @@ impl Door {
         partition: u32,
         timestamp_ms: i64,
     ) -> Result<Option<(u64, i64)>, BrokerError> {
-        let part = self.partition(topic, partition)?;
+        let part = self.describe_partition(topic, partition)?;
         let broker = &self.broker;
         broker.until_acknowledged_visible().await;
         crate::blocking::run(move || part.record_at_timestamp(timestamp_ms)).await
@@ -347,14 +475,15 @@ impl Door {
         topic: &str,
         partition: u32,
     ) -> Result<Option<(u64, i64)>, BrokerError> {
-        let part = self.partition(topic, partition)?;
+        let part = self.describe_partition(topic, partition)?;
         let broker = &self.broker;
         broker.until_acknowledged_visible().await;
         crate::blocking::run(move || part.max_timestamp_record()).await
     }
 
-    /// A retention pass now.
+    /// A retention pass now: a store-wide pass, ALTER on the cluster.
     pub async fn run_retention(&self, trigger: Trigger) -> Result<PassOutcome, BrokerError> {
+        self.allow(Operation::Alter, Resource::cluster())?;
         self.broker.run_retention(&self.who, trigger).await
     }
 }

@@ -255,6 +255,59 @@ impl Authorizer {
     }
 }
 
+impl Authorizer {
+    /// Kafka's `authorizeByResourceType`: whether some resource of
+    /// `resource_type` may get `operation` from the principal (an
+    /// InitProducerId without IDEMPOTENT_WRITE on the cluster is allowed
+    /// when the producer may WRITE some topic, KIP-679). An ALLOW of the
+    /// principal or `User:*` for the host counts unless a DENY of the
+    /// operation covers every resource of the type (the literal `*`);
+    /// with no ACL of the type at all, `allow_everyone_if_no_acl_found`.
+    pub fn allows_any(
+        &self,
+        principal: &str,
+        host: Option<IpAddr>,
+        resource_type: ResourceType,
+        operation: Operation,
+    ) -> bool {
+        if self.config.super_users.contains(principal) {
+            return true;
+        }
+        let whose = [principal, WILDCARD_PRINCIPAL];
+        let entries = || {
+            whose
+                .into_iter()
+                .filter_map(|who| self.by_principal.get(who))
+                .flat_map(move |p| {
+                    let literal = p.literal.get(&resource_type).into_iter();
+                    let prefixed = p.prefixed.get(&resource_type).into_iter();
+                    literal.chain(prefixed).flat_map(|by_name| by_name.iter())
+                })
+        };
+        let denied_everywhere = entries()
+            .filter(|(name, _)| name.as_str() == WILDCARD_RESOURCE)
+            .flat_map(|(_, es)| es.iter())
+            .any(|e| {
+                e.permission == Permission::Deny
+                    && e.acl.pattern.pattern_type == PatternType::Literal
+                    && e.host.admits(host)
+                    && (e.operation == operation || e.operation == Operation::All)
+            });
+        if denied_everywhere {
+            return false;
+        }
+        let allowed = entries().flat_map(|(_, es)| es.iter()).any(|e| {
+            e.permission == Permission::Allow
+                && e.host.admits(host)
+                && e.operation.implies(operation)
+        });
+        allowed
+            || (self.config.allow_everyone_if_no_acl_found
+                && !self.named.literal.contains_key(&resource_type)
+                && !self.named.prefixed.contains_key(&resource_type))
+    }
+}
+
 #[cfg(test)]
 #[path = "index_tests.rs"]
 mod tests;
