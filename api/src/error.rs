@@ -44,6 +44,16 @@ pub enum ApiError {
     /// 40101: missing or wrong bearer token.
     #[error("{message}")]
     Unauthorized { message: String },
+    /// 40301: the principal may not do this (an ACL denies it, or none
+    /// allows it).
+    #[error("{message}")]
+    Forbidden { message: String },
+    /// 40904: the user exists (`POST /v1/security/users`).
+    #[error("{message}")]
+    UserExists { message: String },
+    /// 40404: no such user.
+    #[error("{message}")]
+    UnknownUser { message: String },
     /// 40401
     #[error("{message}")]
     UnknownTopic { message: String },
@@ -182,6 +192,9 @@ impl ApiError {
             | ApiError::InvalidName { .. }
             | ApiError::InvalidTopicConfig { .. } => 40002,
             ApiError::Unauthorized { .. } => 40101,
+            ApiError::Forbidden { .. } => 40301,
+            ApiError::UserExists { .. } => 40904,
+            ApiError::UnknownUser { .. } => 40404,
             ApiError::NotFound { .. } => 40400,
             ApiError::MethodNotAllowed { .. } => 40500,
             ApiError::UnknownTopic { .. } => 40401,
@@ -220,6 +233,7 @@ impl ApiError {
         match self.error_code() / 100 {
             400 => StatusCode::BAD_REQUEST,
             401 => StatusCode::UNAUTHORIZED,
+            403 => StatusCode::FORBIDDEN,
             404 => StatusCode::NOT_FOUND,
             405 => StatusCode::METHOD_NOT_ALLOWED,
             406 => StatusCode::NOT_ACCEPTABLE,
@@ -330,6 +344,8 @@ impl From<tidelog_broker::store::StoreError> for ApiError {
 /// until it has a code here.
 impl From<tidelog_broker::BrokerError> for ApiError {
     fn from(e: tidelog_broker::BrokerError) -> Self {
+        use tidelog_broker::security::acl::AclError;
+        use tidelog_broker::security::users::UserError;
         use tidelog_broker::store::TieredError as T;
         use tidelog_broker::BrokerError as B;
         let message = e.to_string();
@@ -423,6 +439,27 @@ impl From<tidelog_broker::BrokerError> for ApiError {
             B::Store { source } => source.into(),
             B::Compaction { source } => source.into(),
             B::UnknownGroup { .. } => ApiError::UnknownConsumerGroup { message },
+            // Access control (the security contract).
+            B::NotAuthorized { .. } => ApiError::Forbidden { message },
+            B::Acl { source } => match source {
+                AclError::File { .. } | AclError::Write { .. } => ApiError::Internal { message },
+                AclError::EmptyResourceName
+                | AclError::ResourceNameTooLong { .. }
+                | AclError::ClusterName { .. }
+                | AclError::Principal { .. }
+                | AclError::Host { .. }
+                | AclError::TooMany { .. } => ApiError::BadRequest { message },
+            },
+            B::User { source } => match source {
+                UserError::Exists { .. } => ApiError::UserExists { message },
+                UserError::NotFound { .. } | UserError::NoCredential { .. } => {
+                    ApiError::UnknownUser { message }
+                }
+                UserError::InvalidName { .. }
+                | UserError::TooMany { .. }
+                | UserError::Credential(_) => ApiError::BadRequest { message },
+                UserError::File { .. } | UserError::Write { .. } => ApiError::Internal { message },
+            },
             // The coordinator's: over HTTP a member is a consumer
             // instance (40403), and the membership refusals are illegal
             // consumer states (40903). The Kafka-only ones never reach a
@@ -532,7 +569,7 @@ impl IntoResponse for ApiError {
             }
             _ => {}
         }
-        (
+        let mut response = (
             self.status(),
             [(
                 header::CONTENT_TYPE,
@@ -540,7 +577,16 @@ impl IntoResponse for ApiError {
             )],
             self.body(),
         )
-            .into_response()
+            .into_response();
+        // A client without valid credentials is told how to give them
+        // (RFC 7235; the console logs in with Basic).
+        if matches!(self, ApiError::Unauthorized { .. }) {
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static(r#"Basic realm="tidelog""#),
+            );
+        }
+        response
     }
 }
 

@@ -43,6 +43,27 @@ fn every_variant() -> Vec<(ApiError, u32, u16)> {
             401,
         ),
         (
+            ApiError::Forbidden {
+                message: msg("denied"),
+            },
+            40301,
+            403,
+        ),
+        (
+            ApiError::UserExists {
+                message: msg("exists"),
+            },
+            40904,
+            409,
+        ),
+        (
+            ApiError::UnknownUser {
+                message: msg("no user"),
+            },
+            40404,
+            404,
+        ),
+        (
             ApiError::NotFound {
                 message: msg("no route"),
             },
@@ -578,6 +599,8 @@ fn body_escapes_quotes_and_control_characters() {
 #[test]
 fn every_broker_error_has_its_code() {
     use tidelog_broker::error::{ConfigOperationProblem, PolicyChangeLoss};
+    use tidelog_broker::security::acl::{AclError, Operation, ResourceType};
+    use tidelog_broker::security::users::UserError;
     use tidelog_broker::store::{
         CleanerError, CorruptionKind, ObjectStoreError, RecordProblem, SequenceProblem, StoreError,
         TieredError,
@@ -1265,6 +1288,47 @@ fn every_broker_error_has_its_code() {
                 max: 1,
             },
             42901,
+        ),
+        (
+            B::NotAuthorized {
+                operation: Operation::Write,
+                resource_type: ResourceType::Topic,
+                name: s("t"),
+            },
+            40301,
+        ),
+        (
+            B::Acl {
+                source: AclError::EmptyResourceName,
+            },
+            40002,
+        ),
+        (
+            B::Acl {
+                source: AclError::Write {
+                    path: s("acls.json"),
+                    reason: s("disk full"),
+                },
+            },
+            50001,
+        ),
+        (
+            B::User {
+                source: UserError::Exists { name: s("a") },
+            },
+            40904,
+        ),
+        (
+            B::User {
+                source: UserError::NotFound { name: s("a") },
+            },
+            40404,
+        ),
+        (
+            B::User {
+                source: UserError::InvalidName { name: s("*") },
+            },
+            40002,
         ),
     ];
     for (e, code) in cases {

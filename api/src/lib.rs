@@ -59,6 +59,7 @@ pub mod head;
 pub mod history;
 mod json_body;
 pub mod listener;
+pub mod login;
 pub mod metrics;
 pub mod names;
 pub mod records;

@@ -130,7 +130,7 @@ pub async fn serve(
                         continue;
                     };
                     let open = OpenConnection::count(state.clone());
-                    let conn = serve_connection(stream, app.clone(), open, limits, stop.clone());
+                    let conn = serve_connection(stream, peer, app.clone(), open, limits, stop.clone());
                     connections.spawn(async move {
                         if let Err(e) = conn.await {
                             tracing::debug!(%peer, error = %e, "connection ended with an error");
@@ -173,9 +173,15 @@ fn is_connection_error(e: &io::Error) -> bool {
     )
 }
 
+/// The client's address, in every request's extensions (ACLs that name
+/// hosts; `crate::login`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerAddr(pub std::net::SocketAddr);
+
 /// One HTTP/1.1 connection, until it closes, times out or shuts down.
 async fn serve_connection(
     stream: TcpStream,
+    peer: std::net::SocketAddr,
     app: Router,
     open: OpenConnection,
     limits: ListenerLimits,
@@ -199,7 +205,8 @@ async fn serve_connection(
     let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
         // hyper calls the service once the headers are in.
         clock.busy();
-        let request = request.map(|body| TrackedIncoming::new(body, Arc::clone(&clock)));
+        let mut request = request.map(|body| TrackedIncoming::new(body, Arc::clone(&clock)));
+        request.extensions_mut().insert(PeerAddr(peer));
         let response_done = ResponseDone(Arc::clone(&clock));
         let answer = hyper::service::Service::call(&app, request);
         async move {

@@ -198,10 +198,20 @@ async fn guard(State(state): State<AppState>, request: Request, next: Next) -> R
     let started = Instant::now();
     let method = request.method().clone();
     let path = request.uri().path().to_string();
-    let response = match admit(&state, request).await {
+    let peer = request
+        .extensions()
+        .get::<crate::listener::PeerAddr>()
+        .map(|p| p.0.ip());
+    let caller = crate::login::caller(&state, &method, &path, request.headers(), peer).await;
+    let admitted = match caller {
+        Ok(caller) => admit(&state, request).await.map(|a| (caller, a)),
+        Err(e) => Err(e),
+    };
+    let response = match admitted {
         Err(e) => e.into_response(),
-        Ok((request, permit, body_bytes)) => {
-            let response = next.run(request).await;
+        Ok((caller, (request, permit, body_bytes))) => {
+            // The handlers' door is made for this caller.
+            let response = caller.scope(next.run(request)).await;
             drop(permit);
             drop(body_bytes);
             response

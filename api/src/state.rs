@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use tidelog_broker::consumers::Consumers;
 pub use tidelog_broker::Broker;
-use tidelog_broker::{Door, Principal};
+use tidelog_broker::{Caller, Door};
 use tidelog_runtime::connections::ConnectionSlots;
 use tidelog_runtime::metrics::Registry;
 use tidelog_runtime::ReadySlot;
@@ -252,12 +252,12 @@ impl AppState {
         })
     }
 
-    /// The broker's door for a request, or 503/50301 during recovery: the
-    /// only way a handler reaches the broker. Every request is made as
-    /// `User:ANONYMOUS` until logins (the security issue names the
-    /// request's principal here).
+    /// The broker's door for the request being served, or 503/50301
+    /// during recovery: the only way a handler reaches the broker. It is
+    /// made for the request's caller (`crate::login`, named by the
+    /// router's guard around the handler).
     pub fn door(&self) -> Result<Door, ApiError> {
-        Ok(self.ready()?.door(&Principal::Anonymous))
+        Ok(self.ready()?.door_for(&Caller::current()))
     }
 
     pub fn is_ready(&self) -> bool {

@@ -9,6 +9,8 @@ use serde::{Deserialize, Serialize};
 pub const MAX_REQUEST_BYTES_MAX: u64 = 1 << 30;
 /// Largest `kafka.max_connections` (each is a file descriptor).
 pub const MAX_CONNECTIONS_MAX: u64 = 1_000_000;
+/// The SASL mechanisms served, the default `kafka.sasl_mechanisms`.
+pub const SASL_MECHANISMS: [&str; 3] = ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"];
 /// Kafka's broker `fetch.max.bytes` default: 55 MiB.
 pub const FETCH_MAX_BYTES_DEFAULT: u64 = 55 * 1024 * 1024;
 
@@ -35,6 +37,9 @@ pub struct KafkaConfig {
     /// `max_bytes` asks (Kafka's broker `fetch.max.bytes`); a partition's
     /// first batch still comes back when larger, so consumers progress.
     pub fetch_max_bytes: u64,
+    /// The SASL mechanisms a handshake may choose, offered in this order:
+    /// `SCRAM-SHA-256`, `SCRAM-SHA-512`, `PLAIN`.
+    pub sasl_mechanisms: Vec<String>,
     /// Not a YAML key: the top-level `admin_token`. When set, the
     /// mutating admin APIs need a SASL/PLAIN login with it as password
     /// (`handlers::sasl`, `handlers::admin`).
@@ -67,6 +72,7 @@ impl Default for KafkaConfig {
             max_batch_inflated_bytes: 16 << 20,
             max_records_per_request: 500_000,
             fetch_max_bytes: FETCH_MAX_BYTES_DEFAULT,
+            sasl_mechanisms: SASL_MECHANISMS.iter().map(|m| (*m).to_owned()).collect(),
             admin_token: None,
             cluster_id: None,
         }
@@ -102,6 +108,20 @@ impl KafkaConfig {
                 "fetch_max_bytes",
                 format!("must be 1024..={MAX_REQUEST_BYTES_MAX}"),
             ));
+        }
+        for (i, name) in self.sasl_mechanisms.iter().enumerate() {
+            if !SASL_MECHANISMS.contains(&name.as_str()) {
+                return Err((
+                    "sasl_mechanisms",
+                    format!(
+                        "[{i}] {name:?} is not one of {}",
+                        SASL_MECHANISMS.join(", ")
+                    ),
+                ));
+            }
+            if self.sasl_mechanisms[..i].contains(name) {
+                return Err(("sasl_mechanisms", format!("[{i}] {name} is listed twice")));
+            }
         }
         if let Some(host) = &self.advertised_host {
             let ok = !host.is_empty()

@@ -14,12 +14,13 @@
 
 use std::sync::Arc;
 
-use tidelog_broker::{Broker, Door, Principal};
+use tidelog_broker::{Broker, Caller, Door};
 use tidelog_runtime::budget::ByteBudget;
 use tokio::sync::watch;
 
 use crate::config::{AdminToken, KafkaConfig};
 use crate::metrics::KafkaMetrics;
+use crate::session::SaslMechanism;
 
 /// Where the broker is, once recovery is done.
 pub type Ready = Arc<dyn Fn() -> Option<Arc<Broker>> + Send + Sync>;
@@ -65,6 +66,8 @@ pub struct Context {
     pub answer_budget: Arc<ByteBudget>,
     /// The listener's counters, which the HTTP API's `/metrics` renders.
     pub metrics: Arc<KafkaMetrics>,
+    /// The SASL mechanisms offered (`kafka.sasl_mechanisms`), in order.
+    pub sasl_mechanisms: Vec<SaslMechanism>,
 }
 
 impl Context {
@@ -96,15 +99,27 @@ impl Context {
             budget: budgets.requests,
             answer_budget: budgets.answers,
             metrics,
+            sasl_mechanisms: config
+                .sasl_mechanisms
+                .iter()
+                .filter_map(|m| SaslMechanism::from_name(m))
+                .collect(),
         }
     }
 
-    /// The broker's door for this connection's requests, `None` until the
-    /// broker is ready. The only way a handler reaches the broker: what it
-    /// may do is decided behind it, for the principal the connection
-    /// logged in as (`User:ANONYMOUS` until SASL logins name a user: the
-    /// security issue gives each connection its own principal).
+    /// The broker's door for the request being served, `None` until the
+    /// broker is ready. The only way a handler reaches the broker: it is
+    /// made for the request's caller (the connection's principal and
+    /// peer, named by `dispatch` around each request), and what that
+    /// caller may do is decided behind it.
     pub fn door(&self) -> Option<Door> {
-        (self.ready)().map(|broker| broker.door(&Principal::Anonymous))
+        (self.ready)().map(|broker| broker.door_for(&Caller::current()))
+    }
+
+    /// The broker, for what a login asks of it before there is a
+    /// principal to make a door for (`handlers::sasl`), and the
+    /// per-request check that a logged-in user still exists.
+    pub fn logins(&self) -> Option<Arc<Broker>> {
+        (self.ready)()
     }
 }

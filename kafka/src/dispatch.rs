@@ -19,7 +19,8 @@ use crate::error::FrameError;
 use crate::handlers;
 use crate::precheck;
 use crate::routes;
-use crate::session::{Handshake, Session};
+use crate::session::{Framing, Session};
+use tidelog_broker::Caller;
 
 /// The answer frame (length-prefixed) to one request frame; `None` when
 /// the request gets none (Produce with acks 0).
@@ -44,9 +45,19 @@ pub async fn handle_in(
     peer: Option<std::net::SocketAddr>,
     session: &mut Session,
 ) -> Result<Option<BytesMut>, FrameError> {
-    if session.handshake == Some(Handshake::Raw) {
-        // After a v0 handshake the next frame is the bare PLAIN token.
-        return handlers::sasl::raw(ctx, session, &frame).map(Some);
+    if raw_token_expected(session) {
+        // After a v0 handshake the next frames are bare SASL tokens.
+        return handlers::sasl::raw(ctx, session, &frame).await.map(Some);
+    }
+    // A logged-in user's account is looked up again before each request:
+    // a deleted user's connection ends here (Kafka re-checks so too).
+    if session.principal.user_name().is_some()
+        && ctx
+            .logins()
+            .is_some_and(|b| !b.account_active(&session.principal))
+    {
+        tracing::info!(principal = %session.principal, "closing the connection of a deleted user");
+        return Err(FrameError::Authentication);
     }
     let Some(prefix) = frame.get(..4) else {
         return Err(FrameError::Header {
@@ -83,6 +94,10 @@ pub async fn handle_in(
         version,
         reason,
     })?;
+    let caller = Caller {
+        principal: session.principal.clone(),
+        host: peer.map(|p| p.ip()),
+    };
     let call = Call {
         ctx,
         session,
@@ -93,7 +108,15 @@ pub async fn handle_in(
         api,
         body: buf,
     };
-    (route.serve)(call).await
+    // The request's handlers reach the broker as this caller
+    // (`Context::door`).
+    caller.scope((route.serve)(call)).await
+}
+
+/// Whether the next frame is a bare SASL token (a v0 handshake chose a
+/// mechanism and its exchange is not done).
+fn raw_token_expected(session: &Session) -> bool {
+    matches!(session.handshake, Some(h) if h.framing == Framing::Raw)
 }
 
 /// The key and name `/metrics` counts a request frame under: its
@@ -101,7 +124,7 @@ pub async fn handle_in(
 /// never gets here: its frame closes the connection); after a v0 SASL
 /// handshake on `session`, SaslAuthenticate's (the frame is a bare token).
 pub fn api_label(session: &Session, frame: &[u8]) -> (i16, &'static str) {
-    let raw_key = if session.handshake == Some(Handshake::Raw) {
+    let raw_key = if raw_token_expected(session) {
         ApiKey::SaslAuthenticate as i16
     } else {
         let Some(prefix) = frame.get(..2) else {

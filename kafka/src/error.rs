@@ -11,6 +11,8 @@
 
 use crate::metrics::{ClosedFor, Refused};
 use kafka_protocol::error::ResponseError;
+use tidelog_broker::security::acl::{AclError, ResourceType};
+use tidelog_broker::security::users::UserError;
 use tidelog_broker::store::{SequenceProblem, StoreError, TieredError};
 use tidelog_broker::BrokerError;
 
@@ -253,6 +255,33 @@ pub fn broker_code(e: &BrokerError) -> i16 {
             | TieredError::Config { .. }
             | TieredError::InvalidInput { .. }
             | TieredError::Contended { .. } => unknown("broker", e),
+        },
+        // Access control (the security contract): a denial names the
+        // resource's type, as Kafka's codes do.
+        B::NotAuthorized { resource_type, .. } => match resource_type {
+            ResourceType::Topic => ResponseError::TopicAuthorizationFailed,
+            ResourceType::Group => ResponseError::GroupAuthorizationFailed,
+            ResourceType::Cluster => ResponseError::ClusterAuthorizationFailed,
+            ResourceType::TransactionalId => ResponseError::TransactionalIdAuthorizationFailed,
+        },
+        B::Acl { source } => match source {
+            AclError::File { .. } | AclError::Write { .. } => unknown("broker", e),
+            AclError::EmptyResourceName
+            | AclError::ResourceNameTooLong { .. }
+            | AclError::ClusterName { .. }
+            | AclError::Principal { .. }
+            | AclError::Host { .. }
+            | AclError::TooMany { .. } => ResponseError::InvalidRequest,
+        },
+        B::User { source } => match source {
+            UserError::NotFound { .. } | UserError::NoCredential { .. } => {
+                ResponseError::ResourceNotFound
+            }
+            UserError::Exists { .. } => ResponseError::DuplicateResource,
+            UserError::InvalidName { .. }
+            | UserError::TooMany { .. }
+            | UserError::Credential(_) => ResponseError::UnacceptableCredential,
+            UserError::File { .. } | UserError::Write { .. } => unknown("broker", e),
         },
         // Kafka answers a create of a topic still marked for deletion so.
         B::RemoteDeletePending { .. } => ResponseError::TopicAlreadyExists,

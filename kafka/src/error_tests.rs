@@ -9,6 +9,7 @@ use tidelog_broker::store::{
 use tidelog_broker::BrokerError as B;
 
 use super::*;
+use tidelog_broker::security::acl::Operation;
 
 use tidelog_broker::error_fixtures::{io, join_error, json_error, no_runtime, s};
 
@@ -717,6 +718,71 @@ fn every_broker_error_has_its_code() {
                 max: 1,
             },
             ResponseError::GroupMaxSizeReached,
+        ),
+        (
+            B::NotAuthorized {
+                operation: Operation::Write,
+                resource_type: ResourceType::Topic,
+                name: s("t"),
+            },
+            ResponseError::TopicAuthorizationFailed,
+        ),
+        (
+            B::NotAuthorized {
+                operation: Operation::Read,
+                resource_type: ResourceType::Group,
+                name: s("g"),
+            },
+            ResponseError::GroupAuthorizationFailed,
+        ),
+        (
+            B::NotAuthorized {
+                operation: Operation::Alter,
+                resource_type: ResourceType::Cluster,
+                name: s("kafka-cluster"),
+            },
+            ResponseError::ClusterAuthorizationFailed,
+        ),
+        (
+            B::NotAuthorized {
+                operation: Operation::Write,
+                resource_type: ResourceType::TransactionalId,
+                name: s("tx"),
+            },
+            ResponseError::TransactionalIdAuthorizationFailed,
+        ),
+        (
+            B::Acl {
+                source: AclError::EmptyResourceName,
+            },
+            ResponseError::InvalidRequest,
+        ),
+        (
+            B::Acl {
+                source: AclError::Write {
+                    path: s("acls.json"),
+                    reason: s("disk full"),
+                },
+            },
+            ResponseError::UnknownServerError,
+        ),
+        (
+            B::User {
+                source: UserError::Exists { name: s("a") },
+            },
+            ResponseError::DuplicateResource,
+        ),
+        (
+            B::User {
+                source: UserError::NotFound { name: s("a") },
+            },
+            ResponseError::ResourceNotFound,
+        ),
+        (
+            B::User {
+                source: UserError::InvalidName { name: s("*") },
+            },
+            ResponseError::UnacceptableCredential,
         ),
     ];
     for (e, code) in cases {

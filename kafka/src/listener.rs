@@ -207,6 +207,11 @@ async fn connection(
             .await?;
             ctx.metrics.response_written(answer.len());
         }
+        // A failed login's answer is out: the connection ends (counted
+        // by the SASL handler, so not as a bad frame).
+        if session.close_after_answer {
+            return Ok(());
+        }
         // The answer's own bytes (a fetch's records, counted in the
         // budget by its handler) are given back once it is written.
         session.answer_held = None;

@@ -267,7 +267,7 @@ fn sasl_handshake(mut call: Call<'_>) -> Served<'_> {
 fn sasl_authenticate(mut call: Call<'_>) -> Served<'_> {
     Box::pin(async move {
         let request = call.decode()?;
-        let answer = handlers::sasl::authenticate(call.ctx, call.session, request);
+        let answer = handlers::sasl::authenticate(call.ctx, call.session, request).await;
         call.answer(&answer)
     })
 }

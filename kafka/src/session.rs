@@ -1,35 +1,96 @@
-//! One connection's state ([`Session`]): its SASL login and the answer
-//! bytes it holds until written.
+//! One connection's state ([`Session`]): who logged in on it, a SASL
+//! exchange under way, and the answer bytes it holds until written.
 //!
 //! Invariants:
 //! * A session lives as long as its connection (the listener owns it)
 //!   and is seen by one request at a time, so no lock guards it.
-//! * `authenticated` turns true only through `handlers::sasl` with the
-//!   admin token, and stays so for the connection's life; the admin gate
-//!   (`handlers::admin::Gate`) reads it.
+//! * `principal` changes only through `handlers::sasl`, once, from
+//!   `User:ANONYMOUS` to the principal a login proved, and stays so for
+//!   the connection's life (a second handshake is ILLEGAL_SASL_STATE); a
+//!   logged-in user's account is re-checked before each request
+//!   (`dispatch`), so a deleted user's connection ends at its next one.
+//! * `close_after_answer` is set by a failed login: the listener writes
+//!   that answer (SASL_AUTHENTICATION_FAILED), then closes.
 //! * `answer_held` is set by the Fetch route and cleared by the listener
 //!   once the answer is written (or the connection ends), so a fetch's
 //!   bytes count in the answer budget exactly while they are in memory.
 
+use tidelog_broker::security::scram::{Mechanism, ServerFirst};
+use tidelog_broker::Principal;
 use tidelog_runtime::budget::Reservation;
 
-/// One connection's state: its SASL login (`handlers::sasl`).
-#[derive(Debug, Default)]
+/// One connection's state (module doc).
+#[derive(Debug)]
 pub struct Session {
-    /// A SaslHandshake chose PLAIN; the next step is its token (v0: a raw
-    /// frame, v1: SaslAuthenticate).
+    /// A SaslHandshake chose a mechanism; its tokens come next (v0: raw
+    /// frames, v1: SaslAuthenticate).
     pub handshake: Option<Handshake>,
-    /// Logged in with the admin token.
-    pub authenticated: bool,
+    /// A SCRAM exchange between the client's first and final messages.
+    pub scram: Option<ServerFirst>,
+    /// Who the connection's requests are made as.
+    pub principal: Principal,
+    /// Close the connection once the answer being written is out.
+    pub close_after_answer: bool,
     /// The answer budget's bytes the last answer holds (a fetch's
     /// records), given back once the listener has written it.
     pub answer_held: Option<Reservation>,
 }
 
+impl Default for Session {
+    fn default() -> Self {
+        Session {
+            handshake: None,
+            scram: None,
+            principal: Principal::Anonymous,
+            close_after_answer: false,
+            answer_held: None,
+        }
+    }
+}
+
+impl Session {
+    /// Whether a login succeeded on this connection.
+    pub fn authenticated(&self) -> bool {
+        self.principal != Principal::Anonymous
+    }
+}
+
+/// The mechanism a handshake chose, and how its tokens are framed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Handshake {
-    /// v0: the token comes as a bare frame, answered by a bare frame.
+pub struct Handshake {
+    pub framing: Framing,
+    pub mechanism: SaslMechanism,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    /// v0: a token comes as a bare frame, answered by a bare frame.
     Raw,
-    /// v1: the token comes in SaslAuthenticate.
+    /// v1: a token comes in SaslAuthenticate.
     Wrapped,
+}
+
+/// A SASL mechanism tidelog serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SaslMechanism {
+    /// RFC 4616: a user name and password in one message.
+    Plain,
+    /// RFC 5802/7677: two round trips, no password on the wire.
+    Scram(Mechanism),
+}
+
+impl SaslMechanism {
+    pub fn name(self) -> &'static str {
+        match self {
+            SaslMechanism::Plain => "PLAIN",
+            SaslMechanism::Scram(m) => m.name(),
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<SaslMechanism> {
+        match name {
+            "PLAIN" => Some(SaslMechanism::Plain),
+            _ => Mechanism::from_name(name).map(SaslMechanism::Scram),
+        }
+    }
 }

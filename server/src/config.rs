@@ -25,7 +25,11 @@
 //! * `http:` and `admin_token` — [`tidelog_api::settings`];
 //! * `kafka:` — [`tidelog_kafka::KafkaConfig`];
 //! * `tiered:` — tidelog-tiered's `TieredConfig`, carried in the
-//!   `BrokerConfig` like `groups:` (off unless `url` is set; docs/TIERED.md).
+//!   `BrokerConfig` like `groups:` (off unless `url` is set; docs/TIERED.md);
+//! * `security:` — tidelog-security's `SecurityConfig`, carried likewise
+//!   (logins, ACLs, bootstrap users; its password files are the config
+//!   file's folder's). Protected mode is checked here, across sections:
+//!   a non-loopback listener with nothing authenticating stops start-up.
 //!
 //! So `check-config` and `serve` accept and refuse the same files. This
 //! file adds only `listen` and `data_dir`, and the context of a message:
@@ -125,6 +129,8 @@ pub struct Config {
     pub topics: Vec<TopicDecl>,
     /// How the log is written (OPERATIONS.md's key).
     pub log_format: LogFormat,
+    /// Logins, ACLs, users and protected mode (docs/SECURITY.md).
+    pub security: tidelog_security::config::SecurityConfig,
 }
 
 impl Default for Config {
@@ -149,6 +155,7 @@ impl Default for Config {
             tiered: broker.tiered,
             topics: broker.topics,
             log_format: LogFormat::default(),
+            security: broker.security,
         }
     }
 }
@@ -165,7 +172,11 @@ impl Config {
                     file: label.clone(),
                     source,
                 })?;
-                let config = Config::parse_yaml(&label, &text)?;
+                let mut config = Config::parse_yaml(&label, &text)?;
+                // Files the config names are its folder's, not the
+                // working directory's.
+                let base = path.parent().unwrap_or(Path::new("."));
+                config.security.resolve_paths(base);
                 (label, config)
             }
         };
@@ -231,7 +242,35 @@ impl Config {
                 format!("is the HTTP listen address {}", self.listen),
             ));
         }
+        if let Some((key, addr)) = self.unprotected_remote_listener() {
+            return Err(bad(
+                key,
+                format!(
+                    "{addr} is reachable from other hosts and nothing on it authenticates (protected mode). Set security.authentication: true (and users), or security.allow_unauthenticated_remote: true to serve it open anyway"
+                ),
+            ));
+        }
         Ok(())
+    }
+
+    /// Protected mode (as Redis has it): the first listener that binds a
+    /// non-loopback address with nothing on it authenticating, unless
+    /// `security.allow_unauthenticated_remote` says so. With
+    /// `security.authentication` every HTTP request needs a user and a
+    /// Kafka PLAINTEXT listener serves nothing but ApiVersions before a
+    /// login, so no listener is open.
+    fn unprotected_remote_listener(&self) -> Option<(&'static str, SocketAddr)> {
+        if self.security.authentication || self.security.allow_unauthenticated_remote {
+            return None;
+        }
+        let remote = |addr: &SocketAddr| !addr.ip().is_loopback();
+        if remote(&self.listen) {
+            return Some(("listen", self.listen));
+        }
+        self.kafka
+            .listen
+            .filter(remote)
+            .map(|addr| ("kafka.listen", addr))
     }
 
     /// The store's settings: the `store` and `retention` sections, in
@@ -260,6 +299,7 @@ impl Config {
             topics: self.topics.clone(),
             groups: self.groups.clone(),
             tiered: self.tiered.clone(),
+            security: self.security.clone(),
         }
     }
 

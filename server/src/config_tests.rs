@@ -184,7 +184,7 @@ fn flags_override_the_file_which_overrides_defaults() {
     let path = dir.path().join("b.yaml");
     std::fs::write(
         &path,
-        "listen: 127.0.0.1:9000\ndata_dir: /from/file\ncluster_id: c1\n",
+        "listen: 127.0.0.1:9000\ndata_dir: /from/file\ncluster_id: c1\nsecurity:\n  allow_unauthenticated_remote: true\n",
     )
     .unwrap();
 

@@ -127,7 +127,7 @@ pub async fn get(
     }
     let door = state.door()?;
     let offsets = door
-        .committed_offsets(&group, topic)
+        .committed_offsets(&group, topic)?
         .ok_or_else(|| ApiError::unknown_consumer_group(&group))?;
     json(StatusCode::OK, &OffsetsAnswer { offsets })
 }

@@ -58,7 +58,8 @@ pub async fn clusters(State(state): State<AppState>) -> Result<Response, ApiErro
 /// in-memory read; the disk figures are the store's last measurement.
 pub async fn stats(State(state): State<AppState>, _: ClusterPath) -> Result<Response, ApiError> {
     let door = state.door()?;
-    let stats = door.stats();
+    let stats = door.stats()?;
+    let (lag, tiered) = (door.consumer_lag()?, door.tiering_stats()?);
     let (s, retention, groups) = (&stats.store, &stats.retention, &stats.coordinator);
     json(
         StatusCode::OK,
@@ -96,12 +97,12 @@ pub async fn stats(State(state): State<AppState>, _: ClusterPath) -> Result<Resp
             "consumer_group_states": groups.groups_by_state,
             "consumer_group_members": groups.members,
             "consumer_group_rebalances": groups.rebalances_total,
-            "consumer_group_lag": door.consumer_lag(),
+            "consumer_group_lag": lag,
             "consumer_instances": state.consumers().map_or(0, |c| c.instance_count()),
             "retention_held_passes": s.retention_held_passes,
             // Tiered storage (null without a remote tier): uploads, remote
             // reads, the read cache and each tiered partition's lag.
-            "tiered": door.tiering_stats(),
+            "tiered": tiered,
         }),
     )
 }
@@ -114,7 +115,7 @@ pub async fn stats_history(
     State(state): State<AppState>,
     _: ClusterPath,
 ) -> Result<Response, ApiError> {
-    let retention = state.door()?.stats().retention;
+    let retention = state.door()?.stats()?.retention;
     json(
         StatusCode::OK,
         &json_value!({

@@ -43,6 +43,14 @@ retention:
   disk_full_ratio: 1.0
 ";
 
+/// The config of a server started without one ([`TidelogProcess::start`]):
+/// every disk ratio at 1.0.
+pub const DISK_RATIOS_OFF: &str = "retention:
+  disk_max_used_ratio: 1.0
+  disk_force_clean_ratio: 1.0
+  disk_full_ratio: 1.0
+";
+
 /// The workspace root (the integration-tests crate's parent).
 pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -143,7 +151,15 @@ impl TidelogProcess {
         let data_dir = tempfile::tempdir().expect("temp data dir");
         let addr = free_local_addr();
         let log_path = data_dir.path().with_extension("log");
-        let extra_args: Vec<String> = extra_args.iter().map(|s| s.to_string()).collect();
+        let mut extra_args: Vec<String> = extra_args.iter().map(|s| s.to_string()).collect();
+        // This machine's disk is shared and often near full: without a
+        // config of its own, a test server gets every disk ratio at 1.0,
+        // so how full the disk is never refuses its writes.
+        if !extra_args.iter().any(|a| a == "--config") {
+            let config_path = data_dir.path().with_extension("yaml");
+            std::fs::write(&config_path, DISK_RATIOS_OFF).expect("write config");
+            extra_args.extend(["--config".into(), config_path.display().to_string()]);
+        }
         let mut process = TidelogProcess {
             child: None,
             addr,

@@ -104,7 +104,7 @@ fn describe(ctx: &Context, resource_type: i8, name: &str) -> Result<Vec<Describe
         }
         BROKER => {
             check_broker_name(name)?;
-            let config = door.settings();
+            let config = door.settings()?;
             let fixed = |name: &str, value: String, config_type: i8| Described {
                 name: name.to_owned(),
                 value,

@@ -46,9 +46,12 @@ fn describe(door: Option<&Door>, version: i16, id: GroupId) -> DescribedGroup {
     if let Err(e) = validate_group_name(name) {
         return answer.with_error_code(broker_code(&e));
     }
-    let snapshot = door.group_snapshot(name);
+    let snapshot = match door.group_snapshot(name) {
+        Ok(snapshot) => snapshot,
+        Err(e) => return answer.with_error_code(broker_code(&e)),
+    };
     let Some(snapshot) = snapshot.filter(|s| !s.members.is_empty()) else {
-        let state = if door.committed_offsets(name, None).is_some() {
+        let state = if matches!(door.committed_offsets(name, None), Ok(Some(_))) {
             "Empty"
         } else {
             "Dead"

@@ -136,7 +136,29 @@ fn fetch(
                 .collect(),
         );
     };
-    let committed = door.committed_offsets(group_id, None).unwrap_or_default();
+    // DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED for the whole
+    // answer); offsets of topics the principal may not describe are left
+    // out by the door, so they answer -1 as never committed.
+    let committed = match door.committed_offsets(group_id, None) {
+        Ok(committed) => committed.unwrap_or_default(),
+        Err(e) => {
+            let code = broker_code(&e);
+            let asked = asked.unwrap_or_default();
+            let none = |indexes: Vec<i32>| {
+                indexes
+                    .into_iter()
+                    .map(|i| (i, -1, String::new()))
+                    .collect()
+            };
+            return (
+                code,
+                asked
+                    .into_iter()
+                    .map(|(name, indexes)| (name, none(indexes)))
+                    .collect(),
+            );
+        }
+    };
     let Some(asked) = asked else {
         return (0, every_committed(committed));
     };

@@ -764,10 +764,12 @@ async fn a_sasl_plain_login_with_the_token_opens_the_admin_apis_to_its_connectio
         // Authenticate before a handshake is out of order.
         let answer = authenticate(&mut c, auth_version, &plain(TOKEN)).await;
         assert_eq!(answer.error_code, ILLEGAL_SASL_STATE);
-        let answer = handshake(&mut c, handshake_version, "SCRAM-SHA-256").await;
+        let answer = handshake(&mut c, handshake_version, "GSSAPI").await;
         assert_eq!(answer.error_code, UNSUPPORTED_SASL_MECHANISM);
-        assert_eq!(answer.mechanisms, [StrBytes::from_static_str("PLAIN")]);
-        // A wrong password, an oversized or a malformed message fail.
+        let offered = ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"].map(StrBytes::from_static_str);
+        assert_eq!(answer.mechanisms, offered);
+        // A wrong password, an oversized or a malformed message fail, and
+        // the connection closes after the answer.
         let oversized = plain(&"x".repeat(5000));
         for bad in [
             plain("wrong"),
@@ -775,14 +777,16 @@ async fn a_sasl_plain_login_with_the_token_opens_the_admin_apis_to_its_connectio
             b"admin-no-nul".to_vec(),
             plain(""),
         ] {
+            let mut failing = connect(&s).await;
             assert_eq!(
-                handshake(&mut c, handshake_version, "PLAIN")
+                handshake(&mut failing, handshake_version, "PLAIN")
                     .await
                     .error_code,
                 NONE
             );
-            let answer = authenticate(&mut c, auth_version, &bad).await;
+            let answer = authenticate(&mut failing, auth_version, &bad).await;
             assert_eq!(answer.error_code, SASL_AUTHENTICATION_FAILED);
+            assert!(closed(&mut failing).await);
         }
         let topic_name = format!("sasl-{auth_version}");
         let refused = create(&mut c, 7, false, vec![topic(&topic_name, 1, 1, &[])]).await;
@@ -836,12 +840,17 @@ async fn a_v0_handshake_takes_the_token_as_a_bare_frame() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_an_admin_token_sasl_offers_nothing_and_admin_is_open() {
+async fn without_an_admin_token_admin_is_open_and_plain_needs_a_user() {
     let s = server().await;
     let mut c = connect(&s).await;
     let answer = handshake(&mut c, 1, "PLAIN").await;
-    assert_eq!(answer.error_code, UNSUPPORTED_SASL_MECHANISM);
-    assert!(answer.mechanisms.is_empty());
+    assert_eq!(answer.error_code, NONE);
+    assert_eq!(answer.mechanisms.len(), 3);
+    // No user exists, and there is no token to match.
+    let answer = authenticate(&mut c, 1, &plain("anything")).await;
+    assert_eq!(answer.error_code, SASL_AUTHENTICATION_FAILED);
+    assert!(closed(&mut c).await);
+    let mut c = connect(&s).await;
     let made = create(&mut c, 7, false, vec![topic("open", 1, 1, &[])]).await;
     assert_eq!(made.topics[0].error_code, NONE);
     // A lying length in a SaslAuthenticate closes its connection.

@@ -528,6 +528,7 @@ async fn a_second_member_rebalances_and_its_sync_waits_for_the_leader() {
             .door(&tidelog_broker::Principal::Anonymous)
             .group_snapshot(group)
             .unwrap()
+            .unwrap()
             .members
             .len(),
         2

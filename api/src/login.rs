@@ -1,0 +1,118 @@
+//! Who an HTTP request comes from ([`caller`]): the principal its
+//! handlers' door is made for (`AppState::door`, through the request's
+//! `tidelog_broker::Caller` scope that `router::guard` opens).
+//!
+//! * `Authorization: Basic <user:password>`: a user of the broker's
+//!   store, checked against its SCRAM credential
+//!   (`Broker::login_with_password`; a password verified lately is not
+//!   derived again, so Basic costs no PBKDF2 per request).
+//! * `Authorization: Bearer <admin_token>`: the token's bearer, a super
+//!   user (a wrong token is refused by the admin-token check of the
+//!   routes that need it, and by this one when logins are required).
+//! * Neither: `User:ANONYMOUS`. With `security.authentication: true` that
+//!   is 401/40101 with `WWW-Authenticate: Basic realm="tidelog"`, except
+//!   on the routes that stay open: `/status/ready`, `/metrics` and the
+//!   console's own files (its page asks for the login).
+//!
+//! A wrong password is answered 401 after the failed-login delay, one at
+//! a time with the other failures (`crate::failed_auth`), counted and
+//! warned rate-limited; the password is never logged.
+
+use axum::http::{header, HeaderMap, Method};
+use base64::Engine;
+use tidelog_broker::{Caller, Principal};
+
+use crate::error::ApiError;
+use crate::state::AppState;
+use tidelog_broker::auth::admin_token_matches;
+
+/// Longest `Authorization` value read (a user name and a password).
+const AUTHORIZATION_MAX_BYTES: usize = 4096;
+
+/// The caller of a request with `headers` to `path` from `peer` (module
+/// doc).
+pub async fn caller(
+    state: &AppState,
+    method: &Method,
+    path: &str,
+    headers: &HeaderMap,
+    peer: Option<std::net::IpAddr>,
+) -> Result<Caller, ApiError> {
+    let security = &state.settings().broker.security;
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split_once(' '));
+    let principal = match given {
+        Some((scheme, credentials)) if scheme.eq_ignore_ascii_case("basic") => {
+            match basic(state, credentials.trim()).await? {
+                Some(principal) => principal,
+                None => {
+                    penalize(state, method, path).await;
+                    return Err(ApiError::Unauthorized {
+                        message: "wrong user name or password".into(),
+                    });
+                }
+            }
+        }
+        Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") => {
+            let matches = state
+                .settings()
+                .admin_token
+                .as_deref()
+                .is_some_and(|t| admin_token_matches(token.trim().as_bytes(), t.as_bytes()));
+            if matches {
+                Principal::AdminToken
+            } else {
+                // The admin routes' own check answers this (with its
+                // delay); elsewhere a wrong token counts for nothing.
+                Principal::Anonymous
+            }
+        }
+        _ => Principal::Anonymous,
+    };
+    if security.authentication && principal == Principal::Anonymous && !open_route(path) {
+        return Err(ApiError::Unauthorized {
+            message: "this server needs a login: Authorization: Basic <user:password> (or the admin token as Bearer)".into(),
+        });
+    }
+    Ok(Caller {
+        principal,
+        host: peer,
+    })
+}
+
+/// Routes that answer without a login: the node's probes and the
+/// console's files.
+fn open_route(path: &str) -> bool {
+    path == "/status/ready" || path == "/metrics" || path == "/ui" || path.starts_with("/ui/")
+}
+
+/// The user of `credentials` (base64 of `user:password`), if the
+/// password is theirs.
+/// 503/50301 while the broker recovers (the users are its).
+async fn basic(state: &AppState, credentials: &str) -> Result<Option<Principal>, ApiError> {
+    let broker = state.ready()?;
+    let parts = (credentials.len() <= AUTHORIZATION_MAX_BYTES)
+        .then(|| base64::engine::general_purpose::STANDARD.decode(credentials))
+        .and_then(Result::ok)
+        .and_then(|decoded| {
+            let colon = decoded.iter().position(|b| *b == b':')?;
+            let user = String::from_utf8(decoded[..colon].to_vec()).ok()?;
+            let password = decoded[colon + 1..].to_vec();
+            (!user.is_empty() && !password.is_empty()).then_some((user, password))
+        });
+    let Some((user, password)) = parts else {
+        return Ok(None);
+    };
+    Ok(broker.login_with_password(&user, password).await)
+}
+
+/// The failed-login delay, counted and warned (`crate::failed_auth`).
+async fn penalize(state: &AppState, method: &Method, path: &str) {
+    let shared = state.shared();
+    shared
+        .failed_auth
+        .penalize(&shared.metrics.auth_failures, method, path)
+        .await;
+}
