@@ -45,8 +45,8 @@ use crate::budget::Reservation;
 use crate::error::ApiError;
 use crate::extract::check_bearer;
 use crate::handlers::{
-    compaction, console, consumers, fetch, group_admin, groups, produce, retention, status,
-    tiering, topics,
+    compaction, console, consumers, fetch, group_admin, groups, produce, retention, security,
+    status, tiering, topics,
 };
 use crate::metrics::GaugeGuard;
 use crate::state::AppState;
@@ -161,6 +161,21 @@ pub fn router(state: AppState) -> Router {
             get(status::stats_history),
         )
         .route("/v3/clusters/{cluster}/retention", post(retention::run))
+        // ACLs and users (docs/SECURITY.md).
+        .route(
+            "/v3/clusters/{cluster}/acls",
+            get(security::list_acls)
+                .post(security::create_acl)
+                .delete(security::delete_acls),
+        )
+        .route(
+            "/v1/security/users",
+            get(security::list_users).post(security::create_user),
+        )
+        .route(
+            "/v1/security/users/{username}",
+            put(security::set_password).delete(security::delete_user),
+        )
         // Operations.
         .route("/status/ready", get(status::ready))
         .route("/metrics", get(status::metrics))
@@ -239,7 +254,15 @@ async fn admit(
     state: &AppState,
     request: Request,
 ) -> Result<(Request, Permit, Option<Reservation>), ApiError> {
-    if let Some(token) = &state.settings().admin_token {
+    // With ACLs on, they decide who may change what (a super user needs
+    // no token); else the admin token guards the operator's calls.
+    let acls_decide = state.settings().broker.security.authorization;
+    if let Some(token) = state
+        .settings()
+        .admin_token
+        .as_ref()
+        .filter(|_| !acls_decide)
+    {
         if needs_admin_token(request.method(), request.uri().path()) {
             if let Err(refused) = check_bearer(request.headers(), token) {
                 // A token was sent and is wrong: a guess, delayed
@@ -302,7 +325,7 @@ fn needs_admin_token(method: &Method, path: &str) -> bool {
     if !mutating {
         return false;
     }
-    if path.starts_with("/v3/") {
+    if path.starts_with("/v3/") || path.starts_with("/v1/security/") {
         return true;
     }
     let Some(rest) = path.strip_prefix("/consumer-groups/") else {

@@ -533,6 +533,70 @@ pub fn describe_cluster(w: &mut Walk<'_>, v: i16) -> Walked {
     Ok(())
 }
 
+/// An ACL filter (DescribeAcls' body, each of DeleteAcls'): resource
+/// type, name (nullable), v1+ pattern type, principal and host
+/// (nullable), operation, permission.
+fn acl_filter(w: &mut Walk<'_>, v: i16) -> Walked {
+    w.fixed(1)?;
+    w.string()?;
+    if v >= 1 {
+        w.fixed(1)?;
+    }
+    w.string()?;
+    w.string()?;
+    w.fixed(2)
+}
+
+pub fn describe_acls(w: &mut Walk<'_>, v: i16) -> Walked {
+    acl_filter(w, v)
+}
+
+pub fn create_acls(w: &mut Walk<'_>, v: i16) -> Walked {
+    w.array(|w| {
+        w.fixed(1)?;
+        w.string()?;
+        if v >= 1 {
+            w.fixed(1)?;
+        }
+        w.string()?;
+        w.string()?;
+        w.fixed(2)?;
+        w.tags()
+    })
+}
+
+pub fn delete_acls(w: &mut Walk<'_>, v: i16) -> Walked {
+    w.array(|w| {
+        acl_filter(w, v)?;
+        w.tags()
+    })
+}
+
+/// DescribeUserScramCredentials: users (nullable) of a name each.
+pub fn describe_user_scram_credentials(w: &mut Walk<'_>, _v: i16) -> Walked {
+    w.array(|w| {
+        w.string()?;
+        w.tags()
+    })
+}
+
+/// AlterUserScramCredentials: deletions (name, mechanism), upsertions
+/// (name, mechanism, iterations, salt, salted password).
+pub fn alter_user_scram_credentials(w: &mut Walk<'_>, _v: i16) -> Walked {
+    w.array(|w| {
+        w.string()?;
+        w.fixed(1)?;
+        w.tags()
+    })?;
+    w.array(|w| {
+        w.string()?;
+        w.fixed(1 + 4)?;
+        w.bytes()?;
+        w.bytes()?;
+        w.tags()
+    })
+}
+
 /// InitProducerId: transactional id (nullable), transaction timeout; v3+
 /// the producer id and epoch.
 pub fn init_producer_id(w: &mut Walk<'_>, v: i16) -> Walked {

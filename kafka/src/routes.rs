@@ -115,7 +115,23 @@ pub static ROUTES: &[Route] = &[
         precheck::init_producer_id,
         init_producer_id
     ),
-    // SASL/PLAIN for the admin token (KAFKA.md "Security").
+    // ACLs and users (docs/SECURITY.md).
+    route!(DescribeAcls, 1..=3, precheck::describe_acls, describe_acls),
+    route!(CreateAcls, 1..=3, precheck::create_acls, create_acls),
+    route!(DeleteAcls, 1..=3, precheck::delete_acls, delete_acls),
+    route!(
+        DescribeUserScramCredentials,
+        0..=0,
+        precheck::describe_user_scram_credentials,
+        describe_user_scram_credentials
+    ),
+    route!(
+        AlterUserScramCredentials,
+        0..=0,
+        precheck::alter_user_scram_credentials,
+        alter_user_scram_credentials
+    ),
+    // SASL logins: SCRAM and PLAIN (docs/SECURITY.md).
     route!(
         SaslHandshake,
         0..=1,
@@ -269,6 +285,41 @@ fn sasl_authenticate(mut call: Call<'_>) -> Served<'_> {
         let request = call.decode()?;
         let answer = handlers::sasl::authenticate(call.ctx, call.session, request).await;
         call.answer(&answer)
+    })
+}
+
+fn describe_acls(mut call: Call<'_>) -> Served<'_> {
+    Box::pin(async move {
+        let request = call.decode()?;
+        call.answer(&handlers::acls::describe(call.ctx, request))
+    })
+}
+
+fn create_acls(mut call: Call<'_>) -> Served<'_> {
+    Box::pin(async move {
+        let request = call.decode()?;
+        call.answer(&handlers::acls::create(call.ctx, request).await)
+    })
+}
+
+fn delete_acls(mut call: Call<'_>) -> Served<'_> {
+    Box::pin(async move {
+        let request = call.decode()?;
+        call.answer(&handlers::acls::delete(call.ctx, request).await)
+    })
+}
+
+fn describe_user_scram_credentials(mut call: Call<'_>) -> Served<'_> {
+    Box::pin(async move {
+        let request = call.decode()?;
+        call.answer(&handlers::scram_users::describe(call.ctx, request))
+    })
+}
+
+fn alter_user_scram_credentials(mut call: Call<'_>) -> Served<'_> {
+    Box::pin(async move {
+        let request = call.decode()?;
+        call.answer(&handlers::scram_users::alter(call.ctx, request).await)
     })
 }
 

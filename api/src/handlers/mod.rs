@@ -13,6 +13,7 @@ pub mod group_admin;
 pub mod groups;
 pub mod produce;
 pub mod retention;
+pub mod security;
 pub mod status;
 pub mod tiering;
 pub mod topics;

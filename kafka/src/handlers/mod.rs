@@ -7,6 +7,7 @@
 //! batches on the blocking pool itself: that is wire work, not the
 //! broker's.
 
+pub mod acls;
 pub mod admin;
 pub mod alter_configs;
 pub mod api_versions;
@@ -33,6 +34,7 @@ pub mod offset_delete;
 pub mod offset_fetch;
 pub mod produce;
 pub mod sasl;
+pub mod scram_users;
 pub mod sync_group;
 
 use kafka_protocol::error::ResponseError;

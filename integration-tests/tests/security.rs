@@ -1,0 +1,184 @@
+//! Logins, users and ACLs on the real binary (docs/SECURITY.md): real
+//! Kafka clients logging in with SCRAM, ACLs created and enforced over
+//! Kafka, HTTP Basic with its 401 and 403, and protected mode.
+
+mod common;
+
+use base64::Engine;
+use common::{run_tidelog, TidelogProcess};
+use tidelog_integration_tests::clients;
+
+const ADMIN_PASSWORD: &str = "admin-secret";
+
+/// A server that requires logins and checks ACLs, with the bootstrap
+/// super user `admin` (its password file in `dir`).
+fn secured_server(dir: &std::path::Path) -> TidelogProcess {
+    let password_file = dir.join("admin.password");
+    std::fs::write(&password_file, format!("{ADMIN_PASSWORD}\n")).unwrap();
+    TidelogProcess::start_with_config(&format!(
+        "{}{}security:
+  authentication: true
+  authorization: true
+  super_users: [admin]
+  users:
+    - name: admin
+      password_file: {}
+",
+        common::SMALL_STORE,
+        common::DISK_RATIOS_OFF,
+        password_file.display()
+    ))
+}
+
+fn basic(user: &str, password: &str) -> String {
+    let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+    format!("Basic {token}")
+}
+
+#[test]
+fn confluent_kafka_logs_in_with_scram_and_acls_decide_across_a_kill_9() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = secured_server(dir.path());
+    let kafka = server.kafka_addr.expect("the harness gave it a Kafka port");
+    for (i, phase) in ["setup", "after-restart"].into_iter().enumerate() {
+        if i > 0 {
+            server.restart();
+        }
+        let mut script = clients::python_command("confluent_kafka_security.py");
+        script.arg(server.url()).arg(kafka.to_string()).arg(phase);
+        let stdout = clients::run_script(script);
+        let closing = format!("confluent_kafka_security: {phase} checked");
+        assert!(
+            stdout.contains(&closing),
+            "the script exited 0 without {closing:?}:\n{stdout}"
+        );
+    }
+    let log = server.log();
+    for secret in [ADMIN_PASSWORD, "alice-pw"] {
+        assert!(!log.contains(secret), "a password reached the log:\n{log}");
+    }
+}
+
+#[test]
+fn http_needs_a_user_and_an_acl_and_leaves_the_probes_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = secured_server(dir.path());
+    let admin = basic("admin", ADMIN_PASSWORD);
+    let topics = "/v3/clusters/tidelog/topics";
+
+    // No credentials: 401 with the scheme to use; the probes stay open.
+    let refused = server.get(topics);
+    refused.expect_error(401, 40101);
+    assert_eq!(
+        refused.header("www-authenticate"),
+        Some(r#"Basic realm="tidelog""#)
+    );
+    assert_eq!(server.get("/status/ready").status, 200);
+    assert_eq!(server.get("/metrics").status, 200);
+    server
+        .get_with(topics, &[("Authorization", &basic("admin", "wrong"))])
+        .expect_error(401, 40101);
+
+    // The super user creates a topic and a user.
+    let created = server.request(
+        "POST",
+        topics,
+        &[
+            ("Authorization", &admin),
+            ("Content-Type", "application/json"),
+        ],
+        Some(br#"{"topic_name":"t","partitions_count":1}"#),
+    );
+    created.expect(201);
+    let user = server.request(
+        "POST",
+        "/v1/security/users",
+        &[
+            ("Authorization", &admin),
+            ("Content-Type", "application/json"),
+        ],
+        Some(br#"{"username":"bob","password":"bob-pw","algorithm":"SCRAM-SHA-256"}"#),
+    );
+    assert_eq!(user.status, 201, "{}", user.text());
+
+    // bob logs in but may do nothing yet: 403, and lists come back empty.
+    let bob = basic("bob", "bob-pw");
+    let listed = server
+        .get_with(topics, &[("Authorization", &bob)])
+        .expect(200);
+    assert_eq!(listed["data"], serde_json::json!([]), "{listed}");
+    let produce = |auth: &str| {
+        server.request(
+            "POST",
+            "/topics/t",
+            &[
+                ("Authorization", auth),
+                ("Content-Type", "application/vnd.kafka.json.v2+json"),
+            ],
+            Some(br#"{"records":[{"value":{"n":1}}]}"#),
+        )
+    };
+    produce(&bob).expect_error(403, 40301);
+
+    // An ACL over HTTP lets him write and see the topic.
+    let acl = server.request(
+        "POST",
+        "/v3/clusters/tidelog/acls",
+        &[("Authorization", &admin), ("Content-Type", "application/json")],
+        Some(
+            br#"{"resource_type":"TOPIC","resource_name":"t","pattern_type":"LITERAL","principal":"User:bob","host":"*","operation":"WRITE","permission":"ALLOW"}"#,
+        ),
+    );
+    assert_eq!(acl.status, 201, "{}", acl.text());
+    produce(&bob).expect(200);
+    let listed = server
+        .get_with(topics, &[("Authorization", &bob)])
+        .expect(200);
+    assert_eq!(listed["data"].as_array().map(Vec::len), Some(1), "{listed}");
+    let acls = server
+        .get_with(
+            "/v3/clusters/tidelog/acls?principal=User:bob",
+            &[("Authorization", &admin)],
+        )
+        .expect(200);
+    assert_eq!(acls["data"].as_array().map(Vec::len), Some(1), "{acls}");
+    // bob may not manage users or ACLs.
+    server
+        .get_with("/v1/security/users", &[("Authorization", &bob)])
+        .expect_error(403, 40301);
+
+    // Deleted, his next request is refused.
+    let deleted = server.request(
+        "DELETE",
+        "/v1/security/users/bob",
+        &[("Authorization", &admin)],
+        None,
+    );
+    assert_eq!(deleted.status, 204, "{}", deleted.text());
+    produce(&bob).expect_error(401, 40101);
+}
+
+#[test]
+fn protected_mode_refuses_an_open_listener_beyond_loopback() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("open.yaml");
+    std::fs::write(&config, "listen: 0.0.0.0:0\nkafka:\n  listen: null\n").unwrap();
+    let checked = run_tidelog(&["check-config", config.to_str().unwrap()]);
+    assert!(!checked.status.success());
+    let stderr = String::from_utf8_lossy(&checked.stderr);
+    assert!(
+        stderr.contains("listen") && stderr.contains("allow_unauthenticated_remote"),
+        "{stderr}"
+    );
+    std::fs::write(
+        &config,
+        "listen: 0.0.0.0:0\nkafka:\n  listen: null\nsecurity:\n  allow_unauthenticated_remote: true\n",
+    )
+    .unwrap();
+    let checked = run_tidelog(&["check-config", config.to_str().unwrap()]);
+    assert!(
+        checked.status.success(),
+        "{}",
+        String::from_utf8_lossy(&checked.stderr)
+    );
+}
