@@ -14,7 +14,7 @@ const ADMIN_PASSWORD: &str = "admin-secret";
 /// super user `admin` (its password file in `dir`).
 fn secured_server(dir: &std::path::Path) -> TidelogProcess {
     let password_file = dir.join("admin.password");
-    std::fs::write(&password_file, format!("{ADMIN_PASSWORD}\n")).unwrap();
+    std::fs::write(&password_file, format!("{ADMIN_PASSWORD}\n")).expect("write the test file");
     TidelogProcess::start_with_config(&format!(
         "{}{}security:
   authentication: true
@@ -37,7 +37,7 @@ fn basic(user: &str, password: &str) -> String {
 
 #[test]
 fn confluent_kafka_logs_in_with_scram_and_acls_decide_across_a_kill_9() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().expect("temp dir");
     let mut server = secured_server(dir.path());
     let kafka = server.kafka_addr.expect("the harness gave it a Kafka port");
     for (i, phase) in ["setup", "after-restart"].into_iter().enumerate() {
@@ -61,7 +61,7 @@ fn confluent_kafka_logs_in_with_scram_and_acls_decide_across_a_kill_9() {
 
 #[test]
 fn http_needs_a_user_and_an_acl_and_leaves_the_probes_open() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().expect("temp dir");
     let server = secured_server(dir.path());
     let admin = basic("admin", ADMIN_PASSWORD);
     let topics = "/v3/clusters/tidelog/topics";
@@ -160,10 +160,11 @@ fn http_needs_a_user_and_an_acl_and_leaves_the_probes_open() {
 
 #[test]
 fn protected_mode_refuses_an_open_listener_beyond_loopback() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().expect("temp dir");
     let config = dir.path().join("open.yaml");
-    std::fs::write(&config, "listen: 0.0.0.0:0\nkafka:\n  listen: null\n").unwrap();
-    let checked = run_tidelog(&["check-config", config.to_str().unwrap()]);
+    std::fs::write(&config, "listen: 0.0.0.0:0\nkafka:\n  listen: null\n")
+        .expect("write the test file");
+    let checked = run_tidelog(&["check-config", config.to_str().expect("a UTF-8 path")]);
     assert!(!checked.status.success());
     let stderr = String::from_utf8_lossy(&checked.stderr);
     assert!(
@@ -174,8 +175,8 @@ fn protected_mode_refuses_an_open_listener_beyond_loopback() {
         &config,
         "listen: 0.0.0.0:0\nkafka:\n  listen: null\nsecurity:\n  allow_unauthenticated_remote: true\n",
     )
-    .unwrap();
-    let checked = run_tidelog(&["check-config", config.to_str().unwrap()]);
+    .expect("write the test file");
+    let checked = run_tidelog(&["check-config", config.to_str().expect("a UTF-8 path")]);
     assert!(
         checked.status.success(),
         "{}",
