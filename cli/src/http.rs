@@ -10,6 +10,7 @@
 
 use std::time::Duration;
 
+use base64::Engine as _;
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full};
 use hyper::client::conn::http1::SendRequest;
@@ -80,11 +81,35 @@ pub struct Answer {
     pub body: Bytes,
 }
 
-/// One connection's worth of client: the endpoint, the admin token, the
+/// What the client proves who it is with.
+#[derive(Debug, Clone, Default)]
+pub struct Credentials {
+    /// The admin token, as `Bearer`, on the calls that change something.
+    pub token: Option<String>,
+    /// A user and password, as HTTP Basic, on every call.
+    pub login: Option<Login>,
+}
+
+/// A user's login; its `Debug` hides the password.
+#[derive(Clone)]
+pub struct Login {
+    pub user: String,
+    pub password: String,
+}
+
+impl std::fmt::Debug for Login {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Login")
+            .field("user", &self.user)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One connection's worth of client: the endpoint, the credentials, the
 /// open connection if any.
 pub struct Client {
     endpoint: Endpoint,
-    token: Option<String>,
+    credentials: Credentials,
     connection: Option<Connection>,
 }
 
@@ -100,10 +125,10 @@ impl Drop for Connection {
 }
 
 impl Client {
-    pub fn new(endpoint: Endpoint, token: Option<String>) -> Client {
+    pub fn new(endpoint: Endpoint, credentials: Credentials) -> Client {
         Client {
             endpoint,
-            token,
+            credentials,
             connection: None,
         }
     }
@@ -111,7 +136,7 @@ impl Client {
     /// Another client to the same server with its own connection (one per
     /// partition a consumer reads at once).
     pub fn another(&self) -> Client {
-        Client::new(self.endpoint.clone(), self.token.clone())
+        Client::new(self.endpoint.clone(), self.credentials.clone())
     }
 
     /// Drops the connection (after a request was cut off mid-way: the
@@ -171,9 +196,20 @@ impl Client {
         if let Some(accept) = accept {
             request = request.header(ACCEPT, accept);
         }
-        // The token goes only where the API asks for it: reads need none,
-        // and a token not sent cannot leak through a proxy's access log.
-        if let Some(token) = self.token.as_ref().filter(|_| method != Method::GET) {
+        // A user's login goes with every request (a server requiring
+        // logins asks it of reads too). The token goes only where the API
+        // asks for it: reads need none, and a token not sent cannot leak
+        // through a proxy's access log.
+        if let Some(login) = &self.credentials.login {
+            let pair = format!("{}:{}", login.user, login.password);
+            let encoded = base64::engine::general_purpose::STANDARD.encode(pair);
+            request = request.header(AUTHORIZATION, format!("Basic {encoded}"));
+        } else if let Some(token) = self
+            .credentials
+            .token
+            .as_ref()
+            .filter(|_| method != Method::GET)
+        {
             request = request.header(AUTHORIZATION, format!("Bearer {token}"));
         }
         let request = request

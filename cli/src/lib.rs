@@ -1,5 +1,6 @@
 //! The command-line client of the `tidelog` binary: `tidelog topics`,
-//! `produce`, `consume`, `groups`, `compact`, `stats`, each a thin caller
+//! `produce`, `consume`, `groups`, `compact`, `stats`, `users`, `acls`,
+//! each a thin caller
 //! of the HTTP API of docs/API.md (the CLI holds no state of its own and
 //! decides nothing the server decides: it parses arguments, makes the
 //! calls, renders the answers).
@@ -34,6 +35,7 @@ mod groups;
 mod http;
 mod output;
 mod produce;
+mod security;
 pub mod spec;
 mod topics;
 
@@ -57,6 +59,15 @@ pub struct Connection {
     /// `Authorization: Bearer` for the calls that change something.
     #[arg(long, global = true, env = "TIDELOG_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// A user of the server (`security.authentication`), sent with every
+    /// request as HTTP Basic, with the password of `--password-file` or
+    /// `TIDELOG_PASSWORD`.
+    #[arg(long, global = true, env = "TIDELOG_USER")]
+    pub user: Option<String>,
+    /// The file whose content (one trailing newline dropped) is the
+    /// user's password; never on the command line, where `ps` shows it.
+    #[arg(long, global = true, env = "TIDELOG_PASSWORD_FILE")]
+    pub password_file: Option<std::path::PathBuf>,
     /// Print JSON for scripts instead of tables.
     #[arg(long, global = true)]
     pub json: bool,
@@ -95,6 +106,23 @@ pub enum ClientCommand {
     Stats {
         #[command(flatten)]
         connection: Connection,
+    },
+    /// Users who log in (SCRAM, PLAIN, HTTP Basic): list, create, delete,
+    /// passwd.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Users {
+        #[command(flatten)]
+        connection: Connection,
+        #[command(subcommand)]
+        command: security::UsersCommand,
+    },
+    /// Kafka-model ACLs: list, create, delete.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Acls {
+        #[command(flatten)]
+        connection: Connection,
+        #[command(subcommand)]
+        command: security::AclsCommand,
     },
 }
 
@@ -135,12 +163,47 @@ async fn dispatch(command: ClientCommand) -> Result<(), CliError> {
         } => groups::run(&connection, command).await,
         ClientCommand::Compact(args) => admin::compact(args).await,
         ClientCommand::Stats { connection } => admin::stats(&connection).await,
+        ClientCommand::Users {
+            connection,
+            command,
+        } => security::users(&connection, command).await,
+        ClientCommand::Acls {
+            connection,
+            command,
+        } => security::acls(&connection, command).await,
     }
 }
 
 impl Connection {
     fn client(&self) -> Result<http::Client, CliError> {
         let endpoint = http::Endpoint::parse(&self.url)?;
-        Ok(http::Client::new(endpoint, self.token.clone()))
+        let login = match &self.user {
+            None => None,
+            Some(user) => Some(http::Login {
+                user: user.clone(),
+                password: self.password()?,
+            }),
+        };
+        Ok(http::Client::new(
+            endpoint,
+            http::Credentials {
+                token: self.token.clone(),
+                login,
+            },
+        ))
+    }
+
+    /// `--password-file`'s content, else `TIDELOG_PASSWORD`.
+    fn password(&self) -> Result<String, CliError> {
+        if let Some(path) = &self.password_file {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| CliError::usage(format!("--password-file {}: {e}", path.display())))?;
+            let text = text.strip_suffix('\n').unwrap_or(&text);
+            let text = text.strip_suffix('\r').unwrap_or(text);
+            return Ok(text.to_owned());
+        }
+        std::env::var("TIDELOG_PASSWORD").map_err(|_| {
+            CliError::usage("--user needs a password: --password-file FILE or TIDELOG_PASSWORD")
+        })
     }
 }
