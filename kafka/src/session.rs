@@ -1,5 +1,6 @@
-//! One connection's state ([`Session`]): its SASL login and the answer
-//! bytes it holds until written.
+//! One connection's state ([`Session`]): its SASL login, the client
+//! certificate's identity on a TLS listener, and the answer bytes it
+//! holds until written.
 //!
 //! Invariants:
 //! * A session lives as long as its connection (the listener owns it)
@@ -12,6 +13,7 @@
 //!   bytes count in the answer budget exactly while they are in memory.
 
 use tidelog_runtime::budget::Reservation;
+use tidelog_runtime::tls::PeerIdentity;
 
 /// One connection's state: its SASL login (`handlers::sasl`).
 #[derive(Debug, Default)]
@@ -21,6 +23,10 @@ pub struct Session {
     pub handshake: Option<Handshake>,
     /// Logged in with the admin token.
     pub authenticated: bool,
+    /// On a TLS listener (SSL, SASL_SSL): who the handshake's verified
+    /// client certificate names (`common_name` `None` without one);
+    /// `None` on a plaintext listener. Set once, before the first request.
+    pub tls_peer: Option<PeerIdentity>,
     /// The answer budget's bytes the last answer holds (a fetch's
     /// records), given back once the listener has written it.
     pub answer_held: Option<Reservation>,
