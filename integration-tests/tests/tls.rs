@@ -80,11 +80,15 @@ fn metadata_broker(addr: SocketAddr) -> (String, i32) {
         &(-1i32).to_be_bytes(),
         Duration::from_secs(30),
     );
-    let brokers = i32::from_be_bytes(answer[0..4].try_into().unwrap());
+    let brokers = i32::from_be_bytes(answer[0..4].try_into().expect("4 bytes"));
     assert!(brokers >= 1, "no broker in {answer:?}");
-    let host_len = i16::from_be_bytes(answer[8..10].try_into().unwrap()) as usize;
-    let host = String::from_utf8(answer[10..10 + host_len].to_vec()).unwrap();
-    let port = i32::from_be_bytes(answer[10 + host_len..14 + host_len].try_into().unwrap());
+    let host_len = i16::from_be_bytes(answer[8..10].try_into().expect("2 bytes")) as usize;
+    let host = String::from_utf8(answer[10..10 + host_len].to_vec()).expect("a UTF-8 host");
+    let port = i32::from_be_bytes(
+        answer[10 + host_len..14 + host_len]
+            .try_into()
+            .expect("4 bytes"),
+    );
     (host, port)
 }
 
