@@ -36,6 +36,17 @@
 //! headers are incomplete, so a read that finds no bytes after the
 //! deadline fails with `TimedOut` and hyper closes the connection.
 //!
+//! TLS (`http.tls`): every connection's handshake runs first, on its own
+//! task, bounded by `tls.handshake_timeout_ms`
+//! (`tidelog_runtime::tls::TlsAcceptor`, which counts and logs the ones
+//! that fail: plain HTTP sent to the HTTPS port is one, closed without an
+//! answer); the accept loop never waits for one. Then the connection is
+//! served exactly as a plain one (the limits above apply to the
+//! decrypted stream, the clock starting after the handshake), and every
+//! request carries the client certificate's
+//! [`tidelog_runtime::tls::PeerIdentity`] in its extensions, for the
+//! authentication layer.
+//!
 //! Shutdown: [`serve`] stops accepting when `stop` turns `true`, starts a
 //! graceful shutdown of every connection (hyper closes idle ones and lets a
 //! request in progress finish, answered with `Connection: close`), closes
@@ -58,8 +69,9 @@ use hyper::body::{Frame, Incoming, SizeHint};
 use hyper::server::conn::http1;
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
+use tidelog_runtime::tls::{PeerIdentity, TlsAcceptor};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::{Instant, Sleep};
@@ -84,14 +96,15 @@ pub struct ListenerLimits {
 }
 
 /// Serves `app` on `listener` until `stop` turns `true` and every
-/// connection has ended (module doc). Connection counters go to `state`'s
-/// metrics, and connections count against `state`'s connection slots (the
-/// node's).
+/// connection has ended (module doc); with `tls`, HTTPS only. Connection
+/// counters go to `state`'s metrics, and connections count against
+/// `state`'s connection slots (the node's).
 pub async fn serve(
     listener: TcpListener,
     app: Router,
     state: AppState,
     limits: ListenerLimits,
+    tls: Option<Arc<TlsAcceptor>>,
     mut stop: watch::Receiver<bool>,
 ) {
     let mut connections = JoinSet::new();
@@ -130,9 +143,20 @@ pub async fn serve(
                         continue;
                     };
                     let open = OpenConnection::count(state.clone());
-                    let conn = serve_connection(stream, peer, app.clone(), open, limits, stop.clone());
+                    let (app, stop, tls) = (app.clone(), stop.clone(), tls.clone());
                     connections.spawn(async move {
-                        if let Err(e) = conn.await {
+                        let served = match tls {
+                            None => serve_connection(stream, peer, app, open, limits, None, stop).await,
+                            // A failed handshake is counted and logged by
+                            // the acceptor; the connection just ends.
+                            Some(tls) => match tls.accept(stream, "http", peer).await {
+                                Ok((stream, identity)) => {
+                                    serve_connection(stream, peer, app, open, limits, Some(identity), stop).await
+                                }
+                                Err(_) => Ok(()),
+                            },
+                        };
+                        if let Err(e) = served {
                             tracing::debug!(%peer, error = %e, "connection ended with an error");
                         }
                         drop(fd_slot);
@@ -178,13 +202,16 @@ fn is_connection_error(e: &io::Error) -> bool {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PeerAddr(pub std::net::SocketAddr);
 
-/// One HTTP/1.1 connection, until it closes, times out or shuts down.
-async fn serve_connection(
-    stream: TcpStream,
+/// One HTTP/1.1 connection, until it closes, times out or shuts down;
+/// `peer_identity`: its TLS client's, put in every request's extensions
+/// beside its address.
+async fn serve_connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
+    stream: S,
     peer: std::net::SocketAddr,
     app: Router,
     open: OpenConnection,
     limits: ListenerLimits,
+    peer_identity: Option<PeerIdentity>,
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), hyper::Error> {
     let clock = Arc::new(Clock::new(Instant::now()));
@@ -207,6 +234,9 @@ async fn serve_connection(
         clock.busy();
         let mut request = request.map(|body| TrackedIncoming::new(body, Arc::clone(&clock)));
         request.extensions_mut().insert(PeerAddr(peer));
+        if let Some(identity) = &peer_identity {
+            request.extensions_mut().insert(identity.clone());
+        }
         let response_done = ResponseDone(Arc::clone(&clock));
         let answer = hyper::service::Service::call(&app, request);
         async move {
@@ -442,10 +472,11 @@ impl hyper::body::Body for TrackedBody {
     }
 }
 
-/// The connection's socket, whose reads fail with `TimedOut` once the
-/// phase's deadline has passed with no byte to read (module doc).
-struct TimedIo {
-    stream: TcpStream,
+/// The connection's socket (or its TLS stream), whose reads fail with
+/// `TimedOut` once the phase's deadline has passed with no byte to read
+/// (module doc).
+struct TimedIo<S> {
+    stream: S,
     /// Where the request head check is (module doc, [`crate::head`]).
     gate: Gate,
     /// Bytes read and checked (a head and what came after it in the same
@@ -512,7 +543,7 @@ enum Expired {
     Shutdown,
 }
 
-impl TimedIo {
+impl<S: AsyncRead + AsyncWrite + Unpin> TimedIo<S> {
     /// The current deadline and what it is, `None` while busy.
     fn deadline(&self) -> Option<(Instant, Expired)> {
         let phase = self.clock.phase();
@@ -552,7 +583,7 @@ impl TimedIo {
     }
 }
 
-impl AsyncRead for TimedIo {
+impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for TimedIo<S> {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -598,7 +629,7 @@ impl AsyncRead for TimedIo {
     }
 }
 
-impl TimedIo {
+impl<S: AsyncRead + AsyncWrite + Unpin> TimedIo<S> {
     /// A read while a head is expected: bytes are collected and checked
     /// until the head is whole (then handed to hyper with what followed
     /// it), or refused (then answered here and the stream ends for hyper).
@@ -722,7 +753,7 @@ impl TimedIo {
     }
 }
 
-impl TimedIo {
+impl<S: AsyncRead + AsyncWrite + Unpin> TimedIo<S> {
     /// A write's outcome, with the write deadline applied: progress clears
     /// the clock, a blocked write starts it (if not running) and fails
     /// once it has run for `write_timeout` (module doc).
@@ -756,7 +787,7 @@ impl TimedIo {
     }
 }
 
-impl AsyncWrite for TimedIo {
+impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for TimedIo<S> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,

@@ -86,12 +86,16 @@ pub struct HttpConfig {
     /// does not read) closes the connection.
     pub write_timeout_ms: u64,
     /// The base of consumer instances' `base_uri` (clients behind a proxy
-    /// need the proxy's address); `None`: `http://<listen address>`.
+    /// need the proxy's address); `None`: `http://<listen address>`
+    /// (`https://` with `tls`).
     pub advertised_url: Option<String>,
     /// A consumer instance idle this long expires.
     pub consumer_instance_timeout_ms: u64,
     /// Consumer instances of every group together; one more is 42901.
     pub max_consumer_instances: u64,
+    /// The listener speaks HTTPS only, with the `tls:` section's
+    /// certificate (the server checks that one is configured).
+    pub tls: bool,
 }
 
 impl Default for HttpConfig {
@@ -111,6 +115,7 @@ impl Default for HttpConfig {
             advertised_url: None,
             consumer_instance_timeout_ms: 300_000,
             max_consumer_instances: 1000,
+            tls: false,
         }
     }
 }
@@ -264,8 +269,11 @@ pub struct ApiSettings {
     /// `http.advertised_url` as configured.
     pub advertised_url: Option<String>,
     /// The base of consumer instances' `base_uri`: `advertised_url`, else
-    /// `http://<listen address>` ([`ApiSettings::with_listen`]).
+    /// `http://<listen address>` (`https://` with `http.tls`,
+    /// [`ApiSettings::with_listen`]).
     pub base_url: String,
+    /// `http.tls`: the listener speaks HTTPS only.
+    pub tls: bool,
     /// The consumer-instance manager's settings.
     pub consumers: tidelog_broker::consumers::ConsumersConfig,
 }
@@ -290,6 +298,7 @@ impl ApiSettings {
                 .advertised_url
                 .clone()
                 .unwrap_or_else(|| "http://127.0.0.1:8080".into()),
+            tls: http.tls,
             consumers: tidelog_broker::consumers::ConsumersConfig {
                 instance_timeout_ms: http.consumer_instance_timeout_ms,
                 max_instances: to_usize(http.max_consumer_instances),
@@ -301,7 +310,8 @@ impl ApiSettings {
     /// `base_uri` base when `http.advertised_url` is not set.
     pub fn with_listen(mut self, listen: std::net::SocketAddr) -> Self {
         if self.advertised_url.is_none() {
-            self.base_url = format!("http://{listen}");
+            let scheme = if self.tls { "https" } else { "http" };
+            self.base_url = format!("{scheme}://{listen}");
         }
         self
     }

@@ -1,5 +1,12 @@
 //! The `kafka:` section of broker.yaml (OPERATIONS.md), its one `Default`
 //! and its one `validate()`.
+//!
+//! Listeners: either `listen` (one PLAINTEXT listener, named
+//! [`DEFAULT_LISTENER_NAME`]) or `listeners` (named, each with its
+//! security protocol, as Kafka's `listeners` and
+//! `listener.security.protocol.map`); [`KafkaConfig::effective_listeners`]
+//! is the one list the server binds. Whether both were written is the
+//! binary's check (it knows which keys the file has).
 
 use std::net::SocketAddr;
 
@@ -13,12 +20,82 @@ pub const MAX_CONNECTIONS_MAX: u64 = 1_000_000;
 pub const SASL_MECHANISMS: [&str; 3] = ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"];
 /// Kafka's broker `fetch.max.bytes` default: 55 MiB.
 pub const FETCH_MAX_BYTES_DEFAULT: u64 = 55 * 1024 * 1024;
+/// The name of the listener `kafka.listen` makes (Kafka's name for it).
+pub const DEFAULT_LISTENER_NAME: &str = "PLAINTEXT";
+/// Longest listener name.
+pub const LISTENER_NAME_BYTES_MAX: usize = 64;
+
+/// What a listener's connections speak (Kafka's `security.protocol`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum SecurityProtocol {
+    #[default]
+    Plaintext,
+    Ssl,
+    SaslPlaintext,
+    SaslSsl,
+}
+
+impl SecurityProtocol {
+    /// Connections are TLS (`SSL`, `SASL_SSL`).
+    pub fn uses_tls(self) -> bool {
+        matches!(self, SecurityProtocol::Ssl | SecurityProtocol::SaslSsl)
+    }
+
+    /// Connections log in with SASL before anything else
+    /// (`SASL_PLAINTEXT`, `SASL_SSL`).
+    pub fn uses_sasl(self) -> bool {
+        matches!(
+            self,
+            SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl
+        )
+    }
+
+    /// The name Kafka gives it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SecurityProtocol::Plaintext => "PLAINTEXT",
+            SecurityProtocol::Ssl => "SSL",
+            SecurityProtocol::SaslPlaintext => "SASL_PLAINTEXT",
+            SecurityProtocol::SaslSsl => "SASL_SSL",
+        }
+    }
+}
+
+/// A listener's name: `[A-Z0-9_]+`, unique among the listeners
+/// (checked by [`KafkaConfig::validate`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ListenerName(pub String);
+
+impl std::fmt::Display for ListenerName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// One entry of `kafka.listeners`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListenerConfig {
+    pub name: ListenerName,
+    pub listen: SocketAddr,
+    #[serde(default)]
+    pub security_protocol: SecurityProtocol,
+    /// The host Metadata names to clients of this listener; `None`:
+    /// `kafka.advertised_host`, else the listen host.
+    #[serde(default)]
+    pub advertised_host: Option<String>,
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct KafkaConfig {
-    /// `None`: no Kafka listener.
+    /// `None`: no Kafka listener (unless `listeners` names some).
     pub listen: Option<SocketAddr>,
+    /// Named listeners, each with its security protocol; set, they
+    /// replace `listen`.
+    pub listeners: Option<Vec<ListenerConfig>>,
     /// The host Metadata answers name; `None`: the listen host.
     pub advertised_host: Option<String>,
     /// Larger frames close the connection; also the budget a request's
@@ -66,6 +143,7 @@ impl Default for KafkaConfig {
     fn default() -> Self {
         KafkaConfig {
             listen: Some(SocketAddr::from(([127, 0, 0, 1], 9092))),
+            listeners: None,
             advertised_host: None,
             max_request_bytes: 104_857_600,
             max_connections: 4096,
@@ -80,8 +158,91 @@ impl Default for KafkaConfig {
 }
 
 impl KafkaConfig {
-    /// `Err((key, reason))` for the first refused key.
-    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+    /// The listeners to bind: `listeners` when set, else `listen` as one
+    /// PLAINTEXT listener named [`DEFAULT_LISTENER_NAME`] (none if null).
+    /// A listener without its own `advertised_host` gets the section's.
+    pub fn effective_listeners(&self) -> Vec<ListenerConfig> {
+        let listeners = match &self.listeners {
+            Some(listeners) => listeners.clone(),
+            None => self
+                .listen
+                .map(|listen| ListenerConfig {
+                    name: ListenerName(DEFAULT_LISTENER_NAME.to_string()),
+                    listen,
+                    security_protocol: SecurityProtocol::Plaintext,
+                    advertised_host: None,
+                })
+                .into_iter()
+                .collect(),
+        };
+        listeners
+            .into_iter()
+            .map(|mut l| {
+                if l.advertised_host.is_none() {
+                    l.advertised_host = self.advertised_host.clone();
+                }
+                l
+            })
+            .collect()
+    }
+
+    /// `Err((key, reason))` for the first refused key (relative to
+    /// `kafka.`).
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        self.validate_limits()
+            .map_err(|(key, reason)| (key.to_string(), reason))?;
+        let Some(listeners) = &self.listeners else {
+            return Ok(());
+        };
+        if listeners.is_empty() {
+            return Err((
+                "listeners".into(),
+                "must name at least one listener (leave it out to use kafka.listen)".into(),
+            ));
+        }
+        for (i, listener) in listeners.iter().enumerate() {
+            let key = |field: &str| format!("listeners[{i}].{field}");
+            let name = &listener.name.0;
+            let well_formed = !name.is_empty()
+                && name.len() <= LISTENER_NAME_BYTES_MAX
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_');
+            if !well_formed {
+                return Err((
+                    key("name"),
+                    format!("{name:?} must be 1 to {LISTENER_NAME_BYTES_MAX} of A-Z, 0-9 and _"),
+                ));
+            }
+            if let Some(first) = listeners[..i].iter().position(|l| l.name == listener.name) {
+                return Err((
+                    key("name"),
+                    format!("{name} is also the name of listeners[{first}]"),
+                ));
+            }
+            if let Some(first) = listeners[..i]
+                .iter()
+                .position(|l| l.listen == listener.listen)
+            {
+                return Err((
+                    key("listen"),
+                    format!("{} is also listeners[{first}]'s address", listener.listen),
+                ));
+            }
+            if let Some(host) = &listener.advertised_host {
+                if !valid_host(host) {
+                    return Err((
+                        key("advertised_host"),
+                        "must be a host name or IP address".into(),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The limits and the section's advertised host.
+    fn validate_limits(&self) -> Result<(), (&'static str, String)> {
         if !(1024..=MAX_REQUEST_BYTES_MAX).contains(&self.max_request_bytes) {
             return Err((
                 "max_request_bytes",
@@ -124,12 +285,7 @@ impl KafkaConfig {
             }
         }
         if let Some(host) = &self.advertised_host {
-            let ok = !host.is_empty()
-                && host.len() <= 253
-                && host
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"-.:_".contains(&b));
-            if !ok {
+            if !valid_host(host) {
                 return Err((
                     "advertised_host",
                     "must be a host name or IP address".into(),
@@ -137,5 +293,111 @@ impl KafkaConfig {
             }
         }
         Ok(())
+    }
+}
+
+/// A host name or IP address Metadata may name.
+fn valid_host(host: &str) -> bool {
+    !host.is_empty()
+        && host.len() <= 253
+        && host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-.:_".contains(&b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn listener(name: &str, port: u16, protocol: SecurityProtocol) -> ListenerConfig {
+        ListenerConfig {
+            name: ListenerName(name.into()),
+            listen: SocketAddr::from(([127, 0, 0, 1], port)),
+            security_protocol: protocol,
+            advertised_host: None,
+        }
+    }
+
+    #[test]
+    fn security_protocols_say_what_they_use() {
+        use SecurityProtocol::*;
+        let uses: Vec<_> = [Plaintext, Ssl, SaslPlaintext, SaslSsl]
+            .iter()
+            .map(|p| (p.as_str(), p.uses_tls(), p.uses_sasl()))
+            .collect();
+        assert_eq!(
+            uses,
+            [
+                ("PLAINTEXT", false, false),
+                ("SSL", true, false),
+                ("SASL_PLAINTEXT", false, true),
+                ("SASL_SSL", true, true)
+            ]
+        );
+        let parsed: SecurityProtocol = serde_yaml::from_str("SASL_SSL").unwrap();
+        assert_eq!(parsed, SaslSsl);
+        assert!(serde_yaml::from_str::<SecurityProtocol>("ssl").is_err());
+    }
+
+    #[test]
+    fn listeners_replace_listen_and_are_checked() {
+        let mut config = KafkaConfig {
+            advertised_host: Some("broker.example".into()),
+            ..KafkaConfig::default()
+        };
+        let only = config.effective_listeners();
+        assert_eq!(only.len(), 1);
+        assert_eq!(only[0].name.0, DEFAULT_LISTENER_NAME);
+        assert_eq!(only[0].advertised_host.as_deref(), Some("broker.example"));
+
+        config.listeners = Some(vec![
+            listener("PLAIN", 1, SecurityProtocol::Plaintext),
+            listener("TLS_1", 2, SecurityProtocol::Ssl),
+        ]);
+        assert_eq!(config.validate(), Ok(()));
+        let names: Vec<_> = config
+            .effective_listeners()
+            .into_iter()
+            .map(|l| (l.name.0, l.listen.port(), l.security_protocol))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("PLAIN".to_string(), 1, SecurityProtocol::Plaintext),
+                ("TLS_1".to_string(), 2, SecurityProtocol::Ssl)
+            ]
+        );
+
+        let refused = |listeners: Vec<ListenerConfig>| {
+            KafkaConfig {
+                listeners: Some(listeners),
+                ..KafkaConfig::default()
+            }
+            .validate()
+            .unwrap_err()
+            .0
+        };
+        assert_eq!(refused(vec![]), "listeners");
+        assert_eq!(
+            refused(vec![listener("plain", 1, SecurityProtocol::Plaintext)]),
+            "listeners[0].name"
+        );
+        assert_eq!(
+            refused(vec![
+                listener("A", 1, SecurityProtocol::Plaintext),
+                listener("A", 2, SecurityProtocol::Ssl)
+            ]),
+            "listeners[1].name"
+        );
+        assert_eq!(
+            refused(vec![
+                listener("A", 1, SecurityProtocol::Plaintext),
+                listener("B", 1, SecurityProtocol::Ssl)
+            ]),
+            "listeners[1].listen"
+        );
+        let mut bad_host = listener("A", 1, SecurityProtocol::Plaintext);
+        bad_host.advertised_host = Some("a b".into());
+        assert_eq!(refused(vec![bad_host]), "listeners[0].advertised_host");
     }
 }

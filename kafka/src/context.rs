@@ -1,6 +1,8 @@
 //! What every connection of one listener shares ([`Context`]): where the
-//! broker is ([`Ready`]), the `kafka:` limits, the advertised address,
-//! the memory budgets ([`Budgets`]) and the counters.
+//! broker is ([`Ready`]), the `kafka:` limits, the listener's name,
+//! security protocol and advertised address (each listener advertises
+//! itself, as Kafka answers Metadata with the listener a client came in
+//! on), the memory budgets ([`Budgets`]) and the counters.
 //!
 //! Invariants:
 //! * Built once per listener ([`Context::new`]), from its `KafkaConfig`,
@@ -18,7 +20,7 @@ use tidelog_broker::{Broker, Caller, Door};
 use tidelog_runtime::budget::ByteBudget;
 use tokio::sync::watch;
 
-use crate::config::{AdminToken, KafkaConfig};
+use crate::config::{AdminToken, KafkaConfig, ListenerName, SecurityProtocol};
 use crate::metrics::KafkaMetrics;
 use crate::session::SaslMechanism;
 
@@ -27,6 +29,7 @@ pub type Ready = Arc<dyn Fn() -> Option<Arc<Broker>> + Send + Sync>;
 
 /// The memory budgets a Kafka listener takes from, shared with the HTTP
 /// API in the server.
+#[derive(Clone)]
 pub struct Budgets {
     /// Request bytes (`http.max_inflight_bytes`, KAFKA.md "Bad input"):
     /// a frame's bytes as they arrive, until its answer is written, and a
@@ -47,7 +50,14 @@ pub struct Context {
     pub max_batch_inflated_bytes: usize,
     pub max_records_per_request: usize,
     pub fetch_max_bytes: usize,
-    /// The host and port Metadata names.
+    /// The listener's name (`kafka.listeners[].name`, or PLAINTEXT for
+    /// `kafka.listen`).
+    pub listener: ListenerName,
+    /// What its connections speak: TLS is the listener's (already
+    /// unwrapped when a request gets here); a SASL protocol's login is
+    /// for the authentication layer to require.
+    pub security_protocol: SecurityProtocol,
+    /// The host and port Metadata names: this listener's.
     pub host: String,
     pub port: i32,
     /// Turns true at shutdown: long-polls answer at once.
@@ -71,11 +81,13 @@ pub struct Context {
 }
 
 impl Context {
-    /// The context of a listener configured by `config` that advertises
-    /// `host` and `port`, takes from `budgets`, counts in `metrics` and
-    /// stops when `stop` turns true.
+    /// The context of the listener `listener` (named so, speaking
+    /// `security_protocol`) configured by `config` that advertises `host`
+    /// and `port`, takes from `budgets`, counts in `metrics` and stops
+    /// when `stop` turns true.
     pub fn new(
         config: &KafkaConfig,
+        (listener, security_protocol): (ListenerName, SecurityProtocol),
         ready: Ready,
         (host, port): (String, i32),
         budgets: Budgets,
@@ -91,6 +103,8 @@ impl Context {
             max_records_per_request: usize::try_from(config.max_records_per_request)
                 .unwrap_or(usize::MAX),
             fetch_max_bytes: usize::try_from(config.fetch_max_bytes).unwrap_or(usize::MAX),
+            listener,
+            security_protocol,
             host,
             port,
             stop,

@@ -28,7 +28,7 @@ pub mod records;
 pub mod routes;
 pub mod session;
 
-pub use config::KafkaConfig;
+pub use config::{KafkaConfig, ListenerConfig, ListenerName, SecurityProtocol};
 pub use error::{FrameError, RecordError};
 
 use std::sync::Arc;
@@ -36,13 +36,15 @@ use std::sync::Arc;
 use crate::metrics::KafkaMetrics;
 use tidelog_runtime::budget::ByteBudget;
 use tidelog_runtime::connections::ConnectionSlots;
+use tidelog_runtime::tls::TlsAcceptor;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 pub use context::{Budgets, Context, Ready};
 
 /// Serves the Kafka protocol on `listener` (already bound: its port is
-/// the one Metadata advertises) until `stop` turns true. `ready` answers
+/// the one Metadata advertises), one PLAINTEXT listener, until `stop`
+/// turns true. `ready` answers
 /// the broker once recovery is done (`None` before: KAFKA.md "Not
 /// ready"). A listener on its own (tests, tools): its frames and its
 /// fetch answers take from budgets of their own, as large as its
@@ -60,8 +62,15 @@ pub async fn serve(
     let answers = config
         .fetch_max_bytes
         .saturating_mul(config.max_connections);
+    let bound = Listener {
+        socket: listener,
+        name: ListenerName(config::DEFAULT_LISTENER_NAME.to_string()),
+        security_protocol: SecurityProtocol::Plaintext,
+        advertised_host: config.advertised_host.clone(),
+        tls: None,
+    };
     serve_in_node(
-        listener,
+        bound,
         config,
         NodeHandles {
             ready,
@@ -77,8 +86,23 @@ pub async fn serve(
     .await;
 }
 
-/// What a node (`server/src/node.rs`) shares with its Kafka listener; the
-/// listener's [`Context`] is built from these and its config.
+/// One bound Kafka listener and what it speaks.
+pub struct Listener {
+    /// Bound already: its port is the one Metadata advertises.
+    pub socket: TcpListener,
+    pub name: ListenerName,
+    pub security_protocol: SecurityProtocol,
+    /// The host Metadata names (`None`: the bound address's).
+    pub advertised_host: Option<String>,
+    /// The node's TLS acceptor: `Some` exactly when
+    /// `security_protocol.uses_tls()` (the server checks it).
+    pub tls: Option<Arc<TlsAcceptor>>,
+}
+
+/// What a node (`server/src/node.rs`) shares with its Kafka listeners
+/// (one clone each); a listener's [`Context`] is built from these and its
+/// config.
+#[derive(Clone)]
 pub struct NodeHandles {
     /// The broker once recovery is done (the node's ready slot).
     pub ready: Ready,
@@ -94,9 +118,9 @@ pub struct NodeHandles {
     pub stop: watch::Receiver<bool>,
 }
 
-/// [`serve`] with what it holds and counts taken from the node's
-/// `handles` (their docs).
-pub async fn serve_in_node(listener: TcpListener, config: &KafkaConfig, handles: NodeHandles) {
+/// Serves one of a node's listeners, with what it holds and counts taken
+/// from the node's `handles` (their docs), until they say stop.
+pub async fn serve_in_node(listener: Listener, config: &KafkaConfig, handles: NodeHandles) {
     let NodeHandles {
         ready,
         budgets,
@@ -104,20 +128,28 @@ pub async fn serve_in_node(listener: TcpListener, config: &KafkaConfig, handles:
         connections,
         stop,
     } = handles;
-    let bound = match listener.local_addr() {
+    let Listener {
+        socket,
+        name,
+        security_protocol,
+        advertised_host,
+        tls,
+    } = listener;
+    let bound = match socket.local_addr() {
         Ok(bound) => bound,
         Err(e) => {
-            tracing::error!(error = %e, "the Kafka listener has no local address");
+            tracing::error!(listener = %name, error = %e, "the Kafka listener has no local address");
             return;
         }
     };
     let ctx = Arc::new(Context::new(
         config,
+        (name, security_protocol),
         ready,
-        listener::advertised(bound, config.advertised_host.as_deref()),
+        listener::advertised(bound, advertised_host.as_deref()),
         budgets,
         metrics,
         stop.clone(),
     ));
-    listener::serve(listener, ctx, connections, stop).await;
+    listener::serve(socket, ctx, connections, tls, stop).await;
 }

@@ -1,6 +1,12 @@
-//! The Kafka listener: accept loop, connection limit, framing.
+//! The Kafka listener: accept loop, connection limit, TLS, framing.
 //!
 //! Invariants:
+//! * On a TLS listener (SSL, SASL_SSL) the handshake runs first, on the
+//!   connection's own task and bounded by `tls.handshake_timeout_ms`
+//!   (`tidelog_runtime::tls`); the accept loop never waits for one. A
+//!   failed handshake closes the connection before any frame is read.
+//!   The connection loop is generic over the stream, so TLS and plain
+//!   connections are served by the same code.
 //! * One task per connection; its requests are read, answered and
 //!   written one after another, so answers go out in request order
 //!   (clients may pipeline: later requests wait in the socket).
@@ -47,8 +53,11 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use tidelog_runtime::budget::{ByteBudget, Reservation};
 use tidelog_runtime::connections::ConnectionSlots;
-use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::{TcpListener, TcpStream};
+use tidelog_runtime::tls::{PeerIdentity, TlsAcceptor};
+use tokio::io::{
+    AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader,
+};
+use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 
 use crate::context::Context;
@@ -77,11 +86,13 @@ pub const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(50);
 /// Failed accepts are warned at most this often.
 pub const ACCEPT_ERROR_WARN_INTERVAL: Duration = Duration::from_secs(10);
 
-/// Serves `listener` until `stop` turns true.
+/// Serves `listener` until `stop` turns true; with `tls`, every
+/// connection is a TLS one (module doc).
 pub async fn serve(
     listener: TcpListener,
     ctx: Arc<Context>,
     connections: Arc<ConnectionSlots>,
+    tls: Option<Arc<TlsAcceptor>>,
     mut stop: watch::Receiver<bool>,
 ) {
     let limit = usize::try_from(ctx.max_connections).unwrap_or(usize::MAX);
@@ -123,9 +134,21 @@ pub async fn serve(
         let _ = stream.set_nodelay(true);
         let ctx = Arc::clone(&ctx);
         let stop = stop.clone();
+        let tls = tls.clone();
         ctx.metrics.connection_opened();
         tokio::spawn(async move {
-            match connection(stream, peer, &ctx, stop).await {
+            let served = match tls {
+                None => connection(stream, peer, &ctx, None, stop).await,
+                // A failed handshake is counted and logged by the
+                // acceptor; the connection just ends.
+                Some(tls) => match tls.accept(stream, "kafka", peer).await {
+                    Ok((stream, identity)) => {
+                        connection(stream, peer, &ctx, Some(identity), stop).await
+                    }
+                    Err(_) => Ok(()),
+                },
+            };
+            match served {
                 Ok(()) => {}
                 Err(e) if peer_hung_up(&e) => {
                     tracing::debug!(%peer, error = %e, "kafka client hung up");
@@ -146,15 +169,20 @@ pub async fn serve(
 
 /// Reads, answers and writes requests in order until the client closes
 /// (`Ok`), a frame is bad or the socket fails (`Err`), or shutdown.
-async fn connection(
-    stream: TcpStream,
+/// `tls_peer`: the client certificate's identity on a TLS listener.
+async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: S,
     peer: SocketAddr,
     ctx: &Context,
+    tls_peer: Option<PeerIdentity>,
     mut stop: watch::Receiver<bool>,
 ) -> Result<(), FrameError> {
     // Writes pass through the reader's buffer to the socket unbuffered.
     let mut stream = BufReader::with_capacity(READ_BUFFER_BYTES, stream);
-    let mut session = Session::default();
+    let mut session = Session {
+        tls_peer,
+        ..Session::default()
+    };
     loop {
         let mut len = [0u8; 4];
         let first = tokio::select! {
@@ -199,11 +227,12 @@ async fn connection(
         let answer = dispatch::handle_in(ctx, frame, Some(peer), &mut session).await?;
         ctx.metrics.request_served(key, api, started.elapsed());
         if let Some(answer) = answer {
-            timed(
-                WRITE_TIMEOUT,
-                "writing an answer",
-                stream.write_all(&answer),
-            )
+            // A TLS stream holds the last record until flushed (a plain
+            // socket's flush does nothing).
+            timed(WRITE_TIMEOUT, "writing an answer", async {
+                stream.write_all(&answer).await?;
+                stream.flush().await
+            })
             .await?;
             ctx.metrics.response_written(answer.len());
         }

@@ -94,6 +94,10 @@ fn listener(broker: Option<Arc<Broker>>, admin_token: Option<&str>) -> Listener 
     let (stop, stop_rx) = watch::channel(false);
     let ctx = Context::new(
         &config,
+        (
+            crate::config::ListenerName("PLAINTEXT".into()),
+            crate::config::SecurityProtocol::Plaintext,
+        ),
         ready,
         ("kafka.test".to_owned(), 9092),
         budgets,

@@ -1,5 +1,6 @@
 //! One connection's state ([`Session`]): who logged in on it, a SASL
-//! exchange under way, and the answer bytes it holds until written.
+//! exchange under way, the client certificate's identity on a TLS
+//! listener, and the answer bytes it holds until written.
 //!
 //! Invariants:
 //! * A session lives as long as its connection (the listener owns it)
@@ -18,6 +19,7 @@
 use tidelog_broker::security::scram::{Mechanism, ServerFirst};
 use tidelog_broker::Principal;
 use tidelog_runtime::budget::Reservation;
+use tidelog_runtime::tls::PeerIdentity;
 
 /// One connection's state (module doc).
 #[derive(Debug)]
@@ -31,6 +33,10 @@ pub struct Session {
     pub principal: Principal,
     /// Close the connection once the answer being written is out.
     pub close_after_answer: bool,
+    /// On a TLS listener (SSL, SASL_SSL): who the handshake's verified
+    /// client certificate names (`common_name` `None` without one);
+    /// `None` on a plaintext listener. Set once, before the first request.
+    pub tls_peer: Option<PeerIdentity>,
     /// The answer budget's bytes the last answer holds (a fetch's
     /// records), given back once the listener has written it.
     pub answer_held: Option<Reservation>,
@@ -43,6 +49,7 @@ impl Default for Session {
             scram: None,
             principal: Principal::Anonymous,
             close_after_answer: false,
+            tls_peer: None,
             answer_held: None,
         }
     }

@@ -12,6 +12,9 @@
 //! * [`metrics`]: the trait a component's metric families are rendered
 //!   through in `/metrics` (the Kafka listener's), and the text format's
 //!   two line helpers.
+//! * [`tls`]: the `tls:` section and the acceptor both front-ends'
+//!   TLS listeners share (certificate reloads, bounded handshakes, the
+//!   client certificate's identity).
 //!
 //! The node itself (which owns one of each and starts the front-ends) is
 //! the binary's (`server/src/node.rs`).
@@ -20,6 +23,7 @@ pub mod budget;
 pub mod connections;
 pub mod metrics;
 pub mod ready;
+pub mod tls;
 
 pub use budget::{ByteBudget, Reservation};
 pub use connections::{ConnectionSlots, DescriptorsConfig};

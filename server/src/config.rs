@@ -24,6 +24,10 @@
 //!   the `BrokerConfig` (whose `validate` runs the section's);
 //! * `http:` and `admin_token` — [`tidelog_api::settings`];
 //! * `kafka:` — [`tidelog_kafka::KafkaConfig`];
+//! * `tls:` — [`tidelog_runtime::tls::TlsConfig`]: the one server
+//!   identity of `http.tls` and of the SSL/SASL_SSL Kafka listeners;
+//!   its files are read here too (through the same loader `serve` uses),
+//!   so `check-config` refuses a bad certificate as `serve` would;
 //! * `tiered:` — tidelog-tiered's `TieredConfig`, carried in the
 //!   `BrokerConfig` like `groups:` (off unless `url` is set; docs/TIERED.md);
 //! * `security:` — tidelog-security's `SecurityConfig`, carried likewise
@@ -39,7 +43,14 @@
 //!
 //! Decisions where OPERATIONS.md is silent:
 //! * A relative `data_dir` is relative to the working directory, not to the
-//!   config file, as with RocketMQ's and Kafka's property files.
+//!   config file, as with RocketMQ's and Kafka's property files. The
+//!   `tls:` files are relative to the config file's folder (certificates
+//!   are deployed beside the config, as the contract has it).
+//! * `kafka.listeners` replaces `kafka.listen`: writing both (in the
+//!   file, or `--kafka-listen` with listeners in the file) is an error,
+//!   and the effective config shows `kafka.listen: null` when listeners
+//!   are set. A listener without `advertised_host` takes
+//!   `kafka.advertised_host`.
 //! * An empty file means "all defaults".
 //! * A topic entry without `partitions` gets `default_partitions`.
 //! * Topic config values may be YAML strings or numbers; they are validated
@@ -125,12 +136,18 @@ pub struct Config {
     pub descriptors: tidelog_runtime::connections::DescriptorsConfig,
     /// Tiered storage: the remote tier (docs/TIERED.md); off without a url.
     pub tiered: tidelog_broker::store::TieredConfig,
+    /// The server's TLS identity (certificate, key, client CA).
+    pub tls: tidelog_runtime::tls::TlsConfig,
     /// Created at start if absent; their configs applied if present.
     pub topics: Vec<TopicDecl>,
     /// How the log is written (OPERATIONS.md's key).
     pub log_format: LogFormat,
     /// Logins, ACLs, users and protected mode (docs/SECURITY.md).
     pub security: tidelog_security::config::SecurityConfig,
+    /// Not a key: whether `kafka.listen` was written (in the file or as
+    /// `--kafka-listen`), which `kafka.listeners` forbids (module doc).
+    #[serde(skip)]
+    pub kafka_listen_given: bool,
 }
 
 impl Default for Config {
@@ -153,9 +170,11 @@ impl Default for Config {
             kafka: tidelog_kafka::KafkaConfig::default(),
             descriptors: Default::default(),
             tiered: broker.tiered,
+            tls: Default::default(),
             topics: broker.topics,
             log_format: LogFormat::default(),
             security: broker.security,
+            kafka_listen_given: false,
         }
     }
 }
@@ -175,8 +194,9 @@ impl Config {
                 let mut config = Config::parse_yaml(&label, &text)?;
                 // Files the config names are its folder's, not the
                 // working directory's.
-                let base = path.parent().unwrap_or(Path::new("."));
+                let base = path.parent().unwrap_or(Path::new(""));
                 config.security.resolve_paths(base);
+                config.tls.resolve_against(base);
                 (label, config)
             }
         };
@@ -188,6 +208,7 @@ impl Config {
         }
         if let Some(kafka_listen) = cli.kafka_listen {
             config.kafka.listen = kafka_listen;
+            config.kafka_listen_given = true;
         }
         if let Some(log_format) = cli.log_format {
             config.log_format = log_format;
@@ -202,7 +223,14 @@ impl Config {
         if text.trim().is_empty() {
             return Ok(Config::default());
         }
-        serde_yaml::from_str(text).map_err(|e| yaml_error(file, &e))
+        let mut config: Config = serde_yaml::from_str(text).map_err(|e| yaml_error(file, &e))?;
+        // Parsed once more as a tree, only to see whether the key was
+        // written (serde fills the default in when it was not).
+        config.kafka_listen_given = serde_yaml::from_str::<serde_yaml::Value>(text)
+            .ok()
+            .and_then(|tree| tree.get("kafka")?.get("listen").cloned())
+            .is_some();
+        Ok(config)
     }
 
     /// Every section's own `validate()`, with the file named in the error;
@@ -236,15 +264,72 @@ impl Config {
         self.descriptors
             .validate()
             .map_err(|(key, reason)| bad(key, reason))?;
+        self.validate_listeners(file)
+    }
+
+    /// The listeners against each other and against `tls:`: `http.tls`
+    /// and SSL/SASL_SSL Kafka listeners need a certificate that loads.
+    fn validate_listeners(&mut self, file: &str) -> Result<(), ConfigError> {
+        let bad = |key: &str, reason: String| ConfigError::Invalid {
+            file: file.to_string(),
+            key: key.to_string(),
+            reason,
+        };
+        if let Some(listeners) = &self.kafka.listeners {
+            if self.kafka_listen_given {
+                return Err(bad(
+                    "kafka.listeners",
+                    "kafka.listen is set too (or --kafka-listen given): listeners replace it, set one of the two".into(),
+                ));
+            }
+            for (i, listener) in listeners.iter().enumerate() {
+                if listener.listen == self.listen {
+                    return Err(bad(
+                        &format!("kafka.listeners[{i}].listen"),
+                        format!("is the HTTP listen address {}", self.listen),
+                    ));
+                }
+            }
+            // What is served: the listeners, not the default address.
+            self.kafka.listen = None;
+        }
         if self.kafka.listen.is_some() && self.kafka.listen == Some(self.listen) {
             return Err(bad(
                 "kafka.listen",
                 format!("is the HTTP listen address {}", self.listen),
             ));
         }
+        self.tls
+            .validate()
+            .map_err(|(key, reason)| bad(key, reason))?;
+        let needs_certificate = |what: &str| {
+            format!("{what} needs tls.cert_file and tls.key_file (the server's certificate)")
+        };
+        if self.http.tls && !self.tls.enabled() {
+            return Err(bad("http.tls", needs_certificate("an HTTPS listener")));
+        }
+        for (i, listener) in self.kafka.listeners.iter().flatten().enumerate() {
+            if listener.security_protocol.uses_tls() && !self.tls.enabled() {
+                return Err(bad(
+                    &format!("kafka.listeners[{i}].security_protocol"),
+                    needs_certificate(listener.security_protocol.as_str()),
+                ));
+            }
+        }
+        if self.tls.enabled() {
+            // The files as `serve` reads them: a bad certificate stops
+            // `check-config` too.
+            tidelog_runtime::tls::TlsAcceptor::load(&self.tls).map_err(|e| {
+                let message = e.to_string();
+                let reason = message
+                    .strip_prefix(&format!("{}: ", e.key()))
+                    .unwrap_or(&message);
+                bad(e.key(), reason.to_string())
+            })?;
+        }
         if let Some((key, addr)) = self.unprotected_remote_listener() {
             return Err(bad(
-                key,
+                &key,
                 format!(
                     "{addr} is reachable from other hosts and nothing on it authenticates (protected mode). Set security.authentication: true (and users), or security.allow_unauthenticated_remote: true to serve it open anyway"
                 ),
@@ -253,24 +338,49 @@ impl Config {
         Ok(())
     }
 
+    /// Whether any listener speaks TLS (the certificate is then loaded,
+    /// watched and reloaded on SIGHUP).
+    pub fn serves_tls(&self) -> bool {
+        self.http.tls
+            || self
+                .kafka
+                .effective_listeners()
+                .iter()
+                .any(|l| l.security_protocol.uses_tls())
+    }
+
     /// Protected mode (as Redis has it): the first listener that binds a
     /// non-loopback address with nothing on it authenticating, unless
     /// `security.allow_unauthenticated_remote` says so. With
     /// `security.authentication` every HTTP request needs a user and a
     /// Kafka PLAINTEXT listener serves nothing but ApiVersions before a
     /// login, so no listener is open.
-    fn unprotected_remote_listener(&self) -> Option<(&'static str, SocketAddr)> {
+    /// A listener authenticates on its own when it asks every client for
+    /// a login (SASL_*) or for a client certificate (TLS with
+    /// `tls.client_auth: required`).
+    fn unprotected_remote_listener(&self) -> Option<(String, SocketAddr)> {
         if self.security.authentication || self.security.allow_unauthenticated_remote {
             return None;
         }
         let remote = |addr: &SocketAddr| !addr.ip().is_loopback();
-        if remote(&self.listen) {
-            return Some(("listen", self.listen));
+        let certificates_required = self.tls.client_ca_file.is_some()
+            && self.tls.client_auth == tidelog_runtime::tls::ClientAuth::Required;
+        if remote(&self.listen) && !(self.http.tls && certificates_required) {
+            return Some(("listen".into(), self.listen));
         }
-        self.kafka
-            .listen
-            .filter(remote)
-            .map(|addr| ("kafka.listen", addr))
+        let listeners = self.kafka.effective_listeners();
+        listeners.iter().enumerate().find_map(|(i, l)| {
+            let protocol = l.security_protocol;
+            let authenticates =
+                protocol.uses_sasl() || (protocol.uses_tls() && certificates_required);
+            (remote(&l.listen) && !authenticates).then(|| {
+                let key = match &self.kafka.listeners {
+                    Some(_) => format!("kafka.listeners[{i}].listen"),
+                    None => "kafka.listen".to_owned(),
+                };
+                (key, l.listen)
+            })
+        })
     }
 
     /// The store's settings: the `store` and `retention` sections, in
@@ -375,3 +485,7 @@ fn is_path(s: &str) -> bool {
 #[cfg(test)]
 #[path = "config_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "config_tls_tests.rs"]
+mod tls_tests;

@@ -79,9 +79,9 @@ impl Node {
         )
     }
 
-    /// The Kafka listener's handles; its counters are registered for
-    /// `/metrics` (a server without a Kafka listener shows no Kafka
-    /// families).
+    /// The Kafka listeners' handles (one clone per listener: they count
+    /// together); the counters are registered for `/metrics` (a server
+    /// without a Kafka listener shows no Kafka families). Called once.
     pub fn kafka(&self) -> tidelog_kafka::NodeHandles {
         let metrics = Arc::new(KafkaMetrics::default());
         self.metrics.register(Arc::clone(&metrics) as _);
@@ -99,6 +99,11 @@ impl Node {
             connections: Arc::clone(&self.connections),
             stop: self.shutdown.subscribe(),
         }
+    }
+
+    /// Adds a component's families to `/metrics` (the TLS acceptor's).
+    pub fn register_metrics(&self, families: Arc<dyn tidelog_runtime::MetricFamilies>) {
+        self.metrics.register(families);
     }
 
     /// Turns `true` when shutdown begins.

@@ -1,8 +1,14 @@
 //! `tidelog serve`: bind, recover, serve, shut down.
 //!
 //! Order of events:
-//! 1. Bind the listener (and the Kafka listener, unless `kafka.listen` is
-//!    null) and start serving at once, so `/status/ready` answers 503 (and
+//! 1. Load the TLS certificate when a listener speaks TLS (`http.tls`, an
+//!    SSL or SASL_SSL Kafka listener): bad files stop start-up; from then
+//!    on the files are watched and reloaded on SIGHUP
+//!    (`tidelog_runtime::tls::TlsAcceptor`: a bad reload keeps the
+//!    certificate in use, open connections are never dropped). Bind the
+//!    HTTP listener and every Kafka listener (`kafka.listeners`, or
+//!    `kafka.listen` unless null; a bind failure names the listener) and
+//!    start serving at once, so `/status/ready` answers 503 (and
 //!    `/metrics` answers, and Kafka partitions LEADER_NOT_AVAILABLE) while
 //!    the store recovers.
 //! 2. On a blocking thread (recovery can take a while): load the topic
@@ -28,9 +34,11 @@
 //!    `abort` behind so the next start runs full recovery.
 
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tidelog_api::Broker;
+use tidelog_runtime::tls::TlsAcceptor;
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
 use crate::config::Config;
@@ -72,6 +80,24 @@ pub async fn run(config: Config) -> ExitCode {
         }
     };
     let connection_cap = open_file_limit(&config);
+    let tls = if config.serves_tls() {
+        match TlsAcceptor::load(&config.tls) {
+            Ok(acceptor) => {
+                if let Err(e) = reload_on_sighup(&acceptor) {
+                    tracing::error!(error = %e, "cannot install the SIGHUP handler");
+                    return failed;
+                }
+                Some(acceptor)
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot load the TLS certificate");
+                eprintln!("tidelog: {e}");
+                return failed;
+            }
+        }
+    } else {
+        None
+    };
     let listener = match tokio::net::TcpListener::bind(config.listen).await {
         Ok(l) => l,
         Err(e) => {
@@ -80,22 +106,36 @@ pub async fn run(config: Config) -> ExitCode {
             return failed;
         }
     };
-    let kafka = match config.kafka.listen {
-        None => None,
-        Some(addr) => match tokio::net::TcpListener::bind(addr).await {
-            Ok(l) => Some(l),
+    let mut kafka = Vec::new();
+    for listener in config.kafka.effective_listeners() {
+        let addr = listener.listen;
+        let name = listener.name.clone();
+        match tokio::net::TcpListener::bind(addr).await {
+            Ok(socket) => kafka.push(tidelog_kafka::Listener {
+                socket,
+                name: listener.name,
+                security_protocol: listener.security_protocol,
+                advertised_host: listener.advertised_host,
+                tls: tls
+                    .clone()
+                    .filter(|_| listener.security_protocol.uses_tls()),
+            }),
             Err(e) => {
-                tracing::error!(listen = %addr, error = %e, "cannot listen for Kafka");
-                eprintln!("tidelog: cannot listen for Kafka on {addr}: {e}");
+                tracing::error!(listener = %name, listen = %addr, error = %e, "cannot listen for Kafka");
+                eprintln!("tidelog: cannot listen for Kafka listener {name} on {addr}: {e}");
                 return failed;
             }
-        },
-    };
+        }
+    }
     // The bound address (the default base of consumer instances'
     // base_uri), which differs from `listen` only for port 0.
     let bound = listener.local_addr().unwrap_or(config.listen);
     let settings = config.api_settings().with_listen(bound);
     let node = Node::new(&settings, connection_cap);
+    if let Some(tls) = &tls {
+        node.register_metrics(Arc::clone(tls) as _);
+        tls.spawn_watcher(node.shutdown_signal());
+    }
     let state = node.http(settings.clone(), config.data_dir.clone());
     let app = tidelog_api::router(state.clone());
     let mut server = tokio::spawn(tidelog_api::listener::serve(
@@ -103,9 +143,10 @@ pub async fn run(config: Config) -> ExitCode {
         app,
         state.clone(),
         config.listener_limits(),
+        tls.clone().filter(|_| config.http.tls),
         node.shutdown_signal(),
     ));
-    if let Some(kafka) = kafka {
+    if !kafka.is_empty() {
         let mut kafka_config = config.kafka.clone();
         kafka_config.admin_token = config
             .admin_token
@@ -118,12 +159,20 @@ pub async fn run(config: Config) -> ExitCode {
         // `http.max_inflight_response_bytes`), connection slots and
         // shutdown signal; its counters go into the HTTP API's `/metrics`.
         let handles = node.kafka();
-        tracing::info!(listen = ?kafka.local_addr().ok(), "Kafka listener");
-        tokio::spawn(async move {
-            tidelog_kafka::serve_in_node(kafka, &kafka_config, handles).await;
-        });
+        for listener in kafka {
+            tracing::info!(
+                listener = %listener.name,
+                security_protocol = listener.security_protocol.as_str(),
+                listen = ?listener.socket.local_addr().ok(),
+                "Kafka listener"
+            );
+            let (config, handles) = (kafka_config.clone(), handles.clone());
+            tokio::spawn(async move {
+                tidelog_kafka::serve_in_node(listener, &config, handles).await;
+            });
+        }
     }
-    tracing::info!(listen = %config.listen, data_dir = %config.data_dir.display(), "listening; opening the store");
+    tracing::info!(listen = %config.listen, https = config.http.tls, data_dir = %config.data_dir.display(), "listening; opening the store");
 
     let store_config = config.store_config();
     let cleaner_config = config.cleaner_config();
@@ -228,6 +277,23 @@ pub async fn run(config: Config) -> ExitCode {
         }
     }
     exit
+}
+
+/// Reloads `acceptor`'s certificate on every SIGHUP (the file watcher
+/// catches changes too; SIGHUP makes a rotation take effect at once).
+/// Installed only when a listener speaks TLS: otherwise SIGHUP keeps its
+/// default action.
+fn reload_on_sighup(acceptor: &Arc<TlsAcceptor>) -> std::io::Result<()> {
+    let mut hangup = signal(SignalKind::hangup())?;
+    let acceptor = Arc::clone(acceptor);
+    tokio::spawn(async move {
+        while hangup.recv().await.is_some() {
+            let acceptor = Arc::clone(&acceptor);
+            // The outcome is logged (and counted) by `reload`.
+            let _ = tokio::task::spawn_blocking(move || acceptor.reload("SIGHUP")).await;
+        }
+    });
+    Ok(())
 }
 
 /// Restores an empty data dir from the remote tier first when `tiered.url`

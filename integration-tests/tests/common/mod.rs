@@ -139,6 +139,9 @@ pub struct TidelogProcess {
     /// Soft and hard `RLIMIT_NOFILE` the server starts with (its parent's
     /// when `None`).
     nofile: Option<u64>,
+    /// How readiness is asked: `None` over plain HTTP; `Some(args)` with
+    /// `curl <args> https://…/status/ready` (an HTTPS listener).
+    https_probe: Option<Vec<String>>,
 }
 
 impl TidelogProcess {
@@ -168,6 +171,7 @@ impl TidelogProcess {
             log_path,
             extra_args,
             nofile: None,
+            https_probe: None,
         };
         process.first_spawn();
         process
@@ -212,6 +216,34 @@ impl TidelogProcess {
             log_path,
             extra_args: vec!["--config".into(), config_path.display().to_string()],
             nofile,
+            https_probe: None,
+        };
+        process.first_spawn();
+        process
+    }
+
+    /// Starts with `yaml` as the config file and no `--kafka-listen`: the
+    /// file's `kafka.listeners` are the Kafka listeners (`kafka_addr` is
+    /// `None`). `https_probe`: the HTTP listener speaks HTTPS, readiness
+    /// is asked with `curl <these args> https://…/status/ready`.
+    pub fn start_with_own_listeners(
+        yaml: &str,
+        https_probe: Option<Vec<String>>,
+    ) -> TidelogProcess {
+        let data_dir = tempfile::tempdir().expect("temp data dir");
+        let config_path = data_dir.path().with_extension("yaml");
+        std::fs::write(&config_path, yaml).expect("write config");
+        let addr = free_local_addr();
+        let log_path = data_dir.path().with_extension("log");
+        let mut process = TidelogProcess {
+            child: None,
+            addr,
+            kafka_addr: None,
+            data_dir,
+            log_path,
+            extra_args: vec!["--config".into(), config_path.display().to_string()],
+            nofile: None,
+            https_probe,
         };
         process.first_spawn();
         process
@@ -464,7 +496,11 @@ impl TidelogProcess {
                     return Err(format!("process exited with {status}"));
                 }
             }
-            if matches!(http_get_status(self.addr, "/status/ready"), Some(200 | 507)) {
+            let status = match &self.https_probe {
+                None => http_get_status(self.addr, "/status/ready"),
+                Some(args) => curl_status(self.addr, args, "/status/ready"),
+            };
+            if matches!(status, Some(200 | 507)) {
                 return Ok(());
             }
             if Instant::now() >= deadline {
@@ -484,6 +520,30 @@ impl Drop for TidelogProcess {
         let _ = std::fs::remove_file(&self.log_path);
         let _ = std::fs::remove_file(self.data_dir.path().with_extension("yaml"));
     }
+}
+
+/// The status of `GET https://addr/path` with `curl <args>`, `None` if
+/// curl got no answer (refused, a failed handshake).
+pub fn curl_status(addr: std::net::SocketAddr, args: &[String], path: &str) -> Option<u16> {
+    let output = Command::new("curl")
+        .args([
+            "--silent",
+            "--output",
+            "/dev/null",
+            "--write-out",
+            "%{http_code}",
+        ])
+        .args(["--max-time", "10"])
+        .args(args)
+        .arg(format!("https://{addr}{path}"))
+        .stdin(Stdio::null())
+        .output()
+        .expect("run curl");
+    let code: u16 = String::from_utf8_lossy(&output.stdout)
+        .trim()
+        .parse()
+        .ok()?;
+    (output.status.success() && code != 0).then_some(code)
 }
 
 /// Runs a client script (`tidelog_integration_tests::clients`) against
