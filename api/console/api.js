@@ -1,9 +1,29 @@
 // The console's only way out: tidelog's own HTTP API, same origin (the
-// CSP's connect-src 'self' allows nothing else). Mutating calls carry the
-// admin token when the operator entered one; it lives in sessionStorage,
-// so it is gone when the tab closes and is never sent anywhere else.
+// CSP's connect-src 'self' allows nothing else). With a user logged in,
+// every call carries its HTTP Basic credentials (the server then shows
+// only what that user may see); else mutating calls carry the admin
+// token when the operator entered one. Both live in sessionStorage, so
+// they are gone when the tab closes and are never sent anywhere else.
 
 const TOKEN_KEY = "tidelog.adminToken";
+const LOGIN_KEY = "tidelog.login";
+
+/** The user logged in on this tab, or "". */
+export function user() {
+  const login = sessionStorage.getItem(LOGIN_KEY);
+  return login ? atob(login).split(":")[0] : "";
+}
+
+/** Logs in as `name` (checked by the next call); empty logs out. */
+export function setLogin(name, password) {
+  if (name) {
+    // btoa takes Latin-1: encode UTF-8 first.
+    const bytes = new TextEncoder().encode(`${name}:${password}`);
+    sessionStorage.setItem(LOGIN_KEY, btoa(String.fromCharCode(...bytes)));
+  } else {
+    sessionStorage.removeItem(LOGIN_KEY);
+  }
+}
 
 export function token() {
   return sessionStorage.getItem(TOKEN_KEY) || "";
@@ -34,8 +54,13 @@ const BINARY = "application/vnd.kafka.binary.v2+json";
  * answer is parsed JSON, or null for an empty one (204).
  */
 export async function call(method, path, { body, contentType, accept } = {}) {
-  const headers = { Accept: accept || "application/json" };
-  if (method !== "GET" && token()) {
+  // Marks the console's calls: a 401 then carries no WWW-Authenticate,
+  // so the browser shows the console's login form, not its own prompt.
+  const headers = { Accept: accept || "application/json", "X-Requested-With": "tidelog-console" };
+  const login = sessionStorage.getItem(LOGIN_KEY);
+  if (login) {
+    headers.Authorization = `Basic ${login}`;
+  } else if (method !== "GET" && token()) {
     headers.Authorization = `Bearer ${token()}`;
   }
   let payload;
@@ -52,6 +77,9 @@ export async function call(method, path, { body, contentType, accept } = {}) {
     } catch {
       parsed = { message: text };
     }
+  }
+  if (response.status === 401) {
+    window.dispatchEvent(new CustomEvent("tidelog:login-required"));
   }
   if (!response.ok) {
     throw new ApiError(response.status, parsed && parsed.error_code, (parsed && parsed.message) || response.statusText);

@@ -554,6 +554,38 @@ function tokenForm() {
   refresh();
 }
 
+// The user this tab logs in as (HTTP Basic): asked for when the server
+// answers 401, checked by the page it then shows again.
+function loginForm() {
+  const form = document.getElementById("login-form");
+  const name = document.getElementById("login-user");
+  const password = document.getElementById("login-password");
+  const state = document.getElementById("login-state");
+  const refresh = () => {
+    state.textContent = api.user() ? `logged in as ${api.user()}` : "";
+  };
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    api.setLogin(name.value, password.value);
+    name.value = "";
+    password.value = "";
+    form.classList.remove("required");
+    refresh();
+    route();
+  });
+  document.getElementById("login-clear").addEventListener("click", () => {
+    api.setLogin("");
+    refresh();
+    route();
+  });
+  window.addEventListener("tidelog:login-required", () => {
+    form.classList.add("required");
+    state.textContent = api.user() ? "login refused: check the user and password" : "this server needs a login";
+  });
+  refresh();
+}
+
+loginForm();
 tokenForm();
 window.addEventListener("hashchange", route);
 route();

@@ -217,6 +217,13 @@ async fn guard(State(state): State<AppState>, request: Request, next: Next) -> R
         .extensions()
         .get::<crate::listener::PeerAddr>()
         .map(|p| p.0.ip());
+    // The console asks for a login with its own form (docs/CONSOLE.md):
+    // its 401s carry no WWW-Authenticate, which would make the browser
+    // prompt instead.
+    let from_console = request
+        .headers()
+        .get("x-requested-with")
+        .is_some_and(|v| v == "tidelog-console");
     let caller = crate::login::caller(&state, &method, &path, request.headers(), peer).await;
     let admitted = match caller {
         Ok(caller) => admit(&state, request).await.map(|a| (caller, a)),
@@ -232,6 +239,12 @@ async fn guard(State(state): State<AppState>, request: Request, next: Next) -> R
             response
         }
     };
+    let mut response = response;
+    if from_console {
+        response
+            .headers_mut()
+            .remove(axum::http::header::WWW_AUTHENTICATE);
+    }
     let status = response.status();
     state.shared().metrics.count_response(status.as_u16());
     tracing::debug!(

@@ -643,3 +643,78 @@ fn every_console_page_renders_the_servers_data_and_its_actions_reach_the_api() {
     browser.screenshot("produce");
     browser.assert_no_console_errors("produce");
 }
+
+/// A server that requires logins: the console asks for one with its own
+/// form (no browser prompt), then shows only what that user may see.
+#[test]
+fn the_console_asks_for_a_login_and_shows_only_what_the_user_may_see() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let password_file = dir.path().join("admin.password");
+    std::fs::write(&password_file, "admin-secret").expect("write the password file");
+    let config = format!(
+        "{}{}security:\n  authentication: true\n  authorization: true\n  super_users: [admin]\n  users:\n    - name: admin\n      password_file: {}\n",
+        common::SMALL_STORE,
+        common::DISK_RATIOS_OFF,
+        password_file.display()
+    );
+    let server = TidelogProcess::start_with_config(&config);
+    let base = server.url();
+    let admin = format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode("admin:admin-secret")
+    );
+    let as_admin = |method: &str, path: &str, body: Value| {
+        let body = body.to_string();
+        server.request(
+            method,
+            path,
+            &[
+                ("Authorization", admin.as_str()),
+                ("Content-Type", "application/json"),
+            ],
+            Some(body.as_bytes()),
+        )
+    };
+    for topic in ["visible", "hidden"] {
+        as_admin(
+            "POST",
+            "/v3/clusters/tidelog/topics",
+            json!({"topic_name": topic, "partitions_count": 1}),
+        )
+        .expect(201);
+    }
+    as_admin(
+        "POST",
+        "/v1/security/users",
+        json!({"username": "viewer", "password": "viewer-pw"}),
+    )
+    .expect(201);
+    as_admin(
+        "POST",
+        "/v3/clusters/tidelog/acls",
+        json!({"resource_type": "TOPIC", "resource_name": "visible", "pattern_type": "LITERAL",
+               "principal": "User:viewer", "host": "*", "operation": "DESCRIBE", "permission": "ALLOW"}),
+    )
+    .expect(201);
+
+    let browser = Browser::start();
+    browser.open(&format!("{base}/ui#/topics"));
+    browser.wait_text("#login-state", "this server needs a login");
+    browser.screenshot("login-required");
+    browser.fill("#login-user", "viewer");
+    browser.fill("#login-password", "viewer-pw");
+    browser.click("#login-save");
+    browser.wait_text("#login-state", "logged in as viewer");
+    let table = browser.wait_text("#topics-table", "visible");
+    assert!(
+        !table.contains("hidden"),
+        "a topic viewer may not describe: {table}"
+    );
+    browser.screenshot("logged-in");
+
+    // A wrong password is refused with the form, not a browser prompt.
+    browser.fill("#login-user", "viewer");
+    browser.fill("#login-password", "wrong");
+    browser.click("#login-save");
+    browser.wait_text("#login-state", "login refused");
+}
