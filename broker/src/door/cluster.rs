@@ -4,9 +4,9 @@
 //! a partition's share of the disk, the operator's view of a group (with
 //! lag), and a tiering round on request.
 //!
-//! They are the door's like every other call, so the security issue's
-//! check (DESCRIBE on the cluster for the counters and a group's READ or
-//! DESCRIBE for its view) is made here once. The node's own
+//! They are the door's like every other call, so their ACL check
+//! (DESCRIBE on the cluster for the counters, DESCRIBE_CONFIGS for the
+//! settings, DESCRIBE on a group for its view) is made here once. The node's own
 //! observability (the `/metrics` sampler, the readiness probe) reads
 //! `Broker::stats` and `Broker::write_refusal` directly: no request and
 //! no principal stands behind it, and both answer without a login

@@ -1,11 +1,12 @@
 //! The door: the one way a front-end asks the broker for anything.
 //!
 //! A front-end (HTTP, Kafka, the CLI through HTTP) holds a [`Door`] for the
-//! principal a request is made as ([`Broker::door`]) and calls one async
-//! method per operation, with a typed request and a typed answer. Every
-//! rule that is not about a wire format is decided behind it, once: who
-//! may do what (the ACLs of the security issue: each method is where its
-//! check goes), which partitions this node leads (the cluster issue),
+//! caller a request comes from ([`Broker::door_for`]: its principal and
+//! host) and calls one async method per operation, with a typed request
+//! and a typed answer. Every rule that is not about a wire format is
+//! decided behind it, once: who may do what (each method's first line is
+//! its ACL check, `crate::access`; [`Door::may`] answers the same for a
+//! front-end that answers item by item), which partitions this node leads (the cluster issue),
 //! what a read may see (read-committed, the transactions issue), and on
 //! which thread the work runs: a copy into the page cache on the caller's
 //! task, a registry write, a file deletion or a cold read on the blocking

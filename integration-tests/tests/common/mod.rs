@@ -205,6 +205,14 @@ impl TidelogProcess {
         nofile: Option<u64>,
     ) -> TidelogProcess {
         let config_path = data_dir.path().with_extension("yaml");
+        // A config that says nothing of retention gets every disk ratio at
+        // 1.0 (`DISK_RATIOS_OFF`): the shared disk's fill must not refuse
+        // a test's writes.
+        let yaml = if yaml.contains("retention:") {
+            yaml.to_owned()
+        } else {
+            format!("{yaml}{DISK_RATIOS_OFF}")
+        };
         std::fs::write(&config_path, yaml).expect("write config");
         let addr = free_local_addr();
         let log_path = data_dir.path().with_extension("log");
@@ -232,6 +240,14 @@ impl TidelogProcess {
     ) -> TidelogProcess {
         let data_dir = tempfile::tempdir().expect("temp data dir");
         let config_path = data_dir.path().with_extension("yaml");
+        // A config that says nothing of retention gets every disk ratio at
+        // 1.0 (`DISK_RATIOS_OFF`): the shared disk's fill must not refuse
+        // a test's writes.
+        let yaml = if yaml.contains("retention:") {
+            yaml.to_owned()
+        } else {
+            format!("{yaml}{DISK_RATIOS_OFF}")
+        };
         std::fs::write(&config_path, yaml).expect("write config");
         let addr = free_local_addr();
         let log_path = data_dir.path().with_extension("log");
