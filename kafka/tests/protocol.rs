@@ -342,6 +342,11 @@ async fn api_versions_advertises_only_the_served_apis_and_answers_unknown_versio
                 (44, 0, 1),
                 (60, 0, 1),
                 (22, 0, 4),
+                (29, 1, 3),
+                (30, 1, 3),
+                (31, 1, 3),
+                (50, 0, 0),
+                (51, 0, 0),
                 (17, 0, 1),
                 (36, 0, 2)
             ]
