@@ -40,6 +40,15 @@ fn no_key_has_two_rows() {
 /// its key, so a served version never reaches a codec that lacks it; and
 /// a row's name is its key's.
 #[test]
+fn what_a_sasl_listener_serves_before_a_login_is_served() {
+    for key in super::BEFORE_LOGIN {
+        assert!(route(key).is_some(), "{key:?} has no row");
+    }
+    assert!(super::served_before_login(ApiKey::SaslAuthenticate));
+    assert!(!super::served_before_login(ApiKey::Metadata));
+}
+
+#[test]
 fn every_range_is_one_kafka_protocol_supports() {
     for r in ROUTES {
         let codec = r.key.valid_versions();
