@@ -323,12 +323,14 @@ async fn hostile_scram_messages_fail_the_login_cleanly() {
     let s = sasl_server(10_000).await;
     let long_nonce = format!("n,,n=alice,r={}", "a".repeat(10_000));
     let oversized = format!("n,,n=alice,r=abc,x={}", "y".repeat(5000));
-    let client_firsts: [&[u8]; 9] = [
+    let client_firsts: [&[u8]; 11] = [
         b"",
         b"n,,n=ali",
         b"n,,n=alice",
         b"n,,n=alice,r=",
         b"n,,n=alice,r=bad,nonce",
+        b"n,,n=alice,r=with space",
+        b"n,,n=alice,r=del\x7f",
         b"n,,n=alice,r=\xff\xfe",
         b"x,,n=alice,r=abc",
         long_nonce.as_bytes(),
