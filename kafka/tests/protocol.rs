@@ -342,6 +342,11 @@ async fn api_versions_advertises_only_the_served_apis_and_answers_unknown_versio
                 (44, 0, 1),
                 (60, 0, 1),
                 (22, 0, 4),
+                (29, 1, 3),
+                (30, 1, 3),
+                (31, 1, 3),
+                (50, 0, 0),
+                (51, 0, 0),
                 (17, 0, 1),
                 (36, 0, 2)
             ]
@@ -356,7 +361,7 @@ async fn api_versions_advertises_only_the_served_apis_and_answers_unknown_versio
     assert_eq!(answer.get_i32(), 7);
     let body = ApiVersionsResponse::decode(&mut answer, 0).unwrap();
     assert_eq!(body.error_code, 35);
-    assert_eq!(body.api_keys.len(), 25);
+    assert_eq!(body.api_keys.len(), 30);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
