@@ -9,7 +9,11 @@
 //! * `Authorization: Bearer <admin_token>`: the token's bearer, a super
 //!   user (a wrong token is refused by the admin-token check of the
 //!   routes that need it, and by this one when logins are required).
-//! * Neither: `User:ANONYMOUS`. With `security.authentication: true` that
+//! * Neither, over TLS with a verified client certificate (the
+//!   listener's `PeerIdentity` in the request's extensions): `User:<CN>`
+//!   (Kafka's SSL principal), a login as good as Basic for
+//!   `security.authentication`; the ACLs decide what it may do.
+//! * Nothing: `User:ANONYMOUS`. With `security.authentication: true` that
 //!   is 401/40101 with `WWW-Authenticate: Basic realm="tidelog"`, except
 //!   on the routes that stay open: `/status/ready`, `/metrics` and the
 //!   console's own files (its page asks for the login).
@@ -29,14 +33,14 @@ use tidelog_broker::auth::admin_token_matches;
 /// Longest `Authorization` value read (a user name and a password).
 const AUTHORIZATION_MAX_BYTES: usize = 4096;
 
-/// The caller of a request with `headers` to `path` from `peer` (module
-/// doc).
+/// The caller of a request with `headers` to `path` from `peer`, whose
+/// TLS client certificate (if any) names `certificate_cn` (module doc).
 pub async fn caller(
     state: &AppState,
     method: &Method,
     path: &str,
     headers: &HeaderMap,
-    peer: Option<std::net::IpAddr>,
+    (peer, certificate_cn): (Option<std::net::IpAddr>, Option<&str>),
 ) -> Result<Caller, ApiError> {
     let security = &state.settings().broker.security;
     let given = headers
@@ -69,11 +73,14 @@ pub async fn caller(
                 Principal::Anonymous
             }
         }
-        _ => Principal::Anonymous,
+        _ if headers.contains_key(header::AUTHORIZATION) => Principal::Anonymous,
+        _ => certificate_cn.map_or(Principal::Anonymous, |cn| {
+            Principal::Certificate(std::sync::Arc::from(cn))
+        }),
     };
     if security.authentication && principal == Principal::Anonymous && !open_route(path) {
         return Err(ApiError::Unauthorized {
-            message: "this server needs a login: Authorization: Basic <user:password> (or the admin token as Bearer)".into(),
+            message: "this server needs a login: Authorization: Basic <user:password> (or the admin token as Bearer, or a client certificate over TLS)".into(),
         });
     }
     Ok(Caller {

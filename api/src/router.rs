@@ -224,7 +224,18 @@ async fn guard(State(state): State<AppState>, request: Request, next: Next) -> R
         .headers()
         .get("x-requested-with")
         .is_some_and(|v| v == "tidelog-console");
-    let caller = crate::login::caller(&state, &method, &path, request.headers(), peer).await;
+    let certificate_cn = request
+        .extensions()
+        .get::<tidelog_runtime::tls::PeerIdentity>()
+        .and_then(|identity| identity.common_name.as_deref());
+    let caller = crate::login::caller(
+        &state,
+        &method,
+        &path,
+        request.headers(),
+        (peer, certificate_cn),
+    )
+    .await;
     let admitted = match caller {
         Ok(caller) => admit(&state, request).await.map(|a| (caller, a)),
         Err(e) => Err(e),

@@ -111,8 +111,9 @@ fn kafka_tls_server(
     let plain = free_local_addr();
     let secure = common::free_local_addr_besides(plain);
     let yaml = format!(
-        "{}{}kafka:\n  listeners:\n    - {{name: PLAIN, listen: \"{plain}\", security_protocol: PLAINTEXT}}\n    - {{name: SECURE, listen: \"{secure}\", security_protocol: SSL}}\n",
+        "{}{}{}kafka:\n  listeners:\n    - {{name: PLAIN, listen: \"{plain}\", security_protocol: PLAINTEXT}}\n    - {{name: SECURE, listen: \"{secure}\", security_protocol: SSL}}\n",
         common::SMALL_STORE,
+        common::DISK_RATIOS_OFF,
         pki.tls_section(client_auth)
     );
     (
@@ -126,8 +127,9 @@ fn kafka_tls_server(
 fn https_serves_curl_with_the_ca_and_refuses_plain_http_cleanly() {
     let pki = TestPki::new();
     let yaml = format!(
-        "{}kafka:\n  listen: null\nhttp:\n  tls: true\n{}",
+        "{}{}kafka:\n  listen: null\nhttp:\n  tls: true\n{}",
         common::SMALL_STORE,
+        common::DISK_RATIOS_OFF,
         pki.tls_section(None)
     );
     let ca = vec!["--cacert".to_string(), arg(&pki.path("ca.crt"))];
@@ -161,8 +163,9 @@ fn https_with_required_client_certificates_refuses_curl_without_one() {
     let pki = TestPki::new();
     let (cert, key) = pki.client("alice");
     let yaml = format!(
-        "{}kafka:\n  listen: null\nhttp:\n  tls: true\n{}",
+        "{}{}kafka:\n  listen: null\nhttp:\n  tls: true\n{}",
         common::SMALL_STORE,
+        common::DISK_RATIOS_OFF,
         pki.tls_section(Some("required"))
     );
     let ca = vec!["--cacert".to_string(), arg(&pki.path("ca.crt"))];

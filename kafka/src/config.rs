@@ -24,6 +24,11 @@ pub const FETCH_MAX_BYTES_DEFAULT: u64 = 55 * 1024 * 1024;
 pub const DEFAULT_LISTENER_NAME: &str = "PLAINTEXT";
 /// Longest listener name.
 pub const LISTENER_NAME_BYTES_MAX: usize = 64;
+/// The default `kafka.authentication_timeout_ms`: Kafka clients finish a
+/// SASL login in milliseconds; 10 s leaves room for a slow network.
+pub const AUTHENTICATION_TIMEOUT_MS_DEFAULT: u64 = 10_000;
+/// The range of `kafka.authentication_timeout_ms`.
+pub const AUTHENTICATION_TIMEOUT_MS_RANGE: std::ops::RangeInclusive<u64> = 100..=300_000;
 
 /// What a listener's connections speak (Kafka's `security.protocol`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -117,6 +122,10 @@ pub struct KafkaConfig {
     /// The SASL mechanisms a handshake may choose, offered in this order:
     /// `SCRAM-SHA-256`, `SCRAM-SHA-512`, `PLAIN`.
     pub sasl_mechanisms: Vec<String>,
+    /// On a SASL listener (`SASL_PLAINTEXT`, `SASL_SSL`), how long a
+    /// connection may take to log in (from its first byte after any TLS
+    /// handshake) before it is closed (`listener`).
+    pub authentication_timeout_ms: u64,
     /// Not a YAML key: the top-level `admin_token`. When set, the
     /// mutating admin APIs need a SASL/PLAIN login with it as password
     /// (`handlers::sasl`, `handlers::admin`).
@@ -151,6 +160,7 @@ impl Default for KafkaConfig {
             max_records_per_request: 500_000,
             fetch_max_bytes: FETCH_MAX_BYTES_DEFAULT,
             sasl_mechanisms: SASL_MECHANISMS.iter().map(|m| (*m).to_owned()).collect(),
+            authentication_timeout_ms: AUTHENTICATION_TIMEOUT_MS_DEFAULT,
             admin_token: None,
             cluster_id: None,
         }
@@ -284,6 +294,16 @@ impl KafkaConfig {
                 return Err(("sasl_mechanisms", format!("[{i}] {name} is listed twice")));
             }
         }
+        if !AUTHENTICATION_TIMEOUT_MS_RANGE.contains(&self.authentication_timeout_ms) {
+            return Err((
+                "authentication_timeout_ms",
+                format!(
+                    "must be {}..={}",
+                    AUTHENTICATION_TIMEOUT_MS_RANGE.start(),
+                    AUTHENTICATION_TIMEOUT_MS_RANGE.end()
+                ),
+            ));
+        }
         if let Some(host) = &self.advertised_host {
             if !valid_host(host) {
                 return Err((
@@ -337,6 +357,29 @@ mod tests {
         let parsed: SecurityProtocol = serde_yaml::from_str("SASL_SSL").unwrap();
         assert_eq!(parsed, SaslSsl);
         assert!(serde_yaml::from_str::<SecurityProtocol>("ssl").is_err());
+    }
+
+    #[test]
+    fn the_authentication_timeout_is_bounded() {
+        let with = |ms| {
+            KafkaConfig {
+                authentication_timeout_ms: ms,
+                ..KafkaConfig::default()
+            }
+            .validate()
+        };
+        assert_eq!(KafkaConfig::default().authentication_timeout_ms, 10_000);
+        assert_eq!(with(100), Ok(()));
+        assert_eq!(with(300_000), Ok(()));
+        for refused in [0, 99, 300_001] {
+            assert_eq!(
+                with(refused).unwrap_err().0,
+                "authentication_timeout_ms",
+                "{refused}"
+            );
+        }
+        let parsed: KafkaConfig = serde_yaml::from_str("authentication_timeout_ms: 2500").unwrap();
+        assert_eq!(parsed.authentication_timeout_ms, 2500);
     }
 
     #[test]

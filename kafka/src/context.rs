@@ -78,6 +78,9 @@ pub struct Context {
     pub metrics: Arc<KafkaMetrics>,
     /// The SASL mechanisms offered (`kafka.sasl_mechanisms`), in order.
     pub sasl_mechanisms: Vec<SaslMechanism>,
+    /// On a SASL listener, how long a connection may stay without a login
+    /// (`kafka.authentication_timeout_ms`, `listener`).
+    pub authentication_timeout: std::time::Duration,
 }
 
 impl Context {
@@ -118,6 +121,9 @@ impl Context {
                 .iter()
                 .filter_map(|m| SaslMechanism::from_name(m))
                 .collect(),
+            authentication_timeout: std::time::Duration::from_millis(
+                config.authentication_timeout_ms,
+            ),
         }
     }
 

@@ -5,8 +5,12 @@
 //! a row closes the connection (KAFKA.md "Bad input"), as does a version
 //! outside its row's range, except ApiVersions, which answers an unknown
 //! version with UNSUPPORTED_VERSION and its own range in a v0 body
-//! (KIP-511). This file names no API but ApiVersions (for KIP-511) and
-//! SASL's bare token frame; it imports the handlers, never the reverse.
+//! (KIP-511). On a SASL listener (SASL_PLAINTEXT, SASL_SSL) a connection
+//! that has not logged in is served only what [`routes::BEFORE_LOGIN`]
+//! names; any other request closes it (Kafka's illegal SASL state),
+//! before its header is decoded, so no handler runs for it. This file
+//! names no API but ApiVersions (for KIP-511) and SASL's bare token
+//! frame; it imports the handlers, never the reverse.
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::error::ResponseError;
@@ -69,6 +73,13 @@ pub async fn handle_in(
     let key = ApiKey::try_from(raw_key).map_err(|_| FrameError::UnknownKey { key: raw_key })?;
     let route = routes::route(key).ok_or(FrameError::UnknownKey { key: raw_key })?;
     let (min, max, api) = (route.min, route.max, route.name);
+    if ctx.security_protocol.uses_sasl() && !session.logged_in && !routes::served_before_login(key)
+    {
+        return Err(FrameError::NotLoggedIn {
+            api,
+            protocol: ctx.security_protocol.as_str(),
+        });
+    }
     let mut buf = frame;
     let header_version = key.request_header_version(version.clamp(min, max));
     precheck::header(&buf, header_version).map_err(|reason| FrameError::Header { reason })?;

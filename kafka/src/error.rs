@@ -166,10 +166,22 @@ pub enum FrameError {
     },
     #[error("{what} timed out")]
     Timeout { what: &'static str },
-    /// A bare SASL/PLAIN token (after a v0 handshake) that is not the
-    /// admin token: Kafka closes such a connection.
-    #[error("SASL/PLAIN authentication failed")]
+    /// A bare SASL token (after a v0 handshake) that failed its login,
+    /// or a deleted user's next request: Kafka closes such a connection.
+    #[error("SASL authentication failed")]
     Authentication,
+    /// A request other than ApiVersions and the SASL APIs on a SASL
+    /// listener before a login: Kafka fails such a connection (an illegal
+    /// SASL state).
+    #[error("{api} before a SASL login on a {protocol} listener")]
+    NotLoggedIn {
+        api: &'static str,
+        protocol: &'static str,
+    },
+    /// No login within `kafka.authentication_timeout_ms` on a SASL
+    /// listener.
+    #[error("no SASL login within kafka.authentication_timeout_ms ({timeout_ms} ms)")]
+    LoginTimeout { timeout_ms: u128 },
 }
 
 impl FrameError {
@@ -186,7 +198,9 @@ impl FrameError {
             FrameError::UnknownKey { .. } => Some(ClosedFor::UnknownApi),
             FrameError::Version { .. } => Some(ClosedFor::Version),
             FrameError::Timeout { .. } => Some(ClosedFor::Timeout),
-            FrameError::Authentication => Some(ClosedFor::Authentication),
+            FrameError::Authentication
+            | FrameError::NotLoggedIn { .. }
+            | FrameError::LoginTimeout { .. } => Some(ClosedFor::Authentication),
             FrameError::Encode { .. } | FrameError::Io { .. } => None,
         }
     }

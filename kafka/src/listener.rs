@@ -37,6 +37,13 @@
 //!   (`Session::answer_held`), so answers held for clients that do not
 //!   read are bounded in total, apart from the request bytes producers
 //!   need.
+//! * On a SASL listener (SASL_PLAINTEXT, SASL_SSL) a connection must log
+//!   in within `kafka.authentication_timeout_ms` of its start (after the
+//!   TLS handshake): until then every read of a frame is bounded by that
+//!   deadline, and a connection past it is closed, counted under
+//!   `reason="authentication"` and logged at debug, as is one closed for
+//!   a request before its login (`dispatch`). Once logged in, only the
+//!   ordinary timeouts apply.
 //! * Beyond `kafka.max_connections`, new connections are closed at once.
 //! * A bad frame (KAFKA.md "Bad input") closes its connection after one
 //!   warn with the peer; every other connection goes on. A client that
@@ -63,6 +70,7 @@ use tokio::sync::{watch, Semaphore};
 use crate::context::Context;
 use crate::dispatch;
 use crate::error::FrameError;
+use crate::metrics::ClosedFor;
 use crate::session::Session;
 
 pub const FRAME_READ_TIMEOUT: Duration = Duration::from_secs(30);
@@ -154,10 +162,17 @@ pub async fn serve(
                     tracing::debug!(%peer, error = %e, "kafka client hung up");
                 }
                 Err(e) => {
-                    if let Some(why) = e.closed_for() {
+                    let why = e.closed_for();
+                    if let Some(why) = why {
                         ctx.metrics.connection_closed_for(why);
                     }
-                    tracing::warn!(%peer, error = %e, "kafka connection closed");
+                    if why == Some(ClosedFor::Authentication) {
+                        // A client without a login, or a failed one
+                        // (warned, rate-limited, by the SASL handler).
+                        tracing::debug!(%peer, listener = %ctx.listener, error = %e, "kafka connection closed");
+                    } else {
+                        tracing::warn!(%peer, error = %e, "kafka connection closed");
+                    }
                 }
             }
             ctx.metrics.connection_closed();
@@ -179,49 +194,32 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
 ) -> Result<(), FrameError> {
     // Writes pass through the reader's buffer to the socket unbuffered.
     let mut stream = BufReader::with_capacity(READ_BUFFER_BYTES, stream);
-    let mut session = Session {
-        tls_peer,
-        ..Session::default()
-    };
+    let mut session = Session::new(tls_peer);
+    // On a SASL listener: when the login must be done by (module doc).
+    let login_deadline = ctx
+        .security_protocol
+        .uses_sasl()
+        .then(|| tokio::time::Instant::now() + ctx.authentication_timeout);
     loop {
-        let mut len = [0u8; 4];
-        let first = tokio::select! {
-            read = tokio::time::timeout(IDLE_TIMEOUT, stream.read(&mut len[..1])) => read,
-            _ = stop.changed() => return Ok(()),
-        };
-        match first {
-            Err(_) => return Ok(()), // idle: closed as Kafka does, not a warning
-            Ok(Ok(0)) => return Ok(()),
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => return Err(e.into()),
-        }
-        timed(
-            FRAME_READ_TIMEOUT,
-            "reading a frame",
-            stream.read_exact(&mut len[1..]),
-        )
-        .await?;
-        let length = i32::from_be_bytes(len);
-        let size = usize::try_from(length)
-            .ok()
-            .filter(|l| *l <= ctx.max_request_bytes)
-            .ok_or(FrameError::TooLarge {
-                length: i64::from(length),
-                limit: ctx.max_request_bytes,
-            })?;
-        // The frame's bytes come from the global budget as they arrive,
-        // and go back once its answer is written.
-        let read = tokio::select! {
-            read = read_frame_reserved(&mut stream, size, &ctx.budget) => read?,
-            // Shutdown; not a gone sender (then none can be signalled).
-            _ = async {
-                if stop.wait_for(|stopping| *stopping).await.is_err() {
-                    std::future::pending::<()>().await;
+        let next = match login_deadline {
+            Some(deadline) if !session.logged_in => {
+                match tokio::time::timeout_at(deadline, next_frame(&mut stream, ctx, &mut stop))
+                    .await
+                {
+                    Ok(next) => next?,
+                    Err(_) => {
+                        return Err(FrameError::LoginTimeout {
+                            timeout_ms: ctx.authentication_timeout.as_millis(),
+                        })
+                    }
                 }
-            } => return Ok(()),
+            }
+            _ => next_frame(&mut stream, ctx, &mut stop).await?,
         };
-        let (frame, held) = read;
-        ctx.metrics.request_read(size);
+        let Some((frame, held)) = next else {
+            return Ok(());
+        };
+        ctx.metrics.request_read(frame.len());
         let (key, api) = dispatch::api_label(&session, &frame);
         let started = Instant::now();
         let answer = dispatch::handle_in(ctx, frame, Some(peer), &mut session).await?;
@@ -245,6 +243,52 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
         // budget by its handler) are given back once it is written.
         session.answer_held = None;
         drop(held);
+    }
+}
+
+/// The next request frame of `stream` with its reservation in the byte
+/// budget; `None` when the connection ends without one (the client
+/// closed, idle past [`IDLE_TIMEOUT`], or shutdown).
+async fn next_frame<S: AsyncBufRead + Unpin>(
+    stream: &mut S,
+    ctx: &Context,
+    stop: &mut watch::Receiver<bool>,
+) -> Result<Option<(Bytes, Reservation)>, FrameError> {
+    let mut len = [0u8; 4];
+    let first = tokio::select! {
+        read = tokio::time::timeout(IDLE_TIMEOUT, stream.read(&mut len[..1])) => read,
+        _ = stop.changed() => return Ok(None),
+    };
+    match first {
+        Err(_) => return Ok(None), // idle: closed as Kafka does, not a warning
+        Ok(Ok(0)) => return Ok(None),
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => return Err(e.into()),
+    }
+    timed(
+        FRAME_READ_TIMEOUT,
+        "reading a frame",
+        stream.read_exact(&mut len[1..]),
+    )
+    .await?;
+    let length = i32::from_be_bytes(len);
+    let size = usize::try_from(length)
+        .ok()
+        .filter(|l| *l <= ctx.max_request_bytes)
+        .ok_or(FrameError::TooLarge {
+            length: i64::from(length),
+            limit: ctx.max_request_bytes,
+        })?;
+    // The frame's bytes come from the global budget as they arrive,
+    // and go back once its answer is written.
+    tokio::select! {
+        read = read_frame_reserved(stream, size, &ctx.budget) => read.map(Some),
+        // Shutdown; not a gone sender (then none can be signalled).
+        _ = async {
+            if stop.wait_for(|stopping| *stopping).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        } => Ok(None),
     }
 }
 

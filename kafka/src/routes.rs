@@ -151,6 +151,20 @@ pub fn route(key: ApiKey) -> Option<&'static Route> {
     ROUTES.iter().find(|r| r.key == key)
 }
 
+/// What a SASL listener (SASL_PLAINTEXT, SASL_SSL) serves before a
+/// login, as Kafka does: the versions, and the login itself. Any other
+/// request on such a connection closes it (`dispatch`).
+pub const BEFORE_LOGIN: [ApiKey; 3] = [
+    ApiKey::ApiVersions,
+    ApiKey::SaslHandshake,
+    ApiKey::SaslAuthenticate,
+];
+
+/// Whether `key` is served on a SASL listener before a login.
+pub fn served_before_login(key: ApiKey) -> bool {
+    BEFORE_LOGIN.contains(&key)
+}
+
 /// (key, min, max) of every row, in the table's order: what ApiVersions
 /// advertises.
 pub fn served() -> impl Iterator<Item = (ApiKey, i16, i16)> {

@@ -36,6 +36,15 @@ fn no_key_has_two_rows() {
     assert_eq!(keys.len(), 30, "KAFKA.md's table serves 30 APIs");
 }
 
+#[test]
+fn what_a_sasl_listener_serves_before_a_login_is_served() {
+    for key in super::BEFORE_LOGIN {
+        assert!(route(key).is_some(), "{key:?} has no row");
+    }
+    assert!(super::served_before_login(ApiKey::SaslAuthenticate));
+    assert!(!super::served_before_login(ApiKey::Metadata));
+}
+
 /// Every range lies inside what kafka-protocol decodes and encodes for
 /// its key, so a served version never reaches a codec that lacks it; and
 /// a row's name is its key's.

@@ -5,11 +5,18 @@
 //! Invariants:
 //! * A session lives as long as its connection (the listener owns it)
 //!   and is seen by one request at a time, so no lock guards it.
-//! * `principal` changes only through `handlers::sasl`, once, from
-//!   `User:ANONYMOUS` to the principal a login proved, and stays so for
+//! * `principal` starts as who the TLS handshake's verified client
+//!   certificate names (`User:<CN>`, Kafka's default SSL principal
+//!   builder), else `User:ANONYMOUS` ([`Session::new`]); it changes only
+//!   through `handlers::sasl`, once, to the principal a login proved (on
+//!   SASL_SSL the SASL user wins over the certificate), and stays so for
 //!   the connection's life (a second handshake is ILLEGAL_SASL_STATE); a
 //!   logged-in user's account is re-checked before each request
 //!   (`dispatch`), so a deleted user's connection ends at its next one.
+//! * `logged_in` turns true with that SASL login and never back: on a
+//!   SASL listener nothing but ApiVersions and the SASL APIs is served
+//!   before it (`dispatch`), nor is the connection kept open past
+//!   `kafka.authentication_timeout_ms` without it (`listener`).
 //! * `close_after_answer` is set by a failed login: the listener writes
 //!   that answer (SASL_AUTHENTICATION_FAILED), then closes.
 //! * `answer_held` is set by the Fetch route and cleared by the listener
@@ -31,6 +38,8 @@ pub struct Session {
     pub scram: Option<ServerFirst>,
     /// Who the connection's requests are made as.
     pub principal: Principal,
+    /// A SASL login succeeded on this connection.
+    pub logged_in: bool,
     /// Close the connection once the answer being written is out.
     pub close_after_answer: bool,
     /// On a TLS listener (SSL, SASL_SSL): who the handshake's verified
@@ -48,6 +57,7 @@ impl Default for Session {
             handshake: None,
             scram: None,
             principal: Principal::Anonymous,
+            logged_in: false,
             close_after_answer: false,
             tls_peer: None,
             answer_held: None,
@@ -56,9 +66,45 @@ impl Default for Session {
 }
 
 impl Session {
-    /// Whether a login succeeded on this connection.
+    /// A new connection's session; `tls_peer`: its TLS handshake's
+    /// client identity (a TLS listener's). A verified certificate's CN is
+    /// the principal until a SASL login names another.
+    pub fn new(tls_peer: Option<PeerIdentity>) -> Session {
+        let principal = tls_peer
+            .as_ref()
+            .and_then(|peer| peer.common_name.as_deref())
+            .map_or(Principal::Anonymous, |cn| {
+                Principal::Certificate(std::sync::Arc::from(cn))
+            });
+        Session {
+            principal,
+            tls_peer,
+            ..Session::default()
+        }
+    }
+
+    /// Whether a SASL login succeeded on this connection.
     pub fn authenticated(&self) -> bool {
-        self.principal != Principal::Anonymous
+        self.logged_in
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_verified_certificate_names_the_principal_until_a_login() {
+        let peer = |cn: Option<&str>| {
+            Some(PeerIdentity {
+                common_name: cn.map(str::to_owned),
+            })
+        };
+        let carol = Session::new(peer(Some("carol")));
+        assert_eq!(carol.principal.kafka_name(), "User:carol");
+        assert!(!carol.authenticated(), "a certificate is not a SASL login");
+        assert_eq!(Session::new(peer(None)).principal, Principal::Anonymous);
+        assert_eq!(Session::new(None).principal, Principal::Anonymous);
     }
 }
 

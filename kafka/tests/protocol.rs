@@ -361,7 +361,7 @@ async fn api_versions_advertises_only_the_served_apis_and_answers_unknown_versio
     assert_eq!(answer.get_i32(), 7);
     let body = ApiVersionsResponse::decode(&mut answer, 0).unwrap();
     assert_eq!(body.error_code, 35);
-    assert_eq!(body.api_keys.len(), 25);
+    assert_eq!(body.api_keys.len(), 30);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -19,8 +19,9 @@
 //!   why (no "unknown user"), then the connection closes (v0: closed
 //!   without an answer, as Kafka does). One warn line per second at most
 //!   says how many failed, with the peer of the last; the closes are
-//!   counted in `/metrics` (`reason="authentication"`). No password,
-//!   proof or key is ever logged.
+//!   counted in `/metrics` (`reason="authentication"`), once each: v1's
+//!   here, v0's by the listener (its frame error). No password, proof or
+//!   key is ever logged.
 //! * A login is per connection ([`Session`]) and happens once: a second
 //!   handshake on a logged-in connection is ILLEGAL_SASL_STATE.
 
@@ -92,6 +93,9 @@ pub async fn authenticate(
     match step(ctx, session, &request.auth_bytes).await {
         Ok(token) => SaslAuthenticateResponse::default().with_auth_bytes(token.into()),
         Err(()) => {
+            // The listener closes after this answer without an error to
+            // count, so it is counted here.
+            ctx.metrics.connection_closed_for(ClosedFor::Authentication);
             session.close_after_answer = true;
             SaslAuthenticateResponse::default()
                 .with_error_code(ResponseError::SaslAuthenticationFailed.code())
@@ -118,7 +122,7 @@ pub async fn raw(
 
 /// One token of the chosen mechanism: the token to answer, with the
 /// session's principal set once the login is done; `Err` once it failed
-/// (after the failed-login delay, counted and warned).
+/// (after the failed-login delay, warned; the caller counts the close).
 async fn step(ctx: &Context, session: &mut Session, token: &[u8]) -> Result<Vec<u8>, ()> {
     let Some(handshake) = session.handshake else {
         return Err(());
@@ -151,6 +155,7 @@ async fn step(ctx: &Context, session: &mut Session, token: &[u8]) -> Result<Vec<
         Ok((who, answer)) => {
             tracing::info!(principal = %who, mechanism = handshake.mechanism.name(), "SASL login");
             session.principal = who;
+            session.logged_in = true;
             Ok(answer)
         }
         Err(why) => {
@@ -158,7 +163,6 @@ async fn step(ctx: &Context, session: &mut Session, token: &[u8]) -> Result<Vec<
                 .logins()
                 .map_or(0, |b| b.security().failed_auth_delay_ms);
             tokio::time::sleep(Duration::from_millis(delay)).await;
-            ctx.metrics.connection_closed_for(ClosedFor::Authentication);
             warn_failed(handshake.mechanism, why);
             Err(())
         }
