@@ -163,6 +163,13 @@ impl Door {
         self.broker.describe_topic(&self.who, name)
     }
 
+    /// The topic `name` for its configs (Kafka's DescribeConfigs):
+    /// DESCRIBE_CONFIGS on the topic, which ALTER_CONFIGS implies.
+    pub fn topic_configs(&self, name: &str) -> Result<Arc<Topic>, BrokerError> {
+        self.allow(Operation::DescribeConfigs, Resource::topic(name))?;
+        self.broker.describe_topic(&self.who, name)
+    }
+
     /// Every topic the principal may describe, internal ones included:
     /// the others are left out, as Kafka's Metadata leaves them.
     pub fn list_topics(&self) -> Vec<Arc<Topic>> {

@@ -75,7 +75,7 @@ fn describe(ctx: &Context, resource_type: i8, name: &str) -> Result<Vec<Describe
     let door = ctx.door().ok_or(Refusal::NotReady)?;
     match resource_type {
         TOPIC => {
-            let topic = door.describe_topic(name)?;
+            let topic = door.topic_configs(name)?;
             Ok(topic_config::entries(&topic.overrides)
                 .into_iter()
                 .map(|e| {

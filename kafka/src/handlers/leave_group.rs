@@ -5,6 +5,9 @@
 use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
 
+use kafka_protocol::error::ResponseError;
+use tidelog_broker::security::acl::{Operation, Resource};
+
 use super::group;
 use crate::context::Context;
 use crate::error::broker_code;
@@ -14,6 +17,11 @@ pub fn handle(ctx: &Context, version: i16, request: LeaveGroupRequest) -> LeaveG
         return LeaveGroupResponse::default().with_error_code(group::NOT_READY);
     };
     let group_id = request.group_id.0.as_str();
+    // Kafka answers a group it may not READ with the request's own code.
+    if !door.may(Operation::Read, Resource::group(group_id)) {
+        return LeaveGroupResponse::default()
+            .with_error_code(ResponseError::GroupAuthorizationFailed.code());
+    }
     let leave = |member_id: Option<&str>, instance_id: Option<&str>| -> i16 {
         match door.leave_group(group_id, member_id, instance_id) {
             Ok(()) => 0,

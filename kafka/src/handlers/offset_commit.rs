@@ -20,6 +20,7 @@ use kafka_protocol::messages::offset_commit_response::{
 use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 use tidelog_broker::groups::Committer;
 use tidelog_broker::groups::{validate_commit_metadata, CommitValue, OffsetCommit};
+use tidelog_broker::security::acl::{Operation, Resource};
 
 use super::{group, partition_ref};
 use crate::context::Context;
@@ -29,6 +30,12 @@ const STATELESS: i32 = -1;
 
 pub async fn handle(ctx: &Context, request: OffsetCommitRequest) -> OffsetCommitResponse {
     let door = ctx.door();
+    // READ on the group first, as Kafka checks it: without it every
+    // partition is refused for the group, whatever its topic.
+    let group_id = Resource::group(request.group_id.0.as_str());
+    let group_refused = door
+        .as_ref()
+        .is_some_and(|d| !d.may(Operation::Read, group_id));
     // (topic, partition index, code so far: 0 = to commit)
     let mut answers: Vec<(usize, i32, i16)> = Vec::new();
     let mut commits = Vec::new();
@@ -38,6 +45,7 @@ pub async fn handle(ctx: &Context, request: OffsetCommitRequest) -> OffsetCommit
             let metadata = p.committed_metadata.as_ref().map_or("", |m| m.as_str());
             let code = match (&door, partition_ref(door.as_ref(), name, p.partition_index)) {
                 (None, _) => group::NOT_READY,
+                _ if group_refused => ResponseError::GroupAuthorizationFailed.code(),
                 (_, Err(code)) => code,
                 _ if p.committed_offset < 0 => ResponseError::InvalidCommitOffsetSize.code(),
                 (Some(_), Ok(part)) => match validate_commit_metadata(commits.len(), metadata) {
