@@ -183,3 +183,230 @@ fn protected_mode_refuses_an_open_listener_beyond_loopback() {
         String::from_utf8_lossy(&checked.stderr)
     );
 }
+
+/// One HTTP route under ACLs: refused without its operation, served with
+/// it.
+struct Route {
+    method: &'static str,
+    path: &'static str,
+    body: Option<&'static str>,
+    /// The ACL that lets it through: resource type, name, operation.
+    needs: (&'static str, &'static str, &'static str),
+}
+
+#[test]
+fn every_http_route_needs_the_operation_of_its_kafka_api() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let server = secured_server(dir.path());
+    let admin = basic("admin", ADMIN_PASSWORD);
+    let json = "application/json";
+    let send = |auth: &str, method: &str, path: &str, body: Option<&str>| {
+        let content_type = if path.starts_with("/topics/") && method == "POST" {
+            "application/vnd.kafka.json.v2+json"
+        } else if path.starts_with("/consumers/") {
+            "application/vnd.kafka.v2+json"
+        } else {
+            json
+        };
+        server.request(
+            method,
+            path,
+            &[("Authorization", auth), ("Content-Type", content_type)],
+            body.map(str::as_bytes),
+        )
+    };
+    for (topic, policy) in [("t", "delete"), ("c", "compact"), ("gone", "delete")] {
+        let body = format!(
+            r#"{{"topic_name":"{topic}","partitions_count":1,"configs":[{{"name":"cleanup.policy","value":"{policy}"}}]}}"#
+        );
+        send(&admin, "POST", "/v3/clusters/tidelog/topics", Some(&body)).expect(201);
+    }
+    send(
+        &admin,
+        "POST",
+        "/topics/t",
+        Some(r#"{"records":[{"value":1}]}"#),
+    )
+    .expect(200);
+    let commit = r#"{"offsets":[{"topic":"t","partition":0,"offset":0}]}"#;
+    send(&admin, "POST", "/consumer-groups/g/offsets", Some(commit)).expect(204);
+    let user = r#"{"username":"bob","password":"bob-pw"}"#;
+    send(&admin, "POST", "/v1/security/users", Some(user)).expect(201);
+    let bob = basic("bob", "bob-pw");
+
+    // The lists leave out what bob may not describe.
+    let topics = send(&bob, "GET", "/v3/clusters/tidelog/topics", None).expect(200);
+    assert_eq!(topics["data"], serde_json::json!([]));
+    assert_eq!(
+        send(&bob, "GET", "/topics", None).expect(200),
+        serde_json::json!([])
+    );
+    assert_eq!(
+        send(&bob, "GET", "/consumer-groups", None).expect(200)["groups"],
+        serde_json::json!([])
+    );
+
+    // In an order where no earlier grant implies a later route's
+    // operation (READ, WRITE, DELETE and ALTER imply DESCRIBE).
+    let routes = [
+        Route {
+            method: "GET",
+            path: "/topics/t/partitions/0/offsets",
+            body: None,
+            needs: ("TOPIC", "t", "DESCRIBE"),
+        },
+        Route {
+            method: "GET",
+            path: "/v3/clusters/tidelog/topics/t",
+            body: None,
+            needs: ("TOPIC", "t", "DESCRIBE"),
+        },
+        Route {
+            method: "GET",
+            path: "/v3/clusters/tidelog/topics/t/configs",
+            body: None,
+            needs: ("TOPIC", "t", "DESCRIBE_CONFIGS"),
+        },
+        Route {
+            method: "POST",
+            path: "/v3/clusters/tidelog/topics/t/configs:alter",
+            body: Some(r#"{"data":[{"name":"retention.ms","value":"60000"}]}"#),
+            needs: ("TOPIC", "t", "ALTER_CONFIGS"),
+        },
+        Route {
+            method: "POST",
+            path: "/topics/t",
+            body: Some(r#"{"records":[{"value":2}]}"#),
+            needs: ("TOPIC", "t", "WRITE"),
+        },
+        Route {
+            method: "POST",
+            path: "/topics/t/partitions/0",
+            body: Some(r#"{"records":[{"value":3}]}"#),
+            needs: ("TOPIC", "t", "WRITE"),
+        },
+        Route {
+            method: "GET",
+            path: "/topics/t/partitions/0/records?offset=0&timeout=0",
+            body: None,
+            needs: ("TOPIC", "t", "READ"),
+        },
+        Route {
+            method: "GET",
+            path: "/v3/clusters/tidelog/topics/c/compaction",
+            body: None,
+            needs: ("TOPIC", "c", "DESCRIBE"),
+        },
+        Route {
+            method: "GET",
+            path: "/topics/c/records?key=eA%3D%3D&format=binary",
+            body: None,
+            needs: ("TOPIC", "c", "READ"),
+        },
+        Route {
+            method: "POST",
+            path: "/v3/clusters/tidelog/topics/c/compaction",
+            body: Some("{}"),
+            needs: ("TOPIC", "c", "ALTER"),
+        },
+        Route {
+            method: "POST",
+            path: "/v3/clusters/tidelog/topics",
+            body: Some(r#"{"topic_name":"made","partitions_count":1}"#),
+            needs: ("TOPIC", "made", "CREATE"),
+        },
+        Route {
+            method: "DELETE",
+            path: "/v3/clusters/tidelog/topics/gone",
+            body: None,
+            needs: ("TOPIC", "gone", "DELETE"),
+        },
+        Route {
+            method: "GET",
+            path: "/consumer-groups/g/offsets",
+            body: None,
+            needs: ("GROUP", "g", "DESCRIBE"),
+        },
+        Route {
+            method: "GET",
+            path: "/consumer-groups/g",
+            body: None,
+            needs: ("GROUP", "g", "DESCRIBE"),
+        },
+        Route {
+            method: "POST",
+            path: "/consumer-groups/g/offsets",
+            body: Some(r#"{"offsets":[{"topic":"t","partition":0,"offset":1}]}"#),
+            needs: ("GROUP", "g", "READ"),
+        },
+        Route {
+            method: "POST",
+            path: "/consumer-groups/g/offsets:reset",
+            body: Some(r#"{"topic":"t","to":"beginning"}"#),
+            needs: ("GROUP", "g", "READ"),
+        },
+        Route {
+            method: "POST",
+            path: "/consumers/cg",
+            body: Some(r#"{"name":"i1","format":"json"}"#),
+            needs: ("GROUP", "cg", "READ"),
+        },
+        Route {
+            method: "DELETE",
+            path: "/consumer-groups/g",
+            body: None,
+            needs: ("GROUP", "g", "DELETE"),
+        },
+        Route {
+            method: "GET",
+            path: "/v3/clusters/tidelog/stats",
+            body: None,
+            needs: ("CLUSTER", "kafka-cluster", "DESCRIBE"),
+        },
+        Route {
+            method: "GET",
+            path: "/v3/clusters/tidelog/acls",
+            body: None,
+            needs: ("CLUSTER", "kafka-cluster", "DESCRIBE"),
+        },
+        Route {
+            method: "GET",
+            path: "/v1/security/users",
+            body: None,
+            needs: ("CLUSTER", "kafka-cluster", "DESCRIBE"),
+        },
+        Route {
+            method: "POST",
+            path: "/v3/clusters/tidelog/retention",
+            body: Some("{}"),
+            needs: ("CLUSTER", "kafka-cluster", "ALTER"),
+        },
+    ];
+    // Granted one by one, so a route is tried before its ACL exists
+    // (unless an earlier route needed the same one).
+    let mut granted = std::collections::HashSet::new();
+    for route in &routes {
+        let what = format!("{} {}", route.method, route.path);
+        let (resource_type, name, operation) = route.needs;
+        if granted.insert(route.needs) {
+            let refused = send(&bob, route.method, route.path, route.body);
+            assert_eq!(
+                refused.status,
+                403,
+                "{what} without its ACL: {}",
+                refused.text()
+            );
+            let acl = format!(
+                r#"{{"resource_type":"{resource_type}","resource_name":"{name}","pattern_type":"LITERAL","principal":"User:bob","host":"*","operation":"{operation}","permission":"ALLOW"}}"#
+            );
+            send(&admin, "POST", "/v3/clusters/tidelog/acls", Some(&acl)).expect(201);
+        }
+        let served = send(&bob, route.method, route.path, route.body);
+        assert!(
+            (200..300).contains(&served.status),
+            "{what} with {operation} on {resource_type} {name}: {} {}",
+            served.status,
+            served.text()
+        );
+    }
+}
