@@ -37,6 +37,11 @@ pub const JSON_RECORDS: &str = "application/vnd.kafka.json.v2+json";
 pub struct Endpoint {
     /// `host:port`, for the connection and the `Host` header.
     authority: String,
+    /// The host alone (no brackets around an IPv6 address): the name the
+    /// server's certificate must carry.
+    host: String,
+    /// `https://`.
+    pub tls: bool,
     /// A path prefix (a proxy's mount point), without the trailing `/`.
     prefix: String,
     /// `--url` as given, for messages.
@@ -44,14 +49,18 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
-    /// `http://host[:port][/prefix]`; https is refused (the server has no
-    /// TLS; a proxy in front would be reached by plain HTTP from here).
+    /// `http://host[:port][/prefix]` or `https://...` (the server's
+    /// `http.tls`; `crate::tls`).
     pub fn parse(url: &str) -> Result<Endpoint, CliError> {
-        let rest = url.strip_prefix("http://").ok_or_else(|| {
-            CliError::usage(format!(
-                "--url {url:?}: only http://host:port URLs are supported (tidelog serves no TLS)"
-            ))
-        })?;
+        let (tls, rest) = match (url.strip_prefix("http://"), url.strip_prefix("https://")) {
+            (Some(rest), _) => (false, rest),
+            (None, Some(rest)) => (true, rest),
+            (None, None) => {
+                return Err(CliError::usage(format!(
+                    "--url {url:?}: an http:// or https:// URL (http://host:port)"
+                )))
+            }
+        };
         let (authority, prefix) = match rest.find('/') {
             Some(slash) => (&rest[..slash], rest[slash..].trim_end_matches('/')),
             None => (rest, ""),
@@ -63,13 +72,25 @@ impl Endpoint {
             Some(colon) => !authority[colon..].contains(']'),
             None => false,
         };
+        let host = match authority.rfind(':') {
+            Some(colon) if has_port => &authority[..colon],
+            _ => authority,
+        };
+        let host = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string();
         let authority = if has_port {
             authority.to_string()
+        } else if tls {
+            format!("{authority}:443")
         } else {
             format!("{authority}:80")
         };
         Ok(Endpoint {
             authority,
+            host,
+            tls,
             prefix: prefix.to_string(),
             url: url.to_string(),
         })
@@ -110,6 +131,8 @@ impl std::fmt::Debug for Login {
 pub struct Client {
     endpoint: Endpoint,
     credentials: Credentials,
+    /// For an `https://` endpoint.
+    tls: Option<tokio_rustls::TlsConnector>,
     connection: Option<Connection>,
 }
 
@@ -125,10 +148,15 @@ impl Drop for Connection {
 }
 
 impl Client {
-    pub fn new(endpoint: Endpoint, credentials: Credentials) -> Client {
+    pub fn new(
+        endpoint: Endpoint,
+        credentials: Credentials,
+        tls: Option<tokio_rustls::TlsConnector>,
+    ) -> Client {
         Client {
             endpoint,
             credentials,
+            tls,
             connection: None,
         }
     }
@@ -136,7 +164,11 @@ impl Client {
     /// Another client to the same server with its own connection (one per
     /// partition a consumer reads at once).
     pub fn another(&self) -> Client {
-        Client::new(self.endpoint.clone(), self.credentials.clone())
+        Client::new(
+            self.endpoint.clone(),
+            self.credentials.clone(),
+            self.tls.clone(),
+        )
     }
 
     /// Drops the connection (after a request was cut off mid-way: the
@@ -163,13 +195,21 @@ impl Client {
         })?
         .map_err(connect_error)?;
         let _ = stream.set_nodelay(true);
-        let (send, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        let Some(tls) = &self.tls else {
+            return handshake(stream).await.map_err(connect_error);
+        };
+        let name = rustls_pki_types::ServerName::try_from(self.endpoint.host.clone())
+            .map_err(|e| CliError::usage(format!("--url {}: {e}", self.endpoint.url)))?;
+        let stream = tokio::time::timeout(CONNECT_TIMEOUT, tls.connect(name, stream))
             .await
-            .map_err(|e| connect_error(std::io::Error::other(e)))?;
-        let driver = tokio::spawn(async move {
-            let _ = connection.await;
-        });
-        Ok(Connection { send, driver })
+            .map_err(|_| {
+                connect_error(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("no TLS handshake within {CONNECT_TIMEOUT:?}"),
+                ))
+            })?
+            .map_err(connect_error)?;
+        handshake(stream).await.map_err(connect_error)
     }
 
     /// Sends one request; an error status becomes [`CliError::Server`].
@@ -297,6 +337,21 @@ impl Client {
     }
 }
 
+/// HTTP/1.1 over `stream` (plain or TLS), its connection driven by a
+/// task of its own.
+async fn handshake<S>(stream: S) -> std::io::Result<Connection>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (send, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(std::io::Error::other)?;
+    let driver = tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    Ok(Connection { send, driver })
+}
+
 /// An empty body is `Null`; anything else must be JSON.
 pub fn parse_json(what: &str, body: &[u8]) -> Result<Value, CliError> {
     if body.is_empty() {
@@ -365,7 +420,15 @@ mod tests {
         assert_eq!(e.authority, "[::1]:9");
         let e = Endpoint::parse("http://[::1]").unwrap();
         assert_eq!(e.authority, "[::1]:80");
-        assert!(Endpoint::parse("https://x").is_err());
+        let e = Endpoint::parse("https://logs.internal").unwrap();
+        assert!(e.tls);
+        assert_eq!(
+            (e.authority.as_str(), e.host.as_str()),
+            ("logs.internal:443", "logs.internal")
+        );
+        let e = Endpoint::parse("https://[::1]:8443").unwrap();
+        assert_eq!(e.host, "::1");
+        assert!(Endpoint::parse("ftp://x").is_err());
         assert!(Endpoint::parse("127.0.0.1:8080").is_err());
         assert!(Endpoint::parse("http:///x").is_err());
     }

@@ -37,6 +37,7 @@ mod output;
 mod produce;
 mod security;
 pub mod spec;
+mod tls;
 mod topics;
 
 use clap::{Args, Subcommand};
@@ -68,6 +69,17 @@ pub struct Connection {
     /// user's password; never on the command line, where `ps` shows it.
     #[arg(long, global = true, env = "TIDELOG_PASSWORD_FILE")]
     pub password_file: Option<std::path::PathBuf>,
+    /// For an https:// --url: the CA certificate (PEM) that signed the
+    /// server's certificate.
+    #[arg(long, global = true, env = "TIDELOG_CA_FILE")]
+    pub ca_file: Option<std::path::PathBuf>,
+    /// For a server that asks for client certificates (mTLS): this
+    /// client's certificate (PEM), with --key-file.
+    #[arg(long, global = true, env = "TIDELOG_CERT_FILE")]
+    pub cert_file: Option<std::path::PathBuf>,
+    /// The private key (PEM) of --cert-file.
+    #[arg(long, global = true, env = "TIDELOG_KEY_FILE")]
+    pub key_file: Option<std::path::PathBuf>,
     /// Print JSON for scripts instead of tables.
     #[arg(long, global = true)]
     pub json: bool,
@@ -184,12 +196,24 @@ impl Connection {
                 password: self.password()?,
             }),
         };
+        let tls = match endpoint.tls {
+            true => Some(
+                tls::TlsFiles {
+                    ca_file: self.ca_file.clone(),
+                    cert_file: self.cert_file.clone(),
+                    key_file: self.key_file.clone(),
+                }
+                .connector()?,
+            ),
+            false => None,
+        };
         Ok(http::Client::new(
             endpoint,
             http::Credentials {
                 token: self.token.clone(),
                 login,
             },
+            tls,
         ))
     }
 

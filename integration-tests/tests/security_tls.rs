@@ -357,4 +357,58 @@ fn https_takes_a_password_or_a_client_certificate_as_the_principal() {
     // A password beside a certificate wins: a wrong one is 401.
     let carol_wrong = [carol.clone(), vec!["-u".into(), "carol:nope".into()]].concat();
     assert_eq!(curl(server.addr, &carol_wrong, "GET", topics, None).0, 401);
+
+    // The CLI over https: the CA, a user and password file; or carol's
+    // certificate, which sees what her ACLs let her.
+    let url = format!("https://{}", server.addr);
+    let ca_file = arg(&pki.path("ca.crt"));
+    let password_file = arg(&dir.path().join("admin.password"));
+    let cli = |extra: &[&str]| {
+        let mut args = vec![
+            "topics",
+            "list",
+            "--json",
+            "--url",
+            &url,
+            "--ca-file",
+            &ca_file,
+        ];
+        args.extend(extra);
+        common::run_tidelog(&args)
+    };
+    let listed = cli(&["--user", "admin", "--password-file", &password_file]);
+    let stdout = String::from_utf8_lossy(&listed.stdout);
+    assert!(
+        listed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&listed.stderr)
+    );
+    assert!(
+        stdout.contains("__consumer_offsets") && stdout.contains("\"t\""),
+        "{stdout}"
+    );
+    let (carol_cert, carol_key) = (arg(&carol_cert), arg(&carol_key));
+    let listed = cli(&["--cert-file", &carol_cert, "--key-file", &carol_key]);
+    let stdout = String::from_utf8_lossy(&listed.stdout);
+    assert!(
+        listed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&listed.stderr)
+    );
+    assert!(
+        stdout.contains("\"t\"") && !stdout.contains("__consumer_offsets"),
+        "{stdout}"
+    );
+    let refused = cli(&[]);
+    assert_eq!(
+        refused.status.code(),
+        Some(1),
+        "401 is the server's refusal"
+    );
+    let no_ca = common::run_tidelog(&["topics", "list", "--url", &url]);
+    assert_eq!(
+        no_ca.status.code(),
+        Some(2),
+        "https without --ca-file is a usage error"
+    );
 }
