@@ -79,7 +79,7 @@ impl FailedAuth {
             path,
             failures,
             delay_ms = self.delay.as_millis() as u64,
-            "wrong admin bearer token (failures since the last such line; each answered 401 after http.auth_failure_delay_ms)"
+            "failed HTTP login: wrong admin bearer token or user password (failures since the last such line; each answered 401 after http.auth_failure_delay_ms)"
         );
     }
 }

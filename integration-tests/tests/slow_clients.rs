@@ -858,7 +858,7 @@ fn wrong_admin_tokens_are_delayed_and_counted() {
         f64::from(answered)
     );
     let log = s.log();
-    let warned = log.matches("wrong admin bearer token").count();
+    let warned = log.matches("failed HTTP login").count();
     assert!(
         (1..=(elapsed / 10.0) as usize + 1).contains(&warned),
         "{warned} WARN lines:\n{log}"

@@ -541,6 +541,18 @@ async fn group_apis_need_read_on_the_group_and_describe_to_see_it() {
     let answer: OffsetFetchResponse = f.as_bob(ApiKey::OffsetFetch, 7, &fetch("g")).await;
     assert_eq!(answer.error_code, NONE);
 
+    // FindCoordinator: DESCRIBE on the group.
+    let find = |g: &str| {
+        FindCoordinatorRequest::default()
+            .with_key_type(0)
+            .with_coordinator_keys(vec![StrBytes::from_string(g.into())])
+    };
+    let answer: FindCoordinatorResponse =
+        f.as_bob(ApiKey::FindCoordinator, 4, &find("other")).await;
+    assert_eq!(answer.coordinators[0].error_code, GROUP_DENIED);
+    let answer: FindCoordinatorResponse = f.as_bob(ApiKey::FindCoordinator, 4, &find("g")).await;
+    assert_eq!(answer.coordinators[0].error_code, NONE);
+
     // Membership: READ on the group.
     let join = |g: &str| {
         JoinGroupRequest::default()

@@ -12,6 +12,7 @@ use tidelog_broker::names::validate_group_name;
 
 use crate::context::Context;
 use crate::error::broker_code;
+use tidelog_broker::security::acl::{Operation, Resource};
 
 const GROUP_KEY: i8 = 0;
 
@@ -20,7 +21,8 @@ pub fn handle(
     version: i16,
     request: FindCoordinatorRequest,
 ) -> FindCoordinatorResponse {
-    let ready = ctx.door().is_some();
+    let door = ctx.door();
+    let ready = door.is_some();
     let answer = |key: &str| -> (i16, Option<String>) {
         if request.key_type != GROUP_KEY {
             return (
@@ -35,6 +37,15 @@ pub fn handle(
             return (ResponseError::CoordinatorNotAvailable.code(), None);
         }
         match validate_group_name(key) {
+            // Kafka's rule: the coordinator of a group the principal may
+            // not describe is not told.
+            Ok(())
+                if door
+                    .as_ref()
+                    .is_some_and(|d| !d.may(Operation::Describe, Resource::group(key))) =>
+            {
+                (ResponseError::GroupAuthorizationFailed.code(), None)
+            }
             Ok(()) => (0, None),
             Err(e) => (broker_code(&e), Some(e.to_string())),
         }
