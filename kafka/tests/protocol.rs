@@ -4,6 +4,10 @@
 //! each of which the server still serves other connections.
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
+#[path = "wire/mod.rs"]
+mod wire;
+use wire::{call, closed, read_frame, request_frame, send_frame};
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,14 +19,14 @@ use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProdu
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, FetchRequest, FetchResponse,
     ListOffsetsRequest, ListOffsetsResponse, MetadataRequest, MetadataResponse, ProduceRequest,
-    ProduceResponse, RequestHeader, ResponseHeader, TopicName,
+    ProduceResponse, ResponseHeader, TopicName,
 };
-use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
+use kafka_protocol::protocol::{Decodable, StrBytes};
 use tidelog_broker::store::{CleanerConfig, FlushMode, Header, StoreConfig};
 use tidelog_broker::{Broker, BrokerConfig};
 use tidelog_kafka::records::{decode_batches, encode_batch, BatchRecord, OutRecord};
 use tidelog_kafka::KafkaConfig;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
@@ -144,57 +148,6 @@ async fn server_opened(
 
 async fn connect(s: &Server) -> TcpStream {
     TcpStream::connect(s.addr).await.unwrap()
-}
-
-/// Sends a request frame. A write error is left to the read that follows
-/// (the server may already have closed the connection: a refused one).
-async fn send_frame(stream: &mut TcpStream, frame: &[u8]) {
-    let mut out = (frame.len() as i32).to_be_bytes().to_vec();
-    out.extend_from_slice(frame);
-    let _ = stream.write_all(&out).await;
-}
-
-async fn read_frame(stream: &mut TcpStream) -> Option<Bytes> {
-    let mut len = [0u8; 4];
-    let read = tokio::time::timeout(Duration::from_secs(60), stream.read_exact(&mut len))
-        .await
-        .expect("an answer or a close within a minute");
-    read.ok()?;
-    let mut body = vec![0u8; i32::from_be_bytes(len) as usize];
-    stream.read_exact(&mut body).await.ok()?;
-    Some(Bytes::from(body))
-}
-
-fn request_frame<R: Encodable>(key: ApiKey, version: i16, correlation: i32, body: &R) -> BytesMut {
-    let header = RequestHeader::default()
-        .with_request_api_key(key as i16)
-        .with_request_api_version(version)
-        .with_correlation_id(correlation)
-        .with_client_id(Some(StrBytes::from_static_str("test")));
-    let mut out = BytesMut::new();
-    header
-        .encode(&mut out, key.request_header_version(version))
-        .unwrap();
-    body.encode(&mut out, version).unwrap();
-    out
-}
-
-async fn call<Q: Encodable, A: Decodable + HeaderVersion>(
-    stream: &mut TcpStream,
-    key: ApiKey,
-    version: i16,
-    body: &Q,
-) -> A {
-    send_frame(stream, &request_frame(key, version, 42, body)).await;
-    let mut answer = read_frame(stream).await.expect("an answer");
-    let header = ResponseHeader::decode(&mut answer, key.response_header_version(version)).unwrap();
-    assert_eq!(header.correlation_id, 42);
-    A::decode(&mut answer, version).unwrap()
-}
-
-/// Whether the server closed `stream` (rather than answering).
-async fn closed(stream: &mut TcpStream) -> bool {
-    read_frame(stream).await.is_none()
 }
 
 fn name(s: &str) -> TopicName {

@@ -5,16 +5,19 @@
 //! connection; none may panic the server.
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
+#[path = "wire/mod.rs"]
+mod wire;
+use wire::{call, closed, read_frame, send_frame, try_call};
+
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, RequestHeader,
-    ResponseHeader, SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
-    SaslHandshakeResponse,
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, SaslAuthenticateRequest,
+    SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
 };
-use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
+use kafka_protocol::protocol::StrBytes;
 use tidelog_broker::security::scram::Mechanism;
 use tidelog_broker::store::{CleanerConfig, StoreConfig};
 use tidelog_broker::{Broker, BrokerConfig, Principal};
@@ -24,7 +27,7 @@ use tidelog_kafka::{
 };
 use tidelog_runtime::budget::ByteBudget;
 use tidelog_runtime::connections::ConnectionSlots;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
@@ -135,68 +138,6 @@ impl Server {
 
 async fn connect(s: &Server) -> TcpStream {
     TcpStream::connect(s.addr).await.unwrap()
-}
-
-/// Sends one frame (its length first). A write error is left to the read
-/// that follows (the server may have closed the connection already).
-async fn send_frame(stream: &mut TcpStream, frame: &[u8]) {
-    let mut out = (frame.len() as i32).to_be_bytes().to_vec();
-    out.extend_from_slice(frame);
-    let _ = stream.write_all(&out).await;
-}
-
-async fn read_frame(stream: &mut TcpStream) -> Option<Bytes> {
-    let mut len = [0u8; 4];
-    let read = tokio::time::timeout(Duration::from_secs(60), stream.read_exact(&mut len))
-        .await
-        .expect("an answer or a close within a minute");
-    read.ok()?;
-    let mut body = vec![0u8; i32::from_be_bytes(len) as usize];
-    stream.read_exact(&mut body).await.ok()?;
-    Some(Bytes::from(body))
-}
-
-fn request_frame<R: Encodable>(key: ApiKey, version: i16, body: &R) -> BytesMut {
-    let header = RequestHeader::default()
-        .with_request_api_key(key as i16)
-        .with_request_api_version(version)
-        .with_correlation_id(42)
-        .with_client_id(Some(StrBytes::from_static_str("test")));
-    let mut out = BytesMut::new();
-    header
-        .encode(&mut out, key.request_header_version(version))
-        .unwrap();
-    body.encode(&mut out, version).unwrap();
-    out
-}
-
-/// The answer to one request, `None` if the server closed instead.
-async fn try_call<Q: Encodable, A: Decodable + HeaderVersion>(
-    stream: &mut TcpStream,
-    key: ApiKey,
-    version: i16,
-    body: &Q,
-) -> Option<A> {
-    send_frame(stream, &request_frame(key, version, body)).await;
-    let mut answer = read_frame(stream).await?;
-    let header = ResponseHeader::decode(&mut answer, key.response_header_version(version)).unwrap();
-    assert_eq!(header.correlation_id, 42);
-    Some(A::decode(&mut answer, version).unwrap())
-}
-
-async fn call<Q: Encodable, A: Decodable + HeaderVersion>(
-    stream: &mut TcpStream,
-    key: ApiKey,
-    version: i16,
-    body: &Q,
-) -> A {
-    try_call(stream, key, version, body)
-        .await
-        .expect("an answer, not a close")
-}
-
-async fn closed(stream: &mut TcpStream) -> bool {
-    read_frame(stream).await.is_none()
 }
 
 async fn handshake(c: &mut TcpStream, version: i16, mechanism: &str) -> SaslHandshakeResponse {
