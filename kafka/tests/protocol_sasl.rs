@@ -38,6 +38,7 @@ const PASSWORD: &str = "alice-pw";
 
 struct Server {
     addr: std::net::SocketAddr,
+    broker: Arc<Broker>,
     metrics: Arc<KafkaMetrics>,
     _stop: watch::Sender<bool>,
     _dir: tempfile::TempDir,
@@ -47,6 +48,11 @@ struct Server {
 /// [`PASSWORD`]) behind a SASL_PLAINTEXT listener whose logins must be
 /// done within `authentication_timeout_ms`.
 async fn sasl_server(authentication_timeout_ms: u64) -> Server {
+    sasl_server_with(authentication_timeout_ms, false).await
+}
+
+/// [`sasl_server`], with `security.authorization` as given.
+async fn sasl_server_with(authentication_timeout_ms: u64, authorization: bool) -> Server {
     let dir = tempfile::tempdir().unwrap();
     let mut store = StoreConfig::new(dir.path());
     store.commitlog_segment_bytes = 1 << 20;
@@ -64,6 +70,7 @@ async fn sasl_server(authentication_timeout_ms: u64) -> Server {
     };
     // Failed logins answered at once: the test makes many.
     config.security.failed_auth_delay_ms = 0;
+    config.security.authorization = authorization;
     let broker = Arc::new(
         tokio::task::spawn_blocking(move || Broker::open(&config, store, cleaner))
             .await
@@ -109,6 +116,7 @@ async fn sasl_server(authentication_timeout_ms: u64) -> Server {
     });
     Server {
         addr,
+        broker,
         metrics,
         _stop: stop,
         _dir: dir,
@@ -340,4 +348,72 @@ async fn v0_raw_tokens_that_are_empty_or_garbage_close_the_connection() {
     assert_eq!(read_frame(&mut c).await.unwrap().len(), 0);
     assert!(metadata(&mut c).await.is_some());
     assert_serves(&s).await;
+}
+
+/// What an open connection may do is decided again at each request: a
+/// revoked ACL applies to its next request, and a deleted user's
+/// connection closes at its next request (Kafka re-checks so too).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_acl_and_a_deleted_user_apply_to_an_open_connections_next_request() {
+    use tidelog_broker::security::acl::{
+        AclBinding, AclFilter, Host, Operation, PatternType, Permission, ResourcePattern,
+        ResourceType,
+    };
+    let s = sasl_server_with(10_000, true).await;
+    let admin = s.broker.door(&Principal::AdminToken);
+    admin
+        .create_topic(
+            tidelog_broker::topics::CreateTopic {
+                name: "t".into(),
+                partitions: Some(1),
+                replication_factor: None,
+                manual_assignment: false,
+                configs: Vec::new(),
+            },
+            false,
+        )
+        .await
+        .unwrap();
+    let allow = AclBinding {
+        pattern: ResourcePattern {
+            resource_type: ResourceType::Topic,
+            name: "t".into(),
+            pattern_type: PatternType::Literal,
+        },
+        principal: "User:alice".into(),
+        host: Host::Any,
+        operation: Operation::Describe,
+        permission: Permission::Allow,
+    };
+    admin.create_acls(vec![allow]).await.unwrap();
+
+    let mut c = connect(&s).await;
+    assert_eq!(handshake(&mut c, 1, "PLAIN").await.error_code, NONE);
+    let login = authenticate(&mut c, format!("\0alice\0{PASSWORD}").as_bytes()).await;
+    assert_eq!(login.error_code, NONE);
+    let names = |m: &kafka_protocol::messages::MetadataResponse| -> Vec<String> {
+        m.topics
+            .iter()
+            .filter_map(|t| t.name.as_ref().map(|n| n.0.to_string()))
+            .collect()
+    };
+    let all = MetadataRequest::default().with_topics(None);
+    let seen: kafka_protocol::messages::MetadataResponse =
+        try_call(&mut c, ApiKey::Metadata, 12, &all)
+            .await
+            .expect("an answer");
+    assert_eq!(names(&seen), ["t"]);
+
+    // The ACL deleted: the same connection's next Metadata leaves t out.
+    admin.delete_acls(vec![AclFilter::any()]).await.unwrap();
+    let seen: kafka_protocol::messages::MetadataResponse =
+        try_call(&mut c, ApiKey::Metadata, 12, &all)
+            .await
+            .expect("an answer");
+    assert!(names(&seen).is_empty(), "{:?}", names(&seen));
+
+    // The user deleted: its connection closes at its next request.
+    admin.delete_user("alice").await.unwrap();
+    assert!(metadata(&mut c).await.is_none(), "closed, not answered");
+    s.assert_closed_for_authentication(1).await;
 }
