@@ -67,6 +67,14 @@ pub async fn caller(
                 .is_some_and(|t| admin_token_matches(token.trim().as_bytes(), t.as_bytes()));
             if matches {
                 Principal::AdminToken
+            } else if security.authentication && !open_route(path) {
+                // A guess where logins are required: delayed like a wrong
+                // password (else it would be refused below at once, and
+                // guessing the token would run at full speed).
+                penalize(state, method, path).await;
+                return Err(ApiError::Unauthorized {
+                    message: "wrong bearer token".into(),
+                });
             } else {
                 // The admin routes' own check answers this (with its
                 // delay); elsewhere a wrong token counts for nothing.

@@ -78,6 +78,17 @@ fn http_needs_a_user_and_an_acl_and_leaves_the_probes_open() {
     server
         .get_with(topics, &[("Authorization", &basic("admin", "wrong"))])
         .expect_error(401, 40101);
+    // A bearer token where none is set is a guess too: refused, counted.
+    server
+        .get_with(topics, &[("Authorization", "Bearer guess")])
+        .expect_error(401, 40101);
+    let metrics = server.get("/metrics").text();
+    let failures = metrics
+        .lines()
+        .find(|l| l.starts_with("tidelog_http_auth_failures_total"))
+        .and_then(|l| l.split_whitespace().last())
+        .and_then(|n| n.parse::<u64>().ok());
+    assert_eq!(failures, Some(2), "both failed logins counted:\n{metrics}");
 
     // The super user creates a topic and a user.
     let created = server.request(
