@@ -19,23 +19,20 @@
 //!   a created or deleted ACL takes effect on the next request, of any
 //!   connection, without a lock shared with writers.
 //! * A logged-in user's account is looked up again on each request
-//!   ([`Broker::account_active`]): a deleted user's open connections
-//!   fail their next request.
+//!   (`Broker::account_active`, `crate::logins`): a deleted user's open
+//!   connections fail their next request.
 //! * Logins never learn more than "failed": an unknown user's password
 //!   check and SCRAM exchange take as long as a known one's
 //!   (`tidelog_security::users`), and no secret is logged.
 
 use std::net::IpAddr;
 use std::path::Path;
-use std::sync::Arc;
 
 use tidelog_security::acl::{AclStore, Operation, Request, Resource, ResourceType};
 use tidelog_security::config::SecurityConfig;
-use tidelog_security::scram::{Mechanism, ScramCredential, ScramError, ServerFirst};
 use tidelog_security::users::UserStore;
 use tidelog_security::verified::VerifiedPasswords;
 
-use crate::broker::Broker;
 use crate::error::BrokerError;
 use crate::principal::Principal;
 
@@ -82,7 +79,7 @@ impl Access {
 
     /// Whether `password` was verified for `user`'s credential as it is
     /// now (no PBKDF2).
-    fn recently_verified(&self, user: &str, password: &[u8]) -> bool {
+    pub(crate) fn recently_verified(&self, user: &str, password: &[u8]) -> bool {
         self.users
             .password_credential(user)
             .is_some_and(|c| self.verified.contains(user, password, &c))
@@ -90,7 +87,7 @@ impl Access {
 
     /// The full check of `password` (PBKDF2: call on the blocking pool),
     /// noted when it succeeds.
-    fn verify_password(&self, user: &str, password: &[u8]) -> bool {
+    pub(crate) fn verify_password(&self, user: &str, password: &[u8]) -> bool {
         match self.users.password_credential(user) {
             Some(credential) => {
                 let ok = credential.verify_password(password);
@@ -183,70 +180,6 @@ impl Access {
             resource_type: resource.resource_type,
             name: resource.name.to_owned(),
         })
-    }
-}
-
-/// What the front-ends' logins ask of the broker. A login is not an
-/// operation of a principal (there is none yet), so these are the
-/// broker's, not the door's.
-impl Broker {
-    /// The `security:` section.
-    pub fn security(&self) -> &SecurityConfig {
-        self.access.config()
-    }
-
-    /// Starts a SCRAM exchange: reads the client's first message and
-    /// answers the server's first. An unknown user gets an answer like a
-    /// known one's (a stable fake salt), and fails at the proof.
-    pub fn scram_start(
-        &self,
-        mechanism: Mechanism,
-        client_first: &[u8],
-    ) -> Result<(ServerFirst, Vec<u8>), ScramError> {
-        let users = &self.access.users;
-        ServerFirst::start(
-            mechanism,
-            client_first,
-            self.access.config().scram_iterations,
-            |user| users.credential(user, mechanism),
-        )
-    }
-
-    /// The principal of `user` if `password` is theirs (SASL/PLAIN,
-    /// HTTP Basic): checked against the stored SCRAM credential, which
-    /// costs its PBKDF2 iterations, on the blocking pool, unless the same
-    /// password was verified against the same credential lately
-    /// (`tidelog_security::verified`: HTTP Basic sends it every request).
-    pub async fn login_with_password(
-        self: &Arc<Self>,
-        user: &str,
-        password: Vec<u8>,
-    ) -> Option<Principal> {
-        if self.access.recently_verified(user, &password) {
-            return Some(Principal::user(user));
-        }
-        let broker = Arc::clone(self);
-        let name = user.to_owned();
-        let verified =
-            crate::blocking::run(move || Ok(broker.access.verify_password(&name, &password)))
-                .await
-                .unwrap_or(false);
-        verified.then(|| Principal::user(user))
-    }
-
-    /// Whether `who` may still make requests: a logged-in user must
-    /// still exist (every other principal may).
-    pub fn account_active(&self, who: &Principal) -> bool {
-        match who.user_name() {
-            Some(name) => self.access.users.exists(name),
-            None => true,
-        }
-    }
-
-    /// The stored credential of `user` for `mechanism` (tests of the SCRAM
-    /// exchange and the user APIs).
-    pub fn scram_credential(&self, user: &str, mechanism: Mechanism) -> Option<ScramCredential> {
-        self.access.users.credential(user, mechanism)
     }
 }
 

@@ -11,8 +11,8 @@
 //!   counters in one snapshot.
 //! * `access` (private): the one authorization check every door method
 //!   makes, over tidelog-security's ACL index, and what logins ask of the
-//!   broker ([`Broker::scram_start`], [`Broker::login_with_password`],
-//!   [`Broker::account_active`]).
+//!   broker (`logins`: [`Broker::scram_start`],
+//!   [`Broker::login_with_password`], [`Broker::account_active`]).
 //! * [`error`]: [`BrokerError`], the one error of this crate, with
 //!   [`ErrorKind`]; each front-end maps every variant in one file.
 //! * [`names`]: validation of topic and group names before anything
@@ -68,6 +68,7 @@ pub mod error_fixtures;
 pub mod fault;
 pub mod group_admin;
 pub mod groups;
+mod logins;
 pub mod long_poll;
 pub mod names;
 pub mod partitioner;
