@@ -255,6 +255,12 @@ impl Records {
             && Arc::ptr_eq(&self.topic, &topic.name)
     }
 
+    /// Whether these were made by [`Door::records_for`](crate::Door::records_for)
+    /// for `topic` (which checked WRITE on it as it made them).
+    pub(crate) fn bound_to(&self, topic: &str) -> bool {
+        self.bound.is_some() && &*self.topic == topic
+    }
+
     /// Records pushed so far.
     pub fn len(&self) -> usize {
         self.records.len()
