@@ -19,14 +19,8 @@ partitions=${3:-8}
 tidelog=${TIDELOG:-$root/target/release/tidelog}
 [[ -x $tidelog ]] || { echo "no release binary at $tidelog: cargo build --release -p tidelog-server" >&2; exit 2; }
 
-venv=$root/target/bench-clients/venv
-if [[ ! -x $venv/bin/python ]]; then
-    rm -rf "$venv.partial"
-    python3 -m venv "$venv.partial"
-    "$venv.partial/bin/python" -m pip install --no-input --disable-pip-version-check \
-        --require-hashes --only-binary :all: -r "$root/integration-tests/clients/python/requirements.txt"
-    mv "$venv.partial" "$venv"
-fi
+# shellcheck source=bench-venv.sh
+source "$root/scripts/bench-venv.sh"
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 http_port=$(free_port)
