@@ -22,6 +22,8 @@ pub(crate) fn store_config(dir: &std::path::Path) -> StoreConfig {
     c.index_slots = 1000;
     c.index_entries = 4000;
     c.preallocate_next_segment = false;
+    // How full this shared machine's disk is must not refuse writes.
+    c.retention.disk = Arc::new(tidelog_storage::retention::FixedDiskUsage::new(0.1));
     c
 }
 

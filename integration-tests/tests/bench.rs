@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::run_tidelog;
+use common::{run_tidelog, DISK_RATIOS_OFF};
 
 /// The records/s column of the result row `phase target`.
 fn records_per_s(stdout: &str, phase: &str, target: &str) -> f64 {
@@ -29,8 +29,12 @@ fn run_bench(dir: &std::path::Path, extra: &[&str]) -> String {
     // Small segments: a fresh 1 GiB segment takes seconds to prepare on a
     // cold machine, and the phases here last a fraction of a second.
     let config = dir.join("bench.yaml");
-    std::fs::write(&config, "store:\n  commitlog_segment_bytes: 4194304\n")
-        .expect("write the config");
+    // The shared disk's fill must not refuse writes (`DISK_RATIOS_OFF`).
+    std::fs::write(
+        &config,
+        format!("store:\n  commitlog_segment_bytes: 4194304\n{DISK_RATIOS_OFF}"),
+    )
+    .expect("write the config");
     let mut args = vec!["bench"];
     args.extend_from_slice(extra);
     args.extend([

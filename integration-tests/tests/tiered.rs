@@ -759,9 +759,10 @@ fn the_tiered_bench_measures_against_seaweedfs() {
     std::fs::write(
         &config,
         format!(
-            "store:\n  commitlog_segment_bytes: 1048576\ntiered:\n  url: {}\n  endpoint: {}\n  allow_http: true\n  upload_interval_ms: 3600000\n  object_bytes: 1048576\n",
+            "store:\n  commitlog_segment_bytes: 1048576\ntiered:\n  url: {}\n  endpoint: {}\n  allow_http: true\n  upload_interval_ms: 3600000\n  object_bytes: 1048576\n{}",
             seaweed.url("run"),
-            seaweed.endpoint()
+            seaweed.endpoint(),
+            common::DISK_RATIOS_OFF
         ),
     )
     .unwrap();

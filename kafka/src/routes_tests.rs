@@ -124,6 +124,8 @@ fn broker_in(dir: &std::path::Path) -> Arc<Broker> {
     store.index_slots = 64;
     store.index_entries = 256;
     store.preallocate_next_segment = false;
+    // How full this shared machine's disk is must not refuse writes.
+    store.retention.disk = Arc::new(tidelog_broker::store::FixedDiskUsage::new(0.1));
     let cleaner = CleanerConfig {
         dedupe_buffer_bytes: 1 << 20,
         ..CleanerConfig::default()
