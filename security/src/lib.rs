@@ -10,8 +10,9 @@
 //! * [`config`]: the `security:` section of the broker's config.
 //! * [`scram`]: SCRAM-SHA-256/512 logins (RFC 5802/7677, as Kafka's
 //!   KIP-84 serves them): the stored credential (never the password),
-//!   the server's side of the exchange, and the password check PLAIN and
-//!   HTTP Basic make against the same credential.
+//!   the server's side of the exchange, the password check PLAIN and
+//!   HTTP Basic make against the same credential, and the client's side
+//!   (`tidelog bench` logs in with it).
 //! * [`users`]: the users and their credentials, durable and readable
 //!   by the owner only (`<data_dir>/config/users.json`), with Kafka's
 //!   AlterUserScramCredentials semantics and the config's bootstrap

@@ -1,7 +1,7 @@
 //! SCRAM-SHA-256 and SCRAM-SHA-512 (RFC 5802, RFC 7677), as Kafka's
 //! KIP-84 serves them: the stored credential, the server's side of the
-//! three-message exchange, and the password check PLAIN and HTTP Basic
-//! make against the same credential.
+//! three-message exchange, the password check PLAIN and HTTP Basic make
+//! against the same credential, and ([`client`]) the client's side.
 //!
 //! The primitives are RustCrypto's (`sha2`, `hmac`, `pbkdf2`, and
 //! `subtle` for the comparisons); this module only puts them together as
@@ -37,6 +37,8 @@ use hmac::{Hmac, KeyInit, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256, Sha512};
 use subtle::ConstantTimeEq;
+
+pub mod client;
 
 /// The fewest iterations a credential may have (Kafka's).
 pub const ITERATIONS_MIN: u32 = 4096;
@@ -247,6 +249,10 @@ pub enum ScramError {
     ChannelBindingMismatch,
     #[error("invalid credentials")]
     InvalidCredentials,
+    #[error(
+        "the server's signature is not this password's: the server does not hold its credential"
+    )]
+    ServerSignature,
     #[error("{iterations} iterations; between {ITERATIONS_MIN} and {ITERATIONS_MAX}")]
     Iterations { iterations: u32 },
     #[error("no random bytes from the operating system: {reason}")]
