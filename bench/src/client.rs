@@ -1,7 +1,7 @@
-//! The load generator's HTTP client: one plain HTTP/1.1 keep-alive
-//! connection per load task (hyper's client connection, no pool, no TLS), so
-//! the client spends as little of the machine's CPU as it can; the server
-//! under test shares the same cores.
+//! The load generator's HTTP client: one HTTP/1.1 keep-alive connection
+//! per load task (hyper's client connection, no pool; TLS only towards an
+//! HTTPS target, `secure.rs`), so the client spends as little of the
+//! machine's CPU as it can; the server under test shares the same cores.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -10,9 +10,11 @@ use anyhow::{anyhow, bail, Context as _};
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full};
 use hyper::client::conn::http1::SendRequest;
-use hyper::header::{ACCEPT, CONTENT_TYPE, HOST};
+use hyper::header::{HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE, HOST};
 use hyper::{Method, Request, StatusCode};
 use hyper_util::rt::TokioIo;
+
+use crate::secure::{self, Secure};
 
 /// How long one request may take before the bench calls it failed; well
 /// above the longest long-poll it sends (1 s).
@@ -24,6 +26,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 pub struct Conn {
     addr: SocketAddr,
     host: String,
+    /// `Authorization` of every request (an HTTPS target's bearer token).
+    authorization: Option<HeaderValue>,
     send: SendRequest<Full<Bytes>>,
     driver: tokio::task::JoinHandle<()>,
 }
@@ -48,8 +52,24 @@ pub struct Answer {
 }
 
 impl Conn {
+    /// A plain HTTP connection.
     pub async fn connect(addr: SocketAddr) -> anyhow::Result<Conn> {
-        let stream = connect_tcp(addr).await?;
+        Conn::connect_secure(addr, None).await
+    }
+
+    /// An HTTP connection, over TLS (with its bearer token) when `secure`.
+    pub(crate) async fn connect_secure(
+        addr: SocketAddr,
+        secure: Option<&Secure>,
+    ) -> anyhow::Result<Conn> {
+        let stream = secure::connect(addr, secure).await?;
+        let authorization = match secure.and_then(Secure::bearer) {
+            Some(token) => Some(
+                HeaderValue::from_str(&format!("Bearer {token}"))
+                    .context("a bearer token that is not a header value")?,
+            ),
+            None => None,
+        };
         let (send, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
             .with_context(|| format!("HTTP handshake with {addr}"))?;
@@ -61,13 +81,10 @@ impl Conn {
         Ok(Conn {
             addr,
             host: addr.to_string(),
+            authorization,
             send,
             driver,
         })
-    }
-
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
     }
 
     /// `POST path` with `body` of `content_type`.
@@ -99,7 +116,10 @@ impl Conn {
         self.send(request).await
     }
 
-    async fn send(&mut self, request: Request<Full<Bytes>>) -> anyhow::Result<Answer> {
+    async fn send(&mut self, mut request: Request<Full<Bytes>>) -> anyhow::Result<Answer> {
+        if let Some(value) = &self.authorization {
+            request.headers_mut().insert(AUTHORIZATION, value.clone());
+        }
         let what = format!("{} {}", request.method(), request.uri());
         let work = async {
             self.send.ready().await?;
@@ -131,6 +151,16 @@ impl Drop for Conn {
 pub async fn wait_ready(
     addr: SocketAddr,
     timeout: Duration,
+    alive: impl FnMut() -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    wait_ready_secure(addr, None, timeout, alive).await
+}
+
+/// [`wait_ready`] over TLS when `secure` (an HTTPS server).
+pub(crate) async fn wait_ready_secure(
+    addr: SocketAddr,
+    secure: Option<&Secure>,
+    timeout: Duration,
     mut alive: impl FnMut() -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
     const POLL: Duration = Duration::from_millis(50);
@@ -138,7 +168,7 @@ pub async fn wait_ready(
     let mut last = String::from("no attempt yet");
     while Instant::now() < deadline {
         alive()?;
-        match Conn::connect(addr).await {
+        match Conn::connect_secure(addr, secure).await {
             Ok(mut conn) => match conn.get("/status/ready", "application/json").await {
                 Ok(answer) if answer.status == StatusCode::OK => return Ok(()),
                 Ok(answer) => last = format!("status {}", answer.status),

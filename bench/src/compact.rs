@@ -158,7 +158,7 @@ pub(crate) async fn measure_compare(
     tidelog: Target,
     ceiling: Target,
 ) -> anyhow::Result<RunResults> {
-    let mut admin = Conn::connect(tidelog.0).await?;
+    let mut admin = Conn::connect(tidelog.addr).await?;
     let cluster = cluster_id(&mut admin).await?;
     let delete_topic = format!("{topic}-delete");
     let compact_topic = format!("{topic}-compact");
@@ -185,17 +185,17 @@ pub(crate) async fn measure_compare(
         body: Bytes::from(produce_body(args.batch, args.record_bytes)?),
     });
     let targets = [
-        ("delete", tidelog, &delete),
-        ("compact", tidelog, &compact),
-        ("ceiling", ceiling, &ceiling_job),
+        ("delete", &tidelog, &delete),
+        ("compact", &tidelog, &compact),
+        ("ceiling", &ceiling, &ceiling_job),
     ];
-    let sampler = LagSampler::start(tidelog.0, &cluster).await?;
+    let sampler = LagSampler::start(tidelog.addr, &cluster).await?;
     let produced = alternate_all("produce", &targets, args).await;
     let lag = sampler.stop().await?;
     let [delete, compact, ceiling] = produced?;
     let mut seen = Vec::new();
     for (vis_topic, keyed) in &visibility_topics {
-        seen.push(visibility(tidelog.0, vis_topic, *keyed, args).await?);
+        seen.push(visibility(tidelog.addr, vis_topic, *keyed, args).await?);
     }
     report_compare(args, [&delete, &compact, &ceiling], &lag, &seen);
     // The suite's compact rows: the compact topic is `tidelog`, the delete

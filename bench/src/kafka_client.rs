@@ -1,5 +1,6 @@
-//! The load generator's Kafka client: one plain TCP connection per load
-//! task, requests encoded with the `kafka-protocol` crate, one request in
+//! The load generator's Kafka client: one TCP connection per load task
+//! (TLS and a SCRAM login over it towards a SASL_SSL listener:
+//! `secure.rs`), requests encoded with the `kafka-protocol` crate, one request in
 //! flight per connection (as the HTTP load sends one request at a time per
 //! keep-alive connection, so the two protocols' figures compare), and the
 //! answers checked and counted without decoding every record.
@@ -23,7 +24,8 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use tidelog_kafka::records::{encode_batch, OutRecord};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+
+use crate::secure::{self, Secure, Stream};
 
 /// The versions the load sends: the highest tidelog serves (flexible, as
 /// current librdkafka and the Java client pick).
@@ -37,18 +39,28 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// One connection to a Kafka listener.
 pub(crate) struct KafkaConn {
-    addr: SocketAddr,
-    stream: TcpStream,
+    stream: Stream,
 }
 
 impl KafkaConn {
+    /// A plain connection.
     pub(crate) async fn connect(addr: SocketAddr) -> anyhow::Result<KafkaConn> {
-        let stream = crate::client::connect_tcp(addr).await?;
-        Ok(KafkaConn { addr, stream })
+        KafkaConn::connect_secure(addr, None).await
     }
 
-    pub(crate) fn addr(&self) -> SocketAddr {
-        self.addr
+    /// A connection over TLS, logged in, when `secure` says so.
+    pub(crate) async fn connect_secure(
+        addr: SocketAddr,
+        secure: Option<&Secure>,
+    ) -> anyhow::Result<KafkaConn> {
+        let stream = secure::connect(addr, secure).await?;
+        let mut conn = KafkaConn { stream };
+        if let Some(login) = secure.and_then(Secure::login) {
+            secure::sasl_login(&mut conn, login)
+                .await
+                .with_context(|| format!("logging in to {addr} as {}", login.user))?;
+        }
+        Ok(conn)
     }
 
     /// Sends `frame` (length prefix included) and returns its answer's
@@ -64,6 +76,8 @@ impl KafkaConn {
             .write_all(frame)
             .await
             .context("sending a request")?;
+        // TLS may hold the last record until flushed (plain TCP: a no-op).
+        self.stream.flush().await.context("sending a request")?;
         let mut len = [0u8; 4];
         self.stream
             .read_exact(&mut len)

@@ -60,7 +60,7 @@ pub(crate) async fn measure(
 ) -> anyhow::Result<RunResults> {
     wait_kafka_ready(kafka).await?;
     println!("tidelog kafka: {kafka}; ceiling: {ceiling} (bare Kafka listener in this process: frames, decodes requests and record batches, stores nothing)");
-    let mut admin = Conn::connect(http.0).await?;
+    let mut admin = Conn::connect(http.addr).await?;
     let cluster = cluster_id(&mut admin).await?;
     let partitions = ensure_topic(&mut admin, &cluster, topic, args.partitions).await?;
     println!(
@@ -81,14 +81,14 @@ pub(crate) async fn measure(
         partitions,
         body: Bytes::from(produce_body(args.batch, args.record_bytes)?),
     });
-    let tidelog = (kafka, http.1);
-    let bare = (ceiling, CpuSource::Threads(kafka_ceiling::THREAD_NAME));
+    let tidelog = Target::plain(kafka, http.cpu);
+    let bare = Target::plain(ceiling, CpuSource::Threads(kafka_ceiling::THREAD_NAME));
     let produce = alternate_all(
         "produce",
         &[
-            ("tidelog", tidelog, &kafka_produce),
-            ("ceiling", bare, &kafka_produce),
-            ("tidelog-http", http, &http_produce),
+            ("tidelog", &tidelog, &kafka_produce),
+            ("ceiling", &bare, &kafka_produce),
+            ("tidelog-http", &http, &http_produce),
         ],
         args,
     )
@@ -105,7 +105,7 @@ pub(crate) async fn measure(
     });
     let fetched = alternate_all(
         "fetch",
-        &[("tidelog", tidelog, &fetch), ("ceiling", bare, &fetch)],
+        &[("tidelog", &tidelog, &fetch), ("ceiling", &bare, &fetch)],
         args,
     )
     .await?;

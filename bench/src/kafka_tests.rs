@@ -19,7 +19,7 @@ use tokio::sync::watch;
 
 use crate::cpu::CpuSource;
 use crate::kafka_client::{self, KafkaConn, FETCH_VERSION};
-use crate::load::{alternate_all, Job};
+use crate::load::{alternate_all, Job, Target};
 use crate::{kafka_ceiling, kafka_run, BenchArgs, Protocol};
 
 const TOPIC: &str = "kafka-bench-test";
@@ -56,6 +56,8 @@ fn args() -> BenchArgs {
         keys: 1,
         compare_delete: false,
         compare_async: false,
+        security: false,
+        logins: 200,
     }
 }
 
@@ -157,13 +159,13 @@ fn kafka_load_is_acknowledged_and_read_back_by_tidelog_and_the_bare_listener() {
             frames,
             records: BATCH as u64,
         });
-        let tidelog = (addr, CpuSource::Unknown);
-        let ceiling = (bare.addr, CpuSource::Unknown);
+        let tidelog = Target::plain(addr, CpuSource::Unknown);
+        let ceiling = Target::plain(bare.addr, CpuSource::Unknown);
         let [at_tidelog, at_bare] = alternate_all(
             "produce",
             &[
-                ("tidelog", tidelog, &produce),
-                ("ceiling", ceiling, &produce),
+                ("tidelog", &tidelog, &produce),
+                ("ceiling", &ceiling, &produce),
             ],
             &args,
         )
@@ -207,7 +209,7 @@ fn kafka_load_is_acknowledged_and_read_back_by_tidelog_and_the_bare_listener() {
         });
         let [from_tidelog, from_bare] = alternate_all(
             "fetch",
-            &[("tidelog", tidelog, &fetch), ("ceiling", ceiling, &fetch)],
+            &[("tidelog", &tidelog, &fetch), ("ceiling", &ceiling, &fetch)],
             &args,
         )
         .await

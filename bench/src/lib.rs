@@ -49,7 +49,10 @@
 //! (`results`); `--suite-table DIR` builds `scripts/bench.sh`'s table from
 //! a directory of them (`suite`). `--tiered-mib N` (`tiered`) measures
 //! tiered storage's upload and remote fetch beside plain object_store
-//! puts and gets to the same bucket. Every run prints an in-process memory
+//! puts and gets to the same bucket. `--security` (`security_run`, over
+//! `secure`: TLS and SCRAM in the load connections) measures SASL_SSL
+//! against PLAINTEXT, HTTPS against HTTP, 10,000 ACLs against none and a
+//! login's server CPU. Every run prints an in-process memory
 //! copy rate first and what the started server holds at its end
 //! (`machine`: RssAnon, files, mappings).
 //!
@@ -87,6 +90,8 @@ mod render;
 mod report;
 mod results;
 mod run;
+mod secure;
+mod security_run;
 mod suite;
 mod target;
 mod tiered;
@@ -204,6 +209,18 @@ pub struct BenchArgs {
     /// async is a ratio of two equally loaded measurements (issue 17 §1).
     #[arg(long, conflicts_with_all = ["url", "compare_delete", "recovery_mib", "tiered_mib"])]
     pub compare_async: bool,
+    /// What TLS, logins and ACLs cost (`security_run.rs`), beside
+    /// plaintext in one run. Kafka: produce to and fetch from one started
+    /// server's PLAINTEXT and SASL_SSL (SCRAM-SHA-512) listeners, produce
+    /// to a second server with authorization on and 10,000 ACLs, and time
+    /// logins. HTTP: produce to and fetch from an HTTP and an HTTPS
+    /// server. Certificates are made for the run.
+    #[arg(long, conflicts_with_all = ["url", "compare_delete", "compare_async", "recovery_mib", "tiered_mib", "suite_table"])]
+    pub security: bool,
+    /// `--security --protocol kafka`: logins the login phase times (one
+    /// after another, each a new connection).
+    #[arg(long, default_value_t = 200)]
+    pub logins: usize,
 }
 
 /// `--flush`: the started server's flush mode.

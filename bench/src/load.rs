@@ -17,6 +17,7 @@ use crate::client::{count_occurrences, Conn};
 use crate::cpu::{CpuSource, CLIENT_THREAD_NAME};
 use crate::kafka_client::{self, KafkaConn};
 use crate::measured::{CpuSpent, Measured, PhaseResult};
+use crate::secure::Secure;
 use crate::BenchArgs;
 
 /// Hard cap of requests per connection and phase, beside the time bound.
@@ -116,22 +117,18 @@ enum LoadConn {
 }
 
 impl LoadConn {
-    async fn connect(job: &Job, addr: SocketAddr) -> anyhow::Result<LoadConn> {
+    /// A connection to `target` (over TLS and logged in, when it is
+    /// secured) of the protocol `job` speaks.
+    async fn connect(job: &Job, target: &Target) -> anyhow::Result<LoadConn> {
+        let secure = target.secure.as_deref();
         Ok(match job {
             Job::Produce { .. } | Job::ProduceKeyed { .. } | Job::Fetch { .. } => {
-                LoadConn::Http(Conn::connect(addr).await?)
+                LoadConn::Http(Conn::connect_secure(target.addr, secure).await?)
             }
             Job::KafkaProduce { .. } | Job::KafkaFetch { .. } => {
-                LoadConn::Kafka(KafkaConn::connect(addr).await?)
+                LoadConn::Kafka(KafkaConn::connect_secure(target.addr, secure).await?)
             }
         })
-    }
-
-    fn addr(&self) -> SocketAddr {
-        match self {
-            LoadConn::Http(conn) => conn.addr(),
-            LoadConn::Kafka(conn) => conn.addr(),
-        }
     }
 }
 
@@ -232,15 +229,41 @@ struct Clock {
 /// `--warmup-ms`).
 const REWARM_MS_MAX: u64 = 1000;
 
-/// A server under test: where it listens, and whose CPU time is its own.
-pub(crate) type Target = (SocketAddr, CpuSource);
+/// A server under test: where it listens, whose CPU time is its own,
+/// and how its connections are secured (TLS, a login), if they are.
+#[derive(Clone)]
+pub(crate) struct Target {
+    pub(crate) addr: SocketAddr,
+    pub(crate) cpu: CpuSource,
+    pub(crate) secure: Option<Arc<Secure>>,
+}
+
+impl Target {
+    /// A plain listener.
+    pub(crate) fn plain(addr: SocketAddr, cpu: CpuSource) -> Target {
+        Target {
+            addr,
+            cpu,
+            secure: None,
+        }
+    }
+
+    /// A listener whose connections `secure` makes.
+    pub(crate) fn secured(addr: SocketAddr, cpu: CpuSource, secure: Arc<Secure>) -> Target {
+        Target {
+            addr,
+            cpu,
+            secure: Some(secure),
+        }
+    }
+}
 
 /// Runs `op` against tidelog and the ceiling in `--rounds` alternating
 /// slices; returns (tidelog, ceiling), each the sum of its slices.
 pub(crate) async fn alternate(
     op: &str,
-    tidelog: Target,
-    ceiling: Target,
+    tidelog: &Target,
+    ceiling: &Target,
     job: &Arc<Job>,
     args: &BenchArgs,
 ) -> anyhow::Result<(PhaseResult, PhaseResult)> {
@@ -250,7 +273,7 @@ pub(crate) async fn alternate(
 }
 
 /// A named target and the job its connections run.
-pub(crate) type Slot<'a> = (&'a str, Target, &'a Arc<Job>);
+pub(crate) type Slot<'a> = (&'a str, &'a Target, &'a Arc<Job>);
 
 /// Runs `op` against each of `targets` in turn, `--rounds` times over;
 /// returns each target's slices summed, in `targets`' order.
@@ -284,7 +307,7 @@ pub(crate) async fn alternate_all<const N: usize>(
                 Duration::from_millis(warmup_ms),
                 Duration::from_millis(measure_ms),
             );
-            result.absorb(run_phase(&label, *server, job, timing, args).await?);
+            result.absorb(run_phase(&label, server, job, timing, args).await?);
         }
     }
     Ok(results)
@@ -293,7 +316,7 @@ pub(crate) async fn alternate_all<const N: usize>(
 /// One slice: `timing` is (warm-up, measured time).
 async fn run_phase(
     label: &str,
-    (addr, server_cpu): Target,
+    target: &Target,
     job: &Arc<Job>,
     timing: (Duration, Duration),
     args: &BenchArgs,
@@ -303,8 +326,9 @@ async fn run_phase(
     // dir) fall before the warm-up clock starts.
     let mut conns = Vec::with_capacity(args.connections);
     for _ in 0..args.connections {
-        conns.push(LoadConn::connect(job, addr).await?);
+        conns.push(LoadConn::connect(job, target).await?);
     }
+    let server_cpu = target.cpu;
     let connections = args.connections;
     let priming: Vec<_> = conns
         .into_iter()
@@ -349,7 +373,7 @@ async fn run_phase(
         .map(|(index, conn)| {
             tokio::spawn(load_connection(
                 (index, connections),
-                conn,
+                (conn, target.clone()),
                 Arc::clone(job),
                 clock,
                 Arc::clone(&progress),
@@ -424,7 +448,7 @@ async fn report_progress(label: String, start: Instant, clock: Clock, records: A
 /// until the phase ends.
 async fn load_connection(
     (index, connections): (usize, usize),
-    mut conn: LoadConn,
+    (mut conn, target): (LoadConn, Target),
     job: Arc<Job>,
     clock: Clock,
     progress: Arc<AtomicU64>,
@@ -456,7 +480,7 @@ async fn load_connection(
                     break;
                 }
                 reconnects += 1;
-                match LoadConn::connect(&job, conn.addr()).await {
+                match LoadConn::connect(&job, &target).await {
                     Ok(fresh) => conn = fresh,
                     Err(e) => {
                         measured.error(format!("reconnecting: {e:#}"));

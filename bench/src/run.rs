@@ -52,17 +52,22 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         Some(topic) => topic.clone(),
         None => format!("bench-{}", unix_ms()),
     };
-    // Started before the client runtime; dropped (stopped) after it.
-    let ceiling = match args.protocol {
-        Protocol::Http => ceiling::start(&topic, args.batch, args.record_bytes)?,
-        Protocol::Kafka => kafka_ceiling::start(args.batch, args.record_bytes)?,
+    // Started before the client runtime; dropped (stopped) after it. A
+    // security run compares secured with plain listeners, not with it.
+    let ceiling = match (args.security, args.protocol) {
+        (true, _) => None,
+        (false, Protocol::Http) => Some(ceiling::start(&topic, args.batch, args.record_bytes)?),
+        (false, Protocol::Kafka) => Some(kafka_ceiling::start(args.batch, args.record_bytes)?),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name(CLIENT_THREAD_NAME)
         .build()
         .context("starting the client runtime")?;
-    let result = runtime.block_on(bench(&args, &topic, ceiling.addr));
+    let result = match &ceiling {
+        Some(ceiling) => runtime.block_on(bench(&args, &topic, ceiling.addr)),
+        None => runtime.block_on(crate::security_run::run(&args, &topic)),
+    };
     runtime.shutdown_timeout(Duration::from_secs(1));
     drop(ceiling);
     let mut results = result?;
@@ -123,6 +128,10 @@ fn check_args(args: &BenchArgs) -> anyhow::Result<()> {
         "--policy compact and --compare-delete are HTTP only"
     );
     ensure!(args.keys >= 1, "--keys must be at least 1");
+    ensure!(
+        (1..=10_000).contains(&args.logins),
+        "--logins must be 1..=10000"
+    );
     ensure!(
         !args.compare_async
             || (args.flush == Some(crate::Flush::Sync)
@@ -185,7 +194,7 @@ pub(crate) async fn bench(
             (addr, cpu)
         }
     };
-    let tidelog = (tidelog_addr, tidelog_cpu);
+    let tidelog = Target::plain(tidelog_addr, tidelog_cpu);
     let started_kafka = started_server.as_ref().and_then(|s| s.kafka_addr);
     // --compare-async: the same server with `flush: async`, stopped at the
     // end of the run (check_args: never with --url).
@@ -204,7 +213,7 @@ pub(crate) async fn bench(
     }
     let async_target = async_server
         .as_ref()
-        .map(|s| (s.addr, CpuSource::Process(s.child.id())));
+        .map(|s| Target::plain(s.addr, CpuSource::Process(s.child.id())));
     let outcome = match (args.recovery_mib, started_server.as_mut()) {
         (Some(mib), Some(server)) => {
             let mut results = RunResults::for_args("recovery", args);
@@ -278,7 +287,7 @@ async fn measure_load(
     match args.protocol {
         Protocol::Http => {
             println!("ceiling: http://{ceiling_addr} (bare axum endpoint in this process: parse + base64-decode, store nothing)");
-            let ceiling = (ceiling_addr, CpuSource::Threads(ceiling::THREAD_NAME));
+            let ceiling = Target::plain(ceiling_addr, CpuSource::Threads(ceiling::THREAD_NAME));
             if args.compare_delete {
                 compact::measure_compare(args, topic, tidelog, ceiling).await
             } else {
@@ -302,7 +311,7 @@ async fn measure_all(
     ceiling: Target,
     async_target: Option<Target>,
 ) -> anyhow::Result<RunResults> {
-    let mut admin = Conn::connect(tidelog.0).await?;
+    let mut admin = Conn::connect(tidelog.addr).await?;
     let cluster = cluster_id(&mut admin).await?;
     let compact = args.policy == Policy::Compact;
     let policy = if compact { "compact" } else { "delete" };
@@ -324,10 +333,10 @@ async fn measure_all(
         }
     });
     let sampler = match compact {
-        true => Some(LagSampler::start(tidelog.0, &cluster).await?),
+        true => Some(LagSampler::start(tidelog.addr, &cluster).await?),
         false => None,
     };
-    let produced = alternate("produce", tidelog, ceiling, &produce, args).await;
+    let produced = alternate("produce", &tidelog, &ceiling, &produce, args).await;
     let lag = match sampler {
         Some(sampler) => Some(sampler.stop().await?),
         None => None,
@@ -337,7 +346,7 @@ async fn measure_all(
     // requests in alternating slices.
     let versus_async = match async_target {
         Some(async_target) => {
-            let mut async_admin = Conn::connect(async_target.0).await?;
+            let mut async_admin = Conn::connect(async_target.addr).await?;
             let async_cluster = cluster_id(&mut async_admin).await?;
             let async_partitions = ensure_topic_with_policy(
                 &mut async_admin,
@@ -352,8 +361,8 @@ async fn measure_all(
                 "the async server's {topic} has {async_partitions} partitions, not {partitions}"
             );
             let targets = [
-                ("tidelog", tidelog, &produce),
-                ("async", async_target, &produce),
+                ("tidelog", &tidelog, &produce),
+                ("async", &async_target, &produce),
             ];
             let [sync_p, async_p] = alternate_all("produce-vs-async", &targets, args).await?;
             println!(
@@ -374,9 +383,10 @@ async fn measure_all(
         ranges,
         batch: args.batch,
     });
-    let (tidelog_fetch, ceiling_fetch) = alternate("fetch", tidelog, ceiling, &fetch, args).await?;
+    let (tidelog_fetch, ceiling_fetch) =
+        alternate("fetch", &tidelog, &ceiling, &fetch, args).await?;
 
-    let visibility = visibility(tidelog.0, &visibility_topic, compact, args).await?;
+    let visibility = visibility(tidelog.addr, &visibility_topic, compact, args).await?;
 
     report(
         args,

@@ -25,6 +25,19 @@ pub(crate) struct ChildServer {
 
 impl ChildServer {
     pub(crate) fn start(args: &BenchArgs) -> anyhow::Result<ChildServer> {
+        ChildServer::start_with(args, None)
+    }
+
+    /// [`ChildServer::start`] with `overlay` merged over its config
+    /// (`--server-config` and `--flush`; the overlay's keys win, section by
+    /// section): a secured server's `tls:`, listeners and users. An
+    /// overlay that declares `kafka.listeners` replaces the Kafka port the
+    /// bench would pick (`kafka_addr` is then `None`: the caller chose
+    /// the listeners' ports).
+    pub(crate) fn start_with(
+        args: &BenchArgs,
+        overlay: Option<&serde_yaml::Mapping>,
+    ) -> anyhow::Result<ChildServer> {
         let data_dir = match &args.data_dir {
             Some(parent) => tempfile::Builder::new()
                 .prefix("tidelog-bench-")
@@ -35,9 +48,13 @@ impl ChildServer {
         let log_path = data_dir.path().join("server.log");
         let data_path = data_dir.path().join("data");
         let addr = free_local_addr()?;
+        let listeners_given = overlay
+            .and_then(|o| o.get("kafka"))
+            .and_then(|k| k.get("listeners"))
+            .is_some();
         let kafka_addr = match args.protocol {
-            Protocol::Kafka => Some(free_local_addr()?),
-            Protocol::Http => None,
+            Protocol::Kafka if !listeners_given => Some(free_local_addr()?),
+            _ => None,
         };
         let mut serve_args: Vec<OsString> = vec![
             "serve".into(),
@@ -45,23 +62,28 @@ impl ChildServer {
             data_path.into(),
             "--listen".into(),
             addr.to_string().into(),
+        ];
+        if !listeners_given {
             // A free port: parallel runs would collide on the default one
             // (and the HTTP bench needs no Kafka listener).
-            "--kafka-listen".into(),
-            kafka_addr
-                .map_or_else(|| "none".to_string(), |a| a.to_string())
-                .into(),
-        ];
-        match (args.flush, &args.server_config) {
-            (Some(flush), config) => {
-                let generated = data_dir.path().join("server.yaml");
-                write_config_with_flush(config.as_deref(), flush, &generated)?;
-                serve_args.extend(["--config".into(), generated.into()]);
-            }
-            (None, Some(config)) => {
-                serve_args.extend(["--config".into(), config.into()]);
-            }
-            (None, None) => {}
+            serve_args.extend([
+                "--kafka-listen".into(),
+                kafka_addr
+                    .map_or_else(|| "none".to_string(), |a| a.to_string())
+                    .into(),
+            ]);
+        }
+        if args.flush.is_some() || overlay.is_some() {
+            let generated = data_dir.path().join("server.yaml");
+            write_config(
+                args.server_config.as_deref(),
+                args.flush,
+                overlay,
+                &generated,
+            )?;
+            serve_args.extend(["--config".into(), generated.into()]);
+        } else if let Some(config) = &args.server_config {
+            serve_args.extend(["--config".into(), config.into()]);
         }
         let child = spawn_serve(&serve_args, &log_path)?;
         Ok(ChildServer {
@@ -130,11 +152,13 @@ impl Drop for ChildServer {
     }
 }
 
-/// `--flush`: the started server's config is `base` (or an empty one) with
-/// `store.flush` set, written to `to`.
-fn write_config_with_flush(
+/// The started server's config: `base` (or an empty one) with
+/// `store.flush` set (`--flush`) and `overlay` merged over it, written to
+/// `to`.
+fn write_config(
     base: Option<&std::path::Path>,
-    flush: crate::Flush,
+    flush: Option<crate::Flush>,
+    overlay: Option<&serde_yaml::Mapping>,
     to: &std::path::Path,
 ) -> anyhow::Result<()> {
     let mut config = match base {
@@ -151,6 +175,13 @@ fn write_config_with_flush(
     let root = config
         .as_mapping_mut()
         .ok_or_else(|| anyhow!("the server config is not a YAML mapping"))?;
+    if let Some(overlay) = overlay {
+        merge(root, overlay);
+    }
+    let Some(flush) = flush else {
+        let text = serde_yaml::to_string(&config).context("writing the server config")?;
+        return std::fs::write(to, text).with_context(|| format!("writing {}", to.display()));
+    };
     let store = root
         .entry("store".into())
         .or_insert_with(|| serde_yaml::Value::Mapping(Default::default()));
@@ -169,7 +200,23 @@ fn write_config_with_flush(
     std::fs::write(to, text).with_context(|| format!("writing {}", to.display()))
 }
 
-fn free_local_addr() -> anyhow::Result<SocketAddr> {
+/// `overlay`'s keys into `into`: a mapping into a mapping key by key, any
+/// other value replacing what was there.
+fn merge(into: &mut serde_yaml::Mapping, overlay: &serde_yaml::Mapping) {
+    for (key, value) in overlay {
+        match (into.get_mut(key), value) {
+            (Some(serde_yaml::Value::Mapping(held)), serde_yaml::Value::Mapping(more)) => {
+                merge(held, more)
+            }
+            _ => {
+                into.insert(key.clone(), value.clone());
+            }
+        }
+    }
+}
+
+/// A free port on 127.0.0.1 (bound, read and released).
+pub(crate) fn free_local_addr() -> anyhow::Result<SocketAddr> {
     let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
         .context("finding a free port on 127.0.0.1")?;
     listener.local_addr().context("finding a free port")
@@ -219,16 +266,46 @@ mod tests {
         )
         .unwrap();
         let out = dir.path().join("out.yaml");
-        write_config_with_flush(Some(&base), crate::Flush::Sync, &out).unwrap();
+        write_config(Some(&base), Some(crate::Flush::Sync), None, &out).unwrap();
         let config: serde_yaml::Value =
             serde_yaml::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
         assert_eq!(config["store"]["flush"], "sync");
         assert_eq!(config["store"]["commitlog_segment_bytes"], 4194304);
         assert_eq!(config["admin_token"], "t");
 
-        write_config_with_flush(None, crate::Flush::Sync, &out).unwrap();
+        write_config(None, Some(crate::Flush::Sync), None, &out).unwrap();
         let config: serde_yaml::Value =
             serde_yaml::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
         assert_eq!(config["store"]["flush"], "sync");
+    }
+
+    #[test]
+    fn an_overlay_merges_section_by_section_and_wins() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().join("base.yaml");
+        std::fs::write(
+            &base,
+            "store:\n  commitlog_segment_bytes: 4194304\nsecurity:\n  authorization: false\n  super_users: [a]\n",
+        )
+        .unwrap();
+        let overlay: serde_yaml::Mapping = serde_yaml::from_str(
+            "security:\n  authorization: true\ntls:\n  cert_file: /c\nstore:\n  flush: async\n",
+        )
+        .unwrap();
+        let out = dir.path().join("out.yaml");
+        write_config(Some(&base), Some(crate::Flush::Sync), Some(&overlay), &out).unwrap();
+        let config: serde_yaml::Value =
+            serde_yaml::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+        assert_eq!(config["store"]["commitlog_segment_bytes"], 4194304);
+        // --flush is the last word on store.flush.
+        assert_eq!(config["store"]["flush"], "sync");
+        assert_eq!(config["security"]["authorization"], true);
+        assert_eq!(config["security"]["super_users"][0], "a");
+        assert_eq!(config["tls"]["cert_file"], "/c");
+
+        write_config(Some(&base), None, Some(&overlay), &out).unwrap();
+        let config: serde_yaml::Value =
+            serde_yaml::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+        assert_eq!(config["store"]["flush"], "async");
     }
 }

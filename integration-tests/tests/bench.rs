@@ -135,6 +135,90 @@ fn bench_over_kafka_runs_every_phase_and_reports_rates() {
     );
 }
 
+/// `--security --protocol kafka`: one server's PLAINTEXT and SASL_SSL
+/// listeners (TLS with the run's own certificate, SCRAM-SHA-512 logins
+/// by the bench's own client) and a second server with authorization on
+/// and 10,000 ACLs the bench created through CreateAcls all serve the
+/// load without one error, the login phase logs in, and the figures
+/// reach the JSON. Counts only.
+#[test]
+fn bench_security_over_kafka_measures_sasl_ssl_acls_and_logins() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("run.json");
+    let stdout = run_bench(
+        dir.path(),
+        &[
+            "--protocol",
+            "kafka",
+            "--security",
+            "--logins",
+            "3",
+            "--json",
+            json.to_str().expect("a UTF-8 temp path"),
+        ],
+    );
+    for (phase, target) in [
+        ("produce", "plaintext"),
+        ("produce", "sasl-ssl"),
+        ("produce", "sasl-ssl-acls"),
+        ("fetch", "plaintext"),
+        ("fetch", "sasl-ssl"),
+    ] {
+        let rate = records_per_s(&stdout, phase, target);
+        assert!(rate > 0.0, "{phase} {target}: {rate} records/s\n{stdout}");
+    }
+    assert!(stdout.contains("[acls] 10000 of 10000 created"), "{stdout}");
+    for goal in [
+        "goal produce: sasl-ssl / plaintext = ",
+        "goal fetch: sasl-ssl / plaintext = ",
+        "goal produce: 10000 ACLs / authorization off (both sasl-ssl) = ",
+        "logins: 3 connections, each TCP + TLS handshake + SCRAM-SHA-512",
+    ] {
+        assert!(
+            stdout.lines().any(|l| l.starts_with(goal)),
+            "no {goal:?} in\n{stdout}"
+        );
+    }
+    let run = read_json(&json);
+    assert_eq!(run["mode"], "kafka-security", "{run}");
+    for phase in run["phases"].as_array().expect("phases") {
+        assert_eq!(phase["errors"], 0, "{phase}");
+    }
+    assert_eq!(run["extra"]["logins"], 3.0, "{run}");
+    // Present; three logins may fall within one clock tick of /proc.
+    assert!(
+        run["extra"]["login_server_cpu_ms"].as_f64().is_some(),
+        "{run}"
+    );
+}
+
+/// `--security --protocol http`: an HTTP and an HTTPS server, produce to
+/// and fetch from both, over TLS with the run's own CA for the second.
+#[test]
+fn bench_security_over_http_measures_https_beside_http() {
+    let dir = tempfile::tempdir().unwrap();
+    let stdout = run_bench(dir.path(), &["--security"]);
+    for (phase, target) in [
+        ("produce", "http"),
+        ("produce", "https"),
+        ("fetch", "http"),
+        ("fetch", "https"),
+    ] {
+        let rate = records_per_s(&stdout, phase, target);
+        assert!(rate > 0.0, "{phase} {target}: {rate} records/s\n{stdout}");
+    }
+    for goal in [
+        "goal produce: https / http = ",
+        "goal fetch: https / http = ",
+    ] {
+        assert!(
+            stdout.lines().any(|l| l.starts_with(goal)),
+            "no {goal:?} in\n{stdout}"
+        );
+    }
+    assert!(!stdout.contains("ceiling"), "{stdout}");
+}
+
 /// The JSON file `--json` writes, decoded.
 fn read_json(path: &std::path::Path) -> serde_json::Value {
     let text = std::fs::read_to_string(path).expect("the run wrote its --json file");
