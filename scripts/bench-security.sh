@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# What TLS, SCRAM logins and ACLs cost, with a real client (confluent-kafka)
-# in one run (docs/BENCHMARKS.md "Security"):
+# What TLS, SCRAM logins and ACLs cost with a real client (confluent-kafka),
+# the cross-check of the table's security rows (`tidelog bench --security`,
+# the bench's own client at the table's load; docs/BENCHMARKS.md):
 #  1. one release tidelog with a PLAINTEXT and a SASL_SSL Kafka listener:
 #     produce and fetch over each, alternating, records/s and server CPU
 #     per record; then the server CPU of one TLS connection + SCRAM login;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every figure of docs/BENCHMARKS.md's table and the machine limits beside
-# them, in one go (about 18 minutes on the 2-core VM; --quick: a smoke run
+# them, in one go (about 20 minutes on the 2-core VM; --quick: a smoke run
 # of every step in a few minutes, figures not to quote):
 #
 #   scripts/bench.sh [--quick]
@@ -22,6 +22,9 @@
 #   http-p1000    1,000 partitions
 #   kafka-acks1   tidelog bench --protocol kafka --acks 1 (HTTP produce in the same run)
 #   kafka-acks-1  the same, acks -1
+#   kafka-security --protocol kafka --security: PLAINTEXT vs SASL_SSL listeners of one
+#                 server, 10,000 ACLs vs none, a login's server CPU
+#   http-security --security: an HTTP and an HTTPS server, alternating
 #   librdkafka    scripts/bench-kafka-client.sh (confluent-kafka's producer)
 #   recovery      tidelog bench --recovery-mib 4096: kill -9, cold restart vs cold cat
 #   cleaner       cargo bench -p tidelog-cleaner --bench compaction
@@ -235,6 +238,8 @@ bench http-p1 300 --partitions 1
 bench http-p1000 400 --partitions 1000
 bench kafka-acks1 300 --protocol kafka --acks 1
 bench kafka-acks-1 300 --protocol kafka --acks -1
+bench kafka-security 400 --protocol kafka --acks 1 --security
+bench http-security 300 --security
 step librdkafka 600 env TIDELOG="$tidelog" scripts/bench-kafka-client.sh "$client_records" 100 8
 # Rebuilding nothing (the binary is built); --data-dir as the other steps.
 step recovery 1200 "$tidelog" bench "${server_config[@]}" --data-dir "$dir" --json "$results/recovery.json" \

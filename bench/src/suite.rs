@@ -146,6 +146,7 @@ impl Suite {
         self.size_rows(&mut rows);
         self.partition_rows(&mut rows);
         self.kafka_rows(&mut rows);
+        self.security_rows(&mut rows);
         self.recovery_and_memory_rows(&mut rows);
         self.tiered_rows(&mut rows);
         rows
@@ -555,6 +556,82 @@ impl Suite {
         ));
     }
 
+    /// `--security` (`security_run.rs`): the secured listeners against the
+    /// plain ones of the same run, 10,000 ACLs against none, a login's
+    /// server CPU (the security issue's goals).
+    fn security_rows(&self, rows: &mut Vec<Row>) {
+        let kafka = self.run("kafka-security");
+        let plaintext = "PLAINTEXT listener of the same server, same run";
+        for (op, figure, goal) in [
+            (
+                "produce",
+                "Kafka produce over SASL_SSL (TLS 1.3, SCRAM-SHA-512), 64 connections × one batch of 100 × 100 B, acks 1",
+                Some(0.7),
+            ),
+            (
+                "fetch",
+                "Kafka fetch over SASL_SSL, 64 connections, ≈ 100 records a fetch",
+                Some(0.7),
+            ),
+        ] {
+            let f = kafka
+                .clone()
+                .and_then(|r| share_of(&r, op, ("sasl-ssl", "plaintext"), plaintext, goal));
+            rows.push(row(figure, "≥ 70 % of PLAINTEXT (security)", f));
+        }
+        let f = kafka.clone().and_then(|r| {
+            share_of(
+                &r,
+                "produce",
+                ("sasl-ssl-acls", "sasl-ssl"),
+                "authorization off, SASL_SSL, a second server in the same run",
+                Some(0.95),
+            )
+        });
+        rows.push(row(
+            "Kafka produce over SASL_SSL with authorization on and 10,000 ACLs",
+            "≥ 95 % of authorization off (< 5 % cost; security)",
+            f,
+        ));
+        let f = kafka.and_then(|r| {
+            let server = extra(&r, "login_server_cpu_ms")?;
+            let p50 = extra(&r, "login_p50_ms")?;
+            let count = extra(&r, "logins")?;
+            Ok(Measured {
+                value: format!("{server:.2} ms server CPU a login"),
+                limit: format!("{count:.0} logins one after another, p50 {p50:.2} ms each"),
+                ratio: "–".into(),
+                met: None,
+            })
+        });
+        rows.push(row(
+            "a SASL_SSL login: TCP connect, TLS handshake (ECDSA P-256), SCRAM-SHA-512",
+            "report (security)",
+            f,
+        ));
+        let http = self.run("http-security");
+        let plain = "HTTP server alike but for TLS, same run";
+        for (op, figure, goal, goal_text) in [
+            (
+                "produce",
+                "HTTPS produce, 64 connections × 100 records × 100 B",
+                Some(0.7),
+                "≥ 70 % of HTTP (security)",
+            ),
+            (
+                "fetch",
+                "HTTPS fetch, 64 connections, max_records 100",
+                None,
+                "report (security)",
+            ),
+        ] {
+            let f = http
+                .clone()
+                .and_then(|r| share_of(&r, op, ("https", "http"), plain, goal));
+            rows.push(row(figure, goal_text, f));
+        }
+    }
+
     fn recovery_and_memory_rows(&self, rows: &mut Vec<Row>) {
         let f = self.run("recovery").and_then(|r| {
             let rec = r
@@ -704,7 +781,7 @@ impl Suite {
 }
 
 /// The `tidelog bench` steps of the suite, by result name.
-const RUNS: [&str; 14] = [
+const RUNS: [&str; 16] = [
     "http-100",
     "http-10",
     "http-1",
@@ -717,6 +794,8 @@ const RUNS: [&str; 14] = [
     "http-p1000",
     "kafka-acks1",
     "kafka-acks-1",
+    "kafka-security",
+    "http-security",
     "recovery",
     "tiered",
 ];
@@ -768,8 +847,28 @@ fn phase<'a>(r: &'a RunResults, op: &str, target: &str) -> Result<&'a PhaseFigur
 
 /// tidelog's records/s over the ceiling's in the same run.
 fn share_of_ceiling(r: &RunResults, op: &str, ceiling: &str, goal: f64) -> Figures {
-    let t = phase(r, op, "tidelog")?;
-    let c = phase(r, op, "ceiling")?;
+    let base = format!("{ceiling}, same run");
+    share_of(r, op, ("tidelog", "ceiling"), &base, Some(goal))
+}
+
+/// `; X µs server CPU per record` of a base row, when measured.
+fn base_cpu(p: &PhaseFigures) -> String {
+    p.server_us_per_record
+        .map(|us| format!("; {us:.2} µs server CPU per record"))
+        .unwrap_or_default()
+}
+
+/// `targets.0`'s records/s over `targets.1`'s in the same run, against
+/// `goal` (a share) if there is one; `base` names the second.
+fn share_of(
+    r: &RunResults,
+    op: &str,
+    targets: (&str, &str),
+    base: &str,
+    goal: Option<f64>,
+) -> Figures {
+    let t = phase(r, op, targets.0)?;
+    let c = phase(r, op, targets.1)?;
     let share = t.records_per_s / c.records_per_s;
     let cpu = t
         .server_us_per_record
@@ -777,9 +876,9 @@ fn share_of_ceiling(r: &RunResults, op: &str, ceiling: &str, goal: f64) -> Figur
         .unwrap_or_default();
     Ok(Measured {
         value: format!("{}, p99 {:.2} ms{cpu}", records(t.records_per_s), t.p99_ms),
-        limit: format!("{ceiling}, same run: {}", records(c.records_per_s)),
+        limit: format!("{base}: {}{}", records(c.records_per_s), base_cpu(c)),
         ratio: percent(share),
-        met: Some(share >= goal),
+        met: goal.map(|goal| share >= goal),
     })
 }
 

@@ -438,3 +438,82 @@ fn the_sync_latency_row_puts_the_bare_endpoints_p99_beside_tidelogs() {
     let row = find(&rows, "sync produce, 64 × 1, latency");
     assert_eq!(row.verdict, Verdict::Met);
 }
+
+#[test]
+fn the_security_rows_put_secured_listeners_beside_plain_ones_of_the_same_run() {
+    let (dir, suite) = sample_suite();
+    // Not run yet: every security row says so, the others stand.
+    let rows = suite.rows();
+    failed_with(
+        find(&rows, "Kafka produce over SASL_SSL (TLS 1.3"),
+        "kafka-security",
+    );
+    failed_with(find(&rows, "HTTPS produce"), "http-security");
+
+    let mut kafka = RunResults {
+        mode: "kafka-security".into(),
+        phases: vec![
+            figures("produce", "plaintext", 1.0e6, 100.0),
+            figures("produce", "sasl-ssl", 0.8e6, 100.0),
+            figures("produce", "sasl-ssl-acls", 0.78e6, 100.0),
+            figures("fetch", "plaintext", 2.0e6, 100.0),
+            // 60 % of plaintext: missed.
+            figures("fetch", "sasl-ssl", 1.2e6, 100.0),
+        ],
+        ..RunResults::default()
+    };
+    kafka.extra.insert("logins".into(), 200.0);
+    kafka.extra.insert("login_p50_ms".into(), 4.5);
+    kafka.extra.insert("login_server_cpu_ms".into(), 0.62);
+    write_json(dir.path(), "kafka-security", &kafka);
+    write_json(
+        dir.path(),
+        "http-security",
+        &RunResults {
+            mode: "http-security".into(),
+            phases: vec![
+                figures("produce", "http", 1.0e6, 100.0),
+                figures("produce", "https", 0.9e6, 100.0),
+                figures("fetch", "http", 2.0e6, 100.0),
+                figures("fetch", "https", 1.0e6, 100.0),
+            ],
+            ..RunResults::default()
+        },
+    );
+    let rows = Suite::open(dir.path()).unwrap().rows();
+    let produce = find(&rows, "Kafka produce over SASL_SSL (TLS 1.3");
+    assert_eq!(
+        (&produce.verdict, produce.ratio.as_str()),
+        (&Verdict::Met, "80.0 %")
+    );
+    assert!(
+        produce.limit.starts_with(
+            "PLAINTEXT listener of the same server, same run: 1.00 M records/s; 0.80 µs"
+        ),
+        "{produce:?}"
+    );
+    let fetch = find(&rows, "Kafka fetch over SASL_SSL");
+    assert_eq!(
+        (&fetch.verdict, fetch.ratio.as_str()),
+        (&Verdict::Missed, "60.0 %")
+    );
+    let acls = find(&rows, "Kafka produce over SASL_SSL with authorization on");
+    assert_eq!(
+        (&acls.verdict, acls.ratio.as_str()),
+        (&Verdict::Met, "97.5 %")
+    );
+    let login = find(&rows, "a SASL_SSL login");
+    assert_eq!(login.verdict, Verdict::Reported);
+    assert_eq!(login.value, "0.62 ms server CPU a login");
+    assert!(login.limit.contains("200 logins"), "{login:?}");
+    let https = find(&rows, "HTTPS produce");
+    assert_eq!(
+        (&https.verdict, https.ratio.as_str()),
+        (&Verdict::Met, "90.0 %")
+    );
+    let https_fetch = find(&rows, "HTTPS fetch");
+    assert_eq!(
+        (&https_fetch.verdict, https_fetch.ratio.as_str()),
+        (&Verdict::Reported, "50.0 %")
+    );
+}
