@@ -15,17 +15,21 @@ use regex::Regex;
 
 use super::config::InstanceConfig;
 use crate::coordinator::{JoinOutcome, MemberAssignment, TopicPartition};
+use crate::principal::Caller;
 
 pub(super) enum Mode {
     Idle,
     Topics(Vec<String>),
-    Pattern(Regex),
+    /// The topics matching the pattern that its subscriber may READ (a
+    /// Kafka consumer's pattern matches only the topics its Metadata
+    /// shows it), resolved again at every rebalance.
+    Pattern(Regex, Caller),
     Assigned,
 }
 
 impl Mode {
     pub(super) fn subscribed(&self) -> bool {
-        matches!(self, Mode::Topics(_) | Mode::Pattern(_))
+        matches!(self, Mode::Topics(_) | Mode::Pattern(..))
     }
 }
 

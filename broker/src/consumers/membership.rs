@@ -20,19 +20,24 @@ use super::{
 };
 use crate::coordinator::{Assignor, JoinRequest, MemberProtocol, TopicPartition};
 use crate::error::BrokerError;
+use crate::principal::Caller;
 use crate::Broker;
+use tidelog_security::acl::{Operation, Resource};
 
 /// The host a server-side member shows in describe.
 const MEMBER_HOST: &str = "http";
 
 impl Consumers {
     /// Subscribes to topics or a pattern (replacing an earlier
-    /// subscription); 40903 if the instance has manual assignments.
+    /// subscription); 40903 if the instance has manual assignments. A
+    /// pattern matches only the topics `reader` may READ (the door
+    /// checked named topics before).
     pub fn subscribe(
         &self,
         group: &str,
         name: &str,
         subscription: Subscription,
+        reader: &Caller,
     ) -> Result<(), BrokerError> {
         let mode = match subscription {
             Subscription::Topics(topics) => {
@@ -50,7 +55,7 @@ impl Consumers {
                 topics.dedup();
                 Mode::Topics(topics)
             }
-            Subscription::Pattern(text) => Mode::Pattern(compile_pattern(&text)?),
+            Subscription::Pattern(text) => Mode::Pattern(compile_pattern(&text)?, reader.clone()),
         };
         self.with_instance(group, name, |broker, gi| {
             if matches!(gi.instances[name].mode, Mode::Assigned) {
@@ -278,12 +283,20 @@ fn compile_pattern(text: &str) -> Result<Regex, BrokerError> {
 pub(super) fn resolve_topics(broker: &Broker, mode: &Mode) -> Vec<String> {
     match mode {
         Mode::Topics(topics) => topics.clone(),
-        Mode::Pattern(regex) => {
+        Mode::Pattern(regex, reader) => {
             let mut topics: Vec<String> = broker
                 .registry
                 .all()
                 .iter()
                 .filter(|t| !t.is_internal() && regex.is_match(&t.name))
+                .filter(|t| {
+                    broker.access.allows(
+                        &reader.principal,
+                        reader.host,
+                        Operation::Read,
+                        Resource::topic(&t.name),
+                    )
+                })
                 .map(|t| t.name.to_string())
                 .collect();
             topics.sort_unstable();

@@ -22,6 +22,12 @@ use crate::topic_config::Overrides;
 const T0_MS: u64 = 1_700_000_000_000;
 const TIMEOUT_MS: u64 = 10_000;
 
+/// A subscriber whom nothing is refused: these tests run without
+/// authorization.
+fn anyone() -> crate::principal::Caller {
+    crate::principal::Caller::anonymous()
+}
+
 struct Fixture {
     _dir: tempfile::TempDir,
     clock: Arc<ManualClock>,
@@ -119,7 +125,7 @@ impl Fixture {
 
     fn subscribe(&self, name: &str) {
         self.consumers
-            .subscribe("g", name, Subscription::Topics(vec!["t".into()]))
+            .subscribe("g", name, Subscription::Topics(vec!["t".into()]), &anyone())
             .unwrap();
     }
 
@@ -460,7 +466,7 @@ fn manual_assignment_excludes_subscription() {
         .unwrap();
     assert!(matches!(
         f.consumers
-            .subscribe("g", "m", Subscription::Topics(vec!["t".into()])),
+            .subscribe("g", "m", Subscription::Topics(vec!["t".into()]), &anyone()),
         Err(BrokerError::ConsumerState { .. })
     ));
     assert!(f.broker.coordinator.describe("g").is_none());
@@ -479,7 +485,7 @@ fn a_pattern_picks_up_topics_created_later() {
     let f = fixture(1);
     f.consumers.create("g", earliest("a", true)).unwrap();
     f.consumers
-        .subscribe("g", "a", Subscription::Pattern("t|ev.*".into()))
+        .subscribe("g", "a", Subscription::Pattern("t|ev.*".into()), &anyone())
         .unwrap();
     assert_eq!(f.consumers.subscription("g", "a").unwrap(), ["t"]);
     f.broker
@@ -492,7 +498,7 @@ fn a_pattern_picks_up_topics_created_later() {
     assert_eq!(held.len(), 3, "{held:?}");
     assert!(matches!(
         f.consumers
-            .subscribe("g", "a", Subscription::Pattern("(".into())),
+            .subscribe("g", "a", Subscription::Pattern("(".into()), &anyone()),
         Err(BrokerError::ConsumerConfig { .. })
     ));
 }
@@ -583,7 +589,7 @@ fn a_pattern_cannot_escape_its_anchors() {
         assert!(
             matches!(
                 f.consumers
-                    .subscribe("g", "a", Subscription::Pattern(escape.into())),
+                    .subscribe("g", "a", Subscription::Pattern(escape.into()), &anyone()),
                 Err(BrokerError::ConsumerConfig { .. })
             ),
             "{escape}"
@@ -596,16 +602,18 @@ fn a_pattern_cannot_escape_its_anchors() {
             "g",
             "a",
             Subscription::Pattern("(?x) ev ents # the events".into()),
+            &anyone(),
         )
         .unwrap();
     assert_eq!(f.consumers.subscription("g", "a").unwrap(), ["events"]);
     f.consumers
-        .subscribe("g", "a", Subscription::Pattern("ev|oth".into()))
+        .subscribe("g", "a", Subscription::Pattern("ev|oth".into()), &anyone())
         .unwrap();
     assert!(f.consumers.subscription("g", "a").unwrap().is_empty());
     let deep = format!("{}t{}", "(".repeat(100), ")".repeat(100));
     assert!(matches!(
-        f.consumers.subscribe("g", "a", Subscription::Pattern(deep)),
+        f.consumers
+            .subscribe("g", "a", Subscription::Pattern(deep), &anyone()),
         Err(BrokerError::ConsumerConfig { .. })
     ));
 }

@@ -38,6 +38,7 @@ use crate::coordinator::TopicPartition;
 use crate::error::BrokerError;
 use crate::groups::{CommittedOffset, OffsetCommit};
 use crate::long_poll::{any_of, shutdown};
+use crate::principal::Caller;
 use crate::visibility::VISIBILITY_WAIT;
 
 /// The consumer instance a call is for: the manager that holds it, its
@@ -111,7 +112,11 @@ impl Door {
         if let Subscription::Topics(topics) = &subscription {
             self.allow_topics(topics.iter().map(String::as_str))?;
         }
-        self.on_instance(at, move |c, g, i| c.subscribe(g, i, subscription))
+        let reader = Caller {
+            principal: self.who.clone(),
+            host: self.host,
+        };
+        self.on_instance(at, move |c, g, i| c.subscribe(g, i, subscription, &reader))
             .await
     }
 
@@ -208,7 +213,10 @@ impl Door {
         timeout: Duration,
         mut stop: watch::Receiver<bool>,
     ) -> Result<A::Answer, A::Error> {
-        self.allow(Operation::Read, Resource::group(&at.group))?;
+        // READ on every topic held, at every call, as a Kafka Fetch checks
+        // it: an ACL revoked since the subscription takes effect here.
+        let held = self.assignments(at).await?;
+        self.allow_topics(held.iter().map(|p| p.topic.as_str()))?;
         let deadline = Instant::now() + timeout;
         let broker = self.broker();
         let point = broker.acknowledged();

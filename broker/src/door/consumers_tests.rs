@@ -137,3 +137,108 @@ async fn shutdown_ends_a_waiting_records_call_with_what_there_is() {
         .unwrap();
     assert_eq!(offsets, Vec::<u64>::new());
 }
+
+/// With authorization on, a pattern subscription holds only the topics
+/// its subscriber may READ (as a Kafka consumer's pattern matches only
+/// the topics its Metadata shows it), and a READ revoked since then stops
+/// its records calls, as Kafka's Fetch answers TOPIC_AUTHORIZATION_FAILED.
+#[tokio::test]
+async fn a_pattern_holds_only_topics_its_subscriber_may_read() {
+    use tidelog_security::acl::{
+        AclBinding, AclFilter, Host, PatternType, Permission, ResourcePattern, ResourceType,
+    };
+    use tidelog_security::config::SecurityConfig;
+
+    let dir = tempfile::tempdir().unwrap();
+    let config = crate::BrokerConfig {
+        security: SecurityConfig {
+            authorization: true,
+            ..SecurityConfig::default()
+        },
+        // The group forms at the subscription, not 3 s later.
+        groups: crate::coordinator::GroupsConfig {
+            initial_rebalance_delay_ms: 0,
+            ..crate::coordinator::GroupsConfig::default()
+        },
+        ..crate::BrokerConfig::default()
+    };
+    let broker = crate::test_support::open_with(dir.path(), &config);
+    let admin = broker.door(&Principal::AdminToken);
+    for topic in ["a-1", "b-1"] {
+        broker.create_topic(topic, 1, Overrides::new()).unwrap();
+        append(&broker, topic, &[("k", topic)]);
+        let part = admin.partition(topic, 0).unwrap();
+        wait_until("the record to be dispatched", || part.offsets().1 >= 1);
+    }
+    let read = |resource_type, name: &str| AclBinding {
+        pattern: ResourcePattern {
+            resource_type,
+            name: name.into(),
+            pattern_type: PatternType::Literal,
+        },
+        principal: "User:alice".into(),
+        host: Host::Any,
+        operation: Operation::Read,
+        permission: Permission::Allow,
+    };
+    let created = admin
+        .create_acls(vec![
+            read(ResourceType::Group, "g"),
+            read(ResourceType::Topic, "a-1"),
+        ])
+        .await
+        .unwrap();
+    assert!(created.iter().all(Result::is_ok));
+
+    let consumers = Consumers::new(&broker, ConsumersConfig::default());
+    let alice = broker.door(&Principal::user("alice"));
+    let config = InstanceConfig {
+        name: Some("i".into()),
+        auto_offset_reset: OffsetReset::Earliest,
+        auto_commit: false,
+        ..InstanceConfig::default()
+    };
+    let instance = alice
+        .create_consumer(&consumers, "g", config)
+        .await
+        .unwrap();
+    let at = ConsumerInstance {
+        consumers,
+        group: "g".into(),
+        instance,
+    };
+    alice
+        .subscribe(&at, Subscription::Pattern("[ab]-1".into()))
+        .await
+        .unwrap();
+    assert_eq!(alice.subscription(&at).await.unwrap(), ["a-1"]);
+    assert_eq!(
+        alice.assignments(&at).await.unwrap(),
+        [TopicPartition::new("a-1", 0)]
+    );
+    let (_stop, stopped) = watch::channel(false);
+    let mut answer = Offsets;
+    let polled = alice.poll_records(&at, &mut answer, Duration::ZERO, stopped.clone());
+    let offsets = tokio::time::timeout(ANSWER_WAIT, polled).await.unwrap();
+    assert_eq!(offsets.unwrap(), [0], "a-1's record, and only it");
+
+    let revoke = AclFilter {
+        resource_type: Some(ResourceType::Topic),
+        name: Some("a-1".into()),
+        ..AclFilter::any()
+    };
+    admin.delete_acls(vec![revoke]).await.unwrap();
+    let polled = alice.poll_records(&at, &mut answer, Duration::ZERO, stopped);
+    let refused = tokio::time::timeout(ANSWER_WAIT, polled).await.unwrap();
+    assert!(
+        matches!(
+            refused,
+            Err(BrokerError::NotAuthorized {
+                operation: Operation::Read,
+                resource_type: ResourceType::Topic,
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+}
