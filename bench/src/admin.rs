@@ -76,6 +76,20 @@ pub(crate) async fn partition_offsets(
     }
 }
 
+/// [`partition_offsets`] of each of `topic`'s `partitions`, in order:
+/// what a fetch phase reads over.
+pub(crate) async fn partition_ranges(
+    conn: &mut Conn,
+    topic: &str,
+    partitions: u32,
+) -> anyhow::Result<Vec<(u64, u64)>> {
+    let mut ranges = Vec::with_capacity(partitions as usize);
+    for p in 0..partitions {
+        ranges.push(partition_offsets(conn, topic, p).await?);
+    }
+    Ok(ranges)
+}
+
 fn expect_json(
     answer: &client::Answer,
     status: StatusCode,

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use bytes::Bytes;
 
-use crate::admin::{cluster_id, ensure_topic, partition_offsets};
+use crate::admin::{cluster_id, ensure_topic, partition_ranges};
 use crate::body::produce_body;
 use crate::client::Conn;
 use crate::cpu::CpuSource;
@@ -68,14 +68,7 @@ pub(crate) async fn measure(
         args.acks
     );
 
-    let batch = kafka_client::produce_batch(args.batch, args.record_bytes);
-    let frames = (0..partitions)
-        .map(|p| kafka_client::produce_frame(topic, p as i32, args.acks, batch.clone()))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    let kafka_produce = Arc::new(Job::KafkaProduce {
-        frames,
-        records: args.batch as u64,
-    });
+    let kafka_produce = produce_job(args, topic, partitions)?;
     let http_produce = Arc::new(Job::Produce {
         topic: topic.to_string(),
         partitions,
@@ -94,15 +87,11 @@ pub(crate) async fn measure(
     )
     .await?;
 
-    let mut ranges = Vec::with_capacity(partitions as usize);
-    for p in 0..partitions {
-        ranges.push(partition_offsets(&mut admin, topic, p).await?);
-    }
-    let fetch = Arc::new(Job::KafkaFetch {
-        topic: kafka_client::topic_name(topic),
-        ranges,
-        max_bytes: fetch_max_bytes(args.batch, args.record_bytes),
-    });
+    let fetch = fetch_job(
+        args,
+        topic,
+        partition_ranges(&mut admin, topic, partitions).await?,
+    );
     let fetched = alternate_all(
         "fetch",
         &[("tidelog", &tidelog, &fetch), ("ceiling", &bare, &fetch)],
@@ -119,6 +108,32 @@ pub(crate) async fn measure(
         )
         .collect();
     Ok(results)
+}
+
+/// Produce of one `--batch` batch per request, connection i to partition
+/// i % `partitions` (module doc), with `--acks`.
+pub(crate) fn produce_job(
+    args: &BenchArgs,
+    topic: &str,
+    partitions: u32,
+) -> anyhow::Result<Arc<Job>> {
+    let batch = kafka_client::produce_batch(args.batch, args.record_bytes);
+    let frames = (0..partitions)
+        .map(|p| kafka_client::produce_frame(topic, p as i32, args.acks, batch.clone()))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    Ok(Arc::new(Job::KafkaProduce {
+        frames,
+        records: args.batch as u64,
+    }))
+}
+
+/// Fetches of at most [`fetch_max_bytes`] over the partitions' `ranges`.
+pub(crate) fn fetch_job(args: &BenchArgs, topic: &str, ranges: Vec<(u64, u64)>) -> Arc<Job> {
+    Arc::new(Job::KafkaFetch {
+        topic: kafka_client::topic_name(topic),
+        ranges,
+        max_bytes: fetch_max_bytes(args.batch, args.record_bytes),
+    })
 }
 
 /// Waits (bounded) until the Kafka listener accepts a connection.

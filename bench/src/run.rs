@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::{ensure, Context as _};
 use bytes::Bytes;
 
-use crate::admin::{cluster_id, ensure_topic_with_policy, partition_offsets};
+use crate::admin::{cluster_id, ensure_topic_with_policy, partition_ranges};
 use crate::body::produce_body;
 use crate::ceiling;
 use crate::client::{self, Conn};
@@ -374,13 +374,9 @@ async fn measure_all(
         None => None,
     };
 
-    let mut ranges = Vec::with_capacity(partitions as usize);
-    for p in 0..partitions {
-        ranges.push(partition_offsets(&mut admin, topic, p).await?);
-    }
     let fetch = Arc::new(Job::Fetch {
         topic: topic.to_string(),
-        ranges,
+        ranges: partition_ranges(&mut admin, topic, partitions).await?,
         batch: args.batch,
     });
     let (tidelog_fetch, ceiling_fetch) =

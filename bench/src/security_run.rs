@@ -38,13 +38,13 @@ use kafka_protocol::messages::create_acls_request::AclCreation;
 use kafka_protocol::messages::{ApiKey, CreateAclsRequest, CreateAclsResponse};
 use kafka_protocol::protocol::StrBytes;
 
-use crate::admin::{cluster_id, ensure_topic, partition_offsets};
+use crate::admin::{cluster_id, ensure_topic, partition_ranges};
 use crate::body::produce_body;
 use crate::client::{self, Conn};
 use crate::cpu::{CpuSource, CLIENT_THREAD_NAME};
 use crate::histogram::Histogram;
 use crate::kafka_client::{self, KafkaConn};
-use crate::kafka_run::fetch_max_bytes;
+use crate::kafka_run;
 use crate::load::{alternate_all, Job, Target};
 use crate::machine::ServerFigures;
 use crate::measured::PhaseResult;
@@ -235,14 +235,7 @@ async fn kafka(args: &BenchArgs, topic: &str, setup: &Setup) -> anyhow::Result<R
     let sasl_ssl = Target::secured(open_secure, open.cpu(), Arc::clone(&load));
     let with_acls = Target::secured(acls_secure, acls.cpu(), Arc::clone(&load));
 
-    let batch = kafka_client::produce_batch(args.batch, args.record_bytes);
-    let frames = (0..partitions)
-        .map(|p| kafka_client::produce_frame(topic, p as i32, args.acks, batch.clone()))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    let produce = Arc::new(Job::KafkaProduce {
-        frames,
-        records: args.batch as u64,
-    });
+    let produce = kafka_run::produce_job(args, topic, partitions)?;
     let produced = alternate_all(
         "produce",
         &[
@@ -254,15 +247,8 @@ async fn kafka(args: &BenchArgs, topic: &str, setup: &Setup) -> anyhow::Result<R
     )
     .await?;
 
-    let mut ranges = Vec::with_capacity(partitions as usize);
-    for p in 0..partitions {
-        ranges.push(partition_offsets(&mut open_admin, topic, p).await?);
-    }
-    let fetch = Arc::new(Job::KafkaFetch {
-        topic: kafka_client::topic_name(topic),
-        ranges,
-        max_bytes: fetch_max_bytes(args.batch, args.record_bytes),
-    });
+    let ranges = partition_ranges(&mut open_admin, topic, partitions).await?;
+    let fetch = kafka_run::fetch_job(args, topic, ranges);
     let fetched = alternate_all(
         "fetch",
         &[
@@ -344,13 +330,9 @@ async fn http(args: &BenchArgs, topic: &str, setup: &Setup) -> anyhow::Result<Ru
     // Each server fetches what it was given.
     let mut fetches = Vec::new();
     for admin in &mut admins {
-        let mut ranges = Vec::with_capacity(partitions as usize);
-        for p in 0..partitions {
-            ranges.push(partition_offsets(admin, topic, p).await?);
-        }
         fetches.push(Arc::new(Job::Fetch {
             topic: topic.to_string(),
-            ranges,
+            ranges: partition_ranges(admin, topic, partitions).await?,
             batch: args.batch,
         }));
     }
