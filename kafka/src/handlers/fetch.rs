@@ -221,7 +221,7 @@ async fn read_all(
                         (empty(part, a), None)
                     }
                     Some(mut reserved) => {
-                        let (data, from) = read_one(part, a, left_here).await;
+                        let (data, from) = read_one(part, a, left_here, sent > 0).await;
                         // What it read stays held, the rest of its limit
                         // goes back.
                         reserved.shrink_to(data.records.as_ref().map_or(0, Bytes::len) as u64);
@@ -259,7 +259,19 @@ fn empty(part: &PartitionRef, a: &Asked) -> PartitionData {
 /// new record there would add to the answer), `None` when nothing more
 /// could (an error, or a byte limit cut the read: the rest is there but
 /// this fetch cannot take it, so waking on it would only read the same).
-async fn read_one(part: &PartitionRef, a: &Asked, left: usize) -> (PartitionData, Option<u64>) {
+///
+/// `must_fit`: an earlier partition of this answer has records, so this
+/// one's may not go past `left` (Kafka lets only the first partition with
+/// records exceed the fetch's `max_bytes`, so that a consumer always
+/// makes progress). The store always reads at least one record; a first
+/// record larger than `left` is read and dropped, at most once a fetch
+/// and partition.
+async fn read_one(
+    part: &PartitionRef,
+    a: &Asked,
+    left: usize,
+    must_fit: bool,
+) -> (PartitionData, Option<u64>) {
     // Not the first record kept: a compact partition's start stays where
     // compaction found it (`PartitionRef::log_start_and_end`).
     let (beginning, end) = part.log_start_and_end();
@@ -301,6 +313,9 @@ async fn read_one(part: &PartitionRef, a: &Asked, left: usize) -> (PartitionData
             .map(|batch| encode(&batch)),
     };
     match read {
+        Ok((bytes, _)) if must_fit && bytes.len() > left => {
+            (answer.with_records(Some(Bytes::new())), None)
+        }
         Ok((bytes, next)) => (
             answer.with_records(Some(Bytes::from(bytes))),
             (next >= end).then_some(next),
