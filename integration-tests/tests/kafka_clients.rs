@@ -61,6 +61,18 @@ fn confluent_kafka_consumers_in_a_group_rebalance_commit_resume_and_share_offset
     );
 }
 
+/// DeleteGroups (API 42) from librdkafka's AdminClient, as its test 0081
+/// calls it: a group without members is deleted with its offsets, a live
+/// one refused NON_EMPTY_GROUP, an unknown one GROUP_ID_NOT_FOUND.
+#[test]
+fn confluent_kafka_deletes_groups_without_members_and_refuses_live_and_unknown_ones() {
+    run_client_script(
+        &group_server(),
+        clients::python_command("delete_groups.py"),
+        "delete_groups confluent-kafka: deleted, refused while live, unknown refused",
+    );
+}
+
 #[test]
 fn kafkajs_produces_none_and_gzip_with_acks_1_and_all_consumes_seeks_by_time_and_crosses_to_http() {
     run_client_script(

@@ -441,6 +441,11 @@ pub fn list_groups(w: &mut Walk<'_>, v: i16) -> Walked {
     Ok(())
 }
 
+/// DeleteGroups: the group ids.
+pub fn delete_groups(w: &mut Walk<'_>, _v: i16) -> Walked {
+    w.array(|w| w.string())
+}
+
 /// OffsetDelete: the group id, then topics of partition indexes.
 pub fn offset_delete(w: &mut Walk<'_>, _v: i16) -> Walked {
     w.string()?;

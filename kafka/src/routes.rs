@@ -80,6 +80,7 @@ pub static ROUTES: &[Route] = &[
     ),
     route!(ListGroups, 0..=4, precheck::list_groups, list_groups),
     route!(OffsetDelete, 0..=0, precheck::offset_delete, offset_delete),
+    route!(DeleteGroups, 0..=2, precheck::delete_groups, delete_groups),
     // The admin APIs (KAFKA.md "Admin").
     route!(CreateTopics, 2..=7, precheck::create_topics, create_topics),
     route!(DeleteTopics, 1..=6, precheck::delete_topics, delete_topics),
@@ -269,6 +270,8 @@ serve!(list_groups(version));
 serve!(describe_groups(version));
 
 serve!(offset_delete(gate) async);
+
+serve!(delete_groups(gate) async);
 
 serve!(create_topics(gate, version) async);
 

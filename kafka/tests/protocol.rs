@@ -289,6 +289,7 @@ async fn api_versions_advertises_only_the_served_apis_and_answers_unknown_versio
                 (15, 0, 5),
                 (16, 0, 4),
                 (47, 0, 0),
+                (42, 0, 2),
                 (19, 2, 7),
                 (20, 1, 6),
                 (21, 0, 2),
@@ -316,7 +317,7 @@ async fn api_versions_advertises_only_the_served_apis_and_answers_unknown_versio
     assert_eq!(answer.get_i32(), 7);
     let body = ApiVersionsResponse::decode(&mut answer, 0).unwrap();
     assert_eq!(body.error_code, 35);
-    assert_eq!(body.api_keys.len(), 30);
+    assert_eq!(body.api_keys.len(), 31);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1216,6 +1217,37 @@ async fn a_repeated_partition_is_read_once_and_the_answer_capped() {
         assert!(
             bytes <= 200 * 1024 + 101 * 1024,
             "v{version}: {bytes} bytes"
+        );
+    }
+}
+
+/// DeleteGroups answers each distinct group once, in the request's order:
+/// a name no group can have is INVALID_GROUP_ID, one no group has
+/// GROUP_ID_NOT_FOUND, at every version (v2 is flexible).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_groups_answers_each_distinct_group_once() {
+    use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse, GroupId};
+    let s = server().await;
+    let mut c = connect(&s).await;
+    let names = ["", "nobody", "nobody", "a b"];
+    let request = DeleteGroupsRequest::default().with_groups_names(
+        names
+            .iter()
+            .map(|n| GroupId(StrBytes::from_static_str(n)))
+            .collect(),
+    );
+    for version in 0..=2 {
+        let answer: DeleteGroupsResponse =
+            call(&mut c, ApiKey::DeleteGroups, version, &request).await;
+        let results: Vec<(&str, i16)> = answer
+            .results
+            .iter()
+            .map(|r| (r.group_id.0.as_str(), r.error_code))
+            .collect();
+        assert_eq!(
+            results,
+            [("", 24), ("nobody", 69), ("a b", 24)],
+            "v{version}"
         );
     }
 }

@@ -605,4 +605,10 @@ async fn group_apis_need_read_on_the_group_and_describe_to_see_it() {
     let answer: OffsetDeleteResponse = f.as_bob(ApiKey::OffsetDelete, 0, &delete).await;
     assert_eq!(answer.error_code, GROUP_DENIED);
     assert!(f.root().committed_offsets("g", None).unwrap().is_some());
+    // DeleteGroups: DELETE on each group, answered per group.
+    let delete = DeleteGroupsRequest::default().with_groups_names(vec![group("g")]);
+    let answer: DeleteGroupsResponse = f.as_bob(ApiKey::DeleteGroups, 2, &delete).await;
+    assert_eq!(answer.results.len(), 1);
+    assert_eq!(answer.results[0].error_code, GROUP_DENIED);
+    assert!(f.root().committed_offsets("g", None).unwrap().is_some());
 }

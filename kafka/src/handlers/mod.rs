@@ -13,6 +13,7 @@ pub mod alter_configs;
 pub mod api_versions;
 mod configs;
 pub mod create_topics;
+pub mod delete_groups;
 pub mod delete_records;
 pub mod delete_topics;
 pub mod describe_cluster;
