@@ -353,7 +353,7 @@ impl From<tidelog_broker::BrokerError> for ApiError {
             // Requests that can never succeed as sent.
             B::InvalidPartitionCount { .. }
             | B::ReplicationFactorImpossible { .. }
-            | B::ReplicaAssignmentUnsupported
+            | B::InvalidReplicaAssignment { .. }
             | B::InternalTopicNotDeletable { .. }
             | B::InternalTopicConfigsFixed { .. }
             | B::PolicyChangeWithRecords { .. }

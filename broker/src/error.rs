@@ -136,8 +136,10 @@ pub enum BrokerError {
     /// none asks for that default).
     #[error("replication factor {requested} is impossible on a single node; use 1, or -1 or none for the default")]
     ReplicationFactorImpossible { requested: i64 },
-    #[error("manual replica assignments are not supported on a single node")]
-    ReplicaAssignmentUnsupported,
+    /// A create's replica assignment this node cannot hold (Kafka's
+    /// INVALID_REPLICA_ASSIGNMENT).
+    #[error("invalid replica assignment: {reason}")]
+    InvalidReplicaAssignment { reason: String },
     #[error("topic {topic:?} does not exist")]
     UnknownTopic { topic: String },
     /// Says how many partitions there are so the client can see its
@@ -522,7 +524,7 @@ impl BrokerError {
         match self {
             B::InvalidPartitionCount { .. }
             | B::ReplicationFactorImpossible { .. }
-            | B::ReplicaAssignmentUnsupported
+            | B::InvalidReplicaAssignment { .. }
             | B::InternalTopicNotDeletable { .. }
             | B::InternalTopicConfigsFixed { .. }
             | B::PolicyChangeWithRecords { .. }

@@ -715,7 +715,12 @@ fn every_variant() -> Vec<(BrokerError, ErrorKind)> {
             B::ReplicationFactorImpossible { requested: 3 },
             ErrorKind::ClientMistake,
         ),
-        (B::ReplicaAssignmentUnsupported, ErrorKind::ClientMistake),
+        (
+            B::InvalidReplicaAssignment {
+                reason: s("broker 3"),
+            },
+            ErrorKind::ClientMistake,
+        ),
         (
             B::NotAuthorized {
                 operation: Operation::Write,
@@ -830,7 +835,7 @@ fn variant_index(e: &BrokerError) -> usize {
         B::NoResetPosition { .. } => 62,
         B::GroupLimit { .. } => 63,
         B::ReplicationFactorImpossible { .. } => 64,
-        B::ReplicaAssignmentUnsupported => 65,
+        B::InvalidReplicaAssignment { .. } => 65,
         B::NotAuthorized { .. } => 66,
         B::Acl { .. } => 67,
         B::User { .. } => 68,

@@ -29,11 +29,76 @@ pub struct CreateTopic {
     pub partitions: Option<i64>,
     /// `None` or -1: the default, 1.
     pub replication_factor: Option<i64>,
-    /// The client assigned replicas itself (Kafka's `assignments`).
-    pub manual_assignment: bool,
+    /// Replicas the client assigned itself (Kafka's `assignments`): for
+    /// each partition index, its replicas' broker ids. Empty: none (the
+    /// partition count and replication factor decide). On one node the
+    /// only replica a partition can have is this broker ([`NODE_ID`]).
+    pub assignment: Vec<(i32, Vec<i32>)>,
     /// Config overrides by Kafka name; `None` values are ignored as Kafka
     /// does for a create.
     pub configs: Vec<(String, Option<String>)>,
+}
+
+/// This node's broker id, in Kafka's Metadata and in replica assignments:
+/// a single node is broker 0.
+pub const NODE_ID: i32 = 0;
+
+/// A create's manual assignment checked as Kafka's `AdminUtils` and
+/// `ReplicationControlManager` check it: the partition count it makes, or
+/// `None` without one. It may not come with a partition count or a
+/// replication factor; its partitions are 0..n, each once; each lists its
+/// replicas once, and on one node the only broker there is:
+/// [`NODE_ID`].
+fn check_assignment(request: &CreateTopic) -> Result<Option<u32>, BrokerError> {
+    if request.assignment.is_empty() {
+        return Ok(None);
+    }
+    let invalid = |reason: String| Err(BrokerError::InvalidReplicaAssignment { reason });
+    let given = |v: Option<i64>| v.is_some_and(|n| n != -1);
+    if given(request.partitions) || given(request.replication_factor) {
+        return invalid(
+            "a replica assignment comes without a partition count and a replication factor (both -1)"
+                .into(),
+        );
+    }
+    let count = request.assignment.len();
+    if count > crate::registry::PARTITIONS_MAX as usize {
+        return Err(BrokerError::InvalidPartitionCount {
+            requested: count as i64,
+            max: crate::registry::PARTITIONS_MAX,
+        });
+    }
+    let mut seen = vec![false; count];
+    for (partition, replicas) in &request.assignment {
+        let slot = usize::try_from(*partition)
+            .ok()
+            .and_then(|p| seen.get_mut(p));
+        match slot {
+            Some(slot) if !*slot => *slot = true,
+            _ => {
+                return invalid(format!(
+                    "partitions must be 0..{count}, each once; partition {partition} is not"
+                ))
+            }
+        }
+        match replicas.as_slice() {
+            [NODE_ID] => {}
+            [] => return invalid(format!("partition {partition} has no replica")),
+            [_] => {
+                return invalid(format!(
+                    "partition {partition}: broker {} does not exist; this node is broker {NODE_ID}",
+                    replicas[0]
+                ))
+            }
+            _ => {
+                return invalid(format!(
+                    "partition {partition} lists {} replicas; a single node holds one, broker {NODE_ID}",
+                    replicas.len()
+                ))
+            }
+        }
+    }
+    Ok(Some(count as u32))
 }
 
 /// A topic created, or that would be (validate-only).
@@ -85,15 +150,16 @@ impl Broker {
             None | Some(1) | Some(-1) => {}
             Some(requested) => return Err(BrokerError::ReplicationFactorImpossible { requested }),
         }
-        if request.manual_assignment {
-            return Err(BrokerError::ReplicaAssignmentUnsupported);
-        }
-        let partitions = match request.partitions {
-            None | Some(-1) => self.config.default_partitions,
-            Some(n) => u32::try_from(n).map_err(|_| BrokerError::InvalidPartitionCount {
-                requested: n,
-                max: crate::registry::PARTITIONS_MAX,
-            })?,
+        let assigned = check_assignment(&request)?;
+        let partitions = match (assigned, request.partitions) {
+            (Some(n), _) => n,
+            (None, None | Some(-1)) => self.config.default_partitions,
+            (None, Some(n)) => {
+                u32::try_from(n).map_err(|_| BrokerError::InvalidPartitionCount {
+                    requested: n,
+                    max: crate::registry::PARTITIONS_MAX,
+                })?
+            }
         };
         check_partitions(partitions)?;
         let mut overrides = Overrides::new();
@@ -198,5 +264,50 @@ impl Broker {
     /// The cluster id Metadata, DescribeCluster and the v3 routes name.
     pub fn cluster_id(&self) -> &str {
         &self.config.cluster_id
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn create(assignment: Vec<(i32, Vec<i32>)>) -> CreateTopic {
+        CreateTopic {
+            name: "t".into(),
+            partitions: Some(-1),
+            replication_factor: Some(-1),
+            assignment,
+            configs: Vec::new(),
+        }
+    }
+
+    fn refused(request: CreateTopic) -> String {
+        match check_assignment(&request) {
+            Err(BrokerError::InvalidReplicaAssignment { reason }) => reason,
+            other => panic!("expected INVALID_REPLICA_ASSIGNMENT, got {other:?}"),
+        }
+    }
+
+    /// Kafka's rules for a manual assignment, on one node: partitions
+    /// 0..n in any order, each once, each on this broker alone; no
+    /// partition count or replication factor beside it.
+    #[test]
+    fn an_assignment_names_this_broker_once_for_partitions_zero_to_n() {
+        assert_eq!(check_assignment(&create(Vec::new())).unwrap(), None);
+        let three = vec![(2, vec![NODE_ID]), (0, vec![NODE_ID]), (1, vec![NODE_ID])];
+        assert_eq!(check_assignment(&create(three)).unwrap(), Some(3));
+
+        assert!(refused(create(vec![(0, vec![1])])).contains("broker 1 does not exist"));
+        assert!(refused(create(vec![(0, vec![0, 0])])).contains("2 replicas"));
+        assert!(refused(create(vec![(0, vec![])])).contains("no replica"));
+        assert!(refused(create(vec![(1, vec![0])])).contains("partition 1"));
+        assert!(refused(create(vec![(0, vec![0]), (0, vec![0])])).contains("each once"));
+        assert!(refused(create(vec![(-1, vec![0])])).contains("partition -1"));
+        let mut counted = create(vec![(0, vec![0])]);
+        counted.partitions = Some(1);
+        assert!(refused(counted).contains("without a partition count"));
+        let mut factor = create(vec![(0, vec![0])]);
+        factor.replication_factor = Some(1);
+        assert!(refused(factor).contains("without a partition count"));
     }
 }

@@ -73,6 +73,19 @@ fn confluent_kafka_deletes_groups_without_members_and_refuses_live_and_unknown_o
     );
 }
 
+/// CreateTopics with a manual replica assignment, as librdkafka's test
+/// 0081 makes one on a single broker: `[0]` per partition is this broker
+/// and is accepted; another broker id or two replicas are
+/// INVALID_REPLICA_ASSIGNMENT.
+#[test]
+fn confluent_kafka_creates_a_topic_assigned_to_this_broker_and_refuses_others() {
+    run_client_script(
+        &TidelogProcess::start(&[]),
+        clients::python_command("replica_assignment.py"),
+        "replica_assignment confluent-kafka: broker 0 accepted, others refused",
+    );
+}
+
 #[test]
 fn kafkajs_produces_none_and_gzip_with_acks_1_and_all_consumes_seeks_by_time_and_crosses_to_http() {
     run_client_script(

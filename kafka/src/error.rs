@@ -238,8 +238,8 @@ pub fn broker_code(e: &BrokerError) -> i16 {
         | B::GroupInstanceIdEmpty
         | B::ServerSideMemberNotHttp
         | B::ConsumerProtocolMalformed { .. }
-        | B::InvalidConfigOperation { .. }
-        | B::ReplicaAssignmentUnsupported => ResponseError::InvalidRequest,
+        | B::InvalidConfigOperation { .. } => ResponseError::InvalidRequest,
+        B::InvalidReplicaAssignment { .. } => ResponseError::InvalidReplicaAssignment,
         B::ReplicationFactorImpossible { .. } => ResponseError::InvalidReplicationFactor,
         // DeleteRecords' refusals, as Kafka's.
         B::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,

@@ -850,9 +850,11 @@ fn every_refusal_has_its_code_and_message() {
             "replication factor 3 is impossible on a single node; use 1, or -1 or none for the default",
         ),
         (
-            Refusal::Broker(B::ReplicaAssignmentUnsupported),
-            ResponseError::InvalidRequest,
-            "manual replica assignments are not supported on a single node",
+            Refusal::Broker(B::InvalidReplicaAssignment {
+                reason: "partition 0: broker 3 does not exist; this node is broker 0".into(),
+            }),
+            ResponseError::InvalidReplicaAssignment,
+            "invalid replica assignment: partition 0: broker 3 does not exist; this node is broker 0",
         ),
         (
             Refusal::NoTopicIds,

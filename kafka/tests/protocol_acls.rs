@@ -105,7 +105,7 @@ async fn fixture() -> Fixture {
                 name: topic.into(),
                 partitions: Some(1),
                 replication_factor: None,
-                manual_assignment: false,
+                assignment: Vec::new(),
                 configs: Vec::new(),
             },
             false,

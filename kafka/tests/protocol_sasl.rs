@@ -369,7 +369,7 @@ async fn a_revoked_acl_and_a_deleted_user_apply_to_an_open_connections_next_requ
                 name: "t".into(),
                 partitions: Some(1),
                 replication_factor: None,
-                manual_assignment: false,
+                assignment: Vec::new(),
                 configs: Vec::new(),
             },
             false,

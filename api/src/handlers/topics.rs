@@ -167,7 +167,7 @@ pub async fn create_v3(
         name: request.topic_name,
         partitions: request.partitions_count,
         replication_factor: request.replication_factor,
-        manual_assignment: false,
+        assignment: Vec::new(),
         configs: request
             .configs
             .into_iter()

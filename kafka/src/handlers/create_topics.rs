@@ -2,8 +2,10 @@
 //! `Broker::create_topic_as`, whose rules are the HTTP admin API's too
 //! (`tidelog_broker::topics`), its own error code per topic:
 //! `num_partitions` −1 is the broker's `default_partitions`; a replication
-//! factor other than 1 or −1 is INVALID_REPLICATION_FACTOR (one node);
-//! manual replica assignments are INVALID_REQUEST. `validate_only` checks
+//! factor other than 1 or −1 is INVALID_REPLICATION_FACTOR (one node); a
+//! manual replica assignment may name only this broker (id 0), once a
+//! partition, for partitions 0..n (else INVALID_REPLICA_ASSIGNMENT), and
+//! makes n partitions. `validate_only` checks
 //! everything a create would (including that the topic does not exist) and
 //! creates nothing. From v5 an answer carries the topic's partitions and
 //! configs.
@@ -66,7 +68,16 @@ async fn create(
         name: topic.name.0.to_string(),
         partitions: Some(i64::from(topic.num_partitions)),
         replication_factor: Some(i64::from(topic.replication_factor)),
-        manual_assignment: !topic.assignments.is_empty(),
+        assignment: topic
+            .assignments
+            .iter()
+            .map(|a| {
+                (
+                    a.partition_index,
+                    a.broker_ids.iter().map(|b| b.0).collect(),
+                )
+            })
+            .collect(),
         configs: topic
             .configs
             .iter()

@@ -7,6 +7,7 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
 use kafka_protocol::protocol::StrBytes;
+use tidelog_broker::topics::NODE_ID;
 
 use super::NOT_READY;
 use crate::context::Context;
@@ -38,9 +39,9 @@ pub fn handle(
     };
     answer
         .with_cluster_id(StrBytes::from_string(door.cluster_id().to_owned()))
-        .with_controller_id(BrokerId(0))
+        .with_controller_id(BrokerId(NODE_ID))
         .with_brokers(vec![DescribeClusterBroker::default()
-            .with_broker_id(BrokerId(0))
+            .with_broker_id(BrokerId(NODE_ID))
             .with_host(StrBytes::from_string(ctx.host.clone()))
             .with_port(ctx.port)])
 }

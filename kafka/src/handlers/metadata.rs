@@ -13,6 +13,7 @@ use kafka_protocol::messages::metadata_response::{
 use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse};
 use kafka_protocol::protocol::StrBytes;
 use tidelog_broker::registry::Topic;
+use tidelog_broker::topics::NODE_ID;
 
 use super::{topic_name, NOT_READY};
 use crate::context::Context;
@@ -20,7 +21,7 @@ use crate::error::broker_code;
 
 pub async fn handle(ctx: &Context, version: i16, request: MetadataRequest) -> MetadataResponse {
     let node = MetadataResponseBroker::default()
-        .with_node_id(BrokerId(0))
+        .with_node_id(BrokerId(NODE_ID))
         .with_host(StrBytes::from_string(ctx.host.clone()))
         .with_port(ctx.port);
     let asked: Option<Vec<String>> = request.topics.map(|topics| {
@@ -32,7 +33,7 @@ pub async fn handle(ctx: &Context, version: i16, request: MetadataRequest) -> Me
     let asked = asked.filter(|names| !(version == 0 && names.is_empty()));
     let answer = MetadataResponse::default()
         .with_brokers(vec![node])
-        .with_controller_id(BrokerId(0))
+        .with_controller_id(BrokerId(NODE_ID))
         .with_cluster_id(ctx.cluster_id.clone().map(StrBytes::from_string));
     // Before the broker is ready (recovery) asked topics answer
     // LEADER_NOT_AVAILABLE; a request for all of them gets none, since the
@@ -68,10 +69,10 @@ fn described(topic: &Topic) -> MetadataResponseTopic {
         .map(|p| {
             MetadataResponsePartition::default()
                 .with_partition_index(p as i32)
-                .with_leader_id(BrokerId(0))
+                .with_leader_id(BrokerId(NODE_ID))
                 .with_leader_epoch(0)
-                .with_replica_nodes(vec![BrokerId(0)])
-                .with_isr_nodes(vec![BrokerId(0)])
+                .with_replica_nodes(vec![BrokerId(NODE_ID)])
+                .with_isr_nodes(vec![BrokerId(NODE_ID)])
         })
         .collect();
     MetadataResponseTopic::default()

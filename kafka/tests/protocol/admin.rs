@@ -32,6 +32,7 @@ const TOPIC_ALREADY_EXISTS: i16 = 36;
 const INVALID_PARTITIONS: i16 = 37;
 const INVALID_REPLICATION_FACTOR: i16 = 38;
 const INVALID_REQUEST: i16 = 42;
+const INVALID_REPLICA_ASSIGNMENT: i16 = 39;
 const INVALID_CONFIG: i16 = 40;
 const UNKNOWN_TOPIC_ID: i16 = 100;
 const INVALID_TOPIC_EXCEPTION: i16 = 17;
@@ -186,11 +187,33 @@ async fn create_topics_validate_only_checks_and_creates_nothing() {
     create(&mut c, 2, false, vec![topic("wet", 1, 1, &[])]).await;
     let answer = create(&mut c, 2, true, vec![topic("wet", 1, 1, &[])]).await;
     assert_eq!(codes(&answer), [("wet".to_owned(), TOPIC_ALREADY_EXISTS)]);
-    // Manual replica assignments are refused.
-    let mut assigned = topic("assigned", -1, -1, &[]);
-    assigned.assignments = vec![Default::default()];
-    let answer = create(&mut c, 7, false, vec![assigned]).await;
-    assert_eq!(codes(&answer), [("assigned".to_owned(), INVALID_REQUEST)]);
+    // A manual replica assignment names this broker (0), once a
+    // partition; anything else is INVALID_REPLICA_ASSIGNMENT, and makes
+    // nothing, also under validate_only.
+    let on = |partition: i32, brokers: &[i32]| {
+        create_topics_request::CreatableReplicaAssignment::default()
+            .with_partition_index(partition)
+            .with_broker_ids(brokers.iter().map(|b| BrokerId(*b)).collect())
+    };
+    for (assignment, code) in [
+        (vec![on(0, &[])], INVALID_REPLICA_ASSIGNMENT),
+        (vec![on(0, &[1])], INVALID_REPLICA_ASSIGNMENT),
+        (vec![on(0, &[0]), on(2, &[0])], INVALID_REPLICA_ASSIGNMENT),
+        (vec![on(1, &[0]), on(0, &[0])], NONE),
+    ] {
+        for validate_only in [true, false] {
+            let mut assigned = topic("assigned", -1, -1, &[]);
+            assigned.assignments = assignment.clone();
+            let answer = create(&mut c, 7, validate_only, vec![assigned]).await;
+            assert_eq!(codes(&answer), [("assigned".to_owned(), code)]);
+        }
+    }
+    let made = s
+        .broker
+        .registry()
+        .get("assigned")
+        .expect("the last one made it");
+    assert_eq!(made.partitions.get(), 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
