@@ -588,6 +588,13 @@ impl Dispatcher {
         self.dispatched.load(Ordering::Acquire)
     }
 
+    /// Up to here every sink has also run `end_batch`: a buffering sink
+    /// (the compacted logs' pending copies) has written what it took, so
+    /// a flush of the sinks makes it durable. What a checkpoint may claim.
+    pub(crate) fn published(&self) -> u64 {
+        self.published.load(Ordering::Acquire)
+    }
+
     pub(crate) fn error_count(&self) -> u64 {
         self.errors.load(Ordering::Relaxed)
     }
