@@ -86,6 +86,18 @@ fn confluent_kafka_creates_a_topic_assigned_to_this_broker_and_refuses_others() 
     );
 }
 
+/// KIP-430's authorized operations, asked for by librdkafka's
+/// AdminClient (its test 0081): with no authorizer, every operation of the
+/// cluster, a topic and a group.
+#[test]
+fn confluent_kafka_describes_the_authorized_operations_of_cluster_topic_and_group() {
+    run_client_script(
+        &TidelogProcess::start(&[]),
+        clients::python_command("authorized_operations.py"),
+        "authorized_operations confluent-kafka: every operation without an authorizer",
+    );
+}
+
 #[test]
 fn kafkajs_produces_none_and_gzip_with_acks_1_and_all_consumes_seeks_by_time_and_crosses_to_http() {
     run_client_script(

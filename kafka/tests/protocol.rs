@@ -1251,3 +1251,46 @@ async fn delete_groups_answers_each_distinct_group_once() {
         );
     }
 }
+
+/// KIP-430's authorized operations, asked for, with no authorizer running:
+/// every operation Kafka defines for the resource's type, as Kafka's
+/// broker answers without an authorizer (librdkafka's 0081 checks them);
+/// not asked for, `i32::MIN`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn authorized_operations_asked_for_are_every_operation_without_an_authorizer() {
+    use kafka_protocol::messages::{
+        DescribeClusterRequest, DescribeClusterResponse, DescribeGroupsRequest,
+        DescribeGroupsResponse, GroupId,
+    };
+    let bits = |codes: &[i32]| codes.iter().fold(0, |b, c| b | 1 << c);
+    // READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8,
+    // CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11,
+    // IDEMPOTENT_WRITE 12.
+    let topic_ops = bits(&[3, 4, 5, 6, 7, 8, 10, 11]);
+    let cluster_ops = bits(&[5, 7, 8, 9, 10, 11, 12]);
+    let group_ops = bits(&[3, 6, 8]);
+    let s = server().await;
+    let mut c = connect(&s).await;
+    metadata(&mut c, 12, &["ops"]).await;
+    for (include, topic, cluster) in [(true, topic_ops, cluster_ops), (false, i32::MIN, i32::MIN)] {
+        let request = MetadataRequest::default()
+            .with_topics(None)
+            .with_include_topic_authorized_operations(include)
+            .with_include_cluster_authorized_operations(include);
+        let answer: MetadataResponse = call(&mut c, ApiKey::Metadata, 10, &request).await;
+        assert_eq!(answer.topics[0].topic_authorized_operations, topic);
+        assert_eq!(answer.cluster_authorized_operations, cluster);
+        let request =
+            DescribeClusterRequest::default().with_include_cluster_authorized_operations(include);
+        let answer: DescribeClusterResponse =
+            call(&mut c, ApiKey::DescribeCluster, 1, &request).await;
+        assert_eq!(answer.cluster_authorized_operations, cluster);
+    }
+    // A group nobody has is described as Dead, with its operations.
+    let request = DescribeGroupsRequest::default()
+        .with_groups(vec![GroupId(StrBytes::from_static_str("opsgroup"))])
+        .with_include_authorized_operations(true);
+    let answer: DescribeGroupsResponse = call(&mut c, ApiKey::DescribeGroups, 5, &request).await;
+    assert_eq!(answer.groups[0].error_code, 0);
+    assert_eq!(answer.groups[0].authorized_operations, group_ops);
+}

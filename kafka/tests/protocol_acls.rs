@@ -313,6 +313,18 @@ async fn records_apis_need_write_read_and_describe_on_the_topic() {
         .filter_map(|t| t.name.as_ref().map(|n| n.0.as_str()))
         .collect();
     assert_eq!(listed, ["t"]);
+    // Asked for (KIP-430), a topic's authorized operations are bob's:
+    // WRITE and READ, and the DESCRIBE they imply; not asked, none.
+    let asked = MetadataRequest::default()
+        .with_topics(None)
+        .with_include_topic_authorized_operations(true);
+    let answer: MetadataResponse = f.as_bob(ApiKey::Metadata, 12, &asked).await;
+    let bits = |op: Operation| 1 << op.code();
+    assert_eq!(
+        answer.topics[0].topic_authorized_operations,
+        bits(Operation::Read) | bits(Operation::Write) | bits(Operation::Describe)
+    );
+    assert_eq!(all.topics[0].topic_authorized_operations, i32::MIN);
     let named = MetadataRequest::default()
         .with_topics(Some(vec![
             metadata_request::MetadataRequestTopic::default().with_name(Some(name("gone"))),

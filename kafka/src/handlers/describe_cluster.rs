@@ -9,11 +9,9 @@ use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeCluster
 use kafka_protocol::protocol::StrBytes;
 use tidelog_broker::topics::NODE_ID;
 
-use super::NOT_READY;
+use super::{authorized, NOT_READY};
 use crate::context::Context;
-
-/// Kafka's "operations not asked for" marker.
-const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
+use tidelog_broker::security::acl::Resource;
 
 pub fn handle(
     ctx: &Context,
@@ -21,7 +19,7 @@ pub fn handle(
     request: DescribeClusterRequest,
 ) -> DescribeClusterResponse {
     let answer = DescribeClusterResponse::default()
-        .with_cluster_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED)
+        .with_cluster_authorized_operations(authorized::OMITTED)
         .with_endpoint_type(if version >= 1 {
             request.endpoint_type
         } else {
@@ -38,6 +36,11 @@ pub fn handle(
         return answer.with_error_code(NOT_READY);
     };
     answer
+        .with_cluster_authorized_operations(authorized::of(
+            &door,
+            Resource::cluster(),
+            request.include_cluster_authorized_operations,
+        ))
         .with_cluster_id(StrBytes::from_string(door.cluster_id().to_owned()))
         .with_controller_id(BrokerId(NODE_ID))
         .with_brokers(vec![DescribeClusterBroker::default()

@@ -18,10 +18,11 @@ use tidelog_broker::coordinator::{
 use tidelog_broker::names::validate_group_name;
 use tidelog_broker::Door;
 
-use super::group;
 use super::list_groups::protocol_type;
+use super::{authorized, group};
 use crate::context::Context;
 use crate::error::broker_code;
+use tidelog_broker::security::acl::Resource;
 
 pub fn handle(
     ctx: &Context,
@@ -29,10 +30,21 @@ pub fn handle(
     request: DescribeGroupsRequest,
 ) -> DescribeGroupsResponse {
     let door = ctx.door();
+    let operations = version >= 3 && request.include_authorized_operations;
     let groups = request
         .groups
         .into_iter()
-        .map(|id| describe(door.as_ref(), version, id))
+        .map(|id| {
+            let described = describe(door.as_ref(), version, id);
+            match &door {
+                Some(door) if described.error_code == 0 => {
+                    let group = Resource::group(described.group_id.0.as_str());
+                    let bits = authorized::of(door, group, operations);
+                    described.with_authorized_operations(bits)
+                }
+                _ => described,
+            }
+        })
         .collect();
     DescribeGroupsResponse::default().with_groups(groups)
 }

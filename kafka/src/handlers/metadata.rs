@@ -15,9 +15,10 @@ use kafka_protocol::protocol::StrBytes;
 use tidelog_broker::registry::Topic;
 use tidelog_broker::topics::NODE_ID;
 
-use super::{topic_name, NOT_READY};
+use super::{authorized, topic_name, NOT_READY};
 use crate::context::Context;
 use crate::error::broker_code;
+use tidelog_broker::security::acl::Resource;
 
 pub async fn handle(ctx: &Context, version: i16, request: MetadataRequest) -> MetadataResponse {
     let node = MetadataResponseBroker::default()
@@ -46,7 +47,21 @@ pub async fn handle(ctx: &Context, version: i16, request: MetadataRequest) -> Me
             .collect();
         return answer.with_topics(topics);
     };
-    let answer = answer.with_cluster_id(Some(StrBytes::from_string(door.cluster_id().to_owned())));
+    let answer = answer
+        .with_cluster_id(Some(StrBytes::from_string(door.cluster_id().to_owned())))
+        .with_cluster_authorized_operations(authorized::of(
+            &door,
+            Resource::cluster(),
+            (8..=10).contains(&version) && request.include_cluster_authorized_operations,
+        ));
+    let operations = version >= 8 && request.include_topic_authorized_operations;
+    let described = |topic: &Topic| {
+        described(topic).with_topic_authorized_operations(authorized::of(
+            &door,
+            Resource::topic(&topic.name),
+            operations,
+        ))
+    };
     let topics = match asked {
         None => door.list_topics().iter().map(|t| described(t)).collect(),
         Some(names) => {

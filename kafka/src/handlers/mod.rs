@@ -11,6 +11,7 @@ pub mod acls;
 pub mod admin;
 pub mod alter_configs;
 pub mod api_versions;
+pub mod authorized;
 mod configs;
 pub mod create_topics;
 pub mod delete_groups;
