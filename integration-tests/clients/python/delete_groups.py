@@ -16,10 +16,19 @@ import sys
 import time
 
 import requests
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from tidelog_check import BINARY, REQUEST_TIMEOUT_S, b64, check, create_topic, expect_status, run
+from tidelog_check import (
+    BINARY,
+    REQUEST_TIMEOUT_S,
+    admin_error,
+    b64,
+    check,
+    create_topic,
+    expect_status,
+    run,
+)
 
 KAFKA = sys.argv.pop(2)
 TOPIC = "delgroups"
@@ -49,15 +58,6 @@ def consume_one(c):
     raise AssertionError("no record within the deadline")
 
 
-def error_of(future):
-    """The KafkaError a future failed with, or None."""
-    try:
-        future.result(timeout=30)
-        return None
-    except KafkaException as e:
-        return e.args[0]
-
-
 def main(base_url):
     create_topic(base_url, TOPIC, 1)
     response = requests.post(
@@ -80,13 +80,13 @@ def main(base_url):
 
     admin = AdminClient({"bootstrap.servers": KAFKA})
     futures = admin.delete_consumer_groups(["dg-done", "dg-live", "dg-never"], request_timeout=30)
-    check(error_of(futures["dg-done"]) is None, "dg-done was not deleted")
-    live_error = error_of(futures["dg-live"])
+    check(admin_error(futures["dg-done"]) is None, "dg-done was not deleted")
+    live_error = admin_error(futures["dg-live"])
     check(
         live_error is not None and live_error.code() == KafkaError.NON_EMPTY_GROUP,
         f"dg-live: expected NON_EMPTY_GROUP, got {live_error}",
     )
-    never_error = error_of(futures["dg-never"])
+    never_error = admin_error(futures["dg-never"])
     check(
         never_error is not None and never_error.code() == KafkaError.GROUP_ID_NOT_FOUND,
         f"dg-never: expected GROUP_ID_NOT_FOUND, got {never_error}",

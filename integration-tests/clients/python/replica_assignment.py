@@ -13,20 +13,12 @@ Usage: replica_assignment.py http://127.0.0.1:PORT 127.0.0.1:KAFKA_PORT
 import sys
 
 import requests
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tidelog_check import REQUEST_TIMEOUT_S, check, expect_status, run
+from tidelog_check import REQUEST_TIMEOUT_S, admin_error, check, expect_status, run
 
 KAFKA = sys.argv.pop(2)
-
-
-def error_of(future):
-    try:
-        future.result(timeout=30)
-        return None
-    except KafkaException as e:
-        return e.args[0]
 
 
 def main(base_url):
@@ -34,7 +26,7 @@ def main(base_url):
     futures = admin.create_topics(
         [NewTopic("assigned", num_partitions=3, replica_assignment=[[0], [0], [0]])], request_timeout=30
     )
-    check(error_of(futures["assigned"]) is None, "a [0] x 3 assignment was refused")
+    check(admin_error(futures["assigned"]) is None, "a [0] x 3 assignment was refused")
     response = requests.get(
         f"{base_url}/v3/clusters/tidelog/topics/assigned", timeout=REQUEST_TIMEOUT_S
     )
@@ -49,7 +41,7 @@ def main(base_url):
         futures = admin.create_topics(
             [NewTopic(name, num_partitions=len(assignment), replica_assignment=assignment)], request_timeout=30
         )
-        error = error_of(futures[name])
+        error = admin_error(futures[name])
         check(
             error is not None and error.code() == KafkaError.INVALID_REPLICA_ASSIGNMENT,
             f"{name} {assignment}: expected INVALID_REPLICA_ASSIGNMENT, got {error}",

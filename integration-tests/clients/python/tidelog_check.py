@@ -33,6 +33,18 @@ def expect_status(response, status, what):
     )
 
 
+def admin_error(future):
+    """The KafkaError a confluent-kafka AdminClient future failed with, or
+    None when it succeeded."""
+    from confluent_kafka import KafkaException
+
+    try:
+        future.result(timeout=REQUEST_TIMEOUT_S)
+        return None
+    except KafkaException as e:
+        return e.args[0]
+
+
 def b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
