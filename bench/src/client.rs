@@ -19,8 +19,6 @@ use crate::secure::{self, Secure};
 /// How long one request may take before the bench calls it failed; well
 /// above the longest long-poll it sends (1 s).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
-/// How long a connection attempt may take.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// One keep-alive connection to `addr`.
 pub struct Conn {
@@ -30,19 +28,6 @@ pub struct Conn {
     authorization: Option<HeaderValue>,
     send: SendRequest<Full<Bytes>>,
     driver: tokio::task::JoinHandle<()>,
-}
-
-/// A TCP connection to `addr` with TCP_NODELAY (a load connection of
-/// either protocol), within [`CONNECT_TIMEOUT`].
-pub(crate) async fn connect_tcp(addr: SocketAddr) -> anyhow::Result<tokio::net::TcpStream> {
-    let stream = tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(addr))
-        .await
-        .map_err(|_| anyhow!("connecting to {addr}: no answer within {CONNECT_TIMEOUT:?}"))?
-        .with_context(|| format!("connecting to {addr}"))?;
-    stream
-        .set_nodelay(true)
-        .with_context(|| format!("TCP_NODELAY on the connection to {addr}"))?;
-    Ok(stream)
 }
 
 /// A complete answer.

@@ -19,13 +19,16 @@ use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
     ApiKey, BrokerId, FetchRequest, FetchResponse, ProduceRequest, ProduceResponse, RequestHeader,
-    ResponseHeader, TopicName,
+    ResponseHeader, SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
+    SaslHandshakeResponse, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use tidelog_kafka::records::{encode_batch, OutRecord};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::secure::{self, Secure, Stream};
+use tidelog_security::scram::client::ClientLogin;
+
+use crate::secure::{self, Login, Secure, Stream};
 
 /// The versions the load sends: the highest tidelog serves (flexible, as
 /// current librdkafka and the Java client pick).
@@ -56,7 +59,7 @@ impl KafkaConn {
         let stream = secure::connect(addr, secure).await?;
         let mut conn = KafkaConn { stream };
         if let Some(login) = secure.and_then(Secure::login) {
-            secure::sasl_login(&mut conn, login)
+            sasl_login(&mut conn, login)
                 .await
                 .with_context(|| format!("logging in to {addr} as {}", login.user))?;
         }
@@ -265,4 +268,61 @@ fn batch_header(data: &[u8]) -> anyhow::Result<(u64, usize)> {
         .ok_or_else(|| anyhow!("a batch of length {length} in {} bytes", data.len()))?;
     let count = u64::try_from(count).map_err(|_| anyhow!("a batch of {count} records"))?;
     Ok((count, size))
+}
+
+/// A SCRAM login on a fresh Kafka connection, as librdkafka makes it:
+/// SaslHandshake v1 naming the mechanism, then the client-first and
+/// client-final messages in SaslAuthenticate v2, and the server's
+/// signature checked.
+async fn sasl_login(conn: &mut KafkaConn, login: &Login) -> anyhow::Result<()> {
+    const HANDSHAKE_VERSION: i16 = 1;
+    const AUTHENTICATE_VERSION: i16 = 2;
+    let handshake = SaslHandshakeRequest::default()
+        .with_mechanism(StrBytes::from_static_str(secure::MECHANISM.name()));
+    let frame = request_frame(ApiKey::SaslHandshake, HANDSHAKE_VERSION, &handshake)?;
+    let answer: SaslHandshakeResponse = decode(
+        conn.call(&frame).await?,
+        ApiKey::SaslHandshake,
+        HANDSHAKE_VERSION,
+    )?;
+    ensure!(
+        answer.error_code == 0,
+        "SaslHandshake {}: error {} (mechanisms {:?})",
+        secure::MECHANISM.name(),
+        answer.error_code,
+        answer.mechanisms
+    );
+    let (client, first) =
+        ClientLogin::start(secure::MECHANISM, &login.user, login.password.as_bytes())?;
+    let server_first = authenticate(conn, first, AUTHENTICATE_VERSION).await?;
+    let (last, expected) = client.finish(&server_first)?;
+    let server_final = authenticate(conn, last, AUTHENTICATE_VERSION).await?;
+    expected.verify(&server_final)?;
+    Ok(())
+}
+
+/// One SaslAuthenticate round: the server's bytes, or its refusal.
+async fn authenticate(conn: &mut KafkaConn, bytes: Vec<u8>, version: i16) -> anyhow::Result<Bytes> {
+    let request = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(bytes));
+    let frame = request_frame(ApiKey::SaslAuthenticate, version, &request)?;
+    let answer: SaslAuthenticateResponse =
+        decode(conn.call(&frame).await?, ApiKey::SaslAuthenticate, version)?;
+    if answer.error_code != 0 {
+        bail!(
+            "SaslAuthenticate refused: error {} ({})",
+            answer.error_code,
+            answer.error_message.as_deref().unwrap_or("")
+        );
+    }
+    Ok(answer.auth_bytes)
+}
+
+/// An answer's body of `key` at `version`, past its header.
+pub(crate) fn decode<T: Decodable>(
+    mut answer: Bytes,
+    key: ApiKey,
+    version: i16,
+) -> anyhow::Result<T> {
+    ResponseHeader::decode(&mut answer, key.response_header_version(version))?;
+    T::decode(&mut answer, version)
 }

@@ -2,10 +2,11 @@
 //! connection to a secured listener is made, and the certificates the
 //! started servers serve.
 //!
-//! A [`Secure`] target's connections do a TLS handshake (rustls, verifying
-//! the server against the bench's own CA), then, on a Kafka SASL_SSL
-//! listener, log in with SCRAM as librdkafka does (SaslHandshake v1, two
-//! SaslAuthenticate v2 rounds, the server's signature checked:
+//! A [`Secure`] target's connections do a TCP connect and a TLS handshake
+//! here (rustls, verifying the server against the bench's own CA); on a
+//! Kafka SASL_SSL listener the Kafka client then logs in with SCRAM as
+//! librdkafka does (`kafka_client`'s `sasl_login`: SaslHandshake v1, two
+//! SaslAuthenticate v2 rounds, the server's signature checked with
 //! `tidelog_security::scram::client`). Connections are made once per
 //! slice, as the plain ones are, so the phases measure the encrypted
 //! traffic; the logins' own cost is the login phase's.
@@ -21,19 +22,12 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use anyhow::{anyhow, bail, ensure, Context as _};
-use bytes::Bytes;
-use kafka_protocol::messages::{
-    ApiKey, ResponseHeader, SaslAuthenticateRequest, SaslAuthenticateResponse,
-    SaslHandshakeRequest, SaslHandshakeResponse,
-};
-use kafka_protocol::protocol::{Decodable, StrBytes};
+use anyhow::{anyhow, Context as _};
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
     KeyUsagePurpose,
 };
 use rustls::pki_types::{CertificateDer, ServerName};
-use tidelog_security::scram::client::ClientLogin;
 use tidelog_security::scram::Mechanism;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
@@ -113,9 +107,9 @@ pub(crate) enum Stream {
 
 /// A TCP connection to `addr` (TCP_NODELAY, bounded), with `secure`'s TLS
 /// handshake over it when given. The login, if any, is the protocol's
-/// ([`sasl_login`] for Kafka).
+/// (the Kafka client's SCRAM login).
 pub(crate) async fn connect(addr: SocketAddr, secure: Option<&Secure>) -> anyhow::Result<Stream> {
-    let tcp = crate::client::connect_tcp(addr).await?;
+    let tcp = connect_tcp(addr).await?;
     let Some(tls) = secure.and_then(|s| s.tls.as_ref()) else {
         return Ok(Stream::Plain(tcp));
     };
@@ -128,6 +122,21 @@ pub(crate) async fn connect(addr: SocketAddr, secure: Option<&Secure>) -> anyhow
 }
 
 const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+/// How long a connection attempt may take.
+const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// A TCP connection to `addr` with TCP_NODELAY (a load connection of
+/// either protocol), within [`CONNECT_TIMEOUT`].
+async fn connect_tcp(addr: SocketAddr) -> anyhow::Result<TcpStream> {
+    let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
+        .await
+        .map_err(|_| anyhow!("connecting to {addr}: no answer within {CONNECT_TIMEOUT:?}"))?
+        .with_context(|| format!("connecting to {addr}"))?;
+    stream
+        .set_nodelay(true)
+        .with_context(|| format!("TCP_NODELAY on the connection to {addr}"))?;
+    Ok(stream)
+}
 
 impl AsyncRead for Stream {
     fn poll_read(
@@ -185,70 +194,6 @@ impl AsyncWrite for Stream {
             Stream::Tls(s) => s.is_write_vectored(),
         }
     }
-}
-
-/// A SCRAM login on a fresh Kafka connection, as librdkafka makes it:
-/// SaslHandshake v1 naming the mechanism, then the client-first and
-/// client-final messages in SaslAuthenticate v2, and the server's
-/// signature checked.
-pub(crate) async fn sasl_login(
-    conn: &mut crate::kafka_client::KafkaConn,
-    login: &Login,
-) -> anyhow::Result<()> {
-    const HANDSHAKE_VERSION: i16 = 1;
-    const AUTHENTICATE_VERSION: i16 = 2;
-    let handshake =
-        SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str(MECHANISM.name()));
-    let frame =
-        crate::kafka_client::request_frame(ApiKey::SaslHandshake, HANDSHAKE_VERSION, &handshake)?;
-    let answer: SaslHandshakeResponse = decode(
-        conn.call(&frame).await?,
-        ApiKey::SaslHandshake,
-        HANDSHAKE_VERSION,
-    )?;
-    ensure!(
-        answer.error_code == 0,
-        "SaslHandshake {}: error {} (mechanisms {:?})",
-        MECHANISM.name(),
-        answer.error_code,
-        answer.mechanisms
-    );
-    let (client, first) = ClientLogin::start(MECHANISM, &login.user, login.password.as_bytes())?;
-    let server_first = authenticate(conn, first, AUTHENTICATE_VERSION).await?;
-    let (last, expected) = client.finish(&server_first)?;
-    let server_final = authenticate(conn, last, AUTHENTICATE_VERSION).await?;
-    expected.verify(&server_final)?;
-    Ok(())
-}
-
-/// One SaslAuthenticate round: the server's bytes, or its refusal.
-async fn authenticate(
-    conn: &mut crate::kafka_client::KafkaConn,
-    bytes: Vec<u8>,
-    version: i16,
-) -> anyhow::Result<Bytes> {
-    let request = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(bytes));
-    let frame = crate::kafka_client::request_frame(ApiKey::SaslAuthenticate, version, &request)?;
-    let answer: SaslAuthenticateResponse =
-        decode(conn.call(&frame).await?, ApiKey::SaslAuthenticate, version)?;
-    if answer.error_code != 0 {
-        bail!(
-            "SaslAuthenticate refused: error {} ({})",
-            answer.error_code,
-            answer.error_message.as_deref().unwrap_or("")
-        );
-    }
-    Ok(answer.auth_bytes)
-}
-
-/// An answer's body of `key` at `version`, past its header.
-pub(crate) fn decode<T: Decodable>(
-    mut answer: Bytes,
-    key: ApiKey,
-    version: i16,
-) -> anyhow::Result<T> {
-    ResponseHeader::decode(&mut answer, key.response_header_version(version))?;
-    T::decode(&mut answer, version)
 }
 
 /// A CA and a server certificate for 127.0.0.1 it signed, as PEM files in

@@ -411,7 +411,7 @@ async fn create_acls(addr: SocketAddr, admin: &Secure, topic: &str) -> anyhow::R
         let request = CreateAclsRequest::default().with_creations(chunk.to_vec());
         let frame = kafka_client::request_frame(ApiKey::CreateAcls, VERSION, &request)?;
         let answer: CreateAclsResponse =
-            secure::decode(conn.call(&frame).await?, ApiKey::CreateAcls, VERSION)?;
+            kafka_client::decode(conn.call(&frame).await?, ApiKey::CreateAcls, VERSION)?;
         ensure!(
             answer.results.len() == chunk.len(),
             "CreateAcls answered {} of {}",
