@@ -91,9 +91,11 @@ fn many_partitions_cost_memory_by_data_and_deleted_topics_close_their_files() {
     // ConsumeQueue files of 20,000 units (400 KB, preallocated): 1,300
     // partitions take 0.5 GB of the shared disk rather than the default's
     // 8 GB, and a server that touched whole files at open would still
-    // break the RSS bound below twice over (1,000 x 400 KB).
+    // break the RSS bound below twice over (1,000 x 400 KB). Small
+    // segments and IndexFiles: the store keeps the next of each in
+    // reserve on the disk, which the defaults make over 1 GB.
     let mut s = TidelogProcess::start_with_config(&format!(
-        "store:\n  consume_queue_units_per_file: 20000\n{}",
+        "store:\n  commitlog_segment_bytes: 4194304\n  consume_queue_units_per_file: 20000\n  index_slots: 1000\n  index_entries: 4000\n{}",
         common::DISK_RATIOS_OFF
     ));
     let empty_rss = rss_kib(s.pid());
