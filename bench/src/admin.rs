@@ -1,11 +1,14 @@
 //! The REST calls a run makes around the load: the cluster id, creating
 //! the bench topics, and a partition's offsets.
 
+use std::net::SocketAddr;
+
 use anyhow::{anyhow, bail, ensure, Context as _};
 use bytes::Bytes;
 use hyper::StatusCode;
 
 use crate::client::{self, Conn};
+use crate::secure::Secure;
 
 pub(crate) async fn cluster_id(conn: &mut Conn) -> anyhow::Result<String> {
     let answer = conn.get("/v3/clusters", "application/json").await?;
@@ -77,15 +80,19 @@ pub(crate) async fn partition_offsets(
 }
 
 /// [`partition_offsets`] of each of `topic`'s `partitions`, in order:
-/// what a fetch phase reads over.
+/// what a fetch phase reads over. On a connection of its own: the run's
+/// admin connection sat idle through the produce phase, longer than the
+/// server keeps an idle connection open once phases are long.
 pub(crate) async fn partition_ranges(
-    conn: &mut Conn,
+    addr: SocketAddr,
+    secure: Option<&Secure>,
     topic: &str,
     partitions: u32,
 ) -> anyhow::Result<Vec<(u64, u64)>> {
+    let mut conn = Conn::connect_secure(addr, secure).await?;
     let mut ranges = Vec::with_capacity(partitions as usize);
     for p in 0..partitions {
-        ranges.push(partition_offsets(conn, topic, p).await?);
+        ranges.push(partition_offsets(&mut conn, topic, p).await?);
     }
     Ok(ranges)
 }

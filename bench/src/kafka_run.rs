@@ -90,7 +90,7 @@ pub(crate) async fn measure(
     let fetch = fetch_job(
         args,
         topic,
-        partition_ranges(&mut admin, topic, partitions).await?,
+        partition_ranges(http.addr, None, topic, partitions).await?,
     );
     let fetched = alternate_all(
         "fetch",

@@ -376,7 +376,7 @@ async fn measure_all(
 
     let fetch = Arc::new(Job::Fetch {
         topic: topic.to_string(),
-        ranges: partition_ranges(&mut admin, topic, partitions).await?,
+        ranges: partition_ranges(tidelog.addr, None, topic, partitions).await?,
         batch: args.batch,
     });
     let (tidelog_fetch, ceiling_fetch) =

@@ -247,7 +247,7 @@ async fn kafka(args: &BenchArgs, topic: &str, setup: &Setup) -> anyhow::Result<R
     )
     .await?;
 
-    let ranges = partition_ranges(&mut open_admin, topic, partitions).await?;
+    let ranges = partition_ranges(open.server.addr, Some(&bearer), topic, partitions).await?;
     let fetch = kafka_run::fetch_job(args, topic, ranges);
     let fetched = alternate_all(
         "fetch",
@@ -304,13 +304,11 @@ async fn http(args: &BenchArgs, topic: &str, setup: &Setup) -> anyhow::Result<Ru
         CpuSource::Process(https.child.id()),
         Arc::clone(&tls),
     );
-    let mut admins = Vec::new();
     let mut partitions = 0;
     for target in [&http_target, &https_target] {
         let mut admin = Conn::connect_secure(target.addr, target.secure.as_deref()).await?;
         let cluster = cluster_id(&mut admin).await?;
         partitions = ensure_topic(&mut admin, &cluster, topic, args.partitions).await?;
-        admins.push(admin);
     }
     println!("topic: {topic} ({partitions} partitions) on both");
     let produce = Arc::new(Job::Produce {
@@ -329,10 +327,11 @@ async fn http(args: &BenchArgs, topic: &str, setup: &Setup) -> anyhow::Result<Ru
     .await?;
     // Each server fetches what it was given.
     let mut fetches = Vec::new();
-    for admin in &mut admins {
+    for target in [&http_target, &https_target] {
+        let secure = target.secure.as_deref();
         fetches.push(Arc::new(Job::Fetch {
             topic: topic.to_string(),
-            ranges: partition_ranges(admin, topic, partitions).await?,
+            ranges: partition_ranges(target.addr, secure, topic, partitions).await?,
             batch: args.batch,
         }));
     }
