@@ -356,6 +356,8 @@ impl From<tidelog_broker::BrokerError> for ApiError {
             | B::InvalidReplicaAssignment { .. }
             | B::InternalTopicNotDeletable { .. }
             | B::InternalTopicConfigsFixed { .. }
+            | B::InternalTopicPartitionsFixed { .. }
+            | B::PartitionCountNotIncreased { .. }
             | B::PolicyChangeWithRecords { .. }
             | B::TopicNotCompacted { .. }
             | B::ResetPartitionsEmpty

@@ -630,6 +630,20 @@ fn every_broker_error_has_its_code() {
             40002,
         ),
         (
+            B::InternalTopicPartitionsFixed {
+                topic: s("__consumer_offsets"),
+            },
+            40002,
+        ),
+        (
+            B::PartitionCountNotIncreased {
+                topic: s("t"),
+                current: 3,
+                requested: 3,
+            },
+            40002,
+        ),
+        (
             B::PolicyChangeWithRecords {
                 topic: s("t"),
                 from: "delete",

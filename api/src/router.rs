@@ -133,7 +133,9 @@ pub fn router(state: AppState) -> Router {
         )
         .route(
             "/v3/clusters/{cluster}/topics/{topic}",
-            get(topics::get_v3).delete(topics::delete_v3),
+            get(topics::get_v3)
+                .patch(topics::patch_v3)
+                .delete(topics::delete_v3),
         )
         .route(
             "/v3/clusters/{cluster}/topics/{topic}/configs",

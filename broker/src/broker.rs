@@ -369,6 +369,19 @@ impl Broker {
         }
     }
 
+    /// Grows topic `name` to `count` partitions (`TopicRegistry::
+    /// add_partitions`). A compact topic's compacted logs follow by
+    /// themselves: they are declared per topic and open a partition's log
+    /// on its first record. The remote tier's meta is updated. Blocking.
+    pub fn add_partitions(&self, name: &str, count: u32) -> Result<Arc<Topic>, BrokerError> {
+        let topic = self
+            .registry
+            .add_partitions(name, count, &|p| new_partition_base(&self.store, name, p))?;
+        self.tiered_topic_changed(&topic);
+        tracing::info!(topic = %name, partitions = count, "added partitions");
+        Ok(topic)
+    }
+
     /// Queues the topic's meta for the remote tier (never waits for it).
     fn tiered_topic_changed(&self, topic: &Topic) {
         if let Some(tiering) = &self.tiering {

@@ -79,6 +79,17 @@ pub enum BrokerError {
     /// A config change of one of tidelog's own topics.
     #[error("topic {topic:?} is internal; its configs are fixed")]
     InternalTopicConfigsFixed { topic: String },
+    /// A partition count change of one of tidelog's own topics.
+    #[error("topic {topic:?} is internal; its partition count is fixed")]
+    InternalTopicPartitionsFixed { topic: String },
+    /// CreatePartitions asked for no more partitions than the topic has:
+    /// partitions are never removed (Kafka's INVALID_PARTITIONS).
+    #[error("topic {topic:?} has {current} partitions and {requested} is not more; a partition count can only grow")]
+    PartitionCountNotIncreased {
+        topic: String,
+        current: u32,
+        requested: u32,
+    },
     /// A `cleanup.policy` change between `delete` and a compacting policy
     /// on a topic with records (`registry::check_policy_change`):
     /// `partition` holds `records` records, and `loss` says what the
@@ -527,6 +538,8 @@ impl BrokerError {
             | B::InvalidReplicaAssignment { .. }
             | B::InternalTopicNotDeletable { .. }
             | B::InternalTopicConfigsFixed { .. }
+            | B::InternalTopicPartitionsFixed { .. }
+            | B::PartitionCountNotIncreased { .. }
             | B::PolicyChangeWithRecords { .. }
             | B::TopicNotCompacted { .. }
             | B::ResetPartitionsEmpty

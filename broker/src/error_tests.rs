@@ -722,6 +722,20 @@ fn every_variant() -> Vec<(BrokerError, ErrorKind)> {
             ErrorKind::ClientMistake,
         ),
         (
+            B::InternalTopicPartitionsFixed {
+                topic: s("__consumer_offsets"),
+            },
+            ErrorKind::ClientMistake,
+        ),
+        (
+            B::PartitionCountNotIncreased {
+                topic: s("t"),
+                current: 3,
+                requested: 2,
+            },
+            ErrorKind::ClientMistake,
+        ),
+        (
             B::NotAuthorized {
                 operation: Operation::Write,
                 resource_type: ResourceType::Topic,
@@ -839,10 +853,12 @@ fn variant_index(e: &BrokerError) -> usize {
         B::NotAuthorized { .. } => 66,
         B::Acl { .. } => 67,
         B::User { .. } => 68,
+        B::InternalTopicPartitionsFixed { .. } => 69,
+        B::PartitionCountNotIncreased { .. } => 70,
     }
 }
 
-const VARIANTS: usize = 69;
+const VARIANTS: usize = 71;
 
 #[test]
 fn every_variant_is_classed() {

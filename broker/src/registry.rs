@@ -308,6 +308,33 @@ impl TopicRegistry {
         Ok(next)
     }
 
+    /// Grows topic `name` to `count` partitions (Kafka's CreatePartitions)
+    /// and returns it as it is now. `end_offset(p)` is the base of new
+    /// partition `p` (see the module doc on base offsets); it is called
+    /// only for the new ones, only once every rule passed. Existing
+    /// partitions and their records are untouched; keyed records produced
+    /// from now on spread over every partition, as in Kafka. Blocking.
+    pub fn add_partitions(
+        &self,
+        name: &str,
+        count: u32,
+        end_offset: &dyn Fn(u32) -> u64,
+    ) -> Result<Arc<Topic>, BrokerError> {
+        let _w = self.lock_write();
+        let topic = self.require(name)?;
+        check_growth(&topic, count)?;
+        let entry = TopicEntry {
+            partitions: count,
+            configs: topic.overrides.clone(),
+            base_offsets: grown_bases(&topic, count, end_offset),
+        };
+        let next = Arc::new(build(name, &entry, Some(&topic.round_robin))?);
+        self.commit(|topics| {
+            topics.insert(name.to_string(), Arc::clone(&next));
+        })?;
+        Ok(next)
+    }
+
     /// Creates `__consumer_offsets` (compact) if absent. Blocking.
     pub fn ensure_internal(&self, end_offset: &dyn Fn(u32) -> u64) -> Result<(), BrokerError> {
         if self.get(CONSUMER_OFFSETS_TOPIC).is_some() {
@@ -366,8 +393,6 @@ impl TopicRegistry {
                 continue;
             }
             let _w = self.lock_write();
-            let mut base_offsets = existing.base_offsets.clone();
-            base_offsets.extend((current..d.partitions).map(|p| end_offset(&d.name, p)));
             if d.partitions > current {
                 tracing::warn!(
                     topic = %d.name,
@@ -379,7 +404,7 @@ impl TopicRegistry {
             let entry = TopicEntry {
                 partitions: d.partitions,
                 configs: overrides,
-                base_offsets,
+                base_offsets: grown_bases(&existing, d.partitions, &|p| end_offset(&d.name, p)),
             };
             let next = Arc::new(
                 build(&d.name, &entry, Some(&existing.round_robin))
@@ -479,6 +504,38 @@ pub fn check_policy_change(
     })
 }
 
+/// The rules of growing `topic` to `count` partitions: not an internal
+/// topic (`__consumer_offsets` keeps its one partition, see
+/// [`CONSUMER_OFFSETS_PARTITIONS`]), a count in `1..=PARTITIONS_MAX`, and
+/// more partitions than it has: partitions are never removed, and asking
+/// for the count it has is a mistake too (Kafka's INVALID_PARTITIONS).
+pub fn check_growth(topic: &Topic, count: u32) -> Result<(), BrokerError> {
+    if topic.is_internal() {
+        return Err(BrokerError::InternalTopicPartitionsFixed {
+            topic: topic.name.to_string(),
+        });
+    }
+    check_partitions(count)?;
+    let current = topic.partitions.get();
+    if count <= current {
+        return Err(BrokerError::PartitionCountNotIncreased {
+            topic: topic.name.to_string(),
+            current,
+            requested: count,
+        });
+    }
+    Ok(())
+}
+
+/// `topic`'s base offsets with those of its new partitions up to `count`
+/// appended.
+fn grown_bases(topic: &Topic, count: u32, end_offset: &dyn Fn(u32) -> u64) -> Vec<u64> {
+    let current = topic.partitions.get();
+    let mut bases = topic.base_offsets.clone();
+    bases.extend((current..count).map(end_offset));
+    bases
+}
+
 /// 40002 unless `partitions` is in `1..=PARTITIONS_MAX`.
 pub fn check_partitions(partitions: u32) -> Result<(), BrokerError> {
     if partitions == 0 || partitions > PARTITIONS_MAX {
@@ -562,6 +619,67 @@ mod tests {
         );
         assert_eq!(t.config.retention_ms, 1000);
         assert!(again.get("gone").is_none());
+    }
+
+    /// Partitions are added, never removed: the old ones keep their
+    /// bases, the new ones get theirs from the store, and the count and
+    /// bases survive a reload; a count not above the topic's, one over the
+    /// bound, and any change of the internal topic's are refused and change
+    /// nothing.
+    #[test]
+    fn partitions_are_added_with_their_bases_and_survive_a_reload() {
+        let dir = tempfile::tempdir().unwrap();
+        let reg = TopicRegistry::load(dir.path()).unwrap();
+        reg.create("orders", 2, Overrides::new(), &|p| u64::from(p) + 10)
+            .unwrap();
+        reg.ensure_internal(&zero).unwrap();
+        let asked = std::sync::Mutex::new(Vec::new());
+        let grown = reg
+            .add_partitions("orders", 4, &|p| {
+                asked.lock().unwrap().push(p);
+                100 + u64::from(p)
+            })
+            .unwrap();
+        assert_eq!(
+            *asked.lock().unwrap(),
+            vec![2, 3],
+            "only new partitions get a base"
+        );
+        assert_eq!(grown.partitions.get(), 4);
+        assert_eq!(grown.base_offsets, vec![10, 11, 102, 103]);
+
+        for (count, what) in [
+            (4, "has 4 partitions and 4 is not more"),
+            (3, "3 is not more"),
+        ] {
+            let e = reg.add_partitions("orders", count, &zero).unwrap_err();
+            assert!(
+                matches!(e, BrokerError::PartitionCountNotIncreased { .. }),
+                "{e:?}"
+            );
+            assert!(e.to_string().contains(what), "{e}");
+        }
+        assert!(matches!(
+            reg.add_partitions("orders", PARTITIONS_MAX + 1, &zero)
+                .unwrap_err(),
+            BrokerError::InvalidPartitionCount { .. }
+        ));
+        assert!(matches!(
+            reg.add_partitions(CONSUMER_OFFSETS_TOPIC, 2, &zero)
+                .unwrap_err(),
+            BrokerError::InternalTopicPartitionsFixed { .. }
+        ));
+        assert!(matches!(
+            reg.add_partitions("nope", 2, &zero).unwrap_err(),
+            BrokerError::UnknownTopic { .. }
+        ));
+
+        let again = TopicRegistry::load(dir.path()).unwrap();
+        let t = again.require("orders").unwrap();
+        assert_eq!(t.partitions.get(), 4);
+        assert_eq!(t.base_offsets, vec![10, 11, 102, 103]);
+        let internal = again.require(CONSUMER_OFFSETS_TOPIC).unwrap();
+        assert_eq!(internal.partitions.get(), CONSUMER_OFFSETS_PARTITIONS);
     }
 
     #[test]

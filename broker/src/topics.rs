@@ -101,6 +101,45 @@ fn check_assignment(request: &CreateTopic) -> Result<Option<u32>, BrokerError> {
     Ok(Some(count as u32))
 }
 
+/// Partitions to add to a topic, as a front-end decoded them (Kafka's
+/// CreatePartitions, HTTP's `PATCH .../topics/{name}`).
+#[derive(Debug, Clone)]
+pub struct AddPartitions {
+    pub topic: String,
+    /// The partition count the topic is to have: more than it has.
+    pub count: i64,
+    /// Replicas the client assigned the new partitions itself, in order
+    /// (Kafka's `assignments`): one list of broker ids per new partition.
+    /// `None`: the broker places them.
+    pub assignment: Option<Vec<Vec<i32>>>,
+}
+
+/// A CreatePartitions assignment checked as Kafka's controller checks it:
+/// one entry per new partition, each this node alone ([`NODE_ID`]).
+fn check_new_assignment(assignment: &[Vec<i32>], adding: u32) -> Result<(), BrokerError> {
+    let invalid = |reason: String| Err(BrokerError::InvalidReplicaAssignment { reason });
+    if assignment.len() != adding as usize {
+        return invalid(format!(
+            "{} assignments for {adding} new partitions; give one per new partition",
+            assignment.len()
+        ));
+    }
+    for (i, replicas) in assignment.iter().enumerate() {
+        match replicas.as_slice() {
+            [NODE_ID] => {}
+            [] => return invalid(format!("new partition {i} has no replica")),
+            [broker] => return invalid(format!(
+                "new partition {i}: broker {broker} does not exist; this node is broker {NODE_ID}"
+            )),
+            more => return invalid(format!(
+                "new partition {i} lists {} replicas; a single node holds one, broker {NODE_ID}",
+                more.len()
+            )),
+        }
+    }
+    Ok(())
+}
+
 /// A topic created, or that would be (validate-only).
 #[derive(Debug, Clone)]
 pub struct CreatedTopic {
@@ -138,6 +177,38 @@ impl Broker {
                 partitions,
                 overrides: topic.overrides.clone(),
             })
+        })
+        .await
+    }
+
+    /// Grows `request.topic` to `request.count` partitions after Kafka's
+    /// rules, in its order: the topic exists, the count is more than it
+    /// has and at most `PARTITIONS_MAX` (an internal topic's is fixed),
+    /// then the assignment if one is given. With `validate_only`, checks
+    /// them and changes nothing. The topic as it is (or would be).
+    pub(crate) async fn add_partitions_checked(
+        self: &Arc<Self>,
+        _who: &Principal,
+        request: AddPartitions,
+        validate_only: bool,
+    ) -> Result<u32, BrokerError> {
+        let topic = self.registry.require(&request.topic)?;
+        let count =
+            u32::try_from(request.count).map_err(|_| BrokerError::InvalidPartitionCount {
+                requested: request.count,
+                max: crate::registry::PARTITIONS_MAX,
+            })?;
+        crate::registry::check_growth(&topic, count)?;
+        if let Some(assignment) = &request.assignment {
+            check_new_assignment(assignment, count - topic.partitions.get())?;
+        }
+        if validate_only {
+            return Ok(count);
+        }
+        let broker = Arc::clone(self);
+        crate::blocking::run(move || {
+            let topic = broker.add_partitions(&request.topic, count)?;
+            Ok(topic.partitions.get())
         })
         .await
     }

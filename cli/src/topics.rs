@@ -29,9 +29,15 @@ pub enum TopicsCommand {
     /// Policy, partitions with their beginning and end offsets, and every
     /// config (defaults marked).
     Describe { topic: String },
-    /// Change configs: all of them or none.
+    /// Grow the partition count, and/or change configs (all of them or
+    /// none).
     Alter {
         topic: String,
+        /// The partition count the topic is to have: more than it has
+        /// (partitions are never removed). Keyed records produced from
+        /// now on may map to other partitions than before.
+        #[arg(short, long)]
+        partitions: Option<u32>,
         /// Set a config, NAME=VALUE (repeat for more).
         #[arg(long = "set", value_name = "NAME=VALUE", value_parser = parse_key_value)]
         set: Vec<(String, String)>,
@@ -101,10 +107,37 @@ pub async fn run(connection: &Connection, command: TopicsCommand) -> Result<(), 
         TopicsCommand::Describe { topic } => {
             describe(connection, &mut client, &topics, &topic).await
         }
-        TopicsCommand::Alter { topic, set, delete } => {
-            if set.is_empty() && delete.is_empty() {
+        TopicsCommand::Alter {
+            topic,
+            partitions,
+            set,
+            delete,
+        } => {
+            if partitions.is_none() && set.is_empty() && delete.is_empty() {
                 return Err(CliError::usage(
-                    "topics alter: nothing to change (give --set NAME=VALUE or --delete NAME)",
+                    "topics alter: nothing to change (give --partitions N, --set NAME=VALUE or --delete NAME)",
+                ));
+            }
+            let path = format!("{topics}/{}", encode(&topic));
+            // Partitions first: a refused count changes nothing, and the
+            // configs then go as one all-or-nothing change.
+            let grown = match partitions {
+                Some(count) => Some(
+                    client
+                        .send_json(Method::PATCH, &path, &json!({ "partitions_count": count }))
+                        .await?,
+                ),
+                None => None,
+            };
+            if set.is_empty() && delete.is_empty() {
+                if connection.json {
+                    return print_json(&json!({"topic": topic, "partitions": partitions}));
+                }
+                return print(&format!(
+                    "topic {topic} now has {} partitions\n",
+                    grown
+                        .as_ref()
+                        .map_or_else(String::new, |g| cell(&g["partitions_count"]))
                 ));
             }
             let data: Vec<Value> = set
@@ -121,7 +154,12 @@ pub async fn run(connection: &Connection, command: TopicsCommand) -> Result<(), 
                 .send_json(Method::POST, &path, &json!({ "data": data }))
                 .await?;
             if connection.json {
-                return print_json(&json!({"topic": topic, "altered": data}));
+                return print_json(
+                    &json!({"topic": topic, "partitions": partitions, "altered": data}),
+                );
+            }
+            if let Some(count) = partitions {
+                print(&format!("topic {topic} now has {count} partitions\n"))?;
             }
             print(&format!(
                 "altered {} config(s) of topic {topic}\n",

@@ -954,6 +954,53 @@ fn create_get_configs_delete(s: &TidelogProcess) {
         .expect_error(400, 40002);
     s.request("DELETE", &format!("{base}/a%2Fb"), &[], None)
         .expect_error(400, 40002);
+
+    add_partitions(s, base);
+}
+
+/// `PATCH .../topics/{name}` `{"partitions_count"}` grows a topic (here a
+/// compact one, whose new partitions are compacted too), as Kafka's
+/// CreatePartitions: never shrinks, not the internal topic.
+fn add_partitions(s: &TidelogProcess, base: &str) {
+    let orders = format!("{base}/orders");
+    let grown = s
+        .send_json("PATCH", &orders, &json!({"partitions_count": 5}))
+        .expect(200);
+    assert_eq!(grown["topic_name"], "orders");
+    assert_eq!(grown["partitions_count"], 5);
+    assert_eq!(s.get(&orders).expect(200)["partitions_count"], 5);
+    for count in [5, 2] {
+        let m = s
+            .send_json("PATCH", &orders, &json!({"partitions_count": count}))
+            .expect_error(400, 40002);
+        assert!(m.contains("can only grow"), "{m}");
+    }
+    s.send_json("PATCH", &orders, &json!({"partitions": 6}))
+        .expect_error(422, 42206);
+    s.send_json(
+        "PATCH",
+        &format!("{base}/nope"),
+        &json!({"partitions_count": 6}),
+    )
+    .expect_error(404, 40401);
+    s.send_json(
+        "PATCH",
+        &format!("{base}/__consumer_offsets"),
+        &json!({"partitions_count": 6}),
+    )
+    .expect_error(400, 40002);
+
+    let r = produce(
+        s,
+        "/topics/orders/partitions/4",
+        JSON_V2,
+        json!({"records": [{"key": "k", "value": "in a new partition"}]}),
+    );
+    assert_eq!(r.expect(200)["offsets"][0]["offset"], 0);
+    wait_visible(s, "orders", 4, 0);
+    let got = fetch(s, "orders", 4, "offset=0&timeout=0", "*/*");
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0]["value"], "in a new partition");
 }
 
 fn consumer_groups(s: &TidelogProcess) {
@@ -1108,9 +1155,10 @@ fn restart_keeps_everything(s: &mut TidelogProcess) {
     assert_eq!(value("retention.ms"), "120000");
     assert_eq!(value("segment.ms"), "1000");
     assert_eq!(value("cleanup.policy"), "compact");
+    // Grown from 3 by `add_partitions`.
     assert_eq!(
         s.get(&format!("{base}/orders")).expect(200)["partitions_count"],
-        3
+        5
     );
     assert_eq!(
         s.get(&format!("{base}/defaults")).expect(200)["partitions_count"],

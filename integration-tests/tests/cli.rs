@@ -547,6 +547,38 @@ fn topics_create_describe_alter_list_delete() {
     );
     assert!(ok(&server, &["topics", "list"], b"").contains("orders"));
 
+    // Partitions grow, with a config change in the same call; they never
+    // shrink (the server's 400, quoted, exit 1).
+    let grown = ok(
+        &server,
+        &[
+            "topics",
+            "alter",
+            "orders",
+            "--partitions",
+            "5",
+            "--set",
+            "retention.ms=2000",
+        ],
+        b"",
+    );
+    assert!(grown.contains("orders now has 5 partitions"), "{grown}");
+    assert_eq!(
+        config_of(&server, "orders", "retention.ms")["value"],
+        "2000"
+    );
+    assert_eq!(
+        server.get("/v3/clusters/tidelog/topics/orders").expect(200)["partitions_count"],
+        5
+    );
+    let out = client(&server, &["topics", "alter", "orders", "-p", "4"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("can only grow"),
+        "{}",
+        text(&out.stderr)
+    );
+
     ok(&server, &["topics", "delete", "orders"], b"");
     server
         .get("/v3/clusters/tidelog/topics/orders")

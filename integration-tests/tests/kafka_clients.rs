@@ -73,6 +73,18 @@ fn confluent_kafka_deletes_groups_without_members_and_refuses_live_and_unknown_o
     );
 }
 
+/// CreatePartitions as librdkafka's tests 0044, 0069 and 0081 use it:
+/// validate-only, growth, Kafka's refusals, and a subscribed consumer that
+/// reads a record from a new partition after its group rebalances.
+#[test]
+fn confluent_kafka_adds_partitions_that_a_subscribed_consumer_then_reads() {
+    run_client_script(
+        &group_server(),
+        clients::python_command("create_partitions.py"),
+        "create_partitions confluent-kafka: grown, refused as Kafka refuses, consumed from the new one",
+    );
+}
+
 /// CreateTopics with a manual replica assignment, as librdkafka's test
 /// 0081 makes one on a single broker: `[0]` per partition is this broker
 /// and is accepted; another broker id or two replicas are

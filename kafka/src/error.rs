@@ -229,9 +229,12 @@ pub fn broker_code(e: &BrokerError) -> i16 {
         B::InvalidTopicConfig { .. } => ResponseError::InvalidConfig,
         // Only CreateTopics asks for a count (auto-creation uses
         // default_partitions, checked at start-up).
-        B::InvalidPartitionCount { .. } => ResponseError::InvalidPartitions,
+        B::InvalidPartitionCount { .. } | B::PartitionCountNotIncreased { .. } => {
+            ResponseError::InvalidPartitions
+        }
         B::InternalTopicNotDeletable { .. }
         | B::InternalTopicConfigsFixed { .. }
+        | B::InternalTopicPartitionsFixed { .. }
         | B::PolicyChangeWithRecords { .. }
         | B::TopicNotCompacted { .. }
         | B::ResetPartitionsEmpty
@@ -420,6 +423,10 @@ pub enum Refusal {
     /// A DeleteTopics entry by topic id only: UNKNOWN_TOPIC_ID.
     #[error("tidelog has no topic ids: name the topic")]
     NoTopicIds,
+    /// A topic named twice in one admin request (CreatePartitions):
+    /// INVALID_REQUEST for each, as Kafka answers.
+    #[error("duplicate topic in request")]
+    DuplicateTopic,
 }
 
 impl Refusal {
@@ -431,7 +438,8 @@ impl Refusal {
             Refusal::NotAuthorized { resource } => resource.code(),
             Refusal::UnknownBroker { .. }
             | Refusal::StaticBrokerConfigs
-            | Refusal::UnknownResourceType { .. } => ResponseError::InvalidRequest.code(),
+            | Refusal::UnknownResourceType { .. }
+            | Refusal::DuplicateTopic => ResponseError::InvalidRequest.code(),
             Refusal::NoTopicIds => ResponseError::UnknownTopicId.code(),
         }
     }

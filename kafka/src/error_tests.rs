@@ -39,6 +39,20 @@ fn every_broker_error_has_its_code() {
             ResponseError::InvalidRequest,
         ),
         (
+            B::InternalTopicPartitionsFixed {
+                topic: s("__consumer_offsets"),
+            },
+            ResponseError::InvalidRequest,
+        ),
+        (
+            B::PartitionCountNotIncreased {
+                topic: s("t"),
+                current: 3,
+                requested: 3,
+            },
+            ResponseError::InvalidPartitions,
+        ),
+        (
             B::PolicyChangeWithRecords {
                 topic: s("t"),
                 from: "delete",
@@ -860,6 +874,20 @@ fn every_refusal_has_its_code_and_message() {
             Refusal::NoTopicIds,
             ResponseError::UnknownTopicId,
             "tidelog has no topic ids: name the topic",
+        ),
+        (
+            Refusal::DuplicateTopic,
+            ResponseError::InvalidRequest,
+            "duplicate topic in request",
+        ),
+        (
+            Refusal::Broker(B::PartitionCountNotIncreased {
+                topic: "t".into(),
+                current: 3,
+                requested: 2,
+            }),
+            ResponseError::InvalidPartitions,
+            "topic \"t\" has 3 partitions and 2 is not more; a partition count can only grow",
         ),
     ];
     for (refusal, code, message) in cases {

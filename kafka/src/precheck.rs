@@ -473,6 +473,21 @@ pub fn create_topics(w: &mut Walk<'_>, _v: i16) -> Walked {
     w.fixed(4 + 1)
 }
 
+/// CreatePartitions: topics, each a name, a count and a nullable list of
+/// assignments (broker ids each); the timeout and validate-only.
+pub fn create_partitions(w: &mut Walk<'_>, _v: i16) -> Walked {
+    w.array(|w| {
+        w.string()?;
+        w.fixed(4)?;
+        w.array(|w| {
+            w.array(|w| w.fixed(4))?;
+            w.tags()
+        })?;
+        w.tags()
+    })?;
+    w.fixed(4 + 1)
+}
+
 pub fn delete_topics(w: &mut Walk<'_>, v: i16) -> Walked {
     if v >= 6 {
         w.array(|w| {

@@ -85,6 +85,12 @@ pub static ROUTES: &[Route] = &[
     route!(CreateTopics, 2..=7, precheck::create_topics, create_topics),
     route!(DeleteTopics, 1..=6, precheck::delete_topics, delete_topics),
     route!(
+        CreatePartitions,
+        0..=3,
+        precheck::create_partitions,
+        create_partitions
+    ),
+    route!(
         DeleteRecords,
         0..=2,
         precheck::delete_records,
@@ -276,6 +282,8 @@ serve!(delete_groups(gate) async);
 serve!(create_topics(gate, version) async);
 
 serve!(delete_topics(gate, version) async);
+
+serve!(create_partitions(gate) async);
 
 serve!(delete_records(gate) async);
 

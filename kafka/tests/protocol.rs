@@ -292,6 +292,7 @@ async fn api_versions_advertises_only_the_served_apis_and_answers_unknown_versio
                 (42, 0, 2),
                 (19, 2, 7),
                 (20, 1, 6),
+                (37, 0, 3),
                 (21, 0, 2),
                 (32, 1, 4),
                 (33, 0, 2),
@@ -317,7 +318,7 @@ async fn api_versions_advertises_only_the_served_apis_and_answers_unknown_versio
     assert_eq!(answer.get_i32(), 7);
     let body = ApiVersionsResponse::decode(&mut answer, 0).unwrap();
     assert_eq!(body.error_code, 35);
-    assert_eq!(body.api_keys.len(), 31);
+    assert_eq!(body.api_keys.len(), 32);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1293,4 +1294,129 @@ async fn authorized_operations_asked_for_are_every_operation_without_an_authoriz
     let answer: DescribeGroupsResponse = call(&mut c, ApiKey::DescribeGroups, 5, &request).await;
     assert_eq!(answer.groups[0].error_code, 0);
     assert_eq!(answer.groups[0].authorized_operations, group_ops);
+}
+
+/// CreatePartitions grows a topic as Kafka's does, each topic answered on
+/// its own: a topic named twice is INVALID_REQUEST both times and is not
+/// grown; unknown is UNKNOWN_TOPIC_OR_PARTITION; a count not above the
+/// topic's INVALID_PARTITIONS; an assignment of another broker or of the
+/// wrong length INVALID_REPLICA_ASSIGNMENT; validate-only changes nothing.
+/// The new partitions take records at once, from offset 0, at every
+/// version (v2 on is flexible).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_partitions_grows_a_topic_by_kafkas_rules() {
+    use kafka_protocol::messages::create_partitions_request::{
+        CreatePartitionsAssignment, CreatePartitionsTopic,
+    };
+    use kafka_protocol::messages::{BrokerId, CreatePartitionsRequest, CreatePartitionsResponse};
+    let s = server().await;
+    let mut c = connect(&s).await;
+    metadata(&mut c, 12, &["grow", "twice"]).await;
+    let before = partition_count(&mut c, "grow").await;
+    let topic = |n: &str, count: i32, assignment: Option<Vec<i32>>| {
+        CreatePartitionsTopic::default()
+            .with_name(name(n))
+            .with_count(count)
+            .with_assignments(assignment.map(|brokers| {
+                brokers
+                    .into_iter()
+                    .map(|b| {
+                        CreatePartitionsAssignment::default().with_broker_ids(vec![BrokerId(b)])
+                    })
+                    .collect()
+            }))
+    };
+    let codes = |answer: &CreatePartitionsResponse| -> Vec<(String, i16)> {
+        answer
+            .results
+            .iter()
+            .map(|r| (r.name.0.to_string(), r.error_code))
+            .collect()
+    };
+    let refused = CreatePartitionsRequest::default()
+        .with_timeout_ms(5000)
+        .with_topics(vec![
+            topic("twice", 9, None),
+            topic("nope", 9, None),
+            topic("grow", before as i32, None),
+            topic("grow", 1, None),
+            topic("twice", 9, None),
+        ]);
+    let answer: CreatePartitionsResponse =
+        call(&mut c, ApiKey::CreatePartitions, 3, &refused).await;
+    assert_eq!(
+        codes(&answer),
+        [
+            ("twice".into(), 42),
+            ("nope".into(), 3),
+            ("grow".into(), 42),
+            ("grow".into(), 42),
+            ("twice".into(), 42),
+        ]
+    );
+    let one = |t: CreatePartitionsTopic, validate_only: bool| {
+        CreatePartitionsRequest::default()
+            .with_timeout_ms(5000)
+            .with_validate_only(validate_only)
+            .with_topics(vec![t])
+    };
+    for (request, code) in [
+        (one(topic("twice", before as i32, None), false), 37),
+        (
+            one(topic("grow", before as i32 + 1, Some(vec![1])), false),
+            39,
+        ),
+        (
+            one(topic("grow", before as i32 + 2, Some(vec![0])), false),
+            39,
+        ),
+        (
+            one(topic("grow", before as i32 + 1, Some(vec![0])), true),
+            0,
+        ),
+    ] {
+        let answer: CreatePartitionsResponse =
+            call(&mut c, ApiKey::CreatePartitions, 1, &request).await;
+        assert_eq!(answer.results[0].error_code, code, "{request:?}");
+        assert!(code == 0 || answer.results[0].error_message.is_some());
+    }
+    assert_eq!(
+        partition_count(&mut c, "grow").await,
+        before,
+        "nothing changed"
+    );
+    assert_eq!(
+        partition_count(&mut c, "twice").await,
+        before,
+        "nothing changed"
+    );
+
+    for (version, count) in [(0, before + 1), (2, before + 2), (3, before + 4)] {
+        let answer: CreatePartitionsResponse = call(
+            &mut c,
+            ApiKey::CreatePartitions,
+            version,
+            &one(topic("grow", count as i32, None), false),
+        )
+        .await;
+        assert_eq!(codes(&answer), [("grow".into(), 0)], "v{version}");
+        assert_eq!(partition_count(&mut c, "grow").await, count);
+    }
+    let last = (before + 3) as i32;
+    let answer: ProduceResponse = call(
+        &mut c,
+        ApiKey::Produce,
+        9,
+        &produce_request("grow", last, 1, batch(&[record(None, Some(b"v"), 1)])),
+    )
+    .await;
+    let p = &answer.responses[0].partition_responses[0];
+    assert_eq!((p.error_code, p.base_offset), (0, 0));
+    let got = fetch_n(&mut c, 12, "grow", last, 0, 1).await;
+    assert_eq!(got[0].value.as_deref(), Some(&b"v"[..]));
+}
+
+/// How many partitions Metadata lists for `topic`.
+async fn partition_count(c: &mut TcpStream, topic: &str) -> u32 {
+    metadata(c, 12, &[topic]).await.topics[0].partitions.len() as u32
 }

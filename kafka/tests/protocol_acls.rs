@@ -372,6 +372,21 @@ async fn admin_apis_need_create_delete_and_the_config_operations() {
         .as_bob(ApiKey::DescribeConfigs, 4, &describe(4, "0"))
         .await;
     assert_eq!(answer.results[0].error_code, CLUSTER_DENIED);
+    // CreatePartitions: ALTER on the topic (ALTER_CONFIGS is not it).
+    let grow = CreatePartitionsRequest::default()
+        .with_timeout_ms(5000)
+        .with_topics(vec![
+            create_partitions_request::CreatePartitionsTopic::default()
+                .with_name(name("made"))
+                .with_count(3),
+        ]);
+    let answer: CreatePartitionsResponse = f.as_bob(ApiKey::CreatePartitions, 3, &grow).await;
+    assert_eq!(answer.results[0].error_code, TOPIC_DENIED);
+    f.grant(ResourceType::Topic, "made", Operation::Alter).await;
+    let answer: CreatePartitionsResponse = f.as_bob(ApiKey::CreatePartitions, 3, &grow).await;
+    assert_eq!(answer.results[0].error_code, NONE);
+    assert_eq!(f.root().describe_topic("made").unwrap().partitions.get(), 3);
+
     f.grant(ResourceType::Topic, "t", Operation::AlterConfigs)
         .await;
     let answer: DescribeConfigsResponse = f

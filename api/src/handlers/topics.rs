@@ -249,6 +249,48 @@ pub async fn get_v3(
     )
 }
 
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PatchTopic {
+    partitions_count: i64,
+}
+
+/// `PATCH /v3/clusters/{c}/topics/{topic}` `{"partitions_count": n}`:
+/// grows the topic to `n` partitions (Confluent's shape; Kafka's
+/// CreatePartitions, the same rules: 40002 unless `n` is more than it
+/// has, 40401 for an unknown topic). 200 with the topic as it is now.
+pub async fn patch_v3(
+    State(state): State<AppState>,
+    TopicPath(topic): TopicPath,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let body = body?;
+    let request: PatchTopic = json_body(&body)?;
+    let door = state.door()?;
+    let partitions = door
+        .add_partitions(
+            tidelog_broker::topics::AddPartitions {
+                topic: topic.clone(),
+                count: request.partitions_count,
+                assignment: None,
+            },
+            false,
+        )
+        .await?;
+    tracing::info!(%topic, partitions, "added partitions");
+    json(
+        StatusCode::OK,
+        &TopicData {
+            kind: "KafkaTopic",
+            cluster_id: &state.settings().broker.cluster_id,
+            topic_name: &topic,
+            is_internal: false,
+            replication_factor: 1,
+            partitions_count: partitions,
+        },
+    )
+}
+
 /// `DELETE /v3/clusters/{c}/topics/{topic}`
 pub async fn delete_v3(
     State(state): State<AppState>,

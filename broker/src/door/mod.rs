@@ -46,7 +46,7 @@ use crate::produce::{ProduceAck, ProduceRequest, Records};
 use crate::read::{KeyRecords, PartitionRef, PhysicalRecord};
 use crate::registry::{ChangesOf, Topic};
 use crate::store::PartitionStatus;
-use crate::topics::{CreateTopic, CreatedTopic};
+use crate::topics::{AddPartitions, CreateTopic, CreatedTopic};
 
 /// A partition's offsets ([`Door::offsets`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -158,6 +158,21 @@ impl Door {
         self.allow_create(&request.name)?;
         self.broker
             .create_topic_checked(&self.who, request, validate_only)
+            .await
+    }
+
+    /// Adds partitions to a topic after Kafka's rules
+    /// (`crate::topics::AddPartitions`), or, with `validate_only`, checks
+    /// them and changes nothing: ALTER on the topic, as Kafka's
+    /// CreatePartitions asks. The partition count it has now.
+    pub async fn add_partitions(
+        &self,
+        request: AddPartitions,
+        validate_only: bool,
+    ) -> Result<u32, BrokerError> {
+        self.allow(Operation::Alter, Resource::topic(&request.topic))?;
+        self.broker
+            .add_partitions_checked(&self.who, request, validate_only)
             .await
     }
 

@@ -13,6 +13,7 @@ pub mod alter_configs;
 pub mod api_versions;
 pub mod authorized;
 mod configs;
+pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_groups;
 pub mod delete_records;
