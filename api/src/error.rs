@@ -342,6 +342,27 @@ impl From<tidelog_broker::store::StoreError> for ApiError {
 /// failures never reach a request: 50001 if one did. The match names every
 /// variant (and every remote tier error), so a new one does not compile
 /// until it has a code here.
+/// The other records a refusal names beside the first, for its message:
+/// `" (and records[4], records[7])"`, at most ten named.
+fn others(indexes: &[usize]) -> String {
+    let rest = indexes.get(1..).unwrap_or_default();
+    if rest.is_empty() {
+        return String::new();
+    }
+    let named: Vec<String> = rest
+        .iter()
+        .take(10)
+        .map(|i| format!("records[{i}]"))
+        .collect();
+    let more = rest.len().saturating_sub(10);
+    let more = if more > 0 {
+        format!(" and {more} more")
+    } else {
+        String::new()
+    };
+    format!(" (and {}{more})", named.join(", "))
+}
+
 impl From<tidelog_broker::BrokerError> for ApiError {
     fn from(e: tidelog_broker::BrokerError) -> Self {
         use tidelog_broker::security::acl::AclError;
@@ -395,11 +416,30 @@ impl From<tidelog_broker::BrokerError> for ApiError {
                 index,
                 topic,
                 policy,
+                indexes,
             } => ApiError::KeyInvalid {
                 message: format!(
-                    "records[{index}] has no key, but topic {topic:?} is compacted (cleanup.policy={policy}): every record needs a key; nothing of the request was written"
+                    "records[{index}] has no key{}, but topic {topic:?} is compacted (cleanup.policy={policy}): every record needs a key; nothing of the request was written",
+                    others(&indexes)
                 ),
             },
+            B::TimestampOutOfBounds {
+                index,
+                topic,
+                timestamp_ms,
+                now_ms,
+                distance_ms,
+                side,
+                max_ms,
+                config,
+                indexes,
+            } => ApiError::PayloadMalformed {
+                message: format!(
+                    "records[{index}].timestamp {timestamp_ms} is {distance_ms} ms {side} the broker's clock ({now_ms}){}; topic {topic:?} allows at most {max_ms} ({config}); nothing of the request was written",
+                    others(&indexes)
+                ),
+            },
+            B::NotEnoughReplicas { .. } => ApiError::BadRequest { message },
             B::TooManyHeaders { index, count, max } => ApiError::PayloadMalformed {
                 message: format!("records[{index}] has {count} headers; at most {max} are allowed"),
             },

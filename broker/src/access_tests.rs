@@ -75,6 +75,7 @@ fn produce(rt: &tokio::runtime::Runtime, door: &Door, topic: &str) -> Result<(),
         records,
         producer: None,
         create_missing_topic: false,
+        acks_all: true,
     }))
     .map(|_| ())
 }

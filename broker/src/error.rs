@@ -188,7 +188,8 @@ pub enum BrokerError {
         own: u32,
         requested: u32,
     },
-    /// Record `index` of a produce to a compact topic has no key.
+    /// Records of a produce to a compact topic have no key: `index` is
+    /// the first, `indexes` every one (Kafka's `record_errors`, KIP-467).
     #[error(
         "record {index} has no key, but topic {topic:?} is compacted (cleanup.policy={policy})"
     )]
@@ -196,7 +197,29 @@ pub enum BrokerError {
         index: usize,
         topic: String,
         policy: &'static str,
+        indexes: Vec<usize>,
     },
+    /// Records whose CreateTime lies further from the broker's clock than
+    /// the topic allows (KIP-937: `config` is
+    /// `message.timestamp.before.max.ms` or `after.max.ms`); `index` is
+    /// the first, with its timestamp, `indexes` every one.
+    #[error("record {index} has timestamp {timestamp_ms}, {distance_ms} ms {side} the broker's clock ({now_ms}); topic {topic:?} allows at most {max_ms} ({config})")]
+    TimestampOutOfBounds {
+        index: usize,
+        topic: String,
+        timestamp_ms: i64,
+        now_ms: i64,
+        distance_ms: u64,
+        side: &'static str,
+        max_ms: u64,
+        config: &'static str,
+        indexes: Vec<usize>,
+    },
+    /// An acks=all produce to a topic whose `min.insync.replicas` is more
+    /// than the one replica a single node has (Kafka's
+    /// NOT_ENOUGH_REPLICAS).
+    #[error("topic {topic:?} has min.insync.replicas={required}, but this single node holds 1 replica; produce with acks 0 or 1, or set min.insync.replicas=1")]
+    NotEnoughReplicas { topic: String, required: u32 },
     /// Record `index` has more headers than the store's format holds.
     #[error("record {index} has {count} headers; at most {max} are allowed")]
     TooManyHeaders {
@@ -526,6 +549,21 @@ impl ConfigOperationProblem {
 }
 
 impl BrokerError {
+    /// The records of a produce this error names, in the batch's order
+    /// (Kafka's `record_errors`, KIP-467): every keyless record of a
+    /// compact topic, every timestamp out of bounds, the one record over a
+    /// header limit; empty for an error of the whole request.
+    pub fn record_indexes(&self) -> Vec<usize> {
+        use BrokerError as B;
+        match self {
+            B::KeyRequired { indexes, .. } | B::TimestampOutOfBounds { indexes, .. } => {
+                indexes.clone()
+            }
+            B::TooManyHeaders { index, .. } | B::HeaderNameTooLong { index, .. } => vec![*index],
+            _ => Vec::new(),
+        }
+    }
+
     /// The class of this error. The store's, the cleaner's and the remote
     /// tier's errors are looked into, since one of them can be a client's
     /// mistake (a record over a limit), a refusal to retry (a full disk)
@@ -554,6 +592,8 @@ impl BrokerError {
             | B::InternalTopic { .. }
             | B::PartitionMismatch { .. }
             | B::KeyRequired { .. }
+            | B::TimestampOutOfBounds { .. }
+            | B::NotEnoughReplicas { .. }
             | B::TooManyHeaders { .. }
             | B::HeaderNameTooLong { .. }
             | B::RecordTooLarge { .. }

@@ -145,6 +145,28 @@ fn every_variant() -> Vec<(BrokerError, ErrorKind)> {
                 index: 0,
                 topic: s("t"),
                 policy: "compact",
+                indexes: vec![0, 3],
+            },
+            ErrorKind::ClientMistake,
+        ),
+        (
+            B::TimestampOutOfBounds {
+                index: 2,
+                topic: s("t"),
+                timestamp_ms: 1000,
+                now_ms: 5000,
+                distance_ms: 4000,
+                side: "before",
+                max_ms: 10,
+                config: "message.timestamp.before.max.ms",
+                indexes: vec![2, 3],
+            },
+            ErrorKind::ClientMistake,
+        ),
+        (
+            B::NotEnoughReplicas {
+                topic: s("t"),
+                required: 2,
             },
             ErrorKind::ClientMistake,
         ),
@@ -855,10 +877,12 @@ fn variant_index(e: &BrokerError) -> usize {
         B::User { .. } => 68,
         B::InternalTopicPartitionsFixed { .. } => 69,
         B::PartitionCountNotIncreased { .. } => 70,
+        B::TimestampOutOfBounds { .. } => 71,
+        B::NotEnoughReplicas { .. } => 72,
     }
 }
 
-const VARIANTS: usize = 71;
+const VARIANTS: usize = 73;
 
 #[test]
 fn every_variant_is_classed() {

@@ -55,6 +55,7 @@ use crate::error::BrokerError;
 use crate::partitioner::partition_for_key;
 use crate::principal::Principal;
 use crate::registry::Topic;
+use crate::topic_config::TimestampType;
 
 /// The smallest timestamp a record may carry: the epoch. Negative ones
 /// are Kafka's reserved values (-1 is NO_TIMESTAMP) or arithmetic gone
@@ -115,6 +116,11 @@ pub struct ProduceRequest {
     /// Create the topic if it is unknown, when the broker's
     /// `auto_create_topics` allows (HTTP's produce; Kafka's never does).
     pub create_missing_topic: bool,
+    /// The producer waits for every in-sync replica (Kafka's acks=all;
+    /// HTTP's produce, as REST Proxy's producer defaults to it): refused
+    /// when the topic's `min.insync.replicas` asks for more replicas than
+    /// one node has.
+    pub acks_all: bool,
 }
 
 /// The records of one produce, decoded by a front-end straight into the
@@ -156,6 +162,9 @@ pub struct Records {
     /// The first record pushed without a key, for the key rule of compact
     /// topics.
     first_keyless: Option<usize>,
+    /// The broker's time stamped on every record, for a topic with
+    /// `message.timestamp.type=LogAppendTime` ([`stamp_timestamps`]).
+    log_append_time_ms: Option<i64>,
 }
 
 impl Default for Records {
@@ -178,6 +187,7 @@ impl Records {
             topic: Arc::from(""),
             bound: None,
             first_keyless: None,
+            log_append_time_ms: None,
         }
     }
 
@@ -305,9 +315,17 @@ pub struct ProduceAck {
     /// (nothing was written, `offsets` is empty).
     duplicate: Option<BatchMeta>,
     log_start_offset: Option<u64>,
+    log_append_time_ms: Option<i64>,
 }
 
 impl ProduceAck {
+    /// The time the broker stamped on every record, when the topic's
+    /// `message.timestamp.type` is LogAppendTime (Kafka's
+    /// `log_append_time_ms`).
+    pub fn log_append_time_ms(&self) -> Option<i64> {
+        self.log_append_time_ms
+    }
+
     /// `(partition, offset)` of every record, in request order.
     pub fn offsets(&self) -> impl ExactSizeIterator<Item = (u32, u64)> + '_ {
         self.batch
@@ -358,6 +376,7 @@ fn ack(records: Records, answer: ProducerAppend, log_start_offset: Option<u64>) 
         ProducerAppend::Duplicate(original) => (Vec::new(), Some(original)),
     };
     ProduceAck {
+        log_append_time_ms: records.log_append_time_ms,
         batch: records.records,
         appended,
         payload_bytes: records.payload_bytes,
@@ -374,6 +393,7 @@ fn nothing_written() -> ProduceAck {
         payload_bytes: 0,
         duplicate: None,
         log_start_offset: None,
+        log_append_time_ms: None,
     }
 }
 
@@ -397,6 +417,7 @@ impl Broker {
             records,
             producer,
             create_missing_topic,
+            acks_all,
         } = request;
         let topic = self
             .topic_or_auto_created(&topic, create_missing_topic, !records.is_empty())
@@ -409,6 +430,9 @@ impl Broker {
                 None => Ok(None),
             }
         };
+        if acks_all {
+            check_replicas(&topic)?;
+        }
         let Some(records) = self.plan_produce(&topic, partition, records)? else {
             return Ok(ProduceAck {
                 log_start_offset: log_start(self)?,
@@ -473,11 +497,12 @@ impl Broker {
         if records.made_for(topic, partition) {
             // Every record has its topic and partition already.
             if let Some(index) = records.first_keyless {
-                check_keyless(topic, index)?;
+                check_keyless(topic, index, &records)?;
             }
         } else {
             assign_partitions(topic, partition, &mut records)?;
         }
+        stamp_timestamps(topic, &mut records, tidelog_storage::types::now_ms())?;
         Ok(Some(records))
     }
 
@@ -544,11 +569,79 @@ fn assign_partitions(
                 None => topic.round_robin.next(topic.partitions),
             },
         };
-        if compacts && r.key.is_none() {
-            check_keyless(topic, index)?;
-        }
         r.topic = Arc::clone(&topic.name);
         r.partition = partition;
+    }
+    if let (true, Some(index)) = (compacts, records.first_keyless) {
+        check_keyless(topic, index, records)?;
+    }
+    Ok(())
+}
+
+/// The timestamp rules of a topic, applied at `now_ms` (the broker's
+/// clock): with LogAppendTime every record gets `now_ms`, whatever it
+/// carried (Kafka's broker-side stamping); with CreateTime a record's own
+/// timestamp may lie at most `message.timestamp.before.max.ms` before and
+/// `after.max.ms` after `now_ms` (KIP-937; no pass at Kafka's unbounded
+/// defaults), and every record outside is named. A record without a
+/// timestamp takes the append time, always inside.
+fn stamp_timestamps(topic: &Topic, records: &mut Records, now_ms: i64) -> Result<(), BrokerError> {
+    if topic.config.timestamp_type == TimestampType::LogAppendTime {
+        for r in &mut records.records {
+            r.timestamp_ms = Some(now_ms);
+        }
+        records.log_append_time_ms = Some(now_ms);
+        return Ok(());
+    }
+    let (before, after) = topic.config.timestamp_bounds();
+    if before.is_none() && after.is_none() {
+        return Ok(());
+    }
+    let outside = |ts: i64| -> Option<(u64, &'static str, u64, &'static str)> {
+        let distance = ts.abs_diff(now_ms);
+        match (ts < now_ms, before, after) {
+            (true, Some(max), _) if distance > max => {
+                Some((distance, "before", max, "message.timestamp.before.max.ms"))
+            }
+            (false, _, Some(max)) if distance > max => {
+                Some((distance, "after", max, "message.timestamp.after.max.ms"))
+            }
+            _ => None,
+        }
+    };
+    let mut first = None;
+    let mut indexes = Vec::new();
+    for (index, r) in records.records.iter().enumerate() {
+        let Some(ts) = r.timestamp_ms else { continue };
+        if let Some(why) = outside(ts) {
+            first.get_or_insert((index, ts, why));
+            indexes.push(index);
+        }
+    }
+    let Some((index, timestamp_ms, (distance_ms, side, max_ms, config))) = first else {
+        return Ok(());
+    };
+    Err(BrokerError::TimestampOutOfBounds {
+        index,
+        topic: topic.name.to_string(),
+        timestamp_ms,
+        now_ms,
+        distance_ms,
+        side,
+        max_ms,
+        config,
+        indexes,
+    })
+}
+
+/// An acks=all produce needs `min.insync.replicas` replicas in sync; a
+/// single node has one.
+fn check_replicas(topic: &Topic) -> Result<(), BrokerError> {
+    if topic.config.min_insync_replicas > 1 {
+        return Err(BrokerError::NotEnoughReplicas {
+            topic: topic.name.to_string(),
+            required: topic.config.min_insync_replicas,
+        });
     }
     Ok(())
 }
@@ -620,13 +713,23 @@ fn check_producible(topic: &Topic) -> Result<(), BrokerError> {
     Ok(())
 }
 
-/// Record `index` has no key: refused on a topic that compacts.
-fn check_keyless(topic: &Topic, index: usize) -> Result<(), BrokerError> {
+/// Record `index` is the first without a key: refused on a topic that
+/// compacts, naming every keyless record of `records`.
+fn check_keyless(topic: &Topic, index: usize, records: &Records) -> Result<(), BrokerError> {
     if topic.config.cleanup_policy.compacts() {
+        let indexes = records
+            .records
+            .iter()
+            .enumerate()
+            .skip(index)
+            .filter(|(_, r)| r.key.is_none())
+            .map(|(i, _)| i)
+            .collect();
         return Err(BrokerError::KeyRequired {
             index,
             topic: topic.name.to_string(),
             policy: topic.config.cleanup_policy.as_str(),
+            indexes,
         });
     }
     Ok(())

@@ -58,7 +58,11 @@ fn a_keyless_record_on_a_compact_topic_is_refused_and_nothing_is_written() {
             index,
             topic,
             policy,
-        } => assert_eq!((index, topic.as_str(), policy), (1, "users", "compact")),
+            indexes,
+        } => assert_eq!(
+            (index, topic.as_str(), policy, indexes),
+            (1, "users", "compact", vec![1])
+        ),
         other => panic!("{other:?}"),
     }
     assert_eq!(end_offsets(&broker, "users"), [0]);
@@ -273,6 +277,7 @@ fn records_for_one_partition_are_checked_and_appended_through_the_door() {
             records: b,
             producer: None,
             create_missing_topic: false,
+            acks_all: true,
         }
     };
     let produce =
@@ -380,6 +385,7 @@ fn records_made_for_a_partition_are_checked_first_and_land_there() {
             records,
             producer: None,
             create_missing_topic: false,
+            acks_all: true,
         }))
     };
     let refused = produce(
@@ -494,4 +500,94 @@ fn committed_offsets_are_appended_and_applied() {
     );
     assert_eq!(broker.groups.get("g", None).unwrap()[0].offset, 5);
     Arc::try_unwrap(broker).unwrap().shutdown().unwrap();
+}
+
+/// The topic's timestamp rules, the same for every front-end:
+/// LogAppendTime stamps every record with the broker's time and says so
+/// in the answer; KIP-937's bound refuses the batch naming each record
+/// outside it; min.insync.replicas above one refuses only an acks=all
+/// produce. Refused batches write nothing.
+#[test]
+fn timestamp_type_bounds_and_min_insync_replicas_apply_to_every_produce() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Arc::new(open(dir.path()));
+    let topic = |name: &str, pairs: &[(&str, &str)]| {
+        let overrides: Overrides = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        broker.create_topic(name, 1, overrides).unwrap();
+    };
+    topic("stamped", &[("message.timestamp.type", "LogAppendTime")]);
+    topic("bounded", &[("message.timestamp.after.max.ms", "60000")]);
+    topic("guarded", &[("min.insync.replicas", "2")]);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let produce = |name: &str, stamps: &[Option<i64>], acks_all: bool| {
+        let records: Records = stamps
+            .iter()
+            .map(|ts| ProduceRecord {
+                timestamp_ms: *ts,
+                ..record(Some("k"), "v")
+            })
+            .collect();
+        rt.block_on(broker.produce(
+            &Principal::Anonymous,
+            ProduceRequest {
+                topic: name.to_owned(),
+                partition: None,
+                records,
+                producer: None,
+                create_missing_topic: false,
+                acks_all,
+            },
+        ))
+    };
+
+    let before = tidelog_storage::types::now_ms();
+    let ack = produce("stamped", &[Some(1000), None], true).unwrap();
+    let stamped = ack.log_append_time_ms().unwrap();
+    assert!(stamped >= before, "{stamped} is the broker's time");
+    // Acknowledged is not yet dispatched: wait until it is visible.
+    rt.block_on(broker.until_acknowledged_visible());
+    let read = broker.partition("stamped", 0).unwrap();
+    let got = rt.block_on(read.read_async(0, 10, 1 << 20)).unwrap();
+    let times: Vec<i64> = got.records.iter().map(|r| r.timestamp_ms()).collect();
+    assert_eq!(times, [stamped, stamped]);
+
+    let now = tidelog_storage::types::now_ms();
+    let ack = produce("bounded", &[Some(now - 3_600_000), None], true).unwrap();
+    assert_eq!(
+        ack.log_append_time_ms(),
+        None,
+        "only before is unbounded here"
+    );
+    let far = now + 3_600_000;
+    match produce("bounded", &[Some(now), Some(far), None, Some(far)], true) {
+        Err(BrokerError::TimestampOutOfBounds {
+            index,
+            side,
+            indexes,
+            config,
+            ..
+        }) => {
+            assert_eq!(
+                (index, side, config),
+                (1, "after", "message.timestamp.after.max.ms")
+            );
+            assert_eq!(indexes, [1, 3]);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        end_offsets(&broker, "bounded"),
+        [2],
+        "the refused batch wrote nothing"
+    );
+
+    assert!(matches!(
+        produce("guarded", &[None], true),
+        Err(BrokerError::NotEnoughReplicas { required: 2, .. })
+    ));
+    produce("guarded", &[None], false).unwrap();
+    assert_eq!(end_offsets(&broker, "guarded"), [1]);
 }

@@ -128,13 +128,17 @@ fn check_new_assignment(assignment: &[Vec<i32>], adding: u32) -> Result<(), Brok
         match replicas.as_slice() {
             [NODE_ID] => {}
             [] => return invalid(format!("new partition {i} has no replica")),
-            [broker] => return invalid(format!(
+            [broker] => {
+                return invalid(format!(
                 "new partition {i}: broker {broker} does not exist; this node is broker {NODE_ID}"
-            )),
-            more => return invalid(format!(
+            ))
+            }
+            more => {
+                return invalid(format!(
                 "new partition {i} lists {} replicas; a single node holds one, broker {NODE_ID}",
                 more.len()
-            )),
+            ))
+            }
         }
     }
     Ok(())

@@ -85,6 +85,19 @@ fn confluent_kafka_adds_partitions_that_a_subscribed_consumer_then_reads() {
     );
 }
 
+/// Kafka's topic configs as librdkafka's tests 0011, 0052, 0077, 0081 and
+/// 0092 use them: every one accepted and described, LogAppendTime
+/// stamping, KIP-937's timestamp bound, KIP-467's per-record errors and
+/// min.insync.replicas on one node.
+#[test]
+fn confluent_kafka_creates_topics_with_kafkas_configs_and_sees_their_effects() {
+    run_client_script(
+        &TidelogProcess::start_with_config(common::SMALL_STORE),
+        clients::python_command("topic_configs.py"),
+        "topic_configs confluent-kafka: Kafka's configs accepted, the applied ones applied",
+    );
+}
+
 /// CreateTopics with a manual replica assignment, as librdkafka's test
 /// 0081 makes one on a single broker: `[0]` per partition is this broker
 /// and is accepted; another broker id or two replicas are

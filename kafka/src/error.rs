@@ -224,6 +224,8 @@ pub fn broker_code(e: &BrokerError) -> i16 {
             ResponseError::InvalidRecord
         }
         B::RecordTooLarge { .. } => ResponseError::MessageTooLarge,
+        B::TimestampOutOfBounds { .. } => ResponseError::InvalidTimestamp,
+        B::NotEnoughReplicas { .. } => ResponseError::NotEnoughReplicas,
         // The admin APIs' refusals (KAFKA.md "Admin").
         B::TopicExists { .. } => ResponseError::TopicAlreadyExists,
         B::InvalidTopicConfig { .. } => ResponseError::InvalidConfig,

@@ -161,8 +161,30 @@ fn every_broker_error_has_its_code() {
                 index: 0,
                 topic: s("t"),
                 policy: "compact",
+                indexes: vec![0, 3],
             },
             ResponseError::InvalidRecord,
+        ),
+        (
+            B::TimestampOutOfBounds {
+                index: 2,
+                topic: s("t"),
+                timestamp_ms: 1000,
+                now_ms: 5000,
+                distance_ms: 4000,
+                side: "before",
+                max_ms: 10,
+                config: "message.timestamp.before.max.ms",
+                indexes: vec![2, 3],
+            },
+            ResponseError::InvalidTimestamp,
+        ),
+        (
+            B::NotEnoughReplicas {
+                topic: s("t"),
+                required: 2,
+            },
+            ResponseError::NotEnoughReplicas,
         ),
         (
             B::TooManyHeaders {

@@ -96,6 +96,7 @@ async fn produce_inner(
         records: produced.into_iter().collect(),
         producer: None,
         create_missing_topic: true,
+        acks_all: true,
     };
     let produced = door.produce(request).await?;
     if produced.is_empty() {

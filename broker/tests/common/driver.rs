@@ -220,6 +220,7 @@ impl Driver {
             records: records.into_iter().collect(),
             producer: None,
             create_missing_topic: true,
+            acks_all: true,
         };
         let door = self.broker().door(&Principal::Anonymous);
         let produced = self.rt.block_on(door.produce(request))?;
@@ -258,6 +259,7 @@ impl Driver {
             records: batch,
             producer,
             create_missing_topic: false,
+            acks_all: true,
         };
         let door = self.broker().door(&Principal::Anonymous);
         let produced = self.rt.block_on(door.produce(request))?;

@@ -3,14 +3,15 @@
 //! topic's own or the default), and the broker's read-only configs from
 //! broker.yaml. `configuration_keys` filters (an unknown name is left
 //! out, as Kafka does); synonyms when asked (v1+): a topic's own value
-//! then the default; config types from v3.
+//! then the default; config types from v3, and, asked for, the reason a
+//! config accepted without effect has none as its documentation.
 
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
 };
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 use kafka_protocol::protocol::StrBytes;
-use tidelog_broker::topic_config::{self, ConfigKind};
+use tidelog_broker::topic_config::{self, ConfigKind, Effect};
 
 use super::configs::{
     check_broker_name, BROKER, SOURCE_DEFAULT, SOURCE_STATIC_BROKER, SOURCE_TOPIC, TOPIC,
@@ -20,6 +21,7 @@ use crate::error::Refusal;
 
 /// Kafka's `ConfigType`.
 const TYPE_BOOLEAN: i8 = 1;
+const TYPE_STRING: i8 = 2;
 const TYPE_INT: i8 = 3;
 const TYPE_LONG: i8 = 5;
 const TYPE_DOUBLE: i8 = 6;
@@ -33,6 +35,8 @@ struct Described {
     source: i8,
     config_type: i8,
     default: Option<&'static str>,
+    /// Why a config accepted here has no effect (`Effect::Accepted`).
+    without_effect: Option<&'static str>,
 }
 
 pub fn handle(
@@ -58,7 +62,14 @@ pub fn handle(
                     let configs = configs
                         .into_iter()
                         .filter(|c| wanted(&c.name))
-                        .map(|c| entry(version, request.include_synonyms, c))
+                        .map(|c| {
+                            entry(
+                                version,
+                                request.include_synonyms,
+                                request.include_documentation,
+                                c,
+                            )
+                        })
                         .collect();
                     result.with_configs(configs)
                 }
@@ -89,7 +100,9 @@ fn describe(ctx: &Context, resource_type: i8, name: &str) -> Result<Vec<Describe
                             SOURCE_TOPIC
                         },
                         config_type: spec.map_or(0, |s| match s.kind {
-                            ConfigKind::Policy => TYPE_LIST,
+                            ConfigKind::Policy | ConfigKind::ReplicaList => TYPE_LIST,
+                            ConfigKind::Choice(_) | ConfigKind::Version => TYPE_STRING,
+                            ConfigKind::IntegerOr { .. } => TYPE_INT,
                             ConfigKind::Integer { max, .. } if max <= i64::from(i32::MAX) => {
                                 TYPE_INT
                             }
@@ -98,6 +111,10 @@ fn describe(ctx: &Context, resource_type: i8, name: &str) -> Result<Vec<Describe
                             ConfigKind::Boolean => TYPE_BOOLEAN,
                         }),
                         default: (!e.is_default).then(|| spec.map(|s| s.default)).flatten(),
+                        without_effect: spec.and_then(|s| match s.effect {
+                            Effect::Accepted { why } => Some(why),
+                            Effect::Applied => None,
+                        }),
                     }
                 })
                 .collect())
@@ -111,6 +128,7 @@ fn describe(ctx: &Context, resource_type: i8, name: &str) -> Result<Vec<Describe
                 source: SOURCE_STATIC_BROKER,
                 config_type,
                 default: None,
+                without_effect: None,
             };
             Ok(vec![
                 fixed(
@@ -137,7 +155,12 @@ fn describe(ctx: &Context, resource_type: i8, name: &str) -> Result<Vec<Describe
     }
 }
 
-fn entry(version: i16, synonyms: bool, c: Described) -> DescribeConfigsResourceResult {
+fn entry(
+    version: i16,
+    synonyms: bool,
+    documentation: bool,
+    c: Described,
+) -> DescribeConfigsResourceResult {
     let synonyms = if synonyms {
         let mut list = vec![DescribeConfigsSynonym::default()
             .with_name(StrBytes::from_string(c.name.clone()))
@@ -162,7 +185,12 @@ fn entry(version: i16, synonyms: bool, c: Described) -> DescribeConfigsResourceR
         .with_config_source(c.source)
         .with_synonyms(synonyms);
     if version >= 3 {
-        result.with_config_type(c.config_type)
+        let documentation = c.without_effect.filter(|_| documentation).map(|why| {
+            StrBytes::from_string(format!("Accepted without effect on tidelog: {why}."))
+        });
+        result
+            .with_config_type(c.config_type)
+            .with_documentation(documentation)
     } else {
         result
     }

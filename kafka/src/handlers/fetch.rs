@@ -49,12 +49,13 @@ use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
 use tidelog_broker::long_poll::{FetchRound, Round};
 use tidelog_broker::read::PartitionRef;
 use tidelog_broker::store::{ReadSink, StoredRecord};
+use tidelog_broker::topic_config::TimestampType;
 use tidelog_runtime::budget::{ByteBudget, Reservation};
 
 use super::partition_ref;
 use crate::context::Context;
 use crate::error::broker_code;
-use crate::records::{encode_batch, BatchBuilder, OutRecord};
+use crate::records::{encode_batch_as, BatchBuilder, OutRecord};
 
 /// The longest wait a fetch is held for (Kafka clients ask 500 ms).
 pub const MAX_WAIT_MS: u64 = 30_000;
@@ -297,8 +298,9 @@ async fn read_one(
     // anything else (a compact partition's compacted log, a tiered
     // partition's remote tier) through the broker's read, which decides
     // where it runs (`PartitionRef::read_async`).
+    let log_append_time = part.topic().config.timestamp_type == TimestampType::LogAppendTime;
     let direct = {
-        let mut sink = FetchSink::new(limit);
+        let mut sink = FetchSink::new(limit, log_append_time);
         match part.read_into(from, MAX_RECORDS, limit, &mut sink) {
             Ok(Some(next)) => Some(Ok((sink.batch.finish(), next))),
             Ok(None) => None,
@@ -310,7 +312,7 @@ async fn read_one(
         None => part
             .read_async(from, MAX_RECORDS, limit)
             .await
-            .map(|batch| encode(&batch)),
+            .map(|batch| encode(&batch, log_append_time)),
     };
     match read {
         Ok((bytes, _)) if must_fit && bytes.len() > left => {
@@ -327,11 +329,15 @@ async fn read_one(
 /// One batch of a fetch's records and where the next read starts. Sized
 /// for the whole batch up front (a record's framing in a batch is at most
 /// 24 bytes beyond its payload), so it is written once and never moved.
-fn encode(batch: &tidelog_broker::read::ReadBatch) -> (Vec<u8>, u64) {
+fn encode(batch: &tidelog_broker::read::ReadBatch, log_append_time: bool) -> (Vec<u8>, u64) {
     let framing = 24 * batch.records.len() + BATCH_HEADER_BYTES;
     let payload: u64 = batch.records.iter().map(|r| r.payload_bytes()).sum();
     let mut out = Vec::with_capacity(framing + payload as usize);
-    encode_batch(&mut out, batch.records.iter().map(OutRecord::from));
+    encode_batch_as(
+        &mut out,
+        batch.records.iter().map(OutRecord::from),
+        log_append_time,
+    );
     (out, batch.next_offset)
 }
 
@@ -355,9 +361,14 @@ struct FetchSink {
 }
 
 impl FetchSink {
-    fn new(limit: usize) -> FetchSink {
+    fn new(limit: usize, log_append_time: bool) -> FetchSink {
+        let batch = BatchBuilder::new(Vec::new());
         FetchSink {
-            batch: BatchBuilder::new(Vec::new()),
+            batch: if log_append_time {
+                batch.log_append_time()
+            } else {
+                batch
+            },
             last: None,
             limit,
             expected: 0,

@@ -42,16 +42,28 @@
 //!   producer with no state whose batch does not start at 0
 //!   UNKNOWN_PRODUCER_ID. Per partition, like every other error.
 //!   Transactional batches stay refused (INVALID_RECORD).
+//! * A refusal that names records (keyless records on a compact topic,
+//!   INVALID_RECORD; timestamps outside `message.timestamp.before/after.
+//!   max.ms`, INVALID_TIMESTAMP) lists each in `record_errors` with its
+//!   batch index (KIP-467, v8+), so the client fails just those and
+//!   retries the rest; nothing of the batch is written.
+//! * A topic with `message.timestamp.type=LogAppendTime` answers the
+//!   time stamped on every record as `log_append_time_ms` (else -1);
+//!   acks=all to a topic whose `min.insync.replicas` is over 1 is
+//!   NOT_ENOUGH_REPLICAS (one node holds one replica).
 
 use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_request::PartitionProduceData;
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use kafka_protocol::protocol::StrBytes;
 use tidelog_broker::produce::ProduceRequest as Produce;
 use tidelog_broker::store::ProducerBatch;
-use tidelog_broker::Door;
+use tidelog_broker::{BrokerError, Door};
 
 use super::NOT_READY;
 use crate::context::Context;
@@ -84,7 +96,8 @@ pub async fn handle(ctx: &Context, request: ProduceRequest) -> Option<ProduceRes
                 }
                 (None, _) => failed(index, NOT_READY, None),
                 (Some(door), _) => {
-                    partition(ctx, door, topic.name.0.as_str(), data, &mut limits).await
+                    let topic = topic.name.0.as_str();
+                    partition(ctx, door, topic, data, acks == -1, &mut limits).await
                 }
             };
             partitions.push(answer);
@@ -103,6 +116,7 @@ async fn partition(
     door: &Door,
     topic: &str,
     data: PartitionProduceData,
+    acks_all: bool,
     limits: &mut DecodeLimits,
 ) -> PartitionProduceResponse {
     let index = data.index;
@@ -167,15 +181,43 @@ async fn partition(
         records,
         producer,
         create_missing_topic: false,
+        acks_all,
     };
     match door.produce(request).await {
         Ok(ack) => PartitionProduceResponse::default()
             .with_index(index)
             .with_base_offset(ack.base_offset().map_or(-1, |o| o as i64))
-            .with_log_append_time_ms(-1)
+            .with_log_append_time_ms(ack.log_append_time_ms().unwrap_or(-1))
             .with_log_start_offset(ack.log_start_offset().map_or(-1, |o| o as i64)),
-        Err(e) => failed(index, broker_code(&e), Some(e.to_string())),
+        Err(e) => {
+            let record_errors = record_errors(&e);
+            failed(index, broker_code(&e), Some(e.to_string())).with_record_errors(record_errors)
+        }
     }
+}
+
+/// KIP-467: each record of the batch the refusal names, with why, so a
+/// client fails those records with the error and retries the others
+/// (librdkafka: `_INVALID_DIFFERENT_RECORD`). Empty for a refusal of the
+/// whole batch.
+fn record_errors(e: &BrokerError) -> Vec<BatchIndexAndErrorMessage> {
+    let why = match e {
+        BrokerError::KeyRequired { topic, .. } => {
+            format!("no key, but topic {topic:?} is compacted")
+        }
+        BrokerError::TimestampOutOfBounds { config, .. } => {
+            format!("timestamp outside the topic's {config}")
+        }
+        other => other.to_string(),
+    };
+    e.record_indexes()
+        .into_iter()
+        .map(|i| {
+            BatchIndexAndErrorMessage::default()
+                .with_batch_index(i32::try_from(i).unwrap_or(i32::MAX))
+                .with_batch_index_error_message(Some(StrBytes::from_string(why.clone())))
+        })
+        .collect()
 }
 
 fn failed(index: i32, code: i16, message: Option<String>) -> PartitionProduceResponse {
@@ -185,5 +227,5 @@ fn failed(index: i32, code: i16, message: Option<String>) -> PartitionProduceRes
         .with_base_offset(-1)
         .with_log_append_time_ms(-1)
         .with_log_start_offset(-1)
-        .with_error_message(message.map(kafka_protocol::protocol::StrBytes::from_string))
+        .with_error_message(message.map(StrBytes::from_string))
 }

@@ -453,7 +453,20 @@ impl<'a> From<RecordRef<'a>> for OutRecord<'a> {
 /// CreateTimes, partition leader epoch -1, no producer. Nothing for no
 /// records.
 pub fn encode_batch<'a>(out: &mut Vec<u8>, records: impl IntoIterator<Item = OutRecord<'a>>) {
+    encode_batch_as(out, records, false);
+}
+
+/// [`encode_batch`], with `log_append_time` the batches of a topic whose
+/// timestamps are the broker's ([`BatchBuilder::log_append_time`]).
+pub fn encode_batch_as<'a>(
+    out: &mut Vec<u8>,
+    records: impl IntoIterator<Item = OutRecord<'a>>,
+    log_append_time: bool,
+) {
     let mut batch = BatchBuilder::new(std::mem::take(out));
+    if log_append_time {
+        batch = batch.log_append_time();
+    }
     for r in records {
         batch.push(
             r.offset,
@@ -486,7 +499,13 @@ pub struct BatchBuilder {
     max_timestamp: i64,
     last_delta: i32,
     count: i32,
+    /// Batches say their timestamps are the broker's (attribute bit 3,
+    /// LogAppendTime), so one batch holds records of one append time.
+    log_append_time: bool,
 }
+
+/// A batch's attributes bit 3: its timestamps are LogAppendTime.
+const LOG_APPEND_TIME_ATTRIBUTE: i16 = 1 << 3;
 
 impl BatchBuilder {
     /// A batch to be appended to `out` (nothing is written before the
@@ -500,6 +519,43 @@ impl BatchBuilder {
             max_timestamp: 0,
             last_delta: 0,
             count: 0,
+            log_append_time: false,
+        }
+    }
+
+    /// Batches of a topic with `message.timestamp.type=LogAppendTime`:
+    /// each says so in its attributes, and a record whose time differs
+    /// from its batch's starts a new batch in the same buffer. A client
+    /// reads every record of a LogAppendTime batch at the batch's
+    /// `max_timestamp`, so one batch must not mix append times.
+    pub fn log_append_time(mut self) -> BatchBuilder {
+        self.log_append_time = true;
+        self
+    }
+
+    /// Closes the batch being built (its header and CRC) and starts the
+    /// next one after it.
+    fn roll(&mut self) {
+        self.fill_header();
+        self.start = self.out.len();
+        self.count = 0;
+    }
+
+    fn fill_header(&mut self) {
+        if self.count > 0 {
+            let header = BatchHeader {
+                base_offset: self.base_offset as i64,
+                attributes: if self.log_append_time {
+                    LOG_APPEND_TIME_ATTRIBUTE
+                } else {
+                    0
+                },
+                last_offset_delta: self.last_delta,
+                base_timestamp: self.base_timestamp,
+                max_timestamp: self.max_timestamp,
+                count: self.count,
+            };
+            header.fill(&mut self.out, self.start);
         }
     }
 
@@ -518,6 +574,9 @@ impl BatchBuilder {
         value: Option<&[u8]>,
         headers: impl Iterator<Item = (&'h [u8], Option<&'h [u8]>)> + Clone,
     ) {
+        if self.log_append_time && self.count > 0 && timestamp_ms != self.base_timestamp {
+            self.roll();
+        }
         if self.count == 0 {
             self.base_offset = offset;
             self.base_timestamp = timestamp_ms;
@@ -569,7 +628,8 @@ impl BatchBuilder {
         self.out.reserve(bytes);
     }
 
-    /// Records pushed so far.
+    /// Records in the batch being built (all pushed so far, unless
+    /// LogAppendTime started more batches).
     pub fn len(&self) -> usize {
         self.count as usize
     }
@@ -581,17 +641,7 @@ impl BatchBuilder {
     /// The buffer with the batch's header and CRC filled in (as it was,
     /// for no records).
     pub fn finish(mut self) -> Vec<u8> {
-        if self.count > 0 {
-            let header = BatchHeader {
-                base_offset: self.base_offset as i64,
-                attributes: 0,
-                last_offset_delta: self.last_delta,
-                base_timestamp: self.base_timestamp,
-                max_timestamp: self.max_timestamp,
-                count: self.count,
-            };
-            header.fill(&mut self.out, self.start);
-        }
+        self.fill_header();
         self.out
     }
 }

@@ -504,3 +504,44 @@ mod ResponseErrorCode {
     pub const RECORD_LIST_TOO_LARGE: i16 = 18;
     pub const INVALID_TIMESTAMP: i16 = 32;
 }
+
+/// A LogAppendTime topic's batches say so (attribute bit 3), and a record
+/// of another append time starts a new batch: a client reads each record
+/// at its batch's max timestamp. Kafka's own decoder reads them so.
+#[test]
+fn log_append_time_batches_hold_one_append_time_each() {
+    use kafka_protocol::records::{RecordBatchDecoder, TimestampType};
+    let records = [
+        rec(0, 5000, Some(b"a"), Some(b"1")),
+        rec(1, 5000, None, Some(b"2")),
+        rec(2, 7000, Some(b"c"), Some(b"3")),
+    ];
+    let mut out = Vec::new();
+    encode_batch_as(&mut out, records.clone(), true);
+    let mut bytes = Bytes::from(out.clone());
+    let decoded = RecordBatchDecoder::decode_all(&mut bytes).unwrap();
+    assert_eq!(decoded.len(), 2, "a batch per append time");
+    let seen: Vec<(i64, i64, TimestampType)> = decoded
+        .iter()
+        .flat_map(|set| set.records.iter())
+        .map(|r| (r.offset, r.timestamp, r.timestamp_type))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (0, 5000, TimestampType::LogAppend),
+            (1, 5000, TimestampType::LogAppend),
+            (2, 7000, TimestampType::LogAppend),
+        ]
+    );
+    // The same records of a CreateTime topic: one batch, as before.
+    let mut plain = Vec::new();
+    encode_batch(&mut plain, records);
+    let mut bytes = Bytes::from(plain);
+    let decoded = RecordBatchDecoder::decode_all(&mut bytes).unwrap();
+    assert_eq!(decoded.len(), 1);
+    assert!(decoded[0]
+        .records
+        .iter()
+        .all(|r| r.timestamp_type == TimestampType::Creation));
+}

@@ -42,6 +42,11 @@ use std::collections::BTreeMap;
 
 use crate::error::BrokerError;
 
+mod specs;
+
+use specs::DAY_MS;
+pub use specs::{spec, ConfigKind, ConfigSpec, Effect, SPECS};
+
 /// What happens to old records of a topic.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CleanupPolicy {
@@ -98,145 +103,6 @@ impl CleanupPolicy {
     }
 }
 
-/// The type and bounds of one config.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum ConfigKind {
-    Policy,
-    /// An integer in `[min, max]`.
-    Integer {
-        min: i64,
-        max: i64,
-    },
-    /// A ratio in `[0, 1]`.
-    Ratio,
-    /// `true` or `false`.
-    Boolean,
-}
-
-/// A known topic config: name, type and Kafka's default (canonical text).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ConfigSpec {
-    pub name: &'static str,
-    pub kind: ConfigKind,
-    pub default: &'static str,
-}
-
-const DAY_MS: i64 = 86_400_000;
-const INT_MAX: i64 = i32::MAX as i64;
-
-/// Every topic config tidelog knows, in the order the API lists them.
-pub const SPECS: [ConfigSpec; 13] = [
-    ConfigSpec {
-        name: "cleanup.policy",
-        kind: ConfigKind::Policy,
-        default: "delete",
-    },
-    // 7 days, Kafka's default; governs CompactedLogs of compact,delete topics
-    // (the shared CommitLog follows `retention.file_reserved_hours`).
-    ConfigSpec {
-        name: "retention.ms",
-        kind: ConfigKind::Integer {
-            min: -1,
-            max: i64::MAX,
-        },
-        default: "604800000",
-    },
-    ConfigSpec {
-        name: "retention.bytes",
-        kind: ConfigKind::Integer {
-            min: -1,
-            max: i64::MAX,
-        },
-        default: "-1",
-    },
-    ConfigSpec {
-        name: "segment.bytes",
-        kind: ConfigKind::Integer {
-            min: 1024,
-            max: INT_MAX,
-        },
-        default: "1073741824",
-    },
-    ConfigSpec {
-        name: "segment.ms",
-        kind: ConfigKind::Integer {
-            min: 1,
-            max: i64::MAX,
-        },
-        default: "604800000",
-    },
-    ConfigSpec {
-        name: "min.cleanable.dirty.ratio",
-        kind: ConfigKind::Ratio,
-        default: "0.5",
-    },
-    ConfigSpec {
-        name: "min.compaction.lag.ms",
-        kind: ConfigKind::Integer {
-            min: 0,
-            max: i64::MAX,
-        },
-        default: "0",
-    },
-    ConfigSpec {
-        name: "max.compaction.lag.ms",
-        kind: ConfigKind::Integer {
-            min: 1,
-            max: i64::MAX,
-        },
-        default: "9223372036854775807",
-    },
-    ConfigSpec {
-        name: "delete.retention.ms",
-        kind: ConfigKind::Integer {
-            min: 0,
-            max: i64::MAX,
-        },
-        default: "86400000",
-    },
-    // At least 1, as the store's `max_message_bytes` (module doc).
-    ConfigSpec {
-        name: "max.message.bytes",
-        kind: ConfigKind::Integer {
-            min: 1,
-            max: INT_MAX,
-        },
-        default: "1048576",
-    },
-    // Tiered storage (KIP-405): delete topics' old records go to the
-    // object store; `local.retention.*` bound what stays readable locally.
-    ConfigSpec {
-        name: "remote.storage.enable",
-        kind: ConfigKind::Boolean,
-        default: "false",
-    },
-    // -2: the same as retention.ms (Kafka's default); -1: unbounded.
-    ConfigSpec {
-        name: "local.retention.ms",
-        kind: ConfigKind::Integer {
-            min: -2,
-            max: i64::MAX,
-        },
-        default: "-2",
-    },
-    ConfigSpec {
-        name: "local.retention.bytes",
-        kind: ConfigKind::Integer {
-            min: -2,
-            max: i64::MAX,
-        },
-        default: "-2",
-    },
-];
-
-const _: () = assert!(SPECS.len() == 13);
-const _: () = assert!(DAY_MS == 24 * 60 * 60 * 1000);
-
-/// The spec for `name`, if tidelog knows it.
-pub fn spec(name: &str) -> Option<&'static ConfigSpec> {
-    SPECS.iter().find(|s| s.name == name)
-}
-
 /// Checks one config and returns its canonical text (trimmed, policy
 /// normalized to `compact,delete`, numbers re-printed).
 pub fn validate(name: &str, value: &str) -> Result<String, BrokerError> {
@@ -277,6 +143,49 @@ pub fn validate(name: &str, value: &str) -> Result<String, BrokerError> {
             }
             Ok(n.to_string())
         }
+        ConfigKind::IntegerOr { min, max, also } => {
+            let n: i64 = text
+                .parse()
+                .map_err(|_| invalid(format!("{value:?} is not an integer")))?;
+            if n != also && (n < min || n > max) {
+                return Err(invalid(format!(
+                    "{n} is neither {also} nor in [{min}, {max}]"
+                )));
+            }
+            Ok(n.to_string())
+        }
+        ConfigKind::Choice(choices) => match choices.iter().find(|c| **c == text) {
+            Some(c) => Ok((*c).to_string()),
+            None => Err(invalid(format!(
+                "{value:?} is not one of {}",
+                choices.join(", ")
+            ))),
+        },
+        ConfigKind::Version => {
+            if is_kafka_version(text) {
+                Ok(text.to_string())
+            } else {
+                Err(invalid(format!(
+                    "{value:?} is not a Kafka version (such as 2.8 or 3.0-IV1)"
+                )))
+            }
+        }
+        ConfigKind::ReplicaList => {
+            let pair = |item: &str| {
+                item.split_once(':').is_some_and(|(p, b)| {
+                    let digits = |s: &str| !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit());
+                    digits(p) && digits(b)
+                })
+            };
+            let items: Vec<&str> = text.split(',').map(str::trim).collect();
+            if text.is_empty() || text == "*" || items.iter().all(|i| pair(i)) {
+                Ok(items.join(","))
+            } else {
+                Err(invalid(format!(
+                    "{value:?} is not *, empty, or partition:broker pairs separated by commas"
+                )))
+            }
+        }
         ConfigKind::Boolean => match text.to_ascii_lowercase().as_str() {
             b @ ("true" | "false") => Ok(b.to_string()),
             _ => Err(invalid(format!(
@@ -308,6 +217,20 @@ pub fn validate(name: &str, value: &str) -> Result<String, BrokerError> {
             Ok(r.to_string())
         }
     }
+}
+
+/// Whether `text` names a Kafka version as `message.format.version`
+/// takes it: two or three numbers with dots (`0.10.2`, `2.8`), optionally
+/// `-IV` and a number (`3.0-IV1`), as Kafka's `MetadataVersion` and the
+/// older `ApiVersion` spell them.
+fn is_kafka_version(text: &str) -> bool {
+    let (release, iv) = match text.split_once("-IV") {
+        Some((release, iv)) => (release, Some(iv)),
+        None => (text, None),
+    };
+    let number = |s: &str| !s.is_empty() && s.len() <= 4 && s.bytes().all(|c| c.is_ascii_digit());
+    let parts: Vec<&str> = release.split('.').collect();
+    (2..=3).contains(&parts.len()) && parts.iter().all(|p| number(p)) && iv.is_none_or(number)
 }
 
 /// Validated overrides of one topic: config name → canonical value. This is
@@ -401,6 +324,29 @@ pub struct TopicConfig {
     pub local_retention_ms: i64,
     /// −2: `retention_bytes`; −1: unbounded.
     pub local_retention_bytes: i64,
+    /// Whose clock a record's timestamp is (`message.timestamp.type`).
+    pub timestamp_type: TimestampType,
+    /// KIP-937's bounds as set (`message.timestamp.before.max.ms`,
+    /// `after.max.ms`, the deprecated `difference.max.ms`); see
+    /// [`TopicConfig::timestamp_bounds`].
+    pub timestamp_before_max_ms: u64,
+    pub timestamp_after_max_ms: u64,
+    pub timestamp_difference_max_ms: u64,
+    /// In-sync replicas an acks=all produce needs (one node has one).
+    pub min_insync_replicas: u32,
+}
+
+/// Kafka's `Long.MAX_VALUE` for a millisecond bound: unbounded.
+const UNBOUNDED_MS: u64 = i64::MAX as u64;
+
+/// Whose clock a record's timestamp is (Kafka's `TimestampType`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimestampType {
+    /// The producer's: the timestamp it sent, kept.
+    CreateTime,
+    /// The broker's: every record is stamped with the time the broker took
+    /// its request, whatever the producer sent.
+    LogAppendTime,
 }
 
 impl Default for TopicConfig {
@@ -419,6 +365,11 @@ impl Default for TopicConfig {
             remote_storage_enable: false,
             local_retention_ms: -2,
             local_retention_bytes: -2,
+            timestamp_type: TimestampType::CreateTime,
+            timestamp_before_max_ms: UNBOUNDED_MS,
+            timestamp_after_max_ms: UNBOUNDED_MS,
+            timestamp_difference_max_ms: UNBOUNDED_MS,
+            min_insync_replicas: 1,
         }
     }
 }
@@ -445,6 +396,25 @@ impl TopicConfig {
             config.check_tiered()?;
         }
         Ok(config)
+    }
+
+    /// How far a CreateTime timestamp may lie before and after the
+    /// broker's clock, in ms (`None`: unbounded): each of KIP-937's two
+    /// configs, else (at its unbounded default) the deprecated
+    /// `message.timestamp.difference.max.ms`, as Kafka 3.6–3.9 read them.
+    pub fn timestamp_bounds(&self) -> (Option<u64>, Option<u64>) {
+        let bound = |own: u64| {
+            Some(if own == UNBOUNDED_MS {
+                self.timestamp_difference_max_ms
+            } else {
+                own
+            })
+            .filter(|ms| *ms != UNBOUNDED_MS)
+        };
+        (
+            bound(self.timestamp_before_max_ms),
+            bound(self.timestamp_after_max_ms),
+        )
     }
 
     /// The local retention of a tiered topic, with −2 resolved to
@@ -555,6 +525,18 @@ impl TopicConfig {
             "remote.storage.enable" => self.remote_storage_enable = value == "true",
             "local.retention.ms" => self.local_retention_ms = int()?,
             "local.retention.bytes" => self.local_retention_bytes = int()?,
+            "message.timestamp.type" => {
+                self.timestamp_type = match value {
+                    "LogAppendTime" => TimestampType::LogAppendTime,
+                    _ => TimestampType::CreateTime,
+                }
+            }
+            "message.timestamp.before.max.ms" => self.timestamp_before_max_ms = unsigned()?,
+            "message.timestamp.after.max.ms" => self.timestamp_after_max_ms = unsigned()?,
+            "message.timestamp.difference.max.ms" => self.timestamp_difference_max_ms = unsigned()?,
+            "min.insync.replicas" => self.min_insync_replicas = value.parse().map_err(|_| bug())?,
+            // Accepted without effect (`specs::Effect::Accepted`).
+            _ if spec(name).is_some_and(|s| s.effect != Effect::Applied) => {}
             _ => return Err(bug()),
         }
         Ok(())
@@ -562,315 +544,4 @@ impl TopicConfig {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn reason(err: BrokerError) -> (String, String) {
-        match err {
-            BrokerError::InvalidTopicConfig { name, reason } => (name, reason),
-            other => panic!("expected InvalidTopicConfig, got {other:?}"),
-        }
-    }
-
-    fn overrides(pairs: &[(&str, &str)]) -> Overrides {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
-
-    #[test]
-    fn compact_config_maps_every_cleaner_setting() {
-        assert_eq!(
-            TopicConfig::default().compact_config(),
-            tidelog_cleaner::CompactTopicConfig::default(),
-            "Kafka's defaults agree on both sides"
-        );
-        let c = TopicConfig::from_overrides(&overrides(&[
-            ("cleanup.policy", "delete,compact"),
-            ("segment.bytes", "4096"),
-            ("segment.ms", "9223372036854775807"),
-            ("min.cleanable.dirty.ratio", "0.25"),
-            ("min.compaction.lag.ms", "10"),
-            ("max.compaction.lag.ms", "20"),
-            ("delete.retention.ms", "30"),
-            ("retention.ms", "-1"),
-            ("retention.bytes", "50"),
-        ]))
-        .unwrap()
-        .compact_config();
-        assert_eq!(
-            c,
-            tidelog_cleaner::CompactTopicConfig {
-                segment_bytes: 4096,
-                segment_ms: i64::MAX,
-                min_cleanable_dirty_ratio: 0.25,
-                min_compaction_lag_ms: 10,
-                max_compaction_lag_ms: 20,
-                delete_retention_ms: 30,
-                delete_too: true,
-                retention_ms: -1,
-                retention_bytes: 50,
-            }
-        );
-    }
-
-    #[test]
-    fn defaults_table_agrees_with_typed_defaults() {
-        let from_table = TopicConfig::from_overrides(
-            &SPECS
-                .iter()
-                .map(|s| (s.name.to_string(), s.default.to_string()))
-                .collect(),
-        )
-        .unwrap();
-        assert_eq!(from_table, TopicConfig::default());
-        for spec in SPECS {
-            assert_eq!(
-                validate(spec.name, spec.default).unwrap(),
-                spec.default,
-                "{}",
-                spec.name
-            );
-        }
-    }
-
-    #[test]
-    fn cleanup_policy_spellings() {
-        assert_eq!(validate("cleanup.policy", "delete").unwrap(), "delete");
-        assert_eq!(validate("cleanup.policy", "compact").unwrap(), "compact");
-        assert_eq!(
-            validate("cleanup.policy", "compact,delete").unwrap(),
-            "compact,delete"
-        );
-        assert_eq!(
-            validate("cleanup.policy", "delete, compact").unwrap(),
-            "compact,delete"
-        );
-        for bad in ["", "Compact", "compact,compact", "compact,", "purge"] {
-            let (name, why) = reason(validate("cleanup.policy", bad).unwrap_err());
-            assert_eq!(name, "cleanup.policy");
-            assert!(!why.is_empty());
-        }
-        assert!(CleanupPolicy::CompactDelete.compacts());
-        assert!(!CleanupPolicy::Delete.compacts());
-    }
-
-    #[test]
-    fn tiered_configs_follow_kafkas_rules() {
-        assert_eq!(validate("remote.storage.enable", "TRUE").unwrap(), "true");
-        assert!(
-            reason(validate("remote.storage.enable", "yes").unwrap_err())
-                .1
-                .contains("not a boolean")
-        );
-        assert!(reason(validate("local.retention.ms", "-3").unwrap_err())
-            .1
-            .contains("-2 the same as retention"));
-        let c = TopicConfig::from_overrides(&overrides(&[
-            ("remote.storage.enable", "true"),
-            ("retention.ms", "1000"),
-            ("local.retention.bytes", "10"),
-        ]))
-        .unwrap();
-        assert!(c.remote_storage_enable);
-        assert_eq!(c.local_retention(), (Some(1000), Some(10)));
-        assert_eq!(c.remote_retention(), (Some(1000), None));
-        // Compact topics stay local, as in Kafka.
-        for policy in ["compact", "compact,delete"] {
-            let (name, why) = reason(
-                TopicConfig::from_overrides(&overrides(&[
-                    ("remote.storage.enable", "true"),
-                    ("cleanup.policy", policy),
-                ]))
-                .unwrap_err(),
-            );
-            assert_eq!(name, "remote.storage.enable");
-            assert!(why.contains("cleanup.policy=delete"), "{why}");
-        }
-        // The local part may not outlast the whole.
-        for (local, value) in [("local.retention.ms", "2000"), ("local.retention.ms", "-1")] {
-            let (name, why) = reason(
-                TopicConfig::from_overrides(&overrides(&[
-                    ("remote.storage.enable", "true"),
-                    ("retention.ms", "1000"),
-                    (local, value),
-                ]))
-                .unwrap_err(),
-            );
-            assert_eq!(name, local);
-            assert!(why.contains("more than retention.ms 1000"), "{why}");
-        }
-        // Without remote storage the local keys are inert and not checked.
-        let plain = TopicConfig::from_overrides(&overrides(&[
-            ("retention.ms", "1000"),
-            ("local.retention.ms", "2000"),
-        ]))
-        .unwrap();
-        assert!(!plain.remote_storage_enable);
-    }
-
-    #[test]
-    fn integer_bounds_follow_kafka() {
-        assert_eq!(validate("retention.ms", "-1").unwrap(), "-1");
-        assert_eq!(validate("retention.bytes", "42").unwrap(), "42");
-        assert_eq!(validate("max.message.bytes", "1").unwrap(), "1");
-        assert!(reason(validate("max.message.bytes", "0").unwrap_err())
-            .1
-            .contains("[1, 2147483647]"));
-        assert!(reason(validate("retention.ms", "-2").unwrap_err())
-            .1
-            .contains("-1 means unbounded"));
-        assert!(reason(validate("delete.retention.ms", "-1").unwrap_err())
-            .1
-            .contains("out of range"));
-        assert!(reason(validate("segment.bytes", "1023").unwrap_err())
-            .1
-            .contains("[1024, 2147483647]"));
-        assert_eq!(validate("segment.bytes", "1024").unwrap(), "1024");
-        assert!(reason(validate("segment.bytes", "2147483648").unwrap_err())
-            .1
-            .contains("out of range"));
-        assert!(reason(validate("segment.ms", "0").unwrap_err())
-            .1
-            .contains("out of range"));
-        assert!(reason(validate("max.compaction.lag.ms", "-1").unwrap_err())
-            .1
-            .contains("out of range"));
-        assert!(reason(validate("max.message.bytes", "1.5").unwrap_err())
-            .1
-            .contains("not an integer"));
-        assert!(
-            reason(validate("retention.ms", "9223372036854775808").unwrap_err())
-                .1
-                .contains("not an integer")
-        );
-    }
-
-    #[test]
-    fn ratio_is_zero_to_one() {
-        assert_eq!(validate("min.cleanable.dirty.ratio", "0").unwrap(), "0");
-        assert_eq!(validate("min.cleanable.dirty.ratio", "1").unwrap(), "1");
-        assert_eq!(
-            validate("min.cleanable.dirty.ratio", "0.25").unwrap(),
-            "0.25"
-        );
-        assert_eq!(validate("min.cleanable.dirty.ratio", "0.000").unwrap(), "0");
-        assert_eq!(validate("min.cleanable.dirty.ratio", "1.0").unwrap(), "1");
-        for bad in [
-            "-0.1", "1.01", "NaN", "inf", "half", "1e-400", "5e-1", "+0.5", ".5", "0.", "",
-        ] {
-            let (name, why) = reason(validate("min.cleanable.dirty.ratio", bad).unwrap_err());
-            assert_eq!(name, "min.cleanable.dirty.ratio");
-            assert!(why.contains(&format!("{bad:?}")), "{why}");
-        }
-        // An f64 rounds it to 0, but it is not 0.
-        let tiny = format!("0.{}1", "0".repeat(400));
-        assert!(
-            reason(validate("min.cleanable.dirty.ratio", &tiny).unwrap_err())
-                .1
-                .contains("too small")
-        );
-    }
-
-    #[test]
-    fn values_with_whitespace_around_them_are_refused() {
-        for (name, value) in [
-            ("retention.bytes", " 42 "),
-            ("retention.ms", "1000\n"),
-            ("min.cleanable.dirty.ratio", " 0.5"),
-            ("cleanup.policy", "compact "),
-            ("segment.ms", "\t3600000"),
-        ] {
-            let (at, why) = reason(validate(name, value).unwrap_err());
-            assert_eq!(at, name);
-            assert!(why.contains("whitespace"), "{why}");
-        }
-        // Kafka's list syntax: spaces around commas.
-        assert_eq!(
-            validate("cleanup.policy", "delete , compact").unwrap(),
-            "compact,delete"
-        );
-    }
-
-    #[test]
-    fn unknown_names_are_rejected_listing_the_known_ones() {
-        let (name, why) = reason(validate("cleanup.polcy", "delete").unwrap_err());
-        assert_eq!(name, "cleanup.polcy");
-        assert!(
-            why.contains("unknown config") && why.contains("cleanup.policy"),
-            "{why}"
-        );
-    }
-
-    #[test]
-    fn apply_is_all_or_nothing() {
-        let mut current = overrides(&[("cleanup.policy", "compact")]);
-        apply(
-            &mut current,
-            [("retention.ms", Some("1000")), ("cleanup.policy", None)],
-        )
-        .unwrap();
-        assert_eq!(current, overrides(&[("retention.ms", "1000")]));
-
-        let before = current.clone();
-        let err = apply(
-            &mut current,
-            [("segment.ms", Some("5")), ("bogus", Some("1"))],
-        )
-        .unwrap_err();
-        assert_eq!(reason(err).0, "bogus");
-        assert_eq!(current, before, "a failed batch changes nothing");
-        let err = apply(&mut current, [("bogus", None)]).unwrap_err();
-        assert_eq!(reason(err).0, "bogus");
-    }
-
-    #[test]
-    fn min_compaction_lag_may_not_exceed_max() {
-        let mut current = Overrides::new();
-        let err = apply(
-            &mut current,
-            [
-                ("min.compaction.lag.ms", Some("10")),
-                ("max.compaction.lag.ms", Some("5")),
-            ],
-        )
-        .unwrap_err();
-        assert!(reason(err).1.contains("greater than max.compaction.lag.ms"));
-        assert!(current.is_empty());
-    }
-
-    #[test]
-    fn effective_config_and_entries_reflect_overrides() {
-        let current = overrides(&[
-            ("cleanup.policy", "compact"),
-            ("delete.retention.ms", "86400000"),
-        ]);
-        let config = TopicConfig::from_overrides(&current).unwrap();
-        assert_eq!(config.cleanup_policy, CleanupPolicy::Compact);
-        assert_eq!(config.delete_retention_ms, 86_400_000);
-        assert_eq!(config.segment_bytes, 1 << 30);
-
-        let rows = entries(&current);
-        assert_eq!(rows.len(), SPECS.len());
-        let policy = rows.iter().find(|r| r.name == "cleanup.policy").unwrap();
-        assert_eq!(
-            (policy.value.as_str(), policy.is_default, policy.default),
-            ("compact", false, "delete")
-        );
-        // Overridden with the default value is still an override, as in Kafka.
-        let delete_retention = rows
-            .iter()
-            .find(|r| r.name == "delete.retention.ms")
-            .unwrap();
-        assert!(!delete_retention.is_default);
-        let ratio = rows
-            .iter()
-            .find(|r| r.name == "min.cleanable.dirty.ratio")
-            .unwrap();
-        assert_eq!(
-            (ratio.value.as_str(), ratio.is_default, ratio.default),
-            ("0.5", true, "0.5")
-        );
-    }
-}
+mod tests;
