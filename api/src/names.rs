@@ -5,7 +5,7 @@
 //! never exist, and the message says what is wrong with the name.
 
 pub use tidelog_broker::names::{
-    validate_group_name, validate_topic_name, GROUP_NAME_MAX_CHARS, INTERNAL_PREFIX, OFFSET_MAX,
+    validate_group_name, validate_topic_name, GROUP_NAME_MAX_BYTES, OFFSET_MAX,
     TOPIC_NAME_MAX_CHARS,
 };
 

@@ -441,7 +441,7 @@ fn subscribed_topics(s: &GroupSnapshot) -> Result<Subscribed, BrokerError> {
                 match decode_subscription(metadata) {
                     Ok(mine) => topics.extend(mine),
                     Err(e) => {
-                        tracing::warn!(group = %s.group, member = %member.member_id, error = %e, "a member's subscription does not decode: every topic counts as subscribed");
+                        tracing::warn!(group = s.group.as_str(), member = %member.member_id, error = %e, "a member's subscription does not decode: every topic counts as subscribed");
                         return Ok(Subscribed::Everything);
                     }
                 }
@@ -782,7 +782,7 @@ mod tests {
             Err(BrokerError::UnknownGroup { .. })
         ));
         assert!(matches!(
-            broker.describe_group("a/b"),
+            broker.describe_group(""),
             Err(BrokerError::InvalidName { .. })
         ));
         shutdown(broker);
@@ -895,7 +895,7 @@ mod tests {
                 "unknown group",
             ),
             (
-                broker.reset_offsets("a/b", ResetScope::Group, ResetTarget::End),
+                broker.reset_offsets("", ResetScope::Group, ResetTarget::End),
                 "bad group name",
             ),
         ];

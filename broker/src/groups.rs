@@ -2,8 +2,10 @@
 //! `__consumer_offsets` and mirrored in memory.
 //!
 //! A commit of N offsets is one append of N records. Record key:
-//! `<group>/<topic>/<partition>` as UTF-8, unambiguous because neither a
-//! group nor a topic name may contain `/` (see [`crate::names`]), and stable,
+//! `<group>/<topic>/<partition>` as UTF-8, unambiguous when split from the
+//! right: a topic name has no `/` and a partition is a number, so the
+//! group is everything before them, `/` and all (see [`crate::names`]);
+//! and stable,
 //! so compaction keeps exactly the latest commit of each group, topic and
 //! partition. Record value: `{"offset":<u64>,"metadata":"<text>"}`; a null
 //! value (tombstone) forgets the entry.
@@ -96,12 +98,13 @@ pub fn record_key(group: &str, topic: &str, partition: u32) -> Bytes {
     Bytes::from(format!("{group}/{topic}/{partition}"))
 }
 
-/// Splits a record key back into group, topic and partition.
+/// Splits a record key back into group, topic and partition, from the
+/// right: the group may hold `/` itself.
 fn parse_key(key: &[u8]) -> Option<(String, String, u32)> {
     let text = std::str::from_utf8(key).ok()?;
-    let mut parts = text.split('/');
-    let (group, topic, partition) = (parts.next()?, parts.next()?, parts.next()?);
-    if parts.next().is_some() || group.is_empty() || topic.is_empty() {
+    let mut parts = text.rsplitn(3, '/');
+    let (partition, topic, group) = (parts.next()?, parts.next()?, parts.next()?);
+    if group.is_empty() || tidelog_storage::topic_name_problem(topic).is_some() {
         return None;
     }
     Some((
@@ -290,7 +293,7 @@ impl crate::Broker {
                 continue;
             }
             tracing::info!(
-                %group,
+                group,
                 offsets = keys.len(),
                 last_commit_ms,
                 "committed offsets expired (groups.offsets_retention_minutes)"
@@ -549,7 +552,20 @@ mod tests {
             parse_key(&key),
             Some(("my group:1".into(), "orders.v2".into(), 7))
         );
-        for bad in [&b"a/b"[..], b"a/b/c/d", b"/t/1", b"g/t/x", b"\xff/t/1"] {
+        // A group may hold `/` (Kafka takes any group id): split from
+        // the right, the topic and partition are the last two fields.
+        for group in ["a/b", "/", "a//b/", "roundrobin,range", "x/t/1"] {
+            let key = record_key(group, "t", 1);
+            assert_eq!(parse_key(&key), Some((group.into(), "t".into(), 1)));
+        }
+        for bad in [
+            &b"a/b"[..],
+            b"/t/1",
+            b"g/t/x",
+            b"\xff/t/1",
+            b"g/t b/1",
+            b"g//1",
+        ] {
             assert_eq!(parse_key(bad), None, "{bad:?}");
         }
     }

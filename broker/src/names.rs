@@ -7,14 +7,19 @@
 //! the data directory, no separators, no bytes a filesystem might fold or
 //! reject. Every check runs before a name reaches storage.
 //!
-//! Consumer group names follow API.md's rule (all routes and the Kafka
-//! protocol): 1 to 249 characters of `[a-zA-Z0-9._-]`, `:` and `@`. Kafka
-//! itself takes any non-empty string; the narrower set keeps a name safe in
-//! a URL path, a log line and the `group/topic/partition` keys of
-//! `__consumer_offsets` (no `/`). One more rule of tidelog's own: a name
-//! may not start with `__`, the prefix of internal names
-//! (`__consumer_offsets`), which Kafka reserves for its internal topics but
-//! not for groups; so no client group can be taken for an internal one.
+//! Consumer group names are what Kafka takes: any non-empty string (0132
+//! of librdkafka's suite names one `roundrobin,range`), at most 32,767
+//! bytes of UTF-8 (a Kafka protocol string's limit). Every place a group
+//! name reaches is safe for any of them: the `group/topic/partition` keys
+//! of `__consumer_offsets` are split from the right (a topic name has no
+//! `/` and a partition is a number, so the group is the rest: the keys
+//! are unchanged on disk), metrics escape their label values, logs print
+//! names quoted and escaped (as `Debug`), HTTP paths percent-decode them
+//! and `base_uri` percent-encodes them, and no file is named after one.
+//!
+//! HTTP consumer instance names keep the narrow rule
+//! ([`validate_plain_name`]: `[a-zA-Z0-9._-]`, `:` and `@`, at most 249),
+//! since they are tidelog's own and appear in URLs it builds.
 //!
 //! An invalid name is `BrokerError::InvalidName`, not an unknown topic or
 //! group: such a topic or group can never exist, and the message says what
@@ -27,11 +32,12 @@ use crate::error::BrokerError;
 /// Kafka's `Topic.MAX_NAME_LENGTH`.
 pub const TOPIC_NAME_MAX_CHARS: usize = tidelog_storage::types::TOPIC_NAME_MAX;
 
-/// Same bound as topics, so a group name fits wherever a topic name does.
-pub const GROUP_NAME_MAX_CHARS: usize = 249;
+/// The longest consumer group name, in bytes: a Kafka protocol string's
+/// (int16 length) limit, so every group a Kafka client can name fits.
+pub const GROUP_NAME_MAX_BYTES: usize = i16::MAX as usize;
 
-/// The prefix of internal names, refused at the start of a group name.
-pub const INTERNAL_PREFIX: &str = "__";
+/// The longest HTTP consumer instance name ([`validate_plain_name`]).
+pub const PLAIN_NAME_MAX_CHARS: usize = 249;
 
 /// The largest queue offset a client may ask for: 2^63 − 1, Kafka's
 /// `Long.MAX_VALUE`, so offsets round-trip through every Kafka client.
@@ -59,10 +65,32 @@ pub fn validate_topic_name(name: &str) -> Result<(), BrokerError> {
     })
 }
 
-/// Checks a consumer group name (rules in the module doc).
+/// Checks a consumer group name: any non-empty string up to
+/// [`GROUP_NAME_MAX_BYTES`], as Kafka (module doc).
 pub fn validate_group_name(name: &str) -> Result<(), BrokerError> {
     let invalid = |reason: String| BrokerError::InvalidName {
         kind: "consumer group",
+        name: name.to_string(),
+        reason,
+    };
+    if name.is_empty() {
+        return Err(invalid("must not be empty".into()));
+    }
+    if name.len() > GROUP_NAME_MAX_BYTES {
+        return Err(invalid(format!(
+            "is {} bytes long, the maximum is {GROUP_NAME_MAX_BYTES}",
+            name.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Checks a name of tidelog's own (an HTTP consumer instance's): 1 to
+/// [`PLAIN_NAME_MAX_CHARS`] of `[a-zA-Z0-9._-]`, `:` and `@`, safe in a
+/// URL path and a log line as it is. `kind` names it in the refusal.
+pub fn validate_plain_name(kind: &'static str, name: &str) -> Result<(), BrokerError> {
+    let invalid = |reason: String| BrokerError::InvalidName {
+        kind,
         name: name.to_string(),
         reason,
     };
@@ -78,15 +106,10 @@ pub fn validate_group_name(name: &str) -> Result<(), BrokerError> {
         )));
     }
     // ASCII only from here, so bytes are characters.
-    if name.len() > GROUP_NAME_MAX_CHARS {
+    if name.len() > PLAIN_NAME_MAX_CHARS {
         return Err(invalid(format!(
-            "is {} characters long, the maximum is {GROUP_NAME_MAX_CHARS}",
+            "is {} characters long, the maximum is {PLAIN_NAME_MAX_CHARS}",
             name.len()
-        )));
-    }
-    if name.starts_with(INTERNAL_PREFIX) {
-        return Err(invalid(format!(
-            "must not start with {INTERNAL_PREFIX:?}, the prefix of internal names such as __consumer_offsets"
         )));
     }
     Ok(())
@@ -133,42 +156,52 @@ mod tests {
         assert!(reason(validate_topic_name(&"x".repeat(250)).unwrap_err()).contains("250"));
     }
 
+    /// Any non-empty group name Kafka can carry is one: commas, spaces,
+    /// slashes, `%`, control characters, `__`, any script.
     #[test]
-    fn group_names_follow_the_api_md_rule() {
+    fn group_names_are_any_non_empty_string_kafka_can_carry() {
         for name in [
             "g",
-            "billing-v2",
-            "a.b:c@d",
-            "...",
-            "_one_underscore",
-            "group__with__underscores",
-            "Z9",
+            "roundrobin,range",
+            "my group",
+            "grüppe",
+            "../x",
+            "a/b/c",
+            "a\\b",
+            "a\0",
+            "a\r\nb",
+            "a%2Fb",
+            "__consumer_offsets",
+            "群组",
         ] {
             validate_group_name(name).unwrap();
         }
-        validate_group_name(&"g".repeat(249)).unwrap();
-
+        validate_group_name(&"g".repeat(GROUP_NAME_MAX_BYTES)).unwrap();
         assert!(reason(validate_group_name("").unwrap_err()).contains("empty"));
+        assert!(
+            reason(validate_group_name(&"g".repeat(GROUP_NAME_MAX_BYTES + 1)).unwrap_err())
+                .contains("32768 bytes")
+        );
+    }
+
+    #[test]
+    fn plain_names_are_url_and_log_safe() {
+        for name in ["g", "billing-v2", "a.b:c@d", "...", "_x", "Z9"] {
+            validate_plain_name("consumer instance", name).unwrap();
+        }
+        validate_plain_name("consumer instance", &"g".repeat(249)).unwrap();
+        let refused =
+            |name: &str| reason(validate_plain_name("consumer instance", name).unwrap_err());
+        assert!(refused("").contains("empty"));
         for (bad, shown) in [
-            ("my group", "' '"),
+            ("my i", "' '"),
             ("grüppe", "'ü'"),
             ("../x", "'/'"),
-            ("a\\b", "'\\\\'"),
-            ("a\0", "'\\0'"),
             ("a\r\nb", "'\\r'"),
             ("a%2Fb", "'%'"),
         ] {
-            assert!(
-                reason(validate_group_name(bad).unwrap_err()).contains(shown),
-                "{bad:?}"
-            );
+            assert!(refused(bad).contains(shown), "{bad:?}");
         }
-        assert!(reason(validate_group_name(&"g".repeat(250)).unwrap_err()).contains("250"));
-        for internal in ["__consumer_offsets", "__", "__x"] {
-            assert!(
-                reason(validate_group_name(internal).unwrap_err()).contains("internal"),
-                "{internal:?}"
-            );
-        }
+        assert!(refused(&"g".repeat(250)).contains("250"));
     }
 }

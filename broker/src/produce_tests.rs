@@ -472,15 +472,11 @@ fn committed_offsets_are_appended_and_applied() {
             crate::coordinator::CommitOrigin::Stateless,
         ),
         broker.commit_offsets(
-            "bad group",
+            "",
             vec![commit(0, 8)],
             crate::coordinator::CommitOrigin::Stateless,
         ),
-        broker.commit_offsets(
-            "bad group",
-            Vec::new(),
-            crate::coordinator::CommitOrigin::Stateless,
-        ),
+        broker.commit_offsets("", Vec::new(), crate::coordinator::CommitOrigin::Stateless),
     ];
     assert!(matches!(
         &refused[0],

@@ -141,7 +141,7 @@ fn consumer_instances_split_hand_over_wake_and_refuse_what_api_md_refuses() {
     let s = TidelogProcess::start_with_config(CONFIG);
 
     // Create: generated name, base_uri from http.advertised_url; a name
-    // taken is 40902, a bad config 42204, a bad group 40002, a bad body
+    // taken is 40902, a bad config 42204, a bad body
     // 42206, a wrong content type 41501.
     let created = create(&s, "g", json!({}));
     let generated = created["instance_id"].as_str().unwrap().to_string();
@@ -162,7 +162,14 @@ fn consumer_instances_split_hand_over_wake_and_refuse_what_api_md_refuses() {
     ] {
         call(&s, "POST", "/consumers/g", Some(bad)).expect_error(422, 42204);
     }
-    call(&s, "POST", "/consumers/bad%20group", None).expect_error(400, 40002);
+    // Any group id Kafka takes: its base_uri percent-encodes it, and the
+    // instance answers there.
+    let odd = create(&s, "a%2Fb%20c", json!({"name": "o"}));
+    assert_eq!(
+        odd["base_uri"],
+        "http://proxy.example:9999/consumers/a%2Fb%20c/instances/o"
+    );
+    call(&s, "DELETE", "/consumers/a%2Fb%20c/instances/o", None).expect(204);
     let big = format!("{{\"name\":\"{}\"}}", "x".repeat(70_000));
     s.request(
         "POST",

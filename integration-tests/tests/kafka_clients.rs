@@ -98,6 +98,18 @@ fn confluent_kafka_creates_topics_with_kafkas_configs_and_sees_their_effects() {
     );
 }
 
+/// Group ids as Kafka takes them (librdkafka's 0132 names one
+/// `roundrobin,range`): the whole group protocol, commits, listings and
+/// HTTP's percent-encoded routes.
+#[test]
+fn confluent_kafka_groups_take_any_non_empty_id() {
+    run_client_script(
+        &group_server(),
+        clients::python_command("group_ids.py"),
+        "group_ids confluent-kafka: any non-empty group id is a group",
+    );
+}
+
 /// CreateTopics with a manual replica assignment, as librdkafka's test
 /// 0081 makes one on a single broker: `[0]` per partition is this broker
 /// and is accepted; another broker id or two replicas are

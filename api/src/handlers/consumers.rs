@@ -27,6 +27,7 @@
 //! unknown field of the create body is 42204 (a misspelt setting would
 //! otherwise be ignored), an unknown field of the other bodies 42206.
 
+use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -55,6 +56,14 @@ use crate::names;
 use crate::records::V2_RESPONSE;
 use crate::records::{media_type, write_record, EmbeddedFormat, RecordView, BINARY_V2, JSON_V2};
 use crate::state::AppState;
+
+/// What a path segment keeps as it is: RFC 3986's unreserved characters;
+/// every other byte (`/`, `%`, space, non-ASCII) is percent-encoded.
+const PATH_SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
 
 /// The body, checked: its content type, and `None` when empty or `{}`.
 fn body_of<'a>(headers: &HeaderMap, body: &'a Bytes) -> Result<Option<&'a [u8]>, ApiError> {
@@ -201,9 +210,12 @@ pub async fn create(
         .door()?
         .create_consumer(&consumers, &group, config)
         .await?;
+    // The group is any string Kafka takes: percent-encoded as a path
+    // segment (the instance name is URL-safe as it is).
     let base_uri = format!(
-        "{}/consumers/{group}/instances/{instance_id}",
-        state.settings().base_url.trim_end_matches('/')
+        "{}/consumers/{}/instances/{instance_id}",
+        state.settings().base_url.trim_end_matches('/'),
+        utf8_percent_encode(&group, PATH_SEGMENT)
     );
     v2_json(
         StatusCode::OK,

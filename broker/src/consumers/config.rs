@@ -113,10 +113,10 @@ fn parse_bounded(field: &str, value: &str, max: u64) -> Result<u64, BrokerError>
         .ok_or_else(|| bad(field, format!("{value:?} is not an integer in [0, {max}]")))
 }
 
-/// An instance name: the consumer group name rule (URL-path safe, no `/`),
+/// An instance name: tidelog's plain name rule (URL-path safe, no `/`),
 /// refused as a bad config (42204) since it comes in the create body.
 pub fn validate_instance_name(name: &str) -> Result<(), BrokerError> {
-    names::validate_group_name(name).map_err(|e| match e {
+    names::validate_plain_name("consumer instance", name).map_err(|e| match e {
         BrokerError::InvalidName { reason, .. } => bad("name", reason),
         other => other,
     })

@@ -787,7 +787,7 @@ fn the_coordinator_refuses_bad_groups_and_deleting_a_group_with_members() {
     let c = coordinator(&clock);
     let t = topics();
     assert!(matches!(
-        c.join("a/b", req("c", http(&["a"])), &t),
+        c.join("", req("c", http(&["a"])), &t),
         Err(BrokerError::InvalidName { .. })
     ));
     assert!(matches!(
