@@ -211,6 +211,7 @@ fn groups_and_offsets_need_their_own_operations() {
                 value: crate::groups::CommitValue {
                     offset: 1,
                     metadata: String::new(),
+                    ..Default::default()
                 },
             }],
             crate::groups::Committer::Stateless,

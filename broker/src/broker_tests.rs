@@ -10,6 +10,7 @@ fn commit(broker: &Broker, group: &str, offset: u64) {
     let value = CommitValue {
         offset,
         metadata: String::new(),
+        ..Default::default()
     };
     let commit = OffsetCommit {
         topic: "t".into(),
@@ -93,6 +94,7 @@ fn committed_offsets_expire_after_the_retention_and_stay_gone() {
             group: "recent".into(),
             last_commit_ms: T0_MS + 30_000,
             keys: vec![("t".into(), 0)],
+            protocol: None,
         }],
         "the commit time is the record's"
     );

@@ -128,19 +128,21 @@ impl Broker {
             .groups
             .last_commits()
             .into_iter()
-            .map(|c| (c.group.clone(), offsets_only(c.group)))
+            .map(|c| (c.group.clone(), offsets_only(c.group, c.protocol)))
             .collect();
         for snapshot in self.coordinator.list() {
-            if snapshot.members.is_empty() && !out.contains_key(&snapshot.group) {
-                continue;
-            }
+            let committed = match out.get(&snapshot.group) {
+                Some(summary) => summary.kind,
+                None if snapshot.members.is_empty() => continue,
+                None => None,
+            };
             out.insert(
                 snapshot.group.clone(),
                 GroupSummary {
                     members: snapshot.members.len(),
                     group: snapshot.group,
                     state: snapshot.state,
-                    kind: snapshot.kind,
+                    kind: snapshot.kind.or(committed),
                 },
             );
         }
@@ -176,7 +178,7 @@ impl Broker {
                 group: group.to_string(),
                 state: GroupState::Empty,
                 generation: 0,
-                kind: None,
+                kind: self.groups.protocol_of(group),
                 selected_protocol: None,
                 members: Vec::new(),
                 offsets,
@@ -197,7 +199,7 @@ impl Broker {
             group: snapshot.group,
             state: snapshot.state,
             generation: snapshot.generation,
-            kind: snapshot.kind,
+            kind: snapshot.kind.or_else(|| self.groups.protocol_of(group)),
             selected_protocol: snapshot.protocol,
             members,
             offsets,
@@ -227,6 +229,7 @@ impl Broker {
                 value: CommitValue {
                     offset,
                     metadata: String::new(),
+                    ..Default::default()
                 },
             });
         }
@@ -237,6 +240,7 @@ impl Broker {
                 partition: c.partition,
                 offset: c.value.offset,
                 metadata: c.value.metadata.clone(),
+                leader_epoch: None,
             })
             .collect();
         self.commit_offsets(group, commits, CommitOrigin::Stateless)?;
@@ -454,11 +458,14 @@ fn subscribed_topics(s: &GroupSnapshot) -> Result<Subscribed, BrokerError> {
 /// The protocol type of Kafka's consumers (`ConsumerProtocol.PROTOCOL_TYPE`).
 const KAFKA_CONSUMER_PROTOCOL_TYPE: &str = "consumer";
 
-fn offsets_only(group: String) -> GroupSummary {
+/// A group known by its committed offsets alone: Empty, of the protocol
+/// its members committed with (none if only commits without membership
+/// made it; Kafka's "simple" group).
+fn offsets_only(group: String, kind: Option<ProtocolKind>) -> GroupSummary {
     GroupSummary {
         group,
         state: GroupState::Empty,
-        kind: None,
+        kind,
         members: 0,
     }
 }
@@ -528,6 +535,7 @@ mod tests {
                 value: CommitValue {
                     offset: *offset,
                     metadata: format!("m{offset}"),
+                    ..Default::default()
                 },
             })
             .collect();
@@ -733,7 +741,7 @@ mod tests {
                     kind: Some(ProtocolKind::Http),
                     members: 1,
                 },
-                offsets_only("only-offsets".into()),
+                offsets_only("only-offsets".into(), None),
             ],
             "an empty group without offsets is not listed"
         );

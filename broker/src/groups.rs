@@ -32,6 +32,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use tidelog_cleaner::{CleanerError, CompactedLogs};
 
+use crate::coordinator::ProtocolKind;
 use crate::registry::{CONSUMER_OFFSETS_PARTITIONS, CONSUMER_OFFSETS_TOPIC};
 
 /// How often a front-end runs [`crate::Broker::expire_offsets`] (Kafka's
@@ -47,12 +48,24 @@ pub const METADATA_MAX_BYTES: usize = 4096;
 const REBUILD_BATCH_RECORDS: usize = 10_000;
 const REBUILD_BATCH_BYTES: usize = 16 << 20;
 
-/// The stored value of one commit.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// The stored value of one commit. Fields beyond `offset` and `metadata`
+/// are left out when unset, so values stay as short as before; an older
+/// build reads the value as it did and ignores them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CommitValue {
     pub offset: u64,
     #[serde(default)]
     pub metadata: String,
+    /// The leader epoch of the record the consumer read last (Kafka's
+    /// OffsetCommit v6+ `committed_leader_epoch`), answered by OffsetFetch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leader_epoch: Option<i32>,
+    /// The protocol of the group member that committed (`kafka` or
+    /// `http`, `ProtocolKind::name`); none for a commit without membership.
+    /// A group without members answers the protocol of its latest
+    /// member's commit, as Kafka keeps an emptied group's protocol type.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<String>,
 }
 
 /// One committed offset as the API answers it.
@@ -62,6 +75,10 @@ pub struct CommittedOffset {
     pub partition: u32,
     pub offset: u64,
     pub metadata: String,
+    /// Kafka's committed leader epoch, if the commit gave one (not part
+    /// of HTTP's answers).
+    #[serde(skip)]
+    pub leader_epoch: Option<i32>,
 }
 
 #[derive(Debug, Clone)]
@@ -86,6 +103,9 @@ pub struct GroupCommits {
     pub last_commit_ms: u64,
     /// (topic, partition), sorted.
     pub keys: Vec<(String, u32)>,
+    /// The protocol of the latest commit a member made, if any
+    /// ([`CommitValue::protocol`]).
+    pub protocol: Option<ProtocolKind>,
 }
 
 #[derive(Debug, Default)]
@@ -218,6 +238,13 @@ impl crate::Broker {
     ) -> Result<(), crate::BrokerError> {
         crate::names::validate_group_name(group)?;
         self.coordinator.validate_commit(group, origin)?;
+        let protocol = match origin {
+            crate::coordinator::CommitOrigin::Member { .. } => self
+                .coordinator
+                .kind_of(group)
+                .map(|k| k.name().to_string()),
+            crate::coordinator::CommitOrigin::Stateless => None,
+        };
         for (index, c) in offsets.iter().enumerate() {
             crate::names::validate_topic_name(&c.topic)?;
             self.registry
@@ -229,7 +256,8 @@ impl crate::Broker {
             return Ok(());
         }
         let mut records = Vec::with_capacity(offsets.len());
-        for c in offsets {
+        for mut c in offsets {
+            c.value.protocol.clone_from(&protocol);
             let value = record_value(&c.value)
                 .map_err(|source| crate::BrokerError::OffsetCommitEncode { source })?;
             records.push((c.topic, c.partition, Some((c.value, value))));
@@ -287,6 +315,7 @@ impl crate::Broker {
             group,
             last_commit_ms,
             keys,
+            ..
         } in self.groups.last_commits()
         {
             if !self.coordinator.offsets_expired(&group, last_commit_ms) {
@@ -486,6 +515,7 @@ impl GroupOffsets {
                     partition: *p,
                     offset: e.value.offset,
                     metadata: e.value.metadata.clone(),
+                    leader_epoch: e.value.leader_epoch,
                 })
                 .collect(),
         )
@@ -501,6 +531,7 @@ impl GroupOffsets {
                 group: group.clone(),
                 last_commit_ms: state.values().map(|e| e.committed_ms).max().unwrap_or(0),
                 keys: state.keys().cloned().collect(),
+                protocol: latest_protocol(state),
             })
             .collect()
     }
@@ -521,6 +552,12 @@ impl GroupOffsets {
         out
     }
 
+    /// The protocol of `group`'s latest commit by a member, if any.
+    pub fn protocol_of(&self, group: &str) -> Option<ProtocolKind> {
+        let groups = self.groups.read().unwrap_or_else(|e| e.into_inner());
+        groups.get(group).and_then(latest_protocol)
+    }
+
     pub fn group_count(&self) -> usize {
         self.groups.read().unwrap_or_else(|e| e.into_inner()).len()
     }
@@ -533,6 +570,16 @@ fn offsets_append_blocks(broker: &crate::Broker) -> bool {
         || broker.store.dispatch_lagging()
 }
 
+/// The protocol of a group's latest commit made by a member (by its
+/// position in the log), if any.
+fn latest_protocol(state: &GroupState) -> Option<ProtocolKind> {
+    state
+        .values()
+        .filter_map(|e| Some((e.log_offset, e.value.protocol.as_deref()?)))
+        .max()
+        .and_then(|(_, name)| ProtocolKind::from_name(name))
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -542,6 +589,7 @@ mod tests {
         Some(CommitValue {
             offset,
             metadata: String::new(),
+            ..Default::default()
         })
     }
 
@@ -568,6 +616,47 @@ mod tests {
         ] {
             assert_eq!(parse_key(bad), None, "{bad:?}");
         }
+    }
+
+    /// A value without the optional fields is written as before (an
+    /// older build reads it), one with them round-trips, and an older
+    /// value reads with none; a group answers the protocol of its latest
+    /// member commit.
+    #[test]
+    fn values_keep_their_old_shape_and_carry_epoch_and_protocol() {
+        let plain = CommitValue {
+            offset: 5,
+            metadata: "m".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            &record_value(&plain).unwrap()[..],
+            br#"{"offset":5,"metadata":"m"}"#
+        );
+        let full = CommitValue {
+            leader_epoch: Some(3),
+            protocol: Some("kafka".into()),
+            ..plain.clone()
+        };
+        let bytes = record_value(&full).unwrap();
+        assert_eq!(serde_json::from_slice::<CommitValue>(&bytes).unwrap(), full);
+        assert_eq!(
+            serde_json::from_slice::<CommitValue>(br#"{"offset":5,"metadata":"m"}"#).unwrap(),
+            plain
+        );
+
+        let g = GroupOffsets::default();
+        g.apply("g", "t", 0, Some(full.clone()), 1, 0);
+        g.apply("g", "t", 1, Some(plain.clone()), 2, 0);
+        assert_eq!(g.protocol_of("g"), Some(ProtocolKind::Kafka));
+        assert_eq!(g.get("g", None).unwrap()[0].leader_epoch, Some(3));
+        let http = CommitValue {
+            protocol: Some("http".into()),
+            ..plain
+        };
+        g.apply("g", "t", 1, Some(http), 3, 0);
+        assert_eq!(g.protocol_of("g"), Some(ProtocolKind::Http));
+        assert_eq!(g.protocol_of("nobody"), None);
     }
 
     #[test]

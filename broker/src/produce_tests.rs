@@ -430,6 +430,7 @@ fn committed_offsets_are_appended_and_applied() {
         value: CommitValue {
             offset,
             metadata: String::new(),
+            ..Default::default()
         },
     };
     broker

@@ -421,6 +421,7 @@ mod tests {
                     value: CommitValue {
                         offset: 42,
                         metadata: "m".into(),
+                        ..Default::default()
                     },
                 }],
                 crate::coordinator::CommitOrigin::Stateless,

@@ -412,6 +412,7 @@ fn offset_commits(list: Vec<OffsetJson>) -> Result<Vec<OffsetCommit>, ApiError> 
                 value: CommitValue {
                     offset: offset_number(&format!("offsets[{i}].offset"), &e.offset)?,
                     metadata: e.metadata.unwrap_or_default(),
+                    ..Default::default()
                 },
                 topic: e.topic,
             })

@@ -98,7 +98,11 @@ pub async fn commit(
         commits.push(OffsetCommit {
             topic: e.topic,
             partition,
-            value: CommitValue { offset, metadata },
+            value: CommitValue {
+                offset,
+                metadata,
+                ..Default::default()
+            },
         });
     }
     if commits.is_empty() {

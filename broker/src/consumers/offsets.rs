@@ -200,6 +200,7 @@ fn next_offsets(offsets: &BTreeMap<TopicPartition, u64>) -> Vec<OffsetCommit> {
             value: CommitValue {
                 offset: *next,
                 metadata: String::new(),
+                ..Default::default()
             },
         })
         .collect()

@@ -234,6 +234,7 @@ fn stale_or_foreign_commits_are_refused() {
         value: CommitValue {
             offset: 1,
             metadata: String::new(),
+            ..Default::default()
         },
     };
     assert!(matches!(
@@ -267,6 +268,7 @@ fn positions_resume_at_commits_else_by_reset() {
         value: CommitValue {
             offset,
             metadata: String::new(),
+            ..Default::default()
         },
     };
     f.broker

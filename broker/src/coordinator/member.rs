@@ -41,6 +41,15 @@ pub enum ProtocolKind {
 }
 
 impl ProtocolKind {
+    /// The kind [`ProtocolKind::name`] names.
+    pub fn from_name(name: &str) -> Option<ProtocolKind> {
+        match name {
+            "http" => Some(ProtocolKind::Http),
+            "kafka" => Some(ProtocolKind::Kafka),
+            _ => None,
+        }
+    }
+
     /// The name API.md's `GET /consumer-groups` answers.
     pub fn name(self) -> &'static str {
         match self {

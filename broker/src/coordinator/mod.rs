@@ -459,6 +459,13 @@ impl Coordinator {
         self.with_group(group, missing, |g, now| g.validate_commit(origin, now))
     }
 
+    /// The kind of `group`'s members, `None` without members or group.
+    pub fn kind_of(&self, group: &str) -> Option<ProtocolKind> {
+        self.with_group(group, || Ok(None), |g, _| Ok(g.kind()))
+            .ok()
+            .flatten()
+    }
+
     /// Rebalances `group` (its subscription's partitions changed).
     pub fn request_rebalance(&self, group: &str, topics: &dyn TopicPartitions) {
         let _ = self.with_group(

@@ -27,8 +27,8 @@ use super::Door;
 use tidelog_security::acl::{Operation, Resource};
 
 use crate::coordinator::{
-    GroupSnapshot, JoinOutcome, JoinRequest, JoinResponse, MemberAssignment, SyncOutcome,
-    SyncRequest,
+    GroupSnapshot, JoinOutcome, JoinRequest, JoinResponse, MemberAssignment, ProtocolKind,
+    SyncOutcome, SyncRequest,
 };
 use crate::error::BrokerError;
 use crate::group_admin::GroupSummary;
@@ -218,6 +218,14 @@ impl Door {
     pub fn group_snapshot(&self, group: &str) -> Result<Option<GroupSnapshot>, BrokerError> {
         self.allow(Operation::Describe, Resource::group(group))?;
         Ok(self.broker().coordinator.describe(group))
+    }
+
+    /// The protocol of `group` without members: that of its latest commit
+    /// by a member, as Kafka keeps an emptied group's protocol type
+    /// (DescribeGroups of an Empty group).
+    pub fn committed_protocol(&self, group: &str) -> Result<Option<ProtocolKind>, BrokerError> {
+        self.allow(Operation::Describe, Resource::group(group))?;
+        Ok(self.broker().groups.protocol_of(group))
     }
 
     /// Every group with members or committed offsets that the principal

@@ -403,7 +403,11 @@ impl Driver {
             .map(|(topic, partition, offset, metadata)| OffsetCommit {
                 topic,
                 partition,
-                value: CommitValue { offset, metadata },
+                value: CommitValue {
+                    offset,
+                    metadata,
+                    ..Default::default()
+                },
             })
             .collect();
         let door = self.broker().door(&Principal::Anonymous);

@@ -5,6 +5,11 @@ non-ASCII letter. FindCoordinator, the group protocol, OffsetCommit,
 OffsetFetch, ListGroups and DescribeGroups all take it, and HTTP's group
 routes find it percent-encoded.
 
+The rest of librdkafka's 0081 on groups: a committed leader epoch comes
+back from OffsetFetch; a group whose consumers all left is listed and
+described as a consumer group (Kafka keeps its protocol type), while one
+that only ever had offsets committed without membership is "simple".
+
 Usage: group_ids.py http://127.0.0.1:PORT 127.0.0.1:KAFKA_PORT
 """
 
@@ -56,16 +61,40 @@ def main(base_url):
         consumer.commit(message=got[-1], asynchronous=False)
         committed = consumer.committed([TopicPartition(TOPIC, 0)], timeout=30)
         check(committed[0].offset == 2, f"{group!r}: committed {committed[0].offset}")
+        consumer.commit(
+            offsets=[TopicPartition(TOPIC, 0, 2, leader_epoch=0)], asynchronous=False
+        )
+        committed = consumer.committed([TopicPartition(TOPIC, 0)], timeout=30)
+        check(
+            (committed[0].offset, committed[0].leader_epoch) == (2, 0),
+            f"{group!r}: committed epoch {committed[0].leader_epoch}",
+        )
         consumer.close()
+
+    # A group with offsets only, committed over HTTP without membership.
+    response = requests.post(
+        f"{base_url}/consumer-groups/offsets-only/offsets",
+        json={"offsets": [{"topic": TOPIC, "partition": 0, "offset": 1}]},
+        timeout=REQUEST_TIMEOUT_S,
+    )
+    expect_status(response, 204, "HTTP commit without membership")
 
     admin = AdminClient({"bootstrap.servers": KAFKA})
     listed = admin.list_consumer_groups(request_timeout=30).result(timeout=30)
-    names = {g.group_id for g in listed.valid}
-    check(all(g in names for g in GROUPS), f"listed: {names}")
+    simple = {g.group_id: g.is_simple_consumer_group for g in listed.valid}
+    check(
+        all(simple.get(g) is False for g in GROUPS),
+        f"emptied groups must stay consumer groups: {simple}",
+    )
+    check(simple.get("offsets-only") is True, f"offsets-only: {simple}")
     described = admin.describe_consumer_groups(GROUPS, request_timeout=30)
     for group, future in described.items():
         description = future.result(timeout=30)
         check(description.group_id == group, f"described {description.group_id!r}")
+        check(
+            description.is_simple_consumer_group is False,
+            f"{group!r} described as simple",
+        )
 
     for group in GROUPS:
         path = urllib.parse.quote(group, safe="")

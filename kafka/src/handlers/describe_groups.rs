@@ -63,12 +63,15 @@ fn describe(door: Option<&Door>, version: i16, id: GroupId) -> DescribedGroup {
         Err(e) => return answer.with_error_code(broker_code(&e)),
     };
     let Some(snapshot) = snapshot.filter(|s| !s.members.is_empty()) else {
-        let state = if matches!(door.committed_offsets(name, None), Ok(Some(_))) {
-            "Empty"
-        } else {
-            "Dead"
-        };
-        return answer.with_group_state(StrBytes::from_static_str(state));
+        if !matches!(door.committed_offsets(name, None), Ok(Some(_))) {
+            return answer.with_group_state(StrBytes::from_static_str("Dead"));
+        }
+        // Kafka keeps an emptied group's protocol type (`consumer`);
+        // librdkafka reads an empty one as a "simple" group.
+        let kind = door.committed_protocol(name).ok().flatten();
+        return answer
+            .with_group_state(StrBytes::from_static_str("Empty"))
+            .with_protocol_type(StrBytes::from_static_str(protocol_type(kind)));
     };
     let members = snapshot
         .members

@@ -57,6 +57,10 @@ pub async fn handle(ctx: &Context, request: OffsetCommitRequest) -> OffsetCommit
                             value: CommitValue {
                                 offset: p.committed_offset.unsigned_abs(),
                                 metadata: metadata.to_owned(),
+                                // v6+; -1 (and older versions) is none.
+                                leader_epoch: (p.committed_leader_epoch >= 0)
+                                    .then_some(p.committed_leader_epoch),
+                                ..Default::default()
                             },
                         });
                         0

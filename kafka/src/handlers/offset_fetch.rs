@@ -20,8 +20,9 @@ use super::{group, topic_name};
 use crate::context::Context;
 use crate::error::broker_code;
 
-/// One partition's answer: index, offset (-1: none), metadata.
-type Found = (i32, i64, String);
+/// One partition's answer: index, offset (-1: none), the leader epoch
+/// committed with it (-1: none given), metadata.
+type Found = (i32, i64, i32, String);
 
 pub fn handle(ctx: &Context, version: i16, request: OffsetFetchRequest) -> OffsetFetchResponse {
     let door = ctx.door();
@@ -44,11 +45,11 @@ pub fn handle(ctx: &Context, version: i16, request: OffsetFetchRequest) -> Offse
                             .with_name(name)
                             .with_partitions(partitions)
                     },
-                    |(index, offset, metadata)| {
+                    |(index, offset, epoch, metadata)| {
                         OffsetFetchResponsePartitions::default()
                             .with_partition_index(index)
                             .with_committed_offset(offset)
-                            .with_committed_leader_epoch(-1)
+                            .with_committed_leader_epoch(epoch)
                             .with_metadata(Some(StrBytes::from_string(metadata)))
                     },
                 );
@@ -74,12 +75,12 @@ pub fn handle(ctx: &Context, version: i16, request: OffsetFetchRequest) -> Offse
                 .with_name(name)
                 .with_partitions(partitions)
         },
-        |(index, offset, metadata)| {
+        |(index, offset, epoch, metadata)| {
             OffsetFetchResponsePartition::default()
                 .with_partition_index(index)
                 .with_committed_offset(offset)
-                // A field from v5 on.
-                .with_committed_leader_epoch(-1)
+                // A field from v5 on: what OffsetCommit v6+ stored.
+                .with_committed_leader_epoch(epoch)
                 .with_metadata(Some(StrBytes::from_string(metadata)))
                 // v0-1 have no group-level code: each partition carries it.
                 .with_error_code(if version < 2 { code } else { 0 })
@@ -124,7 +125,7 @@ fn fetch(
         let none = |indexes: Vec<i32>| {
             indexes
                 .into_iter()
-                .map(|i| (i, -1, String::new()))
+                .map(|i| (i, -1, -1, String::new()))
                 .collect()
         };
         let asked = asked.unwrap_or_default();
@@ -147,7 +148,7 @@ fn fetch(
             let none = |indexes: Vec<i32>| {
                 indexes
                     .into_iter()
-                    .map(|i| (i, -1, String::new()))
+                    .map(|i| (i, -1, -1, String::new()))
                     .collect()
             };
             return (
@@ -177,8 +178,8 @@ fn fetch(
                         .ok()
                         .and_then(|p| by_key.get(&(name.0.as_str(), p)));
                     match c {
-                        Some(c) => (index, offset(c), c.metadata.clone()),
-                        None => (index, -1, String::new()),
+                        Some(c) => (index, offset(c), epoch(c), c.metadata.clone()),
+                        None => (index, -1, -1, String::new()),
                     }
                 })
                 .collect();
@@ -196,6 +197,7 @@ fn every_committed(committed: Vec<CommittedOffset>) -> Vec<(TopicName, Vec<Found
         let entry = (
             i32::try_from(c.partition).unwrap_or(i32::MAX),
             offset(&c),
+            epoch(&c),
             c.metadata.clone(),
         );
         match out.last_mut() {
@@ -208,4 +210,9 @@ fn every_committed(committed: Vec<CommittedOffset>) -> Vec<(TopicName, Vec<Found
 
 fn offset(c: &CommittedOffset) -> i64 {
     i64::try_from(c.offset).unwrap_or(i64::MAX)
+}
+
+/// The leader epoch committed with the offset (v5+), -1 when none was.
+fn epoch(c: &CommittedOffset) -> i32 {
+    c.leader_epoch.unwrap_or(-1)
 }

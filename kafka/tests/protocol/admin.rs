@@ -312,6 +312,7 @@ async fn with_admin_token_set_mutating_admin_apis_are_refused() {
         value: tidelog_broker::groups::CommitValue {
             offset: 3,
             metadata: String::new(),
+            ..Default::default()
         },
     };
     s.broker
