@@ -110,6 +110,26 @@ fn confluent_kafka_groups_take_any_non_empty_id() {
     );
 }
 
+/// Fetch's byte limit as librdkafka's 0082 checks it: two partitions of
+/// 900 KiB records under `fetch.max.bytes` 1,000,000; an answer past
+/// `receive.message.max.bytes` would fail the consumer.
+#[test]
+fn confluent_kafka_fetches_never_exceed_the_byte_limit_past_the_first_partition() {
+    run_client_script(
+        &TidelogProcess::start_with_config(
+            "store:
+  commitlog_segment_bytes: 8388608
+  consume_queue_units_per_file: 1000
+  index_slots: 1000
+  index_entries: 4000
+  max_message_bytes: 1048576
+",
+        ),
+        clients::python_command("fetch_max_bytes.py"),
+        "fetch_max_bytes confluent-kafka: every record, no answer over the limit",
+    );
+}
+
 /// CreateTopics with a manual replica assignment, as librdkafka's test
 /// 0081 makes one on a single broker: `[0]` per partition is this broker
 /// and is accepted; another broker id or two replicas are
