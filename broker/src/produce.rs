@@ -41,7 +41,9 @@
 //!   least 0 (Kafka reserves negative timestamps; -1 is "none"). HTTP
 //!   refuses the rest with 42206, Kafka with INVALID_TIMESTAMP.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use tidelog_storage::commit_log::format::headers_block_len;
@@ -55,7 +57,7 @@ use crate::error::BrokerError;
 use crate::partitioner::partition_for_key;
 use crate::principal::Principal;
 use crate::registry::Topic;
-use crate::topic_config::TimestampType;
+use crate::topic_config::{TimestampType, UNBOUNDED};
 
 /// The smallest timestamp a record may carry: the epoch. Negative ones
 /// are Kafka's reserved values (-1 is NO_TIMESTAMP) or arithmetic gone
@@ -450,8 +452,54 @@ impl Broker {
                 admitted,
             )
             .map_err(|e| limit.refusal(&topic, e))?;
+        let unflushed = self.topic_flush(&topic, records.len() as u64, unflushed);
         let answer = unflushed.durable().await?;
         Ok(ack(records, answer, log_start(self)?))
+    }
+
+    /// A topic's own flush bounds on an append of `appended` records, under
+    /// `store.flush: async` (under `sync` every answer waits for its flush
+    /// already): the append is answered once flushed when it brings the
+    /// records since the topic's last flush to `flush.messages`, or when
+    /// `flush.ms` is 0; with a `flush.ms` above 0 a flush through the
+    /// log's end is asked for that many ms later (one timer per topic at
+    /// a time), so the topic's records are on disk within the bound even
+    /// when the store's `flush_interval_ms` is longer. As Kafka's, these
+    /// bound durability per topic; visibility stays the store's (under
+    /// `async`, records are readable once written).
+    fn topic_flush<T>(
+        self: &Arc<Self>,
+        topic: &Topic,
+        appended: u64,
+        unflushed: tidelog_storage::Unflushed<T>,
+    ) -> tidelog_storage::Unflushed<T> {
+        let config = &topic.config;
+        if unflushed.waits() || (config.flush_messages == UNBOUNDED && config.flush_ms == UNBOUNDED)
+        {
+            return unflushed;
+        }
+        let flush = &topic.flush;
+        let counted = flush
+            .unflushed_records
+            .fetch_add(appended, Ordering::AcqRel)
+            + appended;
+        if counted >= config.flush_messages || config.flush_ms == 0 {
+            flush.unflushed_records.store(0, Ordering::Release);
+            return self.store.flushed(unflushed);
+        }
+        if config.flush_ms != UNBOUNDED && !flush.timer_pending.swap(true, Ordering::AcqRel) {
+            let (broker, flush) = (Arc::clone(self), Arc::clone(flush));
+            let after = Duration::from_millis(config.flush_ms);
+            tokio::spawn(async move {
+                tokio::time::sleep(after).await;
+                flush.timer_pending.store(false, Ordering::Release);
+                flush.unflushed_records.store(0, Ordering::Release);
+                broker
+                    .store
+                    .request_flush(broker.store.commit_log().committed());
+            });
+        }
+        unflushed
     }
 
     /// [`produce`](Self::produce) for a caller that may block its thread

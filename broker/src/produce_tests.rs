@@ -507,7 +507,7 @@ fn committed_offsets_are_appended_and_applied() {
 #[test]
 fn timestamp_type_bounds_and_min_insync_replicas_apply_to_every_produce() {
     let dir = tempfile::tempdir().unwrap();
-    let broker = Arc::new(open(dir.path()));
+    let broker = open(dir.path());
     let topic = |name: &str, pairs: &[(&str, &str)]| {
         let overrides: Overrides = pairs
             .iter()
@@ -587,4 +587,66 @@ fn timestamp_type_bounds_and_min_insync_replicas_apply_to_every_produce() {
     ));
     produce("guarded", &[None], false).unwrap();
     assert_eq!(end_offsets(&broker, "guarded"), [1]);
+}
+
+/// A topic's own flush bounds under `flush: async` (the store's interval
+/// here an hour, so only they flush): `flush.messages=1` answers each
+/// produce once flushed; `flush.messages=3` the one that reaches three
+/// records; `flush.ms` flushes within its bound without holding the
+/// answer; a topic without them leaves it to the store.
+#[test]
+fn a_topics_flush_bounds_flush_its_records_under_async() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = crate::test_support::store_config(dir.path());
+    store.flush_interval_ms = 3_600_000;
+    let broker = Arc::new(
+        Broker::open(
+            &BrokerConfig::default(),
+            store,
+            crate::test_support::cleaner_config(),
+        )
+        .unwrap(),
+    );
+    for (name, pairs) in [
+        ("lazy", vec![]),
+        ("every", vec![("flush.messages", "1")]),
+        ("third", vec![("flush.messages", "3")]),
+        ("timed", vec![("flush.ms", "50")]),
+    ] {
+        let overrides: Overrides = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        broker.create_topic(name, 1, overrides).unwrap();
+    }
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let log = broker.store.commit_log();
+    // Whether the log is flushed through its end right after a produce.
+    let flushed_after = |name: &str| {
+        let request = ProduceRequest {
+            topic: name.to_owned(),
+            partition: None,
+            records: [record(Some("k"), "v")].into_iter().collect(),
+            producer: None,
+            create_missing_topic: false,
+            acks_all: true,
+        };
+        rt.block_on(broker.produce(&Principal::Anonymous, request))
+            .unwrap();
+        log.flushed() >= log.committed()
+    };
+    assert!(!flushed_after("lazy"), "the store's interval is an hour");
+    assert!(flushed_after("every"));
+    assert!(!flushed_after("lazy"));
+    assert!(!flushed_after("third"), "1 of 3");
+    assert!(!flushed_after("third"), "2 of 3");
+    assert!(flushed_after("third"), "3 of 3");
+    assert!(!flushed_after("lazy"));
+    assert!(!flushed_after("timed"), "flush.ms does not hold the answer");
+    let end = log.committed();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while log.flushed() < end && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(log.flushed() >= end, "flushed within flush.ms");
 }

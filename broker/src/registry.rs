@@ -83,6 +83,18 @@ pub struct Topic {
     /// Shared by every snapshot of the topic, so round-robin continues
     /// across config changes.
     pub round_robin: Arc<RoundRobin>,
+    /// The topic's own flush bounds' state (`flush.messages`,
+    /// `flush.ms`), shared by every snapshot likewise.
+    pub flush: Arc<TopicFlush>,
+}
+
+/// What a topic's own flush bounds need between produces: the records
+/// appended since its last flush request, and whether a `flush.ms`
+/// timer is pending.
+#[derive(Debug, Default)]
+pub struct TopicFlush {
+    pub unflushed_records: std::sync::atomic::AtomicU64,
+    pub timer_pending: std::sync::atomic::AtomicBool,
 }
 
 impl Topic {
@@ -300,7 +312,7 @@ impl TopicRegistry {
             configs: overrides,
             base_offsets: topic.base_offsets.clone(),
         };
-        let next = Arc::new(build(name, &entry, Some(&topic.round_robin))?);
+        let next = Arc::new(build(name, &entry, Some(&topic))?);
         check_policy_change(&topic, &next.config, end_offset)?;
         self.commit(|topics| {
             topics.insert(name.to_string(), Arc::clone(&next));
@@ -328,7 +340,7 @@ impl TopicRegistry {
             configs: topic.overrides.clone(),
             base_offsets: grown_bases(&topic, count, end_offset),
         };
-        let next = Arc::new(build(name, &entry, Some(&topic.round_robin))?);
+        let next = Arc::new(build(name, &entry, Some(&topic))?);
         self.commit(|topics| {
             topics.insert(name.to_string(), Arc::clone(&next));
         })?;
@@ -406,10 +418,8 @@ impl TopicRegistry {
                 configs: overrides,
                 base_offsets: grown_bases(&existing, d.partitions, &|p| end_offset(&d.name, p)),
             };
-            let next = Arc::new(
-                build(&d.name, &entry, Some(&existing.round_robin))
-                    .map_err(|e| bad(e.to_string()))?,
-            );
+            let next =
+                Arc::new(build(&d.name, &entry, Some(&existing)).map_err(|e| bad(e.to_string()))?);
             check_policy_change(&existing, &next.config, &|p| end_offset(&d.name, p))
                 .map_err(|e| bad(e.to_string()))?;
             self.commit(|topics| {
@@ -547,11 +557,9 @@ pub fn check_partitions(partitions: u32) -> Result<(), BrokerError> {
     Ok(())
 }
 
-fn build(
-    name: &str,
-    entry: &TopicEntry,
-    round_robin: Option<&Arc<RoundRobin>>,
-) -> Result<Topic, BrokerError> {
+/// A topic snapshot from its registry entry; `previous`, the snapshot it
+/// replaces, hands on the state shared across snapshots.
+fn build(name: &str, entry: &TopicEntry, previous: Option<&Topic>) -> Result<Topic, BrokerError> {
     names::validate_topic_name(name)?;
     check_partitions(entry.partitions)?;
     let partitions =
@@ -573,7 +581,10 @@ fn build(
         overrides,
         config,
         base_offsets,
-        round_robin: round_robin.cloned().unwrap_or_default(),
+        round_robin: previous
+            .map(|t| Arc::clone(&t.round_robin))
+            .unwrap_or_default(),
+        flush: previous.map(|t| Arc::clone(&t.flush)).unwrap_or_default(),
     })
 }
 

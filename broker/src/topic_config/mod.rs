@@ -334,10 +334,15 @@ pub struct TopicConfig {
     pub timestamp_difference_max_ms: u64,
     /// In-sync replicas an acks=all produce needs (one node has one).
     pub min_insync_replicas: u32,
+    /// The topic's own flush bounds (`flush.messages`, `flush.ms`);
+    /// `UNBOUNDED_MS` (Kafka's `Long.MAX_VALUE`) leaves it to the store.
+    pub flush_messages: u64,
+    pub flush_ms: u64,
 }
 
-/// Kafka's `Long.MAX_VALUE` for a millisecond bound: unbounded.
-const UNBOUNDED_MS: u64 = i64::MAX as u64;
+/// Kafka's `Long.MAX_VALUE` for a bound: unbounded.
+pub const UNBOUNDED: u64 = i64::MAX as u64;
+const UNBOUNDED_MS: u64 = UNBOUNDED;
 
 /// Whose clock a record's timestamp is (Kafka's `TimestampType`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -370,6 +375,8 @@ impl Default for TopicConfig {
             timestamp_after_max_ms: UNBOUNDED_MS,
             timestamp_difference_max_ms: UNBOUNDED_MS,
             min_insync_replicas: 1,
+            flush_messages: UNBOUNDED_MS,
+            flush_ms: UNBOUNDED_MS,
         }
     }
 }
@@ -535,6 +542,8 @@ impl TopicConfig {
             "message.timestamp.after.max.ms" => self.timestamp_after_max_ms = unsigned()?,
             "message.timestamp.difference.max.ms" => self.timestamp_difference_max_ms = unsigned()?,
             "min.insync.replicas" => self.min_insync_replicas = value.parse().map_err(|_| bug())?,
+            "flush.messages" => self.flush_messages = unsigned()?,
+            "flush.ms" => self.flush_ms = unsigned()?,
             // Accepted without effect (`specs::Effect::Accepted`).
             _ if spec(name).is_some_and(|s| s.effect != Effect::Applied) => {}
             _ => return Err(bug()),

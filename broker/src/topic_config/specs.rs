@@ -134,6 +134,12 @@ pub const SPECS: [ConfigSpec; 36] = [
     // With acks=all, a produce needs this many in-sync replicas; a single
     // node has one, so more refuses acks=all (NOT_ENOUGH_REPLICAS).
     applied("min.insync.replicas", int(1, INT_MAX), "1"),
+    // The topic's own flush bounds, under `store.flush: async` (sync
+    // flushes every record before its answer already): after this many
+    // records a produce is answered once flushed; records are flushed
+    // within this many ms (0: each produce answered once flushed).
+    applied("flush.messages", int(1, i64::MAX), LONG_MAX),
+    applied("flush.ms", int(0, i64::MAX), LONG_MAX),
     accepted(
         "compression.type",
         ConfigKind::Choice(&["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"]),
@@ -161,18 +167,6 @@ pub const SPECS: [ConfigSpec; 36] = [
         int(-131_072, 22),
         "3",
         "follows compression.type",
-    ),
-    accepted(
-        "flush.messages",
-        int(1, i64::MAX),
-        LONG_MAX,
-        "one CommitLog holds every topic, and its flush (store.flush: async every flush_interval_ms, or sync) covers them all",
-    ),
-    accepted(
-        "flush.ms",
-        int(0, i64::MAX),
-        LONG_MAX,
-        "one CommitLog holds every topic, and its flush (store.flush: async every flush_interval_ms, or sync) covers them all",
     ),
     accepted(
         "file.delete.delay.ms",

@@ -314,16 +314,23 @@ impl Wake for ThreadWaker {
 pub struct Unflushed<T> {
     value: T,
     wait: Option<FlushWait>,
+    /// The CommitLog position the append ended at: what a flush must
+    /// reach to cover it.
+    end: u64,
 }
 
 impl<T> Unflushed<T> {
-    pub(crate) fn new(value: T, wait: Option<FlushWait>) -> Unflushed<T> {
-        Unflushed { value, wait }
+    pub(crate) fn new(value: T, wait: Option<FlushWait>, end: u64) -> Unflushed<T> {
+        Unflushed { value, wait, end }
     }
 
     /// An answer with nothing to wait for (nothing was appended).
     pub fn ready(value: T) -> Unflushed<T> {
-        Unflushed { value, wait: None }
+        Unflushed {
+            value,
+            wait: None,
+            end: 0,
+        }
     }
 
     /// The same wait over another answer.
@@ -331,7 +338,19 @@ impl<T> Unflushed<T> {
         Unflushed {
             value: f(self.value),
             wait: self.wait,
+            end: self.end,
         }
+    }
+
+    /// The CommitLog position a flush must reach to cover this append.
+    pub fn end(&self) -> u64 {
+        self.end
+    }
+
+    /// The answer, dropping any wait (for [`Store::flushed`](crate::Store::flushed),
+    /// which replaces it).
+    pub(crate) fn into_value(self) -> T {
+        self.value
     }
 
     /// Whether the answer waits for a flush (`flush: sync`).

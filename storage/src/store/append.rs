@@ -134,7 +134,31 @@ impl Store {
                 Duration::from_millis(self.inner.config.sync_flush_timeout_ms),
             )
         });
-        Ok(Unflushed::new(answer, wait))
+        Ok(Unflushed::new(answer, wait, end))
+    }
+
+    /// `unflushed` answered only once a flush covers it, whatever the
+    /// store's flush mode: a topic's own flush bound
+    /// (`flush.messages`, `flush.ms` 0) under `flush: async`. The sync
+    /// flusher does the flushing, with every other waiter's (group
+    /// commit), within `store.sync_flush_timeout_ms`.
+    pub fn flushed<T>(&self, unflushed: Unflushed<T>) -> Unflushed<T> {
+        if unflushed.waits() || unflushed.end() == 0 {
+            return unflushed;
+        }
+        let end = unflushed.end();
+        let wait = self.inner.log.flush_wait(
+            end,
+            Duration::from_millis(self.inner.config.sync_flush_timeout_ms),
+        );
+        Unflushed::new(unflushed.into_value(), Some(wait), end)
+    }
+
+    /// Asks for a flush through CommitLog position `end` without waiting
+    /// for it (a topic's `flush.ms`: its records are flushed within that
+    /// bound, not only at the next `flush_interval_ms`).
+    pub fn request_flush(&self, end: u64) {
+        self.inner.log.request_flush(end);
     }
 
     /// What refuses an append before it waits or writes: a closed store, a

@@ -51,7 +51,10 @@ impl Store {
                 Inner::check_disk,
             )
         })?);
-        if self.inner.config.flush == FlushMode::Sync {
+        // Under `flush: async` too: a topic with its own flush bound
+        // (`flush.messages`, `flush.ms`) asks it for flushes; idle, it
+        // waits on a condition variable.
+        {
             threads.push(spawn_supervised(
                 "tidelog-sync-flush",
                 &self.inner,
