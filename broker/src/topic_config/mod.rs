@@ -338,6 +338,36 @@ pub struct TopicConfig {
     /// `UNBOUNDED_MS` (Kafka's `Long.MAX_VALUE`) leaves it to the store.
     pub flush_messages: u64,
     pub flush_ms: u64,
+    /// The codec fetches answer the topic's records in
+    /// (`compression.type`), and its level (`compression.<codec>.level`,
+    /// `None`: the codec's default).
+    pub compression: CompressionType,
+    pub gzip_level: Option<i32>,
+    pub zstd_level: Option<i32>,
+}
+
+/// A topic's `compression.type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompressionType {
+    /// Kafka keeps the producer's codec; records here are stored one by
+    /// one, so there is none to keep: fetches answer uncompressed.
+    Producer,
+    Uncompressed,
+    Gzip,
+    Snappy,
+    Lz4,
+    Zstd,
+}
+
+impl TopicConfig {
+    /// The level set for the topic's codec, if any.
+    pub fn compression_level(&self) -> Option<i32> {
+        match self.compression {
+            CompressionType::Gzip => self.gzip_level,
+            CompressionType::Zstd => self.zstd_level,
+            _ => None,
+        }
+    }
 }
 
 /// Kafka's `Long.MAX_VALUE` for a bound: unbounded.
@@ -377,6 +407,9 @@ impl Default for TopicConfig {
             min_insync_replicas: 1,
             flush_messages: UNBOUNDED_MS,
             flush_ms: UNBOUNDED_MS,
+            compression: CompressionType::Producer,
+            gzip_level: None,
+            zstd_level: None,
         }
     }
 }
@@ -544,6 +577,19 @@ impl TopicConfig {
             "min.insync.replicas" => self.min_insync_replicas = value.parse().map_err(|_| bug())?,
             "flush.messages" => self.flush_messages = unsigned()?,
             "flush.ms" => self.flush_ms = unsigned()?,
+            "compression.type" => {
+                self.compression = match value {
+                    "uncompressed" => CompressionType::Uncompressed,
+                    "gzip" => CompressionType::Gzip,
+                    "snappy" => CompressionType::Snappy,
+                    "lz4" => CompressionType::Lz4,
+                    "zstd" => CompressionType::Zstd,
+                    _ => CompressionType::Producer,
+                }
+            }
+            // -1 (gzip's) is the codec's default.
+            "compression.gzip.level" => self.gzip_level = Some(int()? as i32).filter(|l| *l >= 0),
+            "compression.zstd.level" => self.zstd_level = Some(int()? as i32),
             // Accepted without effect (`specs::Effect::Accepted`).
             _ if spec(name).is_some_and(|s| s.effect != Effect::Applied) => {}
             _ => return Err(bug()),

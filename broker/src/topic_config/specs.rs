@@ -140,13 +140,15 @@ pub const SPECS: [ConfigSpec; 36] = [
     // within this many ms (0: each produce answered once flushed).
     applied("flush.messages", int(1, i64::MAX), LONG_MAX),
     applied("flush.ms", int(0, i64::MAX), LONG_MAX),
-    accepted(
+    // Fetches answer the topic's records in this codec; `producer` (and
+    // `uncompressed`) answer them uncompressed, since records are stored
+    // one by one and no producer's codec is kept.
+    applied(
         "compression.type",
         ConfigKind::Choice(&["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"]),
         "producer",
-        "records are stored one by one, uncompressed, and fetches answer them uncompressed whatever the producer sent",
     ),
-    accepted(
+    applied(
         "compression.gzip.level",
         ConfigKind::IntegerOr {
             min: 1,
@@ -154,19 +156,13 @@ pub const SPECS: [ConfigSpec; 36] = [
             also: -1,
         },
         "-1",
-        "follows compression.type",
     ),
+    applied("compression.zstd.level", int(-131_072, 22), "3"),
     accepted(
         "compression.lz4.level",
         int(1, 17),
         "9",
-        "follows compression.type",
-    ),
-    accepted(
-        "compression.zstd.level",
-        int(-131_072, 22),
-        "3",
-        "follows compression.type",
+        "the LZ4 codec here (lz4_flex) has one speed",
     ),
     accepted(
         "file.delete.delay.ms",

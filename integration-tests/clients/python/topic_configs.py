@@ -15,6 +15,8 @@ tests 0011, 0052, 0077, 0081 and 0092 use them.
   those 10 fail with INVALID_RECORD and the other 90 with
   `_INVALID_DIFFERENT_RECORD`; nothing of the batch is written.
 * `min.insync.replicas=2`: acks=all is NOT_ENOUGH_REPLICAS, acks=1 writes.
+* `compression.type` gzip, snappy, lz4 and zstd: fetches answer in that
+  codec, and the consumer reads every record back.
 
 Usage: topic_configs.py http://127.0.0.1:PORT 127.0.0.1:KAFKA_PORT
 """
@@ -152,6 +154,23 @@ def main(_base_url):
     check(code(refused) == KafkaError.NOT_ENOUGH_REPLICAS, f"acks=all: {refused}")
     [(written, _)] = deliveries({"acks": 1}, "guarded", [(b"k", b"v", None)])
     check(written is None, f"acks=1: {written}")
+    # compression.type: the answers are in the topic's codec.
+    for codec in ["gzip", "snappy", "lz4", "zstd"]:
+        topic = f"packed-{codec}"
+        create(admin, topic, {"compression.type": codec})
+        values = [b"%d:" % i + b"x" * 500 for i in range(200)]
+        reports = deliveries({"linger.ms": 50}, topic, [(None, v, None) for v in values])
+        check(all(e is None for e, _ in reports), f"{topic}: produce failed")
+        consumer = Consumer({"bootstrap.servers": KAFKA, "group.id": topic})
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        read = []
+        deadline = time.monotonic() + DEADLINE_S
+        while len(read) < len(values) and time.monotonic() < deadline:
+            m = consumer.poll(0.2)
+            if m is not None and m.error() is None:
+                read.append(m.value())
+        consumer.close()
+        check(read == values, f"{topic}: read {len(read)} of {len(values)}")
     print("topic_configs confluent-kafka: Kafka's configs accepted, the applied ones applied")
 
 

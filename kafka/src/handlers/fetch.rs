@@ -49,13 +49,13 @@ use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
 use tidelog_broker::long_poll::{FetchRound, Round};
 use tidelog_broker::read::PartitionRef;
 use tidelog_broker::store::{ReadSink, StoredRecord};
-use tidelog_broker::topic_config::TimestampType;
+use tidelog_broker::topic_config::{CompressionType, TimestampType};
 use tidelog_runtime::budget::{ByteBudget, Reservation};
 
 use super::partition_ref;
 use crate::context::Context;
 use crate::error::broker_code;
-use crate::records::{encode_batch_as, BatchBuilder, OutRecord};
+use crate::records::{compress_batches, compression, encode_batch_as, BatchBuilder, OutRecord};
 
 /// The longest wait a fetch is held for (Kafka clients ask 500 ms).
 pub const MAX_WAIT_MS: u64 = 30_000;
@@ -314,6 +314,12 @@ async fn read_one(
             .await
             .map(|batch| encode(&batch, log_append_time)),
     };
+    let read = match (read, codec_of(part)) {
+        (Ok((bytes, next)), Some((codec, level))) if !bytes.is_empty() => {
+            Ok((compressed(bytes, codec, level).await, next))
+        }
+        (read, _) => read,
+    };
     match read {
         Ok((bytes, _)) if must_fit && bytes.len() > left => {
             (answer.with_records(Some(Bytes::new())), None)
@@ -323,6 +329,41 @@ async fn read_one(
             (next >= end).then_some(next),
         ),
         Err(e) => (failed(a.index, broker_code(&e)), None),
+    }
+}
+
+/// The codec (and level) a partition's answers are compressed with: its
+/// topic's `compression.type`, none for `producer` and `uncompressed`.
+fn codec_of(part: &PartitionRef) -> Option<(u8, Option<i32>)> {
+    let config = &part.topic().config;
+    let codec = match config.compression {
+        CompressionType::Producer | CompressionType::Uncompressed => return None,
+        CompressionType::Gzip => compression::GZIP,
+        CompressionType::Snappy => compression::SNAPPY,
+        CompressionType::Lz4 => compression::LZ4,
+        CompressionType::Zstd => compression::ZSTD,
+    };
+    Some((codec, config.compression_level()))
+}
+
+/// An answer's batches compressed, on the blocking pool (a megabyte of
+/// records is milliseconds of a core, not an async worker's to spend).
+/// Compressing our own batches in memory does not fail short of a bug;
+/// if it does, the batches go uncompressed, which every client reads.
+async fn compressed(bytes: Vec<u8>, codec: u8, level: Option<i32>) -> Vec<u8> {
+    let bytes = Arc::new(bytes);
+    let input = Arc::clone(&bytes);
+    let task = tokio::task::spawn_blocking(move || compress_batches(&input, codec, level));
+    match task.await {
+        Ok(Ok(packed)) => packed,
+        failed => {
+            tracing::error!(
+                codec,
+                ?failed,
+                "a fetch answer could not be compressed: sent uncompressed"
+            );
+            Arc::try_unwrap(bytes).unwrap_or_else(|shared| shared.to_vec())
+        }
     }
 }
 

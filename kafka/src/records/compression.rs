@@ -51,6 +51,47 @@ pub fn decompress(codec: u8, input: &[u8], cap: usize) -> Result<Vec<u8>, Record
     }
 }
 
+/// `data` compressed with `codec` at `level` (`None`: the codec's
+/// default), as Kafka's producers write each codec: gzip and zstd
+/// streams, an LZ4 frame (lz4_flex has one speed: a level changes
+/// nothing), snappy in snappy-java's stream framing (which the Java
+/// consumer and librdkafka read) in 32 KiB blocks.
+pub fn compress(codec: u8, data: &[u8], level: Option<i32>) -> std::io::Result<Vec<u8>> {
+    use std::io::Write;
+    match codec {
+        GZIP => {
+            let level = level
+                .and_then(|l| u32::try_from(l).ok())
+                .map_or(flate2::Compression::default(), flate2::Compression::new);
+            let mut e = flate2::write::GzEncoder::new(Vec::with_capacity(data.len() / 2), level);
+            e.write_all(data)?;
+            e.finish()
+        }
+        LZ4 => {
+            let mut e = lz4_flex::frame::FrameEncoder::new(Vec::with_capacity(data.len() / 2));
+            e.write_all(data)?;
+            e.finish().map_err(std::io::Error::other)
+        }
+        ZSTD => zstd::stream::encode_all(data, level.unwrap_or(3)),
+        SNAPPY => {
+            let mut out = XERIAL_MAGIC.to_vec();
+            // snappy-java's version and oldest compatible version.
+            out.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 1]);
+            let mut encoder = snap::raw::Encoder::new();
+            for chunk in data.chunks(XERIAL_BLOCK_BYTES) {
+                let block = encoder.compress_vec(chunk).map_err(std::io::Error::other)?;
+                out.extend_from_slice(&(block.len() as u32).to_be_bytes());
+                out.extend_from_slice(&block);
+            }
+            Ok(out)
+        }
+        _ => Ok(data.to_vec()),
+    }
+}
+
+/// snappy-java's default block size.
+const XERIAL_BLOCK_BYTES: usize = 32 * 1024;
+
 fn failed(codec: u8, e: impl std::fmt::Display) -> RecordError {
     RecordError::Decompress {
         codec: codec_name(codec),
