@@ -409,7 +409,8 @@ impl Default for TopicConfig {
             flush_ms: UNBOUNDED_MS,
             compression: CompressionType::Producer,
             gzip_level: None,
-            zstd_level: None,
+            // Kafka's default zstd level.
+            zstd_level: Some(3),
         }
     }
 }
