@@ -220,9 +220,10 @@ pub fn validate(name: &str, value: &str) -> Result<String, BrokerError> {
 }
 
 /// Whether `text` names a Kafka version as `message.format.version`
-/// takes it: two or three numbers with dots (`0.10.2`, `2.8`), optionally
-/// `-IV` and a number (`3.0-IV1`), as Kafka's `MetadataVersion` and the
-/// older `ApiVersion` spell them.
+/// takes it: two to four numbers with dots (`2.8`, `0.10.2`, `0.10.0.0`
+/// as librdkafka's 0092 sends), optionally `-IV` and a number
+/// (`3.0-IV1`), as Kafka's `MetadataVersion` and the older `ApiVersion`
+/// spell them (they read the first two, or three for `0.x`, numbers).
 fn is_kafka_version(text: &str) -> bool {
     let (release, iv) = match text.split_once("-IV") {
         Some((release, iv)) => (release, Some(iv)),
@@ -230,7 +231,7 @@ fn is_kafka_version(text: &str) -> bool {
     };
     let number = |s: &str| !s.is_empty() && s.len() <= 4 && s.bytes().all(|c| c.is_ascii_digit());
     let parts: Vec<&str> = release.split('.').collect();
-    (2..=3).contains(&parts.len()) && parts.iter().all(|p| number(p)) && iv.is_none_or(number)
+    (2..=4).contains(&parts.len()) && parts.iter().all(|p| number(p)) && iv.is_none_or(number)
 }
 
 /// Validated overrides of one topic: config name → canonical value. This is

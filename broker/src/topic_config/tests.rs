@@ -386,6 +386,7 @@ fn every_kafka_topic_config_is_accepted_and_validated_as_kafka_does() {
     ok("message.format.version", "0.10.2", "0.10.2");
     ok("message.format.version", "3.0-IV1", "3.0-IV1");
     ok("message.format.version", "2.8", "2.8");
+    ok("message.format.version", "0.10.0.0", "0.10.0.0");
     bad("message.format.version", "three");
     bad("message.format.version", "3");
     bad("message.format.version", "3.0-IV");
