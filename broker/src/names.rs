@@ -8,8 +8,11 @@
 //! reject. Every check runs before a name reaches storage.
 //!
 //! Consumer group names are what Kafka takes: any non-empty string (0132
-//! of librdkafka's suite names one `roundrobin,range`), at most 32,767
-//! bytes of UTF-8 (a Kafka protocol string's limit). Every place a group
+//! of librdkafka's suite names one `roundrobin,range`), at most 4,096
+//! bytes of UTF-8. Kafka has no bound short of a protocol string's
+//! 32,767 bytes; this one keeps what the coordinator's 10,000 groups and
+//! the offsets of every group hold in their names to megabytes, not
+//! hundreds of them, whoever names them. Every place a group
 //! name reaches is safe for any of them: the `group/topic/partition` keys
 //! of `__consumer_offsets` are split from the right (a topic name has no
 //! `/` and a partition is a number, so the group is the rest: the keys
@@ -32,9 +35,9 @@ use crate::error::BrokerError;
 /// Kafka's `Topic.MAX_NAME_LENGTH`.
 pub const TOPIC_NAME_MAX_CHARS: usize = tidelog_storage::types::TOPIC_NAME_MAX;
 
-/// The longest consumer group name, in bytes: a Kafka protocol string's
-/// (int16 length) limit, so every group a Kafka client can name fits.
-pub const GROUP_NAME_MAX_BYTES: usize = i16::MAX as usize;
+/// The longest consumer group name, in bytes (module doc: why not a
+/// protocol string's 32,767).
+pub const GROUP_NAME_MAX_BYTES: usize = 4096;
 
 /// The longest HTTP consumer instance name ([`validate_plain_name`]).
 pub const PLAIN_NAME_MAX_CHARS: usize = 249;
@@ -180,7 +183,7 @@ mod tests {
         assert!(reason(validate_group_name("").unwrap_err()).contains("empty"));
         assert!(
             reason(validate_group_name(&"g".repeat(GROUP_NAME_MAX_BYTES + 1)).unwrap_err())
-                .contains("32768 bytes")
+                .contains("4097 bytes")
         );
     }
 
