@@ -461,10 +461,11 @@ impl Broker {
     /// `store.flush: async` (under `sync` every answer waits for its flush
     /// already): the append is answered once flushed when it brings the
     /// records since the topic's last flush to `flush.messages`, or when
-    /// `flush.ms` is 0; with a `flush.ms` above 0 a flush through the
-    /// log's end is asked for that many ms later (one timer per topic at
-    /// a time), so the topic's records are on disk within the bound even
-    /// when the store's `flush_interval_ms` is longer. As Kafka's, these
+    /// `flush.ms` is 0; with a `flush.ms` above 0 and below the store's
+    /// `flush_interval_ms`, a flush through the log's end is asked for that
+    /// many ms later (one timer per topic at a time), so the topic's
+    /// records are on disk within its bound (a longer bound is the store's
+    /// own flush). As Kafka's, these
     /// bound durability per topic; visibility stays the store's (under
     /// `async`, records are readable once written).
     fn topic_flush<T>(
@@ -487,7 +488,10 @@ impl Broker {
             flush.unflushed_records.store(0, Ordering::Release);
             return self.store.flushed(unflushed);
         }
-        if config.flush_ms != UNBOUNDED && !flush.timer_pending.swap(true, Ordering::AcqRel) {
+        // A bound no shorter than the store's own interval is the store's
+        // flush already.
+        let sooner = config.flush_ms < self.store.config().flush_interval_ms;
+        if sooner && !flush.timer_pending.swap(true, Ordering::AcqRel) {
             let (broker, flush) = (Arc::clone(self), Arc::clone(flush));
             let after = Duration::from_millis(config.flush_ms);
             tokio::spawn(async move {
