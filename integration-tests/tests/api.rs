@@ -1047,7 +1047,11 @@ fn consumer_groups(s: &TidelogProcess) {
     );
 
     // Errors.
+    // Any group id Kafka takes is a group: `a/b` has no offsets; a name
+    // over 4,096 bytes is refused.
     s.get("/consumer-groups/a%2Fb/offsets")
+        .expect_error(404, 40405);
+    s.get(&format!("/consumer-groups/{}/offsets", "g".repeat(4097)))
         .expect_error(400, 40002);
     s.get(&format!("{path}?topic=..")).expect_error(400, 40002);
     let commit = |body: Value| s.send_json("POST", path, &body);
