@@ -54,18 +54,16 @@ impl Store {
         // Under `flush: async` too: a topic with its own flush bound
         // (`flush.messages`, `flush.ms`) asks it for flushes; idle, it
         // waits on a condition variable.
-        {
-            threads.push(spawn_supervised(
-                "tidelog-sync-flush",
-                &self.inner,
-                |inner| inner.log.run_sync_flusher(&inner.stop),
-            )?);
-            threads.push(spawn_supervised(
-                "tidelog-flush-timer",
-                &self.inner,
-                |inner| inner.log.run_flush_timer(&inner.stop),
-            )?);
-        }
+        threads.push(spawn_supervised(
+            "tidelog-sync-flush",
+            &self.inner,
+            |inner| inner.log.run_sync_flusher(&inner.stop),
+        )?);
+        threads.push(spawn_supervised(
+            "tidelog-flush-timer",
+            &self.inner,
+            |inner| inner.log.run_flush_timer(&inner.stop),
+        )?);
         if self.inner.config.preallocate_next_segment {
             threads.push(spawn_supervised(
                 "tidelog-prealloc",
