@@ -23,6 +23,14 @@
 //! by physical offset all respect it). Offsets therefore keep rising across
 //! incarnations, which Kafka clients handle like any gap.
 //!
+//! Why `id`: Kafka names a topic incarnation by a random 16-byte id
+//! (KIP-516), and its newer APIs speak ids, not names (the KIP-848 group
+//! protocol assigns partitions by topic id; Metadata v10+ answers and
+//! looks up ids). A name cannot tell a recreated topic from the one before
+//! it, so the id is made once, at create, and kept in the file; file
+//! version 1 had none, and a version-1 registry gets ids at load, written
+//! back at once so they never change across restarts.
+//!
 //! Locks: `write` (a mutex) serialises mutations and file writes, and is
 //! taken before `topics` (an RwLock held only to clone or swap an `Arc`).
 //! Mutations block on fsync: call them from `spawn_blocking`.
@@ -33,6 +41,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
 use serde::{Deserialize, Serialize};
+use uuid::Uuid;
 
 use crate::error::{BrokerError, PolicyChangeLoss};
 use crate::names;
@@ -57,7 +66,8 @@ pub const CONSUMER_OFFSETS_PARTITIONS: u32 = 1;
 pub const REGISTRY_FILE: &str = "topics.json";
 
 /// Version of the registry file's layout.
-const REGISTRY_VERSION: u32 = 1;
+/// 2 added each topic's `id`; version 1 files are read and rewritten.
+const REGISTRY_VERSION: u32 = 2;
 
 /// Largest registry file read at start, checked before reading: 10,000
 /// topics with every config overridden fit easily.
@@ -74,6 +84,8 @@ pub type ChangesOf<'a> =
 #[derive(Debug)]
 pub struct Topic {
     pub name: Arc<str>,
+    /// This incarnation's id (KIP-516): never zero, never reused.
+    pub id: Uuid,
     pub partitions: NonZeroU32,
     pub overrides: Overrides,
     pub config: TopicConfig,
@@ -132,6 +144,9 @@ pub fn is_internal(name: &str) -> bool {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct TopicEntry {
+    /// Absent in version 1 files only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    id: Option<Uuid>,
     partitions: u32,
     #[serde(default)]
     configs: Overrides,
@@ -173,18 +188,30 @@ impl TopicRegistry {
         tidelog_storage::fs_util::create_dir_durable(config_dir)
             .map_err(|e| file_err(e.to_string()))?;
         let mut topics = BTreeMap::new();
+        let mut upgrade = None;
         let bytes = tidelog_storage::fs_util::read_small(&path, REGISTRY_FILE_MAX_BYTES)
             .map_err(|e| file_err(e.to_string()))?;
         if let Some(bytes) = bytes {
             let file: RegistryFile = serde_json::from_slice(&bytes)
                 .map_err(|e| file_err(format!("not a topic registry: {e}")))?;
-            if file.version != REGISTRY_VERSION {
+            if !(1..=REGISTRY_VERSION).contains(&file.version) {
                 return Err(file_err(format!(
-                    "version {} is not the supported {REGISTRY_VERSION}",
+                    "version {} is not one of the supported 1 to {REGISTRY_VERSION}",
                     file.version
                 )));
             }
-            for (name, entry) in file.topics {
+            if file.version < REGISTRY_VERSION {
+                upgrade = Some(file.version);
+            }
+            for (name, mut entry) in file.topics {
+                if entry.id.is_none() {
+                    if file.version >= 2 {
+                        return Err(file_err(format!("topic {name:?} has no id")));
+                    }
+                    entry.id = Some(fresh_id(&|id| {
+                        topics.values().any(|t: &Arc<Topic>| t.id == id)
+                    }));
+                }
                 let topic = build(&name, &entry, None).map_err(|e| BrokerError::RegistryTopic {
                     path: path.clone(),
                     topic: name.clone(),
@@ -193,11 +220,23 @@ impl TopicRegistry {
                 topics.insert(name, Arc::new(topic));
             }
         }
-        Ok(TopicRegistry {
+        let registry = TopicRegistry {
             path,
             write: Mutex::new(()),
             topics: RwLock::new(topics),
-        })
+        };
+        if let Some(version) = upgrade {
+            // The ids just made must be the ids of every later start.
+            let _w = registry.lock_write();
+            registry.commit(|_| {})?;
+            tracing::info!(
+                from = version,
+                to = REGISTRY_VERSION,
+                topics = registry.len(),
+                "topic registry upgraded: every topic has an id now"
+            );
+        }
+        Ok(registry)
     }
 
     pub fn path(&self) -> &Path {
@@ -213,6 +252,12 @@ impl TopicRegistry {
     pub fn require(&self, name: &str) -> Result<Arc<Topic>, BrokerError> {
         self.get(name)
             .ok_or_else(|| BrokerError::unknown_topic(name))
+    }
+
+    /// The topic whose id is `id`, if it exists. A scan of every topic:
+    /// ids come from admin and metadata calls, not the data path.
+    pub fn by_id(&self, id: Uuid) -> Option<Arc<Topic>> {
+        self.read().values().find(|t| t.id == id).cloned()
     }
 
     /// Every topic, sorted by name.
@@ -244,6 +289,7 @@ impl TopicRegistry {
             return Err(BrokerError::topic_exists(name));
         }
         let entry = TopicEntry {
+            id: Some(fresh_id(&|id| self.by_id(id).is_some())),
             partitions,
             configs: overrides,
             base_offsets: (0..partitions).map(end_offset).collect(),
@@ -308,6 +354,7 @@ impl TopicRegistry {
             changes.iter().map(|(n, v)| (n.as_str(), v.as_deref())),
         )?;
         let entry = TopicEntry {
+            id: Some(topic.id),
             partitions: topic.partitions.get(),
             configs: overrides,
             base_offsets: topic.base_offsets.clone(),
@@ -336,6 +383,7 @@ impl TopicRegistry {
         let topic = self.require(name)?;
         check_growth(&topic, count)?;
         let entry = TopicEntry {
+            id: Some(topic.id),
             partitions: count,
             configs: topic.overrides.clone(),
             base_offsets: grown_bases(&topic, count, end_offset),
@@ -414,6 +462,7 @@ impl TopicRegistry {
                 );
             }
             let entry = TopicEntry {
+                id: Some(existing.id),
                 partitions: d.partitions,
                 configs: overrides,
                 base_offsets: grown_bases(&existing, d.partitions, &|p| end_offset(&d.name, p)),
@@ -447,6 +496,7 @@ impl TopicRegistry {
                     (
                         name.clone(),
                         TopicEntry {
+                            id: Some(t.id),
                             partitions: t.partitions.get(),
                             configs: t.overrides.clone(),
                             base_offsets: t.base_offsets.clone(),
@@ -557,6 +607,22 @@ pub fn check_partitions(partitions: u32) -> Result<(), BrokerError> {
     Ok(())
 }
 
+/// Ids Kafka never gives a topic: zero ("no id" in its messages) and
+/// one (its metadata log's).
+fn reserved_id(id: Uuid) -> bool {
+    id.as_u128() <= 1
+}
+
+/// A new random topic id that `taken` does not hold.
+fn fresh_id(taken: &dyn Fn(Uuid) -> bool) -> Uuid {
+    loop {
+        let id = Uuid::new_v4();
+        if !reserved_id(id) && !taken(id) {
+            return id;
+        }
+    }
+}
+
 /// A topic snapshot from its registry entry; `previous`, the snapshot it
 /// replaces, hands on the state shared across snapshots.
 fn build(name: &str, entry: &TopicEntry, previous: Option<&Topic>) -> Result<Topic, BrokerError> {
@@ -575,8 +641,16 @@ fn build(name: &str, entry: &TopicEntry, previous: Option<&Topic>) -> Result<Top
     }
     let mut base_offsets = entry.base_offsets.clone();
     base_offsets.resize(entry.partitions as usize, 0);
+    let id = entry
+        .id
+        .filter(|id| !reserved_id(*id))
+        .ok_or_else(|| BrokerError::InvalidConfig {
+            key: "id".into(),
+            reason: format!("topic {name:?} has no usable id ({:?})", entry.id),
+        })?;
     Ok(Topic {
         name: Arc::from(name),
+        id,
         partitions,
         overrides,
         config,
@@ -832,7 +906,11 @@ mod tests {
         let path = dir.path().join(REGISTRY_FILE);
         for bad in [
             "not json",
-            r#"{"version":2,"topics":{}}"#,
+            r#"{"version":3,"topics":{}}"#,
+            r#"{"version":0,"topics":{}}"#,
+            r#"{"version":2,"topics":{"t":{"partitions":1}}}"#,
+            r#"{"version":2,"topics":{"t":{"id":"00000000-0000-0000-0000-000000000000","partitions":1}}}"#,
+            r#"{"version":2,"topics":{"t":{"id":"not an id","partitions":1}}}"#,
             r#"{"version":1,"topics":{"../x":{"partitions":1}}}"#,
             r#"{"version":1,"topics":{"t":{"partitions":0}}}"#,
             r#"{"version":1,"topics":{"t":{"partitions":1,"configs":{"cleanup.policy":"purge"}}}}"#,
@@ -841,5 +919,52 @@ mod tests {
             let err = TopicRegistry::load(dir.path()).unwrap_err();
             assert!(err.to_string().contains("topics.json"), "{err}");
         }
+    }
+
+    #[test]
+    fn ids_are_made_once_and_kept_through_every_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let reg = TopicRegistry::load(dir.path()).unwrap();
+        let a = reg.create("a", 1, Overrides::new(), &zero).unwrap();
+        let b = reg.create("b", 1, Overrides::new(), &zero).unwrap();
+        assert_ne!(a.id, b.id);
+        assert!(!reserved_id(a.id) && !reserved_id(b.id));
+        let altered = reg
+            .alter("a", &[("retention.ms".into(), Some("1000".into()))], &zero)
+            .unwrap();
+        assert_eq!(altered.id, a.id);
+        assert_eq!(reg.add_partitions("a", 3, &zero).unwrap().id, a.id);
+        assert_eq!(reg.by_id(a.id).unwrap().name.as_ref(), "a");
+        drop(reg);
+        let reg = TopicRegistry::load(dir.path()).unwrap();
+        assert_eq!(reg.get("a").unwrap().id, a.id);
+        assert_eq!(reg.get("b").unwrap().id, b.id);
+        // A recreated topic is another incarnation: another id.
+        reg.delete("a").unwrap();
+        assert!(reg.by_id(a.id).is_none());
+        let again = reg.create("a", 1, Overrides::new(), &zero).unwrap();
+        assert_ne!(again.id, a.id);
+    }
+
+    #[test]
+    fn a_version_1_registry_gets_ids_at_load_and_keeps_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(REGISTRY_FILE);
+        std::fs::write(
+            &path,
+            r#"{"version":1,"topics":{"a":{"partitions":2,"base_offsets":[5,7]},"b":{"partitions":1}}}"#,
+        )
+        .unwrap();
+        let reg = TopicRegistry::load(dir.path()).unwrap();
+        let (a, b) = (reg.get("a").unwrap(), reg.get("b").unwrap());
+        assert_ne!(a.id, b.id);
+        assert_eq!(a.base_offsets, vec![5, 7]);
+        let written = std::fs::read_to_string(&path).unwrap();
+        assert!(written.contains(r#""version": 2"#), "{written}");
+        assert!(written.contains(&a.id.to_string()), "{written}");
+        drop(reg);
+        let reg = TopicRegistry::load(dir.path()).unwrap();
+        assert_eq!(reg.get("a").unwrap().id, a.id);
+        assert_eq!(reg.get("b").unwrap().id, b.id);
     }
 }

@@ -148,6 +148,8 @@ fn check_new_assignment(assignment: &[Vec<i32>], adding: u32) -> Result<(), Brok
 #[derive(Debug, Clone)]
 pub struct CreatedTopic {
     pub name: String,
+    /// The new topic's id; `None` for a validation only.
+    pub id: Option<uuid::Uuid>,
     pub partitions: u32,
     pub overrides: Overrides,
 }
@@ -169,6 +171,7 @@ impl Broker {
             }
             return Ok(CreatedTopic {
                 name,
+                id: None,
                 partitions,
                 overrides,
             });
@@ -178,6 +181,7 @@ impl Broker {
             let topic = broker.create_topic(&name, partitions, overrides)?;
             Ok(CreatedTopic {
                 name,
+                id: Some(topic.id),
                 partitions,
                 overrides: topic.overrides.clone(),
             })
@@ -257,6 +261,11 @@ impl Broker {
         name: &str,
     ) -> Result<Arc<Topic>, BrokerError> {
         self.registry.require(name)
+    }
+
+    /// The topic whose id is `id`, internal ones included.
+    pub(crate) fn topic_by_id(&self, _who: &Principal, id: uuid::Uuid) -> Option<Arc<Topic>> {
+        self.registry.by_id(id)
     }
 
     /// Every topic, internal ones included, by name.

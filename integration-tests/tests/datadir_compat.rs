@@ -219,11 +219,29 @@ fn datadir_v1_opens_and_reads_back_exactly() {
     copy_dir(&testdata(), &dir);
     s.start_again();
     check(&s);
+    // The version-1 registry was given topic ids and written back as
+    // version 2 at the first open.
+    let ids = registry_ids(&dir);
+    assert_eq!(ids.len(), 3, "events, table, __consumer_offsets: {ids:?}");
     // And once more: what the first open wrote (recovery, a checkpoint,
-    // the cleaner) leaves the data as it was.
+    // the cleaner) leaves the data as it was, ids included.
     assert!(s.terminate().success());
     s.start_again();
     check(&s);
+    assert_eq!(registry_ids(&dir), ids);
+}
+
+/// Each topic's id in the data dir's registry, which must be version 2.
+fn registry_ids(data_dir: &std::path::Path) -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(data_dir.join("config/topics.json")).unwrap();
+    let file: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(file["version"], 2, "{file}");
+    file["topics"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(name, t)| (name.clone(), t["id"].as_str().unwrap().to_string()))
+        .collect()
 }
 
 /// Everything the data dir holds, read through the API.

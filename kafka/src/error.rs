@@ -422,9 +422,9 @@ pub enum Refusal {
     /// INVALID_REQUEST.
     #[error("resource type {resource_type} is not a topic (2) or the broker (4)")]
     UnknownResourceType { resource_type: i8 },
-    /// A DeleteTopics entry by topic id only: UNKNOWN_TOPIC_ID.
-    #[error("tidelog has no topic ids: name the topic")]
-    NoTopicIds,
+    /// A topic id (DeleteTopics v6) that names no topic: UNKNOWN_TOPIC_ID.
+    #[error("no topic has this id")]
+    UnknownTopicId,
     /// A topic named twice in one admin request (CreatePartitions):
     /// INVALID_REQUEST for each, as Kafka answers.
     #[error("duplicate topic in request")]
@@ -442,7 +442,7 @@ impl Refusal {
             | Refusal::StaticBrokerConfigs
             | Refusal::UnknownResourceType { .. }
             | Refusal::DuplicateTopic => ResponseError::InvalidRequest.code(),
-            Refusal::NoTopicIds => ResponseError::UnknownTopicId.code(),
+            Refusal::UnknownTopicId => ResponseError::UnknownTopicId.code(),
         }
     }
 }

@@ -893,9 +893,9 @@ fn every_refusal_has_its_code_and_message() {
             "invalid replica assignment: partition 0: broker 3 does not exist; this node is broker 0",
         ),
         (
-            Refusal::NoTopicIds,
+            Refusal::UnknownTopicId,
             ResponseError::UnknownTopicId,
-            "tidelog has no topic ids: name the topic",
+            "no topic has this id",
         ),
         (
             Refusal::DuplicateTopic,

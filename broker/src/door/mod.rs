@@ -35,6 +35,7 @@ use std::sync::Arc;
 
 use tidelog_security::acl::{Operation, Resource};
 use tidelog_storage::{PassOutcome, Trigger};
+use uuid::Uuid;
 
 use crate::broker::Broker;
 use crate::compaction::CompactionTicket;
@@ -195,6 +196,16 @@ impl Door {
         let mut topics = self.broker.list_topics(&self.who);
         topics.retain(|t| self.may(Operation::Describe, Resource::topic(&t.name)));
         topics
+    }
+
+    /// The topic whose id is `id` (Kafka's Metadata and DeleteTopics by
+    /// topic id); `None` if no topic has it. DESCRIBE on the topic.
+    pub fn topic_by_id(&self, id: Uuid) -> Result<Option<Arc<Topic>>, BrokerError> {
+        let Some(topic) = self.broker.topic_by_id(&self.who, id) else {
+            return Ok(None);
+        };
+        self.allow(Operation::Describe, Resource::topic(&topic.name))?;
+        Ok(Some(topic))
     }
 
     /// CREATE on the cluster, or else on the topic (Kafka's CreateTopics).

@@ -19,6 +19,7 @@ use kafka_protocol::protocol::StrBytes;
 use tidelog_broker::topic_config::{self, Overrides};
 use tidelog_broker::topics::CreateTopic;
 use tidelog_broker::Door;
+use uuid::Uuid;
 
 use super::admin;
 use super::configs::{SOURCE_DEFAULT, SOURCE_TOPIC};
@@ -43,7 +44,7 @@ pub async fn handle(
         };
         topics.push(match outcome {
             Ok(created) => {
-                tracing::info!(topic = %name, partitions = created.0, validate_only = request.validate_only, "CreateTopics");
+                tracing::info!(topic = %name, partitions = created.1, validate_only = request.validate_only, "CreateTopics");
                 answer(result, version, created)
             }
             Err(refusal) => result
@@ -57,7 +58,7 @@ pub async fn handle(
 }
 
 /// The partitions and overrides of a topic created (or that would be).
-type Created = (u32, Overrides);
+type Created = (Option<Uuid>, u32, Overrides);
 
 async fn create(
     door: &Door,
@@ -86,15 +87,16 @@ async fn create(
     };
     door.create_topic(request, validate_only)
         .await
-        .map(|created| (created.partitions, created.overrides))
+        .map(|created| (created.id, created.partitions, created.overrides))
         .map_err(Refusal::from)
 }
 
 fn answer(
     result: CreatableTopicResult,
     version: i16,
-    (partitions, overrides): Created,
+    (id, partitions, overrides): Created,
 ) -> CreatableTopicResult {
+    let result = result.with_topic_id(id.unwrap_or_default());
     if version < 5 {
         return result;
     }

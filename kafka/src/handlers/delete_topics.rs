@@ -40,7 +40,15 @@ pub async fn handle(
         let outcome = match (&door, gate.refusal(admin::TOPIC), name) {
             (_, Some(refused), _) => Err(refused),
             (None, None, _) => Err(Refusal::NotReady),
-            (Some(_), None, None) => Err(Refusal::NoTopicIds),
+            (Some(door), None, None) => match door.topic_by_id(topic_id) {
+                Ok(Some(topic)) => door
+                    .delete_topic(&topic.name)
+                    .await
+                    .map_err(Refusal::from)
+                    .inspect(|()| tracing::info!(topic = %topic.name, "DeleteTopics by id")),
+                Ok(None) => Err(Refusal::UnknownTopicId),
+                Err(e) => Err(Refusal::from(e)),
+            },
             (Some(door), None, Some(name)) => door
                 .delete_topic(name.0.as_str())
                 .await

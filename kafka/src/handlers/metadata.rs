@@ -4,9 +4,13 @@
 //!
 //! Decisions: v0's empty topic list means all topics (v1+: null does);
 //! an unknown topic without auto-create is UNKNOWN_TOPIC_OR_PARTITION, a
-//! bad name INVALID_TOPIC_EXCEPTION; topic ids are zero (tidelog has none,
-//! and the served Fetch versions name topics).
+//! bad name INVALID_TOPIC_EXCEPTION. v10+ answers each topic's id
+//! (KIP-516) and takes topics by id as well as by name (a KIP-848
+//! consumer learns its assignment's names so): an unknown id is
+//! UNKNOWN_TOPIC_ID, one the principal may not describe
+//! TOPIC_AUTHORIZATION_FAILED, both without a name, so an id leaks none.
 
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
@@ -14,6 +18,7 @@ use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse};
 use kafka_protocol::protocol::StrBytes;
 use tidelog_broker::registry::Topic;
 use tidelog_broker::topics::NODE_ID;
+use uuid::Uuid;
 
 use super::{authorized, topic_name, NOT_READY};
 use crate::context::Context;
@@ -25,10 +30,14 @@ pub async fn handle(ctx: &Context, version: i16, request: MetadataRequest) -> Me
         .with_node_id(BrokerId(NODE_ID))
         .with_host(StrBytes::from_string(ctx.host.clone()))
         .with_port(ctx.port);
-    let asked: Option<Vec<String>> = request.topics.map(|topics| {
+    let asked: Option<Vec<Asked>> = request.topics.map(|topics| {
         topics
             .into_iter()
-            .filter_map(|t| t.name.map(|n| n.0.as_str().to_owned()))
+            .filter_map(|t| match t.name {
+                Some(name) => Some(Asked::Name(name.0.as_str().to_owned())),
+                None if version >= 10 && !t.topic_id.is_nil() => Some(Asked::Id(t.topic_id)),
+                None => None,
+            })
             .collect()
     });
     let asked = asked.filter(|names| !(version == 0 && names.is_empty()));
@@ -43,7 +52,7 @@ pub async fn handle(ctx: &Context, version: i16, request: MetadataRequest) -> Me
         let topics = asked
             .unwrap_or_default()
             .iter()
-            .map(|name| failed(name, NOT_READY))
+            .map(|asked| asked.failed(version, NOT_READY))
             .collect();
         return answer.with_topics(topics);
     };
@@ -64,13 +73,18 @@ pub async fn handle(ctx: &Context, version: i16, request: MetadataRequest) -> Me
     };
     let topics = match asked {
         None => door.list_topics().iter().map(|t| described(t)).collect(),
-        Some(names) => {
+        Some(asked) => {
             let create = version < 4 || request.allow_auto_topic_creation;
-            let mut topics = Vec::with_capacity(names.len());
-            for name in names {
-                topics.push(match door.metadata_topic(&name, create).await {
-                    Ok(topic) => described(&topic),
-                    Err(e) => failed(&name, broker_code(&e)),
+            let mut topics = Vec::with_capacity(asked.len());
+            for one in asked {
+                let found = match &one {
+                    Asked::Name(name) => door.metadata_topic(name, create).await.map(Some),
+                    Asked::Id(id) => door.topic_by_id(*id),
+                };
+                topics.push(match found {
+                    Ok(Some(topic)) => described(&topic),
+                    Ok(None) => one.failed(version, ResponseError::UnknownTopicId.code()),
+                    Err(e) => one.failed(version, broker_code(&e)),
                 });
             }
             topics
@@ -92,12 +106,26 @@ fn described(topic: &Topic) -> MetadataResponseTopic {
         .collect();
     MetadataResponseTopic::default()
         .with_name(Some(topic_name(&topic.name)))
+        .with_topic_id(topic.id)
         .with_is_internal(topic.is_internal())
         .with_partitions(partitions)
 }
 
-fn failed(name: &str, code: i16) -> MetadataResponseTopic {
-    MetadataResponseTopic::default()
-        .with_name(Some(topic_name(name)))
-        .with_error_code(code)
+/// One topic a request names, by name or (v10+) by id.
+enum Asked {
+    Name(String),
+    Id(Uuid),
+}
+
+impl Asked {
+    /// The answer of a topic not found or refused; one asked by id has
+    /// no name (null from v12, empty before, where it cannot be null).
+    fn failed(&self, version: i16, code: i16) -> MetadataResponseTopic {
+        let topic = MetadataResponseTopic::default().with_error_code(code);
+        match self {
+            Asked::Name(name) => topic.with_name(Some(topic_name(name))),
+            Asked::Id(id) if version >= 12 => topic.with_topic_id(*id).with_name(None),
+            Asked::Id(id) => topic.with_topic_id(*id),
+        }
+    }
 }

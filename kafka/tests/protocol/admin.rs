@@ -217,6 +217,61 @@ async fn create_topics_validate_only_checks_and_creates_nothing() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn topics_have_ids_that_metadata_answers_and_looks_up() {
+    let s = server().await;
+    let mut c = connect(&s).await;
+    let made = create(&mut c, 7, false, vec![topic("with-id", 2, 1, &[])]).await;
+    let id = made.topics[0].topic_id;
+    assert!(!id.is_nil());
+    assert_eq!(s.broker.registry().get("with-id").unwrap().id, id);
+    // Validation only makes no topic, so no id.
+    let checked = create(&mut c, 7, true, vec![topic("not-made", 1, 1, &[])]).await;
+    assert!(checked.topics[0].topic_id.is_nil());
+
+    let by = |name: Option<&str>, id: uuid::Uuid| {
+        metadata_request::MetadataRequestTopic::default()
+            .with_name(name.map(super::name))
+            .with_topic_id(id)
+    };
+    let unknown = uuid::Uuid::from_u128(42);
+    let request = MetadataRequest::default().with_topics(Some(vec![
+        by(Some("with-id"), uuid::Uuid::nil()),
+        by(None, id),
+        by(None, unknown),
+    ]));
+    let answer: MetadataResponse = call(&mut c, ApiKey::Metadata, 12, &request).await;
+    let got: Vec<_> = answer
+        .topics
+        .iter()
+        .map(|t| {
+            (
+                t.name.as_ref().map(|n| n.0.to_string()),
+                t.topic_id,
+                t.error_code,
+                t.partitions.len(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (Some("with-id".to_owned()), id, NONE, 2),
+            (Some("with-id".to_owned()), id, NONE, 2),
+            (None, unknown, UNKNOWN_TOPIC_ID, 0),
+        ]
+    );
+    // Every topic listed carries its id too.
+    let all: MetadataResponse = call(
+        &mut c,
+        ApiKey::Metadata,
+        10,
+        &MetadataRequest::default().with_topics(None),
+    )
+    .await;
+    assert!(all.topics.iter().all(|t| !t.topic_id.is_nil()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delete_topics_deletes_and_refuses_per_topic() {
     let s = server().await;
     let mut c = connect(&s).await;
@@ -246,18 +301,23 @@ async fn delete_topics_deletes_and_refuses_per_topic() {
     );
     assert!(s.broker.registry().get("gone-1").is_none());
 
+    // v6 by name, or by id alone (KIP-516): an id that names no topic is
+    // UNKNOWN_TOPIC_ID.
+    create(&mut c, 7, false, vec![topic("gone-id", 1, 1, &[])]).await;
+    let id = s.broker.registry().get("gone-id").unwrap().id;
     let request = DeleteTopicsRequest::default()
         .with_topics(vec![
             DeleteTopicState::default().with_name(Some(name("gone-6"))),
-            // By id only: tidelog has no topic ids.
-            DeleteTopicState::default(),
+            DeleteTopicState::default().with_topic_id(id),
+            DeleteTopicState::default().with_topic_id(uuid::Uuid::from_u128(7)),
         ])
         .with_timeout_ms(5000);
     let answer: DeleteTopicsResponse = call(&mut c, ApiKey::DeleteTopics, 6, &request).await;
     let got: Vec<_> = answer.responses.iter().map(|r| r.error_code).collect();
-    assert_eq!(got, [NONE, UNKNOWN_TOPIC_ID]);
-    assert!(answer.responses[1].error_message.is_some());
+    assert_eq!(got, [NONE, NONE, UNKNOWN_TOPIC_ID]);
+    assert!(answer.responses[2].error_message.is_some());
     assert!(s.broker.registry().get("gone-6").is_none());
+    assert!(s.broker.registry().get("gone-id").is_none());
     // A deleted name can be created again, empty.
     let again = create(&mut c, 7, false, vec![topic("gone-6", 1, 1, &[])]).await;
     assert_eq!(codes(&again), [("gone-6".to_owned(), NONE)]);
