@@ -436,6 +436,13 @@ pub enum BrokerError {
         "group instance id {instance_id:?} of consumer group {group:?} belongs to another member"
     )]
     FencedInstanceId { group: String, instance_id: String },
+    /// A KIP-848 group's refusal of a member (`coordinator::consumer`),
+    /// one Kafka error each ([`MemberRefusal`]).
+    #[error("consumer group {group:?}: {refusal}")]
+    MemberRefused {
+        group: String,
+        refusal: MemberRefusal,
+    },
     /// MEMBER_ID_REQUIRED: rejoin with the member id given.
     #[error("consumer group {group:?}: rejoin with member id {member_id:?}")]
     MemberIdRequired { group: String, member_id: String },
@@ -548,6 +555,34 @@ impl ConfigOperationProblem {
     }
 }
 
+/// Why a KIP-848 group refused a member ([`BrokerError::MemberRefused`]);
+/// each is one Kafka error.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MemberRefusal {
+    /// FENCED_MEMBER_EPOCH: the member must give up its partitions and
+    /// join again with epoch 0.
+    #[error("member epoch {received} is fenced (the member is at {current}): rejoin")]
+    FencedMemberEpoch { received: i32, current: u32 },
+    /// STALE_MEMBER_EPOCH: a commit with an older epoch than the member's.
+    #[error("member epoch {received} is stale (the member is at {current})")]
+    StaleMemberEpoch { received: i32, current: u32 },
+    /// UNSUPPORTED_ASSIGNOR: not `uniform` or `range`.
+    #[error("server assignor {assignor:?} is not supported (uniform, range)")]
+    UnsupportedAssignor { assignor: String },
+    /// UNRELEASED_INSTANCE_ID: another live member has the instance id.
+    #[error("group instance id {instance_id:?} is still used by another member")]
+    UnreleasedInstanceId { instance_id: String },
+    /// INVALID_REGULAR_EXPRESSION: the subscription pattern.
+    #[error("subscribed topic regex is invalid: {reason}")]
+    InvalidRegex { reason: String },
+    /// INVALID_REQUEST: a field the protocol requires is missing or wrong.
+    #[error("{reason}")]
+    InvalidRequest { reason: String },
+    /// GROUP_ID_NOT_FOUND: the group is a classic group with members.
+    #[error("the group is not a consumer group: it has classic-protocol members")]
+    NotConsumerGroup,
+}
+
 impl BrokerError {
     /// The records of a produce this error names, in the batch's order
     /// (Kafka's `record_errors`, KIP-467): every keyless record of a
@@ -616,6 +651,7 @@ impl BrokerError {
             | B::InconsistentGroupProtocol { .. }
             | B::FencedInstanceId { .. }
             | B::MemberIdRequired { .. }
+            | B::MemberRefused { .. }
             | B::ConsumerState { .. } => ErrorKind::Conflict,
             B::RemoteDeletePending { .. } => ErrorKind::Retriable,
             B::NotAuthorized { .. } => ErrorKind::NotAuthorized,

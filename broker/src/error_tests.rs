@@ -681,6 +681,13 @@ fn every_variant() -> Vec<(BrokerError, ErrorKind)> {
             ErrorKind::Conflict,
         ),
         (
+            B::MemberRefused {
+                group: s("g"),
+                refusal: crate::error::MemberRefusal::NotConsumerGroup,
+            },
+            ErrorKind::Conflict,
+        ),
+        (
             B::InvalidSessionTimeout {
                 timeout_ms: 1,
                 min_ms: 6000,
@@ -879,10 +886,11 @@ fn variant_index(e: &BrokerError) -> usize {
         B::PartitionCountNotIncreased { .. } => 70,
         B::TimestampOutOfBounds { .. } => 71,
         B::NotEnoughReplicas { .. } => 72,
+        B::MemberRefused { .. } => 73,
     }
 }
 
-const VARIANTS: usize = 73;
+const VARIANTS: usize = 74;
 
 #[test]
 fn every_variant_is_classed() {

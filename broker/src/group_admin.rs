@@ -23,8 +23,8 @@ use std::sync::Arc;
 
 use crate::consumer_protocol::{decode_assignment, decode_subscription};
 use crate::coordinator::{
-    CommitOrigin, GroupSnapshot, GroupState, MemberAssignment, MemberProtocol, MemberSnapshot,
-    ProtocolKind, TopicPartition,
+    CommitOrigin, GroupSnapshot, GroupState, GroupType, MemberAssignment, MemberProtocol,
+    MemberSnapshot, ProtocolKind, TopicPartition,
 };
 use crate::error::BrokerError;
 use crate::groups::{CommitValue, CommittedOffset, OffsetCommit};
@@ -418,10 +418,24 @@ impl Subscribed {
 /// Kafka's `GroupMetadata.computeSubscribedTopics` over a group with
 /// members: an HTTP instance's topics; a Kafka member's from the
 /// ConsumerProtocol Subscription in its metadata for the group's selected
-/// protocol. A Kafka group of another protocol type than `consumer` has
-/// no subscriptions to read: [`BrokerError::GroupHasMembers`].
+/// protocol; a KIP-848 member's from its snapshot's subscription (the
+/// coordinator keeps it). A Kafka group of another protocol type than
+/// `consumer` has no subscriptions to read:
+/// [`BrokerError::GroupHasMembers`].
 fn subscribed_topics(s: &GroupSnapshot) -> Result<Subscribed, BrokerError> {
     let mut topics = BTreeSet::new();
+    if s.group_type == GroupType::Consumer {
+        topics.extend(
+            s.members
+                .iter()
+                .flat_map(|m| m.subscription.iter().cloned()),
+        );
+        return Ok(if topics.is_empty() {
+            Subscribed::Nothing
+        } else {
+            Subscribed::Topics(topics)
+        });
+    }
     for member in &s.members {
         match &member.protocol {
             MemberProtocol::Http { topics: mine, .. } => topics.extend(mine.iter().cloned()),
@@ -456,7 +470,7 @@ fn subscribed_topics(s: &GroupSnapshot) -> Result<Subscribed, BrokerError> {
 }
 
 /// The protocol type of Kafka's consumers (`ConsumerProtocol.PROTOCOL_TYPE`).
-const KAFKA_CONSUMER_PROTOCOL_TYPE: &str = "consumer";
+pub(crate) const KAFKA_CONSUMER_PROTOCOL_TYPE: &str = "consumer";
 
 /// A group known by its committed offsets alone: Empty, of the protocol
 /// its members committed with (none if only commits without membership

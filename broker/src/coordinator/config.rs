@@ -33,6 +33,8 @@ pub const ASSIGNMENT_MAX_BYTES: usize = 1 << 20;
 pub const CLIENT_TEXT_MAX_BYTES: usize = 255;
 /// `group.instance.id`: Kafka bounds it as a topic name.
 pub const INSTANCE_ID_MAX_BYTES: usize = 249;
+/// Partitions one KIP-848 heartbeat may say its member owns.
+pub const OWNED_PARTITIONS_MAX: usize = 100_000;
 /// A member id a client sends back: `<client id>-<36-character suffix>`.
 pub const MEMBER_ID_MAX_BYTES: usize = CLIENT_TEXT_MAX_BYTES + 1 + 36;
 
@@ -57,6 +59,13 @@ pub struct GroupsConfig {
     /// relayed assignments). A join or sync that would pass it is refused
     /// (Kafka: GROUP_MAX_SIZE_REACHED; HTTP: 429/42901).
     pub max_member_metadata_bytes: u64,
+    /// KIP-848 groups: a member without a heartbeat for this long is
+    /// removed (Kafka's `group.consumer.session.timeout.ms`).
+    pub consumer_session_timeout_ms: u64,
+    /// KIP-848 groups: how often members heartbeat, and so how soon they
+    /// learn of a new assignment (Kafka's
+    /// `group.consumer.heartbeat.interval.ms`).
+    pub consumer_heartbeat_interval_ms: u64,
 }
 
 impl Default for GroupsConfig {
@@ -67,6 +76,8 @@ impl Default for GroupsConfig {
             min_session_timeout_ms: 6000,
             max_session_timeout_ms: 1_800_000,
             max_member_metadata_bytes: MAX_MEMBER_METADATA_BYTES_DEFAULT,
+            consumer_session_timeout_ms: 45_000,
+            consumer_heartbeat_interval_ms: 5_000,
         }
     }
 }
@@ -105,6 +116,23 @@ impl GroupsConfig {
             ));
         }
         // At least one member of the largest size fits.
+        if self.consumer_heartbeat_interval_ms == 0
+            || self.consumer_heartbeat_interval_ms >= self.consumer_session_timeout_ms
+        {
+            return Err(bad(
+                "consumer_heartbeat_interval_ms",
+                format!(
+                    "must be at least 1 and below consumer_session_timeout_ms ({})",
+                    self.consumer_session_timeout_ms
+                ),
+            ));
+        }
+        if self.consumer_session_timeout_ms > i32::MAX as u64 {
+            return Err(bad(
+                "consumer_session_timeout_ms",
+                format!("must be at most {}", i32::MAX),
+            ));
+        }
         let least = MEMBER_METADATA_MAX_BYTES as u64;
         if self.max_member_metadata_bytes < least {
             return Err(bad(

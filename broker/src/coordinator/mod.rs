@@ -8,6 +8,16 @@
 //! * [`member`]: a member, its protocol, member id sources.
 //! * [`config`]: `groups:` of broker.yaml and the bounds on what clients
 //!   control.
+//! * [`consumer`]: KIP-848 groups (ConsumerGroupHeartbeat), assigned by
+//!   the coordinator and reconciled member by member.
+//!
+//! A group id is a classic group or a KIP-848 group, never both: a
+//! classic JoinGroup into a KIP-848 group with members is
+//! INCONSISTENT_GROUP_PROTOCOL, a ConsumerGroupHeartbeat into a classic
+//! group with members GROUP_ID_NOT_FOUND (Kafka's answers when online
+//! migration is off), and an empty group of one kind becomes the other at
+//! its first member. Committed offsets belong to the group id, whichever
+//! protocol its members speak.
 //!
 //! [`Coordinator`] holds every group behind one mutex and never blocks or
 //! sleeps in it: time comes from an injected [`Clock`], and
@@ -38,6 +48,7 @@
 
 pub mod assignor;
 pub mod config;
+pub mod consumer;
 pub mod member;
 pub mod state;
 
@@ -54,18 +65,21 @@ use event_listener::{Event, EventListener};
 
 pub use assignor::{Assignor, TopicPartition, TopicPartitions};
 pub use config::GroupsConfig;
+pub use consumer::{ConsumerGroupSnapshot, Heartbeat, HeartbeatAnswer, TopicCatalog};
 pub use member::{
     MemberAssignment, MemberIdSource, MemberProtocol, ProtocolKind, RandomIds, SequentialIds,
 };
 pub use state::messages::{
-    Change, CommitOrigin, GroupSnapshot, GroupState, JoinOutcome, JoinRequest, JoinResponse,
-    JoinedMember, MemberSnapshot, Removal, SyncOutcome, SyncRequest,
+    Change, CommitOrigin, GroupSnapshot, GroupState, GroupType, JoinOutcome, JoinRequest,
+    JoinResponse, JoinedMember, MemberSnapshot, Removal, SyncOutcome, SyncRequest,
 };
 pub use state::offsets::offsets_expired;
 pub use state::Group;
 
-use crate::error::BrokerError;
+use crate::error::{BrokerError, MemberRefusal};
+use crate::group_admin::KAFKA_CONSUMER_PROTOCOL_TYPE;
 use crate::names;
+use consumer::{ConsumerGroup, ConsumerGroupState};
 
 /// Where the coordinator's time comes from, in milliseconds since the Unix
 /// epoch (commit timestamps are compared with it for offsets expiry).
@@ -122,9 +136,23 @@ struct Slot {
     changed: Arc<Event>,
 }
 
+/// A KIP-848 group and its counted bytes (as [`Slot`]).
+struct ConsumerSlot {
+    group: ConsumerGroup,
+    bytes: usize,
+}
+
 struct Inner {
     groups: BTreeMap<String, Slot>,
+    /// KIP-848 groups; no name is in both maps.
+    consumer: BTreeMap<String, ConsumerSlot>,
     ids: Box<dyn MemberIdSource>,
+}
+
+impl Inner {
+    fn len(&self) -> usize {
+        self.groups.len() + self.consumer.len()
+    }
 }
 
 /// Every consumer group's membership.
@@ -176,6 +204,7 @@ impl Coordinator {
             clock,
             inner: Mutex::new(Inner {
                 groups: BTreeMap::new(),
+                consumer: BTreeMap::new(),
                 ids,
             }),
             deadlines: Event::new(),
@@ -280,26 +309,21 @@ impl Coordinator {
         let now_ms = self.clock.now_ms();
         let mut inner = self.lock();
         let inner = &mut *inner;
+        if let Some(slot) = inner.consumer.get(group) {
+            if slot.group.member_count() > 0 {
+                return Err(BrokerError::InconsistentGroupProtocol {
+                    group: group.to_string(),
+                    reason: "the group's members use the consumer group protocol (KIP-848)".into(),
+                });
+            }
+            // An empty KIP-848 group becomes a classic one.
+            if let Some(gone) = inner.consumer.remove(group) {
+                self.forget_bytes(gone.bytes);
+            }
+        }
         let created = !inner.groups.contains_key(group);
         if created {
-            if inner.groups.len() >= config::GROUPS_MAX {
-                let oldest_empty = inner
-                    .groups
-                    .iter()
-                    .filter(|(_, s)| s.group.member_count() == 0)
-                    .min_by_key(|(_, s)| s.group.empty_since_ms())
-                    .map(|(name, _)| name.clone());
-                let Some(evict) = oldest_empty else {
-                    return Err(BrokerError::GroupLimit {
-                        what: "consumer groups with members",
-                        len: inner.groups.len() + 1,
-                        max: config::GROUPS_MAX,
-                    });
-                };
-                if let Some(gone) = inner.groups.remove(&evict) {
-                    self.forget(&gone);
-                }
-            }
+            self.make_room(inner)?;
             inner.groups.insert(
                 group.to_string(),
                 Slot {
@@ -370,8 +394,152 @@ impl Coordinator {
 
     /// Takes a removed slot's bytes out of the count.
     fn forget(&self, slot: &Slot) {
-        self.member_bytes
-            .fetch_sub(slot.bytes as u64, Ordering::Relaxed);
+        self.forget_bytes(slot.bytes);
+    }
+
+    fn forget_bytes(&self, bytes: usize) {
+        self.member_bytes.fetch_sub(bytes as u64, Ordering::Relaxed);
+    }
+
+    /// At [`config::GROUPS_MAX`] groups of both kinds, forgets the one
+    /// empty longest, or refuses a new group if none is empty.
+    fn make_room(&self, inner: &mut Inner) -> Result<(), BrokerError> {
+        if inner.len() < config::GROUPS_MAX {
+            return Ok(());
+        }
+        let classic = inner
+            .groups
+            .iter()
+            .filter(|(_, s)| s.group.member_count() == 0)
+            .map(|(name, s)| (s.group.empty_since_ms(), name, false));
+        let modern = inner
+            .consumer
+            .iter()
+            .filter(|(_, s)| s.group.member_count() == 0)
+            .map(|(name, s)| (s.group.empty_since_ms(), name, true));
+        let oldest = classic
+            .chain(modern)
+            .min()
+            .map(|(_, name, modern)| (name.clone(), modern));
+        match oldest {
+            Some((name, false)) => {
+                if let Some(gone) = inner.groups.remove(&name) {
+                    self.forget(&gone);
+                }
+            }
+            Some((name, true)) => {
+                if let Some(gone) = inner.consumer.remove(&name) {
+                    self.forget_bytes(gone.bytes);
+                }
+            }
+            None => {
+                return Err(BrokerError::GroupLimit {
+                    what: "consumer groups with members",
+                    len: inner.len() + 1,
+                    max: config::GROUPS_MAX,
+                })
+            }
+        }
+        Ok(())
+    }
+
+    /// A ConsumerGroupHeartbeat (KIP-848, [`consumer`]): creates the group
+    /// at its first member's join. `catalog` is looked up under the
+    /// coordinator's mutex (see the lock order above).
+    pub fn consumer_heartbeat(
+        &self,
+        group: &str,
+        heartbeat: Heartbeat,
+        catalog: &dyn TopicCatalog,
+    ) -> Result<HeartbeatAnswer, BrokerError> {
+        names::validate_group_name(group)?;
+        let now_ms = self.clock.now_ms();
+        let mut guard = self.lock();
+        let inner = &mut *guard;
+        if let Some(slot) = inner.groups.get(group) {
+            if slot.group.member_count() > 0 {
+                return Err(BrokerError::MemberRefused {
+                    group: group.to_string(),
+                    refusal: MemberRefusal::NotConsumerGroup,
+                });
+            }
+            // An empty classic group becomes a KIP-848 one.
+            if let Some(gone) = inner.groups.remove(group) {
+                self.forget(&gone);
+            }
+        }
+        let created = !inner.consumer.contains_key(group);
+        if created {
+            if heartbeat.member_epoch != 0 {
+                return Err(unknown_member(group, &heartbeat.member_id));
+            }
+            self.make_room(inner)?;
+            inner.consumer.insert(
+                group.to_string(),
+                ConsumerSlot {
+                    group: ConsumerGroup::new(group, now_ms),
+                    bytes: 0,
+                },
+            );
+        }
+        let Some(slot) = inner.consumer.get_mut(group) else {
+            return Err(BrokerError::GroupVanished {
+                group: group.to_string(),
+            });
+        };
+        let adding = heartbeat_bytes(&heartbeat);
+        let own = slot.group.member_bytes_of(&heartbeat.member_id);
+        let ids = &mut inner.ids;
+        let result = self.check_member_bytes(adding, own).and_then(|()| {
+            slot.group
+                .heartbeat(heartbeat, now_ms, &self.config, catalog, || {
+                    ids.next_suffix()
+                })
+        });
+        self.publish_consumer(group, slot);
+        if created && slot.group.member_count() == 0 {
+            if let Some(gone) = inner.consumer.remove(group) {
+                self.forget_bytes(gone.bytes);
+            }
+        }
+        drop(guard);
+        self.notify_deadlines();
+        result
+    }
+
+    /// Counts a KIP-848 group's bytes again and logs who left.
+    fn publish_consumer(&self, name: &str, slot: &mut ConsumerSlot) {
+        let bytes = slot.group.member_bytes();
+        if bytes != slot.bytes {
+            self.member_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+            self.member_bytes
+                .fetch_sub(slot.bytes as u64, Ordering::Relaxed);
+            slot.bytes = bytes;
+        }
+        let (departures, epochs) = slot.group.take_departures();
+        self.rebalances.fetch_add(epochs, Ordering::Relaxed);
+        for (member_id, reason) in departures {
+            tracing::info!(
+                group = name,
+                member_id,
+                ?reason,
+                "member left the consumer group"
+            );
+        }
+        if epochs > 0 {
+            tracing::debug!(
+                group = name,
+                epoch = slot.group.epoch(),
+                members = slot.group.member_count(),
+                "consumer group epoch moved"
+            );
+        }
+    }
+
+    /// A KIP-848 group as ConsumerGroupDescribe answers it; `None` if
+    /// `group` is not one.
+    pub fn describe_consumer(&self, group: &str) -> Option<ConsumerGroupSnapshot> {
+        self.lock().consumer.get(group).map(|s| s.group.snapshot())
     }
 
     pub fn poll_join(&self, group: &str, member_id: &str) -> Result<JoinOutcome, BrokerError> {
@@ -452,6 +620,18 @@ impl Coordinator {
         group: &str,
         origin: CommitOrigin<'_>,
     ) -> Result<(), BrokerError> {
+        if let Some(slot) = self.lock().consumer.get(group) {
+            return match origin {
+                CommitOrigin::Stateless => slot.group.validate_commit("", -1),
+                CommitOrigin::Member {
+                    member_id,
+                    generation,
+                    ..
+                } => slot
+                    .group
+                    .validate_commit(member_id, i32::try_from(generation).unwrap_or(i32::MAX)),
+            };
+        }
         let missing = || match origin {
             CommitOrigin::Stateless => Ok(()),
             CommitOrigin::Member { member_id, .. } => Err(unknown_member(group, member_id)),
@@ -461,6 +641,9 @@ impl Coordinator {
 
     /// The kind of `group`'s members, `None` without members or group.
     pub fn kind_of(&self, group: &str) -> Option<ProtocolKind> {
+        if let Some(slot) = self.lock().consumer.get(group) {
+            return (slot.group.member_count() > 0).then_some(ProtocolKind::Kafka);
+        }
         self.with_group(group, || Ok(None), |g, _| Ok(g.kind()))
             .ok()
             .flatten()
@@ -495,16 +678,36 @@ impl Coordinator {
                 });
             }
         }
+        for (name, slot) in inner.consumer.iter_mut() {
+            if slot.group.next_deadline_ms().is_some_and(|d| d <= now_ms) {
+                slot.group.tick(now_ms);
+                let left = slot.group.member_count() == 0;
+                self.publish_consumer(name, slot);
+                if left {
+                    out.push(GroupChange {
+                        group: name.clone(),
+                        change: Change::Empty {
+                            generation: slot.group.epoch(),
+                        },
+                    });
+                }
+            }
+        }
         out
     }
 
     /// When [`Coordinator::tick`] next has something to do.
     pub fn next_deadline_ms(&self) -> Option<u64> {
-        self.lock()
+        let inner = self.lock();
+        let classic = inner
             .groups
             .values()
-            .filter_map(|s| s.group.next_deadline_ms())
-            .min()
+            .filter_map(|s| s.group.next_deadline_ms());
+        let modern = inner
+            .consumer
+            .values()
+            .filter_map(|s| s.group.next_deadline_ms());
+        classic.chain(modern).min()
     }
 
     /// A listener notified at the group's next change; take it before
@@ -513,17 +716,32 @@ impl Coordinator {
         self.lock().groups.get(group).map(|s| s.changed.listen())
     }
 
+    /// A group of either kind as describe and list read it
+    /// ([`classic_view`] of a KIP-848 group).
     pub fn describe(&self, group: &str) -> Option<GroupSnapshot> {
-        self.lock().groups.get(group).map(|s| s.group.snapshot())
+        let inner = self.lock();
+        if let Some(slot) = inner.consumer.get(group) {
+            return Some(classic_view(&slot.group.snapshot()));
+        }
+        inner.groups.get(group).map(|s| s.group.snapshot())
     }
 
     /// Every group the coordinator holds, by name.
     pub fn list(&self) -> Vec<GroupSnapshot> {
-        self.lock()
+        let inner = self.lock();
+        let mut all: Vec<GroupSnapshot> = inner
             .groups
             .values()
             .map(|s| s.group.snapshot())
-            .collect()
+            .chain(
+                inner
+                    .consumer
+                    .values()
+                    .map(|s| classic_view(&s.group.snapshot())),
+            )
+            .collect();
+        all.sort_by(|a, b| a.group.cmp(&b.group));
+        all
     }
 
     /// Group counts by state, members, rebalances and generations.
@@ -544,6 +762,14 @@ impl Coordinator {
                 .generations
                 .insert(name.clone(), slot.group.generation());
         }
+        for (name, slot) in &inner.consumer {
+            *stats
+                .groups_by_state
+                .entry(group_state(slot.group.state()).name())
+                .or_default() += 1;
+            stats.members += slot.group.member_count();
+            stats.generations.insert(name.clone(), slot.group.epoch());
+        }
         stats
     }
 
@@ -551,6 +777,19 @@ impl Coordinator {
     /// delete); refused while it has members.
     pub fn delete_group(&self, group: &str) -> Result<(), BrokerError> {
         let mut inner = self.lock();
+        if let Some(slot) = inner.consumer.get(group) {
+            let members = slot.group.member_count();
+            if members > 0 {
+                return Err(BrokerError::GroupHasMembers {
+                    group: group.to_string(),
+                    members,
+                });
+            }
+            if let Some(gone) = inner.consumer.remove(group) {
+                self.forget_bytes(gone.bytes);
+            }
+            return Ok(());
+        }
         let Some(slot) = inner.groups.get_mut(group) else {
             return Ok(());
         };
@@ -573,13 +812,19 @@ impl Coordinator {
     /// expired ([`offsets_expired`]).
     pub fn offsets_expired(&self, group: &str, last_commit_ms: u64) -> bool {
         let now_ms = self.clock.now_ms();
-        let (members, empty_since_ms) = match self.lock().groups.get(group) {
-            Some(s) => (
+        let inner = self.lock();
+        let (members, empty_since_ms) = match (inner.groups.get(group), inner.consumer.get(group)) {
+            (Some(s), _) => (
                 s.group.member_count(),
                 s.group.empty_since_ms().unwrap_or(now_ms),
             ),
-            None => (0, self.started_ms),
+            (None, Some(s)) => (
+                s.group.member_count(),
+                s.group.empty_since_ms().unwrap_or(now_ms),
+            ),
+            (None, None) => (0, self.started_ms),
         };
+        drop(inner);
         offsets_expired(
             members,
             last_commit_ms,
@@ -587,6 +832,70 @@ impl Coordinator {
             now_ms,
             self.config.offsets_retention_ms(),
         )
+    }
+}
+
+/// What a heartbeat brings that its member will hold, before it is
+/// applied (bounded field by field in `consumer`).
+fn heartbeat_bytes(h: &Heartbeat) -> usize {
+    h.member_id.len()
+        + h.instance_id.as_ref().map_or(0, String::len)
+        + h.rack_id.as_ref().map_or(0, String::len)
+        + h.client_id.len()
+        + h.client_host.len()
+        + h.topic_names
+            .as_ref()
+            .map_or(0, |n| n.iter().map(String::len).sum())
+        + h.topic_regex.as_ref().map_or(0, String::len)
+}
+
+fn group_state(state: ConsumerGroupState) -> GroupState {
+    match state {
+        ConsumerGroupState::Empty => GroupState::Empty,
+        ConsumerGroupState::Assigning => GroupState::Assigning,
+        ConsumerGroupState::Reconciling => GroupState::Reconciling,
+        ConsumerGroupState::Stable => GroupState::Stable,
+    }
+}
+
+/// A KIP-848 group in the shape describe and list share with classic
+/// groups: members with their topics and owned partitions by name.
+fn classic_view(s: &ConsumerGroupSnapshot) -> GroupSnapshot {
+    let by_name = |partitions: &consumer::Partitions| {
+        let mut named: Vec<TopicPartition> = partitions
+            .iter()
+            .filter_map(|(id, ps)| s.topic_names.get(id).map(|name| (name, ps)))
+            .flat_map(|(name, ps)| ps.iter().map(|p| TopicPartition::new(name, *p)))
+            .collect();
+        named.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
+        named
+    };
+    GroupSnapshot {
+        group: s.group.clone(),
+        group_type: GroupType::Consumer,
+        state: group_state(s.state),
+        kind: (!s.members.is_empty()).then_some(ProtocolKind::Kafka),
+        protocol: Some(s.assignor.to_string()),
+        generation: s.epoch,
+        leader: None,
+        members: s
+            .members
+            .iter()
+            .map(|m| MemberSnapshot {
+                member_id: m.member_id.clone(),
+                instance_id: m.instance_id.clone(),
+                client_id: m.client_id.clone(),
+                host: m.client_host.clone(),
+                subscription: m.subscribed.clone(),
+                assignment: Some(MemberAssignment::Partitions(by_name(&m.assignment))),
+                // No metadata: the coordinator assigned, and the topics
+                // are `subscription` (read so for a `GroupType::Consumer`).
+                protocol: MemberProtocol::Kafka {
+                    protocol_type: KAFKA_CONSUMER_PROTOCOL_TYPE.to_string(),
+                    protocols: Vec::new(),
+                },
+            })
+            .collect(),
     }
 }
 

@@ -1444,3 +1444,97 @@ fn member_metadata_is_bounded_per_member_and_over_all_groups() {
         Err(BrokerError::GroupLimit { .. })
     ));
 }
+
+/// A catalog of one topic, `a`, with 2 partitions.
+struct OneTopic;
+
+impl TopicCatalog for OneTopic {
+    fn topic(&self, name: &str) -> Option<consumer::assignors::TopicShape> {
+        (name == "a").then_some(consumer::assignors::TopicShape {
+            id: uuid::Uuid::from_u128(9),
+            partitions: 2,
+        })
+    }
+    fn names(&self) -> Vec<String> {
+        vec!["a".into()]
+    }
+}
+
+fn consumer_join(member_id: &str) -> Heartbeat {
+    Heartbeat {
+        member_id: member_id.into(),
+        member_epoch: 0,
+        rebalance_timeout_ms: 30_000,
+        topic_names: Some(vec!["a".into()]),
+        owned: Some(consumer::Partitions::new()),
+        client_id: "c".into(),
+        client_host: "/127.0.0.1".into(),
+        ..Heartbeat::default()
+    }
+}
+
+#[test]
+fn a_group_id_speaks_one_protocol_at_a_time() {
+    let clock = Arc::new(ManualClock::new(1_000));
+    let c = Coordinator::new(
+        no_delay(),
+        clock.clone(),
+        Box::new(SequentialIds::default()),
+    )
+    .unwrap();
+    let a = c
+        .consumer_heartbeat("g", consumer_join("m1"), &OneTopic)
+        .unwrap();
+    assert_eq!(a.member_epoch, 1);
+    // A classic join into it while it has members is refused.
+    assert!(matches!(
+        c.join("g", req("k", kafka(&[("range", b"")])), &topics()),
+        Err(BrokerError::InconsistentGroupProtocol { .. })
+    ));
+    let seen = c.describe("g").unwrap();
+    assert_eq!(seen.group_type, GroupType::Consumer);
+    assert_eq!(seen.state, GroupState::Stable);
+    assert_eq!(seen.protocol.as_deref(), Some("uniform"));
+    assert_eq!(seen.members[0].subscription, ["a"]);
+    assert_eq!(c.kind_of("g"), Some(ProtocolKind::Kafka));
+    assert_eq!(c.list().len(), 1);
+    assert_eq!(c.stats().members, 1);
+    c.validate_commit(
+        "g",
+        CommitOrigin::Member {
+            member_id: "m1",
+            instance_id: None,
+            generation: 1,
+        },
+    )
+    .unwrap();
+    assert!(c.delete_group("g").is_err());
+    // The session ends: the group is empty and a classic join takes it.
+    assert_eq!(c.next_deadline_ms(), Some(1_000 + 45_000));
+    clock.advance(45_000);
+    let changes = c.tick(&topics());
+    assert!(changes
+        .iter()
+        .any(|ch| matches!(ch.change, Change::Empty { .. })));
+    assert!(c.describe_consumer("g").is_some());
+    c.join("g", req("k", kafka(&[("range", b"")])), &topics())
+        .unwrap();
+    assert!(c.describe_consumer("g").is_none());
+    assert_eq!(c.describe("g").unwrap().group_type, GroupType::Classic);
+    // And a heartbeat into a classic group with members is refused.
+    assert!(matches!(
+        c.consumer_heartbeat("g", consumer_join("m2"), &OneTopic),
+        Err(BrokerError::MemberRefused {
+            refusal: MemberRefusal::NotConsumerGroup,
+            ..
+        })
+    ));
+    // A heartbeat of a member of a group that does not exist: rejoin.
+    let mut lost = consumer_join("m3");
+    lost.member_epoch = 4;
+    assert!(matches!(
+        c.consumer_heartbeat("other", lost, &OneTopic),
+        Err(BrokerError::UnknownMember { .. })
+    ));
+    assert!(c.describe("other").is_none());
+}

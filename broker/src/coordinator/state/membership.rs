@@ -274,7 +274,12 @@ impl Group {
                 self.try_complete_join(now_ms, topics);
             }
             GroupState::PreparingRebalance => self.try_complete_join(now_ms, topics),
-            GroupState::Empty | GroupState::Dead => {}
+            // The last two are KIP-848 groups' states, never a classic
+            // group's.
+            GroupState::Empty
+            | GroupState::Dead
+            | GroupState::Assigning
+            | GroupState::Reconciling => {}
         }
     }
 

@@ -15,6 +15,10 @@ pub enum GroupState {
     CompletingRebalance,
     Stable,
     Dead,
+    /// KIP-848 groups: the target assignment is behind the group epoch.
+    Assigning,
+    /// KIP-848 groups: a member has not reached its target yet.
+    Reconciling,
 }
 
 impl GroupState {
@@ -25,6 +29,8 @@ impl GroupState {
             GroupState::CompletingRebalance => "CompletingRebalance",
             GroupState::Stable => "Stable",
             GroupState::Dead => "Dead",
+            GroupState::Assigning => "Assigning",
+            GroupState::Reconciling => "Reconciling",
         }
     }
 }
@@ -152,15 +158,37 @@ pub enum Change {
     },
 }
 
+/// Which protocol a group speaks: one group id is one or the other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupType {
+    /// JoinGroup and SyncGroup (Kafka members), or HTTP instances.
+    Classic,
+    /// KIP-848's ConsumerGroupHeartbeat.
+    Consumer,
+}
+
+impl GroupType {
+    /// ListGroups v5's spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            GroupType::Classic => "classic",
+            GroupType::Consumer => "consumer",
+        }
+    }
+}
+
 /// A group as describe and list answer it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupSnapshot {
     pub group: String,
+    pub group_type: GroupType,
     pub state: GroupState,
     /// `None` without members.
     pub kind: Option<ProtocolKind>,
-    /// The selected protocol of the current generation.
+    /// The selected protocol of the current generation (a KIP-848
+    /// group's: its assignor).
     pub protocol: Option<String>,
+    /// A KIP-848 group's: its group epoch.
     pub generation: u32,
     pub leader: Option<String>,
     pub members: Vec<MemberSnapshot>,

@@ -61,7 +61,7 @@ mod rebalance;
 
 use std::collections::BTreeMap;
 
-use self::messages::{Change, GroupSnapshot, GroupState, MemberSnapshot};
+use self::messages::{Change, GroupSnapshot, GroupState, GroupType, MemberSnapshot};
 use super::member::{Member, MemberProtocol, ProtocolKind};
 use crate::error::BrokerError;
 
@@ -232,6 +232,7 @@ impl Group {
     pub fn snapshot(&self) -> GroupSnapshot {
         GroupSnapshot {
             group: self.name.clone(),
+            group_type: GroupType::Classic,
             state: self.state,
             kind: self.kind(),
             protocol: self.protocol_name.clone(),

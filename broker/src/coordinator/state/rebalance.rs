@@ -299,7 +299,12 @@ impl Group {
                 });
                 self.poll_sync(member_id, generation)
             }
-            GroupState::Empty | GroupState::Dead => Err(self.unknown_member(member_id)),
+            // The last two are KIP-848 groups' states, never a classic
+            // group's.
+            GroupState::Empty
+            | GroupState::Dead
+            | GroupState::Assigning
+            | GroupState::Reconciling => Err(self.unknown_member(member_id)),
         }
     }
 

@@ -1,0 +1,488 @@
+#![allow(clippy::unwrap_used)]
+
+use std::cell::RefCell;
+
+use super::*;
+
+/// Topics by name, changed by the tests.
+#[derive(Default)]
+struct Catalog(RefCell<BTreeMap<String, TopicShape>>);
+
+impl Catalog {
+    fn with(topics: &[(&str, u128, u32)]) -> Self {
+        let c = Catalog::default();
+        for (name, id, partitions) in topics {
+            c.set(name, *id, *partitions);
+        }
+        c
+    }
+
+    fn set(&self, name: &str, id: u128, partitions: u32) {
+        self.0.borrow_mut().insert(
+            name.to_string(),
+            TopicShape {
+                id: Uuid::from_u128(id),
+                partitions,
+            },
+        );
+    }
+}
+
+impl TopicCatalog for Catalog {
+    fn topic(&self, name: &str) -> Option<TopicShape> {
+        self.0.borrow().get(name).copied()
+    }
+    fn names(&self) -> Vec<String> {
+        self.0.borrow().keys().cloned().collect()
+    }
+}
+
+fn config() -> GroupsConfig {
+    GroupsConfig {
+        consumer_session_timeout_ms: 45_000,
+        consumer_heartbeat_interval_ms: 5_000,
+        ..GroupsConfig::default()
+    }
+}
+
+fn join(id: &str, topics: &[&str]) -> Heartbeat {
+    Heartbeat {
+        member_id: id.to_string(),
+        member_epoch: 0,
+        rebalance_timeout_ms: 30_000,
+        topic_names: Some(topics.iter().map(|t| t.to_string()).collect()),
+        owned: Some(Partitions::new()),
+        client_id: "c".into(),
+        client_host: "/127.0.0.1".into(),
+        ..Heartbeat::default()
+    }
+}
+
+/// A steady heartbeat reporting `owned`.
+fn beat(id: &str, epoch: i32, owned: &Partitions) -> Heartbeat {
+    Heartbeat {
+        member_id: id.to_string(),
+        member_epoch: epoch,
+        rebalance_timeout_ms: -1,
+        owned: Some(owned.clone()),
+        ..Heartbeat::default()
+    }
+}
+
+fn t(id: u128, partitions: &[u32]) -> Partitions {
+    Partitions::from([(Uuid::from_u128(id), partitions.iter().copied().collect())])
+}
+
+fn count(p: &Partitions) -> usize {
+    p.values().map(BTreeSet::len).sum()
+}
+
+/// Drives one group the way clients do: each member heartbeats with
+/// what it was last given.
+struct Run {
+    group: ConsumerGroup,
+    catalog: Catalog,
+    now: u64,
+    /// Member id → (epoch, owned) as the client knows them.
+    clients: BTreeMap<String, (i32, Partitions)>,
+}
+
+impl Run {
+    fn new(topics: &[(&str, u128, u32)]) -> Self {
+        Run {
+            group: ConsumerGroup::new("g", 0),
+            catalog: Catalog::with(topics),
+            now: 1_000,
+            clients: BTreeMap::new(),
+        }
+    }
+
+    fn send(&mut self, hb: Heartbeat) -> Result<HeartbeatAnswer, BrokerError> {
+        self.group
+            .heartbeat(hb, self.now, &config(), &self.catalog, || "made".into())
+    }
+
+    fn join(&mut self, id: &str, topics: &[&str]) -> HeartbeatAnswer {
+        let a = self.send(join(id, topics)).unwrap();
+        self.learn(&a);
+        a
+    }
+
+    fn learn(&mut self, a: &HeartbeatAnswer) {
+        let entry = self
+            .clients
+            .entry(a.member_id.clone())
+            .or_insert((0, Partitions::new()));
+        entry.0 = a.member_epoch;
+        if let Some(assignment) = &a.assignment {
+            entry.1 = assignment.clone();
+        }
+    }
+
+    fn beat(&mut self, id: &str) -> HeartbeatAnswer {
+        let (epoch, owned) = self.clients[id].clone();
+        let a = self.send(beat(id, epoch, &owned)).unwrap();
+        self.learn(&a);
+        a
+    }
+
+    /// Heartbeats every member in turn until the group is Stable; the
+    /// rounds it took.
+    fn settle(&mut self) -> usize {
+        for round in 1..=20 {
+            let ids: Vec<String> = self.clients.keys().cloned().collect();
+            for id in ids {
+                self.beat(&id);
+                self.assert_no_partition_twice();
+            }
+            if self.group.state() == ConsumerGroupState::Stable {
+                return round;
+            }
+        }
+        panic!("not stable after 20 rounds: {:?}", self.group.snapshot());
+    }
+
+    /// What clients hold never overlaps: no partition is consumed twice.
+    fn assert_no_partition_twice(&self) {
+        let mut seen = BTreeSet::new();
+        for (id, (_, owned)) in &self.clients {
+            for (topic, ps) in owned {
+                for p in ps {
+                    assert!(seen.insert((*topic, *p)), "{topic} {p} twice (last {id})");
+                }
+            }
+        }
+    }
+
+    fn owned(&self, id: &str) -> &Partitions {
+        &self.clients[id].1
+    }
+}
+
+#[test]
+fn a_first_member_gets_every_partition_at_epoch_1() {
+    let mut run = Run::new(&[("a", 1, 3)]);
+    let a = run.join("m1", &["a"]);
+    assert_eq!(a.member_epoch, 1);
+    assert_eq!(a.heartbeat_interval_ms, 5_000);
+    assert_eq!(a.assignment, Some(t(1, &[0, 1, 2])));
+    assert_eq!(run.group.state(), ConsumerGroupState::Stable);
+    // A steady heartbeat answers no assignment: nothing changed.
+    let again = run.beat("m1");
+    assert_eq!((again.member_epoch, again.assignment), (1, None));
+}
+
+#[test]
+fn a_joining_member_waits_for_the_partitions_another_revokes() {
+    let mut run = Run::new(&[("a", 1, 4)]);
+    run.join("m1", &["a"]);
+    // m2 joins: epoch 2; all of its target is still owned by m1.
+    let a = run.join("m2", &["a"]);
+    assert_eq!(a.member_epoch, 2);
+    assert_eq!(a.assignment, Some(Partitions::new()));
+    assert_eq!(run.group.state(), ConsumerGroupState::Reconciling);
+    // m1 is told to keep half: it stays at epoch 1 until it has let go.
+    let r = run.beat("m1");
+    assert_eq!(r.member_epoch, 1);
+    assert_eq!(count(r.assignment.as_ref().unwrap()), 2);
+    // m2 gets nothing while m1 has not confirmed.
+    assert_eq!(run.beat("m2").assignment, None);
+    // m1's next heartbeat lists only what it kept: it reaches epoch 2.
+    let r = run.beat("m1");
+    assert_eq!(r.member_epoch, 2);
+    // Now m2 is given the released half.
+    let r = run.beat("m2");
+    assert_eq!(count(r.assignment.as_ref().unwrap()), 2);
+    assert_eq!(run.group.state(), ConsumerGroupState::Stable);
+    run.assert_no_partition_twice();
+}
+
+#[test]
+fn ten_members_converge_balanced_without_any_partition_twice() {
+    let mut run = Run::new(&[("a", 1, 20), ("b", 2, 7)]);
+    for i in 0..9 {
+        run.join(&format!("m{i}"), &["a", "b"]);
+        run.settle();
+    }
+    let before: BTreeMap<String, Partitions> = run
+        .clients
+        .iter()
+        .map(|(id, (_, p))| (id.clone(), p.clone()))
+        .collect();
+    run.join("m9", &["a", "b"]);
+    let rounds = run.settle();
+    assert!(rounds <= 3, "{rounds} rounds");
+    let counts: Vec<usize> = run.clients.values().map(|(_, p)| count(p)).collect();
+    assert_eq!(counts.iter().sum::<usize>(), 27);
+    assert!(
+        counts.iter().max().unwrap() - counts.iter().min().unwrap() <= 1,
+        "{counts:?}"
+    );
+    // Sticky: old members only gave partitions up, none moved between them.
+    for (id, had) in &before {
+        for (topic, ps) in run.owned(id) {
+            assert!(ps.is_subset(&had[topic]), "{id} gained {ps:?}");
+        }
+    }
+}
+
+#[test]
+fn epochs_are_fenced_except_a_lost_answer() {
+    let mut run = Run::new(&[("a", 1, 2)]);
+    run.join("m1", &["a"]);
+    run.join("m2", &["a"]);
+    run.settle();
+    let (epoch, owned) = run.clients["m1"].clone();
+    // Above the member's epoch.
+    let err = run.send(beat("m1", epoch + 1, &owned)).unwrap_err();
+    assert!(matches!(
+        err,
+        BrokerError::MemberRefused {
+            refusal: MemberRefusal::FencedMemberEpoch { .. },
+            ..
+        }
+    ));
+    // The previous epoch, with no more than it owns: its last answer was
+    // lost, and it is answered again.
+    let previous = run.group.members["m1"].previous_epoch;
+    let a = run
+        .send(beat("m1", i32::try_from(previous).unwrap(), &owned))
+        .unwrap();
+    assert_eq!(a.member_epoch, epoch);
+    // An older one, or partitions it does not own, are fenced.
+    let err = run.send(beat("m1", -5 + 5, &owned)).unwrap_err();
+    assert!(matches!(err, BrokerError::MemberRefused { .. }), "{err}");
+    let stranger = t(1, &[0, 1]);
+    let err = run
+        .send(beat("m1", i32::try_from(previous).unwrap(), &stranger))
+        .unwrap_err();
+    assert!(matches!(err, BrokerError::MemberRefused { .. }), "{err}");
+    // Unknown members are UNKNOWN_MEMBER_ID.
+    let err = run.send(beat("nobody", 3, &Partitions::new())).unwrap_err();
+    assert!(matches!(err, BrokerError::UnknownMember { .. }));
+}
+
+#[test]
+fn a_silent_member_expires_and_its_partitions_move() {
+    let mut run = Run::new(&[("a", 1, 4)]);
+    run.join("m1", &["a"]);
+    run.join("m2", &["a"]);
+    run.settle();
+    assert_eq!(run.group.next_deadline_ms(), Some(run.now + 45_000));
+    run.now += 30_000;
+    run.beat("m2");
+    run.now += 20_000;
+    run.group.tick(run.now);
+    let (departures, _) = run.group.take_departures();
+    assert_eq!(departures, [("m1".to_string(), Departure::SessionExpired)]);
+    run.clients.remove("m1");
+    run.settle();
+    assert_eq!(count(run.owned("m2")), 4);
+}
+
+#[test]
+fn a_member_that_does_not_revoke_in_time_is_removed() {
+    let mut run = Run::new(&[("a", 1, 4)]);
+    run.join("m1", &["a"]);
+    run.join("m2", &["a"]);
+    // m1 is told to revoke but never confirms.
+    let (epoch, owned) = run.clients["m1"].clone();
+    run.send(beat("m1", epoch, &owned)).unwrap();
+    run.now += 29_000;
+    run.group.tick(run.now);
+    assert_eq!(run.group.member_count(), 2);
+    run.now += 2_000;
+    run.group.tick(run.now);
+    let (departures, _) = run.group.take_departures();
+    assert_eq!(
+        departures,
+        [("m1".to_string(), Departure::RevocationExpired)]
+    );
+    run.clients.remove("m1");
+    run.settle();
+    assert_eq!(count(run.owned("m2")), 4);
+}
+
+#[test]
+fn a_leave_hands_the_partitions_on() {
+    let mut run = Run::new(&[("a", 1, 4)]);
+    run.join("m1", &["a"]);
+    run.join("m2", &["a"]);
+    run.settle();
+    let epoch = run.group.epoch();
+    let a = run.send(beat("m1", -1, &Partitions::new())).unwrap();
+    assert_eq!(a.member_epoch, -1);
+    assert_eq!(run.group.epoch(), epoch + 1);
+    run.clients.remove("m1");
+    run.settle();
+    assert_eq!(count(run.owned("m2")), 4);
+    // The last member leaving empties the group.
+    run.send(beat("m2", -1, &Partitions::new())).unwrap();
+    assert_eq!(run.group.state(), ConsumerGroupState::Empty);
+    assert_eq!(run.group.empty_since_ms(), Some(run.now));
+}
+
+#[test]
+fn a_static_member_comes_back_to_its_partitions() {
+    let mut run = Run::new(&[("a", 1, 4)]);
+    let mut first = join("p1", &["a"]);
+    first.instance_id = Some("host-1".into());
+    let a = run.send(first).unwrap();
+    run.learn(&a);
+    run.join("m2", &["a"]);
+    run.settle();
+    let kept = run.owned("p1").clone();
+    let epoch = run.group.epoch();
+    let mut away = beat("p1", -2, &kept);
+    away.instance_id = Some("host-1".into());
+    assert_eq!(run.send(away).unwrap().member_epoch, -2);
+    // Another process with the same instance id while it is away takes
+    // over its partitions and epoch: nothing moves.
+    let mut back = join("p1-restarted", &["a"]);
+    back.instance_id = Some("host-1".into());
+    let a = run.send(back.clone()).unwrap();
+    assert_eq!(a.assignment, Some(kept));
+    assert_eq!(run.group.epoch(), epoch);
+    // While it is live, the instance id cannot be taken.
+    back.member_id = "p1-third".into();
+    let err = run.send(back).unwrap_err();
+    assert!(matches!(
+        err,
+        BrokerError::MemberRefused {
+            refusal: MemberRefusal::UnreleasedInstanceId { .. },
+            ..
+        }
+    ));
+}
+
+#[test]
+fn topics_created_grown_or_matched_later_move_the_epoch() {
+    let mut run = Run::new(&[("a", 1, 2)]);
+    run.join("m1", &["a", "later"]);
+    let epoch = run.group.epoch();
+    run.catalog.set("later", 2, 1);
+    let a = run.beat("m1");
+    assert_eq!(run.group.epoch(), epoch + 1);
+    assert_eq!(count(a.assignment.as_ref().unwrap()), 3);
+    run.catalog.set("a", 1, 4);
+    let a = run.beat("m1");
+    assert_eq!(count(a.assignment.as_ref().unwrap()), 5);
+    // A pattern matches the topics there are at each refresh.
+    let mut pattern = join("m2", &[]);
+    pattern.topic_names = None;
+    pattern.topic_regex = Some("pat-.*".into());
+    let a = run.send(pattern).unwrap();
+    run.learn(&a);
+    assert_eq!(
+        run.group.snapshot().members[1].subscribed,
+        Vec::<String>::new()
+    );
+    run.catalog.set("pat-1", 3, 2);
+    run.now += REGEX_REFRESH_MS;
+    run.settle();
+    assert_eq!(run.owned("m2"), &t(3, &[0, 1]));
+    // A recreated topic (new id) is another topic: the old id's
+    // partitions are revoked, the new one's assigned.
+    run.catalog.set("pat-1", 4, 2);
+    run.settle();
+    assert_eq!(run.owned("m2"), &t(4, &[0, 1]));
+}
+
+#[test]
+fn bad_heartbeats_are_refused_before_anything_changes() {
+    let mut run = Run::new(&[("a", 1, 2)]);
+    let invalid = |run: &mut Run, hb: Heartbeat| {
+        let err = run.send(hb).unwrap_err();
+        match err {
+            BrokerError::MemberRefused { refusal, .. } => refusal,
+            other => panic!("{other}"),
+        }
+    };
+    let mut no_timeout = join("m", &["a"]);
+    no_timeout.rebalance_timeout_ms = -1;
+    let mut no_topics = join("m", &[]);
+    no_topics.topic_names = None;
+    let mut owning = join("m", &["a"]);
+    owning.owned = Some(t(1, &[0]));
+    let mut empty_instance = join("m", &["a"]);
+    empty_instance.instance_id = Some(String::new());
+    let mut bad_epoch = beat("m", -3, &Partitions::new());
+    bad_epoch.member_epoch = -3;
+    for hb in [no_timeout, no_topics, owning, empty_instance, bad_epoch] {
+        assert!(matches!(
+            invalid(&mut run, hb),
+            MemberRefusal::InvalidRequest { .. }
+        ));
+    }
+    let mut assignor = join("m", &["a"]);
+    assignor.server_assignor = Some("sticky".into());
+    assert!(matches!(
+        invalid(&mut run, assignor),
+        MemberRefusal::UnsupportedAssignor { .. }
+    ));
+    let mut regex = join("m", &[]);
+    regex.topic_regex = Some("(".into());
+    assert!(matches!(
+        invalid(&mut run, regex),
+        MemberRefusal::InvalidRegex { .. }
+    ));
+    let mut long = join("m", &[]);
+    long.topic_regex = Some("a".repeat(REGEX_MAX_BYTES + 1));
+    assert!(matches!(
+        invalid(&mut run, long),
+        MemberRefusal::InvalidRegex { .. }
+    ));
+    let mut bad_name = join("m", &["../x"]);
+    bad_name.topic_names = Some(vec!["../x".into()]);
+    assert!(run.send(bad_name).is_err());
+    assert_eq!(run.group.member_count(), 0);
+    assert_eq!(run.group.epoch(), 0);
+}
+
+#[test]
+fn the_assignor_most_members_ask_for_is_used() {
+    let mut run = Run::new(&[("a", 1, 4), ("b", 2, 4)]);
+    let mut m1 = join("m1", &["a", "b"]);
+    m1.server_assignor = Some("range".into());
+    let a = run.send(m1).unwrap();
+    run.learn(&a);
+    run.join("m2", &["a", "b"]);
+    run.settle();
+    assert_eq!(run.group.snapshot().assignor, "range");
+    // Range: the same partition numbers of both topics.
+    let owned = run.owned("m1");
+    assert_eq!(owned[&Uuid::from_u128(1)], owned[&Uuid::from_u128(2)]);
+}
+
+#[test]
+fn commits_need_the_members_current_epoch() {
+    let mut run = Run::new(&[("a", 1, 2)]);
+    run.join("m1", &["a"]);
+    let epoch = run.clients["m1"].0;
+    run.group.validate_commit("m1", epoch).unwrap();
+    assert!(matches!(
+        run.group.validate_commit("m1", epoch - 1),
+        Err(BrokerError::MemberRefused {
+            refusal: MemberRefusal::StaleMemberEpoch { .. },
+            ..
+        })
+    ));
+    assert!(matches!(
+        run.group.validate_commit("m1", epoch + 1),
+        Err(BrokerError::MemberRefused {
+            refusal: MemberRefusal::FencedMemberEpoch { .. },
+            ..
+        })
+    ));
+    assert!(matches!(
+        run.group.validate_commit("other", epoch),
+        Err(BrokerError::UnknownMember { .. })
+    ));
+    // An admin commit only into an empty group.
+    assert!(matches!(
+        run.group.validate_commit("", -1),
+        Err(BrokerError::GroupHasMembers { .. })
+    ));
+    run.send(beat("m1", -1, &Partitions::new())).unwrap();
+    run.group.validate_commit("", -1).unwrap();
+}
