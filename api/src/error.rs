@@ -514,6 +514,7 @@ impl From<tidelog_broker::BrokerError> for ApiError {
             | B::GroupHasMembers { .. }
             | B::InconsistentGroupProtocol { .. }
             | B::FencedInstanceId { .. }
+            | B::MemberRefused { .. }
             | B::ConsumerState { .. } => ApiError::IllegalConsumerState { message },
             B::GroupLimit { .. } => ApiError::TooManyRequests { message },
             B::ConsumerInstanceExists { .. } => ApiError::ConsumerInstanceExists { message },

@@ -1259,6 +1259,13 @@ fn every_broker_error_has_its_code() {
             40903,
         ),
         (
+            B::MemberRefused {
+                group: s("g"),
+                refusal: tidelog_broker::error::MemberRefusal::NotConsumerGroup,
+            },
+            40903,
+        ),
+        (
             B::FencedInstanceId {
                 group: s("g"),
                 instance_id: s("i"),

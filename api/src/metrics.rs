@@ -627,6 +627,8 @@ fn render_groups(out: &mut String, c: &CoordinatorStats, lag: &[ConsumerLag]) {
         GroupState::CompletingRebalance,
         GroupState::Stable,
         GroupState::Dead,
+        GroupState::Assigning,
+        GroupState::Reconciling,
     ] {
         let n = c.groups_by_state.get(state.name()).copied().unwrap_or(0);
         let _ = writeln!(out, "{name}{{state=\"{}\"}} {n}", state.name());

@@ -39,6 +39,8 @@ pub struct GroupSummary {
     pub state: GroupState,
     /// `None` without members.
     pub kind: Option<ProtocolKind>,
+    /// A group with offsets only is classic, as Kafka lists it.
+    pub group_type: GroupType,
     pub members: usize,
 }
 
@@ -143,6 +145,7 @@ impl Broker {
                     group: snapshot.group,
                     state: snapshot.state,
                     kind: snapshot.kind.or(committed),
+                    group_type: snapshot.group_type,
                 },
             );
         }
@@ -480,6 +483,7 @@ fn offsets_only(group: String, kind: Option<ProtocolKind>) -> GroupSummary {
         group,
         state: GroupState::Empty,
         kind,
+        group_type: GroupType::Classic,
         members: 0,
     }
 }
@@ -753,6 +757,7 @@ mod tests {
                     group: "b-members".into(),
                     state: GroupState::Stable,
                     kind: Some(ProtocolKind::Http),
+                    group_type: GroupType::Classic,
                     members: 1,
                 },
                 offsets_only("only-offsets".into(), None),

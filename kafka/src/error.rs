@@ -14,6 +14,7 @@ use kafka_protocol::error::ResponseError;
 use tidelog_broker::security::acl::{AclError, ResourceType};
 use tidelog_broker::security::users::UserError;
 use tidelog_broker::store::{SequenceProblem, StoreError, TieredError};
+use tidelog_broker::error::MemberRefusal;
 use tidelog_broker::BrokerError;
 
 /// A record batch of a produce request that cannot be taken: its partition
@@ -260,6 +261,16 @@ pub fn broker_code(e: &BrokerError) -> i16 {
         B::InconsistentGroupProtocol { .. } => ResponseError::InconsistentGroupProtocol,
         B::FencedInstanceId { .. } => ResponseError::FencedInstanceId,
         B::MemberIdRequired { .. } => ResponseError::MemberIdRequired,
+        // KIP-848 groups' refusals, one Kafka error each.
+        B::MemberRefused { refusal, .. } => match refusal {
+            MemberRefusal::FencedMemberEpoch { .. } => ResponseError::FencedMemberEpoch,
+            MemberRefusal::StaleMemberEpoch { .. } => ResponseError::StaleMemberEpoch,
+            MemberRefusal::UnsupportedAssignor { .. } => ResponseError::UnsupportedAssignor,
+            MemberRefusal::UnreleasedInstanceId { .. } => ResponseError::UnreleasedInstanceId,
+            MemberRefusal::InvalidRegex { .. } => ResponseError::InvalidRegularExpression,
+            MemberRefusal::InvalidRequest { .. } => ResponseError::InvalidRequest,
+            MemberRefusal::NotConsumerGroup => ResponseError::GroupIdNotFound,
+        },
         B::InvalidSessionTimeout { .. } => ResponseError::InvalidSessionTimeout,
         B::GroupLimit { .. } => ResponseError::GroupMaxSizeReached,
         B::UnknownGroup { .. } => ResponseError::GroupIdNotFound,

@@ -689,6 +689,55 @@ fn every_broker_error_has_its_code() {
             ResponseError::InconsistentGroupProtocol,
         ),
         (
+            B::MemberRefused {
+                group: s("g"),
+                refusal: tidelog_broker::error::MemberRefusal::FencedMemberEpoch { received: 3, current: 2 },
+            },
+            ResponseError::FencedMemberEpoch,
+        ),
+        (
+            B::MemberRefused {
+                group: s("g"),
+                refusal: tidelog_broker::error::MemberRefusal::StaleMemberEpoch { received: 1, current: 2 },
+            },
+            ResponseError::StaleMemberEpoch,
+        ),
+        (
+            B::MemberRefused {
+                group: s("g"),
+                refusal: tidelog_broker::error::MemberRefusal::UnsupportedAssignor { assignor: s("sticky") },
+            },
+            ResponseError::UnsupportedAssignor,
+        ),
+        (
+            B::MemberRefused {
+                group: s("g"),
+                refusal: tidelog_broker::error::MemberRefusal::UnreleasedInstanceId { instance_id: s("i") },
+            },
+            ResponseError::UnreleasedInstanceId,
+        ),
+        (
+            B::MemberRefused {
+                group: s("g"),
+                refusal: tidelog_broker::error::MemberRefusal::InvalidRegex { reason: s("(") },
+            },
+            ResponseError::InvalidRegularExpression,
+        ),
+        (
+            B::MemberRefused {
+                group: s("g"),
+                refusal: tidelog_broker::error::MemberRefusal::InvalidRequest { reason: s("r") },
+            },
+            ResponseError::InvalidRequest,
+        ),
+        (
+            B::MemberRefused {
+                group: s("g"),
+                refusal: tidelog_broker::error::MemberRefusal::NotConsumerGroup,
+            },
+            ResponseError::GroupIdNotFound,
+        ),
+        (
             B::FencedInstanceId {
                 group: s("g"),
                 instance_id: s("i"),

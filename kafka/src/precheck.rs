@@ -366,6 +366,11 @@ pub fn offset_fetch(w: &mut Walk<'_>, v: i16) -> Walked {
     }
     w.array(|w| {
         w.string()?;
+        if v >= 9 {
+            // The member id and epoch of a KIP-848 member.
+            w.string()?;
+            w.fixed(4)?;
+        }
         w.topic_indexes()?;
         w.tags()
     })?;
@@ -433,12 +438,45 @@ pub fn describe_groups(w: &mut Walk<'_>, v: i16) -> Walked {
     Ok(())
 }
 
-/// ListGroups: v4+ the states filter.
+/// ListGroups: v4+ the states filter, v5+ the types filter.
 pub fn list_groups(w: &mut Walk<'_>, v: i16) -> Walked {
     if v >= 4 {
         w.array(|w| w.string())?;
     }
+    if v >= 5 {
+        w.array(|w| w.string())?;
+    }
     Ok(())
+}
+
+/// ConsumerGroupHeartbeat (KIP-848): group and member ids, epoch,
+/// instance and rack ids, rebalance timeout, subscribed names, v1's
+/// regex, the assignor, then the owned topics (a 16-byte id and
+/// partition indexes each).
+pub fn consumer_group_heartbeat(w: &mut Walk<'_>, v: i16) -> Walked {
+    w.string()?;
+    w.string()?;
+    w.fixed(4)?;
+    w.string()?;
+    w.string()?;
+    w.fixed(4)?;
+    w.array(|w| w.string())?;
+    if v >= 1 {
+        w.string()?;
+    }
+    w.string()?;
+    w.array(|w| {
+        w.fixed(16)?;
+        w.array(|w| w.fixed(4))?;
+        w.tags()
+    })
+}
+
+/// ConsumerGroupDescribe: the group ids, then whether to answer the
+/// authorized operations.
+pub fn consumer_group_describe(w: &mut Walk<'_>, _v: i16) -> Walked {
+    w.array(|w| w.string())?;
+    w.fixed(1)
 }
 
 /// DeleteGroups: the group ids.

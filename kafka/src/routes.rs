@@ -60,8 +60,8 @@ pub static ROUTES: &[Route] = &[
     route!(Metadata, 0..=12, precheck::metadata, metadata),
     route!(ApiVersions, 0..=3, precheck::api_versions, api_versions),
     // The group APIs (KAFKA.md "Groups").
-    route!(OffsetCommit, 2..=8, precheck::offset_commit, offset_commit),
-    route!(OffsetFetch, 1..=8, precheck::offset_fetch, offset_fetch),
+    route!(OffsetCommit, 2..=9, precheck::offset_commit, offset_commit),
+    route!(OffsetFetch, 1..=9, precheck::offset_fetch, offset_fetch),
     route!(
         FindCoordinator,
         0..=4,
@@ -78,9 +78,22 @@ pub static ROUTES: &[Route] = &[
         precheck::describe_groups,
         describe_groups
     ),
-    route!(ListGroups, 0..=4, precheck::list_groups, list_groups),
+    route!(ListGroups, 0..=5, precheck::list_groups, list_groups),
     route!(OffsetDelete, 0..=0, precheck::offset_delete, offset_delete),
     route!(DeleteGroups, 0..=2, precheck::delete_groups, delete_groups),
+    // KIP-848's consumer group protocol (KAFKA.md "KIP-848 groups").
+    route!(
+        ConsumerGroupHeartbeat,
+        0..=1,
+        precheck::consumer_group_heartbeat,
+        consumer_group_heartbeat
+    ),
+    route!(
+        ConsumerGroupDescribe,
+        0..=1,
+        precheck::consumer_group_describe,
+        consumer_group_describe
+    ),
     // The admin APIs (KAFKA.md "Admin").
     route!(CreateTopics, 2..=7, precheck::create_topics, create_topics),
     route!(DeleteTopics, 1..=6, precheck::delete_topics, delete_topics),
@@ -274,6 +287,27 @@ serve!(offset_fetch(version));
 serve!(list_groups(version));
 
 serve!(describe_groups(version));
+
+fn consumer_group_heartbeat(mut call: Call<'_>) -> Served<'_> {
+    Box::pin(async move {
+        let request = call.decode()?;
+        // Kafka names a member's host `/<ip>`.
+        let host = call
+            .peer
+            .map_or_else(String::new, |p| format!("/{}", p.ip()));
+        let client_id = call.header.client_id.as_ref().map_or("", |c| c.as_str());
+        let answer = handlers::consumer_group_heartbeat::handle(
+            call.ctx,
+            call.version,
+            client_id,
+            &host,
+            request,
+        );
+        call.answer(&answer)
+    })
+}
+
+serve!(consumer_group_describe());
 
 serve!(offset_delete(gate) async);
 

@@ -33,6 +33,9 @@ use tokio::sync::watch;
 // The group APIs' tests, on this file's server and framing.
 #[path = "protocol/groups.rs"]
 mod groups;
+// KIP-848's consumer group protocol, likewise.
+#[path = "protocol/consumer_groups.rs"]
+mod consumer_groups;
 // The admin APIs' tests, likewise.
 #[path = "protocol/admin.rs"]
 mod admin;
@@ -279,17 +282,19 @@ async fn api_versions_advertises_only_the_served_apis_and_answers_unknown_versio
                 (2, 1, 7),
                 (3, 0, 12),
                 (18, 0, 3),
-                (8, 2, 8),
-                (9, 1, 8),
+                (8, 2, 9),
+                (9, 1, 9),
                 (10, 0, 4),
                 (11, 0, 7),
                 (12, 0, 4),
                 (13, 0, 4),
                 (14, 0, 5),
                 (15, 0, 5),
-                (16, 0, 4),
+                (16, 0, 5),
                 (47, 0, 0),
                 (42, 0, 2),
+                (68, 0, 1),
+                (69, 0, 1),
                 (19, 2, 7),
                 (20, 1, 6),
                 (37, 0, 3),
@@ -318,7 +323,7 @@ async fn api_versions_advertises_only_the_served_apis_and_answers_unknown_versio
     assert_eq!(answer.get_i32(), 7);
     let body = ApiVersionsResponse::decode(&mut answer, 0).unwrap();
     assert_eq!(body.error_code, 35);
-    assert_eq!(body.api_keys.len(), 32);
+    assert_eq!(body.api_keys.len(), 34);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

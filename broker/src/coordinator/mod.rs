@@ -613,6 +613,20 @@ impl Coordinator {
         })
     }
 
+    /// OffsetFetch v9's check of a KIP-848 member: in `group` at `epoch`.
+    /// Groups of the classic protocol are not checked.
+    pub fn check_member_epoch(
+        &self,
+        group: &str,
+        member_id: &str,
+        epoch: i32,
+    ) -> Result<(), BrokerError> {
+        match self.lock().consumer.get(group) {
+            Some(slot) => slot.group.validate_commit(member_id, epoch),
+            None => Ok(()),
+        }
+    }
+
     /// Whether a commit to `group` may land; a group the coordinator does
     /// not hold has no members, so only a stateless commit may.
     pub fn validate_commit(

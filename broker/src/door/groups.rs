@@ -1,5 +1,7 @@
 //! The group coordinator's calls behind the door: Kafka's JoinGroup,
-//! SyncGroup, Heartbeat, LeaveGroup, DescribeGroups and ListGroups.
+//! SyncGroup, Heartbeat, LeaveGroup, DescribeGroups and ListGroups, and
+//! KIP-848's ConsumerGroupHeartbeat and ConsumerGroupDescribe (which
+//! never wait: a member learns of a change at its next heartbeat).
 //!
 //! A join or a sync may have to wait for other members (the join window
 //! is open; a follower arrived before the leader's assignments). The
@@ -26,9 +28,10 @@ use tokio::time::Instant;
 use super::Door;
 use tidelog_security::acl::{Operation, Resource};
 
+use crate::coordinator::consumer::assignors::TopicShape;
 use crate::coordinator::{
-    GroupSnapshot, JoinOutcome, JoinRequest, JoinResponse, MemberAssignment, ProtocolKind,
-    SyncOutcome, SyncRequest,
+    ConsumerGroupSnapshot, GroupSnapshot, Heartbeat, HeartbeatAnswer, JoinOutcome, JoinRequest,
+    JoinResponse, MemberAssignment, ProtocolKind, SyncOutcome, SyncRequest, TopicCatalog,
 };
 use crate::error::BrokerError;
 use crate::group_admin::GroupSummary;
@@ -196,6 +199,49 @@ impl Door {
             .heartbeat(group, member_id, instance_id, generation)
     }
 
+    /// ConsumerGroupHeartbeat (KIP-848): joins, keeps, moves or ends a
+    /// member of `group`. READ on the group, DESCRIBE on every topic it
+    /// names (a pattern matches only the topics the principal may
+    /// describe). In memory, on the caller's task.
+    pub fn consumer_group_heartbeat(
+        &self,
+        group: &str,
+        heartbeat: Heartbeat,
+    ) -> Result<HeartbeatAnswer, BrokerError> {
+        self.allow(Operation::Read, Resource::group(group))?;
+        for topic in heartbeat.topic_names.iter().flatten() {
+            self.allow(Operation::Describe, Resource::topic(topic))?;
+        }
+        self.broker()
+            .coordinator
+            .consumer_heartbeat(group, heartbeat, &Catalog { door: self })
+    }
+
+    /// A KIP-848 group as ConsumerGroupDescribe answers it; `None` if
+    /// `group` is no such group. DESCRIBE on the group.
+    pub fn consumer_group_snapshot(
+        &self,
+        group: &str,
+    ) -> Result<Option<ConsumerGroupSnapshot>, BrokerError> {
+        self.allow(Operation::Describe, Resource::group(group))?;
+        Ok(self.broker().coordinator.describe_consumer(group))
+    }
+
+    /// OffsetFetch v9 of a KIP-848 member: it must be in `group` at
+    /// `epoch` (STALE_MEMBER_EPOCH otherwise). Other groups are not
+    /// checked (a classic member names none). DESCRIBE on the group.
+    pub fn check_member_epoch(
+        &self,
+        group: &str,
+        member_id: &str,
+        epoch: i32,
+    ) -> Result<(), BrokerError> {
+        self.allow(Operation::Describe, Resource::group(group))?;
+        self.broker()
+            .coordinator
+            .check_member_epoch(group, member_id, epoch)
+    }
+
     /// LeaveGroup of one member, by id or `group.instance.id`; the group
     /// rebalances without it.
     pub fn leave_group(
@@ -237,6 +283,32 @@ impl Door {
             groups.retain(|g| self.may(Operation::Describe, Resource::group(&g.group)));
         }
         groups
+    }
+}
+
+/// The topics a KIP-848 group sees through one member's door: any topic
+/// by name (the heartbeat checked the names it brings), and for patterns
+/// the names the member's principal may describe, internal topics left
+/// out (Kafka's consumers exclude them).
+struct Catalog<'a> {
+    door: &'a Door,
+}
+
+impl TopicCatalog for Catalog<'_> {
+    fn topic(&self, name: &str) -> Option<TopicShape> {
+        self.door.broker().registry.get(name).map(|t| TopicShape {
+            id: t.id,
+            partitions: t.partitions.get(),
+        })
+    }
+
+    fn names(&self) -> Vec<String> {
+        self.door
+            .list_topics()
+            .into_iter()
+            .filter(|t| !t.is_internal())
+            .map(|t| t.name.to_string())
+            .collect()
     }
 }
 

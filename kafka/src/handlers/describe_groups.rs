@@ -4,7 +4,9 @@
 //!
 //! A group without members but with committed offsets is `Empty`; a
 //! group with neither is `Dead` with no error, as Kafka answers it (the
-//! admin clients read the state). An HTTP group's members carry no
+//! admin clients read the state). A KIP-848 group is GROUP_ID_NOT_FOUND
+//! ("not a classic group"), as Kafka answers it: ConsumerGroupDescribe
+//! describes those. An HTTP group's members carry no
 //! metadata or assignment bytes (theirs are the coordinator's own, shown
 //! by HTTP's describe).
 
@@ -12,8 +14,9 @@ use bytes::Bytes;
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse, GroupId};
 use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::error::ResponseError;
 use tidelog_broker::coordinator::{
-    GroupSnapshot, MemberAssignment, MemberProtocol, MemberSnapshot,
+    GroupSnapshot, GroupType, MemberAssignment, MemberProtocol, MemberSnapshot,
 };
 use tidelog_broker::names::validate_group_name;
 use tidelog_broker::Door;
@@ -62,6 +65,14 @@ fn describe(door: Option<&Door>, version: i16, id: GroupId) -> DescribedGroup {
         Ok(snapshot) => snapshot,
         Err(e) => return answer.with_error_code(broker_code(&e)),
     };
+    if snapshot
+        .as_ref()
+        .is_some_and(|s| s.group_type == GroupType::Consumer && !s.members.is_empty())
+    {
+        // (The served versions have no error message to say "not a
+        // classic group" in.)
+        return answer.with_error_code(ResponseError::GroupIdNotFound.code());
+    }
     let Some(snapshot) = snapshot.filter(|s| !s.members.is_empty()) else {
         if !matches!(door.committed_offsets(name, None), Ok(Some(_))) {
             return answer.with_group_state(StrBytes::from_static_str("Dead"));

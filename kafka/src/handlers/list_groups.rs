@@ -1,8 +1,10 @@
 //! ListGroups (16): every group with members or committed offsets
 //! (`Door::list_groups`, the list HTTP's `GET /consumer-groups`
 //! answers), filtered by state from v4 (KIP-518; names compared ignoring
-//! case, as Kafka does). A Kafka group's protocol type is `consumer`, an
-//! HTTP group's `http`, an offsets-only group's empty.
+//! case, as Kafka does) and by type from v5 (KIP-848: `classic` or
+//! `consumer`, likewise). A Kafka group's protocol type is `consumer`
+//! (a KIP-848 group's too), an HTTP group's `http`, an offsets-only
+//! group's empty.
 
 use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
@@ -23,16 +25,28 @@ pub fn handle(ctx: &Context, version: i16, request: ListGroupsRequest) -> ListGr
                 .iter()
                 .any(|s| s.as_str().eq_ignore_ascii_case(state))
     };
+    let typed = |group_type: &str| {
+        request.types_filter.is_empty()
+            || request
+                .types_filter
+                .iter()
+                .any(|t| t.as_str().eq_ignore_ascii_case(group_type))
+    };
     let groups = door
         .list_groups()
         .into_iter()
-        .filter(|g| wanted(g.state.name()))
+        .filter(|g| wanted(g.state.name()) && typed(g.group_type.name()))
         .map(|g| {
             let listed = ListedGroup::default()
                 .with_group_id(GroupId(StrBytes::from_string(g.group)))
                 .with_protocol_type(StrBytes::from_static_str(protocol_type(g.kind)));
-            if version >= 4 {
+            let listed = if version >= 4 {
                 listed.with_group_state(StrBytes::from_static_str(g.state.name()))
+            } else {
+                listed
+            };
+            if version >= 5 {
+                listed.with_group_type(StrBytes::from_static_str(g.group_type.name()))
             } else {
                 listed
             }
