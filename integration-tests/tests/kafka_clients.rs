@@ -110,6 +110,25 @@ fn confluent_kafka_groups_take_any_non_empty_id() {
     );
 }
 
+/// KIP-848's consumer group protocol with librdkafka's
+/// `group.protocol=consumer`: a second member takes its share without
+/// the first stopping, every record read once, the admin client's
+/// describe and list by type, a classic group beside it. Members
+/// heartbeat every 500 ms here (Kafka's default is 5 s), so the handover
+/// takes a second, not ten.
+#[test]
+fn confluent_kafka_consumer_protocol_groups_hand_partitions_over_incrementally() {
+    let config = format!(
+        "{}groups:\n  initial_rebalance_delay_ms: 100\n  consumer_heartbeat_interval_ms: 500\n",
+        common::SMALL_STORE
+    );
+    run_client_script(
+        &TidelogProcess::start_with_config(&config),
+        clients::python_command("consumer_group_protocol.py"),
+        "consumer_group_protocol confluent-kafka: KIP-848 group handed over incrementally, every record once",
+    );
+}
+
 /// Fetch's byte limit as librdkafka's 0082 checks it: two partitions of
 /// 900 KiB records under `fetch.max.bytes` 1,000,000; an answer past
 /// `receive.message.max.bytes` would fail the consumer.

@@ -11,10 +11,10 @@
 
 use crate::metrics::{ClosedFor, Refused};
 use kafka_protocol::error::ResponseError;
+use tidelog_broker::error::MemberRefusal;
 use tidelog_broker::security::acl::{AclError, ResourceType};
 use tidelog_broker::security::users::UserError;
 use tidelog_broker::store::{SequenceProblem, StoreError, TieredError};
-use tidelog_broker::error::MemberRefusal;
 use tidelog_broker::BrokerError;
 
 /// A record batch of a produce request that cannot be taken: its partition

@@ -691,28 +691,38 @@ fn every_broker_error_has_its_code() {
         (
             B::MemberRefused {
                 group: s("g"),
-                refusal: tidelog_broker::error::MemberRefusal::FencedMemberEpoch { received: 3, current: 2 },
+                refusal: tidelog_broker::error::MemberRefusal::FencedMemberEpoch {
+                    received: 3,
+                    current: 2,
+                },
             },
             ResponseError::FencedMemberEpoch,
         ),
         (
             B::MemberRefused {
                 group: s("g"),
-                refusal: tidelog_broker::error::MemberRefusal::StaleMemberEpoch { received: 1, current: 2 },
+                refusal: tidelog_broker::error::MemberRefusal::StaleMemberEpoch {
+                    received: 1,
+                    current: 2,
+                },
             },
             ResponseError::StaleMemberEpoch,
         ),
         (
             B::MemberRefused {
                 group: s("g"),
-                refusal: tidelog_broker::error::MemberRefusal::UnsupportedAssignor { assignor: s("sticky") },
+                refusal: tidelog_broker::error::MemberRefusal::UnsupportedAssignor {
+                    assignor: s("sticky"),
+                },
             },
             ResponseError::UnsupportedAssignor,
         ),
         (
             B::MemberRefused {
                 group: s("g"),
-                refusal: tidelog_broker::error::MemberRefusal::UnreleasedInstanceId { instance_id: s("i") },
+                refusal: tidelog_broker::error::MemberRefusal::UnreleasedInstanceId {
+                    instance_id: s("i"),
+                },
             },
             ResponseError::UnreleasedInstanceId,
         ),

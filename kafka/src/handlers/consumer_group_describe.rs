@@ -38,8 +38,7 @@ pub fn handle(
             match &door {
                 Some(door) if described.error_code == 0 => {
                     let group = Resource::group(described.group_id.0.as_str());
-                    let bits =
-                        authorized::of(door, group, request.include_authorized_operations);
+                    let bits = authorized::of(door, group, request.include_authorized_operations);
                     described.with_authorized_operations(bits)
                 }
                 _ => described,

@@ -73,7 +73,9 @@ pub fn handle(
         Ok(beat) => answer
             .with_member_id(Some(StrBytes::from_string(beat.member_id)))
             .with_member_epoch(beat.member_epoch)
-            .with_heartbeat_interval_ms(i32::try_from(beat.heartbeat_interval_ms).unwrap_or(i32::MAX))
+            .with_heartbeat_interval_ms(
+                i32::try_from(beat.heartbeat_interval_ms).unwrap_or(i32::MAX),
+            )
             .with_assignment(beat.assignment.map(assignment)),
         Err(e) => refused(broker_code(&e), e.to_string()),
     }
@@ -86,7 +88,11 @@ fn assignment(partitions: Partitions) -> Assignment {
             .map(|(id, ps)| {
                 TopicPartitions::default()
                     .with_topic_id(id)
-                    .with_partitions(ps.into_iter().filter_map(|p| i32::try_from(p).ok()).collect())
+                    .with_partitions(
+                        ps.into_iter()
+                            .filter_map(|p| i32::try_from(p).ok())
+                            .collect(),
+                    )
             })
             .collect(),
     )

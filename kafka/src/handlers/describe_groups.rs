@@ -11,10 +11,10 @@
 //! by HTTP's describe).
 
 use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse, GroupId};
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::error::ResponseError;
 use tidelog_broker::coordinator::{
     GroupSnapshot, GroupType, MemberAssignment, MemberProtocol, MemberSnapshot,
 };

@@ -40,7 +40,11 @@ pub fn handle(ctx: &Context, version: i16, request: OffsetFetchRequest) -> Offse
                 // v9: a KIP-848 member's fetch must carry its epoch.
                 let member = match (door.as_ref(), g.member_id.as_ref()) {
                     (Some(door), Some(member_id)) => door
-                        .check_member_epoch(g.group_id.0.as_str(), member_id.as_str(), g.member_epoch)
+                        .check_member_epoch(
+                            g.group_id.0.as_str(),
+                            member_id.as_str(),
+                            g.member_epoch,
+                        )
                         .map_err(|e| broker_code(&e)),
                     _ => Ok(()),
                 };

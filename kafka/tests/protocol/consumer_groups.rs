@@ -55,7 +55,12 @@ fn join(member: &str) -> ConsumerGroupHeartbeatRequest {
         .with_topic_partitions(Some(Vec::new()))
 }
 
-fn beat(member: &str, epoch: i32, owned: &BTreeSet<i32>, id: Uuid) -> ConsumerGroupHeartbeatRequest {
+fn beat(
+    member: &str,
+    epoch: i32,
+    owned: &BTreeSet<i32>,
+    id: Uuid,
+) -> ConsumerGroupHeartbeatRequest {
     ConsumerGroupHeartbeatRequest::default()
         .with_group_id(GroupId(s("g")))
         .with_member_id(s(member))
@@ -196,11 +201,16 @@ async fn two_members_hand_partitions_over_without_stopping() {
         ListGroupsRequest::default().with_types_filter(types.iter().map(|t| s(t)).collect())
     };
     let all: ListGroupsResponse = call(&mut c, ApiKey::ListGroups, 5, &list(&[])).await;
-    let g = all.groups.iter().find(|g| g.group_id.0.as_str() == "g").unwrap();
+    let g = all
+        .groups
+        .iter()
+        .find(|g| g.group_id.0.as_str() == "g")
+        .unwrap();
     assert_eq!(g.group_type.as_str(), "consumer");
     assert_eq!(g.group_state.as_str(), "Stable");
     assert_eq!(g.protocol_type.as_str(), "consumer");
-    let classic: ListGroupsResponse = call(&mut c, ApiKey::ListGroups, 5, &list(&["Classic"])).await;
+    let classic: ListGroupsResponse =
+        call(&mut c, ApiKey::ListGroups, 5, &list(&["Classic"])).await;
     assert!(classic.groups.iter().all(|g| g.group_id.0.as_str() != "g"));
 
     // DescribeGroups answers a KIP-848 group as Kafka does.
@@ -214,7 +224,9 @@ async fn two_members_hand_partitions_over_without_stopping() {
         .with_session_timeout_ms(10_000)
         .with_rebalance_timeout_ms(10_000)
         .with_protocol_type(s("consumer"))
-        .with_protocols(vec![JoinGroupRequestProtocol::default().with_name(s("range"))]);
+        .with_protocols(vec![
+            JoinGroupRequestProtocol::default().with_name(s("range"))
+        ]);
     let j: JoinGroupResponse = call(&mut c, ApiKey::JoinGroup, 7, &join_classic).await;
     assert_eq!(j.error_code, INCONSISTENT_GROUP_PROTOCOL);
 
@@ -226,7 +238,10 @@ async fn two_members_hand_partitions_over_without_stopping() {
     assert_eq!(a.error_code, UNKNOWN_MEMBER_ID);
     let mut bad = join("m3");
     bad.server_assignor = Some(s("sticky"));
-    assert_eq!(heartbeat(&mut c, 1, &bad).await.error_code, UNSUPPORTED_ASSIGNOR);
+    assert_eq!(
+        heartbeat(&mut c, 1, &bad).await.error_code,
+        UNSUPPORTED_ASSIGNOR
+    );
 
     // Both leave: m2 gets m1's half first.
     let a = heartbeat(&mut c, 1, &beat("m1", -1, &BTreeSet::new(), id)).await;
