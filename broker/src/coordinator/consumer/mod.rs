@@ -20,6 +20,11 @@
 //!   at once: until then the member waits with the part of its target
 //!   that is free.
 //!
+//! Each answer sets the member's next heartbeat: the configured interval
+//! once it holds its target, a tenth of it (at least
+//! [`RECONCILING_INTERVAL_MIN_MS`]) while it waits for partitions or
+//! revokes, so a handover completes soon after the last revocation.
+//!
 //! Fencing: a heartbeat with an epoch above the member's, or below it but
 //! not its previous epoch with the partitions it was given, is
 //! FENCED_MEMBER_EPOCH (the member rejoins with epoch 0, abandoning its
@@ -63,6 +68,9 @@ pub const REGEX_MAX_BYTES: usize = 1024;
 /// The compiled size a member's pattern may take (the `regex` crate's own
 /// bound on untrusted patterns).
 const REGEX_SIZE_LIMIT: usize = 1 << 20;
+/// The shortest interval a member short of its target is asked to
+/// heartbeat at (a tenth of the configured one, not below this).
+pub const RECONCILING_INTERVAL_MIN_MS: u64 = 50;
 /// How often a member's pattern is matched against every topic name
 /// again, at most (on its own heartbeats).
 pub const REGEX_REFRESH_MS: u64 = 1000;
@@ -350,7 +358,6 @@ impl ConsumerGroup {
         id_made: impl FnOnce() -> String,
     ) -> Result<HeartbeatAnswer, BrokerError> {
         check_heartbeat(&self.name, &hb)?;
-        let interval = config.consumer_heartbeat_interval_ms;
         match hb.member_epoch {
             -1 | -2 => return self.leave(&hb, now_ms),
             0 if hb.member_id.is_empty() => hb.member_id = id_made(),
@@ -390,6 +397,23 @@ impl ConsumerGroup {
         let member_id = hb.member_id.clone();
         self.reconcile(&member_id, hb.owned.as_ref(), now_ms);
         let member = self.member(&member_id)?;
+        // A member short of its target (waiting for partitions others
+        // still revoke, or revoking) is asked back sooner: the answer's
+        // interval is the coordinator's to set on every heartbeat, and
+        // clients use it, so a handed-over partition waits a tenth of an
+        // interval for its new owner, not a whole one.
+        let settled = member.revoking.is_empty()
+            && member.epoch == self.assignment_epoch
+            && self
+                .target
+                .get(&member_id)
+                .is_none_or(|t| *t == member.assigned);
+        let interval = if settled {
+            config.consumer_heartbeat_interval_ms
+        } else {
+            (config.consumer_heartbeat_interval_ms / 10)
+                .max(RECONCILING_INTERVAL_MIN_MS.min(config.consumer_heartbeat_interval_ms))
+        };
         let send = hb.member_epoch == 0
             || hb.is_full()
             || before_assigned.as_ref() != Some(&member.assigned);

@@ -180,6 +180,8 @@ fn a_joining_member_waits_for_the_partitions_another_revokes() {
     let a = run.join("m2", &["a"]);
     assert_eq!(a.member_epoch, 2);
     assert_eq!(a.assignment, Some(Partitions::new()));
+    // Short of its target, it is asked back in a tenth of the interval.
+    assert_eq!(a.heartbeat_interval_ms, 500);
     assert_eq!(run.group.state(), ConsumerGroupState::Reconciling);
     // m1 is told to keep half: it stays at epoch 1 until it has let go.
     let r = run.beat("m1");
@@ -193,6 +195,7 @@ fn a_joining_member_waits_for_the_partitions_another_revokes() {
     // Now m2 is given the released half.
     let r = run.beat("m2");
     assert_eq!(count(r.assignment.as_ref().unwrap()), 2);
+    assert_eq!(r.heartbeat_interval_ms, 5_000, "at its target again");
     assert_eq!(run.group.state(), ConsumerGroupState::Stable);
     run.assert_no_partition_twice();
 }
