@@ -489,3 +489,107 @@ fn commits_need_the_members_current_epoch() {
     run.send(beat("m1", -1, &Partitions::new())).unwrap();
     run.group.validate_commit("", -1).unwrap();
 }
+
+/// The model test: seeded random joins, heartbeats (with what each client
+/// last heard), leaves, crashes (a client goes silent), topic growth and
+/// clock jumps. After every step no partition is held by two live
+/// clients, and no member's epoch goes back; once the clients settle, the
+/// group is Stable with every partition held once and balanced.
+#[test]
+fn model_no_partition_is_ever_held_twice() {
+    use tidelog_storage::test_rng::SplitMix64 as Rng;
+    for seed in 0..40 {
+        let mut rng = Rng(seed);
+        let mut run = Run::new(&[("a", 1, 7), ("b", 2, 5)]);
+        let mut next_id = 0;
+        let mut epochs: BTreeMap<String, i32> = BTreeMap::new();
+        for _ in 0..300 {
+            match rng.below(10) {
+                0 | 1 if run.clients.len() < 8 => {
+                    next_id += 1;
+                    run.join(&format!("m{next_id}"), &["a", "b"]);
+                }
+                2 if !run.clients.is_empty() => {
+                    let id = pick(&mut rng, &run.clients);
+                    let (epoch, owned) = run.clients.remove(&id).unwrap();
+                    if rng.one_in(2) {
+                        run.send(beat(&id, -1, &owned)).unwrap();
+                    }
+                    // else: it crashed, silent until its session ends.
+                    let _ = epoch;
+                }
+                3 => run.now += rng.below(20_000),
+                4 if rng.one_in(10) => {
+                    let grown = 5 + u32::try_from(rng.below(4)).unwrap();
+                    run.catalog.set(
+                        "b",
+                        2,
+                        grown.max(run.catalog.topic("b").unwrap().partitions),
+                    );
+                }
+                _ if !run.clients.is_empty() => {
+                    let id = pick(&mut rng, &run.clients);
+                    let (epoch, owned) = run.clients[&id].clone();
+                    match run.send(beat(&id, epoch, &owned)) {
+                        Ok(a) => run.learn(&a),
+                        // Expired or fenced: the client gives up what it
+                        // held and joins again, as librdkafka does.
+                        Err(_) => {
+                            run.clients.remove(&id);
+                            run.join(&id, &["a", "b"]);
+                        }
+                    }
+                }
+                _ => {}
+            }
+            run.group.tick(run.now);
+            // Clients that the coordinator removed hold nothing any more
+            // as far as it is concerned; a live client's view never
+            // overlaps another's.
+            run.clients
+                .retain(|id, _| run.group.members.contains_key(id));
+            run.assert_no_partition_twice();
+            for (id, (epoch, _)) in &run.clients {
+                let before = epochs.insert(id.clone(), *epoch).unwrap_or(0);
+                assert!(
+                    *epoch >= before,
+                    "seed {seed}: {id} went from {before} to {epoch}"
+                );
+            }
+        }
+        // The crashed members' sessions end while the live ones keep
+        // heartbeating; then the live ones settle.
+        for _ in 0..12 {
+            let ids: Vec<String> = run.clients.keys().cloned().collect();
+            for id in ids {
+                run.beat(&id);
+            }
+            run.now += 5_000;
+            run.group.tick(run.now);
+            run.assert_no_partition_twice();
+        }
+        assert_eq!(run.group.member_count(), run.clients.len(), "seed {seed}");
+        if run.clients.is_empty() {
+            continue;
+        }
+        run.settle();
+        let counts: Vec<usize> = run.clients.values().map(|(_, p)| count(p)).collect();
+        let total: u32 = ["a", "b"]
+            .iter()
+            .map(|t| run.catalog.topic(t).unwrap().partitions)
+            .sum();
+        assert_eq!(counts.iter().sum::<usize>(), total as usize, "seed {seed}");
+        assert!(
+            counts.iter().max().unwrap() - counts.iter().min().unwrap() <= 1,
+            "seed {seed}: {counts:?}"
+        );
+    }
+}
+
+fn pick(
+    rng: &mut tidelog_storage::test_rng::SplitMix64,
+    clients: &BTreeMap<String, (i32, Partitions)>,
+) -> String {
+    let i = usize::try_from(rng.below(clients.len() as u64)).unwrap();
+    clients.keys().nth(i).unwrap().clone()
+}
