@@ -81,9 +81,14 @@ for id in "${ids[@]}"; do
     > "$work/logs/$id.log" 2>&1 || rc=$?
   kill -TERM "$broker" 2>/dev/null || true
   wait "$broker" 2>/dev/null || true
+  # The runner's summary table has a row per test entry of the id
+  # (`| 0033_regex_subscribe | PASSED |`): the id passed when one of its
+  # entries ran and passed; it skipped when none passed (a sibling
+  # `_local` or `_mock` entry skipping does not count).
+  entries_passed=$(grep -cE '^\|.* [0-9]{4}_[^|]* \| +PASSED \|' "$work/logs/$id.log" || true)
   if ! grep -q "Running test" "$work/logs/$id.log"; then
     result="none"   # no test of that id runs against a broker
-  elif grep -q "SKIPPING TEST" "$work/logs/$id.log" && ((rc == 0)); then
+  elif ((rc == 0 && entries_passed == 0)); then
     result="skipped"; skipped=$((skipped + 1))
   elif ((rc == 0)); then
     result="passed"; passed=$((passed + 1))

@@ -1455,6 +1455,9 @@ impl TopicCatalog for OneTopic {
             partitions: 2,
         })
     }
+    fn principal(&self) -> String {
+        "User:ANONYMOUS".into()
+    }
     fn names(&self) -> Vec<String> {
         vec!["a".into()]
     }

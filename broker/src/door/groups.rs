@@ -302,6 +302,10 @@ impl TopicCatalog for Catalog<'_> {
         })
     }
 
+    fn principal(&self) -> String {
+        self.door.who.to_string()
+    }
+
     fn names(&self) -> Vec<String> {
         self.door
             .list_topics()

@@ -63,7 +63,8 @@ use assignors::{Subscriber, TopicShape, ASSIGNORS};
 pub type Partitions = BTreeMap<Uuid, BTreeSet<u32>>;
 
 /// The longest `subscribed_topic_regex` kept (Kafka bounds none; a
-/// pattern is compiled per member, so it is bounded like a name).
+/// pattern is compiled once per group and principal, and bounded like a
+/// name).
 pub const REGEX_MAX_BYTES: usize = 1024;
 /// The compiled size a member's pattern may take (the `regex` crate's own
 /// bound on untrusted patterns).
@@ -71,8 +72,8 @@ const REGEX_SIZE_LIMIT: usize = 1 << 20;
 /// The shortest interval a member short of its target is asked to
 /// heartbeat at (a tenth of the configured one, not below this).
 pub const RECONCILING_INTERVAL_MIN_MS: u64 = 50;
-/// How often a member's pattern is matched against every topic name
-/// again, at most (on its own heartbeats).
+/// How often a group's pattern is matched against every topic name
+/// again, at most (at a heartbeat of a member with that principal).
 pub const REGEX_REFRESH_MS: u64 = 1000;
 
 /// The topics a group may subscribe to, as they are now.
@@ -82,6 +83,8 @@ pub trait TopicCatalog {
     /// Every topic name a pattern of this member may match (those its
     /// principal may describe).
     fn names(&self) -> Vec<String>;
+    /// Whose view `names` is: patterns are resolved once per principal.
+    fn principal(&self) -> String;
 }
 
 /// A ConsumerGroupHeartbeat, as the front-end decoded it.
@@ -182,12 +185,21 @@ pub struct ConsumerGroupSnapshot {
     pub topic_names: BTreeMap<Uuid, String>,
 }
 
-/// A member's pattern subscription and what it matched last.
+/// A pattern members subscribe with, as their principal sees the
+/// topics: `(source, principal)`.
+type PatternKey = (String, String);
+
+/// A pattern of the group and what it matched last. Kept by the group, not
+/// by each member: members with one pattern (and one principal) see one
+/// resolution, so a new matching topic moves the group epoch once and is
+/// assigned to all of them at once, as Kafka resolves a group's regexes.
 #[derive(Debug, Clone)]
 struct Pattern {
-    source: String,
     regex: Regex,
     matched: BTreeSet<String>,
+    /// `None` until its first resolution, which is at a heartbeat after
+    /// the one that brought it (Kafka resolves new regexes after
+    /// answering: the literal topics are assigned first).
     matched_at_ms: Option<u64>,
 }
 
@@ -205,7 +217,8 @@ struct Member {
     /// Owned, and told to give up: the member still consumes them.
     revoking: Partitions,
     topic_names: BTreeSet<String>,
-    pattern: Option<Pattern>,
+    /// The key of its pattern in the group's `patterns`.
+    pattern: Option<PatternKey>,
     assignor: Option<String>,
     rebalance_timeout_ms: u64,
     session_deadline_ms: u64,
@@ -219,13 +232,6 @@ impl Member {
         [&self.assigned, &self.revoking]
             .iter()
             .any(|p| p.get(id).is_some_and(|ps| ps.contains(&partition)))
-    }
-
-    fn topics(&self) -> impl Iterator<Item = &str> {
-        self.topic_names
-            .iter()
-            .chain(self.pattern.iter().flat_map(|p| p.matched.iter()))
-            .map(String::as_str)
     }
 
     fn deadline_ms(&self) -> u64 {
@@ -243,9 +249,7 @@ impl Member {
             + self.client_id.len()
             + self.client_host.len()
             + self.topic_names.iter().map(String::len).sum::<usize>()
-            + self.pattern.as_ref().map_or(0, |p| {
-                p.source.len() + p.matched.iter().map(String::len).sum::<usize>()
-            })
+            + self.pattern.as_ref().map_or(0, |(source, _)| source.len())
             + partitions(&self.assigned)
             + partitions(&self.revoking)
     }
@@ -271,6 +275,8 @@ pub struct ConsumerGroup {
     target: BTreeMap<String, Partitions>,
     /// Every subscribed topic as last looked up.
     topics: BTreeMap<String, TopicShape>,
+    /// The members' patterns; one goes when no member has it.
+    patterns: BTreeMap<PatternKey, Pattern>,
     assignor: &'static str,
     empty_since_ms: Option<u64>,
     /// Members removed since [`ConsumerGroup::take_departures`].
@@ -288,6 +294,7 @@ impl ConsumerGroup {
             members: BTreeMap::new(),
             target: BTreeMap::new(),
             topics: BTreeMap::new(),
+            patterns: BTreeMap::new(),
             assignor: ASSIGNORS[0],
             empty_since_ms: Some(now_ms),
             departures: Vec::new(),
@@ -312,9 +319,27 @@ impl ConsumerGroup {
         self.members.get(member_id).map_or(0, Member::held_bytes)
     }
 
-    /// Bytes of client-sized state the members hold.
+    /// Bytes of client-sized state the members hold, their patterns'
+    /// matches included.
     pub fn member_bytes(&self) -> usize {
-        self.members.values().map(Member::held_bytes).sum()
+        let patterns: usize = self
+            .patterns
+            .values()
+            .map(|p| p.matched.iter().map(String::len).sum::<usize>())
+            .sum();
+        self.members.values().map(Member::held_bytes).sum::<usize>() + patterns
+    }
+
+    /// The topics `m` subscribes to: its names and what its pattern
+    /// matched.
+    fn topics_of<'a>(&'a self, m: &'a Member) -> impl Iterator<Item = &'a str> {
+        let matched = m
+            .pattern
+            .as_ref()
+            .and_then(|key| self.patterns.get(key))
+            .into_iter()
+            .flat_map(|p| p.matched.iter());
+        m.topic_names.iter().chain(matched).map(String::as_str)
     }
 
     pub fn state(&self) -> ConsumerGroupState {
@@ -364,20 +389,33 @@ impl ConsumerGroup {
             _ => {}
         }
         let before_assigned = self.members.get(&hb.member_id).map(|m| m.assigned.clone());
+        let principal = catalog.principal();
         let pattern = match hb.topic_regex.as_deref() {
-            Some(source) if !source.is_empty() => Some(
-                compile(source)
-                    .map_err(|reason| self.refused(MemberRefusal::InvalidRegex { reason }))?,
-            ),
+            Some(source) if !source.is_empty() => {
+                let key = (source.to_string(), principal.clone());
+                let compiled =
+                    match self.patterns.contains_key(&key) {
+                        true => None,
+                        false => Some(compile(source).map_err(|reason| {
+                            self.refused(MemberRefusal::InvalidRegex { reason })
+                        })?),
+                    };
+                Some((key, compiled))
+            }
             _ => None,
         };
+        // A pattern new to the group is resolved at a later heartbeat.
+        let brought = pattern
+            .as_ref()
+            .filter(|(_, compiled)| compiled.is_some())
+            .map(|(key, _)| key.clone());
         let joined = if hb.member_epoch == 0 {
             self.join(&hb, now_ms, config)?
         } else {
             self.check_epoch(&hb)?;
             false
         };
-        let changed = match self.update_member(&hb, pattern, now_ms, config, catalog) {
+        let changed = match self.update_member(&hb, pattern, now_ms, config) {
             Ok(changed) => changed,
             Err(e) => {
                 if joined {
@@ -387,8 +425,9 @@ impl ConsumerGroup {
                 return Err(e);
             }
         };
+        let matched = self.resolve_patterns(&principal, brought.as_ref(), now_ms, catalog)?;
         // One heartbeat moves the group epoch once, whatever it changed.
-        if joined | changed | self.refresh_topics(catalog) {
+        if joined | changed | matched | self.refresh_topics(catalog) {
             self.bump();
         }
         if self.assignment_epoch < self.epoch {
@@ -402,7 +441,13 @@ impl ConsumerGroup {
         // interval is the coordinator's to set on every heartbeat, and
         // clients use it, so a handed-over partition waits a tenth of an
         // interval for its new owner, not a whole one.
+        let unresolved = member
+            .pattern
+            .as_ref()
+            .and_then(|key| self.patterns.get(key))
+            .is_some_and(|p| p.matched_at_ms.is_none());
         let settled = member.revoking.is_empty()
+            && !unresolved
             && member.epoch == self.assignment_epoch
             && self
                 .target
@@ -554,10 +599,9 @@ impl ConsumerGroup {
     fn update_member(
         &mut self,
         hb: &Heartbeat,
-        pattern: Option<Pattern>,
+        pattern: Option<(PatternKey, Option<Pattern>)>,
         now_ms: u64,
         config: &GroupsConfig,
-        catalog: &dyn TopicCatalog,
     ) -> Result<bool, BrokerError> {
         let name = self.name.clone();
         let Some(m) = self.members.get_mut(&hb.member_id) else {
@@ -581,39 +625,35 @@ impl ConsumerGroup {
             changed |= names != m.topic_names;
             m.topic_names = names;
         }
+        let old_pattern = m.pattern.clone();
         match (&hb.topic_regex, pattern) {
-            (Some(_), Some(p)) => {
-                if m.pattern.as_ref().map(|old| &old.source) != Some(&p.source) {
-                    changed |= m.pattern.as_ref().is_none_or(|old| !old.matched.is_empty());
-                    m.pattern = Some(p);
+            (Some(_), Some((key, compiled))) => {
+                if let Some(compiled) = compiled {
+                    self_patterns_insert(&mut self.patterns, key.clone(), compiled);
                 }
+                m.pattern = Some(key);
             }
-            (Some(_), None) => {
-                changed |= m.pattern.take().is_some_and(|old| !old.matched.is_empty());
-            }
+            (Some(_), None) => m.pattern = None,
             (None, _) => {}
         }
-        if let Some(p) = &mut m.pattern {
-            if p.matched_at_ms
-                .is_none_or(|at| now_ms.saturating_sub(at) >= REGEX_REFRESH_MS)
-            {
-                let matched: BTreeSet<String> = catalog
-                    .names()
-                    .into_iter()
-                    .filter(|n| p.regex.is_match(n))
-                    .collect();
-                p.matched_at_ms = Some(now_ms);
-                if matched != p.matched {
-                    check_len(
-                        "topics a pattern matches",
-                        matched.len(),
-                        SUBSCRIPTION_TOPICS_MAX,
-                    )?;
-                    p.matched = matched;
-                    changed = true;
-                }
-            }
+        if m.pattern != old_pattern {
+            // What the old pattern matched leaves the subscription; the
+            // new one adds nothing until it is resolved.
+            let had = old_pattern
+                .as_ref()
+                .and_then(|key| self.patterns.get(key))
+                .is_some_and(|p| !p.matched.is_empty());
+            let has = m
+                .pattern
+                .as_ref()
+                .and_then(|key| self.patterns.get(key))
+                .is_some_and(|p| !p.matched.is_empty());
+            changed |= had || has;
+            self.forget_unused_patterns();
         }
+        let Some(m) = self.members.get_mut(&hb.member_id) else {
+            return Ok(changed);
+        };
         if let Some(assignor) = &hb.server_assignor {
             let assignor = (!assignor.is_empty()).then(|| assignor.clone());
             changed |= assignor != m.assignor;
@@ -624,6 +664,74 @@ impl ConsumerGroup {
             self.assignor = self.preferred_assignor();
         }
         Ok(changed)
+    }
+
+    /// Matches the patterns of `principal` against the topics it may
+    /// see: each at most every [`REGEX_REFRESH_MS`], a new one at the first
+    /// heartbeat after the one that brought it. True if a match changed
+    /// (every member with the pattern moves at once: one epoch).
+    fn resolve_patterns(
+        &mut self,
+        principal: &str,
+        brought: Option<&PatternKey>,
+        now_ms: u64,
+        catalog: &dyn TopicCatalog,
+    ) -> Result<bool, BrokerError> {
+        let due: Vec<PatternKey> = self
+            .patterns
+            .iter()
+            .filter(|(key, p)| {
+                key.1 == principal
+                    && Some(*key) != brought
+                    && p.matched_at_ms
+                        .is_none_or(|at| now_ms.saturating_sub(at) >= REGEX_REFRESH_MS)
+            })
+            .map(|(key, _)| key.clone())
+            .collect();
+        if due.is_empty() {
+            return Ok(false);
+        }
+        let names = catalog.names();
+        let mut changed = false;
+        for key in due {
+            let Some(p) = self.patterns.get_mut(&key) else {
+                continue;
+            };
+            let matched: BTreeSet<String> = names
+                .iter()
+                .filter(|n| p.regex.is_match(n))
+                .cloned()
+                .collect();
+            check_len(
+                "topics a pattern matches",
+                matched.len(),
+                SUBSCRIPTION_TOPICS_MAX,
+            )?;
+            p.matched_at_ms = Some(now_ms);
+            if matched != p.matched {
+                p.matched = matched;
+                changed = true;
+            }
+        }
+        Ok(changed)
+    }
+
+    /// Drops the patterns no member has any more.
+    fn forget_unused_patterns(&mut self) {
+        let used: BTreeSet<&PatternKey> = self
+            .members
+            .values()
+            .filter_map(|m| m.pattern.as_ref())
+            .collect();
+        let unused: Vec<PatternKey> = self
+            .patterns
+            .keys()
+            .filter(|k| !used.contains(k))
+            .cloned()
+            .collect();
+        for key in unused {
+            self.patterns.remove(&key);
+        }
     }
 
     /// The assignor most members ask for (Kafka's rule), ties to the one
@@ -647,7 +755,11 @@ impl ConsumerGroup {
     /// Looks the subscribed topics up again; true if one was created,
     /// deleted, recreated or grown (the group epoch moves).
     fn refresh_topics(&mut self, catalog: &dyn TopicCatalog) -> bool {
-        let names: BTreeSet<&str> = self.members.values().flat_map(Member::topics).collect();
+        let names: BTreeSet<&str> = self
+            .members
+            .values()
+            .flat_map(|m| self.topics_of(m))
+            .collect();
         let topics: BTreeMap<String, TopicShape> = names
             .into_iter()
             .filter_map(|n| catalog.topic(n).map(|shape| (n.to_string(), shape)))
@@ -665,7 +777,7 @@ impl ConsumerGroup {
             .values()
             .map(|m| Subscriber {
                 member_id: &m.id,
-                topics: m.topics().collect(),
+                topics: self.topics_of(m).collect(),
             })
             .collect();
         let target = assignors::assign(self.assignor, &subscribers, &self.topics, &self.target);
@@ -757,6 +869,7 @@ impl ConsumerGroup {
     fn remove(&mut self, id: &str, why: Departure, now_ms: u64) {
         if self.members.remove(id).is_some() {
             self.target.remove(id);
+            self.forget_unused_patterns();
             self.departures.push((id.to_string(), why));
             self.bump();
             if self.members.is_empty() {
@@ -824,7 +937,7 @@ impl ConsumerGroup {
     pub fn subscribed_topics(&self) -> BTreeSet<String> {
         self.members
             .values()
-            .flat_map(Member::topics)
+            .flat_map(|m| self.topics_of(m))
             .map(str::to_string)
             .collect()
     }
@@ -847,9 +960,9 @@ impl ConsumerGroup {
                     client_id: m.client_id.clone(),
                     client_host: m.client_host.clone(),
                     topic_names: m.topic_names.iter().cloned().collect(),
-                    topic_regex: m.pattern.as_ref().map(|p| p.source.clone()),
-                    subscribed: m
-                        .topics()
+                    topic_regex: m.pattern.as_ref().map(|(source, _)| source.clone()),
+                    subscribed: self
+                        .topics_of(m)
                         .map(str::to_string)
                         .collect::<BTreeSet<_>>()
                         .into_iter()
@@ -883,6 +996,10 @@ fn split(assigned: &Partitions, target: &Partitions) -> (Partitions, Partitions)
     (keep, drop)
 }
 
+fn self_patterns_insert(patterns: &mut BTreeMap<PatternKey, Pattern>, key: PatternKey, p: Pattern) {
+    patterns.entry(key).or_insert(p);
+}
+
 fn compile(source: &str) -> Result<Pattern, String> {
     if source.len() > REGEX_MAX_BYTES {
         return Err(format!(
@@ -896,7 +1013,6 @@ fn compile(source: &str) -> Result<Pattern, String> {
         .build()
         .map_err(|e| e.to_string())?;
     Ok(Pattern {
-        source: source.to_string(),
         regex,
         matched: BTreeSet::new(),
         matched_at_ms: None,
@@ -955,16 +1071,17 @@ fn check_heartbeat(group: &str, hb: &Heartbeat) -> Result<(), BrokerError> {
     }
     match hb.member_epoch {
         0 => {
+            // Kafka's order of these checks, so its messages match.
             if hb.rebalance_timeout_ms == -1 {
                 return Err(invalid("RebalanceTimeoutMs must be provided when joining."));
+            }
+            if hb.owned.as_ref().is_none_or(|o| !o.is_empty()) {
+                return Err(invalid("TopicPartitions must be empty when (re-)joining."));
             }
             if hb.topic_names.is_none() && hb.topic_regex.is_none() {
                 return Err(invalid(
                     "SubscribedTopicNames or SubscribedTopicRegex must be set when joining.",
                 ));
-            }
-            if hb.owned.as_ref().is_none_or(|o| !o.is_empty()) {
-                return Err(invalid("TopicPartitions must be empty when (re-)joining."));
             }
         }
         -1 => {}

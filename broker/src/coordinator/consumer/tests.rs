@@ -32,6 +32,9 @@ impl TopicCatalog for Catalog {
     fn topic(&self, name: &str) -> Option<TopicShape> {
         self.0.borrow().get(name).copied()
     }
+    fn principal(&self) -> String {
+        "User:ANONYMOUS".into()
+    }
     fn names(&self) -> Vec<String> {
         self.0.borrow().keys().cloned().collect()
     }
@@ -592,4 +595,57 @@ fn pick(
 ) -> String {
     let i = usize::try_from(rng.below(clients.len() as u64)).unwrap();
     clients.keys().nth(i).unwrap().clone()
+}
+
+/// librdkafka's 0045 and 0113 (n_wildcard) as Kafka answers them: a new
+/// pattern's literal topics come first and its matches at a later
+/// heartbeat; members with one pattern see a new matching topic in one
+/// resolution, so none is given a partition it must then revoke.
+#[test]
+fn patterns_are_the_groups_and_resolved_after_the_heartbeat_that_brings_them() {
+    let mut run = Run::new(&[("lit", 1, 2), ("re-1", 2, 2), ("re-2", 3, 2)]);
+    let mut both = join("m1", &["lit"]);
+    both.topic_regex = Some("re-.*".into());
+    let a = run.send(both).unwrap();
+    run.learn(&a);
+    assert_eq!(a.assignment, Some(t(1, &[0, 1])), "literal topics first");
+    assert!(
+        a.heartbeat_interval_ms < 5_000,
+        "asked back soon: its pattern is unresolved"
+    );
+    let a = run.beat("m1");
+    assert_eq!(count(a.assignment.as_ref().unwrap()), 6, "then the matches");
+
+    // Two members of one pattern; two matching topics appear.
+    let mut run = Run::new(&[]);
+    for id in ["c1", "c2"] {
+        let mut hb = join(id, &[]);
+        hb.topic_names = None;
+        hb.topic_regex = Some("wild-.*".into());
+        let a = run.send(hb).unwrap();
+        run.learn(&a);
+    }
+    run.settle();
+    run.catalog.set("wild-1", 4, 2);
+    run.catalog.set("wild-2", 5, 2);
+    run.now += REGEX_REFRESH_MS;
+    let epoch = run.group.epoch();
+    // The first heartbeat after resolves for both: c1 is given its half
+    // only (resolved for c1 alone, it would take all four and give two
+    // back when c2's own resolution came).
+    let a = run.beat("c1");
+    assert_eq!(count(a.assignment.as_ref().unwrap()), 2);
+    let a = run.beat("c2");
+    assert_eq!(count(a.assignment.as_ref().unwrap()), 2);
+    run.settle();
+    assert_eq!(run.group.epoch(), epoch + 1, "one resolution, one epoch");
+    assert_eq!(count(run.owned("c1")), 2);
+    assert_eq!(count(run.owned("c2")), 2);
+    assert!(run.group.member_bytes() > 0);
+    // The pattern goes with its last member.
+    for id in ["c1", "c2"] {
+        let owned = run.owned(id).clone();
+        run.send(beat(id, -1, &owned)).unwrap();
+    }
+    assert!(run.group.patterns.is_empty());
 }
