@@ -24,7 +24,7 @@ use std::sync::Arc;
 use crate::consumer_protocol::{decode_assignment, decode_subscription};
 use crate::coordinator::{
     CommitOrigin, GroupSnapshot, GroupState, GroupType, MemberAssignment, MemberProtocol,
-    MemberSnapshot, ProtocolKind, TopicPartition,
+    MemberSnapshot, ProtocolKind, TopicPartition, KAFKA_CONSUMER_PROTOCOL_TYPE,
 };
 use crate::error::BrokerError;
 use crate::groups::{CommitValue, CommittedOffset, OffsetCommit};
@@ -471,9 +471,6 @@ fn subscribed_topics(s: &GroupSnapshot) -> Result<Subscribed, BrokerError> {
     }
     Ok(Subscribed::Topics(topics))
 }
-
-/// The protocol type of Kafka's consumers (`ConsumerProtocol.PROTOCOL_TYPE`).
-pub(crate) const KAFKA_CONSUMER_PROTOCOL_TYPE: &str = "consumer";
 
 /// A group known by its committed offsets alone: Empty, of the protocol
 /// its members committed with (none if only commits without membership

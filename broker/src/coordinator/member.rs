@@ -33,6 +33,9 @@ pub enum MemberProtocol {
     },
 }
 
+/// The protocol type of Kafka's consumers (`ConsumerProtocol.PROTOCOL_TYPE`).
+pub const KAFKA_CONSUMER_PROTOCOL_TYPE: &str = "consumer";
+
 /// The two kinds of groups; a group's members are all of one kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProtocolKind {

@@ -68,6 +68,7 @@ pub use config::GroupsConfig;
 pub use consumer::{ConsumerGroupSnapshot, Heartbeat, HeartbeatAnswer, TopicCatalog};
 pub use member::{
     MemberAssignment, MemberIdSource, MemberProtocol, ProtocolKind, RandomIds, SequentialIds,
+    KAFKA_CONSUMER_PROTOCOL_TYPE,
 };
 pub use state::messages::{
     Change, CommitOrigin, GroupSnapshot, GroupState, GroupType, JoinOutcome, JoinRequest,
@@ -77,7 +78,6 @@ pub use state::offsets::offsets_expired;
 pub use state::Group;
 
 use crate::error::{BrokerError, MemberRefusal};
-use crate::group_admin::KAFKA_CONSUMER_PROTOCOL_TYPE;
 use crate::names;
 use consumer::{ConsumerGroup, ConsumerGroupState};
 
