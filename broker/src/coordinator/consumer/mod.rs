@@ -629,7 +629,7 @@ impl ConsumerGroup {
         match (&hb.topic_regex, pattern) {
             (Some(_), Some((key, compiled))) => {
                 if let Some(compiled) = compiled {
-                    self_patterns_insert(&mut self.patterns, key.clone(), compiled);
+                    self.patterns.entry(key.clone()).or_insert(compiled);
                 }
                 m.pattern = Some(key);
             }
@@ -994,10 +994,6 @@ fn split(assigned: &Partitions, target: &Partitions) -> (Partitions, Partitions)
         }
     }
     (keep, drop)
-}
-
-fn self_patterns_insert(patterns: &mut BTreeMap<PatternKey, Pattern>, key: PatternKey, p: Pattern) {
-    patterns.entry(key).or_insert(p);
 }
 
 fn compile(source: &str) -> Result<Pattern, String> {
