@@ -201,6 +201,10 @@ struct Pattern {
     /// the one that brought it (Kafka resolves new regexes after
     /// answering: the literal topics are assigned first).
     matched_at_ms: Option<u64>,
+    /// How many topics it matched when that was more than a member may
+    /// subscribe to: it then matches none, and its members' heartbeats
+    /// are refused (GROUP_MAX_SIZE_REACHED) until it matches fewer.
+    too_many: Option<usize>,
 }
 
 #[derive(Debug, Clone)]
@@ -415,17 +419,25 @@ impl ConsumerGroup {
             self.check_epoch(&hb)?;
             false
         };
-        let changed = match self.update_member(&hb, pattern, now_ms, config) {
-            Ok(changed) => changed,
+        let updated = self
+            .update_member(&hb, pattern, now_ms, config)
+            .and_then(|changed| {
+                let matched = self.resolve_patterns(&principal, brought.as_ref(), now_ms, catalog);
+                self.check_pattern(&hb.member_id)?;
+                Ok((changed, matched))
+            });
+        let (changed, matched) = match updated {
+            Ok(both) => both,
             Err(e) => {
                 if joined {
-                    // A refused join leaves no member behind.
+                    // A refused join leaves no member, and no pattern of
+                    // its, behind.
                     self.members.remove(&hb.member_id);
+                    self.forget_unused_patterns();
                 }
                 return Err(e);
             }
         };
-        let matched = self.resolve_patterns(&principal, brought.as_ref(), now_ms, catalog)?;
         // One heartbeat moves the group epoch once, whatever it changed.
         if joined | changed | matched | self.refresh_topics(catalog) {
             self.bump();
@@ -669,14 +681,17 @@ impl ConsumerGroup {
     /// Matches the patterns of `principal` against the topics it may
     /// see: each at most every [`REGEX_REFRESH_MS`], a new one at the first
     /// heartbeat after the one that brought it. True if a match changed
-    /// (every member with the pattern moves at once: one epoch).
+    /// (every member with the pattern moves at once: one epoch). A
+    /// pattern that matches more topics than a member may subscribe to
+    /// matches none; only its own members are refused
+    /// ([`ConsumerGroup::check_pattern`]).
     fn resolve_patterns(
         &mut self,
         principal: &str,
         brought: Option<&PatternKey>,
         now_ms: u64,
         catalog: &dyn TopicCatalog,
-    ) -> Result<bool, BrokerError> {
+    ) -> bool {
         let due: Vec<PatternKey> = self
             .patterns
             .iter()
@@ -689,7 +704,7 @@ impl ConsumerGroup {
             .map(|(key, _)| key.clone())
             .collect();
         if due.is_empty() {
-            return Ok(false);
+            return false;
         }
         let names = catalog.names();
         let mut changed = false;
@@ -697,23 +712,37 @@ impl ConsumerGroup {
             let Some(p) = self.patterns.get_mut(&key) else {
                 continue;
             };
-            let matched: BTreeSet<String> = names
+            let mut matched: BTreeSet<String> = names
                 .iter()
                 .filter(|n| p.regex.is_match(n))
                 .cloned()
                 .collect();
-            check_len(
-                "topics a pattern matches",
-                matched.len(),
-                SUBSCRIPTION_TOPICS_MAX,
-            )?;
+            p.too_many = (matched.len() > SUBSCRIPTION_TOPICS_MAX).then_some(matched.len());
+            if p.too_many.is_some() {
+                matched.clear();
+            }
             p.matched_at_ms = Some(now_ms);
             if matched != p.matched {
                 p.matched = matched;
                 changed = true;
             }
         }
-        Ok(changed)
+        changed
+    }
+
+    /// GROUP_MAX_SIZE_REACHED if `member_id`'s pattern matched more
+    /// topics than a member may subscribe to.
+    fn check_pattern(&self, member_id: &str) -> Result<(), BrokerError> {
+        let too_many = self
+            .members
+            .get(member_id)
+            .and_then(|m| m.pattern.as_ref())
+            .and_then(|key| self.patterns.get(key))
+            .and_then(|p| p.too_many);
+        match too_many {
+            Some(len) => check_len("topics a pattern matches", len, SUBSCRIPTION_TOPICS_MAX),
+            None => Ok(()),
+        }
     }
 
     /// Drops the patterns no member has any more.
@@ -1012,6 +1041,7 @@ fn compile(source: &str) -> Result<Pattern, String> {
         regex,
         matched: BTreeSet::new(),
         matched_at_ms: None,
+        too_many: None,
     })
 }
 

@@ -649,3 +649,34 @@ fn patterns_are_the_groups_and_resolved_after_the_heartbeat_that_brings_them() {
     }
     assert!(run.group.patterns.is_empty());
 }
+
+/// A pattern that matches more topics than a member may subscribe to
+/// refuses only its own members, and matches again once it fits.
+#[test]
+fn a_pattern_matching_too_many_topics_refuses_only_its_members() {
+    let mut run = Run::new(&[("lit", 1, 2)]);
+    run.join("plain", &["lit"]);
+    let mut wide = join("wide", &[]);
+    wide.topic_names = None;
+    wide.topic_regex = Some("many-.*".into());
+    let a = run.send(wide).unwrap();
+    run.learn(&a);
+    let max = u128::try_from(SUBSCRIPTION_TOPICS_MAX).unwrap();
+    for i in 0..=max {
+        run.catalog.set(&format!("many-{i}"), 100 + i, 1);
+    }
+    let (epoch, owned) = run.clients["wide"].clone();
+    let err = run.send(beat("wide", epoch, &owned)).unwrap_err();
+    assert!(matches!(err, BrokerError::GroupLimit { .. }), "{err}");
+    // The other member goes on.
+    run.beat("plain");
+    assert_eq!(count(run.owned("plain")), 2);
+    // One topic fewer and the pattern fits again.
+    run.catalog.0.borrow_mut().remove("many-0");
+    run.now += REGEX_REFRESH_MS;
+    let a = run.send(beat("wide", epoch, &owned)).unwrap();
+    run.learn(&a);
+    run.settle();
+    let total: usize = run.clients.values().map(|(_, p)| count(p)).sum();
+    assert_eq!(total, 2 + SUBSCRIPTION_TOPICS_MAX);
+}
