@@ -309,18 +309,11 @@ impl Coordinator {
         let now_ms = self.clock.now_ms();
         let mut inner = self.lock();
         let inner = &mut *inner;
-        if let Some(slot) = inner.consumer.get(group) {
-            if slot.group.member_count() > 0 {
-                return Err(BrokerError::InconsistentGroupProtocol {
-                    group: group.to_string(),
-                    reason: "the group's members use the consumer group protocol (KIP-848)".into(),
-                });
-            }
-            // An empty KIP-848 group becomes a classic one.
-            if let Some(gone) = inner.consumer.remove(group) {
-                self.forget_bytes(gone.bytes);
-            }
-        }
+        self.take_over(inner, group, GroupType::Classic)
+            .map_err(|_| BrokerError::InconsistentGroupProtocol {
+                group: group.to_string(),
+                reason: "the group's members use the consumer group protocol (KIP-848)".into(),
+            })?;
         let created = !inner.groups.contains_key(group);
         if created {
             self.make_room(inner)?;
@@ -401,6 +394,31 @@ impl Coordinator {
         self.member_bytes.fetch_sub(bytes as u64, Ordering::Relaxed);
     }
 
+    /// Frees `group` for a group of `kind`: a group of the other kind
+    /// without members is forgotten (its committed offsets stay, they are
+    /// the group id's); one with members is `Err` with their count.
+    fn take_over(&self, inner: &mut Inner, group: &str, kind: GroupType) -> Result<(), usize> {
+        let (members, bytes) = match kind {
+            GroupType::Classic => match inner.consumer.get(group) {
+                Some(s) => (s.group.member_count(), s.bytes),
+                None => return Ok(()),
+            },
+            GroupType::Consumer => match inner.groups.get(group) {
+                Some(s) => (s.group.member_count(), s.bytes),
+                None => return Ok(()),
+            },
+        };
+        if members > 0 {
+            return Err(members);
+        }
+        match kind {
+            GroupType::Classic => drop(inner.consumer.remove(group)),
+            GroupType::Consumer => drop(inner.groups.remove(group)),
+        }
+        self.forget_bytes(bytes);
+        Ok(())
+    }
+
     /// At [`config::GROUPS_MAX`] groups of both kinds, forgets the one
     /// empty longest, or refuses a new group if none is empty.
     fn make_room(&self, inner: &mut Inner) -> Result<(), BrokerError> {
@@ -456,18 +474,11 @@ impl Coordinator {
         let now_ms = self.clock.now_ms();
         let mut guard = self.lock();
         let inner = &mut *guard;
-        if let Some(slot) = inner.groups.get(group) {
-            if slot.group.member_count() > 0 {
-                return Err(BrokerError::MemberRefused {
-                    group: group.to_string(),
-                    refusal: MemberRefusal::NotConsumerGroup,
-                });
-            }
-            // An empty classic group becomes a KIP-848 one.
-            if let Some(gone) = inner.groups.remove(group) {
-                self.forget(&gone);
-            }
-        }
+        self.take_over(inner, group, GroupType::Consumer)
+            .map_err(|_| BrokerError::MemberRefused {
+                group: group.to_string(),
+                refusal: MemberRefusal::NotConsumerGroup,
+            })?;
         let created = !inner.consumer.contains_key(group);
         if created {
             if heartbeat.member_epoch != 0 {

@@ -962,15 +962,6 @@ impl ConsumerGroup {
         Ok(())
     }
 
-    /// The topics live members subscribe to, by name.
-    pub fn subscribed_topics(&self) -> BTreeSet<String> {
-        self.members
-            .values()
-            .flat_map(|m| self.topics_of(m))
-            .map(str::to_string)
-            .collect()
-    }
-
     pub fn snapshot(&self) -> ConsumerGroupSnapshot {
         ConsumerGroupSnapshot {
             group: self.name.clone(),
