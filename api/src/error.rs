@@ -389,6 +389,8 @@ impl From<tidelog_broker::BrokerError> for ApiError {
             // Kafka only (IncrementalAlterConfigs' operations): HTTP's
             // config routes send values, not operations.
             B::InvalidConfigOperation { .. } => ApiError::BadRequest { message },
+            // Kafka only (broker and group configs): HTTP has no route.
+            B::DynamicConfig { .. } => ApiError::BadRequest { message },
             // DeleteRecords' refusals (Kafka only: HTTP has no route).
             B::OffsetOutOfRange { .. } | B::RecordsNotDeletable { .. } => {
                 ApiError::BadRequest { message }

@@ -701,6 +701,14 @@ fn every_broker_error_has_its_code() {
             },
             40002,
         ),
+        (
+            B::DynamicConfig {
+                resource: s("broker 0"),
+                name: s("log.retention.ms"),
+                problem: tidelog_broker::error::DynamicConfigProblem::Unknown { hint: s("") },
+            },
+            40002,
+        ),
         (B::UnknownTopic { topic: s("t") }, 40401),
         (
             B::UnknownPartition {

@@ -240,7 +240,7 @@ async fn a_topic_answers_its_usage_and_its_configs_their_defaults() {
         .clone();
     assert_eq!(
         retention,
-        json!({"name": "retention.ms", "value": "60000", "is_default": false, "default": "604800000"})
+        json!({"name": "retention.ms", "value": "60000", "is_default": false, "default": "604800000", "source": "DYNAMIC_TOPIC_CONFIG"})
     );
     close(&state).await;
 }

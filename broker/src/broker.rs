@@ -63,6 +63,9 @@ pub struct Broker {
     /// Who may do what: the ACLs, the users, `security:`
     /// (`crate::access`).
     pub(crate) access: crate::access::Access,
+    /// Broker and group configs set at run time
+    /// ([`crate::dynamic_configs`]).
+    pub(crate) dynamic: crate::dynamic_configs::DynamicConfigs,
 }
 
 impl std::fmt::Debug for Broker {
@@ -198,7 +201,17 @@ impl Broker {
             Box::new(RandomIds::default()),
         )?);
         refuse_orphaned_topics(&data_dir)?;
-        let registry = Arc::new(TopicRegistry::load(&data_dir.join(CONFIG_DIR))?);
+        let dynamic = crate::dynamic_configs::DynamicConfigs::load(
+            &data_dir.join(CONFIG_DIR),
+            &config.groups,
+        )?;
+        for (group, timeouts) in dynamic.group_timeouts() {
+            coordinator.set_group_timeouts(&group, timeouts);
+        }
+        let registry = Arc::new(TopicRegistry::load_with(
+            &data_dir.join(CONFIG_DIR),
+            dynamic.topic_defaults(),
+        )?);
         let access = crate::access::Access::open(&data_dir.join(CONFIG_DIR), &config.security)?;
         let logs =
             CompactedLogs::open(&data_dir).map_err(|source| BrokerError::CompactedLogsOpen {
@@ -238,6 +251,7 @@ impl Broker {
                 cleaner: Arc::new(cleaner),
                 tiering: None,
                 access,
+                dynamic,
             }),
             Err(e) => {
                 // Leave the store as a clean shutdown would: the failure was
@@ -344,7 +358,7 @@ impl Broker {
         partitions: u32,
         overrides: Overrides,
     ) -> Result<Arc<Topic>, BrokerError> {
-        let config = TopicConfig::from_overrides(&overrides)?;
+        let config = self.registry.resolve(name, &overrides)?;
         crate::config::check_tiered_allowed(&overrides, self.tiering.is_some())?;
         self.check_tiered_create(name)?;
         let compacts = config.cleanup_policy.compacts();
@@ -463,7 +477,7 @@ impl Broker {
         changes_of: &crate::registry::ChangesOf<'_>,
     ) -> Result<(), BrokerError> {
         let current = self.registry.require(name)?;
-        let next = changed_config(&current, &changes_of(&current)?)?;
+        let next = changed_config(&self.registry, &current, &changes_of(&current)?)?;
         self.check_tiered_change(&current, &next)?;
         // Becoming compact: copy records from now on, before the registry
         // checks the topic is empty, so none produced in between is missed.
@@ -489,6 +503,112 @@ impl Broker {
         }
     }
 
+    /// Applies broker or group config changes (`crate::dynamic_configs`),
+    /// all or nothing; with `validate_only`, checks them and changes
+    /// nothing. A change of topic defaults re-resolves every topic and
+    /// makes the compacted logs and the remote tier follow the topics
+    /// whose config changed, as an alter of each would. Blocking.
+    pub(crate) fn alter_dynamic_configs(
+        &self,
+        scope: &crate::dynamic_configs::Scope,
+        changes_of: &crate::dynamic_configs::ChangesOfValues<'_>,
+        validate_only: bool,
+    ) -> Result<(), BrokerError> {
+        let mut changed: Vec<Arc<Topic>> = Vec::new();
+        let mut declared: Vec<String> = Vec::new();
+        let result = self.dynamic.alter(
+            scope,
+            changes_of,
+            &self.config.groups,
+            validate_only,
+            &mut |altered, persist| {
+                let Some(defaults) = &altered.topic_defaults else {
+                    return persist();
+                };
+                let refused = |topic: &str, e: BrokerError| match e {
+                    BrokerError::DynamicConfig { .. } => e,
+                    other => BrokerError::DynamicConfig {
+                        resource: scope.to_string(),
+                        name: "topic defaults".into(),
+                        problem: crate::error::DynamicConfigProblem::RefusedByTopic {
+                            topic: topic.to_owned(),
+                            reason: other.to_string(),
+                        },
+                    },
+                };
+                changed = self.registry.set_defaults(
+                    defaults.clone(),
+                    validate_only,
+                    &mut |next| {
+                        // Becoming compact: copy records from now on,
+                        // before the registry has the topic so (as an
+                        // alter does).
+                        for topic in next {
+                            let was_compact = self
+                                .registry
+                                .get(&topic.name)
+                                .is_some_and(|t| t.config.cleanup_policy.compacts());
+                            if topic.config.cleanup_policy.compacts() && !was_compact {
+                                self.logs
+                                    .set_topic(&topic.name, topic.config.compact_config());
+                                declared.push(topic.name.to_string());
+                            }
+                        }
+                        persist()
+                    },
+                    &|topic, p| next_offset(&self.store, topic, p),
+                    &refused,
+                )?;
+                Ok(())
+            },
+        );
+        if let Err(e) = result {
+            for name in &declared {
+                self.resync_compaction(name);
+            }
+            return Err(e);
+        }
+        if validate_only {
+            return Ok(());
+        }
+        if let crate::dynamic_configs::Scope::Group(group) = scope {
+            let timeouts = self
+                .dynamic
+                .group_timeouts()
+                .into_iter()
+                .find(|(g, _)| g == group)
+                .map(|(_, t)| t)
+                .unwrap_or_default();
+            self.coordinator.set_group_timeouts(group, timeouts);
+        }
+        for topic in &changed {
+            self.tiered_topic_changed(topic);
+            self.sync_compaction(topic)?;
+        }
+        if !changed.is_empty() {
+            tracing::info!(
+                topics = changed.len(),
+                "topic defaults changed; topics without their own value follow"
+            );
+        }
+        Ok(())
+    }
+
+    /// The configs of `scope` as DescribeConfigs answers them, this
+    /// broker's static ones (`statics`) first.
+    pub(crate) fn describe_dynamic_configs(
+        &self,
+        scope: &crate::dynamic_configs::Scope,
+        statics: Vec<crate::dynamic_configs::Described>,
+    ) -> Vec<crate::dynamic_configs::Described> {
+        self.dynamic.describe(scope, statics, &self.config.groups)
+    }
+
+    /// The topic defaults in force (the `log.*` broker configs).
+    pub fn topic_defaults(&self) -> Arc<topic_config::Defaults> {
+        self.registry.defaults()
+    }
+
     /// Checks config changes as [`Broker::alter_topic`] would (names,
     /// values, their combination, a policy change on a topic with
     /// records, an internal topic) and applies nothing: a Kafka alter's
@@ -504,7 +624,7 @@ impl Broker {
                 topic: name.to_string(),
             });
         }
-        let next = changed_config(&current, changes)?;
+        let next = changed_config(&self.registry, &current, changes)?;
         self.check_tiered_change(&current, &next)?;
         crate::registry::check_policy_change(&current, &next, &|p| {
             next_offset(&self.store, name, p)
@@ -559,7 +679,7 @@ impl Broker {
     }
 
     /// Whether the compacted logs know `name` (declared or with logs).
-    fn has_compaction_state(&self, name: &str) -> bool {
+    pub(crate) fn has_compaction_state(&self, name: &str) -> bool {
         self.logs.is_compact(name)
             || self
                 .logs
@@ -707,7 +827,7 @@ fn declare_before_recovery(
             .unwrap_or_default();
         overrides.extend(d.overrides.clone());
         // A bad value is reported by `apply_declared`.
-        let Ok(config) = TopicConfig::from_overrides(&overrides) else {
+        let Ok(config) = registry.resolve(&d.name, &overrides) else {
             continue;
         };
         if config.cleanup_policy.compacts()
@@ -763,6 +883,7 @@ fn refuse_orphaned_topics(data_dir: &std::path::Path) -> Result<(), BrokerError>
 /// The typed config `topic` would have with `changes` applied (`None`
 /// removes an override): names, values and their combination checked.
 fn changed_config(
+    registry: &TopicRegistry,
     topic: &Topic,
     changes: &[(String, Option<String>)],
 ) -> Result<TopicConfig, BrokerError> {
@@ -771,7 +892,7 @@ fn changed_config(
         &mut overrides,
         changes.iter().map(|(n, v)| (n.as_str(), v.as_deref())),
     )?;
-    TopicConfig::from_overrides(&overrides)
+    registry.resolve(&topic.name, &overrides)
 }
 
 /// The queue offset the next record of a partition will get. Read from the

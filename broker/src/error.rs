@@ -143,6 +143,15 @@ pub enum BrokerError {
     /// An unknown topic config name or a bad value for a known one.
     #[error("invalid topic config {name:?}: {reason}")]
     InvalidTopicConfig { name: String, reason: String },
+    /// A config of a broker or a group (`crate::dynamic_configs`) that
+    /// cannot be set or removed: config `name` of `resource` (`broker 0`,
+    /// `the cluster-wide broker default`, `group "g"`), and why.
+    #[error("{resource}: config {name:?}: {problem}")]
+    DynamicConfig {
+        resource: String,
+        name: String,
+        problem: DynamicConfigProblem,
+    },
     /// One node holds one copy: a topic's replication factor is 1 (-1 or
     /// none asks for that default).
     #[error("replication factor {requested} is impossible on a single node; use 1, or -1 or none for the default")]
@@ -555,6 +564,30 @@ impl ConfigOperationProblem {
     }
 }
 
+/// Why a broker or group config cannot be set
+/// ([`BrokerError::DynamicConfig`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DynamicConfigProblem {
+    /// A name that is no config of this kind of resource.
+    #[error("unknown config{hint}")]
+    Unknown { hint: String },
+    /// A broker config Kafka reads only at start-up (Kafka: "cannot be
+    /// updated dynamically"); tidelog's counterpart is in broker.yaml.
+    #[error("not a dynamic config: it is read at start-up ({where_set})")]
+    ReadOnly { where_set: String },
+    /// A value the config does not take.
+    #[error("{reason}")]
+    InvalidValue { reason: String },
+    /// A topic default some topic cannot take (its configs would be
+    /// invalid together, or its cleanup policy would change while it holds
+    /// records): set the topic's own value first.
+    #[error("topic {topic:?} cannot take it: {reason}")]
+    RefusedByTopic { topic: String, reason: String },
+    /// Configs of more groups than the broker keeps.
+    #[error("configs are kept for at most {max} groups; delete some first")]
+    TooManyGroups { max: usize },
+}
+
 /// Why a KIP-848 group refused a member ([`BrokerError::MemberRefused`]);
 /// each is one Kafka error.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -622,6 +655,7 @@ impl BrokerError {
             | B::InvalidConfigOperation { .. }
             | B::InvalidName { .. }
             | B::InvalidTopicConfig { .. }
+            | B::DynamicConfig { .. }
             | B::OffsetOutOfRange { .. }
             | B::RecordsNotDeletable { .. }
             | B::InternalTopic { .. }

@@ -688,6 +688,16 @@ fn every_variant() -> Vec<(BrokerError, ErrorKind)> {
             ErrorKind::Conflict,
         ),
         (
+            B::DynamicConfig {
+                resource: s("broker 0"),
+                name: s("log.retention.ms"),
+                problem: crate::error::DynamicConfigProblem::InvalidValue {
+                    reason: s("not a number"),
+                },
+            },
+            ErrorKind::ClientMistake,
+        ),
+        (
             B::InvalidSessionTimeout {
                 timeout_ms: 1,
                 min_ms: 6000,
@@ -887,10 +897,11 @@ fn variant_index(e: &BrokerError) -> usize {
         B::TimestampOutOfBounds { .. } => 71,
         B::NotEnoughReplicas { .. } => 72,
         B::MemberRefused { .. } => 73,
+        B::DynamicConfig { .. } => 74,
     }
 }
 
-const VARIANTS: usize = 74;
+const VARIANTS: usize = 75;
 
 #[test]
 fn every_variant_is_classed() {

@@ -62,6 +62,7 @@ pub mod consumers;
 pub mod coordinator;
 pub mod delete_records;
 pub mod door;
+pub mod dynamic_configs;
 pub mod error;
 #[cfg(any(test, feature = "failpoints"))]
 pub mod error_fixtures;

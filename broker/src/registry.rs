@@ -31,6 +31,15 @@
 //! version 1 had none, and a version-1 registry gets ids at load, written
 //! back at once so they never change across restarts.
 //!
+//! Cluster-wide defaults: a topic's effective config is its own values
+//! over [`Defaults`] (Kafka's dynamic `log.*` broker configs,
+//! `crate::dynamic_configs`), which the registry holds but does not
+//! persist. [`TopicRegistry::set_defaults`] re-resolves every topic under
+//! the write lock, so a change of defaults and an alter of a topic never
+//! interleave, and refuses a change that would make some topic's config
+//! invalid or change the cleanup policy of a topic with records (the rule
+//! of an alter). `__consumer_offsets` keeps its own fixed config.
+//!
 //! Locks: `write` (a mutex) serialises mutations and file writes, and is
 //! taken before `topics` (an RwLock held only to clone or swap an `Arc`).
 //! Mutations block on fsync: call them from `spawn_blocking`.
@@ -47,7 +56,11 @@ use crate::error::{BrokerError, PolicyChangeLoss};
 use crate::names;
 use crate::partitioner::RoundRobin;
 use crate::settings::DeclaredTopic;
-use crate::topic_config::{self, Overrides, TopicConfig};
+use crate::topic_config::{self, Defaults, Overrides, TopicConfig};
+
+/// Makes a change of defaults durable, given the topics whose config it
+/// changes ([`TopicRegistry::set_defaults`]).
+pub type PersistDefaults<'a> = dyn FnMut(&[Arc<Topic>]) -> Result<(), BrokerError> + 'a;
 
 /// Upper bound on partitions per topic: each is a directory and a set of
 /// open files, so a typo like `4000000` must not be taken literally.
@@ -166,6 +179,8 @@ pub struct TopicRegistry {
     /// Serialises mutations; taken before `topics`.
     write: Mutex<()>,
     topics: RwLock<BTreeMap<String, Arc<Topic>>>,
+    /// Changed only under `write`.
+    defaults: RwLock<Arc<Defaults>>,
 }
 
 impl std::fmt::Debug for TopicRegistry {
@@ -180,6 +195,11 @@ impl TopicRegistry {
     /// Loads `<config_dir>/topics.json`, or starts empty if there is none.
     /// Creates `config_dir`. Blocking.
     pub fn load(config_dir: &Path) -> Result<TopicRegistry, BrokerError> {
+        Self::load_with(config_dir, Defaults::new())
+    }
+
+    /// [`TopicRegistry::load`], every topic resolved over `defaults`.
+    pub fn load_with(config_dir: &Path, defaults: Defaults) -> Result<TopicRegistry, BrokerError> {
         let path = config_dir.join(REGISTRY_FILE);
         let file_err = |reason: String| BrokerError::RegistryFile {
             path: path.clone(),
@@ -212,10 +232,12 @@ impl TopicRegistry {
                         topics.values().any(|t: &Arc<Topic>| t.id == id)
                     }));
                 }
-                let topic = build(&name, &entry, None).map_err(|e| BrokerError::RegistryTopic {
-                    path: path.clone(),
-                    topic: name.clone(),
-                    reason: e.to_string(),
+                let topic = build(&name, &entry, None, &defaults).map_err(|e| {
+                    BrokerError::RegistryTopic {
+                        path: path.clone(),
+                        topic: name.clone(),
+                        reason: e.to_string(),
+                    }
                 })?;
                 topics.insert(name, Arc::new(topic));
             }
@@ -224,6 +246,7 @@ impl TopicRegistry {
             path,
             write: Mutex::new(()),
             topics: RwLock::new(topics),
+            defaults: RwLock::new(Arc::new(defaults)),
         };
         if let Some(version) = upgrade {
             // The ids just made must be the ids of every later start.
@@ -241,6 +264,67 @@ impl TopicRegistry {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The cluster-wide topic defaults in force.
+    pub fn defaults(&self) -> Arc<Defaults> {
+        Arc::clone(&self.defaults.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// The effective config a topic named `name` with `overrides` of its
+    /// own would have now.
+    pub fn resolve(&self, name: &str, overrides: &Overrides) -> Result<TopicConfig, BrokerError> {
+        resolve(name, overrides, &self.defaults())
+    }
+
+    /// Replaces the cluster-wide defaults: every topic is resolved over
+    /// `next`, all or nothing. Refused, naming the topic, if one would get
+    /// an invalid config or a cleanup-policy change its records forbid
+    /// ([`check_policy_change`]; `end_offset(topic, p)` as for an alter).
+    /// `persist` makes `next` durable; it runs once every check passed,
+    /// with the topics whose config changes (as they will be), before
+    /// anything changes in memory; with `validate_only` it does not run
+    /// and nothing changes. `refused(topic, why)` is the error a
+    /// topic's refusal is answered with. Returns the topics whose effective
+    /// config changed, as they are now. Blocking.
+    pub fn set_defaults(
+        &self,
+        next: Defaults,
+        validate_only: bool,
+        persist: &mut PersistDefaults<'_>,
+        end_offset: &dyn Fn(&str, u32) -> u64,
+        refused: &dyn Fn(&str, BrokerError) -> BrokerError,
+    ) -> Result<Vec<Arc<Topic>>, BrokerError> {
+        let _w = self.lock_write();
+        let current = self.read().clone();
+        let mut rebuilt = BTreeMap::new();
+        let mut changed = Vec::new();
+        for (name, topic) in &current {
+            let entry = TopicEntry {
+                id: Some(topic.id),
+                partitions: topic.partitions.get(),
+                configs: topic.overrides.clone(),
+                base_offsets: topic.base_offsets.clone(),
+            };
+            let in_topic = |e: BrokerError| refused(name, e);
+            let next_topic = build(name, &entry, Some(topic), &next).map_err(in_topic)?;
+            if next_topic.config != topic.config {
+                check_policy_change(topic, &next_topic.config, &|p| end_offset(name, p))
+                    .map_err(in_topic)?;
+                let next_topic = Arc::new(next_topic);
+                changed.push(Arc::clone(&next_topic));
+                rebuilt.insert(name.clone(), next_topic);
+            } else {
+                rebuilt.insert(name.clone(), Arc::clone(topic));
+            }
+        }
+        if validate_only {
+            return Ok(Vec::new());
+        }
+        persist(&changed)?;
+        *self.defaults.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(next);
+        *self.topics.write().unwrap_or_else(|e| e.into_inner()) = rebuilt;
+        Ok(changed)
     }
 
     /// The topic named `name`, if it exists.
@@ -294,7 +378,7 @@ impl TopicRegistry {
             configs: overrides,
             base_offsets: (0..partitions).map(end_offset).collect(),
         };
-        let topic = Arc::new(build(name, &entry, None)?);
+        let topic = Arc::new(build(name, &entry, None, &self.defaults())?);
         self.commit(|topics| {
             topics.insert(name.to_string(), Arc::clone(&topic));
         })?;
@@ -359,7 +443,7 @@ impl TopicRegistry {
             configs: overrides,
             base_offsets: topic.base_offsets.clone(),
         };
-        let next = Arc::new(build(name, &entry, Some(&topic))?);
+        let next = Arc::new(build(name, &entry, Some(&topic), &self.defaults())?);
         check_policy_change(&topic, &next.config, end_offset)?;
         self.commit(|topics| {
             topics.insert(name.to_string(), Arc::clone(&next));
@@ -388,7 +472,7 @@ impl TopicRegistry {
             configs: topic.overrides.clone(),
             base_offsets: grown_bases(&topic, count, end_offset),
         };
-        let next = Arc::new(build(name, &entry, Some(&topic))?);
+        let next = Arc::new(build(name, &entry, Some(&topic), &self.defaults())?);
         self.commit(|topics| {
             topics.insert(name.to_string(), Arc::clone(&next));
         })?;
@@ -467,8 +551,10 @@ impl TopicRegistry {
                 configs: overrides,
                 base_offsets: grown_bases(&existing, d.partitions, &|p| end_offset(&d.name, p)),
             };
-            let next =
-                Arc::new(build(&d.name, &entry, Some(&existing)).map_err(|e| bad(e.to_string()))?);
+            let next = Arc::new(
+                build(&d.name, &entry, Some(&existing), &self.defaults())
+                    .map_err(|e| bad(e.to_string()))?,
+            );
             check_policy_change(&existing, &next.config, &|p| end_offset(&d.name, p))
                 .map_err(|e| bad(e.to_string()))?;
             self.commit(|topics| {
@@ -623,9 +709,29 @@ fn fresh_id(taken: &dyn Fn(Uuid) -> bool) -> Uuid {
     }
 }
 
-/// A topic snapshot from its registry entry; `previous`, the snapshot it
-/// replaces, hands on the state shared across snapshots.
-fn build(name: &str, entry: &TopicEntry, previous: Option<&Topic>) -> Result<Topic, BrokerError> {
+/// The effective config of topic `name` with `overrides` of its own over
+/// `defaults`; an internal topic's config is its own alone.
+fn resolve(
+    name: &str,
+    overrides: &Overrides,
+    defaults: &Defaults,
+) -> Result<TopicConfig, BrokerError> {
+    if is_internal(name) {
+        TopicConfig::from_overrides(overrides)
+    } else {
+        TopicConfig::resolve(defaults, overrides)
+    }
+}
+
+/// A topic snapshot from its registry entry, resolved over `defaults`;
+/// `previous`, the snapshot it replaces, hands on the state shared across
+/// snapshots.
+fn build(
+    name: &str,
+    entry: &TopicEntry,
+    previous: Option<&Topic>,
+    defaults: &Defaults,
+) -> Result<Topic, BrokerError> {
     names::validate_topic_name(name)?;
     check_partitions(entry.partitions)?;
     let partitions =
@@ -633,7 +739,7 @@ fn build(name: &str, entry: &TopicEntry, previous: Option<&Topic>) -> Result<Top
             requested: i64::from(entry.partitions),
             max: PARTITIONS_MAX,
         })?;
-    let config = TopicConfig::from_overrides(&entry.configs)?;
+    let config = resolve(name, &entry.configs, defaults)?;
     // Canonicalize, so what is stored and shown is the validated form.
     let mut overrides = Overrides::new();
     for (k, v) in &entry.configs {

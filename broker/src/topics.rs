@@ -19,7 +19,7 @@ use crate::error::BrokerError;
 use crate::names;
 use crate::principal::Principal;
 use crate::registry::{check_partitions, Topic};
-use crate::topic_config::{self, Overrides, TopicConfig};
+use crate::topic_config::{self, Overrides};
 
 /// A topic to create, as a front-end decoded it.
 #[derive(Debug, Clone, Default)]
@@ -249,8 +249,9 @@ impl Broker {
                 .iter()
                 .map(|(n, v)| (n.as_str(), v.as_deref())),
         )?;
-        // A bad combination (e.g. compaction settings) fails as the create would.
-        TopicConfig::from_overrides(&overrides)?;
+        // A bad combination (e.g. compaction settings, its own values with
+        // the cluster-wide defaults) fails as the create would.
+        self.registry.resolve(&request.name, &overrides)?;
         Ok((request.name, partitions, overrides))
     }
 

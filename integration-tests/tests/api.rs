@@ -819,7 +819,7 @@ fn create_get_configs_delete(s: &TidelogProcess) {
     };
     assert_eq!(
         entry(&configs, "retention.ms"),
-        json!({"name": "retention.ms", "value": "60000", "is_default": false, "default": "604800000"})
+        json!({"name": "retention.ms", "value": "60000", "is_default": false, "default": "604800000", "source": "DYNAMIC_TOPIC_CONFIG"})
     );
     assert_eq!(entry(&configs, "segment.ms")["is_default"], true);
     // Every topic config Kafka 3.x and 4.x define (KAFKA.md "Topic

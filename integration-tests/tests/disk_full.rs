@@ -135,6 +135,15 @@ fn tail(log: &str) -> &str {
     &log[log.len().saturating_sub(6000)..]
 }
 
+/// The warnings and errors of a server log, the last ones if many.
+fn warnings(log: &str) -> String {
+    let lines: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("WARN") || l.contains("ERROR"))
+        .collect();
+    lines[lines.len().saturating_sub(40)..].join("\n")
+}
+
 /// Produce `records` (JSON) to `path`, failing the test if it hangs.
 fn produce(server: &TidelogProcess, path: &str, records: Value) -> Response {
     let began = Instant::now();
@@ -256,7 +265,13 @@ fn check_acked(server: &TidelogProcess, acked: &Acked) {
         let got = read_all(server, "plain", partition);
         for (offset, value) in want {
             let (_, stored) = got.get(offset).unwrap_or_else(|| {
-                panic!("plain-{partition} offset {offset} acknowledged and missing")
+                panic!(
+                    "plain-{partition} offset {offset} acknowledged and missing; \
+                     {} records read, the last at {:?}\n--- server log ---\n{}",
+                    got.len(),
+                    got.keys().last(),
+                    warnings(&server.log())
+                )
             });
             assert_eq!(
                 stored.as_str(),

@@ -11,7 +11,7 @@
 
 use crate::metrics::{ClosedFor, Refused};
 use kafka_protocol::error::ResponseError;
-use tidelog_broker::error::MemberRefusal;
+use tidelog_broker::error::{DynamicConfigProblem, MemberRefusal};
 use tidelog_broker::security::acl::{AclError, ResourceType};
 use tidelog_broker::security::users::UserError;
 use tidelog_broker::store::{SequenceProblem, StoreError, TieredError};
@@ -230,6 +230,17 @@ pub fn broker_code(e: &BrokerError) -> i16 {
         // The admin APIs' refusals (KAFKA.md "Admin").
         B::TopicExists { .. } => ResponseError::TopicAlreadyExists,
         B::InvalidTopicConfig { .. } => ResponseError::InvalidConfig,
+        // Kafka: a config only read at start-up, or more groups than kept,
+        // is a request the broker will not take; a bad name or value, or
+        // a default some topic cannot take, an invalid config.
+        B::DynamicConfig { problem, .. } => match problem {
+            DynamicConfigProblem::ReadOnly { .. } | DynamicConfigProblem::TooManyGroups { .. } => {
+                ResponseError::InvalidRequest
+            }
+            DynamicConfigProblem::Unknown { .. }
+            | DynamicConfigProblem::InvalidValue { .. }
+            | DynamicConfigProblem::RefusedByTopic { .. } => ResponseError::InvalidConfig,
+        },
         // Only CreateTopics asks for a count (auto-creation uses
         // default_partitions, checked at start-up).
         B::InvalidPartitionCount { .. } | B::PartitionCountNotIncreased { .. } => {
@@ -425,13 +436,9 @@ pub enum Refusal {
     /// A broker resource named other than `""` or `"0"`: INVALID_REQUEST.
     #[error("broker {name:?} does not exist; this is broker 0")]
     UnknownBroker { name: String },
-    /// An alter of the broker's configs, which are broker.yaml's:
-    /// INVALID_REQUEST.
-    #[error("the broker's configs are static (broker.yaml); only topic configs can be altered")]
-    StaticBrokerConfigs,
-    /// A config resource type other than a topic (2) or the broker (4):
-    /// INVALID_REQUEST.
-    #[error("resource type {resource_type} is not a topic (2) or the broker (4)")]
+    /// A config resource type other than a topic (2), the broker (4) or a
+    /// group (32): INVALID_REQUEST.
+    #[error("resource type {resource_type} is not a topic (2), the broker (4) or a group (32)")]
     UnknownResourceType { resource_type: i8 },
     /// A topic id (DeleteTopics v6) that names no topic: UNKNOWN_TOPIC_ID.
     #[error("no topic has this id")]
@@ -450,7 +457,6 @@ impl Refusal {
             Refusal::NotReady => ResponseError::LeaderNotAvailable.code(),
             Refusal::NotAuthorized { resource } => resource.code(),
             Refusal::UnknownBroker { .. }
-            | Refusal::StaticBrokerConfigs
             | Refusal::UnknownResourceType { .. }
             | Refusal::DuplicateTopic => ResponseError::InvalidRequest.code(),
             Refusal::UnknownTopicId => ResponseError::UnknownTopicId.code(),

@@ -111,6 +111,26 @@ fn every_broker_error_has_its_code() {
             ResponseError::InvalidConfig,
         ),
         (
+            B::DynamicConfig {
+                resource: s("broker 0"),
+                name: s("num.partitions"),
+                problem: tidelog_broker::error::DynamicConfigProblem::ReadOnly {
+                    where_set: s("broker.yaml default_partitions"),
+                },
+            },
+            ResponseError::InvalidRequest,
+        ),
+        (
+            B::DynamicConfig {
+                resource: s("group \"g\""),
+                name: s("consumer.session.timeout.ms"),
+                problem: tidelog_broker::error::DynamicConfigProblem::InvalidValue {
+                    reason: s("below 6000"),
+                },
+            },
+            ResponseError::InvalidConfig,
+        ),
+        (
             B::UnknownTopic { topic: s("t") },
             ResponseError::UnknownTopicOrPartition,
         ),
@@ -930,14 +950,9 @@ fn every_refusal_has_its_code_and_message() {
             "broker \"7\" does not exist; this is broker 0",
         ),
         (
-            Refusal::StaticBrokerConfigs,
-            ResponseError::InvalidRequest,
-            "the broker's configs are static (broker.yaml); only topic configs can be altered",
-        ),
-        (
             Refusal::UnknownResourceType { resource_type: 9 },
             ResponseError::InvalidRequest,
-            "resource type 9 is not a topic (2) or the broker (4)",
+            "resource type 9 is not a topic (2), the broker (4) or a group (32)",
         ),
         (
             Refusal::Broker(B::ReplicationFactorImpossible { requested: 3 }),

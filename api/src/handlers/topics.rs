@@ -66,7 +66,7 @@ pub async fn get_v2(
     names::validate_topic_name(&topic)?;
     let door = state.door()?;
     let topic = door.describe_topic(&topic)?;
-    let configs: serde_json::Map<String, Value> = entries(&topic.overrides)
+    let configs: serde_json::Map<String, Value> = entries(&door.topic_defaults(), &topic.overrides)
         .into_iter()
         .map(|e| (e.name.to_string(), Value::String(e.value)))
         .collect();
@@ -310,7 +310,7 @@ pub async fn configs_v3(
     let topic = door.topic_configs(&topic)?;
     json(
         StatusCode::OK,
-        &json_value!({"kind": "KafkaTopicConfigList", "data": entries(&topic.overrides)}),
+        &json_value!({"kind": "KafkaTopicConfigList", "data": entries(&door.topic_defaults(), &topic.overrides)}),
     )
 }
 

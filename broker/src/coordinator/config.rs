@@ -38,6 +38,33 @@ pub const OWNED_PARTITIONS_MAX: usize = 100_000;
 /// A member id a client sends back: `<client id>-<36-character suffix>`.
 pub const MEMBER_ID_MAX_BYTES: usize = CLIENT_TEXT_MAX_BYTES + 1 + 36;
 
+/// A KIP-848 group's own timeouts (its group configs,
+/// `crate::dynamic_configs`), each in place of the broker's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GroupTimeouts {
+    pub session_timeout_ms: Option<u64>,
+    pub heartbeat_interval_ms: Option<u64>,
+}
+
+impl GroupTimeouts {
+    /// Whether the group has neither of its own.
+    pub fn is_empty(&self) -> bool {
+        self.session_timeout_ms.is_none() && self.heartbeat_interval_ms.is_none()
+    }
+
+    /// The broker's `config` with the group's own timeouts in place.
+    pub fn over(&self, config: &GroupsConfig) -> GroupsConfig {
+        let mut out = config.clone();
+        if let Some(ms) = self.session_timeout_ms {
+            out.consumer_session_timeout_ms = ms;
+        }
+        if let Some(ms) = self.heartbeat_interval_ms {
+            out.consumer_heartbeat_interval_ms = ms;
+        }
+        out
+    }
+}
+
 /// `groups:` in broker.yaml.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]

@@ -147,6 +147,9 @@ struct Inner {
     /// KIP-848 groups; no name is in both maps.
     consumer: BTreeMap<String, ConsumerSlot>,
     ids: Box<dyn MemberIdSource>,
+    /// KIP-848 groups' own timeouts (group configs), whether or not the
+    /// group exists now.
+    timeouts: BTreeMap<String, config::GroupTimeouts>,
 }
 
 impl Inner {
@@ -206,6 +209,7 @@ impl Coordinator {
                 groups: BTreeMap::new(),
                 consumer: BTreeMap::new(),
                 ids,
+                timeouts: BTreeMap::new(),
             }),
             deadlines: Event::new(),
             rebalances: AtomicU64::new(0),
@@ -461,6 +465,18 @@ impl Coordinator {
         Ok(())
     }
 
+    /// A KIP-848 group's own timeouts (its group configs), used from its
+    /// members' next heartbeats on (each member's session is renewed
+    /// with the group's timeout then); empty: the broker's again.
+    pub fn set_group_timeouts(&self, group: &str, timeouts: config::GroupTimeouts) {
+        let mut inner = self.lock();
+        if timeouts.is_empty() {
+            inner.timeouts.remove(group);
+        } else {
+            inner.timeouts.insert(group.to_string(), timeouts);
+        }
+    }
+
     /// A ConsumerGroupHeartbeat (KIP-848, [`consumer`]): creates the group
     /// at its first member's join. `catalog` is looked up under the
     /// coordinator's mutex (see the lock order above).
@@ -501,11 +517,11 @@ impl Coordinator {
         let adding = heartbeat_bytes(&heartbeat);
         let own = slot.group.member_bytes_of(&heartbeat.member_id);
         let ids = &mut inner.ids;
+        let own_config = inner.timeouts.get(group).map(|t| t.over(&self.config));
+        let config = own_config.as_ref().unwrap_or(&self.config);
         let result = self.check_member_bytes(adding, own).and_then(|()| {
             slot.group
-                .heartbeat(heartbeat, now_ms, &self.config, catalog, || {
-                    ids.next_suffix()
-                })
+                .heartbeat(heartbeat, now_ms, config, catalog, || ids.next_suffix())
         });
         self.publish_consumer(group, slot);
         if created && slot.group.member_count() == 0 {

@@ -1541,3 +1541,46 @@ fn a_group_id_speaks_one_protocol_at_a_time() {
     ));
     assert!(c.describe("other").is_none());
 }
+
+#[test]
+fn a_kip848_group_s_own_timeouts_replace_the_broker_s_at_its_next_heartbeat() {
+    let clock = Arc::new(ManualClock::new(1_000));
+    let c = Coordinator::new(
+        no_delay(),
+        clock.clone(),
+        Box::new(SequentialIds::default()),
+    )
+    .unwrap();
+    let broker = c.config().clone();
+    c.set_group_timeouts(
+        "g",
+        config::GroupTimeouts {
+            session_timeout_ms: Some(50_000),
+            heartbeat_interval_ms: Some(2_000),
+        },
+    );
+    let a = c
+        .consumer_heartbeat("g", consumer_join("m1"), &OneTopic)
+        .unwrap();
+    assert_eq!(a.heartbeat_interval_ms, 2_000);
+    assert_eq!(c.next_deadline_ms(), Some(1_000 + 50_000));
+    // Another group keeps the broker's.
+    let b = c
+        .consumer_heartbeat("h", consumer_join("m2"), &OneTopic)
+        .unwrap();
+    assert_eq!(
+        b.heartbeat_interval_ms,
+        broker.consumer_heartbeat_interval_ms
+    );
+    // Removed: the broker's again from the next heartbeat on.
+    c.set_group_timeouts("g", config::GroupTimeouts::default());
+    let mut again = consumer_join("m1");
+    again.member_id = a.member_id.clone();
+    again.member_epoch = a.member_epoch;
+    again.owned = a.assignment.clone();
+    let a = c.consumer_heartbeat("g", again, &OneTopic).unwrap();
+    assert_eq!(
+        a.heartbeat_interval_ms,
+        broker.consumer_heartbeat_interval_ms
+    );
+}

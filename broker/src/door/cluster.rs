@@ -15,6 +15,7 @@
 use tidelog_security::acl::{Operation, Resource};
 
 use crate::config::BrokerConfig;
+use crate::dynamic_configs::{ChangesOfValues, Described, Scope, Values};
 use crate::error::BrokerError;
 use crate::group_admin::GroupDescription;
 use crate::groups::ConsumerLag;
@@ -35,6 +36,56 @@ impl Door {
     pub fn settings(&self) -> Result<&BrokerConfig, BrokerError> {
         self.allow(Operation::DescribeConfigs, Resource::cluster())?;
         Ok(self.broker().settings())
+    }
+
+    /// The configs of `scope` (`crate::dynamic_configs`) as DescribeConfigs
+    /// answers them, the broker's `statics` first: DESCRIBE_CONFIGS on the
+    /// cluster for a broker's, on the group for a group's.
+    pub fn dynamic_configs(
+        &self,
+        scope: &Scope,
+        statics: Vec<Described>,
+    ) -> Result<Vec<Described>, BrokerError> {
+        self.allow(Operation::DescribeConfigs, scope_resource(scope))?;
+        Ok(self.broker().describe_dynamic_configs(scope, statics))
+    }
+
+    /// The values set for `scope`, for a front-end that computes its
+    /// changes from them: DESCRIBE_CONFIGS as [`Door::dynamic_configs`].
+    pub fn dynamic_values(&self, scope: &Scope) -> Result<Values, BrokerError> {
+        self.allow(Operation::DescribeConfigs, scope_resource(scope))?;
+        Ok(self.broker().dynamic.values(scope))
+    }
+
+    /// Applies broker or group config changes, all or nothing; with
+    /// `validate_only`, checks them and changes nothing. `changes_of`
+    /// gives the changes from the values as they are when applied.
+    /// ALTER_CONFIGS on the cluster for a broker's, on the group for a
+    /// group's (Kafka 4.0's rule).
+    pub async fn alter_dynamic_configs(
+        &self,
+        scope: Scope,
+        changes_of: Box<ChangesOfValues<'static>>,
+        validate_only: bool,
+    ) -> Result<(), BrokerError> {
+        self.allow(Operation::AlterConfigs, scope_resource(&scope))?;
+        let broker = std::sync::Arc::clone(self.broker());
+        let logged = scope.to_string();
+        crate::blocking::run(move || {
+            broker.alter_dynamic_configs(&scope, &*changes_of, validate_only)
+        })
+        .await?;
+        if !validate_only {
+            tracing::info!(resource = %logged, "altered dynamic configs");
+        }
+        Ok(())
+    }
+
+    /// The topic defaults in force (the `log.*` broker configs), which a
+    /// topic's described configs show as their source. No check of its
+    /// own: a topic's DescribeConfigs answers the values they give.
+    pub fn topic_defaults(&self) -> std::sync::Arc<crate::topic_config::Defaults> {
+        self.broker().topic_defaults()
     }
 
     /// The node's counters in one snapshot (in-memory reads): DESCRIBE
@@ -97,5 +148,13 @@ impl Door {
     /// several partitions awaits once, before its reads.
     pub async fn until_acknowledged_visible(&self) {
         self.broker().until_acknowledged_visible().await;
+    }
+}
+
+/// The ACL resource a scope's configs belong to.
+fn scope_resource(scope: &Scope) -> Resource<'_> {
+    match scope {
+        Scope::Broker | Scope::ClusterDefault => Resource::cluster(),
+        Scope::Group(group) => Resource::group(group),
     }
 }

@@ -271,35 +271,66 @@ fn validate_name(name: &str) -> Result<(), BrokerError> {
     }
 }
 
+/// Topic configs set for every topic at once: the values of Kafka's
+/// dynamic `log.*` broker configs (`crate::dynamic_configs`), each the
+/// default of every topic without a value of its own. Validated and
+/// canonical, keyed by the topic config's name, as [`Overrides`].
+pub type Defaults = Overrides;
+
+/// Where a topic's config value comes from (Kafka's `ConfigSource`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ValueSource {
+    /// The topic's own value.
+    DynamicTopicConfig,
+    /// A cluster-wide default set at run time ([`Defaults`]).
+    DynamicDefaultBrokerConfig,
+    /// Kafka's default.
+    DefaultConfig,
+}
+
 /// One row of `GET .../configs`.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct ConfigEntry {
     pub name: &'static str,
     pub value: String,
+    /// Not the topic's own value (Kafka's meaning: "not overridden", not
+    /// "equal to the default").
     pub is_default: bool,
-    /// The value without an override (ext: the console shows it beside an
+    /// The value without the topic's own: the cluster-wide default if one
+    /// is set, else Kafka's (ext: the console shows it beside an
     /// overridden value).
-    pub default: &'static str,
+    pub default: String,
+    pub source: ValueSource,
 }
 
 /// Every known config of a topic with its effective value, in [`SPECS`]
-/// order.
-pub fn entries(overrides: &Overrides) -> Vec<ConfigEntry> {
+/// order: its own (`overrides`), else the cluster-wide one
+/// (`defaults`), else Kafka's default.
+pub fn entries(defaults: &Defaults, overrides: &Overrides) -> Vec<ConfigEntry> {
     SPECS
         .iter()
-        .map(|spec| match overrides.get(spec.name) {
-            Some(value) => ConfigEntry {
-                name: spec.name,
-                value: value.clone(),
-                is_default: false,
-                default: spec.default,
-            },
-            None => ConfigEntry {
-                name: spec.name,
-                value: spec.default.to_string(),
-                is_default: true,
-                default: spec.default,
-            },
+        .map(|spec| {
+            let (default, default_source) = match defaults.get(spec.name) {
+                Some(value) => (value.clone(), ValueSource::DynamicDefaultBrokerConfig),
+                None => (spec.default.to_string(), ValueSource::DefaultConfig),
+            };
+            match overrides.get(spec.name) {
+                Some(value) => ConfigEntry {
+                    name: spec.name,
+                    value: value.clone(),
+                    is_default: false,
+                    default,
+                    source: ValueSource::DynamicTopicConfig,
+                },
+                None => ConfigEntry {
+                    name: spec.name,
+                    value: default.clone(),
+                    is_default: true,
+                    default,
+                    source: default_source,
+                },
+            }
         })
         .collect()
 }
@@ -419,6 +450,17 @@ impl Default for TopicConfig {
 impl TopicConfig {
     /// The effective config from validated or unvalidated overrides; checks
     /// each value and the min/max compaction lag pair.
+    /// The effective config of a topic with its own `overrides` over the
+    /// cluster-wide `defaults`: each value and the combination checked.
+    pub fn resolve(defaults: &Defaults, overrides: &Overrides) -> Result<Self, BrokerError> {
+        if defaults.is_empty() {
+            return Self::from_overrides(overrides);
+        }
+        let mut merged = defaults.clone();
+        merged.extend(overrides.iter().map(|(k, v)| (k.clone(), v.clone())));
+        Self::from_overrides(&merged)
+    }
+
     pub fn from_overrides(overrides: &Overrides) -> Result<Self, BrokerError> {
         let mut config = TopicConfig::default();
         for (name, value) in overrides {

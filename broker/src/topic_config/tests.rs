@@ -288,13 +288,18 @@ fn effective_config_and_entries_reflect_overrides() {
     assert_eq!(config.delete_retention_ms, 86_400_000);
     assert_eq!(config.segment_bytes, 1 << 30);
 
-    let rows = entries(&current);
+    let rows = entries(&Defaults::new(), &current);
     assert_eq!(rows.len(), SPECS.len());
     let policy = rows.iter().find(|r| r.name == "cleanup.policy").unwrap();
     assert_eq!(
-        (policy.value.as_str(), policy.is_default, policy.default),
+        (
+            policy.value.as_str(),
+            policy.is_default,
+            policy.default.as_str()
+        ),
         ("compact", false, "delete")
     );
+    assert_eq!(policy.source, ValueSource::DynamicTopicConfig);
     // Overridden with the default value is still an override, as in Kafka.
     let delete_retention = rows
         .iter()
@@ -306,7 +311,11 @@ fn effective_config_and_entries_reflect_overrides() {
         .find(|r| r.name == "min.cleanable.dirty.ratio")
         .unwrap();
     assert_eq!(
-        (ratio.value.as_str(), ratio.is_default, ratio.default),
+        (
+            ratio.value.as_str(),
+            ratio.is_default,
+            ratio.default.as_str()
+        ),
         ("0.5", true, "0.5")
     );
 }
@@ -429,4 +438,40 @@ fn timestamp_bounds_and_types_are_read_as_kafka_reads_them() {
     assert_eq!(stamped.timestamp_type, TimestampType::LogAppendTime);
     assert_eq!(stamped.min_insync_replicas, 2);
     assert_eq!(c(&[]).timestamp_type, TimestampType::CreateTime);
+}
+
+#[test]
+fn cluster_wide_defaults_yield_to_a_topic_s_own_value() {
+    let defaults = overrides(&[("retention.ms", "60000"), ("segment.bytes", "1048576")]);
+    let own = overrides(&[("retention.ms", "120000")]);
+    let config = TopicConfig::resolve(&defaults, &own).unwrap();
+    assert_eq!(config.retention_ms, 120_000);
+    assert_eq!(config.segment_bytes, 1 << 20);
+    assert_eq!(
+        TopicConfig::resolve(&Defaults::new(), &own).unwrap(),
+        TopicConfig::from_overrides(&own).unwrap()
+    );
+
+    let rows = entries(&defaults, &own);
+    let row = |name: &str| rows.iter().find(|r| r.name == name).unwrap().clone();
+    let retention = row("retention.ms");
+    assert_eq!(
+        (
+            retention.value.as_str(),
+            retention.default.as_str(),
+            retention.source
+        ),
+        ("120000", "60000", ValueSource::DynamicTopicConfig)
+    );
+    let segment = row("segment.bytes");
+    assert_eq!(
+        (segment.value.as_str(), segment.is_default, segment.source),
+        ("1048576", true, ValueSource::DynamicDefaultBrokerConfig)
+    );
+    assert_eq!(row("flush.ms").source, ValueSource::DefaultConfig);
+
+    // A combination that only the two together make is refused.
+    let lag = overrides(&[("max.compaction.lag.ms", "1000")]);
+    let own_min = overrides(&[("min.compaction.lag.ms", "5000")]);
+    assert!(TopicConfig::resolve(&lag, &own_min).is_err());
 }

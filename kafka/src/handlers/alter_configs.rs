@@ -1,13 +1,13 @@
 //! AlterConfigs (33), the older alter kafkajs uses: a resource's configs
-//! are replaced by the request's. A topic override the request does not
-//! name is removed, a named one is set (a null value removes it), all or
-//! nothing per topic (`configs::alter`).
+//! are replaced by the request's. A topic override, broker config or group
+//! config the request does not name is removed, a named one is set (a null
+//! value removes it), all or nothing per resource (`configs::alter`).
 
 use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse};
 
 use super::admin::Gate;
-use super::configs;
+use super::configs::{self, Asked};
 use crate::context::Context;
 
 pub async fn handle(
@@ -29,16 +29,7 @@ pub async fn handle(
             resource.resource_type,
             &name,
             request.validate_only,
-            move |topic| {
-                let mut changes: Vec<(String, Option<String>)> = topic
-                    .overrides
-                    .keys()
-                    .filter(|k| !named.iter().any(|(n, _)| n == *k))
-                    .map(|k| (k.clone(), None))
-                    .collect();
-                changes.extend(named.iter().cloned());
-                Ok(changes)
-            },
+            Asked::Replace(named),
         )
         .await;
         let response = AlterConfigsResourceResponse::default()

@@ -16,13 +16,13 @@ use kafka_protocol::messages::create_topics_response::{
 };
 use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 use kafka_protocol::protocol::StrBytes;
-use tidelog_broker::topic_config::{self, Overrides};
+use tidelog_broker::topic_config::{self, Defaults, Overrides};
 use tidelog_broker::topics::CreateTopic;
 use tidelog_broker::Door;
 use uuid::Uuid;
 
 use super::admin;
-use super::configs::{SOURCE_DEFAULT, SOURCE_TOPIC};
+use super::configs::source_code;
 use crate::context::Context;
 use crate::error::Refusal;
 
@@ -45,7 +45,8 @@ pub async fn handle(
         topics.push(match outcome {
             Ok(created) => {
                 tracing::info!(topic = %name, partitions = created.1, validate_only = request.validate_only, "CreateTopics");
-                answer(result, version, created)
+                let defaults = door.as_ref().map(Door::topic_defaults).unwrap_or_default();
+                answer(result, version, &defaults, created)
             }
             Err(refusal) => result
                 .with_error_code(refusal.code())
@@ -94,23 +95,20 @@ async fn create(
 fn answer(
     result: CreatableTopicResult,
     version: i16,
+    defaults: &Defaults,
     (id, partitions, overrides): Created,
 ) -> CreatableTopicResult {
     let result = result.with_topic_id(id.unwrap_or_default());
     if version < 5 {
         return result;
     }
-    let configs = topic_config::entries(&overrides)
+    let configs = topic_config::entries(defaults, &overrides)
         .into_iter()
         .map(|e| {
             CreatableTopicConfigs::default()
                 .with_name(StrBytes::from_static_str(e.name))
                 .with_value(Some(StrBytes::from_string(e.value)))
-                .with_config_source(if e.is_default {
-                    SOURCE_DEFAULT
-                } else {
-                    SOURCE_TOPIC
-                })
+                .with_config_source(source_code(e.source))
         })
         .collect();
     result

@@ -1,7 +1,9 @@
 //! DescribeConfigs (32): a topic's configs (`topic_config::entries`, the
 //! list HTTP's `GET .../configs` answers) with each one's source (the
-//! topic's own or the default), and the broker's read-only configs from
-//! broker.yaml. `configuration_keys` filters (an unknown name is left
+//! topic's own, the cluster-wide default, Kafka's default); the broker's
+//! read-only configs from broker.yaml and its dynamic ones
+//! (`dynamic_configs`: this broker's, the cluster-wide default's,
+//! Kafka's); a group's two KIP-848 configs. `configuration_keys` filters (an unknown name is left
 //! out, as Kafka does); synonyms when asked (v1+): a topic's own value
 //! then the default; config types from v3, and, asked for, the reason a
 //! config accepted without effect has none as its documentation.
@@ -11,10 +13,12 @@ use kafka_protocol::messages::describe_configs_response::{
 };
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 use kafka_protocol::protocol::StrBytes;
-use tidelog_broker::topic_config::{self, ConfigKind, Effect};
+use tidelog_broker::dynamic_configs::catalogue::ValueKind;
+use tidelog_broker::dynamic_configs::{self, DescribedKind, Scope, Source};
+use tidelog_broker::topic_config::{self, ConfigKind, Effect, ValueSource};
 
 use super::configs::{
-    check_broker_name, BROKER, SOURCE_DEFAULT, SOURCE_STATIC_BROKER, SOURCE_TOPIC, TOPIC,
+    dynamic_scope, dynamic_source_code, source_code, SOURCE_DEFAULT, SOURCE_DYNAMIC_DEFAULT_BROKER,
 };
 use crate::context::Context;
 use crate::error::Refusal;
@@ -27,15 +31,17 @@ const TYPE_LONG: i8 = 5;
 const TYPE_DOUBLE: i8 = 6;
 const TYPE_LIST: i8 = 7;
 
-/// One config as described: name, value, source, type, and the default
-/// (for a synonym) when the value is the topic's own.
+/// One config as described: name, value, source, type, the values
+/// beneath it (Kafka's synonyms, most precedent first, itself included),
+/// and why it has no effect if so.
 struct Described {
     name: String,
     value: String,
     source: i8,
+    read_only: bool,
     config_type: i8,
-    default: Option<&'static str>,
-    /// Why a config accepted here has no effect (`Effect::Accepted`).
+    synonyms: Vec<(String, String, i8)>,
+    /// Why a config accepted here has no effect.
     without_effect: Option<&'static str>,
 }
 
@@ -84,74 +90,114 @@ pub fn handle(
 
 fn describe(ctx: &Context, resource_type: i8, name: &str) -> Result<Vec<Described>, Refusal> {
     let door = ctx.door().ok_or(Refusal::NotReady)?;
-    match resource_type {
-        TOPIC => {
-            let topic = door.topic_configs(name)?;
-            Ok(topic_config::entries(&topic.overrides)
-                .into_iter()
-                .map(|e| {
-                    let spec = topic_config::spec(e.name);
-                    Described {
-                        name: e.name.to_owned(),
-                        value: e.value,
-                        source: if e.is_default {
-                            SOURCE_DEFAULT
-                        } else {
-                            SOURCE_TOPIC
-                        },
-                        config_type: spec.map_or(0, |s| match s.kind {
-                            ConfigKind::Policy | ConfigKind::ReplicaList => TYPE_LIST,
-                            ConfigKind::Choice(_) | ConfigKind::Version => TYPE_STRING,
-                            ConfigKind::IntegerOr { .. } => TYPE_INT,
-                            ConfigKind::Integer { max, .. } if max <= i64::from(i32::MAX) => {
-                                TYPE_INT
-                            }
-                            ConfigKind::Integer { .. } => TYPE_LONG,
-                            ConfigKind::Ratio => TYPE_DOUBLE,
-                            ConfigKind::Boolean => TYPE_BOOLEAN,
-                        }),
-                        default: (!e.is_default).then(|| spec.map(|s| s.default)).flatten(),
-                        without_effect: spec.and_then(|s| match s.effect {
-                            Effect::Accepted { why } => Some(why),
-                            Effect::Applied => None,
-                        }),
+    let Some(scope) = dynamic_scope(resource_type, name)? else {
+        let topic = door.topic_configs(name)?;
+        let defaults = door.topic_defaults();
+        return Ok(topic_config::entries(&defaults, &topic.overrides)
+            .into_iter()
+            .map(|e| {
+                let spec = topic_config::spec(e.name);
+                let source = source_code(e.source);
+                let mut synonyms = vec![(e.name.to_owned(), e.value.clone(), source)];
+                if e.source == ValueSource::DynamicTopicConfig {
+                    if let Some(value) = defaults.get(e.name) {
+                        synonyms.push((
+                            e.name.to_owned(),
+                            value.clone(),
+                            SOURCE_DYNAMIC_DEFAULT_BROKER,
+                        ));
                     }
-                })
-                .collect())
-        }
-        BROKER => {
-            check_broker_name(name)?;
+                }
+                if let Some(spec) = spec.filter(|_| e.source != ValueSource::DefaultConfig) {
+                    synonyms.push((e.name.to_owned(), spec.default.to_owned(), SOURCE_DEFAULT));
+                }
+                Described {
+                    name: e.name.to_owned(),
+                    value: e.value,
+                    source,
+                    read_only: false,
+                    config_type: spec.map_or(0, |s| topic_type(s.kind)),
+                    synonyms,
+                    without_effect: spec.and_then(|s| match s.effect {
+                        Effect::Accepted { why } => Some(why),
+                        Effect::Applied => None,
+                    }),
+                }
+            })
+            .collect());
+    };
+    let statics = match scope {
+        Scope::Broker => {
             let config = door.settings()?;
-            let fixed = |name: &str, value: String, config_type: i8| Described {
-                name: name.to_owned(),
-                value,
-                source: SOURCE_STATIC_BROKER,
-                config_type,
-                default: None,
-                without_effect: None,
-            };
-            Ok(vec![
+            let fixed =
+                |name: &str, value: String, kind: DescribedKind| dynamic_configs::Described {
+                    name: name.to_owned(),
+                    value: value.clone(),
+                    source: Source::StaticBroker,
+                    read_only: true,
+                    synonyms: vec![(name.to_owned(), value, Source::StaticBroker)],
+                    without_effect: None,
+                    kind,
+                };
+            let int = DescribedKind::Value(ValueKind::Integer {
+                min: 0,
+                max: i32::MAX.into(),
+            });
+            vec![
                 fixed(
                     "auto.create.topics.enable",
                     config.auto_create_topics.to_string(),
-                    TYPE_BOOLEAN,
+                    DescribedKind::Boolean,
                 ),
-                fixed("default.replication.factor", "1".into(), TYPE_INT),
-                fixed(
-                    "num.partitions",
-                    config.default_partitions.to_string(),
-                    TYPE_INT,
-                ),
+                fixed("default.replication.factor", "1".into(), int),
+                fixed("num.partitions", config.default_partitions.to_string(), int),
                 fixed(
                     "socket.request.max.bytes",
                     ctx.max_request_bytes.to_string(),
-                    TYPE_INT,
+                    int,
                 ),
-            ])
+            ]
         }
-        other => Err(Refusal::UnknownResourceType {
-            resource_type: other,
-        }),
+        _ => Vec::new(),
+    };
+    Ok(door
+        .dynamic_configs(&scope, statics)?
+        .into_iter()
+        .map(|d| Described {
+            name: d.name,
+            value: d.value,
+            source: dynamic_source_code(d.source),
+            read_only: d.read_only,
+            config_type: match d.kind {
+                DescribedKind::Topic(spec) => topic_type(spec.kind),
+                DescribedKind::Boolean => TYPE_BOOLEAN,
+                DescribedKind::Value(ValueKind::Integer { max, .. }) if max <= i32::MAX.into() => {
+                    TYPE_INT
+                }
+                DescribedKind::Value(ValueKind::Integer { .. }) => TYPE_LONG,
+                DescribedKind::Value(ValueKind::Decimal) => TYPE_DOUBLE,
+                DescribedKind::Value(ValueKind::Text) => TYPE_STRING,
+            },
+            synonyms: d
+                .synonyms
+                .into_iter()
+                .map(|(n, v, s)| (n, v, dynamic_source_code(s)))
+                .collect(),
+            without_effect: d.without_effect,
+        })
+        .collect())
+}
+
+/// Kafka's type of a topic config.
+fn topic_type(kind: ConfigKind) -> i8 {
+    match kind {
+        ConfigKind::Policy | ConfigKind::ReplicaList => TYPE_LIST,
+        ConfigKind::Choice(_) | ConfigKind::Version => TYPE_STRING,
+        ConfigKind::IntegerOr { .. } => TYPE_INT,
+        ConfigKind::Integer { max, .. } if max <= i64::from(i32::MAX) => TYPE_INT,
+        ConfigKind::Integer { .. } => TYPE_LONG,
+        ConfigKind::Ratio => TYPE_DOUBLE,
+        ConfigKind::Boolean => TYPE_BOOLEAN,
     }
 }
 
@@ -162,26 +208,22 @@ fn entry(
     c: Described,
 ) -> DescribeConfigsResourceResult {
     let synonyms = if synonyms {
-        let mut list = vec![DescribeConfigsSynonym::default()
-            .with_name(StrBytes::from_string(c.name.clone()))
-            .with_value(Some(StrBytes::from_string(c.value.clone())))
-            .with_source(c.source)];
-        if let Some(default) = c.default {
-            list.push(
+        c.synonyms
+            .into_iter()
+            .map(|(name, value, source)| {
                 DescribeConfigsSynonym::default()
-                    .with_name(StrBytes::from_string(c.name.clone()))
-                    .with_value(Some(StrBytes::from_static_str(default)))
-                    .with_source(SOURCE_DEFAULT),
-            );
-        }
-        list
+                    .with_name(StrBytes::from_string(name))
+                    .with_value(Some(StrBytes::from_string(value)))
+                    .with_source(source)
+            })
+            .collect()
     } else {
         Vec::new()
     };
     let result = DescribeConfigsResourceResult::default()
         .with_name(StrBytes::from_string(c.name))
         .with_value(Some(StrBytes::from_string(c.value)))
-        .with_read_only(c.source == SOURCE_STATIC_BROKER)
+        .with_read_only(c.read_only)
         .with_config_source(c.source)
         .with_synonyms(synonyms);
     if version >= 3 {

@@ -746,15 +746,25 @@ async fn alter_configs_replaces_a_topics_configs() {
                 .with_configs(vec![AlterableConfig::default()
                     .with_name(StrBytes::from_static_str("retention.bytes"))
                     .with_value(Some(StrBytes::from_string(value.to_owned())))]),
-            // The broker's configs are static.
+            // The broker's dynamic configs are replaced too; one Kafka
+            // reads only at start-up is refused.
             AlterConfigsResource::default()
                 .with_resource_type(4)
-                .with_resource_name(StrBytes::from_static_str("0")),
+                .with_resource_name(StrBytes::from_static_str("0"))
+                .with_configs(vec![AlterableConfig::default()
+                    .with_name(StrBytes::from_static_str("num.io.threads"))
+                    .with_value(Some(StrBytes::from_string(value.to_owned())))]),
+            AlterConfigsResource::default()
+                .with_resource_type(4)
+                .with_resource_name(StrBytes::from_static_str(""))
+                .with_configs(vec![AlterableConfig::default()
+                    .with_name(StrBytes::from_static_str("num.partitions"))
+                    .with_value(Some(StrBytes::from_static_str("3")))]),
         ]);
         let answer: AlterConfigsResponse =
             call(&mut c, ApiKey::AlterConfigs, version, &request).await;
         let codes: Vec<_> = answer.responses.iter().map(|r| r.error_code).collect();
-        assert_eq!(codes, [NONE, INVALID_REQUEST]);
+        assert_eq!(codes, [NONE, NONE, INVALID_REQUEST]);
         // Replaced: the overrides not named are gone.
         assert_eq!(
             overrides(&s, "legacy"),
@@ -1140,4 +1150,201 @@ async fn before_the_broker_is_ready_admin_calls_answer_a_retriable_code() {
         low_watermarks(&answer),
         [("t".to_owned(), 0, -1, LEADER_NOT_AVAILABLE)]
     );
+}
+
+/// One IncrementalAlterConfigs resource: `(resource type, name)` and its
+/// `(config, operation, value)`s.
+fn alter_resource(
+    resource_type: i8,
+    resource: &str,
+    ops: &[(&str, i8, Option<&str>)],
+) -> kafka_protocol::messages::incremental_alter_configs_request::AlterConfigsResource {
+    use kafka_protocol::messages::incremental_alter_configs_request::{
+        AlterConfigsResource, AlterableConfig,
+    };
+    AlterConfigsResource::default()
+        .with_resource_type(resource_type)
+        .with_resource_name(StrBytes::from_string(resource.to_owned()))
+        .with_configs(
+            ops.iter()
+                .map(|(n, op, v)| {
+                    AlterableConfig::default()
+                        .with_name(StrBytes::from_string((*n).to_owned()))
+                        .with_config_operation(*op)
+                        .with_value(v.map(|v| StrBytes::from_string(v.to_owned())))
+                })
+                .collect(),
+        )
+}
+
+/// `(value, source)` of config `name` in a described resource, and its
+/// synonyms' sources.
+fn described(
+    result: &kafka_protocol::messages::describe_configs_response::DescribeConfigsResult,
+    name: &str,
+) -> (String, i8, Vec<i8>) {
+    let entry = result
+        .configs
+        .iter()
+        .find(|e| e.name.as_str() == name)
+        .unwrap_or_else(|| panic!("{name} is not described"));
+    (
+        entry.value.as_deref().unwrap_or_default().to_owned(),
+        entry.config_source,
+        entry.synonyms.iter().map(|s| s.source).collect(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broker_and_group_configs_are_altered_described_and_defaults_reach_topics() {
+    const SET: i8 = 0;
+    const DELETE: i8 = 1;
+    const APPEND: i8 = 2;
+    const SUBTRACT: i8 = 3;
+    let s = server().await;
+    let mut c = connect(&s).await;
+    create(
+        &mut c,
+        7,
+        false,
+        vec![
+            topic("follows", 1, 1, &[]),
+            topic("own", 1, 1, &[("retention.ms", "60000")]),
+        ],
+    )
+    .await;
+    // librdkafka's 0081 sets these: a Kerberos config (accepted without
+    // effect), a thread pool, a group's session timeout.
+    let request = IncrementalAlterConfigsRequest::default().with_resources(vec![
+        alter_resource(
+            4,
+            "0",
+            &[
+                ("sasl.kerberos.min.time.before.relogin", SET, Some("58000")),
+                ("log.retention.ms", SET, Some("3600000")),
+            ],
+        ),
+        alter_resource(4, "", &[("background.threads", SET, Some("9"))]),
+        alter_resource(4, "7", &[("background.threads", SET, Some("9"))]),
+        alter_resource(
+            32,
+            "orders",
+            &[("consumer.session.timeout.ms", SET, Some("50000"))],
+        ),
+        alter_resource(
+            32,
+            "other",
+            &[("consumer.session.timeout.ms", SET, Some("1"))],
+        ),
+        alter_resource(
+            32,
+            "third",
+            &[("share.session.timeout.ms", SET, Some("50000"))],
+        ),
+    ]);
+    let answer: IncrementalAlterConfigsResponse =
+        call(&mut c, ApiKey::IncrementalAlterConfigs, 1, &request).await;
+    let codes: Vec<_> = answer.responses.iter().map(|r| r.error_code).collect();
+    assert_eq!(
+        codes,
+        [
+            NONE,
+            NONE,
+            INVALID_REQUEST,
+            NONE,
+            INVALID_CONFIG,
+            INVALID_CONFIG
+        ]
+    );
+    let request = IncrementalAlterConfigsRequest::default().with_resources(vec![
+        alter_resource(4, "0", &[("num.partitions", SET, Some("3"))]),
+        alter_resource(4, "0", &[("no.such.config", SET, Some("3"))]),
+    ]);
+    let answer: IncrementalAlterConfigsResponse =
+        call(&mut c, ApiKey::IncrementalAlterConfigs, 1, &request).await;
+    let codes: Vec<_> = answer.responses.iter().map(|r| r.error_code).collect();
+    assert_eq!(codes, [INVALID_REQUEST, INVALID_CONFIG]);
+
+    // The topic default reaches the topic without its own value, live.
+    let retention = |name: &str| s.broker.registry().get(name).unwrap().config.retention_ms;
+    assert_eq!(
+        (retention("follows"), retention("own")),
+        (3_600_000, 60_000)
+    );
+
+    let request = describe_request(&[
+        (4, "0", None),
+        (4, "", None),
+        (32, "orders", None),
+        (2, "follows", Some(&["retention.ms"])),
+    ]);
+    let answer: DescribeConfigsResponse = call(&mut c, ApiKey::DescribeConfigs, 4, &request).await;
+    let codes: Vec<_> = answer.results.iter().map(|r| r.error_code).collect();
+    assert_eq!(codes, [NONE, NONE, NONE, NONE]);
+    let broker = &answer.results[0];
+    assert_eq!(
+        described(broker, "log.retention.ms"),
+        ("3600000".into(), 2, vec![2, 5])
+    );
+    assert_eq!(
+        described(broker, "background.threads"),
+        ("9".into(), 3, vec![3, 5])
+    );
+    assert_eq!(
+        described(broker, "sasl.kerberos.min.time.before.relogin").0,
+        "58000"
+    );
+    let cluster: Vec<_> = answer.results[1]
+        .configs
+        .iter()
+        .map(|e| e.name.as_str())
+        .collect();
+    assert_eq!(cluster, ["background.threads"]);
+    let group = &answer.results[2];
+    assert_eq!(
+        described(group, "consumer.session.timeout.ms"),
+        ("50000".into(), 8, vec![8, 5])
+    );
+    assert_eq!(
+        described(group, "consumer.heartbeat.interval.ms"),
+        ("5000".into(), 5, vec![5])
+    );
+    assert_eq!(
+        described(&answer.results[3], "retention.ms"),
+        ("3600000".into(), 3, vec![3, 5])
+    );
+
+    // APPEND and SUBTRACT of the broker's list config, while the topics
+    // are empty: they follow it.
+    let policy = |name: &str| {
+        s.broker
+            .registry()
+            .get(name)
+            .unwrap()
+            .config
+            .cleanup_policy
+            .as_str()
+    };
+    for (op, expect) in [(APPEND, "compact,delete"), (SUBTRACT, "delete")] {
+        let request =
+            IncrementalAlterConfigsRequest::default().with_resources(vec![alter_resource(
+                4,
+                "0",
+                &[("log.cleanup.policy", op, Some("compact"))],
+            )]);
+        let answer: IncrementalAlterConfigsResponse =
+            call(&mut c, ApiKey::IncrementalAlterConfigs, 1, &request).await;
+        assert_eq!(answer.responses[0].error_code, NONE);
+        assert_eq!(policy("follows"), expect);
+    }
+    // DELETE goes back to Kafka's default.
+    let request = IncrementalAlterConfigsRequest::default().with_resources(vec![alter_resource(
+        4,
+        "0",
+        &[("log.retention.ms", DELETE, None)],
+    )]);
+    let answer: IncrementalAlterConfigsResponse =
+        call(&mut c, ApiKey::IncrementalAlterConfigs, 1, &request).await;
+    assert_eq!(answer.responses[0].error_code, NONE);
+    assert_eq!(retention("follows"), 604_800_000);
 }
