@@ -11,6 +11,9 @@
 # Without test ids it runs 0000..0153. Environment:
 #   TIDELOG          the server binary (default target/debug/tidelog)
 #   GROUP_PROTOCOL   classic (default) or consumer (KIP-848)
+#   KAFKA_VERSION    the broker version the suite assumes (default 3.7.0;
+#                    4.0.0 also tests what Kafka 4.0 added, e.g. group
+#                    configs in 0081)
 #   TEST_TIMEOUT_S   a test id's wall-clock bound (default 300)
 #   WORK             where data dirs and logs go (default a new temp dir)
 # A test id passes when the runner exits 0; the runner itself skips the
@@ -26,6 +29,7 @@ tidelog=${TIDELOG:-target/debug/tidelog}
 [[ -x $tidelog ]] || { echo "no $tidelog: cargo build -p tidelog-server first" >&2; exit 2; }
 tidelog=$(cd "$(dirname "$tidelog")" && pwd)/$(basename "$tidelog")
 protocol=${GROUP_PROTOCOL:-classic}
+kafka_version=${KAFKA_VERSION:-3.7.0}
 timeout_s=${TEST_TIMEOUT_S:-300}
 work=${WORK:-$(mktemp -d -t tidelog-librdkafka.XXXXXX)}
 mkdir -p "$work/logs"
@@ -76,7 +80,7 @@ for id in "${ids[@]}"; do
   fi
   start=$SECONDS
   rc=0
-  (cd "$rdk/tests" && LD_LIBRARY_PATH=$rdk/src:$rdk/src-cpp TESTS=$id TEST_KAFKA_VERSION=3.7.0 \
+  (cd "$rdk/tests" && LD_LIBRARY_PATH=$rdk/src:$rdk/src-cpp TESTS=$id TEST_KAFKA_VERSION=$kafka_version \
     RDKAFKA_TEST_CONF=$work/test.conf timeout -s KILL "$timeout_s" ./test-runner -L -p1) \
     > "$work/logs/$id.log" 2>&1 || rc=$?
   kill -TERM "$broker" 2>/dev/null || true

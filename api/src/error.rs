@@ -464,6 +464,7 @@ impl From<tidelog_broker::BrokerError> for ApiError {
             | B::NoRuntime { .. }
             | B::RegistryEncode { .. }
             | B::RegistryWrite { .. }
+            | B::DynamicConfigsWrite { .. }
             | B::OffsetCommitEncode { .. }
             | B::CompactedLogsRemove { .. }
             | B::GroupVanished { .. }
@@ -476,6 +477,7 @@ impl From<tidelog_broker::BrokerError> for ApiError {
             | B::CompactedLogsOpen { .. }
             | B::ConsumerOffsets { .. }
             | B::RegistryFile { .. }
+            | B::DynamicConfigsFile { .. }
             | B::RegistryTopic { .. }
             | B::DeclaredTopic { .. }
             | B::Restore { .. }

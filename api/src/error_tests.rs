@@ -1214,6 +1214,19 @@ fn every_broker_error_has_its_code() {
             50001,
         ),
         (
+            B::DynamicConfigsFile {
+                path: "/d/dynamic.json".into(),
+                reason: s("not JSON"),
+            },
+            50001,
+        ),
+        (
+            B::DynamicConfigsWrite {
+                source: StoreError::DiskFull { reason: s("full") },
+            },
+            50001,
+        ),
+        (
             B::RegistryTopic {
                 path: "/d/topics.json".into(),
                 topic: s("t"),

@@ -289,6 +289,13 @@ pub enum BrokerError {
         #[source]
         source: StoreError,
     },
+    /// The dynamic configs file (`config/dynamic.json`) could not be
+    /// written (atomically): the change is not made.
+    #[error("cannot write the dynamic configs: {source}")]
+    DynamicConfigsWrite {
+        #[source]
+        source: StoreError,
+    },
     /// An offset commit's value did not encode as JSON: a bug.
     #[error("cannot encode an offset commit: {source}")]
     OffsetCommitEncode {
@@ -395,6 +402,10 @@ pub enum BrokerError {
     /// Start-up: the topic registry file cannot be read or is not one.
     #[error("topic registry: {path}: {reason}")]
     RegistryFile { path: PathBuf, reason: String },
+    /// Start-up: the dynamic configs file cannot be read, is not one, or
+    /// holds a value an alter would refuse.
+    #[error("dynamic configs: {path}: {reason}")]
+    DynamicConfigsFile { path: PathBuf, reason: String },
     /// Start-up: a topic of the registry file is invalid.
     #[error("topic registry: {path}: topic {topic:?}: {reason}")]
     RegistryTopic {
@@ -700,6 +711,7 @@ impl BrokerError {
             | B::CompactedLogsOpen { .. }
             | B::ConsumerOffsets { .. }
             | B::RegistryFile { .. }
+            | B::DynamicConfigsFile { .. }
             | B::RegistryTopic { .. }
             | B::DeclaredTopic { .. }
             | B::Restore { .. }
@@ -708,6 +720,7 @@ impl BrokerError {
             | B::NoRuntime { .. }
             | B::RegistryEncode { .. }
             | B::RegistryWrite { .. }
+            | B::DynamicConfigsWrite { .. }
             | B::OffsetCommitEncode { .. }
             | B::CompactedLogsRemove { .. }
             | B::GroupVanished { .. }

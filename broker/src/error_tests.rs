@@ -611,6 +611,19 @@ fn every_variant() -> Vec<(BrokerError, ErrorKind)> {
             ErrorKind::Internal,
         ),
         (
+            B::DynamicConfigsFile {
+                path: "/d/dynamic.json".into(),
+                reason: s("not JSON"),
+            },
+            ErrorKind::Internal,
+        ),
+        (
+            B::DynamicConfigsWrite {
+                source: StoreError::DiskFull { reason: s("full") },
+            },
+            ErrorKind::Internal,
+        ),
+        (
             B::RegistryTopic {
                 path: "/d/topics.json".into(),
                 topic: s("t"),
@@ -898,10 +911,12 @@ fn variant_index(e: &BrokerError) -> usize {
         B::NotEnoughReplicas { .. } => 72,
         B::MemberRefused { .. } => 73,
         B::DynamicConfig { .. } => 74,
+        B::DynamicConfigsWrite { .. } => 75,
+        B::DynamicConfigsFile { .. } => 76,
     }
 }
 
-const VARIANTS: usize = 75;
+const VARIANTS: usize = 77;
 
 #[test]
 fn every_variant_is_classed() {

@@ -98,6 +98,19 @@ fn confluent_kafka_creates_topics_with_kafkas_configs_and_sees_their_effects() {
     );
 }
 
+/// Broker and group configs altered at run time (librdkafka's 0081,
+/// kafka-configs.sh): the broker's topic defaults reach topics, a
+/// group's session timeout is kept, what Kafka reads at start-up or does
+/// not know is refused with its code.
+#[test]
+fn confluent_kafka_alters_and_describes_broker_and_group_configs() {
+    run_client_script(
+        &TidelogProcess::start_with_config(common::SMALL_STORE),
+        clients::python_command("dynamic_configs.py"),
+        "dynamic_configs confluent-kafka: broker and group configs altered and described",
+    );
+}
+
 /// Group ids as Kafka takes them (librdkafka's 0132 names one
 /// `roundrobin,range`): the whole group protocol, commits, listings and
 /// HTTP's percent-encoded routes.

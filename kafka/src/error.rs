@@ -369,6 +369,7 @@ pub fn broker_code(e: &BrokerError) -> i16 {
         | B::CompactedLogsOpen { .. }
         | B::ConsumerOffsets { .. }
         | B::RegistryFile { .. }
+        | B::DynamicConfigsFile { .. }
         | B::RegistryTopic { .. }
         | B::DeclaredTopic { .. }
         | B::Restore { .. }
@@ -377,6 +378,7 @@ pub fn broker_code(e: &BrokerError) -> i16 {
         | B::NoRuntime { .. }
         | B::RegistryEncode { .. }
         | B::RegistryWrite { .. }
+        | B::DynamicConfigsWrite { .. }
         | B::OffsetCommitEncode { .. }
         | B::CompactedLogsRemove { .. }
         | B::GroupVanished { .. }

@@ -650,6 +650,19 @@ fn every_broker_error_has_its_code() {
             ResponseError::UnknownServerError,
         ),
         (
+            B::DynamicConfigsFile {
+                path: "/d/dynamic.json".into(),
+                reason: s("not JSON"),
+            },
+            ResponseError::UnknownServerError,
+        ),
+        (
+            B::DynamicConfigsWrite {
+                source: StoreError::DiskFull { reason: s("full") },
+            },
+            ResponseError::UnknownServerError,
+        ),
+        (
             B::RegistryTopic {
                 path: "/d/topics.json".into(),
                 topic: s("t"),

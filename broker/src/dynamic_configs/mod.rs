@@ -148,12 +148,15 @@ impl Stored {
     /// cluster-wide ones, keyed by topic config.
     fn topic_defaults(&self) -> Defaults {
         let mut out = Defaults::new();
-        for values in [&self.cluster_default, &self.broker] {
+        for (values, this_broker) in [(&self.cluster_default, false), (&self.broker, true)] {
             for (name, value) in values {
                 if let Some(BrokerEffect::TopicDefault { topic_config }) =
                     broker_spec(name).map(|s| s.effect)
                 {
-                    out.insert(topic_config.to_owned(), value.clone());
+                    out.values.insert(topic_config.to_owned(), value.clone());
+                    if this_broker {
+                        out.this_broker.insert(topic_config.to_owned());
+                    }
                 }
             }
         }
@@ -189,7 +192,7 @@ impl DynamicConfigs {
     /// checked as an alter checks it against `groups`. Blocking.
     pub fn load(config_dir: &Path, groups: &GroupsConfig) -> Result<Self, BrokerError> {
         let path = config_dir.join(DYNAMIC_FILE);
-        let file_err = |reason: String| BrokerError::RegistryFile {
+        let file_err = |reason: String| BrokerError::DynamicConfigsFile {
             path: path.clone(),
             reason,
         };
@@ -321,10 +324,13 @@ impl DynamicConfigs {
             if validate_only {
                 return Ok(());
             }
-            let bytes = serde_json::to_vec_pretty(&next)
-                .map_err(|source| BrokerError::RegistryEncode { source })?;
+            let bytes =
+                serde_json::to_vec_pretty(&next).map_err(|e| BrokerError::DynamicConfigsFile {
+                    path: self.path.clone(),
+                    reason: format!("cannot encode: {e}"),
+                })?;
             tidelog_storage::fs_util::write_atomic(&self.path, &bytes)
-                .map_err(|source| BrokerError::RegistryWrite { source })?;
+                .map_err(|source| BrokerError::DynamicConfigsWrite { source })?;
             persisted = true;
             Ok(())
         };
@@ -632,6 +638,6 @@ fn check_stored(stored: &Stored, groups: &GroupsConfig) -> Result<(), BrokerErro
         }
     }
     // Together the defaults must make a valid topic config.
-    topic_config::TopicConfig::from_overrides(&stored.topic_defaults())?;
+    topic_config::TopicConfig::from_overrides(&stored.topic_defaults().values)?;
     Ok(())
 }

@@ -192,7 +192,7 @@ fn topic_defaults_reach_every_topic_without_its_own_value_live_and_after_a_resta
         (row.value.as_str(), row.source),
         (
             "30000",
-            crate::topic_config::ValueSource::DynamicDefaultBrokerConfig
+            crate::topic_config::ValueSource::DynamicBrokerConfig
         )
     );
     // __consumer_offsets keeps its own fixed config.
@@ -373,8 +373,8 @@ fn a_damaged_or_hand_edited_file_is_refused_at_open_by_name() {
     .unwrap();
     let loaded = DynamicConfigs::load(dir.path(), &groups).unwrap();
     assert_eq!(
-        loaded.topic_defaults(),
-        Defaults::from([("retention.ms".to_owned(), "60000".to_owned())])
+        loaded.topic_defaults().values,
+        Overrides::from([("retention.ms".to_owned(), "60000".to_owned())])
     );
     assert!(broker_spec("log.retention.ms").is_some());
 }

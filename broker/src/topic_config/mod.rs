@@ -273,9 +273,39 @@ fn validate_name(name: &str) -> Result<(), BrokerError> {
 
 /// Topic configs set for every topic at once: the values of Kafka's
 /// dynamic `log.*` broker configs (`crate::dynamic_configs`), each the
-/// default of every topic without a value of its own. Validated and
-/// canonical, keyed by the topic config's name, as [`Overrides`].
-pub type Defaults = Overrides;
+/// default of every topic without a value of its own.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Defaults {
+    /// Validated and canonical, keyed by the topic config's name, as
+    /// [`Overrides`].
+    pub values: Overrides,
+    /// The names whose value is this broker's own, not the cluster-wide
+    /// default's (Kafka's DYNAMIC_BROKER_CONFIG against
+    /// DYNAMIC_DEFAULT_BROKER_CONFIG).
+    pub this_broker: std::collections::BTreeSet<String>,
+}
+
+impl Defaults {
+    /// No defaults: Kafka's for every config.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn get(&self, name: &str) -> Option<&String> {
+        self.values.get(name)
+    }
+
+    /// Where the default of `name` comes from, if one is set.
+    pub fn source(&self, name: &str) -> Option<ValueSource> {
+        self.values.get(name).map(|_| {
+            if self.this_broker.contains(name) {
+                ValueSource::DynamicBrokerConfig
+            } else {
+                ValueSource::DynamicDefaultBrokerConfig
+            }
+        })
+    }
+}
 
 /// Where a topic's config value comes from (Kafka's `ConfigSource`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -283,6 +313,8 @@ pub type Defaults = Overrides;
 pub enum ValueSource {
     /// The topic's own value.
     DynamicTopicConfig,
+    /// This broker's default set at run time ([`Defaults`]).
+    DynamicBrokerConfig,
     /// A cluster-wide default set at run time ([`Defaults`]).
     DynamicDefaultBrokerConfig,
     /// Kafka's default.
@@ -311,10 +343,11 @@ pub fn entries(defaults: &Defaults, overrides: &Overrides) -> Vec<ConfigEntry> {
     SPECS
         .iter()
         .map(|spec| {
-            let (default, default_source) = match defaults.get(spec.name) {
-                Some(value) => (value.clone(), ValueSource::DynamicDefaultBrokerConfig),
-                None => (spec.default.to_string(), ValueSource::DefaultConfig),
-            };
+            let (default, default_source) =
+                match (defaults.get(spec.name), defaults.source(spec.name)) {
+                    (Some(value), Some(source)) => (value.clone(), source),
+                    _ => (spec.default.to_string(), ValueSource::DefaultConfig),
+                };
             match overrides.get(spec.name) {
                 Some(value) => ConfigEntry {
                     name: spec.name,
@@ -453,10 +486,10 @@ impl TopicConfig {
     /// The effective config of a topic with its own `overrides` over the
     /// cluster-wide `defaults`: each value and the combination checked.
     pub fn resolve(defaults: &Defaults, overrides: &Overrides) -> Result<Self, BrokerError> {
-        if defaults.is_empty() {
+        if defaults.values.is_empty() {
             return Self::from_overrides(overrides);
         }
-        let mut merged = defaults.clone();
+        let mut merged = defaults.values.clone();
         merged.extend(overrides.iter().map(|(k, v)| (k.clone(), v.clone())));
         Self::from_overrides(&merged)
     }

@@ -442,7 +442,10 @@ fn timestamp_bounds_and_types_are_read_as_kafka_reads_them() {
 
 #[test]
 fn cluster_wide_defaults_yield_to_a_topic_s_own_value() {
-    let defaults = overrides(&[("retention.ms", "60000"), ("segment.bytes", "1048576")]);
+    let defaults = Defaults {
+        values: overrides(&[("retention.ms", "60000"), ("segment.bytes", "1048576")]),
+        this_broker: ["segment.bytes".to_owned()].into(),
+    };
     let own = overrides(&[("retention.ms", "120000")]);
     let config = TopicConfig::resolve(&defaults, &own).unwrap();
     assert_eq!(config.retention_ms, 120_000);
@@ -466,12 +469,15 @@ fn cluster_wide_defaults_yield_to_a_topic_s_own_value() {
     let segment = row("segment.bytes");
     assert_eq!(
         (segment.value.as_str(), segment.is_default, segment.source),
-        ("1048576", true, ValueSource::DynamicDefaultBrokerConfig)
+        ("1048576", true, ValueSource::DynamicBrokerConfig)
     );
     assert_eq!(row("flush.ms").source, ValueSource::DefaultConfig);
 
     // A combination that only the two together make is refused.
-    let lag = overrides(&[("max.compaction.lag.ms", "1000")]);
+    let lag = Defaults {
+        values: overrides(&[("max.compaction.lag.ms", "1000")]),
+        ..Defaults::new()
+    };
     let own_min = overrides(&[("min.compaction.lag.ms", "5000")]);
     assert!(TopicConfig::resolve(&lag, &own_min).is_err());
 }

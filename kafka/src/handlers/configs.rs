@@ -42,6 +42,7 @@ pub const SOURCE_GROUP: i8 = 8;
 pub fn source_code(source: ValueSource) -> i8 {
     match source {
         ValueSource::DynamicTopicConfig => SOURCE_TOPIC,
+        ValueSource::DynamicBrokerConfig => SOURCE_DYNAMIC_BROKER,
         ValueSource::DynamicDefaultBrokerConfig => SOURCE_DYNAMIC_DEFAULT_BROKER,
         ValueSource::DefaultConfig => SOURCE_DEFAULT,
     }

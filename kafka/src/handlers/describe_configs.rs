@@ -17,9 +17,7 @@ use tidelog_broker::dynamic_configs::catalogue::ValueKind;
 use tidelog_broker::dynamic_configs::{self, DescribedKind, Scope, Source};
 use tidelog_broker::topic_config::{self, ConfigKind, Effect, ValueSource};
 
-use super::configs::{
-    dynamic_scope, dynamic_source_code, source_code, SOURCE_DEFAULT, SOURCE_DYNAMIC_DEFAULT_BROKER,
-};
+use super::configs::{dynamic_scope, dynamic_source_code, source_code, SOURCE_DEFAULT};
 use crate::context::Context;
 use crate::error::Refusal;
 
@@ -100,12 +98,10 @@ fn describe(ctx: &Context, resource_type: i8, name: &str) -> Result<Vec<Describe
                 let source = source_code(e.source);
                 let mut synonyms = vec![(e.name.to_owned(), e.value.clone(), source)];
                 if e.source == ValueSource::DynamicTopicConfig {
-                    if let Some(value) = defaults.get(e.name) {
-                        synonyms.push((
-                            e.name.to_owned(),
-                            value.clone(),
-                            SOURCE_DYNAMIC_DEFAULT_BROKER,
-                        ));
+                    if let (Some(value), Some(from)) =
+                        (defaults.get(e.name), defaults.source(e.name))
+                    {
+                        synonyms.push((e.name.to_owned(), value.clone(), source_code(from)));
                     }
                 }
                 if let Some(spec) = spec.filter(|_| e.source != ValueSource::DefaultConfig) {

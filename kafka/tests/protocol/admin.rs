@@ -1311,7 +1311,7 @@ async fn broker_and_group_configs_are_altered_described_and_defaults_reach_topic
     );
     assert_eq!(
         described(&answer.results[3], "retention.ms"),
-        ("3600000".into(), 3, vec![3, 5])
+        ("3600000".into(), 2, vec![2, 5])
     );
 
     // APPEND and SUBTRACT of the broker's list config, while the topics
