@@ -39,8 +39,11 @@ kafka=127.0.0.1:19095
 if (($# > 0)); then ids=("$@"); else mapfile -t ids < <(seq -f '%04g' 0 153); fi
 
 # Small segments (every test id starts a fresh data dir), auto-created
-# topics of 4 partitions as the suite expects, and disk ratios of a
-# shared machine's full disk that never refuse a write.
+# topics of 4 partitions as the suite expects, disk ratios of a shared
+# machine's full disk that never refuse a write, and no initial rebalance
+# delay (Kafka's shipped server.properties sets
+# group.initial.rebalance.delay.ms=0 for development and testing; a test's
+# consumers join one at a time, and 0081 alone makes dozens).
 cat > "$work/broker.yaml" <<EOF
 listen: $http
 data_dir: $work/data
@@ -57,6 +60,8 @@ retention:
   disk_full_ratio: 0.999
 kafka:
   listen: $kafka
+groups:
+  initial_rebalance_delay_ms: 0
 EOF
 echo "bootstrap.servers=$kafka" > "$work/test.conf"
 if [[ $protocol == consumer ]]; then export TEST_CONSUMER_GROUP_PROTOCOL=consumer; fi

@@ -25,6 +25,8 @@ use std::time::{Duration, Instant};
 use common::{parse_response, Response, TidelogProcess};
 use serde_json::{json, Value};
 
+/// Runs per test; `TIDELOG_DISK_FULL_RUNS` sets another count (a search
+/// for a rare failure).
 const RUNS: usize = 20;
 /// The tmpfs: room for the filler, the segments made ahead, the indexes
 /// and a few MiB of records.
@@ -439,7 +441,11 @@ fn one_run(run: usize, mount: &Tmpfs) {
 #[test]
 fn a_full_disk_is_refused_not_a_crash_or_a_hang_and_writes_resume() {
     let began = Instant::now();
-    for run in 0..RUNS {
+    let runs = std::env::var("TIDELOG_DISK_FULL_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(RUNS);
+    for run in 0..runs {
         let mount = match Tmpfs::mount(FS_BYTES) {
             Ok(m) => m,
             Err(why) => {

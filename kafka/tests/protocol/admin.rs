@@ -553,23 +553,8 @@ fn incremental(
     ops: &[(&str, i8, Option<&str>)],
     validate_only: bool,
 ) -> IncrementalAlterConfigsRequest {
-    use kafka_protocol::messages::incremental_alter_configs_request::{
-        AlterConfigsResource, AlterableConfig,
-    };
     IncrementalAlterConfigsRequest::default()
-        .with_resources(vec![AlterConfigsResource::default()
-            .with_resource_type(2)
-            .with_resource_name(StrBytes::from_string(topic.to_owned()))
-            .with_configs(
-                ops.iter()
-                    .map(|(n, op, v)| {
-                        AlterableConfig::default()
-                            .with_name(StrBytes::from_string((*n).to_owned()))
-                            .with_config_operation(*op)
-                            .with_value(v.map(|v| StrBytes::from_string(v.to_owned())))
-                    })
-                    .collect(),
-            )])
+        .with_resources(vec![alter_resource(2, topic, ops)])
         .with_validate_only(validate_only)
 }
 
