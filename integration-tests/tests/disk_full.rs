@@ -267,9 +267,21 @@ fn check_acked(server: &TidelogProcess, acked: &Acked) {
         let got = read_all(server, "plain", partition);
         for (offset, value) in want {
             let (_, stored) = got.get(offset).unwrap_or_else(|| {
+                // A hole (records after the missing ones were read) and a
+                // tail not yet visible are different failures.
+                let missing: Vec<u64> = want
+                    .keys()
+                    .filter(|o| !got.contains_key(o))
+                    .copied()
+                    .collect();
                 panic!(
                     "plain-{partition} offset {offset} acknowledged and missing; \
-                     {} records read, the last at {:?}\n--- server log ---\n{}",
+                     {} of {} acknowledged missing ({:?} ..= {:?}), {} records read, \
+                     the last at {:?}\n--- server log ---\n{}",
+                    missing.len(),
+                    want.len(),
+                    missing.first(),
+                    missing.last(),
                     got.len(),
                     got.keys().last(),
                     warnings(&server.log())
