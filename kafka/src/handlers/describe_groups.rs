@@ -4,14 +4,15 @@
 //!
 //! A group without members but with committed offsets is `Empty`; a
 //! group with neither is `Dead` with no error, as Kafka answers it (the
-//! admin clients read the state). A KIP-848 group is GROUP_ID_NOT_FOUND
-//! ("not a classic group"), as Kafka answers it: ConsumerGroupDescribe
-//! describes those. An HTTP group's members carry no
+//! admin clients read the state). A KIP-848 group with members is `Dead`
+//! with no error, as Kafka 4 answers it below v6 (v6 adds the error
+//! message its GROUP_ID_NOT_FOUND "is not a classic group" needs; tidelog
+//! serves up to v5): ConsumerGroupDescribe describes those. An HTTP
+//! group's members carry no
 //! metadata or assignment bytes (theirs are the coordinator's own, shown
 //! by HTTP's describe).
 
 use bytes::Bytes;
-use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse, GroupId};
 use kafka_protocol::protocol::StrBytes;
@@ -69,9 +70,9 @@ fn describe(door: Option<&Door>, version: i16, id: GroupId) -> DescribedGroup {
         .as_ref()
         .is_some_and(|s| s.group_type == GroupType::Consumer && !s.members.is_empty())
     {
-        // (The served versions have no error message to say "not a
-        // classic group" in.)
-        return answer.with_error_code(ResponseError::GroupIdNotFound.code());
+        // Not a classic group: Kafka's answer below v6, which has no
+        // error message to say so in.
+        return answer.with_group_state(StrBytes::from_static_str("Dead"));
     }
     let Some(snapshot) = snapshot.filter(|s| !s.members.is_empty()) else {
         if !matches!(door.committed_offsets(name, None), Ok(Some(_))) {
