@@ -522,8 +522,17 @@ impl Broker {
             &self.config.groups,
             validate_only,
             &mut |altered, persist| {
+                // Under the dynamic configs' lock: two group alters at once
+                // reach the coordinator in the order they were made.
+                let group_now = || {
+                    if let (false, Some((group, timeouts))) = (validate_only, &altered.group) {
+                        self.coordinator.set_group_timeouts(group, *timeouts);
+                    }
+                };
                 let Some(defaults) = &altered.topic_defaults else {
-                    return persist();
+                    persist()?;
+                    group_now();
+                    return Ok(());
                 };
                 let refused = |topic: &str, e: BrokerError| match e {
                     BrokerError::DynamicConfig { .. } => e,
@@ -570,16 +579,6 @@ impl Broker {
         }
         if validate_only {
             return Ok(());
-        }
-        if let crate::dynamic_configs::Scope::Group(group) = scope {
-            let timeouts = self
-                .dynamic
-                .group_timeouts()
-                .into_iter()
-                .find(|(g, _)| g == group)
-                .map(|(_, t)| t)
-                .unwrap_or_default();
-            self.coordinator.set_group_timeouts(group, timeouts);
         }
         for topic in &changed {
             self.tiered_topic_changed(topic);

@@ -477,6 +477,11 @@ impl Coordinator {
         }
     }
 
+    /// The group's own timeouts (empty: the broker's).
+    pub fn group_timeouts(&self, group: &str) -> config::GroupTimeouts {
+        self.lock().timeouts.get(group).copied().unwrap_or_default()
+    }
+
     /// A ConsumerGroupHeartbeat (KIP-848, [`consumer`]): creates the group
     /// at its first member's join. `catalog` is looked up under the
     /// coordinator's mutex (see the lock order above).

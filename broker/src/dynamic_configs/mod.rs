@@ -334,11 +334,13 @@ impl DynamicConfigs {
             persisted = true;
             Ok(())
         };
-        apply(&altered, &mut persist)?;
+        let applied = apply(&altered, &mut persist);
+        // What is durable is what the next start reads: memory follows it
+        // even if `apply` failed after making it so.
         if persisted {
             *state = next;
         }
-        Ok(())
+        applied
     }
 
     /// The configs of `scope` as DescribeConfigs answers them: for this

@@ -336,15 +336,32 @@ fn group_configs_are_bounded_by_the_broker_and_reach_the_group_s_heartbeats() {
         )]
     );
 
+    assert_eq!(
+        broker
+            .coordinator
+            .group_timeouts("orders")
+            .heartbeat_interval_ms,
+        Some(2000)
+    );
+
     let broker = Arc::try_unwrap(broker).ok().unwrap();
     broker.shutdown().unwrap();
     let broker = open(dir.path());
     assert_eq!(broker.dynamic.group_timeouts().len(), 1);
+    // The coordinator has them again after a restart.
+    assert_eq!(
+        broker
+            .coordinator
+            .group_timeouts("orders")
+            .session_timeout_ms,
+        Some(50_000)
+    );
     // Removing both forgets the group.
     alter(&broker, &group, delete(catalogue::GROUP_SESSION_TIMEOUT)).unwrap();
     alter(&broker, &group, delete(catalogue::GROUP_HEARTBEAT_INTERVAL)).unwrap();
     assert!(broker.dynamic.group_timeouts().is_empty());
     assert!(broker.dynamic.lock().groups.is_empty());
+    assert!(broker.coordinator.group_timeouts("orders").is_empty());
 }
 
 #[test]
