@@ -87,6 +87,7 @@ mod test_support;
 pub mod tiering;
 pub mod topic_config;
 pub mod topics;
+pub mod transactions;
 pub mod usage;
 pub mod visibility;
 
