@@ -33,6 +33,7 @@
 //! id (KIP-360), and a retried InitProducerId whose answer was lost (the
 //! client names the epoch before the bump) gets the same answer again.
 
+pub mod log;
 #[cfg(test)]
 mod tests;
 

@@ -462,3 +462,186 @@ fn model_no_fenced_producer_is_ever_taken_and_every_end_completes_as_prepared() 
         "the runs reached {commits} commits, {aborts} aborts, {fenced} fenced calls"
     );
 }
+
+mod log_records {
+    use super::super::log::{parse, rebuild, record_key, record_value, Recovery};
+    use super::*;
+
+    /// Every transition the coordinator makes, as records, rebuilds to
+    /// the state it has in memory.
+    fn history() -> (Transactions, Vec<(u64, Bytes, Option<Bytes>)>) {
+        let (mut txns, mut ids) = (Transactions::new(), Ids(1000));
+        let mut log = Vec::new();
+        let mut write = |txns: &mut Transactions, t: Transition| {
+            log.push((
+                log.len() as u64,
+                record_key(&t.transactional_id),
+                Some(record_value(&t)),
+            ));
+            txns.complete(&t);
+        };
+        for id in ["committed", "ending", "open"] {
+            let InitOutcome::Ready(t) = txns
+                .init_producer_id(id, 60_000, None, 1, &mut || ids.next())
+                .unwrap()
+            else {
+                panic!()
+            };
+            let (pid, epoch) = (t.producer_id, t.epoch);
+            write(&mut txns, t);
+            let t = txns
+                .add_partitions(id, pid, epoch, &[p("orders", 0), p("audit", 2)], 2)
+                .unwrap()
+                .unwrap();
+            write(&mut txns, t);
+            if id != "open" {
+                let t = txns.end(id, pid, epoch, true, 3).unwrap().unwrap();
+                write(&mut txns, t);
+            }
+            if id == "committed" {
+                let t = txns.finish(id, 4).unwrap();
+                write(&mut txns, t);
+            }
+        }
+        (txns, log)
+    }
+
+    use bytes::Bytes;
+
+    #[test]
+    fn a_log_rebuilds_the_state_and_says_what_a_crash_left_half_done() {
+        let (live, log) = history();
+        let (rebuilt, recovery) =
+            rebuild(log.iter().map(|(o, k, v)| (*o, k.as_ref(), v.as_deref()))).unwrap();
+        for (id, m) in live.list() {
+            assert_eq!(rebuilt.get(id), Some(m), "{id}");
+        }
+        assert_eq!(rebuilt.len(), 3);
+        // "ending" decided to commit: its markers are written again and it
+        // completes; "open" stays open for its timeout.
+        assert_eq!(recovery.open, 1);
+        assert_eq!(recovery.ending.len(), 1);
+        let ending = &recovery.ending[0];
+        assert_eq!(
+            (
+                ending.transactional_id.as_str(),
+                ending.marker(),
+                ending.partitions.len()
+            ),
+            ("ending", Some(true), 2)
+        );
+        // A tombstone forgets an id.
+        let mut with_tombstone = log.clone();
+        with_tombstone.push((log.len() as u64, record_key("committed"), None));
+        let (rebuilt, _) = rebuild(
+            with_tombstone
+                .iter()
+                .map(|(o, k, v)| (*o, k.as_ref(), v.as_deref())),
+        )
+        .unwrap();
+        assert!(rebuilt.get("committed").is_none());
+        assert_eq!(rebuild(std::iter::empty()).unwrap().1, Recovery::default());
+    }
+
+    #[test]
+    fn values_have_a_pinned_shape() {
+        let t = Transition {
+            transactional_id: "tx".into(),
+            producer_id: 1001,
+            epoch: 3,
+            last: Some((1001, 2)),
+            timeout_ms: 60_000,
+            state: TxnState::Ongoing,
+            partitions: [p("orders", 0)].into_iter().collect(),
+            started_ms: Some(1_700_000_000_000),
+            at_ms: 1_700_000_000_500,
+        };
+        assert_eq!(
+            std::str::from_utf8(&record_value(&t)).unwrap(),
+            r#"{"v":1,"producer_id":1001,"epoch":3,"last":[1001,2],"timeout_ms":60000,"state":"Ongoing","partitions":[["orders",0]],"started_ms":1700000000000,"updated_ms":1700000000500}"#
+        );
+        let settled = Transition {
+            state: TxnState::Empty,
+            last: None,
+            partitions: BTreeSet::new(),
+            started_ms: None,
+            ..t
+        };
+        assert_eq!(
+            std::str::from_utf8(&record_value(&settled)).unwrap(),
+            r#"{"v":1,"producer_id":1001,"epoch":3,"timeout_ms":60000,"state":"Empty","updated_ms":1700000000500}"#
+        );
+    }
+
+    #[test]
+    fn damaged_or_hand_made_records_are_refused_by_name() {
+        let good =
+            r#"{"v":1,"producer_id":1,"epoch":0,"timeout_ms":1000,"state":"Empty","updated_ms":0}"#;
+        assert!(parse(0, b"tx", Some(good.as_bytes())).is_ok());
+        let cases: [(&[u8], &str, &str); 9] = [
+            (b"\xff", good, "UTF-8"),
+            (b"", good, "transactional id"),
+            (b"tx", "{", "not a transaction value"),
+            (
+                b"tx",
+                r#"{"v":2,"producer_id":1,"epoch":0,"timeout_ms":1000,"state":"Empty","updated_ms":0}"#,
+                "version 2",
+            ),
+            (
+                b"tx",
+                r#"{"v":1,"producer_id":1,"epoch":-1,"timeout_ms":1000,"state":"Empty","updated_ms":0}"#,
+                "negative",
+            ),
+            (
+                b"tx",
+                r#"{"v":1,"producer_id":1,"epoch":0,"timeout_ms":0,"state":"Empty","updated_ms":0}"#,
+                "timeout",
+            ),
+            (
+                b"tx",
+                r#"{"v":1,"producer_id":1,"epoch":0,"timeout_ms":1000,"state":"Dead","updated_ms":0}"#,
+                "unknown state",
+            ),
+            (
+                b"tx",
+                r#"{"v":1,"producer_id":1,"epoch":0,"timeout_ms":1000,"state":"Ongoing","updated_ms":0}"#,
+                "do not agree",
+            ),
+            (
+                b"tx",
+                r#"{"v":1,"producer_id":1,"epoch":0,"timeout_ms":1000,"state":"Empty","partitions":[["a/b",0]],"updated_ms":0}"#,
+                "invalid topic",
+            ),
+        ];
+        for (key, value, expect) in cases {
+            let err = parse(7, key, Some(value.as_bytes())).unwrap_err();
+            assert_eq!(err.offset, 7);
+            assert!(err.to_string().contains(expect), "{value}: {err}");
+        }
+        let huge = vec![b' '; super::super::log::VALUE_MAX_BYTES + 1];
+        assert!(parse(0, b"tx", Some(&huge))
+            .unwrap_err()
+            .to_string()
+            .contains("longer"));
+        // Out of log order: refused, not reordered.
+        let v = Some(good.as_bytes());
+        assert!(rebuild([(5, &b"a"[..], v), (5, &b"b"[..], v)]).is_err());
+    }
+
+    #[test]
+    fn unused_ids_expire_and_open_ones_do_not() {
+        let (mut txns, mut ids) = (Transactions::new(), Ids(1000));
+        let idle = init(&mut txns, &mut ids, "idle", None);
+        let busy = init(&mut txns, &mut ids, "busy", None);
+        let t = txns
+            .add_partitions("busy", busy.0, busy.1, &[p("a", 0)], 0)
+            .unwrap()
+            .unwrap();
+        txns.complete(&t);
+        assert!(txns.expire_ids(1000, 1000).is_empty());
+        assert_eq!(txns.expire_ids(1001, 1000), ["idle"]);
+        assert!(txns.get("idle").is_none());
+        assert!(txns.get("busy").is_some());
+        let _ = idle;
+    }
+}
