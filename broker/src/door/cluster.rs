@@ -46,6 +46,9 @@ impl Door {
         scope: &Scope,
         statics: Vec<Described>,
     ) -> Result<Vec<Described>, BrokerError> {
+        if let Scope::Group(group) = scope {
+            crate::names::validate_group_name(group)?;
+        }
         self.allow(Operation::DescribeConfigs, scope_resource(scope))?;
         Ok(self.broker().describe_dynamic_configs(scope, statics))
     }

@@ -1262,10 +1262,12 @@ async fn broker_and_group_configs_are_altered_described_and_defaults_reach_topic
         (4, "", None),
         (32, "orders", None),
         (2, "follows", Some(&["retention.ms"])),
+        (32, "", None),
     ]);
     let answer: DescribeConfigsResponse = call(&mut c, ApiKey::DescribeConfigs, 4, &request).await;
     let codes: Vec<_> = answer.results.iter().map(|r| r.error_code).collect();
-    assert_eq!(codes, [NONE, NONE, NONE, NONE]);
+    const INVALID_GROUP_ID: i16 = 24;
+    assert_eq!(codes, [NONE, NONE, NONE, NONE, INVALID_GROUP_ID]);
     let broker = &answer.results[0];
     assert_eq!(
         described(broker, "log.retention.ms"),
