@@ -45,8 +45,8 @@ use crate::budget::Reservation;
 use crate::error::ApiError;
 use crate::extract::check_bearer;
 use crate::handlers::{
-    compaction, console, consumers, fetch, group_admin, groups, produce, retention, security,
-    status, tiering, topics,
+    broker_configs, compaction, console, consumers, fetch, group_admin, groups, produce, retention,
+    security, status, tiering, topics,
 };
 use crate::metrics::GaugeGuard;
 use crate::state::AppState;
@@ -148,6 +148,22 @@ pub fn router(state: AppState) -> Router {
         .route(
             "/v3/clusters/{cluster}/topics/{topic}/configs:alter",
             post(topics::alter_configs_v3),
+        )
+        .route(
+            "/v3/clusters/{cluster}/broker-configs",
+            get(broker_configs::cluster_configs),
+        )
+        .route(
+            "/v3/clusters/{cluster}/broker-configs:alter",
+            post(broker_configs::alter_cluster_configs),
+        )
+        .route(
+            "/v3/clusters/{cluster}/brokers/{broker}/configs",
+            get(broker_configs::broker_configs),
+        )
+        .route(
+            "/v3/clusters/{cluster}/brokers/{broker}/configs:alter",
+            post(broker_configs::alter_broker_configs),
         )
         .route(
             "/v3/clusters/{cluster}/topics/{topic}/compaction",

@@ -2,7 +2,8 @@
 //! embedded files under `/ui` with their types, cache validators and CSP;
 //! `GET /v3/clusters/{c}/stats/history`, filled by the sampler from the
 //! start; a topic's usage in `GET /v3/clusters/{c}/topics/{t}` and each
-//! config's default. In process; the real browser's test is
+//! config's default; the broker's configs (`broker-configs`,
+//! `brokers/0/configs`). In process; the real browser's test is
 //! integration-tests/tests/console.rs.
 
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
@@ -242,5 +243,125 @@ async fn a_topic_answers_its_usage_and_its_configs_their_defaults() {
         retention,
         json!({"name": "retention.ms", "value": "60000", "is_default": false, "default": "604800000", "source": "DYNAMIC_TOPIC_CONFIG"})
     );
+    close(&state).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broker_configs_are_listed_and_altered_as_confluent_names_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let (state, router) = serving(dir.path()).await;
+    let alter = |uri: &'static str, body: Value| {
+        let router = router.clone();
+        async move {
+            let (status, _, body) = call(&router, "POST", uri, &[], Some(body)).await;
+            (status, body)
+        }
+    };
+    let (status, body) = alter(
+        "/v3/clusters/tidelog/broker-configs:alter",
+        json!({"data": [{"name": "log.retention.ms", "value": "86400000"}]}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
+    let (status, body) = alter(
+        "/v3/clusters/tidelog/brokers/0/configs:alter",
+        json!({"data": [{"name": "background.threads", "value": 4}]}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
+    // The broker's refusals, all or nothing.
+    for (uri, body, code) in [
+        (
+            "/v3/clusters/tidelog/brokers/0/configs:alter",
+            json!({"data": [{"name": "num.partitions", "value": "3"}]}),
+            40002,
+        ),
+        (
+            "/v3/clusters/tidelog/brokers/0/configs:alter",
+            json!({"data": [{"name": "num.io.threads", "value": "3"}, {"name": "no.such", "value": "1"}]}),
+            40002,
+        ),
+        (
+            "/v3/clusters/tidelog/brokers/7/configs:alter",
+            json!({"data": [{"name": "num.io.threads", "value": "3"}]}),
+            40400,
+        ),
+        (
+            "/v3/clusters/tidelog/broker-configs:alter",
+            json!({"data": [{"name": "log.retention.ms", "operation": "set", "value": "1"}]}),
+            40002,
+        ),
+    ] {
+        let (status, answer) = alter(uri, body).await;
+        let answer: Value = serde_json::from_str(&answer).unwrap();
+        assert_eq!(answer["error_code"], code, "{uri}: {answer}");
+        assert_ne!(status, StatusCode::NO_CONTENT);
+    }
+
+    let cluster = get_json(&router, "/v3/clusters/tidelog/broker-configs").await;
+    assert_eq!(cluster["kind"], "KafkaClusterConfigList");
+    let data = cluster["data"].as_array().unwrap();
+    assert_eq!(data.len(), 1, "{cluster}");
+    assert_eq!(
+        (&data[0]["name"], &data[0]["value"], &data[0]["source"]),
+        (
+            &json!("log.retention.ms"),
+            &json!("86400000"),
+            &json!("DYNAMIC_DEFAULT_BROKER_CONFIG")
+        )
+    );
+    let broker = get_json(&router, "/v3/clusters/tidelog/brokers/0/configs").await;
+    let find = |name: &str| {
+        broker["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap_or_else(|| panic!("{name} missing"))
+            .clone()
+    };
+    let threads = find("background.threads");
+    assert_eq!(
+        (&threads["value"], &threads["source"], &threads["broker_id"]),
+        (&json!("4"), &json!("DYNAMIC_BROKER_CONFIG"), &json!(0))
+    );
+    assert!(threads["without_effect"].is_string(), "{threads}");
+    assert_eq!(find("num.io.threads")["source"], "DEFAULT_CONFIG");
+    let partitions = find("num.partitions");
+    assert_eq!(
+        (&partitions["value"], &partitions["is_read_only"], &partitions["source"]),
+        (&json!("2"), &json!(true), &json!("STATIC_BROKER_CONFIG"))
+    );
+    // A topic without its own retention follows the cluster-wide default.
+    let (status, _, body) = call(
+        &router,
+        "POST",
+        "/v3/clusters/tidelog/topics",
+        &[],
+        Some(json!({"topic_name": "follows"})),
+    )
+    .await;
+    assert!(status.is_success(), "{body}");
+    let configs = get_json(&router, "/v3/clusters/tidelog/topics/follows/configs").await;
+    let retention = configs["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "retention.ms")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        retention,
+        json!({"name": "retention.ms", "value": "86400000", "is_default": true, "default": "86400000", "source": "DYNAMIC_DEFAULT_BROKER_CONFIG"})
+    );
+    let (status, _, _) = call(
+        &router,
+        "GET",
+        "/v3/clusters/other/broker-configs",
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
     close(&state).await;
 }

@@ -5,6 +5,7 @@
 //! goes through the broker's door, which decides where it runs; no lock
 //! is held across an `.await`.
 
+pub mod broker_configs;
 pub mod compaction;
 pub mod console;
 pub mod consumers;

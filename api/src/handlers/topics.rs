@@ -358,8 +358,14 @@ pub async fn alter_configs_v3(
     TopicPath(topic): TopicPath,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let body = body?;
-    let request: AlterConfigs = json_body(&body)?;
+    let changes = alter_request(&body?)?;
+    alter(&state, topic, changes).await
+}
+
+/// A `configs:alter` body (Confluent's `{"data":[{"name","value",
+/// "operation"}]}`, a topic's or a broker's) as changes: `None` removes.
+pub(super) fn alter_request(body: &Bytes) -> Result<Vec<(String, Option<String>)>, ApiError> {
+    let request: AlterConfigs = json_body(body)?;
     let mut changes = Vec::with_capacity(request.data.len());
     for (i, e) in request.data.into_iter().enumerate() {
         let op = e.operation.as_deref().unwrap_or("SET");
@@ -384,7 +390,7 @@ pub async fn alter_configs_v3(
         };
         changes.push((e.name, change));
     }
-    alter(&state, topic, changes).await
+    Ok(changes)
 }
 
 async fn alter(

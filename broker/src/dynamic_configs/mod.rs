@@ -429,6 +429,38 @@ impl DynamicConfigs {
     }
 }
 
+/// A broker config read from broker.yaml at start-up, as described:
+/// read-only, source STATIC_BROKER_CONFIG.
+pub fn static_config(name: &str, value: String, kind: DescribedKind) -> Described {
+    Described {
+        name: name.to_owned(),
+        value: value.clone(),
+        source: Source::StaticBroker,
+        read_only: true,
+        synonyms: vec![(name.to_owned(), value, Source::StaticBroker)],
+        without_effect: None,
+        kind,
+    }
+}
+
+/// The broker's own static configs both front-ends describe first:
+/// auto-creation, the default replication factor and partition count.
+pub fn broker_statics(config: &crate::config::BrokerConfig) -> Vec<Described> {
+    let int = DescribedKind::Value(ValueKind::Integer {
+        min: 0,
+        max: i32::MAX.into(),
+    });
+    vec![
+        static_config(
+            "auto.create.topics.enable",
+            config.auto_create_topics.to_string(),
+            DescribedKind::Boolean,
+        ),
+        static_config("default.replication.factor", "1".into(), int),
+        static_config("num.partitions", config.default_partitions.to_string(), int),
+    ]
+}
+
 /// A described broker config from its layers, most precedent first.
 fn described(
     spec: &'static catalogue::BrokerConfigSpec,

@@ -14,7 +14,7 @@ use kafka_protocol::messages::describe_configs_response::{
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 use kafka_protocol::protocol::StrBytes;
 use tidelog_broker::dynamic_configs::catalogue::ValueKind;
-use tidelog_broker::dynamic_configs::{self, DescribedKind, Scope, Source};
+use tidelog_broker::dynamic_configs::{self, DescribedKind, Scope};
 use tidelog_broker::topic_config::{self, ConfigKind, Effect, ValueSource};
 
 use super::configs::{dynamic_scope, dynamic_source_code, source_code, SOURCE_DEFAULT};
@@ -124,35 +124,17 @@ fn describe(ctx: &Context, resource_type: i8, name: &str) -> Result<Vec<Describe
     };
     let statics = match scope {
         Scope::Broker => {
-            let config = door.settings()?;
-            let fixed =
-                |name: &str, value: String, kind: DescribedKind| dynamic_configs::Described {
-                    name: name.to_owned(),
-                    value: value.clone(),
-                    source: Source::StaticBroker,
-                    read_only: true,
-                    synonyms: vec![(name.to_owned(), value, Source::StaticBroker)],
-                    without_effect: None,
-                    kind,
-                };
-            let int = DescribedKind::Value(ValueKind::Integer {
-                min: 0,
-                max: i32::MAX.into(),
-            });
-            vec![
-                fixed(
-                    "auto.create.topics.enable",
-                    config.auto_create_topics.to_string(),
-                    DescribedKind::Boolean,
-                ),
-                fixed("default.replication.factor", "1".into(), int),
-                fixed("num.partitions", config.default_partitions.to_string(), int),
-                fixed(
-                    "socket.request.max.bytes",
-                    ctx.max_request_bytes.to_string(),
-                    int,
-                ),
-            ]
+            let mut statics = dynamic_configs::broker_statics(door.settings()?);
+            // The Kafka listener's own, which only this front-end knows.
+            statics.push(dynamic_configs::static_config(
+                "socket.request.max.bytes",
+                ctx.max_request_bytes.to_string(),
+                DescribedKind::Value(ValueKind::Integer {
+                    min: 0,
+                    max: i32::MAX.into(),
+                }),
+            ));
+            statics
         }
         _ => Vec::new(),
     };
