@@ -329,7 +329,11 @@ async fn broker_configs_are_listed_and_altered_as_confluent_names_them() {
     assert_eq!(find("num.io.threads")["source"], "DEFAULT_CONFIG");
     let partitions = find("num.partitions");
     assert_eq!(
-        (&partitions["value"], &partitions["is_read_only"], &partitions["source"]),
+        (
+            &partitions["value"],
+            &partitions["is_read_only"],
+            &partitions["source"]
+        ),
         (&json!("2"), &json!(true), &json!("STATIC_BROKER_CONFIG"))
     );
     // A topic without its own retention follows the cluster-wide default.

@@ -28,6 +28,7 @@ macro_rules! exit_codes_text {
 }
 
 mod admin;
+mod broker_configs;
 mod consume;
 pub mod error;
 pub mod format;
@@ -95,6 +96,15 @@ pub enum ClientCommand {
         connection: Connection,
         #[command(subcommand)]
         command: topics::TopicsCommand,
+    },
+    /// The broker's configs (what kafka-configs.sh --entity-type brokers
+    /// changes): list, alter.
+    #[command(after_help = EXIT_CODES_HELP)]
+    BrokerConfigs {
+        #[command(flatten)]
+        connection: Connection,
+        #[command(subcommand)]
+        command: broker_configs::BrokerConfigsCommand,
     },
     /// Produce records read from stdin, one per line.
     #[command(after_help = EXIT_CODES_HELP)]
@@ -167,6 +177,10 @@ async fn dispatch(command: ClientCommand) -> Result<(), CliError> {
             connection,
             command,
         } => topics::run(&connection, command).await,
+        ClientCommand::BrokerConfigs {
+            connection,
+            command,
+        } => broker_configs::run(&connection, command).await,
         ClientCommand::Produce(args) => produce::run(args).await,
         ClientCommand::Consume(args) => consume::run(args).await,
         ClientCommand::Groups {

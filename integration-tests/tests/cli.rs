@@ -585,6 +585,95 @@ fn topics_create_describe_alter_list_delete() {
         .expect_error(404, 40401);
 }
 
+/// `broker-configs`: the broker's configs listed with their sources, a
+/// cluster-wide topic default set and reaching a topic, a config the
+/// server reads at start-up refused with exit 1 and nothing kept.
+#[test]
+fn broker_configs_are_listed_and_altered() {
+    let server = TidelogProcess::start_with_config(&small_config(""));
+    create_topic(&server, "follows", 1, serde_json::json!([]));
+    let out = ok(
+        &server,
+        &[
+            "broker-configs",
+            "alter",
+            "--cluster-default",
+            "--set",
+            "log.retention.ms=86400000",
+        ],
+        b"",
+    );
+    assert!(
+        out.contains("altered 1 config(s) of the cluster-wide defaults"),
+        "{out}"
+    );
+    ok(
+        &server,
+        &["broker-configs", "alter", "--set", "background.threads=4"],
+        b"",
+    );
+    assert_eq!(
+        config_of(&server, "follows", "retention.ms")["value"],
+        "86400000"
+    );
+    let listed = ok(&server, &["broker-configs", "list"], b"");
+    let line = |name: &str| {
+        listed
+            .lines()
+            .find(|l| l.starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("{name} not listed:\n{listed}"))
+            .to_owned()
+    };
+    assert!(
+        line("background.threads").contains("DYNAMIC_BROKER_CONFIG"),
+        "{listed}"
+    );
+    assert!(
+        line("background.threads").contains("no effect here"),
+        "{listed}"
+    );
+    assert!(
+        line("log.retention.ms").contains("DYNAMIC_DEFAULT_BROKER_CONFIG"),
+        "{listed}"
+    );
+    assert!(line("num.partitions").contains("read-only"), "{listed}");
+    let json_out = ok(
+        &server,
+        &["broker-configs", "list", "--cluster-default", "--json"],
+        b"",
+    );
+    let rows: serde_json::Value = serde_json::from_str(&json_out).unwrap();
+    assert_eq!(rows[0]["name"], "log.retention.ms");
+    assert_eq!(rows.as_array().unwrap().len(), 1);
+
+    let out = client(
+        &server,
+        &[
+            "broker-configs",
+            "alter",
+            "--set",
+            "num.io.threads=2",
+            "--set",
+            "num.partitions=9",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("num.partitions"),
+        "{}",
+        text(&out.stderr)
+    );
+    let listed = ok(&server, &["broker-configs", "list", "--json"], b"");
+    let rows: serde_json::Value = serde_json::from_str(&listed).unwrap();
+    let io = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "num.io.threads")
+        .unwrap();
+    assert_eq!(io["source"], "DEFAULT_CONFIG", "all or nothing");
+}
+
 #[test]
 fn produce_lines_with_keys_then_fetch_and_consume_them_back() {
     let server = TidelogProcess::start_with_config(&small_config(""));
