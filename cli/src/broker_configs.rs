@@ -96,15 +96,7 @@ pub async fn run(connection: &Connection, command: BrokerConfigsCommand) -> Resu
                     "broker-configs alter: nothing to change (give --set NAME=VALUE or --delete NAME)",
                 ));
             }
-            let data: Vec<Value> = set
-                .iter()
-                .map(|(name, value)| json!({"name": name, "value": value}))
-                .chain(
-                    delete
-                        .iter()
-                        .map(|name| json!({"name": name, "operation": "DELETE"})),
-                )
-                .collect();
+            let data = crate::topics::alter_entries(&set, &delete);
             let path = format!("{}:alter", base(cluster_default));
             client
                 .send_json(Method::POST, &path, &json!({ "data": data }))

@@ -140,15 +140,7 @@ pub async fn run(connection: &Connection, command: TopicsCommand) -> Result<(), 
                         .map_or_else(String::new, |g| cell(&g["partitions_count"]))
                 ));
             }
-            let data: Vec<Value> = set
-                .iter()
-                .map(|(name, value)| json!({"name": name, "value": value}))
-                .chain(
-                    delete
-                        .iter()
-                        .map(|name| json!({"name": name, "operation": "DELETE"})),
-                )
-                .collect();
+            let data = alter_entries(&set, &delete);
             let path = format!("{topics}/{}/configs:alter", encode(&topic));
             client
                 .send_json(Method::POST, &path, &json!({ "data": data }))
@@ -177,6 +169,19 @@ pub async fn run(connection: &Connection, command: TopicsCommand) -> Result<(), 
             print(&format!("deleted topic {topic}\n"))
         }
     }
+}
+
+/// The `data` of a `configs:alter` body (a topic's or the broker's): every
+/// `--set NAME=VALUE`, then every `--delete NAME`.
+pub(crate) fn alter_entries(set: &[(String, String)], delete: &[String]) -> Vec<Value> {
+    set.iter()
+        .map(|(name, value)| json!({"name": name, "value": value}))
+        .chain(
+            delete
+                .iter()
+                .map(|name| json!({"name": name, "operation": "DELETE"})),
+        )
+        .collect()
 }
 
 async fn describe(
