@@ -31,6 +31,7 @@ pub mod retention;
 pub mod store;
 pub mod test_rng;
 pub mod time_index;
+pub mod txn_index;
 pub mod types;
 
 pub use commit_log::{
