@@ -587,10 +587,11 @@ fn topics_create_describe_alter_list_delete() {
 
 /// `broker-configs`: the broker's configs listed with their sources, a
 /// cluster-wide topic default set and reaching a topic, a config the
-/// server reads at start-up refused with exit 1 and nothing kept.
+/// server reads at start-up refused with exit 1 and nothing kept, and
+/// every change kept across kill -9.
 #[test]
 fn broker_configs_are_listed_and_altered() {
-    let server = TidelogProcess::start_with_config(&small_config(""));
+    let mut server = TidelogProcess::start_with_config(&small_config(""));
     create_topic(&server, "follows", 1, serde_json::json!([]));
     let out = ok(
         &server,
@@ -672,6 +673,40 @@ fn broker_configs_are_listed_and_altered() {
         .find(|r| r["name"] == "num.io.threads")
         .unwrap();
     assert_eq!(io["source"], "DEFAULT_CONFIG", "all or nothing");
+
+    // Durable before the answer: kill -9 and a restart keep every change,
+    // and the topic still follows the cluster-wide default.
+    server.kill_9();
+    server.restart();
+    let listed = ok(&server, &["broker-configs", "list", "--json"], b"");
+    let rows: serde_json::Value = serde_json::from_str(&listed).unwrap();
+    let value_of = |name: &str| {
+        let row = rows
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == name)
+            .unwrap_or_else(|| panic!("{name} missing"));
+        (row["value"].clone(), row["source"].clone())
+    };
+    assert_eq!(
+        value_of("background.threads"),
+        (
+            serde_json::json!("4"),
+            serde_json::json!("DYNAMIC_BROKER_CONFIG")
+        )
+    );
+    assert_eq!(
+        value_of("log.retention.ms"),
+        (
+            serde_json::json!("86400000"),
+            serde_json::json!("DYNAMIC_DEFAULT_BROKER_CONFIG")
+        )
+    );
+    assert_eq!(
+        config_of(&server, "follows", "retention.ms")["value"],
+        "86400000"
+    );
 }
 
 #[test]
