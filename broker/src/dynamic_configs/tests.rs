@@ -395,3 +395,45 @@ fn a_damaged_or_hand_edited_file_is_refused_at_open_by_name() {
     );
     assert!(broker_spec("log.retention.ms").is_some());
 }
+
+/// A change of defaults and alters of a topic at once, from two threads:
+/// neither deadlocks nor loses the other's change, and what a restart
+/// reads back is what memory held.
+#[test]
+fn defaults_and_topic_alters_at_once_end_as_a_restart_reads_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = open(dir.path());
+    broker.create_topic("t", 1, Overrides::new()).unwrap();
+    broker.create_topic("u", 1, Overrides::new()).unwrap();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for i in 0..40u64 {
+                let value = (60_000 + i).to_string();
+                alter(&broker, &Scope::Broker, set("log.retention.ms", &value)).unwrap();
+            }
+        });
+        s.spawn(|| {
+            for i in 0..40u64 {
+                let value = (1_048_576 + i).to_string();
+                broker
+                    .alter_topic("t", &[("segment.bytes".into(), Some(value))])
+                    .unwrap();
+            }
+        });
+    });
+    let before: Vec<_> = ["t", "u"]
+        .iter()
+        .map(|n| broker.registry.get(n).unwrap().config.clone())
+        .collect();
+    assert_eq!(before[0].retention_ms, 60_039);
+    assert_eq!(before[0].segment_bytes, 1_048_615);
+    assert_eq!(before[1].retention_ms, 60_039);
+    let broker = Arc::try_unwrap(broker).ok().unwrap();
+    broker.shutdown().unwrap();
+    let broker = open(dir.path());
+    let after: Vec<_> = ["t", "u"]
+        .iter()
+        .map(|n| broker.registry.get(n).unwrap().config.clone())
+        .collect();
+    assert_eq!(before, after);
+}
