@@ -805,6 +805,30 @@ async fn with_admin_token_set_config_alters_are_refused_and_describes_answered()
     let answer: IncrementalAlterConfigsResponse =
         call(&mut c, ApiKey::IncrementalAlterConfigs, 1, &request).await;
     assert_eq!(answer.responses[0].error_code, CLUSTER_AUTHORIZATION_FAILED);
+    // A group's configs are the group's: GROUP_AUTHORIZATION_FAILED, and
+    // nothing kept.
+    let request = IncrementalAlterConfigsRequest::default().with_resources(vec![alter_resource(
+        32,
+        "orders",
+        &[("consumer.session.timeout.ms", 0, Some("50000"))],
+    )]);
+    let answer: IncrementalAlterConfigsResponse =
+        call(&mut c, ApiKey::IncrementalAlterConfigs, 1, &request).await;
+    const GROUP_AUTHORIZATION_FAILED: i16 = 30;
+    assert_eq!(answer.responses[0].error_code, GROUP_AUTHORIZATION_FAILED);
+    let answer: DescribeConfigsResponse = call(
+        &mut c,
+        ApiKey::DescribeConfigs,
+        4,
+        &describe_request(&[(32, "orders", None)]),
+    )
+    .await;
+    let session = answer.results[0]
+        .configs
+        .iter()
+        .find(|e| e.name.as_str() == "consumer.session.timeout.ms")
+        .unwrap();
+    assert_eq!(session.config_source, 5, "the broker's, not set");
     let answer: DescribeConfigsResponse = call(
         &mut c,
         ApiKey::DescribeConfigs,

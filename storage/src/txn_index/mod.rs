@@ -148,9 +148,4 @@ impl PartitionTxns {
     pub fn aborted(&self) -> &[AbortedTxn] {
         &self.aborted
     }
-
-    /// Producers with a transaction open here.
-    pub fn open_count(&self) -> usize {
-        self.open.len()
-    }
 }
