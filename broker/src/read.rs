@@ -272,6 +272,21 @@ pub struct ReadBatch {
     pub next_offset: u64,
 }
 
+/// Whether `r` is a record of one of the `aborted` transactions
+/// (`(producer id, first offset, marker offset)`).
+fn is_aborted(r: &StoredRecord, aborted: &[(i64, u64, u64)]) -> bool {
+    if !r.is_transactional() {
+        return false;
+    }
+    let Some(p) = r.producer() else {
+        return false;
+    };
+    let offset = r.queue_offset().get();
+    aborted
+        .iter()
+        .any(|&(id, first, last)| id == p.producer_id && (first..=last).contains(&offset))
+}
+
 /// The record found at a CommitLog position ([`Broker::read_physical`]).
 #[derive(Debug)]
 pub struct PhysicalRecord(StoredRecord);
@@ -357,13 +372,17 @@ impl PartitionRef {
     ) -> Result<ReadBatch, BrokerError> {
         let from = from.max(self.topic.base_offset(self.partition));
         if self.compacted.is_none() {
-            let read = self.broker.store.read(
+            let mut read = self.broker.store.read(
                 &self.topic.name,
                 self.partition,
                 QueueOffset::new(from),
                 max_records,
                 max_bytes,
             )?;
+            // Transaction markers hold an offset each but are no records
+            // (the Kafka front-end answers them as control batches through
+            // `read_into`); the next offset still moves past them.
+            read.records.retain(|r| !r.is_control());
             return Ok(ReadBatch {
                 records: Records::Stored(read.records),
                 next_offset: read.next_offset.get(),
@@ -518,6 +537,24 @@ impl PartitionRef {
     /// compaction leaves gaps above the log start and never moves it, so a
     /// fetch from an offset it removed reads on from the next record kept
     /// ([`read`](Self::read) does).
+    /// The partition's last stable offset, given its `end` as
+    /// [`log_start_and_end`](Self::log_start_and_end) read it (before this
+    /// call): where a read_committed read ends.
+    pub fn last_stable_offset(&self, end: u64) -> u64 {
+        self.broker
+            .store
+            .last_stable_offset(&self.topic.name, self.partition)
+            .min(end)
+    }
+
+    /// The aborted transactions a read_committed read of `[from, to)`
+    /// must name: `(producer id, first offset)`, in marker order.
+    pub fn aborted_transactions(&self, from: u64, to: u64) -> Vec<(i64, u64)> {
+        self.broker
+            .store
+            .aborted_transactions(&self.topic.name, self.partition, from, to)
+    }
+
     pub fn log_start_and_end(&self) -> (u64, u64) {
         let (beginning, end) = self.offsets();
         let start = match &self.compacted {
@@ -647,6 +684,52 @@ impl PartitionRef {
                 })?;
         }
         self.read(from, max_records, max_bytes)
+    }
+
+    /// [`read_async`](Self::read_async) at read_committed: only records
+    /// below the last stable offset, and none of an aborted transaction
+    /// (markers are never records). Also answers the end read before the
+    /// read: a wait for more listens from there, where the marker that
+    /// moves the LSO lands (listening from `from` would wake at once), or
+    /// the read's next offset while committed records remain below the
+    /// LSO (every record it read was aborted: a wait wakes at once).
+    pub async fn read_committed_async(
+        &self,
+        from: u64,
+        max_records: usize,
+        max_bytes: usize,
+    ) -> Result<(ReadBatch, u64), BrokerError> {
+        let (_, end) = self.log_start_and_end();
+        let lso = self.last_stable_offset(end);
+        let from = from.max(self.topic.base_offset(self.partition));
+        if from >= lso {
+            let nothing = ReadBatch {
+                records: Records::Stored(Vec::new()),
+                next_offset: from,
+            };
+            return Ok((nothing, end.max(from)));
+        }
+        let max_records = max_records.min(usize::try_from(lso - from).unwrap_or(usize::MAX));
+        let mut batch = self.read_async(from, max_records, max_bytes).await?;
+        if let Records::Stored(records) = &mut batch.records {
+            let aborted = self.broker.store.aborted_ranges(
+                &self.topic.name,
+                self.partition,
+                from,
+                batch.next_offset,
+            );
+            if !aborted.is_empty() {
+                records.retain(|r| !is_aborted(r, &aborted));
+            }
+        }
+        // Committed records left below the LSO (a read whose every record
+        // was aborted): read on at once.
+        let listen_from = if batch.next_offset < lso {
+            batch.next_offset
+        } else {
+            end.max(from)
+        };
+        Ok((batch, listen_from))
     }
 
     /// [`read`](Self::read) with the remote tier, for a blocking caller
@@ -787,6 +870,10 @@ impl Broker {
         let Some(record) = self.store.read_at(PhysicalOffset::new(position))? else {
             return Ok(None);
         };
+        // A transaction marker is no record (`PartitionRef::read`).
+        if record.is_control() {
+            return Ok(None);
+        }
         let live = self
             .registry
             .get(record.topic())

@@ -13,6 +13,9 @@ pub use tidelog_storage::retention::FixedDiskUsage;
 /// How far dispatch may lag before appends are held back (what the
 /// front-ends' tests fill to).
 pub use tidelog_storage::DISPATCH_LAG_MAX_BYTES;
+/// Transactions: a marker to write, and what an append with a producer
+/// did (the transaction coordinator writes markers; tests write both).
+pub use tidelog_storage::{AppendRecord, MarkerSpec, ProducerAppend};
 /// Idempotent producers: a batch's producer, a retried batch's original
 /// offsets, and why a batch is out of sequence.
 pub use tidelog_storage::{BatchMeta, ProducerBatch, SequenceProblem};

@@ -343,6 +343,13 @@ pub fn broker_code(e: &BrokerError) -> i16 {
                 SequenceProblem::OutOfOrder { .. } => ResponseError::OutOfOrderSequenceNumber,
                 SequenceProblem::UnknownProducer { .. } => ResponseError::UnknownProducerId,
                 SequenceProblem::OutOfRange { .. } => ResponseError::InvalidRecord,
+                // Kafka's transaction rules: a write outside the producer's
+                // open transaction, or a partition with as many open as it
+                // may hold (retriable: CONCURRENT_TRANSACTIONS).
+                SequenceProblem::TransactionOpen { .. } => ResponseError::InvalidTxnState,
+                SequenceProblem::TooManyTransactions { .. } => {
+                    ResponseError::ConcurrentTransactions
+                }
             },
             StoreError::Io { .. }
             | StoreError::Corruption { .. }

@@ -235,15 +235,21 @@ impl CheckpointWriter {
     /// failure fails the checkpoint: the old pair stays consistent.
     fn store_producer_snapshot(&self, data_dir: &Path, log: &CommitLog) -> Result<()> {
         let since = self.producer_snapshot_version.load(Ordering::Acquire);
-        let Some((states, position, version)) = log.producer_snapshot(since) else {
+        let Some(snap) = log.producer_snapshot(since) else {
             return Ok(());
         };
-        if log.flushed() < position {
+        if log.flushed() < snap.position {
             log.flush_all()?;
         }
-        crate::producer_state::snapshot::store(data_dir, &states, position)?;
+        crate::producer_state::snapshot::store(
+            data_dir,
+            &snap.states,
+            &snap.open_txns,
+            &snap.aborted,
+            snap.position,
+        )?;
         self.producer_snapshot_version
-            .store(version, Ordering::Release);
+            .store(snap.version, Ordering::Release);
         Ok(())
     }
 }

@@ -272,7 +272,8 @@ impl DispatchSink for IndexSink {
         let Some(first) = records.first() else {
             return Ok(());
         };
-        if self.key_owners.iter().any(|s| s.answers_key_queries(first)) {
+        // A marker's key is Kafka's control key, no key of the topic's.
+        if first.is_control() || self.key_owners.iter().any(|s| s.answers_key_queries(first)) {
             return Ok(());
         }
         for r in records {

@@ -264,10 +264,11 @@ pub enum CorruptionKind {
     /// named are [`READ_LOG_VERSIONS`] (`commit_log::format` pins them to
     /// its own `VERSION_2` and `VERSION`).
     #[error(
-        "the CommitLog holds format version {version}, this tidelog reads versions {} and {} only; \
+        "the CommitLog holds format version {version}, this tidelog reads versions {}, {} and {} only; \
          start the version that wrote it to drain it, or move the data dir aside",
         READ_LOG_VERSIONS[0],
-        READ_LOG_VERSIONS[1]
+        READ_LOG_VERSIONS[1],
+        READ_LOG_VERSIONS[2]
     )]
     LogFormatVersion { version: u8 },
     /// The checkpoint claims more was dispatched than the log holds.
@@ -306,6 +307,9 @@ pub enum CorruptionKind {
     /// A queue file's name is not at a file boundary.
     #[error("queue file name {byte_offset} is not a multiple of the file size {file_bytes}")]
     QueueFileName { byte_offset: u64, file_bytes: u64 },
+    /// A whole aborted-transaction index entry that does not decode.
+    #[error("aborted-transaction index entry: {reason}")]
+    TxnIndexEntry { reason: String },
     /// A fixed-size file (the checkpoint) of the wrong length.
     #[error("{len} bytes, expected {expected}")]
     FileLength { len: u64, expected: u64 },
@@ -365,9 +369,10 @@ impl From<Invalid> for CorruptionKind {
 
 /// The CommitLog format versions this build reads, as
 /// [`CorruptionKind::LogFormatVersion`] names them: the older one still
-/// read, then the one written. `commit_log::format` asserts at compile
-/// time that they are its `VERSION_2` and `VERSION`, so they cannot drift.
-pub const READ_LOG_VERSIONS: [u8; 2] = [2, 3];
+/// read, the one written, and the one written for transactions.
+/// `commit_log::format` asserts at compile time that they are its
+/// `VERSION_2`, `VERSION` and `VERSION_TXN`, so they cannot drift.
+pub const READ_LOG_VERSIONS: [u8; 3] = [2, 3, 4];
 
 /// A record's place in its queue, as a corruption message names it.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -496,4 +501,11 @@ pub enum SequenceProblem {
     UnknownProducer { producer_id: i64, got: i32 },
     #[error("producer {producer_id}: a producer id, epoch and sequence must be >= 0 and a batch at most {max} records")]
     OutOfRange { producer_id: i64, max: u32 },
+    /// A batch outside a transaction from a producer whose transaction is
+    /// open in the partition (Kafka: INVALID_TXN_STATE).
+    #[error("producer {producer_id} has a transaction open in this partition: a batch outside it is refused")]
+    TransactionOpen { producer_id: i64 },
+    /// One partition holds as many open transactions as it may.
+    #[error("producer {producer_id}: {max} transactions are open in this partition already")]
+    TooManyTransactions { producer_id: i64, max: usize },
 }

@@ -35,7 +35,7 @@ pub mod txn_index;
 pub mod types;
 
 pub use commit_log::{
-    AppendRecord, Appended, FlushWait, Header, ReadSink, StoredRecord, Unflushed,
+    AppendRecord, Appended, FlushWait, Header, MarkerSpec, ReadSink, StoredRecord, Unflushed,
 };
 pub use config::{FlushMode, RecoveryMode, StoreConfig};
 pub use consume_queue::DeletedRecords;

@@ -263,6 +263,7 @@ fn sigkill_then_retrying_every_acknowledged_idempotent_batch_writes_no_duplicate
             producer_id,
             epoch: 0,
             base_sequence,
+            transactional: false,
         };
         for partition in 0..2u32 {
             let mine: Vec<&AckedBatch> = acked.iter().filter(|b| b.0 == partition).collect();

@@ -277,6 +277,7 @@ fn random_idempotent_producers_match_the_model() {
                 producer_id: id,
                 epoch,
                 base_sequence: first_seq,
+                transactional: false,
             }),
         );
         let last_seq = first_seq + values.len() as i32 - 1;

@@ -28,6 +28,7 @@ fn producer(base_sequence: i32) -> ProducerBatch {
         producer_id: 3,
         epoch: 0,
         base_sequence,
+        transactional: false,
     }
 }
 
@@ -141,19 +142,19 @@ fn a_lost_or_damaged_snapshot_is_rebuilt_from_the_log_tail_with_a_warning() {
     assert_duplicate(retry(&store, 2), bases[2]);
     bury(&store);
     store.shutdown().unwrap();
-    // Missing, with the producer's entries before the scan: the state is
-    // gone (a warning says so), and the producer's next batch is refused as
-    // unknown rather than taken for a first write.
+    // Missing, with the producer's entries before the checkpoint's start:
+    // the scan starts at the log's first entry instead (a warning says
+    // so), so the state is rebuilt whole and the retry is still a
+    // duplicate; the sinks are handed only what they lacked.
     std::fs::remove_file(&snapshot).unwrap();
     let (store, logs) = log_capture::logged(|| Store::open(small_config(dir.path())).unwrap());
-    assert!(logs.contains("no producer-state snapshot"), "{logs}");
-    assert!(matches!(
-        retry(&store, 2),
-        Err(StoreError::ProducerRefused {
-            problem: SequenceProblem::UnknownProducer { .. },
-            ..
-        })
-    ));
+    assert!(
+        logs.contains("no producer-state snapshot") && logs.contains("whole commit log"),
+        "{logs}"
+    );
+    assert_eq!(store.recovery_report().scanned_from, 0);
+    assert_eq!(store.recovery_report().records_replayed, 0);
+    assert_duplicate(retry(&store, 2), bases[2]);
     store.shutdown().unwrap();
 }
 
@@ -194,6 +195,7 @@ fn two_threads_racing_with_one_producers_batch_write_it_once() {
                                 producer_id: 9,
                                 epoch: 0,
                                 base_sequence: (round * 2) as i32,
+                                transactional: false,
                             }),
                         )
                         .unwrap()

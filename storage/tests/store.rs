@@ -305,9 +305,9 @@ fn a_log_of_another_format_version_is_refused_not_truncated() {
     }
 }
 
-/// A version this build does not know (4: a newer build's) anywhere the
+/// A version this build does not know (5: a newer build's) anywhere the
 /// recovery scan reads is refused with its version named, and nothing is
-/// truncated: an older build treats a version-3 entry the same way.
+/// truncated: an older build treats a version-3 or -4 entry the same way.
 #[test]
 fn an_unknown_version_in_the_scan_is_refused_not_truncated() {
     let dir = tempfile::tempdir().unwrap();
@@ -319,7 +319,7 @@ fn an_unknown_version_in_the_scan_is_refused_not_truncated() {
     let mut bytes = std::fs::read(&seg).unwrap();
     let first = u32::from_le_bytes(bytes[..4].try_into().unwrap()) as usize;
     let second = u32::from_le_bytes(bytes[first..first + 4].try_into().unwrap()) as usize;
-    bytes[first + 10] = 4; // the second entry's version byte
+    bytes[first + 10] = 5; // the second entry's version byte
     std::fs::write(&seg, &bytes).unwrap();
     // Without a checkpoint the scan reads the whole log.
     std::fs::remove_file(dir.path().join("checkpoint")).unwrap();
@@ -330,7 +330,7 @@ fn an_unknown_version_in_the_scan_is_refused_not_truncated() {
         matches!(
             err,
             StoreError::Corruption {
-                kind: CorruptionKind::LogFormatVersion { version: 4 },
+                kind: CorruptionKind::LogFormatVersion { version: 5 },
                 ..
             }
         ),

@@ -459,7 +459,13 @@ impl DispatchSink for CompactedSink {
 
     fn dispatch_entry(&self, records: &[StoredRecord]) -> tidelog_storage::Result<()> {
         // One entry is one partition's: one policy check for all of it.
-        if !records.first().is_some_and(|r| self.is_compact(r)) {
+        // A transaction marker is no record of the topic's: the cleaner's
+        // transaction rules (issue 38, not yet served) will keep its
+        // effect, never its bytes as a keyed record.
+        if !records
+            .first()
+            .is_some_and(|r| !r.is_control() && self.is_compact(r))
+        {
             return Ok(());
         }
         let Some(log) = self.logs.copy_entry(records).map_err(to_store_error)? else {

@@ -174,6 +174,7 @@ async fn partition(
         producer_id: b.producer_id,
         epoch: b.epoch,
         base_sequence: b.base_sequence,
+        transactional: false,
     });
     let request = Produce {
         topic: topic.to_owned(),

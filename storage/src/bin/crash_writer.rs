@@ -129,6 +129,7 @@ fn idempotent(
             producer_id,
             epoch: 0,
             base_sequence,
+            transactional: false,
         };
         let ProducerAppend::Written(out) = store.append_as(&batch, u64::MAX, Some(&producer))?
         else {

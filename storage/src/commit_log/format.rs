@@ -79,6 +79,18 @@
 //! ENTRY_PRODUCER_CONTINUES set and the sequence of its own first record,
 //! so recovery joins them back into one batch.
 //!
+//! Version 4 (only for a transaction's entries: ENTRY_TRANSACTIONAL, and
+//! ENTRY_CONTROL for a marker) is version 3 with two more flags and, after
+//! a marker's producer block (whose sequence is -1, Kafka's NO_SEQUENCE),
+//! the marker block:
+//!      0     8  txn_first_offset   u64, the first offset of the
+//!                                  transaction it ends here; u64::MAX:
+//!                                  none was open here
+//!      8     8  last_stable_offset u64, the partition's LSO once written
+//! A marker's one record is Kafka's control record: key version 0 and
+//! type (ABORT 0, COMMIT 1), value version 0 and the coordinator epoch,
+//! big-endian as Kafka writes them.
+//!
 //! Versions: 3 is written (the producer block, the entry flags and null
 //! header values); 2, the same layout with `flags` = 0, no producer block
 //! and no null header value (its sentinel is refused as corrupt: version 2
@@ -102,8 +114,13 @@ use crate::codec::{
 pub const RECORD_MAGIC: u16 = 0x7D1E;
 /// Magic of the end-of-segment marker.
 pub const END_MAGIC: u16 = 0xE0F5;
-/// The version written.
+/// The version written for every entry outside a transaction.
 pub const VERSION: u8 = 3;
+/// The version written for the entries of transactions (their records and
+/// their markers): version 3 with two more entry flags and the marker
+/// block. Only these are version 4, so a data dir that never saw a
+/// transaction stays readable by a build that reads up to 3.
+pub const VERSION_TXN: u8 = 4;
 /// The previous version, still read: no entry flags, no producer block.
 pub const VERSION_2: u8 = 2;
 // The versions a refusal of another version names (`error.rs`, which
@@ -111,6 +128,7 @@ pub const VERSION_2: u8 = 2;
 const _: () = assert!(
     crate::error::READ_LOG_VERSIONS[0] == VERSION_2
         && crate::error::READ_LOG_VERSIONS[1] == VERSION
+        && crate::error::READ_LOG_VERSIONS[2] == VERSION_TXN
 );
 
 /// Entry flag: a producer block follows the topic name.
@@ -118,7 +136,16 @@ pub const ENTRY_HAS_PRODUCER: u8 = 0b01;
 /// Entry flag: this entry continues the producer batch of the entry before
 /// it in the same append (a batch larger than one entry).
 pub const ENTRY_PRODUCER_CONTINUES: u8 = 0b10;
-const ENTRY_FLAGS_KNOWN: u8 = ENTRY_HAS_PRODUCER | ENTRY_PRODUCER_CONTINUES;
+/// Entry flag (version 4): the producer's records belong to its open
+/// transaction, invisible to read_committed readers until its marker.
+pub const ENTRY_TRANSACTIONAL: u8 = 0b100;
+/// Entry flag (version 4, with [`ENTRY_TRANSACTIONAL`]): the entry is a
+/// transaction marker, one control record (Kafka's COMMIT or ABORT) at an
+/// offset of its own, followed by the marker block. Never served as a
+/// record: the Kafka front-end answers it as a control batch.
+pub const ENTRY_CONTROL: u8 = 0b1000;
+const ENTRY_FLAGS_V3: u8 = ENTRY_HAS_PRODUCER | ENTRY_PRODUCER_CONTINUES;
+const ENTRY_FLAGS_V4: u8 = ENTRY_FLAGS_V3 | ENTRY_TRANSACTIONAL | ENTRY_CONTROL;
 
 pub const FLAG_HAS_KEY: u8 = 0b01;
 pub const FLAG_HAS_VALUE: u8 = 0b10;
@@ -153,6 +180,29 @@ const OFF_BASE_SEQUENCE: usize = OFF_PRODUCER_EPOCH + U16_LEN;
 /// Bytes of the producer block.
 pub const PRODUCER_BLOCK_LEN: usize = OFF_BASE_SEQUENCE + U32_LEN;
 
+// Marker block fields (version 4, ENTRY_CONTROL), right after the
+// producer block.
+const OFF_TXN_FIRST: usize = 0;
+const OFF_MARKER_LSO: usize = OFF_TXN_FIRST + U64_LEN;
+/// Bytes of the marker block.
+pub const MARKER_BLOCK_LEN: usize = OFF_MARKER_LSO + U64_LEN;
+/// `txn_first_offset` of a marker whose producer had no transaction open
+/// in the partition (Kafka writes markers to every partition a
+/// transaction added, written to or not).
+pub const TXN_FIRST_NONE: u64 = u64::MAX;
+/// A marker's producer block has no sequence (Kafka's `NO_SEQUENCE`).
+pub const MARKER_SEQUENCE: i32 = -1;
+
+/// Kafka's control record key (`ControlRecordType`): version 0, then the
+/// type, big-endian int16s.
+pub const CONTROL_KEY_LEN: usize = 4;
+/// Kafka's transaction marker value (`EndTransactionMarker`): version 0
+/// int16, then the coordinator epoch int32, big-endian.
+pub const CONTROL_VALUE_LEN: usize = 6;
+/// Kafka's ABORT and COMMIT control record types.
+pub const CONTROL_TYPE_ABORT: i16 = 0;
+pub const CONTROL_TYPE_COMMIT: i16 = 1;
+
 /// A header block entry without its name and value: `name_len` u16,
 /// `value_len` u32.
 const HEADER_ENTRY_FIXED: usize = U16_LEN + U32_LEN;
@@ -166,6 +216,7 @@ const _: () = assert!(ENTRY_HEADER_LEN == 46);
 const _: () = assert!(END_MARKER_LEN == 20);
 const _: () = assert!(CRC_START == OFF_MAGIC);
 const _: () = assert!(PRODUCER_BLOCK_LEN == 14);
+const _: () = assert!(MARKER_BLOCK_LEN == 16);
 
 /// Longest topic name an entry may carry (Kafka's limit).
 pub const TOPIC_LEN_MAX: usize = crate::types::TOPIC_NAME_MAX;
@@ -207,6 +258,10 @@ pub struct EntryFields<'a> {
     pub partition: u32,
     /// The idempotent producer whose batch this entry holds (part of).
     pub producer: Option<EntryProducer>,
+    /// With `producer`: the entry is this transaction marker (its control
+    /// record is the entry's one record, made by [`control_key`] and
+    /// [`control_value`] from the same fields).
+    pub marker: Option<EntryMarker>,
 }
 
 /// An entry's producer block: whose batch the entry holds, and the
@@ -219,6 +274,45 @@ pub struct EntryProducer {
     /// The entry continues the producer batch of the entry before it in the
     /// same append (ENTRY_PRODUCER_CONTINUES).
     pub continues: bool,
+    /// The records belong to the producer's open transaction
+    /// (ENTRY_TRANSACTIONAL; a marker has it too).
+    pub transactional: bool,
+}
+
+/// A transaction marker: what its control record says, and the marker
+/// block, which names what the marker ends in its partition so that
+/// whatever reads the entry alone (the aborted-transaction index, built
+/// by the dispatcher; recovery) needs no other state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EntryMarker {
+    /// COMMIT, else ABORT.
+    pub commit: bool,
+    /// The transaction coordinator's epoch that wrote it.
+    pub coordinator_epoch: i32,
+    /// The first offset of the producer's transaction in this partition,
+    /// `None` when it had none open here.
+    pub txn_first_offset: Option<u64>,
+    /// The partition's last stable offset once the marker is written.
+    pub last_stable_offset: u64,
+}
+
+/// The key of a transaction marker's control record, as Kafka writes it.
+pub fn control_key(commit: bool) -> [u8; CONTROL_KEY_LEN] {
+    let kind = if commit {
+        CONTROL_TYPE_COMMIT
+    } else {
+        CONTROL_TYPE_ABORT
+    };
+    let mut k = [0u8; CONTROL_KEY_LEN];
+    k[2..].copy_from_slice(&kind.to_be_bytes());
+    k
+}
+
+/// The value of a transaction marker's control record, as Kafka writes it.
+pub fn control_value(coordinator_epoch: i32) -> [u8; CONTROL_VALUE_LEN] {
+    let mut v = [0u8; CONTROL_VALUE_LEN];
+    v[2..].copy_from_slice(&coordinator_epoch.to_be_bytes());
+    v
 }
 
 /// What one record of an entry has of its own.
@@ -248,6 +342,11 @@ pub fn entry_header_len(topic_len: usize) -> usize {
 /// with `producer`, the producer block.
 pub fn entry_header_len_with(topic_len: usize, producer: bool) -> usize {
     entry_header_len(topic_len) + if producer { PRODUCER_BLOCK_LEN } else { 0 }
+}
+
+/// Bytes a marker entry's header takes (producer and marker blocks).
+pub fn marker_header_len(topic_len: usize) -> usize {
+    entry_header_len_with(topic_len, true) + MARKER_BLOCK_LEN
 }
 
 /// Bytes a record takes at `distance` from its entry's start, as the
@@ -338,25 +437,58 @@ impl EntryBuilder {
         buf.resize(start + ENTRY_HEADER_LEN, 0);
         let h = &mut buf[start..];
         put_u16(h, OFF_MAGIC, RECORD_MAGIC);
-        h[OFF_VERSION] = VERSION;
-        h[OFF_FLAGS] = match e.producer {
+        let flags = match e.producer {
             None => 0,
-            Some(p) if p.continues => ENTRY_HAS_PRODUCER | ENTRY_PRODUCER_CONTINUES,
-            Some(_) => ENTRY_HAS_PRODUCER,
+            Some(p) => {
+                let mut f = ENTRY_HAS_PRODUCER;
+                if p.continues {
+                    f |= ENTRY_PRODUCER_CONTINUES;
+                }
+                if p.transactional {
+                    f |= ENTRY_TRANSACTIONAL;
+                }
+                if e.marker.is_some() {
+                    f |= ENTRY_CONTROL;
+                }
+                f
+            }
         };
+        debug_assert!(e.marker.is_none() || e.producer.is_some_and(|p| p.transactional));
+        h[OFF_VERSION] = if flags & ENTRY_TRANSACTIONAL != 0 {
+            VERSION_TXN
+        } else {
+            VERSION
+        };
+        h[OFF_FLAGS] = flags;
         put_u64(h, OFF_BASE_QUEUE, e.base_queue_offset);
         codec::put_i64(h, OFF_STORE_TS, e.store_timestamp_ms);
         put_u32(h, OFF_PARTITION, e.partition);
         put_u16(h, OFF_TOPIC_LEN, e.topic.len() as u16);
         buf.extend_from_slice(e.topic.as_bytes());
         if let Some(p) = e.producer {
-            debug_assert!(p.producer_id >= 0 && p.epoch >= 0 && p.base_sequence >= 0);
+            debug_assert!(
+                p.producer_id >= 0
+                    && p.epoch >= 0
+                    && (p.base_sequence >= 0
+                        || (e.marker.is_some() && p.base_sequence == MARKER_SEQUENCE))
+            );
             let at = buf.len();
             buf.resize(at + PRODUCER_BLOCK_LEN, 0);
             let b = &mut buf[at..];
             put_u64(b, OFF_PRODUCER_ID, p.producer_id as u64);
             put_u16(b, OFF_PRODUCER_EPOCH, p.epoch as u16);
             put_u32(b, OFF_BASE_SEQUENCE, p.base_sequence as u32);
+        }
+        if let Some(m) = e.marker {
+            let at = buf.len();
+            buf.resize(at + MARKER_BLOCK_LEN, 0);
+            let b = &mut buf[at..];
+            put_u64(
+                b,
+                OFF_TXN_FIRST,
+                m.txn_first_offset.unwrap_or(TXN_FIRST_NONE),
+            );
+            put_u64(b, OFF_MARKER_LSO, m.last_stable_offset);
         }
         EntryBuilder {
             start,
@@ -470,7 +602,10 @@ pub struct EntryView {
     pub topic: Range<usize>,
     /// Version 3's producer block, when the entry has one.
     pub producer: Option<EntryProducer>,
-    /// The entry's format version (3, or 2 read from an older data dir).
+    /// Version 4's marker: the entry is a transaction marker.
+    pub marker: Option<EntryMarker>,
+    /// The entry's format version (3; 4 for a transaction's; 2 read from
+    /// an older data dir).
     pub version: u8,
 }
 
@@ -483,6 +618,17 @@ impl EntryView {
             } else {
                 0
             }
+            + if self.marker.is_some() {
+                MARKER_BLOCK_LEN
+            } else {
+                0
+            }
+    }
+
+    /// Whether the entry is a transaction marker (never served as a
+    /// record).
+    pub fn is_control(&self) -> bool {
+        self.marker.is_some()
     }
 }
 
@@ -575,7 +721,7 @@ pub fn decode(buf: &[u8], expected_offset: u64, verify: bool) -> Result<Decoded,
         END_MAGIC | RECORD_MAGIC => {}
         other => return Err(Invalid::BadMagic(other)),
     }
-    if version != VERSION && version != VERSION_2 {
+    if !matches!(version, VERSION_2 | VERSION | VERSION_TXN) {
         return Err(Invalid::BadVersion(version));
     }
     if stored_offset != expected_offset {
@@ -612,23 +758,31 @@ pub fn decode(buf: &[u8], expected_offset: u64, verify: bool) -> Result<Decoded,
     }
     let entry = &buf[..total_len];
     let flags = entry[OFF_FLAGS];
-    // Version 2 had no entry flags; version 3 knows two, and a
-    // continuation is always of a producer batch.
-    let known = if version == VERSION_2 {
-        0
-    } else {
-        ENTRY_FLAGS_KNOWN
+    let has = |f: u8| flags & f != 0;
+    // Version 2 had no entry flags; version 3 knows two, version 4 four
+    // and is only ever a transaction's. A continuation is always of a
+    // producer batch, a transaction's records always a producer's, and a
+    // marker always a transaction's, whole in one entry.
+    let known = match version {
+        VERSION_2 => 0,
+        VERSION => ENTRY_FLAGS_V3,
+        _ => ENTRY_FLAGS_V4,
     };
     if flags & !known != 0
-        || (flags & ENTRY_PRODUCER_CONTINUES != 0 && flags & ENTRY_HAS_PRODUCER == 0)
+        || (has(ENTRY_PRODUCER_CONTINUES) && !has(ENTRY_HAS_PRODUCER))
+        || (has(ENTRY_TRANSACTIONAL) && !has(ENTRY_HAS_PRODUCER))
+        || (has(ENTRY_CONTROL) && (!has(ENTRY_TRANSACTIONAL) || has(ENTRY_PRODUCER_CONTINUES)))
+        || (version == VERSION_TXN && !has(ENTRY_TRANSACTIONAL))
     {
         return Err(Invalid::BadFlags(flags));
     }
-    let has_producer = flags & ENTRY_HAS_PRODUCER != 0;
+    let has_producer = has(ENTRY_HAS_PRODUCER);
+    let is_control = has(ENTRY_CONTROL);
     let topic_len = get_u16(entry, OFF_TOPIC_LEN) as usize;
     let record_count = get_u32(entry, OFF_RECORD_COUNT);
     let topic = ENTRY_HEADER_LEN..ENTRY_HEADER_LEN + topic_len;
-    let records_at = entry_header_len_with(topic_len, has_producer);
+    let producer_end = entry_header_len_with(topic_len, has_producer);
+    let records_at = producer_end + if is_control { MARKER_BLOCK_LEN } else { 0 };
     let room = total_len.saturating_sub(records_at);
     if topic_len > TOPIC_LEN_MAX
         || record_count == 0
@@ -639,15 +793,26 @@ pub fn decode(buf: &[u8], expected_offset: u64, verify: bool) -> Result<Decoded,
             "{record_count} records and a {topic_len}-byte topic do not fit {total_len} bytes"
         )));
     }
+    if is_control && record_count != 1 {
+        return Err(Invalid::BadLength(format!(
+            "a transaction marker holds one record, not {record_count}"
+        )));
+    }
     let producer = if has_producer {
-        let b = &entry[topic.end..records_at];
+        let b = &entry[topic.end..producer_end];
         let p = EntryProducer {
             producer_id: get_u64(b, OFF_PRODUCER_ID) as i64,
             epoch: get_u16(b, OFF_PRODUCER_EPOCH) as i16,
             base_sequence: get_u32(b, OFF_BASE_SEQUENCE) as i32,
-            continues: flags & ENTRY_PRODUCER_CONTINUES != 0,
+            continues: has(ENTRY_PRODUCER_CONTINUES),
+            transactional: has(ENTRY_TRANSACTIONAL),
         };
-        if p.producer_id < 0 || p.epoch < 0 || p.base_sequence < 0 {
+        let sequence_ok = if is_control {
+            p.base_sequence == MARKER_SEQUENCE
+        } else {
+            p.base_sequence >= 0
+        };
+        if p.producer_id < 0 || p.epoch < 0 || !sequence_ok {
             return Err(Invalid::BadProducer {
                 producer_id: p.producer_id,
                 epoch: p.epoch,
@@ -658,7 +823,7 @@ pub fn decode(buf: &[u8], expected_offset: u64, verify: bool) -> Result<Decoded,
     } else {
         None
     };
-    let view = EntryView {
+    let mut view = EntryView {
         total_len,
         physical_offset: stored_offset,
         base_queue_offset: get_u64(entry, OFF_BASE_QUEUE),
@@ -667,6 +832,7 @@ pub fn decode(buf: &[u8], expected_offset: u64, verify: bool) -> Result<Decoded,
         record_count,
         topic,
         producer,
+        marker: None,
         version,
     };
     if view
@@ -675,6 +841,9 @@ pub fn decode(buf: &[u8], expected_offset: u64, verify: bool) -> Result<Decoded,
         .is_none()
     {
         return Err(Invalid::BadLength("queue offsets overflow".into()));
+    }
+    if is_control {
+        view.marker = Some(decode_marker(entry, &view, producer_end)?);
     }
     if verify {
         let computed = crc32c::crc32c(&entry[CRC_START..]);
@@ -704,6 +873,66 @@ pub fn decode(buf: &[u8], expected_offset: u64, verify: bool) -> Result<Decoded,
         }
     }
     Ok(Decoded::Entry(view))
+}
+
+/// A marker entry's marker block and control record (`view.marker` is
+/// still `None`; the block starts at `block_at`). Both are checked
+/// whenever the entry is decoded: a marker decides what read_committed
+/// readers see, so a malformed one is never taken for a commit or an
+/// abort.
+fn decode_marker(entry: &[u8], view: &EntryView, block_at: usize) -> Result<EntryMarker, Invalid> {
+    let b = &entry[block_at..block_at + MARKER_BLOCK_LEN];
+    let offset = view.base_queue_offset;
+    let first = get_u64(b, OFF_TXN_FIRST);
+    let lso = get_u64(b, OFF_MARKER_LSO);
+    let txn_first_offset = (first != TXN_FIRST_NONE).then_some(first);
+    if txn_first_offset.is_some_and(|f| f > offset) || lso > offset + 1 {
+        return Err(Invalid::BadLength(format!(
+            "a marker at offset {offset} names a transaction from {first} and a last stable offset of {lso}"
+        )));
+    }
+    // The control record, read with the marker block counted in.
+    let with_block = EntryView {
+        marker: Some(EntryMarker {
+            commit: false,
+            coordinator_epoch: 0,
+            txn_first_offset,
+            last_stable_offset: lso,
+        }),
+        ..view.clone()
+    };
+    let r = decode_record(entry, &with_block, with_block.first_record())?;
+    let (key, value) = match (r.key(), r.value()) {
+        (Some(k), Some(v)) if r.header_count == 0 => (&entry[k], &entry[v]),
+        _ => {
+            return Err(Invalid::BadLength(
+                "a marker's control record needs a key and a value and no headers".into(),
+            ))
+        }
+    };
+    let commit = match key {
+        [0, 0, t0, t1] if i16::from_be_bytes([*t0, *t1]) == CONTROL_TYPE_COMMIT => true,
+        [0, 0, t0, t1] if i16::from_be_bytes([*t0, *t1]) == CONTROL_TYPE_ABORT => false,
+        _ => {
+            return Err(Invalid::BadLength(format!(
+                "control record key {key:02x?} is not a version-0 COMMIT or ABORT"
+            )))
+        }
+    };
+    let coordinator_epoch = match value {
+        [0, 0, e @ ..] if e.len() == 4 => i32::from_be_bytes([e[0], e[1], e[2], e[3]]),
+        _ => {
+            return Err(Invalid::BadLength(format!(
+                "control record value {value:02x?} is not a version-0 transaction marker"
+            )))
+        }
+    };
+    Ok(EntryMarker {
+        commit,
+        coordinator_epoch,
+        txn_first_offset,
+        last_stable_offset: lso,
+    })
 }
 
 /// The records of an entry in order, from its first: each decoded with
@@ -847,6 +1076,12 @@ pub fn decode_record(entry: &[u8], view: &EntryView, at: usize) -> Result<Record
         header_count: header_count as u16,
         flags,
     })
+}
+
+/// The entry flags of the entry that starts at `entry[0]` (0 if it is too
+/// short to have them).
+pub fn entry_flags(entry: &[u8]) -> u8 {
+    entry.get(OFF_FLAGS).copied().unwrap_or(0)
 }
 
 /// How far before `bytes` (which start where a record is said to start)

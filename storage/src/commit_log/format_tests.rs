@@ -61,6 +61,7 @@ fn entry_fields() -> EntryFields<'static> {
         topic: "orders",
         partition: 3,
         producer: None,
+        marker: None,
     }
 }
 
@@ -365,6 +366,7 @@ fn golden_bytes_with_a_producer() {
         epoch: 2,
         base_sequence: 9,
         continues: false,
+        transactional: false,
     };
     let mut fields = entry_fields();
     fields.producer = Some(producer);
@@ -398,6 +400,7 @@ fn producer_blocks_are_checked() {
         epoch: 0,
         base_sequence: 4,
         continues: true,
+        transactional: false,
     };
     let mut fields = entry_fields();
     fields.producer = Some(continued);
@@ -438,8 +441,8 @@ fn producer_blocks_are_checked() {
             Err(Invalid::BadProducer { .. })
         ));
     }
-    // Versions 1 and 4 are refused by name.
-    for version in [1, 4] {
+    // Versions 1 and 5 are refused by name.
+    for version in [1, 5] {
         let mut bad = buf.clone();
         bad[OFF_VERSION] = version;
         assert_eq!(
@@ -447,6 +450,162 @@ fn producer_blocks_are_checked() {
             Err(Invalid::BadVersion(version))
         );
     }
+    // Version 4 is a transaction's only.
+    let mut bad = buf.clone();
+    bad[OFF_VERSION] = VERSION_TXN;
+    assert_eq!(
+        decode(&resealed(bad), 4096, true),
+        Err(Invalid::BadFlags(
+            ENTRY_HAS_PRODUCER | ENTRY_PRODUCER_CONTINUES
+        ))
+    );
+}
+
+/// A transaction's records: version 4, the TRANSACTIONAL flag, the
+/// producer block as version 3's.
+#[test]
+fn transactional_entry_golden_bytes() {
+    let producer = EntryProducer {
+        producer_id: 0x0102,
+        epoch: 1,
+        base_sequence: 0,
+        continues: false,
+        transactional: true,
+    };
+    let mut fields = entry_fields();
+    fields.producer = Some(producer);
+    let mut buf = Vec::new();
+    let mut b = EntryBuilder::begin(&mut buf, &fields);
+    b.push(&mut buf, &record(&[]));
+    b.finish(&mut buf, 4096);
+    assert_eq!(buf[OFF_VERSION], 4);
+    assert_eq!(buf[OFF_FLAGS], 0b0101);
+    let v = entry_view(&buf);
+    assert_eq!(v.producer, Some(producer));
+    assert_eq!((v.version, v.marker), (4, None));
+    // Without its producer block, or as version 3, it is refused.
+    let resealed = |mut b: Vec<u8>| {
+        let crc = crc32c::crc32c(&b[CRC_START..]);
+        put_u32(&mut b, OFF_CRC, crc);
+        b
+    };
+    let mut bad = buf.clone();
+    bad[OFF_VERSION] = VERSION;
+    assert_eq!(
+        decode(&resealed(bad), 4096, true),
+        Err(Invalid::BadFlags(0b0101))
+    );
+    let mut bad = buf.clone();
+    bad[OFF_FLAGS] = ENTRY_TRANSACTIONAL;
+    assert_eq!(
+        decode(&resealed(bad), 4096, true),
+        Err(Invalid::BadFlags(ENTRY_TRANSACTIONAL))
+    );
+}
+
+/// A marker: its header, producer block (sequence -1), marker block and
+/// Kafka's control record, byte for byte (docs/formats.md).
+#[test]
+fn marker_entry_golden_bytes() {
+    #[rustfmt::skip]
+    let want: &[u8] = &[
+        0x63, 0x00, 0x00, 0x00, // total_len 99
+        0, 0, 0, 0, // crc, filled in below
+        0x1e, 0x7d, // magic
+        0x04, // version 4
+        0x0d, // HAS_PRODUCER | TRANSACTIONAL | CONTROL
+        0x00, 0x10, 0, 0, 0, 0, 0, 0, // physical_offset 4096
+        0x07, 0, 0, 0, 0, 0, 0, 0, // base_queue_offset 7
+        0x00, 0x68, 0xe5, 0xcf, 0x8b, 0x01, 0x00, 0x00, // store_timestamp
+        0x03, 0x00, 0x00, 0x00, // partition 3
+        0x01, 0x00, 0x00, 0x00, // record_count 1
+        0x06, 0x00, b'o', b'r', b'd', b'e', b'r', b's', // topic
+        0x02, 0x01, 0, 0, 0, 0, 0, 0, // producer_id 0x0102
+        0x01, 0x00, // producer_epoch 1
+        0xff, 0xff, 0xff, 0xff, // base_sequence -1
+        0x04, 0, 0, 0, 0, 0, 0, 0, // txn_first_offset 4
+        0x05, 0, 0, 0, 0, 0, 0, 0, // last_stable_offset 5
+        // the control record: distance 82, key and value, delta 0, ts 0,
+        // key 4, value 6, no headers
+        0x52, 0x03, 0x00, 0x00, 0x04, 0x06, 0x00,
+        0x00, 0x00, 0x00, 0x00, // key: version 0, ABORT
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x09, // value: version 0, epoch 9
+    ];
+    let mut want = want.to_vec();
+    let crc = crc32c::crc32c(&want[CRC_START..]);
+    put_u32(&mut want, OFF_CRC, crc);
+    let marker = EntryMarker {
+        commit: false,
+        coordinator_epoch: 9,
+        txn_first_offset: Some(4),
+        last_stable_offset: 5,
+    };
+    let mut fields = entry_fields();
+    fields.producer = Some(EntryProducer {
+        producer_id: 0x0102,
+        epoch: 1,
+        base_sequence: MARKER_SEQUENCE,
+        continues: false,
+        transactional: true,
+    });
+    fields.marker = Some(marker);
+    let mut buf = Vec::new();
+    let mut b = EntryBuilder::begin(&mut buf, &fields);
+    let key = control_key(false);
+    let value = control_value(9);
+    b.push(
+        &mut buf,
+        &RecordFields {
+            producer_timestamp_ms: STORE_TS,
+            key: Some(&key),
+            value: Some(&value),
+            headers: &[],
+        },
+    );
+    b.finish(&mut buf, 4096);
+    assert_eq!(buf, want);
+    let v = entry_view(&want);
+    assert_eq!(v.marker, Some(marker));
+    assert!(v.is_control());
+    assert_eq!(v.first_record(), 82);
+    let r = decode_record(&want, &v, 82).unwrap();
+    assert_eq!(r.queue_offset, 7);
+    assert_eq!(control_key(true), [0, 0, 0, 1]);
+
+    let resealed = |mut b: Vec<u8>| {
+        let crc = crc32c::crc32c(&b[CRC_START..]);
+        put_u32(&mut b, OFF_CRC, crc);
+        b
+    };
+    // Every malformed marker is refused: a control record of another type
+    // or version, a marker block naming a transaction after the marker or
+    // an LSO past it, a sequence, a marker without TRANSACTIONAL.
+    for (at, byte) in [
+        (92, 2), // key type 2
+        (90, 1), // key version 1
+        (94, 1), // value version 1
+        (66, 8), // txn_first_offset 8 > 7
+        (74, 9), // last_stable_offset 9 > 8
+        (65, 0), // base_sequence no longer -1
+    ] {
+        let mut bad = want.clone();
+        bad[at] = byte;
+        assert!(
+            decode(&resealed(bad), 4096, true).is_err(),
+            "byte {at} = {byte} accepted"
+        );
+    }
+    let mut bad = want.clone();
+    bad[OFF_FLAGS] = ENTRY_HAS_PRODUCER | ENTRY_CONTROL;
+    assert_eq!(
+        decode(&resealed(bad), 4096, true),
+        Err(Invalid::BadFlags(ENTRY_HAS_PRODUCER | ENTRY_CONTROL))
+    );
+    // No transaction open here: u64::MAX.
+    let mut none = want.clone();
+    none[66..74].copy_from_slice(&u64::MAX.to_le_bytes());
+    let v = entry_view(&resealed(none));
+    assert_eq!(v.marker.unwrap().txn_first_offset, None);
 }
 
 #[test]

@@ -79,7 +79,7 @@ pub use self::reader::{Next, ReadCache};
 pub use self::record::{AppendRecord, Appended, Entry, ReadSink, StoredRecord};
 use self::segment::Segment;
 use self::writer::WriterState;
-pub use self::writer::{LogAppend, NextOffsets, ENTRY_BYTES_TARGET};
+pub use self::writer::{LogAppend, MarkerSpec, NextOffsets, ENTRY_BYTES_TARGET};
 use crate::config::StoreConfig;
 use crate::error::{Result, StoreError};
 
@@ -97,6 +97,9 @@ pub struct CommitLog {
     faults: crate::fault::FaultHandle,
     segments: RwLock<Vec<Arc<Segment>>>,
     writer: Mutex<WriterState>,
+    /// Each partition's transactions: moved by the writer under its lock,
+    /// read by fetches (`crate::txn_index`).
+    txns: Arc<crate::txn_index::TxnTable>,
     committed: AtomicU64,
     flushed: AtomicU64,
     poisoned: AtomicBool,
@@ -151,6 +154,7 @@ impl CommitLog {
                 producers: Default::default(),
                 producers_version: 0,
             }),
+            txns: Arc::default(),
             committed: AtomicU64::new(end),
             flushed: AtomicU64::new(end),
             poisoned: AtomicBool::new(false),

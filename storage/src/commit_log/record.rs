@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::format::{self, EntryView, Header, Invalid, RecordView};
+use super::format::{self, EntryMarker, EntryProducer, EntryView, Header, Invalid, RecordView};
 use crate::types::{PhysicalOffset, QueueOffset};
 
 /// One record to append. `value: None` is a tombstone.
@@ -116,6 +116,60 @@ impl StoredRecord {
 
     pub fn is_tombstone(&self) -> bool {
         self.view.flags & format::FLAG_HAS_VALUE == 0
+    }
+
+    /// Whether the record is a transaction marker (Kafka's control record):
+    /// never served as a record; the Kafka front-end answers it as a
+    /// control batch. One byte of the entry header.
+    pub fn is_control(&self) -> bool {
+        format::entry_flags(&self.bytes) & format::ENTRY_CONTROL != 0
+    }
+
+    /// Whether the record belongs to a producer's transaction (a marker
+    /// does too). One byte of the entry header.
+    pub fn is_transactional(&self) -> bool {
+        format::entry_flags(&self.bytes) & format::ENTRY_TRANSACTIONAL != 0
+    }
+
+    /// The producer block of the record's entry: whose batch it is, with
+    /// the sequence of the entry's first record. Decodes the entry header.
+    pub fn producer(&self) -> Option<EntryProducer> {
+        self.entry_view()?.producer
+    }
+
+    /// The producer block of the record's entry and this record's own
+    /// sequence in it (−1 for a marker, which takes none). Decodes the
+    /// entry header.
+    pub fn producer_sequence(&self) -> Option<(EntryProducer, i32)> {
+        let v = self.entry_view()?;
+        let p = v.producer?;
+        if v.marker.is_some() {
+            return Some((p, format::MARKER_SEQUENCE));
+        }
+        let delta = self.view.queue_offset.checked_sub(v.base_queue_offset)?;
+        let delta = i32::try_from(delta).ok()?;
+        Some((
+            p,
+            crate::producer_state::increment_sequence(p.base_sequence, delta),
+        ))
+    }
+
+    /// The marker, for a transaction marker. Decodes the entry header.
+    pub fn marker(&self) -> Option<EntryMarker> {
+        if !self.is_control() {
+            return None;
+        }
+        self.entry_view()?.marker
+    }
+
+    /// The record's entry header, decoded (its lengths checked again, not
+    /// its CRC: the bytes were checked when written or recovered).
+    fn entry_view(&self) -> Option<EntryView> {
+        let start = self.view.physical_offset - u64::from(self.view.at);
+        match format::decode(&self.bytes, start, false) {
+            Ok(format::Decoded::Entry(v)) => Some(v),
+            _ => None,
+        }
     }
 
     pub fn headers(&self) -> Vec<Header> {

@@ -14,7 +14,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::format::{self, EntryBuilder, EntryFields, EntryProducer, RecordFields, END_MARKER_LEN};
+use super::format::{
+    self, EntryBuilder, EntryFields, EntryMarker, EntryProducer, RecordFields, END_MARKER_LEN,
+};
 use super::prealloc::Take;
 use super::record::{AppendRecord, Appended};
 use super::segment::Segment;
@@ -22,8 +24,9 @@ use super::{lock, CommitLog};
 use crate::error::{RecordProblem, Result, StoreError};
 use crate::fault::{self, FaultPoint};
 use crate::producer_state::{
-    increment_sequence, BatchMeta, Checked, ProducerBatch, ProducerStates,
+    increment_sequence, BatchMeta, Checked, ProducerBatch, ProducerStates, SequenceProblem,
 };
+use crate::txn_index::{TxnIndexProblem, TxnTable, OPEN_PER_PARTITION_MAX};
 use crate::types::{now_ms, PhysicalOffset, QueueOffset, TopicPartition};
 
 /// Per-partition counters of the next queue offset, owned by the writer:
@@ -74,6 +77,15 @@ pub(super) struct WriterState {
     pub(super) producers_version: u64,
 }
 
+/// What [`CommitLog::producer_snapshot`] hands the checkpoint.
+pub(crate) struct ProducerSnapshot {
+    pub states: ProducerStates,
+    pub open_txns: Vec<crate::txn_index::OpenTxn>,
+    pub aborted: Vec<crate::producer_state::snapshot::AbortedCount>,
+    pub position: u64,
+    pub version: u64,
+}
+
 /// What an append did.
 #[derive(Debug)]
 pub enum LogAppend {
@@ -83,6 +95,16 @@ pub enum LogAppend {
     /// The producer's batch was written before: its offsets, and the log
     /// position (at or past it) a sync flush must cover before answering.
     Duplicate { batch: BatchMeta, end: u64 },
+}
+
+/// A transaction marker to write: whose, which outcome, and the epoch of
+/// the coordinator that decided it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MarkerSpec {
+    pub producer_id: i64,
+    pub epoch: i16,
+    pub commit: bool,
+    pub coordinator_epoch: i32,
 }
 
 /// Largest entry the writer builds: the records of one partition in one
@@ -123,6 +145,11 @@ impl CommitLog {
         lock(&self.writer).next_offsets = next;
     }
 
+    /// Each partition's transactions (open ones, the LSO, the aborted).
+    pub fn txns(&self) -> &Arc<TxnTable> {
+        &self.txns
+    }
+
     /// Recovery: the producer state rebuilt from the snapshot and the log.
     pub(crate) fn set_producer_states(&self, states: ProducerStates) {
         let mut w = lock(&self.writer);
@@ -130,17 +157,26 @@ impl CommitLog {
         w.producers_version += 1;
     }
 
-    /// The producer state (expired entries dropped first), the write
-    /// position it is exact for (every producer batch below it is in it,
-    /// none at or past it) and its version; `None` if the version is still
-    /// `since` (nothing changed since that snapshot).
-    pub(crate) fn producer_snapshot(&self, since: u64) -> Option<(ProducerStates, u64, u64)> {
+    /// The producer state (expired entries dropped first) with the open
+    /// transactions, the write position both are exact for (every producer
+    /// entry below it is in them, none at or past it) and its version;
+    /// `None` if the version is still `since` (nothing changed since that
+    /// snapshot).
+    pub(crate) fn producer_snapshot(&self, since: u64) -> Option<ProducerSnapshot> {
         let mut w = lock(&self.writer);
         if w.producers.expire(now_ms()) > 0 {
             w.producers_version += 1;
         }
-        (w.producers_version != since)
-            .then(|| (w.producers.clone(), w.write_pos, w.producers_version))
+        (w.producers_version != since).then(|| {
+            let txns = self.txns.lock();
+            ProducerSnapshot {
+                states: w.producers.clone(),
+                open_txns: txns.open_all(),
+                aborted: txns.aborted_counts(),
+                position: w.write_pos,
+                version: w.producers_version,
+            }
+        })
     }
 
     /// The largest producer id the state holds.
@@ -168,6 +204,7 @@ impl CommitLog {
         let mut w = lock(&self.writer);
         w.closed_topics.insert(Arc::from(topic));
         w.producers.remove_topic(topic);
+        self.txns.lock().remove_topic(topic);
         w.producers_version += 1;
         w.next_offsets
             .0
@@ -273,9 +310,47 @@ impl CommitLog {
         max_payload: u64,
         producer: Option<&ProducerBatch>,
     ) -> Result<LogAppend> {
+        self.append_with(batch, max_payload, producer, None)
+    }
+
+    /// Write a transaction marker (Kafka's COMMIT or ABORT control record)
+    /// to `topic`-`partition`, at an offset of its own: it ends the
+    /// producer's transaction there, and an abort is remembered for
+    /// read_committed fetches (`crate::txn_index`). Refused with
+    /// [`SequenceProblem::StaleEpoch`] if the producer is known here at a
+    /// newer epoch. Does not wait for a flush, as
+    /// [`CommitLog::append_as`].
+    pub fn append_marker(
+        &self,
+        topic: &Arc<str>,
+        partition: u32,
+        marker: MarkerSpec,
+    ) -> Result<LogAppend> {
+        let record = AppendRecord {
+            topic: Arc::clone(topic),
+            partition,
+            key: Some(bytes::Bytes::copy_from_slice(&format::control_key(
+                marker.commit,
+            ))),
+            value: Some(bytes::Bytes::copy_from_slice(&format::control_value(
+                marker.coordinator_epoch,
+            ))),
+            headers: Vec::new(),
+            timestamp_ms: None,
+        };
+        self.append_with(std::slice::from_ref(&record), u64::MAX, None, Some(marker))
+    }
+
+    fn append_with(
+        &self,
+        batch: &[AppendRecord],
+        max_payload: u64,
+        producer: Option<&ProducerBatch>,
+        marker: Option<MarkerSpec>,
+    ) -> Result<LogAppend> {
         let mut deadline = None;
         loop {
-            match self.try_append(batch, max_payload, producer)? {
+            match self.try_append(batch, max_payload, producer, marker)? {
                 Attempt::Done(done) => return Ok(done),
                 Attempt::WaitForSegment(base) => {
                     let deadline = *deadline.get_or_insert_with(|| {
@@ -287,15 +362,18 @@ impl CommitLog {
         }
     }
 
-    /// One attempt of [`CommitLog::append_as`] under the writer's lock.
+    /// One attempt of [`CommitLog::append_as`] (or, with `marker`, of
+    /// [`CommitLog::append_marker`]: `batch` is its control record) under
+    /// the writer's lock.
     fn try_append(
         &self,
         batch: &[AppendRecord],
         max_payload: u64,
         producer: Option<&ProducerBatch>,
+        marker: Option<MarkerSpec>,
     ) -> Result<Attempt> {
         let one_partition = batch.windows(2).all(|w| same_partition(&w[0], &w[1]));
-        if producer.is_some() && (batch.is_empty() || !one_partition) {
+        if (producer.is_some() || marker.is_some()) && (batch.is_empty() || !one_partition) {
             return Err(StoreError::invalid(
                 "a producer's batch must hold records of one partition",
             ));
@@ -326,7 +404,61 @@ impl CommitLog {
                 });
             }
         }
+        let refused = |first: &AppendRecord, problem| StoreError::ProducerRefused {
+            topic: first.topic.to_string(),
+            partition: first.partition,
+            problem,
+        };
+        // A marker's block: what it ends here and the LSO after it.
+        let mut marker_block: Option<EntryMarker> = None;
+        if let (Some(m), Some(first)) = (marker, batch.first()) {
+            w.producers
+                .check_marker(&first.topic, first.partition, m.producer_id, m.epoch)
+                .map_err(|p| refused(first, p))?;
+            let offset = w
+                .next_offsets
+                .get(&first.topic, first.partition)
+                .unwrap_or(0);
+            let (txn_first_offset, last_stable_offset) = self
+                .txns
+                .lock()
+                .get(&first.topic, first.partition)
+                .map_or((None, offset + 1), |t| t.ending(m.producer_id, offset));
+            marker_block = Some(EntryMarker {
+                commit: m.commit,
+                coordinator_epoch: m.coordinator_epoch,
+                txn_first_offset,
+                last_stable_offset,
+            });
+        }
         if let (Some(p), Some(first)) = (producer, batch.first()) {
+            // Kafka's transaction rules: a producer with a transaction open
+            // here writes inside it until its marker, and a partition holds
+            // a bounded number of open transactions.
+            let txns = self.txns.lock();
+            let open = txns.get(&first.topic, first.partition);
+            if !p.transactional && open.is_some_and(|t| t.is_open(p.producer_id)) {
+                return Err(refused(
+                    first,
+                    SequenceProblem::TransactionOpen {
+                        producer_id: p.producer_id,
+                    },
+                ));
+            }
+            if p.transactional {
+                if let Some(Err(TxnIndexProblem::TooManyOpen)) =
+                    open.map(|t| t.can_open(p.producer_id))
+                {
+                    return Err(refused(
+                        first,
+                        SequenceProblem::TooManyTransactions {
+                            producer_id: p.producer_id,
+                            max: OPEN_PER_PARTITION_MAX,
+                        },
+                    ));
+                }
+            }
+            drop(txns);
             match w
                 .producers
                 .check(&first.topic, first.partition, p, batch.len())
@@ -338,13 +470,7 @@ impl CommitLog {
                         end: w.write_pos,
                     }))
                 }
-                Err(problem) => {
-                    return Err(StoreError::ProducerRefused {
-                        topic: first.topic.to_string(),
-                        partition: first.partition,
-                        problem,
-                    })
-                }
+                Err(problem) => return Err(refused(first, problem)),
             }
         }
         let store_ts = now_ms();
@@ -361,7 +487,11 @@ impl CommitLog {
         let mut i = 0;
         while i < order.len() {
             let first = &batch[order[i]];
-            let mut len = format::entry_header_len_with(first.topic.len(), producer.is_some());
+            let mut len = if marker.is_some() {
+                format::marker_header_len(first.topic.len())
+            } else {
+                format::entry_header_len_with(first.topic.len(), producer.is_some())
+            };
             let mut j = i;
             while j < order.len() {
                 let r = &batch[order[j]];
@@ -447,12 +577,27 @@ impl CommitLog {
                     partition: first.partition,
                     // A producer's batch is one partition, so its k-th
                     // record is the batch's k-th and its sequence follows.
-                    producer: producer.map(|p| EntryProducer {
-                        producer_id: p.producer_id,
-                        epoch: p.epoch,
-                        base_sequence: increment_sequence(p.base_sequence, e.records.start as i32),
-                        continues: e.records.start > 0,
-                    }),
+                    producer: match (producer, marker) {
+                        (Some(p), _) => Some(EntryProducer {
+                            producer_id: p.producer_id,
+                            epoch: p.epoch,
+                            base_sequence: increment_sequence(
+                                p.base_sequence,
+                                e.records.start as i32,
+                            ),
+                            continues: e.records.start > 0,
+                            transactional: p.transactional,
+                        }),
+                        (None, Some(m)) => Some(EntryProducer {
+                            producer_id: m.producer_id,
+                            epoch: m.epoch,
+                            base_sequence: format::MARKER_SEQUENCE,
+                            continues: false,
+                            transactional: true,
+                        }),
+                        (None, None) => None,
+                    },
+                    marker: marker_block,
                 },
             );
             for (k, &idx) in order[e.records.clone()].iter().enumerate() {
@@ -501,6 +646,40 @@ impl CommitLog {
                 e.base_queue_offset,
                 store_ts,
             );
+            if p.transactional {
+                // Checked above (room, order: offsets only grow here).
+                if let Err(problem) = self
+                    .txns
+                    .lock()
+                    .get_mut(&first.topic, first.partition)
+                    .record(p.producer_id, e.base_queue_offset)
+                {
+                    debug_assert!(false, "a checked transactional batch: {problem}");
+                }
+            }
+            w.producers_version += 1;
+        }
+        if let (Some(m), Some(first), Some(e)) = (marker, batch.first(), plan.first()) {
+            w.producers.marker(
+                &first.topic,
+                first.partition,
+                m.producer_id,
+                m.epoch,
+                store_ts,
+            );
+            if let Err(problem) = self
+                .txns
+                .lock()
+                .get_mut(&first.topic, first.partition)
+                .marker(
+                    m.producer_id,
+                    e.base_queue_offset,
+                    m.commit,
+                    out[0].physical_offset.get(),
+                )
+            {
+                debug_assert!(false, "a marker in offset order: {problem}");
+            }
             w.producers_version += 1;
         }
         w.scratch = scratch;

@@ -134,6 +134,12 @@ impl ConsumeQueue {
             }
             if name
                 .to_str()
+                .is_some_and(|n| n.ends_with(crate::txn_index::file::FILE_SUFFIX))
+            {
+                continue; // the aborted transactions' (`txn_index::file`)
+            }
+            if name
+                .to_str()
                 .and_then(|n| fs_util::parse_offset_file_name(n, TMP_SUFFIX))
                 .is_some()
             {

@@ -58,6 +58,10 @@ pub struct ProducerBatch {
     pub producer_id: i64,
     pub epoch: i16,
     pub base_sequence: i32,
+    /// The batch belongs to the producer's transaction (Kafka's
+    /// `isTransactional`): invisible to read_committed readers until the
+    /// transaction's marker.
+    pub transactional: bool,
 }
 
 /// One retained batch: its sequences and queue offsets (inclusive).
@@ -73,7 +77,9 @@ pub struct BatchMeta {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProducerEntry {
     pub epoch: i16,
-    /// Oldest first, at most [`BATCHES_RETAINED`], never empty.
+    /// Oldest first, at most [`BATCHES_RETAINED`]; empty only after a
+    /// transaction marker of a new epoch (or a marker to a partition the
+    /// producer never wrote), which starts the epoch with no batch.
     pub batches: VecDeque<BatchMeta>,
     /// Store time of the last batch (expiry).
     pub last_timestamp_ms: i64,
@@ -225,6 +231,63 @@ impl ProducerStates {
         );
     }
 
+    /// Check a transaction marker of producer `producer_id` at `epoch`:
+    /// refused if the producer is known here at a newer epoch (a fenced
+    /// coordinator's or producer's marker, Kafka's INVALID_PRODUCER_EPOCH).
+    pub fn check_marker(
+        &self,
+        topic: &Arc<str>,
+        partition: u32,
+        producer_id: i64,
+        epoch: i16,
+    ) -> Result<(), SequenceProblem> {
+        if producer_id < 0 || epoch < 0 {
+            return Err(SequenceProblem::OutOfRange {
+                producer_id,
+                max: i32::MAX as u32,
+            });
+        }
+        match self
+            .entries
+            .get(&(producer_id, Arc::clone(topic), partition))
+        {
+            Some(e) if epoch < e.epoch => Err(SequenceProblem::StaleEpoch {
+                producer_id,
+                epoch,
+                current: e.epoch,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// A transaction marker of `producer_id` at `epoch` was written (or
+    /// replayed), stored at `store_ts`: a newer epoch becomes the
+    /// producer's, with no batch yet (its next batch starts at sequence
+    /// 0, as after a bump by InitProducerId).
+    pub fn marker(
+        &mut self,
+        topic: &Arc<str>,
+        partition: u32,
+        producer_id: i64,
+        epoch: i16,
+        store_ts: i64,
+    ) {
+        let key = (producer_id, Arc::clone(topic), partition);
+        if !self.entries.contains_key(&key) && self.entries.len() >= PRODUCER_ENTRIES_MAX {
+            self.make_room(store_ts);
+        }
+        let entry = self.entries.entry(key).or_insert_with(|| ProducerEntry {
+            epoch,
+            batches: VecDeque::new(),
+            last_timestamp_ms: store_ts,
+        });
+        if epoch > entry.epoch {
+            entry.epoch = epoch;
+            entry.batches.clear();
+        }
+        entry.last_timestamp_ms = entry.last_timestamp_ms.max(store_ts);
+    }
+
     /// Recovery: the entry of `record_count` records from `base_offset`,
     /// stored at `store_ts`, carried this producer block. An entry that
     /// continues its append's batch extends that batch; an entry already
@@ -369,6 +432,7 @@ mod tests {
             producer_id: 7,
             epoch,
             base_sequence: seq,
+            transactional: false,
         }
     }
 
@@ -476,6 +540,7 @@ mod tests {
             epoch: 0,
             base_sequence: seq,
             continues,
+            transactional: false,
         };
         replayed.replay(&t, 0, &part(0, false), 4, 100, 5);
         replayed.replay(&t, 0, &part(4, true), 6, 104, 5);
@@ -499,6 +564,7 @@ mod tests {
                 producer_id: id,
                 epoch: 0,
                 base_sequence: 0,
+                transactional: false,
             };
             s.record(&t, 0, &p, 1, id as u64, id);
         }

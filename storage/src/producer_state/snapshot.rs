@@ -1,12 +1,15 @@
-//! The `producer-state` file: a snapshot of [`ProducerStates`], written
-//! with the store checkpoint, so the state of producers whose entries lie
-//! below the recovery scan's start (or in segments retention deleted)
-//! survives a restart.
+//! The `producer-state` file: a snapshot of [`ProducerStates`] and of the
+//! open transactions, written with the store checkpoint, so the state of
+//! producers whose entries lie below the recovery scan's start (or in
+//! segments retention deleted) survives a restart, and so does every
+//! transaction a read_committed reader must wait for.
 //!
 //! ```text
 //! offset  size  field
 //!      0     4  magic            u32, MAGIC ("TPRS")
-//!      4     2  version          u16, VERSION
+//!      4     2  version          u16, VERSION (2; 1 is read: no open
+//!                                transactions, every entry one batch or
+//!                                more)
 //!      6     2  reserved         0
 //!      8     8  log_position     u64, the state holds every producer block
 //!                                of the CommitLog below this; recovery
@@ -15,9 +18,21 @@
 //!     20        count entries, sorted by producer id, topic, partition:
 //!                 producer_id i64 | topic_len u16 (1..=249) | topic |
 //!                 partition u32 | epoch i16 | last_timestamp_ms i64 |
-//!                 batch_count u8 (1..=5) | batch_count times:
+//!                 batch_count u8 (0..=5; 0 after a marker of a new
+//!                 epoch) | batch_count times:
 //!                 first_seq i32 | last_seq i32 | base_offset u64 |
 //!                 last_offset u64
+//!               version 2 only, the open transactions:
+//!               open_count u32, at most OPEN_TXNS_MAX, then open_count
+//!                 times, sorted by topic, partition, producer:
+//!                 topic_len u16 (1..=249) | topic | partition u32 |
+//!                 producer_id i64 | first_offset u64
+//!               version 2 only, each partition's count of aborted
+//!               transactions (what its aborted.txnindex must hold, so a
+//!               lost file is found and rebuilt):
+//!               aborted_count u32, at most OPEN_TXNS_MAX, then that many
+//!                 times, sorted by topic, partition:
+//!                 topic_len u16 | topic | partition u32 | aborted u32
 //!  end-4     4  crc              u32, CRC32C of every byte before it
 //! ```
 //!
@@ -38,21 +53,54 @@ use crate::codec::{self, U32_LEN};
 use crate::commit_log::format::TOPIC_LEN_MAX;
 use crate::error::{CorruptionKind, IoContext, Result};
 use crate::fs_util;
+use crate::txn_index::OpenTxn;
 use crate::types::validate_topic_name;
 
 pub const FILE_NAME: &str = "producer-state";
 pub const MAGIC: u32 = 0x5450_5253;
-pub const VERSION: u16 = 1;
+pub const VERSION: u16 = 2;
+/// The version before open transactions, still read.
+pub const VERSION_1: u16 = 1;
+/// Most open transactions a snapshot holds: as many as producer entries
+/// (a producer has one transaction open per partition at most).
+pub const OPEN_TXNS_MAX: usize = PRODUCER_ENTRIES_MAX;
 /// Magic, version, reserved, log position, count.
 const HEADER_LEN: usize = 20;
 const CRC_LEN: usize = U32_LEN;
 /// An entry with the longest topic and five batches.
 const ENTRY_LEN_MAX: usize = 8 + 2 + TOPIC_LEN_MAX + 4 + 2 + 8 + 1 + BATCHES_RETAINED * 24;
+/// An open transaction with the longest topic.
+const OPEN_LEN_MAX: usize = 2 + TOPIC_LEN_MAX + 4 + 8 + 8;
 /// The largest file a valid snapshot can be: checked before it is read.
-const FILE_LEN_MAX: u64 = (HEADER_LEN + CRC_LEN + PRODUCER_ENTRIES_MAX * ENTRY_LEN_MAX) as u64;
+const FILE_LEN_MAX: u64 = (HEADER_LEN
+    + CRC_LEN
+    + PRODUCER_ENTRIES_MAX * ENTRY_LEN_MAX
+    + U32_LEN
+    + OPEN_TXNS_MAX * OPEN_LEN_MAX) as u64;
 
-/// Encode `states` as covering the log below `log_position`.
-pub fn encode(states: &ProducerStates, log_position: u64) -> Vec<u8> {
+/// A partition's count of aborted transactions.
+pub type AbortedCount = (Arc<str>, u32, u32);
+
+/// What a snapshot holds.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Snapshot {
+    pub states: ProducerStates,
+    /// Sorted by topic, partition, producer.
+    pub open_txns: Vec<OpenTxn>,
+    /// Sorted by topic, partition; partitions with none left out.
+    pub aborted: Vec<AbortedCount>,
+    /// The log position both cover.
+    pub position: u64,
+}
+
+/// Encode `states` and `open_txns` as covering the log below
+/// `log_position`.
+pub fn encode(
+    states: &ProducerStates,
+    open_txns: &[OpenTxn],
+    aborted: &[AbortedCount],
+    log_position: u64,
+) -> Vec<u8> {
     let sorted = states.sorted();
     let mut b = Vec::with_capacity(HEADER_LEN + CRC_LEN + sorted.len() * 64);
     codec::push_u32(&mut b, MAGIC);
@@ -75,14 +123,41 @@ pub fn encode(states: &ProducerStates, log_position: u64) -> Vec<u8> {
             codec::push_u64(&mut b, m.last_offset);
         }
     }
+    let mut open: Vec<&OpenTxn> = open_txns.iter().collect();
+    open.sort();
+    codec::push_u32(&mut b, open.len() as u32);
+    for (topic, partition, producer_id, first) in open {
+        codec::push_u16(&mut b, topic.len() as u16);
+        b.extend_from_slice(topic.as_bytes());
+        codec::push_u32(&mut b, *partition);
+        codec::push_u64(&mut b, *producer_id as u64);
+        codec::push_u64(&mut b, *first);
+    }
+    let mut counts: Vec<&AbortedCount> = aborted.iter().filter(|a| a.2 > 0).collect();
+    counts.sort();
+    codec::push_u32(&mut b, counts.len() as u32);
+    for (topic, partition, n) in counts {
+        codec::push_u16(&mut b, topic.len() as u16);
+        b.extend_from_slice(topic.as_bytes());
+        codec::push_u32(&mut b, *partition);
+        codec::push_u32(&mut b, *n);
+    }
     let crc = crc32c::crc32c(&b);
     codec::push_u32(&mut b, crc);
     b
 }
 
-/// Decode a snapshot: the state and the log position it covers.
-pub fn decode(b: &[u8]) -> std::result::Result<(ProducerStates, u64), CorruptionKind> {
-    let mut r = codec::crc_framed_table(b, "producer-state snapshot", HEADER_LEN, MAGIC, VERSION)?;
+/// Decode a snapshot (version 2, or 1).
+pub fn decode(b: &[u8]) -> std::result::Result<Snapshot, CorruptionKind> {
+    const WHAT: &str = "producer-state snapshot";
+    let (mut r, version) = match codec::crc_framed_table(b, WHAT, HEADER_LEN, MAGIC, VERSION) {
+        Err(CorruptionKind::UnknownVersion { found: VERSION_1 }) => (
+            codec::crc_framed_table(b, WHAT, HEADER_LEN, MAGIC, VERSION_1)?,
+            VERSION_1,
+        ),
+        other => (other?, VERSION),
+    };
+    let min_batches = if version == VERSION_1 { 1 } else { 0 };
     let log_position = r.u64()?;
     let count = r.u32()?;
     if count as usize > PRODUCER_ENTRIES_MAX {
@@ -106,7 +181,8 @@ pub fn decode(b: &[u8]) -> std::result::Result<(ProducerStates, u64), Corruption
         let epoch = r.u16()? as i16;
         let last_timestamp_ms = r.u64()? as i64;
         let batch_count = r.take(1)?[0] as usize;
-        if producer_id < 0 || epoch < 0 || !(1..=BATCHES_RETAINED).contains(&batch_count) {
+        if producer_id < 0 || epoch < 0 || !(min_batches..=BATCHES_RETAINED).contains(&batch_count)
+        {
             return Err(bad(format!(
                 "producer {producer_id}, epoch {epoch}, {batch_count} batches"
             )));
@@ -133,25 +209,98 @@ pub fn decode(b: &[u8]) -> std::result::Result<(ProducerStates, u64), Corruption
             },
         );
     }
-    if r.remaining() != 0 {
-        return Err(CorruptionKind::TrailingBytes {
-            count: r.remaining(),
-        });
-    }
     if out.len() != count as usize {
         return Err(CorruptionKind::BadTopicEntry {
             entry: count,
             reason: "an entry appears twice".into(),
         });
     }
-    Ok((out, log_position))
+    let mut open_txns = Vec::new();
+    if version != VERSION_1 {
+        let open_count = r.u32()?;
+        if open_count as usize > OPEN_TXNS_MAX {
+            return Err(CorruptionKind::TooManyEntries {
+                count: open_count,
+                max: OPEN_TXNS_MAX as u32,
+            });
+        }
+        for i in 0..open_count {
+            let bad = |reason: String| CorruptionKind::BadTopicEntry {
+                entry: count + i,
+                reason,
+            };
+            let topic_len = r.u16()? as usize;
+            if topic_len == 0 || topic_len > TOPIC_LEN_MAX {
+                return Err(bad(format!("topic of {topic_len} bytes")));
+            }
+            let topic = std::str::from_utf8(r.take(topic_len)?)
+                .map_err(|_| bad("topic is not UTF-8".into()))?;
+            validate_topic_name(topic).map_err(|e| bad(e.to_string()))?;
+            let partition = r.u32()?;
+            let producer_id = r.u64()? as i64;
+            let first = r.u64()?;
+            if producer_id < 0 {
+                return Err(bad(format!("producer {producer_id}")));
+            }
+            let open: OpenTxn = (Arc::from(topic), partition, producer_id, first);
+            if open_txns.last().is_some_and(|prev: &OpenTxn| {
+                (&prev.0, prev.1, prev.2) >= (&open.0, open.1, open.2)
+            }) {
+                return Err(bad("open transactions out of order, or one twice".into()));
+            }
+            open_txns.push(open);
+        }
+    }
+    let mut aborted: Vec<AbortedCount> = Vec::new();
+    if version != VERSION_1 {
+        let n = r.u32()?;
+        if n as usize > OPEN_TXNS_MAX {
+            return Err(CorruptionKind::TooManyEntries {
+                count: n,
+                max: OPEN_TXNS_MAX as u32,
+            });
+        }
+        for i in 0..n {
+            let bad = |reason: String| CorruptionKind::BadTopicEntry {
+                entry: count + i,
+                reason,
+            };
+            let topic_len = r.u16()? as usize;
+            if topic_len == 0 || topic_len > TOPIC_LEN_MAX {
+                return Err(bad(format!("topic of {topic_len} bytes")));
+            }
+            let topic = std::str::from_utf8(r.take(topic_len)?)
+                .map_err(|_| bad("topic is not UTF-8".into()))?;
+            validate_topic_name(topic).map_err(|e| bad(e.to_string()))?;
+            let partition = r.u32()?;
+            let k = r.u32()?;
+            if aborted
+                .last()
+                .is_some_and(|prev| (&*prev.0, prev.1) >= (topic, partition))
+                || k == 0
+            {
+                return Err(bad("aborted counts out of order, twice, or zero".into()));
+            }
+            aborted.push((Arc::from(topic), partition, k));
+        }
+    }
+    if r.remaining() != 0 {
+        return Err(CorruptionKind::TrailingBytes {
+            count: r.remaining(),
+        });
+    }
+    Ok(Snapshot {
+        states: out,
+        open_txns,
+        aborted,
+        position: log_position,
+    })
 }
 
 /// What [`load`] found.
 #[derive(Debug)]
 pub enum Loaded {
-    /// The state and the log position it covers.
-    Snapshot(ProducerStates, u64),
+    Snapshot(Snapshot),
     Missing,
     /// The file is there but does not decode (already logged at warn).
     Damaged,
@@ -171,7 +320,7 @@ pub fn load(dir: &Path) -> Result<Loaded> {
         Ok(_) => Ok(std::fs::read(&path).at(&path)?),
     };
     match bytes.and_then(|b| decode(&b)) {
-        Ok((states, position)) => Ok(Loaded::Snapshot(states, position)),
+        Ok(snapshot) => Ok(Loaded::Snapshot(snapshot)),
         Err(why) => {
             tracing::warn!(path = %path.display(), %why, "the producer-state snapshot is damaged; ignoring it and rebuilding producer state from the commit log entries recovery reads");
             Ok(Loaded::Damaged)
@@ -181,8 +330,17 @@ pub fn load(dir: &Path) -> Result<Loaded> {
 
 /// Replace `<dir>/producer-state` atomically and durably. The caller has
 /// flushed the CommitLog up to `log_position`.
-pub fn store(dir: &Path, states: &ProducerStates, log_position: u64) -> Result<()> {
-    fs_util::write_atomic(&dir.join(FILE_NAME), &encode(states, log_position))
+pub fn store(
+    dir: &Path,
+    states: &ProducerStates,
+    open_txns: &[OpenTxn],
+    aborted: &[AbortedCount],
+    log_position: u64,
+) -> Result<()> {
+    fs_util::write_atomic(
+        &dir.join(FILE_NAME),
+        &encode(states, open_txns, aborted, log_position),
+    )
 }
 
 #[cfg(test)]
@@ -197,16 +355,26 @@ mod tests {
             producer_id: 5,
             epoch: 2,
             base_sequence: 0,
+            transactional: false,
         };
         s.record(&t, 3, &p, 2, 40, 1_700_000_000_000);
         s
     }
 
-    /// The file's bytes written out by hand (see docs/formats.md).
+    fn open_sample() -> Vec<OpenTxn> {
+        vec![(Arc::from("orders"), 3, 5, 40)]
+    }
+
+    fn aborted_sample() -> Vec<AbortedCount> {
+        vec![(Arc::from("orders"), 3, 2)]
+    }
+
+    /// A version-1 file (before open transactions), as written before:
+    /// still read, with no transaction open.
     #[test]
-    fn golden_bytes() {
+    fn version_1_is_read() {
         #[rustfmt::skip]
-        let want: &[u8] = &[
+        let v1: &[u8] = &[
             0x53, 0x52, 0x50, 0x54, // magic "TPRS"
             0x01, 0x00, 0x00, 0x00, // version 1, reserved
             0x00, 0x20, 0, 0, 0, 0, 0, 0, // log_position 8192
@@ -223,12 +391,58 @@ mod tests {
             0x29, 0, 0, 0, 0, 0, 0, 0, // last_offset 41
             0xe4, 0x35, 0x37, 0xad, // crc
         ];
-        let got = encode(&sample(), 8192);
+        let snap = decode(v1).unwrap();
+        assert_eq!(snap.position, 8192);
+        assert_eq!(snap.states, sample());
+        assert!(snap.open_txns.is_empty());
+        // Version 1 never held an entry without a batch.
+        let mut empty = v1[..48].to_vec();
+        empty.push(0);
+        let crc = crc32c::crc32c(&empty);
+        empty.extend_from_slice(&crc.to_le_bytes());
+        assert!(decode(&empty).is_err());
+    }
+
+    /// The file's bytes written out by hand (see docs/formats.md).
+    #[test]
+    fn golden_bytes() {
+        #[rustfmt::skip]
+        let mut want: Vec<u8> = vec![
+            0x53, 0x52, 0x50, 0x54, // magic "TPRS"
+            0x02, 0x00, 0x00, 0x00, // version 2, reserved
+            0x00, 0x20, 0, 0, 0, 0, 0, 0, // log_position 8192
+            0x01, 0x00, 0x00, 0x00, // count 1
+            0x05, 0, 0, 0, 0, 0, 0, 0, // producer_id 5
+            0x06, 0x00, b'o', b'r', b'd', b'e', b'r', b's', // topic
+            0x03, 0x00, 0x00, 0x00, // partition 3
+            0x02, 0x00, // epoch 2
+            0x00, 0x68, 0xe5, 0xcf, 0x8b, 0x01, 0x00, 0x00, // last_timestamp_ms
+            0x01, // one batch
+            0x00, 0x00, 0x00, 0x00, // first_seq 0
+            0x01, 0x00, 0x00, 0x00, // last_seq 1
+            0x28, 0, 0, 0, 0, 0, 0, 0, // base_offset 40
+            0x29, 0, 0, 0, 0, 0, 0, 0, // last_offset 41
+            0x01, 0x00, 0x00, 0x00, // open_count 1
+            0x06, 0x00, b'o', b'r', b'd', b'e', b'r', b's', // topic
+            0x03, 0x00, 0x00, 0x00, // partition 3
+            0x05, 0, 0, 0, 0, 0, 0, 0, // producer_id 5
+            0x28, 0, 0, 0, 0, 0, 0, 0, // first_offset 40
+            0x01, 0x00, 0x00, 0x00, // aborted_count 1
+            0x06, 0x00, b'o', b'r', b'd', b'e', b'r', b's', // topic
+            0x03, 0x00, 0x00, 0x00, // partition 3
+            0x02, 0x00, 0x00, 0x00, // 2 aborted
+        ];
+        // The CRC computed independently of the encoder.
+        let crc = crc32c::crc32c(&want);
+        want.extend_from_slice(&crc.to_le_bytes());
+        let got = encode(&sample(), &open_sample(), &aborted_sample(), 8192);
         assert_eq!(got, want);
-        let (states, position) = decode(want).unwrap();
-        assert_eq!(position, 8192);
-        assert_eq!(states, sample());
-        let e = states.get(5, "orders", 3).unwrap();
+        let snap = decode(&want).unwrap();
+        assert_eq!(snap.position, 8192);
+        assert_eq!(snap.states, sample());
+        assert_eq!(snap.open_txns, open_sample());
+        assert_eq!(snap.aborted, aborted_sample());
+        let e = snap.states.get(5, "orders", 3).unwrap();
         assert_eq!(e.epoch, 2);
         assert_eq!(e.last_timestamp_ms, 1_700_000_000_000);
         assert_eq!(
@@ -240,11 +454,17 @@ mod tests {
                 last_offset: 41
             }]
         );
+        // An entry with no batch (a marker's new epoch) round-trips.
+        let mut s = sample();
+        s.marker(&Arc::from("orders"), 4, 6, 1, 7);
+        let snap = decode(&encode(&s, &[], &[], 1)).unwrap();
+        assert_eq!(snap.states, s);
+        assert!(snap.states.get(6, "orders", 4).unwrap().batches.is_empty());
     }
 
     #[test]
     fn every_damage_is_refused_and_loads_as_damaged() {
-        let good = encode(&sample(), 8192);
+        let good = encode(&sample(), &open_sample(), &aborted_sample(), 8192);
         for i in 0..good.len() {
             let mut b = good.clone();
             b[i] ^= 0x10;
@@ -266,9 +486,14 @@ mod tests {
         assert!(matches!(load(dir.path()).unwrap(), Loaded::Missing));
         std::fs::write(dir.path().join(FILE_NAME), b"garbage").unwrap();
         assert!(matches!(load(dir.path()).unwrap(), Loaded::Damaged));
-        store(dir.path(), &sample(), 77).unwrap();
+        store(dir.path(), &sample(), &open_sample(), &aborted_sample(), 77).unwrap();
         match load(dir.path()).unwrap() {
-            Loaded::Snapshot(s, 77) => assert_eq!(s, sample()),
+            Loaded::Snapshot(s) => {
+                assert_eq!(
+                    (s.states, s.open_txns, s.position),
+                    (sample(), open_sample(), 77)
+                )
+            }
             other => panic!("{other:?}"),
         }
     }

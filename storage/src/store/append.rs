@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::Store;
-use crate::commit_log::{AppendRecord, Appended, LogAppend, Unflushed};
+use crate::commit_log::{AppendRecord, Appended, LogAppend, MarkerSpec, Unflushed};
 use crate::config::FlushMode;
 use crate::dispatch::DISPATCH_LAG_MAX_BYTES;
 use crate::error::{Result, StoreError};
@@ -135,6 +135,40 @@ impl Store {
             )
         });
         Ok(Unflushed::new(answer, wait, end))
+    }
+
+    /// Write a transaction marker (COMMIT or ABORT) to `topic`-`partition`
+    /// for `marker`'s producer: it ends the producer's transaction there
+    /// (`CommitLog::append_marker`). Gated and answered as an append
+    /// ([`Store::append_unflushed`]: the answer is the caller's once the
+    /// returned [`Unflushed`] answers, under `flush: sync` after an fsync
+    /// covers the marker). Refused with [`StoreError::ProducerRefused`] (a
+    /// stale epoch) or [`StoreError::TopicDeleted`].
+    pub fn append_marker(
+        &self,
+        topic: &std::sync::Arc<str>,
+        partition: u32,
+        marker: MarkerSpec,
+    ) -> Result<Unflushed<Appended>> {
+        self.append_gates()?;
+        self.inner.dispatcher.wait_lag_within(&self.closed)?;
+        let LogAppend::Written { appended, end } =
+            self.inner.log.append_marker(topic, partition, marker)?
+        else {
+            return Err(StoreError::inconsistent(
+                self.data_dir(),
+                0,
+                "a transaction marker was taken for a duplicate",
+            ));
+        };
+        let wait = (self.inner.config.flush == FlushMode::Sync).then(|| {
+            self.inner.log.flush_wait(
+                end,
+                Duration::from_millis(self.inner.config.sync_flush_timeout_ms),
+            )
+        });
+        let appended = appended.into_iter().next().unwrap_or_default();
+        Ok(Unflushed::new(appended, wait, end))
     }
 
     /// `unflushed` answered only once a flush covers it, whatever the

@@ -36,7 +36,144 @@ use crate::producer_state::snapshot::Loaded;
 use crate::producer_state::{self, ProducerStates};
 use crate::recovery;
 use crate::retention::pass::RetentionState;
+use crate::txn_index::file::{AbortedByPartition, TxnIndexSink};
+use crate::txn_index::{OpenTxn, PartitionTxns, TxnTable};
 use crate::types::PhysicalOffset;
+
+/// The partitions whose aborted-transaction index holds fewer entries
+/// below the snapshot's position than the snapshot counted: the file, or
+/// its tail, was lost after the checkpoint that covered it.
+fn lost_txn_indexes(
+    files: &AbortedByPartition,
+    counts: &[crate::producer_state::snapshot::AbortedCount],
+    position: u64,
+) -> Vec<(Arc<str>, u32)> {
+    counts
+        .iter()
+        .filter(|(topic, partition, n)| {
+            let have = files.get(&(Arc::clone(topic), *partition)).map_or(0, |v| {
+                v.iter().filter(|e| e.marker_position < position).count()
+            });
+            have < *n as usize
+        })
+        .map(|(topic, partition, _)| (Arc::clone(topic), *partition))
+        .collect()
+}
+
+/// Rebuild the `lost` partitions' aborted-transaction indexes from every
+/// marker the log holds (a walk of entry headers from the log's first
+/// segment; markers retention deleted took their records with them).
+fn rebuild_txn_indexes(
+    log: &CommitLog,
+    sink: &TxnIndexSink,
+    lost: &[(Arc<str>, u32)],
+) -> Result<()> {
+    let began = Instant::now();
+    for (topic, partition) in lost {
+        tracing::warn!(%topic, partition, "aborted-transaction index lost (shorter than the producer-state snapshot counted); rebuilding it from the commit log's markers");
+        let path = crate::txn_index::file::path(sink.queue_root(), topic, *partition);
+        match std::fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(StoreError::io(&path, e)),
+        }
+    }
+    let mut pos = log.min_offset();
+    let mut markers = 0u64;
+    loop {
+        match log.read_next(pos, false)? {
+            crate::commit_log::Next::End => break,
+            crate::commit_log::Next::Skip(next) => pos = next,
+            crate::commit_log::Next::Entry(e) => {
+                pos = e.physical_offset() + e.size();
+                let v = e.view();
+                if v.is_control()
+                    && lost
+                        .iter()
+                        .any(|(t, p)| *p == v.partition && **t == *e.topic())
+                {
+                    if let Some(r) = e.records().next() {
+                        let r = r.map_err(|why| {
+                            StoreError::corruption(log.dir(), v.physical_offset, why)
+                        })?;
+                        sink.dispatch(&r)?;
+                        markers += 1;
+                    }
+                }
+            }
+        }
+    }
+    sink.flush()?;
+    tracing::info!(
+        partitions = lost.len(),
+        markers,
+        elapsed_ms = began.elapsed().as_millis() as u64,
+        "rebuilt aborted-transaction indexes"
+    );
+    Ok(())
+}
+
+/// The transactions recovery rebuilds: the snapshot's open ones, then the
+/// entries replayed past it, in log order (so each partition's offsets
+/// only grow). A problem here (more open than allowed, offsets out of
+/// order) can only come of damage the scan let through: it is logged and
+/// the entry skipped.
+#[derive(Default)]
+struct Txns(std::collections::HashMap<(Arc<str>, u32), PartitionTxns>);
+
+impl Txns {
+    fn from_open(mut open: Vec<OpenTxn>) -> Txns {
+        open.sort_by(|a, b| (&a.0, a.1, a.3).cmp(&(&b.0, b.1, b.3)));
+        let mut t = Txns::default();
+        for (topic, partition, producer_id, first) in open {
+            t.record(&topic, partition, producer_id, first);
+        }
+        t
+    }
+
+    fn record(&mut self, topic: &Arc<str>, partition: u32, producer_id: i64, offset: u64) {
+        let t = self.0.entry((Arc::clone(topic), partition)).or_default();
+        if let Err(why) = t.record(producer_id, offset) {
+            tracing::warn!(%topic, partition, producer_id, offset, %why, "skipping a transactional entry at recovery");
+        }
+    }
+
+    fn marker(
+        &mut self,
+        topic: &Arc<str>,
+        partition: u32,
+        producer_id: i64,
+        offset: u64,
+        commit: bool,
+        position: u64,
+    ) {
+        let t = self.0.entry((Arc::clone(topic), partition)).or_default();
+        if let Err(why) = t.marker(producer_id, offset, commit, position) {
+            tracing::warn!(%topic, partition, producer_id, offset, %why, "skipping a transaction marker at recovery");
+        }
+    }
+
+    /// Into the log's table, each partition's aborted transactions those
+    /// of its index file.
+    fn install(mut self, table: &TxnTable, mut aborted: AbortedByPartition) {
+        let mut g = table.lock();
+        for (key, list) in aborted.drain() {
+            self.0.entry(key).or_default().set_aborted(list);
+        }
+        let (mut open, mut partitions) = (0usize, 0usize);
+        for ((topic, partition), t) in self.0 {
+            if t.is_empty() {
+                continue;
+            }
+            partitions += 1;
+            open += t.open().count();
+            *g.get_mut(&topic, partition) = t;
+        }
+        if partitions > 0 {
+            tracing::info!(partitions, open, "transactions recovered");
+        }
+    }
+}
 
 /// What recovery did at open.
 #[derive(Clone, Debug, Default)]
@@ -99,12 +236,16 @@ impl Store {
             config.index_entries,
         )?);
         let queue_sink = Arc::new(ConsumeQueueSink::new(Arc::clone(&queues)));
+        let txn_sink = Arc::new(TxnIndexSink::new(dir.join(CONSUMEQUEUE_DIR)));
         let mut sinks: Vec<Arc<dyn DispatchSink>> = vec![
             Arc::clone(&queue_sink) as Arc<dyn DispatchSink>,
             Arc::new(IndexSink {
                 index: Arc::clone(&index),
                 key_owners: extra_sinks.clone(),
             }),
+            // After the queue: a marker's partition directory exists by
+            // the time its entry is appended to the index file there.
+            Arc::clone(&txn_sink) as Arc<dyn DispatchSink>,
         ];
         sinks.extend(extra_sinks);
 
@@ -182,23 +323,38 @@ impl Store {
             );
             truncate_all(&sinks, start)?;
         }
-        // Producer state: the snapshot covers the log below its position;
-        // the entries the scan verifies at or past it are replayed on top.
-        let (mut producers, producers_from) = match producer_state::snapshot::load(&dir)? {
-            Loaded::Snapshot(states, position) => (states, position),
+        // Producer state and open transactions: the snapshot covers the
+        // log below its position; the entries the scan verifies at or past
+        // it are replayed on top.
+        let (snapshot, have_snapshot) = match producer_state::snapshot::load(&dir)? {
+            Loaded::Snapshot(snapshot) => (snapshot, true),
             Loaded::Missing => {
                 if !fresh {
-                    tracing::warn!(data_dir = %dir.display(), "no producer-state snapshot (a data dir of an older tidelog, or the file was lost); producer state is rebuilt from the entries recovery reads");
+                    tracing::warn!(data_dir = %dir.display(), "no producer-state snapshot (a data dir of an older tidelog, or the file was lost); producer state and open transactions are rebuilt from the whole commit log");
                 }
-                (ProducerStates::default(), 0)
+                (Default::default(), false)
             }
-            Loaded::Damaged => (ProducerStates::default(), 0),
+            Loaded::Damaged => (Default::default(), false),
+        };
+        let producers_from = snapshot.position;
+        let mut producers = snapshot.states;
+        let mut txns = Txns::from_open(snapshot.open_txns);
+        let mut aborted_counts = snapshot.aborted;
+        // Without a snapshot, a transaction open since before the recovery
+        // start would be forgotten and its records served to read_committed
+        // readers as committed: the scan starts at the log's first entry
+        // then, handing the sinks only what they do not hold.
+        let dispatch_from = start;
+        let scan_from = if have_snapshot || fresh {
+            start
+        } else {
+            log_min
         };
         let mut replayed = 0u64;
         let recovered = recovery::recover_log(
             &cl_dir,
             segments,
-            start,
+            scan_from,
             synced_below,
             config.recovery_mode,
             clean,
@@ -214,16 +370,42 @@ impl Store {
                 {
                     return;
                 }
+                let topic = Arc::from(entry.topic());
+                if let Some(m) = v.marker {
+                    producers.marker(
+                        &topic,
+                        v.partition,
+                        p.producer_id,
+                        p.epoch,
+                        v.store_timestamp_ms,
+                    );
+                    let position = v.physical_offset + v.first_record() as u64;
+                    txns.marker(
+                        &topic,
+                        v.partition,
+                        p.producer_id,
+                        v.base_queue_offset,
+                        m.commit,
+                        position,
+                    );
+                    return;
+                }
                 producers.replay(
-                    &Arc::from(entry.topic()),
+                    &topic,
                     v.partition,
                     &p,
                     v.record_count,
                     v.base_queue_offset,
                     v.store_timestamp_ms,
                 );
+                if p.transactional {
+                    txns.record(&topic, v.partition, p.producer_id, v.base_queue_offset);
+                }
             },
             &mut |record| {
+                if record.physical_offset().get() < dispatch_from {
+                    return Ok(()); // the sinks hold it (a scan for producers only)
+                }
                 replayed += 1;
                 sinks.iter().try_for_each(|s| s.dispatch(record))
             },
@@ -235,6 +417,8 @@ impl Store {
             // batches the log lost, whose offsets will be handed out again.
             tracing::warn!(snapshot_position = producers_from, end, "the producer-state snapshot covers more than the recovered commit log; dropping it and keeping only what the scan read");
             producers = ProducerStates::default();
+            txns = Txns::default();
+            aborted_counts.clear();
         }
         sinks.iter().try_for_each(|s| s.end_batch())?;
         // Records dispatched during the scan all lie below the valid end;
@@ -294,6 +478,16 @@ impl Store {
         log.set_next_offsets(next);
         let producer_id_floor = producers.max_producer_id().map_or(0, |id| id + 1);
         log.set_producer_states(producers);
+        // The aborted transactions are the index files' (complete now: the
+        // scan re-dispatched every marker past the checkpoint), unless a
+        // file was lost: then it is rebuilt from the log's markers.
+        let mut aborted_txns = txn_sink.load_all()?;
+        let lost = lost_txn_indexes(&aborted_txns, &aborted_counts, producers_from);
+        if !lost.is_empty() {
+            rebuild_txn_indexes(&log, &txn_sink, &lost)?;
+            aborted_txns = txn_sink.load_all()?;
+        }
+        txns.install(log.txns(), aborted_txns);
         let producer_ids = ProducerIds::load(&dir, producer_id_floor)?;
 
         let disk_reserve_bytes = super::disk_reserve_bytes(&config);

@@ -48,6 +48,48 @@ impl Store {
         }
     }
 
+    /// The partition's last stable offset: where read_committed reads end
+    /// (the first offset of its earliest open transaction, else its end).
+    /// The end is read before the transactions, so every transactional
+    /// record below it is already counted (`crate::txn_index`).
+    pub fn last_stable_offset(&self, topic: &str, partition: u32) -> u64 {
+        let end = self.offsets(topic, partition).1;
+        self.inner
+            .log
+            .txns()
+            .last_stable_offset(topic, partition, end)
+    }
+
+    /// The aborted transactions a read_committed fetch of `[from, to)` of
+    /// the partition must name, as `(producer id, first offset)`, in the
+    /// order their markers were written.
+    pub fn aborted_transactions(
+        &self,
+        topic: &str,
+        partition: u32,
+        from: u64,
+        to: u64,
+    ) -> Vec<(i64, u64)> {
+        self.inner.log.txns().aborted_in(topic, partition, from, to)
+    }
+
+    /// [`aborted_transactions`](Self::aborted_transactions) with each
+    /// one's marker offset, `(producer id, first offset, last offset)`:
+    /// a transactional record of that producer within the range is
+    /// aborted.
+    pub fn aborted_ranges(
+        &self,
+        topic: &str,
+        partition: u32,
+        from: u64,
+        to: u64,
+    ) -> Vec<(i64, u64, u64)> {
+        self.inner
+            .log
+            .txns()
+            .aborted_ranges(topic, partition, from, to)
+    }
+
     /// The first queue offset of a partition whose record timestamp is at
     /// least `timestamp_ms` (Kafka's ListOffsets rule: the producer's
     /// timestamps, which need not grow with offsets), or the partition's end

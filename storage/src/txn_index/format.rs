@@ -1,24 +1,28 @@
 //! Byte layout of an aborted-transaction index entry (issue 38; Kafka's
 //! `.txnindex` idea): one entry per transaction aborted in a partition,
-//! appended when its ABORT marker is written, so Fetch can answer a
-//! read_committed consumer's `aborted_transactions` without scanning the
-//! log. Nothing writes these yet.
+//! appended by the dispatcher when it meets the ABORT marker, so Fetch can
+//! answer a read_committed consumer's `aborted_transactions` without
+//! scanning the log.
 //!
 //! ```text
-//! entry (ENTRY_LEN = 40 bytes)
+//! entry (ENTRY_LEN = 48 bytes)
 //! offset  size  field
-//!      0     4  crc                 u32, CRC32C of bytes 4..40
+//!      0     4  crc                 u32, CRC32C of bytes 4..48
 //!      4     2  version             u16, VERSION
 //!      6     2  reserved            0
 //!      8     8  producer_id         i64, ≥ 0
 //!     16     8  first_offset        u64, the transaction's first record
 //!     24     8  last_offset         u64, its ABORT marker; ≥ first_offset
 //!     32     8  last_stable_offset  u64, the partition's LSO once it ended
+//!     40     8  marker_position     u64, the ABORT marker's physical offset
 //! ```
 //!
-//! Kafka's entry is the same five fields without the CRC (34 bytes); the
+//! Kafka's entry is the first five fields without the CRC (34 bytes); the
 //! CRC makes a torn or zeroed entry refuse to decode instead of naming a
 //! wrong range of records as aborted, which would hide committed ones.
+//! The marker's CommitLog position is what recovery truncates by, as every
+//! other index the dispatcher builds: an entry whose marker a crash took
+//! from the log is dropped with it.
 
 use crate::codec::{get_i64, get_u16, get_u32, get_u64, put_i64, put_u16, put_u32, put_u64};
 use crate::codec::{U16_LEN, U32_LEN, U64_LEN};
@@ -34,10 +38,11 @@ const OFF_PRODUCER_ID: usize = OFF_RESERVED + U16_LEN;
 const OFF_FIRST: usize = OFF_PRODUCER_ID + I64_LEN;
 const OFF_LAST: usize = OFF_FIRST + U64_LEN;
 const OFF_LSO: usize = OFF_LAST + U64_LEN;
-pub const ENTRY_LEN: usize = OFF_LSO + U64_LEN;
+const OFF_POSITION: usize = OFF_LSO + U64_LEN;
+pub const ENTRY_LEN: usize = OFF_POSITION + U64_LEN;
 
 // The size docs/formats.md publishes.
-const _: () = assert!(ENTRY_LEN == 40);
+const _: () = assert!(ENTRY_LEN == 48);
 
 /// One aborted transaction of a partition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -46,6 +51,7 @@ pub struct AbortedTxn {
     pub first_offset: u64,
     pub last_offset: u64,
     pub last_stable_offset: u64,
+    pub marker_position: u64,
 }
 
 /// Why an entry does not decode.
@@ -71,6 +77,7 @@ pub fn encode(e: &AbortedTxn) -> [u8; ENTRY_LEN] {
     put_u64(&mut b, OFF_FIRST, e.first_offset);
     put_u64(&mut b, OFF_LAST, e.last_offset);
     put_u64(&mut b, OFF_LSO, e.last_stable_offset);
+    put_u64(&mut b, OFF_POSITION, e.marker_position);
     let crc = crc32c::crc32c(&b[OFF_VERSION..]);
     put_u32(&mut b, OFF_CRC, crc);
     b
@@ -94,6 +101,7 @@ pub fn decode(b: &[u8]) -> Result<AbortedTxn, Invalid> {
         first_offset: get_u64(b, OFF_FIRST),
         last_offset: get_u64(b, OFF_LAST),
         last_stable_offset: get_u64(b, OFF_LSO),
+        marker_position: get_u64(b, OFF_POSITION),
     };
     if e.producer_id < 0 {
         return Err(Invalid::ProducerId {

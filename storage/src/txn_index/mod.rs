@@ -1,8 +1,18 @@
-//! A partition's transactions as its readers see them (issue 38's read
-//! side; nothing feeds it yet): each producer's open transaction and where
-//! it began, the last stable offset (LSO) that follows from them, and the
-//! transactions aborted, which a read_committed fetch must be told of so
-//! the client drops their records.
+//! Each partition's transactions as its readers see them (issue 38): each
+//! producer's open transaction and where it began, the last stable offset
+//! (LSO) that follows from them, and the transactions aborted, which a
+//! read_committed fetch must be told of so the client drops their records.
+//!
+//! Who moves what ([`TxnTable`]): the CommitLog's writer, under its lock,
+//! opens a producer's transaction at its first transactional entry in a
+//! partition and closes it at its marker, before the entry can be
+//! dispatched; a reader takes the queue's end first and the table after,
+//! so every transactional record below that end is already counted. The
+//! aborted transactions are kept in memory in marker order and on disk in
+//! each partition's `aborted.txnindex` ([`file`]), which the dispatcher
+//! appends from the marker entries themselves (their marker block names
+//! the transaction's first offset and the LSO), so the file is rebuilt by
+//! re-dispatch like every other index, and loaded at open.
 //!
 //! Kafka's rules:
 //! * a producer's transaction in a partition opens at its first
@@ -17,12 +27,15 @@
 //!
 //! [`format`] is the on-disk entry ([`AbortedTxn`]).
 
+pub mod file;
 pub mod format;
 
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 pub use format::AbortedTxn;
 
@@ -85,17 +98,45 @@ impl PartitionTxns {
         Ok(())
     }
 
-    /// `producer_id`'s COMMIT (`commit`) or ABORT marker at `offset`:
-    /// closes its transaction. For an abort of a transaction that wrote
-    /// here, the entry to append to the index (and kept here); a marker
-    /// of a producer with nothing open here writes none (Kafka writes
-    /// markers to every partition the transaction added, written to or
-    /// not).
+    /// Whether `producer_id` has a transaction open here.
+    pub fn is_open(&self, producer_id: i64) -> bool {
+        self.open.contains_key(&producer_id)
+    }
+
+    /// Whether a transactional record of `producer_id` may come: its
+    /// transaction is open here, or there is room for one more.
+    pub fn can_open(&self, producer_id: i64) -> Result<(), TxnIndexProblem> {
+        if !self.open.contains_key(&producer_id) && self.open.len() >= OPEN_PER_PARTITION_MAX {
+            return Err(TxnIndexProblem::TooManyOpen);
+        }
+        Ok(())
+    }
+
+    /// What a marker of `producer_id` at `offset` would end, without
+    /// ending it: the first offset of its open transaction here (if any)
+    /// and the LSO once it is ended (what the marker block records).
+    pub fn ending(&self, producer_id: i64, offset: u64) -> (Option<u64>, u64) {
+        let first = self.open.get(&producer_id).copied();
+        let lso = self
+            .by_first
+            .iter()
+            .find(|(_, p)| *p != producer_id)
+            .map_or(offset + 1, |(f, _)| *f);
+        (first, lso)
+    }
+
+    /// `producer_id`'s COMMIT (`commit`) or ABORT marker at `offset`, at
+    /// CommitLog position `position`: closes its transaction. For an abort
+    /// of a transaction that wrote here, the entry for the index (and kept
+    /// here); a marker of a producer with nothing open here makes none
+    /// (Kafka writes markers to every partition the transaction added,
+    /// written to or not).
     pub fn marker(
         &mut self,
         producer_id: i64,
         offset: u64,
         commit: bool,
+        position: u64,
     ) -> Result<Option<AbortedTxn>, TxnIndexProblem> {
         self.take(offset)?;
         let Some(first) = self.open.remove(&producer_id) else {
@@ -110,9 +151,21 @@ impl PartitionTxns {
             first_offset: first,
             last_offset: offset,
             last_stable_offset: self.last_stable_offset(offset + 1),
+            marker_position: position,
         };
         self.aborted.push(entry);
         Ok(Some(entry))
+    }
+
+    /// The open transactions, `(producer id, first offset)` by first
+    /// offset (the producer-state snapshot's section).
+    pub fn open(&self) -> impl Iterator<Item = (i64, u64)> + '_ {
+        self.by_first.iter().map(|(f, p)| (*p, *f))
+    }
+
+    /// Whether nothing is open and nothing aborted is kept.
+    pub fn is_empty(&self) -> bool {
+        self.open.is_empty() && self.aborted.is_empty()
     }
 
     /// The last stable offset of a partition whose log ends at `end`.
@@ -138,6 +191,22 @@ impl PartitionTxns {
         out
     }
 
+    /// [`aborted_in`](Self::aborted_in) with each transaction's marker
+    /// offset: `(producer id, first offset, last offset)`, for a reader
+    /// that drops the aborted records itself (HTTP's read_committed).
+    pub fn aborted_ranges(&self, from: u64, to: u64) -> Vec<(i64, u64, u64)> {
+        let mut out = Vec::new();
+        for e in &self.aborted {
+            if e.last_offset >= from && e.first_offset < to {
+                out.push((e.producer_id, e.first_offset, e.last_offset));
+            }
+            if e.last_stable_offset >= to {
+                break;
+            }
+        }
+        out
+    }
+
     /// Forgets aborted transactions wholly below `log_start` (retention
     /// or DeleteRecords took their records): the entries still needed.
     pub fn truncate_before(&mut self, log_start: u64) {
@@ -147,5 +216,138 @@ impl PartitionTxns {
     /// The aborted transactions kept, in marker order.
     pub fn aborted(&self) -> &[AbortedTxn] {
         &self.aborted
+    }
+
+    /// Recovery: the aborted transactions are the index file's (complete
+    /// once recovery re-dispatched the log to its end), replacing what a
+    /// replay of markers made.
+    pub fn set_aborted(&mut self, aborted: Vec<AbortedTxn>) {
+        self.aborted = aborted;
+    }
+}
+
+/// One partition's open transaction in [`TxnTable::open_all`]: topic,
+/// partition, producer id, first offset.
+pub type OpenTxn = (Arc<str>, u32, i64, u64);
+
+/// Every partition's transactions (see the module doc). Empty, and one
+/// atomic load per read, until the first transaction's entry.
+#[derive(Debug, Default)]
+pub struct TxnTable {
+    parts: Mutex<HashMap<Arc<str>, HashMap<u32, PartitionTxns>>>,
+    /// Set once any partition has an entry: reads of a store that never
+    /// saw a transaction skip the lock.
+    any: AtomicBool,
+}
+
+impl TxnTable {
+    /// The table's lock (the writer takes it under its own; a reader
+    /// alone).
+    pub fn lock(&self) -> TxnTableGuard<'_> {
+        TxnTableGuard {
+            parts: self.parts.lock().unwrap_or_else(|e| e.into_inner()),
+            any: &self.any,
+        }
+    }
+
+    /// The LSO of `topic`-`partition` whose readable end is `end` (read
+    /// before this call: see the module doc).
+    pub fn last_stable_offset(&self, topic: &str, partition: u32, end: u64) -> u64 {
+        if !self.any.load(Ordering::Acquire) {
+            return end;
+        }
+        self.lock()
+            .get(topic, partition)
+            .map_or(end, |t| t.last_stable_offset(end))
+    }
+
+    /// The aborted transactions a fetch of `[from, to)` of the partition
+    /// must name (see [`PartitionTxns::aborted_in`]).
+    pub fn aborted_in(&self, topic: &str, partition: u32, from: u64, to: u64) -> Vec<(i64, u64)> {
+        if !self.any.load(Ordering::Acquire) {
+            return Vec::new();
+        }
+        self.lock()
+            .get(topic, partition)
+            .map(|t| t.aborted_in(from, to))
+            .unwrap_or_default()
+    }
+}
+
+impl TxnTable {
+    /// The aborted transactions of `[from, to)` with their marker offsets
+    /// (see [`PartitionTxns::aborted_ranges`]).
+    pub fn aborted_ranges(
+        &self,
+        topic: &str,
+        partition: u32,
+        from: u64,
+        to: u64,
+    ) -> Vec<(i64, u64, u64)> {
+        if !self.any.load(Ordering::Acquire) {
+            return Vec::new();
+        }
+        self.lock()
+            .get(topic, partition)
+            .map(|t| t.aborted_ranges(from, to))
+            .unwrap_or_default()
+    }
+}
+
+/// [`TxnTable`] locked.
+pub struct TxnTableGuard<'a> {
+    parts: MutexGuard<'a, HashMap<Arc<str>, HashMap<u32, PartitionTxns>>>,
+    any: &'a AtomicBool,
+}
+
+impl TxnTableGuard<'_> {
+    pub fn get(&self, topic: &str, partition: u32) -> Option<&PartitionTxns> {
+        self.parts.get(topic)?.get(&partition)
+    }
+
+    /// The partition's transactions, made empty if it has none yet.
+    pub fn get_mut(&mut self, topic: &Arc<str>, partition: u32) -> &mut PartitionTxns {
+        self.any.store(true, Ordering::Release);
+        if !self.parts.contains_key(&**topic) {
+            self.parts.insert(Arc::clone(topic), HashMap::new());
+        }
+        self.parts
+            .get_mut(&**topic)
+            .expect("inserted above")
+            .entry(partition)
+            .or_default()
+    }
+
+    /// Every open transaction, for the producer-state snapshot.
+    pub fn open_all(&self) -> Vec<OpenTxn> {
+        let mut out = Vec::new();
+        for (topic, parts) in self.parts.iter() {
+            for (&partition, t) in parts {
+                out.extend(t.open().map(|(p, f)| (Arc::clone(topic), partition, p, f)));
+            }
+        }
+        out.sort();
+        out
+    }
+
+    /// Each partition's count of aborted transactions kept, for the
+    /// producer-state snapshot (what its index file must hold).
+    pub fn aborted_counts(&self) -> Vec<(Arc<str>, u32, u32)> {
+        let mut out = Vec::new();
+        for (topic, parts) in self.parts.iter() {
+            for (&partition, t) in parts {
+                let n = u32::try_from(t.aborted.len()).unwrap_or(u32::MAX);
+                if n > 0 {
+                    out.push((Arc::clone(topic), partition, n));
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    /// A topic was deleted: its transactions go with it.
+    pub fn remove_topic(&mut self, topic: &str) {
+        self.parts.remove(topic);
     }
 }

@@ -10,6 +10,7 @@ fn golden_bytes() {
         first_offset: 10,
         last_offset: 20,
         last_stable_offset: 21,
+        marker_position: 4096,
     };
     let b = encode(&e);
     let mut body = vec![1u8, 0, 0, 0];
@@ -17,6 +18,7 @@ fn golden_bytes() {
     body.extend_from_slice(&10u64.to_le_bytes());
     body.extend_from_slice(&20u64.to_le_bytes());
     body.extend_from_slice(&21u64.to_le_bytes());
+    body.extend_from_slice(&4096u64.to_le_bytes());
     // The CRC computed independently of the encoder.
     let crc = crc32c::crc32c(&body);
     assert_eq!(&b[..4], &crc.to_le_bytes());
@@ -84,22 +86,26 @@ fn the_lso_waits_for_the_earliest_open_transaction() {
     t.record(1, 2).unwrap();
     assert_eq!(t.last_stable_offset(3), 0);
     // Producer 1 commits: the LSO moves to producer 2's first record.
-    assert_eq!(t.marker(1, 3, true).unwrap(), None);
+    assert_eq!(t.ending(1, 3), (Some(0), 1));
+    assert_eq!(t.marker(1, 3, true, 300).unwrap(), None);
     assert_eq!(t.last_stable_offset(4), 1);
     // Producer 2 aborts: an entry, with the LSO after it.
-    let aborted = t.marker(2, 4, false).unwrap().unwrap();
+    assert_eq!(t.ending(2, 4), (Some(1), 5));
+    let aborted = t.marker(2, 4, false, 400).unwrap().unwrap();
     assert_eq!(
         aborted,
         AbortedTxn {
             producer_id: 2,
             first_offset: 1,
             last_offset: 4,
-            last_stable_offset: 5
+            last_stable_offset: 5,
+            marker_position: 400,
         }
     );
     assert_eq!(t.last_stable_offset(5), 5);
     // A marker of a producer with nothing open here writes nothing.
-    assert_eq!(t.marker(9, 5, false).unwrap(), None);
+    assert_eq!(t.ending(9, 5), (None, 6));
+    assert_eq!(t.marker(9, 5, false, 500).unwrap(), None);
     assert_eq!(
         t.record(1, 5),
         Err(TxnIndexProblem::OutOfOrder { offset: 5, last: 5 })
@@ -139,7 +145,12 @@ fn model_lso_and_aborted_windows_match_a_full_scan() {
                 0 if open.contains_key(&producer) => {
                     let commit = rng.below(2) == 0;
                     let first = open.remove(&producer).unwrap();
-                    let entry = t.marker(producer, offset, commit).unwrap();
+                    let (first_seen, lso) = t.ending(producer, offset);
+                    assert_eq!(first_seen, Some(first), "seed {seed}");
+                    let entry = t.marker(producer, offset, commit, offset * 10).unwrap();
+                    if let Some(e) = entry {
+                        assert_eq!(e.last_stable_offset, lso, "seed {seed}");
+                    }
                     assert_eq!(entry.is_some(), !commit, "seed {seed}");
                     if !commit {
                         all_aborted.push((producer, first, offset));

@@ -531,6 +531,8 @@ fn variant(e: &BrokerError) -> &'static str {
             SequenceProblem::OutOfOrder { .. } => "OutOfOrder",
             SequenceProblem::UnknownProducer { .. } => "UnknownProducer",
             SequenceProblem::OutOfRange { .. } => "OutOfRange",
+            SequenceProblem::TransactionOpen { .. } => "TransactionOpen",
+            SequenceProblem::TooManyTransactions { .. } => "TooManyTransactions",
         },
         _ => "other",
     }

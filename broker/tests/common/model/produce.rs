@@ -275,6 +275,7 @@ impl World {
                     producer_id: id,
                     epoch,
                     base_sequence: base,
+                    transactional: false,
                 },
             ));
         }
