@@ -45,6 +45,9 @@ mod idempotence;
 // Waits for the dispatcher (read-your-writes, the lag bound), likewise.
 #[path = "protocol/waits.rs"]
 mod waits;
+// Transactions' records read at both isolation levels, likewise.
+#[path = "protocol/read_committed.rs"]
+mod read_committed;
 
 const MAX_REQUEST_BYTES: u64 = 1 << 20;
 

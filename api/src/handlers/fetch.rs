@@ -115,6 +115,17 @@ async fn fetch_inner(
     )?;
     let max_bytes = query.u64_in("max_bytes", FETCH_MAX_BYTES_DEFAULT, 1, FETCH_MAX_BYTES_MAX)?;
     let timeout_ms = query.u64_in("timeout", FETCH_TIMEOUT_MS_DEFAULT, 0, FETCH_TIMEOUT_MS_MAX)?;
+    let committed = match query.get("isolation_level") {
+        None | Some("read_uncommitted") => false,
+        Some("read_committed") => true,
+        Some(other) => {
+            return Err(ApiError::BadRequest {
+                message: format!(
+                    "isolation_level must be read_uncommitted (the default) or read_committed, got {other:?}"
+                ),
+            })
+        }
+    };
     let format = EmbeddedFormat::from_accept(accept(headers));
     let door = state.door()?;
     let part = door.partition(topic, partition)?;
@@ -122,6 +133,7 @@ async fn fetch_inner(
         max_records: usize::try_from(max_records).unwrap_or(usize::MAX),
         max_bytes: usize::try_from(max_bytes).unwrap_or(usize::MAX),
         format,
+        committed,
     };
 
     let mut round = HttpRound {
@@ -171,7 +183,7 @@ impl FetchRound for HttpRound<'_> {
             };
             read_rendered(&self.part, self.from, limits).await
         };
-        let rendered = match found.await {
+        let (rendered, listen_from) = match found.await {
             Ok(rendered) => rendered,
             Err(e) => return Round::Done(Err(e)),
         };
@@ -184,7 +196,7 @@ impl FetchRound for HttpRound<'_> {
         self.from = self.from.max(rendered.next_offset);
         Round::Short {
             answer: Ok(None),
-            listen: vec![(self.part.clone(), self.from)],
+            listen: vec![(self.part.clone(), listen_from.max(self.from))],
         }
     }
 
@@ -200,6 +212,9 @@ struct ReadLimits {
     max_records: usize,
     max_bytes: usize,
     format: EmbeddedFormat,
+    /// `isolation_level=read_committed`: up to the last stable offset,
+    /// without the records of aborted transactions.
+    committed: bool,
 }
 
 /// Reads (where the read runs is the broker's: `PartitionRef::read_async`
@@ -207,15 +222,24 @@ struct ReadLimits {
 /// `pread`s on the blocking pool, the remote tier over the network) and
 /// renders here: plain CPU work, shorter than a hand-off to the blocking
 /// pool and back (the profile in docs/BENCHMARKS.md).
+/// Also answers where a wait for more listens from: the read's own start,
+/// or at read_committed the end before the read (where a marker that
+/// moves the last stable offset lands).
 async fn read_rendered(
     part: &PartitionRef,
     from: u64,
     limits: ReadLimits,
-) -> Result<Rendered, ApiError> {
-    let read = part
-        .read_async(from, limits.max_records, limits.max_bytes)
-        .await?;
-    render(part, read, limits)
+) -> Result<(Rendered, u64), ApiError> {
+    let (read, listen_from) = if limits.committed {
+        part.read_committed_async(from, limits.max_records, limits.max_bytes)
+            .await?
+    } else {
+        let read = part
+            .read_async(from, limits.max_records, limits.max_bytes)
+            .await?;
+        (read, from)
+    };
+    Ok((render(part, read, limits)?, listen_from))
 }
 
 fn render(

@@ -44,8 +44,10 @@ use std::collections::HashMap;
 use crate::metrics::Refused;
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
+use kafka_protocol::messages::fetch_response::{
+    AbortedTransaction, FetchableTopicResponse, PartitionData,
+};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProducerId};
 use tidelog_broker::long_poll::{FetchRound, Round};
 use tidelog_broker::read::PartitionRef;
 use tidelog_broker::store::{ReadSink, StoredRecord};
@@ -55,7 +57,9 @@ use tidelog_runtime::budget::{ByteBudget, Reservation};
 use super::partition_ref;
 use crate::context::Context;
 use crate::error::broker_code;
-use crate::records::{compress_batches, compression, encode_batch_as, BatchBuilder, OutRecord};
+use crate::records::{
+    compress_batches, compression, encode_batch_as, BatchBuilder, OutRecord, TxnBatch,
+};
 
 /// The longest wait a fetch is held for (Kafka clients ask 500 ms).
 pub const MAX_WAIT_MS: u64 = 30_000;
@@ -68,6 +72,9 @@ struct Asked {
     index: i32,
     offset: i64,
     max_bytes: usize,
+    /// `isolation_level` 1 (READ_COMMITTED): the read ends at the last
+    /// stable offset and names the aborted transactions it spans.
+    committed: bool,
     part: Result<PartitionRef, i16>,
 }
 
@@ -75,6 +82,7 @@ struct Asked {
 /// dropped once the answer is written.
 pub async fn handle(ctx: &Context, request: FetchRequest) -> (FetchResponse, Reservation) {
     let door = ctx.door();
+    let committed = request.isolation_level == 1;
     let mut topics = Vec::with_capacity(request.topics.len());
     let mut asked: Vec<Asked> = Vec::new();
     // Each partition once: where it is in `asked`, by topic and index.
@@ -95,6 +103,7 @@ pub async fn handle(ctx: &Context, request: FetchRequest) -> (FetchResponse, Res
                 index: p.partition,
                 offset: p.fetch_offset,
                 max_bytes,
+                committed,
                 part,
             });
         }
@@ -248,7 +257,7 @@ fn empty(part: &PartitionRef, a: &Asked) -> PartitionData {
     PartitionData::default()
         .with_partition_index(a.index)
         .with_high_watermark(end as i64)
-        .with_last_stable_offset(end as i64)
+        .with_last_stable_offset(part.last_stable_offset(end) as i64)
         .with_log_start_offset(beginning as i64)
         .with_aborted_transactions(Some(Vec::new()))
         .with_preferred_read_replica(BrokerId(-1))
@@ -282,17 +291,24 @@ async fn read_one(
     if from < beginning || from > end {
         return (out_of_range(a.index, beginning, end), None);
     }
+    // Read after the end: every transactional record below the end is
+    // counted in it (`Store::last_stable_offset`).
+    let lso = part.last_stable_offset(end);
     let answer = PartitionData::default()
         .with_partition_index(a.index)
         .with_high_watermark(end as i64)
-        .with_last_stable_offset(end as i64)
+        .with_last_stable_offset(lso as i64)
         .with_log_start_offset(beginning as i64)
         .with_aborted_transactions(Some(Vec::new()))
         .with_preferred_read_replica(BrokerId(-1));
-    if from == end || left == 0 {
-        let listen = (from == end).then_some(from);
+    // A read_committed read ends at the LSO; a wait there listens at the
+    // end, where the marker that moves it will land.
+    let stable = if a.committed { lso.max(from) } else { end };
+    if from >= stable || left == 0 {
+        let listen = (from >= stable).then_some(end);
         return (answer.with_records(Some(Bytes::new())), listen);
     }
+    let max_records = MAX_RECORDS.min(usize::try_from(stable - from).unwrap_or(MAX_RECORDS));
     let limit = a.max_bytes.min(left).max(1);
     // A queue read of the mapped page cache, straight into the batch;
     // anything else (a compact partition's compacted log, a tiered
@@ -301,7 +317,7 @@ async fn read_one(
     let log_append_time = part.topic().config.timestamp_type == TimestampType::LogAppendTime;
     let direct = {
         let mut sink = FetchSink::new(limit, log_append_time);
-        match part.read_into(from, MAX_RECORDS, limit, &mut sink) {
+        match part.read_into(from, max_records, limit, &mut sink) {
             Ok(Some(next)) => Some(Ok((sink.batch.finish(), next))),
             Ok(None) => None,
             Err(e) => Some(Err(e)),
@@ -310,7 +326,7 @@ async fn read_one(
     let read = match direct {
         Some(read) => read,
         None => part
-            .read_async(from, MAX_RECORDS, limit)
+            .read_async(from, max_records, limit)
             .await
             .map(|batch| encode(&batch, log_append_time)),
     };
@@ -324,10 +340,26 @@ async fn read_one(
         Ok((bytes, _)) if must_fit && bytes.len() > left => {
             (answer.with_records(Some(Bytes::new())), None)
         }
-        Ok((bytes, next)) => (
-            answer.with_records(Some(Bytes::from(bytes))),
-            (next >= end).then_some(next),
-        ),
+        Ok((bytes, next)) => {
+            let answer = if a.committed {
+                let aborted = part
+                    .aborted_transactions(from, next)
+                    .into_iter()
+                    .map(|(producer_id, first_offset)| {
+                        AbortedTransaction::default()
+                            .with_producer_id(ProducerId(producer_id))
+                            .with_first_offset(first_offset as i64)
+                    })
+                    .collect();
+                answer.with_aborted_transactions(Some(aborted))
+            } else {
+                answer
+            };
+            (
+                answer.with_records(Some(Bytes::from(bytes))),
+                (next >= stable).then_some(end),
+            )
+        }
         Err(e) => (failed(a.index, broker_code(&e)), None),
     }
 }
@@ -431,6 +463,27 @@ impl ReadSink for FetchSink {
             let records = self.expected.min(self.limit / stored + 1).max(1);
             self.batch
                 .reserve(BATCH_HEADER_BYTES + records * (stored + FRAMING_OVER_STORED));
+        }
+        // A transaction's records and markers go in batches of their
+        // producer's (a read_committed client drops an aborted
+        // transaction's records by producer id, and skips control
+        // batches); every other record in batches with none. One byte of
+        // the entry header decides; only a transaction's decode the rest.
+        if r.is_transactional() {
+            let (batch, sequence) = match r.producer_sequence() {
+                Some((p, sequence)) => (
+                    Some(TxnBatch {
+                        producer_id: p.producer_id,
+                        epoch: p.epoch,
+                        control: r.is_control(),
+                    }),
+                    sequence,
+                ),
+                None => (None, -1),
+            };
+            self.batch.set_producer(batch, sequence);
+        } else if self.batch.has_producer() {
+            self.batch.set_producer(None, -1);
         }
         self.batch.push(
             r.queue_offset().get(),

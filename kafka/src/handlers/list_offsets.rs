@@ -2,6 +2,8 @@
 //! record gets), and a timestamp: the first offset whose record timestamp
 //! is at least it, through the time index ([`by_timestamp`]); from v7,
 //! -3 the first record with the largest timestamp ([`max_timestamp`]).
+//! With `isolation_level` 1 (READ_COMMITTED, v2+) -1 is the last stable
+//! offset: where a read_committed consumer's reads end.
 //!
 //! Invariant: an answer covers every record acknowledged before the
 //! request arrived. Produce answers after the CommitLog append, and the
@@ -50,13 +52,16 @@ async fn answer(
     version: i16,
     request: ListOffsetsRequest,
 ) -> ListOffsetsResponse {
+    let committed = request.isolation_level == 1;
     let mut topics = Vec::with_capacity(request.topics.len());
     for topic in request.topics {
         let mut partitions = Vec::with_capacity(topic.partitions.len());
         for p in &topic.partitions {
             let part = partition_ref(door, topic.name.0.as_str(), p.partition_index);
             let found = match (door, part) {
-                (Some(door), Ok(part)) => offset(door, &part, version, p.timestamp).await,
+                (Some(door), Ok(part)) => {
+                    offset(door, &part, version, p.timestamp, committed).await
+                }
                 (_, Err(code)) => Err(code),
                 (None, Ok(_)) => Err(super::NOT_READY),
             };
@@ -96,6 +101,7 @@ async fn offset(
     part: &PartitionRef,
     version: i16,
     timestamp: i64,
+    committed: bool,
 ) -> Result<Found, i16> {
     // Kafka's log start, which compaction does not move (a fetch from it
     // reads on from the first record kept).
@@ -107,6 +113,7 @@ async fn offset(
     let (topic, index) = (&*part.topic().name, part.partition());
     let found = match timestamp {
         EARLIEST => return Ok(at(beginning)),
+        LATEST if committed => return Ok(at(part.last_stable_offset(end))),
         LATEST => return Ok(at(end)),
         // The first record whose timestamp is at least it.
         ts if ts >= 0 => door.record_at_timestamp(topic, index, ts).await,

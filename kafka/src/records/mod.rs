@@ -502,6 +502,22 @@ pub struct BatchBuilder {
     /// Batches say their timestamps are the broker's (attribute bit 3,
     /// LogAppendTime), so one batch holds records of one append time.
     log_append_time: bool,
+    /// Whose batch this is, for a transaction's records and markers (the
+    /// producer id a read_committed client matches aborted transactions
+    /// by); `None`: no producer, as every other batch.
+    producer: Option<TxnBatch>,
+    /// The sequence of the batch's first record (a transaction's).
+    base_sequence: i32,
+}
+
+/// The producer fields of a batch a fetch answers: a transaction's
+/// records (attribute bit 4) or its marker (bits 4 and 5, a control
+/// batch). One batch holds one producer's run of either.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TxnBatch {
+    pub producer_id: i64,
+    pub epoch: i16,
+    pub control: bool,
 }
 
 impl BatchBuilder {
@@ -517,6 +533,25 @@ impl BatchBuilder {
             last_delta: 0,
             count: 0,
             log_append_time: false,
+            producer: None,
+            base_sequence: -1,
+        }
+    }
+
+    /// The records pushed next are `producer`'s (a transaction's records
+    /// or marker; `None`: no producer's): a change closes the batch being
+    /// built and starts another, whose first record has sequence
+    /// `base_sequence` (−1 for a marker, or for no producer).
+    #[inline]
+    pub fn set_producer(&mut self, producer: Option<TxnBatch>, base_sequence: i32) {
+        if producer != self.producer {
+            if self.count > 0 {
+                self.roll();
+            }
+            self.producer = producer;
+        }
+        if self.count == 0 {
+            self.base_sequence = base_sequence;
         }
     }
 
@@ -540,16 +575,30 @@ impl BatchBuilder {
 
     fn fill_header(&mut self) {
         if self.count > 0 {
+            let mut attributes = if self.log_append_time {
+                ATTR_LOG_APPEND_TIME
+            } else {
+                0
+            };
+            let (producer_id, producer_epoch, base_sequence) = match self.producer {
+                Some(p) => {
+                    attributes |= ATTR_TRANSACTIONAL;
+                    if p.control {
+                        attributes |= ATTR_CONTROL;
+                    }
+                    (p.producer_id, p.epoch, self.base_sequence)
+                }
+                None => (-1, -1, -1),
+            };
             let header = BatchHeader {
                 base_offset: self.base_offset as i64,
-                attributes: if self.log_append_time {
-                    ATTR_LOG_APPEND_TIME
-                } else {
-                    0
-                },
+                attributes,
                 last_offset_delta: self.last_delta,
                 base_timestamp: self.base_timestamp,
                 max_timestamp: self.max_timestamp,
+                producer_id,
+                producer_epoch,
+                base_sequence,
                 count: self.count,
             };
             header.fill(&mut self.out, self.start);
@@ -620,6 +669,12 @@ impl BatchBuilder {
         self.count += 1;
     }
 
+    /// Whether the batch being built is a producer's
+    /// ([`set_producer`](Self::set_producer)).
+    pub fn has_producer(&self) -> bool {
+        self.producer.is_some()
+    }
+
     /// Room for `bytes` more in the buffer.
     pub fn reserve(&mut self, bytes: usize) {
         self.out.reserve(bytes);
@@ -665,6 +720,13 @@ pub fn compress_batches(batches: &[u8], codec: u8, level: Option<i32>) -> std::i
         let batch = batches
             .get(at..end)
             .ok_or_else(|| std::io::Error::other("a record batch past the end"))?;
+        if i16::from_be_bytes([batch[CRC_START], batch[CRC_START + 1]]) & ATTR_CONTROL != 0 {
+            // A control batch (a transaction marker) stays as Kafka
+            // writes it: uncompressed.
+            out.extend_from_slice(batch);
+            at = end;
+            continue;
+        }
         let packed = compression::compress(codec, &batch[header..], level)?;
         let start = out.len();
         out.extend_from_slice(&batch[..header]);
@@ -684,13 +746,17 @@ pub fn compress_batches(batches: &[u8], codec: u8, level: Option<i32>) -> std::i
 }
 
 /// The fields of a batch header that vary; the rest is a single broker's
-/// constants (leader epoch -1, no producer id, epoch or sequence).
+/// constants (leader epoch -1). The producer fields are −1 but for a
+/// transaction's batches ([`TxnBatch`]).
 struct BatchHeader {
     base_offset: i64,
     attributes: i16,
     last_offset_delta: i32,
     base_timestamp: i64,
     max_timestamp: i64,
+    producer_id: i64,
+    producer_epoch: i16,
+    base_sequence: i32,
     count: i32,
 }
 
@@ -723,9 +789,9 @@ impl BatchHeader {
         put(&self.last_offset_delta.to_be_bytes());
         put(&self.base_timestamp.to_be_bytes());
         put(&self.max_timestamp.to_be_bytes());
-        put(&(-1i64).to_be_bytes());
-        put(&(-1i16).to_be_bytes());
-        put(&(-1i32).to_be_bytes());
+        put(&self.producer_id.to_be_bytes());
+        put(&self.producer_epoch.to_be_bytes());
+        put(&self.base_sequence.to_be_bytes());
         put(&self.count.to_be_bytes());
         let crc = crc32c::crc32c(&batch[CRC_START..]);
         batch[CRC_START - 4..CRC_START].copy_from_slice(&crc.to_be_bytes());

@@ -34,6 +34,9 @@ fn batch_with(body: &[u8], count: i32, attributes: i16) -> Bytes {
         last_offset_delta: count - 1,
         base_timestamp: 1000,
         max_timestamp: 1000,
+        producer_id: -1,
+        producer_epoch: -1,
+        base_sequence: -1,
         count,
     }
     .write(&mut out, body);
@@ -458,6 +461,9 @@ fn timestamps_follow_the_brokers_rule_and_never_wrap() {
             last_offset_delta: 0,
             base_timestamp: base,
             max_timestamp: base,
+            producer_id: -1,
+            producer_epoch: -1,
+            base_sequence: -1,
             count: 1,
         }
         .write(&mut data, &section);
@@ -593,4 +599,73 @@ fn compressed_answers_read_back_the_same_records() {
         }
     }
     assert!(compress_batches(b"not a batch", compression::GZIP, None).is_err());
+}
+
+/// A transaction's records and markers go in batches of their own, with
+/// the producer and the transactional and control attributes; the others
+/// in batches with no producer. A control batch is never compressed.
+#[test]
+fn a_transactions_records_and_markers_get_batches_of_their_producer() {
+    let mut b = BatchBuilder::new(Vec::new());
+    let txn = |control| TxnBatch {
+        producer_id: 7,
+        epoch: 2,
+        control,
+    };
+    let none = std::iter::empty();
+    b.set_producer(None, -1);
+    b.push(0, 1000, None, Some(b"plain"), none.clone());
+    b.set_producer(Some(txn(false)), 5);
+    b.push(1, 1000, None, Some(b"t0"), none.clone());
+    b.set_producer(Some(txn(false)), 6);
+    b.push(2, 1000, None, Some(b"t1"), none.clone());
+    b.set_producer(Some(txn(true)), -1);
+    b.push(
+        3,
+        1000,
+        Some(&[0, 0, 0, 1]),
+        Some(&[0, 0, 0, 0, 0, 0]),
+        none.clone(),
+    );
+    b.set_producer(None, -1);
+    b.push(4, 1000, None, Some(b"after"), none);
+    let out = b.finish();
+    // (base offset, count, attributes, producer id, epoch, base sequence)
+    let mut got = Vec::new();
+    let mut at = 0;
+    while at < out.len() {
+        let h = &out[at..];
+        let length = i32::from_be_bytes(h[8..12].try_into().unwrap()) as usize;
+        let crc = u32::from_be_bytes(h[17..21].try_into().unwrap());
+        assert_eq!(crc, crc32c::crc32c(&h[21..12 + length]));
+        got.push((
+            i64::from_be_bytes(h[0..8].try_into().unwrap()),
+            i32::from_be_bytes(h[57..61].try_into().unwrap()),
+            i16::from_be_bytes([h[21], h[22]]),
+            i64::from_be_bytes(h[43..51].try_into().unwrap()),
+            i16::from_be_bytes([h[51], h[52]]),
+            i32::from_be_bytes(h[53..57].try_into().unwrap()),
+        ));
+        at += 12 + length;
+    }
+    assert_eq!(
+        got,
+        [
+            (0, 1, 0, -1, -1, -1),
+            (1, 2, 0x10, 7, 2, 5),
+            (3, 1, 0x30, 7, 2, -1),
+            (4, 1, 0, -1, -1, -1),
+        ]
+    );
+    // Compressed: every batch but the control one.
+    let packed = compress_batches(&out, compression::GZIP, None).unwrap();
+    let mut at = 0;
+    let mut codecs = Vec::new();
+    while at < packed.len() {
+        let h = &packed[at..];
+        let length = i32::from_be_bytes(h[8..12].try_into().unwrap()) as usize;
+        codecs.push(i16::from_be_bytes([h[21], h[22]]) & 0x07);
+        at += 12 + length;
+    }
+    assert_eq!(codecs, [1, 1, 0, 1]);
 }

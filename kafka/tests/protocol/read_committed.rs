@@ -1,0 +1,215 @@
+//! Reads of a transaction's records over real TCP on 127.0.0.1 (issue
+//! 38): the store is written directly (no transaction API is served yet),
+//! then Fetch at both isolation levels and ListOffsets answer as Kafka's
+//! broker does: a transaction's records in batches of their producer, its
+//! markers as control batches, read_committed reads ending at the last
+//! stable offset with the aborted transactions they span named. A module
+//! of `protocol.rs`, whose server and framing helpers it uses.
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::*;
+use tidelog_broker::store::{AppendRecord, MarkerSpec, ProducerAppend, ProducerBatch};
+
+use super::{call, connect, fetch_request, metadata, name, server};
+
+/// One batch of an answer, as its header says.
+#[derive(Debug, PartialEq, Eq)]
+struct Batch {
+    base_offset: i64,
+    count: i32,
+    transactional: bool,
+    control: bool,
+    producer_id: i64,
+    base_sequence: i32,
+}
+
+/// The batches of a partition's records, read from their headers (the
+/// crate's decoder takes a producer's batches only, not control ones).
+fn batches(records: &Bytes) -> Vec<Batch> {
+    let b = &records[..];
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at + 61 <= b.len() {
+        let be64 = |o: usize| i64::from_be_bytes(b[at + o..at + o + 8].try_into().unwrap());
+        let be32 = |o: usize| i32::from_be_bytes(b[at + o..at + o + 4].try_into().unwrap());
+        let attributes = i16::from_be_bytes([b[at + 21], b[at + 22]]);
+        // The CRC covers everything after it.
+        let length = be32(8) as usize;
+        let crc = u32::from_be_bytes(b[at + 17..at + 21].try_into().unwrap());
+        assert_eq!(crc, crc32c::crc32c(&b[at + 21..at + 12 + length]));
+        out.push(Batch {
+            base_offset: be64(0),
+            count: be32(57),
+            transactional: attributes & 0x10 != 0,
+            control: attributes & 0x20 != 0,
+            producer_id: be64(43),
+            base_sequence: be32(53),
+        });
+        at += 12 + length;
+    }
+    assert_eq!(at, b.len());
+    out
+}
+
+fn record(value: &str) -> AppendRecord {
+    AppendRecord {
+        topic: Arc::from("tx"),
+        partition: 0,
+        key: Some(Bytes::from_static(b"k")),
+        value: Some(Bytes::copy_from_slice(value.as_bytes())),
+        headers: Vec::new(),
+        timestamp_ms: None,
+    }
+}
+
+fn fetch(offset: i64, isolation: i8) -> FetchRequest {
+    fetch_request("tx", 0, offset, 0).with_isolation_level(isolation)
+}
+
+fn list_latest(isolation: i8) -> ListOffsetsRequest {
+    ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_isolation_level(isolation)
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(name("tx"))
+            .with_partitions(vec![ListOffsetsPartition::default()
+                .with_partition_index(0)
+                .with_timestamp(-1)])])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fetch_and_list_offsets_at_both_isolation_levels() {
+    let s = server().await;
+    let mut c = connect(&s).await;
+    metadata(&mut c, 12, &["tx"]).await;
+    let store = s.broker.store();
+    let txn = |id, seq| ProducerBatch {
+        producer_id: id,
+        epoch: 0,
+        base_sequence: seq,
+        transactional: true,
+    };
+    let write = |records: &[AppendRecord], p: ProducerBatch| match store
+        .append_as(records, u64::MAX, Some(&p))
+        .unwrap()
+    {
+        ProducerAppend::Written(a) => a[0].queue_offset.get(),
+        other => panic!("{other:?}"),
+    };
+    let end = |id, commit| {
+        let m = MarkerSpec {
+            producer_id: id,
+            epoch: 0,
+            commit,
+            coordinator_epoch: 0,
+        };
+        store
+            .append_marker(&Arc::from("tx"), 0, m)
+            .unwrap()
+            .wait()
+            .unwrap()
+            .queue_offset
+            .get()
+    };
+    // 0-1 p7's, 2 plain, 3 p8's, 4 p7 commits, 5 p8 aborts, 6 p9's, open.
+    assert_eq!(write(&[record("a0"), record("a1")], txn(7, 0)), 0);
+    store.append(&[record("plain")]).unwrap();
+    assert_eq!(write(&[record("b0")], txn(8, 0)), 3);
+    assert_eq!(end(7, true), 4);
+    assert_eq!(end(8, false), 5);
+    assert_eq!(write(&[record("c0")], txn(9, 0)), 6);
+    assert!(store.wait_dispatched(Duration::from_secs(10)));
+
+    for version in [4, 12] {
+        // read_uncommitted: every record and both markers, each run of a
+        // producer's in a batch of its own; the LSO is still answered.
+        let answer: FetchResponse = call(&mut c, ApiKey::Fetch, version, &fetch(0, 0)).await;
+        let p = &answer.responses[0].partitions[0];
+        assert_eq!(
+            (p.high_watermark, p.last_stable_offset),
+            (7, 6),
+            "v{version}"
+        );
+        assert_eq!(p.aborted_transactions.as_deref(), Some(&[][..]));
+        let got = batches(p.records.as_ref().unwrap());
+        let want = [
+            (0, 2, true, false, 7, 0),
+            (2, 1, false, false, -1, -1),
+            (3, 1, true, false, 8, 0),
+            (4, 1, true, true, 7, -1),
+            (5, 1, true, true, 8, -1),
+            (6, 1, true, false, 9, 0),
+        ];
+        let got: Vec<_> = got
+            .iter()
+            .map(|b| {
+                (
+                    b.base_offset,
+                    b.count,
+                    b.transactional,
+                    b.control,
+                    b.producer_id,
+                    b.base_sequence,
+                )
+            })
+            .collect();
+        assert_eq!(got, want, "v{version}");
+
+        // read_committed: up to the LSO, p8's abort named.
+        let answer: FetchResponse = call(&mut c, ApiKey::Fetch, version, &fetch(0, 1)).await;
+        let p = &answer.responses[0].partitions[0];
+        assert_eq!(p.last_stable_offset, 6);
+        let aborted: Vec<_> = p
+            .aborted_transactions
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|a| (a.producer_id.0, a.first_offset))
+            .collect();
+        assert_eq!(aborted, [(8, 3)], "v{version}");
+        let got = batches(p.records.as_ref().unwrap());
+        assert_eq!(got.last().map(|b| b.base_offset), Some(5));
+        assert_eq!(got.iter().map(|b| b.count).sum::<i32>(), 6);
+        // From the committed part's end: nothing yet, and no abort named.
+        let answer: FetchResponse = call(&mut c, ApiKey::Fetch, version, &fetch(6, 1)).await;
+        let p = &answer.responses[0].partitions[0];
+        assert_eq!(p.error_code, 0);
+        assert!(p.records.as_ref().unwrap().is_empty());
+        // From past the abort: it is not named.
+        let answer: FetchResponse = call(&mut c, ApiKey::Fetch, version, &fetch(5, 1)).await;
+        let p = &answer.responses[0].partitions[0];
+        assert_eq!(p.aborted_transactions.as_ref().unwrap().len(), 1);
+        let answer: FetchResponse = call(&mut c, ApiKey::Fetch, version, &fetch(4, 1)).await;
+        assert_eq!(
+            answer.responses[0].partitions[0]
+                .aborted_transactions
+                .as_ref()
+                .unwrap()
+                .len(),
+            1
+        );
+    }
+    for (version, isolation, latest) in [(2, 1, 6), (7, 1, 6), (7, 0, 7)] {
+        let answer: ListOffsetsResponse = call(
+            &mut c,
+            ApiKey::ListOffsets,
+            version,
+            &list_latest(isolation),
+        )
+        .await;
+        assert_eq!(
+            answer.topics[0].partitions[0].offset, latest,
+            "v{version} isolation {isolation}"
+        );
+    }
+    // p9 commits: the LSO catches up with the end.
+    end(9, true);
+    assert!(store.wait_dispatched(Duration::from_secs(10)));
+    let answer: FetchResponse = call(&mut c, ApiKey::Fetch, 12, &fetch(6, 1)).await;
+    let p = &answer.responses[0].partitions[0];
+    assert_eq!((p.high_watermark, p.last_stable_offset), (8, 8));
+    assert_eq!(batches(p.records.as_ref().unwrap()).len(), 2);
+}
