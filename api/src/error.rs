@@ -476,6 +476,7 @@ impl From<tidelog_broker::BrokerError> for ApiError {
             | B::StoreOpen { .. }
             | B::CompactedLogsOpen { .. }
             | B::ConsumerOffsets { .. }
+            | B::TransactionLog { .. }
             | B::RegistryFile { .. }
             | B::DynamicConfigsFile { .. }
             | B::RegistryTopic { .. }

@@ -1221,6 +1221,12 @@ fn every_broker_error_has_its_code() {
             50001,
         ),
         (
+            B::TransactionLog {
+                reason: s("bad record"),
+            },
+            50001,
+        ),
+        (
             B::DynamicConfigsWrite {
                 source: StoreError::DiskFull { reason: s("full") },
             },

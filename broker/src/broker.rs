@@ -66,7 +66,16 @@ pub struct Broker {
     /// Broker and group configs set at run time
     /// ([`crate::dynamic_configs`]).
     pub(crate) dynamic: crate::dynamic_configs::DynamicConfigs,
+    /// The transaction coordinator (`crate::transactions::service`).
+    pub(crate) txns: crate::transactions::service::TxnCoordinator,
 }
+
+/// The coordinator rebuilt from `__transaction_state`, and the ends a
+/// crash left to finish.
+type TxnsRebuilt = (
+    crate::transactions::service::TxnCoordinator,
+    Vec<crate::transactions::Transition>,
+);
 
 impl std::fmt::Debug for Broker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -230,9 +239,9 @@ impl Broker {
             cleaner_config,
             &faults,
         );
-        let started = prepared.and_then(|(groups, cleaner)| {
+        let started = prepared.and_then(|(groups, cleaner, txns)| {
             match GroupsThread::start(&coordinator, &registry) {
-                Ok(groups_thread) => Ok((groups, cleaner, groups_thread)),
+                Ok(groups_thread) => Ok((groups, cleaner, txns, groups_thread)),
                 Err(e) => {
                     cleaner.stop();
                     Err(e)
@@ -240,19 +249,28 @@ impl Broker {
             }
         });
         match started {
-            Ok((groups, cleaner, groups_thread)) => Ok(Broker {
-                config,
-                store,
-                registry,
-                groups,
-                coordinator,
-                groups_thread,
-                logs,
-                cleaner: Arc::new(cleaner),
-                tiering: None,
-                access,
-                dynamic,
-            }),
+            Ok((groups, cleaner, (txns, ending), groups_thread)) => {
+                let broker = Broker {
+                    config,
+                    store,
+                    registry,
+                    groups,
+                    coordinator,
+                    groups_thread,
+                    logs,
+                    cleaner: Arc::new(cleaner),
+                    tiering: None,
+                    access,
+                    dynamic,
+                    txns,
+                };
+                // Ends a crash left decided are finished before anything
+                // is served: no read_committed reader waits on them.
+                if let Err(e) = broker.txn_recover(&ending) {
+                    tracing::warn!(error = %e, "a transaction's end could not be finished at start; the coordinator retries it");
+                }
+                Ok(broker)
+            }
             Err(e) => {
                 // Leave the store as a clean shutdown would: the failure was
                 // ours, not the log's, and the next start should be quick.
@@ -272,7 +290,7 @@ impl Broker {
         declared_early: &[String],
         cleaner_config: CleanerConfig,
         faults: &Faults,
-    ) -> Result<(GroupOffsets, LogCleaner), BrokerError> {
+    ) -> Result<(GroupOffsets, LogCleaner, TxnsRebuilt), BrokerError> {
         registry.ensure_internal(&|p| new_partition_base(store, CONSUMER_OFFSETS_TOPIC, p))?;
         registry.apply_declared(declared_topics, &|t, p| new_partition_base(store, t, p))?;
         // Queues of topics the registry no longer has: left by a crash
@@ -338,6 +356,11 @@ impl Broker {
                     topic: CONSUMER_OFFSETS_TOPIC,
                     source,
                 })?;
+        let txn_log = registry.get(crate::transactions::log::TRANSACTION_STATE_TOPIC);
+        let txns = crate::transactions::service::rebuild(
+            logs,
+            txn_log.as_ref().map_or(0, |t| t.base_offset(0)),
+        )?;
         // The log starts DeleteRecords moved: `compact,delete` retention
         // deletes the compacted segments wholly below them.
         for log in logs.all_logs() {
@@ -345,7 +368,7 @@ impl Broker {
             log.set_log_start(store.log_start(tp.topic(), tp.partition()));
         }
         cleaner.start().map_err(compaction_err)?;
-        Ok((groups, cleaner))
+        Ok((groups, cleaner, txns))
     }
 
     /// Creates a topic (already validated `overrides`) and makes the
@@ -709,6 +732,16 @@ impl Broker {
     /// it) flushes before it exits. Blocking.
     pub fn checkpoint(&self) -> Result<(), StoreError> {
         self.store.checkpoint()
+    }
+
+    /// A crash, for tests: the threads stopped, the store closed without a
+    /// checkpoint and with `abort` left, as a `kill -9` leaves it (the
+    /// page cache keeps what was written).
+    #[cfg(test)]
+    pub(crate) fn crash(self) {
+        self.groups_thread.stop(&self.coordinator);
+        self.cleaner.stop();
+        self.store.close_uncleanly();
     }
 
     /// Stops `tidelog-groups` and the cleaner (joining their threads),

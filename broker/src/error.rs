@@ -399,6 +399,10 @@ pub enum BrokerError {
         #[source]
         source: CleanerError,
     },
+    /// Start-up: a `__transaction_state` record does not decode: a
+    /// transaction's outcome is never guessed.
+    #[error("cannot rebuild transactions from __transaction_state: {reason}")]
+    TransactionLog { reason: String },
     /// Start-up: the topic registry file cannot be read or is not one.
     #[error("topic registry: {path}: {reason}")]
     RegistryFile { path: PathBuf, reason: String },
@@ -710,6 +714,7 @@ impl BrokerError {
             | B::StoreOpen { .. }
             | B::CompactedLogsOpen { .. }
             | B::ConsumerOffsets { .. }
+            | B::TransactionLog { .. }
             | B::RegistryFile { .. }
             | B::DynamicConfigsFile { .. }
             | B::RegistryTopic { .. }

@@ -604,6 +604,12 @@ fn every_variant() -> Vec<(BrokerError, ErrorKind)> {
             ErrorKind::Internal,
         ),
         (
+            B::TransactionLog {
+                reason: s("bad record"),
+            },
+            ErrorKind::Internal,
+        ),
+        (
             B::RegistryFile {
                 path: "/d/topics.json".into(),
                 reason: s("not JSON"),
@@ -913,10 +919,11 @@ fn variant_index(e: &BrokerError) -> usize {
         B::DynamicConfig { .. } => 74,
         B::DynamicConfigsWrite { .. } => 75,
         B::DynamicConfigsFile { .. } => 76,
+        B::TransactionLog { .. } => 77,
     }
 }
 
-const VARIANTS: usize = 77;
+const VARIANTS: usize = 78;
 
 #[test]
 fn every_variant_is_classed() {

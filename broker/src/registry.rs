@@ -150,7 +150,7 @@ impl Topic {
 
 /// Whether `name` is one of tidelog's own topics.
 pub fn is_internal(name: &str) -> bool {
-    name == CONSUMER_OFFSETS_TOPIC
+    name == CONSUMER_OFFSETS_TOPIC || name == crate::transactions::log::TRANSACTION_STATE_TOPIC
 }
 
 /// One topic in the registry file.

@@ -5,6 +5,10 @@
 //!   [`OFFSETS_EXPIRY_CHECK_MS`] (offsets of groups without members, after
 //!   `groups.offsets_retention_minutes`), the first pass one period after
 //!   start.
+//! * `tidelog-transactions`: [`Broker::txn_tick`] every
+//!   [`TXN_TICK_MS`](crate::transactions::service::TXN_TICK_MS):
+//!   transactions past their timeout aborted, unfinished ends finished,
+//!   expired transactional ids forgotten.
 //! * `tidelog-tiering`, only with a remote tier: the uploader's round
 //!   ([`Broker::tiering_round`]) at once and then every
 //!   `tiered.upload_interval_ms`.
@@ -70,6 +74,15 @@ pub fn start(broker: &Arc<Broker>, runtime: Handle, stop: watch::Receiver<bool>)
         })
     };
     schedules.threads.extend(expiry);
+    let txns = {
+        let broker = Arc::downgrade(broker);
+        let runtime = runtime.clone();
+        let stop = stop.clone();
+        spawn("tidelog-transactions", move || {
+            txn_tick_periodically(broker, runtime, stop)
+        })
+    };
+    schedules.threads.extend(txns);
     if broker.tiering.is_some() {
         let interval_ms = broker.config.tiered.upload_interval_ms;
         let broker = Arc::downgrade(broker);
@@ -124,6 +137,25 @@ fn expire_offsets_periodically(
             Ok(Ok(_)) => {}
             Ok(Err(e)) => tracing::error!(error = %e, "committed offsets expiry failed"),
             Err(_) => tracing::error!("committed offsets expiry task failed: it panicked"),
+        }
+    }
+}
+
+/// Runs `Broker::txn_tick` every `TXN_TICK_MS` until `stop`, holding the
+/// broker only during a tick.
+fn txn_tick_periodically(broker: Weak<Broker>, runtime: Handle, mut stop: watch::Receiver<bool>) {
+    let period = Duration::from_millis(crate::transactions::service::TXN_TICK_MS);
+    loop {
+        if !sleep_unless_stopped(&runtime, &mut stop, period) {
+            return;
+        }
+        let Some(broker) = broker.upgrade() else {
+            return;
+        };
+        match std::panic::catch_unwind(AssertUnwindSafe(|| broker.txn_tick())) {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::error!(error = %e, "transaction coordinator tick failed"),
+            Err(_) => tracing::error!("transaction coordinator tick failed: it panicked"),
         }
     }
 }

@@ -21,7 +21,7 @@ fn schedules_are_named_threads_that_hold_the_broker_weakly_and_end_on_stop() {
         .map(|t| t.thread().name().unwrap())
         .collect();
     // No remote tier: no tiering thread.
-    assert_eq!(names, ["tidelog-offset-expiry"]);
+    assert_eq!(names, ["tidelog-offset-expiry", "tidelog-transactions"]);
     // Between passes nothing but this test holds the broker, so a
     // shutdown could take it back.
     assert_eq!(Arc::strong_count(&broker), 1);

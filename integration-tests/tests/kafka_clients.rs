@@ -418,3 +418,17 @@ fn kafka_python_default_idempotent_producer_across_a_kill_9_writes_every_record_
 fn confluent_kafka_idempotent_producer_across_a_kill_9_writes_every_record_once() {
     idempotent_producer_across_a_kill_9("confluent-kafka");
 }
+
+/// Transactions from librdkafka's transactional producer (issue 38):
+/// commit, abort and commit again across two partitions; read_committed
+/// consumers (and HTTP's read_committed fetch) see exactly the committed
+/// records; a second producer of the same transactional id fences the
+/// first; a transaction past its timeout is aborted by the broker.
+#[test]
+fn confluent_kafka_transactions_commit_abort_fence_and_time_out() {
+    run_client_script(
+        &group_server(),
+        clients::python_command("transactions.py"),
+        "transactions confluent-kafka: committed seen once, aborted never, zombie fenced, timeout aborted",
+    );
+}

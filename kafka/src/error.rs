@@ -59,7 +59,7 @@ pub enum RecordError {
     TrailingBytes { bytes: usize },
     #[error("a header name is not UTF-8")]
     HeaderName,
-    #[error("control and transactional batches are not served")]
+    #[error("a control batch is the transaction coordinator's to write, never a client's")]
     Transactional,
     #[error("an idempotent producer's batch must be its partition's only one ({batches} sent)")]
     ProducerBatches { batches: usize },
@@ -375,6 +375,7 @@ pub fn broker_code(e: &BrokerError) -> i16 {
         | B::StoreOpen { .. }
         | B::CompactedLogsOpen { .. }
         | B::ConsumerOffsets { .. }
+        | B::TransactionLog { .. }
         | B::RegistryFile { .. }
         | B::DynamicConfigsFile { .. }
         | B::RegistryTopic { .. }
@@ -476,3 +477,31 @@ impl Refusal {
 #[cfg(test)]
 #[path = "error_tests.rs"]
 mod tests;
+
+/// A transaction call's refusal as Kafka answers it (InitProducerId,
+/// AddPartitionsToTxn, EndTxn).
+pub fn txn_error_code(e: &tidelog_broker::transactions::service::TxnError) -> i16 {
+    use tidelog_broker::transactions::service::TxnError;
+    match e {
+        TxnError::Refused(r) => txn_refusal_code(r, ResponseError::ProducerFenced),
+        TxnError::Broker(b) => broker_code(b),
+    }
+}
+
+/// The coordinator's refusal `r`; a fenced producer is `fenced` (Produce
+/// answers INVALID_PRODUCER_EPOCH, the transaction calls PRODUCER_FENCED).
+pub fn txn_refusal_code(
+    r: &tidelog_broker::transactions::TxnRefusal,
+    fenced: ResponseError,
+) -> i16 {
+    use tidelog_broker::transactions::TxnRefusal as T;
+    match r {
+        T::InvalidTimeout { .. } => ResponseError::InvalidTransactionTimeout,
+        T::InvalidProducerIdMapping { .. } => ResponseError::InvalidProducerIdMapping,
+        T::ProducerFenced { .. } => fenced,
+        T::Concurrent => ResponseError::ConcurrentTransactions,
+        T::InvalidState { .. } => ResponseError::InvalidTxnState,
+        T::InvalidRequest { .. } | T::Limit { .. } => ResponseError::InvalidRequest,
+    }
+    .code()
+}

@@ -657,6 +657,12 @@ fn every_broker_error_has_its_code() {
             ResponseError::UnknownServerError,
         ),
         (
+            B::TransactionLog {
+                reason: s("bad record"),
+            },
+            ResponseError::UnknownServerError,
+        ),
+        (
             B::DynamicConfigsWrite {
                 source: StoreError::DiskFull { reason: s("full") },
             },

@@ -655,6 +655,24 @@ pub fn alter_user_scram_credentials(w: &mut Walk<'_>, _v: i16) -> Walked {
     })
 }
 
+/// AddPartitionsToTxn v0-3: transactional id, producer id and epoch,
+/// topics (name, partitions).
+pub fn add_partitions_to_txn(w: &mut Walk<'_>, _v: i16) -> Walked {
+    w.string()?;
+    w.fixed(8 + 2)?;
+    w.array(|w| {
+        w.string()?;
+        w.array(|w| w.fixed(4))?;
+        w.tags()
+    })
+}
+
+/// EndTxn v0-3: transactional id, producer id and epoch, committed.
+pub fn end_txn(w: &mut Walk<'_>, _v: i16) -> Walked {
+    w.string()?;
+    w.fixed(8 + 2 + 1)
+}
+
 /// InitProducerId: transactional id (nullable), transaction timeout; v3+
 /// the producer id and epoch.
 pub fn init_producer_id(w: &mut Walk<'_>, v: i16) -> Walked {

@@ -135,6 +135,14 @@ pub static ROUTES: &[Route] = &[
         precheck::init_producer_id,
         init_producer_id
     ),
+    // Transactions (KAFKA.md "Transactions").
+    route!(
+        AddPartitionsToTxn,
+        0..=3,
+        precheck::add_partitions_to_txn,
+        add_partitions_to_txn
+    ),
+    route!(EndTxn, 0..=3, precheck::end_txn, end_txn),
     // ACLs and users (docs/SECURITY.md).
     route!(DescribeAcls, 1..=3, precheck::describe_acls, describe_acls),
     route!(CreateAcls, 1..=3, precheck::create_acls, create_acls),
@@ -328,6 +336,8 @@ serve!(alter_configs(gate) async);
 serve!(incremental_alter_configs(gate) async);
 
 serve!(describe_cluster(version));
+serve!(add_partitions_to_txn() async);
+serve!(end_txn() async);
 
 serve!(init_producer_id(version) async);
 

@@ -45,6 +45,9 @@ mod idempotence;
 // Waits for the dispatcher (read-your-writes, the lag bound), likewise.
 #[path = "protocol/waits.rs"]
 mod waits;
+// Transactions through the Kafka APIs, likewise.
+#[path = "protocol/transactions.rs"]
+mod transactions;
 // Transactions' records read at both isolation levels, likewise.
 #[path = "protocol/read_committed.rs"]
 mod read_committed;
@@ -307,6 +310,8 @@ async fn api_versions_advertises_only_the_served_apis_and_answers_unknown_versio
                 (44, 0, 1),
                 (60, 0, 1),
                 (22, 0, 4),
+                (24, 0, 3),
+                (26, 0, 3),
                 (29, 1, 3),
                 (30, 1, 3),
                 (31, 1, 3),
@@ -326,7 +331,7 @@ async fn api_versions_advertises_only_the_served_apis_and_answers_unknown_versio
     assert_eq!(answer.get_i32(), 7);
     let body = ApiVersionsResponse::decode(&mut answer, 0).unwrap();
     assert_eq!(body.error_code, 35);
-    assert_eq!(body.api_keys.len(), 34);
+    assert_eq!(body.api_keys.len(), 36);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

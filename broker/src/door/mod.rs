@@ -29,6 +29,7 @@ mod cluster;
 pub mod consumers;
 pub mod groups;
 pub mod security;
+mod transactions;
 
 use std::net::IpAddr;
 use std::sync::Arc;

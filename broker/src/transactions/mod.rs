@@ -34,6 +34,7 @@
 //! client names the epoch before the bump) gets the same answer again.
 
 pub mod log;
+pub mod service;
 #[cfg(test)]
 mod tests;
 
@@ -564,6 +565,12 @@ impl Transactions {
             ..self.as_transition(transactional_id, m)
         };
         self.begin(transactional_id, t)
+    }
+
+    /// `transactional_id` as it is, as a transition (no change): what a
+    /// retried end carries out again. Panics if the id is unknown.
+    pub fn snapshot(&self, transactional_id: &str) -> Transition {
+        self.as_transition(transactional_id, &self.ids[transactional_id])
     }
 
     /// The transactional id as it is, as a transition (no change).

@@ -1,8 +1,9 @@
-//! FindCoordinator (10): this broker coordinates every group. v0-3 ask
-//! for one key, v4 for a batch (`coordinator_keys`), each answered on its
-//! own. Only group keys (key type 0) are served: transactions are not
-//! (KAFKA.md), so a transaction key is INVALID_REQUEST. A key that breaks
-//! the group-name rule is INVALID_GROUP_ID.
+//! FindCoordinator (10): this broker coordinates every group and every
+//! transactional id. v0-3 ask for one key, v4 for a batch
+//! (`coordinator_keys`), each answered on its own. A group key (type 0)
+//! that breaks the group-name rule is INVALID_GROUP_ID; a transaction key
+//! (type 1) must not be empty (INVALID_REQUEST); another key type is
+//! INVALID_REQUEST.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
@@ -15,6 +16,7 @@ use crate::error::broker_code;
 use tidelog_broker::security::acl::{Operation, Resource};
 
 const GROUP_KEY: i8 = 0;
+const TRANSACTION_KEY: i8 = 1;
 
 pub fn handle(
     ctx: &Context,
@@ -24,17 +26,30 @@ pub fn handle(
     let door = ctx.door();
     let ready = door.is_some();
     let answer = |key: &str| -> (i16, Option<String>) {
-        if request.key_type != GROUP_KEY {
+        if request.key_type != GROUP_KEY && request.key_type != TRANSACTION_KEY {
             return (
                 ResponseError::InvalidRequest.code(),
                 Some(format!(
-                    "key type {} is not served (groups only)",
+                    "key type {} is not served (0 groups, 1 transactions)",
                     request.key_type
                 )),
             );
         }
         if !ready {
             return (ResponseError::CoordinatorNotAvailable.code(), None);
+        }
+        if request.key_type == TRANSACTION_KEY {
+            return match &door {
+                _ if key.is_empty() => (
+                    ResponseError::InvalidRequest.code(),
+                    Some("an empty transactional id".into()),
+                ),
+                Some(d) if !d.may_describe_transactional_id(key) => (
+                    ResponseError::TransactionalIdAuthorizationFailed.code(),
+                    None,
+                ),
+                _ => (0, None),
+            };
         }
         match validate_group_name(key) {
             // Kafka's rule: the coordinator of a group the principal may

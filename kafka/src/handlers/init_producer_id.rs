@@ -3,9 +3,11 @@
 //! out twice).
 //!
 //! Decisions:
-//! * A transactional id is TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
-//!   transactions are not served (KAFKA.md), and that is the answer
-//!   clients report as "not authorized", not one they retry.
+//! * With a transactional id, the transaction coordinator's
+//!   (`Door::init_transactional_producer`): the id's producer id at its
+//!   next epoch, fencing the previous producer; a transaction left open
+//!   is aborted first and the call answered CONCURRENT_TRANSACTIONS (the
+//!   client retries).
 //! * v3+ may name the producer's current id and epoch (KIP-360, after an
 //!   UNKNOWN_PRODUCER_ID or OUT_OF_ORDER_SEQUENCE_NUMBER): the same id at
 //!   the next epoch, so its older batches are refused. An id this data dir
@@ -17,7 +19,7 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 
 use crate::context::Context;
-use crate::error::broker_code;
+use crate::error::{broker_code, txn_error_code};
 
 pub async fn handle(
     ctx: &Context,
@@ -31,18 +33,33 @@ pub async fn handle(
             .with_producer_id(ProducerId(-1))
             .with_producer_epoch(-1)
     };
-    if request
-        .transactional_id
-        .as_ref()
-        .is_some_and(|id| !id.0.is_empty())
-    {
-        return refused(ResponseError::TransactionalIdAuthorizationFailed.code());
-    }
     let Some(door) = ctx.door() else {
         return refused(ResponseError::CoordinatorLoadInProgress.code());
     };
     let current = (version >= 3 && request.producer_id.0 >= 0)
         .then_some((request.producer_id.0, request.producer_epoch));
+    if let Some(id) = request
+        .transactional_id
+        .as_ref()
+        .filter(|id| !id.0.is_empty())
+    {
+        let answer = door
+            .init_transactional_producer(
+                id.0.to_string(),
+                i64::from(request.transaction_timeout_ms),
+                current,
+            )
+            .await;
+        return match answer {
+            Ok((id, epoch)) => InitProducerIdResponse::default()
+                .with_producer_id(ProducerId(id))
+                .with_producer_epoch(epoch),
+            Err(e) => {
+                tracing::debug!(error = %e, "transactional InitProducerId refused");
+                refused(txn_error_code(&e))
+            }
+        };
+    }
     // The id file is written (fsync) once per block of ids: off the runtime.
     let answer = door.init_producer_id(current).await;
     match answer {

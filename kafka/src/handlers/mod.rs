@@ -8,6 +8,7 @@
 //! broker's.
 
 pub mod acls;
+pub mod add_partitions_to_txn;
 pub mod admin;
 pub mod alter_configs;
 pub mod api_versions;
@@ -23,6 +24,7 @@ pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
+pub mod end_txn;
 pub mod fetch;
 pub mod find_coordinator;
 mod group;

@@ -67,7 +67,7 @@ use tidelog_broker::{BrokerError, Door};
 
 use super::NOT_READY;
 use crate::context::Context;
-use crate::error::broker_code;
+use crate::error::{broker_code, txn_refusal_code};
 use crate::records::appends::{decode_appends, Decoded};
 use crate::records::{any_compressed, DecodeLimits};
 
@@ -170,11 +170,23 @@ async fn partition(
     // The decoded records' bytes stay counted until the append is done
     // and answered (dropped at the end of this function).
     let _held = held;
+    // A transaction's batch: its producer's transaction must be open, at
+    // its epoch, and have added the partition (Kafka's
+    // INVALID_TXN_STATE, INVALID_PRODUCER_EPOCH otherwise).
+    if let Some(b) = producer.filter(|b| b.transactional) {
+        if let Err(refusal) = door.check_transactional_produce(b.producer_id, b.epoch, topic, p) {
+            return failed(
+                index,
+                txn_refusal_code(&refusal, ResponseError::InvalidProducerEpoch),
+                Some(refusal.to_string()),
+            );
+        }
+    }
     let producer = producer.map(|b| ProducerBatch {
         producer_id: b.producer_id,
         epoch: b.epoch,
         base_sequence: b.base_sequence,
-        transactional: false,
+        transactional: b.transactional,
     });
     let request = Produce {
         topic: topic.to_owned(),

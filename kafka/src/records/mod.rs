@@ -76,12 +76,14 @@ pub struct BatchRecord {
 }
 
 /// An idempotent producer's batch: the batch header's producer id (≥ 0),
-/// epoch and base sequence.
+/// epoch and base sequence, and whether it is its transaction's
+/// (attribute bit 4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BatchProducer {
     pub producer_id: i64,
     pub epoch: i16,
     pub base_sequence: i32,
+    pub transactional: bool,
 }
 
 /// Kafka's NO_TIMESTAMP: a record without a CreateTime.
@@ -246,9 +248,12 @@ fn decode_batch(
         return Err(RecordError::Crc { stored, computed });
     }
     let attributes = i16::from_be_bytes(fixed(&mut c, "attributes")?);
-    if attributes & (ATTR_TRANSACTIONAL | ATTR_CONTROL) != 0 {
+    // A control batch (a transaction marker) is the coordinator's to
+    // write, never a client's.
+    if attributes & ATTR_CONTROL != 0 {
         return Err(RecordError::Transactional);
     }
+    let transactional = attributes & ATTR_TRANSACTIONAL != 0;
     c.take(4, "lastOffsetDelta")?;
     let base_timestamp = i64::from_be_bytes(fixed(&mut c, "baseTimestamp")?);
     c.take(8, "maxTimestamp")?;
@@ -259,11 +264,13 @@ fn decode_batch(
     // Producer id -1 is "no producer"; an idempotent batch has an epoch and
     // a sequence of its own (Kafka refuses one without).
     let producer = match producer_id {
-        -1 => None,
+        // A transaction's batch always names its producer.
+        -1 if !transactional => None,
         id if id >= 0 && epoch >= 0 && base_sequence >= 0 => Some(BatchProducer {
             producer_id: id,
             epoch,
             base_sequence,
+            transactional,
         }),
         _ => {
             return Err(RecordError::BadProducer {

@@ -282,10 +282,19 @@ fn each_kind_of_lying_batch_is_refused() {
             value: -2
         })
     ));
-    // Transactional and control batches.
+    // A control batch is never a client's; a transaction's batch always
+    // names its producer.
+    assert_eq!(
+        decode(&batch_with(&body, 1, ATTR_CONTROL | ATTR_TRANSACTIONAL)),
+        Err(RecordError::Transactional)
+    );
     assert_eq!(
         decode(&batch_with(&body, 1, ATTR_TRANSACTIONAL)),
-        Err(RecordError::Transactional)
+        Err(RecordError::BadProducer {
+            producer_id: -1,
+            epoch: -1,
+            base_sequence: -1
+        })
     );
     // An unknown codec.
     assert_eq!(

@@ -10,14 +10,18 @@ use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::StrBytes;
 use tokio::net::TcpStream;
 
 use super::{batch, call, connect, fetch_n, metadata, name, produce_request, record, server};
 
 /// `records` as an idempotent producer's batch: the batch header's
 /// producer id, epoch and base sequence set and its CRC32C recomputed.
-fn idempotent(records: &[(&[u8], &[u8])], producer_id: i64, epoch: i16, sequence: i32) -> Bytes {
+pub(super) fn idempotent(
+    records: &[(&[u8], &[u8])],
+    producer_id: i64,
+    epoch: i16,
+    sequence: i32,
+) -> Bytes {
     let out: Vec<_> = records
         .iter()
         .enumerate()
@@ -39,7 +43,7 @@ fn idempotent(records: &[(&[u8], &[u8])], producer_id: i64, epoch: i16, sequence
     Bytes::from(b)
 }
 
-async fn init(
+pub(super) async fn init(
     c: &mut TcpStream,
     version: i16,
     current: Option<(i64, i16)>,
@@ -54,7 +58,12 @@ async fn init(
 
 /// Produce v9 of one batch to `topic`-`partition`: (error code, base
 /// offset).
-async fn produce(c: &mut TcpStream, topic: &str, partition: i32, records: Bytes) -> (i16, i64) {
+pub(super) async fn produce(
+    c: &mut TcpStream,
+    topic: &str,
+    partition: i32,
+    records: Bytes,
+) -> (i16, i64) {
     let answer: ProduceResponse = call(
         c,
         ApiKey::Produce,
@@ -67,7 +76,7 @@ async fn produce(c: &mut TcpStream, topic: &str, partition: i32, records: Bytes)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn init_producer_id_hands_out_ids_bumps_epochs_and_refuses_transactions() {
+async fn init_producer_id_hands_out_ids_and_bumps_epochs() {
     let s = server().await;
     let mut c = connect(&s).await;
     let first = init(&mut c, 0, None).await;
@@ -87,21 +96,6 @@ async fn init_producer_id_hands_out_ids_bumps_epochs_and_refuses_transactions() 
     let stranger = init(&mut c, 3, Some((1 << 40, 3))).await;
     assert_eq!(stranger.producer_epoch, 0);
     assert_ne!(stranger.producer_id.0, 1 << 40);
-    // A transactional id: transactions are not served.
-    for version in [0, 4] {
-        let request = InitProducerIdRequest::default()
-            .with_transactional_id(Some(TransactionalId(StrBytes::from_static_str("tx"))))
-            .with_transaction_timeout_ms(60_000)
-            .with_producer_id(ProducerId(-1))
-            .with_producer_epoch(-1);
-        let answer: InitProducerIdResponse =
-            call(&mut c, ApiKey::InitProducerId, version, &request).await;
-        assert_eq!(
-            answer.error_code,
-            ResponseError::TransactionalIdAuthorizationFailed.code()
-        );
-        assert_eq!(answer.producer_id.0, -1);
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

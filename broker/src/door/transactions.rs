@@ -1,0 +1,129 @@
+//! The door's transaction calls (Kafka's InitProducerId with a
+//! transactional id, AddPartitionsToTxn, EndTxn, and Produce's check of a
+//! transactional batch): the ACLs Kafka asks for, then the coordinator
+//! (`crate::transactions::service`) on the blocking pool, since each call
+//! waits for its records (and markers) to be durable.
+//!
+//! ACLs, Kafka's: WRITE on the transactional id for every call, and WRITE
+//! on each topic a transaction adds; a transactional id the principal may
+//! not write is TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
+
+use std::sync::Arc;
+
+use tidelog_security::acl::{Operation, Resource};
+
+use super::Door;
+use crate::transactions::service::TxnError;
+use crate::transactions::{TxnPartition, TxnRefusal};
+
+impl Door {
+    /// InitProducerId with `transactional_id`: its producer id and epoch
+    /// (see `Broker::init_transactional_producer`).
+    pub async fn init_transactional_producer(
+        &self,
+        transactional_id: String,
+        timeout_ms: i64,
+        current: Option<(i64, i16)>,
+    ) -> Result<(i64, i16), TxnError> {
+        self.allow(
+            Operation::Write,
+            Resource::transactional_id(&transactional_id),
+        )?;
+        let broker = Arc::clone(&self.broker);
+        crate::blocking::run(move || {
+            Ok(broker.init_transactional_producer(&transactional_id, timeout_ms, current))
+        })
+        .await?
+    }
+
+    /// AddPartitionsToTxn: every partition must exist and its topic be
+    /// writable; then all join the transaction, or none.
+    pub async fn add_partitions_to_txn(
+        &self,
+        transactional_id: String,
+        producer_id: i64,
+        epoch: i16,
+        partitions: Vec<TxnPartition>,
+    ) -> Result<(), TxnError> {
+        self.allow(
+            Operation::Write,
+            Resource::transactional_id(&transactional_id),
+        )?;
+        for (topic, partition) in &partitions {
+            self.allow(Operation::Write, Resource::topic(topic))?;
+            let t = self.broker.registry.require(topic)?;
+            if t.is_internal() {
+                return Err(crate::BrokerError::InternalTopic {
+                    topic: topic.clone(),
+                }
+                .into());
+            }
+            t.check_partition(*partition)?;
+            // The cleaner's transaction rules (keep a transaction's
+            // records until its marker, drop aborted ones) are not built
+            // yet: a compact topic would serve aborted records.
+            if t.config.cleanup_policy.compacts() {
+                return Err(TxnRefusal::InvalidState {
+                    what: "add a compact topic (not served yet) to",
+                    state: "any",
+                }
+                .into());
+            }
+        }
+        let broker = Arc::clone(&self.broker);
+        crate::blocking::run(move || {
+            Ok(broker.add_partitions_to_txn(&transactional_id, producer_id, epoch, &partitions))
+        })
+        .await?
+    }
+
+    /// EndTxn: commit or abort, answered once durable in every partition.
+    pub async fn end_txn(
+        &self,
+        transactional_id: String,
+        producer_id: i64,
+        epoch: i16,
+        commit: bool,
+    ) -> Result<(), TxnError> {
+        self.allow(
+            Operation::Write,
+            Resource::transactional_id(&transactional_id),
+        )?;
+        let broker = Arc::clone(&self.broker);
+        crate::blocking::run(move || {
+            Ok(broker.end_txn(&transactional_id, producer_id, epoch, commit))
+        })
+        .await?
+    }
+
+    /// Produce's check of a transactional batch (see
+    /// `Broker::check_transactional_produce`).
+    pub fn check_transactional_produce(
+        &self,
+        producer_id: i64,
+        epoch: i16,
+        topic: &str,
+        partition: u32,
+    ) -> Result<(), TxnRefusal> {
+        self.broker
+            .check_transactional_produce(producer_id, epoch, topic, partition)
+    }
+
+    /// Whether `topic`-`partition` exists (AddPartitionsToTxn answers the
+    /// missing ones by name).
+    pub fn partition_exists(&self, topic: &str, partition: u32) -> bool {
+        self.broker
+            .registry
+            .get(topic)
+            .is_some_and(|t| t.check_partition(partition).is_ok())
+    }
+
+    /// FindCoordinator of a transactional id: whether the principal may
+    /// describe it (Kafka tells the coordinator only then).
+    pub fn may_describe_transactional_id(&self, transactional_id: &str) -> bool {
+        self.may(
+            Operation::Describe,
+            Resource::transactional_id(transactional_id),
+        )
+    }
+}

@@ -1,0 +1,442 @@
+//! The transaction coordinator at work: the state machine
+//! ([`Transactions`]) behind a lock, each transition made durable in
+//! `__transaction_state` before it is applied, markers written to every
+//! partition of an ending transaction, the end finished after a crash,
+//! and open transactions past their timeout aborted.
+//!
+//! Order of an end (EndTxn, a fence, a timeout), Kafka's:
+//! 1. the PrepareCommit or PrepareAbort record is appended (under
+//!    `flush: sync`, acknowledged once durable) and applied: from here the
+//!    outcome is decided, and a restart finishes it ([`Broker::txn_recover`]);
+//! 2. a COMMIT or ABORT marker is written to each of its partitions
+//!    (`Store::append_marker`, durable the same way), which ends the
+//!    transaction there for read_committed readers;
+//! 3. the CompleteCommit or CompleteAbort record is appended and applied.
+//!
+//! A crash between any two steps leaves a PrepareX record, so the markers
+//! are written (again: a marker of a producer with nothing open in a
+//! partition ends nothing) and the end completes; before step 1 nothing is
+//! decided, and the transaction stays open until its producer ends it or
+//! its timeout aborts it. Every partition therefore ends the same way.
+//!
+//! Locking: the state machine's lock is held only to compute or apply a
+//! transition, never across a write; a transition in flight makes every
+//! other call on its id CONCURRENT_TRANSACTIONS ([`Transactions`]), so
+//! what is applied is always what is durable, in log order.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tidelog_storage::{AppendRecord, MarkerSpec, SequenceProblem, StoreError};
+
+use super::log::{self, TRANSACTION_STATE_TOPIC};
+use super::{InitOutcome, Transactions, Transition, TxnPartition, TxnRefusal, TxnState};
+use crate::topic_config::Overrides;
+use crate::{Broker, BrokerError};
+
+/// `transactional.id.expiration.ms`'s default (Kafka's: seven days): an
+/// id with no transaction open and unused this long is forgotten.
+pub const TRANSACTIONAL_ID_EXPIRATION_MS: u64 = 7 * 24 * 60 * 60 * 1000;
+/// How often the coordinator looks for transactions past their timeout
+/// (Kafka's `transaction.abort.timed.out.transaction.cleanup.interval.ms`
+/// is 10 s).
+pub const TXN_TICK_MS: u64 = 1_000;
+/// Records read at once when the log is rebuilt.
+const REBUILD_BATCH_RECORDS: usize = 1_000;
+const REBUILD_BATCH_BYTES: usize = 4 << 20;
+
+/// Why a transaction call failed: the coordinator's refusal (one Kafka
+/// error each), or the broker's.
+#[derive(Debug, thiserror::Error)]
+pub enum TxnError {
+    #[error(transparent)]
+    Refused(#[from] TxnRefusal),
+    #[error(transparent)]
+    Broker(#[from] BrokerError),
+}
+
+/// The coordinator's state ([`Transactions`]) and who writes which
+/// producer's transactions.
+#[derive(Debug, Default)]
+pub struct TxnCoordinator {
+    state: Mutex<Transactions>,
+    /// Producer id → its transactional id, for Produce's check of a
+    /// transactional batch (an id's producer changes only by a transition).
+    producers: Mutex<HashMap<i64, String>>,
+}
+
+impl TxnCoordinator {
+    /// The coordinator of a rebuilt log.
+    pub fn with(state: Transactions) -> TxnCoordinator {
+        let producers = state
+            .list()
+            .map(|(id, m)| (m.producer_id, id.to_owned()))
+            .collect();
+        TxnCoordinator {
+            state: Mutex::new(state),
+            producers: Mutex::new(producers),
+        }
+    }
+
+    pub fn lock(&self) -> MutexGuard<'_, Transactions> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn producers(&self) -> MutexGuard<'_, HashMap<i64, String>> {
+        self.producers.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The coordinator's clock: wall time, as the transitions record it.
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+impl Broker {
+    /// The transaction log's topic, made (compact, one partition,
+    /// internal) on the first transactional producer. Blocking.
+    fn txn_log_topic(&self) -> Result<Arc<crate::registry::Topic>, BrokerError> {
+        if let Some(t) = self.registry.get(TRANSACTION_STATE_TOPIC) {
+            return Ok(t);
+        }
+        let overrides = Overrides::from([("cleanup.policy".to_string(), "compact".to_string())]);
+        self.logs.set_topic(
+            TRANSACTION_STATE_TOPIC,
+            self.registry
+                .resolve(TRANSACTION_STATE_TOPIC, &overrides)?
+                .compact_config(),
+        );
+        match self
+            .registry
+            .create(TRANSACTION_STATE_TOPIC, 1, overrides, &|p| {
+                crate::broker::new_partition_base(&self.store, TRANSACTION_STATE_TOPIC, p)
+            }) {
+            Ok(t) => Ok(t),
+            // Made by another call in between.
+            Err(_) if self.registry.get(TRANSACTION_STATE_TOPIC).is_some() => {
+                self.registry.require(TRANSACTION_STATE_TOPIC)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Makes `t` durable in the transaction log, then applies it; on a
+    /// failed write forgets it, so the client's retry starts again.
+    /// Blocking (under `flush: sync`, until the record is durable).
+    fn txn_apply(&self, t: &Transition) -> Result<(), BrokerError> {
+        let written = self.txn_log_topic().and_then(|topic| {
+            let record = AppendRecord {
+                topic: Arc::clone(&topic.name),
+                partition: 0,
+                key: Some(log::record_key(&t.transactional_id)),
+                value: Some(log::record_value(t)),
+                headers: Vec::new(),
+                timestamp_ms: Some(i64::try_from(t.at_ms).unwrap_or(i64::MAX)),
+            };
+            self.store.append(std::slice::from_ref(&record))?;
+            Ok(())
+        });
+        match written {
+            Ok(()) => {
+                self.txns.lock().complete(t);
+                self.txns
+                    .producers()
+                    .insert(t.producer_id, t.transactional_id.clone());
+                Ok(())
+            }
+            Err(e) => {
+                tracing::warn!(transactional_id = %t.transactional_id, state = t.state.name(), error = %e, "a transaction's state could not be made durable; the client retries");
+                self.txns.lock().abandon(t);
+                Err(e)
+            }
+        }
+    }
+
+    /// Writes `t`'s COMMIT or ABORT marker to each of its partitions,
+    /// each durable as an append is. A partition whose topic is gone
+    /// needs none; one where the producer is known at a newer epoch has
+    /// been ended by that epoch already. Blocking.
+    fn txn_markers(&self, t: &Transition) -> Result<(), BrokerError> {
+        let Some(commit) = t.marker() else {
+            return Ok(());
+        };
+        let spec = MarkerSpec {
+            producer_id: t.producer_id,
+            epoch: t.epoch,
+            commit,
+            coordinator_epoch: 0,
+        };
+        for (topic, partition) in &t.partitions {
+            let Some(topic) = self.registry.get(topic) else {
+                continue;
+            };
+            if topic.check_partition(*partition).is_err() {
+                continue;
+            }
+            let written = self
+                .store
+                .append_marker(&topic.name, *partition, spec)
+                .and_then(|w| w.wait());
+            match written {
+                Ok(_) | Err(StoreError::TopicDeleted { .. }) => {}
+                Err(StoreError::ProducerRefused {
+                    problem: SequenceProblem::StaleEpoch { .. },
+                    ..
+                }) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+
+    /// A decided end, carried out: `prepare` (a PrepareCommit or
+    /// PrepareAbort) made durable and applied unless `durable`, the
+    /// markers, then the Complete record. Blocking.
+    fn txn_end_decided(&self, prepare: &Transition, durable: bool) -> Result<(), BrokerError> {
+        if !durable {
+            self.txn_apply(prepare)?;
+        }
+        self.txn_markers(prepare)?;
+        let complete = self.txns.lock().finish(&prepare.transactional_id, now_ms());
+        match complete {
+            Some(c) => self.txn_apply(&c),
+            // Finished by another call meanwhile (a retry, the tick).
+            None => Ok(()),
+        }
+    }
+
+    /// InitProducerId with a transactional id: the id's producer id and
+    /// epoch, bumped, after a transaction left open is aborted (the
+    /// caller gets CONCURRENT_TRANSACTIONS then and retries). Blocking.
+    pub fn init_transactional_producer(
+        &self,
+        transactional_id: &str,
+        timeout_ms: i64,
+        expected: Option<(i64, i16)>,
+    ) -> Result<(i64, i16), TxnError> {
+        self.txn_log_topic()?;
+        let store = &self.store;
+        let mut allocate = || {
+            store
+                .allocate_producer_id()
+                .map_err(|e| TxnRefusal::InvalidRequest {
+                    reason: format!("no producer id: {e}"),
+                })
+        };
+        let outcome = self.txns.lock().init_producer_id(
+            transactional_id,
+            timeout_ms,
+            expected,
+            now_ms(),
+            &mut allocate,
+        )?;
+        match outcome {
+            InitOutcome::Ready(t) => {
+                self.txn_apply(&t)?;
+                Ok((t.producer_id, t.epoch))
+            }
+            InitOutcome::Same { producer_id, epoch } => Ok((producer_id, epoch)),
+            InitOutcome::AbortFirst(t) => {
+                self.txn_end_decided(&t, false)?;
+                Err(TxnRefusal::Concurrent.into())
+            }
+        }
+    }
+
+    /// AddPartitionsToTxn (and AddOffsetsToTxn): the partitions join the
+    /// producer's transaction, which is open from here. Every partition
+    /// must exist (the caller answers UNKNOWN_TOPIC_OR_PARTITION for one
+    /// that does not, and adds none). Blocking.
+    pub fn add_partitions_to_txn(
+        &self,
+        transactional_id: &str,
+        producer_id: i64,
+        epoch: i16,
+        partitions: &[TxnPartition],
+    ) -> Result<(), TxnError> {
+        let t = self.txns.lock().add_partitions(
+            transactional_id,
+            producer_id,
+            epoch,
+            partitions,
+            now_ms(),
+        )?;
+        if let Some(t) = t {
+            self.txn_apply(&t)?;
+        }
+        Ok(())
+    }
+
+    /// EndTxn: commit or abort the producer's transaction in every
+    /// partition it added, answered once all of it is durable (the
+    /// module doc's order). A retried end already made answers at once.
+    /// Blocking.
+    pub fn end_txn(
+        &self,
+        transactional_id: &str,
+        producer_id: i64,
+        epoch: i16,
+        commit: bool,
+    ) -> Result<(), TxnError> {
+        let prepare =
+            self.txns
+                .lock()
+                .end(transactional_id, producer_id, epoch, commit, now_ms())?;
+        if let Some(prepare) = prepare {
+            self.txn_end_decided(&prepare, false)?;
+        }
+        Ok(())
+    }
+
+    /// Produce's check of a transactional batch to `topic`-`partition`:
+    /// its producer's transaction is open, at that epoch, and added the
+    /// partition (Kafka answers INVALID_TXN_STATE otherwise, and
+    /// PRODUCER_FENCED for an old epoch).
+    pub fn check_transactional_produce(
+        &self,
+        producer_id: i64,
+        epoch: i16,
+        topic: &str,
+        partition: u32,
+    ) -> Result<(), TxnRefusal> {
+        let id = self.txns.producers().get(&producer_id).cloned();
+        let state = self.txns.lock();
+        let m = id
+            .as_deref()
+            .and_then(|id| state.get(id))
+            .filter(|m| m.producer_id == producer_id)
+            .ok_or(TxnRefusal::InvalidProducerIdMapping { producer_id })?;
+        if m.epoch != epoch {
+            return Err(TxnRefusal::ProducerFenced {
+                epoch,
+                current: m.epoch,
+            });
+        }
+        let added = m.partitions.contains(&(topic.to_owned(), partition));
+        if m.state != TxnState::Ongoing || !added {
+            return Err(TxnRefusal::InvalidState {
+                what: "write to a partition outside",
+                state: m.state.name(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The coordinator's periodic work: transactions past their timeout
+    /// aborted (their producers fenced), ends a failed write left
+    /// decided but unfinished carried out again, and transactional ids
+    /// unused past [`TRANSACTIONAL_ID_EXPIRATION_MS`] forgotten.
+    /// Blocking.
+    pub fn txn_tick(&self) -> Result<(), BrokerError> {
+        if self.registry.get(TRANSACTION_STATE_TOPIC).is_none() {
+            return Ok(());
+        }
+        let now = now_ms();
+        let (expired, stuck) = {
+            let mut state = self.txns.lock();
+            let expired = state.expire(now);
+            let stuck: Vec<Transition> = state
+                .list()
+                .filter(|(_, m)| {
+                    m.pending.is_none()
+                        && matches!(m.state, TxnState::PrepareCommit | TxnState::PrepareAbort)
+                        && now.saturating_sub(m.updated_ms) > TXN_TICK_MS
+                })
+                .map(|(id, _)| state.snapshot(id))
+                .collect();
+            (expired, stuck)
+        };
+        for t in &expired {
+            tracing::info!(transactional_id = %t.transactional_id, producer_id = t.producer_id, "aborting a transaction past its timeout");
+            self.txn_end_decided(t, false)?;
+        }
+        for t in &stuck {
+            self.txn_end_decided(t, true)?;
+        }
+        let gone = self
+            .txns
+            .lock()
+            .expire_ids(now, TRANSACTIONAL_ID_EXPIRATION_MS);
+        if !gone.is_empty() {
+            let topic = self.txn_log_topic()?;
+            let tombstones: Vec<AppendRecord> = gone
+                .iter()
+                .map(|id| AppendRecord {
+                    topic: Arc::clone(&topic.name),
+                    partition: 0,
+                    key: Some(log::record_key(id)),
+                    value: None,
+                    headers: Vec::new(),
+                    timestamp_ms: None,
+                })
+                .collect();
+            self.store.append(&tombstones)?;
+            tracing::info!(ids = gone.len(), "forgot expired transactional ids");
+        }
+        Ok(())
+    }
+
+    /// At start, after the log was rebuilt: every end a crash left decided
+    /// but unfinished is carried out. Blocking.
+    pub(crate) fn txn_recover(&self, ending: &[Transition]) -> Result<(), BrokerError> {
+        for t in ending {
+            tracing::info!(transactional_id = %t.transactional_id, state = t.state.name(), partitions = t.partitions.len(), "finishing a transaction end a restart interrupted");
+            self.txn_end_decided(t, true)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+#[path = "service_tests.rs"]
+mod tests;
+
+/// The coordinator from `__transaction_state`'s compacted log (read from
+/// its base offset), and the ends to finish. Blocking. A record that does
+/// not decode refuses the start by name: a transaction's outcome must
+/// never be guessed.
+pub(crate) fn rebuild(
+    logs: &tidelog_cleaner::compacted::CompactedLogs,
+    base_offset: u64,
+) -> Result<(TxnCoordinator, Vec<Transition>), BrokerError> {
+    let Some(log) = logs.log(TRANSACTION_STATE_TOPIC, 0) else {
+        return Ok((TxnCoordinator::default(), Vec::new()));
+    };
+    let end = log.next_offset();
+    let mut from = base_offset;
+    let mut records = Vec::new();
+    while from < end {
+        let batch = log
+            .read(from, REBUILD_BATCH_RECORDS, REBUILD_BATCH_BYTES)
+            .map_err(|source| BrokerError::ConsumerOffsets {
+                topic: TRANSACTION_STATE_TOPIC,
+                source,
+            })?;
+        let Some(last) = batch.last() else {
+            break;
+        };
+        from = last.offset.get() + 1;
+        for r in batch {
+            records.push((r.offset.get(), r.key(), r.value()));
+        }
+    }
+    let (state, recovery) = log::rebuild(records.iter().map(|(offset, key, value)| {
+        (
+            *offset,
+            key.as_deref().unwrap_or_default(),
+            value.as_deref(),
+        )
+    }))
+    .map_err(|bad| BrokerError::TransactionLog {
+        reason: bad.to_string(),
+    })?;
+    tracing::info!(
+        ids = state.len(),
+        open = recovery.open,
+        ending = recovery.ending.len(),
+        "transactions rebuilt"
+    );
+    Ok((TxnCoordinator::with(state), recovery.ending))
+}

@@ -1,0 +1,232 @@
+//! The coordinator over a real store: a commit and an abort end every
+//! partition the same way and read_committed sees exactly the committed
+//! records; Produce's check; fencing by a new InitProducerId and by the
+//! timeout; and an end a crash interrupted after its decision finished at
+//! the next start, wherever it stopped.
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tidelog_storage::{AppendRecord, ProducerAppend, ProducerBatch};
+
+use super::*;
+use crate::test_support;
+
+fn partitions(list: &[(&str, u32)]) -> Vec<TxnPartition> {
+    list.iter().map(|(t, p)| (t.to_string(), *p)).collect()
+}
+
+/// A transactional batch of one record to `topic`-`partition`, after
+/// Produce's check.
+fn produce(
+    broker: &Broker,
+    id: i64,
+    epoch: i16,
+    seq: i32,
+    topic: &str,
+    partition: u32,
+) -> Result<u64, TxnRefusal> {
+    broker.check_transactional_produce(id, epoch, topic, partition)?;
+    let record = AppendRecord {
+        topic: Arc::from(topic),
+        partition,
+        key: None,
+        value: Some(Bytes::from_static(b"v")),
+        headers: Vec::new(),
+        timestamp_ms: None,
+    };
+    let p = ProducerBatch {
+        producer_id: id,
+        epoch,
+        base_sequence: seq,
+        transactional: true,
+    };
+    match broker
+        .store
+        .append_as(&[record], u64::MAX, Some(&p))
+        .unwrap()
+    {
+        ProducerAppend::Written(a) => Ok(a[0].queue_offset.get()),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// (LSO, end, aborted first offsets) of `topic`-`partition`, dispatched.
+fn view(broker: &Broker, topic: &str, partition: u32) -> (u64, u64, Vec<(i64, u64)>) {
+    assert!(broker.store.wait_dispatched(Duration::from_secs(10)));
+    let end = broker.store.offsets(topic, partition).1;
+    let lso = broker.store.last_stable_offset(topic, partition);
+    (
+        lso,
+        end,
+        broker.store.aborted_transactions(topic, partition, 0, end),
+    )
+}
+
+fn state(broker: &Broker, id: &str) -> TxnState {
+    broker.txns.lock().get(id).unwrap().state
+}
+
+fn topics(broker: &Broker) {
+    broker.create_topic("a", 2, Default::default()).unwrap();
+    broker.create_topic("b", 1, Default::default()).unwrap();
+}
+
+#[test]
+fn commit_and_abort_end_every_partition_alike() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = test_support::open(dir.path());
+    topics(&broker);
+    let (pid, epoch) = broker
+        .init_transactional_producer("t1", 60_000, None)
+        .unwrap();
+    assert_eq!(epoch, 0);
+    assert!(broker
+        .registry
+        .get(TRANSACTION_STATE_TOPIC)
+        .unwrap()
+        .is_internal());
+    // Before the partition is added, a transactional batch is refused.
+    assert!(matches!(
+        broker.check_transactional_produce(pid, epoch, "a", 0),
+        Err(TxnRefusal::InvalidState { .. })
+    ));
+    let parts = partitions(&[("a", 0), ("a", 1), ("b", 0)]);
+    broker
+        .add_partitions_to_txn("t1", pid, epoch, &parts)
+        .unwrap();
+    produce(&broker, pid, epoch, 0, "a", 0).unwrap();
+    produce(&broker, pid, epoch, 0, "b", 0).unwrap();
+    assert_eq!(view(&broker, "a", 0).0, 0, "open: the LSO holds");
+    broker.end_txn("t1", pid, epoch, true).unwrap();
+    assert_eq!(state(&broker, "t1"), TxnState::CompleteCommit);
+    // A marker in every partition added, written to or not.
+    assert_eq!(view(&broker, "a", 0), (2, 2, vec![]));
+    assert_eq!(view(&broker, "a", 1), (1, 1, vec![]));
+    assert_eq!(view(&broker, "b", 0), (2, 2, vec![]));
+    // A retried commit answers at once; an abort now is refused.
+    broker.end_txn("t1", pid, epoch, true).unwrap();
+    assert!(matches!(
+        broker.end_txn("t1", pid, epoch, false),
+        Err(TxnError::Refused(TxnRefusal::InvalidState { .. }))
+    ));
+    // The next transaction aborts: named to read_committed readers.
+    broker
+        .add_partitions_to_txn("t1", pid, epoch, &parts[..1])
+        .unwrap();
+    let first = produce(&broker, pid, epoch, 1, "a", 0).unwrap();
+    broker.end_txn("t1", pid, epoch, false).unwrap();
+    assert_eq!(view(&broker, "a", 0), (4, 4, vec![(pid, first)]));
+    // A partition not added is refused, and after the end so is any.
+    assert!(produce(&broker, pid, epoch, 2, "a", 0).is_err());
+    let broker = Arc::try_unwrap(broker).unwrap();
+    broker.shutdown().unwrap();
+    // The log rebuilds the same state.
+    let broker = test_support::open(dir.path());
+    assert_eq!(state(&broker, "t1"), TxnState::CompleteAbort);
+    assert_eq!(view(&broker, "a", 0), (4, 4, vec![(pid, first)]));
+    let (pid2, epoch2) = broker
+        .init_transactional_producer("t1", 60_000, None)
+        .unwrap();
+    assert_eq!((pid2, epoch2), (pid, 1));
+}
+
+#[test]
+fn a_new_producer_fences_the_old_and_aborts_its_transaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = test_support::open(dir.path());
+    topics(&broker);
+    let (pid, e0) = broker
+        .init_transactional_producer("t", 60_000, None)
+        .unwrap();
+    broker
+        .add_partitions_to_txn("t", pid, e0, &partitions(&[("a", 0)]))
+        .unwrap();
+    let first = produce(&broker, pid, e0, 0, "a", 0).unwrap();
+    // The zombie's successor: its open transaction is aborted first.
+    assert!(matches!(
+        broker.init_transactional_producer("t", 60_000, None),
+        Err(TxnError::Refused(TxnRefusal::Concurrent))
+    ));
+    assert_eq!(view(&broker, "a", 0), (2, 2, vec![(pid, first)]));
+    let (_, e2) = broker
+        .init_transactional_producer("t", 60_000, None)
+        .unwrap();
+    assert_eq!(e2, e0 + 2, "the fence bumped once, the init once more");
+    // The zombie is fenced everywhere: coordinator and partition.
+    assert!(matches!(
+        broker.add_partitions_to_txn("t", pid, e0, &partitions(&[("a", 0)])),
+        Err(TxnError::Refused(TxnRefusal::ProducerFenced { .. }))
+    ));
+    assert!(matches!(
+        broker.check_transactional_produce(pid, e0, "a", 0),
+        Err(TxnRefusal::ProducerFenced { .. })
+    ));
+}
+
+#[test]
+fn a_transaction_past_its_timeout_is_aborted_by_the_tick() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = test_support::open(dir.path());
+    topics(&broker);
+    let (pid, epoch) = broker.init_transactional_producer("slow", 1, None).unwrap();
+    broker
+        .add_partitions_to_txn("slow", pid, epoch, &partitions(&[("b", 0)]))
+        .unwrap();
+    let first = produce(&broker, pid, epoch, 0, "b", 0).unwrap();
+    std::thread::sleep(Duration::from_millis(5));
+    broker.txn_tick().unwrap();
+    assert_eq!(state(&broker, "slow"), TxnState::CompleteAbort);
+    assert_eq!(view(&broker, "b", 0), (2, 2, vec![(pid, first)]));
+    assert!(matches!(
+        broker.end_txn("slow", pid, epoch, true),
+        Err(TxnError::Refused(TxnRefusal::ProducerFenced { .. }))
+    ));
+}
+
+/// The end decided, then a crash: after the PrepareCommit record only,
+/// and after one partition's marker too. Each restart finishes the commit
+/// in every partition.
+#[test]
+fn an_end_a_crash_interrupted_is_finished_at_the_next_start() {
+    for markers_before_crash in [0usize, 1] {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = test_support::open(dir.path());
+        topics(&broker);
+        let (pid, epoch) = broker
+            .init_transactional_producer("t", 60_000, None)
+            .unwrap();
+        let parts = partitions(&[("a", 0), ("b", 0)]);
+        broker
+            .add_partitions_to_txn("t", pid, epoch, &parts)
+            .unwrap();
+        produce(&broker, pid, epoch, 0, "a", 0).unwrap();
+        produce(&broker, pid, epoch, 0, "b", 0).unwrap();
+        let prepare = broker
+            .txns
+            .lock()
+            .end("t", pid, epoch, true, 1)
+            .unwrap()
+            .unwrap();
+        broker.txn_apply(&prepare).unwrap();
+        let mut partial = prepare.clone();
+        partial.partitions = partial
+            .partitions
+            .into_iter()
+            .take(markers_before_crash)
+            .collect();
+        broker.txn_markers(&partial).unwrap();
+        assert!(broker.store.wait_dispatched(Duration::from_secs(10)));
+        let broker = Arc::try_unwrap(broker).unwrap();
+        broker.crash();
+
+        let broker = test_support::open(dir.path());
+        assert_eq!(state(&broker, "t"), TxnState::CompleteCommit);
+        for (topic, partition) in [("a", 0), ("b", 0)] {
+            let (lso, end, aborted) = view(&broker, topic, partition);
+            assert_eq!((lso, aborted), (end, vec![]), "{topic}-{partition}");
+        }
+    }
+}

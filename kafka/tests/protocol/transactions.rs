@@ -1,0 +1,232 @@
+//! Transactions over real TCP on 127.0.0.1 (issue 38): FindCoordinator of
+//! a transactional id, InitProducerId with one (epochs bumped, the old
+//! producer fenced), AddPartitionsToTxn at v0 and v3 (an unknown
+//! partition fails the call by name), transactional Produce only to added
+//! partitions, EndTxn, and what read_committed fetches see meanwhile. A
+//! module of `protocol.rs`, whose server and framing helpers it uses.
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use tokio::net::TcpStream;
+
+use super::idempotence::{idempotent, produce};
+use super::{call, connect, fetch_request, metadata, name, server};
+
+fn tx(id: &str) -> TransactionalId {
+    TransactionalId(StrBytes::from_string(id.to_owned()))
+}
+
+async fn init(
+    c: &mut TcpStream,
+    version: i16,
+    id: &str,
+    current: (i64, i16),
+) -> InitProducerIdResponse {
+    let request = InitProducerIdRequest::default()
+        .with_transactional_id(Some(tx(id)))
+        .with_transaction_timeout_ms(60_000)
+        .with_producer_id(ProducerId(current.0))
+        .with_producer_epoch(current.1);
+    call(c, ApiKey::InitProducerId, version, &request).await
+}
+
+/// AddPartitionsToTxn: each (partition, error code) asked, in order.
+async fn add(
+    c: &mut TcpStream,
+    version: i16,
+    producer: (i64, i16),
+    partitions: &[(&str, i32)],
+) -> Vec<(String, i32, i16)> {
+    let mut topics: Vec<AddPartitionsToTxnTopic> = Vec::new();
+    for (topic, p) in partitions {
+        match topics.iter_mut().find(|t| t.name.0.as_str() == *topic) {
+            Some(t) => t.partitions.push(*p),
+            None => topics.push(
+                AddPartitionsToTxnTopic::default()
+                    .with_name(name(topic))
+                    .with_partitions(vec![*p]),
+            ),
+        }
+    }
+    let request = AddPartitionsToTxnRequest::default()
+        .with_v3_and_below_transactional_id(tx("t1"))
+        .with_v3_and_below_producer_id(ProducerId(producer.0))
+        .with_v3_and_below_producer_epoch(producer.1)
+        .with_v3_and_below_topics(topics);
+    let answer: AddPartitionsToTxnResponse =
+        call(c, ApiKey::AddPartitionsToTxn, version, &request).await;
+    answer
+        .results_by_topic_v3_and_below
+        .iter()
+        .flat_map(|t| {
+            t.results_by_partition.iter().map(move |p| {
+                (
+                    t.name.0.to_string(),
+                    p.partition_index,
+                    p.partition_error_code,
+                )
+            })
+        })
+        .collect()
+}
+
+async fn end(c: &mut TcpStream, version: i16, producer: (i64, i16), commit: bool) -> i16 {
+    let request = EndTxnRequest::default()
+        .with_transactional_id(tx("t1"))
+        .with_producer_id(ProducerId(producer.0))
+        .with_producer_epoch(producer.1)
+        .with_committed(commit);
+    let answer: EndTxnResponse = call(c, ApiKey::EndTxn, version, &request).await;
+    answer.error_code
+}
+
+/// `records` as the transaction's batch: the idempotent batch with the
+/// transactional attribute (bit 4) and its CRC again.
+fn transactional(records: &[(&[u8], &[u8])], producer: (i64, i16), sequence: i32) -> bytes::Bytes {
+    let mut b = idempotent(records, producer.0, producer.1, sequence).to_vec();
+    b[22] |= 0x10;
+    let crc = crc32c::crc32c(&b[21..]);
+    b[17..21].copy_from_slice(&crc.to_be_bytes());
+    bytes::Bytes::from(b)
+}
+
+/// (LSO, records) of a read_committed fetch of txp-0 from 0.
+async fn committed(c: &mut TcpStream) -> (i64, usize) {
+    let request = fetch_request("txp", 0, 0, 0).with_isolation_level(1);
+    let answer: FetchResponse = call(c, ApiKey::Fetch, 12, &request).await;
+    let p = &answer.responses[0].partitions[0];
+    let bytes = p.records.clone().unwrap_or_default();
+    // Count records by the batches' counts (control batches included).
+    let mut at = 0;
+    let mut n = 0;
+    while at + 61 <= bytes.len() {
+        let length = i32::from_be_bytes(bytes[at + 8..at + 12].try_into().unwrap()) as usize;
+        let control = bytes[at + 22] & 0x20 != 0;
+        if !control {
+            n += i32::from_be_bytes(bytes[at + 57..at + 61].try_into().unwrap()) as usize;
+        }
+        at += 12 + length;
+    }
+    (p.last_stable_offset, n)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transaction_through_the_kafka_apis() {
+    let s = server().await;
+    let mut c = connect(&s).await;
+    metadata(&mut c, 12, &["txp"]).await;
+
+    let find = FindCoordinatorRequest::default()
+        .with_key(StrBytes::from_static_str("t1"))
+        .with_key_type(1);
+    let answer: FindCoordinatorResponse = call(&mut c, ApiKey::FindCoordinator, 3, &find).await;
+    assert_eq!(answer.error_code, 0);
+
+    let first = init(&mut c, 0, "t1", (-1, -1)).await;
+    assert_eq!((first.error_code, first.producer_epoch), (0, 0));
+    let pid = first.producer_id.0;
+    // KIP-360 (v3+): the current id and epoch name the producer; the
+    // next epoch fences the previous one.
+    let again = init(&mut c, 4, "t1", (pid, 0)).await;
+    assert_eq!(
+        (again.error_code, again.producer_id.0, again.producer_epoch),
+        (0, pid, 1)
+    );
+    let producer = (pid, 1);
+    let old = (pid, 0);
+
+    // Not added yet: a transactional batch is refused.
+    let (code, _) = produce(
+        &mut c,
+        "txp",
+        0,
+        transactional(&[(b"k", b"v0")], producer, 0),
+    )
+    .await;
+    assert_eq!(code, ResponseError::InvalidTxnState.code());
+    // An unknown partition fails the call by name, the rest not attempted.
+    let got = add(&mut c, 3, producer, &[("txp", 0), ("txp", 9)]).await;
+    assert_eq!(
+        got,
+        [
+            (
+                "txp".to_string(),
+                0,
+                ResponseError::OperationNotAttempted.code()
+            ),
+            (
+                "txp".to_string(),
+                9,
+                ResponseError::UnknownTopicOrPartition.code()
+            )
+        ]
+    );
+    for version in [0, 3] {
+        let got = add(&mut c, version, producer, &[("txp", 0), ("txp", 1)]).await;
+        assert!(
+            got.iter().all(|(_, _, code)| *code == 0),
+            "v{version}: {got:?}"
+        );
+    }
+    assert_eq!(
+        add(&mut c, 3, old, &[("txp", 0)]).await[0].2,
+        ResponseError::ProducerFenced.code()
+    );
+    let (code, base) = produce(
+        &mut c,
+        "txp",
+        0,
+        transactional(&[(b"k", b"v0"), (b"k", b"v1")], producer, 0),
+    )
+    .await;
+    assert_eq!((code, base), (0, 0));
+    // The old epoch's batch is fenced in the partition too.
+    let (code, _) = produce(&mut c, "txp", 0, transactional(&[(b"k", b"z")], old, 0)).await;
+    assert_eq!(code, ResponseError::InvalidProducerEpoch.code());
+    // Open: read_committed sees nothing yet.
+    assert_eq!(committed(&mut c).await, (0, 0));
+    assert_eq!(
+        end(&mut c, 3, old, true).await,
+        ResponseError::ProducerFenced.code()
+    );
+    assert_eq!(end(&mut c, 0, producer, true).await, 0);
+    // Committed: both records, and the LSO past the marker once the
+    // dispatcher has it (a fetch that finds records answers at once, with
+    // the LSO of that moment, as Kafka's may lag its EndTxn).
+    let dispatched = s
+        .broker
+        .store()
+        .wait_dispatched(std::time::Duration::from_secs(10));
+    assert!(dispatched);
+    assert_eq!(committed(&mut c).await, (3, 2));
+    // A retried commit is answered as made; an abort now is refused.
+    assert_eq!(end(&mut c, 3, producer, true).await, 0);
+    assert_eq!(
+        end(&mut c, 3, producer, false).await,
+        ResponseError::InvalidTxnState.code()
+    );
+    // The next transaction aborts: read_committed still sees two.
+    assert!(add(&mut c, 3, producer, &[("txp", 0)])
+        .await
+        .iter()
+        .all(|r| r.2 == 0));
+    let (code, _) = produce(
+        &mut c,
+        "txp",
+        0,
+        transactional(&[(b"k", b"gone")], producer, 2),
+    )
+    .await;
+    assert_eq!(code, 0);
+    assert_eq!(end(&mut c, 3, producer, false).await, 0);
+    assert!(s
+        .broker
+        .store()
+        .wait_dispatched(std::time::Duration::from_secs(10)));
+    let request = fetch_request("txp", 0, 0, 0).with_isolation_level(1);
+    let answer: FetchResponse = call(&mut c, ApiKey::Fetch, 12, &request).await;
+    let p = &answer.responses[0].partitions[0];
+    assert_eq!(p.last_stable_offset, 5);
+    assert_eq!(p.aborted_transactions.as_ref().unwrap().len(), 1);
+}
