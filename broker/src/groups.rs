@@ -94,7 +94,7 @@ type GroupState = BTreeMap<(String, u32), Entry>;
 
 /// One record of [`crate::Broker::append_offsets`]: topic, partition, and
 /// the commit with its encoded value (`None`: a tombstone).
-type OffsetRecord = (String, u32, Option<(CommitValue, Bytes)>);
+pub(crate) type OffsetRecord = (String, u32, Option<(CommitValue, Bytes)>);
 
 /// A group's last commit and the keys it has offsets for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -268,7 +268,7 @@ impl crate::Broker {
     /// Appends commits (or tombstones, `None`) of `group` to
     /// `__consumer_offsets` as one batch, stamped with the coordinator's
     /// clock, then applies them in memory.
-    fn append_offsets(
+    pub(crate) fn append_offsets(
         &self,
         group: &str,
         records: Vec<OffsetRecord>,

@@ -432,3 +432,17 @@ fn confluent_kafka_transactions_commit_abort_fence_and_time_out() {
         "transactions confluent-kafka: committed seen once, aborted never, zombie fenced, timeout aborted",
     );
 }
+
+/// Exactly-once consume-transform-produce from confluent-kafka
+/// (`send_offsets_to_transaction`: AddOffsetsToTxn, TxnOffsetCommit):
+/// one transaction aborted midway and its input read again; every input
+/// record appears once in the read_committed output, and the group's
+/// offsets are committed with the transactions.
+#[test]
+fn confluent_kafka_consume_transform_produce_is_exactly_once() {
+    run_client_script(
+        &group_server(),
+        clients::python_command("consume_transform_produce.py"),
+        "consume_transform_produce confluent-kafka: every input once in the output, offsets committed with it",
+    );
+}

@@ -667,6 +667,39 @@ pub fn add_partitions_to_txn(w: &mut Walk<'_>, _v: i16) -> Walked {
     })
 }
 
+/// AddOffsetsToTxn v0-3: transactional id, producer id and epoch, group.
+pub fn add_offsets_to_txn(w: &mut Walk<'_>, _v: i16) -> Walked {
+    w.string()?;
+    w.fixed(8 + 2)?;
+    w.string()
+}
+
+/// TxnOffsetCommit v0-3: transactional id, group, producer id and epoch;
+/// v3 generation, member id and instance id (nullable); topics (name,
+/// partitions: index, offset, v2+ leader epoch, metadata (nullable)).
+pub fn txn_offset_commit(w: &mut Walk<'_>, v: i16) -> Walked {
+    w.string()?;
+    w.string()?;
+    w.fixed(8 + 2)?;
+    if v >= 3 {
+        w.fixed(4)?;
+        w.string()?;
+        w.string()?;
+    }
+    w.array(|w| {
+        w.string()?;
+        w.array(|w| {
+            w.fixed(4 + 8)?;
+            if v >= 2 {
+                w.fixed(4)?;
+            }
+            w.string()?;
+            w.tags()
+        })?;
+        w.tags()
+    })
+}
+
 /// EndTxn v0-3: transactional id, producer id and epoch, committed.
 pub fn end_txn(w: &mut Walk<'_>, _v: i16) -> Walked {
     w.string()?;

@@ -142,7 +142,19 @@ pub static ROUTES: &[Route] = &[
         precheck::add_partitions_to_txn,
         add_partitions_to_txn
     ),
+    route!(
+        AddOffsetsToTxn,
+        0..=3,
+        precheck::add_offsets_to_txn,
+        add_offsets_to_txn
+    ),
     route!(EndTxn, 0..=3, precheck::end_txn, end_txn),
+    route!(
+        TxnOffsetCommit,
+        0..=3,
+        precheck::txn_offset_commit,
+        txn_offset_commit
+    ),
     // ACLs and users (docs/SECURITY.md).
     route!(DescribeAcls, 1..=3, precheck::describe_acls, describe_acls),
     route!(CreateAcls, 1..=3, precheck::create_acls, create_acls),
@@ -338,6 +350,8 @@ serve!(incremental_alter_configs(gate) async);
 serve!(describe_cluster(version));
 serve!(add_partitions_to_txn() async);
 serve!(end_txn() async);
+serve!(add_offsets_to_txn() async);
+serve!(txn_offset_commit(version) async);
 
 serve!(init_producer_id(version) async);
 

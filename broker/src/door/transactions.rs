@@ -13,8 +13,9 @@ use std::sync::Arc;
 use tidelog_security::acl::{Operation, Resource};
 
 use super::Door;
+use crate::registry::CONSUMER_OFFSETS_TOPIC;
 use crate::transactions::service::TxnError;
-use crate::transactions::{TxnPartition, TxnRefusal};
+use crate::transactions::{TxnOffset, TxnPartition, TxnRefusal};
 
 impl Door {
     /// InitProducerId with `transactional_id`: its producer id and epoch
@@ -73,6 +74,70 @@ impl Door {
         let broker = Arc::clone(&self.broker);
         crate::blocking::run(move || {
             Ok(broker.add_partitions_to_txn(&transactional_id, producer_id, epoch, &partitions))
+        })
+        .await?
+    }
+
+    /// AddOffsetsToTxn: the transaction will commit `group`'s offsets
+    /// (its offsets partition joins it, as in Kafka). READ on the group.
+    pub async fn add_offsets_to_txn(
+        &self,
+        transactional_id: String,
+        producer_id: i64,
+        epoch: i16,
+        group: String,
+    ) -> Result<(), TxnError> {
+        self.allow(
+            Operation::Write,
+            Resource::transactional_id(&transactional_id),
+        )?;
+        self.allow(Operation::Read, Resource::group(&group))?;
+        crate::names::validate_group_name(&group)?;
+        let broker = Arc::clone(&self.broker);
+        crate::blocking::run(move || {
+            Ok(broker.add_partitions_to_txn(
+                &transactional_id,
+                producer_id,
+                epoch,
+                &[(CONSUMER_OFFSETS_TOPIC.to_owned(), 0)],
+            ))
+        })
+        .await?
+    }
+
+    /// TxnOffsetCommit: `group`'s offsets join the transaction (see
+    /// `Broker::txn_offset_commit`). READ on the group and each topic.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn txn_offset_commit(
+        &self,
+        transactional_id: String,
+        producer_id: i64,
+        epoch: i16,
+        group: String,
+        member: Option<(String, Option<String>, u32)>,
+        offsets: Vec<(String, u32, TxnOffset)>,
+    ) -> Result<(), TxnError> {
+        self.allow(
+            Operation::Write,
+            Resource::transactional_id(&transactional_id),
+        )?;
+        self.allow(Operation::Read, Resource::group(&group))?;
+        for (topic, _, _) in &offsets {
+            self.allow(Operation::Read, Resource::topic(topic))?;
+        }
+        let broker = Arc::clone(&self.broker);
+        crate::blocking::run(move || {
+            let member = member
+                .as_ref()
+                .map(|(id, instance, generation)| (id.as_str(), instance.as_deref(), *generation));
+            Ok(broker.txn_offset_commit(
+                &transactional_id,
+                producer_id,
+                epoch,
+                &group,
+                member,
+                offsets,
+            ))
         })
         .await?
     }

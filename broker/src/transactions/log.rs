@@ -10,8 +10,13 @@
 //! ```json
 //! {"v":1,"producer_id":1001,"epoch":3,"last":[1001,2],"timeout_ms":60000,
 //!  "state":"Ongoing","partitions":[["orders",0]],"started_ms":1700000000000,
-//!  "updated_ms":1700000000500}
+//!  "updated_ms":1700000000500,
+//!  "offsets":[{"group":"g","topic":"in","partition":0,"offset":42}]}
 //! ```
+//!
+//! `offsets` (TxnOffsetCommit's, committed with the transaction) is left
+//! out when empty, and each one's `leader_epoch` and `metadata` when
+//! unset.
 //!
 //! `state` is Kafka's name of the state. A value from disk is checked as a
 //! client's request is ([`parse`]): its id, epoch, timeout, state and
@@ -58,6 +63,22 @@ struct TxnValue {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     started_ms: Option<u64>,
     updated_ms: u64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    offsets: Vec<OffsetValue>,
+}
+
+/// One consumer offset of an open transaction.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OffsetValue {
+    group: String,
+    topic: String,
+    partition: u32,
+    offset: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    leader_epoch: Option<i32>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    metadata: String,
 }
 
 /// Why a transaction log record was refused.
@@ -85,6 +106,18 @@ pub fn record_value(t: &Transition) -> Bytes {
         partitions: t.partitions.iter().cloned().collect(),
         started_ms: t.started_ms,
         updated_ms: t.at_ms,
+        offsets: t
+            .offsets
+            .iter()
+            .map(|((group, topic, partition), o)| OffsetValue {
+                group: group.clone(),
+                topic: topic.clone(),
+                partition: *partition,
+                offset: o.offset,
+                leader_epoch: o.leader_epoch,
+                metadata: o.metadata.clone(),
+            })
+            .collect(),
     };
     // A struct of numbers, strings and lists always encodes.
     Bytes::from(serde_json::to_vec(&value).unwrap_or_default())
@@ -142,6 +175,32 @@ pub fn parse(
         state,
         TxnState::Ongoing | TxnState::PrepareCommit | TxnState::PrepareAbort
     );
+    if v.offsets.len() > PARTITIONS_PER_TRANSACTION_MAX || (!open && !v.offsets.is_empty()) {
+        return Err(bad(format!(
+            "{} offsets in state {}",
+            v.offsets.len(),
+            v.state
+        )));
+    }
+    let mut offsets = super::TxnOffsets::new();
+    for o in v.offsets {
+        crate::names::validate_group_name(&o.group).map_err(|e| bad(e.to_string()))?;
+        crate::names::validate_topic_name(&o.topic).map_err(|e| bad(e.to_string()))?;
+        if o.metadata.len() > crate::groups::METADATA_MAX_BYTES {
+            return Err(bad(format!(
+                "offset metadata of {} bytes",
+                o.metadata.len()
+            )));
+        }
+        offsets.insert(
+            (o.group, o.topic, o.partition),
+            super::TxnOffset {
+                offset: o.offset,
+                leader_epoch: o.leader_epoch,
+                metadata: o.metadata,
+            },
+        );
+    }
     if open == v.partitions.is_empty() || open != v.started_ms.is_some() {
         return Err(bad(format!(
             "state {} with {} partitions and start {:?} do not agree",
@@ -159,6 +218,7 @@ pub fn parse(
             timeout_ms: v.timeout_ms,
             state,
             partitions: v.partitions.into_iter().collect::<BTreeSet<_>>(),
+            offsets,
             started_ms: v.started_ms,
             updated_ms: v.updated_ms,
             pending: None,

@@ -137,6 +137,22 @@ pub enum TxnRefusal {
 /// A partition a transaction wrote to.
 pub type TxnPartition = (String, u32);
 
+/// A consumer offset a transaction commits (TxnOffsetCommit): group,
+/// topic, partition.
+pub type TxnOffsetKey = (String, String, u32);
+
+/// The offset committed for a [`TxnOffsetKey`] if the transaction
+/// commits (Kafka's KIP-98 "consume-transform-produce").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TxnOffset {
+    pub offset: u64,
+    pub leader_epoch: Option<i32>,
+    pub metadata: String,
+}
+
+/// The offsets of an open transaction.
+pub type TxnOffsets = std::collections::BTreeMap<TxnOffsetKey, TxnOffset>;
+
 /// One transactional id.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TxnMetadata {
@@ -149,6 +165,8 @@ pub struct TxnMetadata {
     pub state: TxnState,
     /// The partitions the open (or ending) transaction wrote to.
     pub partitions: BTreeSet<TxnPartition>,
+    /// The consumer offsets it commits if it commits.
+    pub offsets: TxnOffsets,
     /// When the open transaction began (its first AddPartitions).
     pub started_ms: Option<u64>,
     pub updated_ms: u64,
@@ -166,6 +184,7 @@ pub struct Transition {
     pub timeout_ms: u32,
     pub state: TxnState,
     pub partitions: BTreeSet<TxnPartition>,
+    pub offsets: TxnOffsets,
     pub started_ms: Option<u64>,
     pub at_ms: u64,
 }
@@ -266,6 +285,7 @@ impl Transactions {
                 timeout_ms,
                 state: TxnState::Empty,
                 partitions: BTreeSet::new(),
+                offsets: TxnOffsets::new(),
                 started_ms: None,
                 at_ms: now_ms,
             };
@@ -278,6 +298,7 @@ impl Transactions {
                     timeout_ms,
                     state: TxnState::Empty,
                     partitions: BTreeSet::new(),
+                    offsets: TxnOffsets::new(),
                     started_ms: None,
                     updated_ms: now_ms,
                     pending: Some(t.clone()),
@@ -332,6 +353,7 @@ impl Transactions {
                     timeout_ms,
                     state: TxnState::Empty,
                     partitions: BTreeSet::new(),
+                    offsets: TxnOffsets::new(),
                     started_ms: None,
                     at_ms: now_ms,
                 };
@@ -387,12 +409,54 @@ impl Transactions {
             timeout_ms: m.timeout_ms,
             state: TxnState::Ongoing,
             partitions: next,
+            offsets: if m.state == TxnState::Ongoing {
+                m.offsets.clone()
+            } else {
+                TxnOffsets::new()
+            },
             started_ms: if m.state == TxnState::Ongoing {
                 m.started_ms
             } else {
                 Some(now_ms)
             },
             at_ms: now_ms,
+        };
+        Ok(Some(self.begin(transactional_id, t)))
+    }
+
+    /// TxnOffsetCommit: `offsets` join the open transaction, committed
+    /// with it (and dropped with an abort); a later offset of the same
+    /// key replaces an earlier one. `None` when nothing changes.
+    pub fn add_offsets(
+        &mut self,
+        transactional_id: &str,
+        producer_id: i64,
+        epoch: i16,
+        offsets: Vec<(TxnOffsetKey, TxnOffset)>,
+        now_ms: u64,
+    ) -> Result<Option<Transition>, TxnRefusal> {
+        let m = self.producer(transactional_id, producer_id, epoch)?;
+        if m.state != TxnState::Ongoing {
+            return Err(TxnRefusal::InvalidState {
+                what: "commit offsets in",
+                state: m.state.name(),
+            });
+        }
+        let mut next = m.offsets.clone();
+        next.extend(offsets);
+        if next == m.offsets {
+            return Ok(None);
+        }
+        if next.len() > PARTITIONS_PER_TRANSACTION_MAX {
+            return Err(TxnRefusal::Limit {
+                what: "offsets in one transaction",
+                max: PARTITIONS_PER_TRANSACTION_MAX,
+            });
+        }
+        let t = Transition {
+            offsets: next,
+            at_ms: now_ms,
+            ..self.as_transition(transactional_id, m)
         };
         Ok(Some(self.begin(transactional_id, t)))
     }
@@ -453,6 +517,7 @@ impl Transactions {
         let t = Transition {
             state,
             partitions: BTreeSet::new(),
+            offsets: TxnOffsets::new(),
             started_ms: None,
             at_ms: now_ms,
             ..self.as_transition(transactional_id, m)
@@ -501,6 +566,7 @@ impl Transactions {
         m.timeout_ms = transition.timeout_ms;
         m.state = transition.state;
         m.partitions = transition.partitions.clone();
+        m.offsets = transition.offsets.clone();
         m.started_ms = transition.started_ms;
         m.updated_ms = transition.at_ms;
     }
@@ -583,6 +649,7 @@ impl Transactions {
             timeout_ms: m.timeout_ms,
             state: m.state,
             partitions: m.partitions.clone(),
+            offsets: m.offsets.clone(),
             started_ms: m.started_ms,
             at_ms: m.updated_ms,
         }

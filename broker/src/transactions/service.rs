@@ -30,7 +30,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tidelog_storage::{AppendRecord, MarkerSpec, SequenceProblem, StoreError};
 
 use super::log::{self, TRANSACTION_STATE_TOPIC};
-use super::{InitOutcome, Transactions, Transition, TxnPartition, TxnRefusal, TxnState};
+use super::{
+    InitOutcome, Transactions, Transition, TxnOffset, TxnOffsets, TxnPartition, TxnRefusal,
+    TxnState,
+};
 use crate::topic_config::Overrides;
 use crate::{Broker, BrokerError};
 
@@ -191,6 +194,35 @@ impl Broker {
         Ok(())
     }
 
+    /// A committing transaction's consumer offsets, committed to their
+    /// groups (`__consumer_offsets`) after its markers and before its
+    /// Complete record: a restart after the decision commits them again,
+    /// the same values, so they are committed if and only if the
+    /// transaction is. Blocking.
+    fn txn_commit_offsets(&self, offsets: &TxnOffsets) -> Result<(), BrokerError> {
+        let mut by_group: std::collections::BTreeMap<&str, Vec<crate::groups::OffsetRecord>> =
+            std::collections::BTreeMap::new();
+        for ((group, topic, partition), o) in offsets {
+            let value = crate::groups::CommitValue {
+                offset: o.offset,
+                metadata: o.metadata.clone(),
+                leader_epoch: o.leader_epoch,
+                protocol: None,
+            };
+            let bytes = crate::groups::record_value(&value)
+                .map_err(|source| BrokerError::OffsetCommitEncode { source })?;
+            by_group.entry(group).or_default().push((
+                topic.clone(),
+                *partition,
+                Some((value, bytes)),
+            ));
+        }
+        for (group, records) in by_group {
+            self.append_offsets(group, records)?;
+        }
+        Ok(())
+    }
+
     /// A decided end, carried out: `prepare` (a PrepareCommit or
     /// PrepareAbort) made durable and applied unless `durable`, the
     /// markers, then the Complete record. Blocking.
@@ -199,6 +231,9 @@ impl Broker {
             self.txn_apply(prepare)?;
         }
         self.txn_markers(prepare)?;
+        if prepare.marker() == Some(true) {
+            self.txn_commit_offsets(&prepare.offsets)?;
+        }
         let complete = self.txns.lock().finish(&prepare.transactional_id, now_ms());
         match complete {
             Some(c) => self.txn_apply(&c),
@@ -263,6 +298,50 @@ impl Broker {
             partitions,
             now_ms(),
         )?;
+        if let Some(t) = t {
+            self.txn_apply(&t)?;
+        }
+        Ok(())
+    }
+
+    /// TxnOffsetCommit: consumer offsets of `group` join the producer's
+    /// open transaction, committed with it (KIP-98's
+    /// consume-transform-produce). With a generation (v3, KIP-447) the
+    /// member must be the group's current one, as for OffsetCommit, so a
+    /// zombie member cannot commit; every topic and partition must exist,
+    /// metadata at most 4 KiB. Blocking.
+    pub fn txn_offset_commit(
+        &self,
+        transactional_id: &str,
+        producer_id: i64,
+        epoch: i16,
+        group: &str,
+        member: Option<(&str, Option<&str>, u32)>,
+        offsets: Vec<(String, u32, TxnOffset)>,
+    ) -> Result<(), TxnError> {
+        crate::names::validate_group_name(group)?;
+        if let Some((member_id, instance_id, generation)) = member {
+            self.coordinator.validate_commit(
+                group,
+                crate::coordinator::CommitOrigin::Member {
+                    member_id,
+                    instance_id,
+                    generation,
+                },
+            )?;
+        }
+        for (index, (topic, partition, o)) in offsets.iter().enumerate() {
+            self.registry.require(topic)?.check_partition(*partition)?;
+            crate::groups::validate_commit_metadata(index, &o.metadata)?;
+        }
+        let keyed = offsets
+            .into_iter()
+            .map(|(topic, partition, o)| ((group.to_owned(), topic, partition), o))
+            .collect();
+        let t =
+            self.txns
+                .lock()
+                .add_offsets(transactional_id, producer_id, epoch, keyed, now_ms())?;
         if let Some(t) = t {
             self.txn_apply(&t)?;
         }

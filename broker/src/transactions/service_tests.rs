@@ -13,6 +13,7 @@ use tidelog_storage::{AppendRecord, ProducerAppend, ProducerBatch};
 
 use super::*;
 use crate::test_support;
+use crate::transactions::TxnOffset;
 
 fn partitions(list: &[(&str, u32)]) -> Vec<TxnPartition> {
     list.iter().map(|(t, p)| (t.to_string(), *p)).collect()
@@ -229,4 +230,89 @@ fn an_end_a_crash_interrupted_is_finished_at_the_next_start() {
             assert_eq!((lso, aborted), (end, vec![]), "{topic}-{partition}");
         }
     }
+}
+
+fn offset(o: u64) -> TxnOffset {
+    TxnOffset {
+        offset: o,
+        leader_epoch: None,
+        metadata: "m".into(),
+    }
+}
+
+fn committed(broker: &Broker, group: &str) -> Vec<(String, u32, u64)> {
+    broker
+        .committed_offsets(group, None)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| (c.topic, c.partition, c.offset))
+        .collect()
+}
+
+/// TxnOffsetCommit's offsets are committed with the transaction, and
+/// only then: an abort drops them, and a crash after the commit was
+/// decided commits them at the next start.
+#[test]
+fn a_transactions_offsets_commit_with_it_and_only_then() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = test_support::open(dir.path());
+    topics(&broker);
+    let (pid, epoch) = broker
+        .init_transactional_producer("t", 60_000, None)
+        .unwrap();
+    // Offsets outside an open transaction are refused.
+    assert!(matches!(
+        broker.txn_offset_commit("t", pid, epoch, "g", None, vec![("a".into(), 0, offset(5))]),
+        Err(TxnError::Refused(TxnRefusal::InvalidState { .. }))
+    ));
+    let consumer_offsets = [(crate::registry::CONSUMER_OFFSETS_TOPIC.to_string(), 0)];
+    broker
+        .add_partitions_to_txn("t", pid, epoch, &consumer_offsets)
+        .unwrap();
+    broker
+        .txn_offset_commit("t", pid, epoch, "g", None, vec![("a".into(), 0, offset(5))])
+        .unwrap();
+    // An unknown partition refuses the whole call.
+    assert!(broker
+        .txn_offset_commit("t", pid, epoch, "g", None, vec![("a".into(), 9, offset(1))])
+        .is_err());
+    assert_eq!(committed(&broker, "g"), [], "not before the commit");
+    broker.end_txn("t", pid, epoch, false).unwrap();
+    assert_eq!(committed(&broker, "g"), [], "an abort drops them");
+
+    broker
+        .add_partitions_to_txn("t", pid, epoch, &consumer_offsets)
+        .unwrap();
+    broker
+        .txn_offset_commit("t", pid, epoch, "g", None, vec![("a".into(), 1, offset(7))])
+        .unwrap();
+    broker
+        .txn_offset_commit("t", pid, epoch, "g", None, vec![("a".into(), 1, offset(9))])
+        .unwrap();
+    broker.end_txn("t", pid, epoch, true).unwrap();
+    assert_eq!(committed(&broker, "g"), [("a".to_string(), 1, 9)]);
+
+    // Decided, then a crash before its offsets were committed.
+    broker
+        .add_partitions_to_txn("t", pid, epoch, &consumer_offsets)
+        .unwrap();
+    broker
+        .txn_offset_commit("t", pid, epoch, "g", None, vec![("b".into(), 0, offset(3))])
+        .unwrap();
+    let prepare = broker
+        .txns
+        .lock()
+        .end("t", pid, epoch, true, 1)
+        .unwrap()
+        .unwrap();
+    broker.txn_apply(&prepare).unwrap();
+    assert!(broker.store.wait_dispatched(Duration::from_secs(10)));
+    let broker = Arc::try_unwrap(broker).unwrap();
+    broker.crash();
+    let broker = test_support::open(dir.path());
+    assert_eq!(state(&broker, "t"), TxnState::CompleteCommit);
+    assert_eq!(
+        committed(&broker, "g"),
+        [("a".to_string(), 1, 9), ("b".to_string(), 0, 3)]
+    );
 }

@@ -553,6 +553,7 @@ mod log_records {
             timeout_ms: 60_000,
             state: TxnState::Ongoing,
             partitions: [p("orders", 0)].into_iter().collect(),
+            offsets: TxnOffsets::new(),
             started_ms: Some(1_700_000_000_000),
             at_ms: 1_700_000_000_500,
         };
@@ -560,6 +561,42 @@ mod log_records {
             std::str::from_utf8(&record_value(&t)).unwrap(),
             r#"{"v":1,"producer_id":1001,"epoch":3,"last":[1001,2],"timeout_ms":60000,"state":"Ongoing","partitions":[["orders",0]],"started_ms":1700000000000,"updated_ms":1700000000500}"#
         );
+        // A transaction's consumer offsets, and back.
+        let with_offsets = Transition {
+            offsets: [
+                (
+                    ("g".to_string(), "in".to_string(), 0),
+                    TxnOffset {
+                        offset: 42,
+                        leader_epoch: None,
+                        metadata: String::new(),
+                    },
+                ),
+                (
+                    ("g".to_string(), "in".to_string(), 1),
+                    TxnOffset {
+                        offset: 7,
+                        leader_epoch: Some(0),
+                        metadata: "m".into(),
+                    },
+                ),
+            ]
+            .into_iter()
+            .collect(),
+            ..t.clone()
+        };
+        let value = record_value(&with_offsets);
+        assert_eq!(
+            std::str::from_utf8(&value).unwrap(),
+            r#"{"v":1,"producer_id":1001,"epoch":3,"last":[1001,2],"timeout_ms":60000,"state":"Ongoing","partitions":[["orders",0]],"started_ms":1700000000000,"updated_ms":1700000000500,"offsets":[{"group":"g","topic":"in","partition":0,"offset":42},{"group":"g","topic":"in","partition":1,"offset":7,"leader_epoch":0,"metadata":"m"}]}"#
+        );
+        let (_, back) = parse(0, b"tx", Some(&value)).unwrap();
+        assert_eq!(back.unwrap().offsets, with_offsets.offsets);
+        // Offsets belong to an open transaction only; a bad group is refused.
+        let settled_with = r#"{"v":1,"producer_id":1,"epoch":0,"timeout_ms":1000,"state":"Empty","updated_ms":0,"offsets":[{"group":"g","topic":"in","partition":0,"offset":1}]}"#;
+        assert!(parse(0, b"tx", Some(settled_with.as_bytes())).is_err());
+        let bad_group = r#"{"v":1,"producer_id":1,"epoch":0,"timeout_ms":1000,"state":"Ongoing","partitions":[["in",0]],"started_ms":1,"updated_ms":0,"offsets":[{"group":"","topic":"in","partition":0,"offset":1}]}"#;
+        assert!(parse(0, b"tx", Some(bad_group.as_bytes())).is_err());
         let settled = Transition {
             state: TxnState::Empty,
             last: None,

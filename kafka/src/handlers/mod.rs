@@ -8,6 +8,7 @@
 //! broker's.
 
 pub mod acls;
+pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
 pub mod admin;
 pub mod alter_configs;
@@ -43,6 +44,7 @@ pub mod produce;
 pub mod sasl;
 pub mod scram_users;
 pub mod sync_group;
+pub mod txn_offset_commit;
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::TopicName;

@@ -230,3 +230,73 @@ async fn a_transaction_through_the_kafka_apis() {
     assert_eq!(p.last_stable_offset, 5);
     assert_eq!(p.aborted_transactions.as_ref().unwrap().len(), 1);
 }
+
+/// AddOffsetsToTxn and TxnOffsetCommit (v0 and v3): the offsets commit
+/// with the transaction; v3's generation fences a consumer that is not
+/// the group's member (KIP-447).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transactions_offsets_commit_with_it() {
+    let s = server().await;
+    let mut c = connect(&s).await;
+    metadata(&mut c, 12, &["txp"]).await;
+    let first = init(&mut c, 4, "t1", (-1, -1)).await;
+    let producer = (first.producer_id.0, first.producer_epoch);
+    for version in [0, 3] {
+        let add = AddOffsetsToTxnRequest::default()
+            .with_transactional_id(tx("t1"))
+            .with_producer_id(ProducerId(producer.0))
+            .with_producer_epoch(producer.1)
+            .with_group_id(GroupId(StrBytes::from_static_str("g2")));
+        let answer: AddOffsetsToTxnResponse =
+            call(&mut c, ApiKey::AddOffsetsToTxn, version, &add).await;
+        assert_eq!(answer.error_code, 0, "v{version}");
+    }
+    let commit = |offset: i64, generation: i32| {
+        use kafka_protocol::messages::txn_offset_commit_request::{
+            TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+        };
+        TxnOffsetCommitRequest::default()
+            .with_transactional_id(tx("t1"))
+            .with_group_id(GroupId(StrBytes::from_static_str("g2")))
+            .with_producer_id(ProducerId(producer.0))
+            .with_producer_epoch(producer.1)
+            .with_generation_id(generation)
+            .with_member_id(if generation >= 0 {
+                StrBytes::from_static_str("nobody")
+            } else {
+                StrBytes::default()
+            })
+            .with_topics(vec![TxnOffsetCommitRequestTopic::default()
+                .with_name(name("txp"))
+                .with_partitions(vec![TxnOffsetCommitRequestPartition::default()
+                    .with_partition_index(0)
+                    .with_committed_offset(offset)
+                    .with_committed_leader_epoch(-1)])])
+    };
+    let answer: TxnOffsetCommitResponse =
+        call(&mut c, ApiKey::TxnOffsetCommit, 0, &commit(1, -1)).await;
+    assert_eq!(answer.topics[0].partitions[0].error_code, 0);
+    // v3 from a member the group does not have: refused, nothing added.
+    let answer: TxnOffsetCommitResponse =
+        call(&mut c, ApiKey::TxnOffsetCommit, 3, &commit(2, 5)).await;
+    assert_ne!(answer.topics[0].partitions[0].error_code, 0);
+    let answer: TxnOffsetCommitResponse =
+        call(&mut c, ApiKey::TxnOffsetCommit, 3, &commit(1, -1)).await;
+    assert_eq!(answer.topics[0].partitions[0].error_code, 0);
+    assert_eq!(group_offset(&mut c).await, -1, "nothing before the commit");
+    assert_eq!(end(&mut c, 3, producer, true).await, 0);
+    assert_eq!(group_offset(&mut c).await, 1);
+}
+
+/// g2's committed offset of txp-0 (OffsetFetch v5), -1 for none.
+async fn group_offset(c: &mut TcpStream) -> i64 {
+    let request = OffsetFetchRequest::default()
+        .with_group_id(GroupId(StrBytes::from_static_str("g2")))
+        .with_topics(Some(vec![
+            kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic::default()
+                .with_name(name("txp"))
+                .with_partition_indexes(vec![0]),
+        ]));
+    let answer: OffsetFetchResponse = call(c, ApiKey::OffsetFetch, 5, &request).await;
+    answer.topics[0].partitions[0].committed_offset
+}
