@@ -358,3 +358,20 @@ fn confluent_kafka_reads_http_json_records_byte_for_byte_and_shares_committed_of
 fn kafkajs_reads_http_json_records_byte_for_byte_and_shares_committed_offsets_with_the_ext_route() {
     cross_protocol(clients::node_command("kafkajs_cross_protocol.js"));
 }
+
+/// A transaction open when the server is killed (`kill -9`, `flush:
+/// sync`): after the restart a new producer of the same transactional id
+/// aborts it and commits its own; read_committed readers see the
+/// committed transactions' records once each, the open one's never.
+#[test]
+fn confluent_kafka_transaction_open_across_a_kill_9_is_aborted_and_the_rest_exactly_once() {
+    let mut server = restart_server();
+    let mut before = clients::python_command("transaction_kill9.py");
+    before.arg("before");
+    run_client_script(&server, before, "transaction_kill9 before: A committed, B open");
+    server.kill_9();
+    server.start_again();
+    let mut after = clients::python_command("transaction_kill9.py");
+    after.arg("after");
+    run_client_script(&server, after, "transaction_kill9 after: A and C once each, B aborted");
+}
