@@ -446,3 +446,24 @@ fn confluent_kafka_consume_transform_produce_is_exactly_once() {
         "consume_transform_produce confluent-kafka: every input once in the output, offsets committed with it",
     );
 }
+
+/// kafka-python's transactional producer and read_committed consumer.
+#[test]
+fn kafka_python_transactions_commit_and_abort_for_read_committed_consumers() {
+    run_client_script(
+        &group_server(),
+        clients::python_command("kafka_python_transactions.py"),
+        "kafka_python_transactions: committed seen once, aborted never",
+    );
+}
+
+/// kafkajs' transactions, with `sendOffsets`, and its consumer
+/// (read_committed by default).
+#[test]
+fn kafkajs_transactions_commit_abort_and_send_offsets() {
+    run_client_script(
+        &group_server(),
+        clients::node_command("kafkajs_transactions.js"),
+        "kafkajs_transactions: committed seen once, aborted never, offsets committed with the transaction",
+    );
+}
