@@ -368,10 +368,18 @@ fn confluent_kafka_transaction_open_across_a_kill_9_is_aborted_and_the_rest_exac
     let mut server = restart_server();
     let mut before = clients::python_command("transaction_kill9.py");
     before.arg("before");
-    run_client_script(&server, before, "transaction_kill9 before: A committed, B open");
+    run_client_script(
+        &server,
+        before,
+        "transaction_kill9 before: A committed, B open",
+    );
     server.kill_9();
     server.start_again();
     let mut after = clients::python_command("transaction_kill9.py");
     after.arg("after");
-    run_client_script(&server, after, "transaction_kill9 after: A and C once each, B aborted");
+    run_client_script(
+        &server,
+        after,
+        "transaction_kill9 after: A and C once each, B aborted",
+    );
 }

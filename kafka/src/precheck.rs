@@ -700,6 +700,22 @@ pub fn txn_offset_commit(w: &mut Walk<'_>, v: i16) -> Walked {
     })
 }
 
+/// DescribeTransactions v0: transactional ids.
+pub fn describe_transactions(w: &mut Walk<'_>, _v: i16) -> Walked {
+    w.array(|w| w.string())
+}
+
+/// ListTransactions v0-1: state filters, producer id filters; v1 the
+/// duration filter.
+pub fn list_transactions(w: &mut Walk<'_>, v: i16) -> Walked {
+    w.array(|w| w.string())?;
+    w.array(|w| w.fixed(8))?;
+    if v >= 1 {
+        w.fixed(8)?;
+    }
+    Ok(())
+}
+
 /// EndTxn v0-3: transactional id, producer id and epoch, committed.
 pub fn end_txn(w: &mut Walk<'_>, _v: i16) -> Walked {
     w.string()?;

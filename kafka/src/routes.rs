@@ -155,6 +155,18 @@ pub static ROUTES: &[Route] = &[
         precheck::txn_offset_commit,
         txn_offset_commit
     ),
+    route!(
+        DescribeTransactions,
+        0..=0,
+        precheck::describe_transactions,
+        describe_transactions
+    ),
+    route!(
+        ListTransactions,
+        0..=1,
+        precheck::list_transactions,
+        list_transactions
+    ),
     // ACLs and users (docs/SECURITY.md).
     route!(DescribeAcls, 1..=3, precheck::describe_acls, describe_acls),
     route!(CreateAcls, 1..=3, precheck::create_acls, create_acls),
@@ -352,6 +364,8 @@ serve!(add_partitions_to_txn() async);
 serve!(end_txn() async);
 serve!(add_offsets_to_txn() async);
 serve!(txn_offset_commit(version) async);
+serve!(describe_transactions());
+serve!(list_transactions());
 
 serve!(init_producer_id(version) async);
 

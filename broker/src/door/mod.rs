@@ -30,6 +30,7 @@ pub mod consumers;
 pub mod groups;
 pub mod security;
 mod transactions;
+pub use transactions::DescribeRefusal;
 
 use std::net::IpAddr;
 use std::sync::Arc;

@@ -15,7 +15,16 @@ use tidelog_security::acl::{Operation, Resource};
 use super::Door;
 use crate::registry::CONSUMER_OFFSETS_TOPIC;
 use crate::transactions::service::TxnError;
-use crate::transactions::{TxnOffset, TxnPartition, TxnRefusal};
+use crate::transactions::{TxnMetadata, TxnOffset, TxnPartition, TxnRefusal, TxnState};
+
+/// Why DescribeTransactions does not describe an id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DescribeRefusal {
+    /// TRANSACTIONAL_ID_AUTHORIZATION_FAILED: no DESCRIBE on it.
+    NotAuthorized,
+    /// TRANSACTIONAL_ID_NOT_FOUND.
+    NotFound,
+}
 
 impl Door {
     /// InitProducerId with `transactional_id`: its producer id and epoch
@@ -181,6 +190,72 @@ impl Door {
             .registry
             .get(topic)
             .is_some_and(|t| t.check_partition(partition).is_ok())
+    }
+
+    /// ListTransactions (KIP-664): the transactional ids the principal
+    /// may describe, filtered by state names (Kafka's; empty: any), by
+    /// producer ids (empty: any) and, with `running_longer_ms` ≥ 0, to
+    /// open transactions that began longer ago than that. Also the state
+    /// names asked for that are no state.
+    pub fn list_transactions(
+        &self,
+        states: &[String],
+        producer_ids: &[i64],
+        running_longer_ms: i64,
+    ) -> (Vec<(String, i64, &'static str)>, Vec<String>) {
+        let known = [
+            TxnState::Empty,
+            TxnState::Ongoing,
+            TxnState::PrepareCommit,
+            TxnState::PrepareAbort,
+            TxnState::CompleteCommit,
+            TxnState::CompleteAbort,
+            TxnState::PrepareEpochFence,
+        ];
+        let unknown = states
+            .iter()
+            .filter(|s| !known.iter().any(|k| k.name() == s.as_str()))
+            .cloned()
+            .collect();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let listed = self
+            .broker
+            .transactions()
+            .into_iter()
+            .filter(|(id, m)| {
+                (states.is_empty() || states.iter().any(|s| s == m.state.name()))
+                    && (producer_ids.is_empty() || producer_ids.contains(&m.producer_id))
+                    && (running_longer_ms < 0
+                        || m.started_ms.is_some_and(|s| {
+                            now.saturating_sub(s) > u64::try_from(running_longer_ms).unwrap_or(0)
+                        }))
+                    && self.may(Operation::Describe, Resource::transactional_id(id))
+            })
+            .map(|(id, m)| (id, m.producer_id, m.state.name()))
+            .collect();
+        (listed, unknown)
+    }
+
+    /// DescribeTransactions (KIP-664): each id's metadata, `Err` with why
+    /// not (not authorized, not found).
+    pub fn describe_transactions(
+        &self,
+        ids: &[String],
+    ) -> Vec<Result<TxnMetadata, DescribeRefusal>> {
+        let all = self.broker.transactions();
+        ids.iter()
+            .map(|id| {
+                if !self.may(Operation::Describe, Resource::transactional_id(id)) {
+                    return Err(DescribeRefusal::NotAuthorized);
+                }
+                all.iter()
+                    .find(|(known, _)| known == id)
+                    .map(|(_, m)| m.clone())
+                    .ok_or(DescribeRefusal::NotFound)
+            })
+            .collect()
     }
 
     /// FindCoordinator of a transactional id: whether the principal may

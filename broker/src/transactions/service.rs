@@ -403,6 +403,17 @@ impl Broker {
         Ok(())
     }
 
+    /// Every transactional id with its metadata (ListTransactions,
+    /// DescribeTransactions), in id order.
+    pub fn transactions(&self) -> Vec<(String, super::TxnMetadata)> {
+        self.txns
+            .lock()
+            .list()
+            .filter(|(_, m)| m.epoch >= 0)
+            .map(|(id, m)| (id.to_owned(), m.clone()))
+            .collect()
+    }
+
     /// The coordinator's periodic work: transactions past their timeout
     /// aborted (their producers fenced), ends a failed write left
     /// decided but unfinished carried out again, and transactional ids

@@ -300,3 +300,85 @@ async fn group_offset(c: &mut TcpStream) -> i64 {
     let answer: OffsetFetchResponse = call(c, ApiKey::OffsetFetch, 5, &request).await;
     answer.topics[0].partitions[0].committed_offset
 }
+
+/// ListTransactions (v0, v1) and DescribeTransactions (KIP-664).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transactions_are_listed_and_described() {
+    let s = server().await;
+    let mut c = connect(&s).await;
+    metadata(&mut c, 12, &["txp"]).await;
+    let first = init(&mut c, 4, "t1", (-1, -1)).await;
+    let producer = (first.producer_id.0, first.producer_epoch);
+    assert!(add(&mut c, 3, producer, &[("txp", 1)])
+        .await
+        .iter()
+        .all(|r| r.2 == 0));
+
+    let list = |states: &[&str], _version: i16| {
+        ListTransactionsRequest::default()
+            .with_state_filters(
+                states
+                    .iter()
+                    .map(|s| StrBytes::from_string(s.to_string()))
+                    .collect(),
+            )
+            .with_duration_filter(-1)
+    };
+    for version in [0, 1] {
+        let answer: ListTransactionsResponse = call(
+            &mut c,
+            ApiKey::ListTransactions,
+            version,
+            &list(&[], version),
+        )
+        .await;
+        let got: Vec<_> = answer
+            .transaction_states
+            .iter()
+            .map(|t| {
+                (
+                    t.transactional_id.0.to_string(),
+                    t.producer_id.0,
+                    t.transaction_state.to_string(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [("t1".to_string(), producer.0, "Ongoing".to_string())],
+            "v{version}"
+        );
+    }
+    let answer: ListTransactionsResponse = call(
+        &mut c,
+        ApiKey::ListTransactions,
+        1,
+        &list(&["CompleteCommit", "Nope"], 1),
+    )
+    .await;
+    assert!(answer.transaction_states.is_empty());
+    assert_eq!(
+        answer.unknown_state_filters,
+        [StrBytes::from_static_str("Nope")]
+    );
+
+    let describe =
+        DescribeTransactionsRequest::default().with_transactional_ids(vec![tx("t1"), tx("nope")]);
+    let answer: DescribeTransactionsResponse =
+        call(&mut c, ApiKey::DescribeTransactions, 0, &describe).await;
+    let t1 = &answer.transaction_states[0];
+    assert_eq!(t1.error_code, 0);
+    assert_eq!(t1.transaction_state.as_str(), "Ongoing");
+    assert_eq!((t1.producer_id.0, t1.producer_epoch), producer);
+    assert_eq!(t1.transaction_timeout_ms, 60_000);
+    assert!(t1.transaction_start_time_ms > 0);
+    assert_eq!(t1.topics.len(), 1);
+    assert_eq!(
+        (t1.topics[0].topic.0.as_str(), &t1.topics[0].partitions[..]),
+        ("txp", &[1][..])
+    );
+    assert_eq!(
+        answer.transaction_states[1].error_code,
+        ResponseError::TransactionalIdNotFound.code()
+    );
+}
