@@ -18,7 +18,16 @@ import time
 import requests
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from tidelog_check import BINARY, REQUEST_TIMEOUT_S, b64, check, create_topic, expect_status, run
+from tidelog_check import (
+    BINARY,
+    REQUEST_TIMEOUT_S,
+    b64,
+    check,
+    create_topic,
+    expect_status,
+    read_values,
+    run,
+)
 
 KAFKA = sys.argv.pop(2)
 SOURCE = "ctp-in"
@@ -77,36 +86,6 @@ def positions(c):
     return c.position(c.assignment())
 
 
-def read_output():
-    c = Consumer(
-        {
-            "bootstrap.servers": KAFKA,
-            "group.id": f"ctp-check-{time.monotonic_ns()}",
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
-            "enable.partition.eof": True,
-        }
-    )
-    c.assign([TopicPartition(SINK, 0, 0), TopicPartition(SINK, 1, 0)])
-    values, eofs = [], set()
-    deadline = time.monotonic() + DEADLINE_S
-    while time.monotonic() < deadline:
-        m = c.poll(0.5)
-        if m is None:
-            continue
-        if m.error() is not None:
-            if m.error().code() == -191:  # _PARTITION_EOF
-                eofs.add(m.partition())
-                if len(eofs) == 2 and len(values) >= RECORDS:
-                    break
-                continue
-            raise AssertionError(f"output consumer error: {m.error()}")
-        values.append(m.value().decode())
-    c.close()
-    return sorted(values)
-
-
 def main(base_url):
     create_topic(base_url, SOURCE, 2)
     create_topic(base_url, SINK, 2)
@@ -136,7 +115,7 @@ def main(base_url):
     check(aborted_once, "no transaction was aborted")
     check(done == RECORDS, f"transformed {done} of {RECORDS} input records")
     want = sorted(f"P{p_}-R{i}" for p_ in (0, 1) for i in range(RECORDS // 2))
-    got = read_output()
+    got = read_values(KAFKA, SINK, "read_committed", RECORDS)
     check(got == want, f"read_committed output: expected {want}, got {got}")
     committed = c.committed([TopicPartition(SOURCE, 0), TopicPartition(SOURCE, 1)], timeout=30)
     offsets = sorted((tp.partition, tp.offset) for tp in committed)

@@ -123,6 +123,48 @@ def fetch_all(base_url, topic, partition, accept, expected_count, max_records):
     return records
 
 
+def read_values(kafka, topic, isolation, expected, partitions=(0, 1), deadline_s=60):
+    """Every value of `topic`'s `partitions`, sorted, read from offset 0 by
+    a confluent-kafka consumer at `isolation` (`read_committed` or
+    `read_uncommitted`) until `expected` values came and every partition
+    reported its end, or the deadline passed (the caller checks what came:
+    fewer, or more, is a mismatch it words)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer(
+        {
+            "bootstrap.servers": kafka,
+            "group.id": f"{topic}-{isolation}-{time.monotonic_ns()}",
+            "isolation.level": isolation,
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
+    c.assign([TopicPartition(topic, p, 0) for p in partitions])
+    values, eofs = [], set()
+    deadline = time.monotonic() + deadline_s
+    last = time.monotonic()
+    while time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is None:
+            # Enough, and a quiet second: an end reported before the last
+            # records came is not reported again until more come.
+            if len(values) >= expected and time.monotonic() - last > 1.0:
+                break
+            continue
+        last = time.monotonic()
+        if m.error() is not None:
+            if m.error().code() == -191:  # _PARTITION_EOF
+                eofs.add(m.partition())
+                if len(eofs) == len(partitions) and len(values) >= expected:
+                    break
+                continue
+            raise Mismatch(f"{topic} consumer error: {m.error()}")
+        values.append(m.value().decode())
+    c.close()
+    return sorted(values)
+
+
 def run(main):
     """Runs `main(base_url)` with the URL from argv; exit 1 on a mismatch."""
     if len(sys.argv) != 2:

@@ -15,16 +15,14 @@ Usage: transaction_kill9.py before|after http://127.0.0.1:PORT 127.0.0.1:KAFKA_P
 """
 
 import sys
-import time
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 
-from tidelog_check import check, create_topic, run
+from tidelog_check import check, create_topic, read_values, run
 
 PHASE = sys.argv.pop(1)
 KAFKA = sys.argv.pop(2)
 TOPIC = "txkill"
-DEADLINE_S = 60
 
 
 def producer():
@@ -37,35 +35,6 @@ def send(p, tag):
     for i in range(10):
         p.produce(TOPIC, value=f"{tag}{i}".encode(), partition=i % 2)
     check(p.flush(30) == 0, f"{tag}: records not acknowledged")
-
-
-def read(isolation, expected):
-    c = Consumer(
-        {
-            "bootstrap.servers": KAFKA,
-            "group.id": f"txkill-{isolation}-{time.monotonic_ns()}",
-            "isolation.level": isolation,
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-        }
-    )
-    c.assign([TopicPartition(TOPIC, 0, 0), TopicPartition(TOPIC, 1, 0)])
-    values, eofs = [], set()
-    deadline = time.monotonic() + DEADLINE_S
-    while time.monotonic() < deadline:
-        m = c.poll(0.5)
-        if m is None:
-            continue
-        if m.error() is not None:
-            if m.error().code() == -191:  # _PARTITION_EOF
-                eofs.add(m.partition())
-                if len(eofs) == 2 and len(values) >= expected:
-                    break
-                continue
-            raise AssertionError(f"consumer error: {m.error()}")
-        values.append(m.value().decode())
-    c.close()
-    return sorted(values)
 
 
 def main(base_url):
@@ -86,10 +55,10 @@ def main(base_url):
     p.commit_transaction(30)
     tag = lambda t: [f"{t}{i}" for i in range(10)]
     want = sorted(tag("a") + tag("c"))
-    got = read("read_committed", len(want))
+    got = read_values(KAFKA, TOPIC, "read_committed", len(want))
     check(got == want, f"read_committed after the kill: expected {want}, got {got}")
     every = sorted(tag("a") + tag("b") + tag("c"))
-    got = read("read_uncommitted", len(every))
+    got = read_values(KAFKA, TOPIC, "read_uncommitted", len(every))
     check(got == every, f"read_uncommitted after the kill: expected {every}, got {got}")
     print("transaction_kill9 after: A and C once each, B aborted")
 

@@ -14,9 +14,17 @@ import sys
 import time
 
 import requests
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaException, Producer
 
-from tidelog_check import BINARY, REQUEST_TIMEOUT_S, check, create_topic, expect_status, run
+from tidelog_check import (
+    BINARY,
+    REQUEST_TIMEOUT_S,
+    check,
+    create_topic,
+    expect_status,
+    read_values,
+    run,
+)
 
 KAFKA = sys.argv.pop(2)
 TOPIC = "txn-out"
@@ -39,39 +47,6 @@ def send(p, values):
     for i, value in enumerate(values):
         p.produce(TOPIC, key=f"k{i}".encode(), value=value.encode(), partition=i % 2)
     p.flush(30)
-
-
-def consume_all(isolation, expected_count):
-    """Every value of both partitions at `isolation`, read until
-    `expected_count` came or the partitions' ends were reached twice."""
-    c = Consumer(
-        {
-            "bootstrap.servers": KAFKA,
-            "group.id": f"txn-reader-{isolation}-{time.monotonic_ns()}",
-            "isolation.level": isolation,
-            "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
-            "enable.partition.eof": True,
-        }
-    )
-    c.assign([TopicPartition(TOPIC, 0, 0), TopicPartition(TOPIC, 1, 0)])
-    values = []
-    eofs = set()
-    deadline = time.monotonic() + DEADLINE_S
-    while time.monotonic() < deadline:
-        m = c.poll(0.5)
-        if m is None:
-            continue
-        if m.error() is not None:
-            if m.error().code() == -191:  # _PARTITION_EOF
-                eofs.add(m.partition())
-                if len(eofs) == 2 and len(values) >= expected_count:
-                    break
-                continue
-            raise AssertionError(f"consumer error: {m.error()}")
-        values.append(m.value().decode())
-    c.close()
-    return sorted(values)
 
 
 def http_values(base_url, partition, isolation):
@@ -103,10 +78,10 @@ def main(base_url):
     send(a, second)
     a.commit_transaction(30)
     want = sorted(committed + second)
-    got = consume_all("read_committed", len(want))
+    got = read_values(KAFKA, TOPIC, "read_committed", len(want))
     check(got == want, f"read_committed: expected {want}, got {got}")
     every = sorted(committed + aborted + second)
-    got = consume_all("read_uncommitted", len(every))
+    got = read_values(KAFKA, TOPIC, "read_uncommitted", len(every))
     check(got == every, f"read_uncommitted: expected {every}, got {got}")
     http = sorted(http_values(base_url, 0, "read_committed") + http_values(base_url, 1, "read_committed"))
     check(http == want, f"HTTP read_committed: expected {want}, got {http}")
@@ -125,7 +100,7 @@ def main(base_url):
     send(b, ["from-b"])
     b.commit_transaction(30)
     want = sorted(want + ["from-b"])
-    got = consume_all("read_committed", len(want))
+    got = read_values(KAFKA, TOPIC, "read_committed", len(want))
     check(got == want, f"after fencing: expected {want}, got {got}")
 
     # A transaction left open past its timeout is aborted by the broker.
@@ -139,7 +114,7 @@ def main(base_url):
     want = sorted(want + ["after-0"])
     deadline = time.monotonic() + DEADLINE_S
     while True:
-        got = consume_all("read_committed", len(want))
+        got = read_values(KAFKA, TOPIC, "read_committed", len(want))
         if got == want or time.monotonic() > deadline:
             break
         time.sleep(1)

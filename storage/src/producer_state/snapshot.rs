@@ -147,6 +147,22 @@ pub fn encode(
     b
 }
 
+/// A topic name (`topic_len` u16, then the name), checked as a topic
+/// name; `bad` words a refusal for the entry it is in.
+fn read_topic<'a>(
+    r: &mut codec::Reader<'a>,
+    bad: impl Fn(String) -> CorruptionKind,
+) -> std::result::Result<&'a str, CorruptionKind> {
+    let topic_len = r.u16()? as usize;
+    if topic_len == 0 || topic_len > TOPIC_LEN_MAX {
+        return Err(bad(format!("topic of {topic_len} bytes")));
+    }
+    let topic =
+        std::str::from_utf8(r.take(topic_len)?).map_err(|_| bad("topic is not UTF-8".into()))?;
+    validate_topic_name(topic).map_err(|e| bad(e.to_string()))?;
+    Ok(topic)
+}
+
 /// Decode a snapshot (version 2, or 1).
 pub fn decode(b: &[u8]) -> std::result::Result<Snapshot, CorruptionKind> {
     const WHAT: &str = "producer-state snapshot";
@@ -170,13 +186,7 @@ pub fn decode(b: &[u8]) -> std::result::Result<Snapshot, CorruptionKind> {
     for i in 0..count {
         let bad = |reason: String| CorruptionKind::BadTopicEntry { entry: i, reason };
         let producer_id = r.u64()? as i64;
-        let topic_len = r.u16()? as usize;
-        if topic_len == 0 || topic_len > TOPIC_LEN_MAX {
-            return Err(bad(format!("topic of {topic_len} bytes")));
-        }
-        let topic = std::str::from_utf8(r.take(topic_len)?)
-            .map_err(|_| bad("topic is not UTF-8".into()))?;
-        validate_topic_name(topic).map_err(|e| bad(e.to_string()))?;
+        let topic = read_topic(&mut r, bad)?;
         let partition = r.u32()?;
         let epoch = r.u16()? as i16;
         let last_timestamp_ms = r.u64()? as i64;
@@ -229,13 +239,7 @@ pub fn decode(b: &[u8]) -> std::result::Result<Snapshot, CorruptionKind> {
                 entry: count + i,
                 reason,
             };
-            let topic_len = r.u16()? as usize;
-            if topic_len == 0 || topic_len > TOPIC_LEN_MAX {
-                return Err(bad(format!("topic of {topic_len} bytes")));
-            }
-            let topic = std::str::from_utf8(r.take(topic_len)?)
-                .map_err(|_| bad("topic is not UTF-8".into()))?;
-            validate_topic_name(topic).map_err(|e| bad(e.to_string()))?;
+            let topic = read_topic(&mut r, bad)?;
             let partition = r.u32()?;
             let producer_id = r.u64()? as i64;
             let first = r.u64()?;
@@ -265,13 +269,7 @@ pub fn decode(b: &[u8]) -> std::result::Result<Snapshot, CorruptionKind> {
                 entry: count + i,
                 reason,
             };
-            let topic_len = r.u16()? as usize;
-            if topic_len == 0 || topic_len > TOPIC_LEN_MAX {
-                return Err(bad(format!("topic of {topic_len} bytes")));
-            }
-            let topic = std::str::from_utf8(r.take(topic_len)?)
-                .map_err(|_| bad("topic is not UTF-8".into()))?;
-            validate_topic_name(topic).map_err(|e| bad(e.to_string()))?;
+            let topic = read_topic(&mut r, bad)?;
             let partition = r.u32()?;
             let k = r.u32()?;
             if aborted
