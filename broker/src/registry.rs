@@ -69,6 +69,11 @@ pub const PARTITIONS_MAX: u32 = 10_000;
 /// The internal topic that stores consumer group offsets.
 pub const CONSUMER_OFFSETS_TOPIC: &str = "__consumer_offsets";
 
+/// The internal topic of the transaction coordinator's log
+/// (`crate::transactions::log`): compact, one partition, made on the
+/// first transactional producer.
+pub const TRANSACTION_STATE_TOPIC: &str = "__transaction_state";
+
 /// Partitions of [`CONSUMER_OFFSETS_TOPIC`]. One: every commit is one small
 /// append to the shared CommitLog whatever the partition, so more partitions
 /// would buy nothing, and one partition gives every commit a single total
@@ -150,7 +155,7 @@ impl Topic {
 
 /// Whether `name` is one of tidelog's own topics.
 pub fn is_internal(name: &str) -> bool {
-    name == CONSUMER_OFFSETS_TOPIC || name == crate::transactions::log::TRANSACTION_STATE_TOPIC
+    name == CONSUMER_OFFSETS_TOPIC || name == TRANSACTION_STATE_TOPIC
 }
 
 /// One topic in the registry file.

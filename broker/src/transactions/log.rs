@@ -40,8 +40,9 @@ use super::{
     PARTITIONS_PER_TRANSACTION_MAX, TRANSACTIONAL_IDS_MAX, TRANSACTION_MAX_TIMEOUT_MS,
 };
 
-/// The internal topic of the transaction log.
-pub const TRANSACTION_STATE_TOPIC: &str = "__transaction_state";
+/// The internal topic of the transaction log (named with the other
+/// internal topics, in the registry).
+pub use crate::registry::TRANSACTION_STATE_TOPIC;
 /// The value's version; a newer one is refused by name.
 const VALUE_VERSION: u8 = 1;
 /// A value read from disk, at most: an id's partitions (each a topic name

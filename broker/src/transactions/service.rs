@@ -7,7 +7,7 @@
 //! Order of an end (EndTxn, a fence, a timeout), Kafka's:
 //! 1. the PrepareCommit or PrepareAbort record is appended (under
 //!    `flush: sync`, acknowledged once durable) and applied: from here the
-//!    outcome is decided, and a restart finishes it ([`Broker::txn_recover`]);
+//!    outcome is decided, and a restart finishes it (`Broker::txn_recover`);
 //! 2. a COMMIT or ABORT marker is written to each of its partitions
 //!    (`Store::append_marker`, durable the same way), which ends the
 //!    transaction there for read_committed readers;
@@ -35,7 +35,7 @@ use super::{
     TxnState,
 };
 use crate::topic_config::Overrides;
-use crate::{Broker, BrokerError};
+use crate::BrokerError;
 
 /// `transactional.id.expiration.ms`'s default (Kafka's: seven days): an
 /// id with no transaction open and unused this long is forgotten.
@@ -97,7 +97,7 @@ fn now_ms() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-impl Broker {
+impl crate::Broker {
     /// The transaction log's topic, made (compact, one partition,
     /// internal) on the first transactional producer. Blocking.
     fn txn_log_topic(&self) -> Result<Arc<crate::registry::Topic>, BrokerError> {
@@ -105,17 +105,7 @@ impl Broker {
             return Ok(t);
         }
         let overrides = Overrides::from([("cleanup.policy".to_string(), "compact".to_string())]);
-        self.logs.set_topic(
-            TRANSACTION_STATE_TOPIC,
-            self.registry
-                .resolve(TRANSACTION_STATE_TOPIC, &overrides)?
-                .compact_config(),
-        );
-        match self
-            .registry
-            .create(TRANSACTION_STATE_TOPIC, 1, overrides, &|p| {
-                crate::broker::new_partition_base(&self.store, TRANSACTION_STATE_TOPIC, p)
-            }) {
+        match self.create_topic(TRANSACTION_STATE_TOPIC, 1, overrides) {
             Ok(t) => Ok(t),
             // Made by another call in between.
             Err(_) if self.registry.get(TRANSACTION_STATE_TOPIC).is_some() => {

@@ -14,6 +14,7 @@ use tidelog_storage::{AppendRecord, ProducerAppend, ProducerBatch};
 use super::*;
 use crate::test_support;
 use crate::transactions::TxnOffset;
+use crate::Broker;
 
 fn partitions(list: &[(&str, u32)]) -> Vec<TxnPartition> {
     list.iter().map(|(t, p)| (t.to_string(), *p)).collect()
