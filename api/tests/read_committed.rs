@@ -71,6 +71,30 @@ async fn fetch(router: &Router, query: &str) -> (StatusCode, Vec<(u64, String)>)
     (status, got)
 }
 
+/// A consumer instance's records call (json format): offsets and values.
+async fn instance_records(router: &Router, name: &str, timeout_ms: u64) -> Vec<(u64, String)> {
+    let uri = format!("/consumers/g/instances/{name}/records?timeout={timeout_ms}");
+    let (status, _, body) = call(
+        router,
+        "GET",
+        &uri,
+        &[("accept", "application/vnd.kafka.json.v2+json")],
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let records: Vec<Value> = serde_json::from_str(&body).unwrap();
+    records
+        .iter()
+        .map(|r| {
+            (
+                r["offset"].as_u64().unwrap(),
+                r["value"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
 fn record(value: &str) -> AppendRecord {
     AppendRecord {
         topic: Arc::from("tx"),
@@ -171,6 +195,50 @@ async fn read_committed_ends_at_the_lso_and_leaves_aborted_records_out() {
         StatusCode::BAD_REQUEST
     );
 
+    // Consumer instances: `isolation.level` in the create body.
+    for (name, isolation) in [("c1", "read_committed"), ("c2", "read_uncommitted")] {
+        let (status, _, body) = call(
+            &router,
+            "POST",
+            "/consumers/g",
+            &[],
+            Some(serde_json::json!({
+                "name": name, "format": "json", "auto.offset.reset": "earliest",
+                "isolation.level": isolation
+            })),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let (status, _, body) = call(
+            &router,
+            "POST",
+            &format!("/consumers/g/instances/{name}/assignments"),
+            &[],
+            Some(serde_json::json!({"partitions": [{"topic": "tx", "partition": 0}]})),
+        )
+        .await;
+        assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
+    }
+    assert_eq!(
+        instance_records(&router, "c1", 0).await,
+        all(&[(0, "plain0"), (1, "p1")]),
+        "a read_committed instance"
+    );
+    assert_eq!(
+        instance_records(&router, "c2", 0).await,
+        all(&[(0, "plain0"), (1, "p1"), (2, "p2"), (5, "p3")]),
+        "a read_uncommitted instance"
+    );
+    let (status, _, _) = call(
+        &router,
+        "POST",
+        "/consumers/g",
+        &[],
+        Some(serde_json::json!({"name": "c3", "isolation.level": "serializable"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+
     // A long-poll at the LSO waits, and p3's commit wakes it.
     let poll = {
         let router = router.clone();
@@ -209,6 +277,11 @@ async fn read_committed_ends_at_the_lso_and_leaves_aborted_records_out() {
     let (got, waited) = poll.await.unwrap();
     assert_eq!(got, (StatusCode::OK, all(&[(5, "p3")])));
     assert!(waited < Duration::from_secs(15), "{waited:?}");
+    // The read_committed instance reads on past the commit.
+    assert_eq!(
+        instance_records(&router, "c1", 5000).await,
+        all(&[(5, "p3")])
+    );
     drop(broker);
     let ready = state.take_ready(Duration::from_secs(10)).await.unwrap();
     let ready = ready.unwrap_or_else(|_| panic!("a request still holds the store"));

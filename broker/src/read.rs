@@ -272,6 +272,16 @@ pub struct ReadBatch {
     pub next_offset: u64,
 }
 
+/// A read_committed read's range: from, the LSO and the end it was
+/// computed from, and the records it may take.
+#[derive(Clone, Copy)]
+struct CommittedBounds {
+    from: u64,
+    lso: u64,
+    end: u64,
+    max_records: usize,
+}
+
 /// Whether `r` is a record of one of the `aborted` transactions
 /// (`(producer id, first offset, marker offset)`).
 fn is_aborted(r: &StoredRecord, aborted: &[(i64, u64, u64)]) -> bool {
@@ -699,6 +709,40 @@ impl PartitionRef {
         max_records: usize,
         max_bytes: usize,
     ) -> Result<(ReadBatch, u64), BrokerError> {
+        let bounds = match self.committed_bounds(from, max_records) {
+            Ok(bounds) => bounds,
+            Err(nothing) => return Ok(nothing),
+        };
+        let batch = self
+            .read_async(bounds.from, bounds.max_records, max_bytes)
+            .await?;
+        Ok(self.committed_only(bounds, batch))
+    }
+
+    /// [`read_committed_async`](Self::read_committed_async) for a blocking
+    /// caller, over [`read_tiered_blocking`](Self::read_tiered_blocking)
+    /// (the consumer instances' records call).
+    pub fn read_committed_blocking(
+        &self,
+        from: u64,
+        max_records: usize,
+        max_bytes: usize,
+    ) -> Result<(ReadBatch, u64), BrokerError> {
+        let bounds = match self.committed_bounds(from, max_records) {
+            Ok(bounds) => bounds,
+            Err(nothing) => return Ok(nothing),
+        };
+        let batch = self.read_tiered_blocking(bounds.from, bounds.max_records, max_bytes)?;
+        Ok(self.committed_only(bounds, batch))
+    }
+
+    /// Where a read_committed read from `from` goes: `Err` with the empty
+    /// answer (and where to listen) when `from` is at the LSO already.
+    fn committed_bounds(
+        &self,
+        from: u64,
+        max_records: usize,
+    ) -> Result<CommittedBounds, (ReadBatch, u64)> {
         let (_, end) = self.log_start_and_end();
         let lso = self.last_stable_offset(end);
         let from = from.max(self.topic.base_offset(self.partition));
@@ -707,10 +751,20 @@ impl PartitionRef {
                 records: Records::Stored(Vec::new()),
                 next_offset: from,
             };
-            return Ok((nothing, end.max(from)));
+            return Err((nothing, end.max(from)));
         }
-        let max_records = max_records.min(usize::try_from(lso - from).unwrap_or(usize::MAX));
-        let mut batch = self.read_async(from, max_records, max_bytes).await?;
+        Ok(CommittedBounds {
+            from,
+            lso,
+            end,
+            max_records: max_records.min(usize::try_from(lso - from).unwrap_or(usize::MAX)),
+        })
+    }
+
+    /// `batch` (read within `bounds`) without the records of aborted
+    /// transactions, and where a wait for more listens.
+    fn committed_only(&self, bounds: CommittedBounds, mut batch: ReadBatch) -> (ReadBatch, u64) {
+        let CommittedBounds { from, lso, end, .. } = bounds;
         if let Records::Stored(records) = &mut batch.records {
             let aborted = self.broker.store.aborted_ranges(
                 &self.topic.name,
@@ -729,7 +783,7 @@ impl PartitionRef {
         } else {
             end.max(from)
         };
-        Ok((batch, listen_from))
+        (batch, listen_from)
     }
 
     /// [`read`](Self::read) with the remote tier, for a blocking caller

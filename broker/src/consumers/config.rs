@@ -70,6 +70,9 @@ pub struct InstanceConfig {
     pub fetch_min_bytes: u64,
     /// A records call's default `timeout`.
     pub request_timeout_ms: u64,
+    /// `isolation.level` `read_committed`: records only below each
+    /// partition's last stable offset, none of an aborted transaction.
+    pub read_committed: bool,
 }
 
 impl Default for InstanceConfig {
@@ -82,6 +85,7 @@ impl Default for InstanceConfig {
             auto_commit: true,
             fetch_min_bytes: 0,
             request_timeout_ms: REQUEST_TIMEOUT_MS_DEFAULT,
+            read_committed: false,
         }
     }
 }
@@ -173,6 +177,19 @@ impl InstanceConfig {
                     config.request_timeout_ms =
                         parse_bounded(field, value, REQUEST_TIMEOUT_MS_MAX)?;
                 }
+                // Kafka's consumer setting, read_uncommitted by default.
+                "isolation.level" => {
+                    config.read_committed = match value {
+                        "read_committed" => true,
+                        "read_uncommitted" => false,
+                        _ => {
+                            return Err(bad(
+                                field,
+                                format!("{value:?} is not read_committed or read_uncommitted"),
+                            ))
+                        }
+                    }
+                }
                 _ => return Err(bad(field, "is not a consumer instance setting")),
             }
         }
@@ -216,8 +233,10 @@ mod tests {
             ("auto.commit.enable", "false"),
             ("fetch.min.bytes", "10"),
             ("consumer.request.timeout.ms", "500"),
+            ("isolation.level", "read_committed"),
         ])
         .unwrap();
+        assert!(c.read_committed);
         assert_eq!(c.name.as_deref(), Some("c1"));
         assert_eq!(c.format, InstanceFormat::Json);
         assert_eq!(c.auto_offset_reset, OffsetReset::Earliest);
@@ -236,7 +255,7 @@ mod tests {
             ("consumer.request.timeout.ms", "30001"),
             ("name", "a/b"),
             ("name", ""),
-            ("isolation.level", "read_committed"),
+            ("isolation.level", "serializable"),
         ] {
             assert!(
                 matches!(

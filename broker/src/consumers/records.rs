@@ -121,7 +121,7 @@ impl Consumers {
         if inst.rebalancing {
             return Ok(Some(listeners));
         }
-        for (tp, from) in &read.next {
+        for (tp, from) in &read.listen {
             let Ok(part) = broker.partition(&tp.topic, tp.partition) else {
                 continue;
             };
@@ -140,8 +140,11 @@ struct HeldRead {
     /// records, in the same order.
     batches: Vec<(TopicPartition, u64)>,
     polled: Vec<PolledRecords>,
-    /// Every held partition and where a wait for it starts.
+    /// Every held partition and its position after this read.
     next: Vec<(TopicPartition, u64)>,
+    /// Every held partition and where a wait for it starts (its next
+    /// position, or at read_committed the end a marker will land at).
+    listen: Vec<(TopicPartition, u64)>,
     bytes: u64,
     start: usize,
 }
@@ -169,6 +172,7 @@ fn read_held(
         batches: Vec::new(),
         polled: Vec::new(),
         next: Vec::with_capacity(held.len()),
+        listen: Vec::with_capacity(held.len()),
         bytes: 0,
         start,
     };
@@ -187,10 +191,17 @@ fn read_held(
         let position = resolve_position(broker, group, inst, tp, &part)?;
         if records_left == 0 || read.bytes >= max_bytes {
             read.next.push((tp.clone(), position));
+            read.listen.push((tp.clone(), position));
             continue;
         }
         let left_bytes = usize::try_from(max_bytes - read.bytes).unwrap_or(usize::MAX);
-        let batch = part.read_tiered_blocking(position, records_left, left_bytes)?;
+        let (batch, listen_from) = if inst.config.read_committed {
+            part.read_committed_blocking(position, records_left, left_bytes)?
+        } else {
+            let batch = part.read_tiered_blocking(position, records_left, left_bytes)?;
+            let next = batch.next_offset;
+            (batch, next)
+        };
         let mut records = batch.records;
         let mut kept = 0;
         let mut bytes = 0u64;
@@ -203,7 +214,8 @@ fn read_held(
             bytes += size;
             kept += 1;
         }
-        let next = if kept == records.len() {
+        let whole = kept == records.len();
+        let next = if whole {
             batch.next_offset
         } else if kept == 0 {
             position
@@ -215,6 +227,10 @@ fn read_held(
         };
         truncate(&mut records, kept);
         read.next.push((tp.clone(), next.max(position)));
+        // A read cut short has records left at `next`; a whole one waits
+        // where the read says (at read_committed, the end).
+        let listen = if whole { listen_from.max(next) } else { next };
+        read.listen.push((tp.clone(), listen.max(position)));
         if kept > 0 {
             records_left -= kept;
             read.bytes += bytes;
