@@ -639,3 +639,92 @@ async fn group_apis_need_read_on_the_group_and_describe_to_see_it() {
     assert_eq!(answer.results[0].error_code, GROUP_DENIED);
     assert!(f.root().committed_offsets("g", None).unwrap().is_some());
 }
+
+/// The transaction APIs: WRITE on the transactional id (DESCRIBE, implied
+/// by it, to find, list and describe it), WRITE on each topic a
+/// transaction adds, READ on the group whose offsets it commits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transaction_apis_need_write_on_the_transactional_id() {
+    const TXN_DENIED: i16 = 53;
+    let f = fixture().await;
+    let tx = || TransactionalId(StrBytes::from_static_str("tx"));
+    let find = FindCoordinatorRequest::default()
+        .with_key(StrBytes::from_static_str("tx"))
+        .with_key_type(1);
+    let answer: FindCoordinatorResponse = f.as_bob(ApiKey::FindCoordinator, 3, &find).await;
+    assert_eq!(answer.error_code, TXN_DENIED);
+    let init = InitProducerIdRequest::default()
+        .with_transactional_id(Some(tx()))
+        .with_transaction_timeout_ms(60_000)
+        .with_producer_id(ProducerId(-1))
+        .with_producer_epoch(-1);
+    let answer: InitProducerIdResponse = f.as_bob(ApiKey::InitProducerId, 4, &init).await;
+    assert_eq!(answer.error_code, TXN_DENIED);
+    let list: ListTransactionsResponse = f
+        .as_bob(
+            ApiKey::ListTransactions,
+            1,
+            &ListTransactionsRequest::default(),
+        )
+        .await;
+    assert!(list.transaction_states.is_empty());
+
+    f.grant(ResourceType::TransactionalId, "tx", Operation::Write)
+        .await;
+    let answer: FindCoordinatorResponse = f.as_bob(ApiKey::FindCoordinator, 3, &find).await;
+    assert_eq!(answer.error_code, NONE, "WRITE implies DESCRIBE");
+    let init: InitProducerIdResponse = f.as_bob(ApiKey::InitProducerId, 4, &init).await;
+    assert_eq!(init.error_code, NONE);
+    let (producer_id, epoch) = (init.producer_id, init.producer_epoch);
+
+    // A topic the transaction adds needs WRITE on it too (the
+    // fixture made `t`).
+    let add = AddPartitionsToTxnRequest::default()
+        .with_v3_and_below_transactional_id(tx())
+        .with_v3_and_below_producer_id(producer_id)
+        .with_v3_and_below_producer_epoch(epoch)
+        .with_v3_and_below_topics(vec![
+            add_partitions_to_txn_request::AddPartitionsToTxnTopic::default()
+                .with_name(name("t"))
+                .with_partitions(vec![0]),
+        ]);
+    let answer: AddPartitionsToTxnResponse = f.as_bob(ApiKey::AddPartitionsToTxn, 3, &add).await;
+    assert_eq!(
+        answer.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code,
+        TOPIC_DENIED
+    );
+    f.grant(ResourceType::Topic, "t", Operation::Write).await;
+    let answer: AddPartitionsToTxnResponse = f.as_bob(ApiKey::AddPartitionsToTxn, 3, &add).await;
+    assert_eq!(
+        answer.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code,
+        NONE
+    );
+
+    // A group's offsets need READ on the group.
+    let offsets = AddOffsetsToTxnRequest::default()
+        .with_transactional_id(tx())
+        .with_producer_id(producer_id)
+        .with_producer_epoch(epoch)
+        .with_group_id(group("g"));
+    let answer: AddOffsetsToTxnResponse = f.as_bob(ApiKey::AddOffsetsToTxn, 3, &offsets).await;
+    assert_eq!(answer.error_code, GROUP_DENIED);
+    f.grant(ResourceType::Group, "g", Operation::Read).await;
+    let answer: AddOffsetsToTxnResponse = f.as_bob(ApiKey::AddOffsetsToTxn, 3, &offsets).await;
+    assert_eq!(answer.error_code, NONE);
+
+    let list: ListTransactionsResponse = f
+        .as_bob(
+            ApiKey::ListTransactions,
+            1,
+            &ListTransactionsRequest::default(),
+        )
+        .await;
+    assert_eq!(list.transaction_states.len(), 1);
+    let end = EndTxnRequest::default()
+        .with_transactional_id(tx())
+        .with_producer_id(producer_id)
+        .with_producer_epoch(epoch)
+        .with_committed(true);
+    let answer: EndTxnResponse = f.as_bob(ApiKey::EndTxn, 3, &end).await;
+    assert_eq!(answer.error_code, NONE);
+}

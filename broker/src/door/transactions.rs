@@ -1,12 +1,15 @@
 //! The door's transaction calls (Kafka's InitProducerId with a
-//! transactional id, AddPartitionsToTxn, EndTxn, and Produce's check of a
-//! transactional batch): the ACLs Kafka asks for, then the coordinator
-//! (`crate::transactions::service`) on the blocking pool, since each call
-//! waits for its records (and markers) to be durable.
+//! transactional id, AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit,
+//! EndTxn, DescribeTransactions, ListTransactions, and Produce's check of
+//! a transactional batch): the ACLs Kafka asks for, then the coordinator
+//! (`crate::transactions::service`), on the blocking pool for every call
+//! that waits for its records (and markers) to be durable.
 //!
-//! ACLs, Kafka's: WRITE on the transactional id for every call, and WRITE
-//! on each topic a transaction adds; a transactional id the principal may
-//! not write is TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
+//! ACLs, Kafka's (docs/SECURITY.md): WRITE on the transactional id for
+//! every call that changes it, WRITE on each topic a transaction adds,
+//! READ on the group (and its topics) whose offsets it commits, DESCRIBE
+//! on the id to find, list or describe it; a transactional id refused is
+//! TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
 
 use std::sync::Arc;
 
