@@ -163,6 +163,19 @@ fn read_topic<'a>(
     Ok(topic)
 }
 
+/// A section's entry count, refused past `max` before anything is
+/// allocated for it.
+fn read_count(r: &mut codec::Reader<'_>, max: usize) -> std::result::Result<u32, CorruptionKind> {
+    let count = r.u32()?;
+    if count as usize > max {
+        return Err(CorruptionKind::TooManyEntries {
+            count,
+            max: max as u32,
+        });
+    }
+    Ok(count)
+}
+
 /// Decode a snapshot (version 2, or 1).
 pub fn decode(b: &[u8]) -> std::result::Result<Snapshot, CorruptionKind> {
     const WHAT: &str = "producer-state snapshot";
@@ -175,13 +188,7 @@ pub fn decode(b: &[u8]) -> std::result::Result<Snapshot, CorruptionKind> {
     };
     let min_batches = if version == VERSION_1 { 1 } else { 0 };
     let log_position = r.u64()?;
-    let count = r.u32()?;
-    if count as usize > PRODUCER_ENTRIES_MAX {
-        return Err(CorruptionKind::TooManyEntries {
-            count,
-            max: PRODUCER_ENTRIES_MAX as u32,
-        });
-    }
+    let count = read_count(&mut r, PRODUCER_ENTRIES_MAX)?;
     let mut out = ProducerStates::default();
     for i in 0..count {
         let bad = |reason: String| CorruptionKind::BadTopicEntry { entry: i, reason };
@@ -226,14 +233,9 @@ pub fn decode(b: &[u8]) -> std::result::Result<Snapshot, CorruptionKind> {
         });
     }
     let mut open_txns = Vec::new();
+    let mut aborted: Vec<AbortedCount> = Vec::new();
     if version != VERSION_1 {
-        let open_count = r.u32()?;
-        if open_count as usize > OPEN_TXNS_MAX {
-            return Err(CorruptionKind::TooManyEntries {
-                count: open_count,
-                max: OPEN_TXNS_MAX as u32,
-            });
-        }
+        let open_count = read_count(&mut r, OPEN_TXNS_MAX)?;
         for i in 0..open_count {
             let bad = |reason: String| CorruptionKind::BadTopicEntry {
                 entry: count + i,
@@ -254,19 +256,9 @@ pub fn decode(b: &[u8]) -> std::result::Result<Snapshot, CorruptionKind> {
             }
             open_txns.push(open);
         }
-    }
-    let mut aborted: Vec<AbortedCount> = Vec::new();
-    if version != VERSION_1 {
-        let n = r.u32()?;
-        if n as usize > OPEN_TXNS_MAX {
-            return Err(CorruptionKind::TooManyEntries {
-                count: n,
-                max: OPEN_TXNS_MAX as u32,
-            });
-        }
-        for i in 0..n {
+        for i in 0..read_count(&mut r, OPEN_TXNS_MAX)? {
             let bad = |reason: String| CorruptionKind::BadTopicEntry {
-                entry: count + i,
+                entry: count + open_count + i,
                 reason,
             };
             let topic = read_topic(&mut r, bad)?;
