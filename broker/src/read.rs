@@ -551,10 +551,11 @@ impl PartitionRef {
     /// [`log_start_and_end`](Self::log_start_and_end) read it (before this
     /// call): where a read_committed read ends.
     pub fn last_stable_offset(&self, end: u64) -> u64 {
-        self.broker
-            .store
-            .last_stable_offset(&self.topic.name, self.partition)
-            .min(end)
+        self.broker.store.commit_log().txns().last_stable_offset(
+            &self.topic.name,
+            self.partition,
+            end,
+        )
     }
 
     /// The aborted transactions a read_committed read of `[from, to)`

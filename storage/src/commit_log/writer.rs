@@ -24,9 +24,9 @@ use super::{lock, CommitLog};
 use crate::error::{RecordProblem, Result, StoreError};
 use crate::fault::{self, FaultPoint};
 use crate::producer_state::{
-    increment_sequence, BatchMeta, Checked, ProducerBatch, ProducerStates, SequenceProblem,
+    increment_sequence, BatchMeta, Checked, ProducerBatch, ProducerStates,
 };
-use crate::txn_index::{TxnIndexProblem, TxnTable, OPEN_PER_PARTITION_MAX};
+use crate::txn_index::TxnTable;
 use crate::types::{now_ms, PhysicalOffset, QueueOffset, TopicPartition};
 
 /// Per-partition counters of the next queue offset, owned by the writer:
@@ -432,33 +432,14 @@ impl CommitLog {
             });
         }
         if let (Some(p), Some(first)) = (producer, batch.first()) {
-            // Kafka's transaction rules: a producer with a transaction open
-            // here writes inside it until its marker, and a partition holds
-            // a bounded number of open transactions.
-            let txns = self.txns.lock();
-            let open = txns.get(&first.topic, first.partition);
-            if !p.transactional && open.is_some_and(|t| t.is_open(p.producer_id)) {
-                return Err(refused(
-                    first,
-                    SequenceProblem::TransactionOpen {
-                        producer_id: p.producer_id,
-                    },
-                ));
-            }
-            if p.transactional {
-                if let Some(Err(TxnIndexProblem::TooManyOpen)) =
-                    open.map(|t| t.can_open(p.producer_id))
-                {
-                    return Err(refused(
-                        first,
-                        SequenceProblem::TooManyTransactions {
-                            producer_id: p.producer_id,
-                            max: OPEN_PER_PARTITION_MAX,
-                        },
-                    ));
-                }
-            }
-            drop(txns);
+            self.txns
+                .check_batch(
+                    &first.topic,
+                    first.partition,
+                    p.producer_id,
+                    p.transactional,
+                )
+                .map_err(|problem| refused(first, problem))?;
             match w
                 .producers
                 .check(&first.topic, first.partition, p, batch.len())

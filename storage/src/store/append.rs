@@ -128,13 +128,19 @@ impl Store {
             LogAppend::Written { appended, end } => (ProducerAppend::Written(appended), end),
             LogAppend::Duplicate { batch, end } => (ProducerAppend::Duplicate(batch), end),
         };
+        Ok(self.answered_at(answer, end))
+    }
+
+    /// `answer` of an append that ends at CommitLog position `end`, owed
+    /// a flush under `flush: sync`.
+    fn answered_at<T>(&self, answer: T, end: u64) -> Unflushed<T> {
         let wait = (self.inner.config.flush == FlushMode::Sync).then(|| {
             self.inner.log.flush_wait(
                 end,
                 Duration::from_millis(self.inner.config.sync_flush_timeout_ms),
             )
         });
-        Ok(Unflushed::new(answer, wait, end))
+        Unflushed::new(answer, wait, end)
     }
 
     /// Write a transaction marker (COMMIT or ABORT) to `topic`-`partition`
@@ -161,14 +167,8 @@ impl Store {
                 "a transaction marker was taken for a duplicate",
             ));
         };
-        let wait = (self.inner.config.flush == FlushMode::Sync).then(|| {
-            self.inner.log.flush_wait(
-                end,
-                Duration::from_millis(self.inner.config.sync_flush_timeout_ms),
-            )
-        });
         let appended = appended.into_iter().next().unwrap_or_default();
-        Ok(Unflushed::new(appended, wait, end))
+        Ok(self.answered_at(appended, end))
     }
 
     /// `unflushed` answered only once a flush covers it, whatever the

@@ -39,6 +39,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 pub use format::AbortedTxn;
 
+use crate::error::SequenceProblem;
+
 /// Producers with a transaction open in one partition at once: Kafka
 /// bounds them by its producer state's expiry; one partition holding more
 /// is a client making the server hold memory.
@@ -259,6 +261,38 @@ impl TxnTable {
         self.lock()
             .get(topic, partition)
             .map_or(end, |t| t.last_stable_offset(end))
+    }
+
+    /// Kafka's transaction rules for a producer's batch to the partition,
+    /// checked by the writer under its lock before anything is written: a
+    /// producer with a transaction open here writes inside it until its
+    /// marker (`TransactionOpen`), and a partition holds at most
+    /// [`OPEN_PER_PARTITION_MAX`] open transactions. One atomic load while
+    /// no transaction was ever seen.
+    pub fn check_batch(
+        &self,
+        topic: &str,
+        partition: u32,
+        producer_id: i64,
+        transactional: bool,
+    ) -> Result<(), SequenceProblem> {
+        if !self.any.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let parts = self.lock();
+        let Some(t) = parts.get(topic, partition) else {
+            return Ok(());
+        };
+        if !transactional && t.is_open(producer_id) {
+            return Err(SequenceProblem::TransactionOpen { producer_id });
+        }
+        if transactional && t.can_open(producer_id).is_err() {
+            return Err(SequenceProblem::TooManyTransactions {
+                producer_id,
+                max: OPEN_PER_PARTITION_MAX,
+            });
+        }
+        Ok(())
     }
 
     /// The aborted transactions a fetch of `[from, to)` of the partition
