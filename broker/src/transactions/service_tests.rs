@@ -317,3 +317,35 @@ fn a_transactions_offsets_commit_with_it_and_only_then() {
         [("a".to_string(), 1, 9), ("b".to_string(), 0, 3)]
     );
 }
+
+/// An end decided but not carried out (its markers' write failed, say) is
+/// finished by the coordinator's tick, in every partition.
+#[test]
+fn the_tick_finishes_an_end_left_decided() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = test_support::open(dir.path());
+    topics(&broker);
+    let (pid, epoch) = broker
+        .init_transactional_producer("t", 60_000, None)
+        .unwrap();
+    let parts = partitions(&[("a", 0), ("b", 0)]);
+    broker
+        .add_partitions_to_txn("t", pid, epoch, &parts)
+        .unwrap();
+    produce(&broker, pid, epoch, 0, "a", 0).unwrap();
+    let prepare = broker
+        .txns
+        .lock()
+        .end("t", pid, epoch, false, 1)
+        .unwrap()
+        .unwrap();
+    broker.txn_apply(&prepare).unwrap();
+    assert_eq!(state(&broker, "t"), TxnState::PrepareAbort);
+    assert_eq!(view(&broker, "a", 0).0, 0, "still open in the partition");
+    // Left alone for longer than a tick, the end is retried.
+    std::thread::sleep(Duration::from_millis(TXN_TICK_MS + 100));
+    broker.txn_tick().unwrap();
+    assert_eq!(state(&broker, "t"), TxnState::CompleteAbort);
+    assert_eq!(view(&broker, "a", 0), (2, 2, vec![(pid, 0)]));
+    assert_eq!(view(&broker, "b", 0), (1, 1, vec![]));
+}
