@@ -98,6 +98,7 @@ fn record(offset: u64, key: &str, value: Option<&str>, store_ts: i64) -> Compact
         value: value.map(str::as_bytes),
         headers_block: &[],
         header_count: 0,
+        producer: None,
     }));
     match decode(&b).unwrap() {
         Decoded::Record(r) => r,
@@ -976,6 +977,7 @@ fn timed_record(offset: u64, key: &str, timestamp_ms: i64, store_ts: i64) -> Com
         value: Some(value.as_bytes()),
         headers_block: &[],
         header_count: 0,
+        producer: None,
     }));
     match decode(&b).unwrap() {
         Decoded::Record(r) => r,

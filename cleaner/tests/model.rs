@@ -22,6 +22,14 @@
 //! Operators changing `segment.bytes` are in the mix too, so small
 //! segments get cleaned in large groups.
 //!
+//! And transactions (docs/compaction.md, "Transactions"): a few
+//! transactional producers write records of their open transaction, which
+//! ends in a COMMIT or ABORT marker (an offset of its own, never copied).
+//! A key's latest record is its newest plain or committed one; an open
+//! transaction's records are always served (none is ever cleaned away);
+//! an aborted transaction's may be served until a pass drops them, never
+//! superseding anything, and none is left at the end.
+//!
 //! A run is decided by its seed alone: the clock is the model's (the
 //! compacted logs and the cleaner read it; it only moves when the test
 //! moves it), each pass is over one chosen partition (the others paused),
@@ -47,7 +55,9 @@ use tidelog_cleaner::{
     RunStats,
 };
 use tidelog_storage::retention::FixedDiskUsage;
-use tidelog_storage::{AppendRecord, FlushMode, Header, Store, StoreConfig};
+use tidelog_storage::{
+    AppendRecord, FlushMode, Header, MarkerSpec, ProducerAppend, ProducerBatch, Store, StoreConfig,
+};
 
 const TOPIC: &str = "table";
 const PARTITIONS: u32 = 2;
@@ -61,6 +71,8 @@ const BACKOFF_MS: u64 = 1_000;
 const CI_SEEDS: u64 = 24;
 /// Passes allowed for the final convergence (a small map needs many).
 const FINAL_PASSES_MAX: usize = 2_000;
+/// Transactional producers' ids.
+const TXN_PRODUCERS: [i64; 3] = [100, 101, 102];
 
 /// A tiny seeded PRNG (xorshift64*), so failures reproduce from the seed.
 /// The generator of `storage/tests/common` (the test binaries of two crates
@@ -105,14 +117,36 @@ struct Produced {
     physical_offset: u64,
     /// The model clock when it was produced.
     at_ms: i64,
+    /// The transaction it belongs to (an index of `World::txns`).
+    txn: Option<usize>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Outcome {
+    Open,
+    Committed,
+    Aborted,
+}
+
+/// One transaction of a producer in one partition.
+#[derive(Debug)]
+struct Txn {
+    producer: i64,
+    partition: u32,
+    offsets: Vec<u64>,
+    outcome: Outcome,
 }
 
 #[derive(Default)]
 struct PartitionModel {
     /// Every record ever produced, by offset.
     records: BTreeMap<u64, Produced>,
-    /// Key → offset of its newest record.
+    /// Key → offset of its newest record, plain or committed.
     latest: BTreeMap<Vec<u8>, u64>,
+    /// The next offset the store hands out (markers take one too).
+    end: u64,
+    /// One past the last record copied (markers are not).
+    copied_end: u64,
     /// The bytes first served at each offset (horizon cleared), which every
     /// later read must repeat.
     served: HashMap<u64, Bytes>,
@@ -143,6 +177,13 @@ struct Coverage {
     /// Records passes kept because their fingerprint collided (the
     /// colliding map's passes).
     collisions: u64,
+    /// Transactions committed and aborted.
+    commits: u64,
+    aborts: u64,
+    /// Aborted records a check found gone (a pass dropped them).
+    aborted_gone: u64,
+    /// Passes run while a transaction was open in their partition.
+    passes_beside_open: u64,
 }
 
 struct World {
@@ -166,6 +207,11 @@ struct World {
     model: Vec<PartitionModel>,
     seq: i64,
     step: usize,
+    txns: Vec<Txn>,
+    /// Each producer's open transaction (an index of `txns`).
+    open: HashMap<i64, usize>,
+    /// Each producer's next sequence in a partition.
+    sequences: HashMap<(i64, u32), i32>,
 }
 
 fn store_config(dir: &std::path::Path) -> StoreConfig {
@@ -235,6 +281,9 @@ impl World {
             model: (0..PARTITIONS).map(|_| PartitionModel::default()).collect(),
             seq: 0,
             step: 0,
+            txns: Vec::new(),
+            open: HashMap::new(),
+            sequences: HashMap::new(),
         };
         w.open_rest();
         w
@@ -312,7 +361,7 @@ impl World {
         );
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
         for (p, m) in self.model.iter().enumerate() {
-            let want = m.records.len() as u64;
+            let want = m.copied_end;
             if want == 0 {
                 continue;
             }
@@ -369,15 +418,16 @@ impl World {
         }
         let out = self.store().append(&batch).unwrap();
         let now = self.now();
+        let context = self.context();
         for (a, (p, key, value, headers, seq)) in out.iter().zip(pending) {
             let m = &mut self.model[p as usize];
             let offset = a.queue_offset.get();
             assert_eq!(
-                offset,
-                m.records.len() as u64,
-                "offsets are handed out once, in order: {}",
-                self.context()
+                offset, m.end,
+                "offsets are handed out once, in order: {context}"
             );
+            m.end = offset + 1;
+            m.copied_end = offset + 1;
             m.latest.insert(key.clone(), offset);
             m.records.insert(
                 offset,
@@ -388,9 +438,138 @@ impl World {
                     timestamp_ms: seq,
                     physical_offset: a.physical_offset.get(),
                     at_ms: now,
+                    txn: None,
                 },
             );
         }
+    }
+
+    /// A transactional producer writes a few records of its transaction
+    /// (opening one in a random partition if it has none).
+    fn txn_produce(&mut self, rng: &mut Rng) {
+        let producer = rng.pick(&TXN_PRODUCERS);
+        let txn = match self.open.get(&producer) {
+            Some(&t) => t,
+            None => {
+                let partition = rng.below(u64::from(PARTITIONS)) as u32;
+                self.txns.push(Txn {
+                    producer,
+                    partition,
+                    offsets: Vec::new(),
+                    outcome: Outcome::Open,
+                });
+                self.open.insert(producer, self.txns.len() - 1);
+                self.txns.len() - 1
+            }
+        };
+        let p = self.txns[txn].partition;
+        let n = 1 + rng.below(4) as usize;
+        let mut batch = Vec::new();
+        let mut pending = Vec::new();
+        for _ in 0..n {
+            self.seq += 1;
+            let key = format!("key-{}", rng.below(KEYS)).into_bytes();
+            let value = (!rng.chance(15)).then(|| vec![rng.next() as u8; rng.below(60) as usize]);
+            let headers = vec![("seq".to_string(), Some(self.seq.to_string().into_bytes()))];
+            batch.push(AppendRecord {
+                topic: Arc::from(TOPIC),
+                partition: p,
+                key: Some(Bytes::from(key.clone())),
+                value: value.clone().map(Bytes::from),
+                headers: headers
+                    .iter()
+                    .map(|(name, v)| Header {
+                        name: name.clone(),
+                        value: v.clone().map(Bytes::from),
+                    })
+                    .collect(),
+                timestamp_ms: Some(self.seq),
+            });
+            pending.push((key, value, headers, self.seq));
+        }
+        let sequence = self.sequences.entry((producer, p)).or_insert(0);
+        let spec = ProducerBatch {
+            producer_id: producer,
+            epoch: 0,
+            base_sequence: *sequence,
+            transactional: true,
+        };
+        *sequence += n as i32;
+        let out = match self.store().append_as(&batch, u64::MAX, Some(&spec)) {
+            Ok(ProducerAppend::Written(out)) => out,
+            other => panic!("transactional append: {other:?}: {}", self.context()),
+        };
+        trace(|| format!("txn {txn} of producer {producer} in {p}: {n} records"));
+        let now = self.now();
+        let context = self.context();
+        for (a, (key, value, headers, seq)) in out.iter().zip(pending) {
+            let offset = a.queue_offset.get();
+            let m = &mut self.model[p as usize];
+            assert_eq!(offset, m.end, "{context}");
+            m.end = offset + 1;
+            m.copied_end = offset + 1;
+            m.records.insert(
+                offset,
+                Produced {
+                    key,
+                    value,
+                    headers,
+                    timestamp_ms: seq,
+                    physical_offset: a.physical_offset.get(),
+                    at_ms: now,
+                    txn: Some(txn),
+                },
+            );
+            self.txns[txn].offsets.push(offset);
+        }
+    }
+
+    /// An open transaction ends: its marker, COMMIT or ABORT.
+    fn txn_end(&mut self, producer: i64, commit: bool) {
+        let Some(txn) = self.open.remove(&producer) else {
+            return;
+        };
+        let p = self.txns[txn].partition;
+        let marker = MarkerSpec {
+            producer_id: producer,
+            epoch: 0,
+            commit,
+            coordinator_epoch: 0,
+        };
+        let offset = self
+            .store()
+            .append_marker(&Arc::from(TOPIC), p, marker)
+            .and_then(|m| m.wait())
+            .unwrap_or_else(|e| panic!("marker: {e}: {}", self.context()))
+            .queue_offset
+            .get();
+        trace(|| format!("txn {txn} of producer {producer} in {p}: commit {commit}"));
+        let context = self.context();
+        let m = &mut self.model[p as usize];
+        assert_eq!(offset, m.end, "a marker takes the next offset: {context}");
+        m.end = offset + 1;
+        let t = &mut self.txns[txn];
+        if commit {
+            t.outcome = Outcome::Committed;
+            self.coverage.commits += 1;
+            // Newer than the key's latest only where no plain record came
+            // after it.
+            for &o in &t.offsets {
+                let key = m.records[&o].key.clone();
+                let latest = m.latest.entry(key).or_insert(o);
+                *latest = (*latest).max(o);
+            }
+        } else {
+            t.outcome = Outcome::Aborted;
+            self.coverage.aborts += 1;
+        }
+    }
+
+    /// The outcome of the transaction of the record at `offset`, `None`
+    /// for a plain record.
+    fn outcome(&self, p: u32, offset: u64) -> Option<Outcome> {
+        let txn = self.model[p as usize].records[&offset].txn?;
+        Some(self.txns[txn].outcome)
     }
 
     /// One record served at its offset: produced there, byte for byte.
@@ -401,6 +580,11 @@ impl World {
             panic!("offset {} was never produced: {context}", r.offset);
         };
         let what = format!("partition {p} offset {}: {context}", r.offset);
+        assert_eq!(
+            r.producer().map(|p| p.id),
+            want.txn.map(|t| self.txns[t].producer),
+            "a transaction's record carries its producer: {what}"
+        );
         assert_eq!(r.key().as_deref(), Some(want.key.as_slice()), "{what}");
         assert_eq!(r.value().map(|v| v.to_vec()), want.value, "{what}");
         assert_eq!(r.timestamp_ms, want.timestamp_ms, "{what}");
@@ -449,8 +633,8 @@ impl World {
         };
         assert_eq!(
             log.next_offset(),
-            self.model[p as usize].records.len() as u64,
-            "the end offset is what was produced: {context}"
+            self.model[p as usize].copied_end,
+            "the end offset is one past the last record produced: {context}"
         );
         let all = log.read(0, usize::MAX, usize::MAX).unwrap();
         for w in all.windows(2) {
@@ -464,9 +648,29 @@ impl World {
         for r in &all {
             self.check_record(p, r);
         }
+        // Newest plain or committed record of each key; every open
+        // transaction's record is there.
         let mut newest_served: HashMap<Vec<u8>, u64> = HashMap::new();
         for r in &all {
-            newest_served.insert(r.key().unwrap().to_vec(), r.offset.get());
+            match self.outcome(p, r.offset.get()) {
+                None | Some(Outcome::Committed) => {
+                    newest_served.insert(r.key().unwrap().to_vec(), r.offset.get());
+                }
+                Some(Outcome::Open | Outcome::Aborted) => {}
+            }
+        }
+        let served: std::collections::HashSet<u64> = all.iter().map(|r| r.offset.get()).collect();
+        for t in self.txns.iter().filter(|t| t.partition == p) {
+            for o in &t.offsets {
+                match t.outcome {
+                    Outcome::Open => assert!(
+                        served.contains(o),
+                        "partition {p}: record {o} of an open transaction is gone: {context}"
+                    ),
+                    Outcome::Aborted if !served.contains(o) => self.coverage.aborted_gone += 1,
+                    _ => {}
+                }
+            }
         }
         let latest: Vec<(Vec<u8>, u64)> = self.model[p as usize]
             .latest
@@ -563,6 +767,8 @@ impl World {
         });
         if let Ok(Some((_, _, stats))) = &res {
             self.coverage.passes += 1;
+            self.coverage.passes_beside_open +=
+                u64::from(self.open.values().any(|&t| self.txns[t].partition == p));
             self.coverage.collisions += stats.collisions;
             self.coverage.partial_passes += u64::from(stats.partial);
             self.coverage.records_removed += stats.records_removed;
@@ -655,7 +861,12 @@ fn run_seed(seed: u64) -> Coverage {
         let op = rng.below(100);
         trace(|| format!("step {step}: op {op}, partition {p}"));
         match op {
-            0..=39 => w.produce(&mut rng),
+            0..=29 => w.produce(&mut rng),
+            30..=35 => w.txn_produce(&mut rng),
+            36..=39 => {
+                let producer = rng.pick(&TXN_PRODUCERS);
+                w.txn_end(producer, rng.chance(60));
+            }
             40..=51 => w.check_fetch(p, &mut rng),
             52..=54 => w.roll(p),
             55..=56 => {
@@ -703,11 +914,23 @@ fn run_seed(seed: u64) -> Coverage {
     for p in 0..PARTITIONS {
         w.check_partition(p);
     }
+    // Every transaction ends, so nothing holds the cleaner back.
+    for producer in TXN_PRODUCERS {
+        let commit = rng.chance(50);
+        w.txn_end(producer, commit);
+    }
     w.clean_to_the_end();
     for p in 0..PARTITIONS {
         let all = w.check_partition(p);
         let mut per_key: HashMap<Vec<u8>, usize> = HashMap::new();
         for r in &all {
+            assert_ne!(
+                w.outcome(p, r.offset.get()),
+                Some(Outcome::Aborted),
+                "partition {p}: aborted record {} left after cleaning to the end: {}",
+                r.offset,
+                w.context()
+            );
             *per_key.entry(r.key().unwrap().to_vec()).or_default() += 1;
         }
         assert!(
@@ -749,6 +972,10 @@ fn random_produce_clean_crash_and_fetch_match_the_model() {
         total.tombstones_gone += c.tombstones_gone;
         total.recovery_cuts += c.recovery_cuts;
         total.collisions += c.collisions;
+        total.commits += c.commits;
+        total.aborts += c.aborts;
+        total.aborted_gone += c.aborted_gone;
+        total.passes_beside_open += c.passes_beside_open;
         for (t, n) in total.failed_at.iter_mut().zip(c.failed_at) {
             *t += n;
         }
@@ -763,6 +990,11 @@ fn random_produce_clean_crash_and_fetch_match_the_model() {
         );
         assert!(total.recovery_cuts > 0, "{total:?}");
         assert!(total.collisions > 0, "{total:?}");
+        assert!(total.commits > 0 && total.aborts > 0, "{total:?}");
+        assert!(
+            total.aborted_gone > 0 && total.passes_beside_open > 0,
+            "{total:?}"
+        );
         assert!(total.failed_at.iter().all(|&n| n > 0), "{total:?}");
     }
 }

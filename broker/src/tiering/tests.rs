@@ -400,6 +400,7 @@ fn a_snapshot_names_sealed_segments_by_base_while_a_roll_waits_for_the_flush() {
             value: Some(b"v"),
             headers_block: &[],
             header_count: 0,
+            producer: None,
         });
         log.append(&record, roll, 0).unwrap();
         log.roll(0).unwrap();

@@ -39,6 +39,7 @@ pub(crate) fn record(offset: u64, key: &[u8], value: &[u8], now: i64) -> Compact
         value: Some(value),
         headers_block: &[],
         header_count: 0,
+        producer: None,
     }));
     match decode(&b).unwrap() {
         Decoded::Record(r) => r,

@@ -38,15 +38,37 @@ use tidelog_storage::StoreError;
 
 /// Where the compacted logs' copies come from: the CommitLog. A pass makes
 /// it durable before it trusts any copy (`pass.rs` module doc, "Durable
-/// copies only").
+/// copies only"), and asks it which transactions are decided and which
+/// were aborted (`pass.rs` module doc, "Transactions").
 pub trait CopySource: Send + Sync {
     /// Make every CommitLog byte written so far durable.
     fn make_durable(&self) -> std::result::Result<(), StoreError>;
+
+    /// The last stable offset of `topic`-`partition` whose copies end at
+    /// `end`: the first offset of its earliest open transaction, or `end`.
+    /// A source without transactions answers `end`.
+    fn last_stable_offset(&self, _topic: &str, _partition: u32, end: u64) -> u64 {
+        end
+    }
+
+    /// The aborted transactions of `topic`-`partition` holding records
+    /// below `to`: `(producer id, first offset, marker offset)`.
+    fn aborted_ranges(&self, _topic: &str, _partition: u32, _to: u64) -> Vec<(i64, u64, u64)> {
+        Vec::new()
+    }
 }
 
 impl CopySource for CommitLog {
     fn make_durable(&self) -> std::result::Result<(), StoreError> {
         self.flush_all()
+    }
+
+    fn last_stable_offset(&self, topic: &str, partition: u32, end: u64) -> u64 {
+        self.txns().last_stable_offset(topic, partition, end)
+    }
+
+    fn aborted_ranges(&self, topic: &str, partition: u32, to: u64) -> Vec<(i64, u64, u64)> {
+        self.txns().aborted_ranges(topic, partition, 0, to)
     }
 }
 

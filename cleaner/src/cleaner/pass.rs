@@ -80,8 +80,33 @@
 //! written before that flush, so only durable copies are mapped, supersede
 //! older records, or are rewritten.
 //!
+//! # Transactions
+//!
+//! Kafka's cleaner rules for transactions (KIP-98), on copies that carry
+//! their producer (a transaction's records are copied with it; markers
+//! never are, their effect is the store's):
+//! - Nothing from the segment holding the partition's last stable offset
+//!   on is cleanable ([`super::select`]): an open transaction's records may
+//!   yet be aborted, so they neither supersede older records nor go.
+//! - Below it every transaction is decided. A record of an aborted one
+//!   (its producer has an aborted transaction spanning its offset,
+//!   [`CopySource::aborted_ranges`]) is never mapped, so it supersedes
+//!   nothing, and every pass drops it wherever it rewrites it. A committed
+//!   transaction's records are records like any other.
+//! - The aborted transactions are read once a pass, after the bound was
+//!   taken and before the CommitLog is made durable: every marker they
+//!   count was written before that flush, so an outcome a pass acts on
+//!   survives a power loss (a lost marker is written again by the
+//!   coordinator, whose decision was durable before the first marker).
+//!
+//! A read_committed reader of the compacted log drops the aborted records
+//! the cleaner has not reached yet, by the same ranges
+//! (`PartitionRef::read_committed_async`).
+//!
 //! A failed partition's next pass first reconciles its files (see
 //! [`super::swap`]) and takes its dirty range anew.
+//!
+//! [`CopySource::aborted_ranges`]: super::CopySource::aborted_ranges
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -99,6 +124,7 @@ use crate::error::{CleanerError, CorruptionKind, Result};
 use crate::fault::FaultPoint;
 use crate::offset_map::{prefetch_line, KeyHash, OffsetMap, PutOutcome};
 use tidelog_storage::fs_util::offset_file_name;
+use tidelog_storage::txn_index::AbortedRanges;
 
 /// Keys hashed and prefetched ahead of their puts and lookups: enough
 /// independent cache misses in flight to hide memory latency, few enough that
@@ -228,7 +254,13 @@ impl Shared {
         log.reconcile()?;
         lock(&self.states).entry(key).or_default().reconcile_first = false;
         let checkpoint = lock(&self.checkpoint).get(tp.topic(), tp.partition());
-        Ok(Some(cleanable(log, cfg, checkpoint, now)))
+        Ok(Some(cleanable(
+            log,
+            cfg,
+            checkpoint,
+            self.stable_end(log),
+            now,
+        )))
     }
 
     /// One cleaning pass over `log`.
@@ -249,8 +281,17 @@ impl Shared {
             }
             None => info,
         };
-        // Durable copies only (module doc): note the end, then flush.
+        // Durable copies only (module doc): note the end, then flush. The
+        // aborted transactions are read before the flush (module doc,
+        // "Transactions"); `first_uncleanable` came from a last stable
+        // offset read before them.
         let durable_end = log.next_offset();
+        let tp = log.topic_partition();
+        let aborted = AbortedRanges::new(self.source.aborted_ranges(
+            tp.topic(),
+            tp.partition(),
+            info.first_uncleanable.min(durable_end),
+        ));
         self.source
             .make_durable()
             .map_err(|source| CleanerError::Store {
@@ -288,7 +329,9 @@ impl Shared {
         let records: u64 = dirty.iter().map(|s| s.stats().records).sum();
         let offsets = info.first_uncleanable.saturating_sub(info.first_dirty);
         map.clear_for(records.min(offsets));
-        let mut batch: Vec<Hashed<(u64, u64)>> = Vec::with_capacity(MAP_BATCH);
+        let mut batch: Vec<Hashed<(u64, Option<u64>)>> = Vec::with_capacity(MAP_BATCH);
+        // Any hash, for the aborted records the batch carries unmapped.
+        let unmapped = map.hash(&[]);
         let mut order = OffsetOrder::default();
         let mut places = Places::map(dirty.iter().map(|s| Arc::clone(s)).collect())?;
         'build: for (ordinal, seg) in dirty.iter().enumerate() {
@@ -310,19 +353,31 @@ impl Shared {
                     continue;
                 }
                 order.check(offset, seg, at)?;
-                let Some(key) = rec.key_slice() else { continue };
-                let Some(place) = place(ordinal, at) else {
-                    // Ends the build here, as a full map would.
-                    put_batch(map, &batch, &mut stats);
-                    stats.partial = true;
-                    break 'build;
+                // An aborted record supersedes nothing (module doc): it
+                // is not mapped, but the mapped range goes past it in
+                // order, so a pass that maps up to the end rewrites (and
+                // drops) it.
+                let item = if is_aborted(&rec, &aborted) {
+                    Hashed {
+                        hash: unmapped,
+                        item: (offset, None),
+                    }
+                } else {
+                    let Some(key) = rec.key_slice() else { continue };
+                    let Some(place) = place(ordinal, at) else {
+                        // Ends the build here, as a full map would.
+                        put_batch(map, &batch, &mut stats);
+                        stats.partial = true;
+                        break 'build;
+                    };
+                    let hash = map.hash(key);
+                    map.prefetch(&hash);
+                    Hashed {
+                        hash,
+                        item: (offset, Some(place)),
+                    }
                 };
-                let hash = map.hash(key);
-                map.prefetch(&hash);
-                batch.push(Hashed {
-                    hash,
-                    item: (offset, place),
-                });
+                batch.push(item);
                 if batch.len() == MAP_BATCH {
                     let complete = put_batch(map, &batch, &mut stats);
                     batch.clear();
@@ -343,6 +398,7 @@ impl Shared {
             map,
             places,
             collision_floor: None,
+            aborted,
         };
         // 2. Which segments to rewrite: everything below the mapped end; on
         // a tombstone-only pass, everything cleanable.
@@ -489,6 +545,14 @@ struct Lookup<'a> {
     /// The lowest offset in the mapped range of a record kept only because
     /// its fingerprint collided with another key's.
     collision_floor: Option<u64>,
+    /// The aborted transactions below the pass's bound: their records go.
+    aborted: AbortedRanges,
+}
+
+/// Whether `rec` is a record of one of the `aborted` transactions.
+fn is_aborted(rec: &CompactedRecord, aborted: &AbortedRanges) -> bool {
+    rec.producer()
+        .is_some_and(|p| aborted.contains(p.id, rec.offset.get()))
 }
 
 /// What the map says of a record being rewritten.
@@ -586,6 +650,10 @@ impl Shared {
         stats: &mut RunStats,
     ) {
         for Looked { rec, own, found } in looked.drain(..) {
+            if is_aborted(&rec, &lookup.aborted) {
+                stats.records_removed += 1;
+                continue;
+            }
             let verdict = lookup.verdict(&rec, own, found, stats);
             if !keep(&rec, verdict, stats.end_offset, now) {
                 stats.records_removed += 1;
@@ -625,13 +693,22 @@ impl Shared {
 
 /// Put a batch of hashed keys, `(offset, place)` each, in order, as single
 /// puts would: `false` where the map filled (the pass is partial and covers
-/// the records before that one).
-fn put_batch(map: &mut OffsetMap, batch: &[Hashed<(u64, u64)>], stats: &mut RunStats) -> bool {
+/// the records before that one). A record without a place (an aborted
+/// one) is not put; the mapped range goes past it.
+fn put_batch(
+    map: &mut OffsetMap,
+    batch: &[Hashed<(u64, Option<u64>)>],
+    stats: &mut RunStats,
+) -> bool {
     for Hashed {
         hash,
         item: (offset, place),
     } in batch
     {
+        let Some(place) = place else {
+            stats.end_offset = offset + 1;
+            continue;
+        };
         match map.put_hashed(hash, *place) {
             PutOutcome::Stored => stats.end_offset = offset + 1,
             PutOutcome::Full => {

@@ -3,9 +3,12 @@
 //! Dirty range `[first_dirty, first_uncleanable)`: `first_dirty` from the
 //! cleaner-offset checkpoint (reset to the log start if out of range);
 //! `first_uncleanable` is the lowest of the active segment's base, the
-//! first segment with a record newer than `min.compaction.lag.ms`, and
-//! the end of the copies known durable (see [`super::pass`], "Durable
-//! copies only"). Segments from `first_uncleanable` on are uncleanable.
+//! first segment with a record newer than `min.compaction.lag.ms`, the
+//! base of the segment holding the last stable offset (an open
+//! transaction's records may yet be aborted: [`super::pass`],
+//! "Transactions"), and the end of the copies known durable (see
+//! [`super::pass`], "Durable copies only"). Segments from
+//! `first_uncleanable` on are uncleanable.
 //!
 //! A log is eligible when it is not in progress, paused, or uncleanable
 //! waiting out its backoff, and it is forced by a request, or its dirty
@@ -78,11 +81,13 @@ pub(super) fn lower_past_the_end(
     Ok(())
 }
 
-/// The dirty range and ratio of a log (see the module doc).
+/// The dirty range and ratio of a log (see the module doc) whose last
+/// stable offset is `stable` ([`Shared::stable_end`]).
 pub(super) fn cleanable(
     log: &CompactedLog,
     cfg: &CompactTopicConfig,
     checkpoint: Option<u64>,
+    stable: u64,
     now: i64,
 ) -> Cleanable {
     let segments = log.segments();
@@ -102,7 +107,15 @@ pub(super) fn cleanable(
         .iter()
         .find(|s| s.stats().max_store_ts_ms > lag_limit && !s.is_empty())
         .map_or(u64::MAX, |s| s.base_offset());
-    let first_uncleanable = active_base.min(first_young);
+    // Kafka's rule: from the segment holding the first unstable offset on,
+    // nothing is cleaned. Its base, not the offset: a pass ending inside a
+    // segment would leave that segment dirty and be picked again at once.
+    let first_unstable = segments
+        .iter()
+        .rev()
+        .find(|s| s.base_offset() <= stable)
+        .map_or(stable, |s| s.base_offset());
+    let first_uncleanable = active_base.min(first_young).min(first_unstable);
     let mut clean_bytes = 0;
     let mut dirty_bytes = 0;
     let mut first_dirty_ts = None;
@@ -146,6 +159,17 @@ pub(super) fn cleanable(
 }
 
 impl Shared {
+    /// The last stable offset of `log`'s partition: its end read first,
+    /// then the source's transactions (every transactional copy below
+    /// that end is then counted in them).
+    pub(super) fn stable_end(&self, log: &CompactedLog) -> u64 {
+        let end = log.next_offset();
+        let tp = log.topic_partition();
+        self.source
+            .last_stable_offset(tp.topic(), tp.partition(), end)
+            .min(end)
+    }
+
     /// The filthiest eligible log, marked in progress.
     pub(super) fn pick(&self) -> Option<(Arc<CompactedLog>, CompactTopicConfig, Cleanable)> {
         let now = self.logs.now_ms();
@@ -166,7 +190,8 @@ impl Shared {
                     continue;
                 }
             }
-            let info = cleanable(&log, &cfg, cp.get(tp.topic(), tp.partition()), now);
+            let stable = self.stable_end(&log);
+            let info = cleanable(&log, &cfg, cp.get(tp.topic(), tp.partition()), stable, now);
             max_dirty = max_dirty.max(info.ratio);
             let eligible = st.forced
                 || (info.dirty_bytes > 0 && info.ratio > cfg.min_cleanable_dirty_ratio)

@@ -322,7 +322,14 @@ impl LogCleaner {
                 PartitionStatus {
                     partition: p,
                     state,
-                    dirty_ratio: cleanable(log, cfg, cp.get(topic, p), now).ratio,
+                    dirty_ratio: cleanable(
+                        log,
+                        cfg,
+                        cp.get(topic, p),
+                        self.shared.stable_end(log),
+                        now,
+                    )
+                    .ratio,
                     checkpoint_offset: cp.get(topic, p),
                     last_run: st.and_then(|s| s.last_run.clone()),
                     runs: st.map_or(0, |s| s.runs),

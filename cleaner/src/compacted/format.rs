@@ -6,7 +6,8 @@
 //!      4     4  crc                u32, CRC32C of bytes [8, total_len)
 //!      8     2  magic              u16, MAGIC
 //!     10     1  version            u8,  VERSION
-//!     11     1  flags              u8,  FLAG_HAS_KEY | FLAG_HAS_VALUE
+//!     11     1  flags              u8,  FLAG_HAS_KEY | FLAG_HAS_VALUE |
+//!                                  FLAG_TRANSACTIONAL
 //!     12     8  offset             u64, the record's queue offset (never changes)
 //!     20     8  timestamp          i64, ms, the producer's timestamp
 //!     28     8  store_timestamp    i64, ms, when the CommitLog took it
@@ -22,11 +23,22 @@
 //!     62     2  reserved           0
 //!     64     4  headers_len        u32
 //!     68        key | value | header block (the CommitLog's header encoding)
+//!               | producer block, with FLAG_TRANSACTIONAL only:
+//!                   producer_id    i64
+//!                   producer_epoch i16
+//!                   reserved       u16, 0
 //! ```
-//! Versions: 2 is written; its header block may hold null header values
-//! (`HEADER_VALUE_NULL`, as the CommitLog's version 3). 1, the same layout
-//! whose header block never held one (the sentinel there is refused as
-//! corrupt), is still read, so compacted logs written before keep opening.
+//! Versions: 2 is written for every record outside a transaction; its
+//! header block may hold null header values (`HEADER_VALUE_NULL`, as the
+//! CommitLog's version 3). 3 is written only for a transaction's record
+//! (FLAG_TRANSACTIONAL and its producer block): the cleaner and a
+//! read_committed reader tell an aborted transaction's record by its
+//! producer (docs/compaction.md, "Transactions"), and a log that never held
+//! one stays readable by a build before version 3, as the CommitLog's
+//! version 4 does. 1, version 2's layout whose header block never held a
+//! null value (the sentinel there is refused as corrupt), is still read,
+//! so compacted logs written before keep opening. A transaction's markers
+//! are never copied here.
 //! Records of a compact topic always have a key (keyless records are refused
 //! at produce). Segments hold records in increasing offset order, possibly
 //! with gaps once cleaned. The topic and partition are the log's directory.
@@ -40,12 +52,19 @@ use tidelog_storage::commit_log::format::{self as log_format, validate_headers, 
 use tidelog_storage::{PhysicalOffset, QueueOffset};
 
 pub const MAGIC: u16 = 0xC0A7;
-/// The version written.
+/// The version written for a record outside a transaction.
 pub const VERSION: u8 = 2;
-/// The previous version, still read: no null header values.
+/// The version written for a transaction's record (its producer block).
+pub const VERSION_TXN: u8 = 3;
+/// The first version, still read: no null header values.
 pub const VERSION_1: u8 = 1;
 pub const FLAG_HAS_KEY: u8 = 0b01;
 pub const FLAG_HAS_VALUE: u8 = 0b10;
+/// A transaction's record: a producer block ends it (version 3 only).
+pub const FLAG_TRANSACTIONAL: u8 = 0b100;
+const FLAGS_KNOWN: u8 = FLAG_HAS_KEY | FLAG_HAS_VALUE | FLAG_TRANSACTIONAL;
+/// A transactional record's producer block: id, epoch, reserved.
+pub const PRODUCER_BLOCK_LEN: usize = U64_LEN + U16_LEN + U16_LEN;
 /// Longest record accepted from disk; lengths are checked against it before
 /// anything is sliced.
 pub const RECORD_LEN_MAX: usize = 256 << 20;
@@ -85,6 +104,10 @@ pub enum Invalid {
     PastEnd { total: usize, available: usize },
     #[error("bad magic {magic:#06x} or version {version}")]
     BadMagic { magic: u16, version: u8 },
+    /// A producer block in a version without one, or a version-3 record
+    /// without it, or a block whose reserved bytes are not zero.
+    #[error("version {version} with flags {flags:#04x}: no such record")]
+    VersionFlags { version: u8, flags: u8 },
     #[error("CRC mismatch: stored {stored:#010x}, computed {computed:#010x}")]
     CrcMismatch { stored: u32, computed: u32 },
     #[error("unknown flags {flags:#04x}")]
@@ -111,6 +134,14 @@ pub struct CompactedRecord {
     value: std::ops::Range<usize>,
     headers: std::ops::Range<usize>,
     header_count: usize,
+    producer: Option<TxnProducer>,
+}
+
+/// The producer of a transaction's record ([`CompactedRecord::producer`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TxnProducer {
+    pub id: i64,
+    pub epoch: i16,
 }
 
 impl std::fmt::Debug for CompactedRecord {
@@ -154,6 +185,11 @@ impl CompactedRecord {
 
     pub fn is_tombstone(&self) -> bool {
         self.flags & FLAG_HAS_VALUE == 0
+    }
+
+    /// The producer of a transaction's record; `None` outside one.
+    pub fn producer(&self) -> Option<TxnProducer> {
+        self.producer
     }
 
     /// Bytes of the encoded header block (as [`StoredRecord::headers_len`]).
@@ -200,6 +236,8 @@ pub struct Fields<'a> {
     /// An encoded header block (CommitLog encoding) and its entry count.
     pub headers_block: &'a [u8],
     pub header_count: usize,
+    /// A transaction's record: its producer (written as version 3).
+    pub producer: Option<TxnProducer>,
 }
 
 pub fn encoded_len(f: &Fields<'_>) -> usize {
@@ -207,6 +245,22 @@ pub fn encoded_len(f: &Fields<'_>) -> usize {
         + f.key.map_or(0, <[u8]>::len)
         + f.value.map_or(0, <[u8]>::len)
         + f.headers_block.len()
+        + f.producer.map_or(0, |_| PRODUCER_BLOCK_LEN)
+}
+
+/// The flags of a record with `f`'s parts.
+fn flags_of(f: &Fields<'_>) -> u8 {
+    let mut flags = 0;
+    if f.key.is_some() {
+        flags |= FLAG_HAS_KEY;
+    }
+    if f.value.is_some() {
+        flags |= FLAG_HAS_VALUE;
+    }
+    if f.producer.is_some() {
+        flags |= FLAG_TRANSACTIONAL;
+    }
+    flags
 }
 
 /// Encode into a new buffer.
@@ -228,18 +282,20 @@ pub fn encode_into(f: &Fields<'_>, out: &mut Vec<u8>) {
     out.extend_from_slice(key);
     out.extend_from_slice(value);
     out.extend_from_slice(f.headers_block);
+    if let Some(p) = f.producer {
+        out.extend_from_slice(&p.id.to_le_bytes());
+        out.extend_from_slice(&p.epoch.to_le_bytes());
+        out.extend_from_slice(&[0, 0]);
+    }
     let b = &mut out[start..];
-    let mut flags = 0;
-    if f.key.is_some() {
-        flags |= FLAG_HAS_KEY;
-    }
-    if f.value.is_some() {
-        flags |= FLAG_HAS_VALUE;
-    }
     put_u32(b, OFF_TOTAL_LEN, len as u32);
     put_u16(b, OFF_MAGIC, MAGIC);
-    b[OFF_VERSION] = VERSION;
-    b[OFF_FLAGS] = flags;
+    b[OFF_VERSION] = if f.producer.is_some() {
+        VERSION_TXN
+    } else {
+        VERSION
+    };
+    b[OFF_FLAGS] = flags_of(f);
     put_u64(b, OFF_OFFSET, f.offset.get());
     put_i64(b, OFF_TS, f.timestamp_ms);
     put_i64(b, OFF_STORE_TS, f.store_timestamp_ms);
@@ -259,16 +315,10 @@ pub fn encode_record(f: &Fields<'_>) -> CompactedRecord {
     let key_len = f.key.map_or(0, <[u8]>::len);
     let value_len = f.value.map_or(0, <[u8]>::len);
     let bytes = Bytes::from(encode(f));
-    let mut flags = 0;
-    if f.key.is_some() {
-        flags |= FLAG_HAS_KEY;
-    }
-    if f.value.is_some() {
-        flags |= FLAG_HAS_VALUE;
-    }
+    let flags = flags_of(f);
     let key = HEADER_LEN..HEADER_LEN + key_len;
     let value = key.end..key.end + value_len;
-    let headers = value.end..bytes.len();
+    let headers = value.end..value.end + f.headers_block.len();
     CompactedRecord {
         offset: f.offset,
         timestamp_ms: f.timestamp_ms,
@@ -280,6 +330,7 @@ pub fn encode_record(f: &Fields<'_>) -> CompactedRecord {
         value,
         headers,
         header_count: f.header_count,
+        producer: f.producer,
         bytes,
     }
 }
@@ -343,7 +394,7 @@ pub fn decode_checked(buf: &Bytes, check_crc: bool) -> Result<Decoded, Invalid> 
     let b = buf.slice(..total);
     let magic = get_u16(&b, OFF_MAGIC);
     let version = b[OFF_VERSION];
-    if magic != MAGIC || (version != VERSION && version != VERSION_1) {
+    if magic != MAGIC || !matches!(version, VERSION_1 | VERSION | VERSION_TXN) {
         return Err(Invalid::BadMagic { magic, version });
     }
     if check_crc {
@@ -354,21 +405,45 @@ pub fn decode_checked(buf: &Bytes, check_crc: bool) -> Result<Decoded, Invalid> 
         }
     }
     let flags = b[OFF_FLAGS];
-    if flags & !(FLAG_HAS_KEY | FLAG_HAS_VALUE) != 0 {
+    if flags & !FLAGS_KNOWN != 0 {
         return Err(Invalid::BadFlags { flags });
     }
+    // Version 3 is exactly the records with a producer block.
+    let transactional = flags & FLAG_TRANSACTIONAL != 0;
+    if transactional != (version == VERSION_TXN) {
+        return Err(Invalid::VersionFlags { version, flags });
+    }
+    let producer_len = if transactional { PRODUCER_BLOCK_LEN } else { 0 };
     let key_len = get_u32(&b, OFF_KEY_LEN) as usize;
     let value_len = get_u32(&b, OFF_VALUE_LEN) as usize;
     let headers_len = get_u32(&b, OFF_HEADERS_LEN) as usize;
     let header_count = get_u16(&b, OFF_HEADER_COUNT) as usize;
-    if HEADER_LEN as u64 + key_len as u64 + value_len as u64 + headers_len as u64 != total as u64 {
+    if HEADER_LEN as u64
+        + key_len as u64
+        + value_len as u64
+        + headers_len as u64
+        + producer_len as u64
+        != total as u64
+    {
         return Err(Invalid::PartsMismatch);
     }
     let key = HEADER_LEN..HEADER_LEN + key_len;
     let value = key.end..key.end + value_len;
-    let headers = value.end..total;
+    let headers = value.end..value.end + headers_len;
     validate_headers(&b[headers.clone()], header_count, version != VERSION_1)
         .map_err(Invalid::BadHeaders)?;
+    let producer = if transactional {
+        let at = headers.end;
+        if get_u16(&b, at + U64_LEN + U16_LEN) != 0 {
+            return Err(Invalid::VersionFlags { version, flags });
+        }
+        Some(TxnProducer {
+            id: get_u64(&b, at) as i64,
+            epoch: get_u16(&b, at + U64_LEN) as i16,
+        })
+    } else {
+        None
+    };
     Ok(Decoded::Record(CompactedRecord {
         offset: QueueOffset::new(get_u64(&b, OFF_OFFSET)),
         timestamp_ms: get_i64(&b, OFF_TS),
@@ -380,6 +455,7 @@ pub fn decode_checked(buf: &Bytes, check_crc: bool) -> Result<Decoded, Invalid> 
         value,
         headers,
         header_count,
+        producer,
         bytes: b,
     }))
 }
@@ -404,6 +480,7 @@ mod tests {
             value,
             headers_block: headers,
             header_count: count,
+            producer: None,
         }
     }
 
@@ -599,12 +676,89 @@ mod tests {
             ("h", Some(&b"xy"[..]))
         );
         // Unknown versions are refused.
-        let mut v3 = record.to_vec();
-        v3[OFF_VERSION] = 3;
+        let mut v4 = record.to_vec();
+        v4[OFF_VERSION] = 4;
         assert!(matches!(
-            decode(&Bytes::from(v3)),
-            Err(Invalid::BadMagic { version: 3, .. })
+            decode(&Bytes::from(v4)),
+            Err(Invalid::BadMagic { version: 4, .. })
         ));
+    }
+
+    /// A transaction's record (version 3, its producer block), written out
+    /// by hand (see docs/formats.md).
+    #[test]
+    fn golden_bytes_of_a_transactional_record() {
+        #[rustfmt::skip]
+        let record: &[u8] = &[
+            0x52, 0x00, 0x00, 0x00, // total_len 82
+            0x75, 0xd8, 0xad, 0xf0, // crc
+            0xa7, 0xc0, 0x03, 0x07, // magic, version 3, flags key | value | transactional
+            0x2a, 0, 0, 0, 0, 0, 0, 0, // offset 42
+            0x07, 0, 0, 0, 0, 0, 0, 0, // timestamp 7
+            0x08, 0, 0, 0, 0, 0, 0, 0, // store_timestamp 8
+            0x00, 0, 0, 0, 0, 0, 0, 0, // delete_horizon 0
+            0xe8, 0x03, 0, 0, 0, 0, 0, 0, // physical_offset 1000
+            0x01, 0x00, 0x00, 0x00, // key_len 1
+            0x01, 0x00, 0x00, 0x00, // value_len 1
+            0x00, 0x00, 0x00, 0x00, // header_count 0, reserved
+            0x00, 0x00, 0x00, 0x00, // headers_len 0
+            b'k', b'v', // key, value
+            0x39, 0x30, 0, 0, 0, 0, 0, 0, // producer_id 12345
+            0x02, 0x00, // producer_epoch 2
+            0x00, 0x00, // reserved
+        ];
+        let f = Fields {
+            producer: Some(TxnProducer {
+                id: 12345,
+                epoch: 2,
+            }),
+            ..fields(Some(b"k"), Some(b"v"), &[], 0)
+        };
+        assert_eq!(encode(&f), record);
+        let Decoded::Record(r) = decode(&Bytes::from_static(record)).unwrap() else {
+            panic!()
+        };
+        assert_eq!(r, encode_record(&f));
+        assert_eq!(
+            r.producer(),
+            Some(TxnProducer {
+                id: 12345,
+                epoch: 2
+            })
+        );
+        assert_eq!(
+            (r.key_slice(), r.value_slice(), r.headers_len()),
+            (Some(&b"k"[..]), Some(&b"v"[..]), 0)
+        );
+        // Stamping a horizon keeps the producer block.
+        let stamped = r.with_delete_horizon(5);
+        let Decoded::Record(s) = decode(stamped.raw()).unwrap() else {
+            panic!()
+        };
+        assert_eq!(s.producer(), r.producer());
+
+        // The version and the flag go together, and the reserved bytes are
+        // zero (each CRC fixed up).
+        let refit = |mut b: Vec<u8>| {
+            let crc = crc32c::crc32c(&b[CRC_START..]);
+            put_u32(&mut b, OFF_CRC, crc);
+            decode(&Bytes::from(b))
+        };
+        let mut v2 = record.to_vec();
+        v2[OFF_VERSION] = VERSION;
+        assert!(matches!(refit(v2), Err(Invalid::VersionFlags { .. })));
+        let mut no_flag = record.to_vec();
+        no_flag[OFF_FLAGS] &= !FLAG_TRANSACTIONAL;
+        assert!(matches!(refit(no_flag), Err(Invalid::VersionFlags { .. })));
+        let mut reserved = record.to_vec();
+        let last = reserved.len() - 1;
+        reserved[last] = 1;
+        assert!(matches!(refit(reserved), Err(Invalid::VersionFlags { .. })));
+        // A plain record never becomes version 3.
+        assert_eq!(
+            encode(&fields(Some(b"k"), Some(b"v"), &[], 0))[OFF_VERSION],
+            VERSION
+        );
     }
 
     #[test]

@@ -22,6 +22,7 @@ fn record(offset: u64) -> CompactedRecord {
         value: Some(b"v"),
         headers_block: &[],
         header_count: 0,
+        producer: None,
     })
 }
 

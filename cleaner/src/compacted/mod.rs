@@ -351,6 +351,17 @@ impl CompactedLogs {
             Err(CleanerError::NotCompact { .. }) => return Ok(None),
             Err(e) => return Err(e),
         };
+        // One entry is one producer's batch: a transaction's records carry
+        // their producer, by which an aborted one is told (docs/compaction.md,
+        // "Transactions").
+        let producer = first
+            .is_transactional()
+            .then(|| first.producer())
+            .flatten()
+            .map(|p| format::TxnProducer {
+                id: p.producer_id,
+                epoch: p.epoch,
+            });
         let copies = records.iter().filter_map(|r| {
             // The API refuses keyless records on compact topics; one that
             // got here anyway (e.g. written before the topic became
@@ -367,6 +378,7 @@ impl CompactedLogs {
                 value: r.value_slice(),
                 headers_block,
                 header_count,
+                producer,
             })
         });
         log.append_copies(copies, config.roll_policy(), self.now_ms())?;
@@ -459,9 +471,10 @@ impl DispatchSink for CompactedSink {
 
     fn dispatch_entry(&self, records: &[StoredRecord]) -> tidelog_storage::Result<()> {
         // One entry is one partition's: one policy check for all of it.
-        // A transaction marker is no record of the topic's: the cleaner's
-        // transaction rules (issue 38, not yet served) will keep its
-        // effect, never its bytes as a keyed record.
+        // A transaction marker is no record of the topic's: its effect is
+        // the store's (the LSO, the aborted transactions), by which the
+        // cleaner and read_committed reads judge the copies of the
+        // transaction's records (docs/compaction.md, "Transactions").
         if !records
             .first()
             .is_some_and(|r| !r.is_control() && self.is_compact(r))

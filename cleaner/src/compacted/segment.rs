@@ -660,6 +660,7 @@ mod tests {
             value: value.map(str::as_bytes),
             headers_block: &[],
             header_count: 0,
+            producer: None,
         }));
         match format::decode(&b) {
             Ok(Decoded::Record(r)) => r,

@@ -228,6 +228,47 @@ impl PartitionTxns {
     }
 }
 
+/// Aborted transactions by producer, to ask of one record at a time
+/// whether it is aborted: a transactional record of producer P at offset
+/// O is when one of P's aborted transactions spans O (its first offset to
+/// its marker's). Built from [`TxnTable::aborted_ranges`] for a reader
+/// that drops aborted records itself (HTTP and compacted reads at
+/// read_committed, the cleaner). A lookup is a hash and a binary search:
+/// a producer's transactions in a partition follow each other.
+#[derive(Debug, Default, Clone)]
+pub struct AbortedRanges {
+    by_producer: HashMap<i64, Vec<(u64, u64)>>,
+}
+
+impl AbortedRanges {
+    /// From `(producer id, first offset, marker offset)` entries.
+    pub fn new(ranges: impl IntoIterator<Item = (i64, u64, u64)>) -> AbortedRanges {
+        let mut by_producer: HashMap<i64, Vec<(u64, u64)>> = HashMap::new();
+        for (producer, first, last) in ranges {
+            by_producer.entry(producer).or_default().push((first, last));
+        }
+        for spans in by_producer.values_mut() {
+            spans.sort_unstable();
+        }
+        AbortedRanges { by_producer }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_producer.is_empty()
+    }
+
+    /// Whether producer `producer_id`'s transactional record at `offset`
+    /// belongs to an aborted transaction.
+    pub fn contains(&self, producer_id: i64, offset: u64) -> bool {
+        let Some(spans) = self.by_producer.get(&producer_id) else {
+            return false;
+        };
+        // The last transaction beginning at or below the offset.
+        let after = spans.partition_point(|&(first, _)| first <= offset);
+        after > 0 && offset <= spans[after - 1].1
+    }
+}
+
 /// One partition's open transaction in [`TxnTable::open_all`]: topic,
 /// partition, producer id, first offset.
 pub type OpenTxn = (Arc<str>, u32, i64, u64);

@@ -183,3 +183,28 @@ fn model_lso_and_aborted_windows_match_a_full_scan() {
         }
     }
 }
+
+#[test]
+fn aborted_ranges_answer_by_producer_and_span() {
+    // Producer 7 aborted [10, 14] and [30, 31]; producer 9 aborted [12, 20].
+    let a = AbortedRanges::new([(7, 30, 31), (9, 12, 20), (7, 10, 14)]);
+    assert!(!a.is_empty());
+    for (producer, offset, aborted) in [
+        (7, 9, false),
+        (7, 10, true),
+        (7, 14, true),
+        (7, 15, false), // between its two aborted transactions
+        (7, 29, false),
+        (7, 30, true),
+        (7, 31, true),
+        (7, 32, false),
+        (9, 11, false),
+        (9, 16, true),
+        (9, 21, false),
+        (8, 12, false), // no abort of its own
+    ] {
+        assert_eq!(a.contains(producer, offset), aborted, "{producer}@{offset}");
+    }
+    assert!(AbortedRanges::new([]).is_empty());
+    assert!(!AbortedRanges::default().contains(7, 10));
+}
