@@ -30,6 +30,7 @@
 use std::sync::{Arc, OnceLock};
 
 use tidelog_cleaner::{CompactedLog, CompactedRecord};
+use tidelog_storage::txn_index::AbortedRanges;
 use tidelog_storage::{EventListener, Header, PhysicalOffset, QueueOffset, ReadSink, StoredRecord};
 use tidelog_tiered::RemoteRecord;
 
@@ -280,21 +281,6 @@ struct CommittedBounds {
     lso: u64,
     end: u64,
     max_records: usize,
-}
-
-/// Whether `r` is a record of one of the `aborted` transactions
-/// (`(producer id, first offset, marker offset)`).
-fn is_aborted(r: &StoredRecord, aborted: &[(i64, u64, u64)]) -> bool {
-    if !r.is_transactional() {
-        return false;
-    }
-    let Some(p) = r.producer() else {
-        return false;
-    };
-    let offset = r.queue_offset().get();
-    aborted
-        .iter()
-        .any(|&(id, first, last)| id == p.producer_id && (first..=last).contains(&offset))
 }
 
 /// The record found at a CommitLog position ([`Broker::read_physical`]).
@@ -766,15 +752,37 @@ impl PartitionRef {
     /// transactions, and where a wait for more listens.
     fn committed_only(&self, bounds: CommittedBounds, mut batch: ReadBatch) -> (ReadBatch, u64) {
         let CommittedBounds { from, lso, end, .. } = bounds;
-        if let Records::Stored(records) = &mut batch.records {
-            let aborted = self.broker.store.aborted_ranges(
-                &self.topic.name,
-                self.partition,
-                from,
-                batch.next_offset,
-            );
-            if !aborted.is_empty() {
-                records.retain(|r| !is_aborted(r, &aborted));
+        // A record count bounds a queue's read at the LSO (its offsets have
+        // no gaps), not a compacted log's: cut there.
+        if batch.next_offset > lso {
+            batch.next_offset = lso;
+            match &mut batch.records {
+                Records::Stored(records) => records.retain(|r| r.queue_offset().get() < lso),
+                Records::Compacted { records, .. } => records.retain(|r| r.offset.get() < lso),
+                Records::Remote { records, .. } => records.retain(|r| r.offset < lso),
+            }
+        }
+        // A queue's or a compacted log's transactional records carry their
+        // producer; a remote tier's are served as they were uploaded.
+        let aborted = AbortedRanges::new(self.broker.store.aborted_ranges(
+            &self.topic.name,
+            self.partition,
+            from,
+            batch.next_offset,
+        ));
+        if !aborted.is_empty() {
+            match &mut batch.records {
+                Records::Stored(records) => records.retain(|r| {
+                    !(r.is_transactional()
+                        && r.producer().is_some_and(|p| {
+                            aborted.contains(p.producer_id, r.queue_offset().get())
+                        }))
+                }),
+                Records::Compacted { records, .. } => records.retain(|r| {
+                    !r.producer()
+                        .is_some_and(|p| aborted.contains(p.id, r.offset.get()))
+                }),
+                Records::Remote { .. } => {}
             }
         }
         // Committed records left below the LSO (a read whose every record

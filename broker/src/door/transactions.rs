@@ -72,16 +72,6 @@ impl Door {
                 .into());
             }
             t.check_partition(*partition)?;
-            // The cleaner's transaction rules (keep a transaction's
-            // records until its marker, drop aborted ones) are not built
-            // yet: a compact topic would serve aborted records.
-            if t.config.cleanup_policy.compacts() {
-                return Err(TxnRefusal::InvalidState {
-                    what: "add a compact topic (not served yet) to",
-                    state: "any",
-                }
-                .into());
-            }
         }
         let broker = Arc::clone(&self.broker);
         crate::blocking::run(move || {

@@ -213,3 +213,133 @@ async fn fetch_and_list_offsets_at_both_isolation_levels() {
     assert_eq!((p.high_watermark, p.last_stable_offset), (8, 8));
     assert_eq!(batches(p.records.as_ref().unwrap()).len(), 2);
 }
+
+/// A read of compact topic `ctx` from 0: high watermark, LSO and the
+/// records' offsets and values. No aborted transaction is ever named.
+async fn read_ctx(c: &mut tokio::net::TcpStream, isolation: i8) -> (i64, i64, Vec<(i64, String)>) {
+    let request = fetch_request("ctx", 0, 0, 0).with_isolation_level(isolation);
+    let answer: FetchResponse = call(c, ApiKey::Fetch, 12, &request).await;
+    let p = &answer.responses[0].partitions[0];
+    assert_eq!(p.error_code, 0);
+    assert_eq!(p.aborted_transactions.as_deref(), Some(&[][..]));
+    let mut data = p.records.clone().unwrap_or_default();
+    let values = kafka_protocol::records::RecordBatchDecoder::decode_all(&mut data)
+        .unwrap()
+        .into_iter()
+        .flat_map(|set| set.records)
+        .map(|r| {
+            (
+                r.offset,
+                String::from_utf8(r.value.unwrap().to_vec()).unwrap(),
+            )
+        })
+        .collect();
+    (p.high_watermark, p.last_stable_offset, values)
+}
+
+/// A compact topic's transactions (docs/compaction.md, "Transactions"):
+/// its reads come from the compacted log, which holds no markers, so a
+/// read_committed fetch leaves the aborted records out itself and names
+/// none; an open transaction holds the cleaner back; once it ends, the
+/// cleaner drops the aborted records, which never superseded anything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compact_topics_transactions_are_read_committed_and_cleaned() {
+    let s = server().await;
+    let mut c = connect(&s).await;
+    s.broker
+        .create_topic(
+            "ctx",
+            1,
+            [("cleanup.policy".to_string(), "compact".to_string())].into(),
+        )
+        .unwrap();
+    let store = s.broker.store();
+    let kv = |key: &'static str, value: &'static str| AppendRecord {
+        topic: Arc::from("ctx"),
+        key: Some(Bytes::from_static(key.as_bytes())),
+        ..record(value)
+    };
+    let txn = |id, seq| ProducerBatch {
+        producer_id: id,
+        epoch: 0,
+        base_sequence: seq,
+        transactional: true,
+    };
+    let write = |records: &[AppendRecord], p: ProducerBatch| match store
+        .append_as(records, u64::MAX, Some(&p))
+        .unwrap()
+    {
+        ProducerAppend::Written(a) => a[0].queue_offset.get(),
+        other => panic!("{other:?}"),
+    };
+    let end = |id, commit| {
+        let m = MarkerSpec {
+            producer_id: id,
+            epoch: 0,
+            commit,
+            coordinator_epoch: 0,
+        };
+        store
+            .append_marker(&Arc::from("ctx"), 0, m)
+            .unwrap()
+            .wait()
+            .unwrap()
+            .queue_offset
+            .get()
+    };
+    // 0 plain k1, 1-2 p7's k1 k2, 3 plain k3, 4 p8's k1, 5 p7 commits,
+    // 6 p8 aborts, 7 p9's k2, open.
+    store.append(&[kv("k1", "v0")]).unwrap();
+    assert_eq!(write(&[kv("k1", "a1"), kv("k2", "a2")], txn(7, 0)), 1);
+    store.append(&[kv("k3", "p3")]).unwrap();
+    assert_eq!(write(&[kv("k1", "b4")], txn(8, 0)), 4);
+    assert_eq!(end(7, true), 5);
+    assert_eq!(end(8, false), 6);
+    assert_eq!(write(&[kv("k2", "c7")], txn(9, 0)), 7);
+    let part = s.broker.partition("ctx", 0).unwrap();
+    let copied = |end: u64| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while part.offsets().1 < end {
+            assert!(std::time::Instant::now() < deadline, "{:?}", part.offsets());
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    };
+    copied(8);
+    let pairs = |v: &[(i64, &str)]| -> Vec<(i64, String)> {
+        v.iter().map(|(o, s)| (*o, s.to_string())).collect()
+    };
+    assert_eq!(
+        read_ctx(&mut c, 1).await,
+        (8, 7, pairs(&[(0, "v0"), (1, "a1"), (2, "a2"), (3, "p3")])),
+        "read_committed: up to p9's open transaction, without p8's abort"
+    );
+    assert_eq!(
+        read_ctx(&mut c, 0).await.2,
+        pairs(&[
+            (0, "v0"),
+            (1, "a1"),
+            (2, "a2"),
+            (3, "p3"),
+            (4, "b4"),
+            (7, "c7")
+        ]),
+        "read_uncommitted: every record, markers never"
+    );
+    let door = s.broker.door(&tidelog_broker::Principal::Anonymous);
+    let clean = || async {
+        let ticket = door.compact("ctx", true).await.unwrap();
+        let waited = ticket.wait(Duration::from_secs(30)).await.unwrap();
+        assert!(waited.iter().all(|p| p.completed), "{waited:?}");
+    };
+    // p9's open transaction shares the only sealed segment: nothing is
+    // cleaned.
+    clean().await;
+    assert_eq!(read_ctx(&mut c, 0).await.2.len(), 6, "held back by p9");
+    assert_eq!(end(9, true), 8);
+    clean().await;
+    // k1's newest committed value is p7's (p8's aborted record superseded
+    // nothing and is gone), k2's is p9's.
+    let want = pairs(&[(1, "a1"), (3, "p3"), (7, "c7")]);
+    assert_eq!(read_ctx(&mut c, 0).await.2, want);
+    assert_eq!(read_ctx(&mut c, 1).await, (8, 8, want));
+}
