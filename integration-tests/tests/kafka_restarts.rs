@@ -280,7 +280,7 @@ fn kafkajs_stream_survives_a_clean_restart_and_a_kill_9_without_losing_an_acknow
 /// and a short `segment.ms` (the cleaner rolls the idle active segment), so
 /// the LogCleaner cleans what the script produced by itself, soon.
 fn compaction_server() -> TidelogProcess {
-    let topics: String = ["kafka-python", "confluent-kafka", "kafkajs"]
+    let topics: String = ["kafka-python", "confluent-kafka", "kafkajs", "txn"]
         .iter()
         .map(|client| {
             format!(
@@ -306,6 +306,18 @@ fn read_compacted(command: Command) {
         &compaction_server(),
         command,
         "kafka_compacted_read: the compacted log read back",
+    );
+}
+
+/// A compact topic written by confluent-kafka's transactional producer:
+/// read_committed never shows an aborted value, and the cleaner leaves
+/// each key's newest committed value (docs/compaction.md, "Transactions").
+#[test]
+fn confluent_kafka_transactions_on_a_compact_topic_are_cleaned_to_the_committed_values() {
+    run_client_script(
+        &compaction_server(),
+        clients::python_command("compact_transactions.py"),
+        "compact_transactions: aborted values never read, cleaned to each key's newest committed value",
     );
 }
 
