@@ -473,6 +473,10 @@ impl crate::Broker {
 #[path = "service_tests.rs"]
 mod tests;
 
+#[cfg(test)]
+#[path = "crash_tests.rs"]
+mod crash_tests;
+
 /// The coordinator from `__transaction_state`'s compacted log (read from
 /// its base offset), and the ends to finish. Blocking. A record that does
 /// not decode refuses the start by name: a transaction's outcome must

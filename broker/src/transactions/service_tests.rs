@@ -1,8 +1,8 @@
 //! The coordinator over a real store: a commit and an abort end every
 //! partition the same way and read_committed sees exactly the committed
 //! records; Produce's check; fencing by a new InitProducerId and by the
-//! timeout; and an end a crash interrupted after its decision finished at
-//! the next start, wherever it stopped.
+//! timeout; an end left decided finished by the tick. A crash at every
+//! step of an end is `crash_tests.rs`.
 #![allow(clippy::unwrap_used)]
 
 use std::sync::Arc;
@@ -186,51 +186,6 @@ fn a_transaction_past_its_timeout_is_aborted_by_the_tick() {
         broker.end_txn("slow", pid, epoch, true),
         Err(TxnError::Refused(TxnRefusal::ProducerFenced { .. }))
     ));
-}
-
-/// The end decided, then a crash: after the PrepareCommit record only,
-/// and after one partition's marker too. Each restart finishes the commit
-/// in every partition.
-#[test]
-fn an_end_a_crash_interrupted_is_finished_at_the_next_start() {
-    for markers_before_crash in [0usize, 1] {
-        let dir = tempfile::tempdir().unwrap();
-        let broker = test_support::open(dir.path());
-        topics(&broker);
-        let (pid, epoch) = broker
-            .init_transactional_producer("t", 60_000, None)
-            .unwrap();
-        let parts = partitions(&[("a", 0), ("b", 0)]);
-        broker
-            .add_partitions_to_txn("t", pid, epoch, &parts)
-            .unwrap();
-        produce(&broker, pid, epoch, 0, "a", 0).unwrap();
-        produce(&broker, pid, epoch, 0, "b", 0).unwrap();
-        let prepare = broker
-            .txns
-            .lock()
-            .end("t", pid, epoch, true, 1)
-            .unwrap()
-            .unwrap();
-        broker.txn_apply(&prepare).unwrap();
-        let mut partial = prepare.clone();
-        partial.partitions = partial
-            .partitions
-            .into_iter()
-            .take(markers_before_crash)
-            .collect();
-        broker.txn_markers(&partial).unwrap();
-        assert!(broker.store.wait_dispatched(Duration::from_secs(10)));
-        let broker = Arc::try_unwrap(broker).unwrap();
-        broker.crash();
-
-        let broker = test_support::open(dir.path());
-        assert_eq!(state(&broker, "t"), TxnState::CompleteCommit);
-        for (topic, partition) in [("a", 0), ("b", 0)] {
-            let (lso, end, aborted) = view(&broker, topic, partition);
-            assert_eq!((lso, aborted), (end, vec![]), "{topic}-{partition}");
-        }
-    }
 }
 
 fn offset(o: u64) -> TxnOffset {
