@@ -705,6 +705,15 @@ pub fn describe_transactions(w: &mut Walk<'_>, _v: i16) -> Walked {
     w.array(|w| w.string())
 }
 
+/// DescribeProducers v0: topics, each with its partition indexes.
+pub fn describe_producers(w: &mut Walk<'_>, _v: i16) -> Walked {
+    w.array(|w| {
+        w.string()?;
+        w.array(|w| w.fixed(4))?;
+        w.tags()
+    })
+}
+
 /// ListTransactions v0-1: state filters, producer id filters; v1 the
 /// duration filter.
 pub fn list_transactions(w: &mut Walk<'_>, v: i16) -> Walked {

@@ -167,6 +167,12 @@ pub static ROUTES: &[Route] = &[
         precheck::list_transactions,
         list_transactions
     ),
+    route!(
+        DescribeProducers,
+        0..=0,
+        precheck::describe_producers,
+        describe_producers
+    ),
     // ACLs and users (docs/SECURITY.md).
     route!(DescribeAcls, 1..=3, precheck::describe_acls, describe_acls),
     route!(CreateAcls, 1..=3, precheck::create_acls, create_acls),
@@ -366,6 +372,7 @@ serve!(add_offsets_to_txn() async);
 serve!(txn_offset_commit(version) async);
 serve!(describe_transactions());
 serve!(list_transactions());
+serve!(describe_producers());
 
 serve!(init_producer_id(version) async);
 

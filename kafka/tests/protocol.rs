@@ -316,6 +316,7 @@ async fn api_versions_advertises_only_the_served_apis_and_answers_unknown_versio
                 (28, 0, 3),
                 (65, 0, 0),
                 (66, 0, 1),
+                (61, 0, 0),
                 (29, 1, 3),
                 (30, 1, 3),
                 (31, 1, 3),
@@ -335,7 +336,7 @@ async fn api_versions_advertises_only_the_served_apis_and_answers_unknown_versio
     assert_eq!(answer.get_i32(), 7);
     let body = ApiVersionsResponse::decode(&mut answer, 0).unwrap();
     assert_eq!(body.error_code, 35);
-    assert_eq!(body.api_keys.len(), 40);
+    assert_eq!(body.api_keys.len(), 41);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -727,4 +727,16 @@ async fn transaction_apis_need_write_on_the_transactional_id() {
         .with_committed(true);
     let answer: EndTxnResponse = f.as_bob(ApiKey::EndTxn, 3, &end).await;
     assert_eq!(answer.error_code, NONE);
+
+    // DescribeProducers needs READ on the topic (WRITE is not enough).
+    let describe = DescribeProducersRequest::default().with_topics(vec![
+        describe_producers_request::TopicRequest::default()
+            .with_name(name("t"))
+            .with_partition_indexes(vec![0]),
+    ]);
+    let answer: DescribeProducersResponse = f.as_bob(ApiKey::DescribeProducers, 0, &describe).await;
+    assert_eq!(answer.topics[0].partitions[0].error_code, TOPIC_DENIED);
+    f.grant(ResourceType::Topic, "t", Operation::Read).await;
+    let answer: DescribeProducersResponse = f.as_bob(ApiKey::DescribeProducers, 0, &describe).await;
+    assert_eq!(answer.topics[0].partitions[0].error_code, NONE);
 }

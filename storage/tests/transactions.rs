@@ -338,3 +338,37 @@ fn bury(store: &Store) {
     assert!(store.wait_dispatched(Duration::from_secs(10)));
     store.checkpoint().unwrap();
 }
+
+/// DescribeProducers' facts (KIP-664): each producer with state in the
+/// partition, its last sequence and its open transaction's first offset.
+#[test]
+fn the_producers_of_a_partition_are_listed_with_their_open_transactions() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(small_config(dir.path())).unwrap();
+    assert_eq!(store.producers(T, 0), []);
+    three_transactions(&store);
+    let got: Vec<_> = store
+        .producers(T, 0)
+        .iter()
+        .map(|p| (p.producer_id, p.epoch, p.last_sequence, p.txn_start_offset))
+        .collect();
+    // p1 wrote two records and committed, p2 one and aborted, p3 one,
+    // still open at offset 4.
+    assert_eq!(got, [(1, 0, 1, None), (2, 0, 0, None), (3, 0, 0, Some(4))]);
+    assert!(store
+        .producers(T, 0)
+        .iter()
+        .all(|p| p.last_timestamp_ms > 0));
+    assert_eq!(
+        store.producers(T, 1),
+        [],
+        "another partition's are not listed"
+    );
+    assert_eq!(store.producers("other", 0), []);
+    // The same after a restart (the snapshot and the log).
+    store.close_uncleanly();
+    let store = Store::open(small_config(dir.path())).unwrap();
+    assert_eq!(store.producers(T, 0).len(), 3);
+    assert_eq!(store.producers(T, 0)[2].txn_start_offset, Some(4));
+    store.close_uncleanly();
+}

@@ -30,7 +30,7 @@ pub mod consumers;
 pub mod groups;
 pub mod security;
 mod transactions;
-pub use transactions::DescribeRefusal;
+pub use transactions::{DescribeRefusal, ProducersRefusal};
 
 use std::net::IpAddr;
 use std::sync::Arc;

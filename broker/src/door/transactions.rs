@@ -1,7 +1,8 @@
 //! The door's transaction calls (Kafka's InitProducerId with a
 //! transactional id, AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit,
-//! EndTxn, DescribeTransactions, ListTransactions, and Produce's check of
-//! a transactional batch): the ACLs Kafka asks for, then the coordinator
+//! EndTxn, DescribeTransactions, ListTransactions, DescribeProducers, and
+//! Produce's check of a transactional batch): the ACLs Kafka asks for, then
+//! the coordinator
 //! (`crate::transactions::service`), on the blocking pool for every call
 //! that waits for its records (and markers) to be durable.
 //!
@@ -9,16 +10,27 @@
 //! every call that changes it, WRITE on each topic a transaction adds,
 //! READ on the group (and its topics) whose offsets it commits, DESCRIBE
 //! on the id to find, list or describe it; a transactional id refused is
-//! TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
+//! TRANSACTIONAL_ID_AUTHORIZATION_FAILED. READ on a topic to describe its
+//! partitions' producers.
 
 use std::sync::Arc;
 
 use tidelog_security::acl::{Operation, Resource};
+use tidelog_storage::ActiveProducer;
 
 use super::Door;
 use crate::registry::CONSUMER_OFFSETS_TOPIC;
 use crate::transactions::service::TxnError;
 use crate::transactions::{TxnMetadata, TxnOffset, TxnPartition, TxnRefusal, TxnState};
+
+/// Why DescribeProducers does not describe a partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProducersRefusal {
+    /// TOPIC_AUTHORIZATION_FAILED: no READ on the topic.
+    NotAuthorized,
+    /// UNKNOWN_TOPIC_OR_PARTITION.
+    Unknown,
+}
 
 /// Why DescribeTransactions does not describe an id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -247,6 +259,34 @@ impl Door {
                     .find(|(known, _)| known == id)
                     .map(|(_, m)| m.clone())
                     .ok_or(DescribeRefusal::NotFound)
+            })
+            .collect()
+    }
+
+    /// DescribeProducers (KIP-664): the producers with state in each of
+    /// `topic`'s asked `partitions` (their epoch, last sequence, last
+    /// write and open transaction), `Err` with why not. READ on the topic,
+    /// as Kafka asks, checked before the topic is looked up, so a refused
+    /// principal learns nothing of which topics exist.
+    pub fn describe_producers(
+        &self,
+        topic: &str,
+        partitions: &[i32],
+    ) -> Vec<Result<Vec<ActiveProducer>, ProducersRefusal>> {
+        if !self.may(Operation::Read, Resource::topic(topic)) {
+            return vec![Err(ProducersRefusal::NotAuthorized); partitions.len()];
+        }
+        let known = self.broker.registry.require(topic).ok();
+        partitions
+            .iter()
+            .map(|&p| {
+                let p = u32::try_from(p).map_err(|_| ProducersRefusal::Unknown)?;
+                match &known {
+                    Some(t) if t.check_partition(p).is_ok() => {
+                        Ok(self.broker.store.producers(topic, p))
+                    }
+                    _ => Err(ProducersRefusal::Unknown),
+                }
             })
             .collect()
     }

@@ -25,6 +25,7 @@ pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
+pub mod describe_producers;
 pub mod describe_transactions;
 pub mod end_txn;
 pub mod fetch;

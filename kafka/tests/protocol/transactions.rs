@@ -382,3 +382,89 @@ async fn transactions_are_listed_and_described() {
         ResponseError::TransactionalIdNotFound.code()
     );
 }
+
+/// DescribeProducers (KIP-664): each producer with state in a partition,
+/// its epoch, last sequence and the first offset of its open transaction;
+/// an unknown partition UNKNOWN_TOPIC_OR_PARTITION.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn producers_are_described() {
+    let s = server().await;
+    let mut c = connect(&s).await;
+    metadata(&mut c, 12, &["txp"]).await;
+    // An idempotent producer writes 3 records to txp-0.
+    let answer: InitProducerIdResponse = call(
+        &mut c,
+        ApiKey::InitProducerId,
+        4,
+        &InitProducerIdRequest::default()
+            .with_transaction_timeout_ms(60_000)
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1),
+    )
+    .await;
+    let plain = answer.producer_id.0;
+    let records: [(&[u8], &[u8]); 3] = [(b"k", b"0"), (b"k", b"1"), (b"k", b"2")];
+    assert_eq!(
+        produce(&mut c, "txp", 0, idempotent(&records, plain, 0, 0))
+            .await
+            .0,
+        0
+    );
+    // A transactional one opens a transaction there at offset 3.
+    let first = init(&mut c, 4, "t1", (-1, -1)).await;
+    let producer = (first.producer_id.0, first.producer_epoch);
+    assert!(add(&mut c, 3, producer, &[("txp", 0)])
+        .await
+        .iter()
+        .all(|r| r.2 == 0));
+    let (code, offset) = produce(
+        &mut c,
+        "txp",
+        0,
+        transactional(&[(b"k", b"t")], producer, 0),
+    )
+    .await;
+    assert_eq!((code, offset), (0, 3));
+
+    let request = DescribeProducersRequest::default().with_topics(vec![
+        describe_producers_request::TopicRequest::default()
+            .with_name(name("txp"))
+            .with_partition_indexes(vec![0, 1, 99]),
+        describe_producers_request::TopicRequest::default()
+            .with_name(name("nope"))
+            .with_partition_indexes(vec![0]),
+    ]);
+    let answer: DescribeProducersResponse =
+        call(&mut c, ApiKey::DescribeProducers, 0, &request).await;
+    let txp = &answer.topics[0].partitions;
+    let got: Vec<_> = txp[0]
+        .active_producers
+        .iter()
+        .map(|p| {
+            (
+                p.producer_id.0,
+                p.producer_epoch,
+                p.last_sequence,
+                p.current_txn_start_offset,
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [(plain, 0, 2, -1), (producer.0, i32::from(producer.1), 0, 3)]
+    );
+    assert!(txp[0].active_producers.iter().all(|p| p.last_timestamp > 0));
+    assert_eq!((txp[1].error_code, txp[1].active_producers.len()), (0, 0));
+    let unknown = ResponseError::UnknownTopicOrPartition.code();
+    assert_eq!(txp[2].error_code, unknown);
+    assert_eq!(answer.topics[1].partitions[0].error_code, unknown);
+
+    // Once the transaction commits, none is open.
+    assert_eq!(end(&mut c, 3, producer, true).await, 0);
+    let answer: DescribeProducersResponse =
+        call(&mut c, ApiKey::DescribeProducers, 0, &request).await;
+    assert!(answer.topics[0].partitions[0]
+        .active_producers
+        .iter()
+        .all(|p| p.current_txn_start_offset == -1));
+}

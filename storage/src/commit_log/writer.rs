@@ -24,7 +24,7 @@ use super::{lock, CommitLog};
 use crate::error::{RecordProblem, Result, StoreError};
 use crate::fault::{self, FaultPoint};
 use crate::producer_state::{
-    increment_sequence, BatchMeta, Checked, ProducerBatch, ProducerStates,
+    increment_sequence, ActiveProducer, BatchMeta, Checked, ProducerBatch, ProducerStates,
 };
 use crate::txn_index::TxnTable;
 use crate::types::{now_ms, PhysicalOffset, QueueOffset, TopicPartition};
@@ -148,6 +148,30 @@ impl CommitLog {
     /// Each partition's transactions (open ones, the LSO, the aborted).
     pub fn txns(&self) -> &Arc<TxnTable> {
         &self.txns
+    }
+
+    /// The producers with state in `topic`-`partition`, by producer id,
+    /// each with its open transaction's first offset (DescribeProducers).
+    pub fn producers_of(&self, topic: &str, partition: u32) -> Vec<ActiveProducer> {
+        let mut out: Vec<ActiveProducer> = lock(&self.writer)
+            .producers
+            .in_partition(topic, partition)
+            .map(|(producer_id, e)| ActiveProducer {
+                producer_id,
+                epoch: e.epoch,
+                last_sequence: e.batches.back().map_or(-1, |b| b.last_seq),
+                last_timestamp_ms: e.last_timestamp_ms,
+                txn_start_offset: None,
+            })
+            .collect();
+        out.sort_unstable_by_key(|p| p.producer_id);
+        let txns = self.txns.lock();
+        if let Some(t) = txns.get(topic, partition) {
+            for p in &mut out {
+                p.txn_start_offset = t.open_since(p.producer_id);
+            }
+        }
+        out
     }
 
     /// Recovery: the producer state rebuilt from the snapshot and the log.

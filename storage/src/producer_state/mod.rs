@@ -85,6 +85,21 @@ pub struct ProducerEntry {
     pub last_timestamp_ms: i64,
 }
 
+/// What DescribeProducers (KIP-664) tells of one producer in one
+/// partition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ActiveProducer {
+    pub producer_id: i64,
+    pub epoch: i16,
+    /// The last sequence of its newest batch retained, −1 with none (an
+    /// epoch begun by a marker).
+    pub last_sequence: i32,
+    /// Store time of its last batch, ms.
+    pub last_timestamp_ms: i64,
+    /// The first offset of its transaction open in the partition.
+    pub txn_start_offset: Option<u64>,
+}
+
 /// Why a producer's batch is refused; nothing of it is written (defined
 /// with the crate's other reasons in `error.rs`, which a `StoreError`
 /// carries).
@@ -138,6 +153,19 @@ impl ProducerStates {
         let mut all: Vec<_> = self.entries.iter().collect();
         all.sort_by(|a, b| a.0.cmp(b.0));
         all
+    }
+
+    /// The producers with state in `topic`-`partition`: a walk of every
+    /// entry (an admin's question, DescribeProducers, not a hot path).
+    pub fn in_partition<'a>(
+        &'a self,
+        topic: &'a str,
+        partition: u32,
+    ) -> impl Iterator<Item = (i64, &'a ProducerEntry)> + 'a {
+        self.entries
+            .iter()
+            .filter(move |((_, t, p), _)| *p == partition && &**t == topic)
+            .map(|((id, _, _), e)| (*id, e))
     }
 
     /// The largest producer id with state, for the id allocator.

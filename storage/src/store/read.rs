@@ -60,6 +60,12 @@ impl Store {
             .last_stable_offset(topic, partition, end)
     }
 
+    /// The producers with state in `topic`-`partition`, by producer id
+    /// (DescribeProducers, KIP-664).
+    pub fn producers(&self, topic: &str, partition: u32) -> Vec<crate::ActiveProducer> {
+        self.inner.log.producers_of(topic, partition)
+    }
+
     /// The aborted transactions a read_committed fetch of `[from, to)` of
     /// the partition must name, as `(producer id, first offset)`, in the
     /// order their markers were written.

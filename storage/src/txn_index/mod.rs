@@ -105,6 +105,11 @@ impl PartitionTxns {
         self.open.contains_key(&producer_id)
     }
 
+    /// The first offset of `producer_id`'s open transaction here.
+    pub fn open_since(&self, producer_id: i64) -> Option<u64> {
+        self.open.get(&producer_id).copied()
+    }
+
     /// Whether a transactional record of `producer_id` may come: its
     /// transaction is open here, or there is room for one more.
     pub fn can_open(&self, producer_id: i64) -> Result<(), TxnIndexProblem> {
