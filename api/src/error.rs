@@ -442,6 +442,8 @@ impl From<tidelog_broker::BrokerError> for ApiError {
                 ),
             },
             B::NotEnoughReplicas { .. } => ApiError::BadRequest { message },
+            // Kafka's alone sends transactional batches.
+            B::TransactionRefused { .. } => ApiError::BadRequest { message },
             B::TooManyHeaders { index, count, max } => ApiError::PayloadMalformed {
                 message: format!("records[{index}] has {count} headers; at most {max} are allowed"),
             },

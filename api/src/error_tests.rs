@@ -1227,6 +1227,12 @@ fn every_broker_error_has_its_code() {
             50001,
         ),
         (
+            B::TransactionRefused {
+                refusal: tidelog_broker::transactions::TxnRefusal::Concurrent,
+            },
+            40002,
+        ),
+        (
             B::DynamicConfigsWrite {
                 source: StoreError::DiskFull { reason: s("full") },
             },

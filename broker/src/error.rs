@@ -399,6 +399,14 @@ pub enum BrokerError {
         #[source]
         source: CleanerError,
     },
+    /// A transactional batch its producer's transaction does not allow
+    /// (not open, another epoch, a partition it did not add): the
+    /// coordinator's refusal, checked on the produce path.
+    #[error("{refusal}")]
+    TransactionRefused {
+        #[source]
+        refusal: crate::transactions::TxnRefusal,
+    },
     /// Start-up: a `__transaction_state` record does not decode: a
     /// transaction's outcome is never guessed.
     #[error("cannot rebuild transactions from __transaction_state: {reason}")]
@@ -709,6 +717,7 @@ impl BrokerError {
             B::Tiered { source } => tiered_kind(source),
             B::Store { source } => store_kind(source),
             B::Compaction { source } => cleaner_kind(source),
+            B::TransactionRefused { refusal } => txn_kind(refusal),
             // Start-up failures: no request caused them.
             B::InvalidConfig { .. }
             | B::StoreOpen { .. }
@@ -809,6 +818,20 @@ fn store_kind(e: &StoreError) -> ErrorKind {
 }
 
 /// The class of a cleaner error.
+/// The class of a transaction refusal on the produce path.
+fn txn_kind(r: &crate::transactions::TxnRefusal) -> ErrorKind {
+    use crate::transactions::TxnRefusal as T;
+    match r {
+        T::InvalidTimeout { .. } | T::InvalidRequest { .. } | T::Limit { .. } => {
+            ErrorKind::ClientMistake
+        }
+        T::InvalidProducerIdMapping { .. } | T::ProducerFenced { .. } | T::InvalidState { .. } => {
+            ErrorKind::Conflict
+        }
+        T::Concurrent => ErrorKind::Retriable,
+    }
+}
+
 fn cleaner_kind(e: &CleanerError) -> ErrorKind {
     use CleanerError as C;
     match e {

@@ -610,6 +610,21 @@ fn every_variant() -> Vec<(BrokerError, ErrorKind)> {
             ErrorKind::Internal,
         ),
         (
+            B::TransactionRefused {
+                refusal: crate::transactions::TxnRefusal::InvalidState {
+                    what: "write to a partition outside",
+                    state: "Empty",
+                },
+            },
+            ErrorKind::Conflict,
+        ),
+        (
+            B::TransactionRefused {
+                refusal: crate::transactions::TxnRefusal::Concurrent,
+            },
+            ErrorKind::Retriable,
+        ),
+        (
             B::RegistryFile {
                 path: "/d/topics.json".into(),
                 reason: s("not JSON"),
@@ -920,10 +935,11 @@ fn variant_index(e: &BrokerError) -> usize {
         B::DynamicConfigsWrite { .. } => 75,
         B::DynamicConfigsFile { .. } => 76,
         B::TransactionLog { .. } => 77,
+        B::TransactionRefused { .. } => 78,
     }
 }
 
-const VARIANTS: usize = 78;
+const VARIANTS: usize = 79;
 
 #[test]
 fn every_variant_is_classed() {

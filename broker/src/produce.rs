@@ -435,6 +435,19 @@ impl Broker {
         if acks_all {
             check_replicas(&topic)?;
         }
+        // A transaction's batch: its producer's transaction must be open,
+        // at its epoch, and have added the partition (Kafka's
+        // INVALID_TXN_STATE, INVALID_PRODUCER_EPOCH otherwise).
+        if let Some(b) = producer.as_ref().filter(|b| b.transactional) {
+            let refused = |refusal| BrokerError::TransactionRefused { refusal };
+            let Some(p) = partition else {
+                return Err(refused(crate::transactions::TxnRefusal::InvalidRequest {
+                    reason: "a transactional batch names its partition".into(),
+                }));
+            };
+            self.check_transactional_produce(b.producer_id, b.epoch, &topic.name, p)
+                .map_err(refused)?;
+        }
         let Some(records) = self.plan_produce(&topic, partition, records)? else {
             return Ok(ProduceAck {
                 log_start_offset: log_start(self)?,

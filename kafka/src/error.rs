@@ -227,6 +227,10 @@ pub fn broker_code(e: &BrokerError) -> i16 {
         B::RecordTooLarge { .. } => ResponseError::MessageTooLarge,
         B::TimestampOutOfBounds { .. } => ResponseError::InvalidTimestamp,
         B::NotEnoughReplicas { .. } => ResponseError::NotEnoughReplicas,
+        // A transactional batch outside its producer's transaction.
+        B::TransactionRefused { refusal } => {
+            return txn_refusal_code(refusal, ResponseError::InvalidProducerEpoch)
+        }
         // The admin APIs' refusals (KAFKA.md "Admin").
         B::TopicExists { .. } => ResponseError::TopicAlreadyExists,
         B::InvalidTopicConfig { .. } => ResponseError::InvalidConfig,

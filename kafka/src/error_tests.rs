@@ -663,6 +663,24 @@ fn every_broker_error_has_its_code() {
             ResponseError::UnknownServerError,
         ),
         (
+            B::TransactionRefused {
+                refusal: tidelog_broker::transactions::TxnRefusal::ProducerFenced {
+                    epoch: 1,
+                    current: 2,
+                },
+            },
+            ResponseError::InvalidProducerEpoch,
+        ),
+        (
+            B::TransactionRefused {
+                refusal: tidelog_broker::transactions::TxnRefusal::InvalidState {
+                    what: "write to a partition outside",
+                    state: "Empty",
+                },
+            },
+            ResponseError::InvalidTxnState,
+        ),
+        (
             B::DynamicConfigsWrite {
                 source: StoreError::DiskFull { reason: s("full") },
             },

@@ -1,8 +1,7 @@
 //! The door's transaction calls (Kafka's InitProducerId with a
 //! transactional id, AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit,
-//! EndTxn, DescribeTransactions, ListTransactions, DescribeProducers, and
-//! Produce's check of a transactional batch): the ACLs Kafka asks for, then
-//! the coordinator
+//! EndTxn, DescribeTransactions, ListTransactions, DescribeProducers): the
+//! ACLs Kafka asks for, then the coordinator
 //! (`crate::transactions::service`), on the blocking pool for every call
 //! that waits for its records (and markers) to be durable.
 //!
@@ -21,7 +20,7 @@ use tidelog_storage::ActiveProducer;
 use super::Door;
 use crate::registry::CONSUMER_OFFSETS_TOPIC;
 use crate::transactions::service::TxnError;
-use crate::transactions::{TxnMetadata, TxnOffset, TxnPartition, TxnRefusal, TxnState};
+use crate::transactions::{TxnMetadata, TxnOffset, TxnPartition, TxnState};
 
 /// Why DescribeProducers does not describe a partition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -173,19 +172,6 @@ impl Door {
             Ok(broker.end_txn(&transactional_id, producer_id, epoch, commit))
         })
         .await?
-    }
-
-    /// Produce's check of a transactional batch (see
-    /// `Broker::check_transactional_produce`).
-    pub fn check_transactional_produce(
-        &self,
-        producer_id: i64,
-        epoch: i16,
-        topic: &str,
-        partition: u32,
-    ) -> Result<(), TxnRefusal> {
-        self.broker
-            .check_transactional_produce(producer_id, epoch, topic, partition)
     }
 
     /// Whether `topic`-`partition` exists (AddPartitionsToTxn answers the

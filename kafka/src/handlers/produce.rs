@@ -41,7 +41,10 @@
 //!   OUT_OF_ORDER_SEQUENCE_NUMBER, an old epoch INVALID_PRODUCER_EPOCH, a
 //!   producer with no state whose batch does not start at 0
 //!   UNKNOWN_PRODUCER_ID. Per partition, like every other error.
-//!   Transactional batches stay refused (INVALID_RECORD).
+//!   A transactional batch (bit 4) is the broker's to check against its
+//!   producer's open transaction (`Broker::produce`): INVALID_TXN_STATE
+//!   outside it or for a partition it did not add, INVALID_PRODUCER_EPOCH
+//!   for another epoch.
 //! * A refusal that names records (keyless records on a compact topic,
 //!   INVALID_RECORD; timestamps outside `message.timestamp.before/after.
 //!   max.ms`, INVALID_TIMESTAMP) lists each in `record_errors` with its
@@ -67,7 +70,7 @@ use tidelog_broker::{BrokerError, Door};
 
 use super::NOT_READY;
 use crate::context::Context;
-use crate::error::{broker_code, txn_refusal_code};
+use crate::error::broker_code;
 use crate::records::appends::{decode_appends, Decoded};
 use crate::records::{any_compressed, DecodeLimits};
 
@@ -170,18 +173,6 @@ async fn partition(
     // The decoded records' bytes stay counted until the append is done
     // and answered (dropped at the end of this function).
     let _held = held;
-    // A transaction's batch: its producer's transaction must be open, at
-    // its epoch, and have added the partition (Kafka's
-    // INVALID_TXN_STATE, INVALID_PRODUCER_EPOCH otherwise).
-    if let Some(b) = producer.filter(|b| b.transactional) {
-        if let Err(refusal) = door.check_transactional_produce(b.producer_id, b.epoch, topic, p) {
-            return failed(
-                index,
-                txn_refusal_code(&refusal, ResponseError::InvalidProducerEpoch),
-                Some(refusal.to_string()),
-            );
-        }
-    }
     let producer = producer.map(|b| ProducerBatch {
         producer_id: b.producer_id,
         epoch: b.epoch,
