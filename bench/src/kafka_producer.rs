@@ -21,6 +21,13 @@
 //! when a phase ends is committed without being counted
 //! ([`ProducerLoad::finish`]), so none is left holding an LSO back.
 //!
+//! Connection `i` of `c`'s first transaction is `n - i·n/c` batches long
+//! (`n` a transaction's), its later ones `n`: the connections of a slice
+//! start together, and with equal transactions they would commit in
+//! waves (a wave is 64 commits of 10,000 records at the table's load), so
+//! a measured window would count one wave more or less by where it fell;
+//! staggered, commits come evenly, as independent producers' do.
+//!
 //! A Produce frame is encoded once per partition and producer
 //! ([`BatchFrame`]) and each request is a copy of it with the producer
 //! fields and the CRC32C written again: a few microseconds of the load
@@ -428,6 +435,18 @@ pub(crate) struct ProducerJob {
     /// same ids every slice, each slice's InitProducerId bumping their
     /// epochs, as a restarted application's producers do.
     pub(crate) txn_id_prefix: String,
+    /// The load's connections, over which the first transactions'
+    /// lengths are spread (module doc).
+    pub(crate) connections: usize,
+}
+
+/// Batches of connection `index` of `connections`' first transaction,
+/// when each is `n` batches: `n - index·n/connections`, at least 1 (the
+/// module doc's staggering).
+fn first_txn_batches(n: u32, index: usize, connections: usize) -> u32 {
+    let before = u64::from(n) * index as u64 / connections.max(1) as u64;
+    let first = u64::from(n).saturating_sub(before).max(1);
+    u32::try_from(first).unwrap_or(n)
 }
 
 /// A load connection's producer and where its transaction stands.
@@ -440,8 +459,19 @@ pub(crate) struct ProducerLoad {
     records: u64,
     batches_sent: u64,
     txn_batches: Option<u32>,
-    /// The open transaction's batches and records so far.
-    open: Option<(u32, u64)>,
+    /// Batches of the next transaction: the first one's staggered
+    /// (module doc), then `txn_batches`.
+    next_txn_batches: u32,
+    /// The open transaction's batches and records so far, and its length.
+    open: Option<OpenTxn>,
+}
+
+/// A transaction under way.
+#[derive(Clone, Copy)]
+struct OpenTxn {
+    batches: u32,
+    records: u64,
+    length: u32,
 }
 
 /// What one step of a producer's load answered.
@@ -466,6 +496,7 @@ impl ProducerLoad {
             .txn_batches
             .map(|_| format!("{}-{index}", job.txn_id_prefix));
         let producer = Producer::start(conn, &job.spec, transactional_id).await?;
+        let n = job.txn_batches.unwrap_or(1);
         Ok(ProducerLoad {
             producer,
             topic: job.spec.topic.clone(),
@@ -474,6 +505,7 @@ impl ProducerLoad {
             records: u64::from(job.spec.records),
             batches_sent: 0,
             txn_batches: job.txn_batches,
+            next_txn_batches: first_txn_batches(n, index, job.connections),
             open: None,
         })
     }
@@ -495,8 +527,9 @@ impl ProducerLoad {
             return Ok(self.answered(answer.map(|_| records), None));
         };
         if self.open.is_none() {
+            let length = self.next_txn_batches;
             // Every partition this transaction's batches go to, at once.
-            let partitions: Vec<u32> = (0..u64::from(txn_batches).min(self.partitions))
+            let partitions: Vec<u32> = (0..u64::from(length).min(self.partitions))
                 .map(|ahead| self.partition(ahead) as u32)
                 .collect();
             let topic = self.topic.clone();
@@ -507,7 +540,12 @@ impl ProducerLoad {
             if let Err(refused) = added {
                 return Ok(self.answered(Err(refused), None));
             }
-            self.open = Some((0, 0));
+            self.open = Some(OpenTxn {
+                batches: 0,
+                records: 0,
+                length,
+            });
+            self.next_txn_batches = txn_batches;
         }
         let partition = self.partition(0) as usize;
         if let Err(refused) = self.producer.produce(conn, partition).await? {
@@ -521,14 +559,16 @@ impl ProducerLoad {
             return Ok(self.answered(Err(why), None));
         }
         self.batches_sent += 1;
-        let open = self.open.get_or_insert((0, 0));
-        open.0 += 1;
-        open.1 += self.records;
-        let (batches, records) = *open;
-        if batches < txn_batches {
+        let Some(mut open) = self.open.take() else {
+            anyhow::bail!("a transaction's batch with no transaction open");
+        };
+        open.batches += 1;
+        open.records += self.records;
+        if open.batches < open.length {
+            self.open = Some(open);
             return Ok(self.answered(Ok(0), None));
         }
-        self.open = None;
+        let records = open.records;
         let started = Instant::now();
         let ended = self.producer.end(conn, true).await?;
         let took = started.elapsed();
@@ -570,6 +610,18 @@ mod tests {
 
     use super::*;
     use tidelog_kafka::records::{decode_partition, BatchProducer};
+
+    #[test]
+    fn first_transactions_are_spread_over_one_transactions_length() {
+        let firsts: Vec<u32> = (0..64).map(|i| first_txn_batches(100, i, 64)).collect();
+        assert_eq!(firsts[0], 100);
+        assert_eq!(firsts[32], 50);
+        assert_eq!(firsts[63], 2);
+        assert!(firsts.windows(2).all(|w| w[0] > w[1]), "{firsts:?}");
+        // Fewer batches than connections: never an empty transaction.
+        assert!((0..64).all(|i| (1..=3).contains(&first_txn_batches(3, i, 64))));
+        assert_eq!(first_txn_batches(100, 0, 0), 100);
+    }
 
     #[test]
     fn sequences_wrap_from_i32_max_to_zero_as_kafkas() {

@@ -104,11 +104,13 @@ pub(crate) async fn measure(
         spec: spec(&idempotent_topic),
         txn_batches: None,
         txn_id_prefix: String::new(),
+        connections: args.connections,
     }));
     let transactional = Arc::new(Job::KafkaProducer(ProducerJob {
         spec: spec(&txn_topic),
         txn_batches: Some(args.txn_batches),
         txn_id_prefix: format!("{topic}-producer"),
+        connections: args.connections,
     }));
     let produced = alternate_all(
         "produce",
