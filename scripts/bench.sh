@@ -22,6 +22,9 @@
 #   http-p1000    1,000 partitions
 #   kafka-acks1   tidelog bench --protocol kafka --acks 1 (HTTP produce in the same run)
 #   kafka-acks-1  the same, acks -1
+#   kafka-txn     --protocol kafka --transactions: idempotent vs transactional producers
+#                 (a transaction per 100 batches), read_committed vs read_uncommitted
+#                 fetch, the LSO lag beside a plain produce's visibility
 #   kafka-security --protocol kafka --security: PLAINTEXT vs SASL_SSL listeners of one
 #                 server, 10,000 ACLs vs none, a login's server CPU
 #   http-security --security: an HTTP and an HTTPS server, alternating
@@ -73,12 +76,15 @@ if $quick; then
     phase=(--duration-ms 600 --rounds 2)
     long_phase=("${phase[@]}")
     limit_mib=128 dsync_count=2000 recovery_mib=64 client_records=20000 tiered_mib=32
+    # Transactions that commit within the quick run's 300 ms slices.
+    txn_batches=10
     compaction_env=(TIDELOG_COMPACTION_MIB=64 TIDELOG_COMPACTION_PRODUCE_SECS=2)
 else
     common=(--warmup-ms 2000 --visibility-samples 300)
     phase=(--duration-ms 6000 --rounds 3)
     long_phase=(--duration-ms 60000 --rounds 10)
     limit_mib=1024 dsync_count=20000 recovery_mib=${TIDELOG_BENCH_RECOVERY_MIB:-4096} client_records=1000000 tiered_mib=512
+    txn_batches=100
     compaction_env=()
 fi
 
@@ -238,6 +244,7 @@ bench http-p1 300 --partitions 1
 bench http-p1000 400 --partitions 1000
 bench kafka-acks1 300 --protocol kafka --acks 1
 bench kafka-acks-1 300 --protocol kafka --acks -1
+bench kafka-txn 300 --protocol kafka --transactions --txn-batches "$txn_batches"
 bench kafka-security 400 --protocol kafka --acks 1 --security
 bench http-security 300 --security
 step librdkafka 600 env TIDELOG="$tidelog" scripts/bench-kafka-client.sh "$client_records" 100 8

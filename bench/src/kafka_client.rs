@@ -20,7 +20,7 @@ use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProdu
 use kafka_protocol::messages::{
     ApiKey, BrokerId, FetchRequest, FetchResponse, ProduceRequest, ProduceResponse, RequestHeader,
     ResponseHeader, SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
-    SaslHandshakeResponse, TopicName,
+    SaslHandshakeResponse, TopicName, TransactionalId,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use tidelog_kafka::records::{encode_batch, OutRecord};
@@ -147,7 +147,22 @@ pub(crate) fn produce_frame(
     acks: i16,
     batch: Bytes,
 ) -> anyhow::Result<Bytes> {
+    produce_frame_as(topic, partition, acks, None, batch)
+}
+
+/// [`produce_frame`] naming the producer's `transactional_id`, as a
+/// transactional producer's Produce does.
+pub(crate) fn produce_frame_as(
+    topic: &str,
+    partition: i32,
+    acks: i16,
+    transactional_id: Option<&str>,
+    batch: Bytes,
+) -> anyhow::Result<Bytes> {
     let request = ProduceRequest::default()
+        .with_transactional_id(
+            transactional_id.map(|id| TransactionalId(StrBytes::from_string(id.to_owned()))),
+        )
         .with_acks(acks)
         .with_timeout_ms(30_000)
         .with_topic_data(vec![TopicProduceData::default()
@@ -166,12 +181,32 @@ pub(crate) fn fetch_frame(
     offset: u64,
     max_bytes: i32,
 ) -> anyhow::Result<Bytes> {
+    fetch_frame_with(topic, partition, offset, max_bytes, FetchMode::default())
+}
+
+/// How a Fetch reads: its `isolation_level` (0 read_uncommitted, 1
+/// read_committed) and how long it may wait for a first byte.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct FetchMode {
+    pub(crate) isolation_level: i8,
+    pub(crate) max_wait_ms: i32,
+}
+
+/// [`fetch_frame`] read as `mode` says (`min_bytes` 1: a wait ends at
+/// the first record).
+pub(crate) fn fetch_frame_with(
+    topic: &TopicName,
+    partition: i32,
+    offset: u64,
+    max_bytes: i32,
+    mode: FetchMode,
+) -> anyhow::Result<Bytes> {
     let request = FetchRequest::default()
         .with_replica_id(BrokerId(-1))
-        .with_max_wait_ms(0)
+        .with_max_wait_ms(mode.max_wait_ms)
         .with_min_bytes(1)
         .with_max_bytes(max_bytes)
-        .with_isolation_level(0)
+        .with_isolation_level(mode.isolation_level)
         .with_topics(vec![FetchTopic::default()
             .with_topic(topic.clone())
             .with_partitions(vec![FetchPartition::default()
@@ -198,12 +233,20 @@ fn answer_body(mut answer: Bytes, key: ApiKey, version: i16) -> anyhow::Result<B
 
 /// Checks a Produce answer: every partition acknowledged without error.
 pub(crate) fn check_produced(answer: Bytes) -> anyhow::Result<()> {
+    produced_offset(answer).map(|_| ())
+}
+
+/// [`check_produced`], and the base offset of the last partition's
+/// records.
+pub(crate) fn produced_offset(answer: Bytes) -> anyhow::Result<i64> {
     let mut body = answer_body(answer, ApiKey::Produce, PRODUCE_VERSION)?;
     let response = ProduceResponse::decode(&mut body, PRODUCE_VERSION)?;
     let mut partitions = 0;
+    let mut base_offset = -1;
     for topic in &response.responses {
         for p in &topic.partition_responses {
             partitions += 1;
+            base_offset = p.base_offset;
             if p.error_code != 0 || p.base_offset < 0 {
                 bail!(
                     "produce to partition {} refused: error {} ({})",
@@ -215,13 +258,32 @@ pub(crate) fn check_produced(answer: Bytes) -> anyhow::Result<()> {
         }
     }
     ensure!(partitions > 0, "a produce answer without partitions");
-    Ok(())
+    Ok(base_offset)
 }
 
 /// Checks a Fetch answer (no partition error) and counts its records from
 /// the batch headers (batchLength, record count), without decoding every
 /// record.
 pub(crate) fn check_fetched(answer: Bytes) -> anyhow::Result<u64> {
+    Ok(check_fetched_batches(answer)?.records)
+}
+
+/// What a Fetch answer carried, read from its batch headers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Fetched {
+    /// Records of data batches; a transaction marker (a control batch,
+    /// attribute bit 5) is not a record a consumer sees.
+    pub(crate) records: u64,
+    /// The offset after the last batch (control batches included: a
+    /// marker takes an offset of its own), where the next fetch starts.
+    pub(crate) next_offset: Option<u64>,
+    /// The last partition's high watermark and last stable offset.
+    pub(crate) high_watermark: i64,
+    pub(crate) last_stable_offset: i64,
+}
+
+/// [`check_fetched`], with the next offset and the high watermark.
+pub(crate) fn check_fetched_batches(answer: Bytes) -> anyhow::Result<Fetched> {
     let mut body = answer_body(answer, ApiKey::Fetch, FETCH_VERSION)?;
     let response = FetchResponse::decode(&mut body, FETCH_VERSION)?;
     ensure!(
@@ -229,7 +291,12 @@ pub(crate) fn check_fetched(answer: Bytes) -> anyhow::Result<u64> {
         "fetch refused: error {}",
         response.error_code
     );
-    let mut records = 0;
+    let mut fetched = Fetched {
+        records: 0,
+        next_offset: None,
+        high_watermark: -1,
+        last_stable_offset: -1,
+    };
     for topic in &response.responses {
         for p in &topic.partitions {
             ensure!(
@@ -238,36 +305,97 @@ pub(crate) fn check_fetched(answer: Bytes) -> anyhow::Result<u64> {
                 p.partition_index,
                 p.error_code
             );
+            fetched.high_watermark = p.high_watermark;
+            fetched.last_stable_offset = p.last_stable_offset;
             let data = p.records.as_deref().unwrap_or_default();
             let mut at = 0;
             while at < data.len() {
-                let (count, size) = batch_header(&data[at..])?;
-                records += count;
-                at += size;
+                let batch = batch_header(&data[at..])?;
+                if !batch.control {
+                    fetched.records += batch.count;
+                }
+                fetched.next_offset = Some(batch.next_offset);
+                at += batch.size;
             }
         }
     }
-    Ok(records)
+    Ok(fetched)
 }
 
-/// (record count, batch size) of the batch at the start of `data`.
-fn batch_header(data: &[u8]) -> anyhow::Result<(u64, usize)> {
-    let field = |at: usize| -> anyhow::Result<[u8; 4]> {
-        let bytes = data
-            .get(at..at + 4)
-            .ok_or_else(|| anyhow!("a batch header cut short ({} bytes)", data.len()))?;
-        Ok([bytes[0], bytes[1], bytes[2], bytes[3]])
+/// What the load reads of a batch's header.
+struct BatchHeader {
+    count: u64,
+    size: usize,
+    control: bool,
+    next_offset: u64,
+}
+
+/// The header of the batch at the start of `data`.
+fn batch_header(data: &[u8]) -> anyhow::Result<BatchHeader> {
+    let field = |at: usize, len: usize| -> anyhow::Result<&[u8]> {
+        data.get(at..at + len)
+            .ok_or_else(|| anyhow!("a batch header cut short ({} bytes)", data.len()))
     };
-    // batchLength after baseOffset; the record count ends the 61-byte header.
-    let length = i32::from_be_bytes(field(8)?);
-    let count = i32::from_be_bytes(field(57)?);
+    let be_i32 = |at: usize| -> anyhow::Result<i32> {
+        let b = field(at, 4)?;
+        Ok(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    // baseOffset, then batchLength; the record count ends the 61-byte
+    // header (layout: `batch` below).
+    let base = field(batch::BASE_OFFSET_AT, 8)?;
+    let base = i64::from_be_bytes([
+        base[0], base[1], base[2], base[3], base[4], base[5], base[6], base[7],
+    ]);
+    let length = be_i32(batch::LENGTH_AT)?;
+    let attributes = field(batch::ATTRIBUTES_AT, 2)?;
+    let attributes = i16::from_be_bytes([attributes[0], attributes[1]]);
+    let last_delta = be_i32(batch::LAST_OFFSET_DELTA_AT)?;
+    let count = be_i32(batch::RECORDS_COUNT_AT)?;
     let size = usize::try_from(length)
         .ok()
-        .map(|l| l + 12)
+        .map(|l| l + batch::LENGTH_AT + 4)
         .filter(|s| *s <= data.len())
         .ok_or_else(|| anyhow!("a batch of length {length} in {} bytes", data.len()))?;
     let count = u64::try_from(count).map_err(|_| anyhow!("a batch of {count} records"))?;
-    Ok((count, size))
+    let next_offset = u64::try_from(base)
+        .ok()
+        .zip(u64::try_from(last_delta).ok())
+        .map(|(base, delta)| base + delta + 1)
+        .ok_or_else(|| anyhow!("a batch at offset {base} with last offset delta {last_delta}"))?;
+    Ok(BatchHeader {
+        count,
+        size,
+        control: attributes & batch::ATTR_CONTROL != 0,
+        next_offset,
+    })
+}
+
+/// Where the fields of a record batch (magic 2) are, from its first byte:
+/// baseOffset i64, batchLength i32, partitionLeaderEpoch i32, magic i8,
+/// crc u32 (CRC32C of everything from attributes to the batch's end),
+/// attributes i16, lastOffsetDelta i32, baseTimestamp i64, maxTimestamp
+/// i64, producerId i64, producerEpoch i16, baseSequence i32, records
+/// count i32: 61 bytes, then the records.
+pub(crate) mod batch {
+    pub(crate) const BASE_OFFSET_AT: usize = 0;
+    pub(crate) const LENGTH_AT: usize = BASE_OFFSET_AT + 8;
+    const LEADER_EPOCH_AT: usize = LENGTH_AT + 4;
+    const MAGIC_AT: usize = LEADER_EPOCH_AT + 4;
+    pub(crate) const CRC_AT: usize = MAGIC_AT + 1;
+    pub(crate) const ATTRIBUTES_AT: usize = CRC_AT + 4;
+    pub(crate) const LAST_OFFSET_DELTA_AT: usize = ATTRIBUTES_AT + 2;
+    const BASE_TIMESTAMP_AT: usize = LAST_OFFSET_DELTA_AT + 4;
+    const MAX_TIMESTAMP_AT: usize = BASE_TIMESTAMP_AT + 8;
+    pub(crate) const PRODUCER_ID_AT: usize = MAX_TIMESTAMP_AT + 8;
+    pub(crate) const PRODUCER_EPOCH_AT: usize = PRODUCER_ID_AT + 8;
+    pub(crate) const BASE_SEQUENCE_AT: usize = PRODUCER_EPOCH_AT + 2;
+    pub(crate) const RECORDS_COUNT_AT: usize = BASE_SEQUENCE_AT + 4;
+    pub(crate) const HEADER_BYTES: usize = RECORDS_COUNT_AT + 4;
+    const _: () = assert!(HEADER_BYTES == 61);
+    /// Attribute bit 4: a transaction's batch.
+    pub(crate) const ATTR_TRANSACTIONAL: i16 = 0x10;
+    /// Attribute bit 5: a control batch (a transaction marker).
+    pub(crate) const ATTR_CONTROL: i16 = 0x20;
 }
 
 /// A SCRAM login on a fresh Kafka connection, as librdkafka makes it:

@@ -137,7 +137,7 @@ pub(crate) fn fetch_job(args: &BenchArgs, topic: &str, ranges: Vec<(u64, u64)>) 
 }
 
 /// Waits (bounded) until the Kafka listener accepts a connection.
-async fn wait_kafka_ready(addr: SocketAddr) -> anyhow::Result<()> {
+pub(crate) async fn wait_kafka_ready(addr: SocketAddr) -> anyhow::Result<()> {
     let deadline = Instant::now() + KAFKA_READY_TIMEOUT;
     loop {
         match KafkaConn::connect(addr).await {

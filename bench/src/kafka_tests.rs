@@ -58,6 +58,8 @@ fn args() -> BenchArgs {
         compare_async: false,
         security: false,
         logins: 200,
+        transactions: false,
+        txn_batches: 100,
     }
 }
 

@@ -52,9 +52,12 @@
 //! puts and gets to the same bucket. `--security` (`security_run`, over
 //! `secure`: TLS and SCRAM in the load connections) measures SASL_SSL
 //! against PLAINTEXT, HTTPS against HTTP, 10,000 ACLs against none and a
-//! login's server CPU. Every run prints an in-process memory
-//! copy rate first and what the started server holds at its end
-//! (`machine`: RssAnon, files, mappings).
+//! login's server CPU. `--transactions --protocol kafka` (`txn_run`,
+//! over `kafka_producer`'s idempotent and transactional producers)
+//! measures transactional produce against idempotent, read_committed
+//! fetch against read_uncommitted and the LSO lag (issue 38). Every run
+//! prints an in-process memory copy rate first and what the started
+//! server holds at its end (`machine`: RssAnon, files, mappings).
 //!
 //! The crate's modules, by role: `run` (the orchestration above),
 //! `target` (the child server and its temporary data dir, `--url`),
@@ -67,7 +70,8 @@
 //! the server's holdings), and `render` (the pieces of every text report); `compact` (keyed
 //! produce to compact topics, the dispatch-lag sampler, `--compare-delete`);
 //! `kafka_run`,
-//! `kafka_client` and `kafka_ceiling` for the Kafka protocol. The `tidelog` binary
+//! `kafka_client` and `kafka_ceiling` for the Kafka protocol, with
+//! `kafka_producer` and `txn_run` for its transactions. The `tidelog` binary
 //! calls [`run`] from its `bench` subcommand.
 
 mod admin;
@@ -79,6 +83,7 @@ mod cpu;
 mod histogram;
 mod kafka_ceiling;
 mod kafka_client;
+mod kafka_producer;
 mod kafka_run;
 #[cfg(test)]
 mod kafka_tests;
@@ -95,6 +100,7 @@ mod security_run;
 mod suite;
 mod target;
 mod tiered;
+mod txn_run;
 mod visibility;
 
 use std::net::SocketAddr;
@@ -221,6 +227,19 @@ pub struct BenchArgs {
     /// after another, each a new connection).
     #[arg(long, default_value_t = 200)]
     pub logins: usize,
+    /// Kafka: what transactions cost (`txn_run.rs`), against one started
+    /// server: idempotent and transactional producers (one transaction per
+    /// --txn-batches batches, over every partition) in alternating slices,
+    /// then read_committed and read_uncommitted fetches of what the
+    /// transactions wrote, then the LSO lag (a small transaction's EndTxn
+    /// answered to a waiting read_committed long-poll answered, beside a
+    /// plain produce's ack to a read_uncommitted one). Acks are -1
+    /// (an idempotent producer's) whatever --acks says.
+    #[arg(long, conflicts_with_all = ["compare_delete", "compare_async", "recovery_mib", "tiered_mib", "suite_table", "security"])]
+    pub transactions: bool,
+    /// `--transactions`: produce batches in each transaction.
+    #[arg(long, default_value_t = 100)]
+    pub txn_batches: u32,
 }
 
 /// `--flush`: the started server's flush mode.

@@ -15,7 +15,8 @@ use tidelog_api::records::BINARY_V2;
 
 use crate::client::{count_occurrences, Conn};
 use crate::cpu::{CpuSource, CLIENT_THREAD_NAME};
-use crate::kafka_client::{self, KafkaConn};
+use crate::kafka_client::{self, FetchMode, KafkaConn};
+use crate::kafka_producer::{ProducerJob, ProducerLoad};
 use crate::measured::{CpuSpent, Measured, PhaseResult};
 use crate::secure::Secure;
 use crate::BenchArgs;
@@ -61,6 +62,19 @@ pub(crate) enum Job {
         ranges: Vec<(u64, u64)>,
         max_bytes: i32,
     },
+    /// Kafka: every connection an idempotent or a transactional producer
+    /// (`kafka_producer.rs`), which picks its partitions itself.
+    KafkaProducer(ProducerJob),
+    /// Kafka: as `KafkaFetch`, at `isolation_level`, over a topic
+    /// transactions wrote: records counted in data batches only, and each
+    /// fetch of a partition from after the last batch of the one before
+    /// (a transaction marker takes an offset of its own).
+    KafkaFetchTxn {
+        topic: kafka_protocol::messages::TopicName,
+        ranges: Vec<(u64, u64)>,
+        max_bytes: i32,
+        isolation_level: i8,
+    },
 }
 
 /// The partition of request `request` of connection `index` of
@@ -82,8 +96,11 @@ impl Job {
             Job::Produce { partitions, .. } | Job::ProduceKeyed { partitions, .. } => {
                 *partitions as usize
             }
-            Job::Fetch { ranges, .. } | Job::KafkaFetch { ranges, .. } => ranges.len(),
+            Job::Fetch { ranges, .. }
+            | Job::KafkaFetch { ranges, .. }
+            | Job::KafkaFetchTxn { ranges, .. } => ranges.len(),
             Job::KafkaProduce { frames, .. } => frames.len(),
+            Job::KafkaProducer(job) => job.spec.partitions as usize,
         };
         n.max(1)
     }
@@ -104,8 +121,13 @@ impl Job {
     /// The partitions' offset ranges a fetch job reads.
     fn ranges(&self) -> Option<&[(u64, u64)]> {
         match self {
-            Job::Fetch { ranges, .. } | Job::KafkaFetch { ranges, .. } => Some(ranges),
-            Job::Produce { .. } | Job::ProduceKeyed { .. } | Job::KafkaProduce { .. } => None,
+            Job::Fetch { ranges, .. }
+            | Job::KafkaFetch { ranges, .. }
+            | Job::KafkaFetchTxn { ranges, .. } => Some(ranges),
+            Job::Produce { .. }
+            | Job::ProduceKeyed { .. }
+            | Job::KafkaProduce { .. }
+            | Job::KafkaProducer(_) => None,
         }
     }
 }
@@ -114,21 +136,38 @@ impl Job {
 enum LoadConn {
     Http(Conn),
     Kafka(KafkaConn),
+    /// A Kafka connection and the producer it carries.
+    KafkaProducer(KafkaConn, Box<ProducerLoad>),
 }
 
 impl LoadConn {
-    /// A connection to `target` (over TLS and logged in, when it is
-    /// secured) of the protocol `job` speaks.
-    async fn connect(job: &Job, target: &Target) -> anyhow::Result<LoadConn> {
+    /// Connection `index`'s connection to `target` (over TLS and logged
+    /// in, when it is secured) of the protocol `job` speaks.
+    async fn connect(job: &Job, target: &Target, index: usize) -> anyhow::Result<LoadConn> {
         let secure = target.secure.as_deref();
         Ok(match job {
             Job::Produce { .. } | Job::ProduceKeyed { .. } | Job::Fetch { .. } => {
                 LoadConn::Http(Conn::connect_secure(target.addr, secure).await?)
             }
-            Job::KafkaProduce { .. } | Job::KafkaFetch { .. } => {
+            Job::KafkaProduce { .. } | Job::KafkaFetch { .. } | Job::KafkaFetchTxn { .. } => {
                 LoadConn::Kafka(KafkaConn::connect_secure(target.addr, secure).await?)
             }
+            Job::KafkaProducer(job) => {
+                let mut conn = KafkaConn::connect_secure(target.addr, secure).await?;
+                let producer = ProducerLoad::start(&mut conn, job, index).await?;
+                LoadConn::KafkaProducer(conn, Box::new(producer))
+            }
         })
+    }
+
+    /// What a connection owes at the end of its phase: a producer's open
+    /// transaction committed (`ProducerLoad::finish`). Why that was
+    /// refused, if it was.
+    async fn finish(&mut self) -> anyhow::Result<Option<String>> {
+        match self {
+            LoadConn::KafkaProducer(conn, producer) => producer.finish(conn).await,
+            LoadConn::Http(_) | LoadConn::Kafka(_) => Ok(None),
+        }
     }
 }
 
@@ -138,6 +177,11 @@ struct Reply {
     wire_bytes: u64,
     /// Why the server refused it (an HTTP status, a Kafka error code).
     refused: Option<String>,
+    /// Where the partition's next fetch starts, when the answer says
+    /// (`Job::KafkaFetchTxn`).
+    next_offset: Option<u64>,
+    /// A transaction's EndTxn commit in this request, and how long it took.
+    commit: Option<Duration>,
 }
 
 impl Reply {
@@ -148,11 +192,15 @@ impl Reply {
                 records,
                 wire_bytes,
                 refused: None,
+                next_offset: None,
+                commit: None,
             },
             Err(e) => Reply {
                 records: 0,
                 wire_bytes,
                 refused: Some(format!("{e:#}")),
+                next_offset: None,
+                commit: None,
             },
         }
     }
@@ -202,6 +250,45 @@ async fn send_one(
             let checked = kafka_client::check_fetched(answer);
             return Ok(Reply::checked(wire_bytes, checked));
         }
+        (
+            LoadConn::Kafka(conn),
+            Job::KafkaFetchTxn {
+                topic,
+                max_bytes,
+                isolation_level,
+                ..
+            },
+        ) => {
+            let mode = FetchMode {
+                isolation_level: *isolation_level,
+                max_wait_ms: 0,
+            };
+            let frame = kafka_client::fetch_frame_with(
+                topic,
+                partition as i32,
+                fetch_at,
+                *max_bytes,
+                mode,
+            )?;
+            let answer = conn.call(&frame).await?;
+            let wire_bytes = answer.len() as u64;
+            let checked = kafka_client::check_fetched_batches(answer);
+            let next_offset = checked.as_ref().ok().and_then(|f| f.next_offset);
+            return Ok(Reply {
+                next_offset,
+                ..Reply::checked(wire_bytes, checked.map(|f| f.records))
+            });
+        }
+        (LoadConn::KafkaProducer(conn, producer), Job::KafkaProducer(_)) => {
+            let step = producer.step(conn).await?;
+            return Ok(Reply {
+                records: step.records,
+                wire_bytes: step.wire_bytes,
+                refused: step.refused,
+                next_offset: None,
+                commit: step.commit,
+            });
+        }
         _ => anyhow::bail!("a load connection of another protocol than its job"),
     };
     let refused = (answer.status != StatusCode::OK).then(|| {
@@ -215,6 +302,8 @@ async fn send_one(
         records: count_occurrences(&answer.body, b"\"offset\":") as u64,
         wire_bytes: answer.body.len() as u64,
         refused,
+        next_offset: None,
+        commit: None,
     })
 }
 
@@ -325,8 +414,8 @@ async fn run_phase(
     // connection set-up and one-off work (the first segment of a fresh data
     // dir) fall before the warm-up clock starts.
     let mut conns = Vec::with_capacity(args.connections);
-    for _ in 0..args.connections {
-        conns.push(LoadConn::connect(job, target).await?);
+    for index in 0..args.connections {
+        conns.push(LoadConn::connect(job, target, index).await?);
     }
     let server_cpu = target.cpu;
     let connections = args.connections;
@@ -480,7 +569,7 @@ async fn load_connection(
                     break;
                 }
                 reconnects += 1;
-                match LoadConn::connect(&job, &target).await {
+                match LoadConn::connect(&job, &target, index).await {
                     Ok(fresh) => conn = fresh,
                     Err(e) => {
                         measured.error(format!("reconnecting: {e:#}"));
@@ -497,8 +586,9 @@ async fn load_connection(
         let records = reply.records;
         if let (Some(ranges), Some(at)) = (job.ranges(), fetch_at.get_mut(partition)) {
             let (begin, end) = ranges[partition];
-            *at += records;
-            if records == 0 || *at >= end {
+            let from = *at;
+            *at = reply.next_offset.unwrap_or(from + records);
+            if *at <= from || *at >= end {
                 *at = begin;
             }
         }
@@ -508,8 +598,17 @@ async fn load_connection(
             measured.records += records;
             measured.wire_bytes += reply.wire_bytes;
             measured.latency.record(answered - sent);
+            if let Some(commit) = reply.commit {
+                measured.commits.record(commit);
+            }
             measured.last_answer = Some(answered);
         }
+    }
+    // After the clock: nothing of it is measured.
+    match conn.finish().await {
+        Ok(None) => {}
+        Ok(Some(refused)) => measured.error(format!("at the phase's end: {refused}")),
+        Err(e) => measured.error(format!("at the phase's end: {e:#}")),
     }
     measured
 }

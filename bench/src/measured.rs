@@ -20,6 +20,9 @@ pub(crate) struct Measured {
     pub(crate) records: u64,
     pub(crate) wire_bytes: u64,
     pub(crate) latency: Histogram,
+    /// Transactional producers: how long each measured EndTxn commit
+    /// took (part of its request's `latency`).
+    pub(crate) commits: Histogram,
     pub(crate) errors: u64,
     pub(crate) first_error: Option<String>,
     /// When the last measured answer arrived.
@@ -32,6 +35,7 @@ impl Measured {
         self.records += other.records;
         self.wire_bytes += other.wire_bytes;
         self.latency.merge(&other.latency);
+        self.commits.merge(&other.commits);
         self.errors += other.errors;
         if self.first_error.is_none() {
             self.first_error = other.first_error;

@@ -53,8 +53,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         None => format!("bench-{}", unix_ms()),
     };
     // Started before the client runtime; dropped (stopped) after it. A
-    // security run compares secured with plain listeners, not with it.
-    let ceiling = match (args.security, args.protocol) {
+    // security run compares secured with plain listeners, a transactions
+    // run transactions with none, not with it.
+    let ceiling = match (args.security || args.transactions, args.protocol) {
         (true, _) => None,
         (false, Protocol::Http) => Some(ceiling::start(&topic, args.batch, args.record_bytes)?),
         (false, Protocol::Kafka) => Some(kafka_ceiling::start(args.batch, args.record_bytes)?),
@@ -64,9 +65,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         .thread_name(CLIENT_THREAD_NAME)
         .build()
         .context("starting the client runtime")?;
-    let result = match &ceiling {
-        Some(ceiling) => runtime.block_on(bench(&args, &topic, ceiling.addr)),
-        None => runtime.block_on(crate::security_run::run(&args, &topic)),
+    let result = if args.security {
+        runtime.block_on(crate::security_run::run(&args, &topic))
+    } else {
+        runtime.block_on(bench(&args, &topic, ceiling.as_ref().map(|c| c.addr)))
     };
     runtime.shutdown_timeout(Duration::from_secs(1));
     drop(ceiling);
@@ -145,6 +147,14 @@ fn check_args(args: &BenchArgs) -> anyhow::Result<()> {
             "--kafka-addr {addr}: the bench only talks to 127.0.0.1"
         );
     }
+    ensure!(
+        !args.transactions || args.protocol == Protocol::Kafka,
+        "--transactions needs --protocol kafka"
+    );
+    ensure!(
+        (1..=1_000_000).contains(&args.txn_batches),
+        "--txn-batches must be 1..=1000000"
+    );
     if args.protocol == Protocol::Kafka && args.url.is_some() {
         ensure!(
             args.kafka_addr.is_some(),
@@ -154,10 +164,13 @@ fn check_args(args: &BenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The run of every mode but `--security`; `ceiling_addr`, the bare
+/// endpoint or listener, is `None` for `--transactions`, which compares
+/// with none.
 pub(crate) async fn bench(
     args: &BenchArgs,
     topic: &str,
-    ceiling_addr: SocketAddr,
+    ceiling_addr: Option<SocketAddr>,
 ) -> anyhow::Result<RunResults> {
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     println!(
@@ -280,12 +293,18 @@ async fn measure_load(
     args: &BenchArgs,
     topic: &str,
     tidelog: Target,
-    ceiling_addr: SocketAddr,
+    ceiling_addr: Option<SocketAddr>,
     started_kafka: Option<SocketAddr>,
     async_target: Option<Target>,
 ) -> anyhow::Result<RunResults> {
-    match args.protocol {
-        Protocol::Http => {
+    let kafka = started_kafka.or(args.kafka_addr);
+    match (args.protocol, ceiling_addr) {
+        (Protocol::Kafka, _) if args.transactions => match kafka {
+            Some(kafka) => crate::txn_run::measure(args, topic, tidelog, kafka).await,
+            None => Err(anyhow::anyhow!("no Kafka listener to measure")),
+        },
+        (_, None) => Err(anyhow::anyhow!("no ceiling to measure beside tidelog")),
+        (Protocol::Http, Some(ceiling_addr)) => {
             println!("ceiling: http://{ceiling_addr} (bare axum endpoint in this process: parse + base64-decode, store nothing)");
             let ceiling = Target::plain(ceiling_addr, CpuSource::Threads(ceiling::THREAD_NAME));
             if args.compare_delete {
@@ -294,9 +313,9 @@ async fn measure_load(
                 measure_all(args, topic, tidelog, ceiling, async_target).await
             }
         }
-        Protocol::Kafka => {
+        (Protocol::Kafka, Some(ceiling_addr)) => {
             // check_args made sure --url comes with --kafka-addr.
-            match started_kafka.or(args.kafka_addr) {
+            match kafka {
                 Some(kafka) => kafka_run::measure(args, topic, tidelog, kafka, ceiling_addr).await,
                 None => Err(anyhow::anyhow!("no Kafka listener to measure")),
             }

@@ -146,6 +146,7 @@ impl Suite {
         self.size_rows(&mut rows);
         self.partition_rows(&mut rows);
         self.kafka_rows(&mut rows);
+        self.transaction_rows(&mut rows);
         self.security_rows(&mut rows);
         self.recovery_and_memory_rows(&mut rows);
         self.tiered_rows(&mut rows);
@@ -556,6 +557,81 @@ impl Suite {
         ));
     }
 
+    /// `--protocol kafka --transactions` (`txn_run.rs`): transactions
+    /// against none, on the same server in the same run (issue 38's
+    /// goals), and the LSO lag beside a plain produce's visibility.
+    fn transaction_rows(&self, rows: &mut Vec<Row>) {
+        let txn = self.run("kafka-txn");
+        let f = txn.clone().and_then(|r| {
+            let mut m = share_of(
+                &r,
+                "produce",
+                ("transactional", "idempotent"),
+                "idempotent producers, same server, alternating slices",
+                Some(crate::txn_run::TXN_PRODUCE_GOAL),
+            )?;
+            if let (Ok(p50), Ok(p99)) = (extra(&r, "end_txn_p50_ms"), extra(&r, "end_txn_p99_ms")) {
+                m.value = format!("{}; EndTxn p50 {p50:.2} ms, p99 {p99:.2} ms", m.value);
+            }
+            Ok(m)
+        });
+        rows.push(row(
+            "Kafka transactional produce, 64 connections, one transaction per 100 batches of 100 × 100 B over 8 partitions, acks -1",
+            "≥ 60 % of idempotent produce (issue 38)",
+            f,
+        ));
+        let f = txn.clone().and_then(|r| {
+            share_of(
+                &r,
+                "fetch",
+                ("read-committed", "read-uncommitted"),
+                "read_uncommitted fetch of the same topic, alternating slices",
+                Some(crate::txn_run::COMMITTED_FETCH_GOAL),
+            )
+        });
+        rows.push(row(
+            "Kafka read_committed fetch of the transactions' topic, 64 connections, ≈ 100 records a fetch",
+            "≥ 90 % of read_uncommitted (issue 38)",
+            f,
+        ));
+        let f = txn.and_then(|r| {
+            let v = r
+                .visibility
+                .as_ref()
+                .ok_or_else(|| "no LSO lag figures".to_string())?;
+            if v.samples == 0 {
+                return Err(format!("no LSO lag sample answered ({} missed)", v.missed));
+            }
+            let plain_p50 = extra(&r, "plain_visibility_p50_ms")?;
+            let plain_p99 = extra(&r, "plain_visibility_p99_ms")?;
+            // The fetch may answer before EndTxn does: the marker that
+            // moves the LSO is written before the coordinator's Complete
+            // record (KAFKA.md "Transactions"); such samples are 0.
+            let early = extra(&r, "lso_lag_before_commit")
+                .map(|n| format!(", {n:.0} answered before EndTxn"))
+                .unwrap_or_default();
+            let from_send = extra(&r, "lso_lag_from_send_p99_ms")
+                .map(|ms| format!("; p99 {ms:.3} ms from EndTxn sent"))
+                .unwrap_or_default();
+            Ok(Measured {
+                value: format!(
+                    "p99 {:.3} ms (p50 {:.3}, max {:.3}; {} samples{early}, {} missed){from_send}",
+                    v.p99_ms, v.p50_ms, v.max_ms, v.samples, v.missed
+                ),
+                limit: format!(
+                    "a plain produce's ack → read_uncommitted long-poll answered, same phase: p99 {plain_p99:.3} ms (p50 {plain_p50:.3})"
+                ),
+                ratio: times(v.p99_ms / plain_p99),
+                met: None,
+            })
+        });
+        rows.push(row(
+            "Kafka LSO lag: EndTxn commit answered → waiting read_committed long-poll answered, p99",
+            "report p99 (issue 38)",
+            f,
+        ));
+    }
+
     /// `--security` (`security_run.rs`): the secured listeners against the
     /// plain ones of the same run, 10,000 ACLs against none, a login's
     /// server CPU (the security issue's goals).
@@ -781,7 +857,7 @@ impl Suite {
 }
 
 /// The `tidelog bench` steps of the suite, by result name.
-const RUNS: [&str; 16] = [
+const RUNS: [&str; 17] = [
     "http-100",
     "http-10",
     "http-1",
@@ -795,6 +871,7 @@ const RUNS: [&str; 16] = [
     "kafka-acks1",
     "kafka-acks-1",
     "kafka-security",
+    "kafka-txn",
     "http-security",
     "recovery",
     "tiered",

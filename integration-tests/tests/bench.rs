@@ -192,6 +192,62 @@ fn bench_security_over_kafka_measures_sasl_ssl_acls_and_logins() {
     );
 }
 
+/// `--transactions --protocol kafka`: idempotent and transactional
+/// producers (the bench's own InitProducerId, AddPartitionsToTxn,
+/// sequenced batches and EndTxn) write without one refusal, what the
+/// transactions committed is fetched read_committed and read_uncommitted,
+/// and every LSO lag sample's waiting read_committed fetch brings the
+/// committed record back. Counts only.
+#[test]
+fn bench_transactions_over_kafka_commits_fetches_and_reports_the_lso_lag() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("txn.json");
+    let stdout = run_bench(
+        dir.path(),
+        &[
+            "--protocol",
+            "kafka",
+            "--transactions",
+            "--txn-batches",
+            "3",
+            "--visibility-samples",
+            "10",
+            "--json",
+            json.to_str().expect("a UTF-8 temp path"),
+        ],
+    );
+    for (phase, target) in [
+        ("produce", "idempotent"),
+        ("produce", "transactional"),
+        ("fetch", "read-committed"),
+        ("fetch", "read-uncommitted"),
+    ] {
+        let rate = records_per_s(&stdout, phase, target);
+        assert!(rate > 0.0, "{phase} {target}: {rate} records/s\n{stdout}");
+    }
+    for line in [
+        "goal transactional produce: transactional / idempotent = ",
+        "goal read_committed fetch: read-committed / read-uncommitted = ",
+        "EndTxn commit of 3 batches: ",
+        "lso lag (read_committed): p50 ",
+        "plain visibility (read_uncommitted): p50 ",
+    ] {
+        assert!(
+            stdout.lines().any(|l| l.starts_with(line)),
+            "no {line:?} in\n{stdout}"
+        );
+    }
+    assert!(!stdout.contains("ceiling"), "{stdout}");
+    let run = read_json(&json);
+    assert_eq!(run["mode"], "kafka-txn", "{run}");
+    for phase in run["phases"].as_array().expect("phases") {
+        assert_eq!(phase["errors"], 0, "{phase}");
+    }
+    assert_eq!(run["visibility"]["samples"], 10, "{run}");
+    assert_eq!(run["visibility"]["missed"], 0, "{run}");
+    assert_eq!(run["extra"]["plain_visibility_missed"], 0.0, "{run}");
+}
+
 /// `--security --protocol http`: an HTTP and an HTTPS server, produce to
 /// and fetch from both, over TLS with the run's own CA for the second.
 #[test]

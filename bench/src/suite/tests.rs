@@ -517,3 +517,77 @@ fn the_security_rows_put_secured_listeners_beside_plain_ones_of_the_same_run() {
         (&Verdict::Reported, "50.0 %")
     );
 }
+
+#[test]
+fn the_transaction_rows_divide_by_idempotent_and_read_uncommitted_of_the_same_run() {
+    let (dir, suite) = sample_suite();
+    // Not run: each row says so, the others stand.
+    let rows = suite.rows();
+    failed_with(
+        find(&rows, "Kafka transactional produce"),
+        "kafka-txn: not run",
+    );
+    failed_with(find(&rows, "Kafka LSO lag"), "kafka-txn: not run");
+
+    let mut txn = RunResults {
+        mode: "kafka-txn".into(),
+        phases: vec![
+            figures("produce", "idempotent", 1.0e6, 100.0),
+            // 70 % of idempotent: met.
+            figures("produce", "transactional", 0.7e6, 100.0),
+            // 85 % of read_uncommitted: missed.
+            figures("fetch", "read-committed", 1.7e6, 100.0),
+            figures("fetch", "read-uncommitted", 2.0e6, 100.0),
+        ],
+        visibility: Some(VisibilityFigures {
+            p50_ms: 0.4,
+            p99_ms: 1.2,
+            max_ms: 2.5,
+            samples: 300,
+            missed: 0,
+        }),
+        ..RunResults::default()
+    };
+    for (name, value) in [
+        ("end_txn_p50_ms", 3.0),
+        ("end_txn_p99_ms", 9.0),
+        ("plain_visibility_p50_ms", 0.2),
+        ("plain_visibility_p99_ms", 0.4),
+        ("lso_lag_before_commit", 12.0),
+        ("lso_lag_from_send_p99_ms", 1.5),
+    ] {
+        txn.extra.insert(name.into(), value);
+    }
+    write_json(dir.path(), "kafka-txn", &txn);
+    let rows = Suite::open(dir.path()).unwrap().rows();
+    let produce = find(&rows, "Kafka transactional produce");
+    assert_eq!(
+        (&produce.verdict, produce.ratio.as_str()),
+        (&Verdict::Met, "70.0 %")
+    );
+    assert!(
+        produce
+            .value
+            .ends_with("server CPU per record; EndTxn p50 3.00 ms, p99 9.00 ms"),
+        "{produce:?}"
+    );
+    assert!(
+        produce
+            .limit
+            .starts_with("idempotent producers, same server, alternating slices: 1.00 M records/s"),
+        "{produce:?}"
+    );
+    let fetch = find(&rows, "Kafka read_committed fetch");
+    assert_eq!(
+        (&fetch.verdict, fetch.ratio.as_str()),
+        (&Verdict::Missed, "85.0 %")
+    );
+    let lag = find(&rows, "Kafka LSO lag");
+    assert_eq!(lag.verdict, Verdict::Reported);
+    assert_eq!(
+        lag.value,
+        "p99 1.200 ms (p50 0.400, max 2.500; 300 samples, 12 answered before EndTxn, 0 missed); p99 1.500 ms from EndTxn sent"
+    );
+    assert!(lag.limit.ends_with("p99 0.400 ms (p50 0.200)"), "{lag:?}");
+    assert_eq!(lag.ratio, "3.00×");
+}
