@@ -150,7 +150,10 @@ impl crate::Broker {
     /// Writes `t`'s COMMIT or ABORT marker to each of its partitions,
     /// each durable as an append is. A partition whose topic is gone
     /// needs none; one where the producer is known at a newer epoch has
-    /// been ended by that epoch already. Blocking.
+    /// been ended by that epoch already. Every marker is written before
+    /// the first wait, so under `flush: sync` one group commit covers
+    /// them all (waiting for each in turn took one flush a partition).
+    /// Blocking.
     fn txn_markers(&self, t: &Transition) -> Result<(), BrokerError> {
         let Some(commit) = t.marker() else {
             return Ok(());
@@ -161,6 +164,7 @@ impl crate::Broker {
             commit,
             coordinator_epoch: 0,
         };
+        let mut written = Vec::with_capacity(t.partitions.len());
         for (topic, partition) in &t.partitions {
             let Some(topic) = self.registry.get(topic) else {
                 continue;
@@ -168,18 +172,18 @@ impl crate::Broker {
             if topic.check_partition(*partition).is_err() {
                 continue;
             }
-            let written = self
-                .store
-                .append_marker(&topic.name, *partition, spec)
-                .and_then(|w| w.wait());
-            match written {
-                Ok(_) | Err(StoreError::TopicDeleted { .. }) => {}
+            match self.store.append_marker(&topic.name, *partition, spec) {
+                Ok(unflushed) => written.push(unflushed),
+                Err(StoreError::TopicDeleted { .. }) => {}
                 Err(StoreError::ProducerRefused {
                     problem: SequenceProblem::StaleEpoch { .. },
                     ..
                 }) => {}
                 Err(e) => return Err(e.into()),
             }
+        }
+        for unflushed in written {
+            unflushed.wait()?;
         }
         Ok(())
     }
