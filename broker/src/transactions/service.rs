@@ -64,7 +64,9 @@ pub enum TxnError {
 pub struct TxnCoordinator {
     state: Mutex<Transactions>,
     /// Producer id → its transactional id, for Produce's check of a
-    /// transactional batch (an id's producer changes only by a transition).
+    /// transactional batch (an id's producer changes only by a
+    /// transition): each id's current producer only, and no id the
+    /// coordinator forgot.
     producers: Mutex<HashMap<i64, String>>,
 }
 
@@ -133,10 +135,19 @@ impl crate::Broker {
         });
         match written {
             Ok(()) => {
-                self.txns.lock().complete(t);
-                self.txns
-                    .producers()
-                    .insert(t.producer_id, t.transactional_id.clone());
+                let previous = {
+                    let mut state = self.txns.lock();
+                    let previous = state.get(&t.transactional_id).map(|m| m.producer_id);
+                    state.complete(t);
+                    previous
+                };
+                let mut producers = self.txns.producers();
+                // An id given a new producer id (epoch exhaustion) leaves
+                // its old one: the map holds each id's current producer.
+                if let Some(old) = previous.filter(|&old| old != t.producer_id) {
+                    producers.remove(&old);
+                }
+                producers.insert(t.producer_id, t.transactional_id.clone());
                 Ok(())
             }
             Err(e) => {
@@ -374,10 +385,12 @@ impl crate::Broker {
         topic: &str,
         partition: u32,
     ) -> Result<(), TxnRefusal> {
-        let id = self.txns.producers().get(&producer_id).cloned();
+        // The producer map, then the state: nothing takes them the other
+        // way round (a transition's apply takes one after the other).
+        let producers = self.txns.producers();
         let state = self.txns.lock();
-        let m = id
-            .as_deref()
+        let m = producers
+            .get(&producer_id)
             .and_then(|id| state.get(id))
             .filter(|m| m.producer_id == producer_id)
             .ok_or(TxnRefusal::InvalidProducerIdMapping { producer_id })?;
@@ -444,6 +457,12 @@ impl crate::Broker {
             .lock()
             .expire_ids(now, TRANSACTIONAL_ID_EXPIRATION_MS);
         if !gone.is_empty() {
+            // Forgotten now, whether or not the tombstones below are
+            // written (a restart's rebuild forgets them again).
+            let forgotten: std::collections::HashSet<&String> = gone.iter().collect();
+            self.txns
+                .producers()
+                .retain(|_, id| !forgotten.contains(id));
             let topic = self.txn_log_topic()?;
             let tombstones: Vec<AppendRecord> = gone
                 .iter()

@@ -304,3 +304,45 @@ fn the_tick_finishes_an_end_left_decided() {
     assert_eq!(view(&broker, "a", 0), (2, 2, vec![(pid, 0)]));
     assert_eq!(view(&broker, "b", 0), (1, 1, vec![]));
 }
+
+/// The producer map behind Produce's check holds each id's current
+/// producer only: an id given a new producer id (its epochs used up)
+/// leaves its old one, and an id forgotten after
+/// `transactional.id.expiration.ms` leaves the map.
+#[test]
+fn the_producer_map_forgets_replaced_and_expired_producers() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = test_support::open(dir.path());
+    topics(&broker);
+    let (first, _) = broker
+        .init_transactional_producer("t", 60_000, None)
+        .unwrap();
+    let mapped = |broker: &Broker| {
+        let mut all: Vec<(i64, String)> = broker
+            .txns
+            .producers()
+            .iter()
+            .map(|(p, id)| (*p, id.clone()))
+            .collect();
+        all.sort();
+        all
+    };
+    assert_eq!(mapped(&broker), [(first, "t".to_string())]);
+    // Its epochs used up: the next InitProducerId gives a new id.
+    broker.txns.lock().ids.get_mut("t").unwrap().epoch = crate::transactions::EPOCH_MAX;
+    let (second, epoch) = broker
+        .init_transactional_producer("t", 60_000, None)
+        .unwrap();
+    assert_ne!(second, first);
+    assert_eq!(epoch, 0);
+    assert_eq!(mapped(&broker), [(second, "t".to_string())]);
+    assert!(matches!(
+        broker.check_transactional_produce(first, 5, "a", 0),
+        Err(TxnRefusal::InvalidProducerIdMapping { .. })
+    ));
+    // Unused past the expiration: forgotten, in the map too.
+    broker.txns.lock().ids.get_mut("t").unwrap().updated_ms = 0;
+    broker.txn_tick().unwrap();
+    assert!(broker.txns.lock().get("t").is_none());
+    assert_eq!(mapped(&broker), []);
+}

@@ -122,6 +122,12 @@ async fn a_transaction_through_the_kafka_apis() {
         .with_key_type(1);
     let answer: FindCoordinatorResponse = call(&mut c, ApiKey::FindCoordinator, 3, &find).await;
     assert_eq!(answer.error_code, 0);
+    // An empty transactional id names no coordinator.
+    let empty = FindCoordinatorRequest::default()
+        .with_key(StrBytes::from_static_str(""))
+        .with_key_type(1);
+    let answer: FindCoordinatorResponse = call(&mut c, ApiKey::FindCoordinator, 3, &empty).await;
+    assert_eq!(answer.error_code, ResponseError::InvalidRequest.code());
 
     let first = init(&mut c, 0, "t1", (-1, -1)).await;
     assert_eq!((first.error_code, first.producer_epoch), (0, 0));

@@ -208,3 +208,24 @@ fn aborted_ranges_answer_by_producer_and_span() {
     assert!(AbortedRanges::new([]).is_empty());
     assert!(!AbortedRanges::default().contains(7, 10));
 }
+
+/// One partition holds at most `OPEN_PER_PARTITION_MAX` open
+/// transactions: one more producer is refused (the writer answers
+/// TooManyTransactions), a producer already open goes on, and once one
+/// ends there is room again.
+#[test]
+fn a_partition_holds_a_bounded_number_of_open_transactions() {
+    let mut t = PartitionTxns::default();
+    let max = OPEN_PER_PARTITION_MAX as i64;
+    for producer in 0..max {
+        t.record(producer, producer as u64).unwrap();
+    }
+    let next = max as u64;
+    assert_eq!(t.can_open(max), Err(TxnIndexProblem::TooManyOpen));
+    assert_eq!(t.record(max, next), Err(TxnIndexProblem::TooManyOpen));
+    assert!(t.can_open(0).is_ok(), "an open producer writes on");
+    t.record(0, next).unwrap();
+    t.marker(0, next + 1, true, 0).unwrap();
+    assert!(t.can_open(max).is_ok(), "room again after an end");
+    t.record(max, next + 2).unwrap();
+}
