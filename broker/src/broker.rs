@@ -438,6 +438,21 @@ impl Broker {
                 false,
             )?;
         }
+        // The remote tier's objects keep no transaction flags or
+        // markers: a transaction's records uploaded would be served as
+        // committed, its markers as records.
+        if next.remote_storage_enable
+            && !current.config.remote_storage_enable
+            && self.store.commit_log().txns().has_topic(&current.name)
+        {
+            return Err(BrokerError::InvalidTopicConfig {
+                name: "remote.storage.enable".into(),
+                reason: format!(
+                    "topic {:?} holds transactions' records, which the remote tier cannot keep yet (KAFKA.md, \"Transactions\")",
+                    current.name
+                ),
+            });
+        }
         if current.config.remote_storage_enable && !next.remote_storage_enable {
             return Err(BrokerError::InvalidTopicConfig {
                 name: "remote.storage.enable".into(),

@@ -20,7 +20,7 @@ use tidelog_storage::ActiveProducer;
 use super::Door;
 use crate::registry::CONSUMER_OFFSETS_TOPIC;
 use crate::transactions::service::TxnError;
-use crate::transactions::{TxnMetadata, TxnOffset, TxnPartition, TxnState};
+use crate::transactions::{TxnMetadata, TxnOffset, TxnPartition, TxnRefusal, TxnState};
 
 /// Why DescribeProducers does not describe a partition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,6 +83,15 @@ impl Door {
                 .into());
             }
             t.check_partition(*partition)?;
+            // The remote tier's objects keep no transaction flags or
+            // markers (KAFKA.md, "Transactions").
+            if t.config.remote_storage_enable {
+                return Err(TxnRefusal::InvalidState {
+                    what: "add a tiered topic (not served yet) to",
+                    state: "any",
+                }
+                .into());
+            }
         }
         let broker = Arc::clone(&self.broker);
         crate::blocking::run(move || {

@@ -423,3 +423,75 @@ fn a_snapshot_names_sealed_segments_by_base_while_a_roll_waits_for_the_flush() {
     let got: Vec<(String, Vec<u8>)> = files.into_iter().map(|(n, b)| (n, b.to_vec())).collect();
     assert_eq!(got, want);
 }
+
+/// The remote tier's objects keep no transaction flags or markers yet
+/// (KAFKA.md, "Transactions"): a tiered topic cannot join a transaction,
+/// and a topic holding a transaction's records cannot turn remote storage
+/// on, so no marker is uploaded as a record and no aborted record comes
+/// back from the tier as committed.
+#[test]
+fn transactions_and_remote_storage_are_kept_apart() {
+    use crate::transactions::service::TxnError;
+    use crate::transactions::TxnRefusal;
+    let f = open();
+    tiered_topic(&f, "tiered", &[]);
+    f.broker.create_topic("plain", 1, Overrides::new()).unwrap();
+    let (pid, epoch) = f
+        .broker
+        .init_transactional_producer("tx", 60_000, None)
+        .unwrap();
+    let door = f.broker.door(&crate::Principal::Anonymous);
+    let added = f.rt.block_on(door.add_partitions_to_txn(
+        "tx".into(),
+        pid,
+        epoch,
+        vec![("tiered".into(), 0)],
+    ));
+    assert!(
+        matches!(
+            added,
+            Err(TxnError::Refused(TxnRefusal::InvalidState { .. }))
+        ),
+        "{added:?}"
+    );
+    // Before any transaction, "plain" may still turn tiering on: checked
+    // with a topic that never held one.
+    f.broker.create_topic("never", 1, Overrides::new()).unwrap();
+    f.broker
+        .alter_topic(
+            "never",
+            &[("remote.storage.enable".into(), Some("true".into()))],
+        )
+        .unwrap();
+    f.rt.block_on(door.add_partitions_to_txn("tx".into(), pid, epoch, vec![("plain".into(), 0)]))
+        .unwrap();
+    let record = AppendRecord {
+        topic: Arc::from("plain"),
+        partition: 0,
+        key: None,
+        value: Some(Bytes::from_static(b"v")),
+        headers: Vec::new(),
+        timestamp_ms: None,
+    };
+    let batch = tidelog_storage::ProducerBatch {
+        producer_id: pid,
+        epoch,
+        base_sequence: 0,
+        transactional: true,
+    };
+    f.broker
+        .store
+        .append_as(&[record], u64::MAX, Some(&batch))
+        .unwrap();
+    f.broker.end_txn("tx", pid, epoch, false).unwrap();
+    match f.broker.alter_topic(
+        "plain",
+        &[("remote.storage.enable".into(), Some("true".into()))],
+    ) {
+        Err(BrokerError::InvalidTopicConfig { name, reason }) => {
+            assert_eq!(name, "remote.storage.enable");
+            assert!(reason.contains("transactions"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+}

@@ -341,6 +341,12 @@ impl TxnTable {
         Ok(())
     }
 
+    /// Whether any partition of `topic` has seen a transaction's entry
+    /// (a record or a marker) since it was created.
+    pub fn has_topic(&self, topic: &str) -> bool {
+        self.any.load(Ordering::Acquire) && self.lock().parts.contains_key(topic)
+    }
+
     /// The aborted transactions a fetch of `[from, to)` of the partition
     /// must name (see [`PartitionTxns::aborted_in`]).
     pub fn aborted_in(&self, topic: &str, partition: u32, from: u64, to: u64) -> Vec<(i64, u64)> {
