@@ -152,6 +152,19 @@ struct PartitionModel {
     served: HashMap<u64, Bytes>,
 }
 
+impl PartitionModel {
+    /// A record produced at `offset`, the next one the store hands out.
+    fn note(&mut self, offset: u64, produced: Produced, context: &str) {
+        assert_eq!(
+            offset, self.end,
+            "offsets are handed out once, in order: {context}"
+        );
+        self.end = offset + 1;
+        self.copied_end = offset + 1;
+        self.records.insert(offset, produced);
+    }
+}
+
 /// Every way a pass can fail at a swap step: each point on its first
 /// operation, and the second delete of old segments.
 fn fault_plans() -> Vec<(FaultPoint, u64)> {
@@ -400,20 +413,7 @@ impl World {
             if rng.chance(20) {
                 headers.push(("h".to_string(), None));
             }
-            batch.push(AppendRecord {
-                topic: Arc::from(TOPIC),
-                partition: p,
-                key: Some(Bytes::from(key.clone())),
-                value: value.clone().map(Bytes::from),
-                headers: headers
-                    .iter()
-                    .map(|(name, v)| Header {
-                        name: name.clone(),
-                        value: v.clone().map(Bytes::from),
-                    })
-                    .collect(),
-                timestamp_ms: Some(self.seq),
-            });
+            batch.push(append_record(p, &key, &value, &headers, self.seq));
             pending.push((p, key, value, headers, self.seq));
         }
         let out = self.store().append(&batch).unwrap();
@@ -422,14 +422,8 @@ impl World {
         for (a, (p, key, value, headers, seq)) in out.iter().zip(pending) {
             let m = &mut self.model[p as usize];
             let offset = a.queue_offset.get();
-            assert_eq!(
-                offset, m.end,
-                "offsets are handed out once, in order: {context}"
-            );
-            m.end = offset + 1;
-            m.copied_end = offset + 1;
             m.latest.insert(key.clone(), offset);
-            m.records.insert(
+            m.note(
                 offset,
                 Produced {
                     key,
@@ -440,6 +434,7 @@ impl World {
                     at_ms: now,
                     txn: None,
                 },
+                &context,
             );
         }
     }
@@ -471,20 +466,7 @@ impl World {
             let key = format!("key-{}", rng.below(KEYS)).into_bytes();
             let value = (!rng.chance(15)).then(|| vec![rng.next() as u8; rng.below(60) as usize]);
             let headers = vec![("seq".to_string(), Some(self.seq.to_string().into_bytes()))];
-            batch.push(AppendRecord {
-                topic: Arc::from(TOPIC),
-                partition: p,
-                key: Some(Bytes::from(key.clone())),
-                value: value.clone().map(Bytes::from),
-                headers: headers
-                    .iter()
-                    .map(|(name, v)| Header {
-                        name: name.clone(),
-                        value: v.clone().map(Bytes::from),
-                    })
-                    .collect(),
-                timestamp_ms: Some(self.seq),
-            });
+            batch.push(append_record(p, &key, &value, &headers, self.seq));
             pending.push((key, value, headers, self.seq));
         }
         let sequence = self.sequences.entry((producer, p)).or_insert(0);
@@ -504,11 +486,7 @@ impl World {
         let context = self.context();
         for (a, (key, value, headers, seq)) in out.iter().zip(pending) {
             let offset = a.queue_offset.get();
-            let m = &mut self.model[p as usize];
-            assert_eq!(offset, m.end, "{context}");
-            m.end = offset + 1;
-            m.copied_end = offset + 1;
-            m.records.insert(
+            self.model[p as usize].note(
                 offset,
                 Produced {
                     key,
@@ -519,6 +497,7 @@ impl World {
                     at_ms: now,
                     txn: Some(txn),
                 },
+                &context,
             );
             self.txns[txn].offsets.push(offset);
         }
@@ -822,6 +801,30 @@ impl World {
                 roll = false;
             }
         }
+    }
+}
+
+/// The record to append of what the model notes as produced.
+fn append_record(
+    partition: u32,
+    key: &[u8],
+    value: &Option<Vec<u8>>,
+    headers: &[(String, Option<Vec<u8>>)],
+    seq: i64,
+) -> AppendRecord {
+    AppendRecord {
+        topic: Arc::from(TOPIC),
+        partition,
+        key: Some(Bytes::copy_from_slice(key)),
+        value: value.clone().map(Bytes::from),
+        headers: headers
+            .iter()
+            .map(|(name, v)| Header {
+                name: name.clone(),
+                value: v.clone().map(Bytes::from),
+            })
+            .collect(),
+        timestamp_ms: Some(seq),
     }
 }
 

@@ -21,10 +21,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use tidelog_storage::durability::image;
-use tidelog_storage::{AppendRecord, FlushMode, ProducerAppend, ProducerBatch};
+use tidelog_storage::FlushMode;
 
+use super::tests::produce_value;
 use super::*;
 use crate::config::BrokerConfig;
 use crate::registry::CONSUMER_OFFSETS_TOPIC;
@@ -71,36 +71,6 @@ fn open_sync(dir: &Path) -> Arc<Broker> {
     )
 }
 
-/// A transactional record `value` to `topic`-`partition`, after Produce's
-/// check, acknowledged (durable: `flush: sync`).
-fn produce(broker: &Broker, pid: i64, epoch: i16, seq: i32, topic: &str, value: &'static str) {
-    broker
-        .check_transactional_produce(pid, epoch, topic, 0)
-        .unwrap();
-    let record = AppendRecord {
-        topic: Arc::from(topic),
-        partition: 0,
-        key: None,
-        value: Some(Bytes::from_static(value.as_bytes())),
-        headers: Vec::new(),
-        timestamp_ms: None,
-    };
-    let p = ProducerBatch {
-        producer_id: pid,
-        epoch,
-        base_sequence: seq,
-        transactional: true,
-    };
-    match broker
-        .store
-        .append_as(&[record], u64::MAX, Some(&p))
-        .unwrap()
-    {
-        ProducerAppend::Written(_) => {}
-        other => panic!("{other:?}"),
-    }
-}
-
 /// What a read_committed reader of `topic`-0 gets from offset 0.
 fn committed_values(broker: &Arc<Broker>, topic: &str) -> Vec<String> {
     assert!(broker.store.wait_dispatched(Duration::from_secs(10)));
@@ -144,9 +114,9 @@ fn crash_at(step: Step, commit: bool, loss: Loss) {
     broker
         .add_partitions_to_txn("t", pid, epoch, &parts)
         .unwrap();
-    produce(&broker, pid, epoch, 0, "a", "a0");
-    produce(&broker, pid, epoch, 1, "a", "a1");
-    produce(&broker, pid, epoch, 0, "b", "b0");
+    produce_value(&broker, (pid, epoch, 0), "a", 0, "a0").unwrap();
+    produce_value(&broker, (pid, epoch, 1), "a", 0, "a1").unwrap();
+    produce_value(&broker, (pid, epoch, 0), "b", 0, "b0").unwrap();
     let offset = TxnOffset {
         offset: 4,
         leader_epoch: None,

@@ -30,12 +30,24 @@ fn produce(
     topic: &str,
     partition: u32,
 ) -> Result<u64, TxnRefusal> {
+    produce_value(broker, (id, epoch, seq), topic, partition, "v")
+}
+
+/// [`produce`] of a record whose value is `value`: the producer's id,
+/// epoch and sequence, the partition; its offset.
+pub(super) fn produce_value(
+    broker: &Broker,
+    (id, epoch, seq): (i64, i16, i32),
+    topic: &str,
+    partition: u32,
+    value: &'static str,
+) -> Result<u64, TxnRefusal> {
     broker.check_transactional_produce(id, epoch, topic, partition)?;
     let record = AppendRecord {
         topic: Arc::from(topic),
         partition,
         key: None,
-        value: Some(Bytes::from_static(b"v")),
+        value: Some(Bytes::from_static(value.as_bytes())),
         headers: Vec::new(),
         timestamp_ms: None,
     };

@@ -12,14 +12,12 @@ nothing, and the cleaner dropped them.
 Usage: compact_transactions.py HTTP_URL KAFKA_ADDR
 """
 
-import base64
 import sys
 import time
 
-import requests
 from confluent_kafka import Producer
 
-from tidelog_check import BINARY, REQUEST_TIMEOUT_S, check, expect_status, read_values, run
+from tidelog_check import check, http_log, read_values, run
 
 KAFKA = sys.argv.pop(2)
 TOPIC = "compacted-txn"
@@ -36,22 +34,8 @@ def send(p, values):
 
 
 def http_values(base_url):
-    """Every value HTTP reads of the partition (read_uncommitted)."""
-    out, offset = [], 0
-    for _ in range(100):
-        response = requests.get(
-            f"{base_url}/topics/{TOPIC}/partitions/0/records",
-            params={"offset": offset, "max_records": 1000, "timeout": 0},
-            headers={"Accept": BINARY},
-            timeout=REQUEST_TIMEOUT_S,
-        )
-        expect_status(response, 200, f"fetch {TOPIC} at {offset}")
-        page = response.json()
-        if not page:
-            return sorted(out)
-        out.extend(base64.b64decode(r["value"]).decode().rstrip(".") for r in page)
-        offset = page[-1]["offset"] + 1
-    return sorted(out)
+    """Every value HTTP reads of the partition (read_uncommitted), sorted."""
+    return sorted(value.decode().rstrip(".") for _, _, value in http_log(base_url, TOPIC))
 
 
 def main(base_url):

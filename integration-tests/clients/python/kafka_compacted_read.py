@@ -11,13 +11,10 @@ kept as a null value (inside delete.retention.ms).
 Usage: kafka_compacted_read.py kafka-python|confluent-kafka HTTP_URL KAFKA_ADDR
 """
 
-import base64
 import sys
 import time
 
-import requests
-
-from tidelog_check import BINARY, REQUEST_TIMEOUT_S, check, expect_status, run
+from tidelog_check import check, http_log, run
 
 CLIENT = sys.argv.pop(1) if len(sys.argv) == 4 else None
 KAFKA = sys.argv.pop(2) if len(sys.argv) == 3 else None
@@ -112,26 +109,6 @@ def consume_confluent_kafka(topic, last_offset):
         return got
     finally:
         consumer.close()
-
-
-def http_log(base_url, topic):
-    """The partition over HTTP (binary format): (offset, key, value)."""
-    out, offset = [], 0
-    for _ in range(100):
-        response = requests.get(
-            f"{base_url}/topics/{topic}/partitions/0/records",
-            params={"offset": offset, "max_records": 1000, "timeout": 0},
-            headers={"Accept": BINARY},
-            timeout=REQUEST_TIMEOUT_S,
-        )
-        expect_status(response, 200, f"fetch {topic} at {offset}")
-        page = response.json()
-        if not page:
-            return out
-        unb64 = lambda text: None if text is None else base64.b64decode(text)  # noqa: E731
-        out.extend((r["offset"], unb64(r.get("key")), unb64(r.get("value"))) for r in page)
-        offset = page[-1]["offset"] + 1
-    return out
 
 
 def main(base_url):

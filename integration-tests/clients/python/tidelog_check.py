@@ -123,6 +123,27 @@ def fetch_all(base_url, topic, partition, accept, expected_count, max_records):
     return records
 
 
+def http_log(base_url, topic):
+    """Partition 0 of `topic` over HTTP (binary format), from offset 0:
+    (offset, key, value) of every record."""
+    out, offset = [], 0
+    for _ in range(100):
+        response = requests.get(
+            f"{base_url}/topics/{topic}/partitions/0/records",
+            params={"offset": offset, "max_records": 1000, "timeout": 0},
+            headers={"Accept": BINARY},
+            timeout=REQUEST_TIMEOUT_S,
+        )
+        expect_status(response, 200, f"fetch {topic} at {offset}")
+        page = response.json()
+        if not page:
+            return out
+        unb64 = lambda text: None if text is None else base64.b64decode(text)  # noqa: E731
+        out.extend((r["offset"], unb64(r.get("key")), unb64(r.get("value"))) for r in page)
+        offset = page[-1]["offset"] + 1
+    return out
+
+
 def read_values(kafka, topic, isolation, expected, partitions=(0, 1), deadline_s=60):
     """Every value of `topic`'s `partitions`, sorted, read from offset 0 by
     a confluent-kafka consumer at `isolation` (`read_committed` or

@@ -11,7 +11,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::*;
-use tidelog_broker::store::{AppendRecord, MarkerSpec, ProducerAppend, ProducerBatch};
+use tidelog_broker::store::{AppendRecord, MarkerSpec, ProducerAppend, ProducerBatch, Store};
 
 use super::{call, connect, fetch_request, metadata, name, server};
 
@@ -65,6 +65,41 @@ fn record(value: &str) -> AppendRecord {
     }
 }
 
+/// Producer `id`'s transactional batch at sequence `seq`, epoch 0.
+fn txn(id: i64, seq: i32) -> ProducerBatch {
+    ProducerBatch {
+        producer_id: id,
+        epoch: 0,
+        base_sequence: seq,
+        transactional: true,
+    }
+}
+
+/// `records` written as `p`'s batch: the first one's offset.
+fn write(store: &Store, records: &[AppendRecord], p: ProducerBatch) -> u64 {
+    match store.append_as(records, u64::MAX, Some(&p)).unwrap() {
+        ProducerAppend::Written(a) => a[0].queue_offset.get(),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Producer `id`'s COMMIT (or ABORT) marker in `topic`-0: its offset.
+fn end(store: &Store, topic: &str, id: i64, commit: bool) -> u64 {
+    let m = MarkerSpec {
+        producer_id: id,
+        epoch: 0,
+        commit,
+        coordinator_epoch: 0,
+    };
+    store
+        .append_marker(&Arc::from(topic), 0, m)
+        .unwrap()
+        .wait()
+        .unwrap()
+        .queue_offset
+        .get()
+}
+
 fn fetch(offset: i64, isolation: i8) -> FetchRequest {
     fetch_request("tx", 0, offset, 0).with_isolation_level(isolation)
 }
@@ -86,34 +121,8 @@ async fn fetch_and_list_offsets_at_both_isolation_levels() {
     let mut c = connect(&s).await;
     metadata(&mut c, 12, &["tx"]).await;
     let store = s.broker.store();
-    let txn = |id, seq| ProducerBatch {
-        producer_id: id,
-        epoch: 0,
-        base_sequence: seq,
-        transactional: true,
-    };
-    let write = |records: &[AppendRecord], p: ProducerBatch| match store
-        .append_as(records, u64::MAX, Some(&p))
-        .unwrap()
-    {
-        ProducerAppend::Written(a) => a[0].queue_offset.get(),
-        other => panic!("{other:?}"),
-    };
-    let end = |id, commit| {
-        let m = MarkerSpec {
-            producer_id: id,
-            epoch: 0,
-            commit,
-            coordinator_epoch: 0,
-        };
-        store
-            .append_marker(&Arc::from("tx"), 0, m)
-            .unwrap()
-            .wait()
-            .unwrap()
-            .queue_offset
-            .get()
-    };
+    let write = |records: &[AppendRecord], p| write(store, records, p);
+    let end = |id, commit| end(store, "tx", id, commit);
     // 0-1 p7's, 2 plain, 3 p8's, 4 p7 commits, 5 p8 aborts, 6 p9's, open.
     assert_eq!(write(&[record("a0"), record("a1")], txn(7, 0)), 0);
     store.append(&[record("plain")]).unwrap();
@@ -259,34 +268,8 @@ async fn a_compact_topics_transactions_are_read_committed_and_cleaned() {
         key: Some(Bytes::from_static(key.as_bytes())),
         ..record(value)
     };
-    let txn = |id, seq| ProducerBatch {
-        producer_id: id,
-        epoch: 0,
-        base_sequence: seq,
-        transactional: true,
-    };
-    let write = |records: &[AppendRecord], p: ProducerBatch| match store
-        .append_as(records, u64::MAX, Some(&p))
-        .unwrap()
-    {
-        ProducerAppend::Written(a) => a[0].queue_offset.get(),
-        other => panic!("{other:?}"),
-    };
-    let end = |id, commit| {
-        let m = MarkerSpec {
-            producer_id: id,
-            epoch: 0,
-            commit,
-            coordinator_epoch: 0,
-        };
-        store
-            .append_marker(&Arc::from("ctx"), 0, m)
-            .unwrap()
-            .wait()
-            .unwrap()
-            .queue_offset
-            .get()
-    };
+    let write = |records: &[AppendRecord], p| write(store, records, p);
+    let end = |id, commit| end(store, "ctx", id, commit);
     // 0 plain k1, 1-2 p7's k1 k2, 3 plain k3, 4 p8's k1, 5 p7 commits,
     // 6 p8 aborts, 7 p9's k2, open.
     store.append(&[kv("k1", "v0")]).unwrap();
