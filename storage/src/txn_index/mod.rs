@@ -182,12 +182,21 @@ impl PartitionTxns {
             .map_or(end, |(first, _)| (*first).min(end))
     }
 
+    /// The aborted transactions from the first whose marker lies at or
+    /// past `from`: markers come in offset order, so a binary search finds
+    /// it, and a read at a partition's end does not walk every
+    /// transaction ever aborted there.
+    fn reaching(&self, from: u64) -> &[AbortedTxn] {
+        let first = self.aborted.partition_point(|e| e.last_offset < from);
+        &self.aborted[first..]
+    }
+
     /// The aborted transactions a fetch of `[from, to)` must name:
     /// `(producer id, first offset)` of each reaching `from` and beginning
     /// below `to`.
     pub fn aborted_in(&self, from: u64, to: u64) -> Vec<(i64, u64)> {
         let mut out = Vec::new();
-        for e in &self.aborted {
+        for e in self.reaching(from) {
             if e.last_offset >= from && e.first_offset < to {
                 out.push((e.producer_id, e.first_offset));
             }
@@ -203,7 +212,7 @@ impl PartitionTxns {
     /// that drops the aborted records itself (HTTP's read_committed).
     pub fn aborted_ranges(&self, from: u64, to: u64) -> Vec<(i64, u64, u64)> {
         let mut out = Vec::new();
-        for e in &self.aborted {
+        for e in self.reaching(from) {
             if e.last_offset >= from && e.first_offset < to {
                 out.push((e.producer_id, e.first_offset, e.last_offset));
             }
