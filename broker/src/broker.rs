@@ -230,6 +230,17 @@ impl Broker {
         let declared_early = declare_before_recovery(&logs, &registry, declared_topics);
         let store =
             fault::open_store(store_config, vec![logs.sink()], lock, &faults).map_err(store_err)?;
+        // A compact topic's compacted log keeps records the CommitLog's
+        // retention deleted: its aborted transactions stay known
+        // (docs/compaction.md, "Transactions"); every other topic's are
+        // forgotten once wholly below its beginning. A topic the registry
+        // does not know keeps them.
+        let compacts = Arc::clone(&registry);
+        store.set_aborted_keep(Arc::new(move |topic| {
+            compacts
+                .get(topic)
+                .is_none_or(|t| t.config.cleanup_policy.compacts())
+        }));
         let prepared = Self::prepare(
             declared_topics,
             &store,

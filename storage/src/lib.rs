@@ -43,7 +43,9 @@ pub use dispatch::{DispatchSink, DISPATCH_LAG_MAX_BYTES};
 pub use error::{CorruptionKind, RecordProblem, Result, StoreError};
 pub use event_listener::{EventListener, Listener};
 pub use producer_state::{ActiveProducer, BatchMeta, ProducerBatch, SequenceProblem};
-pub use retention::{DeleteWhen, PassOutcome, RetentionConfig, RetentionHold, Trigger};
+pub use retention::{
+    AbortedKeep, DeleteWhen, PassOutcome, RetentionConfig, RetentionHold, Trigger,
+};
 pub use store::{
     DataDirLock, LagAdmitted, ProducerAppend, ReadResult, RecoveryReport, Store, StoreStats,
 };

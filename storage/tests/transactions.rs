@@ -15,7 +15,7 @@ use common::*;
 use tidelog_storage::durability::image;
 use tidelog_storage::{
     AppendRecord, FlushMode, MarkerSpec, ProducerAppend, ProducerBatch, QueueOffset,
-    SequenceProblem, Store, StoreConfig, StoreError,
+    SequenceProblem, Store, StoreConfig, StoreError, Trigger,
 };
 
 const T: &str = "t";
@@ -371,4 +371,66 @@ fn the_producers_of_a_partition_are_listed_with_their_open_transactions() {
     assert_eq!(store.producers(T, 0).len(), 3);
     assert_eq!(store.producers(T, 0)[2].txn_start_offset, Some(4));
     store.close_uncleanly();
+}
+
+/// Retention forgets the aborted transactions it took the records of, in
+/// memory and in the index file, so a partition aborting transactions for
+/// years keeps a bounded list; a topic the keep rule names (a compact
+/// one, whose compacted log outlives the CommitLog) keeps them. Nothing
+/// is forgotten before the rule is installed.
+#[test]
+fn retention_forgets_the_aborted_transactions_below_a_partitions_beginning() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(small_config(dir.path())).unwrap();
+    // Producer 1 aborts one transaction in T and producer 2 one in "kept";
+    // then enough of another topic that both lie in sealed segments.
+    let kept = |value: &str| record("kept", 0, Some("k"), Some(value));
+    write(&store, &batch(2, "a"), producer(1, 0, 0, true)).unwrap();
+    marker(&store, 1, 0, false).unwrap();
+    match store
+        .append_as(&[kept("x")], u64::MAX, Some(&producer(2, 0, 0, true)))
+        .unwrap()
+    {
+        ProducerAppend::Written(_) => {}
+        other => panic!("{other:?}"),
+    }
+    store
+        .append_marker(
+            &Arc::from("kept"),
+            0,
+            MarkerSpec {
+                producer_id: 2,
+                epoch: 0,
+                commit: false,
+                coordinator_epoch: 0,
+            },
+        )
+        .unwrap()
+        .wait()
+        .unwrap();
+    bury(&store);
+    let index_file = dir.path().join("consumequeue/t/0/aborted.txnindex");
+    assert!(index_file.exists());
+    // No rule installed: retention forgets nothing.
+    store.run_retention(Trigger::ManualForce).unwrap();
+    assert_eq!(store.aborted_transactions(T, 0, 0, u64::MAX), [(1, 0)]);
+
+    store.set_aborted_keep(Arc::new(|topic| topic == "kept"));
+    bury(&store);
+    let out = store.run_retention(Trigger::ManualForce).unwrap();
+    assert!(out.deleted_segments > 0, "{out:?}");
+    assert!(store.offsets(T, 0).0 > 2, "T's records are gone");
+    assert_eq!(store.aborted_transactions(T, 0, 0, u64::MAX), []);
+    assert!(!index_file.exists(), "its file held nothing else");
+    assert_eq!(
+        store.aborted_transactions("kept", 0, 0, u64::MAX),
+        [(2, 0)],
+        "a kept topic's stay"
+    );
+    // Across an unclean restart: no rebuild brings them back.
+    store.close_uncleanly();
+    let store = Store::open(small_config(dir.path())).unwrap();
+    assert_eq!(store.aborted_transactions(T, 0, 0, u64::MAX), []);
+    assert_eq!(store.aborted_transactions("kept", 0, 0, u64::MAX), [(2, 0)]);
+    store.shutdown().unwrap();
 }

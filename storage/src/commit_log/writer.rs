@@ -174,6 +174,12 @@ impl CommitLog {
         out
     }
 
+    /// The producer-state snapshot's contents changed outside an append
+    /// (aborted transactions forgotten): the next checkpoint writes it.
+    pub(crate) fn producer_state_changed(&self) {
+        lock(&self.writer).producers_version += 1;
+    }
+
     /// Recovery: the producer state rebuilt from the snapshot and the log.
     pub(crate) fn set_producer_states(&self, states: ProducerStates) {
         let mut w = lock(&self.writer);

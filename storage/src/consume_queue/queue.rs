@@ -132,10 +132,10 @@ impl ConsumeQueue {
             }) {
                 continue; // the time index's (`TimeIndex::load`)
             }
-            if name
-                .to_str()
-                .is_some_and(|n| n.ends_with(crate::txn_index::file::FILE_SUFFIX))
-            {
+            if name.to_str().is_some_and(|n| {
+                n.ends_with(crate::txn_index::file::FILE_SUFFIX)
+                    || n.ends_with(crate::txn_index::file::TMP_SUFFIX)
+            }) {
                 continue; // the aborted transactions' (`txn_index::file`)
             }
             if name

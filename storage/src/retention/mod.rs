@@ -41,6 +41,8 @@
 
 pub(crate) mod pass;
 
+pub use pass::AbortedKeep;
+
 use std::path::Path;
 use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;

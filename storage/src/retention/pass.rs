@@ -21,6 +21,7 @@ use crate::commit_log::CommitLog;
 use crate::consume_queue::ConsumeQueues;
 use crate::error::Result;
 use crate::index_file::IndexService;
+use crate::txn_index::file::TxnIndexSink;
 
 /// Counters and flags of retention, shared by its threads and stats.
 #[derive(Default)]
@@ -46,20 +47,41 @@ pub(crate) struct RetentionState {
     pub(crate) hold: std::sync::RwLock<Option<Arc<dyn RetentionHold>>>,
     /// Passes that stopped at the hold while they would have deleted more.
     pub(crate) held_passes: AtomicU64,
+    /// Which topics keep their aborted transactions below the log start
+    /// (a compact topic's compacted log outlives the CommitLog); `None`:
+    /// none is forgotten. See [`trim_aborted_below_log_start`].
+    pub(crate) aborted_keep: std::sync::RwLock<Option<AbortedKeep>>,
+}
+
+/// Whether a topic keeps its aborted transactions whatever retention
+/// deleted ([`crate::Store::set_aborted_keep`]).
+pub type AbortedKeep = Arc<dyn Fn(&str) -> bool + Send + Sync>;
+
+/// The store's files a retention pass deletes from or trims.
+pub(crate) struct Retained<'a> {
+    pub log: &'a CommitLog,
+    pub queues: &'a ConsumeQueues,
+    pub index: &'a IndexService,
+    pub txn_sink: &'a TxnIndexSink,
 }
 
 impl RetentionState {
     /// One retention pass (see `retention.rs` for the rules) over the
-    /// store's CommitLog, queues and IndexFiles.
+    /// store's CommitLog, queues, IndexFiles and aborted-transaction
+    /// indexes.
     pub(crate) fn pass(
         &self,
         cfg: &RetentionConfig,
         data_dir: &Path,
-        log: &CommitLog,
-        queues: &ConsumeQueues,
-        index: &IndexService,
+        files: Retained<'_>,
         trigger: Trigger,
     ) -> Result<PassOutcome> {
+        let Retained {
+            log,
+            queues,
+            index,
+            txn_sink,
+        } = files;
         let _pass = self.pass_lock.lock().unwrap_or_else(|e| e.into_inner());
         let ratio = cfg.disk.used_ratio(data_dir).unwrap_or_else(|e| {
             tracing::warn!(error = %e, "cannot read disk usage; treating it as 0");
@@ -133,6 +155,14 @@ impl RetentionState {
             let (q, i) = cleanup_indexes_below_log_start(log, queues, index)?;
             out.queue_files_deleted += q;
             out.index_files_deleted = i;
+            let keep = self
+                .aborted_keep
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
+            if let Some(keep) = keep {
+                trim_aborted_below_log_start(log, queues, txn_sink, &*keep)?;
+            }
             self.segments_deleted
                 .fetch_add(out.deleted_segments as u64, Ordering::Relaxed);
             self.bytes_freed
@@ -146,6 +176,42 @@ impl RetentionState {
         let hold = self.hold.read().unwrap_or_else(|e| e.into_inner()).clone();
         hold.and_then(|h| h.min_position())
     }
+}
+
+/// Forget the aborted transactions wholly below each partition's
+/// beginning, in memory and in its `aborted.txnindex`, except a topic
+/// `keep` names: retention took their records, so no read can need them,
+/// and a partition aborting transactions for years would otherwise grow
+/// its list (and its file, which a start refuses past
+/// `txn_index::file::FILE_LEN_MAX`) without end. The file first, then
+/// memory, then the producer-state snapshot is owed: a crash in between
+/// finds the file shorter than the snapshot counted and rebuilds it from
+/// the log's markers, which holds exactly the entries kept.
+pub(crate) fn trim_aborted_below_log_start(
+    log: &CommitLog,
+    queues: &ConsumeQueues,
+    txn_sink: &TxnIndexSink,
+    keep: &(dyn Fn(&str) -> bool + Send + Sync),
+) -> Result<usize> {
+    let mut trimmed = 0;
+    for q in queues.all() {
+        let tp = q.topic_partition();
+        let below = q.min_offset();
+        if !log
+            .txns()
+            .has_aborted_below(tp.topic(), tp.partition(), below)
+            || keep(tp.topic())
+        {
+            continue;
+        }
+        let gone = txn_sink.trim(tp.topic(), tp.partition(), below)?;
+        log.txns()
+            .truncate_before(tp.topic(), tp.partition(), below);
+        log.producer_state_changed();
+        tracing::info!(topic = %tp.topic(), partition = tp.partition(), below, entries = gone, "forgot aborted transactions below the partition's beginning");
+        trimmed += gone;
+    }
+    Ok(trimmed)
 }
 
 /// Move every partition's beginning up to the CommitLog's first byte and

@@ -68,6 +68,20 @@ impl Store {
             .unwrap_or_else(|e| e.into_inner()) = Some(hold);
     }
 
+    /// Install which topics keep their aborted transactions below their
+    /// partitions' beginnings (a compact topic: its compacted log still
+    /// holds records of them). From then on a retention pass that deletes
+    /// segments forgets every other partition's aborted transactions
+    /// wholly below its beginning; until then none is forgotten.
+    pub fn set_aborted_keep(&self, keep: crate::retention::AbortedKeep) {
+        *self
+            .inner
+            .retention
+            .aborted_keep
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = Some(keep);
+    }
+
     /// Run a retention pass now. `Trigger::Manual` deletes expired segments
     /// whatever the hour; `Trigger::ManualForce` deletes every sealed
     /// segment the indexes hold durably (RocketMQ's manual delete). The
@@ -101,9 +115,12 @@ impl Inner {
         self.retention.pass(
             &self.config.retention,
             &self.config.data_dir,
-            &self.log,
-            &self.queues,
-            &self.index,
+            crate::retention::pass::Retained {
+                log: &self.log,
+                queues: &self.queues,
+                index: &self.index,
+                txn_sink: &self.txn_sink,
+            },
             trigger,
         )
     }

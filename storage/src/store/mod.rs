@@ -90,6 +90,9 @@ struct Inner {
     /// Free space the disk-full gate keeps for the files the store must
     /// still create ([`disk_reserve_bytes`]).
     disk_reserve_bytes: u64,
+    /// The aborted-transaction index files' sink (also among the
+    /// dispatcher's), which retention trims.
+    txn_sink: Arc<crate::txn_index::file::TxnIndexSink>,
 }
 
 pub struct Store {

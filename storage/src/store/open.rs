@@ -507,6 +507,7 @@ impl Store {
                 ..RetentionState::default()
             },
             disk_reserve_bytes,
+            txn_sink: Arc::clone(&txn_sink),
         });
         // After a crash, what the dead process left unsynced is still in the
         // page cache: recovery took it as durable, and the checkpoint below

@@ -31,6 +31,9 @@ use crate::types::PhysicalOffset;
 /// skips names with this suffix.
 pub const FILE_NAME: &str = "aborted.txnindex";
 pub const FILE_SUFFIX: &str = ".txnindex";
+/// A rewrite's temporary file ([`TxnIndexSink::trim`]); one a crash left is
+/// ignored, and the next rewrite replaces it.
+pub const TMP_SUFFIX: &str = ".txnindex.tmp";
 
 /// Largest file read at open: 2^20 aborted transactions in one partition
 /// kept (48 MiB). Past it, the partition's file is refused as damaged
@@ -117,6 +120,9 @@ fn truncate_file(path: &Path, physical_end: u64) -> Result<bool> {
 /// transaction in its partition.
 pub struct TxnIndexSink {
     queue_root: PathBuf,
+    /// Held by an append and by a rewrite ([`TxnIndexSink::trim`]), so an
+    /// entry the dispatcher appends is never lost to a rename.
+    write: Mutex<()>,
     /// Files written since the last flush, and whether each was created
     /// (its directory then needs a sync too, for its name to last).
     dirty: Mutex<HashMap<PathBuf, bool>>,
@@ -126,6 +132,7 @@ impl TxnIndexSink {
     pub fn new(queue_root: PathBuf) -> TxnIndexSink {
         TxnIndexSink {
             queue_root,
+            write: Mutex::new(()),
             dirty: Mutex::new(HashMap::new()),
         }
     }
@@ -179,7 +186,40 @@ impl TxnIndexSink {
         Ok(out)
     }
 
+    /// Drops `topic`-`partition`'s entries whose marker lies below queue
+    /// offset `below`: their transactions' records went with the log's
+    /// segments (retention), so no read can reach them. The file is
+    /// replaced whole (a temporary file synced, renamed over it, the
+    /// directory synced), or removed when nothing is left. Returns how
+    /// many entries went.
+    pub fn trim(&self, topic: &str, partition: u32, below: u64) -> Result<usize> {
+        let _write = self.write.lock().unwrap_or_else(|e| e.into_inner());
+        let path = path(&self.queue_root, topic, partition);
+        let entries = load(&path)?;
+        // Markers, and so entries, come in offset order.
+        let gone = entries.partition_point(|e| e.last_offset < below);
+        if gone == 0 {
+            return Ok(0);
+        }
+        let rest = &entries[gone..];
+        if rest.is_empty() {
+            match std::fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+                Err(e) => return Err(StoreError::io(&path, e)),
+            }
+            if let Some(dir) = path.parent() {
+                crate::fs_util::fsync_dir(dir)?;
+            }
+        } else {
+            let bytes: Vec<u8> = rest.iter().flat_map(format::encode).collect();
+            crate::fs_util::write_atomic(&path, &bytes)?;
+        }
+        Ok(gone)
+    }
+
     fn append(&self, r: &StoredRecord, entry: &AbortedTxn) -> Result<()> {
+        let _write = self.write.lock().unwrap_or_else(|e| e.into_inner());
         let path = path(&self.queue_root, r.topic(), r.partition());
         let mut f = std::fs::OpenOptions::new()
             .read(true)

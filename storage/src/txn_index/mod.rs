@@ -350,6 +350,30 @@ impl TxnTable {
         Ok(())
     }
 
+    /// Whether `topic`-`partition` keeps an aborted transaction whose
+    /// marker lies below queue offset `below`.
+    pub fn has_aborted_below(&self, topic: &str, partition: u32, below: u64) -> bool {
+        self.any.load(Ordering::Acquire)
+            && self
+                .lock()
+                .get(topic, partition)
+                .and_then(|t| t.aborted.first())
+                .is_some_and(|e| e.last_offset < below)
+    }
+
+    /// Forgets `topic`-`partition`'s aborted transactions whose marker lies
+    /// below `below` ([`PartitionTxns::truncate_before`]).
+    pub fn truncate_before(&self, topic: &str, partition: u32, below: u64) {
+        let mut g = self.lock();
+        if let Some(t) = g
+            .parts
+            .get_mut(topic)
+            .and_then(|parts| parts.get_mut(&partition))
+        {
+            t.truncate_before(below);
+        }
+    }
+
     /// Whether any partition of `topic` has seen a transaction's entry
     /// (a record or a marker) since it was created.
     pub fn has_topic(&self, topic: &str) -> bool {
