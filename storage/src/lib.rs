@@ -17,6 +17,7 @@ pub mod config;
 pub mod consume_queue;
 pub mod dispatch;
 pub mod durability;
+pub mod epochs;
 pub mod error;
 pub mod fault;
 pub mod fs_util;
