@@ -11,6 +11,13 @@
 //! The dir is written by `generate_datadir_v1` (ignored; see
 //! docs/formats.md for when and how). A format change needs a new
 //! `datadir-v<N>` and a migration, never an edit of this one.
+//!
+//! `testdata/datadir-v2/` adds what issue 38's formats wrote: the
+//! CommitLog's version-4 entries and markers of transactions committed,
+//! aborted and left open, the producer-state snapshot's version 2 with the
+//! open transaction, `aborted.txnindex` files, the `__transaction_state`
+//! log, and a compact topic cleaned with a transaction's records in it
+//! (compacted record version 3). Written by `generate_datadir_v2`.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -20,6 +27,7 @@ use std::path::{Path, PathBuf};
 use base64::Engine;
 use common::TidelogProcess;
 use serde_json::{json, Value};
+use tidelog_integration_tests::clients;
 
 /// Small files (64 KiB CommitLog segments, 64-unit queue files, a 5 KiB
 /// IndexFile) so the checked-in dir stays small; retention never deletes
@@ -45,6 +53,7 @@ cleaner:
 ";
 
 const JSON_V2: &str = "application/vnd.kafka.json.v2+json";
+const BINARY_V2: &str = "application/vnd.kafka.binary.v2+json";
 const TS: i64 = 1_700_000_000_000;
 /// Ten years: the tombstone outlives any run of this test.
 const DELETE_RETENTION_MS: &str = "315360000000";
@@ -425,6 +434,193 @@ fn check(s: &TidelogProcess) {
     // The deleted topic stays deleted.
     s.get("/topics/gone/partitions/0/offsets")
         .expect_error(404, 40401);
+}
+
+fn testdata_v2() -> PathBuf {
+    common::workspace_root().join("integration-tests/testdata/datadir-v2")
+}
+
+/// Write `testdata/datadir-v2` anew (see `generate_datadir_v1`): the
+/// topics, then confluent-kafka's transactions
+/// (`clients/python/datadir_v2_transactions.py`), a plain record, a
+/// cleaning of `ledger`, a clean shutdown.
+#[test]
+#[ignore = "writes the checked-in data dir; run by hand for a new format version"]
+fn generate_datadir_v2() {
+    let out = testdata_v2();
+    assert!(
+        !out.exists(),
+        "{} exists: a checked-in data dir is never rewritten",
+        out.display()
+    );
+    let mut s = TidelogProcess::start_with_config(CONFIG);
+    create_topic(&s, "orders", 2, json!([]));
+    create_topic(
+        &s,
+        "ledger",
+        1,
+        json!([
+            {"name": "cleanup.policy", "value": "compact"},
+            {"name": "segment.bytes", "value": "1024"},
+            {"name": "delete.retention.ms", "value": DELETE_RETENTION_MS},
+        ]),
+    );
+    common::run_client_script(
+        &s,
+        clients::python_command("datadir_v2_transactions.py"),
+        "datadir_v2_transactions: committed, aborted, one left open",
+    );
+    let plain = json!({"records": [{"key": b64(b"k2"), "value": b64(b"plain")}]}).to_string();
+    s.post_raw("/topics/ledger", BINARY_V2, plain.as_bytes())
+        .expect(200);
+    let got = s
+        .get_with(
+            "/topics/ledger/partitions/0/records?offset=5&timeout=30000&max_records=1",
+            &[("Accept", BINARY_V2)],
+        )
+        .expect(200);
+    assert_eq!(got[0]["offset"], 5, "{got}");
+    let answer = s
+        .send_json(
+            "POST",
+            "/v3/clusters/tidelog/topics/ledger/compaction",
+            &json!({"wait": true, "roll_active": true}),
+        )
+        .expect(200);
+    assert_eq!(answer["timed_out"], false, "{answer}");
+    check_v2(&s, Some(false));
+    assert!(s.terminate().success());
+    copy_dir(s.data_dir.path(), &out);
+}
+
+/// The checked-in v2 dir, copied, opened by the real binary, read back at
+/// both isolation levels; then its producer comes back
+/// (`clients/python/datadir_v2_fence.py`) and the coordinator rebuilt from
+/// the dir aborts the transaction it holds open (its 15-minute timeout may
+/// have done so first: the dir is older than that in every run but the
+/// first minutes after it was written).
+#[test]
+fn datadir_v2_opens_and_reads_transactions_back() {
+    let mut s = TidelogProcess::start_with_config(CONFIG);
+    assert!(s.terminate().success());
+    let dir = s.data_dir.path().to_path_buf();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            std::fs::remove_dir_all(&path).unwrap();
+        } else {
+            std::fs::remove_file(&path).unwrap();
+        }
+    }
+    copy_dir(&testdata_v2(), &dir);
+    s.start_again();
+    check_v2(&s, None);
+    common::run_client_script(
+        &s,
+        clients::python_command("datadir_v2_fence.py"),
+        "datadir_v2_fence: tx-v2 is back at a new epoch",
+    );
+    // The abort's marker is durable before the answer, and indexed a
+    // moment after it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while s.get("/topics/orders/partitions/0/offsets").expect(200)["end_offset"] != 7 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the open transaction was not aborted"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    check_v2(&s, Some(true));
+    assert!(s.terminate().success());
+    s.start_again();
+    check_v2(&s, Some(true));
+}
+
+/// Offsets and values of a partition read from 0 in the binary format at
+/// `isolation` (`read_committed` or `read_uncommitted`).
+fn read_binary(
+    s: &TidelogProcess,
+    topic: &str,
+    partition: u32,
+    isolation: &str,
+) -> Vec<(u64, String)> {
+    let got = s
+        .get_with(
+            &format!(
+                "/topics/{topic}/partitions/{partition}/records?offset=0&timeout=0&isolation_level={isolation}"
+            ),
+            &[("Accept", BINARY_V2)],
+        )
+        .expect(200);
+    got.as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let value = base64::engine::general_purpose::STANDARD
+                .decode(r["value"].as_str().unwrap())
+                .unwrap();
+            (
+                r["offset"].as_u64().unwrap(),
+                String::from_utf8(value).unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// What `datadir-v2` holds: every transaction's records where it put them
+/// (markers take offsets of their own and are never served), only the
+/// committed ones at read_committed, and `ledger` cleaned to each key's
+/// newest committed value. `aborted`: the open transaction was aborted
+/// (its marker at orders-0 offset 6), or is still open; `None`: either.
+fn check_v2(s: &TidelogProcess, aborted: Option<bool>) {
+    let pairs = |v: &[(u64, &str)]| -> Vec<(u64, String)> {
+        v.iter().map(|&(o, t)| (o, t.to_string())).collect()
+    };
+    let mut topics: Vec<String> = s
+        .get("/topics")
+        .expect(200)
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap().to_string())
+        .collect();
+    topics.sort();
+    assert_eq!(
+        topics,
+        ["ledger", "orders"],
+        "internal topics are not listed"
+    );
+    // orders-0: c0 c1, COMMIT, a0, ABORT, o0 (open, or aborted at 6).
+    assert_eq!(
+        read_binary(s, "orders", 0, "read_uncommitted"),
+        pairs(&[(0, "c0"), (1, "c1"), (3, "a0"), (5, "o0")])
+    );
+    assert_eq!(
+        read_binary(s, "orders", 0, "read_committed"),
+        pairs(&[(0, "c0"), (1, "c1")])
+    );
+    let end = s.get("/topics/orders/partitions/0/offsets").expect(200);
+    let end = end["end_offset"].as_u64().unwrap();
+    match aborted {
+        Some(true) => assert_eq!(end, 7, "aborted: its marker at 6"),
+        Some(false) => assert_eq!(end, 6, "still open"),
+        None => assert!(end == 6 || end == 7, "end {end}"),
+    }
+    // orders-1: c2, COMMIT, a1, ABORT.
+    assert_eq!(
+        read_binary(s, "orders", 1, "read_uncommitted"),
+        pairs(&[(0, "c2"), (2, "a1")])
+    );
+    assert_eq!(
+        read_binary(s, "orders", 1, "read_committed"),
+        pairs(&[(0, "c2")])
+    );
+    // ledger: l1 l2, COMMIT, bad (k1), ABORT, plain (k2), cleaned: k1
+    // keeps its committed l1 (the aborted record superseded nothing and
+    // went), k2 its newest, the plain record.
+    let cleaned = pairs(&[(0, "l1"), (5, "plain")]);
+    assert_eq!(read_binary(s, "ledger", 0, "read_uncommitted"), cleaned);
+    assert_eq!(read_binary(s, "ledger", 0, "read_committed"), cleaned);
 }
 
 /// Copy the regular files of `from` into `to`, recursively, leaving out the
