@@ -68,6 +68,8 @@ pub enum ClientError {
         stdout: String,
         stderr: String,
     },
+    #[error("{what} cannot be used: {reason}")]
+    Unusable { what: String, reason: String },
     #[error(
         "`{command}` did not finish within {timeout:?} and was killed\n--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}"
     )]
