@@ -197,14 +197,7 @@ fn generate_datadir_v1() {
         ))
         .expect(200);
     assert_eq!(got[0]["offset"], last, "{got}");
-    let answer = s
-        .send_json(
-            "POST",
-            "/v3/clusters/tidelog/topics/table/compaction",
-            &json!({"wait": true, "roll_active": true}),
-        )
-        .expect(200);
-    assert_eq!(answer["timed_out"], false, "{answer}");
+    compact_now(&s, "table");
     check(&s);
     // A clean shutdown writes the checkpoint.
     assert!(s.terminate().success());
@@ -214,19 +207,8 @@ fn generate_datadir_v1() {
 /// The checked-in dir, copied, opened by the real binary, read back.
 #[test]
 fn datadir_v1_opens_and_reads_back_exactly() {
-    let mut s = TidelogProcess::start_with_config(CONFIG);
-    assert!(s.terminate().success());
+    let mut s = started_on_a_copy_of(&testdata());
     let dir = s.data_dir.path().to_path_buf();
-    for entry in std::fs::read_dir(&dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            std::fs::remove_dir_all(&path).unwrap();
-        } else {
-            std::fs::remove_file(&path).unwrap();
-        }
-    }
-    copy_dir(&testdata(), &dir);
-    s.start_again();
     check(&s);
     // The version-1 registry was given topic ids and written back as
     // version 2 at the first open.
@@ -480,14 +462,7 @@ fn generate_datadir_v2() {
         )
         .expect(200);
     assert_eq!(got[0]["offset"], 5, "{got}");
-    let answer = s
-        .send_json(
-            "POST",
-            "/v3/clusters/tidelog/topics/ledger/compaction",
-            &json!({"wait": true, "roll_active": true}),
-        )
-        .expect(200);
-    assert_eq!(answer["timed_out"], false, "{answer}");
+    compact_now(&s, "ledger");
     check_v2(&s, Some(false));
     assert!(s.terminate().success());
     copy_dir(s.data_dir.path(), &out);
@@ -501,19 +476,7 @@ fn generate_datadir_v2() {
 /// first minutes after it was written).
 #[test]
 fn datadir_v2_opens_and_reads_transactions_back() {
-    let mut s = TidelogProcess::start_with_config(CONFIG);
-    assert!(s.terminate().success());
-    let dir = s.data_dir.path().to_path_buf();
-    for entry in std::fs::read_dir(&dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            std::fs::remove_dir_all(&path).unwrap();
-        } else {
-            std::fs::remove_file(&path).unwrap();
-        }
-    }
-    copy_dir(&testdata_v2(), &dir);
-    s.start_again();
+    let mut s = started_on_a_copy_of(&testdata_v2());
     check_v2(&s, None);
     common::run_client_script(
         &s,
@@ -621,6 +584,37 @@ fn check_v2(s: &TidelogProcess, aborted: Option<bool>) {
     let cleaned = pairs(&[(0, "l1"), (5, "plain")]);
     assert_eq!(read_binary(s, "ledger", 0, "read_uncommitted"), cleaned);
     assert_eq!(read_binary(s, "ledger", 0, "read_committed"), cleaned);
+}
+
+/// The server started on a copy of the checked-in dir `testdata` (whose
+/// files are never opened for writing), in a data dir of its own.
+fn started_on_a_copy_of(testdata: &Path) -> TidelogProcess {
+    let mut s = TidelogProcess::start_with_config(CONFIG);
+    assert!(s.terminate().success());
+    let dir = s.data_dir.path().to_path_buf();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            std::fs::remove_dir_all(&path).unwrap();
+        } else {
+            std::fs::remove_file(&path).unwrap();
+        }
+    }
+    copy_dir(testdata, &dir);
+    s.start_again();
+    s
+}
+
+/// A cleaning of `topic`, its active segment rolled first, waited for.
+fn compact_now(s: &TidelogProcess, topic: &str) {
+    let answer = s
+        .send_json(
+            "POST",
+            &format!("/v3/clusters/tidelog/topics/{topic}/compaction"),
+            &json!({"wait": true, "roll_active": true}),
+        )
+        .expect(200);
+    assert_eq!(answer["timed_out"], false, "{answer}");
 }
 
 /// Copy the regular files of `from` into `to`, recursively, leaving out the
