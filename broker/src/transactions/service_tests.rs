@@ -88,11 +88,17 @@ fn topics(broker: &Broker) {
     broker.create_topic("b", 1, Default::default()).unwrap();
 }
 
-#[test]
-fn commit_and_abort_end_every_partition_alike() {
+/// A broker on a new data dir (kept alive by the caller) with [`topics`].
+fn opened() -> (tempfile::TempDir, Arc<Broker>) {
     let dir = tempfile::tempdir().unwrap();
     let broker = test_support::open(dir.path());
     topics(&broker);
+    (dir, broker)
+}
+
+#[test]
+fn commit_and_abort_end_every_partition_alike() {
+    let (dir, broker) = opened();
     let (pid, epoch) = broker
         .init_transactional_producer("t1", 60_000, None)
         .unwrap();
@@ -149,9 +155,7 @@ fn commit_and_abort_end_every_partition_alike() {
 
 #[test]
 fn a_new_producer_fences_the_old_and_aborts_its_transaction() {
-    let dir = tempfile::tempdir().unwrap();
-    let broker = test_support::open(dir.path());
-    topics(&broker);
+    let (_dir, broker) = opened();
     let (pid, e0) = broker
         .init_transactional_producer("t", 60_000, None)
         .unwrap();
@@ -182,9 +186,7 @@ fn a_new_producer_fences_the_old_and_aborts_its_transaction() {
 
 #[test]
 fn a_transaction_past_its_timeout_is_aborted_by_the_tick() {
-    let dir = tempfile::tempdir().unwrap();
-    let broker = test_support::open(dir.path());
-    topics(&broker);
+    let (_dir, broker) = opened();
     let (pid, epoch) = broker.init_transactional_producer("slow", 1, None).unwrap();
     broker
         .add_partitions_to_txn("slow", pid, epoch, &partitions(&[("b", 0)]))
@@ -222,9 +224,7 @@ fn committed(broker: &Broker, group: &str) -> Vec<(String, u32, u64)> {
 /// decided commits them at the next start.
 #[test]
 fn a_transactions_offsets_commit_with_it_and_only_then() {
-    let dir = tempfile::tempdir().unwrap();
-    let broker = test_support::open(dir.path());
-    topics(&broker);
+    let (dir, broker) = opened();
     let (pid, epoch) = broker
         .init_transactional_producer("t", 60_000, None)
         .unwrap();
@@ -289,9 +289,7 @@ fn a_transactions_offsets_commit_with_it_and_only_then() {
 /// finished by the coordinator's tick, in every partition.
 #[test]
 fn the_tick_finishes_an_end_left_decided() {
-    let dir = tempfile::tempdir().unwrap();
-    let broker = test_support::open(dir.path());
-    topics(&broker);
+    let (_dir, broker) = opened();
     let (pid, epoch) = broker
         .init_transactional_producer("t", 60_000, None)
         .unwrap();
@@ -323,9 +321,7 @@ fn the_tick_finishes_an_end_left_decided() {
 /// `transactional.id.expiration.ms` leaves the map.
 #[test]
 fn the_producer_map_forgets_replaced_and_expired_producers() {
-    let dir = tempfile::tempdir().unwrap();
-    let broker = test_support::open(dir.path());
-    topics(&broker);
+    let (_dir, broker) = opened();
     let (first, _) = broker
         .init_transactional_producer("t", 60_000, None)
         .unwrap();
