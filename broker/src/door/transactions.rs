@@ -41,6 +41,16 @@ pub enum DescribeRefusal {
 }
 
 impl Door {
+    /// WRITE on `transactional_id`, which every call that changes it
+    /// needs (TRANSACTIONAL_ID_AUTHORIZATION_FAILED otherwise).
+    fn allow_write_on(&self, transactional_id: &str) -> Result<(), TxnError> {
+        self.allow(
+            Operation::Write,
+            Resource::transactional_id(transactional_id),
+        )?;
+        Ok(())
+    }
+
     /// InitProducerId with `transactional_id`: its producer id and epoch
     /// (see `Broker::init_transactional_producer`).
     pub async fn init_transactional_producer(
@@ -49,10 +59,7 @@ impl Door {
         timeout_ms: i64,
         current: Option<(i64, i16)>,
     ) -> Result<(i64, i16), TxnError> {
-        self.allow(
-            Operation::Write,
-            Resource::transactional_id(&transactional_id),
-        )?;
+        self.allow_write_on(&transactional_id)?;
         let broker = Arc::clone(&self.broker);
         crate::blocking::run(move || {
             Ok(broker.init_transactional_producer(&transactional_id, timeout_ms, current))
@@ -69,10 +76,7 @@ impl Door {
         epoch: i16,
         partitions: Vec<TxnPartition>,
     ) -> Result<(), TxnError> {
-        self.allow(
-            Operation::Write,
-            Resource::transactional_id(&transactional_id),
-        )?;
+        self.allow_write_on(&transactional_id)?;
         for (topic, partition) in &partitions {
             self.allow(Operation::Write, Resource::topic(topic))?;
             let t = self.broker.registry.require(topic)?;
@@ -109,10 +113,7 @@ impl Door {
         epoch: i16,
         group: String,
     ) -> Result<(), TxnError> {
-        self.allow(
-            Operation::Write,
-            Resource::transactional_id(&transactional_id),
-        )?;
+        self.allow_write_on(&transactional_id)?;
         self.allow(Operation::Read, Resource::group(&group))?;
         crate::names::validate_group_name(&group)?;
         let broker = Arc::clone(&self.broker);
@@ -139,10 +140,7 @@ impl Door {
         member: Option<(String, Option<String>, u32)>,
         offsets: Vec<(String, u32, TxnOffset)>,
     ) -> Result<(), TxnError> {
-        self.allow(
-            Operation::Write,
-            Resource::transactional_id(&transactional_id),
-        )?;
+        self.allow_write_on(&transactional_id)?;
         self.allow(Operation::Read, Resource::group(&group))?;
         for (topic, _, _) in &offsets {
             self.allow(Operation::Read, Resource::topic(topic))?;
@@ -172,10 +170,7 @@ impl Door {
         epoch: i16,
         commit: bool,
     ) -> Result<(), TxnError> {
-        self.allow(
-            Operation::Write,
-            Resource::transactional_id(&transactional_id),
-        )?;
+        self.allow_write_on(&transactional_id)?;
         let broker = Arc::clone(&self.broker);
         crate::blocking::run(move || {
             Ok(broker.end_txn(&transactional_id, producer_id, epoch, commit))
