@@ -291,6 +291,8 @@ impl ApiError {
 ///   warn with every 5xx answer). `Inconsistent` is the store's structures
 ///   disagreeing (a queue unit and its record): a bug or damage, never the
 ///   client's mistake.
+/// * `CopyRefused`, `CutBelowLogStart`: 50001; they belong to the
+///   replication between nodes and never answer a client's request.
 impl From<tidelog_broker::store::StoreError> for ApiError {
     fn from(e: tidelog_broker::store::StoreError) -> Self {
         use tidelog_broker::store::{RecordProblem, StoreError as S};
@@ -323,7 +325,9 @@ impl From<tidelog_broker::store::StoreError> for ApiError {
             | S::Corruption { .. }
             | S::Inconsistent { .. }
             | S::Locked { .. }
-            | S::InvalidConfig { .. } => ApiError::Internal { message },
+            | S::InvalidConfig { .. }
+            | S::CopyRefused { .. }
+            | S::CutBelowLogStart { .. } => ApiError::Internal { message },
         }
     }
 }

@@ -466,6 +466,20 @@ fn store_errors_map_to_their_codes() {
             },
             50001,
         ),
+        (
+            S::CopyRefused {
+                position: 4096,
+                problem: tidelog_broker::store::CopyProblem::NotAtEnd { log_end: 0 },
+            },
+            50001,
+        ),
+        (
+            S::CutBelowLogStart {
+                position: 0,
+                log_start: 1 << 20,
+            },
+            50001,
+        ),
     ];
     for (store, code) in cases {
         let text = store.to_string();

@@ -813,11 +813,13 @@ fn store_kind(e: &StoreError) -> ErrorKind {
         | S::Corruption { .. }
         | S::Inconsistent { .. }
         | S::Locked { .. }
-        | S::InvalidConfig { .. } => ErrorKind::Internal,
+        | S::InvalidConfig { .. }
+        // The replication stream between nodes, never a client's request.
+        | S::CopyRefused { .. }
+        | S::CutBelowLogStart { .. } => ErrorKind::Internal,
     }
 }
 
-/// The class of a cleaner error.
 /// The class of a transaction refusal on the produce path.
 fn txn_kind(r: &crate::transactions::TxnRefusal) -> ErrorKind {
     use crate::transactions::TxnRefusal as T;
@@ -832,6 +834,7 @@ fn txn_kind(r: &crate::transactions::TxnRefusal) -> ErrorKind {
     }
 }
 
+/// The class of a cleaner error.
 fn cleaner_kind(e: &CleanerError) -> ErrorKind {
     use CleanerError as C;
     match e {

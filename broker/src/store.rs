@@ -23,8 +23,8 @@ pub use tidelog_storage::{AppendRecord, MarkerSpec, ProducerAppend, Store};
 /// offsets, and why a batch is out of sequence.
 pub use tidelog_storage::{BatchMeta, ProducerBatch, SequenceProblem};
 pub use tidelog_storage::{
-    CorruptionKind, FlushMode, Header, PassOutcome, RecordProblem, RetentionConfig, StoreConfig,
-    StoreError, StoreStats, Trigger,
+    CopyProblem, CorruptionKind, FlushMode, Header, PassOutcome, RecordProblem, RetentionConfig,
+    StoreConfig, StoreError, StoreStats, Trigger,
 };
 
 /// What a long-polling read awaits ([`PartitionRef::listen`]).

@@ -362,7 +362,10 @@ pub fn broker_code(e: &BrokerError) -> i16 {
             | StoreError::RecordRefused { .. }
             | StoreError::Locked { .. }
             | StoreError::InvalidConfig { .. }
-            | StoreError::TopicDeleted { .. } => unknown("store", source),
+            | StoreError::TopicDeleted { .. }
+            // The replication between nodes: no Kafka request reaches it.
+            | StoreError::CopyRefused { .. }
+            | StoreError::CutBelowLogStart { .. } => unknown("store", source),
         },
         // No Kafka request reaches these (HTTP's consumer instances, a
         // produce's record for another partition, tiered routes), or they

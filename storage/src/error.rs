@@ -126,6 +126,49 @@ pub enum StoreError {
     /// passed the caller's existence check before the deletion).
     #[error("topic {topic:?} does not exist (deleted)")]
     TopicDeleted { topic: String },
+
+    /// A master's bytes a replica was handed to place at `position`
+    /// (`CommitLog::append_copy`) are refused; nothing of them was
+    /// written. The stream is out of step or damaged, or the two nodes
+    /// are configured apart (their segment sizes differ).
+    #[error("copy of the master's log refused at {position}: {problem}")]
+    CopyRefused { position: u64, problem: CopyProblem },
+
+    /// A requested cut of the CommitLog (`crate::cut`) goes below the
+    /// log's first segment: this node holds none of what it shares with
+    /// the master, and needs a whole copy of the data dir.
+    #[error("cannot cut the commit log at {position}: it begins at {log_start}; the node needs a whole copy")]
+    CutBelowLogStart { position: u64, log_start: u64 },
+}
+
+/// Why a replica refuses a master's bytes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CopyProblem {
+    /// The bytes do not start where this log ends.
+    #[error("this log ends at {log_end}")]
+    NotAtEnd { log_end: u64 },
+    /// The bytes are not a valid entry or end marker here.
+    #[error("{0}")]
+    Invalid(Box<Invalid>),
+    /// The bytes end inside an entry (a master sends whole entries).
+    #[error("the bytes end inside an entry ({needed} bytes needed, {available} given)")]
+    TornEntry { needed: usize, available: usize },
+    /// An entry's first queue offset is not where its partition goes on.
+    #[error("{topic}-{partition}: entry starts at queue offset {found}, the partition goes on at {expected}")]
+    QueueOffset {
+        topic: String,
+        partition: u32,
+        found: u64,
+        expected: u64,
+    },
+    /// The master's segment ends elsewhere than this node's: the two are
+    /// configured with different `store.commitlog_segment_bytes`.
+    #[error("the master's segment ends at {master_end}, this node's at {segment_end} (store.commitlog_segment_bytes differs)")]
+    SegmentEnd { master_end: u64, segment_end: u64 },
+    /// The master's log no longer holds the position (retention deleted
+    /// it): the replica needs a whole copy.
+    #[error("the master's log begins at {log_start}")]
+    Gone { log_start: u64 },
 }
 
 /// Why the store refuses one record.

@@ -15,6 +15,7 @@ pub mod codec;
 pub mod commit_log;
 pub mod config;
 pub mod consume_queue;
+pub mod cut;
 pub mod dispatch;
 pub mod durability;
 pub mod epochs;
@@ -41,7 +42,7 @@ pub use commit_log::{
 pub use config::{FlushMode, RecoveryMode, StoreConfig};
 pub use consume_queue::DeletedRecords;
 pub use dispatch::{DispatchSink, DISPATCH_LAG_MAX_BYTES};
-pub use error::{CorruptionKind, RecordProblem, Result, StoreError};
+pub use error::{CopyProblem, CorruptionKind, RecordProblem, Result, StoreError};
 pub use event_listener::{EventListener, Listener};
 pub use producer_state::{ActiveProducer, BatchMeta, ProducerBatch, SequenceProblem};
 pub use retention::{

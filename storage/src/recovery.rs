@@ -334,7 +334,7 @@ fn valid_data_after(segments: &[Arc<Segment>], seg: &Arc<Segment>, at: u64) -> O
 
 /// Zero `[from, seg.end())` where it is not zero already, and make that
 /// durable, so stale bytes can never be read back as records.
-fn zero_from(seg: &Segment, from: u64) -> Result<u64> {
+pub(crate) fn zero_from(seg: &Segment, from: u64) -> Result<u64> {
     const CHUNK: usize = 64 << 10;
     let mut zeroed = 0u64;
     for (start, end) in seg.data_ranges(from - seg.base()) {
@@ -357,7 +357,7 @@ fn zero_from(seg: &Segment, from: u64) -> Result<u64> {
 /// Bytes a removed trailing segment held: its size if anything was written
 /// at its start, else 0 (a preallocated, never-used segment). Looks at the
 /// first bytes only, so removing a spare 1 GiB segment reads nothing more.
-fn nonzero_len(seg: &Segment) -> u64 {
+pub(crate) fn nonzero_len(seg: &Segment) -> u64 {
     // SAFETY: recovery runs before any reader or writer exists.
     let head = unsafe { seg.slice(0, (seg.size() as usize).min(format::END_MARKER_LEN)) };
     if head.iter().any(|&b| b != 0) {

@@ -578,6 +578,42 @@ pub fn encode_end_marker(buf: &mut [u8; END_MARKER_LEN], physical_offset: u64, r
 /// other reasons in `error.rs`, which a `StoreError` carries).
 pub use crate::error::Invalid;
 
+/// The end-of-segment marker whose 20 bytes start `buf`, at
+/// `expected_offset`: the bytes it says are left in its segment (itself
+/// included). `Ok(None)` if `buf` does not start with an end marker's
+/// magic. Unlike [`decode`], the zeros the marker stands for need not
+/// follow it: a replication stream sends the marker alone.
+pub fn decode_end_marker(buf: &[u8], expected_offset: u64) -> Result<Option<u64>, Invalid> {
+    if buf.len() < END_MARKER_LEN || get_u16(buf, OFF_MAGIC) != END_MAGIC {
+        return Ok(None);
+    }
+    // The versions `decode` reads: a log an older tidelog wrote holds
+    // its markers.
+    let version = buf[OFF_VERSION];
+    if !matches!(version, VERSION_2 | VERSION | VERSION_TXN) {
+        return Err(Invalid::BadVersion(version));
+    }
+    let stored_offset = get_u64(buf, OFF_PHYSICAL);
+    if stored_offset != expected_offset {
+        return Err(Invalid::OffsetMismatch {
+            stored: stored_offset,
+            expected: expected_offset,
+        });
+    }
+    let computed = crc32c::crc32c(&buf[CRC_START..END_MARKER_LEN]);
+    let stored = get_u32(buf, OFF_CRC);
+    if computed != stored {
+        return Err(Invalid::CrcMismatch { stored, computed });
+    }
+    let remaining = u64::from(get_u32(buf, OFF_TOTAL_LEN));
+    if remaining < END_MARKER_LEN as u64 {
+        return Err(Invalid::BadLength(format!(
+            "end marker claims {remaining} bytes, less than itself"
+        )));
+    }
+    Ok(Some(remaining))
+}
+
 /// What starts at a position of a segment.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Decoded {

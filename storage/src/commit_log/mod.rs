@@ -51,12 +51,14 @@
 //! file holds the [`CommitLog`] type, its construction and the state the
 //! roles share (segment list, committed position, poisoning).
 
+mod copy;
 mod flush;
 mod flush_wait;
 pub mod format;
 mod prealloc;
 mod reader;
 pub mod record;
+pub(crate) mod replay;
 pub mod segment;
 mod writer;
 
@@ -67,6 +69,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 
 use event_listener::Event;
 
+pub use self::copy::{Copied, CopyChunk};
 use self::flush::FlushState;
 use self::flush_wait::Waiters;
 pub use self::flush_wait::{FlushWait, Unflushed};

@@ -50,8 +50,12 @@ impl NextOffsets {
     }
 
     /// The counters of `topic`'s partitions, created empty if it has none.
-    /// The append path looks the topic up once per run of its records.
-    fn topic_mut(&mut self, topic: &Arc<str>) -> &mut HashMap<u32, u64, ahash::RandomState> {
+    /// The append path looks the topic up once per run of its records
+    /// (and a replica's copy, `copy.rs`, once per entry).
+    pub(super) fn topic_mut(
+        &mut self,
+        topic: &Arc<str>,
+    ) -> &mut HashMap<u32, u64, ahash::RandomState> {
         if !self.0.contains_key(&**topic) {
             self.0.insert(Arc::clone(topic), HashMap::default());
         }
@@ -708,7 +712,7 @@ impl CommitLog {
     /// the committed position). A failed write poisons the log: nobody
     /// knows what reached the page cache, and nothing of the batch is
     /// published; the append answers [`StoreError::Poisoned`].
-    fn write_run(&self, pos: u64, bytes: &[u8]) -> Result<()> {
+    pub(super) fn write_run(&self, pos: u64, bytes: &[u8]) -> Result<()> {
         let Some(s) = self.segment_containing(pos) else {
             debug_assert!(false, "planned segment at {pos} is missing");
             return Err(StoreError::inconsistent(
@@ -736,7 +740,7 @@ impl CommitLog {
     /// preallocator is making it, and the caller must release the
     /// writer's lock and wait ([`CommitLog::wait_for_segment`]); nothing
     /// waits for another thread here. Called with the writer lock held.
-    fn segment_for_write(&self, pos: u64) -> Result<Option<Arc<Segment>>> {
+    pub(super) fn segment_for_write(&self, pos: u64) -> Result<Option<Arc<Segment>>> {
         if let Some(s) = self.segment_containing(pos) {
             return Ok(Some(s));
         }

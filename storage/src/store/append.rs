@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::Store;
-use crate::commit_log::{AppendRecord, Appended, LogAppend, MarkerSpec, Unflushed};
+use crate::commit_log::{AppendRecord, Appended, Copied, LogAppend, MarkerSpec, Unflushed};
 use crate::config::FlushMode;
 use crate::dispatch::DISPATCH_LAG_MAX_BYTES;
 use crate::error::{Result, StoreError};
@@ -169,6 +169,29 @@ impl Store {
         };
         let appended = appended.into_iter().next().unwrap_or_default();
         Ok(self.answered_at(appended, end))
+    }
+
+    /// A replica's copy of its master's log from physical offset `at`
+    /// ([`CommitLog::append_copy`](crate::commit_log::CommitLog::append_copy)),
+    /// gated as an append (closed, disk full, dispatch stalled or far
+    /// behind): a replica that cannot take the bytes refuses them, falls
+    /// behind and leaves the in-sync set, rather than fill its disk.
+    /// Returns once the bytes are written, not flushed: what the replica
+    /// confirms is [`Store::copied_durable`].
+    pub fn append_copy(&self, at: u64, bytes: &[u8]) -> Result<Copied> {
+        self.append_gates()?;
+        self.inner.dispatcher.wait_lag_within(&self.closed)?;
+        self.inner.log.append_copy(at, bytes)
+    }
+
+    /// How far this node's log is as durable as the store's flush mode
+    /// promises: flushed under `flush: sync`, written under `async` (the
+    /// master's acknowledgement means the same on every node).
+    pub fn copied_durable(&self) -> u64 {
+        match self.inner.config.flush {
+            FlushMode::Sync => self.inner.log.flushed(),
+            FlushMode::Async => self.inner.log.committed(),
+        }
     }
 
     /// `unflushed` answered only once a flush covers it, whatever the

@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 
 use super::{DataDirLock, Inner, Store, ABORT_FILE, COMMITLOG_DIR, CONSUMEQUEUE_DIR, INDEX_DIR};
 use crate::checkpoint::{Checkpoint, CheckpointWriter};
+use crate::commit_log::replay::{replay_entry, TxnStep};
 use crate::commit_log::{CommitLog, NextOffsets};
 use crate::config::StoreConfig;
 use crate::consume_queue::ends::QueueEnds;
@@ -185,6 +186,8 @@ pub struct RecoveryReport {
     pub truncated_bytes: u64,
     pub records_replayed: u64,
     pub elapsed: Duration,
+    /// The cut this open carried out before recovering (`crate::cut`).
+    pub cut: Option<crate::cut::Cut>,
 }
 
 impl Store {
@@ -213,6 +216,9 @@ impl Store {
                 format!("opened under the lock of {}", lock.dir.display()),
             ));
         }
+        // A replica's cut back to its master's log (`crate::cut`) comes
+        // first: it lowers the checkpoint the rest of the open reads.
+        let cut = crate::cut::apply_pending(&dir)?;
         let abort_path = dir.join(ABORT_FILE);
         let checkpoint = Checkpoint::load(&dir)?;
         let aborted = abort_path.exists();
@@ -360,9 +366,9 @@ impl Store {
             clean,
             &mut |entry| {
                 let v = entry.view();
-                let Some(p) = v.producer.filter(|_| v.physical_offset >= producers_from) else {
+                if v.producer.is_none() || v.physical_offset < producers_from {
                     return;
-                };
+                }
                 // A deleted topic's records stay deleted, its producers too.
                 if queues
                     .deleted_next_offset(entry.topic(), v.partition)
@@ -371,35 +377,18 @@ impl Store {
                     return;
                 }
                 let topic = Arc::from(entry.topic());
-                if let Some(m) = v.marker {
-                    producers.marker(
-                        &topic,
-                        v.partition,
-                        p.producer_id,
-                        p.epoch,
-                        v.store_timestamp_ms,
-                    );
-                    let position = v.physical_offset + v.first_record() as u64;
-                    txns.marker(
-                        &topic,
-                        v.partition,
-                        p.producer_id,
-                        v.base_queue_offset,
-                        m.commit,
+                match replay_entry(&mut producers, &topic, v) {
+                    Some(TxnStep::Record {
+                        producer_id,
+                        offset,
+                    }) => txns.record(&topic, v.partition, producer_id, offset),
+                    Some(TxnStep::Marker {
+                        producer_id,
+                        offset,
+                        commit,
                         position,
-                    );
-                    return;
-                }
-                producers.replay(
-                    &topic,
-                    v.partition,
-                    &p,
-                    v.record_count,
-                    v.base_queue_offset,
-                    v.store_timestamp_ms,
-                );
-                if p.transactional {
-                    txns.record(&topic, v.partition, p.producer_id, v.base_queue_offset);
+                    }) => txns.marker(&topic, v.partition, producer_id, offset, commit, position),
+                    None => {}
                 }
             },
             &mut |record| {
@@ -541,6 +530,7 @@ impl Store {
             truncated_bytes: recovered.truncated_bytes,
             records_replayed: replayed,
             elapsed: began.elapsed(),
+            cut,
         };
         tracing::info!(?report, "store open");
         let store = Store {
