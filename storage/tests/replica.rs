@@ -545,3 +545,38 @@ fn a_cut_inside_an_entry_goes_to_its_start_and_one_below_the_log_is_refused() {
     }
     assert_eq!(cut::pending(dir.path()).unwrap(), Some(second - 1));
 }
+
+/// A cluster's high watermark caps what readers see on a node (issue 39:
+/// no reader sees a record a failover could take back), under both flush
+/// modes; raising it makes the records visible, a lower one is ignored.
+#[test]
+fn readers_see_nothing_past_the_high_watermark() {
+    for flush in [
+        tidelog_storage::FlushMode::Async,
+        tidelog_storage::FlushMode::Sync,
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = config(dir.path());
+        c.flush = flush;
+        let store = Store::open(c).unwrap();
+        let log = store.commit_log();
+        assert_eq!(log.high_watermark(), u64::MAX, "a single node: no cap");
+        log.cap_visible_at(0);
+        store.append(&[record("a", 0, None, Some("one"))]).unwrap();
+        let first_end = log.committed();
+        store.append(&[record("a", 0, None, Some("two"))]).unwrap();
+        assert!(
+            !store.wait_dispatched(Duration::from_millis(200)),
+            "the dispatcher stops at the cap"
+        );
+        assert_eq!(store.offsets("a", 0), (0, 0), "{flush:?}: nothing visible");
+        log.set_high_watermark(first_end);
+        wait_for("the first record", || store.offsets("a", 0) == (0, 1));
+        assert_eq!(served(&store, "a", 0), vec![(0, "one".to_string())]);
+        log.set_high_watermark(1);
+        assert_eq!(log.high_watermark(), first_end, "never lowered");
+        log.set_high_watermark(log.committed());
+        assert!(store.wait_dispatched(Duration::from_secs(30)));
+        assert_eq!(store.offsets("a", 0), (0, 2));
+    }
+}

@@ -105,6 +105,9 @@ pub struct CommitLog {
     txns: Arc<crate::txn_index::TxnTable>,
     committed: AtomicU64,
     flushed: AtomicU64,
+    /// A cluster's high watermark: readers see nothing past it
+    /// ([`CommitLog::visible_end`]); `u64::MAX` on a single node.
+    high_watermark: AtomicU64,
     poisoned: AtomicBool,
     poison_reason: Mutex<String>,
     flush_state: Mutex<FlushState>,
@@ -160,6 +163,7 @@ impl CommitLog {
             txns: Arc::default(),
             committed: AtomicU64::new(end),
             flushed: AtomicU64::new(end),
+            high_watermark: AtomicU64::new(u64::MAX),
             poisoned: AtomicBool::new(false),
             poison_reason: Mutex::new(String::new()),
             flush_state: Mutex::new(FlushState::default()),
@@ -214,12 +218,49 @@ impl CommitLog {
     /// loss before its flush, and its offset handed out again to another
     /// (Kafka's consumers see only records below the high watermark, which
     /// a single broker's acks=all moves with the same durable step here).
+    ///
+    /// In a cluster, never past the high watermark either
+    /// ([`CommitLog::set_high_watermark`]): what every member of the
+    /// in-sync set holds, so no reader on any node sees a record a
+    /// failover could take back.
     pub fn visible_end(&self) -> u64 {
-        if self.sync_flush {
+        let local = if self.sync_flush {
             self.flushed()
         } else {
             self.committed()
+        };
+        local.min(self.high_watermark.load(Ordering::Acquire))
+    }
+
+    /// Cap what readers see at `high_watermark` (a cluster's: the
+    /// position every member of the in-sync set confirmed), and wake the
+    /// dispatcher to index up to it. `u64::MAX`, the value a log starts
+    /// with, is no cap: a single node. A watermark never goes down while
+    /// the process runs (a lower value is ignored): what a reader saw
+    /// stays seen.
+    pub fn set_high_watermark(&self, high_watermark: u64) {
+        let before = self
+            .high_watermark
+            .fetch_max(high_watermark, Ordering::AcqRel);
+        if high_watermark > before {
+            self.appended.notify(usize::MAX);
+            self.flushed_event.notify(usize::MAX);
         }
+    }
+
+    /// Start capping at `high_watermark`: a node joining a cluster, once,
+    /// before it serves (the cap a log starts with is none, which
+    /// [`CommitLog::set_high_watermark`] never lowers). Unlike that, this
+    /// may lower the cap; what was dispatched past it stays dispatched.
+    pub fn cap_visible_at(&self, high_watermark: u64) {
+        self.high_watermark.store(high_watermark, Ordering::Release);
+        self.appended.notify(usize::MAX);
+        self.flushed_event.notify(usize::MAX);
+    }
+
+    /// The cap [`CommitLog::set_high_watermark`] set (`u64::MAX`: none).
+    pub fn high_watermark(&self) -> u64 {
+        self.high_watermark.load(Ordering::Acquire)
     }
 
     /// `flush: sync`: readers see only flushed records.
