@@ -10,6 +10,8 @@
 //! The epoch file and where two logs part ways are the store's
 //! ([`tidelog_storage::epochs`]): they are files of the data dir.
 
+pub mod election;
+pub mod etcd;
 pub mod frame;
 
 pub use frame::{Frame, FrameError};
