@@ -109,7 +109,11 @@ impl EtcdClient {
             serde_json::from_slice(first_message(&body)).map_err(|e| ctx.bad_answer(e))?;
         match (message.result, message.error) {
             (_, Some(e)) => Err(ctx
-                .refused(e.http_code as u16, e.grpc_code, e.message)
+                .refused(
+                    u16::try_from(e.http_code).unwrap_or(0),
+                    e.grpc_code,
+                    e.message,
+                )
                 .lease_not_found_as_expired(Some(lease))),
             (Some(answer), None) if answer.ttl > 0 => Ok(Duration::from_secs(answer.ttl as u64)),
             (Some(_), None) => Err(EtcdError::LeaseExpired { lease }),

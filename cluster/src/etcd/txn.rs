@@ -159,12 +159,10 @@ impl Op {
 
     fn wire(&self) -> wire::RequestOp {
         match self {
-            Op::Put { key, value, lease } => {
-                wire::RequestOp::RequestPut(put_request(key, value, *lease))
-            }
-            Op::Get { key } => wire::RequestOp::RequestRange(range_request(key, false)),
-            Op::GetPrefix { prefix } => wire::RequestOp::RequestRange(range_request(prefix, true)),
-            Op::Delete { key } => wire::RequestOp::RequestDeleteRange(delete_request(key)),
+            Op::Put { key, value, lease } => wire::RequestOp::Put(put_request(key, value, *lease)),
+            Op::Get { key } => wire::RequestOp::Range(range_request(key, false)),
+            Op::GetPrefix { prefix } => wire::RequestOp::Range(range_request(prefix, true)),
+            Op::Delete { key } => wire::RequestOp::DeleteRange(delete_request(key)),
         }
     }
 }

@@ -97,7 +97,11 @@ fn change_in(ctx: &Ctx<'_>, line: &[u8]) -> Result<Option<Revision>, EtcdError> 
     let message: StreamMessage<wire::WatchResponse> =
         serde_json::from_slice(line).map_err(|e| ctx.bad_answer(e))?;
     if let Some(e) = message.error {
-        return Err(ctx.refused(e.http_code as u16, e.grpc_code, e.message));
+        return Err(ctx.refused(
+            u16::try_from(e.http_code).unwrap_or(0),
+            e.grpc_code,
+            e.message,
+        ));
     }
     let Some(watch) = message.result else {
         return Err(ctx.bad_answer("a watch message with neither result nor error"));

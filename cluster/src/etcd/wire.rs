@@ -119,11 +119,13 @@ pub(crate) struct Compare {
 
 /// One operation of a txn: `{"request_put": {...}}` and its siblings.
 #[derive(Debug, Serialize)]
-#[serde(rename_all = "snake_case")]
 pub(crate) enum RequestOp {
-    RequestPut(PutRequest),
-    RequestRange(RangeRequest),
-    RequestDeleteRange(DeleteRangeRequest),
+    #[serde(rename = "request_put")]
+    Put(PutRequest),
+    #[serde(rename = "request_range")]
+    Range(RangeRequest),
+    #[serde(rename = "request_delete_range")]
+    DeleteRange(DeleteRangeRequest),
 }
 
 #[derive(Debug, Serialize)]
@@ -272,12 +274,12 @@ mod tests {
                 mod_revision: None,
                 value: None,
             }],
-            success: vec![RequestOp::RequestPut(PutRequest {
+            success: vec![RequestOp::Put(PutRequest {
                 key: b64(b"k"),
                 value: b64(b"v"),
                 lease: Some("7".into()),
             })],
-            failure: vec![RequestOp::RequestRange(RangeRequest {
+            failure: vec![RequestOp::Range(RangeRequest {
                 key: b64(b"k"),
                 range_end: None,
             })],
