@@ -31,6 +31,8 @@
 //!   CONFIRM 4  replica → master: flushed u64 (its copy is durable to here)
 //!   REFUSED 5  either way: code u16, reason_len u16 (≤ REASON_MAX) | reason
 //!              (UTF-8)
+//!   WATERMARK 6 master → replica: high_watermark u64 (what every member
+//!              of the in-sync set holds: readers may see up to here)
 //! ```
 //! A body holds exactly its kind's fields: a byte more or less is refused,
 //! as is an unknown kind, version or code, a reserved field not zero, a
@@ -51,6 +53,7 @@ pub const KIND_EPOCHS: u8 = 2;
 pub const KIND_DATA: u8 = 3;
 pub const KIND_CONFIRM: u8 = 4;
 pub const KIND_REFUSED: u8 = 5;
+pub const KIND_WATERMARK: u8 = 6;
 
 /// The head: body_len, crc.
 pub const HEAD_LEN: usize = U32_LEN + U32_LEN;
@@ -132,6 +135,10 @@ pub enum Frame {
         code: RefusalCode,
         reason: String,
     },
+    Watermark {
+        epoch: u64,
+        high_watermark: u64,
+    },
 }
 
 /// Why bytes are not a frame, or a frame cannot be encoded.
@@ -194,6 +201,7 @@ pub fn encode(frame: &Frame) -> Result<Vec<u8>, FrameError> {
         Frame::Data { epoch, .. } => (KIND_DATA, epoch),
         Frame::Confirm { epoch, .. } => (KIND_CONFIRM, epoch),
         Frame::Refused { epoch, .. } => (KIND_REFUSED, epoch),
+        Frame::Watermark { epoch, .. } => (KIND_WATERMARK, epoch),
     };
     b.push(kind);
     b.push(VERSION);
@@ -234,6 +242,7 @@ pub fn encode(frame: &Frame) -> Result<Vec<u8>, FrameError> {
             push_u16(&mut b, code.code());
             push_text(&mut b, "reason", reason, REASON_MAX)?;
         }
+        Frame::Watermark { high_watermark, .. } => push_u64(&mut b, *high_watermark),
     }
     let body_len = b.len() - HEAD_LEN;
     let crc = crc32c::crc32c(&b[HEAD_LEN..]);
@@ -356,6 +365,10 @@ pub fn decode_body(body: Bytes, crc: u32) -> Result<Frame, FrameError> {
                 reason: take_text(&mut r, "reason", REASON_MAX)?,
             }
         }
+        KIND_WATERMARK => Frame::Watermark {
+            epoch,
+            high_watermark: r.u64()?,
+        },
         kind => return Err(FrameError::Kind { kind }),
     };
     if r.remaining() != 0 {

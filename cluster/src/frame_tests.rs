@@ -39,6 +39,10 @@ fn every_kind() -> Vec<Frame> {
             code: RefusalCode::StaleEpoch,
             reason: "epoch 3 is over".into(),
         },
+        Frame::Watermark {
+            epoch: 3,
+            high_watermark: 8000,
+        },
     ]
 }
 

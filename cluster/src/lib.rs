@@ -23,6 +23,7 @@
 pub mod election;
 pub mod etcd;
 pub mod frame;
+pub mod replication;
 
 pub use etcd::{EtcdClient, EtcdError, EtcdErrorKind};
 pub use frame::{Frame, FrameError};

@@ -331,6 +331,19 @@ impl Store {
         self.inner.dispatcher.dispatched_or_listen(position)
     }
 
+    /// Notified after the next append (or copy) to the CommitLog: a
+    /// master's replication stream awaits it for bytes to send. Take it
+    /// before looking, so an append in between is not missed.
+    pub fn listen_appended(&self) -> EventListener {
+        self.inner.log.appended_event().listen()
+    }
+
+    /// Notified after the next flush that moves the flushed position: a
+    /// master's watermark follows its own durable end.
+    pub fn listen_flushed(&self) -> EventListener {
+        self.inner.log.flushed_event().listen()
+    }
+
     /// Block until the dispatcher has indexed everything appended so far
     /// (tests and tools; the produce path does not wait for it).
     pub fn wait_dispatched(&self, timeout: Duration) -> bool {
