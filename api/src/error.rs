@@ -293,6 +293,8 @@ impl ApiError {
 ///   client's mistake.
 /// * `CopyRefused`, `CutBelowLogStart`: 50001; they belong to the
 ///   replication between nodes and never answer a client's request.
+/// * `Replica`: 50301, not ready for writes here (writes are forwarded
+///   to the master before they reach a replica's store).
 impl From<tidelog_broker::store::StoreError> for ApiError {
     fn from(e: tidelog_broker::store::StoreError) -> Self {
         use tidelog_broker::store::{RecordProblem, StoreError as S};
@@ -314,6 +316,9 @@ impl From<tidelog_broker::store::StoreError> for ApiError {
             S::Closed => ApiError::NotReady {
                 message: format!("{message}: the server is shutting down"),
             },
+            // A write that reached a replica's store (HTTP forwards writes
+            // to the master first): not ready for it here.
+            S::Replica => ApiError::NotReady { message },
             S::InvalidInput { .. } => ApiError::BadRequest { message },
             // Only a Kafka idempotent producer's batch carries a sequence;
             // HTTP sends none, so reaching this is a caller's mistake.

@@ -480,6 +480,7 @@ fn store_errors_map_to_their_codes() {
             },
             50001,
         ),
+        (S::Replica, 50301),
     ];
     for (store, code) in cases {
         let text = store.to_string();

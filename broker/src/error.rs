@@ -808,7 +808,9 @@ fn store_kind(e: &StoreError) -> ErrorKind {
         | S::DispatchStalled { .. }
         | S::FlushTimedOut { .. }
         | S::Poisoned { .. }
-        | S::Closed => ErrorKind::Retriable,
+        | S::Closed
+        // Another node (the master) takes the write.
+        | S::Replica => ErrorKind::Retriable,
         S::Io { .. }
         | S::Corruption { .. }
         | S::Inconsistent { .. }

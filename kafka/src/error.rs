@@ -341,6 +341,9 @@ pub fn broker_code(e: &BrokerError) -> i16 {
             | StoreError::Poisoned { .. } => ResponseError::KafkaStorageError,
             StoreError::FlushTimedOut { .. } => ResponseError::RequestTimedOut,
             StoreError::Closed => ResponseError::LeaderNotAvailable,
+            // A replica: the client refreshes its metadata and goes to
+            // the master.
+            StoreError::Replica => ResponseError::NotLeaderOrFollower,
             // Kafka's sequence rules (KAFKA.md "Idempotent producers").
             StoreError::ProducerRefused { problem, .. } => match problem {
                 SequenceProblem::StaleEpoch { .. } => ResponseError::InvalidProducerEpoch,

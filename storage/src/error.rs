@@ -139,6 +139,11 @@ pub enum StoreError {
     /// the master, and needs a whole copy of the data dir.
     #[error("cannot cut the commit log at {position}: it begins at {log_start}; the node needs a whole copy")]
     CutBelowLogStart { position: u64, log_start: u64 },
+
+    /// An append to a cluster's replica: only the master writes, and a
+    /// replica's log takes only the master's copy (`Store::set_replica`).
+    #[error("this node is a replica: writes go to the master")]
+    Replica,
 }
 
 /// Why a replica refuses a master's bytes.

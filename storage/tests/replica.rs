@@ -580,3 +580,44 @@ fn readers_see_nothing_past_the_high_watermark() {
         assert_eq!(store.offsets("a", 0), (0, 2));
     }
 }
+
+/// A replica's store takes only its master's copy: every append of its
+/// own is refused, so nothing local (a coordinator's marker, an expiry's
+/// tombstone) makes its log part from the master's; it still counts as
+/// ready, its writes being the master's to take.
+#[test]
+fn a_replica_refuses_its_own_appends_and_takes_the_copy() {
+    let (m_dir, r_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let master = Store::open(config(m_dir.path())).unwrap();
+    let replica = Store::open(config(r_dir.path())).unwrap();
+    replica.set_replica(true);
+    assert!(replica.is_replica());
+    assert!(matches!(
+        replica.append(&[record("a", 0, None, Some("mine"))]),
+        Err(StoreError::Replica)
+    ));
+    let m = MarkerSpec {
+        producer_id: 1,
+        epoch: 0,
+        commit: true,
+        coordinator_epoch: 0,
+    };
+    assert!(matches!(
+        replica.append_marker(&Arc::from("a"), 0, m),
+        Err(StoreError::Replica)
+    ));
+    assert!(replica.write_refusal().is_none(), "ready");
+    master
+        .append(&[record("a", 0, None, Some("theirs"))])
+        .unwrap();
+    copy_all(&master, &replica, &mut Rng::new(1));
+    assert!(replica.wait_dispatched(Duration::from_secs(30)));
+    assert_eq!(served(&replica, "a", 0), vec![(0, "theirs".to_string())]);
+    // Promoted: its own appends go on after the copy.
+    replica.set_replica(false);
+    replica
+        .append(&[record("a", 0, None, Some("mine"))])
+        .unwrap();
+    assert!(replica.wait_dispatched(Duration::from_secs(30)));
+    assert_eq!(served(&replica, "a", 0).len(), 2);
+}

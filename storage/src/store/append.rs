@@ -179,7 +179,7 @@ impl Store {
     /// Returns once the bytes are written, not flushed: what the replica
     /// confirms is [`Store::copied_durable`].
     pub fn append_copy(&self, at: u64, bytes: &[u8]) -> Result<Copied> {
-        self.append_gates()?;
+        self.space_gates()?;
         self.inner.dispatcher.wait_lag_within(&self.closed)?;
         self.inner.log.append_copy(at, bytes)
     }
@@ -218,9 +218,33 @@ impl Store {
         self.inner.log.request_flush(end);
     }
 
-    /// What refuses an append before it waits or writes: a closed store, a
-    /// full disk (by ratio or reserve), dispatch stalled or short of space.
+    /// What refuses an append before it waits or writes: a replica, a
+    /// closed store, a full disk (by ratio or reserve), dispatch stalled
+    /// or short of space.
     pub(super) fn append_gates(&self) -> Result<()> {
+        if self.replica.load(Ordering::Acquire) {
+            return Err(StoreError::Replica);
+        }
+        self.space_gates()
+    }
+
+    /// Make this store a cluster's replica (`true`): every append is
+    /// refused ([`StoreError::Replica`]) and only the master's copy
+    /// ([`Store::append_copy`]) writes, so nothing of this node's own (a
+    /// coordinator's marker, an expiry's tombstone) can make its log part
+    /// from the master's. `false`: it is the master, or a single node.
+    pub fn set_replica(&self, replica: bool) {
+        self.replica.store(replica, Ordering::Release);
+    }
+
+    /// Whether [`Store::set_replica`] made this store a replica.
+    pub fn is_replica(&self) -> bool {
+        self.replica.load(Ordering::Acquire)
+    }
+
+    /// The gates both an append and a copy pass: closed, disk full,
+    /// dispatch stalled.
+    fn space_gates(&self) -> Result<()> {
         if self.closed.load(Ordering::Acquire) {
             return Err(StoreError::Closed);
         }
@@ -240,8 +264,11 @@ impl Store {
     /// impossible to make with none made ahead. What readiness reports: a
     /// server that answers ready while every produce fails sends a load
     /// balancer's writes to it.
+    ///
+    /// A replica is not refused here: its writes go to the master (HTTP
+    /// forwards them), so it is as ready as its disk lets it be.
     pub fn write_refusal(&self) -> Option<StoreError> {
-        if let Err(e) = self.append_gates() {
+        if let Err(e) = self.space_gates() {
             return Some(e);
         }
         if let Some(e) = self.inner.log.poisoned_error() {

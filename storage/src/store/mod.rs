@@ -100,6 +100,9 @@ pub struct Store {
     threads: Mutex<Vec<JoinHandle<()>>>,
     recovery: RecoveryReport,
     closed: AtomicBool,
+    /// A cluster's replica (issue 39): appends are refused, only the
+    /// master's copy is taken ([`Store::set_replica`]).
+    replica: AtomicBool,
     // Held for the store's lifetime: flock on `<data_dir>/lock`.
     _lock: DataDirLock,
 }

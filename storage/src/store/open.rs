@@ -538,6 +538,7 @@ impl Store {
             threads: Mutex::new(Vec::new()),
             recovery: report,
             closed: AtomicBool::new(false),
+            replica: AtomicBool::new(false),
             _lock: lock,
         };
         store.start_threads()?;
