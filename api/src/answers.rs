@@ -19,7 +19,7 @@
 //! from the last offset it got. Only with less than
 //! [`ANSWER_ROOM_MIN_BYTES`] of room, or a rendered answer (at least one
 //! record, which may be larger than asked) that does not fit, is the call
-//! refused, 503/50306, and counted (`tidelog_http_rejected_answer_bytes_total`).
+//! refused, 503/50307, and counted (`tidelog_http_rejected_answer_bytes_total`).
 //!
 //! The reservation travels inside the answer's bytes
 //! ([`Bytes::from_owner`]): hyper is handed the rendered buffer itself, no
@@ -44,7 +44,7 @@ pub const ANSWER_ROOM_MIN_BYTES: u64 = 64 << 10;
 
 /// The payload bytes (`max_bytes`) a read may use now: `asked`, or half
 /// the answer budget's room when that is less (counted in
-/// `tidelog_http_answers_shrunk_total`); 503/50306 with less than
+/// `tidelog_http_answers_shrunk_total`); 503/50307 with less than
 /// [`ANSWER_ROOM_MIN_BYTES`] of room.
 pub(crate) fn payload_room(state: &AppState, asked: usize) -> Result<usize, ApiError> {
     let shared = state.shared();
@@ -65,7 +65,7 @@ pub(crate) fn payload_room(state: &AppState, asked: usize) -> Result<usize, ApiE
 }
 
 /// A 200 answer of `body`, its bytes held in the answer budget until the
-/// body is written or dropped; 503/50306 if they do not fit.
+/// body is written or dropped; 503/50307 if they do not fit.
 pub(crate) fn held_answer(
     state: &AppState,
     content_type: &'static str,
@@ -75,7 +75,7 @@ pub(crate) fn held_answer(
     Ok(answer_response(content_type, body, held))
 }
 
-/// `bytes` of the answer budget for a rendered answer; 503/50306 if they
+/// `bytes` of the answer budget for a rendered answer; 503/50307 if they
 /// do not fit. A caller that must not consume what it rendered unless it
 /// is answered (a records call) takes them before it commits to the
 /// answer.

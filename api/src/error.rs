@@ -122,7 +122,7 @@ pub enum ApiError {
     /// request bytes all connections may hold in memory; retry shortly.
     #[error("{message}")]
     InflightBytesExhausted { message: String },
-    /// 50306: a fetch answer would pass `http.max_inflight_response_bytes`,
+    /// 50307: a fetch answer would pass `http.max_inflight_response_bytes`,
     /// the budget of rendered answers not yet written; retry shortly.
     #[error("{message}")]
     AnswerBytesExhausted { message: String },
@@ -134,6 +134,11 @@ pub enum ApiError {
     /// server reads (checked before routing, by the listener).
     #[error("{message}")]
     HeadersTooLarge { message: String },
+    /// 50306: a cluster's acks=all write (every HTTP produce) with too few
+    /// nodes in sync, or not confirmed by the in-sync set within
+    /// `cluster.replication_timeout_ms` (the cluster contract's code).
+    #[error("{message}")]
+    NotEnoughReplicas { message: String },
     /// 50302: dispatch has failed for `store.dispatch_stall_ms`; produce is
     /// refused, since its records would not become visible.
     #[error("{message}")]
@@ -218,7 +223,8 @@ impl ApiError {
             ApiError::Internal { .. } => 50001,
             ApiError::NotReady { .. } => 50301,
             ApiError::InflightBytesExhausted { .. } => 50305,
-            ApiError::AnswerBytesExhausted { .. } => 50306,
+            ApiError::AnswerBytesExhausted { .. } => 50307,
+            ApiError::NotEnoughReplicas { .. } => 50306,
             ApiError::UriTooLong { .. } => 41401,
             ApiError::HeadersTooLarge { .. } => 43101,
             ApiError::DispatchStalled { .. } => 50302,
@@ -451,6 +457,12 @@ impl From<tidelog_broker::BrokerError> for ApiError {
                 ),
             },
             B::NotEnoughReplicas { .. } => ApiError::BadRequest { message },
+            // A write that reached a replica (HTTP forwards writes to the
+            // master first), or a master that cannot vouch for its lease.
+            B::NotMaster { .. } => ApiError::NotReady { message },
+            B::TooFewInSync { .. } | B::NotReplicated { .. } => {
+                ApiError::NotEnoughReplicas { message }
+            }
             // Kafka's alone sends transactional batches.
             B::TransactionRefused { .. } => ApiError::BadRequest { message },
             B::TooManyHeaders { index, count, max } => ApiError::PayloadMalformed {
@@ -620,7 +632,8 @@ impl IntoResponse for ApiError {
             // counted in `/metrics`, not logged per request.
             ApiError::DiskFull { .. }
             | ApiError::InflightBytesExhausted { .. }
-            | ApiError::AnswerBytesExhausted { .. } => {
+            | ApiError::AnswerBytesExhausted { .. }
+            | ApiError::NotEnoughReplicas { .. } => {
                 tracing::debug!(error_code = self.error_code(), "{self}");
             }
             _ if self.error_code() >= 50000 => {

@@ -162,7 +162,7 @@ fn every_variant() -> Vec<(ApiError, u32, u16)> {
             ApiError::AnswerBytesExhausted {
                 message: msg("answers"),
             },
-            50306,
+            50307,
             503,
         ),
         (

@@ -113,7 +113,7 @@ pub struct Metrics {
     /// Fetch answers made smaller than asked because the answer budget
     /// (`http.max_inflight_response_bytes`) had less room.
     pub answers_shrunk: AtomicU64,
-    /// Fetch calls answered 503/50306: the answer budget had no room.
+    /// Fetch calls answered 503/50307: the answer budget had no room.
     pub rejected_answer_bytes: AtomicU64,
     /// Admin calls with a wrong bearer token (each answered 401 after
     /// `http.auth_failure_delay_ms`).

@@ -71,7 +71,7 @@ pub struct HttpConfig {
     /// body that would pass it answers 503/50305.
     pub max_inflight_bytes: u64,
     /// Fetch answer bytes rendered and not yet written, all connections
-    /// together; past it answers are smaller, or 503/50306 (API.md).
+    /// together; past it answers are smaller, or 503/50307 (API.md).
     pub max_inflight_response_bytes: u64,
     /// A call with a wrong admin token is answered 401 after this long;
     /// [`AUTH_FAILURES_AT_ONCE`] such delays run at once, more wait.

@@ -68,6 +68,9 @@ pub struct Broker {
     pub(crate) dynamic: crate::dynamic_configs::DynamicConfigs,
     /// The transaction coordinator (`crate::transactions::service`).
     pub(crate) txns: crate::transactions::service::TxnCoordinator,
+    /// The cluster's gate, when the node runtime put this broker in one
+    /// (`crate::cluster`).
+    pub(crate) cluster: std::sync::OnceLock<Arc<dyn crate::cluster::ClusterGate>>,
 }
 
 /// The coordinator rebuilt from `__transaction_state`, and the ends a
@@ -274,6 +277,7 @@ impl Broker {
                     access,
                     dynamic,
                     txns,
+                    cluster: std::sync::OnceLock::new(),
                 };
                 // Ends a crash left decided are finished before anything
                 // is served: no read_committed reader waits on them.

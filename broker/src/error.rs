@@ -229,6 +229,30 @@ pub enum BrokerError {
     /// NOT_ENOUGH_REPLICAS).
     #[error("topic {topic:?} has min.insync.replicas={required}, but this single node holds 1 replica; produce with acks 0 or 1, or set min.insync.replicas=1")]
     NotEnoughReplicas { topic: String, required: u32 },
+    /// A write to a cluster's replica, or to a master that can no longer
+    /// vouch for its lease (issue 39): the master takes it (Kafka's
+    /// NOT_LEADER_OR_FOLLOWER; HTTP forwards writes to the master).
+    #[error("this node is not the cluster's master{}; writes go to the master", master.map(|m| format!(" (the master is node {m})")).unwrap_or_default())]
+    NotMaster { master: Option<u32> },
+    /// An acks=all write when fewer nodes are in sync than it needs
+    /// (`min.insync.replicas`, `cluster.min_insync_replicas`): refused
+    /// before anything is written (Kafka's NOT_ENOUGH_REPLICAS).
+    #[error("{in_sync} node(s) in sync, {required} needed for acks=all on topic {topic:?}; nothing was written")]
+    TooFewInSync {
+        topic: String,
+        required: usize,
+        in_sync: usize,
+    },
+    /// An acks=all write the in-sync set did not confirm within
+    /// `cluster.replication_timeout_ms` (Kafka's NOT_ENOUGH_REPLICAS, HTTP
+    /// 503 50306). It is written on the master and may still reach the
+    /// replicas: a retry can find it twice.
+    #[error("the in-sync set did not confirm the write within {timeout_ms} ms ({in_sync} in sync, {required} needed); it is written on the master, its replication unknown")]
+    NotReplicated {
+        required: usize,
+        in_sync: usize,
+        timeout_ms: u64,
+    },
     /// Record `index` has more headers than the store's format holds.
     #[error("record {index} has {count} headers; at most {max} are allowed")]
     TooManyHeaders {
@@ -711,6 +735,10 @@ impl BrokerError {
             | B::MemberRefused { .. }
             | B::ConsumerState { .. } => ErrorKind::Conflict,
             B::RemoteDeletePending { .. } => ErrorKind::Retriable,
+            // Another node takes it, or the in-sync set recovers.
+            B::NotMaster { .. } | B::TooFewInSync { .. } | B::NotReplicated { .. } => {
+                ErrorKind::Retriable
+            }
             B::NotAuthorized { .. } => ErrorKind::NotAuthorized,
             B::Acl { source } => acl_kind(source),
             B::User { source } => user_kind(source),

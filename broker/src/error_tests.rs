@@ -170,6 +170,23 @@ fn every_variant() -> Vec<(BrokerError, ErrorKind)> {
             },
             ErrorKind::ClientMistake,
         ),
+        (B::NotMaster { master: Some(2) }, ErrorKind::Retriable),
+        (
+            B::TooFewInSync {
+                topic: s("t"),
+                required: 2,
+                in_sync: 1,
+            },
+            ErrorKind::Retriable,
+        ),
+        (
+            B::NotReplicated {
+                required: 2,
+                in_sync: 2,
+                timeout_ms: 5000,
+            },
+            ErrorKind::Retriable,
+        ),
         (
             B::TooManyHeaders {
                 index: 0,
@@ -447,6 +464,30 @@ fn every_variant() -> Vec<(BrokerError, ErrorKind)> {
                 source: StoreError::Closed,
             },
             ErrorKind::Retriable,
+        ),
+        (
+            B::Store {
+                source: StoreError::Replica,
+            },
+            ErrorKind::Retriable,
+        ),
+        (
+            B::Store {
+                source: StoreError::CopyRefused {
+                    position: 8,
+                    problem: tidelog_storage::CopyProblem::NotAtEnd { log_end: 0 },
+                },
+            },
+            ErrorKind::Internal,
+        ),
+        (
+            B::Store {
+                source: StoreError::CutBelowLogStart {
+                    position: 0,
+                    log_start: 4096,
+                },
+            },
+            ErrorKind::Internal,
         ),
         (
             B::Store {
@@ -936,6 +977,9 @@ fn variant_index(e: &BrokerError) -> usize {
         B::DynamicConfigsFile { .. } => 76,
         B::TransactionLog { .. } => 77,
         B::TransactionRefused { .. } => 78,
+        B::NotMaster { .. } => 79,
+        B::TooFewInSync { .. } => 80,
+        B::NotReplicated { .. } => 81,
     }
 }
 

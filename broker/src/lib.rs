@@ -55,6 +55,7 @@ mod access;
 pub mod auth;
 mod blocking;
 pub mod broker;
+pub mod cluster;
 pub mod compaction;
 pub mod config;
 pub mod consumer_protocol;

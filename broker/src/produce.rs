@@ -421,6 +421,9 @@ impl Broker {
             create_missing_topic,
             acks_all,
         } = request;
+        // A replica takes no write (HTTP forwarded it to the master
+        // before it got here), nor does a master past its lease's margin.
+        self.check_master()?;
         let topic = self
             .topic_or_auto_created(&topic, create_missing_topic, !records.is_empty())
             .await?;
@@ -432,9 +435,10 @@ impl Broker {
                 None => Ok(None),
             }
         };
-        if acks_all {
-            check_replicas(&topic)?;
-        }
+        let replicas_needed = match acks_all {
+            true => Some(self.check_replicas(&topic)?),
+            false => None,
+        };
         // A transaction's batch: its producer's transaction must be open,
         // at its epoch, and have added the partition (Kafka's
         // INVALID_TXN_STATE, INVALID_PRODUCER_EPOCH otherwise).
@@ -466,7 +470,13 @@ impl Broker {
             )
             .map_err(|e| limit.refusal(&topic, e))?;
         let unflushed = self.topic_flush(&topic, records.len() as u64, unflushed);
+        let end = unflushed.end();
         let answer = unflushed.durable().await?;
+        // acks=all in a cluster: the in-sync set holds it too (the group
+        // commit extended across nodes).
+        if let (Some(needed), Some(cluster)) = (replicas_needed, self.cluster()) {
+            cluster.replicated(end, needed).await?;
+        }
         Ok(ack(records, answer, log_start(self)?))
     }
 
@@ -699,16 +709,33 @@ fn stamp_timestamps(topic: &Topic, records: &mut Records, now_ms: i64) -> Result
     })
 }
 
-/// An acks=all produce needs `min.insync.replicas` replicas in sync; a
-/// single node has one.
-fn check_replicas(topic: &Topic) -> Result<(), BrokerError> {
-    if topic.config.min_insync_replicas > 1 {
-        return Err(BrokerError::NotEnoughReplicas {
-            topic: topic.name.to_string(),
-            required: topic.config.min_insync_replicas,
-        });
+impl Broker {
+    /// An acks=all produce needs `min.insync.replicas` nodes in sync (and,
+    /// in a cluster, `cluster.min_insync_replicas`): refused before
+    /// anything is written when fewer are. A single node has one. Returns
+    /// how many the write must reach.
+    fn check_replicas(&self, topic: &Topic) -> Result<usize, BrokerError> {
+        let wanted = topic.config.min_insync_replicas as usize;
+        let Some(cluster) = self.cluster() else {
+            if wanted > 1 {
+                return Err(BrokerError::NotEnoughReplicas {
+                    topic: topic.name.to_string(),
+                    required: topic.config.min_insync_replicas,
+                });
+            }
+            return Ok(1);
+        };
+        let required = wanted.max(cluster.min_insync());
+        let in_sync = cluster.in_sync();
+        if in_sync < required {
+            return Err(BrokerError::TooFewInSync {
+                topic: topic.name.to_string(),
+                required,
+                in_sync,
+            });
+        }
+        Ok(required)
     }
-    Ok(())
 }
 
 /// The record limit of a topic: its `max.message.bytes` or the store's

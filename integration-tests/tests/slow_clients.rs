@@ -678,7 +678,7 @@ fn clients_that_declare_bodies_and_send_nothing_hold_no_budget() {
 /// `http.max_inflight_response_bytes` (8 MiB here), so the server's
 /// anonymous memory grows by about that, not by 24 answers (which took it
 /// to several times its baseline). Each is answered smaller or refused
-/// 503/50306, and once they go, fetches are served whole again. (Issue 35
+/// 503/50307, and once they go, fetches are served whole again. (Issue 35
 /// item 9.)
 #[test]
 fn answers_held_for_clients_that_do_not_read_stay_within_their_budget() {

@@ -227,6 +227,12 @@ pub fn broker_code(e: &BrokerError) -> i16 {
         B::RecordTooLarge { .. } => ResponseError::MessageTooLarge,
         B::TimestampOutOfBounds { .. } => ResponseError::InvalidTimestamp,
         B::NotEnoughReplicas { .. } => ResponseError::NotEnoughReplicas,
+        // The cluster (issue 39): a replica, or a master that cannot vouch
+        // for its lease: the client refreshes its metadata and finds the
+        // master. Too few in sync, before or after the append: the
+        // contract's NOT_ENOUGH_REPLICAS, retriable.
+        B::NotMaster { .. } => ResponseError::NotLeaderOrFollower,
+        B::TooFewInSync { .. } | B::NotReplicated { .. } => ResponseError::NotEnoughReplicas,
         // A transactional batch outside its producer's transaction.
         B::TransactionRefused { refusal } => {
             return txn_refusal_code(refusal, ResponseError::InvalidProducerEpoch)

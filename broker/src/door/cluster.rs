@@ -71,6 +71,7 @@ impl Door {
         changes_of: Box<ChangesOfValues<'static>>,
         validate_only: bool,
     ) -> Result<(), BrokerError> {
+        self.broker.check_master()?;
         self.allow(Operation::AlterConfigs, scope_resource(&scope))?;
         let broker = std::sync::Arc::clone(self.broker());
         let logged = scope.to_string();

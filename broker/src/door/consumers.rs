@@ -155,6 +155,7 @@ impl Door {
         at: &ConsumerInstance,
         offsets: Option<Vec<OffsetCommit>>,
     ) -> Result<(), BrokerError> {
+        self.broker.check_master()?;
         if let Some(offsets) = &offsets {
             self.allow_topics(offsets.iter().map(|o| o.topic.as_str()))?;
         }

@@ -103,6 +103,7 @@ impl Door {
         request: JoinRequest,
         mut stop: watch::Receiver<bool>,
     ) -> Result<JoinAnswer, BrokerError> {
+        self.broker.check_master()?;
         self.allow(Operation::Read, Resource::group(group))?;
         let broker = self.broker();
         let coordinator = &broker.coordinator;
@@ -142,6 +143,7 @@ impl Door {
         request: SyncRequest,
         mut stop: watch::Receiver<bool>,
     ) -> Result<SyncAnswer, BrokerError> {
+        self.broker.check_master()?;
         self.allow(Operation::Read, Resource::group(group))?;
         let coordinator = &self.broker().coordinator;
         let SyncRequest {
@@ -193,6 +195,7 @@ impl Door {
         instance_id: Option<&str>,
         generation: u32,
     ) -> Result<(), BrokerError> {
+        self.broker.check_master()?;
         self.allow(Operation::Read, Resource::group(group))?;
         self.broker()
             .coordinator
@@ -208,6 +211,7 @@ impl Door {
         group: &str,
         heartbeat: Heartbeat,
     ) -> Result<HeartbeatAnswer, BrokerError> {
+        self.broker.check_master()?;
         self.allow(Operation::Read, Resource::group(group))?;
         for topic in heartbeat.topic_names.iter().flatten() {
             self.allow(Operation::Describe, Resource::topic(topic))?;
@@ -250,6 +254,7 @@ impl Door {
         member_id: Option<&str>,
         instance_id: Option<&str>,
     ) -> Result<(), BrokerError> {
+        self.broker.check_master()?;
         self.allow(Operation::Read, Resource::group(group))?;
         let broker = self.broker();
         let partitions = |topic: &str| broker.partition_count(topic);

@@ -158,6 +158,7 @@ impl Door {
         request: CreateTopic,
         validate_only: bool,
     ) -> Result<CreatedTopic, BrokerError> {
+        self.broker.check_master()?;
         self.allow_create(&request.name)?;
         self.broker
             .create_topic_checked(&self.who, request, validate_only)
@@ -173,6 +174,7 @@ impl Door {
         request: AddPartitions,
         validate_only: bool,
     ) -> Result<u32, BrokerError> {
+        self.broker.check_master()?;
         self.allow(Operation::Alter, Resource::topic(&request.topic))?;
         self.broker
             .add_partitions_checked(&self.who, request, validate_only)
@@ -261,6 +263,7 @@ impl Door {
         offsets: Vec<OffsetCommit>,
         committer: Committer,
     ) -> Result<(), BrokerError> {
+        self.broker.check_master()?;
         self.allow(Operation::Read, Resource::group(&group))?;
         for commit in &offsets {
             self.allow(Operation::Read, Resource::topic(&commit.topic))?;
@@ -297,6 +300,7 @@ impl Door {
         partition: u32,
         offset: i64,
     ) -> Result<u64, BrokerError> {
+        self.broker.check_master()?;
         self.allow(Operation::Delete, Resource::topic(topic))?;
         let broker = &self.broker;
         broker.until_acknowledged_visible().await;
@@ -306,6 +310,7 @@ impl Door {
 
     /// Deletes a topic: its partitions, compacted logs, remote data.
     pub async fn delete_topic(&self, name: &str) -> Result<(), BrokerError> {
+        self.broker.check_master()?;
         self.allow(Operation::Delete, Resource::topic(name))?;
         let (broker, name) = (Arc::clone(&self.broker), name.to_owned());
         crate::blocking::run(move || broker.delete_topic(&name)).await
@@ -322,6 +327,7 @@ impl Door {
         changes_of: Box<ChangesOf<'static>>,
         validate_only: bool,
     ) -> Result<(), BrokerError> {
+        self.broker.check_master()?;
         self.allow(Operation::AlterConfigs, Resource::topic(name))?;
         let (broker, name) = (Arc::clone(&self.broker), name.to_owned());
         crate::blocking::run(move || {
@@ -342,6 +348,7 @@ impl Door {
         &self,
         current: Option<(i64, i16)>,
     ) -> Result<(i64, i16), BrokerError> {
+        self.broker.check_master()?;
         if !self
             .broker
             .access
@@ -361,6 +368,7 @@ impl Door {
         scope: ResetScope,
         to: ResetTarget,
     ) -> Result<Vec<CommittedOffset>, BrokerError> {
+        self.broker.check_master()?;
         // Kafka's AlterConsumerGroupOffsets is an OffsetCommit: READ on
         // the group and on every topic it moves.
         self.allow(Operation::Read, Resource::group(group))?;
@@ -387,6 +395,7 @@ impl Door {
 
     /// Deletes a group without members and its committed offsets.
     pub async fn delete_group(&self, group: &str) -> Result<(), BrokerError> {
+        self.broker.check_master()?;
         self.allow(Operation::Delete, Resource::group(group))?;
         let (broker, group) = (Arc::clone(&self.broker), group.to_owned());
         crate::blocking::run(move || broker.delete_group(&group)).await
@@ -399,6 +408,7 @@ impl Door {
         group: &str,
         partitions: Vec<(String, u32)>,
     ) -> Result<Vec<OffsetDeletion>, BrokerError> {
+        self.broker.check_master()?;
         self.allow(Operation::Delete, Resource::group(group))?;
         for (topic, _) in &partitions {
             self.allow(Operation::Read, Resource::topic(topic))?;

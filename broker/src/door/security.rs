@@ -32,6 +32,7 @@ impl Door {
         &self,
         acls: Vec<AclBinding>,
     ) -> Result<Vec<Result<(), AclError>>, BrokerError> {
+        self.broker.check_master()?;
         self.allow(Operation::Alter, Resource::cluster())?;
         let broker = std::sync::Arc::clone(self.broker());
         crate::blocking::run(move || Ok(broker.access.acls.create(acls))).await
@@ -42,6 +43,7 @@ impl Door {
         &self,
         filters: Vec<AclFilter>,
     ) -> Result<Vec<Vec<AclBinding>>, BrokerError> {
+        self.broker.check_master()?;
         self.allow(Operation::Alter, Resource::cluster())?;
         let broker = std::sync::Arc::clone(self.broker());
         crate::blocking::run(move || Ok(broker.access.acls.delete(&filters)?)).await
@@ -61,6 +63,7 @@ impl Door {
         password: Vec<u8>,
         mechanism: Mechanism,
     ) -> Result<(), BrokerError> {
+        self.broker.check_master()?;
         self.change_user(user, password, mechanism, true).await
     }
 
@@ -72,6 +75,7 @@ impl Door {
         password: Vec<u8>,
         mechanism: Mechanism,
     ) -> Result<(), BrokerError> {
+        self.broker.check_master()?;
         self.change_user(user, password, mechanism, false).await
     }
 
@@ -111,6 +115,7 @@ impl Door {
 
     /// Deletes `user`: its open connections fail their next request.
     pub async fn delete_user(&self, user: &str) -> Result<(), BrokerError> {
+        self.broker.check_master()?;
         self.allow(Operation::Alter, Resource::cluster())?;
         let broker = std::sync::Arc::clone(self.broker());
         let user = user.to_owned();
@@ -128,6 +133,7 @@ impl Door {
         &self,
         changes: Vec<Alteration>,
     ) -> Result<Vec<(String, Result<(), AlterRefusal>)>, BrokerError> {
+        self.broker.check_master()?;
         self.allow(Operation::Alter, Resource::cluster())?;
         let broker = std::sync::Arc::clone(self.broker());
         crate::blocking::run(move || Ok(broker.access.users.alter(changes))).await

@@ -59,6 +59,7 @@ impl Door {
         timeout_ms: i64,
         current: Option<(i64, i16)>,
     ) -> Result<(i64, i16), TxnError> {
+        self.broker.check_master()?;
         self.allow_write_on(&transactional_id)?;
         let broker = Arc::clone(&self.broker);
         crate::blocking::run(move || {
@@ -76,6 +77,7 @@ impl Door {
         epoch: i16,
         partitions: Vec<TxnPartition>,
     ) -> Result<(), TxnError> {
+        self.broker.check_master()?;
         self.allow_write_on(&transactional_id)?;
         for (topic, partition) in &partitions {
             self.allow(Operation::Write, Resource::topic(topic))?;
@@ -113,6 +115,7 @@ impl Door {
         epoch: i16,
         group: String,
     ) -> Result<(), TxnError> {
+        self.broker.check_master()?;
         self.allow_write_on(&transactional_id)?;
         self.allow(Operation::Read, Resource::group(&group))?;
         crate::names::validate_group_name(&group)?;
@@ -140,6 +143,7 @@ impl Door {
         member: Option<(String, Option<String>, u32)>,
         offsets: Vec<(String, u32, TxnOffset)>,
     ) -> Result<(), TxnError> {
+        self.broker.check_master()?;
         self.allow_write_on(&transactional_id)?;
         self.allow(Operation::Read, Resource::group(&group))?;
         for (topic, _, _) in &offsets {
@@ -170,6 +174,7 @@ impl Door {
         epoch: i16,
         commit: bool,
     ) -> Result<(), TxnError> {
+        self.broker.check_master()?;
         self.allow_write_on(&transactional_id)?;
         let broker = Arc::clone(&self.broker);
         crate::blocking::run(move || {
