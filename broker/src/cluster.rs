@@ -39,6 +39,11 @@ pub trait ClusterGate: Send + Sync + 'static {
 
     /// The cluster as this node sees it.
     fn status(&self) -> ClusterStatus;
+
+    /// Whether this node serves its part now (`/status/ready`): a master
+    /// that holds its lease, or a replica that is copying its master.
+    /// `Err` says why not.
+    fn ready(&self) -> Result<(), String>;
 }
 
 /// A node's role.

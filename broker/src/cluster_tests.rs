@@ -51,6 +51,9 @@ impl ClusterGate for FakeGate {
             }
         })
     }
+    fn ready(&self) -> Result<(), String> {
+        Ok(())
+    }
     fn status(&self) -> ClusterStatus {
         ClusterStatus {
             epoch: 1,
