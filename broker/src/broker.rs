@@ -80,6 +80,13 @@ type TxnsRebuilt = (
     Vec<crate::transactions::Transition>,
 );
 
+/// The cluster's replication reads and copies the broker's store.
+impl AsRef<tidelog_storage::Store> for Broker {
+    fn as_ref(&self) -> &tidelog_storage::Store {
+        &self.store
+    }
+}
+
 impl std::fmt::Debug for Broker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Broker")

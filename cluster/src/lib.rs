@@ -20,10 +20,12 @@
 //! The epoch file and where two logs part ways are the store's
 //! ([`tidelog_storage::epochs`]): they are files of the data dir.
 
+pub mod config;
 pub mod election;
 pub mod etcd;
 pub mod frame;
 pub mod replication;
 
+pub use config::{ClusterConfig, InvalidClusterSetting};
 pub use etcd::{EtcdClient, EtcdError, EtcdErrorKind};
 pub use frame::{Frame, FrameError};

@@ -107,7 +107,7 @@ async fn master(store: Arc<Store>, epoch: u64, insync: &[u32]) -> Master {
     }
 }
 
-fn follower(store: &Arc<Store>, cluster: &str) -> Follower {
+fn follower(store: &Arc<Store>, cluster: &str) -> Follower<Store> {
     Follower::new(
         Arc::clone(store),
         FollowerConfig {

@@ -30,6 +30,8 @@
 //!   so `check-config` refuses a bad certificate as `serve` would;
 //! * `tiered:` — tidelog-tiered's `TieredConfig`, carried in the
 //!   `BrokerConfig` like `groups:` (off unless `url` is set; docs/TIERED.md);
+//! * `cluster:` — [`tidelog_cluster::ClusterConfig`]: a cluster's node
+//!   (absent or null: a single node);
 //! * `security:` — tidelog-security's `SecurityConfig`, carried likewise
 //!   (logins, ACLs, bootstrap users; its password files are the config
 //!   file's folder's). Protected mode is checked here, across sections:
@@ -144,6 +146,8 @@ pub struct Config {
     pub log_format: LogFormat,
     /// Logins, ACLs, users and protected mode (docs/SECURITY.md).
     pub security: tidelog_security::config::SecurityConfig,
+    /// A cluster's node (docs/CLUSTER.md): absent or null, a single node.
+    pub cluster: Option<tidelog_cluster::ClusterConfig>,
     /// Not a key: whether `kafka.listen` was written (in the file or as
     /// `--kafka-listen`), which `kafka.listeners` forbids (module doc).
     #[serde(skip)]
@@ -174,6 +178,7 @@ impl Default for Config {
             topics: broker.topics,
             log_format: LogFormat::default(),
             security: broker.security,
+            cluster: None,
             kafka_listen_given: false,
         }
     }
@@ -264,6 +269,17 @@ impl Config {
         self.descriptors
             .validate()
             .map_err(|(key, reason)| bad(key, reason))?;
+        if let Some(cluster) = &self.cluster {
+            cluster
+                .validate()
+                .map_err(|e| bad(&format!("cluster.{}", e.key), e.reason))?;
+            if cluster.replication_listen == self.listen {
+                return Err(bad(
+                    "cluster.replication_listen",
+                    format!("is the HTTP listen address {}", self.listen),
+                ));
+            }
+        }
         self.validate_listeners(file)
     }
 

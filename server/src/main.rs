@@ -9,6 +9,7 @@
 //! `consume`, `groups`, `compact`, `stats`: the `tidelog-cli` crate) have
 //! their own finer set, `tidelog_cli::exit`, with 1 and 2 meaning the same.
 
+mod cluster;
 mod config;
 mod descriptors;
 mod node;

@@ -120,6 +120,18 @@ impl Node {
         tracing::info!("ready");
     }
 
+    /// The published broker, if any (the cluster runtime's handle on it).
+    pub fn broker(&self) -> Option<Arc<Broker>> {
+        self.ready.get()
+    }
+
+    /// Publishes again a broker [`Node::take_ready`] could not take back
+    /// (still held): it goes on serving as it was.
+    pub fn set_ready_again(&self, broker: Arc<Broker>, http: &AppState) {
+        http.start_consumers(&broker);
+        self.ready.publish(broker);
+    }
+
     /// Starts the broker's schedules (offset expiry, and tiering with a
     /// remote tier) on their named threads, until shutdown begins.
     pub fn start_schedules(&self) {

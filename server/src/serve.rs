@@ -45,6 +45,10 @@ use crate::config::Config;
 use crate::node::Node;
 use crate::EXIT_RUNTIME;
 
+/// How long shutdown waits for the cluster loop to let go of the broker
+/// and revoke its lease.
+const CLUSTER_STOP_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// How long shutdown waits for blocking store calls of abandoned requests.
 const STORE_RELEASE_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -130,8 +134,27 @@ pub async fn run(config: Config) -> ExitCode {
     // The bound address (the default base of consumer instances'
     // base_uri), which differs from `listen` only for port 0.
     let bound = listener.local_addr().unwrap_or(config.listen);
+    // How the cluster's other nodes and clients reach this one.
+    let addresses = crate::cluster::Addresses {
+        http: config
+            .cluster
+            .as_ref()
+            .and_then(|c| c.advertised_http.clone())
+            .unwrap_or_else(|| bound.to_string()),
+        kafka: kafka
+            .first()
+            .and_then(|l| {
+                let at = l.socket.local_addr().ok()?;
+                let host = l
+                    .advertised_host
+                    .clone()
+                    .unwrap_or_else(|| at.ip().to_string());
+                Some(format!("{host}:{}", at.port()))
+            })
+            .unwrap_or_default(),
+    };
     let settings = config.api_settings().with_listen(bound);
-    let node = Node::new(&settings, connection_cap);
+    let node = Arc::new(Node::new(&settings, connection_cap));
     if let Some(tls) = &tls {
         node.register_metrics(Arc::clone(tls) as _);
         tls.spawn_watcher(node.shutdown_signal());
@@ -177,6 +200,12 @@ pub async fn run(config: Config) -> ExitCode {
     let store_config = config.store_config();
     let cleaner_config = config.cleaner_config();
     let broker_config = settings.broker.clone();
+    let (broker_config_for_reopen, store_config_for_reopen, cleaner_config_for_reopen) = (
+        broker_config.clone(),
+        store_config.clone(),
+        cleaner_config.clone(),
+    );
+    let mut cluster_task: Option<tokio::task::JoinHandle<()>> = None;
     let mut opening = tokio::spawn(open_broker(broker_config, store_config, cleaner_config));
     let mut exit = ExitCode::SUCCESS;
     let mut server_done = false;
@@ -186,11 +215,42 @@ pub async fn run(config: Config) -> ExitCode {
         opened = &mut opening => {
             still_opening = false;
             match opened {
-                Ok(Ok(ready)) => {
-                    node.set_ready(ready, &state);
-                    node.start_schedules();
-                    None
-                }
+                Ok(Ok(ready)) => match &config.cluster {
+                    None => {
+                        node.set_ready(ready, &state);
+                        node.start_schedules();
+                        None
+                    }
+                    // In a cluster the node's role decides: the cluster
+                    // loop publishes the broker and starts the schedules
+                    // on a master.
+                    Some(cluster) => match crate::cluster::start(
+                        cluster.clone(),
+                        addresses,
+                        crate::cluster::runtime::Reopen {
+                            broker: broker_config_for_reopen.clone(),
+                            store: store_config_for_reopen.clone(),
+                            cleaner: cleaner_config_for_reopen.clone(),
+                        },
+                        Arc::clone(&node),
+                        state.clone(),
+                        ready,
+                        node.shutdown_signal(),
+                    )
+                    .await
+                    {
+                        Ok(task) => {
+                            cluster_task = Some(task);
+                            None
+                        }
+                        Err(e) => {
+                            tracing::error!(error = %e, "cannot join the cluster");
+                            eprintln!("tidelog: {e}");
+                            exit = failed;
+                            Some("start-up failure")
+                        }
+                    },
+                },
                 Ok(Err(e)) => {
                     tracing::error!(error = %e, "start-up failed");
                     eprintln!("tidelog: {e}");
@@ -233,6 +293,16 @@ pub async fn run(config: Config) -> ExitCode {
     if !server_done {
         if let Err(e) = server.await {
             tracing::error!(error = %e, "HTTP server task failed");
+        }
+    }
+    // The cluster loop ends on the same signal: its streams let go of the
+    // broker and its lease is revoked, so another node leads at once.
+    if let Some(task) = cluster_task {
+        if tokio::time::timeout(CLUSTER_STOP_TIMEOUT, task)
+            .await
+            .is_err()
+        {
+            tracing::warn!("the cluster loop did not stop in time");
         }
     }
 

@@ -76,23 +76,28 @@ pub struct FollowState {
 /// store's bound on an entry.
 const REASSEMBLY_MAX: usize = tidelog_storage::commit_log::format::RECORD_LEN_MAX + DATA_MAX;
 
-/// A replica's side (see the module doc).
-pub struct Follower {
-    store: Arc<Store>,
+/// A replica's side (see the module doc), over what holds its store (`S`:
+/// the broker, or a bare store).
+pub struct Follower<S> {
+    holder: Arc<S>,
     data_dir: PathBuf,
     config: FollowerConfig,
     state: watch::Sender<FollowState>,
 }
 
-impl Follower {
-    pub fn new(store: Arc<Store>, config: FollowerConfig) -> Follower {
-        let data_dir = store.data_dir().to_path_buf();
+impl<S: AsRef<Store> + Send + Sync + 'static> Follower<S> {
+    pub fn new(holder: Arc<S>, config: FollowerConfig) -> Follower<S> {
+        let data_dir = (*holder).as_ref().data_dir().to_path_buf();
         Follower {
-            store,
+            holder,
             data_dir,
             config,
             state: watch::channel(FollowState::default()).0,
         }
+    }
+
+    fn store(&self) -> &Store {
+        (*self.holder).as_ref()
     }
 
     /// Follows what this follower reports.
@@ -117,7 +122,7 @@ impl Follower {
         stream.set_nodelay(true)?;
         let (mut rd, mut wr) = stream.into_split();
         let mine = self.load_epochs().await?;
-        let my_end = self.store.commit_log().committed();
+        let my_end = self.store().commit_log().committed();
         let hello = Frame::Hello {
             epoch: mine.last().map_or(0, |e| e.epoch),
             node_id: self.config.node_id,
@@ -183,7 +188,7 @@ impl Follower {
             Ok::<(), ReplicationError>(())
         };
         let confirmer = confirm_durable(
-            Arc::clone(&self.store),
+            Arc::clone(&self.holder),
             epoch,
             durable_rx,
             confirm_tx.clone(),
@@ -238,15 +243,15 @@ impl Follower {
                     Frame::Watermark { high_watermark, .. } => {
                         // Never past what this node holds: the watermark
                         // may run ahead of the copy.
-                        let held = self.store.commit_log().committed();
-                        self.store
+                        let held = self.store().commit_log().committed();
+                        self.store()
                             .commit_log()
                             .set_high_watermark(high_watermark.min(held));
                         self.state
                             .send_modify(|s| s.high_watermark = high_watermark);
                         let confirm = Frame::Confirm {
                             epoch,
-                            flushed: self.store.copied_durable(),
+                            flushed: self.store().copied_durable(),
                         };
                         if confirm_tx.send(confirm).await.is_err() {
                             return Err(ReplicationError::Closed);
@@ -294,9 +299,10 @@ impl Follower {
         while to_adopt.front().is_some_and(|e| e.start < run_end) {
             adopt.extend(to_adopt.pop_front());
         }
-        let store = Arc::clone(&self.store);
+        let holder = Arc::clone(&self.holder);
         let dir = self.data_dir.clone();
         tokio::task::spawn_blocking(move || {
+            let store = (*holder).as_ref();
             if !adopt.is_empty() {
                 let mut epochs = Epochs::load(&dir)?;
                 for e in adopt {
@@ -313,12 +319,13 @@ impl Follower {
 
 /// Confirm each position `durable` names once it is durable as the flush
 /// mode promises (flushed under `sync`; written under `async`).
-async fn confirm_durable(
-    store: Arc<Store>,
+async fn confirm_durable<S: AsRef<Store>>(
+    holder: Arc<S>,
     epoch: u64,
     mut durable: watch::Receiver<u64>,
     out: mpsc::Sender<Frame>,
 ) -> Result<(), ReplicationError> {
+    let store = (*holder).as_ref();
     let sync = store.config().flush == FlushMode::Sync;
     let timeout = Duration::from_millis(store.config().sync_flush_timeout_ms);
     loop {

@@ -45,24 +45,25 @@ pub struct SourceConfig {
     pub read_timeout: Duration,
 }
 
-/// The master's side of one term (see the module doc).
-pub struct Source {
-    store: Arc<Store>,
+/// The master's side of one term (see the module doc), over what holds
+/// the master's store (`S`: the broker, or a bare store).
+pub struct Source<S> {
+    holder: Arc<S>,
     config: SourceConfig,
     /// The master's epoch file as it was when the term began.
     epochs: Vec<EpochEntry>,
     progress: Arc<Progress>,
 }
 
-impl Source {
+impl<S: AsRef<Store> + Send + Sync + 'static> Source<S> {
     pub fn new(
-        store: Arc<Store>,
+        holder: Arc<S>,
         config: SourceConfig,
         epochs: Vec<EpochEntry>,
         progress: Arc<Progress>,
-    ) -> Arc<Source> {
+    ) -> Arc<Source<S>> {
         Arc::new(Source {
-            store,
+            holder,
             config,
             epochs,
             progress,
@@ -73,13 +74,23 @@ impl Source {
         &self.progress
     }
 
+    fn store(&self) -> &Store {
+        (*self.holder).as_ref()
+    }
+
+    /// This term's epoch.
+    pub fn epoch(&self) -> u64 {
+        self.config.epoch
+    }
+
     /// Serve replicas on `listener`, and follow the master's log, until
     /// `stop` turns true (or its sender is dropped): then every stream
-    /// ends.
+    /// ends. A node that keeps its listener across terms accepts itself
+    /// and hands each connection to [`Source::stream`], running
+    /// [`Source::follow_log`] beside.
     pub async fn serve(self: Arc<Self>, listener: TcpListener, mut stop: watch::Receiver<bool>) {
         let mut tasks = JoinSet::new();
-        tasks.spawn(Arc::clone(&self).follow_own_log());
-        tasks.spawn(Arc::clone(&self).cap_readers());
+        tasks.spawn(Arc::clone(&self).follow_log());
         loop {
             tokio::select! {
                 accepted = listener.accept() => match accepted {
@@ -108,12 +119,22 @@ impl Source {
         tasks.shutdown().await;
     }
 
+    /// The master's own log, for the term: its durable end into the
+    /// progress, and the watermark as its readers' cap. Runs until
+    /// dropped.
+    pub async fn follow_log(self: Arc<Self>) {
+        tokio::join!(
+            Arc::clone(&self).follow_own_log(),
+            Arc::clone(&self).cap_readers()
+        );
+    }
+
     /// The master's own durable end, into the progress.
     async fn follow_own_log(self: Arc<Self>) {
         loop {
-            let flushed = self.store.listen_flushed();
-            let appended = self.store.listen_appended();
-            self.progress.master_durable(self.store.copied_durable());
+            let flushed = self.store().listen_flushed();
+            let appended = self.store().listen_appended();
+            self.progress.master_durable(self.store().copied_durable());
             // Either event may move it (a flush under sync, an append
             // under async); the timeout bounds a missed wake-up.
             let wait = tokio::time::timeout(self.config.heartbeat, async {
@@ -131,7 +152,7 @@ impl Source {
         let mut rx = self.progress.subscribe();
         loop {
             let hw = rx.borrow_and_update().high_watermark;
-            self.store.commit_log().set_high_watermark(hw);
+            self.store().commit_log().set_high_watermark(hw);
             if rx.changed().await.is_err() {
                 return;
             }
@@ -146,8 +167,8 @@ impl Source {
         }
     }
 
-    /// One replica's stream.
-    async fn stream(self: Arc<Self>, stream: TcpStream) -> Result<(), ReplicationError> {
+    /// One replica's stream, until it ends.
+    pub async fn stream(self: Arc<Self>, stream: TcpStream) -> Result<(), ReplicationError> {
         stream.set_nodelay(true)?;
         let (mut rd, mut wr) = stream.into_split();
         let deadline = self.config.handshake_timeout;
@@ -174,7 +195,7 @@ impl Source {
             .await;
             return Err(ReplicationError::Stranger { node_id, reason });
         }
-        let log = self.store.commit_log();
+        let log = self.store().commit_log();
         let epochs = Frame::Epochs {
             epoch: self.config.epoch,
             log_end: log.committed(),
@@ -264,12 +285,12 @@ impl Source {
         wr: &mut (impl tokio::io::AsyncWrite + Unpin),
     ) -> Result<(), ReplicationError> {
         let epoch = self.config.epoch;
-        let log = self.store.commit_log();
+        let log = self.store().commit_log();
         let mut hw_rx = self.progress.subscribe();
         let mut sent_hw = None;
         let mut pos = start;
         loop {
-            let appended = self.store.listen_appended();
+            let appended = self.store().listen_appended();
             if let Some(chunk) = log.read_for_copy(pos, DATA_MAX)? {
                 // A single entry larger than a frame goes in several;
                 // the replica puts them back together.

@@ -211,6 +211,15 @@ impl Store {
     }
 }
 
+/// A store is its own handle: code generic over what holds a store (the
+/// cluster's replication over a broker, or a bare store in tests) takes
+/// `AsRef<Store>`.
+impl AsRef<Store> for Store {
+    fn as_ref(&self) -> &Store {
+        self
+    }
+}
+
 impl Drop for Store {
     fn drop(&mut self) {
         // Threads hold `Arc<Inner>`; stop them so nothing outlives the store.
