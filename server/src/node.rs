@@ -45,7 +45,8 @@ pub struct Node {
     connections: Arc<ConnectionSlots>,
     metrics: Arc<Registry>,
     shutdown: Arc<watch::Sender<bool>>,
-    schedules: Mutex<Option<Schedules>>,
+    /// The running schedules and their stop signal.
+    schedules: Mutex<Option<(Schedules, watch::Sender<bool>)>>,
 }
 
 impl Node {
@@ -138,12 +139,18 @@ impl Node {
         let Some(broker) = self.ready.get() else {
             return;
         };
-        let started = schedules::start(
-            &broker,
-            tokio::runtime::Handle::current(),
-            self.shutdown.subscribe(),
-        );
-        *self.schedules.lock().unwrap_or_else(|e| e.into_inner()) = Some(started);
+        // Their own stop signal, which shutdown turns and so does
+        // `take_ready` (a cluster's node takes the broker back to open it
+        // again, and the threads hold it weakly till they stop).
+        let (stop, stop_rx) = watch::channel(*self.shutdown.borrow());
+        let mut shutdown = self.shutdown.subscribe();
+        let forward = stop.clone();
+        tokio::spawn(async move {
+            let _ = shutdown.wait_for(|s| *s).await;
+            let _ = forward.send(true);
+        });
+        let started = schedules::start(&broker, tokio::runtime::Handle::current(), stop_rx);
+        *self.schedules.lock().unwrap_or_else(|e| e.into_inner()) = Some((started, stop));
     }
 
     /// Stops the listeners and the schedules, and wakes long-polls.
@@ -165,7 +172,8 @@ impl Node {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .take();
-        if let Some(running) = running {
+        if let Some((running, stop)) = running {
+            let _ = stop.send(true);
             if let Err(e) = tokio::task::spawn_blocking(move || running.join()).await {
                 tracing::error!(error = %e, "joining the schedule threads failed");
             }

@@ -292,8 +292,9 @@ impl Runtime {
                 self.follow(held, &view).await?
             }
             Step::Waiting { until } => wake_at = Some(until),
-            Step::LostRace { holder: None } | Step::Ineligible | Step::SessionNotSafe => {
+            other @ (Step::LostRace { holder: None } | Step::Ineligible | Step::SessionNotSafe) => {
                 if matches!(self.current, Current::Master { .. }) {
+                    tracing::warn!(step = ?other, "no longer the master; stepping down");
                     self.step_down().await;
                 }
             }
