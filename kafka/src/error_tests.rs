@@ -992,9 +992,12 @@ fn every_refusal_has_its_code_and_message() {
             "resource type 9 is not a topic (2), the broker (4) or a group (32)",
         ),
         (
-            Refusal::Broker(B::ReplicationFactorImpossible { requested: 3 }),
+            Refusal::Broker(B::ReplicationFactorImpossible {
+                requested: 3,
+                nodes: 1,
+            }),
             ResponseError::InvalidReplicationFactor,
-            "replication factor 3 is impossible on a single node; use 1, or -1 or none for the default",
+            "replication factor 3 is impossible: 1 node(s) hold one copy each; use 1..=1, or -1 or none for the default",
         ),
         (
             Refusal::Broker(B::InvalidReplicaAssignment {
