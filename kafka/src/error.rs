@@ -430,6 +430,21 @@ pub fn coordinator_code(e: &BrokerError) -> i16 {
     }
 }
 
+/// The code of an admin API's refusal (a [`Refusal::Broker`]):
+/// [`broker_code`], except that a node that may not write is
+/// NOT_CONTROLLER: the admin clients send CreateTopics, DeleteTopics,
+/// CreatePartitions and the config changes to the controller Metadata
+/// names (the master), and on NOT_CONTROLLER refresh it and send again.
+pub fn controller_code(e: &BrokerError) -> i16 {
+    match e {
+        BrokerError::NotMaster { .. }
+        | BrokerError::Store {
+            source: StoreError::Replica,
+        } => ResponseError::NotController.code(),
+        e => broker_code(e),
+    }
+}
+
 /// UNKNOWN_SERVER_ERROR for a failure of `layer` (`"broker"` or
 /// `"store"`), logged at error.
 fn unknown(layer: &'static str, e: &dyn std::error::Error) -> ResponseError {
@@ -466,7 +481,7 @@ impl AdminResource {
 /// that resource's answer carries.
 #[derive(Debug, thiserror::Error)]
 pub enum Refusal {
-    /// The broker refused: [`broker_code`] and its message.
+    /// The broker refused: [`controller_code`] and its message.
     #[error("{0}")]
     Broker(#[from] BrokerError),
     /// Recovery has not finished: LEADER_NOT_AVAILABLE (retriable).
@@ -495,7 +510,7 @@ impl Refusal {
     /// The error code the resource's answer carries.
     pub fn code(&self) -> i16 {
         match self {
-            Refusal::Broker(e) => broker_code(e),
+            Refusal::Broker(e) => controller_code(e),
             Refusal::NotReady => ResponseError::LeaderNotAvailable.code(),
             Refusal::NotAuthorized { resource } => resource.code(),
             Refusal::UnknownBroker { .. }
