@@ -153,9 +153,12 @@ fn brokers(answer: &MetadataResponse) -> Vec<(i32, String, i32)> {
         .collect()
 }
 
-/// (error, leader, epoch, replicas, isr) of every partition of a
-/// Metadata answer.
-fn leaders(answer: &MetadataResponse) -> Vec<(i16, i32, i32, Vec<i32>, Vec<i32>)> {
+/// A partition as Metadata describes it: (error, leader, epoch,
+/// replicas, isr).
+type Led = (i16, i32, i32, Vec<i32>, Vec<i32>);
+
+/// Every partition of a Metadata answer.
+fn leaders(answer: &MetadataResponse) -> Vec<Led> {
     answer
         .topics
         .iter()
