@@ -11,7 +11,9 @@
 //! consumer learns its assignment's names so): an unknown id is
 //! UNKNOWN_TOPIC_ID, one the principal may not describe
 //! TOPIC_AUTHORIZATION_FAILED, both without a name, so an id leaks none.
-//! In a cluster with no master known (an election under way) every
+//! On a replica an unknown topic is not auto-created (the master
+//! creates): LEADER_NOT_AVAILABLE, as Kafka answers a topic being
+//! created. In a cluster with no master known (an election under way) every
 //! partition answers LEADER_NOT_AVAILABLE, leader -1, with its replicas
 //! and ISR: clients retry their metadata until a master is named.
 
@@ -22,6 +24,7 @@ use kafka_protocol::messages::metadata_response::{
 use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse};
 use kafka_protocol::protocol::StrBytes;
 use tidelog_broker::registry::Topic;
+use tidelog_broker::BrokerError;
 use uuid::Uuid;
 
 use super::cluster::Nodes;
@@ -98,6 +101,11 @@ pub async fn handle(ctx: &Context, version: i16, request: MetadataRequest) -> Me
                 topics.push(match found {
                     Ok(Some(topic)) => described(&topic),
                     Ok(None) => one.failed(version, ResponseError::UnknownTopicId.code()),
+                    // A replica cannot auto-create (a write): the code
+                    // Kafka answers while a topic is being created, so
+                    // the client asks again, and its asking the master
+                    // creates it.
+                    Err(BrokerError::NotMaster { .. }) => one.failed(version, NOT_READY),
                     Err(e) => one.failed(version, broker_code(&e)),
                 });
             }

@@ -216,6 +216,13 @@ async fn metadata_and_describe_cluster_name_the_live_nodes_and_the_master() {
         .collect();
     assert_eq!(named, expected_brokers);
 
+    // An unknown topic is not auto-created on a replica: the master
+    // creates it, once the client asks there.
+    let answer = metadata(&mut c, 12, &["new"]).await;
+    assert_eq!(answer.topics[0].error_code, LEADER_NOT_AVAILABLE);
+    let door = srv.broker.door(&tidelog_broker::Principal::Anonymous);
+    assert!(door.list_topics().iter().all(|t| &*t.name != "new"));
+
     // No master known (an election): no leader, no controller; the
     // partitions say so with a retriable code.
     gate.set(|s| s.master = None);
