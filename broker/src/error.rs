@@ -152,10 +152,10 @@ pub enum BrokerError {
         name: String,
         problem: DynamicConfigProblem,
     },
-    /// One node holds one copy: a topic's replication factor is 1 (-1 or
-    /// none asks for that default).
-    #[error("replication factor {requested} is impossible on a single node; use 1, or -1 or none for the default")]
-    ReplicationFactorImpossible { requested: i64 },
+    /// Each node holds one copy: a topic's replication factor is at most
+    /// the number of nodes, 1 alone (-1 or none asks for the default).
+    #[error("replication factor {requested} is impossible: {nodes} node(s) hold one copy each; use 1..={nodes}, or -1 or none for the default")]
+    ReplicationFactorImpossible { requested: i64, nodes: usize },
     /// A create's replica assignment this node cannot hold (Kafka's
     /// INVALID_REPLICA_ASSIGNMENT).
     #[error("invalid replica assignment: {reason}")]

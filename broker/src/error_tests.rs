@@ -826,7 +826,10 @@ fn every_variant() -> Vec<(BrokerError, ErrorKind)> {
             ErrorKind::ClientMistake,
         ),
         (
-            B::ReplicationFactorImpossible { requested: 3 },
+            B::ReplicationFactorImpossible {
+                requested: 3,
+                nodes: 1,
+            },
             ErrorKind::ClientMistake,
         ),
         (

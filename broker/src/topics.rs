@@ -225,9 +225,15 @@ impl Broker {
     /// overrides it would have.
     fn check_create(&self, request: CreateTopic) -> Result<(String, u32, Overrides), BrokerError> {
         names::validate_topic_name(&request.name)?;
+        // Every node of the group holds every topic (the cluster
+        // contract): a factor up to their number is what it holds anyway.
+        let nodes = self.cluster().map_or(1, |c| c.status().nodes.len().max(1));
         match request.replication_factor {
-            None | Some(1) | Some(-1) => {}
-            Some(requested) => return Err(BrokerError::ReplicationFactorImpossible { requested }),
+            None | Some(-1) => {}
+            Some(n) if n >= 1 && u64::try_from(n).is_ok_and(|n| n <= nodes as u64) => {}
+            Some(requested) => {
+                return Err(BrokerError::ReplicationFactorImpossible { requested, nodes })
+            }
         }
         let assigned = check_assignment(&request)?;
         let partitions = match (assigned, request.partitions) {

@@ -414,6 +414,37 @@ pub fn broker_code(e: &BrokerError) -> i16 {
     code.code()
 }
 
+/// The code of a group or transaction coordinator's refusal:
+/// [`broker_code`], except that a node that may not write (a replica, or
+/// a master past its lease's margin: `NotMaster`, or the store's own
+/// refusal beneath) is NOT_COORDINATOR, the code Kafka clients look for
+/// the coordinator again on; NOT_LEADER_OR_FOLLOWER is a partition's
+/// answer, not one a coordinator call expects.
+pub fn coordinator_code(e: &BrokerError) -> i16 {
+    match e {
+        BrokerError::NotMaster { .. }
+        | BrokerError::Store {
+            source: StoreError::Replica,
+        } => ResponseError::NotCoordinator.code(),
+        e => broker_code(e),
+    }
+}
+
+/// The code of an admin API's refusal (a [`Refusal::Broker`]):
+/// [`broker_code`], except that a node that may not write is
+/// NOT_CONTROLLER: the admin clients send CreateTopics, DeleteTopics,
+/// CreatePartitions and the config changes to the controller Metadata
+/// names (the master), and on NOT_CONTROLLER refresh it and send again.
+pub fn controller_code(e: &BrokerError) -> i16 {
+    match e {
+        BrokerError::NotMaster { .. }
+        | BrokerError::Store {
+            source: StoreError::Replica,
+        } => ResponseError::NotController.code(),
+        e => broker_code(e),
+    }
+}
+
 /// UNKNOWN_SERVER_ERROR for a failure of `layer` (`"broker"` or
 /// `"store"`), logged at error.
 fn unknown(layer: &'static str, e: &dyn std::error::Error) -> ResponseError {
@@ -450,7 +481,7 @@ impl AdminResource {
 /// that resource's answer carries.
 #[derive(Debug, thiserror::Error)]
 pub enum Refusal {
-    /// The broker refused: [`broker_code`] and its message.
+    /// The broker refused: [`controller_code`] and its message.
     #[error("{0}")]
     Broker(#[from] BrokerError),
     /// Recovery has not finished: LEADER_NOT_AVAILABLE (retriable).
@@ -479,7 +510,7 @@ impl Refusal {
     /// The error code the resource's answer carries.
     pub fn code(&self) -> i16 {
         match self {
-            Refusal::Broker(e) => broker_code(e),
+            Refusal::Broker(e) => controller_code(e),
             Refusal::NotReady => ResponseError::LeaderNotAvailable.code(),
             Refusal::NotAuthorized { resource } => resource.code(),
             Refusal::UnknownBroker { .. }
@@ -494,13 +525,14 @@ impl Refusal {
 #[path = "error_tests.rs"]
 mod tests;
 
-/// A transaction call's refusal as Kafka answers it (InitProducerId,
-/// AddPartitionsToTxn, EndTxn).
+/// A transaction coordinator call's refusal as Kafka answers it
+/// (InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn,
+/// TxnOffsetCommit): a broker's refusal as [`coordinator_code`].
 pub fn txn_error_code(e: &tidelog_broker::transactions::service::TxnError) -> i16 {
     use tidelog_broker::transactions::service::TxnError;
     match e {
         TxnError::Refused(r) => txn_refusal_code(r, ResponseError::ProducerFenced),
-        TxnError::Broker(b) => broker_code(b),
+        TxnError::Broker(b) => coordinator_code(b),
     }
 }
 

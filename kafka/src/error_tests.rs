@@ -992,9 +992,12 @@ fn every_refusal_has_its_code_and_message() {
             "resource type 9 is not a topic (2), the broker (4) or a group (32)",
         ),
         (
-            Refusal::Broker(B::ReplicationFactorImpossible { requested: 3 }),
+            Refusal::Broker(B::ReplicationFactorImpossible {
+                requested: 3,
+                nodes: 1,
+            }),
             ResponseError::InvalidReplicationFactor,
-            "replication factor 3 is impossible on a single node; use 1, or -1 or none for the default",
+            "replication factor 3 is impossible: 1 node(s) hold one copy each; use 1..=1, or -1 or none for the default",
         ),
         (
             Refusal::Broker(B::InvalidReplicaAssignment {
@@ -1060,4 +1063,43 @@ fn store_refusals_are_kafka_storage_error() {
             "{text}"
         );
     }
+}
+
+/// A node of a cluster that may not write (a replica, or a master past
+/// its lease's margin, as the door or the store beneath says it) answers
+/// each kind of API the code its clients look for the master again on:
+/// a partition's NOT_LEADER_OR_FOLLOWER, a coordinator's NOT_COORDINATOR,
+/// an admin API's NOT_CONTROLLER; any other refusal keeps its code.
+#[test]
+fn not_the_master_is_each_api_kinds_own_code() {
+    let refusals = [
+        B::NotMaster { master: Some(1) },
+        B::NotMaster { master: None },
+        B::Store {
+            source: StoreError::Replica,
+        },
+    ];
+    for e in &refusals {
+        assert_eq!(
+            broker_code(e),
+            ResponseError::NotLeaderOrFollower.code(),
+            "{e}"
+        );
+        assert_eq!(
+            coordinator_code(e),
+            ResponseError::NotCoordinator.code(),
+            "{e}"
+        );
+        assert_eq!(
+            controller_code(e),
+            ResponseError::NotController.code(),
+            "{e}"
+        );
+    }
+    let txn =
+        tidelog_broker::transactions::service::TxnError::Broker(B::NotMaster { master: Some(1) });
+    assert_eq!(txn_error_code(&txn), ResponseError::NotCoordinator.code());
+    let other = B::UnknownGroup { group: s("g") };
+    assert_eq!(coordinator_code(&other), broker_code(&other));
+    assert_eq!(controller_code(&other), broker_code(&other));
 }

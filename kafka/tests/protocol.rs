@@ -51,6 +51,9 @@ mod transactions;
 // Transactions' records read at both isolation levels, likewise.
 #[path = "protocol/read_committed.rs"]
 mod read_committed;
+// The APIs on a node of a cluster (a gate the test sets), likewise.
+#[path = "protocol/cluster.rs"]
+mod cluster;
 
 const MAX_REQUEST_BYTES: u64 = 1 << 20;
 

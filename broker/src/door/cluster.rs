@@ -1,8 +1,9 @@
 //! The door's calls about the node and its groups as an operator sees
-//! them: the cluster id and static settings (Metadata, DescribeCluster,
-//! DescribeConfigs of the broker), the node's counters (the stats route),
-//! a partition's share of the disk, the operator's view of a group (with
-//! lag), and a tiering round on request.
+//! them: the cluster id, the cluster's status and static settings
+//! (Metadata, DescribeCluster, DescribeConfigs of the broker), the
+//! node's counters (the stats route), a partition's share of the disk,
+//! the operator's view of a group (with lag), and a tiering round on
+//! request.
 //!
 //! They are the door's like every other call, so their ACL check
 //! (DESCRIBE on the cluster for the counters, DESCRIBE_CONFIGS for the
@@ -14,6 +15,7 @@
 
 use tidelog_security::acl::{Operation, Resource};
 
+use crate::cluster::ClusterStatus;
 use crate::config::BrokerConfig;
 use crate::dynamic_configs::{ChangesOfValues, Described, Scope, Values};
 use crate::error::BrokerError;
@@ -29,6 +31,14 @@ impl Door {
     /// The cluster id Metadata, DescribeCluster and the v3 routes name.
     pub fn cluster_id(&self) -> &str {
         self.broker().cluster_id()
+    }
+
+    /// The cluster as this node sees it, `None` for a single node: the
+    /// master, its epoch and the live nodes Kafka's Metadata,
+    /// DescribeCluster and FindCoordinator name. No check, as for the
+    /// cluster id: Kafka tells every client its brokers.
+    pub fn cluster_status(&self) -> Option<ClusterStatus> {
+        self.broker().cluster().map(|gate| gate.status())
     }
 
     /// The broker's static settings, as DescribeConfigs shows them:

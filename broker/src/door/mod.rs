@@ -231,6 +231,11 @@ impl Door {
         // Auto-creation needs CREATE as a create does; without it the
         // client may still learn of a topic that exists.
         let may_create = client_allows_create && self.allow_create(name).is_ok();
+        // A replica creates nothing (the master does, when asked): a
+        // topic it would auto-create is NotMaster, as every write is.
+        if may_create && self.broker.registry.get(name).is_none() {
+            self.broker.check_master()?;
+        }
         self.broker
             .metadata_topic(&self.who, name, may_create)
             .await

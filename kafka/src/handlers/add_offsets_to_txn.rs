@@ -6,13 +6,14 @@
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse};
 
+use super::cluster::coordinator;
 use crate::context::Context;
 use crate::error::txn_error_code;
 
 pub async fn handle(ctx: &Context, request: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse {
-    let Some(door) = ctx.door() else {
-        return AddOffsetsToTxnResponse::default()
-            .with_error_code(ResponseError::CoordinatorLoadInProgress.code());
+    let door = match coordinator(ctx, ResponseError::CoordinatorLoadInProgress.code()) {
+        Ok(door) => door,
+        Err(code) => return AddOffsetsToTxnResponse::default().with_error_code(code),
     };
     let done = door
         .add_offsets_to_txn(

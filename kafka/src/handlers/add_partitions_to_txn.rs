@@ -16,6 +16,7 @@ use kafka_protocol::messages::add_partitions_to_txn_response::{
 use kafka_protocol::messages::{AddPartitionsToTxnRequest, AddPartitionsToTxnResponse};
 use tidelog_broker::BrokerError;
 
+use super::cluster::coordinator;
 use crate::context::Context;
 use crate::error::txn_error_code;
 
@@ -35,9 +36,9 @@ pub async fn handle(
         .collect();
     // Every partition's code: the one failing partition's own, the rest
     // not attempted; or one code for all.
-    let codes: Vec<i16> = match ctx.door() {
-        None => vec![ResponseError::CoordinatorLoadInProgress.code(); asked.len()],
-        Some(door) => {
+    let codes: Vec<i16> = match coordinator(ctx, ResponseError::CoordinatorLoadInProgress.code()) {
+        Err(code) => vec![code; asked.len()],
+        Ok(door) => {
             let missing = asked
                 .iter()
                 .position(|(topic, partition, _)| !door.partition_exists(topic, *partition));

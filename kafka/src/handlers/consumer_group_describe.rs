@@ -21,6 +21,7 @@ use tidelog_broker::names::validate_group_name;
 use tidelog_broker::security::acl::Resource;
 use tidelog_broker::Door;
 
+use super::cluster::coordinator;
 use super::{authorized, group, topic_name};
 use crate::context::Context;
 use crate::error::broker_code;
@@ -29,12 +30,21 @@ pub fn handle(
     ctx: &Context,
     request: ConsumerGroupDescribeRequest,
 ) -> ConsumerGroupDescribeResponse {
-    let door = ctx.door();
+    // Not the coordinator (or not ready): every group answers so.
+    let (door, not_served) = match coordinator(ctx, group::NOT_READY) {
+        Ok(door) => (Some(door), group::NOT_READY),
+        Err(code) => (None, code),
+    };
     let groups = request
         .group_ids
         .into_iter()
         .map(|id| {
-            let described = describe(door.as_ref(), id);
+            let described = match &door {
+                Some(door) => describe(door, id),
+                None => DescribedGroup::default()
+                    .with_group_id(id)
+                    .with_error_code(not_served),
+            };
             match &door {
                 Some(door) if described.error_code == 0 => {
                     let group = Resource::group(described.group_id.0.as_str());
@@ -48,16 +58,13 @@ pub fn handle(
     ConsumerGroupDescribeResponse::default().with_groups(groups)
 }
 
-fn describe(door: Option<&Door>, id: GroupId) -> DescribedGroup {
+fn describe(door: &Door, id: GroupId) -> DescribedGroup {
     let answer = DescribedGroup::default().with_group_id(id.clone());
     let refused = |code: i16, message: String| {
         answer
             .clone()
             .with_error_code(code)
             .with_error_message(Some(StrBytes::from_string(message)))
-    };
-    let Some(door) = door else {
-        return answer.with_error_code(group::NOT_READY);
     };
     let name = id.0.as_str();
     if let Err(e) = validate_group_name(name) {

@@ -17,9 +17,10 @@ use kafka_protocol::protocol::StrBytes;
 use tidelog_broker::coordinator::consumer::Partitions;
 use tidelog_broker::coordinator::Heartbeat;
 
+use super::cluster::coordinator;
 use super::group;
 use crate::context::Context;
-use crate::error::broker_code;
+use crate::error::coordinator_code;
 
 pub fn handle(
     ctx: &Context,
@@ -29,8 +30,9 @@ pub fn handle(
     request: ConsumerGroupHeartbeatRequest,
 ) -> ConsumerGroupHeartbeatResponse {
     let answer = ConsumerGroupHeartbeatResponse::default();
-    let Some(door) = ctx.door() else {
-        return answer.with_error_code(group::NOT_READY);
+    let door = match coordinator(ctx, group::NOT_READY) {
+        Ok(door) => door,
+        Err(code) => return answer.with_error_code(code),
     };
     let refused = |code: i16, message: String| {
         answer
@@ -77,7 +79,7 @@ pub fn handle(
                 i32::try_from(beat.heartbeat_interval_ms).unwrap_or(i32::MAX),
             )
             .with_assignment(beat.assignment.map(assignment)),
-        Err(e) => refused(broker_code(&e), e.to_string()),
+        Err(e) => refused(coordinator_code(&e), e.to_string()),
     }
 }
 

@@ -2,7 +2,9 @@
 //! `Broker::create_topic_as`, whose rules are the HTTP admin API's too
 //! (`tidelog_broker::topics`), its own error code per topic:
 //! `num_partitions` −1 is the broker's `default_partitions`; a replication
-//! factor other than 1 or −1 is INVALID_REPLICATION_FACTOR (one node); a
+//! factor other than −1 or 1..=the number of nodes (1 alone) is
+//! INVALID_REPLICATION_FACTOR, and a topic created answers (v5+) the
+//! factor it has: every node holds every topic (`super::cluster`); a
 //! manual replica assignment may name only this broker (id 0), once a
 //! partition, for partitions 0..n (else INVALID_REPLICA_ASSIGNMENT), and
 //! makes n partitions. `validate_only` checks
@@ -22,6 +24,7 @@ use tidelog_broker::Door;
 use uuid::Uuid;
 
 use super::admin;
+use super::cluster::Nodes;
 use super::configs::source_code;
 use crate::context::Context;
 use crate::error::Refusal;
@@ -33,6 +36,8 @@ pub async fn handle(
     request: CreateTopicsRequest,
 ) -> CreateTopicsResponse {
     let door = ctx.door();
+    let replicas = Nodes::of(door.as_ref()).replicas().len();
+    let factor = i16::try_from(replicas).unwrap_or(i16::MAX);
     let mut topics = Vec::with_capacity(request.topics.len());
     for topic in request.topics {
         let name = topic.name.0.to_string();
@@ -46,7 +51,7 @@ pub async fn handle(
             Ok(created) => {
                 tracing::info!(topic = %name, partitions = created.1, validate_only = request.validate_only, "CreateTopics");
                 let defaults = door.as_ref().map(Door::topic_defaults).unwrap_or_default();
-                answer(result, version, &defaults, created)
+                answer(result, version, &defaults, factor, created)
             }
             Err(refusal) => result
                 .with_error_code(refusal.code())
@@ -96,6 +101,7 @@ fn answer(
     result: CreatableTopicResult,
     version: i16,
     defaults: &Defaults,
+    replication_factor: i16,
     (id, partitions, overrides): Created,
 ) -> CreatableTopicResult {
     let result = result.with_topic_id(id.unwrap_or_default());
@@ -113,6 +119,6 @@ fn answer(
         .collect();
     result
         .with_num_partitions(i32::try_from(partitions).unwrap_or(i32::MAX))
-        .with_replication_factor(1)
+        .with_replication_factor(replication_factor)
         .with_configs(Some(configs))
 }

@@ -20,9 +20,10 @@ use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse};
 use tidelog_broker::BrokerError;
 
 use super::admin::{self, Gate};
+use super::cluster::coordinator;
 use super::group;
 use crate::context::Context;
-use crate::error::broker_code;
+use crate::error::coordinator_code;
 
 pub async fn handle(
     ctx: &Context,
@@ -35,16 +36,19 @@ pub async fn handle(
         if !seen.insert(name.clone()) {
             continue;
         }
-        let code = match (gate.refusal(admin::GROUP), ctx.door()) {
+        let code = match (
+            gate.refusal(admin::GROUP),
+            coordinator(ctx, group::NOT_READY),
+        ) {
             (Some(refusal), _) => refusal.code(),
-            (None, None) => group::NOT_READY,
-            (None, Some(door)) => match door.delete_group(name.0.as_str()).await {
+            (None, Err(code)) => code,
+            (None, Ok(door)) => match door.delete_group(name.0.as_str()).await {
                 Ok(()) => 0,
                 Err(e @ BrokerError::GroupHasMembers { .. }) => {
                     tracing::debug!(error = %e, "group delete refused");
                     ResponseError::NonEmptyGroup.code()
                 }
-                Err(e) => broker_code(&e),
+                Err(e) => coordinator_code(&e),
             },
         };
         results.push(

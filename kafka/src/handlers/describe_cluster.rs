@@ -1,5 +1,7 @@
-//! DescribeCluster (60): the one broker (node 0 at the advertised host
-//! and port, as Metadata names it), controller 0, `cluster_id`. v1's
+//! DescribeCluster (60): the brokers and the controller as Metadata names
+//! them (`super::cluster`: node 0 at the listener's host and port, the
+//! controller, alone; the live nodes, the master the controller (-1
+//! while none is known), in a cluster), `cluster_id`. v1's
 //! endpoint type must be 1 (brokers); tidelog has no controller
 //! endpoints, so 2 is UNSUPPORTED_ENDPOINT_TYPE.
 
@@ -7,8 +9,8 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
 use kafka_protocol::protocol::StrBytes;
-use tidelog_broker::topics::NODE_ID;
 
+use super::cluster::Nodes;
 use super::{authorized, NOT_READY};
 use crate::context::Context;
 use tidelog_broker::security::acl::Resource;
@@ -35,6 +37,17 @@ pub fn handle(
     let Some(door) = ctx.door() else {
         return answer.with_error_code(NOT_READY);
     };
+    let nodes = Nodes::of(Some(&door));
+    let brokers = nodes
+        .brokers(ctx)
+        .into_iter()
+        .map(|b| {
+            DescribeClusterBroker::default()
+                .with_broker_id(BrokerId(b.id))
+                .with_host(StrBytes::from_string(b.host))
+                .with_port(b.port)
+        })
+        .collect();
     answer
         .with_cluster_authorized_operations(authorized::of(
             &door,
@@ -42,9 +55,6 @@ pub fn handle(
             request.include_cluster_authorized_operations,
         ))
         .with_cluster_id(StrBytes::from_string(door.cluster_id().to_owned()))
-        .with_controller_id(BrokerId(NODE_ID))
-        .with_brokers(vec![DescribeClusterBroker::default()
-            .with_broker_id(BrokerId(NODE_ID))
-            .with_host(StrBytes::from_string(ctx.host.clone()))
-            .with_port(ctx.port)])
+        .with_controller_id(BrokerId(nodes.master_id(ctx)))
+        .with_brokers(brokers)
 }

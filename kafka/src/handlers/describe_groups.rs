@@ -22,6 +22,7 @@ use tidelog_broker::coordinator::{
 use tidelog_broker::names::validate_group_name;
 use tidelog_broker::Door;
 
+use super::cluster::coordinator;
 use super::list_groups::protocol_type;
 use super::{authorized, group};
 use crate::context::Context;
@@ -33,13 +34,22 @@ pub fn handle(
     version: i16,
     request: DescribeGroupsRequest,
 ) -> DescribeGroupsResponse {
-    let door = ctx.door();
+    // Not the coordinator (or not ready): every group answers so.
+    let (door, not_served) = match coordinator(ctx, group::NOT_READY) {
+        Ok(door) => (Some(door), group::NOT_READY),
+        Err(code) => (None, code),
+    };
     let operations = version >= 3 && request.include_authorized_operations;
     let groups = request
         .groups
         .into_iter()
         .map(|id| {
-            let described = describe(door.as_ref(), version, id);
+            let described = match &door {
+                Some(door) => describe(door, version, id),
+                None => DescribedGroup::default()
+                    .with_group_id(id)
+                    .with_error_code(not_served),
+            };
             match &door {
                 Some(door) if described.error_code == 0 => {
                     let group = Resource::group(described.group_id.0.as_str());
@@ -53,11 +63,8 @@ pub fn handle(
     DescribeGroupsResponse::default().with_groups(groups)
 }
 
-fn describe(door: Option<&Door>, version: i16, id: GroupId) -> DescribedGroup {
+fn describe(door: &Door, version: i16, id: GroupId) -> DescribedGroup {
     let answer = DescribedGroup::default().with_group_id(id.clone());
-    let Some(door) = door else {
-        return answer.with_error_code(group::NOT_READY);
-    };
     let name = id.0.as_str();
     if let Err(e) = validate_group_name(name) {
         return answer.with_error_code(broker_code(&e));

@@ -2,7 +2,8 @@
 //! state, timeout, start, producer id and epoch, and the partitions of
 //! its open transaction; TRANSACTIONAL_ID_AUTHORIZATION_FAILED without
 //! DESCRIBE on it, TRANSACTIONAL_ID_NOT_FOUND for an id the coordinator
-//! does not have.
+//! does not have; NOT_COORDINATOR for every id on a node of a cluster
+//! that is not the master.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_transactions_response::{TopicData, TransactionState};
@@ -12,6 +13,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use tidelog_broker::door::DescribeRefusal;
 
+use super::cluster::coordinator;
 use crate::context::Context;
 
 pub fn handle(ctx: &Context, request: DescribeTransactionsRequest) -> DescribeTransactionsResponse {
@@ -20,21 +22,22 @@ pub fn handle(ctx: &Context, request: DescribeTransactionsRequest) -> DescribeTr
         .iter()
         .map(|id| id.0.to_string())
         .collect();
-    let answers: Vec<Result<_, i16>> = match ctx.door() {
-        None => vec![Err(ResponseError::CoordinatorLoadInProgress.code()); ids.len()],
-        Some(door) => door
-            .describe_transactions(&ids)
-            .into_iter()
-            .map(|r| {
-                r.map_err(|why| match why {
-                    DescribeRefusal::NotAuthorized => {
-                        ResponseError::TransactionalIdAuthorizationFailed.code()
-                    }
-                    DescribeRefusal::NotFound => ResponseError::TransactionalIdNotFound.code(),
+    let answers: Vec<Result<_, i16>> =
+        match coordinator(ctx, ResponseError::CoordinatorLoadInProgress.code()) {
+            Err(code) => vec![Err(code); ids.len()],
+            Ok(door) => door
+                .describe_transactions(&ids)
+                .into_iter()
+                .map(|r| {
+                    r.map_err(|why| match why {
+                        DescribeRefusal::NotAuthorized => {
+                            ResponseError::TransactionalIdAuthorizationFailed.code()
+                        }
+                        DescribeRefusal::NotFound => ResponseError::TransactionalIdNotFound.code(),
+                    })
                 })
-            })
-            .collect(),
-    };
+                .collect(),
+        };
     let states = request
         .transactional_ids
         .into_iter()

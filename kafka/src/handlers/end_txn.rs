@@ -5,13 +5,14 @@
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{EndTxnRequest, EndTxnResponse};
 
+use super::cluster::coordinator;
 use crate::context::Context;
 use crate::error::txn_error_code;
 
 pub async fn handle(ctx: &Context, request: EndTxnRequest) -> EndTxnResponse {
-    let Some(door) = ctx.door() else {
-        return EndTxnResponse::default()
-            .with_error_code(ResponseError::CoordinatorLoadInProgress.code());
+    let door = match coordinator(ctx, ResponseError::CoordinatorLoadInProgress.code()) {
+        Ok(door) => door,
+        Err(code) => return EndTxnResponse::default().with_error_code(code),
     };
     let done = door
         .end_txn(

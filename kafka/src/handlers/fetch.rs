@@ -14,7 +14,13 @@
 //! `partition_max_bytes` bound what is read, but a partition's first
 //! record comes back even when larger (as Kafka returns its first batch);
 //! `max_wait_ms` is capped at [`MAX_WAIT_MS`]; a session id or epoch is
-//! ignored (answered as a full fetch, session id 0).
+//! ignored (answered as a full fetch, session id 0). In a cluster only
+//! the master serves fetches (clients fetch from the leader; there is no
+//! follower fetching): a replica answers NOT_LEADER_OR_FOLLOWER per
+//! partition, and a `current_leader_epoch` (v9+) other than the
+//! cluster's FENCED_LEADER_EPOCH (older) or UNKNOWN_LEADER_EPOCH (newer),
+//! as Kafka's leader checks it (`super::cluster`); alone it is ignored,
+//! as it always was.
 //!
 //! Bounds on what one fetch makes the server hold:
 //! * `max_bytes` is capped by `kafka.fetch_max_bytes` (Kafka's broker
@@ -54,6 +60,7 @@ use tidelog_broker::store::{ReadSink, StoredRecord};
 use tidelog_broker::topic_config::{CompressionType, TimestampType};
 use tidelog_runtime::budget::{ByteBudget, Reservation};
 
+use super::cluster::Nodes;
 use super::partition_ref;
 use crate::context::Context;
 use crate::error::broker_code;
@@ -82,6 +89,7 @@ struct Asked {
 /// dropped once the answer is written.
 pub async fn handle(ctx: &Context, request: FetchRequest) -> (FetchResponse, Reservation) {
     let door = ctx.door();
+    let nodes = Nodes::of(door.as_ref());
     let committed = request.isolation_level == 1;
     let mut topics = Vec::with_capacity(request.topics.len());
     let mut asked: Vec<Asked> = Vec::new();
@@ -97,7 +105,8 @@ pub async fn handle(ctx: &Context, request: FetchRequest) -> (FetchResponse, Res
                 continue;
             }
             seen.insert((name.to_owned(), p.partition), asked.len());
-            let part = partition_ref(door.as_ref(), name, p.partition);
+            let part = partition_ref(door.as_ref(), name, p.partition)
+                .and_then(|part| nodes.leader_check(p.current_leader_epoch).map(|()| part));
             asked.push(Asked {
                 topic: t,
                 index: p.partition,

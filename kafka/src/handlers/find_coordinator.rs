@@ -1,5 +1,7 @@
-//! FindCoordinator (10): this broker coordinates every group and every
-//! transactional id. v0-3 ask for one key, v4 for a batch
+//! FindCoordinator (10): the master coordinates every group and every
+//! transactional id (`super::cluster`: this broker alone; the master, not
+//! this node, in a cluster, and COORDINATOR_NOT_AVAILABLE, retriable,
+//! while no master is known). v0-3 ask for one key, v4 for a batch
 //! (`coordinator_keys`), each answered on its own. A group key (type 0)
 //! that breaks the group-name rule is INVALID_GROUP_ID; a transaction key
 //! (type 1) must not be empty (INVALID_REQUEST); another key type is
@@ -11,6 +13,7 @@ use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinator
 use kafka_protocol::protocol::StrBytes;
 use tidelog_broker::names::validate_group_name;
 
+use super::cluster::{Endpoint, Nodes};
 use crate::context::Context;
 use crate::error::broker_code;
 use tidelog_broker::security::acl::{Operation, Resource};
@@ -65,39 +68,55 @@ pub fn handle(
             Err(e) => (broker_code(&e), Some(e.to_string())),
         }
     };
-    let host = StrBytes::from_string(ctx.host.clone());
+    // The key's own checks first, then who coordinates it: every key the
+    // same node, the master.
+    let master = Nodes::of(door.as_ref()).master(ctx);
+    let found = |key: &str| -> Result<Endpoint, (i16, Option<String>)> {
+        match (answer(key), &master) {
+            ((0, _), Some(master)) => Ok(master.clone()),
+            ((0, _), None) => Err((
+                ResponseError::CoordinatorNotAvailable.code(),
+                Some("no master is known in the cluster yet".into()),
+            )),
+            (refused, _) => Err(refused),
+        }
+    };
     if version >= 4 {
         let coordinators = request
             .coordinator_keys
             .iter()
             .map(|key| {
-                let (code, message) = answer(key.as_str());
-                let found = code == 0;
-                Coordinator::default()
-                    .with_key(key.clone())
-                    .with_node_id(BrokerId(if found { 0 } else { -1 }))
-                    .with_host(if found {
-                        host.clone()
-                    } else {
-                        StrBytes::default()
-                    })
-                    .with_port(if found { ctx.port } else { -1 })
-                    .with_error_code(code)
-                    .with_error_message(message.map(StrBytes::from_string))
+                let coordinator = Coordinator::default().with_key(key.clone());
+                match found(key.as_str()) {
+                    Ok(at) => coordinator
+                        .with_node_id(BrokerId(at.id))
+                        .with_host(StrBytes::from_string(at.host))
+                        .with_port(at.port),
+                    Err((code, message)) => coordinator
+                        .with_node_id(BrokerId(-1))
+                        .with_host(StrBytes::default())
+                        .with_port(-1)
+                        .with_error_code(code)
+                        .with_error_message(message.map(StrBytes::from_string)),
+                }
             })
             .collect();
         return FindCoordinatorResponse::default().with_coordinators(coordinators);
     }
-    let (code, message) = answer(request.key.as_str());
-    let found = code == 0;
-    FindCoordinatorResponse::default()
-        .with_error_code(code)
-        .with_error_message(if version >= 1 {
-            message.map(StrBytes::from_string)
-        } else {
-            None
-        })
-        .with_node_id(BrokerId(if found { 0 } else { -1 }))
-        .with_host(if found { host } else { StrBytes::default() })
-        .with_port(if found { ctx.port } else { -1 })
+    match found(request.key.as_str()) {
+        Ok(at) => FindCoordinatorResponse::default()
+            .with_node_id(BrokerId(at.id))
+            .with_host(StrBytes::from_string(at.host))
+            .with_port(at.port),
+        Err((code, message)) => FindCoordinatorResponse::default()
+            .with_error_code(code)
+            .with_error_message(if version >= 1 {
+                message.map(StrBytes::from_string)
+            } else {
+                None
+            })
+            .with_node_id(BrokerId(-1))
+            .with_host(StrBytes::default())
+            .with_port(-1),
+    }
 }

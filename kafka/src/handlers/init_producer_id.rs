@@ -12,12 +12,18 @@
 //!   UNKNOWN_PRODUCER_ID or OUT_OF_ORDER_SEQUENCE_NUMBER): the same id at
 //!   the next epoch, so its older batches are refused. An id this data dir
 //!   never handed out gets a new one. v0-2 always get a new id.
+//! * With a transactional id on a node of a cluster that is not the
+//!   master: NOT_COORDINATOR (the client finds the coordinator again).
+//!   Without one, the id is handed out by the master too (a durable
+//!   write): elsewhere NOT_LEADER_OR_FOLLOWER, retriable, which the
+//!   clients retry on another broker.
 //! * Before recovery ends: COORDINATOR_LOAD_IN_PROGRESS (retriable), as
 //!   Kafka's transaction coordinator answers while it loads.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 
+use super::cluster::coordinating;
 use crate::context::Context;
 use crate::error::{broker_code, txn_error_code};
 
@@ -43,6 +49,10 @@ pub async fn handle(
         .as_ref()
         .filter(|id| !id.0.is_empty())
     {
+        let door = match coordinating(door) {
+            Ok(door) => door,
+            Err(code) => return refused(code),
+        };
         let answer = door
             .init_transactional_producer(
                 id.0.to_string(),

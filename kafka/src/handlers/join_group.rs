@@ -17,9 +17,10 @@ use tidelog_broker::coordinator::{JoinRequest, JoinResponse, MemberProtocol};
 use tidelog_broker::door::groups::{JoinAnswer, NotJoined};
 use tidelog_broker::BrokerError;
 
+use super::cluster::coordinator;
 use super::group;
 use crate::context::Context;
-use crate::error::broker_code;
+use crate::error::coordinator_code;
 
 /// Who sent the request: the header's client id and the peer's address.
 pub struct Caller<'a> {
@@ -33,8 +34,9 @@ pub async fn handle(
     caller: Caller<'_>,
     request: JoinGroupRequest,
 ) -> JoinGroupResponse {
-    let Some(door) = ctx.door() else {
-        return failed(group::NOT_READY, "");
+    let door = match coordinator(ctx, group::NOT_READY) {
+        Ok(door) => door,
+        Err(code) => return failed(code, ""),
     };
     let group_id = request.group_id.0.as_str();
     let Ok(session_timeout_ms) = u64::try_from(request.session_timeout_ms) else {
@@ -67,14 +69,14 @@ pub async fn handle(
             let code = match why {
                 NotJoined::TimedOut => ResponseError::RebalanceInProgress.code(),
                 NotJoined::Stopping => group::STOPPING,
-                NotJoined::Refused(e) => broker_code(&e),
+                NotJoined::Refused(e) => coordinator_code(&e),
             };
             failed(code, &member_id)
         }
         Err(BrokerError::MemberIdRequired { member_id, .. }) => {
             failed(ResponseError::MemberIdRequired.code(), &member_id)
         }
-        Err(e) => failed(broker_code(&e), request.member_id.as_str()),
+        Err(e) => failed(coordinator_code(&e), request.member_id.as_str()),
     }
 }
 

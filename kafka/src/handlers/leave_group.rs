@@ -8,13 +8,15 @@ use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
 use kafka_protocol::error::ResponseError;
 use tidelog_broker::security::acl::{Operation, Resource};
 
+use super::cluster::coordinator;
 use super::group;
 use crate::context::Context;
-use crate::error::broker_code;
+use crate::error::coordinator_code;
 
 pub fn handle(ctx: &Context, version: i16, request: LeaveGroupRequest) -> LeaveGroupResponse {
-    let Some(door) = ctx.door() else {
-        return LeaveGroupResponse::default().with_error_code(group::NOT_READY);
+    let door = match coordinator(ctx, group::NOT_READY) {
+        Ok(door) => door,
+        Err(code) => return LeaveGroupResponse::default().with_error_code(code),
     };
     let group_id = request.group_id.0.as_str();
     // Kafka answers a group it may not READ with the request's own code.
@@ -25,7 +27,7 @@ pub fn handle(ctx: &Context, version: i16, request: LeaveGroupRequest) -> LeaveG
     let leave = |member_id: Option<&str>, instance_id: Option<&str>| -> i16 {
         match door.leave_group(group_id, member_id, instance_id) {
             Ok(()) => 0,
-            Err(e) => broker_code(&e),
+            Err(e) => coordinator_code(&e),
         }
     };
     if version < 3 {

@@ -4,13 +4,16 @@
 //! case, as Kafka does) and by type from v5 (KIP-848: `classic` or
 //! `consumer`, likewise). A Kafka group's protocol type is `consumer`
 //! (a KIP-848 group's too), an HTTP group's `http`, an offsets-only
-//! group's empty.
+//! group's empty. In a cluster only the master coordinates groups, so a
+//! replica lists none, as a Kafka broker lists only the groups it
+//! coordinates (admin clients ask every broker and merge the lists).
 
 use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
 use kafka_protocol::protocol::StrBytes;
 use tidelog_broker::coordinator::ProtocolKind;
 
+use super::cluster::Nodes;
 use super::group;
 use crate::context::Context;
 
@@ -18,6 +21,9 @@ pub fn handle(ctx: &Context, version: i16, request: ListGroupsRequest) -> ListGr
     let Some(door) = ctx.door() else {
         return ListGroupsResponse::default().with_error_code(group::NOT_READY);
     };
+    if !Nodes::of(Some(&door)).leads() {
+        return ListGroupsResponse::default();
+    }
     let wanted = |state: &str| {
         request.states_filter.is_empty()
             || request

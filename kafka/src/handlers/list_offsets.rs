@@ -15,6 +15,12 @@
 //! `offsets_for_times`) found nothing otherwise. A timestamp lookup reads
 //! records: the broker's door runs it where it belongs
 //! (`Door::record_at_timestamp`, `Door::max_timestamp_record`).
+//!
+//! In a cluster only the master answers (a replica:
+//! NOT_LEADER_OR_FOLLOWER per partition), with the cluster's epoch as
+//! the leader epoch, and a `current_leader_epoch` (v4+) is checked as
+//! Fetch checks it (`super::cluster`); alone the epoch is 0 and a
+//! client's is not checked, as before.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::list_offsets_response::{
@@ -24,6 +30,7 @@ use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 use tidelog_broker::read::PartitionRef;
 use tidelog_broker::Door;
 
+use super::cluster::Nodes;
 use super::partition_ref;
 use crate::context::Context;
 use crate::error::broker_code;
@@ -53,11 +60,13 @@ async fn answer(
     request: ListOffsetsRequest,
 ) -> ListOffsetsResponse {
     let committed = request.isolation_level == 1;
+    let nodes = Nodes::of(door);
     let mut topics = Vec::with_capacity(request.topics.len());
     for topic in request.topics {
         let mut partitions = Vec::with_capacity(topic.partitions.len());
         for p in &topic.partitions {
-            let part = partition_ref(door, topic.name.0.as_str(), p.partition_index);
+            let part = partition_ref(door, topic.name.0.as_str(), p.partition_index)
+                .and_then(|part| nodes.leader_check(p.current_leader_epoch).map(|()| part));
             let found = match (door, part) {
                 (Some(door), Ok(part)) => {
                     offset(door, &part, version, p.timestamp, committed).await
@@ -72,7 +81,11 @@ async fn answer(
                 Ok(Found { offset, timestamp }) => answer
                     .with_offset(offset)
                     .with_timestamp(timestamp)
-                    .with_leader_epoch(if version >= 4 { 0 } else { -1 }),
+                    .with_leader_epoch(if version >= 4 {
+                        nodes.leader_epoch()
+                    } else {
+                        -1
+                    }),
                 Err(code) => answer
                     .with_error_code(code)
                     .with_offset(-1)

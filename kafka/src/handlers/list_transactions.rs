@@ -2,7 +2,9 @@
 //! coordinator has, with their producer id and state, filtered by state
 //! names, producer ids and (v1) how long an open transaction has run;
 //! only ids the principal may DESCRIBE. A state name that is no state is
-//! answered in `unknown_state_filters`, as Kafka does.
+//! answered in `unknown_state_filters`, as Kafka does. In a cluster
+//! only the master coordinates transactions: a replica lists none, as a
+//! Kafka broker lists only the ids it coordinates.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::list_transactions_response::TransactionState;
@@ -11,6 +13,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use super::cluster::Nodes;
 use crate::context::Context;
 
 pub fn handle(ctx: &Context, request: ListTransactionsRequest) -> ListTransactionsResponse {
@@ -18,6 +21,9 @@ pub fn handle(ctx: &Context, request: ListTransactionsRequest) -> ListTransactio
         return ListTransactionsResponse::default()
             .with_error_code(ResponseError::CoordinatorLoadInProgress.code());
     };
+    if !Nodes::of(Some(&door)).leads() {
+        return ListTransactionsResponse::default();
+    }
     let states: Vec<String> = request
         .state_filters
         .iter()

@@ -1,6 +1,8 @@
-//! Metadata (3): one broker (node 0, the advertised host and port), which
-//! leads every partition; all topics or the ones asked, unknown ones
-//! auto-created when `auto_create_topics` and the request allow it.
+//! Metadata (3): the brokers and who leads every partition
+//! (`super::cluster`: node 0 at the listener's host and port alone; the
+//! live nodes, the master leading, in a cluster); all topics or the ones
+//! asked, unknown ones auto-created when `auto_create_topics` and the
+//! request allow it.
 //!
 //! Decisions: v0's empty topic list means all topics (v1+: null does);
 //! an unknown topic without auto-create is UNKNOWN_TOPIC_OR_PARTITION, a
@@ -9,6 +11,11 @@
 //! consumer learns its assignment's names so): an unknown id is
 //! UNKNOWN_TOPIC_ID, one the principal may not describe
 //! TOPIC_AUTHORIZATION_FAILED, both without a name, so an id leaks none.
+//! On a replica an unknown topic is not auto-created (the master
+//! creates): LEADER_NOT_AVAILABLE, as Kafka answers a topic being
+//! created. In a cluster with no master known (an election under way) every
+//! partition answers LEADER_NOT_AVAILABLE, leader -1, with its replicas
+//! and ISR: clients retry their metadata until a master is named.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::metadata_response::{
@@ -17,19 +24,28 @@ use kafka_protocol::messages::metadata_response::{
 use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse};
 use kafka_protocol::protocol::StrBytes;
 use tidelog_broker::registry::Topic;
-use tidelog_broker::topics::NODE_ID;
+use tidelog_broker::BrokerError;
 use uuid::Uuid;
 
+use super::cluster::Nodes;
 use super::{authorized, topic_name, NOT_READY};
 use crate::context::Context;
 use crate::error::broker_code;
 use tidelog_broker::security::acl::Resource;
 
 pub async fn handle(ctx: &Context, version: i16, request: MetadataRequest) -> MetadataResponse {
-    let node = MetadataResponseBroker::default()
-        .with_node_id(BrokerId(NODE_ID))
-        .with_host(StrBytes::from_string(ctx.host.clone()))
-        .with_port(ctx.port);
+    let door = ctx.door();
+    let nodes = Nodes::of(door.as_ref());
+    let brokers = nodes
+        .brokers(ctx)
+        .into_iter()
+        .map(|b| {
+            MetadataResponseBroker::default()
+                .with_node_id(BrokerId(b.id))
+                .with_host(StrBytes::from_string(b.host))
+                .with_port(b.port)
+        })
+        .collect();
     let asked: Option<Vec<Asked>> = request.topics.map(|topics| {
         topics
             .into_iter()
@@ -42,13 +58,13 @@ pub async fn handle(ctx: &Context, version: i16, request: MetadataRequest) -> Me
     });
     let asked = asked.filter(|names| !(version == 0 && names.is_empty()));
     let answer = MetadataResponse::default()
-        .with_brokers(vec![node])
-        .with_controller_id(BrokerId(NODE_ID))
+        .with_brokers(brokers)
+        .with_controller_id(BrokerId(nodes.master_id(ctx)))
         .with_cluster_id(ctx.cluster_id.clone().map(StrBytes::from_string));
     // Before the broker is ready (recovery) asked topics answer
     // LEADER_NOT_AVAILABLE; a request for all of them gets none, since the
     // registry is not loaded yet.
-    let Some(door) = ctx.door() else {
+    let Some(door) = door else {
         let topics = asked
             .unwrap_or_default()
             .iter()
@@ -64,8 +80,9 @@ pub async fn handle(ctx: &Context, version: i16, request: MetadataRequest) -> Me
             (8..=10).contains(&version) && request.include_cluster_authorized_operations,
         ));
     let operations = version >= 8 && request.include_topic_authorized_operations;
+    let leaders = Leaders::of(&nodes, ctx);
     let described = |topic: &Topic| {
-        described(topic).with_topic_authorized_operations(authorized::of(
+        described(topic, &leaders).with_topic_authorized_operations(authorized::of(
             &door,
             Resource::topic(&topic.name),
             operations,
@@ -84,6 +101,11 @@ pub async fn handle(ctx: &Context, version: i16, request: MetadataRequest) -> Me
                 topics.push(match found {
                     Ok(Some(topic)) => described(&topic),
                     Ok(None) => one.failed(version, ResponseError::UnknownTopicId.code()),
+                    // A replica cannot auto-create (a write): the code
+                    // Kafka answers while a topic is being created, so
+                    // the client asks again, and its asking the master
+                    // creates it.
+                    Err(BrokerError::NotMaster { .. }) => one.failed(version, NOT_READY),
                     Err(e) => one.failed(version, broker_code(&e)),
                 });
             }
@@ -93,15 +115,43 @@ pub async fn handle(ctx: &Context, version: i16, request: MetadataRequest) -> Me
     answer.with_topics(topics)
 }
 
-fn described(topic: &Topic) -> MetadataResponseTopic {
+/// What every partition answers: its leader (with LEADER_NOT_AVAILABLE
+/// without one), leader epoch, replicas and ISR, the same for all.
+struct Leaders {
+    leader: i32,
+    error_code: i16,
+    epoch: i32,
+    replicas: Vec<BrokerId>,
+    isr: Vec<BrokerId>,
+}
+
+impl Leaders {
+    fn of(nodes: &Nodes, ctx: &Context) -> Leaders {
+        let leader = nodes.master_id(ctx);
+        let ids = |ids: Vec<i32>| ids.into_iter().map(BrokerId).collect();
+        Leaders {
+            leader,
+            error_code: match leader {
+                -1 => NOT_READY,
+                _ => 0,
+            },
+            epoch: nodes.leader_epoch(),
+            replicas: ids(nodes.replicas()),
+            isr: ids(nodes.isr()),
+        }
+    }
+}
+
+fn described(topic: &Topic, leaders: &Leaders) -> MetadataResponseTopic {
     let partitions = (0..topic.partitions.get())
         .map(|p| {
             MetadataResponsePartition::default()
+                .with_error_code(leaders.error_code)
                 .with_partition_index(p as i32)
-                .with_leader_id(BrokerId(NODE_ID))
-                .with_leader_epoch(0)
-                .with_replica_nodes(vec![BrokerId(NODE_ID)])
-                .with_isr_nodes(vec![BrokerId(NODE_ID)])
+                .with_leader_id(BrokerId(leaders.leader))
+                .with_leader_epoch(leaders.epoch)
+                .with_replica_nodes(leaders.replicas.clone())
+                .with_isr_nodes(leaders.isr.clone())
         })
         .collect();
     MetadataResponseTopic::default()

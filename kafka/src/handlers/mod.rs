@@ -14,6 +14,7 @@ pub mod admin;
 pub mod alter_configs;
 pub mod api_versions;
 pub mod authorized;
+pub mod cluster;
 mod configs;
 pub mod consumer_group_describe;
 pub mod consumer_group_heartbeat;

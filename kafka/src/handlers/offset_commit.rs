@@ -22,14 +22,19 @@ use tidelog_broker::groups::Committer;
 use tidelog_broker::groups::{validate_commit_metadata, CommitValue, OffsetCommit};
 use tidelog_broker::security::acl::{Operation, Resource};
 
+use super::cluster::coordinator;
 use super::{group, partition_ref};
 use crate::context::Context;
-use crate::error::broker_code;
+use crate::error::{broker_code, coordinator_code};
 
 const STATELESS: i32 = -1;
 
 pub async fn handle(ctx: &Context, request: OffsetCommitRequest) -> OffsetCommitResponse {
-    let door = ctx.door();
+    // Not the coordinator (or not ready): every partition answers so.
+    let (door, not_served) = match coordinator(ctx, group::NOT_READY) {
+        Ok(door) => (Some(door), group::NOT_READY),
+        Err(code) => (None, code),
+    };
     // READ on the group first, as Kafka checks it: without it every
     // partition is refused for the group, whatever its topic.
     let group_id = Resource::group(request.group_id.0.as_str());
@@ -44,7 +49,7 @@ pub async fn handle(ctx: &Context, request: OffsetCommitRequest) -> OffsetCommit
         for p in &topic.partitions {
             let metadata = p.committed_metadata.as_ref().map_or("", |m| m.as_str());
             let code = match (&door, partition_ref(door.as_ref(), name, p.partition_index)) {
-                (None, _) => group::NOT_READY,
+                (None, _) => not_served,
                 _ if group_refused => ResponseError::GroupAuthorizationFailed.code(),
                 (_, Err(code)) => code,
                 _ if p.committed_offset < 0 => ResponseError::InvalidCommitOffsetSize.code(),
@@ -109,6 +114,6 @@ async fn commit(door: &Door, request: &OffsetCommitRequest, commits: Vec<OffsetC
     };
     match door.commit(group, commits, committer).await {
         Ok(()) => 0,
-        Err(e) => broker_code(&e),
+        Err(e) => coordinator_code(&e),
     }
 }

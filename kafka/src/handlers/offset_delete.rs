@@ -22,9 +22,10 @@ use tidelog_broker::group_admin::OffsetDeletion;
 use tidelog_broker::BrokerError;
 
 use super::admin::{self, Gate};
+use super::cluster::coordinator;
 use super::group;
 use crate::context::Context;
-use crate::error::broker_code;
+use crate::error::coordinator_code;
 
 pub async fn handle(
     ctx: &Context,
@@ -35,8 +36,9 @@ pub async fn handle(
     if let Some(refusal) = gate.refusal(admin::GROUP) {
         return refused(refusal.code());
     }
-    let Some(door) = ctx.door() else {
-        return refused(group::NOT_READY);
+    let door = match coordinator(ctx, group::NOT_READY) {
+        Ok(door) => door,
+        Err(code) => return refused(code),
     };
     // Every asked partition in order; a negative index is no partition.
     let asked: Vec<(String, u32)> = request
@@ -56,7 +58,7 @@ pub async fn handle(
             tracing::debug!(error = %e, "offset delete refused");
             return refused(ResponseError::NonEmptyGroup.code());
         }
-        Err(e) => return refused(broker_code(&e)),
+        Err(e) => return refused(coordinator_code(&e)),
     };
     let mut answers = answers.into_iter();
     let topics = request

@@ -16,6 +16,7 @@ use tidelog_broker::groups::CommittedOffset;
 use tidelog_broker::names::validate_group_name;
 use tidelog_broker::Door;
 
+use super::cluster::coordinator;
 use super::{group, topic_name};
 use crate::context::Context;
 use crate::error::broker_code;
@@ -25,7 +26,11 @@ use crate::error::broker_code;
 type Found = (i32, i64, i32, String);
 
 pub fn handle(ctx: &Context, version: i16, request: OffsetFetchRequest) -> OffsetFetchResponse {
-    let door = ctx.door();
+    // Not the coordinator (or not ready): every group answers so.
+    let (door, not_served) = match coordinator(ctx, group::NOT_READY) {
+        Ok(door) => (Some(door), group::NOT_READY),
+        Err(code) => (None, code),
+    };
     if version >= 8 {
         let groups = request
             .groups
@@ -49,7 +54,7 @@ pub fn handle(ctx: &Context, version: i16, request: OffsetFetchRequest) -> Offse
                     _ => Ok(()),
                 };
                 let (code, found) = match member {
-                    Ok(()) => fetch(door.as_ref(), g.group_id.0.as_str(), asked),
+                    Ok(()) => fetch(door.as_ref(), not_served, g.group_id.0.as_str(), asked),
                     Err(code) => (code, Vec::new()),
                 };
                 let topics = answer_topics(
@@ -81,7 +86,12 @@ pub fn handle(ctx: &Context, version: i16, request: OffsetFetchRequest) -> Offse
             .map(|t| (t.name, t.partition_indexes))
             .collect()
     });
-    let (code, found) = fetch(door.as_ref(), request.group_id.0.as_str(), asked);
+    let (code, found) = fetch(
+        door.as_ref(),
+        not_served,
+        request.group_id.0.as_str(),
+        asked,
+    );
     let topics = answer_topics(
         found,
         |name, partitions| {
@@ -121,21 +131,22 @@ fn answer_topics<T, P>(
 }
 
 /// The group's code and, per topic, the asked partitions (`None`: every
-/// committed one) with their offsets.
+/// committed one) with their offsets; without a door, `not_served`.
 fn fetch(
     door: Option<&Door>,
+    not_served: i16,
     group_id: &str,
     asked: Option<Vec<(TopicName, Vec<i32>)>>,
 ) -> (i16, Vec<(TopicName, Vec<Found>)>) {
     let refused = match door.map(|_| validate_group_name(group_id)) {
-        None => Some(group::NOT_READY),
+        None => Some(not_served),
         Some(Err(e)) => Some(broker_code(&e)),
         Some(Ok(())) => None,
     };
     let (Some(door), None) = (door, refused) else {
         // The asked partitions answer -1 beside the code (v0-1 carry the
         // code in each partition only).
-        let code = refused.unwrap_or(group::NOT_READY);
+        let code = refused.unwrap_or(not_served);
         let none = |indexes: Vec<i32>| {
             indexes
                 .into_iter()

@@ -11,13 +11,15 @@ use kafka_protocol::protocol::StrBytes;
 use tidelog_broker::coordinator::{MemberAssignment, SyncRequest};
 use tidelog_broker::door::groups::SyncAnswer;
 
+use super::cluster::coordinator;
 use super::group;
 use crate::context::Context;
-use crate::error::broker_code;
+use crate::error::coordinator_code;
 
 pub async fn handle(ctx: &Context, version: i16, request: SyncGroupRequest) -> SyncGroupResponse {
-    let Some(door) = ctx.door() else {
-        return failed(group::NOT_READY);
+    let door = match coordinator(ctx, group::NOT_READY) {
+        Ok(door) => door,
+        Err(code) => return failed(code),
     };
     let group_id = request.group_id.0.as_str();
     let Ok(generation) = u32::try_from(request.generation_id) else {
@@ -44,7 +46,7 @@ pub async fn handle(ctx: &Context, version: i16, request: SyncGroupRequest) -> S
         }) => synced(version, &request, protocol, assignment),
         Ok(SyncAnswer::TimedOut) => failed(ResponseError::RebalanceInProgress.code()),
         Ok(SyncAnswer::Stopping) => failed(group::STOPPING),
-        Err(e) => failed(broker_code(&e)),
+        Err(e) => failed(coordinator_code(&e)),
     }
 }
 

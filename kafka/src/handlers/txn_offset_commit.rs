@@ -12,6 +12,7 @@ use kafka_protocol::messages::txn_offset_commit_response::{
 use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 use tidelog_broker::transactions::TxnOffset;
 
+use super::cluster::coordinator;
 use crate::context::Context;
 use crate::error::txn_error_code;
 
@@ -20,9 +21,9 @@ pub async fn handle(
     version: i16,
     request: TxnOffsetCommitRequest,
 ) -> TxnOffsetCommitResponse {
-    let code = match ctx.door() {
-        None => ResponseError::CoordinatorLoadInProgress.code(),
-        Some(door) => {
+    let code = match coordinator(ctx, ResponseError::CoordinatorLoadInProgress.code()) {
+        Err(code) => code,
+        Ok(door) => {
             let mut offsets = Vec::new();
             let mut bad = false;
             for t in &request.topics {
