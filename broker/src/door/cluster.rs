@@ -2,7 +2,7 @@
 //! them: the cluster id and static settings (Metadata, DescribeCluster,
 //! DescribeConfigs of the broker), the node's counters (the stats route),
 //! a partition's share of the disk, the operator's view of a group (with
-//! lag), and a tiering round on request.
+//! lag), the cluster's nodes and roles, and a tiering round on request.
 //!
 //! They are the door's like every other call, so their ACL check
 //! (DESCRIBE on the cluster for the counters, DESCRIBE_CONFIGS for the
@@ -104,6 +104,13 @@ impl Door {
     pub fn consumer_lag(&self) -> Result<Vec<ConsumerLag>, BrokerError> {
         self.allow(Operation::Describe, Resource::cluster())?;
         Ok(self.broker().consumer_lag())
+    }
+
+    /// The cluster as this node sees it (`GET /v1/cluster`), `None` for
+    /// a single node: DESCRIBE on the cluster, as the other node calls.
+    pub fn cluster_status(&self) -> Result<Option<crate::cluster::ClusterStatus>, BrokerError> {
+        self.allow(Operation::Describe, Resource::cluster())?;
+        Ok(self.broker().cluster().map(|gate| gate.status()))
     }
 
     /// The remote tier's counters, `None` without one: DESCRIBE on the
