@@ -71,9 +71,12 @@ async function overview(gen) {
   } catch (e) {
     ready = h("span", { id: "ready", class: "bad" }, errorText(e));
   }
-  const [stats, history] = await Promise.all([
+  const [stats, history, cluster] = await Promise.all([
     api.v3("GET", "/stats"),
     api.v3("GET", "/stats/history"),
+    // The cluster's view is one more figure: a principal that may not
+    // describe the cluster still sees the rest.
+    api.get("/v1/cluster").catch((e) => ({ error: errorText(e) })),
   ]);
   const tiers = [
     { value: history.disk_max_used_ratio, label: `${percent(history.disk_max_used_ratio)} expire`, cls: "t1" },
@@ -85,6 +88,7 @@ async function overview(gen) {
   const last = samples[samples.length - 1] || {};
   const figures = [
     ["Readiness", ready],
+    ["Cluster", clusterSummary(cluster)],
     ["Disk used", `${percent(stats.disk_used_ratio)}${stats.disk_full ? " (full: produce refused)" : ""}`],
     ["CommitLog segments", stats.commitlog_segments],
     ["CommitLog bytes", `${bytes(stats.commitlog_min_offset)} – ${bytes(stats.commitlog_max_offset)}`],
@@ -100,6 +104,7 @@ async function overview(gen) {
     h("h1", null, "Overview"),
     h("dl", { id: "overview-figures", class: "figures" },
       figures.map(([name, value]) => [h("dt", null, name), h("dd", null, value)])),
+    clusterSection(cluster),
     h("section", { class: "charts" },
       h("figure", null, h("figcaption", null, "Disk used against the retention tiers"),
         gauge({
@@ -135,6 +140,38 @@ async function overview(gen) {
       if (gen === generation) overview(gen).catch((e) => show(gen, notice(errorText(e), "error")));
     }, REFRESH_MS);
   }
+}
+
+/** Whether `GET /v1/cluster` answered for a cluster (a single node is
+ * epoch 0, node 0, the one master: docs/API.md "Cluster"). */
+function inCluster(cluster) {
+  return !cluster.error && (cluster.epoch > 0 || cluster.nodes.length > 1);
+}
+
+function clusterSummary(cluster) {
+  if (cluster.error) return h("span", { id: "cluster-summary", class: "bad" }, cluster.error);
+  if (!inCluster(cluster)) return h("span", { id: "cluster-summary" }, "single node");
+  const inSync = cluster.nodes.filter((n) => n.in_sync).length;
+  const master = cluster.master === null ? "no master known" : `master node ${cluster.master}`;
+  return h("span", { id: "cluster-summary", class: cluster.master === null ? "bad" : null },
+    `epoch ${cluster.epoch}, ${master}, ${inSync} of ${cluster.nodes.length} nodes in sync; this is node ${cluster.node_id}`);
+}
+
+/** The nodes of a cluster, as the answering node sees them; nothing for
+ * a single node. */
+function clusterSection(cluster) {
+  if (!inCluster(cluster)) return null;
+  const rows = cluster.nodes.map((n) => [
+    n.node_id === cluster.node_id ? `${n.node_id} (this node)` : String(n.node_id),
+    n.role,
+    n.http,
+    n.kafka ?? "–",
+    h("td", { class: n.in_sync ? "good" : "bad" }, n.in_sync ? "yes" : "no"),
+    h("td", { class: "num" }, bytes(n.lag_bytes)),
+  ]);
+  return h("section", { id: "cluster" },
+    h("h2", null, `Cluster, epoch ${cluster.epoch}`),
+    table(["Node", "Role", "HTTP", "Kafka", "In sync", "Lag"], rows, { id: "cluster-nodes" }));
 }
 
 // ---------------------------------------------------------------- topics

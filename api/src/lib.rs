@@ -30,6 +30,8 @@
 //!   registry, shutdown signal); start-up, [`Broker::open`], is the
 //!   broker's.
 //! * [`router`] and [`handlers`]: the routes of API.md.
+//! * [`forward`]: in a cluster, a replica's writes sent to the master and
+//!   answered as the master answered.
 //! * [`listener`]: the accept loop over hyper's HTTP/1.1 connections, with
 //!   the connection limits and read and write timeouts of OPERATIONS.md
 //!   `http:`; [`head`] checks each request head before hyper parses it,
@@ -54,6 +56,7 @@ pub mod budget;
 pub mod error;
 mod extract;
 pub mod failed_auth;
+pub mod forward;
 pub mod handlers;
 pub mod head;
 pub mod history;

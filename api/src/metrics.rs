@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use tidelog_broker::cluster::{ClusterStatus, Role};
 use tidelog_broker::coordinator::{CoordinatorStats, GroupState};
 use tidelog_broker::groups::ConsumerLag;
 use tidelog_broker::store::{CleanerMetricsSnapshot, StoreStats};
@@ -118,6 +119,12 @@ pub struct Metrics {
     /// Admin calls with a wrong bearer token (each answered 401 after
     /// `http.auth_failure_delay_ms`).
     pub auth_failures: AtomicU64,
+    /// A replica's writes answered by the master (`crate::forward`).
+    pub forwarded: AtomicU64,
+    /// A replica's writes that could not be forwarded (no master known,
+    /// unreachable, a forwarded request to forward again), each answered
+    /// 503/50301.
+    pub forward_failures: AtomicU64,
     pub connections: ConnectionMetrics,
 }
 
@@ -141,6 +148,43 @@ pub struct ConnectionMetrics {
     /// too many or too large headers), each answered with a JSON error and
     /// its connection closed.
     pub rejected_heads: AtomicU64,
+}
+
+/// The cluster's families: the epoch, whether this node is the master,
+/// the in-sync count, and each replica's lag as this node's gate sees it
+/// (the master knows every replica's; a replica, its own at most).
+fn render_cluster(out: &mut String, cluster: &ClusterSnapshot) {
+    let status = &cluster.status;
+    gauge(
+        out,
+        "tidelog_cluster_epoch",
+        "the epoch of the master this node serves or follows (0: none yet).",
+        status.epoch as f64,
+    );
+    gauge(
+        out,
+        "tidelog_cluster_is_master",
+        "1 while this node is the cluster's master.",
+        f64::from(u8::from(status.master == Some(status.node_id))),
+    );
+    gauge(
+        out,
+        "tidelog_insync_replicas",
+        "nodes in the in-sync set now, the master included.",
+        cluster.in_sync as f64,
+    );
+    let _ = writeln!(
+        out,
+        "# HELP tidelog_replica_lag_bytes how far a replica's copy is behind the master's log."
+    );
+    let _ = writeln!(out, "# TYPE tidelog_replica_lag_bytes gauge");
+    for node in status.nodes.iter().filter(|n| n.role == Role::Replica) {
+        let _ = writeln!(
+            out,
+            "tidelog_replica_lag_bytes{{node_id=\"{}\"}} {}",
+            node.node_id, node.lag_bytes
+        );
+    }
 }
 
 /// Counts one in a gauge while it lives: a request dropped mid-wait (its
@@ -197,6 +241,17 @@ pub struct Snapshot {
     pub families: Vec<Arc<dyn MetricFamilies>>,
     /// Tiered storage (`None` without a remote tier, or during recovery).
     pub tiered: Option<tidelog_broker::tiering::TieringStats>,
+    /// The cluster as this node sees it (`None` for a single node, or
+    /// during recovery: the cluster families are absent then).
+    pub cluster: Option<ClusterSnapshot>,
+}
+
+/// What the cluster families show (OPERATIONS.md "Metrics").
+#[derive(Debug, Clone)]
+pub struct ClusterSnapshot {
+    pub status: ClusterStatus,
+    /// The gate's count of nodes in sync now, the master included.
+    pub in_sync: usize,
 }
 
 impl Metrics {
@@ -216,6 +271,21 @@ impl Metrics {
         );
         let _ = writeln!(out, "# TYPE tidelog_ready gauge");
         let _ = writeln!(out, "tidelog_ready {}", u8::from(snap.ready));
+        if let Some(cluster) = &snap.cluster {
+            render_cluster(&mut out, cluster);
+            counter(
+                &mut out,
+                "tidelog_http_forwarded_total",
+                "a replica's HTTP writes answered by the master.",
+                load(&self.forwarded),
+            );
+            counter(
+                &mut out,
+                "tidelog_http_forward_failures_total",
+                "a replica's HTTP writes answered 503/50301: no master known, unreachable, or forwarded twice.",
+                load(&self.forward_failures),
+            );
+        }
 
         for (kind, m) in [("produce", &self.produce), ("fetch", &self.fetch)] {
             let name = format!("tidelog_{kind}_requests_total");

@@ -25,7 +25,10 @@
 //!    clients that stall while sending cannot take the slots (the budget
 //!    and the timeouts bound them instead). `/status/ready` and `/metrics`
 //!    are exempt, so health checks and scrapes still answer under overload;
-//! 4. a request log line at debug level, and the response-class counters.
+//! 4. in a cluster, a replica's writes go to the master
+//!    ([`crate::forward`]): the request, admitted as above, is sent there
+//!    and the master's answer is this request's, or refused 503/50301;
+//! 5. a request log line at debug level, and the response-class counters.
 //!
 //! Handlers then take the body as `Bytes`, already in memory.
 
@@ -34,6 +37,7 @@ use std::time::Instant;
 
 use axum::body::{Body, HttpBody};
 use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::request::Parts;
 use axum::http::Method;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -44,9 +48,10 @@ use bytes::Bytes;
 use crate::budget::Reservation;
 use crate::error::ApiError;
 use crate::extract::check_bearer;
+use crate::forward;
 use crate::handlers::{
-    broker_configs, compaction, console, consumers, fetch, group_admin, groups, produce, retention,
-    security, status, tiering, topics,
+    broker_configs, cluster, compaction, console, consumers, fetch, group_admin, groups, produce,
+    retention, security, status, tiering, topics,
 };
 use crate::metrics::GaugeGuard;
 use crate::state::AppState;
@@ -194,6 +199,8 @@ pub fn router(state: AppState) -> Router {
             "/v1/security/users/{username}",
             put(security::set_password).delete(security::delete_user),
         )
+        // The cluster (issue 39).
+        .route("/v1/cluster", get(cluster::describe))
         // Operations.
         .route("/status/ready", get(status::ready))
         .route("/metrics", get(status::metrics))
@@ -226,7 +233,8 @@ async fn method_not_allowed(request: Request) -> ApiError {
     }
 }
 
-/// Auth, overload protection, request log and counters (module doc).
+/// Auth, overload protection, forwarding, request log and counters
+/// (module doc).
 async fn guard(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let started = Instant::now();
     let method = request.method().clone();
@@ -260,9 +268,41 @@ async fn guard(State(state): State<AppState>, request: Request, next: Next) -> R
     };
     let response = match admitted {
         Err(e) => e.into_response(),
-        Ok((caller, (request, permit, body_bytes))) => {
-            // The handlers' door is made for this caller.
-            let response = caller.scope(next.run(request)).await;
+        Ok((caller, (parts, body, permit, body_bytes))) => {
+            let broker = state.ready().ok();
+            let route = forward::route(
+                broker.as_deref(),
+                state.settings().tls,
+                &parts.method,
+                parts.uri.path(),
+                &parts.headers,
+            );
+            drop(broker);
+            let response = match route {
+                // The handlers' door is made for this caller.
+                forward::Route::Local => {
+                    let request = Request::from_parts(parts, Body::from(body));
+                    caller.scope(next.run(request)).await
+                }
+                forward::Route::Forward(target) => {
+                    let shared = state.shared();
+                    let forwarded = shared.forwarder.forward(&target, parts, body).await;
+                    let counter = match &forwarded {
+                        Ok(_) => &shared.metrics.forwarded,
+                        Err(_) => &shared.metrics.forward_failures,
+                    };
+                    counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    forwarded.unwrap_or_else(IntoResponse::into_response)
+                }
+                forward::Route::Refuse(e) => {
+                    state
+                        .shared()
+                        .metrics
+                        .forward_failures
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    e.into_response()
+                }
+            };
             drop(permit);
             drop(body_bytes);
             response
@@ -289,13 +329,12 @@ async fn guard(State(state): State<AppState>, request: Request, next: Next) -> R
 /// A concurrency permit (`None` for exempt routes).
 type Permit = Option<tokio::sync::OwnedSemaphorePermit>;
 
-/// Checks auth, reads the body and takes a concurrency permit (module doc):
-/// the request with its body in memory, the permit, and the body's bytes
-/// in the in-flight budget.
-async fn admit(
-    state: &AppState,
-    request: Request,
-) -> Result<(Request, Permit, Option<Reservation>), ApiError> {
+/// A request admitted: its head, its body in memory, its concurrency
+/// permit, and the body's bytes in the in-flight budget.
+type Admitted = (Parts, Bytes, Permit, Option<Reservation>);
+
+/// Checks auth, reads the body and takes a concurrency permit (module doc).
+async fn admit(state: &AppState, request: Request) -> Result<Admitted, ApiError> {
     // With ACLs on, they decide who may change what (a super user needs
     // no token); else the admin token guards the operator's calls.
     let acls_decide = state.settings().broker.security.authorization;
@@ -329,13 +368,12 @@ async fn admit(
     }
     let (parts, body) = request.into_parts();
     let (body, body_bytes) = read_body(state, body).await?;
-    let request = Request::from_parts(parts, Body::from(body));
-    let path = request.uri().path();
+    let path = parts.uri.path();
     if path == "/status/ready" || path == "/metrics" {
-        return Ok((request, None, body_bytes));
+        return Ok((parts, body, None, body_bytes));
     }
     match std::sync::Arc::clone(&state.shared().limiter).try_acquire_owned() {
-        Ok(permit) => Ok((request, Some(permit), body_bytes)),
+        Ok(permit) => Ok((parts, body, Some(permit), body_bytes)),
         Err(_) => {
             state
                 .shared()

@@ -274,6 +274,15 @@ pub struct ApiSettings {
     pub base_url: String,
     /// `http.tls`: the listener speaks HTTPS only.
     pub tls: bool,
+    /// `host:port` other nodes and clients reach this node's HTTP API at:
+    /// the authority of `advertised_url`, else the listen address
+    /// ([`ApiSettings::with_listen`]). A single node's `GET /v1/cluster`
+    /// names it.
+    pub http_address: String,
+    /// `host:port` of this node's Kafka listener, once the node names it
+    /// ([`ApiSettings::with_kafka_address`]); a single node's
+    /// `GET /v1/cluster` names it (`null` until then).
+    pub kafka_address: Option<String>,
     /// The consumer-instance manager's settings.
     pub consumers: tidelog_broker::consumers::ConsumersConfig,
 }
@@ -299,6 +308,13 @@ impl ApiSettings {
                 .clone()
                 .unwrap_or_else(|| "http://127.0.0.1:8080".into()),
             tls: http.tls,
+            http_address: http
+                .advertised_url
+                .as_deref()
+                .and_then(url_authority)
+                .unwrap_or("127.0.0.1:8080")
+                .to_string(),
+            kafka_address: None,
             consumers: tidelog_broker::consumers::ConsumersConfig {
                 instance_timeout_ms: http.consumer_instance_timeout_ms,
                 max_instances: to_usize(http.max_consumer_instances),
@@ -312,9 +328,27 @@ impl ApiSettings {
         if self.advertised_url.is_none() {
             let scheme = if self.tls { "https" } else { "http" };
             self.base_url = format!("{scheme}://{listen}");
+            self.http_address = listen.to_string();
         }
         self
     }
+
+    /// The settings with the `host:port` Kafka clients reach this node
+    /// at (its first listener's advertised address), for `GET
+    /// /v1/cluster` on a single node.
+    pub fn with_kafka_address(mut self, address: impl Into<String>) -> Self {
+        self.kafka_address = Some(address.into());
+        self
+    }
+}
+
+/// The `host:port` of an `http://` or `https://` URL (its path dropped).
+fn url_authority(url: &str) -> Option<&str> {
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))?;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    (!authority.is_empty()).then_some(authority)
 }
 
 impl Default for ApiSettings {
@@ -395,10 +429,14 @@ mod tests {
         let mut http = HttpConfig::default();
         let s = ApiSettings::new(BrokerConfig::default(), None, &http).with_listen(listen);
         assert_eq!(s.base_url, "http://127.0.0.1:9");
+        assert_eq!(s.http_address, "127.0.0.1:9");
         http.advertised_url = Some("https://proxy.example/kafka".into());
         http.validate().unwrap();
         let s = ApiSettings::new(BrokerConfig::default(), None, &http).with_listen(listen);
         assert_eq!(s.base_url, "https://proxy.example/kafka");
+        assert_eq!(s.http_address, "proxy.example", "the URL's authority");
+        let s = s.with_kafka_address("broker.example:9092");
+        assert_eq!(s.kafka_address.as_deref(), Some("broker.example:9092"));
         assert_eq!(
             validate_admin_token(Some("")).unwrap_err().key,
             "admin_token"

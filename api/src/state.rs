@@ -99,6 +99,9 @@ pub(crate) struct Shared {
     /// Failed admin token checks: their delay and its bound
     /// (`crate::failed_auth`).
     pub(crate) failed_auth: crate::failed_auth::FailedAuth,
+    /// The client a replica forwards writes to the master with
+    /// (`crate::forward`).
+    pub(crate) forwarder: crate::forward::Forwarder,
     /// Families of other components `/metrics` renders (the node's
     /// registry).
     families: Arc<Registry>,
@@ -147,6 +150,7 @@ impl AppState {
                 inflight_bytes: handles.request_bytes,
                 answer_bytes: handles.answer_bytes,
                 failed_auth,
+                forwarder: crate::forward::Forwarder::default(),
                 families: handles.metrics,
                 connection_slots,
                 shutdown: handles.shutdown,
@@ -308,6 +312,12 @@ impl AppState {
             connection_slots: self.inner.connection_slots.get().map(|c| c.snapshot()),
             open_files: open_files(),
             tiered: ready.as_ref().and_then(|r| r.tiering_stats()),
+            cluster: ready.as_ref().and_then(|r| r.cluster()).map(|gate| {
+                crate::metrics::ClusterSnapshot {
+                    status: gate.status(),
+                    in_sync: gate.in_sync(),
+                }
+            }),
             inflight_bytes: self.inner.inflight_bytes.used_bytes(),
             answer_bytes: self.inner.answer_bytes.used_bytes(),
             in_flight_requests: self

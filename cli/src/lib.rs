@@ -1,5 +1,6 @@
 //! The command-line client of the `tidelog` binary: `tidelog topics`,
-//! `produce`, `consume`, `groups`, `compact`, `stats`, `users`, `acls`,
+//! `produce`, `consume`, `groups`, `compact`, `stats`, `cluster`, `users`,
+//! `acls`,
 //! each a thin caller
 //! of the HTTP API of docs/API.md (the CLI holds no state of its own and
 //! decides nothing the server decides: it parses arguments, makes the
@@ -29,6 +30,7 @@ macro_rules! exit_codes_text {
 
 mod admin;
 mod broker_configs;
+mod cluster;
 mod consume;
 pub mod error;
 pub mod format;
@@ -129,6 +131,15 @@ pub enum ClientCommand {
         #[command(flatten)]
         connection: Connection,
     },
+    /// The cluster as the node asked sees it: epoch, master, every node's
+    /// role, sync and lag (a single node: the one master).
+    #[command(after_help = EXIT_CODES_HELP)]
+    Cluster {
+        #[command(flatten)]
+        connection: Connection,
+        #[command(subcommand)]
+        command: cluster::ClusterCommand,
+    },
     /// Users who log in (SCRAM, PLAIN, HTTP Basic): list, create, delete,
     /// passwd.
     #[command(after_help = EXIT_CODES_HELP)]
@@ -189,6 +200,10 @@ async fn dispatch(command: ClientCommand) -> Result<(), CliError> {
         } => groups::run(&connection, command).await,
         ClientCommand::Compact(args) => admin::compact(args).await,
         ClientCommand::Stats { connection } => admin::stats(&connection).await,
+        ClientCommand::Cluster {
+            connection,
+            command,
+        } => cluster::run(&connection, command).await,
         ClientCommand::Users {
             connection,
             command,

@@ -1051,6 +1051,25 @@ fn compact_wait_leaves_one_record_per_key() {
     let stats = json_of(&ok(&server, &["stats", "--json"], b""));
     assert!(stats["topics"].as_u64().unwrap() >= 2, "{stats}");
     assert!(ok(&server, &["stats"], b"").contains("commitlog_segments"));
+    // A single node: the one master of epoch 0, at its listen address.
+    let cluster = json_of(&ok(&server, &["cluster", "status", "--json"], b""));
+    let http = server.url().trim_start_matches("http://").to_string();
+    assert_eq!(
+        (
+            &cluster["epoch"],
+            &cluster["master"],
+            &cluster["nodes"][0]["http"]
+        ),
+        (
+            &serde_json::json!(0),
+            &serde_json::json!(0),
+            &serde_json::json!(http)
+        ),
+        "{cluster}"
+    );
+    let text = ok(&server, &["cluster", "status"], b"");
+    let row: Vec<&str> = text.lines().nth(2).unwrap().split_whitespace().collect();
+    assert_eq!(row[..4], ["0*", "master", "true", "0"], "{text}");
 }
 
 #[test]

@@ -434,11 +434,19 @@ fn every_console_page_renders_the_servers_data_and_its_actions_reach_the_api() {
     });
     let browser = Browser::start();
 
-    // Overview: readiness, figures, three plots and the disk gauge.
+    // Overview: readiness, the cluster, figures, three plots and the disk
+    // gauge.
     browser.page(&base, "/", "overview");
     assert_eq!(browser.text("#ready"), "ready");
     let figures = browser.text("#overview-figures");
     assert!(figures.contains("CommitLog segments"), "{figures}");
+    // A single node (GET /v1/cluster: epoch 0, one master): one figure,
+    // no nodes table.
+    assert_eq!(browser.text("#cluster-summary"), "single node");
+    assert_eq!(
+        browser.script("return document.querySelectorAll('#cluster-nodes').length;"),
+        json!(0)
+    );
     let charts =
         browser.script("return document.querySelectorAll('svg.chart path.series').length;");
     assert!(charts.as_u64().unwrap() >= 3, "plots with data: {charts}");

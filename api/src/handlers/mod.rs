@@ -6,6 +6,7 @@
 //! is held across an `.await`.
 
 pub mod broker_configs;
+pub mod cluster;
 pub mod compaction;
 pub mod console;
 pub mod consumers;

@@ -14,11 +14,18 @@ use crate::state::AppState;
 /// while the store refuses writes, what produce is answered now, so a load
 /// balancer sends writes elsewhere: 503/50302 (dispatch stalled), 507/50701
 /// (disk full, or the next CommitLog segment cannot be made), 503/50301 (a
-/// failed write or flush: writes refused until a restart). A cheap
-/// in-memory check: it answers while the store's threads are busy.
+/// failed write or flush: writes refused until a restart). In a cluster,
+/// first 503/50301 with the gate's reason unless it says the node serves
+/// its part (a master holding its lease, a replica copying its master).
+/// A cheap in-memory check: it answers while the store's threads are busy.
 pub async fn ready(State(state): State<AppState>) -> Result<Response, ApiError> {
     // The node's own health, not a request's operation: no door.
     let ready = state.ready()?;
+    if let Some(gate) = ready.cluster() {
+        gate.ready().map_err(|reason| ApiError::NotReady {
+            message: format!("this node does not serve its part of the cluster now: {reason}"),
+        })?;
+    }
     if let Some(refused) = ready.write_refusal() {
         return Err(refused.into());
     }

@@ -2,8 +2,8 @@
 //! them: the cluster id, the cluster's status and static settings
 //! (Metadata, DescribeCluster, DescribeConfigs of the broker), the
 //! node's counters (the stats route), a partition's share of the disk,
-//! the operator's view of a group (with lag), and a tiering round on
-//! request.
+//! the operator's view of a group (with lag), the cluster's nodes and
+//! roles as an operator sees them, and a tiering round on request.
 //!
 //! They are the door's like every other call, so their ACL check
 //! (DESCRIBE on the cluster for the counters, DESCRIBE_CONFIGS for the
@@ -114,6 +114,16 @@ impl Door {
     pub fn consumer_lag(&self) -> Result<Vec<ConsumerLag>, BrokerError> {
         self.allow(Operation::Describe, Resource::cluster())?;
         Ok(self.broker().consumer_lag())
+    }
+
+    /// The cluster as this node sees it for an operator (`GET
+    /// /v1/cluster`), `None` for a single node: DESCRIBE on the cluster,
+    /// as the other node calls. (Kafka's answers use
+    /// [`Door::cluster_status`], unchecked: Kafka tells every client its
+    /// brokers.)
+    pub fn describe_cluster(&self) -> Result<Option<crate::cluster::ClusterStatus>, BrokerError> {
+        self.allow(Operation::Describe, Resource::cluster())?;
+        Ok(self.broker().cluster().map(|gate| gate.status()))
     }
 
     /// The remote tier's counters, `None` without one: DESCRIBE on the
