@@ -42,7 +42,10 @@ pub struct Broker {
     /// As validated at open: auto-create, default partitions, cluster id,
     /// declared topics.
     pub(crate) config: BrokerConfig,
-    pub(crate) store: Store,
+    /// An `Arc` so the cluster metadata log ([`crate::cluster_metadata`])
+    /// can append through a weak reference; the broker alone holds it
+    /// strongly, and takes it back at shutdown.
+    pub(crate) store: Arc<Store>,
     /// An `Arc` so `tidelog-groups` can answer the coordinator's partition
     /// counts without holding the broker.
     pub(crate) registry: Arc<TopicRegistry>,
@@ -62,10 +65,14 @@ pub struct Broker {
     pub(crate) tiering: Option<crate::tiering::Tiering>,
     /// Who may do what: the ACLs, the users, `security:`
     /// (`crate::access`).
-    pub(crate) access: crate::access::Access,
+    pub(crate) access: Arc<crate::access::Access>,
     /// Broker and group configs set at run time
     /// ([`crate::dynamic_configs`]).
-    pub(crate) dynamic: crate::dynamic_configs::DynamicConfigs,
+    pub(crate) dynamic: Arc<crate::dynamic_configs::DynamicConfigs>,
+    /// The master's side of the cluster metadata log
+    /// ([`crate::cluster_metadata`]): each change of the files above
+    /// appends a record, once the broker is in a cluster.
+    pub(crate) metadata: Arc<crate::cluster_metadata::ClusterMetadata>,
     /// The transaction coordinator (`crate::transactions::service`).
     pub(crate) txns: crate::transactions::service::TxnCoordinator,
     /// The cluster's gate, when the node runtime put this broker in one
@@ -220,10 +227,10 @@ impl Broker {
             Box::new(RandomIds::default()),
         )?);
         refuse_orphaned_topics(&data_dir)?;
-        let dynamic = crate::dynamic_configs::DynamicConfigs::load(
+        let dynamic = Arc::new(crate::dynamic_configs::DynamicConfigs::load(
             &data_dir.join(CONFIG_DIR),
             &config.groups,
-        )?;
+        )?);
         for (group, timeouts) in dynamic.group_timeouts() {
             coordinator.set_group_timeouts(&group, timeouts);
         }
@@ -231,15 +238,48 @@ impl Broker {
             &data_dir.join(CONFIG_DIR),
             dynamic.topic_defaults(),
         )?);
-        let access = crate::access::Access::open(&data_dir.join(CONFIG_DIR), &config.security)?;
+        let access = Arc::new(crate::access::Access::open(
+            &data_dir.join(CONFIG_DIR),
+            &config.security,
+        )?);
         let logs =
             CompactedLogs::open(&data_dir).map_err(|source| BrokerError::CompactedLogsOpen {
                 data_dir: data_dir.clone(),
                 source,
             })?;
         let declared_early = declare_before_recovery(&logs, &registry, declared_topics);
-        let store =
-            fault::open_store(store_config, vec![logs.sink()], lock, &faults).map_err(store_err)?;
+        // The metadata sink applies the master's records from recovery
+        // on (`crate::cluster_metadata`): it installs into the owners
+        // loaded above.
+        let positions = Arc::new(crate::cluster_metadata::positions::Positions::load(
+            &data_dir.join(CONFIG_DIR),
+        )?);
+        let writer = uuid::Uuid::new_v4().as_u64_pair().0;
+        let metadata_sink = Arc::new(crate::cluster_metadata::sink::MetadataSink::new(
+            writer,
+            crate::cluster_metadata::sink::Owners {
+                registry: Arc::clone(&registry),
+                dynamic: Arc::clone(&dynamic),
+                access: Arc::clone(&access),
+                logs: Arc::clone(&logs),
+                groups: config.groups.clone(),
+            },
+            Arc::clone(&positions),
+            data_dir.join(CONFIG_DIR),
+        ));
+        let store = Arc::new(
+            fault::open_store(
+                store_config,
+                vec![logs.sink(), Arc::clone(&metadata_sink) as _],
+                lock,
+                &faults,
+            )
+            .map_err(store_err)?,
+        );
+        let metadata = Arc::new(crate::cluster_metadata::ClusterMetadata::new(
+            writer, positions,
+        ));
+        let prepared_metadata = prepare_metadata(&store, &metadata_sink, &metadata);
         // A compact topic's compacted log keeps records the CommitLog's
         // retention deleted: its aborted transactions stay known
         // (docs/compaction.md, "Transactions"); every other topic's are
@@ -251,15 +291,17 @@ impl Broker {
                 .get(topic)
                 .is_none_or(|t| t.config.cleanup_policy.compacts())
         }));
-        let prepared = Self::prepare(
-            declared_topics,
-            &store,
-            &registry,
-            &logs,
-            &declared_early,
-            cleaner_config,
-            &faults,
-        );
+        let prepared = prepared_metadata.and_then(|()| {
+            Self::prepare(
+                declared_topics,
+                &store,
+                &registry,
+                &logs,
+                &declared_early,
+                cleaner_config,
+                &faults,
+            )
+        });
         let started = prepared.and_then(|(groups, cleaner, txns)| {
             match GroupsThread::start(&coordinator, &registry) {
                 Ok(groups_thread) => Ok((groups, cleaner, txns, groups_thread)),
@@ -271,6 +313,11 @@ impl Broker {
         });
         match started {
             Ok((groups, cleaner, (txns, ending), groups_thread)) => {
+                use crate::cluster_metadata::MetadataFile as F;
+                registry.set_publisher(metadata.hook(F::Topics));
+                dynamic.set_publisher(metadata.hook(F::Dynamic));
+                access.users.set_publisher(metadata.security_hook(F::Users));
+                access.acls.set_publisher(metadata.security_hook(F::Acls));
                 let broker = Broker {
                     config,
                     store,
@@ -283,6 +330,7 @@ impl Broker {
                     tiering: None,
                     access,
                     dynamic,
+                    metadata,
                     txns,
                     cluster: std::sync::OnceLock::new(),
                 };
@@ -296,7 +344,9 @@ impl Broker {
             Err(e) => {
                 // Leave the store as a clean shutdown would: the failure was
                 // ours, not the log's, and the next start should be quick.
-                if let Err(close) = store.shutdown() {
+                drop(metadata);
+                let closed = Arc::try_unwrap(store).map_err(|_| StoreError::Closed);
+                if let Err(close) = closed.and_then(Store::shutdown) {
                     tracing::error!(error = %close, "closing the store after a failed start");
                 }
                 Err(e)
@@ -322,7 +372,7 @@ impl Broker {
             .partitions()
             .iter()
             .map(|tp| tp.topic().to_string())
-            .filter(|t| registry.get(t).is_none())
+            .filter(|t| registry.get(t).is_none() && t != crate::cluster_metadata::METADATA_TOPIC)
             .collect();
         orphans.dedup();
         for topic in &orphans {
@@ -778,7 +828,10 @@ impl Broker {
     pub(crate) fn crash(self) {
         self.groups_thread.stop(&self.coordinator);
         self.cleaner.stop();
-        self.store.close_uncleanly();
+        match Arc::try_unwrap(self.store) {
+            Ok(store) => store.close_uncleanly(),
+            Err(_) => tracing::error!("the store is still held; not closed"),
+        }
     }
 
     /// Stops `tidelog-groups` and the cleaner (joining their threads),
@@ -786,7 +839,12 @@ impl Broker {
     pub fn shutdown(self) -> Result<(), StoreError> {
         self.groups_thread.stop(&self.coordinator);
         self.cleaner.stop();
-        self.store.shutdown()
+        // The metadata log holds the store weakly: the broker's is the
+        // only strong reference, unless a change is appending right now
+        // (none can: shutdown owns the broker).
+        Arc::try_unwrap(self.store)
+            .map_err(|_| StoreError::Closed)?
+            .shutdown()
     }
 }
 
@@ -867,6 +925,31 @@ fn run_groups_ticks(coordinator: &Coordinator, registry: &TopicRegistry, stop: &
     }
 }
 
+/// The cluster metadata log once the store has recovered
+/// (`crate::cluster_metadata`): the files a cut or a lost tail left
+/// pending take their last record below again; a diverged one is warned
+/// about; and when recovery applied metadata records, a checkpoint past
+/// them, so no later recovery replays them over a change this open
+/// makes on its own (a declared topic, a bootstrap user). Blocking.
+fn prepare_metadata(
+    store: &Arc<Store>,
+    sink: &crate::cluster_metadata::sink::MetadataSink,
+    metadata: &crate::cluster_metadata::ClusterMetadata,
+) -> Result<(), BrokerError> {
+    metadata.set_store(store);
+    let diverged = sink.rederive(store)?;
+    if !diverged.is_empty() {
+        tracing::warn!(
+            files = ?diverged,
+            "a cut took changes of these metadata files and the log holds no earlier record of them: they keep content the master may not have until its next change of them (docs/CLUSTER.md)"
+        );
+    }
+    if sink.applied() > 0 {
+        store.checkpoint()?;
+    }
+    Ok(())
+}
+
 /// Declares compact topics to the compacted logs before recovery, so the
 /// records it replays are copied: the registry's compact topics,
 /// `__consumer_offsets`, and compact topics of the config file that are new
@@ -930,7 +1013,10 @@ fn refuse_orphaned_topics(data_dir: &std::path::Path) -> Result<(), BrokerError>
         };
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
-            if entry.path().is_dir() && !crate::registry::is_internal(&name) {
+            if entry.path().is_dir()
+                && !crate::registry::is_internal(&name)
+                && name != crate::cluster_metadata::METADATA_TOPIC
+            {
                 orphans.insert(name);
             }
         }

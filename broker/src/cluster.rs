@@ -101,13 +101,20 @@ impl crate::Broker {
     /// Put this broker in a cluster (the node runtime, once, before the
     /// broker serves): from now on `gate` decides its writes and
     /// acknowledgements. A second call is refused.
+    ///
+    /// From then on each change of topics, configs, users or ACLs also
+    /// appends a record to the cluster metadata log
+    /// ([`crate::cluster_metadata`]), which the store refuses while it is
+    /// a replica (and the gate refuses such a change before).
     pub fn join_cluster(&self, gate: Arc<dyn ClusterGate>) -> Result<(), BrokerError> {
         self.cluster
             .set(gate)
             .map_err(|_| BrokerError::InvalidConfig {
                 key: "cluster".into(),
                 reason: "the broker is in a cluster already".into(),
-            })
+            })?;
+        self.metadata.enable();
+        Ok(())
     }
 
     /// The cluster's gate, when this broker is in one.

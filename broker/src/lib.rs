@@ -56,6 +56,7 @@ pub mod auth;
 mod blocking;
 pub mod broker;
 pub mod cluster;
+pub mod cluster_metadata;
 pub mod compaction;
 pub mod config;
 pub mod consumer_protocol;

@@ -186,6 +186,9 @@ pub struct TopicRegistry {
     topics: RwLock<BTreeMap<String, Arc<Topic>>>,
     /// Changed only under `write`.
     defaults: RwLock<Arc<Defaults>>,
+    /// Hands the file's next bytes to the cluster's metadata log before
+    /// they are written (`crate::cluster_metadata`).
+    publish: crate::cluster_metadata::Hook,
 }
 
 impl std::fmt::Debug for TopicRegistry {
@@ -252,6 +255,7 @@ impl TopicRegistry {
             write: Mutex::new(()),
             topics: RwLock::new(topics),
             defaults: RwLock::new(Arc::new(defaults)),
+            publish: crate::cluster_metadata::Hook::default(),
         };
         if let Some(version) = upgrade {
             // The ids just made must be the ids of every later start.
@@ -269,6 +273,89 @@ impl TopicRegistry {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// From now on every change hands the file's whole next bytes to
+    /// `publish` before writing them, and is refused if it fails
+    /// (`crate::cluster_metadata`). Set once.
+    pub(crate) fn set_publisher(&self, publish: Arc<crate::cluster_metadata::Publish>) {
+        self.publish.set(publish);
+    }
+
+    /// Replaces the registry with a registry file's `bytes` from the
+    /// cluster's master (`crate::cluster_metadata`): checked as
+    /// [`TopicRegistry::load`] checks the file (the current version
+    /// only: a master writes no other), every topic resolved over the
+    /// defaults in force, written as a change writes the file (not
+    /// published) and published in memory. Returns the topics as they
+    /// are now. Blocking.
+    pub(crate) fn install(&self, bytes: &[u8]) -> Result<Vec<Arc<Topic>>, BrokerError> {
+        let file_err = |reason: String| BrokerError::RegistryFile {
+            path: self.path.clone(),
+            reason,
+        };
+        if bytes.len() as u64 > REGISTRY_FILE_MAX_BYTES {
+            return Err(file_err(format!(
+                "{} bytes, more than the {REGISTRY_FILE_MAX_BYTES} read",
+                bytes.len()
+            )));
+        }
+        let file: RegistryFile = serde_json::from_slice(bytes)
+            .map_err(|e| file_err(format!("not a topic registry: {e}")))?;
+        if file.version != REGISTRY_VERSION {
+            return Err(file_err(format!(
+                "version {} is not the master's {REGISTRY_VERSION}",
+                file.version
+            )));
+        }
+        let _w = self.lock_write();
+        let defaults = self.defaults();
+        let current = self.read().clone();
+        let mut next = BTreeMap::new();
+        for (name, entry) in file.topics {
+            let topic =
+                build(&name, &entry, current.get(&name).map(|t| &**t), &defaults).map_err(|e| {
+                    BrokerError::RegistryTopic {
+                        path: self.path.clone(),
+                        topic: name.clone(),
+                        reason: e.to_string(),
+                    }
+                })?;
+            next.insert(name, Arc::new(topic));
+        }
+        tidelog_storage::fs_util::write_atomic(&self.path, bytes)
+            .map_err(|source| BrokerError::RegistryWrite { source })?;
+        let topics = next.values().cloned().collect();
+        *self.topics.write().unwrap_or_else(|e| e.into_inner()) = next;
+        Ok(topics)
+    }
+
+    /// Re-resolves every topic over `next` (the master's dynamic configs,
+    /// installed on a replica): what [`TopicRegistry::set_defaults`]
+    /// does, without its refusals (the master made them) and without a
+    /// file to write (the registry does not keep defaults). Returns the
+    /// topics whose config changed. Blocking.
+    pub(crate) fn install_defaults(&self, next: Defaults) -> Result<Vec<Arc<Topic>>, BrokerError> {
+        let _w = self.lock_write();
+        let current = self.read().clone();
+        let mut rebuilt = BTreeMap::new();
+        let mut changed = Vec::new();
+        for (name, topic) in &current {
+            let entry = TopicEntry {
+                id: Some(topic.id),
+                partitions: topic.partitions.get(),
+                configs: topic.overrides.clone(),
+                base_offsets: topic.base_offsets.clone(),
+            };
+            let next_topic = Arc::new(build(name, &entry, Some(topic), &next)?);
+            if next_topic.config != topic.config {
+                changed.push(Arc::clone(&next_topic));
+            }
+            rebuilt.insert(name.clone(), next_topic);
+        }
+        *self.defaults.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(next);
+        *self.topics.write().unwrap_or_else(|e| e.into_inner()) = rebuilt;
+        Ok(changed)
     }
 
     /// The cluster-wide topic defaults in force.
@@ -598,6 +685,10 @@ impl TopicRegistry {
         };
         let bytes = serde_json::to_vec_pretty(&file)
             .map_err(|source| BrokerError::RegistryEncode { source })?;
+        // In a cluster: into the CommitLog first, so a replica gets the
+        // change, and before any record of a topic it creates (those
+        // wait for the topic to be published in memory, below).
+        self.publish.publish(&bytes)?;
         tidelog_storage::fs_util::write_atomic(&self.path, &bytes)
             .map_err(|source| BrokerError::RegistryWrite { source })?;
         *self.topics.write().unwrap_or_else(|e| e.into_inner()) = next;

@@ -177,7 +177,7 @@ impl Broker {
             });
         }
         let broker = Arc::clone(self);
-        crate::blocking::run(move || {
+        let created = crate::blocking::run(move || {
             let topic = broker.create_topic(&name, partitions, overrides)?;
             Ok(CreatedTopic {
                 name,
@@ -186,7 +186,9 @@ impl Broker {
                 overrides: topic.overrides.clone(),
             })
         })
-        .await
+        .await?;
+        self.metadata_replicated().await?;
+        Ok(created)
     }
 
     /// Grows `request.topic` to `request.count` partitions after Kafka's
@@ -214,11 +216,13 @@ impl Broker {
             return Ok(count);
         }
         let broker = Arc::clone(self);
-        crate::blocking::run(move || {
+        let count = crate::blocking::run(move || {
             let topic = broker.add_partitions(&request.topic, count)?;
             Ok(topic.partitions.get())
         })
-        .await
+        .await?;
+        self.metadata_replicated().await?;
+        Ok(count)
     }
 
     /// The rules of a create, in order: the name, the partitions and the
@@ -311,7 +315,11 @@ impl Broker {
             return Ok(topic);
         }
         let (broker, name) = (Arc::clone(self), name.to_owned());
-        crate::blocking::run(move || broker.auto_create_topic(&name, create, writes)).await
+        let topic =
+            crate::blocking::run(move || broker.auto_create_topic(&name, create, writes)).await?;
+        // Created: answered once the in-sync set holds its record.
+        self.metadata_replicated().await?;
+        Ok(topic)
     }
 
     /// [`topic_or_auto_created`](Self::topic_or_auto_created) on the

@@ -22,9 +22,46 @@
 //!
 //! The broker's door makes the one check per operation; the front-ends
 //! only name the principal and turn a denial into their code.
+//!
+//! In a cluster the ACL and users files reach the replicas through the
+//! master's CommitLog: each store hands a change's whole file to a
+//! [`Publish`] hook before writing it (`set_publisher`), and a replica
+//! takes the master's file whole (`install`), checked as at open.
 
 pub mod acl;
 pub mod config;
 pub mod scram;
 pub mod users;
 pub mod verified;
+
+/// What a store hands a change's whole next file to before writing it
+/// (the broker's cluster metadata log); an `Err` refuses the change,
+/// its text the reason.
+pub type Publish = dyn Fn(&[u8]) -> Result<(), String> + Send + Sync;
+
+/// A store's [`Publish`] hook: unset (a single node, or a store not yet
+/// in a cluster) until `set`, then set for good.
+#[derive(Default)]
+pub struct PublishHook(std::sync::OnceLock<std::sync::Arc<Publish>>);
+
+impl PublishHook {
+    /// Set once; a second call is ignored.
+    pub fn set(&self, publish: std::sync::Arc<Publish>) {
+        let _ = self.0.set(publish);
+    }
+
+    /// Hands `bytes` to the hook, if one is set.
+    pub fn publish(&self, bytes: &[u8]) -> Result<(), String> {
+        self.0.get().map_or(Ok(()), |p| p(bytes))
+    }
+}
+
+impl std::fmt::Debug for PublishHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.get().is_some() {
+            "PublishHook(set)"
+        } else {
+            "PublishHook(unset)"
+        })
+    }
+}

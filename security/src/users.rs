@@ -29,6 +29,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 
+use crate::{Publish, PublishHook};
+
 use serde::{Deserialize, Serialize};
 
 use crate::scram::{Mechanism, ScramCredential, ScramError, ITERATIONS_MIN, USERNAME_MAX};
@@ -100,6 +102,9 @@ pub struct UserStore {
     users: Mutex<BTreeMap<String, Credentials>>,
     current: RwLock<Arc<BTreeMap<String, Credentials>>>,
     max_users: usize,
+    /// Hands the file's next bytes to the cluster's metadata log before
+    /// they are written ([`UserStore::set_publisher`]).
+    publish: PublishHook,
 }
 
 impl UserStore {
@@ -124,7 +129,44 @@ impl UserStore {
             current: RwLock::new(Arc::new(users.clone())),
             users: Mutex::new(users),
             max_users: USERS_MAX,
+            publish: PublishHook::default(),
         })
+    }
+
+    /// From now on every change hands the file's whole next bytes to
+    /// `publish` before writing them, and is refused if it fails (a
+    /// cluster's master: the change goes through the CommitLog to the
+    /// replicas). Set once; a second call is ignored.
+    pub fn set_publisher(&self, publish: Arc<Publish>) {
+        self.publish.set(publish);
+    }
+
+    /// Replaces the users with a users file's `bytes` from the cluster's
+    /// master, checked as [`UserStore::open`] checks the file, written
+    /// the way a change writes it (not published: it is the master's
+    /// change). Logins see it at once.
+    pub fn install(&self, bytes: &[u8]) -> Result<(), UserError> {
+        let file_err = |reason: String| UserError::File {
+            path: self.path.display().to_string(),
+            reason,
+        };
+        if bytes.len() as u64 > USERS_FILE_MAX_BYTES {
+            return Err(file_err(format!(
+                "{} bytes, more than the {USERS_FILE_MAX_BYTES} read",
+                bytes.len()
+            )));
+        }
+        let next = read_users(bytes).map_err(file_err)?;
+        let mut held = self.users.lock().unwrap_or_else(PoisonError::into_inner);
+        tidelog_storage::fs_util::write_atomic_private(&self.path, bytes).map_err(|e| {
+            UserError::Write {
+                path: self.path.display().to_string(),
+                reason: e.to_string(),
+            }
+        })?;
+        *self.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(next.clone());
+        *held = next;
+        Ok(())
     }
 
     fn snapshot(&self) -> Arc<BTreeMap<String, Credentials>> {
@@ -304,6 +346,7 @@ impl UserStore {
             reason,
         };
         let bytes = serde_json::to_vec_pretty(&file).map_err(|e| write_err(e.to_string()))?;
+        self.publish.publish(&bytes).map_err(write_err)?;
         tidelog_storage::fs_util::write_atomic_private(&self.path, &bytes)
             .map_err(|e| write_err(e.to_string()))?;
         *self.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(next.clone());

@@ -209,3 +209,48 @@ fn a_damaged_file_refuses_the_open() {
     let store = UserStore::open(dir.path()).unwrap();
     assert!(store.verify_password("a", b"p"));
 }
+
+/// A change hands its whole file to the hook before writing it, and a
+/// refusal of the hook refuses the change; another store takes those
+/// bytes whole (`install`), checked as at open, readable by its owner
+/// only, and logins see them.
+#[test]
+fn changes_are_published_and_installed_elsewhere() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let master = UserStore::open(a.path()).unwrap();
+    let replica = UserStore::open(b.path()).unwrap();
+    let published = Arc::new(Mutex::new(Vec::<Vec<u8>>::new()));
+    let refuse = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (p, r) = (Arc::clone(&published), Arc::clone(&refuse));
+    master.set_publisher(Arc::new(move |bytes: &[u8]| {
+        if r.load(std::sync::atomic::Ordering::Acquire) {
+            return Err("refused".into());
+        }
+        p.lock().unwrap().push(bytes.to_vec());
+        Ok(())
+    }));
+    master
+        .create("alice", cred(Mechanism::Sha256, "secret"))
+        .unwrap();
+    let file = std::fs::read(a.path().join(USERS_FILE)).unwrap();
+    assert_eq!(*published.lock().unwrap(), vec![file.clone()]);
+
+    refuse.store(true, std::sync::atomic::Ordering::Release);
+    let e = master
+        .create("bob", cred(Mechanism::Sha256, "pw"))
+        .unwrap_err();
+    assert!(matches!(e, UserError::Write { .. }), "{e:?}");
+    assert!(!master.exists("bob"));
+    assert_eq!(std::fs::read(a.path().join(USERS_FILE)).unwrap(), file);
+
+    replica.install(&file).unwrap();
+    let path = b.path().join(USERS_FILE);
+    assert_eq!(std::fs::read(&path).unwrap(), file);
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    assert!(replica.verify_password("alice", b"secret"));
+    for bad in [&b"nope"[..], br#"{"version":1,"users":{"*":[]}}"#] {
+        assert!(matches!(replica.install(bad), Err(UserError::File { .. })));
+    }
+    assert!(replica.exists("alice"));
+}

@@ -89,6 +89,7 @@ impl Door {
             broker.alter_dynamic_configs(&scope, &*changes_of, validate_only)
         })
         .await?;
+        self.broker.metadata_replicated().await?;
         if !validate_only {
             tracing::info!(resource = %logged, "altered dynamic configs");
         }

@@ -318,7 +318,8 @@ impl Door {
         self.broker.check_master()?;
         self.allow(Operation::Delete, Resource::topic(name))?;
         let (broker, name) = (Arc::clone(&self.broker), name.to_owned());
-        crate::blocking::run(move || broker.delete_topic(&name)).await
+        crate::blocking::run(move || broker.delete_topic(&name)).await?;
+        self.broker.metadata_replicated().await
     }
 
     /// Applies config changes to a topic, all or nothing (`None` removes
@@ -343,7 +344,8 @@ impl Door {
                 broker.alter_topic_with(&name, &*changes_of)
             }
         })
-        .await
+        .await?;
+        self.broker.metadata_replicated().await
     }
 
     /// A new producer id for InitProducerId (or the next epoch of

@@ -35,7 +35,9 @@ impl Door {
         self.broker.check_master()?;
         self.allow(Operation::Alter, Resource::cluster())?;
         let broker = std::sync::Arc::clone(self.broker());
-        crate::blocking::run(move || Ok(broker.access.acls.create(acls))).await
+        let created = crate::blocking::run(move || Ok(broker.access.acls.create(acls))).await?;
+        self.broker.metadata_replicated().await?;
+        Ok(created)
     }
 
     /// Deletes every ACL a filter matches; per filter, what it deleted.
@@ -46,7 +48,10 @@ impl Door {
         self.broker.check_master()?;
         self.allow(Operation::Alter, Resource::cluster())?;
         let broker = std::sync::Arc::clone(self.broker());
-        crate::blocking::run(move || Ok(broker.access.acls.delete(&filters)?)).await
+        let deleted =
+            crate::blocking::run(move || Ok(broker.access.acls.delete(&filters)?)).await?;
+        self.broker.metadata_replicated().await?;
+        Ok(deleted)
     }
 
     /// Every user, by name.
@@ -110,7 +115,8 @@ impl Door {
             tracing::info!(%user, mechanism = mechanism.name(), created = create, "user credential set");
             Ok(())
         })
-        .await
+        .await?;
+        self.broker.metadata_replicated().await
     }
 
     /// Deletes `user`: its open connections fail their next request.
@@ -124,7 +130,8 @@ impl Door {
             tracing::info!(%user, "user deleted");
             Ok(())
         })
-        .await
+        .await?;
+        self.broker.metadata_replicated().await
     }
 
     /// Kafka's AlterUserScramCredentials: each user's changes all or
@@ -136,6 +143,8 @@ impl Door {
         self.broker.check_master()?;
         self.allow(Operation::Alter, Resource::cluster())?;
         let broker = std::sync::Arc::clone(self.broker());
-        crate::blocking::run(move || Ok(broker.access.users.alter(changes))).await
+        let answers = crate::blocking::run(move || Ok(broker.access.users.alter(changes))).await?;
+        self.broker.metadata_replicated().await?;
+        Ok(answers)
     }
 }

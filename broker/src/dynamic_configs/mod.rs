@@ -177,6 +177,9 @@ pub struct Altered {
 pub struct DynamicConfigs {
     path: PathBuf,
     state: Mutex<Stored>,
+    /// Hands the file's next bytes to the cluster's metadata log before
+    /// they are written (`crate::cluster_metadata`).
+    publish: crate::cluster_metadata::Hook,
 }
 
 impl std::fmt::Debug for DynamicConfigs {
@@ -221,7 +224,52 @@ impl DynamicConfigs {
         Ok(DynamicConfigs {
             path,
             state: Mutex::new(stored),
+            publish: crate::cluster_metadata::Hook::default(),
         })
+    }
+
+    /// From now on every change hands the file's whole next bytes to
+    /// `publish` before writing them, and is refused if it fails. Set
+    /// once.
+    pub(crate) fn set_publisher(&self, publish: std::sync::Arc<crate::cluster_metadata::Publish>) {
+        self.publish.set(publish);
+    }
+
+    /// Replaces the configs with a dynamic config file's `bytes` from the
+    /// cluster's master (`crate::cluster_metadata`), checked as
+    /// [`DynamicConfigs::load`] checks the file against `groups`, written
+    /// as an alter writes it (not published). Returns the topic defaults
+    /// they make, for the registry to follow. Blocking.
+    pub(crate) fn install(
+        &self,
+        bytes: &[u8],
+        groups: &GroupsConfig,
+    ) -> Result<Defaults, BrokerError> {
+        let file_err = |reason: String| BrokerError::DynamicConfigsFile {
+            path: self.path.clone(),
+            reason,
+        };
+        if bytes.len() as u64 > FILE_MAX_BYTES {
+            return Err(file_err(format!(
+                "{} bytes, more than the {FILE_MAX_BYTES} read",
+                bytes.len()
+            )));
+        }
+        let stored: Stored = serde_json::from_slice(bytes)
+            .map_err(|e| file_err(format!("not a dynamic config file: {e}")))?;
+        if stored.version != VERSION {
+            return Err(file_err(format!(
+                "version {} is not the supported {VERSION}",
+                stored.version
+            )));
+        }
+        check_stored(&stored, groups).map_err(|e| file_err(e.to_string()))?;
+        let mut state = self.lock();
+        tidelog_storage::fs_util::write_atomic(&self.path, bytes)
+            .map_err(|source| BrokerError::DynamicConfigsWrite { source })?;
+        let defaults = stored.topic_defaults();
+        *state = stored;
+        Ok(defaults)
     }
 
     fn lock(&self) -> MutexGuard<'_, Stored> {
@@ -329,6 +377,7 @@ impl DynamicConfigs {
                     path: self.path.clone(),
                     reason: format!("cannot encode: {e}"),
                 })?;
+            self.publish.publish(&bytes)?;
             tidelog_storage::fs_util::write_atomic(&self.path, &bytes)
                 .map_err(|source| BrokerError::DynamicConfigsWrite { source })?;
             persisted = true;

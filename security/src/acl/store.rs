@@ -25,6 +25,8 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
+use crate::{Publish, PublishHook};
+
 use serde::{Deserialize, Serialize};
 
 use super::index::{Authorizer, AuthorizerConfig};
@@ -56,6 +58,9 @@ pub struct AclStore {
     current: RwLock<Arc<Authorizer>>,
     /// [`ACLS_MAX`]; smaller in tests.
     max_acls: usize,
+    /// Hands the file's next bytes to the cluster's metadata log before
+    /// they are written ([`AclStore::set_publisher`]).
+    publish: PublishHook,
 }
 
 /// One creation's answer.
@@ -75,27 +80,7 @@ impl AclStore {
             .map_err(|e| file_err(e.to_string()))?;
         let acls = match bytes {
             None => BTreeSet::new(),
-            Some(bytes) => {
-                let file: AclFile = serde_json::from_slice(&bytes)
-                    .map_err(|e| file_err(format!("not an ACL file: {e}")))?;
-                if file.version != ACL_FILE_VERSION {
-                    return Err(file_err(format!(
-                        "version {} is not the supported {ACL_FILE_VERSION}",
-                        file.version
-                    )));
-                }
-                if file.acls.len() > ACLS_MAX {
-                    return Err(file_err(format!(
-                        "{} ACLs, more than the {ACLS_MAX} the store keeps",
-                        file.acls.len()
-                    )));
-                }
-                for acl in &file.acls {
-                    acl.validate()
-                        .map_err(|e| file_err(format!("ACL {acl}: {e}")))?;
-                }
-                file.acls.into_iter().collect()
-            }
+            Some(bytes) => read_acls(&bytes).map_err(file_err)?,
         };
         let current = Arc::new(Authorizer::new(config, &acls));
         tracing::info!(acls = acls.len(), path = %path.display(), "ACLs loaded");
@@ -104,7 +89,44 @@ impl AclStore {
             acls: Mutex::new(acls),
             current: RwLock::new(current),
             max_acls: ACLS_MAX,
+            publish: PublishHook::default(),
         })
+    }
+
+    /// From now on every change hands the file's whole next bytes to
+    /// `publish` before writing them, and is refused if it fails (a
+    /// cluster's master: the change goes through the CommitLog to the
+    /// replicas). Set once; a second call is ignored.
+    pub fn set_publisher(&self, publish: Arc<Publish>) {
+        self.publish.set(publish);
+    }
+
+    /// Replaces the ACLs with an ACL file's `bytes` from the cluster's
+    /// master, checked as [`AclStore::open`] checks the file, written the
+    /// way a change writes it (not published: it is the master's change).
+    /// Checks read the new ACLs at once.
+    pub fn install(&self, bytes: &[u8]) -> Result<(), AclError> {
+        let file_err = |reason: String| AclError::File {
+            path: self.path.display().to_string(),
+            reason,
+        };
+        if bytes.len() as u64 > ACL_FILE_MAX_BYTES {
+            return Err(file_err(format!(
+                "{} bytes, more than the {ACL_FILE_MAX_BYTES} read",
+                bytes.len()
+            )));
+        }
+        let next = read_acls(bytes).map_err(file_err)?;
+        let mut held = self.acls.lock().unwrap_or_else(PoisonError::into_inner);
+        tidelog_storage::fs_util::write_atomic(&self.path, bytes).map_err(|e| AclError::Write {
+            path: self.path.display().to_string(),
+            reason: e.to_string(),
+        })?;
+        let config = self.authorizer().config().clone();
+        let index = Arc::new(Authorizer::new(config, &next));
+        *held = next;
+        *self.current.write().unwrap_or_else(PoisonError::into_inner) = index;
+        Ok(())
     }
 
     /// The index every check reads; a later change does not alter it.
@@ -180,6 +202,7 @@ impl AclStore {
             reason,
         };
         let bytes = serde_json::to_vec_pretty(&file).map_err(|e| write_err(e.to_string()))?;
+        self.publish.publish(&bytes).map_err(write_err)?;
         tidelog_storage::fs_util::write_atomic(&self.path, &bytes)
             .map_err(|e| write_err(e.to_string()))?;
         let config = self.authorizer().config().clone();
@@ -188,6 +211,29 @@ impl AclStore {
         *self.current.write().unwrap_or_else(PoisonError::into_inner) = index;
         Ok(())
     }
+}
+
+/// The ACLs of an ACL file's bytes, checked whole (version, bound, each
+/// ACL valid); why not.
+fn read_acls(bytes: &[u8]) -> Result<BTreeSet<AclBinding>, String> {
+    let file: AclFile =
+        serde_json::from_slice(bytes).map_err(|e| format!("not an ACL file: {e}"))?;
+    if file.version != ACL_FILE_VERSION {
+        return Err(format!(
+            "version {} is not the supported {ACL_FILE_VERSION}",
+            file.version
+        ));
+    }
+    if file.acls.len() > ACLS_MAX {
+        return Err(format!(
+            "{} ACLs, more than the {ACLS_MAX} the store keeps",
+            file.acls.len()
+        ));
+    }
+    for acl in &file.acls {
+        acl.validate().map_err(|e| format!("ACL {acl}: {e}"))?;
+    }
+    Ok(file.acls.into_iter().collect())
 }
 
 #[cfg(test)]

@@ -189,3 +189,46 @@ fn file_is_pinned() {
 }"#
     );
 }
+
+/// A change hands its whole file to the hook before writing it, and a
+/// refusal of the hook refuses the change; another store takes those
+/// bytes whole (`install`), checked as at open, and checks see them.
+#[test]
+fn changes_are_published_and_installed_elsewhere() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let master = AclStore::open(a.path(), AuthorizerConfig::default()).unwrap();
+    let replica = AclStore::open(b.path(), AuthorizerConfig::default()).unwrap();
+    let published = Arc::new(Mutex::new(Vec::<Vec<u8>>::new()));
+    let refuse = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (p, r) = (Arc::clone(&published), Arc::clone(&refuse));
+    master.set_publisher(Arc::new(move |bytes: &[u8]| {
+        if r.load(std::sync::atomic::Ordering::Acquire) {
+            return Err("refused".into());
+        }
+        p.lock().unwrap().push(bytes.to_vec());
+        Ok(())
+    }));
+    assert!(master
+        .create(vec![acl("User:alice", "orders", Operation::Read)])
+        .iter()
+        .all(Result::is_ok));
+    let file = std::fs::read(a.path().join(ACL_FILE)).unwrap();
+    assert_eq!(*published.lock().unwrap(), vec![file.clone()]);
+
+    refuse.store(true, std::sync::atomic::Ordering::Release);
+    let answers = master.create(vec![acl("User:bob", "orders", Operation::Read)]);
+    assert!(
+        matches!(answers[0], Err(AclError::Write { .. })),
+        "{answers:?}"
+    );
+    assert_eq!(std::fs::read(a.path().join(ACL_FILE)).unwrap(), file);
+    assert!(!may_read(&master, "User:bob", "orders"));
+
+    replica.install(&file).unwrap();
+    assert_eq!(std::fs::read(b.path().join(ACL_FILE)).unwrap(), file);
+    assert!(may_read(&replica, "User:alice", "orders"));
+    for bad in [&b"nope"[..], br#"{"version":2,"acls":[]}"#] {
+        assert!(matches!(replica.install(bad), Err(AclError::File { .. })));
+    }
+    assert!(may_read(&replica, "User:alice", "orders"));
+}
