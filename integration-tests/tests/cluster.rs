@@ -61,10 +61,33 @@ fn produce(node: &TidelogProcess, partition: u64, value: &str) -> Produced {
     produce_to(node, "t", partition, value)
 }
 
+/// A produce the node answers itself: marked as forwarded already, so a
+/// replica refuses it (503 50301) instead of forwarding it to the master.
+/// The tests find the master by who takes a write.
 fn produce_to(node: &TidelogProcess, topic: &str, partition: u64, value: &str) -> Produced {
-    let body = json!({"records": [{"value": value, "partition": partition}]});
+    produce_with(
+        node,
+        topic,
+        partition,
+        value,
+        &[("x-tidelog-forwarded-by", "0")],
+    )
+}
+
+fn produce_with(
+    node: &TidelogProcess,
+    topic: &str,
+    partition: u64,
+    value: &str,
+    extra: &[(&str, &str)],
+) -> Produced {
+    let body = json!({"records": [{"value": value, "partition": partition}]}).to_string();
     let path = format!("/topics/{topic}");
-    let Ok(r) = std::panic::catch_unwind(|| node.send_json("POST", &path, &body)) else {
+    let mut headers = vec![("Content-Type", "application/json")];
+    headers.extend_from_slice(extra);
+    let Ok(r) =
+        std::panic::catch_unwind(|| node.request("POST", &path, &headers, Some(body.as_bytes())))
+    else {
         return Produced::Gone;
     };
     let answer = r.json();
@@ -78,22 +101,30 @@ fn produce_to(node: &TidelogProcess, topic: &str, partition: u64, value: &str) -
     Produced::Refused(answer["error_code"].as_u64().unwrap_or(0))
 }
 
-/// Every record node `n` serves of partition `p`: offset → value.
+/// Every record `node` serves of partition `p`: offset → value.
 fn served(node: &TidelogProcess, p: u64) -> BTreeMap<u64, String> {
-    let end = node
-        .get(&format!("/topics/t/partitions/{p}/offsets"))
-        .expect(200)["end_offset"]
-        .as_u64()
-        .unwrap();
+    try_served(node, p).unwrap_or_else(|| panic!("partition {p}: the node does not serve"))
+}
+
+/// [`served`], or `None` while the node does not serve (it is opening its
+/// broker again after a role change, say).
+fn try_served(node: &TidelogProcess, p: u64) -> Option<BTreeMap<u64, String>> {
+    let offsets = node.get(&format!("/topics/t/partitions/{p}/offsets"));
+    if offsets.status != 200 {
+        return None;
+    }
+    let end = offsets.json()["end_offset"].as_u64()?;
     let mut out = BTreeMap::new();
     let mut next = 0;
     while next < end {
-        let got = node
-            .get(&format!(
-                "/topics/t/partitions/{p}/records?offset={next}&timeout=0"
-            ))
-            .expect(200);
-        let got = got.as_array().unwrap();
+        let got = node.get(&format!(
+            "/topics/t/partitions/{p}/records?offset={next}&timeout=0"
+        ));
+        if got.status != 200 {
+            return None;
+        }
+        let got = got.json();
+        let got = got.as_array()?;
         assert!(
             !got.is_empty(),
             "partition {p}: nothing at {next} below {end}"
@@ -104,7 +135,15 @@ fn served(node: &TidelogProcess, p: u64) -> BTreeMap<u64, String> {
             next = offset + 1;
         }
     }
-    out
+    Some(out)
+}
+
+/// Whether `a` and `b` serve the same records of every partition now.
+fn same_records(a: &TidelogProcess, b: &TidelogProcess) -> bool {
+    (0..PARTITIONS).all(|p| {
+        let (x, y) = (try_served(a, p), try_served(b, p));
+        x.is_some() && x == y
+    })
 }
 
 /// The index of the node that takes a write now, trying each.
@@ -172,13 +211,26 @@ fn a_killed_master_is_replaced_and_no_acknowledged_record_is_lost() {
             Produced::Gone => panic!("the master is gone"),
         }
     }
-    // A replica refuses writes itself (HTTP forwarding aside).
+    // A replica takes no write of its own; a client's write to it is
+    // forwarded to the master and answered as the master answered.
     let replica = (master + 1) % 3;
     match produce(&nodes[replica], 0, "to-a-replica") {
-        Produced::Acked(..) => {}
         Produced::Refused(code) => assert_eq!(code, 50301, "not the master"),
+        other => panic!(
+            "a replica took a write itself: {:?}",
+            matches!(other, Produced::Gone)
+        ),
+    }
+    match produce_with(&nodes[replica], "t", 1, "through-a-replica", &[]) {
+        Produced::Acked(p, o) => {
+            acked.insert((p, o), "through-a-replica".into());
+        }
+        Produced::Refused(code) => panic!("a forwarded write refused: {code}"),
         Produced::Gone => panic!("the replica is gone"),
     }
+    let cluster = nodes[replica].get("/v1/cluster").expect(200);
+    assert_eq!(cluster["master"], master as u64 + 1, "{cluster}");
+    assert_eq!(cluster["nodes"].as_array().unwrap().len(), 3, "{cluster}");
 
     // kill -9 the master; another takes over, with every acknowledged
     // record at its offset.
@@ -217,7 +269,13 @@ fn a_killed_master_is_replaced_and_no_acknowledged_record_is_lost() {
     let survivor = others.iter().copied().find(|&i| i != new_master).unwrap();
     wait_for("the other replica to hold everything", || {
         (0..PARTITIONS)
-            .all(|p| served(&nodes[survivor], p).len() >= served(&nodes[new_master], p).len())
+            .all(|p| {
+                let (r, m) = (
+                    try_served(&nodes[survivor], p),
+                    try_served(&nodes[new_master], p),
+                );
+                matches!((r, m), (Some(r), Some(m)) if r.len() >= m.len())
+            })
             .then_some(())
     });
     check(&nodes[survivor], "the other replica");
@@ -226,9 +284,7 @@ fn a_killed_master_is_replaced_and_no_acknowledged_record_is_lost() {
     // and copies on: a replica with every acknowledged record.
     nodes[master].start_again();
     wait_for("the old master to catch up", || {
-        (0..PARTITIONS)
-            .all(|p| served(&nodes[master], p) == served(&nodes[new_master], p))
-            .then_some(())
+        same_records(&nodes[master], &nodes[new_master]).then_some(())
     });
     check(&nodes[master], "the returned old master");
 
@@ -371,9 +427,7 @@ fn a_cut_off_master_stops_acknowledging_and_nothing_acknowledged_is_lost() {
         write(&all, &mut acked);
     }
     wait_for("the old master to catch up", || {
-        (0..PARTITIONS)
-            .all(|p| served(&nodes[master], p) == served(&nodes[successor], p))
-            .then_some(())
+        same_records(&nodes[master], &nodes[successor]).then_some(())
     });
     for (i, n) in nodes.iter().enumerate() {
         check_acknowledged(n, &acked, &format!("node {}", i + 1));
@@ -433,9 +487,7 @@ fn a_lagging_replica_leaves_the_in_sync_set_and_too_few_refuse_writes() {
     });
     for &r in &replicas {
         wait_for("the replica to hold everything", || {
-            (0..PARTITIONS)
-                .all(|p| served(&nodes[r], p) == served(&nodes[master], p))
-                .then_some(())
+            same_records(&nodes[r], &nodes[master]).then_some(())
         });
         check_acknowledged(&nodes[r], &acked, "a replica back in sync");
     }
@@ -566,9 +618,7 @@ fn thirty_failovers_under_load_lose_nothing_acknowledged() {
     });
     for i in 0..3 {
         wait_for("every node in step", || {
-            (0..PARTITIONS)
-                .all(|p| served(&nodes[i], p) == served(&nodes[master], p))
-                .then_some(())
+            same_records(&nodes[i], &nodes[master]).then_some(())
         });
         check_acknowledged(&nodes[i], &acked, &format!("node {}", i + 1));
     }
