@@ -81,6 +81,12 @@ pub struct Context {
     /// On a SASL listener, how long a connection may stay without a login
     /// (`kafka.authentication_timeout_ms`, `listener`).
     pub authentication_timeout: std::time::Duration,
+    /// Each topic as Metadata last described it (its id and partition
+    /// count), answered while the broker is not ready: a cluster's node
+    /// opens its broker again on a role change, and a client told then
+    /// that a topic has no partitions drops its queued records for them
+    /// (`handlers::metadata`).
+    pub known_topics: std::sync::Mutex<std::collections::HashMap<String, (uuid::Uuid, u32)>>,
 }
 
 impl Context {
@@ -124,6 +130,7 @@ impl Context {
             authentication_timeout: std::time::Duration::from_millis(
                 config.authentication_timeout_ms,
             ),
+            known_topics: std::sync::Mutex::default(),
         }
     }
 

@@ -14,9 +14,12 @@
 //!   never handed out gets a new one. v0-2 always get a new id.
 //! * With a transactional id on a node of a cluster that is not the
 //!   master: NOT_COORDINATOR (the client finds the coordinator again).
-//!   Without one, the id is handed out by the master too (a durable
-//!   write): elsewhere NOT_LEADER_OR_FOLLOWER, retriable, which the
-//!   clients retry on another broker.
+//!   Without one, any node answers, as any Kafka broker does: each hands
+//!   out ids of its own block (`Store::confine_producer_ids`), so no two
+//!   nodes hand out one id and the new master knows every id a batch used
+//!   (from the copied producer state). librdkafka asks the same broker
+//!   again and again after a refusal, so a replica refusing would stall
+//!   the producer until it reconnected.
 //! * Before recovery ends: COORDINATOR_LOAD_IN_PROGRESS (retriable), as
 //!   Kafka's transaction coordinator answers while it loads.
 

@@ -15,7 +15,11 @@
 //! creates): LEADER_NOT_AVAILABLE, as Kafka answers a topic being
 //! created. In a cluster with no master known (an election under way) every
 //! partition answers LEADER_NOT_AVAILABLE, leader -1, with its replicas
-//! and ISR: clients retry their metadata until a master is named.
+//! and ISR: clients retry their metadata until a master is named. While
+//! the broker is not ready (recovery, or a cluster's node opening it
+//! again on a role change) a topic this listener described before keeps
+//! its partitions, each LEADER_NOT_AVAILABLE without a leader, for a
+//! client told that a topic has no partitions drops what it queued.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::metadata_response::{
@@ -64,11 +68,21 @@ pub async fn handle(ctx: &Context, version: i16, request: MetadataRequest) -> Me
     // Before the broker is ready (recovery) asked topics answer
     // LEADER_NOT_AVAILABLE; a request for all of them gets none, since the
     // registry is not loaded yet.
+    // A topic described before (the broker is being opened again) keeps
+    // its partitions, each without a leader: the client waits for one
+    // rather than drop what it queued for them.
     let Some(door) = door else {
+        let known = ctx.known_topics.lock().unwrap_or_else(|e| e.into_inner());
         let topics = asked
             .unwrap_or_default()
             .iter()
-            .map(|asked| asked.failed(version, NOT_READY))
+            .map(|asked| match asked {
+                Asked::Name(name) => match known.get(name) {
+                    Some(&(id, partitions)) => leaderless(name, id, partitions),
+                    None => asked.failed(version, NOT_READY),
+                },
+                Asked::Id(_) => asked.failed(version, NOT_READY),
+            })
             .collect();
         return answer.with_topics(topics);
     };
@@ -112,7 +126,37 @@ pub async fn handle(ctx: &Context, version: i16, request: MetadataRequest) -> Me
             topics
         }
     };
+    remember(ctx, &topics);
     answer.with_topics(topics)
+}
+
+/// Note each described topic's id and partition count for the answers
+/// given while the broker is not ready.
+fn remember(ctx: &Context, topics: &[MetadataResponseTopic]) {
+    let mut known = ctx.known_topics.lock().unwrap_or_else(|e| e.into_inner());
+    for t in topics.iter().filter(|t| t.error_code == 0) {
+        if let Some(name) = &t.name {
+            known.insert(name.to_string(), (t.topic_id, t.partitions.len() as u32));
+        }
+    }
+}
+
+/// A known topic while no broker answers: its partitions, each
+/// LEADER_NOT_AVAILABLE without a leader.
+fn leaderless(name: &str, id: Uuid, partitions: u32) -> MetadataResponseTopic {
+    let partitions = (0..partitions)
+        .map(|p| {
+            MetadataResponsePartition::default()
+                .with_error_code(NOT_READY)
+                .with_partition_index(p as i32)
+                .with_leader_id(BrokerId(-1))
+                .with_leader_epoch(-1)
+        })
+        .collect();
+    MetadataResponseTopic::default()
+        .with_name(Some(topic_name(name)))
+        .with_topic_id(id)
+        .with_partitions(partitions)
 }
 
 /// What every partition answers: its leader (with LEADER_NOT_AVAILABLE

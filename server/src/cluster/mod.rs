@@ -57,6 +57,9 @@ pub(crate) async fn start(
         .map_err(|e| e.to_string())?;
     // Until the node has a role, nothing of its own is written.
     store_of(&broker).set_replica(true);
+    // Producer ids from this node's own block: any node answers an
+    // idempotent producer, none hands out another's id.
+    store_of(&broker).confine_producer_ids(cfg.node_id);
     node.set_ready(broker, &state);
     let me = NodeInfo {
         node_id: cfg.node_id,

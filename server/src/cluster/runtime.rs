@@ -611,6 +611,7 @@ impl Runtime {
             .join_cluster(Arc::clone(&self.gate) as _)
             .map_err(|e| e.to_string())?;
         store_of(&broker).set_replica(replica);
+        store_of(&broker).confine_producer_ids(self.cfg.node_id);
         self.node.set_ready(broker, &self.state);
         self.copied_since_open = false;
         Ok(())

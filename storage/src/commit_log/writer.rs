@@ -218,6 +218,11 @@ impl CommitLog {
         lock(&self.writer).producers.max_producer_id()
     }
 
+    /// The largest producer id the state holds within `space`.
+    pub fn max_producer_id_in(&self, space: &std::ops::Range<i64>) -> Option<i64> {
+        lock(&self.writer).producers.max_producer_id_in(space)
+    }
+
     /// The next queue offset the writer will assign in `tp`.
     pub fn next_queue_offset(&self, tp: &TopicPartition) -> u64 {
         lock(&self.writer)

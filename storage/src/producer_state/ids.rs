@@ -74,6 +74,23 @@ pub struct ProducerIds {
     path: PathBuf,
     next: i64,
     reserved_below: i64,
+    /// The ids this node hands out: all of them alone, its own block in a
+    /// cluster ([`ProducerIds::confine`]).
+    space: std::ops::Range<i64>,
+}
+
+/// Bits of a cluster node's own block of producer ids: node `n` hands
+/// out ids in `[n << NODE_SPACE_BITS, (n + 1) << NODE_SPACE_BITS)`, a
+/// trillion each, so no two nodes ever hand out one id and any node can
+/// answer an idempotent producer's InitProducerId, as every Kafka broker
+/// does from its own block. A single node's ids (node 0's block) stay
+/// below every cluster node's.
+pub const NODE_SPACE_BITS: u32 = 40;
+
+/// Cluster node `node_id`'s block of producer ids (see [`NODE_SPACE_BITS`]).
+pub fn node_space(node_id: u32) -> std::ops::Range<i64> {
+    let start = i64::from(node_id) << NODE_SPACE_BITS;
+    start..start + (1i64 << NODE_SPACE_BITS)
 }
 
 impl ProducerIds {
@@ -102,15 +119,34 @@ impl ProducerIds {
             path,
             next,
             reserved_below: next,
+            space: 0..i64::MAX,
         })
+    }
+
+    /// Hand out ids only in `space` from now on (a cluster's node: its own
+    /// block, [`node_space`]), above `floor` (one past the largest id of
+    /// the space the producer state holds). Ids of the space handed out
+    /// before (the file's mark, if it lies in the space) stay handed out.
+    pub fn confine(&mut self, space: std::ops::Range<i64>, floor: i64) {
+        let stored = Some(self.reserved_below.max(self.next)).filter(|b| space.contains(b));
+        let next = space.start.max(floor).max(stored.unwrap_or(space.start));
+        self.next = next;
+        // The mark is written again before the first id: a crash then
+        // never hands out an id of the space twice.
+        self.reserved_below = next;
+        self.space = space;
     }
 
     /// The next producer id, durable before it is returned.
     pub fn allocate(&mut self) -> Result<i64> {
         if self.next >= self.reserved_below {
-            let below = self.next.checked_add(ID_BLOCK).ok_or_else(|| {
-                StoreError::inconsistent(&self.path, 0, "producer ids are exhausted")
-            })?;
+            let below = self
+                .next
+                .checked_add(ID_BLOCK)
+                .filter(|b| *b <= self.space.end)
+                .ok_or_else(|| {
+                    StoreError::inconsistent(&self.path, 0, "producer ids are exhausted")
+                })?;
             fs_util::write_atomic(&self.path, &encode(below))?;
             self.reserved_below = below;
         }
@@ -121,13 +157,35 @@ impl ProducerIds {
 
     /// Whether `id` was handed out by this data dir (below the mark).
     pub fn issued(&self, id: i64) -> bool {
-        (0..self.next).contains(&id)
+        (self.space.start.max(0)..self.next).contains(&id)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cluster_node_hands_out_ids_of_its_own_block_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut ids = ProducerIds::load(dir.path(), 0).unwrap();
+        assert_eq!(ids.allocate().unwrap(), 0, "a single node starts at 0");
+        let two = node_space(2);
+        ids.confine(two.clone(), 0);
+        assert_eq!(ids.allocate().unwrap(), two.start);
+        assert!(ids.issued(two.start) && !ids.issued(0), "the block's own");
+        // Reopened: the file's mark lies in the block, the state's floor
+        // above it wins.
+        let mut again = ProducerIds::load(dir.path(), 0).unwrap();
+        again.confine(two.clone(), two.start + 5000);
+        assert_eq!(again.allocate().unwrap(), two.start + 5000);
+        // Another node's block never meets this one.
+        let other = tempfile::tempdir().unwrap();
+        let mut three = ProducerIds::load(other.path(), 0).unwrap();
+        three.confine(node_space(3), 0);
+        assert_eq!(three.allocate().unwrap(), node_space(3).start);
+        assert!(node_space(2).end <= node_space(3).start);
+    }
 
     #[test]
     fn golden_bytes() {

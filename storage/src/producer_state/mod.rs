@@ -173,6 +173,15 @@ impl ProducerStates {
         self.entries.keys().map(|k| k.0).max()
     }
 
+    /// The largest producer id the state holds within `space`.
+    pub fn max_producer_id_in(&self, space: &std::ops::Range<i64>) -> Option<i64> {
+        self.entries
+            .keys()
+            .map(|k| k.0)
+            .filter(|id| space.contains(id))
+            .max()
+    }
+
     /// Check a batch of `record_count` records against the state, Kafka's
     /// rules (module doc). Changes nothing.
     pub fn check(

@@ -287,6 +287,25 @@ impl Store {
             .allocate()
     }
 
+    /// Hand out producer ids of cluster node `node_id`'s own block only
+    /// (`producer_state::ids::node_space`), above every id of the block
+    /// the producer state holds: any node of a cluster then answers an
+    /// idempotent producer's InitProducerId, and no two ever hand out one
+    /// id.
+    pub fn confine_producer_ids(&self, node_id: u32) {
+        let space = crate::producer_state::ids::node_space(node_id);
+        let floor = self
+            .inner
+            .log
+            .max_producer_id_in(&space)
+            .map_or(space.start, |id| id + 1);
+        self.inner
+            .producer_ids
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .confine(space, floor);
+    }
+
     /// Whether `producer_id` was handed out by this data dir.
     pub fn producer_id_issued(&self, producer_id: i64) -> bool {
         self.inner
