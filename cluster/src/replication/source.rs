@@ -202,24 +202,16 @@ impl<S: AsRef<Store> + Send + Sync + 'static> Source<S> {
             entries: self.epochs.clone(),
         };
         write_frame(&mut wr, &epochs).await?;
-        let start = match timed(deadline, "the replica's start", read_frame(&mut rd)).await? {
-            Frame::Confirm { epoch, flushed } if epoch == self.config.epoch => flushed,
-            Frame::Confirm { epoch, .. } => {
-                let reason = format!("this term is epoch {}", self.config.epoch);
-                let _ = write_frame(&mut wr, &self.refused(RefusalCode::StaleEpoch, reason)).await;
-                return Err(ReplicationError::StaleEpoch {
-                    ours: self.config.epoch,
-                    theirs: epoch,
-                });
-            }
-            Frame::Refused { code, reason, .. } => {
-                return Err(ReplicationError::Refused { code, reason })
-            }
-            other => {
-                return Err(ReplicationError::OutOfTurn {
-                    expected: "CONFIRM",
-                    got: kind_name(&other),
-                })
+        let first = timed(deadline, "the replica's start", read_frame(&mut rd)).await?;
+        let start = match confirmed(first, self.config.epoch) {
+            Ok(start) => start,
+            Err(e) => {
+                if let ReplicationError::StaleEpoch { ours, .. } = e {
+                    let reason = format!("this term is epoch {ours}");
+                    let _ =
+                        write_frame(&mut wr, &self.refused(RefusalCode::StaleEpoch, reason)).await;
+                }
+                return Err(e);
             }
         };
         let end = log.committed();
@@ -248,26 +240,8 @@ impl<S: AsRef<Store> + Send + Sync + 'static> Source<S> {
         let read_timeout = self.config.read_timeout;
         let confirms = async move {
             loop {
-                match timed(read_timeout, "a CONFIRM", read_frame(&mut rd)).await? {
-                    Frame::Confirm { epoch: e, flushed } if e == epoch => {
-                        progress.confirmed(node_id, flushed)
-                    }
-                    Frame::Confirm { epoch: e, .. } => {
-                        return Err(ReplicationError::StaleEpoch {
-                            ours: epoch,
-                            theirs: e,
-                        })
-                    }
-                    Frame::Refused { code, reason, .. } => {
-                        return Err(ReplicationError::Refused { code, reason })
-                    }
-                    other => {
-                        return Err(ReplicationError::OutOfTurn {
-                            expected: "CONFIRM",
-                            got: kind_name(&other),
-                        })
-                    }
-                }
+                let frame = timed(read_timeout, "a CONFIRM", read_frame(&mut rd)).await?;
+                progress.confirmed(node_id, confirmed(frame, epoch)?);
             }
         };
         let result = tokio::select! {
@@ -330,6 +304,23 @@ impl<S: AsRef<Store> + Send + Sync + 'static> Source<S> {
                 _ = tokio::time::sleep(self.config.heartbeat) => sent_hw = None,
             }
         }
+    }
+}
+
+/// The position a replica's CONFIRM of `epoch` names; any other frame
+/// ends the stream (a refusal, another epoch, a frame out of turn).
+fn confirmed(frame: Frame, epoch: u64) -> Result<u64, ReplicationError> {
+    match frame {
+        Frame::Confirm { epoch: e, flushed } if e == epoch => Ok(flushed),
+        Frame::Confirm { epoch: e, .. } => Err(ReplicationError::StaleEpoch {
+            ours: epoch,
+            theirs: e,
+        }),
+        Frame::Refused { code, reason, .. } => Err(ReplicationError::Refused { code, reason }),
+        other => Err(ReplicationError::OutOfTurn {
+            expected: "CONFIRM",
+            got: kind_name(&other),
+        }),
     }
 }
 
