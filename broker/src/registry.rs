@@ -188,7 +188,7 @@ pub struct TopicRegistry {
     defaults: RwLock<Arc<Defaults>>,
     /// Hands the file's next bytes to the cluster's metadata log before
     /// they are written (`crate::cluster_metadata`).
-    publish: crate::cluster_metadata::Hook,
+    publish: crate::cluster_metadata::hook::Hook,
 }
 
 impl std::fmt::Debug for TopicRegistry {
@@ -255,7 +255,7 @@ impl TopicRegistry {
             write: Mutex::new(()),
             topics: RwLock::new(topics),
             defaults: RwLock::new(Arc::new(defaults)),
-            publish: crate::cluster_metadata::Hook::default(),
+            publish: crate::cluster_metadata::hook::Hook::default(),
         };
         if let Some(version) = upgrade {
             // The ids just made must be the ids of every later start.
@@ -278,7 +278,7 @@ impl TopicRegistry {
     /// From now on every change hands the file's whole next bytes to
     /// `publish` before writing them, and is refused if it fails
     /// (`crate::cluster_metadata`). Set once.
-    pub(crate) fn set_publisher(&self, publish: Arc<crate::cluster_metadata::Publish>) {
+    pub(crate) fn set_publisher(&self, publish: Arc<crate::cluster_metadata::hook::Publish>) {
         self.publish.set(publish);
     }
 

@@ -40,8 +40,11 @@
 //! writer's record, which the master never has to.
 
 pub mod format;
+pub mod hook;
 pub mod positions;
 pub mod sink;
+
+pub use hook::{Hook, Publish};
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
@@ -84,35 +87,6 @@ impl MetadataFile {
             MetadataFile::Users => tidelog_security::users::USERS_FILE,
             MetadataFile::Acls => tidelog_security::acl::store::ACL_FILE,
         }
-    }
-}
-
-/// What a broker-owned file hands a change's bytes to before writing
-/// them; an `Err` refuses the change.
-pub type Publish = dyn Fn(&[u8]) -> Result<(), BrokerError> + Send + Sync;
-
-/// An owner's [`Publish`] hook: unset until the broker installs it.
-#[derive(Default)]
-pub struct Hook(OnceLock<Arc<Publish>>);
-
-impl Hook {
-    /// Set once; a second call is ignored.
-    pub fn set(&self, publish: Arc<Publish>) {
-        let _ = self.0.set(publish);
-    }
-
-    /// Hands `bytes` to the hook, if one is set.
-    pub fn publish(&self, bytes: &[u8]) -> Result<(), BrokerError> {
-        self.0.get().map_or(Ok(()), |p| p(bytes))
-    }
-}
-
-impl std::fmt::Debug for Hook {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self.0.get() {
-            Some(_) => "Hook(set)",
-            None => "Hook(unset)",
-        })
     }
 }
 

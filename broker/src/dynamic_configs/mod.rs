@@ -179,7 +179,7 @@ pub struct DynamicConfigs {
     state: Mutex<Stored>,
     /// Hands the file's next bytes to the cluster's metadata log before
     /// they are written (`crate::cluster_metadata`).
-    publish: crate::cluster_metadata::Hook,
+    publish: crate::cluster_metadata::hook::Hook,
 }
 
 impl std::fmt::Debug for DynamicConfigs {
@@ -224,14 +224,17 @@ impl DynamicConfigs {
         Ok(DynamicConfigs {
             path,
             state: Mutex::new(stored),
-            publish: crate::cluster_metadata::Hook::default(),
+            publish: crate::cluster_metadata::hook::Hook::default(),
         })
     }
 
     /// From now on every change hands the file's whole next bytes to
     /// `publish` before writing them, and is refused if it fails. Set
     /// once.
-    pub(crate) fn set_publisher(&self, publish: std::sync::Arc<crate::cluster_metadata::Publish>) {
+    pub(crate) fn set_publisher(
+        &self,
+        publish: std::sync::Arc<crate::cluster_metadata::hook::Publish>,
+    ) {
         self.publish.set(publish);
     }
 

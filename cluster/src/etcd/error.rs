@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::lease::LeaseId;
+use super::ids::LeaseId;
 
 /// etcd's gRPC code for "not found" (a lease it does not know).
 pub const GRPC_NOT_FOUND: i32 = 5;

@@ -3,7 +3,7 @@
 
 use super::client::{Ctx, EtcdClient};
 use super::error::EtcdError;
-use super::lease::LeaseId;
+use super::ids::LeaseId;
 use super::wire::{self, b64, unb64};
 use super::{prefix_end, Revision};
 

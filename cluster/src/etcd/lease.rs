@@ -10,17 +10,8 @@ use std::time::Duration;
 
 use super::client::{first_message, Ctx, EtcdClient};
 use super::error::EtcdError;
+pub use super::ids::LeaseId;
 use super::wire::{self, StreamMessage};
-
-/// An etcd lease's id.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct LeaseId(pub i64);
-
-impl std::fmt::Display for LeaseId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.fmt(f)
-    }
-}
 
 /// A granted lease.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -21,13 +21,15 @@
 //! - etcd's refusals keep their gRPC code ([`EtcdError::Refused`]); a lease
 //!   etcd no longer knows is [`EtcdError::LeaseExpired`].
 //!
-//! Files: [`client`] (endpoints, one bounded request), [`wire`] (the
+//! Files: [`client`] (endpoints, one bounded request), [`ids`] (lease
+//! ids, named by errors and calls alike), [`wire`] (the
 //! gateway's JSON), [`kv`] (get, range, put, delete), [`txn`] (compares and
 //! operations), [`lease`] (grant, renew, revoke), [`watch`] (wait for a
 //! change under a prefix), [`error`].
 
 pub mod client;
 pub mod error;
+pub mod ids;
 pub mod kv;
 pub mod lease;
 pub mod txn;
