@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every figure of docs/BENCHMARKS.md's table and the machine limits beside
-# them, in one go (about 20 minutes on the 2-core VM; --quick: a smoke run
+# them, in one go (about 25 minutes on the 2-core VM; --quick: a smoke run
 # of every step in a few minutes, figures not to quote):
 #
 #   scripts/bench.sh [--quick] [--only STEP]
