@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Every figure of docs/BENCHMARKS.md's table and the machine limits beside
-# them, in one go (about 20 minutes on the 2-core VM; --quick: a smoke run
+# them, in one go (about 25 minutes on the 2-core VM; --quick: a smoke run
 # of every step in a few minutes, figures not to quote):
 #
-#   scripts/bench.sh [--quick]
+#   scripts/bench.sh [--quick] [--only STEP]
+#
+# --only STEP: the machine's limits and that one step (a name below), then
+# the table, whose other rows say "not run" (e.g. `--only cluster`).
 #
 # Builds the release binary once (and the cleaner's compaction bench), then
 # measures, printing progress as it goes:
@@ -25,6 +28,11 @@
 #   kafka-txn     --protocol kafka --transactions: idempotent vs transactional producers
 #                 (a transaction per 100 batches), read_committed vs read_uncommitted
 #                 fetch, the LSO lag beside a plain produce's visibility
+#   cluster       --protocol kafka --cluster: acks -1 produce to a 3-node cluster (master +
+#                 2 replicas, min_insync_replicas 2, etcd from /usr/bin/etcd) beside a single
+#                 node in alternating slices, the replicas' lag meanwhile, then 20 failovers
+#                 (kill -9 of the master → first acknowledged produce); skipped, and its rows
+#                 say so, when /usr/bin/etcd is missing (the suite does not install it)
 #   kafka-security --protocol kafka --security: PLAINTEXT vs SASL_SSL listeners of one
 #                 server, 10,000 ACLs vs none, a login's server CPU
 #   http-security --security: an HTTP and an HTTPS server, alternating
@@ -50,11 +58,19 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 quick=false
-case "${1:-}" in
-    --quick) quick=true ;;
-    "") ;;
-    *) echo "usage: scripts/bench.sh [--quick]" >&2; exit 2 ;;
-esac
+only=
+while (($#)); do
+    case "$1" in
+        --quick) quick=true ;;
+        --only)
+            [[ -n ${2:-} ]] || { echo "usage: scripts/bench.sh [--quick] [--only STEP]" >&2; exit 2; }
+            only=$2
+            shift
+            ;;
+        *) echo "usage: scripts/bench.sh [--quick] [--only STEP]" >&2; exit 2 ;;
+    esac
+    shift
+done
 target_dir=${CARGO_TARGET_DIR:-$root/target}
 tidelog=$target_dir/release/tidelog
 out=$root/target/bench
@@ -78,6 +94,7 @@ if $quick; then
     limit_mib=128 dsync_count=2000 recovery_mib=64 client_records=20000 tiered_mib=32
     # Transactions that commit within the quick run's 300 ms slices.
     txn_batches=10
+    failovers=3
     compaction_env=(TIDELOG_COMPACTION_MIB=64 TIDELOG_COMPACTION_PRODUCE_SECS=2)
 else
     common=(--warmup-ms 2000 --visibility-samples 300)
@@ -85,6 +102,7 @@ else
     long_phase=(--duration-ms 60000 --rounds 10)
     limit_mib=1024 dsync_count=20000 recovery_mib=${TIDELOG_BENCH_RECOVERY_MIB:-4096} client_records=1000000 tiered_mib=512
     txn_batches=100
+    failovers=20
     compaction_env=()
 fi
 
@@ -96,6 +114,8 @@ log() { echo "[$(date -u +%H:%M:%S) +${SECONDS}s, load $(cut -d' ' -f1-3 /proc/l
 step() {
     local name=$1 seconds=$2
     shift 2
+    # --only: the limits and that step.
+    [[ -z $only || $name == limits || $name == "$only" ]] || return 0
     log "== $name: $*"
     set +e
     if declare -F "$1" >/dev/null; then
@@ -229,7 +249,7 @@ uptime_start=$(uptime)
 log "suite ($($quick && echo quick || echo full)), data in $dir ($(df -P "$dir" | awk 'NR==2 {print $1}')); $uptime_start"
 log "building the release binary and the compaction bench (once)"
 cargo build --release -p tidelog-server
-cargo bench -p tidelog-cleaner --bench compaction --no-run
+[[ -z $only || $only == cleaner ]] && cargo bench -p tidelog-cleaner --bench compaction --no-run
 
 step limits 300 limits
 bench http-100 300
@@ -245,6 +265,12 @@ bench http-p1000 400 --partitions 1000
 bench kafka-acks1 300 --protocol kafka --acks 1
 bench kafka-acks-1 300 --protocol kafka --acks -1
 bench kafka-txn 300 --protocol kafka --transactions --txn-batches "$txn_batches"
+if [[ -x /usr/bin/etcd ]]; then
+    bench cluster 900 --protocol kafka --cluster --failovers "$failovers"
+elif [[ -z $only || $only == cluster ]]; then
+    log "== cluster: skipped: no /usr/bin/etcd (Debian: apt-get install etcd-server)"
+    echo "skipped: no /usr/bin/etcd (Debian: apt-get install etcd-server)" >"$results/cluster.failed"
+fi
 bench kafka-security 400 --protocol kafka --acks 1 --security
 bench http-security 300 --security
 step librdkafka 600 env TIDELOG="$tidelog" scripts/bench-kafka-client.sh "$client_records" 100 8

@@ -79,11 +79,27 @@ impl Conn {
         content_type: &'static str,
         body: Bytes,
     ) -> anyhow::Result<Answer> {
-        let request = Request::builder()
+        self.post_with(path, content_type, &[], body).await
+    }
+
+    /// [`Conn::post`] with `headers` added (the failover probe's
+    /// `x-tidelog-forwarded-by`).
+    pub(crate) async fn post_with(
+        &mut self,
+        path: &str,
+        content_type: &'static str,
+        headers: &[(&'static str, &'static str)],
+        body: Bytes,
+    ) -> anyhow::Result<Answer> {
+        let mut request = Request::builder()
             .method(Method::POST)
             .uri(path)
             .header(HOST, &self.host)
-            .header(CONTENT_TYPE, content_type)
+            .header(CONTENT_TYPE, content_type);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let request = request
             .body(Full::new(body))
             .context("building a POST request")?;
         self.send(request).await

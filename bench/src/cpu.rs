@@ -9,7 +9,8 @@
 //! Sources: the tidelog server the bench started (a child process: the
 //! whole process), the bare endpoint (this process's threads named
 //! [`crate::ceiling::THREAD_NAME`]) and the load generator (this process's
-//! threads named [`CLIENT_THREAD_NAME`]). A server given with `--url`
+//! threads named [`CLIENT_THREAD_NAME`]), and a cluster's nodes (their
+//! processes' times summed). A server given with `--url`
 //! is another process the bench cannot attribute, so its CPU is not
 //! reported. Elsewhere than Linux nothing is reported.
 
@@ -27,7 +28,12 @@ pub enum CpuSource {
     Threads(&'static str),
     /// Not measurable (a server given with `--url`).
     Unknown,
+    /// Whole processes, their times summed: a cluster's nodes (`--cluster`).
+    Processes([u32; PROCESSES_MAX]),
 }
+
+/// The processes a [`CpuSource::Processes`] sums: a cluster's three nodes.
+pub(crate) const PROCESSES_MAX: usize = 3;
 
 impl CpuSource {
     /// User plus system time so far, or `None` if it cannot be read.
@@ -54,6 +60,13 @@ impl CpuSource {
                 ticks_to_duration(ticks)
             }
             CpuSource::Unknown => None,
+            CpuSource::Processes(pids) => {
+                let mut sum = Duration::ZERO;
+                for pid in pids {
+                    sum += CpuSource::Process(pid).cpu_time()?;
+                }
+                Some(sum)
+            }
         }
     }
 }

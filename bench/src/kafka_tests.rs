@@ -60,6 +60,8 @@ fn args() -> BenchArgs {
         logins: 200,
         transactions: false,
         txn_batches: 100,
+        cluster: false,
+        failovers: 20,
     }
 }
 

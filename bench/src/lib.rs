@@ -55,7 +55,11 @@
 //! login's server CPU. `--transactions --protocol kafka` (`txn_run`,
 //! over `kafka_producer`'s idempotent and transactional producers)
 //! measures transactional produce against idempotent, read_committed
-//! fetch against read_uncommitted and the LSO lag (issue 38). Every run
+//! fetch against read_uncommitted and the LSO lag (issue 38).
+//! `--cluster --protocol kafka` (`cluster_run`, over `etcd`,
+//! `cluster_nodes`, `replication_lag` and `failover`) measures acks=all
+//! produce to a three-node cluster against a single node, the replicas'
+//! lag under that load and failovers after kill -9 (issue 39). Every run
 //! prints an in-process memory copy rate first and what the started
 //! server holds at its end (`machine`: RssAnon, files, mappings).
 //!
@@ -78,8 +82,12 @@ mod admin;
 mod body;
 mod ceiling;
 mod client;
+mod cluster_nodes;
+mod cluster_run;
 mod compact;
 mod cpu;
+mod etcd;
+mod failover;
 mod histogram;
 mod kafka_ceiling;
 mod kafka_client;
@@ -92,6 +100,7 @@ mod machine;
 mod measured;
 mod recovery;
 mod render;
+mod replication_lag;
 mod report;
 mod results;
 mod run;
@@ -240,6 +249,18 @@ pub struct BenchArgs {
     /// `--transactions`: produce batches in each transaction.
     #[arg(long, default_value_t = 100)]
     pub txn_batches: u32,
+    /// Kafka: what a cluster costs (`cluster_run.rs`, issue 39): a single
+    /// started node and a three-node cluster (master and two replicas,
+    /// `min_insync_replicas: 2`, with an etcd from /usr/bin/etcd, which the
+    /// bench does not install) in alternating slices of acks -1 produce
+    /// (whatever --acks says), the replicas' lag sampled meanwhile, then
+    /// --failovers rounds of kill -9 of the master to the first
+    /// acknowledged produce on the new master.
+    #[arg(long, conflicts_with_all = ["url", "compare_delete", "compare_async", "recovery_mib", "tiered_mib", "suite_table", "security", "transactions"])]
+    pub cluster: bool,
+    /// `--cluster`: failover rounds.
+    #[arg(long, default_value_t = 20)]
+    pub failovers: u32,
 }
 
 /// `--flush`: the started server's flush mode.

@@ -4,7 +4,7 @@
 //! measured. Every connection has one request in flight at a time.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -325,6 +325,10 @@ pub(crate) struct Target {
     pub(crate) addr: SocketAddr,
     pub(crate) cpu: CpuSource,
     pub(crate) secure: Option<Arc<Secure>>,
+    /// Raised while a slice of this target is measured (from the end of
+    /// its warm-up to its last answer), for a sampler that watches the
+    /// target only under measured load (`replication_lag.rs`).
+    pub(crate) measuring: Option<Arc<AtomicBool>>,
 }
 
 impl Target {
@@ -334,7 +338,14 @@ impl Target {
             addr,
             cpu,
             secure: None,
+            measuring: None,
         }
+    }
+
+    /// This target with `flag` raised while its slices are measured.
+    pub(crate) fn with_measuring_flag(mut self, flag: Arc<AtomicBool>) -> Target {
+        self.measuring = Some(flag);
+        self
     }
 
     /// A listener whose connections `secure` makes.
@@ -343,6 +354,7 @@ impl Target {
             addr,
             cpu,
             secure: Some(secure),
+            measuring: None,
         }
     }
 }
@@ -452,8 +464,12 @@ async fn run_phase(
     };
     let progress = Arc::new(AtomicU64::new(0));
     let client_cpu = CpuSource::Threads(CLIENT_THREAD_NAME);
+    let measuring = target.measuring.clone();
     let cpu_at_start = tokio::spawn(async move {
         tokio::time::sleep_until(clock.measure_from.into()).await;
+        if let Some(flag) = &measuring {
+            flag.store(true, Ordering::Release);
+        }
         (server_cpu.cpu_time(), client_cpu.cpu_time())
     });
     let workers: Vec<_> = conns
@@ -478,6 +494,9 @@ async fn run_phase(
     let mut measured = Measured::default();
     for worker in workers {
         measured.merge(worker.await.context("a load connection panicked")?);
+    }
+    if let Some(flag) = &target.measuring {
+        flag.store(false, Ordering::Release);
     }
     reporter.abort();
     let (server_at_start, client_at_start) =

@@ -54,8 +54,12 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     };
     // Started before the client runtime; dropped (stopped) after it. A
     // security run compares secured with plain listeners, a transactions
-    // run transactions with none, not with it.
-    let ceiling = match (args.security || args.transactions, args.protocol) {
+    // run transactions with none, a cluster run a cluster with a single
+    // node, not with it.
+    let ceiling = match (
+        args.security || args.transactions || args.cluster,
+        args.protocol,
+    ) {
         (true, _) => None,
         (false, Protocol::Http) => Some(ceiling::start(&topic, args.batch, args.record_bytes)?),
         (false, Protocol::Kafka) => Some(kafka_ceiling::start(args.batch, args.record_bytes)?),
@@ -152,6 +156,15 @@ fn check_args(args: &BenchArgs) -> anyhow::Result<()> {
         "--transactions needs --protocol kafka"
     );
     ensure!(
+        !args.cluster || args.protocol == Protocol::Kafka,
+        "--cluster needs --protocol kafka"
+    );
+    ensure!(
+        (1..=crate::failover::FAILOVERS_MAX).contains(&args.failovers),
+        "--failovers must be 1..={}",
+        crate::failover::FAILOVERS_MAX
+    );
+    ensure!(
         (1..=1_000_000).contains(&args.txn_batches),
         "--txn-batches must be 1..=1000000"
     );
@@ -165,8 +178,8 @@ fn check_args(args: &BenchArgs) -> anyhow::Result<()> {
 }
 
 /// The run of every mode but `--security`; `ceiling_addr`, the bare
-/// endpoint or listener, is `None` for `--transactions`, which compares
-/// with none.
+/// endpoint or listener, is `None` for `--transactions` and `--cluster`,
+/// which compare with none.
 pub(crate) async fn bench(
     args: &BenchArgs,
     topic: &str,
@@ -301,6 +314,10 @@ async fn measure_load(
     match (args.protocol, ceiling_addr) {
         (Protocol::Kafka, _) if args.transactions => match kafka {
             Some(kafka) => crate::txn_run::measure(args, topic, tidelog, kafka).await,
+            None => Err(anyhow::anyhow!("no Kafka listener to measure")),
+        },
+        (Protocol::Kafka, _) if args.cluster => match kafka {
+            Some(kafka) => crate::cluster_run::measure(args, topic, tidelog, kafka).await,
             None => Err(anyhow::anyhow!("no Kafka listener to measure")),
         },
         (_, None) => Err(anyhow::anyhow!("no ceiling to measure beside tidelog")),

@@ -147,6 +147,7 @@ impl Suite {
         self.partition_rows(&mut rows);
         self.kafka_rows(&mut rows);
         self.transaction_rows(&mut rows);
+        self.cluster_rows(&mut rows);
         self.security_rows(&mut rows);
         self.recovery_and_memory_rows(&mut rows);
         self.tiered_rows(&mut rows);
@@ -632,6 +633,97 @@ impl Suite {
         ));
     }
 
+    /// `--protocol kafka --cluster` (`cluster_run.rs`): acks=all produce to
+    /// a three-node cluster against a single node of the same run (issue
+    /// 39's goal), the replicas' lag under that load and the failover
+    /// time, reported.
+    fn cluster_rows(&self, rows: &mut Vec<Row>) {
+        let cluster = self.run("cluster");
+        let f = cluster.clone().and_then(|r| {
+            let mut m = share_of(
+                &r,
+                "produce",
+                ("cluster", "single"),
+                "a single node, acks -1, alternating slices of the same run",
+                Some(crate::cluster_run::CLUSTER_PRODUCE_GOAL),
+            )?;
+            // The three nodes' CPU, master and replicas apart.
+            if let (Ok(master), Ok(replicas)) = (
+                extra(&r, "master_us_per_record"),
+                extra(&r, "replicas_us_per_record"),
+            ) {
+                m.value = format!(
+                    "{} (three nodes: master {master:.2}, both replicas {replicas:.2})",
+                    m.value
+                );
+            }
+            Ok(m)
+        });
+        rows.push(row(
+            "Kafka produce, acks -1, to a 3-node cluster on this machine (master + 2 replicas, `min_insync_replicas: 2`), 64 connections × one batch of 100 × 100 B",
+            "≥ 50 % of a single node's acks -1 (issue 39)",
+            f,
+        ));
+        let f = cluster.clone().and_then(|r| {
+            let p50 = extra(&r, "lag_p50_bytes")?;
+            let p99 = extra(&r, "lag_p99_bytes")?;
+            let max = extra(&r, "lag_max_bytes")?;
+            let samples = extra(&r, "lag_samples")?;
+            let rate = extra(&r, "master_log_mb_per_s")?;
+            let in_ms = |name: &str| {
+                extra(&r, name)
+                    .map(|ms| format!(" ≈ {ms:.2} ms"))
+                    .unwrap_or_default()
+            };
+            let kib = |b: f64| b / 1024.0;
+            Ok(Measured {
+                value: format!(
+                    "p99 {:.1} KiB{} (p50 {:.1} KiB{}, max {:.1} KiB{}; {samples:.0} samples)",
+                    kib(p99),
+                    in_ms("lag_p99_ms"),
+                    kib(p50),
+                    in_ms("lag_p50_ms"),
+                    kib(max),
+                    in_ms("lag_max_ms"),
+                ),
+                limit: format!("the master's log growth in the same slices: {rate:.1} MB/s (bytes → ms at that rate)"),
+                ratio: "–".into(),
+                met: None,
+            })
+        });
+        rows.push(row(
+            "replication lag under that load: each replica's `lag_bytes` in the master's `GET /v1/cluster`, sampled every 10 ms of the cluster's measured slices",
+            "report p99 (issue 39)",
+            f,
+        ));
+        let f = cluster.and_then(|r| {
+            let n = extra(&r, "failovers")?;
+            let p50 = extra(&r, "failover_p50_ms")?;
+            let max = extra(&r, "failover_max_ms")?;
+            let min = extra(&r, "failover_min_ms")?;
+            let ttl = extra(&r, "session_ttl_ms")?;
+            Ok(Measured {
+                value: format!(
+                    "p50 {:.2} s, max {:.2} s (min {:.2} s) over {n:.0} failovers",
+                    p50 / 1e3,
+                    max / 1e3,
+                    min / 1e3
+                ),
+                limit: format!(
+                    "the nodes' etcd lease (`session_ttl_ms`): {:.1} s; CLUSTER.md promises a master within the lease + 5 s",
+                    ttl / 1e3
+                ),
+                ratio: times(p50 / ttl),
+                met: None,
+            })
+        });
+        rows.push(row(
+            "failover: kill -9 of the master → first acknowledged produce on the new master (HTTP, acks=all)",
+            "report p50 and max over 20 (issue 39)",
+            f,
+        ));
+    }
+
     /// `--security` (`security_run.rs`): the secured listeners against the
     /// plain ones of the same run, 10,000 ACLs against none, a login's
     /// server CPU (the security issue's goals).
@@ -857,7 +949,7 @@ impl Suite {
 }
 
 /// The `tidelog bench` steps of the suite, by result name.
-const RUNS: [&str; 17] = [
+const RUNS: [&str; 18] = [
     "http-100",
     "http-10",
     "http-1",
@@ -872,6 +964,7 @@ const RUNS: [&str; 17] = [
     "kafka-acks-1",
     "kafka-security",
     "kafka-txn",
+    "cluster",
     "http-security",
     "recovery",
     "tiered",

@@ -248,6 +248,68 @@ fn bench_transactions_over_kafka_commits_fetches_and_reports_the_lso_lag() {
     assert_eq!(run["extra"]["plain_visibility_missed"], 0.0, "{run}");
 }
 
+/// `--cluster --protocol kafka`: a single node and a three-node cluster
+/// with its etcd (the cluster tests' Debian etcd, installed by the harness
+/// when missing; the bench itself never installs it), acks -1 produce to
+/// both without one refusal, the replicas' lag sampled, two failovers,
+/// and nothing left behind. Counts and shapes only.
+#[test]
+fn bench_cluster_measures_a_cluster_beside_a_single_node_and_fails_over() {
+    tidelog_integration_tests::etcd::ensure_etcd();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("cluster.json");
+    let stdout = run_bench(
+        dir.path(),
+        &[
+            "--protocol",
+            "kafka",
+            "--cluster",
+            "--failovers",
+            "2",
+            "--json",
+            json.to_str().expect("a UTF-8 temp path"),
+        ],
+    );
+    for target in ["single", "cluster"] {
+        let rate = records_per_s(&stdout, "produce", target);
+        assert!(rate > 0.0, "produce {target}: {rate} records/s\n{stdout}");
+    }
+    for line in [
+        "goal cluster produce: cluster / single = ",
+        "replication lag (each replica's lag_bytes",
+        "failover (kill -9 of the master",
+        "  [failover 2/2] node ",
+    ] {
+        assert!(
+            stdout.lines().any(|l| l.starts_with(line)),
+            "no {line:?} in\n{stdout}"
+        );
+    }
+    assert!(!stdout.contains("ceiling"), "{stdout}");
+    let run = read_json(&json);
+    assert_eq!(run["mode"], "cluster", "{run}");
+    assert_eq!(run["acks"], -1, "{run}");
+    for phase in run["phases"].as_array().expect("phases") {
+        assert_eq!(phase["errors"], 0, "{phase}");
+    }
+    let extra = &run["extra"];
+    assert_eq!(extra["failovers"], 2.0, "{run}");
+    assert!(extra["lag_samples"].as_f64().unwrap() > 0.0, "{run}");
+    let (p50, max) = (
+        extra["failover_p50_ms"].as_f64().unwrap(),
+        extra["failover_max_ms"].as_f64().unwrap(),
+    );
+    assert!(0.0 < p50 && p50 <= max, "{run}");
+    assert!(extra["master_us_per_record"].as_f64().is_some(), "{run}");
+    // The nodes, etcd and their data dirs are gone afterwards.
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|name| name != "bench.yaml" && name != "cluster.json")
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
 /// `--security --protocol http`: an HTTP and an HTTPS server, produce to
 /// and fetch from both, over TLS with the run's own CA for the second.
 #[test]

@@ -591,3 +591,90 @@ fn the_transaction_rows_divide_by_idempotent_and_read_uncommitted_of_the_same_ru
     assert!(lag.limit.ends_with("p99 0.400 ms (p50 0.200)"), "{lag:?}");
     assert_eq!(lag.ratio, "3.00×");
 }
+
+#[test]
+fn the_cluster_rows_divide_by_the_single_node_of_the_same_run_and_report_lag_and_failover() {
+    let (dir, suite) = sample_suite();
+    let rows = suite.rows();
+    for figure in [
+        "Kafka produce, acks -1, to a 3-node cluster",
+        "replication lag under that load",
+        "failover: kill -9 of the master",
+    ] {
+        failed_with(find(&rows, figure), "cluster: not run");
+    }
+    // A skipped step (no etcd) says why in every row.
+    std::fs::write(
+        dir.path().join("cluster.failed"),
+        "skipped: no /usr/bin/etcd\n",
+    )
+    .unwrap();
+    let rows = Suite::open(dir.path()).unwrap().rows();
+    failed_with(
+        find(&rows, "failover: kill -9 of the master"),
+        "cluster: skipped: no /usr/bin/etcd",
+    );
+    std::fs::remove_file(dir.path().join("cluster.failed")).unwrap();
+
+    let mut cluster = RunResults {
+        mode: "cluster".into(),
+        phases: vec![
+            figures("produce", "single", 1.0e6, 100.0),
+            // 40 % of the single node: missed.
+            figures("produce", "cluster", 0.4e6, 100.0),
+        ],
+        ..RunResults::default()
+    };
+    for (name, value) in [
+        ("master_us_per_record", 1.5),
+        ("replicas_us_per_record", 2.25),
+        ("lag_p50_bytes", 1024.0),
+        ("lag_p99_bytes", 10240.0),
+        ("lag_max_bytes", 20480.0),
+        ("lag_p50_ms", 0.1),
+        ("lag_p99_ms", 1.0),
+        ("lag_max_ms", 2.0),
+        ("lag_samples", 600.0),
+        ("master_log_mb_per_s", 10.5),
+        ("failovers", 20.0),
+        ("failover_p50_ms", 3500.0),
+        ("failover_max_ms", 4800.0),
+        ("failover_min_ms", 3100.0),
+        ("session_ttl_ms", 3000.0),
+    ] {
+        cluster.extra.insert(name.into(), value);
+    }
+    write_json(dir.path(), "cluster", &cluster);
+    let rows = Suite::open(dir.path()).unwrap().rows();
+    let produce = find(&rows, "Kafka produce, acks -1, to a 3-node cluster");
+    assert_eq!(
+        (&produce.verdict, produce.ratio.as_str()),
+        (&Verdict::Missed, "40.0 %")
+    );
+    assert!(
+        produce
+            .value
+            .ends_with("(three nodes: master 1.50, both replicas 2.25)"),
+        "{produce:?}"
+    );
+    assert!(
+        produce.limit.starts_with(
+            "a single node, acks -1, alternating slices of the same run: 1.00 M records/s"
+        ),
+        "{produce:?}"
+    );
+    let lag = find(&rows, "replication lag under that load");
+    assert_eq!(lag.verdict, Verdict::Reported);
+    assert_eq!(
+        lag.value,
+        "p99 10.0 KiB ≈ 1.00 ms (p50 1.0 KiB ≈ 0.10 ms, max 20.0 KiB ≈ 2.00 ms; 600 samples)"
+    );
+    assert!(lag.limit.contains("10.5 MB/s"), "{lag:?}");
+    let failover = find(&rows, "failover: kill -9 of the master");
+    assert_eq!(failover.verdict, Verdict::Reported);
+    assert_eq!(
+        failover.value,
+        "p50 3.50 s, max 4.80 s (min 3.10 s) over 20 failovers"
+    );
+    assert_eq!(failover.ratio, "1.17×");
+}
