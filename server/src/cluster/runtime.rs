@@ -273,6 +273,12 @@ impl Runtime {
         session: &Session,
     ) -> Result<(Option<tidelog_cluster::etcd::Revision>, Option<Instant>), String> {
         self.check_follower().await?;
+        // An open that failed (a cut refused, a disk error) left the node
+        // without a broker: open it again each turn, as a replica, until
+        // it opens (the error says why, each time).
+        if self.broker().is_none() {
+            self.reopen(true, None).await?;
+        }
         let step = self
             .election
             .step(session, self.log_end())
