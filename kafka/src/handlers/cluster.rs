@@ -74,13 +74,17 @@ impl Nodes {
         brokers
     }
 
+    /// This node's Kafka broker id: 0 alone, its node id in a cluster.
+    pub fn own_id(&self) -> i32 {
+        self.status
+            .as_ref()
+            .map_or(NODE_ID, |s| broker_id(s.node_id))
+    }
+
     /// This node, at the listener `ctx` serves.
     fn this(&self, ctx: &Context) -> Endpoint {
         Endpoint {
-            id: self
-                .status
-                .as_ref()
-                .map_or(NODE_ID, |s| broker_id(s.node_id)),
+            id: self.own_id(),
             host: ctx.host.clone(),
             port: ctx.port,
         }

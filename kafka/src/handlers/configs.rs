@@ -4,7 +4,8 @@
 //!
 //! A topic's configs are the HTTP admin API's (`topic_config`): the same
 //! names, values, validation and persistence (`Broker::alter_topic`, all
-//! or nothing per topic). The broker's dynamic configs (resource `"0"`, or
+//! or nothing per topic). The broker's dynamic configs (resource `"0"`, a
+//! cluster's node its own id as Metadata names it, or
 //! `""` for the cluster-wide default) and a group's (KIP-848's) are
 //! `dynamic_configs`' (`Door::alter_dynamic_configs`), all or nothing per
 //! resource too. What the request asks ([`Asked`]) becomes changes from
@@ -85,17 +86,17 @@ pub fn error_parts(outcome: Result<(), Refusal>) -> (i16, Option<StrBytes>) {
     }
 }
 
-/// The broker or group configs a resource names; `None` for a topic.
-pub fn dynamic_scope(resource_type: i8, name: &str) -> Result<Option<Scope>, Refusal> {
+/// The broker or group configs a resource names; `None` for a topic. A
+/// broker is this node, by its Kafka broker id (`own_id`: 0 alone, its
+/// node id in a cluster, as Metadata names it).
+pub fn dynamic_scope(resource_type: i8, name: &str, own_id: i32) -> Result<Option<Scope>, Refusal> {
     match resource_type {
         TOPIC => Ok(None),
-        BROKER => match name {
-            "" => Ok(Some(Scope::ClusterDefault)),
-            "0" => Ok(Some(Scope::Broker)),
-            _ => Err(Refusal::UnknownBroker {
-                name: name.to_owned(),
-            }),
-        },
+        BROKER if name.is_empty() => Ok(Some(Scope::ClusterDefault)),
+        BROKER if name.parse::<i32>() == Ok(own_id) => Ok(Some(Scope::Broker)),
+        BROKER => Err(Refusal::UnknownBroker {
+            name: name.to_owned(),
+        }),
         GROUP => Ok(Some(Scope::Group(name.to_owned()))),
         other => Err(Refusal::UnknownResourceType {
             resource_type: other,
@@ -117,7 +118,8 @@ pub async fn alter(
     validate_only: bool,
     asked: Asked,
 ) -> Result<(), Refusal> {
-    let scope = dynamic_scope(resource_type, name)?;
+    let own_id = super::cluster::Nodes::of(ctx.door().as_ref()).own_id();
+    let scope = dynamic_scope(resource_type, name, own_id)?;
     let admin_resource = match &scope {
         None => admin::TOPIC,
         Some(Scope::Group(_)) => admin::GROUP,

@@ -88,7 +88,8 @@ pub fn handle(
 
 fn describe(ctx: &Context, resource_type: i8, name: &str) -> Result<Vec<Described>, Refusal> {
     let door = ctx.door().ok_or(Refusal::NotReady)?;
-    let Some(scope) = dynamic_scope(resource_type, name)? else {
+    let own_id = super::cluster::Nodes::of(Some(&door)).own_id();
+    let Some(scope) = dynamic_scope(resource_type, name, own_id)? else {
         let topic = door.topic_configs(name)?;
         let defaults = door.topic_defaults();
         return Ok(topic_config::entries(&defaults, &topic.overrides)

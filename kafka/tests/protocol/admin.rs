@@ -438,7 +438,9 @@ async fn a_lying_count_in_an_admin_request_closes_its_connection() {
     assert_eq!(codes(&answer), [("after".to_owned(), NONE)]);
 }
 
-fn describe_request(resources: &[(i8, &str, Option<&[&str]>)]) -> DescribeConfigsRequest {
+pub(crate) fn describe_request(
+    resources: &[(i8, &str, Option<&[&str]>)],
+) -> DescribeConfigsRequest {
     use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
     DescribeConfigsRequest::default()
         .with_resources(

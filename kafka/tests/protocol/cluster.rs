@@ -750,6 +750,28 @@ async fn create_topics_takes_a_factor_up_to_the_number_of_nodes() {
     assert_eq!(create(&mut c, "fr", 1).await, (NOT_CONTROLLER, -1));
 }
 
+/// A broker's configs are this node's under its own broker id, the one
+/// Metadata names (an admin client describes broker N as Metadata told
+/// it), not 0, which no cluster node is.
+#[tokio::test]
+async fn describe_configs_names_this_broker_by_its_node_id() {
+    let (srv, _gate) = clustered().await;
+    let mut c = connect(&srv).await;
+    const BROKER: i8 = 4;
+    let this = THIS.to_string();
+    let answer: DescribeConfigsResponse = call(
+        &mut c,
+        ApiKey::DescribeConfigs,
+        4,
+        &super::admin::describe_request(&[(BROKER, &this, None), (BROKER, "0", None)]),
+    )
+    .await;
+    let codes: Vec<i16> = answer.results.iter().map(|r| r.error_code).collect();
+    assert_eq!(codes[0], NONE, "{answer:?}");
+    assert!(!answer.results[0].configs.is_empty());
+    assert_ne!(codes[1], NONE, "broker 0 is no node of the cluster");
+}
+
 #[tokio::test]
 async fn a_single_node_answers_as_it_always_did() {
     let srv = server().await;
