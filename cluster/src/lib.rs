@@ -2,7 +2,7 @@
 //! CommitLog byte for byte, membership and the master's election with an
 //! epoch held in etcd.
 //!
-//! Built so far:
+//! Its parts:
 //! - [`frame`]: the replication stream's frames (a replica's hello and
 //!   confirmations, the master's epochs and CommitLog bytes), framed,
 //!   CRC-checked and bounded before anything is allocated.
@@ -13,9 +13,12 @@
 //!   the renewals and the fencing deadline they give), the campaign for
 //!   the master key and the next epoch in one txn, the master's writes of
 //!   the in-sync set, and who campaigns first.
+//! - [`replication`]: the master's source, a replica's follower, and the
+//!   in-sync set's progress and high watermark.
+//! - [`config`]: the `cluster:` section.
 //!
-//! Nothing here runs by itself yet: the node runtime that starts a session
-//! and steps the election is the next piece.
+//! The server's node runtime (`server/src/cluster/`) runs these: a session,
+//! the election's steps, a master's source or a replica's follower.
 //!
 //! The epoch file and where two logs part ways are the store's
 //! ([`tidelog_storage::epochs`]): they are files of the data dir.
