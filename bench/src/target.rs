@@ -215,11 +215,25 @@ fn merge(into: &mut serde_yaml::Mapping, overlay: &serde_yaml::Mapping) {
     }
 }
 
-/// A free port on 127.0.0.1 (bound, read and released).
+/// A free port on 127.0.0.1 (bound, read and released), never one this
+/// process handed out before: the ports are picked before anything binds
+/// them, so the kernel can give a released port back, and a server then
+/// refused its config (two listeners on one port) or two servers raced.
 pub(crate) fn free_local_addr() -> anyhow::Result<SocketAddr> {
-    let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .context("finding a free port on 127.0.0.1")?;
-    listener.local_addr().context("finding a free port")
+    static HANDED_OUT: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
+    for _ in 0..100 {
+        let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+            .context("finding a free port on 127.0.0.1")?;
+        let addr = listener.local_addr().context("finding a free port")?;
+        if !handed_out.contains(&addr.port()) {
+            handed_out.push(addr.port());
+            return Ok(addr);
+        }
+    }
+    Err(anyhow!(
+        "the kernel gave back only ports this process had handed out already"
+    ))
 }
 
 /// `http://127.0.0.1:PORT` (or `localhost`), with an optional trailing `/`.
@@ -254,6 +268,19 @@ mod tests {
         assert!(parse_local_url("https://127.0.0.1:8080").is_err());
         assert!(parse_local_url("http://127.0.0.1").is_err());
         assert!(parse_local_url("http://127.0.0.1:99999").is_err());
+    }
+
+    #[test]
+    fn free_local_addr_never_hands_out_a_port_twice() {
+        // The kernel readily gives a just-released port back; 200 picks in
+        // a row would have repeated one.
+        let ports: Vec<u16> = (0..200)
+            .map(|_| free_local_addr().unwrap().port())
+            .collect();
+        let mut distinct = ports.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), ports.len());
     }
 
     #[test]
