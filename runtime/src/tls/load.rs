@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rustls::server::WebPkiClientVerifier;
-use rustls::{RootCertStore, ServerConfig};
+use rustls::{ClientConfig, RootCertStore, ServerConfig};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
@@ -43,14 +43,7 @@ pub fn server_config(config: &TlsConfig) -> Result<Arc<ServerConfig>, TlsError> 
         })?;
     let builder = match (&config.client_ca_file, config.client_auth) {
         (Some(ca_file), ClientAuth::Optional | ClientAuth::Required) => {
-            let mut roots = RootCertStore::empty();
-            for ca in certificates("tls.client_ca_file", ca_file)? {
-                roots.add(ca).map_err(|e| TlsError::Certificate {
-                    key: "tls.client_ca_file",
-                    path: ca_file.clone(),
-                    reason: e.to_string(),
-                })?;
-            }
+            let roots = ca_roots(ca_file)?;
             let verifier =
                 WebPkiClientVerifier::builder_with_provider(Arc::new(roots), Arc::clone(&provider));
             let verifier = if config.client_auth == ClientAuth::Optional {
@@ -79,6 +72,58 @@ pub fn server_config(config: &TlsConfig) -> Result<Arc<ServerConfig>, TlsError> 
         },
     })?;
     Ok(Arc::new(server))
+}
+
+/// The client side of the node's own identity, for the connections a
+/// cluster's nodes make to each other (replication, forwarded HTTP
+/// requests; docs/CLUSTER.md "Security"): the node's certificate and key
+/// (`tls.cert_file`, `tls.key_file`) presented as its client
+/// certificate, and the other node's server certificate verified against
+/// `tls.client_ca_file` (the CA that signs the nodes' certificates) and
+/// the name or address it is reached by. The files' current content:
+/// build one per connection, or again after a rotation.
+pub fn node_client_config(config: &TlsConfig) -> Result<Arc<ClientConfig>, TlsError> {
+    let (Some(cert_file), Some(key_file), Some(ca_file)) =
+        (&config.cert_file, &config.key_file, &config.client_ca_file)
+    else {
+        return Err(TlsError::NotConfigured);
+    };
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let roots = ca_roots(ca_file)?;
+    let certs = certificates("tls.cert_file", cert_file)?;
+    let key = private_key(key_file)?;
+    let client = ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(VERSIONS)
+        .map_err(|e| TlsError::Setup {
+            reason: e.to_string(),
+        })?
+        .with_root_certificates(roots)
+        .with_client_auth_cert(certs, key)
+        .map_err(|e| match e {
+            rustls::Error::InconsistentKeys(_) => TlsError::KeyMismatch {
+                cert_file: cert_file.clone(),
+                key_file: key_file.clone(),
+            },
+            other => TlsError::Certificate {
+                key: "tls.key_file",
+                path: key_file.clone(),
+                reason: other.to_string(),
+            },
+        })?;
+    Ok(Arc::new(client))
+}
+
+/// The CA certificates of `ca_file` (`tls.client_ca_file`) as trust roots.
+fn ca_roots(ca_file: &Path) -> Result<RootCertStore, TlsError> {
+    let mut roots = RootCertStore::empty();
+    for ca in certificates("tls.client_ca_file", ca_file)? {
+        roots.add(ca).map_err(|e| TlsError::Certificate {
+            key: "tls.client_ca_file",
+            path: ca_file.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+    }
+    Ok(roots)
 }
 
 /// Every certificate of the PEM file at `path` (at least one).

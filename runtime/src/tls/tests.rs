@@ -368,3 +368,56 @@ async fn a_stalled_or_garbage_handshake_is_closed_and_counted() {
         "{rendered}"
     );
 }
+
+/// A node's config: its own certificate (`<cn>.crt`, `<cn>.key`) and the
+/// CA both as `client_ca_file`, client certificates required.
+fn node_config(pki: &Pki, cn: &str) -> TlsConfig {
+    let (cert, key) = pki.leaf(cn);
+    write(&pki.path(&format!("{cn}.crt")), &cert);
+    write(&pki.path(&format!("{cn}.key")), &key);
+    write(&pki.path("ca.crt"), &pki.ca_pem);
+    TlsConfig {
+        cert_file: Some(pki.path(&format!("{cn}.crt"))),
+        key_file: Some(pki.path(&format!("{cn}.key"))),
+        client_ca_file: Some(pki.path("ca.crt")),
+        client_auth: ClientAuth::Required,
+        handshake_timeout_ms: 5_000,
+    }
+}
+
+#[tokio::test]
+async fn a_node_connects_to_another_with_its_own_certificate_and_checks_theirs() {
+    let pki = Pki::new();
+    let (one, two) = (node_config(&pki, "node1"), node_config(&pki, "node2"));
+    let acceptor = TlsAcceptor::load(&one).unwrap();
+    let client = tokio_rustls::TlsConnector::from(load::node_client_config(&two).unwrap());
+    let (identity, shown) = handshake(&acceptor, client).await.unwrap();
+    assert_eq!(identity.common_name.as_deref(), Some("node2"));
+    let served = std::fs::read_to_string(pki.path("node1.crt")).unwrap();
+    assert_eq!(shown, der_of(&served));
+
+    // A node of another CA is refused by the acceptor, and refuses a
+    // server of this one.
+    let other = Pki::new();
+    let stranger = node_config(&other, "node2");
+    let client = tokio_rustls::TlsConnector::from(load::node_client_config(&stranger).unwrap());
+    assert!(handshake(&acceptor, client).await.is_err());
+}
+
+#[test]
+fn a_node_client_needs_the_ca_and_its_own_key() {
+    let pki = Pki::new();
+    let mut config = node_config(&pki, "node1");
+    config.client_ca_file = None;
+    assert!(matches!(
+        load::node_client_config(&config),
+        Err(TlsError::NotConfigured)
+    ));
+    let mut mismatched = node_config(&pki, "node1");
+    node_config(&pki, "node2");
+    mismatched.key_file = Some(pki.path("node2.key"));
+    assert!(matches!(
+        load::node_client_config(&mismatched),
+        Err(TlsError::KeyMismatch { .. })
+    ));
+}
