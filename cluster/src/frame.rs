@@ -84,6 +84,9 @@ pub enum RefusalCode {
     NotMaster,
     /// The asked or sent position is not where the receiver's log is.
     BadPosition,
+    /// The peer's certificate names a principal that may not copy this
+    /// log (no CLUSTER_ACTION on the cluster).
+    NotAuthorized,
 }
 
 impl RefusalCode {
@@ -93,6 +96,7 @@ impl RefusalCode {
             RefusalCode::OtherCluster => 2,
             RefusalCode::NotMaster => 3,
             RefusalCode::BadPosition => 4,
+            RefusalCode::NotAuthorized => 5,
         }
     }
 
@@ -102,6 +106,7 @@ impl RefusalCode {
             2 => RefusalCode::OtherCluster,
             3 => RefusalCode::NotMaster,
             4 => RefusalCode::BadPosition,
+            5 => RefusalCode::NotAuthorized,
             _ => return None,
         })
     }

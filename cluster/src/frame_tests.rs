@@ -39,6 +39,11 @@ fn every_kind() -> Vec<Frame> {
             code: RefusalCode::StaleEpoch,
             reason: "epoch 3 is over".into(),
         },
+        Frame::Refused {
+            epoch: 4,
+            code: RefusalCode::NotAuthorized,
+            reason: "User:mallory may not CLUSTER_ACTION the cluster".into(),
+        },
         Frame::Watermark {
             epoch: 3,
             high_watermark: 8000,

@@ -4,7 +4,7 @@
 //! readers' cap follow the in-sync set's watermark; a replica that lost
 //! its stream catches up, one whose log went past the master's is told
 //! to cut, a stranger is refused, an entry larger than a frame crosses in
-//! pieces.
+//! pieces, and the stream runs over TLS with the nodes' certificates.
 #![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeSet;
@@ -23,6 +23,8 @@ use tidelog_storage::{cut, AppendRecord, FlushMode, QueueOffset, Store, StoreCon
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tokio_rustls::rustls;
+use tokio_rustls::rustls::pki_types as rustls_pki;
 
 const CLUSTER: &str = "test";
 const WAIT: Duration = Duration::from_secs(30);
@@ -115,6 +117,7 @@ fn follower(store: &Arc<Store>, cluster: &str) -> Follower<Store> {
             node_id: 2,
             handshake_timeout: Duration::from_secs(5),
             read_timeout: Duration::from_secs(5),
+            tls: None,
         },
     )
 }
@@ -354,4 +357,209 @@ async fn a_stranger_is_refused_and_an_entry_larger_than_a_frame_crosses_in_piece
     stop.send(true).unwrap();
     task.await.unwrap().unwrap();
     let _ = m.stop.send(true);
+}
+
+/// A CA, and node certificates it signs for 127.0.0.1 (server and client
+/// use both, as a cluster's nodes need), as rustls takes them.
+struct Pki {
+    ca: rcgen::Certificate,
+    issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
+}
+
+type Identity = (
+    Vec<rustls_pki::CertificateDer<'static>>,
+    rustls_pki::PrivateKeyDer<'static>,
+);
+
+impl Pki {
+    fn new() -> Pki {
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "cluster CA");
+        let key = rcgen::KeyPair::generate().unwrap();
+        let ca = params.self_signed(&key).unwrap();
+        Pki {
+            ca,
+            issuer: rcgen::Issuer::new(params, key),
+        }
+    }
+
+    fn node(&self, cn: &str) -> Identity {
+        let mut params = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, cn);
+        params.extended_key_usages = vec![
+            rcgen::ExtendedKeyUsagePurpose::ServerAuth,
+            rcgen::ExtendedKeyUsagePurpose::ClientAuth,
+        ];
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = params.signed_by(&key, &self.issuer).unwrap();
+        (
+            vec![cert.der().clone()],
+            rustls_pki::PrivateKeyDer::try_from(key.serialize_der()).unwrap(),
+        )
+    }
+
+    fn roots(&self) -> Arc<rustls::RootCertStore> {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(self.ca.der().clone()).unwrap();
+        Arc::new(roots)
+    }
+
+    /// The master's side: its certificate, replicas' required.
+    fn server(&self, (certs, key): Identity) -> Arc<rustls::ServerConfig> {
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            self.roots(),
+            Arc::clone(&provider),
+        )
+        .build()
+        .unwrap();
+        Arc::new(
+            rustls::ServerConfig::builder_with_provider(provider)
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .with_client_cert_verifier(verifier)
+                .with_single_cert(certs, key)
+                .unwrap(),
+        )
+    }
+
+    /// A replica's side: its certificate, the master's checked against
+    /// this CA.
+    fn client(&self, identity: Identity) -> Arc<rustls::ClientConfig> {
+        self.client_trusting(self, identity)
+    }
+
+    /// A replica's side trusting `trusted`'s CA.
+    fn client_trusting(&self, trusted: &Pki, (certs, key): Identity) -> Arc<rustls::ClientConfig> {
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        Arc::new(
+            rustls::ClientConfig::builder_with_provider(provider)
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .with_root_certificates(trusted.roots())
+                .with_client_auth_cert(certs, key)
+                .unwrap(),
+        )
+    }
+}
+
+/// The stream over TLS (docs/CLUSTER.md "Security"): a replica with a
+/// certificate of the cluster's CA copies the log; one whose certificate
+/// another CA signed, or that trusts another CA, never gets a frame.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_tls_a_replica_with_the_clusters_certificate_copies_and_a_stranger_gets_nothing() {
+    let pki = Pki::new();
+    let (m_dir, r_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let store = Arc::new(Store::open(config(m_dir.path(), FlushMode::Async)).unwrap());
+    let mut epochs = Epochs::load(m_dir.path()).unwrap();
+    epochs.begin(1, 0).unwrap();
+    let progress = Arc::new(Progress::new(
+        1,
+        BTreeSet::from([1, 2]),
+        store.copied_durable(),
+        Duration::from_secs(10),
+    ));
+    let source = Source::new(
+        Arc::clone(&store),
+        SourceConfig {
+            cluster: CLUSTER.into(),
+            node_id: 1,
+            epoch: 1,
+            handshake_timeout: Duration::from_secs(5),
+            heartbeat: Duration::from_millis(100),
+            read_timeout: Duration::from_secs(5),
+        },
+        epochs.entries().to_vec(),
+        Arc::clone(&progress),
+    );
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let acceptor = tokio_rustls::TlsAcceptor::from(pki.server(pki.node("node1")));
+    let handshakes_failed = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let failed = Arc::clone(&handshakes_failed);
+    let serving = tokio::spawn({
+        let source = Arc::clone(&source);
+        async move {
+            tokio::spawn(Arc::clone(&source).follow_log());
+            loop {
+                let (tcp, _) = listener.accept().await.unwrap();
+                let (source, acceptor, failed) =
+                    (Arc::clone(&source), acceptor.clone(), Arc::clone(&failed));
+                tokio::spawn(async move {
+                    match acceptor.accept(tcp).await {
+                        Ok(tls) => {
+                            let _ = source.stream(tls).await;
+                        }
+                        Err(_) => {
+                            failed.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        }
+                    }
+                });
+            }
+        }
+    });
+    let follower_with = |tls: Arc<rustls::ClientConfig>| {
+        Follower::new(
+            Arc::new(Store::open(config(r_dir.path(), FlushMode::Async)).unwrap()),
+            FollowerConfig {
+                cluster: CLUSTER.into(),
+                node_id: 2,
+                handshake_timeout: Duration::from_secs(5),
+                read_timeout: Duration::from_secs(5),
+                tls: Some(tls),
+            },
+        )
+    };
+
+    // A stranger: a certificate another CA signed, though it trusts the
+    // master. The master's handshake refuses it; nothing is copied.
+    let other = Pki::new();
+    let end = produce(&store, 20, 100).await;
+    let stranger = follower_with(other.client_trusting(&pki, other.node("node2")));
+    let (_keep, stop_rx) = watch::channel(false);
+    let refused = stranger.follow(&addr, stop_rx).await;
+    assert!(
+        matches!(
+            refused,
+            Err(ReplicationError::Io(_) | ReplicationError::Wire(_))
+        ),
+        "{refused:?}"
+    );
+    drop(stranger);
+    wait_until("the master's handshake refused the stranger", || {
+        handshakes_failed.load(std::sync::atomic::Ordering::SeqCst) >= 1
+    })
+    .await;
+    assert!(
+        progress.replicas().iter().all(|r| !r.connected),
+        "never connected as a replica"
+    );
+
+    // A replica that does not trust the master's CA refuses it itself.
+    let wary = follower_with(other.client(pki.node("node2")));
+    let (_keep, stop_rx) = watch::channel(false);
+    let refused = wary.follow(&addr, stop_rx).await;
+    assert!(
+        matches!(refused, Err(ReplicationError::Io(_))),
+        "{refused:?}"
+    );
+    drop(wary);
+
+    // The cluster's own node copies the log, byte for byte.
+    let replica = follower_with(pki.client(pki.node("node2")));
+    let (stop, stop_rx) = watch::channel(false);
+    let task = tokio::spawn(async move { replica.follow(&addr, stop_rx).await });
+    assert!(progress.wait_replicated(end, 2, WAIT).await);
+    let end = produce(&store, 20, 300).await;
+    assert!(progress.wait_replicated(end, 2, WAIT).await);
+    stop.send(true).unwrap();
+    assert_eq!(task.await.unwrap().unwrap(), FollowEnd::Stopped);
+    serving.abort();
+    let copied = Store::open(config(r_dir.path(), FlushMode::Async)).unwrap();
+    assert_eq!(log_bytes(&store), log_bytes(&copied));
 }

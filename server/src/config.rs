@@ -343,6 +343,26 @@ impl Config {
                 bad(e.key(), reason.to_string())
             })?;
         }
+        if let Some(cluster) = &self.cluster {
+            if self.tls.enabled() && self.tls.client_ca_file.is_none() {
+                return Err(bad(
+                    "tls.client_ca_file",
+                    "a cluster with tls needs it: its nodes prove who they are to each other with certificates this CA signed (docs/CLUSTER.md \"Security\")".into(),
+                ));
+            }
+            let addr = cluster.replication_listen;
+            if !addr.ip().is_loopback()
+                && !self.tls.enabled()
+                && !self.security.allow_unauthenticated_remote
+            {
+                return Err(bad(
+                    "cluster.replication_listen",
+                    format!(
+                        "{addr} is reachable from other hosts and replication without tls authenticates nobody: whoever connects could copy the whole CommitLog (protected mode). Set tls.cert_file, tls.key_file and tls.client_ca_file (the nodes then prove who they are with certificates), or security.allow_unauthenticated_remote: true to serve it open anyway"
+                    ),
+                ));
+            }
+        }
         if let Some((key, addr)) = self.unprotected_remote_listener() {
             return Err(bad(
                 &key,

@@ -120,3 +120,48 @@ fn kafka_listeners_replace_listen_and_tls_ones_need_a_certificate() {
         "kafka.listeners[0].security_protocol"
     );
 }
+
+#[test]
+fn a_cluster_with_tls_needs_the_nodes_ca_and_protected_mode_covers_replication() {
+    let dir = tempfile::tempdir().unwrap();
+    write_certificate(dir.path());
+    let cert = dir.path().join("server.crt");
+    let key = dir.path().join("server.key");
+    let cluster = |listen: &str| {
+        format!("cluster:\n  node_id: 1\n  etcd_endpoints: [\"http://127.0.0.1:2379\"]\n  replication_listen: {listen}\n")
+    };
+    let tls = format!(
+        "tls:\n  cert_file: {}\n  key_file: {}\n",
+        cert.display(),
+        key.display()
+    );
+
+    // tls without the CA the nodes' certificates are checked against.
+    let (key_name, reason) = rejected_key(&format!("{}{tls}", cluster("127.0.0.1:9500")));
+    assert_eq!(key_name, "tls.client_ca_file");
+    assert!(reason.contains("prove who they are"), "{reason}");
+    let with_ca = format!("{tls}  client_ca_file: {}\n", cert.display());
+    load_str(&format!("{}{with_ca}", cluster("127.0.0.1:9500"))).unwrap();
+
+    // Replication open to other hosts: refused without tls, whatever
+    // security.authentication says (it does not cover replication).
+    let open = format!(
+        "{}security:\n  authentication: true\n  allow_unauthenticated_remote: false\n",
+        cluster("0.0.0.0:9500")
+    );
+    let (key_name, reason) = rejected_key(&open);
+    assert_eq!(key_name, "cluster.replication_listen");
+    assert!(reason.contains("protected mode"), "{reason}");
+    // With tls the nodes' certificates authenticate it; or the operator
+    // says so.
+    load_str(&format!(
+        "{}{with_ca}security:\n  authentication: true\n",
+        cluster("0.0.0.0:9500")
+    ))
+    .unwrap();
+    load_str(&format!(
+        "{}security:\n  allow_unauthenticated_remote: true\n",
+        cluster("0.0.0.0:9500")
+    ))
+    .unwrap();
+}

@@ -102,6 +102,33 @@ pub async fn run(config: Config) -> ExitCode {
     } else {
         None
     };
+    // A cluster with `tls`: the nodes' own TLS (replication, forwarded
+    // writes), which always asks for the other node's certificate,
+    // whatever `tls.client_auth` says for clients.
+    let node_tls = match (&config.cluster, config.tls.enabled()) {
+        (Some(_), true) => {
+            let mut nodes = config.tls.clone();
+            nodes.client_auth = tidelog_runtime::tls::ClientAuth::Required;
+            match TlsAcceptor::load(&nodes) {
+                Ok(acceptor) => {
+                    if let Err(e) = reload_on_sighup(&acceptor) {
+                        tracing::error!(error = %e, "cannot install the SIGHUP handler");
+                        return failed;
+                    }
+                    Some(crate::cluster::NodeTls {
+                        acceptor,
+                        config: nodes,
+                    })
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot load the TLS certificate");
+                    eprintln!("tidelog: {e}");
+                    return failed;
+                }
+            }
+        }
+        _ => None,
+    };
     let listener = match tokio::net::TcpListener::bind(config.listen).await {
         Ok(l) => l,
         Err(e) => {
@@ -158,6 +185,9 @@ pub async fn run(config: Config) -> ExitCode {
     if let Some(tls) = &tls {
         node.register_metrics(Arc::clone(tls) as _);
         tls.spawn_watcher(node.shutdown_signal());
+    }
+    if let Some(node_tls) = &node_tls {
+        node_tls.acceptor.spawn_watcher(node.shutdown_signal());
     }
     let state = node.http(settings.clone(), config.data_dir.clone());
     let app = tidelog_api::router(state.clone());
@@ -235,6 +265,7 @@ pub async fn run(config: Config) -> ExitCode {
                         Arc::clone(&node),
                         state.clone(),
                         ready,
+                        node_tls.clone(),
                         node.shutdown_signal(),
                     )
                     .await

@@ -31,9 +31,9 @@ use bytes::{Bytes, BytesMut};
 use tidelog_storage::epochs::{common_end, EpochEntry, Epochs};
 use tidelog_storage::error::CopyProblem;
 use tidelog_storage::{FlushMode, Store, StoreError};
-use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 
+use super::link;
 use super::source::{kind_name, timed};
 use super::wire::{read_frame, write_frame};
 use super::ReplicationError;
@@ -49,6 +49,9 @@ pub struct FollowerConfig {
     /// Longest silence from the master (it sends a WATERMARK at least
     /// every heartbeat) before it is taken for dead.
     pub read_timeout: Duration,
+    /// TLS towards the master with the node's own certificate (the
+    /// cluster runs with `tls`), else plain TCP.
+    pub tls: Option<Arc<tokio_rustls::rustls::ClientConfig>>,
 }
 
 /// How a stream that did not fail ended.
@@ -116,11 +119,10 @@ impl<S: AsRef<Store> + Send + Sync + 'static> Follower<S> {
         let stream = timed(
             limit,
             "connecting to the master",
-            TcpStream::connect(master),
+            link::connect(master, self.config.tls.as_ref()),
         )
         .await?;
-        stream.set_nodelay(true)?;
-        let (mut rd, mut wr) = stream.into_split();
+        let (mut rd, mut wr) = tokio::io::split(stream);
         let mine = self.load_epochs().await?;
         let my_end = self.store().commit_log().committed();
         let hello = Frame::Hello {

@@ -8,13 +8,16 @@
 //! - [`progress`]: the master's view of what each replica confirmed, the
 //!   in-sync set and the high watermark they give.
 //! - [`wire`]: frames over a byte stream, bounded before allocation.
+//! - [`link`]: the byte stream itself, plain TCP or TLS.
 
 pub mod follower;
+pub mod link;
 pub mod progress;
 pub mod source;
 pub mod wire;
 
 pub use follower::{FollowEnd, FollowState, Follower, FollowerConfig};
+pub use link::Link;
 pub use progress::{Progress, ReplicaStatus, Watermark};
 pub use source::{Source, SourceConfig};
 

@@ -19,10 +19,11 @@ use std::time::Duration;
 
 use tidelog_storage::epochs::EpochEntry;
 use tidelog_storage::Store;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use super::link::Link;
 use super::progress::Progress;
 use super::wire::{read_frame, write_frame};
 use super::ReplicationError;
@@ -70,6 +71,11 @@ impl<S: AsRef<Store> + Send + Sync + 'static> Source<S> {
         })
     }
 
+    /// What holds the master's store (the node's broker).
+    pub fn holder(&self) -> &Arc<S> {
+        &self.holder
+    }
+
     pub fn progress(&self) -> &Arc<Progress> {
         &self.progress
     }
@@ -95,6 +101,7 @@ impl<S: AsRef<Store> + Send + Sync + 'static> Source<S> {
             tokio::select! {
                 accepted = listener.accept() => match accepted {
                     Ok((stream, peer)) => {
+                        let _ = stream.set_nodelay(true);
                         let me = Arc::clone(&self);
                         tasks.spawn(async move {
                             if let Err(e) = me.stream(stream).await {
@@ -168,9 +175,8 @@ impl<S: AsRef<Store> + Send + Sync + 'static> Source<S> {
     }
 
     /// One replica's stream, until it ends.
-    pub async fn stream(self: Arc<Self>, stream: TcpStream) -> Result<(), ReplicationError> {
-        stream.set_nodelay(true)?;
-        let (mut rd, mut wr) = stream.into_split();
+    pub async fn stream(self: Arc<Self>, stream: impl Link) -> Result<(), ReplicationError> {
+        let (mut rd, mut wr) = tokio::io::split(stream);
         let deadline = self.config.handshake_timeout;
         let hello = timed(deadline, "the replica's HELLO", read_frame(&mut rd)).await?;
         let Frame::Hello {

@@ -14,6 +14,7 @@ use tidelog_api::{AppState, Broker};
 use tidelog_cluster::election::keys::Keys;
 use tidelog_cluster::election::records::NodeInfo;
 use tidelog_cluster::{ClusterConfig, EtcdClient};
+use tidelog_runtime::tls::{TlsAcceptor, TlsConfig};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -27,6 +28,16 @@ pub(crate) fn store_of(broker: &Broker) -> &tidelog_storage::Store {
     broker.as_ref()
 }
 
+/// The node's TLS with the other nodes (the cluster runs with `tls`;
+/// docs/CLUSTER.md "Security"): the replication listener's acceptor
+/// (client certificates required, checked against `tls.client_ca_file`)
+/// and the files a connection to the master proves this node with.
+#[derive(Clone)]
+pub(crate) struct NodeTls {
+    pub acceptor: Arc<TlsAcceptor>,
+    pub config: TlsConfig,
+}
+
 /// Where this node is reached, for its etcd entry.
 pub(crate) struct Addresses {
     pub http: String,
@@ -36,6 +47,7 @@ pub(crate) struct Addresses {
 /// Put `broker` behind the node's gate, publish it (not ready until the
 /// node has a role), and start the cluster loop on a task. Errors are the
 /// node's settings or its replication listener, and stop start-up.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn start(
     cfg: ClusterConfig,
     addresses: Addresses,
@@ -43,6 +55,7 @@ pub(crate) async fn start(
     node: Arc<Node>,
     state: AppState,
     broker: Broker,
+    tls: Option<NodeTls>,
     shutdown: watch::Receiver<bool>,
 ) -> Result<tokio::task::JoinHandle<()>, String> {
     let listener = TcpListener::bind(cfg.replication_listen)
@@ -69,7 +82,7 @@ pub(crate) async fn start(
         log_end: 0,
         epoch: 0,
     };
-    let runtime = runtime::Runtime::new(cfg, me, reopen, node, state, gate, client, keys)
+    let runtime = runtime::Runtime::new(cfg, me, reopen, node, state, gate, client, keys, tls)
         .map_err(|e| e.to_string())?;
     tracing::info!("cluster: joining");
     Ok(tokio::spawn(runtime.run(listener, shutdown)))

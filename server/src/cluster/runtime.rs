@@ -28,6 +28,7 @@
 //! ready" and retry.
 
 use std::collections::BTreeSet;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -35,6 +36,7 @@ use std::time::{Duration, Instant};
 use tidelog_api::{AppState, Broker};
 use tidelog_broker::store::{CleanerConfig, StoreConfig};
 use tidelog_broker::BrokerConfig;
+use tidelog_broker::Principal;
 use tidelog_cluster::election::records::NodeInfo;
 use tidelog_cluster::election::session::{Session, SessionState};
 use tidelog_cluster::election::step::Step;
@@ -43,16 +45,19 @@ use tidelog_cluster::election::{keys::Keys, Election, InsyncChange, MasterTerm, 
 use tidelog_cluster::frame::{Frame, RefusalCode};
 use tidelog_cluster::replication::wire::write_frame;
 use tidelog_cluster::replication::{
-    FollowEnd, Follower, FollowerConfig, Progress, ReplicationError, Source, SourceConfig,
+    FollowEnd, Follower, FollowerConfig, Link, Progress, ReplicationError, Source, SourceConfig,
 };
 use tidelog_cluster::{ClusterConfig, EtcdClient};
+use tidelog_runtime::tls::{PeerIdentity, TlsAcceptor};
+use tidelog_security::acl::{Operation, Resource};
 use tidelog_storage::epochs::Epochs;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{watch, Semaphore};
 use tokio::task::{JoinHandle, JoinSet};
 
 use super::gate::{NodeGate, Part};
 use super::store_of;
+use super::NodeTls;
 use crate::node::Node;
 
 /// Longest wait for requests in flight before the broker is opened again.
@@ -115,6 +120,8 @@ pub(crate) struct Runtime {
     published: Option<(NodeInfo, Instant)>,
     /// A follower that failed is started again no sooner than this.
     follow_again_at: Option<Instant>,
+    /// TLS with the other nodes, when the cluster runs with `tls`.
+    tls: Option<NodeTls>,
 }
 
 impl Runtime {
@@ -128,6 +135,7 @@ impl Runtime {
         gate: Arc<NodeGate>,
         client: EtcdClient,
         keys: Keys,
+        tls: Option<NodeTls>,
     ) -> Result<Runtime, tidelog_cluster::EtcdError> {
         let election = Election::new(client.clone(), keys.clone(), cfg.node_id, CAMPAIGN_GRACE)?;
         let data_dir = reopen.store.data_dir.clone();
@@ -147,6 +155,7 @@ impl Runtime {
             copied_since_open: false,
             published: None,
             follow_again_at: None,
+            tls,
         })
     }
 
@@ -178,6 +187,7 @@ impl Runtime {
             replication,
             Arc::clone(&self.source),
             self.cfg.clone(),
+            self.tls.as_ref().map(|t| Arc::clone(&t.acceptor)),
         ));
         let mut session = match self.start_session(&mut shutdown).await {
             Some(s) => s,
@@ -462,6 +472,15 @@ impl Runtime {
             );
             self.reopen(true, None).await?;
         }
+        // The node's certificate as its files hold it now: a rotation
+        // takes effect on the next connection.
+        let tls = match &self.tls {
+            None => None,
+            Some(tls) => Some(
+                tidelog_runtime::tls::load::node_client_config(&tls.config)
+                    .map_err(|e| format!("cannot connect to the master over TLS: {e}"))?,
+            ),
+        };
         let broker = self.broker().ok_or("no broker to follow with")?;
         store_of(&broker).set_replica(true);
         let follower = Follower::new(
@@ -471,6 +490,7 @@ impl Runtime {
                 node_id: self.cfg.node_id,
                 handshake_timeout: HANDSHAKE,
                 read_timeout: self.cfg.session_ttl().max(Duration::from_secs(2)),
+                tls,
             },
         );
         let follow = follower.subscribe();
@@ -624,11 +644,23 @@ impl Runtime {
     }
 }
 
-/// The replication listener, for the node's life: each connection to the
-/// current master term's source, or refused when this node is not master.
-async fn accept(listener: TcpListener, slot: SourceSlot, cfg: ClusterConfig) {
+/// The replication listener, for the node's life: each connection on its
+/// own task, at most [`REPLICATION_CONNECTIONS_MAX`] at once (handshakes
+/// included; more are closed at once): with TLS, the handshake first
+/// (the replica's certificate checked against `tls.client_ca_file`, by
+/// the acceptor, within its timeout), then to the current master term's
+/// source once the certificate's principal is admitted, or refused when
+/// this node is not master.
+async fn accept(
+    listener: TcpListener,
+    slot: SourceSlot,
+    cfg: ClusterConfig,
+    tls: Option<Arc<TlsAcceptor>>,
+) {
+    let connections = Arc::new(Semaphore::new(REPLICATION_CONNECTIONS_MAX));
+    let mut turned_away = Warned::default();
     loop {
-        let (mut stream, peer) = match listener.accept().await {
+        let (stream, peer) = match listener.accept().await {
             Ok(c) => c,
             Err(e) => {
                 tracing::warn!(error = %e, "replication listener: accept failed");
@@ -636,31 +668,119 @@ async fn accept(listener: TcpListener, slot: SourceSlot, cfg: ClusterConfig) {
                 continue;
             }
         };
-        let current = slot.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        match current {
-            Some((source, mut stop)) => {
-                tokio::spawn(async move {
-                    tokio::select! {
-                        r = source.stream(stream) => {
-                            if let Err(e) = r {
-                                tracing::info!(%peer, error = %e, "replication stream ended");
-                            }
-                        }
-                        _ = stop.wait_for(|s| *s) => {}
-                    }
-                });
+        let Ok(permit) = Arc::clone(&connections).try_acquire_owned() else {
+            turned_away.warn(peer);
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let (slot, node_id, tls) = (Arc::clone(&slot), cfg.node_id, tls.clone());
+        tokio::spawn(async move {
+            let _permit = permit;
+            let (link, identity): (Box<dyn Link>, _) = match tls {
+                None => (Box::new(stream), None),
+                Some(tls) => match tls.accept(stream, "replication", peer).await {
+                    Ok((stream, identity)) => (Box::new(stream), Some(identity)),
+                    // Counted and logged by the acceptor.
+                    Err(_) => return,
+                },
+            };
+            serve_replica(link, identity, peer, slot, node_id).await;
+        });
+    }
+}
+
+/// One replication connection, its handshake done: to the master term's
+/// source, or refused (module doc of [`accept`]).
+async fn serve_replica(
+    mut link: Box<dyn Link>,
+    identity: Option<PeerIdentity>,
+    peer: SocketAddr,
+    slot: SourceSlot,
+    node_id: u32,
+) {
+    let current = slot.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let Some((source, mut stop)) = current else {
+        let refused = Frame::Refused {
+            epoch: 0,
+            code: RefusalCode::NotMaster,
+            reason: format!("node {node_id} is not the master"),
+        };
+        let _ = tokio::time::timeout(HANDSHAKE, write_frame(&mut link, &refused)).await;
+        return;
+    };
+    if let Some(identity) = identity {
+        if let Err(reason) = admitted(source.holder(), &identity, peer) {
+            tracing::warn!(%peer, reason, "replication connection refused");
+            let refused = Frame::Refused {
+                epoch: source.epoch(),
+                code: RefusalCode::NotAuthorized,
+                reason,
+            };
+            let _ = tokio::time::timeout(HANDSHAKE, write_frame(&mut link, &refused)).await;
+            return;
+        }
+    }
+    tokio::select! {
+        r = source.stream(link) => {
+            if let Err(e) = r {
+                tracing::info!(%peer, error = %e, "replication stream ended");
             }
-            None => {
-                let refused = Frame::Refused {
-                    epoch: 0,
-                    code: RefusalCode::NotMaster,
-                    reason: format!("node {} is not the master", cfg.node_id),
-                };
-                tokio::spawn(async move {
-                    let _ =
-                        tokio::time::timeout(HANDSHAKE, write_frame(&mut stream, &refused)).await;
-                });
-            }
+        }
+        _ = stop.wait_for(|s| *s) => {}
+    }
+}
+
+/// Whether the replica whose verified certificate is `identity`, from
+/// `peer`, may copy this node's log: its principal, `User:<CN>`, must be
+/// allowed CLUSTER_ACTION on the cluster by this master's ACLs (Kafka's
+/// right for a broker's own requests: a super user, or an ACL), which
+/// with `security.authorization: false` every named principal is. A
+/// certificate of the cluster's CA is not enough on its own: users'
+/// client certificates may come from the same CA.
+fn admitted(broker: &Arc<Broker>, identity: &PeerIdentity, peer: SocketAddr) -> Result<(), String> {
+    let Some(cn) = identity.common_name.as_deref() else {
+        return Err("the certificate names no subject CN, so no principal".into());
+    };
+    let principal = Principal::Certificate(Arc::from(cn));
+    let door = broker.door(&principal).from_host(peer.ip());
+    if door.may(Operation::ClusterAction, Resource::cluster()) {
+        Ok(())
+    } else {
+        Err(format!(
+            "User:{cn} may not CLUSTER_ACTION the cluster: a node's certificate names a super user (security.super_users) or a principal with that ACL"
+        ))
+    }
+}
+
+/// Most replication connections at once, handshakes included: a cluster
+/// has a few replicas, and each holds one.
+const REPLICATION_CONNECTIONS_MAX: usize = 64;
+
+/// Connections turned away over [`REPLICATION_CONNECTIONS_MAX`], warned
+/// at most every 10 s.
+#[derive(Default)]
+struct Warned {
+    last: Option<Instant>,
+    since: u64,
+}
+
+impl Warned {
+    fn warn(&mut self, peer: SocketAddr) {
+        self.since += 1;
+        if self
+            .last
+            .is_none_or(|at| at.elapsed() >= Duration::from_secs(10))
+        {
+            tracing::warn!(
+                %peer,
+                turned_away = self.since,
+                limit = REPLICATION_CONNECTIONS_MAX,
+                "replication listener full; connections closed"
+            );
+            *self = Warned {
+                last: Some(Instant::now()),
+                since: 0,
+            };
         }
     }
 }
