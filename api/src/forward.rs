@@ -19,9 +19,16 @@
 //!
 //! Rules the forwarding keeps:
 //! * The caller's principal: `Authorization` goes through unchanged, and
-//!   the master checks its ACLs against it; this node has already checked
-//!   the login (and its admin token) as it does for every request. Host
-//!   ACLs on the master see this node's address.
+//!   the master checks the login again and its ACLs against it; this node
+//!   has already checked it (and its admin token) as it does for every
+//!   request. A caller known by its client certificate (mTLS, no
+//!   `Authorization`) is named in [`FORWARDED_PRINCIPAL`], and the
+//!   caller's address in [`FORWARDED_FOR`]; the master believes the two
+//!   only from a node: a connection whose own certificate names a
+//!   principal allowed CLUSTER_ACTION on the cluster (`crate::login`).
+//!   Anyone else who sends them is judged as if they were absent, and a
+//!   forwarded request without either is the anonymous caller's, never
+//!   the forwarding node's.
 //! * No loops: a forwarded request carries [`FORWARDED_BY`] (this node's
 //!   id), and a request that carries it is never forwarded again: a node
 //!   that would forward it answers 503/50301, so two nodes that each think
@@ -34,18 +41,20 @@
 //!   The answer body is streamed as it comes (one frame held at a time),
 //!   so the master's own answer limits bound it. No master known, the
 //!   master not reached or not answering in time: 503/50301 saying so.
-//! * Plain http only: with `http.tls` (the master then speaks HTTPS only,
-//!   and wants the node's client certificate) writes are refused 503/50301
-//!   naming the master, and sent there by the client (a documented
-//!   follow-up).
+//! * With `http.tls` the master speaks HTTPS only: the write goes there
+//!   over TLS with this node's own certificate (`tls.cert_file`), the
+//!   master's checked against `tls.client_ca_file`
+//!   ([`Forwarder::over_tls`], installed by the server); a node without
+//!   it refuses 503/50301 naming the master.
 //!
 //! The client is hyper-util's pooled one (`client::legacy`), the same
-//! crate reqwest runs on in this workspace: kept connections to the
-//! master, a connect timeout, and the answer as a hyper body that streams
-//! back without a copy.
+//! crate reqwest runs on in this workspace, with hyper-rustls for HTTPS:
+//! kept connections to the master, a connect timeout, and the answer as a
+//! hyper body that streams back without a copy.
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -56,11 +65,12 @@ use axum::response::Response;
 use bytes::Bytes;
 use http_body::{Frame, SizeHint};
 use hyper::body::Incoming;
+use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use tidelog_broker::cluster::ClusterStatus;
-use tidelog_broker::Broker;
+use tidelog_broker::{Broker, Caller, Principal};
 use tokio::time::{Instant, Sleep};
 
 use crate::error::ApiError;
@@ -68,6 +78,14 @@ use crate::error::ApiError;
 /// The header a forwarded request carries: the id of the node that
 /// forwarded it (module doc, "No loops").
 pub const FORWARDED_BY: &str = "x-tidelog-forwarded-by";
+
+/// The CN of the client certificate the caller of a forwarded request
+/// logged in with at the forwarding node (module doc, "The caller's
+/// principal").
+pub const FORWARDED_PRINCIPAL: &str = "x-tidelog-forwarded-principal";
+
+/// The address the caller of a forwarded request came from.
+pub const FORWARDED_FOR: &str = "x-tidelog-forwarded-for";
 
 /// Longest wait for a TCP connection to the master.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
@@ -134,14 +152,18 @@ pub struct Target {
     pub master: u32,
     /// The master's `host:port`.
     pub address: String,
+    /// `http` or `https`.
+    pub scheme: &'static str,
 }
 
 /// Where `method path` with `headers` is served on `broker`'s node
-/// (`None`: not ready yet, the handler answers 503), with `tls` the
-/// listener's `http.tls` (module doc).
+/// (`None`: not ready yet, the handler answers 503). `scheme` is how the
+/// master is reached: `Some("http")`, `Some("https")` (`http.tls`), or
+/// `None` when it speaks HTTPS and this node has no certificate to
+/// forward with (module doc).
 pub fn route(
     broker: Option<&Broker>,
-    tls: bool,
+    scheme: Option<&'static str>,
     method: &Method,
     path: &str,
     headers: &HeaderMap,
@@ -152,12 +174,12 @@ pub fn route(
     if !forwards(method, path) || gate.may_write().is_ok() {
         return Route::Local;
     }
-    decide(&gate.status(), tls, headers)
+    decide(&gate.status(), scheme, headers)
 }
 
 /// [`route`] for a node that may not write, seeing the cluster as
 /// `status`.
-fn decide(status: &ClusterStatus, tls: bool, headers: &HeaderMap) -> Route {
+fn decide(status: &ClusterStatus, scheme: Option<&'static str>, headers: &HeaderMap) -> Route {
     if status.master == Some(status.node_id) {
         // The master past its lease's margin: its door refuses.
         return Route::Local;
@@ -185,45 +207,91 @@ fn decide(status: &ClusterStatus, tls: bool, headers: &HeaderMap) -> Route {
             ),
         });
     };
-    if tls {
+    let Some(scheme) = scheme else {
         return not_ready(format!(
-            "node {} is a replica and does not forward writes over TLS yet: send them to the master, node {} at https://{}",
+            "node {} is a replica without a certificate to forward writes over TLS with: send them to the master, node {} at https://{}",
             status.node_id, master.node_id, master.http
         ));
-    }
+    };
     Route::Forward(Target {
         from_node: status.node_id,
         master: master.node_id,
         address: master.http.clone(),
+        scheme,
     })
 }
 
 /// The pooled client to the master (module doc).
 #[derive(Debug, Clone)]
 pub struct Forwarder {
-    client: Client<HttpConnector, Body>,
+    client: Pool,
+}
+
+#[derive(Debug, Clone)]
+enum Pool {
+    Plain(Client<HttpConnector, Body>),
+    Tls(Client<HttpsConnector<HttpConnector>, Body>),
 }
 
 impl Default for Forwarder {
     fn default() -> Self {
-        let mut connector = HttpConnector::new();
-        connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
-        connector.set_nodelay(true);
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
-            .pool_max_idle_per_host(POOL_IDLE_PER_HOST)
-            .build(connector);
-        Forwarder { client }
+        Forwarder {
+            client: Pool::Plain(pool(connector())),
+        }
     }
 }
 
+fn connector() -> HttpConnector {
+    let mut connector = HttpConnector::new();
+    connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
+    connector.set_nodelay(true);
+    connector
+}
+
+fn pool<C>(connector: C) -> Client<C, Body>
+where
+    C: hyper_util::client::legacy::connect::Connect + Clone,
+{
+    Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+        .pool_max_idle_per_host(POOL_IDLE_PER_HOST)
+        .build(connector)
+}
+
 impl Forwarder {
-    /// Sends `request` (its head; `body` read whole by the router) to
-    /// `target` and answers as the master answered; 503/50301 when the
-    /// master cannot be reached or does not answer in time.
+    /// A forwarder to a master that speaks HTTPS only, with `client`:
+    /// this node's certificate as its client certificate, the master's
+    /// checked against the cluster's CA and the host it is reached by.
+    pub fn over_tls(client: Arc<rustls::ClientConfig>) -> Forwarder {
+        let mut http = connector();
+        // The https connector hands it `https://` URIs.
+        http.enforce_http(false);
+        let https = HttpsConnectorBuilder::new()
+            .with_tls_config((*client).clone())
+            .https_only()
+            .enable_http1()
+            .wrap_connector(http);
+        Forwarder {
+            client: Pool::Tls(pool(https)),
+        }
+    }
+
+    /// `http` or `https`.
+    pub fn scheme(&self) -> &'static str {
+        match self.client {
+            Pool::Plain(_) => "http",
+            Pool::Tls(_) => "https",
+        }
+    }
+
+    /// Sends `request` (its head; `body` read whole by the router) of
+    /// `caller` to `target` and answers as the master answered;
+    /// 503/50301 when the master cannot be reached or does not answer in
+    /// time.
     pub async fn forward(
         &self,
         target: &Target,
+        caller: &Caller,
         request: axum::http::request::Parts,
         body: Bytes,
     ) -> Result<Response, ApiError> {
@@ -237,7 +305,7 @@ impl Forwarder {
         }
         };
         let path = request.uri.path_and_query().map_or("/", |p| p.as_str());
-        let uri: Uri = format!("http://{}{path}", target.address)
+        let uri: Uri = format!("{}://{}{path}", target.scheme, target.address)
             .parse()
             .map_err(|e| unreachable(format!("the master's address is not host:port ({e})")))?;
         let mut forwarded = hyper::Request::builder()
@@ -247,24 +315,49 @@ impl Forwarder {
             .map_err(|e| unreachable(format!("cannot build the request ({e})")))?;
         let headers = forwarded.headers_mut();
         for (name, value) in &request.headers {
-            // The body is here whole: nothing to expect a 100 for.
-            if !NOT_FORWARDED.contains(name) && *name != header::EXPECT {
+            // The body is here whole: nothing to expect a 100 for. The
+            // caller's own word for who it is, or where from, is not
+            // passed on.
+            if !NOT_FORWARDED.contains(name)
+                && *name != header::EXPECT
+                && name.as_str() != FORWARDED_PRINCIPAL
+                && name.as_str() != FORWARDED_FOR
+            {
                 headers.append(name, value.clone());
             }
         }
         headers.insert(header::CONTENT_LENGTH, HeaderValue::from(length));
         headers.insert(FORWARDED_BY, HeaderValue::from(target.from_node));
-        let answer =
-            match tokio::time::timeout(ANSWER_TIMEOUT, self.client.request(forwarded)).await {
-                Ok(Ok(answer)) => answer,
-                Ok(Err(e)) => return Err(unreachable(error_chain(&e))),
-                Err(_) => {
-                    return Err(unreachable(format!(
-                        "no answer within {} s",
-                        ANSWER_TIMEOUT.as_secs()
-                    )))
-                }
-            };
+        if let Principal::Certificate(cn) = &caller.principal {
+            if !headers.contains_key(header::AUTHORIZATION) {
+                let value = HeaderValue::from_str(cn).map_err(|_| {
+                    unreachable(
+                        "the caller's certificate names a CN that cannot travel in a header".into(),
+                    )
+                })?;
+                headers.insert(FORWARDED_PRINCIPAL, value);
+            }
+        }
+        if let Some(Ok(host)) = caller
+            .host
+            .map(|host| HeaderValue::from_str(&host.to_string()))
+        {
+            headers.insert(FORWARDED_FOR, host);
+        }
+        let sent = match &self.client {
+            Pool::Plain(client) => client.request(forwarded),
+            Pool::Tls(client) => client.request(forwarded),
+        };
+        let answer = match tokio::time::timeout(ANSWER_TIMEOUT, sent).await {
+            Ok(Ok(answer)) => answer,
+            Ok(Err(e)) => return Err(unreachable(error_chain(&e))),
+            Err(_) => {
+                return Err(unreachable(format!(
+                    "no answer within {} s",
+                    ANSWER_TIMEOUT.as_secs()
+                )))
+            }
+        };
         let (parts, incoming) = answer.into_parts();
         let mut response = Response::new(Body::new(AnswerBody::new(incoming)));
         *response.status_mut() = parts.status;

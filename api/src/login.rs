@@ -13,6 +13,10 @@
 //!   listener's `PeerIdentity` in the request's extensions): `User:<CN>`
 //!   (Kafka's SSL principal), a login as good as Basic for
 //!   `security.authentication`; the ACLs decide what it may do.
+//! * A write a replica forwarded (`crate::forward`), over a connection
+//!   whose certificate names a node: the caller the node names, as if it
+//!   had come here (its `Authorization`, else its certificate's CN, else
+//!   nobody), from its address ([`forwarded_by_node`]).
 //! * Nothing: `User:ANONYMOUS`. With `security.authentication: true` that
 //!   is 401/40101 with `WWW-Authenticate: Basic realm="tidelog"`, except
 //!   on the routes that stay open: `/status/ready`, `/metrics` and the
@@ -26,7 +30,12 @@ use axum::http::{header, HeaderMap, Method};
 use base64::Engine;
 use tidelog_broker::{Caller, Principal};
 
+use std::sync::Arc;
+
+use tidelog_broker::security::acl::{Operation, Resource};
+
 use crate::error::ApiError;
+use crate::forward::{FORWARDED_BY, FORWARDED_FOR, FORWARDED_PRINCIPAL};
 use crate::state::AppState;
 use tidelog_broker::auth::admin_token_matches;
 
@@ -42,6 +51,13 @@ pub async fn caller(
     headers: &HeaderMap,
     (peer, certificate_cn): (Option<std::net::IpAddr>, Option<&str>),
 ) -> Result<Caller, ApiError> {
+    // A write a node forwarded: the caller it names stands where the
+    // node's own certificate and address would.
+    let forwarded = forwarded_by_node(state, headers, peer, certificate_cn)?;
+    let (peer, certificate_cn) = match &forwarded {
+        Some(f) => (f.host.or(peer), f.principal.as_deref()),
+        None => (peer, certificate_cn),
+    };
     let security = &state.settings().broker.security;
     let given = headers
         .get(header::AUTHORIZATION)
@@ -83,7 +99,7 @@ pub async fn caller(
         }
         _ if headers.contains_key(header::AUTHORIZATION) => Principal::Anonymous,
         _ => certificate_cn.map_or(Principal::Anonymous, |cn| {
-            Principal::Certificate(std::sync::Arc::from(cn))
+            Principal::Certificate(Arc::from(cn))
         }),
     };
     if security.authentication && principal == Principal::Anonymous && !open_route(path) {
@@ -95,6 +111,50 @@ pub async fn caller(
         principal,
         host: peer,
     })
+}
+
+/// Who a node says it forwards a request for.
+struct Forwarded {
+    /// The CN of the caller's client certificate (`None`: the caller had
+    /// none, or logged in with `Authorization`, which came along).
+    principal: Option<String>,
+    host: Option<std::net::IpAddr>,
+}
+
+/// The caller a node forwarded this request for (`crate::forward`), when
+/// it carries [`FORWARDED_BY`] over a connection whose verified client
+/// certificate names a node: a principal this broker allows
+/// CLUSTER_ACTION on the cluster (a super user, or an ACL; with
+/// `security.authorization: false`, any named one). Otherwise `None`, and
+/// the forwarding headers count for nothing: a client cannot name
+/// someone else by sending them. Asked while the broker recovers:
+/// 503/50301 (it cannot tell a node from a user then, and must not
+/// take the node's own certificate for the caller).
+fn forwarded_by_node(
+    state: &AppState,
+    headers: &HeaderMap,
+    peer: Option<std::net::IpAddr>,
+    certificate_cn: Option<&str>,
+) -> Result<Option<Forwarded>, ApiError> {
+    let (true, Some(cn)) = (headers.contains_key(FORWARDED_BY), certificate_cn) else {
+        return Ok(None);
+    };
+    let broker = state.ready()?;
+    let door = broker.door(&Principal::Certificate(Arc::from(cn)));
+    let door = match peer {
+        Some(host) => door.from_host(host),
+        None => door,
+    };
+    if !door.may(Operation::ClusterAction, Resource::cluster()) {
+        return Ok(None);
+    }
+    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    Ok(Some(Forwarded {
+        principal: text(FORWARDED_PRINCIPAL)
+            .filter(|cn| !cn.is_empty())
+            .map(str::to_owned),
+        host: text(FORWARDED_FOR).and_then(|host| host.parse().ok()),
+    }))
 }
 
 /// Routes that answer without a login: the node's probes and the

@@ -272,7 +272,7 @@ async fn guard(State(state): State<AppState>, request: Request, next: Next) -> R
             let broker = state.ready().ok();
             let route = forward::route(
                 broker.as_deref(),
-                state.settings().tls,
+                state.shared().forwarder().map(forward::Forwarder::scheme),
                 &parts.method,
                 parts.uri.path(),
                 &parts.headers,
@@ -286,7 +286,13 @@ async fn guard(State(state): State<AppState>, request: Request, next: Next) -> R
                 }
                 forward::Route::Forward(target) => {
                     let shared = state.shared();
-                    let forwarded = shared.forwarder.forward(&target, parts, body).await;
+                    let forwarded = match shared.forwarder() {
+                        Some(forwarder) => forwarder.forward(&target, &caller, parts, body).await,
+                        // `route` forwards only with a forwarder.
+                        None => Err(ApiError::NotReady {
+                            message: "this node cannot forward writes".into(),
+                        }),
+                    };
                     let counter = match &forwarded {
                         Ok(_) => &shared.metrics.forwarded,
                         Err(_) => &shared.metrics.forward_failures,

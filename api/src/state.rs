@@ -100,8 +100,11 @@ pub(crate) struct Shared {
     /// (`crate::failed_auth`).
     pub(crate) failed_auth: crate::failed_auth::FailedAuth,
     /// The client a replica forwards writes to the master with
-    /// (`crate::forward`).
-    pub(crate) forwarder: crate::forward::Forwarder,
+    /// (`crate::forward`): plain http, or, with `http.tls`, HTTPS with
+    /// the node's certificate once the server installs it
+    /// ([`AppState::forward_over_tls`]).
+    forwarder: crate::forward::Forwarder,
+    tls_forwarder: OnceLock<crate::forward::Forwarder>,
     /// Families of other components `/metrics` renders (the node's
     /// registry).
     families: Arc<Registry>,
@@ -115,6 +118,17 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// The client writes are forwarded to the master with: `None` when
+    /// the master speaks HTTPS (`http.tls`) and no node certificate was
+    /// installed.
+    pub(crate) fn forwarder(&self) -> Option<&crate::forward::Forwarder> {
+        if self.settings.tls {
+            self.tls_forwarder.get()
+        } else {
+            Some(&self.forwarder)
+        }
+    }
+
     /// The store's stats, `None` before the broker is ready. Holds the
     /// broker only while it reads them.
     pub(crate) fn store_stats(&self) -> Option<tidelog_broker::store::StoreStats> {
@@ -151,6 +165,7 @@ impl AppState {
                 answer_bytes: handles.answer_bytes,
                 failed_auth,
                 forwarder: crate::forward::Forwarder::default(),
+                tls_forwarder: OnceLock::new(),
                 families: handles.metrics,
                 connection_slots,
                 shutdown: handles.shutdown,
@@ -162,6 +177,16 @@ impl AppState {
             None => history::Tick::Gone,
         });
         state
+    }
+
+    /// Writes a replica forwards go to the master over HTTPS with
+    /// `client` (the node's certificate, the cluster's CA: docs/CLUSTER.md
+    /// "Security"). Set once, by the server, for a cluster with `tls`.
+    pub fn forward_over_tls(&self, client: Arc<rustls::ClientConfig>) {
+        let _ = self
+            .inner
+            .tls_forwarder
+            .set(crate::forward::Forwarder::over_tls(client));
     }
 
     pub(crate) fn shared(&self) -> &Shared {

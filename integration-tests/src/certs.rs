@@ -62,7 +62,7 @@ impl TestPki {
         let (cert, key) = self.leaf(
             cn,
             vec!["localhost".into(), "127.0.0.1".into()],
-            ExtendedKeyUsagePurpose::ServerAuth,
+            &[ExtendedKeyUsagePurpose::ServerAuth],
         );
         self.replace("server.key", &key);
         self.replace("server.crt", &cert);
@@ -76,7 +76,7 @@ impl TestPki {
         let (cert, key) = self.leaf(
             cn,
             vec!["localhost".into(), "127.0.0.1".into()],
-            ExtendedKeyUsagePurpose::ServerAuth,
+            &[ExtendedKeyUsagePurpose::ServerAuth],
         );
         std::fs::write(self.path("next.key"), key).expect("write next.key");
         std::fs::write(self.path("next.crt"), cert).expect("write next.crt");
@@ -84,13 +84,34 @@ impl TestPki {
 
     /// A client certificate for `cn`, written as `<cn>.crt` and `<cn>.key`.
     pub fn client(&self, cn: &str) -> (PathBuf, PathBuf) {
-        let (cert, key) = self.leaf(cn, Vec::new(), ExtendedKeyUsagePurpose::ClientAuth);
+        let (cert, key) = self.leaf(cn, Vec::new(), &[ExtendedKeyUsagePurpose::ClientAuth]);
         let (cert_path, key_path) = (
             self.path(&format!("{cn}.crt")),
             self.path(&format!("{cn}.key")),
         );
         std::fs::write(&cert_path, cert).expect("write client certificate");
         std::fs::write(&key_path, key).expect("write client key");
+        (cert_path, key_path)
+    }
+
+    /// A cluster node's certificate for `cn` (`localhost`, `127.0.0.1`),
+    /// good as a server's and as a client's (a node is both to the
+    /// others), written as `<cn>.crt` and `<cn>.key`.
+    pub fn node(&self, cn: &str) -> (PathBuf, PathBuf) {
+        let (cert, key) = self.leaf(
+            cn,
+            vec!["localhost".into(), "127.0.0.1".into()],
+            &[
+                ExtendedKeyUsagePurpose::ServerAuth,
+                ExtendedKeyUsagePurpose::ClientAuth,
+            ],
+        );
+        let (cert_path, key_path) = (
+            self.path(&format!("{cn}.crt")),
+            self.path(&format!("{cn}.key")),
+        );
+        std::fs::write(&cert_path, cert).expect("write node certificate");
+        std::fs::write(&key_path, key).expect("write node key");
         (cert_path, key_path)
     }
 
@@ -114,7 +135,7 @@ impl TestPki {
         &self,
         cn: &str,
         names: Vec<String>,
-        purpose: ExtendedKeyUsagePurpose,
+        purpose: &[ExtendedKeyUsagePurpose],
     ) -> (String, String) {
         let mut params = CertificateParams::new(names).expect("leaf params");
         params.distinguished_name.push(DnType::CommonName, cn);
@@ -122,7 +143,7 @@ impl TestPki {
             KeyUsagePurpose::DigitalSignature,
             KeyUsagePurpose::KeyEncipherment,
         ];
-        params.extended_key_usages = vec![purpose];
+        params.extended_key_usages = purpose.to_vec();
         params.use_authority_key_identifier_extension = true;
         let key = KeyPair::generate().expect("leaf key");
         let cert = params

@@ -3,7 +3,8 @@
 //! the in-sync set holds it, a `kill -9` of the master hands the
 //! cluster to another node with no acknowledged record lost, and the old
 //! master comes back as a replica whose log ends byte for byte the
-//! master's.
+//! master's. With `tls`, the nodes prove who they are to each other by
+//! certificate and a forwarded write keeps its caller.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -12,8 +13,9 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use common::{free_local_addr, TidelogProcess};
+use common::{curl_https, free_local_addr, TidelogProcess};
 use serde_json::{json, Value};
+use tidelog_integration_tests::certs::TestPki;
 use tidelog_integration_tests::etcd::Etcd;
 
 const PARTITIONS: u64 = 2;
@@ -653,4 +655,268 @@ fn confluent_kafka_producer_and_group_go_on_across_a_failover() {
         stdout.contains("cluster_failover: 600 delivered across the failover"),
         "{stdout}"
     );
+}
+
+/// A node's `tls:`, `security:` and `http:` for [`tls_cluster`]: its own
+/// certificate, the cluster's CA for clients and nodes alike (client
+/// certificates optional for clients, so Basic logins work too), logins
+/// and ACLs on, `admin` and the three nodes' certificates super users.
+fn tls_sections(pki: &TestPki, node_id: u32) -> String {
+    let (cert, key) = pki.node(&format!("node{node_id}"));
+    let password_file = pki.path("admin.password");
+    std::fs::write(&password_file, "admin-secret\n").unwrap();
+    format!(
+        "http:\n  tls: true\nkafka:\n  listen: null\ntls:\n  cert_file: {}\n  key_file: {}\n  client_ca_file: {}\n  client_auth: optional\n  handshake_timeout_ms: 2000\nsecurity:\n  authentication: true\n  authorization: true\n  super_users: [admin, node1, node2, node3]\n  users:\n    - name: admin\n      password_file: {}\n",
+        cert.display(),
+        key.display(),
+        pki.path("ca.crt").display(),
+        password_file.display()
+    )
+}
+
+/// What a TLS client of `replication` gets: `Ok(bytes read until the
+/// node closed)` once the handshake finished (with the certificate
+/// `cert`/`key`, trusting `ca`), `Err(why)` when it did not. Python's
+/// `ssl` module, as an operator's probe would be.
+fn replication_probe(
+    replication: SocketAddr,
+    ca: &std::path::Path,
+    cert: &std::path::Path,
+    key: &std::path::Path,
+) -> Result<Vec<u8>, String> {
+    let script = r#"
+import socket, ssl, sys
+host, port, ca, cert, key = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+ctx = ssl.create_default_context(cafile=ca)
+ctx.load_cert_chain(cert, key)
+try:
+    with socket.create_connection((host, port), timeout=20) as raw:
+        with ctx.wrap_socket(raw, server_hostname=host) as tls:
+            got = b""
+            while True:
+                chunk = tls.recv(4096)
+                if not chunk:
+                    break
+                got += chunk
+except (ssl.SSLError, ConnectionError, OSError) as e:
+    if "got" in dir() and got:
+        sys.stdout.buffer.write(got)
+        sys.exit(0)
+    print("refused:", e, file=sys.stderr)
+    sys.exit(3)
+sys.stdout.buffer.write(got)
+"#;
+    let output = std::process::Command::new("python3")
+        .args(["-c", script])
+        .arg(replication.ip().to_string())
+        .arg(replication.port().to_string())
+        .args([ca, cert, key])
+        .output()
+        .expect("run python3");
+    if output.status.success() {
+        Ok(output.stdout)
+    } else {
+        Err(String::from_utf8_lossy(&output.stderr).into_owned())
+    }
+}
+
+/// Every record of partition `p` that `node` serves over HTTPS to
+/// `client` (curl arguments): offset → value; `None` while it does not.
+fn served_https(node: &TidelogProcess, client: &[String], p: u64) -> Option<BTreeMap<u64, String>> {
+    let path = format!("/topics/t/partitions/{p}/records?offset=0&timeout=0");
+    let (status, body) = curl_https(node.addr, client, "GET", &path, None);
+    if status != 200 {
+        return None;
+    }
+    let records: Value = serde_json::from_str(&body).ok()?;
+    Some(
+        records
+            .as_array()?
+            .iter()
+            .map(|r| {
+                (
+                    r["offset"].as_u64().unwrap(),
+                    r["value"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect(),
+    )
+}
+
+/// A cluster with `tls` (docs/CLUSTER.md "Security"): the nodes replicate
+/// over TLS with their own certificates; a replica forwards a write over
+/// HTTPS keeping its caller's principal (a client certificate's CN,
+/// never the node's own); a client's own forwarding headers are not
+/// believed; the replication listener refuses a certificate that names
+/// no node, and one another CA signed never finishes its handshake.
+#[test]
+fn with_tls_nodes_prove_who_they_are_and_a_forwarded_write_keeps_its_caller() {
+    let etcd = Etcd::start();
+    let endpoint = etcd.endpoint();
+    let pki = TestPki::new();
+    let arg = |p: &std::path::Path| p.display().to_string();
+    let ca = vec!["--cacert".to_string(), arg(&pki.path("ca.crt"))];
+    let with_cert = |(cert, key): &(std::path::PathBuf, std::path::PathBuf)| {
+        let mut args = ca.clone();
+        args.extend(["--cert".into(), arg(cert), "--key".into(), arg(key)]);
+        args
+    };
+    let alice_files = pki.client("alice");
+    let mallory_files = pki.client("mallory");
+    let (alice, mallory) = (with_cert(&alice_files), with_cert(&mallory_files));
+    let mut admin = ca.clone();
+    admin.extend(["-u".into(), "admin:admin-secret".into()]);
+
+    let mut replication = Vec::new();
+    let nodes: Vec<TidelogProcess> = (1..=3)
+        .map(|id| {
+            let listen = loop {
+                let addr = free_local_addr();
+                if !replication.contains(&addr) {
+                    break addr;
+                }
+            };
+            replication.push(listen);
+            let yaml = format!(
+                "{}{}",
+                config(&endpoint, id, listen),
+                tls_sections(&pki, id)
+            );
+            TidelogProcess::start_with_own_listeners(&yaml, Some(ca.clone()))
+        })
+        .collect();
+
+    // The master: the node that takes a write it is told not to forward.
+    let record = |value: &str| json!({"records": [{"value": value, "partition": 0}]}).to_string();
+    let mut not_forwarded = admin.clone();
+    not_forwarded.extend(["-H".into(), "x-tidelog-forwarded-by: 0".into()]);
+    let master = wait_for("a master over HTTPS", || {
+        nodes.iter().position(|n| {
+            curl_https(
+                n.addr,
+                &not_forwarded,
+                "POST",
+                "/topics/t",
+                Some(&record("probe")),
+            )
+            .0 == 200
+        })
+    });
+    let replica = &nodes[(master + 1) % 3];
+    let acl = json!({
+        "resource_type": "TOPIC", "resource_name": "t", "pattern_type": "LITERAL",
+        "principal": "User:alice", "host": "*", "operation": "WRITE", "permission": "ALLOW",
+    });
+    let (status, body) = curl_https(
+        nodes[master].addr,
+        &admin,
+        "POST",
+        "/v3/clusters/tidelog/acls",
+        Some(&acl.to_string()),
+    );
+    assert_eq!(status, 201, "{body}");
+
+    // alice, known by her certificate at the replica: forwarded over
+    // HTTPS with the replica's certificate, allowed as alice.
+    let (status, body) = curl_https(
+        replica.addr,
+        &alice,
+        "POST",
+        "/topics/t",
+        Some(&record("alice")),
+    );
+    assert_eq!(status, 200, "alice's write through a replica: {body}");
+    // mallory has no ACL: the master judges mallory, not the node that
+    // forwarded (a super user), even when mallory names alice herself.
+    let mut spoofing = mallory.clone();
+    spoofing.extend(["-H".into(), "x-tidelog-forwarded-principal: alice".into()]);
+    for (who, args) in [("mallory", &mallory), ("mallory naming alice", &spoofing)] {
+        let (status, body) = curl_https(
+            replica.addr,
+            args,
+            "POST",
+            "/topics/t",
+            Some(&record("mallory")),
+        );
+        assert_eq!(status, 403, "{who} through a replica: {body}");
+        assert!(body.contains("40301"), "{who}: {body}");
+    }
+    // Sent to the master as if a node had forwarded it: mallory's
+    // certificate names no node, so the headers count for nothing.
+    let mut posing = spoofing.clone();
+    posing.extend(["-H".into(), "x-tidelog-forwarded-by: 2".into()]);
+    let (status, body) = curl_https(
+        nodes[master].addr,
+        &posing,
+        "POST",
+        "/topics/t",
+        Some(&record("mallory")),
+    );
+    assert_eq!(status, 403, "mallory posing as a node: {body}");
+    // Nobody at all: the replica asks for a login.
+    let (status, _) = curl_https(
+        replica.addr,
+        &ca,
+        "POST",
+        "/topics/t",
+        Some(&record("anon")),
+    );
+    assert_eq!(status, 401);
+
+    // Replication ran over TLS: every node serves the same records, and
+    // none of mallory's.
+    let all = wait_for("every node to serve the same records", || {
+        let first = served_https(&nodes[0], &admin, 0)?;
+        let same = nodes[1..]
+            .iter()
+            .all(|n| served_https(n, &admin, 0).as_ref() == Some(&first));
+        (same && first.values().any(|v| v == "alice")).then_some(first)
+    });
+    assert!(
+        !all.values().any(|v| v == "mallory" || v == "anon"),
+        "{all:?}"
+    );
+
+    // The replication listener: alice's certificate is the cluster CA's
+    // but names no node: refused (REFUSED, not authorized) and logged.
+    let (alice_cert, alice_key) = &alice_files;
+    let refused = replication_probe(
+        replication[master],
+        &pki.path("ca.crt"),
+        alice_cert,
+        alice_key,
+    )
+    .expect("the handshake finishes for a certificate of the cluster's CA");
+    let text = String::from_utf8_lossy(&refused);
+    assert!(
+        text.contains("User:alice may not CLUSTER_ACTION"),
+        "{text:?}"
+    );
+    assert!(
+        nodes[master]
+            .log()
+            .contains("replication connection refused"),
+        "the master logs the refusal"
+    );
+    // A certificate another CA signed never finishes the handshake.
+    let stranger = TestPki::new();
+    let (cert, key) = stranger.node("node2");
+    let e = replication_probe(replication[master], &pki.path("ca.crt"), &cert, &key)
+        .expect_err("a stranger's handshake is refused");
+    assert!(e.contains("refused"), "{e}");
+    // And the cluster still replicates.
+    let (status, body) = curl_https(
+        replica.addr,
+        &alice,
+        "POST",
+        "/topics/t",
+        Some(&record("after")),
+    );
+    assert_eq!(status, 200, "{body}");
+    wait_for("the last record everywhere", || {
+        nodes
+            .iter()
+            .all(|n| served_https(n, &admin, 0).is_some_and(|r| r.values().any(|v| v == "after")))
+            .then_some(())
+    });
 }

@@ -11,11 +11,10 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use base64::Engine;
-use common::{free_local_addr, free_local_addr_besides, TidelogProcess};
+use common::{curl_https as curl, free_local_addr, free_local_addr_besides, TidelogProcess};
 use tidelog_integration_tests::certs::TestPki;
 use tidelog_integration_tests::{clients, kafka_wire};
 
@@ -238,37 +237,6 @@ fn a_sasl_listener_closes_clients_that_skip_or_stall_the_login_and_keeps_serving
     }
     let answer = kafka_wire::call(addr, "probe", 18, 0, &[], Duration::from_secs(30));
     assert_eq!(answer[..2], [0, 0], "ApiVersions error code");
-}
-
-/// `curl <args> -X method https://addr/path [-d body]`: (status, body).
-fn curl(
-    addr: SocketAddr,
-    args: &[String],
-    method: &str,
-    path: &str,
-    body: Option<&str>,
-) -> (u16, String) {
-    let mut command = Command::new("curl");
-    command
-        .args(["--silent", "--show-error", "--max-time", "30"])
-        .args(["--write-out", "\n%{http_code}", "-X", method])
-        .args(args);
-    if let Some(body) = body {
-        command.args([
-            "-H",
-            "Content-Type: application/json",
-            "--data-binary",
-            body,
-        ]);
-    }
-    let output = command
-        .arg(format!("https://{addr}{path}"))
-        .stdin(Stdio::null())
-        .output()
-        .expect("run curl");
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    let (text, code) = stdout.rsplit_once('\n').unwrap_or(("", &stdout));
-    (code.trim().parse().unwrap_or(0), text.to_owned())
 }
 
 #[test]

@@ -562,6 +562,38 @@ pub fn curl_status(addr: std::net::SocketAddr, args: &[String], path: &str) -> O
     (output.status.success() && code != 0).then_some(code)
 }
 
+/// `curl <args> -X method https://addr/path` with `body` as JSON: (status,
+/// answer body); status 0 when curl got no answer.
+pub fn curl_https(
+    addr: std::net::SocketAddr,
+    args: &[String],
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+) -> (u16, String) {
+    let mut command = Command::new("curl");
+    command
+        .args(["--silent", "--show-error", "--max-time", "30"])
+        .args(["--write-out", "\n%{http_code}", "-X", method])
+        .args(args);
+    if let Some(body) = body {
+        command.args([
+            "-H",
+            "Content-Type: application/json",
+            "--data-binary",
+            body,
+        ]);
+    }
+    let output = command
+        .arg(format!("https://{addr}{path}"))
+        .stdin(Stdio::null())
+        .output()
+        .expect("run curl");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let (text, code) = stdout.rsplit_once('\n').unwrap_or(("", &stdout));
+    (code.trim().parse().unwrap_or(0), text.to_owned())
+}
+
 /// Runs a client script (`tidelog_integration_tests::clients`) against
 /// `server`'s HTTP and Kafka addresses, passed as its first two
 /// arguments; it must exit 0 and print its `closing` line (proof it ran
