@@ -60,18 +60,26 @@ pub fn server_config(config: &TlsConfig) -> Result<Arc<ServerConfig>, TlsError> 
         }
         _ => builder.with_no_client_auth(),
     };
-    let server = builder.with_single_cert(certs, key).map_err(|e| match e {
+    let server = builder
+        .with_single_cert(certs, key)
+        .map_err(|e| key_refused(e, cert_file, key_file))?;
+    Ok(Arc::new(server))
+}
+
+/// rustls' refusal of the certificate and key of `cert_file` and
+/// `key_file`, as the error naming them.
+fn key_refused(e: rustls::Error, cert_file: &Path, key_file: &Path) -> TlsError {
+    match e {
         rustls::Error::InconsistentKeys(_) => TlsError::KeyMismatch {
-            cert_file: cert_file.clone(),
-            key_file: key_file.clone(),
+            cert_file: cert_file.to_path_buf(),
+            key_file: key_file.to_path_buf(),
         },
         other => TlsError::Certificate {
             key: "tls.key_file",
-            path: key_file.clone(),
+            path: key_file.to_path_buf(),
             reason: other.to_string(),
         },
-    })?;
-    Ok(Arc::new(server))
+    }
 }
 
 /// The client side of the node's own identity, for the connections a
@@ -99,17 +107,7 @@ pub fn node_client_config(config: &TlsConfig) -> Result<Arc<ClientConfig>, TlsEr
         })?
         .with_root_certificates(roots)
         .with_client_auth_cert(certs, key)
-        .map_err(|e| match e {
-            rustls::Error::InconsistentKeys(_) => TlsError::KeyMismatch {
-                cert_file: cert_file.clone(),
-                key_file: key_file.clone(),
-            },
-            other => TlsError::Certificate {
-                key: "tls.key_file",
-                path: key_file.clone(),
-                reason: other.to_string(),
-            },
-        })?;
+        .map_err(|e| key_refused(e, cert_file, key_file))?;
     Ok(Arc::new(client))
 }
 
