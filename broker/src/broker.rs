@@ -937,6 +937,7 @@ fn prepare_metadata(
     metadata: &crate::cluster_metadata::ClusterMetadata,
 ) -> Result<(), BrokerError> {
     metadata.set_store(store);
+    sink.open(store)?;
     let diverged = sink.rederive(store)?;
     if !diverged.is_empty() {
         tracing::warn!(

@@ -59,6 +59,28 @@ impl Broker {
             ),
         };
         let base = t.base_offset(partition);
+        let mut before = before;
+        if self.metadata.is_enabled() {
+            // A cluster's master: the move goes into the log first, as a
+            // concrete offset, so every node makes the same one (and a
+            // failover keeps it: `crate::cluster_metadata`). Checked
+            // first, so no record names a move this node refuses.
+            let (start, end) = self.store.offsets(topic, partition);
+            let offset = before.unwrap_or(end);
+            if offset > end {
+                return Err(out_of_range(end.max(base)));
+            }
+            if offset <= start {
+                return Ok(start.max(base));
+            }
+            self.metadata
+                .publish_log_start(&crate::cluster_metadata::format::LogStart {
+                    topic,
+                    partition,
+                    offset,
+                })?;
+            before = Some(offset);
+        }
         let low = match self.store.delete_records(topic, partition, before)? {
             DeletedRecords::LowWatermark(low) => low,
             DeletedRecords::AboveHighWatermark { high_watermark, .. } => {

@@ -1,10 +1,12 @@
 //! Cluster-wide metadata through the CommitLog (issue 39): the topic
 //! registry, the dynamic configs, the users and the ACLs are files of the
 //! data dir, which the replication stream (a copy of the CommitLog) does
-//! not carry. So on a cluster's master every change of one of them also
+//! not carry, and neither is a partition's log start offset as
+//! DeleteRecords moves it (the store's `log-start-offsets`). So on a cluster's master every change of one of them also
 //! appends a record to `__cluster_metadata` (one partition; key: which
-//! file, value: the file's whole new bytes, [`format`]), durably, before
-//! the file is written and the change published in memory; a replica
+//! file, value: the file's whole new bytes, [`format`]; or a partition's
+//! new log start), durably, before the file is written and the change
+//! published in memory; a replica
 //! copies the record with the log and its dispatch ([`sink`]) installs
 //! the file as the owner would write it, checked as the owner checks the
 //! file at load. A failover then finds every file as the old master had
@@ -142,6 +144,30 @@ impl ClusterMetadata {
         if !self.is_enabled() {
             return Ok(());
         }
+        let value = format::encode_value(self.writer, bytes);
+        if let Some(position) = self.append(file.name(), value)? {
+            self.positions.record(file, position)?;
+        }
+        Ok(())
+    }
+
+    /// Appends DeleteRecords' move of `start`'s log start, durable when
+    /// it returns; nothing outside a cluster. No position is kept: a cut
+    /// cannot lower a log start (docs/CLUSTER.md, "Limits"). Blocking.
+    pub(crate) fn publish_log_start(
+        &self,
+        start: &format::LogStart<'_>,
+    ) -> Result<(), BrokerError> {
+        if !self.is_enabled() {
+            return Ok(());
+        }
+        let value = format::encode_log_start(self.writer, start);
+        self.append(format::LOG_START_KEY, value).map(|_| ())
+    }
+
+    /// Appends a record of `key` and `value`, durable (fsynced, whatever
+    /// the flush mode) when it returns: where it begins in the log.
+    fn append(&self, key: &'static str, value: Vec<u8>) -> Result<Option<u64>, BrokerError> {
         let store = self
             .store
             .get()
@@ -149,15 +175,13 @@ impl ClusterMetadata {
             .ok_or(BrokerError::Store {
                 source: StoreError::Closed,
             })?;
-        let value = format::encode_value(self.writer, bytes);
         let limit = store.config().max_message_bytes;
-        let size = (file.name().len() + value.len()) as u64;
+        let size = (key.len() + value.len()) as u64;
         if size > limit {
             return Err(BrokerError::Store {
                 source: StoreError::InvalidInput {
                     reason: format!(
-                        "{} would be {size} bytes in its cluster metadata record, more than store.max_message_bytes ({limit}): raise it to change this file in a cluster",
-                        file.name()
+                        "{key} would be {size} bytes in its cluster metadata record, more than store.max_message_bytes ({limit}): raise it to change this file in a cluster"
                     ),
                 },
             });
@@ -165,7 +189,7 @@ impl ClusterMetadata {
         let record = AppendRecord {
             topic: Arc::from(METADATA_TOPIC),
             partition: 0,
-            key: Some(Bytes::from_static(file.name().as_bytes())),
+            key: Some(Bytes::from_static(key.as_bytes())),
             value: Some(Bytes::from(value)),
             headers: Vec::new(),
             timestamp_ms: None,
@@ -182,11 +206,8 @@ impl ClusterMetadata {
                 })
             }
         };
-        if let Some(a) = appended.first() {
-            self.positions.record(file, a.physical_offset.get())?;
-        }
         self.last_end.fetch_max(end, Ordering::AcqRel);
-        Ok(())
+        Ok(appended.first().map(|a| a.physical_offset.get()))
     }
 
     /// The hook a security store calls (`tidelog_security::Publish`).

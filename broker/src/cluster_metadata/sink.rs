@@ -17,6 +17,11 @@
 //!   coordinator at the next open (a replica's coordinator serves no
 //!   group; a node is opened again before it leads).
 //! * users and ACLs: logins and checks, at once.
+//! * a partition's log start (DeleteRecords on the master): moved in the
+//!   store, and in the partition's compacted log, at once; during
+//!   recovery's replay, once the store is open ([`MetadataSink::open`]).
+//!   One of a topic the registry does not hold (deleted since) changes
+//!   nothing.
 //!
 //! A record that does not decode, or a file its owner refuses, fails the
 //! dispatch of that entry (retried, and stalling dispatch if it lasts):
@@ -25,11 +30,14 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use tidelog_cleaner::CompactedLogs;
-use tidelog_storage::{DispatchSink, PhysicalOffset, StoreError, StoredRecord};
+use tidelog_storage::{
+    DeletedRecords, DispatchSink, PhysicalOffset, Store, StoreError, StoredRecord,
+};
 
+use super::format::Record;
 use super::positions::Positions;
 use super::{format, MetadataFile, METADATA_TOPIC};
 use crate::access::Access;
@@ -89,6 +97,10 @@ pub(crate) struct MetadataSink {
     dir: PathBuf,
     /// Records applied since open.
     applied: AtomicU64,
+    /// The store, once open: a log start is moved through it.
+    store: OnceLock<Weak<Store>>,
+    /// Log starts replayed by recovery before the store was open.
+    deferred: Mutex<Vec<(String, u32, u64)>>,
 }
 
 impl MetadataSink {
@@ -104,7 +116,65 @@ impl MetadataSink {
             positions,
             dir,
             applied: AtomicU64::new(0),
+            store: OnceLock::new(),
+            deferred: Mutex::new(Vec::new()),
         }
+    }
+
+    /// The store is open: log starts move through it from now on, those
+    /// recovery replayed first. Blocking (fsyncs).
+    pub(crate) fn open(&self, store: &Arc<Store>) -> Result<(), BrokerError> {
+        let _ = self.store.set(Arc::downgrade(store));
+        let deferred =
+            std::mem::take(&mut *self.deferred.lock().unwrap_or_else(|e| e.into_inner()));
+        for (topic, partition, offset) in deferred {
+            self.move_log_start(store, &topic, partition, offset)?;
+        }
+        Ok(())
+    }
+
+    /// Moves `topic`-`partition`'s log start to `offset` as the master
+    /// did (module doc).
+    fn move_log_start(
+        &self,
+        store: &Store,
+        topic: &str,
+        partition: u32,
+        offset: u64,
+    ) -> Result<(), BrokerError> {
+        let held = self
+            .owners
+            .registry
+            .get(topic)
+            .is_some_and(|t| t.check_partition(partition).is_ok());
+        if !held {
+            tracing::debug!(
+                topic,
+                partition,
+                "a log start of a partition no longer held; skipped"
+            );
+            return Ok(());
+        }
+        match store.delete_records(topic, partition, Some(offset))? {
+            DeletedRecords::LowWatermark(low) => {
+                if let Some(log) = self.owners.logs.log(topic, partition) {
+                    log.set_log_start(low);
+                }
+            }
+            DeletedRecords::AboveHighWatermark { high_watermark, .. } => {
+                // The master's records below it come before it in the
+                // log, so this node holds them: not expected. Skipped
+                // loudly rather than stall dispatch.
+                tracing::warn!(
+                    topic,
+                    partition,
+                    offset,
+                    high_watermark,
+                    "the master's DeleteRecords is past this node's end of the partition; not applied"
+                );
+            }
+        }
+        Ok(())
     }
 
     /// Records applied since open.
@@ -131,8 +201,28 @@ impl DispatchSink for MetadataSink {
             return Ok(());
         }
         let position = record.physical_offset().get();
-        let decoded = format::decode(record.key_slice(), record.value_slice())
-            .map_err(|e| self.failed(position, e))?;
+        let decoded = match format::decode_record(record.key_slice(), record.value_slice())
+            .map_err(|e| self.failed(position, e))?
+        {
+            Record::File(decoded) => decoded,
+            Record::LogStart { writer, start } => {
+                if writer == self.writer {
+                    return Ok(()); // this broker's own: it moved it itself
+                }
+                match self.store.get().and_then(Weak::upgrade) {
+                    Some(store) => self
+                        .move_log_start(&store, start.topic, start.partition, start.offset)
+                        .map_err(|e| self.failed(position, e))?,
+                    None => self
+                        .deferred
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push((start.topic.to_owned(), start.partition, start.offset)),
+                }
+                self.applied.fetch_add(1, Ordering::AcqRel);
+                return Ok(());
+            }
+        };
         if decoded.writer == self.writer {
             return Ok(()); // this broker's own: it wrote the file itself
         }

@@ -376,3 +376,61 @@ fn a_record_the_owner_refuses_stops_dispatch_and_changes_nothing() {
     assert_eq!(file(dr.path(), MetadataFile::Topics), before);
     assert!(replica.registry.get("../x").is_none());
 }
+
+/// DeleteRecords on the master (Kafka's, through the door) moves the
+/// replica's log starts, a queue topic's and a `compact,delete` topic's
+/// compacted log's, is answered once its record is replicated, is
+/// replayed by a recovery that runs before the store is open, and stays
+/// after a failover.
+#[test]
+fn delete_records_moves_the_replicas_log_start_and_a_failover_keeps_it() {
+    let (dm, dr) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (master, gate) = master(dm.path());
+    let replica = replica(dr.path());
+    let compact_delete =
+        Overrides::from([("cleanup.policy".to_string(), "compact,delete".to_string())]);
+    master.create_topic("events", 1, Overrides::new()).unwrap();
+    master.create_topic("kv", 1, compact_delete).unwrap();
+    for t in ["events", "kv"] {
+        let records = [("a", "1"), ("b", "2"), ("c", "3"), ("d", "4")];
+        crate::test_support::append(&master, t, &records);
+        let part = master.partition(t, 0).unwrap();
+        crate::test_support::wait_until("dispatch", || part.offsets().1 == 4);
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let door = master.door(&crate::Principal::AdminToken);
+    assert_eq!(rt.block_on(door.delete_records("events", 0, 2)).unwrap(), 2);
+    assert_eq!(
+        gate.asked.lock().unwrap().last().copied(),
+        Some(master.metadata.last_end()),
+        "answered once the move's record is replicated"
+    );
+    // The high watermark, resolved on the master to an offset.
+    assert_eq!(rt.block_on(door.delete_records("kv", 0, -1)).unwrap(), 4);
+    // Nothing to move: no record.
+    let end = master.metadata.last_end();
+    assert_eq!(rt.block_on(door.delete_records("events", 0, 1)).unwrap(), 2);
+    assert_eq!(master.metadata.last_end(), end);
+    copy_all(&master, &replica);
+
+    let starts = |b: &Arc<Broker>| ["events", "kv"].map(|t| b.partition(t, 0).unwrap().offsets());
+    assert_eq!(starts(&master), [(2, 4), (4, 4)]);
+    assert_eq!(starts(&replica), starts(&master), "the replica moved them");
+
+    // A recovery that replays the log from its start (no checkpoint, the
+    // store's file of log starts lost) finds the moves in the log and
+    // makes them once the store is open.
+    let replica = Arc::try_unwrap(replica).unwrap();
+    replica.shutdown().unwrap();
+    std::fs::remove_file(dr.path().join("checkpoint")).unwrap();
+    std::fs::remove_file(dr.path().join("log-start-offsets")).unwrap();
+    let promoted = open(dr.path());
+    assert_eq!(
+        starts(&promoted),
+        [(2, 4), (4, 4)],
+        "replayed, then opened as master"
+    );
+}

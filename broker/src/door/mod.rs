@@ -309,8 +309,12 @@ impl Door {
         self.allow(Operation::Delete, Resource::topic(topic))?;
         let broker = &self.broker;
         broker.until_acknowledged_visible().await;
-        let (broker, topic) = (Arc::clone(broker), topic.to_owned());
-        crate::blocking::run(move || broker.delete_records(&topic, partition, offset)).await
+        let (moved, topic) = (Arc::clone(broker), topic.to_owned());
+        let low =
+            crate::blocking::run(move || moved.delete_records(&topic, partition, offset)).await?;
+        // In a cluster, answered once the in-sync set holds the move.
+        broker.metadata_replicated().await?;
+        Ok(low)
     }
 
     /// Deletes a topic: its partitions, compacted logs, remote data.
