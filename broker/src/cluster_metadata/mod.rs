@@ -17,7 +17,9 @@
 //!   ([`crate::Broker::join_cluster`]): a single node's log has none, and
 //!   nothing a broker changes while it opens (its internal topics, the
 //!   config file's topics and users, a registry upgrade) is appended by
-//!   a node that may turn out to be a replica (its log must stay a copy).
+//!   a node that may turn out to be a replica (its log must stay a copy);
+//!   a node that becomes master appends every file once as its term
+//!   begins ([`crate::Broker::republish_metadata`]).
 //! * A change's record is in the log before the change is published in
 //!   memory, so before any record of a topic it creates (one dispatcher
 //!   applies both, in log order); the change is answered once the record
@@ -227,6 +229,35 @@ impl ClusterMetadata {
 }
 
 impl crate::Broker {
+    /// A master's term begins: every metadata file as this node holds it
+    /// is appended once. What the broker changed while it opened (its
+    /// internal topics, the config file's declared topics, bootstrap
+    /// users, a registry upgrade) could not be appended then, when the
+    /// node did not know whether it would be a replica; now it reaches
+    /// the replicas at once instead of with the file's next change. Call
+    /// before the node takes writes (no change of a file may run
+    /// beside it: the record must be the file's latest). Returns the
+    /// files appended. Blocking (fsyncs).
+    pub fn republish_metadata(&self) -> Result<usize, BrokerError> {
+        let dir = self.store.data_dir().join(crate::broker::CONFIG_DIR);
+        let mut appended = 0;
+        for file in MetadataFile::ALL {
+            let path = dir.join(file.name());
+            let bytes = match std::fs::read(&path) {
+                Ok(bytes) => bytes,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(source) => {
+                    return Err(BrokerError::Store {
+                        source: StoreError::Io { path, source },
+                    })
+                }
+            };
+            self.metadata.publish(file, &bytes)?;
+            appended += usize::from(self.metadata.is_enabled());
+        }
+        Ok(appended)
+    }
+
     /// Resolves once the in-sync set holds every metadata record
     /// appended so far (at once outside a cluster, or with none): what a
     /// change of topics, configs, users or ACLs awaits before it is

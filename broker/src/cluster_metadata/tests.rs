@@ -434,3 +434,41 @@ fn delete_records_moves_the_replicas_log_start_and_a_failover_keeps_it() {
         "replayed, then opened as master"
     );
 }
+
+/// What a broker changes while it opens (here: a topic of the config
+/// file, declared at open, before it joins a cluster) is not appended
+/// then; a new term's `republish_metadata` carries every file to the
+/// replica at once, byte for byte, and a single node appends nothing.
+#[test]
+fn a_new_term_republishes_what_the_broker_changed_while_it_opened() {
+    let (dm, dr) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    {
+        let first = open(dm.path());
+        first.create_topic("declared", 2, Overrides::new()).unwrap();
+        let credential =
+            ScramCredential::from_password(Mechanism::Sha256, b"secret", 4096).unwrap();
+        first.access.users.create("boot", credential).unwrap();
+        assert_eq!(first.metadata.last_end(), 0, "a single node: no record");
+        assert_eq!(first.republish_metadata().unwrap(), 0);
+        assert_eq!(first.metadata.last_end(), 0);
+        Arc::try_unwrap(first).unwrap().shutdown().unwrap();
+    }
+    let (master, _gate) = master(dm.path());
+    let replica = replica(dr.path());
+    copy_all(&master, &replica);
+    assert!(
+        replica.registry.get("declared").is_none(),
+        "nothing appended while it opened"
+    );
+    let files = master.republish_metadata().unwrap();
+    assert_eq!(
+        files, 2,
+        "the registry and the users: no dynamic or ACL file yet"
+    );
+    copy_all(&master, &replica);
+    assert!(replica.registry.get("declared").is_some());
+    assert!(replica.access.users.verify_password("boot", b"secret"));
+    for f in [MetadataFile::Topics, MetadataFile::Users] {
+        assert_eq!(file(dm.path(), f), file(dr.path(), f), "{}", f.name());
+    }
+}

@@ -372,6 +372,18 @@ impl Runtime {
         .map_err(|e| e.to_string())?
         .map_err(|e| e.to_string())?;
         store.set_replica(false);
+        // What the broker changed while it opened reaches the replicas
+        // now (before any write of the term, so each record is its
+        // file's latest).
+        let republishing = Arc::clone(&broker);
+        match tokio::task::spawn_blocking(move || republishing.republish_metadata()).await {
+            Ok(Ok(files)) => tracing::debug!(files, "metadata files appended for the new term"),
+            Ok(Err(e)) => tracing::warn!(
+                error = %e,
+                "could not append the metadata files for the new term; replicas get each with its next change"
+            ),
+            Err(e) => tracing::warn!(error = %e, "appending the metadata files failed"),
+        }
         // The new term's in-sync set: the last one's live members, and
         // this node (the old master is gone, or it would still lead).
         let live: BTreeSet<u32> = view.nodes.iter().map(|n| n.node_id).collect();
