@@ -272,7 +272,11 @@ async fn guard(State(state): State<AppState>, request: Request, next: Next) -> R
             let broker = state.ready().ok();
             let route = forward::route(
                 broker.as_deref(),
-                state.shared().forwarder().map(forward::Forwarder::scheme),
+                state
+                    .shared()
+                    .forwarder()
+                    .as_ref()
+                    .map(forward::Forwarder::scheme),
                 &parts.method,
                 parts.uri.path(),
                 &parts.headers,

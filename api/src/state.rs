@@ -102,9 +102,9 @@ pub(crate) struct Shared {
     /// The client a replica forwards writes to the master with
     /// (`crate::forward`): plain http, or, with `http.tls`, HTTPS with
     /// the node's certificate once the server installs it
-    /// ([`AppState::forward_over_tls`]).
+    /// ([`AppState::forward_over_tls`], again after a rotation).
     forwarder: crate::forward::Forwarder,
-    tls_forwarder: OnceLock<crate::forward::Forwarder>,
+    tls_forwarder: RwLock<Option<crate::forward::Forwarder>>,
     /// Families of other components `/metrics` renders (the node's
     /// registry).
     families: Arc<Registry>,
@@ -121,11 +121,14 @@ impl Shared {
     /// The client writes are forwarded to the master with: `None` when
     /// the master speaks HTTPS (`http.tls`) and no node certificate was
     /// installed.
-    pub(crate) fn forwarder(&self) -> Option<&crate::forward::Forwarder> {
+    pub(crate) fn forwarder(&self) -> Option<crate::forward::Forwarder> {
         if self.settings.tls {
-            self.tls_forwarder.get()
+            self.tls_forwarder
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone()
         } else {
-            Some(&self.forwarder)
+            Some(self.forwarder.clone())
         }
     }
 
@@ -165,7 +168,7 @@ impl AppState {
                 answer_bytes: handles.answer_bytes,
                 failed_auth,
                 forwarder: crate::forward::Forwarder::default(),
-                tls_forwarder: OnceLock::new(),
+                tls_forwarder: RwLock::new(None),
                 families: handles.metrics,
                 connection_slots,
                 shutdown: handles.shutdown,
@@ -181,12 +184,15 @@ impl AppState {
 
     /// Writes a replica forwards go to the master over HTTPS with
     /// `client` (the node's certificate, the cluster's CA: docs/CLUSTER.md
-    /// "Security"). Set once, by the server, for a cluster with `tls`.
+    /// "Security"), from the next write on. Set by the server for a
+    /// cluster with `tls`, and again when the certificate is rotated;
+    /// writes already forwarded finish on the connections they hold.
     pub fn forward_over_tls(&self, client: Arc<rustls::ClientConfig>) {
-        let _ = self
+        *self
             .inner
             .tls_forwarder
-            .set(crate::forward::Forwarder::over_tls(client));
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = Some(crate::forward::Forwarder::over_tls(client));
     }
 
     pub(crate) fn shared(&self) -> &Shared {

@@ -98,6 +98,13 @@ impl TestPki {
     /// good as a server's and as a client's (a node is both to the
     /// others), written as `<cn>.crt` and `<cn>.key`.
     pub fn node(&self, cn: &str) -> (PathBuf, PathBuf) {
+        self.node_in(cn, cn)
+    }
+
+    /// [`TestPki::node`] for `cn`, written over `<file>.crt` and
+    /// `<file>.key` (key first, each through a rename, as a rotation
+    /// tool would).
+    pub fn node_in(&self, file: &str, cn: &str) -> (PathBuf, PathBuf) {
         let (cert, key) = self.leaf(
             cn,
             vec!["localhost".into(), "127.0.0.1".into()],
@@ -106,13 +113,10 @@ impl TestPki {
                 ExtendedKeyUsagePurpose::ClientAuth,
             ],
         );
-        let (cert_path, key_path) = (
-            self.path(&format!("{cn}.crt")),
-            self.path(&format!("{cn}.key")),
-        );
-        std::fs::write(&cert_path, cert).expect("write node certificate");
-        std::fs::write(&key_path, key).expect("write node key");
-        (cert_path, key_path)
+        let (cert_name, key_name) = (format!("{file}.crt"), format!("{file}.key"));
+        self.replace(&key_name, &key);
+        self.replace(&cert_name, &cert);
+        (self.path(&cert_name), self.path(&key_name))
     }
 
     /// The `tls:` section naming these files.

@@ -919,4 +919,22 @@ fn with_tls_nodes_prove_who_they_are_and_a_forwarded_write_keeps_its_caller() {
             .all(|n| served_https(n, &admin, 0).is_some_and(|r| r.values().any(|v| v == "after")))
             .then_some(())
     });
+
+    // A rotated node certificate reaches forwarding without a restart.
+    // The replica's new one names `rotated`, no super user: once it is
+    // taken, the master no longer believes the replica's word for its
+    // caller, so alice's write through it is the replica's own, which
+    // may not write.
+    let replica_id = (master + 1) % 3 + 1;
+    pki.node_in(&format!("node{replica_id}"), "rotated");
+    wait_for("the rotated certificate in forwarding", || {
+        let (status, _) = curl_https(
+            replica.addr,
+            &alice,
+            "POST",
+            "/topics/t",
+            Some(&record("rotating")),
+        );
+        (status == 403).then_some(())
+    });
 }

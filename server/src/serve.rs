@@ -192,15 +192,12 @@ pub async fn run(config: Config) -> ExitCode {
     let state = node.http(settings.clone(), config.data_dir.clone());
     if let Some(node_tls) = &node_tls {
         // Writes a replica forwards reach an HTTPS master with the node's
-        // certificate (read now: a rotation reaches forwarding at the
-        // next start; replication reads it per connection).
-        match tidelog_runtime::tls::load::node_client_config(&node_tls.config) {
-            Ok(client) => state.forward_over_tls(client),
-            Err(e) => {
-                tracing::error!(error = %e, "cannot load the node's TLS certificate");
-                eprintln!("tidelog: {e}");
-                return failed;
-            }
+        // certificate, followed through rotations (replication reads it
+        // per connection).
+        if let Err(e) = node_tls.forward_with(state.clone(), node.shutdown_signal()) {
+            tracing::error!(error = %e, "cannot load the node's TLS certificate");
+            eprintln!("tidelog: {e}");
+            return failed;
         }
     }
     let app = tidelog_api::router(state.clone());

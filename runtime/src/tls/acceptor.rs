@@ -111,6 +111,12 @@ impl TlsAcceptor {
         }
     }
 
+    /// Reloads that took effect so far: what follows the certificate
+    /// elsewhere (a client made from the same files) watches.
+    pub fn reloads(&self) -> u64 {
+        self.reloads.load(Ordering::Relaxed)
+    }
+
     /// Whether a file changed since it was last loaded.
     pub fn files_changed(&self) -> bool {
         let now = stamps(&self.config);
