@@ -563,3 +563,47 @@ async fn over_tls_a_replica_with_the_clusters_certificate_copies_and_a_stranger_
     let copied = Store::open(config(r_dir.path(), FlushMode::Async)).unwrap();
     assert_eq!(log_bytes(&store), log_bytes(&copied));
 }
+
+/// A replica's readers see only what the whole in-sync set holds: with a
+/// third member that never connects, the watermark stays where the
+/// master's readers' is, and the replica copies records it does not
+/// serve; once the set is the master and this replica, both serve them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_serves_nothing_past_the_in_sync_sets_watermark() {
+    let (m_dir, r_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let m = master(
+        Arc::new(Store::open(config(m_dir.path(), FlushMode::Async)).unwrap()),
+        1,
+        &[1, 2, 3],
+    )
+    .await;
+    let replica = Arc::new(Store::open(config(r_dir.path(), FlushMode::Async)).unwrap());
+    let (stop, task) = follow(&replica, &m.addr);
+    let end = produce(&m.store, 10, 100).await;
+    wait_until("the replica holds the records", || {
+        replica.copied_durable() >= end
+    })
+    .await;
+    // Dispatch would have run by now if the cap allowed it.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        served(&replica, 0).is_empty() && served(&replica, 1).is_empty(),
+        "node 3 holds none of them: the replica serves none"
+    );
+    assert!(served(&m.store, 0).is_empty(), "nor does the master");
+
+    // Node 3 leaves the set: the watermark reaches the end everywhere.
+    m.progress.set_insync(BTreeSet::from([1, 2]));
+    wait_until("the replica serves the records", || {
+        !served(&replica, 0).is_empty() || !served(&replica, 1).is_empty()
+    })
+    .await;
+    wait_until("every record", || {
+        served(&replica, 0).len() + served(&replica, 1).len() == 30
+    })
+    .await;
+    stop.send(true).unwrap();
+    task.await.unwrap().unwrap();
+    let _ = m.stop.send(true);
+    m.task.await.unwrap();
+}

@@ -16,7 +16,8 @@
 //!    master's own appends are), and each is confirmed once durable as
 //!    the flush mode promises (fsynced under `flush: sync`). A WATERMARK
 //!    caps this node's readers, and is answered with a CONFIRM (the
-//!    master drops a silent replica).
+//!    master drops a silent replica); until the first, readers see no
+//!    more than the log held when the stream began.
 //!
 //! A frame of another epoch than the master's EPOCHS named, a frame out of
 //! turn, a refused copy or silence past `read_timeout` ends the stream
@@ -125,6 +126,14 @@ impl<S: AsRef<Store> + Send + Sync + 'static> Follower<S> {
         let (mut rd, mut wr) = tokio::io::split(stream);
         let mine = self.load_epochs().await?;
         let my_end = self.store().commit_log().committed();
+        // This node's readers see what the cluster's watermark covers:
+        // copies past what it holds now wait for the master's WATERMARK
+        // (a store opens uncapped, as a single node's; a cap already set
+        // stays, it never goes down).
+        let log = self.store().commit_log();
+        if log.high_watermark() == u64::MAX {
+            log.cap_visible_at(my_end);
+        }
         let hello = Frame::Hello {
             epoch: mine.last().map_or(0, |e| e.epoch),
             node_id: self.config.node_id,
