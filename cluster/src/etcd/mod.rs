@@ -22,7 +22,7 @@
 //!   etcd no longer knows is [`EtcdError::LeaseExpired`].
 //!
 //! Files: [`client`] (endpoints, one bounded request), [`ids`] (lease
-//! ids, named by errors and calls alike), [`wire`] (the
+//! ids, named by errors and calls alike), `wire` (the
 //! gateway's JSON), [`kv`] (get, range, put, delete), [`txn`] (compares and
 //! operations), [`lease`] (grant, renew, revoke), [`watch`] (wait for a
 //! change under a prefix), [`error`].
