@@ -26,6 +26,8 @@
 //! copy, and the budget's bytes are given back exactly when the buffer is
 //! freed, which is when hyper has written (or dropped) the last of it, not
 //! when the body's last frame was polled into hyper's write queue.
+//!
+//! [`ByteBudget`]: crate::budget::ByteBudget
 
 use std::sync::atomic::Ordering;
 

@@ -5,7 +5,7 @@
 //! Invariants:
 //! - Memory is bounded: the ring holds at most [`CAPACITY`] samples (one
 //!   every [`INTERVAL`]: ten minutes), the oldest dropped first.
-//! - One `tidelog-history` thread takes the samples ([`start`]); what a
+//! - One `tidelog-history` thread takes the samples (`start`); what a
 //!   sample reads is `crate::state`'s, which this module does not know. The
 //!   thread holds the API's state weakly and the broker only for the moment of a sample, so it
 //!   never keeps either alive: it ends at the first tick after the state

@@ -29,7 +29,7 @@
 //!   ([`NodeHandles`]: ready slot, budgets, connection slots, metrics
 //!   registry, shutdown signal); start-up, [`Broker::open`], is the
 //!   broker's.
-//! * [`router`] and [`handlers`]: the routes of API.md.
+//! * [`mod@router`] and [`handlers`]: the routes of API.md.
 //! * [`forward`]: in a cluster, a replica's writes sent to the master and
 //!   answered as the master answered.
 //! * [`listener`]: the accept loop over hyper's HTTP/1.1 connections, with

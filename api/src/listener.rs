@@ -9,7 +9,7 @@
 //! Limits (OPERATIONS.md `http:`):
 //! * `max_connections`: one more connection is closed at once, before a
 //!   byte is read, and counted (`tidelog_http_connections_rejected_total`).
-//! * A connection's clock ([`Phase`]) decides which read timeout applies:
+//! * A connection's clock (`Phase`) decides which read timeout applies:
 //!   from accept, and again from the end of each response, it is idle and
 //!   closed after `idle_timeout_ms` without a byte; from the first byte of
 //!   a request to the end of its headers, it is closed after
@@ -31,7 +31,7 @@
 //!   character in a header, an over-long URI, too many headers) is
 //!   answered with API.md's JSON error body, not hyper's empty one.
 //!
-//! The timeouts are enforced inside the connection's reads ([`TimedIo`]):
+//! The timeouts are enforced inside the connection's reads (`TimedIo`):
 //! hyper is waiting on a read exactly when the connection is idle or its
 //! headers are incomplete, so a read that finds no bytes after the
 //! deadline fails with `TimedOut` and hyper closes the connection.

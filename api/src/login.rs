@@ -16,7 +16,7 @@
 //! * A write a replica forwarded (`crate::forward`), over a connection
 //!   whose certificate names a node: the caller the node names, as if it
 //!   had come here (its `Authorization`, else its certificate's CN, else
-//!   nobody), from its address ([`forwarded_by_node`]).
+//!   nobody), from its address (`forwarded_by_node`).
 //! * Nothing: `User:ANONYMOUS`. With `security.authentication: true` that
 //!   is 401/40101 with `WWW-Authenticate: Basic realm="tidelog"`, except
 //!   on the routes that stay open: `/status/ready`, `/metrics` and the

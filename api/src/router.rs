@@ -6,7 +6,7 @@
 //!    `PATCH` under `/v3/` and under `/consumer-groups/` need the bearer
 //!    token (401/40101), except a commit (`POST
 //!    /consumer-groups/{group}/offsets`), which is a consumer's own call
-//!    ([`needs_admin_token`]); a wrong token is answered after
+//!    (`needs_admin_token`); a wrong token is answered after
 //!    `http.auth_failure_delay_ms`, a few such delays at a time over all
 //!    connections ([`crate::failed_auth`]);
 //! 2. the body, read whole before any handler runs: a declared

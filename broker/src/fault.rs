@@ -1,9 +1,9 @@
 //! The fault plans a test opens the broker with, forwarded to the store and
-//! the LogCleaner ([`Broker::open_with_faults`](crate::Broker::open_with_faults)).
+//! the LogCleaner (`Broker::open_with_faults`).
 //!
 //! Only with the `failpoints` cargo feature, which only dev-dependencies
 //! enable (it turns on the store's and the cleaner's own). Without it
-//! [`Faults`] is empty and the broker opens both the production way.
+//! `Faults` is empty and the broker opens both the production way.
 
 use std::sync::Arc;
 

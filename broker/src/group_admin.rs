@@ -1,7 +1,7 @@
 //! The operator's view of consumer groups (API.md "Groups and time
 //! lookups"): list, describe, reset a group's committed offsets, delete a
 //! group, and delete some of its committed offsets (Kafka's
-//! OffsetDelete, [`Broker::delete_committed_offsets`]).
+//! OffsetDelete, `Broker::delete_committed_offsets`).
 //!
 //! A group exists for these calls while it has members in the coordinator
 //! ([`crate::coordinator`]) or committed offsets in `__consumer_offsets`
@@ -386,7 +386,7 @@ impl Broker {
     }
 }
 
-/// What [`Broker::delete_committed_offsets`] did with one partition.
+/// What `Broker::delete_committed_offsets` did with one partition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OffsetDeletion {
     /// Its committed offset, if it had one, is deleted.

@@ -164,7 +164,7 @@ pub struct OffsetCommit {
     pub value: CommitValue,
 }
 
-/// Who commits, owned, for the door's [`commit`](crate::Broker::commit):
+/// Who commits, owned, for the door's [`commit`](crate::Door::commit):
 /// a member of the group's current generation, or nobody in particular
 /// (only while the group has no members).
 #[derive(Debug, Clone, PartialEq, Eq)]

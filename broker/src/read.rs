@@ -283,7 +283,7 @@ struct CommittedBounds {
     max_records: usize,
 }
 
-/// The record found at a CommitLog position ([`Broker::read_physical`]).
+/// The record found at a CommitLog position (`Broker::read_physical`).
 #[derive(Debug)]
 pub struct PhysicalRecord(StoredRecord);
 
@@ -500,7 +500,7 @@ impl PartitionRef {
 
     /// The beginning and end offsets (the end is the offset the next
     /// record gets), never below the topic's base offset nor the log start
-    /// offset DeleteRecords moved ([`Broker::delete_records`]).
+    /// offset DeleteRecords moved (`Broker::delete_records`).
     pub fn offsets(&self) -> (u64, u64) {
         let (beginning, end) = self.local_offsets();
         match self.remote_beginning(beginning) {

@@ -505,7 +505,7 @@ impl TopicRegistry {
         self.alter_with(name, &|_| Ok(changes.to_vec()), end_offset)
     }
 
-    /// [`Registry::alter`] with the changes computed by `changes_of` from
+    /// [`TopicRegistry::alter`] with the changes computed by `changes_of` from
     /// the topic as it is under the registry's write lock: a
     /// read-modify-write (a list config's APPEND or SUBTRACT, AlterConfigs'
     /// replacement of the overrides it does not name) that no concurrent

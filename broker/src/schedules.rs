@@ -10,7 +10,7 @@
 //!   transactions past their timeout aborted, unfinished ends finished,
 //!   expired transactional ids forgotten.
 //! * `tidelog-tiering`, only with a remote tier: the uploader's round
-//!   ([`Broker::tiering_round`]) at once and then every
+//!   (`Broker::tiering_round`) at once and then every
 //!   `tiered.upload_interval_ms`.
 //!
 //! Invariants:

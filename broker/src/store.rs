@@ -15,9 +15,7 @@ pub use tidelog_storage::retention::FixedDiskUsage;
 pub use tidelog_storage::DISPATCH_LAG_MAX_BYTES;
 /// Transactions: a marker to write, and what an append with a producer
 /// did (the transaction coordinator writes markers; tests write both,
-/// through the store [`Broker::store`] answers).
-///
-/// [`Broker::store`]: crate::Broker::store
+/// through the store `Broker::store` answers).
 pub use tidelog_storage::{AppendRecord, MarkerSpec, ProducerAppend, Store};
 /// Idempotent producers: a batch's producer, a retried batch's original
 /// offsets, and why a batch is out of sequence.

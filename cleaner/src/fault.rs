@@ -1,7 +1,7 @@
 //! Fault injection seam for the cleaner's segment swap and the compacted
 //! logs' copy writes (the house style of `tidelog_storage::fault`).
 //!
-//! Tests start the cleaner with a [`Faults`] plan
+//! Tests start the cleaner with a `Faults` plan
 //! (`LogCleaner::new_with_faults`, or the broker's `open_with_faults`) to
 //! make the Nth operation at a step of the swap fail with an I/O error (or
 //! panic), then check what a retry, or a restart, makes of the files left
@@ -11,8 +11,8 @@
 //! step and reopens the directory without retrying simulates a crash there.
 //!
 //! The plan exists only with the `failpoints` cargo feature, which only
-//! dev-dependencies enable. Without it [`FaultHandle`] is empty, [`check`]
-//! is an inlined `Ok(())`, and neither [`Faults`] nor a way to install one
+//! dev-dependencies enable. Without it [`FaultHandle`] is empty, `check`
+//! is an inlined `Ok(())`, and neither `Faults` nor a way to install one
 //! exists in the build. Check sites read the same either way:
 //! `fault::check(&self.faults, FaultPoint::X)`.
 

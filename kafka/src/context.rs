@@ -8,7 +8,7 @@
 //! * Built once per listener ([`Context::new`]), from its `KafkaConfig`,
 //!   and never changed after: a handler reads it, never writes it. A
 //!   connection's own state lives in `session::Session`.
-//! * The broker is reached only through [`Context::broker`]: `None` until
+//! * The broker is reached only through [`Context::door`]: `None` until
 //!   recovery is done (KAFKA.md "Not ready").
 //! * Handlers take a `&Context` and a typed request and return the typed
 //!   answer, so one is called in a test without a socket; this file

@@ -18,7 +18,7 @@
 //! written above `commitlog_flushed`. A damaged checkpoint is ignored (with
 //! a warning): recovery then scans the whole log, which is always right.
 //!
-//! Writing it is [`CheckpointWriter`]'s: the indexes and sinks flushed,
+//! Writing it is `CheckpointWriter`'s: the indexes and sinks flushed,
 //! then the files recovery compares them with (`queue-ends`, `index-end`)
 //! and the producer-state snapshot, then this file; so everything below
 //! the `dispatched` it records is durable in every index, and the

@@ -10,7 +10,7 @@
 //! cut is done at open, before recovery, as a crash would leave the log:
 //! - [`request`] writes the `cut-to` file (a position file, magic
 //!   "TCUT") durably. Nothing else changes until the next open.
-//! - The open ([`apply_pending`]) finds it and, each step durable before
+//! - The open (`apply_pending`) finds it and, each step durable before
 //!   the next: forgets the epochs that began at or past the cut
 //!   ([`Epochs::truncate_to`]); lowers the checkpoint's positions to the
 //!   cut, so recovery truncates every index and sink there and re-derives

@@ -21,7 +21,7 @@
 //! [`StoreError::DiskFull`], not only after a stall: every record stays
 //! committed in the CommitLog, and dispatch resumes by itself (the
 //! refusal ends with the first successful round) once space is freed. Once dispatch has failed without a success for
-//! `dispatch_stall_ms` it is *stalled*: [`Dispatcher::stall`] answers with
+//! `dispatch_stall_ms` it is *stalled*: `Dispatcher::refusal` answers with
 //! the error that appends are refused with (their records would not become
 //! visible), counted once per stall. The first success ends it.
 //!
@@ -31,8 +31,8 @@
 //! instead of letting the lag, and with it the age of what fetches see,
 //! grow without bound. Healthy sinks keep up and never reach it; a failing
 //! one ends in a stall, which refuses the waiting appends. The wait is an
-//! awaitable ([`Dispatcher::lag_within`], what the front-ends use: a held
-//! append costs no thread) or blocking ([`Dispatcher::wait_lag_within`]);
+//! awaitable (`Dispatcher::lag_within`, what the front-ends use: a held
+//! append costs no thread) or blocking (`Dispatcher::wait_lag_within`);
 //! both listen to `lag_eased`, which the dispatcher fires entry by entry
 //! while it is within the bound (a cheap atomic check while nobody
 //! listens), after each failed round (so waiters see a stall) and at

@@ -1,14 +1,14 @@
 //! Fault injection seam (failpoints).
 //!
-//! Tests open the store with a [`Faults`] plan (`Store::open_with_faults`,
+//! Tests open the store with a `Faults` plan (`Store::open_with_faults`,
 //! or the broker's `open_with_faults`) to make the Nth flush or segment
 //! creation fail, or an operation hang until healed, then check that the
 //! store reacts as promised (refuses appends after a failed fsync, answers
 //! sync-flush waiters in time while an fsync hangs, reports clean errors).
 //!
 //! All of it exists only with the `failpoints` cargo feature, which only
-//! dev-dependencies enable. Without it [`FaultHandle`] is empty, [`check`]
-//! is an inlined `Ok(())`, and neither [`Faults`] nor a way to install one
+//! dev-dependencies enable. Without it [`FaultHandle`] is empty, `check`
+//! is an inlined `Ok(())`, and neither `Faults` nor a way to install one
 //! exists: a release build carries no fault switch. Check sites read the
 //! same either way: `fault::check(&self.faults, FaultPoint::X)`.
 

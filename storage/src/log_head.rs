@@ -12,7 +12,7 @@
 //! unlinks a segment ([`CommitLog::delete_oldest_segment`], the only place
 //! that unlinks the head; tiered storage deletes local segments through
 //! retention too), so after any crash the first segment on disk begins at
-//! or below the record. At open ([`check`]): a first segment above the
+//! or below the record. At open (`check`): a first segment above the
 //! record is a lost head (refused under `recovery_mode: strict`, a loud
 //! warning under `truncate`); one below it is a deletion a crash cut short,
 //! finished. A data dir without the file (an older tidelog's, or a new

@@ -7,7 +7,7 @@
 //! Invariant: the newest manifest of a partition lists only objects that
 //! exist and pass their CRCs, ascending and non-overlapping, below its
 //! `end`; a crash at any step leaves the old or the new manifest. The byte
-//! layout of objects is in [`format`], the bucket layout in [`layout`], the
+//! layout of objects is in [`mod@format`], the bucket layout in [`layout`], the
 //! crash argument in [`upload`] and [`tier`]; docs/TIERED.md "Format" says
 //! the same for operators.
 //!

@@ -98,8 +98,8 @@ fn decode<T: serde::de::DeserializeOwned + Default>(
 }
 
 /// A call on `/consumers/{group}/instances/{instance}/...`: its path and
-/// its body (checked by [`InstanceCall::no_body`] or decoded by
-/// [`InstanceCall::body`]).
+/// its body (checked by `InstanceCall::no_body` or decoded by
+/// `InstanceCall::body`).
 pub struct InstanceCall {
     path: (String, String),
     headers: HeaderMap,

@@ -9,7 +9,7 @@
 //! waits in): read-your-writes first, then the partition's listener, the
 //! deadline or server shutdown, whichever comes first. No polling loop:
 //! the dispatcher wakes the fetch. This file makes one read
-//! ([`HttpRound`]) and renders it.
+//! (`HttpRound`) and renders it.
 //!
 //! Compact topics (`cleanup.policy` with `compact`) answer the records with
 //! offset ≥ max(requested, base offset) that survived cleaning (gaps are

@@ -35,7 +35,7 @@ use crate::records::V2_RESPONSE;
 use crate::state::AppState;
 
 /// A `/v3/clusters/{cluster}/...` route whose `{cluster}` is ours (else
-/// 40400, see [`check_cluster`]). Extracted first, so it is the first check
+/// 40400, see `check_cluster`). Extracted first, so it is the first check
 /// of every v3 handler, as in REST Proxy.
 pub struct ClusterPath;
 

@@ -4,7 +4,7 @@
 //! not carry, and neither is a partition's log start offset as
 //! DeleteRecords moves it (the store's `log-start-offsets`). So on a cluster's master every change of one of them also
 //! appends a record to `__cluster_metadata` (one partition; key: which
-//! file, value: the file's whole new bytes, [`format`]; or a partition's
+//! file, value: the file's whole new bytes, [`mod@format`]; or a partition's
 //! new log start), durably, before the file is written and the change
 //! published in memory; a replica
 //! copies the record with the log and its dispatch ([`sink`]) installs
@@ -24,7 +24,7 @@
 //!   memory, so before any record of a topic it creates (one dispatcher
 //!   applies both, in log order); the change is answered once the record
 //!   is durable, and in a cluster once the in-sync set holds it
-//!   ([`crate::Broker::metadata_replicated`]).
+//!   (`crate::Broker::metadata_replicated`).
 //! * The broker that appended a record does not apply it (it wrote the
 //!   file itself, under the owner's lock, after the append): each record
 //!   names its writer, a random id per opened broker. Every other record

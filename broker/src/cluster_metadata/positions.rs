@@ -12,7 +12,7 @@
 //! the file takes them again, and is no longer pending); what stays
 //! pending after the scan lost its records (a cut), and the broker puts
 //! the file back as its last record below had it
-//! ([`super::sink::MetadataSink::rederive`]), read from the log by its
+//! (`super::sink::MetadataSink::rederive`), read from the log by its
 //! position. A file none of whose known records lies below (more than
 //! [`POSITIONS_KEPT`] of its records cut), or whose record below the log
 //! no longer holds (retention), is *diverged*: named in the file and

@@ -19,7 +19,7 @@
 //! * users and ACLs: logins and checks, at once.
 //! * a partition's log start (DeleteRecords on the master): moved in the
 //!   store, and in the partition's compacted log, at once; during
-//!   recovery's replay, once the store is open ([`MetadataSink::open`]).
+//!   recovery's replay, once the store is open (`MetadataSink::open`).
 //!   One of a topic the registry does not hold (deleted since) changes
 //!   nothing.
 //!

@@ -763,7 +763,7 @@ impl Coordinator {
     }
 
     /// A group of either kind as describe and list read it
-    /// ([`classic_view`] of a KIP-848 group).
+    /// (`classic_view` of a KIP-848 group).
     pub fn describe(&self, group: &str) -> Option<GroupSnapshot> {
         let inner = self.lock();
         if let Some(slot) = inner.consumer.get(group) {

@@ -2,7 +2,7 @@
 //! uploader, the retention hold, each tiered partition's local beginning,
 //! topic metas in the bucket, and the remote half of reads.
 //!
-//! The uploader is a round ([`Broker::tiering_round`]) the server runs
+//! The uploader is a round (`Broker::tiering_round`) the server runs
 //! every `tiered.upload_interval_ms` and the admin route
 //! `POST .../tiering:upload` runs at once; rounds never overlap (one async
 //! mutex). A round first retries the topic metas waiting to be written or

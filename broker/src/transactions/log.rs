@@ -1,6 +1,6 @@
 //! The records of the transaction log, `__transaction_state` (issue 38's
 //! second step; nothing writes the topic yet): one record per
-//! [`Transition`](super::Transition) made durable, keyed by transactional
+//! [`Transition`] made durable, keyed by transactional
 //! id, so compaction keeps each id's latest state, and a null value
 //! (tombstone) for an id that expired.
 //!

@@ -1,5 +1,5 @@
 //! A compacted log's directory, `compacted/<topic>/<partition>/`: the
-//! names of the files a log keeps there, and [`reconcile_dir`], which
+//! names of the files a log keeps there, and `reconcile_dir`, which
 //! finishes or rolls back what an interrupted swap left in it.
 //!
 //! Invariants:

@@ -18,7 +18,7 @@
 //! `segments`, long enough to clone the list.
 //!
 //! The directory's file names and the reconcile of what an interrupted
-//! swap left (run by [`CompactedLog::open`] and [`CompactedLog::reconcile`])
+//! swap left (run by [`CompactedLog::open`] and `CompactedLog::reconcile`)
 //! are in `dir.rs`; the tests in `log_tests.rs`.
 
 use std::path::{Path, PathBuf};
@@ -118,7 +118,7 @@ impl std::fmt::Debug for CompactedLog {
 
 impl CompactedLog {
     /// Open (or create) the log in `dir`: finish or roll back an interrupted
-    /// swap and drop leftover `.cleaned` files ([`reconcile_dir`]), drop the
+    /// swap and drop leftover `.cleaned` files (`reconcile_dir`), drop the
     /// copies made since the last checkpoint that a segment's name cannot
     /// vouch for, then open the segments.
     ///
@@ -495,7 +495,7 @@ impl CompactedLog {
     /// cleaner keeps the disk busy; issue 17 §2).
     ///
     /// Then the names made since the last flush (a new directory, a new
-    /// segment: [`CompactedLog::create`], the roll) are made durable.
+    /// segment: `CompactedLog::create`, the roll) are made durable.
     pub fn flush(&self) -> Result<()> {
         self.flush_segment()?;
         sync_names(&self.names)

@@ -452,7 +452,7 @@ impl Segment {
 
     /// A sequential reader from byte `pos` that never waits for the disk:
     /// a read of bytes that are not all in the page cache fails with
-    /// [`CleanerError::NotCached`] instead ([`read_cached_at`]).
+    /// [`CleanerError::NotCached`] instead (`read_cached_at`).
     pub fn reader_cached(&self, pos: u64) -> SegmentReader<'_> {
         SegmentReader {
             cached_only: true,

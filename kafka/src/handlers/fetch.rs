@@ -7,7 +7,7 @@
 //! fetch waits in): read-your-writes (a fetch sees every record
 //! acknowledged before it began, also with max_wait 0), then the
 //! partitions' listeners, the deadline or shutdown; never a polling loop.
-//! This file makes one round of reads ([`KafkaRound`]) and the answer.
+//! This file makes one round of reads (`KafkaRound`) and the answer.
 //!
 //! Decisions: a fetch offset below the beginning or above the end is
 //! OFFSET_OUT_OF_RANGE, at the end it waits; `max_bytes` and

@@ -1,7 +1,7 @@
 //! ListOffsets (2): -2 the beginning, -1 the end (the offset the next
 //! record gets), and a timestamp: the first offset whose record timestamp
-//! is at least it, through the time index ([`by_timestamp`]); from v7,
-//! -3 the first record with the largest timestamp ([`max_timestamp`]).
+//! is at least it, through the time index ([`Door::record_at_timestamp`]); from v7,
+//! -3 the first record with the largest timestamp ([`Door::max_timestamp_record`]).
 //! With `isolation_level` 1 (READ_COMMITTED, v2+) -1 is the last stable
 //! offset: where a read_committed consumer's reads end.
 //!

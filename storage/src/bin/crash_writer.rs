@@ -13,8 +13,8 @@
 //! With a producer id, every batch is an idempotent producer's (epoch 0),
 //! of one partition, its sequences counted per partition from 0, as
 //! [`idempotent_batch`] plans them; each acknowledged batch is also
-//! printed as `batch <partition> <base offset> <first seq> <count>
-//! <base sequence>`.
+//! printed as `batch <partition> <base offset> <first seq>
+//! <count> <base sequence>`.
 
 use std::io::Write;
 use std::sync::Arc;

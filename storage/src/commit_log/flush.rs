@@ -41,7 +41,7 @@ impl CommitLog {
     /// `flush: sync`: the wait for everything below `target` to be on disk,
     /// for at most `timeout` ([`FlushWait`]: await it, or
     /// [`FlushWait::wait`] to block). The `tidelog-sync-flush` thread
-    /// ([`CommitLog::run_sync_flusher`]) does the flushing; one flush
+    /// (`CommitLog::run_sync_flusher`) does the flushing; one flush
     /// covers every waiter whose records were committed when it began
     /// (group commit). After `timeout` the answer is
     /// [`StoreError::FlushTimedOut`]: the records stay appended, and the

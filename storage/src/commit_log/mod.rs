@@ -1,7 +1,7 @@
 //! The CommitLog: one append-only log shared by every topic and partition.
 //!
 //! Bytes `[min_offset, committed)` are whole, valid entries (each the
-//! records of one partition from one append, see [`format`]) and
+//! records of one partition from one append, see [`mod@format`]) and
 //! end-of-segment markers; everything a reader sees lies below
 //! [`CommitLog::visible_end`] (`committed`, or under `flush: sync` the
 //! flushed position). One writer at a time (the `writer` mutex) assigns queue and

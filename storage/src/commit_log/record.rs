@@ -243,7 +243,7 @@ impl ReadSink for Vec<StoredRecord> {
 }
 
 /// An entry read back from the log: the records of one partition written
-/// together (see [`format`]), sharing one header.
+/// together (see [`mod@format`]), sharing one header.
 #[derive(Clone)]
 pub struct Entry {
     bytes: Bytes,

@@ -321,7 +321,7 @@ impl CommitLog {
     /// flush; see
     /// [`CommitLog::wait_flushed`] and [`CommitLog::flush_all`].
     ///
-    /// The records of one partition go into one entry (see [`format`]),
+    /// The records of one partition go into one entry (see [`mod@format`]),
     /// or several if they exceed [`ENTRY_BYTES_TARGET`]; each partition's
     /// records keep the batch's order, and so do their queue offsets.
     ///
@@ -339,7 +339,7 @@ impl CommitLog {
     ///
     /// An append that rolls into a segment the preallocator is still
     /// making releases the writer's lock, waits for it (at most
-    /// [`SEGMENT_WAIT_MAX`](super::prealloc::SEGMENT_WAIT_MAX)) and plans
+    /// `SEGMENT_WAIT_MAX`) and plans
     /// again; one whose creation is failing is refused at once
     /// ([`StoreError::DiskFull`] for a short disk, else
     /// [`StoreError::SegmentUnavailable`]), with nothing written.
@@ -359,6 +359,8 @@ impl CommitLog {
     /// [`SequenceProblem::StaleEpoch`] if the producer is known here at a
     /// newer epoch. Does not wait for a flush, as
     /// [`CommitLog::append_as`].
+    ///
+    /// [`SequenceProblem::StaleEpoch`]: crate::SequenceProblem::StaleEpoch
     pub fn append_marker(
         &self,
         topic: &Arc<str>,

@@ -7,7 +7,7 @@
 //!
 //! With the `durable-image` feature (tests only: the crates whose tests need
 //! it enable it from their dev-dependencies), a test can install a
-//! [`image::DurableImage`] on a data directory. It keeps a shadow copy of
+//! `image::DurableImage` on a data directory. It keeps a shadow copy of
 //! what a power loss would leave of that directory: file bytes as of the
 //! ranges last synced, names as of the last fsync of their directory. A
 //! test snapshots it at a random moment and opens a store on the snapshot

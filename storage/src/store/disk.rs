@@ -133,7 +133,7 @@ const QUEUE_FILES_IN_RESERVE: u64 = 4;
 /// The free space the disk-full gate keeps for the files the store must
 /// still create after it refuses writes: the next CommitLog segment (the
 /// preallocator's, or the writer's), the next IndexFile, and
-/// [`QUEUE_FILES_IN_RESERVE`] ConsumeQueue files. Segments already made
+/// `QUEUE_FILES_IN_RESERVE` ConsumeQueue files. Segments already made
 /// ahead are allocated, so counted as used. Writes stop when less than
 /// this is available, whatever the ratio: so the last bytes go to no
 /// file at all, and every file the store maps is backed.

@@ -29,7 +29,7 @@ pub struct StoreStats {
     /// How many times dispatch became stalled.
     pub dispatch_stalls: u64,
     /// Appends that waited because dispatch was more than
-    /// [`DISPATCH_LAG_MAX_BYTES`] behind (back-pressure of a slow sink).
+    /// [`DISPATCH_LAG_MAX_BYTES`](crate::DISPATCH_LAG_MAX_BYTES) behind (back-pressure of a slow sink).
     pub dispatch_lag_waits: u64,
     /// Appends awaiting the sync flush's fsync now (`flush: sync`).
     pub sync_flush_waiters: usize,

@@ -16,9 +16,9 @@
 //! - An entry exists only for an interval whose every queue offset is
 //!   below the queue's end (`max_offset`), and its value is the maximum
 //!   over the units there when it was written. Recovery drops entries past
-//!   the recovered end ([`TimeIndex::truncate_to`]); a unit rewritten below
+//!   the recovered end (`TimeIndex::truncate_to`); a unit rewritten below
 //!   the end drops the entries from its interval on. Missing entries are
-//!   rebuilt from the queue and the CommitLog ([`TimeIndex::catch_up`]);
+//!   rebuilt from the queue and the CommitLog (`TimeIndex::catch_up`);
 //!   until then a lookup reads the records of an unindexed interval, so a
 //!   missing index is slower, never wrong.
 //! - Entries of a file are contiguous from its first interval. A time file
@@ -62,7 +62,7 @@ use crate::fs_util;
 pub const FILE_SUFFIX: &str = ".time";
 /// A time file being created by an older tidelog, which built new files
 /// under this temporary name (now they are made in place,
-/// [`TimeIndex::create_file`]): removed at load.
+/// `TimeIndex::create_file`): removed at load.
 pub const TMP_SUFFIX: &str = ".time.creating";
 
 #[cfg(test)]

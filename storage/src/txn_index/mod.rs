@@ -9,7 +9,7 @@
 //! dispatched; a reader takes the queue's end first and the table after,
 //! so every transactional record below that end is already counted. The
 //! aborted transactions are kept in memory in marker order and on disk in
-//! each partition's `aborted.txnindex` ([`file`]), which the dispatcher
+//! each partition's `aborted.txnindex` ([`mod@file`]), which the dispatcher
 //! appends from the marker entries themselves (their marker block names
 //! the transaction's first offset and the LSO), so the file is rebuilt by
 //! re-dispatch like every other index, and loaded at open.
@@ -25,7 +25,7 @@
 //!   it ended; the search stops at the first whose LSO reaches `to`, since
 //!   every transaction aborted after it began at or past that LSO.
 //!
-//! [`format`] is the on-disk entry ([`AbortedTxn`]).
+//! [`mod@format`] is the on-disk entry ([`AbortedTxn`]).
 
 pub mod file;
 pub mod format;
@@ -283,7 +283,7 @@ impl AbortedRanges {
     }
 }
 
-/// One partition's open transaction in [`TxnTable::open_all`]: topic,
+/// One partition's open transaction in [`TxnTableGuard::open_all`]: topic,
 /// partition, producer id, first offset.
 pub type OpenTxn = (Arc<str>, u32, i64, u64);
 
