@@ -904,6 +904,14 @@ fn with_tls_nodes_prove_who_they_are_and_a_forwarded_write_keeps_its_caller() {
     let e = replication_probe(replication[master], &pki.path("ca.crt"), &cert, &key)
         .expect_err("a stranger's handshake is refused");
     assert!(e.contains("refused"), "{e}");
+    // ... and counted on the replication listener's own family.
+    let (status, metrics) = curl_https(nodes[master].addr, &ca, "GET", "/metrics", None);
+    assert_eq!(status, 200);
+    let failed = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("tidelog_replication_tls_handshakes_failed_total "))
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    assert!(failed.is_some_and(|n| n >= 1), "{failed:?}");
     // And the cluster still replicates.
     let (status, body) = curl_https(
         replica.addr,

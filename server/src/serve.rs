@@ -109,7 +109,7 @@ pub async fn run(config: Config) -> ExitCode {
         (Some(_), true) => {
             let mut nodes = config.tls.clone();
             nodes.client_auth = tidelog_runtime::tls::ClientAuth::Required;
-            match TlsAcceptor::load(&nodes) {
+            match TlsAcceptor::load_as(&nodes, "tidelog_replication_tls") {
                 Ok(acceptor) => {
                     if let Err(e) = reload_on_sighup(&acceptor) {
                         tracing::error!(error = %e, "cannot install the SIGHUP handler");
@@ -187,6 +187,7 @@ pub async fn run(config: Config) -> ExitCode {
         tls.spawn_watcher(node.shutdown_signal());
     }
     if let Some(node_tls) = &node_tls {
+        node.register_metrics(Arc::clone(&node_tls.acceptor) as _);
         node_tls.acceptor.spawn_watcher(node.shutdown_signal());
     }
     let state = node.http(settings.clone(), config.data_dir.clone());

@@ -52,10 +52,16 @@ pub enum HandshakeFailed {
     Failed(std::io::Error),
 }
 
+/// The families of the client listeners' shared acceptor.
+pub const METRICS_PREFIX: &str = "tidelog_tls";
+
 /// The shared acceptor (module doc).
 #[derive(Debug)]
 pub struct TlsAcceptor {
     config: TlsConfig,
+    /// Its metric families' common prefix ([`METRICS_PREFIX`] for the
+    /// client listeners'; another acceptor of the node names its own).
+    metrics_prefix: &'static str,
     current: RwLock<Arc<ServerConfig>>,
     /// The files' stamps when they were last loaded (or last found bad).
     stamps: Mutex<Vec<(PathBuf, Stamp)>>,
@@ -71,10 +77,22 @@ impl TlsAcceptor {
     /// The acceptor for `config`'s files, which must build a config now
     /// (start-up stops on bad files; later reloads keep the old one).
     pub fn load(config: &TlsConfig) -> Result<Arc<TlsAcceptor>, TlsError> {
+        TlsAcceptor::load_as(config, METRICS_PREFIX)
+    }
+
+    /// [`TlsAcceptor::load`] for an acceptor whose metric families begin
+    /// with `metrics_prefix` (a cluster's replication listener's:
+    /// `tidelog_replication_tls`), so two acceptors of one node never
+    /// render one family twice.
+    pub fn load_as(
+        config: &TlsConfig,
+        metrics_prefix: &'static str,
+    ) -> Result<Arc<TlsAcceptor>, TlsError> {
         let stamps = stamps(config);
         let server = load::server_config(config)?;
         Ok(Arc::new(TlsAcceptor {
             config: config.clone(),
+            metrics_prefix,
             current: RwLock::new(server),
             stamps: Mutex::new(stamps),
             handshakes_failed: AtomicU64::new(0),
@@ -198,30 +216,36 @@ impl TlsAcceptor {
 
 impl MetricFamilies for TlsAcceptor {
     fn render(&self, out: &mut String) {
-        counter(
-            out,
-            "tidelog_tls_handshakes_failed_total",
-            "TLS handshakes that failed (bad or plaintext bytes, refused certificates, clients that hung up).",
-            self.handshakes_failed.load(Ordering::Relaxed),
-        );
-        counter(
-            out,
-            "tidelog_tls_handshakes_timed_out_total",
-            "TLS handshakes not finished within tls.handshake_timeout_ms.",
-            self.handshakes_timed_out.load(Ordering::Relaxed),
-        );
-        counter(
-            out,
-            "tidelog_tls_reloads_total",
-            "TLS certificate reloads that took effect (SIGHUP or changed files).",
-            self.reloads.load(Ordering::Relaxed),
-        );
-        counter(
-            out,
-            "tidelog_tls_reloads_failed_total",
-            "TLS certificate reloads refused (bad files); the previous certificate stayed in use.",
-            self.reloads_failed.load(Ordering::Relaxed),
-        );
+        let prefix = self.metrics_prefix;
+        for (name, help, value) in [
+            (
+                "handshakes_failed_total",
+                "TLS handshakes that failed (bad or plaintext bytes, refused certificates, clients that hung up).",
+                &self.handshakes_failed,
+            ),
+            (
+                "handshakes_timed_out_total",
+                "TLS handshakes not finished within tls.handshake_timeout_ms.",
+                &self.handshakes_timed_out,
+            ),
+            (
+                "reloads_total",
+                "TLS certificate reloads that took effect (SIGHUP or changed files).",
+                &self.reloads,
+            ),
+            (
+                "reloads_failed_total",
+                "TLS certificate reloads refused (bad files); the previous certificate stayed in use.",
+                &self.reloads_failed,
+            ),
+        ] {
+            counter(
+                out,
+                &format!("{prefix}_{name}"),
+                help,
+                value.load(Ordering::Relaxed),
+            );
+        }
     }
 }
 
