@@ -46,10 +46,11 @@ pub const NODE_ID: i32 = 0;
 /// A create's manual assignment checked as Kafka's `AdminUtils` and
 /// `ReplicationControlManager` check it: the partition count it makes, or
 /// `None` without one. It may not come with a partition count or a
-/// replication factor; its partitions are 0..n, each once; each lists its
-/// replicas once, and on one node the only broker there is:
-/// [`NODE_ID`].
-fn check_assignment(request: &CreateTopic) -> Result<Option<u32>, BrokerError> {
+/// replication factor; its partitions are 0..n, each once; each lists
+/// its replicas once, each one of `brokers` (on one node the only broker
+/// there is, [`NODE_ID`]; in a cluster its nodes, every one of which
+/// holds every partition anyway).
+fn check_assignment(request: &CreateTopic, brokers: &[i32]) -> Result<Option<u32>, BrokerError> {
     if request.assignment.is_empty() {
         return Ok(None);
     }
@@ -81,24 +82,45 @@ fn check_assignment(request: &CreateTopic) -> Result<Option<u32>, BrokerError> {
                 ))
             }
         }
-        match replicas.as_slice() {
-            [NODE_ID] => {}
-            [] => return invalid(format!("partition {partition} has no replica")),
-            [_] => {
-                return invalid(format!(
-                    "partition {partition}: broker {} does not exist; this node is broker {NODE_ID}",
-                    replicas[0]
-                ))
-            }
-            _ => {
-                return invalid(format!(
-                    "partition {partition} lists {} replicas; a single node holds one, broker {NODE_ID}",
-                    replicas.len()
-                ))
-            }
-        }
+        check_replicas(&format!("partition {partition}"), replicas, brokers)?;
     }
     Ok(Some(count as u32))
+}
+
+/// One partition's assigned replicas (`what` names it): at least one,
+/// each of `brokers`, none twice.
+fn check_replicas(what: &str, replicas: &[i32], brokers: &[i32]) -> Result<(), BrokerError> {
+    let invalid = |reason: String| Err(BrokerError::InvalidReplicaAssignment { reason });
+    let named = |ids: &[i32]| {
+        ids.iter()
+            .map(i32::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if replicas.is_empty() {
+        return invalid(format!("{what} has no replica"));
+    }
+    if let Some(unknown) = replicas.iter().find(|b| !brokers.contains(b)) {
+        return invalid(match brokers {
+            [only] => {
+                format!("{what}: broker {unknown} does not exist; this node is broker {only}")
+            }
+            _ => format!(
+                "{what}: broker {unknown} does not exist; the brokers are {}",
+                named(brokers)
+            ),
+        });
+    }
+    let mut sorted = replicas.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    if sorted.len() != replicas.len() {
+        return invalid(format!(
+            "{what} lists a broker twice ({}); each replica is another broker",
+            named(replicas)
+        ));
+    }
+    Ok(())
 }
 
 /// Partitions to add to a topic, as a front-end decoded them (Kafka's
@@ -115,8 +137,13 @@ pub struct AddPartitions {
 }
 
 /// A CreatePartitions assignment checked as Kafka's controller checks it:
-/// one entry per new partition, each this node alone ([`NODE_ID`]).
-fn check_new_assignment(assignment: &[Vec<i32>], adding: u32) -> Result<(), BrokerError> {
+/// one entry per new partition, each a list of `brokers` (this node
+/// alone, [`NODE_ID`], or a cluster's nodes), none twice.
+fn check_new_assignment(
+    assignment: &[Vec<i32>],
+    adding: u32,
+    brokers: &[i32],
+) -> Result<(), BrokerError> {
     let invalid = |reason: String| Err(BrokerError::InvalidReplicaAssignment { reason });
     if assignment.len() != adding as usize {
         return invalid(format!(
@@ -125,21 +152,7 @@ fn check_new_assignment(assignment: &[Vec<i32>], adding: u32) -> Result<(), Brok
         ));
     }
     for (i, replicas) in assignment.iter().enumerate() {
-        match replicas.as_slice() {
-            [NODE_ID] => {}
-            [] => return invalid(format!("new partition {i} has no replica")),
-            [broker] => {
-                return invalid(format!(
-                "new partition {i}: broker {broker} does not exist; this node is broker {NODE_ID}"
-            ))
-            }
-            more => {
-                return invalid(format!(
-                "new partition {i} lists {} replicas; a single node holds one, broker {NODE_ID}",
-                more.len()
-            ))
-            }
-        }
+        check_replicas(&format!("new partition {i}"), replicas, brokers)?;
     }
     Ok(())
 }
@@ -210,7 +223,7 @@ impl Broker {
             })?;
         crate::registry::check_growth(&topic, count)?;
         if let Some(assignment) = &request.assignment {
-            check_new_assignment(assignment, count - topic.partitions.get())?;
+            check_new_assignment(assignment, count - topic.partitions.get(), &self.brokers())?;
         }
         if validate_only {
             return Ok(count);
@@ -223,6 +236,26 @@ impl Broker {
         .await?;
         self.metadata_replicated().await?;
         Ok(count)
+    }
+
+    /// The broker ids a replica assignment may name: this node alone
+    /// ([`NODE_ID`]), or a cluster's nodes as its gate knows them (this
+    /// one always among them).
+    fn brokers(&self) -> Vec<i32> {
+        let Some(cluster) = self.cluster() else {
+            return vec![NODE_ID];
+        };
+        let status = cluster.status();
+        let mut ids: Vec<i32> = status
+            .nodes
+            .iter()
+            .map(|n| n.node_id)
+            .chain([status.node_id])
+            .filter_map(|id| i32::try_from(id).ok())
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
     }
 
     /// The rules of a create, in order: the name, the partitions and the
@@ -239,7 +272,7 @@ impl Broker {
                 return Err(BrokerError::ReplicationFactorImpossible { requested, nodes })
             }
         }
-        let assigned = check_assignment(&request)?;
+        let assigned = check_assignment(&request, &self.brokers())?;
         let partitions = match (assigned, request.partitions) {
             (Some(n), _) => n,
             (None, None | Some(-1)) => self.config.default_partitions,
@@ -380,8 +413,15 @@ mod tests {
         }
     }
 
+    const ONE: &[i32] = &[NODE_ID];
+    const CLUSTER: &[i32] = &[1, 2, 3];
+
     fn refused(request: CreateTopic) -> String {
-        match check_assignment(&request) {
+        refused_by(request, ONE)
+    }
+
+    fn refused_by(request: CreateTopic, brokers: &[i32]) -> String {
+        match check_assignment(&request, brokers) {
             Err(BrokerError::InvalidReplicaAssignment { reason }) => reason,
             other => panic!("expected INVALID_REPLICA_ASSIGNMENT, got {other:?}"),
         }
@@ -392,12 +432,12 @@ mod tests {
     /// partition count or replication factor beside it.
     #[test]
     fn an_assignment_names_this_broker_once_for_partitions_zero_to_n() {
-        assert_eq!(check_assignment(&create(Vec::new())).unwrap(), None);
+        assert_eq!(check_assignment(&create(Vec::new()), ONE).unwrap(), None);
         let three = vec![(2, vec![NODE_ID]), (0, vec![NODE_ID]), (1, vec![NODE_ID])];
-        assert_eq!(check_assignment(&create(three)).unwrap(), Some(3));
+        assert_eq!(check_assignment(&create(three), ONE).unwrap(), Some(3));
 
         assert!(refused(create(vec![(0, vec![1])])).contains("broker 1 does not exist"));
-        assert!(refused(create(vec![(0, vec![0, 0])])).contains("2 replicas"));
+        assert!(refused(create(vec![(0, vec![0, 0])])).contains("a broker twice"));
         assert!(refused(create(vec![(0, vec![])])).contains("no replica"));
         assert!(refused(create(vec![(1, vec![0])])).contains("partition 1"));
         assert!(refused(create(vec![(0, vec![0]), (0, vec![0])])).contains("each once"));
@@ -408,5 +448,39 @@ mod tests {
         let mut factor = create(vec![(0, vec![0])]);
         factor.replication_factor = Some(1);
         assert!(refused(factor).contains("without a partition count"));
+    }
+
+    /// In a cluster a partition may list any of its nodes, each once (all
+    /// of them hold it anyway); a broker that is no node is refused,
+    /// naming the nodes. CreatePartitions' assignment follows the same
+    /// rule, one list per new partition.
+    #[test]
+    fn in_a_cluster_an_assignment_names_its_nodes() {
+        let assignment = vec![(0, vec![1, 2, 3]), (1, vec![2]), (2, vec![3, 1])];
+        assert_eq!(
+            check_assignment(&create(assignment), CLUSTER).unwrap(),
+            Some(3)
+        );
+        let reason = refused_by(create(vec![(0, vec![1, 4])]), CLUSTER);
+        assert!(
+            reason.contains("broker 4 does not exist; the brokers are 1, 2, 3"),
+            "{reason}"
+        );
+        assert!(refused_by(create(vec![(0, vec![0])]), CLUSTER).contains("broker 0"));
+        assert!(refused_by(create(vec![(0, vec![2, 2])]), CLUSTER).contains("twice"));
+
+        check_new_assignment(&[vec![1, 2], vec![3]], 2, CLUSTER).unwrap();
+        assert!(matches!(
+            check_new_assignment(&[vec![1]], 2, CLUSTER),
+            Err(BrokerError::InvalidReplicaAssignment { .. })
+        ));
+        assert!(matches!(
+            check_new_assignment(&[vec![1], vec![7]], 2, CLUSTER),
+            Err(BrokerError::InvalidReplicaAssignment { .. })
+        ));
+        assert!(matches!(
+            check_new_assignment(&[vec![1]], 1, ONE),
+            Err(BrokerError::InvalidReplicaAssignment { .. })
+        ));
     }
 }
