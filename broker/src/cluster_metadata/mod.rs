@@ -239,7 +239,7 @@ impl crate::Broker {
     /// beside it: the record must be the file's latest). Returns the
     /// files appended. Blocking (fsyncs).
     pub fn republish_metadata(&self) -> Result<usize, BrokerError> {
-        let dir = self.store.data_dir().join(crate::broker::CONFIG_DIR);
+        let dir = self.metadata.positions.config_dir().to_path_buf();
         let mut appended = 0;
         for file in MetadataFile::ALL {
             let path = dir.join(file.name());

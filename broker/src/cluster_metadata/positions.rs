@@ -62,6 +62,11 @@ pub struct Positions {
 }
 
 impl Positions {
+    /// The config directory: where the metadata files live beside it.
+    pub fn config_dir(&self) -> &Path {
+        self.path.parent().unwrap_or(Path::new("."))
+    }
+
     /// Loads `<config_dir>/cluster_metadata.json` (none: no record yet),
     /// checked: its version, known file names, ascending positions
     /// within the bound. Blocking.
