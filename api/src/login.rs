@@ -26,18 +26,17 @@
 //! a time with the other failures (`crate::failed_auth`), counted and
 //! warned rate-limited; the password is never logged.
 
-use axum::http::{header, HeaderMap, Method};
-use base64::Engine;
-use tidelog_broker::{Caller, Principal};
-
 use std::sync::Arc;
 
+use axum::http::{header, HeaderMap, Method};
+use base64::Engine;
+use tidelog_broker::auth::admin_token_matches;
 use tidelog_broker::security::acl::{Operation, Resource};
+use tidelog_broker::{Caller, Principal};
 
 use crate::error::ApiError;
 use crate::forward::{FORWARDED_BY, FORWARDED_FOR, FORWARDED_PRINCIPAL};
 use crate::state::AppState;
-use tidelog_broker::auth::admin_token_matches;
 
 /// Longest `Authorization` value read (a user name and a password).
 const AUTHORIZATION_MAX_BYTES: usize = 4096;
