@@ -527,11 +527,28 @@ impl TidelogProcess {
     }
 }
 
+/// Lines of a server's log printed when a test fails with it running.
+const LOG_TAIL_ON_FAILURE: usize = 40;
+
 impl Drop for TidelogProcess {
     fn drop(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
+        }
+        if std::thread::panicking() {
+            // The test failed: the server's last words say why more often
+            // than the assertion does (a full disk, a refused config).
+            let log = std::fs::read_to_string(&self.log_path).unwrap_or_default();
+            let lines: Vec<&str> = log.lines().collect();
+            let tail = &lines[lines.len().saturating_sub(LOG_TAIL_ON_FAILURE)..];
+            eprintln!(
+                "---- the last {} lines of the server on {} ({}):\n{}",
+                tail.len(),
+                self.addr,
+                self.log_path.display(),
+                tail.join("\n")
+            );
         }
         let _ = std::fs::remove_file(&self.log_path);
         let _ = std::fs::remove_file(self.data_dir.path().with_extension("yaml"));
