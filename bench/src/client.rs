@@ -117,6 +117,21 @@ impl Conn {
         self.send(request).await
     }
 
+    /// The number `field` of the JSON object `GET path` answers (a
+    /// stats page): an error naming the path when the answer is not 200,
+    /// not JSON, or has no such unsigned number.
+    pub(crate) async fn stats_field(&mut self, path: &str, field: &str) -> anyhow::Result<u64> {
+        let answer = self.get(path, "application/json").await?;
+        if answer.status != StatusCode::OK {
+            bail!("GET {path}: status {}", answer.status);
+        }
+        let body: serde_json::Value = serde_json::from_slice(&answer.body)
+            .with_context(|| format!("GET {path}: not JSON"))?;
+        body[field]
+            .as_u64()
+            .ok_or_else(|| anyhow!("GET {path}: no {field} in {body}"))
+    }
+
     async fn send(&mut self, mut request: Request<Full<Bytes>>) -> anyhow::Result<Answer> {
         if let Some(value) = &self.authorization {
             request.headers_mut().insert(AUTHORIZATION, value.clone());

@@ -19,9 +19,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{anyhow, ensure, Context as _};
+use anyhow::Context as _;
 use bytes::Bytes;
-use hyper::StatusCode;
 
 use crate::admin::{cluster_id, ensure_topic_with_policy};
 use crate::body::{keyed_produce_bodies, produce_body};
@@ -101,13 +100,13 @@ impl LagSampler {
             let mut tick = tokio::time::interval(LAG_SAMPLE_EVERY);
             while lag.samples < LAG_SAMPLES_MAX && !stopped.load(Ordering::Acquire) {
                 tick.tick().await;
-                let bytes = dispatch_lag(&mut conn, &path).await?;
+                let bytes = conn.stats_field(&path, "dispatch_lag_bytes").await?;
                 lag.max_bytes = lag.max_bytes.max(bytes);
                 lag.last_bytes = bytes;
                 lag.samples += 1;
             }
             // The final sample, after the load stopped.
-            let bytes = dispatch_lag(&mut conn, &path).await?;
+            let bytes = conn.stats_field(&path, "dispatch_lag_bytes").await?;
             lag.max_bytes = lag.max_bytes.max(bytes);
             lag.last_bytes = bytes;
             lag.samples += 1;
@@ -120,20 +119,6 @@ impl LagSampler {
         self.stop.store(true, Ordering::Release);
         self.task.await.context("the lag sampler panicked")?
     }
-}
-
-async fn dispatch_lag(conn: &mut Conn, path: &str) -> anyhow::Result<u64> {
-    let answer = conn.get(path, "application/json").await?;
-    ensure!(
-        answer.status == StatusCode::OK,
-        "GET {path}: status {}",
-        answer.status
-    );
-    let body: serde_json::Value =
-        serde_json::from_slice(&answer.body).with_context(|| format!("GET {path}: not JSON"))?;
-    body["dispatch_lag_bytes"]
-        .as_u64()
-        .ok_or_else(|| anyhow!("GET {path}: no dispatch_lag_bytes in {body}"))
 }
 
 /// The lag line of a report, with the goal.

@@ -18,8 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, ensure, Context as _};
-use hyper::StatusCode;
+use anyhow::Context as _;
 
 use crate::client::Conn;
 use crate::cluster_nodes::{cluster_status, NODES};
@@ -101,7 +100,7 @@ impl ReplicationSampler {
         let mut conn = Conn::connect(master).await?;
         let stats = format!("/v3/clusters/{cluster}/stats");
         // Fail now, not in the middle of the load, if the stats do not read.
-        log_end(&mut conn, &stats).await?;
+        conn.stats_field(&stats, "commitlog_max_offset").await?;
         let stop = Arc::new(AtomicBool::new(false));
         let stopped = Arc::clone(&stop);
         let task = tokio::spawn(async move {
@@ -124,7 +123,7 @@ impl ReplicationSampler {
                     (true, None) => {
                         open = Some(Window {
                             at: Instant::now(),
-                            log_end: log_end(&mut conn, &stats).await?,
+                            log_end: conn.stats_field(&stats, "commitlog_max_offset").await?,
                             cpu: cpu_of(pids),
                         })
                     }
@@ -165,7 +164,7 @@ async fn close(
     stats: &str,
     pids: [u32; NODES],
 ) -> anyhow::Result<()> {
-    let end = log_end(conn, stats).await?;
+    let end = conn.stats_field(stats, "commitlog_max_offset").await?;
     lag.log_bytes += end.saturating_sub(window.log_end);
     lag.window += window.at.elapsed();
     let now = cpu_of(pids);
@@ -180,21 +179,6 @@ async fn close(
 
 fn cpu_of(pids: [u32; NODES]) -> [Option<Duration>; NODES] {
     pids.map(|pid| CpuSource::Process(pid).cpu_time())
-}
-
-/// The master's `commitlog_max_offset`: where its CommitLog ends.
-async fn log_end(conn: &mut Conn, path: &str) -> anyhow::Result<u64> {
-    let answer = conn.get(path, "application/json").await?;
-    ensure!(
-        answer.status == StatusCode::OK,
-        "GET {path}: status {}",
-        answer.status
-    );
-    let body: serde_json::Value =
-        serde_json::from_slice(&answer.body).with_context(|| format!("GET {path}: not JSON"))?;
-    body["commitlog_max_offset"]
-        .as_u64()
-        .ok_or_else(|| anyhow!("GET {path}: no commitlog_max_offset in {body}"))
 }
 
 #[cfg(test)]
