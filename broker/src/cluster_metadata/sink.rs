@@ -155,24 +155,24 @@ impl MetadataSink {
             );
             return Ok(());
         }
-        match store.delete_records(topic, partition, Some(offset))? {
-            DeletedRecords::LowWatermark(low) => {
-                if let Some(log) = self.owners.logs.log(topic, partition) {
-                    log.set_log_start(low);
-                }
-            }
-            DeletedRecords::AboveHighWatermark { high_watermark, .. } => {
-                // The master's records below it come before it in the
-                // log, so this node holds them: not expected. Skipped
-                // loudly rather than stall dispatch.
-                tracing::warn!(
-                    topic,
-                    partition,
-                    offset,
-                    high_watermark,
-                    "the master's DeleteRecords is past this node's end of the partition; not applied"
-                );
-            }
+        let moved = crate::delete_records::move_log_start(
+            store,
+            &self.owners.logs,
+            topic,
+            partition,
+            Some(offset),
+        )?;
+        if let DeletedRecords::AboveHighWatermark { high_watermark, .. } = moved {
+            // The master's records below it come before it in the log, so
+            // this node holds them: not expected. Skipped loudly rather
+            // than stall dispatch.
+            tracing::warn!(
+                topic,
+                partition,
+                offset,
+                high_watermark,
+                "the master's DeleteRecords is past this node's end of the partition; not applied"
+            );
         }
         Ok(())
     }
