@@ -152,34 +152,37 @@ pub struct Target {
     pub master: u32,
     /// The master's `host:port`.
     pub address: String,
-    /// `http` or `https`.
-    pub scheme: &'static str,
+}
+
+impl Target {
+    /// The refusal of a node that cannot reach this HTTPS master: it has
+    /// no certificate to forward with (module doc).
+    pub fn without_certificate(&self) -> ApiError {
+        ApiError::NotReady {
+            message: format!(
+                "node {} is a replica without a certificate to forward writes over TLS with: send them to the master, node {} at https://{}",
+                self.from_node, self.master, self.address
+            ),
+        }
+    }
 }
 
 /// Where `method path` with `headers` is served on `broker`'s node
-/// (`None`: not ready yet, the handler answers 503). `scheme` is how the
-/// master is reached: `Some("http")`, `Some("https")` (`http.tls`), or
-/// `None` when it speaks HTTPS and this node has no certificate to
-/// forward with (module doc).
-pub fn route(
-    broker: Option<&Broker>,
-    scheme: Option<&'static str>,
-    method: &Method,
-    path: &str,
-    headers: &HeaderMap,
-) -> Route {
+/// (`None`: not ready yet, the handler answers 503). How the master is
+/// reached (http or https) is the [`Forwarder`]'s.
+pub fn route(broker: Option<&Broker>, method: &Method, path: &str, headers: &HeaderMap) -> Route {
     let Some(gate) = broker.and_then(|b| b.cluster()) else {
         return Route::Local;
     };
     if !forwards(method, path) || gate.may_write().is_ok() {
         return Route::Local;
     }
-    decide(&gate.status(), scheme, headers)
+    decide(&gate.status(), headers)
 }
 
 /// [`route`] for a node that may not write, seeing the cluster as
 /// `status`.
-fn decide(status: &ClusterStatus, scheme: Option<&'static str>, headers: &HeaderMap) -> Route {
+fn decide(status: &ClusterStatus, headers: &HeaderMap) -> Route {
     if status.master == Some(status.node_id) {
         // The master past its lease's margin: its door refuses.
         return Route::Local;
@@ -207,17 +210,10 @@ fn decide(status: &ClusterStatus, scheme: Option<&'static str>, headers: &Header
             ),
         });
     };
-    let Some(scheme) = scheme else {
-        return not_ready(format!(
-            "node {} is a replica without a certificate to forward writes over TLS with: send them to the master, node {} at https://{}",
-            status.node_id, master.node_id, master.http
-        ));
-    };
     Route::Forward(Target {
         from_node: status.node_id,
         master: master.node_id,
         address: master.http.clone(),
-        scheme,
     })
 }
 
@@ -277,7 +273,7 @@ impl Forwarder {
     }
 
     /// `http` or `https`.
-    pub fn scheme(&self) -> &'static str {
+    fn scheme(&self) -> &'static str {
         match self.client {
             Pool::Plain(_) => "http",
             Pool::Tls(_) => "https",
@@ -305,7 +301,7 @@ impl Forwarder {
         }
         };
         let path = request.uri.path_and_query().map_or("/", |p| p.as_str());
-        let uri: Uri = format!("{}://{}{path}", target.scheme, target.address)
+        let uri: Uri = format!("{}://{}{path}", self.scheme(), target.address)
             .parse()
             .map_err(|e| unreachable(format!("the master's address is not host:port ({e})")))?;
         let mut forwarded = hyper::Request::builder()
@@ -328,15 +324,15 @@ impl Forwarder {
         }
         headers.insert(header::CONTENT_LENGTH, HeaderValue::from(length));
         headers.insert(FORWARDED_BY, HeaderValue::from(target.from_node));
+        // A certificate names the caller only when no `Authorization`
+        // came (`crate::login`), so the two never travel together.
         if let Principal::Certificate(cn) = &caller.principal {
-            if !headers.contains_key(header::AUTHORIZATION) {
-                let value = HeaderValue::from_str(cn).map_err(|_| {
-                    unreachable(
-                        "the caller's certificate names a CN that cannot travel in a header".into(),
-                    )
-                })?;
-                headers.insert(FORWARDED_PRINCIPAL, value);
-            }
+            let value = HeaderValue::from_str(cn).map_err(|_| {
+                unreachable(
+                    "the caller's certificate names a CN that cannot travel in a header".into(),
+                )
+            })?;
+            headers.insert(FORWARDED_PRINCIPAL, value);
         }
         if let Some(Ok(host)) = caller
             .host

@@ -80,41 +80,36 @@ fn refusal(route: Route) -> String {
 #[test]
 fn a_replica_forwards_to_its_master_once_and_refuses_what_it_cannot_forward() {
     let none = HeaderMap::new();
-    for scheme in ["http", "https"] {
-        match decide(&status(2, Some(1)), Some(scheme), &none) {
-            Route::Forward(target) => assert_eq!(
-                target,
-                Target {
-                    from_node: 2,
-                    master: 1,
-                    address: "10.0.0.1:8080".into(),
-                    scheme,
-                }
-            ),
-            other => panic!("{other:?}"),
+    let target = match decide(&status(2, Some(1)), &none) {
+        Route::Forward(target) => target,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        target,
+        Target {
+            from_node: 2,
+            master: 1,
+            address: "10.0.0.1:8080".into(),
         }
-    }
+    );
     // The master past its lease's margin serves the refusal itself.
-    assert!(matches!(
-        decide(&status(1, Some(1)), Some("http"), &none),
-        Route::Local
-    ));
+    assert!(matches!(decide(&status(1, Some(1)), &none), Route::Local));
     // Forwarded once already: never again.
     let mut forwarded = HeaderMap::new();
     forwarded.insert(FORWARDED_BY, HeaderValue::from(7u32));
-    let message = refusal(decide(&status(2, Some(1)), Some("http"), &forwarded));
+    let message = refusal(decide(&status(2, Some(1)), &forwarded));
     assert!(message.contains("node 7 forwarded"), "{message}");
     assert!(message.contains("not forwarded again"), "{message}");
     // No master, or one that is not live.
-    let message = refusal(decide(&status(2, None), Some("http"), &none));
+    let message = refusal(decide(&status(2, None), &none));
     assert!(message.contains("knows no master"), "{message}");
-    let message = refusal(decide(&status(2, Some(9)), Some("http"), &none));
+    let message = refusal(decide(&status(2, Some(9)), &none));
     assert!(
         message.contains("node 9, is not among the live nodes"),
         "{message}"
     );
     // HTTPS without a node certificate: named, not forwarded.
-    let message = refusal(decide(&status(2, Some(1)), None, &none));
+    let message = refusal(Route::Refuse(target.without_certificate()));
     assert!(message.contains("https://10.0.0.1:8080"), "{message}");
 }
 

@@ -272,11 +272,6 @@ async fn guard(State(state): State<AppState>, request: Request, next: Next) -> R
             let broker = state.ready().ok();
             let route = forward::route(
                 broker.as_deref(),
-                state
-                    .shared()
-                    .forwarder()
-                    .as_ref()
-                    .map(forward::Forwarder::scheme),
                 &parts.method,
                 parts.uri.path(),
                 &parts.headers,
@@ -292,10 +287,7 @@ async fn guard(State(state): State<AppState>, request: Request, next: Next) -> R
                     let shared = state.shared();
                     let forwarded = match shared.forwarder() {
                         Some(forwarder) => forwarder.forward(&target, &caller, parts, body).await,
-                        // `route` forwards only with a forwarder.
-                        None => Err(ApiError::NotReady {
-                            message: "this node cannot forward writes".into(),
-                        }),
+                        None => Err(target.without_certificate()),
                     };
                     let counter = match &forwarded {
                         Ok(_) => &shared.metrics.forwarded,
