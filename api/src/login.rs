@@ -31,7 +31,6 @@ use std::sync::Arc;
 use axum::http::{header, HeaderMap, Method};
 use base64::Engine;
 use tidelog_broker::auth::admin_token_matches;
-use tidelog_broker::security::acl::{Operation, Resource};
 use tidelog_broker::{Caller, Principal};
 
 use crate::error::ApiError;
@@ -122,9 +121,7 @@ struct Forwarded {
 
 /// The caller a node forwarded this request for (`crate::forward`), when
 /// it carries [`FORWARDED_BY`] over a connection whose verified client
-/// certificate names a node: a principal this broker allows
-/// CLUSTER_ACTION on the cluster (a super user, or an ACL; with
-/// `security.authorization: false`, any named one). Otherwise `None`, and
+/// certificate names a node (`Broker::is_cluster_node`). Otherwise `None`, and
 /// the forwarding headers count for nothing: a client cannot name
 /// someone else by sending them. Asked while the broker recovers:
 /// 503/50301 (it cannot tell a node from a user then, and must not
@@ -138,13 +135,7 @@ fn forwarded_by_node(
     let (true, Some(cn)) = (headers.contains_key(FORWARDED_BY), certificate_cn) else {
         return Ok(None);
     };
-    let broker = state.ready()?;
-    let door = broker.door(&Principal::Certificate(Arc::from(cn)));
-    let door = match peer {
-        Some(host) => door.from_host(host),
-        None => door,
-    };
-    if !door.may(Operation::ClusterAction, Resource::cluster()) {
+    if !state.ready()?.is_cluster_node(cn, peer) {
         return Ok(None);
     }
     let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());

@@ -10,10 +10,14 @@
 //! acks=all means its own durable write.
 
 use std::future::Future;
+use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use tidelog_security::acl::{Operation, Resource};
+
 use crate::error::BrokerError;
+use crate::principal::Principal;
 
 /// A future the gate answers with.
 pub type GateFuture<'a> = Pin<Box<dyn Future<Output = Result<(), BrokerError>> + Send + 'a>>;
@@ -125,6 +129,24 @@ impl crate::Broker {
     /// Refused unless this node may take a write now (always, alone).
     pub(crate) fn check_master(&self) -> Result<(), BrokerError> {
         self.cluster().map_or(Ok(()), |c| c.may_write())
+    }
+
+    /// Whether a verified client certificate naming `cn`, from `host`, is
+    /// one of the cluster's nodes (docs/CLUSTER.md "Security"): its
+    /// principal, `User:<cn>`, may CLUSTER_ACTION the cluster, Kafka's
+    /// right for a broker's own requests (a super user, or an ACL; with
+    /// `security.authorization: false` every named principal may). A
+    /// certificate of the cluster's CA alone is not enough: users' client
+    /// certificates may come from the same CA. What the replication
+    /// listener admits and whose word for a forwarded caller the HTTP API
+    /// takes, decided once.
+    pub fn is_cluster_node(self: &Arc<Self>, cn: &str, host: Option<IpAddr>) -> bool {
+        let door = self.door(&Principal::Certificate(Arc::from(cn)));
+        let door = match host {
+            Some(host) => door.from_host(host),
+            None => door,
+        };
+        door.may(Operation::ClusterAction, Resource::cluster())
     }
 }
 

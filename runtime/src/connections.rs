@@ -92,6 +92,8 @@ pub struct ConnectionSlots {
     refused: AtomicU64,
     /// When a refusal was last warned, and how many since.
     warned: Mutex<(Option<Instant>, u64)>,
+    /// What a refusal warns.
+    refusal: &'static str,
 }
 
 /// One open connection's share; given back when dropped.
@@ -114,11 +116,22 @@ pub struct ConnectionSlotsSnapshot {
 
 impl ConnectionSlots {
     pub fn new(max: u64) -> Arc<ConnectionSlots> {
+        ConnectionSlots::capped(
+            max,
+            "refusing new connections: every file descriptor the store's reserve (descriptors.store_reserve) leaves is held by an open connection",
+        )
+    }
+
+    /// A cap of its own, for a listener that is no client front-end (a
+    /// cluster's replication listener): `refusal` is what a refusal
+    /// warns.
+    pub fn capped(max: u64, refusal: &'static str) -> Arc<ConnectionSlots> {
         Arc::new(ConnectionSlots {
             max,
             open: AtomicU64::new(0),
             refused: AtomicU64::new(0),
             warned: Mutex::new((None, 0)),
+            refusal,
         })
     }
 
@@ -127,7 +140,7 @@ impl ConnectionSlots {
         ConnectionSlots::new(u64::MAX)
     }
 
-    /// A slot for a connection `front_end` ("http", "kafka") accepted, or
+    /// A slot for a connection `front_end` ("http", "kafka", "replication") accepted, or
     /// `None` if the cap is reached: the caller closes the connection at
     /// once. Counted and (rate-limited) warned here.
     pub fn try_open(self: &Arc<Self>, front_end: &'static str) -> Option<ConnectionSlot> {
@@ -150,7 +163,8 @@ impl ConnectionSlots {
                 front_end,
                 max_connections = self.max,
                 refused_since_last_warning = warned.1,
-                "refusing new connections: every file descriptor the store's reserve (descriptors.store_reserve) leaves is held by an open connection"
+                "{}",
+                self.refusal
             );
             *warned = (Some(Instant::now()), 0);
         }

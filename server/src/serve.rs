@@ -38,7 +38,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tidelog_api::Broker;
-use tidelog_runtime::tls::TlsAcceptor;
+use tidelog_runtime::tls::{TlsAcceptor, TlsConfig};
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
 use crate::config::Config;
@@ -85,19 +85,9 @@ pub async fn run(config: Config) -> ExitCode {
     };
     let connection_cap = open_file_limit(&config);
     let tls = if config.serves_tls() {
-        match TlsAcceptor::load(&config.tls) {
-            Ok(acceptor) => {
-                if let Err(e) = reload_on_sighup(&acceptor) {
-                    tracing::error!(error = %e, "cannot install the SIGHUP handler");
-                    return failed;
-                }
-                Some(acceptor)
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "cannot load the TLS certificate");
-                eprintln!("tidelog: {e}");
-                return failed;
-            }
+        match acceptor(&config.tls, tidelog_runtime::tls::acceptor::METRICS_PREFIX) {
+            Some(acceptor) => Some(acceptor),
+            None => return failed,
         }
     } else {
         None
@@ -109,22 +99,12 @@ pub async fn run(config: Config) -> ExitCode {
         (Some(_), true) => {
             let mut nodes = config.tls.clone();
             nodes.client_auth = tidelog_runtime::tls::ClientAuth::Required;
-            match TlsAcceptor::load_as(&nodes, "tidelog_replication_tls") {
-                Ok(acceptor) => {
-                    if let Err(e) = reload_on_sighup(&acceptor) {
-                        tracing::error!(error = %e, "cannot install the SIGHUP handler");
-                        return failed;
-                    }
-                    Some(crate::cluster::NodeTls {
-                        acceptor,
-                        config: nodes,
-                    })
-                }
-                Err(e) => {
-                    tracing::error!(error = %e, "cannot load the TLS certificate");
-                    eprintln!("tidelog: {e}");
-                    return failed;
-                }
+            match acceptor(&nodes, "tidelog_replication_tls") {
+                Some(acceptor) => Some(crate::cluster::NodeTls {
+                    acceptor,
+                    config: nodes,
+                }),
+                None => return failed,
             }
         }
         _ => None,
@@ -389,6 +369,25 @@ pub async fn run(config: Config) -> ExitCode {
         }
     }
     exit
+}
+
+/// The acceptor of `config`'s files (its metric families under
+/// `metrics_prefix`), reloaded on SIGHUP; `None` once the reason it
+/// cannot be is logged and printed (start-up stops).
+fn acceptor(config: &TlsConfig, metrics_prefix: &'static str) -> Option<Arc<TlsAcceptor>> {
+    let acceptor = match TlsAcceptor::load_as(config, metrics_prefix) {
+        Ok(acceptor) => acceptor,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot load the TLS certificate");
+            eprintln!("tidelog: {e}");
+            return None;
+        }
+    };
+    if let Err(e) = reload_on_sighup(&acceptor) {
+        tracing::error!(error = %e, "cannot install the SIGHUP handler");
+        return None;
+    }
+    Some(acceptor)
 }
 
 /// Reloads `acceptor`'s certificate on every SIGHUP (the file watcher

@@ -67,7 +67,9 @@ pub struct TlsAcceptor {
     stamps: Mutex<Vec<(PathBuf, Stamp)>>,
     handshakes_failed: AtomicU64,
     handshakes_timed_out: AtomicU64,
-    reloads: AtomicU64,
+    /// Reloads that took effect: a count, and what follows the
+    /// certificate elsewhere waits on ([`TlsAcceptor::reloaded`]).
+    reloads: watch::Sender<u64>,
     reloads_failed: AtomicU64,
     /// When a failed handshake was last warned, and how many since.
     warned: Mutex<(Option<Instant>, u64)>,
@@ -97,7 +99,7 @@ impl TlsAcceptor {
             stamps: Mutex::new(stamps),
             handshakes_failed: AtomicU64::new(0),
             handshakes_timed_out: AtomicU64::new(0),
-            reloads: AtomicU64::new(0),
+            reloads: watch::Sender::new(0),
             reloads_failed: AtomicU64::new(0),
             warned: Mutex::new((None, 0)),
         }))
@@ -117,7 +119,7 @@ impl TlsAcceptor {
         match load::server_config(&self.config) {
             Ok(server) => {
                 *self.current.write().unwrap_or_else(|e| e.into_inner()) = server;
-                self.reloads.fetch_add(1, Ordering::Relaxed);
+                self.reloads.send_modify(|n| *n += 1);
                 tracing::info!(why, "TLS certificate reloaded; new handshakes use it");
                 Ok(())
             }
@@ -129,10 +131,11 @@ impl TlsAcceptor {
         }
     }
 
-    /// Reloads that took effect so far: what follows the certificate
-    /// elsewhere (a client made from the same files) watches.
-    pub fn reloads(&self) -> u64 {
-        self.reloads.load(Ordering::Relaxed)
+    /// Changes after each reload that takes effect (SIGHUP, changed
+    /// files): what follows the certificate elsewhere (a client made from
+    /// the same files) waits on it.
+    pub fn reloaded(&self) -> watch::Receiver<u64> {
+        self.reloads.subscribe()
     }
 
     /// Whether a file changed since it was last loaded.
@@ -221,30 +224,25 @@ impl MetricFamilies for TlsAcceptor {
             (
                 "handshakes_failed_total",
                 "TLS handshakes that failed (bad or plaintext bytes, refused certificates, clients that hung up).",
-                &self.handshakes_failed,
+                self.handshakes_failed.load(Ordering::Relaxed),
             ),
             (
                 "handshakes_timed_out_total",
                 "TLS handshakes not finished within tls.handshake_timeout_ms.",
-                &self.handshakes_timed_out,
+                self.handshakes_timed_out.load(Ordering::Relaxed),
             ),
             (
                 "reloads_total",
                 "TLS certificate reloads that took effect (SIGHUP or changed files).",
-                &self.reloads,
+                *self.reloads.borrow(),
             ),
             (
                 "reloads_failed_total",
                 "TLS certificate reloads refused (bad files); the previous certificate stayed in use.",
-                &self.reloads_failed,
+                self.reloads_failed.load(Ordering::Relaxed),
             ),
         ] {
-            counter(
-                out,
-                &format!("{prefix}_{name}"),
-                help,
-                value.load(Ordering::Relaxed),
-            );
+            counter(out, &format!("{prefix}_{name}"), help, value);
         }
     }
 }

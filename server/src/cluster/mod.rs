@@ -41,30 +41,24 @@ pub(crate) struct NodeTls {
 impl NodeTls {
     /// Keeps the HTTP forwarding client on the node's certificate as its
     /// files hold it: made now, and again after each reload the
-    /// replication listener's acceptor takes (files changed, SIGHUP),
-    /// until `stop`. Errors are the files', and stop start-up.
+    /// replication listener's acceptor takes (files changed, SIGHUP: the
+    /// acceptor's own watch), until `stop`. Errors are the files', and
+    /// stop start-up.
     pub(crate) fn forward_with(
         &self,
         state: AppState,
         mut stop: watch::Receiver<bool>,
     ) -> Result<(), tidelog_runtime::tls::TlsError> {
         use tidelog_runtime::tls::load::node_client_config;
+        let mut reloaded = self.acceptor.reloaded();
         state.forward_over_tls(node_client_config(&self.config)?);
-        let (acceptor, config) = (Arc::clone(&self.acceptor), self.config.clone());
+        let config = self.config.clone();
         tokio::spawn(async move {
-            let mut seen = acceptor.reloads();
-            let mut tick = tokio::time::interval(tidelog_runtime::tls::acceptor::WATCH_INTERVAL);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tokio::select! {
-                    _ = tick.tick() => {}
+                    changed = reloaded.changed() => if changed.is_err() { return },
                     _ = stop.wait_for(|stopping| *stopping) => return,
                 }
-                let now = acceptor.reloads();
-                if now == seen {
-                    continue;
-                }
-                seen = now;
                 let config = config.clone();
                 match tokio::task::spawn_blocking(move || node_client_config(&config)).await {
                     Ok(Ok(client)) => {

@@ -36,7 +36,6 @@ use std::time::{Duration, Instant};
 use tidelog_api::{AppState, Broker};
 use tidelog_broker::store::{CleanerConfig, StoreConfig};
 use tidelog_broker::BrokerConfig;
-use tidelog_broker::Principal;
 use tidelog_cluster::election::records::NodeInfo;
 use tidelog_cluster::election::session::{Session, SessionState};
 use tidelog_cluster::election::step::Step;
@@ -48,11 +47,11 @@ use tidelog_cluster::replication::{
     FollowEnd, Follower, FollowerConfig, Link, Progress, ReplicationError, Source, SourceConfig,
 };
 use tidelog_cluster::{ClusterConfig, EtcdClient};
+use tidelog_runtime::connections::ConnectionSlots;
 use tidelog_runtime::tls::{PeerIdentity, TlsAcceptor};
-use tidelog_security::acl::{Operation, Resource};
 use tidelog_storage::epochs::Epochs;
 use tokio::net::TcpListener;
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 
 use super::gate::{NodeGate, Part};
@@ -186,8 +185,9 @@ impl Runtime {
         let acceptor = tokio::spawn(accept(
             replication,
             Arc::clone(&self.source),
-            self.cfg.clone(),
+            self.cfg.node_id,
             self.tls.as_ref().map(|t| Arc::clone(&t.acceptor)),
+            replication_slots(),
         ));
         let mut session = match self.start_session(&mut shutdown).await {
             Some(s) => s,
@@ -666,11 +666,10 @@ impl Runtime {
 async fn accept(
     listener: TcpListener,
     slot: SourceSlot,
-    cfg: ClusterConfig,
+    node_id: u32,
     tls: Option<Arc<TlsAcceptor>>,
+    connections: Arc<ConnectionSlots>,
 ) {
-    let connections = Arc::new(Semaphore::new(REPLICATION_CONNECTIONS_MAX));
-    let mut turned_away = Warned::default();
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(c) => c,
@@ -680,14 +679,13 @@ async fn accept(
                 continue;
             }
         };
-        let Ok(permit) = Arc::clone(&connections).try_acquire_owned() else {
-            turned_away.warn(peer);
-            continue;
+        let Some(held) = connections.try_open("replication") else {
+            continue; // counted and warned, rate-limited, by the slots
         };
         let _ = stream.set_nodelay(true);
-        let (slot, node_id, tls) = (Arc::clone(&slot), cfg.node_id, tls.clone());
+        let (slot, tls) = (Arc::clone(&slot), tls.clone());
         tokio::spawn(async move {
-            let _permit = permit;
+            let _held = held;
             let (link, identity): (Box<dyn Link>, _) = match tls {
                 None => (Box::new(stream), None),
                 Some(tls) => match tls.accept(stream, "replication", peer).await {
@@ -743,19 +741,13 @@ async fn serve_replica(
 }
 
 /// Whether the replica whose verified certificate is `identity`, from
-/// `peer`, may copy this node's log: its principal, `User:<CN>`, must be
-/// allowed CLUSTER_ACTION on the cluster by this master's ACLs (Kafka's
-/// right for a broker's own requests: a super user, or an ACL), which
-/// with `security.authorization: false` every named principal is. A
-/// certificate of the cluster's CA is not enough on its own: users'
-/// client certificates may come from the same CA.
+/// `peer`, may copy this node's log: a certificate that names one of the
+/// cluster's nodes by this master's ACLs (`Broker::is_cluster_node`).
 fn admitted(broker: &Arc<Broker>, identity: &PeerIdentity, peer: SocketAddr) -> Result<(), String> {
     let Some(cn) = identity.common_name.as_deref() else {
         return Err("the certificate names no subject CN, so no principal".into());
     };
-    let principal = Principal::Certificate(Arc::from(cn));
-    let door = broker.door(&principal).from_host(peer.ip());
-    if door.may(Operation::ClusterAction, Resource::cluster()) {
+    if broker.is_cluster_node(cn, Some(peer.ip())) {
         Ok(())
     } else {
         Err(format!(
@@ -766,33 +758,95 @@ fn admitted(broker: &Arc<Broker>, identity: &PeerIdentity, peer: SocketAddr) -> 
 
 /// Most replication connections at once, handshakes included: a cluster
 /// has a few replicas, and each holds one.
-const REPLICATION_CONNECTIONS_MAX: usize = 64;
+pub(crate) const REPLICATION_CONNECTIONS_MAX: u64 = 64;
 
-/// Connections turned away over [`REPLICATION_CONNECTIONS_MAX`], warned
-/// at most every 10 s.
-#[derive(Default)]
-struct Warned {
-    last: Option<Instant>,
-    since: u64,
+/// The replication listener's own cap ([`REPLICATION_CONNECTIONS_MAX`]).
+pub(crate) fn replication_slots() -> Arc<ConnectionSlots> {
+    ConnectionSlots::capped(
+        REPLICATION_CONNECTIONS_MAX,
+        "refusing replication connections: the listener holds its most at once (a flood, or replicas reconnecting in a loop)",
+    )
 }
 
-impl Warned {
-    fn warn(&mut self, peer: SocketAddr) {
-        self.since += 1;
-        if self
-            .last
-            .is_none_or(|at| at.elapsed() >= Duration::from_secs(10))
-        {
-            tracing::warn!(
-                %peer,
-                turned_away = self.since,
-                limit = REPLICATION_CONNECTIONS_MAX,
-                "replication listener full; connections closed"
-            );
-            *self = Warned {
-                last: Some(Instant::now()),
-                since: 0,
-            };
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use tokio::io::AsyncReadExt;
+    use tokio::net::TcpStream;
+
+    use super::*;
+
+    /// The replication listener holds at most its cap of connections,
+    /// handshakes included: one past it is closed at once (and counted),
+    /// while those it holds wait for their TLS handshake (never sent
+    /// here); a slot given back takes the next one.
+    #[tokio::test]
+    async fn past_its_cap_the_replication_listener_closes_a_connection_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let made = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+        std::fs::write(dir.path().join("node.crt"), made.cert.pem()).unwrap();
+        std::fs::write(
+            dir.path().join("node.key"),
+            made.signing_key.serialize_pem(),
+        )
+        .unwrap();
+        let tls = tidelog_runtime::tls::TlsConfig {
+            cert_file: Some(dir.path().join("node.crt")),
+            key_file: Some(dir.path().join("node.key")),
+            handshake_timeout_ms: 60_000,
+            ..Default::default()
+        };
+        let acceptor = TlsAcceptor::load(&tls).unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let slots = ConnectionSlots::capped(2, "test cap");
+        tokio::spawn(accept(
+            listener,
+            Arc::default(),
+            1,
+            Some(acceptor),
+            Arc::clone(&slots),
+        ));
+        let open = |n: u64| {
+            let slots = Arc::clone(&slots);
+            async move {
+                while slots.snapshot().open != n {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            }
+        };
+        let mut held = Vec::new();
+        for n in 1..=2 {
+            held.push(TcpStream::connect(addr).await.unwrap());
+            tokio::time::timeout(Duration::from_secs(10), open(n))
+                .await
+                .unwrap();
         }
+        let mut byte = [0u8; 1];
+        let mut past = TcpStream::connect(addr).await.unwrap();
+        let read = tokio::time::timeout(Duration::from_secs(10), past.read(&mut byte))
+            .await
+            .expect("the connection past the cap is closed at once");
+        assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+        assert_eq!(slots.snapshot().refused, 1);
+        for stream in &mut held {
+            let waiting =
+                tokio::time::timeout(Duration::from_millis(100), stream.read(&mut byte)).await;
+            assert!(
+                waiting.is_err(),
+                "a held connection waits for its handshake"
+            );
+        }
+
+        // A client that goes gives its slot back; the next one is held.
+        drop(held.pop());
+        tokio::time::timeout(Duration::from_secs(10), open(1))
+            .await
+            .unwrap();
+        let _next = TcpStream::connect(addr).await.unwrap();
+        tokio::time::timeout(Duration::from_secs(10), open(2))
+            .await
+            .unwrap();
+        assert_eq!(slots.snapshot().refused, 1);
     }
 }
