@@ -607,3 +607,52 @@ async fn a_replica_serves_nothing_past_the_in_sync_sets_watermark() {
     let _ = m.stop.send(true);
     m.task.await.unwrap();
 }
+
+/// The same across a crash: the restarted replica's recovery indexes
+/// nothing past the watermark it kept (none yet: nothing), not the whole
+/// log it holds, until the master's watermark comes past it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_replica_serves_nothing_past_the_watermark_either() {
+    let (m_dir, r_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let member = || StoreConfig {
+        cluster_member: true,
+        ..config(r_dir.path(), FlushMode::Async)
+    };
+    let m = master(
+        Arc::new(Store::open(config(m_dir.path(), FlushMode::Async)).unwrap()),
+        1,
+        &[1, 2, 3],
+    )
+    .await;
+    let replica = Arc::new(Store::open(member()).unwrap());
+    let (stop, task) = follow(&replica, &m.addr);
+    let end = produce(&m.store, 10, 100).await;
+    wait_until("the replica holds the records", || {
+        replica.copied_durable() >= end
+    })
+    .await;
+    stop.send(true).unwrap();
+    task.await.unwrap().unwrap();
+    let replica = Arc::into_inner(replica).expect("the follower let go of the store");
+    replica.checkpoint().unwrap();
+    replica.close_uncleanly();
+
+    let replica = Arc::new(Store::open(member()).unwrap());
+    assert_eq!(replica.commit_log().committed(), end, "recovered whole");
+    assert_eq!(replica.recovery_report().held_back_bytes, end);
+    let (stop, task) = follow(&replica, &m.addr);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        served(&replica, 0).is_empty() && served(&replica, 1).is_empty(),
+        "node 3 still holds none of them: the restarted replica serves none"
+    );
+    m.progress.set_insync(BTreeSet::from([1, 2]));
+    wait_until("every record", || {
+        served(&replica, 0).len() + served(&replica, 1).len() == 30
+    })
+    .await;
+    stop.send(true).unwrap();
+    task.await.unwrap().unwrap();
+    let _ = m.stop.send(true);
+    m.task.await.unwrap();
+}

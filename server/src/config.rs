@@ -420,13 +420,14 @@ impl Config {
     }
 
     /// The store's settings: the `store` and `retention` sections, in
-    /// `data_dir`. Retention keeps the production clock and disk-usage
+    /// `data_dir`, as a cluster's node if there is a `cluster` section. Retention keeps the production clock and disk-usage
     /// source (the defaults) and the knobs OPERATIONS.md does not name
     /// (`max_segments_per_pass`, `pause_between_deletes_ms`).
     pub fn store_config(&self) -> StoreConfig {
         StoreConfig {
             data_dir: self.data_dir.clone(),
             retention: self.retention.clone(),
+            cluster_member: self.cluster.is_some(),
             ..self.store.clone()
         }
     }

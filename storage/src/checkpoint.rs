@@ -19,8 +19,9 @@
 //! a warning): recovery then scans the whole log, which is always right.
 //!
 //! Writing it is `CheckpointWriter`'s: the indexes and sinks flushed,
-//! then the files recovery compares them with (`queue-ends`, `index-end`)
-//! and the producer-state snapshot, then this file; so everything below
+//! then the files recovery compares them with (`queue-ends`, `index-end`),
+//! a cluster node's `high-watermark` and the producer-state snapshot,
+//! then this file; so everything below
 //! the `dispatched` it records is durable in every index, and the
 //! snapshot never holds a batch the flushed log lost.
 
@@ -147,6 +148,8 @@ pub(crate) struct CheckpointWriter {
     queue_ends_stored: Mutex<Option<QueueEnds>>,
     /// The `index-end` last written (none yet in this run).
     index_end_stored: Mutex<Option<u64>>,
+    /// The `high-watermark` last written (none yet in this run).
+    high_watermark_stored: Mutex<Option<u64>>,
 }
 
 impl CheckpointWriter {
@@ -183,6 +186,14 @@ impl CheckpointWriter {
         // (`consume_queue::ends`).
         self.store_queue_ends(data_dir, queues.ends_at(dispatched))?;
         self.store_index_end(data_dir, index.end_below(dispatched))?;
+        crate::high_watermark::store_if_moved(
+            data_dir,
+            log,
+            &mut self
+                .high_watermark_stored
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        )?;
         self.store_producer_snapshot(data_dir, log)?;
         Checkpoint {
             commitlog_flushed: flushed,

@@ -117,6 +117,14 @@ pub struct StoreConfig {
     /// CommitLog segment deletion and disk-full protection.
     #[cfg_attr(feature = "serde", serde(skip))]
     pub retention: RetentionConfig,
+    /// The store of a cluster's node: its readers see only what its high
+    /// watermark covers, across a restart too. The watermark is kept in
+    /// the data dir ([`crate::high_watermark`]) and recovery indexes
+    /// nothing past the one kept, so a restarted node serves no record
+    /// a failover could still take back until its cluster's watermark
+    /// reaches it again. Set by the server from its `cluster:` section.
+    #[cfg_attr(feature = "serde", serde(skip))]
+    pub cluster_member: bool,
 }
 
 /// OPERATIONS.md's defaults with data in [`DATA_DIR_DEFAULT`].
@@ -144,6 +152,7 @@ impl StoreConfig {
             recovery_mode: RecoveryMode::Strict,
             preallocate_next_segment: true,
             retention: RetentionConfig::default(),
+            cluster_member: false,
         }
     }
 }

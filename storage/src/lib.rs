@@ -22,6 +22,7 @@ pub mod epochs;
 pub mod error;
 pub mod fault;
 pub mod fs_util;
+pub mod high_watermark;
 pub mod index_file;
 pub mod layout;
 pub mod log_head;

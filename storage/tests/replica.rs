@@ -161,7 +161,10 @@ struct PartitionView {
 }
 
 fn view(store: &Store) -> Vec<PartitionView> {
-    assert!(store.wait_dispatched(Duration::from_secs(30)));
+    // Everything its readers may see (up to a cluster's watermark).
+    wait_for("the dispatcher", || {
+        store.dispatched_position() >= store.committed_position()
+    });
     let mut out = Vec::new();
     for topic in TOPICS {
         for partition in 0..PARTITIONS {
@@ -578,6 +581,104 @@ fn readers_see_nothing_past_the_high_watermark() {
         log.set_high_watermark(log.committed());
         assert!(store.wait_dispatched(Duration::from_secs(30)));
         assert_eq!(store.offsets("a", 0), (0, 2));
+    }
+}
+
+/// What a node serves of each partition: its offsets and records.
+fn served_records(store: &Store) -> Vec<((u64, u64), Vec<Served>)> {
+    view(store)
+        .into_iter()
+        .map(|p| (p.offsets, p.records))
+        .collect()
+}
+
+/// A cluster member's restart: what the watermark it kept does not cover
+/// stays unindexed (no reader sees it: a failover may still take it back)
+/// until the watermark comes past it again, while the copy goes on after
+/// it (its queue offsets and aborted transactions count from the open).
+/// Clean, after a crash, and after a crash that lost the kept file (the
+/// checkpoint's indexed position stands in). Opened as a single node (a
+/// new master opening again), the same data dir serves everything.
+#[test]
+fn a_restarted_member_serves_nothing_past_the_watermark_it_kept() {
+    let seed = seed("kept_watermark");
+    for (stop, lose_file) in [("clean", false), ("crash", false), ("crash", true)] {
+        let (m_dir, r_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let member = || StoreConfig {
+            cluster_member: true,
+            ..config(r_dir.path())
+        };
+        let master = Store::open(config(m_dir.path())).unwrap();
+        let replica = Store::open(member()).unwrap();
+        let mut work = Workload::new(seed);
+        let mut rng = Rng::new(seed ^ 0x4857);
+        for _ in 0..120 {
+            work.step(&master);
+        }
+        copy_all(&master, &replica, &mut rng);
+        let mid = master.commit_log().committed();
+        replica.commit_log().set_high_watermark(mid);
+        let at_mid = served_records(&master);
+        for _ in 0..120 {
+            work.step(&master);
+        }
+        copy_all(&master, &replica, &mut rng);
+        assert_eq!(
+            served_records(&replica),
+            at_mid,
+            "{stop}: capped while running"
+        );
+        replica.checkpoint().unwrap();
+        if stop == "clean" {
+            replica.shutdown().unwrap();
+        } else {
+            replica.close_uncleanly();
+        }
+        if lose_file {
+            std::fs::remove_file(
+                r_dir
+                    .path()
+                    .join(tidelog_storage::high_watermark::FILE_NAME),
+            )
+            .unwrap();
+        }
+
+        let mut replica = Store::open(member()).unwrap();
+        let held = replica.recovery_report().held_back_bytes;
+        assert_eq!(
+            held,
+            master.commit_log().committed() - mid,
+            "{stop}: the tail held back"
+        );
+        assert_eq!(replica.commit_log().high_watermark(), mid);
+        assert_eq!(
+            served_records(&replica),
+            at_mid,
+            "{stop}, file lost {lose_file}: nothing past the kept watermark after the restart"
+        );
+        // The copy goes on at the master's queue offsets (a wrong one is
+        // refused), and the watermark releases the tail and the rest.
+        for _ in 0..60 {
+            work.step(&master);
+        }
+        copy_all(&master, &replica, &mut rng);
+        assert_eq!(served_records(&replica), at_mid, "{stop}: still capped");
+        replica
+            .commit_log()
+            .set_high_watermark(master.commit_log().committed());
+        assert_same(&master, &replica, "once the watermark covers the tail");
+
+        // Copied past the watermark again, then opened as a new master
+        // opens: every record indexed at once.
+        for _ in 0..30 {
+            work.step(&master);
+        }
+        copy_all(&master, &replica, &mut rng);
+        replica.shutdown().unwrap();
+        replica = Store::open(config(r_dir.path())).unwrap();
+        assert_eq!(replica.recovery_report().held_back_bytes, 0);
+        assert_eq!(replica.commit_log().high_watermark(), u64::MAX);
+        assert_same(&master, &replica, "opened as a single node");
     }
 }
 

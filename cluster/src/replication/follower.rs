@@ -127,9 +127,11 @@ impl<S: AsRef<Store> + Send + Sync + 'static> Follower<S> {
         let mine = self.load_epochs().await?;
         let my_end = self.store().commit_log().committed();
         // This node's readers see what the cluster's watermark covers:
-        // copies past what it holds now wait for the master's WATERMARK
-        // (a store opens uncapped, as a single node's; a cap already set
-        // stays, it never goes down).
+        // copies past what it holds now wait for the master's WATERMARK.
+        // A store opened as a cluster's member is capped already, at the
+        // watermark it kept (its tail past that held back too); one
+        // opened as a single node's is not, and is capped here. A cap
+        // set stays: it never goes down.
         let log = self.store().commit_log();
         if log.high_watermark() == u64::MAX {
             log.cap_visible_at(my_end);

@@ -19,9 +19,11 @@
 //!   log went past the master's) has the broker closed, the cut requested
 //!   and the broker opened again, which cuts at open, then follows again.
 //!
-//! A broker that copied bytes since it was opened is opened again before
-//! its node leads: the coordinators (groups, transactions, producer ids)
-//! are rebuilt from the log it now holds, as at any start. A master that
+//! A broker that copied bytes since it was opened, or whose open held
+//! back a tail past the watermark it kept (`StoreConfig::cluster_member`),
+//! is opened again before its node leads, without holding back: the
+//! coordinators (groups, transactions, producer ids) are rebuilt from the
+//! whole log it now holds, as at any start. A master that
 //! steps down is opened again too, as a replica: nothing of its term's
 //! in-memory state outlives it. Opening again takes the broker from the
 //! ready slot (requests in flight finish), so clients see a short "not
@@ -351,7 +353,13 @@ impl Runtime {
         }
         tracing::info!(epoch = term.epoch, "this node is the master");
         self.stop_current().await;
-        if self.copied_since_open {
+        // A tail recovery held back (past the watermark this node last
+        // knew) is the new term's log: the coordinators must see it.
+        let held_back = self.broker().is_some_and(|b| {
+            let store = store_of(&b);
+            store.dispatched_position() < store.commit_log().committed()
+        });
+        if self.copied_since_open || held_back {
             self.reopen(false, None).await?;
         }
         let broker = self.broker().ok_or("no broker to lead with")?;
@@ -639,7 +647,11 @@ impl Runtime {
         if let Some(at) = cut {
             tidelog_storage::cut::request(&self.data_dir, at).map_err(|e| e.to_string())?;
         }
-        let r = self.reopen.clone();
+        let mut r = self.reopen.clone();
+        // A replica holds back what its kept watermark does not cover; a
+        // master's coordinators see its whole log (its readers, what
+        // its in-sync set confirms from then on).
+        r.store.cluster_member = replica;
         let broker =
             tokio::task::spawn_blocking(move || Broker::open(&r.broker, r.store, r.cleaner))
                 .await

@@ -49,6 +49,12 @@ impl NextOffsets {
         self.0.get(topic)?.get(&partition).copied()
     }
 
+    /// Raise `topic`-`partition`'s counter to `next` if it is lower.
+    pub fn raise(&mut self, topic: &Arc<str>, partition: u32, next: u64) {
+        let n = self.topic_mut(topic).entry(partition).or_insert(0);
+        *n = (*n).max(next);
+    }
+
     /// The counters of `topic`'s partitions, created empty if it has none.
     /// The append path looks the topic up once per run of its records
     /// (and a replica's copy, `copy.rs`, once per entry).

@@ -15,6 +15,7 @@
 //! CommitLog or refused (`store.recovery_mode`), and logged with what it
 //! cost; an offset is never handed out twice.
 
+use std::cell::Cell;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
@@ -62,12 +63,15 @@ fn lost_txn_indexes(
 }
 
 /// Rebuild the `lost` partitions' aborted-transaction indexes from every
-/// marker the log holds (a walk of entry headers from the log's first
-/// segment; markers retention deleted took their records with them).
+/// marker the log holds below `below`, the dispatched position (a walk
+/// of entry headers from the log's first segment; markers retention
+/// deleted took their records with them; the dispatcher indexes those
+/// past `below`).
 fn rebuild_txn_indexes(
     log: &CommitLog,
     sink: &TxnIndexSink,
     lost: &[(Arc<str>, u32)],
+    below: u64,
 ) -> Result<()> {
     let began = Instant::now();
     for (topic, partition) in lost {
@@ -81,7 +85,7 @@ fn rebuild_txn_indexes(
     }
     let mut pos = log.min_offset();
     let mut markers = 0u64;
-    loop {
+    while pos < below {
         match log.read_next(pos, false)? {
             crate::commit_log::Next::End => break,
             crate::commit_log::Next::Skip(next) => pos = next,
@@ -188,6 +192,9 @@ pub struct RecoveryReport {
     pub elapsed: Duration,
     /// The cut this open carried out before recovering (`crate::cut`).
     pub cut: Option<crate::cut::Cut>,
+    /// A cluster node's log tail past its kept high watermark, verified
+    /// but not indexed yet ([`StoreConfig::cluster_member`]).
+    pub held_back_bytes: u64,
 }
 
 impl Store {
@@ -296,6 +303,16 @@ impl Store {
             .dispatched
             .min(checkpoint.commitlog_flushed)
             .max(log_min);
+        // A cluster node indexes nothing past the watermark it last knew
+        // (`crate::high_watermark`): sinks holding more forget it, and
+        // the scan below holds the rest back for the dispatcher, which
+        // indexes it once the cluster's watermark covers it again.
+        let hold_back_at = config
+            .cluster_member
+            .then(|| crate::high_watermark::load(&dir).unwrap_or(start));
+        if let Some(cap) = hold_back_at.filter(|cap| *cap < start) {
+            start = recovery::segment_base_at(&segments, cap).max(log_min);
+        }
         // Queues that end below what the last checkpoint recorded lost a
         // file (or its tail): checked before anything is truncated, and
         // rebuilt by re-dispatching from where each surviving queue ends.
@@ -351,6 +368,13 @@ impl Store {
         // readers as committed: the scan starts at the log's first entry
         // then, handing the sinks only what they do not hold.
         let dispatch_from = start;
+        // The entries past the cap, held back: where they begin, the
+        // queue offsets they take (the writer continues after them) and
+        // the aborted transactions they end (readers must know those
+        // once the entries are indexed; the index files get them then).
+        let held_from: Cell<Option<u64>> = Cell::new(None);
+        let mut held_next: std::collections::HashMap<(Arc<str>, u32), u64> = Default::default();
+        let mut held_aborted = AbortedByPartition::default();
         let scan_from = if have_snapshot || fresh {
             start
         } else {
@@ -366,6 +390,15 @@ impl Store {
             clean,
             &mut |entry| {
                 let v = entry.view();
+                let entry_end = v.physical_offset + v.total_len as u64;
+                if held_from.get().is_some() || hold_back_at.is_some_and(|cap| entry_end > cap) {
+                    held_from.set(held_from.get().or(Some(v.physical_offset)));
+                    let next = v.base_queue_offset + u64::from(v.record_count);
+                    let had = held_next
+                        .entry((Arc::from(entry.topic()), v.partition))
+                        .or_default();
+                    *had = (*had).max(next);
+                }
                 if v.producer.is_none() || v.physical_offset < producers_from {
                     return;
                 }
@@ -394,6 +427,15 @@ impl Store {
             &mut |record| {
                 if record.physical_offset().get() < dispatch_from {
                     return Ok(()); // the sinks hold it (a scan for producers only)
+                }
+                if held_from.get().is_some() {
+                    if let Some(aborted) = crate::txn_index::file::aborted_by(record) {
+                        held_aborted
+                            .entry((Arc::from(record.topic()), record.partition()))
+                            .or_default()
+                            .push(aborted);
+                    }
+                    return Ok(());
                 }
                 replayed += 1;
                 sinks.iter().try_for_each(|s| s.dispatch(record))
@@ -439,10 +481,22 @@ impl Store {
         // dispatch resumes; each queue's tail interval is read once.
         queue_sink.set_log(&log);
         catch_up_time_indexes(&queues, &log);
+        // What was held back waits for the watermark to come past it.
+        let dispatched = held_from.get().unwrap_or(end);
+        if let Some(cap) = hold_back_at {
+            log.cap_visible_at(cap.min(end));
+            if dispatched < end {
+                tracing::info!(
+                    high_watermark = cap,
+                    held_back_bytes = end - dispatched,
+                    "holding back the log's tail past the kept high watermark until the cluster's watermark covers it"
+                );
+            }
+        }
         let dispatcher = Dispatcher::new(
             Arc::clone(&log),
             sinks,
-            end,
+            dispatched,
             Duration::from_millis(config.dispatch_stall_ms),
             faults,
         );
@@ -464,17 +518,32 @@ impl Store {
             let n = next.get(tp.topic(), tp.partition()).unwrap_or(0);
             next.insert(tp, n.max(q.max_offset()));
         }
+        // And past the entries held back, which no queue holds yet.
+        for ((topic, partition), n) in &held_next {
+            next.raise(topic, *partition, *n);
+        }
         log.set_next_offsets(next);
         let producer_id_floor = producers.max_producer_id().map_or(0, |id| id + 1);
         log.set_producer_states(producers);
         // The aborted transactions are the index files' (complete now: the
         // scan re-dispatched every marker past the checkpoint), unless a
         // file was lost: then it is rebuilt from the log's markers.
-        let mut aborted_txns = txn_sink.load_all()?;
+        // Those the held-back entries end are added: the files get them
+        // as the dispatcher indexes the entries.
+        let with_held = |mut files: AbortedByPartition| {
+            for (key, list) in &held_aborted {
+                files
+                    .entry(key.clone())
+                    .or_default()
+                    .extend_from_slice(list);
+            }
+            files
+        };
+        let mut aborted_txns = with_held(txn_sink.load_all()?);
         let lost = lost_txn_indexes(&aborted_txns, &aborted_counts, producers_from);
         if !lost.is_empty() {
-            rebuild_txn_indexes(&log, &txn_sink, &lost)?;
-            aborted_txns = txn_sink.load_all()?;
+            rebuild_txn_indexes(&log, &txn_sink, &lost, dispatched)?;
+            aborted_txns = with_held(txn_sink.load_all()?);
         }
         txns.install(log.txns(), aborted_txns);
         let producer_ids = ProducerIds::load(&dir, producer_id_floor)?;
@@ -531,6 +600,7 @@ impl Store {
             records_replayed: replayed,
             elapsed: began.elapsed(),
             cut,
+            held_back_bytes: end - dispatched,
         };
         tracing::info!(?report, "store open");
         let store = Store {

@@ -256,28 +256,32 @@ impl TxnIndexSink {
     }
 }
 
+/// The aborted transaction `r` ends, if it is an abort marker: the entry
+/// its partition's index file gets when the marker is dispatched.
+pub(crate) fn aborted_by(r: &StoredRecord) -> Option<AbortedTxn> {
+    let m = r.marker()?;
+    let (Some(first), false, Some(p)) = (m.txn_first_offset, m.commit, r.producer()) else {
+        return None;
+    };
+    Some(AbortedTxn {
+        producer_id: p.producer_id,
+        first_offset: first,
+        last_offset: r.queue_offset().get(),
+        last_stable_offset: m.last_stable_offset,
+        marker_position: r.physical_offset().get(),
+    })
+}
+
 impl DispatchSink for TxnIndexSink {
     fn name(&self) -> &str {
         "txn-index"
     }
 
     fn dispatch(&self, r: &StoredRecord) -> Result<()> {
-        let Some(m) = r.marker() else {
-            return Ok(());
-        };
-        let (Some(first), false, Some(p)) = (m.txn_first_offset, m.commit, r.producer()) else {
-            return Ok(());
-        };
-        self.append(
-            r,
-            &AbortedTxn {
-                producer_id: p.producer_id,
-                first_offset: first,
-                last_offset: r.queue_offset().get(),
-                last_stable_offset: m.last_stable_offset,
-                marker_position: r.physical_offset().get(),
-            },
-        )
+        match aborted_by(r) {
+            Some(entry) => self.append(r, &entry),
+            None => Ok(()),
+        }
     }
 
     fn dispatch_entry(&self, records: &[StoredRecord]) -> Result<()> {
