@@ -593,13 +593,15 @@ async fn a_replica_serves_nothing_past_the_in_sync_sets_watermark() {
     assert!(served(&m.store, 0).is_empty(), "nor does the master");
 
     // Node 3 leaves the set: the watermark reaches the end everywhere.
+    third_member_leaves(m, &replica, (stop, task)).await;
+}
+
+/// Node 3 leaves the in-sync set: the watermark reaches the end and the
+/// replica serves all 30 records; then the stream and the master stop.
+async fn third_member_leaves(m: Master, replica: &Store, (stop, task): Following) {
     m.progress.set_insync(BTreeSet::from([1, 2]));
-    wait_until("the replica serves the records", || {
-        !served(&replica, 0).is_empty() || !served(&replica, 1).is_empty()
-    })
-    .await;
     wait_until("every record", || {
-        served(&replica, 0).len() + served(&replica, 1).len() == 30
+        served(replica, 0).len() + served(replica, 1).len() == 30
     })
     .await;
     stop.send(true).unwrap();
@@ -646,13 +648,5 @@ async fn a_restarted_replica_serves_nothing_past_the_watermark_either() {
         served(&replica, 0).is_empty() && served(&replica, 1).is_empty(),
         "node 3 still holds none of them: the restarted replica serves none"
     );
-    m.progress.set_insync(BTreeSet::from([1, 2]));
-    wait_until("every record", || {
-        served(&replica, 0).len() + served(&replica, 1).len() == 30
-    })
-    .await;
-    stop.send(true).unwrap();
-    task.await.unwrap().unwrap();
-    let _ = m.stop.send(true);
-    m.task.await.unwrap();
+    third_member_leaves(m, &replica, (stop, task)).await;
 }
