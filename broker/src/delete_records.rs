@@ -13,11 +13,11 @@
 //! at or below the beginning changes nothing. Every answer is the
 //! partition's low watermark (its beginning).
 
-use tidelog_cleaner::CompactedLogs;
-use tidelog_storage::{DeletedRecords, Store};
+use tidelog_storage::DeletedRecords;
 
 use crate::broker::Broker;
 use crate::error::BrokerError;
+use crate::log_start::move_log_start;
 use crate::topic_config::CleanupPolicy;
 
 /// DeleteRecords' offset meaning "the high watermark".
@@ -95,26 +95,6 @@ impl Broker {
     fn partition_end(&self, topic: &str, partition: u32) -> u64 {
         self.store.offsets(topic, partition).1
     }
-}
-
-/// Moves `topic`-`partition`'s log start in `store` to `before` (`None`:
-/// its end) and, with it, its compacted log's in `logs`: DeleteRecords'
-/// own step, on the master and where a replica applies the master's
-/// (`crate::cluster_metadata::sink`). Blocking (fsyncs).
-pub(crate) fn move_log_start(
-    store: &Store,
-    logs: &CompactedLogs,
-    topic: &str,
-    partition: u32,
-    before: Option<u64>,
-) -> Result<DeletedRecords, BrokerError> {
-    let moved = store.delete_records(topic, partition, before)?;
-    if let DeletedRecords::LowWatermark(low) = moved {
-        if let Some(log) = logs.log(topic, partition) {
-            log.set_log_start(low);
-        }
-    }
-    Ok(moved)
 }
 
 #[cfg(test)]

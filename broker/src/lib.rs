@@ -71,6 +71,7 @@ pub mod error_fixtures;
 pub mod fault;
 pub mod group_admin;
 pub mod groups;
+mod log_start;
 mod logins;
 pub mod long_poll;
 pub mod names;

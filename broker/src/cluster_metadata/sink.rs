@@ -155,7 +155,7 @@ impl MetadataSink {
             );
             return Ok(());
         }
-        let moved = crate::delete_records::move_log_start(
+        let moved = crate::log_start::move_log_start(
             store,
             &self.owners.logs,
             topic,
