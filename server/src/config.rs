@@ -420,8 +420,9 @@ impl Config {
     }
 
     /// The store's settings: the `store` and `retention` sections, in
-    /// `data_dir`, as a cluster's node if there is a `cluster` section. Retention keeps the production clock and disk-usage
-    /// source (the defaults) and the knobs OPERATIONS.md does not name
+    /// `data_dir`, as a cluster's node if there is a `cluster` section.
+    /// Retention keeps the production clock and disk-usage source (the
+    /// defaults) and the knobs OPERATIONS.md does not name
     /// (`max_segments_per_pass`, `pause_between_deletes_ms`).
     pub fn store_config(&self) -> StoreConfig {
         StoreConfig {

@@ -21,9 +21,9 @@
 //! Writing it is `CheckpointWriter`'s: the indexes and sinks flushed,
 //! then the files recovery compares them with (`queue-ends`, `index-end`),
 //! a cluster node's `high-watermark` and the producer-state snapshot,
-//! then this file; so everything below
-//! the `dispatched` it records is durable in every index, and the
-//! snapshot never holds a batch the flushed log lost.
+//! then this file; so everything below the `dispatched` it records is
+//! durable in every index, and the snapshot never holds a batch the
+//! flushed log lost.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
