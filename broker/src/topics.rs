@@ -264,7 +264,8 @@ impl Broker {
         names::validate_topic_name(&request.name)?;
         // Every node of the group holds every topic (the cluster
         // contract): a factor up to their number is what it holds anyway.
-        let nodes = self.cluster().map_or(1, |c| c.status().nodes.len().max(1));
+        let brokers = self.brokers();
+        let nodes = brokers.len();
         match request.replication_factor {
             None | Some(-1) => {}
             Some(n) if n >= 1 && u64::try_from(n).is_ok_and(|n| n <= nodes as u64) => {}
@@ -272,7 +273,7 @@ impl Broker {
                 return Err(BrokerError::ReplicationFactorImpossible { requested, nodes })
             }
         }
-        let assigned = check_assignment(&request, &self.brokers())?;
+        let assigned = check_assignment(&request, &brokers)?;
         let partitions = match (assigned, request.partitions) {
             (Some(n), _) => n,
             (None, None | Some(-1)) => self.config.default_partitions,

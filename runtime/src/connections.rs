@@ -140,9 +140,10 @@ impl ConnectionSlots {
         ConnectionSlots::new(u64::MAX)
     }
 
-    /// A slot for a connection `front_end` ("http", "kafka", "replication") accepted, or
-    /// `None` if the cap is reached: the caller closes the connection at
-    /// once. Counted and (rate-limited) warned here.
+    /// A slot for a connection `front_end` ("http", "kafka",
+    /// "replication") accepted, or `None` if the cap is reached: the
+    /// caller closes the connection at once. Counted and (rate-limited)
+    /// warned here.
     pub fn try_open(self: &Arc<Self>, front_end: &'static str) -> Option<ConnectionSlot> {
         let taken = self
             .open

@@ -85,10 +85,11 @@ pub async fn run(config: Config) -> ExitCode {
     };
     let connection_cap = open_file_limit(&config);
     let tls = if config.serves_tls() {
-        match acceptor(&config.tls, tidelog_runtime::tls::acceptor::METRICS_PREFIX) {
-            Some(acceptor) => Some(acceptor),
-            None => return failed,
-        }
+        let Some(acceptor) = acceptor(&config.tls, tidelog_runtime::tls::acceptor::METRICS_PREFIX)
+        else {
+            return failed;
+        };
+        Some(acceptor)
     } else {
         None
     };

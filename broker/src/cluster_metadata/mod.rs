@@ -2,15 +2,15 @@
 //! registry, the dynamic configs, the users and the ACLs are files of the
 //! data dir, which the replication stream (a copy of the CommitLog) does
 //! not carry, and neither is a partition's log start offset as
-//! DeleteRecords moves it (the store's `log-start-offsets`). So on a cluster's master every change of one of them also
-//! appends a record to `__cluster_metadata` (one partition; key: which
-//! file, value: the file's whole new bytes, [`mod@format`]; or a partition's
-//! new log start), durably, before the file is written and the change
-//! published in memory; a replica
-//! copies the record with the log and its dispatch ([`sink`]) installs
-//! the file as the owner would write it, checked as the owner checks the
-//! file at load. A failover then finds every file as the old master had
-//! it, in the log the new master already holds.
+//! DeleteRecords moves it (the store's `log-start-offsets`). So on a
+//! cluster's master every change of one of them also appends a record to
+//! `__cluster_metadata` (one partition; key: which file, value: the
+//! file's whole new bytes, [`mod@format`]; or a partition's new log
+//! start), durably, before the file is written and the change published
+//! in memory; a replica copies the record with the log and its dispatch
+//! ([`sink`]) installs the file as the owner would write it, checked as
+//! the owner checks the file at load. A failover then finds every file
+//! as the old master had it, in the log the new master already holds.
 //!
 //! Invariants:
 //! * Records are appended only by a broker in a cluster

@@ -7,8 +7,11 @@
 //! to the checkpoint's dispatched position (never past the flushed log),
 //! moved back to where any lost queue or IndexFile ends; the recovery
 //! scan then verifies the log from there once, replaying producer state
-//! and feeding every sink the records it verifies; queue offsets continue
-//! where each queue (or a deleted partition) ended; a checkpoint records
+//! and feeding every sink the records it verifies (on a cluster's node,
+//! none past the high watermark it kept: that tail is left for the
+//! dispatcher, `crate::high_watermark`); queue offsets continue where
+//! each queue (or a deleted partition, or the held-back tail) ended; a
+//! checkpoint records
 //! the consistent state before the store is handed out.
 //!
 //! Invariant: a lost queue file, IndexFile or log head is rebuilt from the
