@@ -334,6 +334,77 @@ fn a_killed_master_is_replaced_and_no_acknowledged_record_is_lost() {
     }
 }
 
+/// The whole cluster killed at once (a power cut) and started again:
+/// each node kept no watermark past its open (the checkpoints are far
+/// apart here), so its recovery holds its whole log back. The node that
+/// leads opens again without holding back, so its coordinators hold every
+/// commit acknowledged before the cut, and every acknowledged record is
+/// served at its offset.
+#[test]
+fn a_cluster_killed_whole_comes_back_with_every_acknowledged_commit() {
+    let etcd = Etcd::start();
+    let endpoint = etcd.endpoint();
+    let rare_checkpoints = |id: u32| {
+        config(&endpoint, id, free_local_addr()).replace(
+            "  flush: sync\n",
+            "  flush: sync\n  sync_checkpoint_interval_ms: 600000\n",
+        )
+    };
+    let mut nodes: Vec<TidelogProcess> = (1..=3)
+        .map(|id| TidelogProcess::start_with_config(&rare_checkpoints(id)))
+        .collect();
+    let mut probe = 0;
+    let mut acked: BTreeMap<(u64, u64), String> = BTreeMap::new();
+    let (master, (p, o, v)) = wait_for("a master", || {
+        find_master(&nodes.iter().collect::<Vec<_>>(), &mut probe)
+    });
+    acked.insert((p, o), v);
+    let group = "/consumer-groups/g/offsets";
+    for i in 0..20u64 {
+        let value = format!("before-{i}");
+        if let Produced::Acked(p, o) = produce(&nodes[master], i % PARTITIONS, &value) {
+            acked.insert((p, o), value);
+        }
+        nodes[master]
+            .send_json(
+                "POST",
+                group,
+                &json!({"offsets": [{"topic": "t", "partition": 0, "offset": i + 1}]}),
+            )
+            .expect(204);
+    }
+    let committed = nodes[master].get(group).expect(200);
+    assert_eq!(committed["offsets"][0]["offset"], 20, "{committed}");
+
+    for node in &mut nodes {
+        node.kill_9();
+    }
+    for node in &mut nodes {
+        node.start_again();
+    }
+    let all: Vec<&TidelogProcess> = nodes.iter().collect();
+    let (master, (p, o, v)) = wait_for("a master after the restart", || {
+        find_master(&all, &mut probe)
+    });
+    acked.insert((p, o), v);
+    let log = nodes[master].log();
+    assert!(
+        log.contains("holding back the log's tail past the kept high watermark"),
+        "the restarted master held its tail back at open"
+    );
+    assert_eq!(
+        nodes[master].get(group).expect(200),
+        committed,
+        "the master's coordinator holds the last commit"
+    );
+    for p in 0..PARTITIONS {
+        let served = served(&nodes[master], p);
+        for ((ap, ao), value) in acked.iter().filter(|((ap, _), _)| *ap == p) {
+            assert_eq!(served.get(ao), Some(value), "record {ap}/{ao}");
+        }
+    }
+}
+
 fn start_three(etcd: &Etcd) -> Vec<TidelogProcess> {
     let endpoint = etcd.endpoint();
     (1..=3)
