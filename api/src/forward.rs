@@ -7,8 +7,10 @@
 //! Which requests ([`forwards`]): every `POST`, `PUT`, `PATCH` and
 //! `DELETE`, except the two that act on this node's own files
 //! (`…/compaction`, `…/retention`: every node compacts and trims its own
-//! logs), and every call under `/consumers/` whatever its method (the
-//! group coordinator that holds consumer instances is the master's).
+//! logs), and every call under `/consumers/` and `/consumer-groups`
+//! whatever its method (the group coordinator that holds consumer
+//! instances, members and committed offsets is the master's; a replica's
+//! is what it loaded when it opened).
 //! Reads are served where they arrive.
 //!
 //! When ([`route`]): only with a cluster gate, once the broker is ready,
@@ -121,7 +123,13 @@ const NOT_FORWARDED: [HeaderName; 11] = [
 
 /// Whether `method path` is forwarded from a replica (module doc).
 pub fn forwards(method: &Method, path: &str) -> bool {
-    if path.starts_with("/consumers/") {
+    // The group coordinator's state (consumer instances, members,
+    // committed offsets) is the master's: a replica's is what it loaded
+    // at its open, and follows no copy.
+    let coordinators = path.starts_with("/consumers/")
+        || path == "/consumer-groups"
+        || path.starts_with("/consumer-groups/");
+    if coordinators {
         return true;
     }
     let mutating = matches!(

@@ -18,6 +18,9 @@ fn writes_and_every_consumer_instance_call_are_forwarded_reads_and_node_local_ca
         (Method::POST, "/consumers/g"),
         (Method::GET, "/consumers/g/instances/i/records"),
         (Method::GET, "/consumers/g/instances/i/assignments"),
+        (Method::GET, "/consumer-groups"),
+        (Method::GET, "/consumer-groups/g"),
+        (Method::GET, "/consumer-groups/g/offsets"),
         (Method::DELETE, "/consumers/g/instances/i"),
         (Method::POST, "/v3/clusters/c/topics"),
         (Method::PATCH, "/v3/clusters/c/topics/t"),
@@ -35,7 +38,6 @@ fn writes_and_every_consumer_instance_call_are_forwarded_reads_and_node_local_ca
     let local = [
         (Method::GET, "/topics"),
         (Method::GET, "/topics/t/partitions/0/records"),
-        (Method::GET, "/consumer-groups/g"),
         (Method::GET, "/v1/cluster"),
         (Method::GET, "/status/ready"),
         (Method::GET, "/metrics"),

@@ -397,6 +397,14 @@ fn a_cluster_killed_whole_comes_back_with_every_acknowledged_commit() {
         committed,
         "the master's coordinator holds the last commit"
     );
+    // A replica's coordinator is what it loaded at its open (here:
+    // nothing, all held back): it forwards the group's routes.
+    let replica = &nodes[(master + 1) % 3];
+    assert_eq!(
+        replica.get(group).expect(200),
+        committed,
+        "a replica answers the master's commits"
+    );
     for p in 0..PARTITIONS {
         let served = served(&nodes[master], p);
         for ((ap, ao), value) in acked.iter().filter(|((ap, _), _)| *ap == p) {
